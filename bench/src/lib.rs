@@ -1,0 +1,1 @@
+//! Workloads, drivers, checks and reports.

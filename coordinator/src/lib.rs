@@ -1,0 +1,1 @@
+//! Coordinator: planning, votes and decision, phase 2, client API (a later issue).

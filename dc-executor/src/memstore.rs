@@ -1,0 +1,179 @@
+//! MemStore: one flat region per node holding, by offset, a superblock, the hash-index
+//! buckets, the redo ring and the record heap (DESIGN.md §3).
+//!
+//! ```text
+//! [0, 64)                      superblock: magic, layout, heap bump pointer
+//! [64, 64 + index)             index buckets (64 bytes each)
+//! [.., + ring)                 redo ring: 64-byte head/tail block, then 64-byte slots
+//! [.., size)                   record heap, bump-allocated by fetch-and-add
+//! ```
+
+use crate::error::{Error, Result, SuperblockMismatch};
+use crate::region::Region;
+use crate::verbs::Verbs;
+use redt_proto::{MemStoreConfig, NodeId, Offset};
+
+/// `"REDTMS01"` in little-endian.
+pub const MAGIC: u64 = u64::from_le_bytes(*b"REDTMS01");
+
+/// Superblock size and alignment unit of every area, in bytes.
+pub const LINE: u64 = 64;
+
+/// Byte offset of the heap bump pointer inside the superblock.
+const HEAP_NEXT: u64 = 56;
+
+/// Where each area of a MemStore lives; identical on every node of a cluster.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Layout {
+    /// Region size in bytes.
+    pub size: u64,
+    /// First byte of the index buckets.
+    pub index_off: u64,
+    /// Bytes of index buckets (a multiple of 64).
+    pub index_bytes: u64,
+    /// First byte of the redo ring (its head/tail block).
+    pub ring_off: u64,
+    /// Bytes of the ring including its 64-byte head/tail block.
+    pub ring_bytes: u64,
+    /// First byte of the record heap.
+    pub heap_off: u64,
+}
+
+impl Layout {
+    /// Derives the layout from the topology's MemStore configuration (already validated:
+    /// sizes are multiples of 64 and fit).
+    pub fn from_config(c: &MemStoreConfig) -> Layout {
+        let index_off = LINE;
+        let ring_off = index_off + c.index_bytes;
+        Layout {
+            size: c.size_bytes,
+            index_off,
+            index_bytes: c.index_bytes,
+            ring_off,
+            ring_bytes: c.ring_bytes,
+            heap_off: ring_off + c.ring_bytes,
+        }
+    }
+
+    /// Number of 64-byte index buckets.
+    pub fn index_buckets(&self) -> u64 {
+        self.index_bytes / LINE
+    }
+
+    /// Number of 64-byte ring slots (the head/tail block excluded).
+    pub fn ring_slots(&self) -> u64 {
+        self.ring_bytes / LINE - 1
+    }
+
+    /// Offset of the heap bump pointer word.
+    pub fn heap_next_offset(&self) -> Offset {
+        Offset(HEAP_NEXT)
+    }
+
+    /// Writes a fresh superblock and zeroes the index and ring areas of `region`.
+    ///
+    /// # Panics
+    /// If `region` is smaller than `self.size`.
+    pub fn format(&self, region: &Region) {
+        assert!(region.len() >= self.size, "region smaller than the MemStore layout");
+        let zero = vec![0u8; 1 << 16];
+        let mut off = self.index_off;
+        while off < self.heap_off {
+            let n = (self.heap_off - off).min(zero.len() as u64);
+            region.write(off, &zero[..n as usize]);
+            off += n;
+        }
+        let words = [
+            MAGIC,
+            self.size,
+            self.index_off,
+            self.index_bytes,
+            self.ring_off,
+            self.ring_bytes,
+            self.heap_off,
+            self.heap_off,
+        ];
+        // The magic goes last so a half-formatted region is never taken for a MemStore.
+        for (i, w) in words.iter().enumerate().skip(1) {
+            region.write(i as u64 * 8, &w.to_le_bytes());
+        }
+        region.write(0, &MAGIC.to_le_bytes());
+    }
+
+    /// Checks that `region` holds a MemStore of this layout.
+    ///
+    /// # Errors
+    /// [`Error::BadSuperblock`] naming the first field that differs.
+    pub fn check(&self, node: NodeId, region: &Region) -> Result<()> {
+        let mut sb = [0u8; 64];
+        region.read(0, &mut sb);
+        let w = |i: usize| u64::from_le_bytes(sb[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
+        let bad = |why| Error::BadSuperblock { node, why };
+        if w(0) != MAGIC {
+            return Err(bad(SuperblockMismatch::Magic(w(0))));
+        }
+        let fields = [
+            ("size", 1, self.size),
+            ("index_off", 2, self.index_off),
+            ("index_bytes", 3, self.index_bytes),
+            ("ring_off", 4, self.ring_off),
+            ("ring_bytes", 5, self.ring_bytes),
+            ("heap_off", 6, self.heap_off),
+        ];
+        for (field, i, expected) in fields {
+            if w(i) != expected {
+                return Err(bad(SuperblockMismatch::Field { field, found: w(i), expected }));
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether `region` already holds a formatted MemStore (any layout).
+    pub fn is_formatted(region: &Region) -> bool {
+        region.word(0).load(std::sync::atomic::Ordering::Acquire) == MAGIC
+    }
+
+    /// Allocates `bytes` (rounded up to 64) from `node`'s record heap with one
+    /// fetch-and-add on the bump pointer; returns the offset of the allocation.
+    ///
+    /// # Errors
+    /// [`Error::HeapFull`] when the heap is exhausted; verbs errors.
+    pub fn alloc(&self, verbs: &dyn Verbs, node: NodeId, bytes: u64) -> Result<Offset> {
+        let bytes = bytes.div_ceil(LINE) * LINE;
+        let at = verbs.fetch_and_add(node, self.heap_next_offset(), bytes)?;
+        if at.checked_add(bytes).is_none_or(|end| end > self.size) {
+            return Err(Error::HeapFull { node, needed: bytes });
+        }
+        Ok(Offset(at))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::verbs::LocalVerbs;
+
+    fn cfg() -> MemStoreConfig {
+        MemStoreConfig { size_bytes: 1 << 20, index_bytes: 4096, ring_bytes: 8192 }
+    }
+
+    #[test]
+    fn format_then_check_and_alloc() {
+        let l = Layout::from_config(&cfg());
+        let v = LocalVerbs::in_process([NodeId(0)], l.size);
+        let r = v.region(NodeId(0)).unwrap();
+        assert!(matches!(l.check(NodeId(0), r), Err(Error::BadSuperblock { .. })));
+        l.format(r);
+        l.check(NodeId(0), r).unwrap();
+        let a = l.alloc(&v, NodeId(0), 100).unwrap();
+        let b = l.alloc(&v, NodeId(0), 1).unwrap();
+        assert_eq!(a.0, l.heap_off);
+        assert_eq!(b.0, l.heap_off + 128);
+        assert!(matches!(l.alloc(&v, NodeId(0), 1 << 21), Err(Error::HeapFull { .. })));
+        let other = Layout { ring_bytes: 4096, ..l };
+        assert!(matches!(
+            other.check(NodeId(0), r),
+            Err(Error::BadSuperblock { why: SuperblockMismatch::Field { field: "ring_bytes", .. }, .. })
+        ));
+    }
+}

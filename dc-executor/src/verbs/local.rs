@@ -1,0 +1,216 @@
+//! Verbs on regions this process can address directly: heap regions (in-process backend)
+//! or shared-memory files that every node process of a DC maps (cross-process backend).
+
+use super::{Completion, DoorbellBatch, VerbCounters, Verbs, WorkRequest};
+use crate::error::{Error, Result};
+use crate::region::Region;
+use redt_proto::{NodeId, Offset};
+use std::collections::HashMap;
+use std::fs::OpenOptions;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Verbs over regions mapped in this process, one per node of the DC.
+///
+/// The atomics are real atomic instructions on the (possibly shared) mapping, so processes
+/// mapping the same files see each other's atomics, and a node process can be killed and
+/// restarted without the others noticing more than a pause.
+pub struct LocalVerbs {
+    regions: HashMap<NodeId, Arc<Region>>,
+    counters: VerbCounters,
+}
+
+impl LocalVerbs {
+    /// A backend over already-built regions (e.g. heap regions of an embedded cluster).
+    pub fn new(regions: impl IntoIterator<Item = (NodeId, Arc<Region>)>) -> Self {
+        LocalVerbs { regions: regions.into_iter().collect(), counters: VerbCounters::default() }
+    }
+
+    /// A backend over heap regions of `size_bytes` each for `nodes` (zeroed).
+    pub fn in_process(nodes: impl IntoIterator<Item = NodeId>, size_bytes: u64) -> Self {
+        Self::new(nodes.into_iter().map(|n| (n, Arc::new(Region::new_heap(size_bytes)))))
+    }
+
+    /// Maps (creating if absent) the shared-memory file of each of `nodes`, named
+    /// `{dir}/{prefix}-node{N}.memstore`, each `size_bytes` long. A file that exists with
+    /// a different size is an error, never truncated.
+    ///
+    /// # Errors
+    /// [`Error::Io`] when a file cannot be created, sized or mapped;
+    /// [`Error::Backend`] when an existing file has the wrong size.
+    pub fn open_shared(
+        dir: &Path,
+        prefix: &str,
+        nodes: impl IntoIterator<Item = NodeId>,
+        size_bytes: u64,
+    ) -> Result<Self> {
+        let mut regions = Vec::new();
+        for n in nodes {
+            let path = shared_file(dir, prefix, n);
+            regions.push((n, Arc::new(map_shared(&path, size_bytes)?)));
+        }
+        Ok(Self::new(regions))
+    }
+
+    /// The region of `node`, for local access by that node's own tasks (replay).
+    pub fn region(&self, node: NodeId) -> Option<&Arc<Region>> {
+        self.regions.get(&node)
+    }
+
+    fn target(&self, node: NodeId, offset: Offset, len: u64) -> Result<&Region> {
+        let r = self.regions.get(&node).ok_or(Error::UnknownNode(node))?;
+        if !r.contains(offset.0, len) {
+            return Err(Error::OutOfBounds { node, offset, len, size: r.len() });
+        }
+        Ok(r)
+    }
+
+    fn atomic_target(&self, node: NodeId, offset: Offset) -> Result<&Region> {
+        if offset.0 % 8 != 0 {
+            return Err(Error::Unaligned { node, offset });
+        }
+        self.target(node, offset, 8)
+    }
+
+    fn execute(&self, node: NodeId, wr: &WorkRequest) -> Result<Completion> {
+        Ok(match *wr {
+            WorkRequest::Read { offset, len } => {
+                let r = self.target(node, offset, len as u64)?;
+                let mut buf = vec![0; len as usize];
+                r.read(offset.0, &mut buf);
+                self.counters.read(buf.len());
+                Completion::Read(buf)
+            }
+            WorkRequest::Write { offset, ref data } => {
+                self.target(node, offset, data.len() as u64)?.write(offset.0, data);
+                self.counters.write(data.len());
+                Completion::Written
+            }
+            WorkRequest::CompareAndSwap { offset, expected, new } => {
+                let r = self.atomic_target(node, offset)?;
+                self.counters.cas();
+                Completion::Atomic(r.compare_and_swap(offset.0, expected, new))
+            }
+            WorkRequest::FetchAndAdd { offset, add } => {
+                let r = self.atomic_target(node, offset)?;
+                self.counters.faa();
+                Completion::Atomic(r.fetch_and_add(offset.0, add))
+            }
+            WorkRequest::MaskedCompareAndSwap { offset, compare, compare_mask, swap, swap_mask } => {
+                let r = self.atomic_target(node, offset)?;
+                self.counters.masked_cas();
+                Completion::Atomic(r.masked_compare_and_swap(
+                    offset.0,
+                    compare,
+                    compare_mask,
+                    swap,
+                    swap_mask,
+                ))
+            }
+            WorkRequest::MaskedFetchAndAdd { offset, add, boundary } => {
+                let r = self.atomic_target(node, offset)?;
+                self.counters.masked_faa();
+                Completion::Atomic(r.masked_fetch_and_add(offset.0, add, boundary))
+            }
+        })
+    }
+
+    fn single(&self, node: NodeId, wr: WorkRequest) -> Result<Completion> {
+        let c = self.execute(node, &wr)?;
+        self.counters.doorbell();
+        Ok(c)
+    }
+}
+
+/// Path of the shared-memory file of `node`.
+pub fn shared_file(dir: &Path, prefix: &str, node: NodeId) -> PathBuf {
+    dir.join(format!("{prefix}-node{}.memstore", node.0))
+}
+
+fn map_shared(path: &Path, size_bytes: u64) -> Result<Region> {
+    let io = |source| Error::Io { path: path.display().to_string(), source };
+    let file = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(path).map_err(io)?;
+    let len = file.metadata().map_err(io)?.len();
+    if len == 0 {
+        file.set_len(size_bytes).map_err(io)?;
+    } else if len != size_bytes {
+        return Err(Error::Backend(format!(
+            "{}: shared MemStore file is {len} bytes, config says {size_bytes}; remove it or fix the config",
+            path.display()
+        )));
+    }
+    // SAFETY: the mapping is shared with other processes on purpose; this crate only ever
+    // accesses it through atomic word operations (see `Region`), so concurrent changes by
+    // other processes are not undefined behaviour for us.
+    let map = unsafe { memmap2::MmapOptions::new().len(size_bytes as usize).map_mut(&file) }.map_err(io)?;
+    Ok(Region::from_mmap(map))
+}
+
+impl Verbs for LocalVerbs {
+    fn read(&self, node: NodeId, offset: Offset, buf: &mut [u8]) -> Result<()> {
+        self.target(node, offset, buf.len() as u64)?.read(offset.0, buf);
+        self.counters.read(buf.len());
+        self.counters.doorbell();
+        Ok(())
+    }
+
+    fn write(&self, node: NodeId, offset: Offset, data: &[u8]) -> Result<()> {
+        self.target(node, offset, data.len() as u64)?.write(offset.0, data);
+        self.counters.write(data.len());
+        self.counters.doorbell();
+        Ok(())
+    }
+
+    fn compare_and_swap(&self, node: NodeId, offset: Offset, expected: u64, new: u64) -> Result<u64> {
+        match self.single(node, WorkRequest::CompareAndSwap { offset, expected, new })? {
+            Completion::Atomic(v) => Ok(v),
+            _ => unreachable!("an atomic work request completes with Atomic"),
+        }
+    }
+
+    fn fetch_and_add(&self, node: NodeId, offset: Offset, add: u64) -> Result<u64> {
+        match self.single(node, WorkRequest::FetchAndAdd { offset, add })? {
+            Completion::Atomic(v) => Ok(v),
+            _ => unreachable!("an atomic work request completes with Atomic"),
+        }
+    }
+
+    fn masked_compare_and_swap(
+        &self,
+        node: NodeId,
+        offset: Offset,
+        compare: u64,
+        compare_mask: u64,
+        swap: u64,
+        swap_mask: u64,
+    ) -> Result<u64> {
+        let wr = WorkRequest::MaskedCompareAndSwap { offset, compare, compare_mask, swap, swap_mask };
+        match self.single(node, wr)? {
+            Completion::Atomic(v) => Ok(v),
+            _ => unreachable!("an atomic work request completes with Atomic"),
+        }
+    }
+
+    fn masked_fetch_and_add(&self, node: NodeId, offset: Offset, add: u64, boundary: u64) -> Result<u64> {
+        match self.single(node, WorkRequest::MaskedFetchAndAdd { offset, add, boundary })? {
+            Completion::Atomic(v) => Ok(v),
+            _ => unreachable!("an atomic work request completes with Atomic"),
+        }
+    }
+
+    fn post_batch(&self, node: NodeId, batch: &mut DoorbellBatch) -> Result<()> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        self.counters.doorbell();
+        for i in 0..batch.len() {
+            let c = self.execute(node, &batch.requests()[i])?;
+            batch.complete(i, c);
+        }
+        Ok(())
+    }
+
+    fn counters(&self) -> &VerbCounters {
+        &self.counters
+    }
+}

@@ -1,0 +1,1 @@
+//! User-space WAN emulation for inter-DC links (a later issue).

@@ -1,0 +1,718 @@
+//! The topology file (YAML) and its resolution into a [`Topology`].
+//!
+//! # File format
+//!
+//! ```yaml
+//! name: redt-paper                 # any non-empty string
+//! epoch: 1                         # placement epoch, >= 1
+//! memstore:                        # identical on every node
+//!   size: 512MiB                   # whole region
+//!   index: 16MiB                   # hash-index buckets
+//!   ring: 16MiB                    # redo ring incl. its 64-byte head/tail block
+//! dcs:                             # DcId = index here
+//!   - name: dc1
+//!     nodes:                       # NodeId = running index over all DCs in file order
+//!       - { name: dc1-n1, addr: "127.0.1.1:7100" }
+//! links:                           # optional: everything defaults to 0 / unlimited
+//!   default: { rtt: 40ms, jitter: 0ms, loss: 0%, rate: unlimited }
+//!   overrides:                     # applied in order, later ones win
+//!     - { from: dc1, to: dc2, rtt: 80ms, symmetric: true }
+//! tables:
+//!   - name: usertable
+//!     id: 1                        # 0..=65535, unique
+//!     locking: cell                # cell | record            (default cell)
+//!     partitioning: modulo         # modulo | { shift: 40 }   (default modulo)
+//!     cells: [ { name: f0, bytes: 100 } ]
+//!     # or: cells: { count: 10, bytes: 100, prefix: field }  -> field0 .. field9
+//! partitions:                      # PartitionId = index here
+//!   - { replicas: [dc1-n1, dc2-n1, dc3-n1] }   # node names; the first is the primary
+//! ```
+//!
+//! Value syntax:
+//! - **sizes**: an integer number of bytes, or an integer with a unit `B`, `KiB`, `MiB`,
+//!   `GiB`, `TiB` (binary; a space before the unit is allowed). Every MemStore size must be
+//!   a multiple of 64 bytes.
+//! - **durations** (`rtt`, `jitter`): humantime syntax (`40ms`, `1s 500ms`, `250us`); a
+//!   plain `0` is zero.
+//! - **loss**: a percentage with a `%` sign, `0%` to `100%` (`0.5%`).
+//! - **rate**: `unlimited`, or a number with a unit `bit`, `kbit`, `mbit`, `gbit`, `tbit`
+//!   (decimal, as `tc` uses them: `1kbit` = 1000 bit/s); a bare number is bit/s.
+//! - **addr**: an IP socket address (`127.0.1.1:7100`, `[::1]:7100`); no host names.
+//!
+//! Links: `links[from][to]` starts as `links.default` for every pair of distinct DCs and as
+//! zero conditions on the diagonal (unused: a DC does not talk to itself over the WAN).
+//! Each override then sets `from → to` (and `to → from` unless `symmetric: false`) to the
+//! default with the fields it gives replaced.
+//!
+//! Unknown keys are refused everywhere. Rule violations are reported as
+//! [`ConfigError::Invalid`] with the YAML path of the offending value; the first violation
+//! found is reported.
+
+use crate::error::ConfigError;
+use crate::ids::{DcId, Epoch, NodeId, PartitionId, TableId};
+use crate::topology::{
+    CellSchema, Dc, LinkConditions, Locking, MemStoreConfig, Node, Partition, Partitioning,
+    TableSchema, Topology,
+};
+use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::Deserialize;
+use std::collections::HashMap;
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+/// Bytes of the MemStore superblock that precedes index, ring and heap.
+const SUPERBLOCK_BYTES: u64 = 64;
+/// MemStore alignment unit (one cache line / one ring slot).
+const ALIGN: u64 = 64;
+/// Smallest index: one bucket.
+const MIN_INDEX_BYTES: u64 = 64;
+/// Smallest ring: the 64-byte head/tail block and one 64-byte slot.
+const MIN_RING_BYTES: u64 = 128;
+/// Most cells a table may have (one bit each in the record lock word).
+const MAX_CELLS: usize = 64;
+/// Largest cell value.
+const MAX_CELL_BYTES: u64 = 65536;
+/// Largest `partitioning: { shift }`.
+const MAX_SHIFT_BITS: u64 = 63;
+
+// ---------------------------------------------------------------------------------------
+// Raw file shape
+// ---------------------------------------------------------------------------------------
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTopology {
+    name: String,
+    epoch: u32,
+    memstore: RawMemStore,
+    dcs: Vec<RawDc>,
+    #[serde(default)]
+    links: RawLinks,
+    tables: Vec<RawTable>,
+    partitions: Vec<RawPartition>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawMemStore {
+    size: Text,
+    index: Text,
+    ring: Text,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawDc {
+    name: String,
+    nodes: Vec<RawNode>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawNode {
+    name: String,
+    addr: Text,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawLinks {
+    #[serde(default)]
+    default: RawLinkParams,
+    #[serde(default)]
+    overrides: Vec<RawOverride>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawLinkParams {
+    rtt: Option<Text>,
+    jitter: Option<Text>,
+    loss: Option<Text>,
+    rate: Option<Text>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawOverride {
+    from: String,
+    to: String,
+    #[serde(default = "yes")]
+    symmetric: bool,
+    rtt: Option<Text>,
+    jitter: Option<Text>,
+    loss: Option<Text>,
+    rate: Option<Text>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTable {
+    name: String,
+    id: u16,
+    #[serde(default)]
+    locking: RawLocking,
+    #[serde(default)]
+    partitioning: RawPartitioning,
+    cells: RawCells,
+}
+
+#[derive(Deserialize, Default, Clone, Copy)]
+#[serde(rename_all = "lowercase")]
+enum RawLocking {
+    #[default]
+    Cell,
+    Record,
+}
+
+#[derive(Default, Clone, Copy)]
+enum RawPartitioning {
+    #[default]
+    Modulo,
+    Shift(u64),
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawShift {
+    shift: u64,
+}
+
+enum RawCells {
+    List(Vec<RawCell>),
+    Generated(RawCellGen),
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCell {
+    name: String,
+    bytes: u64,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCellGen {
+    count: u64,
+    bytes: u64,
+    #[serde(default = "default_prefix")]
+    prefix: String,
+}
+
+fn default_prefix() -> String {
+    "field".to_owned()
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPartition {
+    replicas: Vec<String>,
+}
+
+/// A scalar kept as text, whether YAML typed it as a string or a number; parsed (with a
+/// field path in the error) during resolution.
+struct Text(String);
+
+impl<'de> Deserialize<'de> for Text {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = Text;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a string or a number")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> std::result::Result<Text, E> {
+                Ok(Text(v.to_owned()))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> std::result::Result<Text, E> {
+                Ok(Text(v.to_string()))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> std::result::Result<Text, E> {
+                Ok(Text(v.to_string()))
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> std::result::Result<Text, E> {
+                Ok(Text(v.to_string()))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+impl<'de> Deserialize<'de> for RawPartitioning {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = RawPartitioning;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("`modulo` or `{ shift: BITS }`")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> std::result::Result<Self::Value, E> {
+                match v {
+                    "modulo" => Ok(RawPartitioning::Modulo),
+                    other => Err(E::unknown_variant(other, &["modulo", "shift"])),
+                }
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> std::result::Result<Self::Value, A::Error> {
+                RawShift::deserialize(de::value::MapAccessDeserializer::new(map))
+                    .map(|s| RawPartitioning::Shift(s.shift))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+impl<'de> Deserialize<'de> for RawCells {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = RawCells;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a list `[{ name, bytes }, ...]` or `{ count, bytes, prefix }`")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> std::result::Result<Self::Value, A::Error> {
+                Vec::<RawCell>::deserialize(de::value::SeqAccessDeserializer::new(seq)).map(RawCells::List)
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> std::result::Result<Self::Value, A::Error> {
+                RawCellGen::deserialize(de::value::MapAccessDeserializer::new(map)).map(RawCells::Generated)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Value parsers (problem text on error; the caller adds the field path)
+// ---------------------------------------------------------------------------------------
+
+/// Splits `s` into its leading number (digits and `.`) and the trimmed rest.
+fn split_number(s: &str) -> (&str, &str) {
+    let end = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
+    (&s[..end], s[end..].trim())
+}
+
+/// Parses a byte size: `123`, `64B`, `16KiB`, `256MiB`, `1GiB`, `1TiB`.
+pub(crate) fn parse_size(s: &str) -> std::result::Result<u64, String> {
+    let s = s.trim();
+    let (num, unit) = split_number(s);
+    let bad = || format!("invalid size `{s}`: expected an integer with unit B, KiB, MiB, GiB or TiB");
+    if num.is_empty() || num.contains('.') {
+        return Err(bad());
+    }
+    let n: u64 = num.parse().map_err(|_| bad())?;
+    let mult: u64 = match unit {
+        "" | "B" => 1,
+        "KiB" => 1 << 10,
+        "MiB" => 1 << 20,
+        "GiB" => 1 << 30,
+        "TiB" => 1 << 40,
+        _ => return Err(bad()),
+    };
+    n.checked_mul(mult).ok_or_else(|| format!("size `{s}` overflows 64 bits"))
+}
+
+/// Parses a duration in humantime syntax (`40ms`, `1s 500ms`); a plain `0` is zero.
+pub(crate) fn parse_duration(s: &str) -> std::result::Result<Duration, String> {
+    let s = s.trim();
+    if s == "0" {
+        return Ok(Duration::ZERO);
+    }
+    humantime::parse_duration(s).map_err(|e| format!("invalid duration `{s}`: {e}"))
+}
+
+/// Parses a loss percentage (`0%`, `0.5%`, `100%`) into a fraction in `[0, 1]`.
+pub(crate) fn parse_loss(s: &str) -> std::result::Result<f64, String> {
+    let s = s.trim();
+    let bad = || format!("invalid loss `{s}`: expected a percentage from 0% to 100%, like `0.5%`");
+    let num = s.strip_suffix('%').ok_or_else(bad)?.trim();
+    if num.is_empty() || !num.chars().all(|c| c.is_ascii_digit() || c == '.') {
+        return Err(bad());
+    }
+    let pct: f64 = num.parse().map_err(|_| bad())?;
+    if !(0.0..=100.0).contains(&pct) {
+        return Err(bad());
+    }
+    Ok(pct / 100.0)
+}
+
+/// Parses a rate (`unlimited`, `10kbit`, `100mbit`, `1gbit`, bare number = bit/s) into
+/// bits per second; `None` is unlimited.
+pub(crate) fn parse_rate(s: &str) -> std::result::Result<Option<u64>, String> {
+    let s = s.trim();
+    if s == "unlimited" {
+        return Ok(None);
+    }
+    let bad = || format!("invalid rate `{s}`: expected `unlimited` or a number with unit bit, kbit, mbit, gbit or tbit");
+    let (num, unit) = split_number(s);
+    if num.is_empty() {
+        return Err(bad());
+    }
+    let n: f64 = num.parse().map_err(|_| bad())?;
+    let mult: f64 = match unit.to_ascii_lowercase().as_str() {
+        "" | "bit" => 1.0,
+        "kbit" => 1e3,
+        "mbit" => 1e6,
+        "gbit" => 1e9,
+        "tbit" => 1e12,
+        _ => return Err(bad()),
+    };
+    let bits = (n * mult).round();
+    if !bits.is_finite() || bits < 1.0 {
+        return Err(format!("invalid rate `{s}`: must be at least 1bit (or `unlimited`)"));
+    }
+    if bits >= u64::MAX as f64 {
+        return Err(format!("invalid rate `{s}`: too large"));
+    }
+    Ok(Some(bits as u64))
+}
+
+// ---------------------------------------------------------------------------------------
+// Resolution and validation
+// ---------------------------------------------------------------------------------------
+
+impl Topology {
+    /// Reads, parses and validates the topology file at `path`.
+    ///
+    /// The path (as displayed) is used as the file label in every error.
+    ///
+    /// # Errors
+    /// [`ConfigError::Io`] if the file cannot be read; otherwise as [`Topology::from_yaml`].
+    pub fn load(path: &Path) -> crate::Result<Topology> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| ConfigError::Io { path: path.to_path_buf(), source })?;
+        Topology::from_yaml(&path.display().to_string(), &text)
+    }
+
+    /// Parses and validates a topology from YAML `text` (format: see the `config` module
+    /// docs and `configs/default.yaml`). `file_label` names the source in errors.
+    ///
+    /// DC and node ids are dense indices in file order (nodes numbered across DCs in
+    /// order), partition ids are indices in `partitions`, and `links[from][to]` is filled
+    /// from `links.default` and `links.overrides`.
+    ///
+    /// # Errors
+    /// [`ConfigError::Parse`] if the text is not YAML of the file's shape (including any
+    /// unknown key); [`ConfigError::Invalid`] with the offending field's path for the first
+    /// rule it breaks.
+    pub fn from_yaml(file_label: &str, text: &str) -> crate::Result<Topology> {
+        let raw: RawTopology = serde_norway::from_str(text)
+            .map_err(|e| ConfigError::Parse { file: file_label.to_owned(), message: e.to_string() })?;
+        Resolver { file: file_label }.resolve(raw)
+    }
+}
+
+struct Resolver<'a> {
+    file: &'a str,
+}
+
+type Res<T> = crate::Result<T>;
+
+impl Resolver<'_> {
+    fn invalid(&self, field: impl Into<String>, problem: impl Into<String>) -> ConfigError {
+        ConfigError::Invalid { file: self.file.to_owned(), field: field.into(), problem: problem.into() }
+    }
+
+    /// Maps a value parser's problem text to an `Invalid` error at `field`.
+    fn at<T>(&self, field: impl Fn() -> String, r: std::result::Result<T, String>) -> Res<T> {
+        r.map_err(|problem| self.invalid(field(), problem))
+    }
+
+    fn non_empty(&self, field: impl Fn() -> String, value: &str) -> Res<()> {
+        if value.trim().is_empty() {
+            return Err(self.invalid(field(), "must not be empty"));
+        }
+        Ok(())
+    }
+
+    fn resolve(&self, raw: RawTopology) -> Res<Topology> {
+        self.non_empty(|| "name".into(), &raw.name)?;
+        if raw.epoch < 1 {
+            return Err(self.invalid("epoch", "must be at least 1"));
+        }
+        let memstore = self.memstore(&raw.memstore)?;
+        let (dcs, nodes) = self.dcs_and_nodes(&raw.dcs)?;
+        let links = self.links(&raw.links, &dcs)?;
+        let tables = self.tables(&raw.tables)?;
+        let partitions = self.partitions(&raw.partitions, &nodes, &dcs)?;
+        Ok(Topology { name: raw.name, epoch: Epoch(raw.epoch), dcs, nodes, memstore, tables, partitions, links })
+    }
+
+    fn memstore(&self, raw: &RawMemStore) -> Res<MemStoreConfig> {
+        let size = |field: &'static str, t: &Text| -> Res<u64> {
+            let f = || format!("memstore.{field}");
+            let v = self.at(f, parse_size(&t.0))?;
+            if v % ALIGN != 0 {
+                return Err(self.invalid(f(), format!("must be a multiple of 64 bytes, got {v}")));
+            }
+            Ok(v)
+        };
+        let size_bytes = size("size", &raw.size)?;
+        let index_bytes = size("index", &raw.index)?;
+        let ring_bytes = size("ring", &raw.ring)?;
+        if index_bytes < MIN_INDEX_BYTES {
+            return Err(self.invalid("memstore.index", format!("must be at least {MIN_INDEX_BYTES} bytes (one bucket), got {index_bytes}")));
+        }
+        if ring_bytes < MIN_RING_BYTES {
+            return Err(self.invalid(
+                "memstore.ring",
+                format!("must be at least {MIN_RING_BYTES} bytes (64-byte head/tail block + one 64-byte slot), got {ring_bytes}"),
+            ));
+        }
+        let fixed = index_bytes.checked_add(ring_bytes).and_then(|v| v.checked_add(SUPERBLOCK_BYTES));
+        match fixed {
+            Some(fixed) if fixed < size_bytes => {}
+            _ => {
+                return Err(self.invalid(
+                    "memstore.size",
+                    format!(
+                        "too small: index ({index_bytes}) + ring ({ring_bytes}) + superblock ({SUPERBLOCK_BYTES}) leaves no room for records in {size_bytes} bytes"
+                    ),
+                ))
+            }
+        }
+        Ok(MemStoreConfig { size_bytes, index_bytes, ring_bytes })
+    }
+
+    fn dcs_and_nodes(&self, raw: &[RawDc]) -> Res<(Vec<Dc>, Vec<Node>)> {
+        if raw.is_empty() {
+            return Err(self.invalid("dcs", "at least one DC is required"));
+        }
+        let mut dcs: Vec<Dc> = Vec::with_capacity(raw.len());
+        let mut nodes: Vec<Node> = Vec::new();
+        let mut dc_names: HashMap<&str, usize> = HashMap::new();
+        let mut node_names: HashMap<&str, (usize, usize)> = HashMap::new();
+        let mut addrs: HashMap<SocketAddr, (usize, usize)> = HashMap::new();
+        for (d, rdc) in raw.iter().enumerate() {
+            self.non_empty(|| format!("dcs[{d}].name"), &rdc.name)?;
+            if let Some(prev) = dc_names.insert(rdc.name.as_str(), d) {
+                return Err(self.invalid(format!("dcs[{d}].name"), format!("duplicate DC name `{}` (also dcs[{prev}])", rdc.name)));
+            }
+            let dc_id = DcId(u16::try_from(d).map_err(|_| self.invalid("dcs", "too many DCs (at most 65536)"))?);
+            if rdc.nodes.is_empty() {
+                return Err(self.invalid(format!("dcs[{d}].nodes"), "a DC needs at least one node"));
+            }
+            let mut members = Vec::with_capacity(rdc.nodes.len());
+            for (i, rn) in rdc.nodes.iter().enumerate() {
+                let field = |leaf: &str| format!("dcs[{d}].nodes[{i}].{leaf}");
+                self.non_empty(|| field("name"), &rn.name)?;
+                if let Some((pd, pi)) = node_names.insert(rn.name.as_str(), (d, i)) {
+                    return Err(self.invalid(
+                        field("name"),
+                        format!("duplicate node name `{}` (also dcs[{pd}].nodes[{pi}])", rn.name),
+                    ));
+                }
+                let text = rn.addr.0.trim();
+                let addr: SocketAddr = text.parse().map_err(|e| {
+                    self.invalid(field("addr"), format!("invalid socket address `{text}` (expected IP:PORT): {e}"))
+                })?;
+                if let Some((pd, pi)) = addrs.insert(addr, (d, i)) {
+                    return Err(self.invalid(field("addr"), format!("duplicate address {addr} (also dcs[{pd}].nodes[{pi}])")));
+                }
+                let id = NodeId(
+                    u16::try_from(nodes.len())
+                        .map_err(|_| self.invalid(format!("dcs[{d}].nodes[{i}]"), "too many nodes (at most 65536)"))?,
+                );
+                members.push(id);
+                nodes.push(Node { id, name: rn.name.clone(), dc: dc_id, addr });
+            }
+            dcs.push(Dc { id: dc_id, name: rdc.name.clone(), nodes: members });
+        }
+        Ok((dcs, nodes))
+    }
+
+    /// Parses one set of link parameters over `base`; `prefix` is the YAML path of the map.
+    fn link_params(
+        &self,
+        prefix: &str,
+        base: LinkConditions,
+        rtt: &Option<Text>,
+        jitter: &Option<Text>,
+        loss: &Option<Text>,
+        rate: &Option<Text>,
+    ) -> Res<LinkConditions> {
+        let mut c = base;
+        if let Some(t) = rtt {
+            c.rtt = self.at(|| format!("{prefix}.rtt"), parse_duration(&t.0))?;
+        }
+        if let Some(t) = jitter {
+            c.jitter = self.at(|| format!("{prefix}.jitter"), parse_duration(&t.0))?;
+        }
+        if let Some(t) = loss {
+            c.loss = self.at(|| format!("{prefix}.loss"), parse_loss(&t.0))?;
+        }
+        if let Some(t) = rate {
+            c.rate_bits_per_s = self.at(|| format!("{prefix}.rate"), parse_rate(&t.0))?;
+        }
+        if c.jitter > c.rtt / 2 {
+            return Err(self.invalid(
+                format!("{prefix}.jitter"),
+                format!(
+                    "jitter {} exceeds half the rtt ({} / 2)",
+                    humantime::format_duration(c.jitter),
+                    humantime::format_duration(c.rtt)
+                ),
+            ));
+        }
+        Ok(c)
+    }
+
+    fn links(&self, raw: &RawLinks, dcs: &[Dc]) -> Res<Vec<Vec<LinkConditions>>> {
+        let d = &raw.default;
+        let default =
+            self.link_params("links.default", LinkConditions::default(), &d.rtt, &d.jitter, &d.loss, &d.rate)?;
+        let n = dcs.len();
+        let mut links: Vec<Vec<LinkConditions>> = (0..n)
+            .map(|from| (0..n).map(|to| if from == to { LinkConditions::default() } else { default }).collect())
+            .collect();
+        let dc_index = |name: &str| dcs.iter().position(|dc| dc.name == name);
+        for (k, o) in raw.overrides.iter().enumerate() {
+            let prefix = format!("links.overrides[{k}]");
+            let from = dc_index(&o.from)
+                .ok_or_else(|| self.invalid(format!("{prefix}.from"), format!("unknown DC `{}`", o.from)))?;
+            let to =
+                dc_index(&o.to).ok_or_else(|| self.invalid(format!("{prefix}.to"), format!("unknown DC `{}`", o.to)))?;
+            if from == to {
+                return Err(self.invalid(format!("{prefix}.to"), format!("`from` and `to` are the same DC `{}`", o.to)));
+            }
+            let c = self.link_params(&prefix, default, &o.rtt, &o.jitter, &o.loss, &o.rate)?;
+            links[from][to] = c;
+            if o.symmetric {
+                links[to][from] = c;
+            }
+        }
+        Ok(links)
+    }
+
+    fn tables(&self, raw: &[RawTable]) -> Res<Vec<TableSchema>> {
+        if raw.is_empty() {
+            return Err(self.invalid("tables", "at least one table is required"));
+        }
+        let mut names: HashMap<&str, usize> = HashMap::new();
+        let mut ids: HashMap<u16, usize> = HashMap::new();
+        let mut tables = Vec::with_capacity(raw.len());
+        for (t, rt) in raw.iter().enumerate() {
+            self.non_empty(|| format!("tables[{t}].name"), &rt.name)?;
+            if let Some(prev) = names.insert(rt.name.as_str(), t) {
+                return Err(self.invalid(
+                    format!("tables[{t}].name"),
+                    format!("duplicate table name `{}` (also tables[{prev}])", rt.name),
+                ));
+            }
+            if let Some(prev) = ids.insert(rt.id, t) {
+                return Err(self.invalid(format!("tables[{t}].id"), format!("duplicate table id {} (also tables[{prev}])", rt.id)));
+            }
+            let partitioning = match rt.partitioning {
+                RawPartitioning::Modulo => Partitioning::Modulo,
+                RawPartitioning::Shift(bits) => match u8::try_from(bits) {
+                    Ok(b) if bits <= MAX_SHIFT_BITS => Partitioning::Shift { bits: b },
+                    _ => {
+                        return Err(self.invalid(
+                            format!("tables[{t}].partitioning.shift"),
+                            format!("shift must be at most {MAX_SHIFT_BITS} bits, got {bits}"),
+                        ))
+                    }
+                },
+            };
+            let locking = match rt.locking {
+                RawLocking::Cell => Locking::Cell,
+                RawLocking::Record => Locking::Record,
+            };
+            let cells = self.cells(t, &rt.cells)?;
+            tables.push(TableSchema { id: TableId(rt.id), name: rt.name.clone(), cells, locking, partitioning });
+        }
+        Ok(tables)
+    }
+
+    fn cell_bytes(&self, field: impl Fn() -> String, bytes: u64) -> Res<u32> {
+        if !(1..=MAX_CELL_BYTES).contains(&bytes) {
+            return Err(self.invalid(field(), format!("cell size must be 1 to {MAX_CELL_BYTES} bytes, got {bytes}")));
+        }
+        u32::try_from(bytes).map_err(|_| self.invalid(field(), "cell size does not fit 32 bits"))
+    }
+
+    fn cells(&self, t: usize, raw: &RawCells) -> Res<Vec<CellSchema>> {
+        let count_problem = |n: u64| format!("a table needs 1 to {MAX_CELLS} cells, got {n}");
+        match raw {
+            RawCells::List(list) => {
+                if list.is_empty() || list.len() > MAX_CELLS {
+                    return Err(self.invalid(format!("tables[{t}].cells"), count_problem(list.len() as u64)));
+                }
+                let mut names: HashMap<&str, usize> = HashMap::new();
+                let mut cells = Vec::with_capacity(list.len());
+                for (c, rc) in list.iter().enumerate() {
+                    let field = |leaf: &str| format!("tables[{t}].cells[{c}].{leaf}");
+                    self.non_empty(|| field("name"), &rc.name)?;
+                    if let Some(prev) = names.insert(rc.name.as_str(), c) {
+                        return Err(self.invalid(
+                            field("name"),
+                            format!("duplicate cell name `{}` (also tables[{t}].cells[{prev}])", rc.name),
+                        ));
+                    }
+                    let bytes = self.cell_bytes(|| field("bytes"), rc.bytes)?;
+                    cells.push(CellSchema { name: rc.name.clone(), bytes });
+                }
+                Ok(cells)
+            }
+            RawCells::Generated(g) => {
+                if g.count < 1 || g.count > MAX_CELLS as u64 {
+                    return Err(self.invalid(format!("tables[{t}].cells.count"), count_problem(g.count)));
+                }
+                self.non_empty(|| format!("tables[{t}].cells.prefix"), &g.prefix)?;
+                let bytes = self.cell_bytes(|| format!("tables[{t}].cells.bytes"), g.bytes)?;
+                Ok((0..g.count).map(|i| CellSchema { name: format!("{}{i}", g.prefix), bytes }).collect())
+            }
+        }
+    }
+
+    fn partitions(&self, raw: &[RawPartition], nodes: &[Node], dcs: &[Dc]) -> Res<Vec<Partition>> {
+        if raw.is_empty() {
+            return Err(self.invalid("partitions", "at least one partition is required"));
+        }
+        let by_name: HashMap<&str, &Node> = nodes.iter().map(|n| (n.name.as_str(), n)).collect();
+        let mut partitions = Vec::with_capacity(raw.len());
+        for (p, rp) in raw.iter().enumerate() {
+            let field = format!("partitions[{p}].replicas");
+            if rp.replicas.is_empty() {
+                return Err(self.invalid(field, "a partition needs at least one replica"));
+            }
+            let mut replicas: Vec<NodeId> = Vec::with_capacity(rp.replicas.len());
+            for (r, name) in rp.replicas.iter().enumerate() {
+                let node = by_name
+                    .get(name.as_str())
+                    .ok_or_else(|| self.invalid(format!("{field}[{r}]"), format!("unknown node `{name}`")))?;
+                if replicas.contains(&node.id) {
+                    return Err(self.invalid(field, format!("node `{name}` listed twice")));
+                }
+                if replicas.iter().any(|&other| nodes[other.0 as usize].dc == node.dc) {
+                    let dc_name = &dcs[node.dc.0 as usize].name;
+                    return Err(self.invalid(field, format!("two replicas in {dc_name}")));
+                }
+                replicas.push(node.id);
+            }
+            if let Some(first) = raw.first() {
+                if first.replicas.len() != rp.replicas.len() {
+                    return Err(self.invalid(
+                        field,
+                        format!(
+                            "has {} replicas but partitions[0] has {}; every partition needs the same replica count",
+                            rp.replicas.len(),
+                            first.replicas.len()
+                        ),
+                    ));
+                }
+            }
+            let id =
+                PartitionId(u32::try_from(p).map_err(|_| self.invalid("partitions", "too many partitions"))?);
+            partitions.push(Partition { id, replicas });
+        }
+        Ok(partitions)
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,44 @@
+//! Errors of loading and checking a topology file.
+
+use std::path::PathBuf;
+
+/// Why a topology file could not be turned into a [`crate::Topology`].
+///
+/// Every variant names the file it is about (the path for [`ConfigError::Io`], the label
+/// given to [`crate::Topology::from_yaml`] otherwise), so the message stands on its own.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("{}: cannot read: {source}", path.display())]
+    Io {
+        /// The path that was opened.
+        path: PathBuf,
+        /// The underlying I/O error.
+        source: std::io::Error,
+    },
+    /// The text is not valid YAML, or does not have the file's shape (a missing or
+    /// unknown key, a wrong type). `message` is the YAML parser's text and includes the
+    /// line and column.
+    #[error("{file}: {message}")]
+    Parse {
+        /// File label (path or caller-chosen name).
+        file: String,
+        /// Parser message, with the position in the text.
+        message: String,
+    },
+    /// The file parses but breaks a rule, e.g.
+    /// `configs/x.yaml: partitions[3].replicas: two replicas in dc2`.
+    #[error("{file}: {field}: {problem}")]
+    Invalid {
+        /// File label (path or caller-chosen name).
+        file: String,
+        /// Path of the offending value, in YAML names with indices, e.g.
+        /// `dcs[1].nodes[0].name`, `links.overrides[0].rtt`, `memstore.size`.
+        field: String,
+        /// What is wrong with it.
+        problem: String,
+    },
+}
+
+/// Result of loading or checking a topology.
+pub type Result<T> = std::result::Result<T, ConfigError>;

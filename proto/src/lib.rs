@@ -1,0 +1,17 @@
+//! redt's shared vocabulary: ids and timestamps, the topology/config schema and its
+//! validation, and (later) the wire messages between DCs.
+//!
+//! This crate owns no behaviour beyond parsing and checking; the data path lives in
+//! `redt-dc-executor`, the protocol in `redt-coordinator`.
+
+mod config;
+mod error;
+mod ids;
+mod topology;
+
+pub use error::{ConfigError, Result};
+pub use ids::{Ballot, Cts, DcId, Epoch, NodeId, Offset, PartitionId, TableId, TxnId};
+pub use topology::{
+    CellSchema, Dc, LinkConditions, Locking, MemStoreConfig, Node, Partition, Partitioning,
+    TableSchema, Topology,
+};

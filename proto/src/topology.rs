@@ -1,0 +1,178 @@
+//! The resolved, validated topology: what every other crate reads.
+//!
+//! It is built from a YAML file by [`crate::Topology::load`] / [`crate::Topology::from_yaml`]
+//! (see `config.rs`), which checks every rule before a `Topology` exists, so code holding one
+//! may index `nodes`, `dcs` and `partitions` by their ids without further checks.
+
+use crate::ids::{DcId, Epoch, NodeId, PartitionId, TableId};
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// A whole deployment: DCs, nodes, the MemStore layout, tables, partitions and links.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Topology {
+    /// Human-readable name of the deployment.
+    pub name: String,
+    /// Placement epoch (≥ 1).
+    pub epoch: Epoch,
+    /// Data centers, indexed by `DcId`.
+    pub dcs: Vec<Dc>,
+    /// Nodes, indexed by `NodeId`.
+    pub nodes: Vec<Node>,
+    /// MemStore layout, identical on every node.
+    pub memstore: MemStoreConfig,
+    /// Tables, in declaration order (look up by id with [`Topology::table`]).
+    pub tables: Vec<TableSchema>,
+    /// Partitions, indexed by `PartitionId`; shared by every table.
+    pub partitions: Vec<Partition>,
+    /// One-way link conditions, `links[from][to]` by `DcId` (the diagonal is unused).
+    pub links: Vec<Vec<LinkConditions>>,
+}
+
+/// One data center.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Dc {
+    /// Dense id (index in [`Topology::dcs`]).
+    pub id: DcId,
+    /// Name as written in the file (`dc1`).
+    pub name: String,
+    /// Nodes of this DC, in file order.
+    pub nodes: Vec<NodeId>,
+}
+
+/// One node (one process in a real deployment).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Node {
+    /// Dense id (index in [`Topology::nodes`]).
+    pub id: NodeId,
+    /// Name as written in the file (`dc1-n1`).
+    pub name: String,
+    /// The DC this node belongs to.
+    pub dc: DcId,
+    /// QUIC listen address.
+    pub addr: SocketAddr,
+}
+
+/// MemStore layout of every node: one flat region of `size_bytes` holding the index
+/// buckets (`index_bytes`), the redo ring (`ring_bytes`) and the record heap (the rest).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MemStoreConfig {
+    /// Total region size in bytes.
+    pub size_bytes: u64,
+    /// Bytes given to hash-index buckets (a multiple of 64).
+    pub index_bytes: u64,
+    /// Bytes given to the redo ring including its 64-byte head/tail block (a multiple of 64).
+    pub ring_bytes: u64,
+}
+
+/// Lock granularity of a table (CREST §4.2: cell-level by default; record-level where
+/// cells are small and always accessed together).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Locking {
+    /// Each cell group has its own exclusive bit and reader count.
+    Cell,
+    /// The whole record is one lock group.
+    Record,
+}
+
+/// How a table's keys map to partitions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Partitioning {
+    /// `partition = key % partitions`.
+    Modulo,
+    /// `partition = (key >> bits) % partitions` (e.g. TPC-C keys with the warehouse in the
+    /// high bits).
+    Shift {
+        /// Number of low key bits ignored.
+        bits: u8,
+    },
+}
+
+/// A table: a fixed list of cells per record.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TableSchema {
+    /// Table id, unique in the topology.
+    pub id: TableId,
+    /// Table name, unique in the topology.
+    pub name: String,
+    /// Cells of every record, in order; 1 to 64 cells.
+    pub cells: Vec<CellSchema>,
+    /// Lock granularity.
+    pub locking: Locking,
+    /// Key-to-partition mapping.
+    pub partitioning: Partitioning,
+}
+
+/// One cell (column) of a table.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CellSchema {
+    /// Cell name, unique within its table.
+    pub name: String,
+    /// Value size in bytes (fixed; ≥ 1).
+    pub bytes: u32,
+}
+
+/// A partition and where its replicas live.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Partition {
+    /// Dense id (index in [`Topology::partitions`]).
+    pub id: PartitionId,
+    /// Replica nodes, each in a distinct DC; `replicas[0]` is the primary.
+    pub replicas: Vec<NodeId>,
+}
+
+/// Conditions of one directed inter-DC link.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LinkConditions {
+    /// Round-trip time; each direction adds half of it.
+    pub rtt: Duration,
+    /// Jitter added to each one-way delay (uniform in `±jitter`).
+    pub jitter: Duration,
+    /// Fraction of datagrams dropped, in `[0, 1]`.
+    pub loss: f64,
+    /// Rate limit in bits per second; `None` means unlimited.
+    pub rate_bits_per_s: Option<u64>,
+}
+
+impl Default for LinkConditions {
+    fn default() -> Self {
+        LinkConditions { rtt: Duration::ZERO, jitter: Duration::ZERO, loss: 0.0, rate_bits_per_s: None }
+    }
+}
+
+impl Topology {
+    /// The table with id `id`, if declared.
+    pub fn table(&self, id: TableId) -> Option<&TableSchema> {
+        self.tables.iter().find(|t| t.id == id)
+    }
+
+    /// The table named `name`, if declared.
+    pub fn table_by_name(&self, name: &str) -> Option<&TableSchema> {
+        self.tables.iter().find(|t| t.name == name)
+    }
+
+    /// The partition holding `key` of `table` (see [`Partitioning`]).
+    pub fn partition_of(&self, table: &TableSchema, key: u64) -> PartitionId {
+        let p = self.partitions.len() as u64;
+        let k = match table.partitioning {
+            Partitioning::Modulo => key,
+            Partitioning::Shift { bits } => key.checked_shr(bits as u32).unwrap_or(0),
+        };
+        PartitionId((k % p) as u32)
+    }
+
+    /// The replica of `partition` stored in `dc`, if any (at most one: replicas sit in
+    /// distinct DCs).
+    pub fn replica_in_dc(&self, partition: PartitionId, dc: DcId) -> Option<NodeId> {
+        self.partitions[partition.0 as usize]
+            .replicas
+            .iter()
+            .copied()
+            .find(|n| self.nodes[n.0 as usize].dc == dc)
+    }
+
+    /// The node named `name`, if any.
+    pub fn node_by_name(&self, name: &str) -> Option<&Node> {
+        self.nodes.iter().find(|n| n.name == name)
+    }
+}

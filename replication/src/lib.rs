@@ -1,0 +1,1 @@
+//! Placement and epochs, failure detection, recovery, rebuild (a later issue).
