@@ -51,8 +51,7 @@
 use crate::error::ConfigError;
 use crate::ids::{DcId, Epoch, NodeId, PartitionId, TableId};
 use crate::topology::{
-    CellSchema, Dc, LinkConditions, Locking, MemStoreConfig, Node, Partition, Partitioning,
-    TableSchema, Topology,
+    CellSchema, Dc, LinkConditions, Locking, MemStoreConfig, Node, Partition, Partitioning, TableSchema, Topology,
 };
 use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
@@ -347,7 +346,8 @@ pub(crate) fn parse_rate(s: &str) -> std::result::Result<Option<u64>, String> {
     if s == "unlimited" {
         return Ok(None);
     }
-    let bad = || format!("invalid rate `{s}`: expected `unlimited` or a number with unit bit, kbit, mbit, gbit or tbit");
+    let bad =
+        || format!("invalid rate `{s}`: expected `unlimited` or a number with unit bit, kbit, mbit, gbit or tbit");
     let (num, unit) = split_number(s);
     if num.is_empty() {
         return Err(bad());
@@ -383,13 +383,14 @@ impl Topology {
     /// # Errors
     /// [`ConfigError::Io`] if the file cannot be read; otherwise as [`Topology::from_yaml`].
     pub fn load(path: &Path) -> crate::Result<Topology> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|source| ConfigError::Io { path: path.to_path_buf(), source })?;
+        let text =
+            std::fs::read_to_string(path).map_err(|source| ConfigError::Io { path: path.to_path_buf(), source })?;
         Topology::from_yaml(&path.display().to_string(), &text)
     }
 
-    /// Parses and validates a topology from YAML `text` (format: see the `config` module
-    /// docs and `configs/default.yaml`). `file_label` names the source in errors.
+    /// Parses and validates a topology from YAML `text` (format: the module docs of
+    /// `proto/src/config.rs` and the commented `configs/default.yaml`). `file_label` names
+    /// the source in errors.
     ///
     /// DC and node ids are dense indices in file order (nodes numbered across DCs in
     /// order), partition ids are indices in `partitions`, and `links[from][to]` is filled
@@ -455,12 +456,18 @@ impl Resolver<'_> {
         let index_bytes = size("index", &raw.index)?;
         let ring_bytes = size("ring", &raw.ring)?;
         if index_bytes < MIN_INDEX_BYTES {
-            return Err(self.invalid("memstore.index", format!("must be at least {MIN_INDEX_BYTES} bytes (one bucket), got {index_bytes}")));
+            return Err(self.invalid(
+                "memstore.index",
+                format!("must be at least {MIN_INDEX_BYTES} bytes (one bucket), got {index_bytes}"),
+            ));
         }
         if ring_bytes < MIN_RING_BYTES {
             return Err(self.invalid(
                 "memstore.ring",
-                format!("must be at least {MIN_RING_BYTES} bytes (64-byte head/tail block + one 64-byte slot), got {ring_bytes}"),
+                format!(
+                    "must be at least {MIN_RING_BYTES} bytes (64-byte head/tail block + one 64-byte slot), \
+                     got {ring_bytes}"
+                ),
             ));
         }
         let fixed = index_bytes.checked_add(ring_bytes).and_then(|v| v.checked_add(SUPERBLOCK_BYTES));
@@ -470,7 +477,8 @@ impl Resolver<'_> {
                 return Err(self.invalid(
                     "memstore.size",
                     format!(
-                        "too small: index ({index_bytes}) + ring ({ring_bytes}) + superblock ({SUPERBLOCK_BYTES}) leaves no room for records in {size_bytes} bytes"
+                        "too small: index ({index_bytes}) + ring ({ring_bytes}) + superblock ({SUPERBLOCK_BYTES}) \
+                         leaves no room for records in {size_bytes} bytes"
                     ),
                 ))
             }
@@ -490,7 +498,10 @@ impl Resolver<'_> {
         for (d, rdc) in raw.iter().enumerate() {
             self.non_empty(|| format!("dcs[{d}].name"), &rdc.name)?;
             if let Some(prev) = dc_names.insert(rdc.name.as_str(), d) {
-                return Err(self.invalid(format!("dcs[{d}].name"), format!("duplicate DC name `{}` (also dcs[{prev}])", rdc.name)));
+                return Err(self.invalid(
+                    format!("dcs[{d}].name"),
+                    format!("duplicate DC name `{}` (also dcs[{prev}])", rdc.name),
+                ));
             }
             let dc_id = DcId(u16::try_from(d).map_err(|_| self.invalid("dcs", "too many DCs (at most 65536)"))?);
             if rdc.nodes.is_empty() {
@@ -511,7 +522,9 @@ impl Resolver<'_> {
                     self.invalid(field("addr"), format!("invalid socket address `{text}` (expected IP:PORT): {e}"))
                 })?;
                 if let Some((pd, pi)) = addrs.insert(addr, (d, i)) {
-                    return Err(self.invalid(field("addr"), format!("duplicate address {addr} (also dcs[{pd}].nodes[{pi}])")));
+                    return Err(
+                        self.invalid(field("addr"), format!("duplicate address {addr} (also dcs[{pd}].nodes[{pi}])"))
+                    );
                 }
                 let id = NodeId(
                     u16::try_from(nodes.len())
@@ -574,8 +587,8 @@ impl Resolver<'_> {
             let prefix = format!("links.overrides[{k}]");
             let from = dc_index(&o.from)
                 .ok_or_else(|| self.invalid(format!("{prefix}.from"), format!("unknown DC `{}`", o.from)))?;
-            let to =
-                dc_index(&o.to).ok_or_else(|| self.invalid(format!("{prefix}.to"), format!("unknown DC `{}`", o.to)))?;
+            let to = dc_index(&o.to)
+                .ok_or_else(|| self.invalid(format!("{prefix}.to"), format!("unknown DC `{}`", o.to)))?;
             if from == to {
                 return Err(self.invalid(format!("{prefix}.to"), format!("`from` and `to` are the same DC `{}`", o.to)));
             }
@@ -604,7 +617,10 @@ impl Resolver<'_> {
                 ));
             }
             if let Some(prev) = ids.insert(rt.id, t) {
-                return Err(self.invalid(format!("tables[{t}].id"), format!("duplicate table id {} (also tables[{prev}])", rt.id)));
+                return Err(self.invalid(
+                    format!("tables[{t}].id"),
+                    format!("duplicate table id {} (also tables[{prev}])", rt.id),
+                ));
             }
             let partitioning = match rt.partitioning {
                 RawPartitioning::Modulo => Partitioning::Modulo,
@@ -706,8 +722,7 @@ impl Resolver<'_> {
                     ));
                 }
             }
-            let id =
-                PartitionId(u32::try_from(p).map_err(|_| self.invalid("partitions", "too many partitions"))?);
+            let id = PartitionId(u32::try_from(p).map_err(|_| self.invalid("partitions", "too many partitions"))?);
             partitions.push(Partition { id, replicas });
         }
         Ok(partitions)

@@ -1,0 +1,625 @@
+//! One test per validation rule, each asserting the field path and the problem text.
+
+use super::*;
+
+const FILE: &str = "test.yaml";
+
+/// A valid topology split into top-level sections, so tests can swap one out.
+struct Doc {
+    sections: Vec<(&'static str, String)>,
+}
+
+impl Doc {
+    fn base() -> Doc {
+        let s = |k: &'static str, v: &str| (k, v.to_owned());
+        Doc {
+            sections: vec![
+                s("name", "name: test\n"),
+                s("epoch", "epoch: 1\n"),
+                s("memstore", "memstore: { size: 1MiB, index: 64KiB, ring: 64KiB }\n"),
+                s(
+                    "dcs",
+                    r#"dcs:
+  - name: dc1
+    nodes:
+      - { name: dc1-n1, addr: "127.0.1.1:7100" }
+      - { name: dc1-n2, addr: "127.0.1.2:7100" }
+  - name: dc2
+    nodes:
+      - { name: dc2-n1, addr: "127.0.2.1:7100" }
+      - { name: dc2-n2, addr: "127.0.2.2:7100" }
+  - name: dc3
+    nodes:
+      - { name: dc3-n1, addr: "127.0.3.1:7100" }
+"#,
+                ),
+                s(
+                    "links",
+                    r#"links:
+  default: { rtt: 40ms, jitter: 1ms, loss: 0%, rate: unlimited }
+  overrides:
+    - { from: dc1, to: dc2, rtt: 80ms }
+"#,
+                ),
+                s(
+                    "tables",
+                    r#"tables:
+  - name: usertable
+    id: 1
+    cells: [ { name: f0, bytes: 100 }, { name: f1, bytes: 100 } ]
+"#,
+                ),
+                s(
+                    "partitions",
+                    r#"partitions:
+  - { replicas: [dc1-n1, dc2-n1] }
+  - { replicas: [dc2-n2, dc3-n1] }
+  - { replicas: [dc1-n2, dc3-n1] }
+  - { replicas: [dc1-n1, dc2-n2] }
+"#,
+                ),
+            ],
+        }
+    }
+
+    /// Replaces section `key` with `text` (which must start with `key:`).
+    fn set(mut self, key: &str, text: &str) -> Doc {
+        let slot = self.sections.iter_mut().find(|(k, _)| *k == key).expect("known section");
+        slot.1 = format!("{text}\n");
+        self
+    }
+
+    fn remove(mut self, key: &str) -> Doc {
+        self.sections.retain(|(k, _)| *k != key);
+        self
+    }
+
+    /// Replaces the first `from` in the rendered text (which must occur).
+    fn edit(self, from: &str, to: &str) -> String {
+        let text = self.render();
+        assert!(text.contains(from), "`{from}` not in base document");
+        text.replacen(from, to, 1)
+    }
+
+    fn render(&self) -> String {
+        self.sections.iter().map(|(_, t)| t.as_str()).collect()
+    }
+}
+
+/// Anything the tests pass as a document.
+trait Yaml {
+    fn yaml(&self) -> String;
+}
+impl Yaml for str {
+    fn yaml(&self) -> String {
+        self.to_owned()
+    }
+}
+impl Yaml for String {
+    fn yaml(&self) -> String {
+        self.clone()
+    }
+}
+impl Yaml for Doc {
+    fn yaml(&self) -> String {
+        self.render()
+    }
+}
+
+fn ok(text: &(impl Yaml + ?Sized)) -> Topology {
+    let text = &text.yaml();
+    match Topology::from_yaml(FILE, text) {
+        Ok(t) => t,
+        Err(e) => panic!("expected a valid topology, got: {e}\n---\n{text}"),
+    }
+}
+
+/// Asserts `text` breaks a rule at `field` with a problem containing `needle`.
+fn invalid(text: &(impl Yaml + ?Sized), field: &str, needle: &str) {
+    let text = &text.yaml();
+    match Topology::from_yaml(FILE, text) {
+        Err(ConfigError::Invalid { file, field: f, problem }) => {
+            assert_eq!(file, FILE);
+            assert_eq!(f, field, "wrong field (problem: {problem})");
+            assert!(problem.contains(needle), "problem `{problem}` does not contain `{needle}`");
+        }
+        Err(e) => panic!("expected Invalid at {field}, got: {e}"),
+        Ok(_) => panic!("expected Invalid at {field}, got a valid topology\n---\n{text}"),
+    }
+}
+
+/// Asserts `text` is refused by the parser with a message containing `needle`.
+fn parse_error(text: &(impl Yaml + ?Sized), needle: &str) -> String {
+    let text = &text.yaml();
+    match Topology::from_yaml(FILE, text) {
+        Err(ConfigError::Parse { file, message }) => {
+            assert_eq!(file, FILE);
+            assert!(message.contains(needle), "message `{message}` does not contain `{needle}`");
+            message
+        }
+        Err(e) => panic!("expected Parse error, got: {e}"),
+        Ok(_) => panic!("expected Parse error, got a valid topology"),
+    }
+}
+
+// ----- the valid base and its resolution -----
+
+#[test]
+fn base_resolves() {
+    let t = ok(&Doc::base().render());
+    assert_eq!(t.name, "test");
+    assert_eq!(t.epoch, Epoch(1));
+    assert_eq!(t.memstore, MemStoreConfig { size_bytes: 1 << 20, index_bytes: 64 << 10, ring_bytes: 64 << 10 });
+    assert_eq!(t.dcs.len(), 3);
+    assert_eq!(t.nodes.len(), 5);
+    assert_eq!(t.dcs[1].nodes, vec![NodeId(2), NodeId(3)]);
+    assert_eq!(t.dcs[2].nodes, vec![NodeId(4)]);
+    for (i, n) in t.nodes.iter().enumerate() {
+        assert_eq!(n.id, NodeId(i as u16));
+        assert!(t.dcs[n.dc.0 as usize].nodes.contains(&n.id));
+    }
+    assert_eq!(t.node_by_name("dc2-n2").map(|n| (n.id, n.dc)), Some((NodeId(3), DcId(1))));
+    assert_eq!(t.nodes[4].addr, "127.0.3.1:7100".parse::<SocketAddr>().unwrap());
+    assert_eq!(t.partitions.len(), 4);
+    assert_eq!(t.partitions[1], Partition { id: PartitionId(1), replicas: vec![NodeId(3), NodeId(4)] });
+    let table = &t.tables[0];
+    assert_eq!(table.id, TableId(1));
+    assert_eq!(table.locking, Locking::Cell);
+    assert_eq!(table.partitioning, Partitioning::Modulo);
+    assert_eq!(table.cells.len(), 2);
+    assert_eq!(table.cells[1], CellSchema { name: "f1".into(), bytes: 100 });
+    // links: default everywhere, the override both ways, zero on the diagonal.
+    let ms = Duration::from_millis;
+    assert_eq!(t.links.len(), 3);
+    assert!(t.links.iter().all(|row| row.len() == 3));
+    assert_eq!(t.links[0][1].rtt, ms(80));
+    assert_eq!(t.links[1][0].rtt, ms(80));
+    assert_eq!(t.links[1][0].jitter, ms(1), "override inherits the default's jitter");
+    assert_eq!(t.links[0][2].rtt, ms(40));
+    assert_eq!(t.links[2][1].rtt, ms(40));
+    assert_eq!(t.links[1][1], LinkConditions::default());
+    assert_eq!(t.links[0][2].rate_bits_per_s, None);
+}
+
+#[test]
+fn asymmetric_override_sets_one_direction() {
+    let t = ok(&Doc::base().edit("rtt: 80ms }", "rtt: 80ms, symmetric: false, loss: 1% }"));
+    assert_eq!(t.links[0][1].rtt, Duration::from_millis(80));
+    assert!((t.links[0][1].loss - 0.01).abs() < 1e-12);
+    assert_eq!(t.links[1][0].rtt, Duration::from_millis(40));
+    assert_eq!(t.links[1][0].loss, 0.0);
+}
+
+#[test]
+fn later_override_wins() {
+    let t = ok(&Doc::base().set(
+        "links",
+        "links:
+  default: { rtt: 40ms }
+  overrides:
+    - { from: dc1, to: dc2, rtt: 80ms }
+    - { from: dc2, to: dc1, rtt: 60ms, symmetric: false }",
+    ));
+    assert_eq!(t.links[0][1].rtt, Duration::from_millis(80));
+    assert_eq!(t.links[1][0].rtt, Duration::from_millis(60));
+}
+
+#[test]
+fn links_section_is_optional() {
+    let t = ok(&Doc::base().remove("links").render());
+    assert!(t.links.iter().flatten().all(|l| *l == LinkConditions::default()));
+    let t = ok(&Doc::base().set("links", "links:\n  default: { rtt: 2ms }"));
+    assert_eq!(t.links[0][1].rtt, Duration::from_millis(2));
+    assert_eq!(t.links[0][1].jitter, Duration::ZERO);
+}
+
+#[test]
+fn table_options() {
+    let t = ok(&Doc::base().set(
+        "tables",
+        "tables:
+  - { name: a, id: 7, locking: record, partitioning: { shift: 40 }, cells: { count: 10, bytes: 100 } }
+  - { name: b, id: 8, partitioning: modulo, cells: { count: 3, bytes: 8, prefix: c } }",
+    ));
+    let a = t.table_by_name("a").unwrap();
+    assert_eq!(a.id, TableId(7));
+    assert_eq!(a.locking, Locking::Record);
+    assert_eq!(a.partitioning, Partitioning::Shift { bits: 40 });
+    let names: Vec<&str> = a.cells.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(
+        names,
+        ["field0", "field1", "field2", "field3", "field4", "field5", "field6", "field7", "field8", "field9"]
+    );
+    assert!(a.cells.iter().all(|c| c.bytes == 100));
+    let b = t.table(TableId(8)).unwrap();
+    assert_eq!(b.partitioning, Partitioning::Modulo);
+    assert_eq!(b.cells[2], CellSchema { name: "c2".into(), bytes: 8 });
+    assert_eq!(t.partition_of(a, 5 << 40), PartitionId(1));
+}
+
+// ----- parse errors and unknown keys -----
+
+#[test]
+fn yaml_syntax_error_has_position() {
+    let msg = parse_error(&Doc::base().edit("epoch: 1", "epoch: [1"), "line");
+    assert!(msg.contains("column"), "{msg}");
+    let shown = Topology::from_yaml(FILE, "a: [").unwrap_err().to_string();
+    assert!(shown.starts_with("test.yaml: "), "{shown}");
+}
+
+#[test]
+fn unknown_top_level_key() {
+    parse_error(&format!("{}colour: red\n", Doc::base().render()), "unknown field `colour`");
+}
+
+#[test]
+fn unknown_nested_key() {
+    let msg = parse_error(
+        &Doc::base().edit("addr: \"127.0.1.2:7100\" }", "addr: \"127.0.1.2:7100\", port: 1 }"),
+        "unknown field `port`",
+    );
+    assert!(msg.contains("line 8"), "{msg}");
+    parse_error(&Doc::base().edit("rate: unlimited }", "rate: unlimited, delay: 1ms }"), "unknown field `delay`");
+    parse_error(&Doc::base().edit("id: 1", "id: 1\n    partitioning: { shift: 4, mask: 1 }"), "unknown field `mask`");
+    parse_error(
+        &Doc::base().edit("cells: [", "cells: { count: 2, bytes: 1, size: 3 }\n    x: ["),
+        "unknown field `size`",
+    );
+}
+
+#[test]
+fn missing_key_and_wrong_type() {
+    parse_error(&Doc::base().remove("epoch").render(), "missing field `epoch`");
+    parse_error(&Doc::base().edit("epoch: 1", "epoch: one"), "epoch");
+    parse_error(&Doc::base().edit("id: 1", "id: 70000"), "id");
+    parse_error(&Doc::base().edit("id: 1", "id: 1\n    locking: row"), "unknown variant `row`");
+    parse_error(&Doc::base().edit("id: 1", "id: 1\n    partitioning: hash"), "unknown variant `hash`");
+    parse_error(&Doc::base().edit("size: 1MiB", "size: true"), "string or a number");
+    parse_error("", "");
+}
+
+#[test]
+fn duplicate_yaml_key_is_refused() {
+    parse_error(&Doc::base().edit("epoch: 1", "epoch: 1\nepoch: 2"), "epoch");
+}
+
+// ----- top level -----
+
+#[test]
+fn name_must_not_be_empty() {
+    invalid(&Doc::base().edit("name: test", "name: \"\""), "name", "must not be empty");
+}
+
+#[test]
+fn epoch_at_least_one() {
+    invalid(&Doc::base().edit("epoch: 1", "epoch: 0"), "epoch", "at least 1");
+}
+
+// ----- memstore -----
+
+#[test]
+fn memstore_sizes_are_multiples_of_64() {
+    invalid(&Doc::base().edit("size: 1MiB", "size: 1000"), "memstore.size", "multiple of 64");
+    invalid(&Doc::base().edit("index: 64KiB", "index: 100B"), "memstore.index", "multiple of 64");
+    invalid(&Doc::base().edit("ring: 64KiB", "ring: 65537"), "memstore.ring", "multiple of 64");
+}
+
+#[test]
+fn memstore_size_syntax() {
+    invalid(&Doc::base().edit("size: 1MiB", "size: 1MB"), "memstore.size", "invalid size `1MB`");
+    invalid(&Doc::base().edit("size: 1MiB", "size: 1.5MiB"), "memstore.size", "invalid size");
+    invalid(&Doc::base().edit("size: 1MiB", "size: -64"), "memstore.size", "invalid size");
+    invalid(&Doc::base().edit("size: 1MiB", "size: 99999999999TiB"), "memstore.size", "overflows");
+    let t = ok(&Doc::base().edit("size: 1MiB", "size: 1048576"));
+    assert_eq!(t.memstore.size_bytes, 1 << 20);
+}
+
+#[test]
+fn memstore_index_at_least_one_bucket() {
+    invalid(&Doc::base().edit("index: 64KiB", "index: 0"), "memstore.index", "at least 64");
+    ok(&Doc::base().edit("index: 64KiB", "index: 64"));
+}
+
+#[test]
+fn memstore_ring_at_least_one_slot() {
+    invalid(&Doc::base().edit("ring: 64KiB", "ring: 64B"), "memstore.ring", "at least 128");
+    ok(&Doc::base().edit("ring: 64KiB", "ring: 128"));
+}
+
+#[test]
+fn memstore_size_leaves_room_for_records() {
+    // index + ring + superblock == size: no heap at all.
+    let exact = (128 << 10) + 64;
+    invalid(&Doc::base().edit("size: 1MiB", &format!("size: {exact}")), "memstore.size", "too small");
+    invalid(&Doc::base().edit("size: 1MiB", "size: 64KiB"), "memstore.size", "too small");
+    ok(&Doc::base().edit("size: 1MiB", &format!("size: {}", exact + 64)));
+    // Sums that overflow are refused, not wrapped.
+    invalid(
+        &Doc::base().edit("index: 64KiB, ring: 64KiB", "index: 16777215TiB, ring: 16777215TiB"),
+        "memstore.size",
+        "too small",
+    );
+}
+
+// ----- DCs and nodes -----
+
+#[test]
+fn at_least_one_dc() {
+    invalid(&Doc::base().set("dcs", "dcs: []"), "dcs", "at least one DC");
+}
+
+#[test]
+fn dc_names_unique() {
+    invalid(&Doc::base().edit("name: dc2", "name: dc1"), "dcs[1].name", "duplicate DC name `dc1`");
+    invalid(&Doc::base().edit("name: dc1", "name: \" \""), "dcs[0].name", "must not be empty");
+}
+
+#[test]
+fn dc_has_a_node() {
+    let text = Doc::base().edit(
+        "  - name: dc3\n    nodes:\n      - { name: dc3-n1, addr: \"127.0.3.1:7100\" }",
+        "  - { name: dc3, nodes: [] }",
+    );
+    invalid(&text, "dcs[2].nodes", "at least one node");
+}
+
+#[test]
+fn node_names_unique_across_dcs() {
+    invalid(
+        &Doc::base().edit("{ name: dc2-n1,", "{ name: dc1-n2,"),
+        "dcs[1].nodes[0].name",
+        "duplicate node name `dc1-n2`",
+    );
+}
+
+#[test]
+fn node_addrs_parse() {
+    invalid(&Doc::base().edit("127.0.3.1:7100", "localhost:7100"), "dcs[2].nodes[0].addr", "invalid socket address");
+    invalid(&Doc::base().edit("127.0.3.1:7100", "127.0.3.1"), "dcs[2].nodes[0].addr", "invalid socket address");
+    let t = ok(&Doc::base().edit("\"127.0.3.1:7100\"", "\"[::1]:7100\""));
+    assert!(t.nodes[4].addr.is_ipv6());
+}
+
+#[test]
+fn node_addrs_unique() {
+    invalid(
+        &Doc::base().edit("127.0.2.2:7100", "127.0.1.1:7100"),
+        "dcs[1].nodes[1].addr",
+        "duplicate address 127.0.1.1:7100",
+    );
+}
+
+// ----- links -----
+
+#[test]
+fn override_names_existing_dcs() {
+    invalid(&Doc::base().edit("from: dc1", "from: dc9"), "links.overrides[0].from", "unknown DC `dc9`");
+    invalid(&Doc::base().edit("to: dc2", "to: dc9"), "links.overrides[0].to", "unknown DC `dc9`");
+}
+
+#[test]
+fn override_from_differs_from_to() {
+    invalid(&Doc::base().edit("to: dc2", "to: dc1"), "links.overrides[0].to", "same DC");
+}
+
+#[test]
+fn rtt_and_jitter_parse() {
+    invalid(&Doc::base().edit("rtt: 40ms", "rtt: 40 parsecs"), "links.default.rtt", "invalid duration");
+    invalid(&Doc::base().edit("rtt: 80ms", "rtt: fast"), "links.overrides[0].rtt", "invalid duration");
+    invalid(&Doc::base().edit("jitter: 1ms", "jitter: -1ms"), "links.default.jitter", "invalid duration");
+    let t = ok(&Doc::base().edit("rtt: 80ms", "rtt: 1s 500ms"));
+    assert_eq!(t.links[0][1].rtt, Duration::from_millis(1500));
+    let t = ok(&Doc::base().edit("jitter: 1ms", "jitter: 0"));
+    assert_eq!(t.links[0][2].jitter, Duration::ZERO);
+}
+
+#[test]
+fn jitter_at_most_half_rtt() {
+    invalid(&Doc::base().edit("jitter: 1ms", "jitter: 21ms"), "links.default.jitter", "exceeds half the rtt");
+    ok(&Doc::base().edit("jitter: 1ms", "jitter: 20ms"));
+    // An override inherits the default jitter; with a smaller rtt it no longer fits.
+    invalid(&Doc::base().edit("rtt: 80ms", "rtt: 1ms"), "links.overrides[0].jitter", "exceeds half the rtt");
+}
+
+#[test]
+fn loss_is_a_percentage() {
+    invalid(&Doc::base().edit("loss: 0%", "loss: 101%"), "links.default.loss", "0% to 100%");
+    invalid(&Doc::base().edit("loss: 0%", "loss: -1%"), "links.default.loss", "invalid loss");
+    invalid(&Doc::base().edit("loss: 0%", "loss: 0.5"), "links.default.loss", "percentage");
+    invalid(&Doc::base().edit("loss: 0%", "loss: nan%"), "links.default.loss", "invalid loss");
+    invalid(&Doc::base().edit("rtt: 80ms", "rtt: 80ms, loss: 200%"), "links.overrides[0].loss", "invalid loss");
+    let t = ok(&Doc::base().edit("loss: 0%", "loss: 0.5%"));
+    assert!((t.links[0][2].loss - 0.005).abs() < 1e-12);
+    let t = ok(&Doc::base().edit("loss: 0%", "loss: 100%"));
+    assert_eq!(t.links[0][2].loss, 1.0);
+}
+
+#[test]
+fn rate_parses() {
+    invalid(&Doc::base().edit("rate: unlimited", "rate: fast"), "links.default.rate", "invalid rate");
+    invalid(&Doc::base().edit("rate: unlimited", "rate: 0bit"), "links.default.rate", "at least 1bit");
+    invalid(&Doc::base().edit("rtt: 80ms", "rtt: 80ms, rate: 10MB"), "links.overrides[0].rate", "invalid rate");
+    let t = ok(&Doc::base().edit("rate: unlimited", "rate: 100mbit"));
+    assert_eq!(t.links[0][2].rate_bits_per_s, Some(100_000_000));
+}
+
+// ----- tables -----
+
+#[test]
+fn at_least_one_table() {
+    invalid(&Doc::base().set("tables", "tables: []"), "tables", "at least one table");
+}
+
+#[test]
+fn table_names_and_ids_unique() {
+    let two = |second: &str| {
+        Doc::base()
+            .set("tables", &format!("tables:\n  - {{ name: a, id: 1, cells: {{ count: 1, bytes: 8 }} }}\n  - {second}"))
+    };
+    invalid(
+        &two("{ name: a, id: 2, cells: { count: 1, bytes: 8 } }").render(),
+        "tables[1].name",
+        "duplicate table name `a`",
+    );
+    invalid(&two("{ name: b, id: 1, cells: { count: 1, bytes: 8 } }").render(), "tables[1].id", "duplicate table id 1");
+    invalid(
+        &two("{ name: \"\", id: 2, cells: { count: 1, bytes: 8 } }").render(),
+        "tables[1].name",
+        "must not be empty",
+    );
+}
+
+#[test]
+fn cell_count_1_to_64() {
+    invalid(
+        &Doc::base().edit("cells: [ { name: f0, bytes: 100 }, { name: f1, bytes: 100 } ]", "cells: []"),
+        "tables[0].cells",
+        "1 to 64 cells, got 0",
+    );
+    let list: Vec<String> = (0..65).map(|i| format!("{{ name: c{i}, bytes: 1 }}")).collect();
+    let text = Doc::base().edit("{ name: f0, bytes: 100 }, { name: f1, bytes: 100 }", &list.join(", "));
+    invalid(&text, "tables[0].cells", "1 to 64 cells, got 65");
+    let gen = |n: u32| {
+        Doc::base()
+            .edit("[ { name: f0, bytes: 100 }, { name: f1, bytes: 100 } ]", &format!("{{ count: {n}, bytes: 8 }}"))
+    };
+    invalid(&gen(65), "tables[0].cells.count", "got 65");
+    invalid(&gen(0), "tables[0].cells.count", "got 0");
+    assert_eq!(ok(&gen(64)).tables[0].cells.len(), 64);
+}
+
+#[test]
+fn cell_names_unique() {
+    invalid(&Doc::base().edit("name: f1", "name: f0"), "tables[0].cells[1].name", "duplicate cell name `f0`");
+    invalid(&Doc::base().edit("name: f1", "name: \"\""), "tables[0].cells[1].name", "must not be empty");
+}
+
+#[test]
+fn cell_bytes_1_to_65536() {
+    invalid(
+        &Doc::base().edit("bytes: 100 }, { name: f1", "bytes: 0 }, { name: f1"),
+        "tables[0].cells[0].bytes",
+        "1 to 65536",
+    );
+    invalid(
+        &Doc::base().edit("{ name: f1, bytes: 100 }", "{ name: f1, bytes: 65537 }"),
+        "tables[0].cells[1].bytes",
+        "got 65537",
+    );
+    ok(&Doc::base().edit("{ name: f1, bytes: 100 }", "{ name: f1, bytes: 65536 }"));
+    let gen = Doc::base().edit("[ { name: f0, bytes: 100 }, { name: f1, bytes: 100 } ]", "{ count: 2, bytes: 0 }");
+    invalid(&gen, "tables[0].cells.bytes", "1 to 65536");
+}
+
+#[test]
+fn shift_at_most_63() {
+    invalid(
+        &Doc::base().edit("id: 1", "id: 1\n    partitioning: { shift: 64 }"),
+        "tables[0].partitioning.shift",
+        "at most 63",
+    );
+    invalid(
+        &Doc::base().edit("id: 1", "id: 1\n    partitioning: { shift: 300 }"),
+        "tables[0].partitioning.shift",
+        "got 300",
+    );
+    let t = ok(&Doc::base().edit("id: 1", "id: 1\n    partitioning: { shift: 63 }"));
+    assert_eq!(t.tables[0].partitioning, Partitioning::Shift { bits: 63 });
+}
+
+// ----- partitions -----
+
+#[test]
+fn at_least_one_partition() {
+    invalid(&Doc::base().set("partitions", "partitions: []"), "partitions", "at least one partition");
+}
+
+#[test]
+fn partition_has_a_replica() {
+    invalid(&Doc::base().edit("[dc1-n1, dc2-n1]", "[]"), "partitions[0].replicas", "at least one replica");
+}
+
+#[test]
+fn replicas_name_existing_nodes() {
+    invalid(
+        &Doc::base().edit("[dc2-n2, dc3-n1]", "[dc2-n2, dc3-n9]"),
+        "partitions[1].replicas[1]",
+        "unknown node `dc3-n9`",
+    );
+}
+
+#[test]
+fn no_two_replicas_in_one_dc() {
+    let text = Doc::base().edit("[dc1-n1, dc2-n2]", "[dc2-n1, dc2-n2]");
+    invalid(&text, "partitions[3].replicas", "two replicas in dc2");
+    let shown = Topology::from_yaml("configs/x.yaml", &text).unwrap_err().to_string();
+    assert_eq!(shown, "configs/x.yaml: partitions[3].replicas: two replicas in dc2");
+    invalid(
+        &Doc::base().edit("[dc1-n1, dc2-n2]", "[dc1-n1, dc1-n1]"),
+        "partitions[3].replicas",
+        "`dc1-n1` listed twice",
+    );
+}
+
+#[test]
+fn replica_counts_equal() {
+    invalid(
+        &Doc::base().edit("[dc1-n2, dc3-n1]", "[dc1-n2, dc3-n1, dc2-n1]"),
+        "partitions[2].replicas",
+        "has 3 replicas but partitions[0] has 2",
+    );
+}
+
+// ----- loading from disk -----
+
+#[test]
+fn load_reads_a_file_and_labels_errors_with_its_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.yaml");
+    std::fs::write(&path, Doc::base().render()).unwrap();
+    assert_eq!(Topology::load(&path).unwrap().nodes.len(), 5);
+    std::fs::write(&path, Doc::base().edit("epoch: 1", "epoch: 0")).unwrap();
+    let shown = Topology::load(&path).unwrap_err().to_string();
+    assert_eq!(shown, format!("{}: epoch: must be at least 1", path.display()));
+}
+
+#[test]
+fn load_missing_file_is_io_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("absent.yaml");
+    match Topology::load(&path) {
+        Err(e @ ConfigError::Io { .. }) => assert!(e.to_string().contains("absent.yaml: cannot read"), "{e}"),
+        other => panic!("expected Io error, got {other:?}"),
+    }
+}
+
+// ----- value parsers -----
+
+#[test]
+fn value_parsers() {
+    assert_eq!(parse_size("64"), Ok(64));
+    assert_eq!(parse_size("64B"), Ok(64));
+    assert_eq!(parse_size("2 KiB"), Ok(2048));
+    assert_eq!(parse_size("256MiB"), Ok(256 << 20));
+    assert_eq!(parse_size("1GiB"), Ok(1 << 30));
+    assert!(parse_size("").is_err());
+    assert!(parse_size("MiB").is_err());
+    assert!(parse_size("1 mib").is_err());
+    assert_eq!(parse_duration("40ms"), Ok(Duration::from_millis(40)));
+    assert_eq!(parse_duration("0ms"), Ok(Duration::ZERO));
+    assert!(parse_duration("").is_err());
+    assert_eq!(parse_loss("0%"), Ok(0.0));
+    assert_eq!(parse_loss("1%"), Ok(0.01));
+    assert!(parse_loss("%").is_err());
+    assert!(parse_loss("1e2%").is_err());
+    assert!(parse_loss("inf%").is_err());
+    assert_eq!(parse_rate("unlimited"), Ok(None));
+    assert_eq!(parse_rate("1gbit"), Ok(Some(1_000_000_000)));
+    assert_eq!(parse_rate("100mbit"), Ok(Some(100_000_000)));
+    assert_eq!(parse_rate("10kbit"), Ok(Some(10_000)));
+    assert_eq!(parse_rate("1.5Mbit"), Ok(Some(1_500_000)));
+    assert_eq!(parse_rate("9600"), Ok(Some(9600)));
+    assert!(parse_rate("1..5gbit").is_err());
+    assert!(parse_rate("gbit").is_err());
+    assert!(parse_rate("99999999999tbit").is_err());
+}
