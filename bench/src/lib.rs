@@ -1,1 +1,9 @@
-//! Workloads, drivers, checks and reports.
+//! redt's workloads, drivers, checks and reports. The binary exposes them as
+//! `redt bench …`.
+
+pub mod local;
+pub mod report;
+pub mod ycsb;
+
+pub use local::{run_local_ycsb, LocalConfig, LocalReport};
+pub use ycsb::{YcsbConfig, YcsbGenerator};

@@ -1,0 +1,113 @@
+//! [`DcHandle`]: everything an executor or a loader of one DC needs to reach that DC's
+//! MemStores — the verbs backend, the MemStore layout, the record layouts and the index.
+
+use crate::error::{Error, Result};
+use crate::index::Index;
+use crate::lock;
+use crate::memstore::Layout;
+use crate::record::{Catalog, CellVersion, COUNTERS, LOCK_WORD};
+use crate::region::Region;
+use crate::verbs::Verbs;
+use redt_proto::{NodeId, Offset, TableId, Topology};
+use std::sync::Arc;
+
+/// Shared, immutable handle on one DC's data path.
+pub struct DcHandle {
+    /// The verbs backend reaching every node of the DC.
+    pub verbs: Arc<dyn Verbs>,
+    /// MemStore layout (the same on every node).
+    pub layout: Layout,
+    /// Record layouts by table.
+    pub catalog: Catalog,
+    /// The hash index (operated through `verbs`).
+    pub index: Index,
+}
+
+/// A record as read back by [`DcHandle::read_record`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecordImage {
+    /// Record offset in its node's MemStore.
+    pub offset: Offset,
+    /// The lock word.
+    pub lock: u64,
+    /// Each cell's version.
+    pub versions: Vec<CellVersion>,
+    /// Each cell's value.
+    pub values: Vec<Vec<u8>>,
+    /// Each lock group's update counter.
+    pub counters: Vec<u16>,
+}
+
+impl DcHandle {
+    /// A handle over `verbs` for `topology`'s layout and tables.
+    pub fn new(topology: &Topology, verbs: Arc<dyn Verbs>) -> Self {
+        let layout = Layout::from_config(&topology.memstore);
+        DcHandle { verbs, layout, catalog: Catalog::new(&topology.tables), index: Index::new(layout) }
+    }
+
+    /// Inserts a new record of `table` under `key` on `node` with `values` (missing cells
+    /// zero, every version 0): allocate from the heap (FAA), WRITE the record, then publish
+    /// it in the index.
+    ///
+    /// # Errors
+    /// [`Error::DuplicateKey`], [`Error::HeapFull`], [`Error::IndexFull`], verbs errors.
+    pub fn insert_record(&self, node: NodeId, table: TableId, key: u64, values: &[&[u8]]) -> Result<Offset> {
+        let rl = self.catalog.layout(table)?;
+        let at = self.layout.alloc(self.verbs.as_ref(), node, rl.record_bytes)?;
+        self.verbs.write(node, at, &rl.encode_new(key, values))?;
+        self.index.insert(self.verbs.as_ref(), node, table, key, at)?;
+        Ok(at)
+    }
+
+    /// Reads a whole record (one index lookup, one READ) — for checks and tools, not the
+    /// transaction path.
+    ///
+    /// # Errors
+    /// Verbs errors; [`Error::NotFound`] if the index points at something else.
+    pub fn read_record(&self, node: NodeId, table: TableId, key: u64) -> Result<Option<RecordImage>> {
+        let rl = self.catalog.layout(table)?;
+        let Some(at) = self.index.lookup(self.verbs.as_ref(), node, table, key)? else {
+            return Ok(None);
+        };
+        let mut buf = vec![0u8; rl.record_bytes as usize];
+        self.verbs.read(node, at, &mut buf)?;
+        let v = rl.decode(&buf).filter(|v| v.key == key).ok_or(Error::NotFound { node, table, key })?;
+        Ok(Some(RecordImage {
+            offset: at,
+            lock: v.lock,
+            versions: (0..rl.cells()).map(|i| v.version(i)).collect(),
+            values: (0..rl.cells()).map(|i| v.value(i).to_vec()).collect(),
+            counters: (0..lock::GROUPS).map(|g| v.group_counter(g)).collect(),
+        }))
+    }
+}
+
+/// Offset of the lock word of the record at `record`.
+pub fn lock_word(record: Offset) -> Offset {
+    Offset(record.0 + LOCK_WORD)
+}
+
+/// Offset of the update-counter word holding group `g`'s counter, and the masked-FAA
+/// operand and boundary that add one to that counter.
+pub fn counter_increment(record: Offset, g: usize) -> (Offset, u64, u64) {
+    let word = Offset(record.0 + COUNTERS + 8 * (g as u64 / 4));
+    (word, 1u64 << (16 * (g % 4)), COUNTER_BOUNDARY)
+}
+
+/// Boundary mask of four 16-bit counters in one word (their top bits).
+pub const COUNTER_BOUNDARY: u64 = 0x8000_8000_8000_8000;
+
+/// Formats `region` as a MemStore of `layout` unless it already holds one of that layout
+/// (a restarted node process keeps its data).
+///
+/// # Errors
+/// [`Error::BadSuperblock`] if the region holds a MemStore of a different layout.
+pub fn format_if_new(layout: &Layout, node: NodeId, region: &Region) -> Result<bool> {
+    if Layout::is_formatted(region) {
+        layout.check(node, region)?;
+        Ok(false)
+    } else {
+        layout.format(region);
+        Ok(true)
+    }
+}

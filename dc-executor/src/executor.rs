@@ -1,0 +1,553 @@
+//! The stateless executor of a sub-transaction (RedT §4.2, Algorithm 2; DESIGN.md §2).
+//!
+//! `execute` runs phase 1 in one DC: for every node holding a touched replica it reserves a
+//! redo entry (FAA on the ring tail), then posts one doorbell batch that WRITEs the entry
+//! with status `Intent` (so every lock it is about to take is traceable to the
+//! transaction), takes the locks of each record with one masked compare-and-swap (No-Wait:
+//! a conflict aborts at once) and READs each record. It then runs the procedure on the
+//! values read, WRITEs the entry again with the writes and the versions seen (status
+//! `Logged`), sets the entry's vote word from none to commit by CAS, and returns a
+//! [`Vote`].
+//!
+//! `finish` runs phase 2 from the redo entries alone (the executor keeps no state between
+//! the two): on commit it marks each entry `Committed` with the commit timestamp, WRITEs
+//! each new cell value whose version is older than `cts` (Thomas write rule), bumps the
+//! update counters and releases the locks; on abort it marks the entries `Aborted` and
+//! releases the locks.
+
+use crate::dc::{counter_increment, lock_word, DcHandle};
+use crate::error::{Error, Result};
+use crate::hlc::{Clock, Hlc};
+use crate::lock::{self, LockOutcome};
+use crate::procedure::{Procedure, ReadView, UserAbort};
+use crate::record::{encode_cell, CellVersion, RecordLayout};
+use crate::ring::{self, Change, EntryStatus, LockIntent, RedoEntry, RingWriter, VoteWord};
+use crate::verbs::DoorbellBatch;
+use redt_proto::{Cts, DcId, Epoch, NodeId, Offset, TxnId};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// One access of the procedure that this DC holds, and the node holding it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LocalAccess {
+    /// Index into [`Procedure::accesses`].
+    pub access: usize,
+    /// Node of this DC holding the replica.
+    pub node: NodeId,
+}
+
+/// The part of a transaction one DC runs.
+#[derive(Clone, Debug)]
+pub struct SubTxn {
+    /// The transaction.
+    pub txn: TxnId,
+    /// Topology epoch the coordinator planned with.
+    pub epoch: Epoch,
+    /// Coordinator node.
+    pub coordinator: NodeId,
+    /// Every DC taking part (recorded in the redo entries for recovery).
+    pub participants: Vec<DcId>,
+    /// The procedure and its parameters.
+    pub procedure: Arc<dyn Procedure>,
+    /// The accesses held in this DC.
+    pub local: Vec<LocalAccess>,
+}
+
+/// Why a sub-transaction voted abort.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AbortReason {
+    /// A lock was held in a conflicting mode (No-Wait).
+    LockConflict {
+        /// The access whose lock was refused.
+        access: usize,
+    },
+    /// A record does not exist (and the access does not create it).
+    NotFound {
+        /// The access.
+        access: usize,
+    },
+    /// The procedure aborted itself.
+    User(String),
+    /// A redo ring stayed full past the back-pressure limit.
+    RingFull(NodeId),
+    /// A recoverer fenced the vote word before this executor voted.
+    Fenced,
+}
+
+/// Per-access part of a vote.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ItemVote {
+    /// Index into [`Procedure::accesses`].
+    pub access: usize,
+    /// Node holding the replica.
+    pub node: NodeId,
+    /// `(cell, version)` for every cell read or written, ascending by cell.
+    pub versions: Vec<(u16, CellVersion)>,
+    /// `(cell, value)` for every cell read, ascending by cell.
+    pub values: Vec<(u16, Vec<u8>)>,
+}
+
+/// Where a redo entry of the transaction lives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EntryRef {
+    /// Node whose ring holds it.
+    pub node: NodeId,
+    /// Ring index (monotonic slot number) of its first slot.
+    pub index: u64,
+}
+
+/// An executor's answer to phase 1 (RedT §4.2).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Vote {
+    /// The transaction.
+    pub txn: TxnId,
+    /// `None` for a commit vote, else why it aborted.
+    pub abort: Option<AbortReason>,
+    /// Versions and values of the local accesses (empty on abort).
+    pub items: Vec<ItemVote>,
+    /// The executor's hybrid-logical-clock reading; `cts` is chosen above it.
+    pub hlc: Cts,
+    /// The redo entries written (each must see `finish`; empty when nothing stays locked).
+    pub entries: Vec<EntryRef>,
+}
+
+impl Vote {
+    /// Whether this is a commit vote.
+    pub fn is_commit(&self) -> bool {
+        self.abort.is_none()
+    }
+}
+
+/// The coordinator's decision, as applied by [`Executor::finish`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Decision {
+    /// Commit at this timestamp.
+    Commit(Cts),
+    /// Abort.
+    Abort,
+}
+
+/// A record being worked on during `execute`.
+struct Held {
+    access: usize,
+    node: NodeId,
+    record: Offset,
+    rl_table: redt_proto::TableId,
+    key: u64,
+    cells: u64,
+    shared_groups: u16,
+    exclusive_groups: u16,
+    cas: Option<lock::LockCas>,
+    image: Vec<u8>,
+}
+
+/// Per-node work of one `execute`.
+struct NodeWork {
+    items: Vec<usize>,
+    entry_index: Option<u64>,
+    entry_slots: u64,
+}
+
+/// A stateless executor bound to one DC. Cheap to create; not shared between threads
+/// (each worker owns one, with its own cached ring heads).
+pub struct Executor {
+    dc: Arc<DcHandle>,
+    hlc: Arc<Hlc>,
+    clock: Arc<dyn Clock>,
+    rings: BTreeMap<NodeId, RingWriter>,
+    ring_patience: Duration,
+}
+
+impl Executor {
+    /// An executor over `dc`, reading time from `clock` into the shared `hlc`.
+    pub fn new(dc: Arc<DcHandle>, hlc: Arc<Hlc>, clock: Arc<dyn Clock>) -> Self {
+        Executor { dc, hlc, clock, rings: BTreeMap::new(), ring_patience: Duration::from_millis(200) }
+    }
+
+    /// Sets how long a reservation waits for replay to free ring space before the
+    /// sub-transaction votes abort with [`AbortReason::RingFull`].
+    pub fn with_ring_patience(mut self, patience: Duration) -> Self {
+        self.ring_patience = patience;
+        self
+    }
+
+    /// The DC handle.
+    pub fn dc(&self) -> &Arc<DcHandle> {
+        &self.dc
+    }
+
+    fn ring(&mut self, node: NodeId) -> &mut RingWriter {
+        let layout = self.dc.layout;
+        self.rings.entry(node).or_insert_with(|| RingWriter::new(layout, node))
+    }
+
+    /// Runs phase 1 of `sub` (lock, read, run, pre-write, vote).
+    ///
+    /// Lock conflicts, missing records, a full ring and procedure aborts are abort votes,
+    /// with every lock taken released and every entry written marked `Aborted`.
+    ///
+    /// # Errors
+    /// Verbs failures, [`Error::InvalidSubTxn`] for a malformed sub-transaction (unknown
+    /// table, write outside the declared cells, oversized value), heap or index full.
+    pub fn execute(&mut self, sub: &SubTxn) -> Result<Vote> {
+        let hlc = self.hlc.tick(self.clock.now_ms());
+        let accesses = sub.procedure.accesses();
+        let invalid = |why: String| Error::InvalidSubTxn { txn: sub.txn, why };
+
+        // Locate every local record (index lookup; create where the access allows).
+        let mut held: Vec<Held> = Vec::with_capacity(sub.local.len());
+        for la in &sub.local {
+            let a = accesses.get(la.access).ok_or_else(|| invalid(format!("access {} not planned", la.access)))?;
+            let rl = self.dc.catalog.layout(a.table)?;
+            if (a.read | a.write) & !rl.all_cells() != 0 {
+                return Err(invalid(format!("access {} names cells beyond the table's {}", la.access, rl.cells())));
+            }
+            let record = match self.dc.index.lookup(self.dc.verbs.as_ref(), la.node, a.table, a.key)? {
+                Some(r) => r,
+                None if a.upsert => match self.dc.insert_record(la.node, a.table, a.key, &[]) {
+                    Ok(r) => r,
+                    Err(Error::DuplicateKey { .. }) => self
+                        .dc
+                        .index
+                        .lookup(self.dc.verbs.as_ref(), la.node, a.table, a.key)?
+                        .ok_or(Error::NotFound { node: la.node, table: a.table, key: a.key })?,
+                    Err(e) => return Err(e),
+                },
+                None => {
+                    return Ok(self.abort_vote(sub, hlc, AbortReason::NotFound { access: la.access }));
+                }
+            };
+            let shared_groups = rl.groups_of(a.read);
+            let exclusive_groups = rl.groups_of(a.write);
+            held.push(Held {
+                access: la.access,
+                node: la.node,
+                record,
+                rl_table: a.table,
+                key: a.key,
+                cells: a.read | a.write,
+                shared_groups: shared_groups & !exclusive_groups,
+                exclusive_groups,
+                cas: None,
+                image: Vec::new(),
+            });
+        }
+
+        // Group by node; reserve one entry per node, sized for the final (Logged) entry.
+        let mut nodes: BTreeMap<NodeId, NodeWork> = BTreeMap::new();
+        for (i, h) in held.iter().enumerate() {
+            nodes.entry(h.node).or_insert(NodeWork { items: Vec::new(), entry_index: None, entry_slots: 0 }).items.push(i);
+        }
+        for (&node, work) in nodes.iter_mut() {
+            let entry = self.entry(sub, &held, &work.items, EntryStatus::Intent, None)?;
+            work.entry_slots = ring::encoded_slots(&entry);
+            let patience = self.ring_patience;
+            let verbs = self.dc.verbs.clone();
+            match self.ring(node).reserve(verbs.as_ref(), work.entry_slots, patience) {
+                Ok(idx) => work.entry_index = Some(idx),
+                Err(Error::RingFull { .. }) => {
+                    self.release(sub, &held, &nodes, hlc)?;
+                    return Ok(self.abort_vote(sub, hlc, AbortReason::RingFull(node)));
+                }
+                Err(e) => return Err(e),
+            }
+            // Lock + read batch: WRITE intent, then per record masked-CAS and READ.
+            let idx = work.entry_index.expect("just reserved");
+            let mut batch = DoorbellBatch::new();
+            ring::push_write(&mut batch, &self.dc.layout, idx, &ring::encode_padded(&entry, idx, work.entry_slots));
+            let mut slots = Vec::with_capacity(work.items.len());
+            for &i in &work.items {
+                let h = &held[i];
+                let cas = lock::plan(h.shared_groups, h.exclusive_groups, 0).expect("a zero guess never conflicts");
+                let c = batch.masked_compare_and_swap(lock_word(h.record), cas.compare, cas.mask, cas.swap, cas.mask);
+                let rl = self.dc.catalog.layout(h.rl_table)?;
+                let r = batch.read(h.record, rl.record_bytes as usize);
+                slots.push((c, r, cas));
+            }
+            self.dc.verbs.post_batch(node, &mut batch)?;
+            let mut conflict = None;
+            for (k, &i) in work.items.iter().enumerate() {
+                let (c, r, mut cas) = slots[k];
+                let mut old = batch.atomic_result(c);
+                let mut image = batch.read_result(r).to_vec();
+                let mut tries = 0;
+                loop {
+                    match lock::outcome(&cas, old) {
+                        LockOutcome::Acquired => {
+                            held[i].cas = Some(cas);
+                            break;
+                        }
+                        LockOutcome::Retry(guess) if tries < lock::SHARED_RETRIES => {
+                            tries += 1;
+                            let h = &held[i];
+                            let Some(next) = lock::plan(h.shared_groups, h.exclusive_groups, guess) else {
+                                conflict.get_or_insert(h.access);
+                                break;
+                            };
+                            cas = next;
+                            old = self.dc.verbs.masked_compare_and_swap(
+                                node,
+                                lock_word(h.record),
+                                cas.compare,
+                                cas.mask,
+                                cas.swap,
+                                cas.mask,
+                            )?;
+                            if lock::outcome(&cas, old) == LockOutcome::Acquired {
+                                // The READ of the batch raced with other readers' CAS only;
+                                // read again now that the locks are held.
+                                let rl = self.dc.catalog.layout(h.rl_table)?;
+                                image = vec![0; rl.record_bytes as usize];
+                                self.dc.verbs.read(node, h.record, &mut image)?;
+                            }
+                        }
+                        _ => {
+                            conflict.get_or_insert(held[i].access);
+                            break;
+                        }
+                    }
+                }
+                held[i].image = image;
+            }
+            if let Some(access) = conflict {
+                self.release(sub, &held, &nodes, hlc)?;
+                return Ok(self.abort_vote(sub, hlc, AbortReason::LockConflict { access }));
+            }
+        }
+
+        // Decode what was read and run the procedure.
+        let mut values: Vec<Option<Vec<Vec<u8>>>> = vec![None; accesses.len()];
+        let mut items = Vec::with_capacity(held.len());
+        for h in &held {
+            let rl = self.dc.catalog.layout(h.rl_table)?;
+            let view = rl.decode(&h.image).filter(|v| v.key == h.key).ok_or(Error::NotFound {
+                node: h.node,
+                table: h.rl_table,
+                key: h.key,
+            })?;
+            values[h.access] = Some((0..rl.cells()).map(|c| view.value(c).to_vec()).collect());
+            let a = &accesses[h.access];
+            items.push(ItemVote {
+                access: h.access,
+                node: h.node,
+                versions: cells_of(h.cells).map(|c| (c as u16, view.version(c))).collect(),
+                values: cells_of(a.read).map(|c| (c as u16, view.value(c).to_vec())).collect(),
+            });
+        }
+        let writes = match sub.procedure.run(&ReadView::new(&values)) {
+            Ok(w) => w,
+            Err(UserAbort(why)) => {
+                self.release(sub, &held, &nodes, hlc)?;
+                return Ok(self.abort_vote(sub, hlc, AbortReason::User(why)));
+            }
+        };
+        let mut new_values: BTreeMap<(usize, u16), Vec<u8>> = BTreeMap::new();
+        for w in writes {
+            let Some(a) = accesses.get(w.access) else {
+                self.release(sub, &held, &nodes, hlc)?;
+                return Err(invalid(format!("write to unplanned access {}", w.access)));
+            };
+            if a.write >> w.cell & 1 == 0 {
+                self.release(sub, &held, &nodes, hlc)?;
+                return Err(invalid(format!("write to undeclared cell {} of access {}", w.cell, w.access)));
+            }
+            let rl = self.dc.catalog.layout(a.table)?;
+            if w.value.len() > rl.cell_bytes[w.cell as usize] as usize {
+                self.release(sub, &held, &nodes, hlc)?;
+                return Err(invalid(format!("{}-byte value for a {}-byte cell", w.value.len(), rl.cell_bytes[w.cell as usize])));
+            }
+            if values[w.access].is_some() {
+                new_values.insert((w.access, w.cell), w.value);
+            }
+        }
+
+        // Pre-write: the Logged entry with versions and writes, then the vote word.
+        let mut entries = Vec::with_capacity(nodes.len());
+        let mut fenced = false;
+        for (&node, work) in &nodes {
+            let idx = work.entry_index.expect("reserved above");
+            let entry = self.entry(sub, &held, &work.items, EntryStatus::Logged, Some(&new_values))?;
+            let bytes = ring::encode_padded(&entry, idx, work.entry_slots);
+            let mut batch = DoorbellBatch::new();
+            ring::push_write_body(&mut batch, &self.dc.layout, idx, &bytes);
+            ring::push_set_status(&mut batch, &self.dc.layout, idx, EntryStatus::Logged, Cts(0));
+            let v = batch.push(crate::verbs::WorkRequest::CompareAndSwap {
+                offset: ring::vote_offset(&self.dc.layout, idx),
+                expected: VoteWord::NONE.0,
+                new: VoteWord::NONE.with_vote(ring::Verdict::Commit).0,
+            });
+            self.dc.verbs.post_batch(node, &mut batch)?;
+            if batch.atomic_result(v) != VoteWord::NONE.0 {
+                fenced = true;
+            }
+            entries.push(EntryRef { node, index: idx });
+        }
+        if fenced {
+            self.release(sub, &held, &nodes, hlc)?;
+            return Ok(self.abort_vote(sub, hlc, AbortReason::Fenced));
+        }
+        Ok(Vote { txn: sub.txn, abort: None, items, hlc, entries })
+    }
+
+    /// Builds the redo entry of `sub` for the records `items` of one node.
+    fn entry(
+        &self,
+        sub: &SubTxn,
+        held: &[Held],
+        items: &[usize],
+        status: EntryStatus,
+        new_values: Option<&BTreeMap<(usize, u16), Vec<u8>>>,
+    ) -> Result<RedoEntry> {
+        let accesses = sub.procedure.accesses();
+        let mut locks = Vec::with_capacity(items.len());
+        let mut changes = Vec::new();
+        for &i in items {
+            let h = &held[i];
+            let rl = self.dc.catalog.layout(h.rl_table)?;
+            let added = lock::plan(h.shared_groups, h.exclusive_groups, 0).expect("zero guess").added;
+            let view = if h.image.is_empty() { None } else { rl.decode(&h.image) };
+            locks.push(LockIntent {
+                record: h.record,
+                table: h.rl_table,
+                key: h.key,
+                lock_bits: added,
+                cells: h.cells,
+                versions: cells_of(h.cells).map(|c| view.map_or(0, |v| v.version(c).0)).collect(),
+            });
+            for c in cells_of(accesses[h.access].write) {
+                let value = match new_values {
+                    // Final entry: only the cells the procedure wrote.
+                    Some(nv) => match nv.get(&(h.access, c as u16)) {
+                        Some(v) => pad(v, rl.cell_bytes[c]),
+                        None => continue,
+                    },
+                    // Reservation: every declared cell at full size (the upper bound).
+                    None => vec![0; rl.cell_bytes[c] as usize],
+                };
+                changes.push(Change { record: h.record, table: h.rl_table, key: h.key, cell: c as u16, value });
+            }
+        }
+        Ok(RedoEntry {
+            txn: sub.txn,
+            status,
+            cts: Cts(0),
+            vote: VoteWord::NONE,
+            epoch: sub.epoch,
+            coordinator: sub.coordinator,
+            participants: sub.participants.clone(),
+            locks,
+            changes,
+        })
+    }
+
+    /// Releases every lock taken so far and marks every reserved entry `Aborted`.
+    fn release(&self, sub: &SubTxn, held: &[Held], nodes: &BTreeMap<NodeId, NodeWork>, _hlc: Cts) -> Result<()> {
+        for (&node, work) in nodes {
+            let mut batch = DoorbellBatch::new();
+            if let Some(idx) = work.entry_index {
+                // Make the entry well-formed (an Intent entry may not have been written if
+                // the reservation was the last thing done) and aborted.
+                let entry = self.entry(sub, held, &work.items, EntryStatus::Aborted, None)?;
+                ring::push_write(&mut batch, &self.dc.layout, idx, &ring::encode_padded(&entry, idx, work.entry_slots));
+                ring::push_set_status(&mut batch, &self.dc.layout, idx, EntryStatus::Aborted, Cts(0));
+            }
+            for &i in &work.items {
+                if let Some(cas) = held[i].cas {
+                    batch.fetch_and_add(lock_word(held[i].record), lock::release_operand(cas.added));
+                }
+            }
+            self.dc.verbs.post_batch(node, &mut batch)?;
+        }
+        Ok(())
+    }
+
+    fn abort_vote(&self, sub: &SubTxn, hlc: Cts, reason: AbortReason) -> Vote {
+        Vote { txn: sub.txn, abort: Some(reason), items: Vec::new(), hlc, entries: Vec::new() }
+    }
+
+    /// Runs phase 2 for `txn` from its redo entries: commit (mark `Committed` with `cts`,
+    /// Thomas-rule WRITE of each new cell, update counters, release) or abort (mark
+    /// `Aborted`, release). Idempotent per entry status: an entry already finished is left
+    /// alone.
+    ///
+    /// # Errors
+    /// Verbs failures; [`Error::TornEntry`] if an entry does not decode;
+    /// [`Error::InvalidSubTxn`] if an entry belongs to another transaction.
+    pub fn finish(&mut self, txn: TxnId, decision: Decision, entries: &[EntryRef]) -> Result<()> {
+        if let Decision::Commit(cts) = decision {
+            self.hlc.observe(cts);
+        }
+        for e in entries {
+            let entry = ring::read_entry(self.dc.verbs.as_ref(), e.node, &self.dc.layout, e.index)?;
+            if entry.txn != txn {
+                return Err(Error::InvalidSubTxn {
+                    txn,
+                    why: format!("ring entry {} on {} belongs to {}", e.index, e.node, entry.txn),
+                });
+            }
+            if !matches!(entry.status, EntryStatus::Logged | EntryStatus::Intent) {
+                continue;
+            }
+            let mut batch = DoorbellBatch::new();
+            match decision {
+                Decision::Commit(cts) => {
+                    ring::push_set_status(&mut batch, &self.dc.layout, e.index, EntryStatus::Committed, cts);
+                    for l in &entry.locks {
+                        let rl = self.dc.catalog.layout(l.table)?;
+                        self.push_apply(&mut batch, rl, l, &entry.changes, cts);
+                    }
+                }
+                Decision::Abort => {
+                    ring::push_set_status(&mut batch, &self.dc.layout, e.index, EntryStatus::Aborted, Cts(0));
+                }
+            }
+            for l in &entry.locks {
+                batch.fetch_and_add(lock_word(l.record), lock::release_operand(l.lock_bits));
+            }
+            self.dc.verbs.post_batch(e.node, &mut batch)?;
+        }
+        Ok(())
+    }
+
+    /// Appends the Thomas-rule cell WRITEs and counter increments of `l`'s changes.
+    fn push_apply(&self, batch: &mut DoorbellBatch, rl: &RecordLayout, l: &LockIntent, changes: &[Change], cts: Cts) {
+        let mut groups = 0u16;
+        for ch in changes.iter().filter(|c| c.record == l.record) {
+            let c = ch.cell as usize;
+            let seen = cells_of(l.cells).position(|x| x == c).and_then(|k| l.versions.get(k)).copied().unwrap_or(0);
+            let seen = CellVersion(seen);
+            if cts <= seen.cts() {
+                continue; // Thomas write rule: a newer write already landed.
+            }
+            let img = encode_cell(seen.next(cts), &ch.value, rl.cell_bytes[c]);
+            batch.write(Offset(l.record.0 + rl.cell_offsets[c]), img);
+            groups |= 1 << rl.cell_group[c];
+        }
+        push_counter_increments(batch, l.record, groups);
+    }
+}
+
+/// Appends masked fetch-and-adds adding one to the update counter of each group in
+/// `groups` of the record at `record` (one verb per counter word).
+pub(crate) fn push_counter_increments(batch: &mut DoorbellBatch, record: Offset, groups: u16) {
+    let mut per_word: BTreeMap<u64, (Offset, u64, u64)> = BTreeMap::new();
+    for g in (0..lock::GROUPS).filter(|g| groups >> g & 1 == 1) {
+        let (word, add, boundary) = counter_increment(record, g);
+        per_word.entry(word.0).or_insert((word, 0, boundary)).1 |= add;
+    }
+    for (word, add, boundary) in per_word.into_values() {
+        batch.push(crate::verbs::WorkRequest::MaskedFetchAndAdd { offset: word, add, boundary });
+    }
+}
+
+/// The cell indices set in `mask`, ascending.
+pub(crate) fn cells_of(mask: u64) -> impl Iterator<Item = usize> {
+    (0..64).filter(move |c| mask >> c & 1 == 1)
+}
+
+fn pad(v: &[u8], bytes: u32) -> Vec<u8> {
+    let mut out = v.to_vec();
+    out.resize(bytes as usize, 0);
+    out
+}

@@ -1,0 +1,335 @@
+//! Deterministic stored procedures: what a sub-transaction runs (RedT §3; DESIGN.md §1).
+//!
+//! A procedure declares its accesses up front (its *plan*: table, key, cells read, cells
+//! written), then computes its writes from the values it read. The executor of each DC
+//! runs it on that DC's replicas; a procedure must derive the writes of an item only from
+//! items of the same partition and from its parameters, so every DC computes the same
+//! writes for the items it holds.
+
+use redt_proto::TableId;
+use std::fmt;
+
+/// One planned access to a record.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Access {
+    /// Table of the record.
+    pub table: TableId,
+    /// Record key.
+    pub key: u64,
+    /// Cells read (bit i = cell i); they are share-locked until the decision.
+    pub read: u64,
+    /// Cells written; they are locked exclusively.
+    pub write: u64,
+    /// Create the record (every cell zero) if it does not exist.
+    pub upsert: bool,
+}
+
+/// One cell write produced by a procedure.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Write {
+    /// Index of the access in [`Procedure::accesses`].
+    pub access: usize,
+    /// Cell index.
+    pub cell: u16,
+    /// New value (at most the cell's size; shorter values are zero-padded).
+    pub value: Vec<u8>,
+}
+
+/// A procedure's own decision to abort (e.g. TPC-C New-Order's invalid item), as opposed
+/// to a lock conflict.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UserAbort(pub String);
+
+impl fmt::Display for UserAbort {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// The values a sub-transaction read: for each access held in this DC, the value of every
+/// cell it reads or writes (the executor READs whole records).
+pub struct ReadView<'a> {
+    pub(crate) values: &'a [Option<Vec<Vec<u8>>>],
+}
+
+impl<'a> ReadView<'a> {
+    /// Builds a view: `values[access]` is `None` for accesses not held in this DC, else the
+    /// value of every cell of the record.
+    pub fn new(values: &'a [Option<Vec<Vec<u8>>>]) -> Self {
+        ReadView { values }
+    }
+
+    /// Whether access `access` is held in this DC.
+    pub fn is_local(&self, access: usize) -> bool {
+        self.values.get(access).is_some_and(|v| v.is_some())
+    }
+
+    /// The value of `cell` of access `access`, if that access is held in this DC.
+    pub fn cell(&self, access: usize, cell: usize) -> Option<&'a [u8]> {
+        self.values.get(access)?.as_ref()?.get(cell).map(|v| v.as_slice())
+    }
+}
+
+/// A deterministic stored procedure.
+pub trait Procedure: Send + Sync + fmt::Debug {
+    /// The plan: every record the procedure touches, in any DC.
+    fn accesses(&self) -> &[Access];
+
+    /// Computes the writes from the values read. Writes to accesses not local to the view
+    /// are ignored by the executor; a write must target a cell declared in that access's
+    /// `write` mask.
+    ///
+    /// # Errors
+    /// [`UserAbort`] when the procedure's own logic aborts the transaction.
+    fn run(&self, view: &ReadView<'_>) -> Result<Vec<Write>, UserAbort>;
+}
+
+/// One operation of [`KvProcedure`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum KvOp {
+    /// Read cell 0 of `key`.
+    Read(u64),
+    /// Overwrite cell 0 of `key` with the bytes.
+    Write(u64, Vec<u8>),
+    /// Add to cell 0 of `key`, read as a little-endian `i64` (bank transfers).
+    Add(u64, i64),
+    /// Append a `u64` to the list in cell 0 of `key` (a little-endian `u32` count followed by
+    /// `u64` items; Jepsen list-append).
+    Append(u64, u64),
+}
+
+/// The generic key/value procedure: reads, writes, adds and appends on cell 0 of records
+/// of one table, creating missing records. Operations on one key apply in order.
+#[derive(Clone, Debug)]
+pub struct KvProcedure {
+    ops: Vec<KvOp>,
+    accesses: Vec<Access>,
+    op_access: Vec<usize>,
+    cell_bytes: u32,
+}
+
+impl KvProcedure {
+    /// Plans `ops` on `table`, whose cell 0 is `cell_bytes` long.
+    pub fn new(table: TableId, cell_bytes: u32, ops: Vec<KvOp>) -> Self {
+        let mut accesses: Vec<Access> = Vec::new();
+        let mut op_access = Vec::with_capacity(ops.len());
+        for op in &ops {
+            let (key, writes) = match op {
+                KvOp::Read(k) => (*k, false),
+                KvOp::Write(k, _) => (*k, true),
+                KvOp::Add(k, _) | KvOp::Append(k, _) => (*k, true),
+            };
+            let i = match accesses.iter().position(|a| a.key == key) {
+                Some(i) => i,
+                None => {
+                    accesses.push(Access { table, key, read: 0, write: 0, upsert: true });
+                    accesses.len() - 1
+                }
+            };
+            let a = &mut accesses[i];
+            a.read |= 1;
+            if writes {
+                a.write |= 1;
+            }
+            op_access.push(i);
+        }
+        KvProcedure { ops, accesses, op_access, cell_bytes }
+    }
+
+    /// The operations, in order.
+    pub fn ops(&self) -> &[KvOp] {
+        &self.ops
+    }
+
+    /// The value each operation observed, given the values read (cell 0 of each access):
+    /// `Some(bytes)` for reads (after earlier operations of this transaction), `None`
+    /// for writes. Used by clients to fill in read results.
+    pub fn observed(&self, view: &ReadView<'_>) -> Vec<Option<Vec<u8>>> {
+        self.simulate(view).1
+    }
+
+    fn simulate(&self, view: &ReadView<'_>) -> (Vec<Option<Vec<u8>>>, Vec<Option<Vec<u8>>>, Option<String>) {
+        let mut cur: Vec<Option<Vec<u8>>> =
+            (0..self.accesses.len()).map(|a| view.cell(a, 0).map(|v| v.to_vec())).collect();
+        let mut observed = Vec::with_capacity(self.ops.len());
+        let mut err = None;
+        for (op, &a) in self.ops.iter().zip(&self.op_access) {
+            let Some(v) = cur[a].as_mut() else {
+                observed.push(None);
+                continue;
+            };
+            match op {
+                KvOp::Read(_) => {
+                    observed.push(Some(v.clone()));
+                    continue;
+                }
+                KvOp::Write(_, bytes) => {
+                    if bytes.len() > self.cell_bytes as usize {
+                        err = Some(format!("value of {} bytes exceeds the {}-byte cell", bytes.len(), self.cell_bytes));
+                    }
+                    *v = bytes.clone();
+                }
+                KvOp::Add(_, d) => {
+                    let mut b = [0u8; 8];
+                    let n = v.len().min(8);
+                    b[..n].copy_from_slice(&v[..n]);
+                    let sum = i64::from_le_bytes(b).wrapping_add(*d);
+                    *v = sum.to_le_bytes().to_vec();
+                }
+                KvOp::Append(_, item) => {
+                    let count = list_len(v);
+                    let cap = (self.cell_bytes as usize).saturating_sub(4) / 8;
+                    if count >= cap {
+                        err = Some(format!("list full ({cap} items)"));
+                    } else {
+                        v.resize(4 + 8 * (count + 1), 0);
+                        v[4 + 8 * count..4 + 8 * (count + 1)].copy_from_slice(&item.to_le_bytes());
+                        v[..4].copy_from_slice(&((count + 1) as u32).to_le_bytes());
+                    }
+                }
+            }
+            observed.push(None);
+        }
+        (cur, observed, err)
+    }
+}
+
+/// Number of items of a list-append cell value.
+pub fn list_len(v: &[u8]) -> usize {
+    if v.len() < 4 {
+        return 0;
+    }
+    let n = u32::from_le_bytes([v[0], v[1], v[2], v[3]]) as usize;
+    n.min((v.len() - 4) / 8)
+}
+
+/// The items of a list-append cell value.
+pub fn list_items(v: &[u8]) -> Vec<u64> {
+    (0..list_len(v)).map(|i| u64::from_le_bytes(v[4 + 8 * i..12 + 8 * i].try_into().expect("8 bytes"))).collect()
+}
+
+impl Procedure for KvProcedure {
+    fn accesses(&self) -> &[Access] {
+        &self.accesses
+    }
+
+    fn run(&self, view: &ReadView<'_>) -> Result<Vec<Write>, UserAbort> {
+        let (cur, _, err) = self.simulate(view);
+        if let Some(e) = err {
+            return Err(UserAbort(e));
+        }
+        Ok(cur
+            .into_iter()
+            .enumerate()
+            .filter(|(a, v)| v.is_some() && self.accesses[*a].write != 0)
+            .map(|(access, v)| Write { access, cell: 0, value: v.expect("filtered on is_some") })
+            .collect())
+    }
+}
+
+/// A YCSB transaction (Cooper et al., SoCC '10, as used by RedT §6): each operation reads
+/// every cell of a record or updates one cell with a given value (YCSB's defaults
+/// `readallfields=true`, `writeallfields=false`).
+#[derive(Clone, Debug)]
+pub struct YcsbProcedure {
+    accesses: Vec<Access>,
+    writes: Vec<Write>,
+}
+
+/// One YCSB operation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum YcsbOp {
+    /// Read every cell of the record.
+    Read {
+        /// Record key.
+        key: u64,
+    },
+    /// Overwrite one cell.
+    Update {
+        /// Record key.
+        key: u64,
+        /// Cell index.
+        cell: u16,
+        /// New value.
+        value: Vec<u8>,
+    },
+}
+
+impl YcsbProcedure {
+    /// Plans `ops` on `table`, whose records have `cells` cells. Operations on one key are
+    /// merged into one access.
+    pub fn new(table: TableId, cells: usize, ops: Vec<YcsbOp>) -> Self {
+        let all = if cells >= 64 { u64::MAX } else { (1u64 << cells) - 1 };
+        let mut accesses: Vec<Access> = Vec::new();
+        let mut writes = Vec::new();
+        for op in ops {
+            let key = match &op {
+                YcsbOp::Read { key } | YcsbOp::Update { key, .. } => *key,
+            };
+            let i = match accesses.iter().position(|a| a.key == key) {
+                Some(i) => i,
+                None => {
+                    accesses.push(Access { table, key, read: 0, write: 0, upsert: false });
+                    accesses.len() - 1
+                }
+            };
+            match op {
+                YcsbOp::Read { .. } => accesses[i].read |= all,
+                YcsbOp::Update { cell, value, .. } => {
+                    accesses[i].write |= 1 << cell;
+                    writes.retain(|w: &Write| !(w.access == i && w.cell == cell));
+                    writes.push(Write { access: i, cell, value });
+                }
+            }
+        }
+        YcsbProcedure { accesses, writes }
+    }
+}
+
+impl Procedure for YcsbProcedure {
+    fn accesses(&self) -> &[Access] {
+        &self.accesses
+    }
+
+    fn run(&self, _view: &ReadView<'_>) -> Result<Vec<Write>, UserAbort> {
+        Ok(self.writes.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kv_ops_apply_in_order_per_key() {
+        let p = KvProcedure::new(
+            TableId(1),
+            64,
+            vec![KvOp::Add(1, 5), KvOp::Read(1), KvOp::Append(2, 9), KvOp::Append(2, 10), KvOp::Read(2)],
+        );
+        assert_eq!(p.accesses().len(), 2);
+        let start = 10i64.to_le_bytes().to_vec();
+        let values = vec![Some(vec![start]), Some(vec![vec![]])];
+        let view = ReadView::new(&values);
+        let obs = p.observed(&view);
+        assert_eq!(obs[1].as_deref(), Some(&15i64.to_le_bytes()[..]));
+        assert_eq!(list_items(obs[4].as_ref().unwrap()), vec![9, 10]);
+        let w = p.run(&view).unwrap();
+        assert_eq!(w.len(), 2);
+    }
+
+    #[test]
+    fn append_beyond_capacity_aborts() {
+        let p = KvProcedure::new(TableId(1), 12, vec![KvOp::Append(1, 1), KvOp::Append(1, 2)]);
+        let values = vec![Some(vec![vec![]])];
+        assert!(p.run(&ReadView::new(&values)).is_err());
+    }
+
+    #[test]
+    fn non_local_accesses_are_skipped() {
+        let p = KvProcedure::new(TableId(1), 8, vec![KvOp::Add(1, 1), KvOp::Add(2, -1)]);
+        let values = vec![Some(vec![0i64.to_le_bytes().to_vec()]), None];
+        let w = p.run(&ReadView::new(&values)).unwrap();
+        assert_eq!(w, vec![Write { access: 0, cell: 0, value: 1i64.to_le_bytes().to_vec() }]);
+    }
+}

@@ -1,0 +1,279 @@
+//! CREST-style cell-level records (CREST §4.1; DESIGN.md §3).
+//!
+//! ```text
+//! header, 64 bytes (one READ gives every lock and update counter of the record):
+//!   w0      key (u64)
+//!   w1      table id (u16) | cell count (u8) << 16 | flags (u8) << 24
+//!   w2      lock word: 16 lock groups × 4 bits (see `lock.rs`)
+//!   w3..w6  update counters: one u16 per lock group (CREST's EN array)
+//!   w7      reserved (zero)
+//! cells, each: version (u64 = update counter << 48 | 48-bit commit timestamp), then the
+//!   value padded to a multiple of 8 bytes
+//! ```
+//! A table with more cells than lock groups maps contiguous cells to one group; a table
+//! with record-level locking maps every cell to group 0.
+
+use crate::lock::GROUPS;
+use redt_proto::{Cts, Locking, TableId, TableSchema};
+
+/// Record header size in bytes.
+pub const HEADER_BYTES: u64 = 64;
+/// Byte offset of the lock word inside the header.
+pub const LOCK_WORD: u64 = 16;
+/// Byte offset of the first update counter inside the header.
+pub const COUNTERS: u64 = 24;
+/// Flag bit: the record slot is in use.
+pub const FLAG_USED: u8 = 1;
+
+/// A cell version: a 16-bit update counter and a 48-bit commit timestamp.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct CellVersion(pub u64);
+
+impl CellVersion {
+    /// Builds a version from its parts (`cts` truncated to 48 bits).
+    pub fn new(update_counter: u16, cts: Cts) -> Self {
+        CellVersion(((update_counter as u64) << Cts::BITS) | (cts.0 & Cts::MASK))
+    }
+    /// The commit timestamp of the last write.
+    pub fn cts(self) -> Cts {
+        Cts(self.0 & Cts::MASK)
+    }
+    /// The number of writes so far (wrapping at 2^16).
+    pub fn update_counter(self) -> u16 {
+        (self.0 >> Cts::BITS) as u16
+    }
+    /// The version after a write at `cts`.
+    pub fn next(self, cts: Cts) -> Self {
+        CellVersion::new(self.update_counter().wrapping_add(1), cts)
+    }
+}
+
+/// Byte layout of one table's records, derived from its schema.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecordLayout {
+    /// The table.
+    pub table: TableId,
+    /// Offset of each cell's version word from the record start.
+    pub cell_offsets: Vec<u64>,
+    /// Value size of each cell in bytes (unpadded).
+    pub cell_bytes: Vec<u32>,
+    /// Lock group of each cell.
+    pub cell_group: Vec<u8>,
+    /// Total record size in bytes (header + cells).
+    pub record_bytes: u64,
+}
+
+impl RecordLayout {
+    /// Derives the layout of `schema`'s records.
+    pub fn new(schema: &TableSchema) -> Self {
+        let n = schema.cells.len();
+        let mut off = HEADER_BYTES;
+        let mut cell_offsets = Vec::with_capacity(n);
+        let mut cell_bytes = Vec::with_capacity(n);
+        let mut cell_group = Vec::with_capacity(n);
+        for (i, c) in schema.cells.iter().enumerate() {
+            cell_offsets.push(off);
+            cell_bytes.push(c.bytes);
+            off += 8 + (c.bytes as u64).div_ceil(8) * 8;
+            let g = match schema.locking {
+                Locking::Record => 0,
+                Locking::Cell if n <= GROUPS => i,
+                Locking::Cell => i * GROUPS / n,
+            };
+            cell_group.push(g as u8);
+        }
+        RecordLayout { table: schema.id, cell_offsets, cell_bytes, cell_group, record_bytes: off }
+    }
+
+    /// Number of cells.
+    pub fn cells(&self) -> usize {
+        self.cell_offsets.len()
+    }
+
+    /// Total value bytes of a record (the payload, without versions, padding or header).
+    pub fn payload_bytes(&self) -> u64 {
+        self.cell_bytes.iter().map(|&b| b as u64).sum()
+    }
+
+    /// Mask of lock groups covering the cells of `cells` (bit i = cell i).
+    pub fn groups_of(&self, cells: u64) -> u16 {
+        let mut g = 0u16;
+        for (i, &grp) in self.cell_group.iter().enumerate() {
+            if cells >> i & 1 == 1 {
+                g |= 1 << grp;
+            }
+        }
+        g
+    }
+
+    /// Mask of every cell of the record.
+    pub fn all_cells(&self) -> u64 {
+        if self.cells() == 64 {
+            u64::MAX
+        } else {
+            (1u64 << self.cells()) - 1
+        }
+    }
+
+    /// Encodes a fresh record (flags USED, lock free, counters 0, every cell at version 0
+    /// with `values[i]`, or zeroes where `values` is shorter).
+    pub fn encode_new(&self, key: u64, values: &[&[u8]]) -> Vec<u8> {
+        let mut b = vec![0u8; self.record_bytes as usize];
+        b[0..8].copy_from_slice(&key.to_le_bytes());
+        let meta = self.table.0 as u64 | (self.cells() as u64) << 16 | (FLAG_USED as u64) << 24;
+        b[8..16].copy_from_slice(&meta.to_le_bytes());
+        for (i, v) in values.iter().enumerate().take(self.cells()) {
+            let at = self.cell_offsets[i] as usize + 8;
+            let n = v.len().min(self.cell_bytes[i] as usize);
+            b[at..at + n].copy_from_slice(&v[..n]);
+        }
+        b
+    }
+
+    /// Decodes a record image (as READ whole). Returns `None` if `bytes` is too short or
+    /// the header does not belong to this table.
+    pub fn decode<'a>(&'a self, bytes: &'a [u8]) -> Option<RecordView<'a>> {
+        if (bytes.len() as u64) < self.record_bytes {
+            return None;
+        }
+        let w = |i: usize| u64::from_le_bytes(bytes[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
+        let meta = w(1);
+        if meta as u16 != self.table.0 || (meta >> 24) as u8 & FLAG_USED == 0 {
+            return None;
+        }
+        Some(RecordView { layout: self, bytes, key: w(0), lock: w(2) })
+    }
+}
+
+/// A decoded record image.
+#[derive(Clone, Copy, Debug)]
+pub struct RecordView<'a> {
+    layout: &'a RecordLayout,
+    bytes: &'a [u8],
+    /// The record key.
+    pub key: u64,
+    /// The lock word as read.
+    pub lock: u64,
+}
+
+impl<'a> RecordView<'a> {
+    /// The version of cell `i`.
+    pub fn version(&self, i: usize) -> CellVersion {
+        let o = self.layout.cell_offsets[i] as usize;
+        CellVersion(u64::from_le_bytes(self.bytes[o..o + 8].try_into().expect("8 bytes")))
+    }
+    /// The value of cell `i` (unpadded).
+    pub fn value(&self, i: usize) -> &'a [u8] {
+        let o = self.layout.cell_offsets[i] as usize + 8;
+        &self.bytes[o..o + self.layout.cell_bytes[i] as usize]
+    }
+    /// The update counter of lock group `g`.
+    pub fn group_counter(&self, g: usize) -> u16 {
+        let o = COUNTERS as usize + 2 * g;
+        u16::from_le_bytes([self.bytes[o], self.bytes[o + 1]])
+    }
+}
+
+/// Record layouts of every table of a topology, by table id.
+#[derive(Clone, Debug, Default)]
+pub struct Catalog {
+    layouts: std::collections::HashMap<TableId, RecordLayout>,
+}
+
+impl Catalog {
+    /// The layouts of `tables`.
+    pub fn new<'a>(tables: impl IntoIterator<Item = &'a TableSchema>) -> Self {
+        Catalog { layouts: tables.into_iter().map(|t| (t.id, RecordLayout::new(t))).collect() }
+    }
+
+    /// The layout of `table`.
+    ///
+    /// # Errors
+    /// [`crate::Error::UnknownTable`] if the table is not in the schema.
+    pub fn layout(&self, table: TableId) -> crate::Result<&RecordLayout> {
+        self.layouts.get(&table).ok_or(crate::Error::UnknownTable(table))
+    }
+}
+
+/// Encodes one cell image (version word + padded value) for a single WRITE.
+pub fn encode_cell(version: CellVersion, value: &[u8], cell_bytes: u32) -> Vec<u8> {
+    let padded = (cell_bytes as usize).div_ceil(8) * 8;
+    let mut b = vec![0u8; 8 + padded];
+    b[..8].copy_from_slice(&version.0.to_le_bytes());
+    let n = value.len().min(cell_bytes as usize);
+    b[8..8 + n].copy_from_slice(&value[..n]);
+    b
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use redt_proto::{CellSchema, Partitioning};
+
+    fn schema(cells: &[u32], locking: Locking) -> TableSchema {
+        TableSchema {
+            id: TableId(7),
+            name: "t".into(),
+            cells: cells.iter().enumerate().map(|(i, &b)| CellSchema { name: format!("c{i}"), bytes: b }).collect(),
+            locking,
+            partitioning: Partitioning::Modulo,
+        }
+    }
+
+    #[test]
+    fn ycsb_record_is_1184_bytes() {
+        let l = RecordLayout::new(&schema(&[100; 10], Locking::Cell));
+        assert_eq!(l.record_bytes, 64 + 10 * (8 + 104));
+        assert_eq!(l.payload_bytes(), 1000);
+        assert_eq!(l.groups_of(0b101), 0b101);
+    }
+
+    #[test]
+    fn grouping_folds_wide_tables_and_record_locking() {
+        let wide = RecordLayout::new(&schema(&[8; 21], Locking::Cell));
+        assert_eq!(wide.cell_group[0], 0);
+        assert_eq!(wide.cell_group[20], 15);
+        assert!(wide.cell_group.windows(2).all(|w| w[0] <= w[1]));
+        let rec = RecordLayout::new(&schema(&[8; 4], Locking::Record));
+        assert_eq!(rec.groups_of(0b1111), 1);
+    }
+
+    proptest! {
+        #[test]
+        fn encode_decode_round_trip(
+            sizes in proptest::collection::vec(1u32..300, 1..40),
+            key: u64,
+            seed: u8,
+            versions in proptest::collection::vec(any::<u64>(), 40),
+        ) {
+            let l = RecordLayout::new(&schema(&sizes, Locking::Cell));
+            let values: Vec<Vec<u8>> = sizes.iter().enumerate()
+                .map(|(i, &n)| (0..n).map(|j| (j as u8) ^ seed ^ (i as u8)).collect())
+                .collect();
+            let refs: Vec<&[u8]> = values.iter().map(|v| v.as_slice()).collect();
+            let mut img = l.encode_new(key, &refs);
+            for i in 0..sizes.len() {
+                let cell = encode_cell(CellVersion(versions[i]), &values[i], sizes[i]);
+                let o = l.cell_offsets[i] as usize;
+                img[o..o + cell.len()].copy_from_slice(&cell);
+            }
+            let v = l.decode(&img).expect("own table");
+            prop_assert_eq!(v.key, key);
+            prop_assert_eq!(v.lock, 0);
+            for i in 0..sizes.len() {
+                prop_assert_eq!(v.value(i), values[i].as_slice());
+                prop_assert_eq!(v.version(i), CellVersion(versions[i]));
+            }
+            prop_assert_eq!(img.len() as u64 % 8, 0);
+        }
+
+        #[test]
+        fn version_parts_round_trip(uc: u16, cts in 0u64..(1 << 48)) {
+            let v = CellVersion::new(uc, Cts(cts));
+            prop_assert_eq!(v.update_counter(), uc);
+            prop_assert_eq!(v.cts(), Cts(cts));
+            prop_assert_eq!(v.next(Cts(cts)).update_counter(), uc.wrapping_add(1));
+        }
+    }
+}

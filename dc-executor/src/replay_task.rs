@@ -1,0 +1,77 @@
+//! The per-node replay thread: runs [`Replayer::step`] over the node's own region in a
+//! loop, applying `Committed` entries with [`apply_committed`], and backs off while idle.
+
+use crate::apply::apply_committed;
+use crate::dc::DcHandle;
+use crate::record::Catalog;
+use crate::region::Region;
+use crate::replay::Replayer;
+use redt_proto::NodeId;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// Longest sleep of an idle replay thread.
+const MAX_IDLE: Duration = Duration::from_millis(1);
+
+/// A running replay thread; [`ReplayTask::stop`] drains what it can and joins it.
+pub struct ReplayTask {
+    stop: Arc<AtomicBool>,
+    applied: Arc<AtomicU64>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl ReplayTask {
+    /// Starts replaying `node`'s ring in `region` (the node's own MemStore) with the layout
+    /// and tables of `dc`.
+    pub fn spawn(region: Arc<Region>, dc: &DcHandle, node: NodeId) -> ReplayTask {
+        let stop = Arc::new(AtomicBool::new(false));
+        let applied = Arc::new(AtomicU64::new(0));
+        let catalog: Catalog = dc.catalog.clone();
+        let mut replayer = Replayer::new(dc.layout, node);
+        let (s, a) = (stop.clone(), applied.clone());
+        let thread = std::thread::Builder::new()
+            .name(format!("replay-{}", node.0))
+            .spawn(move || {
+                let mut idle = Duration::from_micros(10);
+                loop {
+                    let stopping = s.load(Ordering::Acquire);
+                    let step = replayer.step(&region, &mut |e| apply_committed(&region, &catalog, e));
+                    a.fetch_add(step.applied, Ordering::Relaxed);
+                    if step.applied + step.flushed > 0 {
+                        idle = Duration::from_micros(10);
+                    } else if stopping {
+                        break;
+                    } else {
+                        std::thread::sleep(idle);
+                        idle = (idle * 2).min(MAX_IDLE);
+                    }
+                }
+            })
+            .expect("spawning a thread");
+        ReplayTask { stop, applied, thread: Some(thread) }
+    }
+
+    /// Committed entries applied so far.
+    pub fn applied(&self) -> u64 {
+        self.applied.load(Ordering::Relaxed)
+    }
+
+    /// Stops the thread once a pass makes no progress, and waits for it.
+    pub fn stop(mut self) {
+        self.stop.store(true, Ordering::Release);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for ReplayTask {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
