@@ -133,10 +133,16 @@ fn bench_local(a: &LocalArgs) -> Result<()> {
 
 fn print_local(r: &LocalReport) {
     let v = &r.verbs_per_txn;
-    println!("redt bench local — {} on {} ({} nodes, {} threads, {:.1} s)", r.workload, r.dc, r.nodes, r.threads, r.duration_s);
+    println!(
+        "redt bench local — {} on {} ({} nodes, {} threads, {:.1} s)",
+        r.workload, r.dc, r.nodes, r.threads, r.duration_s
+    );
     println!("  committed/s              {:>12.0}", r.committed_per_s);
     println!("  abort rate               {:>12.4}", r.abort_rate);
-    println!("  latency p50/p99/p999 µs  {:>6.0} / {:.0} / {:.0}", r.latency_us.p50, r.latency_us.p99, r.latency_us.p999);
+    println!(
+        "  latency p50/p99/p999 µs  {:>6.0} / {:.0} / {:.0}",
+        r.latency_us.p50, r.latency_us.p99, r.latency_us.p999
+    );
     println!(
         "  verbs per txn            read {:.2}  write {:.2}  cas {:.2}  faa {:.2}  masked-cas {:.2}  masked-faa {:.2}  (doorbells {:.2})",
         v.read, v.write, v.cas, v.faa, v.masked_cas, v.masked_faa, v.doorbells
@@ -144,12 +150,15 @@ fn print_local(r: &LocalReport) {
     println!("  index READs per lookup   {:>12.3}", r.index_reads_per_lookup);
     println!(
         "  MemStore per record      {} B record + {:.1} B index for {} B payload = {:.3} B per payload byte",
-        r.memstore.record_bytes, r.memstore.index_bytes_per_record, r.memstore.payload_bytes, r.memstore.bytes_per_payload_byte
+        r.memstore.record_bytes,
+        r.memstore.index_bytes_per_record,
+        r.memstore.payload_bytes,
+        r.memstore.bytes_per_payload_byte
     );
     println!("  records loaded           {:>12}", r.records_loaded);
 }
 
-fn config_check(file: &PathBuf) -> Result<()> {
+fn config_check(file: &std::path::Path) -> Result<()> {
     let t = Topology::load(file)?;
     println!(
         "{}: ok — `{}`, epoch {}, {} DCs, {} nodes, {} tables, {} partitions × {} replicas",
@@ -166,7 +175,10 @@ fn config_check(file: &PathBuf) -> Result<()> {
 }
 
 fn main() -> Result<()> {
-    tracing_subscriber::fmt().with_env_filter(tracing_subscriber::EnvFilter::from_default_env()).with_writer(std::io::stderr).init();
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_writer(std::io::stderr)
+        .init();
     let cli = Cli::parse();
     match cli.command {
         Command::Bench(Bench::Local(a)) => bench_local(&a),

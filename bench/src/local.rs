@@ -12,8 +12,8 @@ use crate::ycsb::{YcsbConfig, YcsbGenerator};
 use indicatif::{ProgressBar, ProgressStyle};
 use rand::SeedableRng;
 use redt_dc_executor::{
-    Decision, DcHandle, Executor, Procedure, Hlc, LocalAccess, LocalVerbs, ReplayTask, SubTxn, SystemClock, Verbs, Vote,
-    LINE,
+    DcHandle, Decision, Executor, Hlc, LocalAccess, LocalVerbs, Procedure, ReplayTask, SubTxn, SystemClock, Verbs,
+    Vote, LINE,
 };
 use redt_proto::{Cts, DcId, Epoch, NodeId, TableId, Topology, TxnId};
 use serde::Serialize;
@@ -108,9 +108,9 @@ pub fn run_local_ycsb(topo: &Topology, cfg: &LocalConfig) -> Result<LocalReport,
     let layout = redt_dc_executor::Layout::from_config(&topo.memstore);
     let rl = redt_dc_executor::RecordLayout::new(table);
     let record_alloc = rl.record_bytes.div_ceil(LINE) * LINE;
-    let per_node_partitions =
-        topo.partitions.iter().filter(|p| p.replicas.iter().any(|n| dc.nodes.contains(n))).count() as u64
-            / dc.nodes.len().max(1) as u64;
+    let per_node_partitions = topo.partitions.iter().filter(|p| p.replicas.iter().any(|n| dc.nodes.contains(n))).count()
+        as u64
+        / dc.nodes.len().max(1) as u64;
     let heap = layout.size - layout.heap_off;
     let fit = heap / record_alloc / per_node_partitions.max(1);
     let rpp = cfg.records_per_partition.unwrap_or(fit.min(1 << 17));
@@ -259,7 +259,12 @@ pub fn run_local_ycsb(topo: &Topology, cfg: &LocalConfig) -> Result<LocalReport,
         latency_us: Latency::from_histogram(&hist),
         verbs_per_txn: VerbsPerTxn::new(&verbs_used, committed),
         index_reads_per_lookup: idx.reads_per_lookup(),
-        memstore: MemStoreFootprint::new(record_alloc, rl.payload_bytes(), layout.index_bytes, loaded / dc.nodes.len().max(1) as u64),
+        memstore: MemStoreFootprint::new(
+            record_alloc,
+            rl.payload_bytes(),
+            layout.index_bytes,
+            loaded / dc.nodes.len().max(1) as u64,
+        ),
         records_loaded: loaded,
     })
 }

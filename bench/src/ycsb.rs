@@ -110,8 +110,12 @@ mod tests {
         for _ in 0..500 {
             let ops = g.ops(&mut rng);
             assert_eq!(ops.len(), 10);
-            let mut keys: Vec<u64> =
-                ops.iter().map(|o| match o { YcsbOp::Read { key } | YcsbOp::Update { key, .. } => *key }).collect();
+            let mut keys: Vec<u64> = ops
+                .iter()
+                .map(|o| match o {
+                    YcsbOp::Read { key } | YcsbOp::Update { key, .. } => *key,
+                })
+                .collect();
             keys.sort();
             keys.dedup();
             assert_eq!(keys.len(), 10);

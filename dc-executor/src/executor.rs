@@ -95,6 +95,8 @@ pub struct EntryRef {
     pub node: NodeId,
     /// Ring index (monotonic slot number) of its first slot.
     pub index: u64,
+    /// Slots reserved for it.
+    pub slots: u64,
 }
 
 /// An executor's answer to phase 1 (RedT §4.2).
@@ -195,15 +197,36 @@ impl Executor {
         let accesses = sub.procedure.accesses();
         let invalid = |why: String| Error::InvalidSubTxn { txn: sub.txn, why };
 
-        // Locate every local record (index lookup; create where the access allows).
-        let mut held: Vec<Held> = Vec::with_capacity(sub.local.len());
-        for la in &sub.local {
+        // Locate every local record: one doorbell batch of index READs per node, then
+        // create the missing records the accesses allow to be created.
+        let mut located: BTreeMap<NodeId, Vec<(usize, Option<Offset>)>> = BTreeMap::new();
+        for (k, la) in sub.local.iter().enumerate() {
             let a = accesses.get(la.access).ok_or_else(|| invalid(format!("access {} not planned", la.access)))?;
             let rl = self.dc.catalog.layout(a.table)?;
             if (a.read | a.write) & !rl.all_cells() != 0 {
                 return Err(invalid(format!("access {} names cells beyond the table's {}", la.access, rl.cells())));
             }
-            let record = match self.dc.index.lookup(self.dc.verbs.as_ref(), la.node, a.table, a.key)? {
+            located.entry(la.node).or_default().push((k, None));
+        }
+        let mut found: Vec<Option<Offset>> = vec![None; sub.local.len()];
+        for (&node, list) in located.iter_mut() {
+            let keys: Vec<_> = list
+                .iter()
+                .map(|&(k, _)| {
+                    let a = &accesses[sub.local[k].access];
+                    (a.table, a.key)
+                })
+                .collect();
+            let offs = self.dc.index.lookup_many(self.dc.verbs.as_ref(), node, &keys)?;
+            for (&(k, _), off) in list.iter().zip(offs) {
+                found[k] = off;
+            }
+        }
+        let mut held: Vec<Held> = Vec::with_capacity(sub.local.len());
+        for (k, la) in sub.local.iter().enumerate() {
+            let a = &accesses[la.access];
+            let rl = self.dc.catalog.layout(a.table)?;
+            let record = match found[k] {
                 Some(r) => r,
                 None if a.upsert => match self.dc.insert_record(la.node, a.table, a.key, &[]) {
                     Ok(r) => r,
@@ -237,7 +260,11 @@ impl Executor {
         // Group by node; reserve one entry per node, sized for the final (Logged) entry.
         let mut nodes: BTreeMap<NodeId, NodeWork> = BTreeMap::new();
         for (i, h) in held.iter().enumerate() {
-            nodes.entry(h.node).or_insert(NodeWork { items: Vec::new(), entry_index: None, entry_slots: 0 }).items.push(i);
+            nodes
+                .entry(h.node)
+                .or_insert(NodeWork { items: Vec::new(), entry_index: None, entry_slots: 0 })
+                .items
+                .push(i);
         }
         for (&node, work) in nodes.iter_mut() {
             let entry = self.entry(sub, &held, &work.items, EntryStatus::Intent, None)?;
@@ -355,7 +382,11 @@ impl Executor {
             let rl = self.dc.catalog.layout(a.table)?;
             if w.value.len() > rl.cell_bytes[w.cell as usize] as usize {
                 self.release(sub, &held, &nodes, hlc)?;
-                return Err(invalid(format!("{}-byte value for a {}-byte cell", w.value.len(), rl.cell_bytes[w.cell as usize])));
+                return Err(invalid(format!(
+                    "{}-byte value for a {}-byte cell",
+                    w.value.len(),
+                    rl.cell_bytes[w.cell as usize]
+                )));
             }
             if values[w.access].is_some() {
                 new_values.insert((w.access, w.cell), w.value);
@@ -381,7 +412,7 @@ impl Executor {
             if batch.atomic_result(v) != VoteWord::NONE.0 {
                 fenced = true;
             }
-            entries.push(EntryRef { node, index: idx });
+            entries.push(EntryRef { node, index: idx, slots: work.entry_slots });
         }
         if fenced {
             self.release(sub, &held, &nodes, hlc)?;
@@ -479,7 +510,7 @@ impl Executor {
             self.hlc.observe(cts);
         }
         for e in entries {
-            let entry = ring::read_entry(self.dc.verbs.as_ref(), e.node, &self.dc.layout, e.index)?;
+            let entry = ring::read_entry_sized(self.dc.verbs.as_ref(), e.node, &self.dc.layout, e.index, e.slots)?;
             if entry.txn != txn {
                 return Err(Error::InvalidSubTxn {
                     txn,

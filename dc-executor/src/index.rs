@@ -190,6 +190,17 @@ struct Cost {
     buckets: u64,
 }
 
+/// Decodes the 64 bytes `raw` of bucket `bucket`, READ from region offset `base`.
+fn parse_bucket(raw: &[u8], bucket: u64, base: u64) -> Bucket {
+    let word = |at: usize| u64::from_le_bytes(raw[at..at + 8].try_into().expect("8-byte word"));
+    std::array::from_fn(|j| Slot {
+        bucket,
+        offset: Offset(base + j as u64 * SLOT_BYTES),
+        meta: word(j * SLOT_BYTES as usize),
+        key: word(j * SLOT_BYTES as usize + 8),
+    })
+}
+
 /// Whether `meta` is a published entry.
 fn is_entry(meta: u64) -> bool {
     meta != EMPTY && meta & STATE_MASK == 0
@@ -427,6 +438,62 @@ impl Index {
         Ok(hit.map(|s| Offset(s.meta & OFFSET_MASK)))
     }
 
+    /// Looks up several keys of one node with one doorbell batch: the first READ of every
+    /// key's probe chain is posted together, and only a key whose chain goes on past that
+    /// first window (rare below [`Index::RECOMMENDED_MAX_LOAD`]) continues alone as in
+    /// [`Index::lookup`]. Returns one result per key, in order.
+    ///
+    /// # Errors
+    /// Verbs errors.
+    pub fn lookup_many(&self, verbs: &dyn Verbs, node: NodeId, keys: &[(TableId, u64)]) -> Result<Vec<Option<Offset>>> {
+        let buckets = self.layout.index_buckets();
+        if buckets == 0 || keys.is_empty() {
+            return keys.iter().map(|&(t, k)| self.lookup(verbs, node, t, k)).collect();
+        }
+        let mut batch = crate::verbs::DoorbellBatch::new();
+        let mut windows = Vec::with_capacity(keys.len());
+        for &(table, key) in keys {
+            let home = self.home_bucket(table, key);
+            let span = self.read_buckets.min(self.max_probe_buckets()).min(buckets - home);
+            let base = self.layout.index_off + home * LINE;
+            windows.push((home, span, base, batch.read(Offset(base), (span * LINE) as usize)));
+        }
+        verbs.post_batch(node, &mut batch)?;
+        let mut out = Vec::with_capacity(keys.len());
+        for (&(table, key), &(home, span, base, r)) in keys.iter().zip(&windows) {
+            let bytes = batch.read_result(r);
+            let mut result = None;
+            for (i, raw) in bytes.chunks_exact(LINE as usize).enumerate() {
+                let bucket = parse_bucket(raw, home + i as u64, base + i as u64 * LINE);
+                if let Some(hit) = bucket.iter().find(|s| s.holds(table, key)) {
+                    result = Some(Some(Offset(hit.meta & OFFSET_MASK)));
+                    break;
+                }
+                if bucket.iter().any(|s| s.meta == EMPTY) {
+                    result = Some(None);
+                    break;
+                }
+            }
+            match result {
+                Some(found) => {
+                    self.stats.lookup_reads.fetch_add(1, Relaxed);
+                    self.stats.lookup_buckets.fetch_add(span, Relaxed);
+                    self.stats.lookups.fetch_add(1, Relaxed);
+                    let counter = if found.is_some() { &self.stats.found } else { &self.stats.missed };
+                    counter.fetch_add(1, Relaxed);
+                    out.push(found);
+                }
+                None => {
+                    // The chain continues: count the batched READ and walk it alone.
+                    self.stats.lookup_reads.fetch_add(1, Relaxed);
+                    self.stats.lookup_buckets.fetch_add(span, Relaxed);
+                    out.push(self.lookup(verbs, node, table, key)?);
+                }
+            }
+        }
+        Ok(out)
+    }
+
     /// Inserts `(table, key)` → `offset` on `node`.
     ///
     /// Walks the probe chain to its end (refusing a duplicate), claims the first empty or
@@ -635,14 +702,7 @@ impl Index {
             cost.reads += 1;
             cost.buckets += span;
             for (i, raw) in bytes.chunks_exact(LINE as usize).enumerate() {
-                let bucket = first + i as u64;
-                let word = |at: usize| u64::from_le_bytes(raw[at..at + 8].try_into().expect("8-byte word"));
-                let slots = std::array::from_fn(|j| Slot {
-                    bucket,
-                    offset: Offset(base + i as u64 * LINE + j as u64 * SLOT_BYTES),
-                    meta: word(j * SLOT_BYTES as usize),
-                    key: word(j * SLOT_BYTES as usize + 8),
-                });
+                let slots = parse_bucket(raw, first + i as u64, base + i as u64 * LINE);
                 if visit(&slots).is_break() {
                     return Ok(());
                 }

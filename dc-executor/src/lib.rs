@@ -13,30 +13,28 @@ mod executor;
 mod hlc;
 mod index;
 pub mod lock;
-mod procedure;
 mod memstore;
+mod procedure;
 mod record;
 mod region;
 mod replay;
 mod replay_task;
-mod ring;
+pub mod ring;
 pub mod verbs;
 
 pub use apply::apply_committed;
 pub use dc::{format_if_new, DcHandle, RecordImage};
+pub use error::{Error, Result, SuperblockMismatch};
 pub use executor::{AbortReason, Decision, EntryRef, Executor, ItemVote, LocalAccess, SubTxn, Vote};
 pub use hlc::{Clock, Hlc, SystemClock};
-pub use procedure::{list_items, Access, KvOp, KvProcedure, Procedure, ReadView, UserAbort, Write, YcsbOp, YcsbProcedure};
-pub use replay_task::ReplayTask;
-pub use error::{Error, Result, SuperblockMismatch};
 pub use index::{Index, IndexStats};
 pub use memstore::{Layout, LINE, MAGIC};
+pub use procedure::{
+    list_items, Access, KvOp, KvProcedure, Procedure, ReadView, UserAbort, Write, YcsbOp, YcsbProcedure,
+};
 pub use record::{encode_cell, Catalog, CellVersion, RecordLayout, RecordView, HEADER_BYTES};
 pub use region::{masked_add, Region};
 pub use replay::{Apply, ReplayStep, Replayer};
-pub use ring::{
-    decode, encode, encode_filler, encode_padded, encoded_slots, push_set_status, push_write, push_write_body,
-    read_entry, status_offset, vote_offset, Change, EntryShape, EntryStatus, LockIntent, RedoEntry, RingWriter,
-    Verdict, VoteState, VoteWord, MAX_ENTRY_SLOTS, SLOT_BYTES,
-};
+pub use replay_task::ReplayTask;
+pub use ring::{Change, EntryStatus, LockIntent, RedoEntry, RingWriter, Verdict, VoteState, VoteWord};
 pub use verbs::{Completion, DoorbellBatch, LocalVerbs, VerbCounters, VerbCounts, Verbs, WorkRequest};

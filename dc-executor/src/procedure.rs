@@ -145,10 +145,10 @@ impl KvProcedure {
     /// `Some(bytes)` for reads (after earlier operations of this transaction), `None`
     /// for writes. Used by clients to fill in read results.
     pub fn observed(&self, view: &ReadView<'_>) -> Vec<Option<Vec<u8>>> {
-        self.simulate(view).1
+        self.simulate(view).observed
     }
 
-    fn simulate(&self, view: &ReadView<'_>) -> (Vec<Option<Vec<u8>>>, Vec<Option<Vec<u8>>>, Option<String>) {
+    fn simulate(&self, view: &ReadView<'_>) -> Simulation {
         let mut cur: Vec<Option<Vec<u8>>> =
             (0..self.accesses.len()).map(|a| view.cell(a, 0).map(|v| v.to_vec())).collect();
         let mut observed = Vec::with_capacity(self.ops.len());
@@ -190,8 +190,18 @@ impl KvProcedure {
             }
             observed.push(None);
         }
-        (cur, observed, err)
+        Simulation { values: cur, observed, error: err }
     }
+}
+
+/// The outcome of running a [`KvProcedure`]'s operations on the values read.
+struct Simulation {
+    /// Final value of cell 0 of each access (`None` where not local).
+    values: Vec<Option<Vec<u8>>>,
+    /// What each operation observed (reads only).
+    observed: Vec<Option<Vec<u8>>>,
+    /// Why the procedure aborts, if it does.
+    error: Option<String>,
 }
 
 /// Number of items of a list-append cell value.
@@ -214,11 +224,12 @@ impl Procedure for KvProcedure {
     }
 
     fn run(&self, view: &ReadView<'_>) -> Result<Vec<Write>, UserAbort> {
-        let (cur, _, err) = self.simulate(view);
-        if let Some(e) = err {
+        let sim = self.simulate(view);
+        if let Some(e) = sim.error {
             return Err(UserAbort(e));
         }
-        Ok(cur
+        Ok(sim
+            .values
             .into_iter()
             .enumerate()
             .filter(|(a, v)| v.is_some() && self.accesses[*a].write != 0)

@@ -122,12 +122,7 @@ impl Region {
                 loop {
                     let mut b = cur.to_le_bytes();
                     b[skip..skip + n].copy_from_slice(&data[pos..pos + n]);
-                    match word.compare_exchange_weak(
-                        cur,
-                        u64::from_le_bytes(b),
-                        Ordering::AcqRel,
-                        Ordering::Relaxed,
-                    ) {
+                    match word.compare_exchange_weak(cur, u64::from_le_bytes(b), Ordering::AcqRel, Ordering::Relaxed) {
                         Ok(_) => break,
                         Err(actual) => cur = actual,
                     }

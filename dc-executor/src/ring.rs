@@ -867,6 +867,27 @@ pub fn read_entry(verbs: &dyn Verbs, node: NodeId, layout: &Layout, index: u64) 
     read_framed(layout, node, index, &mut read).map(|(e, _)| e)
 }
 
+/// Reads the entry at `index` whose reserved size `slots` is known (from the vote that
+/// reported it) with one doorbell: one READ, or two where the entry wraps.
+///
+/// # Errors
+/// Verbs errors; [`Error::TornEntry`] if the bytes do not decode as the entry at `index`.
+pub fn read_entry_sized(verbs: &dyn Verbs, node: NodeId, layout: &Layout, index: u64, slots: u64) -> Result<RedoEntry> {
+    if slots == 0 || slots > ring_slots(layout) {
+        return Err(Error::TornEntry { node, index, why: "entry size outside the ring" });
+    }
+    let mut batch = DoorbellBatch::new();
+    let parts = pieces(layout, index, 0, slots * SLOT_BYTES);
+    let reads: Vec<usize> =
+        parts.iter().filter(|p| p.2 > 0).map(|&(off, _, len)| batch.read(Offset(off), len as usize)).collect();
+    verbs.post_batch(node, &mut batch)?;
+    let mut bytes = Vec::with_capacity((slots * SLOT_BYTES) as usize);
+    for r in reads {
+        bytes.extend_from_slice(batch.read_result(r));
+    }
+    decode(node, index, &bytes)
+}
+
 /// Appends the WRITEs of `bytes[from..]` at entry byte `from` of the entry at `index`.
 fn push_range(batch: &mut DoorbellBatch, layout: &Layout, index: u64, bytes: &[u8], from: u64) {
     let len = bytes.len() as u64;
@@ -918,7 +939,8 @@ mod tests {
 
     prop_compose! {
         fn entry()(
-            txn: u64, status in status(), cts in 0..=Cts::MASK, vote in (verdict(), verdict(), 0u32..1 << 30, 0u32..1 << 30),
+            txn: u64, status in status(), cts in 0..=Cts::MASK,
+            vote in (verdict(), verdict(), 0u32..1 << 30, 0u32..1 << 30),
             epoch: u32, coordinator: u16,
             participants in proptest::collection::vec(any::<u16>(), 0..6),
             locks in proptest::collection::vec(lock(), 0..4),

@@ -6,8 +6,8 @@ mod common;
 use common::{TestDc, T};
 use rand::{Rng, SeedableRng};
 use redt_dc_executor::{
-    lock, AbortReason, Access, Decision, KvOp, KvProcedure, LocalAccess, Procedure, ReadView, SubTxn, UserAbort,
-    Vote, Write,
+    lock, AbortReason, Access, Decision, KvOp, KvProcedure, LocalAccess, Procedure, ReadView, SubTxn, UserAbort, Vote,
+    Write,
 };
 use redt_proto::{Cts, DcId, Epoch, NodeId, TxnId};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -30,12 +30,8 @@ impl Procedure for Fixed {
 }
 
 fn sub(dc: &TestDc, seq: u64, p: Arc<dyn Procedure>) -> SubTxn {
-    let local = p
-        .accesses()
-        .iter()
-        .enumerate()
-        .map(|(access, a)| LocalAccess { access, node: dc.node_of(a.key) })
-        .collect();
+    let local =
+        p.accesses().iter().enumerate().map(|(access, a)| LocalAccess { access, node: dc.node_of(a.key) }).collect();
     SubTxn {
         txn: TxnId::new(NodeId(0), seq),
         epoch: Epoch(1),
@@ -136,7 +132,10 @@ fn readers_share_a_cell_and_block_a_writer() {
     let dc = TestDc::new(common::topology(1, "64KiB"), false);
     load(&dc, [3], 0);
     let read = || -> Arc<dyn Procedure> {
-        Arc::new(Fixed { accesses: vec![Access { table: T, key: 3, read: 1, write: 0, upsert: false }], writes: vec![] })
+        Arc::new(Fixed {
+            accesses: vec![Access { table: T, key: 3, read: 1, write: 0, upsert: false }],
+            writes: vec![],
+        })
     };
     let mut votes = Vec::new();
     let mut ex = dc.executor();

@@ -5,10 +5,12 @@
 use proptest::prelude::*;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+use redt_dc_executor::ring::{
+    encode, encode_padded, encoded_slots, push_set_status, push_write, push_write_body, read_entry, vote_offset,
+};
 use redt_dc_executor::{
-    encode, encode_padded, encoded_slots, push_set_status, push_write, push_write_body, read_entry, vote_offset, Apply,
-    Change, DoorbellBatch, EntryStatus, Error, Layout, LocalVerbs, LockIntent, RedoEntry, Region, Replayer, RingWriter,
-    Verbs, Verdict, VoteWord, WorkRequest,
+    Apply, Change, DoorbellBatch, EntryStatus, Error, Layout, LocalVerbs, LockIntent, RedoEntry, Region, Replayer,
+    RingWriter, Verbs, Verdict, VoteWord, WorkRequest,
 };
 use redt_proto::{Cts, DcId, Epoch, MemStoreConfig, NodeId, Offset, TableId, TxnId};
 use std::collections::{HashMap, HashSet};
@@ -128,7 +130,9 @@ prop_compose! {
         txn: u64, cts in 0..=Cts::MASK, epoch: u32, coordinator: u16,
         participants in proptest::collection::vec(any::<u16>(), 0..5),
         locks in proptest::collection::vec((any::<u64>(), any::<u64>(), 0u64..4), 0..4),
-        changes in proptest::collection::vec((any::<u64>(), any::<u16>(), proptest::collection::vec(any::<u8>(), 0..150)), 0..4),
+        changes in proptest::collection::vec(
+            (any::<u64>(), any::<u16>(), proptest::collection::vec(any::<u8>(), 0..150)), 0..4,
+        ),
         status in 0u8..6, vote in 0u64..3,
     ) -> RedoEntry {
         RedoEntry {

@@ -12,6 +12,5 @@ mod topology;
 pub use error::{ConfigError, Result};
 pub use ids::{Ballot, Cts, DcId, Epoch, NodeId, Offset, PartitionId, TableId, TxnId};
 pub use topology::{
-    CellSchema, Dc, LinkConditions, Locking, MemStoreConfig, Node, Partition, Partitioning,
-    TableSchema, Topology,
+    CellSchema, Dc, LinkConditions, Locking, MemStoreConfig, Node, Partition, Partitioning, TableSchema, Topology,
 };

@@ -164,11 +164,7 @@ impl Topology {
     /// The replica of `partition` stored in `dc`, if any (at most one: replicas sit in
     /// distinct DCs).
     pub fn replica_in_dc(&self, partition: PartitionId, dc: DcId) -> Option<NodeId> {
-        self.partitions[partition.0 as usize]
-            .replicas
-            .iter()
-            .copied()
-            .find(|n| self.nodes[n.0 as usize].dc == dc)
+        self.partitions[partition.0 as usize].replicas.iter().copied().find(|n| self.nodes[n.0 as usize].dc == dc)
     }
 
     /// The node named `name`, if any.

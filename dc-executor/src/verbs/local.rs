@@ -99,13 +99,7 @@ impl LocalVerbs {
             WorkRequest::MaskedCompareAndSwap { offset, compare, compare_mask, swap, swap_mask } => {
                 let r = self.atomic_target(node, offset)?;
                 self.counters.masked_cas();
-                Completion::Atomic(r.masked_compare_and_swap(
-                    offset.0,
-                    compare,
-                    compare_mask,
-                    swap,
-                    swap_mask,
-                ))
+                Completion::Atomic(r.masked_compare_and_swap(offset.0, compare, compare_mask, swap, swap_mask))
             }
             WorkRequest::MaskedFetchAndAdd { offset, add, boundary } => {
                 let r = self.atomic_target(node, offset)?;

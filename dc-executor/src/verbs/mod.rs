@@ -16,7 +16,7 @@ pub mod rdma;
 
 pub use batch::{Completion, DoorbellBatch, WorkRequest};
 pub use counters::{VerbCounters, VerbCounts};
-pub use local::LocalVerbs;
+pub use local::{shared_file, LocalVerbs};
 
 use crate::error::Result;
 use redt_proto::{NodeId, Offset};
@@ -37,8 +37,7 @@ pub trait Verbs: Send + Sync {
     /// RDMA WRITE of `data` at `offset` of `node`.
     fn write(&self, node: NodeId, offset: Offset, data: &[u8]) -> Result<()>;
     /// 8-byte compare-and-swap; returns the old value (success iff it equals `expected`).
-    fn compare_and_swap(&self, node: NodeId, offset: Offset, expected: u64, new: u64)
-        -> Result<u64>;
+    fn compare_and_swap(&self, node: NodeId, offset: Offset, expected: u64, new: u64) -> Result<u64>;
     /// 8-byte fetch-and-add (wrapping; subtract by adding the two's complement).
     fn fetch_and_add(&self, node: NodeId, offset: Offset, add: u64) -> Result<u64>;
     /// Masked compare-and-swap: compares only `compare_mask` bits, replaces only
@@ -53,8 +52,7 @@ pub trait Verbs: Send + Sync {
         swap_mask: u64,
     ) -> Result<u64>;
     /// Masked fetch-and-add: field-wise add, fields ending at the set bits of `boundary`.
-    fn masked_fetch_and_add(&self, node: NodeId, offset: Offset, add: u64, boundary: u64)
-        -> Result<u64>;
+    fn masked_fetch_and_add(&self, node: NodeId, offset: Offset, add: u64, boundary: u64) -> Result<u64>;
     /// Posts every work request of `batch` to `node` with one doorbell and waits for all
     /// completions; results are read back from the batch. Requests run in order.
     fn post_batch(&self, node: NodeId, batch: &mut DoorbellBatch) -> Result<()>;
