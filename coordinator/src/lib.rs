@@ -1,1 +1,3 @@
 //! Coordinator: planning, votes and decision, phase 2, client API (a later issue).
+
+pub mod decision;

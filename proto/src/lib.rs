@@ -1,5 +1,5 @@
 //! redt's shared vocabulary: ids and timestamps, the topology/config schema and its
-//! validation, and (later) the wire messages between DCs.
+//! validation, and the wire messages between nodes.
 //!
 //! This crate owns no behaviour beyond parsing and checking; the data path lives in
 //! `redt-dc-executor`, the protocol in `redt-coordinator`.
@@ -8,6 +8,7 @@ mod config;
 mod error;
 mod ids;
 mod topology;
+pub mod wire;
 
 pub use error::{ConfigError, Result};
 pub use ids::{Ballot, Cts, DcId, Epoch, NodeId, Offset, PartitionId, TableId, TxnId};

@@ -1,0 +1,352 @@
+//! Wire messages between nodes (prost; length-prefixed on QUIC streams by the transport).
+//!
+//! Every message travels in an [`Envelope`] that carries the sender's topology epoch; a
+//! receiver refuses a stale epoch. Transaction messages carry from the start what recovery
+//! will need (DESIGN.md §2): the ballot, the participant DCs and the coordinator id.
+
+/// One message between nodes. `body` is one of the request or reply kinds.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Envelope {
+    /// Topology epoch of the sender.
+    #[prost(uint32, tag = "1")]
+    pub epoch: u32,
+    /// Sending node.
+    #[prost(uint32, tag = "2")]
+    pub from: u32,
+    /// The message.
+    #[prost(oneof = "Body", tags = "10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20")]
+    pub body: Option<Body>,
+}
+
+/// The kinds of message.
+#[derive(Clone, PartialEq, prost::Oneof)]
+pub enum Body {
+    /// Phase 1: run a sub-transaction (coordinator → executor).
+    #[prost(message, tag = "10")]
+    Execute(ExecuteRequest),
+    /// Phase 1 reply: the executor's vote.
+    #[prost(message, tag = "11")]
+    Vote(VoteMsg),
+    /// Record a decision in the vote words of the replicas' redo entries.
+    #[prost(message, tag = "12")]
+    Record(RecordRequest),
+    /// Reply to [`Body::Record`].
+    #[prost(message, tag = "13")]
+    Recorded(RecordReply),
+    /// Phase 2: apply the decision and release the locks.
+    #[prost(message, tag = "14")]
+    Decide(DecideRequest),
+    /// Reply to [`Body::Decide`].
+    #[prost(message, tag = "15")]
+    Decided(DecideReply),
+    /// A client's transaction (client → coordinator).
+    #[prost(message, tag = "16")]
+    Submit(SubmitRequest),
+    /// The outcome of a client's transaction.
+    #[prost(message, tag = "17")]
+    Outcome(OutcomeReply),
+    /// Change link conditions while running (operator → node).
+    #[prost(message, tag = "18")]
+    NetemSet(NetemSetRequest),
+    /// An error answer to any request (bad epoch, malformed request, …).
+    #[prost(message, tag = "19")]
+    Error(ErrorReply),
+    /// A generic acknowledgement.
+    #[prost(message, tag = "20")]
+    Ack(AckReply),
+}
+
+/// A procedure call: which stored procedure and its parameters.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ProcedureCall {
+    /// The procedure.
+    #[prost(oneof = "ProcedureKind", tags = "1, 2")]
+    pub kind: Option<ProcedureKind>,
+}
+
+/// The stored procedures a coordinator knows.
+#[derive(Clone, PartialEq, prost::Oneof)]
+pub enum ProcedureKind {
+    /// The generic key/value procedure.
+    #[prost(message, tag = "1")]
+    Kv(KvCall),
+    /// A YCSB transaction.
+    #[prost(message, tag = "2")]
+    Ycsb(YcsbCall),
+}
+
+/// Parameters of the key/value procedure.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct KvCall {
+    /// Table id.
+    #[prost(uint32, tag = "1")]
+    pub table: u32,
+    /// Operations in order.
+    #[prost(message, repeated, tag = "2")]
+    pub ops: Vec<KvOpMsg>,
+}
+
+/// One key/value operation.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct KvOpMsg {
+    /// 0 = read, 1 = write, 2 = add, 3 = append.
+    #[prost(uint32, tag = "1")]
+    pub kind: u32,
+    /// Key.
+    #[prost(uint64, tag = "2")]
+    pub key: u64,
+    /// Value for write.
+    #[prost(bytes = "vec", tag = "3")]
+    pub value: Vec<u8>,
+    /// Operand for add (i64) or append (u64 bits).
+    #[prost(int64, tag = "4")]
+    pub operand: i64,
+}
+
+/// Parameters of a YCSB transaction.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct YcsbCall {
+    /// Table id.
+    #[prost(uint32, tag = "1")]
+    pub table: u32,
+    /// Cells per record.
+    #[prost(uint32, tag = "2")]
+    pub cells: u32,
+    /// Operations in order.
+    #[prost(message, repeated, tag = "3")]
+    pub ops: Vec<YcsbOpMsg>,
+}
+
+/// One YCSB operation: a read of every cell, or an update of one cell.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct YcsbOpMsg {
+    /// Key.
+    #[prost(uint64, tag = "1")]
+    pub key: u64,
+    /// True for an update.
+    #[prost(bool, tag = "2")]
+    pub update: bool,
+    /// Cell updated.
+    #[prost(uint32, tag = "3")]
+    pub cell: u32,
+    /// New value.
+    #[prost(bytes = "vec", tag = "4")]
+    pub value: Vec<u8>,
+}
+
+/// Phase 1 request.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ExecuteRequest {
+    /// Transaction id.
+    #[prost(uint64, tag = "1")]
+    pub txn: u64,
+    /// Ballot (0 for the original coordinator).
+    #[prost(uint32, tag = "2")]
+    pub ballot: u32,
+    /// Coordinator node.
+    #[prost(uint32, tag = "3")]
+    pub coordinator: u32,
+    /// Participant DCs.
+    #[prost(uint32, repeated, tag = "4")]
+    pub participants: Vec<u32>,
+    /// The procedure call (the executor plans it again and keeps the accesses of its DC).
+    #[prost(message, optional, tag = "5")]
+    pub call: Option<ProcedureCall>,
+}
+
+/// Versions and values of one access in a vote.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ItemVoteMsg {
+    /// Access index in the procedure's plan.
+    #[prost(uint32, tag = "1")]
+    pub access: u32,
+    /// Node holding the replica.
+    #[prost(uint32, tag = "2")]
+    pub node: u32,
+    /// Cells, ascending, parallel to `versions`.
+    #[prost(uint32, repeated, tag = "3")]
+    pub cells: Vec<u32>,
+    /// Cell versions (update counter << 48 | cts).
+    #[prost(uint64, repeated, tag = "4")]
+    pub versions: Vec<u64>,
+    /// Cells read, parallel to `values`.
+    #[prost(uint32, repeated, tag = "5")]
+    pub read_cells: Vec<u32>,
+    /// Values read.
+    #[prost(bytes = "vec", repeated, tag = "6")]
+    pub values: Vec<Vec<u8>>,
+}
+
+/// Where a redo entry lives.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct EntryRefMsg {
+    /// Node.
+    #[prost(uint32, tag = "1")]
+    pub node: u32,
+    /// Ring index.
+    #[prost(uint64, tag = "2")]
+    pub index: u64,
+    /// Reserved slots.
+    #[prost(uint64, tag = "3")]
+    pub slots: u64,
+}
+
+/// A DC's vote (phase 1 reply).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct VoteMsg {
+    /// Transaction id.
+    #[prost(uint64, tag = "1")]
+    pub txn: u64,
+    /// DC that voted.
+    #[prost(uint32, tag = "2")]
+    pub dc: u32,
+    /// Commit vote?
+    #[prost(bool, tag = "3")]
+    pub commit: bool,
+    /// Why it aborted (empty for commit).
+    #[prost(string, tag = "4")]
+    pub abort_reason: String,
+    /// Per-access versions and values.
+    #[prost(message, repeated, tag = "5")]
+    pub items: Vec<ItemVoteMsg>,
+    /// Executor's hybrid-logical-clock reading.
+    #[prost(uint64, tag = "6")]
+    pub hlc: u64,
+    /// Redo entries written.
+    #[prost(message, repeated, tag = "7")]
+    pub entries: Vec<EntryRefMsg>,
+}
+
+/// Record a decision at the replicas of one DC (ballot-guarded; DESIGN.md §2).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct RecordRequest {
+    /// Transaction id.
+    #[prost(uint64, tag = "1")]
+    pub txn: u64,
+    /// Ballot of the record.
+    #[prost(uint32, tag = "2")]
+    pub ballot: u32,
+    /// True = commit, false = abort.
+    #[prost(bool, tag = "3")]
+    pub commit: bool,
+    /// Commit timestamp (commit only).
+    #[prost(uint64, tag = "4")]
+    pub cts: u64,
+    /// The DC's redo entries.
+    #[prost(message, repeated, tag = "5")]
+    pub entries: Vec<EntryRefMsg>,
+}
+
+/// Reply to a record request.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct RecordReply {
+    /// Transaction id.
+    #[prost(uint64, tag = "1")]
+    pub txn: u64,
+    /// Whether every entry accepted the record.
+    #[prost(bool, tag = "2")]
+    pub ok: bool,
+    /// Why not, if not.
+    #[prost(string, tag = "3")]
+    pub error: String,
+}
+
+/// Phase 2 request.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct DecideRequest {
+    /// Transaction id.
+    #[prost(uint64, tag = "1")]
+    pub txn: u64,
+    /// Ballot of the decision.
+    #[prost(uint32, tag = "2")]
+    pub ballot: u32,
+    /// True = commit.
+    #[prost(bool, tag = "3")]
+    pub commit: bool,
+    /// Commit timestamp.
+    #[prost(uint64, tag = "4")]
+    pub cts: u64,
+    /// The DC's redo entries.
+    #[prost(message, repeated, tag = "5")]
+    pub entries: Vec<EntryRefMsg>,
+}
+
+/// Reply to phase 2.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct DecideReply {
+    /// Transaction id.
+    #[prost(uint64, tag = "1")]
+    pub txn: u64,
+}
+
+/// A client's transaction.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct SubmitRequest {
+    /// The call.
+    #[prost(message, optional, tag = "1")]
+    pub call: Option<ProcedureCall>,
+}
+
+/// Outcome of a client's transaction.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct OutcomeReply {
+    /// 0 = committed, 1 = aborted (certainly not committed), 2 = unknown.
+    #[prost(uint32, tag = "1")]
+    pub outcome: u32,
+    /// Why, when not committed.
+    #[prost(string, tag = "2")]
+    pub error: String,
+    /// For each operation of a key/value call, the value read (empty for non-reads).
+    #[prost(bytes = "vec", repeated, tag = "3")]
+    pub reads: Vec<Vec<u8>>,
+    /// Transaction id.
+    #[prost(uint64, tag = "4")]
+    pub txn: u64,
+}
+
+/// Change one directed link's conditions.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct NetemSetRequest {
+    /// From DC name.
+    #[prost(string, tag = "1")]
+    pub from: String,
+    /// To DC name.
+    #[prost(string, tag = "2")]
+    pub to: String,
+    /// Round-trip time in µs (negative: keep).
+    #[prost(int64, tag = "3")]
+    pub rtt_us: i64,
+    /// Jitter in µs (negative: keep).
+    #[prost(int64, tag = "4")]
+    pub jitter_us: i64,
+    /// Loss in parts per million (negative: keep).
+    #[prost(int64, tag = "5")]
+    pub loss_ppm: i64,
+    /// Rate in bit/s (0: unlimited; negative: keep).
+    #[prost(int64, tag = "6")]
+    pub rate_bits_per_s: i64,
+    /// Partition (drop everything) on/off; absent: keep.
+    #[prost(bool, optional, tag = "7")]
+    pub partitioned: Option<bool>,
+    /// Apply to both directions.
+    #[prost(bool, tag = "8")]
+    pub symmetric: bool,
+}
+
+/// An error answer.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ErrorReply {
+    /// Stable error code: 1 stale epoch, 2 malformed, 3 internal, 4 overloaded, 5 ballot.
+    #[prost(uint32, tag = "1")]
+    pub code: u32,
+    /// Human-readable text.
+    #[prost(string, tag = "2")]
+    pub message: String,
+    /// The receiver's epoch (for stale-epoch errors).
+    #[prost(uint32, tag = "3")]
+    pub current_epoch: u32,
+}
+
+/// A bare acknowledgement.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct AckReply {}
