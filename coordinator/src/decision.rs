@@ -178,7 +178,10 @@ impl PartitionVotes {
         for vote in &self.replicas {
             if let ReplicaVote::Commit { versions, .. } = vote {
                 for &(item, v) in versions {
-                    newest.entry(item).and_modify(|cur| *cur = if rank(v) > rank(*cur) { v } else { *cur }).or_insert(v);
+                    newest
+                        .entry(item)
+                        .and_modify(|cur| *cur = if rank(v) > rank(*cur) { v } else { *cur })
+                        .or_insert(v);
                 }
             }
         }
@@ -232,9 +235,7 @@ fn tally_with(replicas: &[ReplicaVote], newest: &BTreeMap<ItemKey, CellVersion>)
 /// Folds one up-to-date vote into the running maximum of `hlc` and version timestamps.
 fn max_ts(acc: u64, vote: &ReplicaVote) -> u64 {
     match vote {
-        ReplicaVote::Commit { versions, hlc } => {
-            versions.iter().map(|(_, v)| v.cts().0).fold(acc.max(hlc.0), u64::max)
-        }
+        ReplicaVote::Commit { versions, hlc } => versions.iter().map(|(_, v)| v.cts().0).fold(acc.max(hlc.0), u64::max),
         ReplicaVote::Missing | ReplicaVote::Abort => acc,
     }
 }
@@ -323,7 +324,10 @@ mod tests {
     }
 
     fn commit(versions: &[(u32, u16, CellVersion)], hlc: u64) -> ReplicaVote {
-        ReplicaVote::Commit { versions: versions.iter().map(|&(a, c, v)| (ItemKey::new(a, c), v)).collect(), hlc: Cts(hlc) }
+        ReplicaVote::Commit {
+            versions: versions.iter().map(|&(a, c, v)| (ItemKey::new(a, c), v)).collect(),
+            hlc: Cts(hlc),
+        }
     }
 
     fn part(replicas: Vec<ReplicaVote>) -> PartitionVotes {
@@ -355,8 +359,8 @@ mod tests {
     fn commit_with_quorum() {
         let fresh = |hlc| commit(&[(0, 1, v(3, 100)), (1, 0, v(1, 90))], hlc);
         let p0 = part(vec![fresh(50), fresh(120), ReplicaVote::Missing, fresh(60)]);
-        let p1 = part(vec![commit(&[(2, 0, v(9, 130))], 10), ReplicaVote::Abort, commit(&[(2, 0, v(9, 130))], 10)]);
-        // p1: n = 3, Q = 3, only 2 up-to-date: not yet.
+        let p1 = part(vec![commit(&[(2, 0, v(9, 130))], 10), ReplicaVote::Missing, commit(&[(2, 0, v(9, 130))], 10)]);
+        // p1: n = 3, Q = 3, only 2 up-to-date and 1 missing: not yet.
         assert_eq!(decide(&[p0.clone(), p1.clone()], false), Decision::Wait);
         let p1 = part(vec![commit(&[(2, 0, v(9, 130))], 10); 3]);
         assert_eq!(decide(&[p0.clone(), p1.clone()], false), Decision::Commit { cts: Cts(131) });
@@ -383,7 +387,8 @@ mod tests {
     #[test]
     fn wait_while_quorum_reachable() {
         let fresh = commit(&[(0, 0, v(2, 200))], 1);
-        let p0 = part(vec![fresh.clone(), ReplicaVote::Abort, ReplicaVote::Missing, fresh.clone(), ReplicaVote::Missing]);
+        let p0 =
+            part(vec![fresh.clone(), ReplicaVote::Abort, ReplicaVote::Missing, fresh.clone(), ReplicaVote::Missing]);
         // n = 5, Q = 4: 2 up-to-date + 2 missing can still reach 4.
         assert_eq!(decide(std::slice::from_ref(&p0), false), Decision::Wait);
         assert_eq!(decide(&[PartitionVotes::missing(3)], false), Decision::Wait);

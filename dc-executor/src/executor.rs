@@ -21,7 +21,7 @@ use crate::hlc::{Clock, Hlc};
 use crate::lock::{self, LockOutcome};
 use crate::procedure::{Procedure, ReadView, UserAbort};
 use crate::record::{encode_cell, CellVersion, RecordLayout};
-use crate::ring::{self, Change, EntryStatus, LockIntent, RedoEntry, RingWriter, VoteWord};
+use crate::ring::{self, Change, EntryStatus, LockIntent, RedoEntry, RingWriter, Verdict, VoteState, VoteWord};
 use crate::verbs::DoorbellBatch;
 use redt_proto::{Cts, DcId, Epoch, NodeId, Offset, TxnId};
 use std::collections::BTreeMap;
@@ -495,6 +495,50 @@ impl Executor {
 
     fn abort_vote(&self, sub: &SubTxn, hlc: Cts, reason: AbortReason) -> Vote {
         Vote { txn: sub.txn, abort: Some(reason), items: Vec::new(), hlc, entries: Vec::new() }
+    }
+
+    /// Records `decision` (commit or abort, with `ballot`) in the vote word of each of
+    /// `entries` (DESIGN.md §2: every abort is recorded at a majority of each touched
+    /// partition's replicas before it is acknowledged or acted on). A word that promised a
+    /// higher ballot refuses; a word that already records a decision keeps it.
+    ///
+    /// Returns whether every entry now records `decision`.
+    ///
+    /// # Errors
+    /// Verbs failures.
+    pub fn record(&mut self, decision: Verdict, ballot: redt_proto::Ballot, entries: &[EntryRef]) -> Result<bool> {
+        let mut all = true;
+        for e in entries {
+            let at = ring::vote_offset(&self.dc.layout, e.index);
+            let mut buf = [0u8; 8];
+            self.dc.verbs.read(e.node, at, &mut buf)?;
+            let mut cur = u64::from_le_bytes(buf);
+            loop {
+                let Some(state) = VoteWord(cur).unpack() else {
+                    all = false;
+                    break;
+                };
+                if state.decision != Verdict::None {
+                    all &= state.decision == decision;
+                    break;
+                }
+                if state.promised > ballot {
+                    all = false;
+                    break;
+                }
+                let next = VoteState { decision, recorded: ballot, promised: ballot, ..state };
+                let Some(word) = VoteWord::pack(next) else {
+                    all = false;
+                    break;
+                };
+                let old = self.dc.verbs.compare_and_swap(e.node, at, cur, word.0)?;
+                if old == cur {
+                    break;
+                }
+                cur = old;
+            }
+        }
+        Ok(all)
     }
 
     /// Runs phase 2 for `txn` from its redo entries: commit (mark `Committed` with `cts`,

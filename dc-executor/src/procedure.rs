@@ -93,8 +93,9 @@ pub enum KvOp {
     Write(u64, Vec<u8>),
     /// Add to cell 0 of `key`, read as a little-endian `i64` (bank transfers).
     Add(u64, i64),
-    /// Append a `u64` to the list in cell 0 of `key` (a little-endian `u32` count followed by
-    /// `u64` items; Jepsen list-append).
+    /// Append a `u64` to the list in cell 0 of `key` (the byte [`LIST_TAG`], a little-endian
+    /// `u32` count, then little-endian `u64` items; Jepsen list-append). Appending to a cell
+    /// that holds something else aborts.
     Append(u64, u64),
 }
 
@@ -177,14 +178,20 @@ impl KvProcedure {
                     *v = sum.to_le_bytes().to_vec();
                 }
                 KvOp::Append(_, item) => {
+                    let is_list = v.first() == Some(&LIST_TAG);
+                    let empty = v.iter().all(|&b| b == 0);
                     let count = list_len(v);
-                    let cap = (self.cell_bytes as usize).saturating_sub(4) / 8;
-                    if count >= cap {
+                    let cap = (self.cell_bytes as usize).saturating_sub(LIST_HEADER) / 8;
+                    if !is_list && !empty {
+                        err = Some("append to a value that is not a list".into());
+                    } else if count >= cap {
                         err = Some(format!("list full ({cap} items)"));
                     } else {
-                        v.resize(4 + 8 * (count + 1), 0);
-                        v[4 + 8 * count..4 + 8 * (count + 1)].copy_from_slice(&item.to_le_bytes());
-                        v[..4].copy_from_slice(&((count + 1) as u32).to_le_bytes());
+                        let end = LIST_HEADER + 8 * (count + 1);
+                        v.resize(end.max(v.len()), 0);
+                        v[0] = LIST_TAG;
+                        v[end - 8..end].copy_from_slice(&item.to_le_bytes());
+                        v[1..LIST_HEADER].copy_from_slice(&((count + 1) as u32).to_le_bytes());
                     }
                 }
             }
@@ -204,18 +211,28 @@ struct Simulation {
     error: Option<String>,
 }
 
-/// Number of items of a list-append cell value.
+/// First byte of a list-append cell value.
+pub const LIST_TAG: u8 = 3;
+/// Bytes before the first item of a list: the tag and a little-endian `u32` count.
+pub const LIST_HEADER: usize = 5;
+
+/// Number of items of a list-append cell value (0 if the value is not a list).
 pub fn list_len(v: &[u8]) -> usize {
-    if v.len() < 4 {
+    if v.len() < LIST_HEADER || v[0] != LIST_TAG {
         return 0;
     }
-    let n = u32::from_le_bytes([v[0], v[1], v[2], v[3]]) as usize;
-    n.min((v.len() - 4) / 8)
+    let n = u32::from_le_bytes([v[1], v[2], v[3], v[4]]) as usize;
+    n.min((v.len() - LIST_HEADER) / 8)
 }
 
 /// The items of a list-append cell value.
 pub fn list_items(v: &[u8]) -> Vec<u64> {
-    (0..list_len(v)).map(|i| u64::from_le_bytes(v[4 + 8 * i..12 + 8 * i].try_into().expect("8 bytes"))).collect()
+    (0..list_len(v))
+        .map(|i| {
+            let at = LIST_HEADER + 8 * i;
+            u64::from_le_bytes(v[at..at + 8].try_into().expect("8 bytes"))
+        })
+        .collect()
 }
 
 impl Procedure for KvProcedure {
@@ -331,7 +348,7 @@ mod tests {
 
     #[test]
     fn append_beyond_capacity_aborts() {
-        let p = KvProcedure::new(TableId(1), 12, vec![KvOp::Append(1, 1), KvOp::Append(1, 2)]);
+        let p = KvProcedure::new(TableId(1), 13, vec![KvOp::Append(1, 1), KvOp::Append(1, 2)]);
         let values = vec![Some(vec![vec![]])];
         assert!(p.run(&ReadView::new(&values)).is_err());
     }

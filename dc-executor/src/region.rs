@@ -13,7 +13,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Backing storage of a region.
 enum Backing {
-    Heap(#[allow(dead_code)] Box<[AtomicU64]>),
+    /// A zeroed heap allocation (pages are mapped lazily by the OS as they are touched).
+    Heap(std::alloc::Layout),
     Mapped(#[allow(dead_code)] MmapMut),
 }
 
@@ -24,6 +25,15 @@ pub struct Region {
     _backing: Backing,
 }
 
+impl Drop for Region {
+    fn drop(&mut self) {
+        if let Backing::Heap(layout) = self._backing {
+            // SAFETY: `base` was returned by `alloc_zeroed` with this layout and is freed once.
+            unsafe { std::alloc::dealloc(self.base as *mut u8, layout) };
+        }
+    }
+}
+
 // SAFETY: the region is only accessed through `AtomicU64` references, which are Sync; the
 // backing storage lives as long as the region and never moves.
 unsafe impl Send for Region {}
@@ -31,14 +41,20 @@ unsafe impl Send for Region {}
 unsafe impl Sync for Region {}
 
 impl Region {
-    /// Allocates a zeroed region of `len` bytes on the heap (`len` rounded up to 8).
+    /// Allocates a zeroed region of `len` bytes on the heap (`len` rounded up to 8, at
+    /// least 8), aligned to 64 bytes. Untouched pages cost no memory.
+    ///
+    /// # Panics
+    /// If the allocation fails or `len` does not fit the address space.
     pub fn new_heap(len: u64) -> Region {
-        let words = len.div_ceil(8) as usize;
-        let mut v = Vec::with_capacity(words);
-        v.resize_with(words, || AtomicU64::new(0));
-        let b = v.into_boxed_slice();
-        let base = b.as_ptr();
-        Region { base, len: words as u64 * 8, _backing: Backing::Heap(b) }
+        let bytes = (len.max(8).div_ceil(8) * 8) as usize;
+        let layout = std::alloc::Layout::from_size_align(bytes, 64).expect("region size fits the address space");
+        // SAFETY: the layout has a non-zero size.
+        let base = unsafe { std::alloc::alloc_zeroed(layout) } as *const AtomicU64;
+        if base.is_null() {
+            std::alloc::handle_alloc_error(layout);
+        }
+        Region { base, len: bytes as u64, _backing: Backing::Heap(layout) }
     }
 
     /// Wraps a writable shared mapping (from a file under `/dev/shm`, say). Only the first

@@ -1,0 +1,171 @@
+//! Jepsen/Elle micro-operations (`["r", k, null]`, `["append", k, v]`, `["w", k, v]`) ↔ the
+//! key/value procedure, for `redt client --jsonl` and the list-append workload.
+//!
+//! Keys may be integers (used as is) or strings (hashed with FNV-1a 64; two distinct strings
+//! with the same hash would share a record). Values of `w` may be integers or strings and
+//! are stored tagged (`1` + i64, or `2` + u32 length + bytes); `append` values must be
+//! integers (stored in the list format of [`redt_dc_executor::LIST_TAG`]); a read returns
+//! `null` for a key never written, an integer, a string, or a list of integers.
+
+use redt_dc_executor::{list_items, KvOp, LIST_TAG};
+use serde_json::{json, Value};
+
+const INT_TAG: u8 = 1;
+const STR_TAG: u8 = 2;
+
+/// One micro-operation.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MicroOp {
+    /// `r`, `w` or `append`.
+    pub f: String,
+    /// The key as given.
+    pub key: Value,
+    /// The value as given (`null` for reads).
+    pub value: Value,
+}
+
+/// A key as a record key.
+///
+/// # Errors
+/// A key that is neither a non-negative integer nor a string.
+pub fn key_of(k: &Value) -> Result<u64, String> {
+    match k {
+        Value::Number(n) => n.as_u64().ok_or_else(|| format!("key {n} is not a non-negative integer")),
+        Value::String(s) => {
+            let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+            for b in s.as_bytes() {
+                h ^= *b as u64;
+                h = h.wrapping_mul(0x0100_0000_01b3);
+            }
+            Ok(h)
+        }
+        other => Err(format!("key {other} must be an integer or a string")),
+    }
+}
+
+/// Parses one line: `{"value": [[f, k, v], …]}` (other fields are ignored).
+///
+/// # Errors
+/// Malformed JSON, a missing `value`, a micro-op that is not a 3-element array, an unknown
+/// function.
+pub fn parse_line(line: &str) -> Result<Vec<MicroOp>, String> {
+    let v: Value = serde_json::from_str(line).map_err(|e| format!("not JSON: {e}"))?;
+    let ops = v.get("value").and_then(|x| x.as_array()).ok_or("expected an object with a `value` array")?;
+    if ops.is_empty() {
+        return Err("a transaction needs at least one micro-op".into());
+    }
+    ops.iter()
+        .map(|op| {
+            let a = op.as_array().filter(|a| a.len() == 3).ok_or_else(|| format!("micro-op {op} is not [f, k, v]"))?;
+            let f = a[0].as_str().ok_or_else(|| format!("function {} is not a string", a[0]))?;
+            if !matches!(f, "r" | "w" | "append") {
+                return Err(format!("unknown function `{f}` (known: r, w, append)"));
+            }
+            Ok(MicroOp { f: f.to_string(), key: a[1].clone(), value: a[2].clone() })
+        })
+        .collect()
+}
+
+/// The key/value operations of `ops`.
+///
+/// # Errors
+/// A bad key, a `w` value that is neither integer nor string, an `append` value that is not
+/// an integer.
+pub fn to_kv_ops(ops: &[MicroOp]) -> Result<Vec<KvOp>, String> {
+    ops.iter()
+        .map(|op| {
+            let k = key_of(&op.key)?;
+            Ok(match op.f.as_str() {
+                "r" => KvOp::Read(k),
+                "w" => KvOp::Write(k, encode_value(&op.value)?),
+                _ => {
+                    let x = op.value.as_i64().ok_or_else(|| format!("append value {} must be an integer", op.value))?;
+                    KvOp::Append(k, x as u64)
+                }
+            })
+        })
+        .collect()
+}
+
+/// Encodes a `w` value.
+///
+/// # Errors
+/// A value that is neither an integer nor a string.
+pub fn encode_value(v: &Value) -> Result<Vec<u8>, String> {
+    if let Some(i) = v.as_i64() {
+        let mut b = vec![INT_TAG];
+        b.extend_from_slice(&i.to_le_bytes());
+        return Ok(b);
+    }
+    if let Some(s) = v.as_str() {
+        let mut b = vec![STR_TAG];
+        b.extend_from_slice(&(s.len() as u32).to_le_bytes());
+        b.extend_from_slice(s.as_bytes());
+        return Ok(b);
+    }
+    Err(format!("value {v} must be an integer or a string"))
+}
+
+/// Decodes a cell value read back.
+pub fn decode_value(b: &[u8]) -> Value {
+    match b.first() {
+        None => Value::Null,
+        Some(&INT_TAG) if b.len() >= 9 => json!(i64::from_le_bytes(b[1..9].try_into().expect("8 bytes"))),
+        Some(&STR_TAG) if b.len() >= 5 => {
+            let n = u32::from_le_bytes(b[1..5].try_into().expect("4 bytes")) as usize;
+            let end = (5 + n).min(b.len());
+            json!(String::from_utf8_lossy(&b[5..end]))
+        }
+        Some(&LIST_TAG) => json!(list_items(b).into_iter().map(|x| x as i64).collect::<Vec<_>>()),
+        _ if b.iter().all(|&x| x == 0) => Value::Null,
+        _ => json!(format!("<{} undecodable bytes>", b.len())),
+    }
+}
+
+/// The micro-ops with their reads filled in from `reads` (one entry per op).
+pub fn fill_reads(ops: &[MicroOp], reads: &[Option<Vec<u8>>]) -> Value {
+    Value::Array(
+        ops.iter()
+            .enumerate()
+            .map(|(i, op)| {
+                let v = if op.f == "r" {
+                    reads.get(i).and_then(|r| r.as_deref()).map(decode_value).unwrap_or(Value::Null)
+                } else {
+                    op.value.clone()
+                };
+                json!([op.f, op.key, v])
+            })
+            .collect(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_and_round_trips_values() {
+        let ops = parse_line(r#"{"value":[["r",1,null],["append","x",5],["w",2,"hi"],["w",3,-7]]}"#).unwrap();
+        let kv = to_kv_ops(&ops).unwrap();
+        assert_eq!(kv[0], KvOp::Read(1));
+        assert!(matches!(kv[1], KvOp::Append(_, 5)));
+        assert_eq!(decode_value(&encode_value(&json!("hi")).unwrap()), json!("hi"));
+        assert_eq!(decode_value(&encode_value(&json!(-7)).unwrap()), json!(-7));
+        assert_eq!(decode_value(&[0u8; 16]), Value::Null);
+        let mut list = vec![LIST_TAG, 2, 0, 0, 0];
+        list.extend_from_slice(&5u64.to_le_bytes());
+        list.extend_from_slice(&6u64.to_le_bytes());
+        assert_eq!(decode_value(&list), json!([5, 6]));
+    }
+
+    #[test]
+    fn refuses_bad_lines() {
+        assert!(parse_line("nope").is_err());
+        assert!(parse_line(r#"{"value":[]}"#).is_err());
+        assert!(parse_line(r#"{"value":[["cas",1,2]]}"#).is_err());
+        assert!(parse_line(r#"{"value":[["r",1]]}"#).is_err());
+        assert!(to_kv_ops(&parse_line(r#"{"value":[["append",1,"s"]]}"#).unwrap()).is_err());
+        assert!(to_kv_ops(&parse_line(r#"{"value":[["r",-1,null]]}"#).unwrap()).is_err());
+        assert!(to_kv_ops(&parse_line(r#"{"value":[["w",1,[1]]]}"#).unwrap()).is_err());
+    }
+}

@@ -1,0 +1,133 @@
+//! The embedded cluster: every node of a topology in this process, each with its own QUIC
+//! endpoint on its own loopback address behind the netem socket, and the in-process verbs
+//! backend inside each DC (DESIGN.md §3–4).
+
+use crate::error::{Error, Result};
+use crate::node::{CoordinatorOptions, Node, NodeParts};
+use crate::stats::TxnStats;
+use crate::transport::{ClusterCerts, SocketSpec, Transport, TransportConfig};
+use redt_dc_executor::{DcHandle, Layout, LocalVerbs, VerbCounts, Verbs};
+use redt_netem::{NetemSocket, WanModel};
+use redt_proto::{DcId, NodeId, TableId, Topology};
+use std::sync::{Arc, Mutex};
+
+/// Every node of a topology, running in this process.
+pub struct EmbeddedCluster {
+    /// The topology.
+    pub topology: Arc<Topology>,
+    /// Nodes by id.
+    pub nodes: Vec<Arc<Node>>,
+    /// Each DC's data path, by DC id.
+    pub dcs: Vec<Arc<DcHandle>>,
+    /// The WAN model all sockets share.
+    pub wan: Arc<Mutex<WanModel>>,
+    /// Counters of every node.
+    pub stats: Arc<TxnStats>,
+    verbs: Vec<Arc<LocalVerbs>>,
+    sockets: Vec<Arc<NetemSocket>>,
+}
+
+impl EmbeddedCluster {
+    /// Starts every node of `topology`. Must run inside a tokio runtime.
+    ///
+    /// # Errors
+    /// Certificate generation, a socket that cannot bind (the node's address), a transport
+    /// failure.
+    pub async fn start(topology: Topology, options: CoordinatorOptions) -> Result<EmbeddedCluster> {
+        let topology = Arc::new(topology);
+        let certs = ClusterCerts::generate(&topology).map_err(|e| Error::Topology(e.to_string()))?;
+        let wan = Arc::new(Mutex::new(WanModel::from_topology(&topology)));
+        let layout = Layout::from_config(&topology.memstore);
+        let stats = Arc::new(TxnStats::default());
+        let mut verbs = Vec::new();
+        let mut dcs = Vec::new();
+        for dc in &topology.dcs {
+            let local = Arc::new(LocalVerbs::in_process(dc.nodes.iter().copied(), layout.size));
+            for &n in &dc.nodes {
+                layout.format(local.region(n).expect("region of a DC node"));
+            }
+            let v: Arc<dyn Verbs> = local.clone();
+            dcs.push(Arc::new(DcHandle::new(&topology, v)));
+            verbs.push(local);
+        }
+        let mut nodes = Vec::new();
+        let mut sockets = Vec::new();
+        for n in &topology.nodes {
+            let socket = NetemSocket::bind(n.addr, n.dc, wan.clone())
+                .map_err(|e| Error::Topology(format!("{} cannot bind {}: {e}", n.name, n.addr)))?;
+            sockets.push(socket.clone());
+            let identity = certs.node(n.id).ok_or_else(|| Error::Topology(format!("no certificate for {}", n.name)))?;
+            let transport = Transport::bind(TransportConfig::default(), &topology, identity, SocketSpec::Custom(socket))?;
+            let dc = n.dc.0 as usize;
+            let region = verbs[dc].region(n.id).expect("region of a DC node").clone();
+            nodes.push(Node::start(NodeParts {
+                topology: topology.clone(),
+                node: n.id,
+                dc: dcs[dc].clone(),
+                region,
+                transport: Arc::new(transport),
+                wan: wan.clone(),
+                options: options.clone(),
+                stats: stats.clone(),
+            })?);
+        }
+        Ok(EmbeddedCluster { topology, nodes, dcs, wan, stats, verbs, sockets })
+    }
+
+    /// Loads `records_per_partition` records of `table` into every replica: keys
+    /// `0..records_per_partition × partitions`, each on the replicas of its partition, every
+    /// cell zero. `progress` is called with the number of records loaded so far.
+    ///
+    /// # Errors
+    /// A full heap or index (the MemStore is too small), a duplicate key.
+    pub fn load(&self, table: TableId, records_per_partition: u64, progress: &mut dyn FnMut(u64)) -> Result<u64> {
+        let schema = self.topology.table(table).ok_or_else(|| Error::Topology(format!("no table {table}")))?;
+        let total = records_per_partition * self.topology.partitions.len() as u64;
+        for key in 0..total {
+            let p = self.topology.partition_of(schema, key);
+            for &node in &self.topology.partitions[p.0 as usize].replicas {
+                let dc = self.topology.nodes[node.0 as usize].dc;
+                self.dcs[dc.0 as usize].insert_record(node, table, key, &[])?;
+            }
+            if key % 8192 == 0 {
+                progress(key);
+            }
+        }
+        progress(total);
+        Ok(total)
+    }
+
+    /// The node with id `id`.
+    pub fn node(&self, id: NodeId) -> &Arc<Node> {
+        &self.nodes[id.0 as usize]
+    }
+
+    /// Verbs issued so far in every DC.
+    pub fn verb_counts(&self) -> VerbCounts {
+        self.verbs.iter().fold(VerbCounts::default(), |acc, v| acc.plus(&v.counters().snapshot()))
+    }
+
+    /// Datagrams dropped by netem so far (loss, partition, overflow), over every socket.
+    pub fn dropped_datagrams(&self) -> u64 {
+        self.sockets.iter().map(|s| { let st = s.stats(); st.dropped_loss + st.dropped_partition + st.dropped_overflow }).sum()
+    }
+
+    /// Cuts (or heals) every link between `dc` and the other DCs, both ways.
+    ///
+    /// # Errors
+    /// An unknown DC.
+    pub fn isolate(&self, dc: DcId, isolated: bool) -> Result<()> {
+        self.wan
+            .lock()
+            .map_err(|_| Error::Topology("WAN model poisoned".into()))?
+            .set_isolated(dc, isolated)
+            .map_err(|e| Error::Topology(e.to_string()))
+    }
+
+    /// Stops every node.
+    pub fn shutdown(&self) {
+        for n in &self.nodes {
+            n.shutdown();
+        }
+    }
+}

@@ -1,0 +1,90 @@
+//! Votes and entry references on the wire ↔ the executor's types.
+
+use crate::error::{Error, Result};
+use redt_dc_executor::{AbortReason, CellVersion, EntryRef, ItemVote, Vote};
+use redt_proto::wire::{EntryRefMsg, ItemVoteMsg, VoteMsg};
+use redt_proto::{Cts, DcId, NodeId, TxnId};
+
+/// Encodes `vote` of `dc`.
+pub fn vote_to_msg(dc: DcId, vote: &Vote) -> VoteMsg {
+    VoteMsg {
+        txn: vote.txn.0,
+        dc: dc.0 as u32,
+        commit: vote.is_commit(),
+        abort_reason: vote.abort.as_ref().map(reason_text).unwrap_or_default(),
+        items: vote
+            .items
+            .iter()
+            .map(|i| ItemVoteMsg {
+                access: i.access as u32,
+                node: i.node.0 as u32,
+                cells: i.versions.iter().map(|(c, _)| *c as u32).collect(),
+                versions: i.versions.iter().map(|(_, v)| v.0).collect(),
+                read_cells: i.values.iter().map(|(c, _)| *c as u32).collect(),
+                values: i.values.iter().map(|(_, v)| v.clone()).collect(),
+            })
+            .collect(),
+        hlc: vote.hlc.0,
+        entries: entries_to_msg(&vote.entries),
+    }
+}
+
+/// Decodes a vote received from `node`.
+///
+/// # Errors
+/// [`Error::Remote`] when the message is inconsistent (parallel lists of different lengths,
+/// out-of-range ids).
+pub fn vote_from_msg(node: NodeId, m: &VoteMsg) -> Result<Vote> {
+    let bad = |what: &str| Error::Remote { node, message: format!("malformed vote: {what}") };
+    let mut items = Vec::with_capacity(m.items.len());
+    for i in &m.items {
+        if i.cells.len() != i.versions.len() || i.read_cells.len() != i.values.len() {
+            return Err(bad("parallel lists differ in length"));
+        }
+        let cell = |c: u32| u16::try_from(c).map_err(|_| bad("cell out of range"));
+        items.push(ItemVote {
+            access: i.access as usize,
+            node: NodeId(u16::try_from(i.node).map_err(|_| bad("node out of range"))?),
+            versions: i
+                .cells
+                .iter()
+                .zip(&i.versions)
+                .map(|(&c, &v)| Ok((cell(c)?, CellVersion(v))))
+                .collect::<Result<Vec<_>>>()?,
+            values: i.read_cells.iter().zip(&i.values).map(|(&c, v)| Ok((cell(c)?, v.clone()))).collect::<Result<_>>()?,
+        });
+    }
+    Ok(Vote {
+        txn: TxnId(m.txn),
+        abort: if m.commit { None } else { Some(AbortReason::User(m.abort_reason.clone())) },
+        items,
+        hlc: Cts::new(m.hlc),
+        entries: entries_from_msg(&m.entries).map_err(|_| bad("entry node out of range"))?,
+    })
+}
+
+/// Encodes entry references.
+pub fn entries_to_msg(e: &[EntryRef]) -> Vec<EntryRefMsg> {
+    e.iter().map(|e| EntryRefMsg { node: e.node.0 as u32, index: e.index, slots: e.slots }).collect()
+}
+
+/// Decodes entry references.
+///
+/// # Errors
+/// `Err(())` if a node id is out of range.
+pub fn entries_from_msg(e: &[EntryRefMsg]) -> std::result::Result<Vec<EntryRef>, ()> {
+    e.iter()
+        .map(|e| Ok(EntryRef { node: NodeId(u16::try_from(e.node).map_err(|_| ())?), index: e.index, slots: e.slots }))
+        .collect()
+}
+
+/// A short text for an abort reason.
+pub fn reason_text(r: &AbortReason) -> String {
+    match r {
+        AbortReason::LockConflict { access } => format!("lock conflict on access {access}"),
+        AbortReason::NotFound { access } => format!("record of access {access} not found"),
+        AbortReason::User(s) => s.clone(),
+        AbortReason::RingFull(n) => format!("redo ring of {n} full"),
+        AbortReason::Fenced => "fenced by a recoverer".into(),
+    }
+}

@@ -1,0 +1,157 @@
+//! Counters per transaction class (read-only / read-write × intra- / inter-DC): the RedT
+//! paper's Table 2 figures, measured rather than derived.
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Mutex;
+
+/// A transaction class.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Class {
+    /// Whether the transaction writes.
+    pub read_write: bool,
+    /// Whether it involves another DC than the coordinator's.
+    pub inter_dc: bool,
+}
+
+impl Class {
+    fn index(self) -> usize {
+        (self.read_write as usize) << 1 | self.inter_dc as usize
+    }
+    /// Every class, in report order.
+    pub fn all() -> [Class; 4] {
+        [
+            Class { read_write: true, inter_dc: true },
+            Class { read_write: true, inter_dc: false },
+            Class { read_write: false, inter_dc: true },
+            Class { read_write: false, inter_dc: false },
+        ]
+    }
+    /// `rw-inter`, `rw-intra`, `ro-inter`, `ro-intra`.
+    pub fn name(self) -> &'static str {
+        match (self.read_write, self.inter_dc) {
+            (true, true) => "rw-inter",
+            (true, false) => "rw-intra",
+            (false, true) => "ro-inter",
+            (false, false) => "ro-intra",
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct ClassCounters {
+    committed: AtomicU64,
+    aborted: AtomicU64,
+    unknown: AtomicU64,
+    committed_inter_dc_messages: AtomicU64,
+    committed_round_trips: AtomicU64,
+    committed_client_round_trips: AtomicU64,
+}
+
+/// Live counters of one coordinator node (or a whole embedded cluster).
+#[derive(Debug)]
+pub struct TxnStats {
+    classes: [ClassCounters; 4],
+    latency_us: Mutex<hdrhistogram::Histogram<u64>>,
+}
+
+impl Default for TxnStats {
+    fn default() -> Self {
+        TxnStats {
+            classes: Default::default(),
+            latency_us: Mutex::new(hdrhistogram::Histogram::new(3).expect("3 significant digits")),
+        }
+    }
+}
+
+/// What one finished transaction cost.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TxnCost {
+    /// Inter-DC messages sent or received for it (requests and replies, all phases).
+    pub inter_dc_messages: u64,
+    /// Inter-DC round trips on its commit path (phase 1 and phase 2).
+    pub round_trips: u64,
+    /// Inter-DC round trips its client waited for.
+    pub client_round_trips: u64,
+}
+
+/// A snapshot of one class.
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
+pub struct ClassReport {
+    /// Committed transactions.
+    pub committed: u64,
+    /// Aborted transactions (certainly not committed).
+    pub aborted: u64,
+    /// Transactions with an unknown outcome.
+    pub unknown: u64,
+    /// Inter-DC messages per committed transaction.
+    pub inter_dc_messages_per_txn: f64,
+    /// Inter-DC round trips on the commit path per committed transaction.
+    pub inter_dc_round_trips_per_txn: f64,
+    /// Inter-DC round trips the client waited for, per committed transaction.
+    pub client_round_trips_per_txn: f64,
+}
+
+impl TxnStats {
+    /// Counts a committed transaction of `class` that took `latency_us` to acknowledge.
+    pub fn committed(&self, class: Class, cost: TxnCost, latency_us: u64) {
+        let c = &self.classes[class.index()];
+        c.committed.fetch_add(1, Relaxed);
+        c.committed_inter_dc_messages.fetch_add(cost.inter_dc_messages, Relaxed);
+        c.committed_round_trips.fetch_add(cost.round_trips, Relaxed);
+        c.committed_client_round_trips.fetch_add(cost.client_round_trips, Relaxed);
+        let _ = self.latency_us.lock().expect("latency histogram").record(latency_us.max(1));
+    }
+
+    /// Counts an aborted transaction.
+    pub fn aborted(&self, class: Class) {
+        self.classes[class.index()].aborted.fetch_add(1, Relaxed);
+    }
+
+    /// Counts a transaction with an unknown outcome.
+    pub fn unknown(&self, class: Class) {
+        self.classes[class.index()].unknown.fetch_add(1, Relaxed);
+    }
+
+    /// Adds inter-DC messages sent after a commit was counted (phase 2 runs after the
+    /// acknowledgement).
+    pub fn add_messages(&self, class: Class, messages: u64) {
+        self.classes[class.index()].committed_inter_dc_messages.fetch_add(messages, Relaxed);
+    }
+
+    /// The figures of `class`.
+    pub fn report(&self, class: Class) -> ClassReport {
+        let c = &self.classes[class.index()];
+        let n = c.committed.load(Relaxed);
+        let per = |x: &AtomicU64| if n == 0 { 0.0 } else { x.load(Relaxed) as f64 / n as f64 };
+        ClassReport {
+            committed: n,
+            aborted: c.aborted.load(Relaxed),
+            unknown: c.unknown.load(Relaxed),
+            inter_dc_messages_per_txn: per(&c.committed_inter_dc_messages),
+            inter_dc_round_trips_per_txn: per(&c.committed_round_trips),
+            client_round_trips_per_txn: per(&c.committed_client_round_trips),
+        }
+    }
+
+    /// A copy of the acknowledgement-latency histogram of committed transactions (µs).
+    pub fn latency_us(&self) -> hdrhistogram::Histogram<u64> {
+        self.latency_us.lock().expect("latency histogram").clone()
+    }
+
+    /// Clears every counter (end of a warm-up).
+    pub fn reset(&self) {
+        for c in &self.classes {
+            for x in [
+                &c.committed,
+                &c.aborted,
+                &c.unknown,
+                &c.committed_inter_dc_messages,
+                &c.committed_round_trips,
+                &c.committed_client_round_trips,
+            ] {
+                x.store(0, Relaxed);
+            }
+        }
+        self.latency_us.lock().expect("latency histogram").reset();
+    }
+}

@@ -1,0 +1,171 @@
+//! QUIC transport between nodes (DESIGN.md §4): one `quinn` endpoint per node, TLS 1.3 with
+//! mutual certificates from a cluster CA, one bidirectional stream per RPC carrying one
+//! length-prefixed [`Envelope`] each way.
+//!
+//! This module owns the wire below the protocol: certificates ([`tls`]), framing
+//! ([`frame`]), connections, the per-call deadline and the in-flight limit (tower layers),
+//! and the accept loop that hands each request to a [`Handler`]. It does not look inside an
+//! [`Envelope`]: epochs, message kinds and retries of non-idempotent requests are the
+//! protocol's business. WAN conditions come from the socket it is given (the netem wrapper
+//! is one [`SocketSpec::Custom`]).
+//!
+//! # Shape of one RPC
+//!
+//! The caller opens a bidirectional stream, writes one request frame and finishes its send
+//! side; the server reads that frame, calls the [`Handler`], writes one response frame and
+//! finishes. A frame is a `u32` little-endian length followed by the prost-encoded
+//! [`Envelope`] (see [`frame`]). A frame over the size limit, a truncated frame or one that
+//! does not decode stops and resets that stream with a [`StreamCode`] and nothing else: the
+//! connection and the node keep serving.
+
+mod counters;
+mod error;
+pub mod frame;
+mod peers;
+mod rpc;
+mod server;
+pub mod tls;
+
+use redt_proto::wire::Envelope;
+use redt_proto::NodeId;
+use std::fmt;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use counters::{CountersSnapshot, TransportCounters};
+pub use error::{Result, TransportError};
+pub use frame::{FrameError, StreamCode, DEFAULT_MAX_FRAME_BYTES};
+pub use rpc::Transport;
+pub use tls::{init_cluster_certs, load_identity, ClusterCa, ClusterCerts, NodeIdentity, ALPN, CLIENT_IDENTITY_NAME};
+
+/// A boxed, `Send` future borrowing from `'a` (the shape [`Handler::handle`] returns).
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// Tunables of a [`Transport`]. [`TransportConfig::default`] gives the values below.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TransportConfig {
+    /// Deadline of one call, from the moment it holds an in-flight slot until its response
+    /// frame is read (connecting included). Default 5 s. The server also gives up reading a
+    /// request frame after this long.
+    pub call_timeout: Duration,
+    /// Calls in flight per transport, over all peers (at least 1); further calls wait for a
+    /// slot. Default 1024.
+    pub max_in_flight: usize,
+    /// Largest frame body accepted or sent, in bytes (the 4-byte prefix excluded).
+    /// Default [`DEFAULT_MAX_FRAME_BYTES`] (16 MiB).
+    pub max_frame_bytes: u32,
+    /// Bidirectional streams (= RPCs) a peer may have open at once on one connection to this
+    /// endpoint; more wait in the peer's `open_bi`. Default 1024.
+    pub max_concurrent_streams: u32,
+    /// A connection with no traffic for this long is closed. Default 30 s.
+    pub idle_timeout: Duration,
+    /// Keep-alive interval on open connections (must be below `idle_timeout`). Default 5 s.
+    pub keep_alive_interval: Duration,
+}
+
+impl Default for TransportConfig {
+    fn default() -> Self {
+        TransportConfig {
+            call_timeout: Duration::from_secs(5),
+            max_in_flight: 1024,
+            max_frame_bytes: DEFAULT_MAX_FRAME_BYTES,
+            max_concurrent_streams: 1024,
+            idle_timeout: Duration::from_secs(30),
+            keep_alive_interval: Duration::from_secs(5),
+        }
+    }
+}
+
+/// The UDP socket a [`Transport`] runs on.
+#[derive(Clone)]
+pub enum SocketSpec {
+    /// Bind a plain UDP socket to this address (port 0 picks a free port; see
+    /// [`Transport::local_addr`]).
+    Bind(SocketAddr),
+    /// Use this socket, e.g. the netem wrapper that applies WAN conditions per destination.
+    Custom(Arc<dyn quinn::AsyncUdpSocket>),
+}
+
+impl fmt::Debug for SocketSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SocketSpec::Bind(addr) => f.debug_tuple("Bind").field(addr).finish(),
+            SocketSpec::Custom(socket) => f.debug_tuple("Custom").field(socket).finish(),
+        }
+    }
+}
+
+/// Who sent a request, as proven by the TLS client certificate (issued by the cluster CA).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Caller {
+    /// A node of the topology: the certificate is valid for that node's name.
+    Node(NodeId),
+    /// A certificate from the cluster CA that names no node of the topology, e.g. the
+    /// `redt client` CLI ([`CLIENT_IDENTITY_NAME`]).
+    Client,
+}
+
+impl Caller {
+    /// The calling node, or `None` for a [`Caller::Client`].
+    pub fn node(self) -> Option<NodeId> {
+        match self {
+            Caller::Node(id) => Some(id),
+            Caller::Client => None,
+        }
+    }
+}
+
+impl fmt::Display for Caller {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Caller::Node(id) => id.fmt(f),
+            Caller::Client => f.write_str("client"),
+        }
+    }
+}
+
+/// Serves requests: one call per request frame received by [`Transport::serve`].
+///
+/// The returned envelope is the response; a request the handler refuses is answered with a
+/// `Body::Error(ErrorReply)` envelope, never by dropping it. The transport does not check
+/// epochs or message kinds.
+pub trait Handler: Send + Sync + 'static {
+    /// Returns the response to `msg`, sent by `from`.
+    fn handle(&self, from: Caller, msg: Envelope) -> BoxFuture<'_, Envelope>;
+}
+
+/// A [`Handler`] made from an async closure; see [`handler_fn`].
+#[derive(Clone)]
+pub struct HandlerFn<F>(F);
+
+/// Returns a [`Handler`] that calls `f(from, msg)` for every request.
+///
+/// # Examples
+///
+/// ```
+/// use redt_coordinator::transport::{handler_fn, Caller, Handler};
+/// use redt_proto::wire::Envelope;
+/// use std::sync::Arc;
+///
+/// let echo: Arc<dyn Handler> = Arc::new(handler_fn(|_from: Caller, msg: Envelope| async move { msg }));
+/// ```
+pub fn handler_fn<F, Fut>(f: F) -> HandlerFn<F>
+where
+    F: Fn(Caller, Envelope) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Envelope> + Send + 'static,
+{
+    HandlerFn(f)
+}
+
+impl<F, Fut> Handler for HandlerFn<F>
+where
+    F: Fn(Caller, Envelope) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Envelope> + Send + 'static,
+{
+    fn handle(&self, from: Caller, msg: Envelope) -> BoxFuture<'_, Envelope> {
+        Box::pin((self.0)(from, msg))
+    }
+}

@@ -1,0 +1,513 @@
+//! [`Transport`]: the endpoint, the connection cache and the calling side of an RPC.
+
+use super::counters::TransportCounters;
+use super::error::{Result, TransportError};
+use super::frame::{self, ReadFailure, StreamCode};
+use super::peers::PeerDirectory;
+use super::tls::{self, NodeIdentity};
+use super::{server, Handler, SocketSpec, TransportConfig};
+use quinn::{ConnectError, Connection, ConnectionError, Endpoint, EndpointConfig, RecvStream, SendStream, VarInt};
+use redt_proto::wire::Envelope;
+use redt_proto::{NodeId, Topology};
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll};
+use std::time::Duration;
+use tokio::sync::Semaphore;
+use tokio::task::JoinHandle;
+use tower::limit::ConcurrencyLimit;
+use tower::timeout::Timeout;
+use tower::{BoxError, Service, ServiceExt};
+use tracing::debug;
+
+/// Connection close code used by [`Transport::close`].
+const CLOSE_NORMAL: u32 = 0;
+
+/// State the server tasks share with the transport (they never hold the transport itself,
+/// so dropping the last [`Transport`] shuts everything down).
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub(crate) counters: TransportCounters,
+    pub(crate) peers: PeerDirectory,
+    pub(crate) max_frame_bytes: u32,
+    /// How long the server waits for a request frame.
+    pub(crate) request_timeout: Duration,
+}
+
+/// Where a call goes: an address and the TLS server name to expect there.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Target {
+    addr: SocketAddr,
+    name: String,
+}
+
+impl Target {
+    /// `name@addr`, as errors and logs name the peer.
+    fn label(&self) -> String {
+        format!("{}@{}", self.name, self.addr)
+    }
+}
+
+/// One request through the tower stack.
+struct RpcRequest {
+    target: Target,
+    msg: Envelope,
+}
+
+/// A cached connection slot; the async mutex makes concurrent first calls share one
+/// handshake.
+type ConnSlot = Arc<tokio::sync::Mutex<Option<Connection>>>;
+
+/// One QUIC endpoint of a node (server and client) or of a non-node client (client only).
+///
+/// Cheap to clone (all clones share the endpoint, connections and counters). Dropping the
+/// last clone closes the endpoint like [`Transport::close`].
+///
+/// Connections are opened lazily on the first call to a peer, cached per (address, server
+/// name), and opened again after they fail. Each call is one bidirectional stream. Calls go
+/// through a tower stack: a [`ConcurrencyLimit`] of [`TransportConfig::max_in_flight`]
+/// shared by the whole transport, then a [`Timeout`] of the call's deadline.
+#[derive(Clone, Debug)]
+pub struct Transport {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    cfg: TransportConfig,
+    endpoint: Endpoint,
+    client_config: quinn::ClientConfig,
+    shared: Arc<Shared>,
+    conns: Mutex<HashMap<Target, ConnSlot>>,
+    in_flight: Arc<Semaphore>,
+    runtime: tokio::runtime::Handle,
+    server_task: Mutex<Option<JoinHandle<()>>>,
+    serves: bool,
+    closed: AtomicBool,
+}
+
+impl Transport {
+    /// Builds the endpoint of a node: it accepts connections (once [`Transport::serve`] is
+    /// called) from holders of a certificate of `identity`'s CA, and calls the nodes of
+    /// `topology` by `NodeId` at their `addr`, expecting their `name` as TLS server name.
+    ///
+    /// Must be called inside a Tokio runtime; the endpoint's tasks run on it.
+    ///
+    /// # Errors
+    ///
+    /// [`TransportError::TlsConfig`] if `identity`'s certificate is valid for no node of
+    /// `topology`, or `identity` is unusable;
+    /// [`TransportError::NoRuntime`] outside a Tokio runtime;
+    /// [`TransportError::InvalidConfig`] for an unusable `cfg`;
+    /// [`TransportError::Io`] if the socket cannot be bound.
+    pub fn bind(
+        cfg: TransportConfig,
+        topology: &Topology,
+        identity: &NodeIdentity,
+        socket: SocketSpec,
+    ) -> Result<Transport> {
+        let cert =
+            identity.cert_chain.first().ok_or_else(|| TransportError::TlsConfig("empty certificate chain".into()))?;
+        if tls::certificate_name(cert, topology.nodes.iter().map(|n| n.name.as_str())).is_none() {
+            return Err(TransportError::TlsConfig(format!(
+                "the certificate of identity {:?} is valid for no node of topology {:?}",
+                identity.name, topology.name
+            )));
+        }
+        Transport::build(cfg, Some(topology), identity, socket, true)
+    }
+
+    /// Builds a client-only endpoint (the `redt client` CLI): it never accepts connections,
+    /// calls with [`Transport::call_addr`], or by `NodeId` once given a topology with
+    /// [`Transport::update_topology`].
+    ///
+    /// Must be called inside a Tokio runtime; the endpoint's tasks run on it.
+    ///
+    /// # Errors
+    ///
+    /// As [`Transport::bind`], except that any identity from the CA is accepted.
+    pub fn client(cfg: TransportConfig, identity: &NodeIdentity, socket: SocketSpec) -> Result<Transport> {
+        Transport::build(cfg, None, identity, socket, false)
+    }
+
+    fn build(
+        cfg: TransportConfig,
+        topology: Option<&Topology>,
+        identity: &NodeIdentity,
+        socket: SocketSpec,
+        serves: bool,
+    ) -> Result<Transport> {
+        let runtime = tokio::runtime::Handle::try_current().map_err(|_| TransportError::NoRuntime)?;
+        let quic = Arc::new(quic_transport_config(&cfg)?);
+        let server_config = if serves {
+            let mut server_config = tls::quic_server_config(identity)?;
+            server_config.transport_config(quic.clone());
+            Some(server_config)
+        } else {
+            None
+        };
+        let mut client_config = tls::quic_client_config(identity)?;
+        client_config.transport_config(quic);
+        let quinn_runtime: Arc<dyn quinn::Runtime> = Arc::new(quinn::TokioRuntime);
+        let socket = match socket {
+            SocketSpec::Bind(addr) => quinn_runtime.wrap_udp_socket(std::net::UdpSocket::bind(addr)?)?,
+            SocketSpec::Custom(socket) => socket,
+        };
+        let endpoint =
+            Endpoint::new_with_abstract_socket(EndpointConfig::default(), server_config, socket, quinn_runtime)?;
+        let shared = Arc::new(Shared {
+            counters: TransportCounters::default(),
+            peers: PeerDirectory::new(topology),
+            max_frame_bytes: cfg.max_frame_bytes,
+            request_timeout: cfg.call_timeout,
+        });
+        let in_flight = Arc::new(Semaphore::new(cfg.max_in_flight));
+        Ok(Transport {
+            inner: Arc::new(Inner {
+                cfg,
+                endpoint,
+                client_config,
+                shared,
+                conns: Mutex::new(HashMap::new()),
+                in_flight,
+                runtime,
+                server_task: Mutex::new(None),
+                serves,
+                closed: AtomicBool::new(false),
+            }),
+        })
+    }
+
+    /// Starts serving: spawns the accept loop, which authenticates every incoming connection
+    /// (a handshake that fails, e.g. a certificate not from the cluster CA, is logged and
+    /// counted in `refused_handshakes`), and for every bidirectional stream reads one request
+    /// frame, calls `handler` with the caller's identity and writes its response frame. A
+    /// malformed or oversized request frame gets no response: the stream is stopped and reset
+    /// with a [`StreamCode`], counted, and the connection keeps serving.
+    ///
+    /// # Errors
+    ///
+    /// [`TransportError::Serve`] on a client-only transport or if already serving;
+    /// [`TransportError::Closed`] after [`Transport::close`].
+    pub fn serve(&self, handler: Arc<dyn Handler>) -> Result<()> {
+        let inner = &self.inner;
+        if !inner.serves {
+            return Err(TransportError::Serve("a client-only transport does not accept connections"));
+        }
+        let mut task = inner.server_task.lock().unwrap_or_else(PoisonError::into_inner);
+        if inner.closed.load(Ordering::Acquire) {
+            return Err(TransportError::Closed);
+        }
+        if task.is_some() {
+            return Err(TransportError::Serve("already serving"));
+        }
+        let accept = server::accept_loop(inner.endpoint.clone(), inner.shared.clone(), handler);
+        *task = Some(inner.runtime.spawn(accept));
+        Ok(())
+    }
+
+    /// Sends `msg` to node `peer` and returns its response, within
+    /// [`TransportConfig::call_timeout`] (see [`Transport::call_with_timeout`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`Transport::call_with_timeout`].
+    pub async fn call(&self, peer: NodeId, msg: Envelope) -> Result<Envelope> {
+        self.call_with_timeout(peer, msg, self.inner.cfg.call_timeout).await
+    }
+
+    /// Sends `msg` to node `peer` and returns its response, which must arrive within
+    /// `deadline` of the call taking an in-flight slot (waiting for a slot is not counted).
+    /// A call that fails may or may not have been delivered and served; the transport never
+    /// retries one after its request was written.
+    ///
+    /// # Errors
+    ///
+    /// - [`TransportError::UnknownPeer`]: `peer` is not in the topology.
+    /// - [`TransportError::Timeout`]: no response within `deadline`.
+    /// - [`TransportError::Connect`], [`TransportError::Tls`]: no connection could be set up.
+    /// - [`TransportError::ConnectionLost`]: the connection broke during the call.
+    /// - [`TransportError::Refused`]: the peer stopped or reset the stream.
+    /// - [`TransportError::Frame`]: `msg` is over the size limit, or the response is
+    ///   malformed (counted).
+    /// - [`TransportError::Closed`]: the transport was closed.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future abandons the call: its stream is reset with
+    /// [`StreamCode::Cancelled`].
+    pub async fn call_with_timeout(&self, peer: NodeId, msg: Envelope, deadline: Duration) -> Result<Envelope> {
+        let (addr, name) = self.inner.shared.peers.lookup(peer)?;
+        self.dispatch(Target { addr, name }, msg, deadline).await
+    }
+
+    /// Sends `msg` to whatever listens at `addr`, expecting a certificate from the cluster CA
+    /// valid for `server_name` (a node name), and returns the response, within
+    /// [`TransportConfig::call_timeout`]. This is how a non-node client reaches a node.
+    ///
+    /// # Errors
+    ///
+    /// As [`Transport::call_with_timeout`], except `UnknownPeer`.
+    pub async fn call_addr(&self, addr: SocketAddr, server_name: &str, msg: Envelope) -> Result<Envelope> {
+        let target = Target { addr, name: server_name.to_string() };
+        self.dispatch(target, msg, self.inner.cfg.call_timeout).await
+    }
+
+    async fn dispatch(&self, target: Target, msg: Envelope, deadline: Duration) -> Result<Envelope> {
+        if self.inner.closed.load(Ordering::Acquire) {
+            return Err(TransportError::Closed);
+        }
+        let service = ConcurrencyLimit::with_semaphore(
+            Timeout::new(RpcService(self.inner.clone()), deadline),
+            self.inner.in_flight.clone(),
+        );
+        service.oneshot(RpcRequest { target, msg }).await.map_err(|e| classify(e, deadline))
+    }
+
+    /// The local address of the endpoint's socket (the port chosen for a bind to port 0).
+    ///
+    /// # Errors
+    ///
+    /// [`TransportError::Io`] if the socket cannot tell.
+    pub fn local_addr(&self) -> Result<SocketAddr> {
+        Ok(self.inner.endpoint.local_addr()?)
+    }
+
+    /// The transport's counters.
+    pub fn counters(&self) -> &TransportCounters {
+        &self.inner.shared.counters
+    }
+
+    /// The configuration the transport was built with.
+    pub fn config(&self) -> &TransportConfig {
+        &self.inner.cfg
+    }
+
+    /// Sets the address at which node `peer` is called (e.g. once a peer bound to port 0
+    /// knows its port). Existing connections to the old address are left to idle out.
+    ///
+    /// # Errors
+    ///
+    /// [`TransportError::UnknownPeer`] if `peer` is not in the topology.
+    pub fn set_peer_addr(&self, peer: NodeId, addr: SocketAddr) -> Result<()> {
+        self.inner.shared.peers.set_addr(peer, addr)
+    }
+
+    /// Replaces the peer directory with `topology`'s nodes (names, addresses, and the
+    /// certificate names that identify callers).
+    pub fn update_topology(&self, topology: &Topology) {
+        self.inner.shared.peers.replace(topology);
+    }
+
+    /// Closes the endpoint: stops accepting, closes every connection (calls in flight fail
+    /// with [`TransportError::Closed`] or `ConnectionLost`), and refuses further calls.
+    /// Idempotent. Use [`Transport::wait_idle`] to wait until peers were told.
+    pub fn close(&self) {
+        self.inner.shutdown();
+    }
+
+    /// Waits until every connection of the endpoint is fully closed (after
+    /// [`Transport::close`]).
+    pub async fn wait_idle(&self) {
+        self.inner.endpoint.wait_idle().await;
+    }
+}
+
+impl Inner {
+    fn shutdown(&self) {
+        self.closed.store(true, Ordering::Release);
+        if let Some(task) = self.server_task.lock().unwrap_or_else(PoisonError::into_inner).take() {
+            task.abort();
+        }
+        self.endpoint.close(VarInt::from_u32(CLOSE_NORMAL), b"transport closed");
+    }
+
+    /// One call: open a stream, write the request frame, finish, read the response frame.
+    async fn rpc(&self, req: RpcRequest) -> Result<Envelope> {
+        let RpcRequest { target, msg } = req;
+        let peer = target.label();
+        let counters = &self.shared.counters;
+        let request = frame::encode_frame(&msg, self.cfg.max_frame_bytes)?;
+        let (send, recv) = self.open_stream(&target, &peer).await?;
+        let mut call = CallStreams { send, recv, done: false };
+        frame::write_frame(&mut call.send, &request).await.map_err(|e| write_error(&peer, e))?;
+        // Finishing fails only if the peer already stopped the stream; the read reports it.
+        let _ = call.send.finish();
+        TransportCounters::add(&counters.rpcs_sent, 1);
+        TransportCounters::add(&counters.bytes_sent, request.len() as u64);
+        let result = frame::read_frame(&mut call.recv, self.cfg.max_frame_bytes).await;
+        call.done = true;
+        match result {
+            Ok((reply, bytes)) => {
+                TransportCounters::add(&counters.bytes_received, bytes as u64);
+                Ok(reply)
+            }
+            Err(ReadFailure::Frame(e)) => {
+                let counter = match e {
+                    frame::FrameError::Oversized { .. } => &counters.oversized_frames,
+                    _ => &counters.malformed_frames,
+                };
+                TransportCounters::add(counter, 1);
+                let _ = call.recv.stop(StreamCode::for_frame_error(&e).var_int());
+                tracing::warn!(%peer, error = %e, "refused a response frame");
+                Err(e.into())
+            }
+            Err(ReadFailure::Stream(e)) => Err(read_error(&peer, e)),
+        }
+    }
+
+    /// Opens a stream to `target`, reconnecting once if the cached connection turns out dead.
+    async fn open_stream(&self, target: &Target, peer: &str) -> Result<(SendStream, RecvStream)> {
+        let (conn, fresh) = self.connection(target, peer).await?;
+        match conn.open_bi().await {
+            Ok(streams) => Ok(streams),
+            Err(e) if !fresh => {
+                // Nothing was sent yet, so trying a new connection is safe.
+                debug!(%peer, error = %e, "cached connection is dead; reconnecting");
+                let (conn, _) = self.connection(target, peer).await?;
+                conn.open_bi().await.map_err(|e| connection_error(peer, &e, false))
+            }
+            Err(e) => Err(connection_error(peer, &e, false)),
+        }
+    }
+
+    /// Returns the cached live connection to `target`, or a new one (`true` if new).
+    async fn connection(&self, target: &Target, peer: &str) -> Result<(Connection, bool)> {
+        let slot = {
+            let mut conns = self.conns.lock().unwrap_or_else(PoisonError::into_inner);
+            conns.entry(target.clone()).or_default().clone()
+        };
+        let mut cached = slot.lock().await;
+        if let Some(conn) = cached.as_ref() {
+            if conn.close_reason().is_none() {
+                return Ok((conn.clone(), false));
+            }
+        }
+        *cached = None;
+        if self.closed.load(Ordering::Acquire) {
+            return Err(TransportError::Closed);
+        }
+        let connecting =
+            self.endpoint.connect_with(self.client_config.clone(), target.addr, &target.name).map_err(|e| match e {
+                ConnectError::EndpointStopping => TransportError::Closed,
+                e => TransportError::Connect { peer: peer.to_string(), why: e.to_string() },
+            })?;
+        let conn = connecting.await.map_err(|e| connection_error(peer, &e, true))?;
+        debug!(%peer, "connected");
+        *cached = Some(conn.clone());
+        Ok((conn, true))
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+/// The streams of one call; resets them if the call is dropped before its response.
+struct CallStreams {
+    send: SendStream,
+    recv: RecvStream,
+    done: bool,
+}
+
+impl Drop for CallStreams {
+    fn drop(&mut self) {
+        if !self.done {
+            let _ = self.send.reset(StreamCode::Cancelled.var_int());
+            let _ = self.recv.stop(StreamCode::Cancelled.var_int());
+        }
+    }
+}
+
+/// The innermost tower service: one RPC.
+#[derive(Clone)]
+struct RpcService(Arc<Inner>);
+
+impl Service<RpcRequest> for RpcService {
+    type Response = Envelope;
+    type Error = TransportError;
+    type Future = super::BoxFuture<'static, Result<Envelope>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: RpcRequest) -> Self::Future {
+        let inner = self.0.clone();
+        Box::pin(async move { inner.rpc(req).await })
+    }
+}
+
+/// Turns an error out of the tower stack back into a [`TransportError`].
+fn classify(err: BoxError, deadline: Duration) -> TransportError {
+    if err.is::<tower::timeout::error::Elapsed>() {
+        return TransportError::Timeout { after: deadline };
+    }
+    match err.downcast::<TransportError>() {
+        Ok(e) => *e,
+        Err(e) => TransportError::Internal(e.to_string()),
+    }
+}
+
+/// Whether a QUIC transport error code is a TLS alert (`CRYPTO_ERROR`, 0x100..=0x1ff).
+fn is_crypto(code: quinn::TransportErrorCode) -> bool {
+    (0x100..0x200).contains(&u64::from(code))
+}
+
+/// Maps a connection error; `connecting` tells whether the handshake was under way.
+fn connection_error(peer: &str, e: &ConnectionError, connecting: bool) -> TransportError {
+    let peer = peer.to_string();
+    let why = e.to_string();
+    match e {
+        ConnectionError::LocallyClosed => TransportError::Closed,
+        ConnectionError::TransportError(te) if is_crypto(te.code) => TransportError::Tls { peer, why },
+        ConnectionError::ConnectionClosed(close) if is_crypto(close.error_code) => TransportError::Tls { peer, why },
+        _ if connecting => TransportError::Connect { peer, why },
+        _ => TransportError::ConnectionLost { peer, why },
+    }
+}
+
+fn read_error(peer: &str, e: quinn::ReadError) -> TransportError {
+    match e {
+        quinn::ReadError::Reset(code) => TransportError::Refused { peer: peer.to_string(), code: code.into_inner() },
+        quinn::ReadError::ConnectionLost(e) => connection_error(peer, &e, false),
+        e => TransportError::ConnectionLost { peer: peer.to_string(), why: e.to_string() },
+    }
+}
+
+fn write_error(peer: &str, e: quinn::WriteError) -> TransportError {
+    match e {
+        quinn::WriteError::Stopped(code) => TransportError::Refused { peer: peer.to_string(), code: code.into_inner() },
+        quinn::WriteError::ConnectionLost(e) => connection_error(peer, &e, false),
+        e => TransportError::ConnectionLost { peer: peer.to_string(), why: e.to_string() },
+    }
+}
+
+/// Returns quinn's transport parameters for `cfg`.
+fn quic_transport_config(cfg: &TransportConfig) -> Result<quinn::TransportConfig> {
+    let invalid = |why: String| TransportError::InvalidConfig(why);
+    if cfg.max_in_flight == 0 || cfg.max_in_flight > Semaphore::MAX_PERMITS {
+        return Err(invalid(format!("max_in_flight must be in 1..={}", Semaphore::MAX_PERMITS)));
+    }
+    if cfg.call_timeout.is_zero() {
+        return Err(invalid("call_timeout must be positive".into()));
+    }
+    if cfg.keep_alive_interval.is_zero() || cfg.keep_alive_interval >= cfg.idle_timeout {
+        return Err(invalid(format!(
+            "keep_alive_interval ({:?}) must be positive and below idle_timeout ({:?})",
+            cfg.keep_alive_interval, cfg.idle_timeout
+        )));
+    }
+    let idle = quinn::IdleTimeout::try_from(cfg.idle_timeout)
+        .map_err(|_| invalid(format!("idle_timeout {:?} is too large", cfg.idle_timeout)))?;
+    let mut quic = quinn::TransportConfig::default();
+    quic.max_concurrent_bidi_streams(VarInt::from_u32(cfg.max_concurrent_streams))
+        .max_concurrent_uni_streams(VarInt::from_u32(0))
+        .max_idle_timeout(Some(idle))
+        .keep_alive_interval(Some(cfg.keep_alive_interval));
+    Ok(quic)
+}

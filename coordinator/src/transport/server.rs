@@ -1,0 +1,120 @@
+//! The serving side: accept loop, caller identification, one task per RPC stream.
+
+use super::counters::TransportCounters;
+use super::frame::{self, FrameError, ReadFailure, StreamCode};
+use super::rpc::Shared;
+use super::{Caller, Handler};
+use quinn::{Connection, Endpoint, Incoming, RecvStream, SendStream, VarInt};
+use rustls_pki_types::CertificateDer;
+use std::sync::Arc;
+use tracing::{debug, warn};
+
+/// Connection close code for a connection that presented no usable client certificate.
+const CLOSE_NO_IDENTITY: u32 = 1;
+
+/// Accepts connections until the endpoint closes; one task per connection.
+pub(crate) async fn accept_loop(endpoint: Endpoint, shared: Arc<Shared>, handler: Arc<dyn Handler>) {
+    while let Some(incoming) = endpoint.accept().await {
+        tokio::spawn(serve_connection(incoming, shared.clone(), handler.clone()));
+    }
+    debug!("endpoint closed; accept loop ends");
+}
+
+/// Completes the handshake, identifies the caller, then serves its streams.
+async fn serve_connection(incoming: Incoming, shared: Arc<Shared>, handler: Arc<dyn Handler>) {
+    let remote = incoming.remote_address();
+    let conn = match incoming.await {
+        Ok(conn) => conn,
+        Err(e) => {
+            TransportCounters::add(&shared.counters.refused_handshakes, 1);
+            warn!(%remote, error = %e, "refused an incoming connection: handshake failed");
+            return;
+        }
+    };
+    let Some(cert) = client_certificate(&conn) else {
+        // The verifier requires a client certificate, so this is not expected to happen.
+        TransportCounters::add(&shared.counters.refused_handshakes, 1);
+        warn!(%remote, "refused an incoming connection: no client certificate");
+        conn.close(VarInt::from_u32(CLOSE_NO_IDENTITY), b"no client certificate");
+        return;
+    };
+    let caller = shared.peers.identify(&cert);
+    debug!(%remote, %caller, "accepted a connection");
+    loop {
+        match conn.accept_bi().await {
+            Ok((send, recv)) => {
+                tokio::spawn(serve_stream(send, recv, caller, shared.clone(), handler.clone()));
+            }
+            Err(e) => {
+                debug!(%remote, %caller, error = %e, "connection ended");
+                return;
+            }
+        }
+    }
+}
+
+/// The verified end-entity certificate the peer presented.
+fn client_certificate(conn: &Connection) -> Option<CertificateDer<'static>> {
+    let chain = conn.peer_identity()?.downcast::<Vec<CertificateDer<'static>>>().ok()?;
+    chain.into_iter().next()
+}
+
+/// One RPC: read the request frame, call the handler, write the response frame, finish.
+async fn serve_stream(
+    mut send: SendStream,
+    mut recv: RecvStream,
+    caller: Caller,
+    shared: Arc<Shared>,
+    handler: Arc<dyn Handler>,
+) {
+    let counters = &shared.counters;
+    let read = tokio::time::timeout(shared.request_timeout, frame::read_frame(&mut recv, shared.max_frame_bytes));
+    let request = match read.await {
+        Ok(Ok((request, bytes))) => {
+            TransportCounters::add(&counters.bytes_received, bytes as u64);
+            request
+        }
+        Ok(Err(ReadFailure::Frame(e))) => {
+            let counter = match e {
+                FrameError::Oversized { .. } => &counters.oversized_frames,
+                FrameError::Truncated { .. } | FrameError::Decode(_) => &counters.malformed_frames,
+            };
+            TransportCounters::add(counter, 1);
+            warn!(%caller, error = %e, "refused a request frame");
+            refuse(&mut send, &mut recv, StreamCode::for_frame_error(&e));
+            return;
+        }
+        Ok(Err(ReadFailure::Stream(e))) => {
+            debug!(%caller, error = %e, "request stream failed");
+            return;
+        }
+        Err(_) => {
+            debug!(%caller, "no request frame within the deadline");
+            refuse(&mut send, &mut recv, StreamCode::RequestTimeout);
+            return;
+        }
+    };
+    let reply = handler.handle(caller, request).await;
+    let response = match frame::encode_frame(&reply, shared.max_frame_bytes) {
+        Ok(response) => response,
+        Err(e) => {
+            warn!(%caller, error = %e, "the handler's response cannot be framed");
+            refuse(&mut send, &mut recv, StreamCode::ResponseTooLarge);
+            return;
+        }
+    };
+    if let Err(e) = frame::write_frame(&mut send, &response).await {
+        debug!(%caller, error = %e, "could not write a response");
+        return;
+    }
+    // Finishing fails only if the caller stopped the stream meanwhile.
+    let _ = send.finish();
+    TransportCounters::add(&counters.rpcs_served, 1);
+    TransportCounters::add(&counters.bytes_sent, response.len() as u64);
+}
+
+/// Stops reading and resets writing on a stream, with `code` both ways.
+fn refuse(send: &mut SendStream, recv: &mut RecvStream, code: StreamCode) {
+    let _ = recv.stop(code.var_int());
+    let _ = send.reset(code.var_int());
+}

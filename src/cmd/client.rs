@@ -1,0 +1,101 @@
+//! `redt client --jsonl`: one transaction per line of standard input in the Jepsen/Elle
+//! micro-op format, one answer per line on standard output.
+
+use super::{load_topology, runtime};
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use redt_bench::jepsen;
+use redt_coordinator::{call, Client, CoordinatorOptions, EmbeddedCluster, TxnOutcome, TxnStatus};
+use redt_proto::wire::ProcedureCall;
+use redt_proto::NodeId;
+use serde_json::json;
+use std::io::{BufRead, Write};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Arguments of `redt client`.
+#[derive(Args, Debug)]
+pub struct ClientArgs {
+    /// Read transactions as JSON lines (the only mode).
+    #[arg(long)]
+    jsonl: bool,
+    /// Topology file of a running cluster (default: start the embedded default cluster).
+    #[arg(long)]
+    cluster: Option<PathBuf>,
+    /// Certificate directory of the running cluster.
+    #[arg(long, default_value = "run/certs")]
+    certs: PathBuf,
+    /// Coordinator node name (default: the first node).
+    #[arg(long)]
+    node: Option<String>,
+    /// Table the keys live in (one cell per key).
+    #[arg(long, default_value = "kv")]
+    table: String,
+}
+
+enum Target {
+    Embedded(EmbeddedCluster, NodeId),
+    Remote(Client, NodeId),
+}
+
+impl Target {
+    async fn submit(&self, c: ProcedureCall) -> TxnOutcome {
+        match self {
+            Target::Embedded(cl, n) => cl.node(*n).submit(c).await,
+            Target::Remote(cl, n) => cl.submit(*n, c).await,
+        }
+    }
+}
+
+/// Runs `redt client`.
+pub fn run(a: &ClientArgs) -> Result<()> {
+    if !a.jsonl {
+        bail!("only `--jsonl` mode exists: one transaction per line on standard input");
+    }
+    let topo = Arc::new(load_topology(a.cluster.as_deref())?);
+    let table = topo
+        .table_by_name(&a.table)
+        .with_context(|| format!("the topology has no table `{}` (use --table)", a.table))?
+        .clone();
+    let node = match &a.node {
+        Some(n) => topo.node_by_name(n).with_context(|| format!("no node named `{n}`"))?.id,
+        None => NodeId(0),
+    };
+    let rt = runtime()?;
+    rt.block_on(async {
+        let target = match &a.cluster {
+            Some(_) => Target::Remote(Client::connect(topo.clone(), &a.certs, Duration::from_secs(10))?, node),
+            None => Target::Embedded(
+                EmbeddedCluster::start((*topo).clone(), CoordinatorOptions::default()).await?,
+                node,
+            ),
+        };
+        let stdin = std::io::stdin();
+        let mut out = std::io::stdout().lock();
+        for line in stdin.lock().lines() {
+            let line = line?;
+            if line.trim().is_empty() {
+                continue;
+            }
+            let reply = match jepsen::parse_line(&line).and_then(|ops| jepsen::to_kv_ops(&ops).map(|kv| (ops, kv))) {
+                Err(e) => json!({"type": "fail", "error": e}),
+                Ok((ops, kv)) => {
+                    let o = target.submit(call::kv_call(table.id, &kv)).await;
+                    match o.status {
+                        TxnStatus::Committed => json!({"type": "ok", "value": jepsen::fill_reads(&ops, &o.reads)}),
+                        TxnStatus::Aborted(e) => json!({"type": "fail", "error": e}),
+                        TxnStatus::Unknown(e) => json!({"type": "info", "error": e}),
+                    }
+                }
+            };
+            writeln!(out, "{reply}")?;
+            out.flush()?;
+        }
+        if let Target::Embedded(c, _) = &target {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            c.shutdown();
+        }
+        anyhow::Ok(())
+    })
+}

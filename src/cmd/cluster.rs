@@ -1,0 +1,266 @@
+//! `redt node`, `redt cluster up|down`, `redt certs init`: real deployments, one process
+//! per node.
+
+use super::{load_topology, runtime};
+use anyhow::{bail, Context, Result};
+use clap::{Args, Subcommand};
+use redt_coordinator::transport::{init_cluster_certs, load_identity, SocketSpec, Transport, TransportConfig};
+use redt_coordinator::{CoordinatorOptions, Node, NodeParts, TxnStats};
+use redt_dc_executor::{format_if_new, DcHandle, Layout, LocalVerbs, Verbs};
+use redt_netem::{NetemSocket, WanModel};
+use redt_proto::Topology;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Arguments of `redt node`.
+#[derive(Args, Debug)]
+pub struct NodeArgs {
+    /// Topology file.
+    #[arg(long)]
+    pub config: PathBuf,
+    /// This node's name in the topology.
+    #[arg(long)]
+    pub node: String,
+    /// Certificate directory (from `redt certs init`).
+    #[arg(long, default_value = "run/certs")]
+    pub certs: PathBuf,
+    /// Directory of the shared-memory MemStore files of this host.
+    #[arg(long, default_value = "/dev/shm")]
+    pub shm_dir: PathBuf,
+    /// Records per partition of the first table to load into this node's replicas when its
+    /// MemStore is new (0: none).
+    #[arg(long, default_value_t = 0)]
+    pub records_per_partition: u64,
+    /// Acknowledge commits only after phase 2.
+    #[arg(long)]
+    pub no_early_ack: bool,
+}
+
+/// `redt cluster` subcommands.
+#[derive(Subcommand, Debug)]
+pub enum ClusterCmd {
+    /// Starts one `redt node` process per node of the topology on this host.
+    Up {
+        /// Topology file.
+        #[arg(long)]
+        config: PathBuf,
+        /// Run directory (certificates, logs, pid files).
+        #[arg(long, default_value = "run")]
+        run_dir: PathBuf,
+        /// Records per partition of the first table to load.
+        #[arg(long, default_value_t = 16384)]
+        records_per_partition: u64,
+        /// Directory of the shared-memory MemStore files.
+        #[arg(long, default_value = "/dev/shm")]
+        shm_dir: PathBuf,
+    },
+    /// Stops the processes started by `cluster up` (and removes their MemStore files with
+    /// `--wipe`).
+    Down {
+        /// Run directory.
+        #[arg(long, default_value = "run")]
+        run_dir: PathBuf,
+        /// Also delete the shared-memory MemStore files.
+        #[arg(long)]
+        wipe: bool,
+    },
+}
+
+/// `redt certs` subcommands.
+#[derive(Subcommand, Debug)]
+pub enum CertsCmd {
+    /// Makes a cluster CA and one certificate per node (plus one for clients).
+    Init {
+        /// Topology file.
+        #[arg(long)]
+        config: PathBuf,
+        /// Output directory.
+        #[arg(long)]
+        out: PathBuf,
+    },
+}
+
+fn shm_prefix(topo: &Topology) -> String {
+    format!("redt-{}-e{}", topo.name, topo.epoch.0)
+}
+
+/// Runs one node until SIGINT or SIGTERM.
+pub fn node(a: &NodeArgs) -> Result<()> {
+    let topo = Arc::new(load_topology(Some(&a.config))?);
+    let me = topo
+        .node_by_name(&a.node)
+        .with_context(|| format!("{}: no node named `{}`", a.config.display(), a.node))?
+        .clone();
+    let dc = &topo.dcs[me.dc.0 as usize];
+    let layout = Layout::from_config(&topo.memstore);
+    let shm = Arc::new(
+        LocalVerbs::open_shared(&a.shm_dir, &shm_prefix(&topo), dc.nodes.iter().copied(), layout.size)
+            .context("mapping the DC's MemStore files")?,
+    );
+    let region = shm.region(me.id).context("own region")?.clone();
+    let fresh = format_if_new(&layout, me.id, &region)?;
+    let verbs: Arc<dyn Verbs> = shm.clone();
+    let handle = Arc::new(DcHandle::new(&topo, verbs));
+    if fresh && a.records_per_partition > 0 {
+        let table = topo.tables.first().context("the topology declares no table")?;
+        let total = a.records_per_partition * topo.partitions.len() as u64;
+        let mut n = 0u64;
+        for key in 0..total {
+            let p = topo.partition_of(table, key);
+            if topo.partitions[p.0 as usize].replicas.contains(&me.id) {
+                handle.insert_record(me.id, table.id, key, &[])?;
+                n += 1;
+            }
+        }
+        eprintln!("{}: loaded {n} records of {}", me.name, table.name);
+    }
+    let identity = load_identity(&a.certs, &me.name)?;
+    let rt = runtime()?;
+    rt.block_on(async {
+        let wan = Arc::new(Mutex::new(WanModel::from_topology(&topo)));
+        let socket = NetemSocket::bind(me.addr, me.dc, wan.clone()).with_context(|| format!("binding {}", me.addr))?;
+        let transport = Transport::bind(TransportConfig::default(), &topo, &identity, SocketSpec::Custom(socket))?;
+        let options = CoordinatorOptions { early_ack: !a.no_early_ack, ..Default::default() };
+        let node = Node::start(NodeParts {
+            topology: topo.clone(),
+            node: me.id,
+            dc: handle,
+            region,
+            transport: Arc::new(transport),
+            wan,
+            options,
+            stats: Arc::new(TxnStats::default()),
+        })?;
+        println!("{} ready on {} (dc {}, pid {})", me.name, me.addr, dc.name, std::process::id());
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+        println!("{} stopping", me.name);
+        node.shutdown();
+        anyhow::Ok(())
+    })
+}
+
+/// Runs a `redt cluster` subcommand.
+pub fn cluster(cmd: &ClusterCmd) -> Result<()> {
+    match cmd {
+        ClusterCmd::Up { config, run_dir, records_per_partition, shm_dir } => {
+            up(config, run_dir, *records_per_partition, shm_dir)
+        }
+        ClusterCmd::Down { run_dir, wipe } => down(run_dir, *wipe),
+    }
+}
+
+/// Runs a `redt certs` subcommand.
+pub fn certs(cmd: &CertsCmd) -> Result<()> {
+    match cmd {
+        CertsCmd::Init { config, out } => {
+            let topo = load_topology(Some(config))?;
+            init_cluster_certs(&topo, out)?;
+            println!("wrote the cluster CA and {} node certificates (+1 client) to {}", topo.nodes.len(), out.display());
+            Ok(())
+        }
+    }
+}
+
+fn pid_alive(pid: u32) -> bool {
+    Path::new(&format!("/proc/{pid}")).exists()
+        && std::fs::read_to_string(format!("/proc/{pid}/stat")).map(|s| !s.contains(") Z ")).unwrap_or(false)
+}
+
+fn up(config: &Path, run_dir: &Path, rpp: u64, shm_dir: &Path) -> Result<()> {
+    let topo = load_topology(Some(config))?;
+    let pids = run_dir.join("pids");
+    if pids.is_dir() && std::fs::read_dir(&pids)?.next().is_some() {
+        bail!("{} has pid files: a cluster seems to be up (run `redt cluster down --run-dir {}` first)", pids.display(), run_dir.display());
+    }
+    let certs = run_dir.join("certs");
+    if !certs.join("ca.pem").exists() {
+        init_cluster_certs(&topo, &certs)?;
+    }
+    let logs = run_dir.join("logs");
+    std::fs::create_dir_all(&logs)?;
+    std::fs::create_dir_all(&pids)?;
+    std::fs::write(run_dir.join("config.path"), config.canonicalize()?.display().to_string())?;
+    let exe = std::env::current_exe()?;
+    for n in &topo.nodes {
+        let log = std::fs::File::create(logs.join(format!("{}.log", n.name)))?;
+        let mut cmd = Command::new(&exe);
+        cmd.args(["node", "--node", &n.name])
+            .arg("--config")
+            .arg(config)
+            .arg("--certs")
+            .arg(&certs)
+            .arg("--shm-dir")
+            .arg(shm_dir)
+            .args(["--records-per-partition", &rpp.to_string()])
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log);
+        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+        let child = cmd.spawn().with_context(|| format!("starting {}", n.name))?;
+        std::fs::write(pids.join(format!("{}.pid", n.name)), child.id().to_string())?;
+    }
+    let deadline = Instant::now() + Duration::from_secs(120);
+    for n in &topo.nodes {
+        let log = logs.join(format!("{}.log", n.name));
+        loop {
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            if text.contains(" ready on ") {
+                break;
+            }
+            let pid: u32 = std::fs::read_to_string(pids.join(format!("{}.pid", n.name)))?.trim().parse()?;
+            if !pid_alive(pid) || Instant::now() > deadline {
+                let tail: Vec<&str> = text.lines().rev().take(10).collect();
+                let _ = down(run_dir, false);
+                bail!("{} did not start; last lines of {}:\n{}", n.name, log.display(), tail.into_iter().rev().collect::<Vec<_>>().join("\n"));
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    println!("cluster `{}` up: {} nodes in {} DCs; logs and pids under {}", topo.name, topo.nodes.len(), topo.dcs.len(), run_dir.display());
+    std::io::stdout().flush()?;
+    Ok(())
+}
+
+fn down(run_dir: &Path, wipe: bool) -> Result<()> {
+    let pids = run_dir.join("pids");
+    let mut stopped = 0;
+    if pids.is_dir() {
+        for e in std::fs::read_dir(&pids)? {
+            let path = e?.path();
+            let Ok(pid) = std::fs::read_to_string(&path).unwrap_or_default().trim().parse::<u32>() else {
+                std::fs::remove_file(&path)?;
+                continue;
+            };
+            if pid_alive(pid) {
+                let _ = Command::new("kill").args(["-TERM", &pid.to_string()]).status();
+                let t0 = Instant::now();
+                while pid_alive(pid) && t0.elapsed() < Duration::from_secs(10) {
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                if pid_alive(pid) {
+                    let _ = Command::new("kill").args(["-KILL", &pid.to_string()]).status();
+                }
+                stopped += 1;
+            }
+            std::fs::remove_file(&path)?;
+        }
+    }
+    if wipe {
+        if let Ok(cfg) = std::fs::read_to_string(run_dir.join("config.path")) {
+            let topo = load_topology(Some(Path::new(cfg.trim())))?;
+            let prefix = shm_prefix(&topo);
+            for n in &topo.nodes {
+                let _ = std::fs::remove_file(redt_dc_executor::verbs::shared_file(Path::new("/dev/shm"), &prefix, n.id));
+            }
+        }
+    }
+    println!("cluster down: {stopped} node processes stopped");
+    Ok(())
+}
