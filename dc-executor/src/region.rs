@@ -11,27 +11,14 @@
 use memmap2::MmapMut;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// Backing storage of a region.
-enum Backing {
-    /// A zeroed heap allocation (pages are mapped lazily by the OS as they are touched).
-    Heap(std::alloc::Layout),
-    Mapped(#[allow(dead_code)] MmapMut),
-}
+/// Backing storage of a region (kept alive, never read directly).
+struct Backing(#[allow(dead_code)] MmapMut);
 
 /// A byte region of `len` bytes (a multiple of 8), 8-byte aligned.
 pub struct Region {
     base: *const AtomicU64,
     len: u64,
     _backing: Backing,
-}
-
-impl Drop for Region {
-    fn drop(&mut self) {
-        if let Backing::Heap(layout) = self._backing {
-            // SAFETY: `base` was returned by `alloc_zeroed` with this layout and is freed once.
-            unsafe { std::alloc::dealloc(self.base as *mut u8, layout) };
-        }
-    }
 }
 
 // SAFETY: the region is only accessed through `AtomicU64` references, which are Sync; the
@@ -41,20 +28,15 @@ unsafe impl Send for Region {}
 unsafe impl Sync for Region {}
 
 impl Region {
-    /// Allocates a zeroed region of `len` bytes on the heap (`len` rounded up to 8, at
-    /// least 8), aligned to 64 bytes. Untouched pages cost no memory.
+    /// Allocates a zeroed region of `len` bytes (`len` rounded up to 8, at least 8) in an
+    /// anonymous private mapping: page-aligned, and untouched pages cost no memory.
     ///
     /// # Panics
-    /// If the allocation fails or `len` does not fit the address space.
+    /// If the mapping cannot be made (out of address space).
     pub fn new_heap(len: u64) -> Region {
         let bytes = (len.max(8).div_ceil(8) * 8) as usize;
-        let layout = std::alloc::Layout::from_size_align(bytes, 64).expect("region size fits the address space");
-        // SAFETY: the layout has a non-zero size.
-        let base = unsafe { std::alloc::alloc_zeroed(layout) } as *const AtomicU64;
-        if base.is_null() {
-            std::alloc::handle_alloc_error(layout);
-        }
-        Region { base, len: bytes as u64, _backing: Backing::Heap(layout) }
+        let map = memmap2::MmapMut::map_anon(bytes).expect("anonymous mapping for a MemStore region");
+        Region::from_mmap(map)
     }
 
     /// Wraps a writable shared mapping (from a file under `/dev/shm`, say). Only the first
@@ -63,7 +45,7 @@ impl Region {
         let len = (map.len() as u64) & !7;
         let base = map.as_ptr() as *const AtomicU64;
         debug_assert_eq!(base as usize % 8, 0, "mmap returns page-aligned memory");
-        Region { base, len, _backing: Backing::Mapped(map) }
+        Region { base, len, _backing: Backing(map) }
     }
 
     /// Region size in bytes.

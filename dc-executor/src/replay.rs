@@ -71,6 +71,10 @@ pub struct Replayer {
     layout: Layout,
     node: NodeId,
     zeros: Vec<u8>,
+    /// Slot counts of entries met unfinished (or already flushed) past the head, by ring
+    /// index: a later pass reads only their status word until it changes, instead of
+    /// decoding every in-flight entry on every pass. Forgotten once the head passes them.
+    known: std::collections::BTreeMap<u64, u64>,
 }
 
 impl Replayer {
@@ -80,7 +84,7 @@ impl Replayer {
     /// If `layout` has no ring slot.
     pub fn new(layout: Layout, node: NodeId) -> Replayer {
         let zeros = vec![0; (ring_slots(&layout) * SLOT_BYTES) as usize];
-        Replayer { layout, node, zeros }
+        Replayer { layout, node, zeros, known: std::collections::BTreeMap::new() }
     }
 
     /// Scans the ring once, applies and flushes what it can, and moves the head over the
@@ -101,7 +105,31 @@ impl Replayer {
             region.read(off, buf);
             Ok(())
         };
+        self.known = self.known.split_off(&head);
         while index < end {
+            if let Some(&slots) = self.known.get(&index) {
+                let word = region.word(status_offset(&layout, index).0).load(Ordering::Acquire);
+                match EntryStatus::from_word(word).map(|(s, _)| s) {
+                    Some(EntryStatus::Intent | EntryStatus::Logged) => {
+                        if movable {
+                            movable = false;
+                            out.blocked_at = Some(index);
+                        }
+                        index += slots;
+                        continue;
+                    }
+                    Some(EntryStatus::Flushed) => {
+                        if movable {
+                            out.head = index + slots;
+                        }
+                        index += slots;
+                        continue;
+                    }
+                    _ => {
+                        self.known.remove(&index);
+                    }
+                }
+            }
             let (entry, slots) = match read_framed(&layout, self.node, index, &mut read) {
                 Ok((e, n)) if index + n <= end => (e, n),
                 // Torn, not yet written, or (garbage) running past the scan: the slot count
@@ -125,6 +153,11 @@ impl Replayer {
                 EntryStatus::Flushed => true,
                 EntryStatus::Empty | EntryStatus::Intent | EntryStatus::Logged => false,
             };
+            if matches!(entry.status, EntryStatus::Intent | EntryStatus::Logged)
+                || (finished && !movable)
+            {
+                self.known.insert(index, slots);
+            }
             if movable {
                 if finished {
                     out.head = index + slots;
