@@ -2,6 +2,11 @@
 
 mod cmd;
 
+/// mimalloc: the many small per-verb and per-message allocations of the data path scale
+/// better across threads than with the system allocator.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;

@@ -188,9 +188,7 @@ impl Node {
     async fn execute_in(self: &Arc<Self>, dc: DcId, target: NodeId, args: ExecuteArgs) -> Result<Vote> {
         if dc == self.dc {
             let svc = self.service.clone();
-            return tokio::task::spawn_blocking(move || svc.execute(&args))
-                .await
-                .map_err(|e| Error::Topology(format!("executor task failed: {e}")))?;
+            return svc.execute(&args);
         }
         let req = ExecuteRequest {
             txn: args.txn.0,
@@ -208,9 +206,7 @@ impl Node {
     async fn record_in(self: &Arc<Self>, dc: DcId, target: NodeId, txn: TxnId, entries: Vec<EntryRef>) -> Result<bool> {
         if dc == self.dc {
             let svc = self.service.clone();
-            return tokio::task::spawn_blocking(move || svc.record(txn, false, Ballot(0), &entries))
-                .await
-                .map_err(|e| Error::Topology(format!("executor task failed: {e}")))?;
+            return svc.record(txn, false, Ballot(0), &entries);
         }
         let req = RecordRequest { txn: txn.0, ballot: 0, commit: false, cts: 0, entries: entries_to_msg(&entries) };
         match self.rpc(target, Body::Record(req)).await? {
@@ -229,9 +225,7 @@ impl Node {
     ) -> Result<()> {
         if dc == self.dc {
             let svc = self.service.clone();
-            return tokio::task::spawn_blocking(move || svc.decide(txn, decision, &entries))
-                .await
-                .map_err(|e| Error::Topology(format!("executor task failed: {e}")))?;
+            return svc.decide(txn, decision, &entries);
         }
         let (commit, cts) = match decision {
             redt_dc_executor::Decision::Commit(c) => (true, c.0),
@@ -482,10 +476,9 @@ impl Node {
                     call,
                 };
                 let svc = self.service.clone();
-                match tokio::task::spawn_blocking(move || svc.execute(&args)).await {
-                    Ok(Ok(vote)) => reply(Body::Vote(vote_to_msg(self.dc, &vote))),
-                    Ok(Err(Error::BadCall(m))) => err(error_code::MALFORMED, m),
-                    Ok(Err(e)) => err(error_code::INTERNAL, e.to_string()),
+                match svc.execute(&args) {
+                    Ok(vote) => reply(Body::Vote(vote_to_msg(self.dc, &vote))),
+                    Err(Error::BadCall(m)) => err(error_code::MALFORMED, m),
                     Err(e) => err(error_code::INTERNAL, e.to_string()),
                 }
             }
@@ -498,9 +491,8 @@ impl Node {
                 };
                 let svc = self.service.clone();
                 let txn = TxnId(req.txn);
-                match tokio::task::spawn_blocking(move || svc.record(txn, req.commit, Ballot(req.ballot), &entries)).await {
-                    Ok(Ok(ok)) => reply(Body::Recorded(RecordReply { txn: txn.0, ok, error: String::new() })),
-                    Ok(Err(e)) => err(error_code::INTERNAL, e.to_string()),
+                match svc.record(txn, req.commit, Ballot(req.ballot), &entries) {
+                    Ok(ok) => reply(Body::Recorded(RecordReply { txn: txn.0, ok, error: String::new() })),
                     Err(e) => err(error_code::INTERNAL, e.to_string()),
                 }
             }
@@ -518,9 +510,8 @@ impl Node {
                 };
                 let svc = self.service.clone();
                 let txn = TxnId(req.txn);
-                match tokio::task::spawn_blocking(move || svc.decide(txn, decision, &entries)).await {
-                    Ok(Ok(())) => reply(Body::Decided(DecideReply { txn: txn.0 })),
-                    Ok(Err(e)) => err(error_code::INTERNAL, e.to_string()),
+                match svc.decide(txn, decision, &entries) {
+                    Ok(()) => reply(Body::Decided(DecideReply { txn: txn.0 })),
                     Err(e) => err(error_code::INTERNAL, e.to_string()),
                 }
             }

@@ -13,7 +13,10 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 /// Longest sleep of an idle replay thread.
-const MAX_IDLE: Duration = Duration::from_millis(1);
+const MAX_IDLE: Duration = Duration::from_millis(2);
+
+/// Pause between passes that made progress (replay needs to keep up, not to be instant).
+const BUSY_PAUSE: Duration = Duration::from_micros(200);
 
 /// A running replay thread; [`ReplayTask::stop`] drains what it can and joins it.
 pub struct ReplayTask {
@@ -34,13 +37,14 @@ impl ReplayTask {
         let thread = std::thread::Builder::new()
             .name(format!("replay-{}", node.0))
             .spawn(move || {
-                let mut idle = Duration::from_micros(10);
+                let mut idle = BUSY_PAUSE;
                 loop {
                     let stopping = s.load(Ordering::Acquire);
                     let step = replayer.step(&region, &mut |e| apply_committed(&region, &catalog, e));
                     a.fetch_add(step.applied, Ordering::Relaxed);
                     if step.applied + step.flushed > 0 {
-                        idle = Duration::from_micros(10);
+                        idle = BUSY_PAUSE;
+                        std::thread::sleep(BUSY_PAUSE);
                     } else if stopping {
                         break;
                     } else {
