@@ -19,10 +19,9 @@ use std::io::{self, IoSliceMut};
 use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::task::{Context, Poll};
-use std::time::Instant;
-use tokio::sync::Notify;
+use std::time::{Duration, Instant};
 
 /// Bound on the bytes waiting on one socket's delay line (64 MiB); a datagram that would
 /// exceed it is dropped and counted in [`NetemStats::dropped_overflow`].
@@ -120,8 +119,8 @@ struct DelayLine {
     queue: Mutex<Queue>,
     /// Bytes currently on the queue.
     queued_bytes: AtomicUsize,
-    /// Wakes the task when a new earliest datagram arrives or the socket closes.
-    wake: Notify,
+    /// Wakes the delay thread when a new earliest datagram arrives or the socket closes.
+    wake: Condvar,
     counters: Counters,
 }
 
@@ -219,10 +218,16 @@ impl NetemSocket {
             inner,
             queue: Mutex::new(Queue::default()),
             queued_bytes: AtomicUsize::new(0),
-            wake: Notify::new(),
+            wake: Condvar::new(),
             counters: Counters::default(),
         });
-        handle.spawn(run_delay_line(line.clone()));
+        // The delay line runs on its own thread: a condition-variable wait has microsecond
+        // precision where tokio's timer wheel rounds every delay up to whole milliseconds.
+        let thread_line = line.clone();
+        std::thread::Builder::new()
+            .name(format!("netem-{}", socket_addr_label(&line)))
+            .spawn(move || run_delay_line(thread_line))?;
+        let _ = handle;
         Ok(Arc::new(NetemSocket { local_dc, model, rng: Mutex::new(StdRng::seed_from_u64(seed)), line }))
     }
 
@@ -376,44 +381,46 @@ pub fn endpoint(
     quinn::Endpoint::new_with_abstract_socket(endpoint_config, server_config, socket, Arc::new(TokioRuntime))
 }
 
-/// The delay-line task: sends each queued datagram at its instant; ends once the socket is
-/// dropped and the queue is empty.
-async fn run_delay_line(line: Arc<DelayLine>) {
-    let mut poller = line.inner.clone().create_io_poller();
+/// A label for the delay thread's name.
+fn socket_addr_label(line: &DelayLine) -> String {
+    line.inner.local_addr().map(|a| a.to_string()).unwrap_or_else(|_| "socket".into())
+}
+
+/// The delay-line thread: sends each queued datagram at its instant; ends once the socket
+/// is dropped and the queue is empty.
+fn run_delay_line(line: Arc<DelayLine>) {
+    let mut q = line.queue();
     loop {
-        let now = tokio::time::Instant::now().into_std();
-        let (due, next, closed) = {
-            let mut q = line.queue();
-            let mut due = Vec::new();
-            while q.heap.peek().is_some_and(|Reverse(p)| p.at <= now) {
-                if let Some(Reverse(p)) = q.heap.pop() {
-                    due.push(p);
-                }
+        let now = Instant::now();
+        let mut due = Vec::new();
+        while q.heap.peek().is_some_and(|Reverse(p)| p.at <= now) {
+            if let Some(Reverse(p)) = q.heap.pop() {
+                due.push(p);
             }
-            (due, q.heap.peek().map(|Reverse(p)| p.at), q.closed)
-        };
+        }
         if !due.is_empty() {
+            drop(q);
             for p in due {
-                send_pending(&line, &mut poller, &p).await;
+                send_pending(&line, &p);
                 line.queued_bytes.fetch_sub(p.contents.len(), Ordering::Relaxed);
             }
+            q = line.queue();
             continue;
         }
-        match next {
+        match q.heap.peek().map(|Reverse(p)| p.at) {
             Some(at) => {
-                tokio::select! {
-                    _ = tokio::time::sleep_until(tokio::time::Instant::from_std(at)) => {}
-                    _ = line.wake.notified() => {}
-                }
+                let wait = at.saturating_duration_since(now);
+                q = line.wake.wait_timeout(q, wait).unwrap_or_else(PoisonError::into_inner).0;
             }
-            None if closed => return,
-            None => line.wake.notified().await,
+            None if q.closed => return,
+            None => q = line.wake.wait(q).unwrap_or_else(PoisonError::into_inner),
         }
     }
 }
 
-/// Sends one delayed datagram through the real socket, waiting while it would block.
-async fn send_pending(line: &DelayLine, poller: &mut Pin<Box<dyn UdpPoller>>, p: &Pending) {
+/// Sends one delayed datagram through the real socket, retrying briefly while it would
+/// block.
+fn send_pending(line: &DelayLine, p: &Pending) {
     let transmit = Transmit {
         destination: p.destination,
         ecn: p.ecn,
@@ -421,19 +428,13 @@ async fn send_pending(line: &DelayLine, poller: &mut Pin<Box<dyn UdpPoller>>, p:
         segment_size: None,
         src_ip: p.src_ip,
     };
-    loop {
+    for _ in 0..1000 {
         match line.inner.try_send(&transmit) {
             Ok(()) => {
                 Counters::bump(&line.counters.sent);
                 return;
             }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                if let Err(e) = std::future::poll_fn(|cx| poller.as_mut().poll_writable(cx)).await {
-                    tracing::debug!(error = %e, "netem: waiting for the socket to be writable failed");
-                    Counters::bump(&line.counters.send_errors);
-                    return;
-                }
-            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => std::thread::sleep(Duration::from_micros(20)),
             Err(e) => {
                 tracing::debug!(error = %e, destination = %p.destination, "netem: delayed send failed");
                 Counters::bump(&line.counters.send_errors);
@@ -441,6 +442,7 @@ async fn send_pending(line: &DelayLine, poller: &mut Pin<Box<dyn UdpPoller>>, p:
             }
         }
     }
+    Counters::bump(&line.counters.send_errors);
 }
 
 /// Derives a generator seed from a bound address and DC (SplitMix64 finalizer over both).
