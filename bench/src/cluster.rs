@@ -101,16 +101,19 @@ fn scramble(x: u64) -> u64 {
 }
 
 /// Draws one transaction's operations for a client on `node`.
-fn draw_ops(topo: &Topology, node: NodeId, cfg: &YcsbConfig, rpp: u64, zipf: Option<&Zipf<f64>>, rng: &mut impl Rng) -> Vec<YcsbOp> {
+fn draw_ops(
+    topo: &Topology,
+    node: NodeId,
+    cfg: &YcsbConfig,
+    rpp: u64,
+    zipf: Option<&Zipf<f64>>,
+    rng: &mut impl Rng,
+) -> Vec<YcsbOp> {
     let parts = topo.partitions.len() as u64;
     let my_dc = topo.nodes[node.0 as usize].dc;
     let mine = topo.partitions.iter().find(|p| p.replicas[0] == node).map(|p| p.id);
-    let others: Vec<PartitionId> = topo
-        .partitions
-        .iter()
-        .filter(|p| topo.nodes[p.replicas[0].0 as usize].dc != my_dc)
-        .map(|p| p.id)
-        .collect();
+    let others: Vec<PartitionId> =
+        topo.partitions.iter().filter(|p| topo.nodes[p.replicas[0].0 as usize].dc != my_dc).map(|p| p.id).collect();
     let first = mine.unwrap_or(PartitionId(rng.gen_range(0..parts) as u32));
     let second = if others.is_empty() { first } else { others[rng.gen_range(0..others.len())] };
     let chosen = [first, second];
@@ -255,5 +258,122 @@ pub async fn run_cluster_ycsb(topo: Topology, cfg: &ClusterConfig) -> Result<Clu
         verbs_per_txn: VerbsPerTxn::new(&verbs, committed),
         classes,
         records: loaded,
+    })
+}
+
+/// Results of a run against a running cluster (`redt bench ycsb --cluster F`): what the
+/// clients observe. The per-class message and round-trip counters live in the node
+/// processes and are not collected here.
+#[derive(Clone, Debug, Serialize)]
+pub struct RemoteReport {
+    /// Workload name.
+    pub workload: String,
+    /// Topology name.
+    pub topology: String,
+    /// Concurrent clients in all.
+    pub clients: usize,
+    /// Measured seconds.
+    pub duration_s: f64,
+    /// Committed transactions.
+    pub committed: u64,
+    /// Aborted transactions.
+    pub aborted: u64,
+    /// Transactions with an unknown outcome (including transport failures).
+    pub unknown: u64,
+    /// Committed per second.
+    pub committed_per_s: f64,
+    /// aborted / (committed + aborted).
+    pub abort_rate: f64,
+    /// Client-observed latency of committed transactions (QUIC round trip to the
+    /// coordinator included), ms.
+    pub latency_ms: Latency,
+}
+
+/// Runs YCSB against a running cluster of `topo` through its coordinators, with the client
+/// certificate in `certs`. The cluster must have been started with at least
+/// `cfg.records_per_partition` records per partition (`redt cluster up
+/// --records-per-partition N`).
+///
+/// # Errors
+/// A missing client certificate, as text.
+pub async fn run_remote_ycsb(
+    topo: Topology,
+    certs: &std::path::Path,
+    cfg: &ClusterConfig,
+) -> Result<RemoteReport, String> {
+    use redt_coordinator::Client;
+    use std::sync::atomic::AtomicU64;
+    let topo = Arc::new(topo);
+    let table = topo.tables.first().ok_or("the topology declares no table")?.clone();
+    let client = Arc::new(Client::connect(topo.clone(), certs, Duration::from_secs(10)).map_err(|e| e.to_string())?);
+    let rpp = cfg.records_per_partition.max(1);
+    let zipf = (cfg.ycsb.theta > 0.0).then(|| Zipf::new(rpp, cfg.ycsb.theta).expect("θ > 0 and n ≥ 1"));
+    let stop = Arc::new(AtomicBool::new(false));
+    let measuring = Arc::new(AtomicBool::new(false));
+    let counts = Arc::new([AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)]);
+    let hist = Arc::new(std::sync::Mutex::new(Latency::histogram()));
+    let mut tasks = tokio::task::JoinSet::new();
+    for n in &topo.nodes {
+        for c in 0..cfg.clients_per_node {
+            let (client, topo, stop, measuring, counts, hist, ycsb) = (
+                client.clone(),
+                topo.clone(),
+                stop.clone(),
+                measuring.clone(),
+                counts.clone(),
+                hist.clone(),
+                cfg.ycsb.clone(),
+            );
+            let node = n.id;
+            let seed = cfg.seed ^ ((node.0 as u64) << 32 | c as u64);
+            let tid = table.id;
+            tasks.spawn(async move {
+                let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+                while !stop.load(Ordering::Relaxed) {
+                    let ops = draw_ops(&topo, node, &ycsb, rpp, zipf.as_ref(), &mut rng);
+                    let t0 = Instant::now();
+                    let out = client.submit(node, call::ycsb_call(tid, 10, &ops)).await;
+                    if !measuring.load(Ordering::Relaxed) {
+                        continue;
+                    }
+                    let k = match out.status {
+                        TxnStatus::Committed => {
+                            let _ = hist.lock().expect("histogram").record(t0.elapsed().as_micros().max(1) as u64);
+                            0
+                        }
+                        TxnStatus::Aborted(_) => 1,
+                        TxnStatus::Unknown(_) => 2,
+                    };
+                    counts[k].fetch_add(1, Ordering::Relaxed);
+                }
+            });
+        }
+    }
+    tokio::time::sleep(cfg.warmup).await;
+    measuring.store(true, Ordering::Relaxed);
+    let run = bar(cfg.progress, cfg.duration.as_millis() as u64, "run");
+    let started = Instant::now();
+    while started.elapsed() < cfg.duration {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        run.set_position(started.elapsed().as_millis() as u64);
+    }
+    measuring.store(false, Ordering::Relaxed);
+    let elapsed = started.elapsed().as_secs_f64();
+    run.finish_and_clear();
+    stop.store(true, Ordering::Relaxed);
+    while tasks.join_next().await.is_some() {}
+    let [c, a, u] = [0, 1, 2].map(|i| counts[i].load(Ordering::Relaxed));
+    let us = Latency::from_histogram(&hist.lock().expect("histogram"));
+    Ok(RemoteReport {
+        workload: "ycsb".into(),
+        topology: topo.name.clone(),
+        clients: cfg.clients_per_node * topo.nodes.len(),
+        duration_s: elapsed,
+        committed: c,
+        aborted: a,
+        unknown: u,
+        committed_per_s: c as f64 / elapsed,
+        abort_rate: if c + a == 0 { 0.0 } else { a as f64 / (c + a) as f64 },
+        latency_ms: Latency { p50: us.p50 / 1e3, p99: us.p99 / 1e3, p999: us.p999 / 1e3, mean: us.mean / 1e3 },
     })
 }

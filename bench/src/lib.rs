@@ -7,6 +7,6 @@ pub mod local;
 pub mod report;
 pub mod ycsb;
 
-pub use cluster::{run_cluster_ycsb, ClusterConfig, ClusterReport};
+pub use cluster::{run_cluster_ycsb, run_remote_ycsb, ClusterConfig, ClusterReport, RemoteReport};
 pub use local::{run_local_ycsb, LocalConfig, LocalReport};
 pub use ycsb::{YcsbConfig, YcsbGenerator};

@@ -51,7 +51,12 @@ pub fn vote_from_msg(node: NodeId, m: &VoteMsg) -> Result<Vote> {
                 .zip(&i.versions)
                 .map(|(&c, &v)| Ok((cell(c)?, CellVersion(v))))
                 .collect::<Result<Vec<_>>>()?,
-            values: i.read_cells.iter().zip(&i.values).map(|(&c, v)| Ok((cell(c)?, v.clone()))).collect::<Result<_>>()?,
+            values: i
+                .read_cells
+                .iter()
+                .zip(&i.values)
+                .map(|(&c, v)| Ok((cell(c)?, v.clone())))
+                .collect::<Result<_>>()?,
         });
     }
     Ok(Vote {

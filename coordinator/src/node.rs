@@ -11,7 +11,7 @@ use crate::plan::{self, Plan};
 use crate::service::{ExecuteArgs, ExecutorService};
 use crate::stats::{Class, TxnCost, TxnStats};
 use crate::transport::{BoxFuture, Caller, Handler, Transport};
-use redt_dc_executor::{DcHandle, EntryRef, Hlc, ReadView, ReplayTask, Region, Vote};
+use redt_dc_executor::{DcHandle, EntryRef, Hlc, ReadView, Region, ReplayTask, Vote};
 use redt_netem::WanModel;
 use redt_proto::wire::{
     AckReply, Body, DecideReply, DecideRequest, Envelope, ErrorReply, ExecuteRequest, NetemSetRequest, OutcomeReply,
@@ -297,7 +297,15 @@ impl Node {
                 let cost = TxnCost {
                     inter_dc_messages: 4 * remote,
                     round_trips: if remote > 0 { 2 } else { 0 },
-                    client_round_trips: if remote > 0 { if self.options.early_ack { 1 } else { 2 } } else { 0 },
+                    client_round_trips: if remote > 0 {
+                        if self.options.early_ack {
+                            1
+                        } else {
+                            2
+                        }
+                    } else {
+                        0
+                    },
                 };
                 let node = self.clone();
                 let phase2 = node.phase2(txn, redt_dc_executor::Decision::Commit(cts), plan, votes, phase1);
@@ -355,16 +363,15 @@ impl Node {
             let node = self.clone();
             set.spawn(async move { (dc, node.record_in(dc, target, txn, entries).await.unwrap_or(false)) });
         }
-        let mut holding: BTreeSet<DcId> =
-            votes.iter().filter(|(_, v)| !v.is_commit()).map(|(&dc, _)| dc).collect();
+        let mut holding: BTreeSet<DcId> = votes.iter().filter(|(_, v)| !v.is_commit()).map(|(&dc, _)| dc).collect();
         while let Some(r) = set.join_next().await {
             if let Ok((dc, true)) = r {
                 holding.insert(dc);
             }
         }
-        plan.partitions.iter().all(|p| {
-            p.replicas.iter().filter(|(_, dc)| holding.contains(dc)).count() >= majority(p.replicas.len())
-        })
+        plan.partitions
+            .iter()
+            .all(|p| p.replicas.iter().filter(|(_, dc)| holding.contains(dc)).count() >= majority(p.replicas.len()))
     }
 
     /// Phase 2: the decision to every participant DC (retrying unreachable ones), then to
@@ -459,7 +466,8 @@ impl Node {
             let e = Error::StaleEpoch { got: Epoch(msg.epoch), current: self.topology.epoch };
             return err(error_code::STALE_EPOCH, e.to_string());
         }
-        let node_only = |what: &str| err(error_code::MALFORMED, format!("{what} is accepted from nodes only, not from {from}"));
+        let node_only =
+            |what: &str| err(error_code::MALFORMED, format!("{what} is accepted from nodes only, not from {from}"));
         match msg.body {
             Some(Body::Execute(req)) => {
                 if from.node().is_none() {
@@ -531,7 +539,12 @@ impl Node {
     /// Applies a `netem set` request to this node's WAN model.
     fn apply_netem(&self, req: &NetemSetRequest) -> std::result::Result<(), String> {
         let dc = |name: &str| {
-            self.topology.dcs.iter().find(|d| d.name == name).map(|d| d.id).ok_or_else(|| format!("unknown DC `{name}`"))
+            self.topology
+                .dcs
+                .iter()
+                .find(|d| d.name == name)
+                .map(|d| d.id)
+                .ok_or_else(|| format!("unknown DC `{name}`"))
         };
         let (from, to) = (dc(&req.from)?, dc(&req.to)?);
         if from == to {
@@ -569,7 +582,12 @@ pub fn outcome_to_msg(o: &TxnOutcome) -> OutcomeReply {
         TxnStatus::Aborted(e) => (1, e.clone()),
         TxnStatus::Unknown(e) => (2, e.clone()),
     };
-    OutcomeReply { outcome, error, reads: o.reads.iter().map(|r| r.clone().unwrap_or_default()).collect(), txn: o.txn.0 }
+    OutcomeReply {
+        outcome,
+        error,
+        reads: o.reads.iter().map(|r| r.clone().unwrap_or_default()).collect(),
+        txn: o.txn.0,
+    }
 }
 
 fn abort_reason(votes: &BTreeMap<DcId, Vote>, proven: bool, plan: &Plan, partition: usize) -> String {

@@ -98,7 +98,9 @@ pub fn vote_table(plan: &Plan, votes: &BTreeMap<DcId, Vote>) -> Vec<PartitionVot
                             .items
                             .iter()
                             .filter(|i| i.node == node && p.accesses.contains(&i.access))
-                            .flat_map(|i| i.versions.iter().map(move |&(c, ver)| (ItemKey::new(i.access as u32, c), ver)))
+                            .flat_map(|i| {
+                                i.versions.iter().map(move |&(c, ver)| (ItemKey::new(i.access as u32, c), ver))
+                            })
                             .collect(),
                         hlc: v.hlc,
                     },

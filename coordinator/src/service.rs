@@ -11,7 +11,7 @@
 use crate::call;
 use crate::error::Result;
 use crate::plan;
-use redt_dc_executor::{Decision, DcHandle, EntryRef, Executor, Hlc, SubTxn, SystemClock, Verdict, Vote, AbortReason};
+use redt_dc_executor::{AbortReason, DcHandle, Decision, EntryRef, Executor, Hlc, SubTxn, SystemClock, Verdict, Vote};
 use redt_proto::wire::ProcedureCall;
 use redt_proto::{Ballot, Cts, DcId, Epoch, NodeId, Topology, TxnId};
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -84,9 +84,12 @@ impl ExecutorService {
     }
 
     fn with_executor<T>(&self, f: impl FnOnce(&mut Executor) -> T) -> T {
-        let mut ex = self.pool.lock().expect("executor pool").pop().unwrap_or_else(|| {
-            Executor::new(self.dc.clone(), self.hlc.clone(), Arc::new(SystemClock))
-        });
+        let mut ex = self
+            .pool
+            .lock()
+            .expect("executor pool")
+            .pop()
+            .unwrap_or_else(|| Executor::new(self.dc.clone(), self.hlc.clone(), Arc::new(SystemClock)));
         let out = f(&mut ex);
         self.pool.lock().expect("executor pool").push(ex);
         out

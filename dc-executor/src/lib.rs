@@ -30,7 +30,8 @@ pub use hlc::{Clock, Hlc, SystemClock};
 pub use index::{Index, IndexStats};
 pub use memstore::{Layout, LINE, MAGIC};
 pub use procedure::{
-    list_items, list_len, Access, KvOp, KvProcedure, Procedure, LIST_HEADER, LIST_TAG, ReadView, UserAbort, Write, YcsbOp, YcsbProcedure,
+    list_items, list_len, Access, KvOp, KvProcedure, Procedure, ReadView, UserAbort, Write, YcsbOp, YcsbProcedure,
+    LIST_HEADER, LIST_TAG,
 };
 pub use record::{encode_cell, Catalog, CellVersion, RecordLayout, RecordView, HEADER_BYTES};
 pub use region::{masked_add, Region};

@@ -153,9 +153,7 @@ impl Replayer {
                 EntryStatus::Flushed => true,
                 EntryStatus::Empty | EntryStatus::Intent | EntryStatus::Logged => false,
             };
-            if matches!(entry.status, EntryStatus::Intent | EntryStatus::Logged)
-                || (finished && !movable)
-            {
+            if matches!(entry.status, EntryStatus::Intent | EntryStatus::Logged) || (finished && !movable) {
                 self.known.insert(index, slots);
             }
             if movable {

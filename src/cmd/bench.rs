@@ -3,7 +3,10 @@
 use super::{load_topology, runtime};
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
-use redt_bench::{run_cluster_ycsb, run_local_ycsb, ClusterConfig, ClusterReport, LocalConfig, LocalReport, YcsbConfig};
+use redt_bench::{
+    run_cluster_ycsb, run_local_ycsb, run_remote_ycsb, ClusterConfig, ClusterReport, LocalConfig, LocalReport,
+    YcsbConfig,
+};
 use redt_coordinator::CoordinatorOptions;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -52,9 +55,17 @@ impl MixArgs {
 /// Arguments of `redt bench ycsb`.
 #[derive(Args, Debug)]
 pub struct YcsbArgs {
-    /// Topology file (default: the RedT paper's deployment, configs/default.yaml).
-    #[arg(long)]
+    /// Topology file of the embedded cluster (default: the RedT paper's deployment,
+    /// configs/default.yaml).
+    #[arg(long, conflicts_with = "cluster")]
     config: Option<PathBuf>,
+    /// Drive a running cluster (started with `redt cluster up --config F`) instead of an
+    /// embedded one.
+    #[arg(long)]
+    cluster: Option<PathBuf>,
+    /// Certificate directory of the running cluster (with `--cluster`).
+    #[arg(long, default_value = "run/certs")]
+    certs: PathBuf,
     /// Measured run time.
     #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
     duration: Duration,
@@ -121,7 +132,7 @@ fn ycsb(a: &YcsbArgs) -> Result<()> {
     if a.clients_per_node == 0 {
         bail!("--clients-per-node must be at least 1");
     }
-    let topo = load_topology(a.config.as_deref())?;
+    let topo = load_topology(a.cluster.as_deref().or(a.config.as_deref()))?;
     let cfg = ClusterConfig {
         duration: a.duration,
         warmup: a.warmup,
@@ -133,6 +144,24 @@ fn ycsb(a: &YcsbArgs) -> Result<()> {
         progress: !a.json,
     };
     let rt = runtime()?;
+    if a.cluster.is_some() {
+        let r = rt.block_on(run_remote_ycsb(topo, &a.certs, &cfg)).map_err(anyhow::Error::msg)?;
+        if a.json {
+            println!("{}", serde_json::to_string_pretty(&r)?);
+        } else {
+            println!("redt bench ycsb --cluster — {}, {} clients, {:.1} s", r.topology, r.clients, r.duration_s);
+            println!("  committed/s                {:>10.1}", r.committed_per_s);
+            println!(
+                "  abort rate                 {:>10.4}   ({} committed, {} aborted, {} unknown)",
+                r.abort_rate, r.committed, r.aborted, r.unknown
+            );
+            println!(
+                "  latency p50/p99/p999 ms    {:>6.1} / {:.1} / {:.1}   (as the clients see it)",
+                r.latency_ms.p50, r.latency_ms.p99, r.latency_ms.p999
+            );
+        }
+        return Ok(());
+    }
     let r = rt.block_on(run_cluster_ycsb(topo, &cfg)).map_err(anyhow::Error::msg)?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&r)?);
@@ -154,17 +183,30 @@ fn print_cluster(r: &ClusterReport) {
         r.duration_s
     );
     println!("  committed/s                {:>10.1}", r.committed_per_s);
-    println!("  abort rate                 {:>10.4}   ({} committed, {} aborted, {} unknown)", r.abort_rate, r.committed, r.aborted, r.unknown);
-    println!("  latency p50/p99/p999 ms    {:>6.1} / {:.1} / {:.1}", r.latency_ms.p50, r.latency_ms.p99, r.latency_ms.p999);
+    println!(
+        "  abort rate                 {:>10.4}   ({} committed, {} aborted, {} unknown)",
+        r.abort_rate, r.committed, r.aborted, r.unknown
+    );
+    println!(
+        "  latency p50/p99/p999 ms    {:>6.1} / {:.1} / {:.1}",
+        r.latency_ms.p50, r.latency_ms.p99, r.latency_ms.p999
+    );
     println!("  per committed transaction (RedT Table 2):");
-    println!("    {:<9} {:>10} {:>14} {:>16} {:>16}", "class", "committed", "inter-DC msgs", "inter-DC RTTs", "client RTTs");
+    println!(
+        "    {:<9} {:>10} {:>14} {:>16} {:>16}",
+        "class", "committed", "inter-DC msgs", "inter-DC RTTs", "client RTTs"
+    );
     for (name, c) in &r.classes {
         if c.committed + c.aborted + c.unknown == 0 {
             continue;
         }
         println!(
             "    {:<9} {:>10} {:>14.2} {:>16.2} {:>16.2}",
-            name, c.committed, c.inter_dc_messages_per_txn, c.inter_dc_round_trips_per_txn, c.client_round_trips_per_txn
+            name,
+            c.committed,
+            c.inter_dc_messages_per_txn,
+            c.inter_dc_round_trips_per_txn,
+            c.client_round_trips_per_txn
         );
     }
     let v = &r.verbs_per_txn;
@@ -208,10 +250,16 @@ fn local(a: &LocalArgs) -> Result<()> {
 
 fn print_local(r: &LocalReport) {
     let v = &r.verbs_per_txn;
-    println!("redt bench local — {} on {} ({} nodes, {} threads, {:.1} s)", r.workload, r.dc, r.nodes, r.threads, r.duration_s);
+    println!(
+        "redt bench local — {} on {} ({} nodes, {} threads, {:.1} s)",
+        r.workload, r.dc, r.nodes, r.threads, r.duration_s
+    );
     println!("  committed/s              {:>12.0}", r.committed_per_s);
     println!("  abort rate               {:>12.4}", r.abort_rate);
-    println!("  latency p50/p99/p999 µs  {:>6.0} / {:.0} / {:.0}", r.latency_us.p50, r.latency_us.p99, r.latency_us.p999);
+    println!(
+        "  latency p50/p99/p999 µs  {:>6.0} / {:.0} / {:.0}",
+        r.latency_us.p50, r.latency_us.p99, r.latency_us.p999
+    );
     println!(
         "  verbs per txn            read {:.2}  write {:.2}  cas {:.2}  faa {:.2}  masked-cas {:.2}  masked-faa {:.2}  (doorbells {:.2})",
         v.read, v.write, v.cas, v.faa, v.masked_cas, v.masked_faa, v.doorbells
@@ -219,7 +267,10 @@ fn print_local(r: &LocalReport) {
     println!("  index READs per lookup   {:>12.3}", r.index_reads_per_lookup);
     println!(
         "  MemStore per record      {} B record + {:.1} B index for {} B payload = {:.3} B per payload byte",
-        r.memstore.record_bytes, r.memstore.index_bytes_per_record, r.memstore.payload_bytes, r.memstore.bytes_per_payload_byte
+        r.memstore.record_bytes,
+        r.memstore.index_bytes_per_record,
+        r.memstore.payload_bytes,
+        r.memstore.bytes_per_payload_byte
     );
     println!("  records loaded           {:>12}", r.records_loaded);
 }

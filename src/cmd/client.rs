@@ -66,10 +66,9 @@ pub fn run(a: &ClientArgs) -> Result<()> {
     rt.block_on(async {
         let target = match &a.cluster {
             Some(_) => Target::Remote(Client::connect(topo.clone(), &a.certs, Duration::from_secs(10))?, node),
-            None => Target::Embedded(
-                EmbeddedCluster::start((*topo).clone(), CoordinatorOptions::default()).await?,
-                node,
-            ),
+            None => {
+                Target::Embedded(EmbeddedCluster::start((*topo).clone(), CoordinatorOptions::default()).await?, node)
+            }
         };
         let stdin = std::io::stdin();
         let mut out = std::io::stdout().lock();

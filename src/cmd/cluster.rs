@@ -162,7 +162,11 @@ pub fn certs(cmd: &CertsCmd) -> Result<()> {
         CertsCmd::Init { config, out } => {
             let topo = load_topology(Some(config))?;
             init_cluster_certs(&topo, out)?;
-            println!("wrote the cluster CA and {} node certificates (+1 client) to {}", topo.nodes.len(), out.display());
+            println!(
+                "wrote the cluster CA and {} node certificates (+1 client) to {}",
+                topo.nodes.len(),
+                out.display()
+            );
             Ok(())
         }
     }
@@ -177,7 +181,11 @@ fn up(config: &Path, run_dir: &Path, rpp: u64, shm_dir: &Path) -> Result<()> {
     let topo = load_topology(Some(config))?;
     let pids = run_dir.join("pids");
     if pids.is_dir() && std::fs::read_dir(&pids)?.next().is_some() {
-        bail!("{} has pid files: a cluster seems to be up (run `redt cluster down --run-dir {}` first)", pids.display(), run_dir.display());
+        bail!(
+            "{} has pid files: a cluster seems to be up (run `redt cluster down --run-dir {}` first)",
+            pids.display(),
+            run_dir.display()
+        );
     }
     let certs = run_dir.join("certs");
     if !certs.join("ca.pem").exists() {
@@ -218,12 +226,23 @@ fn up(config: &Path, run_dir: &Path, rpp: u64, shm_dir: &Path) -> Result<()> {
             if !pid_alive(pid) || Instant::now() > deadline {
                 let tail: Vec<&str> = text.lines().rev().take(10).collect();
                 let _ = down(run_dir, false);
-                bail!("{} did not start; last lines of {}:\n{}", n.name, log.display(), tail.into_iter().rev().collect::<Vec<_>>().join("\n"));
+                bail!(
+                    "{} did not start; last lines of {}:\n{}",
+                    n.name,
+                    log.display(),
+                    tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+                );
             }
             std::thread::sleep(Duration::from_millis(100));
         }
     }
-    println!("cluster `{}` up: {} nodes in {} DCs; logs and pids under {}", topo.name, topo.nodes.len(), topo.dcs.len(), run_dir.display());
+    println!(
+        "cluster `{}` up: {} nodes in {} DCs; logs and pids under {}",
+        topo.name,
+        topo.nodes.len(),
+        topo.dcs.len(),
+        run_dir.display()
+    );
     std::io::stdout().flush()?;
     Ok(())
 }
@@ -257,7 +276,8 @@ fn down(run_dir: &Path, wipe: bool) -> Result<()> {
             let topo = load_topology(Some(Path::new(cfg.trim())))?;
             let prefix = shm_prefix(&topo);
             for n in &topo.nodes {
-                let _ = std::fs::remove_file(redt_dc_executor::verbs::shared_file(Path::new("/dev/shm"), &prefix, n.id));
+                let _ =
+                    std::fs::remove_file(redt_dc_executor::verbs::shared_file(Path::new("/dev/shm"), &prefix, n.id));
             }
         }
     }

@@ -129,7 +129,13 @@ pub fn run(cmd: &NetemCmd) -> Result<()> {
                 anyhow::Ok(client.netem_set(req).await)
             })?;
             if failed.is_empty() {
-                println!("netem: {} {} {} applied on all {} nodes", a.from, if a.one_way { "->" } else { "<->" }, a.to, topo.nodes.len());
+                println!(
+                    "netem: {} {} {} applied on all {} nodes",
+                    a.from,
+                    if a.one_way { "->" } else { "<->" },
+                    a.to,
+                    topo.nodes.len()
+                );
                 Ok(())
             } else {
                 for (n, e) in &failed {
@@ -157,9 +163,15 @@ pub fn run(cmd: &NetemCmd) -> Result<()> {
                     .collect();
                 println!("{}", serde_json::to_string_pretty(&v)?);
             } else {
-                println!("{:>14} {:>10} {:>10} {:>10} {:>8}", "configured ms", "p50 ms", "p99 ms", "mean ms", "samples");
+                println!(
+                    "{:>14} {:>10} {:>10} {:>10} {:>8}",
+                    "configured ms", "p50 ms", "p99 ms", "mean ms", "samples"
+                );
                 for r in rows {
-                    println!("{:>14.1} {:>10.3} {:>10.3} {:>10.3} {:>8}", r.configured_ms, r.p50_ms, r.p99_ms, r.mean_ms, r.samples);
+                    println!(
+                        "{:>14.1} {:>10.3} {:>10.3} {:>10.3} {:>8}",
+                        r.configured_ms, r.p50_ms, r.p99_ms, r.mean_ms, r.samples
+                    );
                 }
             }
             Ok(())
