@@ -35,7 +35,7 @@ pub struct ClientArgs {
 }
 
 enum Target {
-    Embedded(EmbeddedCluster, NodeId),
+    Embedded(Box<EmbeddedCluster>, NodeId),
     Remote(Client, NodeId),
 }
 
@@ -66,9 +66,10 @@ pub fn run(a: &ClientArgs) -> Result<()> {
     rt.block_on(async {
         let target = match &a.cluster {
             Some(_) => Target::Remote(Client::connect(topo.clone(), &a.certs, Duration::from_secs(10))?, node),
-            None => {
-                Target::Embedded(EmbeddedCluster::start((*topo).clone(), CoordinatorOptions::default()).await?, node)
-            }
+            None => Target::Embedded(
+                Box::new(EmbeddedCluster::start((*topo).clone(), CoordinatorOptions::default()).await?),
+                node,
+            ),
         };
         let stdin = std::io::stdin();
         let mut out = std::io::stdout().lock();
