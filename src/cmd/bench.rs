@@ -73,7 +73,7 @@ pub struct YcsbArgs {
     #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
     warmup: Duration,
     /// Concurrent clients per node (closed loop).
-    #[arg(long, default_value_t = 8)]
+    #[arg(long, default_value_t = 4)]
     clients_per_node: usize,
     /// Records per partition.
     #[arg(long, default_value_t = 16384)]
