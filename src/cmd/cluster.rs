@@ -195,6 +195,7 @@ fn up(config: &Path, run_dir: &Path, rpp: u64, shm_dir: &Path) -> Result<()> {
     std::fs::create_dir_all(&logs)?;
     std::fs::create_dir_all(&pids)?;
     std::fs::write(run_dir.join("config.path"), config.canonicalize()?.display().to_string())?;
+    std::fs::write(run_dir.join("shm.path"), std::path::absolute(shm_dir)?.display().to_string())?;
     let exe = std::env::current_exe()?;
     for n in &topo.nodes {
         let log = std::fs::File::create(logs.join(format!("{}.log", n.name)))?;
@@ -275,9 +276,12 @@ fn down(run_dir: &Path, wipe: bool) -> Result<()> {
         if let Ok(cfg) = std::fs::read_to_string(run_dir.join("config.path")) {
             let topo = load_topology(Some(Path::new(cfg.trim())))?;
             let prefix = shm_prefix(&topo);
+            // The directory `cluster up` put the MemStore files in (older run dirs: /dev/shm).
+            let shm_dir = std::fs::read_to_string(run_dir.join("shm.path"))
+                .map(|s| PathBuf::from(s.trim()))
+                .unwrap_or_else(|_| PathBuf::from("/dev/shm"));
             for n in &topo.nodes {
-                let _ =
-                    std::fs::remove_file(redt_dc_executor::verbs::shared_file(Path::new("/dev/shm"), &prefix, n.id));
+                let _ = std::fs::remove_file(redt_dc_executor::verbs::shared_file(&shm_dir, &prefix, n.id));
             }
         }
     }

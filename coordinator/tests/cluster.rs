@@ -1,0 +1,419 @@
+//! The embedded cluster end to end (RedT §4.2; DESIGN.md §2 and §4): every node of
+//! `configs/local-fast.yaml` (4 DCs × 1 node, 4 partitions × 3 replicas) in this process,
+//! real QUIC between them behind the netem socket.
+//!
+//! Each test runs its own cluster on its own ports and under its own topology name, so the
+//! tests of this binary (and the process test of the root package) may run at once.
+
+use redt_coordinator::call::kv_call;
+use redt_coordinator::transport::frame::encode_frame;
+use redt_coordinator::transport::tls::quic_client_config;
+use redt_coordinator::transport::{
+    ClusterCa, SocketSpec, StreamCode, Transport, TransportConfig, TransportError, CLIENT_IDENTITY_NAME,
+    DEFAULT_MAX_FRAME_BYTES,
+};
+use redt_coordinator::{error_code, CoordinatorOptions, EmbeddedCluster, TxnOutcome, TxnStatus};
+use redt_dc_executor::KvOp;
+use redt_proto::wire::{Body, Envelope, ExecuteRequest, SubmitRequest};
+use redt_proto::{DcId, NodeId, PartitionId, TableId, Topology};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Table `kv` of local-fast.yaml: one 2048-byte cell per record.
+const KV: TableId = TableId(2);
+
+/// `configs/local-fast.yaml` with every node on `port` instead of 7100 and the cluster named
+/// `name` (unique per test: ports and names must not collide between concurrent tests).
+fn local_fast(name: &str, port: u16) -> Topology {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../configs/local-fast.yaml");
+    let text = std::fs::read_to_string(path).expect("configs/local-fast.yaml");
+    assert!(text.contains(":7100\""), "local-fast.yaml nodes listen on port 7100");
+    assert!(text.contains("\nname: local-fast\n"), "local-fast.yaml is named local-fast");
+    let text =
+        text.replace(":7100\"", &format!(":{port}\"")).replace("\nname: local-fast\n", &format!("\nname: {name}\n"));
+    Topology::from_yaml(path, &text).expect("the edited local-fast.yaml is valid")
+}
+
+async fn start(name: &str, port: u16, options: CoordinatorOptions) -> EmbeddedCluster {
+    EmbeddedCluster::start(local_fast(name, port), options)
+        .await
+        .unwrap_or_else(|e| panic!("cluster {name} on port {port} starts: {e}"))
+}
+
+/// The partition of `key` in table kv.
+fn partition(cluster: &EmbeddedCluster, key: u64) -> PartitionId {
+    let schema = cluster.topology.table(KV).expect("table kv");
+    cluster.topology.partition_of(schema, key)
+}
+
+/// Cell 0 of a kv value read as the little-endian i64 that `KvOp::Add` maintains.
+fn balance(value: &[u8]) -> i64 {
+    let mut b = [0u8; 8];
+    let n = value.len().min(8);
+    b[..n].copy_from_slice(&value[..n]);
+    i64::from_le_bytes(b)
+}
+
+/// What every replica of `key` holds: per replica node, its lock word and its balance
+/// (`None` where the record does not exist, i.e. was never accessed there).
+fn replicas_of(cluster: &EmbeddedCluster, key: u64) -> Vec<(NodeId, Option<(u64, i64)>)> {
+    let p = partition(cluster, key);
+    cluster.topology.partitions[p.0 as usize]
+        .replicas
+        .iter()
+        .map(|&node| {
+            let dc = cluster.topology.nodes[node.0 as usize].dc;
+            let image = cluster.dcs[dc.0 as usize]
+                .read_record(node, KV, key)
+                .unwrap_or_else(|e| panic!("read_record({node}, kv, {key}): {e}"));
+            (node, image.map(|r| (r.lock, balance(&r.values[0]))))
+        })
+        .collect()
+}
+
+/// Every replica of every key unlocked and agreeing on the value, or why not.
+fn settled(cluster: &EmbeddedCluster, keys: &[u64]) -> Result<BTreeMap<u64, i64>, String> {
+    let mut out = BTreeMap::new();
+    for &key in keys {
+        let reps = replicas_of(cluster, key);
+        let mut value = None;
+        for (node, state) in &reps {
+            let (lock, v) = state.unwrap_or((0, 0));
+            if lock != 0 {
+                return Err(format!("key {key} is locked on {node} (lock word {lock:#x})"));
+            }
+            match value {
+                None => value = Some(v),
+                Some(w) if w != v => return Err(format!("the replicas of key {key} disagree: {reps:?}")),
+                Some(_) => {}
+            }
+        }
+        out.insert(key, value.unwrap_or(0));
+    }
+    Ok(out)
+}
+
+/// Polls until no node has a sub-transaction awaiting its decision and every replica of
+/// `keys` is unlocked and agrees; returns the settled values. Panics after `limit`.
+async fn wait_settled(cluster: &EmbeddedCluster, keys: &[u64], limit: Duration) -> BTreeMap<u64, i64> {
+    let t0 = Instant::now();
+    loop {
+        let pending: Vec<usize> = cluster.nodes.iter().map(|n| n.service().pending()).collect();
+        let state = if pending.iter().any(|&p| p > 0) {
+            Err(format!("sub-transactions still awaiting a decision per node: {pending:?}"))
+        } else {
+            settled(cluster, keys)
+        };
+        match state {
+            Ok(values) => return values,
+            Err(why) if t0.elapsed() > limit => panic!("not settled after {limit:?}: {why}"),
+            Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+        }
+    }
+}
+
+/// Submits `ops` until it commits (a No-Wait lock conflict aborts it), at most `tries` times.
+async fn commit_eventually(cluster: &EmbeddedCluster, node: NodeId, ops: &[KvOp], tries: usize) -> TxnOutcome {
+    let mut last = None;
+    for _ in 0..tries {
+        let out = cluster.node(node).submit(kv_call(KV, ops)).await;
+        if out.status == TxnStatus::Committed {
+            return out;
+        }
+        last = Some(out.status);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("{ops:?} on {node} never committed in {tries} tries; last status {last:?}");
+}
+
+/// RedT §4.2 / DESIGN.md §2: concurrent transfers between 32 accounts from every node keep
+/// the bank's total, every replica ends up with the same balances and no lock stays held,
+/// and a read-only transaction sees the same total.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bank_keeps_its_total() {
+    const ACCOUNTS: u64 = 32;
+    const FIRST: u64 = 100;
+    const FUNDS: i64 = 1000;
+    const TASKS: u64 = 8;
+    const RUN: Duration = Duration::from_secs(10);
+    let cluster = Arc::new(start("cluster-test-bank", 7610, CoordinatorOptions::default()).await);
+    let accounts: Vec<u64> = (FIRST..FIRST + ACCOUNTS).collect();
+
+    // Fund every account in one transaction (it touches every partition, so every DC).
+    let funding: Vec<KvOp> = accounts.iter().map(|&k| KvOp::Add(k, FUNDS)).collect();
+    let out = commit_eventually(&cluster, NodeId(0), &funding, 5).await;
+    assert_eq!(out.reads.len(), funding.len());
+    let funded = wait_settled(&cluster, &accounts, Duration::from_secs(10)).await;
+    assert!(funded.values().all(|&b| b == FUNDS), "every replica of every account holds {FUNDS}: {funded:?}");
+
+    let (committed, aborted, unknown) =
+        (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let deadline = Instant::now() + RUN;
+    let mut tasks = tokio::task::JoinSet::new();
+    for t in 0..TASKS {
+        let (cluster, committed, aborted, unknown) =
+            (cluster.clone(), committed.clone(), aborted.clone(), unknown.clone());
+        tasks.spawn(async move {
+            use rand::{Rng, SeedableRng};
+            let mut rng = rand::rngs::StdRng::seed_from_u64(0xba4c + t);
+            let node = NodeId((t % 4) as u16);
+            while Instant::now() < deadline {
+                let a = FIRST + rng.gen_range(0..ACCOUNTS);
+                let b = loop {
+                    let b = FIRST + rng.gen_range(0..ACCOUNTS);
+                    if b != a {
+                        break b;
+                    }
+                };
+                let x = rng.gen_range(1..=100i64);
+                let out = cluster.node(node).submit(kv_call(KV, &[KvOp::Add(a, -x), KvOp::Add(b, x)])).await;
+                let counter = match out.status {
+                    TxnStatus::Committed => &committed,
+                    TxnStatus::Aborted(_) => &aborted,
+                    TxnStatus::Unknown(_) => &unknown,
+                };
+                counter.fetch_add(1, Ordering::Relaxed);
+            }
+        });
+    }
+    while let Some(r) = tasks.join_next().await {
+        r.expect("a transfer task panicked");
+    }
+    let (c, a, u) =
+        (committed.load(Ordering::Relaxed), aborted.load(Ordering::Relaxed), unknown.load(Ordering::Relaxed));
+    println!("bank: {c} committed, {a} aborted, {u} unknown in {RUN:?} ({TASKS} tasks over 4 nodes)");
+    assert!(c > 0, "some transfers commit");
+
+    // Phase 2 runs after the early ack: give it time, then every replica must agree.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let balances = wait_settled(&cluster, &accounts, Duration::from_secs(10)).await;
+    let total: i64 = balances.values().sum();
+    assert_eq!(total, ACCOUNTS as i64 * FUNDS, "the replicas' balances keep the total: {balances:?}");
+    assert!(balances.values().any(|&b| b != FUNDS) || c == 0, "committed transfers moved money: {balances:?}");
+
+    // A read-only transaction through a coordinator sees the same total, from every node.
+    let reads: Vec<KvOp> = accounts.iter().map(|&k| KvOp::Read(k)).collect();
+    for n in 0..4 {
+        let out = commit_eventually(&cluster, NodeId(n), &reads, 5).await;
+        assert_eq!(out.reads.len(), accounts.len());
+        let seen: Vec<i64> =
+            out.reads.iter().map(|r| balance(r.as_deref().expect("a read returns the value"))).collect();
+        assert_eq!(seen, balances.values().copied().collect::<Vec<_>>(), "node {n} reads what the replicas hold");
+        assert_eq!(seen.iter().sum::<i64>(), ACCOUNTS as i64 * FUNDS);
+    }
+    for class in redt_coordinator::Class::all() {
+        println!("bank stats {}: {:?}", class.name(), cluster.stats.report(class));
+    }
+    cluster.shutdown();
+}
+
+/// RedT §4.2 / DESIGN.md §2 (every abort is recorded at a majority before it is told): with
+/// dc4 cut off, a transaction on the partition dc4 does not hold commits; one on a partition
+/// with a replica in dc4 cannot reach its ¾ quorum (3 of 3) and comes back Aborted (its
+/// abort recorded at the 2 reachable replicas). After healing, phase 2 reaches dc4, no lock
+/// stays held, and every partition commits again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn partitioned_dc() {
+    let options = CoordinatorOptions {
+        phase1_timeout: Duration::from_millis(300),
+        retry_every: Duration::from_millis(50),
+        ..CoordinatorOptions::default()
+    };
+    let cluster = Arc::new(start("cluster-test-partition", 7620, options).await);
+    let dc4 = DcId(3);
+    // One key per partition: key 400 + p is in partition p (modulo 4).
+    let keys: Vec<u64> = (400..404).collect();
+    let in_dc4 = |p: PartitionId| {
+        cluster.topology.partitions[p.0 as usize]
+            .replicas
+            .iter()
+            .any(|&n| cluster.topology.nodes[n.0 as usize].dc == dc4)
+    };
+    let outside: Vec<u64> = keys.iter().copied().filter(|&k| !in_dc4(partition(&cluster, k))).collect();
+    assert_eq!(outside, vec![400], "only partition p0 has no replica in dc4");
+
+    // Warm up the connections while the network is whole.
+    for &k in &keys {
+        commit_eventually(&cluster, NodeId(0), &[KvOp::Read(k)], 5).await;
+    }
+    // Their phase 2 runs after the early ack: let it release every lock before the cut.
+    wait_settled(&cluster, &keys, Duration::from_secs(10)).await;
+
+    cluster.isolate(dc4, true).unwrap();
+    let t0 = Instant::now();
+    let mut set = tokio::task::JoinSet::new();
+    for &k in &keys {
+        let cluster = cluster.clone();
+        set.spawn(async move { (k, cluster.node(NodeId(0)).submit(kv_call(KV, &[KvOp::Add(k, 1)])).await.status) });
+    }
+    let mut outcomes = BTreeMap::new();
+    while let Some(r) = set.join_next().await {
+        let (k, status) = r.unwrap();
+        outcomes.insert(k, status);
+    }
+    println!(
+        "with dc4 isolated, after {:?}: {outcomes:?}; {} datagrams dropped",
+        t0.elapsed(),
+        cluster.dropped_datagrams()
+    );
+    assert_eq!(outcomes[&400], TxnStatus::Committed, "p0 (dc1, dc2, dc3) does not need dc4");
+    for k in 401..404 {
+        assert!(
+            matches!(&outcomes[&k], TxnStatus::Aborted(_)),
+            "p{} has a replica in dc4: its transaction must come back Aborted (abort recorded at 2 of 3), got {:?}",
+            k % 4,
+            outcomes[&k]
+        );
+    }
+    assert!(cluster.dropped_datagrams() > 0, "netem dropped the datagrams to and from dc4");
+
+    cluster.isolate(dc4, false).unwrap();
+    let t0 = Instant::now();
+    let values = wait_settled(&cluster, &keys, Duration::from_secs(15)).await;
+    println!("settled {:?} after healing", t0.elapsed());
+    assert_eq!(values, BTreeMap::from([(400, 1), (401, 0), (402, 0), (403, 0)]), "only the committed add applied");
+
+    // Later transactions on every partition commit, and every replica applies them.
+    for &k in &keys {
+        commit_eventually(&cluster, NodeId(0), &[KvOp::Add(k, 1)], 20).await;
+    }
+    commit_eventually(
+        &cluster,
+        NodeId(3),
+        &[KvOp::Add(400, 1), KvOp::Add(401, 1), KvOp::Add(402, 1), KvOp::Add(403, 1)],
+        20,
+    )
+    .await;
+    let values = wait_settled(&cluster, &keys, Duration::from_secs(15)).await;
+    assert_eq!(values, BTreeMap::from([(400, 3), (401, 2), (402, 2), (403, 2)]));
+    cluster.shutdown();
+}
+
+/// Writes `bytes` on a new stream of `conn`, finishes it, and returns what came back.
+async fn raw_request(conn: &quinn::Connection, bytes: &[u8]) -> Result<Vec<u8>, quinn::ReadToEndError> {
+    let (mut send, mut recv) = conn.open_bi().await.expect("open a stream");
+    // The server may stop the stream before everything is written; the read reports it.
+    let _ = send.write_all(bytes).await;
+    let _ = send.finish();
+    recv.read_to_end(1 << 20).await
+}
+
+fn reset_code(result: Result<Vec<u8>, quinn::ReadToEndError>) -> Option<StreamCode> {
+    match result {
+        Err(quinn::ReadToEndError::Read(quinn::ReadError::Reset(code))) => StreamCode::from_code(code.into_inner()),
+        other => panic!("expected a stream reset, got {other:?}"),
+    }
+}
+
+/// Polls `cond` every 10 ms until it holds; fails the test after 10 s.
+async fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
+    for _ in 0..1000 {
+        if cond() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("never happened: {what}");
+}
+
+fn submit_envelope(epoch: u32, ops: &[KvOp]) -> Envelope {
+    Envelope { epoch, from: u32::MAX, body: Some(Body::Submit(SubmitRequest { call: Some(kv_call(KV, ops)) })) }
+}
+
+/// DESIGN.md §4: a node refuses peers without a cluster certificate, resets a stream that
+/// carries garbage or an oversized frame (and counts it), answers a stale epoch with error
+/// code 1, refuses phase-1 requests from non-nodes — and keeps serving transactions.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_peers_are_refused_and_the_node_keeps_serving() {
+    let cluster = start("cluster-test-badpeers", 7630, CoordinatorOptions::default()).await;
+    let node = cluster.node(NodeId(0)).clone();
+    let target = cluster.topology.nodes[0].clone();
+    let epoch = cluster.topology.epoch.0;
+    let any_port = SocketSpec::Bind("127.0.0.1:0".parse().unwrap());
+    commit_eventually(&cluster, NodeId(0), &[KvOp::Add(500, 1)], 5).await;
+    let before = node.transport().counters().snapshot();
+    assert_eq!((before.malformed_frames, before.oversized_frames, before.refused_handshakes), (0, 0, 0));
+
+    // (a) A client of a foreign CA: it trusts no node of ours and no node trusts it.
+    let foreign = ClusterCa::generate("foreign").unwrap().issue_client(CLIENT_IDENTITY_NAME).unwrap();
+    let stranger = Transport::client(TransportConfig::default(), &foreign, any_port.clone()).unwrap();
+    let err =
+        stranger.call_addr(target.addr, &target.name, submit_envelope(epoch, &[KvOp::Add(500, 1)])).await.unwrap_err();
+    assert!(matches!(err, TransportError::Tls { .. }), "foreign client: {err}");
+    // An impostor: a foreign certificate that trusts our CA, so the node is the one refusing.
+    let impostor_id = redt_coordinator::transport::NodeIdentity { ca_cert: cluster.certs().ca.cert_der(), ..foreign };
+    let impostor = Transport::client(TransportConfig::default(), &impostor_id, any_port.clone()).unwrap();
+    let err =
+        impostor.call_addr(target.addr, &target.name, submit_envelope(epoch, &[KvOp::Add(500, 1)])).await.unwrap_err();
+    assert!(matches!(err, TransportError::Tls { .. }), "impostor: {err}");
+    let transport = node.transport().clone();
+    eventually("both handshakes counted as refused", || transport.counters().snapshot().refused_handshakes >= 2).await;
+
+    // (b) A legit client certificate on a raw QUIC connection, sending bad frames.
+    let endpoint = quinn::Endpoint::client("127.0.0.1:0".parse().unwrap()).unwrap();
+    let client_cfg = quic_client_config(&cluster.certs().client).unwrap();
+    let conn = endpoint.connect_with(client_cfg, target.addr, &target.name).unwrap().await.unwrap();
+    // A body that does not decode (field 31 with the invalid wire type 7).
+    let mut undecodable = 8u32.to_le_bytes().to_vec();
+    undecodable.extend_from_slice(&[0xff; 8]);
+    assert_eq!(reset_code(raw_request(&conn, &undecodable).await), Some(StreamCode::Malformed));
+    // A length prefix far over the limit.
+    let mut huge = u32::MAX.to_le_bytes().to_vec();
+    huge.extend_from_slice(b"tiny");
+    assert_eq!(reset_code(raw_request(&conn, &huge).await), Some(StreamCode::Oversized));
+    // Text garbage: its first 4 bytes read as a length of 542 MB.
+    assert_eq!(reset_code(raw_request(&conn, b"GET / HTTP/1.1\r\n\r\n").await), Some(StreamCode::Oversized));
+    let after = node.transport().counters().snapshot();
+    assert_eq!((after.malformed_frames, after.oversized_frames), (1, 2), "{after:?}");
+    // The same connection still carries a well-formed request: a transaction commits.
+    let frame =
+        encode_frame(&submit_envelope(epoch, &[KvOp::Add(500, 1), KvOp::Read(500)]), DEFAULT_MAX_FRAME_BYTES).unwrap();
+    let reply = raw_request(&conn, &frame).await.expect("a well-formed request is answered");
+    assert_eq!(u32::from_le_bytes(reply[..4].try_into().unwrap()) as usize, reply.len() - 4);
+    let reply = <Envelope as prost::Message>::decode(&reply[4..]).unwrap();
+    match reply.body {
+        Some(Body::Outcome(o)) => {
+            assert_eq!((o.outcome, o.error.as_str()), (0, ""), "committed");
+            assert_eq!(balance(&o.reads[1]), 2, "the read sees the setup add and its own");
+        }
+        other => panic!("expected an outcome, got {other:?}"),
+    }
+
+    // (c) A stale (or future) epoch is answered with STALE_EPOCH and not run.
+    let client = Transport::client(TransportConfig::default(), &cluster.certs().client, any_port).unwrap();
+    for wrong in [epoch - 1, epoch + 1] {
+        let reply =
+            client.call_addr(target.addr, &target.name, submit_envelope(wrong, &[KvOp::Add(500, 100)])).await.unwrap();
+        match reply.body {
+            Some(Body::Error(e)) => {
+                assert_eq!(e.code, error_code::STALE_EPOCH, "{e:?}");
+                assert_eq!(e.current_epoch, epoch);
+            }
+            other => panic!("epoch {wrong}: expected an error reply, got {other:?}"),
+        }
+    }
+    // A phase-1 request from a client (not a node) is refused as malformed.
+    let execute = ExecuteRequest {
+        txn: 77,
+        ballot: 0,
+        coordinator: 1,
+        participants: vec![0],
+        call: Some(kv_call(KV, &[KvOp::Add(500, 100)])),
+    };
+    let msg = Envelope { epoch, from: 1, body: Some(Body::Execute(execute)) };
+    let reply = client.call_addr(target.addr, &target.name, msg).await.unwrap();
+    assert!(matches!(&reply.body, Some(Body::Error(e)) if e.code == error_code::MALFORMED), "{:?}", reply.body);
+
+    // (d) The node keeps serving: through a client connection and as a coordinator.
+    let reply =
+        client.call_addr(target.addr, &target.name, submit_envelope(epoch, &[KvOp::Add(500, 1)])).await.unwrap();
+    assert!(matches!(&reply.body, Some(Body::Outcome(o)) if o.outcome == 0), "{:?}", reply.body);
+    let out = commit_eventually(&cluster, NodeId(0), &[KvOp::Read(500)], 5).await;
+    assert_eq!(balance(out.reads[0].as_deref().unwrap()), 3, "only the three committed adds of 1 applied");
+    let values = wait_settled(&cluster, &[500], Duration::from_secs(10)).await;
+    assert_eq!(values[&500], 3, "every replica holds the same value");
+    endpoint.close(0u32.into(), b"done");
+    cluster.shutdown();
+}

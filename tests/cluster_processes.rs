@@ -1,0 +1,385 @@
+//! The `redt` binary end to end (RedT §4.2; DESIGN.md §2, §4): `redt cluster up` starts one
+//! `redt node` process per node of a copy of `configs/local-fast.yaml` (cross-process
+//! `/dev/shm`-style MemStore files, QUIC between the processes), then the library `Client`,
+//! `redt client --jsonl` and `redt netem set` drive it, and `redt cluster down --wipe`
+//! stops it — also when an assertion fails (see [`ClusterGuard`]).
+
+use redt_coordinator::call::kv_call;
+use redt_coordinator::{Client, TxnOutcome, TxnStatus};
+use redt_dc_executor::{DcHandle, KvOp, Layout, LocalVerbs, Verbs};
+use redt_proto::{DcId, NodeId, TableId, Topology};
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const REDT: &str = env!("CARGO_BIN_EXE_redt");
+/// Table `kv` of local-fast.yaml: one 2048-byte cell per record.
+const KV: TableId = TableId(2);
+/// Listen port of this test's cluster (the embedded-cluster tests use 7610–7630).
+const PORT: u16 = 7640;
+
+/// `configs/local-fast.yaml` with every node on `port` instead of 7100 and the cluster named
+/// `name` (which names its MemStore files).
+fn local_fast_yaml(name: &str, port: u16) -> String {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/configs/local-fast.yaml");
+    let text = std::fs::read_to_string(path).expect("configs/local-fast.yaml");
+    assert!(text.contains(":7100\""), "local-fast.yaml nodes listen on port 7100");
+    assert!(text.contains("\nname: local-fast\n"), "local-fast.yaml is named local-fast");
+    text.replace(":7100\"", &format!(":{port}\"")).replace("\nname: local-fast\n", &format!("\nname: {name}\n"))
+}
+
+fn redt(args: &[&str]) -> Output {
+    Command::new(REDT).args(args).stdin(Stdio::null()).output().expect("run the redt binary")
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "status {}\n--- stdout\n{}--- stderr\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+fn path_str(p: &Path) -> &str {
+    p.to_str().expect("a UTF-8 temporary path")
+}
+
+/// Stops the cluster of `run_dir` when dropped (unless [`ClusterGuard::down`] already did),
+/// so a failing assertion does not leave node processes behind.
+struct ClusterGuard {
+    run_dir: PathBuf,
+    armed: bool,
+}
+
+impl ClusterGuard {
+    fn down(&mut self) -> Output {
+        self.armed = false;
+        redt(&["cluster", "down", "--run-dir", path_str(&self.run_dir), "--wipe"])
+    }
+}
+
+impl Drop for ClusterGuard {
+    fn drop(&mut self) {
+        if self.armed {
+            let out = self.down();
+            eprintln!("cleanup: redt cluster down: {}", text(&out));
+            for log in std::fs::read_dir(self.run_dir.join("logs")).into_iter().flatten().flatten() {
+                let body = std::fs::read_to_string(log.path()).unwrap_or_default();
+                let tail: Vec<&str> = body.lines().rev().take(20).collect();
+                eprintln!("--- {}\n{}", log.path().display(), tail.into_iter().rev().collect::<Vec<_>>().join("\n"));
+            }
+        }
+    }
+}
+
+/// Whether process `pid` runs (exists and is not a zombie waiting to be reaped).
+fn pid_alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.contains(") Z "))
+}
+
+fn balance(value: &[u8]) -> i64 {
+    let mut b = [0u8; 8];
+    let n = value.len().min(8);
+    b[..n].copy_from_slice(&value[..n]);
+    i64::from_le_bytes(b)
+}
+
+/// Submits `ops` to `node` until it commits (a No-Wait lock conflict, or a lock still held
+/// until a late phase 2 arrives, aborts it), for at most `limit`.
+async fn commit_eventually(client: &Client, node: NodeId, ops: &[KvOp], limit: Duration) -> TxnOutcome {
+    let t0 = Instant::now();
+    loop {
+        let out = client.submit(node, kv_call(KV, ops)).await;
+        if out.status == TxnStatus::Committed {
+            return out;
+        }
+        if t0.elapsed() > limit {
+            panic!("{ops:?} on {node} did not commit within {limit:?}; last status {:?}", out.status);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The balances of `keys` read in one read-only transaction through `node`.
+async fn read_all(client: &Client, node: NodeId, keys: &[u64]) -> Vec<i64> {
+    let reads: Vec<KvOp> = keys.iter().map(|&k| KvOp::Read(k)).collect();
+    let out = commit_eventually(client, node, &reads, Duration::from_secs(10)).await;
+    assert_eq!(out.reads.len(), keys.len());
+    out.reads.iter().map(|r| balance(r.as_deref().expect("a read returns the value"))).collect()
+}
+
+/// Every replica's view of `keys`, read straight from the node processes' shared MemStore
+/// files: per key, per replica node, (lock word, balance); a record never created reads as
+/// unlocked zero.
+fn replicas_from_files(topo: &Topology, shm_dir: &Path, keys: &[u64]) -> BTreeMap<u64, Vec<(NodeId, u64, i64)>> {
+    let prefix = format!("redt-{}-e{}", topo.name, topo.epoch.0);
+    let layout = Layout::from_config(&topo.memstore);
+    let dcs: Vec<DcHandle> = topo
+        .dcs
+        .iter()
+        .map(|dc| {
+            for &n in &dc.nodes {
+                let f = redt_dc_executor::verbs::shared_file(shm_dir, &prefix, n);
+                assert!(f.is_file(), "{} exists (opening it must not create it)", f.display());
+            }
+            let verbs = LocalVerbs::open_shared(shm_dir, &prefix, dc.nodes.iter().copied(), layout.size)
+                .expect("map the DC's MemStore files");
+            let verbs: Arc<dyn Verbs> = Arc::new(verbs);
+            DcHandle::new(topo, verbs)
+        })
+        .collect();
+    let schema = topo.table(KV).expect("table kv");
+    keys.iter()
+        .map(|&key| {
+            let p = topo.partition_of(schema, key);
+            let reps = topo.partitions[p.0 as usize]
+                .replicas
+                .iter()
+                .map(|&node| {
+                    let dc = topo.nodes[node.0 as usize].dc;
+                    let image = dcs[dc.0 as usize].read_record(node, KV, key).expect("read_record");
+                    let (lock, v) = image.map(|r| (r.lock, balance(&r.values[0]))).unwrap_or((0, 0));
+                    (node, lock, v)
+                })
+                .collect();
+            (key, reps)
+        })
+        .collect()
+}
+
+/// Polls the MemStore files until every replica of `keys` is unlocked and they agree;
+/// returns the values.
+fn wait_replicas_settled(topo: &Topology, shm_dir: &Path, keys: &[u64], limit: Duration) -> BTreeMap<u64, i64> {
+    let t0 = Instant::now();
+    loop {
+        let reps = replicas_from_files(topo, shm_dir, keys);
+        let settled = reps.values().all(|r| r.iter().all(|&(_, lock, v)| lock == 0 && v == r[0].2));
+        if settled {
+            return reps.into_iter().map(|(k, r)| (k, r[0].2)).collect();
+        }
+        if t0.elapsed() > limit {
+            let bad: Vec<_> = reps.iter().filter(|(_, r)| r.iter().any(|&(_, l, v)| l != 0 || v != r[0].2)).collect();
+            panic!("replicas not settled after {limit:?}: {bad:?}");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn netem_partition(config: &Path, certs: &Path, from: &str, to: &str, on: bool) {
+    let out = redt(&[
+        "netem",
+        "set",
+        "--from",
+        from,
+        "--to",
+        to,
+        "--partition",
+        if on { "on" } else { "off" },
+        "--cluster",
+        path_str(config),
+        "--certs",
+        path_str(certs),
+    ]);
+    assert!(out.status.success(), "redt netem set --from {from} --to {to}: {}", text(&out));
+}
+
+/// `redt cluster up` runs the local-fast topology as 4 node processes; `redt client --jsonl`
+/// answers Jepsen list-append lines (and a `fail` for a malformed one); concurrent bank
+/// transfers through the library client keep the total on every replica (RedT §4.2); with
+/// dc4 cut off by `redt netem set --partition on`, a transaction on p0 (no replica in dc4)
+/// commits and those on p1–p3 abort (DESIGN.md §2); after healing every partition commits;
+/// `redt cluster down --wipe` stops every process and removes the MemStore files.
+#[test]
+fn cluster_up_processes() {
+    let work = tempfile::tempdir().expect("a temporary directory");
+    // MemStore files in tmpfs when there is one, in a directory of our own either way.
+    let shm = if Path::new("/dev/shm").is_dir() { tempfile::tempdir_in("/dev/shm") } else { tempfile::tempdir() }
+        .expect("a temporary MemStore directory");
+    let name = format!("cluster-processes-{}", std::process::id());
+    let config = work.path().join("local-fast-test.yaml");
+    std::fs::write(&config, local_fast_yaml(&name, PORT)).unwrap();
+    let run_dir = work.path().join("run");
+    let certs = run_dir.join("certs");
+    let topo = Arc::new(Topology::load(&config).expect("the edited topology loads"));
+
+    let mut guard = ClusterGuard { run_dir: run_dir.clone(), armed: true };
+    let t0 = Instant::now();
+    let out = redt(&[
+        "cluster",
+        "up",
+        "--config",
+        path_str(&config),
+        "--run-dir",
+        path_str(&run_dir),
+        "--records-per-partition",
+        "64",
+        "--shm-dir",
+        path_str(shm.path()),
+    ]);
+    assert!(out.status.success(), "redt cluster up: {}", text(&out));
+    println!("cluster up in {:?}: {}", t0.elapsed(), String::from_utf8_lossy(&out.stdout).trim());
+    let pids: Vec<u32> = topo
+        .nodes
+        .iter()
+        .map(|n| {
+            let f = run_dir.join("pids").join(format!("{}.pid", n.name));
+            std::fs::read_to_string(&f).unwrap_or_else(|e| panic!("{}: {e}", f.display())).trim().parse().unwrap()
+        })
+        .collect();
+    assert!(pids.iter().all(|&p| pid_alive(p)), "every node process runs: {pids:?}");
+    let prefix = format!("redt-{}-e{}", topo.name, topo.epoch.0);
+    let files: Vec<PathBuf> =
+        topo.nodes.iter().map(|n| redt_dc_executor::verbs::shared_file(shm.path(), &prefix, n.id)).collect();
+    assert!(files.iter().all(|f| f.is_file()), "every node maps its MemStore file under --shm-dir: {files:?}");
+
+    // `redt client --jsonl`: one answer per line, in order.
+    let mut child = Command::new(REDT)
+        .args(["client", "--jsonl", "--cluster", path_str(&config), "--certs", path_str(&certs)])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start redt client");
+    let mut stdin = child.stdin.take().unwrap();
+    stdin
+        .write_all(
+            b"{\"value\":[[\"append\",1,5],[\"r\",1,null]]}\n{\"value\":[[\"append\",1\n{\"value\":[[\"r\",1,null]]}\n",
+        )
+        .unwrap();
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "redt client --jsonl: {}", text(&out));
+    let answers: Vec<serde_json::Value> = String::from_utf8(out.stdout.clone())
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("answer {l:?} is not JSON: {e}")))
+        .collect();
+    assert_eq!(answers.len(), 3, "one answer per line: {}", text(&out));
+    assert_eq!(answers[0], serde_json::json!({"type": "ok", "value": [["append", 1, 5], ["r", 1, [5]]]}));
+    assert_eq!(answers[1]["type"], "fail", "a malformed line fails: {}", answers[1]);
+    assert!(answers[1]["error"].as_str().is_some_and(|e| !e.is_empty()), "and says why: {}", answers[1]);
+    assert_eq!(answers[2], serde_json::json!({"type": "ok", "value": [["r", 1, [5]]]}), "the append stays");
+
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let client = {
+        let _in_runtime = rt.enter();
+        Arc::new(Client::connect(topo.clone(), &certs, Duration::from_secs(30)).expect("the library client connects"))
+    };
+
+    // The bank (RedT §4.2): concurrent transfers between 32 accounts keep the total.
+    const ACCOUNTS: u64 = 32;
+    const FIRST: u64 = 100;
+    const FUNDS: i64 = 1000;
+    const TASKS: u64 = 4;
+    const RUN: Duration = Duration::from_secs(3);
+    let accounts: Vec<u64> = (FIRST..FIRST + ACCOUNTS).collect();
+    let (c, a, u) = rt.block_on(async {
+        let funding: Vec<KvOp> = accounts.iter().map(|&k| KvOp::Add(k, FUNDS)).collect();
+        commit_eventually(&client, NodeId(1), &funding, Duration::from_secs(10)).await;
+        let counts = Arc::new([AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)]);
+        let deadline = Instant::now() + RUN;
+        let mut tasks = tokio::task::JoinSet::new();
+        for t in 0..TASKS {
+            let (client, counts) = (client.clone(), counts.clone());
+            tasks.spawn(async move {
+                // xorshift64*, seeded per task.
+                let mut s = 0x9e37_79b9_7f4a_7c15u64 ^ (t + 1);
+                let mut next = move |n: u64| {
+                    s ^= s >> 12;
+                    s ^= s << 25;
+                    s ^= s >> 27;
+                    s.wrapping_mul(0x2545_f491_4f6c_dd1d) % n
+                };
+                let node = NodeId((t % 4) as u16);
+                while Instant::now() < deadline {
+                    let a = FIRST + next(ACCOUNTS);
+                    let b = FIRST + (a - FIRST + 1 + next(ACCOUNTS - 1)) % ACCOUNTS;
+                    let x = 1 + next(100) as i64;
+                    let out = client.submit(node, kv_call(KV, &[KvOp::Add(a, -x), KvOp::Add(b, x)])).await;
+                    let i = match out.status {
+                        TxnStatus::Committed => 0,
+                        TxnStatus::Aborted(_) => 1,
+                        TxnStatus::Unknown(_) => 2,
+                    };
+                    counts[i].fetch_add(1, Ordering::Relaxed);
+                }
+            });
+        }
+        while let Some(r) = tasks.join_next().await {
+            r.expect("a transfer task panicked");
+        }
+        (counts[0].load(Ordering::Relaxed), counts[1].load(Ordering::Relaxed), counts[2].load(Ordering::Relaxed))
+    });
+    println!("bank over processes: {c} committed, {a} aborted, {u} unknown in {RUN:?} ({TASKS} tasks)");
+    assert!(c > 0, "some transfers commit");
+    std::thread::sleep(Duration::from_secs(1));
+    let replicas = wait_replicas_settled(&topo, shm.path(), &accounts, Duration::from_secs(15));
+    assert_eq!(replicas.values().sum::<i64>(), ACCOUNTS as i64 * FUNDS, "every replica keeps the total: {replicas:?}");
+    rt.block_on(async {
+        for n in 0..4 {
+            let seen = read_all(&client, NodeId(n), &accounts).await;
+            assert_eq!(seen.iter().sum::<i64>(), ACCOUNTS as i64 * FUNDS, "node {n} reads the total: {seen:?}");
+            assert_eq!(seen, replicas.values().copied().collect::<Vec<_>>(), "node {n} reads what the replicas hold");
+        }
+    });
+
+    // Cut dc4 off from every other DC (both ways) with `redt netem set`.
+    for dc in ["dc1", "dc2", "dc3"] {
+        netem_partition(&config, &certs, "dc4", dc, true);
+    }
+    let dc4 = DcId(3);
+    let schema = topo.table(KV).unwrap();
+    let keys: Vec<u64> = (400..404).collect();
+    let outcomes: BTreeMap<u64, TxnStatus> = rt.block_on(async {
+        let mut set = tokio::task::JoinSet::new();
+        for &k in &keys {
+            let client = client.clone();
+            set.spawn(async move { (k, client.submit(NodeId(0), kv_call(KV, &[KvOp::Add(k, 1)])).await.status) });
+        }
+        let mut outcomes = BTreeMap::new();
+        while let Some(r) = set.join_next().await {
+            let (k, status) = r.unwrap();
+            outcomes.insert(k, status);
+        }
+        outcomes
+    });
+    println!("with dc4 partitioned off: {outcomes:?}");
+    for &k in &keys {
+        let p = topo.partition_of(schema, k);
+        let in_dc4 = topo.partitions[p.0 as usize].replicas.iter().any(|&n| topo.nodes[n.0 as usize].dc == dc4);
+        if in_dc4 {
+            assert!(matches!(outcomes[&k], TxnStatus::Aborted(_)), "key {k} ({p}, a replica in dc4): {outcomes:?}");
+        } else {
+            assert_eq!(outcomes[&k], TxnStatus::Committed, "key {k} ({p}, no replica in dc4): {outcomes:?}");
+        }
+    }
+    assert_eq!(outcomes[&400], TxnStatus::Committed, "p0 is the partition without a replica in dc4");
+
+    // Heal; then every partition commits again and every replica applies it.
+    for dc in ["dc1", "dc2", "dc3"] {
+        netem_partition(&config, &certs, "dc4", dc, false);
+    }
+    rt.block_on(async {
+        for &k in &keys {
+            commit_eventually(&client, NodeId(0), &[KvOp::Add(k, 1)], Duration::from_secs(20)).await;
+        }
+        let all: Vec<KvOp> = keys.iter().map(|&k| KvOp::Add(k, 1)).collect();
+        commit_eventually(&client, NodeId(3), &all, Duration::from_secs(20)).await;
+        assert_eq!(read_all(&client, NodeId(2), &keys).await, vec![3, 2, 2, 2], "only the committed adds applied");
+    });
+    let values = wait_replicas_settled(&topo, shm.path(), &keys, Duration::from_secs(15));
+    assert_eq!(values, BTreeMap::from([(400, 3), (401, 2), (402, 2), (403, 2)]), "every replica agrees");
+    drop(client);
+    drop(rt);
+
+    let out = guard.down();
+    assert!(out.status.success(), "redt cluster down: {}", text(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("4 node processes stopped"), "{}", text(&out));
+    assert!(pids.iter().all(|&p| !pid_alive(p)), "every node process ended: {pids:?}");
+    assert!(files.iter().all(|f| !f.exists()), "--wipe removed the MemStore files under --shm-dir: {files:?}");
+}
