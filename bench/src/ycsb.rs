@@ -1,10 +1,166 @@
 //! YCSB transactions (Cooper et al., SoCC '10) with the RedT paper's knobs (§6): operations
-//! per transaction, Zipf θ, write ratio.
+//! per transaction, Zipf θ, write ratio — and YCSB's core workloads A, B, C, D and F.
+//!
+//! | workload | operations | request distribution |
+//! |---|---|---|
+//! | `paper` (default) | 50% read / 50% update | scrambled zipfian, θ 0.2 |
+//! | `a` | 50% read / 50% update | scrambled zipfian, θ 0.99 |
+//! | `b` | 95% read / 5% update | scrambled zipfian, θ 0.99 |
+//! | `c` | 100% read | scrambled zipfian, θ 0.99 |
+//! | `d` | 95% read / 5% insert | latest (zipfian over the newest keys), θ 0.99 |
+//! | `f` | 50% read / 50% read-modify-write | scrambled zipfian, θ 0.99 |
+//!
+//! Workload E (95% short range scans) needs an ordered index and is refused.
+//!
+//! Every transaction holds `ops_per_txn` operations on distinct keys; the write ratio is the
+//! fraction of operations that are the workload's write kind (update, insert or
+//! read-modify-write).
 
 use rand::Rng;
-use rand_distr::{Distribution, Zipf};
+use rand_distr::{Distribution as _, Zipf};
 use redt_dc_executor::{YcsbOp, YcsbProcedure};
 use redt_proto::TableId;
+use serde::Serialize;
+
+/// The YCSB core workloads this bench runs, plus the RedT paper's mix.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Workload {
+    /// The RedT paper's mix (§6): 50% updates, zipfian θ 0.2.
+    Paper,
+    /// Update heavy: 50% reads, 50% updates, zipfian.
+    A,
+    /// Read mostly: 95% reads, 5% updates, zipfian.
+    B,
+    /// Read only, zipfian.
+    C,
+    /// Read latest: 95% reads, 5% inserts, the newest keys favoured.
+    D,
+    /// Read-modify-write: 50% reads, 50% read-modify-writes, zipfian.
+    F,
+}
+
+/// Why `--workload e` is refused.
+pub const WORKLOAD_E_REFUSED: &str = "YCSB workload E (short range scans) needs an ordered index, which redt does not \
+     have yet (its index is a hash index): E waits for one; run a, b, c, d or f (see docs/workloads.md)";
+
+impl Workload {
+    /// Parses `paper` (or `ycsb`), `a`, `b`, `c`, `d`, `f` (any case, an optional `ycsb-`
+    /// prefix). `e` is refused with [`WORKLOAD_E_REFUSED`].
+    ///
+    /// # Errors
+    /// An unknown name, or `e`.
+    pub fn parse(s: &str) -> Result<Workload, String> {
+        let l = s.trim().to_ascii_lowercase();
+        let l = l.strip_prefix("ycsb-").unwrap_or(&l);
+        Ok(match l {
+            "paper" | "ycsb" | "redt" => Workload::Paper,
+            "a" => Workload::A,
+            "b" => Workload::B,
+            "c" => Workload::C,
+            "d" => Workload::D,
+            "f" => Workload::F,
+            "e" => return Err(WORKLOAD_E_REFUSED.into()),
+            _ => return Err(format!("unknown YCSB workload `{s}` (known: paper, a, b, c, d, f)")),
+        })
+    }
+
+    /// `paper`, `a`, …
+    pub fn name(self) -> &'static str {
+        match self {
+            Workload::Paper => "paper",
+            Workload::A => "a",
+            Workload::B => "b",
+            Workload::C => "c",
+            Workload::D => "d",
+            Workload::F => "f",
+        }
+    }
+
+    /// The Zipf constant: the paper's 0.2, YCSB's 0.99 for the core workloads.
+    pub fn default_theta(self) -> f64 {
+        match self {
+            Workload::Paper => 0.2,
+            _ => 0.99,
+        }
+    }
+
+    /// The fraction of operations of the write kind.
+    pub fn default_write_ratio(self) -> f64 {
+        match self {
+            Workload::Paper | Workload::A | Workload::F => 0.5,
+            Workload::B | Workload::D => 0.05,
+            Workload::C => 0.0,
+        }
+    }
+
+    /// The request distribution.
+    pub fn default_distribution(self) -> Distribution {
+        match self {
+            Workload::D => Distribution::Latest,
+            _ => Distribution::Zipfian,
+        }
+    }
+
+    /// What the non-read operations are.
+    pub fn write_kind(self) -> OpKind {
+        match self {
+            Workload::D => OpKind::Insert,
+            Workload::F => OpKind::ReadModifyWrite,
+            _ => OpKind::Update,
+        }
+    }
+}
+
+/// YCSB's request distributions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Distribution {
+    /// Scrambled zipfian with constant θ (θ = 0 is uniform): hot keys spread over the key
+    /// space by an FNV hash of the rank.
+    Zipfian,
+    /// Every key equally likely.
+    Uniform,
+    /// Zipfian over recency: the most recently inserted key is the most popular.
+    Latest,
+}
+
+impl Distribution {
+    /// Parses `zipfian`, `uniform`, `latest`.
+    ///
+    /// # Errors
+    /// Any other name.
+    pub fn parse(s: &str) -> Result<Distribution, String> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "zipfian" | "zipf" => Ok(Distribution::Zipfian),
+            "uniform" => Ok(Distribution::Uniform),
+            "latest" => Ok(Distribution::Latest),
+            _ => Err(format!("unknown request distribution `{s}` (known: zipfian, uniform, latest)")),
+        }
+    }
+
+    /// `zipfian`, `uniform`, `latest`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Distribution::Zipfian => "zipfian",
+            Distribution::Uniform => "uniform",
+            Distribution::Latest => "latest",
+        }
+    }
+}
+
+/// One YCSB operation kind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OpKind {
+    /// Read every cell of a record.
+    Read,
+    /// Overwrite one cell.
+    Update,
+    /// Create a new record (workload D).
+    Insert,
+    /// Read a record, then overwrite one of its cells, in the same transaction.
+    ReadModifyWrite,
+}
 
 /// Workload parameters.
 #[derive(Clone, Debug, PartialEq)]
@@ -13,27 +169,147 @@ pub struct YcsbConfig {
     pub ops_per_txn: usize,
     /// Zipf skew θ over the key space (RedT default 0.2; 0 = uniform).
     pub theta: f64,
-    /// Fraction of operations that update one cell (RedT default 0.5).
+    /// Fraction of operations of the workload's write kind (RedT default 0.5 updates).
     pub write_ratio: f64,
+    /// The workload (its operation kinds).
+    pub workload: Workload,
+    /// The request distribution.
+    pub distribution: Distribution,
+    /// Fraction of transactions whose primary partitions are in more than one DC (RedT
+    /// default 1: every transaction is inter-DC); the others touch only partitions whose
+    /// primary is in the client's DC.
+    pub inter_dc_ratio: f64,
+    /// Distinct partitions a transaction touches (RedT default 2).
+    pub partitions_per_txn: usize,
+    /// DCs holding the primaries of an inter-DC transaction's partitions (default 2).
+    pub dcs_per_txn: usize,
 }
 
 impl Default for YcsbConfig {
     fn default() -> Self {
-        YcsbConfig { ops_per_txn: 10, theta: 0.2, write_ratio: 0.5 }
+        YcsbConfig::for_workload(Workload::Paper)
     }
 }
 
-/// Draws YCSB transactions over a list of keys.
+impl YcsbConfig {
+    /// The standard parameters of `w`, with the RedT transaction shape (10 operations, 2
+    /// partitions in 2 DCs, every transaction inter-DC).
+    pub fn for_workload(w: Workload) -> Self {
+        YcsbConfig {
+            ops_per_txn: 10,
+            theta: w.default_theta(),
+            write_ratio: w.default_write_ratio(),
+            workload: w,
+            distribution: w.default_distribution(),
+            inter_dc_ratio: 1.0,
+            partitions_per_txn: 2,
+            dcs_per_txn: 2,
+        }
+    }
+
+    /// Draws the kind of one operation.
+    pub fn op_kind(&self, rng: &mut impl Rng) -> OpKind {
+        if self.write_ratio > 0.0 && rng.gen_bool(self.write_ratio.clamp(0.0, 1.0)) {
+            self.workload.write_kind()
+        } else {
+            OpKind::Read
+        }
+    }
+
+    /// Draws a rank in `0..n` (`n` ≥ 1) from the request distribution: rank order is key
+    /// order, so under `latest` the highest ranks (the newest keys) are the hottest.
+    pub fn rank(&self, n: u64, rng: &mut impl Rng) -> u64 {
+        draw_rank(self.distribution, self.theta, n, rng)
+    }
+
+    /// The figures a report shows about the mix.
+    pub fn summary(&self, cells: usize, cell_bytes: usize) -> MixReport {
+        MixReport {
+            workload: self.workload.name().into(),
+            ops_per_txn: self.ops_per_txn,
+            distribution: self.distribution.name().into(),
+            theta: self.theta,
+            write_ratio: self.write_ratio,
+            inter_dc_ratio: self.inter_dc_ratio,
+            partitions_per_txn: self.partitions_per_txn,
+            dcs_per_txn: self.dcs_per_txn,
+            record_cells: cells,
+            record_cell_bytes: cell_bytes,
+        }
+    }
+}
+
+/// The mix a report ran.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct MixReport {
+    /// `paper`, `a`, `b`, `c`, `d`, `f`.
+    pub workload: String,
+    /// Operations per transaction.
+    pub ops_per_txn: usize,
+    /// Request distribution.
+    pub distribution: String,
+    /// Zipf θ.
+    pub theta: f64,
+    /// Fraction of operations of the write kind.
+    pub write_ratio: f64,
+    /// Fraction of inter-DC transactions.
+    pub inter_dc_ratio: f64,
+    /// Partitions per transaction.
+    pub partitions_per_txn: usize,
+    /// DCs per inter-DC transaction.
+    pub dcs_per_txn: usize,
+    /// Cells per record.
+    pub record_cells: usize,
+    /// Bytes per cell.
+    pub record_cell_bytes: usize,
+}
+
+/// A rank in `0..n` drawn from `dist` with constant `theta`.
+pub fn draw_rank(dist: Distribution, theta: f64, n: u64, rng: &mut impl Rng) -> u64 {
+    let n = n.max(1);
+    let zipf = |rng: &mut _| -> u64 {
+        let z = Zipf::new(n, theta).expect("θ > 0 and n ≥ 1");
+        (z.sample(rng) as u64).saturating_sub(1).min(n - 1)
+    };
+    match dist {
+        Distribution::Uniform => rng.gen_range(0..n),
+        Distribution::Zipfian if theta <= 0.0 => rng.gen_range(0..n),
+        Distribution::Zipfian => fnv(zipf(rng)) % n,
+        Distribution::Latest if theta <= 0.0 => rng.gen_range(0..n),
+        Distribution::Latest => n - 1 - zipf(rng),
+    }
+}
+
+/// Parses a record size `CELLSxBYTES` (`10x100`).
 ///
-/// Key ranks follow Zipf(θ); rank `r` maps to `keys[scramble(r)]`, so the hot keys are
-/// spread over partitions and nodes rather than clustered (YCSB's scrambled zipfian).
+/// # Errors
+/// Anything else, or cells outside 1–64, bytes outside 1–65536.
+pub fn parse_record_size(s: &str) -> Result<(usize, usize), String> {
+    let bad = || format!("record size `{s}` must be CELLSxBYTES, e.g. 10x100");
+    let (c, b) = s.trim().to_ascii_lowercase().split_once(['x', '×']).map(|(a, b)| (a.to_string(), b.to_string())).ok_or_else(bad)?;
+    let cells: usize = c.trim().parse().map_err(|_| bad())?;
+    let bytes: usize = b.trim().parse().map_err(|_| bad())?;
+    if !(1..=64).contains(&cells) {
+        return Err(format!("record size `{s}`: 1 to 64 cells"));
+    }
+    if !(1..=65536).contains(&bytes) {
+        return Err(format!("record size `{s}`: 1 to 65536 bytes per cell"));
+    }
+    Ok((cells, bytes))
+}
+
+/// Draws YCSB transactions over a list of keys (the local bench: one DC, keys known).
+///
+/// Key ranks follow the request distribution; under zipfian rank `r` maps to
+/// `keys[scramble(r)]`, so the hot keys are spread over partitions and nodes rather than
+/// clustered (YCSB's scrambled zipfian). Inserts (workload D) are not supported here: the
+/// local bench loads a fixed key set.
 pub struct YcsbGenerator {
     cfg: YcsbConfig,
     table: TableId,
     cells: usize,
     cell_bytes: usize,
     keys: Vec<u64>,
-    zipf: Option<Zipf<f64>>,
 }
 
 impl YcsbGenerator {
@@ -43,21 +319,15 @@ impl YcsbGenerator {
     /// If `keys` is empty (a workload needs at least one record).
     pub fn new(cfg: YcsbConfig, table: TableId, cells: usize, cell_bytes: usize, keys: Vec<u64>) -> Self {
         assert!(!keys.is_empty(), "YCSB needs at least one key");
-        let zipf = (cfg.theta > 0.0).then(|| Zipf::new(keys.len() as u64, cfg.theta).expect("θ > 0, n ≥ 1"));
-        YcsbGenerator { cfg, table, cells, cell_bytes, keys, zipf }
+        YcsbGenerator { cfg, table, cells, cell_bytes, keys }
     }
 
     fn key(&self, rng: &mut impl Rng) -> u64 {
-        let n = self.keys.len() as u64;
-        let rank = match &self.zipf {
-            Some(z) => (z.sample(rng) as u64).saturating_sub(1).min(n - 1),
-            None => rng.gen_range(0..n),
-        };
-        self.keys[(fnv(rank) % n) as usize]
+        self.keys[self.cfg.rank(self.keys.len() as u64, rng) as usize]
     }
 
-    /// Draws the operations of one transaction: distinct keys, each read (all cells) or
-    /// updated (one random cell, a random value).
+    /// Draws the operations of one transaction: distinct keys, each read (all cells),
+    /// updated (one random cell, a random value) or read and updated (workload F).
     pub fn ops(&self, rng: &mut impl Rng) -> Vec<YcsbOp> {
         let want = self.cfg.ops_per_txn.min(self.keys.len());
         let mut keys: Vec<u64> = Vec::with_capacity(want);
@@ -67,17 +337,23 @@ impl YcsbGenerator {
                 keys.push(k);
             }
         }
-        keys.into_iter()
-            .map(|key| {
-                if rng.gen_bool(self.cfg.write_ratio.clamp(0.0, 1.0)) {
-                    let cell = rng.gen_range(0..self.cells) as u16;
-                    let byte: u8 = rng.gen();
-                    YcsbOp::Update { key, cell, value: vec![byte; self.cell_bytes] }
-                } else {
-                    YcsbOp::Read { key }
+        let mut ops = Vec::with_capacity(want);
+        for key in keys {
+            let update = |rng: &mut _| {
+                let cell = Rng::gen_range(rng, 0..self.cells) as u16;
+                let byte: u8 = Rng::gen(rng);
+                YcsbOp::Update { key, cell, value: vec![byte; self.cell_bytes] }
+            };
+            match self.cfg.op_kind(rng) {
+                OpKind::Read => ops.push(YcsbOp::Read { key }),
+                OpKind::Update | OpKind::Insert => ops.push(update(rng)),
+                OpKind::ReadModifyWrite => {
+                    ops.push(YcsbOp::Read { key });
+                    ops.push(update(rng));
                 }
-            })
-            .collect()
+            }
+        }
+        ops
     }
 
     /// Draws one transaction as a procedure.
@@ -87,7 +363,7 @@ impl YcsbGenerator {
 }
 
 /// FNV-1a over the 8 bytes of `x` (YCSB's key scrambling hash).
-fn fnv(x: u64) -> u64 {
+pub fn fnv(x: u64) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for b in x.to_le_bytes() {
         h ^= b as u64;
@@ -141,5 +417,96 @@ mod tests {
             counts.values().copied().max().unwrap_or(0)
         };
         assert!(top(&g, &mut rng) > 5 * top(&u, &mut rng));
+    }
+
+    #[test]
+    fn core_workload_mixes_are_within_tolerance() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(3);
+        for (w, read, write) in [
+            (Workload::A, 0.5, 0.5),
+            (Workload::B, 0.95, 0.05),
+            (Workload::C, 1.0, 0.0),
+            (Workload::D, 0.95, 0.05),
+            (Workload::F, 0.5, 0.5),
+            (Workload::Paper, 0.5, 0.5),
+        ] {
+            let cfg = YcsbConfig::for_workload(w);
+            let n = 40_000;
+            let mut reads = 0;
+            let mut writes = 0;
+            for _ in 0..n {
+                let k = cfg.op_kind(&mut rng);
+                if k == OpKind::Read {
+                    reads += 1;
+                } else {
+                    assert_eq!(k, w.write_kind(), "{w:?}");
+                    writes += 1;
+                }
+            }
+            let (r, x) = (reads as f64 / n as f64, writes as f64 / n as f64);
+            assert!((r - read).abs() < 0.01, "{w:?}: reads {r}, want {read}");
+            assert!((x - write).abs() < 0.01, "{w:?}: writes {x}, want {write}");
+        }
+        assert_eq!(Workload::D.default_distribution(), Distribution::Latest);
+        assert_eq!(Workload::A.default_theta(), 0.99);
+    }
+
+    #[test]
+    fn read_modify_write_reads_then_updates_the_same_key() {
+        let cfg = YcsbConfig::for_workload(Workload::F);
+        let g = YcsbGenerator::new(cfg, TableId(1), 10, 100, (0..1000).collect());
+        let mut rng = rand::rngs::StdRng::seed_from_u64(9);
+        let ops = g.ops(&mut rng);
+        let updates: Vec<u64> = ops
+            .iter()
+            .filter_map(|o| match o {
+                YcsbOp::Update { key, .. } => Some(*key),
+                _ => None,
+            })
+            .collect();
+        assert!(!updates.is_empty());
+        for k in updates {
+            assert!(ops.contains(&YcsbOp::Read { key: k }), "RMW of {k} without its read");
+        }
+    }
+
+    #[test]
+    fn latest_favours_recent_keys() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(5);
+        let n = 10_000u64;
+        let draws = 20_000;
+        let mut newest_tenth = 0;
+        let mut newest = 0;
+        for _ in 0..draws {
+            let r = draw_rank(Distribution::Latest, 0.99, n, &mut rng);
+            assert!(r < n);
+            if r >= n - n / 10 {
+                newest_tenth += 1;
+            }
+            if r == n - 1 {
+                newest += 1;
+            }
+        }
+        // Zipf(0.99) over 10,000 ranks: the top 10% of ranks draw ~75% of requests and
+        // rank 1 alone ~10%; uniform would give 10% and 0.01%.
+        assert!(newest_tenth as f64 / draws as f64 > 0.6, "newest 10%: {newest_tenth} of {draws}");
+        assert!(newest as f64 / draws as f64 > 0.05, "newest key: {newest} of {draws}");
+        // Uniform and zipfian do not favour the end of the key space.
+        let tail = (0..draws).filter(|_| draw_rank(Distribution::Zipfian, 0.99, n, &mut rng) >= n - n / 10).count();
+        assert!((tail as f64 / draws as f64) < 0.3, "zipfian tail {tail}");
+    }
+
+    #[test]
+    fn parses_names_and_refuses_e() {
+        assert_eq!(Workload::parse("A").unwrap(), Workload::A);
+        assert_eq!(Workload::parse("ycsb-d").unwrap(), Workload::D);
+        assert_eq!(Workload::parse("ycsb").unwrap(), Workload::Paper);
+        let e = Workload::parse("e").unwrap_err();
+        assert!(e.contains("ordered index"), "{e}");
+        assert!(Workload::parse("g").is_err());
+        assert_eq!(parse_record_size("10x100").unwrap(), (10, 100));
+        assert_eq!(parse_record_size("1X2048").unwrap(), (1, 2048));
+        assert!(parse_record_size("0x100").is_err());
+        assert!(parse_record_size("10").is_err());
     }
 }

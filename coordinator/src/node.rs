@@ -364,14 +364,24 @@ impl Node {
             set.spawn(async move { (dc, node.record_in(dc, target, txn, entries).await.unwrap_or(false)) });
         }
         let mut holding: BTreeSet<DcId> = votes.iter().filter(|(_, v)| !v.is_commit()).map(|(&dc, _)| dc).collect();
-        while let Some(r) = set.join_next().await {
-            if let Ok((dc, true)) = r {
-                holding.insert(dc);
+        let recorded = |holding: &BTreeSet<DcId>| {
+            plan.partitions.iter().all(|p| {
+                p.replicas.iter().filter(|(_, dc)| holding.contains(dc)).count() >= majority(p.replicas.len())
+            })
+        };
+        while !recorded(&holding) {
+            match set.join_next().await {
+                Some(Ok((dc, true))) => {
+                    holding.insert(dc);
+                }
+                Some(_) => {}
+                None => return false,
             }
         }
-        plan.partitions
-            .iter()
-            .all(|p| p.replicas.iter().filter(|(_, dc)| holding.contains(dc)).count() >= majority(p.replicas.len()))
+        // A majority of every partition holds the abort: answer now, and let the records
+        // still in flight (say, to an unreachable DC) finish or time out on their own.
+        tokio::spawn(async move { while set.join_next().await.is_some() {} });
+        true
     }
 
     /// Phase 2: the decision to every participant DC (retrying unreachable ones), then to
