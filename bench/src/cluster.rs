@@ -4,19 +4,20 @@
 //! RedT §6 defaults: 10 operations per transaction, Zipf θ 0.2, 50% updates, every
 //! transaction inter-DC with its primaries on 2 nodes in 2 DCs: a client on node `c`
 //! draws its keys from the partition whose primary is `c` and from one whose primary is a
-//! node of another DC.
+//! node of another DC. [`YcsbConfig`] changes the mix (YCSB core workloads A–D, F) and the
+//! shape (inter-DC ratio, partitions and DCs per transaction); [`draw_txn`] draws.
 
 use crate::report::{Latency, VerbsPerTxn};
-use crate::ycsb::YcsbConfig;
+use crate::ycsb::{MixReport, OpKind, YcsbConfig};
 use indicatif::{ProgressBar, ProgressStyle};
+use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
-use rand_distr::{Distribution, Zipf};
-use redt_coordinator::{call, Class, ClassReport, CoordinatorOptions, EmbeddedCluster, TxnStatus};
-use redt_dc_executor::YcsbOp;
-use redt_proto::{NodeId, PartitionId, Topology};
+use redt_coordinator::{call, Class, ClassReport, CoordinatorOptions, EmbeddedCluster, Node, TxnStatus};
+use redt_dc_executor::{KvOp, YcsbOp};
+use redt_proto::{NodeId, PartitionId, TableId, Topology};
 use serde::Serialize;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Parameters of a cluster run.
@@ -45,6 +46,8 @@ pub struct ClusterConfig {
 pub struct ClusterReport {
     /// Workload name.
     pub workload: String,
+    /// The YCSB mix and transaction shape.
+    pub mix: MixReport,
     /// Topology name.
     pub topology: String,
     /// DCs × nodes.
@@ -83,68 +86,255 @@ pub struct ClusterReport {
     pub classes: Vec<(String, ClassReport)>,
     /// Records loaded (per replica set).
     pub records: u64,
+    /// Records inserted by committed transactions in the measured interval (workload D).
+    pub inserted: u64,
 }
 
-/// Keys of partition `p`: `p + i·P` for `i < records_per_partition`.
-fn key_of(p: PartitionId, rank: u64, partitions: u64) -> u64 {
-    p.0 as u64 + rank * partitions
+/// Where one client's transactions go: the partitions grouped by the DC of their primary.
+///
+/// A transaction first takes the partition whose primary is the client's node (or one
+/// with its primary in the client's DC), then, if inter-DC, one partition with its primary
+/// in each of `dcs_per_txn − 1` other DCs, then more partitions of those DCs up to
+/// `partitions_per_txn` (as many as those DCs have). An intra-DC transaction — and every
+/// transaction when `partitions_per_txn` or `dcs_per_txn` is 1 — takes only partitions
+/// with their primary in the client's DC (as many as exist, up to `partitions_per_txn`).
+#[derive(Clone, Debug)]
+pub struct TxnShape {
+    my_dc: usize,
+    mine: Option<PartitionId>,
+    by_dc: Vec<Vec<PartitionId>>,
+    all: Vec<PartitionId>,
 }
 
-/// FNV-1a of a rank (YCSB's scrambling).
-fn scramble(x: u64) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in x.to_le_bytes() {
-        h ^= b as u64;
-        h = h.wrapping_mul(0x0100_0000_01b3);
+impl TxnShape {
+    /// The shape of transactions coordinated by `node`.
+    pub fn new(topo: &Topology, node: NodeId) -> Self {
+        let my_dc = topo.nodes[node.0 as usize].dc.0 as usize;
+        let mut by_dc = vec![Vec::new(); topo.dcs.len()];
+        for p in &topo.partitions {
+            by_dc[topo.nodes[p.replicas[0].0 as usize].dc.0 as usize].push(p.id);
+        }
+        let mine = topo.partitions.iter().find(|p| p.replicas[0] == node).map(|p| p.id);
+        TxnShape { my_dc, mine, by_dc, all: topo.partitions.iter().map(|p| p.id).collect() }
     }
-    h
+
+    /// Draws the partitions of one transaction (distinct; the first is the client's own).
+    pub fn partitions(&self, cfg: &YcsbConfig, rng: &mut impl Rng) -> Vec<PartitionId> {
+        let want = cfg.partitions_per_txn.clamp(1, cfg.ops_per_txn.max(1));
+        let local = &self.by_dc[self.my_dc];
+        let first = self
+            .mine
+            .or_else(|| local.choose(rng).copied())
+            .unwrap_or_else(|| self.all[rng.gen_range(0..self.all.len())]);
+        let mut chosen = vec![first];
+        let others: Vec<usize> =
+            (0..self.by_dc.len()).filter(|&d| d != self.my_dc && !self.by_dc[d].is_empty()).collect();
+        let inter = want >= 2
+            && cfg.dcs_per_txn >= 2
+            && !others.is_empty()
+            && cfg.inter_dc_ratio > 0.0
+            && rng.gen_bool(cfg.inter_dc_ratio.clamp(0.0, 1.0));
+        let mut pool: Vec<PartitionId> = local.iter().copied().filter(|&p| p != first).collect();
+        if inter {
+            let extra = cfg.dcs_per_txn.min(others.len() + 1).min(want) - 1;
+            for d in others.choose_multiple(rng, extra) {
+                let p = *self.by_dc[*d].choose(rng).expect("non-empty by construction");
+                chosen.push(p);
+                pool.extend(self.by_dc[*d].iter().copied().filter(|&q| q != p));
+            }
+        }
+        while chosen.len() < want && !pool.is_empty() {
+            let i = rng.gen_range(0..pool.len());
+            chosen.push(pool.swap_remove(i));
+        }
+        chosen
+    }
 }
 
-/// Draws one transaction's operations for a client on `node`.
-fn draw_ops(
-    topo: &Topology,
-    node: NodeId,
-    cfg: &YcsbConfig,
-    rpp: u64,
-    zipf: Option<&Zipf<f64>>,
-    rng: &mut impl Rng,
-) -> Vec<YcsbOp> {
-    let parts = topo.partitions.len() as u64;
-    let my_dc = topo.nodes[node.0 as usize].dc;
-    let mine = topo.partitions.iter().find(|p| p.replicas[0] == node).map(|p| p.id);
-    let others: Vec<PartitionId> =
-        topo.partitions.iter().filter(|p| topo.nodes[p.replicas[0].0 as usize].dc != my_dc).map(|p| p.id).collect();
-    let first = mine.unwrap_or(PartitionId(rng.gen_range(0..parts) as u32));
-    let second = if others.is_empty() { first } else { others[rng.gen_range(0..others.len())] };
-    let chosen = [first, second];
-    let cells = 10u16;
-    let mut keys = Vec::with_capacity(cfg.ops_per_txn);
-    let mut guard = 0;
-    while keys.len() < cfg.ops_per_txn && guard < 10 * cfg.ops_per_txn + 100 {
-        guard += 1;
-        let p = chosen[keys.len() % 2];
-        let rank = match zipf {
-            Some(z) => (z.sample(rng) as u64).saturating_sub(1).min(rpp - 1),
-            None => rng.gen_range(0..rpp),
-        };
-        let k = key_of(p, scramble(rank) % rpp, parts);
-        if !keys.contains(&k) {
-            keys.push(k);
+/// The YCSB keys of every partition: the loaded ones (rank `i < records_per_partition` is
+/// key `p + i·P`) and those inserted since (workload D), with YCSB's acknowledged-insert
+/// window: reads only go to ranks below the lowest insert not yet settled.
+pub struct KeySpace {
+    partitions: u64,
+    loaded: u64,
+    live: Vec<AtomicU64>,
+    windows: Vec<Mutex<InsertWindow>>,
+    inserted: AtomicU64,
+}
+
+struct InsertWindow {
+    next: u64,
+    settled: std::collections::BTreeSet<u64>,
+}
+
+impl KeySpace {
+    /// `records_per_partition` loaded records in each of `partitions` partitions.
+    pub fn new(partitions: u64, records_per_partition: u64) -> Self {
+        let rpp = records_per_partition.max(1);
+        KeySpace {
+            partitions,
+            loaded: rpp,
+            live: (0..partitions).map(|_| AtomicU64::new(rpp)).collect(),
+            windows: (0..partitions)
+                .map(|_| Mutex::new(InsertWindow { next: rpp, settled: Default::default() }))
+                .collect(),
+            inserted: AtomicU64::new(0),
         }
     }
-    keys.into_iter()
-        .map(|key| {
-            if rng.gen_bool(cfg.write_ratio.clamp(0.0, 1.0)) {
-                let byte: u8 = rng.gen();
-                YcsbOp::Update { key, cell: rng.gen_range(0..cells), value: vec![byte; 100] }
-            } else {
-                YcsbOp::Read { key }
-            }
-        })
-        .collect()
+
+    /// The key of rank `rank` in partition `p`.
+    pub fn key(&self, p: PartitionId, rank: u64) -> u64 {
+        p.0 as u64 + rank * self.partitions
+    }
+
+    /// Ranks readable in `p` (loaded, plus inserts settled without a gap).
+    pub fn live(&self, p: PartitionId) -> u64 {
+        self.live[p.0 as usize].load(Ordering::Acquire)
+    }
+
+    /// A fresh rank of `p` to insert.
+    pub fn reserve(&self, p: PartitionId) -> u64 {
+        let mut w = self.windows[p.0 as usize].lock().expect("insert window");
+        w.next += 1;
+        w.next - 1
+    }
+
+    /// The insert of `rank` in `p` finished (committed or not: an aborted upsert leaves the
+    /// record created empty in the DCs that ran it).
+    pub fn settle(&self, p: PartitionId, rank: u64, committed: bool) {
+        if committed {
+            self.inserted.fetch_add(1, Ordering::Relaxed);
+        }
+        let mut w = self.windows[p.0 as usize].lock().expect("insert window");
+        w.settled.insert(rank);
+        let live = &self.live[p.0 as usize];
+        let mut l = live.load(Ordering::Acquire);
+        while w.settled.remove(&l) {
+            l += 1;
+        }
+        live.store(l, Ordering::Release);
+    }
+
+    /// Inserts committed so far.
+    pub fn inserted(&self) -> u64 {
+        self.inserted.load(Ordering::Relaxed)
+    }
+
+    /// Records loaded per partition.
+    pub fn loaded(&self) -> u64 {
+        self.loaded
+    }
 }
 
-fn bar(show: bool, len: u64, what: &'static str) -> ProgressBar {
+/// One drawn transaction.
+#[derive(Clone, Debug, PartialEq)]
+pub enum DrawnTxn {
+    /// Reads, updates and read-modify-writes: a YCSB procedure (reads fetch every cell).
+    Ycsb(Vec<YcsbOp>),
+    /// A transaction with inserts (workload D): a key/value procedure on the YCSB table,
+    /// whose operations create missing records — reads fetch cell 0, inserts write cell 0 —
+    /// and the `(partition, rank)` of each insert.
+    Kv(Vec<KvOp>, Vec<(PartitionId, u64)>),
+}
+
+impl DrawnTxn {
+    /// The procedure call on `table` (records of `cells` cells).
+    pub fn call(&self, table: TableId, cells: usize) -> redt_proto::wire::ProcedureCall {
+        match self {
+            DrawnTxn::Ycsb(ops) => call::ycsb_call(table, cells, ops),
+            DrawnTxn::Kv(ops, _) => call::kv_call(table, ops),
+        }
+    }
+
+    /// The inserts' `(partition, rank)`.
+    pub fn inserts(&self) -> &[(PartitionId, u64)] {
+        match self {
+            DrawnTxn::Ycsb(_) => &[],
+            DrawnTxn::Kv(_, i) => i,
+        }
+    }
+}
+
+/// Draws one transaction: `ops_per_txn` operations on distinct keys, spread round-robin
+/// over the partitions [`TxnShape::partitions`] picks, each of the kind and on the key the
+/// workload draws. Records have `cells` cells of `cell_bytes` bytes.
+pub fn draw_txn(
+    shape: &TxnShape,
+    keys: &KeySpace,
+    cfg: &YcsbConfig,
+    cells: usize,
+    cell_bytes: usize,
+    rng: &mut impl Rng,
+) -> DrawnTxn {
+    let parts = shape.partitions(cfg, rng);
+    let mut planned: Vec<(OpKind, u64)> = Vec::with_capacity(cfg.ops_per_txn);
+    let mut inserts = Vec::new();
+    let mut guard = 0;
+    while planned.len() < cfg.ops_per_txn && guard < 10 * cfg.ops_per_txn + 100 {
+        guard += 1;
+        let p = parts[planned.len() % parts.len()];
+        match cfg.op_kind(rng) {
+            OpKind::Insert => {
+                let rank = keys.reserve(p);
+                inserts.push((p, rank));
+                planned.push((OpKind::Insert, keys.key(p, rank)));
+            }
+            kind => {
+                let k = keys.key(p, cfg.rank(keys.live(p), rng));
+                if !planned.iter().any(|&(_, x)| x == k) {
+                    planned.push((kind, k));
+                }
+            }
+        }
+    }
+    let value = |rng: &mut _| {
+        let byte: u8 = Rng::gen(rng);
+        vec![byte; cell_bytes]
+    };
+    if !inserts.is_empty() {
+        let mut ops = Vec::with_capacity(planned.len() + 1);
+        for (kind, k) in planned {
+            match kind {
+                OpKind::Read => ops.push(KvOp::Read(k)),
+                OpKind::Update | OpKind::Insert => ops.push(KvOp::Write(k, value(rng))),
+                OpKind::ReadModifyWrite => {
+                    ops.push(KvOp::Read(k));
+                    ops.push(KvOp::Write(k, value(rng)));
+                }
+            }
+        }
+        return DrawnTxn::Kv(ops, inserts);
+    }
+    let mut ops = Vec::with_capacity(planned.len() + 1);
+    for (kind, key) in planned {
+        if matches!(kind, OpKind::Read | OpKind::ReadModifyWrite) {
+            ops.push(YcsbOp::Read { key });
+        }
+        if matches!(kind, OpKind::Update | OpKind::ReadModifyWrite) {
+            let cell = rng.gen_range(0..cells.max(1)) as u16;
+            ops.push(YcsbOp::Update { key, cell, value: value(rng) });
+        }
+    }
+    DrawnTxn::Ycsb(ops)
+}
+
+/// Submits `txn` and settles its inserts; returns the status.
+async fn run_one(node: &Arc<Node>, keys: &KeySpace, txn: &DrawnTxn, table: TableId, cells: usize) -> TxnStatus {
+    let out = node.submit(txn.call(table, cells)).await;
+    let ok = out.status == TxnStatus::Committed;
+    for &(p, r) in txn.inserts() {
+        keys.settle(p, r, ok);
+    }
+    out.status
+}
+
+/// The YCSB table of `topo` (its first table) with its cell count and size.
+fn ycsb_table(topo: &Topology) -> Result<(TableId, usize, usize), String> {
+    let table = topo.tables.first().ok_or("the topology declares no table")?;
+    Ok((table.id, table.cells.len(), table.cells.iter().map(|c| c.bytes as usize).min().unwrap_or(0)))
+}
+
+pub(crate) fn bar(show: bool, len: u64, what: &'static str) -> ProgressBar {
     if !show {
         return ProgressBar::hidden();
     }
@@ -158,15 +348,15 @@ fn bar(show: bool, len: u64, what: &'static str) -> ProgressBar {
     b
 }
 
-/// Runs YCSB on an embedded cluster of `topo`.
+/// Runs YCSB on an embedded cluster of `topo` (its first table is the YCSB table).
 ///
 /// # Errors
 /// Cluster start-up (a loopback address that cannot bind), load (MemStore too small), as
 /// text.
 pub async fn run_cluster_ycsb(topo: Topology, cfg: &ClusterConfig) -> Result<ClusterReport, String> {
-    let table = topo.tables.first().ok_or("the topology declares no table")?.clone();
-    if table.cells.len() < 10 || table.cells.iter().any(|c| c.bytes < 100) {
-        return Err(format!("YCSB needs table `{}` to have 10 cells of at least 100 bytes", table.name));
+    let (tid, cells, cell_bytes) = ycsb_table(&topo)?;
+    if cell_bytes == 0 {
+        return Err("the YCSB table has an empty cell".into());
     }
     let rtt_ms = topo.links.first().and_then(|l| l.get(1)).map(|c| c.rtt.as_secs_f64() * 1e3).unwrap_or(0.0);
     let cluster = Arc::new(
@@ -177,26 +367,30 @@ pub async fn run_cluster_ycsb(topo: Topology, cfg: &ClusterConfig) -> Result<Clu
     let total = rpp * topo.partitions.len() as u64;
     let load_bar = bar(cfg.progress, total, "load");
     let c2 = cluster.clone();
-    let tid = table.id;
     let loaded = tokio::task::spawn_blocking(move || c2.load(tid, rpp, &mut |n| load_bar.set_position(n)))
         .await
-        .map_err(|e| e.to_string())?
-        .map_err(|e| format!("loading: {e}"))?;
+        .map_err(|e| e.to_string())?;
+    let loaded = match loaded {
+        Ok(n) => n,
+        Err(e) => {
+            cluster.shutdown();
+            return Err(format!("loading: {e}"));
+        }
+    };
 
-    let zipf = (cfg.ycsb.theta > 0.0).then(|| Zipf::new(rpp, cfg.ycsb.theta).expect("θ > 0 and n ≥ 1"));
+    let keys = Arc::new(KeySpace::new(topo.partitions.len() as u64, rpp));
     let stop = Arc::new(AtomicBool::new(false));
     let mut clients = tokio::task::JoinSet::new();
     for node in &cluster.nodes {
         for c in 0..cfg.clients_per_node {
-            let (node, topo, stop, ycsb, zipf) = (node.clone(), topo.clone(), stop.clone(), cfg.ycsb.clone(), zipf);
+            let (node, stop, ycsb, keys) = (node.clone(), stop.clone(), cfg.ycsb.clone(), keys.clone());
+            let shape = TxnShape::new(&topo, node.id());
             let seed = cfg.seed ^ ((node.id().0 as u64) << 32 | c as u64);
-            let tid = table.id;
             clients.spawn(async move {
                 let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
                 while !stop.load(Ordering::Relaxed) {
-                    let ops = draw_ops(&topo, node.id(), &ycsb, rpp, zipf.as_ref(), &mut rng);
-                    let out = node.submit(call::ycsb_call(tid, 10, &ops)).await;
-                    if let TxnStatus::Unknown(_) = out.status {
+                    let txn = draw_txn(&shape, &keys, &ycsb, cells, cell_bytes, &mut rng);
+                    if let TxnStatus::Unknown(_) = run_one(&node, &keys, &txn, tid, cells).await {
                         tokio::time::sleep(Duration::from_millis(10)).await;
                     }
                 }
@@ -211,20 +405,22 @@ pub async fn run_cluster_ycsb(topo: Topology, cfg: &ClusterConfig) -> Result<Clu
     }
     warm.finish_and_clear();
     cluster.stats.reset();
+    let inserted0 = keys.inserted();
     let v0 = cluster.verb_counts();
     let run = bar(cfg.progress, cfg.duration.as_millis() as u64, "run");
     let started = Instant::now();
     while started.elapsed() < cfg.duration {
         tokio::time::sleep(Duration::from_millis(100)).await;
         run.set_position(started.elapsed().as_millis() as u64);
-        let r = cluster.stats.report(Class { read_write: true, inter_dc: true });
-        run.set_message(format!("{} committed", r.committed));
+        let r: u64 = Class::all().iter().map(|&c| cluster.stats.report(c).committed).sum();
+        run.set_message(format!("{r} committed"));
     }
     let elapsed = started.elapsed().as_secs_f64();
     let classes: Vec<(String, ClassReport)> =
         Class::all().iter().map(|&c| (c.name().to_string(), cluster.stats.report(c))).collect();
     let hist = cluster.stats.latency_us();
     let verbs = cluster.verb_counts().since(&v0);
+    let inserted = keys.inserted() - inserted0;
     run.finish_and_clear();
     stop.store(true, Ordering::Relaxed);
     while clients.join_next().await.is_some() {}
@@ -239,6 +435,7 @@ pub async fn run_cluster_ycsb(topo: Topology, cfg: &ClusterConfig) -> Result<Clu
     let us = Latency::from_histogram(&hist);
     Ok(ClusterReport {
         workload: "ycsb".into(),
+        mix: cfg.ycsb.summary(cells, cell_bytes),
         topology: cluster.topology.name.clone(),
         dcs: cluster.topology.dcs.len(),
         nodes: cluster.topology.nodes.len(),
@@ -258,6 +455,7 @@ pub async fn run_cluster_ycsb(topo: Topology, cfg: &ClusterConfig) -> Result<Clu
         verbs_per_txn: VerbsPerTxn::new(&verbs, committed),
         classes,
         records: loaded,
+        inserted,
     })
 }
 
@@ -268,6 +466,8 @@ pub async fn run_cluster_ycsb(topo: Topology, cfg: &ClusterConfig) -> Result<Clu
 pub struct RemoteReport {
     /// Workload name.
     pub workload: String,
+    /// The YCSB mix and transaction shape.
+    pub mix: MixReport,
     /// Topology name.
     pub topology: String,
     /// Concurrent clients in all.
@@ -302,12 +502,11 @@ pub async fn run_remote_ycsb(
     cfg: &ClusterConfig,
 ) -> Result<RemoteReport, String> {
     use redt_coordinator::Client;
-    use std::sync::atomic::AtomicU64;
     let topo = Arc::new(topo);
-    let table = topo.tables.first().ok_or("the topology declares no table")?.clone();
+    let (tid, cells, cell_bytes) = ycsb_table(&topo)?;
     let client = Arc::new(Client::connect(topo.clone(), certs, Duration::from_secs(10)).map_err(|e| e.to_string())?);
     let rpp = cfg.records_per_partition.max(1);
-    let zipf = (cfg.ycsb.theta > 0.0).then(|| Zipf::new(rpp, cfg.ycsb.theta).expect("θ > 0 and n ≥ 1"));
+    let keys = Arc::new(KeySpace::new(topo.partitions.len() as u64, rpp));
     let stop = Arc::new(AtomicBool::new(false));
     let measuring = Arc::new(AtomicBool::new(false));
     let counts = Arc::new([AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)]);
@@ -315,9 +514,9 @@ pub async fn run_remote_ycsb(
     let mut tasks = tokio::task::JoinSet::new();
     for n in &topo.nodes {
         for c in 0..cfg.clients_per_node {
-            let (client, topo, stop, measuring, counts, hist, ycsb) = (
+            let (client, keys, stop, measuring, counts, hist, ycsb) = (
                 client.clone(),
-                topo.clone(),
+                keys.clone(),
                 stop.clone(),
                 measuring.clone(),
                 counts.clone(),
@@ -325,14 +524,17 @@ pub async fn run_remote_ycsb(
                 cfg.ycsb.clone(),
             );
             let node = n.id;
+            let shape = TxnShape::new(&topo, node);
             let seed = cfg.seed ^ ((node.0 as u64) << 32 | c as u64);
-            let tid = table.id;
             tasks.spawn(async move {
                 let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
                 while !stop.load(Ordering::Relaxed) {
-                    let ops = draw_ops(&topo, node, &ycsb, rpp, zipf.as_ref(), &mut rng);
+                    let txn = draw_txn(&shape, &keys, &ycsb, cells, cell_bytes, &mut rng);
                     let t0 = Instant::now();
-                    let out = client.submit(node, call::ycsb_call(tid, 10, &ops)).await;
+                    let out = client.submit(node, txn.call(tid, cells)).await;
+                    for &(p, r) in txn.inserts() {
+                        keys.settle(p, r, out.status == TxnStatus::Committed);
+                    }
                     if !measuring.load(Ordering::Relaxed) {
                         continue;
                     }
@@ -366,6 +568,7 @@ pub async fn run_remote_ycsb(
     let us = Latency::from_histogram(&hist.lock().expect("histogram"));
     Ok(RemoteReport {
         workload: "ycsb".into(),
+        mix: cfg.ycsb.summary(cells, cell_bytes),
         topology: topo.name.clone(),
         clients: cfg.clients_per_node * topo.nodes.len(),
         duration_s: elapsed,
@@ -376,4 +579,131 @@ pub async fn run_remote_ycsb(
         abort_rate: if c + a == 0 { 0.0 } else { a as f64 / (c + a) as f64 },
         latency_ms: Latency { p50: us.p50 / 1e3, p99: us.p99 / 1e3, p999: us.p999 / 1e3, mean: us.mean / 1e3 },
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ycsb::Workload;
+    use std::collections::BTreeSet;
+
+    fn paper() -> Topology {
+        Topology::from_yaml("default.yaml", include_str!("../../configs/default.yaml")).expect("default topology")
+    }
+
+    fn primary_dcs(topo: &Topology, keys: &[u64]) -> (BTreeSet<u32>, BTreeSet<u16>) {
+        let parts: BTreeSet<u32> = keys.iter().map(|k| (k % topo.partitions.len() as u64) as u32).collect();
+        let dcs = parts.iter().map(|&p| topo.nodes[topo.partitions[p as usize].replicas[0].0 as usize].dc.0).collect();
+        (parts, dcs)
+    }
+
+    fn keys_of(t: &DrawnTxn) -> Vec<u64> {
+        match t {
+            DrawnTxn::Ycsb(ops) => ops
+                .iter()
+                .map(|o| match o {
+                    YcsbOp::Read { key } | YcsbOp::Update { key, .. } => *key,
+                })
+                .collect(),
+            DrawnTxn::Kv(ops, _) => ops
+                .iter()
+                .map(|o| match o {
+                    KvOp::Read(k) | KvOp::Write(k, _) | KvOp::Add(k, _) | KvOp::Append(k, _) => *k,
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn paper_shape_is_two_partitions_in_two_dcs_with_the_clients_own() {
+        let topo = paper();
+        let keys = KeySpace::new(8, 1000);
+        let cfg = YcsbConfig::default();
+        let mut rng = rand::rngs::StdRng::seed_from_u64(1);
+        for node in 0..8u16 {
+            let shape = TxnShape::new(&topo, NodeId(node));
+            for _ in 0..50 {
+                let t = draw_txn(&shape, &keys, &cfg, 10, 100, &mut rng);
+                let k = keys_of(&t);
+                assert_eq!(k.len(), 10);
+                let (parts, dcs) = primary_dcs(&topo, &k);
+                assert_eq!(parts.len(), 2);
+                assert_eq!(dcs.len(), 2);
+                assert!(parts.contains(&(node as u32)), "node {node}'s own partition");
+            }
+        }
+    }
+
+    #[test]
+    fn inter_dc_ratio_partitions_and_dcs_per_txn() {
+        let topo = paper();
+        let keys = KeySpace::new(8, 1000);
+        let mut rng = rand::rngs::StdRng::seed_from_u64(2);
+        let shape = TxnShape::new(&topo, NodeId(0));
+        let cfg = YcsbConfig { inter_dc_ratio: 0.3, ..Default::default() };
+        let n = 4000;
+        let inter = (0..n)
+            .filter(|_| primary_dcs(&topo, &keys_of(&draw_txn(&shape, &keys, &cfg, 10, 100, &mut rng))).1.len() > 1)
+            .count();
+        let r = inter as f64 / n as f64;
+        assert!((r - 0.3).abs() < 0.03, "inter-DC ratio {r}");
+        let cfg = YcsbConfig { partitions_per_txn: 5, dcs_per_txn: 3, ..Default::default() };
+        for _ in 0..200 {
+            let (parts, dcs) = primary_dcs(&topo, &keys_of(&draw_txn(&shape, &keys, &cfg, 10, 100, &mut rng)));
+            assert_eq!(parts.len(), 5);
+            assert_eq!(dcs.len(), 3);
+        }
+        // Intra-DC: the 2 partitions with a primary in dc1.
+        let cfg = YcsbConfig { inter_dc_ratio: 0.0, ..Default::default() };
+        for _ in 0..100 {
+            let (parts, dcs) = primary_dcs(&topo, &keys_of(&draw_txn(&shape, &keys, &cfg, 10, 100, &mut rng)));
+            assert_eq!(parts, BTreeSet::from([0, 1]));
+            assert_eq!(dcs.len(), 1);
+        }
+    }
+
+    #[test]
+    fn workload_d_inserts_new_keys_and_reads_settled_ones() {
+        let topo = paper();
+        let keys = KeySpace::new(8, 100);
+        let mut rng = rand::rngs::StdRng::seed_from_u64(3);
+        let shape = TxnShape::new(&topo, NodeId(2));
+        let cfg = YcsbConfig::for_workload(Workload::D);
+        let mut inserts = 0;
+        let mut ops = 0;
+        let mut pending = Vec::new();
+        for _ in 0..2000 {
+            let t = draw_txn(&shape, &keys, &cfg, 10, 100, &mut rng);
+            ops += keys_of(&t).len();
+            if let DrawnTxn::Kv(kv, ins) = &t {
+                assert!(!ins.is_empty());
+                for &(p, r) in ins {
+                    assert!(r >= 100, "an insert takes a rank beyond the loaded ones");
+                    let k = keys.key(p, r);
+                    assert!(kv.iter().any(|o| matches!(o, KvOp::Write(x, v) if *x == k && v.len() == 100)));
+                }
+                inserts += ins.len();
+                pending.extend_from_slice(ins);
+            }
+            // Reads never go beyond the acknowledged window.
+            for k in keys_of(&t) {
+                let p = PartitionId((k % 8) as u32);
+                let rank = k / 8;
+                assert!(rank < keys.live(p) || t.inserts().iter().any(|&(q, r)| q == p && r == rank));
+            }
+            // Settle out of order, every other round.
+            if pending.len() > 3 {
+                let (p, r) = pending.remove(1);
+                keys.settle(p, r, true);
+            }
+        }
+        let ratio = inserts as f64 / ops as f64;
+        assert!((ratio - 0.05).abs() < 0.01, "insert ratio {ratio}");
+        for (p, r) in pending {
+            keys.settle(p, r, true);
+        }
+        let live: u64 = (0..8).map(|p| keys.live(PartitionId(p))).sum();
+        assert_eq!(live, 800 + inserts as u64, "every insert settled: the window closes");
+        assert_eq!(keys.inserted(), inserts as u64);
+    }
 }

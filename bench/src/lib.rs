@@ -1,12 +1,23 @@
 //! redt's workloads, drivers, checks and reports. The binary exposes them as
 //! `redt bench …`.
 
+pub mod append;
+pub mod bank;
+pub mod chart;
 pub mod cluster;
+pub mod csv;
+pub mod history;
 pub mod jepsen;
 pub mod local;
 pub mod report;
+pub mod sweep;
+pub mod topo;
+pub mod tpcc;
 pub mod ycsb;
 
+pub use append::{run_append, AppendConfig, AppendReport};
+pub use bank::{run_bank, BankConfig, BankReport};
 pub use cluster::{run_cluster_ycsb, run_remote_ycsb, ClusterConfig, ClusterReport, RemoteReport};
 pub use local::{run_local_ycsb, LocalConfig, LocalReport};
-pub use ycsb::{YcsbConfig, YcsbGenerator};
+pub use sweep::{run_sweep, SweepConfig, SweepReport};
+pub use ycsb::{Distribution, Workload, YcsbConfig, YcsbGenerator};

@@ -47,6 +47,8 @@ pub struct LocalConfig {
 pub struct LocalReport {
     /// Name of the workload.
     pub workload: String,
+    /// The YCSB mix.
+    pub mix: crate::ycsb::MixReport,
     /// Name of the DC run.
     pub dc: String,
     /// Nodes in that DC.
@@ -248,6 +250,7 @@ pub fn run_local_ycsb(topo: &Topology, cfg: &LocalConfig) -> Result<LocalReport,
     let hist = hist.lock().expect("histogram");
     Ok(LocalReport {
         workload: "ycsb".into(),
+        mix: cfg.ycsb.summary(rl.cells(), rl.cell_bytes[0] as usize),
         dc: dc.name.clone(),
         nodes: dc.nodes.len(),
         threads: cfg.threads,

@@ -286,7 +286,12 @@ pub fn draw_rank(dist: Distribution, theta: f64, n: u64, rng: &mut impl Rng) -> 
 /// Anything else, or cells outside 1–64, bytes outside 1–65536.
 pub fn parse_record_size(s: &str) -> Result<(usize, usize), String> {
     let bad = || format!("record size `{s}` must be CELLSxBYTES, e.g. 10x100");
-    let (c, b) = s.trim().to_ascii_lowercase().split_once(['x', '×']).map(|(a, b)| (a.to_string(), b.to_string())).ok_or_else(bad)?;
+    let (c, b) = s
+        .trim()
+        .to_ascii_lowercase()
+        .split_once(['x', '×'])
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .ok_or_else(bad)?;
     let cells: usize = c.trim().parse().map_err(|_| bad())?;
     let bytes: usize = b.trim().parse().map_err(|_| bad())?;
     if !(1..=64).contains(&cells) {

@@ -60,7 +60,7 @@ pub enum Body {
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct ProcedureCall {
     /// The procedure.
-    #[prost(oneof = "ProcedureKind", tags = "1, 2")]
+    #[prost(oneof = "ProcedureKind", tags = "1, 2, 3")]
     pub kind: Option<ProcedureKind>,
 }
 
@@ -73,6 +73,22 @@ pub enum ProcedureKind {
     /// A YCSB transaction.
     #[prost(message, tag = "2")]
     Ycsb(YcsbCall),
+    /// A TPC-C transaction, built by the builder registered with
+    /// `redt_coordinator::call::register_tpcc_builder` (redt-bench's `tpcc::register`).
+    #[prost(message, tag = "3")]
+    Tpcc(TpccCall),
+}
+
+/// A TPC-C transaction: its kind and its parameters, both in the registered builder's
+/// format (redt-bench `tpcc::procedures`).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct TpccCall {
+    /// Transaction kind (New-Order, Payment, ...), as the builder numbers them.
+    #[prost(uint32, tag = "1")]
+    pub kind: u32,
+    /// Encoded parameters.
+    #[prost(bytes = "vec", tag = "2")]
+    pub params: Vec<u8>,
 }
 
 /// Parameters of the key/value procedure.

@@ -3,52 +3,169 @@
 use super::{load_topology, runtime};
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
+use redt_bench::ycsb::parse_record_size;
 use redt_bench::{
-    run_cluster_ycsb, run_local_ycsb, run_remote_ycsb, ClusterConfig, ClusterReport, LocalConfig, LocalReport,
-    YcsbConfig,
+    run_cluster_ycsb, run_local_ycsb, run_remote_ycsb, topo, ClusterConfig, ClusterReport, Distribution, LocalConfig,
+    LocalReport, Workload, YcsbConfig,
 };
 use redt_coordinator::CoordinatorOptions;
+use redt_proto::Topology;
 use std::path::PathBuf;
 use std::time::Duration;
+
+#[path = "workloads.rs"]
+mod workloads;
 
 /// `redt bench` subcommands.
 #[derive(Subcommand, Debug)]
 pub enum BenchCmd {
-    /// YCSB across DCs on the embedded cluster (the main job).
+    /// YCSB across DCs on the embedded cluster (the main job): the RedT paper's mix or a
+    /// YCSB core workload (a, b, c, d, f).
     Ycsb(YcsbArgs),
     /// One DC, no WAN: the in-DC data path alone.
     Local(LocalArgs),
+    /// Transfers between accounts; after the run, checks the total is unchanged and the
+    /// replicas agree (exit status 1 if not).
+    Bank(workloads::BankArgs),
+    /// Jepsen list-append: writes the history (JSON lines) and checks it against the final
+    /// lists (exit status 1 on a violation).
+    Append(workloads::AppendArgs),
+    /// Runs YCSB once per value of one parameter; writes a CSV and SVG/PNG charts.
+    Sweep(workloads::SweepArgs),
+    /// TPC-C (all five transactions) on the embedded TPC-C topology; `--check` verifies
+    /// the 12 consistency conditions afterwards.
+    Tpcc(super::tpcc::TpccArgs),
 }
 
-/// The YCSB mix knobs shared by both benches.
+/// The YCSB mix knobs shared by every YCSB bench.
 #[derive(Args, Debug, Clone)]
 pub struct MixArgs {
     /// Operations per transaction.
     #[arg(long, default_value_t = 10)]
     ops: usize,
-    /// Zipf skew θ (0 = uniform).
-    #[arg(long, default_value_t = 0.2)]
-    theta: f64,
-    /// Fraction of operations that update a cell.
-    #[arg(long, default_value_t = 0.5)]
-    write_ratio: f64,
+    /// Zipf skew θ (0 = uniform) [default: 0.2 for the paper mix, 0.99 for a–f].
+    #[arg(long)]
+    theta: Option<f64>,
+    /// Fraction of operations of the workload's write kind: updates (paper, a, b), inserts
+    /// (d), read-modify-writes (f) [default: the workload's].
+    #[arg(long)]
+    write_ratio: Option<f64>,
+    /// Request distribution: zipfian, uniform, latest [default: latest for d, else zipfian].
+    #[arg(long)]
+    distribution: Option<String>,
+    /// Record size CELLSxBYTES, e.g. 10x100 (the default topology's) or 20x50; the YCSB
+    /// table of the topology is resized and the MemStore grown if needed.
+    #[arg(long)]
+    record_size: Option<String>,
     /// Seed of the workload generators.
     #[arg(long, default_value_t = 42)]
     seed: u64,
 }
 
 impl MixArgs {
-    fn check(&self) -> Result<YcsbConfig> {
-        if !(0.0..=1.0).contains(&self.write_ratio) {
-            bail!("--write-ratio must be in [0, 1], got {}", self.write_ratio);
+    fn check(&self, workload: Workload) -> Result<YcsbConfig> {
+        let mut c = YcsbConfig::for_workload(workload);
+        if let Some(w) = self.write_ratio {
+            if !(0.0..=1.0).contains(&w) {
+                bail!("--write-ratio must be in [0, 1], got {w}");
+            }
+            if workload == Workload::C && w > 0.0 {
+                bail!("workload c is read-only: --write-ratio does not apply (use a or b)");
+            }
+            c.write_ratio = w;
         }
-        if self.theta < 0.0 || !self.theta.is_finite() {
-            bail!("--theta must be a finite number ≥ 0, got {}", self.theta);
+        if let Some(t) = self.theta {
+            if t < 0.0 || !t.is_finite() {
+                bail!("--theta must be a finite number ≥ 0, got {t}");
+            }
+            c.theta = t;
+        }
+        if let Some(d) = &self.distribution {
+            c.distribution = Distribution::parse(d).map_err(anyhow::Error::msg)?;
         }
         if self.ops == 0 {
             bail!("--ops must be at least 1");
         }
-        Ok(YcsbConfig { ops_per_txn: self.ops, theta: self.theta, write_ratio: self.write_ratio })
+        c.ops_per_txn = self.ops;
+        Ok(c)
+    }
+
+    /// Resizes the YCSB table of `topo` if `--record-size` asks.
+    fn apply_record_size(&self, topo: &mut Topology, records_per_partition: u64) -> Result<()> {
+        if let Some(rs) = &self.record_size {
+            let (cells, bytes) = parse_record_size(rs).map_err(anyhow::Error::msg)?;
+            topo::set_record_size(topo, cells, bytes, records_per_partition).map_err(anyhow::Error::msg)?;
+        }
+        Ok(())
+    }
+}
+
+/// The shape of a cross-DC YCSB transaction.
+#[derive(Args, Debug, Clone)]
+pub struct ShapeArgs {
+    /// Fraction of transactions whose primaries are in more than one DC (the others touch
+    /// only partitions whose primary is in the client's DC).
+    #[arg(long, default_value_t = 1.0)]
+    inter_dc_ratio: f64,
+    /// Distinct partitions per transaction.
+    #[arg(long, default_value_t = 2)]
+    partitions_per_txn: usize,
+    /// DCs holding the primaries of an inter-DC transaction's partitions.
+    #[arg(long, default_value_t = 2)]
+    dcs_per_txn: usize,
+}
+
+impl ShapeArgs {
+    fn apply(&self, c: &mut YcsbConfig, topo: &Topology) -> Result<()> {
+        if !(0.0..=1.0).contains(&self.inter_dc_ratio) {
+            bail!("--inter-dc-ratio must be in [0, 1], got {}", self.inter_dc_ratio);
+        }
+        if self.partitions_per_txn == 0 || self.partitions_per_txn > topo.partitions.len() {
+            bail!("--partitions-per-txn must be 1 to {} (the topology's partitions)", topo.partitions.len());
+        }
+        if self.partitions_per_txn > c.ops_per_txn {
+            bail!("--partitions-per-txn {} needs at least as many --ops", self.partitions_per_txn);
+        }
+        if self.dcs_per_txn == 0 || self.dcs_per_txn > topo.dcs.len() {
+            bail!("--dcs-per-txn must be 1 to {} (the topology's DCs)", topo.dcs.len());
+        }
+        if self.dcs_per_txn > self.partitions_per_txn {
+            bail!("--dcs-per-txn {} exceeds --partitions-per-txn {}", self.dcs_per_txn, self.partitions_per_txn);
+        }
+        c.inter_dc_ratio = self.inter_dc_ratio;
+        c.partitions_per_txn = self.partitions_per_txn;
+        c.dcs_per_txn = self.dcs_per_txn;
+        Ok(())
+    }
+}
+
+/// Output options shared by every bench.
+#[derive(Args, Debug, Clone)]
+pub struct OutArgs {
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+    /// Append the report as one row to this CSV file (header written when the file is new).
+    #[arg(long, value_name = "FILE")]
+    csv: Option<PathBuf>,
+}
+
+impl OutArgs {
+    /// Prints the report — its JSON text `json` with `--json`, else `table()` — then
+    /// appends it to the CSV file if asked.
+    fn emit(&self, json: String, table: impl FnOnce()) -> Result<()> {
+        if self.json {
+            println!("{json}");
+        } else {
+            table();
+        }
+        if let Some(path) = &self.csv {
+            redt_bench::csv::append_json(path, &json).map_err(anyhow::Error::msg)?;
+            if !self.json {
+                println!("  (row appended to {})", path.display());
+            }
+        }
+        Ok(())
     }
 }
 
@@ -81,17 +198,23 @@ pub struct YcsbArgs {
     /// Acknowledge commits only after phase 2.
     #[arg(long)]
     no_early_ack: bool,
+    /// Workload: paper (the RedT paper's mix), or a YCSB core workload a, b, c, d, f (e
+    /// needs range scans and waits for an ordered index).
+    #[arg(long, default_value = "paper")]
+    workload: String,
     #[command(flatten)]
     mix: MixArgs,
-    /// Print JSON instead of a table.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    shape: ShapeArgs,
+    #[command(flatten)]
+    out: OutArgs,
 }
 
 /// Arguments of `redt bench local`.
 #[derive(Args, Debug)]
 pub struct LocalArgs {
-    /// Workload (only `ycsb` for now).
+    /// Workload: ycsb (the RedT paper's mix) or a YCSB core workload a, b, c, f (d needs
+    /// inserts across DCs: use `bench ycsb`).
     #[arg(long, default_value = "ycsb")]
     workload: String,
     /// Topology file (defaults to the RedT paper's deployment, configs/default.yaml).
@@ -114,9 +237,8 @@ pub struct LocalArgs {
     records_per_partition: Option<u64>,
     #[command(flatten)]
     mix: MixArgs,
-    /// Print JSON instead of a table.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    out: OutArgs,
 }
 
 /// Runs a `redt bench` subcommand.
@@ -124,15 +246,32 @@ pub fn run(cmd: &BenchCmd) -> Result<()> {
     match cmd {
         BenchCmd::Local(a) => local(a),
         BenchCmd::Ycsb(a) => ycsb(a),
+        BenchCmd::Bank(a) => workloads::bank(a),
+        BenchCmd::Append(a) => workloads::append(a),
+        BenchCmd::Sweep(a) => workloads::sweep(a),
+        BenchCmd::Tpcc(a) => super::tpcc::run(a),
     }
 }
 
 fn ycsb(a: &YcsbArgs) -> Result<()> {
-    let ycsb = a.mix.check()?;
+    let workload = Workload::parse(&a.workload).map_err(anyhow::Error::msg)?;
+    let mut ycsb = a.mix.check(workload)?;
     if a.clients_per_node == 0 {
         bail!("--clients-per-node must be at least 1");
     }
-    let topo = load_topology(a.cluster.as_deref().or(a.config.as_deref()))?;
+    let mut topo = load_topology(a.cluster.as_deref().or(a.config.as_deref()))?;
+    a.shape.apply(&mut ycsb, &topo)?;
+    if a.cluster.is_some() {
+        if let Some(rs) = &a.mix.record_size {
+            let (cells, bytes) = parse_record_size(rs).map_err(anyhow::Error::msg)?;
+            let t = &topo.tables[0];
+            if t.cells.len() != cells || t.cells.iter().any(|c| c.bytes as usize != bytes) {
+                bail!("--record-size {rs} differs from the running cluster's table `{}`; it cannot change", t.name);
+            }
+        }
+    } else {
+        a.mix.apply_record_size(&mut topo, a.records_per_partition)?;
+    }
     let cfg = ClusterConfig {
         duration: a.duration,
         warmup: a.warmup,
@@ -141,15 +280,14 @@ fn ycsb(a: &YcsbArgs) -> Result<()> {
         ycsb,
         options: CoordinatorOptions { early_ack: !a.no_early_ack, ..Default::default() },
         seed: a.mix.seed,
-        progress: !a.json,
+        progress: !a.out.json,
     };
     let rt = runtime()?;
     if a.cluster.is_some() {
         let r = rt.block_on(run_remote_ycsb(topo, &a.certs, &cfg)).map_err(anyhow::Error::msg)?;
-        if a.json {
-            println!("{}", serde_json::to_string_pretty(&r)?);
-        } else {
+        return a.out.emit(serde_json::to_string_pretty(&r)?, || {
             println!("redt bench ycsb --cluster — {}, {} clients, {:.1} s", r.topology, r.clients, r.duration_s);
+            print_mix(&r.mix, 0);
             println!("  committed/s                {:>10.1}", r.committed_per_s);
             println!(
                 "  abort rate                 {:>10.4}   ({} committed, {} aborted, {} unknown)",
@@ -159,16 +297,34 @@ fn ycsb(a: &YcsbArgs) -> Result<()> {
                 "  latency p50/p99/p999 ms    {:>6.1} / {:.1} / {:.1}   (as the clients see it)",
                 r.latency_ms.p50, r.latency_ms.p99, r.latency_ms.p999
             );
-        }
-        return Ok(());
+        });
     }
     let r = rt.block_on(run_cluster_ycsb(topo, &cfg)).map_err(anyhow::Error::msg)?;
-    if a.json {
-        println!("{}", serde_json::to_string_pretty(&r)?);
-    } else {
-        print_cluster(&r);
-    }
-    Ok(())
+    a.out.emit(serde_json::to_string_pretty(&r)?, || print_cluster(&r))
+}
+
+/// One line describing the mix (and the inserts of workload D).
+fn print_mix(m: &redt_bench::ycsb::MixReport, inserted: u64) {
+    let what = match m.workload.as_str() {
+        "d" => "inserts",
+        "f" => "read-modify-writes",
+        "c" => "writes",
+        _ => "updates",
+    };
+    println!(
+        "  mix                        workload {}: {} ops/txn, {} θ {}, {:.0}% {what}; {} partitions in {} DCs, {:.0}% inter-DC; records {}×{} B{}",
+        m.workload,
+        m.ops_per_txn,
+        m.distribution,
+        m.theta,
+        m.write_ratio * 100.0,
+        m.partitions_per_txn,
+        m.dcs_per_txn,
+        m.inter_dc_ratio * 100.0,
+        m.record_cells,
+        m.record_cell_bytes,
+        if m.workload == "d" { format!("; {inserted} inserted") } else { String::new() }
+    );
 }
 
 fn print_cluster(r: &ClusterReport) {
@@ -182,6 +338,7 @@ fn print_cluster(r: &ClusterReport) {
         if r.early_ack { "on" } else { "off" },
         r.duration_s
     );
+    print_mix(&r.mix, r.inserted);
     println!("  committed/s                {:>10.1}", r.committed_per_s);
     println!(
         "  abort rate                 {:>10.4}   ({} committed, {} aborted, {} unknown)",
@@ -217,14 +374,16 @@ fn print_cluster(r: &ClusterReport) {
 }
 
 fn local(a: &LocalArgs) -> Result<()> {
-    if a.workload != "ycsb" {
-        bail!("unknown workload `{}` for `bench local` (known: ycsb)", a.workload);
+    let workload = Workload::parse(&a.workload).map_err(anyhow::Error::msg)?;
+    if workload == Workload::D {
+        bail!("workload d inserts records, which `bench local` (a fixed key set in one DC) does not do: use `redt bench ycsb --workload d`");
     }
     if a.threads == 0 {
         bail!("--threads must be at least 1");
     }
-    let ycsb = a.mix.check()?;
-    let topo = load_topology(a.config.as_deref())?;
+    let ycsb = a.mix.check(workload)?;
+    let mut topo = load_topology(a.config.as_deref())?;
+    a.mix.apply_record_size(&mut topo, a.records_per_partition.unwrap_or(0))?;
     let dc = match &a.dc {
         Some(name) => topo.dcs.iter().find(|d| &d.name == name).with_context(|| format!("no DC named `{name}`"))?.id,
         None => topo.dcs[0].id,
@@ -237,15 +396,10 @@ fn local(a: &LocalArgs) -> Result<()> {
         records_per_partition: a.records_per_partition,
         ycsb,
         seed: a.mix.seed,
-        progress: !a.json,
+        progress: !a.out.json,
     };
     let r = run_local_ycsb(&topo, &cfg).map_err(anyhow::Error::msg)?;
-    if a.json {
-        println!("{}", serde_json::to_string_pretty(&r)?);
-    } else {
-        print_local(&r);
-    }
-    Ok(())
+    a.out.emit(serde_json::to_string_pretty(&r)?, || print_local(&r))
 }
 
 fn print_local(r: &LocalReport) {
@@ -254,6 +408,7 @@ fn print_local(r: &LocalReport) {
         "redt bench local — {} on {} ({} nodes, {} threads, {:.1} s)",
         r.workload, r.dc, r.nodes, r.threads, r.duration_s
     );
+    print_mix(&r.mix, 0);
     println!("  committed/s              {:>12.0}", r.committed_per_s);
     println!("  abort rate               {:>12.4}", r.abort_rate);
     println!(

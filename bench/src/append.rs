@@ -1,0 +1,360 @@
+//! `redt bench append`: Jepsen's list-append workload on the embedded cluster, its history
+//! in JSON lines, and a check of that history against the lists the database holds at the
+//! end.
+//!
+//! Each client runs closed-loop transactions of 1 to `max_txn_len` micro-operations, each a
+//! read (`["r", k, …]`, `KvOp::Read`) or an append (`["append", k, v]`, `KvOp::Append`) of a
+//! unique, increasing integer, on a small set of active keys of the key/value table. As
+//! Jepsen's generator does, a key is retired after `max_writes_per_key` appends and a fresh
+//! key takes its place (a list holds at most 255 items in a 2 KiB cell). After the run the
+//! clients stop, phase 2 finishes, every key's list is read from every replica (they must
+//! agree), and [`crate::history::check`] compares the history with the lists.
+
+use crate::bank::settled_cells;
+use crate::cluster::bar;
+use crate::history::{check, CheckReport, Event, EventType, HistoryWriter, Mop};
+use crate::report::Latency;
+use rand::{Rng, SeedableRng};
+use redt_coordinator::{call, CoordinatorOptions, EmbeddedCluster, TxnStatus};
+use redt_dc_executor::{list_items, KvOp, LIST_HEADER};
+use redt_proto::Topology;
+use serde::Serialize;
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Parameters of a list-append run.
+#[derive(Clone, Debug)]
+pub struct AppendConfig {
+    /// Run time (no warm-up: the history covers the whole run).
+    pub duration: Duration,
+    /// Active keys at any time.
+    pub keys: usize,
+    /// Appends after which a key is retired for a fresh one.
+    pub max_writes_per_key: u32,
+    /// Most micro-operations per transaction (at least 1).
+    pub max_txn_len: usize,
+    /// Fraction of micro-operations that are reads.
+    pub read_ratio: f64,
+    /// Concurrent clients per node (closed loop).
+    pub clients_per_node: usize,
+    /// The key/value table.
+    pub table: String,
+    /// Where to write the history (JSON lines), if anywhere.
+    pub history: Option<PathBuf>,
+    /// Coordinator options.
+    pub options: CoordinatorOptions,
+    /// Seed of the clients' generators.
+    pub seed: u64,
+    /// Progress bars on standard error.
+    pub progress: bool,
+}
+
+impl Default for AppendConfig {
+    fn default() -> Self {
+        AppendConfig {
+            duration: Duration::from_secs(30),
+            keys: 16,
+            max_writes_per_key: 128,
+            max_txn_len: 4,
+            read_ratio: 0.5,
+            clients_per_node: 2,
+            table: "kv".into(),
+            history: None,
+            options: CoordinatorOptions::default(),
+            seed: 42,
+            progress: false,
+        }
+    }
+}
+
+/// Results of a list-append run.
+#[derive(Clone, Debug, Serialize)]
+pub struct AppendReport {
+    /// `append`.
+    pub workload: String,
+    /// Topology name.
+    pub topology: String,
+    /// DCs.
+    pub dcs: usize,
+    /// Nodes.
+    pub nodes: usize,
+    /// Inter-DC RTT of the first link, in ms.
+    pub rtt_ms: f64,
+    /// Concurrent clients.
+    pub clients: usize,
+    /// Seconds run.
+    pub duration_s: f64,
+    /// `ok` transactions.
+    pub committed: u64,
+    /// `fail` transactions.
+    pub aborted: u64,
+    /// `info` transactions.
+    pub unknown: u64,
+    /// Committed per second.
+    pub committed_per_s: f64,
+    /// aborted / (committed + aborted).
+    pub abort_rate: f64,
+    /// Latency of `ok` transactions as the clients saw it, ms.
+    pub latency_ms: Latency,
+    /// Keys used (active and retired).
+    pub keys_used: u64,
+    /// The history file, if written.
+    pub history: Option<String>,
+    /// History events.
+    pub events: u64,
+    /// Keys whose replicas hold different lists after the run.
+    pub keys_disagreeing: u64,
+    /// The history check.
+    pub check: CheckReport,
+    /// Every key's final list (primary replica), for re-checking a history file.
+    #[serde(skip)]
+    pub finals: BTreeMap<u64, Vec<u64>>,
+    /// Replicas agree and the check found no violation.
+    pub pass: bool,
+}
+
+/// The active keys and how often each was appended to.
+struct Keys {
+    active: Vec<u64>,
+    writes: HashMap<u64, u32>,
+    next: u64,
+    max: u32,
+}
+
+impl Keys {
+    fn pick(&self, rng: &mut impl Rng) -> u64 {
+        self.active[rng.gen_range(0..self.active.len())]
+    }
+
+    fn appended(&mut self, k: u64) {
+        let w = self.writes.entry(k).or_default();
+        *w += 1;
+        if *w >= self.max {
+            if let Some(slot) = self.active.iter_mut().find(|x| **x == k) {
+                *slot = self.next;
+                self.next += 1;
+            }
+        }
+    }
+}
+
+/// Draws one transaction's micro-operations.
+fn draw(keys: &Mutex<Keys>, values: &AtomicU64, cfg: &AppendConfig, rng: &mut impl Rng) -> Vec<Mop> {
+    let n = rng.gen_range(1..=cfg.max_txn_len.max(1));
+    let mut keys = keys.lock().expect("keys");
+    (0..n)
+        .map(|_| {
+            let k = keys.pick(rng);
+            if rng.gen_bool(cfg.read_ratio.clamp(0.0, 1.0)) {
+                Mop::Read(k, None)
+            } else {
+                keys.appended(k);
+                Mop::Append(k, values.fetch_add(1, Ordering::Relaxed))
+            }
+        })
+        .collect()
+}
+
+/// The key/value operations of `mops`.
+pub fn kv_ops(mops: &[Mop]) -> Vec<KvOp> {
+    mops.iter()
+        .map(|m| match m {
+            Mop::Append(k, v) => KvOp::Append(*k, *v),
+            Mop::Read(k, _) => KvOp::Read(*k),
+        })
+        .collect()
+}
+
+/// `mops` with the reads filled from a committed outcome's `reads` (a never-written key
+/// reads as the empty list).
+pub fn fill(mops: &[Mop], reads: &[Option<Vec<u8>>]) -> Vec<Mop> {
+    mops.iter()
+        .enumerate()
+        .map(|(i, m)| match m {
+            Mop::Read(k, _) => Mop::Read(*k, reads.get(i).and_then(|r| r.as_deref()).map(list_items)),
+            other => other.clone(),
+        })
+        .collect()
+}
+
+/// Runs list-append on an embedded cluster of `topo`, writes the history and checks it.
+///
+/// # Errors
+/// Cluster start-up, a missing or too small table, writing the history, as text.
+pub async fn run_append(topo: Topology, cfg: &AppendConfig) -> Result<AppendReport, String> {
+    let schema =
+        topo.table_by_name(&cfg.table).ok_or_else(|| format!("the topology has no table `{}`", cfg.table))?.clone();
+    let capacity = (schema.cells[0].bytes as usize).saturating_sub(LIST_HEADER) / 8;
+    let clients = cfg.clients_per_node * topo.nodes.len();
+    // In-flight appends to a key after it is retired: at most one transaction per client.
+    let need = cfg.max_writes_per_key as usize + clients * cfg.max_txn_len;
+    if need > capacity {
+        return Err(format!(
+            "table `{}` holds lists of {capacity} items; {} appends per key plus {} in flight do not fit \
+             (lower --max-writes-per-key or the clients)",
+            cfg.table,
+            cfg.max_writes_per_key,
+            clients * cfg.max_txn_len
+        ));
+    }
+    if cfg.keys == 0 {
+        return Err("--keys must be at least 1".into());
+    }
+    let tid = schema.id;
+    let rtt_ms = topo.links.first().and_then(|l| l.get(1)).map(|c| c.rtt.as_secs_f64() * 1e3).unwrap_or(0.0);
+    let writer = Arc::new(Mutex::new(HistoryWriter::new(cfg.history.as_deref())?));
+    let cluster = Arc::new(
+        EmbeddedCluster::start(topo, cfg.options.clone()).await.map_err(|e| format!("starting the cluster: {e}"))?,
+    );
+    let topo = cluster.topology.clone();
+    let keys = Arc::new(Mutex::new(Keys {
+        active: (0..cfg.keys as u64).collect(),
+        writes: HashMap::new(),
+        next: cfg.keys as u64,
+        max: cfg.max_writes_per_key.max(1),
+    }));
+    let values = Arc::new(AtomicU64::new(1));
+    let stop = Arc::new(AtomicBool::new(false));
+    let hist = Arc::new(Mutex::new(Latency::histogram()));
+    let error: Arc<Mutex<Option<String>>> = Arc::new(Mutex::new(None));
+    let mut tasks = tokio::task::JoinSet::new();
+    let mut process = 0u64;
+    writer.lock().expect("history").restart_clock();
+    for node in &cluster.nodes {
+        for _ in 0..cfg.clients_per_node {
+            let (node, keys, values, stop, hist, writer, error, cfg2) = (
+                node.clone(),
+                keys.clone(),
+                values.clone(),
+                stop.clone(),
+                hist.clone(),
+                writer.clone(),
+                error.clone(),
+                cfg.clone(),
+            );
+            let mut p = process;
+            let seed = cfg.seed ^ process.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+            process += 1;
+            let clients = clients as u64;
+            tasks.spawn(async move {
+                let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+                let record = |kind, p, mops: &[Mop], err: Option<String>| {
+                    if let Err(e) = writer.lock().expect("history").record(kind, p, mops, err) {
+                        error.lock().expect("error slot").get_or_insert(e);
+                    }
+                };
+                while !stop.load(Ordering::Relaxed) {
+                    let mops = draw(&keys, &values, &cfg2, &mut rng);
+                    record(EventType::Invoke, p, &mops, None);
+                    let t0 = Instant::now();
+                    let out = node.submit(call::kv_call(tid, &kv_ops(&mops))).await;
+                    match out.status {
+                        TxnStatus::Committed => {
+                            let _ = hist.lock().expect("histogram").record(t0.elapsed().as_micros().max(1) as u64);
+                            record(EventType::Ok, p, &fill(&mops, &out.reads), None);
+                        }
+                        TxnStatus::Aborted(e) => record(EventType::Fail, p, &mops, Some(e)),
+                        TxnStatus::Unknown(e) => {
+                            record(EventType::Info, p, &mops, Some(e));
+                            // Jepsen: a process whose operation is indeterminate is gone.
+                            p += clients;
+                            tokio::time::sleep(Duration::from_millis(10)).await;
+                        }
+                    }
+                }
+            });
+        }
+    }
+    let run = bar(cfg.progress, cfg.duration.as_millis() as u64, "run");
+    let started = Instant::now();
+    while started.elapsed() < cfg.duration {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        run.set_position(started.elapsed().as_millis() as u64);
+    }
+    stop.store(true, Ordering::Relaxed);
+    while tasks.join_next().await.is_some() {}
+    let elapsed = started.elapsed().as_secs_f64();
+    run.finish_and_clear();
+
+    // Every key ever used, settled, from every replica.
+    let used: Vec<u64> = (0..keys.lock().expect("keys").next).collect();
+    let wait = Duration::from_millis((rtt_ms * 10.0) as u64) + Duration::from_secs(5);
+    let settled = settled_cells(&cluster, tid, &used, wait).await;
+    cluster.shutdown();
+    let (cells, _calm) = settled?;
+    let mut finals = BTreeMap::new();
+    let mut disagreeing = 0;
+    for (&k, reps) in used.iter().zip(&cells) {
+        let lists: Vec<Vec<u64>> =
+            reps.iter().map(|(_, c, _)| c.as_deref().map(list_items).unwrap_or_default()).collect();
+        if lists.windows(2).any(|w| w[0] != w[1]) {
+            disagreeing += 1;
+        }
+        finals.insert(k, lists.into_iter().next().unwrap_or_default());
+    }
+    if let Some(e) = error.lock().expect("error slot").take() {
+        return Err(format!("writing the history: {e}"));
+    }
+    let writer =
+        Arc::try_unwrap(writer).map_err(|_| "history still shared")?.into_inner().map_err(|e| e.to_string())?;
+    let events: Vec<Event> = writer.finish()?;
+    let report = check(&events, &finals)?;
+    let us = Latency::from_histogram(&hist.lock().expect("histogram"));
+    let (ok, fail, info) = (report.ok, report.fail, report.info);
+    Ok(AppendReport {
+        workload: "append".into(),
+        topology: topo.name.clone(),
+        dcs: topo.dcs.len(),
+        nodes: topo.nodes.len(),
+        rtt_ms,
+        clients,
+        duration_s: elapsed,
+        committed: ok,
+        aborted: fail,
+        unknown: info,
+        committed_per_s: ok as f64 / elapsed,
+        abort_rate: if ok + fail == 0 { 0.0 } else { fail as f64 / (ok + fail) as f64 },
+        latency_ms: Latency { p50: us.p50 / 1e3, p99: us.p99 / 1e3, p999: us.p999 / 1e3, mean: us.mean / 1e3 },
+        keys_used: used.len() as u64,
+        history: cfg.history.as_ref().map(|p| p.display().to_string()),
+        events: events.len() as u64,
+        keys_disagreeing: disagreeing,
+        pass: report.valid && disagreeing == 0,
+        check: report,
+        finals,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_retire_after_their_appends_and_values_are_unique() {
+        let cfg = AppendConfig { keys: 2, max_writes_per_key: 3, read_ratio: 0.3, ..Default::default() };
+        let keys = Mutex::new(Keys { active: vec![0, 1], writes: HashMap::new(), next: 2, max: 3 });
+        let values = AtomicU64::new(1);
+        let mut rng = rand::rngs::StdRng::seed_from_u64(1);
+        let mut per_key: HashMap<u64, u32> = HashMap::new();
+        let mut seen = std::collections::HashSet::new();
+        let mut last = 0;
+        for _ in 0..200 {
+            let m = draw(&keys, &values, &cfg, &mut rng);
+            assert!((1..=4).contains(&m.len()));
+            for op in m {
+                if let Mop::Append(k, v) = op {
+                    *per_key.entry(k).or_default() += 1;
+                    assert!(seen.insert(v) && v > last, "unique, increasing values");
+                    last = v;
+                }
+            }
+        }
+        assert!(per_key.values().all(|&n| n <= 3), "{per_key:?}");
+        assert!(keys.lock().unwrap().next > 10, "keys were retired");
+        let filled = fill(&[Mop::Read(1, None), Mop::Append(1, 5)], &[Some(vec![0; 16]), None]);
+        assert_eq!(filled[0], Mop::Read(1, Some(vec![])));
+    }
+}

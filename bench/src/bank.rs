@@ -1,0 +1,346 @@
+//! `redt bench bank`: transfers between accounts on the embedded cluster, then a check that
+//! money was neither made nor lost.
+//!
+//! Every account is a record of the key/value table (`kv`, cell 0 a little-endian `i64`
+//! balance), loaded with the same balance into every replica. Clients on every node run
+//! closed-loop transactions: transfers (`KvOp::Add(from, −x)`, `KvOp::Add(to, +x)`, balances
+//! may go negative) and, with `read_ratio`, reads of every account whose sum must be the
+//! initial total (a snapshot check, for at most [`MAX_READ_ALL`] accounts). After the run
+//! the clients stop, phase 2 finishes, and every replica of every account is read from the
+//! MemStores: the total per replica set must be unchanged and the replicas must agree.
+
+use crate::cluster::bar;
+use crate::report::Latency;
+use rand::{Rng, SeedableRng};
+use redt_coordinator::{call, Class, CoordinatorOptions, EmbeddedCluster, TxnStatus};
+use redt_dc_executor::KvOp;
+use redt_proto::{NodeId, TableId, Topology};
+use serde::Serialize;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Read-all transactions run only up to this many accounts.
+pub const MAX_READ_ALL: u64 = 64;
+
+/// Parameters of a bank run.
+#[derive(Clone, Debug)]
+pub struct BankConfig {
+    /// Measured run time.
+    pub duration: Duration,
+    /// Warm-up before measuring (transfers run, figures not counted; the check covers it).
+    pub warmup: Duration,
+    /// Accounts (keys `0..accounts` of the table).
+    pub accounts: u64,
+    /// Initial balance of each account.
+    pub initial_balance: i64,
+    /// Largest amount of one transfer.
+    pub max_transfer: i64,
+    /// Fraction of transactions that read every account (0 disables; ignored above
+    /// [`MAX_READ_ALL`] accounts).
+    pub read_ratio: f64,
+    /// Concurrent clients per node (closed loop).
+    pub clients_per_node: usize,
+    /// The key/value table holding the accounts.
+    pub table: String,
+    /// Coordinator options.
+    pub options: CoordinatorOptions,
+    /// Seed of the clients' generators.
+    pub seed: u64,
+    /// Progress bars on standard error.
+    pub progress: bool,
+}
+
+impl Default for BankConfig {
+    fn default() -> Self {
+        BankConfig {
+            duration: Duration::from_secs(30),
+            warmup: Duration::from_secs(2),
+            accounts: 64,
+            initial_balance: 1000,
+            max_transfer: 100,
+            read_ratio: 0.0,
+            clients_per_node: 2,
+            table: "kv".into(),
+            options: CoordinatorOptions::default(),
+            seed: 42,
+            progress: false,
+        }
+    }
+}
+
+/// Results of a bank run.
+#[derive(Clone, Debug, Serialize)]
+pub struct BankReport {
+    /// `bank`.
+    pub workload: String,
+    /// Topology name.
+    pub topology: String,
+    /// DCs.
+    pub dcs: usize,
+    /// Nodes.
+    pub nodes: usize,
+    /// Inter-DC RTT of the first link, in ms.
+    pub rtt_ms: f64,
+    /// Accounts.
+    pub accounts: u64,
+    /// Concurrent clients in all.
+    pub clients: usize,
+    /// Measured seconds.
+    pub duration_s: f64,
+    /// Committed transactions (measured interval).
+    pub committed: u64,
+    /// Aborted transactions (measured interval).
+    pub aborted: u64,
+    /// Transactions with an unknown outcome (measured interval).
+    pub unknown: u64,
+    /// Committed per second.
+    pub committed_per_s: f64,
+    /// aborted / (committed + aborted).
+    pub abort_rate: f64,
+    /// Acknowledgement latency of committed transactions, ms.
+    pub latency_ms: Latency,
+    /// Transfers committed over the whole run (warm-up included).
+    pub transfers_committed: u64,
+    /// Transfers with an unknown outcome over the whole run.
+    pub transfers_unknown: u64,
+    /// Read-all transactions committed over the whole run.
+    pub reads_committed: u64,
+    /// Read-all transactions that saw a total other than the expected one.
+    pub reads_wrong_total: u64,
+    /// accounts × initial balance.
+    pub expected_total: i64,
+    /// The total over the primaries, the second replicas, the third replicas, … after the
+    /// run.
+    pub totals_by_replica: Vec<i64>,
+    /// Accounts whose replicas hold different balances after the run.
+    pub accounts_disagreeing: u64,
+    /// Account replicas missing after the run.
+    pub replicas_missing: u64,
+    /// Replicas still locked when the check gave up waiting (phase 2 unfinished).
+    pub replicas_locked: u64,
+    /// Every total is the expected one.
+    pub total_ok: bool,
+    /// Every account's replicas agree.
+    pub replicas_agree: bool,
+    /// Every read-all saw the expected total.
+    pub reads_ok: bool,
+    /// All three.
+    pub pass: bool,
+}
+
+/// Cell 0 of `key` of `table` on each replica of its partition (`None`: record missing),
+/// with whether the record's lock word is held.
+pub fn replica_cells(
+    cluster: &EmbeddedCluster,
+    table: TableId,
+    key: u64,
+) -> Result<Vec<(NodeId, Option<Vec<u8>>, bool)>, String> {
+    let topo = &cluster.topology;
+    let schema = topo.table(table).ok_or_else(|| format!("no table {table}"))?;
+    let p = topo.partition_of(schema, key);
+    topo.partitions[p.0 as usize]
+        .replicas
+        .iter()
+        .map(|&n| {
+            let dc = topo.nodes[n.0 as usize].dc;
+            let img = cluster.dcs[dc.0 as usize]
+                .read_record(n, table, key)
+                .map_err(|e| format!("reading {key} on {n}: {e}"))?;
+            Ok(match img {
+                Some(i) => (n, i.values.into_iter().next(), i.lock != 0),
+                None => (n, None, false),
+            })
+        })
+        .collect()
+}
+
+/// Waits (up to `timeout`) until no replica of `keys` is locked and the replicas of each key
+/// hold the same cell 0 (phase 2 and replay done), then returns every replica's cell 0, per
+/// key, and whether that state was reached.
+pub async fn settled_cells(
+    cluster: &EmbeddedCluster,
+    table: TableId,
+    keys: &[u64],
+    timeout: Duration,
+) -> Result<(Vec<Vec<(NodeId, Option<Vec<u8>>, bool)>>, bool), String> {
+    let t0 = Instant::now();
+    loop {
+        let cells: Vec<_> = keys.iter().map(|&k| replica_cells(cluster, table, k)).collect::<Result<_, _>>()?;
+        let calm = cells
+            .iter()
+            .all(|reps| reps.iter().all(|(_, _, locked)| !locked) && reps.windows(2).all(|w| w[0].1 == w[1].1));
+        if calm || t0.elapsed() > timeout {
+            return Ok((cells, calm));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The balance in a cell.
+pub fn balance(cell: &[u8]) -> i64 {
+    let mut b = [0u8; 8];
+    let n = cell.len().min(8);
+    b[..n].copy_from_slice(&cell[..n]);
+    i64::from_le_bytes(b)
+}
+
+/// Runs the bank workload on an embedded cluster of `topo` and checks it.
+///
+/// # Errors
+/// Cluster start-up, a missing table, a load failure, as text.
+pub async fn run_bank(topo: Topology, cfg: &BankConfig) -> Result<BankReport, String> {
+    let schema =
+        topo.table_by_name(&cfg.table).ok_or_else(|| format!("the topology has no table `{}`", cfg.table))?.clone();
+    if schema.cells[0].bytes < 8 {
+        return Err(format!("table `{}`: cell 0 must hold at least 8 bytes for a balance", cfg.table));
+    }
+    if cfg.accounts < 2 {
+        return Err("a bank needs at least 2 accounts".into());
+    }
+    let tid = schema.id;
+    let rtt_ms = topo.links.first().and_then(|l| l.get(1)).map(|c| c.rtt.as_secs_f64() * 1e3).unwrap_or(0.0);
+    let cluster = Arc::new(
+        EmbeddedCluster::start(topo, cfg.options.clone()).await.map_err(|e| format!("starting the cluster: {e}"))?,
+    );
+    let topo = cluster.topology.clone();
+    let accounts: Vec<u64> = (0..cfg.accounts).collect();
+    // Load: the same balance into every replica.
+    let start_balance = cfg.initial_balance.to_le_bytes();
+    for &k in &accounts {
+        let p = topo.partition_of(&schema, k);
+        for &n in &topo.partitions[p.0 as usize].replicas {
+            let dc = topo.nodes[n.0 as usize].dc;
+            if let Err(e) = cluster.dcs[dc.0 as usize].insert_record(n, tid, k, &[&start_balance]) {
+                cluster.shutdown();
+                return Err(format!("loading account {k} on {n}: {e}"));
+            }
+        }
+    }
+    let expected = cfg.initial_balance * cfg.accounts as i64;
+    let read_ratio = if cfg.accounts <= MAX_READ_ALL { cfg.read_ratio.clamp(0.0, 1.0) } else { 0.0 };
+
+    let stop = Arc::new(AtomicBool::new(false));
+    // transfers committed, transfers unknown, reads committed, reads with a wrong total
+    let counts = Arc::new([AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)]);
+    let mut clients = tokio::task::JoinSet::new();
+    for node in &cluster.nodes {
+        for c in 0..cfg.clients_per_node {
+            let (node, stop, counts, accounts) = (node.clone(), stop.clone(), counts.clone(), accounts.clone());
+            let seed = cfg.seed ^ ((node.id().0 as u64) << 32 | c as u64);
+            let max = cfg.max_transfer.max(1);
+            clients.spawn(async move {
+                let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+                while !stop.load(Ordering::Relaxed) {
+                    if read_ratio > 0.0 && rng.gen_bool(read_ratio) {
+                        let ops: Vec<KvOp> = accounts.iter().map(|&k| KvOp::Read(k)).collect();
+                        let out = node.submit(call::kv_call(tid, &ops)).await;
+                        if out.status == TxnStatus::Committed {
+                            counts[2].fetch_add(1, Ordering::Relaxed);
+                            let total: i64 = out.reads.iter().map(|r| r.as_deref().map_or(0, balance)).sum();
+                            if total != expected || out.reads.len() != ops.len() {
+                                counts[3].fetch_add(1, Ordering::Relaxed);
+                            }
+                        }
+                        continue;
+                    }
+                    let from = rng.gen_range(0..accounts.len());
+                    let mut to = rng.gen_range(0..accounts.len() - 1);
+                    if to >= from {
+                        to += 1;
+                    }
+                    let x = rng.gen_range(1..=max);
+                    let ops = [KvOp::Add(accounts[from], -x), KvOp::Add(accounts[to], x)];
+                    match node.submit(call::kv_call(tid, &ops)).await.status {
+                        TxnStatus::Committed => {
+                            counts[0].fetch_add(1, Ordering::Relaxed);
+                        }
+                        TxnStatus::Unknown(_) => {
+                            counts[1].fetch_add(1, Ordering::Relaxed);
+                            tokio::time::sleep(Duration::from_millis(10)).await;
+                        }
+                        TxnStatus::Aborted(_) => {}
+                    }
+                }
+            });
+        }
+    }
+    let warm = bar(cfg.progress, cfg.warmup.as_millis() as u64, "warm-up");
+    let t0 = Instant::now();
+    while t0.elapsed() < cfg.warmup {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        warm.set_position(t0.elapsed().as_millis() as u64);
+    }
+    warm.finish_and_clear();
+    cluster.stats.reset();
+    let run = bar(cfg.progress, cfg.duration.as_millis() as u64, "run");
+    let started = Instant::now();
+    while started.elapsed() < cfg.duration {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        run.set_position(started.elapsed().as_millis() as u64);
+        run.set_message(format!("{} transfers", counts[0].load(Ordering::Relaxed)));
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    let classes: Vec<_> = Class::all().iter().map(|&c| cluster.stats.report(c)).collect();
+    let hist = cluster.stats.latency_us();
+    run.finish_and_clear();
+    stop.store(true, Ordering::Relaxed);
+    while clients.join_next().await.is_some() {}
+
+    // The check: wait for phase 2, then read every replica.
+    let wait = Duration::from_millis((rtt_ms * 10.0) as u64) + Duration::from_secs(5);
+    let settled = settled_cells(&cluster, tid, &accounts, wait).await;
+    cluster.shutdown();
+    let (cells, _calm) = settled?;
+    let replicas = cells.iter().map(|r| r.len()).max().unwrap_or(0);
+    let mut totals = vec![0i64; replicas];
+    let (mut disagreeing, mut missing, mut locked) = (0u64, 0u64, 0u64);
+    for reps in &cells {
+        for (i, (_, cell, l)) in reps.iter().enumerate() {
+            match cell {
+                Some(c) => totals[i] += balance(c),
+                None => missing += 1,
+            }
+            locked += *l as u64;
+        }
+        if reps.windows(2).any(|w| w[0].1.as_deref().map(balance) != w[1].1.as_deref().map(balance)) {
+            disagreeing += 1;
+        }
+    }
+    let committed: u64 = classes.iter().map(|c| c.committed).sum();
+    let aborted: u64 = classes.iter().map(|c| c.aborted).sum();
+    let unknown: u64 = classes.iter().map(|c| c.unknown).sum();
+    let us = Latency::from_histogram(&hist);
+    let total_ok = missing == 0 && totals.iter().all(|&t| t == expected);
+    let replicas_agree = disagreeing == 0 && missing == 0;
+    let reads_wrong = counts[3].load(Ordering::Relaxed);
+    Ok(BankReport {
+        workload: "bank".into(),
+        topology: topo.name.clone(),
+        dcs: topo.dcs.len(),
+        nodes: topo.nodes.len(),
+        rtt_ms,
+        accounts: cfg.accounts,
+        clients: cfg.clients_per_node * topo.nodes.len(),
+        duration_s: elapsed,
+        committed,
+        aborted,
+        unknown,
+        committed_per_s: committed as f64 / elapsed,
+        abort_rate: if committed + aborted == 0 { 0.0 } else { aborted as f64 / (committed + aborted) as f64 },
+        latency_ms: Latency { p50: us.p50 / 1e3, p99: us.p99 / 1e3, p999: us.p999 / 1e3, mean: us.mean / 1e3 },
+        transfers_committed: counts[0].load(Ordering::Relaxed),
+        transfers_unknown: counts[1].load(Ordering::Relaxed),
+        reads_committed: counts[2].load(Ordering::Relaxed),
+        reads_wrong_total: reads_wrong,
+        expected_total: expected,
+        totals_by_replica: totals,
+        accounts_disagreeing: disagreeing,
+        replicas_missing: missing,
+        replicas_locked: locked,
+        total_ok,
+        replicas_agree,
+        reads_ok: reads_wrong == 0,
+        pass: total_ok && replicas_agree && reads_wrong == 0,
+    })
+}

@@ -1,0 +1,199 @@
+//! Sweep charts (plotters): throughput in the top panel, p50 and p99 latency in the bottom
+//! one, against the swept parameter; as SVG and as PNG.
+//!
+//! Text in the PNG needs a TrueType font: the first of `$REDT_FONT`, DejaVu Sans, Liberation
+//! Sans or FreeSans found on the system is used (Debian's `fonts-dejavu-core`). Without one
+//! the charts are skipped with an error naming the variable.
+
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+/// One point of a sweep.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ChartPoint {
+    /// The parameter's value.
+    pub x: f64,
+    /// Committed transactions per second.
+    pub throughput: f64,
+    /// Median latency, ms.
+    pub p50_ms: f64,
+    /// 99th percentile latency, ms.
+    pub p99_ms: f64,
+}
+
+/// What a chart shows.
+#[derive(Clone, Debug)]
+pub struct ChartSpec {
+    /// Title over both panels.
+    pub title: String,
+    /// Lines under the title: the configuration.
+    pub subtitle: String,
+    /// The x axis label (`inter-DC RTT (ms)`).
+    pub x_label: String,
+}
+
+const FONT_PATHS: &[&str] = &[
+    "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
+    "/usr/share/fonts/TTF/DejaVuSans.ttf",
+    "/usr/share/fonts/dejavu/DejaVuSans.ttf",
+    "/usr/share/fonts/truetype/liberation/LiberationSans-Regular.ttf",
+    "/usr/share/fonts/truetype/freefont/FreeSans.ttf",
+    "/System/Library/Fonts/Supplemental/Arial.ttf",
+];
+
+/// Registers a system font as `sans-serif` once; the path used, or why none.
+fn font() -> Result<PathBuf, String> {
+    static FONT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    FONT.get_or_init(|| {
+        let mut candidates: Vec<PathBuf> = std::env::var_os("REDT_FONT").map(PathBuf::from).into_iter().collect();
+        candidates.extend(FONT_PATHS.iter().map(PathBuf::from));
+        for p in candidates {
+            if let Ok(bytes) = std::fs::read(&p) {
+                let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
+                if plotters::style::register_font("sans-serif", FontStyle::Normal, bytes).is_ok() {
+                    return Ok(p);
+                }
+            }
+        }
+        Err("no TrueType font found for the chart text: set REDT_FONT to a .ttf file (e.g. DejaVuSans.ttf from \
+             Debian's fonts-dejavu-core)"
+            .into())
+    })
+    .clone()
+}
+
+fn range(values: impl Iterator<Item = f64>) -> (f64, f64) {
+    let (lo, hi) = values.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| (lo.min(v), hi.max(v)));
+    if !lo.is_finite() {
+        return (0.0, 1.0);
+    }
+    if hi - lo < 1e-9 {
+        return (lo - 0.5, hi + 0.5);
+    }
+    let pad = (hi - lo) * 0.05;
+    (lo - pad, hi + pad)
+}
+
+fn draw<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, spec: &ChartSpec, pts: &[ChartPoint]) -> Result<(), String>
+where
+    DB::ErrorType: 'static,
+{
+    let e = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
+    root.fill(&WHITE).map_err(e)?;
+    let root = root.titled(&spec.title, ("sans-serif", 22)).map_err(e)?;
+    let lines: Vec<&str> = spec.subtitle.lines().collect();
+    let (sub, body) = root.split_vertically(8 + 17 * lines.len() as u32);
+    let style = ("sans-serif", 13).into_font().color(&RGBColor(90, 90, 90));
+    for (i, l) in lines.iter().enumerate() {
+        sub.draw_text(l, &style, (60, 4 + 17 * i as i32)).map_err(e)?;
+    }
+    let (top, bottom) = body.split_vertically(body.dim_in_pixel().1 / 2);
+    let (x0, x1) = range(pts.iter().map(|p| p.x));
+    let fmt_x = |x: &f64| if (x - x.round()).abs() < 1e-9 { format!("{x:.0}") } else { format!("{x:.2}") };
+
+    let t_max = pts.iter().map(|p| p.throughput).fold(0.0, f64::max).max(1.0) * 1.15;
+    let mut c = ChartBuilder::on(&top)
+        .margin(12)
+        .x_label_area_size(36)
+        .y_label_area_size(70)
+        .build_cartesian_2d(x0..x1, 0.0..t_max)
+        .map_err(e)?;
+    c.configure_mesh()
+        .x_desc(&spec.x_label)
+        .y_desc("committed txn/s")
+        .x_label_formatter(&fmt_x)
+        .y_label_formatter(&|y| format!("{y:.0}"))
+        .label_style(("sans-serif", 13))
+        .axis_desc_style(("sans-serif", 14))
+        .draw()
+        .map_err(e)?;
+    let blue = RGBColor(31, 119, 180);
+    c.draw_series(LineSeries::new(pts.iter().map(|p| (p.x, p.throughput)), blue.stroke_width(2)))
+        .map_err(e)?
+        .label("throughput")
+        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], blue.stroke_width(2)));
+    c.draw_series(pts.iter().map(|p| Circle::new((p.x, p.throughput), 4, blue.filled()))).map_err(e)?;
+    c.configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .label_font(("sans-serif", 13))
+        .draw()
+        .map_err(e)?;
+
+    let l_max = pts.iter().map(|p| p.p99_ms.max(p.p50_ms)).fold(0.0, f64::max).max(1.0) * 1.15;
+    let mut c = ChartBuilder::on(&bottom)
+        .margin(12)
+        .x_label_area_size(36)
+        .y_label_area_size(70)
+        .build_cartesian_2d(x0..x1, 0.0..l_max)
+        .map_err(e)?;
+    c.configure_mesh()
+        .x_desc(&spec.x_label)
+        .y_desc("latency (ms)")
+        .x_label_formatter(&fmt_x)
+        .y_label_formatter(&|y| format!("{y:.0}"))
+        .label_style(("sans-serif", 13))
+        .axis_desc_style(("sans-serif", 14))
+        .draw()
+        .map_err(e)?;
+    for (name, color, f) in [
+        ("p50", RGBColor(44, 160, 44), (|p: &ChartPoint| p.p50_ms) as fn(&ChartPoint) -> f64),
+        ("p99", RGBColor(214, 39, 40), |p: &ChartPoint| p.p99_ms),
+    ] {
+        c.draw_series(LineSeries::new(pts.iter().map(|p| (p.x, f(p))), color.stroke_width(2)))
+            .map_err(e)?
+            .label(name)
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
+        c.draw_series(pts.iter().map(|p| Circle::new((p.x, f(p)), 4, color.filled()))).map_err(e)?;
+    }
+    c.configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .label_font(("sans-serif", 13))
+        .draw()
+        .map_err(e)?;
+    root.present().map_err(e)?;
+    Ok(())
+}
+
+/// Size of both images, in pixels.
+pub const SIZE: (u32, u32) = (900, 760);
+
+/// Writes the chart of `pts` as SVG to `svg` and as PNG to `png`.
+///
+/// # Errors
+/// No font for the text, or a drawing or file error.
+pub fn write_charts(spec: &ChartSpec, pts: &[ChartPoint], svg: &Path, png: &Path) -> Result<(), String> {
+    font()?;
+    draw(SVGBackend::new(svg, SIZE).into_drawing_area(), spec, pts).map_err(|e| format!("{}: {e}", svg.display()))?;
+    draw(BitMapBackend::new(png, SIZE).into_drawing_area(), spec, pts).map_err(|e| format!("{}: {e}", png.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn writes_svg_and_png() {
+        if font().is_err() {
+            eprintln!("no system font: chart test skipped");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let (svg, png) = (dir.path().join("c.svg"), dir.path().join("c.png"));
+        let pts: Vec<ChartPoint> = [10.0, 20.0, 40.0]
+            .iter()
+            .map(|&x| ChartPoint { x, throughput: 1000.0 / x, p50_ms: x, p99_ms: 2.0 * x })
+            .collect();
+        let spec = ChartSpec { title: "t".into(), subtitle: "s".into(), x_label: "RTT (ms)".into() };
+        write_charts(&spec, &pts, &svg, &png).unwrap();
+        let text = std::fs::read_to_string(&svg).unwrap();
+        assert!(text.starts_with("<svg") && text.contains("committed txn/s"));
+        let bytes = std::fs::read(&png).unwrap();
+        assert_eq!(&bytes[1..4], b"PNG");
+    }
+}

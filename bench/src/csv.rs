@@ -1,0 +1,265 @@
+//! `--csv FILE`: one report as one CSV row, appended; the header is written when the file is
+//! new (or empty). Nested report fields become dotted columns (`latency_ms.p99`); a list
+//! of `[name, {…}]` pairs (the per-class figures) is keyed by name (`classes.rw-inter.committed`).
+
+use serde::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::Serialize;
+use std::io::Write;
+use std::path::Path;
+
+/// The report as `(column, value)` pairs, in field order.
+///
+/// # Errors
+/// A report that does not serialize.
+pub fn flatten<T: Serialize>(report: &T) -> Result<Vec<(String, String)>, String> {
+    // Through JSON text into an order-keeping tree (serde_json's `Value` sorts keys).
+    flatten_json(&serde_json::to_string(report).map_err(|e| e.to_string())?)
+}
+
+/// A report given as JSON text (an object), as `(column, value)` pairs in text order.
+///
+/// # Errors
+/// Text that is not JSON.
+pub fn flatten_json(text: &str) -> Result<Vec<(String, String)>, String> {
+    let v: Node = serde_json::from_str(text).map_err(|e| e.to_string())?;
+    let mut out = Vec::new();
+    walk("", &v, &mut out);
+    Ok(out)
+}
+
+/// A JSON value whose objects keep their key order.
+enum Node {
+    Leaf(String),
+    List(Vec<Node>),
+    Object(Vec<(String, Node)>),
+}
+
+impl<'de> Deserialize<'de> for Node {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Node, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Node;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a JSON value")
+            }
+            fn visit_bool<E>(self, b: bool) -> Result<Node, E> {
+                Ok(Node::Leaf(b.to_string()))
+            }
+            fn visit_i64<E>(self, x: i64) -> Result<Node, E> {
+                Ok(Node::Leaf(x.to_string()))
+            }
+            fn visit_u64<E>(self, x: u64) -> Result<Node, E> {
+                Ok(Node::Leaf(x.to_string()))
+            }
+            fn visit_f64<E>(self, x: f64) -> Result<Node, E> {
+                Ok(Node::Leaf(x.to_string()))
+            }
+            fn visit_str<E>(self, s: &str) -> Result<Node, E> {
+                Ok(Node::Leaf(s.to_string()))
+            }
+            fn visit_unit<E>(self) -> Result<Node, E> {
+                Ok(Node::Leaf(String::new()))
+            }
+            fn visit_none<E>(self) -> Result<Node, E> {
+                Ok(Node::Leaf(String::new()))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<Node, A::Error> {
+                let mut v = Vec::new();
+                while let Some(x) = a.next_element()? {
+                    v.push(x);
+                }
+                Ok(Node::List(v))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<Node, A::Error> {
+                let mut v = Vec::new();
+                while let Some((k, x)) = a.next_entry::<String, Node>()? {
+                    v.push((k, x));
+                }
+                Ok(Node::Object(v))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+impl Node {
+    /// A leaf, or a list of leaves.
+    fn is_flat(&self) -> bool {
+        match self {
+            Node::Leaf(_) => true,
+            Node::List(v) => v.iter().all(|x| matches!(x, Node::Leaf(_))),
+            Node::Object(_) => false,
+        }
+    }
+
+    fn text(&self) -> String {
+        match self {
+            Node::Leaf(s) => s.clone(),
+            _ => String::new(),
+        }
+    }
+}
+
+fn walk(prefix: &str, v: &Node, out: &mut Vec<(String, String)>) {
+    let join = |k: &str| if prefix.is_empty() { k.to_string() } else { format!("{prefix}.{k}") };
+    match v {
+        Node::Object(m) => {
+            for (k, x) in m {
+                walk(&join(k), x, out);
+            }
+        }
+        // A list of plain values (or of lists of them), whose length may vary from one
+        // report to the next: one cell, `a; b` (`k=v; …` for pairs).
+        Node::List(items) if items.iter().all(|x| x.is_flat()) => {
+            let cell = items
+                .iter()
+                .map(|x| match x {
+                    Node::Leaf(s) => s.clone(),
+                    Node::List(inner) => inner.iter().map(|y| y.text()).collect::<Vec<_>>().join("="),
+                    Node::Object(_) => unreachable!("flat"),
+                })
+                .collect::<Vec<_>>()
+                .join("; ");
+            out.push((prefix.to_string(), cell));
+        }
+        Node::List(items) => {
+            for (i, x) in items.iter().enumerate() {
+                match x {
+                    Node::List(pair) if matches!(pair.as_slice(), [Node::Leaf(_), Node::Object(_)]) => {
+                        let Node::Leaf(name) = &pair[0] else { unreachable!("matched above") };
+                        walk(&join(name), &pair[1], out)
+                    }
+                    _ => walk(&join(&i.to_string()), x, out),
+                }
+            }
+        }
+        Node::Leaf(s) => out.push((prefix.to_string(), s.clone())),
+    }
+}
+
+/// One CSV field, quoted when it holds a comma, a quote or a line break.
+pub fn field(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+fn line(fields: impl Iterator<Item = String>) -> String {
+    fields.map(|f| field(&f)).collect::<Vec<_>>().join(",")
+}
+
+/// Appends `row` to the CSV file `path`, writing the header first if the file is new or
+/// empty.
+///
+/// # Errors
+/// I/O errors; a file whose header differs from the row's columns (another kind of report:
+/// use another file).
+pub fn append_row(path: &Path, row: &[(String, String)]) -> Result<(), String> {
+    let header = line(row.iter().map(|(k, _)| k.clone()));
+    let existing = match std::fs::read_to_string(path) {
+        Ok(s) => Some(s),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(format!("{}: {e}", path.display())),
+    };
+    let mut text = String::new();
+    match existing.as_deref().and_then(|s| s.lines().next()).filter(|l| !l.trim().is_empty()) {
+        None => {
+            text.push_str(&header);
+            text.push('\n');
+        }
+        Some(first) if first == header => {}
+        Some(_) => {
+            return Err(format!(
+                "{} already holds rows with other columns (another kind of report); append to another file",
+                path.display()
+            ))
+        }
+    }
+    if existing.as_deref().is_some_and(|s| !s.is_empty() && !s.ends_with('\n')) {
+        text.insert(0, '\n');
+    }
+    text.push_str(&line(row.iter().map(|(_, v)| v.clone())));
+    text.push('\n');
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    }
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    f.write_all(text.as_bytes()).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// Appends the report given as JSON text as one row of `path` (see [`append_row`]).
+///
+/// # Errors
+/// As [`append_row`], and text that is not JSON.
+pub fn append_json(path: &Path, text: &str) -> Result<(), String> {
+    append_row(path, &flatten_json(text)?)
+}
+
+/// Appends `report` as one row of `path` (see [`append_row`]).
+///
+/// # Errors
+/// As [`append_row`].
+pub fn append_report<T: Serialize>(path: &Path, report: &T) -> Result<(), String> {
+    append_row(path, &flatten(report)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn flattens_nested_reports_and_named_pairs() {
+        #[derive(Serialize)]
+        struct Inner {
+            z: f64,
+            d: &'static str,
+        }
+        #[derive(Serialize)]
+        struct R {
+            a: u32,
+            b: Inner,
+            classes: Vec<(String, Inner)>,
+            l: Vec<u8>,
+        }
+        let r = R {
+            a: 1,
+            b: Inner { z: 2.5, d: "x,y" },
+            classes: vec![("rw-inter".into(), Inner { z: 3.0, d: "" })],
+            l: vec![7, 8],
+        };
+        let f = flatten(&r).unwrap();
+        let keys: Vec<&str> = f.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(keys, ["a", "b.z", "b.d", "classes.rw-inter.z", "classes.rw-inter.d", "l"]);
+        assert_eq!(f[1].1, "2.5");
+        assert_eq!(f[5].1, "7; 8");
+        let pairs = flatten(&vec![("lost".to_string(), 3u64), ("realtime".to_string(), 1)]).unwrap();
+        assert_eq!(pairs, [(String::new(), "lost=3; realtime=1".to_string())]);
+        assert_eq!(f[2].1, "x,y");
+        assert_eq!(field("x,y"), "\"x,y\"");
+        assert_eq!(field("say \"hi\""), "\"say \"\"hi\"\"\"");
+    }
+
+    #[test]
+    fn appends_rows_with_one_header() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sub/out.csv");
+        append_report(&path, &json!({"x": 1, "y": "a"})).unwrap();
+        append_report(&path, &json!({"x": 2, "y": "b,c"})).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(text, "x,y\n1,a\n2,\"b,c\"\n");
+        let err = append_report(&path, &json!({"z": 1})).unwrap_err();
+        assert!(err.contains("other columns"), "{err}");
+        // An empty file gets the header.
+        let empty = dir.path().join("empty.csv");
+        std::fs::write(&empty, "").unwrap();
+        append_report(&empty, &json!({"x": 3})).unwrap();
+        assert_eq!(std::fs::read_to_string(&empty).unwrap(), "x\n3\n");
+    }
+}

@@ -1,0 +1,326 @@
+//! `redt bench sweep`: one full embedded-cluster YCSB run per value of one parameter, one
+//! after another, then a CSV of every report and an SVG and a PNG chart of throughput and
+//! p50/p99 latency against the parameter (this machine's version of the RedT paper's
+//! Figures 6–11).
+//!
+//! Parameters: `rtt` (every inter-DC link, e.g. `10ms`), `theta`, `write-ratio`,
+//! `inter-dc-ratio`, `nodes-per-dc` (a generated topology: the base's DCs, k nodes each, one
+//! partition per node, 3 replicas — [`crate::topo::grid`]), `partitions-per-txn`,
+//! `dcs-per-txn`, `ops`.
+
+use crate::chart::{write_charts, ChartPoint, ChartSpec};
+use crate::cluster::{run_cluster_ycsb, ClusterConfig, ClusterReport};
+use crate::topo;
+use redt_proto::Topology;
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// A swept parameter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Param {
+    /// RTT of every inter-DC link.
+    Rtt,
+    /// Zipf θ.
+    Theta,
+    /// Write ratio.
+    WriteRatio,
+    /// Inter-DC transaction ratio.
+    InterDcRatio,
+    /// Nodes per DC (generated topology).
+    NodesPerDc,
+    /// Partitions per transaction.
+    PartitionsPerTxn,
+    /// DCs per inter-DC transaction.
+    DcsPerTxn,
+    /// Operations per transaction.
+    Ops,
+}
+
+impl Param {
+    /// Every parameter, by name.
+    pub const ALL: [(&'static str, Param); 8] = [
+        ("rtt", Param::Rtt),
+        ("theta", Param::Theta),
+        ("write-ratio", Param::WriteRatio),
+        ("inter-dc-ratio", Param::InterDcRatio),
+        ("nodes-per-dc", Param::NodesPerDc),
+        ("partitions-per-txn", Param::PartitionsPerTxn),
+        ("dcs-per-txn", Param::DcsPerTxn),
+        ("ops", Param::Ops),
+    ];
+
+    /// The name on the command line.
+    pub fn name(self) -> &'static str {
+        Param::ALL.iter().find(|(_, p)| *p == self).map(|(n, _)| *n).expect("every parameter is listed")
+    }
+
+    /// The chart's x axis label.
+    pub fn axis(self) -> &'static str {
+        match self {
+            Param::Rtt => "inter-DC RTT (ms)",
+            Param::Theta => "Zipf θ",
+            Param::WriteRatio => "write ratio",
+            Param::InterDcRatio => "inter-DC transaction ratio",
+            Param::NodesPerDc => "nodes per DC",
+            Param::PartitionsPerTxn => "partitions per transaction",
+            Param::DcsPerTxn => "DCs per transaction",
+            Param::Ops => "operations per transaction",
+        }
+    }
+
+    /// Parses one value into its number on the x axis (ms for `rtt`).
+    ///
+    /// # Errors
+    /// A value of the wrong form or out of range.
+    pub fn value(self, s: &str) -> Result<f64, String> {
+        let s = s.trim();
+        let bad = |why: &str| format!("{} value `{s}`: {why}", self.name());
+        match self {
+            Param::Rtt => humantime::parse_duration(s)
+                .map(|d| d.as_secs_f64() * 1e3)
+                .map_err(|e| bad(&format!("{e} (a duration, e.g. 40ms)"))),
+            Param::Theta => match s.parse::<f64>() {
+                Ok(x) if x >= 0.0 && x.is_finite() => Ok(x),
+                _ => Err(bad("a number ≥ 0")),
+            },
+            Param::WriteRatio | Param::InterDcRatio => match s.parse::<f64>() {
+                Ok(x) if (0.0..=1.0).contains(&x) => Ok(x),
+                _ => Err(bad("a number in [0, 1]")),
+            },
+            Param::NodesPerDc | Param::PartitionsPerTxn | Param::DcsPerTxn | Param::Ops => match s.parse::<u32>() {
+                Ok(x) if x >= 1 => Ok(x as f64),
+                _ => Err(bad("an integer ≥ 1")),
+            },
+        }
+    }
+}
+
+/// Parses `NAME=V1,V2,…`.
+///
+/// # Errors
+/// An unknown name, no values, a bad value.
+pub fn parse_param(s: &str) -> Result<(Param, Vec<(String, f64)>), String> {
+    let (name, values) = s.split_once('=').ok_or_else(|| format!("--param `{s}` must be NAME=V1,V2,…"))?;
+    let name = name.trim().replace('_', "-");
+    let p = Param::ALL.iter().find(|(n, _)| *n == name).map(|(_, p)| *p).ok_or_else(|| {
+        format!(
+            "unknown sweep parameter `{name}` (known: {})",
+            Param::ALL.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")
+        )
+    })?;
+    let vals: Vec<(String, f64)> = values
+        .split(',')
+        .filter(|v| !v.trim().is_empty())
+        .map(|v| Ok((v.trim().to_string(), p.value(v)?)))
+        .collect::<Result<_, String>>()?;
+    if vals.is_empty() {
+        return Err(format!("--param `{s}` has no values"));
+    }
+    Ok((p, vals))
+}
+
+/// Sets `param` to `x` in a copy of the base topology and run configuration.
+///
+/// # Errors
+/// A topology that cannot be generated (nodes per DC).
+pub fn apply(base: &Topology, cfg: &ClusterConfig, param: Param, x: f64) -> Result<(Topology, ClusterConfig), String> {
+    let mut t = base.clone();
+    let mut c = cfg.clone();
+    let y = &mut c.ycsb;
+    match param {
+        Param::Rtt => topo::set_rtt(&mut t, Duration::from_secs_f64(x / 1e3)),
+        Param::Theta => y.theta = x,
+        Param::WriteRatio => y.write_ratio = x,
+        Param::InterDcRatio => y.inter_dc_ratio = x,
+        Param::NodesPerDc => t = topo::grid(base, x as usize)?,
+        Param::PartitionsPerTxn => {
+            y.partitions_per_txn = x as usize;
+            y.dcs_per_txn = y.dcs_per_txn.min(y.partitions_per_txn);
+            y.ops_per_txn = y.ops_per_txn.max(y.partitions_per_txn);
+        }
+        Param::DcsPerTxn => {
+            y.dcs_per_txn = x as usize;
+            y.partitions_per_txn = y.partitions_per_txn.max(y.dcs_per_txn);
+            y.ops_per_txn = y.ops_per_txn.max(y.partitions_per_txn);
+        }
+        Param::Ops => {
+            y.ops_per_txn = x as usize;
+            y.partitions_per_txn = y.partitions_per_txn.min(y.ops_per_txn);
+            y.dcs_per_txn = y.dcs_per_txn.min(y.partitions_per_txn);
+        }
+    }
+    Ok((t, c))
+}
+
+/// One row of the sweep's CSV.
+#[derive(Clone, Debug, Serialize)]
+pub struct SweepRow {
+    /// The parameter swept.
+    pub param: String,
+    /// Its value as given.
+    pub value: String,
+    /// Its value on the x axis.
+    pub x: f64,
+    /// The run.
+    #[serde(flatten)]
+    pub report: ClusterReport,
+}
+
+/// A sweep.
+#[derive(Clone, Debug)]
+pub struct SweepConfig {
+    /// The parameter.
+    pub param: Param,
+    /// Its values, as given and as numbers.
+    pub values: Vec<(String, f64)>,
+    /// Every other setting (the same for every point).
+    pub base: ClusterConfig,
+    /// Output directory.
+    pub out: PathBuf,
+    /// File stem (`sweep-rtt` → `sweep-rtt.csv`, `.svg`, `.png`).
+    pub name: String,
+}
+
+/// What a sweep wrote.
+#[derive(Clone, Debug, Serialize)]
+pub struct SweepReport {
+    /// The parameter.
+    pub param: String,
+    /// Every point.
+    pub rows: Vec<SweepRow>,
+    /// The CSV file.
+    pub csv: String,
+    /// The SVG chart (if drawn).
+    pub svg: Option<String>,
+    /// The PNG chart (if drawn).
+    pub png: Option<String>,
+    /// Why the charts were not drawn.
+    pub chart_error: Option<String>,
+}
+
+/// Runs every point of the sweep (a fresh tokio runtime and embedded cluster each), then
+/// writes `<out>/<name>.csv` (replacing it), `.svg` and `.png`. `progress` is told about
+/// each point before it runs.
+///
+/// # Errors
+/// A point that fails (the runs before it are lost), writing the CSV.
+pub fn run_sweep(
+    base: &Topology,
+    cfg: &SweepConfig,
+    progress: &mut dyn FnMut(usize, &str),
+) -> Result<SweepReport, String> {
+    let mut rows = Vec::new();
+    for (i, (label, x)) in cfg.values.iter().enumerate() {
+        progress(i, label);
+        let (t, c) = apply(base, &cfg.base, cfg.param, *x)?;
+        let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(|e| e.to_string())?;
+        let r = rt.block_on(run_cluster_ycsb(t, &c)).map_err(|e| format!("{}={label}: {e}", cfg.param.name()))?;
+        // Drop the runtime and whatever tasks (phase 2) linger, so the next point can bind
+        // the same addresses and the MemStores are freed.
+        rt.shutdown_timeout(Duration::from_secs(2));
+        rows.push(SweepRow { param: cfg.param.name().into(), value: label.clone(), x: *x, report: r });
+    }
+    std::fs::create_dir_all(&cfg.out).map_err(|e| format!("{}: {e}", cfg.out.display()))?;
+    let csv = cfg.out.join(format!("{}.csv", cfg.name));
+    if csv.exists() {
+        std::fs::remove_file(&csv).map_err(|e| format!("{}: {e}", csv.display()))?;
+    }
+    for row in &rows {
+        crate::csv::append_report(&csv, row)?;
+    }
+    let (svg, png) = (cfg.out.join(format!("{}.svg", cfg.name)), cfg.out.join(format!("{}.png", cfg.name)));
+    let chart = write_charts(&chart_spec(cfg, &rows), &chart_points(&rows), &svg, &png);
+    let shown = |p: &Path| Some(p.display().to_string());
+    Ok(SweepReport {
+        param: cfg.param.name().into(),
+        csv: csv.display().to_string(),
+        svg: chart.as_ref().ok().and_then(|_| shown(&svg)),
+        png: chart.as_ref().ok().and_then(|_| shown(&png)),
+        chart_error: chart.err(),
+        rows,
+    })
+}
+
+fn chart_points(rows: &[SweepRow]) -> Vec<ChartPoint> {
+    rows.iter()
+        .map(|r| ChartPoint {
+            x: r.x,
+            throughput: r.report.committed_per_s,
+            p50_ms: r.report.latency_ms.p50,
+            p99_ms: r.report.latency_ms.p99,
+        })
+        .collect()
+}
+
+fn chart_spec(cfg: &SweepConfig, rows: &[SweepRow]) -> ChartSpec {
+    let m = &cfg.base.ycsb;
+    let first = rows.first().map(|r| &r.report);
+    let mut sub = format!(
+        "YCSB {} mix: {} ops/txn, θ {}, write ratio {}, inter-DC ratio {}, {} partitions in {} DCs per txn",
+        m.workload.name(),
+        m.ops_per_txn,
+        m.theta,
+        m.write_ratio,
+        m.inter_dc_ratio,
+        m.partitions_per_txn,
+        m.dcs_per_txn
+    );
+    if let Some(r) = first {
+        sub.push_str(&format!(
+            "\n{} ({} DCs × {} nodes), {} clients, {:.0} s measured per point",
+            r.topology,
+            r.dcs,
+            r.nodes / r.dcs.max(1),
+            r.clients,
+            r.duration_s
+        ));
+    }
+    ChartSpec {
+        title: format!("redt: throughput and latency vs {}", cfg.param.axis()),
+        subtitle: sub,
+        x_label: cfg.param.axis().into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_parameters() {
+        let (p, v) = parse_param("rtt=10ms,20ms, 100ms").unwrap();
+        assert_eq!(p, Param::Rtt);
+        assert_eq!(v.iter().map(|x| x.1).collect::<Vec<_>>(), [10.0, 20.0, 100.0]);
+        assert_eq!(parse_param("write_ratio=0,0.5").unwrap().0, Param::WriteRatio);
+        assert!(parse_param("write-ratio=1.5").is_err());
+        assert!(parse_param("nodes-per-dc=0").is_err());
+        assert!(parse_param("colour=red").unwrap_err().contains("known:"));
+        assert!(parse_param("rtt=").is_err());
+    }
+
+    #[test]
+    fn applies_each_parameter() {
+        let base = Topology::from_yaml("default.yaml", include_str!("../../configs/default.yaml")).unwrap();
+        let cfg = ClusterConfig {
+            duration: Duration::from_secs(1),
+            warmup: Duration::ZERO,
+            clients_per_node: 1,
+            records_per_partition: 10,
+            ycsb: Default::default(),
+            options: Default::default(),
+            seed: 1,
+            progress: false,
+        };
+        let (t, _) = apply(&base, &cfg, Param::Rtt, 80.0).unwrap();
+        assert_eq!(t.links[0][1].rtt, Duration::from_millis(80));
+        assert_eq!(t.links[3][2].rtt, Duration::from_millis(80));
+        let (t, _) = apply(&base, &cfg, Param::NodesPerDc, 3.0).unwrap();
+        assert_eq!((t.nodes.len(), t.partitions.len()), (12, 12));
+        let (_, c) = apply(&base, &cfg, Param::PartitionsPerTxn, 1.0).unwrap();
+        assert_eq!((c.ycsb.partitions_per_txn, c.ycsb.dcs_per_txn), (1, 1));
+        let (_, c) = apply(&base, &cfg, Param::Theta, 0.9).unwrap();
+        assert_eq!(c.ycsb.theta, 0.9);
+    }
+}

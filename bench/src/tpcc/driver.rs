@@ -1,0 +1,957 @@
+//! `redt bench tpcc`: closed-loop TPC-C terminals against an embedded cluster of the TPC-C
+//! topology (configs/tpcc.yaml).
+//!
+//! Each terminal belongs to one home warehouse and submits to the node that holds that
+//! warehouse's primary replica (so every terminal's coordinator sits in its warehouse's
+//! DC). It draws a transaction type from the standard mix (45% New-Order, 43% Payment, 4%
+//! each Order-Status, Delivery and Stock-Level), generates the inputs of clauses 2.4-2.8,
+//! reads the order-dependent keys with a reconnaissance (one-sided READs of the nearest
+//! replica, no locks, no WAN round trip: Calvin's OLLP), then submits the transaction and
+//! retries it after a conflict (No-Wait lock conflict: random back-off) or a stale
+//! reconnaissance until it commits or rolls back. Keying and think times are off unless
+//! `think` is set. A warm-up is excluded from every figure.
+//!
+//! Reported per type: business transactions completed, attempts, aborted attempts
+//! (conflicts, stale reconnaissance, unknown outcomes) and the abort rate they make, and
+//! the latency a terminal sees from the first attempt to the commit (retries included).
+//! tpmC = committed New-Orders per minute of the measured interval.
+
+use super::check::{check, CheckInput, CheckReport};
+use super::loader::{self, read_at, rows_per_warehouse, Footprint, LoadConfig, Loaded, Preallocator};
+use super::procedures::{self as px, kind, Line, INVALID_ITEM, STALE};
+use super::schema::{self as sc, table, Scale, DISTRICTS};
+use super::tap::Side;
+use crate::report::{Latency, VerbsPerTxn};
+use indicatif::{ProgressBar, ProgressStyle};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use redt_coordinator::{Class, ClassReport, CoordinatorOptions, EmbeddedCluster, Node, TxnStatus};
+use redt_proto::wire::ProcedureCall;
+use redt_proto::{DcId, TableId, Topology};
+use serde::Serialize;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Parameters of a TPC-C run.
+#[derive(Clone, Debug)]
+pub struct TpccConfig {
+    /// Warehouses.
+    pub warehouses: u32,
+    /// Rows per warehouse ([`Scale::SPEC`] unless testing).
+    pub scale: Scale,
+    /// Terminals per warehouse (closed loop).
+    pub terminals_per_warehouse: usize,
+    /// Measured run time.
+    pub duration: Duration,
+    /// Warm-up before measuring.
+    pub warmup: Duration,
+    /// Keying and think times of clause 5.2.5 (off: back-to-back transactions).
+    pub think: bool,
+    /// Check the 12 consistency conditions after the run.
+    pub check: bool,
+    /// Seed of the loader and the terminals.
+    pub seed: u64,
+    /// Progress bars on standard error.
+    pub progress: bool,
+    /// Coordinator options.
+    pub options: CoordinatorOptions,
+    /// Loader threads.
+    pub load_threads: usize,
+    /// Orders pre-allocated ahead of each district's D_NEXT_O_ID.
+    pub headroom: u64,
+}
+
+impl Default for TpccConfig {
+    fn default() -> Self {
+        TpccConfig {
+            warehouses: 4,
+            scale: Scale::SPEC,
+            terminals_per_warehouse: DEFAULT_TERMINALS,
+            duration: Duration::from_secs(60),
+            warmup: Duration::from_secs(5),
+            think: false,
+            check: false,
+            seed: 42,
+            progress: false,
+            options: CoordinatorOptions::default(),
+            load_threads: 2,
+            headroom: 200,
+        }
+    }
+}
+
+/// Default terminals per warehouse (see `src/cmd/tpcc.rs` for why not the spec's 10).
+pub const DEFAULT_TERMINALS: usize = 4;
+
+/// The five transaction types, in report order.
+pub const TYPES: [&str; 5] = ["new-order", "payment", "order-status", "delivery", "stock-level"];
+const NO: usize = 0;
+const PAY: usize = 1;
+const OS: usize = 2;
+const DEL: usize = 3;
+const SL: usize = 4;
+
+/// Figures of one transaction type.
+#[derive(Clone, Debug, Serialize)]
+pub struct TypeReport {
+    /// Type name.
+    pub name: String,
+    /// Share of the business transactions completed, in percent.
+    pub mix_pct: f64,
+    /// Business transactions completed (committed or rolled back).
+    pub completed: u64,
+    /// Committed (for Delivery: all ten districts done).
+    pub committed: u64,
+    /// New-Order's intended rollbacks (unused item, clause 2.4.2.3).
+    pub rolled_back: u64,
+    /// Database transactions submitted (retries included; Delivery: one per district).
+    pub attempts: u64,
+    /// Attempts aborted by a lock conflict or another abort vote.
+    pub aborted: u64,
+    /// Attempts aborted because their reconnaissance was stale.
+    pub stale: u64,
+    /// Attempts whose outcome stayed unknown.
+    pub unknown: u64,
+    /// (aborted + stale + unknown) / attempts (intended rollbacks are not aborts).
+    pub abort_rate: f64,
+    /// Delivery: districts skipped because they had no undelivered order.
+    pub skipped_districts: u64,
+    /// Aborted attempts by cause (lock conflict, record not found, stale replica,
+    /// timeout, ring full, other); zero causes left out.
+    pub abort_causes: Vec<(String, u64)>,
+    /// From the first attempt to the commit or rollback, retries included, ms.
+    pub latency_ms: Latency,
+}
+
+/// Results of a TPC-C run.
+#[derive(Clone, Debug, Serialize)]
+pub struct TpccReport {
+    /// Workload name.
+    pub workload: String,
+    /// Topology name.
+    pub topology: String,
+    /// DCs.
+    pub dcs: usize,
+    /// Nodes.
+    pub nodes: usize,
+    /// Inter-DC RTT of the first link, ms.
+    pub rtt_ms: f64,
+    /// Warehouses.
+    pub warehouses: u32,
+    /// Rows per warehouse.
+    pub scale: Scale,
+    /// Terminals in all.
+    pub terminals: usize,
+    /// Keying and think times on?
+    pub think: bool,
+    /// Early acknowledgement on?
+    pub early_ack: bool,
+    /// Seconds the load took.
+    pub load_s: f64,
+    /// Warm-up seconds (excluded).
+    pub warmup_s: f64,
+    /// Measured seconds.
+    pub duration_s: f64,
+    /// Committed New-Orders per minute.
+    pub tpmc: f64,
+    /// tpmC per warehouse (the spec's ceiling with think times is 12.86).
+    pub tpmc_per_warehouse: f64,
+    /// Committed business transactions per second (all types).
+    pub committed_per_s: f64,
+    /// Committed database transactions per second as the coordinators count them
+    /// (Delivery: one per district).
+    pub db_committed_per_s: f64,
+    /// Aborted attempts / attempts over all types.
+    pub abort_rate: f64,
+    /// Per type.
+    pub types: Vec<TypeReport>,
+    /// Load footprint.
+    pub footprint: Footprint,
+    /// Records loaded per replica.
+    pub records_loaded: u64,
+    /// Records pre-allocated for New-Order (per replica, all of them).
+    pub records_preallocated: u64,
+    /// RDMA verbs per committed database transaction (aborted attempts included; the
+    /// driver's own reconnaissance READs and pre-allocation excluded).
+    pub verbs_per_txn: VerbsPerTxn,
+    /// The coordinators' per-class figures (RedT Table 2).
+    pub classes: Vec<(String, ClassReport)>,
+    /// The consistency check, when asked for.
+    pub check: Option<CheckReport>,
+}
+
+#[derive(Default)]
+struct TypeStats {
+    completed: AtomicU64,
+    committed: AtomicU64,
+    rolled_back: AtomicU64,
+    attempts: AtomicU64,
+    aborted: AtomicU64,
+    stale: AtomicU64,
+    unknown: AtomicU64,
+    skipped: AtomicU64,
+    /// Aborted attempts by cause, indexed like [`ABORT_CAUSES`].
+    causes: [AtomicU64; 6],
+}
+
+/// Causes of aborted attempts, from the coordinator's abort text.
+pub const ABORT_CAUSES: [&str; 6] =
+    ["lock conflict", "record not found", "stale replica", "timeout", "ring full", "other"];
+
+fn cause_of(why: &str) -> usize {
+    if why.contains("lock conflict") {
+        0
+    } else if why.contains("not found") {
+        1
+    } else if why.contains("stale replicas") {
+        2
+    } else if why.contains("timed out") {
+        3
+    } else if why.contains("ring") && why.contains("full") {
+        4
+    } else {
+        5
+    }
+}
+
+struct Shared {
+    topo: Arc<Topology>,
+    /// The driver's own handles on the DCs (its verbs counted apart).
+    side: Arc<Side>,
+    cfg: TpccConfig,
+    loaded: Loaded,
+    stop: AtomicBool,
+    measuring: AtomicBool,
+    stats: [TypeStats; 5],
+    latency: [Mutex<hdrhistogram::Histogram<u64>>; 5],
+    /// Committed district deliveries over the whole run (warm-up included), per (w, d).
+    deliveries: Mutex<HashMap<(u32, u32), u64>>,
+    /// Unknown outcomes over the whole run.
+    unknown_total: AtomicU64,
+}
+
+/// What one attempt came to.
+enum Attempt {
+    Committed,
+    RolledBack,
+    Stale,
+    Aborted,
+    Unknown,
+}
+
+impl Shared {
+    fn count(&self, ty: usize, f: impl FnOnce(&TypeStats)) {
+        if self.measuring.load(Relaxed) {
+            f(&self.stats[ty]);
+        }
+    }
+
+    /// A record as the nearest replica to `dc` holds it (the one in `dc`, else the
+    /// primary): the reconnaissance read.
+    fn read(&self, dc: DcId, t: TableId, key: u64) -> Option<Vec<Vec<u8>>> {
+        let schema = self.topo.table(t)?;
+        let p = self.topo.partition_of(schema, key);
+        let node = self.topo.replica_in_dc(p, dc).unwrap_or(self.topo.partitions[p.0 as usize].replicas[0]);
+        read_at(&self.topo, &self.side.dcs, node, t, key)
+    }
+
+    async fn submit(&self, node: &Arc<Node>, ty: usize, call: ProcedureCall) -> Attempt {
+        let out = node.submit(call).await;
+        let a = match &out.status {
+            TxnStatus::Committed => Attempt::Committed,
+            TxnStatus::Aborted(why) if why.contains(INVALID_ITEM) => Attempt::RolledBack,
+            TxnStatus::Aborted(why) if why.contains(STALE) => Attempt::Stale,
+            TxnStatus::Aborted(why) => {
+                tracing::trace!("tpcc {} aborted: {why}", TYPES[ty]);
+                self.count(ty, |s| {
+                    s.causes[cause_of(why)].fetch_add(1, Relaxed);
+                });
+                Attempt::Aborted
+            }
+            TxnStatus::Unknown(_) => {
+                self.unknown_total.fetch_add(1, Relaxed);
+                Attempt::Unknown
+            }
+        };
+        self.count(ty, |s| {
+            s.attempts.fetch_add(1, Relaxed);
+            match a {
+                Attempt::Stale => s.stale.fetch_add(1, Relaxed),
+                Attempt::Aborted => s.aborted.fetch_add(1, Relaxed),
+                Attempt::Unknown => s.unknown.fetch_add(1, Relaxed),
+                _ => 0,
+            };
+        });
+        a
+    }
+
+    fn done(&self, ty: usize, committed: bool, started: Instant) {
+        if !self.measuring.load(Relaxed) {
+            return;
+        }
+        let s = &self.stats[ty];
+        s.completed.fetch_add(1, Relaxed);
+        if committed {
+            s.committed.fetch_add(1, Relaxed);
+        } else {
+            s.rolled_back.fetch_add(1, Relaxed);
+        }
+        let us = started.elapsed().as_micros().max(1) as u64;
+        let _ = self.latency[ty].lock().expect("histogram").record(us);
+    }
+
+    fn stopped(&self) -> bool {
+        self.stop.load(Relaxed)
+    }
+}
+
+/// Random back-off after the `attempt`-th failed attempt: uniform in [cap/2, cap] with
+/// cap = 10 ms × 2^(attempt - 1), at most 160 ms (a conflicting lock is held for about one
+/// inter-DC round trip, two when its holder aborts). Measured on 4 warehouses × 4
+/// terminals: 20/320 ms and 80/640 ms lose 12% and 23% of tpmC, 2/40 ms 12%; 5/80 ms is
+/// within noise of this.
+async fn backoff(rng: &mut StdRng, attempt: u32, stale: bool) {
+    let cap: u64 = if stale { 5 } else { (10u64 << (attempt.max(1) - 1).min(8)).min(160) };
+    tokio::time::sleep(Duration::from_micros(rng.gen_range(cap * 500..=cap * 1000))).await;
+}
+
+struct Terminal {
+    sh: Arc<Shared>,
+    w: u32,
+    /// 1-based terminal number within its warehouse (its HISTORY slot).
+    slot: u32,
+    node: Arc<Node>,
+    dc: DcId,
+    rng: StdRng,
+    /// Stock-Level's fixed district (clause 2.8.1.1).
+    sl_d: u32,
+    h_seq: Arc<AtomicU64>,
+}
+
+impl Terminal {
+    fn other_warehouse(&mut self) -> u32 {
+        let n = self.sh.cfg.warehouses;
+        if n == 1 {
+            return self.w;
+        }
+        let o = self.rng.gen_range(1..n);
+        if o >= self.w {
+            o + 1
+        } else {
+            o
+        }
+    }
+
+    fn customer_id(&mut self) -> u32 {
+        let s = self.sh.cfg.scale;
+        sc::nurand(&mut self.rng, 1023, self.sh.loaded.nurand.c_id, 1, s.customers as u64) as u32
+    }
+
+    fn last_name(&mut self) -> u32 {
+        let names = self.sh.cfg.scale.last_names() as u64;
+        sc::nurand(&mut self.rng, 255, self.sh.loaded.nurand.c_last_run, 0, names - 1) as u32
+    }
+
+    /// The customer a by-name selection picks (reconnaissance of the static index).
+    fn by_name(&self, w: u32, d: u32, name: u32) -> Option<u32> {
+        let v = self.sh.read(self.dc, table::CUSTOMER_LAST, sc::customer_last_key(w, d, name))?;
+        sc::pick_by_name(&sc::decode_ids(&v[sc::cl::IDS as usize]))
+    }
+
+    async fn run(mut self) {
+        let sh = self.sh.clone();
+        // Staggered start: terminals started together with fixed keying times would
+        // otherwise submit in lockstep.
+        let stagger = if sh.cfg.think { 10_000 } else { 100 };
+        tokio::time::sleep(Duration::from_millis(self.rng.gen_range(0..stagger))).await;
+        while !sh.stopped() {
+            let x = self.rng.gen_range(0..100);
+            let ty = match x {
+                0..45 => NO,
+                45..88 => PAY,
+                88..92 => OS,
+                92..96 => DEL,
+                _ => SL,
+            };
+            if sh.cfg.think {
+                let keying = [18.0, 3.0, 2.0, 2.0, 2.0][ty];
+                tokio::time::sleep(Duration::from_secs_f64(keying)).await;
+                if sh.stopped() {
+                    break;
+                }
+            }
+            match ty {
+                NO => self.new_order().await,
+                PAY => self.payment().await,
+                OS => self.order_status().await,
+                DEL => self.delivery().await,
+                _ => self.stock_level().await,
+            }
+            if sh.cfg.think {
+                let mean = [12.0, 12.0, 10.0, 5.0, 5.0][ty];
+                let u: f64 = self.rng.gen_range(f64::MIN_POSITIVE..1.0);
+                tokio::time::sleep(Duration::from_secs_f64((-u.ln() * mean).min(10.0 * mean))).await;
+            }
+        }
+    }
+
+    async fn new_order(&mut self) {
+        let sh = self.sh.clone();
+        let s = sh.cfg.scale;
+        let d = self.rng.gen_range(1..=DISTRICTS);
+        let c = self.customer_id();
+        let ol_cnt = self.rng.gen_range(5..=sc::MAX_OL) as usize;
+        let rollback = self.rng.gen_range(1..=100) == 1;
+        let mut lines: Vec<Line> = Vec::with_capacity(ol_cnt);
+        while lines.len() < ol_cnt {
+            let i_id = if rollback && lines.len() == ol_cnt - 1 {
+                s.items + 1
+            } else {
+                sc::nurand(&mut self.rng, 8191, sh.loaded.nurand.ol_i_id, 1, s.items as u64) as u32
+            };
+            if lines.iter().any(|l| l.i_id == i_id) {
+                continue;
+            }
+            let supply_w = if self.rng.gen_range(0..100) == 0 { self.other_warehouse() } else { self.w };
+            lines.push(Line { i_id, supply_w, qty: self.rng.gen_range(1..=10), dist_info: Vec::new() });
+        }
+        // S_DIST_xx of remote supplying stock rows is immutable: read it once.
+        for l in lines.iter_mut().filter(|l| l.supply_w != self.w) {
+            if let Some(v) = sh.read(self.dc, table::STOCK, sc::stock_key(l.supply_w, l.i_id)) {
+                l.dist_info = sc::trim(&v[(sc::s::DIST_01 + d as u16 - 1) as usize]).to_vec();
+            }
+        }
+        let started = Instant::now();
+        let mut attempt = 0;
+        while !sh.stopped() {
+            attempt += 1;
+            let Some(dv) = sh.read(self.dc, table::DISTRICT, sc::district_key(self.w, d)) else { return };
+            let o_id = sc::get(&dv[sc::d::NEXT_O_ID as usize]) as u64;
+            let p = px::NewOrderParams { w: self.w, d, c, o_id, entry_d: sc::now_ms(), lines: lines.clone() };
+            match sh.submit(&self.node, NO, px::call(kind::NEW_ORDER, p.encode())).await {
+                Attempt::Committed => return sh.done(NO, true, started),
+                Attempt::RolledBack => return sh.done(NO, false, started),
+                Attempt::Stale => backoff(&mut self.rng, attempt, true).await,
+                _ => backoff(&mut self.rng, attempt, false).await,
+            }
+        }
+    }
+
+    async fn payment(&mut self) {
+        let sh = self.sh.clone();
+        let d = self.rng.gen_range(1..=DISTRICTS);
+        let (c_w, c_d) = if self.rng.gen_range(1..=100) <= 85 || sh.cfg.warehouses == 1 {
+            (self.w, d)
+        } else {
+            (self.other_warehouse(), self.rng.gen_range(1..=DISTRICTS))
+        };
+        let by_name = (self.rng.gen_range(1..=100) <= 60).then(|| self.last_name());
+        let c = match by_name {
+            Some(n) => match self.by_name(c_w, c_d, n) {
+                Some(c) => c,
+                None => return,
+            },
+            None => self.customer_id(),
+        };
+        let amount = self.rng.gen_range(100..=500_000);
+        let started = Instant::now();
+        let mut attempt = 0;
+        while !sh.stopped() {
+            attempt += 1;
+            // A fresh HISTORY key per attempt: an aborted attempt may have created its
+            // (zeroed) record on some replicas.
+            let h_seq = self.h_seq.fetch_add(1, Relaxed);
+            let p = px::PaymentParams {
+                w: self.w,
+                d,
+                c_w,
+                c_d,
+                c,
+                by_name,
+                amount,
+                date: sc::now_ms(),
+                h_slot: self.slot,
+                h_seq,
+            };
+            match sh.submit(&self.node, PAY, px::call(kind::PAYMENT, p.encode())).await {
+                Attempt::Committed => return sh.done(PAY, true, started),
+                Attempt::RolledBack => return sh.done(PAY, false, started),
+                Attempt::Stale => backoff(&mut self.rng, attempt, true).await,
+                _ => backoff(&mut self.rng, attempt, false).await,
+            }
+        }
+    }
+
+    async fn order_status(&mut self) {
+        let sh = self.sh.clone();
+        let d = self.rng.gen_range(1..=DISTRICTS);
+        let by_name = (self.rng.gen_range(1..=100) <= 60).then(|| self.last_name());
+        let c = match by_name {
+            Some(n) => match self.by_name(self.w, d, n) {
+                Some(c) => c,
+                None => return,
+            },
+            None => self.customer_id(),
+        };
+        let started = Instant::now();
+        let mut attempt = 0;
+        while !sh.stopped() {
+            attempt += 1;
+            let recon = (|| {
+                let cv = sh.read(self.dc, table::CUSTOMER, sc::customer_key(self.w, d, c))?;
+                let o_id = sc::get(&cv[sc::c::LAST_O_ID as usize]) as u64;
+                let ov = sh.read(self.dc, table::ORDERS, sc::order_key(self.w, d, o_id))?;
+                let ol_cnt = sc::get(&ov[sc::o::OL_CNT as usize]) as u32;
+                (ol_cnt > 0).then_some((o_id, ol_cnt))
+            })();
+            let Some((o_id, ol_cnt)) = recon else {
+                // The replica is between the writes of one phase 2: look again.
+                backoff(&mut self.rng, attempt, true).await;
+                continue;
+            };
+            let p = px::OrderStatusParams { w: self.w, d, c, by_name, o_id, ol_cnt };
+            match sh.submit(&self.node, OS, px::call(kind::ORDER_STATUS, p.encode())).await {
+                Attempt::Committed => return sh.done(OS, true, started),
+                Attempt::RolledBack => return sh.done(OS, false, started),
+                Attempt::Stale => backoff(&mut self.rng, attempt, true).await,
+                _ => backoff(&mut self.rng, attempt, false).await,
+            }
+        }
+    }
+
+    async fn delivery(&mut self) {
+        let sh = self.sh.clone();
+        let carrier = self.rng.gen_range(1..=10);
+        let started = Instant::now();
+        let mut set = tokio::task::JoinSet::new();
+        for d in 1..=DISTRICTS {
+            let (sh, node, dc, w) = (sh.clone(), self.node.clone(), self.dc, self.w);
+            let seed = self.rng.gen();
+            set.spawn(async move { deliver_district(sh, node, dc, w, d, carrier, seed).await });
+        }
+        let mut all = true;
+        while let Some(r) = set.join_next().await {
+            all &= r.unwrap_or(false);
+        }
+        if all {
+            sh.done(DEL, true, started);
+        }
+    }
+
+    async fn stock_level(&mut self) {
+        let sh = self.sh.clone();
+        let (w, d) = (self.w, self.sl_d);
+        let threshold = self.rng.gen_range(10..=20);
+        let started = Instant::now();
+        let mut attempt = 0;
+        while !sh.stopped() {
+            attempt += 1;
+            let Some(dv) = sh.read(self.dc, table::DISTRICT, sc::district_key(w, d)) else { return };
+            let next = sc::get(&dv[sc::d::NEXT_O_ID as usize]) as u64;
+            let mut lines = Vec::new();
+            for o in next.saturating_sub(20).max(1)..next {
+                let Some(ov) = sh.read(self.dc, table::ORDERS, sc::order_key(w, d, o)) else { continue };
+                let cnt = sc::get(&ov[sc::o::OL_CNT as usize]) as u32;
+                for l in 1..=cnt {
+                    if let Some(lv) = sh.read(self.dc, table::ORDER_LINE, sc::order_line_key(w, d, o, l)) {
+                        let i = sc::get(&lv[sc::ol::I_ID as usize]) as u32;
+                        if i > 0 {
+                            lines.push((o, l, i));
+                        }
+                    }
+                }
+            }
+            if lines.is_empty() {
+                return sh.done(SL, true, started);
+            }
+            let p = px::StockLevelParams { w, d, threshold, lines };
+            match sh.submit(&self.node, SL, px::call(kind::STOCK_LEVEL, p.encode())).await {
+                Attempt::Committed => return sh.done(SL, true, started),
+                Attempt::RolledBack => return sh.done(SL, false, started),
+                Attempt::Stale => backoff(&mut self.rng, attempt, true).await,
+                _ => backoff(&mut self.rng, attempt, false).await,
+            }
+        }
+    }
+}
+
+/// Delivers the oldest undelivered order of district (w, d); `true` when delivered or
+/// skipped (no undelivered order), `false` when stopped first.
+async fn deliver_district(sh: Arc<Shared>, node: Arc<Node>, dc: DcId, w: u32, d: u32, carrier: u32, seed: u64) -> bool {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut attempt = 0;
+    while !sh.stopped() {
+        attempt += 1;
+        let recon = (|| {
+            let dv = sh.read(dc, table::DISTRICT, sc::district_key(w, d))?;
+            let head = sc::get(&dv[sc::d::NO_HEAD as usize]) as u64;
+            let next = sc::get(&dv[sc::d::NEXT_O_ID as usize]) as u64;
+            if head >= next {
+                return Some(None);
+            }
+            let ov = sh.read(dc, table::ORDERS, sc::order_key(w, d, head))?;
+            let (c, cnt) = (sc::get(&ov[sc::o::C_ID as usize]) as u32, sc::get(&ov[sc::o::OL_CNT as usize]) as u32);
+            (cnt > 0 && c > 0).then_some(Some((head, c, cnt)))
+        })();
+        let (o_id, c, ol_cnt) = match recon {
+            Some(Some(x)) => x,
+            Some(None) => {
+                sh.count(DEL, |s| {
+                    s.skipped.fetch_add(1, Relaxed);
+                });
+                return true;
+            }
+            None => {
+                backoff(&mut rng, attempt, true).await;
+                continue;
+            }
+        };
+        let p = px::DeliveryParams { w, d, carrier, date: sc::now_ms(), o_id, c, ol_cnt };
+        match sh.submit(&node, DEL, px::call(kind::DELIVERY, p.encode())).await {
+            Attempt::Committed => {
+                *sh.deliveries.lock().expect("deliveries").entry((w, d)).or_default() += 1;
+                return true;
+            }
+            Attempt::Stale => backoff(&mut rng, attempt, true).await,
+            _ => backoff(&mut rng, attempt, false).await,
+        }
+    }
+    false
+}
+
+fn bar(show: bool, len: u64, what: &'static str) -> ProgressBar {
+    if !show {
+        return ProgressBar::hidden();
+    }
+    let b = ProgressBar::new(len);
+    b.set_style(
+        ProgressStyle::with_template("{prefix:>7} [{bar:40}] {percent:>3}% {elapsed_precise} {msg}")
+            .expect("static template")
+            .progress_chars("=> "),
+    );
+    b.set_prefix(what);
+    b
+}
+
+/// Runs TPC-C on an embedded cluster of `topo` (the TPC-C topology).
+///
+/// # Errors
+/// A topology without the TPC-C tables, cluster start-up, load (MemStore too small), as
+/// text.
+pub async fn run_tpcc(topo: Topology, cfg: &TpccConfig) -> Result<TpccReport, String> {
+    sc::check_topology(&topo)?;
+    cfg.scale.validate()?;
+    if cfg.terminals_per_warehouse == 0 {
+        return Err("at least one terminal per warehouse is needed".into());
+    }
+    if cfg.terminals_per_warehouse > 254 {
+        return Err("at most 254 terminals per warehouse".into());
+    }
+    px::register();
+    let rtt_ms = topo.links.first().and_then(|l| l.get(1)).map(|c| c.rtt.as_secs_f64() * 1e3).unwrap_or(0.0);
+    let cluster = Arc::new(
+        EmbeddedCluster::start(topo, cfg.options.clone()).await.map_err(|e| format!("starting the cluster: {e}"))?,
+    );
+    let topo = cluster.topology.clone();
+
+    // Load.
+    let lcfg = LoadConfig { warehouses: cfg.warehouses, scale: cfg.scale, seed: cfg.seed, threads: cfg.load_threads };
+    let load_bar = bar(cfg.progress, rows_per_warehouse(&cfg.scale) * cfg.warehouses as u64, "load");
+    let (c2, l2, b2) = (cluster.clone(), lcfg.clone(), load_bar.clone());
+    let loaded = tokio::task::spawn_blocking(move || loader::load(&c2, &l2, &b2))
+        .await
+        .map_err(|e| e.to_string())?
+        .map_err(|e| format!("loading: {e}"))?;
+    load_bar.finish_and_clear();
+    let side = Arc::new(Side::new(&topo, &cluster.dcs));
+    let mut pre = Preallocator::new(cfg.warehouses, &cfg.scale, cfg.headroom);
+    let (t2, s2) = (topo.clone(), side.clone());
+    let pre = tokio::task::spawn_blocking(move || pre.top_up(&t2, &s2.dcs).map(|()| pre))
+        .await
+        .map_err(|e| e.to_string())?
+        .map_err(|e| format!("pre-allocating orders: {e}"))?;
+
+    let sh = Arc::new(Shared {
+        topo: topo.clone(),
+        side: side.clone(),
+        cfg: cfg.clone(),
+        loaded,
+        stop: AtomicBool::new(false),
+        measuring: AtomicBool::new(false),
+        stats: Default::default(),
+        latency: std::array::from_fn(|_| Mutex::new(Latency::histogram())),
+        deliveries: Mutex::new(HashMap::new()),
+        unknown_total: AtomicU64::new(0),
+    });
+
+    // The pre-allocator keeps topping up while the terminals run.
+    let pre_stop = Arc::new(AtomicBool::new(false));
+    let pre_thread = {
+        let (topo, side, stop) = (topo.clone(), side.clone(), pre_stop.clone());
+        std::thread::spawn(move || {
+            let mut pre = pre;
+            while !stop.load(Relaxed) {
+                if let Err(e) = pre.top_up(&topo, &side.dcs) {
+                    tracing::error!("tpcc pre-allocation: {e}");
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            pre.created
+        })
+    };
+
+    // Terminals.
+    let mut seqs: Vec<((u32, u32), Arc<AtomicU64>)> = Vec::new();
+    let mut terminals = tokio::task::JoinSet::new();
+    let mut seed_rng = StdRng::seed_from_u64(cfg.seed ^ 0x7e4d);
+    for w in 1..=cfg.warehouses {
+        let schema = topo.table(table::WAREHOUSE).expect("checked");
+        let p = topo.partition_of(schema, sc::warehouse_key(w));
+        let node_id = topo.partitions[p.0 as usize].replicas[0];
+        let node = cluster.node(node_id).clone();
+        for t in 0..cfg.terminals_per_warehouse {
+            let slot = t as u32 + 1;
+            let h_seq = Arc::new(AtomicU64::new(0));
+            seqs.push(((w, slot), h_seq.clone()));
+            let term = Terminal {
+                sh: sh.clone(),
+                w,
+                slot,
+                node: node.clone(),
+                dc: topo.nodes[node_id.0 as usize].dc,
+                rng: StdRng::seed_from_u64(seed_rng.gen()),
+                sl_d: (t as u32 % DISTRICTS) + 1,
+                h_seq,
+            };
+            terminals.spawn(term.run());
+        }
+    }
+
+    let warm = bar(cfg.progress, cfg.warmup.as_millis() as u64, "warm-up");
+    let t0 = Instant::now();
+    while t0.elapsed() < cfg.warmup {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        warm.set_position(t0.elapsed().as_millis() as u64);
+    }
+    warm.finish_and_clear();
+    cluster.stats.reset();
+    let v0 = cluster.verb_counts();
+    let s0 = side.counts();
+    sh.measuring.store(true, Relaxed);
+    let run = bar(cfg.progress, cfg.duration.as_millis() as u64, "run");
+    let started = Instant::now();
+    while started.elapsed() < cfg.duration {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        run.set_position(started.elapsed().as_millis() as u64);
+        let no = sh.stats[NO].committed.load(Relaxed);
+        run.set_message(format!("{:.0} tpmC", no as f64 * 60.0 / started.elapsed().as_secs_f64().max(1e-3)));
+    }
+    sh.measuring.store(false, Relaxed);
+    let elapsed = started.elapsed().as_secs_f64();
+    let classes: Vec<(String, ClassReport)> =
+        Class::all().iter().map(|&c| (c.name().to_string(), cluster.stats.report(c))).collect();
+    // The transactions' verbs: everything but the driver's own (reconnaissance,
+    // pre-allocation).
+    let driver_verbs = side.counts().since(&s0);
+    let verbs = cluster.verb_counts().since(&v0).since(&driver_verbs);
+    run.finish_and_clear();
+
+    // Stop the terminals, let phase 2 of everything finish, stop the pre-allocator.
+    sh.stop.store(true, Relaxed);
+    while terminals.join_next().await.is_some() {}
+    let drain = Instant::now();
+    while cluster.nodes.iter().any(|n| n.service().pending() > 0) && drain.elapsed() < Duration::from_secs(30) {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis((rtt_ms * 3.0) as u64 + 200)).await;
+    pre_stop.store(true, Relaxed);
+    let preallocated = pre_thread.join().unwrap_or(0);
+
+    let check_report = if cfg.check {
+        let input = CheckInput {
+            warehouses: cfg.warehouses,
+            scale: Some(cfg.scale),
+            history_seqs: seqs.iter().map(|(k, v)| (*k, v.load(Relaxed))).collect(),
+            deliveries: (sh.unknown_total.load(Relaxed) == 0)
+                .then(|| sh.deliveries.lock().expect("deliveries").clone()),
+        };
+        let c2 = cluster.clone();
+        Some(tokio::task::spawn_blocking(move || check(&c2, &input)).await.map_err(|e| e.to_string())?)
+    } else {
+        None
+    };
+    cluster.shutdown();
+
+    let mut types = Vec::new();
+    let total_completed: u64 = sh.stats.iter().map(|s| s.completed.load(Relaxed)).sum();
+    let (mut all_attempts, mut all_aborts, mut all_committed) = (0u64, 0u64, 0u64);
+    for (k, name) in TYPES.iter().enumerate() {
+        let s = &sh.stats[k];
+        let g = |x: &AtomicU64| x.load(Relaxed);
+        let (attempts, aborted, stale, unknown) = (g(&s.attempts), g(&s.aborted), g(&s.stale), g(&s.unknown));
+        let bad = aborted + stale + unknown;
+        all_attempts += attempts;
+        all_aborts += bad;
+        all_committed += g(&s.committed);
+        let us = Latency::from_histogram(&sh.latency[k].lock().expect("histogram"));
+        types.push(TypeReport {
+            name: name.to_string(),
+            mix_pct: if total_completed == 0 { 0.0 } else { 100.0 * g(&s.completed) as f64 / total_completed as f64 },
+            completed: g(&s.completed),
+            committed: g(&s.committed),
+            rolled_back: g(&s.rolled_back),
+            attempts,
+            aborted,
+            stale,
+            unknown,
+            abort_rate: if attempts == 0 { 0.0 } else { bad as f64 / attempts as f64 },
+            skipped_districts: g(&s.skipped),
+            abort_causes: ABORT_CAUSES
+                .iter()
+                .zip(&s.causes)
+                .map(|(c, n)| (c.to_string(), g(n)))
+                .filter(|(_, n)| *n > 0)
+                .collect(),
+            latency_ms: Latency { p50: us.p50 / 1e3, p99: us.p99 / 1e3, p999: us.p999 / 1e3, mean: us.mean / 1e3 },
+        });
+    }
+    let db_committed: u64 = classes.iter().map(|(_, c)| c.committed).sum();
+    let tpmc = sh.stats[NO].committed.load(Relaxed) as f64 * 60.0 / elapsed;
+    Ok(TpccReport {
+        workload: "tpcc".into(),
+        topology: topo.name.clone(),
+        dcs: topo.dcs.len(),
+        nodes: topo.nodes.len(),
+        rtt_ms,
+        warehouses: cfg.warehouses,
+        scale: cfg.scale,
+        terminals: cfg.terminals_per_warehouse * cfg.warehouses as usize,
+        think: cfg.think,
+        early_ack: cfg.options.early_ack,
+        load_s: sh.loaded.seconds,
+        warmup_s: cfg.warmup.as_secs_f64(),
+        duration_s: elapsed,
+        tpmc,
+        tpmc_per_warehouse: tpmc / cfg.warehouses as f64,
+        committed_per_s: all_committed as f64 / elapsed,
+        db_committed_per_s: db_committed as f64 / elapsed,
+        abort_rate: if all_attempts == 0 { 0.0 } else { all_aborts as f64 / all_attempts as f64 },
+        types,
+        footprint: sh.loaded.footprint.clone(),
+        records_loaded: sh.loaded.records,
+        records_preallocated: preallocated,
+        verbs_per_txn: VerbsPerTxn::new(&verbs, db_committed),
+        classes,
+        check: check_report,
+    })
+}
+
+impl TpccReport {
+    /// The human-readable report.
+    pub fn text(&self) -> String {
+        let mut s = String::new();
+        let mut line = |l: String| {
+            s.push_str(&l);
+            s.push('\n');
+        };
+        line(format!(
+            "redt bench tpcc — {} ({} DCs, {} nodes, {:.0} ms RTT), {} warehouses, {} terminals, think times {}, early ack {}, {:.1} s (+{:.0} s warm-up)",
+            self.topology,
+            self.dcs,
+            self.nodes,
+            self.rtt_ms,
+            self.warehouses,
+            self.terminals,
+            if self.think { "on" } else { "off" },
+            if self.early_ack { "on" } else { "off" },
+            self.duration_s,
+            self.warmup_s
+        ));
+        line(format!(
+            "  tpmC (New-Order commits/min)  {:>10.1}   ({:.1} per warehouse)",
+            self.tpmc, self.tpmc_per_warehouse
+        ));
+        line(format!(
+            "  committed/s                   {:>10.1}   business transactions ({:.1} database transactions/s)",
+            self.committed_per_s, self.db_committed_per_s
+        ));
+        line(format!("  abort rate (attempts)         {:>10.4}", self.abort_rate));
+        line(format!(
+            "    {:<13} {:>6} {:>9} {:>8} {:>9} {:>8} {:>7} {:>7} {:>10} {:>10}",
+            "type",
+            "mix %",
+            "committed",
+            "rollback",
+            "attempts",
+            "aborted",
+            "stale",
+            "unknown",
+            "abort rate",
+            "p50/p99 ms"
+        ));
+        for t in &self.types {
+            line(format!(
+                "    {:<13} {:>6.1} {:>9} {:>8} {:>9} {:>8} {:>7} {:>7} {:>10.4} {:>5.0}/{:<5.0}",
+                t.name,
+                t.mix_pct,
+                t.committed,
+                t.rolled_back,
+                t.attempts,
+                t.aborted,
+                t.stale,
+                t.unknown,
+                t.abort_rate,
+                t.latency_ms.p50,
+                t.latency_ms.p99
+            ));
+        }
+        let causes: Vec<String> = ABORT_CAUSES
+            .iter()
+            .filter_map(|c| {
+                let n: u64 =
+                    self.types.iter().flat_map(|t| &t.abort_causes).filter(|(k, _)| k == c).map(|(_, n)| n).sum();
+                (n > 0).then(|| format!("{c} {n}"))
+            })
+            .collect();
+        if !causes.is_empty() {
+            line(format!("    aborted attempts by cause: {}", causes.join(", ")));
+        }
+        if let Some(d) = self.types.get(DEL) {
+            if d.skipped_districts > 0 {
+                line(format!("    (delivery skipped {} empty districts)", d.skipped_districts));
+            }
+        }
+        let f = &self.footprint;
+        line(format!(
+            "  footprint per warehouse per replica: {:.1} MB heap ({:.1} MB from record sizes), {:.0} records (+{:.1} MB of 16-B index slots)",
+            f.heap_bytes_per_warehouse_per_replica / 1e6,
+            f.computed_bytes_per_warehouse_per_replica / 1e6,
+            f.records_per_warehouse_per_replica,
+            f.index_slot_bytes_per_warehouse_per_replica / 1e6
+        ));
+        line(format!(
+            "  load {:.1} s, {} records per replica; {} records pre-allocated for New-Order",
+            self.load_s, self.records_loaded, self.records_preallocated
+        ));
+        let v = &self.verbs_per_txn;
+        line(format!(
+            "  RDMA verbs per committed txn {:.1} (read {:.1}, write {:.1}, masked-cas {:.1}, faa {:.1}; {:.1} doorbells)",
+            v.total, v.read, v.write, v.masked_cas, v.faa, v.doorbells
+        ));
+        if let Some(c) = &self.check {
+            line(format!(
+                "  consistency (TPC-C 3.3.2): {} — {} records read in {:.1} s",
+                if c.passed { "all 12 conditions pass" } else { "FAILED" },
+                c.records_read,
+                c.seconds
+            ));
+            for l in c.lines() {
+                line(format!("    {l}"));
+            }
+        }
+        s
+    }
+}

@@ -1,0 +1,55 @@
+//! TPC-C (specification v5.11) on redt: the nine tables as cell-level records, the loader
+//! of clause 4.3, the five transactions as stored procedures, closed-loop terminals, and the
+//! twelve consistency conditions of clause 3.3.2.
+//!
+//! - [`schema`]: tables, cells, key packing, generators (configs/tpcc.yaml).
+//! - [`loader`]: the initial database, straight into every replica's MemStore.
+//! - [`procedures`]: New-Order, Payment, Order-Status, Delivery, Stock-Level, and the
+//!   builder the coordinator calls for `ProcedureKind::Tpcc` (see [`register`]).
+//! - [`driver`]: `redt bench tpcc`.
+//! - [`check`]: `--check`.
+//! - [`tap`]: the driver's own verbs, counted apart from the transactions'.
+//!
+//! Order-dependent queries (the oldest undelivered order, a customer's last order, the last
+//! 20 orders) are point lookups through key design: per-district counters (D_NEXT_O_ID and
+//! the NEW-ORDER queue head), a per-customer last-order cell and a last-name index built at
+//! load. The keys they yield are learned by a reconnaissance read before the transaction
+//! and checked inside it (Calvin's OLLP).
+//!
+//! # Running
+//!
+//! `redt bench tpcc --warehouses 4 --duration 60s --check [--json]` loads the database
+//! into an embedded cluster of configs/tpcc.yaml (4 DCs × 2 nodes, 3 replicas, 40 ms RTT;
+//! warehouse w in partition (w − 1) % 8, so warehouses 1-4 have their primaries in dc1-dc4),
+//! runs 4 closed-loop terminals per warehouse without keying or think times (`--think`
+//! turns them on, with 10 terminals per warehouse), and reports tpmC, committed/s, the
+//! abort rate and p50/p99 latency per transaction type, the load footprint in bytes per
+//! warehouse per replica, and with `--check` the 12 conditions (exit status 1 if one
+//! fails). `--scale ITEMS,CUSTOMERS,NEW` shrinks the load for tests.
+//!
+//! # Other processes
+//!
+//! TPC-C calls travel as `ProcedureKind::Tpcc` (kind + encoded parameters); the coordinator
+//! builds their procedures through the builder [`register`] installs. The embedded cluster
+//! shares the bench's process; `redt node` registers the builder at start-up too, so every
+//! executor of a multi-process cluster understands TPC-C calls. The driver itself (loader,
+//! reconnaissance, pre-allocation) reaches the MemStores in-process, so it runs on the
+//! embedded cluster only.
+
+pub mod check;
+pub mod driver;
+pub mod loader;
+pub mod procedures;
+pub mod schema;
+pub mod tap;
+
+pub use check::{check, CheckInput, CheckReport};
+pub use driver::{run_tpcc, TpccConfig, TpccReport, DEFAULT_TERMINALS};
+pub use schema::Scale;
+
+/// Registers the TPC-C procedure builder with the coordinator in this process. Every
+/// process that coordinates or executes TPC-C transactions must call it before serving:
+/// [`run_tpcc`] does for its embedded cluster, and `redt node` does at start-up.
+pub fn register() {
+    procedures::register();
+}

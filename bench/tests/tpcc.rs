@@ -1,0 +1,70 @@
+//! TPC-C end to end on the embedded cluster of configs/tpcc.yaml: a small load, a short
+//! run of all five transactions, then the 12 consistency conditions of clause 3.3.2.
+
+use redt_bench::tpcc::{self, check, CheckInput, Scale, TpccConfig};
+use redt_coordinator::{CoordinatorOptions, EmbeddedCluster};
+use redt_proto::Topology;
+use std::time::Duration;
+
+/// Both tests bind the topology's node addresses: one at a time.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn topology() -> Topology {
+    let text = include_str!("../../configs/tpcc.yaml");
+    Topology::from_yaml("configs/tpcc.yaml", text).expect("tpcc.yaml loads")
+}
+
+/// The freshly loaded database satisfies every condition, condition 11 in its literal form
+/// (no Delivery yet).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn load_is_consistent() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let topo = topology();
+    tpcc::schema::check_topology(&topo).unwrap();
+    let cluster = EmbeddedCluster::start(topo, CoordinatorOptions::default()).await.unwrap();
+    let cfg = tpcc::loader::LoadConfig { warehouses: 2, scale: Scale::SMALL, seed: 7, threads: 2 };
+    let loaded = tpcc::loader::load(&cluster, &cfg, &indicatif::ProgressBar::hidden()).unwrap();
+    let f = &loaded.footprint;
+    assert!(f.heap_bytes_per_warehouse_per_replica > 0.0);
+    assert_eq!(
+        f.heap_bytes_per_warehouse_per_replica, f.computed_bytes_per_warehouse_per_replica,
+        "the heap holds exactly the records loaded"
+    );
+    let input = CheckInput {
+        warehouses: 2,
+        scale: Some(Scale::SMALL),
+        deliveries: Some(Default::default()),
+        ..Default::default()
+    };
+    let r = check(&cluster, &input);
+    for l in r.lines() {
+        eprintln!("{l}");
+    }
+    assert!(r.passed, "a fresh load violates a consistency condition");
+    cluster.shutdown();
+}
+
+/// A short run: every transaction type commits, and all 12 conditions hold afterwards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn short_run_commits_every_type_and_stays_consistent() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let cfg = TpccConfig {
+        warehouses: 1,
+        scale: Scale::SMALL,
+        terminals_per_warehouse: 4,
+        duration: Duration::from_secs(8),
+        warmup: Duration::from_millis(500),
+        check: true,
+        seed: 11,
+        ..TpccConfig::default()
+    };
+    let r = tpcc::run_tpcc(topology(), &cfg).await.unwrap();
+    eprintln!("{}", r.text());
+    for t in &r.types {
+        assert!(t.committed > 0, "{} never committed", t.name);
+    }
+    assert!(r.tpmc > 0.0);
+    let c = r.check.expect("the check ran");
+    assert!(c.passed, "consistency check failed:\n{}", c.lines().join("\n"));
+    assert_eq!(c.conditions.len(), 12);
+}

@@ -1,0 +1,368 @@
+//! `redt bench bank`, `redt bench append`, `redt bench sweep` (a child of `cmd::bench`).
+
+use super::super::{load_topology, runtime};
+use super::{MixArgs, OutArgs, ShapeArgs};
+use anyhow::{bail, Result};
+use clap::Args;
+use redt_bench::sweep::parse_param;
+use redt_bench::{
+    run_append, run_bank, run_sweep, AppendConfig, AppendReport, BankConfig, BankReport, ClusterConfig, SweepConfig,
+    Workload,
+};
+use redt_coordinator::CoordinatorOptions;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Arguments of `redt bench bank`.
+#[derive(Args, Debug)]
+pub struct BankArgs {
+    /// Topology file of the embedded cluster (default: configs/default.yaml).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Accounts (keys 0..N of the key/value table).
+    #[arg(long, default_value_t = 64)]
+    accounts: u64,
+    /// Initial balance of every account.
+    #[arg(long, default_value_t = 1000)]
+    balance: i64,
+    /// Largest amount of one transfer.
+    #[arg(long, default_value_t = 100)]
+    max_transfer: i64,
+    /// Fraction of transactions that read every account and check the total (at most 64
+    /// accounts). Under No-Wait locking read-alls and transfers starve each other: expect
+    /// one kind to dominate.
+    #[arg(long, default_value_t = 0.0)]
+    read_ratio: f64,
+    /// Measured run time.
+    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
+    duration: Duration,
+    /// Warm-up excluded from the throughput figures (not from the check).
+    #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
+    warmup: Duration,
+    /// Concurrent clients per node (closed loop).
+    #[arg(long, default_value_t = 2)]
+    clients_per_node: usize,
+    /// The key/value table holding the accounts.
+    #[arg(long, default_value = "kv")]
+    table: String,
+    /// Acknowledge commits only after phase 2.
+    #[arg(long)]
+    no_early_ack: bool,
+    /// Seed of the clients' generators.
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    #[command(flatten)]
+    out: OutArgs,
+}
+
+/// Arguments of `redt bench append`.
+#[derive(Args, Debug)]
+pub struct AppendArgs {
+    /// Topology file of the embedded cluster (default: configs/default.yaml).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Run time (the history covers all of it).
+    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
+    duration: Duration,
+    /// Write the history here, in Jepsen's JSON-lines format.
+    #[arg(long, value_name = "FILE")]
+    history: Option<PathBuf>,
+    /// Active keys at any time.
+    #[arg(long, default_value_t = 16)]
+    keys: usize,
+    /// Appends after which a key is retired for a fresh one (a list holds 255 items).
+    #[arg(long, default_value_t = 128)]
+    max_writes_per_key: u32,
+    /// Most micro-operations per transaction.
+    #[arg(long, default_value_t = 4)]
+    max_txn_len: usize,
+    /// Fraction of micro-operations that are reads.
+    #[arg(long, default_value_t = 0.5)]
+    read_ratio: f64,
+    /// Concurrent clients per node (closed loop).
+    #[arg(long, default_value_t = 2)]
+    clients_per_node: usize,
+    /// The key/value table.
+    #[arg(long, default_value = "kv")]
+    table: String,
+    /// Acknowledge commits only after phase 2.
+    #[arg(long)]
+    no_early_ack: bool,
+    /// Seed of the clients' generators.
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    #[command(flatten)]
+    out: OutArgs,
+}
+
+/// Arguments of `redt bench sweep`.
+#[derive(Args, Debug)]
+pub struct SweepArgs {
+    /// The workload: ycsb (the RedT paper's mix) or a YCSB core workload a, b, c, d, f.
+    #[arg(long, default_value = "ycsb")]
+    workload: String,
+    /// The swept parameter and its values, NAME=V1,V2,…: rtt (e.g. 10ms,40ms), theta,
+    /// write-ratio, inter-dc-ratio, nodes-per-dc, partitions-per-txn, dcs-per-txn, ops.
+    #[arg(long)]
+    param: String,
+    /// Base topology file (default: configs/default.yaml).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Move every node to this port (to run beside another cluster on this host).
+    #[arg(long)]
+    port: Option<u16>,
+    /// Measured time per point.
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    duration: Duration,
+    /// Warm-up per point, excluded from the figures.
+    #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
+    warmup: Duration,
+    /// Concurrent clients per node (closed loop).
+    #[arg(long, default_value_t = 4)]
+    clients_per_node: usize,
+    /// Records per partition.
+    #[arg(long, default_value_t = 16384)]
+    records_per_partition: u64,
+    /// Acknowledge commits only after phase 2.
+    #[arg(long)]
+    no_early_ack: bool,
+    #[command(flatten)]
+    mix: MixArgs,
+    #[command(flatten)]
+    shape: ShapeArgs,
+    /// Output directory of the CSV and the charts.
+    #[arg(long, default_value = "docs")]
+    out: PathBuf,
+    /// File stem of the outputs [default: sweep-<param>].
+    #[arg(long)]
+    name: Option<String>,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+fn options(no_early_ack: bool) -> CoordinatorOptions {
+    CoordinatorOptions { early_ack: !no_early_ack, ..Default::default() }
+}
+
+fn pass_fail(ok: bool) -> &'static str {
+    if ok {
+        "pass"
+    } else {
+        "FAIL"
+    }
+}
+
+/// `redt bench bank`.
+pub fn bank(a: &BankArgs) -> Result<()> {
+    if a.clients_per_node == 0 {
+        bail!("--clients-per-node must be at least 1");
+    }
+    if !(0.0..=1.0).contains(&a.read_ratio) {
+        bail!("--read-ratio must be in [0, 1]");
+    }
+    let topo = load_topology(a.config.as_deref())?;
+    let cfg = BankConfig {
+        duration: a.duration,
+        warmup: a.warmup,
+        accounts: a.accounts,
+        initial_balance: a.balance,
+        max_transfer: a.max_transfer,
+        read_ratio: a.read_ratio,
+        clients_per_node: a.clients_per_node,
+        table: a.table.clone(),
+        options: options(a.no_early_ack),
+        seed: a.seed,
+        progress: !a.out.json,
+    };
+    let r = runtime()?.block_on(run_bank(topo, &cfg)).map_err(anyhow::Error::msg)?;
+    a.out.emit(serde_json::to_string_pretty(&r)?, || print_bank(&r))?;
+    if !r.pass {
+        bail!("bank check failed: total or replicas or read-all totals wrong (see the report)");
+    }
+    Ok(())
+}
+
+fn print_bank(r: &BankReport) {
+    println!(
+        "redt bench bank — {} ({} DCs, {} nodes, {:.0} ms RTT), {} accounts, {} clients, {:.1} s",
+        r.topology, r.dcs, r.nodes, r.rtt_ms, r.accounts, r.clients, r.duration_s
+    );
+    println!("  committed/s                {:>10.1}", r.committed_per_s);
+    println!(
+        "  abort rate                 {:>10.4}   ({} committed, {} aborted, {} unknown)",
+        r.abort_rate, r.committed, r.aborted, r.unknown
+    );
+    println!(
+        "  latency p50/p99/p999 ms    {:>6.1} / {:.1} / {:.1}",
+        r.latency_ms.p50, r.latency_ms.p99, r.latency_ms.p999
+    );
+    println!(
+        "  whole run                  {} transfers committed ({} unknown), {} read-alls",
+        r.transfers_committed, r.transfers_unknown, r.reads_committed
+    );
+    println!(
+        "  total unchanged            {:>10}   (expected {}, per replica set {:?})",
+        pass_fail(r.total_ok),
+        r.expected_total,
+        r.totals_by_replica
+    );
+    println!(
+        "  replicas agree             {:>10}   ({} accounts disagree, {} replicas missing, {} locked)",
+        pass_fail(r.replicas_agree),
+        r.accounts_disagreeing,
+        r.replicas_missing,
+        r.replicas_locked
+    );
+    println!(
+        "  read-all totals            {:>10}   ({} of {} wrong)",
+        if r.reads_committed == 0 { "none" } else { pass_fail(r.reads_ok) },
+        r.reads_wrong_total,
+        r.reads_committed
+    );
+    println!("  bank check                 {:>10}", pass_fail(r.pass));
+}
+
+/// `redt bench append`.
+pub fn append(a: &AppendArgs) -> Result<()> {
+    if a.clients_per_node == 0 {
+        bail!("--clients-per-node must be at least 1");
+    }
+    if a.max_txn_len == 0 {
+        bail!("--max-txn-len must be at least 1");
+    }
+    if !(0.0..=1.0).contains(&a.read_ratio) {
+        bail!("--read-ratio must be in [0, 1]");
+    }
+    let topo = load_topology(a.config.as_deref())?;
+    let cfg = AppendConfig {
+        duration: a.duration,
+        keys: a.keys,
+        max_writes_per_key: a.max_writes_per_key,
+        max_txn_len: a.max_txn_len,
+        read_ratio: a.read_ratio,
+        clients_per_node: a.clients_per_node,
+        table: a.table.clone(),
+        history: a.history.clone(),
+        options: options(a.no_early_ack),
+        seed: a.seed,
+        progress: !a.out.json,
+    };
+    let r = runtime()?.block_on(run_append(topo, &cfg)).map_err(anyhow::Error::msg)?;
+    a.out.emit(serde_json::to_string_pretty(&r)?, || print_append(&r))?;
+    if !r.pass {
+        bail!("list-append check failed: {} violation kinds (see the report)", r.check.violations_by_kind.len());
+    }
+    Ok(())
+}
+
+fn print_append(r: &AppendReport) {
+    let c = &r.check;
+    println!(
+        "redt bench append — {} ({} DCs, {} nodes, {:.0} ms RTT), {} clients, {:.1} s",
+        r.topology, r.dcs, r.nodes, r.rtt_ms, r.clients, r.duration_s
+    );
+    println!("  committed/s                {:>10.1}", r.committed_per_s);
+    println!(
+        "  outcomes                   {:>10}   ok, {} fail, {} info (abort rate {:.4})",
+        r.committed, r.aborted, r.unknown, r.abort_rate
+    );
+    println!(
+        "  latency p50/p99/p999 ms    {:>6.1} / {:.1} / {:.1}",
+        r.latency_ms.p50, r.latency_ms.p99, r.latency_ms.p999
+    );
+    println!(
+        "  history                    {} events{}",
+        r.events,
+        r.history.as_ref().map(|h| format!(" in {h}")).unwrap_or_default()
+    );
+    println!(
+        "  appends                    {} ok, {} fail, {} info ({} of them visible); {} ok reads; {} keys, {} items",
+        c.ok_appends, c.fail_appends, c.info_appends, c.info_appends_visible, c.ok_reads, r.keys_used, c.final_items
+    );
+    println!(
+        "  replicas agree             {:>10}   ({} keys disagree)",
+        pass_fail(r.keys_disagreeing == 0),
+        r.keys_disagreeing
+    );
+    println!(
+        "  history vs final lists     {:>10}   (ok appends present once, no failed append, reads are prefixes, real-time order)",
+        pass_fail(c.valid)
+    );
+    for (kind, n) in &c.violations_by_kind {
+        println!("    {kind}: {n}");
+    }
+    for v in &c.violations {
+        println!("    {v}");
+    }
+    println!("  list-append check          {:>10}", pass_fail(r.pass));
+}
+
+/// `redt bench sweep`.
+pub fn sweep(a: &SweepArgs) -> Result<()> {
+    let workload = Workload::parse(&a.workload).map_err(anyhow::Error::msg)?;
+    let (param, values) = parse_param(&a.param).map_err(anyhow::Error::msg)?;
+    if a.clients_per_node == 0 {
+        bail!("--clients-per-node must be at least 1");
+    }
+    let mut ycsb = a.mix.check(workload)?;
+    let mut topo = load_topology(a.config.as_deref())?;
+    if let Some(port) = a.port {
+        redt_bench::topo::set_port(&mut topo, port);
+    }
+    a.shape.apply(&mut ycsb, &topo)?;
+    a.mix.apply_record_size(&mut topo, a.records_per_partition)?;
+    let cfg = SweepConfig {
+        param,
+        values,
+        base: ClusterConfig {
+            duration: a.duration,
+            warmup: a.warmup,
+            clients_per_node: a.clients_per_node,
+            records_per_partition: a.records_per_partition,
+            ycsb,
+            options: options(a.no_early_ack),
+            seed: a.mix.seed,
+            progress: !a.json,
+        },
+        out: a.out.clone(),
+        name: a.name.clone().unwrap_or_else(|| format!("sweep-{}", param.name())),
+    };
+    let n = cfg.values.len();
+    let quiet = a.json;
+    let r = run_sweep(&topo, &cfg, &mut |i, v| {
+        if !quiet {
+            eprintln!("point {}/{n}: {}={v}", i + 1, param.name());
+        }
+    })
+    .map_err(anyhow::Error::msg)?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&r)?);
+        return Ok(());
+    }
+    println!("redt bench sweep — {} over {}", param.name(), a.workload);
+    let w = param.name().len().max(10);
+    println!(
+        "  {:>w$} {:>12} {:>10} {:>10} {:>10} {:>10}",
+        param.name(),
+        "committed/s",
+        "abort",
+        "p50 ms",
+        "p99 ms",
+        "p999 ms"
+    );
+    for row in &r.rows {
+        let x = &row.report;
+        println!(
+            "  {:>w$} {:>12.1} {:>10.4} {:>10.1} {:>10.1} {:>10.1}",
+            row.value, x.committed_per_s, x.abort_rate, x.latency_ms.p50, x.latency_ms.p99, x.latency_ms.p999
+        );
+    }
+    println!("  CSV   {}", r.csv);
+    match (&r.svg, &r.png, &r.chart_error) {
+        (Some(s), Some(p), _) => println!("  chart {s}\n  chart {p}"),
+        (_, _, Some(e)) => println!("  charts not drawn: {e}"),
+        _ => {}
+    }
+    Ok(())
+}
