@@ -99,7 +99,8 @@ pub fn procedure(topology: &Topology, call: &ProcedureCall) -> Result<Arc<dyn Pr
         }
         ProcedureKind::Tpcc(t) => {
             let builder = *TPCC_BUILDER.read().unwrap_or_else(|e| e.into_inner());
-            let build = builder.ok_or_else(|| bad("no TPC-C procedure builder is registered in this process".into()))?;
+            let build =
+                builder.ok_or_else(|| bad("no TPC-C procedure builder is registered in this process".into()))?;
             build(topology, t.kind, &t.params).map_err(bad)
         }
     }

@@ -365,9 +365,9 @@ impl Node {
         }
         let mut holding: BTreeSet<DcId> = votes.iter().filter(|(_, v)| !v.is_commit()).map(|(&dc, _)| dc).collect();
         let recorded = |holding: &BTreeSet<DcId>| {
-            plan.partitions.iter().all(|p| {
-                p.replicas.iter().filter(|(_, dc)| holding.contains(dc)).count() >= majority(p.replicas.len())
-            })
+            plan.partitions
+                .iter()
+                .all(|p| p.replicas.iter().filter(|(_, dc)| holding.contains(dc)).count() >= majority(p.replicas.len()))
         };
         while !recorded(&holding) {
             match set.join_next().await {

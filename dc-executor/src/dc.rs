@@ -51,12 +51,45 @@ impl DcHandle {
     ///
     /// # Errors
     /// [`Error::DuplicateKey`], [`Error::HeapFull`], [`Error::IndexFull`], verbs errors.
+    ///
+    /// Creations of keys sharing an index home bucket are serialised by that bucket's
+    /// insert-lock stripe (a compare-and-swap lease word in the superblock), so two
+    /// executors creating the same key at once cannot both publish it: the second sees
+    /// [`Error::DuplicateKey`]. A lease older than [`INSERT_LEASE_MS`] is taken over (its
+    /// holder died mid-insert).
     pub fn insert_record(&self, node: NodeId, table: TableId, key: u64, values: &[&[u8]]) -> Result<Offset> {
         let rl = self.catalog.layout(table)?;
-        let at = self.layout.alloc(self.verbs.as_ref(), node, rl.record_bytes)?;
-        self.verbs.write(node, at, &rl.encode_new(key, values))?;
-        self.index.insert(self.verbs.as_ref(), node, table, key, at)?;
-        Ok(at)
+        let lock = self.layout.insert_lock(self.index.home_bucket(table, key));
+        let verbs = self.verbs.as_ref();
+        let started = std::time::Instant::now();
+        let mut seen = 0u64;
+        let mut seen_since = started;
+        let held = loop {
+            let lease = now_ms().max(1);
+            let old = verbs.compare_and_swap(node, lock, 0, lease)?;
+            if old == 0 {
+                break lease;
+            }
+            if old != seen {
+                (seen, seen_since) = (old, std::time::Instant::now());
+            } else if seen_since.elapsed().as_millis() as u64 > INSERT_LEASE_MS
+                && verbs.compare_and_swap(node, lock, old, lease)? == old
+            {
+                break lease;
+            }
+            std::thread::yield_now();
+        };
+        let result = (|| {
+            if self.index.lookup(verbs, node, table, key)?.is_some() {
+                return Err(Error::DuplicateKey { table, key });
+            }
+            let at = self.layout.alloc(verbs, node, rl.record_bytes)?;
+            verbs.write(node, at, &rl.encode_new(key, values))?;
+            self.index.insert(verbs, node, table, key, at)?;
+            Ok(at)
+        })();
+        verbs.compare_and_swap(node, lock, held, 0)?;
+        result
     }
 
     /// Reads a whole record (one index lookup, one READ) — for checks and tools, not the
@@ -80,6 +113,13 @@ impl DcHandle {
             counters: (0..lock::GROUPS).map(|g| v.group_counter(g)).collect(),
         }))
     }
+}
+
+/// How long an insert-lock lease may stay unchanged before a waiter takes it over, in ms.
+pub const INSERT_LEASE_MS: u64 = 1_000;
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(1)
 }
 
 /// Offset of the lock word of the record at `record`.

@@ -3,7 +3,8 @@
 //!
 //! ```text
 //! [0, 64)                      superblock: magic, layout, heap bump pointer
-//! [64, 64 + index)             index buckets (64 bytes each)
+//! [64, 128)                    insert-lock stripes (8 words; see `Layout::insert_lock`)
+//! [128, 128 + index)           index buckets (64 bytes each)
 //! [.., + ring)                 redo ring: 64-byte head/tail block, then 64-byte slots
 //! [.., size)                   record heap, bump-allocated by fetch-and-add
 //! ```
@@ -21,6 +22,12 @@ pub const LINE: u64 = 64;
 
 /// Byte offset of the heap bump pointer inside the superblock.
 const HEAP_NEXT: u64 = 56;
+
+/// Bytes before the index: the superblock line and the insert-lock line.
+pub const SUPERBLOCK_BYTES: u64 = 2 * LINE;
+
+/// Insert-lock stripes: words of the second superblock line.
+pub const INSERT_LOCK_STRIPES: u64 = LINE / 8;
 
 /// Where each area of a MemStore lives; identical on every node of a cluster.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -43,7 +50,7 @@ impl Layout {
     /// Derives the layout from the topology's MemStore configuration (already validated:
     /// sizes are multiples of 64 and fit).
     pub fn from_config(c: &MemStoreConfig) -> Layout {
-        let index_off = LINE;
+        let index_off = SUPERBLOCK_BYTES;
         let ring_off = index_off + c.index_bytes;
         Layout {
             size: c.size_bytes,
@@ -65,6 +72,13 @@ impl Layout {
         self.ring_bytes / LINE - 1
     }
 
+    /// Offset of the insert-lock word serialising record creation for keys whose index home
+    /// bucket is `home_bucket`: two executors creating the same key take the same word, so
+    /// the index's duplicate check under it cannot race.
+    pub fn insert_lock(&self, home_bucket: u64) -> Offset {
+        Offset(LINE + 8 * (home_bucket % INSERT_LOCK_STRIPES))
+    }
+
     /// Offset of the heap bump pointer word.
     pub fn heap_next_offset(&self) -> Offset {
         Offset(HEAP_NEXT)
@@ -77,7 +91,7 @@ impl Layout {
     pub fn format(&self, region: &Region) {
         assert!(region.len() >= self.size, "region smaller than the MemStore layout");
         let zero = vec![0u8; 1 << 16];
-        let mut off = self.index_off;
+        let mut off = LINE;
         while off < self.heap_off {
             let n = (self.heap_off - off).min(zero.len() as u64);
             region.write(off, &zero[..n as usize]);

@@ -61,8 +61,9 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
-/// Bytes of the MemStore superblock that precedes index, ring and heap.
-const SUPERBLOCK_BYTES: u64 = 64;
+/// Bytes of the MemStore superblock (layout words and insert-lock stripes) that precedes
+/// index, ring and heap.
+const SUPERBLOCK_BYTES: u64 = 128;
 /// MemStore alignment unit (one cache line / one ring slot).
 const ALIGN: u64 = 64;
 /// Smallest index: one bucket.
