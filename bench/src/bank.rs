@@ -129,13 +129,12 @@ pub struct BankReport {
     pub pass: bool,
 }
 
-/// Cell 0 of `key` of `table` on each replica of its partition (`None`: record missing),
-/// with whether the record's lock word is held.
-pub fn replica_cells(
-    cluster: &EmbeddedCluster,
-    table: TableId,
-    key: u64,
-) -> Result<Vec<(NodeId, Option<Vec<u8>>, bool)>, String> {
+/// One replica's view of a record: its node, cell 0 (`None`: record missing), and whether
+/// the record's lock word is held.
+pub type ReplicaCell = (NodeId, Option<Vec<u8>>, bool);
+
+/// Cell 0 of `key` of `table` on each replica of its partition.
+pub fn replica_cells(cluster: &EmbeddedCluster, table: TableId, key: u64) -> Result<Vec<ReplicaCell>, String> {
     let topo = &cluster.topology;
     let schema = topo.table(table).ok_or_else(|| format!("no table {table}"))?;
     let p = topo.partition_of(schema, key);

@@ -7,7 +7,7 @@ use redt_proto::Topology;
 use std::time::Duration;
 
 /// Both tests bind the topology's node addresses: one at a time.
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 fn topology() -> Topology {
     let text = include_str!("../../configs/tpcc.yaml");
@@ -18,7 +18,7 @@ fn topology() -> Topology {
 /// (no Delivery yet).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn load_is_consistent() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = SERIAL.lock().await;
     let topo = topology();
     tpcc::schema::check_topology(&topo).unwrap();
     let cluster = EmbeddedCluster::start(topo, CoordinatorOptions::default()).await.unwrap();
@@ -47,7 +47,7 @@ async fn load_is_consistent() {
 /// A short run: every transaction type commits, and all 12 conditions hold afterwards.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn short_run_commits_every_type_and_stays_consistent() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = SERIAL.lock().await;
     let cfg = TpccConfig {
         warehouses: 1,
         scale: Scale::SMALL,

@@ -189,8 +189,7 @@ pub fn check(cluster: &EmbeddedCluster, input: &CheckInput) -> CheckReport {
             let (mut max_o, mut max_no, mut min_no, mut n_no, mut n_orders) = (0u64, 0u64, u64::MAX, 0u64, 0u64);
             let (mut sum_ol_cnt, mut n_ol) = (0i64, 0i64);
             let mut o = 1u64;
-            loop {
-                let Some(ov) = read(w, table::ORDERS, sc::order_key(w, d, o)) else { break };
+            while let Some(ov) = read(w, table::ORDERS, sc::order_key(w, d, o)) {
                 let ol_cnt = g(&ov, sc::o::OL_CNT);
                 let present =
                     read(w, table::NEW_ORDER, sc::new_order_key(w, d, o)).is_some_and(|v| g(&v, sc::no::PRESENT) == 1);

@@ -7,7 +7,7 @@
 //! - [`procedures`]: New-Order, Payment, Order-Status, Delivery, Stock-Level, and the
 //!   builder the coordinator calls for `ProcedureKind::Tpcc` (see [`register`]).
 //! - [`driver`]: `redt bench tpcc`.
-//! - [`check`]: `--check`.
+//! - [`check`](mod@check): `--check`.
 //! - [`tap`]: the driver's own verbs, counted apart from the transactions'.
 //!
 //! Order-dependent queries (the oldest undelivered order, a customer's last order, the last
