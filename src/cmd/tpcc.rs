@@ -58,6 +58,9 @@ pub struct TpccArgs {
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
+    /// Append the report as one row to this CSV file (header written when the file is new).
+    #[arg(long)]
+    csv: Option<std::path::PathBuf>,
 }
 
 fn parse_scale(s: &str) -> Result<Scale> {
@@ -88,8 +91,12 @@ pub fn run(a: &TpccArgs) -> Result<()> {
         ..TpccConfig::default()
     };
     let r = runtime()?.block_on(run_tpcc(topo, &cfg)).map_err(anyhow::Error::msg)?;
+    let json = serde_json::to_string_pretty(&r)?;
+    if let Some(path) = &a.csv {
+        redt_bench::csv::append_json(path, &json).map_err(anyhow::Error::msg)?;
+    }
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&r)?);
+        println!("{json}");
     } else {
         print!("{}", r.text());
     }
