@@ -106,6 +106,16 @@ async fn two_nodes_of_one_cluster_exchange_rpcs() {
     let reply = nodes[0].call(NodeId(1), ping(0, 8)).await.unwrap();
     assert_eq!((reply.epoch, reply.from, caller_of(&reply)), (8, 1, "node#0"));
 
+    // A server counts an RPC once its response is written, which may be just after the
+    // caller has read it.
+    eventually("both servers counted their RPC and its bytes", || {
+        let (c0, c1) = (nodes[0].counters().snapshot(), nodes[1].counters().snapshot());
+        c0.rpcs_served == 1
+            && c1.rpcs_served == 1
+            && c1.bytes_sent == c0.bytes_received
+            && c0.bytes_sent == c1.bytes_received
+    })
+    .await;
     let (c0, c1) = (nodes[0].counters().snapshot(), nodes[1].counters().snapshot());
     assert_eq!((c0.rpcs_sent, c0.rpcs_served, c1.rpcs_sent, c1.rpcs_served), (1, 1, 1, 1));
     assert_eq!(c1.bytes_sent, c0.bytes_received);
@@ -133,6 +143,7 @@ async fn two_hundred_concurrent_rpcs_are_all_answered() {
         answered[i as usize] = true;
     }
     assert!(answered.iter().all(|&a| a));
+    eventually("the server counted its RPCs", || nodes[0].counters().snapshot().rpcs_served >= 200).await;
     assert_eq!(nodes[0].counters().snapshot().rpcs_served, 200);
     assert_eq!(nodes[1].counters().snapshot().rpcs_sent, 200);
 }
@@ -176,6 +187,7 @@ async fn calls_in_flight_stay_within_the_limit_on_a_custom_socket() {
     }
     let peak = peak.load(Ordering::SeqCst);
     assert!((1..=4).contains(&peak), "at most max_in_flight = 4 requests in the handler at once, saw {peak}");
+    eventually("the server counted its RPCs", || server.counters().snapshot().rpcs_served >= 50).await;
     assert_eq!(server.counters().snapshot().rpcs_served, 50);
 }
 
@@ -270,6 +282,7 @@ async fn malformed_frames_are_refused_and_the_node_keeps_serving() {
     // ...and the node still serves other peers.
     let reply = nodes[1].call(NodeId(0), ping(1, 5)).await.unwrap();
     assert_eq!(reply.epoch, 5);
+    eventually("the server counted its RPCs", || nodes[0].counters().snapshot().rpcs_served >= 2).await;
     assert_eq!(nodes[0].counters().snapshot().rpcs_served, 2);
     endpoint.close(0u32.into(), b"done");
 }
