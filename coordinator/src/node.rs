@@ -17,7 +17,7 @@ use redt_proto::wire::{
     AckReply, Body, DecideReply, DecideRequest, Envelope, ErrorReply, ExecuteRequest, NetemSetRequest, OutcomeReply,
     ProcedureCall, RecordReply, RecordRequest,
 };
-use redt_proto::{Ballot, Cts, DcId, Epoch, LinkConditions, NodeId, Topology, TxnId};
+use redt_proto::{Ballot, Cts, DcId, Epoch, LinkConditions, NodeId, Protocol, Topology, TxnId};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -37,6 +37,8 @@ pub mod error_code {
 /// How a coordinator runs transactions.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CoordinatorOptions {
+    /// The commit protocol (RedT unless a baseline is being measured).
+    pub protocol: Protocol,
     /// Acknowledge a commit as soon as it is decided, before phase 2 (on by default).
     pub early_ack: bool,
     /// How long phase 1 waits for votes before deciding with what it has.
@@ -50,6 +52,7 @@ pub struct CoordinatorOptions {
 impl Default for CoordinatorOptions {
     fn default() -> Self {
         CoordinatorOptions {
+            protocol: Protocol::Redt,
             early_ack: true,
             phase1_timeout: Duration::from_secs(2),
             retry_every: Duration::from_millis(200),
