@@ -26,6 +26,8 @@ pub fn vote_to_msg(dc: DcId, vote: &Vote) -> VoteMsg {
             .collect(),
         hlc: vote.hlc.0,
         entries: entries_to_msg(&vote.entries),
+        nested_messages: 0,
+        nested_round_trips: 0,
     }
 }
 

@@ -5,6 +5,7 @@
 //! The decision ([`decision`]) and the plan ([`plan`]) are pure; [`Node`] is the async
 //! driver. The in-DC data path is `redt-dc-executor`'s; WAN conditions are `redt-netem`'s.
 
+pub mod baseline;
 pub mod call;
 mod client;
 mod cluster;

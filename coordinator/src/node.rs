@@ -3,6 +3,7 @@
 //! ([`crate::decision::decide`], [`crate::plan`]); this file is the async driver that moves
 //! messages, timers and outcomes.
 
+use crate::baseline::{self, cost::Cost, roles::Scope};
 use crate::call;
 use crate::codec::{entries_from_msg, entries_to_msg, vote_from_msg, vote_to_msg};
 use crate::decision::{self, decide, majority};
@@ -14,8 +15,8 @@ use crate::transport::{BoxFuture, Caller, Handler, Transport};
 use redt_dc_executor::{DcHandle, EntryRef, Hlc, ReadView, Region, ReplayTask, Vote};
 use redt_netem::WanModel;
 use redt_proto::wire::{
-    AckReply, Body, DecideReply, DecideRequest, Envelope, ErrorReply, ExecuteRequest, NetemSetRequest, OutcomeReply,
-    ProcedureCall, RecordReply, RecordRequest,
+    AcceptReply, AckReply, Body, DecideReply, DecideRequest, Envelope, ErrorReply, ExecuteRequest, NetemSetRequest,
+    OutcomeReply, PrepareReply, ProcedureCall, RecordReply, RecordRequest,
 };
 use redt_proto::{Ballot, Cts, DcId, Epoch, LinkConditions, NodeId, Protocol, Topology, TxnId};
 use std::collections::{BTreeMap, BTreeSet};
@@ -105,14 +106,14 @@ pub struct NodeParts {
 
 /// A running node.
 pub struct Node {
-    topology: Arc<Topology>,
-    id: NodeId,
-    dc: DcId,
-    service: Arc<ExecutorService>,
+    pub(crate) topology: Arc<Topology>,
+    pub(crate) id: NodeId,
+    pub(crate) dc: DcId,
+    pub(crate) service: Arc<ExecutorService>,
     transport: Arc<Transport>,
     wan: Arc<Mutex<WanModel>>,
-    options: CoordinatorOptions,
-    stats: Arc<TxnStats>,
+    pub(crate) options: CoordinatorOptions,
+    pub(crate) stats: Arc<TxnStats>,
     seq: AtomicU64,
     replay: Mutex<Option<ReplayTask>>,
 }
@@ -174,6 +175,52 @@ impl Node {
         Envelope { epoch: self.topology.epoch.0, from: self.id.0 as u32, body: Some(body) }
     }
 
+    /// A fresh transaction id coordinated by this node.
+    pub(crate) fn next_txn(&self) -> TxnId {
+        TxnId::new(self.id, self.seq.fetch_add(1, Ordering::Relaxed) + 1)
+    }
+
+    /// Whether `peer` is in another DC than this node.
+    pub(crate) fn is_remote(&self, peer: NodeId) -> bool {
+        self.topology.nodes.get(peer.0 as usize).is_some_and(|n| n.dc != self.dc)
+    }
+
+    /// Sends `body` to `peer` and returns its answer; to itself, the request is handled in
+    /// place (no network), exactly as a peer would handle it.
+    pub(crate) async fn call_node(self: &Arc<Self>, peer: NodeId, body: Body) -> Result<Body> {
+        if peer != self.id {
+            return self.rpc(peer, body).await;
+        }
+        // Through the type-erased handler, as the transport would call it (this also keeps
+        // the handler's future out of its own type: it can call itself).
+        let handler: Arc<dyn Handler> = Arc::new(NodeHandler(Arc::downgrade(self)));
+        let answer = handler.handle(Caller::Node(self.id), self.envelope(body)).await;
+        match answer.body {
+            Some(Body::Error(e)) => Err(Error::Remote { node: peer, message: e.message }),
+            Some(b) => Ok(b),
+            None => Err(Error::Unexpected { node: peer }),
+        }
+    }
+
+    /// Sends `body` to `peer` until an answer comes back (pausing `retry_every` between
+    /// attempts, giving up after `give_up_after`); `None` if it never does.
+    pub(crate) async fn call_until_answered(self: &Arc<Self>, peer: NodeId, body: Body) -> Option<Body> {
+        let t0 = Instant::now();
+        loop {
+            match self.call_node(peer, body.clone()).await {
+                Ok(b) => return Some(b),
+                Err(e) if t0.elapsed() > self.options.give_up_after => {
+                    tracing::error!(%peer, "undelivered, giving up: {e}");
+                    return None;
+                }
+                Err(e) => {
+                    tracing::debug!(%peer, "retry: {e}");
+                    tokio::time::sleep(self.options.retry_every).await;
+                }
+            }
+        }
+    }
+
     async fn rpc(&self, peer: NodeId, body: Body) -> Result<Body> {
         let reply = self.transport.call(peer, self.envelope(body)).await?;
         match reply.body {
@@ -199,6 +246,8 @@ impl Node {
             coordinator: args.coordinator.0 as u32,
             participants: args.participants.iter().map(|d| d.0 as u32).collect(),
             call: Some(args.call),
+            scope: Scope::Dc.code(),
+            replicate: false,
         };
         match self.rpc(target, Body::Execute(req)).await? {
             Body::Vote(m) => vote_from_msg(target, &m),
@@ -234,7 +283,15 @@ impl Node {
             redt_dc_executor::Decision::Commit(c) => (true, c.0),
             redt_dc_executor::Decision::Abort => (false, 0),
         };
-        let req = DecideRequest { txn: txn.0, ballot: 0, commit, cts, entries: entries_to_msg(&entries) };
+        let req = DecideRequest {
+            txn: txn.0,
+            ballot: 0,
+            commit,
+            cts,
+            entries: entries_to_msg(&entries),
+            replicate: false,
+            secondary: false,
+        };
         match self.rpc(target, Body::Decide(req)).await? {
             Body::Decided(_) => Ok(()),
             _ => Err(Error::Unexpected { node: target }),
@@ -244,9 +301,21 @@ impl Node {
     /// Runs one transaction as its coordinator (RedT §4.2; DESIGN.md §2) and returns what
     /// the client is told. With early ack, a commit returns right after the decision and
     /// phase 2 continues in the background.
+    ///
+    /// With a baseline protocol configured ([`CoordinatorOptions::protocol`]), the
+    /// transaction runs that protocol instead (`crate::baseline`).
     pub async fn submit(self: &Arc<Self>, call: ProcedureCall) -> TxnOutcome {
+        match self.options.protocol {
+            Protocol::Redt | Protocol::RedtTcp => self.submit_redt(call).await,
+            Protocol::TwoPcPaxos => baseline::driver::submit_2pc_paxos(self, call, false).await,
+            Protocol::EpPaxos => baseline::driver::submit_2pc_paxos(self, call, true).await,
+            Protocol::Tapir => baseline::driver::submit_tapir(self, call).await,
+        }
+    }
+
+    async fn submit_redt(self: &Arc<Self>, call: ProcedureCall) -> TxnOutcome {
         let start = Instant::now();
-        let txn = TxnId::new(self.id, self.seq.fetch_add(1, Ordering::Relaxed) + 1);
+        let txn = self.next_txn();
         let fail = |status| TxnOutcome { txn, status, reads: vec![] };
         let procedure = match call::procedure(&self.topology, &call) {
             Ok(p) => p,
@@ -262,8 +331,13 @@ impl Node {
         // Phase 1: every participant DC in parallel.
         let mut phase1: JoinSet<(DcId, Option<Vote>)> = JoinSet::new();
         for &dc in &plan.participants {
-            let args =
-                ExecuteArgs { txn, coordinator: self.id, participants: plan.participants.clone(), call: call.clone() };
+            let args = ExecuteArgs {
+                txn,
+                coordinator: self.id,
+                participants: plan.participants.clone(),
+                call: call.clone(),
+                scope: Scope::Dc,
+            };
             let target = self.executor_of(&plan, dc);
             let node = self.clone();
             phase1.spawn(async move {
@@ -296,7 +370,7 @@ impl Node {
 
         match decision {
             decision::Decision::Commit { cts } => {
-                let reads = self.reads(&call, &plan, &votes);
+                let reads = self.reads(&call, &plan, &votes.values().collect::<Vec<_>>());
                 let cost = TxnCost {
                     inter_dc_messages: 4 * remote,
                     round_trips: if remote > 0 { 2 } else { 0 },
@@ -444,14 +518,14 @@ impl Node {
     }
 
     /// The values each key/value operation read, from an up-to-date vote of each access.
-    fn reads(&self, call: &ProcedureCall, plan: &Plan, votes: &BTreeMap<DcId, Vote>) -> Vec<Option<Vec<u8>>> {
+    pub(crate) fn reads(&self, call: &ProcedureCall, plan: &Plan, votes: &[&Vote]) -> Vec<Option<Vec<u8>>> {
         let Some(kv) = call::kv_procedure(&self.topology, call) else { return vec![] };
         let n = redt_dc_executor::Procedure::accesses(&kv).len();
         let mut values: Vec<Option<Vec<Vec<u8>>>> = vec![None; n];
         let mut best: Vec<Cts> = vec![Cts(0); n];
         for p in &plan.partitions {
             for &a in &p.accesses {
-                for v in votes.values().filter(|v| v.is_commit()) {
+                for v in votes.iter().filter(|v| v.is_commit()) {
                     for item in v.items.iter().filter(|i| i.access == a) {
                         let newest = item.versions.iter().map(|(_, ver)| ver.cts()).max().unwrap_or(Cts(0));
                         if values[a].is_none() || newest > best[a] {
@@ -490,15 +564,23 @@ impl Node {
                 let Ok(coordinator) = u16::try_from(req.coordinator) else {
                     return err(error_code::MALFORMED, "coordinator id out of range".into());
                 };
+                let Some(scope) = Scope::from_code(req.scope) else {
+                    return err(error_code::MALFORMED, format!("unknown execution scope {}", req.scope));
+                };
                 let args = ExecuteArgs {
                     txn: TxnId(req.txn),
                     coordinator: NodeId(coordinator),
                     participants: req.participants.iter().map(|&d| DcId(d as u16)).collect(),
                     call,
+                    scope,
                 };
-                let svc = self.service.clone();
-                match svc.execute(&args) {
-                    Ok(vote) => reply(Body::Vote(vote_to_msg(self.dc, &vote))),
+                match self.execute_here(&args, req.replicate).await {
+                    Ok((vote, nested)) => {
+                        let mut m = vote_to_msg(self.dc, &vote);
+                        m.nested_messages = nested.messages;
+                        m.nested_round_trips = nested.round_trips;
+                        reply(Body::Vote(m))
+                    }
                     Err(Error::BadCall(m)) => err(error_code::MALFORMED, m),
                     Err(e) => err(error_code::INTERNAL, e.to_string()),
                 }
@@ -529,12 +611,69 @@ impl Node {
                 } else {
                     redt_dc_executor::Decision::Abort
                 };
-                let svc = self.service.clone();
                 let txn = TxnId(req.txn);
-                match svc.decide(txn, decision, &entries) {
-                    Ok(()) => reply(Body::Decided(DecideReply { txn: txn.0 })),
+                let done = if req.secondary {
+                    self.service.settle(txn, decision).map(|()| Cost::default())
+                } else if req.replicate {
+                    self.decide_as_primary(txn, decision, &entries).await
+                } else {
+                    self.service.decide(txn, decision, &entries).map(|()| Cost::default())
+                };
+                match done {
+                    Ok(nested) => reply(Body::Decided(DecideReply {
+                        txn: txn.0,
+                        nested_messages: nested.messages,
+                        nested_round_trips: nested.round_trips,
+                    })),
                     Err(e) => err(error_code::INTERNAL, e.to_string()),
                 }
+            }
+            Some(Body::Prepare(req)) => {
+                if from.node().is_none() {
+                    return node_only("prepare");
+                }
+                let Ok(entries) = entries_from_msg(&req.entries) else {
+                    return err(error_code::MALFORMED, "entry node out of range".into());
+                };
+                let txn = TxnId(req.txn);
+                let (ok, nested, _) = self.replicate_redo(txn, &entries).await;
+                reply(Body::Prepared(PrepareReply {
+                    txn: txn.0,
+                    ok,
+                    nested_messages: nested.messages,
+                    nested_round_trips: nested.round_trips,
+                }))
+            }
+            Some(Body::Accept(req)) => {
+                if from.node().is_none() {
+                    return node_only("accept");
+                }
+                let txn = TxnId(req.txn);
+                match baseline::primary::accept_from_msg(&req) {
+                    Ok((mut origin, changes)) => match {
+                        origin.epoch = self.topology.epoch;
+                        self.service.accept(&origin, &changes)
+                    } {
+                        Ok(ok) => reply(Body::Accepted(AcceptReply { txn: txn.0, ok })),
+                        Err(Error::DataPath(e @ redt_dc_executor::Error::InvalidSubTxn { .. })) => {
+                            err(error_code::MALFORMED, e.to_string())
+                        }
+                        Err(e) => err(error_code::INTERNAL, e.to_string()),
+                    },
+                    Err(m) => err(error_code::MALFORMED, m),
+                }
+            }
+            Some(Body::LogDecision(req)) => {
+                if from.node().is_none() {
+                    return node_only("a decision log");
+                }
+                let decision = if req.commit {
+                    redt_dc_executor::Decision::Commit(Cts::new(req.cts))
+                } else {
+                    redt_dc_executor::Decision::Abort
+                };
+                self.service.log_decision(TxnId(req.txn), decision);
+                reply(Body::Ack(AckReply {}))
             }
             Some(Body::Submit(req)) => {
                 let Some(call) = req.call else { return err(error_code::MALFORMED, "submit without a call".into()) };

@@ -8,10 +8,14 @@
 //! transactions decided before their phase 1 ran here (so a late phase 1 votes abort
 //! instead of taking locks nobody will release).
 
+use crate::baseline::roles::{self, Scope};
 use crate::call;
 use crate::error::Result;
 use crate::plan;
-use redt_dc_executor::{AbortReason, DcHandle, Decision, EntryRef, Executor, Hlc, SubTxn, SystemClock, Verdict, Vote};
+use redt_dc_executor::{
+    AbortReason, DcHandle, Decision, EntryRef, Executor, Hlc, RedoEntry, ReplicaChange, ReplicaOrigin, SubTxn,
+    SystemClock, Verdict, Vote,
+};
 use redt_proto::wire::ProcedureCall;
 use redt_proto::{Ballot, Cts, DcId, Epoch, NodeId, Topology, TxnId};
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -31,6 +35,28 @@ pub struct ExecuteArgs {
     pub participants: Vec<DcId>,
     /// The call.
     pub call: ProcedureCall,
+    /// Which replicas this node runs (RedT: every replica of its DC).
+    pub scope: Scope,
+}
+
+/// A bounded map of transaction ids to decisions (oldest forgotten first).
+#[derive(Default)]
+struct DecisionMemory {
+    map: HashMap<TxnId, Decision>,
+    order: VecDeque<TxnId>,
+}
+
+impl DecisionMemory {
+    fn insert(&mut self, t: TxnId, d: Decision) {
+        if self.map.insert(t, d).is_none() {
+            self.order.push_back(t);
+            if self.order.len() > FENCE_MEMORY {
+                if let Some(old) = self.order.pop_front() {
+                    self.map.remove(&old);
+                }
+            }
+        }
+    }
 }
 
 #[derive(Default)]
@@ -55,12 +81,19 @@ impl Fences {
 /// The executor side of one node.
 pub struct ExecutorService {
     topology: Arc<Topology>,
+    node: NodeId,
     dc_id: DcId,
     dc: Arc<DcHandle>,
     hlc: Arc<Hlc>,
     pool: Mutex<Vec<Executor>>,
     pending: Mutex<HashMap<TxnId, Vec<EntryRef>>>,
     fences: Mutex<Fences>,
+    /// Baselines, as a secondary: redo accepted from primaries, awaiting its decision.
+    accepted: Mutex<HashMap<TxnId, Vec<EntryRef>>>,
+    /// Baselines, as a secondary: the decisions received (some before their redo).
+    early_decisions: Mutex<DecisionMemory>,
+    /// Baselines, as a coordinator's backup: the decisions logged here.
+    decision_log: Mutex<DecisionMemory>,
 }
 
 impl ExecutorService {
@@ -69,12 +102,16 @@ impl ExecutorService {
         let dc_id = topology.nodes[node.0 as usize].dc;
         ExecutorService {
             topology,
+            node,
             dc_id,
             dc,
             hlc,
             pool: Mutex::new(Vec::new()),
             pending: Mutex::new(HashMap::new()),
             fences: Mutex::new(Fences::default()),
+            accepted: Mutex::new(HashMap::new()),
+            early_decisions: Mutex::new(DecisionMemory::default()),
+            decision_log: Mutex::new(DecisionMemory::default()),
         }
     }
 
@@ -107,7 +144,7 @@ impl ExecutorService {
         }
         let procedure = call::procedure(&self.topology, &args.call)?;
         let plan = plan::plan(&self.topology, procedure.as_ref())?;
-        let local = plan.local.get(&self.dc_id).cloned().unwrap_or_default();
+        let local = roles::scoped_accesses(&plan, self.dc_id, self.node, args.scope);
         let sub = SubTxn {
             txn: args.txn,
             epoch: Epoch(self.topology.epoch.0),
@@ -180,6 +217,87 @@ impl ExecutorService {
         }
         self.with_executor(|ex| ex.finish(txn, decision, &entries))?;
         Ok(())
+    }
+
+    /// The redo entries this node remembers for `txn` (a commit vote awaiting its decision).
+    pub fn pending_entries(&self, txn: TxnId) -> Vec<EntryRef> {
+        self.pending.lock().expect("pending").get(&txn).cloned().unwrap_or_default()
+    }
+
+    /// Reads back redo entries (a primary reads its own to replicate them).
+    ///
+    /// # Errors
+    /// Verbs failures, a torn entry.
+    pub fn redo(&self, entries: &[EntryRef]) -> Result<Vec<RedoEntry>> {
+        Ok(self.with_executor(|ex| ex.read_entries(entries))?)
+    }
+
+    /// Baselines, as a secondary: accepts a primary's redo of `origin.txn` into this node's
+    /// ring (Paxos accept, stable leader). Returns false if the transaction was already
+    /// decided abort here; if it was decided commit, settles the entry at once.
+    ///
+    /// # Errors
+    /// A malformed change (unknown table, bad cell, oversized value), data-path failures.
+    pub fn accept(&self, origin: &ReplicaOrigin, changes: &[ReplicaChange]) -> Result<bool> {
+        let txn = origin.txn;
+        if self.accepted.lock().expect("accepted").contains_key(&txn) {
+            return Ok(true); // a retried accept
+        }
+        let early = self.early_decisions.lock().expect("early decisions").map.get(&txn).copied();
+        if early == Some(Decision::Abort) {
+            return Ok(false);
+        }
+        let Some(entry) = self.with_executor(|ex| ex.accept_replica(self.node, origin, changes))? else {
+            return Ok(true);
+        };
+        // A decision may have arrived while the entry was being written.
+        let decided = {
+            let early = self.early_decisions.lock().expect("early decisions");
+            let mut accepted = self.accepted.lock().expect("accepted");
+            match early.map.get(&txn).copied() {
+                Some(d) => Some(d),
+                None => {
+                    accepted.insert(txn, vec![entry]);
+                    None
+                }
+            }
+        };
+        if let Some(d) = decided {
+            self.with_executor(|ex| ex.settle_replica(txn, d, &[entry]))?;
+            return Ok(d != Decision::Abort);
+        }
+        Ok(true)
+    }
+
+    /// Baselines, as a secondary: applies the decision to the redo accepted for `txn`
+    /// (committed entries are then applied by the replay task), or remembers it for a redo
+    /// still on its way.
+    ///
+    /// # Errors
+    /// Data-path failures.
+    pub fn settle(&self, txn: TxnId, decision: Decision) -> Result<()> {
+        let entries = {
+            // Remembered either way: a duplicate accept arriving later (a retry whose first
+            // attempt did land) then settles itself instead of waiting forever.
+            let mut early = self.early_decisions.lock().expect("early decisions");
+            let mut accepted = self.accepted.lock().expect("accepted");
+            early.insert(txn, decision);
+            match accepted.remove(&txn) {
+                Some(e) => e,
+                None => return Ok(()),
+            }
+        };
+        Ok(self.with_executor(|ex| ex.settle_replica(txn, decision, &entries))?)
+    }
+
+    /// Baselines, as a coordinator's backup: logs its decision for `txn`.
+    pub fn log_decision(&self, txn: TxnId, decision: Decision) {
+        self.decision_log.lock().expect("decision log").insert(txn, decision);
+    }
+
+    /// Baselines: the decision logged here for `txn` as a coordinator's backup, if any.
+    pub fn logged_decision(&self, txn: TxnId) -> Option<Decision> {
+        self.decision_log.lock().expect("decision log").map.get(&txn).copied()
     }
 
     /// Transactions that voted commit here and await their decision.

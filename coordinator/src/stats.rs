@@ -118,6 +118,14 @@ impl TxnStats {
         self.classes[class.index()].committed_inter_dc_messages.fetch_add(messages, Relaxed);
     }
 
+    /// Adds inter-DC messages and round trips of work that finished after a commit was
+    /// counted (a commit phase run after an early acknowledgement).
+    pub fn add_cost(&self, class: Class, messages: u64, round_trips: u64) {
+        let c = &self.classes[class.index()];
+        c.committed_inter_dc_messages.fetch_add(messages, Relaxed);
+        c.committed_round_trips.fetch_add(round_trips, Relaxed);
+    }
+
     /// The figures of `class`.
     pub fn report(&self, class: Class) -> ClassReport {
         let c = &self.classes[class.index()];

@@ -179,6 +179,14 @@ impl Executor {
         &self.dc
     }
 
+    /// Reserves `slots` ring slots on `node` (FAA on the tail, waiting up to the ring
+    /// patience for replay to free space). Returns the first slot's index.
+    pub(crate) fn reserve_slots(&mut self, node: NodeId, slots: u64) -> Result<u64> {
+        let patience = self.ring_patience;
+        let verbs = self.dc.verbs.clone();
+        self.ring(node).reserve(verbs.as_ref(), slots, patience)
+    }
+
     fn ring(&mut self, node: NodeId) -> &mut RingWriter {
         let layout = self.dc.layout;
         self.rings.entry(node).or_insert_with(|| RingWriter::new(layout, node))

@@ -14,7 +14,7 @@ pub struct Envelope {
     #[prost(uint32, tag = "2")]
     pub from: u32,
     /// The message.
-    #[prost(oneof = "Body", tags = "10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20")]
+    #[prost(oneof = "Body", tags = "10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25")]
     pub body: Option<Body>,
 }
 
@@ -54,6 +54,23 @@ pub enum Body {
     /// A generic acknowledgement.
     #[prost(message, tag = "20")]
     Ack(AckReply),
+    /// Baselines (2PC-Paxos): prepare at a primary, which replicates its redo entries to its
+    /// secondaries before answering.
+    #[prost(message, tag = "21")]
+    Prepare(PrepareRequest),
+    /// Reply to [`Body::Prepare`].
+    #[prost(message, tag = "22")]
+    Prepared(PrepareReply),
+    /// Baselines: a Paxos accept of a primary's redo at a secondary replica.
+    #[prost(message, tag = "23")]
+    Accept(AcceptRequest),
+    /// Reply to [`Body::Accept`].
+    #[prost(message, tag = "24")]
+    Accepted(AcceptReply),
+    /// Baselines: a coordinator's decision, replicated to its backups in other DCs
+    /// (answered with [`Body::Ack`]).
+    #[prost(message, tag = "25")]
+    LogDecision(LogDecisionRequest),
 }
 
 /// A procedure call: which stored procedure and its parameters.
@@ -168,6 +185,14 @@ pub struct ExecuteRequest {
     /// The procedure call (the executor plans it again and keeps the accesses of its DC).
     #[prost(message, optional, tag = "5")]
     pub call: Option<ProcedureCall>,
+    /// Which replicas to run on: 0 = every replica in the receiver's DC (RedT), 1 = the
+    /// primary replicas held by the receiver node (2PC-Paxos, EP-Paxos), 2 = every replica
+    /// held by the receiver node (TAPIR).
+    #[prost(uint32, tag = "6")]
+    pub scope: u32,
+    /// EP-Paxos: replicate the redo to the secondaries (majority) before voting.
+    #[prost(bool, tag = "7")]
+    pub replicate: bool,
 }
 
 /// Versions and values of one access in a vote.
@@ -231,6 +256,13 @@ pub struct VoteMsg {
     /// Redo entries written.
     #[prost(message, repeated, tag = "7")]
     pub entries: Vec<EntryRefMsg>,
+    /// Inter-DC messages the replying node sent and received for this request before
+    /// answering (requests and replies; measured, for the Table-2 counters).
+    #[prost(uint64, tag = "8")]
+    pub nested_messages: u64,
+    /// Inter-DC round trips on the replying node's critical path before answering.
+    #[prost(uint64, tag = "9")]
+    pub nested_round_trips: u64,
 }
 
 /// Record a decision at the replicas of one DC (ballot-guarded; DESIGN.md §2).
@@ -285,6 +317,14 @@ pub struct DecideRequest {
     /// The DC's redo entries.
     #[prost(message, repeated, tag = "5")]
     pub entries: Vec<EntryRefMsg>,
+    /// Baselines: the receiver is a primary and forwards the decision to the secondaries
+    /// it replicated the redo to, answering once a majority of each partition has it.
+    #[prost(bool, tag = "6")]
+    pub replicate: bool,
+    /// Baselines: the decision is for the redo this node accepted as a secondary replica
+    /// (not for redo entries it executed).
+    #[prost(bool, tag = "7")]
+    pub secondary: bool,
 }
 
 /// Reply to phase 2.
@@ -293,6 +333,107 @@ pub struct DecideReply {
     /// Transaction id.
     #[prost(uint64, tag = "1")]
     pub txn: u64,
+    /// Inter-DC messages the replying node sent and received for this request before
+    /// answering (requests and replies; measured, for the Table-2 counters).
+    #[prost(uint64, tag = "2")]
+    pub nested_messages: u64,
+    /// Inter-DC round trips on the replying node's critical path before answering.
+    #[prost(uint64, tag = "3")]
+    pub nested_round_trips: u64,
+}
+
+/// 2PC-Paxos prepare at a primary.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct PrepareRequest {
+    /// Transaction id.
+    #[prost(uint64, tag = "1")]
+    pub txn: u64,
+    /// The primary's redo entries (from its vote).
+    #[prost(message, repeated, tag = "2")]
+    pub entries: Vec<EntryRefMsg>,
+}
+
+/// Reply to a prepare.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct PrepareReply {
+    /// Transaction id.
+    #[prost(uint64, tag = "1")]
+    pub txn: u64,
+    /// Whether a majority of every partition's replicas now holds the redo.
+    #[prost(bool, tag = "2")]
+    pub ok: bool,
+    /// Inter-DC messages the replying node sent and received for this request before
+    /// answering (requests and replies; measured, for the Table-2 counters).
+    #[prost(uint64, tag = "3")]
+    pub nested_messages: u64,
+    /// Inter-DC round trips on the replying node's critical path before answering.
+    #[prost(uint64, tag = "4")]
+    pub nested_round_trips: u64,
+}
+
+/// One new cell value of a replicated redo entry.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ChangeMsg {
+    /// Table id.
+    #[prost(uint32, tag = "1")]
+    pub table: u32,
+    /// Key.
+    #[prost(uint64, tag = "2")]
+    pub key: u64,
+    /// Cell index.
+    #[prost(uint32, tag = "3")]
+    pub cell: u32,
+    /// The new value.
+    #[prost(bytes = "vec", tag = "4")]
+    pub value: Vec<u8>,
+}
+
+/// A Paxos accept of a primary's redo at a secondary (stable leaders: ballot 0).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct AcceptRequest {
+    /// Transaction id.
+    #[prost(uint64, tag = "1")]
+    pub txn: u64,
+    /// Ballot.
+    #[prost(uint32, tag = "2")]
+    pub ballot: u32,
+    /// Coordinator node.
+    #[prost(uint32, tag = "3")]
+    pub coordinator: u32,
+    /// Participant DCs.
+    #[prost(uint32, repeated, tag = "4")]
+    pub participants: Vec<u32>,
+    /// The changes of the partitions this secondary replicates.
+    #[prost(message, repeated, tag = "5")]
+    pub changes: Vec<ChangeMsg>,
+}
+
+/// Reply to an accept.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct AcceptReply {
+    /// Transaction id.
+    #[prost(uint64, tag = "1")]
+    pub txn: u64,
+    /// Whether the redo is now in the secondary's ring.
+    #[prost(bool, tag = "2")]
+    pub ok: bool,
+}
+
+/// A coordinator's decision, logged at a backup.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct LogDecisionRequest {
+    /// Transaction id.
+    #[prost(uint64, tag = "1")]
+    pub txn: u64,
+    /// True = commit.
+    #[prost(bool, tag = "2")]
+    pub commit: bool,
+    /// Commit timestamp.
+    #[prost(uint64, tag = "3")]
+    pub cts: u64,
+    /// The nodes the decision must reach (primaries or replicas).
+    #[prost(uint32, repeated, tag = "4")]
+    pub participants: Vec<u32>,
 }
 
 /// A client's transaction.

@@ -1,0 +1,21 @@
+//! The protocols redt is measured against, in the same framework (issue 5; RedT §4.3
+//! Table 1 and §6): the same transport, messages, netem, workloads, data path and
+//! counters, so a comparison differs only in the commit protocol.
+//!
+//! - `2pc-paxos`: execution at the primaries (No-Wait 2PL on their records), prepare (each
+//!   primary replicates its redo to its secondaries, majority), the coordinator replicates
+//!   its decision to its backups in other DCs (majority), commit to the primaries, each of
+//!   which replicates the commit.
+//! - `ep-paxos`: Early Prepare — each primary replicates its redo before voting, so the
+//!   prepare round is folded into execution.
+//! - `tapir`: the coordinator talks to every replica directly: execute (lock and read at
+//!   every replica), prepare (recorded at a fast quorum: every replica), commit.
+//!
+//! Leaders are stable (no election); secondaries apply committed redo through their replay
+//! task under the Thomas write rule. [`roles`] and [`cost`] are pure; [`driver`] runs a
+//! transaction as its coordinator, [`primary`] is the primary's and secondary's side.
+
+pub mod cost;
+pub(crate) mod driver;
+pub(crate) mod primary;
+pub mod roles;

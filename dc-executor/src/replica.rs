@@ -1,0 +1,177 @@
+//! The secondary-replica side of the replicated baselines (2PC-Paxos, EP-Paxos; issue 5):
+//! a primary's redo, accepted into a secondary's ring without locks, then settled by the
+//! decision and applied by the secondary's replay task under the Thomas write rule.
+//!
+//! This is the Paxos *accept* of a stable leader (ballot 0): the secondary stores the redo
+//! entry `Logged` (so replay will not apply it yet), answers, and later marks it
+//! `Committed` with the commit timestamp or `Aborted`. Commits may reach a secondary in
+//! any order; replay compares each cell's version with the entry's `cts`, so an older
+//! commit arriving late never overwrites a newer value (RedT §4.2 "Asynchronous redo log
+//! replay").
+
+use crate::error::{Error, Result};
+use crate::executor::{cells_of, Decision, EntryRef, Executor};
+use crate::ring::{self, Change, EntryStatus, LockIntent, RedoEntry, VoteWord};
+use crate::verbs::DoorbellBatch;
+use redt_proto::{Cts, DcId, Epoch, NodeId, TableId, TxnId};
+use std::collections::BTreeMap;
+
+/// One new cell value of a replicated redo entry, located by key (the secondary finds the
+/// record in its own index).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReplicaChange {
+    /// Table.
+    pub table: TableId,
+    /// Key.
+    pub key: u64,
+    /// Cell index.
+    pub cell: u16,
+    /// New value (at most the cell's width).
+    pub value: Vec<u8>,
+}
+
+/// Who a replicated redo entry belongs to (recorded in the entry, as for executed ones).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReplicaOrigin {
+    /// The transaction.
+    pub txn: TxnId,
+    /// Topology epoch.
+    pub epoch: Epoch,
+    /// Coordinator node.
+    pub coordinator: NodeId,
+    /// Participant DCs.
+    pub participants: Vec<DcId>,
+}
+
+impl Executor {
+    /// Accepts `changes` of `origin.txn` into `node`'s ring as one `Logged` redo entry with
+    /// no locks (creating records the changes name but the node lacks, as an upsert would).
+    /// Returns the entry, or `None` when `changes` is empty.
+    ///
+    /// # Errors
+    /// [`Error::InvalidSubTxn`] for an unknown table, a cell beyond the table's or an
+    /// oversized value; [`Error::RingFull`] when replay does not free space in time; verbs,
+    /// heap and index errors.
+    pub fn accept_replica(
+        &mut self,
+        node: NodeId,
+        origin: &ReplicaOrigin,
+        changes: &[ReplicaChange],
+    ) -> Result<Option<EntryRef>> {
+        if changes.is_empty() {
+            return Ok(None);
+        }
+        let invalid = |why: String| Error::InvalidSubTxn { txn: origin.txn, why };
+        // Distinct records, in key order, with their offsets on `node`.
+        let mut records: BTreeMap<(TableId, u64), u64> = BTreeMap::new();
+        for c in changes {
+            let rl = self.dc().catalog.layout(c.table)?;
+            let cell = c.cell as usize;
+            if cell >= rl.cells() {
+                return Err(invalid(format!("cell {} beyond the {} cells of table {}", c.cell, rl.cells(), c.table)));
+            }
+            if c.value.len() > rl.cell_bytes[cell] as usize {
+                return Err(invalid(format!("{}-byte value for a {}-byte cell", c.value.len(), rl.cell_bytes[cell])));
+            }
+            *records.entry((c.table, c.key)).or_default() |= 1 << cell;
+        }
+        let keys: Vec<(TableId, u64)> = records.keys().copied().collect();
+        let dc = self.dc().clone();
+        let found = dc.index.lookup_many(dc.verbs.as_ref(), node, &keys)?;
+        let mut offsets = BTreeMap::new();
+        for (&(table, key), off) in keys.iter().zip(found) {
+            let off = match off {
+                Some(o) => o,
+                None => match dc.insert_record(node, table, key, &[]) {
+                    Ok(o) => o,
+                    Err(Error::DuplicateKey { .. }) => dc
+                        .index
+                        .lookup(dc.verbs.as_ref(), node, table, key)?
+                        .ok_or(Error::NotFound { node, table, key })?,
+                    Err(e) => return Err(e),
+                },
+            };
+            offsets.insert((table, key), off);
+        }
+        let locks = records
+            .iter()
+            .map(|(&(table, key), &cells)| LockIntent {
+                record: offsets[&(table, key)],
+                table,
+                key,
+                lock_bits: 0,
+                cells,
+                versions: cells_of(cells).map(|_| 0).collect(),
+            })
+            .collect();
+        let changes = changes
+            .iter()
+            .map(|c| {
+                let width = dc.catalog.layout(c.table).map(|rl| rl.cell_bytes[c.cell as usize]).unwrap_or(0);
+                let mut value = c.value.clone();
+                value.resize(width as usize, 0);
+                Change { record: offsets[&(c.table, c.key)], table: c.table, key: c.key, cell: c.cell, value }
+            })
+            .collect();
+        let entry = RedoEntry {
+            txn: origin.txn,
+            status: EntryStatus::Logged,
+            cts: Cts(0),
+            vote: VoteWord::NONE,
+            epoch: origin.epoch,
+            coordinator: origin.coordinator,
+            participants: origin.participants.clone(),
+            locks,
+            changes,
+        };
+        let slots = ring::encoded_slots(&entry);
+        let index = self.reserve_slots(node, slots)?;
+        let mut batch = DoorbellBatch::new();
+        ring::push_write(&mut batch, &dc.layout, index, &ring::encode_padded(&entry, index, slots));
+        dc.verbs.post_batch(node, &mut batch)?;
+        Ok(Some(EntryRef { node, index, slots }))
+    }
+
+    /// Settles accepted replica entries: `Committed` with the commit timestamp (the replay
+    /// task applies them under the Thomas write rule) or `Aborted`. An entry already settled
+    /// is left alone.
+    ///
+    /// # Errors
+    /// Verbs failures; [`Error::TornEntry`] if an entry does not decode;
+    /// [`Error::InvalidSubTxn`] if an entry belongs to another transaction.
+    pub fn settle_replica(&mut self, txn: TxnId, decision: Decision, entries: &[EntryRef]) -> Result<()> {
+        let dc = self.dc().clone();
+        for e in entries {
+            let entry = ring::read_entry_sized(dc.verbs.as_ref(), e.node, &dc.layout, e.index, e.slots)?;
+            if entry.txn != txn {
+                return Err(Error::InvalidSubTxn {
+                    txn,
+                    why: format!("ring entry {} on {} belongs to {}", e.index, e.node, entry.txn),
+                });
+            }
+            if entry.status != EntryStatus::Logged {
+                continue;
+            }
+            let (status, cts) = match decision {
+                Decision::Commit(cts) => (EntryStatus::Committed, cts),
+                Decision::Abort => (EntryStatus::Aborted, Cts(0)),
+            };
+            let mut batch = DoorbellBatch::new();
+            ring::push_set_status(&mut batch, &dc.layout, e.index, status, cts);
+            dc.verbs.post_batch(e.node, &mut batch)?;
+        }
+        Ok(())
+    }
+
+    /// Reads back the redo entries `entries` (a primary reads its own to replicate them).
+    ///
+    /// # Errors
+    /// Verbs failures; [`Error::TornEntry`] if an entry does not decode.
+    pub fn read_entries(&self, entries: &[EntryRef]) -> Result<Vec<RedoEntry>> {
+        let dc = self.dc();
+        entries
+            .iter()
+            .map(|e| ring::read_entry_sized(dc.verbs.as_ref(), e.node, &dc.layout, e.index, e.slots))
+            .collect()
+    }
+}
