@@ -613,7 +613,8 @@ impl Node {
                 };
                 let txn = TxnId(req.txn);
                 let done = if req.secondary {
-                    self.service.settle(txn, decision).map(|()| Cost::default())
+                    let Some(primary) = from.node() else { return node_only("phase 2") };
+                    self.service.settle(txn, primary, decision).map(|()| Cost::default())
                 } else if req.replicate {
                     self.decide_as_primary(txn, decision, &entries).await
                 } else {
@@ -652,7 +653,7 @@ impl Node {
                 match baseline::primary::accept_from_msg(&req) {
                     Ok((mut origin, changes)) => match {
                         origin.epoch = self.topology.epoch;
-                        self.service.accept(&origin, &changes)
+                        self.service.accept(from.node().unwrap_or(self.id), &origin, &changes)
                     } {
                         Ok(ok) => reply(Body::Accepted(AcceptReply { txn: txn.0, ok })),
                         Err(Error::DataPath(e @ redt_dc_executor::Error::InvalidSubTxn { .. })) => {

@@ -88,8 +88,9 @@ pub struct ExecutorService {
     pool: Mutex<Vec<Executor>>,
     pending: Mutex<HashMap<TxnId, Vec<EntryRef>>>,
     fences: Mutex<Fences>,
-    /// Baselines, as a secondary: redo accepted from primaries, awaiting its decision.
-    accepted: Mutex<HashMap<TxnId, Vec<EntryRef>>>,
+    /// Baselines, as a secondary: redo accepted from primaries (a transaction may have
+    /// several here, one per primary), awaiting its decision.
+    accepted: Mutex<HashMap<(TxnId, NodeId), Vec<EntryRef>>>,
     /// Baselines, as a secondary: the decisions received (some before their redo).
     early_decisions: Mutex<DecisionMemory>,
     /// Baselines, as a coordinator's backup: the decisions logged here.
@@ -232,15 +233,15 @@ impl ExecutorService {
         Ok(self.with_executor(|ex| ex.read_entries(entries))?)
     }
 
-    /// Baselines, as a secondary: accepts a primary's redo of `origin.txn` into this node's
-    /// ring (Paxos accept, stable leader). Returns false if the transaction was already
-    /// decided abort here; if it was decided commit, settles the entry at once.
+    /// Baselines, as a secondary: accepts the redo of `origin.txn` sent by `primary` into
+    /// this node's ring (Paxos accept, stable leader). Returns false if the transaction was
+    /// already decided abort here; if it was decided commit, settles the entry at once.
     ///
     /// # Errors
     /// A malformed change (unknown table, bad cell, oversized value), data-path failures.
-    pub fn accept(&self, origin: &ReplicaOrigin, changes: &[ReplicaChange]) -> Result<bool> {
+    pub fn accept(&self, primary: NodeId, origin: &ReplicaOrigin, changes: &[ReplicaChange]) -> Result<bool> {
         let txn = origin.txn;
-        if self.accepted.lock().expect("accepted").contains_key(&txn) {
+        if self.accepted.lock().expect("accepted").contains_key(&(txn, primary)) {
             return Ok(true); // a retried accept
         }
         let early = self.early_decisions.lock().expect("early decisions").map.get(&txn).copied();
@@ -257,7 +258,7 @@ impl ExecutorService {
             match early.map.get(&txn).copied() {
                 Some(d) => Some(d),
                 None => {
-                    accepted.insert(txn, vec![entry]);
+                    accepted.insert((txn, primary), vec![entry]);
                     None
                 }
             }
@@ -269,20 +270,20 @@ impl ExecutorService {
         Ok(true)
     }
 
-    /// Baselines, as a secondary: applies the decision to the redo accepted for `txn`
-    /// (committed entries are then applied by the replay task), or remembers it for a redo
-    /// still on its way.
+    /// Baselines, as a secondary: applies the decision to the redo accepted for `txn` from
+    /// `primary` (committed entries are then applied by the replay task), and remembers it
+    /// for redo still on its way.
     ///
     /// # Errors
     /// Data-path failures.
-    pub fn settle(&self, txn: TxnId, decision: Decision) -> Result<()> {
+    pub fn settle(&self, txn: TxnId, primary: NodeId, decision: Decision) -> Result<()> {
         let entries = {
             // Remembered either way: a duplicate accept arriving later (a retry whose first
             // attempt did land) then settles itself instead of waiting forever.
             let mut early = self.early_decisions.lock().expect("early decisions");
             let mut accepted = self.accepted.lock().expect("accepted");
             early.insert(txn, decision);
-            match accepted.remove(&txn) {
+            match accepted.remove(&(txn, primary)) {
                 Some(e) => e,
                 None => return Ok(()),
             }
