@@ -12,8 +12,8 @@ mod topology;
 pub mod wire;
 
 pub use error::{ConfigError, Result};
-pub use protocol::{Protocol, UnknownProtocol};
 pub use ids::{Ballot, Cts, DcId, Epoch, NodeId, Offset, PartitionId, TableId, TxnId};
+pub use protocol::{Protocol, UnknownProtocol};
 pub use topology::{
     CellSchema, Dc, LinkConditions, Locking, MemStoreConfig, Node, Partition, Partitioning, TableSchema, Topology,
 };
