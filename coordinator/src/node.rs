@@ -116,6 +116,8 @@ pub struct Node {
     pub(crate) stats: Arc<TxnStats>,
     seq: AtomicU64,
     replay: Mutex<Option<ReplayTask>>,
+    /// Set by [`Node::shutdown`]: retry loops stop (and release the node) once it is.
+    closed: std::sync::atomic::AtomicBool,
 }
 
 impl Node {
@@ -138,6 +140,7 @@ impl Node {
             stats: parts.stats,
             seq: AtomicU64::new(0),
             replay: Mutex::new(Some(replay)),
+            closed: std::sync::atomic::AtomicBool::new(false),
         });
         parts.transport.serve(Arc::new(NodeHandler(Arc::downgrade(&node))))?;
         Ok(node)
@@ -165,6 +168,7 @@ impl Node {
 
     /// Stops the replay thread and the transport.
     pub fn shutdown(&self) {
+        self.closed.store(true, Ordering::SeqCst);
         if let Some(r) = self.replay.lock().expect("replay slot").take() {
             r.stop();
         }
@@ -209,6 +213,7 @@ impl Node {
         loop {
             match self.call_node(peer, body.clone()).await {
                 Ok(b) => return Some(b),
+                Err(_) if self.closed.load(Ordering::SeqCst) => return None,
                 Err(e) if t0.elapsed() > self.options.give_up_after => {
                     tracing::error!(%peer, "undelivered, giving up: {e}");
                     return None;
@@ -403,6 +408,9 @@ impl Node {
                         // Keep trying to record before acting on the abort.
                         let t0 = Instant::now();
                         while !node.record_abort(txn, &plan, &votes).await {
+                            if node.closed.load(Ordering::SeqCst) {
+                                return;
+                            }
                             if t0.elapsed() > node.options.give_up_after {
                                 tracing::error!(%txn, "abort never recorded at a majority; locks stay held");
                                 return;
@@ -505,6 +513,7 @@ impl Node {
         loop {
             match self.decide_in(dc, target, txn, decision, entries.clone()).await {
                 Ok(()) => return,
+                Err(_) if self.closed.load(Ordering::SeqCst) => return,
                 Err(e) if t0.elapsed() > self.options.give_up_after => {
                     tracing::error!(%txn, %dc, "phase 2 undelivered, giving up: {e}");
                     return;

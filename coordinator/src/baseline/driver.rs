@@ -296,8 +296,9 @@ pub(crate) async fn submit_2pc_paxos(node: &Arc<Node>, call: ProcedureCall, earl
 
 /// Runs `call` TAPIR-style, as its coordinator (RedT §4.3 Table 1): execute at every
 /// replica (each locks and reads its own copy and pre-writes its redo), prepare (recorded
-/// in every replica's vote word: the fast quorum of a 3-replica partition is all of it),
-/// then commit at every replica. With early ack the client is answered after prepare.
+/// in every replica's vote word: the fast quorum of a 3-replica partition is all of it;
+/// skipped by read-only transactions), then commit at every replica. With early ack the
+/// client is answered after prepare.
 pub(crate) async fn submit_tapir(node: &Arc<Node>, call: ProcedureCall) -> TxnOutcome {
     let s = match start(node, &call) {
         Ok(s) => s,
@@ -311,9 +312,12 @@ pub(crate) async fn submit_tapir(node: &Arc<Node>, call: ProcedureCall) -> TxnOu
         let why = abort_reason(&votes, &replicas);
         return abort(node, &s, &replicas, votes, false, why);
     }
+    // A read-only transaction has nothing to prepare: its shared locks at every replica
+    // already order it (RedT Table 1: TAPIR's T_re skips prepare).
+    let targets: &[NodeId] = if s.plan.read_only { &[] } else { &replicas };
     let prepare = phase(
         node,
-        &replicas,
+        targets,
         |p| {
             Body::Record(RecordRequest {
                 txn: s.txn.0,
@@ -327,7 +331,7 @@ pub(crate) async fn submit_tapir(node: &Arc<Node>, call: ProcedureCall) -> TxnOu
     )
     .await;
     cost = cost.then(prepare.cost);
-    if let Some(p) = replicas.iter().find(|p| prepare.answers.get(p) != Some(&true)) {
+    if let Some(p) = targets.iter().find(|p| prepare.answers.get(p) != Some(&true)) {
         let why = format!("prepare at {p} failed: no fast quorum");
         return abort(node, &s, &replicas, votes, false, why);
     }
