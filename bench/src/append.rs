@@ -17,7 +17,7 @@ use crate::report::Latency;
 use rand::{Rng, SeedableRng};
 use redt_coordinator::{call, CoordinatorOptions, EmbeddedCluster, TxnStatus};
 use redt_dc_executor::{list_items, KvOp, LIST_HEADER};
-use redt_proto::Topology;
+use redt_proto::{Protocol, Topology};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -75,6 +75,8 @@ impl Default for AppendConfig {
 pub struct AppendReport {
     /// `append`.
     pub workload: String,
+    /// The commit protocol every node ran (`redt`, `2pc-paxos`, …).
+    pub protocol: Protocol,
     /// Topology name.
     pub topology: String,
     /// DCs.
@@ -306,6 +308,7 @@ pub async fn run_append(topo: Topology, cfg: &AppendConfig) -> Result<AppendRepo
     let (ok, fail, info) = (report.ok, report.fail, report.info);
     Ok(AppendReport {
         workload: "append".into(),
+        protocol: cfg.options.protocol,
         topology: topo.name.clone(),
         dcs: topo.dcs.len(),
         nodes: topo.nodes.len(),

@@ -14,7 +14,7 @@ use crate::report::Latency;
 use rand::{Rng, SeedableRng};
 use redt_coordinator::{call, Class, CoordinatorOptions, EmbeddedCluster, TxnStatus};
 use redt_dc_executor::KvOp;
-use redt_proto::{NodeId, TableId, Topology};
+use redt_proto::{NodeId, Protocol, TableId, Topology};
 use serde::Serialize;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -74,6 +74,8 @@ impl Default for BankConfig {
 pub struct BankReport {
     /// `bank`.
     pub workload: String,
+    /// The commit protocol every node ran (`redt`, `2pc-paxos`, …).
+    pub protocol: Protocol,
     /// Topology name.
     pub topology: String,
     /// DCs.
@@ -315,6 +317,7 @@ pub async fn run_bank(topo: Topology, cfg: &BankConfig) -> Result<BankReport, St
     let reads_wrong = counts[3].load(Ordering::Relaxed);
     Ok(BankReport {
         workload: "bank".into(),
+        protocol: cfg.options.protocol,
         topology: topo.name.clone(),
         dcs: topo.dcs.len(),
         nodes: topo.nodes.len(),

@@ -1,5 +1,5 @@
 //! Sweep charts (plotters): throughput in the top panel, p50 and p99 latency in the bottom
-//! one, against the swept parameter; as SVG and as PNG.
+//! one, against the swept parameter, one curve per protocol; as SVG and as PNG.
 //!
 //! Text in the PNG needs a TrueType font: the first of `$REDT_FONT`, DejaVu Sans, Liberation
 //! Sans or FreeSans found on the system is used (Debian's `fonts-dejavu-core`). Without one
@@ -21,6 +21,15 @@ pub struct ChartPoint {
     pub p50_ms: f64,
     /// 99th percentile latency, ms.
     pub p99_ms: f64,
+}
+
+/// One curve per panel: the points of one run of the sweep (one protocol).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ChartSeries {
+    /// The legend (the protocol's name).
+    pub name: String,
+    /// The points, in x order.
+    pub points: Vec<ChartPoint>,
 }
 
 /// What a chart shows.
@@ -76,11 +85,35 @@ fn range(values: impl Iterator<Item = f64>) -> (f64, f64) {
     (lo - pad, hi + pad)
 }
 
-fn draw<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, spec: &ChartSpec, pts: &[ChartPoint]) -> Result<(), String>
+/// Colours of the curves of a multi-series chart, one per series in order (then again).
+const PALETTE: [RGBColor; 6] = [
+    RGBColor(31, 119, 180),
+    RGBColor(214, 39, 40),
+    RGBColor(44, 160, 44),
+    RGBColor(148, 103, 189),
+    RGBColor(255, 127, 14),
+    RGBColor(23, 190, 207),
+];
+
+/// One latency curve of the bottom panel: its legend, colour, whether dashed, and its value.
+struct LatencyCurve<'a> {
+    label: String,
+    color: RGBColor,
+    dashed: bool,
+    points: &'a [ChartPoint],
+    value: fn(&ChartPoint) -> f64,
+}
+
+fn draw<DB: DrawingBackend>(
+    root: DrawingArea<DB, Shift>,
+    spec: &ChartSpec,
+    series: &[ChartSeries],
+) -> Result<(), String>
 where
     DB::ErrorType: 'static,
 {
     let e = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
+    let all = || series.iter().flat_map(|s| s.points.iter());
     root.fill(&WHITE).map_err(e)?;
     let root = root.titled(&spec.title, ("sans-serif", 22)).map_err(e)?;
     let lines: Vec<&str> = spec.subtitle.lines().collect();
@@ -90,10 +123,12 @@ where
         sub.draw_text(l, &style, (60, 4 + 17 * i as i32)).map_err(e)?;
     }
     let (top, bottom) = body.split_vertically(body.dim_in_pixel().1 / 2);
-    let (x0, x1) = range(pts.iter().map(|p| p.x));
+    let (x0, x1) = range(all().map(|p| p.x));
     let fmt_x = |x: &f64| if (x - x.round()).abs() < 1e-9 { format!("{x:.0}") } else { format!("{x:.2}") };
+    let single = series.len() == 1;
+    let color = |i: usize| PALETTE[i % PALETTE.len()];
 
-    let t_max = pts.iter().map(|p| p.throughput).fold(0.0, f64::max).max(1.0) * 1.15;
+    let t_max = all().map(|p| p.throughput).fold(0.0, f64::max).max(1.0) * 1.15;
     let mut c = ChartBuilder::on(&top)
         .margin(12)
         .x_label_area_size(36)
@@ -109,12 +144,15 @@ where
         .axis_desc_style(("sans-serif", 14))
         .draw()
         .map_err(e)?;
-    let blue = RGBColor(31, 119, 180);
-    c.draw_series(LineSeries::new(pts.iter().map(|p| (p.x, p.throughput)), blue.stroke_width(2)))
-        .map_err(e)?
-        .label("throughput")
-        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], blue.stroke_width(2)));
-    c.draw_series(pts.iter().map(|p| Circle::new((p.x, p.throughput), 4, blue.filled()))).map_err(e)?;
+    for (i, s) in series.iter().enumerate() {
+        let col = color(i);
+        let label = if single { "throughput".to_string() } else { s.name.clone() };
+        c.draw_series(LineSeries::new(s.points.iter().map(|p| (p.x, p.throughput)), col.stroke_width(2)))
+            .map_err(e)?
+            .label(label)
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], col.stroke_width(2)));
+        c.draw_series(s.points.iter().map(|p| Circle::new((p.x, p.throughput), 4, col.filled()))).map_err(e)?;
+    }
     c.configure_series_labels()
         .position(SeriesLabelPosition::UpperRight)
         .background_style(WHITE.mix(0.85))
@@ -123,7 +161,7 @@ where
         .draw()
         .map_err(e)?;
 
-    let l_max = pts.iter().map(|p| p.p99_ms.max(p.p50_ms)).fold(0.0, f64::max).max(1.0) * 1.15;
+    let l_max = all().map(|p| p.p99_ms.max(p.p50_ms)).fold(0.0, f64::max).max(1.0) * 1.15;
     let mut c = ChartBuilder::on(&bottom)
         .margin(12)
         .x_label_area_size(36)
@@ -139,15 +177,39 @@ where
         .axis_desc_style(("sans-serif", 14))
         .draw()
         .map_err(e)?;
-    for (name, color, f) in [
-        ("p50", RGBColor(44, 160, 44), (|p: &ChartPoint| p.p50_ms) as fn(&ChartPoint) -> f64),
-        ("p99", RGBColor(214, 39, 40), |p: &ChartPoint| p.p99_ms),
-    ] {
-        c.draw_series(LineSeries::new(pts.iter().map(|p| (p.x, f(p))), color.stroke_width(2)))
-            .map_err(e)?
-            .label(name)
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
-        c.draw_series(pts.iter().map(|p| Circle::new((p.x, f(p)), 4, color.filled()))).map_err(e)?;
+    // One series: p50 green and p99 red, both solid. Several: each series in its own
+    // colour, p50 solid and p99 dashed.
+    let mut curves = Vec::new();
+    for (i, s) in series.iter().enumerate() {
+        let (p50, p99) = if single {
+            (("p50".to_string(), RGBColor(44, 160, 44)), ("p99".to_string(), RGBColor(214, 39, 40)))
+        } else {
+            ((format!("{} p50", s.name), color(i)), (format!("{} p99", s.name), color(i)))
+        };
+        curves.push(LatencyCurve { label: p50.0, color: p50.1, dashed: false, points: &s.points, value: |p| p.p50_ms });
+        curves.push(LatencyCurve {
+            label: p99.0,
+            color: p99.1,
+            dashed: !single,
+            points: &s.points,
+            value: |p| p.p99_ms,
+        });
+    }
+    for k in curves {
+        let (col, f) = (k.color, k.value);
+        let pts = k.points.iter().map(|p| (p.x, f(p)));
+        let drawn = if k.dashed {
+            c.draw_series(DashedLineSeries::new(pts, 8, 5, col.stroke_width(2))).map_err(e)?
+        } else {
+            c.draw_series(LineSeries::new(pts, col.stroke_width(2))).map_err(e)?
+        };
+        let dashed = k.dashed;
+        drawn.label(k.label).legend(move |(x, y)| {
+            let end = if dashed { x + 8 } else { x + 20 };
+            PathElement::new(vec![(x, y), (end, y)], col.stroke_width(2))
+        });
+        c.draw_series(k.points.iter().map(|p| Circle::new((p.x, f(p)), if k.dashed { 3 } else { 4 }, col.filled())))
+            .map_err(e)?;
     }
     c.configure_series_labels()
         .position(SeriesLabelPosition::UpperLeft)
@@ -163,14 +225,17 @@ where
 /// Size of both images, in pixels.
 pub const SIZE: (u32, u32) = (900, 760);
 
-/// Writes the chart of `pts` as SVG to `svg` and as PNG to `png`.
+/// Writes the chart of `series` as SVG to `svg` and as PNG to `png`. One series is drawn as
+/// before protocols were compared (legends `throughput`, `p50`, `p99`); several get a
+/// colour each, their name in the legends, p50 solid and p99 dashed.
 ///
 /// # Errors
 /// No font for the text, or a drawing or file error.
-pub fn write_charts(spec: &ChartSpec, pts: &[ChartPoint], svg: &Path, png: &Path) -> Result<(), String> {
+pub fn write_charts(spec: &ChartSpec, series: &[ChartSeries], svg: &Path, png: &Path) -> Result<(), String> {
     font()?;
-    draw(SVGBackend::new(svg, SIZE).into_drawing_area(), spec, pts).map_err(|e| format!("{}: {e}", svg.display()))?;
-    draw(BitMapBackend::new(png, SIZE).into_drawing_area(), spec, pts).map_err(|e| format!("{}: {e}", png.display()))
+    draw(SVGBackend::new(svg, SIZE).into_drawing_area(), spec, series)
+        .map_err(|e| format!("{}: {e}", svg.display()))?;
+    draw(BitMapBackend::new(png, SIZE).into_drawing_area(), spec, series).map_err(|e| format!("{}: {e}", png.display()))
 }
 
 #[cfg(test)]
@@ -190,10 +255,20 @@ mod tests {
             .map(|&x| ChartPoint { x, throughput: 1000.0 / x, p50_ms: x, p99_ms: 2.0 * x })
             .collect();
         let spec = ChartSpec { title: "t".into(), subtitle: "s".into(), x_label: "RTT (ms)".into() };
-        write_charts(&spec, &pts, &svg, &png).unwrap();
+        let one = [ChartSeries { name: "redt".into(), points: pts.clone() }];
+        write_charts(&spec, &one, &svg, &png).unwrap();
         let text = std::fs::read_to_string(&svg).unwrap();
-        assert!(text.starts_with("<svg") && text.contains("committed txn/s"));
+        assert!(text.starts_with("<svg") && text.contains("committed txn/s") && text.contains("throughput"));
         let bytes = std::fs::read(&png).unwrap();
         assert_eq!(&bytes[1..4], b"PNG");
+        // One curve per protocol, named in the legends.
+        let slower: Vec<ChartPoint> =
+            pts.iter().map(|p| ChartPoint { throughput: p.throughput / 2.0, p99_ms: 3.0 * p.x, ..*p }).collect();
+        let two = [one[0].clone(), ChartSeries { name: "2pc-paxos".into(), points: slower }];
+        write_charts(&spec, &two, &svg, &png).unwrap();
+        let text = std::fs::read_to_string(&svg).unwrap();
+        for label in ["redt", "2pc-paxos", "redt p50", "2pc-paxos p99"] {
+            assert!(text.contains(&format!(">\n{label}\n<")), "legend {label}");
+        }
     }
 }

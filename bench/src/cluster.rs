@@ -14,7 +14,7 @@ use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use redt_coordinator::{call, Class, ClassReport, CoordinatorOptions, EmbeddedCluster, Node, TxnStatus};
 use redt_dc_executor::{KvOp, YcsbOp};
-use redt_proto::{NodeId, PartitionId, TableId, Topology};
+use redt_proto::{NodeId, PartitionId, Protocol, TableId, Topology};
 use serde::Serialize;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -46,6 +46,8 @@ pub struct ClusterConfig {
 pub struct ClusterReport {
     /// Workload name.
     pub workload: String,
+    /// The commit protocol every node ran (`redt`, `2pc-paxos`, …).
+    pub protocol: Protocol,
     /// The YCSB mix and transaction shape.
     pub mix: MixReport,
     /// Topology name.
@@ -435,6 +437,7 @@ pub async fn run_cluster_ycsb(topo: Topology, cfg: &ClusterConfig) -> Result<Clu
     let us = Latency::from_histogram(&hist);
     Ok(ClusterReport {
         workload: "ycsb".into(),
+        protocol: cfg.options.protocol,
         mix: cfg.ycsb.summary(cells, cell_bytes),
         topology: cluster.topology.name.clone(),
         dcs: cluster.topology.dcs.len(),

@@ -1,17 +1,19 @@
 //! `redt bench sweep`: one full embedded-cluster YCSB run per value of one parameter, one
 //! after another, then a CSV of every report and an SVG and a PNG chart of throughput and
 //! p50/p99 latency against the parameter (this machine's version of the RedT paper's
-//! Figures 6–11).
+//! Figures 6–11). With several protocols ([`SweepConfig::protocols`]) the whole sweep runs
+//! once per protocol — same seed, same topology, same points — into one CSV (its
+//! `protocol` column tells the runs apart) and one chart with a curve per protocol.
 //!
 //! Parameters: `rtt` (every inter-DC link, e.g. `10ms`), `theta`, `write-ratio`,
 //! `inter-dc-ratio`, `nodes-per-dc` (a generated topology: the base's DCs, k nodes each, one
 //! partition per node, 3 replicas — [`crate::topo::grid`]), `partitions-per-txn`,
 //! `dcs-per-txn`, `ops`.
 
-use crate::chart::{write_charts, ChartPoint, ChartSpec};
+use crate::chart::{write_charts, ChartPoint, ChartSeries, ChartSpec};
 use crate::cluster::{run_cluster_ycsb, ClusterConfig, ClusterReport};
 use crate::topo;
-use redt_proto::Topology;
+use redt_proto::{Protocol, Topology};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -177,6 +179,9 @@ pub struct SweepConfig {
     pub values: Vec<(String, f64)>,
     /// Every other setting (the same for every point).
     pub base: ClusterConfig,
+    /// The protocols to run the sweep with, one after another; empty: only
+    /// `base.options.protocol`.
+    pub protocols: Vec<Protocol>,
     /// Output directory.
     pub out: PathBuf,
     /// File stem (`sweep-rtt` → `sweep-rtt.csv`, `.svg`, `.png`).
@@ -188,7 +193,9 @@ pub struct SweepConfig {
 pub struct SweepReport {
     /// The parameter.
     pub param: String,
-    /// Every point.
+    /// The protocols, in the order they ran.
+    pub protocols: Vec<Protocol>,
+    /// Every point, protocol by protocol.
     pub rows: Vec<SweepRow>,
     /// The CSV file.
     pub csv: String,
@@ -200,27 +207,52 @@ pub struct SweepReport {
     pub chart_error: Option<String>,
 }
 
-/// Runs every point of the sweep (a fresh tokio runtime and embedded cluster each), then
-/// writes `<out>/<name>.csv` (replacing it), `.svg` and `.png`. `progress` is told about
-/// each point before it runs.
+/// Runs `f` to completion on a fresh multi-threaded tokio runtime, then shuts the runtime
+/// down, dropping whatever tasks (phase 2) linger, so that the next run can bind the same
+/// addresses and the MemStores are freed.
+///
+/// # Errors
+/// A runtime that cannot be built.
+pub(crate) fn in_fresh_runtime<F: std::future::Future>(f: F) -> Result<F::Output, String> {
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(|e| e.to_string())?;
+    let out = rt.block_on(f);
+    rt.shutdown_timeout(Duration::from_secs(2));
+    Ok(out)
+}
+
+/// The protocols a sweep runs with: `cfg.protocols`, or the base's when empty.
+pub fn protocols(cfg: &SweepConfig) -> Vec<Protocol> {
+    if cfg.protocols.is_empty() {
+        vec![cfg.base.options.protocol]
+    } else {
+        cfg.protocols.clone()
+    }
+}
+
+/// Runs every point of the sweep (a fresh tokio runtime and embedded cluster each) for
+/// each protocol in turn, then writes `<out>/<name>.csv` (replacing it), `.svg` and `.png`.
+/// `progress(i, n, protocol, value)` is told about each point before it runs (`i` of `n`
+/// points in all).
 ///
 /// # Errors
 /// A point that fails (the runs before it are lost), writing the CSV.
 pub fn run_sweep(
     base: &Topology,
     cfg: &SweepConfig,
-    progress: &mut dyn FnMut(usize, &str),
+    progress: &mut dyn FnMut(usize, usize, Protocol, &str),
 ) -> Result<SweepReport, String> {
+    let protocols = protocols(cfg);
+    let n = protocols.len() * cfg.values.len();
     let mut rows = Vec::new();
-    for (i, (label, x)) in cfg.values.iter().enumerate() {
-        progress(i, label);
-        let (t, c) = apply(base, &cfg.base, cfg.param, *x)?;
-        let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(|e| e.to_string())?;
-        let r = rt.block_on(run_cluster_ycsb(t, &c)).map_err(|e| format!("{}={label}: {e}", cfg.param.name()))?;
-        // Drop the runtime and whatever tasks (phase 2) linger, so the next point can bind
-        // the same addresses and the MemStores are freed.
-        rt.shutdown_timeout(Duration::from_secs(2));
-        rows.push(SweepRow { param: cfg.param.name().into(), value: label.clone(), x: *x, report: r });
+    for &protocol in &protocols {
+        for (label, x) in &cfg.values {
+            progress(rows.len(), n, protocol, label);
+            let (t, mut c) = apply(base, &cfg.base, cfg.param, *x)?;
+            c.options.protocol = protocol;
+            let r = in_fresh_runtime(run_cluster_ycsb(t, &c))?
+                .map_err(|e| format!("{protocol}, {}={label}: {e}", cfg.param.name()))?;
+            rows.push(SweepRow { param: cfg.param.name().into(), value: label.clone(), x: *x, report: r });
+        }
     }
     std::fs::create_dir_all(&cfg.out).map_err(|e| format!("{}: {e}", cfg.out.display()))?;
     let csv = cfg.out.join(format!("{}.csv", cfg.name));
@@ -231,10 +263,11 @@ pub fn run_sweep(
         crate::csv::append_report(&csv, row)?;
     }
     let (svg, png) = (cfg.out.join(format!("{}.svg", cfg.name)), cfg.out.join(format!("{}.png", cfg.name)));
-    let chart = write_charts(&chart_spec(cfg, &rows), &chart_points(&rows), &svg, &png);
+    let chart = write_charts(&chart_spec(cfg, &protocols, &rows), &chart_series(&protocols, &rows), &svg, &png);
     let shown = |p: &Path| Some(p.display().to_string());
     Ok(SweepReport {
         param: cfg.param.name().into(),
+        protocols,
         csv: csv.display().to_string(),
         svg: chart.as_ref().ok().and_then(|_| shown(&svg)),
         png: chart.as_ref().ok().and_then(|_| shown(&png)),
@@ -243,18 +276,27 @@ pub fn run_sweep(
     })
 }
 
-fn chart_points(rows: &[SweepRow]) -> Vec<ChartPoint> {
-    rows.iter()
-        .map(|r| ChartPoint {
-            x: r.x,
-            throughput: r.report.committed_per_s,
-            p50_ms: r.report.latency_ms.p50,
-            p99_ms: r.report.latency_ms.p99,
+/// One chart series per protocol, its rows' points in sweep order.
+fn chart_series(protocols: &[Protocol], rows: &[SweepRow]) -> Vec<ChartSeries> {
+    protocols
+        .iter()
+        .map(|&p| ChartSeries {
+            name: p.name().into(),
+            points: rows
+                .iter()
+                .filter(|r| r.report.protocol == p)
+                .map(|r| ChartPoint {
+                    x: r.x,
+                    throughput: r.report.committed_per_s,
+                    p50_ms: r.report.latency_ms.p50,
+                    p99_ms: r.report.latency_ms.p99,
+                })
+                .collect(),
         })
         .collect()
 }
 
-fn chart_spec(cfg: &SweepConfig, rows: &[SweepRow]) -> ChartSpec {
+fn chart_spec(cfg: &SweepConfig, protocols: &[Protocol], rows: &[SweepRow]) -> ChartSpec {
     let m = &cfg.base.ycsb;
     let first = rows.first().map(|r| &r.report);
     let mut sub = format!(
@@ -267,21 +309,25 @@ fn chart_spec(cfg: &SweepConfig, rows: &[SweepRow]) -> ChartSpec {
         m.partitions_per_txn,
         m.dcs_per_txn
     );
+    let names: Vec<&str> = protocols.iter().map(|p| p.name()).collect();
     if let Some(r) = first {
         sub.push_str(&format!(
-            "\n{} ({} DCs × {} nodes), {} clients, {:.0} s measured per point",
+            "\n{} ({} DCs × {} nodes), {} clients, {:.0} s measured per point, protocol{} {}",
             r.topology,
             r.dcs,
             r.nodes / r.dcs.max(1),
             r.clients,
-            r.duration_s
+            r.duration_s,
+            if names.len() == 1 { "" } else { "s" },
+            names.join(", ")
         ));
     }
-    ChartSpec {
-        title: format!("redt: throughput and latency vs {}", cfg.param.axis()),
-        subtitle: sub,
-        x_label: cfg.param.axis().into(),
-    }
+    let title = if names.len() == 1 {
+        format!("{}: throughput and latency vs {}", names[0], cfg.param.axis())
+    } else {
+        format!("throughput and latency vs {}, by protocol", cfg.param.axis())
+    };
+    ChartSpec { title, subtitle: sub, x_label: cfg.param.axis().into() }
 }
 
 #[cfg(test)]

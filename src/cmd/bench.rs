@@ -9,10 +9,12 @@ use redt_bench::{
     LocalReport, Workload, YcsbConfig,
 };
 use redt_coordinator::CoordinatorOptions;
-use redt_proto::Topology;
+use redt_proto::{Protocol, Topology};
 use std::path::PathBuf;
 use std::time::Duration;
 
+#[path = "compare.rs"]
+mod compare;
 #[path = "workloads.rs"]
 mod workloads;
 
@@ -35,6 +37,11 @@ pub enum BenchCmd {
     /// TPC-C (all five transactions) on the embedded TPC-C topology; `--check` verifies
     /// the 12 consistency conditions afterwards.
     Tpcc(super::tpcc::TpccArgs),
+    /// Runs one workload under each commit protocol in turn (a fresh embedded cluster
+    /// each, same topology, seed, clients and duration) and prints one table: throughput,
+    /// abort rate, latency, inter-DC round trips and messages per committed read-write
+    /// inter-DC transaction, as ratios to RedT, beside the RedT paper's Table 2.
+    Compare(compare::CompareArgs),
 }
 
 /// The YCSB mix knobs shared by every YCSB bench.
@@ -198,6 +205,11 @@ pub struct YcsbArgs {
     /// Acknowledge commits only after phase 2.
     #[arg(long)]
     no_early_ack: bool,
+    /// Commit protocol of the embedded cluster: redt, 2pc-paxos, ep-paxos, tapir,
+    /// redt-tcp [default: redt]. Not with `--cluster`: a running cluster's nodes chose
+    /// theirs at start-up (`redt node --protocol`).
+    #[arg(long, value_name = "NAME", value_parser = clap::value_parser!(Protocol))]
+    protocol: Option<Protocol>,
     /// Workload: paper (the RedT paper's mix), or a YCSB core workload a, b, c, d, f (e
     /// needs range scans and waits for an ordered index).
     #[arg(long, default_value = "paper")]
@@ -250,6 +262,7 @@ pub fn run(cmd: &BenchCmd) -> Result<()> {
         BenchCmd::Append(a) => workloads::append(a),
         BenchCmd::Sweep(a) => workloads::sweep(a),
         BenchCmd::Tpcc(a) => super::tpcc::run(a),
+        BenchCmd::Compare(a) => compare::compare(a),
     }
 }
 
@@ -258,6 +271,12 @@ fn ycsb(a: &YcsbArgs) -> Result<()> {
     let mut ycsb = a.mix.check(workload)?;
     if a.clients_per_node == 0 {
         bail!("--clients-per-node must be at least 1");
+    }
+    if let (Some(_), Some(p)) = (&a.cluster, a.protocol) {
+        bail!(
+            "--protocol {p} cannot apply to a running cluster (--cluster): its nodes run the protocol they were \
+             started with, chosen by `redt node --protocol NAME` (or `redt cluster up --protocol NAME`)"
+        );
     }
     let mut topo = load_topology(a.cluster.as_deref().or(a.config.as_deref()))?;
     a.shape.apply(&mut ycsb, &topo)?;
@@ -278,7 +297,11 @@ fn ycsb(a: &YcsbArgs) -> Result<()> {
         clients_per_node: a.clients_per_node,
         records_per_partition: a.records_per_partition,
         ycsb,
-        options: CoordinatorOptions { early_ack: !a.no_early_ack, ..Default::default() },
+        options: CoordinatorOptions {
+            protocol: a.protocol.unwrap_or_default(),
+            early_ack: !a.no_early_ack,
+            ..Default::default()
+        },
         seed: a.mix.seed,
         progress: !a.out.json,
     };
@@ -329,11 +352,12 @@ fn print_mix(m: &redt_bench::ycsb::MixReport, inserted: u64) {
 
 fn print_cluster(r: &ClusterReport) {
     println!(
-        "redt bench ycsb — {} ({} DCs, {} nodes, {:.0} ms RTT), {} clients, early ack {}, {:.1} s",
+        "redt bench ycsb — {} ({} DCs, {} nodes, {:.0} ms RTT), protocol {}, {} clients, early ack {}, {:.1} s",
         r.topology,
         r.dcs,
         r.nodes,
         r.rtt_ms,
+        r.protocol,
         r.clients,
         if r.early_ack { "on" } else { "off" },
         r.duration_s

@@ -5,7 +5,7 @@ use anyhow::{bail, Result};
 use clap::Args;
 use redt_bench::tpcc::{run_tpcc, Scale, TpccConfig, DEFAULT_TERMINALS};
 use redt_coordinator::CoordinatorOptions;
-use redt_proto::Topology;
+use redt_proto::{Protocol, Topology};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -52,6 +52,9 @@ pub struct TpccArgs {
     /// Acknowledge commits only after phase 2.
     #[arg(long)]
     no_early_ack: bool,
+    /// Commit protocol of the embedded cluster: redt, 2pc-paxos, ep-paxos, tapir, redt-tcp.
+    #[arg(long, value_name = "NAME", default_value_t = Protocol::Redt, value_parser = clap::value_parser!(Protocol))]
+    protocol: Protocol,
     /// Seed of the loader and the terminals.
     #[arg(long, default_value_t = 42)]
     seed: u64,
@@ -63,7 +66,8 @@ pub struct TpccArgs {
     csv: Option<std::path::PathBuf>,
 }
 
-fn parse_scale(s: &str) -> Result<Scale> {
+/// Parses `--scale ITEMS,CUSTOMERS,NEW`.
+pub(crate) fn parse_scale(s: &str) -> Result<Scale> {
     let v: Vec<u32> = s.split(',').map(|x| x.trim().parse()).collect::<std::result::Result<_, _>>()?;
     let [items, customers, new_orders] = v[..] else { bail!("--scale wants ITEMS,CUSTOMERS,NEW, got `{s}`") };
     let scale = Scale { items, customers, new_orders };
@@ -87,7 +91,7 @@ pub fn run(a: &TpccArgs) -> Result<()> {
         check: a.check,
         seed: a.seed,
         progress: !a.json,
-        options: CoordinatorOptions { early_ack: !a.no_early_ack, ..Default::default() },
+        options: CoordinatorOptions { protocol: a.protocol, early_ack: !a.no_early_ack, ..Default::default() },
         ..TpccConfig::default()
     };
     let r = runtime()?.block_on(run_tpcc(topo, &cfg)).map_err(anyhow::Error::msg)?;

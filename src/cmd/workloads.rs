@@ -10,6 +10,7 @@ use redt_bench::{
     Workload,
 };
 use redt_coordinator::CoordinatorOptions;
+use redt_proto::Protocol;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -48,6 +49,9 @@ pub struct BankArgs {
     /// Acknowledge commits only after phase 2.
     #[arg(long)]
     no_early_ack: bool,
+    /// Commit protocol of the embedded cluster: redt, 2pc-paxos, ep-paxos, tapir, redt-tcp.
+    #[arg(long, value_name = "NAME", default_value_t = Protocol::Redt, value_parser = clap::value_parser!(Protocol))]
+    protocol: Protocol,
     /// Seed of the clients' generators.
     #[arg(long, default_value_t = 42)]
     seed: u64,
@@ -88,6 +92,9 @@ pub struct AppendArgs {
     /// Acknowledge commits only after phase 2.
     #[arg(long)]
     no_early_ack: bool,
+    /// Commit protocol of the embedded cluster: redt, 2pc-paxos, ep-paxos, tapir, redt-tcp.
+    #[arg(long, value_name = "NAME", default_value_t = Protocol::Redt, value_parser = clap::value_parser!(Protocol))]
+    protocol: Protocol,
     /// Seed of the clients' generators.
     #[arg(long, default_value_t = 42)]
     seed: u64,
@@ -126,6 +133,21 @@ pub struct SweepArgs {
     /// Acknowledge commits only after phase 2.
     #[arg(long)]
     no_early_ack: bool,
+    /// Commit protocol of the embedded cluster: redt, 2pc-paxos, ep-paxos, tapir, redt-tcp
+    /// (`--protocols` runs the sweep under several).
+    #[arg(long, value_name = "NAME", default_value_t = Protocol::Redt, value_parser = clap::value_parser!(Protocol))]
+    protocol: Protocol,
+    /// Run the whole sweep once per protocol of this comma-separated list (same seed,
+    /// topology and points), e.g. redt,2pc-paxos,tapir: one CSV with a `protocol` column
+    /// and one chart with a curve per protocol [default: just --protocol].
+    #[arg(
+        long,
+        value_name = "LIST",
+        value_delimiter = ',',
+        conflicts_with = "protocol",
+        value_parser = clap::value_parser!(Protocol)
+    )]
+    protocols: Vec<Protocol>,
     #[command(flatten)]
     mix: MixArgs,
     #[command(flatten)]
@@ -141,8 +163,8 @@ pub struct SweepArgs {
     json: bool,
 }
 
-fn options(no_early_ack: bool) -> CoordinatorOptions {
-    CoordinatorOptions { early_ack: !no_early_ack, ..Default::default() }
+fn options(protocol: Protocol, no_early_ack: bool) -> CoordinatorOptions {
+    CoordinatorOptions { protocol, early_ack: !no_early_ack, ..Default::default() }
 }
 
 fn pass_fail(ok: bool) -> &'static str {
@@ -171,7 +193,7 @@ pub fn bank(a: &BankArgs) -> Result<()> {
         read_ratio: a.read_ratio,
         clients_per_node: a.clients_per_node,
         table: a.table.clone(),
-        options: options(a.no_early_ack),
+        options: options(a.protocol, a.no_early_ack),
         seed: a.seed,
         progress: !a.out.json,
     };
@@ -185,8 +207,8 @@ pub fn bank(a: &BankArgs) -> Result<()> {
 
 fn print_bank(r: &BankReport) {
     println!(
-        "redt bench bank — {} ({} DCs, {} nodes, {:.0} ms RTT), {} accounts, {} clients, {:.1} s",
-        r.topology, r.dcs, r.nodes, r.rtt_ms, r.accounts, r.clients, r.duration_s
+        "redt bench bank — {} ({} DCs, {} nodes, {:.0} ms RTT), protocol {}, {} accounts, {} clients, {:.1} s",
+        r.topology, r.dcs, r.nodes, r.rtt_ms, r.protocol, r.accounts, r.clients, r.duration_s
     );
     println!("  committed/s                {:>10.1}", r.committed_per_s);
     println!(
@@ -244,7 +266,7 @@ pub fn append(a: &AppendArgs) -> Result<()> {
         clients_per_node: a.clients_per_node,
         table: a.table.clone(),
         history: a.history.clone(),
-        options: options(a.no_early_ack),
+        options: options(a.protocol, a.no_early_ack),
         seed: a.seed,
         progress: !a.out.json,
     };
@@ -259,8 +281,8 @@ pub fn append(a: &AppendArgs) -> Result<()> {
 fn print_append(r: &AppendReport) {
     let c = &r.check;
     println!(
-        "redt bench append — {} ({} DCs, {} nodes, {:.0} ms RTT), {} clients, {:.1} s",
-        r.topology, r.dcs, r.nodes, r.rtt_ms, r.clients, r.duration_s
+        "redt bench append — {} ({} DCs, {} nodes, {:.0} ms RTT), protocol {}, {} clients, {:.1} s",
+        r.topology, r.dcs, r.nodes, r.rtt_ms, r.protocol, r.clients, r.duration_s
     );
     println!("  committed/s                {:>10.1}", r.committed_per_s);
     println!(
@@ -302,6 +324,9 @@ fn print_append(r: &AppendReport) {
 pub fn sweep(a: &SweepArgs) -> Result<()> {
     let workload = Workload::parse(&a.workload).map_err(anyhow::Error::msg)?;
     let (param, values) = parse_param(&a.param).map_err(anyhow::Error::msg)?;
+    if !a.protocols.is_empty() {
+        redt_bench::compare::check_protocols(&a.protocols).map_err(|e| anyhow::anyhow!("--protocols: {e}"))?;
+    }
     if a.clients_per_node == 0 {
         bail!("--clients-per-node must be at least 1");
     }
@@ -321,18 +346,18 @@ pub fn sweep(a: &SweepArgs) -> Result<()> {
             clients_per_node: a.clients_per_node,
             records_per_partition: a.records_per_partition,
             ycsb,
-            options: options(a.no_early_ack),
+            options: options(a.protocol, a.no_early_ack),
             seed: a.mix.seed,
             progress: !a.json,
         },
+        protocols: a.protocols.clone(),
         out: a.out.clone(),
         name: a.name.clone().unwrap_or_else(|| format!("sweep-{}", param.name())),
     };
-    let n = cfg.values.len();
     let quiet = a.json;
-    let r = run_sweep(&topo, &cfg, &mut |i, v| {
+    let r = run_sweep(&topo, &cfg, &mut |i, n, protocol, v| {
         if !quiet {
-            eprintln!("point {}/{n}: {}={v}", i + 1, param.name());
+            eprintln!("point {}/{n}: {protocol}, {}={v}", i + 1, param.name());
         }
     })
     .map_err(anyhow::Error::msg)?;
@@ -340,10 +365,18 @@ pub fn sweep(a: &SweepArgs) -> Result<()> {
         println!("{}", serde_json::to_string_pretty(&r)?);
         return Ok(());
     }
-    println!("redt bench sweep — {} over {}", param.name(), a.workload);
+    let names: Vec<&str> = r.protocols.iter().map(|p| p.name()).collect();
+    println!(
+        "redt bench sweep — {} over {}, protocol{} {}",
+        param.name(),
+        a.workload,
+        if names.len() == 1 { "" } else { "s" },
+        names.join(", ")
+    );
     let w = param.name().len().max(10);
     println!(
-        "  {:>w$} {:>12} {:>10} {:>10} {:>10} {:>10}",
+        "  {:<10} {:>w$} {:>12} {:>10} {:>10} {:>10} {:>10}",
+        "protocol",
         param.name(),
         "committed/s",
         "abort",
@@ -354,8 +387,14 @@ pub fn sweep(a: &SweepArgs) -> Result<()> {
     for row in &r.rows {
         let x = &row.report;
         println!(
-            "  {:>w$} {:>12.1} {:>10.4} {:>10.1} {:>10.1} {:>10.1}",
-            row.value, x.committed_per_s, x.abort_rate, x.latency_ms.p50, x.latency_ms.p99, x.latency_ms.p999
+            "  {:<10} {:>w$} {:>12.1} {:>10.4} {:>10.1} {:>10.1} {:>10.1}",
+            x.protocol.name(),
+            row.value,
+            x.committed_per_s,
+            x.abort_rate,
+            x.latency_ms.p50,
+            x.latency_ms.p99,
+            x.latency_ms.p999
         );
     }
     println!("  CSV   {}", r.csv);

@@ -27,7 +27,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use redt_coordinator::{Class, ClassReport, CoordinatorOptions, EmbeddedCluster, Node, TxnStatus};
 use redt_proto::wire::ProcedureCall;
-use redt_proto::{DcId, TableId, Topology};
+use redt_proto::{DcId, Protocol, TableId, Topology};
 use serde::Serialize;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
@@ -130,6 +130,8 @@ pub struct TypeReport {
 pub struct TpccReport {
     /// Workload name.
     pub workload: String,
+    /// The commit protocol every node ran (`redt`, `2pc-paxos`, …).
+    pub protocol: Protocol,
     /// Topology name.
     pub topology: String,
     /// DCs.
@@ -822,6 +824,7 @@ pub async fn run_tpcc(topo: Topology, cfg: &TpccConfig) -> Result<TpccReport, St
     let tpmc = sh.stats[NO].committed.load(Relaxed) as f64 * 60.0 / elapsed;
     Ok(TpccReport {
         workload: "tpcc".into(),
+        protocol: cfg.options.protocol,
         topology: topo.name.clone(),
         dcs: topo.dcs.len(),
         nodes: topo.nodes.len(),
@@ -858,11 +861,12 @@ impl TpccReport {
             s.push('\n');
         };
         line(format!(
-            "redt bench tpcc — {} ({} DCs, {} nodes, {:.0} ms RTT), {} warehouses, {} terminals, think times {}, early ack {}, {:.1} s (+{:.0} s warm-up)",
+            "redt bench tpcc — {} ({} DCs, {} nodes, {:.0} ms RTT), protocol {}, {} warehouses, {} terminals, think times {}, early ack {}, {:.1} s (+{:.0} s warm-up)",
             self.topology,
             self.dcs,
             self.nodes,
             self.rtt_ms,
+            self.protocol,
             self.warehouses,
             self.terminals,
             if self.think { "on" } else { "off" },
