@@ -1,14 +1,17 @@
 //! The embedded cluster: every node of a topology in this process, each with its own QUIC
 //! endpoint on its own loopback address behind the netem socket, and the in-process verbs
-//! backend inside each DC (DESIGN.md §3–4).
+//! backend inside each DC (DESIGN.md §3–4) — or, for the `redt-tcp` baseline, TCP verbs
+//! servers and clients over those regions (RedT §6.5).
 
 use crate::error::{Error, Result};
 use crate::node::{CoordinatorOptions, Node, NodeParts};
 use crate::stats::TxnStats;
 use crate::transport::{ClusterCerts, SocketSpec, Transport, TransportConfig};
-use redt_dc_executor::{DcHandle, Layout, LocalVerbs, VerbCounts, Verbs};
+use redt_dc_executor::{DcHandle, Layout, LocalVerbs, TcpVerbs, TcpVerbsServer, VerbCounts, Verbs};
 use redt_netem::{NetemSocket, WanModel};
-use redt_proto::{DcId, NodeId, TableId, Topology};
+use redt_proto::{DcId, NodeId, Protocol, TableId, Topology};
+use std::collections::HashMap;
+use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
 /// Every node of a topology, running in this process.
@@ -17,13 +20,19 @@ pub struct EmbeddedCluster {
     pub topology: Arc<Topology>,
     /// Nodes by id.
     pub nodes: Vec<Arc<Node>>,
-    /// Each DC's data path, by DC id.
+    /// Each DC's data path, by DC id, over the in-process verbs (also under `redt-tcp`:
+    /// loading and checks are not part of the measured protocol).
     pub dcs: Vec<Arc<DcHandle>>,
     /// The WAN model all sockets share.
     pub wan: Arc<Mutex<WanModel>>,
     /// Counters of every node.
     pub stats: Arc<TxnStats>,
-    verbs: Vec<Arc<LocalVerbs>>,
+    /// The backends whose counters [`EmbeddedCluster::verb_counts`] sums: each DC's
+    /// `LocalVerbs`, or under `redt-tcp` each node's `TcpVerbs` (the servers' `LocalVerbs`
+    /// would count the same verbs twice).
+    counted: Vec<Arc<dyn Verbs>>,
+    /// Under `redt-tcp`, each node's TCP verbs server, by node id.
+    tcp_servers: Vec<TcpVerbsServer>,
     sockets: Vec<Arc<NetemSocket>>,
     certs: ClusterCerts,
 }
@@ -31,9 +40,15 @@ pub struct EmbeddedCluster {
 impl EmbeddedCluster {
     /// Starts every node of `topology`. Must run inside a tokio runtime.
     ///
+    /// With `options.protocol == Protocol::RedtTcp`, every node also gets a
+    /// [`TcpVerbsServer`] on its IP address (an ephemeral port) serving its region, and
+    /// its own [`DcHandle`] over a [`TcpVerbs`] reaching the other nodes of its DC through
+    /// their servers (RedT §6.5). Every other protocol shares one in-process verbs backend
+    /// per DC.
+    ///
     /// # Errors
-    /// Certificate generation, a socket that cannot bind (the node's address), a transport
-    /// failure.
+    /// Certificate generation, a socket that cannot bind (the node's address), a TCP verbs
+    /// server that cannot bind, a transport failure.
     pub async fn start(topology: Topology, options: CoordinatorOptions) -> Result<EmbeddedCluster> {
         let topology = Arc::new(topology);
         let certs = ClusterCerts::generate(&topology).map_err(|e| Error::Topology(e.to_string()))?;
@@ -51,6 +66,35 @@ impl EmbeddedCluster {
             dcs.push(Arc::new(DcHandle::new(&topology, v)));
             verbs.push(local);
         }
+        let mut counted: Vec<Arc<dyn Verbs>> = Vec::new();
+        let mut tcp_servers = Vec::new();
+        // The handle each node runs its executors over, by node id.
+        let node_dcs: Vec<Arc<DcHandle>> = if options.protocol == Protocol::RedtTcp {
+            for n in &topology.nodes {
+                let backend = verbs[n.dc.0 as usize].clone();
+                let at = SocketAddr::new(n.addr.ip(), 0);
+                tcp_servers.push(TcpVerbsServer::spawn(at, n.id, backend)?);
+            }
+            let mut handles = Vec::new();
+            for n in &topology.nodes {
+                let peers: HashMap<NodeId, SocketAddr> = topology.dcs[n.dc.0 as usize]
+                    .nodes
+                    .iter()
+                    .filter(|&&p| p != n.id)
+                    .map(|&p| (p, tcp_servers[p.0 as usize].local_addr()))
+                    .collect();
+                let tcp = Arc::new(TcpVerbs::new(n.id, verbs[n.dc.0 as usize].clone(), peers));
+                counted.push(tcp.clone());
+                let v: Arc<dyn Verbs> = tcp;
+                handles.push(Arc::new(DcHandle::new(&topology, v)));
+            }
+            handles
+        } else {
+            for v in &verbs {
+                counted.push(v.clone());
+            }
+            topology.nodes.iter().map(|n| dcs[n.dc.0 as usize].clone()).collect()
+        };
         let mut nodes = Vec::new();
         let mut sockets = Vec::new();
         for n in &topology.nodes {
@@ -65,7 +109,7 @@ impl EmbeddedCluster {
             nodes.push(Node::start(NodeParts {
                 topology: topology.clone(),
                 node: n.id,
-                dc: dcs[dc].clone(),
+                dc: node_dcs[n.id.0 as usize].clone(),
                 region,
                 transport: Arc::new(transport),
                 wan: wan.clone(),
@@ -73,7 +117,7 @@ impl EmbeddedCluster {
                 stats: stats.clone(),
             })?);
         }
-        Ok(EmbeddedCluster { topology, nodes, dcs, wan, stats, verbs, sockets, certs })
+        Ok(EmbeddedCluster { topology, nodes, dcs, wan, stats, counted, tcp_servers, sockets, certs })
     }
 
     /// Loads `records_per_partition` records of `table` into every replica: keys
@@ -110,9 +154,11 @@ impl EmbeddedCluster {
         &self.nodes[id.0 as usize]
     }
 
-    /// Verbs issued so far in every DC.
+    /// Verbs issued so far in every DC by the nodes' data paths (under `redt-tcp`, counted
+    /// by each node's TCP verbs client, so the handles in [`EmbeddedCluster::dcs`] are not
+    /// included).
     pub fn verb_counts(&self) -> VerbCounts {
-        self.verbs.iter().fold(VerbCounts::default(), |acc, v| acc.plus(&v.counters().snapshot()))
+        self.counted.iter().fold(VerbCounts::default(), |acc, v| acc.plus(&v.counters().snapshot()))
     }
 
     /// Datagrams dropped by netem so far (loss, partition, overflow), over every socket.
@@ -138,10 +184,13 @@ impl EmbeddedCluster {
             .map_err(|e| Error::Topology(e.to_string()))
     }
 
-    /// Stops every node.
+    /// Stops every node (and, under `redt-tcp`, every TCP verbs server).
     pub fn shutdown(&self) {
         for n in &self.nodes {
             n.shutdown();
+        }
+        for s in &self.tcp_servers {
+            s.shutdown();
         }
     }
 }

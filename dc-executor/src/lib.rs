@@ -19,6 +19,7 @@ mod record;
 mod region;
 mod replay;
 mod replay_task;
+mod replica;
 pub mod ring;
 pub mod verbs;
 
@@ -37,5 +38,8 @@ pub use record::{encode_cell, Catalog, CellVersion, RecordLayout, RecordView, HE
 pub use region::{masked_add, Region};
 pub use replay::{Apply, ReplayStep, Replayer};
 pub use replay_task::ReplayTask;
+pub use replica::{ReplicaChange, ReplicaOrigin};
 pub use ring::{Change, EntryStatus, LockIntent, RedoEntry, RingWriter, Verdict, VoteState, VoteWord};
-pub use verbs::{Completion, DoorbellBatch, LocalVerbs, VerbCounters, VerbCounts, Verbs, WorkRequest};
+pub use verbs::{
+    Completion, DoorbellBatch, LocalVerbs, TcpVerbs, TcpVerbsServer, VerbCounters, VerbCounts, Verbs, WorkRequest,
+};

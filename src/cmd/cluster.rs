@@ -6,12 +6,15 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 use redt_coordinator::transport::{init_cluster_certs, load_identity, SocketSpec, Transport, TransportConfig};
 use redt_coordinator::{CoordinatorOptions, Node, NodeParts, TxnStats};
-use redt_dc_executor::{format_if_new, DcHandle, Layout, LocalVerbs, Verbs};
+use redt_dc_executor::{format_if_new, DcHandle, Layout, LocalVerbs, TcpVerbs, TcpVerbsServer, Verbs};
 use redt_netem::{NetemSocket, WanModel};
-use redt_proto::Topology;
+use redt_proto::{NodeId, Protocol, Topology};
+use std::collections::HashMap;
 use std::io::Write;
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::str::FromStr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -37,6 +40,12 @@ pub struct NodeArgs {
     /// Acknowledge commits only after phase 2.
     #[arg(long)]
     pub no_early_ack: bool,
+    /// Commit protocol: redt, 2pc-paxos, ep-paxos, tapir or redt-tcp (every node of the
+    /// cluster must run the same). With redt-tcp the node serves its MemStore to the other
+    /// nodes of its DC over TCP on the port of its QUIC endpoint and reaches theirs the
+    /// same way, instead of through the shared-memory files (RedT §6.5).
+    #[arg(long, default_value = "redt", value_parser = Protocol::from_str)]
+    pub protocol: Protocol,
 }
 
 /// `redt cluster` subcommands.
@@ -56,6 +65,9 @@ pub enum ClusterCmd {
         /// Directory of the shared-memory MemStore files.
         #[arg(long, default_value = "/dev/shm")]
         shm_dir: PathBuf,
+        /// Commit protocol every node runs: redt, 2pc-paxos, ep-paxos, tapir or redt-tcp.
+        #[arg(long, default_value = "redt", value_parser = Protocol::from_str)]
+        protocol: Protocol,
     },
     /// Stops the processes started by `cluster up` (and removes their MemStore files with
     /// `--wipe`).
@@ -97,13 +109,29 @@ pub fn node(a: &NodeArgs) -> Result<()> {
         .clone();
     let dc = &topo.dcs[me.dc.0 as usize];
     let layout = Layout::from_config(&topo.memstore);
+    let tcp = a.protocol == Protocol::RedtTcp;
+    // Under redt-tcp only the own MemStore file is mapped: the others are reached through
+    // their nodes' TCP verbs servers.
+    let mapped: Vec<NodeId> = if tcp { vec![me.id] } else { dc.nodes.clone() };
     let shm = Arc::new(
-        LocalVerbs::open_shared(&a.shm_dir, &shm_prefix(&topo), dc.nodes.iter().copied(), layout.size)
+        LocalVerbs::open_shared(&a.shm_dir, &shm_prefix(&topo), mapped, layout.size)
             .context("mapping the DC's MemStore files")?,
     );
     let region = shm.region(me.id).context("own region")?.clone();
     let fresh = format_if_new(&layout, me.id, &region)?;
-    let verbs: Arc<dyn Verbs> = shm.clone();
+    let mut server = None;
+    let verbs: Arc<dyn Verbs> = if tcp {
+        // TCP and UDP ports are separate spaces: the server takes the QUIC endpoint's port.
+        server = Some(
+            TcpVerbsServer::spawn(me.addr, me.id, shm.clone())
+                .with_context(|| format!("serving the MemStore over TCP at {}", me.addr))?,
+        );
+        let peers: HashMap<NodeId, SocketAddr> =
+            dc.nodes.iter().filter(|&&n| n != me.id).map(|&n| (n, topo.nodes[n.0 as usize].addr)).collect();
+        Arc::new(TcpVerbs::new(me.id, shm.clone(), peers))
+    } else {
+        shm.clone()
+    };
     let handle = Arc::new(DcHandle::new(&topo, verbs));
     if fresh && a.records_per_partition > 0 {
         let table = topo.tables.first().context("the topology declares no table")?;
@@ -124,7 +152,7 @@ pub fn node(a: &NodeArgs) -> Result<()> {
         let wan = Arc::new(Mutex::new(WanModel::from_topology(&topo)));
         let socket = NetemSocket::bind(me.addr, me.dc, wan.clone()).with_context(|| format!("binding {}", me.addr))?;
         let transport = Transport::bind(TransportConfig::default(), &topo, &identity, SocketSpec::Custom(socket))?;
-        let options = CoordinatorOptions { early_ack: !a.no_early_ack, ..Default::default() };
+        let options = CoordinatorOptions { protocol: a.protocol, early_ack: !a.no_early_ack, ..Default::default() };
         let node = Node::start(NodeParts {
             topology: topo.clone(),
             node: me.id,
@@ -135,7 +163,14 @@ pub fn node(a: &NodeArgs) -> Result<()> {
             options,
             stats: Arc::new(TxnStats::default()),
         })?;
-        println!("{} ready on {} (dc {}, pid {})", me.name, me.addr, dc.name, std::process::id());
+        println!(
+            "{} ready on {} (dc {}, protocol {}, pid {})",
+            me.name,
+            me.addr,
+            dc.name,
+            a.protocol,
+            std::process::id()
+        );
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
         tokio::select! {
             _ = tokio::signal::ctrl_c() => {}
@@ -143,6 +178,9 @@ pub fn node(a: &NodeArgs) -> Result<()> {
         }
         println!("{} stopping", me.name);
         node.shutdown();
+        if let Some(server) = &server {
+            server.shutdown();
+        }
         anyhow::Ok(())
     })
 }
@@ -150,8 +188,8 @@ pub fn node(a: &NodeArgs) -> Result<()> {
 /// Runs a `redt cluster` subcommand.
 pub fn cluster(cmd: &ClusterCmd) -> Result<()> {
     match cmd {
-        ClusterCmd::Up { config, run_dir, records_per_partition, shm_dir } => {
-            up(config, run_dir, *records_per_partition, shm_dir)
+        ClusterCmd::Up { config, run_dir, records_per_partition, shm_dir, protocol } => {
+            up(config, run_dir, *records_per_partition, shm_dir, *protocol)
         }
         ClusterCmd::Down { run_dir, wipe } => down(run_dir, *wipe),
     }
@@ -178,7 +216,7 @@ fn pid_alive(pid: u32) -> bool {
         && std::fs::read_to_string(format!("/proc/{pid}/stat")).map(|s| !s.contains(") Z ")).unwrap_or(false)
 }
 
-fn up(config: &Path, run_dir: &Path, rpp: u64, shm_dir: &Path) -> Result<()> {
+fn up(config: &Path, run_dir: &Path, rpp: u64, shm_dir: &Path, protocol: Protocol) -> Result<()> {
     let topo = load_topology(Some(config))?;
     let pids = run_dir.join("pids");
     if pids.is_dir() && std::fs::read_dir(&pids)?.next().is_some() {
@@ -209,6 +247,7 @@ fn up(config: &Path, run_dir: &Path, rpp: u64, shm_dir: &Path) -> Result<()> {
             .arg("--shm-dir")
             .arg(shm_dir)
             .args(["--records-per-partition", &rpp.to_string()])
+            .args(["--protocol", protocol.name()])
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log);
@@ -239,7 +278,7 @@ fn up(config: &Path, run_dir: &Path, rpp: u64, shm_dir: &Path) -> Result<()> {
         }
     }
     println!(
-        "cluster `{}` up: {} nodes in {} DCs; logs and pids under {}",
+        "cluster `{}` up: {} nodes in {} DCs running {protocol}; logs and pids under {}",
         topo.name,
         topo.nodes.len(),
         topo.dcs.len(),

@@ -6,17 +6,21 @@
 //! queue pair. Every verb is counted in [`VerbCounters`].
 //!
 //! Backends: [`LocalVerbs`] (in-process heap regions, or `/dev/shm` files mapped by every
-//! node process of a DC) and, behind the `rdma` feature, `RdmaVerbs` on the verbs C API.
+//! node process of a DC), [`TcpVerbs`] (two-sided RPCs to a [`TcpVerbsServer`] per node:
+//! the `redt-tcp` baseline, RedT §6.5) and, behind the `rdma` feature, `RdmaVerbs` on the
+//! verbs C API.
 
 mod batch;
 mod counters;
 mod local;
 #[cfg(feature = "rdma")]
 pub mod rdma;
+mod tcp;
 
 pub use batch::{Completion, DoorbellBatch, WorkRequest};
 pub use counters::{VerbCounters, VerbCounts};
 pub use local::{shared_file, LocalVerbs};
+pub use tcp::{TcpVerbs, TcpVerbsServer, DEFAULT_IO_TIMEOUT, MAX_FRAME_BYTES, WIRE_VERSION};
 
 use crate::error::Result;
 use redt_proto::{NodeId, Offset};

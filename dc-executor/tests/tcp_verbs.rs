@@ -1,0 +1,371 @@
+//! The TCP verbs backend of the `redt-tcp` baseline (RedT §6.5): the same results, memory
+//! and verb counts as the in-process backend, exact atomics under concurrency, and a server
+//! that refuses bad frames without falling over.
+
+use proptest::prelude::*;
+use redt_dc_executor::verbs::MAX_FRAME_BYTES;
+use redt_dc_executor::{Completion, DoorbellBatch, Error, LocalVerbs, TcpVerbs, TcpVerbsServer, Verbs, WorkRequest};
+use redt_proto::{NodeId, Offset};
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::Arc;
+use std::time::Duration;
+
+const A: NodeId = NodeId(0);
+const B: NodeId = NodeId(1);
+
+fn any_port() -> SocketAddr {
+    "127.0.0.1:0".parse().expect("a valid socket address")
+}
+
+/// A two-node DC of `size_bytes` heap regions, a server for each node, and one TCP client
+/// per node (each reaching the other through its server).
+struct Dc {
+    local: Arc<LocalVerbs>,
+    servers: Vec<TcpVerbsServer>,
+    clients: Vec<Arc<TcpVerbs>>,
+}
+
+fn dc(size_bytes: u64) -> Dc {
+    let local = Arc::new(LocalVerbs::in_process([A, B], size_bytes));
+    let servers: Vec<TcpVerbsServer> =
+        [A, B].iter().map(|&n| TcpVerbsServer::spawn(any_port(), n, local.clone()).expect("server binds")).collect();
+    let addrs: HashMap<NodeId, SocketAddr> = servers.iter().map(|s| (s.node(), s.local_addr())).collect();
+    let clients =
+        [A, B].iter().map(|&own| Arc::new(TcpVerbs::new(own, local.clone(), addrs.clone()))).collect::<Vec<_>>();
+    Dc { local, servers, clients }
+}
+
+// ---------------------------------------------------------------------------------------
+// (a) Equivalence with LocalVerbs
+// ---------------------------------------------------------------------------------------
+
+const SIZE: u64 = 512;
+
+/// One step of a run: a lone verb or a doorbell batch, to one node.
+#[derive(Clone, Debug)]
+enum Step {
+    Single(NodeId, WorkRequest),
+    Batch(NodeId, Vec<WorkRequest>),
+}
+
+/// Mostly aligned words inside the region, sometimes unaligned or past the end.
+fn atomic_offset() -> impl Strategy<Value = Offset> {
+    prop_oneof![
+        12 => (0..SIZE / 8).prop_map(|w| Offset(w * 8)),
+        1 => (0..SIZE + 16).prop_map(Offset),
+        1 => (SIZE / 8..SIZE / 8 + 4).prop_map(|w| Offset(w * 8)),
+    ]
+}
+
+/// Small values so compare-and-swaps hit as well as miss.
+fn small() -> impl Strategy<Value = u64> {
+    prop_oneof![3 => 0..4u64, 1 => any::<u64>()]
+}
+
+fn work_request() -> impl Strategy<Value = WorkRequest> {
+    prop_oneof![
+        (0..SIZE + 8, 0..48u32).prop_map(|(o, len)| WorkRequest::Read { offset: Offset(o), len }),
+        (0..SIZE + 8, proptest::collection::vec(any::<u8>(), 0..48))
+            .prop_map(|(o, data)| WorkRequest::Write { offset: Offset(o), data }),
+        (atomic_offset(), small(), small()).prop_map(|(offset, expected, new)| WorkRequest::CompareAndSwap {
+            offset,
+            expected,
+            new
+        }),
+        (atomic_offset(), small()).prop_map(|(offset, add)| WorkRequest::FetchAndAdd { offset, add }),
+        (atomic_offset(), small(), any::<u64>(), any::<u64>(), any::<u64>()).prop_map(
+            |(offset, compare, compare_mask, swap, swap_mask)| WorkRequest::MaskedCompareAndSwap {
+                offset,
+                compare,
+                compare_mask,
+                swap,
+                swap_mask
+            }
+        ),
+        (atomic_offset(), any::<u64>(), any::<u64>())
+            .prop_map(|(offset, add, boundary)| WorkRequest::MaskedFetchAndAdd { offset, add, boundary }),
+    ]
+}
+
+fn node() -> impl Strategy<Value = NodeId> {
+    prop_oneof![Just(A), Just(B)]
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        (node(), work_request()).prop_map(|(n, wr)| Step::Single(n, wr)),
+        (node(), proptest::collection::vec(work_request(), 0..12)).prop_map(|(n, wrs)| Step::Batch(n, wrs)),
+    ]
+}
+
+/// What a step gave: the completions (one per request, `Pending` if it did not run) and
+/// the error, as text.
+type Outcome = (Vec<Completion>, Option<String>);
+
+fn run(v: &dyn Verbs, step: &Step) -> Outcome {
+    let err = |e: Error| Some(e.to_string());
+    match step {
+        Step::Single(n, wr) => {
+            let r = match *wr {
+                WorkRequest::Read { offset, len } => {
+                    let mut buf = vec![0u8; len as usize];
+                    v.read(*n, offset, &mut buf).map(|()| Completion::Read(buf))
+                }
+                WorkRequest::Write { offset, ref data } => v.write(*n, offset, data).map(|()| Completion::Written),
+                WorkRequest::CompareAndSwap { offset, expected, new } => {
+                    v.compare_and_swap(*n, offset, expected, new).map(Completion::Atomic)
+                }
+                WorkRequest::FetchAndAdd { offset, add } => v.fetch_and_add(*n, offset, add).map(Completion::Atomic),
+                WorkRequest::MaskedCompareAndSwap { offset, compare, compare_mask, swap, swap_mask } => v
+                    .masked_compare_and_swap(*n, offset, compare, compare_mask, swap, swap_mask)
+                    .map(Completion::Atomic),
+                WorkRequest::MaskedFetchAndAdd { offset, add, boundary } => {
+                    v.masked_fetch_and_add(*n, offset, add, boundary).map(Completion::Atomic)
+                }
+            };
+            match r {
+                Ok(c) => (vec![c], None),
+                Err(e) => (vec![Completion::Pending], err(e)),
+            }
+        }
+        Step::Batch(n, wrs) => {
+            let mut batch = DoorbellBatch::new();
+            for wr in wrs {
+                batch.push(wr.clone());
+            }
+            let r = v.post_batch(*n, &mut batch);
+            ((0..batch.len()).map(|i| batch.completion(i).clone()).collect(), r.err().and_then(err))
+        }
+    }
+}
+
+fn memory(v: &LocalVerbs, n: NodeId) -> Vec<u8> {
+    let r = v.region(n).expect("region of a DC node");
+    let mut buf = vec![0u8; r.len() as usize];
+    r.read(0, &mut buf);
+    buf
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    /// Random steps through TcpVerbs (own node A: local for A, TCP for B) and through
+    /// LocalVerbs on a twin DC give the same completions, errors, final memory and counts.
+    #[test]
+    fn tcp_verbs_match_local_verbs(steps in proptest::collection::vec(step(), 1..40)) {
+        let twin = LocalVerbs::in_process([A, B], SIZE);
+        let d = dc(SIZE);
+        let tcp = &d.clients[0];
+        for (i, s) in steps.iter().enumerate() {
+            let want = run(&twin, s);
+            let got = run(tcp.as_ref(), s);
+            prop_assert_eq!(&got, &want, "step {} ({:?})", i, s);
+        }
+        for n in [A, B] {
+            prop_assert!(memory(&d.local, n) == memory(&twin, n), "memory of {} differs", n);
+        }
+        prop_assert_eq!(tcp.counters().snapshot(), twin.counters().snapshot());
+    }
+}
+
+/// A batch posted twice reports the second posting's completions only, and a batch stops
+/// at its first failing request with the completions before it, over TCP as locally.
+#[test]
+fn reposted_batch_reports_fresh_completions() {
+    let d = dc(SIZE);
+    let tcp = &d.clients[0];
+    let mut batch = DoorbellBatch::new();
+    batch.fetch_and_add(Offset(0), 1);
+    batch.fetch_and_add(Offset(3), 1); // unaligned: stops the batch
+    for n in [A, B] {
+        assert!(matches!(tcp.post_batch(n, &mut batch), Err(Error::Unaligned { node, .. }) if node == n));
+        assert_eq!(batch.completion(0), &Completion::Atomic(0));
+        assert_eq!(batch.completion(1), &Completion::Pending);
+    }
+    let mut ok = DoorbellBatch::new();
+    ok.fetch_and_add(Offset(0), 1);
+    tcp.post_batch(B, &mut ok).expect("a valid batch");
+    assert_eq!(ok.completion(0), &Completion::Atomic(1));
+    assert!(matches!(tcp.post_batch(NodeId(7), &mut ok), Err(Error::UnknownNode(_))));
+    assert_eq!(ok.completion(0), &Completion::Pending);
+}
+
+// ---------------------------------------------------------------------------------------
+// (b) Concurrent atomics
+// ---------------------------------------------------------------------------------------
+
+/// Threads on both nodes fetch-and-add one word of node B (A's over TCP, B's locally) and
+/// one word of node A (the other way round): the totals are exact and every old value is
+/// seen exactly once.
+#[test]
+fn concurrent_fetch_and_add_from_two_nodes_is_exact() {
+    const THREADS_PER_NODE: usize = 3;
+    const ROUNDS: u64 = 1500;
+    let d = dc(4096);
+    let words = [(B, Offset(64)), (A, Offset(128))];
+    let mut handles = Vec::new();
+    for client in &d.clients {
+        for _ in 0..THREADS_PER_NODE {
+            let client = client.clone();
+            handles.push(std::thread::spawn(move || {
+                let mut seen = [Vec::new(), Vec::new()];
+                for r in 0..ROUNDS {
+                    let w = (r % 2) as usize;
+                    let (n, off) = words[w];
+                    seen[w].push(client.fetch_and_add(n, off, 1).expect("FAA over TCP"));
+                }
+                seen
+            }));
+        }
+    }
+    let mut seen = [Vec::new(), Vec::new()];
+    for h in handles {
+        let [a, b] = h.join().expect("a client thread finishes");
+        seen[0].extend(a);
+        seen[1].extend(b);
+    }
+    let total = 2 * THREADS_PER_NODE as u64 * ROUNDS / 2;
+    for (w, (n, off)) in words.iter().enumerate() {
+        let mut buf = [0u8; 8];
+        d.local.read(*n, *off, &mut buf).expect("read back");
+        assert_eq!(u64::from_le_bytes(buf), total, "word of {n}");
+        seen[w].sort_unstable();
+        assert_eq!(seen[w], (0..total).collect::<Vec<_>>(), "old values of {n}'s word");
+    }
+    let faa: u64 = d.clients.iter().map(|c| c.counters().snapshot().faa).sum();
+    assert_eq!(faa, 2 * total);
+}
+
+// ---------------------------------------------------------------------------------------
+// (c) Bad frames
+// ---------------------------------------------------------------------------------------
+
+/// Reads one reply frame; `None` if the server closed the connection instead.
+fn read_reply(s: &mut TcpStream) -> Option<Vec<u8>> {
+    let mut prefix = [0u8; 4];
+    s.read_exact(&mut prefix).ok()?;
+    let mut body = vec![0u8; u32::from_le_bytes(prefix) as usize];
+    s.read_exact(&mut body).ok()?;
+    Some(body)
+}
+
+/// Whether `body` is a refusal: version 1, no completion, error status, kind "refused".
+fn is_refusal(body: &[u8]) -> bool {
+    body.len() >= 7 && body[0] == 1 && body[1..5] == [0, 0, 0, 0] && body[5] == 1 && body[6] == 4
+}
+
+fn raw(server: &TcpVerbsServer) -> TcpStream {
+    let s = TcpStream::connect(server.local_addr()).expect("connect to the server");
+    s.set_read_timeout(Some(Duration::from_secs(10))).expect("set a read timeout");
+    s
+}
+
+fn frame(body: &[u8]) -> Vec<u8> {
+    let mut f = (body.len() as u32).to_le_bytes().to_vec();
+    f.extend_from_slice(body);
+    f
+}
+
+#[test]
+fn bad_frames_are_refused_and_the_server_keeps_serving() {
+    let d = dc(4096);
+    let server = &d.servers[1]; // node B's
+
+    // Garbage body: a refusal, and the connection keeps serving.
+    let mut s = raw(server);
+    s.write_all(&frame(&[9, 9, 9])).unwrap();
+    assert!(is_refusal(&read_reply(&mut s).expect("a reply to garbage")));
+    // Unknown op, on the same connection.
+    let mut body = vec![1, 1, 0, 1, 0, 0, 0, 77];
+    body.extend_from_slice(&0u64.to_le_bytes());
+    s.write_all(&frame(&body)).unwrap();
+    assert!(is_refusal(&read_reply(&mut s).expect("a reply to an unknown op")));
+    // A count that promises more requests than the body holds.
+    s.write_all(&frame(&[1, 1, 0, 0xff, 0xff, 0xff, 0xff])).unwrap();
+    assert!(is_refusal(&read_reply(&mut s).expect("a reply to a lying count")));
+    // A READ whose reply would exceed the frame limit.
+    let mut body = vec![1, 1, 0, 1, 0, 0, 0, 1];
+    body.extend_from_slice(&0u64.to_le_bytes());
+    body.extend_from_slice(&u32::MAX.to_le_bytes());
+    s.write_all(&frame(&body)).unwrap();
+    assert!(is_refusal(&read_reply(&mut s).expect("a reply to a huge READ")));
+
+    // Oversized length prefix: a refusal or a closed connection, then nothing more.
+    let mut s = raw(server);
+    s.write_all(&((MAX_FRAME_BYTES as u32) + 1).to_le_bytes()).unwrap();
+    if let Some(body) = read_reply(&mut s) {
+        assert!(is_refusal(&body));
+    }
+    let mut rest = Vec::new();
+    let _ = s.read_to_end(&mut rest);
+    assert!(rest.is_empty(), "the connection is closed after an oversized prefix");
+
+    // A frame cut short by the peer closing.
+    let mut s = raw(server);
+    s.write_all(&100u32.to_le_bytes()).unwrap();
+    s.write_all(&[1, 1, 0]).unwrap();
+    drop(s);
+
+    // A good client is still served, remotely and in a batch.
+    let tcp = &d.clients[0];
+    tcp.write(B, Offset(8), b"still here").expect("write over TCP");
+    let mut buf = [0u8; 10];
+    tcp.read(B, Offset(8), &mut buf).expect("read over TCP");
+    assert_eq!(&buf, b"still here");
+    let mut batch = DoorbellBatch::new();
+    let i = batch.fetch_and_add(Offset(64), 5);
+    let j = batch.read(Offset(8), 5);
+    tcp.post_batch(B, &mut batch).expect("batch over TCP");
+    assert_eq!((batch.atomic_result(i), batch.read_result(j)), (0, &b"still"[..]));
+}
+
+/// A server only serves its own node: a client that sends B's verbs to A's server gets
+/// `UnknownNode`, and the connection stays usable.
+#[test]
+fn a_server_serves_only_its_own_node() {
+    let d = dc(4096);
+    let wrong = TcpVerbs::new(A, d.local.clone(), HashMap::from([(B, d.servers[0].local_addr())]));
+    assert!(matches!(wrong.fetch_and_add(B, Offset(0), 1), Err(Error::UnknownNode(n)) if n == B));
+    assert!(matches!(wrong.read(NodeId(7), Offset(0), &mut [0u8; 8]), Err(Error::UnknownNode(n)) if n == NodeId(7)));
+    assert!(matches!(wrong.fetch_and_add(B, Offset(0), 1), Err(Error::UnknownNode(n)) if n == B));
+    assert_eq!(d.local.region(A).unwrap().fetch_and_add(0, 0), 0);
+    assert_eq!(d.local.region(B).unwrap().fetch_and_add(0, 0), 0);
+}
+
+// ---------------------------------------------------------------------------------------
+// (d) Unreachable and stopped peers
+// ---------------------------------------------------------------------------------------
+
+fn is_backend(r: Result<impl std::fmt::Debug, Error>, addr: SocketAddr) -> bool {
+    matches!(r, Err(Error::Backend(ref m)) if m.contains(&addr.to_string()))
+}
+
+#[test]
+fn an_unreachable_peer_is_a_backend_error() {
+    let closed = TcpListener::bind(any_port()).unwrap().local_addr().unwrap(); // dropped: nobody listens
+    let local = Arc::new(LocalVerbs::in_process([A], 4096));
+    let tcp = TcpVerbs::new(A, local, HashMap::from([(B, closed)])).with_io_timeout(Duration::from_secs(2));
+    assert!(is_backend(tcp.fetch_and_add(B, Offset(0), 1), closed));
+    assert!(is_backend(tcp.read(B, Offset(0), &mut [0u8; 8]), closed));
+    let mut batch = DoorbellBatch::new();
+    batch.fetch_and_add(Offset(0), 1);
+    assert!(is_backend(tcp.post_batch(B, &mut batch), closed));
+    assert_eq!(batch.completion(0), &Completion::Pending);
+    // The own node is still reachable.
+    assert_eq!(tcp.fetch_and_add(A, Offset(0), 1).unwrap(), 0);
+}
+
+#[test]
+fn a_stopped_server_gives_backend_errors() {
+    let d = dc(4096);
+    let tcp = &d.clients[0];
+    let addr = d.servers[1].local_addr();
+    assert_eq!(tcp.fetch_and_add(B, Offset(0), 1).unwrap(), 0); // leaves a pooled connection
+    d.servers[1].shutdown();
+    assert!(is_backend(tcp.fetch_and_add(B, Offset(0), 1), addr)); // the pooled one is closed
+    assert!(is_backend(tcp.fetch_and_add(B, Offset(0), 1), addr)); // nobody listens any more
+    assert_eq!(tcp.fetch_and_add(A, Offset(0), 1).unwrap(), 0);
+    d.servers[1].shutdown(); // idempotent
+}
