@@ -3,7 +3,7 @@
 
 use redt_bench::tpcc::{self, check, CheckInput, Scale, TpccConfig};
 use redt_coordinator::{CoordinatorOptions, EmbeddedCluster};
-use redt_proto::Topology;
+use redt_proto::{Protocol, Topology};
 use std::time::Duration;
 
 /// Both tests bind the topology's node addresses: one at a time.
@@ -67,4 +67,30 @@ async fn short_run_commits_every_type_and_stays_consistent() {
     let c = r.check.expect("the check ran");
     assert!(c.passed, "consistency check failed:\n{}", c.lines().join("\n"));
     assert_eq!(c.conditions.len(), 12);
+}
+
+/// Every baseline (and RedT over TCP) runs TPC-C and passes the consistency check: a fast
+/// protocol that is wrong proves nothing (issue 5).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_baseline_passes_the_check() {
+    let _serial = SERIAL.lock().await;
+    for protocol in [Protocol::TwoPcPaxos, Protocol::EpPaxos, Protocol::Tapir, Protocol::RedtTcp] {
+        let cfg = TpccConfig {
+            warehouses: 1,
+            scale: Scale::SMALL,
+            terminals_per_warehouse: 4,
+            duration: Duration::from_secs(5),
+            warmup: Duration::from_millis(500),
+            check: true,
+            seed: 13,
+            options: CoordinatorOptions { protocol, ..Default::default() },
+            ..TpccConfig::default()
+        };
+        let r = tpcc::run_tpcc(topology(), &cfg).await.unwrap();
+        eprintln!("{protocol}: {}", r.text());
+        let committed: u64 = r.types.iter().map(|t| t.committed).sum();
+        assert!(committed > 10, "{protocol}: only {committed} committed");
+        let c = r.check.expect("the check ran");
+        assert!(c.passed, "{protocol}: consistency check failed:\n{}", c.lines().join("\n"));
+    }
 }

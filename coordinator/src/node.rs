@@ -659,17 +659,19 @@ impl Node {
                     return node_only("accept");
                 }
                 let txn = TxnId(req.txn);
-                match baseline::primary::accept_from_msg(&req) {
-                    Ok((mut origin, changes)) => match {
+                let decoded = baseline::primary::accept_from_msg(&req);
+                match decoded {
+                    Ok((mut origin, changes)) => {
                         origin.epoch = self.topology.epoch;
-                        self.service.accept(from.node().unwrap_or(self.id), &origin, &changes)
-                    } {
-                        Ok(ok) => reply(Body::Accepted(AcceptReply { txn: txn.0, ok })),
-                        Err(Error::DataPath(e @ redt_dc_executor::Error::InvalidSubTxn { .. })) => {
-                            err(error_code::MALFORMED, e.to_string())
+                        let accepted = self.service.accept(from.node().unwrap_or(self.id), &origin, &changes);
+                        match accepted {
+                            Ok(ok) => reply(Body::Accepted(AcceptReply { txn: txn.0, ok })),
+                            Err(Error::DataPath(e @ redt_dc_executor::Error::InvalidSubTxn { .. })) => {
+                                err(error_code::MALFORMED, e.to_string())
+                            }
+                            Err(e) => err(error_code::INTERNAL, e.to_string()),
                         }
-                        Err(e) => err(error_code::INTERNAL, e.to_string()),
-                    },
+                    }
                     Err(m) => err(error_code::MALFORMED, m),
                 }
             }

@@ -401,6 +401,7 @@ async fn bad_peers_are_refused_and_the_node_keeps_serving() {
         coordinator: 1,
         participants: vec![0],
         call: Some(kv_call(KV, &[KvOp::Add(500, 100)])),
+        ..Default::default()
     };
     let msg = Envelope { epoch, from: 1, body: Some(Body::Execute(execute)) };
     let reply = client.call_addr(target.addr, &target.name, msg).await.unwrap();

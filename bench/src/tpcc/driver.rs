@@ -756,9 +756,14 @@ pub async fn run_tpcc(topo: Topology, cfg: &TpccConfig) -> Result<TpccReport, St
     let classes: Vec<(String, ClassReport)> =
         Class::all().iter().map(|&c| (c.name().to_string(), cluster.stats.report(c))).collect();
     // The transactions' verbs: everything but the driver's own (reconnaissance,
-    // pre-allocation).
+    // pre-allocation). Under redt-tcp the cluster counts only the nodes' TCP verbs, which
+    // never include the driver's (it reads through the in-process handles).
     let driver_verbs = side.counts().since(&s0);
-    let verbs = cluster.verb_counts().since(&v0).since(&driver_verbs);
+    let verbs = if cfg.options.protocol == redt_proto::Protocol::RedtTcp {
+        cluster.verb_counts().since(&v0)
+    } else {
+        cluster.verb_counts().since(&v0).since(&driver_verbs)
+    };
     run.finish_and_clear();
 
     // Stop the terminals, let phase 2 of everything finish, stop the pre-allocator.
