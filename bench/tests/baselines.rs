@@ -45,3 +45,8 @@ fn ep_paxos_conserves_money_on_every_replica() {
 fn tapir_conserves_money_on_every_replica() {
     bank(Protocol::Tapir, 7460);
 }
+
+#[test]
+fn redt_over_tcp_conserves_money_on_every_replica() {
+    bank(Protocol::RedtTcp, 7465);
+}
