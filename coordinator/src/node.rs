@@ -642,11 +642,19 @@ impl Node {
                 if from.node().is_none() {
                     return node_only("prepare");
                 }
-                let Ok(entries) = entries_from_msg(&req.entries) else {
+                if entries_from_msg(&req.entries).is_err() {
                     return err(error_code::MALFORMED, "entry node out of range".into());
-                };
+                }
                 let txn = TxnId(req.txn);
-                let (ok, nested, _) = self.replicate_redo(txn, &entries).await;
+                // Only what this node still holds for `txn` is replicated: a prepare that
+                // arrives after the transaction was finished here (its slots maybe reused)
+                // fails instead of shipping another transaction's redo.
+                let entries = self.service.pending_entries(txn);
+                let (ok, nested, _) = if entries.is_empty() {
+                    (false, Cost::default(), Vec::new())
+                } else {
+                    self.replicate_redo(txn, &entries).await
+                };
                 reply(Body::Prepared(PrepareReply {
                     txn: txn.0,
                     ok,

@@ -225,12 +225,18 @@ impl ExecutorService {
         self.pending.lock().expect("pending").get(&txn).cloned().unwrap_or_default()
     }
 
-    /// Reads back redo entries (a primary reads its own to replicate them).
+    /// Takes the redo entries this node remembers for `txn` (a commit vote awaiting its
+    /// decision), so a second decision for it finds none.
+    pub fn take_pending(&self, txn: TxnId) -> Option<Vec<EntryRef>> {
+        self.pending.lock().expect("pending").remove(&txn)
+    }
+
+    /// Reads back the redo entries of `txn` (a primary reads its own to replicate them).
     ///
     /// # Errors
     /// Verbs failures, a torn entry.
-    pub fn redo(&self, entries: &[EntryRef]) -> Result<Vec<RedoEntry>> {
-        Ok(self.with_executor(|ex| ex.read_entries(entries))?)
+    pub fn redo(&self, txn: TxnId, entries: &[EntryRef]) -> Result<Vec<RedoEntry>> {
+        Ok(self.with_executor(|ex| ex.read_entries(txn, entries))?)
     }
 
     /// Baselines, as a secondary: accepts the redo of `origin.txn` sent by `primary` into
@@ -258,7 +264,10 @@ impl ExecutorService {
             match early.map.get(&txn).copied() {
                 Some(d) => Some(d),
                 None => {
-                    accepted.insert((txn, primary), vec![entry]);
+                    // A retried accept handled alongside its original writes a second
+                    // entry: keep both so both are settled (the second changes nothing
+                    // under the Thomas write rule).
+                    accepted.entry((txn, primary)).or_default().push(entry);
                     None
                 }
             }
@@ -293,7 +302,13 @@ impl ExecutorService {
 
     /// Baselines, as a coordinator's backup: logs its decision for `txn`.
     pub fn log_decision(&self, txn: TxnId, decision: Decision) {
-        self.decision_log.lock().expect("decision log").insert(txn, decision);
+        let mut log = self.decision_log.lock().expect("decision log");
+        match log.map.get_mut(&txn) {
+            // A later record replaces an earlier one (an abort replacing a commit whose
+            // log round failed).
+            Some(d) => *d = decision,
+            None => log.insert(txn, decision),
+        }
     }
 
     /// Baselines: the decision logged here for `txn` as a coordinator's backup, if any.

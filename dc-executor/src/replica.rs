@@ -163,15 +163,27 @@ impl Executor {
         Ok(())
     }
 
-    /// Reads back the redo entries `entries` (a primary reads its own to replicate them).
+    /// Reads back the redo entries `entries` of `txn` (a primary reads its own to replicate
+    /// them).
     ///
     /// # Errors
-    /// Verbs failures; [`Error::TornEntry`] if an entry does not decode.
-    pub fn read_entries(&self, entries: &[EntryRef]) -> Result<Vec<RedoEntry>> {
+    /// Verbs failures; [`Error::TornEntry`] if an entry does not decode;
+    /// [`Error::InvalidSubTxn`] if an entry belongs to another transaction (its slots were
+    /// reused).
+    pub fn read_entries(&self, txn: TxnId, entries: &[EntryRef]) -> Result<Vec<RedoEntry>> {
         let dc = self.dc();
         entries
             .iter()
-            .map(|e| ring::read_entry_sized(dc.verbs.as_ref(), e.node, &dc.layout, e.index, e.slots))
+            .map(|e| {
+                let entry = ring::read_entry_sized(dc.verbs.as_ref(), e.node, &dc.layout, e.index, e.slots)?;
+                if entry.txn != txn {
+                    return Err(Error::InvalidSubTxn {
+                        txn,
+                        why: format!("ring entry {} on {} belongs to {}", e.index, e.node, entry.txn),
+                    });
+                }
+                Ok(entry)
+            })
             .collect()
     }
 }

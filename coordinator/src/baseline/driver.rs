@@ -30,11 +30,14 @@ struct Phase<T> {
     cost: Cost,
 }
 
-/// Sends `body(node)` to every node of `targets` in parallel and parses each answer;
-/// answers that do not come within the phase-1 timeout (or fail) are missing.
+/// Sends `body(node)` to every node of `targets` in parallel and parses each answer,
+/// returning once `enough` answers are in (the rest are left to arrive unheard) or the
+/// phase-1 timeout passes; answers that do not come (or fail) are missing. Every request
+/// sent counts in the cost, answered or not.
 async fn phase<T: Send + 'static>(
     node: &Arc<Node>,
     targets: &[NodeId],
+    enough: usize,
     body: impl Fn(NodeId) -> Body,
     parse: fn(NodeId, &Body) -> Result<T>,
 ) -> Phase<T> {
@@ -49,7 +52,7 @@ async fn phase<T: Send + 'static>(
     }
     let deadline = tokio::time::Instant::now() + node.options.phase1_timeout;
     let mut out = Phase { answers: BTreeMap::new(), cost: Cost::default() };
-    loop {
+    while out.answers.len() < enough {
         tokio::select! {
             r = set.join_next() => match r {
                 Some(Ok((peer, Ok((t, nested))))) => {
@@ -62,6 +65,9 @@ async fn phase<T: Send + 'static>(
             },
             _ = tokio::time::sleep_until(deadline) => break,
         }
+    }
+    for &peer in targets.iter().filter(|t| !out.answers.contains_key(t)) {
+        out.cost = out.cost.alongside(Cost::rpc(node.is_remote(peer), Cost::default()));
     }
     out
 }
@@ -246,8 +252,14 @@ pub(crate) async fn submit_2pc_paxos(node: &Arc<Node>, call: ProcedureCall, earl
         Err(o) => return o,
     };
     let primaries = roles::primary_nodes(&s.plan);
-    let exe =
-        phase(node, &primaries, |_| execute_body(node, &s, &call, Scope::Primaries, early_prepare), parse_vote).await;
+    let exe = phase(
+        node,
+        &primaries,
+        primaries.len(),
+        |_| execute_body(node, &s, &call, Scope::Primaries, early_prepare),
+        parse_vote,
+    )
+    .await;
     let mut cost = exe.cost;
     let votes = exe.answers;
     if !primaries.iter().all(|p| votes.get(p).is_some_and(|v| v.is_commit())) {
@@ -258,6 +270,7 @@ pub(crate) async fn submit_2pc_paxos(node: &Arc<Node>, call: ProcedureCall, earl
         let prepare = phase(
             node,
             &primaries,
+            primaries.len(),
             |p| {
                 let entries = votes.get(&p).map(|v| entries_to_msg(&v.entries)).unwrap_or_default();
                 Body::Prepare(PrepareRequest { txn: s.txn.0, entries })
@@ -282,9 +295,23 @@ pub(crate) async fn submit_2pc_paxos(node: &Arc<Node>, call: ProcedureCall, earl
                 participants: primaries.iter().map(|n| n.0 as u32).collect(),
             })
         };
-        let log = phase(node, &backups, body, parse_ok).await;
+        let needed = roles::backup_acks_needed(backups.len());
+        let log = phase(node, &backups, needed, body, parse_ok).await;
         cost = cost.then(log.cost);
-        if log.answers.len() < roles::backup_acks_needed(backups.len()) {
+        if log.answers.len() < needed {
+            // Backups that logged the commit learn the abort that replaces it.
+            let (n, txn) = (node.clone(), s.txn);
+            tokio::spawn(async move {
+                for b in backups {
+                    let abort = Body::LogDecision(LogDecisionRequest {
+                        txn: txn.0,
+                        commit: false,
+                        cts: 0,
+                        participants: vec![],
+                    });
+                    let _ = n.call_until_answered(b, abort).await;
+                }
+            });
             let why = "the decision did not reach a majority of the coordinator's backups".to_string();
             return abort(node, &s, &primaries, votes, true, why);
         }
@@ -305,7 +332,8 @@ pub(crate) async fn submit_tapir(node: &Arc<Node>, call: ProcedureCall) -> TxnOu
         Err(o) => return o,
     };
     let replicas = roles::replica_nodes(&s.plan);
-    let exe = phase(node, &replicas, |_| execute_body(node, &s, &call, Scope::Node, false), parse_vote).await;
+    let exe =
+        phase(node, &replicas, replicas.len(), |_| execute_body(node, &s, &call, Scope::Node, false), parse_vote).await;
     let mut cost = exe.cost;
     let votes = exe.answers;
     if !replicas.iter().all(|p| votes.get(p).is_some_and(|v| v.is_commit())) {
@@ -318,6 +346,7 @@ pub(crate) async fn submit_tapir(node: &Arc<Node>, call: ProcedureCall) -> TxnOu
     let prepare = phase(
         node,
         targets,
+        targets.len(),
         |p| {
             Body::Record(RecordRequest {
                 txn: s.txn.0,

@@ -85,7 +85,7 @@ impl Node {
         txn: TxnId,
         entries: &[EntryRef],
     ) -> (bool, Cost, Vec<ReplicaChange>) {
-        let redo = match self.service.redo(entries) {
+        let redo = match self.service.redo(txn, entries) {
             Ok(r) => r,
             Err(e) => {
                 tracing::warn!(%txn, "cannot read its redo to replicate it: {e}");
@@ -134,9 +134,10 @@ impl Node {
         (ok, cost, changes)
     }
 
-    /// Applies `decision` to this primary's redo `entries` (or the ones it remembers for
-    /// `txn`) and passes it on to the secondaries that were sent the redo. Returns the cost
-    /// of passing it on.
+    /// Applies `decision` to the redo entries this primary still holds for `txn` (the
+    /// `entries` the coordinator sends are not trusted: they may be finished already) and
+    /// passes it on to the secondaries that were sent the redo. Returns the cost of passing
+    /// it on.
     ///
     /// # Errors
     /// Data-path failures.
@@ -146,10 +147,17 @@ impl Node {
         decision: Decision,
         entries: &[EntryRef],
     ) -> Result<Cost> {
-        let entries = if entries.is_empty() { self.service.pending_entries(txn) } else { entries.to_vec() };
+        // What this node still holds for `txn` is the truth: a retried or duplicate decision,
+        // or one for entries already finished (and maybe recycled by replay), finds nothing
+        // and only fences the transaction.
+        let _ = entries;
+        let Some(entries) = self.service.take_pending(txn) else {
+            self.service.decide(txn, decision, &[])?;
+            return Ok(Cost::default());
+        };
         let changes: Vec<ReplicaChange> = self
             .service
-            .redo(&entries)?
+            .redo(txn, &entries)?
             .iter()
             .flat_map(|e| {
                 e.changes.iter().map(|c| ReplicaChange {
