@@ -9,7 +9,7 @@ use super::roles::{self, Replication};
 use crate::error::{Error, Result};
 use crate::node::Node;
 use crate::service::ExecuteArgs;
-use redt_dc_executor::{AbortReason, Decision, EntryRef, ReplicaChange, ReplicaOrigin, Vote};
+use redt_dc_executor::{AbortReason, Decision, EntryRef, RedoEntry, ReplicaChange, ReplicaOrigin, Vote};
 use redt_proto::wire::{AcceptRequest, Body, ChangeMsg, DecideRequest};
 use redt_proto::{DcId, Epoch, NodeId, TableId, TxnId};
 use std::collections::BTreeSet;
@@ -92,17 +92,7 @@ impl Node {
                 return (false, Cost::default(), Vec::new());
             }
         };
-        let changes: Vec<ReplicaChange> = redo
-            .iter()
-            .flat_map(|e| {
-                e.changes.iter().map(|c| ReplicaChange {
-                    table: c.table,
-                    key: c.key,
-                    cell: c.cell,
-                    value: c.value.clone(),
-                })
-            })
-            .collect();
+        let changes = changes_of(&redo);
         let rep = roles::replication(&self.topology, self.id, &changes);
         let (coordinator, participants) = redo
             .first()
@@ -155,19 +145,7 @@ impl Node {
             self.service.decide(txn, decision, &[])?;
             return Ok(Cost::default());
         };
-        let changes: Vec<ReplicaChange> = self
-            .service
-            .redo(txn, &entries)?
-            .iter()
-            .flat_map(|e| {
-                e.changes.iter().map(|c| ReplicaChange {
-                    table: c.table,
-                    key: c.key,
-                    cell: c.cell,
-                    value: c.value.clone(),
-                })
-            })
-            .collect();
+        let changes = changes_of(&self.service.redo(txn, &entries)?);
         self.service.decide(txn, decision, &entries)?;
         let (_, cost) = self.replicate_decision(txn, decision, &changes).await;
         Ok(cost)
@@ -243,6 +221,15 @@ impl Node {
         }
         (rep.reached(&acked), cost)
     }
+}
+
+/// The cell changes of a primary's redo entries, as sent to its secondaries.
+fn changes_of(redo: &[RedoEntry]) -> Vec<ReplicaChange> {
+    redo.iter()
+        .flat_map(|e| {
+            e.changes.iter().map(|c| ReplicaChange { table: c.table, key: c.key, cell: c.cell, value: c.value.clone() })
+        })
+        .collect()
 }
 
 /// A vote's nested cost, as carried in its message.
