@@ -6,7 +6,10 @@
 //! voted commit and await their decision (so a decision that arrives without entry
 //! references — the coordinator never got the vote — still finds them), and the ids of
 //! transactions decided before their phase 1 ran here (so a late phase 1 votes abort
-//! instead of taking locks nobody will release).
+//! instead of taking locks nobody will release). A third bounded memory, of the
+//! transactions decided here, makes a repeated decision (a retry whose first attempt did
+//! land) a no-op: by then the redo entries it names may be flushed and their ring slots
+//! reused by other transactions.
 
 use crate::baseline::roles::{self, Scope};
 use crate::call;
@@ -21,7 +24,7 @@ use redt_proto::{Ballot, Cts, DcId, Epoch, NodeId, Topology, TxnId};
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
 
-/// How many decided-before-executed transaction ids are remembered.
+/// How many transaction ids each bounded memory (fences, decided here) remembers.
 const FENCE_MEMORY: usize = 100_000;
 
 /// A phase-1 request as the service sees it.
@@ -88,6 +91,8 @@ pub struct ExecutorService {
     pool: Mutex<Vec<Executor>>,
     pending: Mutex<HashMap<TxnId, Vec<EntryRef>>>,
     fences: Mutex<Fences>,
+    /// Transactions whose decision this node applied (bounded).
+    decided: Mutex<Fences>,
     /// Baselines, as a secondary: redo accepted from primaries (a transaction may have
     /// several here, one per primary), awaiting its decision.
     accepted: Mutex<HashMap<(TxnId, NodeId), Vec<EntryRef>>>,
@@ -110,6 +115,7 @@ impl ExecutorService {
             pool: Mutex::new(Vec::new()),
             pending: Mutex::new(HashMap::new()),
             fences: Mutex::new(Fences::default()),
+            decided: Mutex::new(Fences::default()),
             accepted: Mutex::new(HashMap::new()),
             early_decisions: Mutex::new(DecisionMemory::default()),
             decision_log: Mutex::new(DecisionMemory::default()),
@@ -143,6 +149,9 @@ impl ExecutorService {
         if self.fences.lock().expect("fences").set.contains(&args.txn) {
             return Ok(abort(AbortReason::User("decided before its phase 1 arrived".into())));
         }
+        if self.decided.lock().expect("decided").set.contains(&args.txn) {
+            return Ok(abort(AbortReason::User("already decided here (a repeated phase 1)".into())));
+        }
         let procedure = call::procedure(&self.topology, &args.call)?;
         let plan = plan::plan(&self.topology, procedure.as_ref())?;
         let local = roles::scoped_accesses(&plan, self.dc_id, self.node, args.scope);
@@ -158,8 +167,9 @@ impl ExecutorService {
         if vote.is_commit() {
             let fenced = {
                 let fences = self.fences.lock().expect("fences");
+                let decided = self.decided.lock().expect("decided");
                 let mut pending = self.pending.lock().expect("pending");
-                if fences.set.contains(&args.txn) {
+                if fences.set.contains(&args.txn) || decided.set.contains(&args.txn) {
                     true
                 } else {
                     pending.insert(args.txn, vote.entries.clone());
@@ -198,18 +208,25 @@ impl ExecutorService {
     }
 
     /// Applies the decision for `txn` to `entries` (or to the entries this node remembers;
-    /// with none known, fences `txn` against a late phase 1).
+    /// with none known, fences `txn` against a late phase 1). A decision for a transaction
+    /// already decided here is answered at once and touches nothing: its entries may have
+    /// been flushed and their slots reused (the last 100,000 decided here are remembered).
     ///
     /// # Errors
     /// Data-path failures.
     pub fn decide(&self, txn: TxnId, decision: Decision, entries: &[EntryRef]) -> Result<()> {
         let remembered = {
             let mut fences = self.fences.lock().expect("fences");
+            let mut decided = self.decided.lock().expect("decided");
             let mut pending = self.pending.lock().expect("pending");
             let r = pending.remove(&txn);
+            if r.is_none() && decided.set.contains(&txn) {
+                return Ok(()); // a repeated decision
+            }
             if r.is_none() && entries.is_empty() {
                 fences.insert(txn);
             }
+            decided.insert(txn);
             r
         };
         let entries = if entries.is_empty() { remembered.unwrap_or_default() } else { entries.to_vec() };

@@ -5,6 +5,7 @@
 //! Each test runs its own cluster on its own ports and under its own topology name, so the
 //! tests of this binary (and the process test of the root package) may run at once.
 
+use redt_coordinator::baseline::roles::Scope;
 use redt_coordinator::call::kv_call;
 use redt_coordinator::transport::frame::encode_frame;
 use redt_coordinator::transport::tls::quic_client_config;
@@ -12,10 +13,10 @@ use redt_coordinator::transport::{
     ClusterCa, SocketSpec, StreamCode, Transport, TransportConfig, TransportError, CLIENT_IDENTITY_NAME,
     DEFAULT_MAX_FRAME_BYTES,
 };
-use redt_coordinator::{error_code, CoordinatorOptions, EmbeddedCluster, TxnOutcome, TxnStatus};
-use redt_dc_executor::KvOp;
+use redt_coordinator::{error_code, CoordinatorOptions, EmbeddedCluster, ExecuteArgs, TxnOutcome, TxnStatus};
+use redt_dc_executor::{Decision, KvOp};
 use redt_proto::wire::{Body, Envelope, ExecuteRequest, SubmitRequest};
-use redt_proto::{DcId, NodeId, PartitionId, TableId, Topology};
+use redt_proto::{Cts, DcId, NodeId, PartitionId, TableId, Topology, TxnId};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -416,5 +417,62 @@ async fn bad_peers_are_refused_and_the_node_keeps_serving() {
     let values = wait_settled(&cluster, &[500], Duration::from_secs(10)).await;
     assert_eq!(values[&500], 3, "every replica holds the same value");
     endpoint.close(0u32.into(), b"done");
+    cluster.shutdown();
+}
+
+/// A repeated phase-2 decision (a retry whose first attempt did land) is answered without
+/// touching the ring, even after the entries it names were flushed and their slots reused by
+/// other transactions; a repeated phase 1 for a decided transaction votes abort and holds
+/// nothing. The ring is shrunk to 64 KiB so that a hundred writes wrap it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_repeated_decision_after_the_ring_wrapped_is_a_no_op() {
+    let mut topology = local_fast("cluster-test-redecide", 7660);
+    topology.memstore.ring_bytes = 64 * 1024;
+    let cluster = EmbeddedCluster::start(topology, CoordinatorOptions::default()).await.expect("cluster starts");
+    let n0 = NodeId(0);
+    let dc0 = cluster.topology.nodes[0].dc;
+    let key = (0..).find(|&k| cluster.topology.partitions[partition(&cluster, k).0 as usize].replicas.contains(&n0));
+    let key = key.expect("node 0 holds some partition");
+    let svc = cluster.node(n0).service().clone();
+    let txn = TxnId::new(n0, 1 << 40); // far above the ids the node hands out itself
+    let args = ExecuteArgs {
+        txn,
+        coordinator: n0,
+        participants: vec![dc0],
+        call: kv_call(KV, &[KvOp::Add(key, 5)]),
+        scope: Scope::Dc,
+    };
+    let vote = svc.execute(&args).expect("phase 1 runs");
+    assert!(vote.is_commit(), "an uncontended add votes commit: {:?}", vote.abort);
+    assert!(!vote.entries.is_empty(), "a write leaves redo entries");
+    let cts = Cts::new(vote.hlc.0 + 1);
+    svc.decide(txn, Decision::Commit(cts), &vote.entries).expect("the decision applies");
+
+    // Wrap node 0's ring with other transactions' entries until the first slot of this
+    // transaction's entry holds something else.
+    let dc = &cluster.dcs[dc0.0 as usize];
+    let first = vote.entries.iter().find(|e| e.node == n0).expect("an entry on node 0").index;
+    let other = (key + 1..).find(|&k| partition(&cluster, k) == partition(&cluster, key)).expect("another key");
+    let mut wrapped = false;
+    for i in 0..400u32 {
+        commit_eventually(&cluster, n0, &[KvOp::Write(other, vec![i as u8; 1500])], 50).await;
+        match redt_dc_executor::ring::read_entry(dc.verbs.as_ref(), n0, &dc.layout, first) {
+            Ok(e) if e.txn == txn => {}
+            _ => {
+                wrapped = true;
+                break;
+            }
+        }
+    }
+    assert!(wrapped, "node 0's ring wrapped past the first transaction's entries");
+
+    svc.decide(txn, Decision::Commit(cts), &vote.entries).expect("a repeated decision is answered");
+    svc.decide(txn, Decision::Abort, &[]).expect("so is one without entries");
+    let again = svc.execute(&args).expect("a repeated phase 1 runs");
+    assert!(again.abort.is_some(), "a repeated phase 1 of a decided transaction votes abort");
+    assert!(svc.pending_entries(txn).is_empty(), "the repeated phase 1 holds nothing on node 0");
+    // Only DC 0 ran this transaction: its replica there holds the add once, unlocked.
+    let here = replicas_of(&cluster, key).into_iter().find(|(n, _)| *n == n0).and_then(|(_, s)| s);
+    assert_eq!(here, Some((0, 5)), "node 0's replica of key {key}: unlocked, the add applied exactly once");
     cluster.shutdown();
 }
