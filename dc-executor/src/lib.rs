@@ -41,5 +41,6 @@ pub use replay_task::ReplayTask;
 pub use replica::{ReplicaChange, ReplicaOrigin};
 pub use ring::{Change, EntryStatus, LockIntent, RedoEntry, RingWriter, Verdict, VoteState, VoteWord};
 pub use verbs::{
-    Completion, DoorbellBatch, LocalVerbs, TcpVerbs, TcpVerbsServer, VerbCounters, VerbCounts, Verbs, WorkRequest,
+    Completion, DoorbellBatch, LocalVerbs, ServerLimits, TcpVerbs, TcpVerbsServer, VerbCounters, VerbCounts, Verbs,
+    WorkRequest,
 };

@@ -4,7 +4,9 @@
 
 use proptest::prelude::*;
 use redt_dc_executor::verbs::MAX_FRAME_BYTES;
-use redt_dc_executor::{Completion, DoorbellBatch, Error, LocalVerbs, TcpVerbs, TcpVerbsServer, Verbs, WorkRequest};
+use redt_dc_executor::{
+    Completion, DoorbellBatch, Error, LocalVerbs, ServerLimits, TcpVerbs, TcpVerbsServer, Verbs, WorkRequest,
+};
 use redt_proto::{NodeId, Offset};
 use std::collections::HashMap;
 use std::io::{Read, Write};
@@ -368,4 +370,71 @@ fn a_stopped_server_gives_backend_errors() {
     assert!(is_backend(tcp.fetch_and_add(B, Offset(0), 1), addr)); // nobody listens any more
     assert_eq!(tcp.fetch_and_add(A, Offset(0), 1).unwrap(), 0);
     d.servers[1].shutdown(); // idempotent
+}
+
+// ---------------------------------------------------------------------------------------
+// (e) Server limits
+// ---------------------------------------------------------------------------------------
+
+/// Polls `done` every 10 ms for up to 10 s.
+fn eventually(what: &str, mut done: impl FnMut() -> bool) {
+    let t0 = std::time::Instant::now();
+    while !done() {
+        assert!(t0.elapsed() < Duration::from_secs(10), "not within 10 s: {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// One connection beyond `max_connections` is answered with a refusal and closed, the
+/// client sees a backend error naming the cause, and a slot freed by a closing peer is
+/// served again.
+#[test]
+fn connections_beyond_the_cap_are_refused() {
+    let local = Arc::new(LocalVerbs::in_process([A, B], 4096));
+    let limits = ServerLimits { max_connections: 2, ..ServerLimits::default() };
+    let server = TcpVerbsServer::spawn_with_limits(any_port(), B, local.clone(), limits).expect("server binds");
+    let tcp = TcpVerbs::new(A, local.clone(), HashMap::from([(B, server.local_addr())]));
+
+    let first = raw(&server);
+    let mut second = raw(&server);
+    // The second is admitted: it is served.
+    let mut body = vec![1, 1, 0, 1, 0, 0, 0, 4];
+    body.extend_from_slice(&0u64.to_le_bytes());
+    body.extend_from_slice(&7u64.to_le_bytes());
+    second.write_all(&frame(&body)).unwrap();
+    assert!(!is_refusal(&read_reply(&mut second).expect("the second connection is served")));
+
+    // A third is refused at once, before it sends anything.
+    let mut third = raw(&server);
+    assert!(is_refusal(&read_reply(&mut third).expect("a refusal for the third connection")));
+    let mut rest = Vec::new();
+    let _ = third.read_to_end(&mut rest);
+    assert!(rest.is_empty(), "the refused connection is closed");
+    match tcp.fetch_and_add(B, Offset(0), 1) {
+        Err(Error::Backend(m)) => assert!(m.contains("too many connections"), "{m}"),
+        other => panic!("a client beyond the cap gets a backend error, not {other:?}"),
+    }
+    assert_eq!(local.region(B).unwrap().fetch_and_add(0, 0), 7, "only the admitted FAA ran");
+
+    // A closed connection frees its slot.
+    drop(first);
+    eventually("a freed slot serves the client", || tcp.fetch_and_add(B, Offset(0), 1).is_ok());
+    assert_eq!(local.region(B).unwrap().fetch_and_add(0, 0), 8);
+}
+
+/// A connection with no request for `idle_timeout` is closed by the server, and its slot
+/// counts no more against the cap.
+#[test]
+fn an_idle_connection_is_closed() {
+    let local = Arc::new(LocalVerbs::in_process([A, B], 4096));
+    let limits = ServerLimits { max_connections: 1, idle_timeout: Duration::from_millis(200) };
+    let server = TcpVerbsServer::spawn_with_limits(any_port(), B, local.clone(), limits).expect("server binds");
+    let mut silent = raw(&server);
+    let t0 = std::time::Instant::now();
+    let mut rest = Vec::new();
+    let _ = silent.read_to_end(&mut rest); // returns when the server closes it
+    assert!(rest.is_empty(), "nothing is sent on an idle connection");
+    assert!(t0.elapsed() < Duration::from_secs(5), "the server closed the idle connection");
+    let tcp = TcpVerbs::new(A, local.clone(), HashMap::from([(B, server.local_addr())]));
+    eventually("the idle connection's slot is free again", || tcp.fetch_and_add(B, Offset(0), 1).is_ok());
 }

@@ -20,7 +20,9 @@ mod tcp;
 pub use batch::{Completion, DoorbellBatch, WorkRequest};
 pub use counters::{VerbCounters, VerbCounts};
 pub use local::{shared_file, LocalVerbs};
-pub use tcp::{TcpVerbs, TcpVerbsServer, DEFAULT_IO_TIMEOUT, MAX_FRAME_BYTES, WIRE_VERSION};
+pub use tcp::{
+    ServerLimits, TcpVerbs, TcpVerbsServer, DEFAULT_IO_TIMEOUT, MAX_FRAME_BYTES, POOL_IDLE_FOR, WIRE_VERSION,
+};
 
 use crate::error::Result;
 use redt_proto::{NodeId, Offset};

@@ -32,7 +32,7 @@ use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Largest frame body either side sends or accepts, in bytes (16 MiB).
 pub const MAX_FRAME_BYTES: usize = 16 << 20;
@@ -45,6 +45,28 @@ pub const DEFAULT_IO_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Idle connections kept per peer; more may be open while busy, the excess is closed.
 const POOL_IDLE_MAX: usize = 8;
+
+/// How long a client keeps an idle connection before dropping it instead of reusing it.
+/// Shorter than [`ServerLimits::idle_timeout`]'s default, so a client never reuses a
+/// connection its server has closed for idleness.
+pub const POOL_IDLE_FOR: Duration = Duration::from_secs(60);
+
+/// What a [`TcpVerbsServer`] tolerates from its peers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ServerLimits {
+    /// Most connections served at once (default 1,024); one more is answered with a refusal
+    /// and closed.
+    pub max_connections: usize,
+    /// A connection with no request for this long is closed (default 120 s; a dead or
+    /// half-open peer's thread ends then). Also the limit on writing one reply.
+    pub idle_timeout: Duration,
+}
+
+impl Default for ServerLimits {
+    fn default() -> Self {
+        ServerLimits { max_connections: 1024, idle_timeout: Duration::from_secs(120) }
+    }
+}
 
 const OP_READ: u8 = 1;
 const OP_WRITE: u8 = 2;
@@ -415,7 +437,8 @@ fn read_frame(s: &mut TcpStream) -> io::Result<Frame> {
 /// docs for the format). A request for another node is answered with
 /// [`Error::UnknownNode`]; a malformed body gets an error reply and the connection keeps
 /// serving; a length prefix above [`MAX_FRAME_BYTES`] gets an error reply and the
-/// connection is closed. No input from a peer makes the server panic.
+/// connection is closed. No input from a peer makes the server panic. [`ServerLimits`]
+/// caps the connections served at once and closes idle ones.
 ///
 /// Dropping the server calls [`TcpVerbsServer::shutdown`].
 pub struct TcpVerbsServer {
@@ -436,6 +459,19 @@ impl TcpVerbsServer {
     /// # Errors
     /// [`Error::Backend`] when `addr` cannot be bound or the accept thread cannot start.
     pub fn spawn(addr: SocketAddr, node: NodeId, backend: Arc<LocalVerbs>) -> Result<TcpVerbsServer> {
+        Self::spawn_with_limits(addr, node, backend, ServerLimits::default())
+    }
+
+    /// [`TcpVerbsServer::spawn`] with `limits` instead of the defaults.
+    ///
+    /// # Errors
+    /// [`Error::Backend`] when `addr` cannot be bound or the accept thread cannot start.
+    pub fn spawn_with_limits(
+        addr: SocketAddr,
+        node: NodeId,
+        backend: Arc<LocalVerbs>,
+        limits: ServerLimits,
+    ) -> Result<TcpVerbsServer> {
         let listener =
             TcpListener::bind(addr).map_err(|e| Error::Backend(format!("{node}: cannot bind {addr}: {e}")))?;
         let local_addr =
@@ -446,7 +482,7 @@ impl TcpVerbsServer {
             let (stop, conns) = (stop.clone(), conns.clone());
             std::thread::Builder::new()
                 .name(format!("tcp-verbs-{}", node.0))
-                .spawn(move || accept_loop(listener, node, backend, stop, conns))
+                .spawn(move || accept_loop(listener, node, backend, limits, stop, conns))
                 .map_err(|e| Error::Backend(format!("{node}: cannot start the accept thread: {e}")))?
         };
         tracing::debug!(%node, %local_addr, "TCP verbs server up");
@@ -502,6 +538,7 @@ fn accept_loop(
     listener: TcpListener,
     node: NodeId,
     backend: Arc<LocalVerbs>,
+    limits: ServerLimits,
     stop: Arc<AtomicBool>,
     conns: Arc<Mutex<HashMap<u64, TcpStream>>>,
 ) {
@@ -520,9 +557,27 @@ fn accept_loop(
             }
         };
         let _ = stream.set_nodelay(true);
+        let _ = stream.set_read_timeout(Some(limits.idle_timeout));
+        let _ = stream.set_write_timeout(Some(limits.idle_timeout));
         let id = next_id.fetch_add(1, Ordering::Relaxed);
-        if let Ok(clone) = stream.try_clone() {
-            conns.lock().unwrap_or_else(PoisonError::into_inner).insert(id, clone);
+        let admitted = {
+            let mut open = conns.lock().unwrap_or_else(PoisonError::into_inner);
+            if open.len() >= limits.max_connections {
+                false
+            } else {
+                if let Ok(clone) = stream.try_clone() {
+                    open.insert(id, clone);
+                }
+                true
+            }
+        };
+        if !admitted {
+            let why = format!("too many connections (at most {})", limits.max_connections);
+            tracing::warn!(%node, peer = ?stream.peer_addr().ok(), "TCP verbs: {why}");
+            let mut stream = stream;
+            let _ = stream.write_all(&encode_reply(&[], Some(&Error::Backend(why))));
+            let _ = stream.shutdown(Shutdown::Both);
+            continue;
         }
         let (backend, conns) = (backend.clone(), conns.clone());
         let spawned = std::thread::Builder::new().name(format!("tcp-verbs-{}-c{id}", node.0)).spawn(move || {
@@ -538,7 +593,8 @@ fn accept_loop(
     }
 }
 
-/// Serves one connection until the peer closes it, an I/O error, or an oversized frame.
+/// Serves one connection until the peer closes it, an I/O error (the idle timeout among
+/// them), or an oversized frame.
 fn serve_connection(mut s: TcpStream, node: NodeId, backend: &LocalVerbs) -> io::Result<()> {
     loop {
         let body = match read_frame(&mut s)? {
@@ -589,7 +645,18 @@ fn handle_request(body: &[u8], node: NodeId, backend: &LocalVerbs) -> Vec<u8> {
 /// A peer node's server and the idle connections to it.
 struct Peer {
     addr: SocketAddr,
-    idle: Mutex<Vec<TcpStream>>,
+    /// Idle connections and when each was last used.
+    idle: Mutex<Vec<(TcpStream, Instant)>>,
+}
+
+impl Peer {
+    /// The most recently used idle connection not older than [`POOL_IDLE_FOR`] (older ones
+    /// are dropped).
+    fn reuse(&self) -> Option<TcpStream> {
+        let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
+        idle.retain(|(_, since)| since.elapsed() < POOL_IDLE_FOR);
+        idle.pop().map(|(s, _)| s)
+    }
 }
 
 /// Verbs of one node over TCP: its own region directly, every other node of its DC through
@@ -597,7 +664,8 @@ struct Peer {
 ///
 /// Each lone verb to a peer is one request/reply exchange; each
 /// [`Verbs::post_batch`] is one exchange carrying the whole batch. Connections are opened
-/// lazily, with `TCP_NODELAY`, and up to a few idle ones are kept per peer. A connection
+/// lazily, with `TCP_NODELAY`, and up to a few idle ones are kept per peer, each for at most
+/// [`POOL_IDLE_FOR`]. A connection
 /// that fails (connect, I/O, timeout, malformed reply) is dropped with every idle
 /// connection to the same peer, and the verb returns [`Error::Backend`] naming the peer
 /// and the cause; a later verb connects again. A verb whose connection broke mid-exchange
@@ -686,8 +754,7 @@ impl TcpVerbs {
                 "the reply would take {reply} bytes, above the {MAX_FRAME_BYTES}-byte frame limit"
             )));
         }
-        let idle = peer.idle.lock().unwrap_or_else(PoisonError::into_inner).pop();
-        let mut stream = match idle {
+        let mut stream = match peer.reuse() {
             Some(s) => s,
             None => self.connect(peer).map_err(|e| broken(format!("cannot connect: {e}")))?,
         };
@@ -715,7 +782,7 @@ impl TcpVerbs {
             Ok((done, verb_error)) => {
                 let mut idle = peer.idle.lock().unwrap_or_else(PoisonError::into_inner);
                 if idle.len() < POOL_IDLE_MAX {
-                    idle.push(stream);
+                    idle.push((stream, Instant::now()));
                 }
                 let error = verb_error.map(|e| match e {
                     RemoteError::Verb(e) => e,
