@@ -373,29 +373,31 @@ impl Node {
             }
         };
 
+        // Phase 1 as sent: a request to every other participant DC and a reply from each
+        // that voted in time (a late reply is counted by phase 2).
+        let answered = votes.keys().filter(|&&dc| dc != self.dc).count() as u64;
+        let phase1_cost = Cost { messages: remote + answered, round_trips: u64::from(remote > 0) };
         match decision {
             decision::Decision::Commit { cts } => {
                 let reads = self.reads(&call, &plan, &votes.values().collect::<Vec<_>>());
-                let cost = TxnCost {
-                    inter_dc_messages: 4 * remote,
-                    round_trips: if remote > 0 { 2 } else { 0 },
-                    client_round_trips: if remote > 0 {
-                        if self.options.early_ack {
-                            1
-                        } else {
-                            2
-                        }
-                    } else {
-                        0
-                    },
-                };
                 let node = self.clone();
                 let phase2 = node.phase2(txn, redt_dc_executor::Decision::Commit(cts), plan, votes, phase1);
-                if self.options.early_ack {
-                    tokio::spawn(phase2);
+                let counted = if self.options.early_ack {
+                    // Acknowledged now; phase 2's cost is added when it ends.
+                    let stats = self.stats.clone();
+                    tokio::spawn(async move {
+                        let c = phase2.await;
+                        stats.add_cost(class, c.messages, c.round_trips);
+                    });
+                    phase1_cost
                 } else {
-                    phase2.await;
-                }
+                    phase1_cost.then(phase2.await)
+                };
+                let cost = TxnCost {
+                    inter_dc_messages: counted.messages,
+                    round_trips: counted.round_trips,
+                    client_round_trips: counted.round_trips,
+                };
                 self.stats.committed(class, cost, start.elapsed().as_micros() as u64);
                 TxnOutcome { txn, status: TxnStatus::Committed, reads }
             }
@@ -470,7 +472,8 @@ impl Node {
     }
 
     /// Phase 2: the decision to every participant DC (retrying unreachable ones), then to
-    /// each DC whose vote arrives after the decision.
+    /// each DC whose vote arrives after the decision. Returns its inter-DC cost as sent
+    /// (late phase-1 replies included).
     async fn phase2(
         self: Arc<Self>,
         txn: TxnId,
@@ -478,7 +481,7 @@ impl Node {
         plan: Plan,
         votes: BTreeMap<DcId, Vote>,
         mut stragglers: JoinSet<(DcId, Option<Vote>)>,
-    ) {
+    ) -> Cost {
         let mut sends = JoinSet::new();
         for &dc in &plan.participants {
             let entries = match votes.get(&dc) {
@@ -490,15 +493,21 @@ impl Node {
             let node = self.clone();
             sends.spawn(async move { node.decide_until_delivered(dc, target, txn, decision, entries).await });
         }
-        while sends.join_next().await.is_some() {}
+        let mut cost = Cost::default();
+        while let Some(r) = sends.join_next().await {
+            cost = cost.alongside(r.unwrap_or_default());
+        }
         while let Some(r) = stragglers.join_next().await {
             if let Ok((dc, Some(v))) = r {
+                let late = Cost { messages: u64::from(dc != self.dc), round_trips: 0 };
+                cost = cost.alongside(late);
                 if v.is_commit() {
                     let target = self.executor_of(&plan, dc);
-                    self.decide_until_delivered(dc, target, txn, decision, v.entries).await;
+                    cost = cost.alongside(self.decide_until_delivered(dc, target, txn, decision, v.entries).await);
                 }
             }
         }
+        cost
     }
 
     async fn decide_until_delivered(
@@ -508,21 +517,25 @@ impl Node {
         txn: TxnId,
         decision: redt_dc_executor::Decision,
         entries: Vec<EntryRef>,
-    ) {
+    ) -> Cost {
         let t0 = Instant::now();
+        let remote = dc != self.dc;
+        // Every attempt sent its request; the one that succeeded also got its reply.
+        let mut failed = Cost::default();
         loop {
-            match self.decide_in(dc, target, txn, decision, entries.clone()).await {
-                Ok(()) => return,
-                Err(_) if self.closed.load(Ordering::SeqCst) => return,
-                Err(e) if t0.elapsed() > self.options.give_up_after => {
-                    tracing::error!(%txn, %dc, "phase 2 undelivered, giving up: {e}");
-                    return;
-                }
-                Err(e) => {
-                    tracing::debug!(%txn, %dc, "phase 2 retry: {e}");
-                    tokio::time::sleep(self.options.retry_every).await;
-                }
+            let Err(e) = self.decide_in(dc, target, txn, decision, entries.clone()).await else {
+                return failed.alongside(Cost::rpc(remote, Cost::default()));
+            };
+            failed.messages += u64::from(remote);
+            if self.closed.load(Ordering::SeqCst) {
+                return failed;
             }
+            if t0.elapsed() > self.options.give_up_after {
+                tracing::error!(%txn, %dc, "phase 2 undelivered, giving up: {e}");
+                return failed;
+            }
+            tracing::debug!(%txn, %dc, "phase 2 retry: {e}");
+            tokio::time::sleep(self.options.retry_every).await;
         }
     }
 

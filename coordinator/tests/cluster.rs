@@ -476,3 +476,40 @@ async fn a_repeated_decision_after_the_ring_wrapped_is_a_no_op() {
     assert_eq!(here, Some((0, 5)), "node 0's replica of key {key}: unlocked, the add applied exactly once");
     cluster.shutdown();
 }
+
+/// RedT's Table-2 counters are what its coordinator sent (RedT §4.2, Table 2): a committed
+/// read-write transaction over 3 DCs, coordinated in one of them, costs 2 inter-DC round
+/// trips and 4 messages per other DC (execute and vote, decision and its reply), with and
+/// without early ack (with it, phase 2's share arrives when phase 2 ends).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redt_counts_the_messages_it_sent() {
+    for (early_ack, port) in [(false, 7670), (true, 7680)] {
+        let options = CoordinatorOptions { early_ack, ..CoordinatorOptions::default() };
+        let cluster = start(&format!("cluster-test-counters-{early_ack}"), port, options).await;
+        let n0 = NodeId(0);
+        // A key whose 3 replicas include node 0's DC: the other 2 participant DCs are remote.
+        let key =
+            (0..).find(|&k| cluster.topology.partitions[partition(&cluster, k).0 as usize].replicas.contains(&n0));
+        let key = key.expect("node 0 holds some partition");
+        commit_eventually(&cluster, n0, &[KvOp::Add(key, 1)], 20).await;
+        let rw_inter = redt_coordinator::Class { read_write: true, inter_dc: true };
+        let t0 = Instant::now();
+        loop {
+            let r = cluster.node(n0).stats().report(rw_inter);
+            assert_eq!(r.committed, 1, "early ack {early_ack}: one rw-inter commit");
+            assert_eq!(r.client_round_trips_per_txn, if early_ack { 1.0 } else { 2.0 }, "{r:?}");
+            if (r.inter_dc_messages_per_txn, r.inter_dc_round_trips_per_txn) == (8.0, 2.0) {
+                break;
+            }
+            // With early ack the commit is counted at 1 round trip and 4 messages, and
+            // phase 2's share is added when it ends.
+            let acked = (r.inter_dc_messages_per_txn, r.inter_dc_round_trips_per_txn) == (4.0, 1.0);
+            assert!(
+                early_ack && acked && t0.elapsed() < Duration::from_secs(10),
+                "early ack {early_ack}: 2 round trips and 8 messages: {r:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        cluster.shutdown();
+    }
+}
