@@ -13,7 +13,7 @@
 use crate::bank::settled_cells;
 use crate::cluster::bar;
 use crate::history::{check, CheckReport, Event, EventType, HistoryWriter, Mop};
-use crate::report::Latency;
+use crate::report::{Latency, Outcomes};
 use rand::{Rng, SeedableRng};
 use redt_coordinator::{call, CoordinatorOptions, EmbeddedCluster, TxnStatus};
 use redt_dc_executor::{list_items, KvOp, LIST_HEADER};
@@ -89,18 +89,10 @@ pub struct AppendReport {
     pub clients: usize,
     /// Seconds run.
     pub duration_s: f64,
-    /// `ok` transactions.
-    pub committed: u64,
-    /// `fail` transactions.
-    pub aborted: u64,
-    /// `info` transactions.
-    pub unknown: u64,
-    /// Committed per second.
-    pub committed_per_s: f64,
-    /// aborted / (committed + aborted).
-    pub abort_rate: f64,
-    /// Latency of `ok` transactions as the clients saw it, ms.
-    pub latency_ms: Latency,
+    /// The run's transactions: `ok` ones committed, `fail` ones aborted, `info` ones
+    /// unknown; the latency of the `ok` ones as the clients saw it.
+    #[serde(flatten)]
+    pub outcomes: Outcomes,
     /// Keys used (active and retired).
     pub keys_used: u64,
     /// The history file, if written.
@@ -278,7 +270,7 @@ pub async fn run_append(topo: Topology, cfg: &AppendConfig) -> Result<AppendRepo
     }
     stop.store(true, Ordering::Relaxed);
     while tasks.join_next().await.is_some() {}
-    let elapsed = started.elapsed().as_secs_f64();
+    let elapsed = started.elapsed();
     run.finish_and_clear();
 
     // Every key ever used, settled, from every replica.
@@ -304,8 +296,7 @@ pub async fn run_append(topo: Topology, cfg: &AppendConfig) -> Result<AppendRepo
         Arc::try_unwrap(writer).map_err(|_| "history still shared")?.into_inner().map_err(|e| e.to_string())?;
     let events: Vec<Event> = writer.finish()?;
     let report = check(&events, &finals)?;
-    let us = Latency::from_histogram(&hist.lock().expect("histogram"));
-    let (ok, fail, info) = (report.ok, report.fail, report.info);
+    let outcomes = Outcomes::new(report.ok, report.fail, report.info, elapsed, &hist.lock().expect("histogram"));
     Ok(AppendReport {
         workload: "append".into(),
         protocol: cfg.options.protocol,
@@ -314,13 +305,8 @@ pub async fn run_append(topo: Topology, cfg: &AppendConfig) -> Result<AppendRepo
         nodes: topo.nodes.len(),
         rtt_ms,
         clients,
-        duration_s: elapsed,
-        committed: ok,
-        aborted: fail,
-        unknown: info,
-        committed_per_s: ok as f64 / elapsed,
-        abort_rate: if ok + fail == 0 { 0.0 } else { fail as f64 / (ok + fail) as f64 },
-        latency_ms: Latency { p50: us.p50 / 1e3, p99: us.p99 / 1e3, p999: us.p999 / 1e3, mean: us.mean / 1e3 },
+        duration_s: elapsed.as_secs_f64(),
+        outcomes,
         keys_used: used.len() as u64,
         history: cfg.history.as_ref().map(|p| p.display().to_string()),
         events: events.len() as u64,

@@ -10,7 +10,7 @@
 //! MemStores: the total per replica set must be unchanged and the replicas must agree.
 
 use crate::cluster::bar;
-use crate::report::Latency;
+use crate::report::Outcomes;
 use rand::{Rng, SeedableRng};
 use redt_coordinator::{call, Class, CoordinatorOptions, EmbeddedCluster, TxnStatus};
 use redt_dc_executor::KvOp;
@@ -90,18 +90,9 @@ pub struct BankReport {
     pub clients: usize,
     /// Measured seconds.
     pub duration_s: f64,
-    /// Committed transactions (measured interval).
-    pub committed: u64,
-    /// Aborted transactions (measured interval).
-    pub aborted: u64,
-    /// Transactions with an unknown outcome (measured interval).
-    pub unknown: u64,
-    /// Committed per second.
-    pub committed_per_s: f64,
-    /// aborted / (committed + aborted).
-    pub abort_rate: f64,
-    /// Acknowledgement latency of committed transactions, ms.
-    pub latency_ms: Latency,
+    /// Transactions of the measured interval; their latency is the acknowledgement's.
+    #[serde(flatten)]
+    pub outcomes: Outcomes,
     /// Transfers committed over the whole run (warm-up included).
     pub transfers_committed: u64,
     /// Transfers with an unknown outcome over the whole run.
@@ -281,7 +272,7 @@ pub async fn run_bank(topo: Topology, cfg: &BankConfig) -> Result<BankReport, St
         run.set_position(started.elapsed().as_millis() as u64);
         run.set_message(format!("{} transfers", counts[0].load(Ordering::Relaxed)));
     }
-    let elapsed = started.elapsed().as_secs_f64();
+    let elapsed = started.elapsed();
     let classes: Vec<_> = Class::all().iter().map(|&c| cluster.stats.report(c)).collect();
     let hist = cluster.stats.latency_us();
     run.finish_and_clear();
@@ -311,7 +302,6 @@ pub async fn run_bank(topo: Topology, cfg: &BankConfig) -> Result<BankReport, St
     let committed: u64 = classes.iter().map(|c| c.committed).sum();
     let aborted: u64 = classes.iter().map(|c| c.aborted).sum();
     let unknown: u64 = classes.iter().map(|c| c.unknown).sum();
-    let us = Latency::from_histogram(&hist);
     let total_ok = missing == 0 && totals.iter().all(|&t| t == expected);
     let replicas_agree = disagreeing == 0 && missing == 0;
     let reads_wrong = counts[3].load(Ordering::Relaxed);
@@ -324,13 +314,8 @@ pub async fn run_bank(topo: Topology, cfg: &BankConfig) -> Result<BankReport, St
         rtt_ms,
         accounts: cfg.accounts,
         clients: cfg.clients_per_node * topo.nodes.len(),
-        duration_s: elapsed,
-        committed,
-        aborted,
-        unknown,
-        committed_per_s: committed as f64 / elapsed,
-        abort_rate: if committed + aborted == 0 { 0.0 } else { aborted as f64 / (committed + aborted) as f64 },
-        latency_ms: Latency { p50: us.p50 / 1e3, p99: us.p99 / 1e3, p999: us.p999 / 1e3, mean: us.mean / 1e3 },
+        duration_s: elapsed.as_secs_f64(),
+        outcomes: Outcomes::new(committed, aborted, unknown, elapsed, &hist),
         transfers_committed: counts[0].load(Ordering::Relaxed),
         transfers_unknown: counts[1].load(Ordering::Relaxed),
         reads_committed: counts[2].load(Ordering::Relaxed),

@@ -7,7 +7,7 @@
 //! node of another DC. [`YcsbConfig`] changes the mix (YCSB core workloads A–D, F) and the
 //! shape (inter-DC ratio, partitions and DCs per transaction); [`draw_txn`] draws.
 
-use crate::report::{Latency, VerbsPerTxn};
+use crate::report::{Latency, Outcomes, VerbsPerTxn};
 use crate::ycsb::{MixReport, OpKind, YcsbConfig};
 use indicatif::{ProgressBar, ProgressStyle};
 use rand::seq::SliceRandom;
@@ -64,18 +64,9 @@ pub struct ClusterReport {
     pub clients: usize,
     /// Measured seconds.
     pub duration_s: f64,
-    /// Committed transactions.
-    pub committed: u64,
-    /// Aborted transactions.
-    pub aborted: u64,
-    /// Transactions with an unknown outcome.
-    pub unknown: u64,
-    /// Committed per second.
-    pub committed_per_s: f64,
-    /// aborted / (committed + aborted).
-    pub abort_rate: f64,
-    /// Acknowledgement latency of committed transactions, ms.
-    pub latency_ms: Latency,
+    /// Transactions of the measured interval; their latency is the acknowledgement's.
+    #[serde(flatten)]
+    pub outcomes: Outcomes,
     /// Inter-DC round trips on the commit path per committed read-write inter-DC txn.
     pub inter_dc_round_trips_per_txn: f64,
     /// Inter-DC round trips the client waited for, per committed read-write inter-DC txn.
@@ -417,7 +408,7 @@ pub async fn run_cluster_ycsb(topo: Topology, cfg: &ClusterConfig) -> Result<Clu
         let r: u64 = Class::all().iter().map(|&c| cluster.stats.report(c).committed).sum();
         run.set_message(format!("{r} committed"));
     }
-    let elapsed = started.elapsed().as_secs_f64();
+    let elapsed = started.elapsed();
     let classes: Vec<(String, ClassReport)> =
         Class::all().iter().map(|&c| (c.name().to_string(), cluster.stats.report(c))).collect();
     let hist = cluster.stats.latency_us();
@@ -434,7 +425,6 @@ pub async fn run_cluster_ycsb(topo: Topology, cfg: &ClusterConfig) -> Result<Clu
     let aborted: u64 = classes.iter().map(|(_, c)| c.aborted).sum();
     let unknown: u64 = classes.iter().map(|(_, c)| c.unknown).sum();
     let rw_inter = classes[0].1;
-    let us = Latency::from_histogram(&hist);
     Ok(ClusterReport {
         workload: "ycsb".into(),
         protocol: cfg.options.protocol,
@@ -445,13 +435,8 @@ pub async fn run_cluster_ycsb(topo: Topology, cfg: &ClusterConfig) -> Result<Clu
         rtt_ms,
         early_ack: cfg.options.early_ack,
         clients: cfg.clients_per_node * cluster.nodes.len(),
-        duration_s: elapsed,
-        committed,
-        aborted,
-        unknown,
-        committed_per_s: committed as f64 / elapsed,
-        abort_rate: if committed + aborted == 0 { 0.0 } else { aborted as f64 / (committed + aborted) as f64 },
-        latency_ms: Latency { p50: us.p50 / 1e3, p99: us.p99 / 1e3, p999: us.p999 / 1e3, mean: us.mean / 1e3 },
+        duration_s: elapsed.as_secs_f64(),
+        outcomes: Outcomes::new(committed, aborted, unknown, elapsed, &hist),
         inter_dc_round_trips_per_txn: rw_inter.inter_dc_round_trips_per_txn,
         client_round_trips_per_txn: rw_inter.client_round_trips_per_txn,
         inter_dc_messages_per_txn: rw_inter.inter_dc_messages_per_txn,
@@ -477,19 +462,11 @@ pub struct RemoteReport {
     pub clients: usize,
     /// Measured seconds.
     pub duration_s: f64,
-    /// Committed transactions.
-    pub committed: u64,
-    /// Aborted transactions.
-    pub aborted: u64,
-    /// Transactions with an unknown outcome (including transport failures).
-    pub unknown: u64,
-    /// Committed per second.
-    pub committed_per_s: f64,
-    /// aborted / (committed + aborted).
-    pub abort_rate: f64,
-    /// Client-observed latency of committed transactions (QUIC round trip to the
-    /// coordinator included), ms.
-    pub latency_ms: Latency,
+    /// Transactions of the measured interval (unknown: transport failures included);
+    /// their latency as the clients observe it (QUIC round trip to the coordinator
+    /// included).
+    #[serde(flatten)]
+    pub outcomes: Outcomes,
 }
 
 /// Runs YCSB against a running cluster of `topo` through its coordinators, with the client
@@ -563,24 +540,19 @@ pub async fn run_remote_ycsb(
         run.set_position(started.elapsed().as_millis() as u64);
     }
     measuring.store(false, Ordering::Relaxed);
-    let elapsed = started.elapsed().as_secs_f64();
+    let elapsed = started.elapsed();
     run.finish_and_clear();
     stop.store(true, Ordering::Relaxed);
     while tasks.join_next().await.is_some() {}
     let [c, a, u] = [0, 1, 2].map(|i| counts[i].load(Ordering::Relaxed));
-    let us = Latency::from_histogram(&hist.lock().expect("histogram"));
+    let outcomes = Outcomes::new(c, a, u, elapsed, &hist.lock().expect("histogram"));
     Ok(RemoteReport {
         workload: "ycsb".into(),
         mix: cfg.ycsb.summary(cells, cell_bytes),
         topology: topo.name.clone(),
         clients: cfg.clients_per_node * topo.nodes.len(),
-        duration_s: elapsed,
-        committed: c,
-        aborted: a,
-        unknown: u,
-        committed_per_s: c as f64 / elapsed,
-        abort_rate: if c + a == 0 { 0.0 } else { a as f64 / (c + a) as f64 },
-        latency_ms: Latency { p50: us.p50 / 1e3, p99: us.p99 / 1e3, p999: us.p999 / 1e3, mean: us.mean / 1e3 },
+        duration_s: elapsed.as_secs_f64(),
+        outcomes,
     })
 }
 

@@ -114,7 +114,10 @@ impl RunReport {
     /// second, the abort rate of attempts, and New-Order's latency (retries included).
     pub fn figures(&self) -> Figures {
         let (committed_per_s, abort_rate, p50_ms, p99_ms) = match self {
-            RunReport::Ycsb(r) => (r.committed_per_s, r.abort_rate, r.latency_ms.p50, r.latency_ms.p99),
+            RunReport::Ycsb(r) => {
+                let o = &r.outcomes;
+                (o.committed_per_s, o.abort_rate, o.latency_ms.p50, o.latency_ms.p99)
+            }
             RunReport::Tpcc(r) => {
                 let no = r.types.iter().find(|t| t.name == "new-order").map(|t| t.latency_ms).unwrap_or_default();
                 (r.committed_per_s, r.abort_rate, no.p50, no.p99)
@@ -465,7 +468,7 @@ pub fn run_compare(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::{Latency, VerbsPerTxn};
+    use crate::report::{Latency, Outcomes, VerbsPerTxn};
     use crate::ycsb::MixReport;
 
     /// A YCSB report of `protocol` with the given figures and `rw` as its rw-inter class.
@@ -481,12 +484,14 @@ mod tests {
             early_ack: true,
             clients: 32,
             duration_s: 30.0,
-            committed: (committed_per_s * 30.0) as u64,
-            aborted: 0,
-            unknown: 0,
-            committed_per_s,
-            abort_rate,
-            latency_ms: Latency { p50, p99: 2.0 * p50, p999: 3.0 * p50, mean: p50 },
+            outcomes: Outcomes {
+                committed: (committed_per_s * 30.0) as u64,
+                aborted: 0,
+                unknown: 0,
+                committed_per_s,
+                abort_rate,
+                latency_ms: Latency { p50, p99: 2.0 * p50, p999: 3.0 * p50, mean: p50 },
+            },
             inter_dc_round_trips_per_txn: rw.inter_dc_round_trips_per_txn,
             client_round_trips_per_txn: rw.client_round_trips_per_txn,
             inter_dc_messages_per_txn: rw.inter_dc_messages_per_txn,

@@ -7,7 +7,7 @@
 //! above every version seen and the executor's clock) and finishing at once; one replay
 //! thread per node drains the redo ring.
 
-use crate::report::{Latency, MemStoreFootprint, VerbsPerTxn};
+use crate::report::{abort_rate, Latency, MemStoreFootprint, VerbsPerTxn};
 use crate::ycsb::{YcsbConfig, YcsbGenerator};
 use indicatif::{ProgressBar, ProgressStyle};
 use rand::SeedableRng;
@@ -258,7 +258,7 @@ pub fn run_local_ycsb(topo: &Topology, cfg: &LocalConfig) -> Result<LocalReport,
         committed,
         aborted,
         committed_per_s: committed as f64 / elapsed,
-        abort_rate: if committed + aborted == 0 { 0.0 } else { aborted as f64 / (committed + aborted) as f64 },
+        abort_rate: abort_rate(committed, aborted),
         latency_us: Latency::from_histogram(&hist),
         verbs_per_txn: VerbsPerTxn::new(&verbs_used, committed),
         index_reads_per_lookup: idx.reads_per_lookup(),

@@ -1,9 +1,10 @@
-//! Figures shared by every report: latency percentiles, verbs per transaction, MemStore
-//! footprint.
+//! Figures shared by every report: latency percentiles, the outcomes of a run's
+//! transactions, verbs per transaction, MemStore footprint.
 
 use hdrhistogram::Histogram;
 use redt_dc_executor::VerbCounts;
 use serde::Serialize;
+use std::time::Duration;
 
 /// Latency percentiles (unit given by the field holding it: µs or ms).
 #[derive(Clone, Copy, Debug, Default, Serialize)]
@@ -35,6 +36,71 @@ impl Latency {
             p999: h.value_at_quantile(0.999) as f64,
             mean: h.mean(),
         }
+    }
+
+    /// Percentiles in ms of `h`, a histogram of µs (zero if empty).
+    pub fn ms_from_us(h: &Histogram<u64>) -> Self {
+        let us = Latency::from_histogram(h);
+        Latency { p50: us.p50 / 1e3, p99: us.p99 / 1e3, p999: us.p999 / 1e3, mean: us.mean / 1e3 }
+    }
+}
+
+/// aborted / (committed + aborted); 0 when neither happened.
+pub fn abort_rate(committed: u64, aborted: u64) -> f64 {
+    if committed + aborted == 0 {
+        0.0
+    } else {
+        aborted as f64 / (committed + aborted) as f64
+    }
+}
+
+/// What the transactions of a run's measured interval came to, and how fast and how long
+/// the committed ones took. Reports hold it with `#[serde(flatten)]`, so its fields appear
+/// among theirs (JSON keys `committed`, …, `latency_ms`; CSV columns `latency_ms.p50`, …).
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct Outcomes {
+    /// Committed transactions.
+    pub committed: u64,
+    /// Aborted transactions.
+    pub aborted: u64,
+    /// Transactions whose outcome stayed unknown.
+    pub unknown: u64,
+    /// Committed transactions per second of the measured interval.
+    pub committed_per_s: f64,
+    /// aborted / (committed + aborted) (see [`abort_rate`]).
+    pub abort_rate: f64,
+    /// Latency of committed transactions, in ms.
+    pub latency_ms: Latency,
+}
+
+impl Outcomes {
+    /// The outcomes of a measured interval of `duration` (not zero) in which `committed`,
+    /// `aborted` and `unknown` transactions finished, the committed ones with the latencies
+    /// in µs of `latency_us`.
+    pub fn new(committed: u64, aborted: u64, unknown: u64, duration: Duration, latency_us: &Histogram<u64>) -> Self {
+        Outcomes {
+            committed,
+            aborted,
+            unknown,
+            committed_per_s: committed as f64 / duration.as_secs_f64(),
+            abort_rate: abort_rate(committed, aborted),
+            latency_ms: Latency::ms_from_us(latency_us),
+        }
+    }
+
+    /// The lines the human-readable reports show for these outcomes, without line breaks:
+    /// committed per second, the abort rate with the counts, and p50/p99/p999 latency in
+    /// ms.
+    pub fn lines(&self) -> [String; 3] {
+        let l = &self.latency_ms;
+        [
+            format!("  committed/s                {:>10.1}", self.committed_per_s),
+            format!(
+                "  abort rate                 {:>10.4}   ({} committed, {} aborted, {} unknown)",
+                self.abort_rate, self.committed, self.aborted, self.unknown
+            ),
+            format!("  latency p50/p99/p999 ms    {:>6.1} / {:.1} / {:.1}", l.p50, l.p99, l.p999),
+        ]
     }
 }
 
@@ -100,5 +166,53 @@ impl MemStoreFootprint {
             index_bytes_per_record: idx,
             bytes_per_payload_byte: (record_bytes as f64 + idx) / payload_bytes.max(1) as f64,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn outcomes_divide_by_the_interval_and_convert_latency_to_ms() {
+        let mut h = Latency::histogram();
+        h.record(2_000).unwrap();
+        let o = Outcomes::new(30, 10, 5, Duration::from_secs(2), &h);
+        assert_eq!((o.committed, o.aborted, o.unknown), (30, 10, 5));
+        assert_eq!(o.committed_per_s, 15.0);
+        assert_eq!(o.abort_rate, 0.25, "unknown outcomes are not aborts");
+        assert!((o.latency_ms.p50 - 2.0).abs() < 0.01, "{:?}", o.latency_ms);
+        assert_eq!(abort_rate(0, 0), 0.0);
+        let [c, a, l] = o.lines();
+        assert_eq!(c, "  committed/s                      15.0");
+        assert_eq!(a, "  abort rate                     0.2500   (30 committed, 10 aborted, 5 unknown)");
+        assert!(l.starts_with("  latency p50/p99/p999 ms       2.0 / 2.0 / 2.0"), "{l}");
+    }
+
+    #[test]
+    fn flattened_outcomes_keep_the_report_keys_in_place() {
+        #[derive(Serialize)]
+        struct R {
+            duration_s: f64,
+            #[serde(flatten)]
+            outcomes: Outcomes,
+            after: u8,
+        }
+        let r = R { duration_s: 1.0, outcomes: Outcomes::default(), after: 1 };
+        let cols: Vec<String> = crate::csv::flatten(&r).unwrap().into_iter().map(|(k, _)| k).collect();
+        let want = [
+            "duration_s",
+            "committed",
+            "aborted",
+            "unknown",
+            "committed_per_s",
+            "abort_rate",
+            "latency_ms.p50",
+            "latency_ms.p99",
+            "latency_ms.p999",
+            "latency_ms.mean",
+            "after",
+        ];
+        assert_eq!(cols, want);
     }
 }

@@ -287,9 +287,9 @@ fn chart_series(protocols: &[Protocol], rows: &[SweepRow]) -> Vec<ChartSeries> {
                 .filter(|r| r.report.protocol == p)
                 .map(|r| ChartPoint {
                     x: r.x,
-                    throughput: r.report.committed_per_s,
-                    p50_ms: r.report.latency_ms.p50,
-                    p99_ms: r.report.latency_ms.p99,
+                    throughput: r.report.outcomes.committed_per_s,
+                    p50_ms: r.report.outcomes.latency_ms.p50,
+                    p99_ms: r.report.outcomes.latency_ms.p99,
                 })
                 .collect(),
         })

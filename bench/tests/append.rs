@@ -28,7 +28,7 @@ fn short_append_run_writes_a_history_that_matches_the_database() {
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let r = rt.block_on(run_append(topology(), &cfg)).expect("run");
     assert!(r.pass, "check failed: {:?} {:?}", r.check.violations_by_kind, r.check.violations);
-    assert!(r.committed > 10, "only {} transactions committed", r.committed);
+    assert!(r.outcomes.committed > 10, "only {} transactions committed", r.outcomes.committed);
     assert!(r.check.ok_appends > 0 && r.check.ok_reads > 0);
 
     // The file: one invoke then one completion per transaction, per process.
@@ -64,7 +64,7 @@ fn short_append_run_writes_a_history_that_matches_the_database() {
     assert!(open.is_empty(), "every transaction completed");
     // The file, re-read, passes the same check against the final lists.
     let again = check(&events, &r.finals).unwrap();
-    assert!(again.valid && again.ok == r.committed);
+    assert!(again.valid && again.ok == r.outcomes.committed);
     // And a corrupted final state is caught: drop the last item of a list holding an ok append.
     let mut broken = r.finals.clone();
     let (k, _) = broken.iter().find(|(_, l)| !l.is_empty()).map(|(k, l)| (*k, l.clone())).unwrap();

@@ -1,14 +1,14 @@
 //! `redt bench …`.
 
-use super::{load_topology, runtime};
+use super::{load_topology, runtime, AckArgs, ProtocolArgs};
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
+use redt_bench::report::Outcomes;
 use redt_bench::ycsb::parse_record_size;
 use redt_bench::{
     run_cluster_ycsb, run_local_ycsb, run_remote_ycsb, topo, ClusterConfig, ClusterReport, Distribution, LocalConfig,
     LocalReport, Workload, YcsbConfig,
 };
-use redt_coordinator::CoordinatorOptions;
 use redt_proto::{Protocol, Topology};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -176,6 +176,47 @@ impl OutArgs {
     }
 }
 
+/// The flags `redt bench bank` and `redt bench append` share: the embedded cluster, its
+/// clients and their seed, the commit protocol and the output.
+#[derive(Args, Debug)]
+pub struct KvRunArgs {
+    /// Topology file of the embedded cluster (default: configs/default.yaml).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Concurrent clients per node (closed loop).
+    #[arg(long, default_value_t = 2)]
+    clients_per_node: usize,
+    #[command(flatten)]
+    protocol: ProtocolArgs,
+    /// Seed of the clients' generators.
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    #[command(flatten)]
+    out: OutArgs,
+}
+
+/// The embedded-cluster flags `redt bench ycsb` and `redt bench sweep` share: the clients,
+/// the records and the acknowledgement.
+#[derive(Args, Debug)]
+pub struct YcsbRunArgs {
+    /// Concurrent clients per node (closed loop).
+    #[arg(long, default_value_t = 4)]
+    clients_per_node: usize,
+    /// Records per partition.
+    #[arg(long, default_value_t = 16384)]
+    records_per_partition: u64,
+    #[command(flatten)]
+    ack: AckArgs,
+}
+
+/// Refuses a `--clients-per-node` of 0.
+fn check_clients(clients_per_node: usize) -> Result<()> {
+    if clients_per_node == 0 {
+        bail!("--clients-per-node must be at least 1");
+    }
+    Ok(())
+}
+
 /// Arguments of `redt bench ycsb`.
 #[derive(Args, Debug)]
 pub struct YcsbArgs {
@@ -196,15 +237,8 @@ pub struct YcsbArgs {
     /// Warm-up excluded from the figures.
     #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
     warmup: Duration,
-    /// Concurrent clients per node (closed loop).
-    #[arg(long, default_value_t = 4)]
-    clients_per_node: usize,
-    /// Records per partition.
-    #[arg(long, default_value_t = 16384)]
-    records_per_partition: u64,
-    /// Acknowledge commits only after phase 2.
-    #[arg(long)]
-    no_early_ack: bool,
+    #[command(flatten)]
+    run: YcsbRunArgs,
     /// Commit protocol of the embedded cluster: redt, 2pc-paxos, ep-paxos, tapir,
     /// redt-tcp [default: redt]. Not with `--cluster`: a running cluster's nodes chose
     /// theirs at start-up (`redt node --protocol`).
@@ -269,9 +303,7 @@ pub fn run(cmd: &BenchCmd) -> Result<()> {
 fn ycsb(a: &YcsbArgs) -> Result<()> {
     let workload = Workload::parse(&a.workload).map_err(anyhow::Error::msg)?;
     let mut ycsb = a.mix.check(workload)?;
-    if a.clients_per_node == 0 {
-        bail!("--clients-per-node must be at least 1");
-    }
+    check_clients(a.run.clients_per_node)?;
     if let (Some(_), Some(p)) = (&a.cluster, a.protocol) {
         bail!(
             "--protocol {p} cannot apply to a running cluster (--cluster): its nodes run the protocol they were \
@@ -289,19 +321,15 @@ fn ycsb(a: &YcsbArgs) -> Result<()> {
             }
         }
     } else {
-        a.mix.apply_record_size(&mut topo, a.records_per_partition)?;
+        a.mix.apply_record_size(&mut topo, a.run.records_per_partition)?;
     }
     let cfg = ClusterConfig {
         duration: a.duration,
         warmup: a.warmup,
-        clients_per_node: a.clients_per_node,
-        records_per_partition: a.records_per_partition,
+        clients_per_node: a.run.clients_per_node,
+        records_per_partition: a.run.records_per_partition,
         ycsb,
-        options: CoordinatorOptions {
-            protocol: a.protocol.unwrap_or_default(),
-            early_ack: !a.no_early_ack,
-            ..Default::default()
-        },
+        options: a.run.ack.options(a.protocol.unwrap_or_default()),
         seed: a.mix.seed,
         progress: !a.out.json,
     };
@@ -311,19 +339,18 @@ fn ycsb(a: &YcsbArgs) -> Result<()> {
         return a.out.emit(serde_json::to_string_pretty(&r)?, || {
             println!("redt bench ycsb --cluster — {}, {} clients, {:.1} s", r.topology, r.clients, r.duration_s);
             print_mix(&r.mix, 0);
-            println!("  committed/s                {:>10.1}", r.committed_per_s);
-            println!(
-                "  abort rate                 {:>10.4}   ({} committed, {} aborted, {} unknown)",
-                r.abort_rate, r.committed, r.aborted, r.unknown
-            );
-            println!(
-                "  latency p50/p99/p999 ms    {:>6.1} / {:.1} / {:.1}   (as the clients see it)",
-                r.latency_ms.p50, r.latency_ms.p99, r.latency_ms.p999
-            );
+            print_outcomes(&r.outcomes, "   (as the clients see it)");
         });
     }
     let r = rt.block_on(run_cluster_ycsb(topo, &cfg)).map_err(anyhow::Error::msg)?;
     a.out.emit(serde_json::to_string_pretty(&r)?, || print_cluster(&r))
+}
+
+/// The lines of `o` every cluster report shows (committed/s, abort rate and counts,
+/// latency in ms), `latency_note` after the latency.
+fn print_outcomes(o: &Outcomes, latency_note: &str) {
+    let [committed, aborts, latency] = o.lines();
+    println!("{committed}\n{aborts}\n{latency}{latency_note}");
 }
 
 /// One line describing the mix (and the inserts of workload D).
@@ -363,15 +390,7 @@ fn print_cluster(r: &ClusterReport) {
         r.duration_s
     );
     print_mix(&r.mix, r.inserted);
-    println!("  committed/s                {:>10.1}", r.committed_per_s);
-    println!(
-        "  abort rate                 {:>10.4}   ({} committed, {} aborted, {} unknown)",
-        r.abort_rate, r.committed, r.aborted, r.unknown
-    );
-    println!(
-        "  latency p50/p99/p999 ms    {:>6.1} / {:.1} / {:.1}",
-        r.latency_ms.p50, r.latency_ms.p99, r.latency_ms.p999
-    );
+    print_outcomes(&r.outcomes, "");
     println!("  per committed transaction (RedT Table 2):");
     println!(
         "    {:<9} {:>10} {:>14} {:>16} {:>16}",

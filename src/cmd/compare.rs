@@ -1,15 +1,14 @@
 //! `redt bench compare` (a child of `cmd::bench`): one workload under each commit protocol
 //! in turn, one table.
 
-use super::super::load_topology;
 use super::super::tpcc::{parse_scale, TPCC_TOPOLOGY};
-use super::{MixArgs, ShapeArgs};
-use anyhow::{bail, Result};
+use super::super::{load_topology, AckArgs};
+use super::{check_clients, MixArgs, ShapeArgs};
+use anyhow::Result;
 use clap::Args;
 use redt_bench::compare::{run_compare, CompareConfig, CompareWorkload};
 use redt_bench::tpcc::{Scale, TpccConfig, DEFAULT_TERMINALS};
 use redt_bench::{ClusterConfig, Workload};
-use redt_coordinator::CoordinatorOptions;
 use redt_proto::{Protocol, Topology};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -52,9 +51,8 @@ pub struct CompareArgs {
     /// Records per partition (YCSB).
     #[arg(long, default_value_t = 16384)]
     records_per_partition: u64,
-    /// Acknowledge commits only after phase 2.
-    #[arg(long)]
-    no_early_ack: bool,
+    #[command(flatten)]
+    ack: AckArgs,
     /// TPC-C warehouses.
     #[arg(long, default_value_t = 4)]
     warehouses: u32,
@@ -83,7 +81,8 @@ pub struct CompareArgs {
 pub fn compare(a: &CompareArgs) -> Result<()> {
     redt_bench::compare::check_protocols(&a.protocols).map_err(|e| anyhow::anyhow!("--protocols: {e}"))?;
     let tpcc = a.workload.trim().eq_ignore_ascii_case("tpcc");
-    let options = CoordinatorOptions { early_ack: !a.no_early_ack, ..Default::default() };
+    // Each run replaces the protocol with its own.
+    let options = a.ack.options(Protocol::default());
     let (mut topo, workload) = if tpcc {
         let topo = match &a.config {
             Some(p) => Topology::load(p)?,
@@ -104,9 +103,7 @@ pub fn compare(a: &CompareArgs) -> Result<()> {
     } else {
         let w = Workload::parse(&a.workload).map_err(|e| anyhow::anyhow!("{e} (or tpcc)"))?;
         let mut ycsb = a.mix.check(w)?;
-        if a.clients_per_node == 0 {
-            bail!("--clients-per-node must be at least 1");
-        }
+        check_clients(a.clients_per_node)?;
         let mut topo = load_topology(a.config.as_deref())?;
         a.shape.apply(&mut ycsb, &topo)?;
         a.mix.apply_record_size(&mut topo, a.records_per_partition)?;

@@ -7,7 +7,9 @@ pub mod netem;
 pub mod tpcc;
 
 use anyhow::Result;
-use redt_proto::Topology;
+use clap::Args;
+use redt_coordinator::CoordinatorOptions;
+use redt_proto::{Protocol, Topology};
 use std::path::Path;
 
 /// The embedded default topology, compiled in so `redt` runs from any directory.
@@ -25,4 +27,38 @@ pub fn load_topology(path: Option<&Path>) -> Result<Topology> {
 /// the default: one per core).
 pub fn runtime() -> Result<tokio::runtime::Runtime> {
     Ok(tokio::runtime::Builder::new_multi_thread().enable_all().build()?)
+}
+
+/// `--no-early-ack`, for every bench that starts embedded clusters.
+#[derive(Args, Debug, Clone)]
+pub struct AckArgs {
+    /// Acknowledge commits only after phase 2.
+    #[arg(long)]
+    no_early_ack: bool,
+}
+
+impl AckArgs {
+    /// Coordinator options running `protocol`, acknowledging commits early unless
+    /// `--no-early-ack`, the rest default.
+    pub fn options(&self, protocol: Protocol) -> CoordinatorOptions {
+        CoordinatorOptions { protocol, early_ack: !self.no_early_ack, ..Default::default() }
+    }
+}
+
+/// `--no-early-ack` and `--protocol NAME` (default redt), for the benches that run one
+/// protocol on an embedded cluster and have no other use for the flag.
+#[derive(Args, Debug, Clone)]
+pub struct ProtocolArgs {
+    #[command(flatten)]
+    ack: AckArgs,
+    /// Commit protocol of the embedded cluster: redt, 2pc-paxos, ep-paxos, tapir, redt-tcp.
+    #[arg(long, value_name = "NAME", default_value_t = Protocol::Redt, value_parser = clap::value_parser!(Protocol))]
+    protocol: Protocol,
+}
+
+impl ProtocolArgs {
+    /// Coordinator options for the chosen protocol and acknowledgement.
+    pub fn options(&self) -> CoordinatorOptions {
+        self.ack.options(self.protocol)
+    }
 }

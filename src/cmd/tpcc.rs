@@ -1,11 +1,10 @@
 //! `redt bench tpcc`: TPC-C on the embedded cluster of configs/tpcc.yaml.
 
-use super::runtime;
+use super::{runtime, ProtocolArgs};
 use anyhow::{bail, Result};
 use clap::Args;
 use redt_bench::tpcc::{run_tpcc, Scale, TpccConfig, DEFAULT_TERMINALS};
-use redt_coordinator::CoordinatorOptions;
-use redt_proto::{Protocol, Topology};
+use redt_proto::Topology;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -49,12 +48,8 @@ pub struct TpccArgs {
     /// Topology file (default: the embedded configs/tpcc.yaml).
     #[arg(long)]
     config: Option<PathBuf>,
-    /// Acknowledge commits only after phase 2.
-    #[arg(long)]
-    no_early_ack: bool,
-    /// Commit protocol of the embedded cluster: redt, 2pc-paxos, ep-paxos, tapir, redt-tcp.
-    #[arg(long, value_name = "NAME", default_value_t = Protocol::Redt, value_parser = clap::value_parser!(Protocol))]
-    protocol: Protocol,
+    #[command(flatten)]
+    protocol: ProtocolArgs,
     /// Seed of the loader and the terminals.
     #[arg(long, default_value_t = 42)]
     seed: u64,
@@ -91,7 +86,7 @@ pub fn run(a: &TpccArgs) -> Result<()> {
         check: a.check,
         seed: a.seed,
         progress: !a.json,
-        options: CoordinatorOptions { protocol: a.protocol, early_ack: !a.no_early_ack, ..Default::default() },
+        options: a.protocol.options(),
         ..TpccConfig::default()
     };
     let r = runtime()?.block_on(run_tpcc(topo, &cfg)).map_err(anyhow::Error::msg)?;

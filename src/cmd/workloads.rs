@@ -1,7 +1,7 @@
 //! `redt bench bank`, `redt bench append`, `redt bench sweep` (a child of `cmd::bench`).
 
 use super::super::{load_topology, runtime};
-use super::{MixArgs, OutArgs, ShapeArgs};
+use super::{check_clients, print_outcomes, KvRunArgs, MixArgs, ShapeArgs, YcsbRunArgs};
 use anyhow::{bail, Result};
 use clap::Args;
 use redt_bench::sweep::parse_param;
@@ -9,7 +9,6 @@ use redt_bench::{
     run_append, run_bank, run_sweep, AppendConfig, AppendReport, BankConfig, BankReport, ClusterConfig, SweepConfig,
     Workload,
 };
-use redt_coordinator::CoordinatorOptions;
 use redt_proto::Protocol;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -17,9 +16,6 @@ use std::time::Duration;
 /// Arguments of `redt bench bank`.
 #[derive(Args, Debug)]
 pub struct BankArgs {
-    /// Topology file of the embedded cluster (default: configs/default.yaml).
-    #[arg(long)]
-    config: Option<PathBuf>,
     /// Accounts (keys 0..N of the key/value table).
     #[arg(long, default_value_t = 64)]
     accounts: u64,
@@ -40,31 +36,16 @@ pub struct BankArgs {
     /// Warm-up excluded from the throughput figures (not from the check).
     #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
     warmup: Duration,
-    /// Concurrent clients per node (closed loop).
-    #[arg(long, default_value_t = 2)]
-    clients_per_node: usize,
     /// The key/value table holding the accounts.
     #[arg(long, default_value = "kv")]
     table: String,
-    /// Acknowledge commits only after phase 2.
-    #[arg(long)]
-    no_early_ack: bool,
-    /// Commit protocol of the embedded cluster: redt, 2pc-paxos, ep-paxos, tapir, redt-tcp.
-    #[arg(long, value_name = "NAME", default_value_t = Protocol::Redt, value_parser = clap::value_parser!(Protocol))]
-    protocol: Protocol,
-    /// Seed of the clients' generators.
-    #[arg(long, default_value_t = 42)]
-    seed: u64,
     #[command(flatten)]
-    out: OutArgs,
+    run: KvRunArgs,
 }
 
 /// Arguments of `redt bench append`.
 #[derive(Args, Debug)]
 pub struct AppendArgs {
-    /// Topology file of the embedded cluster (default: configs/default.yaml).
-    #[arg(long)]
-    config: Option<PathBuf>,
     /// Run time (the history covers all of it).
     #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
     duration: Duration,
@@ -83,23 +64,11 @@ pub struct AppendArgs {
     /// Fraction of micro-operations that are reads.
     #[arg(long, default_value_t = 0.5)]
     read_ratio: f64,
-    /// Concurrent clients per node (closed loop).
-    #[arg(long, default_value_t = 2)]
-    clients_per_node: usize,
     /// The key/value table.
     #[arg(long, default_value = "kv")]
     table: String,
-    /// Acknowledge commits only after phase 2.
-    #[arg(long)]
-    no_early_ack: bool,
-    /// Commit protocol of the embedded cluster: redt, 2pc-paxos, ep-paxos, tapir, redt-tcp.
-    #[arg(long, value_name = "NAME", default_value_t = Protocol::Redt, value_parser = clap::value_parser!(Protocol))]
-    protocol: Protocol,
-    /// Seed of the clients' generators.
-    #[arg(long, default_value_t = 42)]
-    seed: u64,
     #[command(flatten)]
-    out: OutArgs,
+    run: KvRunArgs,
 }
 
 /// Arguments of `redt bench sweep`.
@@ -124,15 +93,8 @@ pub struct SweepArgs {
     /// Warm-up per point, excluded from the figures.
     #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
     warmup: Duration,
-    /// Concurrent clients per node (closed loop).
-    #[arg(long, default_value_t = 4)]
-    clients_per_node: usize,
-    /// Records per partition.
-    #[arg(long, default_value_t = 16384)]
-    records_per_partition: u64,
-    /// Acknowledge commits only after phase 2.
-    #[arg(long)]
-    no_early_ack: bool,
+    #[command(flatten)]
+    run: YcsbRunArgs,
     /// Commit protocol of the embedded cluster: redt, 2pc-paxos, ep-paxos, tapir, redt-tcp
     /// (`--protocols` runs the sweep under several).
     #[arg(long, value_name = "NAME", default_value_t = Protocol::Redt, value_parser = clap::value_parser!(Protocol))]
@@ -163,10 +125,6 @@ pub struct SweepArgs {
     json: bool,
 }
 
-fn options(protocol: Protocol, no_early_ack: bool) -> CoordinatorOptions {
-    CoordinatorOptions { protocol, early_ack: !no_early_ack, ..Default::default() }
-}
-
 fn pass_fail(ok: bool) -> &'static str {
     if ok {
         "pass"
@@ -177,13 +135,12 @@ fn pass_fail(ok: bool) -> &'static str {
 
 /// `redt bench bank`.
 pub fn bank(a: &BankArgs) -> Result<()> {
-    if a.clients_per_node == 0 {
-        bail!("--clients-per-node must be at least 1");
-    }
+    let run = &a.run;
+    check_clients(run.clients_per_node)?;
     if !(0.0..=1.0).contains(&a.read_ratio) {
         bail!("--read-ratio must be in [0, 1]");
     }
-    let topo = load_topology(a.config.as_deref())?;
+    let topo = load_topology(run.config.as_deref())?;
     let cfg = BankConfig {
         duration: a.duration,
         warmup: a.warmup,
@@ -191,14 +148,14 @@ pub fn bank(a: &BankArgs) -> Result<()> {
         initial_balance: a.balance,
         max_transfer: a.max_transfer,
         read_ratio: a.read_ratio,
-        clients_per_node: a.clients_per_node,
+        clients_per_node: run.clients_per_node,
         table: a.table.clone(),
-        options: options(a.protocol, a.no_early_ack),
-        seed: a.seed,
-        progress: !a.out.json,
+        options: run.protocol.options(),
+        seed: run.seed,
+        progress: !run.out.json,
     };
     let r = runtime()?.block_on(run_bank(topo, &cfg)).map_err(anyhow::Error::msg)?;
-    a.out.emit(serde_json::to_string_pretty(&r)?, || print_bank(&r))?;
+    run.out.emit(serde_json::to_string_pretty(&r)?, || print_bank(&r))?;
     if !r.pass {
         bail!("bank check failed: total or replicas or read-all totals wrong (see the report)");
     }
@@ -210,15 +167,7 @@ fn print_bank(r: &BankReport) {
         "redt bench bank — {} ({} DCs, {} nodes, {:.0} ms RTT), protocol {}, {} accounts, {} clients, {:.1} s",
         r.topology, r.dcs, r.nodes, r.rtt_ms, r.protocol, r.accounts, r.clients, r.duration_s
     );
-    println!("  committed/s                {:>10.1}", r.committed_per_s);
-    println!(
-        "  abort rate                 {:>10.4}   ({} committed, {} aborted, {} unknown)",
-        r.abort_rate, r.committed, r.aborted, r.unknown
-    );
-    println!(
-        "  latency p50/p99/p999 ms    {:>6.1} / {:.1} / {:.1}",
-        r.latency_ms.p50, r.latency_ms.p99, r.latency_ms.p999
-    );
+    print_outcomes(&r.outcomes, "");
     println!(
         "  whole run                  {} transfers committed ({} unknown), {} read-alls",
         r.transfers_committed, r.transfers_unknown, r.reads_committed
@@ -247,31 +196,30 @@ fn print_bank(r: &BankReport) {
 
 /// `redt bench append`.
 pub fn append(a: &AppendArgs) -> Result<()> {
-    if a.clients_per_node == 0 {
-        bail!("--clients-per-node must be at least 1");
-    }
+    let run = &a.run;
+    check_clients(run.clients_per_node)?;
     if a.max_txn_len == 0 {
         bail!("--max-txn-len must be at least 1");
     }
     if !(0.0..=1.0).contains(&a.read_ratio) {
         bail!("--read-ratio must be in [0, 1]");
     }
-    let topo = load_topology(a.config.as_deref())?;
+    let topo = load_topology(run.config.as_deref())?;
     let cfg = AppendConfig {
         duration: a.duration,
         keys: a.keys,
         max_writes_per_key: a.max_writes_per_key,
         max_txn_len: a.max_txn_len,
         read_ratio: a.read_ratio,
-        clients_per_node: a.clients_per_node,
+        clients_per_node: run.clients_per_node,
         table: a.table.clone(),
         history: a.history.clone(),
-        options: options(a.protocol, a.no_early_ack),
-        seed: a.seed,
-        progress: !a.out.json,
+        options: run.protocol.options(),
+        seed: run.seed,
+        progress: !run.out.json,
     };
     let r = runtime()?.block_on(run_append(topo, &cfg)).map_err(anyhow::Error::msg)?;
-    a.out.emit(serde_json::to_string_pretty(&r)?, || print_append(&r))?;
+    run.out.emit(serde_json::to_string_pretty(&r)?, || print_append(&r))?;
     if !r.pass {
         bail!("list-append check failed: {} violation kinds (see the report)", r.check.violations_by_kind.len());
     }
@@ -279,20 +227,19 @@ pub fn append(a: &AppendArgs) -> Result<()> {
 }
 
 fn print_append(r: &AppendReport) {
-    let c = &r.check;
+    let (c, o) = (&r.check, &r.outcomes);
     println!(
         "redt bench append — {} ({} DCs, {} nodes, {:.0} ms RTT), protocol {}, {} clients, {:.1} s",
         r.topology, r.dcs, r.nodes, r.rtt_ms, r.protocol, r.clients, r.duration_s
     );
-    println!("  committed/s                {:>10.1}", r.committed_per_s);
+    // Jepsen's words for the outcomes: ok, fail, info.
+    let [committed, _, latency] = o.lines();
+    println!("{committed}");
     println!(
         "  outcomes                   {:>10}   ok, {} fail, {} info (abort rate {:.4})",
-        r.committed, r.aborted, r.unknown, r.abort_rate
+        o.committed, o.aborted, o.unknown, o.abort_rate
     );
-    println!(
-        "  latency p50/p99/p999 ms    {:>6.1} / {:.1} / {:.1}",
-        r.latency_ms.p50, r.latency_ms.p99, r.latency_ms.p999
-    );
+    println!("{latency}");
     println!(
         "  history                    {} events{}",
         r.events,
@@ -327,26 +274,24 @@ pub fn sweep(a: &SweepArgs) -> Result<()> {
     if !a.protocols.is_empty() {
         redt_bench::compare::check_protocols(&a.protocols).map_err(|e| anyhow::anyhow!("--protocols: {e}"))?;
     }
-    if a.clients_per_node == 0 {
-        bail!("--clients-per-node must be at least 1");
-    }
+    check_clients(a.run.clients_per_node)?;
     let mut ycsb = a.mix.check(workload)?;
     let mut topo = load_topology(a.config.as_deref())?;
     if let Some(port) = a.port {
         redt_bench::topo::set_port(&mut topo, port);
     }
     a.shape.apply(&mut ycsb, &topo)?;
-    a.mix.apply_record_size(&mut topo, a.records_per_partition)?;
+    a.mix.apply_record_size(&mut topo, a.run.records_per_partition)?;
     let cfg = SweepConfig {
         param,
         values,
         base: ClusterConfig {
             duration: a.duration,
             warmup: a.warmup,
-            clients_per_node: a.clients_per_node,
-            records_per_partition: a.records_per_partition,
+            clients_per_node: a.run.clients_per_node,
+            records_per_partition: a.run.records_per_partition,
             ycsb,
-            options: options(a.protocol, a.no_early_ack),
+            options: a.run.ack.options(a.protocol),
             seed: a.mix.seed,
             progress: !a.json,
         },
@@ -385,16 +330,16 @@ pub fn sweep(a: &SweepArgs) -> Result<()> {
         "p999 ms"
     );
     for row in &r.rows {
-        let x = &row.report;
+        let (x, o) = (&row.report, &row.report.outcomes);
         println!(
             "  {:<10} {:>w$} {:>12.1} {:>10.4} {:>10.1} {:>10.1} {:>10.1}",
             x.protocol.name(),
             row.value,
-            x.committed_per_s,
-            x.abort_rate,
-            x.latency_ms.p50,
-            x.latency_ms.p99,
-            x.latency_ms.p999
+            o.committed_per_s,
+            o.abort_rate,
+            o.latency_ms.p50,
+            o.latency_ms.p99,
+            o.latency_ms.p999
         );
     }
     println!("  CSV   {}", r.csv);

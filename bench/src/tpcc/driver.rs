@@ -803,7 +803,6 @@ pub async fn run_tpcc(topo: Topology, cfg: &TpccConfig) -> Result<TpccReport, St
         all_attempts += attempts;
         all_aborts += bad;
         all_committed += g(&s.committed);
-        let us = Latency::from_histogram(&sh.latency[k].lock().expect("histogram"));
         types.push(TypeReport {
             name: name.to_string(),
             mix_pct: if total_completed == 0 { 0.0 } else { 100.0 * g(&s.completed) as f64 / total_completed as f64 },
@@ -822,7 +821,7 @@ pub async fn run_tpcc(topo: Topology, cfg: &TpccConfig) -> Result<TpccReport, St
                 .map(|(c, n)| (c.to_string(), g(n)))
                 .filter(|(_, n)| *n > 0)
                 .collect(),
-            latency_ms: Latency { p50: us.p50 / 1e3, p99: us.p99 / 1e3, p999: us.p999 / 1e3, mean: us.mean / 1e3 },
+            latency_ms: Latency::ms_from_us(&sh.latency[k].lock().expect("histogram")),
         });
     }
     let db_committed: u64 = classes.iter().map(|(_, c)| c.committed).sum();
