@@ -7,6 +7,7 @@
 
 pub mod baseline;
 pub mod call;
+pub mod catch_up;
 mod client;
 mod cluster;
 mod codec;

@@ -5,6 +5,7 @@
 
 use crate::baseline::{self, cost::Cost, roles::Scope};
 use crate::call;
+use crate::catch_up::{self, CatchUp};
 use crate::codec::{entries_from_msg, entries_to_msg, vote_from_msg, vote_to_msg};
 use crate::decision::{self, decide, majority};
 use crate::error::{Error, Result};
@@ -12,13 +13,13 @@ use crate::plan::{self, Plan};
 use crate::service::{ExecuteArgs, ExecutorService};
 use crate::stats::{Class, TxnCost, TxnStats};
 use crate::transport::{BoxFuture, Caller, Handler, Transport};
-use redt_dc_executor::{DcHandle, EntryRef, Hlc, ReadView, Region, ReplayTask, Vote};
+use redt_dc_executor::{DcHandle, EntryRef, Hlc, ReadView, RedoEntry, Region, ReplayTask, Vote};
 use redt_netem::WanModel;
 use redt_proto::wire::{
-    AcceptReply, AckReply, Body, DecideReply, DecideRequest, Envelope, ErrorReply, ExecuteRequest, NetemSetRequest,
-    OutcomeReply, PrepareReply, ProcedureCall, RecordReply, RecordRequest,
+    AcceptReply, AcceptRequest, AckReply, Body, CatchUpMsg, ChangeMsg, DecideReply, DecideRequest, Envelope,
+    ErrorReply, ExecuteRequest, NetemSetRequest, OutcomeReply, PrepareReply, ProcedureCall, RecordReply, RecordRequest,
 };
-use redt_proto::{Ballot, Cts, DcId, Epoch, LinkConditions, NodeId, Protocol, Topology, TxnId};
+use redt_proto::{Ballot, Cts, DcId, Epoch, LinkConditions, NodeId, PartitionId, Protocol, Topology, TxnId};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -279,10 +280,10 @@ impl Node {
         txn: TxnId,
         decision: redt_dc_executor::Decision,
         entries: Vec<EntryRef>,
+        catch_up: Vec<CatchUpMsg>,
     ) -> Result<()> {
         if dc == self.dc {
-            let svc = self.service.clone();
-            return svc.decide(txn, decision, &entries);
+            return self.decide_here(txn, decision, &entries, &catch_up);
         }
         let (commit, cts) = match decision {
             redt_dc_executor::Decision::Commit(c) => (true, c.0),
@@ -296,6 +297,7 @@ impl Node {
             entries: entries_to_msg(&entries),
             replicate: false,
             secondary: false,
+            catch_up,
         };
         match self.rpc(target, Body::Decide(req)).await? {
             Body::Decided(_) => Ok(()),
@@ -482,6 +484,15 @@ impl Node {
         votes: BTreeMap<DcId, Vote>,
         mut stragglers: JoinSet<(DcId, Option<Vote>)>,
     ) -> Cost {
+        // A commit's replicas left behind (n ≥ 4): their DCs' redo is aborted and the
+        // quorum's values are shipped to them by DCs that were up to date.
+        let (cu, cts) = match decision {
+            redt_dc_executor::Decision::Commit(cts) => {
+                (catch_up::catch_up(&plan, &plan::vote_table(&plan, &votes)), cts)
+            }
+            redt_dc_executor::Decision::Abort => (CatchUp::default(), Cts(0)),
+        };
+        let decision_in = |dc: DcId| if cu.behind.contains(&dc) { redt_dc_executor::Decision::Abort } else { decision };
         let mut sends = JoinSet::new();
         for &dc in &plan.participants {
             let entries = match votes.get(&dc) {
@@ -489,9 +500,21 @@ impl Node {
                 Some(v) => v.entries.clone(),
                 None => Vec::new(),
             };
+            let ship: Vec<CatchUpMsg> = cu
+                .sources
+                .get(&dc)
+                .into_iter()
+                .flatten()
+                .map(|(p, nodes)| CatchUpMsg {
+                    partition: p.0,
+                    nodes: nodes.iter().map(|n| u32::from(n.0)).collect(),
+                    cts: cts.0,
+                })
+                .collect();
             let target = self.executor_of(&plan, dc);
             let node = self.clone();
-            sends.spawn(async move { node.decide_until_delivered(dc, target, txn, decision, entries).await });
+            let d = decision_in(dc);
+            sends.spawn(async move { node.decide_until_delivered(dc, target, txn, d, entries, ship).await });
         }
         let mut cost = Cost::default();
         while let Some(r) = sends.join_next().await {
@@ -503,7 +526,8 @@ impl Node {
                 cost = cost.alongside(late);
                 if v.is_commit() {
                     let target = self.executor_of(&plan, dc);
-                    cost = cost.alongside(self.decide_until_delivered(dc, target, txn, decision, v.entries).await);
+                    let d = decision_in(dc);
+                    cost = cost.alongside(self.decide_until_delivered(dc, target, txn, d, v.entries, vec![]).await);
                 }
             }
         }
@@ -517,13 +541,14 @@ impl Node {
         txn: TxnId,
         decision: redt_dc_executor::Decision,
         entries: Vec<EntryRef>,
+        catch_up: Vec<CatchUpMsg>,
     ) -> Cost {
         let t0 = Instant::now();
         let remote = dc != self.dc;
         // Every attempt sent its request; the one that succeeded also got its reply.
         let mut failed = Cost::default();
         loop {
-            let Err(e) = self.decide_in(dc, target, txn, decision, entries.clone()).await else {
+            let Err(e) = self.decide_in(dc, target, txn, decision, entries.clone(), catch_up.clone()).await else {
                 return failed.alongside(Cost::rpc(remote, Cost::default()));
             };
             failed.messages += u64::from(remote);
@@ -537,6 +562,94 @@ impl Node {
             tracing::debug!(%txn, %dc, "phase 2 retry: {e}");
             tokio::time::sleep(self.options.retry_every).await;
         }
+    }
+
+    /// Applies a phase-2 decision as this DC's executor. As a catch-up source (`catch_up`
+    /// not empty) it first reads the DC's redo of `txn` — its slots may be reused once the
+    /// decision is applied — and then ships each listed partition's new values to the
+    /// listed replicas in the background (DESIGN.md §2, phase 2). A repeated decision
+    /// ships nothing again.
+    ///
+    /// # Errors
+    /// Data-path failures.
+    fn decide_here(
+        self: &Arc<Self>,
+        txn: TxnId,
+        decision: redt_dc_executor::Decision,
+        entries: &[EntryRef],
+        catch_up: &[CatchUpMsg],
+    ) -> Result<()> {
+        if catch_up.is_empty() || self.service.was_decided(txn) {
+            return self.service.decide(txn, decision, entries);
+        }
+        let held = if entries.is_empty() { self.service.pending_entries(txn) } else { entries.to_vec() };
+        let redo = self.service.redo(txn, &held)?;
+        self.service.decide(txn, decision, entries)?;
+        let node = self.clone();
+        let list = catch_up.to_vec();
+        tokio::spawn(async move { node.ship_catch_up(txn, redo, list).await });
+        Ok(())
+    }
+
+    /// Sends each replica of `list` the new values its partition got in `redo`, as the
+    /// baselines' secondaries receive redo: an accept (written `Logged` into the replica's
+    /// own ring) and a commit decision that settles it (`Committed`; replay then applies it
+    /// under the Thomas write rule). Both are sent at once and retried until answered: a
+    /// decision that overtakes its redo is remembered by the replica.
+    async fn ship_catch_up(self: Arc<Self>, txn: TxnId, redo: Vec<RedoEntry>, list: Vec<CatchUpMsg>) {
+        let changes = baseline::primary::changes_of(&redo);
+        let (coordinator, participants) = redo
+            .first()
+            .map(|e| (u32::from(e.coordinator.0), e.participants.iter().map(|d| u32::from(d.0)).collect::<Vec<_>>()))
+            .unwrap_or_default();
+        // One accept per replica node: a node may hold several of the listed partitions,
+        // and its secondary side takes one accept per (transaction, sender).
+        let mut per_node: BTreeMap<NodeId, (u64, Vec<ChangeMsg>)> = BTreeMap::new();
+        for cu in &list {
+            let part = changes.iter().filter(|c| {
+                self.topology.table(c.table).map(|t| self.topology.partition_of(t, c.key))
+                    == Some(PartitionId(cu.partition))
+            });
+            for &n in &cu.nodes {
+                let (cts, out) = per_node.entry(NodeId(n as u16)).or_insert((cu.cts, Vec::new()));
+                *cts = (*cts).max(cu.cts);
+                out.extend(part.clone().map(|c| ChangeMsg {
+                    table: u32::from(c.table.0),
+                    key: c.key,
+                    cell: u32::from(c.cell),
+                    value: c.value.clone(),
+                    seen: c.seen,
+                }));
+            }
+        }
+        let mut sends = JoinSet::new();
+        for (peer, (cts, changes)) in per_node {
+            if changes.is_empty() {
+                continue;
+            }
+            let accept = Body::Accept(AcceptRequest {
+                txn: txn.0,
+                ballot: 0,
+                coordinator,
+                participants: participants.clone(),
+                changes,
+            });
+            let settle = Body::Decide(DecideRequest {
+                txn: txn.0,
+                ballot: 0,
+                commit: true,
+                cts,
+                entries: Vec::new(),
+                replicate: false,
+                secondary: true,
+                catch_up: Vec::new(),
+            });
+            for body in [accept, settle] {
+                let node = self.clone();
+                sends.spawn(async move { node.call_until_answered(peer, body).await });
+            }
+        }
+        while sends.join_next().await.is_some() {}
     }
 
     /// The values each key/value operation read, from an up-to-date vote of each access.
@@ -640,7 +753,16 @@ impl Node {
                 } else if req.replicate {
                     self.decide_as_primary(txn, decision, &entries).await
                 } else {
-                    self.service.decide(txn, decision, &entries).map(|()| Cost::default())
+                    let nodes = self.topology.nodes.len();
+                    let partitions = self.topology.partitions.len();
+                    if req
+                        .catch_up
+                        .iter()
+                        .any(|c| c.partition as usize >= partitions || c.nodes.iter().any(|&n| n as usize >= nodes))
+                    {
+                        return err(error_code::MALFORMED, "catch-up names an unknown partition or node".into());
+                    }
+                    self.decide_here(txn, decision, &entries, &req.catch_up).map(|()| Cost::default())
                 };
                 match done {
                     Ok(nested) => reply(Body::Decided(DecideReply {

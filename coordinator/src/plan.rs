@@ -17,6 +17,8 @@ pub struct PlannedPartition {
     pub accesses: Vec<usize>,
     /// Its replicas, as (node, DC), in placement order.
     pub replicas: Vec<(NodeId, DcId)>,
+    /// Whether some access on this partition writes.
+    pub writes: bool,
 }
 
 /// A planned transaction.
@@ -39,7 +41,8 @@ pub struct Plan {
 pub fn plan(topology: &Topology, procedure: &dyn Procedure) -> Result<Plan> {
     let mut partitions: BTreeMap<PartitionId, Vec<usize>> = BTreeMap::new();
     let mut read_only = true;
-    for (i, a) in procedure.accesses().iter().enumerate() {
+    let all = procedure.accesses();
+    for (i, a) in all.iter().enumerate() {
         let schema = topology.table(a.table).ok_or_else(|| Error::BadCall(format!("unknown table {}", a.table)))?;
         partitions.entry(topology.partition_of(schema, a.key)).or_default().push(i);
         read_only &= a.write == 0;
@@ -56,7 +59,8 @@ pub fn plan(topology: &Topology, procedure: &dyn Procedure) -> Result<Plan> {
             let list = local.entry(dc).or_default();
             list.extend(accesses.iter().map(|&access| LocalAccess { access, node }));
         }
-        planned.push(PlannedPartition { id: pid, accesses, replicas });
+        let writes = accesses.iter().any(|&a| all[a].write != 0);
+        planned.push(PlannedPartition { id: pid, accesses, replicas, writes });
     }
     for list in local.values_mut() {
         list.sort_by_key(|l| l.access);

@@ -237,6 +237,11 @@ impl ExecutorService {
         Ok(())
     }
 
+    /// Whether this node applied a decision for `txn` (among the last 100,000 it decided).
+    pub fn was_decided(&self, txn: TxnId) -> bool {
+        self.decided.lock().expect("decided").set.contains(&txn)
+    }
+
     /// The redo entries this node remembers for `txn` (a commit vote awaiting its decision).
     pub fn pending_entries(&self, txn: TxnId) -> Vec<EntryRef> {
         self.pending.lock().expect("pending").get(&txn).cloned().unwrap_or_default()

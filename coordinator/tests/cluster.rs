@@ -37,6 +37,25 @@ fn local_fast(name: &str, port: u16) -> Topology {
     Topology::from_yaml(path, &text).expect("the edited local-fast.yaml is valid")
 }
 
+/// [`local_fast`] with every partition replicated in all 4 DCs: n = 4, Q = ceil(3·4/4) = 3,
+/// so a transaction commits while one replica of a partition is behind (DESIGN.md §2).
+fn local_fast_four_replicas(name: &str, port: u16) -> Topology {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../configs/local-fast.yaml");
+    let mut text = std::fs::read_to_string(path).expect("configs/local-fast.yaml");
+    for (three, fourth) in [
+        ("[dc1-n1, dc2-n1, dc3-n1]", "dc4-n1"),
+        ("[dc2-n1, dc3-n1, dc4-n1]", "dc1-n1"),
+        ("[dc3-n1, dc4-n1, dc1-n1]", "dc2-n1"),
+        ("[dc4-n1, dc1-n1, dc2-n1]", "dc3-n1"),
+    ] {
+        assert!(text.contains(three), "local-fast.yaml places a partition on {three}");
+        text = text.replace(three, &format!("{}, {fourth}]", three.trim_end_matches(']')));
+    }
+    let text =
+        text.replace(":7100\"", &format!(":{port}\"")).replace("\nname: local-fast\n", &format!("\nname: {name}\n"));
+    Topology::from_yaml(path, &text).expect("the 4-replica local-fast.yaml is valid")
+}
+
 async fn start(name: &str, port: u16, options: CoordinatorOptions) -> EmbeddedCluster {
     EmbeddedCluster::start(local_fast(name, port), options)
         .await
@@ -134,12 +153,28 @@ async fn commit_eventually(cluster: &EmbeddedCluster, node: NodeId, ops: &[KvOp]
 /// and a read-only transaction sees the same total.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bank_keeps_its_total() {
+    let cluster = Arc::new(start("cluster-test-bank", 7610, CoordinatorOptions::default()).await);
+    bank(cluster, Duration::from_secs(10)).await;
+}
+
+/// The bank with every partition on 4 replicas (n = 4, Q = 3): transfers commit while one
+/// replica voted abort, voted on an older version or did not answer, and that replica is
+/// caught up with the quorum's values (DESIGN.md §2, phase 2) — so at the end every one of
+/// the 4 replicas holds the same balances and the total is kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bank_keeps_its_total_on_four_replicas() {
+    let topology = local_fast_four_replicas("cluster-test-bank4", 7720);
+    let cluster = EmbeddedCluster::start(topology, CoordinatorOptions::default()).await.expect("cluster starts");
+    bank(Arc::new(cluster), Duration::from_secs(8)).await;
+}
+
+/// Concurrent transfers between 32 accounts from every node of `cluster` for `run`, then
+/// checks that every replica agrees, the total is kept and reads see it.
+async fn bank(cluster: Arc<EmbeddedCluster>, run: Duration) {
     const ACCOUNTS: u64 = 32;
     const FIRST: u64 = 100;
     const FUNDS: i64 = 1000;
     const TASKS: u64 = 8;
-    const RUN: Duration = Duration::from_secs(10);
-    let cluster = Arc::new(start("cluster-test-bank", 7610, CoordinatorOptions::default()).await);
     let accounts: Vec<u64> = (FIRST..FIRST + ACCOUNTS).collect();
 
     // Fund every account in one transaction (it touches every partition, so every DC).
@@ -151,7 +186,7 @@ async fn bank_keeps_its_total() {
 
     let (committed, aborted, unknown) =
         (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
-    let deadline = Instant::now() + RUN;
+    let deadline = Instant::now() + run;
     let mut tasks = tokio::task::JoinSet::new();
     for t in 0..TASKS {
         let (cluster, committed, aborted, unknown) =
@@ -184,7 +219,7 @@ async fn bank_keeps_its_total() {
     }
     let (c, a, u) =
         (committed.load(Ordering::Relaxed), aborted.load(Ordering::Relaxed), unknown.load(Ordering::Relaxed));
-    println!("bank: {c} committed, {a} aborted, {u} unknown in {RUN:?} ({TASKS} tasks over 4 nodes)");
+    println!("bank: {c} committed, {a} aborted, {u} unknown in {run:?} ({TASKS} tasks over 4 nodes)");
     assert!(c > 0, "some transfers commit");
 
     // Phase 2 runs after the early ack: give it time, then every replica must agree.
@@ -512,4 +547,40 @@ async fn redt_counts_the_messages_it_sent() {
         }
         cluster.shutdown();
     }
+}
+
+/// DESIGN.md §2, phase 2: with 4 replicas (Q = 3) a transaction commits although one DC
+/// voted abort (here: a lock held by another sub-transaction there); once that lock is
+/// released, the replica it left behind gets the quorum's value too, and all 4 agree.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_that_voted_abort_is_caught_up() {
+    let topology = local_fast_four_replicas("cluster-test-catch-up", 7690);
+    let cluster = EmbeddedCluster::start(topology, CoordinatorOptions::default()).await.expect("cluster starts");
+    let key = 4242;
+    let holder = NodeId(3);
+    let holder_dc = cluster.topology.nodes[3].dc;
+    // A sub-transaction in dc4 that locks the key and waits for a decision that comes later.
+    let svc = cluster.node(holder).service().clone();
+    let blocker = TxnId::new(holder, 1 << 40);
+    let args = ExecuteArgs {
+        txn: blocker,
+        coordinator: holder,
+        participants: vec![holder_dc],
+        call: kv_call(KV, &[KvOp::Add(key, 1000)]),
+        scope: Scope::Dc,
+    };
+    let held = svc.execute(&args).expect("phase 1 in dc4");
+    assert!(held.is_commit(), "the blocker takes the lock: {:?}", held.abort);
+
+    // dc4 votes abort on the lock; dc1..dc3 make the quorum of 3.
+    let out = cluster.node(NodeId(0)).submit(kv_call(KV, &[KvOp::Add(key, 5)])).await;
+    assert_eq!(out.status, TxnStatus::Committed, "3 of 4 up-to-date commit votes commit");
+    svc.decide(blocker, Decision::Abort, &held.entries).expect("the blocker is aborted");
+
+    let values = wait_settled(&cluster, &[key], Duration::from_secs(20)).await;
+    assert_eq!(values[&key], 5, "every replica, dc4's included, holds the committed add");
+    let reps = replicas_of(&cluster, key);
+    assert_eq!(reps.len(), 4, "{reps:?}");
+    assert!(reps.iter().all(|(_, s)| *s == Some((0, 5))), "all 4 replicas unlocked at 5: {reps:?}");
+    cluster.shutdown();
 }

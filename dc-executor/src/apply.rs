@@ -6,6 +6,9 @@
 //! with an executor holding them); if a group is held it gives up for now and the entry is
 //! retried on a later pass. A cell is written only if the entry's `cts` is newer than the
 //! cell's, so replaying an entry whose values the executor already wrote changes nothing.
+//! The new version is the one the entry's writer saw advanced to `cts` — the version the
+//! executor wrote on every up-to-date replica — or, for an entry that recorded none, the
+//! cell's own advanced.
 
 use crate::dc::COUNTER_BOUNDARY;
 use crate::executor::cells_of;
@@ -52,7 +55,10 @@ pub fn apply_committed(region: &Region, catalog: &Catalog, entry: &RedoEntry) ->
             region.read(at, &mut v);
             let cur = CellVersion(u64::from_le_bytes(v));
             if cts > cur.cts() {
-                region.write(at, &encode_cell(cur.next(cts), &ch.value, rl.cell_bytes[c]));
+                // The version the entry's writer saw where it recorded one (so a replica that
+                // missed writes still ends with the writer's version), else this cell's own.
+                let seen = l.seen_version(ch.cell).map(CellVersion).unwrap_or(cur);
+                region.write(at, &encode_cell(seen.next(cts), &ch.value, rl.cell_bytes[c]));
                 written |= 1 << rl.cell_group[c];
             }
         }

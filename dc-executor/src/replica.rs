@@ -28,6 +28,11 @@ pub struct ReplicaChange {
     pub cell: u16,
     /// New value (at most the cell's width).
     pub value: Vec<u8>,
+    /// The cell's version before this write at the sender's replica (a [`crate::CellVersion`]
+    /// word; 0: unknown). Replay writes `seen.next(cts)` where it is known, so every replica
+    /// ends with the same version and stays comparable in votes; with 0 it uses the
+    /// receiver's own current version.
+    pub seen: u64,
 }
 
 /// Who a replicated redo entry belongs to (recorded in the entry, as for executed ones).
@@ -64,6 +69,7 @@ impl Executor {
         let invalid = |why: String| Error::InvalidSubTxn { txn: origin.txn, why };
         // Distinct records, in key order, with their offsets on `node`.
         let mut records: BTreeMap<(TableId, u64), u64> = BTreeMap::new();
+        let mut seen: BTreeMap<(TableId, u64, u16), u64> = BTreeMap::new();
         for c in changes {
             let rl = self.dc().catalog.layout(c.table)?;
             let cell = c.cell as usize;
@@ -74,6 +80,7 @@ impl Executor {
                 return Err(invalid(format!("{}-byte value for a {}-byte cell", c.value.len(), rl.cell_bytes[cell])));
             }
             *records.entry((c.table, c.key)).or_default() |= 1 << cell;
+            seen.insert((c.table, c.key, c.cell), c.seen);
         }
         let keys: Vec<(TableId, u64)> = records.keys().copied().collect();
         let dc = self.dc().clone();
@@ -101,7 +108,7 @@ impl Executor {
                 key,
                 lock_bits: 0,
                 cells,
-                versions: cells_of(cells).map(|_| 0).collect(),
+                versions: cells_of(cells).map(|c| seen.get(&(table, key, c as u16)).copied().unwrap_or(0)).collect(),
             })
             .collect();
         let changes = changes

@@ -252,6 +252,16 @@ pub struct LockIntent {
     pub versions: Vec<u64>,
 }
 
+impl LockIntent {
+    /// The version recorded for cell `cell` (the one its writer saw), or `None` if the
+    /// cell is not in `cells` or its version is still zero.
+    pub fn seen_version(&self, cell: u16) -> Option<u64> {
+        let below = self.cells & ((1u64 << (cell % 64)) - 1);
+        let held = cell < 64 && self.cells >> cell & 1 == 1;
+        held.then(|| self.versions.get(below.count_ones() as usize).copied()).flatten().filter(|&v| v != 0)
+    }
+}
+
 /// A new cell value to apply (Thomas write rule) when the entry commits.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Change {
@@ -905,6 +915,26 @@ fn push_range(batch: &mut DoorbellBatch, layout: &Layout, index: u64, bytes: &[u
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `seen_version` finds the version of a cell by its rank among the set bits of
+    /// `cells`, and treats zero (not yet known) and cells outside the mask as unknown.
+    #[test]
+    fn seen_version_by_cell() {
+        let l = LockIntent {
+            record: Offset(0),
+            table: TableId(1),
+            key: 7,
+            lock_bits: 0,
+            cells: 0b1010_0100,
+            versions: vec![11, 0, 13],
+        };
+        assert_eq!(l.seen_version(2), Some(11));
+        assert_eq!(l.seen_version(5), None, "recorded as zero");
+        assert_eq!(l.seen_version(7), Some(13));
+        assert_eq!(l.seen_version(3), None, "not a touched cell");
+        assert_eq!(l.seen_version(64), None);
+        assert_eq!(l.seen_version(u16::MAX), None);
+    }
     use proptest::prelude::*;
 
     fn verdict() -> impl Strategy<Value = Verdict> {

@@ -325,6 +325,26 @@ pub struct DecideRequest {
     /// (not for redo entries it executed).
     #[prost(bool, tag = "7")]
     pub secondary: bool,
+    /// RedT, to a DC up to date for these partitions: before applying the decision, read
+    /// the DC's redo and ship each listed partition's new values to the listed replicas
+    /// that the commit left behind (DESIGN.md §2, phase 2).
+    #[prost(message, repeated, tag = "8")]
+    pub catch_up: Vec<CatchUpMsg>,
+}
+
+/// Replicas of one partition a commit left behind, to be sent the quorum's values as a
+/// fresh `Committed` redo entry (DESIGN.md §2, phase 2).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct CatchUpMsg {
+    /// The partition.
+    #[prost(uint32, tag = "1")]
+    pub partition: u32,
+    /// The replica nodes to catch up.
+    #[prost(uint32, repeated, tag = "2")]
+    pub nodes: Vec<u32>,
+    /// The transaction's commit timestamp.
+    #[prost(uint64, tag = "3")]
+    pub cts: u64,
 }
 
 /// Reply to phase 2.
@@ -386,6 +406,10 @@ pub struct ChangeMsg {
     /// The new value.
     #[prost(bytes = "vec", tag = "4")]
     pub value: Vec<u8>,
+    /// The cell's version before this write at the sender's replica (0: unknown, the
+    /// receiver's own is used), so the write gets the same version on every replica.
+    #[prost(uint64, tag = "5")]
+    pub seen: u64,
 }
 
 /// A Paxos accept of a primary's redo at a secondary (stable leaders: ballot 0).

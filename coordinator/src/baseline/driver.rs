@@ -145,6 +145,7 @@ fn decide_body(txn: TxnId, decision: Decision, vote: Option<&Vote>, replicate: b
         entries: vote.map(|v| entries_to_msg(&v.entries)).unwrap_or_default(),
         replicate,
         secondary: false,
+        catch_up: Vec::new(),
     })
 }
 

@@ -35,6 +35,7 @@ pub(crate) fn accept_from_msg(req: &AcceptRequest) -> std::result::Result<(Repli
                 key: c.key,
                 cell: u16::try_from(c.cell).map_err(|_| "cell out of range".to_string())?,
                 value: c.value.clone(),
+                seen: c.seen,
             })
         })
         .collect::<std::result::Result<Vec<_>, String>>()?;
@@ -114,6 +115,7 @@ impl Node {
                             key: c.key,
                             cell: c.cell as u32,
                             value: c.value.clone(),
+                            seen: c.seen,
                         })
                         .collect(),
                 };
@@ -175,6 +177,7 @@ impl Node {
                     entries: Vec::new(),
                     replicate: false,
                     secondary: true,
+                    catch_up: Vec::new(),
                 };
                 (n, Body::Decide(req))
             })
@@ -223,11 +226,22 @@ impl Node {
     }
 }
 
-/// The cell changes of a primary's redo entries, as sent to its secondaries.
-fn changes_of(redo: &[RedoEntry]) -> Vec<ReplicaChange> {
+/// The cell changes of a primary's redo entries, as sent to its secondaries (and of a
+/// RedT DC's redo, as shipped to the replicas a commit left behind).
+pub(crate) fn changes_of(redo: &[RedoEntry]) -> Vec<ReplicaChange> {
     redo.iter()
         .flat_map(|e| {
-            e.changes.iter().map(|c| ReplicaChange { table: c.table, key: c.key, cell: c.cell, value: c.value.clone() })
+            e.changes.iter().map(|c| {
+                // The version the writer saw, from the lock intent of the change's record.
+                let seen = e.locks.iter().find(|l| l.record == c.record).and_then(|l| l.seen_version(c.cell));
+                ReplicaChange {
+                    table: c.table,
+                    key: c.key,
+                    cell: c.cell,
+                    value: c.value.clone(),
+                    seen: seen.unwrap_or(0),
+                }
+            })
         })
         .collect()
 }

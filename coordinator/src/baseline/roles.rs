@@ -211,7 +211,7 @@ mod tests {
             let changes: Vec<ReplicaChange> = keys
                 .iter()
                 .filter(|&&k| t.partitions[t.partition_of(schema, k).0 as usize].replicas[0] == primary)
-                .map(|&k| ReplicaChange { table, key: k, cell: 0, value: vec![7] })
+                .map(|&k| ReplicaChange { table, key: k, cell: 0, value: vec![7], seen: 0 })
                 .collect();
             let r = replication(&t, primary, &changes);
             assert!(!r.is_empty());
