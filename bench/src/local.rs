@@ -12,8 +12,8 @@ use crate::ycsb::{YcsbConfig, YcsbGenerator};
 use indicatif::{ProgressBar, ProgressStyle};
 use rand::SeedableRng;
 use redt_dc_executor::{
-    DcHandle, Decision, Executor, Hlc, LocalAccess, LocalVerbs, Procedure, ReplayTask, SubTxn, SystemClock, Verbs,
-    Vote, LINE,
+    Clock, DcHandle, Decision, Executor, Hlc, LocalAccess, LocalVerbs, Procedure, ReplayTask, SubTxn, SystemClock,
+    Verbs, Vote, LINE,
 };
 use redt_proto::{Cts, DcId, Epoch, NodeId, TableId, Topology, TxnId};
 use serde::Serialize;
@@ -167,7 +167,7 @@ pub fn run_local_ycsb(topo: &Topology, cfg: &LocalConfig) -> Result<LocalReport,
         let dc_id = cfg.dc;
         workers.push(std::thread::spawn(move || {
             let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-            let mut ex = Executor::new(handle, hlc, Arc::new(SystemClock));
+            let mut ex = Executor::new(handle, hlc);
             let mut local_hist = Latency::histogram();
             let mut seq = (t as u64) << 32;
             while !stop.load(Ordering::Relaxed) {
@@ -188,7 +188,7 @@ pub fn run_local_ycsb(topo: &Topology, cfg: &LocalConfig) -> Result<LocalReport,
                     local,
                 };
                 let start = Instant::now();
-                let res = ex.execute(&sub).and_then(|vote| {
+                let res = ex.execute(&sub, SystemClock.now_ms()).and_then(|vote| {
                     if vote.is_commit() {
                         ex.finish(sub.txn, Decision::Commit(local_cts(&vote)), &vote.entries).map(|_| true)
                     } else {

@@ -8,11 +8,16 @@
 //! that left any written partition behind has all of its redo aborted, and every replica it
 //! holds of a written partition is caught up.
 //!
-//! Pure: [`catch_up`] is a function of the plan and the vote table; the driver sends.
+//! Pure: [`catch_up`] is a function of the plan and the vote table, [`shipments`] of a source's
+//! redo and its targets; the driver sends. The same mechanism (an accept of redo into a
+//! replica's own ring, then the decision that settles it) is how the baselines' secondaries
+//! receive their primary's redo.
 
 use crate::decision::PartitionVotes;
+use crate::message::{Accept, CatchUpTarget, Decide, DecideRole, Request};
 use crate::plan::Plan;
-use redt_proto::{DcId, NodeId, PartitionId};
+use redt_dc_executor::{Decision, RedoEntry, ReplicaChange, ReplicaOrigin};
+use redt_proto::{Ballot, Cts, DcId, NodeId, PartitionId, Topology, TxnId};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// What phase 2 of a commit does about replicas left behind.
@@ -75,6 +80,74 @@ pub fn catch_up(plan: &Plan, table: &[PartitionVotes]) -> CatchUp {
             continue;
         };
         out.sources.entry(source).or_default().push((p.id, targets));
+    }
+    out
+}
+
+/// The cell changes of a primary's redo entries, as sent to its secondaries (and of a
+/// RedT DC's redo, as shipped to the replicas a commit left behind).
+pub fn changes_of(redo: &[RedoEntry]) -> Vec<ReplicaChange> {
+    redo.iter()
+        .flat_map(|e| {
+            e.changes.iter().map(|c| {
+                // The version the writer saw, from the lock intent of the change's record.
+                let seen = e.locks.iter().find(|l| l.record == c.record).and_then(|l| l.seen_version(c.cell));
+                ReplicaChange {
+                    table: c.table,
+                    key: c.key,
+                    cell: c.cell,
+                    value: c.value.clone(),
+                    seen: seen.unwrap_or(0),
+                }
+            })
+        })
+        .collect()
+}
+
+/// The requests a catch-up source sends for `txn` (DESIGN.md §2, phase 2): per replica node of
+/// `targets`, one [`Accept`] of the new values its partitions got in `redo` (written `Logged`
+/// into the replica's own ring) and one [`Decide`] for a secondary that settles it
+/// (`Committed`; replay then applies it under the Thomas write rule). A node holding several
+/// listed partitions gets them in one accept. Both go out at once and are retried until
+/// answered: a decision that overtakes its redo is remembered by the replica.
+pub fn shipments(
+    topology: &Topology,
+    txn: TxnId,
+    redo: &[RedoEntry],
+    targets: &[CatchUpTarget],
+) -> Vec<(NodeId, Request)> {
+    let changes = changes_of(redo);
+    let (coordinator, participants) =
+        redo.first().map(|e| (e.coordinator, e.participants.clone())).unwrap_or((NodeId(0), Vec::new()));
+    let mut per_node: BTreeMap<NodeId, (Cts, Vec<ReplicaChange>)> = BTreeMap::new();
+    for t in targets {
+        let part = changes
+            .iter()
+            .filter(|c| topology.table(c.table).map(|tb| topology.partition_of(tb, c.key)) == Some(t.partition));
+        for &n in &t.nodes {
+            let (cts, out) = per_node.entry(n).or_insert((t.cts, Vec::new()));
+            *cts = (*cts).max(t.cts);
+            out.extend(part.clone().cloned());
+        }
+    }
+    let mut out = Vec::new();
+    for (node, (cts, changes)) in per_node {
+        if changes.is_empty() {
+            continue;
+        }
+        let origin = ReplicaOrigin { txn, epoch: topology.epoch, coordinator, participants: participants.clone() };
+        out.push((node, Request::Accept(Accept { origin, changes })));
+        out.push((
+            node,
+            Request::Decide(Decide {
+                txn,
+                ballot: Ballot(0),
+                decision: Decision::Commit(cts),
+                entries: Vec::new(),
+                role: DecideRole::Secondary,
+                catch_up: Vec::new(),
+            }),
+        ));
     }
     out
 }

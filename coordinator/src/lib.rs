@@ -2,8 +2,10 @@
 //! sub-transactions, the executor side of a node, votes and the ¾-quorum decision, abort
 //! recording and phase 2, the QUIC transport, the embedded cluster and the client API.
 //!
-//! The decision ([`decision`]) and the plan ([`plan`]) are pure; [`Node`] is the async
-//! driver. The in-DC data path is `redt-dc-executor`'s; WAN conditions are `redt-netem`'s.
+//! The protocol is sans-IO: the decision ([`decision`]), the plan ([`plan`]) and catch-up
+//! ([`catch_up`]) are pure functions; a coordinator's transaction ([`txn::CoordinatorTxn`]) and
+//! a node's executor side ([`executor_core::ExecutorCore`]) are state machines that take
+//! [`message`]s and time and return actions. [`Node`] is the async driver. The in-DC data path is `redt-dc-executor`'s; WAN conditions are `redt-netem`'s.
 
 pub mod baseline;
 pub mod call;
@@ -11,17 +13,23 @@ pub mod catch_up;
 mod client;
 mod cluster;
 mod codec;
+pub mod cost;
 pub mod decision;
 mod error;
+pub mod executor_core;
+mod executor_thread;
+pub mod message;
 mod node;
 pub mod plan;
-mod service;
 mod stats;
 pub mod transport;
+pub mod txn;
 
 pub use client::Client;
 pub use cluster::EmbeddedCluster;
 pub use error::{Error, Result};
-pub use node::{error_code, outcome_to_msg, CoordinatorOptions, Node, NodeParts, TxnOutcome, TxnStatus};
-pub use service::{ExecuteArgs, ExecutorService};
+pub use executor_core::{ExecuteArgs, ExecutorCore, ExecutorMutations};
+pub use executor_thread::ExecutorThread;
+pub use node::{error_code, outcome_to_msg, Node, NodeParts};
 pub use stats::{Class, ClassReport, TxnCost, TxnStats};
+pub use txn::{CoordinatorMutations, CoordinatorOptions, CoordinatorTxn, TxnOutcome, TxnStatus};

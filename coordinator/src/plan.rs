@@ -6,7 +6,7 @@ use crate::decision::{ItemKey, PartitionVotes, ReplicaVote};
 use crate::error::{Error, Result};
 use redt_dc_executor::{LocalAccess, Procedure, Vote};
 use redt_proto::{DcId, NodeId, PartitionId, Topology};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// One touched partition.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -112,4 +112,54 @@ pub fn vote_table(plan: &Plan, votes: &BTreeMap<DcId, Vote>) -> Vec<PartitionVot
                 .collect(),
         })
         .collect()
+}
+
+/// Which of a DC's planned accesses a node runs in phase 1.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scope {
+    /// Every replica in the DC, on whichever node (RedT: one executor per DC).
+    Dc,
+    /// The primary replicas held by the receiving node (2PC-Paxos, EP-Paxos).
+    Primaries,
+    /// Every replica held by the receiving node (TAPIR).
+    Node,
+}
+
+impl Scope {
+    /// The wire code of `ExecuteRequest::scope`.
+    pub fn code(self) -> u32 {
+        match self {
+            Scope::Dc => 0,
+            Scope::Primaries => 1,
+            Scope::Node => 2,
+        }
+    }
+
+    /// Decodes a wire code; `None` for an unknown one.
+    pub fn from_code(code: u32) -> Option<Scope> {
+        match code {
+            0 => Some(Scope::Dc),
+            1 => Some(Scope::Primaries),
+            2 => Some(Scope::Node),
+            _ => None,
+        }
+    }
+}
+
+/// The accesses `node` (in `dc`) runs for `plan` under `scope`, ascending by access.
+pub fn scoped_accesses(plan: &Plan, dc: DcId, node: NodeId, scope: Scope) -> Vec<LocalAccess> {
+    let local = plan.local.get(&dc).map(Vec::as_slice).unwrap_or(&[]);
+    match scope {
+        Scope::Dc => local.to_vec(),
+        Scope::Node => local.iter().filter(|la| la.node == node).copied().collect(),
+        Scope::Primaries => {
+            let led: BTreeSet<usize> = plan
+                .partitions
+                .iter()
+                .filter(|p| p.replicas.first().map(|r| r.0) == Some(node))
+                .flat_map(|p| p.accesses.iter().copied())
+                .collect();
+            local.iter().filter(|la| la.node == node && led.contains(&la.access)).copied().collect()
+        }
+    }
 }

@@ -5,8 +5,8 @@
 //! Each test runs its own cluster on its own ports and under its own topology name, so the
 //! tests of this binary (and the process test of the root package) may run at once.
 
-use redt_coordinator::baseline::roles::Scope;
 use redt_coordinator::call::kv_call;
+use redt_coordinator::plan::Scope;
 use redt_coordinator::transport::frame::encode_frame;
 use redt_coordinator::transport::tls::quic_client_config;
 use redt_coordinator::transport::{
@@ -120,7 +120,10 @@ fn settled(cluster: &EmbeddedCluster, keys: &[u64]) -> Result<BTreeMap<u64, i64>
 async fn wait_settled(cluster: &EmbeddedCluster, keys: &[u64], limit: Duration) -> BTreeMap<u64, i64> {
     let t0 = Instant::now();
     loop {
-        let pending: Vec<usize> = cluster.nodes.iter().map(|n| n.service().pending()).collect();
+        let mut pending: Vec<usize> = Vec::new();
+        for n in &cluster.nodes {
+            pending.push(n.executor().run(|c, _| c.pending()).await.unwrap_or(0));
+        }
         let state = if pending.iter().any(|&p| p > 0) {
             Err(format!("sub-transactions still awaiting a decision per node: {pending:?}"))
         } else {
@@ -468,7 +471,7 @@ async fn a_repeated_decision_after_the_ring_wrapped_is_a_no_op() {
     let dc0 = cluster.topology.nodes[0].dc;
     let key = (0..).find(|&k| cluster.topology.partitions[partition(&cluster, k).0 as usize].replicas.contains(&n0));
     let key = key.expect("node 0 holds some partition");
-    let svc = cluster.node(n0).service().clone();
+    let exec = cluster.node(n0).executor();
     let txn = TxnId::new(n0, 1 << 40); // far above the ids the node hands out itself
     let args = ExecuteArgs {
         txn,
@@ -477,11 +480,13 @@ async fn a_repeated_decision_after_the_ring_wrapped_is_a_no_op() {
         call: kv_call(KV, &[KvOp::Add(key, 5)]),
         scope: Scope::Dc,
     };
-    let vote = svc.execute(&args).expect("phase 1 runs");
+    let a = args.clone();
+    let vote = exec.run(move |c, now| c.execute(&a, now)).await.unwrap().expect("phase 1 runs");
     assert!(vote.is_commit(), "an uncontended add votes commit: {:?}", vote.abort);
     assert!(!vote.entries.is_empty(), "a write leaves redo entries");
     let cts = Cts::new(vote.hlc.0 + 1);
-    svc.decide(txn, Decision::Commit(cts), &vote.entries).expect("the decision applies");
+    let e = vote.entries.clone();
+    exec.run(move |c, _| c.decide(txn, Decision::Commit(cts), &e)).await.unwrap().expect("the decision applies");
 
     // Wrap node 0's ring with other transactions' entries until the first slot of this
     // transaction's entry holds something else.
@@ -501,11 +506,17 @@ async fn a_repeated_decision_after_the_ring_wrapped_is_a_no_op() {
     }
     assert!(wrapped, "node 0's ring wrapped past the first transaction's entries");
 
-    svc.decide(txn, Decision::Commit(cts), &vote.entries).expect("a repeated decision is answered");
-    svc.decide(txn, Decision::Abort, &[]).expect("so is one without entries");
-    let again = svc.execute(&args).expect("a repeated phase 1 runs");
+    let e = vote.entries.clone();
+    exec.run(move |c, _| c.decide(txn, Decision::Commit(cts), &e))
+        .await
+        .unwrap()
+        .expect("a repeated decision is answered");
+    exec.run(move |c, _| c.decide(txn, Decision::Abort, &[])).await.unwrap().expect("so is one without entries");
+    let a = args.clone();
+    let again = exec.run(move |c, now| c.execute(&a, now)).await.unwrap().expect("a repeated phase 1 runs");
     assert!(again.abort.is_some(), "a repeated phase 1 of a decided transaction votes abort");
-    assert!(svc.pending_entries(txn).is_empty(), "the repeated phase 1 holds nothing on node 0");
+    let left = exec.run(move |c, _| c.pending_entries(txn)).await.unwrap();
+    assert!(left.is_empty(), "the repeated phase 1 holds nothing on node 0");
     // Only DC 0 ran this transaction: its replica there holds the add once, unlocked.
     let here = replicas_of(&cluster, key).into_iter().find(|(n, _)| *n == n0).and_then(|(_, s)| s);
     assert_eq!(here, Some((0, 5)), "node 0's replica of key {key}: unlocked, the add applied exactly once");
@@ -560,7 +571,7 @@ async fn a_replica_that_voted_abort_is_caught_up() {
     let holder = NodeId(3);
     let holder_dc = cluster.topology.nodes[3].dc;
     // A sub-transaction in dc4 that locks the key and waits for a decision that comes later.
-    let svc = cluster.node(holder).service().clone();
+    let exec = cluster.node(holder).executor();
     let blocker = TxnId::new(holder, 1 << 40);
     let args = ExecuteArgs {
         txn: blocker,
@@ -569,13 +580,15 @@ async fn a_replica_that_voted_abort_is_caught_up() {
         call: kv_call(KV, &[KvOp::Add(key, 1000)]),
         scope: Scope::Dc,
     };
-    let held = svc.execute(&args).expect("phase 1 in dc4");
+    let a = args.clone();
+    let held = exec.run(move |c, now| c.execute(&a, now)).await.unwrap().expect("phase 1 in dc4");
     assert!(held.is_commit(), "the blocker takes the lock: {:?}", held.abort);
 
     // dc4 votes abort on the lock; dc1..dc3 make the quorum of 3.
     let out = cluster.node(NodeId(0)).submit(kv_call(KV, &[KvOp::Add(key, 5)])).await;
     assert_eq!(out.status, TxnStatus::Committed, "3 of 4 up-to-date commit votes commit");
-    svc.decide(blocker, Decision::Abort, &held.entries).expect("the blocker is aborted");
+    let e = held.entries.clone();
+    exec.run(move |c, _| c.decide(blocker, Decision::Abort, &e)).await.unwrap().expect("the blocker is aborted");
 
     let values = wait_settled(&cluster, &[key], Duration::from_secs(20)).await;
     assert_eq!(values[&key], 5, "every replica, dc4's included, holds the committed add");

@@ -17,7 +17,7 @@
 
 use crate::dc::{counter_increment, lock_word, DcHandle};
 use crate::error::{Error, Result};
-use crate::hlc::{Clock, Hlc};
+use crate::hlc::Hlc;
 use crate::lock::{self, LockOutcome};
 use crate::procedure::{Procedure, ReadView, UserAbort};
 use crate::record::{encode_cell, CellVersion, RecordLayout};
@@ -156,15 +156,15 @@ struct NodeWork {
 pub struct Executor {
     dc: Arc<DcHandle>,
     hlc: Arc<Hlc>,
-    clock: Arc<dyn Clock>,
     rings: BTreeMap<NodeId, RingWriter>,
     ring_patience: Duration,
 }
 
 impl Executor {
-    /// An executor over `dc`, reading time from `clock` into the shared `hlc`.
-    pub fn new(dc: Arc<DcHandle>, hlc: Arc<Hlc>, clock: Arc<dyn Clock>) -> Self {
-        Executor { dc, hlc, clock, rings: BTreeMap::new(), ring_patience: Duration::from_millis(200) }
+    /// An executor over `dc` that ticks the shared hybrid logical clock `hlc` (time itself
+    /// comes in as an argument of [`Executor::execute`]).
+    pub fn new(dc: Arc<DcHandle>, hlc: Arc<Hlc>) -> Self {
+        Executor { dc, hlc, rings: BTreeMap::new(), ring_patience: Duration::from_millis(200) }
     }
 
     /// Sets how long a reservation waits for replay to free ring space before the
@@ -192,7 +192,9 @@ impl Executor {
         self.rings.entry(node).or_insert_with(|| RingWriter::new(layout, node))
     }
 
-    /// Runs phase 1 of `sub` (lock, read, run, pre-write, vote).
+    /// Runs phase 1 of `sub` (lock, read, run, pre-write, vote) at physical time `now_ms`
+    /// (milliseconds since [`crate::ORIGIN_UNIX_MS`], the caller's clock; the vote's HLC
+    /// reading is taken from it).
     ///
     /// Lock conflicts, missing records, a full ring and procedure aborts are abort votes,
     /// with every lock taken released and every entry written marked `Aborted`.
@@ -200,8 +202,8 @@ impl Executor {
     /// # Errors
     /// Verbs failures, [`Error::InvalidSubTxn`] for a malformed sub-transaction (unknown
     /// table, write outside the declared cells, oversized value), heap or index full.
-    pub fn execute(&mut self, sub: &SubTxn) -> Result<Vote> {
-        let hlc = self.hlc.tick(self.clock.now_ms());
+    pub fn execute(&mut self, sub: &SubTxn, now_ms: u64) -> Result<Vote> {
+        let hlc = self.hlc.tick(now_ms);
         let accesses = sub.procedure.accesses();
         let invalid = |why: String| Error::InvalidSubTxn { txn: sub.txn, why };
 

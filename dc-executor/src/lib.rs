@@ -27,7 +27,7 @@ pub use apply::apply_committed;
 pub use dc::{format_if_new, DcHandle, RecordImage};
 pub use error::{Error, Result, SuperblockMismatch};
 pub use executor::{AbortReason, Decision, EntryRef, Executor, ItemVote, LocalAccess, SubTxn, Vote};
-pub use hlc::{Clock, Hlc, SystemClock};
+pub use hlc::{Clock, Hlc, SystemClock, ORIGIN_UNIX_MS};
 pub use index::{Index, IndexStats};
 pub use memstore::{Layout, LINE, MAGIC};
 pub use procedure::{
@@ -39,7 +39,9 @@ pub use region::{masked_add, Region};
 pub use replay::{Apply, ReplayStep, Replayer};
 pub use replay_task::ReplayTask;
 pub use replica::{ReplicaChange, ReplicaOrigin};
-pub use ring::{Change, EntryStatus, LockIntent, RedoEntry, RingWriter, Verdict, VoteState, VoteWord};
+pub use ring::{
+    unfinished_entries, Change, EntryStatus, LockIntent, RedoEntry, RingWriter, Verdict, VoteState, VoteWord,
+};
 pub use verbs::{
     Completion, DoorbellBatch, LocalVerbs, ServerLimits, TcpVerbs, TcpVerbsServer, VerbCounters, VerbCounts, Verbs,
     WorkRequest,

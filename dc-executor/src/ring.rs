@@ -681,6 +681,39 @@ pub(crate) fn read_framed(
     decode_framed(node, index, &buf)
 }
 
+/// The entries of `node`'s ring between its head and its tail that are not finished (status
+/// `Intent` or `Logged`: their transaction is undecided here, and the locks they list may be
+/// held), as `(ring index, entry)` in ring order. A slot that does not decode (a reservation
+/// not yet written, a torn entry) is skipped one slot at a time. Read-only: the recovery
+/// scan's and the simulator's view of what a crash left behind (DESIGN.md §2).
+///
+/// # Errors
+/// Verbs failures.
+pub fn unfinished_entries(verbs: &dyn Verbs, node: NodeId, layout: &Layout) -> Result<Vec<(u64, RedoEntry)>> {
+    let mut word = [0u8; 8];
+    verbs.read(node, Offset(head_offset(layout)), &mut word)?;
+    let head = u64::from_le_bytes(word);
+    verbs.read(node, Offset(tail_offset(layout)), &mut word)?;
+    let tail = u64::from_le_bytes(word);
+    let end = tail.min(head.saturating_add(ring_slots(layout)));
+    let mut out = Vec::new();
+    let mut index = head;
+    let mut read = |off: u64, buf: &mut [u8]| verbs.read(node, Offset(off), buf);
+    while index < end {
+        match read_framed(layout, node, index, &mut read) {
+            Ok((entry, slots)) => {
+                if matches!(entry.status, EntryStatus::Intent | EntryStatus::Logged) {
+                    out.push((index, entry));
+                }
+                index += slots.max(1);
+            }
+            Err(e @ (Error::Backend(_) | Error::OutOfBounds { .. } | Error::UnknownNode(_))) => return Err(e),
+            Err(_) => index += 1,
+        }
+    }
+    Ok(out)
+}
+
 /// The executor side of one node's redo ring: one per (executor, target node), holding the
 /// cached head of RedT's lazy head check (§4.2, Algorithm 2 lines 15–18) and the
 /// reservations it still owes a filler. The stateless verb builders of `WriteLog` and

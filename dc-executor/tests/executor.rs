@@ -6,8 +6,8 @@ mod common;
 use common::{TestDc, T};
 use rand::{Rng, SeedableRng};
 use redt_dc_executor::{
-    lock, AbortReason, Access, Decision, KvOp, KvProcedure, LocalAccess, Procedure, ReadView, SubTxn, UserAbort, Vote,
-    Write,
+    lock, AbortReason, Access, Clock, Decision, KvOp, KvProcedure, LocalAccess, Procedure, ReadView, SubTxn,
+    SystemClock, UserAbort, Vote, Write,
 };
 use redt_proto::{Cts, DcId, Epoch, NodeId, TxnId};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -73,8 +73,8 @@ fn writes_to_different_cells_of_one_record_both_commit() {
     let s1 = sub(&dc, 1, w(0, 0xA1));
     let s2 = sub(&dc, 2, w(3, 0xB2));
     // Both hold their locks at the same time: neither conflicts.
-    let v1 = e1.execute(&s1).unwrap();
-    let v2 = e2.execute(&s2).unwrap();
+    let v1 = e1.execute(&s1, SystemClock.now_ms()).unwrap();
+    let v2 = e2.execute(&s2, SystemClock.now_ms()).unwrap();
     assert!(v1.is_commit(), "{:?}", v1.abort);
     assert!(v2.is_commit(), "{:?}", v2.abort);
     e1.finish(s1.txn, Decision::Commit(cts_of(&v1)), &v1.entries).unwrap();
@@ -110,14 +110,14 @@ fn a_read_and_a_write_of_one_cell_conflict_either_way() {
     for (first, second) in [(&read, &write), (&write, &read)] {
         let s1 = sub(&dc, 10, first.clone());
         let s2 = sub(&dc, 11, second.clone());
-        let v1 = e1.execute(&s1).unwrap();
+        let v1 = e1.execute(&s1, SystemClock.now_ms()).unwrap();
         assert!(v1.is_commit());
-        let v2 = e2.execute(&s2).unwrap();
+        let v2 = e2.execute(&s2, SystemClock.now_ms()).unwrap();
         assert_eq!(v2.abort, Some(AbortReason::LockConflict { access: 0 }));
         assert!(v2.entries.is_empty());
         // A write of the other cell goes through meanwhile.
         let s3 = sub(&dc, 12, other_cell.clone());
-        let v3 = e2.execute(&s3).unwrap();
+        let v3 = e2.execute(&s3, SystemClock.now_ms()).unwrap();
         assert!(v3.is_commit());
         e2.finish(s3.txn, Decision::Abort, &v3.entries).unwrap();
         e1.finish(s1.txn, Decision::Abort, &v1.entries).unwrap();
@@ -141,12 +141,15 @@ fn readers_share_a_cell_and_block_a_writer() {
     let mut ex = dc.executor();
     for i in 0..lock::MAX_READERS {
         let s = sub(&dc, 100 + i, read());
-        let v = ex.execute(&s).unwrap();
+        let v = ex.execute(&s, SystemClock.now_ms()).unwrap();
         assert!(v.is_commit(), "reader {i}: {:?}", v.abort);
         votes.push((s, v));
     }
     let s = sub(&dc, 200, read());
-    assert!(matches!(ex.execute(&s).unwrap().abort, Some(AbortReason::LockConflict { .. })), "reader limit");
+    assert!(
+        matches!(ex.execute(&s, SystemClock.now_ms()).unwrap().abort, Some(AbortReason::LockConflict { .. })),
+        "reader limit"
+    );
     for (s, v) in votes {
         ex.finish(s.txn, Decision::Commit(cts_of(&v)), &v.entries).unwrap();
     }
@@ -161,11 +164,11 @@ fn missing_records_vote_abort_and_upserts_create_them() {
         accesses: vec![Access { table: T, key: 9, read: 1, write: 0, upsert: false }],
         writes: vec![],
     });
-    let v = ex.execute(&sub(&dc, 1, p)).unwrap();
+    let v = ex.execute(&sub(&dc, 1, p), SystemClock.now_ms()).unwrap();
     assert_eq!(v.abort, Some(AbortReason::NotFound { access: 0 }));
     let p: Arc<dyn Procedure> = Arc::new(KvProcedure::new(T, 8, vec![KvOp::Add(9, 4), KvOp::Add(9, 3)]));
     let s = sub(&dc, 2, p);
-    let v = ex.execute(&s).unwrap();
+    let v = ex.execute(&s, SystemClock.now_ms()).unwrap();
     assert!(v.is_commit());
     ex.finish(s.txn, Decision::Commit(cts_of(&v)), &v.entries).unwrap();
     assert_eq!(balance(&dc, 9), 7);
@@ -180,7 +183,7 @@ fn writes_outside_the_plan_are_refused_and_release_locks() {
         accesses: vec![Access { table: T, key: 4, read: 0, write: 0b01, upsert: false }],
         writes: vec![Write { access: 0, cell: 1, value: vec![1; 8] }],
     });
-    assert!(ex.execute(&sub(&dc, 1, p)).is_err());
+    assert!(ex.execute(&sub(&dc, 1, p), SystemClock.now_ms()).is_err());
     assert_eq!(dc.dc.read_record(dc.node_of(4), T, 4).unwrap().unwrap().lock, 0);
 }
 
@@ -212,7 +215,7 @@ fn concurrent_transfers_keep_the_total_and_leave_no_lock() {
                     let p: Arc<dyn Procedure> =
                         Arc::new(KvProcedure::new(T, 8, vec![KvOp::Add(a, -amount), KvOp::Add(b, amount)]));
                     let s = sub(&dc, (t << 32) | i, p);
-                    let v = ex.execute(&s).unwrap();
+                    let v = ex.execute(&s, SystemClock.now_ms()).unwrap();
                     if !v.is_commit() {
                         aborted.fetch_add(1, Ordering::Relaxed);
                         continue;
@@ -275,7 +278,7 @@ fn concurrent_upserts_of_one_key_create_one_record() {
                         seq += 1;
                         let p: Arc<dyn Procedure> = Arc::new(KvProcedure::new(T, 8, vec![KvOp::Add(5000 + k, 1)]));
                         let s = sub(&dc, (t << 40) | seq, p);
-                        let v = ex.execute(&s).unwrap();
+                        let v = ex.execute(&s, SystemClock.now_ms()).unwrap();
                         if v.is_commit() {
                             ex.finish(s.txn, Decision::Commit(cts_of(&v)), &v.entries).unwrap();
                             break;

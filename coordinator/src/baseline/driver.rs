@@ -2,13 +2,14 @@
 //! of phases; a phase sends one request to each of a set of nodes in parallel and
 //! collects the answers with their measured cost (issue 5; RedT §4.3 Table 1).
 
-use super::cost::Cost;
 use super::primary::{nested_of, unexpected};
-use super::roles::{self, Scope};
+use super::roles;
 use crate::call;
 use crate::codec::{entries_to_msg, vote_from_msg};
+use crate::cost::Cost;
 use crate::error::Result;
 use crate::node::{Node, TxnOutcome, TxnStatus};
+use crate::plan::Scope;
 use crate::plan::{self, Plan};
 use crate::stats::{Class, TxnCost};
 use redt_dc_executor::{Decision, Vote};
@@ -317,7 +318,7 @@ pub(crate) async fn submit_2pc_paxos(node: &Arc<Node>, call: ProcedureCall, earl
             return abort(node, &s, &primaries, votes, true, why);
         }
     }
-    let reads = node.reads(&call, &s.plan, &votes.values().collect::<Vec<_>>());
+    let reads = crate::txn::reads(&node.topology, &call, &s.plan, &votes.values().collect::<Vec<_>>());
     let commit = finish(node.clone(), s.txn, Decision::Commit(cts), primaries, votes, true);
     acknowledge(node, s, cost, commit, reads).await
 }
@@ -366,7 +367,7 @@ pub(crate) async fn submit_tapir(node: &Arc<Node>, call: ProcedureCall) -> TxnOu
         return abort(node, &s, &replicas, votes, false, why);
     }
     let cts = commit_cts(votes.values());
-    let reads = node.reads(&call, &s.plan, &votes.values().collect::<Vec<_>>());
+    let reads = crate::txn::reads(&node.topology, &call, &s.plan, &votes.values().collect::<Vec<_>>());
     let commit = finish(node.clone(), s.txn, Decision::Commit(cts), replicas, votes, false);
     acknowledge(node, s, cost, commit, reads).await
 }

@@ -12,10 +12,9 @@
 //!   every replica), prepare (recorded at a fast quorum: every replica), commit.
 //!
 //! Leaders are stable (no election); secondaries apply committed redo through their replay
-//! task under the Thomas write rule. [`roles`] and [`cost`] are pure; [`driver`] runs a
+//! task under the Thomas write rule. [`roles`] is pure; [`driver`] runs a
 //! transaction as its coordinator, [`primary`] is the primary's and secondary's side.
 
-pub mod cost;
 pub(crate) mod driver;
 pub(crate) mod primary;
 pub mod roles;

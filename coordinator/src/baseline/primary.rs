@@ -4,46 +4,17 @@
 //! still in flight go on (with retries) in the background so every secondary ends up with
 //! the redo and its decision.
 
-use super::cost::Cost;
 use super::roles::{self, Replication};
+use crate::catch_up::changes_of;
+use crate::cost::Cost;
 use crate::error::{Error, Result};
+use crate::executor_core::ExecuteArgs;
 use crate::node::Node;
-use crate::service::ExecuteArgs;
-use redt_dc_executor::{AbortReason, Decision, EntryRef, RedoEntry, ReplicaChange, ReplicaOrigin, Vote};
+use redt_dc_executor::{AbortReason, Decision, EntryRef, ReplicaChange, Vote};
 use redt_proto::wire::{AcceptRequest, Body, ChangeMsg, DecideRequest};
-use redt_proto::{DcId, Epoch, NodeId, TableId, TxnId};
+use redt_proto::{NodeId, TxnId};
 use std::collections::BTreeSet;
 use std::sync::Arc;
-
-/// Decodes an accept into the replica's terms.
-///
-/// # Errors
-/// A text naming the malformed field.
-pub(crate) fn accept_from_msg(req: &AcceptRequest) -> std::result::Result<(ReplicaOrigin, Vec<ReplicaChange>), String> {
-    let coordinator = u16::try_from(req.coordinator).map_err(|_| "coordinator id out of range".to_string())?;
-    let participants = req
-        .participants
-        .iter()
-        .map(|&d| u16::try_from(d).map(DcId).map_err(|_| "participant DC out of range".to_string()))
-        .collect::<std::result::Result<Vec<_>, _>>()?;
-    let changes = req
-        .changes
-        .iter()
-        .map(|c| {
-            Ok(ReplicaChange {
-                table: TableId(u16::try_from(c.table).map_err(|_| "table id out of range".to_string())?),
-                key: c.key,
-                cell: u16::try_from(c.cell).map_err(|_| "cell out of range".to_string())?,
-                value: c.value.clone(),
-                seen: c.seen,
-            })
-        })
-        .collect::<std::result::Result<Vec<_>, String>>()?;
-    Ok((
-        ReplicaOrigin { txn: TxnId(req.txn), epoch: Epoch(0), coordinator: NodeId(coordinator), participants },
-        changes,
-    ))
-}
 
 impl Node {
     /// Runs phase 1 here (the handler of an execute request, or the coordinator's own part)
@@ -56,7 +27,8 @@ impl Node {
     /// # Errors
     /// A malformed call, data-path failures.
     pub(crate) async fn execute_here(self: &Arc<Self>, args: &ExecuteArgs, replicate: bool) -> Result<(Vote, Cost)> {
-        let vote = self.service.execute(args)?;
+        let a = args.clone();
+        let vote = self.on_executor(move |c, now_ms| c.execute(&a, now_ms)).await?;
         if !replicate || !vote.is_commit() {
             return Ok((vote, Cost::default()));
         }
@@ -64,7 +36,8 @@ impl Node {
         if ok {
             return Ok((vote, cost));
         }
-        self.service.decide(args.txn, Decision::Abort, &vote.entries)?;
+        let (txn, entries) = (args.txn, vote.entries.clone());
+        self.on_executor(move |c, _| c.decide(txn, Decision::Abort, &entries)).await?;
         let node = self.clone();
         let txn = args.txn;
         tokio::spawn(async move { node.replicate_decision(txn, Decision::Abort, &changes).await });
@@ -86,7 +59,8 @@ impl Node {
         txn: TxnId,
         entries: &[EntryRef],
     ) -> (bool, Cost, Vec<ReplicaChange>) {
-        let redo = match self.service.redo(txn, entries) {
+        let held = entries.to_vec();
+        let redo = match self.on_executor(move |c, _| c.redo(txn, &held)).await {
             Ok(r) => r,
             Err(e) => {
                 tracing::warn!(%txn, "cannot read its redo to replicate it: {e}");
@@ -143,12 +117,19 @@ impl Node {
         // or one for entries already finished (and maybe recycled by replay), finds nothing
         // and only fences the transaction.
         let _ = entries;
-        let Some(entries) = self.service.take_pending(txn) else {
-            self.service.decide(txn, decision, &[])?;
-            return Ok(Cost::default());
-        };
-        let changes = changes_of(&self.service.redo(txn, &entries)?);
-        self.service.decide(txn, decision, &entries)?;
+        let redo = self
+            .on_executor(move |c, _| {
+                let Some(entries) = c.take_pending(txn) else {
+                    c.decide(txn, decision, &[])?;
+                    return Ok(None);
+                };
+                let redo = c.redo(txn, &entries)?;
+                c.decide(txn, decision, &entries)?;
+                Ok(Some(redo))
+            })
+            .await?;
+        let Some(redo) = redo else { return Ok(Cost::default()) };
+        let changes = changes_of(&redo);
         let (_, cost) = self.replicate_decision(txn, decision, &changes).await;
         Ok(cost)
     }
@@ -224,26 +205,6 @@ impl Node {
         }
         (rep.reached(&acked), cost)
     }
-}
-
-/// The cell changes of a primary's redo entries, as sent to its secondaries (and of a
-/// RedT DC's redo, as shipped to the replicas a commit left behind).
-pub(crate) fn changes_of(redo: &[RedoEntry]) -> Vec<ReplicaChange> {
-    redo.iter()
-        .flat_map(|e| {
-            e.changes.iter().map(|c| {
-                // The version the writer saw, from the lock intent of the change's record.
-                let seen = e.locks.iter().find(|l| l.record == c.record).and_then(|l| l.seen_version(c.cell));
-                ReplicaChange {
-                    table: c.table,
-                    key: c.key,
-                    cell: c.cell,
-                    value: c.value.clone(),
-                    seen: seen.unwrap_or(0),
-                }
-            })
-        })
-        .collect()
 }
 
 /// A vote's nested cost, as carried in its message.

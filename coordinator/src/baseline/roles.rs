@@ -7,59 +7,9 @@
 
 use crate::decision::majority;
 use crate::plan::Plan;
-use redt_dc_executor::{LocalAccess, ReplicaChange};
-use redt_proto::{DcId, NodeId, PartitionId, Topology};
+use redt_dc_executor::ReplicaChange;
+use redt_proto::{NodeId, PartitionId, Topology};
 use std::collections::{BTreeMap, BTreeSet};
-
-/// Which of a DC's planned accesses a node runs in phase 1.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Scope {
-    /// Every replica in the DC, on whichever node (RedT: one executor per DC).
-    Dc,
-    /// The primary replicas held by the receiving node (2PC-Paxos, EP-Paxos).
-    Primaries,
-    /// Every replica held by the receiving node (TAPIR).
-    Node,
-}
-
-impl Scope {
-    /// The wire code of `ExecuteRequest::scope`.
-    pub fn code(self) -> u32 {
-        match self {
-            Scope::Dc => 0,
-            Scope::Primaries => 1,
-            Scope::Node => 2,
-        }
-    }
-
-    /// Decodes a wire code; `None` for an unknown one.
-    pub fn from_code(code: u32) -> Option<Scope> {
-        match code {
-            0 => Some(Scope::Dc),
-            1 => Some(Scope::Primaries),
-            2 => Some(Scope::Node),
-            _ => None,
-        }
-    }
-}
-
-/// The accesses `node` (in `dc`) runs for `plan` under `scope`, ascending by access.
-pub fn scoped_accesses(plan: &Plan, dc: DcId, node: NodeId, scope: Scope) -> Vec<LocalAccess> {
-    let local = plan.local.get(&dc).map(Vec::as_slice).unwrap_or(&[]);
-    match scope {
-        Scope::Dc => local.to_vec(),
-        Scope::Node => local.iter().filter(|la| la.node == node).copied().collect(),
-        Scope::Primaries => {
-            let led: BTreeSet<usize> = plan
-                .partitions
-                .iter()
-                .filter(|p| p.replicas.first().map(|r| r.0) == Some(node))
-                .flat_map(|p| p.accesses.iter().copied())
-                .collect();
-            local.iter().filter(|la| la.node == node && led.contains(&la.access)).copied().collect()
-        }
-    }
-}
 
 /// The nodes holding the primary of a touched partition, ascending.
 pub fn primary_nodes(plan: &Plan) -> Vec<NodeId> {
@@ -142,8 +92,9 @@ pub fn replication(topology: &Topology, primary: NodeId, changes: &[ReplicaChang
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::plan;
+    use crate::plan::{plan, scoped_accesses, Scope};
     use redt_dc_executor::KvProcedure;
+    use redt_proto::DcId;
 
     fn topo() -> Topology {
         Topology::from_yaml("default.yaml", include_str!("../../../configs/default.yaml")).unwrap()

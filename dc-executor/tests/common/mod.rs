@@ -1,7 +1,7 @@
 //! A one-DC harness for integration tests: in-process MemStores, formatted, with replay.
 #![allow(dead_code)]
 
-use redt_dc_executor::{DcHandle, Executor, Hlc, LocalVerbs, ReplayTask, SystemClock, Verbs};
+use redt_dc_executor::{DcHandle, Executor, Hlc, LocalVerbs, ReplayTask, Verbs};
 use redt_proto::{NodeId, TableId, Topology};
 use std::sync::Arc;
 
@@ -67,7 +67,7 @@ impl TestDc {
     }
 
     pub fn executor(&self) -> Executor {
-        Executor::new(self.dc.clone(), self.hlc.clone(), Arc::new(SystemClock))
+        Executor::new(self.dc.clone(), self.hlc.clone())
     }
 
     /// Stops replay after it has drained what it can.

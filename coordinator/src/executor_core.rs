@@ -1,0 +1,451 @@
+//! The executor side of a node as a state machine: runs phase 1 for its DC, records decisions
+//! in vote words, and applies phase 2 (RedT §4.2, Algorithm 1; DESIGN.md §2).
+//!
+//! Sans-IO in the sense of STYLE.md §1 and §4: no socket, no async, no clock read and no lock
+//! inside. Requests come in through [`ExecutorCore::handle`] with the caller's time, and the
+//! verbs of the DC are its storage (like raft-rs's `Storage`): they run synchronously on
+//! whatever thread the driver gives the core (a dedicated thread per node in the real node,
+//! [`crate::executor_thread`]; the simulation's single thread). What must go out afterwards
+//! (catch-up shipments) comes back in [`Handled::ship`].
+//!
+//! The executor itself is stateless; this core keeps two caches so that messages that
+//! cross on the WAN do not leave locks behind: the redo entries of sub-transactions that
+//! voted commit and await their decision (so a decision that arrives without entry
+//! references — the coordinator never got the vote — still finds them), and the ids of
+//! transactions decided before their phase 1 ran here (so a late phase 1 votes abort
+//! instead of taking locks nobody will release). A third bounded memory, of the
+//! transactions decided here, makes a repeated decision (a retry whose first attempt did
+//! land) a no-op: by then the redo entries it names may be flushed and their ring slots
+//! reused by other transactions.
+
+use crate::call;
+use crate::catch_up;
+use crate::error::{Error, Result};
+use crate::message::{Accept, Decide, DecideRole, Record, Reply, Request};
+use crate::node::error_code;
+use crate::plan::{self, Scope};
+use redt_dc_executor::{
+    AbortReason, DcHandle, Decision, EntryRef, Executor, Hlc, RedoEntry, ReplicaChange, ReplicaOrigin, SubTxn, Verdict,
+    Vote,
+};
+use redt_proto::wire::ProcedureCall;
+use redt_proto::{Ballot, Cts, DcId, Epoch, NodeId, Topology, TxnId};
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::Arc;
+
+/// How many transaction ids each bounded memory (fences, decided here) remembers.
+const FENCE_MEMORY: usize = 100_000;
+
+/// A phase-1 request as the executor core sees it.
+#[derive(Clone, Debug)]
+pub struct ExecuteArgs {
+    /// The transaction.
+    pub txn: TxnId,
+    /// Its coordinator.
+    pub coordinator: NodeId,
+    /// Participant DCs.
+    pub participants: Vec<DcId>,
+    /// The call.
+    pub call: ProcedureCall,
+    /// Which replicas this node runs (RedT: every replica of its DC).
+    pub scope: Scope,
+}
+
+/// Deliberate protocol bugs, for showing that the simulation catches them (issue 11, "the
+/// simulation finds bugs"). All off by default; nothing outside tests turns them on.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ExecutorMutations {
+    /// A phase 1 that arrives after its transaction was decided (or fenced) here runs anyway
+    /// and takes locks nobody will release.
+    pub late_phase1_takes_locks: bool,
+}
+
+/// A bounded map of transaction ids to decisions (oldest forgotten first).
+#[derive(Default)]
+struct DecisionMemory {
+    map: HashMap<TxnId, Decision>,
+    order: VecDeque<TxnId>,
+}
+
+impl DecisionMemory {
+    fn insert(&mut self, t: TxnId, d: Decision) {
+        if self.map.insert(t, d).is_none() {
+            self.order.push_back(t);
+            if self.order.len() > FENCE_MEMORY {
+                if let Some(old) = self.order.pop_front() {
+                    self.map.remove(&old);
+                }
+            }
+        }
+    }
+}
+
+/// A bounded set of transaction ids (oldest forgotten first).
+#[derive(Default)]
+struct TxnMemory {
+    set: HashSet<TxnId>,
+    order: VecDeque<TxnId>,
+}
+
+impl TxnMemory {
+    fn insert(&mut self, t: TxnId) {
+        if self.set.insert(t) {
+            self.order.push_back(t);
+            if self.order.len() > FENCE_MEMORY {
+                if let Some(old) = self.order.pop_front() {
+                    self.set.remove(&old);
+                }
+            }
+        }
+    }
+
+    fn contains(&self, t: &TxnId) -> bool {
+        self.set.contains(t)
+    }
+}
+
+/// What [`ExecutorCore::handle`] produced: the reply, and the requests the driver must then
+/// deliver (each until it is answered) on the executor's behalf.
+#[derive(Debug)]
+pub struct Handled {
+    /// The reply to the request.
+    pub reply: Reply,
+    /// Catch-up shipments: per replica node, an [`Accept`] of the new values and the
+    /// [`Decide`] that settles it (RedT DESIGN.md §2, phase 2).
+    pub ship: Vec<(NodeId, Request)>,
+}
+
+impl Handled {
+    fn reply(reply: Reply) -> Handled {
+        Handled { reply, ship: Vec::new() }
+    }
+
+    fn error(code: u32, message: String) -> Handled {
+        Handled::reply(Reply::Error { code, message })
+    }
+}
+
+/// The executor side of one node (its state lives in memory and is lost on a crash, exactly
+/// like a killed process's; what survives is in the MemStore).
+pub struct ExecutorCore {
+    topology: Arc<Topology>,
+    node: NodeId,
+    dc_id: DcId,
+    executor: Executor,
+    hlc: Arc<Hlc>,
+    /// Commit votes awaiting their decision (their redo entries hold the locks).
+    pending: HashMap<TxnId, Vote>,
+    /// Transactions decided (abort) before their phase 1 ran here.
+    fences: TxnMemory,
+    /// Transactions whose decision this node applied (bounded).
+    decided: TxnMemory,
+    /// As a secondary (baselines, catch-up): redo accepted per (transaction, sender),
+    /// awaiting its decision.
+    accepted: HashMap<(TxnId, NodeId), Vec<EntryRef>>,
+    /// As a secondary: the decisions received (some before their redo).
+    early_decisions: DecisionMemory,
+    /// Baselines, as a coordinator's backup: the decisions logged here.
+    decision_log: DecisionMemory,
+    mutations: ExecutorMutations,
+}
+
+impl ExecutorCore {
+    /// The executor side of node `node` of `topology`, over its DC's data path, with the
+    /// node's hybrid logical clock `hlc`.
+    pub fn new(topology: Arc<Topology>, node: NodeId, dc: Arc<DcHandle>, hlc: Arc<Hlc>) -> Self {
+        let dc_id = topology.nodes[node.0 as usize].dc;
+        ExecutorCore {
+            topology,
+            node,
+            dc_id,
+            executor: Executor::new(dc, hlc.clone()),
+            hlc,
+            pending: HashMap::new(),
+            fences: TxnMemory::default(),
+            decided: TxnMemory::default(),
+            accepted: HashMap::new(),
+            early_decisions: DecisionMemory::default(),
+            decision_log: DecisionMemory::default(),
+            mutations: ExecutorMutations::default(),
+        }
+    }
+
+    /// Sets how long a ring reservation waits for replay before voting abort with
+    /// `RingFull` (200 ms by default; the simulation uses zero: replay is another event).
+    pub fn with_ring_patience(mut self, patience: std::time::Duration) -> Self {
+        let dc = self.executor.dc().clone();
+        self.executor = Executor::new(dc, self.hlc.clone()).with_ring_patience(patience);
+        self
+    }
+
+    /// Turns deliberate bugs on (tests of the simulation only).
+    pub fn with_mutations(mut self, mutations: ExecutorMutations) -> Self {
+        self.mutations = mutations;
+        self
+    }
+
+    /// This node's hybrid logical clock.
+    pub fn hlc(&self) -> &Arc<Hlc> {
+        &self.hlc
+    }
+
+    /// This node.
+    pub fn node(&self) -> NodeId {
+        self.node
+    }
+
+    /// Handles one request from `from` at physical time `now_ms` (milliseconds since
+    /// `redt_dc_executor::ORIGIN_UNIX_MS`, the node's own clock). Phase 1 with the baselines'
+    /// `replicate`, and a decision for a baseline primary, need the network in the middle and
+    /// are not handled here (they are answered with a `MALFORMED` error).
+    pub fn handle(&mut self, from: NodeId, request: Request, now_ms: u64) -> Handled {
+        match request {
+            Request::Execute(e) if !e.replicate => {
+                let args = ExecuteArgs {
+                    txn: e.txn,
+                    coordinator: e.coordinator,
+                    participants: e.participants,
+                    call: e.call,
+                    scope: e.scope,
+                };
+                match self.execute(&args, now_ms) {
+                    Ok(vote) => Handled::reply(Reply::Vote { dc: self.dc_id, vote, nested: Default::default() }),
+                    Err(e) => Handled::error(error_code_of(&e), e.to_string()),
+                }
+            }
+            Request::Record(Record { txn, ballot, decision, entries }) => {
+                match self.record(txn, decision, ballot, &entries) {
+                    Ok(ok) => Handled::reply(Reply::Recorded(ok)),
+                    Err(e) => Handled::error(error_code::INTERNAL, e.to_string()),
+                }
+            }
+            Request::Decide(Decide { txn, decision, entries, role: DecideRole::Executor, catch_up, .. }) => {
+                match self.decide_with_catch_up(txn, decision, &entries, &catch_up) {
+                    Ok(ship) => Handled { reply: Reply::Decided(Default::default()), ship },
+                    Err(e) => Handled::error(error_code::INTERNAL, e.to_string()),
+                }
+            }
+            Request::Decide(Decide { txn, decision, role: DecideRole::Secondary, .. }) => {
+                match self.settle(txn, from, decision) {
+                    Ok(()) => Handled::reply(Reply::Decided(Default::default())),
+                    Err(e) => Handled::error(error_code::INTERNAL, e.to_string()),
+                }
+            }
+            Request::Accept(Accept { mut origin, changes }) => {
+                origin.epoch = self.topology.epoch;
+                match self.accept(from, &origin, &changes) {
+                    Ok(ok) => Handled::reply(Reply::Accepted(ok)),
+                    Err(e) => Handled::error(error_code_of(&e), e.to_string()),
+                }
+            }
+            Request::Execute(_) | Request::Decide(_) => {
+                Handled::error(error_code::MALFORMED, "a baseline request reached the RedT executor core".into())
+            }
+        }
+    }
+
+    /// Runs phase 1 of `args` on this DC's replicas at physical time `now_ms` and returns the
+    /// vote. A transaction already decided or fenced here votes abort without touching a
+    /// lock; one that already voted here and awaits its decision (a repeated phase 1) gets its
+    /// vote again.
+    ///
+    /// # Errors
+    /// A malformed call, or a data-path failure.
+    pub fn execute(&mut self, args: &ExecuteArgs, now_ms: u64) -> Result<Vote> {
+        let abort = |reason| Vote { txn: args.txn, abort: Some(reason), items: vec![], hlc: Cts(0), entries: vec![] };
+        if !self.mutations.late_phase1_takes_locks {
+            if self.fences.contains(&args.txn) {
+                return Ok(abort(AbortReason::User("decided before its phase 1 arrived".into())));
+            }
+            if self.decided.contains(&args.txn) {
+                return Ok(abort(AbortReason::User("already decided here (a repeated phase 1)".into())));
+            }
+            if let Some(vote) = self.pending.get(&args.txn) {
+                // A repeated phase 1 (a duplicate, a retry) gets the same vote: a different
+                // answer could make the coordinator skip this DC in phase 2.
+                return Ok(vote.clone());
+            }
+        }
+        let procedure = call::procedure(&self.topology, &args.call)?;
+        let plan = plan::plan(&self.topology, procedure.as_ref())?;
+        let local = plan::scoped_accesses(&plan, self.dc_id, self.node, args.scope);
+        let sub = SubTxn {
+            txn: args.txn,
+            epoch: Epoch(self.topology.epoch.0),
+            coordinator: args.coordinator,
+            participants: args.participants.clone(),
+            procedure,
+            local,
+        };
+        let vote = self.executor.execute(&sub, now_ms)?;
+        if vote.is_commit() {
+            self.pending.insert(args.txn, vote.clone());
+        }
+        Ok(vote)
+    }
+
+    /// Records `decision` at `ballot` in the vote words of `entries` (or of the entries this
+    /// node remembers for `txn`). Returns whether all of them record it. With no entry at
+    /// all, an abort fences `txn` so a late phase 1 cannot vote commit.
+    ///
+    /// # Errors
+    /// Data-path failures.
+    pub fn record(&mut self, txn: TxnId, decision: Decision, ballot: Ballot, entries: &[EntryRef]) -> Result<bool> {
+        let entries = if entries.is_empty() { self.pending_entries(txn) } else { entries.to_vec() };
+        if entries.is_empty() {
+            if decision == Decision::Abort {
+                self.fences.insert(txn);
+            }
+            return Ok(true);
+        }
+        let verdict = match decision {
+            Decision::Commit(_) => Verdict::Commit,
+            Decision::Abort => Verdict::Abort,
+        };
+        Ok(self.executor.record(verdict, ballot, &entries)?)
+    }
+
+    /// Applies the decision for `txn` to `entries` (or to the entries this node remembers;
+    /// with none known, fences `txn` against a late phase 1). A decision for a transaction
+    /// already decided here is answered at once and touches nothing: its entries may have
+    /// been flushed and their slots reused (the last 100,000 decided here are remembered).
+    ///
+    /// # Errors
+    /// Data-path failures.
+    pub fn decide(&mut self, txn: TxnId, decision: Decision, entries: &[EntryRef]) -> Result<()> {
+        let remembered = self.pending.remove(&txn).map(|v| v.entries);
+        if remembered.is_none() && self.decided.contains(&txn) {
+            return Ok(()); // a repeated decision
+        }
+        if remembered.is_none() && entries.is_empty() {
+            self.fences.insert(txn);
+        }
+        self.decided.insert(txn);
+        // Entries the coordinator names and entries remembered here are the same ones, unless
+        // the coordinator never got the vote (then it names none).
+        let entries = if entries.is_empty() { remembered.unwrap_or_default() } else { entries.to_vec() };
+        if entries.is_empty() {
+            return Ok(());
+        }
+        Ok(self.executor.finish(txn, decision, &entries)?)
+    }
+
+    /// Applies a phase-2 decision as this DC's executor. As a catch-up source (`catch_up` not
+    /// empty) it first reads the DC's redo of `txn` — its slots may be reused once the
+    /// decision is applied — and returns the shipments to the replicas left behind (an
+    /// accept of the partition's new values and the decision that settles it, per replica
+    /// node). A repeated decision ships nothing again.
+    ///
+    /// # Errors
+    /// Data-path failures.
+    pub fn decide_with_catch_up(
+        &mut self,
+        txn: TxnId,
+        decision: Decision,
+        entries: &[EntryRef],
+        targets: &[crate::message::CatchUpTarget],
+    ) -> Result<Vec<(NodeId, Request)>> {
+        if targets.is_empty() || self.decided.contains(&txn) {
+            self.decide(txn, decision, entries)?;
+            return Ok(Vec::new());
+        }
+        let held = if entries.is_empty() { self.pending_entries(txn) } else { entries.to_vec() };
+        let redo = self.redo(txn, &held)?;
+        self.decide(txn, decision, entries)?;
+        Ok(catch_up::shipments(&self.topology, txn, &redo, targets))
+    }
+
+    /// Whether this node applied a decision for `txn` (among the last 100,000 it decided).
+    pub fn was_decided(&self, txn: TxnId) -> bool {
+        self.decided.contains(&txn)
+    }
+
+    /// The redo entries this node remembers for `txn` (a commit vote awaiting its decision).
+    pub fn pending_entries(&self, txn: TxnId) -> Vec<EntryRef> {
+        self.pending.get(&txn).map(|v| v.entries.clone()).unwrap_or_default()
+    }
+
+    /// Takes the redo entries this node remembers for `txn` (a commit vote awaiting its
+    /// decision), so a second decision for it finds none.
+    pub fn take_pending(&mut self, txn: TxnId) -> Option<Vec<EntryRef>> {
+        self.pending.remove(&txn).map(|v| v.entries)
+    }
+
+    /// Reads back the redo entries of `txn` (a primary reads its own to replicate them).
+    ///
+    /// # Errors
+    /// Verbs failures, a torn entry.
+    pub fn redo(&self, txn: TxnId, entries: &[EntryRef]) -> Result<Vec<RedoEntry>> {
+        Ok(self.executor.read_entries(txn, entries)?)
+    }
+
+    /// As a secondary: accepts the redo of `origin.txn` sent by `primary` into this node's
+    /// ring (Paxos accept, stable leader; or a catch-up). Returns false if the transaction was
+    /// already decided abort here; if it was decided commit, settles the entry at once.
+    ///
+    /// # Errors
+    /// A malformed change (unknown table, bad cell, oversized value), data-path failures.
+    pub fn accept(&mut self, primary: NodeId, origin: &ReplicaOrigin, changes: &[ReplicaChange]) -> Result<bool> {
+        let txn = origin.txn;
+        if self.accepted.contains_key(&(txn, primary)) {
+            return Ok(true); // a retried accept
+        }
+        let early = self.early_decisions.map.get(&txn).copied();
+        if early == Some(Decision::Abort) {
+            return Ok(false);
+        }
+        let Some(entry) = self.executor.accept_replica(self.node, origin, changes)? else {
+            return Ok(true);
+        };
+        if let Some(d) = early {
+            self.executor.settle_replica(txn, d, &[entry])?;
+            return Ok(d != Decision::Abort);
+        }
+        self.accepted.entry((txn, primary)).or_default().push(entry);
+        Ok(true)
+    }
+
+    /// As a secondary: applies the decision to the redo accepted for `txn` from `primary`
+    /// (committed entries are then applied by the replay task), and remembers it for redo
+    /// still on its way.
+    ///
+    /// # Errors
+    /// Data-path failures.
+    pub fn settle(&mut self, txn: TxnId, primary: NodeId, decision: Decision) -> Result<()> {
+        // Remembered either way: a duplicate accept arriving later (a retry whose first
+        // attempt did land) then settles itself instead of waiting forever.
+        self.early_decisions.insert(txn, decision);
+        match self.accepted.remove(&(txn, primary)) {
+            Some(entries) => Ok(self.executor.settle_replica(txn, decision, &entries)?),
+            None => Ok(()),
+        }
+    }
+
+    /// Baselines, as a coordinator's backup: logs its decision for `txn` (a later record
+    /// replaces an earlier one: an abort replacing a commit whose log round failed).
+    pub fn log_decision(&mut self, txn: TxnId, decision: Decision) {
+        match self.decision_log.map.get_mut(&txn) {
+            Some(d) => *d = decision,
+            None => self.decision_log.insert(txn, decision),
+        }
+    }
+
+    /// Baselines: the decision logged here for `txn` as a coordinator's backup, if any.
+    pub fn logged_decision(&self, txn: TxnId) -> Option<Decision> {
+        self.decision_log.map.get(&txn).copied()
+    }
+
+    /// Transactions that voted commit here and await their decision.
+    pub fn pending(&self) -> usize {
+        self.pending.len()
+    }
+}
+
+/// The error code a failed request is answered with: a malformed call or sub-transaction is
+/// the sender's fault, anything else the node's.
+fn error_code_of(e: &Error) -> u32 {
+    match e {
+        Error::BadCall(_) | Error::DataPath(redt_dc_executor::Error::InvalidSubTxn { .. }) => error_code::MALFORMED,
+        _ => error_code::INTERNAL,
+    }
+}

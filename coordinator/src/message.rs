@@ -1,0 +1,444 @@
+//! The typed messages of the RedT protocol between nodes, decoded from the wire in one place.
+//!
+//! A wire [`Body`] becomes a [`Request`] or a [`Reply`] through `TryFrom`, with the same range
+//! checks for every kind (ids that do not fit their type are refused, never truncated), and
+//! [`Request::check`] adds the checks that need the topology (a participant DC, a coordinator,
+//! a catch-up partition or node that does not exist). The state machines ([`crate::txn`],
+//! [`crate::executor_core`]) and the simulator speak only these types; the async driver
+//! converts at the socket.
+
+use crate::codec::{entries_from_msg, entries_to_msg, vote_from_msg, vote_to_msg};
+use crate::cost::Cost;
+use crate::plan::Scope;
+use redt_dc_executor::{Decision, EntryRef, ReplicaChange, ReplicaOrigin, Vote};
+use redt_proto::wire::{
+    AcceptReply, AcceptRequest, Body, CatchUpMsg, ChangeMsg, DecideReply, DecideRequest, ExecuteRequest, ProcedureCall,
+    RecordReply, RecordRequest,
+};
+use redt_proto::{Ballot, Cts, DcId, Epoch, NodeId, PartitionId, TableId, Topology, TxnId};
+
+/// Phase 1: run a sub-transaction in the receiver's DC (RedT §4.2, Algorithm 1 lines 1–9).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Execute {
+    /// The transaction.
+    pub txn: TxnId,
+    /// Its coordinator.
+    pub coordinator: NodeId,
+    /// Every participant DC, ascending (written into the redo entries for recovery).
+    pub participants: Vec<DcId>,
+    /// The stored procedure and its parameters.
+    pub call: ProcedureCall,
+    /// Which replicas the receiver runs (RedT: every replica of its DC).
+    pub scope: Scope,
+    /// Baselines (EP-Paxos): replicate the redo to the secondaries before voting.
+    pub replicate: bool,
+}
+
+/// Records a decision in the vote words of a transaction's redo entries (DESIGN.md §2: every
+/// abort is recorded at a majority before it is acknowledged or acted on).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Record {
+    /// The transaction.
+    pub txn: TxnId,
+    /// The ballot it is recorded at (0: the original coordinator).
+    pub ballot: Ballot,
+    /// The decision.
+    pub decision: Decision,
+    /// The entries to record it in; empty: those the receiver remembers for `txn`.
+    pub entries: Vec<EntryRef>,
+}
+
+/// One partition whose new values a catch-up source ships, and the replica nodes it ships
+/// them to (DESIGN.md §2, phase 2; [`crate::catch_up`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CatchUpTarget {
+    /// The partition.
+    pub partition: PartitionId,
+    /// The replica nodes left behind.
+    pub nodes: Vec<NodeId>,
+    /// The commit timestamp of the transaction.
+    pub cts: Cts,
+}
+
+/// Who applies a phase-2 decision.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DecideRole {
+    /// The executor of the receiver's DC (RedT).
+    Executor,
+    /// A baseline primary, which passes the decision on to its secondaries.
+    Primary,
+    /// A baseline secondary (or a replica being caught up), settling redo it accepted from
+    /// the sender.
+    Secondary,
+}
+
+/// Phase 2: apply the decision and release the locks (RedT §4.2, Algorithm 1 lines 10–16).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Decide {
+    /// The transaction.
+    pub txn: TxnId,
+    /// The ballot of the decision.
+    pub ballot: Ballot,
+    /// The decision.
+    pub decision: Decision,
+    /// The entries to apply it to; empty: those the receiver remembers (and, if none, a
+    /// fence against a late phase 1).
+    pub entries: Vec<EntryRef>,
+    /// Who applies it.
+    pub role: DecideRole,
+    /// Replicas the commit left behind that this DC ships its new values to.
+    pub catch_up: Vec<CatchUpTarget>,
+}
+
+/// Redo accepted into a replica's own ring without locks: a baseline secondary's Paxos accept,
+/// and the new values shipped to a replica a RedT commit left behind (catch-up).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Accept {
+    /// The transaction, its coordinator and participants (the epoch is the receiver's).
+    pub origin: ReplicaOrigin,
+    /// The cell changes.
+    pub changes: Vec<ReplicaChange>,
+}
+
+/// A request between nodes of the RedT protocol.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Request {
+    /// Phase 1.
+    Execute(Execute),
+    /// Record a decision.
+    Record(Record),
+    /// Phase 2.
+    Decide(Decide),
+    /// Redo accepted into a replica's ring (catch-up; baseline secondaries).
+    Accept(Accept),
+}
+
+/// A reply between nodes of the RedT protocol.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Reply {
+    /// The vote of a DC, with the inter-DC cost of work nested in its phase 1 (baselines).
+    Vote {
+        /// The voting DC.
+        dc: DcId,
+        /// The vote.
+        vote: Vote,
+        /// Nested cost.
+        nested: Cost,
+    },
+    /// Whether every entry records the decision.
+    Recorded(bool),
+    /// The decision is applied, with the nested cost.
+    Decided(Cost),
+    /// Whether the redo was accepted (false: the transaction was decided abort here).
+    Accepted(bool),
+    /// The request was refused.
+    Error {
+        /// One of [`crate::error_code`].
+        code: u32,
+        /// What went wrong.
+        message: String,
+    },
+}
+
+fn node_id(v: u32, what: &str) -> Result<NodeId, String> {
+    u16::try_from(v).map(NodeId).map_err(|_| format!("{what} {v} out of range"))
+}
+
+fn dc_id(v: u32, what: &str) -> Result<DcId, String> {
+    u16::try_from(v).map(DcId).map_err(|_| format!("{what} {v} out of range"))
+}
+
+fn decision(commit: bool, cts: u64) -> Decision {
+    if commit {
+        Decision::Commit(Cts::new(cts))
+    } else {
+        Decision::Abort
+    }
+}
+
+fn decision_fields(d: Decision) -> (bool, u64) {
+    match d {
+        Decision::Commit(c) => (true, c.0),
+        Decision::Abort => (false, 0),
+    }
+}
+
+fn ballot(v: u32) -> Ballot {
+    Ballot(v)
+}
+
+impl TryFrom<Body> for Request {
+    type Error = String;
+
+    /// Decodes a request; the `Err` text names the malformed field.
+    fn try_from(body: Body) -> Result<Request, String> {
+        match body {
+            Body::Execute(r) => Ok(Request::Execute(Execute {
+                txn: TxnId(r.txn),
+                coordinator: node_id(r.coordinator, "coordinator")?,
+                participants: r.participants.iter().map(|&d| dc_id(d, "participant DC")).collect::<Result<_, _>>()?,
+                call: r.call.ok_or("phase 1 without a call")?,
+                scope: Scope::from_code(r.scope).ok_or_else(|| format!("unknown execution scope {}", r.scope))?,
+                replicate: r.replicate,
+            })),
+            Body::Record(r) => Ok(Request::Record(Record {
+                txn: TxnId(r.txn),
+                ballot: ballot(r.ballot),
+                decision: decision(r.commit, r.cts),
+                entries: entries_from_msg(&r.entries).map_err(|()| "entry node out of range".to_string())?,
+            })),
+            Body::Decide(r) => Ok(Request::Decide(Decide {
+                txn: TxnId(r.txn),
+                ballot: ballot(r.ballot),
+                decision: decision(r.commit, r.cts),
+                entries: entries_from_msg(&r.entries).map_err(|()| "entry node out of range".to_string())?,
+                role: match (r.replicate, r.secondary) {
+                    (false, false) => DecideRole::Executor,
+                    (true, false) => DecideRole::Primary,
+                    (false, true) => DecideRole::Secondary,
+                    (true, true) => return Err("a decision cannot be both for a primary and a secondary".into()),
+                },
+                catch_up: r
+                    .catch_up
+                    .iter()
+                    .map(|c| {
+                        Ok(CatchUpTarget {
+                            partition: PartitionId(c.partition),
+                            nodes: c
+                                .nodes
+                                .iter()
+                                .map(|&n| node_id(n, "catch-up node"))
+                                .collect::<Result<_, String>>()?,
+                            cts: Cts::new(c.cts),
+                        })
+                    })
+                    .collect::<Result<_, String>>()?,
+            })),
+            Body::Accept(r) => Ok(Request::Accept(Accept {
+                origin: ReplicaOrigin {
+                    txn: TxnId(r.txn),
+                    epoch: Epoch(0),
+                    coordinator: node_id(r.coordinator, "coordinator")?,
+                    participants: r
+                        .participants
+                        .iter()
+                        .map(|&d| dc_id(d, "participant DC"))
+                        .collect::<Result<_, _>>()?,
+                },
+                changes: r
+                    .changes
+                    .iter()
+                    .map(|c| {
+                        Ok(ReplicaChange {
+                            table: TableId(
+                                u16::try_from(c.table).map_err(|_| format!("table {} out of range", c.table))?,
+                            ),
+                            key: c.key,
+                            cell: u16::try_from(c.cell).map_err(|_| format!("cell {} out of range", c.cell))?,
+                            value: c.value.clone(),
+                            seen: c.seen,
+                        })
+                    })
+                    .collect::<Result<_, String>>()?,
+            })),
+            _ => Err("not a RedT request".into()),
+        }
+    }
+}
+
+impl Request {
+    /// The transaction the request is about.
+    pub fn txn(&self) -> TxnId {
+        match self {
+            Request::Execute(e) => e.txn,
+            Request::Record(r) => r.txn,
+            Request::Decide(d) => d.txn,
+            Request::Accept(a) => a.origin.txn,
+        }
+    }
+
+    /// Checks the ids that need the topology: participant DCs, the coordinator, catch-up
+    /// partitions and nodes, entry nodes.
+    ///
+    /// # Errors
+    /// A text naming the first id the topology does not have.
+    pub fn check(&self, topology: &Topology) -> Result<(), String> {
+        let node = |n: NodeId, what: &str| {
+            if (n.0 as usize) < topology.nodes.len() {
+                Ok(())
+            } else {
+                Err(format!("{what} {n} is not in the topology"))
+            }
+        };
+        let entries = |e: &[EntryRef]| e.iter().try_for_each(|e| node(e.node, "entry node"));
+        match self {
+            Request::Execute(e) => {
+                node(e.coordinator, "coordinator")?;
+                if let Some(d) = e.participants.iter().find(|d| d.0 as usize >= topology.dcs.len()) {
+                    return Err(format!("participant {d} is not in the topology"));
+                }
+                Ok(())
+            }
+            Request::Record(r) => entries(&r.entries),
+            Request::Decide(d) => {
+                entries(&d.entries)?;
+                for c in &d.catch_up {
+                    if c.partition.0 as usize >= topology.partitions.len() {
+                        return Err(format!("catch-up partition p{} is not in the topology", c.partition.0));
+                    }
+                    c.nodes.iter().try_for_each(|&n| node(n, "catch-up node"))?;
+                }
+                Ok(())
+            }
+            Request::Accept(a) => {
+                node(a.origin.coordinator, "coordinator")?;
+                if let Some(d) = a.origin.participants.iter().find(|d| d.0 as usize >= topology.dcs.len()) {
+                    return Err(format!("participant {d} is not in the topology"));
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+impl From<Request> for Body {
+    fn from(r: Request) -> Body {
+        match r {
+            Request::Execute(e) => Body::Execute(ExecuteRequest {
+                txn: e.txn.0,
+                ballot: 0,
+                coordinator: u32::from(e.coordinator.0),
+                participants: e.participants.iter().map(|d| u32::from(d.0)).collect(),
+                call: Some(e.call),
+                scope: e.scope.code(),
+                replicate: e.replicate,
+            }),
+            Request::Record(r) => {
+                let (commit, cts) = decision_fields(r.decision);
+                Body::Record(RecordRequest {
+                    txn: r.txn.0,
+                    ballot: r.ballot.0,
+                    commit,
+                    cts,
+                    entries: entries_to_msg(&r.entries),
+                })
+            }
+            Request::Decide(d) => {
+                let (commit, cts) = decision_fields(d.decision);
+                Body::Decide(DecideRequest {
+                    txn: d.txn.0,
+                    ballot: d.ballot.0,
+                    commit,
+                    cts,
+                    entries: entries_to_msg(&d.entries),
+                    replicate: d.role == DecideRole::Primary,
+                    secondary: d.role == DecideRole::Secondary,
+                    catch_up: d
+                        .catch_up
+                        .iter()
+                        .map(|c| CatchUpMsg {
+                            partition: c.partition.0,
+                            nodes: c.nodes.iter().map(|n| u32::from(n.0)).collect(),
+                            cts: c.cts.0,
+                        })
+                        .collect(),
+                })
+            }
+            Request::Accept(a) => Body::Accept(AcceptRequest {
+                txn: a.origin.txn.0,
+                ballot: 0,
+                coordinator: u32::from(a.origin.coordinator.0),
+                participants: a.origin.participants.iter().map(|d| u32::from(d.0)).collect(),
+                changes: a
+                    .changes
+                    .into_iter()
+                    .map(|c| ChangeMsg {
+                        table: u32::from(c.table.0),
+                        key: c.key,
+                        cell: u32::from(c.cell),
+                        value: c.value,
+                        seen: c.seen,
+                    })
+                    .collect(),
+            }),
+        }
+    }
+}
+
+impl Reply {
+    /// Decodes the reply `from` sent to a RedT request.
+    ///
+    /// # Errors
+    /// A text naming what is malformed, or the kind that was unexpected.
+    pub fn from_wire(from: NodeId, body: Body) -> Result<Reply, String> {
+        match body {
+            Body::Vote(m) => {
+                let vote = vote_from_msg(from, &m).map_err(|e| e.to_string())?;
+                Ok(Reply::Vote {
+                    dc: dc_id(m.dc, "voting DC")?,
+                    vote,
+                    nested: Cost { messages: m.nested_messages, round_trips: m.nested_round_trips },
+                })
+            }
+            Body::Recorded(r) => Ok(Reply::Recorded(r.ok)),
+            Body::Decided(r) => {
+                Ok(Reply::Decided(Cost { messages: r.nested_messages, round_trips: r.nested_round_trips }))
+            }
+            Body::Accepted(r) => Ok(Reply::Accepted(r.ok)),
+            Body::Error(e) => Ok(Reply::Error { code: e.code, message: e.message }),
+            _ => Err("unexpected reply kind".into()),
+        }
+    }
+
+    /// Encodes the reply to a request about `txn`; `current_epoch` goes into an error.
+    pub fn into_wire(self, txn: TxnId, current_epoch: u32) -> Body {
+        match self {
+            Reply::Vote { dc, vote, nested } => {
+                let mut m = vote_to_msg(dc, &vote);
+                m.nested_messages = nested.messages;
+                m.nested_round_trips = nested.round_trips;
+                Body::Vote(m)
+            }
+            Reply::Recorded(ok) => Body::Recorded(RecordReply { txn: txn.0, ok, error: String::new() }),
+            Reply::Decided(nested) => Body::Decided(DecideReply {
+                txn: txn.0,
+                nested_messages: nested.messages,
+                nested_round_trips: nested.round_trips,
+            }),
+            Reply::Accepted(ok) => Body::Accepted(AcceptReply { txn: txn.0, ok }),
+            Reply::Error { code, message } => {
+                Body::Error(redt_proto::wire::ErrorReply { code, message, current_epoch })
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_survive_the_wire_and_out_of_range_ids_are_refused() {
+        let d = Request::Decide(Decide {
+            txn: TxnId(7),
+            ballot: Ballot(0),
+            decision: Decision::Commit(Cts(99)),
+            entries: vec![EntryRef { node: NodeId(3), index: 12, slots: 2 }],
+            role: DecideRole::Executor,
+            catch_up: vec![CatchUpTarget { partition: PartitionId(1), nodes: vec![NodeId(2)], cts: Cts(99) }],
+        });
+        assert_eq!(Request::try_from(Body::from(d.clone())), Ok(d));
+        let bad = Body::Execute(ExecuteRequest {
+            txn: 1,
+            ballot: 0,
+            coordinator: 70_000,
+            participants: vec![0],
+            call: Some(ProcedureCall::default()),
+            scope: 0,
+            replicate: false,
+        });
+        assert!(Request::try_from(bad).unwrap_err().contains("coordinator"));
+        let both = Body::Decide(DecideRequest { replicate: true, secondary: true, ..Default::default() });
+        assert!(Request::try_from(both).is_err());
+    }
+}

@@ -1,0 +1,672 @@
+//! The coordinator's transaction as a state machine: plan → phase 1 → decision → record abort /
+//! early ack → phase 2 → catch-up (RedT §4.2, Algorithm 1; DESIGN.md §2).
+//!
+//! Sans-IO (STYLE.md §1, after quinn-proto's `Connection`): [`CoordinatorTxn`] sends nothing,
+//! reads no clock and never sleeps. The driver feeds it the fate of each request it asked for
+//! ([`CoordinatorTxn::handle_reply`], [`CoordinatorTxn::handle_failure`]) and its timer
+//! ([`CoordinatorTxn::handle_timeout`]), each with the current time, then drains
+//! [`CoordinatorTxn::poll_action`] and re-arms its timer from [`CoordinatorTxn::poll_timeout`].
+//! Every request is one attempt with one fate: a reply, or a failure (unreachable peer, a
+//! call deadline). The decision rule is [`crate::decision::decide`], the catch-up planner
+//! [`crate::catch_up::catch_up`]; this file only sequences them.
+
+use crate::call;
+use crate::catch_up::{self, CatchUp};
+use crate::cost::Cost;
+use crate::decision::{self, decide, majority};
+use crate::message::{CatchUpTarget, Decide, DecideRole, Execute, Record, Reply, Request};
+use crate::plan::{self, Plan, Scope};
+use crate::stats::{Class, TxnCost};
+use redt_dc_executor::{Decision, ReadView, Vote};
+use redt_proto::wire::ProcedureCall;
+use redt_proto::{Ballot, Cts, DcId, NodeId, Topology, TxnId};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::time::{Duration, Instant};
+
+/// Deliberate protocol bugs, for showing that the simulation catches them (issue 11). All off
+/// by default; nothing outside tests turns them on.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CoordinatorMutations {
+    /// Acknowledge an abort to the client before it is recorded at a majority of every
+    /// touched partition (DESIGN.md §2 forbids it: a recoverer could then commit it).
+    pub ack_abort_before_record: bool,
+}
+
+/// How a coordinator runs transactions.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CoordinatorOptions {
+    /// The commit protocol (RedT unless a baseline is being measured).
+    pub protocol: redt_proto::Protocol,
+    /// Acknowledge a commit as soon as it is decided, before phase 2 (on by default).
+    pub early_ack: bool,
+    /// How long phase 1 waits for votes before deciding with what it has.
+    pub phase1_timeout: Duration,
+    /// Pause between retries of a phase-2 or record message to an unreachable DC.
+    pub retry_every: Duration,
+    /// How long phase 2 keeps retrying before it gives up (and logs the transaction).
+    pub give_up_after: Duration,
+    /// Deliberate bugs (tests of the simulation only).
+    pub mutations: CoordinatorMutations,
+}
+
+impl Default for CoordinatorOptions {
+    fn default() -> Self {
+        CoordinatorOptions {
+            protocol: redt_proto::Protocol::Redt,
+            early_ack: true,
+            phase1_timeout: Duration::from_secs(2),
+            retry_every: Duration::from_millis(200),
+            give_up_after: Duration::from_secs(600),
+            mutations: CoordinatorMutations::default(),
+        }
+    }
+}
+
+/// How a transaction ended, as told to its client.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TxnStatus {
+    /// Committed.
+    Committed,
+    /// Certainly not committed.
+    Aborted(String),
+    /// The outcome is not known (the abort could not be recorded at a majority yet).
+    Unknown(String),
+}
+
+/// The answer to a client.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TxnOutcome {
+    /// The transaction id.
+    pub txn: TxnId,
+    /// Its status.
+    pub status: TxnStatus,
+    /// For a committed key/value call: per operation, the value read (`None` for writes).
+    pub reads: Vec<Option<Vec<u8>>>,
+}
+
+/// Identifies one request the transaction asked the driver to send.
+pub type AttemptId = u64;
+
+/// What the driver must do next for a transaction.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Action {
+    /// Send `request` to `to` (the coordinator's own node included: the driver hands it to
+    /// the local executor side) and report its fate under `attempt`.
+    Send {
+        /// Identifies the attempt in [`CoordinatorTxn::handle_reply`] / `handle_failure`.
+        attempt: AttemptId,
+        /// The receiving node.
+        to: NodeId,
+        /// The request.
+        request: Request,
+    },
+    /// Answer the client (once per transaction).
+    Answer {
+        /// What the client is told.
+        outcome: TxnOutcome,
+        /// The transaction's class.
+        class: Class,
+        /// For a commit: its inter-DC cost as counted at the answer (RedT Table 2).
+        cost: Option<TxnCost>,
+    },
+    /// Everything is done (phase 2 delivered or given up): its inter-DC cost, counted after
+    /// the answer when the answer came first (early ack).
+    Finished {
+        /// The transaction's class.
+        class: Class,
+        /// Phase 2's cost when it was not already part of the answer's.
+        after_answer: Option<Cost>,
+    },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Purpose {
+    Phase1,
+    /// Recording the abort, in round `round`.
+    Record(u32),
+    /// Delivering phase 2, delivery `idx`.
+    Decide(usize),
+}
+
+struct Attempt {
+    dc: DcId,
+    purpose: Purpose,
+}
+
+/// One phase-2 message being delivered until answered.
+struct Delivery {
+    dc: DcId,
+    to: NodeId,
+    request: Request,
+    /// Inter-DC messages of failed attempts so far.
+    failed: Cost,
+    first_sent: Instant,
+    retry_at: Option<Instant>,
+    done: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Stage {
+    Phase1,
+    /// Recording the abort: round number, whether a round is in flight.
+    Recording,
+    Phase2,
+    Done,
+}
+
+/// One transaction as its coordinator runs it (RedT §4.2; DESIGN.md §2).
+pub struct CoordinatorTxn {
+    txn: TxnId,
+    me: NodeId,
+    my_dc: DcId,
+    plan: Plan,
+    call: ProcedureCall,
+    topology: std::sync::Arc<Topology>,
+    options: CoordinatorOptions,
+    class: Class,
+    stage: Stage,
+    votes: BTreeMap<DcId, Vote>,
+    attempts: BTreeMap<AttemptId, Attempt>,
+    next_attempt: AttemptId,
+    phase1_deadline: Instant,
+    phase1_open: usize,
+    phase1_cost: Cost,
+    decision: Option<Decision>,
+    why: String,
+    answered: bool,
+    catch_up: CatchUp,
+    /// Commit votes that arrived after the decision and before phase 2 began.
+    late: Vec<(DcId, Vote)>,
+    late_cost: Cost,
+    // Recording the abort.
+    round: u32,
+    round_open: usize,
+    holding: BTreeSet<DcId>,
+    record_started: Option<Instant>,
+    record_retry_at: Option<Instant>,
+    // Phase 2.
+    deliveries: Vec<Delivery>,
+    actions: VecDeque<Action>,
+}
+
+impl CoordinatorTxn {
+    /// Plans `call` as transaction `txn` coordinated by `me` and sends phase 1 to every
+    /// participant DC (RedT §4.2, Algorithm 1 lines 1–3).
+    ///
+    /// # Errors
+    /// A text saying why the call cannot run (unknown procedure or table, malformed
+    /// parameters): the client is told it aborted.
+    pub fn start(
+        topology: std::sync::Arc<Topology>,
+        me: NodeId,
+        txn: TxnId,
+        call: ProcedureCall,
+        options: CoordinatorOptions,
+        now: Instant,
+    ) -> Result<CoordinatorTxn, String> {
+        let procedure = call::procedure(&topology, &call).map_err(|e| e.to_string())?;
+        let plan = plan::plan(&topology, procedure.as_ref()).map_err(|e| e.to_string())?;
+        let my_dc = topology.nodes.get(me.0 as usize).map(|n| n.dc).ok_or("coordinator not in the topology")?;
+        let remote = plan.participants.iter().filter(|&&d| d != my_dc).count() as u64;
+        let class = Class { read_write: !plan.read_only, inter_dc: remote > 0 };
+        let mut t = CoordinatorTxn {
+            txn,
+            me,
+            my_dc,
+            phase1_deadline: now + options.phase1_timeout,
+            phase1_open: 0,
+            phase1_cost: Cost::default(),
+            plan,
+            call,
+            topology,
+            options,
+            class,
+            stage: Stage::Phase1,
+            votes: BTreeMap::new(),
+            attempts: BTreeMap::new(),
+            next_attempt: 0,
+            decision: None,
+            why: String::new(),
+            answered: false,
+            catch_up: CatchUp::default(),
+            late: Vec::new(),
+            late_cost: Cost::default(),
+            round: 0,
+            round_open: 0,
+            holding: BTreeSet::new(),
+            record_started: None,
+            record_retry_at: None,
+            deliveries: Vec::new(),
+            actions: VecDeque::new(),
+        };
+        for dc in t.plan.participants.clone() {
+            let request = Request::Execute(Execute {
+                txn,
+                coordinator: me,
+                participants: t.plan.participants.clone(),
+                call: t.call.clone(),
+                scope: Scope::Dc,
+                replicate: false,
+            });
+            t.phase1_open += 1;
+            t.send(dc, Purpose::Phase1, request);
+        }
+        if t.plan.participants.is_empty() {
+            t.try_decide(true, now);
+        }
+        Ok(t)
+    }
+
+    /// The transaction id.
+    pub fn txn(&self) -> TxnId {
+        self.txn
+    }
+
+    /// Whether the transaction has nothing left to do (answered, phase 2 delivered or given
+    /// up, no attempt outstanding that could still need a decision).
+    pub fn is_done(&self) -> bool {
+        self.stage == Stage::Done
+    }
+
+    /// The next action for the driver, if any.
+    pub fn poll_action(&mut self) -> Option<Action> {
+        self.actions.pop_front()
+    }
+
+    /// When the driver must call [`CoordinatorTxn::handle_timeout`] next (`None`: no timer).
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let mut t: Option<Instant> = None;
+        let mut at = |i: Option<Instant>| {
+            if let Some(i) = i {
+                t = Some(t.map_or(i, |x| x.min(i)));
+            }
+        };
+        if self.stage == Stage::Phase1 {
+            at(Some(self.phase1_deadline));
+        }
+        at(self.record_retry_at);
+        for d in self.deliveries.iter().filter(|d| !d.done) {
+            at(d.retry_at);
+        }
+        t
+    }
+
+    /// Handles a timer firing at `now`: phase 1's deadline (decide with the votes there are),
+    /// a retry of an abort's record round, or of an undelivered phase-2 message.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if self.stage == Stage::Phase1 && now >= self.phase1_deadline {
+            self.try_decide(true, now);
+        }
+        if self.record_retry_at.is_some_and(|t| now >= t) {
+            self.record_retry_at = None;
+            self.record_round(now);
+        }
+        for i in 0..self.deliveries.len() {
+            let d = &mut self.deliveries[i];
+            if !d.done && d.retry_at.is_some_and(|t| now >= t) {
+                d.retry_at = None;
+                let (dc, to, request) = (d.dc, d.to, d.request.clone());
+                self.send_to(dc, to, Purpose::Decide(i), request);
+            }
+        }
+    }
+
+    /// Handles the reply to `attempt` received at `now`.
+    pub fn handle_reply(&mut self, attempt: AttemptId, reply: Reply, now: Instant) {
+        if let Reply::Error { message, .. } = reply {
+            return self.handle_failure(attempt, &message, now);
+        }
+        let Some(a) = self.attempts.remove(&attempt) else { return };
+        let remote = a.dc != self.my_dc;
+        match (a.purpose, reply) {
+            (Purpose::Phase1, Reply::Vote { vote, .. }) if vote.txn == self.txn => {
+                self.phase1_open -= 1;
+                if self.stage == Stage::Phase1 {
+                    self.votes.insert(a.dc, vote);
+                    self.try_decide(self.phase1_open == 0, now);
+                } else {
+                    // A straggler: counted, and decided if it holds locks.
+                    self.late_cost = self.late_cost.alongside(Cost { messages: u64::from(remote), round_trips: 0 });
+                    if vote.is_commit() {
+                        if self.stage == Stage::Recording {
+                            self.late.push((a.dc, vote));
+                        } else {
+                            self.decide_late(a.dc, vote, now);
+                        }
+                    }
+                }
+            }
+            (Purpose::Record(round), Reply::Recorded(ok)) => {
+                if round == self.round && self.stage == Stage::Recording {
+                    self.round_open -= 1;
+                    if ok {
+                        self.holding.insert(a.dc);
+                    }
+                    self.after_record_reply(now);
+                }
+            }
+            (Purpose::Decide(i), Reply::Decided(nested)) => {
+                if let Some(d) = self.deliveries.get_mut(i) {
+                    if !d.done {
+                        d.done = true;
+                        d.failed = d.failed.alongside(Cost::rpc(remote, nested));
+                    }
+                }
+            }
+            (purpose, _) => {
+                // A reply of the wrong kind counts as a failure of the attempt.
+                self.attempts.insert(attempt, Attempt { dc: a.dc, purpose });
+                return self.handle_failure(attempt, "unexpected reply kind", now);
+            }
+        }
+        self.maybe_finish();
+    }
+
+    /// Handles the failure of `attempt` at `now` (unreachable peer, call deadline, an error
+    /// answer): a phase-1 attempt becomes a missing vote, a record attempt a refusal, a
+    /// phase-2 attempt is retried after [`CoordinatorOptions::retry_every`].
+    pub fn handle_failure(&mut self, attempt: AttemptId, error: &str, now: Instant) {
+        let Some(a) = self.attempts.remove(&attempt) else { return };
+        let remote = a.dc != self.my_dc;
+        match a.purpose {
+            Purpose::Phase1 => {
+                tracing::debug!(txn = %self.txn, dc = %a.dc, "phase 1 failed: {error}");
+                self.phase1_open -= 1;
+                if self.stage == Stage::Phase1 {
+                    self.try_decide(self.phase1_open == 0, now);
+                }
+            }
+            Purpose::Record(round) => {
+                if round == self.round && self.stage == Stage::Recording {
+                    self.round_open -= 1;
+                    self.after_record_reply(now);
+                }
+            }
+            Purpose::Decide(i) => {
+                let give_up = self.options.give_up_after;
+                let retry = self.options.retry_every;
+                if let Some(d) = self.deliveries.get_mut(i) {
+                    if !d.done {
+                        d.failed.messages += u64::from(remote);
+                        if now.duration_since(d.first_sent) > give_up {
+                            tracing::error!(txn = %self.txn, dc = %d.dc, "phase 2 undelivered, giving up: {error}");
+                            d.done = true;
+                        } else {
+                            tracing::debug!(txn = %self.txn, dc = %d.dc, "phase 2 retry: {error}");
+                            d.retry_at = Some(now + retry);
+                        }
+                    }
+                }
+            }
+        }
+        self.maybe_finish();
+    }
+
+    fn send(&mut self, dc: DcId, purpose: Purpose, request: Request) {
+        let local = self.plan.local.get(&dc).map(Vec::as_slice).unwrap_or(&[]);
+        let to = plan::executor_node(&self.topology, dc, local, self.me);
+        self.send_to(dc, to, purpose, request);
+    }
+
+    fn send_to(&mut self, dc: DcId, to: NodeId, purpose: Purpose, request: Request) {
+        let attempt = self.next_attempt;
+        self.next_attempt += 1;
+        self.attempts.insert(attempt, Attempt { dc, purpose });
+        self.actions.push_back(Action::Send { attempt, to, request });
+    }
+
+    fn remote(&self) -> u64 {
+        self.plan.participants.iter().filter(|&&d| d != self.my_dc).count() as u64
+    }
+
+    /// Applies the decision rule to the votes so far (RedT §4.2 "¾ quorum").
+    fn try_decide(&mut self, final_round: bool, now: Instant) {
+        let table = plan::vote_table(&self.plan, &self.votes);
+        let d = decide(&table, final_round);
+        if d == decision::Decision::Wait {
+            return;
+        }
+        let answered = self.votes.keys().filter(|&&dc| dc != self.my_dc).count() as u64;
+        let remote = self.remote();
+        self.phase1_cost = Cost { messages: remote + answered, round_trips: u64::from(remote > 0) };
+        match d {
+            decision::Decision::Commit { cts } => {
+                self.decision = Some(Decision::Commit(cts));
+                self.catch_up = catch_up::catch_up(&self.plan, &table);
+                if self.options.early_ack {
+                    let reads = reads(&self.topology, &self.call, &self.plan, &self.votes.values().collect::<Vec<_>>());
+                    self.answer(TxnStatus::Committed, reads, Some(self.phase1_cost));
+                }
+                self.start_phase2(now);
+            }
+            decision::Decision::Abort { proven, partition } => {
+                self.decision = Some(Decision::Abort);
+                self.why = abort_reason(&self.votes, proven, &self.plan, partition);
+                if self.options.mutations.ack_abort_before_record {
+                    self.answer(TxnStatus::Aborted(self.why.clone()), Vec::new(), None);
+                }
+                self.stage = Stage::Recording;
+                self.holding = self.votes.iter().filter(|(_, v)| !v.is_commit()).map(|(&dc, _)| dc).collect();
+                self.record_started = Some(now);
+                self.record_round(now);
+            }
+            decision::Decision::Wait => {}
+        }
+    }
+
+    fn answer(&mut self, status: TxnStatus, reads: Vec<Option<Vec<u8>>>, cost: Option<Cost>) {
+        if self.answered {
+            return;
+        }
+        self.answered = true;
+        let cost = cost.map(|c| TxnCost {
+            inter_dc_messages: c.messages,
+            round_trips: c.round_trips,
+            client_round_trips: c.round_trips,
+        });
+        self.actions.push_back(Action::Answer {
+            outcome: TxnOutcome { txn: self.txn, status, reads },
+            class: self.class,
+            cost,
+        });
+    }
+
+    /// Whether a majority of every touched partition's replicas hold the abort (abort voters
+    /// count: their vote can never become commit). DESIGN.md §2.
+    fn recorded(&self) -> bool {
+        self.plan.partitions.iter().all(|p| {
+            p.replicas.iter().filter(|(_, dc)| self.holding.contains(dc)).count() >= majority(p.replicas.len())
+        })
+    }
+
+    /// Sends a round of abort records (ballot 0) to every participant DC that could have
+    /// voted commit.
+    fn record_round(&mut self, now: Instant) {
+        self.round += 1;
+        self.round_open = 0;
+        let round = self.round;
+        if self.recorded() {
+            return self.on_recorded(now);
+        }
+        for dc in self.plan.participants.clone() {
+            let entries = match self.votes.get(&dc) {
+                Some(v) if !v.is_commit() => continue,
+                Some(v) => v.entries.clone(),
+                None => Vec::new(),
+            };
+            let request =
+                Request::Record(Record { txn: self.txn, ballot: Ballot(0), decision: Decision::Abort, entries });
+            self.round_open += 1;
+            self.send(dc, Purpose::Record(round), request);
+        }
+        if self.round_open == 0 {
+            self.after_record_reply(now);
+        }
+    }
+
+    fn after_record_reply(&mut self, now: Instant) {
+        if self.recorded() {
+            return self.on_recorded(now);
+        }
+        if self.round_open > 0 {
+            return;
+        }
+        // The round ended without a majority of some partition.
+        if !self.answered {
+            let why = format!("{}; the abort is not yet recorded at a majority", self.why);
+            self.answer(TxnStatus::Unknown(why), Vec::new(), None);
+        }
+        let started = self.record_started.unwrap_or(now);
+        if now.duration_since(started) > self.options.give_up_after {
+            tracing::error!(txn = %self.txn, "abort never recorded at a majority; locks stay held");
+            self.stage = Stage::Done;
+            self.finish();
+            return;
+        }
+        self.record_retry_at = Some(now + self.options.retry_every);
+    }
+
+    fn on_recorded(&mut self, now: Instant) {
+        let why = self.why.clone();
+        self.answer(TxnStatus::Aborted(why), Vec::new(), None);
+        self.record_retry_at = None;
+        self.start_phase2(now);
+    }
+
+    /// The decision each DC applies: a DC that left a written partition behind has its own
+    /// redo aborted (its replicas are caught up instead).
+    fn decision_in(&self, dc: DcId) -> Decision {
+        match self.decision {
+            Some(d @ Decision::Commit(_)) if !self.catch_up.behind.contains(&dc) => d,
+            _ => Decision::Abort,
+        }
+    }
+
+    /// Phase 2: the decision to every participant DC that did not vote abort, with the
+    /// catch-up each ships (RedT §4.2, Algorithm 1 lines 10–16; DESIGN.md §2).
+    fn start_phase2(&mut self, now: Instant) {
+        self.stage = Stage::Phase2;
+        let cts = match self.decision {
+            Some(Decision::Commit(c)) => c,
+            _ => Cts(0),
+        };
+        for dc in self.plan.participants.clone() {
+            let entries = match self.votes.get(&dc) {
+                Some(v) if !v.is_commit() => continue,
+                Some(v) => v.entries.clone(),
+                None => Vec::new(),
+            };
+            let catch_up: Vec<CatchUpTarget> = self
+                .catch_up
+                .sources
+                .get(&dc)
+                .into_iter()
+                .flatten()
+                .map(|(p, nodes)| CatchUpTarget { partition: *p, nodes: nodes.clone(), cts })
+                .collect();
+            self.deliver(dc, entries, catch_up, now);
+        }
+        for (dc, vote) in std::mem::take(&mut self.late) {
+            self.decide_late(dc, vote, now);
+        }
+        self.maybe_finish();
+    }
+
+    fn decide_late(&mut self, dc: DcId, vote: Vote, now: Instant) {
+        self.deliver(dc, vote.entries, Vec::new(), now);
+    }
+
+    fn deliver(
+        &mut self,
+        dc: DcId,
+        entries: Vec<redt_dc_executor::EntryRef>,
+        catch_up: Vec<CatchUpTarget>,
+        now: Instant,
+    ) {
+        let request = Request::Decide(Decide {
+            txn: self.txn,
+            ballot: Ballot(0),
+            decision: self.decision_in(dc),
+            entries,
+            role: DecideRole::Executor,
+            catch_up,
+        });
+        let local = self.plan.local.get(&dc).map(Vec::as_slice).unwrap_or(&[]);
+        let to = plan::executor_node(&self.topology, dc, local, self.me);
+        let idx = self.deliveries.len();
+        self.deliveries.push(Delivery {
+            dc,
+            to,
+            request: request.clone(),
+            failed: Cost::default(),
+            first_sent: now,
+            retry_at: None,
+            done: false,
+        });
+        self.send_to(dc, to, Purpose::Decide(idx), request);
+    }
+
+    fn maybe_finish(&mut self) {
+        if self.stage != Stage::Phase2 || self.phase1_open > 0 || self.deliveries.iter().any(|d| !d.done) {
+            return;
+        }
+        self.stage = Stage::Done;
+        self.finish();
+    }
+
+    fn finish(&mut self) {
+        let phase2 =
+            self.deliveries.iter().fold(Cost::default(), |c, d| c.alongside(d.failed)).alongside(self.late_cost);
+        let committed = matches!(self.decision, Some(Decision::Commit(_)));
+        if committed && !self.answered {
+            let reads = reads(&self.topology, &self.call, &self.plan, &self.votes.values().collect::<Vec<_>>());
+            let total = self.phase1_cost.then(phase2);
+            self.answer(TxnStatus::Committed, reads, Some(total));
+            self.actions.push_back(Action::Finished { class: self.class, after_answer: None });
+        } else {
+            let after = committed.then_some(phase2);
+            self.actions.push_back(Action::Finished { class: self.class, after_answer: after });
+        }
+    }
+}
+
+/// The values each key/value operation read, from an up-to-date commit vote of each access
+/// (the newest version among the votes).
+pub fn reads(topology: &Topology, call: &ProcedureCall, plan: &Plan, votes: &[&Vote]) -> Vec<Option<Vec<u8>>> {
+    let Some(kv) = call::kv_procedure(topology, call) else { return vec![] };
+    let n = redt_dc_executor::Procedure::accesses(&kv).len();
+    let mut values: Vec<Option<Vec<Vec<u8>>>> = vec![None; n];
+    let mut best: Vec<Cts> = vec![Cts(0); n];
+    for p in &plan.partitions {
+        for &a in &p.accesses {
+            for v in votes.iter().filter(|v| v.is_commit()) {
+                for item in v.items.iter().filter(|i| i.access == a) {
+                    let newest = item.versions.iter().map(|(_, ver)| ver.cts()).max().unwrap_or(Cts(0));
+                    if values[a].is_none() || newest > best[a] {
+                        best[a] = newest;
+                        let width = item.values.iter().map(|(c, _)| *c as usize + 1).max().unwrap_or(0);
+                        let mut cells = vec![Vec::new(); width];
+                        for (c, val) in &item.values {
+                            cells[*c as usize] = val.clone();
+                        }
+                        values[a] = Some(cells);
+                    }
+                }
+            }
+        }
+    }
+    kv.observed(&ReadView::new(&values))
+}
+
+fn abort_reason(votes: &BTreeMap<DcId, Vote>, proven: bool, plan: &Plan, partition: usize) -> String {
+    let pid = plan.partitions.get(partition).map(|p| p.id.0).unwrap_or(0);
+    if let Some((dc, v)) = votes.iter().find(|(_, v)| !v.is_commit()) {
+        let why = v.abort.as_ref().map(crate::codec::reason_text).unwrap_or_default();
+        return format!("{dc} voted abort: {why}");
+    }
+    if proven {
+        format!("partition p{pid} cannot reach its commit quorum (stale replicas)")
+    } else {
+        format!("timed out waiting for the votes of partition p{pid}")
+    }
+}

@@ -1,0 +1,244 @@
+//! The checks after a simulated run has drained.
+
+use crate::workload::{Workload, BANK_ACCOUNTS, BANK_START};
+use crate::world::World;
+use redt_bench::elle;
+use redt_dc_executor::{list_items, unfinished_entries, EntryStatus};
+use redt_proto::{DcId, NodeId, PartitionId, TxnId};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// A lock or undecided redo entry left behind, with what a recoverer needs to know.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Leftover {
+    /// The undecided transaction.
+    pub txn: TxnId,
+    /// The node whose ring holds the entry (and whose records it locks).
+    pub node: NodeId,
+    /// That node's DC.
+    pub dc: DcId,
+    /// The entry's status (`Intent` or `Logged`).
+    pub status: EntryStatus,
+    /// The transaction's coordinator.
+    pub coordinator: NodeId,
+    /// Its participant DCs (those a recoverer must hear from).
+    pub participants: Vec<DcId>,
+    /// The keys whose records the entry locks on `node`.
+    pub locked_keys: Vec<u64>,
+    /// The crash that left it: the crashed node and when (µs).
+    pub crash: Option<(NodeId, u64)>,
+}
+
+impl std::fmt::Display for Leftover {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let dcs: Vec<String> = self.participants.iter().map(|d| d.to_string()).collect();
+        write!(
+            f,
+            "{} undecided ({:?}) on {} in {}, coordinator {}, participants [{}], locks keys {:?}",
+            self.txn,
+            self.status,
+            self.node,
+            self.dc,
+            self.coordinator,
+            dcs.join(", "),
+            self.locked_keys
+        )?;
+        if let Some((n, t)) = self.crash {
+            write!(f, " (after the crash of {n} at {:.3} ms)", t as f64 / 1000.0)?;
+        }
+        Ok(())
+    }
+}
+
+/// Something a check found wrong.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Violation {
+    /// An abort was acknowledged before a majority of a touched partition held it.
+    AbortAckedUnrecorded {
+        /// The transaction.
+        txn: TxnId,
+        /// The partition short of its majority.
+        partition: PartitionId,
+        /// Replicas holding the abort then.
+        have: usize,
+        /// The majority.
+        need: usize,
+    },
+    /// An undecided entry (and its locks) left behind that no crash explains.
+    Stuck(Leftover),
+    /// A record locked with no undecided entry of this node listing it.
+    OrphanLock {
+        /// The node.
+        node: NodeId,
+        /// The key.
+        key: u64,
+    },
+    /// Replicas of a key disagree after the run drained.
+    Diverged {
+        /// The key.
+        key: u64,
+        /// Each replica's node and value (hex prefix).
+        values: Vec<(NodeId, String)>,
+    },
+    /// The bank's total changed.
+    BankTotal {
+        /// The total found.
+        found: i64,
+        /// The total expected.
+        expected: i64,
+    },
+    /// A committed read of every balance saw another total.
+    BankRead {
+        /// The transaction.
+        txn: TxnId,
+        /// The total it read.
+        found: i64,
+    },
+    /// The list-append history is not strictly serializable (Elle's anomaly).
+    Anomaly(String),
+}
+
+impl std::fmt::Display for Violation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Violation::AbortAckedUnrecorded { txn, partition, have, need } => write!(
+                f,
+                "{txn}: abort acknowledged while only {have} of the {need} replicas a majority of p{} needs held it",
+                partition.0
+            ),
+            Violation::Stuck(l) => write!(f, "stuck with no crash to explain it: {l}"),
+            Violation::OrphanLock { node, key } => write!(f, "key {key} locked on {node} by no undecided entry"),
+            Violation::Diverged { key, values } => write!(f, "replicas of key {key} disagree: {values:?}"),
+            Violation::BankTotal { found, expected } => write!(f, "bank total {found}, expected {expected}"),
+            Violation::BankRead { txn, found } => write!(f, "{txn} read a bank total of {found}"),
+            Violation::Anomaly(a) => write!(f, "list-append: {a}"),
+        }
+    }
+}
+
+/// Runs every check on a drained world and files leftovers and violations in its report.
+pub(crate) fn check(w: &mut World) {
+    let layout = w.layout();
+    let table = w.workload_table();
+    let keys = w.keys();
+    let Some(schema) = w.topology.table(table).cloned() else { return };
+
+    // Undecided entries, and the locks they hold.
+    let mut leftovers = Vec::new();
+    let mut locked_by_entries: BTreeSet<(NodeId, u64)> = BTreeSet::new();
+    for n in &w.topology.nodes {
+        let dc = &w.dcs[n.dc.0 as usize];
+        let Ok(entries) = unfinished_entries(dc.verbs.as_ref(), n.id, &layout) else { continue };
+        for (_, e) in entries {
+            let locked_keys: Vec<u64> = e.locks.iter().filter(|l| l.table == table).map(|l| l.key).collect();
+            for l in &e.locks {
+                locked_by_entries.insert((n.id, l.key));
+            }
+            let crash = w.started.get(&e.txn).and_then(|(start, participants)| {
+                w.crash_log.iter().copied().find(|&(node, t)| {
+                    t >= *start
+                        && (node == e.coordinator || participants.contains(&w.topology.nodes[node.0 as usize].dc))
+                })
+            });
+            leftovers.push(Leftover {
+                txn: e.txn,
+                node: n.id,
+                dc: n.dc,
+                status: e.status,
+                coordinator: e.coordinator,
+                participants: e.participants.clone(),
+                locked_keys,
+                crash,
+            });
+        }
+    }
+    let left_keys: BTreeSet<u64> = leftovers.iter().flat_map(|l| l.locked_keys.iter().copied()).collect();
+    for l in leftovers {
+        if l.crash.is_some() {
+            w.report.leftovers.push(l);
+        } else {
+            w.report.violations.push(Violation::Stuck(l));
+        }
+    }
+
+    // Every replica of every key: locks, agreement.
+    let mut finals: BTreeMap<u64, Vec<u8>> = BTreeMap::new();
+    for &key in &keys {
+        let p = w.topology.partition_of(&schema, key);
+        let mut values: Vec<(NodeId, Option<Vec<u8>>)> = Vec::new();
+        for &n in &w.topology.partitions[p.0 as usize].replicas {
+            let dc = w.topology.nodes[n.0 as usize].dc;
+            let Ok(img) = w.dcs[dc.0 as usize].read_record(n, table, key) else { continue };
+            if let Some(img) = &img {
+                if img.lock != 0 && !locked_by_entries.contains(&(n, key)) {
+                    w.report.violations.push(Violation::OrphanLock { node: n, key });
+                }
+            }
+            values.push((n, img.map(|i| i.values.concat())));
+        }
+        if left_keys.contains(&key) {
+            continue; // a recoverer's to finish
+        }
+        if values.windows(2).any(|v| v[0].1 != v[1].1) {
+            let shown = values
+                .iter()
+                .map(|(n, v)| (*n, v.as_ref().map(|b| hex(&b[..b.len().min(24)])).unwrap_or_else(|| "missing".into())))
+                .collect();
+            w.report.violations.push(Violation::Diverged { key, values: shown });
+        }
+        if let Some((_, Some(v))) = values.first() {
+            finals.insert(key, v.clone());
+        }
+    }
+
+    match w.workload() {
+        Workload::Bank => {
+            if left_keys.is_empty() {
+                let found: i64 = (0..BANK_ACCOUNTS).map(|k| finals.get(&k).map(|v| balance(v)).unwrap_or(0)).sum();
+                let expected = BANK_START * BANK_ACCOUNTS as i64;
+                if found != expected {
+                    w.report.violations.push(Violation::BankTotal { found, expected });
+                }
+            }
+            for h in w.hist.iter().filter(|h| h.outcome == elle::Outcome::Ok && h.reads.len() == BANK_ACCOUNTS as usize)
+            {
+                let found: i64 = h.reads.iter().map(|r| r.as_deref().map(balance).unwrap_or(0)).sum();
+                if found != BANK_START * BANK_ACCOUNTS as i64 {
+                    w.report.violations.push(Violation::BankRead { txn: h.txn, found });
+                }
+            }
+        }
+        Workload::Append => {
+            let history: Vec<elle::Txn> = w
+                .hist
+                .iter()
+                .enumerate()
+                .map(|(id, h)| elle::Txn {
+                    id,
+                    process: h.process,
+                    invoke_ns: h.invoke_us * 1000,
+                    complete_ns: h.complete_us.map(|t| t * 1000),
+                    outcome: h.outcome,
+                    ops: h.ops.clone(),
+                })
+                .collect();
+            let lists: BTreeMap<u64, Vec<u64>> =
+                keys.iter().map(|&k| (k, finals.get(&k).map(|v| list_items(&v[..])).unwrap_or_default())).collect();
+            let report = elle::check(&history, left_keys.is_empty().then_some(&lists));
+            for a in report.anomalies {
+                w.report.violations.push(Violation::Anomaly(a.to_string()));
+            }
+        }
+        Workload::Ycsb => {}
+    }
+}
+
+fn balance(cell: &[u8]) -> i64 {
+    let mut b = [0u8; 8];
+    let n = cell.len().min(8);
+    b[..n].copy_from_slice(&cell[..n]);
+    i64::from_le_bytes(b)
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}

@@ -1,0 +1,30 @@
+//! redt's deterministic whole-cluster simulation (issue 11; STYLE.md §5, after FoundationDB's
+//! simulation and TAPIR's simtransport).
+//!
+//! One thread runs every node of a topology file: the real sans-IO state machines
+//! ([`redt_coordinator::CoordinatorTxn`], [`redt_coordinator::ExecutorCore`]), the real
+//! MemStores, records, index, redo rings and replay ([`redt_dc_executor`], in-process verbs),
+//! on a simulated clock and a simulated network whose per-link delay, jitter, loss and
+//! partitions come from the same [`redt_netem::WanModel`] as the real netem socket. Every
+//! choice (message fates, faults, workload) is drawn from one seeded generator, so a seed
+//! replays the same schedule, event for event.
+//!
+//! Faults ([`Faults`]): crash and restart of a node at any step (it keeps its MemStore, as a
+//! `kill -9` keeps the `/dev/shm` file, and loses everything in memory), DC partitions that
+//! heal, dropped, duplicated and delayed (so reordered) messages, clocks running ahead.
+//!
+//! After the workload the run drains (faults off, partitions healed, crashed nodes back) and
+//! [`check`] verifies: the list-append history is strictly serializable
+//! ([`redt_bench::elle`]), the bank total holds on every replica, every replica of a key agrees,
+//! every acknowledged abort was recorded at a majority of every touched partition before the
+//! client heard of it, and no lock or undecided redo entry is left — except those a crash left
+//! to a recoverer, which are reported precisely ([`Leftover`]) until recovery exists.
+
+mod check;
+mod net;
+mod workload;
+mod world;
+
+pub use check::{Leftover, Violation};
+pub use workload::Workload;
+pub use world::{run, Faults, SimConfig, SimReport};

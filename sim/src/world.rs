@@ -1,0 +1,904 @@
+//! The simulated cluster and its event loop.
+
+use crate::check::{self, Leftover, Violation};
+use crate::net::{MessageFaults, Micros, Network, Queue};
+use crate::workload::{self, Generator, Workload};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use redt_bench::elle;
+use redt_coordinator::message::{Reply, Request};
+use redt_coordinator::txn::Action;
+use redt_coordinator::{CoordinatorOptions, CoordinatorTxn, ExecutorCore, ExecutorMutations, TxnStatus};
+use redt_dc_executor::{apply_committed, DcHandle, Hlc, Layout, LocalVerbs, Region, Replayer, Verbs};
+use redt_netem::WanModel;
+use redt_proto::wire::ProcedureCall;
+use redt_proto::{DcId, NodeId, Topology, TxnId};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Which faults a run injects.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Faults {
+    /// Crash nodes (kill -9: the MemStore survives, memory does not) and restart them.
+    pub crash: bool,
+    /// Partition pairs of DCs for a while, then heal them.
+    pub partition: bool,
+    /// Probability of dropping any message.
+    pub drop: f64,
+    /// Probability of duplicating any message.
+    pub duplicate: f64,
+    /// Probability of holding any message back by up to 3 s (reordering it; longer than the
+    /// phase-1 timeout, so phase 1 sometimes arrives after its decision).
+    pub hold: f64,
+    /// Run some nodes' clocks ahead by up to 2 s.
+    pub clock_skew: bool,
+}
+
+impl Faults {
+    /// No fault.
+    pub fn none() -> Faults {
+        Faults::default()
+    }
+
+    /// Every fault, at the rates the CI seeds use.
+    pub fn all() -> Faults {
+        Faults { crash: true, partition: true, drop: 0.02, duplicate: 0.02, hold: 0.02, clock_skew: true }
+    }
+
+    /// Parses a comma-separated list of `crash`, `partition`, `drop`, `dup`, `hold`, `skew`,
+    /// `all` or `none`.
+    ///
+    /// # Errors
+    /// An unknown fault name.
+    pub fn parse(s: &str) -> Result<Faults, String> {
+        let mut f = Faults::none();
+        for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            match part {
+                "all" => f = Faults::all(),
+                "none" => f = Faults::none(),
+                "crash" => f.crash = true,
+                "partition" => f.partition = true,
+                "drop" => f.drop = 0.02,
+                "dup" | "duplicate" => f.duplicate = 0.02,
+                "hold" | "delay" | "reorder" => f.hold = 0.02,
+                "skew" | "clock" => f.clock_skew = true,
+                other => {
+                    return Err(format!("unknown fault `{other}` (crash, partition, drop, dup, hold, skew, all, none)"))
+                }
+            }
+        }
+        Ok(f)
+    }
+}
+
+/// One simulated run.
+#[derive(Clone, Debug)]
+pub struct SimConfig {
+    /// The cluster (its MemStore sizes are shrunk for the simulation: 4 MiB regions with a
+    /// 256 KiB ring, so rings wrap).
+    pub topology: Topology,
+    /// The seed every choice is drawn from.
+    pub seed: u64,
+    /// What the clients run.
+    pub workload: Workload,
+    /// The faults injected.
+    pub faults: Faults,
+    /// Closed-loop clients per node.
+    pub clients_per_node: usize,
+    /// Simulated time the clients submit for; then the run drains.
+    pub duration: Duration,
+    /// The coordinators' options (mutations included).
+    pub options: CoordinatorOptions,
+    /// Deliberate executor bugs (tests of the simulation).
+    pub executor_mutations: ExecutorMutations,
+    /// Keep an event trace in the report.
+    pub trace: bool,
+}
+
+impl SimConfig {
+    /// A run of `topology` with `seed`: 2 clients per node for 3 simulated seconds.
+    pub fn new(topology: Topology, seed: u64, workload: Workload, faults: Faults) -> SimConfig {
+        SimConfig {
+            topology,
+            seed,
+            workload,
+            faults,
+            clients_per_node: 2,
+            duration: Duration::from_secs(3),
+            options: CoordinatorOptions::default(),
+            executor_mutations: ExecutorMutations::default(),
+            trace: false,
+        }
+    }
+}
+
+/// What a run did and found.
+#[derive(Clone, Debug, Default)]
+pub struct SimReport {
+    /// The seed.
+    pub seed: u64,
+    /// Transactions answered committed, aborted, unknown.
+    pub committed: u64,
+    /// Aborted.
+    pub aborted: u64,
+    /// Unknown (a client's coordinator crashed, or an abort not yet recorded).
+    pub unknown: u64,
+    /// Events processed.
+    pub events: u64,
+    /// Simulated time at the end, µs.
+    pub end_us: u64,
+    /// Crashes injected.
+    pub crashes: u64,
+    /// Messages dropped by the network (loss, partitions, faults).
+    pub dropped: u64,
+    /// Committed read-write inter-DC transactions, and their inter-DC messages and round
+    /// trips as the coordinators counted them (RedT Table 2).
+    pub rw_inter_commits: u64,
+    /// Sum of their inter-DC messages.
+    pub rw_inter_messages: u64,
+    /// Sum of their inter-DC round trips.
+    pub rw_inter_round_trips: u64,
+    /// Locks and undecided entries left by crashes, for a recoverer (expected until recovery
+    /// exists).
+    pub leftovers: Vec<Leftover>,
+    /// What the checks found wrong.
+    pub violations: Vec<Violation>,
+    /// The event trace, if asked for.
+    pub trace: Vec<String>,
+}
+
+impl SimReport {
+    /// Whether every check passed.
+    pub fn ok(&self) -> bool {
+        self.violations.is_empty()
+    }
+
+    /// Inter-DC messages per committed read-write inter-DC transaction.
+    pub fn messages_per_commit(&self) -> f64 {
+        self.rw_inter_messages as f64 / self.rw_inter_commits.max(1) as f64
+    }
+
+    /// Inter-DC round trips per committed read-write inter-DC transaction.
+    pub fn round_trips_per_commit(&self) -> f64 {
+        self.rw_inter_round_trips as f64 / self.rw_inter_commits.max(1) as f64
+    }
+}
+
+impl std::fmt::Display for SimReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(
+            f,
+            "seed {}: {} committed, {} aborted, {} unknown; {} crashes, {} messages dropped; {} events, {:.3} s simulated",
+            self.seed,
+            self.committed,
+            self.aborted,
+            self.unknown,
+            self.crashes,
+            self.dropped,
+            self.events,
+            self.end_us as f64 / 1e6
+        )?;
+        writeln!(
+            f,
+            "  per committed rw inter-DC txn: {:.2} inter-DC messages, {:.2} inter-DC round trips ({} txns)",
+            self.messages_per_commit(),
+            self.round_trips_per_commit(),
+            self.rw_inter_commits
+        )?;
+        for l in &self.leftovers {
+            writeln!(f, "  left for a recoverer: {l}")?;
+        }
+        for v in &self.violations {
+            writeln!(f, "  VIOLATION: {v}")?;
+        }
+        Ok(())
+    }
+}
+
+/// A message on the simulated wire.
+enum Msg {
+    Request { from: NodeId, from_inc: u64, rpc: u64, request: Request },
+    Reply { to_inc: u64, rpc: u64, reply: Reply },
+}
+
+enum Ev {
+    Deliver { to: NodeId, msg: Msg },
+    RpcDeadline { node: NodeId, inc: u64, rpc: u64 },
+    TxnTimer { node: NodeId, inc: u64, txn: TxnId },
+    Replay { node: NodeId },
+    Client { client: usize },
+    Crash { node: NodeId },
+    Restart { node: NodeId },
+    Partition { a: DcId, b: DcId },
+    Heal { a: DcId, b: DcId },
+    ShipRetry { node: NodeId, inc: u64, ship: u64 },
+    Drain,
+}
+
+enum RpcOwner {
+    Txn(TxnId, u64),
+    Ship(u64),
+}
+
+struct Coord {
+    txn: CoordinatorTxn,
+    client: Option<usize>,
+    answered_cost: Option<(u64, u64)>,
+}
+
+struct SimNode {
+    id: NodeId,
+    dc: DcId,
+    alive: bool,
+    inc: u64,
+    core: Option<ExecutorCore>,
+    replayer: Replayer,
+    region: Arc<Region>,
+    coords: BTreeMap<TxnId, Coord>,
+    rpcs: HashMap<u64, RpcOwner>,
+    ships: HashMap<u64, (NodeId, Request)>,
+    seq: u64,
+    skew_ms: u64,
+}
+
+struct Client {
+    node: NodeId,
+    process: u64,
+    busy: Option<usize>,
+}
+
+/// One history entry (list-append and bank reads are checked from it).
+pub(crate) struct Hist {
+    pub process: u64,
+    pub txn: TxnId,
+    pub call: ProcedureCall,
+    pub invoke_us: u64,
+    pub complete_us: Option<u64>,
+    pub outcome: elle::Outcome,
+    pub ops: Vec<elle::Op>,
+    pub reads: Vec<Option<Vec<u8>>>,
+}
+
+/// The whole simulated cluster.
+pub(crate) struct World {
+    pub topology: Arc<Topology>,
+    pub dcs: Vec<Arc<DcHandle>>,
+    nodes: Vec<SimNode>,
+    clients: Vec<Client>,
+    queue: Queue<Ev>,
+    net: Network,
+    rng: StdRng,
+    base: Instant,
+    now: Micros,
+    cfg: SimConfig,
+    gen: Generator,
+    next_rpc: u64,
+    draining: bool,
+    pub hist: Vec<Hist>,
+    /// When each transaction started, and its participant DCs.
+    pub started: HashMap<TxnId, (Micros, Vec<DcId>)>,
+    /// Crashes: node and time.
+    pub crash_log: Vec<(NodeId, Micros)>,
+    /// Per transaction, the DCs holding evidence of its abort (an abort vote, or a record
+    /// acknowledged) — the simulator's own view, to check the coordinator's.
+    abort_evidence: HashMap<TxnId, BTreeSet<DcId>>,
+    pub report: SimReport,
+}
+
+/// The wall clock every node starts from, ms since `redt_dc_executor::ORIGIN_UNIX_MS`.
+const WALL_START_MS: u64 = 10_000_000;
+/// How long an RPC waits for its reply (the transport's call deadline).
+const RPC_TIMEOUT: Duration = Duration::from_secs(5);
+/// Replay runs every this often on each live node.
+const REPLAY_EVERY_US: u64 = 2_000;
+/// The drain gives up this long after the workload ends.
+const DRAIN_LIMIT: Duration = Duration::from_secs(120);
+
+/// Runs one simulated schedule and checks it.
+///
+/// # Errors
+/// A topology the simulation cannot run (no `kv` table, no table for the workload).
+pub fn run(cfg: SimConfig) -> Result<SimReport, String> {
+    let mut w = World::new(cfg)?;
+    w.run();
+    check::check(&mut w);
+    let mut report = std::mem::take(&mut w.report);
+    report.end_us = w.now;
+    Ok(report)
+}
+
+impl World {
+    fn new(cfg: SimConfig) -> Result<World, String> {
+        let mut topology = cfg.topology.clone();
+        topology.memstore.size_bytes = 4 << 20;
+        topology.memstore.index_bytes = 512 << 10;
+        topology.memstore.ring_bytes = 256 << 10;
+        let topology = Arc::new(topology);
+        let layout = Layout::from_config(&topology.memstore);
+        let mut dcs = Vec::new();
+        let mut regions: BTreeMap<NodeId, Arc<Region>> = BTreeMap::new();
+        for dc in &topology.dcs {
+            let local = Arc::new(LocalVerbs::in_process(dc.nodes.iter().copied(), layout.size));
+            for &n in &dc.nodes {
+                let r = local.region(n).ok_or("a DC node without a region")?.clone();
+                layout.format(&r);
+                regions.insert(n, r);
+            }
+            let v: Arc<dyn Verbs> = local;
+            dcs.push(Arc::new(DcHandle::new(&topology, v)));
+        }
+        let kv = topology.table_by_name("kv").ok_or("the simulation needs a `kv` table (cell 0 ≥ 8 bytes)")?.id;
+        let (usertable, cells) = match topology.table_by_name("usertable") {
+            Some(t) => (t.id, t.cells.len()),
+            None if cfg.workload == Workload::Ycsb => return Err("the ycsb workload needs a `usertable` table".into()),
+            None => (kv, 1),
+        };
+        let mut rng = StdRng::seed_from_u64(cfg.seed);
+        let nodes = topology
+            .nodes
+            .iter()
+            .map(|n| {
+                let skew_ms = if cfg.faults.clock_skew && rng.gen_bool(0.3) { rng.gen_range(1..2_000) } else { 0 };
+                SimNode {
+                    id: n.id,
+                    dc: n.dc,
+                    alive: true,
+                    inc: 0,
+                    core: None,
+                    replayer: Replayer::new(layout, n.id),
+                    region: regions[&n.id].clone(),
+                    coords: BTreeMap::new(),
+                    rpcs: HashMap::new(),
+                    ships: HashMap::new(),
+                    seq: 0,
+                    skew_ms,
+                }
+            })
+            .collect();
+        let wan = WanModel::from_topology(&topology);
+        let mut net = Network::new(wan, Duration::from_micros(20));
+        net.faults = MessageFaults {
+            drop: cfg.faults.drop,
+            duplicate: cfg.faults.duplicate,
+            hold: cfg.faults.hold,
+            hold_max: Duration::from_secs(3),
+        };
+        let gen = Generator::new(cfg.workload, kv, usertable, cells);
+        let mut w = World {
+            topology,
+            dcs,
+            nodes,
+            clients: Vec::new(),
+            queue: Queue::new(),
+            net,
+            rng,
+            base: Instant::now(),
+            now: 0,
+            gen,
+            next_rpc: 0,
+            draining: false,
+            hist: Vec::new(),
+            started: HashMap::new(),
+            crash_log: Vec::new(),
+            abort_evidence: HashMap::new(),
+            report: SimReport { seed: cfg.seed, ..SimReport::default() },
+            cfg,
+        };
+        for i in 0..w.nodes.len() {
+            w.boot(i);
+        }
+        w.load()?;
+        Ok(w)
+    }
+
+    /// Writes the workload's starting records into every replica.
+    fn load(&mut self) -> Result<(), String> {
+        let (table, values): (_, Vec<Vec<u8>>) = match self.cfg.workload {
+            Workload::Bank => (self.gen.kv, vec![workload::BANK_START.to_le_bytes().to_vec()]),
+            Workload::Ycsb => (self.gen.usertable, vec![vec![0u8; 8]; self.gen.ycsb_cells]),
+            Workload::Append => return Ok(()),
+        };
+        let schema = self.topology.table(table).ok_or("no table")?.clone();
+        for key in self.gen.keys() {
+            let p = self.topology.partition_of(&schema, key);
+            for &n in &self.topology.partitions[p.0 as usize].replicas {
+                let dc = self.topology.nodes[n.0 as usize].dc;
+                let refs: Vec<&[u8]> = values.iter().map(Vec::as_slice).collect();
+                self.dcs[dc.0 as usize]
+                    .insert_record(n, table, key, &refs)
+                    .map_err(|e| format!("loading {key}: {e}"))?;
+            }
+        }
+        Ok(())
+    }
+
+    fn boot(&mut self, i: usize) {
+        let topology = self.topology.clone();
+        let n = &mut self.nodes[i];
+        let dc = self.dcs[n.dc.0 as usize].clone();
+        let core = ExecutorCore::new(topology, n.id, dc.clone(), Arc::new(Hlc::new()))
+            .with_ring_patience(Duration::ZERO)
+            .with_mutations(self.cfg.executor_mutations);
+        n.core = Some(core);
+        n.replayer = Replayer::new(dc.layout, n.id);
+        n.alive = true;
+        // Transaction ids continue above anything handed out before a crash.
+        n.seq = n.seq.max(self.now + 1);
+    }
+
+    fn instant(&self, t: Micros) -> Instant {
+        self.base + Duration::from_micros(t)
+    }
+
+    fn micros(&self, i: Instant) -> Micros {
+        i.saturating_duration_since(self.base).as_micros() as u64
+    }
+
+    fn wall_ms(&self, node: NodeId) -> u64 {
+        WALL_START_MS + self.now / 1000 + self.nodes[node.0 as usize].skew_ms
+    }
+
+    fn trace(&mut self, s: impl FnOnce() -> String) {
+        if self.cfg.trace {
+            let line = format!("{:>10.3} ms  {}", self.now as f64 / 1000.0, s());
+            self.report.trace.push(line);
+        }
+    }
+
+    fn run(&mut self) {
+        let duration = self.cfg.duration.as_micros() as u64;
+        for n in 0..self.nodes.len() {
+            for _ in 0..self.cfg.clients_per_node {
+                let c = self.clients.len();
+                self.clients.push(Client { node: NodeId(n as u16), process: c as u64, busy: None });
+                let at = self.rng.gen_range(0..1_000);
+                self.queue.push(at, Ev::Client { client: c });
+            }
+            self.queue.push(self.rng.gen_range(0..REPLAY_EVERY_US), Ev::Replay { node: NodeId(n as u16) });
+        }
+        if self.cfg.faults.crash {
+            let crashes = self.rng.gen_range(1..=3);
+            for _ in 0..crashes {
+                let node = NodeId(self.rng.gen_range(0..self.nodes.len()) as u16);
+                let at = self.rng.gen_range(0..duration);
+                self.queue.push(at, Ev::Crash { node });
+            }
+        }
+        if self.cfg.faults.partition && self.topology.dcs.len() > 1 {
+            for _ in 0..self.rng.gen_range(1..=2) {
+                let a = DcId(self.rng.gen_range(0..self.topology.dcs.len()) as u16);
+                let mut b = DcId(self.rng.gen_range(0..self.topology.dcs.len()) as u16);
+                if a == b {
+                    b = DcId((a.0 + 1) % self.topology.dcs.len() as u16);
+                }
+                let at = self.rng.gen_range(0..duration);
+                self.queue.push(at, Ev::Partition { a, b });
+                self.queue.push(at + self.rng.gen_range(300_000..3_000_000), Ev::Heal { a, b });
+            }
+        }
+        self.queue.push(duration, Ev::Drain);
+        let limit = duration + DRAIN_LIMIT.as_micros() as u64;
+        while let Some((at, ev)) = self.queue.pop() {
+            self.now = self.now.max(at);
+            self.report.events += 1;
+            self.step(ev);
+            if self.draining && self.quiet() {
+                break;
+            }
+            if self.now > limit {
+                break;
+            }
+        }
+        // Let replay finish what the run decided.
+        for i in 0..self.nodes.len() {
+            self.replay(i, 64);
+        }
+    }
+
+    /// Whether nothing is left to do: no transaction, shipment or client in flight.
+    fn quiet(&self) -> bool {
+        self.nodes.iter().all(|n| n.coords.is_empty() && n.ships.is_empty())
+            && self.clients.iter().all(|c| c.busy.is_none())
+    }
+
+    fn replay(&mut self, i: usize, rounds: usize) {
+        let n = &mut self.nodes[i];
+        if !n.alive {
+            return;
+        }
+        let dc = self.dcs[n.dc.0 as usize].clone();
+        for _ in 0..rounds {
+            let step = n.replayer.step(&n.region, &mut |e| apply_committed(&n.region, &dc.catalog, e));
+            if step.applied + step.flushed == 0 {
+                break;
+            }
+        }
+    }
+
+    fn step(&mut self, ev: Ev) {
+        match ev {
+            Ev::Deliver { to, msg } => self.deliver(to, msg),
+            Ev::RpcDeadline { node, inc, rpc } => {
+                let n = &mut self.nodes[node.0 as usize];
+                if !n.alive || n.inc != inc {
+                    return;
+                }
+                match n.rpcs.remove(&rpc) {
+                    Some(RpcOwner::Txn(txn, attempt)) => {
+                        let now = self.instant(self.now);
+                        if let Some(c) = self.nodes[node.0 as usize].coords.get_mut(&txn) {
+                            c.txn.handle_failure(attempt, "call deadline", now);
+                        }
+                        self.pump(node, txn);
+                    }
+                    Some(RpcOwner::Ship(ship)) => {
+                        let at = self.now + self.cfg.options.retry_every.as_micros() as u64;
+                        self.queue.push(at, Ev::ShipRetry { node, inc, ship });
+                    }
+                    None => {}
+                }
+            }
+            Ev::TxnTimer { node, inc, txn } => {
+                let n = &mut self.nodes[node.0 as usize];
+                if !n.alive || n.inc != inc {
+                    return;
+                }
+                let now = self.instant(self.now);
+                if let Some(c) = self.nodes[node.0 as usize].coords.get_mut(&txn) {
+                    c.txn.handle_timeout(now);
+                }
+                self.pump(node, txn);
+            }
+            Ev::Replay { node } => {
+                self.replay(node.0 as usize, 1);
+                self.queue.push(self.now + REPLAY_EVERY_US, Ev::Replay { node });
+            }
+            Ev::Client { client } => self.client(client),
+            Ev::Crash { node } => self.crash(node),
+            Ev::Restart { node } => {
+                if !self.nodes[node.0 as usize].alive {
+                    self.trace(|| format!("restart {node}"));
+                    self.boot(node.0 as usize);
+                }
+            }
+            Ev::Partition { a, b } => {
+                if !self.draining {
+                    self.trace(|| format!("partition {a} <-> {b}"));
+                    let _ = self.net.wan.set_partitioned(a, b, true);
+                    let _ = self.net.wan.set_partitioned(b, a, true);
+                }
+            }
+            Ev::Heal { a, b } => {
+                self.trace(|| format!("heal {a} <-> {b}"));
+                let _ = self.net.wan.set_partitioned(a, b, false);
+                let _ = self.net.wan.set_partitioned(b, a, false);
+            }
+            Ev::ShipRetry { node, inc, ship } => {
+                let n = &self.nodes[node.0 as usize];
+                if !n.alive || n.inc != inc {
+                    return;
+                }
+                if let Some((to, request)) = n.ships.get(&ship).cloned() {
+                    self.call(node, to, RpcOwner::Ship(ship), request);
+                }
+            }
+            Ev::Drain => {
+                self.trace(|| "drain: faults off, partitions healed, crashed nodes restart".into());
+                self.draining = true;
+                self.net.faults = MessageFaults::default();
+                let dcs = self.topology.dcs.len() as u16;
+                for a in 0..dcs {
+                    for b in 0..dcs {
+                        let _ = self.net.wan.set_partitioned(DcId(a), DcId(b), false);
+                    }
+                }
+                for i in 0..self.nodes.len() {
+                    if !self.nodes[i].alive {
+                        self.boot(i);
+                    }
+                }
+            }
+        }
+    }
+
+    fn crash(&mut self, node: NodeId) {
+        if self.draining || !self.nodes[node.0 as usize].alive {
+            return;
+        }
+        self.trace(|| format!("crash {node}"));
+        self.report.crashes += 1;
+        self.crash_log.push((node, self.now));
+        let n = &mut self.nodes[node.0 as usize];
+        n.alive = false;
+        n.inc += 1;
+        n.core = None;
+        n.rpcs.clear();
+        n.ships.clear();
+        let coords = std::mem::take(&mut n.coords);
+        // Their clients see the connection drop: outcome unknown.
+        for (_, c) in coords {
+            if let Some(client) = c.client {
+                self.complete(client, elle::Outcome::Info, Vec::new(), false);
+            }
+        }
+        let back = self.now + self.rng.gen_range(200_000..2_000_000);
+        self.queue.push(back, Ev::Restart { node });
+    }
+
+    fn client(&mut self, c: usize) {
+        if self.draining || self.clients[c].busy.is_some() {
+            return;
+        }
+        let node = self.clients[c].node;
+        if !self.nodes[node.0 as usize].alive {
+            self.queue.push(self.now + 50_000, Ev::Client { client: c });
+            return;
+        }
+        let draw = self.gen.draw(&mut self.rng);
+        let n = &mut self.nodes[node.0 as usize];
+        n.seq += 1;
+        let txn = TxnId::new(node, n.seq);
+        let now = self.instant(self.now);
+        let h = self.hist.len();
+        self.hist.push(Hist {
+            process: self.clients[c].process,
+            txn,
+            call: draw.call.clone(),
+            invoke_us: self.now,
+            complete_us: None,
+            outcome: elle::Outcome::Info,
+            ops: draw.ops,
+            reads: Vec::new(),
+        });
+        self.clients[c].busy = Some(h);
+        match CoordinatorTxn::start(self.topology.clone(), node, txn, draw.call, self.cfg.options.clone(), now) {
+            Ok(t) => {
+                self.trace(|| format!("{node} starts {txn}"));
+                let participants = t_participants(&self.topology, &self.hist[h].call);
+                self.started.insert(txn, (self.now, participants));
+                self.nodes[node.0 as usize].coords.insert(txn, Coord { txn: t, client: Some(c), answered_cost: None });
+                self.pump(node, txn);
+            }
+            Err(e) => {
+                self.trace(|| format!("{node} cannot start {txn}: {e}"));
+                self.complete(c, elle::Outcome::Fail, Vec::new(), true);
+            }
+        }
+    }
+
+    /// Ends client `c`'s transaction and schedules its next one.
+    fn complete(&mut self, c: usize, outcome: elle::Outcome, reads: Vec<Option<Vec<u8>>>, returned: bool) {
+        let Some(h) = self.clients[c].busy.take() else { return };
+        let e = &mut self.hist[h];
+        e.outcome = outcome;
+        e.complete_us = returned.then_some(self.now);
+        if outcome == elle::Outcome::Ok {
+            e.ops = workload::fill(&e.ops, &reads);
+        }
+        e.reads = reads;
+        match outcome {
+            elle::Outcome::Ok => self.report.committed += 1,
+            elle::Outcome::Fail => self.report.aborted += 1,
+            elle::Outcome::Info => {
+                self.report.unknown += 1;
+                // Jepsen's convention: after an unknown outcome the client continues as a new
+                // process.
+                self.clients[c].process += 1_000_000;
+            }
+        }
+        let next = self.now + self.rng.gen_range(0..2_000);
+        self.queue.push(next, Ev::Client { client: c });
+    }
+
+    /// Carries out the actions of `node`'s transaction `txn` and re-arms its timer.
+    fn pump(&mut self, node: NodeId, txn: TxnId) {
+        loop {
+            let Some(c) = self.nodes[node.0 as usize].coords.get_mut(&txn) else { return };
+            let Some(action) = c.txn.poll_action() else { break };
+            match action {
+                Action::Send { attempt, to, request } => {
+                    self.trace(|| format!("{node} -> {to}: {} {txn}", kind(&request)));
+                    self.call(node, to, RpcOwner::Txn(txn, attempt), request);
+                }
+                Action::Answer { outcome, class, cost } => {
+                    let client = c.client;
+                    if let Some(cost) = cost {
+                        c.answered_cost = Some((cost.inter_dc_messages, cost.round_trips));
+                    }
+                    self.trace(|| format!("{node} answers {txn}: {:?}", outcome.status));
+                    let (o, reads) = match outcome.status {
+                        TxnStatus::Committed => (elle::Outcome::Ok, outcome.reads),
+                        TxnStatus::Aborted(_) => {
+                            self.check_abort_recorded(txn);
+                            (elle::Outcome::Fail, Vec::new())
+                        }
+                        TxnStatus::Unknown(_) => (elle::Outcome::Info, Vec::new()),
+                    };
+                    if o == elle::Outcome::Ok && class.read_write && class.inter_dc {
+                        if let Some((m, r)) = cost.map(|c| (c.inter_dc_messages, c.round_trips)) {
+                            self.report.rw_inter_commits += 1;
+                            self.report.rw_inter_messages += m;
+                            self.report.rw_inter_round_trips += r;
+                        }
+                    }
+                    if let Some(client) = client {
+                        self.complete(client, o, reads, true);
+                    }
+                }
+                Action::Finished { class, after_answer } => {
+                    if let (Some(c), true) = (after_answer, class.read_write && class.inter_dc) {
+                        self.report.rw_inter_messages += c.messages;
+                        self.report.rw_inter_round_trips += c.round_trips;
+                    }
+                }
+            }
+        }
+        let n = &mut self.nodes[node.0 as usize];
+        let Some(c) = n.coords.get(&txn) else { return };
+        if c.txn.is_done() {
+            n.coords.remove(&txn);
+            return;
+        }
+        if let Some(t) = c.txn.poll_timeout() {
+            let inc = n.inc;
+            let at = self.micros(t).max(self.now);
+            self.queue.push(at, Ev::TxnTimer { node, inc, txn });
+        }
+    }
+
+    /// Sends `request` from `from` to `to` as an RPC owned by `owner`, with a deadline.
+    fn call(&mut self, from: NodeId, to: NodeId, owner: RpcOwner, request: Request) {
+        self.next_rpc += 1;
+        let rpc = self.next_rpc;
+        let n = &mut self.nodes[from.0 as usize];
+        n.rpcs.insert(rpc, owner);
+        let inc = n.inc;
+        let msg = Msg::Request { from, from_inc: inc, rpc, request };
+        self.send(from, to, msg);
+        self.queue.push(self.now + RPC_TIMEOUT.as_micros() as u64, Ev::RpcDeadline { node: from, inc, rpc });
+    }
+
+    fn send(&mut self, from: NodeId, to: NodeId, msg: Msg) {
+        if from == to {
+            // A node's own executor side: no network, nothing lost.
+            self.queue.push(self.now, Ev::Deliver { to, msg });
+            return;
+        }
+        let (a, b) = (self.nodes[from.0 as usize].dc, self.nodes[to.0 as usize].dc);
+        let times = self.net.fate(a, b, 256, self.now, &mut self.rng);
+        if times.is_empty() {
+            self.report.dropped += 1;
+            self.trace(|| format!("lost {from} -> {to}"));
+            return;
+        }
+        let copies = times.len();
+        let mut msg = Some(msg);
+        for (i, at) in times.into_iter().enumerate() {
+            let m = if i + 1 == copies { msg.take() } else { msg.as_ref().map(clone_msg) };
+            if let Some(m) = m {
+                self.queue.push(at, Ev::Deliver { to, msg: m });
+            }
+        }
+    }
+
+    fn deliver(&mut self, to: NodeId, msg: Msg) {
+        let i = to.0 as usize;
+        if !self.nodes[i].alive {
+            return;
+        }
+        match msg {
+            Msg::Request { from, from_inc, rpc, request } => {
+                let now_ms = self.wall_ms(to);
+                let txn = request.txn();
+                let dc = self.nodes[i].dc;
+                let is_record = matches!(request, Request::Record(_));
+                let Some(core) = self.nodes[i].core.as_mut() else { return };
+                let handled = core.handle(from, request, now_ms);
+                match &handled.reply {
+                    Reply::Vote { vote, .. } if !vote.is_commit() => {
+                        self.abort_evidence.entry(txn).or_default().insert(dc);
+                    }
+                    Reply::Recorded(true) if is_record => {
+                        self.abort_evidence.entry(txn).or_default().insert(dc);
+                    }
+                    _ => {}
+                }
+                for (peer, req) in handled.ship {
+                    self.next_rpc += 1;
+                    let ship = self.next_rpc;
+                    self.nodes[i].ships.insert(ship, (peer, req.clone()));
+                    self.call(to, peer, RpcOwner::Ship(ship), req);
+                }
+                self.send(to, from, Msg::Reply { to_inc: from_inc, rpc, reply: handled.reply });
+            }
+            Msg::Reply { to_inc, rpc, reply } => {
+                let n = &mut self.nodes[i];
+                if n.inc != to_inc {
+                    return;
+                }
+                match n.rpcs.remove(&rpc) {
+                    Some(RpcOwner::Txn(txn, attempt)) => {
+                        let now = self.instant(self.now);
+                        if let Some(c) = self.nodes[i].coords.get_mut(&txn) {
+                            c.txn.handle_reply(attempt, reply, now);
+                        }
+                        self.pump(to, txn);
+                    }
+                    Some(RpcOwner::Ship(ship)) => {
+                        if matches!(reply, Reply::Error { .. }) {
+                            let at = self.now + self.cfg.options.retry_every.as_micros() as u64;
+                            let inc = self.nodes[i].inc;
+                            self.queue.push(at, Ev::ShipRetry { node: to, inc, ship });
+                        } else {
+                            self.nodes[i].ships.remove(&ship);
+                        }
+                    }
+                    None => {}
+                }
+            }
+        }
+    }
+
+    /// DESIGN.md §2: an abort is acknowledged only once a majority of every touched
+    /// partition's replicas hold it (an abort vote, or the recorded abort).
+    fn check_abort_recorded(&mut self, txn: TxnId) {
+        let Some(h) = self.hist.iter().rev().find(|h| h.txn == txn) else { return };
+        let Ok(procedure) = redt_coordinator::call::procedure(&self.topology, &h.call) else { return };
+        let Ok(plan) = redt_coordinator::plan::plan(&self.topology, procedure.as_ref()) else { return };
+        let held = self.abort_evidence.get(&txn).cloned().unwrap_or_default();
+        for p in &plan.partitions {
+            let have = p.replicas.iter().filter(|(_, dc)| held.contains(dc)).count();
+            let need = redt_coordinator::decision::majority(p.replicas.len());
+            if have < need {
+                self.report.violations.push(Violation::AbortAckedUnrecorded { txn, partition: p.id, have, need });
+                return;
+            }
+        }
+    }
+
+    pub(crate) fn layout(&self) -> Layout {
+        self.dcs[0].layout
+    }
+
+    pub(crate) fn keys(&self) -> Vec<u64> {
+        self.gen.keys()
+    }
+
+    pub(crate) fn workload_table(&self) -> redt_proto::TableId {
+        match self.cfg.workload {
+            Workload::Ycsb => self.gen.usertable,
+            _ => self.gen.kv,
+        }
+    }
+
+    pub(crate) fn workload(&self) -> Workload {
+        self.cfg.workload
+    }
+}
+
+fn t_participants(topology: &Topology, call: &ProcedureCall) -> Vec<DcId> {
+    redt_coordinator::call::procedure(topology, call)
+        .ok()
+        .and_then(|p| redt_coordinator::plan::plan(topology, p.as_ref()).ok())
+        .map(|p| p.participants)
+        .unwrap_or_default()
+}
+
+fn kind(r: &Request) -> &'static str {
+    match r {
+        Request::Execute(_) => "execute",
+        Request::Record(_) => "record",
+        Request::Decide(_) => "decide",
+        Request::Accept(_) => "accept",
+    }
+}
+
+fn clone_msg(m: &Msg) -> Msg {
+    match m {
+        Msg::Request { from, from_inc, rpc, request } => {
+            Msg::Request { from: *from, from_inc: *from_inc, rpc: *rpc, request: request.clone() }
+        }
+        Msg::Reply { to_inc, rpc, reply } => Msg::Reply { to_inc: *to_inc, rpc: *rpc, reply: reply.clone() },
+    }
+}
