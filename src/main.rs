@@ -41,6 +41,8 @@ enum Command {
     /// Topology files.
     #[command(subcommand)]
     Config(ConfigCmd),
+    /// The deterministic whole-cluster simulation with faults: replay one seed, or soak.
+    Sim(cmd::sim::SimArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -82,5 +84,6 @@ fn main() -> Result<()> {
         Command::Certs(c) => cmd::cluster::certs(c),
         Command::Netem(c) => cmd::netem::run(c),
         Command::Config(ConfigCmd::Check { file }) => config_check(file),
+        Command::Sim(a) => cmd::sim::run_sim(a),
     }
 }

@@ -4,6 +4,7 @@ pub mod bench;
 pub mod client;
 pub mod cluster;
 pub mod netem;
+pub mod sim;
 pub mod tpcc;
 
 use anyhow::Result;
