@@ -2,6 +2,7 @@
 
 use crate::workload::{Workload, BANK_ACCOUNTS, BANK_START};
 use crate::world::World;
+use redt_bench::bank::balance;
 use redt_bench::elle;
 use redt_dc_executor::{list_items, unfinished_entries, EntryStatus};
 use redt_proto::{DcId, NodeId, PartitionId, TxnId};
@@ -230,13 +231,6 @@ pub(crate) fn check(w: &mut World) {
         }
         Workload::Ycsb => {}
     }
-}
-
-fn balance(cell: &[u8]) -> i64 {
-    let mut b = [0u8; 8];
-    let n = cell.len().min(8);
-    b[..n].copy_from_slice(&cell[..n]);
-    i64::from_le_bytes(b)
 }
 
 fn hex(b: &[u8]) -> String {
