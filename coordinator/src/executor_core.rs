@@ -12,8 +12,8 @@
 //! cross on the WAN do not leave locks behind: the redo entries of sub-transactions that
 //! voted commit and await their decision (so a decision that arrives without entry
 //! references — the coordinator never got the vote — still finds them), and the ids of
-//! transactions decided before their phase 1 ran here (so a late phase 1 votes abort
-//! instead of taking locks nobody will release). A third bounded memory, of the
+//! transactions decided before their phase 1 ran here or that voted abort here (so a late
+//! or repeated phase 1 votes abort instead of taking locks nobody will release). A third bounded memory, of the
 //! transactions decided here, makes a repeated decision (a retry whose first attempt did
 //! land) a no-op: by then the redo entries it names may be flushed and their ring slots
 //! reused by other transactions.
@@ -135,7 +135,7 @@ pub struct ExecutorCore {
     hlc: Arc<Hlc>,
     /// Commit votes awaiting their decision (their redo entries hold the locks).
     pending: HashMap<TxnId, Vote>,
-    /// Transactions decided (abort) before their phase 1 ran here.
+    /// Transactions decided (abort) before their phase 1 ran here, or that voted abort here.
     fences: TxnMemory,
     /// Transactions whose decision this node applied (bounded).
     decided: TxnMemory,
@@ -280,6 +280,11 @@ impl ExecutorCore {
         let vote = self.executor.execute(&sub, now_ms)?;
         if vote.is_commit() {
             self.pending.insert(args.txn, vote.clone());
+        } else {
+            // An abort vote decides the transaction: a repeated phase 1 (a duplicate, held
+            // back past this one) must not run again, take locks, and vote commit where the
+            // coordinator, having counted the abort, sends no decision.
+            self.fences.insert(args.txn);
         }
         Ok(vote)
     }
@@ -302,7 +307,7 @@ impl ExecutorCore {
             Decision::Commit(_) => Verdict::Commit,
             Decision::Abort => Verdict::Abort,
         };
-        Ok(self.executor.record(verdict, ballot, &entries)?)
+        Ok(self.executor.record(txn, verdict, ballot, &entries)?)
     }
 
     /// Applies the decision for `txn` to `entries` (or to the entries this node remembers;

@@ -508,47 +508,67 @@ impl Executor {
     }
 
     /// Records `decision` (commit or abort, with `ballot`) in the vote word of each of
-    /// `entries` (DESIGN.md §2: every abort is recorded at a majority of each touched
-    /// partition's replicas before it is acknowledged or acted on). A word that promised a
-    /// higher ballot refuses; a word that already records a decision keeps it.
+    /// `entries` of `txn` (DESIGN.md §2: every abort is recorded at a majority of each
+    /// touched partition's replicas before it is acknowledged or acted on). A word that
+    /// promised a higher ballot refuses; a word that already records a decision keeps it; an
+    /// entry already finished counts as recording the decision its status shows.
+    ///
+    /// Each compare-and-swap is preceded by a READ of the entry's header, and is made only
+    /// while the slot still holds `txn`'s unfinished entry of this lap: an entry finished and
+    /// released since the vote (a late or repeated RECORD) is never written, since its slot
+    /// may hold another transaction's entry by now. The slot cannot be reused between that
+    /// READ and the compare-and-swap unless the entry is finished and the ring laps in
+    /// between; the swap expects the word just read, so even then it lands only on a word
+    /// with exactly that value.
     ///
     /// Returns whether every entry now records `decision`.
     ///
     /// # Errors
     /// Verbs failures.
-    pub fn record(&mut self, decision: Verdict, ballot: redt_proto::Ballot, entries: &[EntryRef]) -> Result<bool> {
+    pub fn record(
+        &mut self,
+        txn: TxnId,
+        decision: Verdict,
+        ballot: redt_proto::Ballot,
+        entries: &[EntryRef],
+    ) -> Result<bool> {
         let mut all = true;
         for e in entries {
-            let at = ring::vote_offset(&self.dc.layout, e.index);
-            let mut buf = [0u8; 8];
-            self.dc.verbs.read(e.node, at, &mut buf)?;
-            let mut cur = u64::from_le_bytes(buf);
-            loop {
-                let Some(state) = VoteWord(cur).unpack() else {
-                    all = false;
-                    break;
-                };
-                if state.decision != Verdict::None {
-                    all &= state.decision == decision;
-                    break;
-                }
-                if state.promised > ballot {
-                    all = false;
-                    break;
-                }
-                let next = VoteState { decision, recorded: ballot, promised: ballot, ..state };
-                let Some(word) = VoteWord::pack(next) else {
-                    all = false;
-                    break;
-                };
-                let old = self.dc.verbs.compare_and_swap(e.node, at, cur, word.0)?;
-                if old == cur {
-                    break;
-                }
-                cur = old;
-            }
+            all &= self.record_one(txn, decision, ballot, e)?;
         }
         Ok(all)
+    }
+
+    /// [`Executor::record`] for one entry.
+    fn record_one(&mut self, txn: TxnId, decision: Verdict, ballot: redt_proto::Ballot, e: &EntryRef) -> Result<bool> {
+        let at = ring::vote_offset(&self.dc.layout, e.index);
+        loop {
+            let header = match ring::read_header(self.dc.verbs.as_ref(), e.node, &self.dc.layout, e.index) {
+                Ok(h) if h.txn == txn => h,
+                // Released (and maybe reused): what was decided is not known here.
+                Ok(_) | Err(Error::TornEntry { .. }) => return Ok(false),
+                Err(e) => return Err(e),
+            };
+            match header.status {
+                EntryStatus::Intent | EntryStatus::Logged => {}
+                EntryStatus::Committed => return Ok(decision == Verdict::Commit),
+                EntryStatus::Aborted => return Ok(decision == Verdict::Abort),
+                EntryStatus::Empty | EntryStatus::Flushed => return Ok(false),
+            }
+            let cur = header.vote.0;
+            let Some(state) = VoteWord(cur).unpack() else { return Ok(false) };
+            if state.decision != Verdict::None {
+                return Ok(state.decision == decision);
+            }
+            if state.promised > ballot {
+                return Ok(false);
+            }
+            let next = VoteState { decision, recorded: ballot, promised: ballot, ..state };
+            let Some(word) = VoteWord::pack(next) else { return Ok(false) };
+            if self.dc.verbs.compare_and_swap(e.node, at, cur, word.0)? == cur {
+                return Ok(true);
+            }
+        }
     }
 
     /// Runs phase 2 for `txn` from its redo entries: commit (mark `Committed` with `cts`,

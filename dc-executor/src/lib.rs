@@ -40,7 +40,8 @@ pub use replay::{Apply, ReplayStep, Replayer};
 pub use replay_task::ReplayTask;
 pub use replica::{ReplicaChange, ReplicaOrigin};
 pub use ring::{
-    unfinished_entries, Change, EntryStatus, LockIntent, RedoEntry, RingWriter, Verdict, VoteState, VoteWord,
+    read_header, unfinished_entries, Change, EntryHeader, EntryStatus, LockIntent, RedoEntry, RingWriter, Verdict,
+    VoteState, VoteWord,
 };
 pub use verbs::{
     Completion, DoorbellBatch, LocalVerbs, ServerLimits, TcpVerbs, TcpVerbsServer, VerbCounters, VerbCounts, Verbs,

@@ -899,6 +899,36 @@ pub fn push_set_status(batch: &mut DoorbellBatch, layout: &Layout, index: u64, s
     batch.write(status_offset(layout, index), status.word(cts).to_le_bytes().to_vec());
 }
 
+/// What the 64-byte header of the entry at a ring index says, read with one READ: enough to
+/// tell whether the slot still holds a given transaction's entry before a compare-and-swap
+/// on its vote word.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EntryHeader {
+    /// The entry's transaction (header w0).
+    pub txn: TxnId,
+    /// Its status and commit timestamp (header w1).
+    pub status: EntryStatus,
+    /// The commit timestamp of the status word (0 unless committed).
+    pub cts: Cts,
+    /// Its vote word (header w2).
+    pub vote: VoteWord,
+}
+
+/// READs the header of the entry at ring index `index` of `node`'s ring (one 64-byte READ).
+///
+/// # Errors
+/// [`Error::TornEntry`] when the slot does not hold an entry of this lap at `index` (never
+/// written, released and reused, or a header not yet written) or its status word is
+/// unknown; verbs errors.
+pub fn read_header(verbs: &dyn Verbs, node: NodeId, layout: &Layout, index: u64) -> Result<EntryHeader> {
+    let mut buf = [0u8; SLOT_BYTES as usize];
+    verbs.read(node, Offset(slot_offset(layout, index)), &mut buf)?;
+    check_frame(node, index, &buf)?;
+    let (status, cts) =
+        EntryStatus::from_word(word(&buf, 1)).ok_or(Error::TornEntry { node, index, why: "unknown status" })?;
+    Ok(EntryHeader { txn: TxnId(word(&buf, 0)), status, cts, vote: VoteWord(word(&buf, 2)) })
+}
+
 /// READs and decodes the entry at ring index `index` of `node`'s ring: one READ of the
 /// header, then one or two READs of the body.
 ///

@@ -72,6 +72,8 @@ pub enum Violation {
         node: NodeId,
         /// The key.
         key: u64,
+        /// The lock word found.
+        word: u64,
     },
     /// Replicas of a key disagree after the run drained.
     Diverged {
@@ -107,7 +109,9 @@ impl std::fmt::Display for Violation {
                 partition.0
             ),
             Violation::Stuck(l) => write!(f, "stuck with no crash to explain it: {l}"),
-            Violation::OrphanLock { node, key } => write!(f, "key {key} locked on {node} by no undecided entry"),
+            Violation::OrphanLock { node, key, word } => {
+                write!(f, "key {key} locked on {node} (lock word {word:#x}) by no undecided entry")
+            }
             Violation::Diverged { key, values } => write!(f, "replicas of key {key} disagree: {values:?}"),
             Violation::BankTotal { found, expected } => write!(f, "bank total {found}, expected {expected}"),
             Violation::BankRead { txn, found } => write!(f, "{txn} read a bank total of {found}"),
@@ -171,7 +175,7 @@ pub(crate) fn check(w: &mut World) {
             let Ok(img) = w.dcs[dc.0 as usize].read_record(n, table, key) else { continue };
             if let Some(img) = &img {
                 if img.lock != 0 && !locked_by_entries.contains(&(n, key)) {
-                    w.report.violations.push(Violation::OrphanLock { node: n, key });
+                    w.report.violations.push(Violation::OrphanLock { node: n, key, word: img.lock });
                 }
             }
             values.push((n, img.map(|i| i.values.concat())));

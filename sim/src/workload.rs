@@ -46,11 +46,11 @@ impl std::fmt::Display for Workload {
 }
 
 /// Accounts of the bank workload.
-pub const BANK_ACCOUNTS: u64 = 8;
+pub const BANK_ACCOUNTS: u64 = 32;
 /// Starting balance of each account.
 pub const BANK_START: i64 = 100;
 /// Keys of the list-append workload (few, so transactions conflict).
-pub const APPEND_KEYS: u64 = 6;
+pub const APPEND_KEYS: u64 = 10;
 /// Preloaded records of the YCSB workload.
 pub const YCSB_RECORDS: u64 = 32;
 
@@ -88,7 +88,7 @@ impl Generator {
     pub fn draw(&mut self, rng: &mut StdRng) -> Draw {
         match self.workload {
             Workload::Bank => {
-                if rng.gen_bool(0.2) {
+                if rng.gen_bool(0.1) {
                     let ops: Vec<KvOp> = (0..BANK_ACCOUNTS).map(KvOp::Read).collect();
                     return Draw { call: kv_call(self.kv, &ops), ops: Vec::new() };
                 }

@@ -275,6 +275,8 @@ pub(crate) struct World {
     gen: Generator,
     next_rpc: u64,
     draining: bool,
+    /// Upper bound of a client's back-off after an abort: two of the largest link RTT (µs).
+    backoff_us: u64,
     pub hist: Vec<Hist>,
     /// When each transaction started, and its participant DCs.
     pub started: HashMap<TxnId, (Micros, Vec<DcId>)>,
@@ -365,7 +367,9 @@ impl World {
             hold_max: Duration::from_secs(3),
         };
         let gen = Generator::new(cfg.workload, kv, usertable, cells);
+        let max_rtt = topology.links.iter().flatten().map(|l| l.rtt).max().unwrap_or_default();
         let mut w = World {
+            backoff_us: 2 * max_rtt.as_micros() as u64,
             topology,
             dcs,
             nodes,
@@ -687,8 +691,14 @@ impl World {
                 self.clients[c].process += 1_000_000;
             }
         }
-        let next = self.now + self.rng.gen_range(0..2_000);
-        self.queue.push(next, Ev::Client { client: c });
+        // Think time after a commit; after an abort, a randomized back-off of up to two of
+        // the topology's largest RTT (as a real client retries under No-Wait), so that
+        // clients do not abort each other in lock step.
+        let pause = match outcome {
+            elle::Outcome::Ok => self.rng.gen_range(0..2_000),
+            _ => self.rng.gen_range(0..self.backoff_us.max(2_000)),
+        };
+        self.queue.push(self.now + pause, Ev::Client { client: c });
     }
 
     /// Carries out the actions of `node`'s transaction `txn` and re-arms its timer.
