@@ -21,6 +21,7 @@ mod executor_thread;
 pub mod message;
 mod node;
 pub mod plan;
+pub mod recovery;
 mod stats;
 pub mod transport;
 pub mod txn;

@@ -1,0 +1,210 @@
+//! The recoverer's decision rule: what a node that takes over an undecided transaction decides
+//! from the replies to its `PREPARE(b)` (DESIGN.md §2, "Recovery"; notes/recovery-model.md §5,
+//! with the NB option). Not the RedT paper's §5.1.1 rule, which can reverse an acknowledged
+//! outcome (notes/recovery-model.md §3; [`tests`] shows its counterexample).
+//!
+//! Sans-IO like [`crate::decision`]: [`recover`] is a pure function of the replies collected so
+//! far. The recoverer's driver (prepare, record at a majority, then apply) is built on it.
+//!
+//! The rule, per touched partition with `n` replicas, `Q = ceil(3n/4)` ([`quorum`]) and
+//! `M = floor(n/2) + 1` ([`majority`]); `L_p` is the set of replicas that answered the prepare
+//! (each promised the ballot and, if it had not voted, was fenced to abort), `U_p = n - |L_p|`,
+//! and `C_p` the up-to-date commit votes in `L_p`:
+//!
+//! 1. a replica whose entry is finished (the decision was applied there) gives the decision:
+//!    nothing is applied before it is chosen;
+//! 2. some partition has `|L_p| < M`: block (a majority is needed to see any chosen record);
+//! 3. a recorded decision in `L`: the one with the highest ballot wins over every vote;
+//! 4. some partition has `C_p + U_p < Q`: abort (commit is impossible);
+//! 5. every partition has `C_p >= M`: commit, at [`commit_cts`] of the up-to-date votes;
+//! 6. otherwise block: the original coordinator may have acknowledged either outcome.
+//!
+//! The caller then records the decision at a majority of every partition (at its ballot) and
+//! only then applies it, releases locks or answers anyone.
+
+use crate::decision::{commit_cts, majority, quorum, PartitionVotes, ReplicaVote};
+use redt_dc_executor::Decision;
+use redt_proto::{Ballot, Cts};
+
+/// A decision recorded in a replica's vote word, with the ballot it was recorded at.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Recorded {
+    /// The ballot of the record (0: the original coordinator's abort record).
+    pub ballot: Ballot,
+    /// The decision; a recorded commit carries its commit timestamp, `None` when the word that
+    /// holds it was torn by a recorder that died mid-record (another replica has it).
+    pub decision: RecordedDecision,
+}
+
+/// The decision part of a [`Recorded`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RecordedDecision {
+    /// Commit, at this commit timestamp if it could be read.
+    Commit(Option<Cts>),
+    /// Abort.
+    Abort,
+}
+
+/// One replica's answer to `PREPARE(b)`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PrepareReply {
+    /// No answer (dead, cut off, or it had promised a higher ballot).
+    Unreachable,
+    /// The replica promised `b`. `vote` is its phase-1 vote ([`ReplicaVote::Abort`] also when
+    /// the prepare fenced it before it voted); `record` its recorded decision, if any.
+    Prepared {
+        /// The phase-1 vote (never [`ReplicaVote::Missing`]).
+        vote: ReplicaVote,
+        /// The decision recorded in its vote word.
+        record: Option<Recorded>,
+    },
+    /// The replica's entry is finished: the decision was applied there.
+    Applied(Decision),
+}
+
+/// What the recoverer does next.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Recovery {
+    /// Record this decision at a majority of every partition, then apply it.
+    Decide {
+        /// The decision.
+        decision: Decision,
+        /// Which rule gave it.
+        why: Why,
+    },
+    /// No decision can be made safely yet: keep the locks, report, retry later.
+    Block {
+        /// Index (into the partitions given) of every partition that lacks what the rule
+        /// needs: a majority of answers, or `M` up-to-date commit votes while commit is still
+        /// possible.
+        partitions: Vec<usize>,
+    },
+}
+
+/// The rule that produced a [`Recovery::Decide`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Why {
+    /// A replica already applied it (rule 1).
+    Applied,
+    /// The highest-ballot record (rule 3).
+    Record(Ballot),
+    /// Some partition can no longer reach `Q` (rule 4).
+    CommitImpossible,
+    /// Every partition has a majority of up-to-date commit votes (rule 5).
+    Votes,
+}
+
+/// Decides from the prepare replies of every touched partition, one [`PrepareReply`] per
+/// replica in placement order (DESIGN.md §2; notes/recovery-model.md §5, option NB). See the
+/// module docs for the rule.
+///
+/// A recorded commit whose commit timestamp is unreadable everywhere it is seen was never
+/// applied (every apply follows a completed record round, which leaves readable copies at a
+/// majority); its timestamp is then chosen afresh, above every commit vote seen.
+///
+/// # Panics
+/// If `partitions` is empty or a partition has no replica (the planner never does that).
+pub fn recover(partitions: &[Vec<PrepareReply>]) -> Recovery {
+    assert!(!partitions.is_empty(), "a transaction touches at least one partition");
+    // Rule 1: an applied decision was chosen.
+    for p in partitions {
+        for r in p {
+            if let PrepareReply::Applied(d) = r {
+                return Recovery::Decide { decision: *d, why: Why::Applied };
+            }
+        }
+    }
+    // Rule 2: a majority of every partition must answer.
+    let short: Vec<usize> = partitions
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| {
+            assert!(!p.is_empty(), "a partition has at least one replica");
+            answered(p) < majority(p.len())
+        })
+        .map(|(i, _)| i)
+        .collect();
+    if !short.is_empty() {
+        return Recovery::Block { partitions: short };
+    }
+    let votes: Vec<PartitionVotes> = partitions.iter().map(|p| votes_of(p)).collect();
+    // Rule 3: the highest-ballot record wins.
+    let top = partitions
+        .iter()
+        .flatten()
+        .filter_map(|r| match r {
+            PrepareReply::Prepared { record: Some(rec), .. } => Some(*rec),
+            _ => None,
+        })
+        .max_by_key(|r| r.ballot);
+    if let Some(top) = top {
+        let decision = match top.decision {
+            RecordedDecision::Abort => Decision::Abort,
+            RecordedDecision::Commit(Some(cts)) => Decision::Commit(cts),
+            RecordedDecision::Commit(None) => {
+                let copy = partitions.iter().flatten().find_map(|r| match r {
+                    PrepareReply::Prepared {
+                        record: Some(Recorded { ballot, decision: RecordedDecision::Commit(Some(cts)) }),
+                        ..
+                    } if *ballot == top.ballot => Some(*cts),
+                    _ => None,
+                });
+                Decision::Commit(copy.unwrap_or_else(|| cts_above_every_commit_vote(&votes)))
+            }
+        };
+        return Recovery::Decide { decision, why: Why::Record(top.ballot) };
+    }
+    // Rule 4: commit impossible.
+    for p in &votes {
+        let t = p.tally();
+        if t.up_to_date + t.missing < quorum(p.n()) {
+            return Recovery::Decide { decision: Decision::Abort, why: Why::CommitImpossible };
+        }
+    }
+    // Rule 5: a majority of up-to-date commit votes everywhere.
+    let lacking: Vec<usize> =
+        votes.iter().enumerate().filter(|(_, p)| p.tally().up_to_date < majority(p.n())).map(|(i, _)| i).collect();
+    if lacking.is_empty() {
+        let cts = commit_cts(&votes).expect("every partition has at least one up-to-date vote");
+        return Recovery::Decide { decision: Decision::Commit(cts), why: Why::Votes };
+    }
+    // Rule 6.
+    Recovery::Block { partitions: lacking }
+}
+
+/// Replicas that answered the prepare.
+fn answered(p: &[PrepareReply]) -> usize {
+    p.iter().filter(|r| !matches!(r, PrepareReply::Unreachable)).count()
+}
+
+/// The votes of one partition as the coordinator's rule sees them: unreachable replicas are
+/// missing.
+fn votes_of(p: &[PrepareReply]) -> PartitionVotes {
+    PartitionVotes::new(
+        p.iter()
+            .map(|r| match r {
+                PrepareReply::Prepared { vote, .. } => vote.clone(),
+                PrepareReply::Unreachable | PrepareReply::Applied(_) => ReplicaVote::Missing,
+            })
+            .collect(),
+    )
+}
+
+/// One above every timestamp any commit vote carries (its `hlc` and every version).
+fn cts_above_every_commit_vote(votes: &[PartitionVotes]) -> Cts {
+    let max = votes
+        .iter()
+        .flat_map(|p| &p.replicas)
+        .filter_map(|v| match v {
+            ReplicaVote::Commit { versions, hlc } => {
+                Some(versions.iter().map(|(_, v)| v.cts().0).fold(hlc.0, u64::max))
+            }
+            _ => None,
+        })
+        .max()
+        .unwrap_or(0);
+    Cts(max.saturating_add(1).min(Cts::MASK))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,299 @@
+//! Exhaustive checks of the recoverer's rule over small clusters (notes/recovery-model.md §1–§5,
+//! properties P1, P2, P3, P5b and the NB tolerance table), and the counterexample that rules
+//! out the RedT paper's §5.1.1 rule.
+
+use super::*;
+use crate::decision::ItemKey;
+use redt_dc_executor::CellVersion;
+
+/// A commit vote on one item at version (1, 100), from replica `k` (its executor clock reads
+/// `100 + k`, so the commit timestamp depends on which votes are seen).
+fn c(k: u64) -> ReplicaVote {
+    ReplicaVote::Commit { versions: vec![(ItemKey::new(0, 0), CellVersion::new(1, Cts(100)))], hlc: Cts(100 + k) }
+}
+
+fn prepared(vote: ReplicaVote, record: Option<Recorded>) -> PrepareReply {
+    PrepareReply::Prepared { vote, record }
+}
+
+/// What the original coordinator O did before it died.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Original {
+    /// Nothing visible: no record, nothing applied.
+    Nothing,
+    /// Committed (every partition had `Q` commit votes), acknowledged, and applied at the
+    /// replicas marked "touched".
+    AckedCommit,
+    /// Recorded abort at the touched replicas (a majority of every partition: acknowledged;
+    /// fewer somewhere: not acknowledged).
+    RecordedAbort,
+}
+
+/// One replica in a scenario.
+#[derive(Clone, Copy, Debug)]
+struct Replica {
+    commit: bool,
+    reachable: bool,
+    touched: bool,
+}
+
+/// Every replica assignment for `sizes` (replicas per partition), as bit patterns.
+fn scenarios(sizes: &[usize]) -> impl Iterator<Item = Vec<Vec<Replica>>> + '_ {
+    let total: usize = sizes.iter().sum();
+    (0u64..1 << (3 * total)).map(move |bits| {
+        let mut k = 0;
+        sizes
+            .iter()
+            .map(|&n| {
+                (0..n)
+                    .map(|_| {
+                        let b = bits >> (3 * k);
+                        k += 1;
+                        Replica { commit: b & 1 == 1, reachable: b & 2 == 2, touched: b & 4 == 4 }
+                    })
+                    .collect()
+            })
+            .collect()
+    })
+}
+
+/// The prepare replies a recoverer gets in scenario `s` after O did `o`; `None` when the
+/// scenario is impossible (O committed without a quorum, or touched nothing it could).
+fn replies(s: &[Vec<Replica>], o: Original, o_cts: Cts) -> Option<Vec<Vec<PrepareReply>>> {
+    if o == Original::AckedCommit && s.iter().any(|p| p.iter().filter(|r| r.commit).count() < quorum(p.len())) {
+        return None;
+    }
+    if o == Original::Nothing && s.iter().flatten().any(|r| r.touched) {
+        return None;
+    }
+    let mut k = 0;
+    Some(
+        s.iter()
+            .map(|p| {
+                p.iter()
+                    .map(|r| {
+                        k += 1;
+                        let vote = if r.commit { c(k) } else { ReplicaVote::Abort };
+                        match (r.reachable, o, r.touched) {
+                            (false, ..) => PrepareReply::Unreachable,
+                            (true, Original::AckedCommit, true) => PrepareReply::Applied(Decision::Commit(o_cts)),
+                            (true, Original::RecordedAbort, true) => {
+                                prepared(vote, Some(Recorded { ballot: Ballot(0), decision: RecordedDecision::Abort }))
+                            }
+                            (true, ..) => prepared(vote, None),
+                        }
+                    })
+                    .collect()
+            })
+            .collect(),
+    )
+}
+
+/// O's commit timestamp: the coordinator's rule over every commit vote.
+fn o_cts(s: &[Vec<Replica>]) -> Cts {
+    let mut k = 0;
+    let votes: Vec<PartitionVotes> = s
+        .iter()
+        .map(|p| {
+            PartitionVotes::new(
+                p.iter()
+                    .map(|r| {
+                        k += 1;
+                        if r.commit {
+                            c(k)
+                        } else {
+                            ReplicaVote::Abort
+                        }
+                    })
+                    .collect(),
+            )
+        })
+        .collect();
+    commit_cts(&votes).unwrap_or(Cts(1))
+}
+
+fn abort_acked(s: &[Vec<Replica>]) -> bool {
+    s.iter().all(|p| p.iter().filter(|r| r.touched).count() >= majority(p.len()))
+}
+
+/// Runs `rule` over every scenario of `sizes` and returns the first violation of P1 (an
+/// acknowledged commit is never aborted), P2 (an acknowledged abort is never committed) or P5b
+/// (a commit from votes has a majority of commit votes in every partition).
+///
+/// Not checked here: that a recoverer's commit timestamp equals the one O applied at a
+/// replica the recoverer cannot reach. With today's `commit_cts` (which includes the executors'
+/// clock readings of the votes seen) it can differ; docs/design.md, "Recovery", gives the
+/// counterexample and the fix the recoverer's driver needs first.
+fn check(sizes: &[usize], rule: fn(&[Vec<PrepareReply>]) -> Recovery) -> Option<String> {
+    for s in scenarios(sizes) {
+        for o in [Original::Nothing, Original::AckedCommit, Original::RecordedAbort] {
+            let cts = o_cts(&s);
+            let Some(r) = replies(&s, o, cts) else { continue };
+            let got = rule(&r);
+            let bad = match (&got, o) {
+                (Recovery::Decide { decision: Decision::Abort, .. }, Original::AckedCommit) => Some("P1"),
+                (Recovery::Decide { decision: Decision::Commit(_), .. }, Original::RecordedAbort)
+                    if abort_acked(&s) =>
+                {
+                    Some("P2")
+                }
+                (Recovery::Decide { decision: Decision::Commit(_), why: Why::Votes }, _)
+                    if s.iter().any(|p| p.iter().filter(|r| r.commit && r.reachable).count() < majority(p.len())) =>
+                {
+                    Some("P5b")
+                }
+                _ => None,
+            };
+            if let Some(what) = bad {
+                return Some(format!("{what}: O {o:?}, replicas {s:?} -> {got:?}"));
+            }
+        }
+    }
+    None
+}
+
+/// notes/recovery-model.md §5 (NB): over every vote, reachability and record/apply pattern of
+/// one and two partitions, the rule never reverses an acknowledged outcome and commits from
+/// votes only with a majority of commit votes.
+#[test]
+fn the_rule_never_reverses_an_acknowledged_outcome() {
+    for sizes in [&[1][..], &[2], &[3], &[4], &[5], &[1, 1], &[2, 2], &[3, 3], &[3, 2]] {
+        assert_eq!(check(sizes, recover), None, "partitions of {sizes:?} replicas");
+    }
+}
+
+/// notes/recovery-model.md §2, the NB column: with at most one replica of each partition
+/// unreachable, n = 3 and n = 5 never block; n = 4 can (Q - M = 0).
+#[test]
+fn one_dead_dc_never_blocks_for_three_and_five_replicas() {
+    for n in [3usize, 5] {
+        for s in scenarios(&[n]) {
+            if s[0].iter().filter(|r| !r.reachable).count() > 1 {
+                continue;
+            }
+            for o in [Original::Nothing, Original::AckedCommit, Original::RecordedAbort] {
+                let Some(r) = replies(&s, o, o_cts(&s)) else { continue };
+                assert!(matches!(recover(&r), Recovery::Decide { .. }), "n = {n}, O {o:?}, {s:?}");
+            }
+        }
+    }
+    // n = 4, Q = 3, M = 3: two commit votes of the three reachable replicas block.
+    let r = vec![vec![
+        prepared(c(1), None),
+        prepared(c(2), None),
+        prepared(ReplicaVote::Abort, None),
+        PrepareReply::Unreachable,
+    ]];
+    assert_eq!(recover(&r), Recovery::Block { partitions: vec![0] });
+}
+
+/// Two recoverers one after the other (P3): once the first has recorded its decision at a
+/// majority of every partition, the second decides the same, at the same commit timestamp,
+/// whatever it can reach.
+#[test]
+fn a_recorded_decision_binds_every_later_recoverer() {
+    for n in 1..=4usize {
+        // Per replica: vote, reachable by R1, recorded by R1, reachable by R2.
+        for bits in 0u32..1 << (4 * n) {
+            let bit = |i: usize, k: usize| bits >> (4 * i + k) & 1 == 1;
+            let first: Vec<PrepareReply> = (0..n)
+                .map(|i| if bit(i, 1) { prepared(vote(bit(i, 0), i), None) } else { PrepareReply::Unreachable })
+                .collect();
+            let Recovery::Decide { decision, .. } = recover(&[first]) else { continue };
+            let recorded: Vec<bool> = (0..n).map(|i| bit(i, 1) && bit(i, 2)).collect();
+            if recorded.iter().filter(|&&r| r).count() < majority(n) {
+                continue; // not chosen: the second may decide otherwise
+            }
+            let rec = Recorded {
+                ballot: Ballot(1),
+                decision: match decision {
+                    Decision::Commit(cts) => RecordedDecision::Commit(Some(cts)),
+                    Decision::Abort => RecordedDecision::Abort,
+                },
+            };
+            let second: Vec<PrepareReply> = (0..n)
+                .map(|i| match (bit(i, 3), recorded[i]) {
+                    (false, _) => PrepareReply::Unreachable,
+                    (true, true) => prepared(vote(bit(i, 0), i), Some(rec)),
+                    (true, false) => prepared(vote(bit(i, 0), i), None),
+                })
+                .collect();
+            match recover(&[second]) {
+                Recovery::Decide { decision: d, .. } => assert_eq!(d, decision, "n = {n}, bits {bits:#b}"),
+                Recovery::Block { .. } => {}
+            }
+        }
+    }
+}
+
+fn vote(commit: bool, i: usize) -> ReplicaVote {
+    if commit {
+        c(i as u64 + 1)
+    } else {
+        ReplicaVote::Abort
+    }
+}
+
+/// A recorded commit whose timestamp word is torn at one replica takes the timestamp from
+/// another replica with the same ballot, and otherwise picks one above every commit vote.
+#[test]
+fn a_torn_commit_record_takes_its_timestamp_from_a_copy() {
+    let torn = Recorded { ballot: Ballot(7), decision: RecordedDecision::Commit(None) };
+    let whole = Recorded { ballot: Ballot(7), decision: RecordedDecision::Commit(Some(Cts(555))) };
+    let r = vec![vec![prepared(c(1), Some(torn)), prepared(c(2), Some(whole)), PrepareReply::Unreachable]];
+    assert_eq!(recover(&r), Recovery::Decide { decision: Decision::Commit(Cts(555)), why: Why::Record(Ballot(7)) });
+    let r = vec![vec![prepared(c(1), Some(torn)), prepared(c(200), None), PrepareReply::Unreachable]];
+    assert_eq!(recover(&r), Recovery::Decide { decision: Decision::Commit(Cts(301)), why: Why::Record(Ballot(7)) });
+}
+
+/// Mutant: the RedT paper's §5.1.1 rule — commit when more than half the replicas alive voted
+/// commit, abort otherwise, wait while more than a quarter are dead; records ignored. The
+/// exhaustive check finds notes/recovery-model.md §3's counterexample (a): n = 3, votes C, C, A,
+/// O proved and acknowledged the abort; the paper's recoverer commits it.
+#[test]
+fn the_papers_rule_is_caught() {
+    fn paper(partitions: &[Vec<PrepareReply>]) -> Recovery {
+        let mut all_commit = true;
+        for (i, p) in partitions.iter().enumerate() {
+            let n = p.len();
+            let dead = p.iter().filter(|r| matches!(r, PrepareReply::Unreachable)).count();
+            if 4 * dead > n {
+                return Recovery::Block { partitions: vec![i] };
+            }
+            let commits = p
+                .iter()
+                .filter(|r| matches!(r, PrepareReply::Prepared { vote: ReplicaVote::Commit { .. }, .. }))
+                .count();
+            all_commit &= 2 * commits > n;
+        }
+        let decision = if all_commit { Decision::Commit(Cts(101)) } else { Decision::Abort };
+        Recovery::Decide { decision, why: Why::Votes }
+    }
+    let found = check(&[3], paper).expect("the paper's rule reverses an acknowledged outcome");
+    assert!(found.starts_with("P2") || found.starts_with("P1"), "{found}");
+}
+
+/// Mutant: votes beat a higher-ballot record (rules 3 and 5 swapped). Caught: an abort recorded
+/// at a majority and acknowledged is committed from a majority of commit votes.
+#[test]
+fn votes_beating_records_is_caught() {
+    fn votes_first(partitions: &[Vec<PrepareReply>]) -> Recovery {
+        let stripped: Vec<Vec<PrepareReply>> = partitions
+            .iter()
+            .map(|p| {
+                p.iter()
+                    .map(|r| match r {
+                        PrepareReply::Prepared { vote, .. } => prepared(vote.clone(), None),
+                        other => other.clone(),
+                    })
+                    .collect()
+            })
+            .collect();
+        match recover(&stripped) {
+            d @ Recovery::Decide { why: Why::Votes, .. } => d,
+            _ => recover(partitions),
+        }
+    }
+    let found = check(&[3], votes_first).expect("votes beating records is caught");
+    assert!(found.starts_with("P2"), "{found}");
+}
