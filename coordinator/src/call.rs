@@ -4,7 +4,7 @@ use crate::error::{Error, Result};
 use redt_dc_executor::{KvOp, KvProcedure, Procedure, YcsbOp, YcsbProcedure};
 use redt_proto::wire::{KvCall, KvOpMsg, ProcedureCall, ProcedureKind, YcsbCall, YcsbOpMsg};
 use redt_proto::{TableId, Topology};
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 
 /// Operation kinds of [`KvOpMsg::kind`].
 pub mod kv_kind {
@@ -16,21 +16,6 @@ pub mod kv_kind {
     pub const ADD: u32 = 2;
     /// Append a u64.
     pub const APPEND: u32 = 3;
-}
-
-/// Builds the procedure of a [`ProcedureKind::Tpcc`] call from its kind and parameters
-/// (`Err` text: why the call is malformed).
-pub type TpccBuilder = fn(&Topology, u32, &[u8]) -> std::result::Result<Arc<dyn Procedure>, String>;
-
-static TPCC_BUILDER: RwLock<Option<TpccBuilder>> = RwLock::new(None);
-
-/// Registers the builder of TPC-C calls (`redt_bench::tpcc::register` does it). The TPC-C
-/// procedures live in redt-bench, which this crate cannot depend on; every process that
-/// coordinates or executes TPC-C calls must register the builder before serving: the bench
-/// for its embedded cluster, `redt node` at start-up. Without it such calls are refused as
-/// [`Error::BadCall`]. A later registration replaces an earlier one.
-pub fn register_tpcc_builder(builder: TpccBuilder) {
-    *TPCC_BUILDER.write().unwrap_or_else(|e| e.into_inner()) = Some(builder);
 }
 
 /// Builds the procedure a call names, checked against `topology`.
@@ -97,12 +82,7 @@ pub fn procedure(topology: &Topology, call: &ProcedureCall) -> Result<Arc<dyn Pr
             }
             Ok(Arc::new(YcsbProcedure::new(TableId(table), cells, ops)))
         }
-        ProcedureKind::Tpcc(t) => {
-            let builder = *TPCC_BUILDER.read().unwrap_or_else(|e| e.into_inner());
-            let build =
-                builder.ok_or_else(|| bad("no TPC-C procedure builder is registered in this process".into()))?;
-            build(topology, t.kind, &t.params).map_err(bad)
-        }
+        ProcedureKind::Tpcc(t) => redt_tpcc::procedures::build(topology, t.kind, &t.params).map_err(bad),
     }
 }
 

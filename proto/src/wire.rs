@@ -90,14 +90,13 @@ pub enum ProcedureKind {
     /// A YCSB transaction.
     #[prost(message, tag = "2")]
     Ycsb(YcsbCall),
-    /// A TPC-C transaction, built by the builder registered with
-    /// `redt_coordinator::call::register_tpcc_builder` (redt-bench's `tpcc::register`).
+    /// A TPC-C transaction, built from the stored procedures of the `redt-tpcc` crate.
     #[prost(message, tag = "3")]
     Tpcc(TpccCall),
 }
 
 /// A TPC-C transaction: its kind and its parameters, both in the registered builder's
-/// format (redt-bench `tpcc::procedures`).
+/// format (`redt_tpcc::procedures`).
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct TpccCall {
     /// Transaction kind (New-Order, Payment, ...), as the builder numbers them.

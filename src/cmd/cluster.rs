@@ -101,7 +101,6 @@ fn shm_prefix(topo: &Topology) -> String {
 
 /// Runs one node until SIGINT or SIGTERM.
 pub fn node(a: &NodeArgs) -> Result<()> {
-    redt_bench::tpcc::register(); // TPC-C calls reach every executor
     let topo = Arc::new(load_topology(Some(&a.config))?);
     let me = topo
         .node_by_name(&a.node)

@@ -651,7 +651,6 @@ pub async fn run_tpcc(topo: Topology, cfg: &TpccConfig) -> Result<TpccReport, St
     if cfg.terminals_per_warehouse > 254 {
         return Err("at most 254 terminals per warehouse".into());
     }
-    px::register();
     let rtt_ms = topo.links.first().and_then(|l| l.get(1)).map(|c| c.rtt.as_secs_f64() * 1e3).unwrap_or(0.0);
     let cluster = Arc::new(
         EmbeddedCluster::start(topo, cfg.options.clone()).await.map_err(|e| format!("starting the cluster: {e}"))?,

@@ -4,8 +4,8 @@
 //!
 //! - [`schema`]: tables, cells, key packing, generators (configs/tpcc.yaml).
 //! - [`loader`]: the initial database, straight into every replica's MemStore.
-//! - [`procedures`]: New-Order, Payment, Order-Status, Delivery, Stock-Level, and the
-//!   builder the coordinator calls for `ProcedureKind::Tpcc` (see [`register`]).
+//! - [`procedures`]: New-Order, Payment, Order-Status, Delivery, Stock-Level (crate
+//!   `redt-tpcc`, which the coordinator builds `ProcedureKind::Tpcc` calls from).
 //! - [`driver`]: `redt bench tpcc`.
 //! - [`check`](mod@check): `--check`.
 //! - [`tap`]: the driver's own verbs, counted apart from the transactions'.
@@ -29,27 +29,19 @@
 //!
 //! # Other processes
 //!
-//! TPC-C calls travel as `ProcedureKind::Tpcc` (kind + encoded parameters); the coordinator
-//! builds their procedures through the builder [`register`] installs. The embedded cluster
-//! shares the bench's process; `redt node` registers the builder at start-up too, so every
-//! executor of a multi-process cluster understands TPC-C calls. The driver itself (loader,
+//! TPC-C calls travel as `ProcedureKind::Tpcc` (kind + encoded parameters); every coordinator
+//! and executor builds their procedures from `redt-tpcc`, so every process of a cluster
+//! understands them with nothing to register. The driver itself (loader,
 //! reconnaissance, pre-allocation) reaches the MemStores in-process, so it runs on the
 //! embedded cluster only.
 
 pub mod check;
 pub mod driver;
 pub mod loader;
-pub mod procedures;
-pub mod schema;
 pub mod tap;
+
+pub use redt_tpcc::{procedures, schema};
 
 pub use check::{check, CheckInput, CheckReport};
 pub use driver::{run_tpcc, TpccConfig, TpccReport, DEFAULT_TERMINALS};
 pub use schema::Scale;
-
-/// Registers the TPC-C procedure builder with the coordinator in this process. Every
-/// process that coordinates or executes TPC-C transactions must call it before serving:
-/// [`run_tpcc`] does for its embedded cluster, and `redt node` does at start-up.
-pub fn register() {
-    procedures::register();
-}

@@ -31,7 +31,7 @@
 //!   isolation (P0 and P1 only: clause 3.4.1, requirement 3), which a committed D_NEXT_O_ID
 //!   gives.
 
-use super::schema::{self as sc, table};
+use crate::schema::{self as sc, table};
 use redt_dc_executor::{Access, Procedure, ReadView, UserAbort, Write};
 use redt_proto::wire::{ProcedureCall, ProcedureKind, TpccCall};
 use redt_proto::{TableId, Topology};
@@ -54,11 +54,6 @@ pub mod kind {
     pub const DELIVERY: u32 = 4;
     /// Stock-Level.
     pub const STOCK_LEVEL: u32 = 5;
-}
-
-/// Registers [`build`] with the coordinator (once per process; idempotent).
-pub fn register() {
-    redt_coordinator::call::register_tpcc_builder(build);
 }
 
 /// Builds the procedure of a TPC-C call.
