@@ -69,6 +69,16 @@
 //! after it has fenced the dead writer (a late WRITE from a writer believed dead would
 //! otherwise land in slots already reused).
 //!
+//! # Time
+//!
+//! The ring code reads no clock (STYLE.md §3). How long a writer waits for replay to free
+//! space is the caller's `patience`, measured on the caller's `now` function, both passed to
+//! [`RingWriter::reserve`] and [`RingWriter::settle`]; `now` is read only when the cached head
+//! says the space may not be free. The executor passes the real monotonic clock
+//! (`Instant::now`); in-process tests and simulations may pass a clock that stands still with
+//! zero patience, which means one head READ, then give up: the reservation that does not fit
+//! stays consumed and is owed a filler, as above.
+//!
 //! [`Error::TornEntry`]: crate::Error::TornEntry
 //! [`Error::RingFull`]: crate::Error::RingFull
 

@@ -62,7 +62,10 @@ impl RingWriter {
     /// `patience` bounds each wait (for the new reservation, and for each owed filler); at
     /// least one head READ is made whatever its value. A reservation that runs out of
     /// patience stays consumed: this writer remembers it and covers it with a filler later
-    /// (see the module docs).
+    /// (see the module docs). The wait is measured on `now`, the caller's monotonic clock,
+    /// read only on that slow path (see "Time" in the module docs): with a clock that stands
+    /// still, give zero patience (one head READ, then give up), as any other patience never
+    /// runs out.
     ///
     /// # Errors
     /// [`Error::EntryTooLarge`] (nothing reserved) when `slots` exceeds the ring or
@@ -72,15 +75,21 @@ impl RingWriter {
     ///
     /// # Panics
     /// If `slots` is 0.
-    pub fn reserve(&mut self, verbs: &dyn Verbs, slots: u64, patience: Duration) -> Result<u64> {
+    pub fn reserve(
+        &mut self,
+        verbs: &dyn Verbs,
+        slots: u64,
+        patience: Duration,
+        now: &dyn Fn() -> Instant,
+    ) -> Result<u64> {
         assert!(slots >= 1, "an entry occupies at least one slot");
         let ring = ring_slots(&self.layout);
         if slots > ring.min(MAX_ENTRY_SLOTS) {
             return Err(Error::EntryTooLarge { bytes: slots * SLOT_BYTES, ring_bytes: ring * SLOT_BYTES });
         }
-        self.settle(verbs, patience)?;
+        self.settle(verbs, patience, now)?;
         let index = verbs.fetch_and_add(self.node, Offset(tail_offset(&self.layout)), slots)?;
-        match self.wait_for_space(verbs, index, slots, patience) {
+        match self.wait_for_space(verbs, index, slots, patience, now) {
             Ok(true) => Ok(index),
             Ok(false) => {
                 self.owed.push((index, slots));
@@ -94,15 +103,15 @@ impl RingWriter {
     }
 
     /// Writes a filler over every owed reservation, in index order, waiting up to
-    /// `patience` for each to be free as [`RingWriter::reserve`] does. A driver calls it
-    /// when idle, so replay is not held up by a writer that stopped writing.
+    /// `patience` (measured on `now`) for each to be free as [`RingWriter::reserve`] does. A
+    /// driver calls it when idle, so replay is not held up by a writer that stopped writing.
     ///
     /// # Errors
     /// [`Error::RingFull`] naming the first owed reservation still not free after
     /// `patience`; verbs errors. Unpaid fillers stay owed.
-    pub fn settle(&mut self, verbs: &dyn Verbs, patience: Duration) -> Result<()> {
+    pub fn settle(&mut self, verbs: &dyn Verbs, patience: Duration, now: &dyn Fn() -> Instant) -> Result<()> {
         while let Some(&(index, slots)) = self.owed.first() {
-            if !self.wait_for_space(verbs, index, slots, patience)? {
+            if !self.wait_for_space(verbs, index, slots, patience, now)? {
                 return Err(Error::RingFull { node: self.node, head: self.cached_head, index });
             }
             let at = Offset(slot_offset(&self.layout, index));
@@ -131,16 +140,24 @@ impl RingWriter {
     }
 
     /// Whether `[index, index + slots)` lies within one lap of the head, READing the head
-    /// (at least once, then until `patience` has passed) when the cached head says no.
-    /// The only clock read of the ring code, and only on this slow path.
-    fn wait_for_space(&mut self, verbs: &dyn Verbs, index: u64, slots: u64, patience: Duration) -> Result<bool> {
+    /// (at least once, then until `patience` has passed on `now`) when the cached head says
+    /// no. The ring code's only use of time, and only on this slow path: `now` is read once
+    /// before the first head READ and once after each READ that still finds no room.
+    fn wait_for_space(
+        &mut self,
+        verbs: &dyn Verbs,
+        index: u64,
+        slots: u64,
+        patience: Duration,
+        now: &dyn Fn() -> Instant,
+    ) -> Result<bool> {
         let ring = ring_slots(&self.layout);
         let end = index.saturating_add(slots);
         let fits = |head: u64| end <= head.saturating_add(ring);
         if fits(self.cached_head) {
             return Ok(true);
         }
-        let start = Instant::now();
+        let start = now();
         let mut buf = [0u8; 8];
         loop {
             verbs.read(self.node, Offset(head_offset(&self.layout)), &mut buf)?;
@@ -148,7 +165,7 @@ impl RingWriter {
             if fits(self.cached_head) {
                 return Ok(true);
             }
-            if start.elapsed() >= patience {
+            if now().saturating_duration_since(start) >= patience {
                 return Ok(false);
             }
             std::thread::yield_now();
