@@ -25,7 +25,7 @@
 //!   mismatch: a reservation not yet written, being written, or left by a dead writer): its
 //!   slot count is unknown, since a half-written header cannot be trusted, so the next entry
 //!   cannot be found and the scan stops there as well as the head. A reservation that is
-//!   never written therefore blocks the ring until it is filled (see `ring.rs`, "Writers that
+//!   never written therefore blocks the ring until it is filled (see `ring/mod.rs`, "Writers that
 //!   give up or die").
 //!
 //! The head then moves over the finished (`Flushed`) prefix: the released slots are zeroed
