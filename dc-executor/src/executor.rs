@@ -26,7 +26,7 @@ use crate::verbs::DoorbellBatch;
 use redt_proto::{Cts, DcId, Epoch, NodeId, Offset, TxnId};
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// One access of the procedure that this DC holds, and the node holding it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -168,7 +168,9 @@ impl Executor {
     }
 
     /// Sets how long a reservation waits for replay to free ring space before the
-    /// sub-transaction votes abort with [`AbortReason::RingFull`].
+    /// sub-transaction votes abort with [`AbortReason::RingFull`], measured on the machine's
+    /// monotonic clock (`Instant::now`, passed to [`RingWriter::reserve`]). Zero means one
+    /// READ of the ring head, then give up, whatever the clock says.
     pub fn with_ring_patience(mut self, patience: Duration) -> Self {
         self.ring_patience = patience;
         self
@@ -180,11 +182,12 @@ impl Executor {
     }
 
     /// Reserves `slots` ring slots on `node` (FAA on the tail, waiting up to the ring
-    /// patience for replay to free space). Returns the first slot's index.
+    /// patience on the monotonic clock for replay to free space). Returns the first slot's
+    /// index.
     pub(crate) fn reserve_slots(&mut self, node: NodeId, slots: u64) -> Result<u64> {
         let patience = self.ring_patience;
         let verbs = self.dc.verbs.clone();
-        self.ring(node).reserve(verbs.as_ref(), slots, patience)
+        self.ring(node).reserve(verbs.as_ref(), slots, patience, &Instant::now)
     }
 
     fn ring(&mut self, node: NodeId) -> &mut RingWriter {
@@ -281,7 +284,7 @@ impl Executor {
             work.entry_slots = ring::encoded_slots(&entry);
             let patience = self.ring_patience;
             let verbs = self.dc.verbs.clone();
-            match self.ring(node).reserve(verbs.as_ref(), work.entry_slots, patience) {
+            match self.ring(node).reserve(verbs.as_ref(), work.entry_slots, patience, &Instant::now) {
                 Ok(idx) => work.entry_index = Some(idx),
                 Err(Error::RingFull { .. }) => {
                     self.release(sub, &held, &nodes, hlc)?;

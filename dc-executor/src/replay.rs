@@ -25,7 +25,7 @@
 //!   mismatch: a reservation not yet written, being written, or left by a dead writer): its
 //!   slot count is unknown, since a half-written header cannot be trusted, so the next entry
 //!   cannot be found and the scan stops there as well as the head. A reservation that is
-//!   never written therefore blocks the ring until it is filled (see `ring.rs`, "Writers that
+//!   never written therefore blocks the ring until it is filled (see `ring/mod.rs`, "Writers that
 //!   give up or die").
 //!
 //! The head then moves over the finished (`Flushed`) prefix: the released slots are zeroed
@@ -199,7 +199,7 @@ mod tests {
     use crate::verbs::{DoorbellBatch, LocalVerbs, Verbs};
     use redt_proto::{Epoch, MemStoreConfig, Offset, TableId, TxnId};
     use std::sync::Arc;
-    use std::time::Duration;
+    use std::time::{Duration, Instant};
 
     const N: NodeId = NodeId(0);
 
@@ -235,9 +235,16 @@ mod tests {
         }
     }
 
+    /// A clock that stands still (the ring's `now` in a simulation): with zero patience a
+    /// reservation makes one head READ, then gives up.
+    fn still() -> impl Fn() -> Instant {
+        let t = Instant::now();
+        move || t
+    }
+
     /// Reserves, writes and returns the index of `e`.
     fn append(verbs: &LocalVerbs, w: &mut RingWriter, layout: &Layout, e: &RedoEntry) -> u64 {
-        let i = w.reserve(verbs, encoded_slots(e), Duration::ZERO).unwrap();
+        let i = w.reserve(verbs, encoded_slots(e), Duration::ZERO, &still()).unwrap();
         let mut b = DoorbellBatch::new();
         push_write(&mut b, layout, i, &encode(e, i));
         verbs.post_batch(N, &mut b).unwrap();
@@ -305,7 +312,7 @@ mod tests {
         let mut w = RingWriter::new(layout, N);
         let mut r = Replayer::new(layout, N);
         // A writer that dies after its fetch-and-add: slots 0..2 reserved, never written.
-        let hole = w.reserve(&verbs, 2, Duration::ZERO).unwrap();
+        let hole = w.reserve(&verbs, 2, Duration::ZERO, &still()).unwrap();
         append(&verbs, &mut w, &layout, &entry(7, EntryStatus::Committed, 0));
         let s = r.step(&region, &mut |_| panic!("the scan cannot pass the hole"));
         assert_eq!(s, ReplayStep { applied: 0, flushed: 0, head: 0, blocked_at: Some(hole) });

@@ -16,7 +16,7 @@ use redt_proto::{Cts, DcId, Epoch, MemStoreConfig, NodeId, Offset, TableId, TxnI
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 const N: NodeId = NodeId(3);
 
@@ -31,6 +31,13 @@ impl Drop for DoneOnDrop<'_> {
     fn drop(&mut self) {
         self.0.fetch_add(1, Ordering::Release);
     }
+}
+
+/// A clock that stands still (the ring's `now` in a simulation): with zero patience a
+/// reservation makes one head READ, then gives up.
+fn still() -> impl Fn() -> Instant {
+    let t = Instant::now();
+    move || t
 }
 
 /// A formatted MemStore whose ring has `slots` slots.
@@ -207,7 +214,7 @@ fn rewriting_an_intent_entry_keeps_its_vote_word_and_slot_count() {
     intent.changes.push(change(txn, 100));
     let slots = encoded_slots(&intent);
     assert_eq!(slots, 4);
-    let index = w.reserve(&verbs, slots, Duration::ZERO).unwrap();
+    let index = w.reserve(&verbs, slots, Duration::ZERO, &still()).unwrap();
     write_entry(&verbs, &layout, index, &intent);
     // Phase 1 votes by CAS from none (here, concurrently with the rewrite below).
     let commit = VoteWord::NONE.with_vote(Verdict::Commit);
@@ -289,7 +296,7 @@ fn wrap_stress_applies_every_committed_entry_exactly_once() {
                         let e = entry_of_slots(txn, slots, &mut rng);
                         let mut in_a_row = 0;
                         let index = loop {
-                            match ring.reserve(verbs, slots, patience) {
+                            match ring.reserve(verbs, slots, patience, &Instant::now) {
                                 Ok(i) => break i,
                                 Err(Error::RingFull { .. }) if in_a_row < WEDGED => in_a_row += 1,
                                 Err(e) => panic!("seed {SEED:#x}: ring wedged? {e}"),
@@ -310,7 +317,7 @@ fn wrap_stress_applies_every_committed_entry_exactly_once() {
                     }
                     // Pay any filler still owed so replay can reach the tail.
                     for attempt in 0.. {
-                        match ring.settle(verbs, patience) {
+                        match ring.settle(verbs, patience, &Instant::now) {
                             Ok(()) => break,
                             Err(Error::RingFull { .. }) if attempt < WEDGED => {}
                             Err(e) => panic!("seed {SEED:#x}: ring wedged? {e}"),
@@ -361,10 +368,10 @@ fn a_logged_entry_blocks_the_head_until_decided() {
     let stuck_txn = TxnId::new(NodeId(1), 1);
     let mut stuck = bare(stuck_txn, EntryStatus::Logged);
     stuck.participants = vec![DcId(0), DcId(1)];
-    assert_eq!(a.reserve(&verbs, encoded_slots(&stuck), patience).unwrap(), 0);
+    assert_eq!(a.reserve(&verbs, encoded_slots(&stuck), patience, &Instant::now).unwrap(), 0);
     write_entry(&verbs, &layout, 0, &stuck);
     for k in 0..14 {
-        let i = b.reserve(&verbs, 1, patience).unwrap();
+        let i = b.reserve(&verbs, 1, patience, &Instant::now).unwrap();
         assert_eq!(i, 2 + k);
         write_entry(&verbs, &layout, i, &bare(TxnId::new(NodeId(2), k), EntryStatus::Committed));
     }
@@ -372,15 +379,18 @@ fn a_logged_entry_blocks_the_head_until_decided() {
     assert_eq!((s.applied, s.head, s.blocked_at), (14, 0, Some(0)));
 
     // The lap is full: B gives up and owes a filler for its consumed reservation.
-    let r = b.reserve(&verbs, 1, patience);
+    let r = b.reserve(&verbs, 1, patience, &Instant::now);
     assert!(matches!(r, Err(Error::RingFull { head: 0, index: 16, .. })), "{r:?}");
     assert_eq!(b.owed_fillers(), &[(16, 1)]);
     // While the filler is owed, B reserves nothing more.
-    let r = b.reserve(&verbs, 1, patience);
+    let r = b.reserve(&verbs, 1, patience, &Instant::now);
     assert!(matches!(r, Err(Error::RingFull { index: 16, .. })), "{r:?}");
     assert_eq!(head_tail(&layout, &region), (0, 17));
     // Too large for the ring at all: refused before any fetch-and-add.
-    assert!(matches!(b.reserve(&verbs, 17, patience), Err(Error::EntryTooLarge { bytes: 1088, ring_bytes: 1024 })));
+    assert!(matches!(
+        b.reserve(&verbs, 17, patience, &Instant::now),
+        Err(Error::EntryTooLarge { bytes: 1088, ring_bytes: 1024 })
+    ));
     assert_eq!(head_tail(&layout, &region), (0, 17));
     let s = step(&mut replay);
     assert_eq!((s.applied, s.head, s.blocked_at), (0, 0, Some(0)));
@@ -394,7 +404,7 @@ fn a_logged_entry_blocks_the_head_until_decided() {
     let s = step(&mut replay);
     assert_eq!((s.applied, s.head, s.blocked_at), (0, 16, Some(16)));
     // B's next reservation pays the filler first.
-    let i = b.reserve(&verbs, 1, patience).unwrap();
+    let i = b.reserve(&verbs, 1, patience, &Instant::now).unwrap();
     assert_eq!(i, 17);
     assert!(b.owed_fillers().is_empty());
     write_entry(&verbs, &layout, i, &bare(TxnId::new(NodeId(2), 99), EntryStatus::Committed));

@@ -1,0 +1,200 @@
+//! The redo entry of a node's ring and its parts: status, lock intents, changes (RedT
+//! Algorithm 2 `ConstructEntry`; DESIGN.md §2). Its byte format is in the `ring` module docs,
+//! its encoding in `codec.rs`.
+
+use super::codec::EntryShape;
+use super::vote::VoteWord;
+use redt_proto::{Cts, DcId, Epoch, NodeId, Offset, TableId, TxnId};
+
+/// Status of a redo entry, the low 8 bits of its status word (RedT Algorithm 2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum EntryStatus {
+    /// `Inited` in the paper: a free or not yet written slot.
+    Empty = 0,
+    /// Locks are being taken: the entry lists what will be locked; written before any lock
+    /// compare-and-swap so every held lock is traceable to its owner (DESIGN.md §2).
+    Intent = 1,
+    /// Pre-written in phase 1: versions and writes known, decision pending.
+    Logged = 2,
+    /// Decided commit; the status word carries the commit timestamp.
+    Committed = 3,
+    /// Decided abort (or a filler covering an abandoned reservation).
+    Aborted = 4,
+    /// Applied (or skipped, if aborted) by replay; released when the head passes it.
+    Flushed = 5,
+}
+
+impl EntryStatus {
+    /// The status with code `code`, or `None` for an unknown code.
+    pub fn from_code(code: u8) -> Option<EntryStatus> {
+        Some(match code {
+            0 => EntryStatus::Empty,
+            1 => EntryStatus::Intent,
+            2 => EntryStatus::Logged,
+            3 => EntryStatus::Committed,
+            4 => EntryStatus::Aborted,
+            5 => EntryStatus::Flushed,
+            _ => return None,
+        })
+    }
+
+    /// The status word (header w1) of an entry with this status and commit timestamp
+    /// `cts` (truncated to 48 bits): `status | cts << 16`.
+    pub fn word(self, cts: Cts) -> u64 {
+        self as u64 | (cts.0 & Cts::MASK) << 16
+    }
+
+    /// Splits a status word into status and commit timestamp; `None` when the status code
+    /// is unknown or the reserved bits 8..16 are set.
+    pub fn from_word(word: u64) -> Option<(EntryStatus, Cts)> {
+        if word & 0xff00 != 0 {
+            return None;
+        }
+        Some((EntryStatus::from_code(word as u8)?, Cts(word >> 16)))
+    }
+}
+
+/// A lock an entry's transaction takes (or will take) on one record of this node.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct LockIntent {
+    /// Offset of the record in the node's MemStore.
+    pub record: Offset,
+    /// Table of the record.
+    pub table: TableId,
+    /// Key of the record.
+    pub key: u64,
+    /// The exact bits added to the record's lock word (so a cleaner can subtract them).
+    pub lock_bits: u64,
+    /// Mask of the cells touched (bit `c` = cell `c`).
+    pub cells: u64,
+    /// One version per set bit of `cells`, ascending cell order; zero until known.
+    pub versions: Vec<u64>,
+}
+
+impl LockIntent {
+    /// The version recorded for cell `cell` (the one its writer saw), or `None` if the
+    /// cell is not in `cells` or its version is still zero.
+    pub fn seen_version(&self, cell: u16) -> Option<u64> {
+        let below = self.cells & ((1u64 << (cell % 64)) - 1);
+        let held = cell < 64 && self.cells >> cell & 1 == 1;
+        held.then(|| self.versions.get(below.count_ones() as usize).copied()).flatten().filter(|&v| v != 0)
+    }
+}
+
+/// A new cell value to apply (Thomas write rule) when the entry commits.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Change {
+    /// Offset of the record in the node's MemStore.
+    pub record: Offset,
+    /// Table of the record.
+    pub table: TableId,
+    /// Key of the record.
+    pub key: u64,
+    /// Cell index in the record.
+    pub cell: u16,
+    /// The new value (the cell's full width, as the schema gives it).
+    pub value: Vec<u8>,
+}
+
+/// A redo entry of a node's ring (RedT Algorithm 2 `ConstructEntry`, extended with the lock
+/// intents, vote word and participants that recovery needs; DESIGN.md §2).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct RedoEntry {
+    /// The transaction.
+    pub txn: TxnId,
+    /// Where the entry is in its life.
+    pub status: EntryStatus,
+    /// Commit timestamp (48 bits); meaningful once `Committed`.
+    pub cts: Cts,
+    /// This replica's vote word.
+    pub vote: VoteWord,
+    /// Topology epoch the entry was written in.
+    pub epoch: Epoch,
+    /// The transaction's coordinator node.
+    pub coordinator: NodeId,
+    /// Every DC the transaction involves.
+    pub participants: Vec<DcId>,
+    /// Locks on records of this node.
+    pub locks: Vec<LockIntent>,
+    /// Cell writes on records of this node.
+    pub changes: Vec<Change>,
+}
+
+impl RedoEntry {
+    /// A filler: an `Aborted` entry of transaction 0 with no participants, locks or changes,
+    /// written over a reservation nobody will use so replay can pass it.
+    pub fn filler() -> RedoEntry {
+        RedoEntry {
+            txn: TxnId(0),
+            status: EntryStatus::Aborted,
+            cts: Cts(0),
+            vote: VoteWord::NONE,
+            epoch: Epoch(0),
+            coordinator: NodeId(0),
+            participants: Vec::new(),
+            locks: Vec::new(),
+            changes: Vec::new(),
+        }
+    }
+
+    /// Whether this is a filler (see [`RedoEntry::filler`]): `Aborted` or `Flushed`, with no
+    /// participants, locks or changes.
+    pub fn is_filler(&self) -> bool {
+        matches!(self.status, EntryStatus::Aborted | EntryStatus::Flushed)
+            && self.participants.is_empty()
+            && self.locks.is_empty()
+            && self.changes.is_empty()
+    }
+
+    /// The counts that size this entry.
+    pub fn shape(&self) -> EntryShape {
+        EntryShape {
+            participants: self.participants.len() as u64,
+            locks: self.locks.len() as u64,
+            versions: self.locks.iter().map(|l| l.cells.count_ones() as u64).sum(),
+            changes: self.changes.len() as u64,
+            value_bytes: self.changes.iter().map(|c| c.value.len() as u64).sum(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ring::strategies::status;
+    use proptest::prelude::*;
+
+    /// `seen_version` finds the version of a cell by its rank among the set bits of
+    /// `cells`, and treats zero (not yet known) and cells outside the mask as unknown.
+    #[test]
+    fn seen_version_by_cell() {
+        let l = LockIntent {
+            record: Offset(0),
+            table: TableId(1),
+            key: 7,
+            lock_bits: 0,
+            cells: 0b1010_0100,
+            versions: vec![11, 0, 13],
+        };
+        assert_eq!(l.seen_version(2), Some(11));
+        assert_eq!(l.seen_version(5), None, "recorded as zero");
+        assert_eq!(l.seen_version(7), Some(13));
+        assert_eq!(l.seen_version(3), None, "not a touched cell");
+        assert_eq!(l.seen_version(64), None);
+        assert_eq!(l.seen_version(u16::MAX), None);
+    }
+
+    proptest! {
+        #[test]
+        fn status_word_round_trips(s in status(), cts in 0..=Cts::MASK) {
+            prop_assert_eq!(EntryStatus::from_word(s.word(Cts(cts))), Some((s, Cts(cts))));
+        }
+    }
+
+    #[test]
+    fn status_word_rejects_reserved_bits_and_unknown_codes() {
+        assert_eq!(EntryStatus::from_word(0x100), None);
+        assert_eq!(EntryStatus::from_word(6), None);
+    }
+}

@@ -1,0 +1,129 @@
+//! Reading entries back with one-sided READs: one header, one whole entry, and the scan of
+//! a ring for unfinished entries (recovery, the simulator, replay).
+
+use super::codec::{check_frame, decode, decode_framed, word};
+use super::entry::{EntryStatus, RedoEntry};
+use super::layout::{head_offset, pieces, ring_slots, slot_offset, tail_offset};
+use super::vote::VoteWord;
+use super::SLOT_BYTES;
+use crate::error::{Error, Result};
+use crate::memstore::Layout;
+use crate::verbs::{DoorbellBatch, Verbs};
+use redt_proto::{Cts, NodeId, Offset, TxnId};
+
+/// What the 64-byte header of the entry at a ring index says, read with one READ: enough to
+/// tell whether the slot still holds a given transaction's entry before a compare-and-swap
+/// on its vote word.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EntryHeader {
+    /// The entry's transaction (header w0).
+    pub txn: TxnId,
+    /// Its status and commit timestamp (header w1).
+    pub status: EntryStatus,
+    /// The commit timestamp of the status word (0 unless committed).
+    pub cts: Cts,
+    /// Its vote word (header w2).
+    pub vote: VoteWord,
+}
+
+/// READs the header of the entry at ring index `index` of `node`'s ring (one 64-byte READ).
+///
+/// # Errors
+/// [`Error::TornEntry`] when the slot does not hold an entry of this lap at `index` (never
+/// written, released and reused, or a header not yet written) or its status word is
+/// unknown; verbs errors.
+pub fn read_header(verbs: &dyn Verbs, node: NodeId, layout: &Layout, index: u64) -> Result<EntryHeader> {
+    let mut buf = [0u8; SLOT_BYTES as usize];
+    verbs.read(node, Offset(slot_offset(layout, index)), &mut buf)?;
+    check_frame(node, index, &buf)?;
+    let (status, cts) =
+        EntryStatus::from_word(word(&buf, 1)).ok_or(Error::TornEntry { node, index, why: "unknown status" })?;
+    Ok(EntryHeader { txn: TxnId(word(&buf, 0)), status, cts, vote: VoteWord(word(&buf, 2)) })
+}
+
+/// READs and decodes the entry at ring index `index` of `node`'s ring: one READ of the
+/// header, then one or two READs of the body.
+///
+/// # Errors
+/// [`Error::TornEntry`] when the entry is not (yet, or completely) written, belongs to
+/// another lap, or changed between the READs (retry); verbs errors.
+pub fn read_entry(verbs: &dyn Verbs, node: NodeId, layout: &Layout, index: u64) -> Result<RedoEntry> {
+    let mut read = |off: u64, buf: &mut [u8]| verbs.read(node, Offset(off), buf);
+    read_framed(layout, node, index, &mut read).map(|(e, _)| e)
+}
+
+/// Reads the entry at `index` whose reserved size `slots` is known (from the vote that
+/// reported it) with one doorbell: one READ, or two where the entry wraps.
+///
+/// # Errors
+/// Verbs errors; [`Error::TornEntry`] if the bytes do not decode as the entry at `index`.
+pub fn read_entry_sized(verbs: &dyn Verbs, node: NodeId, layout: &Layout, index: u64, slots: u64) -> Result<RedoEntry> {
+    if slots == 0 || slots > ring_slots(layout) {
+        return Err(Error::TornEntry { node, index, why: "entry size outside the ring" });
+    }
+    let mut batch = DoorbellBatch::new();
+    let parts = pieces(layout, index, 0, slots * SLOT_BYTES);
+    let reads: Vec<usize> =
+        parts.iter().filter(|p| p.2 > 0).map(|&(off, _, len)| batch.read(Offset(off), len as usize)).collect();
+    verbs.post_batch(node, &mut batch)?;
+    let mut bytes = Vec::with_capacity((slots * SLOT_BYTES) as usize);
+    for r in reads {
+        bytes.extend_from_slice(batch.read_result(r));
+    }
+    decode(node, index, &bytes)
+}
+
+/// Reads the entry at `index` through `read(offset, buf)`: the header, then the body.
+pub(crate) fn read_framed(
+    layout: &Layout,
+    node: NodeId,
+    index: u64,
+    read: &mut dyn FnMut(u64, &mut [u8]) -> Result<()>,
+) -> Result<(RedoEntry, u64)> {
+    let mut buf = vec![0u8; SLOT_BYTES as usize];
+    read(slot_offset(layout, index), &mut buf)?;
+    let frame = check_frame(node, index, &buf)?;
+    if frame.slots > ring_slots(layout) {
+        return Err(Error::TornEntry { node, index, why: "entry larger than the ring" });
+    }
+    buf.resize((SLOT_BYTES + frame.body_len) as usize, 0);
+    for (off, at, len) in pieces(layout, index, SLOT_BYTES, frame.body_len) {
+        if len > 0 {
+            read(off, &mut buf[at as usize..(at + len) as usize])?;
+        }
+    }
+    decode_framed(node, index, &buf)
+}
+
+/// The entries of `node`'s ring between its head and its tail that are not finished (status
+/// `Intent` or `Logged`: their transaction is undecided here, and the locks they list may be
+/// held), as `(ring index, entry)` in ring order. A slot that does not decode (a reservation
+/// not yet written, a torn entry) is skipped one slot at a time. Read-only: the recovery
+/// scan's and the simulator's view of what a crash left behind (DESIGN.md §2).
+///
+/// # Errors
+/// Verbs failures.
+pub fn unfinished_entries(verbs: &dyn Verbs, node: NodeId, layout: &Layout) -> Result<Vec<(u64, RedoEntry)>> {
+    let mut word = [0u8; 8];
+    verbs.read(node, Offset(head_offset(layout)), &mut word)?;
+    let head = u64::from_le_bytes(word);
+    verbs.read(node, Offset(tail_offset(layout)), &mut word)?;
+    let tail = u64::from_le_bytes(word);
+    let end = tail.min(head.saturating_add(ring_slots(layout)));
+    let mut out = Vec::new();
+    let mut index = head;
+    let mut read = |off: u64, buf: &mut [u8]| verbs.read(node, Offset(off), buf);
+    while index < end {
+        match read_framed(layout, node, index, &mut read) {
+            Ok((entry, slots)) => {
+                if matches!(entry.status, EntryStatus::Intent | EntryStatus::Logged) {
+                    out.push((index, entry));
+                }
+                index += slots.max(1);
+            }
+            Err(e @ (Error::Backend(_) | Error::OutOfBounds { .. } | Error::UnknownNode(_))) => return Err(e),
+            Err(_) => index += 1,
+        }
+    }
+    Ok(out)
+}
