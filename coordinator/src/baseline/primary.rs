@@ -454,3 +454,180 @@ impl TxnMachine for PrimaryTxn {
         earliest(std::iter::once(round).chain(retries))
     }
 }
+
+/// The primary's side on a fake clock, no sockets (RedT §4.3 Table 1: a primary answers only
+/// once a majority of each partition holds its redo or decision).
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use redt_dc_executor::{Change, EntryRef, EntryStatus, VoteWord};
+    use redt_proto::{Cts, Offset};
+    use std::time::Duration;
+
+    fn topo() -> Arc<Topology> {
+        Arc::new(Topology::from_yaml("default.yaml", include_str!("../../../configs/default.yaml")).unwrap())
+    }
+
+    const TXN: TxnId = TxnId(5);
+    /// The primary of partition p2 (dc2); its secondaries are nodes 4 (dc3) and 6 (dc4).
+    const ME: NodeId = NodeId(2);
+
+    /// A redo entry writing one key of partition p2.
+    fn redo(t: &Topology) -> Vec<RedoEntry> {
+        let schema = t.table_by_name("kv").unwrap();
+        let key = (0..10_000).find(|&k| t.partition_of(schema, k).0 == 2).unwrap();
+        vec![RedoEntry {
+            txn: TXN,
+            status: EntryStatus::Logged,
+            cts: Cts(0),
+            vote: VoteWord::NONE,
+            epoch: Epoch(0),
+            coordinator: NodeId(0),
+            participants: vec![DcId(0), DcId(1)],
+            locks: vec![],
+            changes: vec![Change { record: Offset(0), table: schema.id, key, cell: 0, value: vec![9] }],
+        }]
+    }
+
+    fn drain(m: &mut PrimaryTxn) -> (Vec<(AttemptId, NodeId, Request)>, Vec<Reply>) {
+        let (mut sends, mut replies) = (Vec::new(), Vec::new());
+        while let Some(a) = m.poll_action() {
+            match a {
+                Action::Send { attempt, to, request } => sends.push((attempt, to, request)),
+                Action::Reply { reply } => replies.push(reply),
+                a => panic!("a primary yielded {a:?}"),
+            }
+        }
+        (sends, replies)
+    }
+
+    #[test]
+    fn only_requests_that_need_the_secondaries_go_to_a_primary_machine() {
+        let decide = |role| {
+            Request::Decide(Decide {
+                txn: TXN,
+                ballot: Ballot(0),
+                decision: Decision::Abort,
+                entries: vec![],
+                role,
+                catch_up: vec![],
+            })
+        };
+        assert!(is_primary_request(&decide(DecideRole::Primary)));
+        assert!(!is_primary_request(&decide(DecideRole::Executor)));
+        assert!(!is_primary_request(&decide(DecideRole::Secondary)));
+        assert!(is_primary_request(&Request::Prepare(Prepare { txn: TXN, entries: vec![] })));
+    }
+
+    #[test]
+    fn a_prepare_answers_at_a_majority_and_keeps_delivering_to_the_rest() {
+        let t = topo();
+        let t0 = Instant::now();
+        let options = CoordinatorOptions::default();
+        let mut m = PrimaryTxn::start(t.clone(), ME, TXN, Local::Prepare { redo: redo(&t) }, options.clone(), t0);
+        let (sends, replies) = drain(&mut m);
+        assert!(replies.is_empty());
+        assert_eq!(sends.iter().map(|s| s.1).collect::<Vec<_>>(), [NodeId(4), NodeId(6)]);
+        assert!(sends.iter().all(|s| matches!(&s.2, Request::Accept(a) if a.origin.txn == TXN && a.origin.coordinator == NodeId(0) && a.changes.len() == 1)));
+        assert_eq!(m.poll_timeout(), Some(t0 + options.phase1_timeout));
+        // One secondary and the primary are a majority of three.
+        m.handle_failure(sends[1].0, "unreachable", t0);
+        m.handle_reply(sends[0].0, Reply::Accepted(true), t0);
+        let (_, replies) = drain(&mut m);
+        // Two secondaries in other DCs: 4 messages, 1 round trip, whatever they answered.
+        assert_eq!(replies, [Reply::Prepared { ok: true, nested: Cost { messages: 4, round_trips: 1 } }]);
+        // The unanswered secondary still gets the redo.
+        assert!(!m.is_done());
+        assert_eq!(m.poll_timeout(), Some(t0 + options.retry_every));
+        m.handle_timeout(t0 + options.retry_every);
+        let (retry, _) = drain(&mut m);
+        assert_eq!(retry.len(), 1);
+        assert_eq!(retry[0].1, NodeId(6));
+        m.handle_reply(retry[0].0, Reply::Accepted(true), t0 + options.retry_every);
+        assert!(m.is_done());
+    }
+
+    #[test]
+    fn a_prepare_refused_by_every_secondary_fails() {
+        let t = topo();
+        let t0 = Instant::now();
+        let mut m = PrimaryTxn::start(t.clone(), ME, TXN, Local::Prepare { redo: redo(&t) }, Default::default(), t0);
+        let (sends, _) = drain(&mut m);
+        for (a, _, _) in &sends {
+            m.handle_reply(*a, Reply::Accepted(false), t0);
+        }
+        let (_, replies) = drain(&mut m);
+        assert_eq!(replies, [Reply::Prepared { ok: false, nested: Cost { messages: 4, round_trips: 1 } }]);
+        assert!(m.is_done());
+    }
+
+    #[test]
+    fn a_decision_is_passed_on_and_answered_at_the_round_deadline_at_the_latest() {
+        let t = topo();
+        let t0 = Instant::now();
+        let options = CoordinatorOptions { give_up_after: Duration::from_secs(1), ..Default::default() };
+        let local = Local::Decided { decision: Decision::Commit(Cts(8)), redo: redo(&t) };
+        let mut m = PrimaryTxn::start(t.clone(), ME, TXN, local, options.clone(), t0);
+        let (sends, _) = drain(&mut m);
+        assert!(sends.iter().all(|s| matches!(&s.2, Request::Decide(d) if d.role == DecideRole::Secondary && d.decision == Decision::Commit(Cts(8)))));
+        m.handle_failure(sends[0].0, "unreachable", t0);
+        m.handle_failure(sends[1].0, "unreachable", t0);
+        m.handle_timeout(t0 + options.phase1_timeout);
+        let (retries, replies) = drain(&mut m);
+        assert_eq!(retries.len(), 2, "retried in the meantime");
+        assert_eq!(replies, [Reply::Decided(Cost { messages: 4, round_trips: 1 })]);
+        // Past `give_up_after`, an undelivered decision is given up.
+        let late = t0 + options.phase1_timeout + Duration::from_millis(1);
+        m.handle_failure(retries[0].0, "unreachable", late);
+        m.handle_failure(retries[1].0, "unreachable", late);
+        assert!(m.is_done());
+    }
+
+    #[test]
+    fn ep_paxos_rolls_back_and_votes_abort_when_the_redo_misses_its_majority() {
+        let t = topo();
+        let t0 = Instant::now();
+        let options = CoordinatorOptions::default();
+        let vote = Vote {
+            txn: TXN,
+            abort: None,
+            items: vec![],
+            hlc: Cts(3),
+            entries: vec![EntryRef { node: ME, index: 1, slots: 1 }],
+        };
+        let local = Local::Vote { dc: DcId(1), vote: vote.clone(), redo: redo(&t) };
+        let mut m = PrimaryTxn::start(t.clone(), ME, TXN, local, options.clone(), t0);
+        let (sends, _) = drain(&mut m);
+        assert_eq!(sends.len(), 2);
+        m.handle_timeout(t0 + options.phase1_timeout);
+        // First the local part is aborted, at this node's own executor.
+        let (local_abort, replies) = drain(&mut m);
+        assert!(replies.is_empty());
+        assert_eq!(local_abort.len(), 1);
+        let (a, to, r) = &local_abort[0];
+        assert_eq!(*to, ME);
+        assert!(
+            matches!(r, Request::Decide(d) if d.role == DecideRole::Executor && d.decision == Decision::Abort && d.entries == vote.entries)
+        );
+        m.handle_reply(*a, Reply::Decided(Cost::default()), t0 + options.phase1_timeout);
+        // Then the secondaries are told, and the coordinator gets an abort vote with the cost.
+        let (tell, replies) = drain(&mut m);
+        assert_eq!(tell.iter().map(|s| s.1).collect::<Vec<_>>(), [NodeId(4), NodeId(6)]);
+        assert!(tell.iter().all(
+            |s| matches!(&s.2, Request::Decide(d) if d.role == DecideRole::Secondary && d.decision == Decision::Abort)
+        ));
+        assert!(
+            matches!(&replies[..], [Reply::Vote { dc: DcId(1), vote, nested }] if !vote.is_commit() && *nested == Cost { messages: 4, round_trips: 1 })
+        );
+    }
+
+    #[test]
+    fn a_local_answer_is_replied_at_once() {
+        let t = topo();
+        let reply = Reply::Prepared { ok: false, nested: Cost::default() };
+        let mut m = PrimaryTxn::start(t, ME, TXN, Local::Reply(reply.clone()), Default::default(), Instant::now());
+        assert_eq!(drain(&mut m), (vec![], vec![reply]));
+        assert!(m.is_done());
+        assert_eq!(m.poll_timeout(), None);
+    }
+}

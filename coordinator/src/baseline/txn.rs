@@ -604,3 +604,350 @@ fn abort_reason(votes: &BTreeMap<NodeId, Vote>, targets: &[NodeId]) -> String {
         None => "aborted".into(),
     }
 }
+
+/// The baselines' coordinators on a fake clock, no sockets: each test feeds the machine the
+/// replies a cluster would send and pins the message sequence, quorums, timeouts, costs and
+/// outcomes of RedT §4.3 Table 1 as implemented.
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::call::kv_call;
+    use redt_dc_executor::{EntryRef, KvOp};
+    use std::time::Duration;
+
+    fn topo() -> Arc<Topology> {
+        Arc::new(Topology::from_yaml("default.yaml", include_str!("../../../configs/default.yaml")).unwrap())
+    }
+
+    /// A key of the kv table whose partition's primary is `primary`.
+    fn key_with_primary(t: &Topology, primary: u16) -> u64 {
+        let schema = t.table_by_name("kv").unwrap();
+        (0..10_000)
+            .find(|&k| t.partitions[t.partition_of(schema, k).0 as usize].replicas[0] == NodeId(primary))
+            .unwrap()
+    }
+
+    /// A write of one key whose primary is node 0 (the coordinator's own DC, dc1) and one whose
+    /// primary is node 2 (dc2).
+    fn two_dc_write(t: &Topology) -> ProcedureCall {
+        let kv = t.table_by_name("kv").unwrap().id;
+        kv_call(kv, &[KvOp::Write(key_with_primary(t, 0), vec![1]), KvOp::Write(key_with_primary(t, 2), vec![2])])
+    }
+
+    fn vote(txn: TxnId, node: NodeId, hlc: u64) -> Vote {
+        Vote { txn, abort: None, items: vec![], hlc: Cts(hlc), entries: vec![EntryRef { node, index: hlc, slots: 1 }] }
+    }
+
+    fn abort_vote(txn: TxnId) -> Vote {
+        Vote {
+            txn,
+            abort: Some(redt_dc_executor::AbortReason::User("lock held".into())),
+            items: vec![],
+            hlc: Cts(0),
+            entries: vec![],
+        }
+    }
+
+    fn vote_reply(t: &Topology, n: NodeId, vote: Vote, nested: Cost) -> Reply {
+        Reply::Vote { dc: t.nodes[n.0 as usize].dc, vote, nested }
+    }
+
+    const TXN: TxnId = TxnId(77);
+    const ME: NodeId = NodeId(0);
+
+    fn start(baseline: Baseline, call: ProcedureCall, options: CoordinatorOptions, now: Instant) -> BaselineTxn {
+        BaselineTxn::start(baseline, topo(), ME, TXN, call, options, now).unwrap()
+    }
+
+    /// Drains the machine's actions: its sends (attempt, to, request) and the rest.
+    fn drain(m: &mut BaselineTxn) -> (Vec<(AttemptId, NodeId, Request)>, Vec<Action>) {
+        let (mut sends, mut other) = (Vec::new(), Vec::new());
+        while let Some(a) = m.poll_action() {
+            match a {
+                Action::Send { attempt, to, request } => sends.push((attempt, to, request)),
+                a => other.push(a),
+            }
+        }
+        (sends, other)
+    }
+
+    fn targets(sends: &[(AttemptId, NodeId, Request)]) -> Vec<NodeId> {
+        sends.iter().map(|s| s.1).collect()
+    }
+
+    fn answered(other: &[Action]) -> Option<(TxnStatus, Option<TxnCost>)> {
+        other.iter().find_map(|a| match a {
+            Action::Answer { outcome, cost, .. } => Some((outcome.status.clone(), *cost)),
+            _ => None,
+        })
+    }
+
+    fn cost(messages: u64, round_trips: u64) -> TxnCost {
+        TxnCost { inter_dc_messages: messages, round_trips, client_round_trips: round_trips }
+    }
+
+    #[test]
+    fn two_pc_paxos_executes_at_the_primaries_prepares_logs_at_a_backup_majority_then_commits() {
+        let t = topo();
+        let t0 = Instant::now();
+        let mut m = start(Baseline::TwoPcPaxos { early_prepare: false }, two_dc_write(&t), Default::default(), t0);
+        // 1. Execute at the primaries only (node 0 here, node 2 in dc2), no replication.
+        let (sends, other) = drain(&mut m);
+        assert!(other.is_empty());
+        assert_eq!(targets(&sends), [NodeId(0), NodeId(2)]);
+        for (_, _, r) in &sends {
+            let Request::Execute(e) = r else { panic!("{r:?}") };
+            assert_eq!((e.scope, e.replicate, e.coordinator), (Scope::Primaries, false, ME));
+        }
+        assert_eq!(m.poll_timeout(), Some(t0 + Duration::from_secs(2)), "the phase-1 timeout");
+        m.handle_reply(sends[0].0, vote_reply(&t, NodeId(0), vote(TXN, NodeId(0), 10), Cost::default()), t0);
+        assert!(drain(&mut m).0.is_empty(), "phase 1 waits for every primary");
+        let t1 = t0 + Duration::from_millis(40);
+        m.handle_reply(sends[1].0, vote_reply(&t, NodeId(2), vote(TXN, NodeId(2), 30), Cost::default()), t1);
+        // 2. Prepare: each primary replicates the redo its vote names.
+        let (prep, other) = drain(&mut m);
+        assert!(other.is_empty());
+        assert_eq!(targets(&prep), [NodeId(0), NodeId(2)]);
+        assert_eq!(prep[1].2, Request::Prepare(Prepare { txn: TXN, entries: vote(TXN, NodeId(2), 30).entries }));
+        assert_eq!(m.poll_timeout(), Some(t1 + Duration::from_secs(2)), "each phase has its own deadline");
+        // The local primary replicated to two remote secondaries, the remote one to one remote
+        // and one local secondary (as `Cost::rpc` counts them).
+        m.handle_reply(prep[0].0, Reply::Prepared { ok: true, nested: Cost { messages: 4, round_trips: 1 } }, t1);
+        m.handle_reply(prep[1].0, Reply::Prepared { ok: true, nested: Cost { messages: 2, round_trips: 1 } }, t1);
+        // 3. The decision goes to the coordinator's two backups, in dc2 and dc3.
+        let (log, other) = drain(&mut m);
+        assert!(other.is_empty());
+        assert_eq!(targets(&log), roles::backups(&t, ME, COORDINATOR_BACKUPS));
+        assert_eq!(targets(&log), [NodeId(2), NodeId(4)]);
+        let cts = Cts(31);
+        for (_, _, r) in &log {
+            assert_eq!(
+                *r,
+                Request::LogDecision(LogDecision {
+                    txn: TXN,
+                    decision: Decision::Commit(cts),
+                    participants: vec![NodeId(0), NodeId(2)]
+                })
+            );
+        }
+        // One ack and the coordinator's own copy are a majority of three.
+        m.handle_reply(log[1].0, Reply::Ack, t1);
+        // 4. Commit at the primaries; with early ack the client is answered now.
+        let (commit, other) = drain(&mut m);
+        assert_eq!(targets(&commit), [NodeId(0), NodeId(2)]);
+        let Request::Decide(d) = &commit[1].2 else { panic!() };
+        assert_eq!(
+            (d.decision, d.role, d.entries.clone()),
+            (Decision::Commit(cts), DecideRole::Primary, vote(TXN, NodeId(2), 30).entries)
+        );
+        // Execute: 1 round trip, 2 messages (node 2); prepare: 1 + 1 nested, 2 + 4 + 2;
+        // log: 1 round trip, 2 messages per backup (the late one's counted, unanswered).
+        assert_eq!(answered(&other), Some((TxnStatus::Committed, Some(cost(2 + 8 + 4, 1 + 2 + 1)))));
+        assert!(!m.is_done());
+        // The late backup ack is ignored; the commit's cost comes after the answer.
+        m.handle_reply(log[0].0, Reply::Ack, t1);
+        m.handle_reply(commit[0].0, Reply::Decided(Cost { messages: 4, round_trips: 1 }), t1);
+        assert!(!m.is_done());
+        m.handle_reply(commit[1].0, Reply::Decided(Cost { messages: 2, round_trips: 1 }), t1);
+        let (sends, other) = drain(&mut m);
+        assert!(sends.is_empty());
+        assert_eq!(
+            other,
+            [Action::Finished { class: m.class, after_answer: Some(Cost { messages: 4 + 4, round_trips: 2 }) }]
+        );
+        assert!(m.is_done());
+    }
+
+    #[test]
+    fn ep_paxos_replicates_in_phase_1_and_skips_prepare() {
+        let t = topo();
+        let t0 = Instant::now();
+        let mut m = start(Baseline::TwoPcPaxos { early_prepare: true }, two_dc_write(&t), Default::default(), t0);
+        let (sends, _) = drain(&mut m);
+        assert!(sends
+            .iter()
+            .all(|(_, _, r)| matches!(r, Request::Execute(e) if e.replicate && e.scope == Scope::Primaries)));
+        let nested = Cost { messages: 4, round_trips: 1 };
+        for (a, n, _) in &sends {
+            m.handle_reply(*a, vote_reply(&t, *n, vote(TXN, *n, 5), nested), t0);
+        }
+        let (log, other) = drain(&mut m);
+        assert!(other.is_empty());
+        assert!(log.iter().all(|(_, _, r)| matches!(r, Request::LogDecision(_))), "{log:?}");
+        m.handle_failure(log[0].0, "unreachable", t0);
+        m.handle_reply(log[1].0, Reply::Ack, t0);
+        let (_, other) = drain(&mut m);
+        // Execute with nested replication: 2 + 4 + 4 messages, 2 round trips; log: 4, 1.
+        assert_eq!(answered(&other), Some((TxnStatus::Committed, Some(cost(10 + 4, 3)))));
+    }
+
+    #[test]
+    fn a_missing_vote_times_out_to_abort_and_every_primary_that_did_not_vote_abort_is_told() {
+        let t = topo();
+        let t0 = Instant::now();
+        let options = CoordinatorOptions::default();
+        let mut m = start(Baseline::TwoPcPaxos { early_prepare: false }, two_dc_write(&t), options.clone(), t0);
+        let (sends, _) = drain(&mut m);
+        m.handle_reply(sends[0].0, vote_reply(&t, NodeId(0), vote(TXN, NodeId(0), 9), Cost::default()), t0);
+        let deadline = t0 + options.phase1_timeout;
+        m.handle_timeout(deadline - Duration::from_millis(1));
+        assert!(drain(&mut m).1.is_empty(), "not before the deadline");
+        m.handle_timeout(deadline);
+        let (release, other) = drain(&mut m);
+        assert_eq!(
+            answered(&other),
+            Some((TxnStatus::Aborted("timed out waiting for the vote of node#2".into()), None))
+        );
+        // Both primaries are told (the silent one may hold locks), as executors: nothing was
+        // replicated yet in 2PC-Paxos's phase 1.
+        assert_eq!(targets(&release), [NodeId(0), NodeId(2)]);
+        let decides: Vec<&Decide> =
+            release.iter().map(|(_, _, r)| if let Request::Decide(d) = r { d } else { panic!("{r:?}") }).collect();
+        assert!(decides.iter().all(|d| d.decision == Decision::Abort && d.role == DecideRole::Executor));
+        assert_eq!(decides[0].entries, vote(TXN, NodeId(0), 9).entries);
+        assert!(decides[1].entries.is_empty());
+        // The vote arriving after its phase closed changes nothing.
+        m.handle_reply(sends[1].0, vote_reply(&t, NodeId(2), vote(TXN, NodeId(2), 9), Cost::default()), deadline);
+        assert!(drain(&mut m).0.is_empty());
+        // An undelivered abort is retried every `retry_every` until answered.
+        m.handle_reply(release[0].0, Reply::Decided(Cost::default()), deadline);
+        m.handle_failure(release[1].0, "unreachable", deadline);
+        assert_eq!(m.poll_timeout(), Some(deadline + options.retry_every));
+        m.handle_timeout(deadline + options.retry_every);
+        let (retry, _) = drain(&mut m);
+        assert_eq!(retry.len(), 1);
+        assert_eq!(retry[0].1, NodeId(2));
+        m.handle_reply(retry[0].0, Reply::Decided(Cost::default()), deadline + options.retry_every);
+        let (_, other) = drain(&mut m);
+        assert_eq!(other, [Action::Finished { class: m.class, after_answer: None }], "an abort's cost is not counted");
+        assert!(m.is_done());
+    }
+
+    #[test]
+    fn an_abort_vote_aborts_at_once_and_the_abort_voter_is_not_told() {
+        let t = topo();
+        let t0 = Instant::now();
+        let mut m = start(Baseline::TwoPcPaxos { early_prepare: true }, two_dc_write(&t), Default::default(), t0);
+        let (sends, _) = drain(&mut m);
+        m.handle_reply(sends[1].0, vote_reply(&t, NodeId(2), abort_vote(TXN), Cost::default()), t0);
+        assert!(drain(&mut m).1.is_empty(), "phase 1 still waits for every primary");
+        m.handle_reply(sends[0].0, vote_reply(&t, NodeId(0), vote(TXN, NodeId(0), 3), Cost::default()), t0);
+        let (release, other) = drain(&mut m);
+        assert_eq!(answered(&other), Some((TxnStatus::Aborted("node#2 voted abort: lock held".into()), None)));
+        assert_eq!(targets(&release), [NodeId(0)]);
+        // EP-Paxos primaries replicated their redo: they pass the abort on.
+        assert!(
+            matches!(&release[0].2, Request::Decide(d) if d.role == DecideRole::Primary && d.decision == Decision::Abort)
+        );
+    }
+
+    #[test]
+    fn a_decision_log_without_a_backup_majority_aborts_and_the_backups_learn_it() {
+        let t = topo();
+        let t0 = Instant::now();
+        let mut m = start(Baseline::TwoPcPaxos { early_prepare: true }, two_dc_write(&t), Default::default(), t0);
+        let (sends, _) = drain(&mut m);
+        for (a, n, _) in &sends {
+            m.handle_reply(*a, vote_reply(&t, *n, vote(TXN, *n, 5), Cost::default()), t0);
+        }
+        let (log, _) = drain(&mut m);
+        m.handle_failure(log[0].0, "unreachable", t0);
+        m.handle_reply(log[1].0, Reply::Error { code: 3, message: "down".into() }, t0);
+        let (out, other) = drain(&mut m);
+        assert!(matches!(answered(&other), Some((TxnStatus::Aborted(why), None)) if why.contains("backups")));
+        let logs: Vec<NodeId> = out
+            .iter()
+            .filter(|s| matches!(&s.2, Request::LogDecision(l) if l.decision == Decision::Abort))
+            .map(|s| s.1)
+            .collect();
+        assert_eq!(logs, [NodeId(2), NodeId(4)]);
+        let decides =
+            out.iter().filter(|s| matches!(&s.2, Request::Decide(d) if d.role == DecideRole::Primary)).count();
+        assert_eq!(decides, 2);
+    }
+
+    #[test]
+    fn tapir_needs_every_replica_for_its_fast_quorum() {
+        let t = topo();
+        let t0 = Instant::now();
+        let call = two_dc_write(&t);
+        let mut m = start(Baseline::Tapir, call, Default::default(), t0);
+        // Execute at every replica of both partitions (3 + 3 nodes), each on its own copy.
+        let (sends, _) = drain(&mut m);
+        let mut replicas: Vec<NodeId> = [0u16, 2]
+            .iter()
+            .flat_map(|&p| {
+                t.partitions[t.partition_of(t.table_by_name("kv").unwrap(), key_with_primary(&t, p)).0 as usize]
+                    .replicas
+                    .clone()
+            })
+            .collect();
+        replicas.sort();
+        replicas.dedup();
+        assert_eq!(targets(&sends), replicas);
+        assert!(sends
+            .iter()
+            .all(|(_, _, r)| matches!(r, Request::Execute(e) if e.scope == Scope::Node && !e.replicate)));
+        for (a, n, _) in &sends {
+            m.handle_reply(*a, vote_reply(&t, *n, vote(TXN, *n, 7), Cost::default()), t0);
+        }
+        // Prepare: a commit record at every replica.
+        let (prep, _) = drain(&mut m);
+        assert_eq!(targets(&prep), replicas);
+        assert!(prep.iter().all(|(_, n, r)| *r
+            == Request::Record(Record {
+                txn: TXN,
+                ballot: Ballot(0),
+                decision: Decision::Commit(Cts(0)),
+                entries: vote(TXN, *n, 7).entries
+            })));
+        // Every replica but one records it; one refuses: no fast quorum.
+        for (a, _, _) in &prep[1..] {
+            m.handle_reply(*a, Reply::Recorded(true), t0);
+        }
+        assert!(drain(&mut m).1.is_empty(), "the fast quorum is every replica");
+        m.handle_reply(prep[0].0, Reply::Recorded(false), t0);
+        let (release, other) = drain(&mut m);
+        let why = format!("prepare at {} failed: no fast quorum", replicas[0]);
+        assert_eq!(answered(&other), Some((TxnStatus::Aborted(why), None)));
+        assert_eq!(targets(&release), replicas);
+        assert!(release.iter().all(|(_, _, r)| matches!(r, Request::Decide(d) if d.role == DecideRole::Executor)));
+    }
+
+    #[test]
+    fn tapir_commits_without_early_ack_after_phase_2_and_reads_skip_prepare() {
+        let t = topo();
+        let t0 = Instant::now();
+        let kv = t.table_by_name("kv").unwrap().id;
+        let read = kv_call(kv, &[KvOp::Read(key_with_primary(&t, 2))]);
+        let options = CoordinatorOptions { early_ack: false, ..Default::default() };
+        let mut m = start(Baseline::Tapir, read, options, t0);
+        let (sends, _) = drain(&mut m);
+        assert_eq!(sends.len(), 3, "every replica of one partition");
+        for (a, n, _) in &sends {
+            m.handle_reply(*a, vote_reply(&t, *n, vote(TXN, *n, 4), Cost::default()), t0);
+        }
+        // Read-only: straight to commit, and without early ack no answer yet.
+        let (commit, other) = drain(&mut m);
+        assert!(other.is_empty());
+        assert!(commit
+            .iter()
+            .all(|(_, _, r)| matches!(r, Request::Decide(d) if d.decision == Decision::Commit(Cts(5)))));
+        for (a, _, _) in &commit {
+            m.handle_reply(*a, Reply::Decided(Cost::default()), t0);
+        }
+        let (_, other) = drain(&mut m);
+        let remote = commit.iter().filter(|(_, n, _)| t.nodes[n.0 as usize].dc != t.nodes[0].dc).count() as u64;
+        // Execute then commit, each one round trip and two messages per remote replica.
+        assert_eq!(answered(&other), Some((TxnStatus::Committed, Some(cost(4 * remote, 2)))));
+        assert!(matches!(other.last(), Some(Action::Finished { after_answer: None, .. })));
+        assert!(m.is_done());
+    }
+
+    #[test]
+    fn a_bad_call_is_refused_at_start() {
+        let call = kv_call(redt_proto::TableId(999), &[KvOp::Read(1)]);
+        let r = BaselineTxn::start(Baseline::Tapir, topo(), ME, TXN, call, Default::default(), Instant::now());
+        assert!(r.is_err());
+    }
+}
