@@ -21,7 +21,7 @@
 use crate::call;
 use crate::catch_up;
 use crate::error::{Error, Result};
-use crate::message::{Accept, Decide, DecideRole, Record, Reply, Request};
+use crate::message::{Accept, Decide, DecideRole, LogDecision, Record, Reply, Request};
 use crate::node::error_code;
 use crate::plan::{self, Scope};
 use redt_dc_executor::{
@@ -194,10 +194,17 @@ impl ExecutorCore {
         self.node
     }
 
+    /// This node's DC.
+    pub fn dc(&self) -> DcId {
+        self.dc_id
+    }
+
     /// Handles one request from `from` at physical time `now_ms` (milliseconds since
     /// `redt_dc_executor::ORIGIN_UNIX_MS`, the node's own clock). Phase 1 with the baselines'
     /// `replicate`, and a decision for a baseline primary, need the network in the middle and
-    /// are not handled here (they are answered with a `MALFORMED` error).
+    /// are not handled here (they are answered with a `MALFORMED` error), nor is a 2PC-Paxos
+    /// prepare: the baseline primary's state machine serves them
+    /// (`crate::baseline::PrimaryTxn`).
     pub fn handle(&mut self, from: NodeId, request: Request, now_ms: u64) -> Handled {
         match request {
             Request::Execute(e) if !e.replicate => {
@@ -238,7 +245,11 @@ impl ExecutorCore {
                     Err(e) => Handled::error(error_code_of(&e), e.to_string()),
                 }
             }
-            Request::Execute(_) | Request::Decide(_) => {
+            Request::LogDecision(LogDecision { txn, decision, .. }) => {
+                self.log_decision(txn, decision);
+                Handled::reply(Reply::Ack)
+            }
+            Request::Execute(_) | Request::Decide(_) | Request::Prepare(_) => {
                 Handled::error(error_code::MALFORMED, "a baseline request reached the RedT executor core".into())
             }
         }
@@ -448,7 +459,7 @@ impl ExecutorCore {
 
 /// The error code a failed request is answered with: a malformed call or sub-transaction is
 /// the sender's fault, anything else the node's.
-fn error_code_of(e: &Error) -> u32 {
+pub(crate) fn error_code_of(e: &Error) -> u32 {
     match e {
         Error::BadCall(_) | Error::DataPath(redt_dc_executor::Error::InvalidSubTxn { .. }) => error_code::MALFORMED,
         _ => error_code::INTERNAL,

@@ -3,9 +3,12 @@
 //! recording and phase 2, the QUIC transport, the embedded cluster and the client API.
 //!
 //! The protocol is sans-IO: the decision ([`decision`]), the plan ([`plan`]) and catch-up
-//! ([`catch_up`]) are pure functions; a coordinator's transaction ([`txn::CoordinatorTxn`]) and
-//! a node's executor side ([`executor_core::ExecutorCore`]) are state machines that take
-//! [`message`]s and time and return actions. [`Node`] is the async driver. The in-DC data path is `redt-dc-executor`'s; WAN conditions are `redt-netem`'s.
+//! ([`catch_up`]) are pure functions; a coordinator's transaction (RedT's
+//! [`txn::CoordinatorTxn`], the baselines' [`baseline::BaselineTxn`]), a baseline primary's
+//! part of one ([`baseline::PrimaryTxn`]) and a node's executor side
+//! ([`executor_core::ExecutorCore`]) are state machines that take [`message`]s and time and
+//! return actions; the first three share one shape, [`TxnMachine`]. [`Node`] is the async
+//! driver. The in-DC data path is `redt-dc-executor`'s; WAN conditions are `redt-netem`'s.
 
 pub mod baseline;
 pub mod call;
@@ -18,6 +21,7 @@ pub mod decision;
 mod error;
 pub mod executor_core;
 mod executor_thread;
+pub mod machine;
 pub mod message;
 mod node;
 pub mod plan;
@@ -31,6 +35,7 @@ pub use cluster::EmbeddedCluster;
 pub use error::{Error, Result};
 pub use executor_core::{ExecuteArgs, ExecutorCore, ExecutorMutations};
 pub use executor_thread::ExecutorThread;
+pub use machine::{Action, AttemptId, TxnMachine};
 pub use node::{error_code, outcome_to_msg, Node, NodeParts};
 pub use stats::{Class, ClassReport, TxnCost, TxnStats};
 pub use txn::{CoordinatorMutations, CoordinatorOptions, CoordinatorTxn, TxnOutcome, TxnStatus};

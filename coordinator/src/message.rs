@@ -12,8 +12,8 @@ use crate::cost::Cost;
 use crate::plan::Scope;
 use redt_dc_executor::{Decision, EntryRef, ReplicaChange, ReplicaOrigin, Vote};
 use redt_proto::wire::{
-    AcceptReply, AcceptRequest, Body, CatchUpMsg, ChangeMsg, DecideReply, DecideRequest, ExecuteRequest, ProcedureCall,
-    RecordReply, RecordRequest,
+    AcceptReply, AcceptRequest, AckReply, Body, CatchUpMsg, ChangeMsg, DecideReply, DecideRequest, ExecuteRequest,
+    LogDecisionRequest, PrepareReply, PrepareRequest, ProcedureCall, RecordReply, RecordRequest,
 };
 use redt_proto::{Ballot, Cts, DcId, Epoch, NodeId, PartitionId, TableId, Topology, TxnId};
 
@@ -100,7 +100,29 @@ pub struct Accept {
     pub changes: Vec<ReplicaChange>,
 }
 
-/// A request between nodes of the RedT protocol.
+/// 2PC-Paxos prepare at a primary: replicate the redo this primary holds for `txn` to a
+/// majority of each of its partitions' replicas (RedT §4.3 Table 1; `crate::baseline`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Prepare {
+    /// The transaction.
+    pub txn: TxnId,
+    /// The primary's redo entries, from its vote (the primary trusts only what it still holds).
+    pub entries: Vec<EntryRef>,
+}
+
+/// A baseline coordinator's decision, logged at one of its backups (RedT §4.3 Table 1: the
+/// coordinator replicates its decision before phase 2; `crate::baseline`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LogDecision {
+    /// The transaction.
+    pub txn: TxnId,
+    /// The decision (a later abort replaces a commit whose log round failed).
+    pub decision: Decision,
+    /// The nodes the decision must reach (the primaries), for a recoverer.
+    pub participants: Vec<NodeId>,
+}
+
+/// A request between nodes: the RedT protocol's, and the baselines' (`crate::baseline`).
 #[derive(Clone, Debug, PartialEq)]
 pub enum Request {
     /// Phase 1.
@@ -111,6 +133,10 @@ pub enum Request {
     Decide(Decide),
     /// Redo accepted into a replica's ring (catch-up; baseline secondaries).
     Accept(Accept),
+    /// Baselines (2PC-Paxos): a primary replicates its redo.
+    Prepare(Prepare),
+    /// Baselines: a coordinator's backup logs its decision.
+    LogDecision(LogDecision),
 }
 
 /// A reply between nodes of the RedT protocol.
@@ -131,6 +157,16 @@ pub enum Reply {
     Decided(Cost),
     /// Whether the redo was accepted (false: the transaction was decided abort here).
     Accepted(bool),
+    /// Baselines: whether a primary's redo reached a majority of every partition's replicas,
+    /// with the inter-DC cost of replicating it.
+    Prepared {
+        /// Every partition reached its majority.
+        ok: bool,
+        /// Nested cost.
+        nested: Cost,
+    },
+    /// Baselines: the decision is logged.
+    Ack,
     /// The request was refused.
     Error {
         /// One of [`crate::error_code`].
@@ -241,7 +277,16 @@ impl TryFrom<Body> for Request {
                     })
                     .collect::<Result<_, String>>()?,
             })),
-            _ => Err("not a RedT request".into()),
+            Body::Prepare(r) => Ok(Request::Prepare(Prepare {
+                txn: TxnId(r.txn),
+                entries: entries_from_msg(&r.entries).map_err(|()| "entry node out of range".to_string())?,
+            })),
+            Body::LogDecision(r) => Ok(Request::LogDecision(LogDecision {
+                txn: TxnId(r.txn),
+                decision: decision(r.commit, r.cts),
+                participants: r.participants.iter().map(|&n| node_id(n, "participant")).collect::<Result<_, _>>()?,
+            })),
+            _ => Err("not a protocol request".into()),
         }
     }
 }
@@ -254,6 +299,8 @@ impl Request {
             Request::Record(r) => r.txn,
             Request::Decide(d) => d.txn,
             Request::Accept(a) => a.origin.txn,
+            Request::Prepare(p) => p.txn,
+            Request::LogDecision(l) => l.txn,
         }
     }
 
@@ -280,6 +327,8 @@ impl Request {
                 Ok(())
             }
             Request::Record(r) => entries(&r.entries),
+            Request::Prepare(p) => entries(&p.entries),
+            Request::LogDecision(_) => Ok(()),
             Request::Decide(d) => {
                 entries(&d.entries)?;
                 for c in &d.catch_up {
@@ -361,6 +410,16 @@ impl From<Request> for Body {
                     })
                     .collect(),
             }),
+            Request::Prepare(p) => Body::Prepare(PrepareRequest { txn: p.txn.0, entries: entries_to_msg(&p.entries) }),
+            Request::LogDecision(l) => {
+                let (commit, cts) = decision_fields(l.decision);
+                Body::LogDecision(LogDecisionRequest {
+                    txn: l.txn.0,
+                    commit,
+                    cts,
+                    participants: l.participants.iter().map(|n| u32::from(n.0)).collect(),
+                })
+            }
         }
     }
 }
@@ -385,6 +444,11 @@ impl Reply {
                 Ok(Reply::Decided(Cost { messages: r.nested_messages, round_trips: r.nested_round_trips }))
             }
             Body::Accepted(r) => Ok(Reply::Accepted(r.ok)),
+            Body::Prepared(r) => Ok(Reply::Prepared {
+                ok: r.ok,
+                nested: Cost { messages: r.nested_messages, round_trips: r.nested_round_trips },
+            }),
+            Body::Ack(_) => Ok(Reply::Ack),
             Body::Error(e) => Ok(Reply::Error { code: e.code, message: e.message }),
             _ => Err("unexpected reply kind".into()),
         }
@@ -406,6 +470,13 @@ impl Reply {
                 nested_round_trips: nested.round_trips,
             }),
             Reply::Accepted(ok) => Body::Accepted(AcceptReply { txn: txn.0, ok }),
+            Reply::Prepared { ok, nested } => Body::Prepared(PrepareReply {
+                txn: txn.0,
+                ok,
+                nested_messages: nested.messages,
+                nested_round_trips: nested.round_trips,
+            }),
+            Reply::Ack => Body::Ack(AckReply {}),
             Reply::Error { code, message } => {
                 Body::Error(redt_proto::wire::ErrorReply { code, message, current_epoch })
             }
@@ -428,6 +499,20 @@ mod tests {
             catch_up: vec![CatchUpTarget { partition: PartitionId(1), nodes: vec![NodeId(2)], cts: Cts(99) }],
         });
         assert_eq!(Request::try_from(Body::from(d.clone())), Ok(d));
+        let p = Request::Prepare(Prepare {
+            txn: TxnId(8),
+            entries: vec![EntryRef { node: NodeId(1), index: 4, slots: 1 }],
+        });
+        assert_eq!(Request::try_from(Body::from(p.clone())), Ok(p));
+        let l = Request::LogDecision(LogDecision {
+            txn: TxnId(9),
+            decision: Decision::Commit(Cts(5)),
+            participants: vec![NodeId(0), NodeId(4)],
+        });
+        assert_eq!(Request::try_from(Body::from(l.clone())), Ok(l));
+        let prepared = Reply::Prepared { ok: true, nested: Cost { messages: 4, round_trips: 1 } };
+        assert_eq!(Reply::from_wire(NodeId(1), prepared.clone().into_wire(TxnId(8), 1)), Ok(prepared));
+        assert_eq!(Reply::from_wire(NodeId(1), Reply::Ack.into_wire(TxnId(9), 1)), Ok(Reply::Ack));
         let bad = Body::Execute(ExecuteRequest {
             txn: 1,
             ballot: 0,

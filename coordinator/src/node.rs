@@ -1,25 +1,27 @@
 //! A node: the executor side of its DC and a coordinator for its clients, served over QUIC
 //! (RedT §4; DESIGN.md §1–2). This file is the async driver and the dispatcher: the protocol
-//! lives in the state machines [`crate::txn::CoordinatorTxn`] (a coordinator's transaction)
-//! and [`crate::executor_core::ExecutorCore`] (the executor side, on its own thread); the node
-//! moves their messages, timers and answers, and routes each incoming request.
+//! lives in the state machines — a coordinator's transaction under any commit protocol
+//! ([`crate::txn::CoordinatorTxn`] for RedT and RedT over TCP, [`crate::baseline::BaselineTxn`]
+//! for 2PC-Paxos, EP-Paxos and TAPIR), a baseline primary's part of a request
+//! ([`crate::baseline::PrimaryTxn`]), all [`TxnMachine`]s driven by the one loop
+//! [`Node::drive`], and [`crate::executor_core::ExecutorCore`] (the executor side, on its own
+//! thread); the node moves their messages, timers and answers, and routes each incoming
+//! request.
 
-use crate::baseline;
-use crate::cost::Cost;
+use crate::baseline::{self, Baseline, BaselineTxn, PrimaryTxn};
 use crate::error::{Error, Result};
 use crate::executor_core::ExecutorCore;
 use crate::executor_thread::ExecutorThread;
-use crate::message::{DecideRole, Reply, Request};
+use crate::machine::{Action, TxnMachine};
+use crate::message::{Reply, Request};
 use crate::stats::TxnStats;
 use crate::transport::{BoxFuture, Caller, Handler, Transport};
-use crate::txn::{Action, CoordinatorTxn};
+use crate::txn::CoordinatorTxn;
 pub use crate::txn::{CoordinatorOptions, TxnOutcome, TxnStatus};
 use redt_dc_executor::{DcHandle, Hlc, Region, ReplayTask};
 use redt_netem::WanModel;
-use redt_proto::wire::{
-    AckReply, Body, Envelope, ErrorReply, NetemSetRequest, OutcomeReply, PrepareReply, ProcedureCall,
-};
-use redt_proto::{DcId, Epoch, LinkConditions, NodeId, Protocol, Topology, TxnId};
+use redt_proto::wire::{AckReply, Body, Envelope, ErrorReply, NetemSetRequest, OutcomeReply, ProcedureCall};
+use redt_proto::{Epoch, LinkConditions, NodeId, Topology, TxnId};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -59,7 +61,6 @@ pub struct NodeParts {
 pub struct Node {
     pub(crate) topology: Arc<Topology>,
     pub(crate) id: NodeId,
-    pub(crate) dc: DcId,
     exec: ExecutorThread,
     transport: Arc<Transport>,
     wan: Arc<Mutex<WanModel>>,
@@ -82,7 +83,6 @@ impl Node {
         let replay = ReplayTask::spawn(parts.region.clone(), &parts.dc, parts.node);
         let core = ExecutorCore::new(parts.topology.clone(), parts.node, parts.dc.clone(), Arc::new(Hlc::new()));
         let node = Arc::new(Node {
-            dc: parts.topology.nodes[parts.node.0 as usize].dc,
             topology: parts.topology,
             id: parts.node,
             exec: ExecutorThread::spawn(core)?,
@@ -133,127 +133,138 @@ impl Node {
     }
 
     /// A fresh transaction id coordinated by this node.
-    pub(crate) fn next_txn(&self) -> TxnId {
+    fn next_txn(&self) -> TxnId {
         TxnId::new(self.id, self.seq.fetch_add(1, Ordering::Relaxed) + 1)
     }
 
-    /// Whether `peer` is in another DC than this node.
-    pub(crate) fn is_remote(&self, peer: NodeId) -> bool {
-        self.topology.nodes.get(peer.0 as usize).is_some_and(|n| n.dc != self.dc)
+    /// Sends a typed request to `peer` and decodes its reply; to itself, the request is
+    /// served in place (no network), exactly as a peer would serve it. Boxed: serving a
+    /// request can drive a machine that calls back here.
+    fn call_typed(
+        self: &Arc<Self>,
+        peer: NodeId,
+        request: Request,
+    ) -> BoxFuture<'static, std::result::Result<Reply, String>> {
+        let node = self.clone();
+        Box::pin(async move {
+            if peer == node.id {
+                return Ok(node.serve(peer, request).await);
+            }
+            let envelope = node.envelope(Body::from(request));
+            let reply = node.transport.call(peer, envelope).await.map_err(|e| e.to_string())?;
+            match reply.body {
+                Some(b) => Reply::from_wire(peer, b),
+                None => Err(format!("{peer} answered with an empty message")),
+            }
+        })
     }
 
-    /// Runs `f` on this node's executor core.
-    ///
-    /// # Errors
-    /// [`Error::Unexpected`] when the executor thread has stopped (the node is shutting down).
-    pub(crate) async fn on_executor<R: Send + 'static>(
-        &self,
-        f: impl FnOnce(&mut ExecutorCore, u64) -> Result<R> + Send + 'static,
-    ) -> Result<R> {
-        self.exec.run(f).await.unwrap_or(Err(Error::Unexpected { node: self.id }))
-    }
-
-    /// Sends `body` to `peer` and returns its answer; to itself, the request is handled in
-    /// place (no network), exactly as a peer would handle it.
-    pub(crate) async fn call_node(self: &Arc<Self>, peer: NodeId, body: Body) -> Result<Body> {
-        if peer != self.id {
-            return self.rpc(peer, body).await;
-        }
-        // Through the type-erased handler, as the transport would call it (this also keeps
-        // the handler's future out of its own type: it can call itself).
-        let handler: Arc<dyn Handler> = Arc::new(NodeHandler(Arc::downgrade(self)));
-        let answer = handler.handle(Caller::Node(self.id), self.envelope(body)).await;
-        match answer.body {
-            Some(Body::Error(e)) => Err(Error::Remote { node: peer, message: e.message }),
-            Some(b) => Ok(b),
-            None => Err(Error::Unexpected { node: peer }),
-        }
-    }
-
-    /// Sends `body` to `peer` until an answer comes back (pausing `retry_every` between
-    /// attempts, giving up after `give_up_after`); `None` if it never does.
-    pub(crate) async fn call_until_answered(self: &Arc<Self>, peer: NodeId, body: Body) -> Option<Body> {
-        let t0 = Instant::now();
-        loop {
-            match self.call_node(peer, body.clone()).await {
-                Ok(b) => return Some(b),
-                Err(_) if self.closed.load(Ordering::SeqCst) => return None,
-                Err(e) if t0.elapsed() > self.options.give_up_after => {
-                    tracing::error!(%peer, "undelivered, giving up: {e}");
-                    return None;
+    /// Serves one checked request from `from`: a baseline primary's (it needs the
+    /// secondaries) through the primary's local step and a [`PrimaryTxn`], anything else on
+    /// the executor core.
+    async fn serve(self: &Arc<Self>, from: NodeId, request: Request) -> Reply {
+        let stopped = || Reply::Error { code: error_code::INTERNAL, message: "node shutting down".into() };
+        if baseline::is_primary_request(&request) {
+            let txn = request.txn();
+            let Some(local) = self.exec.run(move |core, now_ms| baseline::primary::begin(core, request, now_ms)).await
+            else {
+                return stopped();
+            };
+            let m = PrimaryTxn::start(self.topology.clone(), self.id, txn, local, self.options.clone(), Instant::now());
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            let mut tx = Some(tx);
+            tokio::spawn(self.clone().drive(m, move |action| {
+                if let (Action::Reply { reply }, Some(tx)) = (action, tx.take()) {
+                    let _ = tx.send(reply);
                 }
-                Err(e) => {
-                    tracing::debug!(%peer, "retry: {e}");
-                    tokio::time::sleep(self.options.retry_every).await;
+            }));
+            return rx.await.unwrap_or_else(|_| stopped());
+        }
+        match self.exec.run(move |core, now_ms| core.handle(from, request, now_ms)).await {
+            Some(h) => {
+                self.clone().ship(h.ship);
+                h.reply
+            }
+            None => stopped(),
+        }
+    }
+
+    /// Delivers catch-up shipments in the background, each until it is answered (pausing
+    /// `retry_every` between attempts, giving up after `give_up_after` or at shutdown).
+    fn ship(self: Arc<Self>, ship: Vec<(NodeId, Request)>) {
+        for (peer, request) in ship {
+            let node = self.clone();
+            tokio::spawn(async move {
+                let t0 = Instant::now();
+                loop {
+                    let error = match node.call_typed(peer, request.clone()).await {
+                        Ok(Reply::Error { message, .. }) => message,
+                        Ok(_) => return,
+                        Err(e) => e,
+                    };
+                    if node.closed.load(Ordering::SeqCst) {
+                        return;
+                    }
+                    if t0.elapsed() > node.options.give_up_after {
+                        return tracing::error!(%peer, "undelivered, giving up: {error}");
+                    }
+                    tracing::debug!(%peer, "retry: {error}");
+                    tokio::time::sleep(node.options.retry_every).await;
                 }
+            });
+        }
+    }
+
+    /// Runs one transaction as its coordinator under the configured protocol
+    /// ([`CoordinatorOptions::protocol`]: RedT, RedT over TCP, or a baseline) and returns what
+    /// the client is told (RedT §4.2, §4.3 Table 1; DESIGN.md §2). With early ack, a commit
+    /// returns right after the decision and the rest continues in the background.
+    pub async fn submit(self: &Arc<Self>, call: ProcedureCall) -> TxnOutcome {
+        let start = Instant::now();
+        let txn = self.next_txn();
+        let (topology, options) = (self.topology.clone(), self.options.clone());
+        match Baseline::of(self.options.protocol) {
+            None => {
+                let m = CoordinatorTxn::start(topology, self.id, txn, call, options, start);
+                self.coordinate(txn, start, m).await
+            }
+            Some(b) => {
+                let m = BaselineTxn::start(b, topology, self.id, txn, call, options, start);
+                self.coordinate(txn, start, m).await
             }
         }
     }
 
-    async fn rpc(&self, peer: NodeId, body: Body) -> Result<Body> {
-        let reply = self.transport.call(peer, self.envelope(body)).await?;
-        match reply.body {
-            Some(Body::Error(e)) => Err(Error::Remote { node: peer, message: e.message }),
-            Some(b) => Ok(b),
-            None => Err(Error::Unexpected { node: peer }),
-        }
-    }
-
-    /// Sends a typed request to `peer` (to itself: straight to the executor core) and
-    /// decodes its reply.
-    async fn call_typed(self: &Arc<Self>, peer: NodeId, request: Request) -> std::result::Result<Reply, String> {
-        if peer == self.id {
-            let me = self.id;
-            return self
-                .exec
-                .run(move |core, now_ms| core.handle(me, request, now_ms))
-                .await
-                .map(|h| {
-                    let node = self.clone();
-                    node.ship(h.ship);
-                    h.reply
-                })
-                .ok_or_else(|| "executor stopped".to_string());
-        }
-        let reply = self.transport.call(peer, self.envelope(Body::from(request))).await.map_err(|e| e.to_string())?;
-        match reply.body {
-            Some(b) => Reply::from_wire(peer, b),
-            None => Err(format!("{peer} answered with an empty message")),
-        }
-    }
-
-    /// Delivers catch-up shipments (each until answered) in the background.
-    fn ship(self: Arc<Self>, ship: Vec<(NodeId, Request)>) {
-        for (peer, request) in ship {
-            let node = self.clone();
-            tokio::spawn(async move { node.call_until_answered(peer, Body::from(request)).await });
-        }
-    }
-
-    /// Runs one transaction as its coordinator (RedT §4.2; DESIGN.md §2) and returns what
-    /// the client is told. With early ack, a commit returns right after the decision and
-    /// phase 2 continues in the background.
-    ///
-    /// With a baseline protocol configured ([`CoordinatorOptions::protocol`]), the
-    /// transaction runs that protocol instead (`crate::baseline`).
-    pub async fn submit(self: &Arc<Self>, call: ProcedureCall) -> TxnOutcome {
-        match self.options.protocol {
-            Protocol::Redt | Protocol::RedtTcp => self.submit_redt(call).await,
-            Protocol::TwoPcPaxos => baseline::driver::submit_2pc_paxos(self, call, false).await,
-            Protocol::EpPaxos => baseline::driver::submit_2pc_paxos(self, call, true).await,
-            Protocol::Tapir => baseline::driver::submit_tapir(self, call).await,
-        }
-    }
-
-    async fn submit_redt(self: &Arc<Self>, call: ProcedureCall) -> TxnOutcome {
-        let start = Instant::now();
-        let txn = self.next_txn();
-        let t = match CoordinatorTxn::start(self.topology.clone(), self.id, txn, call, self.options.clone(), start) {
-            Ok(t) => t,
+    /// Drives a coordinator's transaction `m` (or answers its start-up error as an abort),
+    /// recording the counters at its answer and when it finishes.
+    async fn coordinate<M: TxnMachine + Send + 'static>(
+        self: &Arc<Self>,
+        txn: TxnId,
+        start: Instant,
+        m: std::result::Result<M, String>,
+    ) -> TxnOutcome {
+        let m = match m {
+            Ok(m) => m,
             Err(e) => return TxnOutcome { txn, status: TxnStatus::Aborted(e), reads: vec![] },
         };
         let (tx, rx) = tokio::sync::oneshot::channel();
-        tokio::spawn(self.clone().drive(t, tx, start));
+        let mut tx = Some(tx);
+        let stats = self.stats.clone();
+        tokio::spawn(self.clone().drive(m, move |action| match action {
+            Action::Answer { outcome, class, cost } => {
+                match (&outcome.status, cost) {
+                    (TxnStatus::Committed, Some(c)) => stats.committed(class, c, start.elapsed().as_micros() as u64),
+                    (TxnStatus::Committed, None) => {}
+                    (TxnStatus::Aborted(_), _) => stats.aborted(class),
+                    (TxnStatus::Unknown(_), _) => stats.unknown(class),
+                }
+                if let Some(tx) = tx.take() {
+                    let _ = tx.send(outcome);
+                }
+            }
+            Action::Finished { class, after_answer: Some(c) } => stats.add_cost(class, c.messages, c.round_trips),
+            Action::Finished { .. } | Action::Reply { .. } | Action::Send { .. } => {}
+        }));
         rx.await.unwrap_or(TxnOutcome {
             txn,
             status: TxnStatus::Unknown("the coordinator stopped before answering".into()),
@@ -261,64 +272,47 @@ impl Node {
         })
     }
 
-    /// The driver of one [`CoordinatorTxn`]: carries out its actions, feeds it replies,
-    /// failures and its timer until it is done.
-    async fn drive(
+    /// The one driver loop of every [`TxnMachine`] (see [`crate::machine`] for the order):
+    /// carries each [`Action::Send`] out as a request (to itself: served in place), feeds the
+    /// machine its replies, failures and timer until it is done, and hands every other action
+    /// to `on_action`. Stops early when the node shuts down.
+    async fn drive<M: TxnMachine + Send + 'static>(
         self: Arc<Self>,
-        mut t: CoordinatorTxn,
-        answer: tokio::sync::oneshot::Sender<TxnOutcome>,
-        start: Instant,
+        mut m: M,
+        mut on_action: impl FnMut(Action) + Send,
     ) {
-        let mut answer = Some(answer);
         let mut inflight: JoinSet<(u64, std::result::Result<Reply, String>)> = JoinSet::new();
         loop {
-            while let Some(action) = t.poll_action() {
+            while let Some(action) = m.poll_action() {
                 match action {
                     Action::Send { attempt, to, request } => {
-                        let node = self.clone();
-                        inflight.spawn(async move { (attempt, node.call_typed(to, request).await) });
+                        let call = self.call_typed(to, request);
+                        inflight.spawn(async move { (attempt, call.await) });
                     }
-                    Action::Answer { outcome, class, cost } => {
-                        match (&outcome.status, cost) {
-                            (TxnStatus::Committed, Some(c)) => {
-                                self.stats.committed(class, c, start.elapsed().as_micros() as u64)
-                            }
-                            (TxnStatus::Committed, None) => {}
-                            (TxnStatus::Aborted(_), _) => self.stats.aborted(class),
-                            (TxnStatus::Unknown(_), _) => self.stats.unknown(class),
-                        }
-                        if let Some(tx) = answer.take() {
-                            let _ = tx.send(outcome);
-                        }
-                    }
-                    Action::Finished { class, after_answer } => {
-                        if let Some(c) = after_answer {
-                            self.stats.add_cost(class, c.messages, c.round_trips);
-                        }
-                    }
+                    other => on_action(other),
                 }
             }
-            if t.is_done() || self.closed.load(Ordering::SeqCst) {
+            if m.is_done() || self.closed.load(Ordering::SeqCst) {
                 break;
             }
-            let timer = t.poll_timeout().map(tokio::time::Instant::from_std);
+            let timer = m.poll_timeout().map(tokio::time::Instant::from_std);
             tokio::select! {
                 Some(r) = inflight.join_next() => {
                     if let Ok((attempt, r)) = r {
                         match r {
-                            Ok(reply) => t.handle_reply(attempt, reply, Instant::now()),
-                            Err(e) => t.handle_failure(attempt, &e, Instant::now()),
+                            Ok(reply) => m.handle_reply(attempt, reply, Instant::now()),
+                            Err(e) => m.handle_failure(attempt, &e, Instant::now()),
                         }
                     }
                 }
-                _ = sleep_until_opt(timer), if timer.is_some() => t.handle_timeout(Instant::now()),
+                _ = sleep_until_opt(timer), if timer.is_some() => m.handle_timeout(Instant::now()),
                 else => {
-                    tracing::error!(txn = %t.txn(), "coordinator has nothing to wait for but is not done");
+                    tracing::error!(txn = %m.txn(), "a machine has nothing to wait for but is not done");
                     break;
                 }
             }
         }
-        // Records still in flight to unreachable DCs finish (or time out) on their own.
+        // Requests still in flight to unreachable nodes finish (or time out) on their own.
         if !inflight.is_empty() {
             tokio::spawn(async move { while inflight.join_next().await.is_some() {} });
         }
@@ -335,7 +329,12 @@ impl Node {
         }
         let Some(body) = msg.body else { return err(error_code::MALFORMED, "empty message".into()) };
         match body {
-            Body::Execute(_) | Body::Record(_) | Body::Decide(_) | Body::Accept(_) => {
+            Body::Execute(_)
+            | Body::Record(_)
+            | Body::Decide(_)
+            | Body::Accept(_)
+            | Body::Prepare(_)
+            | Body::LogDecision(_) => {
                 let Some(peer) = from.node() else {
                     return err(
                         error_code::MALFORMED,
@@ -350,69 +349,7 @@ impl Node {
                     return err(error_code::MALFORMED, e);
                 }
                 let txn = request.txn();
-                let epoch = self.topology.epoch.0;
-                let answer = match request {
-                    Request::Execute(e) if e.replicate => self.execute_replicated(e).await,
-                    Request::Decide(d) if d.role == DecideRole::Primary => {
-                        match self.decide_as_primary(d.txn, d.decision, &d.entries).await {
-                            Ok(nested) => Reply::Decided(nested),
-                            Err(e) => Reply::Error { code: error_code::INTERNAL, message: e.to_string() },
-                        }
-                    }
-                    request => match self.exec.run(move |core, now_ms| core.handle(peer, request, now_ms)).await {
-                        Some(h) => {
-                            self.clone().ship(h.ship);
-                            h.reply
-                        }
-                        None => Reply::Error { code: error_code::INTERNAL, message: "node shutting down".into() },
-                    },
-                };
-                reply(answer.into_wire(txn, epoch))
-            }
-            Body::Prepare(req) => {
-                if from.node().is_none() {
-                    return err(error_code::MALFORMED, format!("prepare is accepted from nodes only, not from {from}"));
-                }
-                if crate::codec::entries_from_msg(&req.entries).is_err() {
-                    return err(error_code::MALFORMED, "entry node out of range".into());
-                }
-                let txn = TxnId(req.txn);
-                // Only what this node still holds for `txn` is replicated: a prepare that
-                // arrives after the transaction was finished here (its slots maybe reused)
-                // fails instead of shipping another transaction's redo.
-                let entries = self.on_executor(move |c, _| Ok(c.pending_entries(txn))).await.unwrap_or_default();
-                let (ok, nested, _) = if entries.is_empty() {
-                    (false, Cost::default(), Vec::new())
-                } else {
-                    self.replicate_redo(txn, &entries).await
-                };
-                reply(Body::Prepared(PrepareReply {
-                    txn: txn.0,
-                    ok,
-                    nested_messages: nested.messages,
-                    nested_round_trips: nested.round_trips,
-                }))
-            }
-            Body::LogDecision(req) => {
-                if from.node().is_none() {
-                    return err(
-                        error_code::MALFORMED,
-                        format!("a decision log is accepted from nodes only, not from {from}"),
-                    );
-                }
-                let decision = if req.commit {
-                    redt_dc_executor::Decision::Commit(redt_proto::Cts::new(req.cts))
-                } else {
-                    redt_dc_executor::Decision::Abort
-                };
-                let txn = TxnId(req.txn);
-                let _ = self
-                    .on_executor(move |c, _| {
-                        c.log_decision(txn, decision);
-                        Ok(())
-                    })
-                    .await;
-                reply(Body::Ack(AckReply {}))
+                reply(self.serve(peer, request).await.into_wire(txn, self.topology.epoch.0))
             }
             Body::Submit(req) => {
                 let Some(call) = req.call else { return err(error_code::MALFORMED, "submit without a call".into()) };
@@ -424,25 +361,6 @@ impl Node {
                 Err(e) => err(error_code::MALFORMED, e),
             },
             _ => err(error_code::MALFORMED, "unexpected message kind".into()),
-        }
-    }
-
-    /// Phase 1 of a baseline (EP-Paxos) that replicates its redo before voting.
-    async fn execute_replicated(self: &Arc<Self>, e: crate::message::Execute) -> Reply {
-        let args = crate::executor_core::ExecuteArgs {
-            txn: e.txn,
-            coordinator: e.coordinator,
-            participants: e.participants,
-            call: e.call,
-            scope: e.scope,
-        };
-        match self.execute_here(&args, true).await {
-            Ok((vote, nested)) => Reply::Vote { dc: self.dc, vote, nested },
-            Err(Error::BadCall(m)) => Reply::Error { code: error_code::MALFORMED, message: m },
-            Err(e @ Error::DataPath(redt_dc_executor::Error::InvalidSubTxn { .. })) => {
-                Reply::Error { code: error_code::MALFORMED, message: e.to_string() }
-            }
-            Err(e) => Reply::Error { code: error_code::INTERNAL, message: e.to_string() },
         }
     }
 

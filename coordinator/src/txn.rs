@@ -3,9 +3,10 @@
 //!
 //! Sans-IO (STYLE.md §1, after quinn-proto's `Connection`): [`CoordinatorTxn`] sends nothing,
 //! reads no clock and never sleeps. The driver feeds it the fate of each request it asked for
-//! ([`CoordinatorTxn::handle_reply`], [`CoordinatorTxn::handle_failure`]) and its timer
-//! ([`CoordinatorTxn::handle_timeout`]), each with the current time, then drains
-//! [`CoordinatorTxn::poll_action`] and re-arms its timer from [`CoordinatorTxn::poll_timeout`].
+//! ([`TxnMachine::handle_reply`], [`TxnMachine::handle_failure`]) and its timer
+//! ([`TxnMachine::handle_timeout`]), each with the current time, then drains
+//! [`TxnMachine::poll_action`] and re-arms its timer from [`TxnMachine::poll_timeout`]
+//! (the shape every protocol's coordinator shares, [`crate::machine`]).
 //! Every request is one attempt with one fate: a reply, or a failure (unreachable peer, a
 //! call deadline). The decision rule is [`crate::decision::decide`], the catch-up planner
 //! [`crate::catch_up::catch_up`]; this file only sequences them.
@@ -14,6 +15,8 @@ use crate::call;
 use crate::catch_up::{self, CatchUp};
 use crate::cost::Cost;
 use crate::decision::{self, decide, majority};
+use crate::machine::{earliest, TxnMachine};
+pub use crate::machine::{Action, AttemptId};
 use crate::message::{CatchUpTarget, Decide, DecideRole, Execute, Record, Reply, Request};
 use crate::plan::{self, Plan, Scope};
 use crate::stats::{Class, TxnCost};
@@ -82,41 +85,6 @@ pub struct TxnOutcome {
     pub status: TxnStatus,
     /// For a committed key/value call: per operation, the value read (`None` for writes).
     pub reads: Vec<Option<Vec<u8>>>,
-}
-
-/// Identifies one request the transaction asked the driver to send.
-pub type AttemptId = u64;
-
-/// What the driver must do next for a transaction.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Action {
-    /// Send `request` to `to` (the coordinator's own node included: the driver hands it to
-    /// the local executor side) and report its fate under `attempt`.
-    Send {
-        /// Identifies the attempt in [`CoordinatorTxn::handle_reply`] / `handle_failure`.
-        attempt: AttemptId,
-        /// The receiving node.
-        to: NodeId,
-        /// The request.
-        request: Request,
-    },
-    /// Answer the client (once per transaction).
-    Answer {
-        /// What the client is told.
-        outcome: TxnOutcome,
-        /// The transaction's class.
-        class: Class,
-        /// For a commit: its inter-DC cost as counted at the answer (RedT Table 2).
-        cost: Option<TxnCost>,
-    },
-    /// Everything is done (phase 2 delivered or given up): its inter-DC cost, counted after
-    /// the answer when the answer came first (early ack).
-    Finished {
-        /// The transaction's class.
-        class: Class,
-        /// Phase 2's cost when it was not already part of the answer's.
-        after_answer: Option<Cost>,
-    },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -256,44 +224,35 @@ impl CoordinatorTxn {
         }
         Ok(t)
     }
+}
 
+impl TxnMachine for CoordinatorTxn {
     /// The transaction id.
-    pub fn txn(&self) -> TxnId {
+    fn txn(&self) -> TxnId {
         self.txn
     }
 
     /// Whether the transaction has nothing left to do (answered, phase 2 delivered or given
     /// up, no attempt outstanding that could still need a decision).
-    pub fn is_done(&self) -> bool {
+    fn is_done(&self) -> bool {
         self.stage == Stage::Done
     }
 
     /// The next action for the driver, if any.
-    pub fn poll_action(&mut self) -> Option<Action> {
+    fn poll_action(&mut self) -> Option<Action> {
         self.actions.pop_front()
     }
 
-    /// When the driver must call [`CoordinatorTxn::handle_timeout`] next (`None`: no timer).
-    pub fn poll_timeout(&self) -> Option<Instant> {
-        let mut t: Option<Instant> = None;
-        let mut at = |i: Option<Instant>| {
-            if let Some(i) = i {
-                t = Some(t.map_or(i, |x| x.min(i)));
-            }
-        };
-        if self.stage == Stage::Phase1 {
-            at(Some(self.phase1_deadline));
-        }
-        at(self.record_retry_at);
-        for d in self.deliveries.iter().filter(|d| !d.done) {
-            at(d.retry_at);
-        }
-        t
+    /// When the driver must call [`TxnMachine::handle_timeout`] next (`None`: no timer).
+    fn poll_timeout(&self) -> Option<Instant> {
+        let phase1 = (self.stage == Stage::Phase1).then_some(self.phase1_deadline);
+        let retries = self.deliveries.iter().filter(|d| !d.done).map(|d| d.retry_at);
+        earliest([phase1, self.record_retry_at].into_iter().chain(retries))
     }
 
     /// Handles a timer firing at `now`: phase 1's deadline (decide with the votes there are),
     /// a retry of an abort's record round, or of an undelivered phase-2 message.
-    pub fn handle_timeout(&mut self, now: Instant) {
+    fn handle_timeout(&mut self, now: Instant) {
         if self.stage == Stage::Phase1 && now >= self.phase1_deadline {
             self.try_decide(true, now);
         }
@@ -312,7 +271,7 @@ impl CoordinatorTxn {
     }
 
     /// Handles the reply to `attempt` received at `now`.
-    pub fn handle_reply(&mut self, attempt: AttemptId, reply: Reply, now: Instant) {
+    fn handle_reply(&mut self, attempt: AttemptId, reply: Reply, now: Instant) {
         if let Reply::Error { message, .. } = reply {
             return self.handle_failure(attempt, &message, now);
         }
@@ -365,7 +324,7 @@ impl CoordinatorTxn {
     /// Handles the failure of `attempt` at `now` (unreachable peer, call deadline, an error
     /// answer): a phase-1 attempt becomes a missing vote, a record attempt a refusal, a
     /// phase-2 attempt is retried after [`CoordinatorOptions::retry_every`].
-    pub fn handle_failure(&mut self, attempt: AttemptId, error: &str, now: Instant) {
+    fn handle_failure(&mut self, attempt: AttemptId, error: &str, now: Instant) {
         let Some(a) = self.attempts.remove(&attempt) else { return };
         let remote = a.dc != self.my_dc;
         match a.purpose {
@@ -401,7 +360,9 @@ impl CoordinatorTxn {
         }
         self.maybe_finish();
     }
+}
 
+impl CoordinatorTxn {
     fn send(&mut self, dc: DcId, purpose: Purpose, request: Request) {
         let local = self.plan.local.get(&dc).map(Vec::as_slice).unwrap_or(&[]);
         let to = plan::executor_node(&self.topology, dc, local, self.me);

@@ -8,7 +8,7 @@ use rand::{Rng, SeedableRng};
 use redt_bench::elle;
 use redt_coordinator::message::{Reply, Request};
 use redt_coordinator::txn::Action;
-use redt_coordinator::{CoordinatorOptions, CoordinatorTxn, ExecutorCore, ExecutorMutations, TxnStatus};
+use redt_coordinator::{CoordinatorOptions, CoordinatorTxn, ExecutorCore, ExecutorMutations, TxnMachine, TxnStatus};
 use redt_dc_executor::{apply_committed, DcHandle, Hlc, Layout, LocalVerbs, Region, Replayer, Verbs};
 use redt_netem::WanModel;
 use redt_proto::wire::ProcedureCall;
@@ -742,6 +742,8 @@ impl World {
                         self.report.rw_inter_round_trips += c.round_trips;
                     }
                 }
+                // A coordinator never yields it (a baseline primary's reply).
+                Action::Reply { .. } => {}
             }
         }
         let n = &mut self.nodes[node.0 as usize];
@@ -901,6 +903,8 @@ fn kind(r: &Request) -> &'static str {
         Request::Record(_) => "record",
         Request::Decide(_) => "decide",
         Request::Accept(_) => "accept",
+        Request::Prepare(_) => "prepare",
+        Request::LogDecision(_) => "log-decision",
     }
 }
 

@@ -10,11 +10,19 @@
 //!   prepare round is folded into execution.
 //! - `tapir`: the coordinator talks to every replica directly: execute (lock and read at
 //!   every replica), prepare (recorded at a fast quorum: every replica), commit.
+//! - `redt-tcp` is RedT's own coordinator ([`crate::txn::CoordinatorTxn`]) over the TCP verbs
+//!   backend; nothing here.
 //!
 //! Leaders are stable (no election); secondaries apply committed redo through their replay
-//! task under the Thomas write rule. [`roles`] is pure; [`driver`] runs a
-//! transaction as its coordinator, [`primary`] is the primary's and secondary's side.
+//! task under the Thomas write rule. Everything here is sans-IO and shares the
+//! [`crate::machine::TxnMachine`] shape with RedT's coordinator, so the node drives all of
+//! them with one loop: [`roles`] is pure (who does what), [`BaselineTxn`] is a transaction as
+//! its coordinator runs it, [`PrimaryTxn`] (after the local step [`primary::begin`]) is a
+//! primary serving a request that needs its secondaries.
 
-pub(crate) mod driver;
-pub(crate) mod primary;
+pub mod primary;
 pub mod roles;
+mod txn;
+
+pub use primary::{is_primary_request, Local, PrimaryTxn};
+pub use txn::{Baseline, BaselineTxn, COORDINATOR_BACKUPS};
