@@ -23,6 +23,7 @@ pub mod executor_core;
 mod executor_thread;
 pub mod machine;
 pub mod message;
+mod netem_admin;
 mod node;
 pub mod plan;
 pub mod recovery;

@@ -20,11 +20,11 @@ use crate::txn::CoordinatorTxn;
 pub use crate::txn::{CoordinatorOptions, TxnOutcome, TxnStatus};
 use redt_dc_executor::{DcHandle, Hlc, Region, ReplayTask};
 use redt_netem::WanModel;
-use redt_proto::wire::{AckReply, Body, Envelope, ErrorReply, NetemSetRequest, OutcomeReply, ProcedureCall};
-use redt_proto::{Epoch, LinkConditions, NodeId, Topology, TxnId};
+use redt_proto::wire::{AckReply, Body, Envelope, ErrorReply, OutcomeReply, ProcedureCall};
+use redt_proto::{Epoch, NodeId, Topology, TxnId};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 use tokio::task::JoinSet;
 
 /// Error codes of [`ErrorReply::code`].
@@ -356,50 +356,17 @@ impl Node {
                 let out = self.submit(call).await;
                 reply(Body::Outcome(outcome_to_msg(&out)))
             }
-            Body::NetemSet(req) => match self.apply_netem(&req) {
+            Body::NetemSet(req) => match self
+                .wan
+                .lock()
+                .map_err(|_| "WAN model poisoned".to_string())
+                .and_then(|mut wan| crate::netem_admin::apply(&self.topology, &mut wan, &req))
+            {
                 Ok(()) => reply(Body::Ack(AckReply {})),
                 Err(e) => err(error_code::MALFORMED, e),
             },
             _ => err(error_code::MALFORMED, "unexpected message kind".into()),
         }
-    }
-
-    /// Applies a `netem set` request to this node's WAN model.
-    fn apply_netem(&self, req: &NetemSetRequest) -> std::result::Result<(), String> {
-        let dc = |name: &str| {
-            self.topology
-                .dcs
-                .iter()
-                .find(|d| d.name == name)
-                .map(|d| d.id)
-                .ok_or_else(|| format!("unknown DC `{name}`"))
-        };
-        let (from, to) = (dc(&req.from)?, dc(&req.to)?);
-        if from == to {
-            return Err("--from and --to must differ".into());
-        }
-        let mut wan = self.wan.lock().map_err(|_| "WAN model poisoned".to_string())?;
-        let pairs = if req.symmetric { vec![(from, to), (to, from)] } else { vec![(from, to)] };
-        for (a, b) in pairs {
-            let mut c: LinkConditions = wan.link(a, b).unwrap_or_default();
-            if req.rtt_us >= 0 {
-                c.rtt = Duration::from_micros(req.rtt_us as u64);
-            }
-            if req.jitter_us >= 0 {
-                c.jitter = Duration::from_micros(req.jitter_us as u64);
-            }
-            if req.loss_ppm >= 0 {
-                c.loss = (req.loss_ppm as f64 / 1e6).clamp(0.0, 1.0);
-            }
-            if req.rate_bits_per_s >= 0 {
-                c.rate_bits_per_s = (req.rate_bits_per_s > 0).then_some(req.rate_bits_per_s as u64);
-            }
-            wan.set_link(a, b, c).map_err(|e| e.to_string())?;
-            if let Some(p) = req.partitioned {
-                wan.set_partitioned(a, b, p).map_err(|e| e.to_string())?;
-            }
-        }
-        Ok(())
     }
 }
 

@@ -1,0 +1,94 @@
+//! `redt netem set` on a running node: a request naming two DCs and the link conditions to
+//! change, applied to the node's WAN model (the one its QUIC socket applies to every datagram).
+//! Pure: the caller holds the model's lock.
+
+use redt_netem::WanModel;
+use redt_proto::wire::NetemSetRequest;
+use redt_proto::{LinkConditions, Topology};
+use std::time::Duration;
+
+/// Applies `req` to `wan`: for the link `from → to` (and `to → from` when `symmetric`), each
+/// field of the request that is not negative replaces the link's value — RTT and jitter in µs,
+/// loss in parts per million (clamped to 100%), rate in bits/s (0: unlimited) — and
+/// `partitioned`, when given, cuts or heals the link.
+///
+/// # Errors
+/// An unknown DC name, `from == to`, or conditions the WAN model refuses (its message). Links
+/// already changed by the request stay changed.
+pub fn apply(topology: &Topology, wan: &mut WanModel, req: &NetemSetRequest) -> Result<(), String> {
+    let dc = |name: &str| {
+        topology.dcs.iter().find(|d| d.name == name).map(|d| d.id).ok_or_else(|| format!("unknown DC `{name}`"))
+    };
+    let (from, to) = (dc(&req.from)?, dc(&req.to)?);
+    if from == to {
+        return Err("--from and --to must differ".into());
+    }
+    let pairs = if req.symmetric { vec![(from, to), (to, from)] } else { vec![(from, to)] };
+    for (a, b) in pairs {
+        let mut c: LinkConditions = wan.link(a, b).unwrap_or_default();
+        if req.rtt_us >= 0 {
+            c.rtt = Duration::from_micros(req.rtt_us as u64);
+        }
+        if req.jitter_us >= 0 {
+            c.jitter = Duration::from_micros(req.jitter_us as u64);
+        }
+        if req.loss_ppm >= 0 {
+            c.loss = (req.loss_ppm as f64 / 1e6).clamp(0.0, 1.0);
+        }
+        if req.rate_bits_per_s >= 0 {
+            c.rate_bits_per_s = (req.rate_bits_per_s > 0).then_some(req.rate_bits_per_s as u64);
+        }
+        wan.set_link(a, b, c).map_err(|e| e.to_string())?;
+        if let Some(p) = req.partitioned {
+            wan.set_partitioned(a, b, p).map_err(|e| e.to_string())?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use redt_proto::DcId;
+
+    fn topology() -> Topology {
+        let path = format!("{}/../configs/local-fast.yaml", env!("CARGO_MANIFEST_DIR"));
+        Topology::load(std::path::Path::new(&path)).expect("config loads")
+    }
+
+    fn req(from: &str, to: &str) -> NetemSetRequest {
+        NetemSetRequest {
+            from: from.into(),
+            to: to.into(),
+            symmetric: true,
+            rtt_us: -1,
+            jitter_us: -1,
+            loss_ppm: -1,
+            rate_bits_per_s: -1,
+            partitioned: None,
+        }
+    }
+
+    #[test]
+    fn changes_only_the_fields_given_on_both_directions() {
+        let t = topology();
+        let mut wan = WanModel::from_topology(&t);
+        let before = wan.link(DcId(0), DcId(2)).unwrap_or_default();
+        let r = NetemSetRequest { rtt_us: 40_000, ..req("dc1", "dc2") };
+        apply(&t, &mut wan, &r).expect("applies");
+        for (a, b) in [(DcId(0), DcId(1)), (DcId(1), DcId(0))] {
+            let c = wan.link(a, b).expect("a link");
+            assert_eq!(c.rtt, Duration::from_millis(40));
+            assert_eq!(c.jitter, Duration::ZERO, "jitter untouched");
+        }
+        assert_eq!(wan.link(DcId(0), DcId(2)).unwrap_or_default(), before, "other links untouched");
+    }
+
+    #[test]
+    fn refuses_unknown_and_identical_dcs() {
+        let t = topology();
+        let mut wan = WanModel::from_topology(&t);
+        assert_eq!(apply(&t, &mut wan, &req("dc1", "dc9")), Err("unknown DC `dc9`".into()));
+        assert_eq!(apply(&t, &mut wan, &req("dc1", "dc1")), Err("--from and --to must differ".into()));
+    }
+}
