@@ -13,6 +13,18 @@ pub struct Cost {
     pub round_trips: u64,
 }
 
+impl From<Cost> for crate::stats::TxnCost {
+    /// The counters of an answered transaction from the cost of its answer's path: the
+    /// messages, and its round trips as both the inter-DC and the client round trips.
+    fn from(c: Cost) -> Self {
+        crate::stats::TxnCost {
+            inter_dc_messages: c.messages,
+            round_trips: c.round_trips,
+            client_round_trips: c.round_trips,
+        }
+    }
+}
+
 impl Cost {
     /// The cost of one request/reply to a peer (`inter_dc`: in another DC) whose handling
     /// cost `nested` before it answered.

@@ -420,11 +420,7 @@ impl CoordinatorTxn {
             return;
         }
         self.answered = true;
-        let cost = cost.map(|c| TxnCost {
-            inter_dc_messages: c.messages,
-            round_trips: c.round_trips,
-            client_round_trips: c.round_trips,
-        });
+        let cost = cost.map(TxnCost::from);
         self.actions.push_back(Action::Answer {
             outcome: TxnOutcome { txn: self.txn, status, reads },
             class: self.class,

@@ -11,6 +11,7 @@
 //!   the reply ([`Action::Reply`]); the round's sends still unanswered then go on (each
 //!   until answered) so every secondary ends up with the redo and its decision.
 
+use super::delivery::{self, Delivery};
 use super::roles::{self, Replication};
 use crate::catch_up::changes_of;
 use crate::cost::Cost;
@@ -183,15 +184,6 @@ struct Round {
     accept: bool,
 }
 
-/// One message to a secondary, delivered until answered.
-struct Delivery {
-    to: NodeId,
-    request: Request,
-    first_sent: Instant,
-    retry_at: Option<Instant>,
-    done: bool,
-}
-
 /// A baseline primary serving one request that needs its secondaries (RedT §4.3 Table 1):
 /// EP-Paxos's phase 1 (replicate the redo, then vote), 2PC-Paxos's prepare (replicate the
 /// redo), a decision (pass it on). One round sends to every secondary of the touched
@@ -277,7 +269,7 @@ impl PrimaryTxn {
 
     fn deliver(&mut self, to: NodeId, request: Request, now: Instant) {
         let idx = self.deliveries.len();
-        self.deliveries.push(Delivery { to, request: request.clone(), first_sent: now, retry_at: None, done: false });
+        self.deliveries.push(Delivery::new(to, request.clone(), now));
         self.send(to, Purpose::Delivery(idx), request);
     }
 
@@ -410,16 +402,9 @@ impl TxnMachine for PrimaryTxn {
         let Some(purpose) = self.attempts.remove(&attempt) else { return };
         match purpose {
             Purpose::Delivery(i) => {
-                let (give_up, retry) = (self.options.give_up_after, self.options.retry_every);
-                let txn = self.txn;
-                if let Some(d) = self.deliveries.get_mut(i).filter(|d| !d.done) {
-                    if now.duration_since(d.first_sent) > give_up {
-                        tracing::error!(%txn, peer = %d.to, "undelivered, giving up: {error}");
-                        d.done = true;
-                    } else {
-                        tracing::debug!(%txn, peer = %d.to, "retry: {error}");
-                        d.retry_at = Some(now + retry);
-                    }
+                let (txn, retry, give_up) = (self.txn, self.options.retry_every, self.options.give_up_after);
+                if let Some(d) = self.deliveries.get_mut(i) {
+                    d.failed(txn, error, now, retry, give_up);
                 }
                 self.check_round(now);
             }
@@ -434,13 +419,8 @@ impl TxnMachine for PrimaryTxn {
 
     fn handle_timeout(&mut self, now: Instant) {
         self.check_round(now);
-        for i in 0..self.deliveries.len() {
-            let d = &mut self.deliveries[i];
-            if !d.done && d.retry_at.is_some_and(|t| now >= t) {
-                d.retry_at = None;
-                let (to, request) = (d.to, d.request.clone());
-                self.send(to, Purpose::Delivery(i), request);
-            }
+        for (i, to, request) in delivery::due(&mut self.deliveries, now) {
+            self.send(to, Purpose::Delivery(i), request);
         }
     }
 
@@ -450,8 +430,7 @@ impl TxnMachine for PrimaryTxn {
 
     fn poll_timeout(&self) -> Option<Instant> {
         let round = self.round.as_ref().map(|r| r.deadline);
-        let retries = self.deliveries.iter().filter(|d| !d.done).map(|d| d.retry_at);
-        earliest(std::iter::once(round).chain(retries))
+        earliest([round, delivery::next_retry(&self.deliveries)])
     }
 }
 

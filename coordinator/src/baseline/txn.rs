@@ -17,6 +17,7 @@
 //! answers cost; an abort's are not counted (presumed abort: the client already has its
 //! answer, and RedT Table 2 counts committed transactions only).
 
+use super::delivery::{self, Delivery};
 use super::roles;
 use crate::call;
 use crate::cost::Cost;
@@ -103,17 +104,6 @@ struct Phase {
     answers: BTreeMap<NodeId, bool>,
     /// The answers' cost so far.
     cost: Cost,
-}
-
-/// One message delivered until answered.
-struct Delivery {
-    to: NodeId,
-    request: Request,
-    first_sent: Instant,
-    retry_at: Option<Instant>,
-    /// Its cost once answered.
-    cost: Option<Cost>,
-    done: bool,
 }
 
 /// One transaction as a baseline's coordinator runs it (RedT §4.3 Table 1).
@@ -437,11 +427,7 @@ impl BaselineTxn {
     }
 
     fn answer(&mut self, status: TxnStatus, reads: Vec<Option<Vec<u8>>>, cost: Option<Cost>) {
-        let cost = cost.map(|c| TxnCost {
-            inter_dc_messages: c.messages,
-            round_trips: c.round_trips,
-            client_round_trips: c.round_trips,
-        });
+        let cost = cost.map(TxnCost::from);
         self.actions.push_back(Action::Answer {
             outcome: TxnOutcome { txn: self.txn, status, reads },
             class: self.class,
@@ -451,14 +437,7 @@ impl BaselineTxn {
 
     fn deliver(&mut self, to: NodeId, request: Request, now: Instant) {
         let idx = self.deliveries.len();
-        self.deliveries.push(Delivery {
-            to,
-            request: request.clone(),
-            first_sent: now,
-            retry_at: None,
-            cost: None,
-            done: false,
-        });
+        self.deliveries.push(Delivery::new(to, request.clone(), now));
         self.send(to, Purpose::Delivery(idx), request);
     }
 
@@ -548,15 +527,9 @@ impl TxnMachine for BaselineTxn {
                 }
             }
             Purpose::Delivery(i) => {
-                let (give_up, retry) = (self.options.give_up_after, self.options.retry_every);
-                if let Some(d) = self.deliveries.get_mut(i).filter(|d| !d.done) {
-                    if now.duration_since(d.first_sent) > give_up {
-                        tracing::error!(txn = %self.txn, %peer, "undelivered, giving up: {error}");
-                        d.done = true;
-                    } else {
-                        tracing::debug!(txn = %self.txn, %peer, "retry: {error}");
-                        d.retry_at = Some(now + retry);
-                    }
+                let (txn, retry, give_up) = (self.txn, self.options.retry_every, self.options.give_up_after);
+                if let Some(d) = self.deliveries.get_mut(i) {
+                    d.failed(txn, error, now, retry, give_up);
                 }
                 self.maybe_finish();
             }
@@ -565,13 +538,8 @@ impl TxnMachine for BaselineTxn {
 
     fn handle_timeout(&mut self, now: Instant) {
         self.check_phase(now);
-        for i in 0..self.deliveries.len() {
-            let d = &mut self.deliveries[i];
-            if !d.done && d.retry_at.is_some_and(|t| now >= t) {
-                d.retry_at = None;
-                let (to, request) = (d.to, d.request.clone());
-                self.send(to, Purpose::Delivery(i), request);
-            }
+        for (i, to, request) in delivery::due(&mut self.deliveries, now) {
+            self.send(to, Purpose::Delivery(i), request);
         }
     }
 
@@ -581,8 +549,7 @@ impl TxnMachine for BaselineTxn {
 
     fn poll_timeout(&self) -> Option<Instant> {
         let phase = self.phase.as_ref().map(|p| p.deadline);
-        let retries = self.deliveries.iter().filter(|d| !d.done).map(|d| d.retry_at);
-        earliest(std::iter::once(phase).chain(retries))
+        earliest([phase, delivery::next_retry(&self.deliveries)])
     }
 }
 

@@ -1,0 +1,62 @@
+//! A request a baseline machine sees through until it is answered: a decision to a primary or
+//! backup, a replication to a secondary. Retried every `retry_every` after a failed attempt,
+//! given up (and logged) once `give_up_after` has passed since the first send.
+
+use crate::cost::Cost;
+use crate::message::Request;
+use redt_proto::{NodeId, TxnId};
+use std::time::{Duration, Instant};
+
+/// One request being delivered.
+pub(super) struct Delivery {
+    /// The receiver.
+    pub(super) to: NodeId,
+    /// The request (resent as is).
+    pub(super) request: Request,
+    first_sent: Instant,
+    retry_at: Option<Instant>,
+    /// Its cost once answered (the coordinator counts it; a primary does not).
+    pub(super) cost: Option<Cost>,
+    /// Answered or given up.
+    pub(super) done: bool,
+}
+
+impl Delivery {
+    /// A delivery of `request` to `to`, first sent at `now`.
+    pub(super) fn new(to: NodeId, request: Request, now: Instant) -> Delivery {
+        Delivery { to, request, first_sent: now, retry_at: None, cost: None, done: false }
+    }
+
+    /// An attempt failed with `error` at `now`: retry `retry` later, or give up once more than
+    /// `give_up` has passed since the first send. A delivery already done is left alone.
+    pub(super) fn failed(&mut self, txn: TxnId, error: &str, now: Instant, retry: Duration, give_up: Duration) {
+        if self.done {
+            return;
+        }
+        if now.duration_since(self.first_sent) > give_up {
+            tracing::error!(%txn, peer = %self.to, "undelivered, giving up: {error}");
+            self.done = true;
+        } else {
+            tracing::debug!(%txn, peer = %self.to, "retry: {error}");
+            self.retry_at = Some(now + retry);
+        }
+    }
+}
+
+/// The deliveries of `list` whose retry is due at `now`, as `(index, to, request)`; their retry
+/// time is cleared (the caller sends them again).
+pub(super) fn due(list: &mut [Delivery], now: Instant) -> Vec<(usize, NodeId, Request)> {
+    let mut out = Vec::new();
+    for (i, d) in list.iter_mut().enumerate() {
+        if !d.done && d.retry_at.is_some_and(|t| now >= t) {
+            d.retry_at = None;
+            out.push((i, d.to, d.request.clone()));
+        }
+    }
+    out
+}
+
+/// The earliest retry time of the deliveries of `list` not done.
+pub(super) fn next_retry(list: &[Delivery]) -> Option<Instant> {
+    list.iter().filter(|d| !d.done).filter_map(|d| d.retry_at).min()
+}
