@@ -1,9 +1,11 @@
 //! Votes and entry references on the wire ↔ the executor's types.
 
 use crate::error::{Error, Result};
-use redt_dc_executor::{AbortReason, CellVersion, EntryRef, ItemVote, Vote};
-use redt_proto::wire::{EntryRefMsg, ItemVoteMsg, VoteMsg};
-use redt_proto::{Cts, DcId, NodeId, TxnId};
+use redt_dc_executor::{
+    ring, AbortReason, CellVersion, Decision, EntryRef, ItemVote, NodePromise, Promise, Verdict, Vote,
+};
+use redt_proto::wire::{EntryRefMsg, ItemVoteMsg, PromiseMsg, VoteMsg};
+use redt_proto::{Ballot, Cts, DcId, NodeId, TxnId};
 
 /// Encodes `vote` of `dc`.
 pub fn vote_to_msg(dc: DcId, vote: &Vote) -> VoteMsg {
@@ -94,4 +96,71 @@ pub fn reason_text(r: &AbortReason) -> String {
         AbortReason::RingFull(n) => format!("redo ring of {n} full"),
         AbortReason::Fenced => "fenced by a recoverer".into(),
     }
+}
+
+/// Encodes one replica's promise (a recoverer's PREPARE reply); the redo entry travels in the
+/// ring's own entry format.
+pub fn promise_to_msg(p: &NodePromise) -> PromiseMsg {
+    let mut m = PromiseMsg { node: u32::from(p.node.0), ..PromiseMsg::default() };
+    match &p.promise {
+        Promise::Entry { entry, vote, recorded, redo } => {
+            m.kind = 0;
+            m.entry = entries_to_msg(std::slice::from_ref(entry)).pop();
+            m.vote = *vote as u32;
+            if let Some((d, b)) = recorded {
+                m.recorded = *d as u32;
+                m.ballot = b.0;
+            }
+            m.redo = ring::encode(redo, entry.index);
+        }
+        Promise::Applied(d) => {
+            m.kind = 1;
+            if let Decision::Commit(cts) = d {
+                m.commit = true;
+                m.cts = cts.0;
+            }
+        }
+        Promise::NoVote => m.kind = 2,
+        Promise::Unknown => m.kind = 3,
+        Promise::Refused { promised } => {
+            m.kind = 4;
+            m.ballot = promised.0;
+        }
+    }
+    m
+}
+
+/// Decodes one replica's promise.
+///
+/// # Errors
+/// A text naming what is malformed (unknown kind or verdict, a redo entry that does not
+/// decode as the entry it names).
+pub fn promise_from_msg(m: &PromiseMsg) -> std::result::Result<NodePromise, String> {
+    let node = NodeId(u16::try_from(m.node).map_err(|_| format!("promise node {} out of range", m.node))?);
+    let verdict = |v: u32| match v {
+        0 => Ok(Verdict::None),
+        1 => Ok(Verdict::Commit),
+        2 => Ok(Verdict::Abort),
+        _ => Err(format!("unknown verdict {v}")),
+    };
+    let promise = match m.kind {
+        0 => {
+            let entry = entries_from_msg(m.entry.as_slice())
+                .map_err(|()| "promise entry node out of range".to_string())?
+                .pop()
+                .ok_or("an entry promise without its entry")?;
+            let redo = ring::decode(entry.node, entry.index, &m.redo).map_err(|e| format!("promise redo: {e}"))?;
+            let recorded = match verdict(m.recorded)? {
+                Verdict::None => None,
+                d => Some((d, Ballot(m.ballot))),
+            };
+            Promise::Entry { entry, vote: verdict(m.vote)?, recorded, redo }
+        }
+        1 => Promise::Applied(if m.commit { Decision::Commit(Cts::new(m.cts)) } else { Decision::Abort }),
+        2 => Promise::NoVote,
+        3 => Promise::Unknown,
+        4 => Promise::Refused { promised: Ballot(m.ballot) },
+        k => return Err(format!("unknown promise kind {k}")),
+    };
+    Ok(NodePromise { node, promise })
 }

@@ -21,35 +21,19 @@
 use crate::call;
 use crate::catch_up;
 use crate::error::{Error, Result};
-use crate::message::{Accept, Decide, DecideRole, LogDecision, Record, Reply, Request};
+use crate::message::{Accept, Decide, DecideRole, Execute, LogDecision, Record, RecoveryPrepare, Reply, Request};
 use crate::node::error_code;
-use crate::plan::{self, Scope};
+use crate::plan;
 use redt_dc_executor::{
     AbortReason, DcHandle, Decision, EntryRef, Executor, Hlc, RedoEntry, ReplicaChange, ReplicaOrigin, SubTxn, Verdict,
     Vote,
 };
-use redt_proto::wire::ProcedureCall;
 use redt_proto::{Ballot, Cts, DcId, Epoch, NodeId, Topology, TxnId};
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 
 /// How many transaction ids each bounded memory (fences, decided here) remembers.
 const FENCE_MEMORY: usize = 100_000;
-
-/// A phase-1 request as the executor core sees it.
-#[derive(Clone, Debug)]
-pub struct ExecuteArgs {
-    /// The transaction.
-    pub txn: TxnId,
-    /// Its coordinator.
-    pub coordinator: NodeId,
-    /// Participant DCs.
-    pub participants: Vec<DcId>,
-    /// The call.
-    pub call: ProcedureCall,
-    /// Which replicas this node runs (RedT: every replica of its DC).
-    pub scope: Scope,
-}
 
 /// Deliberate protocol bugs, for showing that the simulation catches them (issue 11, "the
 /// simulation finds bugs"). All off by default; nothing outside tests turns them on.
@@ -207,19 +191,10 @@ impl ExecutorCore {
     /// (`crate::baseline::PrimaryTxn`).
     pub fn handle(&mut self, from: NodeId, request: Request, now_ms: u64) -> Handled {
         match request {
-            Request::Execute(e) if !e.replicate => {
-                let args = ExecuteArgs {
-                    txn: e.txn,
-                    coordinator: e.coordinator,
-                    participants: e.participants,
-                    call: e.call,
-                    scope: e.scope,
-                };
-                match self.execute(&args, now_ms) {
-                    Ok(vote) => Handled::reply(Reply::Vote { dc: self.dc_id, vote, nested: Default::default() }),
-                    Err(e) => Handled::error(error_code_of(&e), e.to_string()),
-                }
-            }
+            Request::Execute(e) if !e.replicate => match self.execute(&e, now_ms) {
+                Ok(vote) => Handled::reply(Reply::Vote { dc: self.dc_id, vote, nested: Default::default() }),
+                Err(e) => Handled::error(error_code_of(&e), e.to_string()),
+            },
             Request::Record(Record { txn, ballot, decision, entries }) => {
                 match self.record(txn, decision, ballot, &entries) {
                     Ok(ok) => Handled::reply(Reply::Recorded(ok)),
@@ -245,6 +220,17 @@ impl ExecutorCore {
                     Err(e) => Handled::error(error_code_of(&e), e.to_string()),
                 }
             }
+            Request::RecoveryPrepare(RecoveryPrepare { txn, ballot, start, partitions }) => {
+                let nodes = self.replica_nodes(&partitions);
+                match self.executor.prepare(txn, ballot, start, &nodes) {
+                    Ok(promises) => {
+                        // Whatever the answer, a phase 1 of `txn` arriving now must not lock.
+                        self.fences.insert(txn);
+                        Handled::reply(Reply::Promises(promises))
+                    }
+                    Err(e) => Handled::error(error_code::INTERNAL, e.to_string()),
+                }
+            }
             Request::LogDecision(LogDecision { txn, decision, .. }) => {
                 self.log_decision(txn, decision);
                 Handled::reply(Reply::Ack)
@@ -262,8 +248,13 @@ impl ExecutorCore {
     ///
     /// # Errors
     /// A malformed call, or a data-path failure.
-    pub fn execute(&mut self, args: &ExecuteArgs, now_ms: u64) -> Result<Vote> {
+    pub fn execute(&mut self, args: &Execute, now_ms: u64) -> Result<Vote> {
         let abort = |reason| Vote { txn: args.txn, abort: Some(reason), items: vec![], hlc: Cts(0), entries: vec![] };
+        if args.deadline_ms != 0 && now_ms > args.deadline_ms && !self.pending.contains_key(&args.txn) {
+            // A recoverer may already count this replica's missing vote as an abort.
+            self.fences.insert(args.txn);
+            return Ok(abort(AbortReason::User("phase 1 arrived after its deadline".into())));
+        }
         if !self.mutations.late_phase1_takes_locks {
             if self.fences.contains(&args.txn) {
                 return Ok(abort(AbortReason::User("decided before its phase 1 arrived".into())));
@@ -284,7 +275,9 @@ impl ExecutorCore {
             txn: args.txn,
             epoch: Epoch(self.topology.epoch.0),
             coordinator: args.coordinator,
+            start: args.start,
             participants: args.participants.clone(),
+            partitions: args.partitions.clone(),
             procedure,
             local,
         };
@@ -338,8 +331,16 @@ impl ExecutorCore {
         }
         self.decided.insert(txn);
         // Entries the coordinator names and entries remembered here are the same ones, unless
-        // the coordinator never got the vote (then it names none).
-        let entries = if entries.is_empty() { remembered.unwrap_or_default() } else { entries.to_vec() };
+        // the coordinator never got the vote (then it names none). Nothing remembered (this
+        // node restarted since its phase 1): the rings are the truth.
+        let entries = match (entries.is_empty(), remembered) {
+            (false, _) => entries.to_vec(),
+            (true, Some(r)) => r,
+            (true, None) => {
+                let nodes = self.topology.dcs[self.dc_id.0 as usize].nodes.clone();
+                self.executor.find_entries(txn, &nodes)?
+            }
+        };
         if entries.is_empty() {
             return Ok(());
         }
@@ -449,6 +450,19 @@ impl ExecutorCore {
     /// Baselines: the decision logged here for `txn` as a coordinator's backup, if any.
     pub fn logged_decision(&self, txn: TxnId) -> Option<Decision> {
         self.decision_log.map.get(&txn).copied()
+    }
+
+    /// The nodes of this DC holding a replica of any of `partitions`, ascending.
+    fn replica_nodes(&self, partitions: &[redt_proto::PartitionId]) -> Vec<NodeId> {
+        let mut nodes: Vec<NodeId> = partitions
+            .iter()
+            .filter_map(|p| self.topology.partitions.get(p.0 as usize))
+            .flat_map(|p| p.replicas.iter().copied())
+            .filter(|n| self.topology.nodes.get(n.0 as usize).is_some_and(|x| x.dc == self.dc_id))
+            .collect();
+        nodes.sort();
+        nodes.dedup();
+        nodes
     }
 
     /// Transactions that voted commit here and await their decision.

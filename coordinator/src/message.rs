@@ -7,13 +7,14 @@
 //! [`crate::executor_core`]) and the simulator speak only these types; the async driver
 //! converts at the socket.
 
-use crate::codec::{entries_from_msg, entries_to_msg, vote_from_msg, vote_to_msg};
+use crate::codec::{entries_from_msg, entries_to_msg, promise_from_msg, promise_to_msg, vote_from_msg, vote_to_msg};
 use crate::cost::Cost;
 use crate::plan::Scope;
-use redt_dc_executor::{Decision, EntryRef, ReplicaChange, ReplicaOrigin, Vote};
+use redt_dc_executor::{Decision, EntryRef, NodePromise, ReplicaChange, ReplicaOrigin, Vote};
 use redt_proto::wire::{
     AcceptReply, AcceptRequest, AckReply, Body, CatchUpMsg, ChangeMsg, DecideReply, DecideRequest, ExecuteRequest,
-    LogDecisionRequest, PrepareReply, PrepareRequest, ProcedureCall, RecordReply, RecordRequest,
+    LogDecisionRequest, PrepareReply, PrepareRequest, ProcedureCall, PromisesReply, RecordReply, RecordRequest,
+    RecoveryPrepareRequest,
 };
 use redt_proto::{Ballot, Cts, DcId, Epoch, NodeId, PartitionId, TableId, Topology, TxnId};
 
@@ -32,6 +33,15 @@ pub struct Execute {
     pub scope: Scope,
     /// Baselines (EP-Paxos): replicate the redo to the secondaries before voting.
     pub replicate: bool,
+    /// The coordinator's HLC reading at start (recorded in the redo entries; the base of the
+    /// commit timestamp and of recovery timeouts).
+    pub start: Cts,
+    /// Phase-1 deadline in ms since the HLC origin (`redt_dc_executor::ORIGIN_UNIX_MS`): an
+    /// executor whose clock is past it votes abort without taking a lock (DESIGN.md §2,
+    /// recovery). 0: none (the baselines).
+    pub deadline_ms: u64,
+    /// Every partition the transaction touches, ascending (recorded for a recoverer).
+    pub partitions: Vec<PartitionId>,
 }
 
 /// Records a decision in the vote words of a transaction's redo entries (DESIGN.md §2: every
@@ -122,6 +132,21 @@ pub struct LogDecision {
     pub participants: Vec<NodeId>,
 }
 
+/// A recoverer's PREPARE(ballot) at one DC (DESIGN.md §2, recovery): the receiver fences the
+/// replicas it holds of `partitions` that have not voted, promises `ballot`, and answers what
+/// each holds ([`redt_dc_executor::Promise`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecoveryPrepare {
+    /// The transaction.
+    pub txn: TxnId,
+    /// The recoverer's ballot.
+    pub ballot: Ballot,
+    /// The transaction's start timestamp (from its redo entries).
+    pub start: Cts,
+    /// Every partition the transaction touches.
+    pub partitions: Vec<PartitionId>,
+}
+
 /// A request between nodes: the RedT protocol's, and the baselines' (`crate::baseline`).
 #[derive(Clone, Debug, PartialEq)]
 pub enum Request {
@@ -137,6 +162,8 @@ pub enum Request {
     Prepare(Prepare),
     /// Baselines: a coordinator's backup logs its decision.
     LogDecision(LogDecision),
+    /// Recovery: a recoverer's PREPARE.
+    RecoveryPrepare(RecoveryPrepare),
 }
 
 /// A reply between nodes of the RedT protocol.
@@ -167,6 +194,8 @@ pub enum Reply {
     },
     /// Baselines: the decision is logged.
     Ack,
+    /// Recovery: what each replica node of the DC holds, after the PREPARE.
+    Promises(Vec<NodePromise>),
     /// The request was refused.
     Error {
         /// One of [`crate::error_code`].
@@ -216,6 +245,9 @@ impl TryFrom<Body> for Request {
                 call: r.call.ok_or("phase 1 without a call")?,
                 scope: Scope::from_code(r.scope).ok_or_else(|| format!("unknown execution scope {}", r.scope))?,
                 replicate: r.replicate,
+                start: Cts::new(r.start),
+                deadline_ms: r.deadline_ms,
+                partitions: r.partitions.iter().copied().map(PartitionId).collect(),
             })),
             Body::Record(r) => Ok(Request::Record(Record {
                 txn: TxnId(r.txn),
@@ -286,6 +318,12 @@ impl TryFrom<Body> for Request {
                 decision: decision(r.commit, r.cts),
                 participants: r.participants.iter().map(|&n| node_id(n, "participant")).collect::<Result<_, _>>()?,
             })),
+            Body::RecoveryPrepare(r) => Ok(Request::RecoveryPrepare(RecoveryPrepare {
+                txn: TxnId(r.txn),
+                ballot: ballot(r.ballot),
+                start: Cts::new(r.start),
+                partitions: r.partitions.iter().copied().map(PartitionId).collect(),
+            })),
             _ => Err("not a protocol request".into()),
         }
     }
@@ -301,6 +339,7 @@ impl Request {
             Request::Accept(a) => a.origin.txn,
             Request::Prepare(p) => p.txn,
             Request::LogDecision(l) => l.txn,
+            Request::RecoveryPrepare(r) => r.txn,
         }
     }
 
@@ -329,6 +368,12 @@ impl Request {
             Request::Record(r) => entries(&r.entries),
             Request::Prepare(p) => entries(&p.entries),
             Request::LogDecision(_) => Ok(()),
+            Request::RecoveryPrepare(r) => {
+                match r.partitions.iter().find(|p| p.0 as usize >= topology.partitions.len()) {
+                    Some(p) => Err(format!("partition {p} is not in the topology")),
+                    None => Ok(()),
+                }
+            }
             Request::Decide(d) => {
                 entries(&d.entries)?;
                 for c in &d.catch_up {
@@ -361,6 +406,9 @@ impl From<Request> for Body {
                 call: Some(e.call),
                 scope: e.scope.code(),
                 replicate: e.replicate,
+                start: e.start.0,
+                deadline_ms: e.deadline_ms,
+                partitions: e.partitions.iter().map(|p| p.0).collect(),
             }),
             Request::Record(r) => {
                 let (commit, cts) = decision_fields(r.decision);
@@ -411,6 +459,12 @@ impl From<Request> for Body {
                     .collect(),
             }),
             Request::Prepare(p) => Body::Prepare(PrepareRequest { txn: p.txn.0, entries: entries_to_msg(&p.entries) }),
+            Request::RecoveryPrepare(r) => Body::RecoveryPrepare(RecoveryPrepareRequest {
+                txn: r.txn.0,
+                ballot: r.ballot.0,
+                start: r.start.0,
+                partitions: r.partitions.iter().map(|p| p.0).collect(),
+            }),
             Request::LogDecision(l) => {
                 let (commit, cts) = decision_fields(l.decision);
                 Body::LogDecision(LogDecisionRequest {
@@ -449,6 +503,9 @@ impl Reply {
                 nested: Cost { messages: r.nested_messages, round_trips: r.nested_round_trips },
             }),
             Body::Ack(_) => Ok(Reply::Ack),
+            Body::Promises(r) => {
+                Ok(Reply::Promises(r.promises.iter().map(promise_from_msg).collect::<Result<_, String>>()?))
+            }
             Body::Error(e) => Ok(Reply::Error { code: e.code, message: e.message }),
             _ => Err("unexpected reply kind".into()),
         }
@@ -477,6 +534,7 @@ impl Reply {
                 nested_round_trips: nested.round_trips,
             }),
             Reply::Ack => Body::Ack(AckReply {}),
+            Reply::Promises(p) => Body::Promises(PromisesReply { promises: p.iter().map(promise_to_msg).collect() }),
             Reply::Error { code, message } => {
                 Body::Error(redt_proto::wire::ErrorReply { code, message, current_epoch })
             }

@@ -18,7 +18,7 @@ use crate::stats::TxnStats;
 use crate::transport::{BoxFuture, Caller, Handler, Transport};
 use crate::txn::CoordinatorTxn;
 pub use crate::txn::{CoordinatorOptions, TxnOutcome, TxnStatus};
-use redt_dc_executor::{DcHandle, Hlc, Region, ReplayTask};
+use redt_dc_executor::{Clock, DcHandle, Hlc, Region, ReplayTask, SystemClock};
 use redt_netem::WanModel;
 use redt_proto::wire::{AckReply, Body, Envelope, ErrorReply, OutcomeReply, ProcedureCall};
 use redt_proto::{Epoch, NodeId, Topology, TxnId};
@@ -67,6 +67,8 @@ pub struct Node {
     pub(crate) options: CoordinatorOptions,
     pub(crate) stats: Arc<TxnStats>,
     seq: AtomicU64,
+    /// The node's hybrid logical clock (shared with its executor core).
+    hlc: Arc<Hlc>,
     replay: Mutex<Option<ReplayTask>>,
     /// Set by [`Node::shutdown`]: retry loops stop (and release the node) once it is.
     closed: std::sync::atomic::AtomicBool,
@@ -81,7 +83,8 @@ impl Node {
     /// thread.
     pub fn start(parts: NodeParts) -> Result<Arc<Node>> {
         let replay = ReplayTask::spawn(parts.region.clone(), &parts.dc, parts.node);
-        let core = ExecutorCore::new(parts.topology.clone(), parts.node, parts.dc.clone(), Arc::new(Hlc::new()));
+        let hlc = Arc::new(Hlc::new());
+        let core = ExecutorCore::new(parts.topology.clone(), parts.node, parts.dc.clone(), hlc.clone());
         let node = Arc::new(Node {
             topology: parts.topology,
             id: parts.node,
@@ -91,6 +94,7 @@ impl Node {
             options: parts.options,
             stats: parts.stats,
             seq: AtomicU64::new(0),
+            hlc,
             replay: Mutex::new(Some(replay)),
             closed: std::sync::atomic::AtomicBool::new(false),
         });
@@ -225,7 +229,8 @@ impl Node {
         let (topology, options) = (self.topology.clone(), self.options.clone());
         match Baseline::of(self.options.protocol) {
             None => {
-                let m = CoordinatorTxn::start(topology, self.id, txn, call, options, start);
+                let ts = self.hlc.tick(SystemClock.now_ms());
+                let m = CoordinatorTxn::start(topology, self.id, txn, call, options, ts, start);
                 self.coordinate(txn, start, m).await
             }
             Some(b) => {

@@ -5,7 +5,7 @@
 use crate::decision::{ItemKey, PartitionVotes, ReplicaVote};
 use crate::error::{Error, Result};
 use redt_dc_executor::{LocalAccess, Procedure, Vote};
-use redt_proto::{DcId, NodeId, PartitionId, Topology};
+use redt_proto::{Cts, DcId, NodeId, PartitionId, Topology};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// One touched partition.
@@ -86,8 +86,11 @@ pub fn executor_node(topology: &Topology, dc: DcId, accesses: &[LocalAccess], ow
 }
 
 /// The vote table of the touched partitions given the DC votes received so far (a DC's
-/// vote stands for every replica it holds; RedT §4.2).
-pub fn vote_table(plan: &Plan, votes: &BTreeMap<DcId, Vote>) -> Vec<PartitionVotes> {
+/// vote stands for every replica it holds; RedT §4.2). Every commit vote carries the
+/// coordinator's `start` reading as its clock, so the commit timestamp is
+/// `1 + max(newest versions, start)`, a function of what the redo entries record: a recoverer
+/// computes the same one (DESIGN.md §2, recovery).
+pub fn vote_table(plan: &Plan, votes: &BTreeMap<DcId, Vote>, start: Cts) -> Vec<PartitionVotes> {
     plan.partitions
         .iter()
         .map(|p| PartitionVotes {
@@ -106,7 +109,7 @@ pub fn vote_table(plan: &Plan, votes: &BTreeMap<DcId, Vote>) -> Vec<PartitionVot
                                 i.versions.iter().map(move |&(c, ver)| (ItemKey::new(i.access as u32, c), ver))
                             })
                             .collect(),
-                        hlc: v.hlc,
+                        hlc: start,
                     },
                 })
                 .collect(),

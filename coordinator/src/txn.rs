@@ -125,6 +125,7 @@ enum Stage {
 /// One transaction as its coordinator runs it (RedT §4.2; DESIGN.md §2).
 pub struct CoordinatorTxn {
     txn: TxnId,
+    start: Cts,
     me: NodeId,
     my_dc: DcId,
     plan: Plan,
@@ -159,7 +160,10 @@ pub struct CoordinatorTxn {
 
 impl CoordinatorTxn {
     /// Plans `call` as transaction `txn` coordinated by `me` and sends phase 1 to every
-    /// participant DC (RedT §4.2, Algorithm 1 lines 1–3).
+    /// participant DC (RedT §4.2, Algorithm 1 lines 1–3). `start` is the coordinator's HLC
+    /// reading now: phase 1 carries it with its deadline (`start`'s milliseconds plus
+    /// [`CoordinatorOptions::phase1_timeout`]), the executors record it in the redo entries,
+    /// and the commit timestamp is above it.
     ///
     /// # Errors
     /// A text saying why the call cannot run (unknown procedure or table, malformed
@@ -170,6 +174,7 @@ impl CoordinatorTxn {
         txn: TxnId,
         call: ProcedureCall,
         options: CoordinatorOptions,
+        start: Cts,
         now: Instant,
     ) -> Result<CoordinatorTxn, String> {
         let procedure = call::procedure(&topology, &call).map_err(|e| e.to_string())?;
@@ -177,8 +182,10 @@ impl CoordinatorTxn {
         let my_dc = topology.nodes.get(me.0 as usize).map(|n| n.dc).ok_or("coordinator not in the topology")?;
         let remote = plan.participants.iter().filter(|&&d| d != my_dc).count() as u64;
         let class = Class { read_write: !plan.read_only, inter_dc: remote > 0 };
+        let deadline_ms = (start.0 >> redt_dc_executor::LOGICAL_BITS) + options.phase1_timeout.as_millis() as u64;
         let mut t = CoordinatorTxn {
             txn,
+            start,
             me,
             my_dc,
             phase1_deadline: now + options.phase1_timeout,
@@ -215,6 +222,9 @@ impl CoordinatorTxn {
                 call: t.call.clone(),
                 scope: Scope::Dc,
                 replicate: false,
+                start,
+                deadline_ms,
+                partitions: t.plan.partitions.iter().map(|p| p.id).collect(),
             });
             t.phase1_open += 1;
             t.send(dc, Purpose::Phase1, request);
@@ -382,7 +392,7 @@ impl CoordinatorTxn {
 
     /// Applies the decision rule to the votes so far (RedT §4.2 "¾ quorum").
     fn try_decide(&mut self, final_round: bool, now: Instant) {
-        let table = plan::vote_table(&self.plan, &self.votes);
+        let table = plan::vote_table(&self.plan, &self.votes, self.start);
         let d = decide(&table, final_round);
         if d == decision::Decision::Wait {
             return;

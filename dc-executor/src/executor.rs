@@ -46,8 +46,13 @@ pub struct SubTxn {
     pub epoch: Epoch,
     /// Coordinator node.
     pub coordinator: NodeId,
+    /// The coordinator's HLC reading at start (recorded in the redo entries: the base of the
+    /// phase-1 deadline, of recovery timeouts and of the commit timestamp).
+    pub start: Cts,
     /// Every DC taking part (recorded in the redo entries for recovery).
     pub participants: Vec<DcId>,
+    /// Every partition the transaction touches, ascending (recorded for recovery).
+    pub partitions: Vec<redt_proto::PartitionId>,
     /// The procedure and its parameters.
     pub procedure: Arc<dyn Procedure>,
     /// The accesses held in this DC.
@@ -479,7 +484,9 @@ impl Executor {
             vote: VoteWord::NONE,
             epoch: sub.epoch,
             coordinator: sub.coordinator,
+            start: sub.start,
             participants: sub.participants.clone(),
+            partitions: sub.partitions.clone(),
             locks,
             changes,
         })

@@ -8,12 +8,14 @@
 
 mod apply;
 mod dc;
+pub mod decision_log;
 mod error;
 mod executor;
 mod hlc;
 mod index;
 pub mod lock;
 mod memstore;
+mod prepare;
 mod procedure;
 mod record;
 mod region;
@@ -27,9 +29,10 @@ pub use apply::apply_committed;
 pub use dc::{format_if_new, DcHandle, RecordImage};
 pub use error::{Error, Result, SuperblockMismatch};
 pub use executor::{AbortReason, Decision, EntryRef, Executor, ItemVote, LocalAccess, SubTxn, Vote};
-pub use hlc::{Clock, Hlc, SystemClock, ORIGIN_UNIX_MS};
+pub use hlc::{Clock, Hlc, SystemClock, LOGICAL_BITS, ORIGIN_UNIX_MS};
 pub use index::{Index, IndexStats};
 pub use memstore::{Layout, LINE, MAGIC};
+pub use prepare::{NodePromise, Promise};
 pub use procedure::{
     list_items, list_len, Access, KvOp, KvProcedure, Procedure, ReadView, UserAbort, Write, YcsbOp, YcsbProcedure,
     LIST_HEADER, LIST_TAG,
@@ -40,8 +43,8 @@ pub use replay::{Apply, ReplayStep, Replayer};
 pub use replay_task::ReplayTask;
 pub use replica::{ReplicaChange, ReplicaOrigin};
 pub use ring::{
-    read_header, unfinished_entries, Change, EntryHeader, EntryStatus, LockIntent, RedoEntry, RingWriter, Verdict,
-    VoteState, VoteWord,
+    read_header, ring_entries, unfinished_entries, Change, EntryHeader, EntryStatus, LockIntent, RedoEntry, RingWriter,
+    Verdict, VoteState, VoteWord,
 };
 pub use verbs::{
     Completion, DoorbellBatch, LocalVerbs, ServerLimits, TcpVerbs, TcpVerbsServer, VerbCounters, VerbCounts, Verbs,

@@ -6,6 +6,7 @@
 //! [64, 128)                    insert-lock stripes (8 words; see `Layout::insert_lock`)
 //! [128, 128 + index)           index buckets (64 bytes each)
 //! [.., + ring)                 redo ring: 64-byte head/tail block, then 64-byte slots
+//! [.., + log)                  decision log: 64-byte header, 32-byte rows (`decision_log.rs`)
 //! [.., size)                   record heap, bump-allocated by fetch-and-add
 //! ```
 
@@ -14,8 +15,8 @@ use crate::region::Region;
 use crate::verbs::Verbs;
 use redt_proto::{MemStoreConfig, NodeId, Offset};
 
-/// `"REDTMS01"` in little-endian.
-pub const MAGIC: u64 = u64::from_le_bytes(*b"REDTMS01");
+/// `"REDTMS02"` in little-endian (02: entries carry start and partitions; decision log).
+pub const MAGIC: u64 = u64::from_le_bytes(*b"REDTMS02");
 
 /// Superblock size and alignment unit of every area, in bytes.
 pub const LINE: u64 = 64;
@@ -42,6 +43,10 @@ pub struct Layout {
     pub ring_off: u64,
     /// Bytes of the ring including its 64-byte head/tail block.
     pub ring_bytes: u64,
+    /// First byte of the decision log (its header).
+    pub log_off: u64,
+    /// Bytes of the decision log including its 64-byte header.
+    pub log_bytes: u64,
     /// First byte of the record heap.
     pub heap_off: u64,
 }
@@ -52,13 +57,17 @@ impl Layout {
     pub fn from_config(c: &MemStoreConfig) -> Layout {
         let index_off = SUPERBLOCK_BYTES;
         let ring_off = index_off + c.index_bytes;
+        let log_off = ring_off + c.ring_bytes;
+        let log_bytes = c.decision_log_bytes();
         Layout {
             size: c.size_bytes,
             index_off,
             index_bytes: c.index_bytes,
             ring_off,
             ring_bytes: c.ring_bytes,
-            heap_off: ring_off + c.ring_bytes,
+            log_off,
+            log_bytes,
+            heap_off: log_off + log_bytes,
         }
     }
 
@@ -84,7 +93,13 @@ impl Layout {
         Offset(HEAP_NEXT)
     }
 
-    /// Writes a fresh superblock and zeroes the index and ring areas of `region`.
+    /// Rows of the decision log.
+    pub fn log_rows(&self) -> u64 {
+        (self.log_bytes - LINE) / crate::decision_log::ROW_BYTES
+    }
+
+    /// Writes a fresh superblock and zeroes the index, ring and decision-log areas of
+    /// `region`.
     ///
     /// # Panics
     /// If `region` is smaller than `self.size`.

@@ -181,6 +181,8 @@ impl Replayer {
     /// Marks the `Committed` or `Aborted` entry at `index` `Flushed` by compare-and-swap on
     /// its status word; returns whether it did (false if the status changed meanwhile).
     fn flush(&self, region: &Region, index: u64, entry: &RedoEntry, out: &mut ReplayStep) -> bool {
+        // Its decision outlives its slots (DESIGN.md §2, recovery).
+        crate::decision_log::append(&self.layout, region, entry);
         let at = status_offset(&self.layout, index).0;
         let cts: Cts = entry.cts;
         let old = entry.status.word(cts);
@@ -219,7 +221,9 @@ mod tests {
             vote: VoteWord::NONE,
             epoch: Epoch(1),
             coordinator: NodeId(0),
+            start: Cts(0),
             participants: vec![],
+            partitions: vec![],
             locks: vec![],
             changes: if value_len == 0 {
                 vec![]

@@ -127,7 +127,11 @@ impl Executor {
             vote: VoteWord::NONE,
             epoch: origin.epoch,
             coordinator: origin.coordinator,
+            // A replica entry is not a phase-1 vote: no start, no partitions (recovery
+            // passes over it).
+            start: Cts(0),
             participants: origin.participants.clone(),
+            partitions: Vec::new(),
             locks,
             changes,
         };

@@ -36,7 +36,9 @@ fn sub(dc: &TestDc, seq: u64, p: Arc<dyn Procedure>) -> SubTxn {
         txn: TxnId::new(NodeId(0), seq),
         epoch: Epoch(1),
         coordinator: NodeId(0),
+        start: Cts(0),
         participants: vec![DcId(0)],
+        partitions: vec![redt_proto::PartitionId(0)],
         procedure: p,
         local,
     }

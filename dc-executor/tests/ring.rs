@@ -84,7 +84,9 @@ fn bare(txn: TxnId, status: EntryStatus) -> RedoEntry {
         vote: VoteWord::NONE,
         epoch: Epoch(2),
         coordinator: txn.coordinator(),
+        start: Cts(0),
         participants: Vec::new(),
+        partitions: Vec::new(),
         locks: Vec::new(),
         changes: Vec::new(),
     }
@@ -136,6 +138,7 @@ prop_compose! {
     fn any_entry()(
         txn: u64, cts in 0..=Cts::MASK, epoch: u32, coordinator: u16,
         participants in proptest::collection::vec(any::<u16>(), 0..5),
+        participants_p in proptest::collection::vec(any::<u32>(), 0..5),
         locks in proptest::collection::vec((any::<u64>(), any::<u64>(), 0u64..4), 0..4),
         changes in proptest::collection::vec(
             (any::<u64>(), any::<u16>(), proptest::collection::vec(any::<u8>(), 0..150)), 0..4,
@@ -149,7 +152,9 @@ prop_compose! {
             vote: VoteWord(vote),
             epoch: Epoch(epoch),
             coordinator: NodeId(coordinator),
+            start: Cts(cts / 3),
             participants: participants.into_iter().map(DcId).collect(),
+            partitions: participants_p.into_iter().map(redt_proto::PartitionId).collect(),
             locks: locks.into_iter().map(|(key, bits, n)| LockIntent {
                 record: Offset(key & 0xfff8), table: TableId(key as u16), key, lock_bits: bits,
                 cells: (1u64 << n) - 1, versions: (0..n).map(|v| v ^ key).collect(),

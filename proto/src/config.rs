@@ -471,15 +471,19 @@ impl Resolver<'_> {
                 ),
             ));
         }
-        let fixed = index_bytes.checked_add(ring_bytes).and_then(|v| v.checked_add(SUPERBLOCK_BYTES));
+        let log_bytes = MemStoreConfig { size_bytes, index_bytes, ring_bytes }.decision_log_bytes();
+        let fixed = index_bytes
+            .checked_add(ring_bytes)
+            .and_then(|v| v.checked_add(SUPERBLOCK_BYTES))
+            .and_then(|v| v.checked_add(log_bytes));
         match fixed {
             Some(fixed) if fixed < size_bytes => {}
             _ => {
                 return Err(self.invalid(
                     "memstore.size",
                     format!(
-                        "too small: index ({index_bytes}) + ring ({ring_bytes}) + superblock ({SUPERBLOCK_BYTES}) \
-                         leaves no room for records in {size_bytes} bytes"
+                        "too small: index ({index_bytes}) + ring ({ring_bytes}) + decision log ({log_bytes}) + \
+                         superblock ({SUPERBLOCK_BYTES}) leaves no room for records in {size_bytes} bytes"
                     ),
                 ))
             }

@@ -65,6 +65,15 @@ pub struct MemStoreConfig {
     pub ring_bytes: u64,
 }
 
+impl MemStoreConfig {
+    /// Bytes of the decision log that follows the ring: a 64-byte header and one 32-byte row
+    /// per ring slot, rounded up to whole 64-byte lines (DESIGN.md §2, recovery: a finished
+    /// entry's decision outlives its slot).
+    pub fn decision_log_bytes(&self) -> u64 {
+        64 + ((self.ring_bytes / 64).saturating_sub(1) * 32).div_ceil(64) * 64
+    }
+}
+
 /// Lock granularity of a table (CREST §4.2: cell-level by default; record-level where
 /// cells are small and always accessed together).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -14,7 +14,7 @@ pub struct Envelope {
     #[prost(uint32, tag = "2")]
     pub from: u32,
     /// The message.
-    #[prost(oneof = "Body", tags = "10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25")]
+    #[prost(oneof = "Body", tags = "10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27")]
     pub body: Option<Body>,
 }
 
@@ -71,6 +71,69 @@ pub enum Body {
     /// (answered with [`Body::Ack`]).
     #[prost(message, tag = "25")]
     LogDecision(LogDecisionRequest),
+    /// Recovery: a recoverer's PREPARE at one DC (DESIGN.md §2, recovery).
+    #[prost(message, tag = "26")]
+    RecoveryPrepare(RecoveryPrepareRequest),
+    /// Reply to [`Body::RecoveryPrepare`]: one promise per replica node.
+    #[prost(message, tag = "27")]
+    Promises(PromisesReply),
+}
+
+/// A recoverer's PREPARE(ballot) for one transaction at one DC.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct RecoveryPrepareRequest {
+    /// Transaction id.
+    #[prost(uint64, tag = "1")]
+    pub txn: u64,
+    /// The recoverer's ballot.
+    #[prost(uint32, tag = "2")]
+    pub ballot: u32,
+    /// The transaction's start timestamp (from its redo entries).
+    #[prost(uint64, tag = "3")]
+    pub start: u64,
+    /// Every partition the transaction touches.
+    #[prost(uint32, repeated, tag = "4")]
+    pub partitions: Vec<u32>,
+}
+
+/// One replica node's promise.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct PromiseMsg {
+    /// The replica node.
+    #[prost(uint32, tag = "1")]
+    pub node: u32,
+    /// 0 entry, 1 applied, 2 no vote, 3 unknown, 4 refused.
+    #[prost(uint32, tag = "2")]
+    pub kind: u32,
+    /// Entry: where it is.
+    #[prost(message, optional, tag = "3")]
+    pub entry: Option<EntryRefMsg>,
+    /// Entry: its vote (1 commit, 2 abort).
+    #[prost(uint32, tag = "4")]
+    pub vote: u32,
+    /// Entry: the recorded decision (0 none, 1 commit, 2 abort) and its ballot.
+    #[prost(uint32, tag = "5")]
+    pub recorded: u32,
+    /// Entry: the recorded ballot; refused: the promised ballot.
+    #[prost(uint32, tag = "6")]
+    pub ballot: u32,
+    /// Entry: the encoded redo entry (the ring's entry format).
+    #[prost(bytes = "vec", tag = "7")]
+    pub redo: Vec<u8>,
+    /// Applied: commit (true) or abort.
+    #[prost(bool, tag = "8")]
+    pub commit: bool,
+    /// Applied commit: its timestamp.
+    #[prost(uint64, tag = "9")]
+    pub cts: u64,
+}
+
+/// Reply to a recoverer's PREPARE.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct PromisesReply {
+    /// One per replica node of the DC.
+    #[prost(message, repeated, tag = "1")]
+    pub promises: Vec<PromiseMsg>,
 }
 
 /// A procedure call: which stored procedure and its parameters.
@@ -192,6 +255,16 @@ pub struct ExecuteRequest {
     /// EP-Paxos: replicate the redo to the secondaries (majority) before voting.
     #[prost(bool, tag = "7")]
     pub replicate: bool,
+    /// The coordinator's HLC reading at start (recorded in the redo entries).
+    #[prost(uint64, tag = "8")]
+    pub start: u64,
+    /// Phase-1 deadline, ms since the HLC origin: an executor whose clock is past it votes
+    /// abort without locking (so a recoverer can count a missing vote as an abort).
+    #[prost(uint64, tag = "9")]
+    pub deadline_ms: u64,
+    /// Every partition the transaction touches (recorded in the redo entries).
+    #[prost(uint32, repeated, tag = "10")]
+    pub partitions: Vec<u32>,
 }
 
 /// Versions and values of one access in a vote.

@@ -64,7 +64,8 @@ pub enum Violation {
         /// The majority.
         need: usize,
     },
-    /// An undecided entry (and its locks) left behind that no crash explains.
+    /// An undecided entry (and its locks) left behind after the drain (every node back, every
+    /// partition healed, recovery running).
     Stuck(Leftover),
     /// A record locked with no undecided entry of this node listing it.
     OrphanLock {
@@ -108,7 +109,7 @@ impl std::fmt::Display for Violation {
                 "{txn}: abort acknowledged while only {have} of the {need} replicas a majority of p{} needs held it",
                 partition.0
             ),
-            Violation::Stuck(l) => write!(f, "stuck with no crash to explain it: {l}"),
+            Violation::Stuck(l) => write!(f, "left undecided after the drain: {l}"),
             Violation::OrphanLock { node, key, word } => {
                 write!(f, "key {key} locked on {node} (lock word {word:#x}) by no undecided entry")
             }
@@ -157,12 +158,11 @@ pub(crate) fn check(w: &mut World) {
         }
     }
     let left_keys: BTreeSet<u64> = leftovers.iter().flat_map(|l| l.locked_keys.iter().copied()).collect();
+    // Every node is back and every partition healed after the drain: recovery must have
+    // decided everything, crash or not.
     for l in leftovers {
-        if l.crash.is_some() {
-            w.report.leftovers.push(l);
-        } else {
-            w.report.violations.push(Violation::Stuck(l));
-        }
+        w.report.leftovers.push(l.clone());
+        w.report.violations.push(Violation::Stuck(l));
     }
 
     // Every replica of every key: locks, agreement.

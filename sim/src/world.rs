@@ -8,8 +8,13 @@ use rand::{Rng, SeedableRng};
 use redt_bench::elle;
 use redt_coordinator::message::{Reply, Request};
 use redt_coordinator::txn::Action;
-use redt_coordinator::{CoordinatorOptions, CoordinatorTxn, ExecutorCore, ExecutorMutations, TxnMachine, TxnStatus};
-use redt_dc_executor::{apply_committed, DcHandle, Hlc, Layout, LocalVerbs, Region, Replayer, Verbs};
+use redt_coordinator::{
+    CoordinatorOptions, CoordinatorTxn, ExecutorCore, ExecutorMutations, Orphan, Recoverer, RecoveryOptions,
+    RecoveryOutcome, TxnMachine, TxnStatus,
+};
+use redt_dc_executor::{
+    apply_committed, unfinished_entries, DcHandle, Hlc, Layout, LocalVerbs, Region, Replayer, Verbs, LOGICAL_BITS,
+};
 use redt_netem::WanModel;
 use redt_proto::wire::ProcedureCall;
 use redt_proto::{DcId, NodeId, Topology, TxnId};
@@ -139,8 +144,14 @@ pub struct SimReport {
     pub rw_inter_messages: u64,
     /// Sum of their inter-DC round trips.
     pub rw_inter_round_trips: u64,
-    /// Locks and undecided entries left by crashes, for a recoverer (expected until recovery
-    /// exists).
+    /// Recoveries started, and how they ended (committed, aborted; the rest were still
+    /// running or blocked when the run ended).
+    pub recoveries: u64,
+    /// Recoveries that committed.
+    pub recovered_commits: u64,
+    /// Recoveries that aborted.
+    pub recovered_aborts: u64,
+    /// Locks and undecided entries left after the drain (each is also a violation).
     pub leftovers: Vec<Leftover>,
     /// What the checks found wrong.
     pub violations: Vec<Violation>,
@@ -186,9 +197,11 @@ impl std::fmt::Display for SimReport {
             self.round_trips_per_commit(),
             self.rw_inter_commits
         )?;
-        for l in &self.leftovers {
-            writeln!(f, "  left for a recoverer: {l}")?;
-        }
+        writeln!(
+            f,
+            "  recoveries: {} started, {} committed, {} aborted",
+            self.recoveries, self.recovered_commits, self.recovered_aborts
+        )?;
         for v in &self.violations {
             writeln!(f, "  VIOLATION: {v}")?;
         }
@@ -206,6 +219,8 @@ enum Ev {
     Deliver { to: NodeId, msg: Msg },
     RpcDeadline { node: NodeId, inc: u64, rpc: u64 },
     TxnTimer { node: NodeId, inc: u64, txn: TxnId },
+    RecoveryTimer { node: NodeId, inc: u64, txn: TxnId },
+    RecoveryScan { node: NodeId },
     Replay { node: NodeId },
     Client { client: usize },
     Crash { node: NodeId },
@@ -218,6 +233,7 @@ enum Ev {
 
 enum RpcOwner {
     Txn(TxnId, u64),
+    Recovery(TxnId, u64),
     Ship(u64),
 }
 
@@ -236,6 +252,9 @@ struct SimNode {
     replayer: Replayer,
     region: Arc<Region>,
     coords: BTreeMap<TxnId, Coord>,
+    recoverers: BTreeMap<TxnId, Recoverer>,
+    /// The time each recoverer's timer event is queued for (one event per recoverer).
+    armed: HashMap<TxnId, Micros>,
     rpcs: HashMap<u64, RpcOwner>,
     ships: HashMap<u64, (NodeId, Request)>,
     seq: u64,
@@ -277,6 +296,11 @@ pub(crate) struct World {
     draining: bool,
     /// Upper bound of a client's back-off after an abort: two of the largest link RTT (µs).
     backoff_us: u64,
+    /// When and how recovery runs (the clock-skew bound covers the skew fault's 2 s).
+    recovery: RecoveryOptions,
+    /// When the drain last found every ring free of undecided entries (µs), to check it at
+    /// most every 100 ms.
+    last_ring_check: Micros,
     pub hist: Vec<Hist>,
     /// When each transaction started, and its participant DCs.
     pub started: HashMap<TxnId, (Micros, Vec<DcId>)>,
@@ -294,6 +318,8 @@ const WALL_START_MS: u64 = 10_000_000;
 const RPC_TIMEOUT: Duration = Duration::from_secs(5);
 /// Replay runs every this often on each live node.
 const REPLAY_EVERY_US: u64 = 2_000;
+/// The largest clock skew the skew fault injects (and the recoverers' skew bound).
+const MAX_SKEW: Duration = Duration::from_secs(2);
 /// The drain gives up this long after the workload ends.
 const DRAIN_LIMIT: Duration = Duration::from_secs(120);
 
@@ -341,7 +367,8 @@ impl World {
             .nodes
             .iter()
             .map(|n| {
-                let skew_ms = if cfg.faults.clock_skew && rng.gen_bool(0.3) { rng.gen_range(1..2_000) } else { 0 };
+                let max_skew = MAX_SKEW.as_millis() as u64;
+                let skew_ms = if cfg.faults.clock_skew && rng.gen_bool(0.3) { rng.gen_range(1..max_skew) } else { 0 };
                 SimNode {
                     id: n.id,
                     dc: n.dc,
@@ -351,6 +378,8 @@ impl World {
                     replayer: Replayer::new(layout, n.id),
                     region: regions[&n.id].clone(),
                     coords: BTreeMap::new(),
+                    recoverers: BTreeMap::new(),
+                    armed: HashMap::new(),
                     rpcs: HashMap::new(),
                     ships: HashMap::new(),
                     seq: 0,
@@ -368,8 +397,11 @@ impl World {
         };
         let gen = Generator::new(cfg.workload, kv, usertable, cells);
         let max_rtt = topology.links.iter().flatten().map(|l| l.rtt).max().unwrap_or_default();
+        let recovery = RecoveryOptions::for_topology(&topology, MAX_SKEW);
         let mut w = World {
             backoff_us: 2 * max_rtt.as_micros() as u64,
+            recovery,
+            last_ring_check: 0,
             topology,
             dcs,
             nodes,
@@ -460,6 +492,8 @@ impl World {
                 self.queue.push(at, Ev::Client { client: c });
             }
             self.queue.push(self.rng.gen_range(0..REPLAY_EVERY_US), Ev::Replay { node: NodeId(n as u16) });
+            let scan = self.recovery.scan_every.as_micros() as u64;
+            self.queue.push(self.rng.gen_range(0..scan), Ev::RecoveryScan { node: NodeId(n as u16) });
         }
         if self.cfg.faults.crash {
             let crashes = self.rng.gen_range(1..=3);
@@ -500,10 +534,20 @@ impl World {
         }
     }
 
-    /// Whether nothing is left to do: no transaction, shipment or client in flight.
-    fn quiet(&self) -> bool {
-        self.nodes.iter().all(|n| n.coords.is_empty() && n.ships.is_empty())
-            && self.clients.iter().all(|c| c.busy.is_none())
+    /// Whether nothing is left to do: no transaction, recovery, shipment or client in flight,
+    /// and (checked at most every 100 ms) no undecided entry in any ring.
+    fn quiet(&mut self) -> bool {
+        let idle = self.nodes.iter().all(|n| n.coords.is_empty() && n.ships.is_empty() && n.recoverers.is_empty())
+            && self.clients.iter().all(|c| c.busy.is_none());
+        if !idle || self.now < self.last_ring_check + 100_000 {
+            return false;
+        }
+        self.last_ring_check = self.now;
+        let layout = self.layout();
+        self.nodes.iter().all(|n| {
+            let dc = &self.dcs[n.dc.0 as usize];
+            unfinished_entries(dc.verbs.as_ref(), n.id, &layout).map(|e| e.is_empty()).unwrap_or(false)
+        })
     }
 
     fn replay(&mut self, i: usize, rounds: usize) {
@@ -536,6 +580,13 @@ impl World {
                         }
                         self.pump(node, txn);
                     }
+                    Some(RpcOwner::Recovery(txn, attempt)) => {
+                        let now = self.instant(self.now);
+                        if let Some(r) = self.nodes[node.0 as usize].recoverers.get_mut(&txn) {
+                            r.handle_failure(attempt, "call deadline", now);
+                        }
+                        self.pump_recovery(node, txn);
+                    }
                     Some(RpcOwner::Ship(ship)) => {
                         let at = self.now + self.cfg.options.retry_every.as_micros() as u64;
                         self.queue.push(at, Ev::ShipRetry { node, inc, ship });
@@ -553,6 +604,23 @@ impl World {
                     c.txn.handle_timeout(now);
                 }
                 self.pump(node, txn);
+            }
+            Ev::RecoveryTimer { node, inc, txn } => {
+                let now = self.instant(self.now);
+                let n = &mut self.nodes[node.0 as usize];
+                if !n.alive || n.inc != inc || n.armed.get(&txn) != Some(&self.now) {
+                    return;
+                }
+                n.armed.remove(&txn);
+                if let Some(r) = n.recoverers.get_mut(&txn) {
+                    r.handle_timeout(now);
+                }
+                self.pump_recovery(node, txn);
+            }
+            Ev::RecoveryScan { node } => {
+                self.scan(node);
+                let every = self.recovery.scan_every.as_micros() as u64;
+                self.queue.push(self.now + every, Ev::RecoveryScan { node });
             }
             Ev::Replay { node } => {
                 self.replay(node.0 as usize, 1);
@@ -619,6 +687,8 @@ impl World {
         n.core = None;
         n.rpcs.clear();
         n.ships.clear();
+        n.recoverers.clear();
+        n.armed.clear();
         let coords = std::mem::take(&mut n.coords);
         // Their clients see the connection drop: outcome unknown.
         for (_, c) in coords {
@@ -656,7 +726,9 @@ impl World {
             reads: Vec::new(),
         });
         self.clients[c].busy = Some(h);
-        match CoordinatorTxn::start(self.topology.clone(), node, txn, draw.call, self.cfg.options.clone(), now) {
+        let wall = self.wall_ms(node);
+        let Some(start) = self.nodes[node.0 as usize].core.as_ref().map(|c| c.hlc().tick(wall)) else { return };
+        match CoordinatorTxn::start(self.topology.clone(), node, txn, draw.call, self.cfg.options.clone(), start, now) {
             Ok(t) => {
                 self.trace(|| format!("{node} starts {txn}"));
                 let participants = t_participants(&self.topology, &self.hist[h].call);
@@ -759,6 +831,76 @@ impl World {
         }
     }
 
+    /// The recovery scan of `node` (DESIGN.md §2, recovery): every undecided phase-1 entry of
+    /// its ring whose transaction is old enough (the coordinator's DC first, the others
+    /// later), and that no coordinator or recoverer of this node is working on, gets a
+    /// recoverer.
+    fn scan(&mut self, node: NodeId) {
+        let i = node.0 as usize;
+        if !self.nodes[i].alive {
+            return;
+        }
+        let layout = self.layout();
+        let dc = self.nodes[i].dc;
+        let Ok(entries) = unfinished_entries(self.dcs[dc.0 as usize].verbs.as_ref(), node, &layout) else { return };
+        let wall = self.wall_ms(node);
+        for (_, e) in entries {
+            let Some(orphan) = Orphan::of(&e) else { continue };
+            let n = &self.nodes[i];
+            if n.coords.contains_key(&orphan.txn) || n.recoverers.contains_key(&orphan.txn) {
+                continue;
+            }
+            let own = self.topology.nodes.get(orphan.coordinator.0 as usize).is_some_and(|c| c.dc == dc);
+            let after = self.recovery.recover_after(self.cfg.options.phase1_timeout, own).as_millis() as u64;
+            if wall < (orphan.start.0 >> LOGICAL_BITS) + after {
+                continue;
+            }
+            let txn = orphan.txn;
+            self.trace(|| format!("{node} recovers {txn}"));
+            self.report.recoveries += 1;
+            let now = self.instant(self.now);
+            let r = Recoverer::start(self.topology.clone(), node, orphan, self.recovery.clone(), now);
+            self.nodes[i].recoverers.insert(txn, r);
+            self.pump_recovery(node, txn);
+        }
+    }
+
+    /// Carries out the actions of `node`'s recoverer of `txn` and re-arms its timer.
+    fn pump_recovery(&mut self, node: NodeId, txn: TxnId) {
+        loop {
+            let Some(r) = self.nodes[node.0 as usize].recoverers.get_mut(&txn) else { return };
+            let Some(action) = r.poll_action() else { break };
+            if let Action::Send { attempt, to, request } = action {
+                self.trace(|| format!("{node} -> {to}: recovery {} {txn}", kind(&request)));
+                self.call(node, to, RpcOwner::Recovery(txn, attempt), request);
+            }
+        }
+        let n = &mut self.nodes[node.0 as usize];
+        let Some(r) = n.recoverers.get(&txn) else { return };
+        if r.is_done() {
+            match r.outcome() {
+                Some(RecoveryOutcome::Committed) => self.report.recovered_commits += 1,
+                Some(RecoveryOutcome::Aborted) => self.report.recovered_aborts += 1,
+                None => {}
+            }
+            let d = r.decision();
+            n.recoverers.remove(&txn);
+            n.armed.remove(&txn);
+            self.trace(|| format!("{node} recovered {txn}: {d:?}"));
+            return;
+        }
+        if let Some(t) = r.poll_timeout() {
+            let inc = n.inc;
+            // Rounded up: a timer must not fire before its deadline.
+            let at = (self.micros(t) + u64::from(self.instant(self.micros(t)) < t)).max(self.now);
+            let n = &mut self.nodes[node.0 as usize];
+            if n.armed.get(&txn).is_none_or(|&armed| at < armed) {
+                n.armed.insert(txn, at);
+                self.queue.push(at, Ev::RecoveryTimer { node, inc, txn });
+            }
+        }
+    }
+
     /// Sends `request` from `from` to `to` as an RPC owned by `owner`, with a deadline.
     fn call(&mut self, from: NodeId, to: NodeId, owner: RpcOwner, request: Request) {
         self.next_rpc += 1;
@@ -837,6 +979,13 @@ impl World {
                         }
                         self.pump(to, txn);
                     }
+                    Some(RpcOwner::Recovery(txn, attempt)) => {
+                        let now = self.instant(self.now);
+                        if let Some(r) = self.nodes[i].recoverers.get_mut(&txn) {
+                            r.handle_reply(attempt, reply, now);
+                        }
+                        self.pump_recovery(to, txn);
+                    }
                     Some(RpcOwner::Ship(ship)) => {
                         if matches!(reply, Reply::Error { .. }) {
                             let at = self.now + self.cfg.options.retry_every.as_micros() as u64;
@@ -905,6 +1054,7 @@ fn kind(r: &Request) -> &'static str {
         Request::Accept(_) => "accept",
         Request::Prepare(_) => "prepare",
         Request::LogDecision(_) => "log-decision",
+        Request::RecoveryPrepare(_) => "prepare(b)",
     }
 }
 

@@ -15,7 +15,7 @@ use super::delivery::{self, Delivery};
 use super::roles::{self, Replication};
 use crate::catch_up::changes_of;
 use crate::cost::Cost;
-use crate::executor_core::{error_code_of, ExecuteArgs, ExecutorCore};
+use crate::executor_core::{error_code_of, ExecutorCore};
 use crate::machine::{earliest, Action, AttemptId, TxnMachine};
 use crate::message::{Accept, Decide, DecideRole, Execute, Prepare, Reply, Request};
 use crate::node::error_code;
@@ -33,7 +33,7 @@ pub fn is_primary_request(request: &Request) -> bool {
         Request::Execute(e) => e.replicate,
         Request::Decide(d) => d.role == DecideRole::Primary,
         Request::Prepare(_) => true,
-        Request::Record(_) | Request::Accept(_) | Request::LogDecision(_) => false,
+        Request::Record(_) | Request::Accept(_) | Request::LogDecision(_) | Request::RecoveryPrepare(_) => false,
     }
 }
 
@@ -79,8 +79,8 @@ pub enum Local {
 pub fn begin(core: &mut ExecutorCore, request: Request, now_ms: u64) -> Local {
     let internal = |e: crate::Error| Local::Reply(Reply::Error { code: error_code::INTERNAL, message: e.to_string() });
     match request {
-        Request::Execute(Execute { txn, coordinator, participants, call, scope, replicate: true }) => {
-            let args = ExecuteArgs { txn, coordinator, participants, call, scope };
+        Request::Execute(args @ Execute { replicate: true, .. }) => {
+            let txn = args.txn;
             let vote = match core.execute(&args, now_ms) {
                 Ok(v) => v,
                 Err(e) => return Local::Reply(Reply::Error { code: error_code_of(&e), message: e.to_string() }),
@@ -462,7 +462,9 @@ mod tests {
             vote: VoteWord::NONE,
             epoch: Epoch(0),
             coordinator: NodeId(0),
+            start: Cts(0),
             participants: vec![DcId(0), DcId(1)],
+            partitions: Vec::new(),
             locks: vec![],
             changes: vec![Change { record: Offset(0), table: schema.id, key, cell: 0, value: vec![9] }],
         }]

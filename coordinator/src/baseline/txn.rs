@@ -207,6 +207,9 @@ impl BaselineTxn {
             call: t.call.clone(),
             scope,
             replicate,
+            start: Cts(0),
+            deadline_ms: 0,
+            partitions: Vec::new(),
         });
         let targets = t.participants.clone();
         let enough = targets.len();

@@ -6,7 +6,7 @@ use super::entry::{Change, EntryStatus, LockIntent, RedoEntry};
 use super::vote::VoteWord;
 use super::{MAX_ENTRY_SLOTS, SLOT_BYTES};
 use crate::error::{Error, Result};
-use redt_proto::{DcId, Epoch, NodeId, Offset, TableId, TxnId};
+use redt_proto::{Cts, DcId, Epoch, NodeId, Offset, PartitionId, TableId, TxnId};
 
 /// Byte offsets of the header words.
 pub(super) const W_STATUS: u64 = 8;
@@ -18,6 +18,7 @@ pub(super) const W_INDEX: u64 = 24;
 
 /// Encoded sizes of the fixed parts of the body items, in bytes.
 const PARTICIPANT_BYTES: u64 = 2;
+const PARTITION_BYTES: u64 = 4;
 const LOCK_BYTES: u64 = 8 + 2 + 8 + 8 + 8;
 const VERSION_BYTES: u64 = 8;
 const CHANGE_BYTES: u64 = 8 + 2 + 8 + 2 + 4;
@@ -31,6 +32,8 @@ const MAX_ITEMS: u64 = (1 << 24) - 1;
 pub struct EntryShape {
     /// Number of participant DCs.
     pub participants: u64,
+    /// Number of partitions the whole transaction touches.
+    pub partitions: u64,
     /// Number of lock intents.
     pub locks: u64,
     /// Total versions over all lock intents (the sum of `cells.count_ones()`).
@@ -46,6 +49,7 @@ impl EntryShape {
     pub fn body_bytes(&self) -> u64 {
         [
             self.participants.saturating_mul(PARTICIPANT_BYTES),
+            self.partitions.saturating_mul(PARTITION_BYTES),
             self.locks.saturating_mul(LOCK_BYTES),
             self.versions.saturating_mul(VERSION_BYTES),
             self.changes.saturating_mul(CHANGE_BYTES),
@@ -138,9 +142,13 @@ fn encode_framed(e: &RedoEntry, index: u64, slots: u64) -> Vec<u8> {
     let slots = slots.max(shape.slots());
     assert!(slots <= MAX_ENTRY_SLOTS, "redo entry of {slots} slots: callers reserve (and size-check) first");
     assert!(shape.participants <= u16::MAX as u64, "at most 65535 participant DCs");
+    assert!(shape.partitions <= u16::MAX as u64, "at most 65535 partitions per transaction");
     assert!(shape.locks <= MAX_ITEMS && shape.changes <= MAX_ITEMS, "implied by the slot limit");
     let mut body = Vec::with_capacity(shape.body_bytes() as usize);
     for p in &e.participants {
+        body.extend_from_slice(&p.0.to_le_bytes());
+    }
+    for p in &e.partitions {
         body.extend_from_slice(&p.0.to_le_bytes());
     }
     for l in &e.locks {
@@ -175,7 +183,7 @@ fn encode_framed(e: &RedoEntry, index: u64, slots: u64) -> Vec<u8> {
         slots | (e.epoch.0 as u64) << 16 | (e.coordinator.0 as u64) << 48,
         body.len() as u64,
         shape.participants | shape.locks << 16 | shape.changes << 40,
-        0,
+        (e.start.0 & Cts::MASK) | shape.partitions << 48,
     ];
     let total = slots * SLOT_BYTES;
     let mut out = Vec::with_capacity(total as usize);
@@ -251,9 +259,6 @@ pub(super) fn decode_framed(node: NodeId, index: u64, bytes: &[u8]) -> Result<(R
     if (word(header, 5) >> 32) as u32 != checksum(header, body) {
         return Err(torn("checksum mismatch"));
     }
-    if word(header, 7) != 0 {
-        return Err(torn("reserved header word is not zero"));
-    }
     let (status, cts) = EntryStatus::from_word(word(header, 1)).ok_or_else(|| torn("unknown status"))?;
     let vote = VoteWord(word(header, 2));
     vote.unpack().ok_or_else(|| torn("bad vote word"))?;
@@ -267,6 +272,11 @@ pub(super) fn decode_framed(node: NodeId, index: u64, bytes: &[u8]) -> Result<(R
     let mut participants = Vec::with_capacity(cap(n_participants, PARTICIPANT_BYTES));
     for _ in 0..n_participants {
         participants.push(DcId(cur.u16().ok_or_else(short)?));
+    }
+    let (start, n_partitions) = (Cts(word(header, 7) & Cts::MASK), word(header, 7) >> 48);
+    let mut partitions = Vec::with_capacity(cap(n_partitions, PARTITION_BYTES));
+    for _ in 0..n_partitions {
+        partitions.push(PartitionId(cur.u32().ok_or_else(short)?));
     }
     let mut locks = Vec::with_capacity(cap(n_locks, LOCK_BYTES));
     for _ in 0..n_locks {
@@ -301,7 +311,9 @@ pub(super) fn decode_framed(node: NodeId, index: u64, bytes: &[u8]) -> Result<(R
         vote,
         epoch: Epoch((w4 >> 16) as u32),
         coordinator: NodeId((w4 >> 48) as u16),
+        start,
         participants,
+        partitions,
         locks,
         changes,
     };
@@ -354,7 +366,7 @@ mod tests {
             // status are arbitrary: exercises the body parser.
             let mut header = Vec::new();
             let body_len = body.len() as u64;
-            let words = [w[0], w[1], w[2], index, (w[4] & !0xffff) | (body_len / 64 + 2), body_len, w[6], 0];
+            let words = [w[0], w[1], w[2], index, (w[4] & !0xffff) | (body_len / 64 + 2), body_len, w[6], w[7]];
             for x in words {
                 header.extend_from_slice(&x.to_le_bytes());
             }

@@ -4,7 +4,7 @@
 
 use super::codec::EntryShape;
 use super::vote::VoteWord;
-use redt_proto::{Cts, DcId, Epoch, NodeId, Offset, TableId, TxnId};
+use redt_proto::{Cts, DcId, Epoch, NodeId, Offset, PartitionId, TableId, TxnId};
 
 /// Status of a redo entry, the low 8 bits of its status word (RedT Algorithm 2).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -113,8 +113,15 @@ pub struct RedoEntry {
     pub epoch: Epoch,
     /// The transaction's coordinator node.
     pub coordinator: NodeId,
+    /// The coordinator's hybrid-logical-clock reading when it started the transaction (48
+    /// bits): the base of its phase-1 deadline, of a recoverer's timeout, and of its commit
+    /// timestamp (DESIGN.md §2, recovery). Zero in replica and filler entries.
+    pub start: Cts,
     /// Every DC the transaction involves.
     pub participants: Vec<DcId>,
+    /// Every partition the whole transaction touches, ascending (what a recoverer must hear
+    /// from; DESIGN.md §2, recovery). Empty in replica and filler entries.
+    pub partitions: Vec<PartitionId>,
     /// Locks on records of this node.
     pub locks: Vec<LockIntent>,
     /// Cell writes on records of this node.
@@ -132,7 +139,9 @@ impl RedoEntry {
             vote: VoteWord::NONE,
             epoch: Epoch(0),
             coordinator: NodeId(0),
+            start: Cts(0),
             participants: Vec::new(),
+            partitions: Vec::new(),
             locks: Vec::new(),
             changes: Vec::new(),
         }
@@ -143,6 +152,7 @@ impl RedoEntry {
     pub fn is_filler(&self) -> bool {
         matches!(self.status, EntryStatus::Aborted | EntryStatus::Flushed)
             && self.participants.is_empty()
+            && self.partitions.is_empty()
             && self.locks.is_empty()
             && self.changes.is_empty()
     }
@@ -151,6 +161,7 @@ impl RedoEntry {
     pub fn shape(&self) -> EntryShape {
         EntryShape {
             participants: self.participants.len() as u64,
+            partitions: self.partitions.len() as u64,
             locks: self.locks.len() as u64,
             versions: self.locks.iter().map(|l| l.cells.count_ones() as u64).sum(),
             changes: self.changes.len() as u64,

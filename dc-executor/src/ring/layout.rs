@@ -107,8 +107,16 @@ mod tests {
 
     #[test]
     fn pieces_split_at_the_ring_end() {
-        let layout =
-            Layout { size: 4096, index_off: 64, index_bytes: 64, ring_off: 128, ring_bytes: 5 * 64, heap_off: 448 };
+        let layout = Layout {
+            size: 4096,
+            index_off: 64,
+            index_bytes: 64,
+            ring_off: 128,
+            ring_bytes: 5 * 64,
+            log_off: 448,
+            log_bytes: 64,
+            heap_off: 512,
+        };
         assert_eq!(layout.ring_slots(), 4);
         let base = 128 + 64;
         // Index 6 is slot 2: two slots fit before the end.

@@ -30,9 +30,10 @@
 //! w4  slots u16 | epoch u32 << 16 | coordinator u16 << 48
 //! w5  body length u32 | CRC-32 u32 << 32
 //! w6  participants u16 | locks u24 << 16 | changes u24 << 40
-//! w7  zero
+//! w7  start (48 bits) | partitions u16 << 48  the coordinator's HLC at start
 //! body:
 //!   participants   DcId u16 each
+//!   partitions     PartitionId u32 each        every partition the transaction touches
 //!   locks          record u64, table u16, key u64, lock_bits u64, cells u64,
 //!                  then one version u64 per set bit of cells (ascending)
 //!   changes        record u64, table u16, key u64, cell u16, value length u32, value
@@ -99,7 +100,7 @@ pub use entry::{Change, EntryStatus, LockIntent, RedoEntry};
 pub(crate) use layout::{head_offset, pieces, ring_slots, tail_offset};
 pub use layout::{push_set_status, push_write, push_write_body, status_offset};
 pub(crate) use read::read_framed;
-pub use read::{read_entry, read_entry_sized, read_header, unfinished_entries, EntryHeader};
+pub use read::{read_entry, read_entry_sized, read_header, ring_entries, unfinished_entries, EntryHeader};
 pub use vote::{vote_offset, Verdict, VoteState, VoteWord};
 pub use writer::RingWriter;
 

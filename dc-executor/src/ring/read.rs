@@ -104,6 +104,20 @@ pub(crate) fn read_framed(
 /// # Errors
 /// Verbs failures.
 pub fn unfinished_entries(verbs: &dyn Verbs, node: NodeId, layout: &Layout) -> Result<Vec<(u64, RedoEntry)>> {
+    Ok(ring_entries(verbs, node, layout)?
+        .into_iter()
+        .filter(|(_, _, e)| matches!(e.status, EntryStatus::Intent | EntryStatus::Logged))
+        .map(|(index, _, e)| (index, e))
+        .collect())
+}
+
+/// Every entry of `node`'s ring between its head and its tail that decodes, finished or not,
+/// as `(ring index, slots, entry)` in ring order (a slot that does not decode is skipped one
+/// slot at a time). Read-only; a recoverer's scan (DESIGN.md §2).
+///
+/// # Errors
+/// Verbs failures.
+pub fn ring_entries(verbs: &dyn Verbs, node: NodeId, layout: &Layout) -> Result<Vec<(u64, u64, RedoEntry)>> {
     let mut word = [0u8; 8];
     verbs.read(node, Offset(head_offset(layout)), &mut word)?;
     let head = u64::from_le_bytes(word);
@@ -116,9 +130,7 @@ pub fn unfinished_entries(verbs: &dyn Verbs, node: NodeId, layout: &Layout) -> R
     while index < end {
         match read_framed(layout, node, index, &mut read) {
             Ok((entry, slots)) => {
-                if matches!(entry.status, EntryStatus::Intent | EntryStatus::Logged) {
-                    out.push((index, entry));
-                }
+                out.push((index, slots, entry));
                 index += slots.max(1);
             }
             Err(e @ (Error::Backend(_) | Error::OutOfBounds { .. } | Error::UnknownNode(_))) => return Err(e),

@@ -2,7 +2,7 @@
 
 use super::{Change, EntryStatus, LockIntent, RedoEntry, Verdict, VoteState, VoteWord};
 use proptest::prelude::*;
-use redt_proto::{Ballot, Cts, DcId, Epoch, NodeId, Offset, TableId, TxnId};
+use redt_proto::{Ballot, Cts, DcId, Epoch, NodeId, Offset, PartitionId, TableId, TxnId};
 
 pub(super) fn verdict() -> impl Strategy<Value = Verdict> {
     prop_oneof![Just(Verdict::None), Just(Verdict::Commit), Just(Verdict::Abort)]
@@ -33,8 +33,9 @@ prop_compose! {
     pub(super) fn entry()(
         txn: u64, status in status(), cts in 0..=Cts::MASK,
         vote in (verdict(), verdict(), 0u32..1 << 30, 0u32..1 << 30),
-        epoch: u32, coordinator: u16,
+        epoch: u32, coordinator: u16, start in 0..=Cts::MASK,
         participants in proptest::collection::vec(any::<u16>(), 0..6),
+        partitions in proptest::collection::vec(any::<u32>(), 0..6),
         locks in proptest::collection::vec(lock(), 0..4),
         changes in proptest::collection::vec(change(), 0..4),
     ) -> RedoEntry {
@@ -43,8 +44,9 @@ prop_compose! {
         }).expect("30-bit ballots fit");
         RedoEntry {
             txn: TxnId(txn), status, cts: Cts(cts), vote, epoch: Epoch(epoch),
-            coordinator: NodeId(coordinator),
-            participants: participants.into_iter().map(DcId).collect(), locks, changes,
+            coordinator: NodeId(coordinator), start: Cts(start),
+            participants: participants.into_iter().map(DcId).collect(),
+            partitions: partitions.into_iter().map(PartitionId).collect(), locks, changes,
         }
     }
 }

@@ -1,0 +1,693 @@
+//! The recoverer of one transaction as a state machine: PREPARE every participant DC with a
+//! ballot, apply the recovery rule, record the decision at a majority of every partition, then
+//! apply it everywhere (DESIGN.md §2, recovery; notes/recovery-model.md §5, the NB option).
+//!
+//! Sans-IO, in the shape of every protocol machine ([`TxnMachine`], `crate::machine`): it
+//! sends nothing, reads no clock and never sleeps. The rule itself is the pure
+//! [`crate::recovery::recover`]; this file only sequences rounds:
+//!
+//! 1. **Prepare**: `RecoveryPrepare(b)` to one node of each participant DC, which fences the
+//!    replicas that have not voted and promises `b` ([`redt_dc_executor::Promise`]). A DC that
+//!    does not answer within [`RecoveryOptions::round_timeout`] counts as unreachable; a
+//!    refusal (a higher ballot promised somewhere) restarts the round above it.
+//! 2. **Decide**: the promises become one [`PrepareReply`] per replica of every partition;
+//!    [`recover`] decides or blocks. Blocked: the locks stay, the DCs waited for are reported
+//!    ([`Recoverer::blocked_on`]) and the round is retried after a back-off.
+//! 3. **Record**: unless the decision was already applied somewhere, `Record(b, decision)` to
+//!    every DC holding an entry, until a majority of every partition holds it (an abort-voting
+//!    or unvoted replica holds an abort by itself). A failed round goes back to 1.
+//! 4. **Apply**: `Decide` to every DC holding an entry (a commit's stale or fenced replicas are
+//!    aborted and caught up from an up-to-date one, as the coordinator does:
+//!    [`crate::catch_up`]), retried with back-off until each is answered, however long.
+//!
+//! The commit timestamp is `1 + max(newest versions, start)` over the up-to-date votes, the
+//! same function of the redo entries the coordinator uses ([`crate::plan::vote_table`]).
+
+use crate::catch_up::{self, CatchUp};
+use crate::decision::{majority, ItemKey, PartitionVotes, ReplicaVote};
+use crate::machine::{earliest, Action, AttemptId, TxnMachine};
+use crate::message::{CatchUpTarget, Decide, DecideRole, Record, RecoveryPrepare, Reply, Request};
+use crate::plan::{Plan, PlannedPartition};
+use crate::recovery::{recover, PrepareReply, Recorded, RecordedDecision, Recovery, Why};
+use redt_dc_executor::{CellVersion, Decision, EntryRef, NodePromise, Promise, RedoEntry, Verdict};
+use redt_proto::{Ballot, Cts, DcId, NodeId, PartitionId, TableId, Topology, TxnId};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// When and how persistently recovery runs (DESIGN.md §2, recovery). The timeouts scale with
+/// the topology: [`RecoveryOptions::for_topology`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecoveryOptions {
+    /// How far apart two nodes' clocks may be. Recovery of a transaction starts only once its
+    /// phase-1 deadline has passed by this much, so no executor can still vote on it.
+    pub clock_skew_bound: Duration,
+    /// A node of the coordinator's DC recovers an undecided entry this long after the
+    /// transaction's phase-1 deadline (plus the skew bound).
+    pub own_dc_after: Duration,
+    /// A node of any other DC waits this long instead (the coordinator's DC goes first).
+    pub other_dc_after: Duration,
+    /// How long a round (prepare, record) waits for the DCs' answers.
+    pub round_timeout: Duration,
+    /// First retry pause; doubled per retry up to [`RecoveryOptions::retry_max`], with jitter.
+    pub retry_base: Duration,
+    /// Largest retry pause.
+    pub retry_max: Duration,
+    /// How often a node scans its ring for undecided entries.
+    pub scan_every: Duration,
+}
+
+impl RecoveryOptions {
+    /// Options scaled to `topology`'s largest link RTT `r`: rounds wait `4r` (at least 50
+    /// ms), retries start at `2r` (at least 20 ms) and back off to 5 s, the coordinator's DC
+    /// recovers `4r` (at least 100 ms) after the deadline and the others `10r` (at least 500
+    /// ms) after it, scans run every 100 ms; `clock_skew_bound` as given.
+    pub fn for_topology(topology: &Topology, clock_skew_bound: Duration) -> RecoveryOptions {
+        let rtt = topology.links.iter().flatten().map(|l| l.rtt).max().unwrap_or_default();
+        RecoveryOptions {
+            clock_skew_bound,
+            own_dc_after: (4 * rtt).max(Duration::from_millis(100)),
+            other_dc_after: (10 * rtt).max(Duration::from_millis(500)),
+            round_timeout: (4 * rtt).max(Duration::from_millis(50)),
+            retry_base: (2 * rtt).max(Duration::from_millis(20)),
+            retry_max: Duration::from_secs(5),
+            scan_every: Duration::from_millis(100),
+        }
+    }
+
+    /// How long after `start` (ms since the HLC origin) a node in the coordinator's DC
+    /// (`own_dc`) or another may start recovering a transaction whose phase-1 timeout is
+    /// `phase1_timeout`.
+    pub fn recover_after(&self, phase1_timeout: Duration, own_dc: bool) -> Duration {
+        let after = if own_dc { self.own_dc_after } else { self.other_dc_after };
+        phase1_timeout + self.clock_skew_bound + after
+    }
+}
+
+/// What a recoverer found out of a transaction it recovered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RecoveryOutcome {
+    /// Decided commit, recorded and applied.
+    Committed,
+    /// Decided abort, recorded and applied.
+    Aborted,
+}
+
+/// What a redo entry found by a scan tells a recoverer about its transaction.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Orphan {
+    /// The transaction.
+    pub txn: TxnId,
+    /// Its coordinator.
+    pub coordinator: NodeId,
+    /// The coordinator's start timestamp.
+    pub start: Cts,
+    /// Every DC it involves.
+    pub participants: Vec<DcId>,
+    /// Every partition it touches.
+    pub partitions: Vec<PartitionId>,
+}
+
+impl Orphan {
+    /// The transaction of a phase-1 redo entry (`None` for replica entries and fillers).
+    pub fn of(entry: &RedoEntry) -> Option<Orphan> {
+        (!entry.partitions.is_empty()).then(|| Orphan {
+            txn: entry.txn,
+            coordinator: entry.coordinator,
+            start: entry.start,
+            participants: entry.participants.clone(),
+            partitions: entry.partitions.clone(),
+        })
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Stage {
+    Prepare,
+    Record,
+    Apply,
+    Done,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Purpose {
+    Prepare(u32),
+    Record(u32),
+    Decide(usize),
+}
+
+struct Delivery {
+    dc: DcId,
+    to: NodeId,
+    request: Request,
+    retries: u32,
+    retry_at: Option<Instant>,
+    done: bool,
+}
+
+/// Bits of a ballot below its counter: the recovering node's id (DESIGN.md §2: ballots are
+/// `(counter, node)`, ordered by counter first).
+const NODE_BITS: u32 = 10;
+
+/// The ballot `(counter, node)`.
+pub fn ballot(counter: u32, node: NodeId) -> Ballot {
+    Ballot(counter << NODE_BITS | (u32::from(node.0) & ((1 << NODE_BITS) - 1)))
+}
+
+/// One transaction being recovered by node `me` (DESIGN.md §2, recovery).
+pub struct Recoverer {
+    orphan: Orphan,
+    me: NodeId,
+    topology: Arc<Topology>,
+    options: RecoveryOptions,
+    stage: Stage,
+    ballot: Ballot,
+    round: u32,
+    open: usize,
+    round_deadline: Option<Instant>,
+    retry_at: Option<Instant>,
+    retries: u32,
+    promises: BTreeMap<DcId, Vec<NodePromise>>,
+    refused: Option<Ballot>,
+    decision: Option<Decision>,
+    why: Option<Why>,
+    holding: BTreeSet<DcId>,
+    blocked_on: Vec<DcId>,
+    deliveries: Vec<Delivery>,
+    attempts: BTreeMap<AttemptId, (DcId, Purpose)>,
+    next_attempt: AttemptId,
+    actions: VecDeque<Action>,
+}
+
+impl Recoverer {
+    /// Starts recovering `orphan` from node `me` at `now`: the first PREPARE round, with
+    /// ballot `(1, me)`.
+    pub fn start(topology: Arc<Topology>, me: NodeId, orphan: Orphan, options: RecoveryOptions, now: Instant) -> Self {
+        let mut r = Recoverer {
+            orphan,
+            me,
+            topology,
+            options,
+            stage: Stage::Prepare,
+            ballot: ballot(1, me),
+            round: 0,
+            open: 0,
+            round_deadline: None,
+            retry_at: None,
+            retries: 0,
+            promises: BTreeMap::new(),
+            refused: None,
+            decision: None,
+            why: None,
+            holding: BTreeSet::new(),
+            blocked_on: Vec::new(),
+            deliveries: Vec::new(),
+            attempts: BTreeMap::new(),
+            next_attempt: 0,
+            actions: VecDeque::new(),
+        };
+        r.prepare_round(now);
+        r
+    }
+
+    /// The decision, once taken.
+    pub fn decision(&self) -> Option<Decision> {
+        self.decision
+    }
+
+    /// How it ended (`None` until done).
+    pub fn outcome(&self) -> Option<RecoveryOutcome> {
+        (self.stage == Stage::Done).then_some(match self.decision {
+            Some(Decision::Commit(_)) => RecoveryOutcome::Committed,
+            _ => RecoveryOutcome::Aborted,
+        })
+    }
+
+    /// The DCs the last blocked round waited for (empty unless blocked).
+    pub fn blocked_on(&self) -> &[DcId] {
+        &self.blocked_on
+    }
+
+    /// Its transaction's coordinator, start and participants.
+    pub fn orphan(&self) -> &Orphan {
+        &self.orphan
+    }
+
+    fn dc_of(&self, node: NodeId) -> DcId {
+        self.topology.nodes[node.0 as usize].dc
+    }
+
+    /// The node of `dc` that serves the recoverer's requests: itself in its own DC, else the
+    /// first node of the DC holding a replica of the transaction.
+    fn executor_of(&self, dc: DcId) -> NodeId {
+        if self.dc_of(self.me) == dc {
+            return self.me;
+        }
+        self.orphan
+            .partitions
+            .iter()
+            .filter_map(|p| self.topology.partitions.get(p.0 as usize))
+            .flat_map(|p| p.replicas.iter().copied())
+            .find(|&n| self.dc_of(n) == dc)
+            .unwrap_or(self.topology.dcs[dc.0 as usize].nodes[0])
+    }
+
+    fn send(&mut self, dc: DcId, purpose: Purpose, request: Request) {
+        let to = self.executor_of(dc);
+        let attempt = self.next_attempt;
+        self.next_attempt += 1;
+        self.attempts.insert(attempt, (dc, purpose));
+        self.actions.push_back(Action::Send { attempt, to, request });
+    }
+
+    /// A back-off pause: `retry_base * 2^retries`, capped, plus up to half of it again as
+    /// jitter drawn from the transaction id and the retry count (deterministic, so a
+    /// simulation replays it; different transactions spread out).
+    fn backoff(&self, retries: u32) -> Duration {
+        let base = self.options.retry_base.saturating_mul(1 << retries.min(16)).min(self.options.retry_max);
+        let mix = (self.orphan.txn.0 ^ u64::from(retries).wrapping_mul(0x9e37_79b9_7f4a_7c15))
+            .wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        let jitter = base.mul_f64((mix >> 11) as f64 / (1u64 << 53) as f64 / 2.0);
+        // Whole microseconds: drivers keep time in µs.
+        Duration::from_micros((base + jitter).as_micros() as u64)
+    }
+
+    fn prepare_round(&mut self, now: Instant) {
+        self.stage = Stage::Prepare;
+        self.round += 1;
+        self.promises.clear();
+        self.refused = None;
+        self.open = 0;
+        let round = self.round;
+        for dc in self.orphan.participants.clone() {
+            let request = Request::RecoveryPrepare(RecoveryPrepare {
+                txn: self.orphan.txn,
+                ballot: self.ballot,
+                start: self.orphan.start,
+                partitions: self.orphan.partitions.clone(),
+            });
+            self.open += 1;
+            self.send(dc, Purpose::Prepare(round), request);
+        }
+        self.round_deadline = Some(now + self.options.round_timeout);
+        if self.open == 0 {
+            self.after_prepare(now);
+        }
+    }
+
+    /// Every replica of every partition, as (node, DC), in placement order.
+    fn partitions(&self) -> Vec<(PartitionId, Vec<(NodeId, DcId)>)> {
+        self.orphan
+            .partitions
+            .iter()
+            .filter_map(|&p| {
+                let part = self.topology.partitions.get(p.0 as usize)?;
+                Some((p, part.replicas.iter().map(|&n| (n, self.dc_of(n))).collect()))
+            })
+            .collect()
+    }
+
+    fn promise_of(&self, node: NodeId, dc: DcId) -> Option<&Promise> {
+        self.promises.get(&dc)?.iter().find(|p| p.node == node).map(|p| &p.promise)
+    }
+
+    /// The recovery rule's view of the promises: one reply per replica per partition.
+    fn replies(&self) -> Vec<Vec<PrepareReply>> {
+        let keys = ItemKeys::of(self.promises.values().flatten());
+        self.partitions()
+            .iter()
+            .map(|(p, replicas)| {
+                replicas
+                    .iter()
+                    .map(|&(node, dc)| match self.promise_of(node, dc) {
+                        None | Some(Promise::Unknown) | Some(Promise::Refused { .. }) => PrepareReply::Unreachable,
+                        Some(Promise::Applied(d)) => PrepareReply::Applied(*d),
+                        Some(Promise::NoVote) => PrepareReply::Prepared { vote: ReplicaVote::Abort, record: None },
+                        Some(Promise::Entry { vote, recorded, redo, .. }) => PrepareReply::Prepared {
+                            vote: match vote {
+                                Verdict::Commit => ReplicaVote::Commit {
+                                    versions: keys.versions(&self.topology, *p, redo),
+                                    hlc: self.orphan.start,
+                                },
+                                _ => ReplicaVote::Abort,
+                            },
+                            record: recorded.map(|(d, ballot)| Recorded {
+                                ballot,
+                                decision: match d {
+                                    Verdict::Commit => RecordedDecision::Commit(None),
+                                    _ => RecordedDecision::Abort,
+                                },
+                            }),
+                        },
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+
+    fn after_prepare(&mut self, now: Instant) {
+        self.round_deadline = None;
+        if let Some(promised) = self.refused {
+            // Someone promised a higher ballot: go above it after a pause.
+            self.ballot = ballot((promised.0 >> NODE_BITS) + 1, self.me);
+            return self.retry_later(now);
+        }
+        if self.partitions().is_empty() {
+            return self.retry_later(now);
+        }
+        match recover(&self.replies()) {
+            Recovery::Block { .. } => {
+                self.blocked_on =
+                    self.orphan.participants.iter().copied().filter(|dc| !self.promises.contains_key(dc)).collect();
+                tracing::warn!(txn = %self.orphan.txn, waiting_for = ?self.blocked_on, "recovery blocked; locks stay held");
+                self.retry_later(now);
+            }
+            Recovery::Decide { decision, why } => {
+                self.blocked_on.clear();
+                self.decision = Some(decision);
+                self.why = Some(why);
+                if why == Why::Applied {
+                    self.apply(now);
+                } else {
+                    self.record_round(now);
+                }
+            }
+        }
+    }
+
+    fn retry_later(&mut self, now: Instant) {
+        self.retry_at = Some(now + self.backoff(self.retries));
+        self.retries = self.retries.saturating_add(1);
+    }
+
+    fn entries_in(&self, dc: DcId) -> Vec<EntryRef> {
+        self.promises
+            .get(&dc)
+            .into_iter()
+            .flatten()
+            .filter_map(|p| match &p.promise {
+                Promise::Entry { entry, .. } => Some(*entry),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn record_round(&mut self, now: Instant) {
+        self.stage = Stage::Record;
+        self.round += 1;
+        self.open = 0;
+        self.holding.clear();
+        let round = self.round;
+        let decision = self.decision.expect("decided before recording");
+        for dc in self.orphan.participants.clone() {
+            let entries = self.entries_in(dc);
+            if entries.is_empty() {
+                continue;
+            }
+            let request = Request::Record(Record { txn: self.orphan.txn, ballot: self.ballot, decision, entries });
+            self.open += 1;
+            self.send(dc, Purpose::Record(round), request);
+        }
+        self.round_deadline = Some(now + self.options.round_timeout);
+        self.after_record(now);
+    }
+
+    /// Whether a majority of every partition holds the decision: replicas of DCs whose record
+    /// succeeded, replicas that applied it, and (for an abort) replicas that voted abort or
+    /// never voted.
+    fn recorded(&self) -> bool {
+        let decision = self.decision.expect("decided before recording");
+        self.partitions().iter().all(|(_, replicas)| {
+            let holds = replicas
+                .iter()
+                .filter(|&&(node, dc)| match self.promise_of(node, dc) {
+                    Some(Promise::Entry { .. }) => self.holding.contains(&dc),
+                    Some(Promise::Applied(d)) => *d == decision,
+                    Some(Promise::NoVote) => decision == Decision::Abort,
+                    _ => false,
+                })
+                .count();
+            holds >= majority(replicas.len())
+        })
+    }
+
+    fn after_record(&mut self, now: Instant) {
+        if self.recorded() {
+            self.round_deadline = None;
+            return self.apply(now);
+        }
+        if self.open > 0 {
+            return;
+        }
+        self.round_deadline = None;
+        // Short of a majority (a DC unreachable, or a higher ballot promised): prepare again.
+        self.stage = Stage::Prepare;
+        self.ballot = ballot((self.ballot.0 >> NODE_BITS) + 1, self.me);
+        self.retry_later(now);
+    }
+
+    /// Phase 2 of the recovered decision to every DC holding an entry.
+    fn apply(&mut self, now: Instant) {
+        self.stage = Stage::Apply;
+        let decision = self.decision.expect("decided before applying");
+        let catch_up = match decision {
+            Decision::Commit(_) => self.catch_up(),
+            Decision::Abort => CatchUp::default(),
+        };
+        for dc in self.orphan.participants.clone() {
+            let entries = self.entries_in(dc);
+            let ships: Vec<CatchUpTarget> = match decision {
+                Decision::Commit(cts) => catch_up
+                    .sources
+                    .get(&dc)
+                    .into_iter()
+                    .flatten()
+                    .map(|(p, nodes)| CatchUpTarget { partition: *p, nodes: nodes.clone(), cts })
+                    .collect(),
+                Decision::Abort => Vec::new(),
+            };
+            // A DC that answered with no entry has nothing to apply; one that did not answer
+            // may hold entries the recoverer never saw: its executor finds them by scanning.
+            if entries.is_empty() && ships.is_empty() && self.promises.contains_key(&dc) {
+                continue;
+            }
+            let d = if catch_up.behind.contains(&dc) { Decision::Abort } else { decision };
+            let request = Request::Decide(Decide {
+                txn: self.orphan.txn,
+                ballot: self.ballot,
+                decision: d,
+                entries,
+                role: DecideRole::Executor,
+                catch_up: ships,
+            });
+            let to = self.executor_of(dc);
+            let idx = self.deliveries.len();
+            self.deliveries.push(Delivery {
+                dc,
+                to,
+                request: request.clone(),
+                retries: 0,
+                retry_at: None,
+                done: false,
+            });
+            self.send(dc, Purpose::Decide(idx), request);
+        }
+        let _ = now;
+        self.maybe_done();
+    }
+
+    /// The replicas a recovered commit leaves behind and who ships to them (as the
+    /// coordinator's [`catch_up::catch_up`], every partition treated as written).
+    fn catch_up(&self) -> CatchUp {
+        let replies = self.replies();
+        let plan = Plan {
+            participants: self.orphan.participants.clone(),
+            local: BTreeMap::new(),
+            partitions: self
+                .partitions()
+                .into_iter()
+                .map(|(id, replicas)| PlannedPartition { id, accesses: Vec::new(), replicas, writes: true })
+                .collect(),
+            read_only: false,
+        };
+        let table: Vec<PartitionVotes> = replies
+            .iter()
+            .map(|p| {
+                PartitionVotes::new(
+                    p.iter()
+                        .map(|r| match r {
+                            PrepareReply::Prepared { vote, .. } => vote.clone(),
+                            _ => ReplicaVote::Missing,
+                        })
+                        .collect(),
+                )
+            })
+            .collect();
+        catch_up::catch_up(&plan, &table)
+    }
+
+    fn maybe_done(&mut self) {
+        if self.stage == Stage::Apply && self.deliveries.iter().all(|d| d.done) {
+            self.stage = Stage::Done;
+            tracing::info!(txn = %self.orphan.txn, decision = ?self.decision, why = ?self.why, "recovered");
+        }
+    }
+}
+
+impl TxnMachine for Recoverer {
+    fn txn(&self) -> TxnId {
+        self.orphan.txn
+    }
+
+    fn is_done(&self) -> bool {
+        self.stage == Stage::Done
+    }
+
+    fn handle_reply(&mut self, attempt: AttemptId, reply: Reply, now: Instant) {
+        if let Reply::Error { message, .. } = reply {
+            return self.handle_failure(attempt, &message, now);
+        }
+        let Some((dc, purpose)) = self.attempts.remove(&attempt) else { return };
+        match (purpose, reply) {
+            (Purpose::Prepare(round), Reply::Promises(promises)) => {
+                if round != self.round || self.stage != Stage::Prepare {
+                    return;
+                }
+                self.open -= 1;
+                for p in &promises {
+                    if let Promise::Refused { promised } = p.promise {
+                        self.refused = Some(self.refused.map_or(promised, |r| r.max(promised)));
+                    }
+                }
+                self.promises.insert(dc, promises);
+                if self.open == 0 {
+                    self.after_prepare(now);
+                }
+            }
+            (Purpose::Record(round), Reply::Recorded(ok)) => {
+                if round != self.round || self.stage != Stage::Record {
+                    return;
+                }
+                self.open -= 1;
+                if ok {
+                    self.holding.insert(dc);
+                }
+                self.after_record(now);
+            }
+            (Purpose::Decide(i), Reply::Decided(_)) => {
+                if let Some(d) = self.deliveries.get_mut(i) {
+                    d.done = true;
+                }
+                self.maybe_done();
+            }
+            (purpose, _) => {
+                self.attempts.insert(attempt, (dc, purpose));
+                self.handle_failure(attempt, "unexpected reply kind", now);
+            }
+        }
+    }
+
+    fn handle_failure(&mut self, attempt: AttemptId, error: &str, now: Instant) {
+        let Some((dc, purpose)) = self.attempts.remove(&attempt) else { return };
+        tracing::debug!(txn = %self.orphan.txn, %dc, "recovery request failed: {error}");
+        match purpose {
+            Purpose::Prepare(round) if round == self.round && self.stage == Stage::Prepare => {
+                self.open -= 1;
+                if self.open == 0 {
+                    self.after_prepare(now);
+                }
+            }
+            Purpose::Record(round) if round == self.round && self.stage == Stage::Record => {
+                self.open -= 1;
+                self.after_record(now);
+            }
+            Purpose::Decide(i) => {
+                let pause = self.deliveries.get(i).map(|d| self.backoff(d.retries));
+                if let (Some(d), Some(pause)) = (self.deliveries.get_mut(i), pause) {
+                    if !d.done {
+                        d.retry_at = Some(now + pause);
+                        d.retries = d.retries.saturating_add(1);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn handle_timeout(&mut self, now: Instant) {
+        if self.round_deadline.is_some_and(|t| now >= t) {
+            self.round_deadline = None;
+            // The DCs that have not answered count as unreachable.
+            self.attempts.retain(|_, (_, p)| matches!(p, Purpose::Decide(_)));
+            self.open = 0;
+            match self.stage {
+                Stage::Prepare => self.after_prepare(now),
+                Stage::Record => self.after_record(now),
+                _ => {}
+            }
+        }
+        if self.retry_at.is_some_and(|t| now >= t) {
+            self.retry_at = None;
+            self.prepare_round(now);
+        }
+        for i in 0..self.deliveries.len() {
+            let d = &mut self.deliveries[i];
+            if !d.done && d.retry_at.is_some_and(|t| now >= t) {
+                d.retry_at = None;
+                let (dc, request) = (d.dc, d.request.clone());
+                let to = d.to;
+                let attempt = self.next_attempt;
+                self.next_attempt += 1;
+                self.attempts.insert(attempt, (dc, Purpose::Decide(i)));
+                self.actions.push_back(Action::Send { attempt, to, request });
+            }
+        }
+    }
+
+    fn poll_action(&mut self) -> Option<Action> {
+        self.actions.pop_front()
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        let retries = self.deliveries.iter().filter(|d| !d.done).map(|d| d.retry_at);
+        earliest([self.round_deadline, self.retry_at].into_iter().chain(retries))
+    }
+}
+
+/// A stable numbering of the records the promised entries lock, so that the versions two
+/// replicas report for one cell compare under one [`ItemKey`].
+struct ItemKeys(BTreeMap<(TableId, u64), u32>);
+
+impl ItemKeys {
+    fn of<'a>(promises: impl Iterator<Item = &'a NodePromise>) -> ItemKeys {
+        let mut keys = BTreeMap::new();
+        for p in promises {
+            if let Promise::Entry { redo, .. } = &p.promise {
+                for l in &redo.locks {
+                    keys.entry((l.table, l.key)).or_insert(0);
+                }
+            }
+        }
+        for (i, v) in keys.values_mut().enumerate() {
+            *v = i as u32;
+        }
+        ItemKeys(keys)
+    }
+
+    /// The `(item, version)` pairs `redo` saw on the records of partition `p`.
+    fn versions(&self, topology: &Topology, p: PartitionId, redo: &RedoEntry) -> Vec<(ItemKey, CellVersion)> {
+        let mut out = Vec::new();
+        for l in &redo.locks {
+            let Some(schema) = topology.table(l.table) else { continue };
+            if topology.partition_of(schema, l.key) != p {
+                continue;
+            }
+            let item = self.0.get(&(l.table, l.key)).copied().unwrap_or(u32::MAX);
+            let cells = (0..64u16).filter(|c| l.cells >> c & 1 == 1);
+            for (c, &v) in cells.zip(&l.versions) {
+                out.push((ItemKey::new(item, c), CellVersion(v)));
+            }
+        }
+        out
+    }
+}

@@ -1,0 +1,192 @@
+//! A recoverer's PREPARE at one DC: find a transaction's redo entries on the DC's nodes,
+//! fence the replicas that have not voted, promise the ballot, and report what each replica
+//! holds (DESIGN.md §2, recovery; notes/recovery-model.md §5).
+//!
+//! Everything comes from the MemStore (the ring, the vote words, the decision log): nothing a
+//! crash can lose. The fence is the vote word's compare-and-swap `NONE → Abort`, the same
+//! word phase 1 swaps `NONE → Commit`, so exactly one of the two wins.
+
+use crate::decision_log::{self, Lookup};
+use crate::error::Result;
+use crate::executor::{Decision, EntryRef, Executor};
+use crate::ring::{self, EntryStatus, RedoEntry, Verdict, VoteState, VoteWord};
+use redt_proto::{Ballot, Cts, NodeId, TxnId};
+
+/// What one replica node holds of a transaction, as a PREPARE found it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Promise {
+    /// An unfinished phase-1 entry, now promised to the ballot.
+    Entry {
+        /// Where it is.
+        entry: EntryRef,
+        /// Its vote after the fence (`Commit`, or `Abort` for an abort vote or a fence).
+        vote: Verdict,
+        /// The decision recorded in it, with its ballot, if any.
+        recorded: Option<(Verdict, Ballot)>,
+        /// The entry itself (its locks carry the versions the vote saw).
+        redo: RedoEntry,
+    },
+    /// A decision was applied here (a finished entry, or its row in the decision log).
+    Applied(Decision),
+    /// The replica voted abort, or never voted and never will (no entry, no row, and the
+    /// transaction's phase-1 deadline is past): an abort vote.
+    NoVote,
+    /// Cannot tell: no entry, and the decision log evicted rows as late as the transaction.
+    Unknown,
+    /// The replica promised a higher ballot.
+    Refused {
+        /// The ballot it promised.
+        promised: Ballot,
+    },
+}
+
+/// One node's [`Promise`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodePromise {
+    /// The replica node.
+    pub node: NodeId,
+    /// What it holds.
+    pub promise: Promise,
+}
+
+impl Executor {
+    /// PREPARE(`ballot`) for `txn` (started at `start`) on each of `nodes` of this DC: scans
+    /// the node's ring for `txn`'s phase-1 entries and swaps each unfinished one's vote word to
+    /// promise `ballot` (fencing a replica that has not voted: `NONE → Abort`); a node without
+    /// one answers from its finished entry or its decision log.
+    ///
+    /// The caller must only PREPARE once `txn`'s phase-1 deadline is past at every executor
+    /// (a recovery timeout above the phase-1 timeout plus the clock-skew bound): "no entry"
+    /// then means "never will have one".
+    ///
+    /// # Errors
+    /// Verbs failures.
+    pub fn prepare(&mut self, txn: TxnId, ballot: Ballot, start: Cts, nodes: &[NodeId]) -> Result<Vec<NodePromise>> {
+        let mut out = Vec::with_capacity(nodes.len());
+        for &node in nodes {
+            let promise = self.prepare_node(txn, ballot, start, node)?;
+            out.push(NodePromise { node, promise });
+        }
+        Ok(out)
+    }
+
+    fn prepare_node(&mut self, txn: TxnId, ballot: Ballot, start: Cts, node: NodeId) -> Result<Promise> {
+        let dc = self.dc().clone();
+        let mine: Vec<(u64, u64, RedoEntry)> = ring::ring_entries(dc.verbs.as_ref(), node, &dc.layout)?
+            .into_iter()
+            .filter(|(_, _, e)| e.txn == txn && !e.partitions.is_empty())
+            .collect();
+        let mut best: Option<Promise> = None;
+        let mut finished: Option<Promise> = None;
+        for (index, slots, entry) in mine {
+            match entry.status {
+                EntryStatus::Intent | EntryStatus::Logged => {}
+                EntryStatus::Committed => {
+                    finished = Some(Promise::Applied(Decision::Commit(entry.cts)));
+                    continue;
+                }
+                EntryStatus::Aborted => {
+                    let voted = entry.vote.unpack().map(|s| s.vote);
+                    let p = if voted == Some(Verdict::Commit) {
+                        Promise::Applied(Decision::Abort)
+                    } else {
+                        Promise::NoVote
+                    };
+                    if finished.is_none() || p != Promise::NoVote {
+                        finished = Some(p);
+                    }
+                    continue;
+                }
+                EntryStatus::Flushed => {
+                    let row = decision_log::lookup(dc.verbs.as_ref(), node, &dc.layout, txn, start)?;
+                    if let Some(p) = from_log(row) {
+                        finished = Some(p);
+                    }
+                    continue;
+                }
+                EntryStatus::Empty => continue,
+            }
+            let r = EntryRef { node, index, slots };
+            let p = self.promise_one(txn, ballot, r, entry)?;
+            // A commit-voted entry is the replica's vote; an abort-voted one only if it has
+            // none other (a phase 1 repeated after a restart can leave a second entry).
+            let better = match (&best, &p) {
+                (None, _) => true,
+                (Some(Promise::Refused { .. }), _) => false,
+                (_, Promise::Refused { .. }) => true,
+                (Some(Promise::Entry { vote: Verdict::Commit, .. }), _) => false,
+                _ => true,
+            };
+            if better {
+                best = Some(p);
+            }
+        }
+        if let Some(p) = best.or(finished) {
+            return Ok(p);
+        }
+        let row = decision_log::lookup(dc.verbs.as_ref(), node, &dc.layout, txn, start)?;
+        Ok(from_log(row).unwrap_or(Promise::Unknown))
+    }
+
+    /// Promises `ballot` in the vote word of one unfinished entry, fencing it if it has not
+    /// voted. Re-reads the header before every compare-and-swap, as [`Executor::record`] does.
+    fn promise_one(&mut self, txn: TxnId, ballot: Ballot, r: EntryRef, redo: RedoEntry) -> Result<Promise> {
+        let dc = self.dc().clone();
+        let at = ring::vote_offset(&dc.layout, r.index);
+        loop {
+            let header = match ring::read_header(dc.verbs.as_ref(), r.node, &dc.layout, r.index) {
+                Ok(h) if h.txn == txn => h,
+                _ => return Ok(Promise::Unknown),
+            };
+            match header.status {
+                EntryStatus::Intent | EntryStatus::Logged => {}
+                EntryStatus::Committed => return Ok(Promise::Applied(Decision::Commit(header.cts))),
+                EntryStatus::Aborted if header.vote.unpack().map(|s| s.vote) == Some(Verdict::Commit) => {
+                    return Ok(Promise::Applied(Decision::Abort))
+                }
+                EntryStatus::Aborted => return Ok(Promise::NoVote),
+                EntryStatus::Empty | EntryStatus::Flushed => return Ok(Promise::Unknown),
+            }
+            let cur = header.vote;
+            let Some(state) = cur.unpack() else { return Ok(Promise::Unknown) };
+            if state.promised > ballot {
+                return Ok(Promise::Refused { promised: state.promised });
+            }
+            let vote = if state.vote == Verdict::None { Verdict::Abort } else { state.vote };
+            let next = VoteState { vote, promised: ballot, ..state };
+            let Some(word) = VoteWord::pack(next) else { return Ok(Promise::Refused { promised: state.promised }) };
+            if word != cur && dc.verbs.compare_and_swap(r.node, at, cur.0, word.0)? != cur.0 {
+                continue;
+            }
+            let recorded = (state.decision != Verdict::None).then_some((state.decision, state.recorded));
+            return Ok(Promise::Entry { entry: r, vote, recorded, redo: RedoEntry { vote: word, ..redo } });
+        }
+    }
+
+    /// The unfinished phase-1 entries of `txn` on `nodes` (a decision that reaches an executor
+    /// that has forgotten them, after a restart or from a recoverer).
+    ///
+    /// # Errors
+    /// Verbs failures.
+    pub fn find_entries(&self, txn: TxnId, nodes: &[NodeId]) -> Result<Vec<EntryRef>> {
+        let dc = self.dc().clone();
+        let mut out = Vec::new();
+        for &node in nodes {
+            for (index, slots, e) in ring::ring_entries(dc.verbs.as_ref(), node, &dc.layout)? {
+                if e.txn == txn && matches!(e.status, EntryStatus::Intent | EntryStatus::Logged) {
+                    out.push(EntryRef { node, index, slots });
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+fn from_log(row: Lookup) -> Option<Promise> {
+    match row {
+        Lookup::Found(r) if r.status == EntryStatus::Committed => Some(Promise::Applied(Decision::Commit(r.cts))),
+        Lookup::Found(r) if r.vote == Verdict::Commit => Some(Promise::Applied(Decision::Abort)),
+        Lookup::Found(_) | Lookup::Absent => Some(Promise::NoVote),
+        Lookup::Evicted => None,
+    }
+}
