@@ -579,6 +579,7 @@ mod tests {
             call: Some(ProcedureCall::default()),
             scope: 0,
             replicate: false,
+            ..Default::default()
         });
         assert!(Request::try_from(bad).unwrap_err().contains("coordinator"));
         let both = Body::Decide(DecideRequest { replicate: true, secondary: true, ..Default::default() });

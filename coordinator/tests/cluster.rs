@@ -13,7 +13,7 @@ use redt_coordinator::transport::{
     ClusterCa, SocketSpec, StreamCode, Transport, TransportConfig, TransportError, CLIENT_IDENTITY_NAME,
     DEFAULT_MAX_FRAME_BYTES,
 };
-use redt_coordinator::{error_code, CoordinatorOptions, EmbeddedCluster, ExecuteArgs, TxnOutcome, TxnStatus};
+use redt_coordinator::{error_code, CoordinatorOptions, EmbeddedCluster, TxnOutcome, TxnStatus};
 use redt_dc_executor::{Decision, KvOp};
 use redt_proto::wire::{Body, Envelope, ExecuteRequest, SubmitRequest};
 use redt_proto::{Cts, DcId, NodeId, PartitionId, TableId, Topology, TxnId};
@@ -473,12 +473,16 @@ async fn a_repeated_decision_after_the_ring_wrapped_is_a_no_op() {
     let key = key.expect("node 0 holds some partition");
     let exec = cluster.node(n0).executor();
     let txn = TxnId::new(n0, 1 << 40); // far above the ids the node hands out itself
-    let args = ExecuteArgs {
+    let args = redt_coordinator::message::Execute {
         txn,
         coordinator: n0,
         participants: vec![dc0],
         call: kv_call(KV, &[KvOp::Add(key, 5)]),
         scope: Scope::Dc,
+        replicate: false,
+        start: redt_proto::Cts(0),
+        deadline_ms: 0,
+        partitions: vec![],
     };
     let a = args.clone();
     let vote = exec.run(move |c, now| c.execute(&a, now)).await.unwrap().expect("phase 1 runs");
@@ -573,12 +577,16 @@ async fn a_replica_that_voted_abort_is_caught_up() {
     // A sub-transaction in dc4 that locks the key and waits for a decision that comes later.
     let exec = cluster.node(holder).executor();
     let blocker = TxnId::new(holder, 1 << 40);
-    let args = ExecuteArgs {
+    let args = redt_coordinator::message::Execute {
         txn: blocker,
         coordinator: holder,
         participants: vec![holder_dc],
         call: kv_call(KV, &[KvOp::Add(key, 1000)]),
         scope: Scope::Dc,
+        replicate: false,
+        start: redt_proto::Cts(0),
+        deadline_ms: 0,
+        partitions: vec![],
     };
     let a = args.clone();
     let held = exec.run(move |c, now| c.execute(&a, now)).await.unwrap().expect("phase 1 in dc4");

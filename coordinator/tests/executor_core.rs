@@ -3,8 +3,9 @@
 //! DESIGN.md §2).
 
 use redt_coordinator::call::kv_call;
+use redt_coordinator::message::Execute;
 use redt_coordinator::plan::Scope;
-use redt_coordinator::{ExecuteArgs, ExecutorCore};
+use redt_coordinator::ExecutorCore;
 use redt_dc_executor::{DcHandle, Decision, Hlc, KvOp, Layout, LocalVerbs, Verbs};
 use redt_proto::{DcId, NodeId, Topology, TxnId};
 use std::sync::Arc;
@@ -27,9 +28,19 @@ fn core() -> (ExecutorCore, Arc<DcHandle>, Arc<Topology>) {
     (core, dc, topology)
 }
 
-fn args(topology: &Topology, txn: TxnId, ops: &[KvOp]) -> ExecuteArgs {
+fn args(topology: &Topology, txn: TxnId, ops: &[KvOp]) -> Execute {
     let kv = topology.table_by_name("kv").expect("kv table").id;
-    ExecuteArgs { txn, coordinator: NodeId(1), participants: vec![DcId(0)], call: kv_call(kv, ops), scope: Scope::Dc }
+    Execute {
+        txn,
+        coordinator: NodeId(1),
+        participants: vec![DcId(0)],
+        call: kv_call(kv, ops),
+        scope: Scope::Dc,
+        replicate: false,
+        start: redt_proto::Cts(0),
+        deadline_ms: 0,
+        partitions: vec![],
+    }
 }
 
 /// Found by the simulation (issue 11): a phase 1 that voted abort and then arrives again (a
