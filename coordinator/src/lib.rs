@@ -18,6 +18,7 @@ mod cluster;
 mod codec;
 pub mod cost;
 pub mod decision;
+mod delivery;
 mod error;
 pub mod executor_core;
 mod executor_thread;

@@ -25,6 +25,7 @@
 
 use crate::catch_up::{self, CatchUp};
 use crate::decision::{majority, ItemKey, PartitionVotes, ReplicaVote};
+use crate::delivery::{self, Delivery};
 use crate::machine::{earliest, Action, AttemptId, TxnMachine};
 use crate::message::{CatchUpTarget, Decide, DecideRole, Record, RecoveryPrepare, Reply, Request};
 use crate::plan::{Plan, PlannedPartition};
@@ -136,15 +137,6 @@ enum Purpose {
     Decide(usize),
 }
 
-struct Delivery {
-    dc: DcId,
-    to: NodeId,
-    request: Request,
-    retries: u32,
-    retry_at: Option<Instant>,
-    done: bool,
-}
-
 /// Bits of a ballot below its counter: the recovering node's id (DESIGN.md §2: ballots are
 /// `(counter, node)`, ordered by counter first).
 const NODE_BITS: u32 = 10;
@@ -173,6 +165,7 @@ pub struct Recoverer {
     why: Option<Why>,
     holding: BTreeSet<DcId>,
     blocked_on: Vec<DcId>,
+    /// Phase 2 of the decision, one delivery per DC.
     deliveries: Vec<Delivery>,
     attempts: BTreeMap<AttemptId, (DcId, Purpose)>,
     next_attempt: AttemptId,
@@ -234,7 +227,7 @@ impl Recoverer {
     }
 
     fn dc_of(&self, node: NodeId) -> DcId {
-        self.topology.nodes[node.0 as usize].dc
+        self.topology.nodes.get(node.0 as usize).map_or(DcId(u16::MAX), |n| n.dc)
     }
 
     /// The node of `dc` that serves the recoverer's requests: itself in its own DC, else the
@@ -249,7 +242,8 @@ impl Recoverer {
             .filter_map(|p| self.topology.partitions.get(p.0 as usize))
             .flat_map(|p| p.replicas.iter().copied())
             .find(|&n| self.dc_of(n) == dc)
-            .unwrap_or(self.topology.dcs[dc.0 as usize].nodes[0])
+            .or_else(|| self.topology.dcs.get(dc.0 as usize).and_then(|d| d.nodes.first().copied()))
+            .unwrap_or(self.me)
     }
 
     fn send(&mut self, dc: DcId, purpose: Purpose, request: Request) {
@@ -367,9 +361,9 @@ impl Recoverer {
                 self.decision = Some(decision);
                 self.why = Some(why);
                 if why == Why::Applied {
-                    self.apply(now);
+                    self.apply(decision, now);
                 } else {
-                    self.record_round(now);
+                    self.record_round(decision, now);
                 }
             }
         }
@@ -392,13 +386,12 @@ impl Recoverer {
             .collect()
     }
 
-    fn record_round(&mut self, now: Instant) {
+    fn record_round(&mut self, decision: Decision, now: Instant) {
         self.stage = Stage::Record;
         self.round += 1;
         self.open = 0;
         self.holding.clear();
         let round = self.round;
-        let decision = self.decision.expect("decided before recording");
         for dc in self.orphan.participants.clone() {
             let entries = self.entries_in(dc);
             if entries.is_empty() {
@@ -415,8 +408,7 @@ impl Recoverer {
     /// Whether a majority of every partition holds the decision: replicas of DCs whose record
     /// succeeded, replicas that applied it, and (for an abort) replicas that voted abort or
     /// never voted.
-    fn recorded(&self) -> bool {
-        let decision = self.decision.expect("decided before recording");
+    fn recorded(&self, decision: Decision) -> bool {
         self.partitions().iter().all(|(_, replicas)| {
             let holds = replicas
                 .iter()
@@ -432,9 +424,10 @@ impl Recoverer {
     }
 
     fn after_record(&mut self, now: Instant) {
-        if self.recorded() {
+        let Some(decision) = self.decision else { return };
+        if self.recorded(decision) {
             self.round_deadline = None;
-            return self.apply(now);
+            return self.apply(decision, now);
         }
         if self.open > 0 {
             return;
@@ -447,9 +440,8 @@ impl Recoverer {
     }
 
     /// Phase 2 of the recovered decision to every DC holding an entry.
-    fn apply(&mut self, now: Instant) {
+    fn apply(&mut self, decision: Decision, now: Instant) {
         self.stage = Stage::Apply;
-        let decision = self.decision.expect("decided before applying");
         let catch_up = match decision {
             Decision::Commit(_) => self.catch_up(),
             Decision::Abort => CatchUp::default(),
@@ -480,19 +472,10 @@ impl Recoverer {
                 role: DecideRole::Executor,
                 catch_up: ships,
             });
-            let to = self.executor_of(dc);
             let idx = self.deliveries.len();
-            self.deliveries.push(Delivery {
-                dc,
-                to,
-                request: request.clone(),
-                retries: 0,
-                retry_at: None,
-                done: false,
-            });
+            self.deliveries.push(Delivery::new(self.executor_of(dc), request.clone(), now));
             self.send(dc, Purpose::Decide(idx), request);
         }
-        let _ = now;
         self.maybe_done();
     }
 
@@ -602,13 +585,10 @@ impl TxnMachine for Recoverer {
                 self.after_record(now);
             }
             Purpose::Decide(i) => {
-                let pause = self.deliveries.get(i).map(|d| self.backoff(d.retries));
-                if let (Some(d), Some(pause)) = (self.deliveries.get_mut(i), pause) {
-                    if !d.done {
-                        d.retry_at = Some(now + pause);
-                        d.retries = d.retries.saturating_add(1);
-                    }
-                }
+                let Some(pause) = self.deliveries.get(i).map(|d| self.backoff(d.failures)) else { return };
+                let txn = self.orphan.txn;
+                // Never given up: nothing may stay locked, however long the outage.
+                self.deliveries[i].failed(txn, error, now, pause, Duration::MAX);
             }
             _ => {}
         }
@@ -630,17 +610,12 @@ impl TxnMachine for Recoverer {
             self.retry_at = None;
             self.prepare_round(now);
         }
-        for i in 0..self.deliveries.len() {
-            let d = &mut self.deliveries[i];
-            if !d.done && d.retry_at.is_some_and(|t| now >= t) {
-                d.retry_at = None;
-                let (dc, request) = (d.dc, d.request.clone());
-                let to = d.to;
-                let attempt = self.next_attempt;
-                self.next_attempt += 1;
-                self.attempts.insert(attempt, (dc, Purpose::Decide(i)));
-                self.actions.push_back(Action::Send { attempt, to, request });
-            }
+        for (i, to, request) in delivery::due(&mut self.deliveries, now) {
+            let dc = self.dc_of(to);
+            let attempt = self.next_attempt;
+            self.next_attempt += 1;
+            self.attempts.insert(attempt, (dc, Purpose::Decide(i)));
+            self.actions.push_back(Action::Send { attempt, to, request });
         }
     }
 
@@ -649,8 +624,7 @@ impl TxnMachine for Recoverer {
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
-        let retries = self.deliveries.iter().filter(|d| !d.done).map(|d| d.retry_at);
-        earliest([self.round_deadline, self.retry_at].into_iter().chain(retries))
+        earliest([self.round_deadline, self.retry_at, delivery::next_retry(&self.deliveries)])
     }
 }
 

@@ -20,7 +20,6 @@
 //! its coordinator runs it, [`PrimaryTxn`] (after the local step [`primary::begin`]) is a
 //! primary serving a request that needs its secondaries.
 
-mod delivery;
 pub mod primary;
 pub mod roles;
 mod txn;

@@ -11,10 +11,10 @@
 //!   the reply ([`Action::Reply`]); the round's sends still unanswered then go on (each
 //!   until answered) so every secondary ends up with the redo and its decision.
 
-use super::delivery::{self, Delivery};
 use super::roles::{self, Replication};
 use crate::catch_up::changes_of;
 use crate::cost::Cost;
+use crate::delivery::{self, Delivery};
 use crate::executor_core::{error_code_of, ExecutorCore};
 use crate::machine::{earliest, Action, AttemptId, TxnMachine};
 use crate::message::{Accept, Decide, DecideRole, Execute, Prepare, Reply, Request};

@@ -17,10 +17,10 @@
 //! answers cost; an abort's are not counted (presumed abort: the client already has its
 //! answer, and RedT Table 2 counts committed transactions only).
 
-use super::delivery::{self, Delivery};
 use super::roles;
 use crate::call;
 use crate::cost::Cost;
+use crate::delivery::{self, Delivery};
 use crate::machine::{earliest, Action, AttemptId, TxnMachine};
 use crate::message::{Decide, DecideRole, Execute, LogDecision, Prepare, Record, Reply, Request};
 use crate::plan::{self, Plan, Scope};

@@ -1,6 +1,7 @@
-//! A request a baseline machine sees through until it is answered: a decision to a primary or
-//! backup, a replication to a secondary. Retried every `retry_every` after a failed attempt,
-//! given up (and logged) once `give_up_after` has passed since the first send.
+//! A request a machine sees through until it is answered: a baseline's decision to a primary
+//! or backup, a replication to a secondary, a recoverer's decision to a DC. Retried after a
+//! failed attempt (after a pause the caller chooses), given up (and logged) once `give_up` has
+//! passed since the first send.
 
 use crate::cost::Cost;
 use crate::message::Request;
@@ -8,31 +9,34 @@ use redt_proto::{NodeId, TxnId};
 use std::time::{Duration, Instant};
 
 /// One request being delivered.
-pub(super) struct Delivery {
+pub(crate) struct Delivery {
     /// The receiver.
-    pub(super) to: NodeId,
+    pub(crate) to: NodeId,
     /// The request (resent as is).
-    pub(super) request: Request,
+    pub(crate) request: Request,
     first_sent: Instant,
     retry_at: Option<Instant>,
     /// Its cost once answered (the coordinator counts it; a primary does not).
-    pub(super) cost: Option<Cost>,
+    pub(crate) cost: Option<Cost>,
     /// Answered or given up.
-    pub(super) done: bool,
+    pub(crate) done: bool,
+    /// Failed attempts so far (a caller's back-off grows with it).
+    pub(crate) failures: u32,
 }
 
 impl Delivery {
     /// A delivery of `request` to `to`, first sent at `now`.
-    pub(super) fn new(to: NodeId, request: Request, now: Instant) -> Delivery {
-        Delivery { to, request, first_sent: now, retry_at: None, cost: None, done: false }
+    pub(crate) fn new(to: NodeId, request: Request, now: Instant) -> Delivery {
+        Delivery { to, request, first_sent: now, retry_at: None, cost: None, done: false, failures: 0 }
     }
 
     /// An attempt failed with `error` at `now`: retry `retry` later, or give up once more than
     /// `give_up` has passed since the first send. A delivery already done is left alone.
-    pub(super) fn failed(&mut self, txn: TxnId, error: &str, now: Instant, retry: Duration, give_up: Duration) {
+    pub(crate) fn failed(&mut self, txn: TxnId, error: &str, now: Instant, retry: Duration, give_up: Duration) {
         if self.done {
             return;
         }
+        self.failures = self.failures.saturating_add(1);
         if now.duration_since(self.first_sent) > give_up {
             tracing::error!(%txn, peer = %self.to, "undelivered, giving up: {error}");
             self.done = true;
@@ -45,7 +49,7 @@ impl Delivery {
 
 /// The deliveries of `list` whose retry is due at `now`, as `(index, to, request)`; their retry
 /// time is cleared (the caller sends them again).
-pub(super) fn due(list: &mut [Delivery], now: Instant) -> Vec<(usize, NodeId, Request)> {
+pub(crate) fn due(list: &mut [Delivery], now: Instant) -> Vec<(usize, NodeId, Request)> {
     let mut out = Vec::new();
     for (i, d) in list.iter_mut().enumerate() {
         if !d.done && d.retry_at.is_some_and(|t| now >= t) {
@@ -57,6 +61,6 @@ pub(super) fn due(list: &mut [Delivery], now: Instant) -> Vec<(usize, NodeId, Re
 }
 
 /// The earliest retry time of the deliveries of `list` not done.
-pub(super) fn next_retry(list: &[Delivery]) -> Option<Instant> {
+pub(crate) fn next_retry(list: &[Delivery]) -> Option<Instant> {
     list.iter().filter(|d| !d.done).filter_map(|d| d.retry_at).min()
 }
