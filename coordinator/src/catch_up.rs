@@ -14,10 +14,10 @@
 //! receive their primary's redo.
 
 use crate::decision::PartitionVotes;
-use crate::message::{Accept, CatchUpTarget, Decide, DecideRole, Request};
+use crate::message::{Accept, CatchUpTarget, Request};
 use crate::plan::Plan;
 use redt_dc_executor::{Decision, RedoEntry, ReplicaChange, ReplicaOrigin};
-use redt_proto::{Ballot, Cts, DcId, NodeId, PartitionId, Topology, TxnId};
+use redt_proto::{Cts, DcId, NodeId, PartitionId, Topology, TxnId};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// What phase 2 of a commit does about replicas left behind.
@@ -105,11 +105,11 @@ pub fn changes_of(redo: &[RedoEntry]) -> Vec<ReplicaChange> {
 }
 
 /// The requests a catch-up source sends for `txn` (DESIGN.md §2, phase 2): per replica node of
-/// `targets`, one [`Accept`] of the new values its partitions got in `redo` (written `Logged`
-/// into the replica's own ring) and one [`Decide`] for a secondary that settles it
-/// (`Committed`; replay then applies it under the Thomas write rule). A node holding several
-/// listed partitions gets them in one accept. Both go out at once and are retried until
-/// answered: a decision that overtakes its redo is remembered by the replica.
+/// `targets`, one [`Accept`] of the new values its partitions got in `redo`, carrying the
+/// commit, so the replica writes it `Committed` into its own ring at once (replay then
+/// applies it under the Thomas write rule). A node holding several listed partitions gets
+/// them in one accept. It is retried until answered; a copy written twice (the first answer
+/// lost, or the replica restarted in between) changes nothing, by the same rule.
 pub fn shipments(
     topology: &Topology,
     txn: TxnId,
@@ -136,18 +136,7 @@ pub fn shipments(
             continue;
         }
         let origin = ReplicaOrigin { txn, epoch: topology.epoch, coordinator, participants: participants.clone() };
-        out.push((node, Request::Accept(Accept { origin, changes })));
-        out.push((
-            node,
-            Request::Decide(Decide {
-                txn,
-                ballot: Ballot(0),
-                decision: Decision::Commit(cts),
-                entries: Vec::new(),
-                role: DecideRole::Secondary,
-                catch_up: Vec::new(),
-            }),
-        ));
+        out.push((node, Request::Accept(Accept { origin, changes, decided: Some(Decision::Commit(cts)) })));
     }
     out
 }

@@ -21,12 +21,14 @@
 use crate::call;
 use crate::catch_up;
 use crate::error::{Error, Result};
-use crate::message::{Accept, Decide, DecideRole, Execute, LogDecision, Record, RecoveryPrepare, Reply, Request};
+use crate::message::{
+    Accept, Decide, DecideRole, Execute, LogDecision, Record, RecoveryPrepare, Reply, Request, Reservations,
+};
 use crate::node::error_code;
 use crate::plan;
 use redt_dc_executor::{
-    AbortReason, DcHandle, Decision, EntryRef, Executor, Hlc, RedoEntry, ReplicaChange, ReplicaOrigin, SubTxn, Verdict,
-    Vote,
+    AbortReason, DcHandle, Decision, EntryRef, Executor, Gap, Hlc, RedoEntry, ReplicaChange, ReplicaOrigin, SubTxn,
+    Verdict, Vote,
 };
 use redt_proto::{Ballot, Cts, DcId, Epoch, NodeId, Topology, TxnId};
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -42,6 +44,9 @@ pub struct ExecutorMutations {
     /// A phase 1 that arrives after its transaction was decided (or fenced) here runs anyway
     /// and takes locks nobody will release.
     pub late_phase1_takes_locks: bool,
+    /// A decision for a transaction already decided here touches nothing, not even the
+    /// unfinished entry it names.
+    pub repeated_decision_touches_nothing: bool,
 }
 
 /// A bounded map of transaction ids to decisions (oldest forgotten first).
@@ -183,6 +188,24 @@ impl ExecutorCore {
         self.dc_id
     }
 
+    /// The gap at the head of this node's ring, if any (`redt_dc_executor::head_gap`).
+    ///
+    /// # Errors
+    /// Verbs failures.
+    pub fn head_gap(&self) -> Result<Option<Gap>> {
+        let dc = self.executor.dc();
+        Ok(redt_dc_executor::head_gap(dc.verbs.as_ref(), self.node, &dc.layout)?)
+    }
+
+    /// Covers `gap` of this node's ring with fillers, once every writer of the DC said it
+    /// holds no slot of it ([`crate::gap_watch::GapWatch`]). Returns the slots covered.
+    ///
+    /// # Errors
+    /// Verbs failures.
+    pub fn fill_gap(&mut self, gap: Gap) -> Result<u64> {
+        Ok(self.executor.fill_gap(self.node, gap)?)
+    }
+
     /// Handles one request from `from` at physical time `now_ms` (milliseconds since
     /// `redt_dc_executor::ORIGIN_UNIX_MS`, the node's own clock). Phase 1 with the baselines'
     /// `replicate`, and a decision for a baseline primary, need the network in the middle and
@@ -213,9 +236,9 @@ impl ExecutorCore {
                     Err(e) => Handled::error(error_code::INTERNAL, e.to_string()),
                 }
             }
-            Request::Accept(Accept { mut origin, changes }) => {
+            Request::Accept(Accept { mut origin, changes, decided }) => {
                 origin.epoch = self.topology.epoch;
-                match self.accept(from, &origin, &changes) {
+                match self.accept(from, &origin, &changes, decided) {
                     Ok(ok) => Handled::reply(Reply::Accepted(ok)),
                     Err(e) => Handled::error(error_code_of(&e), e.to_string()),
                 }
@@ -231,6 +254,10 @@ impl ExecutorCore {
                     Err(e) => Handled::error(error_code::INTERNAL, e.to_string()),
                 }
             }
+            Request::Reservations(Reservations { ring }) => match self.executor.reservations(ring) {
+                Ok(held) => Handled::reply(Reply::Reserved(held)),
+                Err(e) => Handled::error(error_code::INTERNAL, e.to_string()),
+            },
             Request::LogDecision(LogDecision { txn, decision, .. }) => {
                 self.log_decision(txn, decision);
                 Handled::reply(Reply::Ack)
@@ -316,15 +343,21 @@ impl ExecutorCore {
 
     /// Applies the decision for `txn` to `entries` (or to the entries this node remembers;
     /// with none known, fences `txn` against a late phase 1). A decision for a transaction
-    /// already decided here is answered at once and touches nothing: its entries may have
-    /// been flushed and their slots reused (the last 100,000 decided here are remembered).
+    /// already decided here (the last 100,000 are remembered) finishes only the named entries
+    /// that still hold `txn` unfinished: the others may have been flushed and their slots
+    /// reused.
     ///
     /// # Errors
     /// Data-path failures.
     pub fn decide(&mut self, txn: TxnId, decision: Decision, entries: &[EntryRef]) -> Result<()> {
         let remembered = self.pending.remove(&txn).map(|v| v.entries);
         if remembered.is_none() && self.decided.contains(&txn) {
-            return Ok(()); // a repeated decision
+            if self.mutations.repeated_decision_touches_nothing {
+                return Ok(());
+            }
+            // A repeated decision: the entries it names may have been reused since, or be a
+            // second entry of a phase 1 repeated after a restart that the first did not name.
+            return Ok(self.executor.finish_again(txn, decision, entries)?);
         }
         if remembered.is_none() && entries.is_empty() {
             self.fences.insert(txn);
@@ -397,17 +430,24 @@ impl ExecutorCore {
     }
 
     /// As a secondary: accepts the redo of `origin.txn` sent by `primary` into this node's
-    /// ring (Paxos accept, stable leader; or a catch-up). Returns false if the transaction was
-    /// already decided abort here; if it was decided commit, settles the entry at once.
+    /// ring (Paxos accept, stable leader; or a catch-up, which comes `decided`). Returns
+    /// false if the transaction was already decided abort here; if it was decided commit (or
+    /// comes decided), settles the entry at once.
     ///
     /// # Errors
     /// A malformed change (unknown table, bad cell, oversized value), data-path failures.
-    pub fn accept(&mut self, primary: NodeId, origin: &ReplicaOrigin, changes: &[ReplicaChange]) -> Result<bool> {
+    pub fn accept(
+        &mut self,
+        primary: NodeId,
+        origin: &ReplicaOrigin,
+        changes: &[ReplicaChange],
+        decided: Option<Decision>,
+    ) -> Result<bool> {
         let txn = origin.txn;
         if self.accepted.contains_key(&(txn, primary)) {
             return Ok(true); // a retried accept
         }
-        let early = self.early_decisions.map.get(&txn).copied();
+        let early = decided.or_else(|| self.early_decisions.map.get(&txn).copied());
         if early == Some(Decision::Abort) {
             return Ok(false);
         }

@@ -22,6 +22,7 @@ mod delivery;
 mod error;
 pub mod executor_core;
 mod executor_thread;
+pub mod gap_watch;
 pub mod machine;
 pub mod message;
 mod netem_admin;

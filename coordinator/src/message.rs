@@ -14,7 +14,7 @@ use redt_dc_executor::{Decision, EntryRef, NodePromise, ReplicaChange, ReplicaOr
 use redt_proto::wire::{
     AcceptReply, AcceptRequest, AckReply, Body, CatchUpMsg, ChangeMsg, DecideReply, DecideRequest, ExecuteRequest,
     LogDecisionRequest, PrepareReply, PrepareRequest, ProcedureCall, PromisesReply, RecordReply, RecordRequest,
-    RecoveryPrepareRequest,
+    RecoveryPrepareRequest, ReservationMsg, ReservationsRequest, ReservedReply,
 };
 use redt_proto::{Ballot, Cts, DcId, Epoch, NodeId, PartitionId, TableId, Topology, TxnId};
 
@@ -108,6 +108,10 @@ pub struct Accept {
     pub origin: ReplicaOrigin,
     /// The cell changes.
     pub changes: Vec<ReplicaChange>,
+    /// The transaction's decision when the sender knows it already (a catch-up after the
+    /// commit): the replica writes its redo settled, so no later message has to reach it.
+    /// `None` for a Paxos accept (baselines), settled by a later [`Decide`].
+    pub decided: Option<Decision>,
 }
 
 /// 2PC-Paxos prepare at a primary: replicate the redo this primary holds for `txn` to a
@@ -147,6 +151,14 @@ pub struct RecoveryPrepare {
     pub partitions: Vec<PartitionId>,
 }
 
+/// A ring owner's question to a writer of its DC (gap filling, `redt_dc_executor`'s `gap`
+/// module): which reservations do you hold in the ring of `ring`, unwritten?
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Reservations {
+    /// The node whose ring is asked about.
+    pub ring: NodeId,
+}
+
 /// A request between nodes: the RedT protocol's, and the baselines' (`crate::baseline`).
 #[derive(Clone, Debug, PartialEq)]
 pub enum Request {
@@ -164,6 +176,8 @@ pub enum Request {
     LogDecision(LogDecision),
     /// Recovery: a recoverer's PREPARE.
     RecoveryPrepare(RecoveryPrepare),
+    /// Gap filling: a ring owner asks a writer of its DC for its reservations there.
+    Reservations(Reservations),
 }
 
 /// A reply between nodes of the RedT protocol.
@@ -196,6 +210,9 @@ pub enum Reply {
     Ack,
     /// Recovery: what each replica node of the DC holds, after the PREPARE.
     Promises(Vec<NodePromise>),
+    /// Gap filling: the unwritten reservations `(ring index, slots)` the answering process
+    /// holds in the ring asked about, in ring order.
+    Reserved(Vec<(u64, u64)>),
     /// The request was refused.
     Error {
         /// One of [`crate::error_code`].
@@ -308,6 +325,7 @@ impl TryFrom<Body> for Request {
                         })
                     })
                     .collect::<Result<_, String>>()?,
+                decided: r.decided.then(|| decision(r.commit, r.cts)),
             })),
             Body::Prepare(r) => Ok(Request::Prepare(Prepare {
                 txn: TxnId(r.txn),
@@ -324,6 +342,7 @@ impl TryFrom<Body> for Request {
                 start: Cts::new(r.start),
                 partitions: r.partitions.iter().copied().map(PartitionId).collect(),
             })),
+            Body::Reservations(r) => Ok(Request::Reservations(Reservations { ring: node_id(r.ring, "ring node")? })),
             _ => Err("not a protocol request".into()),
         }
     }
@@ -340,6 +359,8 @@ impl Request {
             Request::Prepare(p) => p.txn,
             Request::LogDecision(l) => l.txn,
             Request::RecoveryPrepare(r) => r.txn,
+            // About a ring, not a transaction.
+            Request::Reservations(_) => TxnId(0),
         }
     }
 
@@ -368,6 +389,7 @@ impl Request {
             Request::Record(r) => entries(&r.entries),
             Request::Prepare(p) => entries(&p.entries),
             Request::LogDecision(_) => Ok(()),
+            Request::Reservations(r) => node(r.ring, "ring node"),
             Request::RecoveryPrepare(r) => {
                 match r.partitions.iter().find(|p| p.0 as usize >= topology.partitions.len()) {
                     Some(p) => Err(format!("partition {p} is not in the topology")),
@@ -457,6 +479,9 @@ impl From<Request> for Body {
                         seen: c.seen,
                     })
                     .collect(),
+                decided: a.decided.is_some(),
+                commit: a.decided.is_some_and(|d| decision_fields(d).0),
+                cts: a.decided.map_or(0, |d| decision_fields(d).1),
             }),
             Request::Prepare(p) => Body::Prepare(PrepareRequest { txn: p.txn.0, entries: entries_to_msg(&p.entries) }),
             Request::RecoveryPrepare(r) => Body::RecoveryPrepare(RecoveryPrepareRequest {
@@ -465,6 +490,7 @@ impl From<Request> for Body {
                 start: r.start.0,
                 partitions: r.partitions.iter().map(|p| p.0).collect(),
             }),
+            Request::Reservations(r) => Body::Reservations(ReservationsRequest { ring: u32::from(r.ring.0) }),
             Request::LogDecision(l) => {
                 let (commit, cts) = decision_fields(l.decision);
                 Body::LogDecision(LogDecisionRequest {
@@ -506,6 +532,7 @@ impl Reply {
             Body::Promises(r) => {
                 Ok(Reply::Promises(r.promises.iter().map(promise_from_msg).collect::<Result<_, String>>()?))
             }
+            Body::Reserved(r) => Ok(Reply::Reserved(r.reservations.iter().map(|m| (m.index, m.slots)).collect())),
             Body::Error(e) => Ok(Reply::Error { code: e.code, message: e.message }),
             _ => Err("unexpected reply kind".into()),
         }
@@ -535,6 +562,9 @@ impl Reply {
             }),
             Reply::Ack => Body::Ack(AckReply {}),
             Reply::Promises(p) => Body::Promises(PromisesReply { promises: p.iter().map(promise_to_msg).collect() }),
+            Reply::Reserved(r) => Body::Reserved(ReservedReply {
+                reservations: r.into_iter().map(|(index, slots)| ReservationMsg { index, slots }).collect(),
+            }),
             Reply::Error { code, message } => {
                 Body::Error(redt_proto::wire::ErrorReply { code, message, current_epoch })
             }
@@ -568,6 +598,12 @@ mod tests {
             participants: vec![NodeId(0), NodeId(4)],
         });
         assert_eq!(Request::try_from(Body::from(l.clone())), Ok(l));
+        let q = Request::Reservations(Reservations { ring: NodeId(5) });
+        assert_eq!(Request::try_from(Body::from(q.clone())), Ok(q));
+        let far = Body::Reservations(ReservationsRequest { ring: 1 << 20 });
+        assert!(Request::try_from(far).unwrap_err().contains("ring node"));
+        let held = Reply::Reserved(vec![(40, 3), (90, 35)]);
+        assert_eq!(Reply::from_wire(NodeId(1), held.clone().into_wire(TxnId(0), 1)), Ok(held));
         let prepared = Reply::Prepared { ok: true, nested: Cost { messages: 4, round_trips: 1 } };
         assert_eq!(Reply::from_wire(NodeId(1), prepared.clone().into_wire(TxnId(8), 1)), Ok(prepared));
         assert_eq!(Reply::from_wire(NodeId(1), Reply::Ack.into_wire(TxnId(9), 1)), Ok(Reply::Ack));

@@ -83,3 +83,62 @@ fn a_repeated_phase1_after_a_commit_vote_gets_the_same_vote() {
     core.decide(t, Decision::Abort, &first.entries).expect("aborts");
     assert_eq!(dc.read_record(NodeId(0), kv, 4).expect("reads").map(|r| r.lock).unwrap_or(0), 0);
 }
+
+/// Found by the simulation (seed 1313 of a 2000-seed soak): a catch-up replica that got the
+/// decision, crashed, and then got the redo (retried by its source) kept it `Logged` for good,
+/// its decision lost with the crash. A catch-up accept now carries the decision: the redo is
+/// written `Committed` at once, and a copy written twice changes nothing.
+#[test]
+fn a_decided_accept_is_written_committed() {
+    use redt_coordinator::message::{Accept, Reply, Request};
+    use redt_dc_executor::{ReplicaChange, ReplicaOrigin};
+    use redt_proto::Cts;
+    let (mut core, dc, topology) = core();
+    let kv = topology.table_by_name("kv").expect("kv table").id;
+    let node = NodeId(0);
+    let txn = TxnId::new(NodeId(3), 9);
+    let cts = Cts(5_000_000);
+    let accept = Request::Accept(Accept {
+        origin: ReplicaOrigin { txn, epoch: topology.epoch, coordinator: NodeId(3), participants: vec![DcId(0)] },
+        changes: vec![ReplicaChange { table: kv, key: 4, cell: 0, value: vec![7; 8], seen: 0 }],
+        decided: Some(Decision::Commit(cts)),
+    });
+    for attempt in 0..2 {
+        let handled = core.handle(NodeId(2), accept.clone(), 1);
+        assert_eq!(handled.reply, Reply::Accepted(true), "attempt {attempt}");
+    }
+    let layout = dc.layout;
+    let unfinished = redt_dc_executor::unfinished_entries(dc.verbs.as_ref(), node, &layout).expect("reads the ring");
+    assert!(unfinished.is_empty(), "nothing waits for a decision: {unfinished:?}");
+    let entries = redt_dc_executor::ring_entries(dc.verbs.as_ref(), node, &layout).expect("reads the ring");
+    let ours: Vec<_> = entries.iter().filter(|(_, _, e)| e.txn == txn).collect();
+    assert_eq!(ours.len(), 2, "a retried decided accept writes a second copy");
+    for (_, _, e) in ours {
+        assert_eq!((e.status, e.cts), (redt_dc_executor::EntryStatus::Committed, cts));
+    }
+}
+
+/// Found by the simulation (seed 1465 of a 700-seed soak, append on default.yaml): a phase 1
+/// repeated after its executor restarted wrote a second entry. The first decision finished the
+/// second entry (the one the restarted node remembered); the next decision, naming the first
+/// entry, was taken for a repeat and touched nothing, so the first entry kept its lock for good.
+#[test]
+fn a_repeated_decision_still_finishes_the_entry_it_names() {
+    let (mut core, dc, topology) = core();
+    let kv = topology.table_by_name("kv").expect("kv table").id;
+    let t = TxnId::new(NodeId(1), 3);
+    // A read: its shared lock lets the repeated phase 1 lock again.
+    let a = args(&topology, t, &[KvOp::Read(4)]);
+    let before = core.execute(&a, 1).expect("phase 1 runs");
+    assert!(before.is_commit());
+    // The node restarts: memory is lost, the MemStore is not; the phase 1 arrives again.
+    let mut core = ExecutorCore::new(topology.clone(), NodeId(0), dc.clone(), Arc::new(Hlc::new()));
+    let after = core.execute(&a, 2).expect("phase 1 runs again");
+    assert!(after.is_commit() && after.entries != before.entries, "a second entry: {after:?}");
+    core.decide(t, Decision::Abort, &[]).expect("the decision with no entries named aborts the remembered one");
+    core.decide(t, Decision::Abort, &before.entries).expect("the decision naming the first entry aborts it");
+    let layout = dc.layout;
+    let left = redt_dc_executor::unfinished_entries(dc.verbs.as_ref(), NodeId(0), &layout).expect("reads the ring");
+    assert!(left.is_empty(), "{left:?}");
+    assert_eq!(dc.read_record(NodeId(0), kv, 4).expect("reads").map(|r| r.lock).unwrap_or(0), 0);
+}

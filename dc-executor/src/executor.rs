@@ -195,6 +195,11 @@ impl Executor {
         self.ring(node).reserve(verbs.as_ref(), slots, patience, &Instant::now)
     }
 
+    /// The writer of `node`'s ring, if this executor ever wrote to it.
+    pub(crate) fn ring_writer(&mut self, node: NodeId) -> Option<&mut RingWriter> {
+        self.rings.get_mut(&node)
+    }
+
     fn ring(&mut self, node: NodeId) -> &mut RingWriter {
         let layout = self.dc.layout;
         self.rings.entry(node).or_insert_with(|| RingWriter::new(layout, node))
@@ -590,12 +595,36 @@ impl Executor {
     /// Verbs failures; [`Error::TornEntry`] if an entry does not decode;
     /// [`Error::InvalidSubTxn`] if an entry belongs to another transaction.
     pub fn finish(&mut self, txn: TxnId, decision: Decision, entries: &[EntryRef]) -> Result<()> {
+        self.finish_entries(txn, decision, entries, false)
+    }
+
+    /// [`Executor::finish`] for a decision applied here before: an entry whose slots no
+    /// longer hold `txn`'s entry (finished, released and reused, or being rewritten) is
+    /// skipped instead of refused. A phase 1 repeated after a restart leaves two entries and
+    /// each decision may name either one, so a repeated decision must still finish what it
+    /// names.
+    ///
+    /// # Errors
+    /// Verbs failures.
+    pub fn finish_again(&mut self, txn: TxnId, decision: Decision, entries: &[EntryRef]) -> Result<()> {
+        self.finish_entries(txn, decision, entries, true)
+    }
+
+    fn finish_entries(&mut self, txn: TxnId, decision: Decision, entries: &[EntryRef], again: bool) -> Result<()> {
         if let Decision::Commit(cts) = decision {
             self.hlc.observe(cts);
         }
         for e in entries {
-            let entry = ring::read_entry_sized(self.dc.verbs.as_ref(), e.node, &self.dc.layout, e.index, e.slots)?;
+            let entry = match ring::read_entry_sized(self.dc.verbs.as_ref(), e.node, &self.dc.layout, e.index, e.slots)
+            {
+                Ok(entry) => entry,
+                Err(Error::TornEntry { .. }) if again => continue,
+                Err(err) => return Err(err),
+            };
             if entry.txn != txn {
+                if again {
+                    continue;
+                }
                 return Err(Error::InvalidSubTxn {
                     txn,
                     why: format!("ring entry {} on {} belongs to {}", e.index, e.node, entry.txn),

@@ -11,6 +11,7 @@ mod dc;
 pub mod decision_log;
 mod error;
 mod executor;
+mod gap;
 mod hlc;
 mod index;
 pub mod lock;
@@ -43,8 +44,8 @@ pub use replay::{Apply, ReplayStep, Replayer};
 pub use replay_task::ReplayTask;
 pub use replica::{ReplicaChange, ReplicaOrigin};
 pub use ring::{
-    read_header, ring_entries, unfinished_entries, Change, EntryHeader, EntryStatus, LockIntent, RedoEntry, RingWriter,
-    Verdict, VoteState, VoteWord,
+    head_gap, read_header, ring_entries, unfinished_entries, Change, EntryHeader, EntryStatus, Gap, LockIntent,
+    RedoEntry, RingWriter, Verdict, VoteState, VoteWord,
 };
 pub use verbs::{
     Completion, DoorbellBatch, LocalVerbs, ServerLimits, TcpVerbs, TcpVerbsServer, VerbCounters, VerbCounts, Verbs,

@@ -14,7 +14,7 @@ pub struct Envelope {
     #[prost(uint32, tag = "2")]
     pub from: u32,
     /// The message.
-    #[prost(oneof = "Body", tags = "10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27")]
+    #[prost(oneof = "Body", tags = "10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29")]
     pub body: Option<Body>,
 }
 
@@ -77,6 +77,39 @@ pub enum Body {
     /// Reply to [`Body::RecoveryPrepare`]: one promise per replica node.
     #[prost(message, tag = "27")]
     Promises(PromisesReply),
+    /// Gap filling: which reservations the receiver still holds in a ring of its DC.
+    #[prost(message, tag = "28")]
+    Reservations(ReservationsRequest),
+    /// Reply to [`Body::Reservations`].
+    #[prost(message, tag = "29")]
+    Reserved(ReservedReply),
+}
+
+/// A ring owner's question to a writer of its DC: which reservations do you hold in my ring?
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ReservationsRequest {
+    /// The node whose ring is asked about.
+    #[prost(uint32, tag = "1")]
+    pub ring: u32,
+}
+
+/// One unwritten reservation in a ring.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ReservationMsg {
+    /// Its first slot (ring index).
+    #[prost(uint64, tag = "1")]
+    pub index: u64,
+    /// Its length in slots.
+    #[prost(uint64, tag = "2")]
+    pub slots: u64,
+}
+
+/// Reply to a [`ReservationsRequest`]: every reservation the answering process holds there.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ReservedReply {
+    /// The reservations, in ring order.
+    #[prost(message, repeated, tag = "1")]
+    pub reservations: Vec<ReservationMsg>,
 }
 
 /// A recoverer's PREPARE(ballot) for one transaction at one DC.
@@ -502,6 +535,15 @@ pub struct AcceptRequest {
     /// The changes of the partitions this secondary replicates.
     #[prost(message, repeated, tag = "5")]
     pub changes: Vec<ChangeMsg>,
+    /// Whether the transaction is already decided (a catch-up): the redo is written settled.
+    #[prost(bool, tag = "6")]
+    pub decided: bool,
+    /// Decided: commit (true) or abort.
+    #[prost(bool, tag = "7")]
+    pub commit: bool,
+    /// Decided commit: its timestamp.
+    #[prost(uint64, tag = "8")]
+    pub cts: u64,
 }
 
 /// Reply to an accept.

@@ -169,7 +169,8 @@ pub(crate) fn check(w: &mut World) {
     let mut finals: BTreeMap<u64, Vec<u8>> = BTreeMap::new();
     for &key in &keys {
         let p = w.topology.partition_of(&schema, key);
-        let mut values: Vec<(NodeId, Option<Vec<u8>>)> = Vec::new();
+        // (replica, value, newest cell's commit timestamp)
+        let mut values: Vec<(NodeId, Option<Vec<u8>>, u64)> = Vec::new();
         for &n in &w.topology.partitions[p.0 as usize].replicas {
             let dc = w.topology.nodes[n.0 as usize].dc;
             let Ok(img) = w.dcs[dc.0 as usize].read_record(n, table, key) else { continue };
@@ -178,7 +179,8 @@ pub(crate) fn check(w: &mut World) {
                     w.report.violations.push(Violation::OrphanLock { node: n, key, word: img.lock });
                 }
             }
-            values.push((n, img.map(|i| i.values.concat())));
+            let cts = img.as_ref().and_then(|i| i.versions.iter().map(|v| v.cts().0).max()).unwrap_or(0);
+            values.push((n, img.map(|i| i.values.concat()), cts));
         }
         if left_keys.contains(&key) {
             continue; // a recoverer's to finish
@@ -186,11 +188,14 @@ pub(crate) fn check(w: &mut World) {
         if values.windows(2).any(|v| v[0].1 != v[1].1) {
             let shown = values
                 .iter()
-                .map(|(n, v)| (*n, v.as_ref().map(|b| hex(&b[..b.len().min(24)])).unwrap_or_else(|| "missing".into())))
+                .map(|(n, v, cts)| {
+                    let v = v.as_ref().map(|b| hex(&b[..b.len().min(24)])).unwrap_or_else(|| "missing".into());
+                    (*n, format!("{v} @cts {cts}"))
+                })
                 .collect();
             w.report.violations.push(Violation::Diverged { key, values: shown });
         }
-        if let Some((_, Some(v))) = values.first() {
+        if let Some((_, Some(v), _)) = values.first() {
             finals.insert(key, v.clone());
         }
     }

@@ -6,14 +6,15 @@ use crate::workload::{self, Generator, Workload};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use redt_bench::elle;
-use redt_coordinator::message::{Reply, Request};
+use redt_coordinator::gap_watch::{GapAction, GapWatch};
+use redt_coordinator::message::{Reply, Request, Reservations};
 use redt_coordinator::txn::Action;
 use redt_coordinator::{
     CoordinatorOptions, CoordinatorTxn, ExecutorCore, ExecutorMutations, Orphan, Recoverer, RecoveryOptions,
     RecoveryOutcome, TxnMachine, TxnStatus,
 };
 use redt_dc_executor::{
-    apply_committed, unfinished_entries, DcHandle, Hlc, Layout, LocalVerbs, Region, Replayer, Verbs, LOGICAL_BITS,
+    apply_committed, unfinished_entries, DcHandle, Gap, Hlc, Layout, LocalVerbs, Region, Replayer, Verbs, LOGICAL_BITS,
 };
 use redt_netem::WanModel;
 use redt_proto::wire::ProcedureCall;
@@ -151,6 +152,10 @@ pub struct SimReport {
     pub recovered_commits: u64,
     /// Recoveries that aborted.
     pub recovered_aborts: u64,
+    /// Gaps dead writers left at the head of a ring, filled, and their slots.
+    pub gaps_filled: u64,
+    /// Slots of those gaps.
+    pub gap_slots: u64,
     /// Locks and undecided entries left after the drain (each is also a violation).
     pub leftovers: Vec<Leftover>,
     /// What the checks found wrong.
@@ -199,8 +204,8 @@ impl std::fmt::Display for SimReport {
         )?;
         writeln!(
             f,
-            "  recoveries: {} started, {} committed, {} aborted",
-            self.recoveries, self.recovered_commits, self.recovered_aborts
+            "  recoveries: {} started, {} committed, {} aborted; {} ring gaps filled ({} slots)",
+            self.recoveries, self.recovered_commits, self.recovered_aborts, self.gaps_filled, self.gap_slots
         )?;
         for v in &self.violations {
             writeln!(f, "  VIOLATION: {v}")?;
@@ -235,6 +240,8 @@ enum RpcOwner {
     Txn(TxnId, u64),
     Recovery(TxnId, u64),
     Ship(u64),
+    /// A gap watch's question: its round and the writer asked.
+    Gap(u64, NodeId),
 }
 
 struct Coord {
@@ -253,6 +260,8 @@ struct SimNode {
     region: Arc<Region>,
     coords: BTreeMap<TxnId, Coord>,
     recoverers: BTreeMap<TxnId, Recoverer>,
+    /// The watch over the gap at the head of this node's ring (lost in a crash).
+    gaps: GapWatch,
     /// The time each recoverer's timer event is queued for (one event per recoverer).
     armed: HashMap<TxnId, Micros>,
     rpcs: HashMap<u64, RpcOwner>,
@@ -320,6 +329,8 @@ const RPC_TIMEOUT: Duration = Duration::from_secs(5);
 const REPLAY_EVERY_US: u64 = 2_000;
 /// The largest clock skew the skew fault injects (and the recoverers' skew bound).
 const MAX_SKEW: Duration = Duration::from_secs(2);
+/// How long a gap stays at the head of a ring before its owner asks the DC's writers.
+const GAP_WAIT: Duration = Duration::from_millis(200);
 /// The drain gives up this long after the workload ends.
 const DRAIN_LIMIT: Duration = Duration::from_secs(120);
 
@@ -379,6 +390,7 @@ impl World {
                     region: regions[&n.id].clone(),
                     coords: BTreeMap::new(),
                     recoverers: BTreeMap::new(),
+                    gaps: GapWatch::new(Vec::new(), GAP_WAIT),
                     armed: HashMap::new(),
                     rpcs: HashMap::new(),
                     ships: HashMap::new(),
@@ -458,6 +470,7 @@ impl World {
             .with_mutations(self.cfg.executor_mutations);
         n.core = Some(core);
         n.replayer = Replayer::new(dc.layout, n.id);
+        n.gaps = GapWatch::new(self.topology.dcs[n.dc.0 as usize].nodes.clone(), GAP_WAIT);
         n.alive = true;
         // Transaction ids continue above anything handed out before a crash.
         n.seq = n.seq.max(self.now + 1);
@@ -591,7 +604,8 @@ impl World {
                         let at = self.now + self.cfg.options.retry_every.as_micros() as u64;
                         self.queue.push(at, Ev::ShipRetry { node, inc, ship });
                     }
-                    None => {}
+                    // The round stays unanswered; the watch starts another.
+                    Some(RpcOwner::Gap(..)) | None => {}
                 }
             }
             Ev::TxnTimer { node, inc, txn } => {
@@ -619,6 +633,7 @@ impl World {
             }
             Ev::RecoveryScan { node } => {
                 self.scan(node);
+                self.watch_gap(node);
                 let every = self.recovery.scan_every.as_micros() as u64;
                 self.queue.push(self.now + every, Ev::RecoveryScan { node });
             }
@@ -865,6 +880,35 @@ impl World {
         }
     }
 
+    /// The gap watch of `node`'s ring: looks at its head and asks the DC's writers when a
+    /// gap has stayed there.
+    fn watch_gap(&mut self, node: NodeId) {
+        let i = node.0 as usize;
+        let now = self.instant(self.now);
+        let n = &mut self.nodes[i];
+        let Some(core) = n.core.as_ref().filter(|_| n.alive) else { return };
+        let Ok(gap) = core.head_gap() else { return };
+        for action in n.gaps.observe(gap, now) {
+            match action {
+                GapAction::Ask { round, to } => {
+                    self.call(node, to, RpcOwner::Gap(round, to), Request::Reservations(Reservations { ring: node }))
+                }
+                GapAction::Fill(gap) => self.fill_gap(node, gap),
+            }
+        }
+    }
+
+    fn fill_gap(&mut self, node: NodeId, gap: Gap) {
+        let Some(core) = self.nodes[node.0 as usize].core.as_mut() else { return };
+        if let Ok(slots) = core.fill_gap(gap) {
+            if slots > 0 {
+                self.report.gaps_filled += 1;
+                self.report.gap_slots += slots;
+                self.trace(|| format!("{node} fills the gap [{}, {}) at the head of its ring", gap.from, gap.to));
+            }
+        }
+    }
+
     /// Carries out the actions of `node`'s recoverer of `txn` and re-arms its timer.
     fn pump_recovery(&mut self, node: NodeId, txn: TxnId) {
         loop {
@@ -959,6 +1003,7 @@ impl World {
                     _ => {}
                 }
                 for (peer, req) in handled.ship {
+                    self.trace(|| format!("{to} ships to {peer}: {} {txn}", kind(&req)));
                     self.next_rpc += 1;
                     let ship = self.next_rpc;
                     self.nodes[i].ships.insert(ship, (peer, req.clone()));
@@ -986,7 +1031,15 @@ impl World {
                         }
                         self.pump_recovery(to, txn);
                     }
+                    Some(RpcOwner::Gap(round, from)) => {
+                        if let Reply::Reserved(held) = reply {
+                            if let Some(GapAction::Fill(gap)) = self.nodes[i].gaps.answer(round, from, held) {
+                                self.fill_gap(to, gap);
+                            }
+                        }
+                    }
                     Some(RpcOwner::Ship(ship)) => {
+                        self.trace(|| format!("{to}: shipment {ship} answered {reply:?}"));
                         if matches!(reply, Reply::Error { .. }) {
                             let at = self.now + self.cfg.options.retry_every.as_micros() as u64;
                             let inc = self.nodes[i].inc;
@@ -1055,6 +1108,7 @@ fn kind(r: &Request) -> &'static str {
         Request::Prepare(_) => "prepare",
         Request::LogDecision(_) => "log-decision",
         Request::RecoveryPrepare(_) => "prepare(b)",
+        Request::Reservations(_) => "reservations",
     }
 }
 

@@ -49,15 +49,19 @@ fn sweep(range: std::ops::Range<u64>) -> (usize, Vec<SimReport>) {
 /// - a duplicated phase 1 that arrived after the abort vote of its first copy ran again and
 ///   took locks no decision would release
 ///   (`coordinator/tests/executor_core.rs`, `a_repeated_phase1_after_an_abort_vote_…`);
-/// - a repeated phase 1 after a commit vote reported other redo entries than the first.
+/// - a repeated phase 1 after a commit vote reported other redo entries than the first;
+/// - seed 322 (bank, default.yaml): a writer that gave up a reservation (RingFull) and then
+///   crashed, or sat idle, never paid its filler, so replay stopped at the gap for good and a
+///   recovered commit's catch-up was never applied (`coordinator/src/gap_watch.rs`,
+///   `dc-executor/tests/gap.rs`);
+/// - seed 1313 (bank, default.yaml, `--seeds 2000`): a catch-up replica crashed after the
+///   decision reached it but before its redo did, so the redo stayed `Logged` for good (a
+///   catch-up is now one accept carrying the decision; `coordinator/tests/executor_core.rs`,
+///   `a_decided_accept_is_written_committed`).
 ///
 /// Open bugs, each with the seed that shows it (the test asserts they still fail, so fixing one
-/// means removing it here):
-///
-/// - seed 322 (bank, default.yaml): a recoverer commits a transaction whose coordinator saw an
-///   abort vote (RingFull) from a DC the recoverer could not reach; the catch-up of that DC's
-///   replica does not land, so the replicas of key 28 diverge and the bank total is off.
-const OPEN_BUGS: &[u64] = &[322];
+/// means removing it here): none.
+const OPEN_BUGS: &[u64] = &[];
 
 #[test]
 fn ci_seeds_pass_every_check() {
@@ -89,16 +93,35 @@ fn a_mutant_that_acks_unrecorded_aborts_is_caught() {
 }
 
 /// Mutant: an executor lets a phase 1 that arrives after its transaction's decision (a
-/// duplicate, or one held back past the phase-1 timeout) take locks. Seed 3 (list-append,
-/// duplicated and delayed messages) catches it; the same seed passes unmutated.
+/// duplicate, or one held back past the phase-1 timeout) take locks. Recovery now finds and
+/// releases them (the run passes its checks), but only after the recovery delay: seed 3
+/// (list-append, duplicated and delayed messages, no crash) needs recoverers with the mutant
+/// and none without it.
 #[test]
 fn a_mutant_that_lets_late_phase1_lock_is_caught() {
     let faults = Faults { duplicate: 0.05, hold: 0.05, ..Faults::none() };
     let mut cfg = SimConfig::new(topology("local-fast.yaml"), 3, Workload::Append, faults);
-    assert!(run(cfg.clone()).expect("runs").ok(), "seed 3 passes unmutated");
+    let clean = run(cfg.clone()).expect("runs");
+    assert!(clean.ok() && clean.recoveries == 0, "seed 3 passes unmutated, with nothing to recover: {clean}");
     cfg.executor_mutations.late_phase1_takes_locks = true;
     let r = run(cfg).expect("runs");
-    assert!(!r.ok(), "seed 3 catches the mutant: {r}");
+    assert!(r.recoveries > 0, "seed 3 catches the mutant: its locks outlive the decision: {r}");
+}
+
+/// Mutant: a decision for a transaction already decided here touches nothing, even the entry
+/// it names (the rule before seed 1465 found the entry a phase 1 repeated after a restart
+/// leaves). Seed 1465 (list-append on default.yaml, every fault) catches it; the same seed
+/// passes unmutated.
+#[test]
+fn a_mutant_that_ignores_repeated_decisions_is_caught() {
+    let mut cfg = SimConfig::new(topology("default.yaml"), 1465, Workload::Append, Faults::all());
+    assert!(run(cfg.clone()).expect("runs").ok(), "seed 1465 passes unmutated");
+    cfg.executor_mutations.repeated_decision_touches_nothing = true;
+    let r = run(cfg).expect("runs");
+    assert!(
+        r.violations.iter().any(|v| matches!(v, redt_sim::Violation::Stuck(_))),
+        "seed 1465 catches the mutant: {r}"
+    );
 }
 
 /// A 20-DC topology (n = 5) runs in the simulator and costs what 4 DCs cost per committed

@@ -33,7 +33,11 @@ pub fn is_primary_request(request: &Request) -> bool {
         Request::Execute(e) => e.replicate,
         Request::Decide(d) => d.role == DecideRole::Primary,
         Request::Prepare(_) => true,
-        Request::Record(_) | Request::Accept(_) | Request::LogDecision(_) | Request::RecoveryPrepare(_) => false,
+        Request::Record(_)
+        | Request::Accept(_)
+        | Request::LogDecision(_)
+        | Request::RecoveryPrepare(_)
+        | Request::Reservations(_) => false,
     }
 }
 
@@ -295,7 +299,7 @@ impl PrimaryTxn {
         let requests = rep
             .per_node
             .iter()
-            .map(|(&n, ch)| (n, Request::Accept(Accept { origin: origin.clone(), changes: ch.clone() })))
+            .map(|(&n, ch)| (n, Request::Accept(Accept { origin: origin.clone(), changes: ch.clone(), decided: None })))
             .collect();
         self.round(rep, requests, true, true, now);
     }

@@ -97,10 +97,13 @@ mod writer;
 
 pub use codec::{decode, encode, encode_filler, encode_padded, encoded_slots, EntryShape};
 pub use entry::{Change, EntryStatus, LockIntent, RedoEntry};
-pub(crate) use layout::{head_offset, pieces, ring_slots, tail_offset};
+pub(crate) use layout::{head_offset, pieces, ring_slots, slot_offset, tail_offset};
 pub use layout::{push_set_status, push_write, push_write_body, status_offset};
 pub(crate) use read::read_framed;
-pub use read::{read_entry, read_entry_sized, read_header, ring_entries, unfinished_entries, EntryHeader};
+pub use read::{
+    head_gap, read_entry, read_entry_sized, read_header, ring_bounds, ring_entries, unfinished_entries, EntryHeader,
+    Gap,
+};
 pub use vote::{vote_offset, Verdict, VoteState, VoteWord};
 pub use writer::RingWriter;
 

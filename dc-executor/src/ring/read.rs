@@ -118,11 +118,7 @@ pub fn unfinished_entries(verbs: &dyn Verbs, node: NodeId, layout: &Layout) -> R
 /// # Errors
 /// Verbs failures.
 pub fn ring_entries(verbs: &dyn Verbs, node: NodeId, layout: &Layout) -> Result<Vec<(u64, u64, RedoEntry)>> {
-    let mut word = [0u8; 8];
-    verbs.read(node, Offset(head_offset(layout)), &mut word)?;
-    let head = u64::from_le_bytes(word);
-    verbs.read(node, Offset(tail_offset(layout)), &mut word)?;
-    let tail = u64::from_le_bytes(word);
+    let (head, tail) = ring_bounds(verbs, node, layout)?;
     let end = tail.min(head.saturating_add(ring_slots(layout)));
     let mut out = Vec::new();
     let mut index = head;
@@ -138,4 +134,50 @@ pub fn ring_entries(verbs: &dyn Verbs, node: NodeId, layout: &Layout) -> Result<
         }
     }
     Ok(out)
+}
+
+/// The head and the tail of `node`'s ring (ring indices, in slots): replay has released
+/// everything before the head, writers have reserved everything before the tail.
+///
+/// # Errors
+/// Verbs failures.
+pub fn ring_bounds(verbs: &dyn Verbs, node: NodeId, layout: &Layout) -> Result<(u64, u64)> {
+    let mut word = [0u8; 8];
+    verbs.read(node, Offset(head_offset(layout)), &mut word)?;
+    let head = u64::from_le_bytes(word);
+    verbs.read(node, Offset(tail_offset(layout)), &mut word)?;
+    Ok((head, u64::from_le_bytes(word)))
+}
+
+/// Slots at the head of a ring that hold no readable entry: `[from, to)` with `from` the
+/// head and `to` the next slot that starts a readable entry, or the tail. A reservation
+/// whose writer has not written it yet looks the same as one whose writer died, so a gap is
+/// only a *candidate* for a filler (see "Writers that give up or die" in the module docs of
+/// [`crate::ring`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Gap {
+    /// The head (ring index).
+    pub from: u64,
+    /// One past the gap's last slot (ring index).
+    pub to: u64,
+}
+
+/// The gap at the head of `node`'s ring, if the slot at the head does not start a readable
+/// entry (`None` when the ring is empty or the head entry decodes). Read-only.
+///
+/// # Errors
+/// Verbs failures.
+pub fn head_gap(verbs: &dyn Verbs, node: NodeId, layout: &Layout) -> Result<Option<Gap>> {
+    let (head, tail) = ring_bounds(verbs, node, layout)?;
+    let end = tail.min(head.saturating_add(ring_slots(layout)));
+    let mut read = |off: u64, buf: &mut [u8]| verbs.read(node, Offset(off), buf);
+    let mut index = head;
+    while index < end {
+        match read_framed(layout, node, index, &mut read) {
+            Ok(_) => break,
+            Err(e @ (Error::Backend(_) | Error::OutOfBounds { .. } | Error::UnknownNode(_))) => return Err(e),
+            Err(_) => index += 1,
+        }
+    }
+    Ok((index > head).then_some(Gap { from: head, to: index }))
 }
