@@ -41,6 +41,6 @@ pub use executor_core::{ExecutorCore, ExecutorMutations};
 pub use executor_thread::ExecutorThread;
 pub use machine::{Action, AttemptId, TxnMachine};
 pub use node::{error_code, outcome_to_msg, Node, NodeParts};
-pub use recoverer::{Orphan, Recoverer, RecoveryOptions, RecoveryOutcome};
+pub use recoverer::{Orphan, Recoverer, RecoveryMutations, RecoveryOptions, RecoveryOutcome};
 pub use stats::{Class, ClassReport, TxnCost, TxnStats};
 pub use txn::{CoordinatorMutations, CoordinatorOptions, CoordinatorTxn, TxnOutcome, TxnStatus};

@@ -151,6 +151,9 @@ pub struct CoordinatorTxn {
     round: u32,
     round_open: usize,
     holding: BTreeSet<DcId>,
+    /// DCs that refused the abort record (a recoverer's higher ballot, or the entry decided
+    /// already): a ballot-0 record never lands there.
+    refused: BTreeSet<DcId>,
     record_started: Option<Instant>,
     record_retry_at: Option<Instant>,
     // Phase 2.
@@ -209,6 +212,7 @@ impl CoordinatorTxn {
             round: 0,
             round_open: 0,
             holding: BTreeSet::new(),
+            refused: BTreeSet::new(),
             record_started: None,
             record_retry_at: None,
             deliveries: Vec::new(),
@@ -310,6 +314,8 @@ impl TxnMachine for CoordinatorTxn {
                     self.round_open -= 1;
                     if ok {
                         self.holding.insert(a.dc);
+                    } else {
+                        self.refused.insert(a.dc);
                     }
                     self.after_record_reply(now);
                 }
@@ -446,6 +452,16 @@ impl CoordinatorTxn {
         })
     }
 
+    /// Whether some partition can no longer reach a majority holding the abort: too many of
+    /// its replicas' DCs refused the ballot-0 record.
+    fn record_cannot_land(&self) -> bool {
+        self.plan.partitions.iter().any(|p| {
+            let open =
+                p.replicas.iter().filter(|(_, dc)| !self.refused.contains(dc) || self.holding.contains(dc)).count();
+            open < majority(p.replicas.len())
+        })
+    }
+
     /// Sends a round of abort records (ballot 0) to every participant DC that could have
     /// voted commit.
     fn record_round(&mut self, now: Instant) {
@@ -482,6 +498,14 @@ impl CoordinatorTxn {
         if !self.answered {
             let why = format!("{}; the abort is not yet recorded at a majority", self.why);
             self.answer(TxnStatus::Unknown(why), Vec::new(), None);
+        }
+        if self.record_cannot_land() {
+            // A recoverer owns the transaction (DESIGN.md §2): it decides and applies it
+            // everywhere; retrying ballot 0 here would only hold this machine for nothing.
+            tracing::info!(txn = %self.txn, refused = ?self.refused, "abort record refused; recovery decides");
+            self.stage = Stage::Done;
+            self.finish();
+            return;
         }
         let started = self.record_started.unwrap_or(now);
         if now.duration_since(started) > self.options.give_up_after {

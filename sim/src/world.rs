@@ -10,8 +10,8 @@ use redt_coordinator::gap_watch::{GapAction, GapWatch};
 use redt_coordinator::message::{Reply, Request, Reservations};
 use redt_coordinator::txn::Action;
 use redt_coordinator::{
-    CoordinatorOptions, CoordinatorTxn, ExecutorCore, ExecutorMutations, Orphan, Recoverer, RecoveryOptions,
-    RecoveryOutcome, TxnMachine, TxnStatus,
+    CoordinatorOptions, CoordinatorTxn, ExecutorCore, ExecutorMutations, Orphan, Recoverer, RecoveryMutations,
+    RecoveryOptions, RecoveryOutcome, TxnMachine, TxnStatus,
 };
 use redt_dc_executor::{
     apply_committed, unfinished_entries, DcHandle, Gap, Hlc, Layout, LocalVerbs, Region, Replayer, Verbs, LOGICAL_BITS,
@@ -98,6 +98,8 @@ pub struct SimConfig {
     pub options: CoordinatorOptions,
     /// Deliberate executor bugs (tests of the simulation).
     pub executor_mutations: ExecutorMutations,
+    /// Deliberate bugs in the recoverers (tests only).
+    pub recovery_mutations: RecoveryMutations,
     /// Keep an event trace in the report.
     pub trace: bool,
 }
@@ -114,6 +116,7 @@ impl SimConfig {
             duration: Duration::from_secs(3),
             options: CoordinatorOptions::default(),
             executor_mutations: ExecutorMutations::default(),
+            recovery_mutations: RecoveryMutations::default(),
             trace: false,
         }
     }
@@ -409,7 +412,8 @@ impl World {
         };
         let gen = Generator::new(cfg.workload, kv, usertable, cells);
         let max_rtt = topology.links.iter().flatten().map(|l| l.rtt).max().unwrap_or_default();
-        let recovery = RecoveryOptions::for_topology(&topology, MAX_SKEW);
+        let mut recovery = RecoveryOptions::for_topology(&topology, MAX_SKEW);
+        recovery.mutations = cfg.recovery_mutations;
         let mut w = World {
             backoff_us: 2 * max_rtt.as_micros() as u64,
             recovery,

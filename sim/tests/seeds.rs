@@ -54,10 +54,16 @@ fn sweep(range: std::ops::Range<u64>) -> (usize, Vec<SimReport>) {
 ///   crashed, or sat idle, never paid its filler, so replay stopped at the gap for good and a
 ///   recovered commit's catch-up was never applied (`coordinator/src/gap_watch.rs`,
 ///   `dc-executor/tests/gap.rs`);
-/// - seed 1313 (bank, default.yaml, `--seeds 2000`): a catch-up replica crashed after the
+/// - seed 1313 (bank, default.yaml, `--seeds 1000 --from 1000`): a catch-up replica crashed after the
 ///   decision reached it but before its redo did, so the redo stayed `Logged` for good (a
 ///   catch-up is now one accept carrying the decision; `coordinator/tests/executor_core.rs`,
-///   `a_decided_accept_is_written_committed`).
+///   `a_decided_accept_is_written_committed`);
+/// - seed 1465 (append, default.yaml): a phase 1 repeated after a restart left a second entry
+///   and a repeated decision naming the first touched nothing
+///   (`a_mutant_that_ignores_repeated_decisions_is_caught`);
+/// - seed 1109 (bank, local-fast.yaml, `--seeds 500 --from 1000`): a recoverer that found a
+///   commit already applied recomputed the catch-up and aborted an up-to-date DC's redo
+///   (`a_mutant_that_recomputes_catch_up_after_an_applied_commit_is_caught`).
 ///
 /// Open bugs, each with the seed that shows it (the test asserts they still fail, so fixing one
 /// means removing it here): none.
@@ -121,6 +127,22 @@ fn a_mutant_that_ignores_repeated_decisions_is_caught() {
     assert!(
         r.violations.iter().any(|v| matches!(v, redt_sim::Violation::Stuck(_))),
         "seed 1465 catches the mutant: {r}"
+    );
+}
+
+/// Mutant: a recoverer that finds a commit already applied recomputes the catch-up from the
+/// promises, counting the replicas that applied it as missing votes, so a DC that was up to
+/// date is told to abort and nobody ships it the values. Seed 1109 (bank on local-fast.yaml,
+/// every fault) catches it; the same seed passes unmutated.
+#[test]
+fn a_mutant_that_recomputes_catch_up_after_an_applied_commit_is_caught() {
+    let mut cfg = SimConfig::new(topology("local-fast.yaml"), 1109, Workload::Bank, Faults::all());
+    assert!(run(cfg.clone()).expect("runs").ok(), "seed 1109 passes unmutated");
+    cfg.recovery_mutations.catch_up_after_applied = true;
+    let r = run(cfg).expect("runs");
+    assert!(
+        r.violations.iter().any(|v| matches!(v, redt_sim::Violation::Diverged { .. })),
+        "seed 1109 catches the mutant: {r}"
     );
 }
 
