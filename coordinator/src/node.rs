@@ -93,7 +93,7 @@ impl Node {
             wan: parts.wan,
             options: parts.options,
             stats: parts.stats,
-            seq: AtomicU64::new(0),
+            seq: AtomicU64::new(first_seq()),
             hlc,
             replay: Mutex::new(Some(replay)),
             closed: std::sync::atomic::AtomicBool::new(false),
@@ -373,6 +373,15 @@ impl Node {
             _ => err(error_code::MALFORMED, "unexpected message kind".into()),
         }
     }
+}
+
+/// The sequence number this process's transaction ids start after: the wall clock in µs since
+/// `redt_dc_executor::ORIGIN_UNIX_MS`. A restarted node must not reuse the id of a transaction
+/// its previous life left in a ring (recovery, fences and the decision log know transactions
+/// by id), and it does not unless it started more than one transaction per µs on average, or
+/// its clock went back across the restart. 48 bits of µs last until 2034.
+fn first_seq() -> u64 {
+    SystemClock.now_ms().saturating_mul(1000)
 }
 
 async fn sleep_until_opt(t: Option<tokio::time::Instant>) {
