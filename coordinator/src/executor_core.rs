@@ -99,8 +99,8 @@ impl TxnMemory {
 pub struct Handled {
     /// The reply to the request.
     pub reply: Reply,
-    /// Catch-up shipments: per replica node, an [`Accept`] of the new values and the
-    /// [`Decide`] that settles it (RedT DESIGN.md §2, phase 2).
+    /// Catch-up shipments: per replica node, an [`Accept`] of the new values carrying the
+    /// commit (DESIGN.md §2, phase 2).
     pub ship: Vec<(NodeId, Request)>,
 }
 
@@ -382,9 +382,9 @@ impl ExecutorCore {
 
     /// Applies a phase-2 decision as this DC's executor. As a catch-up source (`catch_up` not
     /// empty) it first reads the DC's redo of `txn` — its slots may be reused once the
-    /// decision is applied — and returns the shipments to the replicas left behind (an
-    /// accept of the partition's new values and the decision that settles it, per replica
-    /// node). A repeated decision ships nothing again.
+    /// decision is applied — and returns the shipments to the replicas left behind (per
+    /// replica node, an accept of the partition's new values carrying the commit). A repeated
+    /// decision ships nothing again.
     ///
     /// # Errors
     /// Data-path failures.

@@ -146,6 +146,21 @@ fn a_mutant_that_recomputes_catch_up_after_an_applied_commit_is_caught() {
     );
 }
 
+/// Open bug (n ≥ 4, outside the CI schedule): a catch-up lives only in its source's memory.
+/// With `Q(n) < n` a commit leaves replicas behind; if the source DC's executor crashes before
+/// its accept reaches a behind replica (here one whose ring was full), every entry of the
+/// transaction is already decided, so no recoverer runs and the replica keeps the old value.
+/// Seed 2012 on sim-20dc.yaml (n = 5) shows it (40 of 300 seeds from 2000 fail the same way);
+/// when the catch-up becomes durable this test fails and moves to the fixed list above.
+#[test]
+fn open_bug_a_catch_up_dies_with_its_source() {
+    let r = run(SimConfig::new(topology("sim-20dc.yaml"), 2012, Workload::Bank, Faults::all())).expect("runs");
+    assert!(
+        r.violations.iter().any(|v| matches!(v, redt_sim::Violation::Diverged { .. })),
+        "seed 2012 still diverges: {r}"
+    );
+}
+
 /// A 20-DC topology (n = 5) runs in the simulator and costs what 4 DCs cost per committed
 /// transaction: 2 inter-DC round trips.
 #[test]
