@@ -339,7 +339,9 @@ impl Node {
             | Body::Decide(_)
             | Body::Accept(_)
             | Body::Prepare(_)
-            | Body::LogDecision(_) => {
+            | Body::LogDecision(_)
+            | Body::RecoveryPrepare(_)
+            | Body::Reservations(_) => {
                 let Some(peer) = from.node() else {
                     return err(
                         error_code::MALFORMED,
