@@ -48,6 +48,12 @@ pub struct CoordinatorOptions {
     pub retry_every: Duration,
     /// How long phase 2 keeps retrying before it gives up (and logs the transaction).
     pub give_up_after: Duration,
+    /// The largest difference between two nodes' wall clocks, as NTP keeps it (250 ms by
+    /// default). A node recovers an undecided transaction only once its phase-1 deadline has
+    /// passed by this much on the node's own clock, so that no executor can still vote on it
+    /// ([`crate::RecoveryOptions::clock_skew_bound`]; DESIGN.md, "Recovery"). Every node of a
+    /// cluster must run with the same bound (and the same `phase1_timeout`).
+    pub clock_skew_bound: Duration,
     /// Deliberate bugs (tests of the simulation only).
     pub mutations: CoordinatorMutations,
 }
@@ -60,6 +66,7 @@ impl Default for CoordinatorOptions {
             phase1_timeout: Duration::from_secs(2),
             retry_every: Duration::from_millis(200),
             give_up_after: Duration::from_secs(600),
+            clock_skew_bound: Duration::from_millis(250),
             mutations: CoordinatorMutations::default(),
         }
     }
