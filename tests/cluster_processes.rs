@@ -394,3 +394,159 @@ fn cluster_up_processes() {
     assert!(pids.iter().all(|&p| !pid_alive(p)), "every node process ended: {pids:?}");
     assert!(files.iter().all(|f| !f.exists()), "--wipe removed the MemStore files under --shm-dir: {files:?}");
 }
+
+/// Every ring of the cluster, read from the node processes' MemStore files: the undecided
+/// entries left, as (node, transaction).
+fn undecided_entries(topo: &Topology, shm_dir: &Path) -> Vec<(NodeId, redt_proto::TxnId)> {
+    let prefix = format!("redt-{}-e{}", topo.name, topo.epoch.0);
+    let layout = Layout::from_config(&topo.memstore);
+    let mut out = Vec::new();
+    for dc in &topo.dcs {
+        let verbs = LocalVerbs::open_shared(shm_dir, &prefix, dc.nodes.iter().copied(), layout.size)
+            .expect("map the DC's MemStore files");
+        for &n in &dc.nodes {
+            for (_, e) in redt_dc_executor::unfinished_entries(&verbs, n, &layout).expect("read the ring") {
+                out.push((n, e.txn));
+            }
+        }
+    }
+    out
+}
+
+/// Recovery on real processes (DESIGN.md §2, issue 12): bank transfers run through every
+/// node while one node process is killed with SIGKILL (its coordinators die between phases,
+/// its executor and replay with them) and started again on its MemStore file. Recovery on
+/// the survivors and on the restarted node decides every transaction the kill left open:
+/// afterwards no ring holds an undecided entry, no record is locked, every replica agrees,
+/// the total is kept, and the restarted node coordinates transfers again.
+#[test]
+fn a_killed_node_restarts_and_recovery_decides_what_it_left() {
+    const PORT_KILL: u16 = 7660;
+    let work = tempfile::tempdir().expect("a temporary directory");
+    let shm = if Path::new("/dev/shm").is_dir() { tempfile::tempdir_in("/dev/shm") } else { tempfile::tempdir() }
+        .expect("a temporary MemStore directory");
+    let name = format!("cluster-kill-{}", std::process::id());
+    let config = work.path().join("local-fast-kill.yaml");
+    std::fs::write(&config, local_fast_yaml(&name, PORT_KILL)).unwrap();
+    let run_dir = work.path().join("run");
+    let certs = run_dir.join("certs");
+    let topo = Arc::new(Topology::load(&config).expect("the edited topology loads"));
+    let mut guard = ClusterGuard { run_dir: run_dir.clone(), armed: true };
+    let up = |extra: &[&str]| {
+        let mut args = vec![
+            "cluster",
+            "up",
+            "--config",
+            path_str(&config),
+            "--run-dir",
+            path_str(&run_dir),
+            "--records-per-partition",
+            "64",
+            "--shm-dir",
+            path_str(shm.path()),
+        ];
+        args.extend_from_slice(extra);
+        redt(&args)
+    };
+    let out = up(&[]);
+    assert!(out.status.success(), "redt cluster up: {}", text(&out));
+    let victim = &topo.nodes[2];
+    let pid_file = run_dir.join("pids").join(format!("{}.pid", victim.name));
+    let pid: u32 = std::fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap();
+
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let client = {
+        let _in_runtime = rt.enter();
+        Arc::new(Client::connect(topo.clone(), &certs, Duration::from_secs(30)).expect("the library client connects"))
+    };
+    const ACCOUNTS: u64 = 32;
+    const FIRST: u64 = 100;
+    const FUNDS: i64 = 1000;
+    let accounts: Vec<u64> = (FIRST..FIRST + ACCOUNTS).collect();
+    let counts = rt.block_on(async {
+        let funding: Vec<KvOp> = accounts.iter().map(|&k| KvOp::Add(k, FUNDS)).collect();
+        commit_eventually(&client, NodeId(1), &funding, Duration::from_secs(10)).await;
+        let counts = Arc::new([AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)]);
+        let deadline = Instant::now() + Duration::from_secs(3);
+        let mut tasks = tokio::task::JoinSet::new();
+        for t in 0..8u64 {
+            let (client, counts) = (client.clone(), counts.clone());
+            tasks.spawn(async move {
+                let mut s = 0x2545_f491_4f6c_dd1du64 ^ (t + 1);
+                let mut next = move |n: u64| {
+                    s ^= s >> 12;
+                    s ^= s << 25;
+                    s ^= s >> 27;
+                    s.wrapping_mul(0x9e37_79b9_7f4a_7c15) % n
+                };
+                let node = NodeId((t % 4) as u16);
+                while Instant::now() < deadline {
+                    let a = FIRST + next(ACCOUNTS);
+                    let b = FIRST + (a - FIRST + 1 + next(ACCOUNTS - 1)) % ACCOUNTS;
+                    let call = kv_call(KV, &[KvOp::Add(a, -1), KvOp::Add(b, 1)]);
+                    // The killed node's client calls fail fast; the others keep going.
+                    let out = tokio::time::timeout(Duration::from_secs(5), client.submit(node, call)).await;
+                    let i = match out.map(|o| o.status) {
+                        Ok(TxnStatus::Committed) => 0,
+                        Ok(TxnStatus::Aborted(_)) => 1,
+                        Ok(TxnStatus::Unknown(_)) | Err(_) => 2,
+                    };
+                    counts[i].fetch_add(1, Ordering::Relaxed);
+                }
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        let killed = Command::new("kill").args(["-KILL", &pid.to_string()]).status().expect("run kill");
+        assert!(killed.success(), "kill -9 {pid}");
+        while let Some(r) = tasks.join_next().await {
+            r.expect("a transfer task panicked");
+        }
+        counts.iter().map(|c| c.load(Ordering::Relaxed)).collect::<Vec<_>>()
+    });
+    println!("transfers around the kill of {}: {counts:?} (committed, aborted, unknown)", victim.name);
+    assert!(counts[0] > 0, "some transfers commit");
+
+    // Start the killed node again on its MemStore file, as `redt cluster up` started it.
+    let log = std::fs::File::create(run_dir.join("logs").join(format!("{}-restart.log", victim.name))).unwrap();
+    let mut child = Command::new(REDT)
+        .args(["node", "--node", &victim.name, "--config", path_str(&config), "--certs", path_str(&certs)])
+        .args(["--shm-dir", path_str(shm.path()), "--records-per-partition", "64"])
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .spawn()
+        .expect("restart the node");
+    std::fs::write(&pid_file, child.id().to_string()).unwrap();
+    let restarted = Instant::now();
+    let settled = loop {
+        let left = undecided_entries(&topo, shm.path());
+        if left.is_empty() {
+            break Ok(());
+        }
+        if restarted.elapsed() > Duration::from_secs(40) {
+            break Err(left);
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    if let Err(left) = settled {
+        let _ = child.kill();
+        panic!("undecided entries 40 s after the restart: {left:?}");
+    }
+    println!("every entry decided {:?} after the restart", restarted.elapsed());
+    let replicas = wait_replicas_settled(&topo, shm.path(), &accounts, Duration::from_secs(20));
+    assert_eq!(replicas.values().sum::<i64>(), ACCOUNTS as i64 * FUNDS, "every replica keeps the total: {replicas:?}");
+    rt.block_on(async {
+        commit_eventually(
+            &client,
+            NodeId(2),
+            &[KvOp::Add(FIRST, -1), KvOp::Add(FIRST + 1, 1)],
+            Duration::from_secs(20),
+        )
+        .await;
+    });
+    drop(client);
+    drop(rt);
+    let out = guard.down();
+    assert!(out.status.success(), "redt cluster down: {}", text(&out));
+    let _ = child.wait();
+}

@@ -197,6 +197,17 @@ impl ExecutorCore {
         Ok(redt_dc_executor::head_gap(dc.verbs.as_ref(), self.node, &dc.layout)?)
     }
 
+    /// The undecided entries of this node's ring (`Intent` or `Logged`), as `(ring index,
+    /// entry)` in ring order: what the recovery scan looks at
+    /// (`redt_dc_executor::unfinished_entries`; DESIGN.md §2, recovery).
+    ///
+    /// # Errors
+    /// Verbs failures.
+    pub fn unfinished_entries(&self) -> Result<Vec<(u64, RedoEntry)>> {
+        let dc = self.executor.dc();
+        Ok(redt_dc_executor::unfinished_entries(dc.verbs.as_ref(), self.node, &dc.layout)?)
+    }
+
     /// Covers `gap` of this node's ring with fillers, once every writer of the DC said it
     /// holds no slot of it ([`crate::gap_watch::GapWatch`]). Returns the slots covered.
     ///

@@ -30,6 +30,7 @@ mod node;
 pub mod plan;
 pub mod recoverer;
 pub mod recovery;
+mod recovery_task;
 mod stats;
 pub mod transport;
 pub mod txn;

@@ -14,6 +14,7 @@ use crate::executor_core::ExecutorCore;
 use crate::executor_thread::ExecutorThread;
 use crate::machine::{Action, TxnMachine};
 use crate::message::{Reply, Request};
+use crate::recovery_task::{self, Busy};
 use crate::stats::TxnStats;
 use crate::transport::{BoxFuture, Caller, Handler, Transport};
 use crate::txn::CoordinatorTxn;
@@ -61,7 +62,7 @@ pub struct NodeParts {
 pub struct Node {
     pub(crate) topology: Arc<Topology>,
     pub(crate) id: NodeId,
-    exec: ExecutorThread,
+    pub(crate) exec: ExecutorThread,
     transport: Arc<Transport>,
     wan: Arc<Mutex<WanModel>>,
     pub(crate) options: CoordinatorOptions,
@@ -72,15 +73,20 @@ pub struct Node {
     replay: Mutex<Option<ReplayTask>>,
     /// Set by [`Node::shutdown`]: retry loops stop (and release the node) once it is.
     closed: std::sync::atomic::AtomicBool,
+    /// The transactions this node's coordinators and recoverers are running (the recovery
+    /// scan leaves them alone).
+    pub(crate) busy: Arc<Busy>,
 }
 
 impl Node {
-    /// Starts a node: its replay thread, its executor thread and its request handler on
-    /// `parts.transport`.
+    /// Starts a node: its replay thread, its executor thread, its recovery task (every
+    /// `scan_every`, recoverers for the undecided entries of its ring whose coordinator is
+    /// gone, and the gap watch of its ring's head: `crate::recovery_task`) and its request
+    /// handler on `parts.transport`. Must run inside a Tokio runtime.
     ///
     /// # Errors
-    /// The transport refuses to serve (it is closed or client-only), or the OS refuses a
-    /// thread.
+    /// The transport refuses to serve (it is closed or client-only), the OS refuses a
+    /// thread, or there is no Tokio runtime ([`Error::Io`]).
     pub fn start(parts: NodeParts) -> Result<Arc<Node>> {
         let replay = ReplayTask::spawn(parts.region.clone(), &parts.dc, parts.node);
         let hlc = Arc::new(Hlc::new());
@@ -97,7 +103,9 @@ impl Node {
             hlc,
             replay: Mutex::new(Some(replay)),
             closed: std::sync::atomic::AtomicBool::new(false),
+            busy: Arc::new(Busy::default()),
         });
+        recovery_task::spawn(&node)?;
         parts.transport.serve(Arc::new(NodeHandler(Arc::downgrade(&node))))?;
         Ok(node)
     }
@@ -122,7 +130,8 @@ impl Node {
         &self.exec
     }
 
-    /// Stops the replay thread, the executor thread and the transport.
+    /// Stops the replay thread, the executor thread and the transport; the recovery task and
+    /// the machines' driver loops stop at their next step.
     pub fn shutdown(&self) {
         self.closed.store(true, Ordering::SeqCst);
         if let Some(r) = self.replay.lock().expect("replay slot").take() {
@@ -130,6 +139,11 @@ impl Node {
         }
         self.transport.close();
         self.exec.stop();
+    }
+
+    /// Whether [`Node::shutdown`] was called.
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::SeqCst)
     }
 
     fn envelope(&self, body: Body) -> Envelope {
@@ -144,7 +158,7 @@ impl Node {
     /// Sends a typed request to `peer` and decodes its reply; to itself, the request is
     /// served in place (no network), exactly as a peer would serve it. Boxed: serving a
     /// request can drive a machine that calls back here.
-    fn call_typed(
+    pub(crate) fn call_typed(
         self: &Arc<Self>,
         peer: NodeId,
         request: Request,
@@ -255,7 +269,11 @@ impl Node {
         let (tx, rx) = tokio::sync::oneshot::channel();
         let mut tx = Some(tx);
         let stats = self.stats.clone();
-        tokio::spawn(self.clone().drive(m, move |action| match action {
+        // The claim fails only if a recoverer here runs a transaction of the same id, which
+        // `first_seq` rules out (docs/design.md, "Recovery", point 4); the coordinator runs
+        // anyway.
+        let claim = self.busy.claim(txn);
+        let on_action = move |action: Action| match action {
             Action::Answer { outcome, class, cost } => {
                 match (&outcome.status, cost) {
                     (TxnStatus::Committed, Some(c)) => stats.committed(class, c, start.elapsed().as_micros() as u64),
@@ -269,7 +287,12 @@ impl Node {
             }
             Action::Finished { class, after_answer: Some(c) } => stats.add_cost(class, c.messages, c.round_trips),
             Action::Finished { .. } | Action::Reply { .. } | Action::Send { .. } => {}
-        }));
+        };
+        let node = self.clone();
+        tokio::spawn(async move {
+            let _claim = claim;
+            node.drive(m, on_action).await;
+        });
         rx.await.unwrap_or(TxnOutcome {
             txn,
             status: TxnStatus::Unknown("the coordinator stopped before answering".into()),
@@ -280,12 +303,13 @@ impl Node {
     /// The one driver loop of every [`TxnMachine`] (see [`crate::machine`] for the order):
     /// carries each [`Action::Send`] out as a request (to itself: served in place), feeds the
     /// machine its replies, failures and timer until it is done, and hands every other action
-    /// to `on_action`. Stops early when the node shuts down.
-    async fn drive<M: TxnMachine + Send + 'static>(
+    /// to `on_action`. Stops early when the node shuts down. Returns the machine, done or
+    /// stopped.
+    pub(crate) async fn drive<M: TxnMachine + Send + 'static>(
         self: Arc<Self>,
         mut m: M,
         mut on_action: impl FnMut(Action) + Send,
-    ) {
+    ) -> M {
         let mut inflight: JoinSet<(u64, std::result::Result<Reply, String>)> = JoinSet::new();
         loop {
             while let Some(action) = m.poll_action() {
@@ -321,6 +345,7 @@ impl Node {
         if !inflight.is_empty() {
             tokio::spawn(async move { while inflight.join_next().await.is_some() {} });
         }
+        m
     }
 
     async fn handle(self: Arc<Self>, from: Caller, msg: Envelope) -> Envelope {
@@ -339,7 +364,9 @@ impl Node {
             | Body::Decide(_)
             | Body::Accept(_)
             | Body::Prepare(_)
-            | Body::LogDecision(_) => {
+            | Body::LogDecision(_)
+            | Body::RecoveryPrepare(_)
+            | Body::Reservations(_) => {
                 let Some(peer) = from.node() else {
                     return err(
                         error_code::MALFORMED,

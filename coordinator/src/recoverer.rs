@@ -54,8 +54,13 @@ pub struct RecoveryOptions {
     pub retry_base: Duration,
     /// Largest retry pause.
     pub retry_max: Duration,
-    /// How often a node scans its ring for undecided entries.
+    /// How often a node scans its ring for undecided entries (and looks for a gap at its
+    /// head).
     pub scan_every: Duration,
+    /// How long a gap stays at the head of a node's ring before the node asks its DC's
+    /// writers which slots they still hold, and how long it waits before asking again when
+    /// one of them does not answer ([`crate::gap_watch::GapWatch`]).
+    pub gap_wait: Duration,
     /// Deliberate bugs (tests of the simulation only).
     pub mutations: RecoveryMutations,
 }
@@ -73,7 +78,8 @@ impl RecoveryOptions {
     /// Options scaled to `topology`'s largest link RTT `r`: rounds wait `4r` (at least 50
     /// ms), retries start at `2r` (at least 20 ms) and back off to 5 s, the coordinator's DC
     /// recovers `4r` (at least 100 ms) after the deadline and the others `10r` (at least 500
-    /// ms) after it, scans run every 100 ms; `clock_skew_bound` as given.
+    /// ms) after it, scans run every 100 ms, a gap at a ring's head waits 200 ms;
+    /// `clock_skew_bound` as given.
     pub fn for_topology(topology: &Topology, clock_skew_bound: Duration) -> RecoveryOptions {
         let rtt = topology.links.iter().flatten().map(|l| l.rtt).max().unwrap_or_default();
         RecoveryOptions {
@@ -84,6 +90,7 @@ impl RecoveryOptions {
             retry_base: (2 * rtt).max(Duration::from_millis(20)),
             retry_max: Duration::from_secs(5),
             scan_every: Duration::from_millis(100),
+            gap_wait: Duration::from_millis(200),
             mutations: RecoveryMutations::default(),
         }
     }

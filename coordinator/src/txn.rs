@@ -26,13 +26,19 @@ use redt_proto::{Ballot, Cts, DcId, NodeId, Topology, TxnId};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::{Duration, Instant};
 
-/// Deliberate protocol bugs, for showing that the simulation catches them (issue 11). All off
-/// by default; nothing outside tests turns them on.
+/// Deliberate protocol bugs, for showing that the simulation catches them (issue 11), and
+/// injected faults, for showing that recovery repairs them. All off by default; nothing outside
+/// tests turns them on.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CoordinatorMutations {
     /// Acknowledge an abort to the client before it is recorded at a majority of every
     /// touched partition (DESIGN.md §2 forbids it: a recoverer could then commit it).
     pub ack_abort_before_record: bool,
+    /// A fault, not a bug: the coordinator stops right after its decision (and after the
+    /// early acknowledgement of a commit), sending neither abort records nor phase 2, as if
+    /// its process died between the phases. Its sub-transactions keep their locks until a
+    /// recoverer decides them (DESIGN.md, "Recovery").
+    pub stop_before_phase2: bool,
 }
 
 /// How a coordinator runs transactions.
@@ -48,7 +54,13 @@ pub struct CoordinatorOptions {
     pub retry_every: Duration,
     /// How long phase 2 keeps retrying before it gives up (and logs the transaction).
     pub give_up_after: Duration,
-    /// Deliberate bugs (tests of the simulation only).
+    /// The largest difference between two nodes' wall clocks, as NTP keeps it (250 ms by
+    /// default). A node recovers an undecided transaction only once its phase-1 deadline has
+    /// passed by this much on the node's own clock, so that no executor can still vote on it
+    /// ([`crate::RecoveryOptions::clock_skew_bound`]; DESIGN.md, "Recovery"). Every node of a
+    /// cluster must run with the same bound (and the same `phase1_timeout`).
+    pub clock_skew_bound: Duration,
+    /// Deliberate bugs and injected faults (tests only).
     pub mutations: CoordinatorMutations,
 }
 
@@ -60,6 +72,7 @@ impl Default for CoordinatorOptions {
             phase1_timeout: Duration::from_secs(2),
             retry_every: Duration::from_millis(200),
             give_up_after: Duration::from_secs(600),
+            clock_skew_bound: Duration::from_millis(250),
             mutations: CoordinatorMutations::default(),
         }
     }
@@ -414,6 +427,9 @@ impl CoordinatorTxn {
                     let reads = reads(&self.topology, &self.call, &self.plan, &self.votes.values().collect::<Vec<_>>());
                     self.answer(TxnStatus::Committed, reads, Some(self.phase1_cost));
                 }
+                if self.options.mutations.stop_before_phase2 {
+                    return self.die();
+                }
                 self.start_phase2(now);
             }
             decision::Decision::Abort { proven, partition } => {
@@ -422,6 +438,9 @@ impl CoordinatorTxn {
                 if self.options.mutations.ack_abort_before_record {
                     self.answer(TxnStatus::Aborted(self.why.clone()), Vec::new(), None);
                 }
+                if self.options.mutations.stop_before_phase2 {
+                    return self.die();
+                }
                 self.stage = Stage::Recording;
                 self.holding = self.votes.iter().filter(|(_, v)| !v.is_commit()).map(|(&dc, _)| dc).collect();
                 self.record_started = Some(now);
@@ -429,6 +448,14 @@ impl CoordinatorTxn {
             }
             decision::Decision::Wait => {}
         }
+    }
+
+    /// [`CoordinatorMutations::stop_before_phase2`]: done, with nothing more to send or wait for.
+    fn die(&mut self) {
+        tracing::warn!(txn = %self.txn, decision = ?self.decision, "injected fault: the coordinator stops before phase 2");
+        self.stage = Stage::Done;
+        self.attempts.clear();
+        self.phase1_open = 0;
     }
 
     fn answer(&mut self, status: TxnStatus, reads: Vec<Option<Vec<u8>>>, cost: Option<Cost>) {

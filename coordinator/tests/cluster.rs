@@ -13,8 +13,8 @@ use redt_coordinator::transport::{
     ClusterCa, SocketSpec, StreamCode, Transport, TransportConfig, TransportError, CLIENT_IDENTITY_NAME,
     DEFAULT_MAX_FRAME_BYTES,
 };
-use redt_coordinator::{error_code, CoordinatorOptions, EmbeddedCluster, TxnOutcome, TxnStatus};
-use redt_dc_executor::{Decision, KvOp};
+use redt_coordinator::{error_code, CoordinatorMutations, CoordinatorOptions, EmbeddedCluster, TxnOutcome, TxnStatus};
+use redt_dc_executor::{Clock, Decision, KvOp, RingWriter, SystemClock};
 use redt_proto::wire::{Body, Envelope, ExecuteRequest, SubmitRequest};
 use redt_proto::{Cts, DcId, NodeId, PartitionId, TableId, Topology, TxnId};
 use std::collections::BTreeMap;
@@ -603,5 +603,128 @@ async fn a_replica_that_voted_abort_is_caught_up() {
     let reps = replicas_of(&cluster, key);
     assert_eq!(reps.len(), 4, "{reps:?}");
     assert!(reps.iter().all(|(_, s)| *s == Some((0, 5))), "all 4 replicas unlocked at 5: {reps:?}");
+    cluster.shutdown();
+}
+
+/// Per live node, its ring's undecided entries (`Intent` or `Logged`), as `(node, count)`
+/// for the nodes that have any.
+async fn undecided(cluster: &EmbeddedCluster) -> Vec<(NodeId, usize)> {
+    let mut out = Vec::new();
+    for n in &cluster.nodes {
+        if let Some(entries) = n.executor().run(|c, _| c.unfinished_entries()).await {
+            let count = entries.unwrap_or_else(|e| panic!("reading {}'s ring: {e}", n.id())).len();
+            if count > 0 {
+                out.push((n.id(), count));
+            }
+        }
+    }
+    out
+}
+
+/// Polls until no live node's ring holds an undecided entry. Panics after `limit`.
+async fn wait_decided(cluster: &EmbeddedCluster, limit: Duration) {
+    let t0 = Instant::now();
+    loop {
+        let left = undecided(cluster).await;
+        if left.is_empty() {
+            return;
+        }
+        assert!(t0.elapsed() <= limit, "undecided entries (node, count) still there after {limit:?}: {left:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// DESIGN.md, "Recovery" (notes/recovery-model.md §5): a coordinator that acknowledged a
+/// commit and died before phase 2 leaves its sub-transactions locked and undecided. The
+/// recovery scans of the nodes holding them (in other DCs: the coordinator's DC holds no
+/// replica, and its node is shut down) start recoverers once the phase-1 deadline, the
+/// clock-skew bound and their DC's wait have passed; the acknowledged commit is applied on
+/// every replica and the locks are released. A later transaction on the same key then
+/// commits; its coordinator (in a DC holding a replica) dies before phase 2 too, and this
+/// time the coordinator's own DC recovers it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_coordinator_that_dies_before_phase_2_is_recovered() {
+    let options = CoordinatorOptions {
+        phase1_timeout: Duration::from_millis(500),
+        clock_skew_bound: Duration::from_secs(1),
+        mutations: CoordinatorMutations { stop_before_phase2: true, ..CoordinatorMutations::default() },
+        ..CoordinatorOptions::default()
+    };
+    let cluster = start("cluster-test-recovery", 7740, options.clone()).await;
+    let (n0, n1) = (NodeId(0), NodeId(1));
+    let dc_of = |n: NodeId| cluster.topology.nodes[n.0 as usize].dc;
+    // A key whose partition has no replica in node 0's DC, and one in node 1's.
+    let replica_dcs = |k: u64| -> Vec<DcId> {
+        cluster.topology.partitions[partition(&cluster, k).0 as usize].replicas.iter().map(|&n| dc_of(n)).collect()
+    };
+    let key = (600..).find(|&k| !replica_dcs(k).contains(&dc_of(n0))).expect("a partition without node 0's DC");
+    assert!(replica_dcs(key).contains(&dc_of(n1)), "node 1's DC holds a replica of key {key}");
+
+    // Node 0 coordinates, acknowledges the commit and dies before phase 2.
+    let submitted_ms = SystemClock.now_ms();
+    let out = cluster.node(n0).submit(kv_call(KV, &[KvOp::Add(key, 5)])).await;
+    assert_eq!(out.status, TxnStatus::Committed, "3 of 3 commit votes, acknowledged early");
+    cluster.node(n0).shutdown();
+    let left = undecided(&cluster).await;
+    let locked = settled(&cluster, &[key]);
+    // No node may recover before the transaction's start (at least `submitted_ms`) plus
+    // phase 1's timeout, the skew bound and another DC's wait (at least 500 ms): if that
+    // moment has not come yet, the fault must still be visible.
+    let earliest_ms = submitted_ms + (options.phase1_timeout + options.clock_skew_bound).as_millis() as u64 + 500;
+    if SystemClock.now_ms() < earliest_ms {
+        assert_eq!(left.len(), 3, "the 3 replicas' entries wait for a decision: {left:?}");
+        assert!(locked.is_err(), "the dead coordinator's locks are held: {locked:?}");
+    }
+
+    wait_decided(&cluster, Duration::from_secs(15)).await;
+    let values = wait_settled(&cluster, &[key], Duration::from_secs(15)).await;
+    assert_eq!(values[&key], 5, "the acknowledged commit is applied on every replica");
+
+    // The key is free again: a transaction from node 1 commits on it, and is recovered by
+    // node 1's own DC once its coordinator has stopped as well.
+    let out = cluster.node(n1).submit(kv_call(KV, &[KvOp::Add(key, 1)])).await;
+    assert_eq!(out.status, TxnStatus::Committed, "the recovered transaction released its locks");
+    wait_decided(&cluster, Duration::from_secs(15)).await;
+    let values = wait_settled(&cluster, &[key], Duration::from_secs(15)).await;
+    assert_eq!(values[&key], 6, "both acknowledged commits are applied on every replica");
+    cluster.shutdown();
+}
+
+/// DESIGN.md, "Recovery", point 4: a writer that dies between its fetch-and-add on a ring's
+/// tail and its WRITE leaves a gap that replay cannot pass, and every entry behind it stays
+/// in the ring. The ring owner's gap watch sees the gap stay at the head, asks its DC's
+/// writers for their reservations, finds that none holds the slots, and covers them with
+/// fillers; replay then releases the ring up to its tail.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_writers_gap_at_the_head_of_a_ring_is_filled() {
+    let cluster = start("cluster-test-gap", 7750, CoordinatorOptions::default()).await;
+    let n0 = NodeId(0);
+    let dc = cluster.dcs[cluster.topology.nodes[0].dc.0 as usize].clone();
+    let key = (700..).find(|&k| cluster.topology.partitions[partition(&cluster, k).0 as usize].replicas.contains(&n0));
+    let key = key.expect("node 0 holds some partition");
+    commit_eventually(&cluster, n0, &[KvOp::Add(key, 1)], 5).await;
+    wait_settled(&cluster, &[key], Duration::from_secs(10)).await;
+
+    // The dead writer: it reserves 3 slots of node 0's ring and never writes them.
+    let mut dead = RingWriter::new(dc.layout, n0);
+    let hole = dead.reserve(dc.verbs.as_ref(), 3, Duration::ZERO, &Instant::now).expect("3 slots reserved");
+    drop(dead);
+    // An entry behind the gap.
+    commit_eventually(&cluster, n0, &[KvOp::Add(key, 1)], 5).await;
+
+    let t0 = Instant::now();
+    loop {
+        let (head, tail) = redt_dc_executor::ring::ring_bounds(dc.verbs.as_ref(), n0, &dc.layout).expect("ring bounds");
+        if head > hole {
+            break;
+        }
+        assert!(
+            t0.elapsed() <= Duration::from_secs(15),
+            "node 0's ring head is stuck at {head} (tail {tail}) before the gap at {hole}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let values = wait_settled(&cluster, &[key], Duration::from_secs(10)).await;
+    assert_eq!(values[&key], 2, "both adds are applied on every replica");
     cluster.shutdown();
 }

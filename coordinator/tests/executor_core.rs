@@ -142,3 +142,35 @@ fn a_repeated_decision_still_finishes_the_entry_it_names() {
     assert!(left.is_empty(), "{left:?}");
     assert_eq!(dc.read_record(NodeId(0), kv, 4).expect("reads").map(|r| r.lock).unwrap_or(0), 0);
 }
+
+/// A PREPARE answers an applied decision, not the vote of a second entry a phase 1 repeated
+/// after a restart left beside it: that vote would hide the decision from the recoverer.
+#[test]
+fn a_prepare_answers_the_applied_decision_over_a_repeated_phase1() {
+    use redt_coordinator::message::{RecoveryPrepare, Reply, Request};
+    use redt_dc_executor::Promise;
+    use redt_proto::{Ballot, Cts};
+    let (mut core, dc, topology) = core();
+    let t = TxnId::new(NodeId(1), 11);
+    let mut a = args(&topology, t, &[KvOp::Read(4)]);
+    a.start = Cts(1 << 20);
+    a.partitions = vec![redt_proto::PartitionId(0)]; // key 4: a replica on node 0
+    let first = core.execute(&a, 1).expect("phase 1 runs");
+    assert!(first.is_commit());
+    let cts = Cts(5_000_000);
+    core.decide(t, Decision::Commit(cts), &first.entries).expect("commits");
+    let mut core = ExecutorCore::new(topology.clone(), NodeId(0), dc.clone(), Arc::new(Hlc::new()));
+    let again = core.execute(&a, 2).expect("phase 1 runs again");
+    assert!(again.is_commit() && again.entries != first.entries, "a second entry: {again:?}");
+    let partitions = a.partitions.clone();
+    let prepare =
+        Request::RecoveryPrepare(RecoveryPrepare { txn: t, ballot: Ballot(1 << 10), start: a.start, partitions });
+    match core.handle(NodeId(2), prepare, 3).reply {
+        Reply::Promises(p) => {
+            let ours: Vec<_> = p.iter().filter(|p| p.node == NodeId(0)).collect();
+            assert_eq!(ours.len(), 1, "{p:?}");
+            assert_eq!(ours[0].promise, Promise::Applied(Decision::Commit(cts)));
+        }
+        other => panic!("promises expected, got {other:?}"),
+    }
+}

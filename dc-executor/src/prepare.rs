@@ -121,6 +121,11 @@ impl Executor {
                 best = Some(p);
             }
         }
+        // An applied decision wins over a second, unfinished entry of the same transaction (a
+        // phase 1 repeated after a restart): answering that entry's vote would hide the decision.
+        if let Some(p @ Promise::Applied(_)) = finished {
+            return Ok(p);
+        }
         if let Some(p) = best.or(finished) {
             return Ok(p);
         }

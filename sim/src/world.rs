@@ -332,8 +332,6 @@ const RPC_TIMEOUT: Duration = Duration::from_secs(5);
 const REPLAY_EVERY_US: u64 = 2_000;
 /// The largest clock skew the skew fault injects (and the recoverers' skew bound).
 const MAX_SKEW: Duration = Duration::from_secs(2);
-/// How long a gap stays at the head of a ring before its owner asks the DC's writers.
-const GAP_WAIT: Duration = Duration::from_millis(200);
 /// The drain gives up this long after the workload ends.
 const DRAIN_LIMIT: Duration = Duration::from_secs(120);
 
@@ -393,7 +391,8 @@ impl World {
                     region: regions[&n.id].clone(),
                     coords: BTreeMap::new(),
                     recoverers: BTreeMap::new(),
-                    gaps: GapWatch::new(Vec::new(), GAP_WAIT),
+                    // Replaced at boot, with the DC's writers.
+                    gaps: GapWatch::new(Vec::new(), Duration::ZERO),
                     armed: HashMap::new(),
                     rpcs: HashMap::new(),
                     ships: HashMap::new(),
@@ -474,7 +473,7 @@ impl World {
             .with_mutations(self.cfg.executor_mutations);
         n.core = Some(core);
         n.replayer = Replayer::new(dc.layout, n.id);
-        n.gaps = GapWatch::new(self.topology.dcs[n.dc.0 as usize].nodes.clone(), GAP_WAIT);
+        n.gaps = GapWatch::new(self.topology.dcs[n.dc.0 as usize].nodes.clone(), self.recovery.gap_wait);
         n.alive = true;
         // Transaction ids continue above anything handed out before a crash.
         n.seq = n.seq.max(self.now + 1);

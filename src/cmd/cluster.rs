@@ -46,6 +46,11 @@ pub struct NodeArgs {
     /// same way, instead of through the shared-memory files (RedT §6.5).
     #[arg(long, default_value = "redt", value_parser = Protocol::from_str)]
     pub protocol: Protocol,
+    /// The largest difference between two nodes' wall clocks, as NTP keeps it (humantime:
+    /// `250ms`, `1s`; default 250 ms). Recovery of a transaction whose coordinator died waits
+    /// this long past its phase-1 deadline; every node of the cluster must use the same.
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    pub clock_skew_bound: Option<Duration>,
 }
 
 /// `redt cluster` subcommands.
@@ -68,6 +73,10 @@ pub enum ClusterCmd {
         /// Commit protocol every node runs: redt, 2pc-paxos, ep-paxos, tapir or redt-tcp.
         #[arg(long, default_value = "redt", value_parser = Protocol::from_str)]
         protocol: Protocol,
+        /// The largest difference between two nodes' wall clocks (humantime; passed to every
+        /// `redt node`, whose default is 250 ms).
+        #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+        clock_skew_bound: Option<Duration>,
     },
     /// Stops the processes started by `cluster up` (and removes their MemStore files with
     /// `--wipe`).
@@ -151,7 +160,13 @@ pub fn node(a: &NodeArgs) -> Result<()> {
         let wan = Arc::new(Mutex::new(WanModel::from_topology(&topo)));
         let socket = NetemSocket::bind(me.addr, me.dc, wan.clone()).with_context(|| format!("binding {}", me.addr))?;
         let transport = Transport::bind(TransportConfig::default(), &topo, &identity, SocketSpec::Custom(socket))?;
-        let options = CoordinatorOptions { protocol: a.protocol, early_ack: !a.no_early_ack, ..Default::default() };
+        let defaults = CoordinatorOptions::default();
+        let options = CoordinatorOptions {
+            protocol: a.protocol,
+            early_ack: !a.no_early_ack,
+            clock_skew_bound: a.clock_skew_bound.unwrap_or(defaults.clock_skew_bound),
+            ..defaults
+        };
         let node = Node::start(NodeParts {
             topology: topo.clone(),
             node: me.id,
@@ -187,8 +202,8 @@ pub fn node(a: &NodeArgs) -> Result<()> {
 /// Runs a `redt cluster` subcommand.
 pub fn cluster(cmd: &ClusterCmd) -> Result<()> {
     match cmd {
-        ClusterCmd::Up { config, run_dir, records_per_partition, shm_dir, protocol } => {
-            up(config, run_dir, *records_per_partition, shm_dir, *protocol)
+        ClusterCmd::Up { config, run_dir, records_per_partition, shm_dir, protocol, clock_skew_bound } => {
+            up(config, run_dir, *records_per_partition, shm_dir, *protocol, *clock_skew_bound)
         }
         ClusterCmd::Down { run_dir, wipe } => down(run_dir, *wipe),
     }
@@ -215,7 +230,14 @@ fn pid_alive(pid: u32) -> bool {
         && std::fs::read_to_string(format!("/proc/{pid}/stat")).map(|s| !s.contains(") Z ")).unwrap_or(false)
 }
 
-fn up(config: &Path, run_dir: &Path, rpp: u64, shm_dir: &Path, protocol: Protocol) -> Result<()> {
+fn up(
+    config: &Path,
+    run_dir: &Path,
+    rpp: u64,
+    shm_dir: &Path,
+    protocol: Protocol,
+    clock_skew_bound: Option<Duration>,
+) -> Result<()> {
     let topo = load_topology(Some(config))?;
     let pids = run_dir.join("pids");
     if pids.is_dir() && std::fs::read_dir(&pids)?.next().is_some() {
@@ -246,10 +268,11 @@ fn up(config: &Path, run_dir: &Path, rpp: u64, shm_dir: &Path, protocol: Protoco
             .arg("--shm-dir")
             .arg(shm_dir)
             .args(["--records-per-partition", &rpp.to_string()])
-            .args(["--protocol", protocol.name()])
-            .stdin(Stdio::null())
-            .stdout(log.try_clone()?)
-            .stderr(log);
+            .args(["--protocol", protocol.name()]);
+        if let Some(bound) = clock_skew_bound {
+            cmd.args(["--clock-skew-bound", &humantime::format_duration(bound).to_string()]);
+        }
+        cmd.stdin(Stdio::null()).stdout(log.try_clone()?).stderr(log);
         std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
         let child = cmd.spawn().with_context(|| format!("starting {}", n.name))?;
         std::fs::write(pids.join(format!("{}.pid", n.name)), child.id().to_string())?;

@@ -60,9 +60,12 @@ pub struct TransportConfig {
     /// Bidirectional streams (= RPCs) a peer may have open at once on one connection to this
     /// endpoint; more wait in the peer's `open_bi`. Default 1024.
     pub max_concurrent_streams: u32,
-    /// A connection with no traffic for this long is closed. Default 30 s.
+    /// A connection with no traffic for this long is closed. Default 3 s: a peer killed
+    /// without closing its connections (kill -9, a lost host) answers no keep-alive, so its
+    /// connections die within this and the next call reconnects, to the restarted process if
+    /// there is one (its new endpoint cannot reset the old connections).
     pub idle_timeout: Duration,
-    /// Keep-alive interval on open connections (must be below `idle_timeout`). Default 5 s.
+    /// Keep-alive interval on open connections (must be below `idle_timeout`). Default 1 s.
     pub keep_alive_interval: Duration,
 }
 
@@ -73,8 +76,8 @@ impl Default for TransportConfig {
             max_in_flight: 1024,
             max_frame_bytes: DEFAULT_MAX_FRAME_BYTES,
             max_concurrent_streams: 1024,
-            idle_timeout: Duration::from_secs(30),
-            keep_alive_interval: Duration::from_secs(5),
+            idle_timeout: Duration::from_secs(3),
+            keep_alive_interval: Duration::from_secs(1),
         }
     }
 }

@@ -1,0 +1,276 @@
+//! A real node's recovery driver (DESIGN.md §2 and "Recovery"; notes/recovery-model.md §5):
+//! every [`RecoveryOptions::scan_every`] it reads the node's own redo ring on the executor
+//! thread, starts a [`Recoverer`] on the node's driver loop for every undecided phase-1 entry
+//! old enough that nobody on this node is already working on, and feeds the gap at the
+//! ring's head to a [`GapWatch`] (asking the DC's writers for their reservations, filling
+//! what none of them holds).
+//!
+//! A thin driver (STYLE.md §2): what to decide lives in the state machines (the recovery rule
+//! in [`Recoverer`], the fill rule in [`GapWatch`]) and in the pure [`due`]; this file moves
+//! their inputs and outputs, as the simulation's `scan`, `watch_gap`, `fill_gap` and
+//! `pump_recovery` do on a virtual clock (`sim/src/world.rs`).
+
+use crate::error::{Error, Result};
+use crate::gap_watch::{GapAction, GapWatch};
+use crate::message::{Reply, Request, Reservations};
+use crate::node::Node;
+use crate::recoverer::{Orphan, Recoverer, RecoveryOptions};
+use redt_dc_executor::{Gap, LOGICAL_BITS};
+use redt_proto::{DcId, NodeId, Topology, TxnId};
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+use tokio::task::JoinSet;
+
+/// The transactions a node is working on, as their coordinator or as a recoverer: the scan
+/// starts no recoverer for one of them (a second machine for one transaction on one node
+/// would only compete with the first).
+#[derive(Debug, Default)]
+pub(crate) struct Busy(Mutex<HashSet<TxnId>>);
+
+impl Busy {
+    /// Claims `txn` until the returned [`Claim`] is dropped; `None` if it is already claimed.
+    pub(crate) fn claim(self: &Arc<Self>, txn: TxnId) -> Option<Claim> {
+        let fresh = self.0.lock().unwrap_or_else(|p| p.into_inner()).insert(txn);
+        fresh.then(|| Claim { busy: self.clone(), txn })
+    }
+
+    /// Whether `txn` is claimed.
+    #[cfg(test)]
+    fn contains(&self, txn: TxnId) -> bool {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).contains(&txn)
+    }
+}
+
+/// A transaction claimed in [`Busy`], released when dropped (however its task ends).
+#[derive(Debug)]
+pub(crate) struct Claim {
+    busy: Arc<Busy>,
+    txn: TxnId,
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        self.busy.0.lock().unwrap_or_else(|p| p.into_inner()).remove(&self.txn);
+    }
+}
+
+/// Whether a node of DC `my_dc` may start recovering `orphan` at wall time `now_ms` (ms since
+/// `redt_dc_executor::ORIGIN_UNIX_MS`, the node's clock): the transaction started (its
+/// coordinator's HLC reading, whose physical part is in the same unit) at least
+/// [`RecoveryOptions::recover_after`] ago — phase 1's deadline, the clock-skew bound, and the
+/// wait of the coordinator's DC (shorter) or of any other DC. A coordinator the topology does
+/// not know counts as another DC's.
+pub(crate) fn due(
+    topology: &Topology,
+    my_dc: DcId,
+    orphan: &Orphan,
+    phase1_timeout: Duration,
+    options: &RecoveryOptions,
+    now_ms: u64,
+) -> bool {
+    let own_dc = topology.nodes.get(orphan.coordinator.0 as usize).is_some_and(|c| c.dc == my_dc);
+    let after_ms = u64::try_from(options.recover_after(phase1_timeout, own_dc).as_millis()).unwrap_or(u64::MAX);
+    now_ms >= (orphan.start.0 >> LOGICAL_BITS).saturating_add(after_ms)
+}
+
+/// Starts `node`'s recovery task on the current Tokio runtime. It holds the node weakly and
+/// stops at the first scan after [`Node::shutdown`] (or once the node is dropped).
+///
+/// # Errors
+/// [`Error::Io`] when called outside a Tokio runtime.
+pub(crate) fn spawn(node: &Arc<Node>) -> Result<()> {
+    let runtime = tokio::runtime::Handle::try_current()
+        .map_err(|_| Error::Io(std::io::Error::other("a node's recovery task needs a Tokio runtime")))?;
+    let options = RecoveryOptions::for_topology(&node.topology, node.options.clock_skew_bound);
+    let writers = node
+        .topology
+        .nodes
+        .get(node.id.0 as usize)
+        .and_then(|n| node.topology.dcs.get(n.dc.0 as usize))
+        .map(|dc| dc.nodes.clone())
+        .unwrap_or_default();
+    runtime.spawn(run(Arc::downgrade(node), options, writers));
+    Ok(())
+}
+
+/// An answer to one of the gap watch's questions: its round, who answered, and the reply.
+type Answer = (u64, NodeId, std::result::Result<Reply, String>);
+
+/// The task: a scan and a look at the ring's head every `scan_every`, the writers' answers
+/// as they come.
+async fn run(node: Weak<Node>, options: RecoveryOptions, writers: Vec<NodeId>) {
+    let mut gaps = GapWatch::new(writers, options.gap_wait);
+    let mut asks: JoinSet<Answer> = JoinSet::new();
+    let mut tick = tokio::time::interval(options.scan_every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {
+                let Some(node) = node.upgrade().filter(|n| !n.is_closed()) else { return };
+                if !scan(&node, &options).await {
+                    return;
+                }
+                watch_gap(&node, &mut gaps, &mut asks).await;
+            }
+            Some(answer) = asks.join_next() => {
+                let Ok((round, from, reply)) = answer else { continue };
+                let held = match reply {
+                    Ok(Reply::Reserved(held)) => held,
+                    Ok(other) => {
+                        tracing::debug!(%from, "reservations answered with {other:?}");
+                        continue;
+                    }
+                    Err(e) => {
+                        tracing::debug!(%from, "reservations not answered: {e}");
+                        continue;
+                    }
+                };
+                if let Some(GapAction::Fill(gap)) = gaps.answer(round, from, held) {
+                    let Some(node) = node.upgrade().filter(|n| !n.is_closed()) else { return };
+                    fill(&node, gap).await;
+                }
+            }
+        }
+    }
+}
+
+/// One recovery scan of `node`'s ring: a recoverer for every undecided phase-1 entry that is
+/// [`due`] and not claimed. Returns false once the executor thread has stopped.
+async fn scan(node: &Arc<Node>, options: &RecoveryOptions) -> bool {
+    let Some(found) = node.exec.run(|core, now_ms| core.unfinished_entries().map(|e| (e, now_ms))).await else {
+        return false;
+    };
+    let (entries, now_ms) = match found {
+        Ok(found) => found,
+        Err(e) => {
+            tracing::warn!(node = %node.id, "recovery scan failed: {e}");
+            return true;
+        }
+    };
+    let Some(my_dc) = node.topology.nodes.get(node.id.0 as usize).map(|n| n.dc) else { return true };
+    for (_, entry) in entries {
+        let Some(orphan) = Orphan::of(&entry) else { continue };
+        if !due(&node.topology, my_dc, &orphan, node.options.phase1_timeout, options, now_ms) {
+            continue;
+        }
+        let Some(claim) = node.busy.claim(orphan.txn) else { continue };
+        recover(node, orphan, claim, options.clone(), now_ms);
+    }
+    true
+}
+
+/// Runs a recoverer of `orphan` on `node`'s driver loop, holding `claim` until it ends.
+fn recover(node: &Arc<Node>, orphan: Orphan, claim: Claim, options: RecoveryOptions, now_ms: u64) {
+    let txn = orphan.txn;
+    let age_ms = now_ms.saturating_sub(orphan.start.0 >> LOGICAL_BITS);
+    tracing::info!(node = %node.id, %txn, coordinator = %orphan.coordinator, age_ms, "recovery starts");
+    let r = Recoverer::start(node.topology.clone(), node.id, orphan, options, Instant::now());
+    let node = node.clone();
+    tokio::spawn(async move {
+        let _claim = claim;
+        let t0 = Instant::now();
+        let r = node.clone().drive(r, |_| {}).await;
+        let took_ms = t0.elapsed().as_millis() as u64;
+        match r.outcome() {
+            Some(outcome) => tracing::info!(node = %node.id, %txn, ?outcome, took_ms, "recovery ends"),
+            None if !r.blocked_on().is_empty() => tracing::warn!(
+                node = %node.id,
+                %txn,
+                waiting_for = ?r.blocked_on(),
+                "recovery stopped blocked (the node is shutting down); locks stay held"
+            ),
+            None => tracing::info!(node = %node.id, %txn, took_ms, "recovery stopped (the node is shutting down)"),
+        }
+    });
+}
+
+/// Looks at the head of `node`'s ring and carries out what the watch says: each question as
+/// a `Reservations` request in the background (its answer comes back through `asks`), each
+/// fill on the executor thread.
+async fn watch_gap(node: &Arc<Node>, gaps: &mut GapWatch, asks: &mut JoinSet<Answer>) {
+    let gap = match node.exec.run(|core, _| core.head_gap()).await {
+        Some(Ok(gap)) => gap,
+        Some(Err(e)) => return tracing::warn!(node = %node.id, "reading the ring's head failed: {e}"),
+        None => return,
+    };
+    for action in gaps.observe(gap, Instant::now()) {
+        match action {
+            GapAction::Ask { round, to } => {
+                let call = node.call_typed(to, Request::Reservations(Reservations { ring: node.id }));
+                asks.spawn(async move { (round, to, call.await) });
+            }
+            GapAction::Fill(gap) => fill(node, gap).await,
+        }
+    }
+}
+
+/// Covers `gap` of `node`'s ring with fillers on the executor thread (which re-checks the
+/// ring first).
+async fn fill(node: &Arc<Node>, gap: Gap) {
+    match node.exec.run(move |core, _| core.fill_gap(gap)).await {
+        Some(Ok(0)) | None => {}
+        Some(Ok(slots)) => {
+            tracing::info!(node = %node.id, from = gap.from, to = gap.to, slots, "filled a dead writer's gap at the ring's head")
+        }
+        Some(Err(e)) => tracing::warn!(node = %node.id, from = gap.from, to = gap.to, "filling a gap failed: {e}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use redt_proto::{Cts, PartitionId};
+
+    fn topology() -> Topology {
+        Topology::from_yaml("default.yaml", include_str!("../../configs/default.yaml")).expect("default.yaml is valid")
+    }
+
+    fn orphan(coordinator: NodeId, start_ms: u64) -> Orphan {
+        Orphan {
+            txn: TxnId::new(coordinator, 7),
+            coordinator,
+            start: Cts(start_ms << LOGICAL_BITS | 3),
+            participants: vec![DcId(0), DcId(1)],
+            partitions: vec![PartitionId(0)],
+        }
+    }
+
+    /// DESIGN.md "Recovery": a recoverer starts only `phase1_timeout + clock_skew_bound` and
+    /// its DC's wait after the transaction's start; the coordinator's DC goes first.
+    #[test]
+    fn an_entry_is_due_after_the_deadline_the_skew_bound_and_its_dcs_wait() {
+        let t = topology();
+        let options = RecoveryOptions::for_topology(&t, Duration::from_millis(250));
+        let p1 = Duration::from_secs(2);
+        // default.yaml: 40 ms RTT, so the coordinator's DC waits 160 ms, the others 500 ms.
+        let (own, other) = (2_000 + 250 + 160, 2_000 + 250 + 500);
+        let o = orphan(NodeId(0), 1_000_000);
+        let dc1 = t.nodes[0].dc;
+        let dc2 = t.nodes[2].dc;
+        assert_ne!(dc1, dc2);
+        assert!(!due(&t, dc1, &o, p1, &options, 1_000_000 + own - 1));
+        assert!(due(&t, dc1, &o, p1, &options, 1_000_000 + own));
+        assert!(!due(&t, dc2, &o, p1, &options, 1_000_000 + own));
+        assert!(!due(&t, dc2, &o, p1, &options, 1_000_000 + other - 1));
+        assert!(due(&t, dc2, &o, p1, &options, 1_000_000 + other));
+        // A clock behind the entry's start never underflows.
+        assert!(!due(&t, dc1, &o, p1, &options, 0));
+        // A coordinator outside the topology (a corrupt entry) waits as another DC's.
+        let stranger = orphan(NodeId(999), 1_000_000);
+        assert!(!due(&t, dc1, &stranger, p1, &options, 1_000_000 + own));
+        assert!(due(&t, dc1, &stranger, p1, &options, 1_000_000 + other));
+    }
+
+    #[test]
+    fn a_claim_excludes_a_second_one_until_it_is_dropped() {
+        let busy = Arc::new(Busy::default());
+        let txn = TxnId::new(NodeId(1), 5);
+        let first = busy.claim(txn).expect("a fresh transaction can be claimed");
+        assert!(busy.claim(txn).is_none(), "a claimed transaction cannot be claimed again");
+        assert!(busy.claim(TxnId::new(NodeId(1), 6)).is_some(), "another transaction can");
+        drop(first);
+        assert!(!busy.contains(txn));
+        assert!(busy.claim(txn).is_some(), "released with its claim");
+    }
+}
