@@ -498,13 +498,27 @@ fn a_killed_node_restarts_and_recovery_decides_what_it_left() {
         tokio::time::sleep(Duration::from_millis(1500)).await;
         let killed = Command::new("kill").args(["-KILL", &pid.to_string()]).status().expect("run kill");
         assert!(killed.success(), "kill -9 {pid}");
+        let at = Instant::now();
         while let Some(r) = tasks.join_next().await {
             r.expect("a transfer task panicked");
         }
-        counts.iter().map(|c| c.load(Ordering::Relaxed)).collect::<Vec<_>>()
+        (counts.iter().map(|c| c.load(Ordering::Relaxed)).collect::<Vec<_>>(), at)
     });
+    let (counts, killed_at) = counts;
     println!("transfers around the kill of {}: {counts:?} (committed, aborted, unknown)", victim.name);
     assert!(counts[0] > 0, "some transfers commit");
+
+    // With its DC down (n = 3: one replica of a partition unreachable), the survivors still
+    // decide every transaction they hold an entry of, the dead node's included.
+    let survivors_done = loop {
+        let left: Vec<_> = undecided_entries(&topo, shm.path()).into_iter().filter(|&(n, _)| n != victim.id).collect();
+        if left.is_empty() {
+            break killed_at.elapsed();
+        }
+        assert!(killed_at.elapsed() < Duration::from_secs(30), "survivors still hold undecided entries: {left:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    println!("the survivors decided every entry they hold {survivors_done:?} after the kill");
 
     // Start the killed node again on its MemStore file, as `redt cluster up` started it.
     let log = std::fs::File::create(run_dir.join("logs").join(format!("{}-restart.log", victim.name))).unwrap();
