@@ -2,12 +2,13 @@
 //! sub-transactions, the executor side of a node, votes and the ¾-quorum decision, abort
 //! recording and phase 2, the QUIC transport, the embedded cluster and the client API.
 //!
-//! The protocol is sans-IO: the decision ([`decision`]), the plan ([`plan`]) and catch-up
-//! ([`catch_up`]) are pure functions; a coordinator's transaction (RedT's
-//! [`txn::CoordinatorTxn`], the baselines' [`baseline::BaselineTxn`]), a baseline primary's
-//! part of one ([`baseline::PrimaryTxn`]) and a node's executor side
+//! The protocol is sans-IO: the decision ([`decision`]), the recovery rule ([`recovery`]), the
+//! plan ([`plan`]) and catch-up ([`catch_up`]) are pure functions; a coordinator's transaction
+//! (RedT's [`txn::CoordinatorTxn`], the baselines' [`baseline::BaselineTxn`]), a baseline
+//! primary's part of one ([`baseline::PrimaryTxn`]), a recoverer ([`recoverer::Recoverer`]),
+//! a ring's gap watch ([`gap_watch::GapWatch`]) and a node's executor side
 //! ([`executor_core::ExecutorCore`]) are state machines that take [`message`]s and time and
-//! return actions; the first three share one shape, [`TxnMachine`]. [`Node`] is the async
+//! return actions; the first four share one shape, [`TxnMachine`]. [`Node`] is the async
 //! driver. The in-DC data path is `redt-dc-executor`'s; WAN conditions are `redt-netem`'s.
 
 pub mod baseline;
