@@ -51,6 +51,20 @@ pub struct NodeArgs {
     /// this long past its phase-1 deadline; every node of the cluster must use the same.
     #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
     pub clock_skew_bound: Option<Duration>,
+    /// How long a coordinator waits for the votes of phase 1 before it decides with what it
+    /// has (humantime; default 2 s). Executors refuse to vote past it, and recovery waits for
+    /// it; every node of the cluster must use the same.
+    #[arg(long, value_name = "DURATION", value_parser = positive_duration)]
+    pub phase1_timeout: Option<Duration>,
+}
+
+/// A humantime duration above zero.
+fn positive_duration(s: &str) -> std::result::Result<Duration, String> {
+    match humantime::parse_duration(s) {
+        Ok(d) if d.is_zero() => Err("must be above zero".into()),
+        Ok(d) => Ok(d),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 /// `redt cluster` subcommands.
@@ -77,6 +91,10 @@ pub enum ClusterCmd {
         /// `redt node`, whose default is 250 ms).
         #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
         clock_skew_bound: Option<Duration>,
+        /// Phase-1 timeout of every coordinator (humantime; passed to every `redt node`,
+        /// whose default is 2 s).
+        #[arg(long, value_name = "DURATION", value_parser = positive_duration)]
+        phase1_timeout: Option<Duration>,
     },
     /// Stops the processes started by `cluster up` (and removes their MemStore files with
     /// `--wipe`).
@@ -165,6 +183,7 @@ pub fn node(a: &NodeArgs) -> Result<()> {
             protocol: a.protocol,
             early_ack: !a.no_early_ack,
             clock_skew_bound: a.clock_skew_bound.unwrap_or(defaults.clock_skew_bound),
+            phase1_timeout: a.phase1_timeout.unwrap_or(defaults.phase1_timeout),
             ..defaults
         };
         let node = Node::start(NodeParts {
@@ -202,9 +221,22 @@ pub fn node(a: &NodeArgs) -> Result<()> {
 /// Runs a `redt cluster` subcommand.
 pub fn cluster(cmd: &ClusterCmd) -> Result<()> {
     match cmd {
-        ClusterCmd::Up { config, run_dir, records_per_partition, shm_dir, protocol, clock_skew_bound } => {
-            up(config, run_dir, *records_per_partition, shm_dir, *protocol, *clock_skew_bound)
-        }
+        ClusterCmd::Up {
+            config,
+            run_dir,
+            records_per_partition,
+            shm_dir,
+            protocol,
+            clock_skew_bound,
+            phase1_timeout,
+        } => up(
+            config,
+            run_dir,
+            *records_per_partition,
+            shm_dir,
+            *protocol,
+            Timing { clock_skew_bound: *clock_skew_bound, phase1_timeout: *phase1_timeout },
+        ),
         ClusterCmd::Down { run_dir, wipe } => down(run_dir, *wipe),
     }
 }
@@ -230,14 +262,13 @@ fn pid_alive(pid: u32) -> bool {
         && std::fs::read_to_string(format!("/proc/{pid}/stat")).map(|s| !s.contains(") Z ")).unwrap_or(false)
 }
 
-fn up(
-    config: &Path,
-    run_dir: &Path,
-    rpp: u64,
-    shm_dir: &Path,
-    protocol: Protocol,
+/// The timing options `redt cluster up` passes on to every node (unset: the node's default).
+struct Timing {
     clock_skew_bound: Option<Duration>,
-) -> Result<()> {
+    phase1_timeout: Option<Duration>,
+}
+
+fn up(config: &Path, run_dir: &Path, rpp: u64, shm_dir: &Path, protocol: Protocol, timing: Timing) -> Result<()> {
     let topo = load_topology(Some(config))?;
     let pids = run_dir.join("pids");
     if pids.is_dir() && std::fs::read_dir(&pids)?.next().is_some() {
@@ -269,8 +300,11 @@ fn up(
             .arg(shm_dir)
             .args(["--records-per-partition", &rpp.to_string()])
             .args(["--protocol", protocol.name()]);
-        if let Some(bound) = clock_skew_bound {
+        if let Some(bound) = timing.clock_skew_bound {
             cmd.args(["--clock-skew-bound", &humantime::format_duration(bound).to_string()]);
+        }
+        if let Some(t) = timing.phase1_timeout {
+            cmd.args(["--phase1-timeout", &humantime::format_duration(t).to_string()]);
         }
         cmd.stdin(Stdio::null()).stdout(log.try_clone()?).stderr(log);
         std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
