@@ -131,6 +131,10 @@ pub struct ExecutorCore {
     /// As a secondary (baselines, catch-up): redo accepted per (transaction, sender),
     /// awaiting its decision.
     accepted: HashMap<(TxnId, NodeId), Vec<EntryRef>>,
+    /// As a secondary: the `Logged` replica entries this node's ring held when a decision
+    /// first named redo this process never accepted (a previous life of the process accepted
+    /// it), by transaction. Read from the ring once, on that first miss.
+    accepted_before: Option<HashMap<TxnId, Vec<EntryRef>>>,
     /// As a secondary: the decisions received (some before their redo).
     early_decisions: DecisionMemory,
     /// Baselines, as a coordinator's backup: the decisions logged here.
@@ -153,6 +157,7 @@ impl ExecutorCore {
             fences: TxnMemory::default(),
             decided: TxnMemory::default(),
             accepted: HashMap::new(),
+            accepted_before: None,
             early_decisions: DecisionMemory::default(),
             decision_log: DecisionMemory::default(),
             mutations: ExecutorMutations::default(),
@@ -475,7 +480,7 @@ impl ExecutorCore {
 
     /// As a secondary: applies the decision to the redo accepted for `txn` from `primary`
     /// (committed entries are then applied by the replay task), and remembers it for redo
-    /// still on its way.
+    /// still on its way. Redo accepted before this process restarted is found in the ring.
     ///
     /// # Errors
     /// Data-path failures.
@@ -483,10 +488,33 @@ impl ExecutorCore {
         // Remembered either way: a duplicate accept arriving later (a retry whose first
         // attempt did land) then settles itself instead of waiting forever.
         self.early_decisions.insert(txn, decision);
-        match self.accepted.remove(&(txn, primary)) {
-            Some(entries) => Ok(self.executor.settle_replica(txn, decision, &entries)?),
-            None => Ok(()),
+        let entries = match self.accepted.remove(&(txn, primary)) {
+            Some(entries) => entries,
+            None => self.accepted_before()?.remove(&txn).unwrap_or_default(),
+        };
+        if entries.is_empty() {
+            return Ok(());
         }
+        Ok(self.executor.settle_replica(txn, decision, &entries)?)
+    }
+
+    /// The replica entries left `Logged` in this node's ring by a previous life of the
+    /// process (see `accepted_before`), read on first use.
+    fn accepted_before(&mut self) -> Result<&mut HashMap<TxnId, Vec<EntryRef>>> {
+        if self.accepted_before.is_none() {
+            let dc = self.executor.dc().clone();
+            let mut found: HashMap<TxnId, Vec<EntryRef>> = HashMap::new();
+            for (index, slots, e) in redt_dc_executor::ring_entries(dc.verbs.as_ref(), self.node, &dc.layout)? {
+                // Replica entries carry no partitions and hold no lock (a baseline primary's
+                // entry has no partitions either, but holds its locks); fillers no changes.
+                let replica = e.partitions.is_empty() && e.locks.iter().all(|l| l.lock_bits == 0);
+                if e.status == redt_dc_executor::EntryStatus::Logged && replica && !e.changes.is_empty() {
+                    found.entry(e.txn).or_default().push(EntryRef { node: self.node, index, slots });
+                }
+            }
+            self.accepted_before = Some(found);
+        }
+        Ok(self.accepted_before.get_or_insert_with(HashMap::new))
     }
 
     /// Baselines, as a coordinator's backup: logs its decision for `txn` (a later record

@@ -174,3 +174,36 @@ fn a_prepare_answers_the_applied_decision_over_a_repeated_phase1() {
         other => panic!("promises expected, got {other:?}"),
     }
 }
+
+/// A secondary that restarted between a primary's accept and its decision settles the redo
+/// its previous life accepted (found in the ring), instead of leaving it `Logged` for good.
+#[test]
+fn a_decision_settles_redo_accepted_before_a_restart() {
+    use redt_coordinator::message::{Accept, Decide, DecideRole, Reply, Request};
+    use redt_dc_executor::{EntryStatus, ReplicaChange, ReplicaOrigin};
+    use redt_proto::{Ballot, Cts};
+    let (mut core, dc, topology) = core();
+    let kv = topology.table_by_name("kv").expect("kv table").id;
+    let txn = TxnId::new(NodeId(3), 21);
+    let accept = Request::Accept(Accept {
+        origin: ReplicaOrigin { txn, epoch: topology.epoch, coordinator: NodeId(3), participants: vec![DcId(0)] },
+        changes: vec![ReplicaChange { table: kv, key: 4, cell: 0, value: vec![9; 8], seen: 0 }],
+        decided: None,
+    });
+    assert_eq!(core.handle(NodeId(2), accept, 1).reply, Reply::Accepted(true));
+    let mut core = ExecutorCore::new(topology.clone(), NodeId(0), dc.clone(), Arc::new(Hlc::new()));
+    let cts = Cts(6_000_000);
+    let decide = Request::Decide(Decide {
+        txn,
+        ballot: Ballot(0),
+        decision: Decision::Commit(cts),
+        entries: vec![],
+        role: DecideRole::Secondary,
+        catch_up: vec![],
+    });
+    assert!(matches!(core.handle(NodeId(2), decide, 2).reply, Reply::Decided(_)));
+    let layout = dc.layout;
+    let entries = redt_dc_executor::ring_entries(dc.verbs.as_ref(), NodeId(0), &layout).expect("reads the ring");
+    let ours: Vec<_> = entries.iter().filter(|(_, _, e)| e.txn == txn).map(|(_, _, e)| (e.status, e.cts)).collect();
+    assert_eq!(ours, vec![(EntryStatus::Committed, cts)]);
+}
