@@ -21,7 +21,7 @@ fn schedule(seed: u64, topologies: &[Topology]) -> SimConfig {
 
 /// Runs seeds `range` on two threads; returns the reports that failed a check.
 fn sweep(range: std::ops::Range<u64>) -> (usize, Vec<SimReport>) {
-    let topologies = vec![topology("local-fast.yaml"), topology("default.yaml")];
+    let topologies = vec![topology("local-fast.yaml"), topology("default.yaml"), topology("world-5dc.yaml")];
     let seeds: Vec<u64> = range.collect();
     let failed = std::sync::Mutex::new(Vec::new());
     std::thread::scope(|s| {
@@ -176,7 +176,7 @@ fn twenty_dcs_cost_two_round_trips() {
 #[test]
 fn replay_seed_from_env() {
     let Some(seed) = std::env::var("REDT_SIM_SEED").ok().and_then(|s| s.parse().ok()) else { return };
-    let topologies = vec![topology("local-fast.yaml"), topology("default.yaml")];
+    let topologies = vec![topology("local-fast.yaml"), topology("default.yaml"), topology("world-5dc.yaml")];
     let mut cfg = schedule(seed, &topologies);
     cfg.trace = true;
     let r = run(cfg).expect("the schedule runs");
