@@ -16,6 +16,8 @@ kill_at=${3:-8}
 restart_after=${4:-3}
 duration=${5:-20}
 redt=target/release/redt
+# The nodes log each recovery at info level; the summary at the end counts them.
+export RUST_LOG=${RUST_LOG:-redt_coordinator=info}
 run=$(mktemp -d /tmp/redt-drill.XXXXXX)
 shm=$(mktemp -d /dev/shm/redt-drill.XXXXXX)
 trap '$redt cluster down --run-dir "$run" --wipe >/dev/null 2>&1 || true; rm -rf "$run" "$shm"' EXIT
@@ -31,7 +33,8 @@ print(json.dumps(out))'
 }
 
 bench() {
-  $redt bench ycsb --cluster "$config" --certs "$run/certs" --records-per-partition 2000 --warmup 2s --duration "${duration}s" --json
+  $redt bench ycsb --cluster "$config" --certs "$run/certs" --records-per-partition 2000 --warmup 2s \
+    --duration "${duration}s" --json 2>/dev/null
 }
 
 $redt cluster up --config "$config" --run-dir "$run" --shm-dir "$shm" --records-per-partition 2000 >/dev/null
