@@ -337,13 +337,21 @@ impl ExecutorCore {
     }
 
     /// Records `decision` at `ballot` in the vote words of `entries` (or of the entries this
-    /// node remembers for `txn`). Returns whether all of them record it. With no entry at
-    /// all, an abort fences `txn` so a late phase 1 cannot vote commit.
+    /// node remembers for `txn`, or, remembering nothing of it — say after a restart — of
+    /// the phase-1 entries of `txn` the DC's rings hold). Returns whether all of them record
+    /// it. With no entry at all, an abort fences `txn` so a late phase 1 cannot vote commit.
     ///
     /// # Errors
     /// Data-path failures.
     pub fn record(&mut self, txn: TxnId, decision: Decision, ballot: Ballot, entries: &[EntryRef]) -> Result<bool> {
-        let entries = if entries.is_empty() { self.pending_entries(txn) } else { entries.to_vec() };
+        let mut entries = if entries.is_empty() { self.pending_entries(txn) } else { entries.to_vec() };
+        if entries.is_empty() && !self.fences.contains(&txn) && !self.decided.contains(&txn) {
+            // A commit vote this process no longer remembers (it restarted since its phase 1)
+            // is still in the ring: answering "recorded" without recording it there would let
+            // the coordinator count this DC toward an abort majority that a recoverer, reading
+            // the ring's commit vote, would not see.
+            entries = self.phase1_entries_in_rings(txn)?;
+        }
         if entries.is_empty() {
             if decision == Decision::Abort {
                 self.fences.insert(txn);
@@ -355,6 +363,22 @@ impl ExecutorCore {
             Decision::Abort => Verdict::Abort,
         };
         Ok(self.executor.record(txn, verdict, ballot, &entries)?)
+    }
+
+    /// The unfinished phase-1 entries of `txn` in the rings of this node's DC.
+    fn phase1_entries_in_rings(&self, txn: TxnId) -> Result<Vec<EntryRef>> {
+        let dc = self.executor.dc().clone();
+        let mut out = Vec::new();
+        for &node in &self.topology.dcs[self.dc_id.0 as usize].nodes {
+            for (index, slots, e) in redt_dc_executor::ring_entries(dc.verbs.as_ref(), node, &dc.layout)? {
+                let unfinished =
+                    matches!(e.status, redt_dc_executor::EntryStatus::Intent | redt_dc_executor::EntryStatus::Logged);
+                if e.txn == txn && unfinished && !e.partitions.is_empty() {
+                    out.push(EntryRef { node, index, slots });
+                }
+            }
+        }
+        Ok(out)
     }
 
     /// Applies the decision for `txn` to `entries` (or to the entries this node remembers;

@@ -207,3 +207,35 @@ fn a_decision_settles_redo_accepted_before_a_restart() {
     let ours: Vec<_> = entries.iter().filter(|(_, _, e)| e.txn == txn).map(|(_, _, e)| (e.status, e.cts)).collect();
     assert_eq!(ours, vec![(EntryStatus::Committed, cts)]);
 }
+
+/// An abort record that names no entry, reaching an executor that restarted after voting
+/// commit, records the abort in the ring's entry: answering "recorded" without touching it
+/// would let the coordinator count this DC toward an abort majority that a recoverer, reading
+/// the commit vote, does not see.
+#[test]
+fn an_abort_record_after_a_restart_lands_in_the_rings_entry() {
+    use redt_coordinator::message::{RecoveryPrepare, Reply, Request};
+    use redt_dc_executor::{Promise, Verdict};
+    use redt_proto::{Ballot, Cts};
+    let (mut core, dc, topology) = core();
+    let t = TxnId::new(NodeId(1), 31);
+    let mut a = args(&topology, t, &[KvOp::Add(4, 1)]);
+    a.start = Cts(1 << 20);
+    a.partitions = vec![redt_proto::PartitionId(0)];
+    let vote = core.execute(&a, 1).expect("phase 1 runs");
+    assert!(vote.is_commit());
+    let mut core = ExecutorCore::new(topology.clone(), NodeId(0), dc.clone(), Arc::new(Hlc::new()));
+    assert!(core.record(t, Decision::Abort, Ballot(0), &[]).expect("records"));
+    let prepare =
+        Request::RecoveryPrepare(RecoveryPrepare { txn: t, ballot: Ballot(1 << 10), start: a.start, partitions: a.partitions });
+    match core.handle(NodeId(2), prepare, 3).reply {
+        Reply::Promises(p) => match &p[0].promise {
+            Promise::Entry { vote, recorded, .. } => {
+                assert_eq!(*vote, Verdict::Commit);
+                assert_eq!(*recorded, Some((Verdict::Abort, Ballot(0))), "the abort is in the ring");
+            }
+            other => panic!("the entry expected, got {other:?}"),
+        },
+        other => panic!("promises expected, got {other:?}"),
+    }
+}
