@@ -226,8 +226,12 @@ fn an_abort_record_after_a_restart_lands_in_the_rings_entry() {
     assert!(vote.is_commit());
     let mut core = ExecutorCore::new(topology.clone(), NodeId(0), dc.clone(), Arc::new(Hlc::new()));
     assert!(core.record(t, Decision::Abort, Ballot(0), &[]).expect("records"));
-    let prepare =
-        Request::RecoveryPrepare(RecoveryPrepare { txn: t, ballot: Ballot(1 << 10), start: a.start, partitions: a.partitions });
+    let prepare = Request::RecoveryPrepare(RecoveryPrepare {
+        txn: t,
+        ballot: Ballot(1 << 10),
+        start: a.start,
+        partitions: a.partitions,
+    });
     match core.handle(NodeId(2), prepare, 3).reply {
         Reply::Promises(p) => match &p[0].promise {
             Promise::Entry { vote, recorded, .. } => {

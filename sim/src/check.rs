@@ -180,7 +180,10 @@ pub(crate) fn check(w: &mut World) {
                 }
             }
             let cts = img.as_ref().and_then(|i| i.versions.iter().map(|v| v.cts().0).max()).unwrap_or(0);
-            values.push((n, img.map(|i| i.values.concat()), cts));
+            // A record no write ever reached (created, zeroed, by the upsert of a transaction
+            // that then aborted) is the same as no record; a loaded one holds its value.
+            let value = img.map(|i| i.values.concat()).filter(|v| cts != 0 || v.iter().any(|&b| b != 0));
+            values.push((n, value, cts));
         }
         if left_keys.contains(&key) {
             continue; // a recoverer's to finish
