@@ -113,6 +113,47 @@ async fn read_all(client: &Client, node: NodeId, keys: &[u64]) -> Vec<i64> {
     out.reads.iter().map(|r| balance(r.as_deref().expect("a read returns the value"))).collect()
 }
 
+/// Spawns `tasks` closed-loop bank transfer tasks on `set`: task `t` submits, through node
+/// `t % 4`, transfers of 1–100 between random accounts of `first..first + accounts` until
+/// `deadline`, and counts each outcome in `counts` (committed, aborted, unknown; a call not
+/// answered within 5 s — its node was killed — counts as unknown).
+fn spawn_transfers(
+    set: &mut tokio::task::JoinSet<()>,
+    client: &Arc<Client>,
+    (first, accounts): (u64, u64),
+    tasks: u64,
+    deadline: Instant,
+    counts: &Arc<[AtomicU64; 3]>,
+) {
+    for t in 0..tasks {
+        let (client, counts) = (client.clone(), counts.clone());
+        set.spawn(async move {
+            // xorshift64*, seeded per task.
+            let mut s = 0x9e37_79b9_7f4a_7c15u64 ^ (t + 1);
+            let mut next = move |n: u64| {
+                s ^= s >> 12;
+                s ^= s << 25;
+                s ^= s >> 27;
+                s.wrapping_mul(0x2545_f491_4f6c_dd1d) % n
+            };
+            let node = NodeId((t % 4) as u16);
+            while Instant::now() < deadline {
+                let a = first + next(accounts);
+                let b = first + (a - first + 1 + next(accounts - 1)) % accounts;
+                let x = 1 + next(100) as i64;
+                let call = kv_call(KV, &[KvOp::Add(a, -x), KvOp::Add(b, x)]);
+                let out = tokio::time::timeout(Duration::from_secs(5), client.submit(node, call)).await;
+                let i = match out.map(|o| o.status) {
+                    Ok(TxnStatus::Committed) => 0,
+                    Ok(TxnStatus::Aborted(_)) => 1,
+                    Ok(TxnStatus::Unknown(_)) | Err(_) => 2,
+                };
+                counts[i].fetch_add(1, Ordering::Relaxed);
+            }
+        });
+    }
+}
+
 /// Every replica's view of `keys`, read straight from the node processes' shared MemStore
 /// files: per key, per replica node, (lock word, balance); a record never created reads as
 /// unlocked zero.
@@ -295,32 +336,7 @@ fn cluster_up_processes() {
         let counts = Arc::new([AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)]);
         let deadline = Instant::now() + RUN;
         let mut tasks = tokio::task::JoinSet::new();
-        for t in 0..TASKS {
-            let (client, counts) = (client.clone(), counts.clone());
-            tasks.spawn(async move {
-                // xorshift64*, seeded per task.
-                let mut s = 0x9e37_79b9_7f4a_7c15u64 ^ (t + 1);
-                let mut next = move |n: u64| {
-                    s ^= s >> 12;
-                    s ^= s << 25;
-                    s ^= s >> 27;
-                    s.wrapping_mul(0x2545_f491_4f6c_dd1d) % n
-                };
-                let node = NodeId((t % 4) as u16);
-                while Instant::now() < deadline {
-                    let a = FIRST + next(ACCOUNTS);
-                    let b = FIRST + (a - FIRST + 1 + next(ACCOUNTS - 1)) % ACCOUNTS;
-                    let x = 1 + next(100) as i64;
-                    let out = client.submit(node, kv_call(KV, &[KvOp::Add(a, -x), KvOp::Add(b, x)])).await;
-                    let i = match out.status {
-                        TxnStatus::Committed => 0,
-                        TxnStatus::Aborted(_) => 1,
-                        TxnStatus::Unknown(_) => 2,
-                    };
-                    counts[i].fetch_add(1, Ordering::Relaxed);
-                }
-            });
-        }
+        spawn_transfers(&mut tasks, &client, (FIRST, ACCOUNTS), TASKS, deadline, &counts);
         while let Some(r) = tasks.join_next().await {
             r.expect("a transfer task panicked");
         }
@@ -469,32 +485,7 @@ fn a_killed_node_restarts_and_recovery_decides_what_it_left() {
         let counts = Arc::new([AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)]);
         let deadline = Instant::now() + Duration::from_secs(3);
         let mut tasks = tokio::task::JoinSet::new();
-        for t in 0..8u64 {
-            let (client, counts) = (client.clone(), counts.clone());
-            tasks.spawn(async move {
-                let mut s = 0x2545_f491_4f6c_dd1du64 ^ (t + 1);
-                let mut next = move |n: u64| {
-                    s ^= s >> 12;
-                    s ^= s << 25;
-                    s ^= s >> 27;
-                    s.wrapping_mul(0x9e37_79b9_7f4a_7c15) % n
-                };
-                let node = NodeId((t % 4) as u16);
-                while Instant::now() < deadline {
-                    let a = FIRST + next(ACCOUNTS);
-                    let b = FIRST + (a - FIRST + 1 + next(ACCOUNTS - 1)) % ACCOUNTS;
-                    let call = kv_call(KV, &[KvOp::Add(a, -1), KvOp::Add(b, 1)]);
-                    // The killed node's client calls fail fast; the others keep going.
-                    let out = tokio::time::timeout(Duration::from_secs(5), client.submit(node, call)).await;
-                    let i = match out.map(|o| o.status) {
-                        Ok(TxnStatus::Committed) => 0,
-                        Ok(TxnStatus::Aborted(_)) => 1,
-                        Ok(TxnStatus::Unknown(_)) | Err(_) => 2,
-                    };
-                    counts[i].fetch_add(1, Ordering::Relaxed);
-                }
-            });
-        }
+        spawn_transfers(&mut tasks, &client, (FIRST, ACCOUNTS), 8, deadline, &counts);
         tokio::time::sleep(Duration::from_millis(1500)).await;
         let killed = Command::new("kill").args(["-KILL", &pid.to_string()]).status().expect("run kill");
         assert!(killed.success(), "kill -9 {pid}");

@@ -338,7 +338,7 @@ impl ExecutorCore {
 
     /// Records `decision` at `ballot` in the vote words of `entries` (or of the entries this
     /// node remembers for `txn`, or, remembering nothing of it — say after a restart — of
-    /// the phase-1 entries of `txn` the DC's rings hold). Returns whether all of them record
+    /// the unfinished entries of `txn` the DC's rings hold). Returns whether all of them record
     /// it. With no entry at all, an abort fences `txn` so a late phase 1 cannot vote commit.
     ///
     /// # Errors
@@ -350,7 +350,7 @@ impl ExecutorCore {
             // is still in the ring: answering "recorded" without recording it there would let
             // the coordinator count this DC toward an abort majority that a recoverer, reading
             // the ring's commit vote, would not see.
-            entries = self.phase1_entries_in_rings(txn)?;
+            entries = self.entries_in_rings(txn)?;
         }
         if entries.is_empty() {
             if decision == Decision::Abort {
@@ -365,20 +365,11 @@ impl ExecutorCore {
         Ok(self.executor.record(txn, verdict, ballot, &entries)?)
     }
 
-    /// The unfinished phase-1 entries of `txn` in the rings of this node's DC.
-    fn phase1_entries_in_rings(&self, txn: TxnId) -> Result<Vec<EntryRef>> {
-        let dc = self.executor.dc().clone();
-        let mut out = Vec::new();
-        for &node in &self.topology.dcs[self.dc_id.0 as usize].nodes {
-            for (index, slots, e) in redt_dc_executor::ring_entries(dc.verbs.as_ref(), node, &dc.layout)? {
-                let unfinished =
-                    matches!(e.status, redt_dc_executor::EntryStatus::Intent | redt_dc_executor::EntryStatus::Logged);
-                if e.txn == txn && unfinished && !e.partitions.is_empty() {
-                    out.push(EntryRef { node, index, slots });
-                }
-            }
-        }
-        Ok(out)
+    /// The unfinished entries of `txn` in the rings of this node's DC: what a decision or a
+    /// record acts on when this process remembers nothing of `txn` (it restarted since).
+    fn entries_in_rings(&self, txn: TxnId) -> Result<Vec<EntryRef>> {
+        let nodes = &self.topology.dcs[self.dc_id.0 as usize].nodes;
+        Ok(self.executor.find_entries(txn, nodes)?)
     }
 
     /// Applies the decision for `txn` to `entries` (or to the entries this node remembers;
@@ -409,10 +400,7 @@ impl ExecutorCore {
         let entries = match (entries.is_empty(), remembered) {
             (false, _) => entries.to_vec(),
             (true, Some(r)) => r,
-            (true, None) => {
-                let nodes = self.topology.dcs[self.dc_id.0 as usize].nodes.clone();
-                self.executor.find_entries(txn, &nodes)?
-            }
+            (true, None) => self.entries_in_rings(txn)?,
         };
         if entries.is_empty() {
             return Ok(());

@@ -129,6 +129,25 @@ pub struct Orphan {
 }
 
 impl Orphan {
+    /// Whether a node of DC `my_dc` may start recovering this transaction at wall time
+    /// `now_ms` (ms since `redt_dc_executor::ORIGIN_UNIX_MS`, the node's clock): it started
+    /// (its coordinator's HLC reading, whose physical part is in the same unit) at least
+    /// [`RecoveryOptions::recover_after`] ago — phase 1's deadline, the clock-skew bound, and
+    /// the wait of the coordinator's DC (shorter) or of any other DC. A coordinator the
+    /// topology does not know counts as another DC's.
+    pub fn due(
+        &self,
+        topology: &Topology,
+        my_dc: DcId,
+        phase1_timeout: Duration,
+        options: &RecoveryOptions,
+        now_ms: u64,
+    ) -> bool {
+        let own_dc = topology.nodes.get(self.coordinator.0 as usize).is_some_and(|c| c.dc == my_dc);
+        let after_ms = u64::try_from(options.recover_after(phase1_timeout, own_dc).as_millis()).unwrap_or(u64::MAX);
+        now_ms >= (self.start.0 >> redt_dc_executor::LOGICAL_BITS).saturating_add(after_ms)
+    }
+
     /// The transaction of a phase-1 redo entry (`None` for replica entries and fillers).
     pub fn of(entry: &RedoEntry) -> Option<Orphan> {
         (!entry.partitions.is_empty()).then(|| Orphan {

@@ -6,7 +6,7 @@
 //! what none of them holds).
 //!
 //! A thin driver (STYLE.md §2): what to decide lives in the state machines (the recovery rule
-//! in [`Recoverer`], the fill rule in [`GapWatch`]) and in the pure [`due`]; this file moves
+//! in [`Recoverer`], the fill rule in [`GapWatch`]) and in the pure [`Orphan::due`]; this file moves
 //! their inputs and outputs, as the simulation's `scan`, `watch_gap`, `fill_gap` and
 //! `pump_recovery` do on a virtual clock (`sim/src/world.rs`).
 
@@ -16,10 +16,10 @@ use crate::message::{Reply, Request, Reservations};
 use crate::node::Node;
 use crate::recoverer::{Orphan, Recoverer, RecoveryOptions};
 use redt_dc_executor::{Gap, LOGICAL_BITS};
-use redt_proto::{DcId, NodeId, Topology, TxnId};
+use redt_proto::{NodeId, TxnId};
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, Weak};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 use tokio::task::JoinSet;
 
 /// The transactions a node is working on, as their coordinator or as a recoverer: the scan
@@ -53,25 +53,6 @@ impl Drop for Claim {
     fn drop(&mut self) {
         self.busy.0.lock().unwrap_or_else(|p| p.into_inner()).remove(&self.txn);
     }
-}
-
-/// Whether a node of DC `my_dc` may start recovering `orphan` at wall time `now_ms` (ms since
-/// `redt_dc_executor::ORIGIN_UNIX_MS`, the node's clock): the transaction started (its
-/// coordinator's HLC reading, whose physical part is in the same unit) at least
-/// [`RecoveryOptions::recover_after`] ago — phase 1's deadline, the clock-skew bound, and the
-/// wait of the coordinator's DC (shorter) or of any other DC. A coordinator the topology does
-/// not know counts as another DC's.
-pub(crate) fn due(
-    topology: &Topology,
-    my_dc: DcId,
-    orphan: &Orphan,
-    phase1_timeout: Duration,
-    options: &RecoveryOptions,
-    now_ms: u64,
-) -> bool {
-    let own_dc = topology.nodes.get(orphan.coordinator.0 as usize).is_some_and(|c| c.dc == my_dc);
-    let after_ms = u64::try_from(options.recover_after(phase1_timeout, own_dc).as_millis()).unwrap_or(u64::MAX);
-    now_ms >= (orphan.start.0 >> LOGICAL_BITS).saturating_add(after_ms)
 }
 
 /// Starts `node`'s recovery task on the current Tokio runtime. It holds the node weakly and
@@ -136,7 +117,7 @@ async fn run(node: Weak<Node>, options: RecoveryOptions, writers: Vec<NodeId>) {
 }
 
 /// One recovery scan of `node`'s ring: a recoverer for every undecided phase-1 entry that is
-/// [`due`] and not claimed. Returns false once the executor thread has stopped.
+/// [`Orphan::due`] and not claimed. Returns false once the executor thread has stopped.
 async fn scan(node: &Arc<Node>, options: &RecoveryOptions) -> bool {
     let Some(found) = node.exec.run(|core, now_ms| core.unfinished_entries().map(|e| (e, now_ms))).await else {
         return false;
@@ -151,7 +132,7 @@ async fn scan(node: &Arc<Node>, options: &RecoveryOptions) -> bool {
     let Some(my_dc) = node.topology.nodes.get(node.id.0 as usize).map(|n| n.dc) else { return true };
     for (_, entry) in entries {
         let Some(orphan) = Orphan::of(&entry) else { continue };
-        if !due(&node.topology, my_dc, &orphan, node.options.phase1_timeout, options, now_ms) {
+        if !orphan.due(&node.topology, my_dc, node.options.phase1_timeout, options, now_ms) {
             continue;
         }
         let Some(claim) = node.busy.claim(orphan.txn) else { continue };
@@ -220,7 +201,8 @@ async fn fill(node: &Arc<Node>, gap: Gap) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use redt_proto::{Cts, PartitionId};
+    use redt_proto::{Cts, DcId, PartitionId, Topology};
+    use std::time::Duration;
 
     fn topology() -> Topology {
         Topology::from_yaml("default.yaml", include_str!("../../configs/default.yaml")).expect("default.yaml is valid")
@@ -249,17 +231,17 @@ mod tests {
         let dc1 = t.nodes[0].dc;
         let dc2 = t.nodes[2].dc;
         assert_ne!(dc1, dc2);
-        assert!(!due(&t, dc1, &o, p1, &options, 1_000_000 + own - 1));
-        assert!(due(&t, dc1, &o, p1, &options, 1_000_000 + own));
-        assert!(!due(&t, dc2, &o, p1, &options, 1_000_000 + own));
-        assert!(!due(&t, dc2, &o, p1, &options, 1_000_000 + other - 1));
-        assert!(due(&t, dc2, &o, p1, &options, 1_000_000 + other));
+        assert!(!o.due(&t, dc1, p1, &options, 1_000_000 + own - 1));
+        assert!(o.due(&t, dc1, p1, &options, 1_000_000 + own));
+        assert!(!o.due(&t, dc2, p1, &options, 1_000_000 + own));
+        assert!(!o.due(&t, dc2, p1, &options, 1_000_000 + other - 1));
+        assert!(o.due(&t, dc2, p1, &options, 1_000_000 + other));
         // A clock behind the entry's start never underflows.
-        assert!(!due(&t, dc1, &o, p1, &options, 0));
+        assert!(!o.due(&t, dc1, p1, &options, 0));
         // A coordinator outside the topology (a corrupt entry) waits as another DC's.
         let stranger = orphan(NodeId(999), 1_000_000);
-        assert!(!due(&t, dc1, &stranger, p1, &options, 1_000_000 + own));
-        assert!(due(&t, dc1, &stranger, p1, &options, 1_000_000 + other));
+        assert!(!stranger.due(&t, dc1, p1, &options, 1_000_000 + own));
+        assert!(stranger.due(&t, dc1, p1, &options, 1_000_000 + other));
     }
 
     #[test]

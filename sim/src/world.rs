@@ -14,7 +14,7 @@ use redt_coordinator::{
     RecoveryOptions, RecoveryOutcome, TxnMachine, TxnStatus,
 };
 use redt_dc_executor::{
-    apply_committed, unfinished_entries, DcHandle, Gap, Hlc, Layout, LocalVerbs, Region, Replayer, Verbs, LOGICAL_BITS,
+    apply_committed, unfinished_entries, DcHandle, Gap, Hlc, Layout, LocalVerbs, Region, Replayer, Verbs,
 };
 use redt_netem::WanModel;
 use redt_proto::wire::ProcedureCall;
@@ -868,9 +868,7 @@ impl World {
             if n.coords.contains_key(&orphan.txn) || n.recoverers.contains_key(&orphan.txn) {
                 continue;
             }
-            let own = self.topology.nodes.get(orphan.coordinator.0 as usize).is_some_and(|c| c.dc == dc);
-            let after = self.recovery.recover_after(self.cfg.options.phase1_timeout, own).as_millis() as u64;
-            if wall < (orphan.start.0 >> LOGICAL_BITS) + after {
+            if !orphan.due(&self.topology, dc, self.cfg.options.phase1_timeout, &self.recovery, wall) {
                 continue;
             }
             let txn = orphan.txn;
