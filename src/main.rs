@@ -41,6 +41,9 @@ enum Command {
     /// Topology files.
     #[command(subcommand)]
     Config(ConfigCmd),
+    /// What every node of a running cluster is doing: answers, undecided entries,
+    /// recoveries; `--blocked` lists the transactions waiting on recovery.
+    Status(cmd::status::StatusArgs),
     /// The deterministic whole-cluster simulation with faults: replay one seed, or soak.
     Sim(cmd::sim::SimArgs),
 }
@@ -85,5 +88,6 @@ fn main() -> Result<()> {
         Command::Netem(c) => cmd::netem::run(c),
         Command::Config(ConfigCmd::Check { file }) => config_check(file),
         Command::Sim(a) => cmd::sim::run_sim(a),
+        Command::Status(a) => cmd::status::run(a),
     }
 }

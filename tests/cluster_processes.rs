@@ -467,8 +467,6 @@ fn a_killed_node_restarts_and_recovery_decides_what_it_left() {
     let out = up(&[]);
     assert!(out.status.success(), "redt cluster up: {}", text(&out));
     let victim = &topo.nodes[2];
-    let pid_file = run_dir.join("pids").join(format!("{}.pid", victim.name));
-    let pid: u32 = std::fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap();
 
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let client = {
@@ -487,8 +485,8 @@ fn a_killed_node_restarts_and_recovery_decides_what_it_left() {
         let mut tasks = tokio::task::JoinSet::new();
         spawn_transfers(&mut tasks, &client, (FIRST, ACCOUNTS), 8, deadline, &counts);
         tokio::time::sleep(Duration::from_millis(1500)).await;
-        let killed = Command::new("kill").args(["-KILL", &pid.to_string()]).status().expect("run kill");
-        assert!(killed.success(), "kill -9 {pid}");
+        let killed = redt(&["cluster", "kill", "--node", &victim.name, "--run-dir", path_str(&run_dir)]);
+        assert!(killed.status.success(), "redt cluster kill: {}", text(&killed));
         let at = Instant::now();
         while let Some(r) = tasks.join_next().await {
             r.expect("a transfer task panicked");
@@ -511,18 +509,21 @@ fn a_killed_node_restarts_and_recovery_decides_what_it_left() {
     };
     println!("the survivors decided every entry they hold {survivors_done:?} after the kill");
 
+    // `redt status` reports the dead node unreachable and the survivors' empty rings.
+    let status = status_json(&run_dir, false);
+    for (i, n) in status["nodes"].as_array().expect("a nodes array").iter().enumerate() {
+        if i == victim.id.0 as usize {
+            assert!(n["error"].is_string(), "the killed node is reported unreachable: {n}");
+        } else {
+            assert_eq!(n["undecided_entries"], 0, "{n}");
+            assert_eq!(n["recoveries"]["blocked"], 0, "{n}");
+        }
+    }
+
     // Start the killed node again on its MemStore file, as `redt cluster up` started it.
-    let log = std::fs::File::create(run_dir.join("logs").join(format!("{}-restart.log", victim.name))).unwrap();
-    let mut child = Command::new(REDT)
-        .args(["node", "--node", &victim.name, "--config", path_str(&config), "--certs", path_str(&certs)])
-        .args(["--shm-dir", path_str(shm.path()), "--records-per-partition", "64"])
-        .stdin(Stdio::null())
-        .stdout(log.try_clone().unwrap())
-        .stderr(log)
-        .spawn()
-        .expect("restart the node");
-    std::fs::write(&pid_file, child.id().to_string()).unwrap();
     let restarted = Instant::now();
+    let started = redt(&["cluster", "start", "--node", &victim.name, "--run-dir", path_str(&run_dir)]);
+    assert!(started.status.success(), "redt cluster start: {}", text(&started));
     let settled = loop {
         let left = undecided_entries(&topo, shm.path());
         if left.is_empty() {
@@ -534,7 +535,6 @@ fn a_killed_node_restarts_and_recovery_decides_what_it_left() {
         std::thread::sleep(Duration::from_millis(200));
     };
     if let Err(left) = settled {
-        let _ = child.kill();
         panic!("undecided entries 40 s after the restart: {left:?}");
     }
     println!("every entry decided {:?} after the restart", restarted.elapsed());
@@ -551,7 +551,27 @@ fn a_killed_node_restarts_and_recovery_decides_what_it_left() {
     });
     drop(client);
     drop(rt);
+    // Every node, the restarted one too, reports no undecided entry and no lock held, as the
+    // MemStore files show.
+    let status = status_json(&run_dir, true);
+    let nodes = status["nodes"].as_array().expect("a nodes array");
+    assert_eq!(nodes.len(), topo.nodes.len());
+    for n in nodes {
+        assert_eq!(n["undecided_entries"], 0, "{n}");
+        assert_eq!(n["locks_held"], 0, "{n}");
+        assert!(n["committed"].as_u64().is_some(), "{n}");
+    }
     let out = guard.down();
     assert!(out.status.success(), "redt cluster down: {}", text(&out));
-    let _ = child.wait();
+}
+
+/// `redt status --json` of the cluster in `run_dir` (with `--locks` if asked), parsed.
+fn status_json(run_dir: &Path, locks: bool) -> serde_json::Value {
+    let mut args = vec!["status", "--json", "--timeout", "1s", "--run-dir", path_str(run_dir)];
+    if locks {
+        args.push("--locks");
+    }
+    let out = redt(&args);
+    assert!(out.status.success(), "redt status: {}", text(&out));
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("redt status --json: {e}: {}", text(&out)))
 }

@@ -7,6 +7,7 @@ pub mod chart;
 pub mod cluster;
 pub mod compare;
 pub mod csv;
+pub mod drill;
 pub mod elle;
 pub mod history;
 pub mod jepsen;

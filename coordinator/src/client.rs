@@ -4,8 +4,9 @@
 
 use crate::error::{Error, Result};
 use crate::node::{TxnOutcome, TxnStatus};
+use crate::status::NodeStatus;
 use crate::transport::{load_identity, SocketSpec, Transport, TransportConfig, CLIENT_IDENTITY_NAME};
-use redt_proto::wire::{Body, Envelope, NetemSetRequest, ProcedureCall, SubmitRequest};
+use redt_proto::wire::{Body, Envelope, NetemSetRequest, ProcedureCall, StatusRequest, SubmitRequest};
 use redt_proto::{NodeId, Topology, TxnId};
 use std::net::SocketAddr;
 use std::path::Path;
@@ -93,5 +94,18 @@ impl Client {
             }
         }
         failed
+    }
+
+    /// Asks `node` for its status ([`NodeStatus`]); with `count_locks` it also counts the
+    /// records holding a lock (a full scan of its index: slow on a large MemStore).
+    ///
+    /// # Errors
+    /// The node is unreachable or answered an error; the reply does not decode
+    /// ([`Error::Remote`] names the node).
+    pub async fn status(&self, node: NodeId, count_locks: bool) -> Result<NodeStatus> {
+        match self.call(node, Body::Status(StatusRequest { count_locks })).await? {
+            Body::NodeStatus(r) => NodeStatus::from_wire(&r).map_err(|message| Error::Remote { node, message }),
+            _ => Err(Error::Unexpected { node }),
+        }
     }
 }

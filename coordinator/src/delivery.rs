@@ -8,6 +8,17 @@ use crate::message::Request;
 use redt_proto::{NodeId, TxnId};
 use std::time::{Duration, Instant};
 
+/// A back-off pause before retry number `retries` (0 for the first): `base * 2^retries`,
+/// capped at `max`, plus up to half of it again as jitter drawn from `salt` (a transaction
+/// id) and the retry count — deterministic, so a simulation replays it, and different
+/// transactions spread out. Whole microseconds (drivers keep time in µs).
+pub(crate) fn backoff(base: Duration, max: Duration, retries: u32, salt: u64) -> Duration {
+    let pause = base.saturating_mul(1 << retries.min(16)).min(max);
+    let mix = (salt ^ u64::from(retries).wrapping_mul(0x9e37_79b9_7f4a_7c15)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    let jitter = pause.mul_f64((mix >> 11) as f64 / (1u64 << 53) as f64 / 2.0);
+    Duration::from_micros((pause + jitter).as_micros() as u64)
+}
+
 /// One request being delivered.
 pub(crate) struct Delivery {
     /// The receiver.
@@ -63,4 +74,24 @@ pub(crate) fn due(list: &mut [Delivery], now: Instant) -> Vec<(usize, NodeId, Re
 /// The earliest retry time of the deliveries of `list` not done.
 pub(crate) fn next_retry(list: &[Delivery]) -> Option<Instant> {
     list.iter().filter(|d| !d.done).filter_map(|d| d.retry_at).min()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_backoff_doubles_up_to_its_cap_with_at_most_half_again_as_jitter() {
+        let (base, max) = (Duration::from_millis(200), Duration::from_secs(5));
+        for salt in [1u64, 77, u64::MAX] {
+            for retries in 0..40 {
+                let pause = base.saturating_mul(1 << retries.min(16)).min(max);
+                let b = backoff(base, max, retries, salt);
+                assert!(b >= pause && b <= pause + pause / 2, "retry {retries}: {b:?} for {pause:?}");
+            }
+        }
+        assert_eq!(backoff(base, max, 3, 9), backoff(base, max, 3, 9), "deterministic");
+        let spread: std::collections::HashSet<Duration> = (0..50).map(|s| backoff(base, max, 2, s)).collect();
+        assert!(spread.len() > 40, "transactions spread out: {} distinct pauses", spread.len());
+    }
 }

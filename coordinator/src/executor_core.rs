@@ -213,6 +213,15 @@ impl ExecutorCore {
         Ok(redt_dc_executor::unfinished_entries(dc.verbs.as_ref(), self.node, &dc.layout)?)
     }
 
+    /// How many records of this node hold a lock now (`redt status --locks`): a full scan of
+    /// its index, one READ per record ([`redt_dc_executor::DcHandle::locked_records`]).
+    ///
+    /// # Errors
+    /// Verbs failures.
+    pub fn locks_held(&self) -> Result<u64> {
+        Ok(self.executor.dc().locked_records(self.node)?.len() as u64)
+    }
+
     /// Covers `gap` of this node's ring with fillers, once every writer of the DC said it
     /// holds no slot of it ([`crate::gap_watch::GapWatch`]). Returns the slots covered.
     ///

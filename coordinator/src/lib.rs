@@ -33,6 +33,7 @@ pub mod recoverer;
 pub mod recovery;
 mod recovery_task;
 mod stats;
+pub mod status;
 pub mod transport;
 pub mod txn;
 
@@ -45,4 +46,5 @@ pub use machine::{Action, AttemptId, TxnMachine};
 pub use node::{error_code, outcome_to_msg, Node, NodeParts};
 pub use recoverer::{Orphan, Recoverer, RecoveryMutations, RecoveryOptions, RecoveryOutcome};
 pub use stats::{Class, ClassReport, TxnCost, TxnStats};
+pub use status::{NodeStatus, StatusBoard, WaitingTxn};
 pub use txn::{CoordinatorMutations, CoordinatorOptions, CoordinatorTxn, TxnOutcome, TxnStatus};

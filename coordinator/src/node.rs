@@ -16,6 +16,7 @@ use crate::machine::{Action, TxnMachine};
 use crate::message::{Reply, Request};
 use crate::recovery_task::{self, Busy};
 use crate::stats::TxnStats;
+use crate::status::{Answered, NodeStatus, StatusBoard};
 use crate::transport::{BoxFuture, Caller, Handler, Transport};
 use crate::txn::CoordinatorTxn;
 pub use crate::txn::{CoordinatorOptions, TxnOutcome, TxnStatus};
@@ -76,6 +77,8 @@ pub struct Node {
     /// The transactions this node's coordinators and recoverers are running (the recovery
     /// scan leaves them alone).
     pub(crate) busy: Arc<Busy>,
+    /// Its counters and running recoveries, for `redt status`.
+    pub(crate) board: Arc<StatusBoard>,
 }
 
 impl Node {
@@ -104,6 +107,7 @@ impl Node {
             replay: Mutex::new(Some(replay)),
             closed: std::sync::atomic::AtomicBool::new(false),
             busy: Arc::new(Busy::default()),
+            board: Arc::new(StatusBoard::default()),
         });
         recovery_task::spawn(&node)?;
         parts.transport.serve(Arc::new(NodeHandler(Arc::downgrade(&node))))?;
@@ -139,6 +143,32 @@ impl Node {
         }
         self.transport.close();
         self.exec.stop();
+    }
+
+    /// This node's status now (see [`crate::status`]): its counters, the undecided entries of
+    /// its ring and the recoveries it runs; with `count_locks`, also the records holding a
+    /// lock (a full scan of its index).
+    ///
+    /// # Errors
+    /// [`Error::Io`] once the executor thread has stopped; verbs failures.
+    pub async fn status(&self, count_locks: bool) -> Result<NodeStatus> {
+        let stopped = || Error::Io(std::io::Error::other("node shutting down"));
+        let (entries, now_ms, locks) = self
+            .exec
+            .run(move |core, now_ms| -> Result<_> {
+                let entries = core.unfinished_entries()?;
+                let locks = if count_locks { Some(core.locks_held()?) } else { None };
+                Ok((entries, now_ms, locks))
+            })
+            .await
+            .ok_or_else(stopped)??;
+        let p1 = self.options.phase1_timeout.as_millis() as u64;
+        Ok(self.board.snapshot(self.id, &entries, now_ms, p1, locks))
+    }
+
+    /// The node's counters and running recoveries.
+    pub fn board(&self) -> &Arc<StatusBoard> {
+        &self.board
     }
 
     /// Whether [`Node::shutdown`] was called.
@@ -207,13 +237,16 @@ impl Node {
         }
     }
 
-    /// Delivers catch-up shipments in the background, each until it is answered (pausing
-    /// `retry_every` between attempts, giving up after `give_up_after` or at shutdown).
+    /// Delivers catch-up shipments in the background, each until it is answered (backing off
+    /// from `retry_every` to `retry_max` between attempts, giving up after `give_up_after` or
+    /// at shutdown).
     fn ship(self: Arc<Self>, ship: Vec<(NodeId, Request)>) {
         for (peer, request) in ship {
             let node = self.clone();
             tokio::spawn(async move {
                 let t0 = Instant::now();
+                let salt = request.txn().0;
+                let mut failures = 0;
                 loop {
                     let error = match node.call_typed(peer, request.clone()).await {
                         Ok(Reply::Error { message, .. }) => message,
@@ -227,7 +260,9 @@ impl Node {
                         return tracing::error!(%peer, "undelivered, giving up: {error}");
                     }
                     tracing::debug!(%peer, "retry: {error}");
-                    tokio::time::sleep(node.options.retry_every).await;
+                    let (base, max) = (node.options.retry_every, node.options.retry_max);
+                    tokio::time::sleep(crate::delivery::backoff(base, max, failures, salt)).await;
+                    failures += 1;
                 }
             });
         }
@@ -268,13 +303,18 @@ impl Node {
         };
         let (tx, rx) = tokio::sync::oneshot::channel();
         let mut tx = Some(tx);
-        let stats = self.stats.clone();
+        let (stats, board) = (self.stats.clone(), self.board.clone());
         // The claim fails only if a recoverer here runs a transaction of the same id, which
         // `first_seq` rules out (docs/design.md, "Recovery", point 4); the coordinator runs
         // anyway.
         let claim = self.busy.claim(txn);
         let on_action = move |action: Action| match action {
             Action::Answer { outcome, class, cost } => {
+                board.answered(match outcome.status {
+                    TxnStatus::Committed => Answered::Committed,
+                    TxnStatus::Aborted(_) => Answered::Aborted,
+                    TxnStatus::Unknown(_) => Answered::Unknown,
+                });
                 match (&outcome.status, cost) {
                     (TxnStatus::Committed, Some(c)) => stats.committed(class, c, start.elapsed().as_micros() as u64),
                     (TxnStatus::Committed, None) => {}
@@ -396,6 +436,10 @@ impl Node {
             {
                 Ok(()) => reply(Body::Ack(AckReply {})),
                 Err(e) => err(error_code::MALFORMED, e),
+            },
+            Body::Status(req) => match self.status(req.count_locks).await {
+                Ok(s) => reply(Body::NodeStatus(s.to_wire())),
+                Err(e) => err(error_code::INTERNAL, e.to_string()),
             },
             _ => err(error_code::MALFORMED, "unexpected message kind".into()),
         }

@@ -46,8 +46,11 @@ pub struct RecoveryOptions {
     /// A node of the coordinator's DC recovers an undecided entry this long after the
     /// transaction's phase-1 deadline (plus the skew bound).
     pub own_dc_after: Duration,
-    /// A node of any other DC waits this long instead (the coordinator's DC goes first).
+    /// A node of any other DC waits this long instead (the coordinator's DC goes first)…
     pub other_dc_after: Duration,
+    /// … plus this much per participant DC before its own in the transaction's participant
+    /// list (the coordinator's DC left out), so the other DCs take turns rather than duel.
+    pub turn: Duration,
     /// How long a round (prepare, record) waits for the DCs' answers.
     pub round_timeout: Duration,
     /// First retry pause; doubled per retry up to [`RecoveryOptions::retry_max`], with jitter.
@@ -78,14 +81,15 @@ impl RecoveryOptions {
     /// Options scaled to `topology`'s largest link RTT `r`: rounds wait `4r` (at least 50
     /// ms), retries start at `2r` (at least 20 ms) and back off to 5 s, the coordinator's DC
     /// recovers `4r` (at least 100 ms) after the deadline and the others `10r` (at least 500
-    /// ms) after it, scans run every 100 ms, a gap at a ring's head waits 200 ms;
-    /// `clock_skew_bound` as given.
+    /// ms) after it, one turn of `16r` (at least 200 ms) apart, scans run every 100 ms, a gap
+    /// at a ring's head waits 200 ms; `clock_skew_bound` as given.
     pub fn for_topology(topology: &Topology, clock_skew_bound: Duration) -> RecoveryOptions {
         let rtt = topology.links.iter().flatten().map(|l| l.rtt).max().unwrap_or_default();
         RecoveryOptions {
             clock_skew_bound,
             own_dc_after: (4 * rtt).max(Duration::from_millis(100)),
             other_dc_after: (10 * rtt).max(Duration::from_millis(500)),
+            turn: (16 * rtt).max(Duration::from_millis(200)),
             round_timeout: (4 * rtt).max(Duration::from_millis(50)),
             retry_base: (2 * rtt).max(Duration::from_millis(20)),
             retry_max: Duration::from_secs(5),
@@ -143,8 +147,17 @@ impl Orphan {
         options: &RecoveryOptions,
         now_ms: u64,
     ) -> bool {
-        let own_dc = topology.nodes.get(self.coordinator.0 as usize).is_some_and(|c| c.dc == my_dc);
-        let after_ms = u64::try_from(options.recover_after(phase1_timeout, own_dc).as_millis()).unwrap_or(u64::MAX);
+        let coordinator_dc = topology.nodes.get(self.coordinator.0 as usize).map(|c| c.dc);
+        let own_dc = coordinator_dc == Some(my_dc);
+        let mut after = options.recover_after(phase1_timeout, own_dc);
+        if !own_dc {
+            // The other DCs take turns, in the order of the participants, so that they do not
+            // all start at once and duel with their ballots.
+            let mut others = self.participants.iter().filter(|&&d| Some(d) != coordinator_dc);
+            let rank = others.position(|&d| d == my_dc).unwrap_or(self.participants.len());
+            after += options.turn.saturating_mul(u32::try_from(rank).unwrap_or(u32::MAX));
+        }
+        let after_ms = u64::try_from(after.as_millis()).unwrap_or(u64::MAX);
         now_ms >= (self.start.0 >> redt_dc_executor::LOGICAL_BITS).saturating_add(after_ms)
     }
 
@@ -254,6 +267,15 @@ impl Recoverer {
         })
     }
 
+    /// The decision once it is recorded at a majority of every partition (phase 2 may still
+    /// be on its way to some DCs); `None` before.
+    pub fn recorded_outcome(&self) -> Option<RecoveryOutcome> {
+        matches!(self.stage, Stage::Apply | Stage::Done).then_some(match self.decision {
+            Some(Decision::Commit(_)) => RecoveryOutcome::Committed,
+            _ => RecoveryOutcome::Aborted,
+        })
+    }
+
     /// The DCs the last blocked round waited for (empty unless blocked).
     pub fn blocked_on(&self) -> &[DcId] {
         &self.blocked_on
@@ -292,16 +314,10 @@ impl Recoverer {
         self.actions.push_back(Action::Send { attempt, to, request });
     }
 
-    /// A back-off pause: `retry_base * 2^retries`, capped, plus up to half of it again as
-    /// jitter drawn from the transaction id and the retry count (deterministic, so a
-    /// simulation replays it; different transactions spread out).
+    /// A back-off pause before retry `retries` ([`crate::delivery::backoff`] from
+    /// `retry_base` up to `retry_max`, jittered by the transaction id).
     fn backoff(&self, retries: u32) -> Duration {
-        let base = self.options.retry_base.saturating_mul(1 << retries.min(16)).min(self.options.retry_max);
-        let mix = (self.orphan.txn.0 ^ u64::from(retries).wrapping_mul(0x9e37_79b9_7f4a_7c15))
-            .wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        let jitter = base.mul_f64((mix >> 11) as f64 / (1u64 << 53) as f64 / 2.0);
-        // Whole microseconds: drivers keep time in µs.
-        Duration::from_micros((base + jitter).as_micros() as u64)
+        crate::delivery::backoff(self.options.retry_base, self.options.retry_max, retries, self.orphan.txn.0)
     }
 
     fn prepare_round(&mut self, now: Instant) {

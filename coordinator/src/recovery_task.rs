@@ -15,6 +15,7 @@ use crate::gap_watch::{GapAction, GapWatch};
 use crate::message::{Reply, Request, Reservations};
 use crate::node::Node;
 use crate::recoverer::{Orphan, Recoverer, RecoveryOptions};
+use crate::status::Watched;
 use redt_dc_executor::{Gap, LOGICAL_BITS};
 use redt_proto::{NodeId, TxnId};
 use std::collections::HashSet;
@@ -147,11 +148,13 @@ fn recover(node: &Arc<Node>, orphan: Orphan, claim: Claim, options: RecoveryOpti
     let age_ms = now_ms.saturating_sub(orphan.start.0 >> LOGICAL_BITS);
     tracing::info!(node = %node.id, %txn, coordinator = %orphan.coordinator, age_ms, "recovery starts");
     let r = Recoverer::start(node.topology.clone(), node.id, orphan, options, Instant::now());
+    let r = Watched::new(r, node.board.clone());
     let node = node.clone();
     tokio::spawn(async move {
         let _claim = claim;
         let t0 = Instant::now();
-        let r = node.clone().drive(r, |_| {}).await;
+        let watched = node.clone().drive(r, |_| {}).await;
+        let r = watched.recoverer();
         let took_ms = t0.elapsed().as_millis() as u64;
         match r.outcome() {
             Some(outcome) => tracing::info!(node = %node.id, %txn, ?outcome, took_ms, "recovery ends"),
@@ -192,6 +195,7 @@ async fn fill(node: &Arc<Node>, gap: Gap) {
     match node.exec.run(move |core, _| core.fill_gap(gap)).await {
         Some(Ok(0)) | None => {}
         Some(Ok(slots)) => {
+            node.board.filled(slots);
             tracing::info!(node = %node.id, from = gap.from, to = gap.to, slots, "filled a dead writer's gap at the ring's head")
         }
         Some(Err(e)) => tracing::warn!(node = %node.id, from = gap.from, to = gap.to, "filling a gap failed: {e}"),
@@ -242,6 +246,25 @@ mod tests {
         let stranger = orphan(NodeId(999), 1_000_000);
         assert!(!stranger.due(&t, dc1, p1, &options, 1_000_000 + own));
         assert!(stranger.due(&t, dc1, p1, &options, 1_000_000 + other));
+    }
+
+    /// The DCs other than the coordinator's take turns, in participant order.
+    #[test]
+    fn the_other_dcs_take_turns_in_participant_order() {
+        let t = topology();
+        let options = RecoveryOptions::for_topology(&t, Duration::from_millis(250));
+        let p1 = Duration::from_secs(2);
+        let dc = |n: usize| t.nodes[n].dc;
+        let mut o = orphan(NodeId(0), 1_000_000);
+        o.participants = vec![dc(0), dc(4), dc(2)];
+        let first = 1_000_000 + 2_000 + 250 + 500;
+        let turn = options.turn.as_millis() as u64;
+        assert_eq!(turn, 640, "16 × 40 ms");
+        assert!(o.due(&t, dc(4), p1, &options, first));
+        assert!(!o.due(&t, dc(2), p1, &options, first + turn - 1), "second in line");
+        assert!(o.due(&t, dc(2), p1, &options, first + turn));
+        assert!(!o.due(&t, dc(6), p1, &options, first + 2 * turn - 1), "not a participant: after all of them");
+        assert!(o.due(&t, dc(6), p1, &options, first + 3 * turn));
     }
 
     #[test]

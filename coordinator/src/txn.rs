@@ -50,8 +50,11 @@ pub struct CoordinatorOptions {
     pub early_ack: bool,
     /// How long phase 1 waits for votes before deciding with what it has.
     pub phase1_timeout: Duration,
-    /// Pause between retries of a phase-2 or record message to an unreachable DC.
+    /// First pause before retrying a phase-2 or record message to an unreachable DC; doubled
+    /// per retry up to `retry_max`, with up to half again as jitter.
     pub retry_every: Duration,
+    /// Largest pause between retries (5 s by default).
+    pub retry_max: Duration,
     /// How long phase 2 keeps retrying before it gives up (and logs the transaction).
     pub give_up_after: Duration,
     /// The largest difference between two nodes' wall clocks, as NTP keeps it (250 ms by
@@ -64,6 +67,18 @@ pub struct CoordinatorOptions {
     pub mutations: CoordinatorMutations,
 }
 
+impl CoordinatorOptions {
+    /// The phase-1 timeout a real node uses by default on `topology`: 10 × its largest link
+    /// RTT, at least 500 ms (500 ms at 2 ms and 40 ms RTT, 2.5 s at 250 ms). Recovery of a
+    /// transaction whose coordinator died starts this long (plus the clock-skew bound and
+    /// the DC's wait) after its start, so it bounds how long a crash holds locks; every node
+    /// of a cluster derives the same value from the same topology.
+    pub fn phase1_timeout_for(topology: &redt_proto::Topology) -> Duration {
+        let rtt = topology.links.iter().flatten().map(|l| l.rtt).max().unwrap_or_default();
+        (10 * rtt).max(Duration::from_millis(500))
+    }
+}
+
 impl Default for CoordinatorOptions {
     fn default() -> Self {
         CoordinatorOptions {
@@ -71,6 +86,7 @@ impl Default for CoordinatorOptions {
             early_ack: true,
             phase1_timeout: Duration::from_secs(2),
             retry_every: Duration::from_millis(200),
+            retry_max: Duration::from_secs(5),
             give_up_after: Duration::from_secs(600),
             clock_skew_bound: Duration::from_millis(250),
             mutations: CoordinatorMutations::default(),
@@ -123,6 +139,8 @@ struct Delivery {
     failed: Cost,
     first_sent: Instant,
     retry_at: Option<Instant>,
+    /// Failed attempts so far (the back-off grows with them).
+    failures: u32,
     done: bool,
 }
 
@@ -372,7 +390,7 @@ impl TxnMachine for CoordinatorTxn {
             }
             Purpose::Decide(i) => {
                 let give_up = self.options.give_up_after;
-                let retry = self.options.retry_every;
+                let (base, max, salt) = (self.options.retry_every, self.options.retry_max, self.txn.0);
                 if let Some(d) = self.deliveries.get_mut(i) {
                     if !d.done {
                         d.failed.messages += u64::from(remote);
@@ -381,7 +399,8 @@ impl TxnMachine for CoordinatorTxn {
                             d.done = true;
                         } else {
                             tracing::debug!(txn = %self.txn, dc = %d.dc, "phase 2 retry: {error}");
-                            d.retry_at = Some(now + retry);
+                            d.retry_at = Some(now + crate::delivery::backoff(base, max, d.failures, salt));
+                            d.failures = d.failures.saturating_add(1);
                         }
                     }
                 }
@@ -541,7 +560,13 @@ impl CoordinatorTxn {
             self.finish();
             return;
         }
-        self.record_retry_at = Some(now + self.options.retry_every);
+        let pause = crate::delivery::backoff(
+            self.options.retry_every,
+            self.options.retry_max,
+            self.round.saturating_sub(1),
+            self.txn.0,
+        );
+        self.record_retry_at = Some(now + pause);
     }
 
     fn on_recorded(&mut self, now: Instant) {
@@ -619,6 +644,7 @@ impl CoordinatorTxn {
             failed: Cost::default(),
             first_sent: now,
             retry_at: None,
+            failures: 0,
             done: false,
         });
         self.send_to(dc, to, Purpose::Decide(idx), request);

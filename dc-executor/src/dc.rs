@@ -115,6 +115,27 @@ impl DcHandle {
     }
 }
 
+impl DcHandle {
+    /// The records of `node` whose lock word is held now, as `(table, key, lock word)`: a
+    /// full scan of its index ([`Index::entries`]) and one 8-byte READ per record — for
+    /// status reports (`redt status --locks`) and checks, not the transaction path.
+    ///
+    /// # Errors
+    /// Verbs errors.
+    pub fn locked_records(&self, node: NodeId) -> Result<Vec<(TableId, u64, u64)>> {
+        let mut held = Vec::new();
+        let mut word = [0u8; 8];
+        for (table, key, at) in self.index.entries(self.verbs.as_ref(), node)? {
+            self.verbs.read(node, lock_word(at), &mut word)?;
+            let lock = u64::from_le_bytes(word);
+            if lock != 0 {
+                held.push((table, key, lock));
+            }
+        }
+        Ok(held)
+    }
+}
+
 /// How long an insert-lock lease may stay unchanged before a waiter takes it over, in ms.
 pub const INSERT_LEASE_MS: u64 = 1_000;
 

@@ -438,6 +438,37 @@ impl Index {
         Ok(hit.map(|s| Offset(s.meta & OFFSET_MASK)))
     }
 
+    /// Every published entry of `node`'s index as `(table, key, record offset)`, in bucket
+    /// order: a full scan of the index area in READs of 256 buckets (16 KiB) — for status
+    /// reports and checks, not the transaction path. Entries being inserted or removed while
+    /// it runs may or may not appear.
+    ///
+    /// # Errors
+    /// Verbs errors.
+    pub fn entries(&self, verbs: &dyn Verbs, node: NodeId) -> Result<Vec<(TableId, u64, Offset)>> {
+        const CHUNK: u64 = 256;
+        let buckets = self.layout.index_buckets();
+        let mut out = Vec::new();
+        let mut buf = vec![0u8; (CHUNK * LINE) as usize];
+        let mut first = 0;
+        while first < buckets {
+            let n = CHUNK.min(buckets - first);
+            let base = self.layout.index_off + first * LINE;
+            let raw = &mut buf[..(n * LINE) as usize];
+            verbs.read(node, Offset(base), raw)?;
+            for (i, chunk) in raw.chunks_exact(LINE as usize).enumerate() {
+                let b = first + i as u64;
+                for slot in parse_bucket(chunk, b, base + i as u64 * LINE) {
+                    if is_entry(slot.meta) {
+                        out.push((meta_table(slot.meta), slot.key, Offset(slot.meta & OFFSET_MASK)));
+                    }
+                }
+            }
+            first += n;
+        }
+        Ok(out)
+    }
+
     /// Looks up several keys of one node with one doorbell batch: the first READ of every
     /// key's probe chain is posted together, and only a key whose chain goes on past that
     /// first window (rare below [`Index::RECOMMENDED_MAX_LOAD`]) continues alone as in

@@ -354,3 +354,41 @@ fn a_late_record_never_writes_into_a_reused_slot() {
     ex.finish(newer.0.txn, Decision::Abort, &newer.1.entries).unwrap();
     assert_eq!(dc.dc.read_record(node, T, 2).unwrap().unwrap().lock, 0);
 }
+
+/// `DcHandle::locked_records` (for `redt status --locks`) lists exactly the records a phase 1
+/// left locked on each node, and nothing once the decision released them.
+#[test]
+fn locked_records_lists_what_an_undecided_phase_1_holds() {
+    let dc = TestDc::new(common::topology(1, "64KiB"), false);
+    load(&dc, 0..40, 0);
+    let held = |dc: &TestDc| -> Vec<u64> {
+        let mut keys: Vec<u64> = dc
+            .topo
+            .nodes
+            .iter()
+            .flat_map(|n| dc.dc.locked_records(n.id).unwrap())
+            .map(|(table, key, word)| {
+                assert_eq!(table, T);
+                assert_ne!(word, 0);
+                key
+            })
+            .collect();
+        keys.sort_unstable();
+        keys
+    };
+    assert!(held(&dc).is_empty(), "nothing locked after the load");
+    let p: Arc<dyn Procedure> = Arc::new(Fixed {
+        accesses: [5u64, 12, 33]
+            .iter()
+            .map(|&key| Access { table: T, key, read: 0, write: 1, upsert: false })
+            .collect(),
+        writes: vec![],
+    });
+    let mut ex = dc.executor();
+    let s = sub(&dc, 1, p);
+    let v = ex.execute(&s, SystemClock.now_ms()).unwrap();
+    assert!(v.is_commit(), "{:?}", v.abort);
+    assert_eq!(held(&dc), vec![5, 12, 33], "both nodes scanned, only the phase 1's records");
+    ex.finish(s.txn, Decision::Abort, &v.entries).unwrap();
+    assert!(held(&dc).is_empty(), "released by the decision");
+}

@@ -14,7 +14,10 @@ pub struct Envelope {
     #[prost(uint32, tag = "2")]
     pub from: u32,
     /// The message.
-    #[prost(oneof = "Body", tags = "10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29")]
+    #[prost(
+        oneof = "Body",
+        tags = "10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31"
+    )]
     pub body: Option<Body>,
 }
 
@@ -83,6 +86,101 @@ pub enum Body {
     /// Reply to [`Body::Reservations`].
     #[prost(message, tag = "29")]
     Reserved(ReservedReply),
+    /// What a node is doing: its counters, undecided entries and recoveries (operator →
+    /// node; `redt status`).
+    #[prost(message, tag = "30")]
+    Status(StatusRequest),
+    /// Reply to [`Body::Status`].
+    #[prost(message, tag = "31")]
+    NodeStatus(StatusReply),
+}
+
+/// An operator's question to one node: what is it doing?
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct StatusRequest {
+    /// Also count the records whose lock word is held (reads the whole index and one word
+    /// per record: slow on a large MemStore).
+    #[prost(bool, tag = "1")]
+    pub count_locks: bool,
+}
+
+/// One node's status (reply to [`StatusRequest`]).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct StatusReply {
+    /// The answering node.
+    #[prost(uint32, tag = "1")]
+    pub node: u32,
+    /// Milliseconds since the node process started.
+    #[prost(uint64, tag = "2")]
+    pub uptime_ms: u64,
+    /// Transactions this node coordinated that its clients were told committed, aborted,
+    /// or unknown, since it started.
+    #[prost(uint64, tag = "3")]
+    pub committed: u64,
+    /// See `committed`.
+    #[prost(uint64, tag = "4")]
+    pub aborted: u64,
+    /// See `committed`.
+    #[prost(uint64, tag = "5")]
+    pub unknown: u64,
+    /// Recoveries this node started, since it started.
+    #[prost(uint64, tag = "6")]
+    pub recoveries_started: u64,
+    /// Recoveries that decided commit.
+    #[prost(uint64, tag = "7")]
+    pub recoveries_committed: u64,
+    /// Recoveries that decided abort.
+    #[prost(uint64, tag = "8")]
+    pub recoveries_aborted: u64,
+    /// Recoveries running now that cannot decide (too many replicas unreachable).
+    #[prost(uint64, tag = "9")]
+    pub recoveries_blocked: u64,
+    /// Ring slots covered with fillers for dead writers, since it started.
+    #[prost(uint64, tag = "10")]
+    pub gap_slots_filled: u64,
+    /// Undecided phase-1 entries in the node's ring now.
+    #[prost(uint64, tag = "11")]
+    pub undecided_entries: u64,
+    /// Start of the oldest undecided entry, in ms since the Unix epoch (0: none).
+    #[prost(uint64, tag = "12")]
+    pub oldest_undecided_unix_ms: u64,
+    /// The undecided entries past their phase-1 deadline (waiting on recovery), oldest
+    /// first, at most 100.
+    #[prost(message, repeated, tag = "13")]
+    pub waiting: Vec<WaitingTxnMsg>,
+    /// Records whose lock word is held, when asked (`count_locks`).
+    #[prost(uint64, optional, tag = "14")]
+    pub locks_held: Option<u64>,
+    /// Recoveries running now (deciding, blocked, or delivering a recorded decision to a DC
+    /// that has not answered yet).
+    #[prost(uint64, tag = "15")]
+    pub recoveries_running: u64,
+}
+
+/// An undecided transaction past its phase-1 deadline, as one node sees it.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct WaitingTxnMsg {
+    /// Transaction id.
+    #[prost(uint64, tag = "1")]
+    pub txn: u64,
+    /// Its coordinator.
+    #[prost(uint32, tag = "2")]
+    pub coordinator: u32,
+    /// Ms since its start.
+    #[prost(uint64, tag = "3")]
+    pub age_ms: u64,
+    /// Partitions it touches.
+    #[prost(uint32, repeated, tag = "4")]
+    pub partitions: Vec<u32>,
+    /// Records its entry locks on this node.
+    #[prost(uint64, tag = "5")]
+    pub locks: u64,
+    /// Whether a recoverer on this node is working on it.
+    #[prost(bool, tag = "6")]
+    pub recovering: bool,
+    /// The DCs that recoverer waits for (empty unless it is blocked).
+    #[prost(uint32, repeated, tag = "7")]
+    pub waiting_for: Vec<u32>,
 }
 
 /// A ring owner's question to a writer of its DC: which reservations do you hold in my ring?

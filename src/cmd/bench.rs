@@ -15,6 +15,8 @@ use std::time::Duration;
 
 #[path = "compare.rs"]
 mod compare;
+#[path = "drill.rs"]
+mod drill;
 #[path = "workloads.rs"]
 mod workloads;
 
@@ -23,7 +25,7 @@ mod workloads;
 pub enum BenchCmd {
     /// YCSB across DCs on the embedded cluster (the main job): the RedT paper's mix or a
     /// YCSB core workload (a, b, c, d, f).
-    Ycsb(YcsbArgs),
+    Ycsb(Box<YcsbArgs>),
     /// One DC, no WAN: the in-DC data path alone.
     Local(LocalArgs),
     /// Transfers between accounts; after the run, checks the total is unchanged and the
@@ -253,7 +255,35 @@ pub struct YcsbArgs {
     #[command(flatten)]
     shape: ShapeArgs,
     #[command(flatten)]
+    drill: DrillArgs,
+    #[command(flatten)]
     out: OutArgs,
+}
+
+/// A failure drill during `redt bench ycsb --cluster` (issue 12): kill a node and restart
+/// it, or cut a DC off the WAN and heal it, while the clients run.
+#[derive(Args, Debug)]
+pub struct DrillArgs {
+    /// Kill this node's process with SIGKILL during the run, and start it again on its
+    /// MemStore `--restart-after` later (needs `--run-dir` of `redt cluster up`).
+    #[arg(long, value_name = "NODE", conflicts_with = "cut")]
+    kill: Option<String>,
+    /// How long the killed node stays down.
+    #[arg(long, default_value = "3s", value_parser = humantime::parse_duration)]
+    restart_after: Duration,
+    /// Cut this DC off every other DC (netem partition, both ways) during the run, and heal
+    /// it `--cut-for` later.
+    #[arg(long, value_name = "DC")]
+    cut: Option<String>,
+    /// How long the cut lasts.
+    #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
+    cut_for: Duration,
+    /// When the fault starts, after the measured interval starts.
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    at: Duration,
+    /// Run directory of the cluster (`redt cluster up --run-dir`), for `--kill`.
+    #[arg(long, default_value = "run")]
+    run_dir: PathBuf,
 }
 
 /// Arguments of `redt bench local`.
@@ -334,12 +364,16 @@ fn ycsb(a: &YcsbArgs) -> Result<()> {
         progress: !a.out.json,
     };
     let rt = runtime()?;
+    let drill = drill::plan(&a.drill, a.cluster.is_some(), &topo, &a.certs, a.duration)?;
     if a.cluster.is_some() {
-        let r = rt.block_on(run_remote_ycsb(topo, &a.certs, &cfg)).map_err(anyhow::Error::msg)?;
+        let r = rt.block_on(run_remote_ycsb(topo, &a.certs, &cfg, drill)).map_err(anyhow::Error::msg)?;
         return a.out.emit(serde_json::to_string_pretty(&r)?, || {
             println!("redt bench ycsb --cluster — {}, {} clients, {:.1} s", r.topology, r.clients, r.duration_s);
             print_mix(&r.mix, 0);
             print_outcomes(&r.outcomes, "   (as the clients see it)");
+            if let Some(d) = &r.drill {
+                drill::print(d);
+            }
         });
     }
     let r = rt.block_on(run_cluster_ycsb(topo, &cfg)).map_err(anyhow::Error::msg)?;

@@ -52,8 +52,9 @@ pub struct NodeArgs {
     #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
     pub clock_skew_bound: Option<Duration>,
     /// How long a coordinator waits for the votes of phase 1 before it decides with what it
-    /// has (humantime; default 2 s). Executors refuse to vote past it, and recovery waits for
-    /// it; every node of the cluster must use the same.
+    /// has (humantime; default 10 × the topology's largest RTT, at least 500 ms). Executors
+    /// refuse to vote past it, and recovery waits for it; every node of the cluster must use
+    /// the same.
     #[arg(long, value_name = "DURATION", value_parser = positive_duration)]
     pub phase1_timeout: Option<Duration>,
 }
@@ -92,9 +93,29 @@ pub enum ClusterCmd {
         #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
         clock_skew_bound: Option<Duration>,
         /// Phase-1 timeout of every coordinator (humantime; passed to every `redt node`,
-        /// whose default is 2 s).
+        /// whose default is 10 × the topology's largest RTT, at least 500 ms).
         #[arg(long, value_name = "DURATION", value_parser = positive_duration)]
         phase1_timeout: Option<Duration>,
+    },
+    /// Kills one node's process with SIGKILL, as a crash would (for drills; see also
+    /// `redt bench ycsb --kill`).
+    Kill {
+        /// Run directory.
+        #[arg(long, default_value = "run")]
+        run_dir: PathBuf,
+        /// The node's name.
+        #[arg(long)]
+        node: String,
+    },
+    /// Starts one node again on its MemStore, as `cluster up` started it, and waits until it
+    /// serves.
+    Start {
+        /// Run directory.
+        #[arg(long, default_value = "run")]
+        run_dir: PathBuf,
+        /// The node's name.
+        #[arg(long)]
+        node: String,
     },
     /// Stops the processes started by `cluster up` (and removes their MemStore files with
     /// `--wipe`).
@@ -183,7 +204,7 @@ pub fn node(a: &NodeArgs) -> Result<()> {
             protocol: a.protocol,
             early_ack: !a.no_early_ack,
             clock_skew_bound: a.clock_skew_bound.unwrap_or(defaults.clock_skew_bound),
-            phase1_timeout: a.phase1_timeout.unwrap_or(defaults.phase1_timeout),
+            phase1_timeout: a.phase1_timeout.unwrap_or_else(|| CoordinatorOptions::phase1_timeout_for(&topo)),
             ..defaults
         };
         let node = Node::start(NodeParts {
@@ -238,6 +259,16 @@ pub fn cluster(cmd: &ClusterCmd) -> Result<()> {
             Timing { clock_skew_bound: *clock_skew_bound, phase1_timeout: *phase1_timeout },
         ),
         ClusterCmd::Down { run_dir, wipe } => down(run_dir, *wipe),
+        ClusterCmd::Kill { run_dir, node } => {
+            let pid = kill_node(run_dir, node)?;
+            println!("killed {node} (pid {pid}); `redt cluster start --node {node}` starts it again");
+            Ok(())
+        }
+        ClusterCmd::Start { run_dir, node } => {
+            let pid = start_node(run_dir, node)?;
+            println!("{node} started again (pid {pid})");
+            Ok(())
+        }
     }
 }
 
@@ -287,50 +318,29 @@ fn up(config: &Path, run_dir: &Path, rpp: u64, shm_dir: &Path, protocol: Protoco
     std::fs::create_dir_all(&pids)?;
     std::fs::write(run_dir.join("config.path"), config.canonicalize()?.display().to_string())?;
     std::fs::write(run_dir.join("shm.path"), std::path::absolute(shm_dir)?.display().to_string())?;
-    let exe = std::env::current_exe()?;
+    std::fs::create_dir_all(run_dir.join("args"))?;
     for n in &topo.nodes {
-        let log = std::fs::File::create(logs.join(format!("{}.log", n.name)))?;
-        let mut cmd = Command::new(&exe);
-        cmd.args(["node", "--node", &n.name])
-            .arg("--config")
-            .arg(config)
-            .arg("--certs")
-            .arg(&certs)
-            .arg("--shm-dir")
-            .arg(shm_dir)
-            .args(["--records-per-partition", &rpp.to_string()])
-            .args(["--protocol", protocol.name()]);
+        let mut args: Vec<String> = vec!["node".into(), "--node".into(), n.name.clone()];
+        args.extend(["--config".into(), std::path::absolute(config)?.display().to_string()]);
+        args.extend(["--certs".into(), std::path::absolute(&certs)?.display().to_string()]);
+        args.extend(["--shm-dir".into(), std::path::absolute(shm_dir)?.display().to_string()]);
+        args.extend(["--records-per-partition".into(), rpp.to_string()]);
+        args.extend(["--protocol".into(), protocol.name().into()]);
         if let Some(bound) = timing.clock_skew_bound {
-            cmd.args(["--clock-skew-bound", &humantime::format_duration(bound).to_string()]);
+            args.extend(["--clock-skew-bound".into(), humantime::format_duration(bound).to_string()]);
         }
         if let Some(t) = timing.phase1_timeout {
-            cmd.args(["--phase1-timeout", &humantime::format_duration(t).to_string()]);
+            args.extend(["--phase1-timeout".into(), humantime::format_duration(t).to_string()]);
         }
-        cmd.stdin(Stdio::null()).stdout(log.try_clone()?).stderr(log);
-        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
-        let child = cmd.spawn().with_context(|| format!("starting {}", n.name))?;
-        std::fs::write(pids.join(format!("{}.pid", n.name)), child.id().to_string())?;
+        // One argument per line: `cluster start` runs the node again exactly so.
+        std::fs::write(args_file(run_dir, &n.name), args.join("\n"))?;
+        spawn_node(run_dir, &n.name, false)?;
     }
     let deadline = Instant::now() + Duration::from_secs(120);
     for n in &topo.nodes {
-        let log = logs.join(format!("{}.log", n.name));
-        loop {
-            let text = std::fs::read_to_string(&log).unwrap_or_default();
-            if text.contains(" ready on ") {
-                break;
-            }
-            let pid: u32 = std::fs::read_to_string(pids.join(format!("{}.pid", n.name)))?.trim().parse()?;
-            if !pid_alive(pid) || Instant::now() > deadline {
-                let tail: Vec<&str> = text.lines().rev().take(10).collect();
-                let _ = down(run_dir, false);
-                bail!(
-                    "{} did not start; last lines of {}:\n{}",
-                    n.name,
-                    log.display(),
-                    tail.into_iter().rev().collect::<Vec<_>>().join("\n")
-                );
-            }
-            std::thread::sleep(Duration::from_millis(100));
+        if let Err(e) = wait_ready(run_dir, &n.name, 0, deadline) {
+            let _ = down(run_dir, false);
+            return Err(e);
         }
     }
     println!(
@@ -342,6 +352,99 @@ fn up(config: &Path, run_dir: &Path, rpp: u64, shm_dir: &Path, protocol: Protoco
     );
     std::io::stdout().flush()?;
     Ok(())
+}
+
+/// The file holding the arguments `cluster up` started `node` with, one per line.
+fn args_file(run_dir: &Path, node: &str) -> PathBuf {
+    run_dir.join("args").join(format!("{node}.args"))
+}
+
+fn pid_file(run_dir: &Path, node: &str) -> PathBuf {
+    run_dir.join("pids").join(format!("{node}.pid"))
+}
+
+fn log_file(run_dir: &Path, node: &str) -> PathBuf {
+    run_dir.join("logs").join(format!("{node}.log"))
+}
+
+/// The pid of `node`'s process if it runs.
+fn running_pid(run_dir: &Path, node: &str) -> Option<u32> {
+    let pid = std::fs::read_to_string(pid_file(run_dir, node)).ok()?.trim().parse().ok()?;
+    pid_alive(pid).then_some(pid)
+}
+
+/// Starts `node`'s process with the arguments `cluster up` saved, its output going to its
+/// log (appended to when `append`, else truncated), and writes its pid file. Returns the
+/// log's length before the start (where this start's lines begin).
+fn spawn_node(run_dir: &Path, node: &str, append: bool) -> Result<u64> {
+    let file = args_file(run_dir, node);
+    let args =
+        std::fs::read_to_string(&file).with_context(|| format!("{} (written by `redt cluster up`)", file.display()))?;
+    let log_path = log_file(run_dir, node);
+    let log = std::fs::OpenOptions::new().create(true).append(append).write(true).truncate(!append).open(&log_path)?;
+    let from = log.metadata()?.len();
+    let mut cmd = Command::new(std::env::current_exe()?);
+    cmd.args(args.lines()).stdin(Stdio::null()).stdout(log.try_clone()?).stderr(log);
+    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+    let child = cmd.spawn().with_context(|| format!("starting {node}"))?;
+    std::fs::write(pid_file(run_dir, node), child.id().to_string())?;
+    Ok(from)
+}
+
+/// Waits until `node`'s log says it is ready past byte `from`; fails with the log's last
+/// lines if its process exits or `deadline` passes first.
+fn wait_ready(run_dir: &Path, node: &str, from: u64, deadline: Instant) -> Result<()> {
+    let log = log_file(run_dir, node);
+    loop {
+        let text = std::fs::read(&log).unwrap_or_default();
+        let text = String::from_utf8_lossy(text.get(from as usize..).unwrap_or_default());
+        if text.contains(" ready on ") {
+            return Ok(());
+        }
+        if running_pid(run_dir, node).is_none() || Instant::now() > deadline {
+            let tail: Vec<&str> = text.lines().rev().take(10).collect();
+            bail!(
+                "{node} did not start; last lines of {}:\n{}",
+                log.display(),
+                tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Kills `node`'s process with SIGKILL (no shutdown: what a crash leaves is what recovery
+/// must handle) and waits until it is gone. Returns its pid.
+///
+/// # Errors
+/// The node does not run (no live pid under the run directory).
+pub fn kill_node(run_dir: &Path, node: &str) -> Result<u32> {
+    let pid = running_pid(run_dir, node)
+        .with_context(|| format!("{node} does not run (no live pid in {})", pid_file(run_dir, node).display()))?;
+    let status = Command::new("kill").args(["-KILL", &pid.to_string()]).status()?;
+    if !status.success() {
+        bail!("kill -KILL {pid} ({node}) failed");
+    }
+    let t0 = Instant::now();
+    while pid_alive(pid) && t0.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    Ok(pid)
+}
+
+/// Starts `node` again on its MemStore (as `cluster up` started it; its log is appended to)
+/// and waits until it serves. Returns its new pid.
+///
+/// # Errors
+/// The node already runs; the run directory has no saved arguments for it (a cluster started
+/// by an older `redt`); the process exits or is not ready within 120 s.
+pub fn start_node(run_dir: &Path, node: &str) -> Result<u32> {
+    if let Some(pid) = running_pid(run_dir, node) {
+        bail!("{node} already runs (pid {pid})");
+    }
+    let from = spawn_node(run_dir, node, true)?;
+    wait_ready(run_dir, node, from, Instant::now() + Duration::from_secs(120))?;
+    running_pid(run_dir, node).with_context(|| format!("{node} exited right after starting"))
 }
 
 fn down(run_dir: &Path, wipe: bool) -> Result<()> {

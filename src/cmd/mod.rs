@@ -5,6 +5,7 @@ pub mod client;
 pub mod cluster;
 pub mod netem;
 pub mod sim;
+pub mod status;
 pub mod tpcc;
 
 use anyhow::Result;

@@ -1,0 +1,452 @@
+//! What a node is doing, for operators (`redt status`) and drills (`redt bench … --kill`):
+//! its answers to clients, its recoveries (started, decided, blocked, and which DCs a blocked
+//! one waits for), the gaps it filled, and the undecided entries of its ring — those past
+//! their phase-1 deadline listed with their locks (issue 12, "Visibility").
+//!
+//! [`StatusBoard`] holds the counters and the running recoveries; the node updates it as its
+//! coordinators answer and its recoverers move, and [`NodeStatus`] is one snapshot of it plus
+//! a look at the ring, in the shape the wire carries ([`redt_proto::wire::StatusReply`]).
+
+use crate::machine::{Action, AttemptId, TxnMachine};
+use crate::message::Reply;
+use crate::recoverer::{Recoverer, RecoveryOutcome};
+use redt_dc_executor::{RedoEntry, LOGICAL_BITS, ORIGIN_UNIX_MS};
+use redt_proto::wire::{StatusReply, WaitingTxnMsg};
+use redt_proto::{DcId, NodeId, PartitionId, TxnId};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+/// Most undecided transactions one status reply lists (the oldest first).
+pub const MAX_WAITING_LISTED: usize = 100;
+
+/// A node's live counters and its running recoveries (shared by its driver tasks).
+#[derive(Debug)]
+pub struct StatusBoard {
+    started: Instant,
+    committed: AtomicU64,
+    aborted: AtomicU64,
+    unknown: AtomicU64,
+    recoveries_started: AtomicU64,
+    recoveries_committed: AtomicU64,
+    recoveries_aborted: AtomicU64,
+    gap_slots_filled: AtomicU64,
+    /// Running recoveries.
+    running: Mutex<HashMap<TxnId, Running>>,
+}
+
+impl Default for StatusBoard {
+    fn default() -> Self {
+        StatusBoard {
+            started: Instant::now(),
+            committed: AtomicU64::new(0),
+            aborted: AtomicU64::new(0),
+            unknown: AtomicU64::new(0),
+            recoveries_started: AtomicU64::new(0),
+            recoveries_committed: AtomicU64::new(0),
+            recoveries_aborted: AtomicU64::new(0),
+            gap_slots_filled: AtomicU64::new(0),
+            running: Mutex::new(HashMap::new()),
+        }
+    }
+}
+
+/// A recovery in progress, as the board follows it.
+#[derive(Clone, Debug, Default)]
+struct Running {
+    /// The DCs it waits for (empty while it is not blocked).
+    waiting_for: Vec<DcId>,
+    /// Its decision is recorded (and counted); phase 2 may still be on its way.
+    decided: bool,
+}
+
+/// The answer a client was given, as the board counts it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Answered {
+    /// Committed.
+    Committed,
+    /// Aborted.
+    Aborted,
+    /// Outcome unknown to the client.
+    Unknown,
+}
+
+impl StatusBoard {
+    /// Counts one answer to a client of this node's coordinators.
+    pub fn answered(&self, a: Answered) {
+        match a {
+            Answered::Committed => &self.committed,
+            Answered::Aborted => &self.aborted,
+            Answered::Unknown => &self.unknown,
+        }
+        .fetch_add(1, Relaxed);
+    }
+
+    /// Counts `slots` ring slots covered with fillers.
+    pub fn filled(&self, slots: u64) {
+        self.gap_slots_filled.fetch_add(slots, Relaxed);
+    }
+
+    /// A recovery of `txn` starts.
+    fn recovery_starts(&self, txn: TxnId) {
+        self.recoveries_started.fetch_add(1, Relaxed);
+        self.lock_running().insert(txn, Running::default());
+    }
+
+    /// The recovery of `txn` now waits for `dcs` (empty: not blocked) and has recorded
+    /// `recorded` (counted once).
+    fn recovery_moves(&self, txn: TxnId, dcs: &[DcId], recorded: Option<RecoveryOutcome>) {
+        let mut running = self.lock_running();
+        let Some(r) = running.get_mut(&txn) else { return };
+        if r.waiting_for.as_slice() != dcs {
+            r.waiting_for = dcs.to_vec();
+        }
+        if let (false, Some(outcome)) = (r.decided, recorded) {
+            r.decided = true;
+            match outcome {
+                RecoveryOutcome::Committed => self.recoveries_committed.fetch_add(1, Relaxed),
+                RecoveryOutcome::Aborted => self.recoveries_aborted.fetch_add(1, Relaxed),
+            };
+        }
+    }
+
+    /// The recovery of `txn` ends (decided, or stopped undecided at shutdown).
+    fn recovery_ends(&self, txn: TxnId, recorded: Option<RecoveryOutcome>) {
+        self.recovery_moves(txn, &[], recorded);
+        self.lock_running().remove(&txn);
+    }
+
+    fn lock_running(&self) -> std::sync::MutexGuard<'_, HashMap<TxnId, Running>> {
+        self.running.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A snapshot of the board with the undecided `entries` of the node's ring (each with
+    /// its ring index), read at `now_ms` (ms since `ORIGIN_UNIX_MS`); entries older than
+    /// `phase1_timeout_ms` are listed as waiting on recovery. `locks_held` is passed through.
+    pub fn snapshot(
+        &self,
+        node: NodeId,
+        entries: &[(u64, RedoEntry)],
+        now_ms: u64,
+        phase1_timeout_ms: u64,
+        locks_held: Option<u64>,
+    ) -> NodeStatus {
+        let running = self.lock_running().clone();
+        let start_ms = |e: &RedoEntry| e.start.0 >> LOGICAL_BITS;
+        let mut waiting: Vec<WaitingTxn> = entries
+            .iter()
+            .map(|(_, e)| e)
+            .filter(|e| now_ms.saturating_sub(start_ms(e)) >= phase1_timeout_ms)
+            .map(|e| WaitingTxn {
+                txn: e.txn,
+                coordinator: e.coordinator,
+                age_ms: now_ms.saturating_sub(start_ms(e)),
+                partitions: e.partitions.clone(),
+                locks: e.locks.len() as u64,
+                recovering: running.contains_key(&e.txn),
+                waiting_for: running.get(&e.txn).map(|r| r.waiting_for.clone()).unwrap_or_default(),
+            })
+            .collect();
+        waiting.sort_by(|a, b| b.age_ms.cmp(&a.age_ms).then(a.txn.0.cmp(&b.txn.0)));
+        waiting.dedup_by_key(|w| w.txn);
+        waiting.truncate(MAX_WAITING_LISTED);
+        let oldest = entries.iter().map(|(_, e)| start_ms(e)).min();
+        NodeStatus {
+            node,
+            uptime_ms: self.started.elapsed().as_millis() as u64,
+            committed: self.committed.load(Relaxed),
+            aborted: self.aborted.load(Relaxed),
+            unknown: self.unknown.load(Relaxed),
+            recoveries_started: self.recoveries_started.load(Relaxed),
+            recoveries_committed: self.recoveries_committed.load(Relaxed),
+            recoveries_aborted: self.recoveries_aborted.load(Relaxed),
+            recoveries_blocked: running.values().filter(|r| !r.waiting_for.is_empty()).count() as u64,
+            recoveries_running: running.len() as u64,
+            gap_slots_filled: self.gap_slots_filled.load(Relaxed),
+            undecided_entries: entries.len() as u64,
+            oldest_undecided_unix_ms: oldest.map_or(0, |ms| ms + ORIGIN_UNIX_MS),
+            waiting,
+            locks_held,
+        }
+    }
+}
+
+/// An undecided transaction past its phase-1 deadline, as one node sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WaitingTxn {
+    /// The transaction.
+    pub txn: TxnId,
+    /// Its coordinator.
+    pub coordinator: NodeId,
+    /// Ms since its start (the coordinator's clock at start, this node's now).
+    pub age_ms: u64,
+    /// The partitions it touches.
+    pub partitions: Vec<PartitionId>,
+    /// Records its entry locks on this node.
+    pub locks: u64,
+    /// Whether a recoverer on this node is working on it.
+    pub recovering: bool,
+    /// The DCs that recoverer waits for (empty unless it is blocked).
+    pub waiting_for: Vec<DcId>,
+}
+
+/// One node's status (see the module docs).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeStatus {
+    /// The node.
+    pub node: NodeId,
+    /// Ms since the node started.
+    pub uptime_ms: u64,
+    /// Client answers of its coordinators since it started: committed.
+    pub committed: u64,
+    /// … aborted.
+    pub aborted: u64,
+    /// … unknown.
+    pub unknown: u64,
+    /// Recoveries it started.
+    pub recoveries_started: u64,
+    /// … that decided commit.
+    pub recoveries_committed: u64,
+    /// … that decided abort.
+    pub recoveries_aborted: u64,
+    /// Recoveries running now that cannot decide.
+    pub recoveries_blocked: u64,
+    /// Recoveries running now (deciding, blocked, or delivering a recorded decision).
+    pub recoveries_running: u64,
+    /// Ring slots it covered with fillers for dead writers.
+    pub gap_slots_filled: u64,
+    /// Undecided phase-1 entries in its ring.
+    pub undecided_entries: u64,
+    /// Start of the oldest of them, ms since the Unix epoch (0: none).
+    pub oldest_undecided_unix_ms: u64,
+    /// Those past their phase-1 deadline, oldest first (at most [`MAX_WAITING_LISTED`]).
+    pub waiting: Vec<WaitingTxn>,
+    /// Records whose lock word is held, when counted.
+    pub locks_held: Option<u64>,
+}
+
+impl NodeStatus {
+    /// The wire form.
+    pub fn to_wire(&self) -> StatusReply {
+        StatusReply {
+            node: u32::from(self.node.0),
+            uptime_ms: self.uptime_ms,
+            committed: self.committed,
+            aborted: self.aborted,
+            unknown: self.unknown,
+            recoveries_started: self.recoveries_started,
+            recoveries_committed: self.recoveries_committed,
+            recoveries_aborted: self.recoveries_aborted,
+            recoveries_blocked: self.recoveries_blocked,
+            recoveries_running: self.recoveries_running,
+            gap_slots_filled: self.gap_slots_filled,
+            undecided_entries: self.undecided_entries,
+            oldest_undecided_unix_ms: self.oldest_undecided_unix_ms,
+            waiting: self
+                .waiting
+                .iter()
+                .map(|w| WaitingTxnMsg {
+                    txn: w.txn.0,
+                    coordinator: u32::from(w.coordinator.0),
+                    age_ms: w.age_ms,
+                    partitions: w.partitions.iter().map(|p| p.0).collect(),
+                    locks: w.locks,
+                    recovering: w.recovering,
+                    waiting_for: w.waiting_for.iter().map(|d| u32::from(d.0)).collect(),
+                })
+                .collect(),
+            locks_held: self.locks_held,
+        }
+    }
+
+    /// Decodes a reply, checking every id fits its type.
+    ///
+    /// # Errors
+    /// A node, coordinator or DC id out of range, or more than [`MAX_WAITING_LISTED`]
+    /// waiting transactions, as text.
+    pub fn from_wire(r: &StatusReply) -> std::result::Result<NodeStatus, String> {
+        let node_id =
+            |v: u32, what: &str| u16::try_from(v).map(NodeId).map_err(|_| format!("{what} id {v} out of range"));
+        let dc_id = |v: u32| u16::try_from(v).map(DcId).map_err(|_| format!("DC id {v} out of range"));
+        if r.waiting.len() > MAX_WAITING_LISTED {
+            return Err(format!("{} waiting transactions listed, at most {MAX_WAITING_LISTED}", r.waiting.len()));
+        }
+        let waiting = r
+            .waiting
+            .iter()
+            .map(|w| {
+                Ok(WaitingTxn {
+                    txn: TxnId(w.txn),
+                    coordinator: node_id(w.coordinator, "coordinator")?,
+                    age_ms: w.age_ms,
+                    partitions: w.partitions.iter().map(|&p| PartitionId(p)).collect(),
+                    locks: w.locks,
+                    recovering: w.recovering,
+                    waiting_for: w.waiting_for.iter().map(|&d| dc_id(d)).collect::<Result<_, _>>()?,
+                })
+            })
+            .collect::<Result<_, String>>()?;
+        Ok(NodeStatus {
+            node: node_id(r.node, "node")?,
+            uptime_ms: r.uptime_ms,
+            committed: r.committed,
+            aborted: r.aborted,
+            unknown: r.unknown,
+            recoveries_started: r.recoveries_started,
+            recoveries_committed: r.recoveries_committed,
+            recoveries_aborted: r.recoveries_aborted,
+            recoveries_blocked: r.recoveries_blocked,
+            recoveries_running: r.recoveries_running,
+            gap_slots_filled: r.gap_slots_filled,
+            undecided_entries: r.undecided_entries,
+            oldest_undecided_unix_ms: r.oldest_undecided_unix_ms,
+            waiting,
+            locks_held: r.locks_held,
+        })
+    }
+}
+
+/// A [`Recoverer`] whose progress the node's [`StatusBoard`] follows: it registers when
+/// created, publishes after every input the DCs it waits for and its decision once recorded
+/// (counted then, though phase 2 may still wait for a dead DC), and leaves the board when
+/// dropped (done, or stopped at shutdown).
+pub(crate) struct Watched {
+    inner: Recoverer,
+    board: Arc<StatusBoard>,
+}
+
+impl Watched {
+    /// Watches `inner` on `board`.
+    pub(crate) fn new(inner: Recoverer, board: Arc<StatusBoard>) -> Self {
+        board.recovery_starts(inner.orphan().txn);
+        Watched { inner, board }
+    }
+
+    /// The recoverer.
+    pub(crate) fn recoverer(&self) -> &Recoverer {
+        &self.inner
+    }
+
+    fn publish(&self) {
+        self.board.recovery_moves(self.inner.orphan().txn, self.inner.blocked_on(), self.inner.recorded_outcome());
+    }
+}
+
+impl Drop for Watched {
+    fn drop(&mut self) {
+        self.board.recovery_ends(self.inner.orphan().txn, self.inner.recorded_outcome());
+    }
+}
+
+impl TxnMachine for Watched {
+    fn txn(&self) -> TxnId {
+        self.inner.txn()
+    }
+
+    fn is_done(&self) -> bool {
+        self.inner.is_done()
+    }
+
+    fn handle_reply(&mut self, attempt: AttemptId, reply: Reply, now: Instant) {
+        self.inner.handle_reply(attempt, reply, now);
+        self.publish();
+    }
+
+    fn handle_failure(&mut self, attempt: AttemptId, error: &str, now: Instant) {
+        self.inner.handle_failure(attempt, error, now);
+        self.publish();
+    }
+
+    fn handle_timeout(&mut self, now: Instant) {
+        self.inner.handle_timeout(now);
+        self.publish();
+    }
+
+    fn poll_action(&mut self) -> Option<Action> {
+        self.inner.poll_action()
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.inner.poll_timeout()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use redt_dc_executor::{EntryStatus, LockIntent};
+    use redt_proto::{Cts, Offset, TableId};
+
+    fn entry(txn: u64, start_ms: u64, locks: usize) -> RedoEntry {
+        let mut e = RedoEntry::filler();
+        e.txn = TxnId::new(NodeId(1), txn);
+        e.status = EntryStatus::Logged;
+        e.coordinator = NodeId(1);
+        e.start = Cts(start_ms << LOGICAL_BITS);
+        e.partitions = vec![PartitionId(2)];
+        e.locks = (0..locks)
+            .map(|k| LockIntent {
+                record: Offset(4096),
+                table: TableId(1),
+                key: k as u64,
+                lock_bits: 1,
+                cells: 1,
+                versions: vec![0],
+            })
+            .collect();
+        e
+    }
+
+    #[test]
+    fn a_snapshot_counts_and_lists_the_entries_past_their_deadline_oldest_first() {
+        let board = StatusBoard::default();
+        board.answered(Answered::Committed);
+        board.answered(Answered::Committed);
+        board.answered(Answered::Unknown);
+        board.filled(3);
+        let entries = vec![(10, entry(1, 9_000, 2)), (11, entry(2, 5_000, 1)), (12, entry(3, 9_900, 4))];
+        let s = board.snapshot(NodeId(0), &entries, 10_000, 500, Some(7));
+        assert_eq!((s.committed, s.aborted, s.unknown, s.gap_slots_filled), (2, 0, 1, 3));
+        assert_eq!(s.undecided_entries, 3);
+        assert_eq!(s.oldest_undecided_unix_ms, 5_000 + ORIGIN_UNIX_MS);
+        let listed: Vec<(u64, u64, u64)> =
+            s.waiting.iter().map(|w| (w.txn.0 & 0xffff_ffff_ffff, w.age_ms, w.locks)).collect();
+        assert_eq!(listed, vec![(2, 5_000, 1), (1, 1_000, 2)], "txn 3 is 100 ms old: not waiting yet");
+        assert_eq!(s.locks_held, Some(7));
+        assert_eq!(NodeStatus::from_wire(&s.to_wire()), Ok(s));
+    }
+
+    /// A recovery counts once, when its decision is recorded, though phase 2 may still wait
+    /// for a dead DC; blocked while it waits for DCs; gone from the board when it ends.
+    #[test]
+    fn a_recovery_counts_once_when_recorded_and_is_blocked_while_it_waits() {
+        let board = StatusBoard::default();
+        let txn = TxnId::new(NodeId(1), 9);
+        board.recovery_starts(txn);
+        board.recovery_moves(txn, &[DcId(2)], None);
+        let entries = vec![(0, entry(9, 0, 3))];
+        let s = board.snapshot(NodeId(0), &entries, 10_000, 500, None);
+        assert_eq!((s.recoveries_started, s.recoveries_blocked, s.recoveries_running), (1, 1, 1));
+        assert!(s.waiting[0].recovering);
+        assert_eq!(s.waiting[0].waiting_for, vec![DcId(2)]);
+        board.recovery_moves(txn, &[], Some(RecoveryOutcome::Committed));
+        board.recovery_moves(txn, &[], Some(RecoveryOutcome::Committed));
+        let s = board.snapshot(NodeId(0), &[], 10_000, 500, None);
+        assert_eq!((s.recoveries_committed, s.recoveries_blocked, s.recoveries_running), (1, 0, 1));
+        board.recovery_ends(txn, Some(RecoveryOutcome::Committed));
+        let s = board.snapshot(NodeId(0), &[], 10_000, 500, None);
+        assert_eq!((s.recoveries_committed, s.recoveries_aborted, s.recoveries_running), (1, 0, 0));
+    }
+
+    #[test]
+    fn a_decoded_reply_refuses_ids_out_of_range() {
+        let s = StatusBoard::default().snapshot(NodeId(0), &[(0, entry(1, 0, 1))], 10_000, 0, None);
+        let mut w = s.to_wire();
+        w.waiting[0].waiting_for = vec![70_000];
+        assert!(NodeStatus::from_wire(&w).unwrap_err().contains("70000"));
+        let mut w = s.to_wire();
+        w.node = 1 << 20;
+        assert!(NodeStatus::from_wire(&w).is_err());
+    }
+}

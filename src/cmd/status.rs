@@ -1,0 +1,235 @@
+//! `redt status`: what every node of a running cluster is doing — its clients' answers, the
+//! undecided entries of its ring, its recoveries (started, decided, blocked) and, with
+//! `--blocked`, the transactions waiting on recovery with their locks and the DCs a blocked
+//! recoverer waits for (issue 12, "Visibility").
+
+use super::{load_topology, runtime};
+use anyhow::{Context, Result};
+use clap::Args;
+use redt_coordinator::{Client, NodeStatus};
+use redt_proto::{NodeId, Topology};
+use serde_json::json;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Arguments of `redt status`.
+#[derive(Args, Debug)]
+pub struct StatusArgs {
+    /// Run directory of a cluster started by `redt cluster up` (its topology and client
+    /// certificate are taken from there unless `--config` / `--certs` say otherwise).
+    #[arg(long, default_value = "run")]
+    run_dir: PathBuf,
+    /// Topology file of the running cluster [default: the one `cluster up` used].
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Certificate directory with the client certificate [default: RUN_DIR/certs].
+    #[arg(long)]
+    certs: Option<PathBuf>,
+    /// Also list every transaction waiting on recovery (past its phase-1 deadline and still
+    /// undecided), with its locks and the DCs a blocked recoverer waits for.
+    #[arg(long)]
+    blocked: bool,
+    /// Also count the records holding a lock on each node (reads the whole index: slow on a
+    /// large MemStore).
+    #[arg(long)]
+    locks: bool,
+    /// Print JSON (one object with a `nodes` array) instead of a table.
+    #[arg(long)]
+    json: bool,
+    /// How long to wait for each node's answer.
+    #[arg(long, default_value = "3s", value_parser = humantime::parse_duration)]
+    timeout: Duration,
+}
+
+/// The topology file a run directory's cluster was started with.
+pub fn run_dir_config(run_dir: &Path) -> Result<PathBuf> {
+    let file = run_dir.join("config.path");
+    let path = std::fs::read_to_string(&file).with_context(|| {
+        format!("{} is not a `redt cluster up` run directory (no {})", run_dir.display(), file.display())
+    })?;
+    Ok(PathBuf::from(path.trim()))
+}
+
+/// Every node's status, asked of all nodes at once, in topology order (an unreachable
+/// node's error as text).
+pub async fn collect(client: &Arc<Client>, count_locks: bool) -> Vec<(NodeId, Result<NodeStatus, String>)> {
+    let mut asks = tokio::task::JoinSet::new();
+    for n in client.topology().nodes.iter().map(|n| n.id) {
+        let client = client.clone();
+        asks.spawn(async move { (n, client.status(n, count_locks).await.map_err(|e| e.to_string())) });
+    }
+    let mut all = Vec::new();
+    while let Some(r) = asks.join_next().await {
+        all.extend(r.ok());
+    }
+    all.sort_by_key(|(n, _)| *n);
+    all
+}
+
+/// Runs `redt status`.
+pub fn run(a: &StatusArgs) -> Result<()> {
+    let config = match &a.config {
+        Some(c) => c.clone(),
+        None => run_dir_config(&a.run_dir)?,
+    };
+    let topo = Arc::new(load_topology(Some(&config))?);
+    let certs = a.certs.clone().unwrap_or_else(|| a.run_dir.join("certs"));
+    let rt = runtime()?;
+    let statuses = rt.block_on(async {
+        let client = Arc::new(Client::connect(topo.clone(), &certs, a.timeout)?);
+        anyhow::Ok(collect(&client, a.locks).await)
+    })?;
+    if a.json {
+        let nodes: Vec<serde_json::Value> = statuses.iter().map(|(n, s)| node_json(&topo, *n, s)).collect();
+        println!("{}", serde_json::to_string_pretty(&json!({ "cluster": topo.name, "nodes": nodes }))?);
+        return Ok(());
+    }
+    print!("{}", table(&topo, &statuses, a.locks));
+    if a.blocked {
+        print!("{}", blocked(&topo, &statuses));
+    }
+    Ok(())
+}
+
+fn node_name(topo: &Topology, n: NodeId) -> String {
+    topo.nodes.get(n.0 as usize).map_or_else(|| n.to_string(), |x| x.name.clone())
+}
+
+fn dc_name(topo: &Topology, d: redt_proto::DcId) -> String {
+    topo.dcs.get(d.0 as usize).map_or_else(|| d.to_string(), |x| x.name.clone())
+}
+
+fn age(unix_ms: u64) -> String {
+    if unix_ms == 0 {
+        return "-".into();
+    }
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
+    format!("{:.1}s", now.saturating_sub(unix_ms) as f64 / 1e3)
+}
+
+/// The status table, one row per node.
+fn table(topo: &Topology, statuses: &[(NodeId, Result<NodeStatus, String>)], locks: bool) -> String {
+    let mut out = format!(
+        "{:<12} {:<8} {:>9} {:>10} {:>8} {:>8} {:>9} {:>8} {:>24} {:>6}{}\n",
+        "node",
+        "dc",
+        "up",
+        "committed",
+        "aborted",
+        "unknown",
+        "undecided",
+        "oldest",
+        "recoveries s/c/a/run/blk",
+        "filled",
+        if locks { "   locks" } else { "" }
+    );
+    for (n, s) in statuses {
+        let dc = topo.nodes.get(n.0 as usize).map(|x| dc_name(topo, x.dc)).unwrap_or_default();
+        match s {
+            Err(e) => out += &format!("{:<12} {:<8} unreachable: {e}\n", node_name(topo, *n), dc),
+            Ok(s) => {
+                let rec = format!(
+                    "{}/{}/{}/{}/{}",
+                    s.recoveries_started,
+                    s.recoveries_committed,
+                    s.recoveries_aborted,
+                    s.recoveries_running,
+                    s.recoveries_blocked
+                );
+                out += &format!(
+                    "{:<12} {:<8} {:>9} {:>10} {:>8} {:>8} {:>9} {:>8} {:>24} {:>6}{}\n",
+                    node_name(topo, *n),
+                    dc,
+                    format!("{:.1}s", s.uptime_ms as f64 / 1e3),
+                    s.committed,
+                    s.aborted,
+                    s.unknown,
+                    s.undecided_entries,
+                    age(s.oldest_undecided_unix_ms),
+                    rec,
+                    s.gap_slots_filled,
+                    match (locks, s.locks_held) {
+                        (false, _) => String::new(),
+                        (true, Some(l)) => format!(" {l:>7}"),
+                        (true, None) => format!(" {:>7}", "-"),
+                    }
+                );
+            }
+        }
+    }
+    out
+}
+
+/// The transactions waiting on recovery, per node.
+fn blocked(topo: &Topology, statuses: &[(NodeId, Result<NodeStatus, String>)]) -> String {
+    let mut out = String::new();
+    let mut any = false;
+    for (n, s) in statuses {
+        let Ok(s) = s else { continue };
+        for w in &s.waiting {
+            if !any {
+                out += &format!(
+                    "\nwaiting on recovery (undecided past the phase-1 deadline):\n{:<12} {:<18} {:<12} {:>8} {:>6}  {:<16} state\n",
+                    "node", "transaction", "coordinator", "age", "locks", "partitions"
+                );
+                any = true;
+            }
+            let parts: Vec<String> = w.partitions.iter().map(|p| format!("p{}", p.0)).collect();
+            let state = if !w.waiting_for.is_empty() {
+                let dcs: Vec<String> = w.waiting_for.iter().map(|&d| dc_name(topo, d)).collect();
+                format!("recovery blocked, waiting for {}", dcs.join(", "))
+            } else if w.recovering {
+                "recovering here".into()
+            } else {
+                "not recovered here (another node's turn, or not due yet)".into()
+            };
+            out += &format!(
+                "{:<12} {:<18} {:<12} {:>7.1}s {:>6}  {:<16} {state}\n",
+                node_name(topo, *n),
+                w.txn.to_string(),
+                node_name(topo, w.coordinator),
+                w.age_ms as f64 / 1e3,
+                w.locks,
+                parts.join(","),
+            );
+        }
+    }
+    if !any {
+        out += "\nno transaction waits on recovery\n";
+    }
+    out
+}
+
+fn node_json(topo: &Topology, n: NodeId, s: &Result<NodeStatus, String>) -> serde_json::Value {
+    match s {
+        Err(e) => json!({ "node": node_name(topo, n), "error": e }),
+        Ok(s) => json!({
+            "node": node_name(topo, n),
+            "uptime_ms": s.uptime_ms,
+            "committed": s.committed,
+            "aborted": s.aborted,
+            "unknown": s.unknown,
+            "undecided_entries": s.undecided_entries,
+            "oldest_undecided_unix_ms": s.oldest_undecided_unix_ms,
+            "recoveries": {
+                "started": s.recoveries_started,
+                "committed": s.recoveries_committed,
+                "aborted": s.recoveries_aborted,
+                "running": s.recoveries_running,
+                "blocked": s.recoveries_blocked,
+            },
+            "gap_slots_filled": s.gap_slots_filled,
+            "locks_held": s.locks_held,
+            "waiting": s.waiting.iter().map(|w| json!({
+                "txn": w.txn.to_string(),
+                "coordinator": node_name(topo, w.coordinator),
+                "age_ms": w.age_ms,
+                "partitions": w.partitions.iter().map(|p| p.0).collect::<Vec<_>>(),
+                "locks": w.locks,
+                "recovering": w.recovering,
+                "waiting_for": w.waiting_for.iter().map(|&d| dc_name(topo, d)).collect::<Vec<_>>(),
+            })).collect::<Vec<_>>(),
+        }),
+    }
+}
