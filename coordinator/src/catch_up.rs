@@ -12,13 +12,59 @@
 //! redo and its targets; the driver sends. The same mechanism (an accept of redo into a
 //! replica's own ring, then the decision that settles it) is how the baselines' secondaries
 //! receive their primary's redo.
+//!
+//! # A catch-up outlives its source
+//!
+//! Once a transaction is decided everywhere no recoverer will ever look at it again, so a
+//! catch-up that lived only in its source's memory died with it: a source that crashed before
+//! its accept reached a behind replica left that replica behind for good (sim-20dc seed 2012).
+//! The debt is therefore kept where a crash cannot reach it, in the source's own redo ring:
+//!
+//! - The source's executor decides each of its entries with a *catch-up mask*
+//!   ([`owed_mask`]; bits 8..16 of the entry's status word, set in the same WRITE as the
+//!   decision, `redt_dc_executor::Executor::finish_owing`). Replay applies the entry as any
+//!   other but the ring's head stays before it, so the redo that the catch-up ships stays
+//!   readable.
+//! - The source's driver delivers the shipments with a [`Shipper`] (retries back off from
+//!   [`RecoveryOptions::retry_base`] to [`RecoveryOptions::retry_max`]) and, once every one
+//!   is acknowledged, clears the masks (`ExecutorCore::clear_owed`).
+//! - Every recovery scan of a ring also lists its entries that still owe a catch-up. One that
+//!   is as old as a recoverable orphan (`Orphan::due`) and that no machine of the ring's own
+//!   node is shipping is shipped again by that node from the entry itself
+//!   ([`reship_targets`]): the precise targets were in the lost memory, so every replica of
+//!   the marked partitions outside the source's DC gets the values; up-to-date ones change
+//!   nothing (Thomas write rule, the same `seen` version).
+//! - Bounded: a shipper gives up after [`RecoveryOptions::catch_up_give_up`] (30 s) and the
+//!   masks are cleared anyway, with an error naming the replicas it could not reach, so a
+//!   replica that stays unreachable (a dead DC) holds a source's ring for at most that long
+//!   (a ring that fills meanwhile makes its node vote abort, `RingFull`). Such a replica
+//!   stays behind until the next committed write of each cell it missed reaches it (a
+//!   catch-up carries whole cell values), or until the failover issue rebuilds its DC; it is
+//!   never read as current, since a stale vote is not up to date.
+//!
+//! Why the source's ring and not the behind replica's: a replica is often behind *because*
+//! its ring was full (its DC voted abort, `RingFull`), so it may hold no entry of the
+//! transaction at all; the source always holds one.
+//!
+//! Which values may be re-shipped: a source whose own redo commits was up to date for every
+//! written partition, so all of its entry's changes are right. A source that ships one
+//! partition while its DC was behind for another (the fallback of [`catch_up`]) has its redo
+//! aborted, and only the shipped partitions' values are right: the mask names partitions by
+//! their position in the entry's `partitions` list (bit `i` for position `i < 7`, bit 7 for
+//! every position from 7 on), and such a source sets bit 7 only when every partition it holds
+//! from position 7 on is shipped. Otherwise that part of its catch-up lives only in memory
+//! (transactions over more than 7 partitions whose only up-to-date replicas all sit in DCs
+//! behind elsewhere).
 
 use crate::decision::PartitionVotes;
-use crate::message::{Accept, CatchUpTarget, Request};
+use crate::machine::{earliest, Action, AttemptId, TxnMachine};
+use crate::message::{Accept, CatchUpTarget, Reply, Request};
 use crate::plan::Plan;
-use redt_dc_executor::{Decision, RedoEntry, ReplicaChange, ReplicaOrigin};
+use crate::recoverer::RecoveryOptions;
+use redt_dc_executor::{Decision, EntryRef, RedoEntry, ReplicaChange, ReplicaOrigin};
 use redt_proto::{Cts, DcId, NodeId, PartitionId, Topology, TxnId};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::time::{Duration, Instant};
 
 /// What phase 2 of a commit does about replicas left behind.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -139,6 +185,217 @@ pub fn shipments(
         out.push((node, Request::Accept(Accept { origin, changes, decided: Some(Decision::Commit(cts)) })));
     }
     out
+}
+
+/// The partition of one change of a redo entry, by its table's schema (`None` for a table the
+/// topology does not know).
+fn partition_of(topology: &Topology, table: redt_proto::TableId, key: u64) -> Option<PartitionId> {
+    topology.table(table).map(|tb| topology.partition_of(tb, key))
+}
+
+/// The mask bit of partition `p` in `entry` (see the module docs): its position in the
+/// entry's `partitions` list, positions from 7 on sharing bit 7.
+fn mask_bit(entry: &RedoEntry, p: PartitionId) -> Option<u8> {
+    entry.partitions.iter().position(|&q| q == p).map(|i| i.min(7) as u8)
+}
+
+/// The catch-up mask a source gives its redo `entry` when it ships the partitions `shipped`
+/// (DESIGN.md §2): one bit per shipped partition the entry holds changes of. `committed`
+/// says whether the source's own redo commits (it was up to date for every written
+/// partition); if not, bit 7 is set only when every partition of the entry sharing it is
+/// shipped, so a re-shipment never carries a partition the source was behind for. Zero: the
+/// entry owes nothing.
+pub fn owed_mask(topology: &Topology, entry: &RedoEntry, shipped: &BTreeSet<PartitionId>, committed: bool) -> u8 {
+    let mut mask = 0u8;
+    let mut unshipped_at_7 = false;
+    for c in &entry.changes {
+        let Some(p) = partition_of(topology, c.table, c.key) else { continue };
+        let Some(bit) = mask_bit(entry, p) else { continue };
+        if shipped.contains(&p) {
+            mask |= 1 << bit;
+        } else if bit == 7 {
+            unshipped_at_7 = true;
+        }
+    }
+    if unshipped_at_7 && !committed {
+        mask &= !(1 << 7);
+    }
+    mask
+}
+
+/// The targets of shipping a source's redo `entry` again from its catch-up mask `owed`, after
+/// its first shipper's memory was lost (DESIGN.md §2): every partition of the entry's changes
+/// that the mask names, to every replica outside the source's DC `own_dc`, at the entry's
+/// commit timestamp. Up-to-date replicas among them apply nothing (Thomas write rule).
+pub fn reship_targets(topology: &Topology, own_dc: DcId, entry: &RedoEntry, owed: u8) -> Vec<CatchUpTarget> {
+    let mut parts: BTreeSet<PartitionId> = BTreeSet::new();
+    for c in &entry.changes {
+        let Some(p) = partition_of(topology, c.table, c.key) else { continue };
+        if mask_bit(entry, p).is_some_and(|bit| owed >> bit & 1 == 1) {
+            parts.insert(p);
+        }
+    }
+    parts
+        .into_iter()
+        .filter_map(|p| {
+            let replicas = &topology.partitions.get(p.0 as usize)?.replicas;
+            let nodes: Vec<NodeId> = replicas
+                .iter()
+                .copied()
+                .filter(|n| topology.nodes.get(n.0 as usize).is_some_and(|x| x.dc != own_dc))
+                .collect();
+            (!nodes.is_empty()).then_some(CatchUpTarget { partition: p, nodes, cts: entry.cts })
+        })
+        .collect()
+}
+
+/// A catch-up a node owes: the accepts to deliver, and the redo entries whose catch-up mask to
+/// clear once every accept is acknowledged (or the [`Shipper`] gives up).
+#[derive(Clone, Debug, PartialEq)]
+pub struct CatchUpDebt {
+    /// The transaction.
+    pub txn: TxnId,
+    /// Per replica node, the accept that catches it up.
+    pub ship: Vec<(NodeId, Request)>,
+    /// The source's entries holding the debt (their masks are cleared when it is paid).
+    pub owed: Vec<EntryRef>,
+}
+
+/// One accept being delivered until answered.
+#[derive(Debug)]
+struct Shipment {
+    to: NodeId,
+    request: Request,
+    failures: u32,
+    retry_at: Option<Instant>,
+    /// `None` while being delivered; then whether it was acknowledged (false: given up).
+    acked: Option<bool>,
+}
+
+/// Delivers the accepts of one [`CatchUpDebt`] (DESIGN.md §2, "a catch-up outlives its
+/// source"), as a [`TxnMachine`]: each accept is sent at once and, until a reply other than an
+/// error comes back, again after a pause that doubles from [`RecoveryOptions::retry_base`] to
+/// [`RecoveryOptions::retry_max`]. It gives up on the undelivered ones once
+/// [`RecoveryOptions::catch_up_give_up`] has passed since it started. Done when every accept
+/// is answered or given up; its driver then clears the debt's masks.
+#[derive(Debug)]
+pub struct Shipper {
+    txn: TxnId,
+    shipments: Vec<Shipment>,
+    attempts: BTreeMap<AttemptId, usize>,
+    next_attempt: AttemptId,
+    retry_base: Duration,
+    retry_max: Duration,
+    give_up_at: Instant,
+    actions: VecDeque<Action>,
+}
+
+impl Shipper {
+    /// Starts delivering `ship` (the accepts of `txn`'s catch-up) at `now`.
+    pub fn start(txn: TxnId, ship: Vec<(NodeId, Request)>, options: &RecoveryOptions, now: Instant) -> Shipper {
+        let mut s = Shipper {
+            txn,
+            shipments: ship
+                .into_iter()
+                .map(|(to, request)| Shipment { to, request, failures: 0, retry_at: None, acked: None })
+                .collect(),
+            attempts: BTreeMap::new(),
+            next_attempt: 0,
+            retry_base: options.retry_base,
+            retry_max: options.retry_max.max(options.retry_base),
+            give_up_at: now + options.catch_up_give_up,
+            actions: VecDeque::new(),
+        };
+        for i in 0..s.shipments.len() {
+            s.send(i);
+        }
+        s
+    }
+
+    /// The replica nodes whose accept is not acknowledged (after the shipper gave up: the
+    /// replicas it left behind).
+    pub fn undelivered(&self) -> Vec<NodeId> {
+        self.shipments.iter().filter(|s| s.acked != Some(true)).map(|s| s.to).collect()
+    }
+
+    /// Whether every accept was acknowledged.
+    pub fn delivered(&self) -> bool {
+        self.shipments.iter().all(|s| s.acked == Some(true))
+    }
+
+    fn send(&mut self, i: usize) {
+        let attempt = self.next_attempt;
+        self.next_attempt += 1;
+        self.attempts.insert(attempt, i);
+        let s = &mut self.shipments[i];
+        s.retry_at = None;
+        self.actions.push_back(Action::Send { attempt, to: s.to, request: s.request.clone() });
+    }
+}
+
+impl TxnMachine for Shipper {
+    fn txn(&self) -> TxnId {
+        self.txn
+    }
+
+    fn is_done(&self) -> bool {
+        self.shipments.iter().all(|s| s.acked.is_some())
+    }
+
+    fn handle_reply(&mut self, attempt: AttemptId, reply: Reply, now: Instant) {
+        match reply {
+            Reply::Accepted(_) => {
+                if let Some(i) = self.attempts.remove(&attempt) {
+                    let s = &mut self.shipments[i];
+                    s.acked.get_or_insert(true);
+                    s.retry_at = None;
+                }
+            }
+            Reply::Error { message, .. } => self.handle_failure(attempt, &message, now),
+            _ => self.handle_failure(attempt, "unexpected reply kind", now),
+        }
+    }
+
+    fn handle_failure(&mut self, attempt: AttemptId, error: &str, now: Instant) {
+        let Some(i) = self.attempts.remove(&attempt) else { return };
+        let (base, max, give_up_at, txn) = (self.retry_base, self.retry_max, self.give_up_at, self.txn);
+        let s = &mut self.shipments[i];
+        if s.acked.is_some() {
+            return;
+        }
+        if now >= give_up_at {
+            tracing::error!(
+                %txn,
+                to = %s.to,
+                "catch-up undelivered, giving up: the replica stays behind until a later write of each cell \
+                 reaches it or failover rebuilds it: {error}"
+            );
+            s.acked = Some(false);
+            s.retry_at = None;
+            return;
+        }
+        tracing::debug!(%txn, to = %s.to, "catch-up retry: {error}");
+        let pause = base.saturating_mul(1u32 << s.failures.min(16)).min(max);
+        s.failures = s.failures.saturating_add(1);
+        s.retry_at = Some(now + pause);
+    }
+
+    fn handle_timeout(&mut self, now: Instant) {
+        for i in 0..self.shipments.len() {
+            let s = &self.shipments[i];
+            if s.acked.is_none() && s.retry_at.is_some_and(|t| now >= t) {
+                self.send(i);
+            }
+        }
+    }
+
+    fn poll_action(&mut self) -> Option<Action> {
+        self.actions.pop_front()
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        earliest(self.shipments.iter().filter(|s| s.acked.is_none()).map(|s| s.retry_at))
+    }
 }
 
 #[cfg(test)]

@@ -200,36 +200,12 @@ impl Node {
         }
         match self.exec.run(move |core, now_ms| core.handle(from, request, now_ms)).await {
             Some(h) => {
-                self.clone().ship(h.ship);
+                if let Some(debt) = h.catch_up {
+                    crate::recovery_task::pay(self, debt, None);
+                }
                 h.reply
             }
             None => stopped(),
-        }
-    }
-
-    /// Delivers catch-up shipments in the background, each until it is answered (pausing
-    /// `retry_every` between attempts, giving up after `give_up_after` or at shutdown).
-    fn ship(self: Arc<Self>, ship: Vec<(NodeId, Request)>) {
-        for (peer, request) in ship {
-            let node = self.clone();
-            tokio::spawn(async move {
-                let t0 = Instant::now();
-                loop {
-                    let error = match node.call_typed(peer, request.clone()).await {
-                        Ok(Reply::Error { message, .. }) => message,
-                        Ok(_) => return,
-                        Err(e) => e,
-                    };
-                    if node.closed.load(Ordering::SeqCst) {
-                        return;
-                    }
-                    if t0.elapsed() > node.options.give_up_after {
-                        return tracing::error!(%peer, "undelivered, giving up: {error}");
-                    }
-                    tracing::debug!(%peer, "retry: {error}");
-                    tokio::time::sleep(node.options.retry_every).await;
-                }
-            });
         }
     }
 

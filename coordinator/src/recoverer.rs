@@ -61,6 +61,10 @@ pub struct RecoveryOptions {
     /// writers which slots they still hold, and how long it waits before asking again when
     /// one of them does not answer ([`crate::gap_watch::GapWatch`]).
     pub gap_wait: Duration,
+    /// How long a catch-up's [`crate::catch_up::Shipper`] keeps retrying a replica that does
+    /// not acknowledge before it gives up (and its source's redo entries stop holding their
+    /// ring's head; DESIGN.md §2, "a catch-up outlives its source"). 30 s.
+    pub catch_up_give_up: Duration,
     /// Deliberate bugs (tests of the simulation only).
     pub mutations: RecoveryMutations,
 }
@@ -78,8 +82,8 @@ impl RecoveryOptions {
     /// Options scaled to `topology`'s largest link RTT `r`: rounds wait `4r` (at least 50
     /// ms), retries start at `2r` (at least 20 ms) and back off to 5 s, the coordinator's DC
     /// recovers `4r` (at least 100 ms) after the deadline and the others `10r` (at least 500
-    /// ms) after it, scans run every 100 ms, a gap at a ring's head waits 200 ms;
-    /// `clock_skew_bound` as given.
+    /// ms) after it, scans run every 100 ms, a gap at a ring's head waits 200 ms, a catch-up
+    /// gives up after 30 s; `clock_skew_bound` as given.
     pub fn for_topology(topology: &Topology, clock_skew_bound: Duration) -> RecoveryOptions {
         let rtt = topology.links.iter().flatten().map(|l| l.rtt).max().unwrap_or_default();
         RecoveryOptions {
@@ -91,6 +95,7 @@ impl RecoveryOptions {
             retry_max: Duration::from_secs(5),
             scan_every: Duration::from_millis(100),
             gap_wait: Duration::from_millis(200),
+            catch_up_give_up: Duration::from_secs(30),
             mutations: RecoveryMutations::default(),
         }
     }
