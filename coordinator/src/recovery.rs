@@ -12,7 +12,8 @@
 //! and `C_p` the up-to-date commit votes in `L_p`:
 //!
 //! 1. a replica whose entry is finished (the decision was applied there) gives the decision:
-//!    nothing is applied before it is chosen;
+//!    nothing is applied before it is chosen; an applied commit wins over an applied abort,
+//!    which may be only a left-behind DC aborting its own redo (DESIGN.md §2, catch-up);
 //! 2. some partition has `|L_p| < M`: block (a majority is needed to see any chosen record);
 //! 3. a recorded decision in `L`: the one with the highest ballot wins over every vote;
 //! 4. some partition has `C_p + U_p < Q`: abort (commit is impossible);
@@ -106,13 +107,18 @@ pub enum Why {
 /// If `partitions` is empty or a partition has no replica (the planner never does that).
 pub fn recover(partitions: &[Vec<PrepareReply>]) -> Recovery {
     assert!(!partitions.is_empty(), "a transaction touches at least one partition");
-    // Rule 1: an applied decision was chosen.
-    for p in partitions {
-        for r in p {
-            if let PrepareReply::Applied(d) = r {
-                return Recovery::Decide { decision: *d, why: Why::Applied };
-            }
-        }
+    // Rule 1: an applied decision was chosen. An applied commit wins over an applied abort:
+    // a DC that a commit left behind (its vote stale, or missing) aborts its own redo and is
+    // caught up, so its entry shows an abort applied over a commit vote, while no replica
+    // ever applies a commit of a transaction that aborted (sim-20dc seed 2008: a recoverer
+    // that took the behind DC's abort for the decision aborted the redo of up-to-date DCs
+    // whose phase 2 was lost, after the commit was applied elsewhere).
+    let applied = partitions.iter().flatten().filter_map(|r| match r {
+        PrepareReply::Applied(d) => Some(*d),
+        _ => None,
+    });
+    if let Some(d) = applied.clone().find(|d| matches!(d, Decision::Commit(_))).or_else(|| applied.clone().next()) {
+        return Recovery::Decide { decision: d, why: Why::Applied };
     }
     // Rule 2: a majority of every partition must answer.
     let short: Vec<usize> = partitions
