@@ -465,6 +465,120 @@ mod tests {
         }
     }
 
+    fn options() -> RecoveryOptions {
+        let mut o = RecoveryOptions::for_topology(&Topology::default(), Duration::from_millis(250));
+        o.retry_base = Duration::from_millis(100);
+        o.retry_max = Duration::from_millis(400);
+        o.catch_up_give_up = Duration::from_secs(2);
+        o
+    }
+
+    fn accept(to: u16) -> (NodeId, Request) {
+        let origin = ReplicaOrigin { txn: TxnId(9), epoch: redt_proto::Epoch(1), coordinator: NodeId(0), participants: vec![] };
+        (NodeId(to), Request::Accept(Accept { origin, changes: vec![], decided: Some(Decision::Commit(Cts(5))) }))
+    }
+
+    fn sends(s: &mut Shipper) -> Vec<(AttemptId, NodeId)> {
+        std::iter::from_fn(|| s.poll_action())
+            .filter_map(|a| match a {
+                Action::Send { attempt, to, .. } => Some((attempt, to)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// DESIGN.md §2, "a catch-up outlives its source": a shipper sends every accept at once,
+    /// retries each failed one after a pause doubling from `retry_base` up to `retry_max`, is
+    /// done once each is acknowledged, and says so.
+    #[test]
+    fn a_shipper_retries_with_back_off_until_acknowledged() {
+        let t0 = Instant::now();
+        let ms = |n: u64| t0 + Duration::from_millis(n);
+        let mut s = Shipper::start(TxnId(9), vec![accept(1), accept(2)], &options(), t0);
+        let first = sends(&mut s);
+        assert_eq!(first.iter().map(|x| x.1).collect::<Vec<_>>(), [NodeId(1), NodeId(2)]);
+        s.handle_reply(first[0].0, Reply::Accepted(true), ms(10));
+        assert!(!s.is_done());
+        let mut at = 10;
+        let mut attempt = first[1].0;
+        for pause in [100, 200, 400, 400] {
+            s.handle_reply(attempt, Reply::Error { code: 3, message: "ring full".into() }, ms(at));
+            assert_eq!(s.poll_timeout(), Some(ms(at + pause)), "backs off");
+            s.handle_timeout(ms(at + pause - 1));
+            assert!(sends(&mut s).is_empty(), "not before its time");
+            at += pause;
+            s.handle_timeout(ms(at));
+            let again = sends(&mut s);
+            assert_eq!(again.len(), 1);
+            assert_eq!(again[0].1, NodeId(2));
+            attempt = again[0].0;
+        }
+        s.handle_reply(attempt, Reply::Accepted(true), ms(at + 1));
+        assert!(s.is_done() && s.delivered() && s.undelivered().is_empty());
+        assert_eq!(s.poll_timeout(), None);
+    }
+
+    /// Bounded (DESIGN.md §2): a replica that never acknowledges is given up after
+    /// `catch_up_give_up`; the shipper is then done (its driver clears the masks) but not
+    /// delivered, and names the replica it left behind.
+    #[test]
+    fn a_shipper_gives_up_after_its_bound() {
+        let t0 = Instant::now();
+        let mut s = Shipper::start(TxnId(9), vec![accept(3)], &options(), t0);
+        let mut attempt = sends(&mut s)[0].0;
+        let mut now = t0;
+        while !s.is_done() {
+            now += Duration::from_millis(300);
+            s.handle_failure(attempt, "unreachable", now);
+            if s.is_done() {
+                break;
+            }
+            s.handle_timeout(s.poll_timeout().expect("a retry is due"));
+            attempt = sends(&mut s)[0].0;
+        }
+        assert!(now >= t0 + Duration::from_secs(2) && now < t0 + Duration::from_secs(3), "gave up at its bound");
+        assert!(!s.delivered());
+        assert_eq!(s.undelivered(), [NodeId(3)]);
+    }
+
+    /// The catch-up mask (DESIGN.md §2): one bit per shipped partition by its position in the
+    /// entry's partition list, positions from 7 on sharing bit 7, which a source behind for
+    /// another partition sets only when every partition sharing it is shipped; re-shipping
+    /// names exactly the marked partitions, to every replica outside the source's DC.
+    #[test]
+    fn the_mask_names_the_shipped_partitions() {
+        let path = format!("{}/../configs/local-fast.yaml", env!("CARGO_MANIFEST_DIR"));
+        let t = Topology::load(std::path::Path::new(&path)).expect("config loads");
+        let kv = t.table_by_name("kv").expect("kv").id;
+        let key_in = |p: u32| (0..1000u64).find(|&k| t.partition_of(t.table(kv).expect("kv"), k) == PartitionId(p));
+        let change = |p: u32| redt_dc_executor::Change {
+            record: redt_proto::Offset(0),
+            table: kv,
+            key: key_in(p).expect("a key in the partition"),
+            cell: 0,
+            value: vec![1; 8],
+        };
+        let mut e = RedoEntry::filler();
+        e.status = redt_dc_executor::EntryStatus::Committed;
+        e.cts = Cts(77);
+        e.partitions = vec![PartitionId(0), PartitionId(2), PartitionId(3)];
+        e.changes = vec![change(0), change(2)];
+        let shipped = BTreeSet::from([PartitionId(2)]);
+        assert_eq!(owed_mask(&t, &e, &shipped, true), 0b10);
+        assert_eq!(owed_mask(&t, &e, &BTreeSet::from([PartitionId(3)]), true), 0, "no change of p3 here");
+        assert_eq!(owed_mask(&t, &e, &BTreeSet::from([PartitionId(0), PartitionId(2)]), false), 0b11);
+        let targets = reship_targets(&t, DcId(0), &e, 0b10);
+        // p2 lives on dc3, dc4, dc1 (nodes 2, 3, 0): all but the source's DC.
+        assert_eq!(targets, vec![CatchUpTarget { partition: PartitionId(2), nodes: vec![NodeId(2), NodeId(3)], cts: Cts(77) }]);
+        // Positions from 7 on share bit 7: a behind source sets it only if all are shipped.
+        // (Only positions matter to the mask: here p0 and p2 sit at positions 7 and 8.)
+        e.partitions = [10, 11, 12, 13, 14, 15, 16, 0, 2].map(PartitionId).to_vec();
+        let both = BTreeSet::from([PartitionId(0), PartitionId(2)]);
+        assert_eq!(owed_mask(&t, &e, &both, false), 0x80);
+        assert_eq!(owed_mask(&t, &e, &shipped, false), 0, "p0 shares bit 7 unshipped: not durable");
+        assert_eq!(owed_mask(&t, &e, &shipped, true), 0x80, "a committed source's values are all right");
+    }
+
     /// A DC behind for one written partition has its whole redo aborted, so its up-to-date
     /// replica of another written partition is caught up too; sources avoid behind DCs, but
     /// a partition whose only fresh replicas sit in behind DCs is still shipped, from one of

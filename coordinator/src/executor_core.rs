@@ -523,7 +523,9 @@ impl ExecutorCore {
     /// As a secondary: accepts the redo of `origin.txn` sent by `primary` into this node's
     /// ring (Paxos accept, stable leader; or a catch-up, which comes `decided`). Returns
     /// false if the transaction was already decided abort here; if it was decided commit (or
-    /// comes decided), settles the entry at once.
+    /// comes decided), settles the entry at once. A catch-up that finds the ring full is
+    /// applied to the records at once instead (`Executor::apply_replica_now`), unless a record
+    /// is in use (then the ring's error is the answer).
     ///
     /// # Errors
     /// A malformed change (unknown table, bad cell, oversized value), data-path failures.
@@ -542,8 +544,22 @@ impl ExecutorCore {
         if early == Some(Decision::Abort) {
             return Ok(false);
         }
-        let Some(entry) = self.executor.accept_replica(self.node, origin, changes)? else {
-            return Ok(true);
+        let entry = match self.executor.accept_replica(self.node, origin, changes) {
+            Ok(Some(entry)) => entry,
+            Ok(None) => return Ok(true),
+            // A decided catch-up whose ring is full is applied straight to the records: the
+            // ring may be held by this node's own catch-up debts, waiting on the sender's ring
+            // (DESIGN.md §2). A record in use answers the ring's error: the sender retries.
+            Err(e @ redt_dc_executor::Error::RingFull { .. }) => match decided {
+                Some(Decision::Commit(cts)) => {
+                    if self.executor.apply_replica_now(self.node, txn, changes, cts)? {
+                        return Ok(true);
+                    }
+                    return Err(e.into());
+                }
+                _ => return Err(e.into()),
+            },
+            Err(e) => return Err(e.into()),
         };
         if let Some(d) = early {
             self.executor.settle_replica(txn, d, &[entry])?;

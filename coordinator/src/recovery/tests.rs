@@ -297,3 +297,24 @@ fn votes_beating_records_is_caught() {
     let found = check(&[3], votes_first).expect("votes beating records is caught");
     assert!(found.starts_with("P2"), "{found}");
 }
+
+/// Found by the simulation (sim-20dc seed 2008, bank): a DC that a commit left behind aborts
+/// its own redo and is caught up, so its entry shows an applied abort over a commit vote. A
+/// recoverer that met it first took it for the decision and aborted the redo of up-to-date DCs
+/// whose phase 2 was lost, after the commit had been applied elsewhere. An applied commit wins,
+/// in either order.
+#[test]
+fn an_applied_commit_wins_over_a_left_behind_dcs_abort() {
+    let commit = PrepareReply::Applied(Decision::Commit(Cts(900)));
+    let behind = PrepareReply::Applied(Decision::Abort);
+    for p in [vec![behind.clone(), commit.clone()], vec![commit.clone(), behind.clone()]] {
+        let r = recover(&[p.clone()]);
+        assert_eq!(r, Recovery::Decide { decision: Decision::Commit(Cts(900)), why: Why::Applied }, "{p:?}");
+    }
+    // In another partition too.
+    let r = recover(&[vec![behind.clone(), PrepareReply::Unreachable], vec![commit, PrepareReply::Unreachable]]);
+    assert_eq!(r, Recovery::Decide { decision: Decision::Commit(Cts(900)), why: Why::Applied });
+    // An abort applied alone still decides.
+    let r = recover(&[vec![behind, PrepareReply::Unreachable]]);
+    assert_eq!(r, Recovery::Decide { decision: Decision::Abort, why: Why::Applied });
+}
