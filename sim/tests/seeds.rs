@@ -146,18 +146,36 @@ fn a_mutant_that_recomputes_catch_up_after_an_applied_commit_is_caught() {
     );
 }
 
-/// Open bug (n ≥ 4, outside the CI schedule): a catch-up lives only in its source's memory.
-/// With `Q(n) < n` a commit leaves replicas behind; if the source DC's executor crashes before
-/// its accept reaches a behind replica (here one whose ring was full), every entry of the
-/// transaction is already decided, so no recoverer runs and the replica keeps the old value.
-/// Seed 2012 on sim-20dc.yaml (n = 5) shows it (40 of 300 seeds from 2000 fail the same way);
-/// when the catch-up becomes durable this test fails and moves to the fixed list above.
+/// Fixed (n ≥ 4, outside the CI schedule): a catch-up outlives its source (DESIGN.md §2). With
+/// `Q(n) < n` a commit leaves replicas behind; seed 2012 on sim-20dc.yaml (n = 5) had the
+/// source's executor crash while its accept to a behind replica (whose ring was full) was
+/// still being retried: every entry was decided, so no recoverer ran and the replica kept the
+/// old value. The source's entry now keeps a catch-up mask until the accept is acknowledged,
+/// its restarted process ships it again from the ring, and a catch-up that finds a full ring
+/// is applied to the records at once. Unit tests: `a_catch_up_owed_survives_a_restart_and_is_
+/// shipped_again` (coordinator/tests/executor_core.rs), `an_owed_catch_up_holds_the_head_until_
+/// cleared` (dc-executor replay).
 #[test]
-fn open_bug_a_catch_up_dies_with_its_source() {
+fn a_catch_up_survives_its_sources_crash() {
     let r = run(SimConfig::new(topology("sim-20dc.yaml"), 2012, Workload::Bank, Faults::all())).expect("runs");
+    assert!(r.ok(), "seed 2012 passes: {r}");
+}
+
+/// Mutant: a catch-up source decides its redo without the catch-up mask, so its shipments live
+/// only in its memory (the bug before). Seed 2015 (bank on sim-20dc.yaml, every fault) catches
+/// it: a source crashes before its accept lands and a replica stays behind; the same seed passes
+/// unmutated. Found with `scan_for_catch_up_mutant_seeds` (2015, 2018, 2024, 2026 and 2039 of
+/// 2000..2040).
+#[test]
+fn a_mutant_whose_catch_up_lives_in_memory_is_caught() {
+    let mut cfg = SimConfig::new(topology("sim-20dc.yaml"), 2015, Workload::Bank, Faults::all());
+    let clean = run(cfg.clone()).expect("runs");
+    assert!(clean.ok(), "seed 2015 passes unmutated: {clean}");
+    cfg.executor_mutations.catch_up_not_durable = true;
+    let r = run(cfg).expect("runs");
     assert!(
         r.violations.iter().any(|v| matches!(v, redt_sim::Violation::Diverged { .. })),
-        "seed 2012 still diverges: {r}"
+        "seed 2015 catches the mutant: {r}"
     );
 }
 
@@ -185,4 +203,26 @@ fn replay_seed_from_env() {
         println!("{line}");
     }
     println!("{r}");
+}
+
+/// Scans sim-20dc bank seeds from `REDT_SIM_MUTANT_FROM` (100 of them, or
+/// `REDT_SIM_MUTANT_SEEDS`) with the mutant `catch_up_not_durable` and prints those it fails
+/// while the unmutated run passes: how the seed of
+/// `a_mutant_whose_catch_up_lives_in_memory_is_caught` was found. A no-op without the variable.
+#[test]
+fn scan_for_catch_up_mutant_seeds() {
+    let Some(from) = std::env::var("REDT_SIM_MUTANT_FROM").ok().and_then(|s| s.parse::<u64>().ok()) else { return };
+    let n: u64 = std::env::var("REDT_SIM_MUTANT_SEEDS").ok().and_then(|s| s.parse().ok()).unwrap_or(100);
+    let t = topology("sim-20dc.yaml");
+    for seed in from..from + n {
+        let mut cfg = SimConfig::new(t.clone(), seed, Workload::Bank, Faults::all());
+        cfg.executor_mutations.catch_up_not_durable = true;
+        let mutated = run(cfg.clone()).expect("runs");
+        if mutated.ok() {
+            continue;
+        }
+        cfg.executor_mutations.catch_up_not_durable = false;
+        let clean = run(cfg).expect("runs");
+        println!("seed {seed}: mutant fails ({} violations), clean {}", mutated.violations.len(), clean.ok());
+    }
 }
