@@ -474,7 +474,8 @@ mod tests {
     }
 
     fn accept(to: u16) -> (NodeId, Request) {
-        let origin = ReplicaOrigin { txn: TxnId(9), epoch: redt_proto::Epoch(1), coordinator: NodeId(0), participants: vec![] };
+        let origin =
+            ReplicaOrigin { txn: TxnId(9), epoch: redt_proto::Epoch(1), coordinator: NodeId(0), participants: vec![] };
         (NodeId(to), Request::Accept(Accept { origin, changes: vec![], decided: Some(Decision::Commit(Cts(5))) }))
     }
 
@@ -569,7 +570,10 @@ mod tests {
         assert_eq!(owed_mask(&t, &e, &BTreeSet::from([PartitionId(0), PartitionId(2)]), false), 0b11);
         let targets = reship_targets(&t, DcId(0), &e, 0b10);
         // p2 lives on dc3, dc4, dc1 (nodes 2, 3, 0): all but the source's DC.
-        assert_eq!(targets, vec![CatchUpTarget { partition: PartitionId(2), nodes: vec![NodeId(2), NodeId(3)], cts: Cts(77) }]);
+        assert_eq!(
+            targets,
+            vec![CatchUpTarget { partition: PartitionId(2), nodes: vec![NodeId(2), NodeId(3)], cts: Cts(77) }]
+        );
         // Positions from 7 on share bit 7: a behind source sets it only if all are shipped.
         // (Only positions matter to the mask: here p0 and p2 sit at positions 7 and 8.)
         e.partitions = [10, 11, 12, 13, 14, 15, 16, 0, 2].map(PartitionId).to_vec();

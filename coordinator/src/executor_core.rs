@@ -34,6 +34,10 @@ use redt_proto::{Ballot, Cts, DcId, Epoch, NodeId, PartitionId, Topology, TxnId}
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 
+/// A catch-up source's way of deciding its entries: each entry's catch-up mask, and the commit
+/// timestamp an aborted source keeps (`Executor::finish_owing`).
+type Owing<'a> = (&'a dyn Fn(&RedoEntry) -> u8, Cts);
+
 /// How many transaction ids each bounded memory (fences, decided here) remembers.
 const FENCE_MEMORY: usize = 100_000;
 
@@ -396,7 +400,7 @@ impl ExecutorCore {
         txn: TxnId,
         decision: Decision,
         entries: &[EntryRef],
-        owing: Option<(&dyn Fn(&RedoEntry) -> u8, Cts)>,
+        owing: Option<Owing<'_>>,
     ) -> Result<()> {
         let remembered = self.pending.remove(&txn).map(|v| v.entries);
         if remembered.is_none() && self.decided.contains(&txn) {
@@ -456,7 +460,8 @@ impl ExecutorCore {
         let committed = matches!(decision, Decision::Commit(_));
         let durable = !self.mutations.catch_up_not_durable;
         let topology = self.topology.clone();
-        let owed = move |e: &RedoEntry| if durable { catch_up::owed_mask(&topology, e, &shipped, committed) } else { 0 };
+        let owed =
+            move |e: &RedoEntry| if durable { catch_up::owed_mask(&topology, e, &shipped, committed) } else { 0 };
         self.decide_owing(txn, decision, entries, Some((&owed, ship_cts)))?;
         let ship = catch_up::shipments(&self.topology, txn, &redo, targets);
         Ok(Some(CatchUpDebt { txn, ship, owed: held }))
@@ -480,11 +485,7 @@ impl ExecutorCore {
         let e = &owed.entry;
         let targets = catch_up::reship_targets(&self.topology, self.dc_id, e, owed.owed);
         let ship = catch_up::shipments(&self.topology, e.txn, std::slice::from_ref(e), &targets);
-        CatchUpDebt {
-            txn: e.txn,
-            ship,
-            owed: vec![EntryRef { node: self.node, index: owed.index, slots: owed.slots }],
-        }
+        CatchUpDebt { txn: e.txn, ship, owed: vec![EntryRef { node: self.node, index: owed.index, slots: owed.slots }] }
     }
 
     /// Clears the catch-up mask of `entries` of `txn` once its shipments are acknowledged (or

@@ -135,6 +135,10 @@ pub enum Decision {
     Abort,
 }
 
+/// How a catch-up source finishes its entries ([`Executor::finish_owing`]): each entry's
+/// catch-up mask, and the commit timestamp an aborted source keeps.
+type Owing<'a> = (&'a dyn Fn(&RedoEntry) -> u8, Cts);
+
 /// A record being worked on during `execute`.
 struct Held {
     access: usize,
@@ -667,7 +671,7 @@ impl Executor {
         decision: Decision,
         entries: &[EntryRef],
         again: bool,
-        owing: Option<(&dyn Fn(&RedoEntry) -> u8, Cts)>,
+        owing: Option<Owing<'_>>,
     ) -> Result<()> {
         if let Decision::Commit(cts) = decision {
             self.hlc.observe(cts);

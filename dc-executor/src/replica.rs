@@ -190,9 +190,10 @@ impl Executor {
                 Some(o) => o,
                 None => match dc.insert_record(node, table, key, &[]) {
                     Ok(o) => o,
-                    Err(Error::DuplicateKey { .. }) => {
-                        dc.index.lookup(dc.verbs.as_ref(), node, table, key)?.ok_or(Error::NotFound { node, table, key })?
-                    }
+                    Err(Error::DuplicateKey { .. }) => dc
+                        .index
+                        .lookup(dc.verbs.as_ref(), node, table, key)?
+                        .ok_or(Error::NotFound { node, table, key })?,
                     Err(e) => {
                         release(&held)?;
                         return Err(e);

@@ -578,7 +578,9 @@ impl World {
         let layout = self.layout();
         self.nodes.iter().all(|n| {
             let dc = &self.dcs[n.dc.0 as usize];
-            ring_scan(dc.verbs.as_ref(), n.id, &layout).map(|s| s.unfinished.is_empty() && s.owed.is_empty()).unwrap_or(false)
+            ring_scan(dc.verbs.as_ref(), n.id, &layout)
+                .map(|s| s.unfinished.is_empty() && s.owed.is_empty())
+                .unwrap_or(false)
         })
     }
 
