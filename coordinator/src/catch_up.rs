@@ -466,7 +466,9 @@ mod tests {
     }
 
     fn options() -> RecoveryOptions {
-        let mut o = RecoveryOptions::for_topology(&Topology::default(), Duration::from_millis(250));
+        let path = format!("{}/../configs/local-fast.yaml", env!("CARGO_MANIFEST_DIR"));
+        let t = Topology::load(std::path::Path::new(&path)).expect("config loads");
+        let mut o = RecoveryOptions::for_topology(&t, Duration::from_millis(250));
         o.retry_base = Duration::from_millis(100);
         o.retry_max = Duration::from_millis(400);
         o.catch_up_give_up = Duration::from_secs(2);

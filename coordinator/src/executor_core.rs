@@ -453,7 +453,12 @@ impl ExecutorCore {
             self.decide(txn, decision, entries)?;
             return Ok(None);
         }
-        let held = if entries.is_empty() { self.pending_entries(txn) } else { entries.to_vec() };
+        let mut held = if entries.is_empty() { self.pending_entries(txn) } else { entries.to_vec() };
+        if held.is_empty() && !self.decided.contains(&txn) {
+            // Remembering nothing (restarted since the vote): the rings are the truth, as in
+            // `decide`, so the entries it finishes are the ones that ship and hold the debt.
+            held = self.entries_in_rings(txn)?;
+        }
         let redo = self.redo(txn, &held)?;
         let shipped: BTreeSet<PartitionId> = targets.iter().map(|t| t.partition).collect();
         let ship_cts = targets.iter().map(|t| t.cts).max().unwrap_or(Cts(0));
@@ -462,7 +467,7 @@ impl ExecutorCore {
         let topology = self.topology.clone();
         let owed =
             move |e: &RedoEntry| if durable { catch_up::owed_mask(&topology, e, &shipped, committed) } else { 0 };
-        self.decide_owing(txn, decision, entries, Some((&owed, ship_cts)))?;
+        self.decide_owing(txn, decision, &held, Some((&owed, ship_cts)))?;
         let ship = catch_up::shipments(&self.topology, txn, &redo, targets);
         Ok(Some(CatchUpDebt { txn, ship, owed: held }))
     }
