@@ -280,14 +280,15 @@ pub async fn run(drill: &Drill, client: Arc<Client>, start: Instant, until: Dura
     o
 }
 
-/// After the clients stopped: waits (at most 30 s) until no node holds an undecided entry,
+/// After the clients stopped: waits (at most 30 s) until no node holds an undecided entry or
+/// owes a catch-up,
 /// then counts lock words and undecided entries left; returns them with the time it waited
 /// and the recoveries the nodes counted.
 async fn settle(client: &Arc<Client>) -> (Option<u64>, Option<u64>, u64, [u64; 3]) {
     let t0 = Instant::now();
     while t0.elapsed() < Duration::from_secs(30) {
         let s = poll(client, false).await;
-        if s.iter().all(|(_, s)| s.as_ref().is_ok_and(|s| s.undecided_entries == 0)) {
+        if s.iter().all(|(_, s)| s.as_ref().is_ok_and(|s| s.undecided_entries == 0 && s.catch_ups_owed == 0)) {
             break;
         }
         tokio::time::sleep(BUCKET).await;

@@ -19,7 +19,7 @@
 //! reused by other transactions.
 
 use crate::call;
-use crate::catch_up;
+use crate::catch_up::{self, CatchUpDebt};
 use crate::error::{Error, Result};
 use crate::message::{
     Accept, Decide, DecideRole, Execute, LogDecision, Record, RecoveryPrepare, Reply, Request, Reservations,
@@ -27,12 +27,16 @@ use crate::message::{
 use crate::node::error_code;
 use crate::plan;
 use redt_dc_executor::{
-    AbortReason, DcHandle, Decision, EntryRef, Executor, Gap, Hlc, RedoEntry, ReplicaChange, ReplicaOrigin, SubTxn,
-    Verdict, Vote,
+    AbortReason, DcHandle, Decision, EntryRef, Executor, Gap, Hlc, OwedEntry, RedoEntry, ReplicaChange, ReplicaOrigin,
+    RingScan, SubTxn, Verdict, Vote,
 };
-use redt_proto::{Ballot, Cts, DcId, Epoch, NodeId, Topology, TxnId};
-use std::collections::{HashMap, HashSet, VecDeque};
+use redt_proto::{Ballot, Cts, DcId, Epoch, NodeId, PartitionId, Topology, TxnId};
+use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
+
+/// A catch-up source's way of deciding its entries: each entry's catch-up mask, and the commit
+/// timestamp an aborted source keeps (`Executor::finish_owing`).
+type Owing<'a> = (&'a dyn Fn(&RedoEntry) -> u8, Cts);
 
 /// How many transaction ids each bounded memory (fences, decided here) remembers.
 const FENCE_MEMORY: usize = 100_000;
@@ -47,6 +51,9 @@ pub struct ExecutorMutations {
     /// A decision for a transaction already decided here touches nothing, not even the
     /// unfinished entry it names.
     pub repeated_decision_touches_nothing: bool,
+    /// A catch-up source decides its redo without the catch-up mask, so its shipments live
+    /// only in its memory (the bug before DESIGN.md §2's "a catch-up outlives its source").
+    pub catch_up_not_durable: bool,
 }
 
 /// A bounded map of transaction ids to decisions (oldest forgotten first).
@@ -93,20 +100,22 @@ impl TxnMemory {
     }
 }
 
-/// What [`ExecutorCore::handle`] produced: the reply, and the requests the driver must then
-/// deliver (each until it is answered) on the executor's behalf.
+/// What [`ExecutorCore::handle`] produced: the reply, and the catch-up the driver must then
+/// deliver on the executor's behalf.
 #[derive(Debug)]
 pub struct Handled {
     /// The reply to the request.
     pub reply: Reply,
-    /// Catch-up shipments: per replica node, an [`Accept`] of the new values carrying the
-    /// commit (DESIGN.md §2, phase 2).
-    pub ship: Vec<(NodeId, Request)>,
+    /// A catch-up this node now owes (DESIGN.md §2, phase 2): per replica node an [`Accept`]
+    /// of the new values carrying the commit, to deliver with a
+    /// [`crate::catch_up::Shipper`], and the redo entries whose catch-up mask to clear
+    /// ([`ExecutorCore::clear_owed`]) once it is done.
+    pub catch_up: Option<CatchUpDebt>,
 }
 
 impl Handled {
     fn reply(reply: Reply) -> Handled {
-        Handled { reply, ship: Vec::new() }
+        Handled { reply, catch_up: None }
     }
 
     fn error(code: u32, message: String) -> Handled {
@@ -251,7 +260,7 @@ impl ExecutorCore {
             }
             Request::Decide(Decide { txn, decision, entries, role: DecideRole::Executor, catch_up, .. }) => {
                 match self.decide_with_catch_up(txn, decision, &entries, &catch_up) {
-                    Ok(ship) => Handled { reply: Reply::Decided(Default::default()), ship },
+                    Ok(catch_up) => Handled { reply: Reply::Decided(Default::default()), catch_up },
                     Err(e) => Handled::error(error_code::INTERNAL, e.to_string()),
                 }
             }
@@ -390,6 +399,18 @@ impl ExecutorCore {
     /// # Errors
     /// Data-path failures.
     pub fn decide(&mut self, txn: TxnId, decision: Decision, entries: &[EntryRef]) -> Result<()> {
+        self.decide_owing(txn, decision, entries, None)
+    }
+
+    /// [`ExecutorCore::decide`], giving each entry finished the catch-up mask `owing` says
+    /// (with the commit timestamp an aborted source keeps).
+    fn decide_owing(
+        &mut self,
+        txn: TxnId,
+        decision: Decision,
+        entries: &[EntryRef],
+        owing: Option<Owing<'_>>,
+    ) -> Result<()> {
         let remembered = self.pending.remove(&txn).map(|v| v.entries);
         if remembered.is_none() && self.decided.contains(&txn) {
             if self.mutations.repeated_decision_touches_nothing {
@@ -414,14 +435,19 @@ impl ExecutorCore {
         if entries.is_empty() {
             return Ok(());
         }
-        Ok(self.executor.finish(txn, decision, &entries)?)
+        match owing {
+            Some((owed, ship_cts)) => Ok(self.executor.finish_owing(txn, decision, &entries, owed, ship_cts)?),
+            None => Ok(self.executor.finish(txn, decision, &entries)?),
+        }
     }
 
     /// Applies a phase-2 decision as this DC's executor. As a catch-up source (`catch_up` not
     /// empty) it first reads the DC's redo of `txn` — its slots may be reused once the
-    /// decision is applied — and returns the shipments to the replicas left behind (per
-    /// replica node, an accept of the partition's new values carrying the commit). A repeated
-    /// decision ships nothing again.
+    /// decision is applied — then decides each entry with its catch-up mask (DESIGN.md §2, "a
+    /// catch-up outlives its source": replay applies it but the ring's head stays before it
+    /// until [`ExecutorCore::clear_owed`]) and returns the debt: the shipments to the replicas
+    /// left behind (per replica node, an accept of the partition's new values carrying the
+    /// commit) and the entries holding it. A repeated decision ships nothing again.
     ///
     /// # Errors
     /// Data-path failures.
@@ -431,15 +457,58 @@ impl ExecutorCore {
         decision: Decision,
         entries: &[EntryRef],
         targets: &[crate::message::CatchUpTarget],
-    ) -> Result<Vec<(NodeId, Request)>> {
+    ) -> Result<Option<CatchUpDebt>> {
         if targets.is_empty() || self.decided.contains(&txn) {
             self.decide(txn, decision, entries)?;
-            return Ok(Vec::new());
+            return Ok(None);
         }
-        let held = if entries.is_empty() { self.pending_entries(txn) } else { entries.to_vec() };
+        let mut held = if entries.is_empty() { self.pending_entries(txn) } else { entries.to_vec() };
+        if held.is_empty() && !self.decided.contains(&txn) {
+            // Remembering nothing (restarted since the vote): the rings are the truth, as in
+            // `decide`, so the entries it finishes are the ones that ship and hold the debt.
+            held = self.entries_in_rings(txn)?;
+        }
         let redo = self.redo(txn, &held)?;
-        self.decide(txn, decision, entries)?;
-        Ok(catch_up::shipments(&self.topology, txn, &redo, targets))
+        let shipped: BTreeSet<PartitionId> = targets.iter().map(|t| t.partition).collect();
+        let ship_cts = targets.iter().map(|t| t.cts).max().unwrap_or(Cts(0));
+        let committed = matches!(decision, Decision::Commit(_));
+        let durable = !self.mutations.catch_up_not_durable;
+        let topology = self.topology.clone();
+        let owed =
+            move |e: &RedoEntry| if durable { catch_up::owed_mask(&topology, e, &shipped, committed) } else { 0 };
+        self.decide_owing(txn, decision, &held, Some((&owed, ship_cts)))?;
+        let ship = catch_up::shipments(&self.topology, txn, &redo, targets);
+        Ok(Some(CatchUpDebt { txn, ship, owed: held }))
+    }
+
+    /// One pass over this node's ring for the recovery scan: its undecided entries and the
+    /// entries that still owe a catch-up (`redt_dc_executor::ring_scan`).
+    ///
+    /// # Errors
+    /// Verbs failures.
+    pub fn ring_scan(&self) -> Result<RingScan> {
+        let dc = self.executor.dc();
+        Ok(redt_dc_executor::ring_scan(dc.verbs.as_ref(), self.node, &dc.layout)?)
+    }
+
+    /// The catch-up `owed` (an entry of this node's ring whose mask is set) shipped again from
+    /// the entry itself, after the memory of its first shipper was lost (DESIGN.md §2): to
+    /// every replica outside this DC of the partitions the mask names
+    /// ([`catch_up::reship_targets`]); clearing the entry's mask once delivered.
+    pub fn reship(&self, owed: &OwedEntry) -> CatchUpDebt {
+        let e = &owed.entry;
+        let targets = catch_up::reship_targets(&self.topology, self.dc_id, e, owed.owed);
+        let ship = catch_up::shipments(&self.topology, e.txn, std::slice::from_ref(e), &targets);
+        CatchUpDebt { txn: e.txn, ship, owed: vec![EntryRef { node: self.node, index: owed.index, slots: owed.slots }] }
+    }
+
+    /// Clears the catch-up mask of `entries` of `txn` once its shipments are acknowledged (or
+    /// given up), letting the ring's head pass them (`Executor::clear_owed`).
+    ///
+    /// # Errors
+    /// Verbs failures.
+    pub fn clear_owed(&mut self, txn: TxnId, entries: &[EntryRef]) -> Result<()> {
+        Ok(self.executor.clear_owed(txn, entries)?)
     }
 
     /// Whether this node applied a decision for `txn` (among the last 100,000 it decided).
@@ -469,7 +538,9 @@ impl ExecutorCore {
     /// As a secondary: accepts the redo of `origin.txn` sent by `primary` into this node's
     /// ring (Paxos accept, stable leader; or a catch-up, which comes `decided`). Returns
     /// false if the transaction was already decided abort here; if it was decided commit (or
-    /// comes decided), settles the entry at once.
+    /// comes decided), settles the entry at once. A catch-up that finds the ring full is
+    /// applied to the records at once instead (`Executor::apply_replica_now`), unless a record
+    /// is in use (then the ring's error is the answer).
     ///
     /// # Errors
     /// A malformed change (unknown table, bad cell, oversized value), data-path failures.
@@ -488,8 +559,22 @@ impl ExecutorCore {
         if early == Some(Decision::Abort) {
             return Ok(false);
         }
-        let Some(entry) = self.executor.accept_replica(self.node, origin, changes)? else {
-            return Ok(true);
+        let entry = match self.executor.accept_replica(self.node, origin, changes) {
+            Ok(Some(entry)) => entry,
+            Ok(None) => return Ok(true),
+            // A decided catch-up whose ring is full is applied straight to the records: the
+            // ring may be held by this node's own catch-up debts, waiting on the sender's ring
+            // (DESIGN.md §2). A record in use answers the ring's error: the sender retries.
+            Err(e @ redt_dc_executor::Error::RingFull { .. }) => match decided {
+                Some(Decision::Commit(cts)) => {
+                    if self.executor.apply_replica_now(self.node, txn, changes, cts)? {
+                        return Ok(true);
+                    }
+                    return Err(e.into());
+                }
+                _ => return Err(e.into()),
+            },
+            Err(e) => return Err(e.into()),
         };
         if let Some(d) = early {
             self.executor.settle_replica(txn, d, &[entry])?;

@@ -153,17 +153,18 @@ impl Node {
     /// [`Error::Io`] once the executor thread has stopped; verbs failures.
     pub async fn status(&self, count_locks: bool) -> Result<NodeStatus> {
         let stopped = || Error::Io(std::io::Error::other("node shutting down"));
-        let (entries, now_ms, locks) = self
+        let (scan, now_ms, locks) = self
             .exec
             .run(move |core, now_ms| -> Result<_> {
-                let entries = core.unfinished_entries()?;
+                let scan = core.ring_scan()?;
                 let locks = if count_locks { Some(core.locks_held()?) } else { None };
-                Ok((entries, now_ms, locks))
+                Ok((scan, now_ms, locks))
             })
             .await
             .ok_or_else(stopped)??;
         let p1 = self.options.phase1_timeout.as_millis() as u64;
-        Ok(self.board.snapshot(self.id, &entries, now_ms, p1, locks))
+        let owed = scan.owed.len() as u64;
+        Ok(self.board.snapshot(self.id, &scan.unfinished, now_ms, p1, owed, locks))
     }
 
     /// The node's counters and running recoveries.
@@ -230,41 +231,12 @@ impl Node {
         }
         match self.exec.run(move |core, now_ms| core.handle(from, request, now_ms)).await {
             Some(h) => {
-                self.clone().ship(h.ship);
+                if let Some(debt) = h.catch_up {
+                    crate::recovery_task::pay(self, debt, None);
+                }
                 h.reply
             }
             None => stopped(),
-        }
-    }
-
-    /// Delivers catch-up shipments in the background, each until it is answered (backing off
-    /// from `retry_every` to `retry_max` between attempts, giving up after `give_up_after` or
-    /// at shutdown).
-    fn ship(self: Arc<Self>, ship: Vec<(NodeId, Request)>) {
-        for (peer, request) in ship {
-            let node = self.clone();
-            tokio::spawn(async move {
-                let t0 = Instant::now();
-                let salt = request.txn().0;
-                let mut failures = 0;
-                loop {
-                    let error = match node.call_typed(peer, request.clone()).await {
-                        Ok(Reply::Error { message, .. }) => message,
-                        Ok(_) => return,
-                        Err(e) => e,
-                    };
-                    if node.closed.load(Ordering::SeqCst) {
-                        return;
-                    }
-                    if t0.elapsed() > node.options.give_up_after {
-                        return tracing::error!(%peer, "undelivered, giving up: {error}");
-                    }
-                    tracing::debug!(%peer, "retry: {error}");
-                    let (base, max) = (node.options.retry_every, node.options.retry_max);
-                    tokio::time::sleep(crate::delivery::backoff(base, max, failures, salt)).await;
-                    failures += 1;
-                }
-            });
         }
     }
 

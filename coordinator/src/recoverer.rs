@@ -64,6 +64,10 @@ pub struct RecoveryOptions {
     /// writers which slots they still hold, and how long it waits before asking again when
     /// one of them does not answer ([`crate::gap_watch::GapWatch`]).
     pub gap_wait: Duration,
+    /// How long a catch-up's [`crate::catch_up::Shipper`] keeps retrying a replica that does
+    /// not acknowledge before it gives up (and its source's redo entries stop holding their
+    /// ring's head; DESIGN.md §2, "a catch-up outlives its source"). 30 s.
+    pub catch_up_give_up: Duration,
     /// Deliberate bugs (tests of the simulation only).
     pub mutations: RecoveryMutations,
 }
@@ -75,6 +79,10 @@ pub struct RecoveryMutations {
     /// A commit found applied recomputes the catch-up from the promises even when no replica
     /// can have been left behind (so DCs that were up to date get an abort).
     pub catch_up_after_applied: bool,
+    /// The RedT paper's §5.1.1 rule instead of ours ([`crate::recovery::papers_rule`]).
+    pub papers_rule: bool,
+    /// Votes beat a higher-ballot record ([`crate::recovery::votes_beat_records`]).
+    pub votes_beat_records: bool,
 }
 
 impl RecoveryOptions {
@@ -82,7 +90,8 @@ impl RecoveryOptions {
     /// ms), retries start at `2r` (at least 20 ms) and back off to 5 s, the coordinator's DC
     /// recovers `4r` (at least 100 ms) after the deadline and the others `10r` (at least 500
     /// ms) after it, one turn of `16r` (at least 200 ms) apart, scans run every 100 ms, a gap
-    /// at a ring's head waits 200 ms; `clock_skew_bound` as given.
+    /// at a ring's head waits 200 ms, a catch-up gives up after 30 s; `clock_skew_bound` as
+    /// given.
     pub fn for_topology(topology: &Topology, clock_skew_bound: Duration) -> RecoveryOptions {
         let rtt = topology.links.iter().flatten().map(|l| l.rtt).max().unwrap_or_default();
         RecoveryOptions {
@@ -95,6 +104,7 @@ impl RecoveryOptions {
             retry_max: Duration::from_secs(5),
             scan_every: Duration::from_millis(100),
             gap_wait: Duration::from_millis(200),
+            catch_up_give_up: Duration::from_secs(30),
             mutations: RecoveryMutations::default(),
         }
     }
@@ -403,7 +413,15 @@ impl Recoverer {
         if self.partitions().is_empty() {
             return self.retry_later(now);
         }
-        match recover(&self.replies()) {
+        let m = self.options.mutations;
+        let rule = if m.papers_rule {
+            crate::recovery::papers_rule
+        } else if m.votes_beat_records {
+            crate::recovery::votes_beat_records
+        } else {
+            recover
+        };
+        match rule(&self.replies()) {
             Recovery::Block { .. } => {
                 self.blocked_on =
                     self.orphan.participants.iter().copied().filter(|dc| !self.promises.contains_key(dc)).collect();

@@ -12,7 +12,8 @@
 //! and `C_p` the up-to-date commit votes in `L_p`:
 //!
 //! 1. a replica whose entry is finished (the decision was applied there) gives the decision:
-//!    nothing is applied before it is chosen;
+//!    nothing is applied before it is chosen; an applied commit wins over an applied abort,
+//!    which may be only a left-behind DC aborting its own redo (DESIGN.md §2, catch-up);
 //! 2. some partition has `|L_p| < M`: block (a majority is needed to see any chosen record);
 //! 3. a recorded decision in `L`: the one with the highest ballot wins over every vote;
 //! 4. some partition has `C_p + U_p < Q`: abort (commit is impossible);
@@ -106,13 +107,18 @@ pub enum Why {
 /// If `partitions` is empty or a partition has no replica (the planner never does that).
 pub fn recover(partitions: &[Vec<PrepareReply>]) -> Recovery {
     assert!(!partitions.is_empty(), "a transaction touches at least one partition");
-    // Rule 1: an applied decision was chosen.
-    for p in partitions {
-        for r in p {
-            if let PrepareReply::Applied(d) = r {
-                return Recovery::Decide { decision: *d, why: Why::Applied };
-            }
-        }
+    // Rule 1: an applied decision was chosen. An applied commit wins over an applied abort:
+    // a DC that a commit left behind (its vote stale, or missing) aborts its own redo and is
+    // caught up, so its entry shows an abort applied over a commit vote, while no replica
+    // ever applies a commit of a transaction that aborted (sim-20dc seed 2008: a recoverer
+    // that took the behind DC's abort for the decision aborted the redo of up-to-date DCs
+    // whose phase 2 was lost, after the commit was applied elsewhere).
+    let applied = partitions.iter().flatten().filter_map(|r| match r {
+        PrepareReply::Applied(d) => Some(*d),
+        _ => None,
+    });
+    if let Some(d) = applied.clone().find(|d| matches!(d, Decision::Commit(_))).or_else(|| applied.clone().next()) {
+        return Recovery::Decide { decision: d, why: Why::Applied };
     }
     // Rule 2: a majority of every partition must answer.
     let short: Vec<usize> = partitions
@@ -170,6 +176,49 @@ pub fn recover(partitions: &[Vec<PrepareReply>]) -> Recovery {
     }
     // Rule 6.
     Recovery::Block { partitions: lacking }
+}
+
+/// The RedT paper's §5.1.1 rule, kept only as a deliberate bug for the tests (it reverses
+/// acknowledged outcomes, notes/recovery-model.md §3): per partition, wait while more than a
+/// quarter of the replicas are unreachable, else commit when more than half voted commit (at
+/// [`commit_cts`] of those votes), abort otherwise; records and applied decisions ignored.
+pub fn papers_rule(partitions: &[Vec<PrepareReply>]) -> Recovery {
+    let mut all_commit = true;
+    for (i, p) in partitions.iter().enumerate() {
+        let dead = p.iter().filter(|r| matches!(r, PrepareReply::Unreachable)).count();
+        if 4 * dead > p.len() {
+            return Recovery::Block { partitions: vec![i] };
+        }
+        let commits =
+            p.iter().filter(|r| matches!(r, PrepareReply::Prepared { vote: ReplicaVote::Commit { .. }, .. })).count();
+        all_commit &= 2 * commits > p.len();
+    }
+    let votes: Vec<PartitionVotes> = partitions.iter().map(|p| votes_of(p)).collect();
+    match commit_cts(&votes) {
+        Some(cts) if all_commit => Recovery::Decide { decision: Decision::Commit(cts), why: Why::Votes },
+        _ => Recovery::Decide { decision: Decision::Abort, why: Why::Votes },
+    }
+}
+
+/// [`recover`] with rules 3 and 5 swapped, kept only as a deliberate bug for the tests: a
+/// majority of up-to-date commit votes everywhere commits even over a higher-ballot abort
+/// record.
+pub fn votes_beat_records(partitions: &[Vec<PrepareReply>]) -> Recovery {
+    let stripped: Vec<Vec<PrepareReply>> = partitions
+        .iter()
+        .map(|p| {
+            p.iter()
+                .map(|r| match r {
+                    PrepareReply::Prepared { vote, .. } => PrepareReply::Prepared { vote: vote.clone(), record: None },
+                    other => other.clone(),
+                })
+                .collect()
+        })
+        .collect();
+    match recover(&stripped) {
+        d @ Recovery::Decide { why: Why::Votes, .. } => d,
+        _ => recover(partitions),
+    }
 }
 
 /// Replicas that answered the prepare.

@@ -5,11 +5,18 @@
 //! ring's head to a [`GapWatch`] (asking the DC's writers for their reservations, filling
 //! what none of them holds).
 //!
+//! The same scan lists the ring's entries that still owe a catch-up (DESIGN.md §2, "a
+//! catch-up outlives its source"): one as old as a recoverable orphan that no machine of this
+//! node is paying is shipped again from the entry by a [`Shipper`] ([`pay`], which also
+//! delivers the catch-ups the executor core hands out when it applies a decision).
+//!
 //! A thin driver (STYLE.md §2): what to decide lives in the state machines (the recovery rule
-//! in [`Recoverer`], the fill rule in [`GapWatch`]) and in the pure [`Orphan::due`]; this file moves
-//! their inputs and outputs, as the simulation's `scan`, `watch_gap`, `fill_gap` and
-//! `pump_recovery` do on a virtual clock (`sim/src/world.rs`).
+//! in [`Recoverer`], the fill rule in [`GapWatch`], the retries in [`Shipper`]) and in the pure
+//! [`Orphan::due`]; this file moves their inputs and outputs, as the simulation's `scan`,
+//! `watch_gap`, `fill_gap`, `pump_recovery` and `pump_ship` do on a virtual clock
+//! (`sim/src/world.rs`).
 
+use crate::catch_up::{CatchUpDebt, Shipper};
 use crate::error::{Error, Result};
 use crate::gap_watch::{GapAction, GapWatch};
 use crate::message::{Reply, Request, Reservations};
@@ -118,12 +125,13 @@ async fn run(node: Weak<Node>, options: RecoveryOptions, writers: Vec<NodeId>) {
 }
 
 /// One recovery scan of `node`'s ring: a recoverer for every undecided phase-1 entry that is
-/// [`Orphan::due`] and not claimed. Returns false once the executor thread has stopped.
+/// [`Orphan::due`] and not claimed, and a [`Shipper`] for every entry owing a catch-up that is
+/// as old and not claimed. Returns false once the executor thread has stopped.
 async fn scan(node: &Arc<Node>, options: &RecoveryOptions) -> bool {
-    let Some(found) = node.exec.run(|core, now_ms| core.unfinished_entries().map(|e| (e, now_ms))).await else {
+    let Some(found) = node.exec.run(|core, now_ms| core.ring_scan().map(|s| (s, now_ms))).await else {
         return false;
     };
-    let (entries, now_ms) = match found {
+    let (found, now_ms) = match found {
         Ok(found) => found,
         Err(e) => {
             tracing::warn!(node = %node.id, "recovery scan failed: {e}");
@@ -131,7 +139,7 @@ async fn scan(node: &Arc<Node>, options: &RecoveryOptions) -> bool {
         }
     };
     let Some(my_dc) = node.topology.nodes.get(node.id.0 as usize).map(|n| n.dc) else { return true };
-    for (_, entry) in entries {
+    for (_, entry) in found.unfinished {
         let Some(orphan) = Orphan::of(&entry) else { continue };
         if !orphan.due(&node.topology, my_dc, node.options.phase1_timeout, options, now_ms) {
             continue;
@@ -139,7 +147,42 @@ async fn scan(node: &Arc<Node>, options: &RecoveryOptions) -> bool {
         let Some(claim) = node.busy.claim(orphan.txn) else { continue };
         recover(node, orphan, claim, options.clone(), now_ms);
     }
+    for owed in found.owed {
+        let Some(orphan) = Orphan::of(&owed.entry) else { continue };
+        if !orphan.due(&node.topology, my_dc, node.options.phase1_timeout, options, now_ms) {
+            continue;
+        }
+        let Some(claim) = node.busy.claim(orphan.txn) else { continue };
+        let Some(debt) = node.exec.run(move |core, _| core.reship(&owed)).await else { return false };
+        tracing::info!(node = %node.id, txn = %debt.txn, to = ?debt.ship.iter().map(|s| s.0).collect::<Vec<_>>(), "catch-up shipped again");
+        pay(node, debt, Some(claim));
+    }
     true
+}
+
+/// Delivers the catch-up `debt` on `node`'s driver loop with a [`Shipper`], then clears its
+/// entries' catch-up masks on the executor thread (delivered, or given up after
+/// [`RecoveryOptions::catch_up_give_up`]), holding `claim` (if any) until then. A node that
+/// shuts down first leaves the masks set: the next life of the process ships again.
+pub(crate) fn pay(node: &Arc<Node>, debt: CatchUpDebt, claim: Option<Claim>) {
+    let options = RecoveryOptions::for_topology(&node.topology, node.options.clock_skew_bound);
+    let CatchUpDebt { txn, ship, owed } = debt;
+    let shipper = Shipper::start(txn, ship, &options, Instant::now());
+    let node = node.clone();
+    tokio::spawn(async move {
+        let _claim = claim;
+        let shipper = node.clone().drive(shipper, |_| {}).await;
+        if node.is_closed() {
+            return;
+        }
+        if !shipper.delivered() {
+            tracing::error!(node = %node.id, %txn, behind = ?shipper.undelivered(), "catch-up given up");
+        }
+        match node.exec.run(move |core, _| core.clear_owed(txn, &owed)).await {
+            Some(Ok(())) | None => {}
+            Some(Err(e)) => tracing::warn!(node = %node.id, %txn, "clearing a paid catch-up failed: {e}"),
+        }
+    });
 }
 
 /// Runs a recoverer of `orphan` on `node`'s driver loop, holding `claim` until it ends.

@@ -123,13 +123,15 @@ impl StatusBoard {
 
     /// A snapshot of the board with the undecided `entries` of the node's ring (each with
     /// its ring index), read at `now_ms` (ms since `ORIGIN_UNIX_MS`); entries older than
-    /// `phase1_timeout_ms` are listed as waiting on recovery. `locks_held` is passed through.
+    /// `phase1_timeout_ms` are listed as waiting on recovery. `catch_ups_owed` (entries whose
+    /// catch-up mask is set) and `locks_held` are passed through.
     pub fn snapshot(
         &self,
         node: NodeId,
         entries: &[(u64, RedoEntry)],
         now_ms: u64,
         phase1_timeout_ms: u64,
+        catch_ups_owed: u64,
         locks_held: Option<u64>,
     ) -> NodeStatus {
         let running = self.lock_running().clone();
@@ -166,6 +168,7 @@ impl StatusBoard {
             gap_slots_filled: self.gap_slots_filled.load(Relaxed),
             undecided_entries: entries.len() as u64,
             oldest_undecided_unix_ms: oldest.map_or(0, |ms| ms + ORIGIN_UNIX_MS),
+            catch_ups_owed,
             waiting,
             locks_held,
         }
@@ -220,6 +223,8 @@ pub struct NodeStatus {
     pub undecided_entries: u64,
     /// Start of the oldest of them, ms since the Unix epoch (0: none).
     pub oldest_undecided_unix_ms: u64,
+    /// Entries of its ring still owing a catch-up.
+    pub catch_ups_owed: u64,
     /// Those past their phase-1 deadline, oldest first (at most [`MAX_WAITING_LISTED`]).
     pub waiting: Vec<WaitingTxn>,
     /// Records whose lock word is held, when counted.
@@ -243,6 +248,7 @@ impl NodeStatus {
             gap_slots_filled: self.gap_slots_filled,
             undecided_entries: self.undecided_entries,
             oldest_undecided_unix_ms: self.oldest_undecided_unix_ms,
+            catch_ups_owed: self.catch_ups_owed,
             waiting: self
                 .waiting
                 .iter()
@@ -301,6 +307,7 @@ impl NodeStatus {
             gap_slots_filled: r.gap_slots_filled,
             undecided_entries: r.undecided_entries,
             oldest_undecided_unix_ms: r.oldest_undecided_unix_ms,
+            catch_ups_owed: r.catch_ups_owed,
             waiting,
             locks_held: r.locks_held,
         })
@@ -406,14 +413,14 @@ mod tests {
         board.answered(Answered::Unknown);
         board.filled(3);
         let entries = vec![(10, entry(1, 9_000, 2)), (11, entry(2, 5_000, 1)), (12, entry(3, 9_900, 4))];
-        let s = board.snapshot(NodeId(0), &entries, 10_000, 500, Some(7));
+        let s = board.snapshot(NodeId(0), &entries, 10_000, 500, 2, Some(7));
         assert_eq!((s.committed, s.aborted, s.unknown, s.gap_slots_filled), (2, 0, 1, 3));
         assert_eq!(s.undecided_entries, 3);
         assert_eq!(s.oldest_undecided_unix_ms, 5_000 + ORIGIN_UNIX_MS);
         let listed: Vec<(u64, u64, u64)> =
             s.waiting.iter().map(|w| (w.txn.0 & 0xffff_ffff_ffff, w.age_ms, w.locks)).collect();
         assert_eq!(listed, vec![(2, 5_000, 1), (1, 1_000, 2)], "txn 3 is 100 ms old: not waiting yet");
-        assert_eq!(s.locks_held, Some(7));
+        assert_eq!((s.catch_ups_owed, s.locks_held), (2, Some(7)));
         assert_eq!(NodeStatus::from_wire(&s.to_wire()), Ok(s));
     }
 
@@ -426,22 +433,22 @@ mod tests {
         board.recovery_starts(txn);
         board.recovery_moves(txn, &[DcId(2)], None);
         let entries = vec![(0, entry(9, 0, 3))];
-        let s = board.snapshot(NodeId(0), &entries, 10_000, 500, None);
+        let s = board.snapshot(NodeId(0), &entries, 10_000, 500, 0, None);
         assert_eq!((s.recoveries_started, s.recoveries_blocked, s.recoveries_running), (1, 1, 1));
         assert!(s.waiting[0].recovering);
         assert_eq!(s.waiting[0].waiting_for, vec![DcId(2)]);
         board.recovery_moves(txn, &[], Some(RecoveryOutcome::Committed));
         board.recovery_moves(txn, &[], Some(RecoveryOutcome::Committed));
-        let s = board.snapshot(NodeId(0), &[], 10_000, 500, None);
+        let s = board.snapshot(NodeId(0), &[], 10_000, 500, 0, None);
         assert_eq!((s.recoveries_committed, s.recoveries_blocked, s.recoveries_running), (1, 0, 1));
         board.recovery_ends(txn, Some(RecoveryOutcome::Committed));
-        let s = board.snapshot(NodeId(0), &[], 10_000, 500, None);
+        let s = board.snapshot(NodeId(0), &[], 10_000, 500, 0, None);
         assert_eq!((s.recoveries_committed, s.recoveries_aborted, s.recoveries_running), (1, 0, 0));
     }
 
     #[test]
     fn a_decoded_reply_refuses_ids_out_of_range() {
-        let s = StatusBoard::default().snapshot(NodeId(0), &[(0, entry(1, 0, 1))], 10_000, 0, None);
+        let s = StatusBoard::default().snapshot(NodeId(0), &[(0, entry(1, 0, 1))], 10_000, 0, 0, None);
         let mut w = s.to_wire();
         w.waiting[0].waiting_for = vec![70_000];
         assert!(NodeStatus::from_wire(&w).unwrap_err().contains("70000"));

@@ -12,6 +12,12 @@ use std::sync::Arc;
 
 /// One DC of `configs/local-fast.yaml` (its only node, node 0), formatted.
 fn core() -> (ExecutorCore, Arc<DcHandle>, Arc<Topology>) {
+    let (core, dc, topology, _) = core_with_region();
+    (core, dc, topology)
+}
+
+/// [`core`], with node 0's MemStore region (for its replay task).
+fn core_with_region() -> (ExecutorCore, Arc<DcHandle>, Arc<Topology>, Arc<redt_dc_executor::Region>) {
     let path = format!("{}/../configs/local-fast.yaml", env!("CARGO_MANIFEST_DIR"));
     let mut topology = Topology::load(std::path::Path::new(&path)).expect("config loads");
     topology.memstore.size_bytes = 4 << 20;
@@ -21,11 +27,12 @@ fn core() -> (ExecutorCore, Arc<DcHandle>, Arc<Topology>) {
     let layout = Layout::from_config(&topology.memstore);
     let node = NodeId(0);
     let local = Arc::new(LocalVerbs::in_process([node], layout.size));
-    layout.format(local.region(node).expect("region"));
+    let region = local.region(node).expect("region").clone();
+    layout.format(&region);
     let verbs: Arc<dyn Verbs> = local;
     let dc = Arc::new(DcHandle::new(&topology, verbs));
     let core = ExecutorCore::new(topology.clone(), node, dc.clone(), Arc::new(Hlc::new()));
-    (core, dc, topology)
+    (core, dc, topology, region)
 }
 
 fn args(topology: &Topology, txn: TxnId, ops: &[KvOp]) -> Execute {
@@ -242,4 +249,90 @@ fn an_abort_record_after_a_restart_lands_in_the_rings_entry() {
         },
         other => panic!("promises expected, got {other:?}"),
     }
+}
+
+/// DESIGN.md §2, "a catch-up outlives its source" (sim-20dc seed 2012): a catch-up source
+/// decides its redo with a catch-up mask, so after its process restarts (a new core over the
+/// same MemStore, nothing in memory) the ring still says what it owes: replay applies the entry
+/// but keeps the ring's head before it, the restarted core ships the same values again (to
+/// every replica of the partition outside its DC, the left-behind one among them), and only
+/// clearing the mask lets the head pass. Fails with the mask off (the bug before).
+#[test]
+fn a_catch_up_owed_survives_a_restart_and_is_shipped_again() {
+    use redt_coordinator::catch_up::CatchUpDebt;
+    use redt_coordinator::message::{Accept, CatchUpTarget, Request};
+    use redt_dc_executor::{apply_committed, EntryStatus, Replayer};
+    use redt_proto::{Cts, PartitionId};
+    let (mut core, dc, topology, region) = core_with_region();
+    let node = NodeId(0);
+    let key = 4; // partition 0: replicas on nodes 0, 1, 2 (DCs 0, 1, 2)
+    let t = TxnId::new(NodeId(1), 11);
+    let mut a = args(&topology, t, &[KvOp::Add(key, 5)]);
+    a.partitions = vec![PartitionId(0)];
+    let vote = core.execute(&a, 1).expect("phase 1 runs");
+    assert!(vote.is_commit(), "{:?}", vote.abort);
+    let cts = Cts(9_000_000);
+    // DC 2 was left behind: this DC ships partition 0 to node 2.
+    let targets = [CatchUpTarget { partition: PartitionId(0), nodes: vec![NodeId(2)], cts }];
+    let debt = core
+        .decide_with_catch_up(t, Decision::Commit(cts), &vote.entries, &targets)
+        .expect("decides")
+        .expect("a source owes a catch-up");
+    let CatchUpDebt { txn, ship, owed } = debt;
+    assert_eq!(txn, t);
+    assert_eq!(ship.len(), 1, "one accept, to the node left behind: {ship:?}");
+    assert_eq!(ship[0].0, NodeId(2));
+    assert_eq!(owed, vote.entries);
+
+    // The ring holds the debt: the entry is committed and applied, the head stays before it.
+    let scan = core.ring_scan().expect("scans");
+    assert_eq!(scan.owed.len(), 1, "the source's entry owes the catch-up");
+    assert_eq!((scan.owed[0].entry.status, scan.owed[0].owed), (EntryStatus::Committed, 1));
+    let mut replay = Replayer::new(dc.layout, node);
+    let step = replay.step(&region, &mut |e| apply_committed(&region, &dc.catalog, e));
+    assert_eq!(step.applied, 1);
+    assert_eq!(step.head, vote.entries[0].index, "the head waits for the catch-up");
+
+    // The shipper's process dies; a new one over the same MemStore finds the debt in the ring.
+    drop(core);
+    let mut core = ExecutorCore::new(topology.clone(), node, dc.clone(), Arc::new(Hlc::new()));
+    let scan = core.ring_scan().expect("scans");
+    assert_eq!(scan.owed.len(), 1, "the debt survives the restart");
+    assert_eq!(scan.owed[0].entry.status, EntryStatus::Flushed, "applied once, mask kept");
+    let again = core.reship(&scan.owed[0]);
+    assert_eq!(again.txn, t);
+    assert_eq!(again.owed, owed);
+    let to: Vec<NodeId> = again.ship.iter().map(|s| s.0).collect();
+    assert_eq!(to, [NodeId(1), NodeId(2)], "every replica outside the source's DC");
+    let first = |r: &Request| match r {
+        Request::Accept(Accept { changes, decided, .. }) => (changes.clone(), *decided),
+        other => panic!("a catch-up is an accept: {other:?}"),
+    };
+    assert_eq!(first(&again.ship[1].1), first(&ship[0].1), "the same values, the same commit");
+
+    // Paid: the mask is cleared and the head passes.
+    core.clear_owed(t, &again.owed).expect("clears");
+    assert!(core.ring_scan().expect("scans").owed.is_empty());
+    let step = Replayer::new(dc.layout, node).step(&region, &mut |e| apply_committed(&region, &dc.catalog, e));
+    assert_eq!(step.head, vote.entries[0].index + vote.entries[0].slots, "the head passes the paid entry");
+}
+
+/// The mutant `catch_up_not_durable` (the bug before): the source's entry owes nothing in the
+/// ring, so a restarted source cannot ship the catch-up again.
+#[test]
+fn without_the_mask_a_restarted_source_owes_nothing() {
+    use redt_coordinator::message::CatchUpTarget;
+    use redt_coordinator::ExecutorMutations;
+    use redt_proto::{Cts, PartitionId};
+    let (core, _dc, topology) = core();
+    let mut core = core.with_mutations(ExecutorMutations { catch_up_not_durable: true, ..Default::default() });
+    let t = TxnId::new(NodeId(1), 12);
+    let mut a = args(&topology, t, &[KvOp::Add(4, 5)]);
+    a.partitions = vec![PartitionId(0)];
+    let vote = core.execute(&a, 1).expect("phase 1 runs");
+    let cts = Cts(9_000_000);
+    let targets = [CatchUpTarget { partition: PartitionId(0), nodes: vec![NodeId(2)], cts }];
+    let debt = core.decide_with_catch_up(t, Decision::Commit(cts), &vote.entries, &targets).expect("decides");
+    assert_eq!(debt.map(|d| d.ship.len()), Some(1), "shipped from memory");
+    assert!(core.ring_scan().expect("scans").owed.is_empty(), "but nothing in the ring");
 }

@@ -135,6 +135,10 @@ pub enum Decision {
     Abort,
 }
 
+/// How a catch-up source finishes its entries ([`Executor::finish_owing`]): each entry's
+/// catch-up mask, and the commit timestamp an aborted source keeps.
+type Owing<'a> = (&'a dyn Fn(&RedoEntry) -> u8, Cts);
+
 /// A record being worked on during `execute`.
 struct Held {
     access: usize,
@@ -595,7 +599,56 @@ impl Executor {
     /// Verbs failures; [`Error::TornEntry`] if an entry does not decode;
     /// [`Error::InvalidSubTxn`] if an entry belongs to another transaction.
     pub fn finish(&mut self, txn: TxnId, decision: Decision, entries: &[EntryRef]) -> Result<()> {
-        self.finish_entries(txn, decision, entries, false)
+        self.finish_entries(txn, decision, entries, false, None)
+    }
+
+    /// [`Executor::finish`] for a catch-up source (DESIGN.md §2, "a catch-up outlives its
+    /// source"): each entry finished here gets the catch-up mask `owed(entry)` in the same
+    /// WRITE as its decision, so replay applies it but the ring's head stays before it until
+    /// [`Executor::clear_owed`]. An entry with a non-zero mask that is aborted (its DC was
+    /// behind for another partition but ships this one) keeps `ship_cts`, the commit's
+    /// timestamp, in its status word, for a later re-shipment.
+    ///
+    /// # Errors
+    /// As [`Executor::finish`].
+    pub fn finish_owing(
+        &mut self,
+        txn: TxnId,
+        decision: Decision,
+        entries: &[EntryRef],
+        owed: &dyn Fn(&RedoEntry) -> u8,
+        ship_cts: Cts,
+    ) -> Result<()> {
+        self.finish_entries(txn, decision, entries, false, Some((owed, ship_cts)))
+    }
+
+    /// Clears the catch-up mask of each of `entries` that still holds `txn`'s entry (a slot
+    /// released or reused since is left alone), by compare-and-swap on its status word so a
+    /// concurrent replay flush is never undone. Idempotent.
+    ///
+    /// # Errors
+    /// Verbs failures.
+    pub fn clear_owed(&mut self, txn: TxnId, entries: &[EntryRef]) -> Result<()> {
+        let dc = self.dc.clone();
+        for e in entries {
+            loop {
+                let header = match ring::read_header(dc.verbs.as_ref(), e.node, &dc.layout, e.index) {
+                    Ok(h) if h.txn == txn => h,
+                    Ok(_) | Err(Error::TornEntry { .. }) => break,
+                    Err(err) => return Err(err),
+                };
+                if header.owed == 0 {
+                    break;
+                }
+                let old = header.status.word_owed(header.cts, header.owed);
+                let new = header.status.word(header.cts);
+                let at = ring::status_offset(&dc.layout, e.index);
+                if dc.verbs.compare_and_swap(e.node, at, old, new)? == old {
+                    break;
+                }
+            }
+        }
+        Ok(())
     }
 
     /// [`Executor::finish`] for a decision applied here before: an entry whose slots no
@@ -607,10 +660,19 @@ impl Executor {
     /// # Errors
     /// Verbs failures.
     pub fn finish_again(&mut self, txn: TxnId, decision: Decision, entries: &[EntryRef]) -> Result<()> {
-        self.finish_entries(txn, decision, entries, true)
+        self.finish_entries(txn, decision, entries, true, None)
     }
 
-    fn finish_entries(&mut self, txn: TxnId, decision: Decision, entries: &[EntryRef], again: bool) -> Result<()> {
+    /// Finishes `entries`; `owing` gives each entry's catch-up mask and the commit timestamp
+    /// an aborted catch-up source keeps ([`Executor::finish_owing`]).
+    fn finish_entries(
+        &mut self,
+        txn: TxnId,
+        decision: Decision,
+        entries: &[EntryRef],
+        again: bool,
+        owing: Option<Owing<'_>>,
+    ) -> Result<()> {
         if let Decision::Commit(cts) = decision {
             self.hlc.observe(cts);
         }
@@ -634,16 +696,21 @@ impl Executor {
                 continue;
             }
             let mut batch = DoorbellBatch::new();
+            let (owed, ship_cts) = owing.map_or((0, Cts(0)), |(f, c)| (f(&entry), c));
+            let layout = &self.dc.layout;
             match decision {
                 Decision::Commit(cts) => {
-                    ring::push_set_status(&mut batch, &self.dc.layout, e.index, EntryStatus::Committed, cts);
+                    ring::push_set_status_owed(&mut batch, layout, e.index, EntryStatus::Committed, cts, owed);
                     for l in &entry.locks {
                         let rl = self.dc.catalog.layout(l.table)?;
                         self.push_apply(&mut batch, rl, l, &entry.changes, cts);
                     }
                 }
+                Decision::Abort if owed != 0 => {
+                    ring::push_set_status_owed(&mut batch, layout, e.index, EntryStatus::Aborted, ship_cts, owed);
+                }
                 Decision::Abort => {
-                    ring::push_set_status(&mut batch, &self.dc.layout, e.index, EntryStatus::Aborted, Cts(0));
+                    ring::push_set_status(&mut batch, layout, e.index, EntryStatus::Aborted, Cts(0));
                 }
             }
             for l in &entry.locks {

@@ -44,8 +44,8 @@ pub use replay::{Apply, ReplayStep, Replayer};
 pub use replay_task::ReplayTask;
 pub use replica::{ReplicaChange, ReplicaOrigin};
 pub use ring::{
-    head_gap, read_header, ring_entries, unfinished_entries, Change, EntryHeader, EntryStatus, Gap, LockIntent,
-    RedoEntry, RingWriter, Verdict, VoteState, VoteWord,
+    head_gap, owed_entries, read_header, ring_entries, ring_scan, unfinished_entries, Change, EntryHeader, EntryStatus,
+    Gap, LockIntent, OwedEntry, RedoEntry, RingScan, RingWriter, Verdict, VoteState, VoteWord,
 };
 pub use verbs::{
     Completion, DoorbellBatch, LocalVerbs, ServerLimits, TcpVerbs, TcpVerbsServer, VerbCounters, VerbCounts, Verbs,

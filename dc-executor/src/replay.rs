@@ -28,7 +28,11 @@
 //!   never written therefore blocks the ring until it is filled (see `ring/mod.rs`, "Writers that
 //!   give up or die").
 //!
-//! The head then moves over the finished (`Flushed`) prefix: the released slots are zeroed
+//! - Any of these with a non-zero catch-up mask (a catch-up source whose shipments are not all
+//!   acknowledged, [`EntryStatus::owed_of`]): applied and flushed as above, mask kept, but
+//!   unfinished for the head until the mask is cleared.
+//!
+//! The head then moves over the finished (`Flushed`, no catch-up owed) prefix: the released slots are zeroed
 //! first, then the new head is stored with release ordering, so a writer that READs the new
 //! head only ever finds its slots zero (RedT's `ent.status ← Inited; ++head`).
 
@@ -120,7 +124,12 @@ impl Replayer {
                     }
                     Some(EntryStatus::Flushed) => {
                         if movable {
-                            out.head = index + slots;
+                            if EntryStatus::owed_of(word) == 0 {
+                                out.head = index + slots;
+                            } else {
+                                movable = false;
+                                out.blocked_at = Some(index);
+                            }
                         }
                         index += slots;
                         continue;
@@ -130,8 +139,8 @@ impl Replayer {
                     }
                 }
             }
-            let (entry, slots) = match read_framed(&layout, self.node, index, &mut read) {
-                Ok((e, n)) if index + n <= end => (e, n),
+            let (entry, slots, owed) = match read_framed(&layout, self.node, index, &mut read) {
+                Ok((e, n, owed)) if index + n <= end => (e, n, owed),
                 // Torn, not yet written, or (garbage) running past the scan: the slot count
                 // cannot be trusted, so neither the head nor the scan can pass.
                 _ => {
@@ -141,19 +150,25 @@ impl Replayer {
                     break;
                 }
             };
-            let finished = match entry.status {
+            let flushed = match entry.status {
                 EntryStatus::Committed => match apply(&entry) {
                     Apply::Done => {
                         out.applied += 1;
-                        self.flush(region, index, &entry, &mut out)
+                        self.flush(region, index, &entry, owed, &mut out)
                     }
                     Apply::Retry => false,
                 },
-                EntryStatus::Aborted => self.flush(region, index, &entry, &mut out),
+                EntryStatus::Aborted => self.flush(region, index, &entry, owed, &mut out),
                 EntryStatus::Flushed => true,
                 EntryStatus::Empty | EntryStatus::Intent | EntryStatus::Logged => false,
             };
-            if matches!(entry.status, EntryStatus::Intent | EntryStatus::Logged) || (finished && !movable) {
+            // An entry owing a catch-up is applied and flushed, but holds the head until its
+            // mask is cleared (the redo it ships must stay readable; `ring/mod.rs`).
+            let finished = flushed && owed == 0;
+            if matches!(entry.status, EntryStatus::Intent | EntryStatus::Logged)
+                || (flushed && !movable)
+                || (flushed && owed != 0)
+            {
                 self.known.insert(index, slots);
             }
             if movable {
@@ -178,15 +193,16 @@ impl Replayer {
         out
     }
 
-    /// Marks the `Committed` or `Aborted` entry at `index` `Flushed` by compare-and-swap on
-    /// its status word; returns whether it did (false if the status changed meanwhile).
-    fn flush(&self, region: &Region, index: u64, entry: &RedoEntry, out: &mut ReplayStep) -> bool {
+    /// Marks the `Committed` or `Aborted` entry at `index`, read with catch-up mask `owed`,
+    /// `Flushed` by compare-and-swap on its status word, keeping its commit timestamp and its
+    /// mask; returns whether it did (false if the status word changed meanwhile).
+    fn flush(&self, region: &Region, index: u64, entry: &RedoEntry, owed: u8, out: &mut ReplayStep) -> bool {
         // Its decision outlives its slots (DESIGN.md §2, recovery).
         crate::decision_log::append(&self.layout, region, entry);
         let at = status_offset(&self.layout, index).0;
         let cts: Cts = entry.cts;
-        let old = entry.status.word(cts);
-        let done = region.compare_and_swap(at, old, EntryStatus::Flushed.word(cts)) == old;
+        let old = entry.status.word_owed(cts, owed);
+        let done = region.compare_and_swap(at, old, EntryStatus::Flushed.word_owed(cts, owed)) == old;
         if done {
             out.flushed += 1;
         }
@@ -293,6 +309,41 @@ mod tests {
             Apply::Done
         });
         assert_eq!(s, ReplayStep { applied: 1, flushed: 1, head: 7, blocked_at: None });
+        assert!(ring_is_zero(&layout, &region));
+    }
+
+    /// DESIGN.md §2, "a catch-up outlives its source": an entry owing a catch-up is applied
+    /// and flushed once, keeps its mask, and holds the head (later entries are still applied)
+    /// until the mask is cleared; then the head passes it.
+    #[test]
+    fn an_owed_catch_up_holds_the_head_until_cleared() {
+        let (verbs, layout, region) = setup();
+        let mut w = RingWriter::new(layout, N);
+        let mut r = Replayer::new(layout, N);
+        let a = append(&verbs, &mut w, &layout, &entry(1, EntryStatus::Logged, 10));
+        let b = append(&verbs, &mut w, &layout, &entry(2, EntryStatus::Committed, 0));
+        let mut batch = DoorbellBatch::new();
+        crate::ring::push_set_status_owed(&mut batch, &layout, a, EntryStatus::Committed, Cts(77), 0b10);
+        verbs.post_batch(N, &mut batch).unwrap();
+        let mut seen = Vec::new();
+        let s = r.step(&region, &mut |e| {
+            seen.push(e.txn.0);
+            Apply::Done
+        });
+        assert_eq!(seen, [1, 2], "both applied");
+        assert_eq!(s, ReplayStep { applied: 2, flushed: 2, head: a, blocked_at: Some(a) });
+        let h = crate::ring::read_header(&verbs, N, &layout, a).unwrap();
+        assert_eq!((h.status, h.cts, h.owed), (EntryStatus::Flushed, Cts(77), 0b10), "flushed, mask kept");
+        let s = r.step(&region, &mut |_| panic!("applied once"));
+        assert_eq!(s, ReplayStep { applied: 0, flushed: 0, head: a, blocked_at: Some(a) });
+        // A fresh replayer (a restarted process) holds the head there too.
+        let s = Replayer::new(layout, N).step(&region, &mut |_| panic!("flushed before the restart"));
+        assert_eq!(s.head, a);
+        let word = region.word(status_offset(&layout, a).0);
+        let old = word.load(Ordering::Acquire);
+        word.store(old & !(0xff << crate::ring::OWED_SHIFT), Ordering::Release);
+        let s = r.step(&region, &mut |_| panic!("nothing left to apply"));
+        assert_eq!(s, ReplayStep { applied: 0, flushed: 0, head: b + 1, blocked_at: None });
         assert!(ring_is_zero(&layout, &region));
     }
 

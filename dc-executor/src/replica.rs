@@ -10,10 +10,11 @@
 //! replay").
 
 use crate::error::{Error, Result};
-use crate::executor::{cells_of, Decision, EntryRef, Executor};
+use crate::executor::{cells_of, push_counter_increments, Decision, EntryRef, Executor};
+use crate::record::{encode_cell, CellVersion};
 use crate::ring::{self, Change, EntryStatus, LockIntent, RedoEntry, VoteWord};
 use crate::verbs::DoorbellBatch;
-use redt_proto::{Cts, DcId, Epoch, NodeId, TableId, TxnId};
+use redt_proto::{Cts, DcId, Epoch, NodeId, Offset, TableId, TxnId};
 use std::collections::BTreeMap;
 
 /// One new cell value of a replicated redo entry, located by key (the secondary finds the
@@ -141,6 +142,106 @@ impl Executor {
         ring::push_write(&mut batch, &dc.layout, index, &ring::encode_padded(&entry, index, slots));
         dc.verbs.post_batch(node, &mut batch)?;
         Ok(Some(EntryRef { node, index, slots }))
+    }
+
+    /// Applies the decided `changes` of a catch-up committed at `cts` straight to `node`'s
+    /// records, without a ring entry: the fallback of a catch-up whose replica's ring is full
+    /// (DESIGN.md §2, "a catch-up outlives its source": a source's ring holds its entry until
+    /// the catch-up lands, so a catch-up that waited for ring space could wait on a ring held
+    /// by the same kind of debt, the other way round). As replay does: per record, the
+    /// exclusive bits of the groups written by one masked compare-and-swap on its lock word,
+    /// then each cell older than `cts` written at the sender's `seen` version advanced to
+    /// `cts` (the cell's own where unknown: Thomas write rule), the update counters bumped,
+    /// the bits released. Returns false, having changed nothing, when a group is held (a
+    /// transaction is using the record: retry later).
+    ///
+    /// # Errors
+    /// As [`Executor::accept_replica`], less [`Error::RingFull`].
+    pub fn apply_replica_now(&mut self, node: NodeId, txn: TxnId, changes: &[ReplicaChange], cts: Cts) -> Result<bool> {
+        let invalid = |why: String| Error::InvalidSubTxn { txn, why };
+        let dc = self.dc().clone();
+        let mut records: BTreeMap<(TableId, u64), u64> = BTreeMap::new();
+        for c in changes {
+            let rl = dc.catalog.layout(c.table)?;
+            let cell = c.cell as usize;
+            if cell >= rl.cells() {
+                return Err(invalid(format!("cell {} beyond the {} cells of table {}", c.cell, rl.cells(), c.table)));
+            }
+            if c.value.len() > rl.cell_bytes[cell] as usize {
+                return Err(invalid(format!("{}-byte value for a {}-byte cell", c.value.len(), rl.cell_bytes[cell])));
+            }
+            *records.entry((c.table, c.key)).or_default() |= 1 << cell;
+        }
+        // Lock every record first (nothing written unless all are free).
+        let mut held: Vec<(TableId, u64, Offset, crate::lock::LockCas)> = Vec::new();
+        let release = |held: &[(TableId, u64, Offset, crate::lock::LockCas)]| -> Result<()> {
+            let mut batch = DoorbellBatch::new();
+            for (_, _, record, cas) in held {
+                batch.fetch_and_add(crate::dc::lock_word(*record), crate::lock::release_operand(cas.added));
+            }
+            if !held.is_empty() {
+                dc.verbs.post_batch(node, &mut batch)?;
+            }
+            Ok(())
+        };
+        for (&(table, key), &cells) in &records {
+            let rl = dc.catalog.layout(table)?;
+            let record = match dc.index.lookup(dc.verbs.as_ref(), node, table, key)? {
+                Some(o) => o,
+                None => match dc.insert_record(node, table, key, &[]) {
+                    Ok(o) => o,
+                    Err(Error::DuplicateKey { .. }) => dc
+                        .index
+                        .lookup(dc.verbs.as_ref(), node, table, key)?
+                        .ok_or(Error::NotFound { node, table, key })?,
+                    Err(e) => {
+                        release(&held)?;
+                        return Err(e);
+                    }
+                },
+            };
+            let groups = cells_of(cells).fold(0u16, |g, c| g | 1 << rl.cell_group[c]);
+            let cas = crate::lock::plan(0, groups, 0).expect("a zero guess never conflicts");
+            let old = dc.verbs.masked_compare_and_swap(
+                node,
+                crate::dc::lock_word(record),
+                cas.compare,
+                cas.mask,
+                cas.swap,
+                cas.mask,
+            )?;
+            if crate::lock::outcome(&cas, old) != crate::lock::LockOutcome::Acquired {
+                release(&held)?;
+                return Ok(false);
+            }
+            held.push((table, key, record, cas));
+        }
+        let mut batch = DoorbellBatch::new();
+        for &(table, key, record, _) in &held {
+            let rl = dc.catalog.layout(table)?;
+            let mut image = vec![0u8; rl.record_bytes as usize];
+            dc.verbs.read(node, record, &mut image)?;
+            let mut written = 0u16;
+            for c in changes.iter().filter(|c| c.table == table && c.key == key) {
+                let cell = c.cell as usize;
+                let at = rl.cell_offsets[cell] as usize;
+                let cur = image.get(at..at + 8).and_then(|b| b.try_into().ok()).map(u64::from_le_bytes).unwrap_or(0);
+                let cur = CellVersion(cur);
+                if cts <= cur.cts() {
+                    continue; // Thomas write rule: a newer write already landed.
+                }
+                let seen = if c.seen != 0 { CellVersion(c.seen) } else { cur };
+                let img = encode_cell(seen.next(cts), &c.value, rl.cell_bytes[cell]);
+                batch.write(Offset(record.0 + rl.cell_offsets[cell]), img);
+                written |= 1 << rl.cell_group[cell];
+            }
+            push_counter_increments(&mut batch, record, written);
+        }
+        for (_, _, record, cas) in &held {
+            batch.fetch_and_add(crate::dc::lock_word(*record), crate::lock::release_operand(cas.added));
+        }
+        dc.verbs.post_batch(node, &mut batch)?;
+        Ok(true)
     }
 
     /// Settles accepted replica entries: `Committed` with the commit timestamp (the replay

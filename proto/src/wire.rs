@@ -155,6 +155,10 @@ pub struct StatusReply {
     /// that has not answered yet).
     #[prost(uint64, tag = "15")]
     pub recoveries_running: u64,
+    /// Entries of the node's ring still owing a catch-up to a replica left behind (they hold
+    /// the ring's head until it is delivered or given up).
+    #[prost(uint64, tag = "16")]
+    pub catch_ups_owed: u64,
 }
 
 /// An undecided transaction past its phase-1 deadline, as one node sees it.

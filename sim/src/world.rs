@@ -6,6 +6,7 @@ use crate::workload::{self, Generator, Workload};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use redt_bench::elle;
+use redt_coordinator::catch_up::{CatchUpDebt, Shipper};
 use redt_coordinator::gap_watch::{GapAction, GapWatch};
 use redt_coordinator::message::{Reply, Request, Reservations};
 use redt_coordinator::txn::Action;
@@ -14,7 +15,7 @@ use redt_coordinator::{
     RecoveryOptions, RecoveryOutcome, TxnMachine, TxnStatus,
 };
 use redt_dc_executor::{
-    apply_committed, unfinished_entries, DcHandle, Gap, Hlc, Layout, LocalVerbs, Region, Replayer, Verbs,
+    apply_committed, ring_scan, DcHandle, EntryRef, Gap, Hlc, Layout, LocalVerbs, Region, Replayer, Verbs,
 };
 use redt_netem::WanModel;
 use redt_proto::wire::ProcedureCall;
@@ -100,6 +101,10 @@ pub struct SimConfig {
     pub executor_mutations: ExecutorMutations,
     /// Deliberate bugs in the recoverers (tests only).
     pub recovery_mutations: RecoveryMutations,
+    /// Replaces [`RecoveryOptions::turn`] (`None`: the topology's). `Some(0)` makes every DC
+    /// other than the coordinator's start recovering at once, so their recoverers duel with
+    /// ballots, as clock skew or a slow scan can make them do with any turn.
+    pub recovery_turn: Option<Duration>,
     /// Keep an event trace in the report.
     pub trace: bool,
 }
@@ -117,6 +122,7 @@ impl SimConfig {
             options: CoordinatorOptions::default(),
             executor_mutations: ExecutorMutations::default(),
             recovery_mutations: RecoveryMutations::default(),
+            recovery_turn: None,
             trace: false,
         }
     }
@@ -159,6 +165,11 @@ pub struct SimReport {
     pub gaps_filled: u64,
     /// Slots of those gaps.
     pub gap_slots: u64,
+    /// Catch-ups shipped again from a ring's entry after their first shipper's memory was
+    /// lost (DESIGN.md §2, "a catch-up outlives its source").
+    pub catch_ups_reshipped: u64,
+    /// Catch-up shippers that gave up on some replica (`RecoveryOptions::catch_up_give_up`).
+    pub catch_ups_given_up: u64,
     /// Locks and undecided entries left after the drain (each is also a violation).
     pub leftovers: Vec<Leftover>,
     /// What the checks found wrong.
@@ -207,8 +218,15 @@ impl std::fmt::Display for SimReport {
         )?;
         writeln!(
             f,
-            "  recoveries: {} started, {} committed, {} aborted; {} ring gaps filled ({} slots)",
-            self.recoveries, self.recovered_commits, self.recovered_aborts, self.gaps_filled, self.gap_slots
+            "  recoveries: {} started, {} committed, {} aborted; {} ring gaps filled ({} slots); \
+             catch-ups: {} shipped again, {} given up",
+            self.recoveries,
+            self.recovered_commits,
+            self.recovered_aborts,
+            self.gaps_filled,
+            self.gap_slots,
+            self.catch_ups_reshipped,
+            self.catch_ups_given_up
         )?;
         for v in &self.violations {
             writeln!(f, "  VIOLATION: {v}")?;
@@ -235,14 +253,15 @@ enum Ev {
     Restart { node: NodeId },
     Partition { a: DcId, b: DcId },
     Heal { a: DcId, b: DcId },
-    ShipRetry { node: NodeId, inc: u64, ship: u64 },
+    ShipTimer { node: NodeId, inc: u64, ship: u64 },
     Drain,
 }
 
 enum RpcOwner {
     Txn(TxnId, u64),
     Recovery(TxnId, u64),
-    Ship(u64),
+    /// A catch-up shipper's attempt.
+    Ship(u64, u64),
     /// A gap watch's question: its round and the writer asked.
     Gap(u64, NodeId),
 }
@@ -268,7 +287,9 @@ struct SimNode {
     /// The time each recoverer's timer event is queued for (one event per recoverer).
     armed: HashMap<TxnId, Micros>,
     rpcs: HashMap<u64, RpcOwner>,
-    ships: HashMap<u64, (NodeId, Request)>,
+    /// Catch-ups being paid (lost in a crash; their masks in the ring are not): the shipper,
+    /// the entries whose masks it clears when done, and its queued timer.
+    shippers: BTreeMap<u64, (Shipper, Vec<EntryRef>, Option<Micros>)>,
     seq: u64,
     skew_ms: u64,
 }
@@ -395,7 +416,7 @@ impl World {
                     gaps: GapWatch::new(Vec::new(), Duration::ZERO),
                     armed: HashMap::new(),
                     rpcs: HashMap::new(),
-                    ships: HashMap::new(),
+                    shippers: BTreeMap::new(),
                     seq: 0,
                     skew_ms,
                 }
@@ -413,6 +434,9 @@ impl World {
         let max_rtt = topology.links.iter().flatten().map(|l| l.rtt).max().unwrap_or_default();
         let mut recovery = RecoveryOptions::for_topology(&topology, MAX_SKEW);
         recovery.mutations = cfg.recovery_mutations;
+        if let Some(turn) = cfg.recovery_turn {
+            recovery.turn = turn;
+        }
         let mut w = World {
             backoff_us: 2 * max_rtt.as_micros() as u64,
             recovery,
@@ -551,9 +575,9 @@ impl World {
     }
 
     /// Whether nothing is left to do: no transaction, recovery, shipment or client in flight,
-    /// and (checked at most every 100 ms) no undecided entry in any ring.
+    /// and (checked at most every 100 ms) no undecided entry and no catch-up owed in any ring.
     fn quiet(&mut self) -> bool {
-        let idle = self.nodes.iter().all(|n| n.coords.is_empty() && n.ships.is_empty() && n.recoverers.is_empty())
+        let idle = self.nodes.iter().all(|n| n.coords.is_empty() && n.shippers.is_empty() && n.recoverers.is_empty())
             && self.clients.iter().all(|c| c.busy.is_none());
         if !idle || self.now < self.last_ring_check + 100_000 {
             return false;
@@ -562,7 +586,9 @@ impl World {
         let layout = self.layout();
         self.nodes.iter().all(|n| {
             let dc = &self.dcs[n.dc.0 as usize];
-            unfinished_entries(dc.verbs.as_ref(), n.id, &layout).map(|e| e.is_empty()).unwrap_or(false)
+            ring_scan(dc.verbs.as_ref(), n.id, &layout)
+                .map(|s| s.unfinished.is_empty() && s.owed.is_empty())
+                .unwrap_or(false)
         })
     }
 
@@ -603,9 +629,12 @@ impl World {
                         }
                         self.pump_recovery(node, txn);
                     }
-                    Some(RpcOwner::Ship(ship)) => {
-                        let at = self.now + self.cfg.options.retry_every.as_micros() as u64;
-                        self.queue.push(at, Ev::ShipRetry { node, inc, ship });
+                    Some(RpcOwner::Ship(ship, attempt)) => {
+                        let now = self.instant(self.now);
+                        if let Some((s, _, _)) = self.nodes[node.0 as usize].shippers.get_mut(&ship) {
+                            s.handle_failure(attempt, "call deadline", now);
+                        }
+                        self.pump_ship(node, ship);
                     }
                     // The round stays unanswered; the watch starts another.
                     Some(RpcOwner::Gap(..)) | None => {}
@@ -664,14 +693,19 @@ impl World {
                 let _ = self.net.wan.set_partitioned(a, b, false);
                 let _ = self.net.wan.set_partitioned(b, a, false);
             }
-            Ev::ShipRetry { node, inc, ship } => {
-                let n = &self.nodes[node.0 as usize];
+            Ev::ShipTimer { node, inc, ship } => {
+                let now = self.instant(self.now);
+                let n = &mut self.nodes[node.0 as usize];
                 if !n.alive || n.inc != inc {
                     return;
                 }
-                if let Some((to, request)) = n.ships.get(&ship).cloned() {
-                    self.call(node, to, RpcOwner::Ship(ship), request);
+                let Some((s, _, armed)) = n.shippers.get_mut(&ship) else { return };
+                if *armed != Some(self.now) {
+                    return;
                 }
+                *armed = None;
+                s.handle_timeout(now);
+                self.pump_ship(node, ship);
             }
             Ev::Drain => {
                 self.trace(|| "drain: faults off, partitions healed, crashed nodes restart".into());
@@ -704,7 +738,7 @@ impl World {
         n.inc += 1;
         n.core = None;
         n.rpcs.clear();
-        n.ships.clear();
+        n.shippers.clear();
         n.recoverers.clear();
         n.armed.clear();
         let coords = std::mem::take(&mut n.coords);
@@ -860,9 +894,9 @@ impl World {
         }
         let layout = self.layout();
         let dc = self.nodes[i].dc;
-        let Ok(entries) = unfinished_entries(self.dcs[dc.0 as usize].verbs.as_ref(), node, &layout) else { return };
+        let Ok(found) = ring_scan(self.dcs[dc.0 as usize].verbs.as_ref(), node, &layout) else { return };
         let wall = self.wall_ms(node);
-        for (_, e) in entries {
+        for (_, e) in found.unfinished {
             let Some(orphan) = Orphan::of(&e) else { continue };
             let n = &self.nodes[i];
             if n.coords.contains_key(&orphan.txn) || n.recoverers.contains_key(&orphan.txn) {
@@ -878,6 +912,78 @@ impl World {
             let r = Recoverer::start(self.topology.clone(), node, orphan, self.recovery.clone(), now);
             self.nodes[i].recoverers.insert(txn, r);
             self.pump_recovery(node, txn);
+        }
+        // Catch-ups still owed (DESIGN.md §2, "a catch-up outlives its source"): shipped again
+        // from the entry once as old as a recoverable orphan, unless this node pays it already.
+        for owed in found.owed {
+            let Some(orphan) = Orphan::of(&owed.entry) else { continue };
+            let n = &self.nodes[i];
+            if n.shippers.values().any(|(s, _, _)| s.txn() == orphan.txn) {
+                continue;
+            }
+            if !orphan.due(&self.topology, dc, self.cfg.options.phase1_timeout, &self.recovery, wall) {
+                continue;
+            }
+            let Some(core) = n.core.as_ref() else { return };
+            let debt = core.reship(&owed);
+            let txn = debt.txn;
+            self.trace(|| format!("{node} ships the catch-up of {txn} again (ring index {})", owed.index));
+            self.report.catch_ups_reshipped += 1;
+            self.pay(node, debt);
+        }
+    }
+
+    /// Starts paying `debt` on `node`: a shipper delivers its accepts, and its entries' masks
+    /// are cleared when it is done.
+    fn pay(&mut self, node: NodeId, debt: CatchUpDebt) {
+        let CatchUpDebt { txn, ship, owed } = debt;
+        for (peer, req) in &ship {
+            self.trace(|| format!("{node} ships to {peer}: {} {txn}", kind(req)));
+        }
+        let now = self.instant(self.now);
+        let shipper = Shipper::start(txn, ship, &self.recovery, now);
+        self.next_rpc += 1;
+        let id = self.next_rpc;
+        self.nodes[node.0 as usize].shippers.insert(id, (shipper, owed, None));
+        self.pump_ship(node, id);
+    }
+
+    /// Carries out the actions of `node`'s shipper `ship`, clears its masks once it is done,
+    /// and re-arms its timer.
+    fn pump_ship(&mut self, node: NodeId, ship: u64) {
+        let i = node.0 as usize;
+        loop {
+            let Some((s, _, _)) = self.nodes[i].shippers.get_mut(&ship) else { return };
+            let Some(action) = s.poll_action() else { break };
+            if let Action::Send { attempt, to, request } = action {
+                self.call(node, to, RpcOwner::Ship(ship, attempt), request);
+            }
+        }
+        let n = &mut self.nodes[i];
+        let Some((s, _, armed)) = n.shippers.get_mut(&ship) else { return };
+        if s.is_done() {
+            let Some((s, owed, _)) = n.shippers.remove(&ship) else { return };
+            let txn = s.txn();
+            if !s.delivered() {
+                self.report.catch_ups_given_up += 1;
+            }
+            if let Some(core) = self.nodes[i].core.as_mut() {
+                let _ = core.clear_owed(txn, &owed);
+            }
+            self.trace(|| format!("{node} paid the catch-up of {txn} (delivered: {})", s.delivered()));
+            return;
+        }
+        let Some(t) = s.poll_timeout() else { return };
+        let armed = *armed;
+        // Rounded up: a timer must not fire before its deadline.
+        let at = (self.micros(t) + u64::from(self.instant(self.micros(t)) < t)).max(self.now);
+        if armed.is_none_or(|a| at < a) {
+            let n = &mut self.nodes[i];
+            if let Some((_, _, armed)) = n.shippers.get_mut(&ship) {
+                *armed = Some(at);
+            }
+            let inc = n.inc;
+            self.queue.push(at, Ev::ShipTimer { node, inc, ship });
         }
     }
 
@@ -1003,12 +1109,8 @@ impl World {
                     }
                     _ => {}
                 }
-                for (peer, req) in handled.ship {
-                    self.trace(|| format!("{to} ships to {peer}: {} {txn}", kind(&req)));
-                    self.next_rpc += 1;
-                    let ship = self.next_rpc;
-                    self.nodes[i].ships.insert(ship, (peer, req.clone()));
-                    self.call(to, peer, RpcOwner::Ship(ship), req);
+                if let Some(debt) = handled.catch_up {
+                    self.pay(to, debt);
                 }
                 self.send(to, from, Msg::Reply { to_inc: from_inc, rpc, reply: handled.reply });
             }
@@ -1039,15 +1141,13 @@ impl World {
                             }
                         }
                     }
-                    Some(RpcOwner::Ship(ship)) => {
+                    Some(RpcOwner::Ship(ship, attempt)) => {
                         self.trace(|| format!("{to}: shipment {ship} answered {reply:?}"));
-                        if matches!(reply, Reply::Error { .. }) {
-                            let at = self.now + self.cfg.options.retry_every.as_micros() as u64;
-                            let inc = self.nodes[i].inc;
-                            self.queue.push(at, Ev::ShipRetry { node: to, inc, ship });
-                        } else {
-                            self.nodes[i].ships.remove(&ship);
+                        let now = self.instant(self.now);
+                        if let Some((s, _, _)) = self.nodes[i].shippers.get_mut(&ship) {
+                            s.handle_reply(attempt, reply, now);
                         }
+                        self.pump_ship(to, ship);
                     }
                     None => {}
                 }

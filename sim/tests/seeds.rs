@@ -16,7 +16,12 @@ fn schedule(seed: u64, topologies: &[Topology]) -> SimConfig {
     let workload = [Workload::Append, Workload::Bank, Workload::Ycsb][(seed % 3) as usize];
     let faults = if seed % 10 == 9 { Faults::none() } else { Faults::all() };
     let t = topologies[(seed / 3 % topologies.len() as u64) as usize].clone();
-    SimConfig::new(t, seed, workload, faults)
+    let mut cfg = SimConfig::new(t, seed, workload, faults);
+    // Every other seed lets the other DCs' recoverers start together and duel.
+    if seed / 9 % 2 == 1 {
+        cfg.recovery_turn = Some(std::time::Duration::ZERO);
+    }
+    cfg
 }
 
 /// Runs seeds `range` on two threads; returns the reports that failed a check.
@@ -114,6 +119,39 @@ fn a_mutant_that_lets_late_phase1_lock_is_caught() {
     assert!(r.recoveries > 0, "seed 3 catches the mutant: its locks outlive the decision: {r}");
 }
 
+/// Mutant: recoverers decide by the RedT paper's §5.1.1 rule (commit when more than half the
+/// replicas alive voted commit; records and applied decisions ignored), which can reverse an
+/// outcome (notes/recovery-model.md §3). Seed 1249 (bank on local-fast.yaml, every fault, the
+/// other DCs' recoverers starting together) catches it: replicas of one key disagree. The same
+/// seed passes unmutated.
+#[test]
+fn a_mutant_with_the_papers_recovery_rule_is_caught() {
+    let mut cfg = SimConfig::new(topology("local-fast.yaml"), 1249, Workload::Bank, Faults::all());
+    cfg.recovery_turn = Some(std::time::Duration::ZERO);
+    assert!(run(cfg.clone()).expect("runs").ok(), "seed 1249 passes unmutated");
+    cfg.recovery_mutations.papers_rule = true;
+    let r = run(cfg).expect("runs");
+    assert!(
+        r.violations.iter().any(|v| matches!(v, redt_sim::Violation::Diverged { .. })),
+        "seed 1249 catches the mutant: {r}"
+    );
+}
+
+/// Mutant: votes beat a higher-ballot record (a majority of up-to-date commit votes commits
+/// over a recorded abort). Seed 3025 (bank on local-fast.yaml, every fault) catches it: the
+/// check finds a transaction left undecided after the drain. The same seed passes unmutated.
+#[test]
+fn a_mutant_whose_votes_beat_records_is_caught() {
+    let mut cfg = SimConfig::new(topology("local-fast.yaml"), 3025, Workload::Bank, Faults::all());
+    assert!(run(cfg.clone()).expect("runs").ok(), "seed 3025 passes unmutated");
+    cfg.recovery_mutations.votes_beat_records = true;
+    let r = run(cfg).expect("runs");
+    assert!(
+        r.violations.iter().any(|v| matches!(v, redt_sim::Violation::Stuck(_))),
+        "seed 3025 catches the mutant: {r}"
+    );
+}
+
 /// Mutant: a decision for a transaction already decided here touches nothing, even the entry
 /// it names (the rule before seed 1465 found the entry a phase 1 repeated after a restart
 /// leaves). Seed 1465 (list-append on default.yaml, every fault) catches it; the same seed
@@ -137,6 +175,7 @@ fn a_mutant_that_ignores_repeated_decisions_is_caught() {
 #[test]
 fn a_mutant_that_recomputes_catch_up_after_an_applied_commit_is_caught() {
     let mut cfg = SimConfig::new(topology("local-fast.yaml"), 1109, Workload::Bank, Faults::all());
+    cfg.recovery_turn = Some(std::time::Duration::ZERO);
     assert!(run(cfg.clone()).expect("runs").ok(), "seed 1109 passes unmutated");
     cfg.recovery_mutations.catch_up_after_applied = true;
     let r = run(cfg).expect("runs");
@@ -146,18 +185,36 @@ fn a_mutant_that_recomputes_catch_up_after_an_applied_commit_is_caught() {
     );
 }
 
-/// Open bug (n ≥ 4, outside the CI schedule): a catch-up lives only in its source's memory.
-/// With `Q(n) < n` a commit leaves replicas behind; if the source DC's executor crashes before
-/// its accept reaches a behind replica (here one whose ring was full), every entry of the
-/// transaction is already decided, so no recoverer runs and the replica keeps the old value.
-/// Seed 2012 on sim-20dc.yaml (n = 5) shows it (40 of 300 seeds from 2000 fail the same way);
-/// when the catch-up becomes durable this test fails and moves to the fixed list above.
+/// Fixed (n ≥ 4, outside the CI schedule): a catch-up outlives its source (DESIGN.md §2). With
+/// `Q(n) < n` a commit leaves replicas behind; seed 2012 on sim-20dc.yaml (n = 5) had the
+/// source's executor crash while its accept to a behind replica (whose ring was full) was
+/// still being retried: every entry was decided, so no recoverer ran and the replica kept the
+/// old value. The source's entry now keeps a catch-up mask until the accept is acknowledged,
+/// its restarted process ships it again from the ring, and a catch-up that finds a full ring
+/// is applied to the records at once. Unit tests: `a_catch_up_owed_survives_a_restart_and_is_
+/// shipped_again` (coordinator/tests/executor_core.rs), `an_owed_catch_up_holds_the_head_until_
+/// cleared` (dc-executor replay).
 #[test]
-fn open_bug_a_catch_up_dies_with_its_source() {
+fn a_catch_up_survives_its_sources_crash() {
     let r = run(SimConfig::new(topology("sim-20dc.yaml"), 2012, Workload::Bank, Faults::all())).expect("runs");
+    assert!(r.ok(), "seed 2012 passes: {r}");
+}
+
+/// Mutant: a catch-up source decides its redo without the catch-up mask, so its shipments live
+/// only in its memory (the bug before). Seed 2015 (bank on sim-20dc.yaml, every fault) catches
+/// it: a source crashes before its accept lands and a replica stays behind; the same seed passes
+/// unmutated. Found with `scan_for_catch_up_mutant_seeds` (2015, 2018, 2024, 2026 and 2039 of
+/// 2000..2040).
+#[test]
+fn a_mutant_whose_catch_up_lives_in_memory_is_caught() {
+    let mut cfg = SimConfig::new(topology("sim-20dc.yaml"), 2015, Workload::Bank, Faults::all());
+    let clean = run(cfg.clone()).expect("runs");
+    assert!(clean.ok(), "seed 2015 passes unmutated: {clean}");
+    cfg.executor_mutations.catch_up_not_durable = true;
+    let r = run(cfg).expect("runs");
     assert!(
         r.violations.iter().any(|v| matches!(v, redt_sim::Violation::Diverged { .. })),
-        "seed 2012 still diverges: {r}"
+        "seed 2015 catches the mutant: {r}"
     );
 }
 
@@ -185,4 +242,26 @@ fn replay_seed_from_env() {
         println!("{line}");
     }
     println!("{r}");
+}
+
+/// Scans sim-20dc bank seeds from `REDT_SIM_MUTANT_FROM` (100 of them, or
+/// `REDT_SIM_MUTANT_SEEDS`) with the mutant `catch_up_not_durable` and prints those it fails
+/// while the unmutated run passes: how the seed of
+/// `a_mutant_whose_catch_up_lives_in_memory_is_caught` was found. A no-op without the variable.
+#[test]
+fn scan_for_catch_up_mutant_seeds() {
+    let Some(from) = std::env::var("REDT_SIM_MUTANT_FROM").ok().and_then(|s| s.parse::<u64>().ok()) else { return };
+    let n: u64 = std::env::var("REDT_SIM_MUTANT_SEEDS").ok().and_then(|s| s.parse().ok()).unwrap_or(100);
+    let t = topology("sim-20dc.yaml");
+    for seed in from..from + n {
+        let mut cfg = SimConfig::new(t.clone(), seed, Workload::Bank, Faults::all());
+        cfg.executor_mutations.catch_up_not_durable = true;
+        let mutated = run(cfg.clone()).expect("runs");
+        if mutated.ok() {
+            continue;
+        }
+        cfg.executor_mutations.catch_up_not_durable = false;
+        let clean = run(cfg).expect("runs");
+        println!("seed {seed}: mutant fails ({} violations), clean {}", mutated.violations.len(), clean.ok());
+    }
 }

@@ -111,7 +111,7 @@ fn age(unix_ms: u64) -> String {
 /// The status table, one row per node.
 fn table(topo: &Topology, statuses: &[(NodeId, Result<NodeStatus, String>)], locks: bool) -> String {
     let mut out = format!(
-        "{:<12} {:<8} {:>9} {:>10} {:>8} {:>8} {:>9} {:>8} {:>24} {:>6}{}\n",
+        "{:<12} {:<8} {:>9} {:>10} {:>8} {:>8} {:>9} {:>8} {:>24} {:>6} {:>5}{}\n",
         "node",
         "dc",
         "up",
@@ -122,6 +122,7 @@ fn table(topo: &Topology, statuses: &[(NodeId, Result<NodeStatus, String>)], loc
         "oldest",
         "recoveries s/c/a/run/blk",
         "filled",
+        "owed",
         if locks { "   locks" } else { "" }
     );
     for (n, s) in statuses {
@@ -138,7 +139,7 @@ fn table(topo: &Topology, statuses: &[(NodeId, Result<NodeStatus, String>)], loc
                     s.recoveries_blocked
                 );
                 out += &format!(
-                    "{:<12} {:<8} {:>9} {:>10} {:>8} {:>8} {:>9} {:>8} {:>24} {:>6}{}\n",
+                    "{:<12} {:<8} {:>9} {:>10} {:>8} {:>8} {:>9} {:>8} {:>24} {:>6} {:>5}{}\n",
                     node_name(topo, *n),
                     dc,
                     format!("{:.1}s", s.uptime_ms as f64 / 1e3),
@@ -149,6 +150,7 @@ fn table(topo: &Topology, statuses: &[(NodeId, Result<NodeStatus, String>)], loc
                     age(s.oldest_undecided_unix_ms),
                     rec,
                     s.gap_slots_filled,
+                    s.catch_ups_owed,
                     match (locks, s.locks_held) {
                         (false, _) => String::new(),
                         (true, Some(l)) => format!(" {l:>7}"),
@@ -212,6 +214,7 @@ fn node_json(topo: &Topology, n: NodeId, s: &Result<NodeStatus, String>) -> serd
             "unknown": s.unknown,
             "undecided_entries": s.undecided_entries,
             "oldest_undecided_unix_ms": s.oldest_undecided_unix_ms,
+            "catch_ups_owed": s.catch_ups_owed,
             "recoveries": {
                 "started": s.recoveries_started,
                 "committed": s.recoveries_committed,

@@ -40,20 +40,38 @@ impl EntryStatus {
     }
 
     /// The status word (header w1) of an entry with this status and commit timestamp
-    /// `cts` (truncated to 48 bits): `status | cts << 16`.
+    /// `cts` (truncated to 48 bits), owing no catch-up: `status | cts << 16`.
     pub fn word(self, cts: Cts) -> u64 {
         self as u64 | (cts.0 & Cts::MASK) << 16
     }
 
-    /// Splits a status word into status and commit timestamp; `None` when the status code
-    /// is unknown or the reserved bits 8..16 are set.
+    /// The status word of an entry with this status and commit timestamp `cts` whose
+    /// catch-up mask is `owed` (bits 8..16; see [`OWED_SHIFT`]): `status | owed << 8 | cts << 16`.
+    pub fn word_owed(self, cts: Cts, owed: u8) -> u64 {
+        self.word(cts) | u64::from(owed) << OWED_SHIFT
+    }
+
+    /// Splits a status word into status and commit timestamp, whatever its catch-up mask
+    /// ([`EntryStatus::owed_of`]); `None` when the status code is unknown.
     pub fn from_word(word: u64) -> Option<(EntryStatus, Cts)> {
-        if word & 0xff00 != 0 {
-            return None;
-        }
         Some((EntryStatus::from_code(word as u8)?, Cts(word >> 16)))
     }
+
+    /// The catch-up mask of a status word (bits 8..16): zero when the entry owes no
+    /// catch-up. Bit `i < 7` stands for the partition at position `i` of the entry's
+    /// `partitions` list, bit 7 for every position from 7 on (DESIGN.md §2, "a catch-up
+    /// outlives its source"; `redt_coordinator::catch_up`).
+    pub fn owed_of(word: u64) -> u8 {
+        (word >> OWED_SHIFT) as u8
+    }
 }
+
+/// Where the catch-up mask sits in the status word (bits 8..16). An entry whose mask is not
+/// zero is a catch-up source whose shipments to the replicas its commit left behind are not
+/// all acknowledged yet: replay applies and flushes it as usual, but the ring's head does not
+/// pass it until the mask is cleared, so the redo that the catch-up ships stays readable
+/// across a crash of the process that was shipping it.
+pub const OWED_SHIFT: u32 = 8;
 
 /// A lock an entry's transaction takes (or will take) on one record of this node.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -203,9 +221,20 @@ mod tests {
         }
     }
 
+    proptest! {
+        #[test]
+        fn owed_status_word_round_trips(s in status(), cts in 0..=Cts::MASK, owed in any::<u8>()) {
+            let w = s.word_owed(Cts(cts), owed);
+            prop_assert_eq!(EntryStatus::from_word(w), Some((s, Cts(cts))));
+            prop_assert_eq!(EntryStatus::owed_of(w), owed);
+            prop_assert_eq!(EntryStatus::owed_of(s.word(Cts(cts))), 0);
+        }
+    }
+
     #[test]
-    fn status_word_rejects_reserved_bits_and_unknown_codes() {
-        assert_eq!(EntryStatus::from_word(0x100), None);
+    fn status_word_rejects_unknown_codes() {
         assert_eq!(EntryStatus::from_word(6), None);
+        assert_eq!(EntryStatus::from_word(0x1ff), None);
+        assert_eq!(EntryStatus::from_word(0x100), Some((EntryStatus::Empty, Cts(0))), "a mask alone is no status");
     }
 }

@@ -87,6 +87,20 @@ pub fn push_set_status(batch: &mut DoorbellBatch, layout: &Layout, index: u64, s
     batch.write(status_offset(layout, index), status.word(cts).to_le_bytes().to_vec());
 }
 
+/// [`push_set_status`] for a catch-up source: the status word also carries the catch-up mask
+/// `owed` (see [`EntryStatus::owed_of`]), set in the same 8-byte WRITE as the decision so the
+/// entry is never decided without it.
+pub fn push_set_status_owed(
+    batch: &mut DoorbellBatch,
+    layout: &Layout,
+    index: u64,
+    status: EntryStatus,
+    cts: Cts,
+    owed: u8,
+) {
+    batch.write(status_offset(layout, index), status.word_owed(cts, owed).to_le_bytes().to_vec());
+}
+
 /// Appends the WRITEs of `bytes[from..]` at entry byte `from` of the entry at `index`.
 fn push_range(batch: &mut DoorbellBatch, layout: &Layout, index: u64, bytes: &[u8], from: u64) {
     let len = bytes.len() as u64;

@@ -24,7 +24,7 @@
 //!
 //! ```text
 //! w0  txn id
-//! w1  status (bits 0..8) | cts << 16            the status word, rewritten by one WRITE
+//! w1  status (bits 0..8) | owed << 8 | cts << 16  the status word, rewritten by one WRITE
 //! w2  vote word (VoteWord)                      CAS-able, phase 1 and recovery
 //! w3  ring index of the entry                   tells the lap of the slot's contents
 //! w4  slots u16 | epoch u32 << 16 | coordinator u16 << 48
@@ -54,6 +54,12 @@
 //! or `Aborted` with one 8-byte WRITE ([`push_set_status`]). The node's replay
 //! applies `Committed` entries, marks them `Flushed`, zeroes the released slots and moves the
 //! head.
+//!
+//! A catch-up source's entry carries a non-zero *catch-up mask* (`owed`, bits 8..16 of the
+//! status word, [`OWED_SHIFT`]) from its decision until every replica its commit left behind
+//! acknowledged the shipment ([`push_set_status_owed`], cleared by compare-and-swap). Replay
+//! applies and flushes it as any other, keeping the mask, but the head stops before it, so the
+//! redo it ships stays in the ring across a crash of its shipper (DESIGN.md §2).
 //!
 //! # Writers that give up or die
 //!
@@ -96,13 +102,13 @@ mod vote;
 mod writer;
 
 pub use codec::{decode, encode, encode_filler, encode_padded, encoded_slots, EntryShape};
-pub use entry::{Change, EntryStatus, LockIntent, RedoEntry};
+pub use entry::{Change, EntryStatus, LockIntent, RedoEntry, OWED_SHIFT};
 pub(crate) use layout::{head_offset, pieces, ring_slots, slot_offset, tail_offset};
-pub use layout::{push_set_status, push_write, push_write_body, status_offset};
+pub use layout::{push_set_status, push_set_status_owed, push_write, push_write_body, status_offset};
 pub(crate) use read::read_framed;
 pub use read::{
-    head_gap, read_entry, read_entry_sized, read_header, ring_bounds, ring_entries, unfinished_entries, EntryHeader,
-    Gap,
+    head_gap, owed_entries, read_entry, read_entry_sized, read_header, ring_bounds, ring_entries, ring_scan,
+    unfinished_entries, EntryHeader, Gap, OwedEntry, RingScan,
 };
 pub use vote::{vote_offset, Verdict, VoteState, VoteWord};
 pub use writer::RingWriter;

@@ -24,6 +24,8 @@ pub struct EntryHeader {
     pub cts: Cts,
     /// Its vote word (header w2).
     pub vote: VoteWord,
+    /// Its catch-up mask (bits 8..16 of the status word; zero: it owes no catch-up).
+    pub owed: u8,
 }
 
 /// READs the header of the entry at ring index `index` of `node`'s ring (one 64-byte READ).
@@ -38,7 +40,8 @@ pub fn read_header(verbs: &dyn Verbs, node: NodeId, layout: &Layout, index: u64)
     check_frame(node, index, &buf)?;
     let (status, cts) =
         EntryStatus::from_word(word(&buf, 1)).ok_or(Error::TornEntry { node, index, why: "unknown status" })?;
-    Ok(EntryHeader { txn: TxnId(word(&buf, 0)), status, cts, vote: VoteWord(word(&buf, 2)) })
+    let owed = EntryStatus::owed_of(word(&buf, 1));
+    Ok(EntryHeader { txn: TxnId(word(&buf, 0)), status, cts, vote: VoteWord(word(&buf, 2)), owed })
 }
 
 /// READs and decodes the entry at ring index `index` of `node`'s ring: one READ of the
@@ -49,7 +52,7 @@ pub fn read_header(verbs: &dyn Verbs, node: NodeId, layout: &Layout, index: u64)
 /// another lap, or changed between the READs (retry); verbs errors.
 pub fn read_entry(verbs: &dyn Verbs, node: NodeId, layout: &Layout, index: u64) -> Result<RedoEntry> {
     let mut read = |off: u64, buf: &mut [u8]| verbs.read(node, Offset(off), buf);
-    read_framed(layout, node, index, &mut read).map(|(e, _)| e)
+    read_framed(layout, node, index, &mut read).map(|(e, _, _)| e)
 }
 
 /// Reads the entry at `index` whose reserved size `slots` is known (from the vote that
@@ -74,12 +77,13 @@ pub fn read_entry_sized(verbs: &dyn Verbs, node: NodeId, layout: &Layout, index:
 }
 
 /// Reads the entry at `index` through `read(offset, buf)`: the header, then the body.
+/// Returns the entry, its slot count and its catch-up mask (read with the header).
 pub(crate) fn read_framed(
     layout: &Layout,
     node: NodeId,
     index: u64,
     read: &mut dyn FnMut(u64, &mut [u8]) -> Result<()>,
-) -> Result<(RedoEntry, u64)> {
+) -> Result<(RedoEntry, u64, u8)> {
     let mut buf = vec![0u8; SLOT_BYTES as usize];
     read(slot_offset(layout, index), &mut buf)?;
     let frame = check_frame(node, index, &buf)?;
@@ -92,7 +96,8 @@ pub(crate) fn read_framed(
             read(off, &mut buf[at as usize..(at + len) as usize])?;
         }
     }
-    decode_framed(node, index, &buf)
+    let owed = EntryStatus::owed_of(word(&buf, 1));
+    decode_framed(node, index, &buf).map(|(e, slots)| (e, slots, owed))
 }
 
 /// The entries of `node`'s ring between its head and its tail that are not finished (status
@@ -104,11 +109,57 @@ pub(crate) fn read_framed(
 /// # Errors
 /// Verbs failures.
 pub fn unfinished_entries(verbs: &dyn Verbs, node: NodeId, layout: &Layout) -> Result<Vec<(u64, RedoEntry)>> {
-    Ok(ring_entries(verbs, node, layout)?
-        .into_iter()
-        .filter(|(_, _, e)| matches!(e.status, EntryStatus::Intent | EntryStatus::Logged))
-        .map(|(index, _, e)| (index, e))
-        .collect())
+    Ok(ring_scan(verbs, node, layout)?.unfinished)
+}
+
+/// The entries of `node`'s ring between its head and its tail that owe a catch-up (a non-zero
+/// catch-up mask, [`EntryStatus::owed_of`]), in ring order. Read-only.
+///
+/// # Errors
+/// Verbs failures.
+pub fn owed_entries(verbs: &dyn Verbs, node: NodeId, layout: &Layout) -> Result<Vec<OwedEntry>> {
+    Ok(ring_scan(verbs, node, layout)?.owed)
+}
+
+/// An entry that owes a catch-up: a catch-up source's redo whose shipments to the replicas its
+/// commit left behind are not all acknowledged (DESIGN.md §2).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OwedEntry {
+    /// Ring index of its first slot.
+    pub index: u64,
+    /// Slots it covers.
+    pub slots: u64,
+    /// Its catch-up mask (never zero here).
+    pub owed: u8,
+    /// The entry (status `Committed`, `Aborted` or `Flushed`; `cts` is the commit's).
+    pub entry: RedoEntry,
+}
+
+/// What one READ pass over a ring finds for the recovery scan: the unfinished entries (as
+/// [`unfinished_entries`]) and the entries owing a catch-up (as [`owed_entries`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RingScan {
+    /// `(ring index, entry)` of every `Intent` or `Logged` entry, in ring order.
+    pub unfinished: Vec<(u64, RedoEntry)>,
+    /// Every entry with a non-zero catch-up mask, in ring order.
+    pub owed: Vec<OwedEntry>,
+}
+
+/// One pass over `node`'s ring from head to tail: see [`RingScan`]. Read-only.
+///
+/// # Errors
+/// Verbs failures.
+pub fn ring_scan(verbs: &dyn Verbs, node: NodeId, layout: &Layout) -> Result<RingScan> {
+    let mut out = RingScan::default();
+    for (index, slots, owed, entry) in ring_entries_owed(verbs, node, layout)? {
+        if owed != 0 {
+            out.owed.push(OwedEntry { index, slots, owed, entry: entry.clone() });
+        }
+        if matches!(entry.status, EntryStatus::Intent | EntryStatus::Logged) {
+            out.unfinished.push((index, entry));
+        }
+    }
+    Ok(out)
 }
 
 /// Every entry of `node`'s ring between its head and its tail that decodes, finished or not,
@@ -118,6 +169,11 @@ pub fn unfinished_entries(verbs: &dyn Verbs, node: NodeId, layout: &Layout) -> R
 /// # Errors
 /// Verbs failures.
 pub fn ring_entries(verbs: &dyn Verbs, node: NodeId, layout: &Layout) -> Result<Vec<(u64, u64, RedoEntry)>> {
+    Ok(ring_entries_owed(verbs, node, layout)?.into_iter().map(|(i, n, _, e)| (i, n, e)).collect())
+}
+
+/// [`ring_entries`] with each entry's catch-up mask: `(ring index, slots, owed, entry)`.
+fn ring_entries_owed(verbs: &dyn Verbs, node: NodeId, layout: &Layout) -> Result<Vec<(u64, u64, u8, RedoEntry)>> {
     let (head, tail) = ring_bounds(verbs, node, layout)?;
     let end = tail.min(head.saturating_add(ring_slots(layout)));
     let mut out = Vec::new();
@@ -125,8 +181,8 @@ pub fn ring_entries(verbs: &dyn Verbs, node: NodeId, layout: &Layout) -> Result<
     let mut read = |off: u64, buf: &mut [u8]| verbs.read(node, Offset(off), buf);
     while index < end {
         match read_framed(layout, node, index, &mut read) {
-            Ok((entry, slots)) => {
-                out.push((index, slots, entry));
+            Ok((entry, slots, owed)) => {
+                out.push((index, slots, owed, entry));
                 index += slots.max(1);
             }
             Err(e @ (Error::Backend(_) | Error::OutOfBounds { .. } | Error::UnknownNode(_))) => return Err(e),
