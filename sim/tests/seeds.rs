@@ -222,8 +222,8 @@ fn a_mutant_whose_catch_up_lives_in_memory_is_caught() {
 /// ends with one replica of key 5 (`NodeId(8)`) holding the loaded value at cts 0 while the
 /// other four hold a committed write; no catch-up was shipped again or given up. It appeared
 /// with the recoverers' turns (`RecoveryOptions::turn`): the same seed passes with
-/// `recovery_turn` 0. 1 of 150 sim-20dc bank seeds from 8000 fails this way, and 1 of 300 from 2000 (2062). When fixed this
-/// test fails and the seed moves to the fixed list.
+/// `recovery_turn` 0. 1 of 150 sim-20dc bank seeds from 8000 fails this way, and 1 of 300
+/// from 2000 (2062). When fixed this test fails and the seed moves to the fixed list.
 #[test]
 fn open_bug_a_replica_misses_a_commit_with_n_5() {
     let r = run(SimConfig::new(topology("sim-20dc.yaml"), 8084, Workload::Bank, Faults::all())).expect("runs");
