@@ -275,7 +275,7 @@ fn an_applied_commit_wins_over_a_left_behind_dcs_abort() {
     let commit = PrepareReply::Applied(Decision::Commit(Cts(900)));
     let behind = PrepareReply::Applied(Decision::Abort);
     for p in [vec![behind.clone(), commit.clone()], vec![commit.clone(), behind.clone()]] {
-        let r = recover(&[p.clone()]);
+        let r = recover(std::slice::from_ref(&p));
         assert_eq!(r, Recovery::Decide { decision: Decision::Commit(Cts(900)), why: Why::Applied }, "{p:?}");
     }
     // In another partition too.
