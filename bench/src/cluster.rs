@@ -240,9 +240,9 @@ impl DrawnTxn {
         }
     }
 
-    /// The distinct partitions its keys live in, of `table` in `topo`.
-    pub fn partitions(&self, topo: &Topology, table: &redt_proto::TableSchema) -> Vec<PartitionId> {
-        let keys: Vec<u64> = match self {
+    /// The key of every operation, in order.
+    pub fn keys(&self) -> Vec<u64> {
+        match self {
             DrawnTxn::Ycsb(ops) => ops
                 .iter()
                 .map(|o| match o {
@@ -255,8 +255,12 @@ impl DrawnTxn {
                     KvOp::Read(k) | KvOp::Write(k, _) | KvOp::Add(k, _) | KvOp::Append(k, _) => *k,
                 })
                 .collect(),
-        };
-        let mut parts: Vec<PartitionId> = keys.into_iter().map(|k| topo.partition_of(table, k)).collect();
+        }
+    }
+
+    /// The distinct partitions its keys live in, of `table` in `topo`.
+    pub fn partitions(&self, topo: &Topology, table: &redt_proto::TableSchema) -> Vec<PartitionId> {
+        let mut parts: Vec<PartitionId> = self.keys().into_iter().map(|k| topo.partition_of(table, k)).collect();
         parts.sort_unstable();
         parts.dedup();
         parts
@@ -636,20 +640,7 @@ mod tests {
     }
 
     fn keys_of(t: &DrawnTxn) -> Vec<u64> {
-        match t {
-            DrawnTxn::Ycsb(ops) => ops
-                .iter()
-                .map(|o| match o {
-                    YcsbOp::Read { key } | YcsbOp::Update { key, .. } => *key,
-                })
-                .collect(),
-            DrawnTxn::Kv(ops, _) => ops
-                .iter()
-                .map(|o| match o {
-                    KvOp::Read(k) | KvOp::Write(k, _) | KvOp::Add(k, _) | KvOp::Append(k, _) => *k,
-                })
-                .collect(),
-        }
+        t.keys()
     }
 
     #[test]

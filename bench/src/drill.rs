@@ -187,27 +187,7 @@ fn unix_ms() -> u64 {
 /// Every node's status, asked at once.
 async fn poll(client: &Arc<Client>, count_locks: bool) -> Vec<(NodeId, Result<NodeStatus, String>)> {
     let all: Vec<NodeId> = client.topology().nodes.iter().map(|n| n.id).collect();
-    poll_nodes(client, &all, count_locks).await
-}
-
-/// The status of each of `nodes`, asked at once (a dead node's answer takes the client's call
-/// timeout, so the drill asks the survivors apart from the failed nodes).
-async fn poll_nodes(
-    client: &Arc<Client>,
-    nodes: &[NodeId],
-    count_locks: bool,
-) -> Vec<(NodeId, Result<NodeStatus, String>)> {
-    let mut asks = tokio::task::JoinSet::new();
-    for &n in nodes {
-        let client = client.clone();
-        asks.spawn(async move { (n, client.status(n, count_locks).await.map_err(|e| e.to_string())) });
-    }
-    let mut all = Vec::new();
-    while let Some(r) = asks.join_next().await {
-        all.extend(r.ok());
-    }
-    all.sort_by_key(|(n, _)| *n);
-    all
+    client.status_of(&all, count_locks).await
 }
 
 /// Whether every node of `nodes` answered and holds no undecided entry that started at or
@@ -242,7 +222,8 @@ pub async fn run(drill: &Drill, client: Arc<Client>, start: Instant, until: Dura
     let all: Vec<NodeId> = client.topology().nodes.iter().map(|n| n.id).collect();
     let survivors: Vec<NodeId> = all.iter().copied().filter(|n| !drill.failed.contains(n)).collect();
     // A node status poll every 100 ms measures these to about 100 ms (the poll's own time
-    // added; a poll that includes a failed node waits the watcher's call timeout).
+    // added). The survivors are asked apart from the failed nodes, whose answers take the
+    // watcher's call timeout.
     tokio::time::sleep_until((start + drill.at).into()).await;
     let line = (drill.inject)().await;
     // In flight at the fault: started before the fault was complete (a cut is applied link
@@ -276,13 +257,13 @@ pub async fn run(drill: &Drill, client: Arc<Client>, start: Instant, until: Dura
             healing = None;
         }
         if o.decided_at_survivors.is_none() {
-            let statuses = poll_nodes(&client, &survivors, false).await;
+            let statuses = client.status_of(&survivors, false).await;
             if decided(&statuses, &survivors, fault_unix) {
                 o.decided_at_survivors = Some(start.elapsed() - at);
             }
         }
         if o.healed_at.is_some() && o.decided_everywhere.is_none() {
-            let statuses = poll_nodes(&client, &all, false).await;
+            let statuses = client.status_of(&all, false).await;
             if decided(&statuses, &all, fault_unix) {
                 o.decided_everywhere = Some(start.elapsed() - at);
             }

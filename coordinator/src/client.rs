@@ -108,4 +108,24 @@ impl Client {
             _ => Err(Error::Unexpected { node }),
         }
     }
+
+    /// The status of each of `nodes`, asked at once, in node order (an unreachable node's
+    /// error as text, after the client's call timeout).
+    pub async fn status_of(
+        self: &Arc<Self>,
+        nodes: &[NodeId],
+        count_locks: bool,
+    ) -> Vec<(NodeId, std::result::Result<NodeStatus, String>)> {
+        let mut asks = tokio::task::JoinSet::new();
+        for &n in nodes {
+            let client = self.clone();
+            asks.spawn(async move { (n, client.status(n, count_locks).await.map_err(|e| e.to_string())) });
+        }
+        let mut all = Vec::new();
+        while let Some(r) = asks.join_next().await {
+            all.extend(r.ok());
+        }
+        all.sort_by_key(|(n, _)| *n);
+        all
+    }
 }

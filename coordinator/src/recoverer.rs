@@ -271,10 +271,7 @@ impl Recoverer {
 
     /// How it ended (`None` until done).
     pub fn outcome(&self) -> Option<RecoveryOutcome> {
-        (self.stage == Stage::Done).then_some(match self.decision {
-            Some(Decision::Commit(_)) => RecoveryOutcome::Committed,
-            _ => RecoveryOutcome::Aborted,
-        })
+        self.recorded_outcome().filter(|_| self.stage == Stage::Done)
     }
 
     /// The decision once it is recorded at a majority of every partition (phase 2 may still

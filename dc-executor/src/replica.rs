@@ -50,6 +50,37 @@ pub struct ReplicaOrigin {
 }
 
 impl Executor {
+    /// The cells `changes` write, as a mask per distinct record in key order, after checking
+    /// each change against its table (cell in range, value no longer than the cell).
+    fn cells_by_record(&self, txn: TxnId, changes: &[ReplicaChange]) -> Result<BTreeMap<(TableId, u64), u64>> {
+        let invalid = |why: String| Error::InvalidSubTxn { txn, why };
+        let mut records: BTreeMap<(TableId, u64), u64> = BTreeMap::new();
+        for c in changes {
+            let rl = self.dc().catalog.layout(c.table)?;
+            let cell = c.cell as usize;
+            if cell >= rl.cells() {
+                return Err(invalid(format!("cell {} beyond the {} cells of table {}", c.cell, rl.cells(), c.table)));
+            }
+            if c.value.len() > rl.cell_bytes[cell] as usize {
+                return Err(invalid(format!("{}-byte value for a {}-byte cell", c.value.len(), rl.cell_bytes[cell])));
+            }
+            *records.entry((c.table, c.key)).or_default() |= 1 << cell;
+        }
+        Ok(records)
+    }
+
+    /// Creates the record `(table, key)` on `node` that a replicated change names but the node
+    /// lacks, as an upsert would; one created meanwhile by someone else is found instead.
+    fn create_record(&self, node: NodeId, table: TableId, key: u64) -> Result<Offset> {
+        let dc = self.dc();
+        match dc.insert_record(node, table, key, &[]) {
+            Err(Error::DuplicateKey { .. }) => {
+                dc.index.lookup(dc.verbs.as_ref(), node, table, key)?.ok_or(Error::NotFound { node, table, key })
+            }
+            other => other,
+        }
+    }
+
     /// Accepts `changes` of `origin.txn` into `node`'s ring as one `Logged` redo entry with
     /// no locks (creating records the changes name but the node lacks, as an upsert would).
     /// Returns the entry, or `None` when `changes` is empty.
@@ -67,22 +98,10 @@ impl Executor {
         if changes.is_empty() {
             return Ok(None);
         }
-        let invalid = |why: String| Error::InvalidSubTxn { txn: origin.txn, why };
         // Distinct records, in key order, with their offsets on `node`.
-        let mut records: BTreeMap<(TableId, u64), u64> = BTreeMap::new();
-        let mut seen: BTreeMap<(TableId, u64, u16), u64> = BTreeMap::new();
-        for c in changes {
-            let rl = self.dc().catalog.layout(c.table)?;
-            let cell = c.cell as usize;
-            if cell >= rl.cells() {
-                return Err(invalid(format!("cell {} beyond the {} cells of table {}", c.cell, rl.cells(), c.table)));
-            }
-            if c.value.len() > rl.cell_bytes[cell] as usize {
-                return Err(invalid(format!("{}-byte value for a {}-byte cell", c.value.len(), rl.cell_bytes[cell])));
-            }
-            *records.entry((c.table, c.key)).or_default() |= 1 << cell;
-            seen.insert((c.table, c.key, c.cell), c.seen);
-        }
+        let records = self.cells_by_record(origin.txn, changes)?;
+        let seen: BTreeMap<(TableId, u64, u16), u64> =
+            changes.iter().map(|c| ((c.table, c.key, c.cell), c.seen)).collect();
         let keys: Vec<(TableId, u64)> = records.keys().copied().collect();
         let dc = self.dc().clone();
         let found = dc.index.lookup_many(dc.verbs.as_ref(), node, &keys)?;
@@ -90,14 +109,7 @@ impl Executor {
         for (&(table, key), off) in keys.iter().zip(found) {
             let off = match off {
                 Some(o) => o,
-                None => match dc.insert_record(node, table, key, &[]) {
-                    Ok(o) => o,
-                    Err(Error::DuplicateKey { .. }) => dc
-                        .index
-                        .lookup(dc.verbs.as_ref(), node, table, key)?
-                        .ok_or(Error::NotFound { node, table, key })?,
-                    Err(e) => return Err(e),
-                },
+                None => self.create_record(node, table, key)?,
             };
             offsets.insert((table, key), off);
         }
@@ -158,20 +170,8 @@ impl Executor {
     /// # Errors
     /// As [`Executor::accept_replica`], less [`Error::RingFull`].
     pub fn apply_replica_now(&mut self, node: NodeId, txn: TxnId, changes: &[ReplicaChange], cts: Cts) -> Result<bool> {
-        let invalid = |why: String| Error::InvalidSubTxn { txn, why };
         let dc = self.dc().clone();
-        let mut records: BTreeMap<(TableId, u64), u64> = BTreeMap::new();
-        for c in changes {
-            let rl = dc.catalog.layout(c.table)?;
-            let cell = c.cell as usize;
-            if cell >= rl.cells() {
-                return Err(invalid(format!("cell {} beyond the {} cells of table {}", c.cell, rl.cells(), c.table)));
-            }
-            if c.value.len() > rl.cell_bytes[cell] as usize {
-                return Err(invalid(format!("{}-byte value for a {}-byte cell", c.value.len(), rl.cell_bytes[cell])));
-            }
-            *records.entry((c.table, c.key)).or_default() |= 1 << cell;
-        }
+        let records = self.cells_by_record(txn, changes)?;
         // Lock every record first (nothing written unless all are free).
         let mut held: Vec<(TableId, u64, Offset, crate::lock::LockCas)> = Vec::new();
         let release = |held: &[(TableId, u64, Offset, crate::lock::LockCas)]| -> Result<()> {
@@ -186,19 +186,16 @@ impl Executor {
         };
         for (&(table, key), &cells) in &records {
             let rl = dc.catalog.layout(table)?;
-            let record = match dc.index.lookup(dc.verbs.as_ref(), node, table, key)? {
-                Some(o) => o,
-                None => match dc.insert_record(node, table, key, &[]) {
-                    Ok(o) => o,
-                    Err(Error::DuplicateKey { .. }) => dc
-                        .index
-                        .lookup(dc.verbs.as_ref(), node, table, key)?
-                        .ok_or(Error::NotFound { node, table, key })?,
-                    Err(e) => {
-                        release(&held)?;
-                        return Err(e);
-                    }
-                },
+            let found = match dc.index.lookup(dc.verbs.as_ref(), node, table, key)? {
+                Some(o) => Ok(o),
+                None => self.create_record(node, table, key),
+            };
+            let record = match found {
+                Ok(o) => o,
+                Err(e) => {
+                    release(&held)?;
+                    return Err(e);
+                }
             };
             let groups = cells_of(cells).fold(0u16, |g, c| g | 1 << rl.cell_group[c]);
             let cas = crate::lock::plan(0, groups, 0).expect("a zero guess never conflicts");

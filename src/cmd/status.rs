@@ -51,22 +51,6 @@ pub fn run_dir_config(run_dir: &Path) -> Result<PathBuf> {
     Ok(PathBuf::from(path.trim()))
 }
 
-/// Every node's status, asked of all nodes at once, in topology order (an unreachable
-/// node's error as text).
-pub async fn collect(client: &Arc<Client>, count_locks: bool) -> Vec<(NodeId, Result<NodeStatus, String>)> {
-    let mut asks = tokio::task::JoinSet::new();
-    for n in client.topology().nodes.iter().map(|n| n.id) {
-        let client = client.clone();
-        asks.spawn(async move { (n, client.status(n, count_locks).await.map_err(|e| e.to_string())) });
-    }
-    let mut all = Vec::new();
-    while let Some(r) = asks.join_next().await {
-        all.extend(r.ok());
-    }
-    all.sort_by_key(|(n, _)| *n);
-    all
-}
-
 /// Runs `redt status`.
 pub fn run(a: &StatusArgs) -> Result<()> {
     let config = match &a.config {
@@ -78,7 +62,8 @@ pub fn run(a: &StatusArgs) -> Result<()> {
     let rt = runtime()?;
     let statuses = rt.block_on(async {
         let client = Arc::new(Client::connect(topo.clone(), &certs, a.timeout)?);
-        anyhow::Ok(collect(&client, a.locks).await)
+        let all: Vec<NodeId> = topo.nodes.iter().map(|n| n.id).collect();
+        anyhow::Ok(client.status_of(&all, a.locks).await)
     })?;
     if a.json {
         let nodes: Vec<serde_json::Value> = statuses.iter().map(|(n, s)| node_json(&topo, *n, s)).collect();
