@@ -15,7 +15,8 @@ use redt_coordinator::{
     RecoveryOptions, RecoveryOutcome, TxnMachine, TxnStatus,
 };
 use redt_dc_executor::{
-    apply_committed, ring_scan, DcHandle, EntryRef, Gap, Hlc, Layout, LocalVerbs, Region, Replayer, Verbs,
+    apply_committed, ring::ring_bounds, ring_scan, DcHandle, EntryRef, Gap, Hlc, Layout, LocalVerbs, Region, Replayer,
+    Verbs,
 };
 use redt_netem::WanModel;
 use redt_proto::wire::ProcedureCall;
@@ -575,7 +576,9 @@ impl World {
     }
 
     /// Whether nothing is left to do: no transaction, recovery, shipment or client in flight,
-    /// and (checked at most every 100 ms) no undecided entry and no catch-up owed in any ring.
+    /// and (checked at most every 100 ms) no undecided entry, no catch-up owed and nothing
+    /// unreplayed in any ring (its head at its tail: a gap a dead writer left at the head
+    /// holds back the committed entries behind it until the gap watch fills it).
     fn quiet(&mut self) -> bool {
         let idle = self.nodes.iter().all(|n| n.coords.is_empty() && n.shippers.is_empty() && n.recoverers.is_empty())
             && self.clients.iter().all(|c| c.busy.is_none());
@@ -586,9 +589,11 @@ impl World {
         let layout = self.layout();
         self.nodes.iter().all(|n| {
             let dc = &self.dcs[n.dc.0 as usize];
-            ring_scan(dc.verbs.as_ref(), n.id, &layout)
-                .map(|s| s.unfinished.is_empty() && s.owed.is_empty())
-                .unwrap_or(false)
+            let replayed = ring_bounds(dc.verbs.as_ref(), n.id, &layout).is_ok_and(|(head, tail)| head == tail);
+            replayed
+                && ring_scan(dc.verbs.as_ref(), n.id, &layout)
+                    .map(|s| s.unfinished.is_empty() && s.owed.is_empty())
+                    .unwrap_or(false)
         })
     }
 
