@@ -83,6 +83,9 @@ pub struct RecoveryMutations {
     pub papers_rule: bool,
     /// Votes beat a higher-ballot record ([`crate::recovery::votes_beat_records`]).
     pub votes_beat_records: bool,
+    /// Applies (and releases the locks of) a decision as soon as it is chosen, without first
+    /// recording it at a majority of every partition.
+    pub act_before_recording: bool,
 }
 
 impl RecoveryOptions {
@@ -429,7 +432,7 @@ impl Recoverer {
                 self.blocked_on.clear();
                 self.decision = Some(decision);
                 self.why = Some(why);
-                if why == Why::Applied {
+                if why == Why::Applied || m.act_before_recording {
                     self.apply(decision, now);
                 } else {
                     self.record_round(decision, now);
