@@ -317,6 +317,8 @@ fn up(config: &Path, run_dir: &Path, rpp: u64, shm_dir: &Path, protocol: Protoco
     std::fs::create_dir_all(&logs)?;
     std::fs::create_dir_all(&pids)?;
     std::fs::write(run_dir.join("config.path"), config.canonicalize()?.display().to_string())?;
+    std::fs::create_dir_all(shm_dir)
+        .with_context(|| format!("creating the MemStore directory {}", shm_dir.display()))?;
     std::fs::write(run_dir.join("shm.path"), std::path::absolute(shm_dir)?.display().to_string())?;
     std::fs::create_dir_all(run_dir.join("args"))?;
     for n in &topo.nodes {

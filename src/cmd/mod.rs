@@ -25,6 +25,20 @@ pub fn load_topology(path: Option<&Path>) -> Result<Topology> {
     })
 }
 
+/// Writes `text` to standard output. A reader that went away (`redt status --json | head`)
+/// ends the output quietly instead of failing.
+///
+/// # Errors
+/// Any other write error.
+pub fn print_out(text: &str) -> Result<()> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        r => Ok(r?),
+    }
+}
+
 /// A multi-threaded tokio runtime (2 workers per core is overkill on small machines; use
 /// the default: one per core).
 pub fn runtime() -> Result<tokio::runtime::Runtime> {

@@ -3,7 +3,7 @@
 //! `--blocked`, the transactions waiting on recovery with their locks and the DCs a blocked
 //! recoverer waits for (issue 12, "Visibility").
 
-use super::{load_topology, runtime};
+use super::{load_topology, print_out, runtime};
 use anyhow::{Context, Result};
 use clap::Args;
 use redt_coordinator::{Client, NodeStatus};
@@ -67,14 +67,14 @@ pub fn run(a: &StatusArgs) -> Result<()> {
     })?;
     if a.json {
         let nodes: Vec<serde_json::Value> = statuses.iter().map(|(n, s)| node_json(&topo, *n, s)).collect();
-        println!("{}", serde_json::to_string_pretty(&json!({ "cluster": topo.name, "nodes": nodes }))?);
-        return Ok(());
+        let text = serde_json::to_string_pretty(&json!({ "cluster": topo.name, "nodes": nodes }))?;
+        return print_out(&format!("{text}\n"));
     }
-    print!("{}", table(&topo, &statuses, a.locks));
+    let mut text = table(&topo, &statuses, a.locks);
     if a.blocked {
-        print!("{}", blocked(&topo, &statuses));
+        text.push_str(&blocked(&topo, &statuses));
     }
-    Ok(())
+    print_out(&text)
 }
 
 fn node_name(topo: &Topology, n: NodeId) -> String {
