@@ -5,7 +5,7 @@
 //! stops it — also when an assertion fails (see [`ClusterGuard`]).
 
 use redt_coordinator::call::kv_call;
-use redt_coordinator::{Client, TxnOutcome, TxnStatus};
+use redt_coordinator::{Client, TxnIds, TxnOutcome, TxnStatus};
 use redt_dc_executor::{DcHandle, KvOp, Layout, LocalVerbs, Verbs};
 use redt_proto::{DcId, NodeId, TableId, Topology};
 use std::collections::BTreeMap;
@@ -429,12 +429,31 @@ fn undecided_entries(topo: &Topology, shm_dir: &Path) -> Vec<(NodeId, redt_proto
     out
 }
 
+/// Each node's incarnation counter (how many times a node process started on its MemStore),
+/// read from the MemStore files.
+fn incarnations(topo: &Topology, shm_dir: &Path) -> BTreeMap<NodeId, u64> {
+    let prefix = format!("redt-{}-e{}", topo.name, topo.epoch.0);
+    let layout = Layout::from_config(&topo.memstore);
+    let mut out = BTreeMap::new();
+    for dc in &topo.dcs {
+        let verbs = LocalVerbs::open_shared(shm_dir, &prefix, dc.nodes.iter().copied(), layout.size)
+            .expect("map the DC's MemStore files");
+        for &n in &dc.nodes {
+            let mut word = [0u8; 8];
+            verbs.read(n, layout.incarnation_offset(), &mut word).expect("read the incarnation counter");
+            out.insert(n, u64::from_le_bytes(word));
+        }
+    }
+    out
+}
+
 /// Recovery on real processes (DESIGN.md §2, issue 12): bank transfers run through every
 /// node while one node process is killed with SIGKILL (its coordinators die between phases,
 /// its executor and replay with them) and started again on its MemStore file. Recovery on
 /// the survivors and on the restarted node decides every transaction the kill left open:
 /// afterwards no ring holds an undecided entry, no record is locked, every replica agrees,
-/// the total is kept, and the restarted node coordinates transfers again.
+/// the total is kept, and the restarted node coordinates transfers again, under ids of its next
+/// incarnation (above every id of its first life).
 #[test]
 fn a_killed_node_restarts_and_recovery_decides_what_it_left() {
     const PORT_KILL: u16 = 7660;
@@ -477,9 +496,11 @@ fn a_killed_node_restarts_and_recovery_decides_what_it_left() {
     const FIRST: u64 = 100;
     const FUNDS: i64 = 1000;
     let accounts: Vec<u64> = (FIRST..FIRST + ACCOUNTS).collect();
-    let counts = rt.block_on(async {
+    let (counts, first_life) = rt.block_on(async {
         let funding: Vec<KvOp> = accounts.iter().map(|&k| KvOp::Add(k, FUNDS)).collect();
         commit_eventually(&client, NodeId(1), &funding, Duration::from_secs(10)).await;
+        // A transaction the victim coordinates in its first life (a read: the total stays).
+        let first_life = commit_eventually(&client, victim.id, &[KvOp::Read(FIRST)], Duration::from_secs(10)).await.txn;
         let counts = Arc::new([AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)]);
         let deadline = Instant::now() + Duration::from_secs(3);
         let mut tasks = tokio::task::JoinSet::new();
@@ -491,7 +512,7 @@ fn a_killed_node_restarts_and_recovery_decides_what_it_left() {
         while let Some(r) = tasks.join_next().await {
             r.expect("a transfer task panicked");
         }
-        (counts.iter().map(|c| c.load(Ordering::Relaxed)).collect::<Vec<_>>(), at)
+        ((counts.iter().map(|c| c.load(Ordering::Relaxed)).collect::<Vec<_>>(), at), first_life)
     });
     let (counts, killed_at) = counts;
     println!("transfers around the kill of {}: {counts:?} (committed, aborted, unknown)", victim.name);
@@ -540,15 +561,21 @@ fn a_killed_node_restarts_and_recovery_decides_what_it_left() {
     println!("every entry decided {:?} after the restart", restarted.elapsed());
     let replicas = wait_replicas_settled(&topo, shm.path(), &accounts, Duration::from_secs(20));
     assert_eq!(replicas.values().sum::<i64>(), ACCOUNTS as i64 * FUNDS, "every replica keeps the total: {replicas:?}");
-    rt.block_on(async {
-        commit_eventually(
-            &client,
-            NodeId(2),
-            &[KvOp::Add(FIRST, -1), KvOp::Add(FIRST + 1, 1)],
-            Duration::from_secs(20),
-        )
-        .await;
+    let second_life = rt.block_on(async {
+        commit_eventually(&client, victim.id, &[KvOp::Add(FIRST, -1), KvOp::Add(FIRST + 1, 1)], Duration::from_secs(20))
+            .await
+            .txn
     });
+    // The restarted process took the next incarnation from its MemStore file before issuing
+    // ids: its ids lie above every id of its first life (docs/design.md, "Recovery", point 4).
+    assert_eq!(TxnIds::incarnation_of(first_life), 1, "{first_life}");
+    assert_eq!(TxnIds::incarnation_of(second_life), 2, "{second_life}");
+    assert!(first_life < second_life, "{first_life} then {second_life}");
+    assert_eq!(incarnations(&topo, shm.path())[&victim.id], 2, "the victim started twice");
+    assert!(
+        incarnations(&topo, shm.path()).iter().all(|(&n, &i)| i == if n == victim.id { 2 } else { 1 }),
+        "every other node started once"
+    );
     drop(client);
     drop(rt);
     // Every node, the restarted one too, reports no undecided entry and no lock held, as the

@@ -36,6 +36,7 @@ mod stats;
 pub mod status;
 pub mod transport;
 pub mod txn;
+mod txn_ids;
 
 pub use client::Client;
 pub use cluster::EmbeddedCluster;
@@ -48,3 +49,4 @@ pub use recoverer::{Orphan, Recoverer, RecoveryMutations, RecoveryOptions, Recov
 pub use stats::{Class, ClassReport, TxnCost, TxnStats};
 pub use status::{NodeStatus, StatusBoard, WaitingTxn};
 pub use txn::{CoordinatorMutations, CoordinatorOptions, CoordinatorTxn, TxnOutcome, TxnStatus};
+pub use txn_ids::TxnIds;

@@ -61,9 +61,9 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
-/// Bytes of the MemStore superblock (layout words and insert-lock stripes) that precedes
-/// index, ring and heap.
-const SUPERBLOCK_BYTES: u64 = 128;
+/// Bytes of the MemStore superblock (layout words, insert-lock stripes and the node line
+/// with the incarnation counter) that precedes index, ring and heap.
+const SUPERBLOCK_BYTES: u64 = 192;
 /// MemStore alignment unit (one cache line / one ring slot).
 const ALIGN: u64 = 64;
 /// Smallest index: one bucket.

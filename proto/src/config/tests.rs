@@ -330,7 +330,7 @@ fn memstore_ring_at_least_one_slot() {
 fn memstore_size_leaves_room_for_records() {
     // index + ring + decision log (64 + 512 lines for 1,023 ring slots) + superblock == size:
     // no heap at all.
-    let exact = (128 << 10) + 128 + 64 + 512 * 64;
+    let exact = (128 << 10) + 192 + 64 + 512 * 64;
     invalid(&Doc::base().edit("size: 1MiB", &format!("size: {exact}")), "memstore.size", "too small");
     invalid(&Doc::base().edit("size: 1MiB", "size: 64KiB"), "memstore.size", "too small");
     ok(&Doc::base().edit("size: 1MiB", &format!("size: {}", exact + 64)));
