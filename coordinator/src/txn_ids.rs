@@ -33,7 +33,7 @@ pub struct TxnIds {
     node: NodeId,
     incarnation: u64,
     /// The counter of the next id.
-    next: u64,
+    counter: u64,
     /// Ids per incarnation ([`TxnIds::PER_INCARNATION`]; smaller in tests, to reach the end).
     limit: u64,
 }
@@ -57,7 +57,7 @@ impl TxnIds {
     /// (the node's ids would repeat).
     pub fn new(node: NodeId, incarnation: u64) -> Result<TxnIds> {
         check(node, incarnation)?;
-        Ok(TxnIds { node, incarnation, next: 0, limit: Self::PER_INCARNATION })
+        Ok(TxnIds { node, incarnation, counter: 0, limit: Self::PER_INCARNATION })
     }
 
     /// The node whose ids these are.
@@ -77,12 +77,12 @@ impl TxnIds {
 
     /// The next id of the current incarnation, or `None` when its counter is used up: the
     /// caller then takes a fresh incarnation and calls [`TxnIds::renew`] (ids never wrap).
-    pub fn next(&mut self) -> Option<TxnId> {
-        if self.next >= self.limit {
+    pub fn next_id(&mut self) -> Option<TxnId> {
+        if self.counter >= self.limit {
             return None;
         }
-        let seq = (self.incarnation << Self::COUNTER_BITS) | self.next;
-        self.next += 1;
+        let seq = (self.incarnation << Self::COUNTER_BITS) | self.counter;
+        self.counter += 1;
         Some(TxnId::new(self.node, seq))
     }
 
@@ -98,7 +98,7 @@ impl TxnIds {
             return Err(Error::IncarnationWentBack { node: self.node, current: self.incarnation, got: incarnation });
         }
         self.incarnation = incarnation;
-        self.next = 0;
+        self.counter = 0;
         Ok(())
     }
 
@@ -120,19 +120,19 @@ impl TxnIds {
     /// # Errors
     /// As [`TxnIds::start`] and [`TxnIds::renew`]; the allocator issues nothing then.
     pub fn issue(&mut self, dc: &DcHandle) -> Result<TxnId> {
-        if let Some(id) = self.next() {
+        if let Some(id) = self.next_id() {
             return Ok(id);
         }
         let incarnation = dc.layout.next_incarnation(dc.verbs.as_ref(), self.node)?;
         self.renew(incarnation)?;
-        Ok(self.next().expect("a fresh incarnation has ids left"))
+        Ok(self.next_id().expect("a fresh incarnation has ids left"))
     }
 
     /// The same allocator issuing only `limit` ids per incarnation (tests reach the end of an
     /// incarnation with it).
     #[cfg(test)]
     fn with_limit(mut self, limit: u64) -> TxnIds {
-        self.limit = limit.min(Self::PER_INCARNATION);
+        self.limit = limit.clamp(1, Self::PER_INCARNATION);
         self
     }
 }
@@ -169,14 +169,14 @@ mod tests {
     #[test]
     fn the_sequence_is_the_incarnation_over_the_counter() {
         let mut ids = TxnIds::new(NODE, 5).unwrap();
-        let a = ids.next().unwrap();
-        let b = ids.next().unwrap();
+        let a = ids.next_id().unwrap();
+        let b = ids.next_id().unwrap();
         assert_eq!(a, TxnId::new(NODE, 5 << 28));
         assert_eq!(b, TxnId::new(NODE, (5 << 28) | 1));
         assert_eq!(a.coordinator(), NODE);
         assert_eq!(TxnIds::incarnation_of(b), 5);
         let mut last = TxnIds::new(NODE, TxnIds::MAX_INCARNATION).unwrap();
-        let top = last.next().unwrap();
+        let top = last.next_id().unwrap();
         assert_eq!(top.coordinator(), NODE, "the last incarnation stays clear of the node bits");
         assert_eq!(TxnIds::incarnation_of(top), TxnIds::MAX_INCARNATION);
     }
@@ -195,26 +195,26 @@ mod tests {
         assert!(ids.renew(past).is_err());
         assert_eq!(ids.incarnation(), 2, "a refused renewal changes nothing");
         ids.renew(3).unwrap();
-        assert_eq!(ids.next(), Some(TxnId::new(NODE, 3 << 28)));
+        assert_eq!(ids.next_id(), Some(TxnId::new(NODE, 3 << 28)));
     }
 
     #[test]
     fn an_incarnation_ends_without_wrapping() {
         let mut ids = TxnIds::new(NODE, 1).unwrap().with_limit(3);
-        let got: Vec<TxnId> = std::iter::from_fn(|| ids.next()).collect();
+        let got: Vec<TxnId> = std::iter::from_fn(|| ids.next_id()).collect();
         assert_eq!(got.len(), 3);
-        assert_eq!(ids.next(), None, "used up: no id until a fresh incarnation");
+        assert_eq!(ids.next_id(), None, "used up: no id until a fresh incarnation");
         ids.renew(2).unwrap();
-        let after = ids.next().unwrap();
+        let after = ids.next_id().unwrap();
         assert!(got.iter().all(|&id| id < after));
     }
 
     #[test]
     fn the_real_counter_has_two_to_the_28_ids() {
         let mut ids = TxnIds::new(NODE, 1).unwrap();
-        ids.next = TxnIds::PER_INCARNATION - 1;
-        assert_eq!(ids.next(), Some(TxnId::new(NODE, (2 << 28) - 1)), "the last id of incarnation 1");
-        assert_eq!(ids.next(), None, "never incarnation 2's first id by carry");
+        ids.counter = TxnIds::PER_INCARNATION - 1;
+        assert_eq!(ids.next_id(), Some(TxnId::new(NODE, (2 << 28) - 1)), "the last id of incarnation 1");
+        assert_eq!(ids.next_id(), None, "never incarnation 2's first id by carry");
     }
 
     #[test]
@@ -233,10 +233,11 @@ mod tests {
     #[test]
     fn starting_twice_on_one_memstore_gives_disjoint_increasing_ids() {
         let dc = dc();
-        let mut life1 = TxnIds::start(&dc, NODE).unwrap();
-        let a: Vec<TxnId> = (0..100).map(|_| life1.issue(&dc).unwrap()).collect();
-        // A crash loses the allocator; the MemStore keeps the count.
-        drop(life1);
+        let a: Vec<TxnId> = {
+            let mut life1 = TxnIds::start(&dc, NODE).unwrap();
+            (0..100).map(|_| life1.issue(&dc).unwrap()).collect()
+        };
+        // A crash lost the allocator; the MemStore keeps the count.
         let mut life2 = TxnIds::start(&dc, NODE).unwrap();
         let b: Vec<TxnId> = (0..100).map(|_| life2.issue(&dc).unwrap()).collect();
         assert_eq!(TxnIds::incarnation_of(a[0]), 1);
