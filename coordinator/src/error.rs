@@ -64,6 +64,15 @@ pub enum Error {
         /// The one the MemStore gave.
         got: u64,
     },
+    /// The timeouts a node resolved from its topology file's `timeouts:` section and the
+    /// topology-derived defaults break an ordering (`crate::NodeTimeouts::resolve`).
+    #[error("{key}: {problem}")]
+    BadTimeouts {
+        /// The key at fault, as written in the file (`timeouts.recovery.retry_base`).
+        key: String,
+        /// What is wrong with it.
+        problem: String,
+    },
     /// I/O failed.
     #[error("{0}")]
     Io(#[from] std::io::Error),
