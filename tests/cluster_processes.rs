@@ -602,3 +602,54 @@ fn status_json(run_dir: &Path, locks: bool) -> serde_json::Value {
     assert!(out.status.success(), "redt status: {}", text(&out));
     serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("redt status --json: {e}: {}", text(&out)))
 }
+
+/// The topology file's `timeouts:` section (README, "Timeouts"): `redt config check` prints
+/// the values a node would use, the file's over the topology's defaults; a section whose
+/// values break an ordering once the defaults are filled in is refused by `config check` and
+/// by `cluster up` before any node starts, naming the key; a flag out of range is refused.
+#[test]
+fn the_timeouts_section_is_checked_before_any_node_starts() {
+    let work = tempfile::tempdir().expect("a temporary directory");
+    let base = local_fast_yaml(&format!("cluster-timeouts-{}", std::process::id()), 7680);
+    let good = work.path().join("good.yaml");
+    std::fs::write(&good, format!("{base}\ntimeouts:\n  phase1_timeout: 1s 500ms\n  recovery: {{ turn: 70ms }}\n"))
+        .unwrap();
+    let out = redt(&["config", "check", path_str(&good)]);
+    assert!(out.status.success(), "{}", text(&out));
+    let shown = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(shown.contains("phase1_timeout 1s 500ms,"), "{shown}");
+    assert!(shown.contains("turn 70ms,"), "{shown}");
+    assert!(shown.contains("clock_skew_bound 250ms,"), "an unset key keeps its default: {shown}");
+
+    let bad = work.path().join("bad.yaml");
+    std::fs::write(&bad, format!("{base}\ntimeouts:\n  recovery: {{ retry_base: 6s }}\n")).unwrap();
+    let out = redt(&["config", "check", path_str(&bad)]);
+    assert!(!out.status.success(), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(err.contains("timeouts.recovery.retry_base: 6s must not be above timeouts.recovery.retry_max"), "{err}");
+    let run_dir = work.path().join("run");
+    let out = redt(&["cluster", "up", "--config", path_str(&bad), "--run-dir", path_str(&run_dir)]);
+    assert!(!out.status.success(), "{}", text(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("timeouts.recovery.retry_base"), "{}", text(&out));
+    assert!(!run_dir.join("pids").exists(), "no node was started");
+
+    let unknown = work.path().join("unknown.yaml");
+    std::fs::write(&unknown, format!("{base}\ntimeouts: {{ phase2_timeout: 1s }}\n")).unwrap();
+    let out = redt(&["config", "check", path_str(&unknown)]);
+    assert!(!out.status.success(), "{}", text(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown field `phase2_timeout`"), "{}", text(&out));
+
+    let out = redt(&[
+        "cluster",
+        "up",
+        "--config",
+        path_str(&good),
+        "--run-dir",
+        path_str(&run_dir),
+        "--phase1-timeout",
+        "0s",
+    ]);
+    assert!(!out.status.success(), "{}", text(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("must be above zero"), "{}", text(&out));
+    assert!(!run_dir.join("pids").exists(), "no node was started");
+}
