@@ -50,7 +50,8 @@ enum Command {
 
 #[derive(Subcommand, Debug)]
 enum ConfigCmd {
-    /// Loads and validates a topology file and prints a summary.
+    /// Loads and validates a topology file (its `timeouts:` with the defaults filled in too)
+    /// and prints a summary and the timeouts a node would run with.
     Check {
         /// The topology file.
         file: PathBuf,
@@ -59,6 +60,8 @@ enum ConfigCmd {
 
 fn config_check(file: &std::path::Path) -> Result<()> {
     let t = redt_proto::Topology::load(file)?;
+    let timeouts = redt_coordinator::NodeTimeouts::resolve(&t, &t.timeouts)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
     println!(
         "{}: ok — `{}`, epoch {}, {} DCs, {} nodes, {} tables, {} partitions × {} replicas",
         file.display(),
@@ -69,6 +72,28 @@ fn config_check(file: &std::path::Path) -> Result<()> {
         t.tables.len(),
         t.partitions.len(),
         t.partitions.first().map_or(0, |p| p.replicas.len())
+    );
+    let d = |d: std::time::Duration| humantime::format_duration(d).to_string();
+    let r = &timeouts.recovery;
+    println!(
+        "timeouts of `redt node` (the file's, else derived from the topology): phase1_timeout {}, \
+         clock_skew_bound {}, retry_every {}, retry_max {}, give_up_after {}; recovery: own_dc_after {}, \
+         other_dc_after {}, turn {}, round_timeout {}, retry_base {}, retry_max {}, scan_every {}, gap_wait {}, \
+         catch_up_give_up {}",
+        d(timeouts.phase1_timeout),
+        d(timeouts.clock_skew_bound),
+        d(timeouts.retry_every),
+        d(timeouts.retry_max),
+        d(timeouts.give_up_after),
+        d(r.own_dc_after),
+        d(r.other_dc_after),
+        d(r.turn),
+        d(r.round_timeout),
+        d(r.retry_base),
+        d(r.retry_max),
+        d(r.scan_every),
+        d(r.gap_wait),
+        d(r.catch_up_give_up)
     );
     Ok(())
 }

@@ -5,7 +5,7 @@
 //! stops it — also when an assertion fails (see [`ClusterGuard`]).
 
 use redt_coordinator::call::kv_call;
-use redt_coordinator::{Client, TxnOutcome, TxnStatus};
+use redt_coordinator::{Client, TxnIds, TxnOutcome, TxnStatus};
 use redt_dc_executor::{DcHandle, KvOp, Layout, LocalVerbs, Verbs};
 use redt_proto::{DcId, NodeId, TableId, Topology};
 use std::collections::BTreeMap;
@@ -429,12 +429,31 @@ fn undecided_entries(topo: &Topology, shm_dir: &Path) -> Vec<(NodeId, redt_proto
     out
 }
 
+/// Each node's incarnation counter (how many times a node process started on its MemStore),
+/// read from the MemStore files.
+fn incarnations(topo: &Topology, shm_dir: &Path) -> BTreeMap<NodeId, u64> {
+    let prefix = format!("redt-{}-e{}", topo.name, topo.epoch.0);
+    let layout = Layout::from_config(&topo.memstore);
+    let mut out = BTreeMap::new();
+    for dc in &topo.dcs {
+        let verbs = LocalVerbs::open_shared(shm_dir, &prefix, dc.nodes.iter().copied(), layout.size)
+            .expect("map the DC's MemStore files");
+        for &n in &dc.nodes {
+            let mut word = [0u8; 8];
+            verbs.read(n, layout.incarnation_offset(), &mut word).expect("read the incarnation counter");
+            out.insert(n, u64::from_le_bytes(word));
+        }
+    }
+    out
+}
+
 /// Recovery on real processes (DESIGN.md §2, issue 12): bank transfers run through every
 /// node while one node process is killed with SIGKILL (its coordinators die between phases,
 /// its executor and replay with them) and started again on its MemStore file. Recovery on
 /// the survivors and on the restarted node decides every transaction the kill left open:
 /// afterwards no ring holds an undecided entry, no record is locked, every replica agrees,
-/// the total is kept, and the restarted node coordinates transfers again.
+/// the total is kept, and the restarted node coordinates transfers again, under ids of its next
+/// incarnation (above every id of its first life).
 #[test]
 fn a_killed_node_restarts_and_recovery_decides_what_it_left() {
     const PORT_KILL: u16 = 7660;
@@ -477,9 +496,11 @@ fn a_killed_node_restarts_and_recovery_decides_what_it_left() {
     const FIRST: u64 = 100;
     const FUNDS: i64 = 1000;
     let accounts: Vec<u64> = (FIRST..FIRST + ACCOUNTS).collect();
-    let counts = rt.block_on(async {
+    let (counts, first_life) = rt.block_on(async {
         let funding: Vec<KvOp> = accounts.iter().map(|&k| KvOp::Add(k, FUNDS)).collect();
         commit_eventually(&client, NodeId(1), &funding, Duration::from_secs(10)).await;
+        // A transaction the victim coordinates in its first life (a read: the total stays).
+        let first_life = commit_eventually(&client, victim.id, &[KvOp::Read(FIRST)], Duration::from_secs(10)).await.txn;
         let counts = Arc::new([AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)]);
         let deadline = Instant::now() + Duration::from_secs(3);
         let mut tasks = tokio::task::JoinSet::new();
@@ -491,7 +512,7 @@ fn a_killed_node_restarts_and_recovery_decides_what_it_left() {
         while let Some(r) = tasks.join_next().await {
             r.expect("a transfer task panicked");
         }
-        (counts.iter().map(|c| c.load(Ordering::Relaxed)).collect::<Vec<_>>(), at)
+        ((counts.iter().map(|c| c.load(Ordering::Relaxed)).collect::<Vec<_>>(), at), first_life)
     });
     let (counts, killed_at) = counts;
     println!("transfers around the kill of {}: {counts:?} (committed, aborted, unknown)", victim.name);
@@ -540,15 +561,21 @@ fn a_killed_node_restarts_and_recovery_decides_what_it_left() {
     println!("every entry decided {:?} after the restart", restarted.elapsed());
     let replicas = wait_replicas_settled(&topo, shm.path(), &accounts, Duration::from_secs(20));
     assert_eq!(replicas.values().sum::<i64>(), ACCOUNTS as i64 * FUNDS, "every replica keeps the total: {replicas:?}");
-    rt.block_on(async {
-        commit_eventually(
-            &client,
-            NodeId(2),
-            &[KvOp::Add(FIRST, -1), KvOp::Add(FIRST + 1, 1)],
-            Duration::from_secs(20),
-        )
-        .await;
+    let second_life = rt.block_on(async {
+        commit_eventually(&client, victim.id, &[KvOp::Add(FIRST, -1), KvOp::Add(FIRST + 1, 1)], Duration::from_secs(20))
+            .await
+            .txn
     });
+    // The restarted process took the next incarnation from its MemStore file before issuing
+    // ids: its ids lie above every id of its first life (docs/design.md, "Recovery", point 4).
+    assert_eq!(TxnIds::incarnation_of(first_life), 1, "{first_life}");
+    assert_eq!(TxnIds::incarnation_of(second_life), 2, "{second_life}");
+    assert!(first_life < second_life, "{first_life} then {second_life}");
+    assert_eq!(incarnations(&topo, shm.path())[&victim.id], 2, "the victim started twice");
+    assert!(
+        incarnations(&topo, shm.path()).iter().all(|(&n, &i)| i == if n == victim.id { 2 } else { 1 }),
+        "every other node started once"
+    );
     drop(client);
     drop(rt);
     // Every node, the restarted one too, reports no undecided entry and no lock held, as the
@@ -574,4 +601,55 @@ fn status_json(run_dir: &Path, locks: bool) -> serde_json::Value {
     let out = redt(&args);
     assert!(out.status.success(), "redt status: {}", text(&out));
     serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("redt status --json: {e}: {}", text(&out)))
+}
+
+/// The topology file's `timeouts:` section (README, "Timeouts"): `redt config check` prints
+/// the values a node would use, the file's over the topology's defaults; a section whose
+/// values break an ordering once the defaults are filled in is refused by `config check` and
+/// by `cluster up` before any node starts, naming the key; a flag out of range is refused.
+#[test]
+fn the_timeouts_section_is_checked_before_any_node_starts() {
+    let work = tempfile::tempdir().expect("a temporary directory");
+    let base = local_fast_yaml(&format!("cluster-timeouts-{}", std::process::id()), 7680);
+    let good = work.path().join("good.yaml");
+    std::fs::write(&good, format!("{base}\ntimeouts:\n  phase1_timeout: 1s 500ms\n  recovery: {{ turn: 70ms }}\n"))
+        .unwrap();
+    let out = redt(&["config", "check", path_str(&good)]);
+    assert!(out.status.success(), "{}", text(&out));
+    let shown = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(shown.contains("phase1_timeout 1s 500ms,"), "{shown}");
+    assert!(shown.contains("turn 70ms,"), "{shown}");
+    assert!(shown.contains("clock_skew_bound 250ms,"), "an unset key keeps its default: {shown}");
+
+    let bad = work.path().join("bad.yaml");
+    std::fs::write(&bad, format!("{base}\ntimeouts:\n  recovery: {{ retry_base: 6s }}\n")).unwrap();
+    let out = redt(&["config", "check", path_str(&bad)]);
+    assert!(!out.status.success(), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(err.contains("timeouts.recovery.retry_base: 6s must not be above timeouts.recovery.retry_max"), "{err}");
+    let run_dir = work.path().join("run");
+    let out = redt(&["cluster", "up", "--config", path_str(&bad), "--run-dir", path_str(&run_dir)]);
+    assert!(!out.status.success(), "{}", text(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("timeouts.recovery.retry_base"), "{}", text(&out));
+    assert!(!run_dir.join("pids").exists(), "no node was started");
+
+    let unknown = work.path().join("unknown.yaml");
+    std::fs::write(&unknown, format!("{base}\ntimeouts: {{ phase2_timeout: 1s }}\n")).unwrap();
+    let out = redt(&["config", "check", path_str(&unknown)]);
+    assert!(!out.status.success(), "{}", text(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown field `phase2_timeout`"), "{}", text(&out));
+
+    let out = redt(&[
+        "cluster",
+        "up",
+        "--config",
+        path_str(&good),
+        "--run-dir",
+        path_str(&run_dir),
+        "--phase1-timeout",
+        "0s",
+    ]);
+    assert!(!out.status.success(), "{}", text(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("must be above zero"), "{}", text(&out));
+    assert!(!run_dir.join("pids").exists(), "no node was started");
 }

@@ -39,6 +39,40 @@ pub enum Error {
     /// The topology is unusable here.
     #[error("topology: {0}")]
     Topology(String),
+    /// A node has no transaction id left that it did not issue before: its MemStore's
+    /// incarnation counter is 0 (never started) or past [`crate::TxnIds::MAX_INCARNATION`]
+    /// (it started, or used up an incarnation's ids, that many times).
+    #[error(
+        "{node}: incarnation {incarnation} is outside 1..={max}, so its transaction ids would repeat; \
+         the node cannot coordinate (its MemStore was started or renewed too often)",
+        max = crate::TxnIds::MAX_INCARNATION
+    )]
+    TxnIdsExhausted {
+        /// The node.
+        node: NodeId,
+        /// The incarnation it was to use.
+        incarnation: u64,
+    },
+    /// A node's incarnation counter returned an incarnation no newer than the one it uses:
+    /// its ids would repeat (the MemStore's counter was changed behind its back).
+    #[error("{node}: the incarnation counter went back from {current} to {got}; transaction ids would repeat")]
+    IncarnationWentBack {
+        /// The node.
+        node: NodeId,
+        /// The incarnation in use.
+        current: u64,
+        /// The one the MemStore gave.
+        got: u64,
+    },
+    /// The timeouts a node resolved from its topology file's `timeouts:` section and the
+    /// topology-derived defaults break an ordering (`crate::NodeTimeouts::resolve`).
+    #[error("{key}: {problem}")]
+    BadTimeouts {
+        /// The key at fault, as written in the file (`timeouts.recovery.retry_base`).
+        key: String,
+        /// What is wrong with it.
+        problem: String,
+    },
     /// I/O failed.
     #[error("{0}")]
     Io(#[from] std::io::Error),

@@ -34,8 +34,10 @@ pub mod recovery;
 mod recovery_task;
 mod stats;
 pub mod status;
+mod timeouts;
 pub mod transport;
 pub mod txn;
+mod txn_ids;
 
 pub use client::Client;
 pub use cluster::EmbeddedCluster;
@@ -47,4 +49,6 @@ pub use node::{error_code, outcome_to_msg, Node, NodeParts};
 pub use recoverer::{Orphan, Recoverer, RecoveryMutations, RecoveryOptions, RecoveryOutcome};
 pub use stats::{Class, ClassReport, TxnCost, TxnStats};
 pub use status::{NodeStatus, StatusBoard, WaitingTxn};
+pub use timeouts::NodeTimeouts;
 pub use txn::{CoordinatorMutations, CoordinatorOptions, CoordinatorTxn, TxnOutcome, TxnStatus};
+pub use txn_ids::TxnIds;

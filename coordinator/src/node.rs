@@ -20,11 +20,12 @@ use crate::status::{Answered, NodeStatus, StatusBoard};
 use crate::transport::{BoxFuture, Caller, Handler, Transport};
 use crate::txn::CoordinatorTxn;
 pub use crate::txn::{CoordinatorOptions, TxnOutcome, TxnStatus};
+use crate::txn_ids::TxnIds;
 use redt_dc_executor::{Clock, DcHandle, Hlc, Region, ReplayTask, SystemClock};
 use redt_netem::WanModel;
 use redt_proto::wire::{AckReply, Body, Envelope, ErrorReply, OutcomeReply, ProcedureCall};
 use redt_proto::{Epoch, NodeId, Topology, TxnId};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 use tokio::task::JoinSet;
@@ -68,7 +69,11 @@ pub struct Node {
     wan: Arc<Mutex<WanModel>>,
     pub(crate) options: CoordinatorOptions,
     pub(crate) stats: Arc<TxnStats>,
-    seq: AtomicU64,
+    /// The ids this node's coordinators take: this start's incarnation, renewed from the
+    /// MemStore in `dc` when used up.
+    ids: Mutex<TxnIds>,
+    /// Its DC's data path (for the incarnation counter in its own MemStore).
+    dc: Arc<DcHandle>,
     /// The node's hybrid logical clock (shared with its executor core).
     hlc: Arc<Hlc>,
     replay: Mutex<Option<ReplayTask>>,
@@ -82,15 +87,20 @@ pub struct Node {
 }
 
 impl Node {
-    /// Starts a node: its replay thread, its executor thread, its recovery task (every
-    /// `scan_every`, recoverers for the undecided entries of its ring whose coordinator is
-    /// gone, and the gap watch of its ring's head: `crate::recovery_task`) and its request
-    /// handler on `parts.transport`. Must run inside a Tokio runtime.
+    /// Starts a node: first its next incarnation, taken from its MemStore before it issues
+    /// any transaction id ([`TxnIds::start`]: ids never repeat across restarts), then its
+    /// replay thread, its executor thread, its recovery task (every `scan_every`, recoverers
+    /// for the undecided entries of its ring whose coordinator is gone, and the gap watch of
+    /// its ring's head: `crate::recovery_task`) and its request handler on
+    /// `parts.transport`. Must run inside a Tokio runtime. The node's MemStore must be
+    /// formatted (`redt_dc_executor::format_if_new`).
     ///
     /// # Errors
-    /// The transport refuses to serve (it is closed or client-only), the OS refuses a
-    /// thread, or there is no Tokio runtime ([`Error::Io`]).
+    /// The incarnation counter cannot be read or is used up ([`Error::DataPath`],
+    /// [`Error::TxnIdsExhausted`]); the transport refuses to serve (it is closed or
+    /// client-only), the OS refuses a thread, or there is no Tokio runtime ([`Error::Io`]).
     pub fn start(parts: NodeParts) -> Result<Arc<Node>> {
+        let ids = TxnIds::start(&parts.dc, parts.node)?;
         let replay = ReplayTask::spawn(parts.region.clone(), &parts.dc, parts.node);
         let hlc = Arc::new(Hlc::new());
         let core = ExecutorCore::new(parts.topology.clone(), parts.node, parts.dc.clone(), hlc.clone());
@@ -102,7 +112,8 @@ impl Node {
             wan: parts.wan,
             options: parts.options,
             stats: parts.stats,
-            seq: AtomicU64::new(first_seq()),
+            ids: Mutex::new(ids),
+            dc: parts.dc,
             hlc,
             replay: Mutex::new(Some(replay)),
             closed: std::sync::atomic::AtomicBool::new(false),
@@ -181,9 +192,13 @@ impl Node {
         Envelope { epoch: self.topology.epoch.0, from: self.id.0 as u32, body: Some(body) }
     }
 
-    /// A fresh transaction id coordinated by this node.
-    fn next_txn(&self) -> TxnId {
-        TxnId::new(self.id, self.seq.fetch_add(1, Ordering::Relaxed) + 1)
+    /// A fresh transaction id coordinated by this node ([`TxnIds::issue`]).
+    ///
+    /// # Errors
+    /// As [`TxnIds::issue`], when the current incarnation is used up and no fresh one can be
+    /// taken.
+    fn next_txn(&self) -> Result<TxnId> {
+        self.ids.lock().unwrap_or_else(|p| p.into_inner()).issue(&self.dc)
     }
 
     /// Sends a typed request to `peer` and decodes its reply; to itself, the request is
@@ -246,7 +261,17 @@ impl Node {
     /// returns right after the decision and the rest continues in the background.
     pub async fn submit(self: &Arc<Self>, call: ProcedureCall) -> TxnOutcome {
         let start = Instant::now();
-        let txn = self.next_txn();
+        let txn = match self.next_txn() {
+            Ok(txn) => txn,
+            Err(e) => {
+                tracing::error!(node = %self.id, "no transaction id: {e}");
+                return TxnOutcome {
+                    txn: TxnId(0),
+                    status: TxnStatus::Aborted(format!("no transaction id: {e}")),
+                    reads: vec![],
+                };
+            }
+        };
         let (topology, options) = (self.topology.clone(), self.options.clone());
         match Baseline::of(self.options.protocol) {
             None => {
@@ -277,7 +302,7 @@ impl Node {
         let mut tx = Some(tx);
         let (stats, board) = (self.stats.clone(), self.board.clone());
         // The claim fails only if a recoverer here runs a transaction of the same id, which
-        // `first_seq` rules out (docs/design.md, "Recovery", point 4); the coordinator runs
+        // `TxnIds` rules out (docs/design.md, "Recovery", point 4); the coordinator runs
         // anyway.
         let claim = self.busy.claim(txn);
         let on_action = move |action: Action| match action {
@@ -416,15 +441,6 @@ impl Node {
             _ => err(error_code::MALFORMED, "unexpected message kind".into()),
         }
     }
-}
-
-/// The sequence number this process's transaction ids start after: the wall clock in µs since
-/// `redt_dc_executor::ORIGIN_UNIX_MS`. A restarted node must not reuse the id of a transaction
-/// its previous life left in a ring (recovery, fences and the decision log know transactions
-/// by id), and it does not unless it started more than one transaction per µs on average, or
-/// its clock went back across the restart. 48 bits of µs last until 2034.
-fn first_seq() -> u64 {
-    SystemClock.now_ms().saturating_mul(1000)
 }
 
 async fn sleep_until_opt(t: Option<tokio::time::Instant>) {

@@ -71,7 +71,7 @@ impl Drop for Claim {
 pub(crate) fn spawn(node: &Arc<Node>) -> Result<()> {
     let runtime = tokio::runtime::Handle::try_current()
         .map_err(|_| Error::Io(std::io::Error::other("a node's recovery task needs a Tokio runtime")))?;
-    let options = RecoveryOptions::for_topology(&node.topology, node.options.clock_skew_bound);
+    let options = node.options.recovery_options(&node.topology);
     let writers = node
         .topology
         .nodes
@@ -165,7 +165,7 @@ async fn scan(node: &Arc<Node>, options: &RecoveryOptions) -> bool {
 /// [`RecoveryOptions::catch_up_give_up`]), holding `claim` (if any) until then. A node that
 /// shuts down first leaves the masks set: the next life of the process ships again.
 pub(crate) fn pay(node: &Arc<Node>, debt: CatchUpDebt, claim: Option<Claim>) {
-    let options = RecoveryOptions::for_topology(&node.topology, node.options.clock_skew_bound);
+    let options = node.options.recovery_options(&node.topology);
     let CatchUpDebt { txn, ship, owed } = debt;
     let shipper = Shipper::start(txn, ship, &options, Instant::now());
     let node = node.clone();

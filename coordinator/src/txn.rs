@@ -63,6 +63,10 @@ pub struct CoordinatorOptions {
     /// ([`crate::RecoveryOptions::clock_skew_bound`]; DESIGN.md, "Recovery"). Every node of a
     /// cluster must run with the same bound (and the same `phase1_timeout`).
     pub clock_skew_bound: Duration,
+    /// The options of the node's recovery task (`None`: [`crate::RecoveryOptions::for_topology`]
+    /// of the node's topology; a real node sets them from its file's `timeouts:` section,
+    /// [`crate::NodeTimeouts::apply`]). Read through [`CoordinatorOptions::recovery_options`].
+    pub recovery: Option<crate::RecoveryOptions>,
     /// Deliberate bugs and injected faults (tests only).
     pub mutations: CoordinatorMutations,
 }
@@ -77,6 +81,16 @@ impl CoordinatorOptions {
         let rtt = topology.links.iter().flatten().map(|l| l.rtt).max().unwrap_or_default();
         (10 * rtt).max(Duration::from_millis(500))
     }
+
+    /// The options a node's recovery task runs with on `topology`: [`CoordinatorOptions::recovery`]
+    /// if set, else [`crate::RecoveryOptions::for_topology`]; either way with this
+    /// `clock_skew_bound`.
+    pub fn recovery_options(&self, topology: &redt_proto::Topology) -> crate::RecoveryOptions {
+        match &self.recovery {
+            Some(r) => crate::RecoveryOptions { clock_skew_bound: self.clock_skew_bound, ..r.clone() },
+            None => crate::RecoveryOptions::for_topology(topology, self.clock_skew_bound),
+        }
+    }
 }
 
 impl Default for CoordinatorOptions {
@@ -89,6 +103,7 @@ impl Default for CoordinatorOptions {
             retry_max: Duration::from_secs(5),
             give_up_after: Duration::from_secs(600),
             clock_skew_bound: Duration::from_millis(250),
+            recovery: None,
             mutations: CoordinatorMutations::default(),
         }
     }

@@ -31,6 +31,7 @@ fn topology(n: u16) -> Arc<Topology> {
         tables: vec![],
         partitions: vec![],
         links: vec![vec![LinkConditions::default(); usize::from(n)]; usize::from(n)],
+        timeouts: Default::default(),
     })
 }
 

@@ -159,12 +159,14 @@ pub fn counter_increment(record: Offset, g: usize) -> (Offset, u64, u64) {
 pub const COUNTER_BOUNDARY: u64 = 0x8000_8000_8000_8000;
 
 /// Formats `region` as a MemStore of `layout` unless it already holds one of that layout
-/// (a restarted node process keeps its data).
+/// (a restarted node process keeps its data). Returns whether it formatted.
 ///
 /// # Errors
-/// [`Error::BadSuperblock`] if the region holds a MemStore of a different layout.
+/// [`Error::BadSuperblock`] if the region holds a MemStore of a different layout, or of
+/// another format version (`SuperblockMismatch::Format`: a MemStore an older redt wrote is
+/// refused, never formatted over).
 pub fn format_if_new(layout: &Layout, node: NodeId, region: &Region) -> Result<bool> {
-    if Layout::is_formatted(region) {
+    if Layout::holds_any_format(region) {
         layout.check(node, region)?;
         Ok(false)
     } else {

@@ -40,7 +40,7 @@ pub enum Error {
         source: std::io::Error,
     },
     /// The region does not hold a MemStore of the expected layout.
-    #[error("{node}: not a redt MemStore or a different layout ({why})")]
+    #[error("{node}: not a redt MemStore of this layout ({why})")]
     BadSuperblock {
         /// Node whose region was checked.
         node: NodeId,
@@ -131,6 +131,19 @@ pub enum SuperblockMismatch {
     /// The magic number is wrong (region never formatted, or not a MemStore).
     #[error("bad magic {0:#x}")]
     Magic(u64),
+    /// The region holds a MemStore of another format version, written by another redt
+    /// (magics `"REDTMS01"`, `"REDTMS02"`, …): its areas lie elsewhere, so it is neither read
+    /// nor formatted over.
+    #[error(
+        "the MemStore has format {found} (written by another redt version), this redt needs {expected}; \
+         remove its file (`redt cluster down --wipe`) to start this node afresh"
+    )]
+    Format {
+        /// The magic found, as text (`"REDTMS02"`).
+        found: String,
+        /// This build's magic, as text.
+        expected: String,
+    },
     /// A layout field differs from the configuration.
     #[error("{field} is {found}, config says {expected}")]
     Field {

@@ -4,7 +4,9 @@
 //! ```text
 //! [0, 64)                      superblock: magic, layout, heap bump pointer
 //! [64, 128)                    insert-lock stripes (8 words; see `Layout::insert_lock`)
-//! [128, 128 + index)           index buckets (64 bytes each)
+//! [128, 192)                   node line: word 0 the incarnation counter (see
+//!                              `Layout::next_incarnation`), words 1..8 reserved (zero)
+//! [192, 192 + index)           index buckets (64 bytes each)
 //! [.., + ring)                 redo ring: 64-byte head/tail block, then 64-byte slots
 //! [.., + log)                  decision log: 64-byte header, 32-byte rows (`decision_log.rs`)
 //! [.., size)                   record heap, bump-allocated by fetch-and-add
@@ -15,8 +17,16 @@ use crate::region::Region;
 use crate::verbs::Verbs;
 use redt_proto::{MemStoreConfig, NodeId, Offset};
 
-/// `"REDTMS02"` in little-endian (02: entries carry start and partitions; decision log).
-pub const MAGIC: u64 = u64::from_le_bytes(*b"REDTMS02");
+/// `"REDTMS03"` in little-endian (02: entries carry start and partitions; decision log. 03:
+/// the node line with the incarnation counter, so the index starts at 192).
+pub const MAGIC: u64 = u64::from_le_bytes(*b"REDTMS03");
+
+/// The first six bytes every MemStore magic starts with (`"REDTMS"`, then a two-digit format
+/// version), to tell a MemStore of another format from a region that holds none.
+const MAGIC_FAMILY: u64 = u64::from_le_bytes(*b"REDTMS\0\0");
+
+/// Mask of the [`MAGIC_FAMILY`] bytes in a magic word.
+const MAGIC_FAMILY_MASK: u64 = 0x0000_ffff_ffff_ffff;
 
 /// Superblock size and alignment unit of every area, in bytes.
 pub const LINE: u64 = 64;
@@ -24,8 +34,11 @@ pub const LINE: u64 = 64;
 /// Byte offset of the heap bump pointer inside the superblock.
 const HEAP_NEXT: u64 = 56;
 
-/// Bytes before the index: the superblock line and the insert-lock line.
-pub const SUPERBLOCK_BYTES: u64 = 2 * LINE;
+/// Byte offset of the node's incarnation counter: word 0 of the node line, the third line.
+const INCARNATION: u64 = 2 * LINE;
+
+/// Bytes before the index: the superblock line, the insert-lock line and the node line.
+pub const SUPERBLOCK_BYTES: u64 = 3 * LINE;
 
 /// Insert-lock stripes: words of the second superblock line.
 pub const INSERT_LOCK_STRIPES: u64 = LINE / 8;
@@ -93,12 +106,33 @@ impl Layout {
         Offset(HEAP_NEXT)
     }
 
+    /// Offset of the node's incarnation counter: how many times a node process started on
+    /// this MemStore (0 once formatted).
+    pub fn incarnation_offset(&self) -> Offset {
+        Offset(INCARNATION)
+    }
+
+    /// Starts a new incarnation of `node` on its MemStore: one fetch-and-add of 1 on its
+    /// incarnation counter, so the count lives as long as the rest of the MemStore (a
+    /// restarted process finds it in the shared-memory file). Returns the new incarnation:
+    /// 1 on a freshly formatted MemStore, one more at every call after. A node calls it once
+    /// at start, before it issues any transaction id, and again whenever it has used up the
+    /// ids of its current incarnation (`redt_coordinator::TxnIds`).
+    ///
+    /// # Errors
+    /// Verbs errors.
+    pub fn next_incarnation(&self, verbs: &dyn Verbs, node: NodeId) -> Result<u64> {
+        let before = verbs.fetch_and_add(node, self.incarnation_offset(), 1)?;
+        Ok(before.wrapping_add(1))
+    }
+
     /// Rows of the decision log.
     pub fn log_rows(&self) -> u64 {
         (self.log_bytes - LINE) / crate::decision_log::ROW_BYTES
     }
 
-    /// Writes a fresh superblock and zeroes the index, ring and decision-log areas of
+    /// Writes a fresh superblock and zeroes the insert-lock stripes, the node line (the
+    /// incarnation counter starts at 0) and the index, ring and decision-log areas of
     /// `region`.
     ///
     /// # Panics
@@ -132,13 +166,20 @@ impl Layout {
     /// Checks that `region` holds a MemStore of this layout.
     ///
     /// # Errors
-    /// [`Error::BadSuperblock`] naming the first field that differs.
+    /// [`Error::BadSuperblock`]: [`SuperblockMismatch::Format`] for a MemStore of another
+    /// format version (written by another redt), [`SuperblockMismatch::Magic`] for a region
+    /// that holds no MemStore, else naming the first layout field that differs.
     pub fn check(&self, node: NodeId, region: &Region) -> Result<()> {
         let mut sb = [0u8; 64];
         region.read(0, &mut sb);
         let w = |i: usize| u64::from_le_bytes(sb[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
         let bad = |why| Error::BadSuperblock { node, why };
         if w(0) != MAGIC {
+            if Layout::holds_any_format(region) {
+                let found = String::from_utf8_lossy(&sb[..8]).into_owned();
+                let expected = String::from_utf8_lossy(&MAGIC.to_le_bytes()).into_owned();
+                return Err(bad(SuperblockMismatch::Format { found, expected }));
+            }
             return Err(bad(SuperblockMismatch::Magic(w(0))));
         }
         let fields = [
@@ -157,9 +198,15 @@ impl Layout {
         Ok(())
     }
 
-    /// Whether `region` already holds a formatted MemStore (any layout).
+    /// Whether `region` already holds a formatted MemStore of this format (any layout).
     pub fn is_formatted(region: &Region) -> bool {
         region.word(0).load(std::sync::atomic::Ordering::Acquire) == MAGIC
+    }
+
+    /// Whether `region` holds a MemStore of any format version, this one or another (its
+    /// magic starts with `"REDTMS"`).
+    pub fn holds_any_format(region: &Region) -> bool {
+        region.word(0).load(std::sync::atomic::Ordering::Acquire) & MAGIC_FAMILY_MASK == MAGIC_FAMILY
     }
 
     /// Allocates `bytes` (rounded up to 64) from `node`'s record heap with one
@@ -204,5 +251,52 @@ mod tests {
             other.check(NodeId(0), r),
             Err(Error::BadSuperblock { why: SuperblockMismatch::Field { field: "ring_bytes", .. }, .. })
         ));
+    }
+
+    #[test]
+    fn the_incarnation_starts_at_one_and_counts_every_start() {
+        let l = Layout::from_config(&cfg());
+        let v = LocalVerbs::in_process([NodeId(0), NodeId(1)], l.size);
+        for n in [NodeId(0), NodeId(1)] {
+            l.format(v.region(n).unwrap());
+        }
+        assert_eq!(l.incarnation_offset().0, 128);
+        assert_eq!(l.index_off, 192, "the node line sits between the insert locks and the index");
+        assert_eq!(l.next_incarnation(&v, NodeId(0)).unwrap(), 1, "a fresh MemStore's first start");
+        assert_eq!(l.next_incarnation(&v, NodeId(0)).unwrap(), 2);
+        assert_eq!(l.next_incarnation(&v, NodeId(1)).unwrap(), 1, "each node counts its own starts");
+        // A process that starts again on the same region (the shared-memory file) continues.
+        l.check(NodeId(0), v.region(NodeId(0)).unwrap()).unwrap();
+        assert_eq!(l.next_incarnation(&v, NodeId(0)).unwrap(), 3);
+        // Formatting anew starts over (a new MemStore holds no transaction of an old life).
+        l.format(v.region(NodeId(0)).unwrap());
+        assert_eq!(l.next_incarnation(&v, NodeId(0)).unwrap(), 1);
+    }
+
+    #[test]
+    fn a_memstore_of_another_format_is_refused_by_name() {
+        let l = Layout::from_config(&cfg());
+        let v = LocalVerbs::in_process([NodeId(0)], l.size);
+        let r = v.region(NodeId(0)).unwrap();
+        l.format(r);
+        // What the previous format (no node line) leaves in word 0.
+        r.write(0, b"REDTMS02");
+        assert!(Layout::holds_any_format(r));
+        assert!(!Layout::is_formatted(r));
+        let err = l.check(NodeId(0), r).unwrap_err();
+        assert!(
+            matches!(&err, Error::BadSuperblock { why: SuperblockMismatch::Format { found, .. }, .. } if found == "REDTMS02"),
+            "{err:?}"
+        );
+        assert!(err.to_string().contains("REDTMS02"), "{err}");
+        // A restarted node refuses it rather than format over its data.
+        assert!(crate::dc::format_if_new(&l, NodeId(0), r).is_err());
+        assert_eq!(r.word(0).load(std::sync::atomic::Ordering::Relaxed), u64::from_le_bytes(*b"REDTMS02"));
+        // A region that never held a MemStore is not taken for one.
+        r.write(0, &7u64.to_le_bytes());
+        assert!(!Layout::holds_any_format(r));
+        assert!(matches!(l.check(NodeId(0), r), Err(Error::BadSuperblock { why: SuperblockMismatch::Magic(7), .. })));
+        assert!(crate::dc::format_if_new(&l, NodeId(0), r).unwrap(), "anything else is formatted");
+        l.check(NodeId(0), r).unwrap();
     }
 }

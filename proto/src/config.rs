@@ -26,14 +26,25 @@
 //!     # or: cells: { count: 10, bytes: 100, prefix: field }  -> field0 .. field9
 //! partitions:                      # PartitionId = index here
 //!   - { replicas: [dc1-n1, dc2-n1, dc3-n1] }   # node names; the first is the primary
+//! timeouts:                        # optional, every key optional: unset ones are derived
+//!   phase1_timeout: 500ms          #   from the largest link RTT (redt_coordinator::NodeTimeouts)
+//!   clock_skew_bound: 250ms        # may be 0
+//!   retry_every: 200ms             # coordinator: phase-2 and abort-record retries
+//!   retry_max: 5s
+//!   give_up_after: 10m
+//!   recovery: { own_dc_after: 160ms, other_dc_after: 500ms, turn: 640ms, round_timeout: 160ms,
+//!               retry_base: 80ms, retry_max: 5s, scan_every: 100ms, gap_wait: 200ms,
+//!               catch_up_give_up: 30s }
 //! ```
 //!
 //! Value syntax:
 //! - **sizes**: an integer number of bytes, or an integer with a unit `B`, `KiB`, `MiB`,
 //!   `GiB`, `TiB` (binary; a space before the unit is allowed). Every MemStore size must be
 //!   a multiple of 64 bytes.
-//! - **durations** (`rtt`, `jitter`): humantime syntax (`40ms`, `1s 500ms`, `250us`); a
-//!   plain `0` is zero.
+//! - **durations** (`rtt`, `jitter`, every `timeouts` key): humantime syntax (`40ms`,
+//!   `1s 500ms`, `250us`); a plain `0` is zero. A timeout is above zero (`clock_skew_bound`
+//!   may be zero) and at most 24 h; orderings (`retry_every` ≤ `retry_max`, …) are checked
+//!   once the defaults are filled in (`redt_coordinator::NodeTimeouts::resolve`).
 //! - **loss**: a percentage with a `%` sign, `0%` to `100%` (`0.5%`).
 //! - **rate**: `unlimited`, or a number with a unit `bit`, `kbit`, `mbit`, `gbit`, `tbit`
 //!   (decimal, as `tc` uses them: `1kbit` = 1000 bit/s); a bare number is bit/s.
@@ -61,9 +72,9 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
-/// Bytes of the MemStore superblock (layout words and insert-lock stripes) that precedes
-/// index, ring and heap.
-const SUPERBLOCK_BYTES: u64 = 128;
+/// Bytes of the MemStore superblock (layout words, insert-lock stripes and the node line
+/// with the incarnation counter) that precedes index, ring and heap.
+const SUPERBLOCK_BYTES: u64 = 192;
 /// MemStore alignment unit (one cache line / one ring slot).
 const ALIGN: u64 = 64;
 /// Smallest index: one bucket.
@@ -92,6 +103,8 @@ struct RawTopology {
     links: RawLinks,
     tables: Vec<RawTable>,
     partitions: Vec<RawPartition>,
+    #[serde(default)]
+    timeouts: timeouts::RawTimeouts,
 }
 
 #[derive(Deserialize)]
@@ -441,7 +454,18 @@ impl Resolver<'_> {
         let links = self.links(&raw.links, &dcs)?;
         let tables = self.tables(&raw.tables)?;
         let partitions = self.partitions(&raw.partitions, &nodes, &dcs)?;
-        Ok(Topology { name: raw.name, epoch: Epoch(raw.epoch), dcs, nodes, memstore, tables, partitions, links })
+        let timeouts = self.timeouts(&raw.timeouts)?;
+        Ok(Topology {
+            name: raw.name,
+            epoch: Epoch(raw.epoch),
+            dcs,
+            nodes,
+            memstore,
+            tables,
+            partitions,
+            links,
+            timeouts,
+        })
     }
 
     fn memstore(&self, raw: &RawMemStore) -> Res<MemStoreConfig> {
@@ -733,6 +757,8 @@ impl Resolver<'_> {
         Ok(partitions)
     }
 }
+
+mod timeouts;
 
 #[cfg(test)]
 mod tests;

@@ -15,5 +15,6 @@ pub use error::{ConfigError, Result};
 pub use ids::{Ballot, Cts, DcId, Epoch, NodeId, Offset, PartitionId, TableId, TxnId};
 pub use protocol::{Protocol, UnknownProtocol};
 pub use topology::{
-    CellSchema, Dc, LinkConditions, Locking, MemStoreConfig, Node, Partition, Partitioning, TableSchema, Topology,
+    CellSchema, Dc, LinkConditions, Locking, MemStoreConfig, Node, Partition, Partitioning, RecoveryTimeoutsConfig,
+    TableSchema, TimeoutsConfig, Topology,
 };

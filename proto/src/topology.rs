@@ -27,6 +27,63 @@ pub struct Topology {
     pub partitions: Vec<Partition>,
     /// One-way link conditions, `links[from][to]` by `DcId` (the diagonal is unused).
     pub links: Vec<Vec<LinkConditions>>,
+    /// The timeouts the file sets (its optional `timeouts:` section); every one it leaves out
+    /// is `None` and takes its topology-derived default where a node resolves them
+    /// (`redt_coordinator::NodeTimeouts`).
+    pub timeouts: TimeoutsConfig,
+}
+
+/// The `timeouts:` section of a topology file: coordinator timeouts at the top, recovery's
+/// under `recovery`. Each is `None` unless the file sets it; each set one is above zero
+/// (`clock_skew_bound` may be zero) and at most [`TimeoutsConfig::MAX`]. Every node of a
+/// cluster reads the same file, so they all run with the same values.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TimeoutsConfig {
+    /// `phase1_timeout`: how long a coordinator waits for phase-1 votes; executors refuse to
+    /// vote past it and recovery waits for it.
+    pub phase1_timeout: Option<Duration>,
+    /// `clock_skew_bound`: the largest difference between two nodes' wall clocks.
+    pub clock_skew_bound: Option<Duration>,
+    /// `retry_every`: a coordinator's first pause before it retries a phase-2 or abort-record
+    /// message.
+    pub retry_every: Option<Duration>,
+    /// `retry_max`: a coordinator's largest pause between those retries.
+    pub retry_max: Option<Duration>,
+    /// `give_up_after`: how long a coordinator retries phase 2 (or recording an abort)
+    /// before it gives up.
+    pub give_up_after: Option<Duration>,
+    /// The `recovery:` subsection.
+    pub recovery: RecoveryTimeoutsConfig,
+}
+
+impl TimeoutsConfig {
+    /// The largest timeout a file may set: 24 hours.
+    pub const MAX: Duration = Duration::from_secs(24 * 3600);
+}
+
+/// The `timeouts.recovery:` subsection: when and how persistently a node recovers the
+/// transactions a dead coordinator left (the fields of `redt_coordinator::RecoveryOptions`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RecoveryTimeoutsConfig {
+    /// `own_dc_after`: a node of the coordinator's DC recovers this long after the phase-1
+    /// deadline (plus the skew bound).
+    pub own_dc_after: Option<Duration>,
+    /// `other_dc_after`: a node of another DC waits this long instead.
+    pub other_dc_after: Option<Duration>,
+    /// `turn`: plus this much per participant DC ahead of its own.
+    pub turn: Option<Duration>,
+    /// `round_timeout`: how long a prepare or record round waits for answers.
+    pub round_timeout: Option<Duration>,
+    /// `retry_base`: a recoverer's (and a catch-up's) first retry pause.
+    pub retry_base: Option<Duration>,
+    /// `retry_max`: a recoverer's (and a catch-up's) largest retry pause.
+    pub retry_max: Option<Duration>,
+    /// `scan_every`: how often a node scans its ring for undecided entries.
+    pub scan_every: Option<Duration>,
+    /// `gap_wait`: how long a gap at a ring's head waits before the node asks the writers.
+    pub gap_wait: Option<Duration>,
+    /// `catch_up_give_up`: how long a catch-up keeps retrying a replica before it gives up.
+    pub catch_up_give_up: Option<Duration>,
 }
 
 /// One data center.

@@ -12,7 +12,7 @@ use redt_coordinator::message::{Reply, Request, Reservations};
 use redt_coordinator::txn::Action;
 use redt_coordinator::{
     CoordinatorOptions, CoordinatorTxn, ExecutorCore, ExecutorMutations, Orphan, Recoverer, RecoveryMutations,
-    RecoveryOptions, RecoveryOutcome, TxnMachine, TxnStatus,
+    RecoveryOptions, RecoveryOutcome, TxnIds, TxnMachine, TxnStatus,
 };
 use redt_dc_executor::{
     apply_committed, ring::ring_bounds, ring_scan, DcHandle, EntryRef, Gap, Hlc, Layout, LocalVerbs, Region, Replayer,
@@ -291,7 +291,9 @@ struct SimNode {
     /// Catch-ups being paid (lost in a crash; their masks in the ring are not): the shipper,
     /// the entries whose masks it clears when done, and its queued timer.
     shippers: BTreeMap<u64, (Shipper, Vec<EntryRef>, Option<Micros>)>,
-    seq: u64,
+    /// The ids its coordinators take (lost in a crash; the incarnation counter in its
+    /// MemStore is not): `None` until booted.
+    ids: Option<TxnIds>,
     skew_ms: u64,
 }
 
@@ -418,7 +420,7 @@ impl World {
                     armed: HashMap::new(),
                     rpcs: HashMap::new(),
                     shippers: BTreeMap::new(),
-                    seq: 0,
+                    ids: None,
                     skew_ms,
                 }
             })
@@ -500,8 +502,9 @@ impl World {
         n.replayer = Replayer::new(dc.layout, n.id);
         n.gaps = GapWatch::new(self.topology.dcs[n.dc.0 as usize].nodes.clone(), self.recovery.gap_wait);
         n.alive = true;
-        // Transaction ids continue above anything handed out before a crash.
-        n.seq = n.seq.max(self.now + 1);
+        // Transaction ids continue above anything handed out before a crash: the next
+        // incarnation, from the node's MemStore, as a real node takes it.
+        n.ids = Some(TxnIds::start(&dc, n.id).expect("a formatted in-process MemStore has incarnations left"));
     }
 
     fn instant(&self, t: Micros) -> Instant {
@@ -768,8 +771,9 @@ impl World {
         }
         let draw = self.gen.draw(&mut self.rng);
         let n = &mut self.nodes[node.0 as usize];
-        n.seq += 1;
-        let txn = TxnId::new(node, n.seq);
+        let dc = self.dcs[n.dc.0 as usize].clone();
+        let ids = n.ids.as_mut().expect("a live node was booted");
+        let txn = ids.issue(&dc).expect("the in-process MemStore has incarnations left");
         let now = self.instant(self.now);
         let h = self.hist.len();
         self.hist.push(Hist {

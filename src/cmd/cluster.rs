@@ -5,10 +5,10 @@ use super::{load_topology, runtime};
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 use redt_coordinator::transport::{init_cluster_certs, load_identity, SocketSpec, Transport, TransportConfig};
-use redt_coordinator::{CoordinatorOptions, Node, NodeParts, TxnStats};
+use redt_coordinator::{CoordinatorOptions, Node, NodeParts, NodeTimeouts, TxnStats};
 use redt_dc_executor::{format_if_new, DcHandle, Layout, LocalVerbs, TcpVerbs, TcpVerbsServer, Verbs};
 use redt_netem::{NetemSocket, WanModel};
-use redt_proto::{NodeId, Protocol, Topology};
+use redt_proto::{NodeId, Protocol, TimeoutsConfig, Topology};
 use std::collections::HashMap;
 use std::io::Write;
 use std::net::SocketAddr;
@@ -47,25 +47,48 @@ pub struct NodeArgs {
     #[arg(long, default_value = "redt", value_parser = Protocol::from_str)]
     pub protocol: Protocol,
     /// The largest difference between two nodes' wall clocks, as NTP keeps it (humantime:
-    /// `250ms`, `1s`; default 250 ms). Recovery of a transaction whose coordinator died waits
-    /// this long past its phase-1 deadline; every node of the cluster must use the same.
-    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    /// `250ms`, `1s`; overrides the topology file's `timeouts.clock_skew_bound`, default
+    /// 250 ms). Recovery of a transaction whose coordinator died waits this long past its
+    /// phase-1 deadline; every node of the cluster must use the same.
+    #[arg(long, value_name = "DURATION", value_parser = bounded_duration)]
     pub clock_skew_bound: Option<Duration>,
     /// How long a coordinator waits for the votes of phase 1 before it decides with what it
-    /// has (humantime; default 10 × the topology's largest RTT, at least 500 ms). Executors
-    /// refuse to vote past it, and recovery waits for it; every node of the cluster must use
-    /// the same.
+    /// has (humantime; overrides the topology file's `timeouts.phase1_timeout`, default 10 ×
+    /// the topology's largest RTT, at least 500 ms). Executors refuse to vote past it, and
+    /// recovery waits for it; every node of the cluster must use the same.
     #[arg(long, value_name = "DURATION", value_parser = positive_duration)]
     pub phase1_timeout: Option<Duration>,
 }
 
-/// A humantime duration above zero.
-fn positive_duration(s: &str) -> std::result::Result<Duration, String> {
-    match humantime::parse_duration(s) {
-        Ok(d) if d.is_zero() => Err("must be above zero".into()),
-        Ok(d) => Ok(d),
-        Err(e) => Err(e.to_string()),
+/// A humantime duration of at most 24 h ([`TimeoutsConfig::MAX`], as in the topology file).
+fn bounded_duration(s: &str) -> std::result::Result<Duration, String> {
+    let d = humantime::parse_duration(s).map_err(|e| e.to_string())?;
+    if d > TimeoutsConfig::MAX {
+        return Err(format!("must be at most {}", humantime::format_duration(TimeoutsConfig::MAX)));
     }
+    Ok(d)
+}
+
+/// A humantime duration above zero and at most 24 h.
+fn positive_duration(s: &str) -> std::result::Result<Duration, String> {
+    match bounded_duration(s)? {
+        d if d.is_zero() => Err("must be above zero".into()),
+        d => Ok(d),
+    }
+}
+
+/// The timeouts a node of `topo` runs with: the file's `timeouts:` section (`config` names it
+/// in errors), then the command line's `--clock-skew-bound` and `--phase1-timeout` over it,
+/// over the topology-derived defaults ([`NodeTimeouts::resolve`]).
+fn node_timeouts(topo: &Topology, config: &Path, timing: &Timing) -> Result<NodeTimeouts> {
+    let mut set = topo.timeouts.clone();
+    if let Some(bound) = timing.clock_skew_bound {
+        set.clock_skew_bound = Some(bound);
+    }
+    if let Some(t) = timing.phase1_timeout {
+        set.phase1_timeout = Some(t);
+    }
+    NodeTimeouts::resolve(topo, &set).with_context(|| format!("{}: the timeouts", config.display()))
 }
 
 /// `redt cluster` subcommands.
@@ -89,11 +112,12 @@ pub enum ClusterCmd {
         #[arg(long, default_value = "redt", value_parser = Protocol::from_str)]
         protocol: Protocol,
         /// The largest difference between two nodes' wall clocks (humantime; passed to every
-        /// `redt node`, whose default is 250 ms).
-        #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+        /// `redt node`; overrides the file's `timeouts.clock_skew_bound`, default 250 ms).
+        #[arg(long, value_name = "DURATION", value_parser = bounded_duration)]
         clock_skew_bound: Option<Duration>,
-        /// Phase-1 timeout of every coordinator (humantime; passed to every `redt node`,
-        /// whose default is 10 × the topology's largest RTT, at least 500 ms).
+        /// Phase-1 timeout of every coordinator (humantime; passed to every `redt node`;
+        /// overrides the file's `timeouts.phase1_timeout`, default 10 × the topology's
+        /// largest RTT, at least 500 ms).
         #[arg(long, value_name = "DURATION", value_parser = positive_duration)]
         phase1_timeout: Option<Duration>,
     },
@@ -155,6 +179,8 @@ pub fn node(a: &NodeArgs) -> Result<()> {
         .with_context(|| format!("{}: no node named `{}`", a.config.display(), a.node))?
         .clone();
     let dc = &topo.dcs[me.dc.0 as usize];
+    let timing = Timing { clock_skew_bound: a.clock_skew_bound, phase1_timeout: a.phase1_timeout };
+    let timeouts = node_timeouts(&topo, &a.config, &timing)?;
     let layout = Layout::from_config(&topo.memstore);
     let tcp = a.protocol == Protocol::RedtTcp;
     // Under redt-tcp only the own MemStore file is mapped: the others are reached through
@@ -199,14 +225,11 @@ pub fn node(a: &NodeArgs) -> Result<()> {
         let wan = Arc::new(Mutex::new(WanModel::from_topology(&topo)));
         let socket = NetemSocket::bind(me.addr, me.dc, wan.clone()).with_context(|| format!("binding {}", me.addr))?;
         let transport = Transport::bind(TransportConfig::default(), &topo, &identity, SocketSpec::Custom(socket))?;
-        let defaults = CoordinatorOptions::default();
-        let options = CoordinatorOptions {
+        let options = timeouts.apply(CoordinatorOptions {
             protocol: a.protocol,
             early_ack: !a.no_early_ack,
-            clock_skew_bound: a.clock_skew_bound.unwrap_or(defaults.clock_skew_bound),
-            phase1_timeout: a.phase1_timeout.unwrap_or_else(|| CoordinatorOptions::phase1_timeout_for(&topo)),
-            ..defaults
-        };
+            ..CoordinatorOptions::default()
+        });
         let node = Node::start(NodeParts {
             topology: topo.clone(),
             node: me.id,
@@ -301,6 +324,9 @@ struct Timing {
 
 fn up(config: &Path, run_dir: &Path, rpp: u64, shm_dir: &Path, protocol: Protocol, timing: Timing) -> Result<()> {
     let topo = load_topology(Some(config))?;
+    // Every node resolves the same timeouts from the same file and flags; a bad combination
+    // is refused here, before any node starts.
+    node_timeouts(&topo, config, &timing)?;
     let pids = run_dir.join("pids");
     if pids.is_dir() && std::fs::read_dir(&pids)?.next().is_some() {
         bail!(

@@ -1,6 +1,7 @@
 //! One test per validation rule, each asserting the field path and the problem text.
 
 use super::*;
+use crate::topology::{RecoveryTimeoutsConfig, TimeoutsConfig};
 
 const FILE: &str = "test.yaml";
 
@@ -330,7 +331,7 @@ fn memstore_ring_at_least_one_slot() {
 fn memstore_size_leaves_room_for_records() {
     // index + ring + decision log (64 + 512 lines for 1,023 ring slots) + superblock == size:
     // no heap at all.
-    let exact = (128 << 10) + 128 + 64 + 512 * 64;
+    let exact = (128 << 10) + 192 + 64 + 512 * 64;
     invalid(&Doc::base().edit("size: 1MiB", &format!("size: {exact}")), "memstore.size", "too small");
     invalid(&Doc::base().edit("size: 1MiB", "size: 64KiB"), "memstore.size", "too small");
     ok(&Doc::base().edit("size: 1MiB", &format!("size: {}", exact + 64)));
@@ -623,4 +624,95 @@ fn value_parsers() {
     assert!(parse_rate("1..5gbit").is_err());
     assert!(parse_rate("gbit").is_err());
     assert!(parse_rate("99999999999tbit").is_err());
+}
+
+// ----- timeouts -----
+
+/// The base document with `section` (a `timeouts:` block) appended.
+fn with_timeouts(section: &str) -> String {
+    format!("{}{section}\n", Doc::base().render())
+}
+
+#[test]
+fn timeouts_are_optional_and_unset_by_default() {
+    assert_eq!(ok(&Doc::base()).timeouts, TimeoutsConfig::default());
+    assert_eq!(ok(&with_timeouts("timeouts: {}")).timeouts, TimeoutsConfig::default());
+    assert_eq!(ok(&with_timeouts("timeouts: { recovery: {} }")).timeouts, TimeoutsConfig::default());
+}
+
+#[test]
+fn every_timeout_key_parses() {
+    let t = ok(&with_timeouts(
+        r#"timeouts:
+  phase1_timeout: 750ms
+  clock_skew_bound: 0
+  retry_every: 100ms
+  retry_max: 2s
+  give_up_after: 10m
+  recovery:
+    own_dc_after: 150ms
+    other_dc_after: 1s 500ms
+    turn: 300ms
+    round_timeout: 60ms
+    retry_base: 25ms
+    retry_max: 3s
+    scan_every: 50ms
+    gap_wait: 250us
+    catch_up_give_up: 45s"#,
+    ))
+    .timeouts;
+    let ms = |n| Some(Duration::from_millis(n));
+    assert_eq!(
+        t,
+        TimeoutsConfig {
+            phase1_timeout: ms(750),
+            clock_skew_bound: Some(Duration::ZERO),
+            retry_every: ms(100),
+            retry_max: ms(2000),
+            give_up_after: ms(600_000),
+            recovery: RecoveryTimeoutsConfig {
+                own_dc_after: ms(150),
+                other_dc_after: ms(1500),
+                turn: ms(300),
+                round_timeout: ms(60),
+                retry_base: ms(25),
+                retry_max: ms(3000),
+                scan_every: ms(50),
+                gap_wait: Some(Duration::from_micros(250)),
+                catch_up_give_up: ms(45_000),
+            },
+        }
+    );
+    // Some keys only: the rest stay unset.
+    let t = ok(&with_timeouts("timeouts: { phase1_timeout: 1s, recovery: { turn: 2s } }")).timeouts;
+    assert_eq!(t.phase1_timeout, ms(1000));
+    assert_eq!(t.recovery.turn, ms(2000));
+    assert_eq!(t.retry_max, None);
+    assert_eq!(t.recovery.retry_max, None);
+}
+
+#[test]
+fn bad_timeouts_are_refused_naming_the_key() {
+    invalid(&with_timeouts("timeouts: { phase1_timeout: 0 }"), "timeouts.phase1_timeout", "above zero");
+    invalid(&with_timeouts("timeouts: { retry_max: 0ms }"), "timeouts.retry_max", "above zero");
+    invalid(&with_timeouts("timeouts: { recovery: { scan_every: 0s } }"), "timeouts.recovery.scan_every", "above zero");
+    invalid(&with_timeouts("timeouts: { phase1_timeout: soon }"), "timeouts.phase1_timeout", "invalid duration");
+    invalid(&with_timeouts("timeouts: { recovery: { turn: 5 } }"), "timeouts.recovery.turn", "invalid duration");
+    invalid(&with_timeouts("timeouts: { recovery: { turn: -1s } }"), "timeouts.recovery.turn", "invalid duration");
+    invalid(&with_timeouts("timeouts: { give_up_after: 2days }"), "timeouts.give_up_after", "largest timeout");
+    invalid(
+        &with_timeouts("timeouts: { recovery: { catch_up_give_up: 99999999999999y } }"),
+        "timeouts.recovery.catch_up_give_up",
+        "",
+    );
+    ok(&with_timeouts("timeouts: { give_up_after: 24h }"));
+}
+
+#[test]
+fn unknown_timeout_keys_are_refused() {
+    parse_error(&with_timeouts("timeouts: { phase2_timeout: 1s }"), "unknown field `phase2_timeout`");
+    parse_error(&with_timeouts("timeouts: { recovery: { retry_min: 1s } }"), "unknown field `retry_min`");
+    // A recovery key at the top level is not one of the coordinator's.
+    parse_error(&with_timeouts("timeouts: { turn: 1s }"), "unknown field `turn`");
+    parse_error(&with_timeouts("timeouts: 5s"), "timeouts");
 }
