@@ -186,7 +186,7 @@ fn lossy_seeds_pass_every_check() {
 
 /// Mutant: a recoverer applies its decision as soon as it chooses it, without recording it at
 /// a majority first. Seed 72 of the lossy schedule (bank on local-fast.yaml) catches it: node#0
-/// recovers txn 1.8 (its coordinator crashed) and commits it on two commit votes, the third
+/// recovers txn 1.268435462 (node#1's sixth of incarnation 1; node#1 crashed) and commits it on two commit votes, the third
 /// replica's answer lost; it applies the commit at once, and its phase 2 to node#2, which
 /// carried node#3's catch-up, is lost too. node#2's own recoverer then finds the commit applied
 /// and no recovery ballot in any entry, takes it for the coordinator's commit with `Q = n`
