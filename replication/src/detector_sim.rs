@@ -87,10 +87,8 @@ impl Sim {
     fn run(&mut self, end_us: u64, mut stop: impl FnMut(&Sim) -> bool) {
         loop {
             let next_arrival = self.in_flight.peek().map(|Reverse((t, ..))| *t);
-            let next_tick = (0..2)
-                .filter(|&e| self.up[e])
-                .filter_map(|e| self.ends[e].poll_timeout().map(|t| (t, e)))
-                .min();
+            let next_tick =
+                (0..2).filter(|&e| self.up[e]).filter_map(|e| self.ends[e].poll_timeout().map(|t| (t, e))).min();
             let now = match (next_arrival, next_tick) {
                 (Some(a), Some((t, _))) => a.min(t),
                 (Some(a), None) => a,
@@ -181,7 +179,8 @@ mod tests {
     use super::*;
 
     /// The link: 40 ms RTT, 10 ms jitter, 1% loss.
-    const PAPER_LINK: SimLink = SimLink { rtt: Duration::from_millis(40), jitter: Duration::from_millis(10), loss: 0.01 };
+    const PAPER_LINK: SimLink =
+        SimLink { rtt: Duration::from_millis(40), jitter: Duration::from_millis(10), loss: 0.01 };
 
     fn paper_config() -> DetectorConfig {
         DetectorConfig::for_link(PAPER_LINK.rtt, PAPER_LINK.jitter)

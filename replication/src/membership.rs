@@ -471,10 +471,7 @@ impl Membership {
 
     /// Drops every replica on a node matching `gone` from every partition, in a new epoch if
     /// any was dropped; refuses (changing nothing) if a partition would keep no voter.
-    fn drop_replicas(
-        &mut self,
-        gone: impl Fn(&Membership, NodeId) -> bool,
-    ) -> std::result::Result<Change, Refused> {
+    fn drop_replicas(&mut self, gone: impl Fn(&Membership, NodeId) -> bool) -> std::result::Result<Change, Refused> {
         let mut touched = Vec::new();
         for (&partition, replicas) in &self.partitions {
             if !replicas.nodes().any(|n| gone(self, n)) {
@@ -526,7 +523,12 @@ impl Membership {
         Ok(self.change(vec![partition]))
     }
 
-    fn promote(&mut self, partition: PartitionId, node: NodeId, added_in: Epoch) -> std::result::Result<Change, Refused> {
+    fn promote(
+        &mut self,
+        partition: PartitionId,
+        node: NodeId,
+        added_in: Epoch,
+    ) -> std::result::Result<Change, Refused> {
         let Some(replicas) = self.partitions.get(&partition) else {
             return Err(Refused::UnknownPartition(partition));
         };
@@ -649,8 +651,11 @@ mod tests {
     #[test]
     fn initial_placement_is_checked() {
         let nodes = || (0..4).map(|n| (NodeId(n), DcId(n / 2)));
-        let bad = |parts: Vec<(PartitionId, Vec<NodeId>)>, rf| Membership::new(Epoch(1), nodes(), parts, rf).unwrap_err();
-        assert!(bad(vec![(PartitionId(0), vec![NodeId(0), NodeId(1)])], 2).to_string().contains("two replicas in dc#0"));
+        let bad =
+            |parts: Vec<(PartitionId, Vec<NodeId>)>, rf| Membership::new(Epoch(1), nodes(), parts, rf).unwrap_err();
+        assert!(bad(vec![(PartitionId(0), vec![NodeId(0), NodeId(1)])], 2)
+            .to_string()
+            .contains("two replicas in dc#0"));
         assert!(bad(vec![(PartitionId(0), vec![])], 2).to_string().contains("no replica"));
         assert!(bad(vec![(PartitionId(0), vec![NodeId(9)])], 2).to_string().contains("node#9 is not a member"));
         assert!(bad(vec![(PartitionId(0), vec![NodeId(0)]), (PartitionId(0), vec![NodeId(2)])], 2)
@@ -766,11 +771,7 @@ mod tests {
         let c = m.apply(&add(0, 7)).unwrap();
         assert_eq!(c.epoch, Epoch(4));
         assert_eq!(c.partitions, vec![PartitionChange { partition: PartitionId(0), n: 3, quorum: 3, learners: 1 }]);
-        assert_eq!(
-            m.apply(&add(0, 6)),
-            Err(Refused::NodeRemoved(NodeId(6))),
-            "removed node checked first"
-        );
+        assert_eq!(m.apply(&add(0, 6)), Err(Refused::NodeRemoved(NodeId(6))), "removed node checked first");
         m.apply(&Command::RestoreNode(NodeId(6))).unwrap();
         assert_eq!(
             m.apply(&add(0, 6)),
@@ -801,7 +802,12 @@ mod tests {
         let stale = Command::Promote { partition: PartitionId(0), node, added_in: Epoch(1) };
         assert_eq!(
             m.apply(&stale),
-            Err(Refused::LearnerChanged { partition: PartitionId(0), node, named: Epoch(1), current: learner.added_in })
+            Err(Refused::LearnerChanged {
+                partition: PartitionId(0),
+                node,
+                named: Epoch(1),
+                current: learner.added_in
+            })
         );
         let other = Command::Promote { partition: PartitionId(0), node: NodeId(0), added_in: learner.added_in };
         assert_eq!(m.apply(&other), Err(Refused::NotALearner { partition: PartitionId(0), node: NodeId(0) }));
