@@ -8,12 +8,14 @@ mod config;
 mod error;
 mod ids;
 mod protocol;
+mod quorum;
 mod topology;
 pub mod wire;
 
 pub use error::{ConfigError, Result};
 pub use ids::{Ballot, Cts, DcId, Epoch, NodeId, Offset, PartitionId, TableId, TxnId};
 pub use protocol::{Protocol, UnknownProtocol};
+pub use quorum::{majority, quorum};
 pub use topology::{
     CellSchema, Dc, LinkConditions, Locking, MemStoreConfig, Node, Partition, Partitioning, RecoveryTimeoutsConfig,
     TableSchema, TimeoutsConfig, Topology,

@@ -74,15 +74,15 @@ impl Replicas {
     }
 
     /// Returns the commit quorum `Q(n) = ceil(3n/4)` of the voters (RedT §4.2; the
-    /// coordinator's [`redt_coordinator::decision::quorum`]).
+    /// coordinator's [`redt_proto::quorum`]).
     pub fn quorum(&self) -> usize {
-        redt_coordinator::decision::quorum(self.n())
+        redt_proto::quorum(self.n())
     }
 
     /// Returns the majority `floor(n/2) + 1` of the voters, at which aborts and recovery
-    /// decisions are recorded ([`redt_coordinator::decision::majority`]).
+    /// decisions are recorded ([`redt_proto::majority`]).
     pub fn majority(&self) -> usize {
-        redt_coordinator::decision::majority(self.n())
+        redt_proto::majority(self.n())
     }
 
     /// Returns whether `node` holds a replica (voter or learner).
