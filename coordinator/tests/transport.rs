@@ -426,3 +426,23 @@ async fn a_closed_transport_refuses_calls_and_its_peers_reconnect_after_a_restar
     let reply = nodes[0].call(NodeId(0), ping(1, 2)).await.unwrap();
     assert_eq!((reply.epoch, caller_of(&reply)), (2, "node#1"));
 }
+
+/// A caller whose deadline passes during the handshake stops waiting, but the handshake goes on
+/// for the callers after it and none is aborted. (When each caller ran its own handshake, the
+/// callers queued behind a restarted peer 200 ms of RTT away each reached the handshake with less
+/// time left than it takes, gave up and aborted it: the peer was never reached again.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_caller_that_gives_up_leaves_the_handshake_to_the_next() {
+    let topo = topology(2);
+    let certs = ClusterCerts::generate(&topo).unwrap();
+    let nodes = bind_all(&topo, &certs.nodes, &TransportConfig::default());
+    // Node 0 does not serve yet, so no handshake with it can finish: every call gives up.
+    for i in 0..5 {
+        let r = nodes[1].call_with_timeout(NodeId(0), ping(1, i), Duration::from_millis(20)).await;
+        assert!(matches!(r, Err(TransportError::Timeout { .. })), "a call that gives up times out: {r:?}");
+    }
+    nodes[0].serve(echo(NodeId(0))).unwrap();
+    let reply = nodes[1].call(NodeId(0), ping(1, 99)).await.unwrap();
+    assert_eq!(reply.epoch, 99);
+    assert_eq!(nodes[0].counters().snapshot().refused_handshakes, 0, "no handshake was aborted");
+}

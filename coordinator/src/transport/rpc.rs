@@ -56,9 +56,24 @@ struct RpcRequest {
     msg: Envelope,
 }
 
-/// A cached connection slot; the async mutex makes concurrent first calls share one
-/// handshake.
-type ConnSlot = Arc<tokio::sync::Mutex<Option<Connection>>>;
+/// A cached connection slot: the live connection, or the handshake under way.
+type ConnSlot = Arc<Mutex<Slot>>;
+
+/// The outcome of a handshake, as every caller waiting for it sees it.
+type Handshake = Option<std::result::Result<Connection, Arc<TransportError>>>;
+
+/// What a [`ConnSlot`] holds.
+#[derive(Debug, Default)]
+struct Slot {
+    /// The cached connection (it may have died since; checked on use).
+    conn: Option<Connection>,
+    /// The handshake under way, run by its own task and shared by every caller: a caller
+    /// whose deadline passes stops waiting but leaves the handshake running for the others.
+    /// (When each caller ran the handshake itself, callers queued behind a peer's restart
+    /// reached it with less time left than a handshake takes at 200 ms RTT, gave up, and
+    /// aborted every handshake in turn: the restarted peer was never reached again.)
+    connecting: Option<tokio::sync::watch::Receiver<Handshake>>,
+}
 
 /// One QUIC endpoint of a node (server and client) or of a non-node client (client only).
 ///
@@ -373,31 +388,76 @@ impl Inner {
         }
     }
 
-    /// Returns the cached live connection to `target`, or a new one (`true` if new).
+    /// Returns the cached live connection to `target`, or a new one (`true` if new): it joins
+    /// the handshake under way, or starts one in its own task.
     async fn connection(&self, target: &Target, peer: &str) -> Result<(Connection, bool)> {
         let slot = {
             let mut conns = self.conns.lock().unwrap_or_else(PoisonError::into_inner);
             conns.entry(target.clone()).or_default().clone()
         };
-        let mut cached = slot.lock().await;
-        if let Some(conn) = cached.as_ref() {
-            if conn.close_reason().is_none() {
+        let mut handshake = {
+            let mut s = slot.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Some(conn) = s.conn.as_ref().filter(|c| c.close_reason().is_none()) {
                 return Ok((conn.clone(), false));
             }
+            s.conn = None;
+            match &s.connecting {
+                Some(handshake) => handshake.clone(),
+                None => {
+                    if self.closed.load(Ordering::Acquire) {
+                        return Err(TransportError::Closed);
+                    }
+                    let connecting = self
+                        .endpoint
+                        .connect_with(self.client_config.clone(), target.addr, &target.name)
+                        .map_err(|e| match e {
+                            ConnectError::EndpointStopping => TransportError::Closed,
+                            e => TransportError::Connect { peer: peer.to_string(), why: e.to_string() },
+                        })?;
+                    let (tx, rx) = tokio::sync::watch::channel(None);
+                    s.connecting = Some(rx.clone());
+                    let (slot, peer) = (slot.clone(), peer.to_string());
+                    self.runtime.spawn(async move {
+                        let result = connecting.await.map_err(|e| Arc::new(connection_error(&peer, &e, true)));
+                        {
+                            let mut s = slot.lock().unwrap_or_else(PoisonError::into_inner);
+                            s.connecting = None;
+                            s.conn = result.as_ref().ok().cloned();
+                        }
+                        match &result {
+                            Ok(_) => debug!(%peer, "connected"),
+                            Err(e) => debug!(%peer, error = %e, "handshake failed"),
+                        }
+                        let _ = tx.send(Some(result));
+                    });
+                    rx
+                }
+            }
+        };
+        let outcome = match handshake.wait_for(Option::is_some).await {
+            Ok(done) => done.clone(),
+            // The handshake's task is gone without an answer: the runtime is shutting down.
+            Err(_) => return Err(TransportError::Closed),
+        };
+        match outcome {
+            Some(Ok(conn)) => Ok((conn, true)),
+            Some(Err(e)) => Err(same_error(&e)),
+            None => Err(TransportError::Closed),
         }
-        *cached = None;
-        if self.closed.load(Ordering::Acquire) {
-            return Err(TransportError::Closed);
+    }
+}
+
+/// A copy of a handshake's error for one of the callers that waited for it (the errors a
+/// handshake yields: [`connection_error`] with `connecting`).
+fn same_error(e: &TransportError) -> TransportError {
+    match e {
+        TransportError::Closed => TransportError::Closed,
+        TransportError::Tls { peer, why } => TransportError::Tls { peer: peer.clone(), why: why.clone() },
+        TransportError::Connect { peer, why } => TransportError::Connect { peer: peer.clone(), why: why.clone() },
+        TransportError::ConnectionLost { peer, why } => {
+            TransportError::ConnectionLost { peer: peer.clone(), why: why.clone() }
         }
-        let connecting =
-            self.endpoint.connect_with(self.client_config.clone(), target.addr, &target.name).map_err(|e| match e {
-                ConnectError::EndpointStopping => TransportError::Closed,
-                e => TransportError::Connect { peer: peer.to_string(), why: e.to_string() },
-            })?;
-        let conn = connecting.await.map_err(|e| connection_error(peer, &e, true))?;
-        debug!(%peer, "connected");
-        *cached = Some(conn.clone());
-        Ok((conn, true))
+        other => TransportError::Connect { peer: String::new(), why: other.to_string() },
     }
 }
 
