@@ -29,6 +29,11 @@
 //! also lets a restarted node hear its peers at once, while their cached connections to its
 //! previous process still wait for the QUIC idle timeout.
 //!
+//! Measured (README, "Failure detection"): at 40 ms RTT a killed node is suspected by every
+//! survivor within about 200 ms, and no live node was suspected in two 60 s runs at 1% loss and
+//! 10 ms jitter; at 5% loss the one-in-flight rule lets a retransmitted heartbeat's delay become
+//! a suspicion (13–20 per 60 s on 56 watched pairs, 1 with up to ten heartbeats in flight).
+//!
 //! # Why a channel
 //!
 //! The request handler passes each heartbeat to the driver through a bounded channel (stamped
@@ -391,8 +396,11 @@ async fn run(
     mut arrivals: mpsc::Receiver<Arrival>,
     clock: Clock,
 ) {
-    let mut calls: JoinSet<(NodeId, bool)> = JoinSet::new();
-    let mut outstanding: BTreeSet<NodeId> = BTreeSet::new();
+    // Each heartbeat call answers whether the peer acknowledged it; `outstanding` maps the
+    // call's task to its peer (also when the task fails: a peer is never left without
+    // heartbeats).
+    let mut calls: JoinSet<bool> = JoinSet::new();
+    let mut outstanding: BTreeMap<tokio::task::Id, NodeId> = BTreeMap::new();
     loop {
         let Some(n) = node.upgrade().filter(|n| !n.is_closed()) else { return };
         let now_us = clock.now_us();
@@ -402,16 +410,17 @@ async fn run(
                 Action::Heartbeat { to, sent_at_us } => {
                     // At most one heartbeat per peer in flight: a dead peer costs one pending
                     // call per timeout.
-                    if !outstanding.insert(to) {
+                    if outstanding.values().any(|&p| p == to) {
                         continue;
                     }
                     let deadline = detector.config(to).map_or(Duration::from_secs(1), |c| c.timeout);
                     let transport = n.transport().clone();
                     let msg = n.envelope(Body::Heartbeat(HeartbeatMsg { sent_at_us }));
-                    calls.spawn(async move {
+                    let call = calls.spawn(async move {
                         let answer = transport.call_with_timeout(to, msg, deadline).await;
-                        (to, matches!(answer, Ok(Envelope { body: Some(Body::Ack(_)), .. })))
+                        matches!(answer, Ok(Envelope { body: Some(Body::Ack(_)), .. }))
                     });
+                    outstanding.insert(call.id(), to);
                 }
                 Action::Suspect(peer) => {
                     let silent_us = detector.last_heard_us(peer).map_or(0, |t| now_us.saturating_sub(t));
@@ -436,12 +445,13 @@ async fn run(
                 }
                 None => return,
             },
-            Some(done) = calls.join_next(), if !calls.is_empty() => {
-                if let Ok((peer, answered)) = done {
-                    outstanding.remove(&peer);
-                    if answered {
-                        detector.handle_heartbeat(peer, None, clock.now_us());
-                    }
+            Some(done) = calls.join_next_with_id(), if !calls.is_empty() => {
+                let (id, answered) = match done {
+                    Ok((id, answered)) => (id, answered),
+                    Err(e) => (e.id(), false),
+                };
+                if let (Some(peer), true) = (outstanding.remove(&id), answered) {
+                    detector.handle_heartbeat(peer, None, clock.now_us());
                 }
             }
         }
