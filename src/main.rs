@@ -95,6 +95,7 @@ fn config_check(file: &std::path::Path) -> Result<()> {
         d(r.gap_wait),
         d(r.catch_up_give_up)
     );
+    println!("failure detector heartbeats (interval / timeout): {}", timeouts.detector.summary());
     Ok(())
 }
 

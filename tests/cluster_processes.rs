@@ -453,7 +453,9 @@ fn incarnations(topo: &Topology, shm_dir: &Path) -> BTreeMap<NodeId, u64> {
 /// the survivors and on the restarted node decides every transaction the kill left open:
 /// afterwards no ring holds an undecided entry, no record is locked, every replica agrees,
 /// the total is kept, and the restarted node coordinates transfers again, under ids of its next
-/// incarnation (above every id of its first life).
+/// incarnation (above every id of its first life). The survivors' failure detectors suspect
+/// the killed node (and its DC) while it is down, and nobody suspects it once it is back
+/// (issue 13).
 #[test]
 fn a_killed_node_restarts_and_recovery_decides_what_it_left() {
     const PORT_KILL: u16 = 7660;
@@ -541,6 +543,19 @@ fn a_killed_node_restarts_and_recovery_decides_what_it_left() {
         }
     }
 
+    // Every survivor's failure detector suspects the killed node, and its DC with it (its only
+    // node), within a generous bound (issue 13; no timing is asserted).
+    let victim_dc = topo.dcs[victim.dc.0 as usize].name.as_str();
+    let suspects = wait_status(&run_dir, Duration::from_secs(30), |nodes| {
+        nodes.iter().enumerate().filter(|&(i, _)| i != victim.id.0 as usize).all(|(_, n)| {
+            names(&n["suspected_nodes"]) == [victim.name.as_str()] && names(&n["suspected_dcs"]) == [victim_dc]
+        })
+    })
+    .unwrap_or_else(|last| panic!("the survivors do not all suspect {} within 30 s: {last}", victim.name));
+    for (i, n) in suspects.iter().enumerate().filter(|&(i, _)| i != victim.id.0 as usize) {
+        assert!(n["suspicions_total"].as_u64() >= Some(1), "survivor {i} counted its suspicion: {n}");
+    }
+
     // Start the killed node again on its MemStore file, as `redt cluster up` started it.
     let restarted = Instant::now();
     let started = redt(&["cluster", "start", "--node", &victim.name, "--run-dir", path_str(&run_dir)]);
@@ -559,6 +574,11 @@ fn a_killed_node_restarts_and_recovery_decides_what_it_left() {
         panic!("undecided entries 40 s after the restart: {left:?}");
     }
     println!("every entry decided {:?} after the restart", restarted.elapsed());
+    // Once it is back, no node suspects it (nor any other node) any more.
+    wait_status(&run_dir, Duration::from_secs(30), |nodes| {
+        nodes.iter().all(|n| names(&n["suspected_nodes"]).is_empty() && names(&n["suspected_dcs"]).is_empty())
+    })
+    .unwrap_or_else(|last| panic!("a node still suspects another 30 s after the restart: {last}"));
     let replicas = wait_replicas_settled(&topo, shm.path(), &accounts, Duration::from_secs(20));
     assert_eq!(replicas.values().sum::<i64>(), ACCOUNTS as i64 * FUNDS, "every replica keeps the total: {replicas:?}");
     let second_life = rt.block_on(async {
@@ -592,6 +612,32 @@ fn a_killed_node_restarts_and_recovery_decides_what_it_left() {
     assert!(out.status.success(), "redt cluster down: {}", text(&out));
 }
 
+/// The strings of a JSON array (none for anything else).
+fn names(v: &serde_json::Value) -> Vec<&str> {
+    v.as_array().map(|a| a.iter().filter_map(|x| x.as_str()).collect()).unwrap_or_default()
+}
+
+/// Asks `redt status --json` every 200 ms until `done` holds for its `nodes` array (which it
+/// returns), for at most `limit`; the last answer as text if it never does.
+fn wait_status(
+    run_dir: &Path,
+    limit: Duration,
+    done: impl Fn(&[serde_json::Value]) -> bool,
+) -> Result<Vec<serde_json::Value>, String> {
+    let t0 = Instant::now();
+    loop {
+        let status = status_json(run_dir, false);
+        let nodes = status["nodes"].as_array().cloned().unwrap_or_default();
+        if done(&nodes) {
+            return Ok(nodes);
+        }
+        if t0.elapsed() > limit {
+            return Err(status.to_string());
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
 /// `redt status --json` of the cluster in `run_dir` (with `--locks` if asked), parsed.
 fn status_json(run_dir: &Path, locks: bool) -> serde_json::Value {
     let mut args = vec!["status", "--json", "--timeout", "1s", "--run-dir", path_str(run_dir)];
@@ -612,14 +658,20 @@ fn the_timeouts_section_is_checked_before_any_node_starts() {
     let work = tempfile::tempdir().expect("a temporary directory");
     let base = local_fast_yaml(&format!("cluster-timeouts-{}", std::process::id()), 7680);
     let good = work.path().join("good.yaml");
-    std::fs::write(&good, format!("{base}\ntimeouts:\n  phase1_timeout: 1s 500ms\n  recovery: {{ turn: 70ms }}\n"))
-        .unwrap();
+    std::fs::write(
+        &good,
+        format!(
+            "{base}\ntimeouts:\n  phase1_timeout: 1s 500ms\n  recovery: {{ turn: 70ms }}\n  detector: {{ timeout: 300ms }}\n"
+        ),
+    )
+    .unwrap();
     let out = redt(&["config", "check", path_str(&good)]);
     assert!(out.status.success(), "{}", text(&out));
     let shown = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(shown.contains("phase1_timeout 1s 500ms,"), "{shown}");
     assert!(shown.contains("turn 70ms,"), "{shown}");
     assert!(shown.contains("clock_skew_bound 250ms,"), "an unset key keeps its default: {shown}");
+    assert!(shown.contains("inside a DC 20ms / 300ms; between DCs 20ms / 300ms"), "{shown}");
 
     let bad = work.path().join("bad.yaml");
     std::fs::write(&bad, format!("{base}\ntimeouts:\n  recovery: {{ retry_base: 6s }}\n")).unwrap();
@@ -632,6 +684,13 @@ fn the_timeouts_section_is_checked_before_any_node_starts() {
     assert!(!out.status.success(), "{}", text(&out));
     assert!(String::from_utf8_lossy(&out.stderr).contains("timeouts.recovery.retry_base"), "{}", text(&out));
     assert!(!run_dir.join("pids").exists(), "no node was started");
+
+    let fast = work.path().join("fast.yaml");
+    std::fs::write(&fast, format!("{base}\ntimeouts:\n  detector: {{ timeout: 10ms }}\n")).unwrap();
+    let out = redt(&["config", "check", path_str(&fast)]);
+    assert!(!out.status.success(), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(err.contains("timeouts.detector.timeout: 10ms must be above timeouts.detector.interval (20ms"), "{err}");
 
     let unknown = work.path().join("unknown.yaml");
     std::fs::write(&unknown, format!("{base}\ntimeouts: {{ phase2_timeout: 1s }}\n")).unwrap();

@@ -11,6 +11,10 @@
 //! - from the fault to every transaction in flight at that moment decided at the surviving
 //!   nodes (no undecided entry older than the fault in their rings, from `redt status`), and
 //!   after the heal at every node;
+//! - from the fault to the failed nodes suspected by a first surviving node and by every one
+//!   (their failure detectors, issue 13), and from the heal to no node suspecting any;
+//! - the suspicions raised while no fault was active (before the fault, and once nothing is
+//!   suspected after the heal): false suspicions;
 //! - lock words and undecided entries left once the clients stop and the cluster settles.
 //!
 //! The fault itself (a SIGKILL, a restart, a netem partition) is carried out by callbacks the
@@ -166,6 +170,23 @@ pub struct DrillReport {
     /// From the fault to the same at every node, the failed ones back; `None`: not within
     /// the run.
     pub fault_to_decided_everywhere_ms: Option<u64>,
+    /// From the fault to the first status poll in which a surviving node suspects every
+    /// failed node (a killed node; every node of a cut DC); `None`: not before the heal.
+    /// Polled every 100 ms: an upper bound, to about 100 ms.
+    pub fault_to_first_suspected_ms: Option<u64>,
+    /// From the fault to the first poll in which every surviving node does; `None`: not
+    /// before the heal.
+    pub fault_to_suspected_by_all_ms: Option<u64>,
+    /// From the heal's start to the first poll in which no node suspects any node; `None`:
+    /// not within the run.
+    pub heal_to_unsuspected_ms: Option<u64>,
+    /// Suspicions the nodes raised from the start of the measured interval to the fault: every
+    /// one is false (`None`: a node did not answer).
+    pub false_suspicions_before_fault: Option<u64>,
+    /// Suspicions the nodes raised from the first poll after the heal in which no node
+    /// suspected any node until the cluster settled after the run: every one is false
+    /// (`None`: that poll never came, or a node did not answer).
+    pub false_suspicions_after_heal: Option<u64>,
     /// After the clients stopped and the cluster settled: lock words held, summed over the
     /// nodes (`None`: a node did not answer).
     pub locks_left: Option<u64>,
@@ -202,6 +223,29 @@ fn decided(statuses: &[(NodeId, Result<NodeStatus, String>)], nodes: &[NodeId], 
     })
 }
 
+/// Suspicions raised by `nodes` so far, summed (`None` unless every one of them answered).
+fn suspicions(statuses: &[(NodeId, Result<NodeStatus, String>)], nodes: &[NodeId]) -> Option<u64> {
+    nodes
+        .iter()
+        .map(|n| statuses.iter().find(|(m, _)| m == n).and_then(|(_, s)| s.as_ref().ok()).map(|s| s.suspicions_total))
+        .sum()
+}
+
+/// How many of `nodes` answered and suspect every node of `failed`.
+fn suspecting(statuses: &[(NodeId, Result<NodeStatus, String>)], nodes: &[NodeId], failed: &[NodeId]) -> usize {
+    statuses
+        .iter()
+        .filter(|(n, s)| {
+            nodes.contains(n) && s.as_ref().is_ok_and(|s| failed.iter().all(|f| s.suspected_nodes.contains(f)))
+        })
+        .count()
+}
+
+/// Whether every node of `nodes` answered and suspects nobody.
+fn unsuspected(statuses: &[(NodeId, Result<NodeStatus, String>)], nodes: &[NodeId]) -> bool {
+    nodes.iter().all(|n| statuses.iter().any(|(m, s)| m == n && s.as_ref().is_ok_and(|s| s.suspected_nodes.is_empty())))
+}
+
 /// What the drill task saw while the clients ran.
 #[derive(Debug, Default)]
 pub struct Observed {
@@ -209,6 +253,15 @@ pub struct Observed {
     healed_at: Option<Duration>,
     decided_at_survivors: Option<Duration>,
     decided_everywhere: Option<Duration>,
+    first_suspected: Option<Duration>,
+    suspected_by_all: Option<Duration>,
+    /// When no node suspected any node any more, after the heal (since the start).
+    unsuspected_at: Option<Duration>,
+    /// Suspicions summed over the nodes at the start of the measured interval, just before the
+    /// fault, and at `unsuspected_at`.
+    suspicions_at_start: Option<u64>,
+    suspicions_before_fault: Option<u64>,
+    suspicions_unsuspected: Option<u64>,
     events: Vec<(Duration, String)>,
 }
 
@@ -224,7 +277,9 @@ pub async fn run(drill: &Drill, client: Arc<Client>, start: Instant, until: Dura
     // A node status poll every 100 ms measures these to about 100 ms (the poll's own time
     // added). The survivors are asked apart from the failed nodes, whose answers take the
     // watcher's call timeout.
+    o.suspicions_at_start = suspicions(&client.status_of(&all, false).await, &all);
     tokio::time::sleep_until((start + drill.at).into()).await;
+    o.suspicions_before_fault = suspicions(&client.status_of(&all, false).await, &all);
     let line = (drill.inject)().await;
     // In flight at the fault: started before the fault was complete (a cut is applied link
     // by link, on every node in turn).
@@ -256,19 +311,34 @@ pub async fn run(drill: &Drill, client: Arc<Client>, start: Instant, until: Dura
             o.events.push((t, r.unwrap_or_else(|e| format!("heal failed: {e}"))));
             healing = None;
         }
-        if o.decided_at_survivors.is_none() {
+        let detecting = o.healed_at.is_none() && o.suspected_by_all.is_none();
+        if o.decided_at_survivors.is_none() || detecting {
             let statuses = client.status_of(&survivors, false).await;
-            if decided(&statuses, &survivors, fault_unix) {
-                o.decided_at_survivors = Some(start.elapsed() - at);
+            let now = start.elapsed() - at;
+            if o.decided_at_survivors.is_none() && decided(&statuses, &survivors, fault_unix) {
+                o.decided_at_survivors = Some(now);
+            }
+            if detecting {
+                let n = suspecting(&statuses, &survivors, &drill.failed);
+                if n > 0 && o.first_suspected.is_none() {
+                    o.first_suspected = Some(now);
+                }
+                if n == survivors.len() {
+                    o.suspected_by_all = Some(now);
+                }
             }
         }
-        if o.healed_at.is_some() && o.decided_everywhere.is_none() {
+        if o.healed_at.is_some() && (o.decided_everywhere.is_none() || o.unsuspected_at.is_none()) {
             let statuses = client.status_of(&all, false).await;
-            if decided(&statuses, &all, fault_unix) {
+            if o.decided_everywhere.is_none() && decided(&statuses, &all, fault_unix) {
                 o.decided_everywhere = Some(start.elapsed() - at);
             }
+            if o.unsuspected_at.is_none() && healing.is_none() && unsuspected(&statuses, &all) {
+                o.unsuspected_at = Some(start.elapsed());
+                o.suspicions_unsuspected = suspicions(&statuses, &all);
+            }
         }
-        if o.decided_everywhere.is_some() && o.decided_at_survivors.is_some() {
+        if o.decided_everywhere.is_some() && o.decided_at_survivors.is_some() && o.unsuspected_at.is_some() {
             break;
         }
     }
@@ -280,11 +350,19 @@ pub async fn run(drill: &Drill, client: Arc<Client>, start: Instant, until: Dura
     o
 }
 
+/// What was left once the cluster settled after the run.
+struct Settled {
+    locks: Option<u64>,
+    undecided: Option<u64>,
+    settle_ms: u64,
+    recoveries: [u64; 3],
+    suspicions: Option<u64>,
+}
+
 /// After the clients stopped: waits (at most 30 s) until no node holds an undecided entry or
-/// owes a catch-up,
-/// then counts lock words and undecided entries left; returns them with the time it waited
-/// and the recoveries the nodes counted.
-async fn settle(client: &Arc<Client>) -> (Option<u64>, Option<u64>, u64, [u64; 3]) {
+/// owes a catch-up, then counts lock words and undecided entries left; returns them with the
+/// time it waited, the recoveries the nodes counted and their suspicions so far.
+async fn settle(client: &Arc<Client>) -> Settled {
     let t0 = Instant::now();
     while t0.elapsed() < Duration::from_secs(30) {
         let s = poll(client, false).await;
@@ -300,12 +378,13 @@ async fn settle(client: &Arc<Client>) -> (Option<u64>, Option<u64>, u64, [u64; 3
     };
     let locks = sum(&|s| s.locks_held);
     let undecided = sum(&|s| Some(s.undecided_entries));
-    let rec = [
+    let recoveries = [
         sum(&|s| Some(s.recoveries_started)).unwrap_or(0),
         sum(&|s| Some(s.recoveries_committed)).unwrap_or(0),
         sum(&|s| Some(s.recoveries_aborted)).unwrap_or(0),
     ];
-    (locks, undecided, settle_ms, rec)
+    let suspicions = sum(&|s| Some(s.suspicions_total));
+    Settled { locks, undecided, settle_ms, recoveries, suspicions }
 }
 
 /// The report of a drill: the timeline's figures, what the drill task saw, and what was left
@@ -317,7 +396,7 @@ pub async fn report(
     duration: Duration,
     client: &Arc<Client>,
 ) -> DrillReport {
-    let (locks_left, undecided_left, settle_ms, recoveries) = settle(client).await;
+    let settled = settle(client).await;
     let buckets = timeline.buckets();
     let per_s = 1_000 / BUCKET.as_millis() as usize;
     let end = ((duration.as_micros() / BUCKET.as_micros()) as usize).min(buckets.len());
@@ -374,10 +453,21 @@ pub async fn report(
         heal_to_half_rate_ms,
         fault_to_decided_at_survivors_ms: o.decided_at_survivors.map(|d| d.as_millis() as u64),
         fault_to_decided_everywhere_ms: o.decided_everywhere.map(|d| d.as_millis() as u64),
-        locks_left,
-        undecided_left,
-        settle_ms,
-        recoveries,
+        fault_to_first_suspected_ms: o.first_suspected.map(|d| d.as_millis() as u64),
+        fault_to_suspected_by_all_ms: o.suspected_by_all.map(|d| d.as_millis() as u64),
+        heal_to_unsuspected_ms: o.unsuspected_at.zip(o.healed_at).map(|(u, h)| u.saturating_sub(h).as_millis() as u64),
+        false_suspicions_before_fault: o
+            .suspicions_before_fault
+            .zip(o.suspicions_at_start)
+            .map(|(b, s)| b.saturating_sub(s)),
+        false_suspicions_after_heal: o
+            .suspicions_unsuspected
+            .zip(settled.suspicions)
+            .map(|(u, end)| end.saturating_sub(u)),
+        locks_left: settled.locks,
+        undecided_left: settled.undecided,
+        settle_ms: settled.settle_ms,
+        recoveries: settled.recoveries,
         timeline: timeline_rows,
     }
 }
@@ -411,6 +501,27 @@ mod tests {
         assert!(!touches(&t, &[dc3], dc1, &[p(3)]));
         assert!(touches(&t, &[dc3], dc3, &[p(3)]), "its coordinator failed");
         assert!(touches(&t, &[dc3], dc1, &[p(3), p(0)]), "p0 has a replica on dc3-n1");
+    }
+
+    fn status(node: u16, suspected: &[u16], total: u64) -> (NodeId, Result<NodeStatus, String>) {
+        let board = redt_coordinator::StatusBoard::default();
+        board.suspects(suspected.iter().map(|&n| NodeId(n)).collect(), vec![], total);
+        (NodeId(node), Ok(board.snapshot(NodeId(node), &[], 0, 500, 0, None)))
+    }
+
+    #[test]
+    fn suspicions_are_counted_per_answering_node() {
+        let down = (NodeId(2), Err("unreachable".to_string()));
+        let nodes = [NodeId(0), NodeId(1), NodeId(3)];
+        let polled = vec![status(0, &[2], 1), status(1, &[2, 3], 4), down.clone(), status(3, &[], 0)];
+        assert_eq!(suspicions(&polled, &nodes), Some(5));
+        assert_eq!(suspicions(&polled, &[NodeId(0), NodeId(2)]), None, "node 2 did not answer");
+        assert_eq!(suspecting(&polled, &nodes, &[NodeId(2)]), 2);
+        assert_eq!(suspecting(&polled, &nodes, &[NodeId(2), NodeId(3)]), 1, "a cut DC: every node of it");
+        assert_eq!(suspecting(&polled, &[NodeId(2)], &[NodeId(2)]), 0, "an error suspects nothing");
+        assert!(!unsuspected(&polled, &nodes));
+        assert!(unsuspected(&[status(0, &[], 3), status(1, &[], 0)], &[NodeId(0), NodeId(1)]));
+        assert!(!unsuspected(&[status(0, &[], 3), down], &[NodeId(0), NodeId(2)]), "every node must answer");
     }
 
     #[test]

@@ -6,7 +6,8 @@
 //! plan ([`plan`]) and catch-up ([`catch_up`]) are pure functions; a coordinator's transaction
 //! (RedT's [`txn::CoordinatorTxn`], the baselines' [`baseline::BaselineTxn`]), a baseline
 //! primary's part of one ([`baseline::PrimaryTxn`]), a recoverer ([`recoverer::Recoverer`]),
-//! a ring's gap watch ([`gap_watch::GapWatch`]) and a node's executor side
+//! a ring's gap watch ([`gap_watch::GapWatch`]), a node's view of its suspected peers
+//! ([`liveness::SuspectView`], over `redt-replication`'s failure detector) and its executor side
 //! ([`executor_core::ExecutorCore`]) are state machines that take [`message`]s and time and
 //! return actions; the first four share one shape, [`TxnMachine`]. [`Node`] is the async
 //! driver. The in-DC data path is `redt-dc-executor`'s; WAN conditions are `redt-netem`'s.
@@ -24,6 +25,7 @@ mod error;
 pub mod executor_core;
 mod executor_thread;
 pub mod gap_watch;
+pub mod liveness;
 pub mod machine;
 pub mod message;
 mod netem_admin;

@@ -12,6 +12,7 @@ use crate::baseline::{self, Baseline, BaselineTxn, PrimaryTxn};
 use crate::error::{Error, Result};
 use crate::executor_core::ExecutorCore;
 use crate::executor_thread::ExecutorThread;
+use crate::liveness::{self, Inbox};
 use crate::machine::{Action, TxnMachine};
 use crate::message::{Reply, Request};
 use crate::recovery_task::{self, Busy};
@@ -84,6 +85,8 @@ pub struct Node {
     pub(crate) busy: Arc<Busy>,
     /// Its counters and running recoveries, for `redt status`.
     pub(crate) board: Arc<StatusBoard>,
+    /// Where heartbeats from its peers go: its failure detector (`crate::liveness`).
+    heartbeats: Inbox,
 }
 
 impl Node {
@@ -91,9 +94,10 @@ impl Node {
     /// any transaction id ([`TxnIds::start`]: ids never repeat across restarts), then its
     /// replay thread, its executor thread, its recovery task (every `scan_every`, recoverers
     /// for the undecided entries of its ring whose coordinator is gone, and the gap watch of
-    /// its ring's head: `crate::recovery_task`) and its request handler on
-    /// `parts.transport`. Must run inside a Tokio runtime. The node's MemStore must be
-    /// formatted (`redt_dc_executor::format_if_new`).
+    /// its ring's head: `crate::recovery_task`), its failure detector (heartbeats to every
+    /// other node: [`crate::liveness`], configured by [`CoordinatorOptions::detector_timeouts`])
+    /// and its request handler on `parts.transport`. Must run inside a Tokio runtime. The
+    /// node's MemStore must be formatted (`redt_dc_executor::format_if_new`).
     ///
     /// # Errors
     /// The incarnation counter cannot be read or is used up ([`Error::DataPath`],
@@ -104,6 +108,8 @@ impl Node {
         let replay = ReplayTask::spawn(parts.region.clone(), &parts.dc, parts.node);
         let hlc = Arc::new(Hlc::new());
         let core = ExecutorCore::new(parts.topology.clone(), parts.node, parts.dc.clone(), hlc.clone());
+        let detector = parts.options.detector_timeouts(&parts.topology);
+        let (heartbeats, arrivals) = Inbox::new();
         let node = Arc::new(Node {
             topology: parts.topology,
             id: parts.node,
@@ -119,8 +125,10 @@ impl Node {
             closed: std::sync::atomic::AtomicBool::new(false),
             busy: Arc::new(Busy::default()),
             board: Arc::new(StatusBoard::default()),
+            heartbeats,
         });
         recovery_task::spawn(&node)?;
+        liveness::spawn(&node, &detector, arrivals)?;
         parts.transport.serve(Arc::new(NodeHandler(Arc::downgrade(&node))))?;
         Ok(node)
     }
@@ -188,7 +196,8 @@ impl Node {
         self.closed.load(Ordering::SeqCst)
     }
 
-    fn envelope(&self, body: Body) -> Envelope {
+    /// `body` in an envelope from this node, at its epoch.
+    pub(crate) fn envelope(&self, body: Body) -> Envelope {
         Envelope { epoch: self.topology.epoch.0, from: self.id.0 as u32, body: Some(body) }
     }
 
@@ -438,6 +447,16 @@ impl Node {
                 Ok(s) => reply(Body::NodeStatus(s.to_wire())),
                 Err(e) => err(error_code::INTERNAL, e.to_string()),
             },
+            Body::Heartbeat(hb) => {
+                let Some(peer) = from.node() else {
+                    return err(
+                        error_code::MALFORMED,
+                        format!("heartbeats are accepted from nodes only, not from {from}"),
+                    );
+                };
+                self.heartbeats.heard(peer, hb.sent_at_us);
+                reply(Body::Ack(AckReply {}))
+            }
             _ => err(error_code::MALFORMED, "unexpected message kind".into()),
         }
     }

@@ -1,7 +1,8 @@
 //! What a node is doing, for operators (`redt status`) and drills (`redt bench … --kill`):
 //! its answers to clients, its recoveries (started, decided, blocked, and which DCs a blocked
 //! one waits for), the gaps it filled, and the undecided entries of its ring — those past
-//! their phase-1 deadline listed with their locks (issue 12, "Visibility").
+//! their phase-1 deadline listed with their locks (issue 12, "Visibility") — and the nodes
+//! and DCs its failure detector suspects (issue 13; `crate::liveness`).
 //!
 //! [`StatusBoard`] holds the counters and the running recoveries; the node updates it as its
 //! coordinators answer and its recoverers move, and [`NodeStatus`] is one snapshot of it plus
@@ -34,6 +35,16 @@ pub struct StatusBoard {
     gap_slots_filled: AtomicU64,
     /// Running recoveries.
     running: Mutex<HashMap<TxnId, Running>>,
+    /// What the failure detector suspects now.
+    suspects: Mutex<Suspects>,
+}
+
+/// The failure detector's view, as the board holds it.
+#[derive(Clone, Debug, Default)]
+struct Suspects {
+    nodes: Vec<NodeId>,
+    dcs: Vec<DcId>,
+    total: u64,
 }
 
 impl Default for StatusBoard {
@@ -48,6 +59,7 @@ impl Default for StatusBoard {
             recoveries_aborted: AtomicU64::new(0),
             gap_slots_filled: AtomicU64::new(0),
             running: Mutex::new(HashMap::new()),
+            suspects: Mutex::new(Suspects::default()),
         }
     }
 }
@@ -86,6 +98,12 @@ impl StatusBoard {
     /// Counts `slots` ring slots covered with fillers.
     pub fn filled(&self, slots: u64) {
         self.gap_slots_filled.fetch_add(slots, Relaxed);
+    }
+
+    /// The failure detector now suspects `nodes` and `dcs` (each ascending) and has raised
+    /// `total` suspicions since the node started.
+    pub fn suspects(&self, nodes: Vec<NodeId>, dcs: Vec<DcId>, total: u64) {
+        *self.suspects.lock().unwrap_or_else(|p| p.into_inner()) = Suspects { nodes, dcs, total };
     }
 
     /// A recovery of `txn` starts.
@@ -154,6 +172,7 @@ impl StatusBoard {
         waiting.dedup_by_key(|w| w.txn);
         waiting.truncate(MAX_WAITING_LISTED);
         let oldest = entries.iter().map(|(_, e)| start_ms(e)).min();
+        let suspects = self.suspects.lock().unwrap_or_else(|p| p.into_inner()).clone();
         NodeStatus {
             node,
             uptime_ms: self.started.elapsed().as_millis() as u64,
@@ -171,6 +190,9 @@ impl StatusBoard {
             catch_ups_owed,
             waiting,
             locks_held,
+            suspected_nodes: suspects.nodes,
+            suspected_dcs: suspects.dcs,
+            suspicions_total: suspects.total,
         }
     }
 }
@@ -229,6 +251,13 @@ pub struct NodeStatus {
     pub waiting: Vec<WaitingTxn>,
     /// Records whose lock word is held, when counted.
     pub locks_held: Option<u64>,
+    /// The nodes its failure detector suspects now (no heartbeat for their timeout),
+    /// ascending.
+    pub suspected_nodes: Vec<NodeId>,
+    /// The DCs it suspects now (every node of the DC suspected), ascending.
+    pub suspected_dcs: Vec<DcId>,
+    /// Suspicions of a node it raised since it started.
+    pub suspicions_total: u64,
 }
 
 impl NodeStatus {
@@ -263,14 +292,17 @@ impl NodeStatus {
                 })
                 .collect(),
             locks_held: self.locks_held,
+            suspected_nodes: self.suspected_nodes.iter().map(|n| u32::from(n.0)).collect(),
+            suspected_dcs: self.suspected_dcs.iter().map(|d| u32::from(d.0)).collect(),
+            suspicions_total: self.suspicions_total,
         }
     }
 
     /// Decodes a reply, checking every id fits its type.
     ///
     /// # Errors
-    /// A node, coordinator or DC id out of range, or more than [`MAX_WAITING_LISTED`]
-    /// waiting transactions, as text.
+    /// A node, coordinator or DC id out of range (a suspected one included), or more than
+    /// [`MAX_WAITING_LISTED`] waiting transactions, as text.
     pub fn from_wire(r: &StatusReply) -> std::result::Result<NodeStatus, String> {
         let node_id =
             |v: u32, what: &str| u16::try_from(v).map(NodeId).map_err(|_| format!("{what} id {v} out of range"));
@@ -310,6 +342,13 @@ impl NodeStatus {
             catch_ups_owed: r.catch_ups_owed,
             waiting,
             locks_held: r.locks_held,
+            suspected_nodes: r
+                .suspected_nodes
+                .iter()
+                .map(|&n| node_id(n, "suspected node"))
+                .collect::<Result<_, _>>()?,
+            suspected_dcs: r.suspected_dcs.iter().map(|&d| dc_id(d)).collect::<Result<_, _>>()?,
+            suspicions_total: r.suspicions_total,
         })
     }
 }
@@ -421,6 +460,13 @@ mod tests {
             s.waiting.iter().map(|w| (w.txn.0 & 0xffff_ffff_ffff, w.age_ms, w.locks)).collect();
         assert_eq!(listed, vec![(2, 5_000, 1), (1, 1_000, 2)], "txn 3 is 100 ms old: not waiting yet");
         assert_eq!((s.catch_ups_owed, s.locks_held), (2, Some(7)));
+        assert_eq!((s.suspected_nodes.len(), s.suspected_dcs.len(), s.suspicions_total), (0, 0, 0));
+        assert_eq!(NodeStatus::from_wire(&s.to_wire()), Ok(s));
+        board.suspects(vec![NodeId(2), NodeId(3)], vec![DcId(1)], 5);
+        let s = board.snapshot(NodeId(0), &entries, 10_000, 500, 2, Some(7));
+        assert_eq!(s.suspected_nodes, vec![NodeId(2), NodeId(3)]);
+        assert_eq!(s.suspected_dcs, vec![DcId(1)]);
+        assert_eq!(s.suspicions_total, 5);
         assert_eq!(NodeStatus::from_wire(&s.to_wire()), Ok(s));
     }
 
@@ -455,5 +501,11 @@ mod tests {
         let mut w = s.to_wire();
         w.node = 1 << 20;
         assert!(NodeStatus::from_wire(&w).is_err());
+        let mut w = s.to_wire();
+        w.suspected_nodes = vec![1, 65_536];
+        assert!(NodeStatus::from_wire(&w).unwrap_err().contains("suspected node id 65536"));
+        let mut w = s.to_wire();
+        w.suspected_dcs = vec![u32::MAX];
+        assert!(NodeStatus::from_wire(&w).unwrap_err().contains(&u32::MAX.to_string()));
     }
 }

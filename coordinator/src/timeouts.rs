@@ -3,6 +3,7 @@
 //! largest link RTT, checked as a whole (docs/design.md, "Recovery", timeouts on real nodes).
 
 use crate::error::{Error, Result};
+use crate::liveness::DetectorTimeouts;
 use crate::recoverer::RecoveryOptions;
 use crate::txn::CoordinatorOptions;
 use redt_proto::{TimeoutsConfig, Topology};
@@ -25,14 +26,16 @@ pub struct NodeTimeouts {
     pub give_up_after: Duration,
     /// `recovery.*`; its `clock_skew_bound` is the one above.
     pub recovery: RecoveryOptions,
+    /// `detector.*`: the failure detector's heartbeat interval and timeout per pair of DCs.
+    pub detector: DetectorTimeouts,
 }
 
 impl NodeTimeouts {
     /// What a real node runs with when the file sets no timeout: the phase-1 timeout of
     /// [`CoordinatorOptions::phase1_timeout_for`] (10 × the largest link RTT, at least
     /// 500 ms), the clock-skew bound and phase-2 retries of [`CoordinatorOptions::default`]
-    /// (250 ms; 200 ms up to 5 s; give up after 600 s), and
-    /// [`RecoveryOptions::for_topology`].
+    /// (250 ms; 200 ms up to 5 s; give up after 600 s),
+    /// [`RecoveryOptions::for_topology`] and [`DetectorTimeouts::defaults`].
     pub fn defaults(topology: &Topology) -> NodeTimeouts {
         let d = CoordinatorOptions::default();
         NodeTimeouts {
@@ -42,6 +45,7 @@ impl NodeTimeouts {
             retry_max: d.retry_max,
             give_up_after: d.give_up_after,
             recovery: RecoveryOptions::for_topology(topology, d.clock_skew_bound),
+            detector: DetectorTimeouts::defaults(topology),
         }
     }
 
@@ -49,7 +53,9 @@ impl NodeTimeouts {
     /// overrides already written into it) over [`NodeTimeouts::defaults`] of `topology`,
     /// checked: a retry pause may not start above its maximum (`retry_every` ≤ `retry_max`,
     /// `recovery.retry_base` ≤ `recovery.retry_max`), and the coordinator's DC recovers
-    /// first (`recovery.own_dc_after` ≤ `recovery.other_dc_after`).
+    /// first (`recovery.own_dc_after` ≤ `recovery.other_dc_after`); the failure detector's
+    /// `detector.timeout` is longer than its `detector.interval` for every pair of DCs
+    /// ([`DetectorTimeouts::resolve`]).
     ///
     /// # Errors
     /// [`Error::BadTimeouts`] naming the first key that breaks an ordering, with both values
@@ -113,11 +119,13 @@ impl NodeTimeouts {
                 });
             }
         }
+        t.detector = DetectorTimeouts::resolve(topology, &set.detector)?;
         Ok(t)
     }
 
-    /// `options` with these timeouts: phase 1, skew bound, phase-2 retries and the recovery
-    /// options its node's recovery task runs with ([`CoordinatorOptions::recovery`]).
+    /// `options` with these timeouts: phase 1, skew bound, phase-2 retries, the recovery
+    /// options its node's recovery task runs with ([`CoordinatorOptions::recovery`]) and its
+    /// failure detector's ([`CoordinatorOptions::detector`]).
     pub fn apply(&self, options: CoordinatorOptions) -> CoordinatorOptions {
         CoordinatorOptions {
             phase1_timeout: self.phase1_timeout,
@@ -126,6 +134,7 @@ impl NodeTimeouts {
             retry_max: self.retry_max,
             give_up_after: self.give_up_after,
             recovery: Some(self.recovery.clone()),
+            detector: Some(self.detector.clone()),
             ..options
         }
     }
@@ -175,6 +184,7 @@ mod tests {
         assert_eq!((r.own_dc_after, r.other_dc_after, r.turn), (ms(160), ms(500), ms(640)));
         assert_eq!((r.round_timeout, r.retry_base, r.retry_max), (ms(160), ms(80), ms(5000)));
         assert_eq!((r.scan_every, r.gap_wait, r.catch_up_give_up), (ms(100), ms(200), ms(30_000)));
+        assert_eq!(d.detector.summary(), "inside a DC 20ms / 200ms; between DCs 20ms / 200ms");
     }
 
     /// The commented `timeouts:` example in configs/default.yaml, uncommented, sets every key
@@ -189,6 +199,7 @@ mod tests {
         let set = &t.timeouts;
         assert!(set.phase1_timeout.is_some() && set.give_up_after.is_some(), "{set:?}");
         assert!(set.recovery.own_dc_after.is_some() && set.recovery.catch_up_give_up.is_some(), "{set:?}");
+        assert!(set.detector.interval.is_some() && set.detector.timeout.is_some(), "{set:?}");
         assert_eq!(NodeTimeouts::resolve(&t, set).unwrap(), NodeTimeouts::defaults(&topology("40ms")));
     }
 
@@ -218,6 +229,17 @@ mod tests {
         assert!(!o.early_ack, "apply keeps what is not a timeout");
         assert_eq!((o.phase1_timeout, o.clock_skew_bound, o.retry_max), (ms(900), Duration::ZERO, ms(1000)));
         assert_eq!(o.recovery_options(&t), got.recovery);
+        assert_eq!(o.detector_timeouts(&t), DetectorTimeouts::defaults(&t), "no detector key set");
+
+        let set = TimeoutsConfig {
+            detector: redt_proto::DetectorTimeoutsConfig { interval: Some(ms(50)), timeout: None },
+            ..Default::default()
+        };
+        let got = NodeTimeouts::resolve(&t, &set).unwrap();
+        let c = got.detector.between(redt_proto::DcId(0), redt_proto::DcId(1)).expect("a link");
+        assert_eq!((c.interval, c.timeout), (ms(50), ms(500)));
+        assert_eq!(got.apply(CoordinatorOptions::default()).detector_timeouts(&t), got.detector);
+        assert_eq!(got.phase1_timeout, d.phase1_timeout);
     }
 
     #[test]
@@ -247,6 +269,16 @@ mod tests {
         assert_eq!(key, "timeouts.recovery.other_dc_after");
         let (key, _) = err(rec(RecoveryTimeoutsConfig { own_dc_after: Some(ms(600)), ..Default::default() }));
         assert_eq!(key, "timeouts.recovery.own_dc_after");
+        // The detector's timeout must be longer than its interval.
+        let det = |interval: Option<u64>, timeout: Option<u64>| TimeoutsConfig {
+            detector: redt_proto::DetectorTimeoutsConfig { interval: interval.map(ms), timeout: timeout.map(ms) },
+            ..Default::default()
+        };
+        let (key, problem) = err(det(None, Some(20)));
+        assert_eq!(key, "timeouts.detector.timeout");
+        assert!(problem.contains("20ms must be above timeouts.detector.interval (20ms, the default"), "{problem}");
+        let (key, _) = err(det(Some(300), Some(200)));
+        assert_eq!(key, "timeouts.detector.interval");
         // Equal is fine.
         let same = TimeoutsConfig { retry_every: Some(ms(5000)), ..Default::default() };
         assert_eq!(NodeTimeouts::resolve(&t, &same).unwrap().retry_every, ms(5000));

@@ -67,6 +67,11 @@ pub struct CoordinatorOptions {
     /// of the node's topology; a real node sets them from its file's `timeouts:` section,
     /// [`crate::NodeTimeouts::apply`]). Read through [`CoordinatorOptions::recovery_options`].
     pub recovery: Option<crate::RecoveryOptions>,
+    /// The heartbeats of the node's failure detector (`None`:
+    /// [`crate::liveness::DetectorTimeouts::defaults`] of the node's topology; a real node sets
+    /// them from its file's `timeouts.detector`, [`crate::NodeTimeouts::apply`]). Read through
+    /// [`CoordinatorOptions::detector_timeouts`].
+    pub detector: Option<crate::liveness::DetectorTimeouts>,
     /// Deliberate bugs and injected faults (tests only).
     pub mutations: CoordinatorMutations,
 }
@@ -91,6 +96,12 @@ impl CoordinatorOptions {
             None => crate::RecoveryOptions::for_topology(topology, self.clock_skew_bound),
         }
     }
+
+    /// The failure detector's configuration a node runs with on `topology`:
+    /// [`CoordinatorOptions::detector`] if set, else the topology's defaults.
+    pub fn detector_timeouts(&self, topology: &redt_proto::Topology) -> crate::liveness::DetectorTimeouts {
+        self.detector.clone().unwrap_or_else(|| crate::liveness::DetectorTimeouts::defaults(topology))
+    }
 }
 
 impl Default for CoordinatorOptions {
@@ -104,6 +115,7 @@ impl Default for CoordinatorOptions {
             give_up_after: Duration::from_secs(600),
             clock_skew_bound: Duration::from_millis(250),
             recovery: None,
+            detector: None,
             mutations: CoordinatorMutations::default(),
         }
     }

@@ -35,6 +35,8 @@
 //!   recovery: { own_dc_after: 160ms, other_dc_after: 500ms, turn: 640ms, round_timeout: 160ms,
 //!               retry_base: 80ms, retry_max: 5s, scan_every: 100ms, gap_wait: 200ms,
 //!               catch_up_give_up: 30s }
+//!   detector: { interval: 20ms, timeout: 200ms }   # every peer's heartbeats (default: per
+//!                                  #   link, redt_replication::DetectorConfig::for_link)
 //! ```
 //!
 //! Value syntax:
@@ -43,8 +45,9 @@
 //!   a multiple of 64 bytes.
 //! - **durations** (`rtt`, `jitter`, every `timeouts` key): humantime syntax (`40ms`,
 //!   `1s 500ms`, `250us`); a plain `0` is zero. A timeout is above zero (`clock_skew_bound`
-//!   may be zero) and at most 24 h; orderings (`retry_every` ≤ `retry_max`, …) are checked
-//!   once the defaults are filled in (`redt_coordinator::NodeTimeouts::resolve`).
+//!   may be zero) and at most 24 h; orderings (`retry_every` ≤ `retry_max`, the detector's
+//!   `interval` < `timeout`, …) are checked once the defaults are filled in
+//!   (`redt_coordinator::NodeTimeouts::resolve`).
 //! - **loss**: a percentage with a `%` sign, `0%` to `100%` (`0.5%`).
 //! - **rate**: `unlimited`, or a number with a unit `bit`, `kbit`, `mbit`, `gbit`, `tbit`
 //!   (decimal, as `tc` uses them: `1kbit` = 1000 bit/s); a bare number is bit/s.

@@ -54,6 +54,8 @@ pub struct TimeoutsConfig {
     pub give_up_after: Option<Duration>,
     /// The `recovery:` subsection.
     pub recovery: RecoveryTimeoutsConfig,
+    /// The `detector:` subsection.
+    pub detector: DetectorTimeoutsConfig,
 }
 
 impl TimeoutsConfig {
@@ -84,6 +86,17 @@ pub struct RecoveryTimeoutsConfig {
     pub gap_wait: Option<Duration>,
     /// `catch_up_give_up`: how long a catch-up keeps retrying a replica before it gives up.
     pub catch_up_give_up: Option<Duration>,
+}
+
+/// The `timeouts.detector:` subsection: the failure detector's heartbeats, the same for every
+/// peer of a node when set (unset, each peer's are derived from the link to it:
+/// `redt_replication::DetectorConfig::for_link`, resolved by `redt_coordinator::NodeTimeouts`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DetectorTimeoutsConfig {
+    /// `interval`: time between two heartbeats a node sends to one peer.
+    pub interval: Option<Duration>,
+    /// `timeout`: silence after which a peer is suspected; longer than the interval.
+    pub timeout: Option<Duration>,
 }
 
 /// One data center.

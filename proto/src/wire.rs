@@ -16,7 +16,7 @@ pub struct Envelope {
     /// The message.
     #[prost(
         oneof = "Body",
-        tags = "10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31"
+        tags = "10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32"
     )]
     pub body: Option<Body>,
 }
@@ -93,6 +93,19 @@ pub enum Body {
     /// Reply to [`Body::Status`].
     #[prost(message, tag = "31")]
     NodeStatus(StatusReply),
+    /// Failure detection: one node's heartbeat to another (node → node, answered with
+    /// [`Body::Ack`]; `redt_replication::Detector`).
+    #[prost(message, tag = "32")]
+    Heartbeat(HeartbeatMsg),
+}
+
+/// A heartbeat from one node to another: the sender is alive (failure detection, issue 13).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct HeartbeatMsg {
+    /// When the sender sent it, in µs on the sender's own clock: the receiver compares it only
+    /// with the sender's earlier heartbeats, to ignore a duplicate or an overtaken one.
+    #[prost(uint64, tag = "1")]
+    pub sent_at_us: u64,
 }
 
 /// An operator's question to one node: what is it doing?
@@ -159,6 +172,17 @@ pub struct StatusReply {
     /// the ring's head until it is delivered or given up).
     #[prost(uint64, tag = "16")]
     pub catch_ups_owed: u64,
+    /// The nodes this node suspects now (no heartbeat from them for their timeout), ascending.
+    #[prost(uint32, repeated, tag = "17")]
+    pub suspected_nodes: Vec<u32>,
+    /// The DCs this node suspects now (every node of the DC suspected), ascending; never the
+    /// answering node's own DC.
+    #[prost(uint32, repeated, tag = "18")]
+    pub suspected_dcs: Vec<u32>,
+    /// Suspicions of a node this node raised since it started (a node suspected, seen alive
+    /// and suspected again counts twice).
+    #[prost(uint64, tag = "19")]
+    pub suspicions_total: u64,
 }
 
 /// An undecided transaction past its phase-1 deadline, as one node sees it.

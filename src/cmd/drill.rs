@@ -127,6 +127,8 @@ async fn partition(
 pub fn print(d: &DrillReport) {
     let ms = |v: Option<u64>| v.map_or_else(|| "not within the run".to_string(), |v| format!("{v} ms"));
     let n = |v: Option<u64>| v.map_or_else(|| "unknown (a node did not answer)".to_string(), |v| v.to_string());
+    let ms_or = |v: Option<u64>, none: &str| v.map_or_else(|| none.to_string(), |v| format!("{v} ms"));
+    let n_or = |v: Option<u64>, none: &str| v.map_or_else(|| none.to_string(), |v| v.to_string());
     println!(
         "  drill                      {} at {:.1} s, healed at {}",
         d.drill,
@@ -148,6 +150,17 @@ pub fn print(d: &DrillReport) {
         "  fault → in-flight decided  {} at the survivors, {} everywhere",
         ms(d.fault_to_decided_at_survivors_ms),
         ms(d.fault_to_decided_everywhere_ms)
+    );
+    println!(
+        "  fault → suspected          {} by a first survivor, {} by every survivor (status polled every 100 ms)",
+        ms_or(d.fault_to_first_suspected_ms, "not before the heal"),
+        ms_or(d.fault_to_suspected_by_all_ms, "not before the heal")
+    );
+    println!("  heal → nothing suspected   {}", ms(d.heal_to_unsuspected_ms));
+    println!(
+        "  false suspicions           {} before the fault, {} after the heal (raised while no fault was active)",
+        n_or(d.false_suspicions_before_fault, "unknown (a node did not answer)"),
+        n_or(d.false_suspicions_after_heal, "unknown (not unsuspected within the run, or a node did not answer)")
     );
     println!(
         "  left after settling        {} lock words, {} undecided entries (settled in {} ms); recoveries {} started, {} committed, {} aborted",

@@ -1,7 +1,8 @@
 //! `redt status`: what every node of a running cluster is doing — its clients' answers, the
-//! undecided entries of its ring, its recoveries (started, decided, blocked) and, with
-//! `--blocked`, the transactions waiting on recovery with their locks and the DCs a blocked
-//! recoverer waits for (issue 12, "Visibility").
+//! undecided entries of its ring, its recoveries (started, decided, blocked), the nodes and
+//! DCs its failure detector suspects (issue 13) and, with `--blocked`, the transactions
+//! waiting on recovery with their locks and the DCs a blocked recoverer waits for (issue 12,
+//! "Visibility").
 
 use super::{load_topology, print_out, runtime};
 use anyhow::{Context, Result};
@@ -93,10 +94,27 @@ fn age(unix_ms: u64) -> String {
     format!("{:.1}s", now.saturating_sub(unix_ms) as f64 / 1e3)
 }
 
+/// What a node suspects, for the table: each suspected DC by name (`dc2`), then each
+/// suspected node outside those DCs (`dc3-n1`), comma-separated; `-` when none.
+fn suspects(topo: &Topology, s: &NodeStatus) -> String {
+    let in_suspected_dc = |n: &NodeId| topo.nodes.get(n.0 as usize).is_some_and(|x| s.suspected_dcs.contains(&x.dc));
+    let names: Vec<String> = s
+        .suspected_dcs
+        .iter()
+        .map(|&d| dc_name(topo, d))
+        .chain(s.suspected_nodes.iter().filter(|n| !in_suspected_dc(n)).map(|&n| node_name(topo, n)))
+        .collect();
+    if names.is_empty() {
+        "-".into()
+    } else {
+        names.join(",")
+    }
+}
+
 /// The status table, one row per node.
 fn table(topo: &Topology, statuses: &[(NodeId, Result<NodeStatus, String>)], locks: bool) -> String {
     let mut out = format!(
-        "{:<12} {:<8} {:>9} {:>10} {:>8} {:>8} {:>9} {:>8} {:>24} {:>6} {:>5}{}\n",
+        "{:<12} {:<8} {:>9} {:>10} {:>8} {:>8} {:>9} {:>8} {:>24} {:>6} {:>5}{}  {}\n",
         "node",
         "dc",
         "up",
@@ -108,7 +126,8 @@ fn table(topo: &Topology, statuses: &[(NodeId, Result<NodeStatus, String>)], loc
         "recoveries s/c/a/run/blk",
         "filled",
         "owed",
-        if locks { "   locks" } else { "" }
+        if locks { "   locks" } else { "" },
+        "suspects"
     );
     for (n, s) in statuses {
         let dc = topo.nodes.get(n.0 as usize).map(|x| dc_name(topo, x.dc)).unwrap_or_default();
@@ -124,7 +143,7 @@ fn table(topo: &Topology, statuses: &[(NodeId, Result<NodeStatus, String>)], loc
                     s.recoveries_blocked
                 );
                 out += &format!(
-                    "{:<12} {:<8} {:>9} {:>10} {:>8} {:>8} {:>9} {:>8} {:>24} {:>6} {:>5}{}\n",
+                    "{:<12} {:<8} {:>9} {:>10} {:>8} {:>8} {:>9} {:>8} {:>24} {:>6} {:>5}{}  {}\n",
                     node_name(topo, *n),
                     dc,
                     format!("{:.1}s", s.uptime_ms as f64 / 1e3),
@@ -140,7 +159,8 @@ fn table(topo: &Topology, statuses: &[(NodeId, Result<NodeStatus, String>)], loc
                         (false, _) => String::new(),
                         (true, Some(l)) => format!(" {l:>7}"),
                         (true, None) => format!(" {:>7}", "-"),
-                    }
+                    },
+                    suspects(topo, s)
                 );
             }
         }
@@ -209,6 +229,9 @@ fn node_json(topo: &Topology, n: NodeId, s: &Result<NodeStatus, String>) -> serd
             },
             "gap_slots_filled": s.gap_slots_filled,
             "locks_held": s.locks_held,
+            "suspected_nodes": s.suspected_nodes.iter().map(|&n| node_name(topo, n)).collect::<Vec<_>>(),
+            "suspected_dcs": s.suspected_dcs.iter().map(|&d| dc_name(topo, d)).collect::<Vec<_>>(),
+            "suspicions_total": s.suspicions_total,
             "waiting": s.waiting.iter().map(|w| json!({
                 "txn": w.txn.to_string(),
                 "coordinator": node_name(topo, w.coordinator),
@@ -219,5 +242,29 @@ fn node_json(topo: &Topology, n: NodeId, s: &Result<NodeStatus, String>) -> serd
                 "waiting_for": w.waiting_for.iter().map(|&d| dc_name(topo, d)).collect::<Vec<_>>(),
             })).collect::<Vec<_>>(),
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use redt_coordinator::StatusBoard;
+    use redt_proto::DcId;
+
+    #[test]
+    fn the_suspects_column_names_whole_dcs_then_single_nodes() {
+        let topo = Topology::from_yaml("default.yaml", include_str!("../../configs/default.yaml")).expect("valid");
+        let board = StatusBoard::default();
+        let status = |board: &StatusBoard| board.snapshot(NodeId(0), &[], 0, 500, 0, None);
+        assert_eq!(suspects(&topo, &status(&board)), "-");
+        board.suspects(vec![NodeId(2), NodeId(3), NodeId(5)], vec![DcId(1)], 3);
+        assert_eq!(suspects(&topo, &status(&board)), "dc2,dc3-n2");
+        let row = table(&topo, &[(NodeId(0), Ok(status(&board)))], false);
+        assert!(row.lines().next().is_some_and(|h| h.ends_with("  suspects")), "{row}");
+        assert!(row.lines().nth(1).is_some_and(|r| r.ends_with("  dc2,dc3-n2")), "{row}");
+        let j = node_json(&topo, NodeId(0), &Ok(status(&board)));
+        assert_eq!(j["suspected_nodes"], json!(["dc2-n1", "dc2-n2", "dc3-n2"]));
+        assert_eq!(j["suspected_dcs"], json!(["dc2"]));
+        assert_eq!(j["suspicions_total"], 3);
     }
 }

@@ -1,7 +1,7 @@
 //! One test per validation rule, each asserting the field path and the problem text.
 
 use super::*;
-use crate::topology::{RecoveryTimeoutsConfig, TimeoutsConfig};
+use crate::topology::{DetectorTimeoutsConfig, RecoveryTimeoutsConfig, TimeoutsConfig};
 
 const FILE: &str = "test.yaml";
 
@@ -658,7 +658,10 @@ fn every_timeout_key_parses() {
     retry_max: 3s
     scan_every: 50ms
     gap_wait: 250us
-    catch_up_give_up: 45s"#,
+    catch_up_give_up: 45s
+  detector:
+    interval: 30ms
+    timeout: 400ms"#,
     ))
     .timeouts;
     let ms = |n| Some(Duration::from_millis(n));
@@ -681,6 +684,7 @@ fn every_timeout_key_parses() {
                 gap_wait: Some(Duration::from_micros(250)),
                 catch_up_give_up: ms(45_000),
             },
+            detector: DetectorTimeoutsConfig { interval: ms(30), timeout: ms(400) },
         }
     );
     // Some keys only: the rest stay unset.
@@ -689,6 +693,9 @@ fn every_timeout_key_parses() {
     assert_eq!(t.recovery.turn, ms(2000));
     assert_eq!(t.retry_max, None);
     assert_eq!(t.recovery.retry_max, None);
+    assert_eq!(t.detector, DetectorTimeoutsConfig::default());
+    let t = ok(&with_timeouts("timeouts: { detector: { interval: 1h } }")).timeouts;
+    assert_eq!(t.detector, DetectorTimeoutsConfig { interval: ms(3_600_000), timeout: None });
 }
 
 #[test]
@@ -706,6 +713,8 @@ fn bad_timeouts_are_refused_naming_the_key() {
         "",
     );
     ok(&with_timeouts("timeouts: { give_up_after: 24h }"));
+    invalid(&with_timeouts("timeouts: { detector: { interval: 0s } }"), "timeouts.detector.interval", "above zero");
+    invalid(&with_timeouts("timeouts: { detector: { timeout: 25h } }"), "timeouts.detector.timeout", "largest timeout");
 }
 
 #[test]
@@ -714,5 +723,6 @@ fn unknown_timeout_keys_are_refused() {
     parse_error(&with_timeouts("timeouts: { recovery: { retry_min: 1s } }"), "unknown field `retry_min`");
     // A recovery key at the top level is not one of the coordinator's.
     parse_error(&with_timeouts("timeouts: { turn: 1s }"), "unknown field `turn`");
+    parse_error(&with_timeouts("timeouts: { detector: { phi: 8 } }"), "unknown field `phi`");
     parse_error(&with_timeouts("timeouts: 5s"), "timeouts");
 }

@@ -3,7 +3,7 @@
 //! checked where a node resolves them, `redt_coordinator::NodeTimeouts::resolve`).
 
 use super::{parse_duration, Res, Resolver, Text};
-use crate::topology::{RecoveryTimeoutsConfig, TimeoutsConfig};
+use crate::topology::{DetectorTimeoutsConfig, RecoveryTimeoutsConfig, TimeoutsConfig};
 use serde::Deserialize;
 use std::time::Duration;
 
@@ -17,6 +17,15 @@ pub(super) struct RawTimeouts {
     give_up_after: Option<Text>,
     #[serde(default)]
     recovery: RawRecoveryTimeouts,
+    #[serde(default)]
+    detector: RawDetectorTimeouts,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawDetectorTimeouts {
+    interval: Option<Text>,
+    timeout: Option<Text>,
 }
 
 #[derive(Deserialize, Default)]
@@ -50,6 +59,11 @@ impl Resolver<'_> {
             gap_wait: self.timeout("recovery.gap_wait", &r.gap_wait, false)?,
             catch_up_give_up: self.timeout("recovery.catch_up_give_up", &r.catch_up_give_up, false)?,
         };
+        let d = &raw.detector;
+        let detector = DetectorTimeoutsConfig {
+            interval: self.timeout("detector.interval", &d.interval, false)?,
+            timeout: self.timeout("detector.timeout", &d.timeout, false)?,
+        };
         Ok(TimeoutsConfig {
             phase1_timeout: self.timeout("phase1_timeout", &raw.phase1_timeout, false)?,
             clock_skew_bound: self.timeout("clock_skew_bound", &raw.clock_skew_bound, true)?,
@@ -57,6 +71,7 @@ impl Resolver<'_> {
             retry_max: self.timeout("retry_max", &raw.retry_max, false)?,
             give_up_after: self.timeout("give_up_after", &raw.give_up_after, false)?,
             recovery,
+            detector,
         })
     }
 
