@@ -20,19 +20,19 @@
 //!
 //! A heartbeat from the peer (its send time on its clock, so a duplicate or overtaken one is
 //! ignored) and the peer's [`Body::Ack`] to one of ours (no send time: always fresh). A
-//! heartbeat is one RPC on its own QUIC stream; at most one per peer is outstanding, so a dead
-//! or unreachable peer costs one pending call per `timeout`, not one per `interval`. At 40 ms
-//! RTT that slows the heartbeats to one per round trip in each direction, and QUIC turns a lost
-//! packet into a retransmission (a late heartbeat) rather than a lost one; counting the answers
-//! too gives each side two independent streams of evidence (its own round trips and the
-//! peer's heartbeats), so one delayed heartbeat does not leave a 200 ms silence. The answer
+//! heartbeat is one RPC on its own QUIC stream, with the peer's timeout as its deadline; at
+//! most `MAX_IN_FLIGHT` (10) per peer are outstanding, so a dead or unreachable peer costs a
+//! bounded number of pending calls. QUIC turns a lost packet into a retransmission (a late
+//! heartbeat) rather than a lost one, and with several in flight one late heartbeat does not
+//! hold back the next; counting the answers too gives each side two independent streams of
+//! evidence (its own round trips and the peer's heartbeats). The answer
 //! also lets a restarted node hear its peers at once, while their cached connections to its
 //! previous process still wait for the QUIC idle timeout.
 //!
 //! Measured (README, "Failure detection"): at 40 ms RTT a killed node is suspected by every
 //! survivor within about 200 ms, and no live node was suspected in two 60 s runs at 1% loss and
-//! 10 ms jitter; at 5% loss the one-in-flight rule lets a retransmitted heartbeat's delay become
-//! a suspicion (13–20 per 60 s on 56 watched pairs, 1 with up to ten heartbeats in flight).
+//! 10 ms jitter; at 5% loss, with one heartbeat in flight per peer, a retransmitted heartbeat's
+//! delay became a suspicion (13–20 per 60 s on 56 watched pairs), hence up to ten.
 //!
 //! # Why a channel
 //!
@@ -388,6 +388,12 @@ pub(crate) fn spawn(node: &Arc<Node>, timeouts: &DetectorTimeouts, arrivals: mps
     Ok(())
 }
 
+/// Heartbeats to one peer in flight at once: about `timeout / interval` with the default
+/// configuration, so a peer is sent one heartbeat per interval until it stops answering.
+/// (With one in flight, a lost packet's retransmission delayed every later heartbeat too: at
+/// 5% loss, 13–20 false suspicions per 60 s on 56 watched pairs; with ten, 1.)
+const MAX_IN_FLIGHT: usize = 10;
+
 /// The driver loop (module docs).
 async fn run(
     node: Weak<Node>,
@@ -408,9 +414,9 @@ async fn run(
         while let Some(action) = detector.poll_action() {
             match action {
                 Action::Heartbeat { to, sent_at_us } => {
-                    // At most one heartbeat per peer in flight: a dead peer costs one pending
-                    // call per timeout.
-                    if outstanding.values().any(|&p| p == to) {
+                    // At most `MAX_IN_FLIGHT` heartbeats per peer: a dead peer costs that many
+                    // pending calls, and one retransmitted heartbeat does not hold the others.
+                    if outstanding.values().filter(|&&p| p == to).count() >= MAX_IN_FLIGHT {
                         continue;
                     }
                     let deadline = detector.config(to).map_or(Duration::from_secs(1), |c| c.timeout);
