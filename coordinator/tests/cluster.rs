@@ -644,8 +644,11 @@ async fn wait_decided(cluster: &EmbeddedCluster, limit: Duration) {
 /// time the coordinator's own DC recovers it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_coordinator_that_dies_before_phase_2_is_recovered() {
+    // 2 s: the first transaction must gather its 3 commit votes (over fresh connections) in
+    // time even when the whole suite loads both cores; with 500 ms it once missed them and
+    // aborted.
     let options = CoordinatorOptions {
-        phase1_timeout: Duration::from_millis(500),
+        phase1_timeout: Duration::from_secs(2),
         clock_skew_bound: Duration::from_secs(1),
         mutations: CoordinatorMutations { stop_before_phase2: true, ..CoordinatorMutations::default() },
         ..CoordinatorOptions::default()
