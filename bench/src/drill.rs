@@ -359,14 +359,16 @@ struct Settled {
     suspicions: Option<u64>,
 }
 
-/// After the clients stopped: waits (at most 30 s) until no node holds an undecided entry or
-/// owes a catch-up, then counts lock words and undecided entries left; returns them with the
+/// After the clients stopped: waits (at most 30 s) until no node holds an undecided entry,
+/// owes a catch-up or has a replay backlog (its ring's head short of its tail), then counts lock words and undecided entries left; returns them with the
 /// time it waited, the recoveries the nodes counted and their suspicions so far.
 async fn settle(client: &Arc<Client>) -> Settled {
     let t0 = Instant::now();
     while t0.elapsed() < Duration::from_secs(30) {
         let s = poll(client, false).await;
-        if s.iter().all(|(_, s)| s.as_ref().is_ok_and(|s| s.undecided_entries == 0 && s.catch_ups_owed == 0)) {
+        if s.iter().all(|(_, s)| {
+            s.as_ref().is_ok_and(|s| s.undecided_entries == 0 && s.catch_ups_owed == 0 && s.replay_backlog_slots == 0)
+        }) {
             break;
         }
         tokio::time::sleep(BUCKET).await;

@@ -491,6 +491,17 @@ impl ExecutorCore {
         Ok(redt_dc_executor::ring_scan(dc.verbs.as_ref(), self.node, &dc.layout)?)
     }
 
+    /// Slots of this node's ring between its head and its tail (written or reserved, not yet
+    /// released by replay).
+    ///
+    /// # Errors
+    /// Verbs failures.
+    pub fn replay_backlog(&self) -> Result<u64> {
+        let dc = self.executor.dc();
+        let (head, tail) = redt_dc_executor::ring::ring_bounds(dc.verbs.as_ref(), self.node, &dc.layout)?;
+        Ok(tail.saturating_sub(head))
+    }
+
     /// The catch-up `owed` (an entry of this node's ring whose mask is set) shipped again from
     /// the entry itself, after the memory of its first shipper was lost (DESIGN.md §2): to
     /// every replica outside this DC of the partitions the mask names

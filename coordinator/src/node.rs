@@ -165,25 +165,28 @@ impl Node {
     }
 
     /// This node's status now (see [`crate::status`]): its counters, the undecided entries of
-    /// its ring and the recoveries it runs; with `count_locks`, also the records holding a
+    /// its ring, its replay backlog and the recoveries it runs; with `count_locks`, also the records holding a
     /// lock (a full scan of its index).
     ///
     /// # Errors
     /// [`Error::Io`] once the executor thread has stopped; verbs failures.
     pub async fn status(&self, count_locks: bool) -> Result<NodeStatus> {
         let stopped = || Error::Io(std::io::Error::other("node shutting down"));
-        let (scan, now_ms, locks) = self
+        let (scan, backlog, now_ms, locks) = self
             .exec
             .run(move |core, now_ms| -> Result<_> {
                 let scan = core.ring_scan()?;
+                let backlog = core.replay_backlog()?;
                 let locks = if count_locks { Some(core.locks_held()?) } else { None };
-                Ok((scan, now_ms, locks))
+                Ok((scan, backlog, now_ms, locks))
             })
             .await
             .ok_or_else(stopped)??;
         let p1 = self.options.phase1_timeout.as_millis() as u64;
         let owed = scan.owed.len() as u64;
-        Ok(self.board.snapshot(self.id, &scan.unfinished, now_ms, p1, owed, locks))
+        let mut status = self.board.snapshot(self.id, &scan.unfinished, now_ms, p1, owed, locks);
+        status.replay_backlog_slots = backlog;
+        Ok(status)
     }
 
     /// The node's counters and running recoveries.

@@ -193,6 +193,7 @@ impl StatusBoard {
             suspected_nodes: suspects.nodes,
             suspected_dcs: suspects.dcs,
             suspicions_total: suspects.total,
+            replay_backlog_slots: 0,
         }
     }
 }
@@ -258,6 +259,9 @@ pub struct NodeStatus {
     pub suspected_dcs: Vec<DcId>,
     /// Suspicions of a node it raised since it started.
     pub suspicions_total: u64,
+    /// Ring slots between the head and the tail: written or reserved, not yet released by
+    /// replay (0 when idle; a gap at the head or an undecided entry holds it up).
+    pub replay_backlog_slots: u64,
 }
 
 impl NodeStatus {
@@ -295,6 +299,7 @@ impl NodeStatus {
             suspected_nodes: self.suspected_nodes.iter().map(|n| u32::from(n.0)).collect(),
             suspected_dcs: self.suspected_dcs.iter().map(|d| u32::from(d.0)).collect(),
             suspicions_total: self.suspicions_total,
+            replay_backlog_slots: self.replay_backlog_slots,
         }
     }
 
@@ -349,6 +354,7 @@ impl NodeStatus {
                 .collect::<Result<_, _>>()?,
             suspected_dcs: r.suspected_dcs.iter().map(|&d| dc_id(d)).collect::<Result<_, _>>()?,
             suspicions_total: r.suspicions_total,
+            replay_backlog_slots: r.replay_backlog_slots,
         })
     }
 }
@@ -467,7 +473,9 @@ mod tests {
         assert_eq!(s.suspected_nodes, vec![NodeId(2), NodeId(3)]);
         assert_eq!(s.suspected_dcs, vec![DcId(1)]);
         assert_eq!(s.suspicions_total, 5);
-        assert_eq!(NodeStatus::from_wire(&s.to_wire()), Ok(s));
+        assert_eq!(NodeStatus::from_wire(&s.to_wire()), Ok(s.clone()));
+        let s = NodeStatus { replay_backlog_slots: 35, ..s };
+        assert_eq!(NodeStatus::from_wire(&s.to_wire()).map(|d| d.replay_backlog_slots), Ok(35));
     }
 
     /// A recovery counts once, when its decision is recorded, though phase 2 may still wait

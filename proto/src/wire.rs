@@ -183,6 +183,11 @@ pub struct StatusReply {
     /// and suspected again counts twice).
     #[prost(uint64, tag = "19")]
     pub suspicions_total: u64,
+    /// Slots of the node's ring between its head and its tail: entries written (or slots
+    /// reserved) that replay has not released yet. Falls to 0 on an idle node; a gap at the
+    /// head (a dead writer's reservation) or an undecided entry holds it up.
+    #[prost(uint64, tag = "20")]
+    pub replay_backlog_slots: u64,
 }
 
 /// An undecided transaction past its phase-1 deadline, as one node sees it.

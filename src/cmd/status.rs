@@ -114,7 +114,7 @@ fn suspects(topo: &Topology, s: &NodeStatus) -> String {
 /// The status table, one row per node.
 fn table(topo: &Topology, statuses: &[(NodeId, Result<NodeStatus, String>)], locks: bool) -> String {
     let mut out = format!(
-        "{:<12} {:<8} {:>9} {:>10} {:>8} {:>8} {:>9} {:>8} {:>24} {:>6} {:>5}{}  {}\n",
+        "{:<12} {:<8} {:>9} {:>10} {:>8} {:>8} {:>9} {:>8} {:>24} {:>6} {:>5} {:>7}{}  {}\n",
         "node",
         "dc",
         "up",
@@ -126,6 +126,7 @@ fn table(topo: &Topology, statuses: &[(NodeId, Result<NodeStatus, String>)], loc
         "recoveries s/c/a/run/blk",
         "filled",
         "owed",
+        "backlog",
         if locks { "   locks" } else { "" },
         "suspects"
     );
@@ -143,7 +144,7 @@ fn table(topo: &Topology, statuses: &[(NodeId, Result<NodeStatus, String>)], loc
                     s.recoveries_blocked
                 );
                 out += &format!(
-                    "{:<12} {:<8} {:>9} {:>10} {:>8} {:>8} {:>9} {:>8} {:>24} {:>6} {:>5}{}  {}\n",
+                    "{:<12} {:<8} {:>9} {:>10} {:>8} {:>8} {:>9} {:>8} {:>24} {:>6} {:>5} {:>7}{}  {}\n",
                     node_name(topo, *n),
                     dc,
                     format!("{:.1}s", s.uptime_ms as f64 / 1e3),
@@ -155,6 +156,7 @@ fn table(topo: &Topology, statuses: &[(NodeId, Result<NodeStatus, String>)], loc
                     rec,
                     s.gap_slots_filled,
                     s.catch_ups_owed,
+                    s.replay_backlog_slots,
                     match (locks, s.locks_held) {
                         (false, _) => String::new(),
                         (true, Some(l)) => format!(" {l:>7}"),
@@ -220,6 +222,7 @@ fn node_json(topo: &Topology, n: NodeId, s: &Result<NodeStatus, String>) -> serd
             "undecided_entries": s.undecided_entries,
             "oldest_undecided_unix_ms": s.oldest_undecided_unix_ms,
             "catch_ups_owed": s.catch_ups_owed,
+            "replay_backlog_slots": s.replay_backlog_slots,
             "recoveries": {
                 "started": s.recoveries_started,
                 "committed": s.recoveries_committed,
@@ -266,5 +269,19 @@ mod tests {
         assert_eq!(j["suspected_nodes"], json!(["dc2-n1", "dc2-n2", "dc3-n2"]));
         assert_eq!(j["suspected_dcs"], json!(["dc2"]));
         assert_eq!(j["suspicions_total"], 3);
+    }
+
+    #[test]
+    fn the_replay_backlog_is_a_column_and_a_json_field() {
+        let topo = Topology::from_yaml("default.yaml", include_str!("../../configs/default.yaml")).expect("valid");
+        let s =
+            NodeStatus { replay_backlog_slots: 35, ..StatusBoard::default().snapshot(NodeId(0), &[], 0, 500, 0, None) };
+        let t = table(&topo, &[(NodeId(0), Ok(s.clone()))], false);
+        let header: Vec<&str> = t.lines().next().unwrap_or_default().split_whitespace().collect();
+        let row: Vec<&str> = t.lines().nth(1).unwrap_or_default().split_whitespace().collect();
+        let at = header.iter().position(|&h| h == "backlog").expect("a backlog column");
+        // The header's "recoveries s/c/a/run/blk" is two words, a row's value one.
+        assert_eq!(row.get(at - 1), Some(&"35"), "{t}");
+        assert_eq!(node_json(&topo, NodeId(0), &Ok(s))["replay_backlog_slots"], 35);
     }
 }
