@@ -243,7 +243,11 @@ fn cluster_up_processes() {
         .expect("a temporary MemStore directory");
     let name = format!("cluster-processes-{}", std::process::id());
     let config = work.path().join("local-fast-test.yaml");
-    std::fs::write(&config, local_fast_yaml(&name, PORT)).unwrap();
+    // A 2 s phase-1 timeout (local-fast's own is 500 ms): the first transaction runs over
+    // fresh connections while the nodes' heartbeats open theirs and other process tests load
+    // both cores; at 500 ms it once timed out waiting for votes.
+    let yaml = format!("{}\ntimeouts: {{ phase1_timeout: 2s }}\n", local_fast_yaml(&name, PORT));
+    std::fs::write(&config, yaml).unwrap();
     let run_dir = work.path().join("run");
     let certs = run_dir.join("certs");
     let topo = Arc::new(Topology::load(&config).expect("the edited topology loads"));
