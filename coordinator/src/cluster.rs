@@ -13,6 +13,7 @@ use redt_proto::{DcId, NodeId, Protocol, TableId, Topology};
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 /// Every node of a topology, running in this process.
 pub struct EmbeddedCluster {
@@ -37,6 +38,24 @@ pub struct EmbeddedCluster {
     certs: ClusterCerts,
 }
 
+/// How long [`EmbeddedCluster::start`] waits for an address still held by a cluster shut
+/// down just before (its endpoints drain their connections for a moment after closing).
+const BIND_PATIENCE: Duration = Duration::from_secs(5);
+
+/// Binds a node's netem socket, retrying every 50 ms for up to [`BIND_PATIENCE`] while the
+/// address is in use.
+async fn bind_socket(addr: SocketAddr, dc: DcId, wan: &Arc<Mutex<WanModel>>) -> std::io::Result<Arc<NetemSocket>> {
+    let t0 = std::time::Instant::now();
+    loop {
+        match NetemSocket::bind(addr, dc, wan.clone()) {
+            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse && t0.elapsed() < BIND_PATIENCE => {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            other => return other,
+        }
+    }
+}
+
 impl EmbeddedCluster {
     /// Starts every node of `topology`. Must run inside a tokio runtime.
     ///
@@ -45,6 +64,9 @@ impl EmbeddedCluster {
     /// its own [`DcHandle`] over a [`TcpVerbs`] reaching the other nodes of its DC through
     /// their servers (RedT §6.5). Every other protocol shares one in-process verbs backend
     /// per DC.
+    ///
+    /// A node's address still held by a cluster shut down just before is waited for (up to
+    /// 5 s).
     ///
     /// # Errors
     /// Certificate generation, a socket that cannot bind (the node's address), a TCP verbs
@@ -98,7 +120,8 @@ impl EmbeddedCluster {
         let mut nodes = Vec::new();
         let mut sockets = Vec::new();
         for n in &topology.nodes {
-            let socket = NetemSocket::bind(n.addr, n.dc, wan.clone())
+            let socket = bind_socket(n.addr, n.dc, &wan)
+                .await
                 .map_err(|e| Error::Topology(format!("{} cannot bind {}: {e}", n.name, n.addr)))?;
             sockets.push(socket.clone());
             let identity = certs.node(n.id).ok_or_else(|| Error::Topology(format!("no certificate for {}", n.name)))?;
