@@ -42,7 +42,7 @@
 //! actions. A full channel drops the heartbeat (a lost heartbeat, which the detector tolerates).
 
 use crate::error::{Error, Result};
-use crate::node::Node;
+use crate::node::{sleep_until_opt, Node};
 use crate::status::StatusBoard;
 use redt_proto::wire::{Body, Envelope, HeartbeatMsg};
 use redt_proto::{DcId, DetectorTimeoutsConfig, NodeId, Topology};
@@ -137,13 +137,10 @@ impl DetectorTimeouts {
                 (0..dcs)
                     .map(|b| {
                         let (rtt, jitter) = link_between(topology, DcId(a as u16), DcId(b as u16));
-                        let mut c = DetectorConfig::for_link(rtt, jitter);
-                        if let Some(interval) = set.interval {
-                            c.interval = interval;
-                            c.timeout = interval
-                                .saturating_mul(DetectorConfig::MISSED_INTERVALS)
-                                .saturating_add(jitter.saturating_mul(DetectorConfig::JITTER_MARGIN));
-                        }
+                        let mut c = match set.interval {
+                            Some(interval) => DetectorConfig::for_interval(interval, jitter),
+                            None => DetectorConfig::for_link(rtt, jitter),
+                        };
                         if let Some(timeout) = set.timeout {
                             c.timeout = timeout;
                         }
@@ -461,13 +458,6 @@ async fn run(
                 }
             }
         }
-    }
-}
-
-async fn sleep_until_opt(t: Option<tokio::time::Instant>) {
-    match t {
-        Some(t) => tokio::time::sleep_until(t).await,
-        None => std::future::pending().await,
     }
 }
 

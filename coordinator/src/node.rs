@@ -465,7 +465,8 @@ impl Node {
     }
 }
 
-async fn sleep_until_opt(t: Option<tokio::time::Instant>) {
+/// Sleeps until `t`, or for ever when there is no deadline (a `select!` arm's timer).
+pub(crate) async fn sleep_until_opt(t: Option<tokio::time::Instant>) {
     match t {
         Some(t) => tokio::time::sleep_until(t).await,
         None => std::future::pending().await,

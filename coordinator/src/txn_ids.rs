@@ -125,7 +125,7 @@ impl TxnIds {
         }
         let incarnation = dc.layout.next_incarnation(dc.verbs.as_ref(), self.node)?;
         self.renew(incarnation)?;
-        Ok(self.next_id().expect("a fresh incarnation has ids left"))
+        self.next_id().ok_or(Error::TxnIdsExhausted { node: self.node, incarnation })
     }
 
     /// The same allocator issuing only `limit` ids per incarnation (tests reach the end of an

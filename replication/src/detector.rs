@@ -95,7 +95,12 @@ impl DetectorConfig {
     /// `interval = clamp(rtt / 2, 20 ms, 500 ms)`, `timeout = 10 · interval + 4 · jitter`
     /// (module docs give the reasoning). 40 ms RTT and 10 ms jitter give 20 ms and 240 ms.
     pub fn for_link(rtt: Duration, jitter: Duration) -> Self {
-        let interval = (rtt / 2).clamp(Self::MIN_INTERVAL, Self::MAX_INTERVAL);
+        Self::for_interval((rtt / 2).clamp(Self::MIN_INTERVAL, Self::MAX_INTERVAL), jitter)
+    }
+
+    /// Returns the default timeout for heartbeats every `interval` over a link with one-way
+    /// jitter `jitter`: `10 · interval + 4 · jitter`.
+    pub fn for_interval(interval: Duration, jitter: Duration) -> Self {
         let timeout =
             interval.saturating_mul(Self::MISSED_INTERVALS).saturating_add(jitter.saturating_mul(Self::JITTER_MARGIN));
         DetectorConfig { interval, timeout }
@@ -116,7 +121,7 @@ impl DetectorConfig {
 }
 
 /// Returns `d` in whole microseconds, saturating at `u64::MAX`.
-fn micros(d: Duration) -> u64 {
+pub(crate) fn micros(d: Duration) -> u64 {
     u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
 }
 

@@ -13,7 +13,7 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::time::Duration;
 
-use crate::detector::{Action, Detector, DetectorConfig};
+use crate::detector::{micros, Action, Detector, DetectorConfig};
 
 /// The simulated link between the two detectors, the same in both directions.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -134,10 +134,6 @@ impl Sim {
             }
         }
     }
-}
-
-fn micros(d: Duration) -> u64 {
-    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
 }
 
 /// Runs two detectors with `config` across `link` for `duration` of simulated time, both ends

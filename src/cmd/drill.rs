@@ -65,7 +65,7 @@ pub fn plan(a: &DrillArgs, cluster: bool, topo: &Topology, certs: &Path, duratio
             heal,
         }));
     }
-    let dc_name = a.cut.clone().expect("one of --kill and --cut");
+    let Some(dc_name) = a.cut.clone() else { return Ok(None) };
     let dc =
         topo.dcs.iter().find(|d| d.name == dc_name).with_context(|| format!("--cut {dc_name}: no DC of that name"))?;
     let failed: Vec<NodeId> = dc.nodes.clone();
