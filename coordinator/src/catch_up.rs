@@ -57,6 +57,7 @@
 //! behind elsewhere).
 
 use crate::decision::PartitionVotes;
+use crate::epochs::Epochs;
 use crate::machine::{earliest, Action, AttemptId, TxnMachine};
 use crate::message::{Accept, CatchUpTarget, Reply, Request};
 use crate::plan::Plan;
@@ -64,6 +65,7 @@ use crate::recoverer::RecoveryOptions;
 use redt_dc_executor::{Decision, EntryRef, RedoEntry, ReplicaChange, ReplicaOrigin};
 use redt_proto::{Cts, DcId, NodeId, PartitionId, Topology, TxnId};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// What phase 2 of a commit does about replicas left behind.
@@ -268,8 +270,11 @@ struct Shipment {
     request: Request,
     failures: u32,
     retry_at: Option<Instant>,
-    /// `None` while being delivered; then whether it was acknowledged (false: given up).
+    /// `None` while being delivered; then whether it was acknowledged (false: given up, or
+    /// the node no longer holds a replica).
     acked: Option<bool>,
+    /// Dropped because the current epoch places no replica on the node.
+    unplaced: bool,
 }
 
 /// Delivers the accepts of one [`CatchUpDebt`] (DESIGN.md §2, "a catch-up outlives its
@@ -278,6 +283,11 @@ struct Shipment {
 /// [`RecoveryOptions::retry_max`]. It gives up on the undelivered ones once
 /// [`RecoveryOptions::catch_up_give_up`] has passed since it started. Done when every accept
 /// is answered or given up; its driver then clears the debt's masks.
+///
+/// With the node's placements ([`Shipper::start`]'s `placement`), an accept to a node the
+/// current epoch places no replica on is dropped, at the start or at its next failure: a
+/// removed DC is owed nothing (it rebuilds from a snapshot if it returns), and its debt must
+/// not hold the ring's head for the whole give-up time (notes/failover.md).
 #[derive(Debug)]
 pub struct Shipper {
     txn: TxnId,
@@ -287,29 +297,62 @@ pub struct Shipper {
     retry_base: Duration,
     retry_max: Duration,
     give_up_at: Instant,
+    placement: Option<Arc<Epochs>>,
     actions: VecDeque<Action>,
 }
 
 impl Shipper {
-    /// Starts delivering `ship` (the accepts of `txn`'s catch-up) at `now`.
-    pub fn start(txn: TxnId, ship: Vec<(NodeId, Request)>, options: &RecoveryOptions, now: Instant) -> Shipper {
+    /// Starts delivering `ship` (the accepts of `txn`'s catch-up) at `now`; with `placement`,
+    /// only to nodes its current epoch places a replica on (see the type's docs).
+    pub fn start(
+        txn: TxnId,
+        ship: Vec<(NodeId, Request)>,
+        options: &RecoveryOptions,
+        placement: Option<Arc<Epochs>>,
+        now: Instant,
+    ) -> Shipper {
         let mut s = Shipper {
             txn,
             shipments: ship
                 .into_iter()
-                .map(|(to, request)| Shipment { to, request, failures: 0, retry_at: None, acked: None })
+                .map(|(to, request)| Shipment {
+                    to,
+                    request,
+                    failures: 0,
+                    retry_at: None,
+                    acked: None,
+                    unplaced: false,
+                })
                 .collect(),
             attempts: BTreeMap::new(),
             next_attempt: 0,
             retry_base: options.retry_base,
             retry_max: options.retry_max.max(options.retry_base),
             give_up_at: now + options.catch_up_give_up,
+            placement,
             actions: VecDeque::new(),
         };
         for i in 0..s.shipments.len() {
-            s.send(i);
+            if !s.drop_unplaced(i) {
+                s.send(i);
+            }
         }
         s
+    }
+
+    /// Drops shipment `i` if the current epoch places no replica on its node; returns whether
+    /// it did.
+    fn drop_unplaced(&mut self, i: usize) -> bool {
+        let Some(epochs) = &self.placement else { return false };
+        let s = &mut self.shipments[i];
+        if epochs.holds_replica(s.to, None) {
+            return false;
+        }
+        tracing::info!(txn = %self.txn, to = %s.to, "catch-up dropped: the node holds no replica in the current epoch");
+        s.acked = Some(false);
+        s.unplaced = true;
+        s.retry_at = None;
+        true
     }
 
     /// The replica nodes whose accept is not acknowledged (after the shipper gave up: the
@@ -318,9 +361,10 @@ impl Shipper {
         self.shipments.iter().filter(|s| s.acked != Some(true)).map(|s| s.to).collect()
     }
 
-    /// Whether every accept was acknowledged.
+    /// Whether every accept was acknowledged, but for those dropped because their node holds
+    /// no replica any more.
     pub fn delivered(&self) -> bool {
-        self.shipments.iter().all(|s| s.acked == Some(true))
+        self.shipments.iter().all(|s| s.acked == Some(true) || s.unplaced)
     }
 
     fn send(&mut self, i: usize) {
@@ -358,6 +402,9 @@ impl TxnMachine for Shipper {
 
     fn handle_failure(&mut self, attempt: AttemptId, error: &str, now: Instant) {
         let Some(i) = self.attempts.remove(&attempt) else { return };
+        if self.shipments[i].acked.is_some() || self.drop_unplaced(i) {
+            return;
+        }
         let (base, max, give_up_at, txn) = (self.retry_base, self.retry_max, self.give_up_at, self.txn);
         let s = &mut self.shipments[i];
         if s.acked.is_some() {
@@ -497,7 +544,7 @@ mod tests {
     fn a_shipper_retries_with_back_off_until_acknowledged() {
         let t0 = Instant::now();
         let ms = |n: u64| t0 + Duration::from_millis(n);
-        let mut s = Shipper::start(TxnId(9), vec![accept(1), accept(2)], &options(), t0);
+        let mut s = Shipper::start(TxnId(9), vec![accept(1), accept(2)], &options(), None, t0);
         let first = sends(&mut s);
         assert_eq!(first.iter().map(|x| x.1).collect::<Vec<_>>(), [NodeId(1), NodeId(2)]);
         s.handle_reply(first[0].0, Reply::Accepted(true), ms(10));
@@ -527,7 +574,7 @@ mod tests {
     #[test]
     fn a_shipper_gives_up_after_its_bound() {
         let t0 = Instant::now();
-        let mut s = Shipper::start(TxnId(9), vec![accept(3)], &options(), t0);
+        let mut s = Shipper::start(TxnId(9), vec![accept(3)], &options(), None, t0);
         let mut attempt = sends(&mut s)[0].0;
         let mut now = t0;
         while !s.is_done() {

@@ -20,6 +20,7 @@
 
 use crate::call;
 use crate::catch_up::{self, CatchUpDebt};
+use crate::epochs::Epochs;
 use crate::error::{Error, Result};
 use crate::message::{
     Accept, Decide, DecideRole, Execute, LogDecision, Record, RecoveryPrepare, Reply, Request, Reservations,
@@ -30,7 +31,7 @@ use redt_dc_executor::{
     AbortReason, DcHandle, Decision, EntryRef, Executor, Gap, Hlc, OwedEntry, RedoEntry, ReplicaChange, ReplicaOrigin,
     RingScan, SubTxn, Verdict, Vote,
 };
-use redt_proto::{Ballot, Cts, DcId, Epoch, NodeId, PartitionId, Topology, TxnId};
+use redt_proto::{Ballot, Cts, DcId, NodeId, PartitionId, TxnId};
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 
@@ -54,6 +55,9 @@ pub struct ExecutorMutations {
     /// A catch-up source decides its redo without the catch-up mask, so its shipments live
     /// only in its memory (the bug before DESIGN.md §2's "a catch-up outlives its source").
     pub catch_up_not_durable: bool,
+    /// A phase 1 planned in another epoch than the executor's current one runs anyway (no
+    /// epoch fence, notes/failover.md): a transaction of a removed placement can commit.
+    pub accept_other_epoch: bool,
 }
 
 /// A bounded map of transaction ids to decisions (oldest forgotten first).
@@ -126,7 +130,8 @@ impl Handled {
 /// The executor side of one node (its state lives in memory and is lost on a crash, exactly
 /// like a killed process's; what survives is in the MemStore).
 pub struct ExecutorCore {
-    topology: Arc<Topology>,
+    /// The placements this node applied: phase 1 runs in the current one only.
+    epochs: Arc<Epochs>,
     node: NodeId,
     dc_id: DcId,
     executor: Executor,
@@ -152,12 +157,15 @@ pub struct ExecutorCore {
 }
 
 impl ExecutorCore {
-    /// The executor side of node `node` of `topology`, over its DC's data path, with the
-    /// node's hybrid logical clock `hlc`.
-    pub fn new(topology: Arc<Topology>, node: NodeId, dc: Arc<DcHandle>, hlc: Arc<Hlc>) -> Self {
-        let dc_id = topology.nodes[node.0 as usize].dc;
+    /// The executor side of node `node`, over its DC's data path, with the node's placements
+    /// `epochs` (shared with its coordinators) and hybrid logical clock `hlc`.
+    ///
+    /// # Panics
+    /// If `node` is not in the topology (a node is only built from its own topology).
+    pub fn new(epochs: Arc<Epochs>, node: NodeId, dc: Arc<DcHandle>, hlc: Arc<Hlc>) -> Self {
+        let dc_id = epochs.current().nodes[node.0 as usize].dc;
         ExecutorCore {
-            topology,
+            epochs,
             node,
             dc_id,
             executor: Executor::new(dc, hlc.clone()),
@@ -271,7 +279,7 @@ impl ExecutorCore {
                 }
             }
             Request::Accept(Accept { mut origin, changes, decided }) => {
-                origin.epoch = self.topology.epoch;
+                origin.epoch = self.epochs.epoch();
                 match self.accept(from, &origin, &changes, decided) {
                     Ok(ok) => Handled::reply(Reply::Accepted(ok)),
                     Err(e) => Handled::error(error_code_of(&e), e.to_string()),
@@ -329,12 +337,25 @@ impl ExecutorCore {
                 return Ok(vote.clone());
             }
         }
-        let procedure = call::procedure(&self.topology, &args.call)?;
-        let plan = plan::plan(&self.topology, procedure.as_ref())?;
+        let topology = self.epochs.current();
+        if args.epoch != topology.epoch && !self.mutations.accept_other_epoch {
+            // The epoch fence (notes/failover.md): a transaction planned in another placement
+            // must not lock here. Fenced, as any abort vote: once this node applies the
+            // transaction's epoch, a repeated phase 1 must not vote commit after the
+            // coordinator counted this abort.
+            self.fences.insert(args.txn);
+            let why = if args.epoch < topology.epoch { "not in current epoch" } else { "epoch not applied here yet" };
+            return Ok(abort(AbortReason::User(format!(
+                "{why}: planned in {}, this node is at {}",
+                args.epoch, topology.epoch
+            ))));
+        }
+        let procedure = call::procedure(&topology, &args.call)?;
+        let plan = plan::plan(&topology, procedure.as_ref())?;
         let local = plan::scoped_accesses(&plan, self.dc_id, self.node, args.scope);
         let sub = SubTxn {
             txn: args.txn,
-            epoch: Epoch(self.topology.epoch.0),
+            epoch: topology.epoch,
             coordinator: args.coordinator,
             start: args.start,
             participants: args.participants.clone(),
@@ -386,8 +407,8 @@ impl ExecutorCore {
     /// The unfinished entries of `txn` in the rings of this node's DC: what a decision or a
     /// record acts on when this process remembers nothing of `txn` (it restarted since).
     fn entries_in_rings(&self, txn: TxnId) -> Result<Vec<EntryRef>> {
-        let nodes = &self.topology.dcs[self.dc_id.0 as usize].nodes;
-        Ok(self.executor.find_entries(txn, nodes)?)
+        let nodes = self.epochs.current().dcs[self.dc_id.0 as usize].nodes.clone();
+        Ok(self.executor.find_entries(txn, &nodes)?)
     }
 
     /// Applies the decision for `txn` to `entries` (or to the entries this node remembers;
@@ -458,6 +479,7 @@ impl ExecutorCore {
         entries: &[EntryRef],
         targets: &[crate::message::CatchUpTarget],
     ) -> Result<Option<CatchUpDebt>> {
+        let targets = self.placed(targets);
         if targets.is_empty() || self.decided.contains(&txn) {
             self.decide(txn, decision, entries)?;
             return Ok(None);
@@ -473,12 +495,26 @@ impl ExecutorCore {
         let ship_cts = targets.iter().map(|t| t.cts).max().unwrap_or(Cts(0));
         let committed = matches!(decision, Decision::Commit(_));
         let durable = !self.mutations.catch_up_not_durable;
-        let topology = self.topology.clone();
+        let topology = self.epochs.current();
         let owed =
             move |e: &RedoEntry| if durable { catch_up::owed_mask(&topology, e, &shipped, committed) } else { 0 };
         self.decide_owing(txn, decision, &held, Some((&owed, ship_cts)))?;
-        let ship = catch_up::shipments(&self.topology, txn, &redo, targets);
+        let ship = catch_up::shipments(&self.epochs.current(), txn, &redo, &targets);
         Ok(Some(CatchUpDebt { txn, ship, owed: held }))
+    }
+
+    /// `targets` without the nodes the current epoch places no replica of the target's
+    /// partition on (a removed DC's): nobody owes them a catch-up; they rebuild from a
+    /// snapshot if they return (notes/failover.md, "Rebuild").
+    fn placed(&self, targets: &[crate::message::CatchUpTarget]) -> Vec<crate::message::CatchUpTarget> {
+        targets
+            .iter()
+            .filter_map(|t| {
+                let nodes: Vec<NodeId> =
+                    t.nodes.iter().copied().filter(|&n| self.epochs.holds_replica(n, Some(t.partition))).collect();
+                (!nodes.is_empty()).then(|| crate::message::CatchUpTarget { nodes, ..t.clone() })
+            })
+            .collect()
     }
 
     /// One pass over this node's ring for the recovery scan: its undecided entries and the
@@ -508,8 +544,9 @@ impl ExecutorCore {
     /// ([`catch_up::reship_targets`]); clearing the entry's mask once delivered.
     pub fn reship(&self, owed: &OwedEntry) -> CatchUpDebt {
         let e = &owed.entry;
-        let targets = catch_up::reship_targets(&self.topology, self.dc_id, e, owed.owed);
-        let ship = catch_up::shipments(&self.topology, e.txn, std::slice::from_ref(e), &targets);
+        let topology = self.epochs.get_or_current(e.epoch);
+        let targets = self.placed(&catch_up::reship_targets(&topology, self.dc_id, e, owed.owed));
+        let ship = catch_up::shipments(&topology, e.txn, std::slice::from_ref(e), &targets);
         CatchUpDebt { txn: e.txn, ship, owed: vec![EntryRef { node: self.node, index: owed.index, slots: owed.slots }] }
     }
 
@@ -650,11 +687,12 @@ impl ExecutorCore {
 
     /// The nodes of this DC holding a replica of any of `partitions`, ascending.
     fn replica_nodes(&self, partitions: &[redt_proto::PartitionId]) -> Vec<NodeId> {
+        let topology = self.epochs.current();
         let mut nodes: Vec<NodeId> = partitions
             .iter()
-            .filter_map(|p| self.topology.partitions.get(p.0 as usize))
+            .filter_map(|p| topology.partitions.get(p.0 as usize))
             .flat_map(|p| p.replicas.iter().copied())
-            .filter(|n| self.topology.nodes.get(n.0 as usize).is_some_and(|x| x.dc == self.dc_id))
+            .filter(|n| topology.nodes.get(n.0 as usize).is_some_and(|x| x.dc == self.dc_id))
             .collect();
         nodes.sort();
         nodes.dedup();

@@ -21,6 +21,7 @@ mod codec;
 pub mod cost;
 pub mod decision;
 mod delivery;
+pub mod epochs;
 mod error;
 pub mod executor_core;
 mod executor_thread;
@@ -43,6 +44,7 @@ mod txn_ids;
 
 pub use client::Client;
 pub use cluster::EmbeddedCluster;
+pub use epochs::Epochs;
 pub use error::{Error, Result};
 pub use executor_core::{ExecutorCore, ExecutorMutations};
 pub use executor_thread::ExecutorThread;

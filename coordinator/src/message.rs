@@ -42,6 +42,9 @@ pub struct Execute {
     pub deadline_ms: u64,
     /// Every partition the transaction touches, ascending (recorded for a recoverer).
     pub partitions: Vec<PartitionId>,
+    /// The placement epoch the coordinator planned it in (its replica sets, n and Q): an
+    /// executor at another epoch votes abort without taking a lock (the epoch fence).
+    pub epoch: Epoch,
 }
 
 /// Records a decision in the vote words of a transaction's redo entries (DESIGN.md §2: every
@@ -265,6 +268,7 @@ impl TryFrom<Body> for Request {
                 start: Cts::new(r.start),
                 deadline_ms: r.deadline_ms,
                 partitions: r.partitions.iter().copied().map(PartitionId).collect(),
+                epoch: Epoch(r.epoch),
             })),
             Body::Record(r) => Ok(Request::Record(Record {
                 txn: TxnId(r.txn),
@@ -431,6 +435,7 @@ impl From<Request> for Body {
                 start: e.start.0,
                 deadline_ms: e.deadline_ms,
                 partitions: e.partitions.iter().map(|p| p.0).collect(),
+                epoch: e.epoch.0,
             }),
             Request::Record(r) => {
                 let (commit, cts) = decision_fields(r.decision);

@@ -9,6 +9,7 @@
 //! request.
 
 use crate::baseline::{self, Baseline, BaselineTxn, PrimaryTxn};
+use crate::epochs::Epochs;
 use crate::error::{Error, Result};
 use crate::executor_core::ExecutorCore;
 use crate::executor_thread::ExecutorThread;
@@ -25,7 +26,7 @@ use crate::txn_ids::TxnIds;
 use redt_dc_executor::{Clock, DcHandle, Hlc, Region, ReplayTask, SystemClock};
 use redt_netem::WanModel;
 use redt_proto::wire::{AckReply, Body, Envelope, ErrorReply, OutcomeReply, ProcedureCall};
-use redt_proto::{Epoch, NodeId, Topology, TxnId};
+use redt_proto::{NodeId, Topology, TxnId};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -63,7 +64,8 @@ pub struct NodeParts {
 
 /// A running node.
 pub struct Node {
-    pub(crate) topology: Arc<Topology>,
+    /// The placements this node applied (the current one plans new transactions).
+    pub(crate) epochs: Arc<Epochs>,
     pub(crate) id: NodeId,
     pub(crate) exec: ExecutorThread,
     transport: Arc<Transport>,
@@ -107,11 +109,12 @@ impl Node {
         let ids = TxnIds::start(&parts.dc, parts.node)?;
         let replay = ReplayTask::spawn(parts.region.clone(), &parts.dc, parts.node);
         let hlc = Arc::new(Hlc::new());
-        let core = ExecutorCore::new(parts.topology.clone(), parts.node, parts.dc.clone(), hlc.clone());
+        let epochs = Arc::new(Epochs::new(parts.topology.clone()));
+        let core = ExecutorCore::new(epochs.clone(), parts.node, parts.dc.clone(), hlc.clone());
         let detector = parts.options.detector_timeouts(&parts.topology);
         let (heartbeats, arrivals) = Inbox::new();
         let node = Arc::new(Node {
-            topology: parts.topology,
+            epochs,
             id: parts.node,
             exec: ExecutorThread::spawn(core)?,
             transport: parts.transport.clone(),
@@ -136,6 +139,28 @@ impl Node {
     /// This node's id.
     pub fn id(&self) -> NodeId {
         self.id
+    }
+
+    /// The current placement (the topology file's until a placement change is applied).
+    pub fn topology(&self) -> Arc<Topology> {
+        self.epochs.current()
+    }
+
+    /// The placements this node applied, by epoch.
+    pub fn epochs(&self) -> &Arc<Epochs> {
+        &self.epochs
+    }
+
+    /// Makes `topology` this node's current placement if its epoch is newer (notes/failover.md):
+    /// new transactions are planned in it and phase 1 of any other epoch is refused from now
+    /// on. Returns whether it was adopted.
+    pub fn adopt(&self, topology: Arc<Topology>) -> bool {
+        let epoch = topology.epoch;
+        let adopted = self.epochs.adopt(topology);
+        if adopted {
+            tracing::info!(node = %self.id, %epoch, "placement adopted");
+        }
+        adopted
     }
 
     /// The node's counters.
@@ -186,6 +211,9 @@ impl Node {
         let owed = scan.owed.len() as u64;
         let mut status = self.board.snapshot(self.id, &scan.unfinished, now_ms, p1, owed, locks);
         status.replay_backlog_slots = backlog;
+        let topology = self.topology();
+        status.epoch = topology.epoch;
+        status.removed_dcs = crate::epochs::removed_dcs(&topology);
         Ok(status)
     }
 
@@ -201,7 +229,7 @@ impl Node {
 
     /// `body` in an envelope from this node, at its epoch.
     pub(crate) fn envelope(&self, body: Body) -> Envelope {
-        Envelope { epoch: self.topology.epoch.0, from: self.id.0 as u32, body: Some(body) }
+        Envelope { epoch: self.epochs.epoch().0, from: self.id.0 as u32, body: Some(body) }
     }
 
     /// A fresh transaction id coordinated by this node ([`TxnIds::issue`]).
@@ -246,7 +274,7 @@ impl Node {
             else {
                 return stopped();
             };
-            let m = PrimaryTxn::start(self.topology.clone(), self.id, txn, local, self.options.clone(), Instant::now());
+            let m = PrimaryTxn::start(self.topology(), self.id, txn, local, self.options.clone(), Instant::now());
             let (tx, rx) = tokio::sync::oneshot::channel();
             let mut tx = Some(tx);
             tokio::spawn(self.clone().drive(m, move |action| {
@@ -284,11 +312,12 @@ impl Node {
                 };
             }
         };
-        let (topology, options) = (self.topology.clone(), self.options.clone());
+        let (topology, options) = (self.topology(), self.options.clone());
         match Baseline::of(self.options.protocol) {
             None => {
                 let ts = self.hlc.tick(SystemClock.now_ms());
-                let m = CoordinatorTxn::start(topology, self.id, txn, call, options, ts, start);
+                let m = CoordinatorTxn::start(topology, self.id, txn, call, options, ts, start)
+                    .map(|m| m.with_placement(self.epochs.clone()));
                 self.coordinate(txn, start, m).await
             }
             Some(b) => {
@@ -399,13 +428,14 @@ impl Node {
 
     async fn handle(self: Arc<Self>, from: Caller, msg: Envelope) -> Envelope {
         let reply = |body| self.envelope(body);
+        // The envelope's epoch is the sender's current one, for information: a client's comes
+        // from its topology file, and a node's requests to finish an old-epoch transaction
+        // (decisions, recovery, catch-up) must be served whatever its epoch. The epoch fence
+        // is on phase 1 only, by the epoch the transaction was planned in
+        // (`ExecutorCore::execute`).
         let err = |code, message: String| {
-            self.envelope(Body::Error(ErrorReply { code, message, current_epoch: self.topology.epoch.0 }))
+            self.envelope(Body::Error(ErrorReply { code, message, current_epoch: self.epochs.epoch().0 }))
         };
-        if msg.epoch != self.topology.epoch.0 {
-            let e = Error::StaleEpoch { got: Epoch(msg.epoch), current: self.topology.epoch };
-            return err(error_code::STALE_EPOCH, e.to_string());
-        }
         let Some(body) = msg.body else { return err(error_code::MALFORMED, "empty message".into()) };
         match body {
             Body::Execute(_)
@@ -426,11 +456,11 @@ impl Node {
                     Ok(r) => r,
                     Err(e) => return err(error_code::MALFORMED, e),
                 };
-                if let Err(e) = request.check(&self.topology) {
+                if let Err(e) = request.check(&self.topology()) {
                     return err(error_code::MALFORMED, e);
                 }
                 let txn = request.txn();
-                reply(self.serve(peer, request).await.into_wire(txn, self.topology.epoch.0))
+                reply(self.serve(peer, request).await.into_wire(txn, self.epochs.epoch().0))
             }
             Body::Submit(req) => {
                 let Some(call) = req.call else { return err(error_code::MALFORMED, "submit without a call".into()) };
@@ -441,7 +471,7 @@ impl Node {
                 .wan
                 .lock()
                 .map_err(|_| "WAN model poisoned".to_string())
-                .and_then(|mut wan| crate::netem_admin::apply(&self.topology, &mut wan, &req))
+                .and_then(|mut wan| crate::netem_admin::apply(&self.topology(), &mut wan, &req))
             {
                 Ok(()) => reply(Body::Ack(AckReply {})),
                 Err(e) => err(error_code::MALFORMED, e),

@@ -31,7 +31,7 @@ use crate::message::{CatchUpTarget, Decide, DecideRole, Record, RecoveryPrepare,
 use crate::plan::{Plan, PlannedPartition};
 use crate::recovery::{recover, PrepareReply, Recorded, RecordedDecision, Recovery, Why};
 use redt_dc_executor::{CellVersion, Decision, EntryRef, NodePromise, Promise, RedoEntry, Verdict};
-use redt_proto::{Ballot, Cts, DcId, NodeId, PartitionId, TableId, Topology, TxnId};
+use redt_proto::{Ballot, Cts, DcId, Epoch, NodeId, PartitionId, TableId, Topology, TxnId};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -143,6 +143,8 @@ pub struct Orphan {
     pub participants: Vec<DcId>,
     /// Every partition it touches.
     pub partitions: Vec<PartitionId>,
+    /// The placement epoch it was planned in: recovery uses that epoch's replica sets.
+    pub epoch: Epoch,
 }
 
 impl Orphan {
@@ -182,6 +184,7 @@ impl Orphan {
             start: entry.start,
             participants: entry.participants.clone(),
             partitions: entry.partitions.clone(),
+            epoch: entry.epoch,
         })
     }
 }
@@ -233,10 +236,20 @@ pub struct Recoverer {
     deliveries: Vec<Delivery>,
     attempts: BTreeMap<AttemptId, (DcId, Purpose)>,
     next_attempt: AttemptId,
+    /// The node's placements, if the driver gave them: the decision is not retried to a node
+    /// the current epoch no longer places a replica on ([`crate::epochs::unplaced`]).
+    placement: Option<Arc<crate::epochs::Epochs>>,
     actions: VecDeque<Action>,
 }
 
 impl Recoverer {
+    /// Gives the recoverer its node's placements: its decision is not retried to a node that
+    /// the current epoch no longer places any replica on (notes/failover.md).
+    pub fn with_placement(mut self, epochs: Arc<crate::epochs::Epochs>) -> Self {
+        self.placement = Some(epochs);
+        self
+    }
+
     /// Starts recovering `orphan` from node `me` at `now`: the first PREPARE round, with
     /// ballot `(1, me)`.
     pub fn start(topology: Arc<Topology>, me: NodeId, orphan: Orphan, options: RecoveryOptions, now: Instant) -> Self {
@@ -261,6 +274,7 @@ impl Recoverer {
             deliveries: Vec::new(),
             attempts: BTreeMap::new(),
             next_attempt: 0,
+            placement: None,
             actions: VecDeque::new(),
         };
         r.prepare_round(now);
@@ -681,8 +695,16 @@ impl TxnMachine for Recoverer {
             Purpose::Decide(i) => {
                 let Some(pause) = self.deliveries.get(i).map(|d| self.backoff(d.failures)) else { return };
                 let txn = self.orphan.txn;
+                let d = &mut self.deliveries[i];
+                if crate::epochs::unplaced(self.placement.as_deref(), d.to) {
+                    // Removed with its DC: nothing it holds is trusted again.
+                    tracing::info!(%txn, to = %d.to, "recovery decision dropped: the node holds no replica in the current epoch");
+                    d.done = true;
+                    self.maybe_done();
+                    return;
+                }
                 // Never given up: nothing may stay locked, however long the outage.
-                self.deliveries[i].failed(txn, error, now, pause, Duration::MAX);
+                d.failed(txn, error, now, pause, Duration::MAX);
             }
             _ => {}
         }

@@ -13,7 +13,7 @@ use crate::message::Reply;
 use crate::recoverer::{Recoverer, RecoveryOutcome};
 use redt_dc_executor::{RedoEntry, LOGICAL_BITS, ORIGIN_UNIX_MS};
 use redt_proto::wire::{StatusReply, WaitingTxnMsg};
-use redt_proto::{DcId, NodeId, PartitionId, TxnId};
+use redt_proto::{DcId, Epoch, NodeId, PartitionId, TxnId};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
@@ -194,6 +194,9 @@ impl StatusBoard {
             suspected_dcs: suspects.dcs,
             suspicions_total: suspects.total,
             replay_backlog_slots: 0,
+            epoch: Epoch(0),
+            membership_leader: None,
+            removed_dcs: Vec::new(),
         }
     }
 }
@@ -262,6 +265,12 @@ pub struct NodeStatus {
     /// Ring slots between the head and the tail: written or reserved, not yet released by
     /// replay (0 when idle; a gap at the head or an undecided entry holds it up).
     pub replay_backlog_slots: u64,
+    /// The placement epoch the node is at.
+    pub epoch: Epoch,
+    /// The membership group's leader as the node knows it.
+    pub membership_leader: Option<NodeId>,
+    /// The DCs the node's current placement has removed, ascending.
+    pub removed_dcs: Vec<DcId>,
 }
 
 impl NodeStatus {
@@ -300,6 +309,9 @@ impl NodeStatus {
             suspected_dcs: self.suspected_dcs.iter().map(|d| u32::from(d.0)).collect(),
             suspicions_total: self.suspicions_total,
             replay_backlog_slots: self.replay_backlog_slots,
+            epoch: self.epoch.0,
+            membership_leader: self.membership_leader.map_or(0, |n| u32::from(n.0) + 1),
+            removed_dcs: self.removed_dcs.iter().map(|d| u32::from(d.0)).collect(),
         }
     }
 
@@ -355,6 +367,12 @@ impl NodeStatus {
             suspected_dcs: r.suspected_dcs.iter().map(|&d| dc_id(d)).collect::<Result<_, _>>()?,
             suspicions_total: r.suspicions_total,
             replay_backlog_slots: r.replay_backlog_slots,
+            epoch: Epoch(r.epoch),
+            membership_leader: match r.membership_leader {
+                0 => None,
+                n => Some(node_id(n - 1, "membership leader")?),
+            },
+            removed_dcs: r.removed_dcs.iter().map(|&d| dc_id(d)).collect::<Result<_, _>>()?,
         })
     }
 }

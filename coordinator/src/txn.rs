@@ -216,10 +216,20 @@ pub struct CoordinatorTxn {
     record_retry_at: Option<Instant>,
     // Phase 2.
     deliveries: Vec<Delivery>,
+    /// The node's placements, if the driver gave them: phase 2 to a node the current epoch
+    /// no longer places a replica on is dropped ([`crate::epochs::unplaced`]).
+    placement: Option<std::sync::Arc<crate::epochs::Epochs>>,
     actions: VecDeque<Action>,
 }
 
 impl CoordinatorTxn {
+    /// Gives the machine its node's placements: a phase-2 message to a node that the current
+    /// epoch no longer places any replica on is not retried (notes/failover.md).
+    pub fn with_placement(mut self, epochs: std::sync::Arc<crate::epochs::Epochs>) -> Self {
+        self.placement = Some(epochs);
+        self
+    }
+
     /// Plans `call` as transaction `txn` coordinated by `me` and sends phase 1 to every
     /// participant DC (RedT §4.2, Algorithm 1 lines 1–3). `start` is the coordinator's HLC
     /// reading now: phase 1 carries it with its deadline (`start`'s milliseconds plus
@@ -274,6 +284,7 @@ impl CoordinatorTxn {
             record_started: None,
             record_retry_at: None,
             deliveries: Vec::new(),
+            placement: None,
             actions: VecDeque::new(),
         };
         for dc in t.plan.participants.clone() {
@@ -287,6 +298,7 @@ impl CoordinatorTxn {
                 start,
                 deadline_ms,
                 partitions: t.plan.partitions.iter().map(|p| p.id).collect(),
+                epoch: t.topology.epoch,
             });
             t.phase1_open += 1;
             t.send(dc, Purpose::Phase1, request);
@@ -418,10 +430,14 @@ impl TxnMachine for CoordinatorTxn {
             Purpose::Decide(i) => {
                 let give_up = self.options.give_up_after;
                 let (base, max, salt) = (self.options.retry_every, self.options.retry_max, self.txn.0);
+                let placement = self.placement.as_deref();
                 if let Some(d) = self.deliveries.get_mut(i) {
                     if !d.done {
                         d.failed.messages += u64::from(remote);
-                        if now.duration_since(d.first_sent) > give_up {
+                        if crate::epochs::unplaced(placement, d.to) {
+                            tracing::info!(txn = %self.txn, to = %d.to, "phase 2 dropped: the node holds no replica in the current epoch");
+                            d.done = true;
+                        } else if now.duration_since(d.first_sent) > give_up {
                             tracing::error!(txn = %self.txn, dc = %d.dc, "phase 2 undelivered, giving up: {error}");
                             d.done = true;
                         } else {

@@ -5,7 +5,7 @@
 use redt_coordinator::call::kv_call;
 use redt_coordinator::message::Execute;
 use redt_coordinator::plan::Scope;
-use redt_coordinator::ExecutorCore;
+use redt_coordinator::{Epochs, ExecutorCore};
 use redt_dc_executor::{DcHandle, Decision, Hlc, KvOp, Layout, LocalVerbs, Verbs};
 use redt_proto::{DcId, NodeId, Topology, TxnId};
 use std::sync::Arc;
@@ -18,6 +18,13 @@ fn core() -> (ExecutorCore, Arc<DcHandle>, Arc<Topology>) {
 
 /// [`core`], with node 0's MemStore region (for its replay task).
 fn core_with_region() -> (ExecutorCore, Arc<DcHandle>, Arc<Topology>, Arc<redt_dc_executor::Region>) {
+    let (core, dc, topology, region, _) = core_with_epochs();
+    (core, dc, topology, region)
+}
+
+/// [`core_with_region`], with the node's placements (to adopt a new epoch).
+#[allow(clippy::type_complexity)]
+fn core_with_epochs() -> (ExecutorCore, Arc<DcHandle>, Arc<Topology>, Arc<redt_dc_executor::Region>, Arc<Epochs>) {
     let path = format!("{}/../configs/local-fast.yaml", env!("CARGO_MANIFEST_DIR"));
     let mut topology = Topology::load(std::path::Path::new(&path)).expect("config loads");
     topology.memstore.size_bytes = 4 << 20;
@@ -31,8 +38,9 @@ fn core_with_region() -> (ExecutorCore, Arc<DcHandle>, Arc<Topology>, Arc<redt_d
     layout.format(&region);
     let verbs: Arc<dyn Verbs> = local;
     let dc = Arc::new(DcHandle::new(&topology, verbs));
-    let core = ExecutorCore::new(topology.clone(), node, dc.clone(), Arc::new(Hlc::new()));
-    (core, dc, topology, region)
+    let epochs = Arc::new(Epochs::new(topology.clone()));
+    let core = ExecutorCore::new(epochs.clone(), node, dc.clone(), Arc::new(Hlc::new()));
+    (core, dc, topology, region, epochs)
 }
 
 fn args(topology: &Topology, txn: TxnId, ops: &[KvOp]) -> Execute {
@@ -47,6 +55,7 @@ fn args(topology: &Topology, txn: TxnId, ops: &[KvOp]) -> Execute {
         start: redt_proto::Cts(0),
         deadline_ms: 0,
         partitions: vec![],
+        epoch: topology.epoch,
     }
 }
 
@@ -139,7 +148,8 @@ fn a_repeated_decision_still_finishes_the_entry_it_names() {
     let before = core.execute(&a, 1).expect("phase 1 runs");
     assert!(before.is_commit());
     // The node restarts: memory is lost, the MemStore is not; the phase 1 arrives again.
-    let mut core = ExecutorCore::new(topology.clone(), NodeId(0), dc.clone(), Arc::new(Hlc::new()));
+    let mut core =
+        ExecutorCore::new(Arc::new(Epochs::new(topology.clone())), NodeId(0), dc.clone(), Arc::new(Hlc::new()));
     let after = core.execute(&a, 2).expect("phase 1 runs again");
     assert!(after.is_commit() && after.entries != before.entries, "a second entry: {after:?}");
     core.decide(t, Decision::Abort, &[]).expect("the decision with no entries named aborts the remembered one");
@@ -166,7 +176,8 @@ fn a_prepare_answers_the_applied_decision_over_a_repeated_phase1() {
     assert!(first.is_commit());
     let cts = Cts(5_000_000);
     core.decide(t, Decision::Commit(cts), &first.entries).expect("commits");
-    let mut core = ExecutorCore::new(topology.clone(), NodeId(0), dc.clone(), Arc::new(Hlc::new()));
+    let mut core =
+        ExecutorCore::new(Arc::new(Epochs::new(topology.clone())), NodeId(0), dc.clone(), Arc::new(Hlc::new()));
     let again = core.execute(&a, 2).expect("phase 1 runs again");
     assert!(again.is_commit() && again.entries != first.entries, "a second entry: {again:?}");
     let partitions = a.partitions.clone();
@@ -198,7 +209,8 @@ fn a_decision_settles_redo_accepted_before_a_restart() {
         decided: None,
     });
     assert_eq!(core.handle(NodeId(2), accept, 1).reply, Reply::Accepted(true));
-    let mut core = ExecutorCore::new(topology.clone(), NodeId(0), dc.clone(), Arc::new(Hlc::new()));
+    let mut core =
+        ExecutorCore::new(Arc::new(Epochs::new(topology.clone())), NodeId(0), dc.clone(), Arc::new(Hlc::new()));
     let cts = Cts(6_000_000);
     let decide = Request::Decide(Decide {
         txn,
@@ -231,7 +243,8 @@ fn an_abort_record_after_a_restart_lands_in_the_rings_entry() {
     a.partitions = vec![redt_proto::PartitionId(0)];
     let vote = core.execute(&a, 1).expect("phase 1 runs");
     assert!(vote.is_commit());
-    let mut core = ExecutorCore::new(topology.clone(), NodeId(0), dc.clone(), Arc::new(Hlc::new()));
+    let mut core =
+        ExecutorCore::new(Arc::new(Epochs::new(topology.clone())), NodeId(0), dc.clone(), Arc::new(Hlc::new()));
     assert!(core.record(t, Decision::Abort, Ballot(0), &[]).expect("records"));
     let prepare = Request::RecoveryPrepare(RecoveryPrepare {
         txn: t,
@@ -295,7 +308,7 @@ fn a_catch_up_owed_survives_a_restart_and_is_shipped_again() {
 
     // The shipper's process dies; a new one over the same MemStore finds the debt in the ring.
     drop(core);
-    let mut core = ExecutorCore::new(topology.clone(), node, dc.clone(), Arc::new(Hlc::new()));
+    let mut core = ExecutorCore::new(Arc::new(Epochs::new(topology.clone())), node, dc.clone(), Arc::new(Hlc::new()));
     let scan = core.ring_scan().expect("scans");
     assert_eq!(scan.owed.len(), 1, "the debt survives the restart");
     assert_eq!(scan.owed[0].entry.status, EntryStatus::Flushed, "applied once, mask kept");
@@ -335,4 +348,70 @@ fn without_the_mask_a_restarted_source_owes_nothing() {
     let debt = core.decide_with_catch_up(t, Decision::Commit(cts), &vote.entries, &targets).expect("decides");
     assert_eq!(debt.map(|d| d.ship.len()), Some(1), "shipped from memory");
     assert!(core.ring_scan().expect("scans").owed.is_empty(), "but nothing in the ring");
+}
+
+/// The epoch fence (notes/failover.md): a phase 1 planned in an older epoch than the
+/// executor's, or in one it has not applied yet, votes abort and locks nothing; the abort
+/// fences the transaction, so a repeat after the executor reaches that epoch votes abort
+/// again. A commit vote given before the epoch changed is repeated unchanged, and its decision
+/// still applies.
+#[test]
+fn a_phase1_of_another_epoch_votes_abort_and_locks_nothing() {
+    use redt_coordinator::epochs::placement;
+    let (mut core, dc, topology, _, epochs) = core_with_epochs();
+    let kv = topology.table_by_name("kv").expect("kv table").id;
+    let lock = |key| dc.read_record(NodeId(0), kv, key).expect("reads").map(|r| r.lock).unwrap_or(0);
+    let e1 = topology.epoch;
+    let e2 = redt_proto::Epoch(e1.0 + 1);
+    let e3 = redt_proto::Epoch(e1.0 + 2);
+    let at = |e, txn, ops: &[KvOp]| Execute { epoch: e, ..args(&topology, txn, ops) };
+
+    // Voted commit in epoch 1, then the node moves to epoch 2: the repeat gets the same vote.
+    let held = TxnId::new(NodeId(1), 1);
+    let vote = core.execute(&at(e1, held, &[KvOp::Add(4, 1)]), 1).expect("phase 1 runs");
+    assert!(vote.is_commit(), "{:?}", vote.abort);
+    assert!(epochs.adopt(Arc::new(placement(&topology, e2, &Default::default()))));
+    assert_eq!(core.execute(&at(e1, held, &[KvOp::Add(4, 1)]), 2).expect("repeat"), vote);
+
+    // A new phase 1 of epoch 1 is refused now.
+    let stale = TxnId::new(NodeId(1), 2);
+    let v = core.execute(&at(e1, stale, &[KvOp::Add(5, 1)]), 3).expect("phase 1 answers");
+    assert!(!v.is_commit() && v.entries.is_empty(), "{v:?}");
+    let why = format!("{:?}", v.abort);
+    assert!(why.contains("not in current epoch"), "{why}");
+    assert_eq!(lock(5), 0, "nothing locked");
+
+    // One of epoch 3, which this node has not applied, too; and still after it applies it.
+    let early = TxnId::new(NodeId(1), 3);
+    let v = core.execute(&at(e3, early, &[KvOp::Add(6, 1)]), 4).expect("phase 1 answers");
+    assert!(!v.is_commit(), "{v:?}");
+    assert!(format!("{:?}", v.abort).contains("not applied here yet"), "{:?}", v.abort);
+    assert!(epochs.adopt(Arc::new(placement(&topology, e3, &Default::default()))));
+    let again = core.execute(&at(e3, early, &[KvOp::Add(6, 1)]), 5).expect("phase 1 answers");
+    assert!(!again.is_commit(), "a fenced transaction votes abort again: {again:?}");
+    assert_eq!(lock(6), 0, "nothing locked");
+
+    // The epoch-1 commit vote's decision still applies: its lock is released.
+    assert_ne!(lock(4), 0, "the epoch-1 vote holds its lock");
+    core.decide(held, Decision::Abort, &vote.entries).expect("decides");
+    assert_eq!(lock(4), 0);
+
+    // A phase 1 of the current epoch runs.
+    let fresh = TxnId::new(NodeId(1), 4);
+    let v = core.execute(&at(e3, fresh, &[KvOp::Add(7, 1)]), 6).expect("phase 1 runs");
+    assert!(v.is_commit(), "{:?}", v.abort);
+}
+
+/// The mutant without the epoch fence runs a phase 1 of an older epoch (what the simulation's
+/// epoch mutant test relies on).
+#[test]
+fn without_the_fence_an_old_epoch_phase1_runs() {
+    use redt_coordinator::epochs::placement;
+    use redt_coordinator::ExecutorMutations;
+    let (core, _, topology, _, epochs) = core_with_epochs();
+    let mut core = core.with_mutations(ExecutorMutations { accept_other_epoch: true, ..Default::default() });
+    let e2 = redt_proto::Epoch(topology.epoch.0 + 1);
+    assert!(epochs.adopt(Arc::new(placement(&topology, e2, &Default::default()))));
+    let v = core.execute(&args(&topology, TxnId::new(NodeId(1), 9), &[KvOp::Add(4, 1)]), 1).expect("runs");
+    assert!(v.is_commit(), "{:?}", v.abort);
 }

@@ -97,6 +97,19 @@ pub enum Body {
     /// [`Body::Ack`]; `redt_replication::Detector`).
     #[prost(message, tag = "32")]
     Heartbeat(HeartbeatMsg),
+    /// The membership's Raft group: one raft-rs message between two nodes (node → node,
+    /// answered with [`Body::Ack`]; `redt_replication::RaftMembership`).
+    #[prost(message, tag = "33")]
+    Raft(RaftMsg),
+}
+
+/// One Raft message of the membership group, as raft-rs encodes it (`eraftpb::Message`,
+/// protobuf).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct RaftMsg {
+    /// The encoded message.
+    #[prost(bytes = "vec", tag = "1")]
+    pub data: Vec<u8>,
 }
 
 /// A heartbeat from one node to another: the sender is alive (failure detection, issue 13).
@@ -188,6 +201,16 @@ pub struct StatusReply {
     /// head (a dead writer's reservation) or an undecided entry holds it up.
     #[prost(uint64, tag = "20")]
     pub replay_backlog_slots: u64,
+    /// The placement epoch the node is at.
+    #[prost(uint32, tag = "21")]
+    pub epoch: u32,
+    /// The membership Raft group's leader as the node knows it: its node id plus one (0: none
+    /// known).
+    #[prost(uint32, tag = "22")]
+    pub membership_leader: u32,
+    /// The DCs the node's current placement has removed, ascending.
+    #[prost(uint32, repeated, tag = "23")]
+    pub removed_dcs: Vec<u32>,
 }
 
 /// An undecided transaction past its phase-1 deadline, as one node sees it.
@@ -429,6 +452,10 @@ pub struct ExecuteRequest {
     /// Every partition the transaction touches (recorded in the redo entries).
     #[prost(uint32, repeated, tag = "10")]
     pub partitions: Vec<u32>,
+    /// The placement epoch the coordinator planned the transaction in: an executor at another
+    /// epoch votes abort without locking (the epoch fence, notes/failover.md).
+    #[prost(uint32, tag = "11")]
+    pub epoch: u32,
 }
 
 /// Versions and values of one access in a vote.

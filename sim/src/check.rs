@@ -131,7 +131,9 @@ pub(crate) fn check(w: &mut World) {
     // Undecided entries, and the locks they hold.
     let mut leftovers = Vec::new();
     let mut locked_by_entries: BTreeSet<(NodeId, u64)> = BTreeSet::new();
-    for n in &w.topology.nodes {
+    // A removed DC's rings stay as its death left them: its transactions are decided by the
+    // others (recovery with the replica sets of their epoch), and nobody reads it again.
+    for n in w.topology.nodes.iter().filter(|n| !w.is_removed(n.id)) {
         let dc = &w.dcs[n.dc.0 as usize];
         let Ok(entries) = unfinished_entries(dc.verbs.as_ref(), n.id, &layout) else { continue };
         for (_, e) in entries {
@@ -165,13 +167,14 @@ pub(crate) fn check(w: &mut World) {
         w.report.violations.push(Violation::Stuck(l));
     }
 
-    // Every replica of every key: locks, agreement.
+    // Every replica of every key in the final placement: locks, agreement.
+    let placement = w.final_placement();
     let mut finals: BTreeMap<u64, Vec<u8>> = BTreeMap::new();
     for &key in &keys {
         let p = w.topology.partition_of(&schema, key);
         // (replica, value, newest cell's commit timestamp)
         let mut values: Vec<(NodeId, Option<Vec<u8>>, u64)> = Vec::new();
-        for &n in &w.topology.partitions[p.0 as usize].replicas {
+        for &n in &placement.partitions[p.0 as usize].replicas {
             let dc = w.topology.nodes[n.0 as usize].dc;
             let Ok(img) = w.dcs[dc.0 as usize].read_record(n, table, key) else { continue };
             if let Some(img) = &img {
@@ -200,6 +203,26 @@ pub(crate) fn check(w: &mut World) {
         }
         if let Some((_, Some(v), _)) = values.first() {
             finals.insert(key, v.clone());
+        }
+    }
+
+    // Failover: what committed in the epochs after a removal.
+    let first = w.topology.epoch;
+    let shrunk: BTreeSet<PartitionId> = w
+        .topology
+        .partitions
+        .iter()
+        .filter(|p| placement.partitions[p.id.0 as usize].replicas.len() < p.replicas.len())
+        .map(|p| p.id)
+        .collect();
+    for h in w.hist.iter().filter(|h| h.outcome == elle::Outcome::Ok && h.epoch > first) {
+        w.report.committed_after_removal += 1;
+        let touched = redt_coordinator::call::procedure(&placement, &h.call)
+            .ok()
+            .and_then(|p| redt_coordinator::plan::plan(&placement, p.as_ref()).ok())
+            .is_some_and(|plan| plan.partitions.iter().any(|p| shrunk.contains(&p.id)));
+        if touched {
+            w.report.committed_on_shrunk_partitions += 1;
         }
     }
 

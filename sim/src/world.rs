@@ -11,7 +11,7 @@ use redt_coordinator::gap_watch::{GapAction, GapWatch};
 use redt_coordinator::message::{Reply, Request, Reservations};
 use redt_coordinator::txn::Action;
 use redt_coordinator::{
-    CoordinatorOptions, CoordinatorTxn, ExecutorCore, ExecutorMutations, Orphan, Recoverer, RecoveryMutations,
+    CoordinatorOptions, CoordinatorTxn, Epochs, ExecutorCore, ExecutorMutations, Orphan, Recoverer, RecoveryMutations,
     RecoveryOptions, RecoveryOutcome, TxnIds, TxnMachine, TxnStatus,
 };
 use redt_dc_executor::{
@@ -41,6 +41,10 @@ pub struct Faults {
     pub hold: f64,
     /// Run some nodes' clocks ahead by up to 2 s.
     pub clock_skew: bool,
+    /// Kill every node of one DC for good and remove the DC from the placement (a new epoch,
+    /// adopted by each surviving node after its own delay, as Raft's apply would reach it):
+    /// the failover of issue 13.
+    pub remove_dc: bool,
 }
 
 impl Faults {
@@ -51,11 +55,19 @@ impl Faults {
 
     /// Every fault, at the rates the CI seeds use.
     pub fn all() -> Faults {
-        Faults { crash: true, partition: true, drop: 0.02, duplicate: 0.02, hold: 0.02, clock_skew: true }
+        Faults {
+            crash: true,
+            partition: true,
+            drop: 0.02,
+            duplicate: 0.02,
+            hold: 0.02,
+            clock_skew: true,
+            remove_dc: false,
+        }
     }
 
     /// Parses a comma-separated list of `crash`, `partition`, `drop`, `dup`, `hold`, `skew`,
-    /// `all` or `none`.
+    /// `remove` (`remove_dc`), `all` (every fault but `remove`) or `none`.
     ///
     /// # Errors
     /// An unknown fault name.
@@ -71,8 +83,11 @@ impl Faults {
                 "dup" | "duplicate" => f.duplicate = 0.02,
                 "hold" | "delay" | "reorder" => f.hold = 0.02,
                 "skew" | "clock" => f.clock_skew = true,
+                "remove" | "remove-dc" => f.remove_dc = true,
                 other => {
-                    return Err(format!("unknown fault `{other}` (crash, partition, drop, dup, hold, skew, all, none)"))
+                    return Err(format!(
+                        "unknown fault `{other}` (crash, partition, drop, dup, hold, skew, remove, all, none)"
+                    ))
                 }
             }
         }
@@ -171,6 +186,14 @@ pub struct SimReport {
     pub catch_ups_reshipped: u64,
     /// Catch-up shippers that gave up on some replica (`RecoveryOptions::catch_up_give_up`).
     pub catch_ups_given_up: u64,
+    /// DCs killed for good and removed from the placement (the `remove` fault).
+    pub dcs_removed: u64,
+    /// Commits of transactions planned in an epoch after a removal, and among them those
+    /// touching a partition that lost a replica (with n = 3 these could not commit at all
+    /// while the dead DC was still in the placement: Q = n).
+    pub committed_after_removal: u64,
+    /// Of those, the ones touching a partition that lost a replica.
+    pub committed_on_shrunk_partitions: u64,
     /// Locks and undecided entries left after the drain (each is also a violation).
     pub leftovers: Vec<Leftover>,
     /// What the checks found wrong.
@@ -229,6 +252,13 @@ impl std::fmt::Display for SimReport {
             self.catch_ups_reshipped,
             self.catch_ups_given_up
         )?;
+        if self.dcs_removed > 0 {
+            writeln!(
+                f,
+                "  failover: {} DC removed; {} commits planned after it, {} on partitions that lost a replica",
+                self.dcs_removed, self.committed_after_removal, self.committed_on_shrunk_partitions
+            )?;
+        }
         for v in &self.violations {
             writeln!(f, "  VIOLATION: {v}")?;
         }
@@ -243,18 +273,62 @@ enum Msg {
 }
 
 enum Ev {
-    Deliver { to: NodeId, msg: Msg },
-    RpcDeadline { node: NodeId, inc: u64, rpc: u64 },
-    TxnTimer { node: NodeId, inc: u64, txn: TxnId },
-    RecoveryTimer { node: NodeId, inc: u64, txn: TxnId },
-    RecoveryScan { node: NodeId },
-    Replay { node: NodeId },
-    Client { client: usize },
-    Crash { node: NodeId },
-    Restart { node: NodeId },
-    Partition { a: DcId, b: DcId },
-    Heal { a: DcId, b: DcId },
-    ShipTimer { node: NodeId, inc: u64, ship: u64 },
+    Deliver {
+        to: NodeId,
+        msg: Msg,
+    },
+    RpcDeadline {
+        node: NodeId,
+        inc: u64,
+        rpc: u64,
+    },
+    TxnTimer {
+        node: NodeId,
+        inc: u64,
+        txn: TxnId,
+    },
+    RecoveryTimer {
+        node: NodeId,
+        inc: u64,
+        txn: TxnId,
+    },
+    RecoveryScan {
+        node: NodeId,
+    },
+    Replay {
+        node: NodeId,
+    },
+    Client {
+        client: usize,
+    },
+    Crash {
+        node: NodeId,
+    },
+    Restart {
+        node: NodeId,
+    },
+    Partition {
+        a: DcId,
+        b: DcId,
+    },
+    Heal {
+        a: DcId,
+        b: DcId,
+    },
+    /// Kill every node of `dc` for good; its removal from the placement follows.
+    KillDc {
+        dc: DcId,
+    },
+    /// `node` applies placement `index` of [`World::placements`] (and every one before it).
+    Adopt {
+        node: NodeId,
+        index: usize,
+    },
+    ShipTimer {
+        node: NodeId,
+        inc: u64,
+        ship: u64,
+    },
     Drain,
 }
 
@@ -277,6 +351,10 @@ struct SimNode {
     id: NodeId,
     dc: DcId,
     alive: bool,
+    /// Killed with its DC and removed from the placement: never restarted.
+    removed: bool,
+    /// The placements it applied (kept across a crash, as a Raft log on disk is).
+    epochs: Arc<Epochs>,
     inc: u64,
     core: Option<ExecutorCore>,
     replayer: Replayer,
@@ -313,6 +391,8 @@ pub(crate) struct Hist {
     pub outcome: elle::Outcome,
     pub ops: Vec<elle::Op>,
     pub reads: Vec<Option<Vec<u8>>>,
+    /// The placement epoch its coordinator planned it in.
+    pub epoch: redt_proto::Epoch,
 }
 
 /// The whole simulated cluster.
@@ -345,6 +425,8 @@ pub(crate) struct World {
     /// Per transaction, the DCs holding evidence of its abort (an abort vote, or a record
     /// acknowledged) — the simulator's own view, to check the coordinator's.
     abort_evidence: HashMap<TxnId, BTreeSet<DcId>>,
+    /// Every placement the membership committed, in order (the first is the topology's).
+    pub placements: Vec<Arc<Topology>>,
     pub report: SimReport,
 }
 
@@ -409,6 +491,8 @@ impl World {
                     id: n.id,
                     dc: n.dc,
                     alive: true,
+                    removed: false,
+                    epochs: Arc::new(Epochs::new(topology.clone())),
                     inc: 0,
                     core: None,
                     replayer: Replayer::new(layout, n.id),
@@ -460,9 +544,11 @@ impl World {
             started: HashMap::new(),
             crash_log: Vec::new(),
             abort_evidence: HashMap::new(),
+            placements: Vec::new(),
             report: SimReport { seed: cfg.seed, ..SimReport::default() },
             cfg,
         };
+        w.placements.push(w.topology.clone());
         for i in 0..w.nodes.len() {
             w.boot(i);
         }
@@ -492,10 +578,9 @@ impl World {
     }
 
     fn boot(&mut self, i: usize) {
-        let topology = self.topology.clone();
         let n = &mut self.nodes[i];
         let dc = self.dcs[n.dc.0 as usize].clone();
-        let core = ExecutorCore::new(topology, n.id, dc.clone(), Arc::new(Hlc::new()))
+        let core = ExecutorCore::new(n.epochs.clone(), n.id, dc.clone(), Arc::new(Hlc::new()))
             .with_ring_patience(Duration::ZERO)
             .with_mutations(self.cfg.executor_mutations);
         n.core = Some(core);
@@ -559,6 +644,11 @@ impl World {
                 self.queue.push(at + self.rng.gen_range(300_000..3_000_000), Ev::Heal { a, b });
             }
         }
+        if self.cfg.faults.remove_dc && self.topology.dcs.len() > 2 {
+            let dc = DcId(self.rng.gen_range(0..self.topology.dcs.len()) as u16);
+            let at = self.rng.gen_range(duration / 5..duration / 2);
+            self.queue.push(at, Ev::KillDc { dc });
+        }
         self.queue.push(duration, Ev::Drain);
         let limit = duration + DRAIN_LIMIT.as_micros() as u64;
         while let Some((at, ev)) = self.queue.pop() {
@@ -590,7 +680,8 @@ impl World {
         }
         self.last_ring_check = self.now;
         let layout = self.layout();
-        self.nodes.iter().all(|n| {
+        // A removed node's ring stays as its DC's death left it: nobody reads it again.
+        self.nodes.iter().filter(|n| !n.removed).all(|n| {
             let dc = &self.dcs[n.dc.0 as usize];
             let replayed = ring_bounds(dc.verbs.as_ref(), n.id, &layout).is_ok_and(|(head, tail)| head == tail);
             replayed
@@ -684,7 +775,7 @@ impl World {
             Ev::Client { client } => self.client(client),
             Ev::Crash { node } => self.crash(node),
             Ev::Restart { node } => {
-                if !self.nodes[node.0 as usize].alive {
+                if !self.nodes[node.0 as usize].alive && !self.nodes[node.0 as usize].removed {
                     self.trace(|| format!("restart {node}"));
                     self.boot(node.0 as usize);
                 }
@@ -700,6 +791,18 @@ impl World {
                 self.trace(|| format!("heal {a} <-> {b}"));
                 let _ = self.net.wan.set_partitioned(a, b, false);
                 let _ = self.net.wan.set_partitioned(b, a, false);
+            }
+            Ev::KillDc { dc } => self.kill_dc(dc),
+            Ev::Adopt { node, index } => {
+                let n = &self.nodes[node.0 as usize];
+                if n.removed {
+                    return;
+                }
+                for t in &self.placements[..=index] {
+                    n.epochs.adopt(t.clone());
+                }
+                let epoch = n.epochs.epoch();
+                self.trace(|| format!("{node} adopts {epoch}"));
             }
             Ev::ShipTimer { node, inc, ship } => {
                 let now = self.instant(self.now);
@@ -726,10 +829,35 @@ impl World {
                     }
                 }
                 for i in 0..self.nodes.len() {
-                    if !self.nodes[i].alive {
+                    if !self.nodes[i].alive && !self.nodes[i].removed {
                         self.boot(i);
                     }
                 }
+            }
+        }
+    }
+
+    /// Kills every node of `dc` for good, then removes `dc` from the placement: a new epoch
+    /// each surviving node adopts between 0.5 and 1.5 s later (detection, the membership's
+    /// Raft commit, and its apply on that node).
+    fn kill_dc(&mut self, dc: DcId) {
+        if self.draining {
+            return;
+        }
+        self.trace(|| format!("kill {dc} for good"));
+        let members: Vec<NodeId> = self.topology.dcs[dc.0 as usize].nodes.clone();
+        for &node in &members {
+            self.crash(node);
+            self.nodes[node.0 as usize].removed = true;
+        }
+        let last = self.placements.last().cloned().unwrap_or_else(|| self.topology.clone());
+        self.placements.push(Arc::new(redt_coordinator::epochs::without_dc(&last, dc)));
+        let index = self.placements.len() - 1;
+        self.report.dcs_removed += 1;
+        for n in 0..self.nodes.len() {
+            if !self.nodes[n].removed {
+                let at = self.now + self.rng.gen_range(500_000..1_500_000);
+                self.queue.push(at, Ev::Adopt { node: NodeId(n as u16), index });
             }
         }
     }
@@ -785,11 +913,15 @@ impl World {
             outcome: elle::Outcome::Info,
             ops: draw.ops,
             reads: Vec::new(),
+            epoch: self.nodes[node.0 as usize].epochs.epoch(),
         });
         self.clients[c].busy = Some(h);
         let wall = self.wall_ms(node);
         let Some(start) = self.nodes[node.0 as usize].core.as_ref().map(|c| c.hlc().tick(wall)) else { return };
-        match CoordinatorTxn::start(self.topology.clone(), node, txn, draw.call, self.cfg.options.clone(), start, now) {
+        let epochs = self.nodes[node.0 as usize].epochs.clone();
+        let started =
+            CoordinatorTxn::start(epochs.current(), node, txn, draw.call, self.cfg.options.clone(), start, now);
+        match started.map(|t| t.with_placement(epochs)) {
             Ok(t) => {
                 self.trace(|| format!("{node} starts {txn}"));
                 let participants = t_participants(&self.topology, &self.hist[h].call);
@@ -915,10 +1047,14 @@ impl World {
                 continue;
             }
             let txn = orphan.txn;
+            // With the replica sets of the epoch it was planned in; one this node has not
+            // applied yet waits for a later scan.
+            let epochs = n.epochs.clone();
+            let Some(topology) = epochs.get(orphan.epoch) else { continue };
             self.trace(|| format!("{node} recovers {txn}"));
             self.report.recoveries += 1;
             let now = self.instant(self.now);
-            let r = Recoverer::start(self.topology.clone(), node, orphan, self.recovery.clone(), now);
+            let r = Recoverer::start(topology, node, orphan, self.recovery.clone(), now).with_placement(epochs);
             self.nodes[i].recoverers.insert(txn, r);
             self.pump_recovery(node, txn);
         }
@@ -950,7 +1086,8 @@ impl World {
             self.trace(|| format!("{node} ships to {peer}: {} {txn}", kind(req)));
         }
         let now = self.instant(self.now);
-        let shipper = Shipper::start(txn, ship, &self.recovery, now);
+        let placement = Some(self.nodes[node.0 as usize].epochs.clone());
+        let shipper = Shipper::start(txn, ship, &self.recovery, placement, now);
         self.next_rpc += 1;
         let id = self.next_rpc;
         self.nodes[node.0 as usize].shippers.insert(id, (shipper, owed, None));
@@ -1198,6 +1335,16 @@ impl World {
 
     pub(crate) fn workload(&self) -> Workload {
         self.cfg.workload
+    }
+
+    /// The placement the run ended in (the last the membership committed).
+    pub(crate) fn final_placement(&self) -> Arc<Topology> {
+        self.placements.last().cloned().unwrap_or_else(|| self.topology.clone())
+    }
+
+    /// Whether `node` was removed with its DC.
+    pub(crate) fn is_removed(&self, node: NodeId) -> bool {
+        self.nodes.get(node.0 as usize).is_some_and(|n| n.removed)
     }
 }
 

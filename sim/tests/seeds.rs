@@ -333,3 +333,37 @@ fn scan_for_catch_up_mutant_seeds() {
         println!("seed {seed}: mutant fails ({} violations), clean {}", mutated.violations.len(), clean.ok());
     }
 }
+
+/// Failover (issue 13): one DC is killed for good and removed from the placement, each
+/// survivor adopting the new epoch 0.5–1.5 s later, on top of every other fault. 20 seeds of
+/// each workload on the two n = 3 topologies (default and local-fast, 4 DCs): every check
+/// passes on the final placement's replicas, and the partitions that lost a replica (Q = n = 3:
+/// nothing could commit on them while the dead DC was placed) commit again in the new epoch.
+///
+/// With n ≥ 4 (world-5dc-n5) the same schedules find replicas left behind: a commit that
+/// reached Q = 4 of 5 owed a catch-up to the fifth, and when the DC chosen to ship it is the
+/// one removed, nobody ships it (e.g. seed 1, bank, `--faults all,remove`). Removal there
+/// needs the survivors of each partition to catch up among themselves (the snapshot copy of
+/// the rebuild, notes/failover.md), which is not built yet.
+#[test]
+fn removal_seeds_pass_every_check() {
+    let mut failed = Vec::new();
+    let (mut shrunk_commits, mut removed) = (0, 0);
+    for name in ["default.yaml", "local-fast.yaml"] {
+        let t = topology(name);
+        for workload in [Workload::Bank, Workload::Append, Workload::Ycsb] {
+            for seed in 0..20 {
+                let faults = Faults { remove_dc: true, ..Faults::all() };
+                let r = run(SimConfig::new(t.clone(), seed, workload, faults)).expect("runs");
+                removed += r.dcs_removed;
+                shrunk_commits += r.committed_on_shrunk_partitions;
+                if !r.ok() {
+                    failed.push(format!("{name} {workload:?} {r}"));
+                }
+            }
+        }
+    }
+    assert!(failed.is_empty(), "{} removal runs failed:\n{}", failed.len(), failed.join("\n"));
+    assert_eq!(removed, 120, "every run removes a DC");
+    assert!(shrunk_commits > 100, "the shrunk partitions commit again: {shrunk_commits} commits");
+}

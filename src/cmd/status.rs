@@ -114,7 +114,7 @@ fn suspects(topo: &Topology, s: &NodeStatus) -> String {
 /// The status table, one row per node.
 fn table(topo: &Topology, statuses: &[(NodeId, Result<NodeStatus, String>)], locks: bool) -> String {
     let mut out = format!(
-        "{:<12} {:<8} {:>9} {:>10} {:>8} {:>8} {:>9} {:>8} {:>24} {:>6} {:>5} {:>7}{}  {}\n",
+        "{:<12} {:<8} {:>9} {:>10} {:>8} {:>8} {:>9} {:>8} {:>24} {:>6} {:>5} {:>7} {:>5}{}  {}\n",
         "node",
         "dc",
         "up",
@@ -127,6 +127,7 @@ fn table(topo: &Topology, statuses: &[(NodeId, Result<NodeStatus, String>)], loc
         "filled",
         "owed",
         "backlog",
+        "epoch",
         if locks { "   locks" } else { "" },
         "suspects"
     );
@@ -144,7 +145,7 @@ fn table(topo: &Topology, statuses: &[(NodeId, Result<NodeStatus, String>)], loc
                     s.recoveries_blocked
                 );
                 out += &format!(
-                    "{:<12} {:<8} {:>9} {:>10} {:>8} {:>8} {:>9} {:>8} {:>24} {:>6} {:>5} {:>7}{}  {}\n",
+                    "{:<12} {:<8} {:>9} {:>10} {:>8} {:>8} {:>9} {:>8} {:>24} {:>6} {:>5} {:>7} {:>5}{}  {}\n",
                     node_name(topo, *n),
                     dc,
                     format!("{:.1}s", s.uptime_ms as f64 / 1e3),
@@ -157,6 +158,7 @@ fn table(topo: &Topology, statuses: &[(NodeId, Result<NodeStatus, String>)], loc
                     s.gap_slots_filled,
                     s.catch_ups_owed,
                     s.replay_backlog_slots,
+                    s.epoch.0,
                     match (locks, s.locks_held) {
                         (false, _) => String::new(),
                         (true, Some(l)) => format!(" {l:>7}"),
@@ -223,6 +225,9 @@ fn node_json(topo: &Topology, n: NodeId, s: &Result<NodeStatus, String>) -> serd
             "oldest_undecided_unix_ms": s.oldest_undecided_unix_ms,
             "catch_ups_owed": s.catch_ups_owed,
             "replay_backlog_slots": s.replay_backlog_slots,
+            "epoch": s.epoch.0,
+            "removed_dcs": s.removed_dcs.iter().map(|d| dc_name(topo, *d)).collect::<Vec<_>>(),
+            "membership_leader": s.membership_leader.map(|l| node_name(topo, l)),
             "recoveries": {
                 "started": s.recoveries_started,
                 "committed": s.recoveries_committed,

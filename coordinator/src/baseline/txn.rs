@@ -210,6 +210,7 @@ impl BaselineTxn {
             start: Cts(0),
             deadline_ms: 0,
             partitions: Vec::new(),
+            epoch: t.topology.epoch,
         });
         let targets = t.participants.clone();
         let enough = targets.len();

@@ -1,0 +1,201 @@
+//! The placements a node has applied, by epoch (notes/failover.md, "Transactions and epochs").
+//!
+//! A placement change (a DC removed, a replica added) makes a new epoch: the same topology
+//! with other replica sets. A transaction belongs to the epoch its coordinator planned it in;
+//! its phase 1, decision, recovery and catch-up all use that epoch's replica sets (n, Q, M).
+//! So a node keeps every epoch it applied, not only the current one:
+//!
+//! - coordinators plan new transactions in the current epoch ([`Epochs::current`]);
+//! - executors run a phase 1 only of the current epoch and vote abort on any other (the
+//!   epoch fence: once every replica a quorum of the old epoch needs has moved on, no
+//!   transaction of the old epoch can commit, so no transaction mixes epochs);
+//! - recoverers finish an old-epoch transaction with that epoch's replica sets
+//!   ([`Epochs::get`]);
+//! - nobody owes a catch-up to a node the current epoch no longer places a replica on: it
+//!   rebuilds from a snapshot if it returns ([`Epochs::holds_replica`]).
+//!
+//! Epochs only move forward: [`Epochs::adopt`] ignores a placement not newer than the
+//! current one. What changes between epochs is only `epoch` and the partitions' replica
+//! lists; DCs, nodes, tables and links are those of the topology file.
+
+use redt_proto::{Epoch, NodeId, PartitionId, Topology};
+use std::collections::BTreeMap;
+use std::sync::{Arc, RwLock};
+
+/// Every placement a node applied, by epoch, and the current (newest) one. Shared by the
+/// node's coordinators, executor core and recovery task; cheap to read (an `Arc` clone under a
+/// read lock).
+#[derive(Debug)]
+pub struct Epochs {
+    inner: RwLock<BTreeMap<Epoch, Arc<Topology>>>,
+}
+
+impl Epochs {
+    /// The most epochs kept; older ones are forgotten first (a transaction that old has long
+    /// been decided: recovery finishes in seconds).
+    pub const KEPT: usize = 1024;
+
+    /// Starts at `topology`'s epoch (the topology file's).
+    pub fn new(topology: Arc<Topology>) -> Epochs {
+        Epochs { inner: RwLock::new(BTreeMap::from([(topology.epoch, topology)])) }
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<Epoch, Arc<Topology>>> {
+        self.inner.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The current placement: new transactions are planned in it.
+    pub fn current(&self) -> Arc<Topology> {
+        self.read().last_key_value().map(|(_, t)| t.clone()).expect("never empty")
+    }
+
+    /// The current epoch.
+    pub fn epoch(&self) -> Epoch {
+        self.read().last_key_value().map(|(e, _)| *e).expect("never empty")
+    }
+
+    /// The placement of `epoch`, if this node applied it (and still keeps it).
+    pub fn get(&self, epoch: Epoch) -> Option<Arc<Topology>> {
+        self.read().get(&epoch).cloned()
+    }
+
+    /// The placement of `epoch` if known, else the current one: for the parts of a message
+    /// that do not depend on placement (tables, DCs, nodes are the same in every epoch).
+    pub fn get_or_current(&self, epoch: Epoch) -> Arc<Topology> {
+        self.get(epoch).unwrap_or_else(|| self.current())
+    }
+
+    /// Makes `topology` the current placement if its epoch is newer than the current one.
+    /// Returns whether it did. Only the newest [`Epochs::KEPT`] epochs are kept.
+    pub fn adopt(&self, topology: Arc<Topology>) -> bool {
+        let mut map = self.inner.write().unwrap_or_else(|p| p.into_inner());
+        if map.last_key_value().is_some_and(|(e, _)| *e >= topology.epoch) {
+            return false;
+        }
+        map.insert(topology.epoch, topology);
+        while map.len() > Self::KEPT {
+            map.pop_first();
+        }
+        true
+    }
+
+    /// Whether the current epoch places a replica of `partition` on `node` (`None`: of any
+    /// partition). A catch-up is owed only to such a node.
+    pub fn holds_replica(&self, node: NodeId, partition: Option<PartitionId>) -> bool {
+        let t = self.current();
+        match partition {
+            Some(p) => t.partitions.get(p.0 as usize).is_some_and(|p| p.replicas.contains(&node)),
+            None => t.partitions.iter().any(|p| p.replicas.contains(&node)),
+        }
+    }
+}
+
+/// Whether `placement` (a node's placements, where its driver gave them to a machine) places
+/// no replica at all on `node` in the current epoch. A machine finishing a transaction
+/// (phase 2, a recoverer's decision, a catch-up) stops retrying such a node: it was removed,
+/// and if it returns it is rebuilt from a snapshot, never trusted with what it held.
+pub fn unplaced(placement: Option<&Epochs>, node: NodeId) -> bool {
+    placement.is_some_and(|e| !e.holds_replica(node, None))
+}
+
+/// The DCs of `topology` on whose nodes its placement puts no replica at all, ascending (a
+/// topology file places replicas in every DC, so these are the DCs removed since).
+pub fn removed_dcs(topology: &Topology) -> Vec<redt_proto::DcId> {
+    topology
+        .dcs
+        .iter()
+        .filter(|d| !topology.partitions.iter().any(|p| p.replicas.iter().any(|n| d.nodes.contains(n))))
+        .map(|d| d.id)
+        .collect()
+}
+
+/// `base` with the replica sets `replicas` (partition → voting replicas, in order; the first
+/// is the primary the baselines use) at `epoch`: the placement of a new epoch. Partitions
+/// `replicas` leaves out keep `base`'s replicas.
+pub fn placement(base: &Topology, epoch: Epoch, replicas: &BTreeMap<PartitionId, Vec<NodeId>>) -> Topology {
+    let mut t = base.clone();
+    t.epoch = epoch;
+    for p in &mut t.partitions {
+        if let Some(r) = replicas.get(&p.id) {
+            p.replicas = r.clone();
+        }
+    }
+    t
+}
+
+/// `base` without any replica on a node of DC `dc`, at epoch `base.epoch + 1`: what removing
+/// a dead DC does (notes/failover.md, "Removing a dead DC"). Used by the simulation and by
+/// tests; a real cluster takes the new placement from the membership Raft group.
+pub fn without_dc(base: &Topology, dc: redt_proto::DcId) -> Topology {
+    let replicas = base
+        .partitions
+        .iter()
+        .map(|p| {
+            let keep = p.replicas.iter().copied().filter(|n| base.nodes.get(n.0 as usize).is_some_and(|x| x.dc != dc));
+            (p.id, keep.collect())
+        })
+        .collect();
+    placement(base, Epoch(base.epoch.0 + 1), &replicas)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use redt_proto::DcId;
+
+    fn topology() -> Topology {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../configs/default.yaml");
+        Topology::load(std::path::Path::new(path)).expect("default topology")
+    }
+
+    #[test]
+    fn epochs_only_move_forward_and_old_ones_stay_readable() {
+        let t = Arc::new(topology());
+        let e1 = t.epoch;
+        let epochs = Epochs::new(t.clone());
+        let next = Arc::new(without_dc(&t, DcId(1)));
+        assert!(epochs.adopt(next.clone()));
+        assert_eq!(epochs.epoch(), next.epoch);
+        assert!(!epochs.adopt(t.clone()), "an older placement is ignored");
+        assert!(!epochs.adopt(next.clone()), "the same epoch is ignored");
+        assert_eq!(epochs.epoch(), next.epoch);
+        assert_eq!(epochs.get(e1).as_deref(), Some(&*t), "the old epoch stays readable");
+        assert_eq!(epochs.get(Epoch(99)), None);
+        assert_eq!(epochs.get_or_current(Epoch(99)).epoch, next.epoch);
+    }
+
+    #[test]
+    fn removing_a_dc_leaves_every_partition_without_it() {
+        let t = topology();
+        let dc = DcId(1);
+        let next = without_dc(&t, dc);
+        assert_eq!(next.epoch, Epoch(t.epoch.0 + 1));
+        let mut shrunk = 0;
+        for (before, after) in t.partitions.iter().zip(&next.partitions) {
+            assert!(after.replicas.iter().all(|n| t.nodes[n.0 as usize].dc != dc));
+            let had = before.replicas.iter().any(|n| t.nodes[n.0 as usize].dc == dc);
+            assert_eq!(after.replicas.len() + usize::from(had), before.replicas.len());
+            shrunk += usize::from(had);
+        }
+        assert!(shrunk > 0, "the default topology places replicas in every DC");
+        let epochs = Epochs::new(Arc::new(t.clone()));
+        let gone = t.dcs[dc.0 as usize].nodes[0];
+        assert!(epochs.holds_replica(gone, None));
+        epochs.adopt(Arc::new(next));
+        assert!(!epochs.holds_replica(gone, None), "a removed DC's node holds nothing");
+    }
+
+    #[test]
+    fn only_the_newest_epochs_are_kept() {
+        let t = Arc::new(topology());
+        let epochs = Epochs::new(t.clone());
+        let mut e = t.epoch.0;
+        for _ in 0..Epochs::KEPT + 5 {
+            e += 1;
+            epochs.adopt(Arc::new(placement(&t, Epoch(e), &BTreeMap::new())));
+        }
+        assert_eq!(epochs.epoch(), Epoch(e));
+        assert_eq!(epochs.read().len(), Epochs::KEPT);
+        assert!(epochs.get(t.epoch).is_none());
+    }
+}
