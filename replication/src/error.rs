@@ -1,5 +1,7 @@
 //! The crate's error type.
 
+use std::path::PathBuf;
+
 use crate::membership::Refused;
 
 /// What went wrong in a call into this crate.
@@ -25,6 +27,48 @@ pub enum Error {
     /// never compacted, so a correct leader never sends one).
     #[error("raft snapshot received, but membership snapshots are not supported yet")]
     SnapshotUnsupported,
+    /// Reading or writing a file of a Raft storage directory ([`crate::DiskStorage`]) failed;
+    /// `path` is the file or directory. A peer whose write failed must be dropped and reopened
+    /// from its directory.
+    #[error("raft storage {}: {source}", path.display())]
+    StorageIo {
+        /// The file or directory the operation was on.
+        path: PathBuf,
+        /// The operating system's error.
+        source: std::io::Error,
+    },
+    /// A file of a Raft storage directory cannot be read back: a wrong magic or version, a
+    /// CRC mismatch in the meta or hard-state file, a record that passes its CRC but does not
+    /// decode. A torn tail of the entries file is not this error (it is cut off on open).
+    #[error("raft storage file {} is corrupt: {reason}", path.display())]
+    CorruptStorage {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The files of a Raft storage directory read back but contradict each other or Raft's
+    /// rules (a commit index beyond the log, entries that are not consecutive, terms that go
+    /// down, a non-empty directory without a meta file), or a write would make them so (an
+    /// append that leaves a gap or replaces committed entries).
+    #[error("raft storage {} is inconsistent: {reason}", dir.display())]
+    InconsistentStorage {
+        /// The storage directory.
+        dir: PathBuf,
+        /// The contradiction.
+        reason: String,
+    },
+    /// A Raft storage directory belongs to another peer or another group: its meta file names
+    /// a different Raft id or a different initial voter/learner set than the caller's.
+    #[error("raft storage {} belongs to {found}, not to {expected}", dir.display())]
+    ForeignStorage {
+        /// The storage directory.
+        dir: PathBuf,
+        /// The Raft id and voter/learner sets recorded in the directory.
+        found: String,
+        /// The Raft id and voter/learner sets the caller opened it with.
+        expected: String,
+    },
     /// A membership command was refused (see [`Refused`]).
     #[error(transparent)]
     Refused(#[from] Refused),

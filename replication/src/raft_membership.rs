@@ -1,6 +1,8 @@
-//! Membership replicated by Raft across DCs: a thin sans-IO driver of raft-rs's `RawNode` over
-//! its in-memory `MemStorage`, whose committed log entries are [`Command`]s applied in order
-//! to a [`Membership`] (notes/failover.md "State").
+//! Membership replicated by Raft across DCs: a thin sans-IO driver of raft-rs's `RawNode`,
+//! whose committed log entries are [`Command`]s applied in order to a [`Membership`]
+//! (notes/failover.md "State"). The log lives either on disk ([`RaftMembership::open`], a
+//! [`DiskStorage`] directory) or in memory ([`RaftMembership::new`], raft-rs's `MemStorage`, for
+//! tests and simulation).
 //!
 //! One node per DC is a Raft voter; the other nodes are Raft learners that receive and apply
 //! the same log without voting. A Raft peer's id is its node id plus one ([`raft_id`]), since
@@ -13,12 +15,26 @@
 //! for each Raft message from a peer, and [`RaftMembership::propose`] on the leader; after each
 //! call it drains [`RaftMembership::poll_message`] (send each to the peer `msg.to`, e.g. as
 //! protobuf bytes over QUIC) and [`RaftMembership::poll_applied`] (each committed command, in
-//! log order, with its outcome). Nothing here sleeps, sends or writes to disk.
+//! log order, with its outcome). Nothing here sleeps or sends; with a [`DiskStorage`] each
+//! call writes and fsyncs what raft-rs asks to persist before it returns, and before the
+//! messages that depend on it are queued.
+//!
+//! # Restart
+//!
+//! [`RaftMembership::open`] reopens a peer from its directory with its term, vote, log and
+//! commit index. The [`Membership`] itself is not stored: `open` starts from the initial
+//! membership and re-applies every committed entry from index 1 (raft-rs `Config::applied`
+//! is left at 0, so the first `Ready` after the restart lists entries `1..=commit` as
+//! committed). Those commands are reported by [`RaftMembership::poll_applied`] again, so what
+//! the driver does with an [`Applied`] must be idempotent or keyed by its index; entries up to
+//! [`Recovery::commit`] are the replayed ones, and entries that were applied before the crash
+//! but whose commit index was not yet on disk come again later, when the leader's messages
+//! bring the commit index.
 //!
 //! # Limits of this first step
 //!
-//! - The log lives in memory (`MemStorage`) and is never compacted, so no snapshot is ever
-//!   sent; a durable `Storage` and a snapshot of [`Membership`] come with the wiring.
+//! - The log is durable but never compacted, so no snapshot is ever sent, and a restart
+//!   re-applies the whole log; a snapshot of [`Membership`] comes with the wiring.
 //! - Raft's own configuration (which nodes vote) is fixed at start: removing a DC from the
 //!   placement does not yet remove its voter from the Raft group. With one voter per DC, a
 //!   removed DC still counts in Raft's majority until a Raft conf change removes it.
@@ -28,15 +44,19 @@
 //!   `RawNode::raft.set_randomized_election_timeout` or calls [`RaftMembership::campaign`].
 //! - raft-rs panics on some messages that only a faulty peer would send (e.g. a commit index
 //!   beyond the log it was sent); peers are authenticated by the cluster's mutual TLS.
+//! - After an error from writing the storage ([`Error::StorageIo`]) the peer is in an unknown
+//!   state (raft-rs's `Ready` was not advanced); drop it and reopen it from its directory.
 
-use raft::eraftpb::{ConfState, EntryType, Message};
+use raft::eraftpb::{ConfState, Entry, EntryType, HardState, Message, Snapshot};
 use raft::storage::MemStorage;
-use raft::{Config, RawNode, StateRole};
+use raft::{Config, GetEntriesContext, RaftState, RawNode, StateRole, Storage};
 use redt_proto::NodeId;
 use std::collections::{BTreeSet, VecDeque};
+use std::path::Path;
 
 use crate::error::{Error, Result};
 use crate::membership::{Change, Command, Membership, Refused};
+use crate::raft_log::{DiskStorage, Recovery};
 
 /// Returns the Raft peer id of `node`: its id plus one (raft-rs reserves 0).
 pub fn raft_id(node: NodeId) -> u64 {
@@ -77,9 +97,96 @@ pub struct Applied {
     pub outcome: std::result::Result<Change, Refused>,
 }
 
+/// Where a peer keeps its Raft log: in memory or in a directory.
+enum PeerStorage {
+    Memory(MemStorage),
+    /// Boxed: a `DiskStorage` is much larger than a `MemStorage` (an `Arc`).
+    Disk(Box<DiskStorage>),
+}
+
+impl PeerStorage {
+    fn append(&mut self, entries: &[Entry]) -> Result<()> {
+        match self {
+            PeerStorage::Memory(s) => Ok(s.wl().append(entries)?),
+            PeerStorage::Disk(s) => s.append(entries),
+        }
+    }
+
+    fn set_hardstate(&mut self, hs: HardState) -> Result<()> {
+        match self {
+            PeerStorage::Memory(s) => {
+                s.wl().set_hardstate(hs);
+                Ok(())
+            }
+            PeerStorage::Disk(s) => s.set_hardstate(hs),
+        }
+    }
+
+    fn set_commit(&mut self, commit: u64) -> Result<()> {
+        match self {
+            PeerStorage::Memory(s) => {
+                s.wl().mut_hard_state().set_commit(commit);
+                Ok(())
+            }
+            PeerStorage::Disk(s) => s.set_commit(commit),
+        }
+    }
+}
+
+impl Storage for PeerStorage {
+    fn initial_state(&self) -> raft::Result<RaftState> {
+        match self {
+            PeerStorage::Memory(s) => s.initial_state(),
+            PeerStorage::Disk(s) => s.initial_state(),
+        }
+    }
+
+    fn entries(
+        &self,
+        low: u64,
+        high: u64,
+        max_size: impl Into<Option<u64>>,
+        context: GetEntriesContext,
+    ) -> raft::Result<Vec<Entry>> {
+        let max_size = max_size.into();
+        match self {
+            PeerStorage::Memory(s) => s.entries(low, high, max_size, context),
+            PeerStorage::Disk(s) => s.entries(low, high, max_size, context),
+        }
+    }
+
+    fn term(&self, idx: u64) -> raft::Result<u64> {
+        match self {
+            PeerStorage::Memory(s) => s.term(idx),
+            PeerStorage::Disk(s) => s.term(idx),
+        }
+    }
+
+    fn first_index(&self) -> raft::Result<u64> {
+        match self {
+            PeerStorage::Memory(s) => s.first_index(),
+            PeerStorage::Disk(s) => s.first_index(),
+        }
+    }
+
+    fn last_index(&self) -> raft::Result<u64> {
+        match self {
+            PeerStorage::Memory(s) => s.last_index(),
+            PeerStorage::Disk(s) => s.last_index(),
+        }
+    }
+
+    fn snapshot(&self, request_index: u64, to: u64) -> raft::Result<Snapshot> {
+        match self {
+            PeerStorage::Memory(s) => s.snapshot(request_index, to),
+            PeerStorage::Disk(s) => s.snapshot(request_index, to),
+        }
+    }
+}
+
 /// One peer of the membership Raft group (module docs give the call order).
 pub struct RaftMembership {
-    node: RawNode<MemStorage>,
+    node: RawNode<PeerStorage>,
     membership: Membership,
     messages: VecDeque<Message>,
     applied: VecDeque<Applied>,
@@ -89,7 +196,8 @@ pub struct RaftMembership {
 impl RaftMembership {
     /// Starts the peer on `node` of a fresh group whose voters are `voters` (one node per DC)
     /// and whose learners are `learners`, from the initial `membership` (every peer must start
-    /// from the same one).
+    /// from the same one). The log lives in memory and is lost with the value: for tests and
+    /// simulation; a real node uses [`RaftMembership::open`].
     ///
     /// # Errors
     ///
@@ -103,35 +211,52 @@ impl RaftMembership {
         membership: Membership,
         ticks: RaftTicks,
     ) -> Result<Self> {
-        let invalid = |m: String| Err(Error::InvalidRaftPeers(m));
-        let mut seen = BTreeSet::new();
-        let mut voter_dcs = BTreeSet::new();
-        for (i, &n) in voters.iter().chain(learners).enumerate() {
-            let Some(dc) = membership.dc_of(n) else { return invalid(format!("{n} is not a member")) };
-            if !seen.insert(n) {
-                return invalid(format!("{n} is listed twice"));
-            }
-            if i < voters.len() && !voter_dcs.insert(dc) {
-                return invalid(format!("two voters in {dc}"));
-            }
-        }
-        if !seen.contains(&node) {
-            return invalid(format!("{node} is neither a voter nor a learner"));
-        }
-        let config = Config {
-            id: raft_id(node),
-            election_tick: ticks.election,
-            heartbeat_tick: ticks.heartbeat,
-            check_quorum: true,
-            pre_vote: true,
-            ..Config::default()
-        };
-        config.validate()?;
+        let config = config(node, voters, learners, &membership, ticks)?;
         let conf = ConfState::from((voters.iter().map(|&n| raft_id(n)), learners.iter().map(|&n| raft_id(n))));
-        let storage = MemStorage::new_with_conf_state(conf);
+        let storage = PeerStorage::Memory(MemStorage::new_with_conf_state(conf));
+        Self::start(&config, storage, membership)
+    }
+
+    /// Starts the peer on `node` with its Raft log in the directory `dir` (a
+    /// [`DiskStorage`]): creates it there on the first start (`dir` missing or empty), and
+    /// on a restart reopens it with the term, vote, log and commit index it held. The other
+    /// arguments are as for [`RaftMembership::new`] and must be the same on every start.
+    ///
+    /// Before returning it re-applies every committed entry of the log to `membership`, the
+    /// initial membership (Raft state is durable; the membership is rebuilt from it), so
+    /// [`RaftMembership::membership`] is the state as of the persisted commit index, and
+    /// [`RaftMembership::poll_applied`] reports those commands again (module docs, "Restart").
+    /// [`RaftMembership::recovery`] tells what was read back.
+    ///
+    /// # Errors
+    ///
+    /// As [`RaftMembership::new`], checked before `dir` is touched; the errors of
+    /// [`DiskStorage::open`]: [`Error::ForeignStorage`] if `dir` belongs to another node or
+    /// group, [`Error::CorruptStorage`] or [`Error::InconsistentStorage`] if it cannot be
+    /// read back, [`Error::StorageIo`]; and [`Error::StorageIo`] if re-applying ends in a
+    /// write that fails.
+    pub fn open(
+        dir: &Path,
+        node: NodeId,
+        voters: &[NodeId],
+        learners: &[NodeId],
+        membership: Membership,
+        ticks: RaftTicks,
+    ) -> Result<Self> {
+        let config = config(node, voters, learners, &membership, ticks)?;
+        let ids = |nodes: &[NodeId]| nodes.iter().map(|&n| raft_id(n)).collect::<Vec<_>>();
+        let storage = DiskStorage::open(dir, config.id, &ids(voters), &ids(learners))?;
+        Self::start(&config, PeerStorage::Disk(Box::new(storage)), membership)
+    }
+
+    fn start(config: &Config, storage: PeerStorage, membership: Membership) -> Result<Self> {
         let logger = slog::Logger::root(slog::Discard, slog::o!());
-        let node = RawNode::new(&config, storage, &logger)?;
-        Ok(RaftMembership { node, membership, messages: VecDeque::new(), applied: VecDeque::new(), undecodable: 0 })
+        let node = RawNode::new(config, storage, &logger)?;
+        let mut peer =
+            RaftMembership { node, membership, messages: VecDeque::new(), applied: VecDeque::new(), undecodable: 0 };
+        // A reopened log: raft-rs delivers the committed entries since `Config::applied` (0).
+        peer.process_ready()?;
+        Ok(peer)
     }
 
     // ---- inputs ---------------------------------------------------------------------------
@@ -217,6 +342,16 @@ impl RaftMembership {
         self.node.raft.term
     }
 
+    /// Returns what [`RaftMembership::open`] read back from the directory (the persisted term
+    /// and commit index, the bytes of torn log tail cut off), or `None` for a peer whose log
+    /// is in memory.
+    pub fn recovery(&self) -> Option<Recovery> {
+        match self.node.store() {
+            PeerStorage::Memory(_) => None,
+            PeerStorage::Disk(s) => Some(s.recovery()),
+        }
+    }
+
     /// Returns how many committed entries did not decode as a [`Command`] and were skipped
     /// (the same on every peer: they are the same bytes).
     pub fn undecodable_entries(&self) -> u64 {
@@ -227,7 +362,7 @@ impl RaftMembership {
 
     /// Handles every pending `Ready` in raft-rs's order: send messages, apply a snapshot,
     /// apply committed entries, persist new entries and the hard state, send the messages
-    /// that waited for persistence, advance.
+    /// that waited for persistence, advance (then persist the new commit index).
     fn process_ready(&mut self) -> Result<()> {
         while self.node.has_ready() {
             let mut ready = self.node.ready();
@@ -236,14 +371,14 @@ impl RaftMembership {
                 return Err(Error::SnapshotUnsupported);
             }
             self.apply_entries(ready.take_committed_entries());
-            self.node.mut_store().wl().append(ready.entries())?;
+            self.node.mut_store().append(ready.entries())?;
             if let Some(hs) = ready.hs() {
-                self.node.mut_store().wl().set_hardstate(hs.clone());
+                self.node.mut_store().set_hardstate(hs.clone())?;
             }
             self.messages.extend(ready.take_persisted_messages());
             let mut light = self.node.advance(ready);
             if let Some(commit) = light.commit_index() {
-                self.node.mut_store().wl().mut_hard_state().set_commit(commit);
+                self.node.mut_store().set_commit(commit)?;
             }
             self.messages.extend(light.take_messages());
             self.apply_entries(light.take_committed_entries());
@@ -267,6 +402,45 @@ impl RaftMembership {
             }
         }
     }
+}
+
+/// Checks the group's peers against the membership and returns the raft-rs configuration of
+/// `node`'s peer (errors as [`RaftMembership::new`]).
+fn config(
+    node: NodeId,
+    voters: &[NodeId],
+    learners: &[NodeId],
+    membership: &Membership,
+    ticks: RaftTicks,
+) -> Result<Config> {
+    let invalid = |m: String| Err(Error::InvalidRaftPeers(m));
+    let mut seen = BTreeSet::new();
+    let mut voter_dcs = BTreeSet::new();
+    for (i, &n) in voters.iter().chain(learners).enumerate() {
+        let Some(dc) = membership.dc_of(n) else { return invalid(format!("{n} is not a member")) };
+        if !seen.insert(n) {
+            return invalid(format!("{n} is listed twice"));
+        }
+        if i < voters.len() && !voter_dcs.insert(dc) {
+            return invalid(format!("two voters in {dc}"));
+        }
+    }
+    if !seen.contains(&node) {
+        return invalid(format!("{node} is neither a voter nor a learner"));
+    }
+    // `applied` stays 0: the membership is not stored, so a reopened peer re-applies its
+    // whole committed log (module docs, "Restart").
+    let config = Config {
+        id: raft_id(node),
+        election_tick: ticks.election,
+        heartbeat_tick: ticks.heartbeat,
+        check_quorum: true,
+        pre_vote: true,
+        applied: 0,
+        ..Config::default()
+    };
+    config.validate()?;
+    Ok(config)
 }
 
 impl std::fmt::Debug for RaftMembership {
@@ -312,22 +486,79 @@ mod tests {
         peers: BTreeMap<u64, RaftMembership>,
         /// Peers cut off from everyone else.
         isolated: BTreeSet<u64>,
-        /// Every command applied, per peer.
+        /// Every command applied, per peer (since its last start).
         applied: BTreeMap<u64, Vec<Applied>>,
+        /// The peers' storage directories, `node<id>` under it; `None` for in-memory logs.
+        dir: Option<tempfile::TempDir>,
     }
 
+    const ALL: [NodeId; 4] = [VOTERS[0], VOTERS[1], VOTERS[2], LEARNER];
+
     impl Group {
+        /// The group with in-memory logs.
         fn new() -> Self {
-            let mut peers = BTreeMap::new();
-            for &n in VOTERS.iter().chain([&LEARNER]) {
-                let peer = RaftMembership::new(n, &VOTERS, &[LEARNER], membership(), RaftTicks::default()).unwrap();
-                peers.insert(raft_id(n), peer);
+            Self::start(None)
+        }
+
+        /// The group with each peer's log in a directory of its own.
+        fn on_disk() -> Self {
+            Self::start(Some(tempfile::tempdir().unwrap()))
+        }
+
+        fn start(dir: Option<tempfile::TempDir>) -> Self {
+            let mut g = Group { peers: BTreeMap::new(), isolated: BTreeSet::new(), applied: BTreeMap::new(), dir };
+            for n in ALL {
+                let peer = g.open(n).unwrap();
+                g.peers.insert(raft_id(n), peer);
             }
-            Group { peers, isolated: BTreeSet::new(), applied: BTreeMap::new() }
+            g
+        }
+
+        fn dir_of(&self, node: NodeId) -> std::path::PathBuf {
+            self.dir.as_ref().expect("a group on disk").path().join(format!("node{}", node.0))
+        }
+
+        fn open(&self, node: NodeId) -> Result<RaftMembership> {
+            match &self.dir {
+                None => RaftMembership::new(node, &VOTERS, &[LEARNER], membership(), RaftTicks::default()),
+                Some(_) => RaftMembership::open(
+                    &self.dir_of(node),
+                    node,
+                    &VOTERS,
+                    &[LEARNER],
+                    membership(),
+                    RaftTicks::default(),
+                ),
+            }
+        }
+
+        /// Stops `node` as a crash would: its state in memory and its unsent messages are lost.
+        fn crash(&mut self, node: NodeId) {
+            self.peers.remove(&raft_id(node)).unwrap();
+            self.applied.remove(&raft_id(node));
+        }
+
+        /// Starts `node` again from its directory; what it applies on start is collected.
+        fn restart(&mut self, node: NodeId) -> &mut RaftMembership {
+            let peer = self.open(node).unwrap();
+            self.peers.insert(raft_id(node), peer);
+            self.collect_applied();
+            self.peer(node)
         }
 
         fn peer(&mut self, node: NodeId) -> &mut RaftMembership {
             self.peers.get_mut(&raft_id(node)).unwrap()
+        }
+
+        /// Ticks until there is exactly one leader; returns it.
+        fn elect(&mut self) -> NodeId {
+            let mut ticks = 0;
+            while self.leaders().len() != 1 {
+                assert!(ticks < 2_000, "no single leader after {ticks} ticks: {:?}", self.leaders());
+                self.tick(1);
+                ticks += 1;
+            }
+            node_of(self.leaders()[0]).unwrap()
         }
 
         /// Delivers messages until none is left; messages across the cut are dropped.
@@ -377,7 +608,15 @@ mod tests {
 
     #[test]
     fn a_committed_remove_dc_gives_every_peer_the_same_epoch() {
-        let mut g = Group::new();
+        remove_dc_gives_every_peer_the_same_epoch(Group::new());
+    }
+
+    #[test]
+    fn a_committed_remove_dc_gives_every_peer_the_same_epoch_on_disk() {
+        remove_dc_gives_every_peer_the_same_epoch(Group::on_disk());
+    }
+
+    fn remove_dc_gives_every_peer_the_same_epoch(mut g: Group) {
         g.peer(NodeId(0)).campaign().unwrap();
         g.deliver();
         assert_eq!(g.leaders(), vec![raft_id(NodeId(0))]);
@@ -483,5 +722,193 @@ mod tests {
         let mut local = Message::default();
         local.set_msg_type(raft::eraftpb::MessageType::MsgHup);
         assert!(solo.handle_message(local).is_err());
+    }
+
+    fn applied_commands(g: &Group, node: NodeId) -> Vec<(u64, Command)> {
+        g.applied.get(&raft_id(node)).map(|a| a.iter().map(|a| (a.index, a.command)).collect()).unwrap_or_default()
+    }
+
+    /// Raft Figure 2 (term, vote and log are persistent state) and §5.3: a leader that
+    /// crashes comes back from its directory as a follower of its old term with its log and
+    /// commit index, rebuilds its membership from the committed entries, and applies what the
+    /// new leader committed without it.
+    #[test]
+    fn a_restarted_leader_rejoins_with_its_term_log_and_membership() {
+        let mut g = Group::on_disk();
+        g.peer(NodeId(0)).campaign().unwrap();
+        g.deliver();
+        g.peer(NodeId(0)).propose(&Command::RemoveDc(DcId(2))).unwrap();
+        g.peer(NodeId(0)).propose(&Command::RemoveNode(NodeId(3))).unwrap();
+        g.tick(3);
+        let before = g.peer(NodeId(0)).membership().clone();
+        let term = g.peer(NodeId(0)).term();
+        let applied = applied_commands(&g, NodeId(0));
+        assert_eq!(before.epoch(), Epoch(2));
+        assert_eq!(applied.len(), 2, "{applied:?}");
+
+        g.crash(NodeId(0));
+        let leader = g.elect();
+        assert_ne!(leader, NodeId(0));
+        let learner_node = NodeId(5);
+        g.peer(leader).propose(&Command::RestoreDc(DcId(2))).unwrap();
+        g.peer(leader).propose(&Command::AddLearner { partition: PartitionId(0), node: learner_node }).unwrap();
+        g.tick(3);
+        let majority = g.peer(leader).membership().clone();
+        assert_eq!(majority.epoch(), Epoch(3));
+
+        let peer = g.restart(NodeId(0));
+        let recovery = peer.recovery().unwrap();
+        assert!(!recovery.created);
+        assert_eq!(recovery.dropped_tail_bytes, 0);
+        assert_eq!(peer.term(), term, "the term is read back");
+        assert_eq!(recovery.term, term);
+        assert!(!peer.is_leader());
+        assert_eq!(peer.membership(), &before, "the membership is rebuilt from the committed log");
+        assert_eq!(applied_commands(&g, NodeId(0)), applied, "replayed once, in order, with their indexes");
+        assert!(applied.iter().all(|&(index, _)| index <= recovery.commit));
+
+        g.tick(20);
+        assert!(g.peer(NodeId(0)).term() >= term);
+        assert_eq!(g.peer(NodeId(0)).membership(), &majority);
+        let leader = g.elect();
+        g.peer(leader)
+            .propose(&Command::Promote { partition: PartitionId(0), node: learner_node, added_in: Epoch(3) })
+            .unwrap();
+        g.tick(3);
+        for n in ALL {
+            assert_eq!(g.peer(n).membership().epoch(), Epoch(4), "{n}");
+        }
+        let commands: Vec<Command> = applied_commands(&g, NodeId(0)).into_iter().map(|(_, c)| c).collect();
+        assert_eq!(
+            commands,
+            vec![
+                Command::RemoveDc(DcId(2)),
+                Command::RemoveNode(NodeId(3)),
+                Command::RestoreDc(DcId(2)),
+                Command::AddLearner { partition: PartitionId(0), node: learner_node },
+                Command::Promote { partition: PartitionId(0), node: learner_node, added_in: Epoch(3) },
+            ],
+            "each command applied once since the restart"
+        );
+    }
+
+    /// The whole group stops at once and starts again from its directories: every peer, the
+    /// learner too, comes back with the membership it had, and the group elects a leader in a
+    /// later term and commits again.
+    #[test]
+    fn the_whole_group_restarts_from_its_directories() {
+        let mut g = Group::on_disk();
+        g.peer(NodeId(2)).campaign().unwrap();
+        g.deliver();
+        g.peer(NodeId(2)).propose(&Command::RemoveDc(DcId(0))).unwrap();
+        g.tick(3);
+        let before: Vec<(u64, Membership)> =
+            ALL.iter().map(|&n| (g.peer(n).term(), g.peer(n).membership().clone())).collect();
+        for n in ALL {
+            g.crash(n);
+        }
+        for (&n, (term, membership)) in ALL.iter().zip(&before) {
+            let peer = g.restart(n);
+            assert_eq!(peer.term(), *term, "{n}");
+            assert_eq!(peer.membership(), membership, "{n}");
+            assert_eq!(peer.membership().epoch(), Epoch(2), "{n}");
+        }
+        let leader = g.elect();
+        assert!(g.peer(leader).term() > before[0].0);
+        g.peer(leader).propose(&Command::RestoreDc(DcId(0))).unwrap();
+        g.tick(3);
+        for n in ALL {
+            let commands: Vec<Command> = g.commands(n);
+            assert_eq!(commands, vec![Command::RemoveDc(DcId(0)), Command::RestoreDc(DcId(0))], "{n}");
+        }
+    }
+
+    /// A follower that crashed after persisting an entry but before its acknowledgement left
+    /// (the only case where a torn tail may be cut: the entry was never acknowledged) reopens
+    /// without it and gets it again from the leader.
+    #[test]
+    fn a_torn_unacknowledged_tail_is_cut_and_fetched_again() {
+        let mut g = Group::on_disk();
+        g.peer(NodeId(0)).campaign().unwrap();
+        g.deliver();
+        g.peer(NodeId(0)).propose(&Command::RemoveNode(NodeId(1))).unwrap();
+        g.tick(3);
+        let follower = NodeId(4);
+        let last = g.peer(follower).node.raft.raft_log.last_index();
+
+        g.peer(NodeId(0)).propose(&Command::RemoveDc(DcId(1))).unwrap();
+        let batch: Vec<Message> = std::iter::from_fn(|| g.peer(NodeId(0)).poll_message()).collect();
+        for m in batch.iter().filter(|m| m.to == raft_id(follower)) {
+            g.peer(follower).handle_message(m.clone()).unwrap();
+        }
+        assert_eq!(g.peer(follower).node.raft.raft_log.last_index(), last + 1, "the entry is on disk");
+        g.crash(follower); // with its acknowledgement unsent
+        for m in batch.into_iter().filter(|m| m.to != raft_id(follower)) {
+            g.peer(node_of(m.to).unwrap()).handle_message(m).unwrap();
+        }
+        g.deliver();
+        let log = g.dir_of(follower).join("raft.log");
+        let len = std::fs::metadata(&log).unwrap().len();
+        std::fs::OpenOptions::new().write(true).open(&log).unwrap().set_len(len - 3).unwrap();
+
+        let peer = g.restart(follower);
+        let recovery = peer.recovery().unwrap();
+        assert_eq!(recovery.last_index, last);
+        assert!(recovery.dropped_tail_bytes > 0);
+        assert_eq!(peer.membership().epoch(), Epoch(1), "the cut entry is not applied");
+        g.tick(20);
+        assert_eq!(g.commands(follower), vec![Command::RemoveNode(NodeId(1)), Command::RemoveDc(DcId(1))]);
+        assert_eq!(g.peers[&raft_id(follower)].membership(), g.peers[&raft_id(NodeId(0))].membership());
+        assert_eq!(g.peer(follower).membership().epoch(), Epoch(2));
+    }
+
+    /// Raft §5.2: each voter votes for at most one candidate per term, which only holds across
+    /// a restart if the vote is on disk: a voter that voted for node 0, crashed and restarted
+    /// refuses a second candidate in the same term (an in-memory peer would grant it).
+    #[test]
+    fn a_restarted_voter_does_not_vote_twice_in_a_term() {
+        let mut g = Group::on_disk();
+        g.peer(NodeId(0)).campaign().unwrap();
+        g.deliver();
+        let voter = NodeId(2);
+        let term = g.peer(voter).term();
+        assert_eq!(g.peer(voter).node.raft.vote, raft_id(NodeId(0)));
+        g.crash(voter);
+        let peer = g.restart(voter);
+        assert_eq!((peer.term(), peer.node.raft.vote), (term, raft_id(NodeId(0))));
+        let log = &peer.node.raft.raft_log;
+        let mut request = Message::default();
+        request.set_msg_type(raft::eraftpb::MessageType::MsgRequestVote);
+        request.from = raft_id(NodeId(4));
+        request.to = raft_id(voter);
+        request.term = term;
+        request.index = log.last_index();
+        request.log_term = log.last_term();
+        peer.handle_message(request).unwrap();
+        let response = peer.poll_message().unwrap();
+        assert_eq!(response.get_msg_type(), raft::eraftpb::MessageType::MsgRequestVoteResponse);
+        assert!(response.reject, "a second vote in term {term}");
+    }
+
+    #[test]
+    fn open_refuses_another_peers_directory_and_checks_peers_first() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("node0");
+        let open = |node, voters: &[NodeId], dir: &Path| {
+            RaftMembership::open(dir, node, voters, &[LEARNER], membership(), RaftTicks::default())
+        };
+        drop(open(NodeId(0), &VOTERS, &dir).unwrap());
+        let err = open(NodeId(2), &VOTERS, &dir).unwrap_err();
+        assert!(matches!(err, Error::ForeignStorage { .. }), "{err}");
+        assert!(err.to_string().contains("raft id 1") && err.to_string().contains("raft id 3"), "{err}");
+        let err = open(NodeId(0), &VOTERS[..2], &dir).unwrap_err();
+        assert!(matches!(err, Error::ForeignStorage { .. }), "{err}");
+        // A bad peer list is refused before the directory is created.
+        let fresh = tmp.path().join("fresh");
+        let err = open(NodeId(0), &[NodeId(0), NodeId(1)], &fresh).unwrap_err();
+        assert!(matches!(err, Error::InvalidRaftPeers(_)), "{err}");
+        assert!(!fresh.exists());
+        assert!(open(NodeId(0), &VOTERS, &dir).unwrap().recovery().is_some());
+        assert!(Group::new().peer(NodeId(0)).recovery().is_none());
     }
 }
