@@ -138,6 +138,7 @@ impl EmbeddedCluster {
                 wan: wan.clone(),
                 options: options.clone(),
                 stats: stats.clone(),
+                data_dir: None,
             })?);
         }
         Ok(EmbeddedCluster { topology, nodes, dcs, wan, stats, counted, tcp_servers, sockets, certs })

@@ -28,6 +28,7 @@ mod executor_thread;
 pub mod gap_watch;
 pub mod liveness;
 pub mod machine;
+pub mod membership_task;
 pub mod message;
 mod netem_admin;
 mod node;
@@ -42,7 +43,7 @@ pub mod transport;
 pub mod txn;
 mod txn_ids;
 
-pub use client::Client;
+pub use client::{failover_order, Client};
 pub use cluster::EmbeddedCluster;
 pub use epochs::Epochs;
 pub use error::{Error, Result};

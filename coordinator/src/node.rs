@@ -15,6 +15,7 @@ use crate::executor_core::ExecutorCore;
 use crate::executor_thread::ExecutorThread;
 use crate::liveness::{self, Inbox};
 use crate::machine::{Action, TxnMachine};
+use crate::membership_task::{self, MembershipView, RaftInbox};
 use crate::message::{Reply, Request};
 use crate::recovery_task::{self, Busy};
 use crate::stats::TxnStats;
@@ -60,6 +61,9 @@ pub struct NodeParts {
     pub options: CoordinatorOptions,
     /// Where its counters go (shared by all nodes of an embedded cluster).
     pub stats: Arc<TxnStats>,
+    /// Its data directory: the membership's Raft log lives in `raft/` under it (`None`: in
+    /// memory, lost with the process; embedded clusters).
+    pub data_dir: Option<std::path::PathBuf>,
 }
 
 /// A running node.
@@ -89,6 +93,11 @@ pub struct Node {
     pub(crate) board: Arc<StatusBoard>,
     /// Where heartbeats from its peers go: its failure detector (`crate::liveness`).
     heartbeats: Inbox,
+    /// Where Raft messages from its peers go: its membership driver, if it runs one
+    /// ([`CoordinatorOptions::failover`]).
+    raft: Option<RaftInbox>,
+    /// The membership as its driver last saw it, for `redt status`.
+    membership: Arc<MembershipView>,
 }
 
 impl Node {
@@ -113,6 +122,8 @@ impl Node {
         let core = ExecutorCore::new(epochs.clone(), parts.node, parts.dc.clone(), hlc.clone());
         let detector = parts.options.detector_timeouts(&parts.topology);
         let (heartbeats, arrivals) = Inbox::new();
+        let (raft, raft_rx) = RaftInbox::new();
+        let failover = parts.options.failover;
         let node = Arc::new(Node {
             epochs,
             id: parts.node,
@@ -129,9 +140,15 @@ impl Node {
             busy: Arc::new(Busy::default()),
             board: Arc::new(StatusBoard::default()),
             heartbeats,
+            raft: failover.then_some(raft),
+            membership: Arc::new(MembershipView::default()),
         });
         recovery_task::spawn(&node)?;
         liveness::spawn(&node, &detector, arrivals)?;
+        if failover {
+            let dir = parts.data_dir.map(|d| d.join("raft"));
+            membership_task::spawn(&node, dir, raft_rx, node.membership.clone())?;
+        }
         parts.transport.serve(Arc::new(NodeHandler(Arc::downgrade(&node))))?;
         Ok(node)
     }
@@ -214,6 +231,7 @@ impl Node {
         let topology = self.topology();
         status.epoch = topology.epoch;
         status.removed_dcs = crate::epochs::removed_dcs(&topology);
+        status.membership_leader = self.membership.leader();
         Ok(status)
     }
 
@@ -489,6 +507,21 @@ impl Node {
                 };
                 self.heartbeats.heard(peer, hb.sent_at_us);
                 reply(Body::Ack(AckReply {}))
+            }
+            Body::Raft(m) => {
+                let Some(peer) = from.node() else {
+                    return err(
+                        error_code::MALFORMED,
+                        format!("Raft messages are accepted from nodes only, not from {from}"),
+                    );
+                };
+                match &self.raft {
+                    Some(inbox) => {
+                        inbox.deliver(peer, m.data);
+                        reply(Body::Ack(AckReply {}))
+                    }
+                    None => err(error_code::MALFORMED, "this node runs no membership peer (failover is off)".into()),
+                }
             }
             _ => err(error_code::MALFORMED, "unexpected message kind".into()),
         }

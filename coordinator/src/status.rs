@@ -106,6 +106,11 @@ impl StatusBoard {
         *self.suspects.lock().unwrap_or_else(|p| p.into_inner()) = Suspects { nodes, dcs, total };
     }
 
+    /// The DCs the failure detector suspects now (every node of the DC), ascending.
+    pub fn suspected_dcs(&self) -> Vec<DcId> {
+        self.suspects.lock().unwrap_or_else(|p| p.into_inner()).dcs.clone()
+    }
+
     /// A recovery of `txn` starts.
     fn recovery_starts(&self, txn: TxnId) {
         self.recoveries_started.fetch_add(1, Relaxed);

@@ -72,6 +72,10 @@ pub struct CoordinatorOptions {
     /// them from its file's `timeouts.detector`, [`crate::NodeTimeouts::apply`]). Read through
     /// [`CoordinatorOptions::detector_timeouts`].
     pub detector: Option<crate::liveness::DetectorTimeouts>,
+    /// Run the node's membership Raft peer and remove a DC that a majority of the Raft voters
+    /// suspect, in a new placement epoch (issue 13; `crate::membership_task`). Off by
+    /// default (embedded clusters, tests); `redt node` turns it on unless `--no-failover`.
+    pub failover: bool,
     /// Deliberate bugs and injected faults (tests only).
     pub mutations: CoordinatorMutations,
 }
@@ -116,6 +120,7 @@ impl Default for CoordinatorOptions {
             clock_skew_bound: Duration::from_millis(250),
             recovery: None,
             detector: None,
+            failover: false,
             mutations: CoordinatorMutations::default(),
         }
     }

@@ -87,6 +87,9 @@ pub enum Error {
     /// membership command.
     #[error("membership command codec: {0}")]
     Codec(#[from] serde_json::Error),
+    /// A Raft message from the wire does not decode.
+    #[error("undecodable raft message: {0}")]
+    MessageCodec(String),
 }
 
 /// Result of this crate's fallible calls.

@@ -63,6 +63,20 @@ pub fn raft_id(node: NodeId) -> u64 {
     u64::from(node.0) + 1
 }
 
+/// Encodes a Raft message for the wire (raft-rs's protobuf encoding, `eraftpb::Message`).
+pub fn encode_message(message: &Message) -> Vec<u8> {
+    // Encoding an in-memory message into a vector cannot fail (no size limit is set).
+    protobuf::Message::write_to_bytes(message).unwrap_or_default()
+}
+
+/// Decodes a Raft message from the wire.
+///
+/// # Errors
+/// [`Error::MessageCodec`] if `data` is not a protobuf `eraftpb::Message`.
+pub fn decode_message(data: &[u8]) -> Result<Message> {
+    <Message as protobuf::Message>::parse_from_bytes(data).map_err(|e| Error::MessageCodec(e.to_string()))
+}
+
 /// Returns the node of a Raft peer id, or `None` for 0 or an id beyond the node id range.
 pub fn node_of(raft_id: u64) -> Option<NodeId> {
     raft_id.checked_sub(1).and_then(|n| u16::try_from(n).ok()).map(NodeId)

@@ -43,7 +43,8 @@ impl Target {
     async fn submit(&self, c: ProcedureCall) -> TxnOutcome {
         match self {
             Target::Embedded(cl, n) => cl.node(*n).submit(c).await,
-            Target::Remote(cl, n) => cl.submit(*n, c).await,
+            // A dead coordinator (its DC lost) is passed over for a live one (issue 13).
+            Target::Remote(cl, n) => cl.submit_failover(*n, c).await.1,
         }
     }
 }

@@ -33,6 +33,14 @@ pub struct NodeArgs {
     /// Directory of the shared-memory MemStore files of this host.
     #[arg(long, default_value = "/dev/shm")]
     pub shm_dir: PathBuf,
+    /// This node's data directory: the membership's Raft log (`raft/`) lives under it, so a
+    /// restarted node rejoins with it (defaults to `run/data/<node>`).
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
+    /// Run without the membership Raft peer: no DC is ever removed from the placement, and a
+    /// dead DC stops the partitions it holds until it returns (issue 13 turns failover on).
+    #[arg(long)]
+    pub no_failover: bool,
     /// Records per partition of the first table to load into this node's replicas when its
     /// MemStore is new (0: none).
     #[arg(long, default_value_t = 0)]
@@ -120,6 +128,10 @@ pub enum ClusterCmd {
         /// largest RTT, at least 500 ms).
         #[arg(long, value_name = "DURATION", value_parser = positive_duration)]
         phase1_timeout: Option<Duration>,
+        /// Start every node with `--no-failover`: a dead DC stays in the placement (its
+        /// partitions wait for it) instead of being removed in a new epoch.
+        #[arg(long)]
+        no_failover: bool,
     },
     /// Kills one node's process with SIGKILL, as a crash would (for drills; see also
     /// `redt bench ycsb --kill`).
@@ -228,8 +240,13 @@ pub fn node(a: &NodeArgs) -> Result<()> {
         let options = timeouts.apply(CoordinatorOptions {
             protocol: a.protocol,
             early_ack: !a.no_early_ack,
+            // Failover runs the RedT protocol's epochs; the baselines keep their placement.
+            failover: !a.no_failover && a.protocol == Protocol::Redt,
             ..CoordinatorOptions::default()
         });
+        let data_dir = a.data_dir.clone().unwrap_or_else(|| PathBuf::from("run/data").join(&me.name));
+        std::fs::create_dir_all(&data_dir)
+            .with_context(|| format!("creating the data directory {}", data_dir.display()))?;
         let node = Node::start(NodeParts {
             topology: topo.clone(),
             node: me.id,
@@ -239,6 +256,7 @@ pub fn node(a: &NodeArgs) -> Result<()> {
             wan,
             options,
             stats: Arc::new(TxnStats::default()),
+            data_dir: Some(data_dir),
         })?;
         println!(
             "{} ready on {} (dc {}, protocol {}, pid {})",
@@ -273,6 +291,7 @@ pub fn cluster(cmd: &ClusterCmd) -> Result<()> {
             protocol,
             clock_skew_bound,
             phase1_timeout,
+            no_failover,
         } => up(
             config,
             run_dir,
@@ -280,6 +299,7 @@ pub fn cluster(cmd: &ClusterCmd) -> Result<()> {
             shm_dir,
             *protocol,
             Timing { clock_skew_bound: *clock_skew_bound, phase1_timeout: *phase1_timeout },
+            *no_failover,
         ),
         ClusterCmd::Down { run_dir, wipe } => down(run_dir, *wipe),
         ClusterCmd::Kill { run_dir, node } => {
@@ -322,7 +342,15 @@ struct Timing {
     phase1_timeout: Option<Duration>,
 }
 
-fn up(config: &Path, run_dir: &Path, rpp: u64, shm_dir: &Path, protocol: Protocol, timing: Timing) -> Result<()> {
+fn up(
+    config: &Path,
+    run_dir: &Path,
+    rpp: u64,
+    shm_dir: &Path,
+    protocol: Protocol,
+    timing: Timing,
+    no_failover: bool,
+) -> Result<()> {
     let topo = load_topology(Some(config))?;
     // Every node resolves the same timeouts from the same file and flags; a bad combination
     // is refused here, before any node starts.
@@ -352,8 +380,13 @@ fn up(config: &Path, run_dir: &Path, rpp: u64, shm_dir: &Path, protocol: Protoco
         args.extend(["--config".into(), std::path::absolute(config)?.display().to_string()]);
         args.extend(["--certs".into(), std::path::absolute(&certs)?.display().to_string()]);
         args.extend(["--shm-dir".into(), std::path::absolute(shm_dir)?.display().to_string()]);
+        let data = std::path::absolute(run_dir.join("data").join(&n.name))?;
+        args.extend(["--data-dir".into(), data.display().to_string()]);
         args.extend(["--records-per-partition".into(), rpp.to_string()]);
         args.extend(["--protocol".into(), protocol.name().into()]);
+        if no_failover {
+            args.push("--no-failover".into());
+        }
         if let Some(bound) = timing.clock_skew_bound {
             args.extend(["--clock-skew-bound".into(), humantime::format_duration(bound).to_string()]);
         }
@@ -511,6 +544,8 @@ fn down(run_dir: &Path, wipe: bool) -> Result<()> {
                 let _ = std::fs::remove_file(redt_dc_executor::verbs::shared_file(&shm_dir, &prefix, n.id));
             }
         }
+        // The nodes' data directories (the membership's Raft logs) go with their MemStores.
+        let _ = std::fs::remove_dir_all(run_dir.join("data"));
     }
     println!("cluster down: {stopped} node processes stopped");
     Ok(())

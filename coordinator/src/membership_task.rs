@@ -1,0 +1,357 @@
+//! A real node's membership driver (issue 13; notes/failover.md): the node's peer of the
+//! membership Raft group ([`RaftMembership`]: one voter per DC, the first node of each; every
+//! other node a learner), its Raft messages over the node's QUIC transport (mutual TLS,
+//! [`Body::Raft`]), its log on disk under the node's data directory, and the placement each
+//! committed change makes, adopted by the node ([`Node::adopt`]).
+//!
+//! Removing a dead DC: the leader's failure detector suspects every node of a DC; the leader
+//! then asks every other voter what its own detector says (a `Status` request), and once a
+//! majority of the voters (itself included) suspect the DC it proposes
+//! [`Command::RemoveDc`]. Committed, the change is applied by every peer in log order: a new
+//! epoch whose partitions have no replica in that DC. A leader cut off with a minority
+//! cannot gather the majority (its proposal would not commit anyway).
+//!
+//! A thin driver (STYLE.md §2): Raft's rules live in raft-rs and [`RaftMembership`], the
+//! placement rules in [`redt_replication::Membership`], the confirmation rule in the pure
+//! [`confirmed`]; this file moves their inputs and outputs.
+
+use crate::epochs;
+use crate::error::{Error, Result};
+use crate::node::Node;
+use redt_proto::wire::{Body, RaftMsg, StatusRequest};
+use redt_proto::{majority, DcId, NodeId, PartitionId, Topology};
+use redt_replication::{Command, Membership, RaftMembership, RaftTicks, Status};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+
+/// Raft messages in flight to one peer at most; more are dropped (Raft resends).
+const MAX_IN_FLIGHT: u32 = 64;
+/// Raft messages queued for the driver at most; more are dropped (Raft resends).
+const INBOX: usize = 4096;
+/// How long the leader waits before asking the voters about the same DC again.
+const CONFIRM_EVERY: Duration = Duration::from_millis(200);
+
+/// The Raft voters of `topology` (the first node of each DC) and its learners (every other
+/// node), in id order.
+pub fn raft_peers(topology: &Topology) -> (Vec<NodeId>, Vec<NodeId>) {
+    let voters: Vec<NodeId> = topology.dcs.iter().filter_map(|d| d.nodes.first().copied()).collect();
+    let learners = topology.nodes.iter().map(|n| n.id).filter(|n| !voters.contains(n)).collect();
+    (voters, learners)
+}
+
+/// The length of one Raft tick on `topology`: its largest inter-DC RTT, between 20 ms and
+/// 500 ms. With [`RaftTicks::default`] a leader heartbeats every 2 ticks and a lost leader is
+/// replaced after 10 to 20 ticks.
+pub fn tick_length(topology: &Topology) -> Duration {
+    let rtt = topology.links.iter().flatten().map(|l| l.rtt).max().unwrap_or_default();
+    rtt.clamp(Duration::from_millis(20), Duration::from_millis(500))
+}
+
+/// The placement `membership` describes over `base` (its epoch, each partition's voters).
+pub fn placement_of(base: &Topology, membership: &Membership) -> Topology {
+    let replicas: BTreeMap<PartitionId, Vec<NodeId>> =
+        membership.partitions().map(|(p, r)| (p, r.voters().to_vec())).collect();
+    epochs::placement(base, membership.epoch(), &replicas)
+}
+
+/// The confirmation rule: DC `dc` is to be removed when it is still up in `membership` and a
+/// majority of the `voters` suspect it — `suspecting` is the set of voters whose failure
+/// detector suspects every node of `dc` (the leader's own included).
+pub fn confirmed(membership: &Membership, voters: &[NodeId], dc: DcId, suspecting: &BTreeSet<NodeId>) -> bool {
+    membership.dc_status(dc) == Some(Status::Up)
+        && voters.iter().filter(|v| suspecting.contains(v)).count() >= majority(voters.len())
+}
+
+/// Where incoming Raft messages go: the node's membership driver.
+#[derive(Clone, Debug)]
+pub(crate) struct RaftInbox(mpsc::Sender<(NodeId, Vec<u8>)>);
+
+impl RaftInbox {
+    pub(crate) fn new() -> (RaftInbox, mpsc::Receiver<(NodeId, Vec<u8>)>) {
+        let (tx, rx) = mpsc::channel(INBOX);
+        (RaftInbox(tx), rx)
+    }
+
+    /// Queues a message from `from` (dropped when the driver is behind: Raft resends).
+    pub(crate) fn deliver(&self, from: NodeId, data: Vec<u8>) {
+        let _ = self.0.try_send((from, data));
+    }
+}
+
+/// The membership state a node reports in `redt status`.
+#[derive(Debug, Default)]
+pub(crate) struct MembershipView {
+    /// The leader's node id plus one (0: none known).
+    leader: AtomicU32,
+}
+
+impl MembershipView {
+    /// The leader as last known.
+    pub(crate) fn leader(&self) -> Option<NodeId> {
+        match self.leader.load(Ordering::Relaxed) {
+            0 => None,
+            n => u16::try_from(n - 1).ok().map(NodeId),
+        }
+    }
+}
+
+/// Starts `node`'s membership driver, its Raft log in `dir` (`None`: in memory, lost with the
+/// process — embedded clusters), fed by `inbox`.
+///
+/// # Errors
+/// [`Error::Io`] outside a Tokio runtime; [`Error::Topology`] if the Raft log cannot be opened
+/// (another node's or group's directory, a corrupt file) or the group cannot be formed.
+pub(crate) fn spawn(
+    node: &Arc<Node>,
+    dir: Option<PathBuf>,
+    inbox: mpsc::Receiver<(NodeId, Vec<u8>)>,
+    view: Arc<MembershipView>,
+) -> Result<()> {
+    let runtime = tokio::runtime::Handle::try_current()
+        .map_err(|_| Error::Io(std::io::Error::other("a node's membership driver needs a Tokio runtime")))?;
+    let base = node.epochs.get_or_current(node.topology().epoch);
+    let peer = open(&base, node.id, dir.as_ref())?;
+    if let Some(r) = peer.recovery() {
+        tracing::info!(
+            node = %node.id,
+            term = r.term,
+            commit = r.commit,
+            dropped_tail_bytes = r.dropped_tail_bytes,
+            epoch = %peer.membership().epoch(),
+            "membership log reopened"
+        );
+    }
+    adopt(node, &base, peer.membership());
+    runtime.spawn(run(Arc::downgrade(node), base, peer, dir, inbox, view));
+    Ok(())
+}
+
+/// Opens (or creates) the Raft peer of `me` over `base`'s initial membership.
+fn open(base: &Topology, me: NodeId, dir: Option<&PathBuf>) -> Result<RaftMembership> {
+    let fail = |e: redt_replication::Error| Error::Topology(format!("membership: {e}"));
+    let factor = base.partitions.iter().map(|p| p.replicas.len()).max().unwrap_or(1);
+    let membership = Membership::from_topology(base, factor).map_err(fail)?;
+    let (voters, learners) = raft_peers(base);
+    match dir {
+        Some(dir) => RaftMembership::open(dir, me, &voters, &learners, membership, RaftTicks::default()),
+        None => RaftMembership::new(me, &voters, &learners, membership, RaftTicks::default()),
+    }
+    .map_err(fail)
+}
+
+/// Makes `membership`'s placement the node's current one (a no-op if not newer).
+fn adopt(node: &Node, base: &Topology, membership: &Membership) {
+    if membership.epoch() > node.epochs.epoch() {
+        node.adopt(Arc::new(placement_of(base, membership)));
+    }
+}
+
+/// What one voter answered about a suspected DC: the round, the voter, whether it suspects it.
+type Answer = (u64, NodeId, bool);
+
+async fn run(
+    node: Weak<Node>,
+    base: Arc<Topology>,
+    mut peer: RaftMembership,
+    dir: Option<PathBuf>,
+    mut inbox: mpsc::Receiver<(NodeId, Vec<u8>)>,
+    view: Arc<MembershipView>,
+) {
+    let (voters, _) = raft_peers(&base);
+    let mut tick = tokio::time::interval(tick_length(&base));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let in_flight: Arc<std::sync::Mutex<HashMap<NodeId, u32>>> = Arc::default();
+    // The confirmation under way: its round, the DC, the voters suspecting it so far.
+    let mut round = 0u64;
+    let mut asking: Option<(u64, DcId, BTreeSet<NodeId>)> = None;
+    let mut asked_at: HashMap<DcId, Instant> = HashMap::new();
+    let mut answers: JoinSet<Answer> = JoinSet::new();
+    loop {
+        let Some(n) = node.upgrade().filter(|n| !n.is_closed()) else { return };
+        let step = tokio::select! {
+            _ = tick.tick() => {
+                let r = peer.handle_tick();
+                if r.is_ok() && peer.is_leader() && asking.is_none() {
+                    if let Some(dc) = next_suspect(&n, &peer, &asked_at) {
+                        asked_at.insert(dc, Instant::now());
+                        round += 1;
+                        asking = Some((round, dc, BTreeSet::from([n.id])));
+                        ask_voters(&n, &voters, dc, round, &mut answers);
+                    }
+                }
+                r
+            }
+            Some((from, data)) = inbox.recv() => match redt_replication::decode_message(&data) {
+                Ok(m) => peer.handle_message(m),
+                Err(e) => {
+                    tracing::debug!(node = %n.id, %from, "undecodable Raft message: {e}");
+                    Ok(())
+                }
+            },
+            Some(Ok((r, voter, suspects))) = answers.join_next() => {
+                if let Some((ar, dc, suspecting)) = asking.as_mut() {
+                    if *ar == r && suspects {
+                        suspecting.insert(voter);
+                    }
+                    let dc = *dc;
+                    if confirmed(peer.membership(), &voters, dc, suspecting) {
+                        asking = None;
+                        answers.abort_all();
+                        tracing::warn!(node = %n.id, %dc, "a majority of the voters suspect the DC: proposing its removal");
+                        peer.propose(&Command::RemoveDc(dc))
+                    } else {
+                        if answers.is_empty() {
+                            asking = None;
+                        }
+                        Ok(())
+                    }
+                } else {
+                    Ok(())
+                }
+            }
+        };
+        if let Err(e) = step {
+            tracing::error!(node = %n.id, "membership peer failed: {e}; reopening it");
+            match open(&base, n.id, dir.as_ref()) {
+                Ok(p) => peer = p,
+                Err(e) => {
+                    tracing::error!(node = %n.id, "membership peer cannot be reopened: {e}; it stops");
+                    return;
+                }
+            }
+        }
+        while let Some(m) = peer.poll_message() {
+            send(&n, m, &in_flight);
+        }
+        let mut changed = false;
+        while let Some(a) = peer.poll_applied() {
+            match a.outcome {
+                Ok(c) => {
+                    tracing::info!(node = %n.id, index = a.index, command = ?a.command, "membership change applied");
+                    changed |= c.placement_changed();
+                }
+                Err(why) => {
+                    tracing::info!(node = %n.id, index = a.index, command = ?a.command, "membership change refused: {why:?}")
+                }
+            }
+        }
+        if changed {
+            adopt(&n, &base, peer.membership());
+        }
+        let leader = peer.leader().and_then(redt_replication::node_of).map_or(0, |l| u32::from(l.0) + 1);
+        view.leader.store(leader, Ordering::Relaxed);
+    }
+}
+
+/// The DC the leader `n` should ask the voters about: one its own detector suspects, still up
+/// in the membership, not its own, not asked within [`CONFIRM_EVERY`].
+fn next_suspect(n: &Node, peer: &RaftMembership, asked_at: &HashMap<DcId, Instant>) -> Option<DcId> {
+    let my_dc = n.topology().nodes.get(n.id.0 as usize).map(|x| x.dc)?;
+    n.board
+        .suspected_dcs()
+        .into_iter()
+        .filter(|&d| d != my_dc && peer.membership().dc_status(d) == Some(Status::Up))
+        .find(|d| asked_at.get(d).is_none_or(|t| t.elapsed() >= CONFIRM_EVERY))
+}
+
+/// Asks every voter but `n` itself whether it suspects `dc` (its `redt status` view).
+fn ask_voters(n: &Arc<Node>, voters: &[NodeId], dc: DcId, round: u64, answers: &mut JoinSet<Answer>) {
+    for &v in voters.iter().filter(|&&v| v != n.id) {
+        let envelope = n.envelope(Body::Status(StatusRequest { count_locks: false }));
+        let transport = n.transport().clone();
+        let wait = tick_length(&n.topology()) * 4;
+        answers.spawn(async move {
+            let reply = tokio::time::timeout(wait, transport.call(v, envelope)).await;
+            let suspects = match reply {
+                Ok(Ok(r)) => match r.body {
+                    Some(Body::NodeStatus(s)) => s.suspected_dcs.contains(&u32::from(dc.0)),
+                    _ => false,
+                },
+                _ => false,
+            };
+            (round, v, suspects)
+        });
+    }
+}
+
+/// Sends one Raft message in the background (dropped if too many are in flight to its peer).
+fn send(n: &Arc<Node>, m: redt_replication::RaftMessage, in_flight: &Arc<std::sync::Mutex<HashMap<NodeId, u32>>>) {
+    let Some(to) = redt_replication::node_of(m.to) else { return };
+    {
+        let mut f = in_flight.lock().unwrap_or_else(|p| p.into_inner());
+        let c = f.entry(to).or_default();
+        if *c >= MAX_IN_FLIGHT {
+            return;
+        }
+        *c += 1;
+    }
+    let data = redt_replication::encode_message(&m);
+    let envelope = n.envelope(Body::Raft(RaftMsg { data }));
+    let transport = n.transport().clone();
+    let in_flight = in_flight.clone();
+    tokio::spawn(async move {
+        match transport.call(to, envelope).await {
+            Ok(reply) => {
+                if let Some(Body::Error(e)) = reply.body {
+                    tracing::debug!(%to, "Raft message refused: {}", e.message);
+                }
+            }
+            Err(e) => tracing::trace!(%to, "Raft message not delivered: {e}"),
+        }
+
+        if let Some(c) = in_flight.lock().unwrap_or_else(|p| p.into_inner()).get_mut(&to) {
+            *c = c.saturating_sub(1);
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn topology() -> Topology {
+        Topology::from_yaml("default.yaml", include_str!("../../configs/default.yaml")).expect("default.yaml is valid")
+    }
+
+    #[test]
+    fn one_voter_per_dc_and_every_other_node_learns() {
+        let t = topology();
+        let (voters, learners) = raft_peers(&t);
+        assert_eq!(voters.len(), t.dcs.len());
+        assert_eq!(voters.len() + learners.len(), t.nodes.len());
+        for d in &t.dcs {
+            assert!(voters.contains(&d.nodes[0]));
+        }
+    }
+
+    #[test]
+    fn a_majority_of_voters_confirms_a_removal_once() {
+        let t = topology();
+        let factor = t.partitions.iter().map(|p| p.replicas.len()).max().unwrap();
+        let mut m = Membership::from_topology(&t, factor).unwrap();
+        let (voters, _) = raft_peers(&t);
+        let dead = DcId(1);
+        let others: Vec<NodeId> = voters.iter().copied().filter(|v| t.nodes[v.0 as usize].dc != dead).collect();
+        let some: BTreeSet<NodeId> = others.iter().take(majority(voters.len()) - 1).copied().collect();
+        assert!(!confirmed(&m, &voters, dead, &some), "one short of a majority");
+        let all: BTreeSet<NodeId> = others.iter().copied().collect();
+        assert!(confirmed(&m, &voters, dead, &all));
+        m.apply(&Command::RemoveDc(dead)).unwrap();
+        assert!(!confirmed(&m, &voters, dead, &all), "a removed DC is not removed again");
+        let p = placement_of(&t, &m);
+        assert_eq!(p.epoch, m.epoch());
+        assert_eq!(epochs::removed_dcs(&p), vec![dead]);
+    }
+
+    #[test]
+    fn ticks_follow_the_rtt_within_bounds() {
+        let t = topology();
+        let rtt = t.links.iter().flatten().map(|l| l.rtt).max().unwrap();
+        assert_eq!(tick_length(&t), rtt.clamp(Duration::from_millis(20), Duration::from_millis(500)));
+    }
+}

@@ -1,0 +1,80 @@
+//! Failover on a real (embedded, QUIC over loopback) cluster (issue 13): the membership Raft
+//! group elects a leader; when every node of a DC dies, a majority of the voters suspects it,
+//! the leader removes it in a new epoch, every survivor adopts it, and the partitions it held
+//! (n = 3, Q = 3: nothing could commit on them without it) commit again.
+
+use redt_coordinator::call::kv_call;
+use redt_coordinator::{CoordinatorOptions, EmbeddedCluster, TxnStatus};
+use redt_dc_executor::KvOp;
+use redt_proto::{DcId, Epoch, NodeId, TableId, Topology};
+use std::time::{Duration, Instant};
+
+const KV: TableId = TableId(2);
+
+fn local_fast(name: &str, port: u16) -> Topology {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../configs/local-fast.yaml");
+    let text = std::fs::read_to_string(path).expect("configs/local-fast.yaml");
+    let text =
+        text.replace(":7100\"", &format!(":{port}\"")).replace("\nname: local-fast\n", &format!("\nname: {name}\n"));
+    Topology::from_yaml(path, &text).expect("the edited local-fast.yaml is valid")
+}
+
+/// Polls `check` every 20 ms until it holds or `limit` passes; returns how long it took.
+async fn until(limit: Duration, what: &str, mut check: impl AsyncFnMut() -> bool) -> Duration {
+    let t0 = Instant::now();
+    while !check().await {
+        assert!(t0.elapsed() < limit, "{what}: not within {limit:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    t0.elapsed()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_dc_is_removed_and_its_partitions_commit_again() {
+    let options = CoordinatorOptions { failover: true, ..CoordinatorOptions::default() };
+    let cluster = EmbeddedCluster::start(local_fast("failover-test-remove", 7710), options).await.expect("starts");
+    let t = cluster.topology.clone();
+    let survivors: Vec<NodeId> = t.nodes.iter().map(|n| n.id).filter(|n| t.nodes[n.0 as usize].dc != DcId(1)).collect();
+    let dead: Vec<NodeId> = t.dcs[1].nodes.clone();
+    until(Duration::from_secs(10), "a membership leader", async || {
+        for &n in &survivors {
+            if cluster.node(n).status(false).await.is_ok_and(|s| s.membership_leader.is_some()) {
+                return true;
+            }
+        }
+        false
+    })
+    .await;
+    // A key of a partition with a replica in dc2 (node 1 in local-fast).
+    let schema = t.table(KV).expect("kv");
+    let key = (0..).find(|&k| t.partitions[t.partition_of(schema, k).0 as usize].replicas.contains(&dead[0])).unwrap();
+    let coordinator = survivors[0];
+    let out = cluster.node(coordinator).submit(kv_call(KV, &[KvOp::Add(key, 1)])).await;
+    assert_eq!(out.status, TxnStatus::Committed, "commits before the failure");
+
+    for &n in &dead {
+        cluster.node(n).shutdown();
+    }
+    let took = until(Duration::from_secs(20), "every survivor at epoch 2", async || {
+        survivors.iter().all(|&n| cluster.node(n).epochs().epoch() == Epoch(t.epoch.0 + 1))
+    })
+    .await;
+    eprintln!("epoch 2 everywhere {took:?} after the kill");
+    for &n in &survivors {
+        let s = cluster.node(n).status(false).await.expect("status");
+        assert_eq!(s.removed_dcs, vec![DcId(1)], "{n}");
+    }
+    // The partition that lost its replica in dc2 commits again, now with n = 2.
+    let mut last = None;
+    for _ in 0..50 {
+        let out = cluster.node(coordinator).submit(kv_call(KV, &[KvOp::Add(key, 1), KvOp::Read(key)])).await;
+        if out.status == TxnStatus::Committed {
+            last = None;
+            break;
+        }
+        last = Some(out.status);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(last, None, "a write to the shrunk partition commits in the new epoch");
+    cluster.shutdown();
+}
