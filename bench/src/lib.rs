@@ -8,6 +8,7 @@ pub mod cluster;
 pub mod compare;
 pub mod csv;
 pub mod drill;
+pub mod drill_plan;
 pub mod elle;
 pub mod history;
 pub mod jepsen;
