@@ -510,8 +510,7 @@ impl Watch {
         }
         let decided = |nodes: &[NodeId], since_unix_ms: u64| {
             nodes.iter().all(|n| {
-                ok.get(n)
-                    .is_some_and(|v| v.oldest_undecided_unix_ms == 0 || v.oldest_undecided_unix_ms > since_unix_ms)
+                ok.get(n).is_some_and(|v| v.oldest_undecided_unix_ms == 0 || v.oldest_undecided_unix_ms > since_unix_ms)
             })
         };
         for i in 0..self.events.len() {

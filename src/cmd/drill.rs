@@ -342,6 +342,8 @@ pub fn run(a: &DrillCmdArgs) -> Result<()> {
 pub struct Outputs {
     csv: Option<PathBuf>,
     chart: Option<PathBuf>,
+    /// Whether the chart was asked for by name (`--chart`), not only implied by `--out`.
+    chart_asked: bool,
 }
 
 impl Outputs {
@@ -350,13 +352,15 @@ impl Outputs {
         Outputs {
             csv: csv.map(Path::to_path_buf).or_else(|| out.map(|d| d.join("timeline.csv"))),
             chart: chart.map(Path::to_path_buf).or_else(|| out.map(|d| d.join("timeline.svg"))),
+            chart_asked: chart.is_some(),
         }
     }
 
-    /// Writes the timeline CSV and chart asked for, saying so unless `quiet`.
+    /// Writes the timeline CSV and chart asked for, saying so when `say`.
     ///
     /// # Errors
-    /// A file that cannot be written; no font for the chart (the CSV is written first).
+    /// A file that cannot be written; a chart asked for by `--chart` that cannot be drawn (no
+    /// font: one implied by `--out` is then skipped with a warning). The CSV is written first.
     pub fn save(&self, report: &DrillReport, title: &str, say: bool) -> Result<()> {
         if let Some(f) = &self.csv {
             drill::write_timeline_csv(f, report).map_err(anyhow::Error::msg)?;
@@ -365,9 +369,11 @@ impl Outputs {
             }
         }
         if let Some(f) = &self.chart {
-            let png = drill::write_timeline_chart(f, report, title).map_err(anyhow::Error::msg)?;
-            if say {
-                println!("  chart written to {} and {}", f.display(), png.display());
+            match drill::write_timeline_chart(f, report, title) {
+                Ok(png) if say => println!("  chart written to {} and {}", f.display(), png.display()),
+                Ok(_) => {}
+                Err(e) if !self.chart_asked => eprintln!("warning: chart not drawn: {e}"),
+                Err(e) => bail!(e),
             }
         }
         Ok(())
