@@ -630,13 +630,13 @@ async fn execute(
         let mut done = Vec::new();
         while let Some(r) = set.join_next().await {
             match r {
-                Ok(x) => done.push(x),
-                Err(e) => done.push((usize::MAX, Effect::Kill(NodeId(u16::MAX)), Err(format!("effect task: {e}")))),
+                Ok((k, e, r)) => done.push((k, Some(e), r)),
+                Err(e) => done.push((usize::MAX, None, Err(format!("effect task: {e}")))),
             }
         }
         done.sort_by_key(|(k, _, _)| *k);
         for (_, e, r) in done {
-            if let (Effect::Start(n), Ok(_)) = (&e, &r) {
+            if let (Some(Effect::Start(n)), Ok(_)) = (&e, &r) {
                 down.remove(*n);
             }
             out.push(r);
@@ -652,13 +652,9 @@ fn lock(w: &Mutex<Watch>) -> std::sync::MutexGuard<'_, Watch> {
 
 /// Runs the plan of `setup` from `start`: carries each action out at its time (kills mark
 /// their nodes down at once), polls the status of every node up every [`BUCKET`] until
-/// `until` after `start` and every action has finished, and returns what it saw.
-pub async fn run(setup: &DrillSetup, start: Instant) -> Watch {
-    run_until(setup, start, Duration::ZERO).await
-}
-
-/// [`run`], polling at least until `until` after `start`.
-pub async fn run_until(setup: &DrillSetup, start: Instant, until: Duration) -> Watch {
+/// `until` after `start` (at least until the last action) and every action has finished, and
+/// returns what it saw.
+pub async fn run(setup: &DrillSetup, start: Instant, until: Duration) -> Watch {
     let watch = Arc::new(Mutex::new(Watch::new(&setup.topo, &setup.plan)));
     let actions = {
         let (plan, topo, driver, down, on_log, watch) = (

@@ -200,11 +200,12 @@ pub async fn run_drill_ycsb(
                         TxnStatus::Unknown(_) => Told::Unknown,
                     };
                     if checked {
-                        let (s, a) = (us(submitted - origin), us(answered - origin));
+                        let (s, a) = (us(submitted.duration_since(origin)), us(answered.duration_since(origin)));
                         writes.record(client_id, seq, &written, s, a, told);
                     }
                     if let Some(&from) = measured_from.get() {
-                        let (s, a) = (submitted.saturating_duration_since(from), answered - from);
+                        let (s, a) =
+                            (submitted.saturating_duration_since(from), answered.saturating_duration_since(from));
                         let k = match told {
                             Told::Committed => {
                                 let _ = hist
@@ -253,7 +254,7 @@ pub async fn run_drill_ycsb(
         counts_from_status: false,
     };
     let until = cfg.duration;
-    let drill_task = tokio::spawn(async move { drill::run_until(&setup, started, until).await });
+    let drill_task = tokio::spawn(async move { drill::run(&setup, started, until).await });
     while started.elapsed() < cfg.duration {
         tokio::time::sleep(Duration::from_millis(100)).await;
         run.set_position(started.elapsed().as_millis() as u64);

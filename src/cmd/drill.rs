@@ -314,7 +314,7 @@ pub fn run(a: &DrillCmdArgs) -> Result<()> {
             }),
             counts_from_status: true,
         };
-        let watch = drill::run_until(&setup, Instant::now(), duration).await;
+        let watch = drill::run(&setup, Instant::now(), duration).await;
         let settled = drill::settle(&watcher, &down.snapshot()).await;
         anyhow::Ok(drill::report(&watch, &timeline.snapshot(), duration, &settled, None))
     })?;
