@@ -46,6 +46,24 @@ enum Command {
     Status(cmd::status::StatusArgs),
     /// The deterministic whole-cluster simulation with faults: replay one seed, or soak.
     Sim(cmd::sim::SimArgs),
+    /// Runs a drill plan of scheduled faults against a running cluster (`redt cluster up`):
+    /// prints each inject, heal and what the nodes' status shows as it happens, then a
+    /// summary (detection, in-flight transactions decided, time to full throughput, heal to
+    /// nothing suspected, false suspicions, what was left); `--out DIR` saves the timeline
+    /// (CSV, SVG, PNG) and the summary (JSON).
+    ///
+    /// The plan: events separated by `;`, each a fault, `at T` (since the drill's start) and
+    /// an optional heal after `D`, in any order: `kill-dc DC [restart-after D]` (SIGKILL every
+    /// node of the DC; start them again), `kill-node NODE [restart-after D]`, `partition
+    /// DCS|DCS [heal-after D]` (cut every link between two disjoint comma-separated DC sets,
+    /// both ways), `slow-link A B rtt R [for D]` (both directions of one link; then back to the
+    /// topology file's RTT). Durations are humantime tokens without spaces (`10s`, `1500ms`).
+    /// Example: "kill-dc dc2 at 10s restart-after 30s; partition dc1|dc2,dc3,dc4 at 5s
+    /// heal-after 10s; slow-link dc1 dc2 rtt 200ms at 1s for 5s". The commits counted are the
+    /// nodes' client answers (from `redt status`); run the same plan under the bench's clients
+    /// with `redt bench ycsb --cluster F --drill PLAN` for latency, per-partition unavailability
+    /// and the acknowledged-commits check.
+    Drill(cmd::drill::DrillCmdArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -115,5 +133,6 @@ fn main() -> Result<()> {
         Command::Config(ConfigCmd::Check { file }) => config_check(file),
         Command::Sim(a) => cmd::sim::run_sim(a),
         Command::Status(a) => cmd::status::run(a),
+        Command::Drill(a) => cmd::drill::run(a),
     }
 }

@@ -1,5 +1,7 @@
-//! Sweep charts (plotters): throughput in the top panel, p50 and p99 latency in the bottom
-//! one, against the swept parameter, one curve per protocol; as SVG and as PNG.
+//! Charts (plotters), as SVG and as PNG. Sweep charts: throughput in the top panel, p50 and
+//! p99 latency in the bottom one, against the swept parameter, one curve per protocol. Drill
+//! timelines ([`write_timeline_charts`]): commits, aborts and unknown answers per second over
+//! time on top, the p99 latency per second below, a dashed line at every inject and heal.
 //!
 //! Text in the PNG needs a TrueType font: the first of `$REDT_FONT`, DejaVu Sans, Liberation
 //! Sans or FreeSans found on the system is used (Debian's `fonts-dejavu-core`). Without one
@@ -238,6 +240,165 @@ pub fn write_charts(spec: &ChartSpec, series: &[ChartSeries], svg: &Path, png: &
     draw(BitMapBackend::new(png, SIZE).into_drawing_area(), spec, series).map_err(|e| format!("{}: {e}", png.display()))
 }
 
+/// A drill's timeline (see [`write_timeline_charts`]).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct TimelineSeries {
+    /// Width of one bucket, s.
+    pub bucket_s: f64,
+    /// Commits per second in each bucket, from time 0.
+    pub committed_per_s: Vec<f64>,
+    /// Aborts per second in each bucket.
+    pub aborted_per_s: Vec<f64>,
+    /// Unknown answers per second in each bucket.
+    pub unknown_per_s: Vec<f64>,
+    /// `(time s, p99 ms)` per second (the middle of the second).
+    pub p99_ms: Vec<(f64, f64)>,
+    /// `(time s, label)` of every inject and heal.
+    pub markers: Vec<(f64, String)>,
+}
+
+/// Colour of the event markers.
+const MARKER: RGBColor = RGBColor(110, 110, 110);
+
+fn draw_timeline<DB: DrawingBackend>(
+    root: DrawingArea<DB, Shift>,
+    spec: &ChartSpec,
+    s: &TimelineSeries,
+) -> Result<(), String>
+where
+    DB::ErrorType: 'static,
+{
+    let e = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
+    root.fill(&WHITE).map_err(e)?;
+    let root = root.titled(&spec.title, ("sans-serif", 22)).map_err(e)?;
+    let lines: Vec<&str> = spec.subtitle.lines().collect();
+    let (sub, body) = root.split_vertically(8 + 17 * lines.len() as u32);
+    let style = ("sans-serif", 13).into_font().color(&RGBColor(90, 90, 90));
+    for (i, l) in lines.iter().enumerate() {
+        sub.draw_text(l, &style, (60, 4 + 17 * i as i32)).map_err(e)?;
+    }
+    let (top, bottom) = body.split_vertically(body.dim_in_pixel().1 * 3 / 5);
+    let n = s.committed_per_s.len().max(s.aborted_per_s.len()).max(s.unknown_per_s.len());
+    let x_max = (n as f64 * s.bucket_s).max(s.markers.iter().map(|m| m.0).fold(0.0, f64::max)).max(1.0);
+    let at = |i: usize| i as f64 * s.bucket_s;
+    let y_max =
+        s.committed_per_s.iter().chain(&s.aborted_per_s).chain(&s.unknown_per_s).copied().fold(0.0, f64::max).max(1.0)
+            * 1.6;
+    let mut c = ChartBuilder::on(&top)
+        .margin(12)
+        .x_label_area_size(36)
+        .y_label_area_size(70)
+        .build_cartesian_2d(0.0..x_max, 0.0..y_max)
+        .map_err(e)?;
+    c.configure_mesh()
+        .x_desc(&spec.x_label)
+        .y_desc("per second (100 ms steps)")
+        .y_label_formatter(&|y| format!("{y:.0}"))
+        .label_style(("sans-serif", 13))
+        .axis_desc_style(("sans-serif", 14))
+        .draw()
+        .map_err(e)?;
+    let curves: [(&str, RGBColor, &Vec<f64>); 3] = [
+        ("committed/s", PALETTE[0], &s.committed_per_s),
+        ("aborted/s", PALETTE[1], &s.aborted_per_s),
+        ("unknown/s", PALETTE[4], &s.unknown_per_s),
+    ];
+    for (label, col, v) in curves {
+        c.draw_series(LineSeries::new(v.iter().enumerate().map(|(i, &y)| (at(i), y)), col.stroke_width(2)))
+            .map_err(e)?
+            .label(label)
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], col.stroke_width(2)));
+    }
+    for (i, (t, label)) in s.markers.iter().enumerate() {
+        c.draw_series(DashedLineSeries::new([(*t, 0.0), (*t, y_max)], 6, 4, MARKER.stroke_width(1))).map_err(e)?;
+        // Labels step down so that close marks stay readable, below the legend's band and
+        // above the curves (which stay under 1/1.6 of the height).
+        let y = y_max * (0.84 - 0.05 * (i % 4) as f64);
+        c.draw_series(std::iter::once(Text::new(
+            format!(" {label}"),
+            (*t, y),
+            ("sans-serif", 12).into_font().color(&MARKER),
+        )))
+        .map_err(e)?;
+    }
+    c.configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .label_font(("sans-serif", 13))
+        .draw()
+        .map_err(e)?;
+
+    if s.p99_ms.is_empty() {
+        let style = ("sans-serif", 15).into_font().color(&MARKER);
+        bottom
+            .draw_text("p99 latency: none measured (the commits were counted from the nodes' status)", &style, (90, 40))
+            .map_err(e)?;
+        root.present().map_err(e)?;
+        return Ok(());
+    }
+    let l_max = s.p99_ms.iter().map(|p| p.1).fold(0.0, f64::max).max(1.0) * 1.15;
+    let mut c = ChartBuilder::on(&bottom)
+        .margin(12)
+        .x_label_area_size(36)
+        .y_label_area_size(70)
+        .build_cartesian_2d(0.0..x_max, 0.0..l_max)
+        .map_err(e)?;
+    c.configure_mesh()
+        .x_desc(&spec.x_label)
+        .y_desc("p99 latency (ms)")
+        .y_label_formatter(&|y| format!("{y:.0}"))
+        .label_style(("sans-serif", 13))
+        .axis_desc_style(("sans-serif", 14))
+        .draw()
+        .map_err(e)?;
+    let red = RGBColor(214, 39, 40);
+    // One line per run of consecutive seconds: a second without commits leaves a gap.
+    let mut runs: Vec<Vec<(f64, f64)>> = Vec::new();
+    for &p in &s.p99_ms {
+        match runs.last_mut() {
+            Some(r) if r.last().is_some_and(|q| p.0 - q.0 <= 1.0 + 1e-9) => r.push(p),
+            _ => runs.push(vec![p]),
+        }
+    }
+    for (i, r) in runs.into_iter().enumerate() {
+        let drawn = c.draw_series(LineSeries::new(r, red.stroke_width(2))).map_err(e)?;
+        if i == 0 {
+            drawn
+                .label("p99 per second")
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], red.stroke_width(2)));
+        }
+    }
+    c.draw_series(s.p99_ms.iter().map(|&p| Circle::new(p, 3, red.filled()))).map_err(e)?;
+    for (t, _) in &s.markers {
+        c.draw_series(DashedLineSeries::new([(*t, 0.0), (*t, l_max)], 6, 4, MARKER.stroke_width(1))).map_err(e)?;
+    }
+    c.configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .label_font(("sans-serif", 13))
+        .draw()
+        .map_err(e)?;
+    root.present().map_err(e)?;
+    Ok(())
+}
+
+/// Size of a timeline chart, in pixels.
+pub const TIMELINE_SIZE: (u32, u32) = (1100, 720);
+
+/// Writes the timeline chart of `series` as SVG to `svg` and as PNG to `png`.
+///
+/// # Errors
+/// No font for the text, or a drawing or file error.
+pub fn write_timeline_charts(spec: &ChartSpec, series: &TimelineSeries, svg: &Path, png: &Path) -> Result<(), String> {
+    font()?;
+    draw_timeline(SVGBackend::new(svg, TIMELINE_SIZE).into_drawing_area(), spec, series)
+        .map_err(|e| format!("{}: {e}", svg.display()))?;
+    draw_timeline(BitMapBackend::new(png, TIMELINE_SIZE).into_drawing_area(), spec, series)
+        .map_err(|e| format!("{}: {e}", png.display()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -270,5 +431,31 @@ mod tests {
         for label in ["redt", "2pc-paxos", "redt p50", "2pc-paxos p99"] {
             assert!(text.contains(&format!(">\n{label}\n<")), "legend {label}");
         }
+    }
+
+    #[test]
+    fn writes_a_timeline_with_event_marks() {
+        if font().is_err() {
+            eprintln!("no system font: chart test skipped");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let (svg, png) = (dir.path().join("t.svg"), dir.path().join("t.png"));
+        let series = TimelineSeries {
+            bucket_s: 0.1,
+            committed_per_s: (0..50).map(|i| if (20..30).contains(&i) { 300.0 } else { 1000.0 }).collect(),
+            aborted_per_s: vec![20.0; 50],
+            unknown_per_s: vec![0.0; 50],
+            p99_ms: (0..5).map(|s| (s as f64 + 0.5, 10.0 + s as f64)).collect(),
+            markers: vec![(2.0, "kill-node dc3-n1".into()), (3.0, "heal kill-node dc3-n1".into())],
+        };
+        let spec =
+            ChartSpec { title: "drill".into(), subtitle: "kill-node dc3-n1 at 2s".into(), x_label: "time (s)".into() };
+        write_timeline_charts(&spec, &series, &svg, &png).unwrap();
+        let text = std::fs::read_to_string(&svg).unwrap();
+        for label in ["committed/s", "aborted/s", "p99 per second", "kill-node dc3-n1", "heal kill-node dc3-n1"] {
+            assert!(text.contains(label), "{label}");
+        }
+        assert_eq!(&std::fs::read(&png).unwrap()[1..4], b"PNG");
     }
 }

@@ -7,7 +7,6 @@
 //! node of another DC. [`YcsbConfig`] changes the mix (YCSB core workloads A–D, F) and the
 //! shape (inter-DC ratio, partitions and DCs per transaction); [`draw_txn`] draws.
 
-use crate::drill::{self, Answer, Drill, DrillReport, Timeline};
 use crate::report::{Latency, Outcomes, VerbsPerTxn};
 use crate::ycsb::{MixReport, OpKind, YcsbConfig};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -349,7 +348,7 @@ async fn run_one(node: &Arc<Node>, keys: &KeySpace, txn: &DrawnTxn, table: Table
 }
 
 /// The YCSB table of `topo` (its first table) with its cell count and size.
-fn ycsb_table(topo: &Topology) -> Result<(TableId, usize, usize), String> {
+pub(crate) fn ycsb_table(topo: &Topology) -> Result<(TableId, usize, usize), String> {
     let table = topo.tables.first().ok_or("the topology declares no table")?;
     Ok((table.id, table.cells.len(), table.cells.iter().map(|c| c.bytes as usize).min().unwrap_or(0)))
 }
@@ -494,14 +493,11 @@ pub struct RemoteReport {
     /// included).
     #[serde(flatten)]
     pub outcomes: Outcomes,
-    /// What a failure drill (`--kill`, `--cut`) measured.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub drill: Option<DrillReport>,
 }
 
 /// Runs YCSB against a running cluster of `topo` through its coordinators, with the client
-/// certificate in `certs`, and `drill` during the measured interval if given (see
-/// [`crate::drill`]). The cluster must have been started with at least
+/// certificate in `certs` (failure drills: [`crate::drill_bench`]). The cluster must have been
+/// started with at least
 /// `cfg.records_per_partition` records per partition (`redt cluster up
 /// --records-per-partition N`).
 ///
@@ -511,23 +507,11 @@ pub async fn run_remote_ycsb(
     topo: Topology,
     certs: &std::path::Path,
     cfg: &ClusterConfig,
-    drill: Option<Drill>,
 ) -> Result<RemoteReport, String> {
     use redt_coordinator::Client;
     let topo = Arc::new(topo);
     let (tid, cells, cell_bytes) = ycsb_table(&topo)?;
-    let schema = topo.tables.first().cloned().ok_or("the topology declares no table")?;
     let client = Arc::new(Client::connect(topo.clone(), certs, Duration::from_secs(10)).map_err(|e| e.to_string())?);
-    // The drill asks every node for its status every 100 ms, dead ones included.
-    let watcher = match &drill {
-        Some(_) => {
-            Some(Arc::new(Client::connect(topo.clone(), certs, Duration::from_millis(500)).map_err(|e| e.to_string())?))
-        }
-        None => None,
-    };
-    let failed: Arc<Vec<NodeId>> = Arc::new(drill.as_ref().map(|d| d.failed.clone()).unwrap_or_default());
-    let timeline = Arc::new(Timeline::default());
-    let measured_from: Arc<std::sync::OnceLock<Instant>> = Arc::new(std::sync::OnceLock::new());
     let rpp = cfg.records_per_partition.max(1);
     let keys = Arc::new(KeySpace::new(topo.partitions.len() as u64, rpp));
     let stop = Arc::new(AtomicBool::new(false));
@@ -546,8 +530,6 @@ pub async fn run_remote_ycsb(
                 hist.clone(),
                 cfg.ycsb.clone(),
             );
-            let (topo, schema, failed, timeline, measured_from) =
-                (topo.clone(), schema.clone(), failed.clone(), timeline.clone(), measured_from.clone());
             let node = n.id;
             let shape = TxnShape::new(&topo, node);
             let seed = cfg.seed ^ ((node.0 as u64) << 32 | c as u64);
@@ -563,36 +545,22 @@ pub async fn run_remote_ycsb(
                     if !measuring.load(Ordering::Relaxed) {
                         continue;
                     }
-                    let (k, answer) = match out.status {
+                    let k = match out.status {
                         TxnStatus::Committed => {
                             let _ = hist.lock().expect("histogram").record(t0.elapsed().as_micros().max(1) as u64);
-                            let touched = !failed.is_empty()
-                                && drill::touches(&topo, &failed, node, &txn.partitions(&topo, &schema));
-                            (0, Answer::Committed { touched })
+                            0
                         }
-                        TxnStatus::Aborted(_) => (1, Answer::Aborted),
-                        TxnStatus::Unknown(_) => (2, Answer::Unknown),
+                        TxnStatus::Aborted(_) => 1,
+                        TxnStatus::Unknown(_) => 2,
                     };
                     counts[k].fetch_add(1, Ordering::Relaxed);
-                    if let Some(from) = measured_from.get() {
-                        timeline.count(from.elapsed(), answer);
-                    }
                 }
             });
         }
     }
     tokio::time::sleep(cfg.warmup).await;
     let started = Instant::now();
-    let _ = measured_from.set(started);
     measuring.store(true, Ordering::Relaxed);
-    let drill = drill.map(Arc::new);
-    let drill_task = match (&drill, &watcher) {
-        (Some(d), Some(w)) => {
-            let (d, w, until) = (d.clone(), w.clone(), cfg.duration);
-            Some(tokio::spawn(async move { drill::run(&d, w, started, until).await }))
-        }
-        _ => None,
-    };
     let run = bar(cfg.progress, cfg.duration.as_millis() as u64, "run");
     while started.elapsed() < cfg.duration {
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -603,13 +571,6 @@ pub async fn run_remote_ycsb(
     run.finish_and_clear();
     stop.store(true, Ordering::Relaxed);
     while tasks.join_next().await.is_some() {}
-    let drill = match (drill, drill_task, watcher) {
-        (Some(d), Some(task), Some(w)) => {
-            let observed = task.await.map_err(|e| format!("the drill task failed: {e}"))?;
-            Some(drill::report(&d, &observed, &timeline, cfg.duration, &w).await)
-        }
-        _ => None,
-    };
     let [c, a, u] = [0, 1, 2].map(|i| counts[i].load(Ordering::Relaxed));
     let outcomes = Outcomes::new(c, a, u, elapsed, &hist.lock().expect("histogram"));
     Ok(RemoteReport {
@@ -619,7 +580,6 @@ pub async fn run_remote_ycsb(
         clients: cfg.clients_per_node * topo.nodes.len(),
         duration_s: elapsed.as_secs_f64(),
         outcomes,
-        drill,
     })
 }
 

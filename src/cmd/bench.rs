@@ -15,8 +15,6 @@ use std::time::Duration;
 
 #[path = "compare.rs"]
 mod compare;
-#[path = "drill.rs"]
-mod drill;
 #[path = "workloads.rs"]
 mod workloads;
 
@@ -260,30 +258,45 @@ pub struct YcsbArgs {
     out: OutArgs,
 }
 
-/// A failure drill during `redt bench ycsb --cluster` (issue 12): kill a node and restart
-/// it, or cut a DC off the WAN and heal it, while the clients run.
+/// A failure drill during `redt bench ycsb --cluster` (issue 12; failover issue, "redt
+/// drill"): a plan of scheduled faults while the clients run (`--drill`), or one fault
+/// (`--kill`, `--cut`: shorthands for one-event plans).
 #[derive(Args, Debug)]
 pub struct DrillArgs {
+    /// Drill plan, quoted: events separated by `;`, each a fault, `at T` (after the measured
+    /// interval starts) and an optional heal — `kill-dc DC [restart-after D]`, `kill-node NODE
+    /// [restart-after D]`, `partition DCS|DCS [heal-after D]`, `slow-link A B rtt R [for D]`;
+    /// e.g. "kill-dc dc2 at 10s restart-after 30s" (see `redt drill --help`). Kills need
+    /// `--run-dir` of `redt cluster up`.
+    #[arg(long, value_name = "PLAN", conflicts_with_all = ["kill", "cut"])]
+    pub(crate) drill: Option<String>,
     /// Kill this node's process with SIGKILL during the run, and start it again on its
-    /// MemStore `--restart-after` later (needs `--run-dir` of `redt cluster up`).
+    /// MemStore `--restart-after` later (the plan `kill-node NODE at T restart-after D`).
     #[arg(long, value_name = "NODE", conflicts_with = "cut")]
-    kill: Option<String>,
+    pub(crate) kill: Option<String>,
     /// How long the killed node stays down.
     #[arg(long, default_value = "3s", value_parser = humantime::parse_duration)]
-    restart_after: Duration,
+    pub(crate) restart_after: Duration,
     /// Cut this DC off every other DC (netem partition, both ways) during the run, and heal
-    /// it `--cut-for` later.
+    /// it `--cut-for` later (the plan `partition DC|OTHERS at T heal-after D`).
     #[arg(long, value_name = "DC")]
-    cut: Option<String>,
+    pub(crate) cut: Option<String>,
     /// How long the cut lasts.
     #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
-    cut_for: Duration,
-    /// When the fault starts, after the measured interval starts.
+    pub(crate) cut_for: Duration,
+    /// When `--kill` or `--cut` starts, after the measured interval starts.
     #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
-    at: Duration,
-    /// Run directory of the cluster (`redt cluster up --run-dir`), for `--kill`.
+    pub(crate) at: Duration,
+    /// Run directory of the cluster (`redt cluster up --run-dir`), for kills.
     #[arg(long, default_value = "run")]
-    run_dir: PathBuf,
+    pub(crate) run_dir: PathBuf,
+    /// Write the drill's timeline (one row per 100 ms: committed/s, aborted/s, unknown/s, p99
+    /// of the second, undecided entries, replay backlog, suspicions, events) to this CSV file.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) timeline_csv: Option<PathBuf>,
+    /// Draw the drill's timeline to this SVG file, and a PNG beside it.
+    #[arg(long, value_name = "FILE.svg")]
+    pub(crate) chart: Option<PathBuf>,
 }
 
 /// Arguments of `redt bench local`.
@@ -364,16 +377,24 @@ fn ycsb(a: &YcsbArgs) -> Result<()> {
         progress: !a.out.json,
     };
     let rt = runtime()?;
-    let drill = drill::plan(&a.drill, a.cluster.is_some(), &topo, &a.certs, a.duration)?;
+    let drill = super::drill::bench_plan(&a.drill, a.cluster.is_some(), &topo, a.duration)?;
+    if let Some(plan) = drill {
+        let r = rt.block_on(super::drill::run_bench(topo, &a.certs, &cfg, plan, &a.drill.run_dir))?;
+        a.out.emit(serde_json::to_string_pretty(&r)?, || {
+            let run = &r.run;
+            println!("redt bench ycsb --cluster — {}, {} clients, {:.1} s", run.topology, run.clients, run.duration_s);
+            print_mix(&run.mix, 0);
+            print_outcomes(&run.outcomes, "   (as the clients see it)");
+            super::drill::print(&r.drill, true);
+        })?;
+        return super::drill::finish_bench(&r, &a.drill, !a.out.json);
+    }
     if a.cluster.is_some() {
-        let r = rt.block_on(run_remote_ycsb(topo, &a.certs, &cfg, drill)).map_err(anyhow::Error::msg)?;
+        let r = rt.block_on(run_remote_ycsb(topo, &a.certs, &cfg)).map_err(anyhow::Error::msg)?;
         return a.out.emit(serde_json::to_string_pretty(&r)?, || {
             println!("redt bench ycsb --cluster — {}, {} clients, {:.1} s", r.topology, r.clients, r.duration_s);
             print_mix(&r.mix, 0);
             print_outcomes(&r.outcomes, "   (as the clients see it)");
-            if let Some(d) = &r.drill {
-                drill::print(d);
-            }
         });
     }
     let r = rt.block_on(run_cluster_ycsb(topo, &cfg)).map_err(anyhow::Error::msg)?;

@@ -3,6 +3,7 @@
 pub mod bench;
 pub mod client;
 pub mod cluster;
+pub mod drill;
 pub mod netem;
 pub mod sim;
 pub mod status;

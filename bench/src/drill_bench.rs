@@ -1,0 +1,314 @@
+//! `redt bench ycsb --cluster F --drill PLAN`: YCSB against a running cluster while a
+//! [`DrillPlan`] runs ([`crate::drill`]), then the acknowledged-commits check
+//! ([`crate::drill_check`]).
+//!
+//! The clients are those of [`crate::run_remote_ycsb`] (closed loop, `clients_per_node` per
+//! node, each with its node as coordinator) with three additions: every update writes a value
+//! naming its attempt and every answer goes to the [`WriteLog`]; every answer of the measured
+//! interval goes to the drill's [`Timeline`] (a commit with its latency and the data
+//! partitions its transaction touched); and the clients of a node the drill has killed wait
+//! until it serves again instead of submitting to a dead process.
+//!
+//! After the measured interval the clients stop, the drill's last actions finish, the cluster
+//! settles ([`drill::settle`]), and cell 0 of every key an attempt wrote is read back through
+//! the client (key/value reads of 32 keys of one partition at a time, retried while they
+//! abort) and judged.
+
+use crate::cluster::{bar, draw_txn, ycsb_table, ClusterConfig, DrawnTxn, KeySpace, RemoteReport, TxnShape};
+use crate::drill::{self, Counts, DownSet, DrillReport, DrillSetup, FaultDriver, LogLine, Timeline};
+use crate::drill_check::{encode, Told, WriteLog, TAG_BYTES};
+use crate::drill_plan::DrillPlan;
+use crate::report::{Latency, Outcomes};
+use rand::SeedableRng;
+use redt_coordinator::call::kv_call;
+use redt_coordinator::{Client, TxnStatus};
+use redt_dc_executor::{KvOp, YcsbOp};
+use redt_proto::{NodeId, PartitionId, TableId, Topology};
+use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+/// What `redt bench ycsb --drill` measured: the clients' figures and the drill's.
+#[derive(Clone, Debug, Serialize)]
+pub struct DrillBenchReport {
+    /// The clients' figures over the measured interval.
+    #[serde(flatten)]
+    pub run: RemoteReport,
+    /// The drill's.
+    pub drill: DrillReport,
+}
+
+/// Keys per read-back transaction.
+const READ_BATCH: usize = 32;
+
+/// Read-back transactions in flight at once.
+const READ_PARALLEL: usize = 8;
+
+/// Attempts per read-back transaction before its keys count as unreadable.
+const READ_ATTEMPTS: usize = 40;
+
+/// Stamps every update of `txn` with the value of attempt `seq` of `client` (run `nonce`);
+/// returns the keys whose cell 0 it writes. Inserts (workload D) keep their values and are
+/// not checked.
+fn stamp(txn: &mut DrawnTxn, nonce: u32, client: u32, seq: u64) -> Vec<u64> {
+    let mut cell0 = Vec::new();
+    if let DrawnTxn::Ycsb(ops) = txn {
+        for op in ops {
+            if let YcsbOp::Update { key, cell, value } = op {
+                *value = encode(nonce, client, seq, value.len());
+                if *cell == 0 {
+                    cell0.push(*key);
+                }
+            }
+        }
+    }
+    cell0
+}
+
+fn us(t: Duration) -> u64 {
+    t.as_micros().min(u64::MAX as u128) as u64
+}
+
+/// Reads cell 0 of `keys` through `client` after the drill: batches of [`READ_BATCH`] keys of
+/// one partition, each through an up replica of it (or any node up), retried while they
+/// abort or stay unknown. Returns each key with its value, `None` when unreadable.
+async fn read_back(
+    client: &Arc<Client>,
+    table: TableId,
+    keys: Vec<u64>,
+    down: &BTreeSet<NodeId>,
+) -> Vec<(u64, Option<Vec<u8>>)> {
+    let topo = client.topology().clone();
+    let Some(schema) = topo.table(table).cloned() else {
+        return keys.into_iter().map(|k| (k, None)).collect();
+    };
+    let mut by_partition: BTreeMap<PartitionId, Vec<u64>> = BTreeMap::new();
+    for k in keys {
+        by_partition.entry(topo.partition_of(&schema, k)).or_default().push(k);
+    }
+    let up: Vec<NodeId> = topo.nodes.iter().map(|n| n.id).filter(|n| !down.contains(n)).collect();
+    let mut batches: Vec<(NodeId, Vec<u64>)> = Vec::new();
+    for (p, ks) in by_partition {
+        let replicas = &topo.partitions[p.0 as usize].replicas;
+        let Some(node) = replicas.iter().find(|n| !down.contains(n)).or(up.first()).copied() else {
+            continue;
+        };
+        batches.extend(ks.chunks(READ_BATCH).map(|c| (node, c.to_vec())));
+    }
+    let mut out = Vec::new();
+    for wave in batches.chunks(READ_PARALLEL) {
+        let mut set = tokio::task::JoinSet::new();
+        for (node, ks) in wave.iter().cloned() {
+            let client = client.clone();
+            set.spawn(async move {
+                let ops: Vec<KvOp> = ks.iter().map(|&k| KvOp::Read(k)).collect();
+                for _ in 0..READ_ATTEMPTS {
+                    let o = client.submit(node, kv_call(table, &ops)).await;
+                    if o.status == TxnStatus::Committed && o.reads.len() == ks.len() {
+                        return ks.into_iter().zip(o.reads.into_iter().map(|r| Some(r.unwrap_or_default()))).collect();
+                    }
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                ks.into_iter().map(|k| (k, None)).collect::<Vec<_>>()
+            });
+        }
+        while let Some(r) = set.join_next().await {
+            out.extend(r.unwrap_or_default());
+        }
+    }
+    out.sort_by_key(|(k, _)| *k);
+    out
+}
+
+/// Runs YCSB against the running cluster of `topo` (client certificate in `certs`, the
+/// clients as `cfg` says) while `plan` runs, its effects carried out by `driver`; then
+/// settles, reads back every key written and reports. `on_log` gets the drill's log lines
+/// as they happen (after the progress bar's, when shown).
+///
+/// # Errors
+/// A plan whose last action is not within the measured interval, a topology without a YCSB
+/// table, a missing client certificate; as text.
+pub async fn run_drill_ycsb(
+    topo: Topology,
+    certs: &std::path::Path,
+    cfg: &ClusterConfig,
+    plan: DrillPlan,
+    driver: Arc<dyn FaultDriver>,
+    on_log: Arc<dyn Fn(&LogLine) + Send + Sync>,
+) -> Result<DrillBenchReport, String> {
+    if plan.last_action() >= cfg.duration {
+        return Err(format!(
+            "the drill's last action comes {} after the start, not within the measured run (--duration {}): \
+             lengthen --duration or move the plan earlier",
+            humantime::format_duration(plan.last_action()),
+            humantime::format_duration(cfg.duration)
+        ));
+    }
+    let topo = Arc::new(topo);
+    let (tid, cells, cell_bytes) = ycsb_table(&topo)?;
+    let schema = topo.tables.first().cloned().ok_or("the topology declares no table")?;
+    // A call to a node that dies mid-call is unknown after 5 s; a transaction takes far less.
+    let client = Arc::new(Client::connect(topo.clone(), certs, Duration::from_secs(5)).map_err(|e| e.to_string())?);
+    // The drill asks the nodes up for their status every 100 ms.
+    let watcher =
+        Arc::new(Client::connect(topo.clone(), certs, Duration::from_millis(500)).map_err(|e| e.to_string())?);
+    let checked = cell_bytes >= TAG_BYTES;
+    // Values of earlier runs on the same cluster must not pass for this run's.
+    let nonce = (drill::unix_ms() as u32 ^ (cfg.seed as u32).rotate_left(16)) | 1;
+    let writes = Arc::new(WriteLog::new(nonce));
+    let timeline = Arc::new(Timeline::new(topo.partitions.len()));
+    let down = Arc::new(DownSet::default());
+    let origin = Instant::now();
+    let measured_from: Arc<OnceLock<Instant>> = Arc::new(OnceLock::new());
+    let keys = Arc::new(KeySpace::new(topo.partitions.len() as u64, cfg.records_per_partition.max(1)));
+    let stop = Arc::new(AtomicBool::new(false));
+    let counts = Arc::new([AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)]);
+    let hist = Arc::new(Mutex::new(Latency::histogram()));
+    let mut tasks = tokio::task::JoinSet::new();
+    for n in &topo.nodes {
+        for c in 0..cfg.clients_per_node {
+            let (client, keys, stop, counts, hist, ycsb) =
+                (client.clone(), keys.clone(), stop.clone(), counts.clone(), hist.clone(), cfg.ycsb.clone());
+            let (topo, schema, timeline, measured_from, writes, down) =
+                (topo.clone(), schema.clone(), timeline.clone(), measured_from.clone(), writes.clone(), down.clone());
+            let node = n.id;
+            let shape = TxnShape::new(&topo, node);
+            let seed = cfg.seed ^ ((node.0 as u64) << 32 | c as u64);
+            let client_id = (u32::from(node.0) << 16) | c as u32;
+            tasks.spawn(async move {
+                let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+                let mut seq = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    if down.contains(node) {
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                        continue;
+                    }
+                    let mut txn = draw_txn(&shape, &keys, &ycsb, cells, cell_bytes, &mut rng);
+                    seq += 1;
+                    let written = stamp(&mut txn, writes.nonce(), client_id, seq);
+                    let submitted = Instant::now();
+                    let out = client.submit(node, txn.call(tid, cells)).await;
+                    let answered = Instant::now();
+                    for &(p, r) in txn.inserts() {
+                        keys.settle(p, r, out.status == TxnStatus::Committed);
+                    }
+                    let told = match out.status {
+                        TxnStatus::Committed => Told::Committed,
+                        TxnStatus::Aborted(_) => Told::Aborted,
+                        TxnStatus::Unknown(_) => Told::Unknown,
+                    };
+                    if checked {
+                        let (s, a) = (us(submitted.duration_since(origin)), us(answered.duration_since(origin)));
+                        writes.record(client_id, seq, &written, s, a, told);
+                    }
+                    if let Some(&from) = measured_from.get() {
+                        let (s, a) =
+                            (submitted.saturating_duration_since(from), answered.saturating_duration_since(from));
+                        let k = match told {
+                            Told::Committed => {
+                                let _ = hist
+                                    .lock()
+                                    .unwrap_or_else(|p| p.into_inner())
+                                    .record((answered - submitted).as_micros().max(1) as u64);
+                                timeline.committed(s, a, &txn.partitions(&topo, &schema));
+                                0
+                            }
+                            Told::Aborted => {
+                                timeline.add(a, Counts { aborted: 1, ..Default::default() });
+                                1
+                            }
+                            Told::Unknown => {
+                                timeline.add(a, Counts { unknown: 1, ..Default::default() });
+                                2
+                            }
+                        };
+                        if !stop.load(Ordering::Relaxed) {
+                            counts[k].fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                    if told == Told::Unknown {
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                    }
+                }
+            });
+        }
+    }
+    tokio::time::sleep(cfg.warmup).await;
+    let run = bar(cfg.progress, cfg.duration.as_millis() as u64, "run");
+    let started = Instant::now();
+    let _ = measured_from.set(started);
+    let printer = run.clone();
+    let setup = DrillSetup {
+        plan,
+        topo: topo.clone(),
+        driver,
+        watcher: watcher.clone(),
+        timeline: timeline.clone(),
+        down: down.clone(),
+        on_log: Arc::new(move |l: &LogLine| {
+            printer.println(l.to_string());
+            on_log(l)
+        }),
+        counts_from_status: false,
+    };
+    let until = cfg.duration;
+    let drill_task = tokio::spawn(async move { drill::run(&setup, started, until).await });
+    while started.elapsed() < cfg.duration {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        run.set_position(started.elapsed().as_millis() as u64);
+        run.set_message(format!("{} committed", counts[0].load(Ordering::Relaxed)));
+    }
+    stop.store(true, Ordering::Relaxed);
+    let elapsed = started.elapsed();
+    run.finish_and_clear();
+    while tasks.join_next().await.is_some() {}
+    let watch = drill_task.await.map_err(|e| format!("the drill task failed: {e}"))?;
+    let left_down = down.snapshot();
+    let settled = drill::settle(&watcher, &left_down).await;
+    let lost = if checked {
+        let read = read_back(&client, tid, writes.keys(), &left_down).await;
+        Some(writes.report(&read))
+    } else {
+        None
+    };
+    let report = drill::report(&watch, &timeline.snapshot(), cfg.duration, &settled, lost);
+    let [c, a, u] = [0, 1, 2].map(|i| counts[i].load(Ordering::Relaxed));
+    let outcomes = Outcomes::new(c, a, u, elapsed, &hist.lock().unwrap_or_else(|p| p.into_inner()));
+    Ok(DrillBenchReport {
+        run: RemoteReport {
+            workload: "ycsb".into(),
+            mix: cfg.ycsb.summary(cells, cell_bytes),
+            topology: topo.name.clone(),
+            clients: cfg.clients_per_node * topo.nodes.len(),
+            duration_s: elapsed.as_secs_f64(),
+            outcomes,
+        },
+        drill: report,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::drill_check::decode;
+
+    #[test]
+    fn updates_are_stamped_and_cell_0_writes_listed() {
+        let mut t = DrawnTxn::Ycsb(vec![
+            YcsbOp::Read { key: 1 },
+            YcsbOp::Update { key: 2, cell: 0, value: vec![7; 100] },
+            YcsbOp::Update { key: 3, cell: 4, value: vec![7; 100] },
+        ]);
+        assert_eq!(stamp(&mut t, 9, 3, 5), [2]);
+        let DrawnTxn::Ycsb(ops) = &t else { unreachable!("built above") };
+        for op in &ops[1..] {
+            let YcsbOp::Update { value, .. } = op else { unreachable!("updates") };
+            assert_eq!(value.len(), 100);
+            assert_eq!(decode(9, value), Some((3, 5)));
+        }
+        let mut kv = DrawnTxn::Kv(vec![KvOp::Write(4, vec![1; 100])], vec![]);
+        assert!(stamp(&mut kv, 9, 3, 6).is_empty(), "inserts are not checked");
+    }
+}
