@@ -220,11 +220,9 @@ pub struct NodeView {
     pub rebuilding: Option<bool>,
 }
 
-/// Hook: the placement epoch a node reports. `NodeStatus.epoch` is being added by the
-/// reconfiguration work; until it exists this returns `None` and the summary prints
-/// [`NO_REBUILD`]. Once it does: `Some(s.epoch.0 as u64)`.
-pub fn status_epoch(_s: &NodeStatus) -> Option<u64> {
-    None
+/// The placement epoch a node reports (`redt status`'s epoch column).
+pub fn status_epoch(s: &NodeStatus) -> Option<u64> {
+    Some(u64::from(s.epoch.0))
 }
 
 /// Hook: whether a node is still rebuilding a replica (its rebuild progress below 100%). The
@@ -880,9 +878,11 @@ pub struct DrillReport {
     /// From the first fault to every node reporting its replicas rebuilt, after the last heal,
     /// ms. `None` in this build: see [`status_rebuilding`].
     pub replication_restored_ms: Option<u64>,
-    /// The lowest and highest placement epoch the nodes reported. `None` in this build: see
-    /// [`status_epoch`].
+    /// The lowest and highest placement epoch the nodes reported.
     pub epochs: Option<(u64, u64)>,
+    /// From the first fault to the first poll in which every node that answered reports a
+    /// newer epoch than at the start (the failover's new placement adopted everywhere), ms.
+    pub new_epoch_everywhere_ms: Option<u64>,
     /// After settling: lock words held on the nodes up (`None`: one did not answer).
     pub locks_left: Option<u64>,
     /// … undecided entries.
@@ -1043,6 +1043,10 @@ pub fn report(
         watch.samples.iter().filter_map(|s| s.epochs).fold(None, |acc: Option<(u64, u64)>, (lo, hi)| {
             Some(acc.map_or((lo, hi), |(a, b)| (a.min(lo), b.max(hi))))
         });
+    let start_epoch = watch.samples.first().and_then(|s| s.epochs).map(|(lo, _)| lo);
+    let new_epoch_everywhere_ms = first_fault.zip(start_epoch).and_then(|(f, e0)| {
+        watch.samples.iter().find(|s| s.asked >= f && s.epochs.is_some_and(|(lo, _)| lo > e0)).map(|s| ms(s.asked - f))
+    });
     DrillReport {
         plan: plan.to_string(),
         duration_s: duration.as_secs_f64(),
@@ -1058,6 +1062,7 @@ pub fn report(
             .map(|((_, quiet), end)| end.saturating_sub(quiet)),
         replication_restored_ms,
         epochs,
+        new_epoch_everywhere_ms,
         locks_left: settled.locks,
         undecided_left: settled.undecided,
         settle_ms: settled.settle_ms,

@@ -92,8 +92,9 @@ impl Epochs {
 
 /// Whether `placement` (a node's placements, where its driver gave them to a machine) places
 /// no replica at all on `node` in the current epoch. A machine finishing a transaction
-/// (phase 2, a recoverer's decision, a catch-up) stops retrying such a node: it was removed,
-/// and if it returns it is rebuilt from a snapshot, never trusted with what it held.
+/// (phase 2, a recoverer's decision, a catch-up) stops retrying such a node of another DC: it
+/// was removed, and if it returns it is rebuilt from a snapshot, never trusted with what it
+/// held. (A machine on a removed node still finishes its own DC's entries.)
 pub fn unplaced(placement: Option<&Epochs>, node: NodeId) -> bool {
     placement.is_some_and(|e| !e.holds_replica(node, None))
 }

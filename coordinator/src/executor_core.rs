@@ -517,6 +517,23 @@ impl ExecutorCore {
             .collect()
     }
 
+    /// Drops the undecided transaction of `entry` (an entry of this node's ring) if this node
+    /// was removed from the placement since the entry's epoch: nothing it holds is trusted
+    /// again (notes/failover.md, "a returning DC"), the survivors decided the transaction
+    /// without it, and recovering it from here, long after, only loads them. Its entries in
+    /// the DC's rings are finished as aborted here, releasing their locks and the ring's head.
+    /// Returns whether it did.
+    ///
+    /// # Errors
+    /// Data-path failures.
+    pub fn discard_if_removed(&mut self, entry: &RedoEntry) -> Result<bool> {
+        if entry.epoch >= self.epochs.epoch() || self.epochs.holds_replica(self.node, None) {
+            return Ok(false);
+        }
+        self.decide(entry.txn, Decision::Abort, &[])?;
+        Ok(true)
+    }
+
     /// One pass over this node's ring for the recovery scan: its undecided entries and the
     /// entries that still owe a catch-up (`redt_dc_executor::ring_scan`).
     ///

@@ -148,6 +148,13 @@ pub struct Orphan {
 }
 
 impl Orphan {
+    /// The placement to recover this transaction with: that of the epoch it was planned in
+    /// (its n, Q and majority; notes/failover.md), from the node's `epochs`. `None` while the
+    /// node has not applied that epoch (a later scan tries again).
+    pub fn placement(&self, epochs: &crate::epochs::Epochs) -> Option<Arc<Topology>> {
+        epochs.get(self.epoch)
+    }
+
     /// Whether a node of DC `my_dc` may start recovering this transaction at wall time
     /// `now_ms` (ms since `redt_dc_executor::ORIGIN_UNIX_MS`, the node's clock): it started
     /// (its coordinator's HLC reading, whose physical part is in the same unit) at least
@@ -695,9 +702,12 @@ impl TxnMachine for Recoverer {
             Purpose::Decide(i) => {
                 let Some(pause) = self.deliveries.get(i).map(|d| self.backoff(d.failures)) else { return };
                 let txn = self.orphan.txn;
+                let own_dc = self.dc_of(self.deliveries[i].to) == self.dc_of(self.me);
                 let d = &mut self.deliveries[i];
-                if crate::epochs::unplaced(self.placement.as_deref(), d.to) {
-                    // Removed with its DC: nothing it holds is trusted again.
+                // A node removed with its DC is owed nothing: nothing it holds is trusted
+                // again. But a recoverer on a removed node still finishes its own DC's entries
+                // (their locks and the ring's head wait for it).
+                if !own_dc && crate::epochs::unplaced(self.placement.as_deref(), d.to) {
                     tracing::info!(%txn, to = %d.to, "recovery decision dropped: the node holds no replica in the current epoch");
                     d.done = true;
                     self.maybe_done();

@@ -139,8 +139,25 @@ async fn scan(node: &Arc<Node>, options: &RecoveryOptions) -> bool {
         }
     };
     let Some(my_dc) = node.topology().nodes.get(node.id.0 as usize).map(|n| n.dc) else { return true };
+    // A node removed from the placement drops its old-epoch entries instead of recovering them.
+    let removed = !node.epochs.holds_replica(node.id, None);
     for (_, entry) in found.unfinished {
         let Some(orphan) = Orphan::of(&entry) else { continue };
+        let txn = orphan.txn;
+        let discard = removed.then(|| node.exec.run(move |core, _| core.discard_if_removed(&entry)));
+        let discarded = match discard {
+            Some(d) => d.await,
+            None => Some(Ok(false)),
+        };
+        match discarded {
+            Some(Ok(true)) => {
+                tracing::info!(node = %node.id, %txn, "undecided entry dropped: this node was removed from the placement");
+                continue;
+            }
+            Some(Ok(false)) => {}
+            Some(Err(e)) => tracing::warn!(node = %node.id, %txn, "dropping an entry of a removed node failed: {e}"),
+            None => return false,
+        }
         if !orphan.due(&node.topology(), my_dc, node.options.phase1_timeout, options, now_ms) {
             continue;
         }
@@ -192,7 +209,7 @@ fn recover(node: &Arc<Node>, orphan: Orphan, claim: Claim, options: RecoveryOpti
     tracing::info!(node = %node.id, %txn, coordinator = %orphan.coordinator, age_ms, "recovery starts");
     // Recovery decides with the replica sets of the epoch the transaction was planned in
     // (notes/failover.md); one this node has not applied yet waits for the next scan.
-    let Some(topology) = node.epochs.get(orphan.epoch) else {
+    let Some(topology) = orphan.placement(&node.epochs) else {
         tracing::debug!(node = %node.id, %txn, epoch = %orphan.epoch, "recovery waits: epoch not applied here");
         return;
     };

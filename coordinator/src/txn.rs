@@ -439,7 +439,7 @@ impl TxnMachine for CoordinatorTxn {
                 if let Some(d) = self.deliveries.get_mut(i) {
                     if !d.done {
                         d.failed.messages += u64::from(remote);
-                        if crate::epochs::unplaced(placement, d.to) {
+                        if remote && crate::epochs::unplaced(placement, d.to) {
                             tracing::info!(txn = %self.txn, to = %d.to, "phase 2 dropped: the node holds no replica in the current epoch");
                             d.done = true;
                         } else if now.duration_since(d.first_sent) > give_up {

@@ -131,9 +131,8 @@ pub(crate) fn check(w: &mut World) {
     // Undecided entries, and the locks they hold.
     let mut leftovers = Vec::new();
     let mut locked_by_entries: BTreeSet<(NodeId, u64)> = BTreeSet::new();
-    // A removed DC's rings stay as its death left them: its transactions are decided by the
-    // others (recovery with the replica sets of their epoch), and nobody reads it again.
-    for n in w.topology.nodes.iter().filter(|n| !w.is_removed(n.id)) {
+    // Every node, a removed one included: it drops its old-epoch entries when it comes back.
+    for n in &w.topology.nodes {
         let dc = &w.dcs[n.dc.0 as usize];
         let Ok(entries) = unfinished_entries(dc.verbs.as_ref(), n.id, &layout) else { continue };
         for (_, e) in entries {

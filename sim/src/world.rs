@@ -315,7 +315,7 @@ enum Ev {
         a: DcId,
         b: DcId,
     },
-    /// Kill every node of `dc` for good; its removal from the placement follows.
+    /// Kill every node of `dc`; its removal from the placement follows.
     KillDc {
         dc: DcId,
     },
@@ -323,6 +323,10 @@ enum Ev {
     Adopt {
         node: NodeId,
         index: usize,
+    },
+    /// A node of a removed DC starts again (it holds no replica; nothing it held is trusted).
+    Return {
+        node: NodeId,
     },
     ShipTimer {
         node: NodeId,
@@ -351,8 +355,11 @@ struct SimNode {
     id: NodeId,
     dc: DcId,
     alive: bool,
-    /// Killed with its DC and removed from the placement: never restarted.
+    /// Killed with its DC and removed from the placement (it comes back holding no replica:
+    /// `held_down` until its DC returns).
     removed: bool,
+    /// Kept down by its DC's death until [`Ev::Return`] (or the drain).
+    held_down: bool,
     /// The placements it applied (kept across a crash, as a Raft log on disk is).
     epochs: Arc<Epochs>,
     inc: u64,
@@ -492,6 +499,7 @@ impl World {
                     dc: n.dc,
                     alive: true,
                     removed: false,
+                    held_down: false,
                     epochs: Arc::new(Epochs::new(topology.clone())),
                     inc: 0,
                     core: None,
@@ -680,8 +688,7 @@ impl World {
         }
         self.last_ring_check = self.now;
         let layout = self.layout();
-        // A removed node's ring stays as its DC's death left it: nobody reads it again.
-        self.nodes.iter().filter(|n| !n.removed).all(|n| {
+        self.nodes.iter().all(|n| {
             let dc = &self.dcs[n.dc.0 as usize];
             let replayed = ring_bounds(dc.verbs.as_ref(), n.id, &layout).is_ok_and(|(head, tail)| head == tail);
             replayed
@@ -775,7 +782,7 @@ impl World {
             Ev::Client { client } => self.client(client),
             Ev::Crash { node } => self.crash(node),
             Ev::Restart { node } => {
-                if !self.nodes[node.0 as usize].alive && !self.nodes[node.0 as usize].removed {
+                if !self.nodes[node.0 as usize].alive && !self.nodes[node.0 as usize].held_down {
                     self.trace(|| format!("restart {node}"));
                     self.boot(node.0 as usize);
                 }
@@ -793,11 +800,9 @@ impl World {
                 let _ = self.net.wan.set_partitioned(b, a, false);
             }
             Ev::KillDc { dc } => self.kill_dc(dc),
+            Ev::Return { node } => self.come_back(node),
             Ev::Adopt { node, index } => {
                 let n = &self.nodes[node.0 as usize];
-                if n.removed {
-                    return;
-                }
                 for t in &self.placements[..=index] {
                     n.epochs.adopt(t.clone());
                 }
@@ -829,26 +834,35 @@ impl World {
                     }
                 }
                 for i in 0..self.nodes.len() {
-                    if !self.nodes[i].alive && !self.nodes[i].removed {
-                        self.boot(i);
+                    if !self.nodes[i].alive {
+                        if self.nodes[i].held_down {
+                            self.come_back(NodeId(i as u16));
+                        } else {
+                            self.boot(i);
+                        }
                     }
                 }
             }
         }
     }
 
-    /// Kills every node of `dc` for good, then removes `dc` from the placement: a new epoch
-    /// each surviving node adopts between 0.5 and 1.5 s later (detection, the membership's
-    /// Raft commit, and its apply on that node).
+    /// Kills every node of `dc`, then removes `dc` from the placement: a new epoch each
+    /// surviving node adopts between 0.5 and 1.5 s later (detection, the membership's Raft
+    /// commit, and its apply on that node). The DC's nodes come back 2 to 4 s after the kill
+    /// (or at the drain), holding no replica.
     fn kill_dc(&mut self, dc: DcId) {
         if self.draining {
             return;
         }
-        self.trace(|| format!("kill {dc} for good"));
+        self.trace(|| format!("kill {dc}; it is removed from the placement"));
         let members: Vec<NodeId> = self.topology.dcs[dc.0 as usize].nodes.clone();
         for &node in &members {
             self.crash(node);
-            self.nodes[node.0 as usize].removed = true;
+            let n = &mut self.nodes[node.0 as usize];
+            n.removed = true;
+            n.held_down = true;
+            let back = self.now + self.rng.gen_range(2_000_000..4_000_000);
+            self.queue.push(back, Ev::Return { node });
         }
         let last = self.placements.last().cloned().unwrap_or_else(|| self.topology.clone());
         self.placements.push(Arc::new(redt_coordinator::epochs::without_dc(&last, dc)));
@@ -860,6 +874,26 @@ impl World {
                 self.queue.push(at, Ev::Adopt { node: NodeId(n as u16), index });
             }
         }
+    }
+
+    /// A node of a removed DC starts again on its MemStore, and learns the current placement
+    /// from the membership's Raft log 0.1 to 0.5 s later: until then it plans in the epoch it
+    /// died in (the survivors' epoch fence turns those transactions away), and its old
+    /// entries are dropped, not recovered (`ExecutorCore::discard_if_removed`).
+    fn come_back(&mut self, node: NodeId) {
+        let i = node.0 as usize;
+        if !self.nodes[i].held_down {
+            return;
+        }
+        self.nodes[i].held_down = false;
+        if self.nodes[i].alive {
+            return;
+        }
+        self.trace(|| format!("{node} comes back (its DC was removed)"));
+        self.boot(i);
+        let index = self.placements.len() - 1;
+        let at = self.now + self.rng.gen_range(100_000..500_000);
+        self.queue.push(at, Ev::Adopt { node, index });
     }
 
     fn crash(&mut self, node: NodeId) {
@@ -1039,6 +1073,14 @@ impl World {
         let wall = self.wall_ms(node);
         for (_, e) in found.unfinished {
             let Some(orphan) = Orphan::of(&e) else { continue };
+            // A node removed from the placement drops its old-epoch entries.
+            if let Some(core) = self.nodes[i].core.as_mut() {
+                if core.discard_if_removed(&e).unwrap_or(false) {
+                    let txn = orphan.txn;
+                    self.trace(|| format!("{node} drops {txn}: removed from the placement"));
+                    continue;
+                }
+            }
             let n = &self.nodes[i];
             if n.coords.contains_key(&orphan.txn) || n.recoverers.contains_key(&orphan.txn) {
                 continue;
@@ -1050,7 +1092,7 @@ impl World {
             // With the replica sets of the epoch it was planned in; one this node has not
             // applied yet waits for a later scan.
             let epochs = n.epochs.clone();
-            let Some(topology) = epochs.get(orphan.epoch) else { continue };
+            let Some(topology) = orphan.placement(&epochs) else { continue };
             self.trace(|| format!("{node} recovers {txn}"));
             self.report.recoveries += 1;
             let now = self.instant(self.now);
@@ -1340,11 +1382,6 @@ impl World {
     /// The placement the run ended in (the last the membership committed).
     pub(crate) fn final_placement(&self) -> Arc<Topology> {
         self.placements.last().cloned().unwrap_or_else(|| self.topology.clone())
-    }
-
-    /// Whether `node` was removed with its DC.
-    pub(crate) fn is_removed(&self, node: NodeId) -> bool {
-        self.nodes.get(node.0 as usize).is_some_and(|n| n.removed)
     }
 }
 

@@ -498,6 +498,9 @@ pub fn print(d: &DrillReport, log: bool) {
             |(lo, hi)| if lo == hi { lo.to_string() } else { format!("{lo} → {hi}") }
         )
     );
+    if let Some(ms) = d.new_epoch_everywhere_ms {
+        println!("  new epoch everywhere         {ms} ms after the first fault (every node answering)");
+    }
     println!(
         "  left after settling          {} lock words, {} undecided entries (settled in {} ms); recoveries {} started, {} committed, {} aborted",
         n(d.locks_left),
