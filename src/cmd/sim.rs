@@ -25,7 +25,9 @@ pub struct SimArgs {
     /// Workload: bank, append, ycsb.
     #[arg(long, default_value = "append", value_parser = parse_workload)]
     workload: Workload,
-    /// Faults: a comma-separated list of crash, partition, drop, dup, hold, skew, or all, none.
+    /// Faults: a comma-separated list of crash, partition, drop, dup, hold, skew, remove (kill a
+    /// DC and remove it from the placement; it comes back holding nothing), or all (every fault
+    /// but remove), none.
     #[arg(long, default_value = "all", value_parser = Faults::parse)]
     faults: Faults,
     /// Closed-loop clients per node.
