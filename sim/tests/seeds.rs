@@ -406,3 +406,26 @@ fn a_mutant_with_one_catch_up_source_is_caught() {
     assert!(!r.ok(), "the one-source mutant must be caught:\n{r}");
     assert!(r.violations.iter().any(|v| matches!(v, Violation::Diverged { .. })), "{r}");
 }
+
+/// Open bug, found by a soak of removal schedules on n = 5 (`redt sim --seeds 300 --from 100
+/// --config configs/world-5dc-n5.yaml --workload bank --faults all,remove`: 1 failed, seed
+/// 105), asserted to fail until fixed. node#4 was behind on txn 2.268435459 (the coordinator's
+/// decision for its DC was abort, with catch-ups shipped to it from node#2 and node#0) and
+/// crashed before that decision arrived. 18 s later its own recoverer found the commit applied
+/// elsewhere; with n = 5 (`Q < n`) it recomputed the catch-up from the promises, where the
+/// other DCs' entries were long flushed, so node#4's stale entry looked up to date: it
+/// committed its own redo and shipped its values (key 21 computed from the loaded version) to
+/// every other replica under the commit's timestamp. The Thomas write rule then keeps node#4's
+/// wrong value at the same version as the others' right one. Not specific to removal (the
+/// same recovery runs after any long crash of a behind DC at n ≥ 4); the schedules without
+/// `remove` have not hit it. The fix belongs to the recovery rule for a commit found applied
+/// at n ≥ 4 (a DC whose entry is the only one left cannot be taken as up to date).
+#[test]
+fn open_bug_a_late_recoverer_ships_a_behind_dcs_values() {
+    let faults = Faults { remove_dc: true, ..Faults::all() };
+    let r = run(SimConfig::new(topology("world-5dc-n5.yaml"), 105, Workload::Bank, faults)).expect("runs");
+    assert!(
+        r.violations.iter().any(|v| matches!(v, Violation::Diverged { .. })),
+        "seed 105 passes now: turn this test into a regression test: {r}"
+    );
+}
