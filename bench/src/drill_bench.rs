@@ -21,7 +21,7 @@ use crate::drill_plan::DrillPlan;
 use crate::report::{Latency, Outcomes};
 use rand::SeedableRng;
 use redt_coordinator::call::kv_call;
-use redt_coordinator::{Client, TxnStatus};
+use redt_coordinator::{failover_order, Client, TxnStatus};
 use redt_dc_executor::{KvOp, YcsbOp};
 use redt_proto::{NodeId, PartitionId, TableId, Topology};
 use serde::Serialize;
@@ -181,15 +181,25 @@ pub async fn run_drill_ycsb(
                 let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
                 let mut seq = 0u64;
                 while !stop.load(Ordering::Relaxed) {
-                    if down.contains(node) {
-                        tokio::time::sleep(Duration::from_millis(20)).await;
-                        continue;
-                    }
+                    // A client whose coordinator the drill took down goes on through the
+                    // nearest node up (`redt_coordinator::failover_order`), as a client with
+                    // a health check would (issue 13); it waits only while every node is down.
+                    let coordinator = if down.contains(node) {
+                        match failover_order(&topo, node).into_iter().find(|&n| !down.contains(n)) {
+                            Some(n) => n,
+                            None => {
+                                tokio::time::sleep(Duration::from_millis(20)).await;
+                                continue;
+                            }
+                        }
+                    } else {
+                        node
+                    };
                     let mut txn = draw_txn(&shape, &keys, &ycsb, cells, cell_bytes, &mut rng);
                     seq += 1;
                     let written = stamp(&mut txn, writes.nonce(), client_id, seq);
                     let submitted = Instant::now();
-                    let out = client.submit(node, txn.call(tid, cells)).await;
+                    let out = client.submit(coordinator, txn.call(tid, cells)).await;
                     let answered = Instant::now();
                     for &(p, r) in txn.inserts() {
                         keys.settle(p, r, out.status == TxnStatus::Committed);
