@@ -27,7 +27,15 @@ use std::sync::{Arc, RwLock};
 /// read lock).
 #[derive(Debug)]
 pub struct Epochs {
-    inner: RwLock<BTreeMap<Epoch, Arc<Topology>>>,
+    inner: RwLock<Applied>,
+}
+
+/// The placements applied: the current one, and every kept one by epoch (the current
+/// included).
+#[derive(Debug)]
+struct Applied {
+    current: Arc<Topology>,
+    by_epoch: BTreeMap<Epoch, Arc<Topology>>,
 }
 
 impl Epochs {
@@ -37,26 +45,27 @@ impl Epochs {
 
     /// Starts at `topology`'s epoch (the topology file's).
     pub fn new(topology: Arc<Topology>) -> Epochs {
-        Epochs { inner: RwLock::new(BTreeMap::from([(topology.epoch, topology)])) }
+        let by_epoch = BTreeMap::from([(topology.epoch, topology.clone())]);
+        Epochs { inner: RwLock::new(Applied { current: topology, by_epoch }) }
     }
 
-    fn read(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<Epoch, Arc<Topology>>> {
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Applied> {
         self.inner.read().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The current placement: new transactions are planned in it.
     pub fn current(&self) -> Arc<Topology> {
-        self.read().last_key_value().map(|(_, t)| t.clone()).expect("never empty")
+        self.read().current.clone()
     }
 
     /// The current epoch.
     pub fn epoch(&self) -> Epoch {
-        self.read().last_key_value().map(|(e, _)| *e).expect("never empty")
+        self.read().current.epoch
     }
 
     /// The placement of `epoch`, if this node applied it (and still keeps it).
     pub fn get(&self, epoch: Epoch) -> Option<Arc<Topology>> {
-        self.read().get(&epoch).cloned()
+        self.read().by_epoch.get(&epoch).cloned()
     }
 
     /// The placement of `epoch` if known, else the current one: for the parts of a message
@@ -68,13 +77,14 @@ impl Epochs {
     /// Makes `topology` the current placement if its epoch is newer than the current one.
     /// Returns whether it did. Only the newest [`Epochs::KEPT`] epochs are kept.
     pub fn adopt(&self, topology: Arc<Topology>) -> bool {
-        let mut map = self.inner.write().unwrap_or_else(|p| p.into_inner());
-        if map.last_key_value().is_some_and(|(e, _)| *e >= topology.epoch) {
+        let mut applied = self.inner.write().unwrap_or_else(|p| p.into_inner());
+        if applied.current.epoch >= topology.epoch {
             return false;
         }
-        map.insert(topology.epoch, topology);
-        while map.len() > Self::KEPT {
-            map.pop_first();
+        applied.by_epoch.insert(topology.epoch, topology.clone());
+        applied.current = topology;
+        while applied.by_epoch.len() > Self::KEPT {
+            applied.by_epoch.pop_first();
         }
         true
     }
@@ -196,7 +206,7 @@ mod tests {
             epochs.adopt(Arc::new(placement(&t, Epoch(e), &BTreeMap::new())));
         }
         assert_eq!(epochs.epoch(), Epoch(e));
-        assert_eq!(epochs.read().len(), Epochs::KEPT);
+        assert_eq!(epochs.read().by_epoch.len(), Epochs::KEPT);
         assert!(epochs.get(t.epoch).is_none());
     }
 }
