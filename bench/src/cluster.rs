@@ -495,6 +495,31 @@ pub struct RemoteReport {
     pub outcomes: Outcomes,
 }
 
+impl RemoteReport {
+    /// The report of YCSB clients (`cfg.clients_per_node` per node of `topo`, on a table of
+    /// `cells` cells of `cell_bytes` bytes) that counted `counts` (committed, aborted,
+    /// unknown) and the commit latencies `hist` in `elapsed`.
+    pub(crate) fn ycsb(
+        topo: &Topology,
+        cfg: &ClusterConfig,
+        (cells, cell_bytes): (usize, usize),
+        counts: &[AtomicU64; 3],
+        hist: &std::sync::Mutex<hdrhistogram::Histogram<u64>>,
+        elapsed: Duration,
+    ) -> RemoteReport {
+        let [c, a, u] = [0, 1, 2].map(|i| counts[i].load(Ordering::Relaxed));
+        let hist = hist.lock().unwrap_or_else(|p| p.into_inner());
+        RemoteReport {
+            workload: "ycsb".into(),
+            mix: cfg.ycsb.summary(cells, cell_bytes),
+            topology: topo.name.clone(),
+            clients: cfg.clients_per_node * topo.nodes.len(),
+            duration_s: elapsed.as_secs_f64(),
+            outcomes: Outcomes::new(c, a, u, elapsed, &hist),
+        }
+    }
+}
+
 /// Runs YCSB against a running cluster of `topo` through its coordinators, with the client
 /// certificate in `certs` (failure drills: [`crate::drill_bench`]). The cluster must have been
 /// started with at least
@@ -571,16 +596,7 @@ pub async fn run_remote_ycsb(
     run.finish_and_clear();
     stop.store(true, Ordering::Relaxed);
     while tasks.join_next().await.is_some() {}
-    let [c, a, u] = [0, 1, 2].map(|i| counts[i].load(Ordering::Relaxed));
-    let outcomes = Outcomes::new(c, a, u, elapsed, &hist.lock().expect("histogram"));
-    Ok(RemoteReport {
-        workload: "ycsb".into(),
-        mix: cfg.ycsb.summary(cells, cell_bytes),
-        topology: topo.name.clone(),
-        clients: cfg.clients_per_node * topo.nodes.len(),
-        duration_s: elapsed.as_secs_f64(),
-        outcomes,
-    })
+    Ok(RemoteReport::ycsb(&topo, cfg, (cells, cell_bytes), &counts, &hist, elapsed))
 }
 
 #[cfg(test)]

@@ -18,7 +18,7 @@ use crate::cluster::{bar, draw_txn, ycsb_table, ClusterConfig, DrawnTxn, KeySpac
 use crate::drill::{self, Counts, DownSet, DrillReport, DrillSetup, FaultDriver, LogLine, Timeline};
 use crate::drill_check::{encode, Told, WriteLog, TAG_BYTES};
 use crate::drill_plan::DrillPlan;
-use crate::report::{Latency, Outcomes};
+use crate::report::Latency;
 use rand::SeedableRng;
 use redt_coordinator::call::kv_call;
 use redt_coordinator::{failover_order, Client, TxnStatus};
@@ -284,17 +284,8 @@ pub async fn run_drill_ycsb(
         None
     };
     let report = drill::report(&watch, &timeline.snapshot(), cfg.duration, &settled, lost);
-    let [c, a, u] = [0, 1, 2].map(|i| counts[i].load(Ordering::Relaxed));
-    let outcomes = Outcomes::new(c, a, u, elapsed, &hist.lock().unwrap_or_else(|p| p.into_inner()));
     Ok(DrillBenchReport {
-        run: RemoteReport {
-            workload: "ycsb".into(),
-            mix: cfg.ycsb.summary(cells, cell_bytes),
-            topology: topo.name.clone(),
-            clients: cfg.clients_per_node * topo.nodes.len(),
-            duration_s: elapsed.as_secs_f64(),
-            outcomes,
-        },
+        run: RemoteReport::ycsb(&topo, cfg, (cells, cell_bytes), &counts, &hist, elapsed),
         drill: report,
     })
 }
