@@ -4,6 +4,8 @@
 //! `redt client --jsonl` and `redt netem set` drive it, and `redt cluster down --wipe`
 //! stops it — also when an assertion fails (see [`ClusterGuard`]).
 
+mod common;
+use common::{local_fast_yaml, path_str, redt, text, ClusterGuard, REDT};
 use redt_coordinator::call::kv_call;
 use redt_coordinator::{Client, TxnIds, TxnOutcome, TxnStatus};
 use redt_dc_executor::{DcHandle, KvOp, Layout, LocalVerbs, Verbs};
@@ -11,71 +13,15 @@ use redt_proto::{DcId, NodeId, TableId, Topology};
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-const REDT: &str = env!("CARGO_BIN_EXE_redt");
 /// Table `kv` of local-fast.yaml: one 2048-byte cell per record.
 const KV: TableId = TableId(2);
 /// Listen port of this test's cluster (the embedded-cluster tests use 7610–7630).
 const PORT: u16 = 7640;
-
-/// `configs/local-fast.yaml` with every node on `port` instead of 7100 and the cluster named
-/// `name` (which names its MemStore files).
-fn local_fast_yaml(name: &str, port: u16) -> String {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/configs/local-fast.yaml");
-    let text = std::fs::read_to_string(path).expect("configs/local-fast.yaml");
-    assert!(text.contains(":7100\""), "local-fast.yaml nodes listen on port 7100");
-    assert!(text.contains("\nname: local-fast\n"), "local-fast.yaml is named local-fast");
-    text.replace(":7100\"", &format!(":{port}\"")).replace("\nname: local-fast\n", &format!("\nname: {name}\n"))
-}
-
-fn redt(args: &[&str]) -> Output {
-    Command::new(REDT).args(args).stdin(Stdio::null()).output().expect("run the redt binary")
-}
-
-fn text(out: &Output) -> String {
-    format!(
-        "status {}\n--- stdout\n{}--- stderr\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
-
-fn path_str(p: &Path) -> &str {
-    p.to_str().expect("a UTF-8 temporary path")
-}
-
-/// Stops the cluster of `run_dir` when dropped (unless [`ClusterGuard::down`] already did),
-/// so a failing assertion does not leave node processes behind.
-struct ClusterGuard {
-    run_dir: PathBuf,
-    armed: bool,
-}
-
-impl ClusterGuard {
-    fn down(&mut self) -> Output {
-        self.armed = false;
-        redt(&["cluster", "down", "--run-dir", path_str(&self.run_dir), "--wipe"])
-    }
-}
-
-impl Drop for ClusterGuard {
-    fn drop(&mut self) {
-        if self.armed {
-            let out = self.down();
-            eprintln!("cleanup: redt cluster down: {}", text(&out));
-            for log in std::fs::read_dir(self.run_dir.join("logs")).into_iter().flatten().flatten() {
-                let body = std::fs::read_to_string(log.path()).unwrap_or_default();
-                let tail: Vec<&str> = body.lines().rev().take(20).collect();
-                eprintln!("--- {}\n{}", log.path().display(), tail.into_iter().rev().collect::<Vec<_>>().join("\n"));
-            }
-        }
-    }
-}
 
 /// Whether process `pid` runs (exists and is not a zombie waiting to be reaped).
 fn pid_alive(pid: u32) -> bool {
@@ -252,7 +198,7 @@ fn cluster_up_processes() {
     let certs = run_dir.join("certs");
     let topo = Arc::new(Topology::load(&config).expect("the edited topology loads"));
 
-    let mut guard = ClusterGuard { run_dir: run_dir.clone(), armed: true };
+    let mut guard = ClusterGuard::new(run_dir.clone());
     let t0 = Instant::now();
     let out = redt(&[
         "cluster",
@@ -475,7 +421,7 @@ fn a_killed_node_restarts_and_recovery_decides_what_it_left() {
     let run_dir = work.path().join("run");
     let certs = run_dir.join("certs");
     let topo = Arc::new(Topology::load(&config).expect("the edited topology loads"));
-    let mut guard = ClusterGuard { run_dir: run_dir.clone(), armed: true };
+    let mut guard = ClusterGuard::new(run_dir.clone());
     let up = |extra: &[&str]| {
         let mut args = vec![
             "cluster",

@@ -7,66 +7,24 @@
 //! and saves its outputs; a plan naming an unknown DC is refused naming it. No timing is
 //! asserted.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+mod common;
+use common::{local_fast_yaml, path_str, redt, text, ClusterGuard};
+use std::path::Path;
 
-const REDT: &str = env!("CARGO_BIN_EXE_redt");
 /// Listen port of this test's cluster (cluster_processes.rs uses 7640–7680).
 const PORT: u16 = 7720;
-
-fn redt(args: &[&str]) -> Output {
-    Command::new(REDT).args(args).stdin(Stdio::null()).output().expect("run the redt binary")
-}
-
-fn text(out: &Output) -> String {
-    format!(
-        "status {}\n--- stdout\n{}--- stderr\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
-
-fn path_str(p: &Path) -> &str {
-    p.to_str().expect("a UTF-8 temporary path")
-}
-
-/// Stops the cluster of `run_dir` when dropped, so a failing assertion leaves no process
-/// behind (with the nodes' last log lines on standard error).
-struct ClusterGuard {
-    run_dir: PathBuf,
-}
-
-impl Drop for ClusterGuard {
-    fn drop(&mut self) {
-        let out = redt(&["cluster", "down", "--run-dir", path_str(&self.run_dir), "--wipe"]);
-        if std::thread::panicking() {
-            eprintln!("cleanup: redt cluster down: {}", text(&out));
-            for log in std::fs::read_dir(self.run_dir.join("logs")).into_iter().flatten().flatten() {
-                let body = std::fs::read_to_string(log.path()).unwrap_or_default();
-                let tail: Vec<&str> = body.lines().rev().take(20).collect();
-                eprintln!("--- {}\n{}", log.path().display(), tail.into_iter().rev().collect::<Vec<_>>().join("\n"));
-            }
-        }
-    }
-}
 
 #[test]
 fn a_kill_drill_under_the_bench_loses_no_acknowledged_commit() {
     let work = tempfile::tempdir().expect("a temporary directory");
     let shm = if Path::new("/dev/shm").is_dir() { tempfile::tempdir_in("/dev/shm") } else { tempfile::tempdir() }
         .expect("a temporary MemStore directory");
-    let source = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/configs/local-fast.yaml"))
-        .expect("configs/local-fast.yaml");
-    assert!(source.contains(":7100\"") && source.contains("\nname: local-fast\n"), "local-fast.yaml as expected");
-    let yaml = source
-        .replace(":7100\"", &format!(":{PORT}\""))
-        .replace("\nname: local-fast\n", &format!("\nname: drill-processes-{}\n", std::process::id()));
+    let yaml = local_fast_yaml(&format!("drill-processes-{}", std::process::id()), PORT);
     let config = work.path().join("local-fast-drill.yaml");
     std::fs::write(&config, yaml).unwrap();
     let run_dir = work.path().join("run");
     let certs = run_dir.join("certs");
-    let _guard = ClusterGuard { run_dir: run_dir.clone() };
+    let _guard = ClusterGuard::new(run_dir.clone());
     let out = redt(&[
         "cluster",
         "up",

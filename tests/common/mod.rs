@@ -1,0 +1,78 @@
+//! Helpers shared by the tests that run the `redt` binary (`cluster_processes.rs`,
+//! `drill_processes.rs`).
+
+#![allow(dead_code)] // each test binary uses its own subset
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+/// The `redt` binary under test.
+pub const REDT: &str = env!("CARGO_BIN_EXE_redt");
+
+/// `configs/local-fast.yaml` with every node on `port` instead of 7100 and the cluster named
+/// `name` (which names its MemStore files).
+pub fn local_fast_yaml(name: &str, port: u16) -> String {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/configs/local-fast.yaml");
+    let text = std::fs::read_to_string(path).expect("configs/local-fast.yaml");
+    assert!(text.contains(":7100\""), "local-fast.yaml nodes listen on port 7100");
+    assert!(text.contains("\nname: local-fast\n"), "local-fast.yaml is named local-fast");
+    text.replace(":7100\"", &format!(":{port}\"")).replace("\nname: local-fast\n", &format!("\nname: {name}\n"))
+}
+
+/// Runs `redt args…` to completion, standard input closed.
+pub fn redt(args: &[&str]) -> Output {
+    Command::new(REDT).args(args).stdin(Stdio::null()).output().expect("run the redt binary")
+}
+
+/// A run's status, standard output and standard error, for an assertion message.
+pub fn text(out: &Output) -> String {
+    format!(
+        "status {}\n--- stdout\n{}--- stderr\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// A temporary path as `&str` (they are UTF-8 here).
+pub fn path_str(p: &Path) -> &str {
+    p.to_str().expect("a UTF-8 temporary path")
+}
+
+/// Stops the cluster of `run_dir` when dropped (unless [`ClusterGuard::down`] already did),
+/// so a failing assertion does not leave node processes behind; a test that panicked also
+/// gets the nodes' last log lines on standard error.
+pub struct ClusterGuard {
+    run_dir: PathBuf,
+    armed: bool,
+}
+
+impl ClusterGuard {
+    /// Guards the cluster `redt cluster up --run-dir run_dir` starts.
+    pub fn new(run_dir: PathBuf) -> ClusterGuard {
+        ClusterGuard { run_dir, armed: true }
+    }
+
+    /// `redt cluster down --wipe` now; nothing more at drop.
+    pub fn down(&mut self) -> Output {
+        self.armed = false;
+        redt(&["cluster", "down", "--run-dir", path_str(&self.run_dir), "--wipe"])
+    }
+}
+
+impl Drop for ClusterGuard {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let out = self.down();
+        if std::thread::panicking() {
+            eprintln!("cleanup: redt cluster down: {}", text(&out));
+            for log in std::fs::read_dir(self.run_dir.join("logs")).into_iter().flatten().flatten() {
+                let body = std::fs::read_to_string(log.path()).unwrap_or_default();
+                let tail: Vec<&str> = body.lines().rev().take(20).collect();
+                eprintln!("--- {}\n{}", log.path().display(), tail.into_iter().rev().collect::<Vec<_>>().join("\n"));
+            }
+        }
+    }
+}
