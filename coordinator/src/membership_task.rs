@@ -114,7 +114,9 @@ pub(crate) fn spawn(
 ) -> Result<()> {
     let runtime = tokio::runtime::Handle::try_current()
         .map_err(|_| Error::Io(std::io::Error::other("a node's membership driver needs a Tokio runtime")))?;
-    let base = node.epochs.get_or_current(node.topology().epoch);
+    // Started with the node, before any placement change: the topology file's placement,
+    // the initial membership every peer starts from (a restarted one re-applies its log).
+    let base = node.topology();
     let peer = open(&base, node.id, dir.as_ref())?;
     if let Some(r) = peer.recovery() {
         tracing::info!(
