@@ -205,7 +205,15 @@ async fn run(
                         asking = None;
                         answers.abort_all();
                         tracing::warn!(node = %n.id, %dc, "a majority of the voters suspect the DC: proposing its removal");
-                        peer.propose(&Command::RemoveDc(dc))
+                        match peer.propose(&Command::RemoveDc(dc)) {
+                            // Leadership moved while the voters were asked: the new leader
+                            // asks again. Not a failure of the peer.
+                            Err(e @ (redt_replication::Error::NotLeader { .. } | redt_replication::Error::Raft(_))) => {
+                                tracing::info!(node = %n.id, %dc, "removal not proposed: {e}");
+                                Ok(())
+                            }
+                            r => r,
+                        }
                     } else {
                         if answers.is_empty() {
                             asking = None;
