@@ -1,6 +1,6 @@
 //! The crate's error type.
 
-use redt_proto::{Epoch, NodeId};
+use redt_proto::NodeId;
 
 /// What can go wrong across DCs.
 #[derive(Debug, thiserror::Error)]
@@ -8,14 +8,6 @@ pub enum Error {
     /// A procedure call was malformed (unknown table, bad operation kind, missing call).
     #[error("bad procedure call: {0}")]
     BadCall(String),
-    /// A message carried an older (or newer) topology epoch than ours.
-    #[error("stale epoch: message has {got}, this node is at {current}")]
-    StaleEpoch {
-        /// Epoch in the message.
-        got: Epoch,
-        /// Our epoch.
-        current: Epoch,
-    },
     /// A node answered with an error message.
     #[error("{node} answered: {message}")]
     Remote {

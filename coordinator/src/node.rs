@@ -35,8 +35,8 @@ use tokio::task::JoinSet;
 
 /// Error codes of [`ErrorReply::code`].
 pub mod error_code {
-    /// The message's epoch is not ours.
-    pub const STALE_EPOCH: u32 = 1;
+    // 1 was "the message's epoch is not ours": the envelope's epoch no longer refuses a
+    // message (the epoch fence is a phase-1 abort vote, `ExecutorCore::execute`).
     /// The message is malformed or of an unexpected kind.
     pub const MALFORMED: u32 = 2;
     /// The node failed while handling it.
