@@ -355,10 +355,8 @@ struct SimNode {
     id: NodeId,
     dc: DcId,
     alive: bool,
-    /// Killed with its DC and removed from the placement (it comes back holding no replica:
-    /// `held_down` until its DC returns).
-    removed: bool,
-    /// Kept down by its DC's death until [`Ev::Return`] (or the drain).
+    /// Killed with its DC (removed from the placement): kept down until [`Ev::Return`] (or the
+    /// drain), then back holding no replica.
     held_down: bool,
     /// The placements it applied (kept across a crash, as a Raft log on disk is).
     epochs: Arc<Epochs>,
@@ -498,7 +496,6 @@ impl World {
                     id: n.id,
                     dc: n.dc,
                     alive: true,
-                    removed: false,
                     held_down: false,
                     epochs: Arc::new(Epochs::new(topology.clone())),
                     inc: 0,
@@ -859,7 +856,6 @@ impl World {
         for &node in &members {
             self.crash(node);
             let n = &mut self.nodes[node.0 as usize];
-            n.removed = true;
             n.held_down = true;
             let back = self.now + self.rng.gen_range(2_000_000..4_000_000);
             self.queue.push(back, Ev::Return { node });
@@ -869,7 +865,7 @@ impl World {
         let index = self.placements.len() - 1;
         self.report.dcs_removed += 1;
         for n in 0..self.nodes.len() {
-            if !self.nodes[n].removed {
+            if !members.contains(&NodeId(n as u16)) {
                 let at = self.now + self.rng.gen_range(500_000..1_500_000);
                 self.queue.push(at, Ev::Adopt { node: NodeId(n as u16), index });
             }
