@@ -5,6 +5,8 @@
 //! Each test runs its own cluster on its own ports and under its own topology name, so the
 //! tests of this binary (and the process test of the root package) may run at once.
 
+mod common;
+use common::local_fast;
 use redt_coordinator::call::kv_call;
 use redt_coordinator::plan::Scope;
 use redt_coordinator::transport::frame::encode_frame;
@@ -24,18 +26,6 @@ use std::time::{Duration, Instant};
 
 /// Table `kv` of local-fast.yaml: one 2048-byte cell per record.
 const KV: TableId = TableId(2);
-
-/// `configs/local-fast.yaml` with every node on `port` instead of 7100 and the cluster named
-/// `name` (unique per test: ports and names must not collide between concurrent tests).
-fn local_fast(name: &str, port: u16) -> Topology {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../configs/local-fast.yaml");
-    let text = std::fs::read_to_string(path).expect("configs/local-fast.yaml");
-    assert!(text.contains(":7100\""), "local-fast.yaml nodes listen on port 7100");
-    assert!(text.contains("\nname: local-fast\n"), "local-fast.yaml is named local-fast");
-    let text =
-        text.replace(":7100\"", &format!(":{port}\"")).replace("\nname: local-fast\n", &format!("\nname: {name}\n"));
-    Topology::from_yaml(path, &text).expect("the edited local-fast.yaml is valid")
-}
 
 /// [`local_fast`] with every partition replicated in all 4 DCs: n = 4, Q = ceil(3·4/4) = 3,
 /// so a transaction commits while one replica of a partition is behind (DESIGN.md §2).

@@ -3,21 +3,15 @@
 //! the leader removes it in a new epoch, every survivor adopts it, and the partitions it held
 //! (n = 3, Q = 3: nothing could commit on them without it) commit again.
 
+mod common;
+use common::local_fast;
 use redt_coordinator::call::kv_call;
 use redt_coordinator::{CoordinatorOptions, EmbeddedCluster, TxnStatus};
 use redt_dc_executor::KvOp;
-use redt_proto::{DcId, Epoch, NodeId, TableId, Topology};
+use redt_proto::{DcId, Epoch, NodeId, TableId};
 use std::time::{Duration, Instant};
 
 const KV: TableId = TableId(2);
-
-fn local_fast(name: &str, port: u16) -> Topology {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../configs/local-fast.yaml");
-    let text = std::fs::read_to_string(path).expect("configs/local-fast.yaml");
-    let text =
-        text.replace(":7100\"", &format!(":{port}\"")).replace("\nname: local-fast\n", &format!("\nname: {name}\n"));
-    Topology::from_yaml(path, &text).expect("the edited local-fast.yaml is valid")
-}
 
 /// Polls `check` every 20 ms until it holds or `limit` passes; returns how long it took.
 async fn until(limit: Duration, what: &str, mut check: impl AsyncFnMut() -> bool) -> Duration {
