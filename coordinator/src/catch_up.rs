@@ -4,9 +4,7 @@
 //! it writes voted abort, voted commit on an older version (stale: their writes were computed
 //! from old values), or never answered. Their DC's own redo must not be applied; instead each
 //! of those replicas gets a fresh `Committed` redo entry with the quorum's values, shipped by
-//! `n − Q + 1` DCs that were up to date for the partition (as many as the failed replicas a
-//! commit survives, so a source that dies before shipping, and whose DC is then removed,
-//! does not lose it). A DC votes once for all its replicas, so a DC
+//! a DC that was up to date for the partition. A DC votes once for all its replicas, so a DC
 //! that left any written partition behind has all of its redo aborted, and every replica it
 //! holds of a written partition is caught up.
 //!
@@ -93,22 +91,12 @@ impl CatchUp {
 ///
 /// For each written partition, every replica that is not up to date puts its DC in
 /// [`CatchUp::behind`]; then every replica of a written partition held by a DC in `behind`
-/// is a target, and the partition's sources are its first `n − Q + 1` up-to-date replicas'
-/// DCs, those not behind first (a DC behind for another partition still ships this one if
-/// needed: its redo holds the right values for this partition even though the rest of it is
-/// aborted). `n − Q + 1` sources (2 for n = 4 or 5) because a commit survives `n − Q` failed
-/// replicas: so must its catch-up, or a source that dies before shipping — and whose DC is
-/// then removed, so that nothing re-ships from its ring — leaves the target behind for good
-/// (simulation seed 1, bank, world-5dc-n5, `--faults all,remove`). Duplicates change nothing
-/// (Thomas write rule). A written partition with no up-to-date replica (impossible for a
+/// is a target, and the partition's source is its first up-to-date replica's DC that is not
+/// behind (or, if every up-to-date replica's DC is behind for another partition, the first
+/// up-to-date one: its redo holds the right values for this partition even though the rest
+/// of it is aborted). A written partition with no up-to-date replica (impossible for a
 /// commit, which needs `Q ≥ 1` of them) gets no source.
 pub fn catch_up(plan: &Plan, table: &[PartitionVotes]) -> CatchUp {
-    catch_up_from(plan, table, None)
-}
-
-/// [`catch_up`] with at most `limit` sources per partition (`None`: `n − Q + 1`). One source
-/// only is the rule before the failover issue (a mutant the simulation catches).
-pub fn catch_up_from(plan: &Plan, table: &[PartitionVotes], limit: Option<usize>) -> CatchUp {
     let written: Vec<(usize, Vec<bool>)> = plan
         .partitions
         .iter()
@@ -136,19 +124,10 @@ pub fn catch_up_from(plan: &Plan, table: &[PartitionVotes], limit: Option<usize>
             continue;
         }
         let fresh = || p.replicas.iter().zip(up).filter(|(_, &ok)| ok).map(|(&(_, dc), _)| dc);
-        let n = p.replicas.len();
-        let k = limit.unwrap_or(n - redt_proto::quorum(n) + 1).max(1);
-        let ahead = fresh().filter(|dc| !out.behind.contains(dc));
-        let fallback = fresh().filter(|dc| out.behind.contains(dc));
-        let mut chosen: Vec<DcId> = Vec::new();
-        for dc in ahead.chain(fallback) {
-            if chosen.len() < k && !chosen.contains(&dc) {
-                chosen.push(dc);
-            }
-        }
-        for source in chosen {
-            out.sources.entry(source).or_default().push((p.id, targets.clone()));
-        }
+        let Some(source) = fresh().find(|dc| !out.behind.contains(dc)).or_else(|| fresh().next()) else {
+            continue;
+        };
+        out.sources.entry(source).or_default().push((p.id, targets));
     }
     out
 }
@@ -521,19 +500,12 @@ mod tests {
             }
             let shipped: Vec<&(PartitionId, Vec<NodeId>)> = cu.sources.values().flatten().collect();
             if up.iter().any(|&u| u) {
-                // n = 4, Q = 3: n − Q + 1 = 2 sources, the first up-to-date DCs in order.
-                let fresh: Vec<DcId> = (0..4).filter(|&d| up[d as usize]).map(dc).take(2).collect();
-                assert_eq!(cu.sources.keys().copied().collect::<Vec<_>>(), fresh, "{votes:?} {cu:?}");
-                assert_eq!(shipped.len(), fresh.len(), "the written partition only: {cu:?}");
+                assert_eq!(shipped.len(), 1, "one source for the written partition only: {cu:?}");
+                let (source, list) = cu.sources.iter().next().expect("a source");
+                assert!(up[source.0 as usize] && !cu.behind.contains(source), "{votes:?} {cu:?}");
+                assert_eq!(list[0].0, PartitionId(0), "the read partition ships nothing");
                 let targets: Vec<NodeId> = expect_behind.iter().map(|d| NodeId(d.0)).collect();
-                for (source, list) in &cu.sources {
-                    assert!(up[source.0 as usize] && !cu.behind.contains(source), "{votes:?} {cu:?}");
-                    assert_eq!(list.len(), 1);
-                    assert_eq!(list[0].0, PartitionId(0), "the read partition ships nothing");
-                    assert_eq!(list[0].1, targets, "{votes:?}");
-                }
-                let one = catch_up_from(&p, &table, Some(1));
-                assert_eq!(one.sources.keys().copied().collect::<Vec<_>>(), fresh[..1], "one source: the first");
+                assert_eq!(list[0].1, targets, "{votes:?}");
             } else {
                 assert!(shipped.is_empty(), "nothing up to date, nothing to ship: {cu:?}");
             }
@@ -672,30 +644,34 @@ mod tests {
         let p1 = PartitionVotes::new(vec![commit(7), commit(7), commit(7), commit(7)]);
         let cu = catch_up(&p, &[p0, p1]);
         assert_eq!(cu.behind, BTreeSet::from([dc(3)]));
-        let both = vec![(PartitionId(0), vec![NodeId(3)]), (PartitionId(1), vec![NodeId(13)])];
-        assert_eq!(cu.sources, BTreeMap::from([(dc(0), both.clone()), (dc(1), both)]), "n − Q + 1 = 2 sources");
+        assert_eq!(
+            cu.sources,
+            BTreeMap::from([(dc(0), vec![(PartitionId(0), vec![NodeId(3)]), (PartitionId(1), vec![NodeId(13)])])])
+        );
 
         // p0 fresh only on DCs 0, 1, 2 where DC 0 is behind on p1, and p1 fresh on 1, 2, 3.
         let p0 = PartitionVotes::new(vec![commit(5), commit(5), commit(5), ReplicaVote::Abort]);
         let p1 = PartitionVotes::new(vec![commit(3), commit(7), commit(7), ReplicaVote::Abort]);
         let cu = catch_up(&p, &[p0, p1]);
         assert_eq!(cu.behind, BTreeSet::from([dc(0), dc(3)]));
-        let both = vec![(PartitionId(0), vec![NodeId(0), NodeId(3)]), (PartitionId(1), vec![NodeId(10), NodeId(13)])];
-        assert_eq!(cu.sources, BTreeMap::from([(dc(1), both.clone()), (dc(2), both)]));
+        assert_eq!(
+            cu.sources,
+            BTreeMap::from([(
+                dc(1),
+                vec![(PartitionId(0), vec![NodeId(0), NodeId(3)]), (PartitionId(1), vec![NodeId(10), NodeId(13)])]
+            )])
+        );
 
         // p0 fresh only on DC 0, which is stale on p1; p1 fresh on DCs 1..4, stale on p0.
         let p0 = PartitionVotes::new(vec![commit(5), commit(3), commit(3), ReplicaVote::Abort]);
         let p1 = PartitionVotes::new(vec![commit(3), commit(7), commit(7), commit(7)]);
         let cu = catch_up(&p, &[p0, p1]);
         assert_eq!(cu.behind, BTreeSet::from([dc(0), dc(1), dc(2), dc(3)]));
-        // p0 has one up-to-date replica (DC 0) for its two sources; p1 ships from DCs 1 and 2.
-        let p1 = vec![(PartitionId(1), vec![NodeId(10), NodeId(11), NodeId(12), NodeId(13)])];
         assert_eq!(
             cu.sources,
             BTreeMap::from([
                 (dc(0), vec![(PartitionId(0), vec![NodeId(0), NodeId(1), NodeId(2), NodeId(3)])]),
-                (dc(1), p1.clone()),
-                (dc(2), p1),
+                (dc(1), vec![(PartitionId(1), vec![NodeId(10), NodeId(11), NodeId(12), NodeId(13)])]),
             ])
         );
     }

@@ -621,11 +621,7 @@ impl Recoverer {
                 )
             })
             .collect();
-        // One source, the first up-to-date one, as before the failover issue: a recoverer sees
-        // versions only in the redo entries still in the rings (those of DCs that applied the
-        // commit may be gone), so it trusts its table less than a coordinator trusts its votes
-        // and adds no second source. The coordinator uses `n − Q + 1`.
-        catch_up::catch_up_from(&plan, &table, Some(1))
+        catch_up::catch_up(&plan, &table)
     }
 
     fn maybe_done(&mut self) {

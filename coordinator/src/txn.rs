@@ -39,8 +39,6 @@ pub struct CoordinatorMutations {
     /// its process died between the phases. Its sub-transactions keep their locks until a
     /// recoverer decides them (DESIGN.md, "Recovery").
     pub stop_before_phase2: bool,
-    /// One catch-up source per partition instead of `n − Q + 1` ([`catch_up::catch_up`]).
-    pub one_catch_up_source: bool,
 }
 
 /// How a coordinator runs transactions.
@@ -491,8 +489,7 @@ impl CoordinatorTxn {
         match d {
             decision::Decision::Commit { cts } => {
                 self.decision = Some(Decision::Commit(cts));
-                let limit = self.options.mutations.one_catch_up_source.then_some(1);
-                self.catch_up = catch_up::catch_up_from(&self.plan, &table, limit);
+                self.catch_up = catch_up::catch_up(&self.plan, &table);
                 if self.options.early_ack {
                     let reads = reads(&self.topology, &self.call, &self.plan, &self.votes.values().collect::<Vec<_>>());
                     self.answer(TxnStatus::Committed, reads, Some(self.phase1_cost));
