@@ -65,6 +65,7 @@ pub fn grid(base: &Topology, nodes_per_dc: usize) -> Result<Topology, String> {
             Partition {
                 id: PartitionId(p as u32),
                 replicas: (0..replicas).map(|r| NodeId((((d + r) % dcs) * nodes_per_dc + i) as u16)).collect(),
+                learners: Vec::new(),
             }
         })
         .collect();

@@ -80,9 +80,9 @@ pub struct CatchUp {
 }
 
 impl CatchUp {
-    /// Whether nothing was left behind.
+    /// Whether nothing was left behind and nobody is owed a catch-up (no learner either).
     pub fn is_empty(&self) -> bool {
-        self.behind.is_empty()
+        self.behind.is_empty() && self.sources.is_empty()
     }
 }
 
@@ -91,11 +91,13 @@ impl CatchUp {
 ///
 /// For each written partition, every replica that is not up to date puts its DC in
 /// [`CatchUp::behind`]; then every replica of a written partition held by a DC in `behind`
-/// is a target, and the partition's source is its first up-to-date replica's DC that is not
-/// behind (or, if every up-to-date replica's DC is behind for another partition, the first
-/// up-to-date one: its redo holds the right values for this partition even though the rest
-/// of it is aborted). A written partition with no up-to-date replica (impossible for a
-/// commit, which needs `Q ≥ 1` of them) gets no source.
+/// is a target, and so is every learner of a written partition (a replica being rebuilt
+/// takes no part in phase 1, so it is always behind: notes/failover.md, "Rebuild"). The
+/// partition's source is its first up-to-date replica's DC that is not behind (or, if every
+/// up-to-date replica's DC is behind for another partition, the first up-to-date one: its
+/// redo holds the right values for this partition even though the rest of it is aborted).
+/// A written partition with no up-to-date replica (impossible for a commit, which needs
+/// `Q ≥ 1` of them) gets no source.
 pub fn catch_up(plan: &Plan, table: &[PartitionVotes]) -> CatchUp {
     let written: Vec<(usize, Vec<bool>)> = plan
         .partitions
@@ -113,13 +115,11 @@ pub fn catch_up(plan: &Plan, table: &[PartitionVotes]) -> CatchUp {
             }
         }
     }
-    if out.behind.is_empty() {
-        return out;
-    }
     for (i, up) in &written {
         let p = &plan.partitions[*i];
-        let targets: Vec<NodeId> =
+        let mut targets: Vec<NodeId> =
             p.replicas.iter().filter(|(_, dc)| out.behind.contains(dc)).map(|&(node, _)| node).collect();
+        targets.extend(p.learners.iter().copied());
         if targets.is_empty() {
             continue;
         }
@@ -227,7 +227,7 @@ pub fn owed_mask(topology: &Topology, entry: &RedoEntry, shipped: &BTreeSet<Part
 
 /// The targets of shipping a source's redo `entry` again from its catch-up mask `owed`, after
 /// its first shipper's memory was lost (DESIGN.md §2): every partition of the entry's changes
-/// that the mask names, to every replica outside the source's DC `own_dc`, at the entry's
+/// that the mask names, to every replica (learners too) outside the source's DC `own_dc`, at the entry's
 /// commit timestamp. Up-to-date replicas among them apply nothing (Thomas write rule).
 pub fn reship_targets(topology: &Topology, own_dc: DcId, entry: &RedoEntry, owed: u8) -> Vec<CatchUpTarget> {
     let mut parts: BTreeSet<PartitionId> = BTreeSet::new();
@@ -240,10 +240,12 @@ pub fn reship_targets(topology: &Topology, own_dc: DcId, entry: &RedoEntry, owed
     parts
         .into_iter()
         .filter_map(|p| {
-            let replicas = &topology.partitions.get(p.0 as usize)?.replicas;
-            let nodes: Vec<NodeId> = replicas
+            let part = topology.partitions.get(p.0 as usize)?;
+            let nodes: Vec<NodeId> = part
+                .replicas
                 .iter()
                 .copied()
+                .chain(part.learners.iter().map(|l| l.node))
                 .filter(|n| topology.nodes.get(n.0 as usize).is_some_and(|x| x.dc != own_dc))
                 .collect();
             (!nodes.is_empty()).then_some(CatchUpTarget { partition: p, nodes, cts: entry.cts })
@@ -467,6 +469,7 @@ mod tests {
                 accesses: vec![i],
                 replicas: dcs.iter().map(|&d| (NodeId(10 * i as u16 + d), dc(d))).collect(),
                 writes,
+                learners: Vec::new(),
             })
             .collect::<Vec<_>>();
         let participants: BTreeSet<DcId> = partitions.iter().flat_map(|p| p.replicas.iter().map(|r| r.1)).collect();

@@ -95,6 +95,9 @@ pub fn reason_text(r: &AbortReason) -> String {
         AbortReason::User(s) => s.clone(),
         AbortReason::RingFull(n) => format!("redo ring of {n} full"),
         AbortReason::Fenced => "fenced by a recoverer".into(),
+        AbortReason::StaleEpoch { node, floor } => {
+            format!("not in current epoch: {node} takes no phase 1 before {floor}")
+        }
     }
 }
 

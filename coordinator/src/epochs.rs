@@ -89,14 +89,24 @@ impl Epochs {
         true
     }
 
-    /// Whether the current epoch places a replica of `partition` on `node` (`None`: of any
-    /// partition). A catch-up is owed only to such a node.
+    /// Whether the current epoch places a replica (a voter or a learner) of `partition` on
+    /// `node` (`None`: of any partition). A catch-up is owed only to such a node.
     pub fn holds_replica(&self, node: NodeId, partition: Option<PartitionId>) -> bool {
         let t = self.current();
         match partition {
-            Some(p) => t.partitions.get(p.0 as usize).is_some_and(|p| p.replicas.contains(&node)),
-            None => t.partitions.iter().any(|p| p.replicas.contains(&node)),
+            Some(p) => t.partitions.get(p.0 as usize).is_some_and(|p| p.holds(node)),
+            None => t.partitions.iter().any(|p| p.holds(node)),
         }
+    }
+}
+
+impl Epochs {
+    /// Whether the current epoch makes `node` a voter of some partition. A node that is not
+    /// (removed with its DC, or back and only a learner being rebuilt) trusts nothing it held
+    /// from before: it drops its older undecided entries instead of recovering them
+    /// (`ExecutorCore::discard_if_removed`).
+    pub fn holds_voter(&self, node: NodeId) -> bool {
+        self.current().partitions.iter().any(|p| p.replicas.contains(&node))
     }
 }
 
@@ -120,30 +130,43 @@ pub fn removed_dcs(topology: &Topology) -> Vec<redt_proto::DcId> {
         .collect()
 }
 
-/// `base` with the replica sets `replicas` (partition → voting replicas, in order; the first
-/// is the primary the baselines use) at `epoch`: the placement of a new epoch. Partitions
-/// `replicas` leaves out keep `base`'s replicas.
-pub fn placement(base: &Topology, epoch: Epoch, replicas: &BTreeMap<PartitionId, Vec<NodeId>>) -> Topology {
+/// One partition's replicas in a placement: the voters in order (the first is the primary
+/// the baselines use) and the learners being rebuilt.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PartitionReplicas {
+    /// The voting replicas: `n` counts them, and only them.
+    pub voters: Vec<NodeId>,
+    /// The learners: they get every committed write and a snapshot, and never vote.
+    pub learners: Vec<redt_proto::Learner>,
+}
+
+/// `base` with the replica sets `replicas` at `epoch`: the placement of a new epoch.
+/// Partitions `replicas` leaves out keep `base`'s voters and learners.
+pub fn placement(base: &Topology, epoch: Epoch, replicas: &BTreeMap<PartitionId, PartitionReplicas>) -> Topology {
     let mut t = base.clone();
     t.epoch = epoch;
     for p in &mut t.partitions {
         if let Some(r) = replicas.get(&p.id) {
-            p.replicas = r.clone();
+            p.replicas = r.voters.clone();
+            p.learners = r.learners.clone();
         }
     }
     t
 }
 
-/// `base` without any replica on a node of DC `dc`, at epoch `base.epoch + 1`: what removing
-/// a dead DC does (notes/failover.md, "Removing a dead DC"). Used by the simulation and by
-/// tests; a real cluster takes the new placement from the membership Raft group.
+/// `base` without any replica (voter or learner) on a node of DC `dc`, at epoch
+/// `base.epoch + 1`: what removing a dead DC does (notes/failover.md, "Removing a dead DC").
+/// Used by tests; a real cluster and the simulation take the new placement from the
+/// membership state machine.
 pub fn without_dc(base: &Topology, dc: redt_proto::DcId) -> Topology {
+    let outside = |n: &NodeId| base.nodes.get(n.0 as usize).is_some_and(|x| x.dc != dc);
     let replicas = base
         .partitions
         .iter()
         .map(|p| {
-            let keep = p.replicas.iter().copied().filter(|n| base.nodes.get(n.0 as usize).is_some_and(|x| x.dc != dc));
-            (p.id, keep.collect())
+            let voters = p.replicas.iter().copied().filter(outside).collect();
+            let learners = p.learners.iter().copied().filter(|l| outside(&l.node)).collect();
+            (p.id, PartitionReplicas { voters, learners })
         })
         .collect();
     placement(base, Epoch(base.epoch.0 + 1), &replicas)

@@ -24,6 +24,7 @@ use crate::epochs::Epochs;
 use crate::error::{Error, Result};
 use crate::message::{
     Accept, Decide, DecideRole, Execute, LogDecision, Record, RecoveryPrepare, Reply, Request, Reservations,
+    SnapshotRead,
 };
 use crate::node::error_code;
 use crate::plan;
@@ -38,6 +39,9 @@ use std::sync::Arc;
 /// A catch-up source's way of deciding its entries: each entry's catch-up mask, and the commit
 /// timestamp an aborted source keeps (`Executor::finish_owing`).
 type Owing<'a> = (&'a dyn Fn(&RedoEntry) -> u8, Cts);
+
+/// Index buckets one snapshot chunk scans at most (256 KiB of index).
+const SNAPSHOT_BUCKETS: u64 = 4096;
 
 /// How many transaction ids each bounded memory (fences, decided here) remembers.
 const FENCE_MEMORY: usize = 100_000;
@@ -58,6 +62,12 @@ pub struct ExecutorMutations {
     /// A phase 1 planned in another epoch than the executor's current one runs anyway (no
     /// epoch fence, notes/failover.md): a transaction of a removed placement can commit.
     pub accept_other_epoch: bool,
+    /// A catch-up source ships nothing to learners: a rebuilt replica misses the commits made
+    /// while its snapshot was copied.
+    pub no_catch_up_to_learners: bool,
+    /// A voter serves a snapshot copy at once, without raising its epoch floor or waiting
+    /// for its older-epoch entries: an older commit applied after the scan is missed.
+    pub snapshot_without_fence: bool,
 }
 
 /// A bounded map of transaction ids to decisions (oldest forgotten first).
@@ -296,6 +306,11 @@ impl ExecutorCore {
                     Err(e) => Handled::error(error_code::INTERNAL, e.to_string()),
                 }
             }
+            Request::SnapshotRead(r) => match self.snapshot_read(&r) {
+                Ok(Ok((records, next))) => Handled::reply(Reply::Snapshot { records, next }),
+                Ok(Err(why)) => Handled::error(error_code::NOT_READY, why),
+                Err(e) => Handled::error(error_code_of(&e), e.to_string()),
+            },
             Request::Reservations(Reservations { ring }) => match self.executor.reservations(ring) {
                 Ok(held) => Handled::reply(Reply::Reserved(held)),
                 Err(e) => Handled::error(error_code::INTERNAL, e.to_string()),
@@ -510,15 +525,98 @@ impl ExecutorCore {
         targets
             .iter()
             .filter_map(|t| {
-                let nodes: Vec<NodeId> =
-                    t.nodes.iter().copied().filter(|&n| self.epochs.holds_replica(n, Some(t.partition))).collect();
+                let current = self.epochs.current();
+                let learner =
+                    |n: NodeId| current.partitions.get(t.partition.0 as usize).is_some_and(|p| p.learner(n).is_some());
+                let nodes: Vec<NodeId> = t
+                    .nodes
+                    .iter()
+                    .copied()
+                    .filter(|&n| self.epochs.holds_replica(n, Some(t.partition)))
+                    .filter(|&n| !(self.mutations.no_catch_up_to_learners && learner(n)))
+                    .collect();
                 (!nodes.is_empty()).then(|| crate::message::CatchUpTarget { nodes, ..t.clone() })
             })
             .collect()
     }
 
+    /// Serves one chunk of a snapshot copy of `r.partition` to a learner added in `r.epoch`
+    /// (notes/failover.md, "Rebuild"; [`crate::rebuild`] has the argument). Before the first
+    /// chunk (`from_bucket == 0`) this node raises its epoch floor to `r.epoch` and checks that
+    /// its ring holds no entry of an older epoch that is not finished and applied; from then
+    /// on no phase 1 of an older epoch can write here, so the records hold every older commit
+    /// this replica was up to date for. Returns the records and the bucket to go on from, or
+    /// `Ok(Err(why))` when the copy cannot be served yet (the epoch not applied here, older
+    /// entries unfinished) or here at all (not a voter of the partition).
+    ///
+    /// # Errors
+    /// Data-path failures.
+    #[allow(clippy::type_complexity)]
+    pub fn snapshot_read(
+        &mut self,
+        r: &SnapshotRead,
+    ) -> Result<std::result::Result<(Vec<redt_dc_executor::SnapshotRecord>, Option<u64>), String>> {
+        let current = self.epochs.current();
+        if current.epoch < r.epoch {
+            return Ok(Err(format!("{} has not applied {} yet (it is at {})", self.node, r.epoch, current.epoch)));
+        }
+        let Some(part) = current.partitions.get(r.partition.0 as usize) else {
+            return Ok(Err(format!("partition {} is not in the topology", r.partition)));
+        };
+        if !part.replicas.contains(&self.node) {
+            return Ok(Err(format!("{} is not a voter of {} in {}", self.node, r.partition, current.epoch)));
+        }
+        let dc = self.executor.dc().clone();
+        if r.from_bucket == 0 && !self.mutations.snapshot_without_fence {
+            let at = dc.layout.epoch_floor_offset();
+            let mut word = [0u8; 8];
+            dc.verbs.read(self.node, at, &mut word)?;
+            let epoch = u64::from(r.epoch.0);
+            if u64::from_le_bytes(word) < epoch {
+                dc.verbs.write(self.node, at, &epoch.to_le_bytes())?;
+            }
+            let older = redt_dc_executor::ring_entries(dc.verbs.as_ref(), self.node, &dc.layout)?
+                .into_iter()
+                .filter(|(_, _, e)| {
+                    e.epoch < r.epoch
+                        && matches!(
+                            e.status,
+                            redt_dc_executor::EntryStatus::Intent
+                                | redt_dc_executor::EntryStatus::Logged
+                                | redt_dc_executor::EntryStatus::Committed
+                        )
+                })
+                .count();
+            if older > 0 {
+                return Ok(Err(format!(
+                    "{} holds {older} redo entries of epochs before {} not finished and applied yet",
+                    self.node, r.epoch
+                )));
+            }
+        }
+        let keep = |table: redt_proto::TableId, key: u64| {
+            current.table(table).is_some_and(|t| current.partition_of(t, key) == r.partition)
+        };
+        let max_bytes = r.max_bytes.clamp(1, SnapshotRead::MAX_BYTES) as usize;
+        let chunk = redt_dc_executor::read_snapshot(&dc, self.node, r.from_bucket, SNAPSHOT_BUCKETS, max_bytes, &keep)?;
+        Ok(Ok((chunk.records, chunk.next)))
+    }
+
+    /// Applies records of a snapshot copy to this node's own MemStore under the Thomas write
+    /// rule (the learner's side, [`crate::rebuild`]). Returns how many, in order, were
+    /// applied: fewer when a record is in use (try the rest later).
+    ///
+    /// # Errors
+    /// Data-path failures, and records that do not fit the schema (the copy comes from
+    /// another node).
+    pub fn apply_snapshot(&mut self, records: &[redt_dc_executor::SnapshotRecord]) -> Result<usize> {
+        let dc = self.executor.dc().clone();
+        Ok(redt_dc_executor::apply_snapshot(&dc, self.node, records)?.applied)
+    }
+
     /// Drops the undecided transaction of `entry` (an entry of this node's ring) if this node
-    /// was removed from the placement since the entry's epoch: nothing it holds is trusted
+    /// was removed from the placement since the entry's epoch (it is a voter of nothing now: gone, or back
+    /// and only a learner being rebuilt): nothing it holds is trusted
     /// again (notes/failover.md, "a returning DC"), the survivors decided the transaction
     /// without it, and recovering it from here, long after, only loads them. Its entries in
     /// the DC's rings are finished as aborted here, releasing their locks and the ring's head.
@@ -527,7 +625,7 @@ impl ExecutorCore {
     /// # Errors
     /// Data-path failures.
     pub fn discard_if_removed(&mut self, entry: &RedoEntry) -> Result<bool> {
-        if entry.epoch >= self.epochs.epoch() || self.epochs.holds_replica(self.node, None) {
+        if entry.epoch >= self.epochs.epoch() || self.epochs.holds_voter(self.node) {
             return Ok(false);
         }
         self.decide(entry.txn, Decision::Abort, &[])?;

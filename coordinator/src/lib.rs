@@ -33,6 +33,8 @@ pub mod message;
 mod netem_admin;
 mod node;
 pub mod plan;
+pub mod rebuild;
+mod rebuild_task;
 pub mod recoverer;
 pub mod recovery;
 mod recovery_task;

@@ -11,6 +11,13 @@
 //! epoch whose partitions have no replica in that DC. A leader cut off with a minority
 //! cannot gather the majority (its proposal would not commit anyway).
 //!
+//! Rebuilding (notes/failover.md, "Rebuild"): the leader also restores a removed DC once one
+//! of its nodes answers again ([`Command::RestoreDc`]: it holds no replica, nothing it held
+//! is trusted), adds a learner for every replica a partition is short of
+//! ([`Membership::plan_rebuild`], one [`Command::AddLearner`] at a time), and promotes a
+//! learner once its node reports the snapshot copy complete in its status
+//! ([`Command::Promote`]; the copy itself is `crate::rebuild_task`'s).
+//!
 //! A thin driver (STYLE.md §2): Raft's rules live in raft-rs and [`RaftMembership`], the
 //! placement rules in [`redt_replication::Membership`], the confirmation rule in the pure
 //! [`confirmed`]; this file moves their inputs and outputs.
@@ -35,6 +42,9 @@ const MAX_IN_FLIGHT: u32 = 64;
 const INBOX: usize = 4096;
 /// How long the leader waits before asking the voters about the same DC again.
 const CONFIRM_EVERY: Duration = Duration::from_millis(200);
+/// How often the leader looks for a removed DC answering again, a partition short of
+/// replicas, and a learner filled.
+const REBUILD_EVERY: Duration = Duration::from_millis(500);
 
 /// The Raft voters of `topology` (the first node of each DC) and its learners (every other
 /// node), in id order.
@@ -52,10 +62,13 @@ pub fn tick_length(topology: &Topology) -> Duration {
     rtt.clamp(Duration::from_millis(20), Duration::from_millis(500))
 }
 
-/// The placement `membership` describes over `base` (its epoch, each partition's voters).
+/// The placement `membership` describes over `base` (its epoch, each partition's voters and
+/// learners).
 pub fn placement_of(base: &Topology, membership: &Membership) -> Topology {
-    let replicas: BTreeMap<PartitionId, Vec<NodeId>> =
-        membership.partitions().map(|(p, r)| (p, r.voters().to_vec())).collect();
+    let replicas: BTreeMap<PartitionId, epochs::PartitionReplicas> = membership
+        .partitions()
+        .map(|(p, r)| (p, epochs::PartitionReplicas { voters: r.voters().to_vec(), learners: r.learners().to_vec() }))
+        .collect();
     epochs::placement(base, membership.epoch(), &replicas)
 }
 
@@ -146,11 +159,13 @@ fn open(base: &Topology, me: NodeId, dir: Option<&PathBuf>) -> Result<RaftMember
     .map_err(fail)
 }
 
-/// Makes `membership`'s placement the node's current one (a no-op if not newer).
-fn adopt(node: &Node, base: &Topology, membership: &Membership) {
+/// Makes `membership`'s placement the node's current one (a no-op if not newer), and starts
+/// the rebuilds of the learners it puts on this node.
+fn adopt(node: &Arc<Node>, base: &Topology, membership: &Membership) {
     if membership.epoch() > node.epochs.epoch() {
         node.adopt(Arc::new(placement_of(base, membership)));
     }
+    crate::rebuild_task::start(node);
 }
 
 /// What one voter answered about a suspected DC: the round, the voter, whether it suspects it.
@@ -173,6 +188,8 @@ async fn run(
     let mut asking: Option<(u64, DcId, BTreeSet<NodeId>)> = None;
     let mut asked_at: HashMap<DcId, Instant> = HashMap::new();
     let mut answers: JoinSet<Answer> = JoinSet::new();
+    let mut probes: JoinSet<Option<Command>> = JoinSet::new();
+    let mut last_rebuild_step = Instant::now();
     loop {
         let Some(n) = node.upgrade().filter(|n| !n.is_closed()) else { return };
         let step = tokio::select! {
@@ -186,8 +203,17 @@ async fn run(
                         ask_voters(&n, &voters, dc, round, &mut answers);
                     }
                 }
-                r
+                if r.is_ok() && peer.is_leader() && probes.is_empty() && last_rebuild_step.elapsed() >= REBUILD_EVERY {
+                    last_rebuild_step = Instant::now();
+                    rebuild_step(&n, &mut peer, &mut probes)
+                } else {
+                    r
+                }
             }
+            Some(Ok(found)) = probes.join_next() => match found {
+                Some(command) if peer.is_leader() => propose_quietly(&n, &mut peer, &command),
+                _ => Ok(()),
+            },
             Some((from, data)) = inbox.recv() => match redt_replication::decode_message(&data) {
                 Ok(m) => peer.handle_message(m),
                 Err(e) => {
@@ -267,6 +293,86 @@ fn next_suspect(n: &Node, peer: &RaftMembership, asked_at: &HashMap<DcId, Instan
         .into_iter()
         .filter(|&d| d != my_dc && peer.membership().dc_status(d) == Some(Status::Up))
         .find(|d| asked_at.get(d).is_none_or(|t| t.elapsed() >= CONFIRM_EVERY))
+}
+
+/// Proposes `command`; a proposal refused because leadership moved is not a failure of the
+/// peer (the new leader makes its own).
+fn propose_quietly(n: &Node, peer: &mut RaftMembership, command: &Command) -> redt_replication::Result<()> {
+    tracing::info!(node = %n.id, ?command, "membership: proposing");
+    match peer.propose(command) {
+        Err(e @ (redt_replication::Error::NotLeader { .. } | redt_replication::Error::Raft(_))) => {
+            tracing::info!(node = %n.id, ?command, "not proposed: {e}");
+            Ok(())
+        }
+        r => r,
+    }
+}
+
+/// One step of the leader's rebuild work: proposes the first learner a partition is short of
+/// (on a node its detector does not suspect), and asks the nodes of removed DCs whether they
+/// are back and the learners' nodes whether their copy is complete (their answers come back
+/// through `probes` as the command to propose).
+fn rebuild_step(
+    n: &Arc<Node>,
+    peer: &mut RaftMembership,
+    probes: &mut JoinSet<Option<Command>>,
+) -> redt_replication::Result<()> {
+    let membership = peer.membership().clone();
+    let wait = tick_length(&n.topology()) * 4;
+    let topology = n.topology();
+    for (dc, status) in membership.dcs() {
+        if status != Status::Removed {
+            continue;
+        }
+        let nodes = topology.dcs.get(dc.0 as usize).map(|d| d.nodes.clone()).unwrap_or_default();
+        let n = n.clone();
+        probes.spawn(async move {
+            for node in nodes {
+                if status_of(&n, node, wait).await.is_some() {
+                    return Some(Command::RestoreDc(dc));
+                }
+            }
+            None
+        });
+    }
+    for (partition, replicas) in membership.partitions() {
+        for learner in replicas.learners() {
+            let (n, learner) = (n.clone(), *learner);
+            probes.spawn(async move {
+                let status = status_of(&n, learner.node, wait).await?;
+                let filled = status
+                    .rebuilds
+                    .iter()
+                    .any(|r| r.partition == partition.0 && r.added_in == learner.added_in.0 && r.filled);
+                filled.then_some(Command::Promote { partition, node: learner.node, added_in: learner.added_in })
+            });
+        }
+    }
+    let suspected = n.board.suspected_nodes();
+    let next = membership.plan_rebuild().into_iter().flat_map(|s| s.proposals).find(|c| match c {
+        Command::AddLearner { node, .. } => !suspected.contains(node),
+        _ => true,
+    });
+    match next {
+        Some(command) => propose_quietly(n, peer, &command),
+        None => Ok(()),
+    }
+}
+
+/// `node`'s status (this node's own without the network), or `None` if it does not answer
+/// within `wait`.
+async fn status_of(n: &Arc<Node>, node: NodeId, wait: Duration) -> Option<redt_proto::wire::StatusReply> {
+    if node == n.id {
+        return n.status(false).await.ok().map(|s| s.to_wire());
+    }
+    let envelope = n.envelope(Body::Status(StatusRequest { count_locks: false }));
+    match tokio::time::timeout(wait, n.transport().call(node, envelope)).await {
+        Ok(Ok(r)) => match r.body {
+            Some(Body::NodeStatus(s)) => Some(s),
+            _ => None,
+        },
+        _ => None,
+    }
 }
 
 /// Asks every voter but `n` itself whether it suspects `dc` (its `redt status` view).

@@ -10,11 +10,14 @@
 use crate::codec::{entries_from_msg, entries_to_msg, promise_from_msg, promise_to_msg, vote_from_msg, vote_to_msg};
 use crate::cost::Cost;
 use crate::plan::Scope;
-use redt_dc_executor::{Decision, EntryRef, NodePromise, ReplicaChange, ReplicaOrigin, Vote};
+use redt_dc_executor::{
+    Decision, EntryRef, NodePromise, ReplicaChange, ReplicaOrigin, SnapshotCell, SnapshotRecord, Vote,
+};
 use redt_proto::wire::{
     AcceptReply, AcceptRequest, AckReply, Body, CatchUpMsg, ChangeMsg, DecideReply, DecideRequest, ExecuteRequest,
     LogDecisionRequest, PrepareReply, PrepareRequest, ProcedureCall, PromisesReply, RecordReply, RecordRequest,
-    RecoveryPrepareRequest, ReservationMsg, ReservationsRequest, ReservedReply,
+    RecoveryPrepareRequest, ReservationMsg, ReservationsRequest, ReservedReply, SnapshotCellMsg, SnapshotChunkReply,
+    SnapshotReadRequest, SnapshotRecordMsg,
 };
 use redt_proto::{Ballot, Cts, DcId, Epoch, NodeId, PartitionId, TableId, Topology, TxnId};
 
@@ -162,6 +165,26 @@ pub struct Reservations {
     pub ring: NodeId,
 }
 
+/// Rebuild: a learner's request for one chunk of a snapshot copy of `partition` from a voter
+/// (notes/failover.md, "Rebuild"; [`crate::rebuild`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SnapshotRead {
+    /// The partition.
+    pub partition: PartitionId,
+    /// The epoch that added the learner: the voter serves only once it applied that epoch
+    /// and finished every entry of an older one (`ExecutorCore::snapshot_read`).
+    pub epoch: Epoch,
+    /// The index bucket to scan from (0 starts the copy).
+    pub from_bucket: u64,
+    /// The most bytes of records wanted; the voter caps it at [`SnapshotRead::MAX_BYTES`].
+    pub max_bytes: u32,
+}
+
+impl SnapshotRead {
+    /// The largest chunk a voter sends (bytes of records): 4 MiB, well inside a frame.
+    pub const MAX_BYTES: u32 = 4 << 20;
+}
+
 /// A request between nodes: the RedT protocol's, and the baselines' (`crate::baseline`).
 #[derive(Clone, Debug, PartialEq)]
 pub enum Request {
@@ -181,6 +204,8 @@ pub enum Request {
     RecoveryPrepare(RecoveryPrepare),
     /// Gap filling: a ring owner asks a writer of its DC for its reservations there.
     Reservations(Reservations),
+    /// Rebuild: a learner reads a chunk of a snapshot copy from a voter.
+    SnapshotRead(SnapshotRead),
 }
 
 /// A reply between nodes of the RedT protocol.
@@ -216,6 +241,14 @@ pub enum Reply {
     /// Gap filling: the unwritten reservations `(ring index, slots)` the answering process
     /// holds in the ring asked about, in ring order.
     Reserved(Vec<(u64, u64)>),
+    /// Rebuild: one chunk of a snapshot copy, and the index bucket to go on from (`None`: the
+    /// copy is complete).
+    Snapshot {
+        /// The partition's records in the buckets scanned.
+        records: Vec<SnapshotRecord>,
+        /// The bucket to ask from next.
+        next: Option<u64>,
+    },
     /// The request was refused.
     Error {
         /// One of [`crate::error_code`].
@@ -347,6 +380,12 @@ impl TryFrom<Body> for Request {
                 partitions: r.partitions.iter().copied().map(PartitionId).collect(),
             })),
             Body::Reservations(r) => Ok(Request::Reservations(Reservations { ring: node_id(r.ring, "ring node")? })),
+            Body::SnapshotRead(r) => Ok(Request::SnapshotRead(SnapshotRead {
+                partition: PartitionId(r.partition),
+                epoch: Epoch(r.epoch),
+                from_bucket: r.from_bucket,
+                max_bytes: r.max_bytes,
+            })),
             _ => Err("not a protocol request".into()),
         }
     }
@@ -363,8 +402,8 @@ impl Request {
             Request::Prepare(p) => p.txn,
             Request::LogDecision(l) => l.txn,
             Request::RecoveryPrepare(r) => r.txn,
-            // About a ring, not a transaction.
-            Request::Reservations(_) => TxnId(0),
+            // About a ring or a partition, not a transaction.
+            Request::Reservations(_) | Request::SnapshotRead(_) => TxnId(0),
         }
     }
 
@@ -394,6 +433,10 @@ impl Request {
             Request::Prepare(p) => entries(&p.entries),
             Request::LogDecision(_) => Ok(()),
             Request::Reservations(r) => node(r.ring, "ring node"),
+            Request::SnapshotRead(r) => match topology.partitions.get(r.partition.0 as usize) {
+                Some(_) => Ok(()),
+                None => Err(format!("partition {} is not in the topology", r.partition)),
+            },
             Request::RecoveryPrepare(r) => {
                 match r.partitions.iter().find(|p| p.0 as usize >= topology.partitions.len()) {
                     Some(p) => Err(format!("partition {p} is not in the topology")),
@@ -496,6 +539,12 @@ impl From<Request> for Body {
                 partitions: r.partitions.iter().map(|p| p.0).collect(),
             }),
             Request::Reservations(r) => Body::Reservations(ReservationsRequest { ring: u32::from(r.ring.0) }),
+            Request::SnapshotRead(r) => Body::SnapshotRead(SnapshotReadRequest {
+                partition: r.partition.0,
+                epoch: r.epoch.0,
+                from_bucket: r.from_bucket,
+                max_bytes: r.max_bytes,
+            }),
             Request::LogDecision(l) => {
                 let (commit, cts) = decision_fields(l.decision);
                 Body::LogDecision(LogDecisionRequest {
@@ -538,6 +587,10 @@ impl Reply {
                 Ok(Reply::Promises(r.promises.iter().map(promise_from_msg).collect::<Result<_, String>>()?))
             }
             Body::Reserved(r) => Ok(Reply::Reserved(r.reservations.iter().map(|m| (m.index, m.slots)).collect())),
+            Body::SnapshotChunk(c) => Ok(Reply::Snapshot {
+                records: c.records.into_iter().map(record_from_msg).collect::<Result<_, String>>()?,
+                next: (!c.done).then_some(c.next),
+            }),
             Body::Error(e) => Ok(Reply::Error { code: e.code, message: e.message }),
             _ => Err("unexpected reply kind".into()),
         }
@@ -570,10 +623,40 @@ impl Reply {
             Reply::Reserved(r) => Body::Reserved(ReservedReply {
                 reservations: r.into_iter().map(|(index, slots)| ReservationMsg { index, slots }).collect(),
             }),
+            Reply::Snapshot { records, next } => Body::SnapshotChunk(SnapshotChunkReply {
+                records: records.into_iter().map(record_to_msg).collect(),
+                done: next.is_none(),
+                next: next.unwrap_or(0),
+            }),
             Reply::Error { code, message } => {
                 Body::Error(redt_proto::wire::ErrorReply { code, message, current_epoch })
             }
         }
+    }
+}
+
+fn record_from_msg(m: SnapshotRecordMsg) -> Result<SnapshotRecord, String> {
+    let table = u16::try_from(m.table).map(TableId).map_err(|_| format!("table {} out of range", m.table))?;
+    let cells = m
+        .cells
+        .into_iter()
+        .map(|c| {
+            let cell = u16::try_from(c.cell).map_err(|_| format!("cell {} out of range", c.cell))?;
+            Ok(SnapshotCell { cell, version: c.version, value: c.value })
+        })
+        .collect::<Result<_, String>>()?;
+    Ok(SnapshotRecord { table, key: m.key, cells })
+}
+
+fn record_to_msg(r: SnapshotRecord) -> SnapshotRecordMsg {
+    SnapshotRecordMsg {
+        table: u32::from(r.table.0),
+        key: r.key,
+        cells: r
+            .cells
+            .into_iter()
+            .map(|c| SnapshotCellMsg { cell: u32::from(c.cell), version: c.version, value: c.value })
+            .collect(),
     }
 }
 

@@ -41,6 +41,9 @@ pub mod error_code {
     pub const MALFORMED: u32 = 2;
     /// The node failed while handling it.
     pub const INTERNAL: u32 = 3;
+    /// The request cannot be served yet (a snapshot copy before its voter finished the older
+    /// epochs): ask again later.
+    pub const NOT_READY: u32 = 4;
 }
 
 /// Everything a node needs to start.
@@ -98,6 +101,8 @@ pub struct Node {
     raft: Option<RaftInbox>,
     /// The membership as its driver last saw it, for `redt status`.
     membership: Arc<MembershipView>,
+    /// Its learners' snapshot copies (`crate::rebuild_task`).
+    pub(crate) rebuilds: crate::rebuild_task::Rebuilds,
 }
 
 impl Node {
@@ -142,6 +147,7 @@ impl Node {
             heartbeats,
             raft: failover.then_some(raft),
             membership: Arc::new(MembershipView::default()),
+            rebuilds: Default::default(),
         });
         recovery_task::spawn(&node)?;
         liveness::spawn(&node, &detector, arrivals)?;
@@ -232,6 +238,7 @@ impl Node {
         status.epoch = topology.epoch;
         status.removed_dcs = crate::epochs::removed_dcs(&topology);
         status.membership_leader = self.membership.leader();
+        status.rebuilds = self.rebuilds.snapshot();
         Ok(status)
     }
 

@@ -19,6 +19,9 @@ pub struct PlannedPartition {
     pub replicas: Vec<(NodeId, DcId)>,
     /// Whether some access on this partition writes.
     pub writes: bool,
+    /// Its learners (replicas being rebuilt): they take no part in phase 1, and a commit
+    /// ships them the partition's new values as a catch-up (notes/failover.md, "Rebuild").
+    pub learners: Vec<NodeId>,
 }
 
 /// A planned transaction.
@@ -60,7 +63,8 @@ pub fn plan(topology: &Topology, procedure: &dyn Procedure) -> Result<Plan> {
             list.extend(accesses.iter().map(|&access| LocalAccess { access, node }));
         }
         let writes = accesses.iter().any(|&a| all[a].write != 0);
-        planned.push(PlannedPartition { id: pid, accesses, replicas, writes });
+        let learners = topology.partitions[pid.0 as usize].learners.iter().map(|l| l.node).collect();
+        planned.push(PlannedPartition { id: pid, accesses, replicas, writes, learners });
     }
     for list in local.values_mut() {
         list.sort_by_key(|l| l.access);

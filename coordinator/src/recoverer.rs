@@ -541,7 +541,7 @@ impl Recoverer {
                     && !self.options.mutations.catch_up_after_applied
                     && self.none_left_behind() =>
             {
-                CatchUp::default()
+                self.learners_only()
             }
             Decision::Commit(_) => self.catch_up(),
             Decision::Abort => CatchUp::default(),
@@ -594,20 +594,46 @@ impl Recoverer {
         by_coordinator && self.partitions().iter().all(|(_, replicas)| quorum(replicas.len()) == replicas.len())
     }
 
-    /// The replicas a recovered commit leaves behind and who ships to them (as the
-    /// coordinator's [`catch_up::catch_up`], every partition treated as written).
-    fn catch_up(&self) -> CatchUp {
-        let replies = self.replies();
-        let plan = Plan {
+    /// The catch-up of a commit that left no replica behind: only the learners of its
+    /// partitions are owed one, each shipped by the partition's first replica's DC (every
+    /// replica was up to date).
+    fn learners_only(&self) -> CatchUp {
+        let mut out = CatchUp::default();
+        for p in self.plan().partitions {
+            if let (Some(&(_, source)), false) = (p.replicas.first(), p.learners.is_empty()) {
+                out.sources.entry(source).or_default().push((p.id, p.learners));
+            }
+        }
+        out
+    }
+
+    /// The transaction's partitions as a plan, every one treated as written.
+    fn plan(&self) -> Plan {
+        Plan {
             participants: self.orphan.participants.clone(),
             local: BTreeMap::new(),
             partitions: self
                 .partitions()
                 .into_iter()
-                .map(|(id, replicas)| PlannedPartition { id, accesses: Vec::new(), replicas, writes: true })
+                .map(|(id, replicas)| {
+                    let learners = self
+                        .topology
+                        .partitions
+                        .get(id.0 as usize)
+                        .map(|p| p.learners.iter().map(|l| l.node).collect())
+                        .unwrap_or_default();
+                    PlannedPartition { id, accesses: Vec::new(), replicas, writes: true, learners }
+                })
                 .collect(),
             read_only: false,
-        };
+        }
+    }
+
+    /// The replicas a recovered commit leaves behind and who ships to them (as the
+    /// coordinator's [`catch_up::catch_up`], every partition treated as written).
+    fn catch_up(&self) -> CatchUp {
+        let replies = self.replies();
+        let plan = self.plan();
         let table: Vec<PartitionVotes> = replies
             .iter()
             .map(|p| {

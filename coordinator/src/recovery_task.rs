@@ -139,8 +139,9 @@ async fn scan(node: &Arc<Node>, options: &RecoveryOptions) -> bool {
         }
     };
     let Some(my_dc) = node.topology().nodes.get(node.id.0 as usize).map(|n| n.dc) else { return true };
-    // A node removed from the placement drops its old-epoch entries instead of recovering them.
-    let removed = !node.epochs.holds_replica(node.id, None);
+    // A node removed from the placement (or back, only a learner) drops its old-epoch entries
+    // instead of recovering them.
+    let removed = !node.epochs.holds_voter(node.id);
     for (_, entry) in found.unfinished {
         let Some(orphan) = Orphan::of(&entry) else { continue };
         let txn = orphan.txn;

@@ -12,7 +12,7 @@ use crate::machine::{Action, AttemptId, TxnMachine};
 use crate::message::Reply;
 use crate::recoverer::{Recoverer, RecoveryOutcome};
 use redt_dc_executor::{RedoEntry, LOGICAL_BITS, ORIGIN_UNIX_MS};
-use redt_proto::wire::{StatusReply, WaitingTxnMsg};
+use redt_proto::wire::{RebuildMsg, StatusReply, WaitingTxnMsg};
 use redt_proto::{DcId, Epoch, NodeId, PartitionId, TxnId};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -111,6 +111,11 @@ impl StatusBoard {
         self.suspects.lock().unwrap_or_else(|p| p.into_inner()).dcs.clone()
     }
 
+    /// The nodes this node's failure detector suspects now, ascending.
+    pub fn suspected_nodes(&self) -> Vec<NodeId> {
+        self.suspects.lock().unwrap_or_else(|p| p.into_inner()).nodes.clone()
+    }
+
     /// A recovery of `txn` starts.
     fn recovery_starts(&self, txn: TxnId) {
         self.recoveries_started.fetch_add(1, Relaxed);
@@ -202,6 +207,7 @@ impl StatusBoard {
             epoch: Epoch(0),
             membership_leader: None,
             removed_dcs: Vec::new(),
+            rebuilds: Vec::new(),
         }
     }
 }
@@ -276,6 +282,8 @@ pub struct NodeStatus {
     pub membership_leader: Option<NodeId>,
     /// The DCs the node's current placement has removed, ascending.
     pub removed_dcs: Vec<DcId>,
+    /// Its rebuilds, by partition.
+    pub rebuilds: Vec<(PartitionId, crate::rebuild::RebuildState)>,
 }
 
 impl NodeStatus {
@@ -317,6 +325,19 @@ impl NodeStatus {
             epoch: self.epoch.0,
             membership_leader: self.membership_leader.map_or(0, |n| u32::from(n.0) + 1),
             removed_dcs: self.removed_dcs.iter().map(|d| u32::from(d.0)).collect(),
+            rebuilds: self
+                .rebuilds
+                .iter()
+                .map(|(p, s)| RebuildMsg {
+                    partition: p.0,
+                    added_in: s.added_in.0,
+                    records: s.progress.records,
+                    bytes: s.progress.bytes,
+                    sources_done: s.progress.sources_done as u32,
+                    sources: s.progress.sources as u32,
+                    filled: s.filled,
+                })
+                .collect(),
         }
     }
 
@@ -378,6 +399,21 @@ impl NodeStatus {
                 n => Some(node_id(n - 1, "membership leader")?),
             },
             removed_dcs: r.removed_dcs.iter().map(|&d| dc_id(d)).collect::<Result<_, _>>()?,
+            rebuilds: r
+                .rebuilds
+                .iter()
+                .map(|m| {
+                    let progress = crate::rebuild::RebuildProgress {
+                        records: m.records,
+                        bytes: m.bytes,
+                        sources_done: m.sources_done as usize,
+                        sources: m.sources as usize,
+                    };
+                    let state =
+                        crate::rebuild::RebuildState { added_in: Epoch(m.added_in), progress, filled: m.filled };
+                    (PartitionId(m.partition), state)
+                })
+                .collect(),
         })
     }
 }

@@ -123,6 +123,10 @@ pub enum Error {
         /// What is wrong.
         why: String,
     },
+    /// A record of a snapshot copy does not fit the schema (a cell beyond its table's, or a
+    /// value longer than its cell); it comes from another node, so nothing of it is written.
+    #[error("invalid snapshot record: {0}")]
+    InvalidSnapshot(String),
 }
 
 /// What made a superblock check fail.

@@ -78,6 +78,15 @@ pub enum AbortReason {
     RingFull(NodeId),
     /// A recoverer fenced the vote word before this executor voted.
     Fenced,
+    /// The replica node's epoch floor is above the transaction's epoch: the node serves (or
+    /// served) a snapshot copy of a newer epoch, and no phase 1 of an older one may write it
+    /// any more ([`crate::Layout::epoch_floor_offset`]).
+    StaleEpoch {
+        /// The replica node.
+        node: NodeId,
+        /// Its epoch floor.
+        floor: Epoch,
+    },
 }
 
 /// Per-access part of a vote.
@@ -319,7 +328,10 @@ impl Executor {
                 let r = batch.read(h.record, rl.record_bytes as usize);
                 slots.push((c, r, cas));
             }
+            // Last in the batch, after the entry's WRITE: the node's epoch floor.
+            let floor_at = batch.read(self.dc.layout.epoch_floor_offset(), 8);
             self.dc.verbs.post_batch(node, &mut batch)?;
+            let floor = batch.read_result(floor_at).try_into().map(u64::from_le_bytes).unwrap_or(0);
             let mut conflict = None;
             for (k, &i) in work.items.iter().enumerate() {
                 let (c, r, mut cas) = slots[k];
@@ -367,6 +379,11 @@ impl Executor {
             if let Some(access) = conflict {
                 self.release(sub, &held, &nodes, hlc)?;
                 return Ok(self.abort_vote(sub, hlc, AbortReason::LockConflict { access }));
+            }
+            if floor > u64::from(sub.epoch.0) {
+                self.release(sub, &held, &nodes, hlc)?;
+                let floor = Epoch(u32::try_from(floor).unwrap_or(u32::MAX));
+                return Ok(self.abort_vote(sub, hlc, AbortReason::StaleEpoch { node, floor }));
             }
         }
 

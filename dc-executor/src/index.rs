@@ -446,27 +446,52 @@ impl Index {
     /// # Errors
     /// Verbs errors.
     pub fn entries(&self, verbs: &dyn Verbs, node: NodeId) -> Result<Vec<(TableId, u64, Offset)>> {
+        let (entries, _) = self.entries_in(verbs, node, 0, self.layout.index_buckets())?;
+        Ok(entries.into_iter().map(|(_, table, key, at)| (table, key, at)).collect())
+    }
+
+    /// The published entries of buckets `first..first + buckets` (clipped to the index) as
+    /// `(bucket, table, key, record offset)`, in bucket order, and the bucket after the last
+    /// one scanned (the index's bucket count once it reached the end). Entries never move
+    /// between buckets (an insert claims a slot, a remove leaves a tombstone), so a bucket is
+    /// a stable place to resume a scan (a snapshot copy's cursor).
+    ///
+    /// # Errors
+    /// Verbs errors.
+    #[allow(clippy::type_complexity)]
+    pub fn entries_in(
+        &self,
+        verbs: &dyn Verbs,
+        node: NodeId,
+        first: u64,
+        buckets: u64,
+    ) -> Result<(Vec<(u64, TableId, u64, Offset)>, u64)> {
         const CHUNK: u64 = 256;
-        let buckets = self.layout.index_buckets();
+        let end = first.saturating_add(buckets).min(self.layout.index_buckets());
         let mut out = Vec::new();
         let mut buf = vec![0u8; (CHUNK * LINE) as usize];
-        let mut first = 0;
-        while first < buckets {
-            let n = CHUNK.min(buckets - first);
-            let base = self.layout.index_off + first * LINE;
+        let mut at = first.min(end);
+        while at < end {
+            let n = CHUNK.min(end - at);
+            let base = self.layout.index_off + at * LINE;
             let raw = &mut buf[..(n * LINE) as usize];
             verbs.read(node, Offset(base), raw)?;
             for (i, chunk) in raw.chunks_exact(LINE as usize).enumerate() {
-                let b = first + i as u64;
+                let b = at + i as u64;
                 for slot in parse_bucket(chunk, b, base + i as u64 * LINE) {
                     if is_entry(slot.meta) {
-                        out.push((meta_table(slot.meta), slot.key, Offset(slot.meta & OFFSET_MASK)));
+                        out.push((b, meta_table(slot.meta), slot.key, Offset(slot.meta & OFFSET_MASK)));
                     }
                 }
             }
-            first += n;
+            at += n;
         }
-        Ok(out)
+        Ok((out, end))
+    }
+
+    /// The number of buckets of the index.
+    pub fn buckets(&self) -> u64 {
+        self.layout.index_buckets()
     }
 
     /// Looks up several keys of one node with one doorbell batch: the first READ of every

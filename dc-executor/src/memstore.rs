@@ -5,7 +5,8 @@
 //! [0, 64)                      superblock: magic, layout, heap bump pointer
 //! [64, 128)                    insert-lock stripes (8 words; see `Layout::insert_lock`)
 //! [128, 192)                   node line: word 0 the incarnation counter (see
-//!                              `Layout::next_incarnation`), words 1..8 reserved (zero)
+//!                              `Layout::next_incarnation`), word 1 the epoch floor (see
+//!                              `Layout::epoch_floor_offset`), words 2..8 reserved (zero)
 //! [192, 192 + index)           index buckets (64 bytes each)
 //! [.., + ring)                 redo ring: 64-byte head/tail block, then 64-byte slots
 //! [.., + log)                  decision log: 64-byte header, 32-byte rows (`decision_log.rs`)
@@ -36,6 +37,9 @@ const HEAP_NEXT: u64 = 56;
 
 /// Byte offset of the node's incarnation counter: word 0 of the node line, the third line.
 const INCARNATION: u64 = 2 * LINE;
+
+/// Byte offset of the node's epoch floor: word 1 of the node line.
+const EPOCH_FLOOR: u64 = 2 * LINE + 8;
 
 /// Bytes before the index: the superblock line, the insert-lock line and the node line.
 pub const SUPERBLOCK_BYTES: u64 = 3 * LINE;
@@ -110,6 +114,17 @@ impl Layout {
     /// this MemStore (0 once formatted).
     pub fn incarnation_offset(&self) -> Offset {
         Offset(INCARNATION)
+    }
+
+    /// Offset of the node's epoch floor: the oldest placement epoch whose phase 1 may still
+    /// write a redo entry into this node's ring (0, never raised: any). A phase 1 READs it in
+    /// the doorbell batch that WRITEs its entry and takes its locks, and votes abort when its
+    /// transaction's epoch is older (`AbortReason::StaleEpoch`). The node raises it before it
+    /// serves a snapshot copy, so that once its ring holds no unfinished entry of an older
+    /// epoch, none can appear (notes/failover.md, "Rebuild"): executors of its DC that have not
+    /// yet applied the new epoch are fenced here, in the replica's own memory.
+    pub fn epoch_floor_offset(&self) -> Offset {
+        Offset(EPOCH_FLOOR)
     }
 
     /// Starts a new incarnation of `node` on its MemStore: one fetch-and-add of 1 on its

@@ -755,7 +755,7 @@ impl Resolver<'_> {
                 }
             }
             let id = PartitionId(u32::try_from(p).map_err(|_| self.invalid("partitions", "too many partitions"))?);
-            partitions.push(Partition { id, replicas });
+            partitions.push(Partition { id, replicas, learners: Vec::new() });
         }
         Ok(partitions)
     }

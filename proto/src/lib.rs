@@ -17,6 +17,6 @@ pub use ids::{Ballot, Cts, DcId, Epoch, NodeId, Offset, PartitionId, TableId, Tx
 pub use protocol::{Protocol, UnknownProtocol};
 pub use quorum::{majority, quorum};
 pub use topology::{
-    CellSchema, Dc, DetectorTimeoutsConfig, LinkConditions, Locking, MemStoreConfig, Node, Partition, Partitioning,
-    RecoveryTimeoutsConfig, TableSchema, TimeoutsConfig, Topology,
+    CellSchema, Dc, DetectorTimeoutsConfig, Learner, LinkConditions, Locking, MemStoreConfig, Node, Partition,
+    Partitioning, RecoveryTimeoutsConfig, TableSchema, TimeoutsConfig, Topology,
 };

@@ -196,8 +196,39 @@ pub struct CellSchema {
 pub struct Partition {
     /// Dense id (index in [`Topology::partitions`]).
     pub id: PartitionId,
-    /// Replica nodes, each in a distinct DC; `replicas[0]` is the primary.
+    /// Replica nodes, each in a distinct DC; `replicas[0]` is the primary. These are the
+    /// voting replicas: `n = replicas.len()`, and quorums count them only.
     pub replicas: Vec<NodeId>,
+    /// Learners: replicas being rebuilt, each on a node of a DC holding no other replica of
+    /// the partition. A learner receives every committed write of the partition (as a
+    /// replica left behind does: a catch-up) and a snapshot copy; it never votes, holds no
+    /// lock and is never read, until a later epoch makes it a voter (notes/failover.md,
+    /// "Rebuild"). Always empty in a topology file: only membership changes add learners.
+    pub learners: Vec<Learner>,
+}
+
+impl Partition {
+    /// Whether `node` holds a replica of the partition: a voter or a learner.
+    pub fn holds(&self, node: NodeId) -> bool {
+        self.replicas.contains(&node) || self.learners.iter().any(|l| l.node == node)
+    }
+
+    /// The learner on `node`, if there is one.
+    pub fn learner(&self, node: NodeId) -> Option<Learner> {
+        self.learners.iter().copied().find(|l| l.node == node)
+    }
+}
+
+/// A replica being rebuilt: it receives the partition's committed writes and a snapshot, but
+/// does not vote and holds no locks (notes/failover.md, "Rebuild").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub struct Learner {
+    /// The node holding the learner.
+    pub node: NodeId,
+    /// The epoch that added it: its snapshot copy is of what was committed before that epoch,
+    /// and its promotion names it, so a promotion planned for an earlier learner on the same
+    /// node cannot promote a newer, unfilled one.
+    pub added_in: Epoch,
 }
 
 /// Conditions of one directed inter-DC link.

@@ -16,7 +16,7 @@ pub struct Envelope {
     /// The message.
     #[prost(
         oneof = "Body",
-        tags = "10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33"
+        tags = "10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35"
     )]
     pub body: Option<Body>,
 }
@@ -101,6 +101,74 @@ pub enum Body {
     /// answered with [`Body::Ack`]; `redt_replication::RaftMembership`).
     #[prost(message, tag = "33")]
     Raft(RaftMsg),
+    /// Rebuild: a learner asks a voter for one chunk of a partition's snapshot copy (answered
+    /// with [`Body::SnapshotChunk`] or [`Body::Error`]).
+    #[prost(message, tag = "34")]
+    SnapshotRead(SnapshotReadRequest),
+    /// Rebuild: one chunk of a snapshot copy.
+    #[prost(message, tag = "35")]
+    SnapshotChunk(SnapshotChunkReply),
+}
+
+/// A learner's request for one chunk of a snapshot copy of `partition` (notes/failover.md,
+/// "Rebuild"; `redt_coordinator::rebuild`).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct SnapshotReadRequest {
+    /// The partition.
+    #[prost(uint32, tag = "1")]
+    pub partition: u32,
+    /// The epoch that added the learner: the voter serves once it applied it and finished
+    /// every entry of an older epoch.
+    #[prost(uint32, tag = "2")]
+    pub epoch: u32,
+    /// The index bucket to scan from (0: the start of the copy).
+    #[prost(uint64, tag = "3")]
+    pub from_bucket: u64,
+    /// The most bytes of records wanted (the voter caps it).
+    #[prost(uint32, tag = "4")]
+    pub max_bytes: u32,
+}
+
+/// One chunk of a snapshot copy.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct SnapshotChunkReply {
+    /// The partition's records found in the buckets scanned.
+    #[prost(message, repeated, tag = "1")]
+    pub records: Vec<SnapshotRecordMsg>,
+    /// Whether the scan reached the end of the index.
+    #[prost(bool, tag = "2")]
+    pub done: bool,
+    /// The bucket to ask from next (when not `done`).
+    #[prost(uint64, tag = "3")]
+    pub next: u64,
+}
+
+/// One record of a snapshot copy: its committed cells.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct SnapshotRecordMsg {
+    /// Table id.
+    #[prost(uint32, tag = "1")]
+    pub table: u32,
+    /// Key.
+    #[prost(uint64, tag = "2")]
+    pub key: u64,
+    /// The cells with a committed version.
+    #[prost(message, repeated, tag = "3")]
+    pub cells: Vec<SnapshotCellMsg>,
+}
+
+/// One cell of a snapshot record.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct SnapshotCellMsg {
+    /// Cell index in its table's schema.
+    #[prost(uint32, tag = "1")]
+    pub cell: u32,
+    /// Its version (update counter << 48 | 48-bit commit timestamp).
+    #[prost(uint64, tag = "2")]
+    pub version: u64,
+    /// Its value.
+    #[prost(bytes = "vec", tag = "3")]
+    pub value: Vec<u8>,
 }
 
 /// One Raft message of the membership group, as raft-rs encodes it (`eraftpb::Message`,
@@ -211,6 +279,35 @@ pub struct StatusReply {
     /// The DCs the node's current placement has removed, ascending.
     #[prost(uint32, repeated, tag = "23")]
     pub removed_dcs: Vec<u32>,
+    /// The node's rebuilds (learners being filled, or filled and waiting for promotion).
+    #[prost(message, repeated, tag = "24")]
+    pub rebuilds: Vec<RebuildMsg>,
+}
+
+/// One rebuild of a node: a learner's snapshot copy.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct RebuildMsg {
+    /// The partition.
+    #[prost(uint32, tag = "1")]
+    pub partition: u32,
+    /// The epoch that added the learner.
+    #[prost(uint32, tag = "2")]
+    pub added_in: u32,
+    /// Records applied so far.
+    #[prost(uint64, tag = "3")]
+    pub records: u64,
+    /// Bytes of records applied so far.
+    #[prost(uint64, tag = "4")]
+    pub bytes: u64,
+    /// Voters whose copy is complete.
+    #[prost(uint32, tag = "5")]
+    pub sources_done: u32,
+    /// Voters copied from.
+    #[prost(uint32, tag = "6")]
+    pub sources: u32,
+    /// Whether the copy is complete (the learner waits for its promotion).
+    #[prost(bool, tag = "7")]
+    pub filled: bool,
 }
 
 /// An undecided transaction past its phase-1 deadline, as one node sees it.
@@ -826,6 +923,16 @@ mod tests {
             }),
             Body::Heartbeat(HeartbeatMsg { sent_at_us: 9 }),
             Body::Raft(RaftMsg { data: vec![1, 2, 3] }),
+            Body::SnapshotRead(SnapshotReadRequest { partition: 1, epoch: 3, from_bucket: 7, max_bytes: 9 }),
+            Body::SnapshotChunk(SnapshotChunkReply {
+                records: vec![SnapshotRecordMsg {
+                    table: 1,
+                    key: 2,
+                    cells: vec![SnapshotCellMsg { cell: 0, version: 5, value: vec![1] }],
+                }],
+                done: false,
+                next: 4,
+            }),
         ];
         for body in bodies {
             let e = Envelope { epoch: 1, from: 2, body: Some(body.clone()) };

@@ -34,16 +34,7 @@ pub enum Status {
     Removed,
 }
 
-/// A replica being rebuilt: it receives the partition's committed writes and a snapshot, but
-/// does not vote and holds no locks (notes/failover.md "Rebuild").
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct Learner {
-    /// The node holding the learner.
-    pub node: NodeId,
-    /// The epoch that added it; a [`Command::Promote`] must name it, so a promotion planned
-    /// for an earlier learner on the same node cannot promote a newer, unfilled one.
-    pub added_in: Epoch,
-}
+pub use redt_proto::Learner;
 
 /// The replicas of one partition.
 #[derive(Clone, Debug, PartialEq, Eq)]

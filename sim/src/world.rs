@@ -8,7 +8,9 @@ use rand::{Rng, SeedableRng};
 use redt_bench::elle;
 use redt_coordinator::catch_up::{CatchUpDebt, Shipper};
 use redt_coordinator::gap_watch::{GapAction, GapWatch};
+use redt_coordinator::membership_task::placement_of;
 use redt_coordinator::message::{Reply, Request, Reservations};
+use redt_coordinator::rebuild::{Rebuild, RebuildAction, RebuildOptions};
 use redt_coordinator::txn::Action;
 use redt_coordinator::{
     CoordinatorOptions, CoordinatorTxn, Epochs, ExecutorCore, ExecutorMutations, Orphan, Recoverer, RecoveryMutations,
@@ -20,7 +22,8 @@ use redt_dc_executor::{
 };
 use redt_netem::WanModel;
 use redt_proto::wire::ProcedureCall;
-use redt_proto::{DcId, NodeId, Topology, TxnId};
+use redt_proto::{DcId, Epoch, NodeId, PartitionId, Topology, TxnId};
+use redt_replication::{Command, Membership};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -194,6 +197,13 @@ pub struct SimReport {
     pub committed_after_removal: u64,
     /// Of those, the ones touching a partition that lost a replica.
     pub committed_on_shrunk_partitions: u64,
+    /// Rebuilds started (a learner's snapshot copy; a rebuild restarted after its node
+    /// crashed counts again).
+    pub rebuilds_started: u64,
+    /// Learners promoted to voters: replicas rebuilt.
+    pub replicas_rebuilt: u64,
+    /// Records the rebuilds applied.
+    pub rebuild_records: u64,
     /// Locks and undecided entries left after the drain (each is also a violation).
     pub leftovers: Vec<Leftover>,
     /// What the checks found wrong.
@@ -255,8 +265,14 @@ impl std::fmt::Display for SimReport {
         if self.dcs_removed > 0 {
             writeln!(
                 f,
-                "  failover: {} DC removed; {} commits planned after it, {} on partitions that lost a replica",
-                self.dcs_removed, self.committed_after_removal, self.committed_on_shrunk_partitions
+                "  failover: {} DC removed; {} commits planned after it, {} on partitions that lost a replica; \
+                 {} rebuilds started, {} replicas rebuilt ({} records copied)",
+                self.dcs_removed,
+                self.committed_after_removal,
+                self.committed_on_shrunk_partitions,
+                self.rebuilds_started,
+                self.replicas_rebuilt,
+                self.rebuild_records
             )?;
         }
         for v in &self.violations {
@@ -333,6 +349,20 @@ enum Ev {
         inc: u64,
         ship: u64,
     },
+    /// The membership adds learners for every partition short of its replication factor.
+    PlanRebuild,
+    /// A rebuild's timer.
+    RebuildTimer {
+        node: NodeId,
+        inc: u64,
+        partition: PartitionId,
+    },
+    /// The membership promotes a filled learner (its proposal committed by Raft).
+    Promote {
+        partition: PartitionId,
+        node: NodeId,
+        added_in: Epoch,
+    },
     Drain,
 }
 
@@ -343,6 +373,8 @@ enum RpcOwner {
     Ship(u64, u64),
     /// A gap watch's question: its round and the writer asked.
     Gap(u64, NodeId),
+    /// A rebuild's snapshot read: the partition and the attempt.
+    Rebuild(PartitionId, u64),
 }
 
 struct Coord {
@@ -374,6 +406,9 @@ struct SimNode {
     /// Catch-ups being paid (lost in a crash; their masks in the ring are not): the shipper,
     /// the entries whose masks it clears when done, and its queued timer.
     shippers: BTreeMap<u64, (Shipper, Vec<EntryRef>, Option<Micros>)>,
+    /// Its learners' snapshot copies (lost in a crash, started again at the restart), with
+    /// their queued timers.
+    rebuilds: BTreeMap<PartitionId, (Rebuild, Option<Micros>)>,
     /// The ids its coordinators take (lost in a crash; the incarnation counter in its
     /// MemStore is not): `None` until booted.
     ids: Option<TxnIds>,
@@ -432,6 +467,12 @@ pub(crate) struct World {
     abort_evidence: HashMap<TxnId, BTreeSet<DcId>>,
     /// Every placement the membership committed, in order (the first is the topology's).
     pub placements: Vec<Arc<Topology>>,
+    /// The membership state machine the placements come from (what the Raft group would
+    /// replicate; `redt_replication::Membership`).
+    membership: Membership,
+    /// Membership events queued and not yet run (rebuild plans, promotions): the drain waits
+    /// for them.
+    membership_pending: u32,
     pub report: SimReport,
 }
 
@@ -509,6 +550,7 @@ impl World {
                     armed: HashMap::new(),
                     rpcs: HashMap::new(),
                     shippers: BTreeMap::new(),
+                    rebuilds: BTreeMap::new(),
                     ids: None,
                     skew_ms,
                 }
@@ -529,6 +571,8 @@ impl World {
         if let Some(turn) = cfg.recovery_turn {
             recovery.turn = turn;
         }
+        let factor = topology.partitions.iter().map(|p| p.replicas.len()).max().unwrap_or(1);
+        let membership = Membership::from_topology(&topology, factor).map_err(|e| e.to_string())?;
         let mut w = World {
             backoff_us: 2 * max_rtt.as_micros() as u64,
             recovery,
@@ -550,6 +594,8 @@ impl World {
             crash_log: Vec::new(),
             abort_evidence: HashMap::new(),
             placements: Vec::new(),
+            membership,
+            membership_pending: 0,
             report: SimReport { seed: cfg.seed, ..SimReport::default() },
             cfg,
         };
@@ -678,8 +724,13 @@ impl World {
     /// unreplayed in any ring (its head at its tail: a gap a dead writer left at the head
     /// holds back the committed entries behind it until the gap watch fills it).
     fn quiet(&mut self) -> bool {
-        let idle = self.nodes.iter().all(|n| n.coords.is_empty() && n.shippers.is_empty() && n.recoverers.is_empty())
-            && self.clients.iter().all(|c| c.busy.is_none());
+        let learners = self.final_placement().partitions.iter().any(|p| !p.learners.is_empty());
+        let idle =
+            self.nodes.iter().all(|n| {
+                n.coords.is_empty() && n.shippers.is_empty() && n.recoverers.is_empty() && n.rebuilds.is_empty()
+            }) && self.clients.iter().all(|c| c.busy.is_none())
+                && self.membership_pending == 0
+                && !learners;
         if !idle || self.now < self.last_ring_check + 100_000 {
             return false;
         }
@@ -739,6 +790,13 @@ impl World {
                         }
                         self.pump_ship(node, ship);
                     }
+                    Some(RpcOwner::Rebuild(partition, attempt)) => {
+                        let now = self.instant(self.now);
+                        if let Some((r, _)) = self.nodes[node.0 as usize].rebuilds.get_mut(&partition) {
+                            r.handle_failure(attempt, "call deadline", now);
+                        }
+                        self.pump_rebuild(node, partition);
+                    }
                     // The round stays unanswered; the watch starts another.
                     Some(RpcOwner::Gap(..)) | None => {}
                 }
@@ -782,6 +840,7 @@ impl World {
                 if !self.nodes[node.0 as usize].alive && !self.nodes[node.0 as usize].held_down {
                     self.trace(|| format!("restart {node}"));
                     self.boot(node.0 as usize);
+                    self.start_rebuilds(node);
                 }
             }
             Ev::Partition { a, b } => {
@@ -797,6 +856,35 @@ impl World {
                 let _ = self.net.wan.set_partitioned(b, a, false);
             }
             Ev::KillDc { dc } => self.kill_dc(dc),
+            Ev::PlanRebuild => {
+                self.membership_pending -= 1;
+                self.plan_rebuild();
+            }
+            Ev::Promote { partition, node, added_in } => {
+                self.membership_pending -= 1;
+                match self.membership.apply(&Command::Promote { partition, node, added_in }) {
+                    Ok(_) => {
+                        self.report.replicas_rebuilt += 1;
+                        self.trace(|| format!("{node} becomes a voter of {partition}"));
+                        self.commit_placement();
+                    }
+                    Err(e) => self.trace(|| format!("promotion of {node} for {partition} refused: {e}")),
+                }
+            }
+            Ev::RebuildTimer { node, inc, partition } => {
+                let now = self.instant(self.now);
+                let n = &mut self.nodes[node.0 as usize];
+                if !n.alive || n.inc != inc {
+                    return;
+                }
+                let Some((r, armed)) = n.rebuilds.get_mut(&partition) else { return };
+                if *armed != Some(self.now) {
+                    return;
+                }
+                *armed = None;
+                r.handle_timeout(now);
+                self.pump_rebuild(node, partition);
+            }
             Ev::Return { node } => self.come_back(node),
             Ev::Adopt { node, index } => {
                 let n = &self.nodes[node.0 as usize];
@@ -805,6 +893,7 @@ impl World {
                 }
                 let epoch = n.epochs.epoch();
                 self.trace(|| format!("{node} adopts {epoch}"));
+                self.start_rebuilds(node);
             }
             Ev::ShipTimer { node, inc, ship } => {
                 let now = self.instant(self.now);
@@ -836,6 +925,7 @@ impl World {
                             self.come_back(NodeId(i as u16));
                         } else {
                             self.boot(i);
+                            self.start_rebuilds(NodeId(i as u16));
                         }
                     }
                 }
@@ -860,8 +950,11 @@ impl World {
             let back = self.now + self.rng.gen_range(2_000_000..4_000_000);
             self.queue.push(back, Ev::Return { node });
         }
-        let last = self.placements.last().cloned().unwrap_or_else(|| self.topology.clone());
-        self.placements.push(Arc::new(redt_coordinator::epochs::without_dc(&last, dc)));
+        if let Err(e) = self.membership.apply(&Command::RemoveDc(dc)) {
+            self.trace(|| format!("removing {dc} refused: {e}"));
+            return;
+        }
+        self.placements.push(Arc::new(placement_of(&self.topology, &self.membership)));
         let index = self.placements.len() - 1;
         self.report.dcs_removed += 1;
         for n in 0..self.nodes.len() {
@@ -869,6 +962,117 @@ impl World {
                 let at = self.now + self.rng.gen_range(500_000..1_500_000);
                 self.queue.push(at, Ev::Adopt { node: NodeId(n as u16), index });
             }
+        }
+        // Rebuild into the DCs left without a replica, once the removal is applied.
+        let at = self.now + self.rng.gen_range(1_500_000..2_500_000);
+        self.membership_pending += 1;
+        self.queue.push(at, Ev::PlanRebuild);
+    }
+
+    /// Pushes the membership's placement as a new one, adopted by every node 0.1 to 0.5 s
+    /// later (the Raft commit and its apply there).
+    fn commit_placement(&mut self) {
+        self.placements.push(Arc::new(placement_of(&self.topology, &self.membership)));
+        let index = self.placements.len() - 1;
+        for n in 0..self.nodes.len() {
+            let at = self.now + self.rng.gen_range(100_000..500_000);
+            self.queue.push(at, Ev::Adopt { node: NodeId(n as u16), index });
+        }
+    }
+
+    /// The membership adds a learner for every replica missing from a partition
+    /// (`Membership::plan_rebuild`), in one new epoch each (every node applies each).
+    fn plan_rebuild(&mut self) {
+        for shortfall in self.membership.plan_rebuild() {
+            for command in shortfall.proposals {
+                if self.membership.apply(&command).is_ok() {
+                    self.trace(|| format!("membership: {command:?}"));
+                    self.commit_placement();
+                }
+            }
+        }
+    }
+
+    /// Starts a snapshot copy for every partition `node` is a learner of in its current
+    /// placement and is not copying yet.
+    fn start_rebuilds(&mut self, node: NodeId) {
+        let i = node.0 as usize;
+        if !self.nodes[i].alive {
+            return;
+        }
+        let current = self.nodes[i].epochs.current();
+        let now = self.instant(self.now);
+        let mut started = Vec::new();
+        for p in &current.partitions {
+            let voters = &p.replicas;
+            let n = &mut self.nodes[i];
+            if let Some((r, _)) = n.rebuilds.get_mut(&p.id) {
+                // A voter removed since the copy began is no longer copied from.
+                for s in r.sources() {
+                    if !voters.contains(&s) {
+                        r.drop_source(s);
+                    }
+                }
+                continue;
+            }
+            let Some(added_in) = p.learner(node).map(|l| l.added_in) else { continue };
+            let Some(at) = n.epochs.get(added_in) else { continue };
+            let from = at.partitions[p.id.0 as usize].replicas.clone();
+            let options = RebuildOptions { chunk_bytes: 2048, bytes_per_sec: None, ..RebuildOptions::default() };
+            n.rebuilds.insert(p.id, (Rebuild::start(p.id, added_in, &from, options, now), None));
+            started.push(p.id);
+        }
+        for p in started {
+            self.report.rebuilds_started += 1;
+            self.trace(|| format!("{node} starts rebuilding {p}"));
+            self.pump_rebuild(node, p);
+        }
+    }
+
+    fn pump_rebuild(&mut self, node: NodeId, partition: PartitionId) {
+        let i = node.0 as usize;
+        loop {
+            let now = self.instant(self.now);
+            let n = &mut self.nodes[i];
+            let Some((r, _)) = n.rebuilds.get_mut(&partition) else { return };
+            let Some(action) = r.poll_action() else { break };
+            match action {
+                RebuildAction::Send { attempt, to, request } => {
+                    self.call(node, to, RpcOwner::Rebuild(partition, attempt), request)
+                }
+                RebuildAction::Apply { source, records } => {
+                    let applied = match n.core.as_mut() {
+                        Some(core) => core.apply_snapshot(&records).map_err(|e| e.to_string()),
+                        None => Err("node down".into()),
+                    };
+                    if let Ok(k) = applied {
+                        self.report.rebuild_records += k as u64;
+                    }
+                    r.applied(source, applied, now);
+                }
+            }
+        }
+        let n = &mut self.nodes[i];
+        let Some((r, armed)) = n.rebuilds.get_mut(&partition) else { return };
+        if r.is_done() {
+            let added_in = r.epoch();
+            n.rebuilds.remove(&partition);
+            self.trace(|| format!("{node} filled {partition}: proposes its promotion"));
+            let at = self.now + self.rng.gen_range(100_000..300_000);
+            self.membership_pending += 1;
+            self.queue.push(at, Ev::Promote { partition, node, added_in });
+            return;
+        }
+        let Some(t) = r.poll_timeout() else { return };
+        let armed_at = *armed;
+        let at = (self.micros(t) + u64::from(self.instant(self.micros(t)) < t)).max(self.now);
+        if armed_at.is_none_or(|a| at < a) {
+            let n = &mut self.nodes[i];
+            if let Some((_, armed)) = n.rebuilds.get_mut(&partition) {
+                *armed = Some(at);
+            }
+            let inc = n.inc;
+            self.queue.push(at, Ev::RebuildTimer { node, inc, partition });
         }
     }
 
@@ -890,6 +1094,15 @@ impl World {
         let index = self.placements.len() - 1;
         let at = self.now + self.rng.gen_range(100_000..500_000);
         self.queue.push(at, Ev::Adopt { node, index });
+        // Its whole DC back: the membership restores it, and rebuilds replicas there.
+        let dc = self.nodes[i].dc;
+        let whole = self.topology.dcs[dc.0 as usize].nodes.iter().all(|n| !self.nodes[n.0 as usize].held_down);
+        if whole && self.membership.apply(&Command::RestoreDc(dc)).is_ok() {
+            self.trace(|| format!("membership: {dc} restored"));
+            self.membership_pending += 1;
+            let at = self.now + self.rng.gen_range(200_000..600_000);
+            self.queue.push(at, Ev::PlanRebuild);
+        }
     }
 
     fn crash(&mut self, node: NodeId) {
@@ -905,6 +1118,7 @@ impl World {
         n.core = None;
         n.rpcs.clear();
         n.shippers.clear();
+        n.rebuilds.clear();
         n.recoverers.clear();
         n.armed.clear();
         let coords = std::mem::take(&mut n.coords);
@@ -1325,6 +1539,13 @@ impl World {
                             }
                         }
                     }
+                    Some(RpcOwner::Rebuild(partition, attempt)) => {
+                        let now = self.instant(self.now);
+                        if let Some((r, _)) = self.nodes[i].rebuilds.get_mut(&partition) {
+                            r.handle_reply(attempt, reply, now);
+                        }
+                        self.pump_rebuild(to, partition);
+                    }
                     Some(RpcOwner::Ship(ship, attempt)) => {
                         self.trace(|| format!("{to}: shipment {ship} answered {reply:?}"));
                         let now = self.instant(self.now);
@@ -1343,8 +1564,10 @@ impl World {
     /// partition's replicas hold it (an abort vote, or the recorded abort).
     fn check_abort_recorded(&mut self, txn: TxnId) {
         let Some(h) = self.hist.iter().rev().find(|h| h.txn == txn) else { return };
-        let Ok(procedure) = redt_coordinator::call::procedure(&self.topology, &h.call) else { return };
-        let Ok(plan) = redt_coordinator::plan::plan(&self.topology, procedure.as_ref()) else { return };
+        // The replica sets of the epoch the transaction was planned in.
+        let placement = self.placements.iter().find(|t| t.epoch == h.epoch).unwrap_or(&self.topology);
+        let Ok(procedure) = redt_coordinator::call::procedure(placement, &h.call) else { return };
+        let Ok(plan) = redt_coordinator::plan::plan(placement, procedure.as_ref()) else { return };
         let held = self.abort_evidence.get(&txn).cloned().unwrap_or_default();
         for p in &plan.partitions {
             let have = p.replicas.iter().filter(|(_, dc)| held.contains(dc)).count();
@@ -1399,6 +1622,7 @@ fn kind(r: &Request) -> &'static str {
         Request::LogDecision(_) => "log-decision",
         Request::RecoveryPrepare(_) => "prepare(b)",
         Request::Reservations(_) => "reservations",
+        Request::SnapshotRead(_) => "snapshot-read",
     }
 }
 

@@ -37,7 +37,8 @@ pub fn is_primary_request(request: &Request) -> bool {
         | Request::Accept(_)
         | Request::LogDecision(_)
         | Request::RecoveryPrepare(_)
-        | Request::Reservations(_) => false,
+        | Request::Reservations(_)
+        | Request::SnapshotRead(_) => false,
     }
 }
 

@@ -162,7 +162,10 @@ fn base_resolves() {
     assert_eq!(t.node_by_name("dc2-n2").map(|n| (n.id, n.dc)), Some((NodeId(3), DcId(1))));
     assert_eq!(t.nodes[4].addr, "127.0.3.1:7100".parse::<SocketAddr>().unwrap());
     assert_eq!(t.partitions.len(), 4);
-    assert_eq!(t.partitions[1], Partition { id: PartitionId(1), replicas: vec![NodeId(3), NodeId(4)] });
+    assert_eq!(
+        t.partitions[1],
+        Partition { id: PartitionId(1), replicas: vec![NodeId(3), NodeId(4)], learners: vec![] }
+    );
     let table = &t.tables[0];
     assert_eq!(table.id, TableId(1));
     assert_eq!(table.locking, Locking::Cell);

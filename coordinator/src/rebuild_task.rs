@@ -1,0 +1,138 @@
+//! A real node's rebuild driver (notes/failover.md, "Rebuild"; issue 13): for every partition
+//! the node's current placement makes it a learner of, a task drives a [`Rebuild`] — snapshot
+//! reads to the partition's voters over the transport, chunks applied on the executor thread —
+//! until the copy is complete. The node then reports the learner filled in its status, where
+//! the membership's leader finds it and proposes the promotion
+//! (`crate::membership_task`). The simulation drives the same machine on its virtual clock
+//! (`sim/src/world.rs`, `pump_rebuild`).
+
+use crate::node::Node;
+use crate::rebuild::{Rebuild, RebuildAction, RebuildOptions, RebuildProgress, RebuildState};
+use redt_proto::{Epoch, NodeId, PartitionId};
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Instant;
+use tokio::task::JoinSet;
+
+/// The rebuilds of a node, by partition.
+#[derive(Debug, Default)]
+pub(crate) struct Rebuilds(Mutex<BTreeMap<PartitionId, RebuildState>>);
+
+impl Rebuilds {
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<PartitionId, RebuildState>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Every rebuild this node runs or finished, by partition.
+    pub(crate) fn snapshot(&self) -> Vec<(PartitionId, RebuildState)> {
+        self.lock().iter().map(|(&p, &s)| (p, s)).collect()
+    }
+}
+
+/// Starts a rebuild task for every partition the node's current placement makes it a learner
+/// of that it is not rebuilding yet (called after each placement the node adopts, and at
+/// start). Forgets the rebuilds of partitions it is no longer a learner of.
+pub(crate) fn start(node: &Arc<Node>) {
+    let current = node.epochs.current();
+    let mut rebuilds = node.rebuilds.lock();
+    rebuilds.retain(|p, s| {
+        current.partitions.get(p.0 as usize).and_then(|x| x.learner(node.id)).map(|l| l.added_in) == Some(s.added_in)
+    });
+    for p in &current.partitions {
+        let Some(learner) = p.learner(node.id) else { continue };
+        if rebuilds.contains_key(&p.id) {
+            continue;
+        }
+        let Some(at) = node.epochs.get(learner.added_in) else {
+            tracing::warn!(node = %node.id, partition = %p.id, epoch = %learner.added_in, "learner of an epoch this node never applied: waiting for a newer one");
+            continue;
+        };
+        let Some(voters) = at.partitions.get(p.id.0 as usize).map(|x| x.replicas.clone()) else { continue };
+        let state = RebuildState { added_in: learner.added_in, progress: RebuildProgress::default(), filled: false };
+        rebuilds.insert(p.id, state);
+        tracing::info!(node = %node.id, partition = %p.id, epoch = %learner.added_in, ?voters, "rebuild started: copying from every voter");
+        tokio::spawn(run(Arc::downgrade(node), p.id, learner.added_in, voters));
+    }
+}
+
+/// What came back for one attempt or apply.
+enum Event {
+    Reply(u64, Result<crate::message::Reply, String>),
+    Applied(usize, Result<usize, String>),
+}
+
+async fn run(node: Weak<Node>, partition: PartitionId, added_in: Epoch, voters: Vec<NodeId>) {
+    let started = Instant::now();
+    let mut machine = Rebuild::start(partition, added_in, &voters, RebuildOptions::default(), started);
+    let mut pending: JoinSet<Event> = JoinSet::new();
+    let mut last_log = started;
+    loop {
+        let Some(n) = node.upgrade().filter(|n| !n.is_closed()) else { return };
+        let current = n.epochs.current();
+        let part = current.partitions.get(partition.0 as usize);
+        if part.and_then(|p| p.learner(n.id)).map(|l| l.added_in) != Some(added_in) {
+            // Promoted, or removed with its DC: the task is over.
+            return;
+        }
+        if let Some(p) = part {
+            for s in machine.sources() {
+                if !p.replicas.contains(&s) {
+                    machine.drop_source(s);
+                }
+            }
+        }
+        while let Some(action) = machine.poll_action() {
+            match action {
+                RebuildAction::Send { attempt, to, request } => {
+                    let call = n.call_typed(to, request);
+                    pending.spawn(async move { Event::Reply(attempt, call.await) });
+                }
+                RebuildAction::Apply { source, records } => {
+                    let on = n.clone();
+                    pending.spawn(async move {
+                        let applied = on
+                            .exec
+                            .run(move |core, _| core.apply_snapshot(&records).map_err(|e| e.to_string()))
+                            .await
+                            .unwrap_or_else(|| Err("node shutting down".into()));
+                        Event::Applied(source, applied)
+                    });
+                }
+            }
+        }
+        let progress = machine.progress();
+        let done = machine.is_done();
+        if let Some(s) = n.rebuilds.lock().get_mut(&partition) {
+            s.progress = progress;
+            s.filled = done;
+        }
+        if done {
+            tracing::info!(
+                node = %n.id, %partition, epoch = %added_in, records = progress.records, bytes = progress.bytes,
+                ms = started.elapsed().as_millis() as u64,
+                "rebuild copied: the learner is filled and waits for its promotion"
+            );
+            return;
+        }
+        if last_log.elapsed() >= std::time::Duration::from_secs(5) {
+            last_log = Instant::now();
+            tracing::info!(
+                node = %n.id, %partition, records = progress.records, bytes = progress.bytes,
+                sources_done = progress.sources_done, sources = progress.sources,
+                last_error = machine.last_error().unwrap_or(""), "rebuild in progress"
+            );
+        }
+        let deadline = machine.poll_timeout().map(tokio::time::Instant::from_std);
+        drop(n);
+        tokio::select! {
+            Some(Ok(event)) = pending.join_next() => match event {
+                Event::Reply(attempt, Ok(reply)) => machine.handle_reply(attempt, reply, Instant::now()),
+                Event::Reply(attempt, Err(e)) => machine.handle_failure(attempt, &e, Instant::now()),
+                Event::Applied(source, result) => machine.applied(source, result, Instant::now()),
+            },
+            _ = crate::node::sleep_until_opt(deadline) => machine.handle_timeout(Instant::now()),
+            // Look at the placement again now and then (a promotion, a removed voter).
+            _ = tokio::time::sleep(std::time::Duration::from_millis(500)) => {}
+        }
+    }
+}
