@@ -2,7 +2,7 @@
 
 use crate::error::{Error, Result};
 use redt_dc_executor::{
-    ring, AbortReason, CellVersion, Decision, EntryRef, ItemVote, NodePromise, Promise, Verdict, Vote,
+    ring, AbortReason, CellVersion, Decision, EntryRef, ItemVote, NodePromise, Promise, Vote, VoteCode,
 };
 use redt_proto::wire::{EntryRefMsg, ItemVoteMsg, PromiseMsg, VoteMsg};
 use redt_proto::{Ballot, Cts, DcId, NodeId, TxnId};
@@ -118,10 +118,7 @@ pub fn promise_to_msg(p: &NodePromise) -> PromiseMsg {
         }
         Promise::Applied(d) => {
             m.kind = 1;
-            if let Decision::Commit(cts) = d {
-                m.commit = true;
-                m.cts = cts.0;
-            }
+            (m.commit, m.cts) = d.to_wire();
         }
         Promise::NoVote => m.kind = 2,
         Promise::Unknown => m.kind = 3,
@@ -136,16 +133,11 @@ pub fn promise_to_msg(p: &NodePromise) -> PromiseMsg {
 /// Decodes one replica's promise.
 ///
 /// # Errors
-/// A text naming what is malformed (unknown kind or verdict, a redo entry that does not
+/// A text naming what is malformed (unknown kind or vote code, a redo entry that does not
 /// decode as the entry it names).
 pub fn promise_from_msg(m: &PromiseMsg) -> std::result::Result<NodePromise, String> {
     let node = NodeId(u16::try_from(m.node).map_err(|_| format!("promise node {} out of range", m.node))?);
-    let verdict = |v: u32| match v {
-        0 => Ok(Verdict::None),
-        1 => Ok(Verdict::Commit),
-        2 => Ok(Verdict::Abort),
-        _ => Err(format!("unknown verdict {v}")),
-    };
+    let code = |v: u32| VoteCode::from_bits(u64::from(v)).ok_or_else(|| format!("unknown vote code {v}"));
     let promise = match m.kind {
         0 => {
             let entry = entries_from_msg(m.entry.as_slice())
@@ -153,13 +145,13 @@ pub fn promise_from_msg(m: &PromiseMsg) -> std::result::Result<NodePromise, Stri
                 .pop()
                 .ok_or("an entry promise without its entry")?;
             let redo = ring::decode(entry.node, entry.index, &m.redo).map_err(|e| format!("promise redo: {e}"))?;
-            let recorded = match verdict(m.recorded)? {
-                Verdict::None => None,
+            let recorded = match code(m.recorded)? {
+                VoteCode::None => None,
                 d => Some((d, Ballot(m.ballot))),
             };
-            Promise::Entry { entry, vote: verdict(m.vote)?, recorded, redo }
+            Promise::Entry { entry, vote: code(m.vote)?, recorded, redo }
         }
-        1 => Promise::Applied(if m.commit { Decision::Commit(Cts::new(m.cts)) } else { Decision::Abort }),
+        1 => Promise::Applied(Decision::from_wire(m.commit, m.cts)),
         2 => Promise::NoVote,
         3 => Promise::Unknown,
         4 => Promise::Refused { promised: Ballot(m.ballot) },

@@ -5,7 +5,8 @@
 //! This is a sans-IO core: [`decide`] is a pure function of the votes the caller has collected
 //! so far. It reads no clock and sends nothing. The driver calls it again after every new vote,
 //! and once more with `final_round = true` when its timeout fires; it acts on the first answer
-//! that is not [`Decision::Wait`].
+//! that is not [`Ruling::Wait`]: a [`Ruling::Decide`] carries the protocol's one [`Decision`]
+//! type and [`Why`] the rule chose it.
 //!
 //! The rule, per touched partition with `n` replicas and `Q = ceil(3n/4)` ([`quorum`]):
 //! - the *newest* version of an item is the maximum, ordered by `(cts, update counter)`, over
@@ -24,7 +25,7 @@
 use std::collections::BTreeMap;
 
 use redt_dc_executor::CellVersion;
-use redt_proto::Cts;
+use redt_proto::{Cts, Decision};
 
 /// One item of a partition that a transaction touches: a cell of one of its accesses.
 ///
@@ -106,28 +107,54 @@ impl Tally {
     }
 }
 
-/// The coordinator's answer to the votes seen so far (RedT §4.2; DESIGN.md §2).
+/// The coordinator's answer to the votes seen so far (RedT §4.2; DESIGN.md §2); the recoverer's
+/// counterpart is [`crate::recovery::Recovery`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Decision {
-    /// Every partition has a ¾ quorum of up-to-date commit votes: commit at `cts` (see
-    /// [`commit_cts`]). It may be acknowledged to the client at once (early ack).
-    Commit {
-        /// The commit timestamp, a pure function of the up-to-date votes.
-        cts: Cts,
-    },
-    /// Abort. It must be recorded at a [`majority`] of every partition's replicas before it is
-    /// acknowledged or acted on (DESIGN.md §2).
-    Abort {
-        /// `true` when the votes prove commit impossible (partition `partition` has fewer than
-        /// `Q` up-to-date plus missing votes); `false` for a timeout abort on the final round,
-        /// where `partition` is the first partition without a quorum yet.
-        proven: bool,
-        /// Index into the `partitions` slice given to [`decide`] of the first partition that
-        /// failed in the way `proven` says.
-        partition: usize,
+pub enum Ruling {
+    /// Decided. A [`Decision::Commit`] (at [`commit_cts`] of the votes) may be acknowledged to
+    /// the client at once (early ack). A [`Decision::Abort`] must be recorded at a [`majority`]
+    /// of every partition's replicas before it is acknowledged or acted on (DESIGN.md §2).
+    Decide {
+        /// The decision.
+        decision: Decision,
+        /// Which case of the rule gave it.
+        why: Why,
     },
     /// Neither commit nor abort follows yet: wait for more votes (or the timeout).
     Wait,
+}
+
+/// The case of the rule that gave a [`Ruling::Decide`]; an abort names the partition it is
+/// about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Why {
+    /// Commit: every partition has a ¾ quorum of up-to-date commit votes.
+    Quorum,
+    /// Abort, proven: the votes of partition `partition` make commit impossible (fewer than `Q`
+    /// up-to-date plus missing votes).
+    CommitImpossible {
+        /// Index into the `partitions` slice given to [`decide`] of the first such partition.
+        partition: usize,
+    },
+    /// Abort, unproven, on the final round (a timeout): partition `partition` has no quorum
+    /// yet.
+    Timeout {
+        /// Index into the `partitions` slice given to [`decide`] of the first partition
+        /// without a quorum.
+        partition: usize,
+    },
+}
+
+impl Ruling {
+    /// A commit at `cts`, for a quorum in every partition.
+    fn commit(cts: Cts) -> Ruling {
+        Ruling::Decide { decision: Decision::Commit(cts), why: Why::Quorum }
+    }
+
+    /// An abort, for `why`.
+    fn abort(why: Why) -> Ruling {
+        Ruling::Decide { decision: Decision::Abort, why }
+    }
 }
 
 pub use redt_proto::{majority, quorum};
@@ -263,20 +290,21 @@ pub fn commit_cts(partitions: &[PartitionVotes]) -> Option<Cts> {
 ///
 /// `partitions` holds one [`PartitionVotes`] per touched partition, each with one slot per
 /// replica. `final_round` is set by the caller when its vote timeout has fired: a
-/// [`Decision::Wait`] then becomes `Abort { proven: false, .. }`.
+/// [`Ruling::Wait`] then becomes an abort for [`Why::Timeout`].
 ///
-/// - `Commit { cts }` iff every partition has at least `Q(n)` up-to-date commit votes; `cts` is
-///   [`commit_cts`] of the same votes.
-/// - `Abort { proven: true, partition }` iff some partition has up-to-date + missing `< Q(n)`;
-///   `partition` is the first such one. This holds whatever `final_round` says.
-/// - Otherwise `Wait`, or `Abort { proven: false, partition }` on the final round with
+/// - Commit at `cts` ([`Why::Quorum`]) iff every partition has at least `Q(n)` up-to-date
+///   commit votes; `cts` is [`commit_cts`] of the same votes.
+/// - Abort for [`Why::CommitImpossible`] `{ partition }` iff some partition has up-to-date +
+///   missing `< Q(n)`; `partition` is the first such one. This holds whatever `final_round`
+///   says.
+/// - Otherwise `Wait`, or abort for [`Why::Timeout`] `{ partition }` on the final round with
 ///   `partition` the first partition short of a quorum.
 ///
 /// # Panics
 ///
 /// Panics if `partitions` is empty or a partition has no replicas: the planner always touches
 /// at least one partition, and a validated topology gives every partition a replica.
-pub fn decide(partitions: &[PartitionVotes], final_round: bool) -> Decision {
+pub fn decide(partitions: &[PartitionVotes], final_round: bool) -> Ruling {
     assert!(!partitions.is_empty(), "a transaction touches at least one partition");
     let mut first_short = None;
     let mut max = 0u64;
@@ -285,7 +313,7 @@ pub fn decide(partitions: &[PartitionVotes], final_round: bool) -> Decision {
         let newest = p.newest_map();
         let tally = tally_with(&p.replicas, &newest);
         if !tally.can_reach_quorum() {
-            return Decision::Abort { proven: true, partition: i };
+            return Ruling::abort(Why::CommitImpossible { partition: i });
         }
         if !tally.has_quorum() {
             first_short.get_or_insert(i);
@@ -296,9 +324,9 @@ pub fn decide(partitions: &[PartitionVotes], final_round: bool) -> Decision {
         }
     }
     match first_short {
-        None => Decision::Commit { cts: cts_above(max) },
-        Some(partition) if final_round => Decision::Abort { proven: false, partition },
-        Some(_) => Decision::Wait,
+        None => Ruling::commit(cts_above(max)),
+        Some(partition) if final_round => Ruling::abort(Why::Timeout { partition }),
+        Some(_) => Ruling::Wait,
     }
 }
 
@@ -348,10 +376,10 @@ mod tests {
         let p0 = part(vec![fresh(50), fresh(120), ReplicaVote::Missing, fresh(60)]);
         let p1 = part(vec![commit(&[(2, 0, v(9, 130))], 10), ReplicaVote::Missing, commit(&[(2, 0, v(9, 130))], 10)]);
         // p1: n = 3, Q = 3, only 2 up-to-date and 1 missing: not yet.
-        assert_eq!(decide(&[p0.clone(), p1.clone()], false), Decision::Wait);
+        assert_eq!(decide(&[p0.clone(), p1.clone()], false), Ruling::Wait);
         let p1 = part(vec![commit(&[(2, 0, v(9, 130))], 10); 3]);
-        assert_eq!(decide(&[p0.clone(), p1.clone()], false), Decision::Commit { cts: Cts(131) });
-        assert_eq!(decide(&[p0, p1], true), Decision::Commit { cts: Cts(131) });
+        assert_eq!(decide(&[p0.clone(), p1.clone()], false), Ruling::commit(Cts(131)));
+        assert_eq!(decide(&[p0, p1], true), Ruling::commit(Cts(131)));
     }
 
     /// RedT §4.2 "¾ quorum", DESIGN.md §2: an abort vote or a stale commit vote never counts, so
@@ -363,11 +391,11 @@ mod tests {
         let p0 = part(vec![fresh.clone(), fresh.clone(), fresh.clone()]);
         // n = 4, Q = 3: 2 up-to-date, 1 stale, 1 abort → at most 2.
         let p1 = part(vec![fresh.clone(), stale.clone(), ReplicaVote::Abort, fresh.clone()]);
-        assert_eq!(decide(&[p0.clone(), p1.clone()], false), Decision::Abort { proven: true, partition: 1 });
+        assert_eq!(decide(&[p0.clone(), p1.clone()], false), Ruling::abort(Why::CommitImpossible { partition: 1 }));
         assert_eq!(p1.tally(), Tally { up_to_date: 2, stale: 1, abort: 1, missing: 0 });
         // A proven abort wins over an earlier partition that only waits.
         let p0 = part(vec![fresh.clone(), ReplicaVote::Missing, ReplicaVote::Missing]);
-        assert_eq!(decide(&[p0, p1], false), Decision::Abort { proven: true, partition: 1 });
+        assert_eq!(decide(&[p0, p1], false), Ruling::abort(Why::CommitImpossible { partition: 1 }));
     }
 
     /// DESIGN.md §2: neither a quorum nor a proof of abort → wait.
@@ -377,8 +405,8 @@ mod tests {
         let p0 =
             part(vec![fresh.clone(), ReplicaVote::Abort, ReplicaVote::Missing, fresh.clone(), ReplicaVote::Missing]);
         // n = 5, Q = 4: 2 up-to-date + 2 missing can still reach 4.
-        assert_eq!(decide(std::slice::from_ref(&p0), false), Decision::Wait);
-        assert_eq!(decide(&[PartitionVotes::missing(3)], false), Decision::Wait);
+        assert_eq!(decide(std::slice::from_ref(&p0), false), Ruling::Wait);
+        assert_eq!(decide(&[PartitionVotes::missing(3)], false), Ruling::Wait);
     }
 
     /// DESIGN.md §2: on the final round (timeout) a wait becomes an unproven abort, naming the
@@ -388,8 +416,8 @@ mod tests {
         let fresh = commit(&[(0, 0, v(2, 200))], 1);
         let full = part(vec![fresh.clone(); 3]);
         let short = part(vec![fresh.clone(), ReplicaVote::Missing, fresh.clone()]);
-        assert_eq!(decide(&[full.clone(), short.clone()], true), Decision::Abort { proven: false, partition: 1 });
-        assert_eq!(decide(&[full, short], false), Decision::Wait);
+        assert_eq!(decide(&[full.clone(), short.clone()], true), Ruling::abort(Why::Timeout { partition: 1 }));
+        assert_eq!(decide(&[full, short], false), Ruling::Wait);
     }
 
     /// RedT §4.2: a stale commit vote does not count even if it is the Q-th commit vote.
@@ -399,9 +427,9 @@ mod tests {
         let stale = commit(&[(0, 0, v(2, 200)), (0, 1, v(4, 170))], 1);
         // n = 4, Q = 3: three commit votes, one stale.
         let p = part(vec![fresh.clone(), stale.clone(), fresh.clone(), ReplicaVote::Abort]);
-        assert_eq!(decide(std::slice::from_ref(&p), false), Decision::Abort { proven: true, partition: 0 });
+        assert_eq!(decide(std::slice::from_ref(&p), false), Ruling::abort(Why::CommitImpossible { partition: 0 }));
         let p = part(vec![fresh.clone(), stale, fresh, ReplicaVote::Missing]);
-        assert_eq!(decide(std::slice::from_ref(&p), false), Decision::Wait);
+        assert_eq!(decide(std::slice::from_ref(&p), false), Ruling::Wait);
         assert_eq!(p.up_to_date(), vec![true, false, true, false]);
     }
 
@@ -422,9 +450,9 @@ mod tests {
     #[test]
     fn cts_saturates() {
         let p = part(vec![commit(&[(0, 0, v(1, Cts::MASK))], 5)]);
-        assert_eq!(decide(std::slice::from_ref(&p), false), Decision::Commit { cts: Cts::MAX });
+        assert_eq!(decide(std::slice::from_ref(&p), false), Ruling::commit(Cts::MAX));
         let p = part(vec![commit(&[(0, 0, v(1, 7))], u64::MAX)]);
-        assert_eq!(decide(std::slice::from_ref(&p), false), Decision::Commit { cts: Cts::MAX });
+        assert_eq!(decide(std::slice::from_ref(&p), false), Ruling::commit(Cts::MAX));
         let p = part(vec![commit(&[(0, 0, v(1, Cts::MASK - 1))], 5)]);
         assert_eq!(commit_cts(std::slice::from_ref(&p)), Some(Cts::MAX));
     }
@@ -436,8 +464,8 @@ mod tests {
         let stale = commit(&[(0, 0, v(1, 150))], 10_000);
         let a = part(vec![fresh(300), stale.clone(), fresh(250), fresh(100)]);
         let b = part(vec![fresh(100), fresh(300), fresh(250), ReplicaVote::Abort]);
-        assert_eq!(decide(std::slice::from_ref(&a), false), Decision::Commit { cts: Cts(301) });
-        assert_eq!(decide(std::slice::from_ref(&b), false), Decision::Commit { cts: Cts(301) });
+        assert_eq!(decide(std::slice::from_ref(&a), false), Ruling::commit(Cts(301)));
+        assert_eq!(decide(std::slice::from_ref(&b), false), Ruling::commit(Cts(301)));
         assert_eq!(commit_cts(&[a]), Some(Cts(301)));
         assert_eq!(commit_cts(&[PartitionVotes::missing(2)]), None);
     }

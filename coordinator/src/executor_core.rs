@@ -30,7 +30,7 @@ use crate::node::error_code;
 use crate::plan;
 use redt_dc_executor::{
     AbortReason, DcHandle, Decision, EntryRef, Executor, Gap, Hlc, OwedEntry, RedoEntry, ReplicaChange, ReplicaOrigin,
-    RingScan, SubTxn, Verdict, Vote,
+    RingScan, SubTxn, Vote,
 };
 use redt_proto::{Ballot, Cts, DcId, NodeId, PartitionId, TxnId};
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
@@ -412,11 +412,7 @@ impl ExecutorCore {
             }
             return Ok(true);
         }
-        let verdict = match decision {
-            Decision::Commit(_) => Verdict::Commit,
-            Decision::Abort => Verdict::Abort,
-        };
-        Ok(self.executor.record(txn, verdict, ballot, &entries)?)
+        Ok(self.executor.record(txn, decision, ballot, &entries)?)
     }
 
     /// The unfinished entries of `txn` in the rings of this node's DC: what a decision or a

@@ -266,21 +266,6 @@ fn dc_id(v: u32, what: &str) -> Result<DcId, String> {
     u16::try_from(v).map(DcId).map_err(|_| format!("{what} {v} out of range"))
 }
 
-fn decision(commit: bool, cts: u64) -> Decision {
-    if commit {
-        Decision::Commit(Cts::new(cts))
-    } else {
-        Decision::Abort
-    }
-}
-
-fn decision_fields(d: Decision) -> (bool, u64) {
-    match d {
-        Decision::Commit(c) => (true, c.0),
-        Decision::Abort => (false, 0),
-    }
-}
-
 fn ballot(v: u32) -> Ballot {
     Ballot(v)
 }
@@ -306,13 +291,13 @@ impl TryFrom<Body> for Request {
             Body::Record(r) => Ok(Request::Record(Record {
                 txn: TxnId(r.txn),
                 ballot: ballot(r.ballot),
-                decision: decision(r.commit, r.cts),
+                decision: Decision::from_wire(r.commit, r.cts),
                 entries: entries_from_msg(&r.entries).map_err(|()| "entry node out of range".to_string())?,
             })),
             Body::Decide(r) => Ok(Request::Decide(Decide {
                 txn: TxnId(r.txn),
                 ballot: ballot(r.ballot),
-                decision: decision(r.commit, r.cts),
+                decision: Decision::from_wire(r.commit, r.cts),
                 entries: entries_from_msg(&r.entries).map_err(|()| "entry node out of range".to_string())?,
                 role: match (r.replicate, r.secondary) {
                     (false, false) => DecideRole::Executor,
@@ -362,7 +347,7 @@ impl TryFrom<Body> for Request {
                         })
                     })
                     .collect::<Result<_, String>>()?,
-                decided: r.decided.then(|| decision(r.commit, r.cts)),
+                decided: r.decided.then(|| Decision::from_wire(r.commit, r.cts)),
             })),
             Body::Prepare(r) => Ok(Request::Prepare(Prepare {
                 txn: TxnId(r.txn),
@@ -370,7 +355,7 @@ impl TryFrom<Body> for Request {
             })),
             Body::LogDecision(r) => Ok(Request::LogDecision(LogDecision {
                 txn: TxnId(r.txn),
-                decision: decision(r.commit, r.cts),
+                decision: Decision::from_wire(r.commit, r.cts),
                 participants: r.participants.iter().map(|&n| node_id(n, "participant")).collect::<Result<_, _>>()?,
             })),
             Body::RecoveryPrepare(r) => Ok(Request::RecoveryPrepare(RecoveryPrepare {
@@ -481,7 +466,7 @@ impl From<Request> for Body {
                 epoch: e.epoch.0,
             }),
             Request::Record(r) => {
-                let (commit, cts) = decision_fields(r.decision);
+                let (commit, cts) = r.decision.to_wire();
                 Body::Record(RecordRequest {
                     txn: r.txn.0,
                     ballot: r.ballot.0,
@@ -491,7 +476,7 @@ impl From<Request> for Body {
                 })
             }
             Request::Decide(d) => {
-                let (commit, cts) = decision_fields(d.decision);
+                let (commit, cts) = d.decision.to_wire();
                 Body::Decide(DecideRequest {
                     txn: d.txn.0,
                     ballot: d.ballot.0,
@@ -528,8 +513,8 @@ impl From<Request> for Body {
                     })
                     .collect(),
                 decided: a.decided.is_some(),
-                commit: a.decided.is_some_and(|d| decision_fields(d).0),
-                cts: a.decided.map_or(0, |d| decision_fields(d).1),
+                commit: a.decided.is_some_and(|d| d.to_wire().0),
+                cts: a.decided.map_or(0, |d| d.to_wire().1),
             }),
             Request::Prepare(p) => Body::Prepare(PrepareRequest { txn: p.txn.0, entries: entries_to_msg(&p.entries) }),
             Request::RecoveryPrepare(r) => Body::RecoveryPrepare(RecoveryPrepareRequest {
@@ -546,7 +531,7 @@ impl From<Request> for Body {
                 max_bytes: r.max_bytes,
             }),
             Request::LogDecision(l) => {
-                let (commit, cts) = decision_fields(l.decision);
+                let (commit, cts) = l.decision.to_wire();
                 Body::LogDecision(LogDecisionRequest {
                     txn: l.txn.0,
                     commit,

@@ -30,7 +30,7 @@ use crate::machine::{earliest, Action, AttemptId, TxnMachine};
 use crate::message::{CatchUpTarget, Decide, DecideRole, Record, RecoveryPrepare, Reply, Request};
 use crate::plan::{Plan, PlannedPartition};
 use crate::recovery::{recover, PrepareReply, Recorded, RecordedDecision, Recovery, Why};
-use redt_dc_executor::{CellVersion, Decision, EntryRef, NodePromise, Promise, RedoEntry, Verdict};
+use redt_dc_executor::{CellVersion, Decision, EntryRef, NodePromise, Promise, RedoEntry, VoteCode};
 use redt_proto::{Ballot, Cts, DcId, Epoch, NodeId, PartitionId, TableId, Topology, TxnId};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
@@ -404,7 +404,7 @@ impl Recoverer {
                         Some(Promise::NoVote) => PrepareReply::Prepared { vote: ReplicaVote::Abort, record: None },
                         Some(Promise::Entry { vote, recorded, redo, .. }) => PrepareReply::Prepared {
                             vote: match vote {
-                                Verdict::Commit => ReplicaVote::Commit {
+                                VoteCode::Commit => ReplicaVote::Commit {
                                     versions: keys.versions(&self.topology, *p, redo),
                                     hlc: self.orphan.start,
                                 },
@@ -413,7 +413,7 @@ impl Recoverer {
                             record: recorded.map(|(d, ballot)| Recorded {
                                 ballot,
                                 decision: match d {
-                                    Verdict::Commit => RecordedDecision::Commit(None),
+                                    VoteCode::Commit => RecordedDecision::Commit(None),
                                     _ => RecordedDecision::Abort,
                                 },
                             }),

@@ -14,7 +14,7 @@
 use crate::call;
 use crate::catch_up::{self, CatchUp};
 use crate::cost::Cost;
-use crate::decision::{self, decide, majority};
+use crate::decision::{decide, majority, Ruling, Why};
 use crate::machine::{earliest, TxnMachine};
 pub use crate::machine::{Action, AttemptId};
 use crate::message::{CatchUpTarget, Decide, DecideRole, Execute, Record, Reply, Request};
@@ -479,16 +479,15 @@ impl CoordinatorTxn {
     /// Applies the decision rule to the votes so far (RedT §4.2 "¾ quorum").
     fn try_decide(&mut self, final_round: bool, now: Instant) {
         let table = plan::vote_table(&self.plan, &self.votes, self.start);
-        let d = decide(&table, final_round);
-        if d == decision::Decision::Wait {
+        let Ruling::Decide { decision, why } = decide(&table, final_round) else {
             return;
-        }
+        };
         let answered = self.votes.keys().filter(|&&dc| dc != self.my_dc).count() as u64;
         let remote = self.remote();
         self.phase1_cost = Cost { messages: remote + answered, round_trips: u64::from(remote > 0) };
-        match d {
-            decision::Decision::Commit { cts } => {
-                self.decision = Some(Decision::Commit(cts));
+        self.decision = Some(decision);
+        match why {
+            Why::Quorum => {
                 self.catch_up = catch_up::catch_up(&self.plan, &table);
                 if self.options.early_ack {
                     let reads = reads(&self.topology, &self.call, &self.plan, &self.votes.values().collect::<Vec<_>>());
@@ -499,8 +498,8 @@ impl CoordinatorTxn {
                 }
                 self.start_phase2(now);
             }
-            decision::Decision::Abort { proven, partition } => {
-                self.decision = Some(Decision::Abort);
+            Why::CommitImpossible { partition } | Why::Timeout { partition } => {
+                let proven = matches!(why, Why::CommitImpossible { .. });
                 self.why = abort_reason(&self.votes, proven, &self.plan, partition);
                 if self.options.mutations.ack_abort_before_record {
                     self.answer(TxnStatus::Aborted(self.why.clone()), Vec::new(), None);
@@ -513,7 +512,6 @@ impl CoordinatorTxn {
                 self.record_started = Some(now);
                 self.record_round(now);
             }
-            decision::Decision::Wait => {}
         }
     }
 

@@ -21,9 +21,9 @@
 //! reversed on odd replicas. Run in release mode in CI;
 //! all cases together take a few seconds.
 
-use redt_coordinator::decision::{decide, majority, quorum, Decision, ItemKey, PartitionVotes, ReplicaVote};
+use redt_coordinator::decision::{decide, majority, quorum, ItemKey, PartitionVotes, ReplicaVote, Ruling, Why};
 use redt_dc_executor::CellVersion;
-use redt_proto::Cts;
+use redt_proto::{Cts, Decision};
 use std::time::Instant;
 
 /// Q(n) = ceil(3n/4) for n = 0..=8, as a literal table (RedT §4.2 "¾ quorum"; DESIGN.md §2).
@@ -135,16 +135,26 @@ fn oracle_partition(replicas: &[ReplicaVote]) -> OraclePartition {
     OraclePartition { q, up_to_date, missing }
 }
 
-/// The expected decision, and each partition's up-to-date flags.
-fn oracle(parts: &[PartitionVotes], final_round: bool) -> (Decision, Vec<OraclePartition>) {
+/// A commit at `cts`, for a quorum in every partition.
+fn commit_at(cts: Cts) -> Ruling {
+    Ruling::Decide { decision: Decision::Commit(cts), why: Why::Quorum }
+}
+
+/// An abort for `why`.
+fn abort(why: Why) -> Ruling {
+    Ruling::Decide { decision: Decision::Abort, why }
+}
+
+/// The expected ruling, and each partition's up-to-date flags.
+fn oracle(parts: &[PartitionVotes], final_round: bool) -> (Ruling, Vec<OraclePartition>) {
     let o: Vec<OraclePartition> = parts.iter().map(|p| oracle_partition(&p.replicas)).collect();
     let up = |op: &OraclePartition| op.up_to_date.iter().filter(|&&b| b).count();
     if let Some(i) = o.iter().position(|op| up(op) + op.missing < op.q) {
-        return (Decision::Abort { proven: true, partition: i }, o);
+        return (abort(Why::CommitImpossible { partition: i }), o);
     }
     let d = match o.iter().position(|op| up(op) < op.q) {
-        Some(i) if final_round => Decision::Abort { proven: false, partition: i },
-        Some(_) => Decision::Wait,
+        Some(i) if final_round => abort(Why::Timeout { partition: i }),
+        Some(_) => Ruling::Wait,
         None => {
             let mut max = 0u64;
             for (p, op) in parts.iter().zip(&o) {
@@ -157,7 +167,7 @@ fn oracle(parts: &[PartitionVotes], final_round: bool) -> (Decision, Vec<OracleP
                     }
                 }
             }
-            Decision::Commit { cts: Cts((max + 1).min(Cts::MASK)) }
+            commit_at(Cts((max + 1).min(Cts::MASK)))
         }
     };
     (d, o)
@@ -182,7 +192,11 @@ fn check(parts: &[PartitionVotes], labels: &[Vec<Label>], stats: &mut Stats) {
     assert_eq!(got_final, want_final, "final_round = true, {}", ctx());
     // The final round changes only a wait, into an unproven abort.
     match got {
-        Decision::Wait => assert!(matches!(got_final, Decision::Abort { proven: false, .. }), "{}", ctx()),
+        Ruling::Wait => assert!(
+            matches!(got_final, Ruling::Decide { decision: Decision::Abort, why: Why::Timeout { .. } }),
+            "{}",
+            ctx()
+        ),
         _ => assert_eq!(got, got_final, "{}", ctx()),
     }
 
@@ -193,11 +207,13 @@ fn check(parts: &[PartitionVotes], labels: &[Vec<Label>], stats: &mut Stats) {
     if labels.iter().all(|ls| count(ls, Label::Fresh) >= 1) {
         let impossible = labels.iter().position(|ls| count(ls, Label::Fresh) + count(ls, Label::Missing) < q);
         match (impossible, got) {
-            (Some(i), Decision::Abort { proven: true, partition }) => assert_eq!(i, partition, "{}", ctx()),
-            (None, Decision::Commit { .. }) => {
+            (Some(i), Ruling::Decide { decision: Decision::Abort, why: Why::CommitImpossible { partition } }) => {
+                assert_eq!(i, partition, "{}", ctx())
+            }
+            (None, Ruling::Decide { decision: Decision::Commit(_), why: Why::Quorum }) => {
                 assert!(labels.iter().all(|ls| count(ls, Label::Fresh) >= q), "labels: {}", ctx())
             }
-            (None, Decision::Wait) => {
+            (None, Ruling::Wait) => {
                 assert!(labels.iter().any(|ls| count(ls, Label::Fresh) < q), "labels: {}", ctx())
             }
             (i, d) => panic!("labels say impossible = {i:?}, got {d:?}: {}", ctx()),
@@ -211,7 +227,8 @@ fn check(parts: &[PartitionVotes], labels: &[Vec<Label>], stats: &mut Stats) {
 
     stats.cases += 1;
     match got {
-        Decision::Commit { cts } => {
+        Ruling::Decide { decision: Decision::Commit(cts), why } => {
+            assert_eq!(why, Why::Quorum, "{}", ctx());
             stats.commit += 1;
             for (pi, (p, (ls, op))) in parts.iter().zip(labels.iter().zip(&o)).enumerate() {
                 let fresh = count(ls, Label::Fresh);
@@ -231,11 +248,11 @@ fn check(parts: &[PartitionVotes], labels: &[Vec<Label>], stats: &mut Stats) {
                 }
             }
         }
-        Decision::Abort { proven, .. } => {
-            assert!(proven, "final_round = false never aborts unproven");
+        Ruling::Decide { decision: Decision::Abort, why } => {
+            assert!(matches!(why, Why::CommitImpossible { .. }), "final_round = false never aborts unproven");
             stats.proven_abort += 1;
         }
-        Decision::Wait => stats.wait += 1,
+        Ruling::Wait => stats.wait += 1,
     }
 }
 
@@ -416,13 +433,16 @@ fn stale_commit_never_counts() {
         labels.resize(n, Label::Abort);
         let part = |ls: &[Label]| PartitionVotes::new(ls.iter().enumerate().map(|(r, &l)| vote(0, r, l)).collect());
         let d = decide(&[part(&labels)], false);
-        assert_eq!(d, Decision::Abort { proven: true, partition: 0 }, "n={n} {labels:?}");
+        assert_eq!(d, abort(Why::CommitImpossible { partition: 0 }), "n={n} {labels:?}");
         if q < n {
             labels[q] = Label::Missing;
-            assert_eq!(decide(&[part(&labels)], false), Decision::Wait, "n={n} {labels:?}");
-            assert_eq!(decide(&[part(&labels)], true), Decision::Abort { proven: false, partition: 0 });
+            assert_eq!(decide(&[part(&labels)], false), Ruling::Wait, "n={n} {labels:?}");
+            assert_eq!(decide(&[part(&labels)], true), abort(Why::Timeout { partition: 0 }));
             labels[q] = Label::Fresh;
-            assert!(matches!(decide(&[part(&labels)], false), Decision::Commit { .. }), "n={n} {labels:?}");
+            assert!(
+                matches!(decide(&[part(&labels)], false), Ruling::Decide { decision: Decision::Commit(_), .. }),
+                "n={n} {labels:?}"
+            );
         }
     }
 }
@@ -457,14 +477,24 @@ fn cts_is_order_independent() {
             .map(|(p, ls)| PartitionVotes::new(ls.iter().enumerate().map(|(r, &l)| vote(p, r, l)).collect()))
             .collect();
         let base = decide(&parts, false);
-        commits += matches!(base, Decision::Commit { .. }) as u32;
+        commits += matches!(base, Ruling::Decide { decision: Decision::Commit(_), .. }) as u32;
         // Partitions swapped: same kind, same cts, same proven flag.
         let swapped = [parts[1].clone(), parts[0].clone()];
         let d = decide(&swapped, false);
         match (base, d) {
-            (Decision::Commit { cts: a }, Decision::Commit { cts: b }) => assert_eq!(a, b),
-            (Decision::Abort { proven: a, .. }, Decision::Abort { proven: b, .. }) => assert_eq!(a, b),
-            (Decision::Wait, Decision::Wait) => {}
+            (
+                Ruling::Decide { decision: Decision::Commit(a), why: Why::Quorum },
+                Ruling::Decide { decision: Decision::Commit(b), why: Why::Quorum },
+            ) => assert_eq!(a, b),
+            (
+                Ruling::Decide { decision: Decision::Abort, why: Why::CommitImpossible { .. } },
+                Ruling::Decide { decision: Decision::Abort, why: Why::CommitImpossible { .. } },
+            )
+            | (
+                Ruling::Decide { decision: Decision::Abort, why: Why::Timeout { .. } },
+                Ruling::Decide { decision: Decision::Abort, why: Why::Timeout { .. } },
+            ) => {}
+            (Ruling::Wait, Ruling::Wait) => {}
             (a, b) => panic!("{labels:?}: {a:?} vs swapped {b:?}"),
         }
         // Replicas of each partition permuted (a sample of the 24 × 24 pairs, all 24 each).

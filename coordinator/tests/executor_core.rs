@@ -234,7 +234,7 @@ fn a_decision_settles_redo_accepted_before_a_restart() {
 #[test]
 fn an_abort_record_after_a_restart_lands_in_the_rings_entry() {
     use redt_coordinator::message::{RecoveryPrepare, Reply, Request};
-    use redt_dc_executor::{Promise, Verdict};
+    use redt_dc_executor::{Promise, VoteCode};
     use redt_proto::{Ballot, Cts};
     let (mut core, dc, topology) = core();
     let t = TxnId::new(NodeId(1), 31);
@@ -255,8 +255,8 @@ fn an_abort_record_after_a_restart_lands_in_the_rings_entry() {
     match core.handle(NodeId(2), prepare, 3).reply {
         Reply::Promises(p) => match &p[0].promise {
             Promise::Entry { vote, recorded, .. } => {
-                assert_eq!(*vote, Verdict::Commit);
-                assert_eq!(*recorded, Some((Verdict::Abort, Ballot(0))), "the abort is in the ring");
+                assert_eq!(*vote, VoteCode::Commit);
+                assert_eq!(*recorded, Some((VoteCode::Abort, Ballot(0))), "the abort is in the ring");
             }
             other => panic!("the entry expected, got {other:?}"),
         },

@@ -24,7 +24,7 @@
 use crate::error::Result;
 use crate::memstore::{Layout, LINE};
 use crate::region::Region;
-use crate::ring::{EntryStatus, RedoEntry, Verdict, VoteWord};
+use crate::ring::{EntryStatus, RedoEntry, VoteCode};
 use crate::verbs::Verbs;
 use redt_proto::{Cts, NodeId, Offset, TxnId};
 use std::sync::atomic::Ordering;
@@ -40,7 +40,7 @@ pub struct Row {
     /// `Committed` or `Aborted`.
     pub status: EntryStatus,
     /// The replica's phase-1 vote (`Commit`, or `Abort`/`None` for an abort vote or a fence).
-    pub vote: Verdict,
+    pub vote: VoteCode,
     /// The commit timestamp (`Committed` only).
     pub cts: Cts,
     /// The coordinator's start timestamp of the transaction.
@@ -78,7 +78,7 @@ pub fn append(layout: &Layout, region: &Region, entry: &RedoEntry) {
     if entry.partitions.is_empty() || layout.log_rows() == 0 {
         return;
     }
-    let vote = entry.vote.unpack().map(|s| s.vote).unwrap_or(Verdict::None);
+    let vote = entry.vote.unpack().map(|s| s.vote).unwrap_or(VoteCode::None);
     let count = region.word(count_at(layout)).load(Ordering::Acquire);
     let at = row_at(layout, count);
     if count >= layout.log_rows() {
@@ -99,7 +99,7 @@ pub fn append(layout: &Layout, region: &Region, entry: &RedoEntry) {
 fn decode_row(bytes: &[u8]) -> Option<Row> {
     let w = |i: usize| u64::from_le_bytes(bytes[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
     let status = EntryStatus::from_code(w(1) as u8)?;
-    let vote = VoteWord(w(1) >> 8 & 3).unpack()?.vote;
+    let vote = VoteCode::from_bits(w(1) >> 8 & 3)?;
     Some(Row { txn: TxnId(w(0)), status, vote, cts: Cts(w(1) >> 16), start: Cts(w(2)) })
 }
 
@@ -133,6 +133,7 @@ pub fn lookup(verbs: &dyn Verbs, node: NodeId, layout: &Layout, txn: TxnId, star
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ring::VoteWord;
     use crate::verbs::LocalVerbs;
     use redt_proto::{DcId, MemStoreConfig, PartitionId};
 
@@ -153,7 +154,7 @@ mod tests {
         e.start = Cts(start);
         e.participants = vec![DcId(0)];
         e.partitions = vec![PartitionId(3)];
-        e.vote = VoteWord::NONE.with_vote(Verdict::Commit);
+        e.vote = VoteWord::NONE.with_vote(VoteCode::Commit);
         e
     }
 
@@ -172,7 +173,7 @@ mod tests {
             Lookup::Found(Row {
                 txn: TxnId(3),
                 status: EntryStatus::Committed,
-                vote: Verdict::Commit,
+                vote: VoteCode::Commit,
                 cts: Cts(305),
                 start: Cts(300)
             })

@@ -21,12 +21,16 @@ use crate::hlc::Hlc;
 use crate::lock::{self, LockOutcome};
 use crate::procedure::{Procedure, ReadView, UserAbort};
 use crate::record::{encode_cell, CellVersion, RecordLayout};
-use crate::ring::{self, Change, EntryStatus, LockIntent, RedoEntry, RingWriter, Verdict, VoteState, VoteWord};
+use crate::ring::{self, Change, EntryStatus, LockIntent, RedoEntry, RingWriter, VoteCode, VoteState, VoteWord};
 use crate::verbs::DoorbellBatch;
 use redt_proto::{Cts, DcId, Epoch, NodeId, Offset, TxnId};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// The coordinator's decision, as recorded by [`Executor::record`] and applied by
+/// [`Executor::finish`] (the protocol's one decision type, from `redt-proto`).
+pub use redt_proto::Decision;
 
 /// One access of the procedure that this DC holds, and the node holding it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -133,15 +137,6 @@ impl Vote {
     pub fn is_commit(&self) -> bool {
         self.abort.is_none()
     }
-}
-
-/// The coordinator's decision, as applied by [`Executor::finish`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Decision {
-    /// Commit at this timestamp.
-    Commit(Cts),
-    /// Abort.
-    Abort,
 }
 
 /// How a catch-up source finishes its entries ([`Executor::finish_owing`]): each entry's
@@ -450,7 +445,7 @@ impl Executor {
             let v = batch.push(crate::verbs::WorkRequest::CompareAndSwap {
                 offset: ring::vote_offset(&self.dc.layout, idx),
                 expected: VoteWord::NONE.0,
-                new: VoteWord::NONE.with_vote(ring::Verdict::Commit).0,
+                new: VoteWord::NONE.with_vote(ring::VoteCode::Commit).0,
             });
             self.dc.verbs.post_batch(node, &mut batch)?;
             if batch.atomic_result(v) != VoteWord::NONE.0 {
@@ -545,9 +540,10 @@ impl Executor {
 
     /// Records `decision` (commit or abort, with `ballot`) in the vote word of each of
     /// `entries` of `txn` (DESIGN.md §2: every abort is recorded at a majority of each
-    /// touched partition's replicas before it is acknowledged or acted on). A word that
-    /// promised a higher ballot refuses; a word that already records a decision keeps it; an
-    /// entry already finished counts as recording the decision its status shows.
+    /// touched partition's replicas before it is acknowledged or acted on). The word keeps the
+    /// decision's [`VoteCode`], not a commit's timestamp. A word that promised a higher ballot
+    /// refuses; a word that already records a decision keeps it; an entry already finished
+    /// counts as recording the decision its status shows.
     ///
     /// Each compare-and-swap is preceded by a READ of the entry's header, and is made only
     /// while the slot still holds `txn`'s unfinished entry of this lap: an entry finished and
@@ -564,10 +560,11 @@ impl Executor {
     pub fn record(
         &mut self,
         txn: TxnId,
-        decision: Verdict,
+        decision: Decision,
         ballot: redt_proto::Ballot,
         entries: &[EntryRef],
     ) -> Result<bool> {
+        let decision = VoteCode::from(decision);
         let mut all = true;
         for e in entries {
             all &= self.record_one(txn, decision, ballot, e)?;
@@ -575,8 +572,8 @@ impl Executor {
         Ok(all)
     }
 
-    /// [`Executor::record`] for one entry.
-    fn record_one(&mut self, txn: TxnId, decision: Verdict, ballot: redt_proto::Ballot, e: &EntryRef) -> Result<bool> {
+    /// [`Executor::record`] for one entry, of the decision's vote-word code.
+    fn record_one(&mut self, txn: TxnId, decision: VoteCode, ballot: redt_proto::Ballot, e: &EntryRef) -> Result<bool> {
         let at = ring::vote_offset(&self.dc.layout, e.index);
         loop {
             let header = match ring::read_header(self.dc.verbs.as_ref(), e.node, &self.dc.layout, e.index) {
@@ -587,13 +584,13 @@ impl Executor {
             };
             match header.status {
                 EntryStatus::Intent | EntryStatus::Logged => {}
-                EntryStatus::Committed => return Ok(decision == Verdict::Commit),
-                EntryStatus::Aborted => return Ok(decision == Verdict::Abort),
+                EntryStatus::Committed => return Ok(decision == VoteCode::Commit),
+                EntryStatus::Aborted => return Ok(decision == VoteCode::Abort),
                 EntryStatus::Empty | EntryStatus::Flushed => return Ok(false),
             }
             let cur = header.vote.0;
             let Some(state) = VoteWord(cur).unpack() else { return Ok(false) };
-            if state.decision != Verdict::None {
+            if state.decision != VoteCode::None {
                 return Ok(state.decision == decision);
             }
             if state.promised > ballot {

@@ -46,7 +46,7 @@ pub use replay_task::ReplayTask;
 pub use replica::{ReplicaChange, ReplicaOrigin};
 pub use ring::{
     head_gap, owed_entries, read_header, ring_entries, ring_scan, unfinished_entries, Change, EntryHeader, EntryStatus,
-    Gap, LockIntent, OwedEntry, RedoEntry, RingScan, RingWriter, Verdict, VoteState, VoteWord,
+    Gap, LockIntent, OwedEntry, RedoEntry, RingScan, RingWriter, VoteCode, VoteState, VoteWord,
 };
 pub use snapshot::{apply_snapshot, read_snapshot, SnapshotApplied, SnapshotCell, SnapshotChunk, SnapshotRecord};
 pub use verbs::{

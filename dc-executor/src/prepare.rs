@@ -9,7 +9,7 @@
 use crate::decision_log::{self, Lookup};
 use crate::error::Result;
 use crate::executor::{Decision, EntryRef, Executor};
-use crate::ring::{self, EntryStatus, RedoEntry, Verdict, VoteState, VoteWord};
+use crate::ring::{self, EntryStatus, RedoEntry, VoteCode, VoteState, VoteWord};
 use redt_proto::{Ballot, Cts, NodeId, TxnId};
 
 /// What one replica node holds of a transaction, as a PREPARE found it.
@@ -20,9 +20,9 @@ pub enum Promise {
         /// Where it is.
         entry: EntryRef,
         /// Its vote after the fence (`Commit`, or `Abort` for an abort vote or a fence).
-        vote: Verdict,
+        vote: VoteCode,
         /// The decision recorded in it, with its ballot, if any.
-        recorded: Option<(Verdict, Ballot)>,
+        recorded: Option<(VoteCode, Ballot)>,
         /// The entry itself (its locks carry the versions the vote saw).
         redo: RedoEntry,
     },
@@ -87,7 +87,7 @@ impl Executor {
                 }
                 EntryStatus::Aborted => {
                     let voted = entry.vote.unpack().map(|s| s.vote);
-                    let p = if voted == Some(Verdict::Commit) {
+                    let p = if voted == Some(VoteCode::Commit) {
                         Promise::Applied(Decision::Abort)
                     } else {
                         Promise::NoVote
@@ -114,7 +114,7 @@ impl Executor {
                 (None, _) => true,
                 (Some(Promise::Refused { .. }), _) => false,
                 (_, Promise::Refused { .. }) => true,
-                (Some(Promise::Entry { vote: Verdict::Commit, .. }), _) => false,
+                (Some(Promise::Entry { vote: VoteCode::Commit, .. }), _) => false,
                 _ => true,
             };
             if better {
@@ -146,7 +146,7 @@ impl Executor {
             match header.status {
                 EntryStatus::Intent | EntryStatus::Logged => {}
                 EntryStatus::Committed => return Ok(Promise::Applied(Decision::Commit(header.cts))),
-                EntryStatus::Aborted if header.vote.unpack().map(|s| s.vote) == Some(Verdict::Commit) => {
+                EntryStatus::Aborted if header.vote.unpack().map(|s| s.vote) == Some(VoteCode::Commit) => {
                     return Ok(Promise::Applied(Decision::Abort))
                 }
                 EntryStatus::Aborted => return Ok(Promise::NoVote),
@@ -157,13 +157,13 @@ impl Executor {
             if state.promised > ballot {
                 return Ok(Promise::Refused { promised: state.promised });
             }
-            let vote = if state.vote == Verdict::None { Verdict::Abort } else { state.vote };
+            let vote = if state.vote == VoteCode::None { VoteCode::Abort } else { state.vote };
             let next = VoteState { vote, promised: ballot, ..state };
             let Some(word) = VoteWord::pack(next) else { return Ok(Promise::Refused { promised: state.promised }) };
             if word != cur && dc.verbs.compare_and_swap(r.node, at, cur.0, word.0)? != cur.0 {
                 continue;
             }
-            let recorded = (state.decision != Verdict::None).then_some((state.decision, state.recorded));
+            let recorded = (state.decision != VoteCode::None).then_some((state.decision, state.recorded));
             return Ok(Promise::Entry { entry: r, vote, recorded, redo: RedoEntry { vote: word, ..redo } });
         }
     }
@@ -190,7 +190,7 @@ impl Executor {
 fn from_log(row: Lookup) -> Option<Promise> {
     match row {
         Lookup::Found(r) if r.status == EntryStatus::Committed => Some(Promise::Applied(Decision::Commit(r.cts))),
-        Lookup::Found(r) if r.vote == Verdict::Commit => Some(Promise::Applied(Decision::Abort)),
+        Lookup::Found(r) if r.vote == VoteCode::Commit => Some(Promise::Applied(Decision::Abort)),
         Lookup::Found(_) | Lookup::Absent => Some(Promise::NoVote),
         Lookup::Evicted => None,
     }

@@ -322,9 +322,9 @@ fn a_late_record_never_writes_into_a_reused_slot() {
     assert!(v1.is_commit());
     let old = v1.entries[0];
     // Recording into the live entry works, and repeats.
-    assert!(ex.record(s1.txn, redt_dc_executor::Verdict::Abort, redt_proto::Ballot(0), &v1.entries).unwrap());
+    assert!(ex.record(s1.txn, redt_dc_executor::Decision::Abort, redt_proto::Ballot(0), &v1.entries).unwrap());
     ex.finish(s1.txn, Decision::Abort, &v1.entries).unwrap();
-    assert!(ex.record(s1.txn, redt_dc_executor::Verdict::Abort, redt_proto::Ballot(0), &v1.entries).unwrap());
+    assert!(ex.record(s1.txn, redt_dc_executor::Decision::Abort, redt_proto::Ballot(0), &v1.entries).unwrap());
     let slots = layout.ring_slots();
     let old_slot = old.index % slots;
     // Abort and release entries until one covers the old entry's first slot on a later lap.
@@ -346,7 +346,7 @@ fn a_late_record_never_writes_into_a_reused_slot() {
     let before = redt_dc_executor::ring::read_entry(dc.dc.verbs.as_ref(), node, &layout, newer.1.entries[0].index)
         .expect("the newer entry decodes");
     // The late RECORD of the first transaction: refused, nothing written.
-    let recorded = ex.record(s1.txn, redt_dc_executor::Verdict::Abort, redt_proto::Ballot(0), &v1.entries).unwrap();
+    let recorded = ex.record(s1.txn, redt_dc_executor::Decision::Abort, redt_proto::Ballot(0), &v1.entries).unwrap();
     assert!(!recorded, "a released entry records nothing");
     let after = redt_dc_executor::ring::read_entry(dc.dc.verbs.as_ref(), node, &layout, newer.1.entries[0].index)
         .expect("the newer entry still decodes");

@@ -10,7 +10,7 @@ use redt_dc_executor::ring::{
 };
 use redt_dc_executor::{
     Apply, Change, DoorbellBatch, EntryStatus, Error, Layout, LocalVerbs, LockIntent, RedoEntry, Region, Replayer,
-    RingWriter, Verbs, Verdict, VoteWord, WorkRequest,
+    RingWriter, Verbs, VoteCode, VoteWord, WorkRequest,
 };
 use redt_proto::{Cts, DcId, Epoch, MemStoreConfig, NodeId, Offset, TableId, TxnId};
 use std::collections::{HashMap, HashSet};
@@ -222,7 +222,7 @@ fn rewriting_an_intent_entry_keeps_its_vote_word_and_slot_count() {
     let index = w.reserve(&verbs, slots, Duration::ZERO, &still()).unwrap();
     write_entry(&verbs, &layout, index, &intent);
     // Phase 1 votes by CAS from none (here, concurrently with the rewrite below).
-    let commit = VoteWord::NONE.with_vote(Verdict::Commit);
+    let commit = VoteWord::NONE.with_vote(VoteCode::Commit);
     assert_eq!(verbs.compare_and_swap(N, vote_offset(&layout, index), 0, commit.0).unwrap(), 0);
     // The final entry is smaller (no change): it keeps the reservation's slot count.
     let mut logged = bare(txn, EntryStatus::Logged);

@@ -5,6 +5,7 @@
 //! `redt-dc-executor`, the protocol in `redt-coordinator`.
 
 mod config;
+mod decision;
 mod error;
 mod ids;
 mod protocol;
@@ -12,6 +13,7 @@ mod quorum;
 mod topology;
 pub mod wire;
 
+pub use decision::Decision;
 pub use error::{ConfigError, Result};
 pub use ids::{Ballot, Cts, DcId, Epoch, NodeId, Offset, PartitionId, TableId, TxnId};
 pub use protocol::{Protocol, UnknownProtocol};

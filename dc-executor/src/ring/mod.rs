@@ -110,7 +110,7 @@ pub use read::{
     head_gap, owed_entries, read_entry, read_entry_sized, read_header, ring_bounds, ring_entries, ring_scan,
     unfinished_entries, EntryHeader, Gap, OwedEntry, RingScan,
 };
-pub use vote::{vote_offset, Verdict, VoteState, VoteWord};
+pub use vote::{vote_offset, VoteCode, VoteState, VoteWord};
 pub use writer::RingWriter;
 
 use crate::memstore::LINE;

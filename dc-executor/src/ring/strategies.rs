@@ -1,11 +1,11 @@
 //! proptest strategies for ring values, shared by the unit tests of the ring's files.
 
-use super::{Change, EntryStatus, LockIntent, RedoEntry, Verdict, VoteState, VoteWord};
+use super::{Change, EntryStatus, LockIntent, RedoEntry, VoteCode, VoteState, VoteWord};
 use proptest::prelude::*;
 use redt_proto::{Ballot, Cts, DcId, Epoch, NodeId, Offset, PartitionId, TableId, TxnId};
 
-pub(super) fn verdict() -> impl Strategy<Value = Verdict> {
-    prop_oneof![Just(Verdict::None), Just(Verdict::Commit), Just(Verdict::Abort)]
+pub(super) fn vote_code() -> impl Strategy<Value = VoteCode> {
+    prop_oneof![Just(VoteCode::None), Just(VoteCode::Commit), Just(VoteCode::Abort)]
 }
 
 pub(super) fn status() -> impl Strategy<Value = EntryStatus> {
@@ -32,7 +32,7 @@ fn change() -> impl Strategy<Value = Change> {
 prop_compose! {
     pub(super) fn entry()(
         txn: u64, status in status(), cts in 0..=Cts::MASK,
-        vote in (verdict(), verdict(), 0u32..1 << 30, 0u32..1 << 30),
+        vote in (vote_code(), vote_code(), 0u32..1 << 30, 0u32..1 << 30),
         epoch: u32, coordinator: u16, start in 0..=Cts::MASK,
         participants in proptest::collection::vec(any::<u16>(), 0..6),
         partitions in proptest::collection::vec(any::<u32>(), 0..6),

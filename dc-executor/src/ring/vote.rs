@@ -4,12 +4,18 @@
 use super::codec::W_VOTE;
 use super::layout::slot_offset;
 use crate::memstore::Layout;
-use redt_proto::{Ballot, Offset};
+use redt_proto::{Ballot, Decision, Offset};
 
-/// One 2-bit field of a [`VoteWord`]: a replica's vote, or a recorded decision.
+/// The 2-bit code of one field of a [`VoteWord`]: a replica's phase-1 vote, or the decision
+/// recorded at it. The same codes are the vote byte of a decision-log row and the `vote` and
+/// `recorded` fields of a PREPARE reply on the wire (`PromiseMsg`); code 3 is unused.
+///
+/// This is an encoding detail of the ring: the vote word has no room for a commit timestamp,
+/// so a recorded commit is only `Commit` here. Decisions themselves are [`Decision`]s
+/// (`VoteCode::from(decision)` gives the code one is recorded as).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[repr(u8)]
-pub enum Verdict {
+pub enum VoteCode {
     /// Not voted / no decision recorded.
     #[default]
     None = 0,
@@ -19,14 +25,25 @@ pub enum Verdict {
     Abort = 2,
 }
 
-impl Verdict {
-    fn from_bits(bits: u64) -> Option<Verdict> {
+impl VoteCode {
+    /// Decodes a 2-bit code; `None` for the unused code 3 (and anything wider).
+    pub fn from_bits(bits: u64) -> Option<VoteCode> {
         Some(match bits {
-            0 => Verdict::None,
-            1 => Verdict::Commit,
-            2 => Verdict::Abort,
+            0 => VoteCode::None,
+            1 => VoteCode::Commit,
+            2 => VoteCode::Abort,
             _ => return None,
         })
+    }
+}
+
+impl From<Decision> for VoteCode {
+    /// The code `decision` is recorded as (a commit's timestamp is not part of it).
+    fn from(decision: Decision) -> VoteCode {
+        match decision {
+            Decision::Commit(_) => VoteCode::Commit,
+            Decision::Abort => VoteCode::Abort,
+        }
     }
 }
 
@@ -34,9 +51,9 @@ impl Verdict {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct VoteState {
     /// The replica's phase-1 vote; set once by compare-and-swap from `None`.
-    pub vote: Verdict,
+    pub vote: VoteCode,
     /// The decision recorded at this replica (`None` until a RECORD).
-    pub decision: Verdict,
+    pub decision: VoteCode,
     /// Highest ballot promised to a recoverer (30 bits).
     pub promised: Ballot,
     /// Ballot of the recorded decision (30 bits).
@@ -45,7 +62,7 @@ pub struct VoteState {
 
 impl Default for VoteState {
     fn default() -> Self {
-        VoteState { vote: Verdict::None, decision: Verdict::None, promised: Ballot(0), recorded: Ballot(0) }
+        VoteState { vote: VoteCode::None, decision: VoteCode::None, promised: Ballot(0), recorded: Ballot(0) }
     }
 }
 
@@ -81,16 +98,16 @@ impl VoteWord {
     pub fn unpack(self) -> Option<VoteState> {
         let mask = (1u64 << Self::BALLOT_BITS) - 1;
         Some(VoteState {
-            vote: Verdict::from_bits(self.0 & 3)?,
-            decision: Verdict::from_bits(self.0 >> 2 & 3)?,
+            vote: VoteCode::from_bits(self.0 & 3)?,
+            decision: VoteCode::from_bits(self.0 >> 2 & 3)?,
             promised: Ballot((self.0 >> 4 & mask) as u32),
             recorded: Ballot((self.0 >> (4 + Self::BALLOT_BITS) & mask) as u32),
         })
     }
 
     /// This word with its vote field set to `vote` (the other fields kept): phase 1's
-    /// compare-and-swap is `NONE` → `NONE.with_vote(Verdict::Commit)`.
-    pub fn with_vote(self, vote: Verdict) -> VoteWord {
+    /// compare-and-swap is `NONE` → `NONE.with_vote(VoteCode::Commit)`.
+    pub fn with_vote(self, vote: VoteCode) -> VoteWord {
         VoteWord(self.0 & !3 | vote as u64)
     }
 }
@@ -104,12 +121,12 @@ pub fn vote_offset(layout: &Layout, index: u64) -> Offset {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ring::strategies::verdict;
+    use crate::ring::strategies::vote_code;
     use proptest::prelude::*;
 
     proptest! {
         #[test]
-        fn vote_word_round_trips(v in verdict(), d in verdict(), p in 0u32..1 << 30, r in 0u32..1 << 30) {
+        fn vote_word_round_trips(v in vote_code(), d in vote_code(), p in 0u32..1 << 30, r in 0u32..1 << 30) {
             let s = VoteState { vote: v, decision: d, promised: Ballot(p), recorded: Ballot(r) };
             let w = VoteWord::pack(s).unwrap();
             prop_assert_eq!(w.unpack(), Some(s));
@@ -123,13 +140,23 @@ mod tests {
         assert_eq!(VoteWord(3).unpack(), None);
         assert_eq!(VoteWord(3 << 2).unpack(), None);
         assert_eq!(VoteWord::NONE.unpack(), Some(VoteState::default()));
-        assert_eq!(VoteWord::NONE.with_vote(Verdict::Commit).unpack().unwrap().vote, Verdict::Commit);
+        assert_eq!(VoteWord::NONE.with_vote(VoteCode::Commit).unpack().unwrap().vote, VoteCode::Commit);
         let max = VoteState {
-            vote: Verdict::Abort,
-            decision: Verdict::Commit,
+            vote: VoteCode::Abort,
+            decision: VoteCode::Commit,
             promised: VoteWord::MAX_BALLOT,
             recorded: VoteWord::MAX_BALLOT,
         };
         assert_eq!(VoteWord::pack(max).unwrap().unpack(), Some(max));
+    }
+
+    #[test]
+    fn vote_codes_of_decisions() {
+        assert_eq!(VoteCode::from(Decision::Commit(redt_proto::Cts(7))), VoteCode::Commit);
+        assert_eq!(VoteCode::from(Decision::Abort), VoteCode::Abort);
+        assert_eq!(VoteCode::from_bits(3), None);
+        for c in [VoteCode::None, VoteCode::Commit, VoteCode::Abort] {
+            assert_eq!(VoteCode::from_bits(c as u64), Some(c));
+        }
     }
 }
