@@ -446,13 +446,52 @@ impl Index {
     /// # Errors
     /// Verbs errors.
     pub fn entries(&self, verbs: &dyn Verbs, node: NodeId) -> Result<Vec<(TableId, u64, Offset)>> {
-        const CHUNK: u64 = 256;
-        let buckets = self.layout.index_buckets();
+        Ok(self.entries_in(verbs, node, 0, self.layout.index_buckets())?.0)
+    }
+
+    /// The published entries of buckets `first_bucket .. first_bucket + buckets` of
+    /// `node`'s index (clipped at the last bucket) as `(table, key, record offset)`, in
+    /// bucket order, and the bucket to resume from (equal to [`Layout::index_buckets`]
+    /// once the scan has reached the end). The bounded form of [`Index::entries`], for scans
+    /// done a piece at a time (a rebuild's snapshot copy, notes/failover.md, Rebuild):
+    /// entries never move between buckets (inserts claim slots, removes leave tombstones),
+    /// so a bucket number is a stable cursor. Entries inserted or removed meanwhile may or
+    /// may not appear.
+    ///
+    /// # Errors
+    /// Verbs errors.
+    #[allow(clippy::type_complexity)]
+    pub fn entries_in(
+        &self,
+        verbs: &dyn Verbs,
+        node: NodeId,
+        first_bucket: u64,
+        buckets: u64,
+    ) -> Result<(Vec<(TableId, u64, Offset)>, u64)> {
         let mut out = Vec::new();
-        let mut buf = vec![0u8; (CHUNK * LINE) as usize];
-        let mut first = 0;
-        while first < buckets {
-            let n = CHUNK.min(buckets - first);
+        let next =
+            self.scan_buckets(verbs, node, first_bucket, buckets, |_, table, key, at| out.push((table, key, at)))?;
+        Ok((out, next))
+    }
+
+    /// Calls `f(bucket, table, key, record offset)` for every published entry of buckets
+    /// `first_bucket .. first_bucket + buckets` (clipped at the last bucket), in order, READing
+    /// the area in pieces of at most 256 buckets (16 KiB). Returns the bucket after the last
+    /// one scanned (`first_bucket` if it is past the end).
+    pub(crate) fn scan_buckets(
+        &self,
+        verbs: &dyn Verbs,
+        node: NodeId,
+        first_bucket: u64,
+        buckets: u64,
+        mut f: impl FnMut(u64, TableId, u64, Offset),
+    ) -> Result<u64> {
+        const CHUNK: u64 = 256;
+        let end = first_bucket.saturating_add(buckets).min(self.layout.index_buckets());
+        let mut buf = vec![0u8; (CHUNK.min(end.saturating_sub(first_bucket)) * LINE) as usize];
+        let mut first = first_bucket;
+        while first < end {
+            let n = CHUNK.min(end - first);
             let base = self.layout.index_off + first * LINE;
             let raw = &mut buf[..(n * LINE) as usize];
             verbs.read(node, Offset(base), raw)?;
@@ -460,13 +499,13 @@ impl Index {
                 let b = first + i as u64;
                 for slot in parse_bucket(chunk, b, base + i as u64 * LINE) {
                     if is_entry(slot.meta) {
-                        out.push((meta_table(slot.meta), slot.key, Offset(slot.meta & OFFSET_MASK)));
+                        f(b, meta_table(slot.meta), slot.key, Offset(slot.meta & OFFSET_MASK));
                     }
                 }
             }
             first += n;
         }
-        Ok(out)
+        Ok(first)
     }
 
     /// Looks up several keys of one node with one doorbell batch: the first READ of every

@@ -24,6 +24,7 @@ mod replay;
 mod replay_task;
 mod replica;
 pub mod ring;
+mod snapshot;
 pub mod verbs;
 
 pub use apply::apply_committed;
@@ -47,6 +48,7 @@ pub use ring::{
     head_gap, owed_entries, read_header, ring_entries, ring_scan, unfinished_entries, Change, EntryHeader, EntryStatus,
     Gap, LockIntent, OwedEntry, RedoEntry, RingScan, RingWriter, Verdict, VoteState, VoteWord,
 };
+pub use snapshot::{apply_snapshot, read_snapshot, SnapshotApplied, SnapshotCell, SnapshotChunk, SnapshotRecord};
 pub use verbs::{
     Completion, DoorbellBatch, LocalVerbs, ServerLimits, TcpVerbs, TcpVerbsServer, VerbCounters, VerbCounts, Verbs,
     WorkRequest,
