@@ -820,7 +820,10 @@ impl ExecutorCore {
 /// the sender's fault, anything else the node's.
 pub(crate) fn error_code_of(e: &Error) -> u32 {
     match e {
-        Error::BadCall(_) | Error::DataPath(redt_dc_executor::Error::InvalidSubTxn { .. }) => error_code::MALFORMED,
+        Error::BadCall(_)
+        | Error::DataPath(
+            redt_dc_executor::Error::InvalidSubTxn { .. } | redt_dc_executor::Error::InvalidSnapshot { .. },
+        ) => error_code::MALFORMED,
         _ => error_code::INTERNAL,
     }
 }

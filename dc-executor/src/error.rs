@@ -123,10 +123,13 @@ pub enum Error {
         /// What is wrong.
         why: String,
     },
-    /// A record of a snapshot copy does not fit the schema (a cell beyond its table's, or a
-    /// value longer than its cell); it comes from another node, so nothing of it is written.
-    #[error("invalid snapshot record: {0}")]
-    InvalidSnapshot(String),
+    /// Snapshot records received for a rebuild (notes/failover.md, Rebuild) do not fit this
+    /// node's schema: a cell beyond its table's, or a value longer than its cell.
+    #[error("invalid snapshot record: {why}")]
+    InvalidSnapshot {
+        /// What is wrong.
+        why: String,
+    },
 }
 
 /// What made a superblock check fail.

@@ -446,15 +446,17 @@ impl Index {
     /// # Errors
     /// Verbs errors.
     pub fn entries(&self, verbs: &dyn Verbs, node: NodeId) -> Result<Vec<(TableId, u64, Offset)>> {
-        let (entries, _) = self.entries_in(verbs, node, 0, self.layout.index_buckets())?;
-        Ok(entries.into_iter().map(|(_, table, key, at)| (table, key, at)).collect())
+        Ok(self.entries_in(verbs, node, 0, self.layout.index_buckets())?.0)
     }
 
-    /// The published entries of buckets `first..first + buckets` (clipped to the index) as
-    /// `(bucket, table, key, record offset)`, in bucket order, and the bucket after the last
-    /// one scanned (the index's bucket count once it reached the end). Entries never move
-    /// between buckets (an insert claims a slot, a remove leaves a tombstone), so a bucket is
-    /// a stable place to resume a scan (a snapshot copy's cursor).
+    /// The published entries of buckets `first_bucket .. first_bucket + buckets` of
+    /// `node`'s index (clipped at the last bucket) as `(table, key, record offset)`, in
+    /// bucket order, and the bucket to resume from (equal to [`Layout::index_buckets`]
+    /// once the scan has reached the end). The bounded form of [`Index::entries`], for scans
+    /// done a piece at a time (a rebuild's snapshot copy, notes/failover.md, Rebuild):
+    /// entries never move between buckets (inserts claim slots, removes leave tombstones),
+    /// so a bucket number is a stable cursor. Entries inserted or removed meanwhile may or
+    /// may not appear.
     ///
     /// # Errors
     /// Verbs errors.
@@ -463,35 +465,47 @@ impl Index {
         &self,
         verbs: &dyn Verbs,
         node: NodeId,
-        first: u64,
+        first_bucket: u64,
         buckets: u64,
-    ) -> Result<(Vec<(u64, TableId, u64, Offset)>, u64)> {
-        const CHUNK: u64 = 256;
-        let end = first.saturating_add(buckets).min(self.layout.index_buckets());
+    ) -> Result<(Vec<(TableId, u64, Offset)>, u64)> {
         let mut out = Vec::new();
-        let mut buf = vec![0u8; (CHUNK * LINE) as usize];
-        let mut at = first.min(end);
-        while at < end {
-            let n = CHUNK.min(end - at);
-            let base = self.layout.index_off + at * LINE;
+        let next =
+            self.scan_buckets(verbs, node, first_bucket, buckets, |_, table, key, at| out.push((table, key, at)))?;
+        Ok((out, next))
+    }
+
+    /// Calls `f(bucket, table, key, record offset)` for every published entry of buckets
+    /// `first_bucket .. first_bucket + buckets` (clipped at the last bucket), in order, READing
+    /// the area in pieces of at most 256 buckets (16 KiB). Returns the bucket after the last
+    /// one scanned (`first_bucket` if it is past the end).
+    pub(crate) fn scan_buckets(
+        &self,
+        verbs: &dyn Verbs,
+        node: NodeId,
+        first_bucket: u64,
+        buckets: u64,
+        mut f: impl FnMut(u64, TableId, u64, Offset),
+    ) -> Result<u64> {
+        const CHUNK: u64 = 256;
+        let end = first_bucket.saturating_add(buckets).min(self.layout.index_buckets());
+        let mut buf = vec![0u8; (CHUNK.min(end.saturating_sub(first_bucket)) * LINE) as usize];
+        let mut first = first_bucket;
+        while first < end {
+            let n = CHUNK.min(end - first);
+            let base = self.layout.index_off + first * LINE;
             let raw = &mut buf[..(n * LINE) as usize];
             verbs.read(node, Offset(base), raw)?;
             for (i, chunk) in raw.chunks_exact(LINE as usize).enumerate() {
-                let b = at + i as u64;
+                let b = first + i as u64;
                 for slot in parse_bucket(chunk, b, base + i as u64 * LINE) {
                     if is_entry(slot.meta) {
-                        out.push((b, meta_table(slot.meta), slot.key, Offset(slot.meta & OFFSET_MASK)));
+                        f(b, meta_table(slot.meta), slot.key, Offset(slot.meta & OFFSET_MASK));
                     }
                 }
             }
-            at += n;
+            first += n;
         }
-        Ok((out, end))
-    }
-
-    /// The number of buckets of the index.
-    pub fn buckets(&self) -> u64 {
-        self.layout.index_buckets()
+        Ok(first)
     }
 
     /// Looks up several keys of one node with one doorbell batch: the first READ of every

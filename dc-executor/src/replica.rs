@@ -9,6 +9,7 @@
 //! commit arriving late never overwrites a newer value (RedT §4.2 "Asynchronous redo log
 //! replay").
 
+use crate::dc::DcHandle;
 use crate::error::{Error, Result};
 use crate::executor::{cells_of, push_counter_increments, Decision, EntryRef, Executor};
 use crate::record::{encode_cell, CellVersion};
@@ -72,13 +73,7 @@ impl Executor {
     /// Creates the record `(table, key)` on `node` that a replicated change names but the node
     /// lacks, as an upsert would; one created meanwhile by someone else is found instead.
     fn create_record(&self, node: NodeId, table: TableId, key: u64) -> Result<Offset> {
-        let dc = self.dc();
-        match dc.insert_record(node, table, key, &[]) {
-            Err(Error::DuplicateKey { .. }) => {
-                dc.index.lookup(dc.verbs.as_ref(), node, table, key)?.ok_or(Error::NotFound { node, table, key })
-            }
-            other => other,
-        }
+        create_record(self.dc(), node, table, key)
     }
 
     /// Accepts `changes` of `origin.txn` into `node`'s ring as one `Logged` redo entry with
@@ -294,5 +289,16 @@ impl Executor {
                 Ok(entry)
             })
             .collect()
+    }
+}
+
+/// Creates the record `(table, key)` on `node` (every cell zero at version 0), as an upsert
+/// would; one created meanwhile by someone else is found instead.
+pub(crate) fn create_record(dc: &DcHandle, node: NodeId, table: TableId, key: u64) -> Result<Offset> {
+    match dc.insert_record(node, table, key, &[]) {
+        Err(Error::DuplicateKey { .. }) => {
+            dc.index.lookup(dc.verbs.as_ref(), node, table, key)?.ok_or(Error::NotFound { node, table, key })
+        }
+        other => other,
     }
 }

@@ -1,77 +1,123 @@
-//! Snapshot copies of a partition's records, for rebuilding a replica (notes/failover.md,
-//! "Rebuild"; issue 13).
+//! Snapshot copy of a node's records, for rebuilding a replica (notes/failover.md, Rebuild;
+//! issue 13).
 //!
-//! A voter serves its records in chunks ([`read_snapshot`]), scanning its own index bucket by
-//! bucket: a bucket is a stable cursor, since index entries never move between buckets. A
-//! record whose lock word shows an exclusive holder is being written (values change only
-//! under the exclusive bits of their group, at commit), so the chunk stops before its bucket
-//! and the learner asks again; a record read while a writer came and went is caught by
-//! reading its lock word and update counters again after the image.
+//! A new replica of a partition (a *learner*) is filled from an up-to-date replica while
+//! transactions go on: the source scans its index a few buckets at a time
+//! ([`read_snapshot`]) and hands back [`SnapshotChunk`]s of committed cells, which travel to
+//! the learner (over QUIC, the coordinator's business) and are applied there
+//! ([`apply_snapshot`]). The learner meanwhile receives the writes committed during the copy
+//! through the ordinary catch-up path. The two commute because every cell apply follows the
+//! **Thomas write rule**: a cell is written only if the incoming version's commit timestamp
+//! is newer than the cell's, so whichever of a snapshot row and a concurrent write arrives
+//! last, each cell ends with the newer of the two.
 //!
-//! The learner applies each record to its own MemStore ([`apply_snapshot`]) under the Thomas
-//! write rule: a cell is written, with exactly the voter's version, only if that version's
-//! commit timestamp is newer than its own. A committed write shipped to the learner meanwhile
-//! (a catch-up) follows the same rule, so the copy and the catch-ups commute, and copies from
-//! several voters merge to the newest value of every cell.
+//! Consistency of one record on the source: values are written only under the record's
+//! exclusive lock bits, at commit, and every such write bumps its group's update counter
+//! before the bits are released. So an image READ while no group is held exclusively, whose
+//! lock word and counters are unchanged when re-READ after it, holds committed values only
+//! and no torn cell. A record found busy ends the chunk before its bucket; the caller asks
+//! again later from that bucket.
 
 use crate::dc::{lock_word, DcHandle};
 use crate::error::{Error, Result};
 use crate::executor::push_counter_increments;
-use crate::lock::{self, LockOutcome};
-use crate::record::{encode_cell, CellVersion, RecordLayout, COUNTERS, LOCK_WORD};
+use crate::lock;
+use crate::record::{encode_cell, CellVersion, RecordLayout, COUNTERS, HEADER_BYTES, LOCK_WORD};
+use crate::replica::create_record;
 use crate::verbs::DoorbellBatch;
 use redt_proto::{NodeId, Offset, TableId};
 
-/// One cell of a snapshot record.
+/// One cell of a [`SnapshotRecord`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SnapshotCell {
-    /// Cell index in its table's schema.
+    /// Cell index within the record (0-based, below the table's cell count).
     pub cell: u16,
-    /// Its version as stored (`CellVersion`: update counter << 48 | 48-bit commit timestamp).
+    /// The cell's version on the source: a raw [`CellVersion`] word (update counter << 48 |
+    /// 48-bit commit timestamp); 0 for a cell never written since the load.
     pub version: u64,
-    /// Its value, unpadded (the cell's full width).
+    /// The cell's value, unpadded: the table's cell width in bytes as read (at most that
+    /// width on apply; a shorter value is zero-padded).
     pub value: Vec<u8>,
 }
 
-/// One record of a snapshot copy: every cell, as stored (a loaded record's cells have
-/// version 0).
+/// The cells of one record, as copied by [`read_snapshot`] (notes/failover.md, Rebuild).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SnapshotRecord {
-    /// Table id.
+    /// Table of the record.
     pub table: TableId,
-    /// Key.
+    /// Key of the record.
     pub key: u64,
-    /// Its cells, ascending by cell.
+    /// Every cell of the record, in cell order (a loaded cell never written since has
+    /// version 0: its value is the load, the same on every replica).
     pub cells: Vec<SnapshotCell>,
 }
 
-/// One chunk of a snapshot copy.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+impl SnapshotRecord {
+    /// Size of the record in bytes as a compact encoding would carry it: 12 for the table
+    /// (2), key (8) and cell count (2), then per cell 14 for its index (2), version (8) and
+    /// value length (4), plus the value. The measure [`read_snapshot`]'s `max_bytes` bounds.
+    pub fn encoded_bytes(&self) -> usize {
+        12 + self.cells.iter().map(|c| 14 + c.value.len()).sum::<usize>()
+    }
+}
+
+/// One piece of a snapshot scan: the records of a run of whole index buckets.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SnapshotChunk {
-    /// The records found, in index order.
+    /// The records found, in bucket order (the entries the caller kept).
     pub records: Vec<SnapshotRecord>,
-    /// The index bucket to go on from; `None` once the scan reached the end of the index.
+    /// The index bucket to resume the scan from (pass it as the next `from_bucket`), or
+    /// `None` when the scan reached the end of the index. Equal to the `from_bucket` asked
+    /// for, with no records, when the first bucket holds a busy record: retry later.
     pub next: Option<u64>,
+}
+
+impl SnapshotChunk {
+    /// Sum of [`SnapshotRecord::encoded_bytes`] over the records, in bytes.
+    pub fn encoded_bytes(&self) -> usize {
+        self.records.iter().map(SnapshotRecord::encoded_bytes).sum()
+    }
 }
 
 /// What [`apply_snapshot`] did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SnapshotApplied {
-    /// Records applied, in order from the first (fewer than given: the next one is in use).
+    /// Records fully handled, from the start of the slice: every one of their cells
+    /// written or found newer (or as new). Fewer than given when a record was held: the
+    /// caller applies the rest, from this index on, later.
     pub applied: usize,
-    /// Cells written (the others were as new or newer here).
+    /// Cells written (the rest were as new or newer on the destination: Thomas write rule).
     pub cells_written: u64,
 }
 
-/// Bytes of the header words a writer changes: the lock word and the update counters.
-const WATCHED: std::ops::Range<usize> = LOCK_WORD as usize..COUNTERS as usize + 32;
+/// Buckets the scan handles per round of READs (their entries' record images are READ in
+/// one doorbell batch, the headers re-READ in a second).
+const WINDOW_BUCKETS: u64 = 16;
 
-/// Reads one chunk of `node`'s records for which `keep(table, key)` holds, scanning at most
-/// `max_buckets` index buckets from `from_bucket` and stopping at the first bucket boundary
-/// past `max_bytes` of records (one bucket's records may pass it). A record in use (held
-/// exclusively, or changed while read) ends the chunk before its bucket, so the caller asks
-/// again from there; with nothing before it the chunk is empty and `next` is `from_bucket`.
-/// Tables the catalog does not know are skipped.
+/// Bytes of the header re-READ after a record image: the lock word and the four
+/// update-counter words (w2..w6).
+const RECHECK_BYTES: usize = 40;
+
+/// Reads the committed records of `node` whose `(table, key)` satisfies `keep`, from index
+/// bucket `from_bucket` on, for a snapshot copy (notes/failover.md, Rebuild).
+///
+/// Scans at most `max_buckets` buckets (at least one) of `node`'s index, READing each kept
+/// entry's whole record (`record_bytes`, in one doorbell batch per window of buckets) and
+/// then re-READing its lock word and update counters (header words w2..w6). A record whose
+/// header no longer names the entry's table and key (the index's slot-reuse ABA) is
+/// skipped, and so are entries of tables unknown to the catalog. A record is *busy* when a
+/// lock group is held exclusively in the image or the re-READ words differ from the image's
+/// (a commit landed meanwhile): the chunk then ends before that record's bucket, with
+/// `next = Some(bucket)`, so the caller retries from there later. Shared (read) locks do
+/// not make a record busy: readers write nothing.
+///
+/// The chunk holds whole buckets only. It stops after the last bucket that keeps
+/// [`SnapshotChunk::encoded_bytes`] within `max_bytes` — but always takes the first bucket
+/// that has records, so a single bucket may exceed `max_bytes`. Resuming at `next` is
+/// exact: entries never move between buckets.
+///
+/// Each record carries every cell (raw [`CellVersion`] and value as stored), the loaded
+/// cells never written since included (version 0).
 ///
 /// # Errors
 /// Verbs errors.
@@ -83,137 +129,199 @@ pub fn read_snapshot(
     max_bytes: usize,
     keep: &dyn Fn(TableId, u64) -> bool,
 ) -> Result<SnapshotChunk> {
-    let (entries, end) = dc.index.entries_in(dc.verbs.as_ref(), node, from_bucket, max_buckets.max(1))?;
+    let verbs = dc.verbs.as_ref();
+    let total = dc.layout.index_buckets();
+    let end = from_bucket.saturating_add(max_buckets.max(1)).min(total);
     let mut records = Vec::new();
     let mut bytes = 0usize;
-    let mut bucket: Option<(u64, usize)> = None;
-    for (b, table, key, at) in entries {
-        if bucket.is_none_or(|(cur, _)| cur != b) {
-            if bucket.is_some() && bytes >= max_bytes {
-                return Ok(SnapshotChunk { records, next: Some(b) });
+    let mut window = from_bucket;
+    while window < end {
+        let window_end = (window + WINDOW_BUCKETS).min(end);
+        // The kept entries of the window, with their bucket and layout.
+        let mut entries: Vec<(u64, u64, Offset, &RecordLayout)> = Vec::new();
+        dc.index.scan_buckets(verbs, node, window, window_end - window, |bucket, table, key, at| {
+            if keep(table, key) {
+                if let Ok(rl) = dc.catalog.layout(table) {
+                    entries.push((bucket, key, at, rl));
+                }
             }
-            bucket = Some((b, records.len()));
+        })?;
+        let mut images = DoorbellBatch::new();
+        let image_reads: Vec<usize> =
+            entries.iter().map(|&(_, _, at, rl)| images.read(at, rl.record_bytes as usize)).collect();
+        let mut rechecks = DoorbellBatch::new();
+        let recheck_reads: Vec<usize> =
+            entries.iter().map(|&(_, _, at, _)| rechecks.read(lock_word(at), RECHECK_BYTES)).collect();
+        if !entries.is_empty() {
+            // Two posts: every header re-READ starts after every image READ completed.
+            verbs.post_batch(node, &mut images)?;
+            verbs.post_batch(node, &mut rechecks)?;
         }
-        if !keep(table, key) {
-            continue;
-        }
-        let Ok(rl) = dc.catalog.layout(table) else { continue };
-        match read_record(dc, node, rl, key, at)? {
-            Read::Gone => {}
-            Read::Busy => {
-                let start = bucket.map_or(0, |(_, start)| start);
-                records.truncate(start);
-                return Ok(SnapshotChunk { records, next: Some(b) });
+        let mut e = 0;
+        for bucket in window..window_end {
+            let mut found = Vec::new();
+            while e < entries.len() && entries[e].0 == bucket {
+                let (_, key, _, rl) = entries[e];
+                let image = images.read_result(image_reads[e]);
+                let recheck = rechecks.read_result(recheck_reads[e]);
+                e += 1;
+                match snapshot_of(rl, key, image, recheck) {
+                    Seen::Skip => {}
+                    Seen::Busy => return Ok(SnapshotChunk { records, next: Some(bucket) }),
+                    Seen::Record(r) => found.push(r),
+                }
             }
-            Read::Record(cells) => {
-                bytes += 16 + cells.iter().map(|c| 12 + c.value.len()).sum::<usize>();
-                records.push(SnapshotRecord { table, key, cells });
+            let add: usize = found.iter().map(SnapshotRecord::encoded_bytes).sum();
+            if !records.is_empty() && bytes + add > max_bytes {
+                return Ok(SnapshotChunk { records, next: Some(bucket) });
+            }
+            bytes += add;
+            records.extend(found);
+            if !records.is_empty() && bytes >= max_bytes && bucket + 1 < end {
+                return Ok(SnapshotChunk { records, next: Some(bucket + 1) });
             }
         }
+        window = window_end;
     }
-    let next = (end < dc.index.buckets()).then_some(end);
-    Ok(SnapshotChunk { records, next })
+    Ok(SnapshotChunk { records, next: (end < total).then_some(end) })
 }
 
-enum Read {
-    Record(Vec<SnapshotCell>),
-    /// Held exclusively, or changed while read.
+/// What one entry's READs say.
+enum Seen {
+    /// Not a record of this entry (slot reuse) or no committed cell: leave it out.
+    Skip,
+    /// Held exclusively, or changed between the image and the re-READ: retry later.
     Busy,
-    /// Not this key's record any more (the index slot was reused).
-    Gone,
+    /// A consistent committed image.
+    Record(SnapshotRecord),
 }
 
-fn read_record(dc: &DcHandle, node: NodeId, rl: &RecordLayout, key: u64, at: Offset) -> Result<Read> {
-    let mut image = vec![0u8; rl.record_bytes as usize];
-    dc.verbs.read(node, at, &mut image)?;
-    let Some(view) = rl.decode(&image).filter(|v| v.key == key) else { return Ok(Read::Gone) };
-    if view.lock & lock::exclusive_bits(u16::MAX) != 0 {
-        return Ok(Read::Busy);
+/// Decodes the image of `key`'s record READ as `image`, with `recheck` the lock word and
+/// counters re-READ after it.
+fn snapshot_of(rl: &RecordLayout, key: u64, image: &[u8], recheck: &[u8]) -> Seen {
+    let Some(view) = rl.decode(image).filter(|v| v.key == key) else {
+        return Seen::Skip;
+    };
+    let header = &image[LOCK_WORD as usize..LOCK_WORD as usize + RECHECK_BYTES];
+    debug_assert_eq!(COUNTERS, LOCK_WORD + 8);
+    debug_assert!(LOCK_WORD as usize + RECHECK_BYTES <= HEADER_BYTES as usize);
+    if view.lock & lock::exclusive_bits(u16::MAX) != 0 || header != recheck {
+        return Seen::Busy;
     }
-    let mut again = vec![0u8; WATCHED.len()];
-    dc.verbs.read(node, Offset(at.0 + WATCHED.start as u64), &mut again)?;
-    if again[..] != image[WATCHED] {
-        return Ok(Read::Busy);
-    }
-    let cells = (0..rl.cells())
+    let cells: Vec<SnapshotCell> = (0..rl.cells())
         .map(|i| SnapshotCell { cell: i as u16, version: view.version(i).0, value: view.value(i).to_vec() })
         .collect();
-    Ok(Read::Record(cells))
+    Seen::Record(SnapshotRecord { table: rl.table, key, cells })
 }
 
-/// Applies `records` (from another node's [`read_snapshot`]) to `node`'s own records, in
-/// order: each record is created if missing (as an upsert would), the exclusive bits of the
-/// groups of its cells are taken with one masked compare-and-swap, and every cell whose
-/// version is newer (by commit timestamp) than the local one is written with exactly that
-/// version and value (Thomas write rule; a cell never written on either side, commit
-/// timestamp 0, takes the voter's value: the load); the written groups' update counters are bumped and
-/// the bits released. Stops at the first record whose groups are held (a transaction or
-/// replay is using it) and says how many were applied: the caller tries the rest later.
-///
-/// # Errors
-/// [`Error::UnknownTable`], [`Error::InvalidSnapshot`] (a cell beyond its table's or a value
-/// longer than its cell; checked for every record before anything is written), verbs, heap
-/// and index errors.
-pub fn apply_snapshot(dc: &DcHandle, node: NodeId, records: &[SnapshotRecord]) -> Result<SnapshotApplied> {
-    for r in records {
-        let rl = dc.catalog.layout(r.table)?;
-        for c in &r.cells {
-            let i = c.cell as usize;
-            if i >= rl.cells() {
-                let why = format!("{}/{}: cell {} beyond the {} cells of its table", r.table, r.key, i, rl.cells());
-                return Err(Error::InvalidSnapshot(why));
-            }
-            if c.value.len() > rl.cell_bytes[i] as usize {
-                let why =
-                    format!("{}/{}: {}-byte value for a {}-byte cell", r.table, r.key, c.value.len(), rl.cell_bytes[i]);
-                return Err(Error::InvalidSnapshot(why));
-            }
+/// Checks `r` against its table's layout: every cell in range, every value no longer than
+/// its cell.
+fn check(dc: &DcHandle, r: &SnapshotRecord) -> Result<()> {
+    let rl = dc.catalog.layout(r.table)?;
+    for c in &r.cells {
+        let cell = c.cell as usize;
+        if cell >= rl.cells() {
+            return Err(Error::InvalidSnapshot {
+                why: format!("{} key {}: cell {} beyond the table's {} cells", r.table, r.key, c.cell, rl.cells()),
+            });
+        }
+        if c.value.len() > rl.cell_bytes[cell] as usize {
+            return Err(Error::InvalidSnapshot {
+                why: format!(
+                    "{} key {} cell {}: {}-byte value for a {}-byte cell",
+                    r.table,
+                    r.key,
+                    c.cell,
+                    c.value.len(),
+                    rl.cell_bytes[cell]
+                ),
+            });
         }
     }
-    let mut out = SnapshotApplied::default();
+    Ok(())
+}
+
+/// Applies snapshot `records` (as [`read_snapshot`] returned them on another replica) to
+/// `node`'s records, in order, under the Thomas write rule (notes/failover.md, Rebuild).
+///
+/// Per record: find it in the index, creating it (every cell zero at version 0) if absent;
+/// take the exclusive bits of every lock group holding a cell it carries with one masked
+/// compare-and-swap on its lock word; READ it; write each cell whose incoming version's
+/// commit timestamp is newer than the local cell's, with exactly the incoming version (not
+/// advanced) and value (zero-padded to the cell) — or, when neither was ever written
+/// (commit timestamp 0 on both sides), the incoming value: the load, the same on every
+/// replica, where this one may hold zeros (its record created here since by the catch-up
+/// of another cell); bump the update counters of the groups
+/// written; release — the writes, increments and release in one doorbell batch. Cells as
+/// new or newer locally are left alone, so applying a snapshot twice, or after the
+/// catch-up of a later commit, changes nothing.
+///
+/// Stops at the first record a group of which is held (a transaction, replay or catch-up
+/// is using it) and returns how many records it applied before it: the caller retries
+/// `records[applied..]` later. Every record is checked before anything is written, so bad
+/// input changes nothing.
+///
+/// # Errors
+/// [`Error::UnknownTable`] for a table not in the schema; [`Error::InvalidSnapshot`] for a
+/// cell beyond its table's or a value longer than its cell; [`Error::NotFound`] if the
+/// index points at a record of another key; heap, index and verbs errors.
+pub fn apply_snapshot(dc: &DcHandle, node: NodeId, records: &[SnapshotRecord]) -> Result<SnapshotApplied> {
     for r in records {
+        check(dc, r)?;
+    }
+    let verbs = dc.verbs.as_ref();
+    let keys: Vec<(TableId, u64)> = records.iter().map(|r| (r.table, r.key)).collect();
+    let found = dc.index.lookup_many(verbs, node, &keys)?;
+    let mut done = SnapshotApplied::default();
+    for (r, at) in records.iter().zip(found) {
+        if r.cells.is_empty() {
+            done.applied += 1;
+            continue;
+        }
         let rl = dc.catalog.layout(r.table)?;
-        let record = match dc.index.lookup(dc.verbs.as_ref(), node, r.table, r.key)? {
+        let record = match at {
             Some(at) => at,
-            None => match dc.insert_record(node, r.table, r.key, &[]) {
-                Err(Error::DuplicateKey { .. }) => dc
-                    .index
-                    .lookup(dc.verbs.as_ref(), node, r.table, r.key)?
-                    .ok_or(Error::NotFound { node, table: r.table, key: r.key })?,
-                other => other?,
-            },
+            None => create_record(dc, node, r.table, r.key)?,
         };
         let groups = r.cells.iter().fold(0u16, |g, c| g | 1 << rl.cell_group[c.cell as usize]);
         let cas = lock::plan(0, groups, 0).expect("a zero guess never conflicts");
-        let old =
-            dc.verbs.masked_compare_and_swap(node, lock_word(record), cas.compare, cas.mask, cas.swap, cas.mask)?;
-        if lock::outcome(&cas, old) != LockOutcome::Acquired {
-            return Ok(out);
+        let old = verbs.masked_compare_and_swap(node, lock_word(record), cas.compare, cas.mask, cas.swap, cas.mask)?;
+        if lock::outcome(&cas, old) != lock::LockOutcome::Acquired {
+            return Ok(done);
         }
-        let mut image = vec![0u8; rl.record_bytes as usize];
-        dc.verbs.read(node, record, &mut image)?;
         let mut batch = DoorbellBatch::new();
+        let mut image = vec![0u8; rl.record_bytes as usize];
+        let valid = verbs.read(node, record, &mut image).and_then(|()| match rl.decode(&image) {
+            Some(v) if v.key == r.key => Ok(()),
+            _ => Err(Error::NotFound { node, table: r.table, key: r.key }),
+        });
+        if let Err(e) = valid {
+            batch.fetch_and_add(lock_word(record), lock::release_operand(cas.added));
+            verbs.post_batch(node, &mut batch)?;
+            return Err(e);
+        }
         let mut written = 0u16;
+        let mut cells_written = 0u64;
         for c in &r.cells {
-            let i = c.cell as usize;
-            let at = rl.cell_offsets[i] as usize;
-            let cur = image.get(at..at + 8).and_then(|b| b.try_into().ok()).map(u64::from_le_bytes).unwrap_or(0);
-            let (incoming, cur) = (CellVersion(c.version), CellVersion(cur));
-            // Thomas write rule: as new or newer here. Two cells never written (commit
-            // timestamp 0) hold the load, the same on every replica, or zeros where the record
-            // was created here since (by a catch-up of another cell): the voter's is right.
+            let cell = c.cell as usize;
+            let at = rl.cell_offsets[cell] as usize;
+            let cur = CellVersion(u64::from_le_bytes(image[at..at + 8].try_into().expect("8 bytes")));
+            let incoming = CellVersion(c.version);
             let never_written = incoming.cts().0 == 0 && cur.cts().0 == 0;
-            if incoming.cts() <= cur.cts() && !never_written {
-                continue;
+            if incoming.cts() <= cur.cts() && !(never_written && image[at + 8..at + 8 + c.value.len()] != c.value[..]) {
+                continue; // Thomas write rule: the local cell is as new or newer.
             }
-            batch.write(Offset(record.0 + rl.cell_offsets[i]), encode_cell(incoming, &c.value, rl.cell_bytes[i]));
-            written |= 1 << rl.cell_group[i];
-            out.cells_written += 1;
+            batch.write(Offset(record.0 + at as u64), encode_cell(incoming, &c.value, rl.cell_bytes[cell]));
+            // A later copy of the same cell in this record compares with this one.
+            image[at..at + 8].copy_from_slice(&incoming.0.to_le_bytes());
+            written |= 1 << rl.cell_group[cell];
+            cells_written += 1;
         }
         push_counter_increments(&mut batch, record, written);
         batch.fetch_and_add(lock_word(record), lock::release_operand(cas.added));
-        dc.verbs.post_batch(node, &mut batch)?;
-        out.applied += 1;
+        verbs.post_batch(node, &mut batch)?;
+        done.applied += 1;
+        done.cells_written += cells_written;
     }
-    Ok(out)
+    Ok(done)
 }
