@@ -205,21 +205,19 @@ pub(crate) fn check(w: &mut World) {
         }
     }
 
-    // Failover: what committed in the epochs after a removal.
+    // Failover: what committed in the epochs after a removal, and on a partition with fewer
+    // voters in its epoch than in the topology file.
     let first = w.topology.epoch;
-    let shrunk: BTreeSet<PartitionId> = w
-        .topology
-        .partitions
-        .iter()
-        .filter(|p| placement.partitions[p.id.0 as usize].replicas.len() < p.replicas.len())
-        .map(|p| p.id)
-        .collect();
     for h in w.hist.iter().filter(|h| h.outcome == elle::Outcome::Ok && h.epoch > first) {
         w.report.committed_after_removal += 1;
-        let touched = redt_coordinator::call::procedure(&placement, &h.call)
+        let Some(at) = w.placements.iter().find(|t| t.epoch == h.epoch) else { continue };
+        let shrunk = |p: PartitionId| {
+            at.partitions[p.0 as usize].replicas.len() < w.topology.partitions[p.0 as usize].replicas.len()
+        };
+        let touched = redt_coordinator::call::procedure(at, &h.call)
             .ok()
-            .and_then(|p| redt_coordinator::plan::plan(&placement, p.as_ref()).ok())
-            .is_some_and(|plan| plan.partitions.iter().any(|p| shrunk.contains(&p.id)));
+            .and_then(|p| redt_coordinator::plan::plan(at, p.as_ref()).ok())
+            .is_some_and(|plan| plan.partitions.iter().any(|p| shrunk(p.id)));
         if touched {
             w.report.committed_on_shrunk_partitions += 1;
         }

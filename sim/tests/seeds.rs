@@ -344,12 +344,8 @@ fn scan_for_catch_up_mutant_seeds() {
 /// included), and the partitions that lost a replica (Q = n = 3: nothing could commit on them
 /// while the dead DC was placed) commit again in the new epoch.
 ///
-/// Two mutants pass these schedules (300 seeds each, with every fault, and again with a fifth
-/// of the messages dropped): the executor without the epoch fence
-/// (`ExecutorMutations::accept_other_epoch`) and a recoverer using the current epoch's
-/// replica sets instead of its transaction's. Removing replicas only shrinks each partition's
-/// set, so a quorum of the old epoch still includes the new one's up-to-date replicas; the
-/// fence and the epoch's sets matter once a rebuild adds replicas (not built yet).
+/// In these 3 s schedules the membership's rebuild (learners, snapshot copy, promotion)
+/// mostly runs during the drain; `rebuild_seeds_pass_every_check` runs it under load.
 ///
 /// With n ≥ 4 (world-5dc-n5) the same schedules find replicas left behind: see
 /// `open_bug_a_catch_up_whose_only_source_is_removed_is_lost`.
@@ -375,6 +371,81 @@ fn removal_seeds_pass_every_check() {
     assert_eq!(removed, 120, "every run removes a DC");
     // 93 when written: the new epoch often arrives late in a 3 s run, so not every run has one.
     assert!(shrunk_commits > 40, "the shrunk partitions commit again: {shrunk_commits} commits");
+}
+
+/// A schedule of `seconds` with every fault and a DC removed, on `name`.
+fn removal(name: &str, seed: u64, workload: Workload, seconds: u64) -> SimConfig {
+    let faults = Faults { remove_dc: true, ..Faults::all() };
+    let mut cfg = SimConfig::new(topology(name), seed, workload, faults);
+    cfg.duration = std::time::Duration::from_secs(seconds);
+    cfg
+}
+
+/// Rebuild (issue 13; notes/failover.md, "Rebuild"): after a DC is removed the membership
+/// adds a learner for every replica a partition lost — in the DC left without one, or in the
+/// removed DC once it is back — each learner copies its partition from every voter (snapshot
+/// reads behind the voters' epoch floor) while commits ship it their writes, and is then
+/// promoted. 6 s schedules, so the copies run under load, on default.yaml and local-fast.yaml:
+/// every check passes on the final placement, whose rebuilt replicas hold the same values as
+/// the others, and every partition is back at its replication factor.
+#[test]
+fn rebuild_seeds_pass_every_check() {
+    let mut failed = Vec::new();
+    let (mut rebuilt, mut removed) = (0, 0);
+    for name in ["default.yaml", "local-fast.yaml"] {
+        for workload in [Workload::Bank, Workload::Append, Workload::Ycsb] {
+            for seed in 0..15 {
+                let r = run(removal(name, seed, workload, 6)).expect("runs");
+                removed += r.dcs_removed;
+                rebuilt += r.replicas_rebuilt;
+                if !r.ok() {
+                    failed.push(format!("{name} {workload:?} {r}"));
+                }
+            }
+        }
+    }
+    assert!(failed.is_empty(), "{} rebuild runs failed:\n{}", failed.len(), failed.join("\n"));
+    assert_eq!(removed, 90, "every run removes a DC");
+    // 6 replicas per run on default.yaml (8 partitions, n = 3, 4 DCs) and 3 on local-fast.
+    assert_eq!(rebuilt, 45 * 6 + 45 * 3, "every lost replica is rebuilt and promoted");
+}
+
+/// The learner must receive the writes committed while it copies: a catch-up source that
+/// ships learners nothing (`ExecutorMutations::no_catch_up_to_learners`) leaves a promoted
+/// replica behind. Seed 43 (bank, default.yaml, 6 s) catches it.
+#[test]
+fn a_mutant_that_ships_learners_nothing_is_caught() {
+    let mut cfg = removal("default.yaml", 43, Workload::Bank, 6);
+    assert!(run(cfg.clone()).expect("runs").ok(), "the seed passes without the mutant");
+    cfg.executor_mutations.no_catch_up_to_learners = true;
+    let r = run(cfg).expect("runs");
+    assert!(r.violations.iter().any(|v| matches!(v, redt_sim::Violation::Diverged { .. })), "not caught: {r}");
+}
+
+/// A voter must not serve a snapshot before it has raised its epoch floor and finished its
+/// older-epoch entries: without (`ExecutorMutations::snapshot_without_fence`) a commit of the
+/// older epoch, applied after the scan passed its record, never reaches the learner. Seed
+/// 1799 (bank, default.yaml, 6 s) catches it.
+#[test]
+fn a_mutant_that_copies_without_the_epoch_floor_is_caught() {
+    let mut cfg = removal("default.yaml", 1799, Workload::Bank, 6);
+    assert!(run(cfg.clone()).expect("runs").ok(), "the seed passes without the mutant");
+    cfg.executor_mutations.snapshot_without_fence = true;
+    let r = run(cfg).expect("runs");
+    assert!(r.violations.iter().any(|v| matches!(v, redt_sim::Violation::Diverged { .. })), "not caught: {r}");
+}
+
+/// The epoch fence matters once a rebuild adds replicas: an executor that runs a phase 1 of
+/// another epoch (`ExecutorMutations::accept_other_epoch`) lets a transaction planned before a
+/// learner was added commit without shipping it the write. Seed 154 (bank, local-fast.yaml,
+/// 6 s) catches it.
+#[test]
+fn a_mutant_without_the_epoch_fence_is_caught() {
+    let mut cfg = removal("local-fast.yaml", 154, Workload::Bank, 6);
+    assert!(run(cfg.clone()).expect("runs").ok(), "the seed passes without the mutant");
+    cfg.executor_mutations.accept_other_epoch = true;
+    let r = run(cfg).expect("runs");
+    assert!(r.violations.iter().any(|v| matches!(v, redt_sim::Violation::Diverged { .. })), "not caught: {r}");
 }
 
 /// Open bug, asserted to fail until fixed: with n ≥ 4 a removal can lose a catch-up. Seed 1
