@@ -470,7 +470,8 @@ impl Node {
             | Body::Prepare(_)
             | Body::LogDecision(_)
             | Body::RecoveryPrepare(_)
-            | Body::Reservations(_) => {
+            | Body::Reservations(_)
+            | Body::SnapshotRead(_) => {
                 let Some(peer) = from.node() else {
                     return err(
                         error_code::MALFORMED,

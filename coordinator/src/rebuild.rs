@@ -82,7 +82,7 @@ pub struct RebuildProgress {
 }
 
 /// One rebuild of a node, as `redt status` and the membership's leader see it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RebuildState {
     /// The epoch that added the learner.
     pub added_in: Epoch,
@@ -90,6 +90,8 @@ pub struct RebuildState {
     pub progress: RebuildProgress,
     /// Whether the copy is complete: the learner may be promoted.
     pub filled: bool,
+    /// Why the last try failed, if one did (a voter not ready yet, unreachable).
+    pub last_error: Option<String>,
 }
 
 /// The copy from one voter.

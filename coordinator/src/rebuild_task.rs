@@ -25,7 +25,7 @@ impl Rebuilds {
 
     /// Every rebuild this node runs or finished, by partition.
     pub(crate) fn snapshot(&self) -> Vec<(PartitionId, RebuildState)> {
-        self.lock().iter().map(|(&p, &s)| (p, s)).collect()
+        self.lock().iter().map(|(&p, s)| (p, s.clone())).collect()
     }
 }
 
@@ -48,7 +48,12 @@ pub(crate) fn start(node: &Arc<Node>) {
             continue;
         };
         let Some(voters) = at.partitions.get(p.id.0 as usize).map(|x| x.replicas.clone()) else { continue };
-        let state = RebuildState { added_in: learner.added_in, progress: RebuildProgress::default(), filled: false };
+        let state = RebuildState {
+            added_in: learner.added_in,
+            progress: RebuildProgress::default(),
+            filled: false,
+            last_error: None,
+        };
         rebuilds.insert(p.id, state);
         tracing::info!(node = %node.id, partition = %p.id, epoch = %learner.added_in, ?voters, "rebuild started: copying from every voter");
         tokio::spawn(run(Arc::downgrade(node), p.id, learner.added_in, voters));
@@ -105,6 +110,7 @@ async fn run(node: Weak<Node>, partition: PartitionId, added_in: Epoch, voters: 
         if let Some(s) = n.rebuilds.lock().get_mut(&partition) {
             s.progress = progress;
             s.filled = done;
+            s.last_error = machine.last_error().map(str::to_string);
         }
         if done {
             tracing::info!(

@@ -336,6 +336,7 @@ impl NodeStatus {
                     sources_done: s.progress.sources_done as u32,
                     sources: s.progress.sources as u32,
                     filled: s.filled,
+                    last_error: s.last_error.clone().unwrap_or_default(),
                 })
                 .collect(),
         }
@@ -409,8 +410,13 @@ impl NodeStatus {
                         sources_done: m.sources_done as usize,
                         sources: m.sources as usize,
                     };
-                    let state =
-                        crate::rebuild::RebuildState { added_in: Epoch(m.added_in), progress, filled: m.filled };
+                    let last_error = (!m.last_error.is_empty()).then(|| m.last_error.clone());
+                    let state = crate::rebuild::RebuildState {
+                        added_in: Epoch(m.added_in),
+                        progress,
+                        filled: m.filled,
+                        last_error,
+                    };
                     (PartitionId(m.partition), state)
                 })
                 .collect(),

@@ -308,6 +308,9 @@ pub struct RebuildMsg {
     /// Whether the copy is complete (the learner waits for its promotion).
     #[prost(bool, tag = "7")]
     pub filled: bool,
+    /// Why the last try failed, if one did (empty: none).
+    #[prost(string, tag = "8")]
+    pub last_error: String,
 }
 
 /// An undecided transaction past its phase-1 deadline, as one node sees it.

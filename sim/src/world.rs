@@ -1526,6 +1526,7 @@ impl World {
                         self.pump(to, txn);
                     }
                     Some(RpcOwner::Recovery(txn, attempt)) => {
+                        self.trace(|| format!("{to}: recovery of {txn} answered {reply:?}"));
                         let now = self.instant(self.now);
                         if let Some(r) = self.nodes[i].recoverers.get_mut(&txn) {
                             r.handle_reply(attempt, reply, now);
