@@ -43,8 +43,9 @@ const PER_S: usize = 10;
 /// The fraction of the pre-fault throughput that counts as full throughput again.
 pub const FULL_THROUGHPUT: f64 = 0.9;
 
-/// What the summary says of the figures that need a rebuild to exist (see [`status_epoch`]).
-pub const NO_REBUILD: &str = "n/a (no rebuild in this build)";
+/// What the summary says when no placement change happened, or replication was not back at
+/// its factor by the end.
+pub const NO_REBUILD: &str = "n/a (no placement change, or not restored by the end)";
 
 /// A boxed future of one effect: a line for the log, or why it failed.
 pub type EffectFuture = Pin<Box<dyn Future<Output = Result<String, String>> + Send>>;
@@ -225,11 +226,10 @@ pub fn status_epoch(s: &NodeStatus) -> Option<u64> {
     Some(u64::from(s.epoch.0))
 }
 
-/// Hook: whether a node is still rebuilding a replica (its rebuild progress below 100%). The
-/// rebuild progress field of `NodeStatus` is being added with the rebuild; until it exists
-/// this returns `None` and "time to full replication restored" prints [`NO_REBUILD`].
-pub fn status_rebuilding(_s: &NodeStatus) -> Option<bool> {
-    None
+/// Whether a node's current placement holds a partition below the replication factor (a
+/// replica removed and not rebuilt yet, or a learner not yet promoted).
+pub fn status_rebuilding(s: &NodeStatus) -> Option<bool> {
+    Some(s.under_replicated > 0)
 }
 
 impl NodeView {
@@ -473,7 +473,7 @@ impl Watch {
             .values()
             .filter_map(|v| v.epoch)
             .fold(None, |acc: Option<(u64, u64)>, e| Some(acc.map_or((e, e), |(lo, hi)| (lo.min(e), hi.max(e)))));
-        let rebuilt = if everyone && ok.values().all(|v| v.rebuilding.is_some()) {
+        let rebuilt = if !ok.is_empty() && ok.values().all(|v| v.rebuilding.is_some()) {
             Some(ok.values().all(|v| v.rebuilding == Some(false)))
         } else {
             None
@@ -875,8 +875,10 @@ pub struct DrillReport {
     /// until the cluster settled (`None`: an event has no heal, that poll never came, or a
     /// node did not answer).
     pub false_suspicions_after_last_heal: Option<u64>,
-    /// From the first fault to every node reporting its replicas rebuilt, after the last heal,
-    /// ms. `None` in this build: see [`status_rebuilding`].
+    /// From the first fault to the first poll, after the last heal (if any) and once a new
+    /// placement is adopted everywhere, in which every node answering holds every partition
+    /// at its replication factor again (removed replicas rebuilt elsewhere and promoted), ms.
+    /// `None`: no placement change, or not restored by the end.
     pub replication_restored_ms: Option<u64>,
     /// The lowest and highest placement epoch the nodes reported.
     pub epochs: Option<(u64, u64)>,
@@ -1033,17 +1035,22 @@ pub fn report(
             }
         })
         .collect();
-    // Rebuild (hook): from the first fault to the first poll after the last heal in which
-    // every node reports its replicas rebuilt.
-    let last_heal = watch.events.iter().filter_map(|e| e.healed).max();
-    let replication_restored_ms = first_fault.zip(last_heal).and_then(|(f, h)| {
-        watch.samples.iter().find(|s| s.asked >= h && s.rebuilt == Some(true)).map(|s| ms(s.asked.saturating_sub(f)))
-    });
     let epochs =
         watch.samples.iter().filter_map(|s| s.epochs).fold(None, |acc: Option<(u64, u64)>, (lo, hi)| {
             Some(acc.map_or((lo, hi), |(a, b)| (a.min(lo), b.max(hi))))
         });
     let start_epoch = watch.samples.first().and_then(|s| s.epochs).map(|(lo, _)| lo);
+    // Rebuild: from the first fault to the first poll after the last heal (if any), with a
+    // new placement everywhere, in which every node answering is at the replication factor.
+    let last_heal = watch.events.iter().filter_map(|e| e.healed).max();
+    let replication_restored_ms = first_fault.zip(start_epoch).and_then(|(f, e0)| {
+        let after = last_heal.map_or(f, |h| h.max(f));
+        watch
+            .samples
+            .iter()
+            .find(|s| s.asked >= after && s.epochs.is_some_and(|(lo, _)| lo > e0) && s.rebuilt == Some(true))
+            .map(|s| ms(s.asked.saturating_sub(f)))
+    });
     let new_epoch_everywhere_ms = first_fault.zip(start_epoch).and_then(|(f, e0)| {
         watch.samples.iter().find(|s| s.asked >= f && s.epochs.is_some_and(|(lo, _)| lo > e0)).map(|s| ms(s.asked - f))
     });
@@ -1289,7 +1296,7 @@ mod tests {
         assert_eq!(r.buckets.len(), 60);
         assert_eq!(r.buckets[20].events, "kill-node dc3-n1");
         assert_eq!(r.buckets[20].aborted_per_s, 30.0);
-        assert_eq!(r.replication_restored_ms, None, "no rebuild in this build");
+        assert_eq!(r.replication_restored_ms, None, "the placement never changed");
         let dir = tempfile::tempdir().unwrap();
         let csv = dir.path().join("t.csv");
         write_timeline_csv(&csv, &r).unwrap();

@@ -119,6 +119,12 @@ pub fn unplaced(placement: Option<&Epochs>, node: NodeId) -> bool {
     placement.is_some_and(|e| !e.holds_replica(node, None))
 }
 
+/// How many partitions `topology` holds below `factor` replicas: fewer voters, or a learner
+/// not yet promoted (a rebuild under way).
+pub fn under_replicated(topology: &Topology, factor: usize) -> usize {
+    topology.partitions.iter().filter(|p| p.replicas.len() < factor || !p.learners.is_empty()).count()
+}
+
 /// The DCs of `topology` on whose nodes its placement puts no replica at all, ascending (a
 /// topology file places replicas in every DC, so these are the DCs removed since).
 pub fn removed_dcs(topology: &Topology) -> Vec<redt_proto::DcId> {

@@ -103,6 +103,9 @@ pub struct Node {
     membership: Arc<MembershipView>,
     /// Its learners' snapshot copies (`crate::rebuild_task`).
     pub(crate) rebuilds: crate::rebuild_task::Rebuilds,
+    /// Replicas per partition the topology file gives (the most of any partition): what a
+    /// rebuild restores.
+    replication_factor: usize,
 }
 
 impl Node {
@@ -148,6 +151,7 @@ impl Node {
             raft: failover.then_some(raft),
             membership: Arc::new(MembershipView::default()),
             rebuilds: Default::default(),
+            replication_factor: parts.topology.partitions.iter().map(|p| p.replicas.len()).max().unwrap_or(1),
         });
         recovery_task::spawn(&node)?;
         liveness::spawn(&node, &detector, arrivals)?;
@@ -239,6 +243,7 @@ impl Node {
         status.removed_dcs = crate::epochs::removed_dcs(&topology);
         status.membership_leader = self.membership.leader();
         status.rebuilds = self.rebuilds.snapshot();
+        status.under_replicated = crate::epochs::under_replicated(&topology, self.replication_factor) as u32;
         Ok(status)
     }
 

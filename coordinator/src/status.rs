@@ -208,6 +208,7 @@ impl StatusBoard {
             membership_leader: None,
             removed_dcs: Vec::new(),
             rebuilds: Vec::new(),
+            under_replicated: 0,
         }
     }
 }
@@ -284,6 +285,10 @@ pub struct NodeStatus {
     pub removed_dcs: Vec<DcId>,
     /// Its rebuilds, by partition.
     pub rebuilds: Vec<(PartitionId, crate::rebuild::RebuildState)>,
+    /// Partitions its current placement holds below the replication factor (fewer voters
+    /// than the topology file gives them, or a learner not yet promoted): 0 once every
+    /// rebuild is done.
+    pub under_replicated: u32,
 }
 
 impl NodeStatus {
@@ -339,6 +344,7 @@ impl NodeStatus {
                     last_error: s.last_error.clone().unwrap_or_default(),
                 })
                 .collect(),
+            under_replicated: self.under_replicated,
         }
     }
 
@@ -420,6 +426,7 @@ impl NodeStatus {
                     (PartitionId(m.partition), state)
                 })
                 .collect(),
+            under_replicated: r.under_replicated,
         })
     }
 }

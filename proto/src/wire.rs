@@ -282,6 +282,10 @@ pub struct StatusReply {
     /// The node's rebuilds (learners being filled, or filled and waiting for promotion).
     #[prost(message, repeated, tag = "24")]
     pub rebuilds: Vec<RebuildMsg>,
+    /// Partitions the node's current placement holds below the replication factor (fewer
+    /// voters than the topology file gives them, or a learner not yet promoted).
+    #[prost(uint32, tag = "25")]
+    pub under_replicated: u32,
 }
 
 /// One rebuild of a node: a learner's snapshot copy.

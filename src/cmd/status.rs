@@ -75,6 +75,7 @@ pub fn run(a: &StatusArgs) -> Result<()> {
     if a.blocked {
         text.push_str(&blocked(&topo, &statuses));
     }
+    text.push_str(&rebuilds(&topo, &statuses));
     print_out(&text)
 }
 
@@ -114,7 +115,7 @@ fn suspects(topo: &Topology, s: &NodeStatus) -> String {
 /// The status table, one row per node.
 fn table(topo: &Topology, statuses: &[(NodeId, Result<NodeStatus, String>)], locks: bool) -> String {
     let mut out = format!(
-        "{:<12} {:<8} {:>9} {:>10} {:>8} {:>8} {:>9} {:>8} {:>24} {:>6} {:>5} {:>7} {:>5}{}  {}\n",
+        "{:<12} {:<8} {:>9} {:>10} {:>8} {:>8} {:>9} {:>8} {:>24} {:>6} {:>5} {:>7} {:>5} {:>5}{}  {}\n",
         "node",
         "dc",
         "up",
@@ -128,6 +129,7 @@ fn table(topo: &Topology, statuses: &[(NodeId, Result<NodeStatus, String>)], loc
         "owed",
         "backlog",
         "epoch",
+        "under",
         if locks { "   locks" } else { "" },
         "suspects"
     );
@@ -145,7 +147,7 @@ fn table(topo: &Topology, statuses: &[(NodeId, Result<NodeStatus, String>)], loc
                     s.recoveries_blocked
                 );
                 out += &format!(
-                    "{:<12} {:<8} {:>9} {:>10} {:>8} {:>8} {:>9} {:>8} {:>24} {:>6} {:>5} {:>7} {:>5}{}  {}\n",
+                    "{:<12} {:<8} {:>9} {:>10} {:>8} {:>8} {:>9} {:>8} {:>24} {:>6} {:>5} {:>7} {:>5} {:>5}{}  {}\n",
                     node_name(topo, *n),
                     dc,
                     format!("{:.1}s", s.uptime_ms as f64 / 1e3),
@@ -159,6 +161,7 @@ fn table(topo: &Topology, statuses: &[(NodeId, Result<NodeStatus, String>)], loc
                     s.catch_ups_owed,
                     s.replay_backlog_slots,
                     s.epoch.0,
+                    s.under_replicated,
                     match (locks, s.locks_held) {
                         (false, _) => String::new(),
                         (true, Some(l)) => format!(" {l:>7}"),
@@ -167,6 +170,35 @@ fn table(topo: &Topology, statuses: &[(NodeId, Result<NodeStatus, String>)], loc
                     suspects(topo, s)
                 );
             }
+        }
+    }
+    out
+}
+
+/// The rebuilds under way (or filled, waiting for their promotion), per node.
+fn rebuilds(topo: &Topology, statuses: &[(NodeId, Result<NodeStatus, String>)]) -> String {
+    let mut out = String::new();
+    for (n, s) in statuses {
+        let Ok(s) = s else { continue };
+        for (p, r) in &s.rebuilds {
+            if out.is_empty() {
+                out += "\nrebuilds (learners copying from the voters):\n";
+            }
+            let state = if r.filled {
+                "filled, waiting for its promotion".to_string()
+            } else {
+                format!("copying; last error: {}", r.last_error.as_deref().unwrap_or("none"))
+            };
+            out += &format!(
+                "{:<12} p{:<4} added in epoch {:<4} {:>9} records {:>12} bytes  {}/{} voters done  {state}\n",
+                node_name(topo, *n),
+                p.0,
+                r.added_in.0,
+                r.progress.records,
+                r.progress.bytes,
+                r.progress.sources_done,
+                r.progress.sources,
+            );
         }
     }
     out
@@ -228,6 +260,17 @@ fn node_json(topo: &Topology, n: NodeId, s: &Result<NodeStatus, String>) -> serd
             "epoch": s.epoch.0,
             "removed_dcs": s.removed_dcs.iter().map(|d| dc_name(topo, *d)).collect::<Vec<_>>(),
             "membership_leader": s.membership_leader.map(|l| node_name(topo, l)),
+            "under_replicated": s.under_replicated,
+            "rebuilds": s.rebuilds.iter().map(|(p, r)| json!({
+                "partition": format!("p{}", p.0),
+                "added_in": r.added_in.0,
+                "records": r.progress.records,
+                "bytes": r.progress.bytes,
+                "sources_done": r.progress.sources_done,
+                "sources": r.progress.sources,
+                "filled": r.filled,
+                "last_error": r.last_error,
+            })).collect::<Vec<_>>(),
             "recoveries": {
                 "started": s.recoveries_started,
                 "committed": s.recoveries_committed,
