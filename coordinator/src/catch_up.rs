@@ -99,6 +99,14 @@ impl CatchUp {
 /// A written partition with no up-to-date replica (impossible for a commit, which needs
 /// `Q ≥ 1` of them) gets no source.
 pub fn catch_up(plan: &Plan, table: &[PartitionVotes]) -> CatchUp {
+    catch_up_avoiding(plan, table, &BTreeSet::new())
+}
+
+/// [`catch_up`], choosing a source outside the DCs `removed` whenever an up-to-date replica
+/// outside them exists: a DC the current epoch no longer places (removed after the
+/// transaction was planned) may be dead, and if it comes back it drops its old entries, so a
+/// debt given to it would never be paid (notes/failover.md).
+pub fn catch_up_avoiding(plan: &Plan, table: &[PartitionVotes], removed: &BTreeSet<DcId>) -> CatchUp {
     let written: Vec<(usize, Vec<bool>)> = plan
         .partitions
         .iter()
@@ -124,7 +132,13 @@ pub fn catch_up(plan: &Plan, table: &[PartitionVotes]) -> CatchUp {
             continue;
         }
         let fresh = || p.replicas.iter().zip(up).filter(|(_, &ok)| ok).map(|(&(_, dc), _)| dc);
-        let Some(source) = fresh().find(|dc| !out.behind.contains(dc)).or_else(|| fresh().next()) else {
+        let placed = || fresh().filter(|dc| !removed.contains(dc));
+        let Some(source) = placed()
+            .find(|dc| !out.behind.contains(dc))
+            .or_else(|| placed().next())
+            .or_else(|| fresh().find(|dc| !out.behind.contains(dc)))
+            .or_else(|| fresh().next())
+        else {
             continue;
         };
         out.sources.entry(source).or_default().push((p.id, targets));

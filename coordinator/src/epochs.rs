@@ -125,6 +125,11 @@ pub fn under_replicated(topology: &Topology, factor: usize) -> usize {
     topology.partitions.iter().filter(|p| p.replicas.len() < factor || !p.learners.is_empty()).count()
 }
 
+/// The DCs the node's current placement has removed (`None`: no placements given, none).
+pub fn removed_in(placement: Option<&Epochs>) -> std::collections::BTreeSet<redt_proto::DcId> {
+    placement.map(|e| removed_dcs(&e.current()).into_iter().collect()).unwrap_or_default()
+}
+
 /// The DCs of `topology` on whose nodes its placement puts no replica at all, ascending (a
 /// topology file places replicas in every DC, so these are the DCs removed since).
 pub fn removed_dcs(topology: &Topology) -> Vec<redt_proto::DcId> {

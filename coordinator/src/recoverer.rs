@@ -647,7 +647,7 @@ impl Recoverer {
                 )
             })
             .collect();
-        catch_up::catch_up(&plan, &table)
+        catch_up::catch_up_avoiding(&plan, &table, &crate::epochs::removed_in(self.placement.as_deref()))
     }
 
     fn maybe_done(&mut self) {

@@ -488,7 +488,8 @@ impl CoordinatorTxn {
         self.decision = Some(decision);
         match why {
             Why::Quorum => {
-                self.catch_up = catch_up::catch_up(&self.plan, &table);
+                let removed = crate::epochs::removed_in(self.placement.as_deref());
+                self.catch_up = catch_up::catch_up_avoiding(&self.plan, &table, &removed);
                 if self.options.early_ack {
                     let reads = reads(&self.topology, &self.call, &self.plan, &self.votes.values().collect::<Vec<_>>());
                     self.answer(TxnStatus::Committed, reads, Some(self.phase1_cost));

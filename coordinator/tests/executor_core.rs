@@ -415,3 +415,84 @@ fn without_the_fence_an_old_epoch_phase1_runs() {
     let v = core.execute(&args(&topology, TxnId::new(NodeId(1), 9), &[KvOp::Add(4, 1)]), 1).expect("runs");
     assert!(v.is_commit(), "{:?}", v.abort);
 }
+
+/// Rebuild (notes/failover.md): a voter serves the first chunk of a snapshot copy only once it
+/// has applied the learner's epoch and finished every entry of an older one, and from the
+/// first request on its epoch floor turns away a phase 1 of an older epoch written into its
+/// ring by an executor of its DC that has not applied the new epoch yet. The mutant
+/// `snapshot_without_fence` serves at once and raises no floor.
+#[test]
+fn a_snapshot_waits_for_older_entries_and_its_floor_fences_a_lagging_executor() {
+    use redt_coordinator::epochs::placement;
+    use redt_coordinator::message::{Reply, Request, SnapshotRead};
+    use redt_coordinator::ExecutorMutations;
+    let (mut core, dc, topology, region, epochs) = core_with_epochs();
+    let kv = topology.table_by_name("kv").expect("kv table").id;
+    let e1 = topology.epoch;
+    let e2 = redt_proto::Epoch(e1.0 + 1);
+    let key = 4;
+    let partition = topology.partition_of(topology.table(kv).expect("kv"), key);
+    let read =
+        |from_bucket| Request::SnapshotRead(SnapshotRead { partition, epoch: e2, from_bucket, max_bytes: 1 << 20 });
+    let not_ready =
+        |r: &Reply| matches!(r, Reply::Error { code, .. } if *code == redt_coordinator::error_code::NOT_READY);
+
+    // An epoch-1 transaction voted commit here and is undecided.
+    let held = TxnId::new(NodeId(1), 1);
+    let vote = core.execute(&Execute { epoch: e1, ..args(&topology, held, &[KvOp::Add(key, 5)]) }, 1).expect("runs");
+    assert!(vote.is_commit(), "{:?}", vote.abort);
+    // Not at epoch 2 yet: not ready.
+    let h = core.handle(NodeId(3), read(0), 2);
+    assert!(not_ready(&h.reply), "{:?}", h.reply);
+    assert!(epochs.adopt(Arc::new(placement(&topology, e2, &Default::default()))));
+    // At epoch 2, with the epoch-1 entry unfinished: not ready either, and the floor is up.
+    let h = core.handle(NodeId(3), read(0), 3);
+    assert!(not_ready(&h.reply), "{:?}", h.reply);
+    assert!(format!("{:?}", h.reply).contains("not finished"), "{:?}", h.reply);
+
+    // An executor of the same DC still at epoch 1 (its own placements) writes a phase 1 of
+    // epoch 1 into this node's ring: the floor makes it vote abort, holding nothing.
+    let lagging = Arc::new(Epochs::new(topology.clone()));
+    let mut other = ExecutorCore::new(lagging, NodeId(0), dc.clone(), Arc::new(Hlc::new()));
+    let late = TxnId::new(NodeId(2), 1);
+    let schema = topology.table(kv).expect("kv");
+    let other_key = (key + 1..)
+        .find(|&k| topology.partitions[topology.partition_of(schema, k).0 as usize].replicas.contains(&NodeId(0)))
+        .expect("node 0 holds some partition");
+    let v =
+        other.execute(&Execute { epoch: e1, ..args(&topology, late, &[KvOp::Add(other_key, 1)]) }, 4).expect("runs");
+    assert!(!v.is_commit(), "the floor turns it away: {v:?}");
+    assert!(format!("{:?}", v.abort).contains("StaleEpoch"), "{:?}", v.abort);
+    let lock = dc.read_record(NodeId(0), kv, other_key).expect("reads").map(|r| r.lock).unwrap_or(0);
+    assert_eq!(lock, 0, "nothing locked");
+    other.decide(late, Decision::Abort, &v.entries).expect("decides");
+
+    // The epoch-1 transaction commits; once replayed (here: applied by the decision) the copy
+    // is served and holds its write.
+    core.decide(held, Decision::Commit(redt_proto::Cts(77)), &vote.entries).expect("decides");
+    let mut chunk = None;
+    let mut replayer = redt_dc_executor::Replayer::new(dc.layout, NodeId(0));
+    for _ in 0..100 {
+        let h = core.handle(NodeId(3), read(0), 5);
+        if let Reply::Snapshot { records, .. } = h.reply {
+            chunk = Some(records);
+            break;
+        }
+        assert!(not_ready(&h.reply), "{:?}", h.reply);
+        // Replay flushes the committed entry.
+        replayer.step(&region, &mut |e| redt_dc_executor::apply_committed(&region, &dc.catalog, e));
+    }
+    let records = chunk.expect("served once the older entry is finished and applied");
+    let mine = records.iter().find(|r| r.table == kv && r.key == key).expect("the committed record is copied");
+    assert!(mine.cells.iter().any(|c| redt_dc_executor::CellVersion(c.version).cts().0 == 77), "{mine:?}");
+
+    // The mutant serves at once and raises no floor.
+    let (core, _, topology, _, epochs) = core_with_epochs();
+    let mut core = core.with_mutations(ExecutorMutations { snapshot_without_fence: true, ..Default::default() });
+    let undecided = TxnId::new(NodeId(1), 2);
+    let v = core.execute(&args(&topology, undecided, &[KvOp::Add(key, 1)]), 1).expect("runs");
+    assert!(v.is_commit());
+    assert!(epochs.adopt(Arc::new(placement(&topology, e2, &Default::default()))));
+    let h = core.handle(NodeId(3), read(0), 2);
+    assert!(matches!(h.reply, Reply::Snapshot { .. }), "{:?}", h.reply);
+}

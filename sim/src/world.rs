@@ -409,6 +409,9 @@ struct SimNode {
     /// Its learners' snapshot copies (lost in a crash, started again at the restart), with
     /// their queued timers.
     rebuilds: BTreeMap<PartitionId, (Rebuild, Option<Micros>)>,
+    /// Its learners whose copy is complete, waiting for the promotion (lost in a crash: the
+    /// copy is then made again).
+    filled: BTreeSet<(PartitionId, Epoch)>,
     /// The ids its coordinators take (lost in a crash; the incarnation counter in its
     /// MemStore is not): `None` until booted.
     ids: Option<TxnIds>,
@@ -551,6 +554,7 @@ impl World {
                     rpcs: HashMap::new(),
                     shippers: BTreeMap::new(),
                     rebuilds: BTreeMap::new(),
+                    filled: BTreeSet::new(),
                     ids: None,
                     skew_ms,
                 }
@@ -1016,6 +1020,9 @@ impl World {
                 continue;
             }
             let Some(added_in) = p.learner(node).map(|l| l.added_in) else { continue };
+            if n.filled.contains(&(p.id, added_in)) {
+                continue;
+            }
             let Some(at) = n.epochs.get(added_in) else { continue };
             let from = at.partitions[p.id.0 as usize].replicas.clone();
             let options = RebuildOptions { chunk_bytes: 2048, bytes_per_sec: None, ..RebuildOptions::default() };
@@ -1057,6 +1064,7 @@ impl World {
         if r.is_done() {
             let added_in = r.epoch();
             n.rebuilds.remove(&partition);
+            n.filled.insert((partition, added_in));
             self.trace(|| format!("{node} filled {partition}: proposes its promotion"));
             let at = self.now + self.rng.gen_range(100_000..300_000);
             self.membership_pending += 1;
@@ -1119,6 +1127,7 @@ impl World {
         n.rpcs.clear();
         n.shippers.clear();
         n.rebuilds.clear();
+        n.filled.clear();
         n.recoverers.clear();
         n.armed.clear();
         let coords = std::mem::take(&mut n.coords);

@@ -422,19 +422,6 @@ fn a_mutant_that_ships_learners_nothing_is_caught() {
     assert!(r.violations.iter().any(|v| matches!(v, redt_sim::Violation::Diverged { .. })), "not caught: {r}");
 }
 
-/// A voter must not serve a snapshot before it has raised its epoch floor and finished its
-/// older-epoch entries: without (`ExecutorMutations::snapshot_without_fence`) a commit of the
-/// older epoch, applied after the scan passed its record, never reaches the learner. Seed
-/// 1799 (bank, default.yaml, 6 s) catches it.
-#[test]
-fn a_mutant_that_copies_without_the_epoch_floor_is_caught() {
-    let mut cfg = removal("default.yaml", 1799, Workload::Bank, 6);
-    assert!(run(cfg.clone()).expect("runs").ok(), "the seed passes without the mutant");
-    cfg.executor_mutations.snapshot_without_fence = true;
-    let r = run(cfg).expect("runs");
-    assert!(r.violations.iter().any(|v| matches!(v, redt_sim::Violation::Diverged { .. })), "not caught: {r}");
-}
-
 /// The epoch fence matters once a rebuild adds replicas: an executor that runs a phase 1 of
 /// another epoch (`ExecutorMutations::accept_other_epoch`) lets a transaction planned before a
 /// learner was added commit without shipping it the write. Seed 154 (bank, local-fast.yaml,
@@ -467,5 +454,20 @@ fn open_bug_a_catch_up_whose_only_source_is_removed_is_lost() {
     assert!(
         r.violations.iter().any(|v| matches!(v, redt_sim::Violation::Diverged { .. })),
         "seed 1 passes now: turn this test into a regression test: {r}"
+    );
+}
+
+/// Open bug, asserted until fixed: after a removal a recovery can go on for ever. Seed 88
+/// (bank, world-5dc.yaml, 6 s, every fault and `remove`): txn 2.268435456 (five participant
+/// DCs) lost its coordinator at 436 ms, dc#0 was removed at 2.6 s and came back; the
+/// recoverers' prepare and record rounds never gather a majority again, so the transaction
+/// stays undecided with its locks after the drain. The code before the rebuild fails the same
+/// way; 3 s schedules rarely reach it.
+#[test]
+fn open_bug_a_recovery_after_a_removal_can_go_on_for_ever() {
+    let r = run(removal("world-5dc.yaml", 88, Workload::Bank, 6)).expect("runs");
+    assert!(
+        r.violations.iter().any(|v| matches!(v, redt_sim::Violation::Stuck(_))),
+        "seed 88 passes now: turn this test into a regression test: {r}"
     );
 }
