@@ -116,7 +116,7 @@ fn a_kill_drill_under_the_bench_loses_no_acknowledged_commit() {
     assert!(out.status.success(), "redt drill: {}", text(&out));
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("rtt dc1 -> dc2 set to 20ms") && stdout.contains("rtt dc2 -> dc1 set to 2ms"), "{stdout}");
-    assert!(stdout.contains("full replication restored    n/a (no rebuild in this build)"), "{stdout}");
+    assert!(stdout.contains("full replication restored    n/a (no placement change"), "{stdout}");
     let summary: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out_dir.join("summary.json")).unwrap()).unwrap();
     assert_eq!(summary["events"][0]["event"], "slow-link dc1 dc2 rtt 20ms at 0s for 500ms");
