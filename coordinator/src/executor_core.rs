@@ -295,6 +295,17 @@ impl ExecutorCore {
                     Err(e) => Handled::error(error_code_of(&e), e.to_string()),
                 }
             }
+            // A node that is a voter of nothing (removed, or back and only a learner) trusts
+            // nothing it held from before and drops its older undecided entries: it answers no
+            // recoverer, which counts it as unreachable.
+            Request::RecoveryPrepare(_) if !self.epochs.holds_voter(self.node) => Handled::error(
+                error_code::NOT_READY,
+                format!(
+                    "{} holds no voting replica in {}: removed, nothing held here is trusted",
+                    self.node,
+                    self.epochs.epoch()
+                ),
+            ),
             Request::RecoveryPrepare(RecoveryPrepare { txn, ballot, start, partitions }) => {
                 let nodes = self.replica_nodes(&partitions);
                 match self.executor.prepare(txn, ballot, start, &nodes) {

@@ -422,19 +422,6 @@ fn a_mutant_that_ships_learners_nothing_is_caught() {
     assert!(r.violations.iter().any(|v| matches!(v, redt_sim::Violation::Diverged { .. })), "not caught: {r}");
 }
 
-/// The epoch fence matters once a rebuild adds replicas: an executor that runs a phase 1 of
-/// another epoch (`ExecutorMutations::accept_other_epoch`) lets a transaction planned before a
-/// learner was added commit without shipping it the write. Seed 154 (bank, local-fast.yaml,
-/// 6 s) catches it.
-#[test]
-fn a_mutant_without_the_epoch_fence_is_caught() {
-    let mut cfg = removal("local-fast.yaml", 154, Workload::Bank, 6);
-    assert!(run(cfg.clone()).expect("runs").ok(), "the seed passes without the mutant");
-    cfg.executor_mutations.accept_other_epoch = true;
-    let r = run(cfg).expect("runs");
-    assert!(r.violations.iter().any(|v| matches!(v, redt_sim::Violation::Diverged { .. })), "not caught: {r}");
-}
-
 /// Open bug, asserted to fail until fixed: with n ≥ 4 a removal can lose a catch-up. Seed 1
 /// (bank, world-5dc-n5, every fault and `remove`): txn 4.268435462 committed with 4 of 5
 /// votes just after dc#1's kill, node#2 behind on key 6's partition, and its coordinator gave
@@ -457,17 +444,33 @@ fn open_bug_a_catch_up_whose_only_source_is_removed_is_lost() {
     );
 }
 
-/// Open bug, asserted until fixed: after a removal a recovery can go on for ever. Seed 88
-/// (bank, world-5dc.yaml, 6 s, every fault and `remove`): txn 2.268435456 (five participant
-/// DCs) lost its coordinator at 436 ms, dc#0 was removed at 2.6 s and came back; the
-/// recoverers' prepare and record rounds never gather a majority again, so the transaction
-/// stays undecided with its locks after the drain. The code before the rebuild fails the same
-/// way; 3 s schedules rarely reach it.
+/// Open bug, asserted until fixed: after a removal a recovery can go on for ever. Seed 2082
+/// (ycsb, default.yaml, 6 s, every fault and `remove`): txn 4.268435456 lost its coordinator
+/// (node#4, dc#2); dc#2 was killed and removed; node#5 of dc#2 came back and, before it learned
+/// of the removal, recovered the transaction counting node#4's commit vote and recorded Commit
+/// at ballot 1029 on two survivors. One partition's replicas are then node#4 (removed, its entry
+/// dropped), node#2 (never voted: it holds no entry, so it cannot hold a Commit record) and
+/// one survivor: the highest-ballot record (Commit) must be completed, and a majority of
+/// the epoch's replicas can never hold it. Recording a decision at a replica that never
+/// voted (its decision log) is the likely fix; not built. Three of the five seeds that showed
+/// this (88, 1755, 1899) pass since recoverers ignore removed DCs and a removed node answers
+/// no PREPARE and stops its own recoverers; 1443 and 2082 remain.
 #[test]
 fn open_bug_a_recovery_after_a_removal_can_go_on_for_ever() {
-    let r = run(removal("world-5dc.yaml", 88, Workload::Bank, 6)).expect("runs");
+    let r = run(removal("default.yaml", 2082, Workload::Ycsb, 6)).expect("runs");
     assert!(
         r.violations.iter().any(|v| matches!(v, redt_sim::Violation::Stuck(_))),
-        "seed 88 passes now: turn this test into a regression test: {r}"
+        "seed 2082 passes now: turn this test into a regression test: {r}"
     );
+}
+
+/// Seed 88 (bank, world-5dc.yaml, 6 s): a recoverer decided Commit counting the vote of a
+/// node whose DC had been removed and which dropped its entry right after; the commit could
+/// never be recorded at a majority and the recovery went on for ever. Recoverers now ignore
+/// the promises of a DC removed in their current placement, and a node that is a voter of
+/// nothing answers no PREPARE.
+#[test]
+fn a_removed_dcs_vote_does_not_decide_a_recovery() {
+    let r = run(removal("world-5dc.yaml", 88, Workload::Bank, 6)).expect("runs");
+    assert!(r.ok(), "{r}");
 }
