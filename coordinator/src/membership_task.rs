@@ -14,7 +14,7 @@
 //! Rebuilding (notes/failover.md, "Rebuild"): the leader also restores a removed DC once one
 //! of its nodes answers again ([`Command::RestoreDc`]: it holds no replica, nothing it held
 //! is trusted), adds a learner for every replica a partition is short of
-//! ([`Membership::plan_rebuild`], one [`Command::AddLearner`] at a time), and promotes a
+//! ([`Membership::plan_rebuild`], every [`Command::AddLearner`] of the plan at once), and promotes a
 //! learner once its node reports the snapshot copy complete in its status
 //! ([`Command::Promote`]; the copy itself is `crate::rebuild_task`'s).
 //!
@@ -308,8 +308,8 @@ fn propose_quietly(n: &Node, peer: &mut RaftMembership, command: &Command) -> re
     }
 }
 
-/// One step of the leader's rebuild work: proposes the first learner a partition is short of
-/// (on a node its detector does not suspect), and asks the nodes of removed DCs whether they
+/// One step of the leader's rebuild work: proposes every learner the partitions are short of
+/// (on nodes its detector does not suspect), and asks the nodes of removed DCs whether they
 /// are back and the learners' nodes whether their copy is complete (their answers come back
 /// through `probes` as the command to propose).
 fn rebuild_step(
@@ -348,15 +348,16 @@ fn rebuild_step(
             });
         }
     }
+    // Every learner the partitions are short of, at once (each its own log entry, valid in
+    // order against the current state), on nodes the detector does not suspect.
     let suspected = n.board.suspected_nodes();
-    let next = membership.plan_rebuild().into_iter().flat_map(|s| s.proposals).find(|c| match c {
-        Command::AddLearner { node, .. } => !suspected.contains(node),
-        _ => true,
-    });
-    match next {
-        Some(command) => propose_quietly(n, peer, &command),
-        None => Ok(()),
+    for command in membership.plan_rebuild().into_iter().flat_map(|s| s.proposals) {
+        if matches!(command, Command::AddLearner { node, .. } if suspected.contains(&node)) {
+            continue;
+        }
+        propose_quietly(n, peer, &command)?;
     }
+    Ok(())
 }
 
 /// `node`'s status (this node's own without the network), or `None` if it does not answer

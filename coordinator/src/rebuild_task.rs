@@ -43,11 +43,14 @@ pub(crate) fn start(node: &Arc<Node>) {
         if rebuilds.contains_key(&p.id) {
             continue;
         }
-        let Some(at) = node.epochs.get(learner.added_in) else {
-            tracing::warn!(node = %node.id, partition = %p.id, epoch = %learner.added_in, "learner of an epoch this node never applied: waiting for a newer one");
-            continue;
-        };
-        let Some(voters) = at.partitions.get(p.id.0 as usize).map(|x| x.replicas.clone()) else { continue };
+        // The partition's voters in the learner's epoch; the current ones if this node applied
+        // several changes at once and skipped that epoch (voters removed since are dropped from
+        // the copy anyway, and one promoted since holds every commit of its own epoch on).
+        let voters = node
+            .epochs
+            .get(learner.added_in)
+            .and_then(|at| at.partitions.get(p.id.0 as usize).map(|x| x.replicas.clone()))
+            .unwrap_or_else(|| p.replicas.clone());
         let state = RebuildState {
             added_in: learner.added_in,
             progress: RebuildProgress::default(),
