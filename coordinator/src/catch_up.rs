@@ -98,15 +98,13 @@ impl CatchUp {
 /// redo holds the right values for this partition even though the rest of it is aborted).
 /// A written partition with no up-to-date replica (impossible for a commit, which needs
 /// `Q ≥ 1` of them) gets no source.
-pub fn catch_up(plan: &Plan, table: &[PartitionVotes]) -> CatchUp {
-    catch_up_avoiding(plan, table, &BTreeSet::new())
-}
-
-/// [`catch_up`], choosing a source outside the DCs `removed` whenever an up-to-date replica
-/// outside them exists: a DC the current epoch no longer places (removed after the
+///
+/// The source is chosen outside the DCs for which `removed` holds whenever an up-to-date
+/// replica outside them exists: a DC the current epoch no longer places (removed after the
 /// transaction was planned) may be dead, and if it comes back it drops its old entries, so a
-/// debt given to it would never be paid (notes/failover.md).
-pub fn catch_up_avoiding(plan: &Plan, table: &[PartitionVotes], removed: &BTreeSet<DcId>) -> CatchUp {
+/// debt given to it would never be paid (notes/failover.md). `removed` is asked only when
+/// something is owed.
+pub fn catch_up(plan: &Plan, table: &[PartitionVotes], removed: &dyn Fn(DcId) -> bool) -> CatchUp {
     let written: Vec<(usize, Vec<bool>)> = plan
         .partitions
         .iter()
@@ -132,7 +130,7 @@ pub fn catch_up_avoiding(plan: &Plan, table: &[PartitionVotes], removed: &BTreeS
             continue;
         }
         let fresh = || p.replicas.iter().zip(up).filter(|(_, &ok)| ok).map(|(&(_, dc), _)| dc);
-        let placed = || fresh().filter(|dc| !removed.contains(dc));
+        let placed = || fresh().filter(|&dc| !removed(dc));
         let Some(source) = placed()
             .find(|dc| !out.behind.contains(dc))
             .or_else(|| placed().next())
@@ -508,7 +506,7 @@ mod tests {
             let votes: Vec<ReplicaVote> = (0..4).map(|d| kinds[code / 4usize.pow(d) % 4].clone()).collect();
             let table = vec![PartitionVotes::new(votes.clone()), PartitionVotes::new(votes.clone())];
             let up = table[0].up_to_date();
-            let cu = catch_up(&p, &table);
+            let cu = catch_up(&p, &table, &|_| false);
             let expect_behind: BTreeSet<DcId> = (0..4).filter(|&d| !up[d as usize]).map(dc).collect();
             assert_eq!(cu.behind, expect_behind, "votes {votes:?}");
             if expect_behind.is_empty() {
@@ -659,7 +657,7 @@ mod tests {
         let p = plan(&[(true, &[0, 1, 2, 3]), (true, &[0, 1, 2, 3])]);
         let p0 = PartitionVotes::new(vec![commit(5), commit(5), commit(5), commit(3)]);
         let p1 = PartitionVotes::new(vec![commit(7), commit(7), commit(7), commit(7)]);
-        let cu = catch_up(&p, &[p0, p1]);
+        let cu = catch_up(&p, &[p0, p1], &|_| false);
         assert_eq!(cu.behind, BTreeSet::from([dc(3)]));
         assert_eq!(
             cu.sources,
@@ -669,7 +667,7 @@ mod tests {
         // p0 fresh only on DCs 0, 1, 2 where DC 0 is behind on p1, and p1 fresh on 1, 2, 3.
         let p0 = PartitionVotes::new(vec![commit(5), commit(5), commit(5), ReplicaVote::Abort]);
         let p1 = PartitionVotes::new(vec![commit(3), commit(7), commit(7), ReplicaVote::Abort]);
-        let cu = catch_up(&p, &[p0, p1]);
+        let cu = catch_up(&p, &[p0, p1], &|_| false);
         assert_eq!(cu.behind, BTreeSet::from([dc(0), dc(3)]));
         assert_eq!(
             cu.sources,
@@ -682,7 +680,7 @@ mod tests {
         // p0 fresh only on DC 0, which is stale on p1; p1 fresh on DCs 1..4, stale on p0.
         let p0 = PartitionVotes::new(vec![commit(5), commit(3), commit(3), ReplicaVote::Abort]);
         let p1 = PartitionVotes::new(vec![commit(3), commit(7), commit(7), commit(7)]);
-        let cu = catch_up(&p, &[p0, p1]);
+        let cu = catch_up(&p, &[p0, p1], &|_| false);
         assert_eq!(cu.behind, BTreeSet::from([dc(0), dc(1), dc(2), dc(3)]));
         assert_eq!(
             cu.sources,

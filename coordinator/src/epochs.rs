@@ -125,20 +125,24 @@ pub fn under_replicated(topology: &Topology, factor: usize) -> usize {
     topology.partitions.iter().filter(|p| p.replicas.len() < factor || !p.learners.is_empty()).count()
 }
 
-/// The DCs the node's current placement has removed (`None`: no placements given, none).
-pub fn removed_in(placement: Option<&Epochs>) -> std::collections::BTreeSet<redt_proto::DcId> {
-    placement.map(|e| removed_dcs(&e.current()).into_iter().collect()).unwrap_or_default()
+/// Whether the node's current placement (`None`: no placements given) has removed `dc`
+/// (see [`removed_dcs`]).
+pub fn dc_removed(placement: Option<&Epochs>, dc: redt_proto::DcId) -> bool {
+    placement.is_some_and(|e| {
+        let t = e.current();
+        t.dcs.get(dc.0 as usize).is_some_and(|d| !holds_a_voter(&t, d))
+    })
 }
 
-/// The DCs of `topology` on whose nodes its placement puts no replica at all, ascending (a
-/// topology file places replicas in every DC, so these are the DCs removed since).
+/// The DCs of `topology` on whose nodes its placement puts no voting replica, ascending (a
+/// topology file places replicas in every DC, so these are the DCs removed since, or back
+/// and holding only learners).
 pub fn removed_dcs(topology: &Topology) -> Vec<redt_proto::DcId> {
-    topology
-        .dcs
-        .iter()
-        .filter(|d| !topology.partitions.iter().any(|p| p.replicas.iter().any(|n| d.nodes.contains(n))))
-        .map(|d| d.id)
-        .collect()
+    topology.dcs.iter().filter(|d| !holds_a_voter(topology, d)).map(|d| d.id).collect()
+}
+
+fn holds_a_voter(topology: &Topology, dc: &redt_proto::Dc) -> bool {
+    topology.partitions.iter().any(|p| p.replicas.iter().any(|n| dc.nodes.contains(n)))
 }
 
 /// One partition's replicas in a placement: the voters in order (the first is the primary

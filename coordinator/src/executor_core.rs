@@ -529,18 +529,17 @@ impl ExecutorCore {
     /// partition on (a removed DC's): nobody owes them a catch-up; they rebuild from a
     /// snapshot if they return (notes/failover.md, "Rebuild").
     fn placed(&self, targets: &[crate::message::CatchUpTarget]) -> Vec<crate::message::CatchUpTarget> {
+        let current = self.epochs.current();
         targets
             .iter()
             .filter_map(|t| {
-                let current = self.epochs.current();
-                let learner =
-                    |n: NodeId| current.partitions.get(t.partition.0 as usize).is_some_and(|p| p.learner(n).is_some());
+                let part = current.partitions.get(t.partition.0 as usize)?;
+                let skip_learners = self.mutations.no_catch_up_to_learners;
                 let nodes: Vec<NodeId> = t
                     .nodes
                     .iter()
                     .copied()
-                    .filter(|&n| self.epochs.holds_replica(n, Some(t.partition)))
-                    .filter(|&n| !(self.mutations.no_catch_up_to_learners && learner(n)))
+                    .filter(|&n| part.holds(n) && !(skip_learners && part.learner(n).is_some()))
                     .collect();
                 (!nodes.is_empty()).then(|| crate::message::CatchUpTarget { nodes, ..t.clone() })
             })

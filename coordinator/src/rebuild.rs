@@ -155,12 +155,6 @@ pub enum RebuildAction {
     },
 }
 
-/// The approximate size of `records` on the wire (bytes), for the bandwidth bound and the
-/// progress report.
-pub fn records_bytes(records: &[SnapshotRecord]) -> u64 {
-    records.iter().map(|r| 16 + r.cells.iter().map(|c| 12 + c.value.len() as u64).sum::<u64>()).sum()
-}
-
 impl Rebuild {
     /// Starts copying `partition` to this node, a learner added in `epoch`, from each of
     /// `voters` (the partition's voters in `epoch`), at `now`.
@@ -306,7 +300,7 @@ impl Rebuild {
                 return self.failed(source, e, now);
             }
         };
-        let bytes = records_bytes(&records[..count]);
+        let bytes = records[..count].iter().map(|r| r.encoded_bytes() as u64).sum::<u64>();
         self.progress.records += count as u64;
         self.progress.bytes += bytes;
         let s = &mut self.sources[source];

@@ -647,7 +647,8 @@ impl Recoverer {
                 )
             })
             .collect();
-        catch_up::catch_up_avoiding(&plan, &table, &crate::epochs::removed_in(self.placement.as_deref()))
+        let placement = self.placement.as_deref();
+        catch_up::catch_up(&plan, &table, &|dc| crate::epochs::dc_removed(placement, dc))
     }
 
     fn maybe_done(&mut self) {
@@ -686,7 +687,7 @@ impl TxnMachine for Recoverer {
                 // entries (`ExecutorCore::discard_if_removed`), so a vote it gave here may be
                 // gone by the record round (sim seed 88, world-5dc, 6 s: a commit decided on
                 // such a vote could never be recorded at a majority).
-                if crate::epochs::removed_in(self.placement.as_deref()).contains(&dc) {
+                if crate::epochs::dc_removed(self.placement.as_deref(), dc) {
                     tracing::debug!(txn = %self.orphan.txn, %dc, "promises of a removed DC ignored");
                 } else {
                     for p in &promises {

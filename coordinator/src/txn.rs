@@ -488,8 +488,9 @@ impl CoordinatorTxn {
         self.decision = Some(decision);
         match why {
             Why::Quorum => {
-                let removed = crate::epochs::removed_in(self.placement.as_deref());
-                self.catch_up = catch_up::catch_up_avoiding(&self.plan, &table, &removed);
+                let placement = self.placement.as_deref();
+                let removed = |dc| crate::epochs::dc_removed(placement, dc);
+                self.catch_up = catch_up::catch_up(&self.plan, &table, &removed);
                 if self.options.early_ack {
                     let reads = reads(&self.topology, &self.call, &self.plan, &self.votes.values().collect::<Vec<_>>());
                     self.answer(TxnStatus::Committed, reads, Some(self.phase1_cost));
