@@ -155,6 +155,13 @@ pub struct RecoveryPrepare {
     pub start: Cts,
     /// Every partition the transaction touches.
     pub partitions: Vec<PartitionId>,
+    /// The placement epoch it was planned in (from its redo entries): the executor PREPAREs
+    /// that epoch's replicas.
+    pub epoch: Epoch,
+    /// Its coordinator (from its redo entries).
+    pub coordinator: NodeId,
+    /// Every DC it involves (from its redo entries).
+    pub participants: Vec<DcId>,
 }
 
 /// A ring owner's question to a writer of its DC (gap filling, `redt_dc_executor`'s `gap`
@@ -363,6 +370,9 @@ impl TryFrom<Body> for Request {
                 ballot: ballot(r.ballot),
                 start: Cts::new(r.start),
                 partitions: r.partitions.iter().copied().map(PartitionId).collect(),
+                epoch: Epoch(r.epoch),
+                coordinator: node_id(r.coordinator, "coordinator")?,
+                participants: r.participants.iter().map(|&d| dc_id(d, "participant")).collect::<Result<_, _>>()?,
             })),
             Body::Reservations(r) => Ok(Request::Reservations(Reservations { ring: node_id(r.ring, "ring node")? })),
             Body::SnapshotRead(r) => Ok(Request::SnapshotRead(SnapshotRead {
@@ -522,6 +532,9 @@ impl From<Request> for Body {
                 ballot: r.ballot.0,
                 start: r.start.0,
                 partitions: r.partitions.iter().map(|p| p.0).collect(),
+                epoch: r.epoch.0,
+                coordinator: u32::from(r.coordinator.0),
+                participants: r.participants.iter().map(|d| u32::from(d.0)).collect(),
             }),
             Request::Reservations(r) => Body::Reservations(ReservationsRequest { ring: u32::from(r.ring.0) }),
             Request::SnapshotRead(r) => Body::SnapshotRead(SnapshotReadRequest {

@@ -364,6 +364,9 @@ impl Recoverer {
                 ballot: self.ballot,
                 start: self.orphan.start,
                 partitions: self.orphan.partitions.clone(),
+                epoch: self.orphan.epoch,
+                coordinator: self.orphan.coordinator,
+                participants: self.orphan.participants.clone(),
             });
             self.open += 1;
             self.send(dc, Purpose::Prepare(round), request);

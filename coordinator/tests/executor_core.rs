@@ -181,8 +181,15 @@ fn a_prepare_answers_the_applied_decision_over_a_repeated_phase1() {
     let again = core.execute(&a, 2).expect("phase 1 runs again");
     assert!(again.is_commit() && again.entries != first.entries, "a second entry: {again:?}");
     let partitions = a.partitions.clone();
-    let prepare =
-        Request::RecoveryPrepare(RecoveryPrepare { txn: t, ballot: Ballot(1 << 10), start: a.start, partitions });
+    let prepare = Request::RecoveryPrepare(RecoveryPrepare {
+        txn: t,
+        ballot: Ballot(1 << 10),
+        start: a.start,
+        partitions,
+        epoch: topology.epoch,
+        coordinator: NodeId(1),
+        participants: vec![DcId(0)],
+    });
     match core.handle(NodeId(2), prepare, 3).reply {
         Reply::Promises(p) => {
             let ours: Vec<_> = p.iter().filter(|p| p.node == NodeId(0)).collect();
@@ -191,6 +198,80 @@ fn a_prepare_answers_the_applied_decision_over_a_repeated_phase1() {
         }
         other => panic!("promises expected, got {other:?}"),
     }
+}
+
+/// A PREPARE at a replica that holds no entry of the transaction writes a fence entry there
+/// (DESIGN.md §2, recovery): it promises the ballot durably (a lower ballot is refused, even
+/// by a new process over the same MemStore), it holds a recorded decision that the next
+/// PREPARE reports, and once its decision is applied the replica answers `NoVote` without
+/// writing a second one.
+#[test]
+fn a_prepare_without_an_entry_writes_one_fence_entry_that_holds_a_record() {
+    use redt_coordinator::message::{Decide, DecideRole, Record, RecoveryPrepare, Reply, Request};
+    use redt_dc_executor::{EntryStatus, Promise, VoteCode};
+    use redt_proto::{Ballot, Cts, PartitionId};
+    let (mut core, dc, topology) = core();
+    let t = TxnId::new(NodeId(1), 41);
+    let prepare = |ballot: u32| {
+        Request::RecoveryPrepare(RecoveryPrepare {
+            txn: t,
+            ballot: Ballot(ballot),
+            start: Cts(1 << 20),
+            partitions: vec![PartitionId(0)],
+            epoch: topology.epoch,
+            coordinator: NodeId(1),
+            participants: vec![DcId(0)],
+        })
+    };
+    let promise = |reply: Reply| match reply {
+        Reply::Promises(p) => p.into_iter().find(|p| p.node == NodeId(0)).expect("node 0 answers").promise,
+        other => panic!("promises expected, got {other:?}"),
+    };
+    let fence = match promise(core.handle(NodeId(2), prepare(2 << 10), 1).reply) {
+        Promise::Entry { entry, vote, recorded, redo } => {
+            assert_eq!((vote, recorded), (VoteCode::Abort, None));
+            assert!(redo.locks.is_empty() && redo.changes.is_empty(), "{redo:?}");
+            assert_eq!((redo.coordinator, &redo.participants[..]), (NodeId(1), &[DcId(0)][..]));
+            entry
+        }
+        other => panic!("a fence entry expected, got {other:?}"),
+    };
+    // The promise is in the MemStore: a new process refuses a lower ballot.
+    let mut core =
+        ExecutorCore::new(Arc::new(Epochs::new(topology.clone())), NodeId(0), dc.clone(), Arc::new(Hlc::new()));
+    assert_eq!(
+        promise(core.handle(NodeId(2), prepare(1 << 10), 2).reply),
+        Promise::Refused { promised: Ballot(2 << 10) }
+    );
+    let cts = Cts(7_000_000);
+    let record = Request::Record(Record {
+        txn: t,
+        ballot: Ballot(2 << 10),
+        decision: Decision::Commit(cts),
+        entries: vec![fence],
+    });
+    assert_eq!(core.handle(NodeId(2), record, 3).reply, Reply::Recorded(true));
+    match promise(core.handle(NodeId(2), prepare(3 << 10), 4).reply) {
+        Promise::Entry { entry, recorded, .. } => {
+            assert_eq!(entry, fence, "the same entry, not a second one");
+            assert_eq!(recorded, Some((VoteCode::Commit, Ballot(2 << 10))));
+        }
+        other => panic!("the fence entry expected, got {other:?}"),
+    }
+    // Its DC was behind (it never voted): the recoverer aborts its own entry.
+    let decide = Request::Decide(Decide {
+        txn: t,
+        ballot: Ballot(3 << 10),
+        decision: Decision::Abort,
+        entries: vec![fence],
+        role: DecideRole::Executor,
+        catch_up: vec![],
+    });
+    assert!(matches!(core.handle(NodeId(2), decide, 5).reply, Reply::Decided(_)));
+    assert_eq!(promise(core.handle(NodeId(2), prepare(4 << 10), 6).reply), Promise::NoVote);
+    let entries = redt_dc_executor::ring_entries(dc.verbs.as_ref(), NodeId(0), &dc.layout).expect("reads the ring");
+    let ours: Vec<_> = entries.iter().filter(|(_, _, e)| e.txn == t).map(|(_, _, e)| e.status).collect();
+    assert_eq!(ours, vec![EntryStatus::Aborted], "one fence entry, finished");
 }
 
 /// A secondary that restarted between a primary's accept and its decision settles the redo
@@ -251,6 +332,9 @@ fn an_abort_record_after_a_restart_lands_in_the_rings_entry() {
         ballot: Ballot(1 << 10),
         start: a.start,
         partitions: a.partitions,
+        epoch: topology.epoch,
+        coordinator: NodeId(1),
+        participants: vec![DcId(0)],
     });
     match core.handle(NodeId(2), prepare, 3).reply {
         Reply::Promises(p) => match &p[0].promise {

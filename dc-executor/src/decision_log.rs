@@ -11,8 +11,11 @@
 //! ```text
 //! log_off + 0    count u64            rows ever appended (the next row is count % rows)
 //! log_off + 8    evicted_start u64    largest `start` of any row overwritten so far
-//! log_off + 64   rows, 32 bytes each: txn u64 | status u8, vote u8 << 8, cts << 16 | start u64 | 0
+//! log_off + 64   rows, 32 bytes each: txn u64 | status u8, vote u8 << 8, cts << 16 | start u64 | flags u64
 //! ```
+//!
+//! `flags` bit 0: the entry was a recoverer's fence entry (no locks, no changes;
+//! `prepare.rs`), so a later PREPARE does not write a second one.
 //!
 //! Only the node's replay writes (one writer per ring, as for the head), with plain stores in
 //! this order: `evicted_start` before the row it overwrites, the row's txn word last, `count`
@@ -45,7 +48,12 @@ pub struct Row {
     pub cts: Cts,
     /// The coordinator's start timestamp of the transaction.
     pub start: Cts,
+    /// Whether the entry was a recoverer's fence entry (no locks, no changes).
+    pub fence: bool,
 }
+
+/// Bit 0 of a row's flags word: a fence entry.
+const FENCE: u64 = 1;
 
 /// The answer of [`lookup`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -92,6 +100,8 @@ pub fn append(layout: &Layout, region: &Region, entry: &RedoEntry) {
     region.word(at).store(0, Ordering::Release);
     region.word(at + 8).store(entry.status as u64 | (vote as u64) << 8 | (cts.0 & Cts::MASK) << 16, Ordering::Release);
     region.word(at + 16).store(entry.start.0, Ordering::Release);
+    let fence = entry.locks.is_empty() && entry.changes.is_empty();
+    region.word(at + 24).store(if fence { FENCE } else { 0 }, Ordering::Release);
     region.word(at).store(entry.txn.0, Ordering::Release);
     region.word(count_at(layout)).store(count + 1, Ordering::Release);
 }
@@ -100,7 +110,7 @@ fn decode_row(bytes: &[u8]) -> Option<Row> {
     let w = |i: usize| u64::from_le_bytes(bytes[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
     let status = EntryStatus::from_code(w(1) as u8)?;
     let vote = VoteCode::from_bits(w(1) >> 8 & 3)?;
-    Some(Row { txn: TxnId(w(0)), status, vote, cts: Cts(w(1) >> 16), start: Cts(w(2)) })
+    Some(Row { txn: TxnId(w(0)), status, vote, cts: Cts(w(1) >> 16), start: Cts(w(2)), fence: w(3) & FENCE != 0 })
 }
 
 /// Looks up the row of `txn` (started at `start`) in `node`'s decision log with one READ of
@@ -118,11 +128,22 @@ pub fn lookup(verbs: &dyn Verbs, node: NodeId, layout: &Layout, txn: TxnId, star
     let mut header = [0u8; 16];
     verbs.read(node, Offset(layout.log_off), &mut header)?;
     let evicted = u64::from_le_bytes(header[8..16].try_into().expect("8 bytes"));
-    let found = buf
+    // A transaction can have several rows (a phase 1 repeated after a restart, a fence
+    // entry): the most telling one answers (a commit applied, then an abort applied over a
+    // commit vote, then any), flagged as a fence if any of them is one.
+    let rows: Vec<Row> = buf
         .chunks_exact(ROW_BYTES as usize)
         .filter(|r| r[0..8] == txn.0.to_le_bytes())
-        .find_map(decode_row)
-        .filter(|r| r.txn == txn);
+        .filter_map(decode_row)
+        .filter(|r| r.txn == txn)
+        .collect();
+    let rank = |r: &Row| match (r.status, r.vote) {
+        (EntryStatus::Committed, _) => 0,
+        (_, VoteCode::Commit) => 1,
+        _ => 2,
+    };
+    let fence = rows.iter().any(|r| r.fence);
+    let found = rows.iter().min_by_key(|r| rank(r)).map(|r| Row { fence, ..*r });
     Ok(match found {
         Some(row) => Lookup::Found(row),
         None if start.0 > evicted => Lookup::Absent,
@@ -155,6 +176,14 @@ mod tests {
         e.participants = vec![DcId(0)];
         e.partitions = vec![PartitionId(3)];
         e.vote = VoteWord::NONE.with_vote(VoteCode::Commit);
+        e.locks = vec![crate::ring::LockIntent {
+            record: redt_proto::Offset(4096),
+            table: redt_proto::TableId(1),
+            key: txn,
+            lock_bits: 1,
+            cells: 1,
+            versions: vec![0],
+        }];
         e
     }
 
@@ -175,7 +204,8 @@ mod tests {
                 status: EntryStatus::Committed,
                 vote: VoteCode::Commit,
                 cts: Cts(305),
-                start: Cts(300)
+                start: Cts(300),
+                fence: false,
             })
         );
         // Never logged, started after everything evicted (nothing yet): absent.
@@ -189,6 +219,32 @@ mod tests {
         assert_eq!(lookup(&verbs, NodeId(0), &layout, TxnId(9), Cts(201)).unwrap(), Lookup::Absent);
         match lookup(&verbs, NodeId(0), &layout, TxnId(6), Cts(600)).unwrap() {
             Lookup::Found(r) => assert_eq!((r.status, r.cts), (EntryStatus::Aborted, Cts(0))),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_fence_entry_is_flagged_in_its_row() {
+        let (verbs, layout, region) = setup(6 * 64);
+        let mut e = finished(4, EntryStatus::Aborted, 10);
+        e.locks.clear();
+        e.vote = VoteWord::NONE.with_vote(VoteCode::Abort);
+        append(&layout, &region, &e);
+        append(&layout, &region, &finished(5, EntryStatus::Aborted, 20));
+        let fence = |t: u64, start: u64| match lookup(&verbs, NodeId(0), &layout, TxnId(t), Cts(start)).unwrap() {
+            Lookup::Found(r) => r.fence,
+            other => panic!("{other:?}"),
+        };
+        assert!(fence(4, 10));
+        assert!(!fence(5, 20));
+        // A second row of transaction 5, its fence entry: the lookup says so whatever the
+        // order of the rows, and answers the phase-1 row's commit vote.
+        let mut f = finished(5, EntryStatus::Aborted, 20);
+        f.locks.clear();
+        f.vote = VoteWord::NONE.with_vote(VoteCode::Abort);
+        append(&layout, &region, &f);
+        match lookup(&verbs, NodeId(0), &layout, TxnId(5), Cts(20)).unwrap() {
+            Lookup::Found(r) => assert_eq!((r.fence, r.vote), (true, VoteCode::Commit)),
             other => panic!("{other:?}"),
         }
     }

@@ -171,13 +171,58 @@ pub struct Executor {
     hlc: Arc<Hlc>,
     rings: BTreeMap<NodeId, RingWriter>,
     ring_patience: Duration,
+    pub(crate) fence_entries: bool,
+    /// Transactions this executor answered `NoVote` for, with no fence entry, because a
+    /// ring was full (`prepare.rs`): none is written for them later.
+    pub(crate) unfenced: TxnSet,
+}
+
+/// A bounded set of transaction ids (the oldest forgotten first), 100,000 at most.
+#[derive(Default)]
+pub(crate) struct TxnSet {
+    set: std::collections::HashSet<TxnId>,
+    order: std::collections::VecDeque<TxnId>,
+}
+
+impl TxnSet {
+    const CAP: usize = 100_000;
+
+    pub(crate) fn insert(&mut self, t: TxnId) {
+        if self.set.insert(t) {
+            self.order.push_back(t);
+            if self.order.len() > Self::CAP {
+                if let Some(old) = self.order.pop_front() {
+                    self.set.remove(&old);
+                }
+            }
+        }
+    }
+
+    pub(crate) fn contains(&self, t: &TxnId) -> bool {
+        self.set.contains(t)
+    }
 }
 
 impl Executor {
     /// An executor over `dc` that ticks the shared hybrid logical clock `hlc` (time itself
     /// comes in as an argument of [`Executor::execute`]).
     pub fn new(dc: Arc<DcHandle>, hlc: Arc<Hlc>) -> Self {
-        Executor { dc, hlc, rings: BTreeMap::new(), ring_patience: Duration::from_millis(200) }
+        Executor {
+            dc,
+            hlc,
+            rings: BTreeMap::new(),
+            ring_patience: Duration::from_millis(200),
+            fence_entries: true,
+            unfenced: TxnSet::default(),
+        }
+    }
+
+    /// Sets whether a PREPARE writes a fence entry on a replica that holds no entry of the
+    /// transaction (`prepare.rs`). On by default; off only as a deliberate bug that the
+    /// simulation must catch (a partition left with one replica able to hold a record never
+    /// finishes its recovery).
+    pub fn set_fence_entries(&mut self, on: bool) {
+        self.fence_entries = on;
     }
 
     /// Sets how long a reservation waits for replay to free ring space before the

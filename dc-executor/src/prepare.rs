@@ -5,12 +5,40 @@
 //! Everything comes from the MemStore (the ring, the vote words, the decision log): nothing a
 //! crash can lose. The fence is the vote word's compare-and-swap `NONE → Abort`, the same
 //! word phase 1 swaps `NONE → Commit`, so exactly one of the two wins.
+//!
+//! A replica that holds no unfinished entry of the transaction (it never voted, or voted
+//! abort and finished its entry) gets a *fence entry*: a `Logged` entry with no locks or
+//! changes whose vote word already says "abort, promised `b`". It is that replica's acceptor
+//! state from then on: a later PREPARE promises on it and a RECORD records in it, as for any
+//! entry. Without it such a replica could hold no recorded decision, and a partition whose
+//! other replicas are gone (a removed DC) could never record one at a majority, so its
+//! recovery went on for ever (sim seed 2082, default, 6 s). Its decision is applied like any
+//! entry's (an abort, since its DC is behind); an unfinished one is recovered like any other.
 
 use crate::decision_log::{self, Lookup};
 use crate::error::Result;
 use crate::executor::{Decision, EntryRef, Executor};
 use crate::ring::{self, EntryStatus, RedoEntry, VoteCode, VoteState, VoteWord};
-use redt_proto::{Ballot, Cts, NodeId, TxnId};
+use redt_proto::{Ballot, Cts, DcId, Epoch, NodeId, PartitionId, TxnId};
+
+/// The transaction a PREPARE is for, as the recoverer read it from one of its redo entries:
+/// what a fence entry written on a replica that holds none must carry, so that a later ring
+/// scan recovers it like any other entry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PreparedTxn {
+    /// The transaction.
+    pub txn: TxnId,
+    /// Its coordinator's start timestamp.
+    pub start: Cts,
+    /// The placement epoch it was planned in.
+    pub epoch: Epoch,
+    /// Its coordinator.
+    pub coordinator: NodeId,
+    /// Every DC it involves.
+    pub participants: Vec<DcId>,
+    /// Every partition it touches, ascending.
+    pub partitions: Vec<PartitionId>,
+}
 
 /// What one replica node holds of a transaction, as a PREPARE found it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -28,8 +56,10 @@ pub enum Promise {
     },
     /// A decision was applied here (a finished entry, or its row in the decision log).
     Applied(Decision),
-    /// The replica voted abort, or never voted and never will (no entry, no row, and the
-    /// transaction's phase-1 deadline is past): an abort vote.
+    /// The replica voted abort, or never voted and never will (the transaction's phase-1
+    /// deadline is past), and holds no unfinished entry to promise in: its fence entry is
+    /// already finished, or its ring had no room for one. An abort vote that holds no
+    /// recorded decision.
     NoVote,
     /// Cannot tell: no entry, and the decision log evicted rows as late as the transaction.
     Unknown,
@@ -50,10 +80,12 @@ pub struct NodePromise {
 }
 
 impl Executor {
-    /// PREPARE(`ballot`) for `txn` (started at `start`) on each of `nodes` of this DC: scans
-    /// the node's ring for `txn`'s phase-1 entries and swaps each unfinished one's vote word to
-    /// promise `ballot` (fencing a replica that has not voted: `NONE → Abort`); a node without
-    /// one answers from its finished entry or its decision log.
+    /// PREPARE(`ballot`) for `txn` on each of `nodes` of this DC: scans the node's ring for
+    /// `txn`'s phase-1 entries and swaps each unfinished one's vote word to promise `ballot`
+    /// (fencing a replica that has not voted: `NONE → Abort`). A node without one answers an
+    /// applied decision from its finished entry or its decision log; failing that, it gets a
+    /// fence entry promised to `ballot` (see the module docs) unless it had one already or
+    /// its ring has no room for one ([`Promise::NoVote`] then).
     ///
     /// The caller must only PREPARE once `txn`'s phase-1 deadline is past at every executor
     /// (a recovery timeout above the phase-1 timeout plus the clock-skew bound): "no entry"
@@ -61,17 +93,74 @@ impl Executor {
     ///
     /// # Errors
     /// Verbs failures.
-    pub fn prepare(&mut self, txn: TxnId, ballot: Ballot, start: Cts, nodes: &[NodeId]) -> Result<Vec<NodePromise>> {
+    pub fn prepare(&mut self, txn: &PreparedTxn, ballot: Ballot, nodes: &[NodeId]) -> Result<Vec<NodePromise>> {
         let mut out = Vec::with_capacity(nodes.len());
         for &node in nodes {
-            let promise = self.prepare_node(txn, ballot, start, node)?;
+            let promise = match self.prepare_node(txn.txn, ballot, txn.start, node)? {
+                (Promise::NoVote, Fenced::No) if self.fence_entries && !self.unfenced.contains(&txn.txn) => {
+                    self.fence_entry(txn, ballot, node)?
+                }
+                (p, _) => p,
+            };
             out.push(NodePromise { node, promise });
         }
         Ok(out)
     }
 
-    fn prepare_node(&mut self, txn: TxnId, ballot: Ballot, start: Cts, node: NodeId) -> Result<Promise> {
+    /// Writes a fence entry of `txn` promised to `ballot` on `node`'s ring (see the module
+    /// docs) and returns its promise. When the ring has no room for it the replica answers
+    /// [`Promise::NoVote`] as it did before fence entries existed (an abort vote that holds
+    /// no record), and this executor writes no fence entry of `txn` afterwards: it promised
+    /// `ballot` nowhere durable, so a fence entry written later for a lower ballot could
+    /// accept that ballot's record. (Waiting for room instead deadlocks: two transactions
+    /// whose undecided entries fill each other's rings each wait for a fence entry in the
+    /// other's ring; sim seed 12, append, local-fast, `all,remove`, 3 s.) A restarted
+    /// executor has forgotten this; see DESIGN.md §2 for what that leaves open.
+    fn fence_entry(&mut self, txn: &PreparedTxn, ballot: Ballot, node: NodeId) -> Result<Promise> {
+        let state = VoteState { vote: VoteCode::Abort, promised: ballot, ..VoteState::default() };
+        let Some(vote) = VoteWord::pack(state) else { return Ok(Promise::NoVote) };
+        let redo = RedoEntry {
+            txn: txn.txn,
+            status: EntryStatus::Logged,
+            cts: Cts(0),
+            vote,
+            epoch: txn.epoch,
+            coordinator: txn.coordinator,
+            start: txn.start,
+            participants: txn.participants.clone(),
+            partitions: txn.partitions.clone(),
+            locks: Vec::new(),
+            changes: Vec::new(),
+        };
+        let slots = ring::encoded_slots(&redo);
+        let index = match self.reserve_slots(node, slots) {
+            Ok(index) => index,
+            Err(crate::Error::RingFull { .. }) => {
+                self.unfenced.insert(txn.txn);
+                return Ok(Promise::NoVote);
+            }
+            Err(e) => return Err(e),
+        };
         let dc = self.dc().clone();
+        let mut batch = crate::verbs::DoorbellBatch::new();
+        ring::push_write(&mut batch, &dc.layout, index, &ring::encode_padded(&redo, index, slots));
+        if let Err(e) = dc.verbs.post_batch(node, &mut batch) {
+            if let Some(writer) = self.ring_writer(node) {
+                // Best effort: a filler still owed is written by the writer's next settle.
+                let _ = writer.abandon(dc.verbs.as_ref(), index, slots);
+            }
+            return Err(e);
+        }
+        Ok(Promise::Entry { entry: EntryRef { node, index, slots }, vote: VoteCode::Abort, recorded: None, redo })
+    }
+
+    /// The promise of one node, and whether it ever held a fence entry of `txn` (one in its
+    /// ring, or a decision-log row flagged as one): a node gets at most one, or two
+    /// recoverers that each find the other's fence entry finished would write new ones for
+    /// ever.
+    fn prepare_node(&mut self, txn: TxnId, ballot: Ballot, start: Cts, node: NodeId) -> Result<(Promise, Fenced)> {
+        let dc = self.dc().clone();
+        let mut fenced = Fenced::No;
         let mine: Vec<(u64, u64, RedoEntry)> = ring::ring_entries(dc.verbs.as_ref(), node, &dc.layout)?
             .into_iter()
             .filter(|(_, _, e)| e.txn == txn && !e.partitions.is_empty())
@@ -79,6 +168,9 @@ impl Executor {
         let mut best: Option<Promise> = None;
         let mut finished: Option<Promise> = None;
         for (index, slots, entry) in mine {
+            if entry.locks.is_empty() && entry.changes.is_empty() {
+                fenced = Fenced::Yes;
+            }
             match entry.status {
                 EntryStatus::Intent | EntryStatus::Logged => {}
                 EntryStatus::Committed => {
@@ -99,6 +191,7 @@ impl Executor {
                 }
                 EntryStatus::Flushed => {
                     let row = decision_log::lookup(dc.verbs.as_ref(), node, &dc.layout, txn, start)?;
+                    fenced = fenced.or(row);
                     if let Some(p) = from_log(row) {
                         finished = Some(p);
                     }
@@ -124,13 +217,17 @@ impl Executor {
         // An applied decision wins over a second, unfinished entry of the same transaction (a
         // phase 1 repeated after a restart): answering that entry's vote would hide the decision.
         if let Some(p @ Promise::Applied(_)) = finished {
-            return Ok(p);
+            return Ok((p, fenced));
         }
-        if let Some(p) = best.or(finished) {
-            return Ok(p);
+        if let Some(p) = best {
+            return Ok((p, fenced));
         }
         let row = decision_log::lookup(dc.verbs.as_ref(), node, &dc.layout, txn, start)?;
-        Ok(from_log(row).unwrap_or(Promise::Unknown))
+        fenced = fenced.or(row);
+        if let Some(p) = finished {
+            return Ok((p, fenced));
+        }
+        Ok((from_log(row).unwrap_or(Promise::Unknown), fenced))
     }
 
     /// Promises `ballot` in the vote word of one unfinished entry, fencing it if it has not
@@ -184,6 +281,23 @@ impl Executor {
             }
         }
         Ok(out)
+    }
+}
+
+/// Whether a node ever held a fence entry of a transaction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Fenced {
+    No,
+    Yes,
+}
+
+impl Fenced {
+    /// This, or yes if `row` is a fence entry's.
+    fn or(self, row: Lookup) -> Fenced {
+        match row {
+            Lookup::Found(r) if r.fence => Fenced::Yes,
+            _ => self,
+        }
     }
 }
 

@@ -385,6 +385,15 @@ pub struct RecoveryPrepareRequest {
     /// Every partition the transaction touches.
     #[prost(uint32, repeated, tag = "4")]
     pub partitions: Vec<u32>,
+    /// The placement epoch the transaction was planned in.
+    #[prost(uint32, tag = "5")]
+    pub epoch: u32,
+    /// Its coordinator node.
+    #[prost(uint32, tag = "6")]
+    pub coordinator: u32,
+    /// Every DC it involves.
+    #[prost(uint32, repeated, tag = "7")]
+    pub participants: Vec<u32>,
 }
 
 /// One replica node's promise.
