@@ -11,6 +11,11 @@
 //! epoch whose partitions have no replica in that DC. A leader cut off with a minority
 //! cannot gather the majority (its proposal would not commit anyway).
 //!
+//! The voters asked, and the majority counted, are the Raft group's current voters
+//! ([`RaftMembership::voters`]): once the removal commits, [`RaftMembership`] demotes the
+//! removed DC's voter to a Raft learner by a conf change, so on 4 DCs a second dead DC is
+//! confirmed by 2 live voters of 3 and removed in turn. A restored DC votes again.
+//!
 //! Rebuilding (notes/failover.md, "Rebuild"): the leader also restores a removed DC once one
 //! of its nodes answers again ([`Command::RestoreDc`]: it holds no replica, nothing it held
 //! is trusted), adds a learner for every replica a partition is short of
@@ -179,7 +184,6 @@ async fn run(
     mut inbox: mpsc::Receiver<(NodeId, Vec<u8>)>,
     view: Arc<MembershipView>,
 ) {
-    let (voters, _) = raft_peers(&base);
     let mut tick = tokio::time::interval(tick_length(&base));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let in_flight: Arc<std::sync::Mutex<HashMap<NodeId, u32>>> = Arc::default();
@@ -200,7 +204,8 @@ async fn run(
                         asked_at.insert(dc, Instant::now());
                         round += 1;
                         asking = Some((round, dc, BTreeSet::from([n.id])));
-                        ask_voters(&n, &voters, dc, round, &mut answers);
+                        // The current voters: a removed DC's voter no longer counts.
+                        ask_voters(&n, &peer.voters(), dc, round, &mut answers);
                     }
                 }
                 if r.is_ok() && peer.is_leader() && probes.is_empty() && last_rebuild_step.elapsed() >= REBUILD_EVERY {
@@ -227,7 +232,7 @@ async fn run(
                         suspecting.insert(voter);
                     }
                     let dc = *dc;
-                    if confirmed(peer.membership(), &voters, dc, suspecting) {
+                    if confirmed(peer.membership(), &peer.voters(), dc, suspecting) {
                         asking = None;
                         answers.abort_all();
                         tracing::warn!(node = %n.id, %dc, "a majority of the voters suspect the DC: proposing its removal");
@@ -278,6 +283,9 @@ async fn run(
         }
         if changed {
             adopt(&n, &base, peer.membership());
+        }
+        while let Some(c) = peer.poll_conf_change() {
+            tracing::info!(node = %n.id, index = c.index, changes = ?c.changes, outcome = ?c.outcome, voters = ?peer.voters(), "raft conf change applied");
         }
         let leader = peer.leader().and_then(redt_replication::node_of).map_or(0, |l| u32::from(l.0) + 1);
         view.leader.store(leader, Ordering::Relaxed);

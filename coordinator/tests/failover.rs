@@ -108,3 +108,79 @@ async fn a_dead_dc_is_removed_and_its_partitions_commit_again() {
     assert_eq!(number(&reads), number(&before) + 1, "the rebuilt partition holds every committed add");
     cluster.shutdown();
 }
+
+/// Two DCs of four die one after the other (issue 13, Raft conf changes): the first removal
+/// demotes dc2's Raft voter to a learner, so when dc3 dies too the 2 live voters of the 3 left
+/// (a minority of the 4 initial ones) still confirm and commit its removal, and a partition
+/// whose replicas are all on the survivors commits writes in the newest epoch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_dead_dc_of_four_is_removed_too() {
+    let options = CoordinatorOptions { failover: true, ..CoordinatorOptions::default() };
+    let cluster = EmbeddedCluster::start(local_fast("failover-test-two", 7720), options).await.expect("starts");
+    let t = cluster.topology.clone();
+    assert_eq!(t.dcs.len(), 4, "local-fast has 4 DCs");
+    let (first, second) = (DcId(1), DcId(2));
+    let survivors: Vec<NodeId> =
+        t.nodes.iter().map(|n| n.id).filter(|n| ![first, second].contains(&t.nodes[n.0 as usize].dc)).collect();
+    until(Duration::from_secs(10), "a membership leader", async || {
+        for &n in &survivors {
+            if cluster.node(n).status(false).await.is_ok_and(|s| s.membership_leader.is_some()) {
+                return true;
+            }
+        }
+        false
+    })
+    .await;
+    let t0 = Instant::now();
+    for &n in &t.dcs[first.0 as usize].nodes {
+        cluster.node(n).shutdown();
+    }
+    let alive: Vec<NodeId> = t.nodes.iter().map(|n| n.id).filter(|n| t.nodes[n.0 as usize].dc != first).collect();
+    until(Duration::from_secs(20), "dc2 removed on every live node", async || {
+        for &n in &alive {
+            if !cluster.node(n).status(false).await.is_ok_and(|s| s.removed_dcs == vec![first]) {
+                return false;
+            }
+        }
+        true
+    })
+    .await;
+    eprintln!("dc2 removed {:?} after its kill", t0.elapsed());
+
+    let t1 = Instant::now();
+    for &n in &t.dcs[second.0 as usize].nodes {
+        cluster.node(n).shutdown();
+    }
+    until(Duration::from_secs(20), "dc3 removed on every survivor", async || {
+        for &n in &survivors {
+            if !cluster.node(n).status(false).await.is_ok_and(|s| s.removed_dcs == vec![first, second]) {
+                return false;
+            }
+        }
+        true
+    })
+    .await;
+    eprintln!("dc3 removed {:?} after its kill", t1.elapsed());
+
+    // A key of a partition with no replica in either dead DC after both removals commits.
+    let schema = t.table(KV).expect("kv");
+    let p = cluster.node(survivors[0]).topology();
+    let key = (0..)
+        .find(|&k| {
+            let r = &p.partitions[t.partition_of(schema, k).0 as usize].replicas;
+            !r.is_empty() && r.iter().all(|n| survivors.contains(n))
+        })
+        .unwrap();
+    let mut last = None;
+    for _ in 0..100 {
+        let out = cluster.node(survivors[0]).submit(kv_call(KV, &[KvOp::Add(key, 1)])).await;
+        if out.status == TxnStatus::Committed {
+            last = None;
+            break;
+        }
+        last = Some(out.status);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(last, None, "a write commits after the second removal");
+    cluster.shutdown();
+}

@@ -29,4 +29,7 @@ pub use error::{Error, Result};
 pub use membership::{Change, Command, Learner, Membership, PartitionChange, Refused, Replicas, Shortfall, Status};
 pub use raft::eraftpb::Message as RaftMessage;
 pub use raft_log::{DiskStorage, Recovery};
-pub use raft_membership::{decode_message, encode_message, node_of, raft_id, Applied, RaftMembership, RaftTicks};
+pub use raft_membership::{
+    decode_message, encode_message, node_of, raft_id, Applied, AppliedConfChange, RaftMembership, RaftTicks, Role,
+    RoleChange,
+};

@@ -15,9 +15,11 @@
 //! - `raft.meta`, written once when the directory is created: magic `redtRmet`, version
 //!   `u32`, Raft id `u64`, voter count `u32` and ids `u64`, learner count `u32` and ids `u64`
 //!   (each set sorted), CRC of all before.
-//! - `raft.state`, replaced whole on each change: magic `redtRhst`, version `u32`,
+//! - `raft.state`, replaced whole on each change: magic `redtRhst`, version `u32` (2),
 //!   `HardState` length `u32` and protobuf bytes, `ConfState` length `u32` and protobuf bytes,
-//!   CRC of all before.
+//!   the conf index `u64` (the log index of the last conf change the conf state includes; 0
+//!   for the initial configuration), CRC of all before. Version 1 (no conf index) is still
+//!   read, as conf index 0: it was written before any conf change was proposed.
 //! - `raft.log`, appended to, and rewritten whole when an append replaces a suffix: magic
 //!   `redtRlog`, version `u32`, then records: length `u32`, CRC `u32` of the length's 4 bytes
 //!   and the payload, payload = one protobuf `Entry`.
@@ -34,6 +36,15 @@
 //!
 //! Entries start at index 1 and are consecutive; nothing is ever compacted, so
 //! [`Storage::snapshot`] is never needed and answers `SnapshotTemporarilyUnavailable`.
+//!
+//! # Conf state
+//!
+//! The conf state (which peers vote, which learn) is the group's configuration as of the
+//! conf index ([`DiskStorage::set_conf_state`]): the initial voters and learners, changed by
+//! every committed conf change up to that index (raft-rs's `ConfState`, as
+//! `RawNode::apply_conf_change` returns it). raft-rs takes it at start as the configuration
+//! as of its `Config::applied` index, so a reopened peer starts at the conf index
+//! ([`Recovery::conf_index`]) and re-applies only the conf changes after it.
 
 use std::fmt;
 use std::fs::{self, File, OpenOptions};
@@ -54,8 +65,10 @@ const TMP_SUFFIX: &str = ".tmp";
 const META_MAGIC: [u8; 8] = *b"redtRmet";
 const STATE_MAGIC: [u8; 8] = *b"redtRhst";
 const LOG_MAGIC: [u8; 8] = *b"redtRlog";
-/// The format version of all three files.
+/// The format version of the meta and log files.
 const VERSION: u32 = 1;
+/// The format version of the state file (2 added the conf index).
+const STATE_VERSION: u32 = 2;
 /// Magic and version at the head of each file.
 const HEADER_BYTES: usize = 12;
 /// Length and CRC before each record's payload.
@@ -73,6 +86,9 @@ pub struct Recovery {
     /// The commit index of the hard state read back. raft-rs delivers entries `1..=commit` as
     /// committed again after the restart (see [`crate::RaftMembership::open`]).
     pub commit: u64,
+    /// The log index of the last conf change the conf state read back includes (0: the
+    /// initial configuration); at most `commit`.
+    pub conf_index: u64,
     /// Bytes cut from the end of `raft.log`: a torn or CRC-failing tail left by a crash during
     /// an append. Zero after a clean stop; worth a warning otherwise.
     pub dropped_tail_bytes: u64,
@@ -93,6 +109,8 @@ pub struct DiskStorage {
     log_len: u64,
     hard_state: HardState,
     conf_state: ConfState,
+    /// The index of the last conf change `conf_state` includes.
+    conf_index: u64,
     /// `entries[i].index == i + 1`.
     entries: Vec<Entry>,
     recovery: Recovery,
@@ -108,7 +126,8 @@ impl DiskStorage {
     /// On reopen a torn tail of the log is cut off (see [`DiskStorage::recovery`]), and the
     /// files are checked: every file's magic, version and CRC, entries consecutive from 1 with
     /// terms that never go down, the commit index within the log, and a conf state raft-rs can
-    /// restore (voters present, no id twice, no joint configuration). Nothing is written
+    /// restore (voters present, no id twice, no joint configuration) as of a conf index within
+    /// the commit index. Nothing is written
     /// before every check has passed.
     ///
     /// # Errors
@@ -137,11 +156,11 @@ impl DiskStorage {
             });
         }
         let state_path = dir.join(STATE_FILE);
-        let (hard_state, conf_state) = decode_state(&state_path, &read(&state_path)?)?;
+        let (hard_state, conf_state, conf_index) = decode_state(&state_path, &read(&state_path)?)?;
         let log_path = dir.join(LOG_FILE);
         let log_bytes = read(&log_path)?;
         let (entries, good_len) = decode_log(&log_path, &log_bytes)?;
-        check_log(dir, &entries, &hard_state, &conf_state)?;
+        check_log(dir, &entries, &hard_state, &conf_state, conf_index)?;
 
         // Temporary files of a whole-file replacement cut short by a crash.
         for name in [META_FILE, STATE_FILE, LOG_FILE] {
@@ -162,6 +181,7 @@ impl DiskStorage {
             last_index: entries.len() as u64,
             term: hard_state.term,
             commit: hard_state.commit,
+            conf_index,
             dropped_tail_bytes,
         };
         Ok(DiskStorage {
@@ -170,6 +190,7 @@ impl DiskStorage {
             log_len: good_len as u64,
             hard_state,
             conf_state,
+            conf_index,
             entries,
             recovery,
         })
@@ -189,6 +210,40 @@ impl DiskStorage {
     /// Returns the hard state (term, vote, commit index) as last written.
     pub fn hard_state(&self) -> &HardState {
         &self.hard_state
+    }
+
+    /// Returns the conf state as last written and the log index of the last conf change it
+    /// includes (0: the initial configuration).
+    pub fn conf_state(&self) -> (&ConfState, u64) {
+        (&self.conf_state, self.conf_index)
+    }
+
+    /// Replaces the conf state with `cs`, the configuration after applying the committed conf
+    /// change at log index `index` (what raft-rs's `RawNode::apply_conf_change` returned), and
+    /// fsyncs it with the hard state. A reopened peer starts from it (module docs, "Conf
+    /// state").
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InconsistentStorage`] (and nothing written) if `index` is not above the
+    /// current conf index or is beyond the commit index (only committed conf changes are
+    /// applied), or `cs` has no voter, an id 0 or twice, or is a joint configuration;
+    /// [`Error::StorageIo`] if writing fails (the old conf state stays in place).
+    pub fn set_conf_state(&mut self, cs: ConfState, index: u64) -> Result<()> {
+        if index <= self.conf_index || index > self.hard_state.commit {
+            return Err(inconsistent(
+                &self.dir,
+                format!(
+                    "conf change at index {index}: the conf index is {} and the commit index {}",
+                    self.conf_index, self.hard_state.commit
+                ),
+            ));
+        }
+        check_conf_state(&self.dir, &cs)?;
+        write_atomic(&self.dir, STATE_FILE, &encode_state(&self.hard_state, &cs, index))?;
+        self.conf_state = cs;
+        self.conf_index = index;
+        Ok(())
     }
 
     /// Appends `entries` (consecutive indexes, as a raft-rs `Ready` lists them) to the log and
@@ -260,8 +315,8 @@ impl DiskStorage {
         Ok(())
     }
 
-    /// Replaces the hard state (term, vote, commit index) and fsyncs it; the conf state is
-    /// kept. raft-rs requires it durable before the messages that depend on it are sent (a
+    /// Replaces the hard state (term, vote, commit index) and fsyncs it; the conf state and
+    /// conf index are kept. raft-rs requires it durable before the messages that depend on it are sent (a
     /// vote, Raft §5.2).
     ///
     /// # Errors
@@ -275,7 +330,7 @@ impl DiskStorage {
                 format!("commit index {} beyond last index {}", hs.commit, self.last_index_u64()),
             ));
         }
-        write_atomic(&self.dir, STATE_FILE, &encode_state(&hs, &self.conf_state))?;
+        write_atomic(&self.dir, STATE_FILE, &encode_state(&hs, &self.conf_state, self.conf_index))?;
         self.hard_state = hs;
         Ok(())
     }
@@ -440,25 +495,29 @@ impl fmt::Display for Meta {
 
 // ---- the state file -----------------------------------------------------------------------
 
-fn encode_state(hs: &HardState, cs: &ConfState) -> Vec<u8> {
-    let mut out = header(STATE_MAGIC);
+fn encode_state(hs: &HardState, cs: &ConfState, conf_index: u64) -> Vec<u8> {
+    let mut out = versioned_header(STATE_MAGIC, STATE_VERSION);
     for message in [encode_message(hs), encode_message(cs)] {
         out.extend_from_slice(&(message.len() as u32).to_le_bytes());
         out.extend_from_slice(&message);
     }
+    out.extend_from_slice(&conf_index.to_le_bytes());
     seal(out)
 }
 
-fn decode_state(path: &Path, bytes: &[u8]) -> Result<(HardState, ConfState)> {
-    let mut body = Reader { path, bytes: unseal(path, bytes, STATE_MAGIC)?, pos: 0 };
+/// Decodes a state file of version 2, or of version 1 (no conf index: 0).
+fn decode_state(path: &Path, bytes: &[u8]) -> Result<(HardState, ConfState, u64)> {
+    let version = check_versioned_header(path, bytes, STATE_MAGIC, &[1, STATE_VERSION])?;
+    let mut body = Reader { path, bytes: unseal_checked(path, bytes)?, pos: 0 };
     let n = body.u32()? as usize;
     let hs = HardState::parse_from_bytes(body.take(n)?)
         .map_err(|e| corrupt(path, format!("hard state does not decode: {e}")))?;
     let n = body.u32()? as usize;
     let cs = ConfState::parse_from_bytes(body.take(n)?)
         .map_err(|e| corrupt(path, format!("conf state does not decode: {e}")))?;
+    let conf_index = if version >= 2 { body.u64()? } else { 0 };
     body.finish()?;
-    Ok((hs, cs))
+    Ok((hs, cs, conf_index))
 }
 
 // ---- the log file -------------------------------------------------------------------------
@@ -509,7 +568,7 @@ fn decode_log(path: &Path, bytes: &[u8]) -> Result<(Vec<Entry>, usize)> {
 }
 
 /// Checks what raft-rs assumes of a restored log and would panic on otherwise.
-fn check_log(dir: &Path, entries: &[Entry], hs: &HardState, cs: &ConfState) -> Result<()> {
+fn check_log(dir: &Path, entries: &[Entry], hs: &HardState, cs: &ConfState, conf_index: u64) -> Result<()> {
     let mut prev_term = 0;
     for (i, entry) in entries.iter().enumerate() {
         let expected = i as u64 + 1;
@@ -530,6 +589,15 @@ fn check_log(dir: &Path, entries: &[Entry], hs: &HardState, cs: &ConfState) -> R
             format!("commit index {} beyond the log's last index {}", hs.commit, entries.len()),
         ));
     }
+    if conf_index > hs.commit {
+        return Err(inconsistent(dir, format!("conf index {conf_index} beyond the commit index {}", hs.commit)));
+    }
+    check_conf_state(dir, cs)
+}
+
+/// Checks that `cs` is a configuration raft-rs can restore and that this crate writes: at
+/// least one voter, no id 0 or twice, not joint.
+fn check_conf_state(dir: &Path, cs: &ConfState) -> Result<()> {
     let mut ids: Vec<u64> = cs.voters.iter().chain(&cs.learners).copied().collect();
     ids.sort_unstable();
     let twice = ids.windows(2).any(|w| w[0] == w[1]);
@@ -561,7 +629,7 @@ fn create(dir: &Path, meta: &Meta) -> Result<()> {
     fs::create_dir(&staging).map_err(io_error(&staging))?;
     let conf = ConfState { voters: meta.voters.clone(), learners: meta.learners.clone(), ..ConfState::default() };
     write_atomic(&staging, LOG_FILE, &log_header())?;
-    write_atomic(&staging, STATE_FILE, &encode_state(&HardState::default(), &conf))?;
+    write_atomic(&staging, STATE_FILE, &encode_state(&HardState::default(), &conf, 0))?;
     write_atomic(&staging, META_FILE, &meta.encode())?;
     if dir.exists() {
         fs::remove_dir(dir).map_err(io_error(dir))?;
@@ -602,20 +670,31 @@ fn encode_message(message: &impl protobuf::Message) -> Vec<u8> {
 }
 
 fn header(magic: [u8; 8]) -> Vec<u8> {
+    versioned_header(magic, VERSION)
+}
+
+fn versioned_header(magic: [u8; 8], version: u32) -> Vec<u8> {
     let mut out = magic.to_vec();
-    out.extend_from_slice(&VERSION.to_le_bytes());
+    out.extend_from_slice(&version.to_le_bytes());
     out
 }
 
 fn check_header(path: &Path, bytes: &[u8], magic: [u8; 8]) -> Result<()> {
+    check_versioned_header(path, bytes, magic, &[VERSION]).map(|_| ())
+}
+
+/// Checks the magic and that the version is one of `readable` (the last is the newest);
+/// returns the version.
+fn check_versioned_header(path: &Path, bytes: &[u8], magic: [u8; 8], readable: &[u32]) -> Result<u32> {
     if bytes.len() < HEADER_BYTES || bytes[..8] != magic {
         return Err(corrupt(path, format!("no {} header", String::from_utf8_lossy(&magic))));
     }
     let version = u32::from_le_bytes(bytes[8..HEADER_BYTES].try_into().expect("a 4-byte slice"));
-    if version != VERSION {
-        return Err(corrupt(path, format!("format version {version}, this build reads {VERSION}")));
+    if !readable.contains(&version) {
+        let newest = readable.last().copied().unwrap_or(VERSION);
+        return Err(corrupt(path, format!("format version {version}, this build reads {newest}")));
     }
-    Ok(())
+    Ok(version)
 }
 
 /// Appends the CRC of `out` to it.
@@ -628,6 +707,11 @@ fn seal(mut out: Vec<u8>) -> Vec<u8> {
 /// Checks the header and trailing CRC of a sealed file and returns the body between them.
 fn unseal<'a>(path: &Path, bytes: &'a [u8], magic: [u8; 8]) -> Result<&'a [u8]> {
     check_header(path, bytes, magic)?;
+    unseal_checked(path, bytes)
+}
+
+/// Checks the trailing CRC of a sealed file whose header was checked; returns the body.
+fn unseal_checked<'a>(path: &Path, bytes: &'a [u8]) -> Result<&'a [u8]> {
     let Some(split) = bytes.len().checked_sub(4).filter(|&s| s >= HEADER_BYTES) else {
         return Err(corrupt(path, "too short for its CRC".to_string()));
     };
@@ -727,7 +811,10 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().join("raft");
         let mut s = open(&dir).unwrap();
-        assert_eq!(s.recovery(), Recovery { created: true, last_index: 0, term: 0, commit: 0, dropped_tail_bytes: 0 });
+        assert_eq!(
+            s.recovery(),
+            Recovery { created: true, last_index: 0, term: 0, commit: 0, conf_index: 0, dropped_tail_bytes: 0 }
+        );
         let state = s.initial_state().unwrap();
         assert_eq!(state.hard_state, HardState::default());
         assert_eq!(
@@ -743,7 +830,10 @@ mod tests {
         drop(s);
 
         let s = open(&dir).unwrap();
-        assert_eq!(s.recovery(), Recovery { created: false, last_index: 3, term: 2, commit: 3, dropped_tail_bytes: 0 });
+        assert_eq!(
+            s.recovery(),
+            Recovery { created: false, last_index: 3, term: 2, commit: 3, conf_index: 0, dropped_tail_bytes: 0 }
+        );
         assert_eq!(all_entries(&s), vec![entry(1, 1), entry(2, 1), entry(3, 2)]);
         let state = s.initial_state().unwrap();
         assert_eq!(state.hard_state, hard_state(2, 3, 3));
@@ -888,13 +978,58 @@ mod tests {
             fs::write(&path, &good).unwrap();
         }
         let mut bytes = fs::read(dir.join(STATE_FILE)).unwrap();
-        bytes[8] = 2; // version 2, CRC fixed up
+        bytes[8] = 3; // version 3, CRC fixed up
         let n = bytes.len() - 4;
         let crc = crc32fast::hash(&bytes[..n]);
         bytes[n..].copy_from_slice(&crc.to_le_bytes());
         fs::write(dir.join(STATE_FILE), &bytes).unwrap();
         let err = open(&dir).unwrap_err().to_string();
-        assert!(err.contains("format version 2, this build reads 1"), "{err}");
+        assert!(err.contains("format version 3, this build reads 2"), "{err}");
+    }
+
+    /// A conf change committed at index 2 demotes voter 5: the conf state and its index
+    /// come back on reopen; a conf index beyond the commit index or not above the current
+    /// one, and a joint or voterless conf state, are refused; a version-1 state file (no conf
+    /// index) reads as conf index 0.
+    #[test]
+    fn the_conf_state_and_its_index_are_kept_across_reopens() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("raft");
+        let mut s = open(&dir).unwrap();
+        s.append(&[entry(1, 1), entry(2, 1), entry(3, 1)]).unwrap();
+        s.set_hardstate(hard_state(1, 1, 2)).unwrap();
+        let demoted = ConfState { voters: vec![1, 3], learners: vec![2, 5], ..ConfState::default() };
+        let refused = |s: &mut DiskStorage, cs: &ConfState, index: u64, what: &str| {
+            let err = s.set_conf_state(cs.clone(), index).unwrap_err();
+            assert!(matches!(err, Error::InconsistentStorage { .. }), "{err}");
+            assert!(err.to_string().contains(what), "{err}");
+        };
+        refused(&mut s, &demoted, 3, "the conf index is 0 and the commit index 2");
+        let joint = ConfState { voters_outgoing: vec![1, 3, 5], ..demoted.clone() };
+        refused(&mut s, &joint, 2, "joint configuration");
+        refused(&mut s, &ConfState { learners: vec![1, 2, 3, 5], ..ConfState::default() }, 2, "no voter");
+        s.set_conf_state(demoted.clone(), 2).unwrap();
+        refused(&mut s, &demoted, 2, "the conf index is 2");
+        s.set_commit(3).unwrap();
+        assert_eq!(s.conf_state(), (&demoted, 2), "a hard state write keeps the conf state");
+        drop(s);
+
+        let s = open(&dir).unwrap();
+        assert_eq!((s.recovery().conf_index, s.recovery().commit), (2, 3));
+        assert_eq!(s.initial_state().unwrap().conf_state, demoted);
+        drop(s);
+
+        // A version-1 state file, as the previous build wrote it.
+        let mut v1 = versioned_header(STATE_MAGIC, 1);
+        let initial = ConfState { voters: VOTERS.to_vec(), learners: LEARNERS.to_vec(), ..ConfState::default() };
+        for message in [encode_message(&hard_state(1, 1, 3)), encode_message(&initial)] {
+            v1.extend_from_slice(&(message.len() as u32).to_le_bytes());
+            v1.extend_from_slice(&message);
+        }
+        fs::write(dir.join(STATE_FILE), seal(v1)).unwrap();
+        let s = open(&dir).unwrap();
+        assert_eq!(s.conf_state(), (&initial, 0));
+        assert_eq!(s.hard_state(), &hard_state(1, 1, 3));
     }
 
     #[test]

@@ -8,6 +8,30 @@
 //! the same log without voting. A Raft peer's id is its node id plus one ([`raft_id`]), since
 //! raft-rs reserves id 0.
 //!
+//! # Voters
+//!
+//! The voters follow the membership: one voter per live DC (up, with an up node). After each
+//! call the leader compares the voter set with the applied membership and, with no conf change
+//! pending, proposes the next single-voter conf change ([`plan_conf_step`]; raft-rs's simple
+//! `ConfChangeV2`, one at a time):
+//! - a committed [`Command::RemoveDc`] (or [`Command::RemoveNode`] of the voter) demotes the
+//!   DC's voter to a Raft learner. It stays in the group, so it keeps receiving the log and,
+//!   when it comes back, learns that it was removed. The majority is then counted over the
+//!   remaining voters: on 4 DCs, after one is removed, 2 live voters of 3 still commit.
+//! - a committed [`Command::RestoreDc`] (or [`Command::RestoreNode`]) makes one node of the DC
+//!   a voter again, once the leader sees that node holding the committed log. RestoreDc is
+//!   the point, not the rebuild's [`Command::Promote`]: the Raft voter holds the membership
+//!   log, not partition data, which the learner already has in full (the log is never
+//!   compacted); a DC may get no replica back at all and must vote all the same. Raft's
+//!   safety does not depend on the new voter's log (single-voter changes are safe one at a
+//!   time); waiting until it is caught up only keeps a slow voter out of the majority.
+//!
+//! The check runs on every leader after every input, and its plan is a function of the applied
+//! state, so a leader change between a removal and its conf change is repaired by the next
+//! leader. A leader whose own DC is removed hands the leadership to a caught-up voter first
+//! (raft-rs does not step a demoted leader down cleanly). Conf changes applied are reported by
+//! [`RaftMembership::poll_conf_change`]; [`RaftMembership::voters`] gives the current set.
+//!
 //! # Use
 //!
 //! The driver calls [`RaftMembership::handle_tick`] every tick (its own timer; a tick length
@@ -21,11 +45,14 @@
 //!
 //! # Restart
 //!
-//! [`RaftMembership::open`] reopens a peer from its directory with its term, vote, log and
-//! commit index. The [`Membership`] itself is not stored: `open` starts from the initial
-//! membership and re-applies every committed entry from index 1 (raft-rs `Config::applied`
-//! is left at 0, so the first `Ready` after the restart lists entries `1..=commit` as
-//! committed). Those commands are reported by [`RaftMembership::poll_applied`] again, so what
+//! [`RaftMembership::open`] reopens a peer from its directory with its term, vote, log, commit
+//! index and configuration (the conf state as of its conf index, [`Recovery::conf_index`]).
+//! The [`Membership`] itself is not stored: `open` starts from the initial membership and
+//! re-applies every committed entry from index 1: those up to the conf index itself (their
+//! conf changes are in the stored conf state), the rest through raft-rs (`Config::applied` is
+//! the conf index, so the first `Ready` after the restart lists the entries after it up to the
+//! commit index as committed, conf changes included). Those commands are reported by
+//! [`RaftMembership::poll_applied`] again, so what
 //! the driver does with an [`Applied`] must be idempotent or keyed by its index; entries up to
 //! [`Recovery::commit`] are the replayed ones, and entries that were applied before the crash
 //! but whose commit index was not yet on disk come again later, when the leader's messages
@@ -35,9 +62,11 @@
 //!
 //! - The log is durable but never compacted, so no snapshot is ever sent, and a restart
 //!   re-applies the whole log; a snapshot of [`Membership`] comes with the wiring.
-//! - Raft's own configuration (which nodes vote) is fixed at start: removing a DC from the
-//!   placement does not yet remove its voter from the Raft group. With one voter per DC, a
-//!   removed DC still counts in Raft's majority until a Raft conf change removes it.
+//! - The voters follow removals and restorations one conf change at a time (module docs,
+//!   "Voters"); the group still needs a majority of its current voters to make each change:
+//!   two DCs of four dying at the same instant, before the first is removed, block it (2 of 4).
+//!   Nodes are never added to or removed from the Raft group itself: the group is the
+//!   topology's nodes, demoted voters stay learners.
 //! - raft-rs draws each election timeout from a thread-local random number generator
 //!   (`rand::thread_rng`); the timing of elections is therefore not seeded. The outcome of
 //!   the tests below does not depend on it; a deterministic simulation pins the timeout with
@@ -47,7 +76,10 @@
 //! - After an error from writing the storage ([`Error::StorageIo`]) the peer is in an unknown
 //!   state (raft-rs's `Ready` was not advanced); drop it and reopen it from its directory.
 
-use raft::eraftpb::{ConfState, Entry, EntryType, HardState, Message, Snapshot};
+use raft::eraftpb::{
+    ConfChange, ConfChangeSingle, ConfChangeType, ConfChangeV2, ConfState, Entry, EntryType, HardState, Message,
+    Snapshot,
+};
 use raft::storage::MemStorage;
 use raft::{Config, GetEntriesContext, RaftState, RawNode, StateRole, Storage};
 use redt_proto::NodeId;
@@ -55,7 +87,7 @@ use std::collections::{BTreeSet, VecDeque};
 use std::path::Path;
 
 use crate::error::{Error, Result};
-use crate::membership::{Change, Command, Membership, Refused};
+use crate::membership::{Change, Command, Membership, Refused, Status};
 use crate::raft_log::{DiskStorage, Recovery};
 
 /// Returns the Raft peer id of `node`: its id plus one (raft-rs reserves 0).
@@ -111,6 +143,38 @@ pub struct Applied {
     pub outcome: std::result::Result<Change, Refused>,
 }
 
+/// A peer's role in the Raft group after a conf change.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// It votes and counts in the majority.
+    Voter,
+    /// It receives and applies the log without voting.
+    Learner,
+    /// It left the group (never proposed by this crate: a demoted voter stays a learner).
+    Removed,
+}
+
+/// One peer's new role, as a conf change names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RoleChange {
+    /// The peer's Raft id ([`raft_id`] of its node).
+    pub raft_id: u64,
+    /// Its role after the change.
+    pub role: Role,
+}
+
+/// One committed Raft conf change and what applying it did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AppliedConfChange {
+    /// Its Raft log index.
+    pub index: u64,
+    /// The role changes it names, in order.
+    pub changes: Vec<RoleChange>,
+    /// `Ok` if raft-rs applied it, or raft-rs's reason for refusing it (the same on every
+    /// peer; the configuration is unchanged then).
+    pub outcome: std::result::Result<(), String>,
+}
+
 /// Where a peer keeps its Raft log: in memory or in a directory.
 enum PeerStorage {
     Memory(MemStorage),
@@ -143,6 +207,17 @@ impl PeerStorage {
                 Ok(())
             }
             PeerStorage::Disk(s) => s.set_commit(commit),
+        }
+    }
+
+    /// Stores the configuration after the conf change at log index `index`.
+    fn set_conf_state(&mut self, cs: ConfState, index: u64) -> Result<()> {
+        match self {
+            PeerStorage::Memory(s) => {
+                s.wl().set_conf_state(cs);
+                Ok(())
+            }
+            PeerStorage::Disk(s) => s.set_conf_state(cs, index),
         }
     }
 }
@@ -204,6 +279,7 @@ pub struct RaftMembership {
     membership: Membership,
     messages: VecDeque<Message>,
     applied: VecDeque<Applied>,
+    conf_changes: VecDeque<AppliedConfChange>,
     undecodable: u64,
 }
 
@@ -263,12 +339,38 @@ impl RaftMembership {
         Self::start(&config, PeerStorage::Disk(Box::new(storage)), membership)
     }
 
-    fn start(config: &Config, storage: PeerStorage, membership: Membership) -> Result<Self> {
+    fn start(config: &Config, storage: PeerStorage, mut membership: Membership) -> Result<Self> {
         let logger = slog::Logger::root(slog::Discard, slog::o!());
-        let node = RawNode::new(config, storage, &logger)?;
-        let mut peer =
-            RaftMembership { node, membership, messages: VecDeque::new(), applied: VecDeque::new(), undecodable: 0 };
-        // A reopened log: raft-rs delivers the committed entries since `Config::applied` (0).
+        let mut config = config.clone();
+        let mut applied = VecDeque::new();
+        let mut undecodable = 0;
+        // A reopened log: the stored conf state is the configuration as of its conf index, so
+        // raft-rs starts there (`Config::applied`) and the commands up to it are re-applied
+        // here, from the log; their conf changes are already in the conf state.
+        if let PeerStorage::Disk(s) = &storage {
+            let (_, conf_index) = s.conf_state();
+            if conf_index > 0 {
+                let entries = s.entries(1, conf_index + 1, None, GetEntriesContext::empty(false))?;
+                for entry in entries.iter().filter(|e| e.get_entry_type() == EntryType::EntryNormal) {
+                    match apply_command(&mut membership, entry) {
+                        Some(Ok(a)) => applied.push_back(a),
+                        Some(Err(())) => undecodable += 1,
+                        None => {}
+                    }
+                }
+            }
+            config.applied = conf_index;
+        }
+        let node = RawNode::new(&config, storage, &logger)?;
+        let mut peer = RaftMembership {
+            node,
+            membership,
+            messages: VecDeque::new(),
+            applied,
+            conf_changes: VecDeque::new(),
+            undecodable,
+        };
+        // raft-rs delivers the committed entries after `Config::applied`.
         peer.process_ready()?;
         Ok(peer)
     }
@@ -334,11 +436,36 @@ impl RaftMembership {
         self.applied.pop_front()
     }
 
+    /// Returns the next committed Raft conf change applied to the group's configuration, in
+    /// log order (module docs, "Voters"). A reopened peer reports only those after its stored
+    /// conf index.
+    pub fn poll_conf_change(&mut self) -> Option<AppliedConfChange> {
+        self.conf_changes.pop_front()
+    }
+
     // ---- getters --------------------------------------------------------------------------
 
     /// Returns the membership as of the last applied command.
     pub fn membership(&self) -> &Membership {
         &self.membership
+    }
+
+    /// Returns the nodes that vote in the Raft group as of the last applied conf change, in id
+    /// order.
+    pub fn voters(&self) -> Vec<NodeId> {
+        self.conf_state().voters.iter().filter_map(|&id| node_of(id)).collect()
+    }
+
+    /// Returns the Raft learners as of the last applied conf change, in id order.
+    pub fn learners(&self) -> Vec<NodeId> {
+        self.conf_state().learners.iter().filter_map(|&id| node_of(id)).collect()
+    }
+
+    fn conf_state(&self) -> ConfState {
+        let mut cs = self.node.raft.prs().conf().to_conf_state();
+        cs.voters.sort_unstable();
+        cs.learners.sort_unstable();
+        cs
     }
 
     /// Returns whether this peer is the Raft leader.
@@ -374,48 +501,213 @@ impl RaftMembership {
 
     // ---- the Ready loop -------------------------------------------------------------------
 
-    /// Handles every pending `Ready` in raft-rs's order: send messages, apply a snapshot,
-    /// apply committed entries, persist new entries and the hard state, send the messages
-    /// that waited for persistence, advance (then persist the new commit index).
+    /// Handles every pending `Ready`, then, on the leader, takes the next step towards one
+    /// voter per live DC ([`plan_conf_step`]) and handles the `Ready` that makes.
     fn process_ready(&mut self) -> Result<()> {
+        self.drain_ready()?;
+        if self.step_voters() {
+            self.drain_ready()?;
+        }
+        Ok(())
+    }
+
+    /// Handles every pending `Ready` in raft-rs's order: send messages, apply a snapshot,
+    /// persist new entries and the hard state, apply committed entries, send the messages
+    /// that waited for persistence, advance (then persist the new commit index and apply what
+    /// it commits). The hard state is persisted before the entries it commits are applied, so
+    /// a stored conf index is never beyond the stored commit index.
+    fn drain_ready(&mut self) -> Result<()> {
         while self.node.has_ready() {
             let mut ready = self.node.ready();
             self.messages.extend(ready.take_messages());
             if !ready.snapshot().is_empty() {
                 return Err(Error::SnapshotUnsupported);
             }
-            self.apply_entries(ready.take_committed_entries());
             self.node.mut_store().append(ready.entries())?;
             if let Some(hs) = ready.hs() {
                 self.node.mut_store().set_hardstate(hs.clone())?;
             }
+            self.apply_entries(ready.take_committed_entries())?;
             self.messages.extend(ready.take_persisted_messages());
             let mut light = self.node.advance(ready);
             if let Some(commit) = light.commit_index() {
                 self.node.mut_store().set_commit(commit)?;
             }
             self.messages.extend(light.take_messages());
-            self.apply_entries(light.take_committed_entries());
+            self.apply_entries(light.take_committed_entries())?;
             self.node.advance_apply();
         }
         Ok(())
     }
 
-    fn apply_entries(&mut self, entries: Vec<raft::eraftpb::Entry>) {
+    fn apply_entries(&mut self, entries: Vec<Entry>) -> Result<()> {
         for entry in entries {
-            // The leader's empty entry on election, and conf changes (never proposed here).
-            if entry.get_entry_type() != EntryType::EntryNormal || entry.data.is_empty() {
-                continue;
-            }
-            match serde_json::from_slice::<Command>(&entry.data) {
-                Ok(command) => {
-                    let outcome = self.membership.apply(&command);
-                    self.applied.push_back(Applied { index: entry.index, command, outcome });
-                }
-                Err(_) => self.undecodable += 1,
+            match entry.get_entry_type() {
+                EntryType::EntryNormal => match apply_command(&mut self.membership, &entry) {
+                    Some(Ok(a)) => self.applied.push_back(a),
+                    Some(Err(())) => self.undecodable += 1,
+                    None => {}
+                },
+                EntryType::EntryConfChange | EntryType::EntryConfChangeV2 => self.apply_conf_change(&entry)?,
             }
         }
+        Ok(())
     }
+
+    /// Applies one committed conf change entry to raft-rs's configuration and stores the
+    /// configuration it gives. One that does not decode or that raft-rs refuses changes
+    /// nothing, on every peer alike.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::StorageIo`] if storing the configuration fails.
+    fn apply_conf_change(&mut self, entry: &Entry) -> Result<()> {
+        let decoded = if entry.get_entry_type() == EntryType::EntryConfChange {
+            <ConfChange as protobuf::Message>::parse_from_bytes(&entry.data).map(|v1| {
+                let mut single = ConfChangeSingle::default();
+                single.set_change_type(v1.get_change_type());
+                single.node_id = v1.node_id;
+                let mut cc = ConfChangeV2::default();
+                cc.set_changes(vec![single].into());
+                cc
+            })
+        } else {
+            <ConfChangeV2 as protobuf::Message>::parse_from_bytes(&entry.data)
+        };
+        let Ok(cc) = decoded else {
+            self.undecodable += 1;
+            return Ok(());
+        };
+        let changes = cc
+            .changes
+            .iter()
+            .map(|c| RoleChange {
+                raft_id: c.node_id,
+                role: match c.get_change_type() {
+                    ConfChangeType::AddNode => Role::Voter,
+                    ConfChangeType::AddLearnerNode => Role::Learner,
+                    ConfChangeType::RemoveNode => Role::Removed,
+                },
+            })
+            .collect();
+        let outcome = match self.node.apply_conf_change(&cc) {
+            Ok(cs) => {
+                self.node.mut_store().set_conf_state(cs, entry.index)?;
+                Ok(())
+            }
+            Err(e) => Err(e.to_string()),
+        };
+        self.conf_changes.push_back(AppliedConfChange { index: entry.index, changes, outcome });
+        Ok(())
+    }
+
+    /// On the leader with no conf change pending (raft-rs allows one at a time, and counts a
+    /// new leader's as pending until its first entry is applied), proposes the next conf
+    /// change of [`plan_conf_step`], or asks a voter to take over the leadership. Returns
+    /// whether it did something. A proposal raft-rs drops (e.g. during a leadership transfer)
+    /// is planned again at the next call: the plan is a function of the applied state.
+    fn step_voters(&mut self) -> bool {
+        let raft = &self.node.raft;
+        if raft.state != StateRole::Leader || raft.has_pending_conf() || raft.lead_transferee.is_some() {
+            return false;
+        }
+        let Some(leader) = node_of(raft.id) else { return false };
+        let committed = raft.raft_log.committed;
+        let caught_up = |n: NodeId| raft.prs().get(raft_id(n)).is_some_and(|pr| n == leader || pr.matched >= committed);
+        let step = plan_conf_step(&self.membership, &self.voters(), &self.learners(), leader, caught_up);
+        let (node, change_type) = match step {
+            None => return false,
+            Some(ConfStep::TransferLeader(to)) => {
+                self.node.transfer_leader(raft_id(to));
+                return true;
+            }
+            Some(ConfStep::MakeLearner(n)) => (n, ConfChangeType::AddLearnerNode),
+            Some(ConfStep::MakeVoter(n)) => (n, ConfChangeType::AddNode),
+        };
+        let mut single = ConfChangeSingle::default();
+        single.set_change_type(change_type);
+        single.node_id = raft_id(node);
+        let mut cc = ConfChangeV2::default();
+        cc.set_changes(vec![single].into());
+        // One change, automatic transition: a simple (not joint) change.
+        self.node.propose_conf_change(Vec::new(), cc).is_ok()
+    }
+}
+
+/// Decodes one normal entry as a [`Command`] and applies it to `membership`: `None` for an
+/// empty entry (a new leader's), `Some(Err(()))` for one that does not decode.
+fn apply_command(membership: &mut Membership, entry: &Entry) -> Option<std::result::Result<Applied, ()>> {
+    if entry.data.is_empty() {
+        return None;
+    }
+    Some(match serde_json::from_slice::<Command>(&entry.data) {
+        Ok(command) => {
+            let outcome = membership.apply(&command);
+            Ok(Applied { index: entry.index, command, outcome })
+        }
+        Err(_) => Err(()),
+    })
+}
+
+/// The leader's next step towards one Raft voter per live DC, from [`plan_conf_step`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ConfStep {
+    /// Demote this voter to a learner (a conf change).
+    MakeLearner(NodeId),
+    /// Promote this learner to a voter (a conf change).
+    MakeVoter(NodeId),
+    /// Hand the leadership to this voter: the leader itself is to be demoted, and raft-rs
+    /// does not step a demoted leader down cleanly.
+    TransferLeader(NodeId),
+}
+
+/// Returns the next step that brings the Raft voters towards exactly one voter per live DC
+/// of `membership` (a DC that is up with an up node), or `None` if they are there.
+///
+/// In order: demote a voter whose node or DC is removed, or that is a second voter of its
+/// DC (`leader` is the one kept if it is one of the two), unless it is the leader; promote
+/// the learner of lowest id on an up node of a live DC without a voter, if `caught_up` says
+/// it holds the committed log; hand the leadership to a caught-up kept voter if the leader
+/// itself is to be demoted. Demotions come first: each shrinks the majority that the
+/// remaining voters must reach, which is what lets a group that lost a second DC commit.
+///
+/// One step is one voter more or less: raft-rs applies it as a simple conf change, which is
+/// safe one at a time (Raft thesis §4.1); the caller proposes the next only after this one is
+/// applied.
+pub(crate) fn plan_conf_step(
+    membership: &Membership,
+    voters: &[NodeId],
+    learners: &[NodeId],
+    leader: NodeId,
+    caught_up: impl Fn(NodeId) -> bool,
+) -> Option<ConfStep> {
+    let mut kept = Vec::new();
+    let mut kept_dcs = BTreeSet::new();
+    let mut dropped = Vec::new();
+    let leader_first =
+        voters.iter().copied().filter(|&v| v == leader).chain(voters.iter().copied().filter(|&v| v != leader));
+    for v in leader_first {
+        match membership.dc_of(v) {
+            Some(dc) if membership.is_node_up(v) && kept_dcs.insert(dc) => kept.push(v),
+            _ => dropped.push(v),
+        }
+    }
+    if let Some(&v) = dropped.iter().find(|&&v| v != leader) {
+        return Some(ConfStep::MakeLearner(v));
+    }
+    for (dc, _) in membership.dcs().filter(|&(dc, s)| s == Status::Up && !kept_dcs.contains(&dc)) {
+        let candidate = learners
+            .iter()
+            .copied()
+            .find(|&n| membership.dc_of(n) == Some(dc) && membership.is_node_up(n) && caught_up(n));
+        if let Some(n) = candidate {
+            return Some(ConfStep::MakeVoter(n));
+        }
+    }
+    if dropped.contains(&leader) {
+        return kept.iter().copied().find(|&v| caught_up(v)).map(ConfStep::TransferLeader);
+    }
+    None
 }
 
 /// Checks the group's peers against the membership and returns the raft-rs configuration of
@@ -504,6 +796,10 @@ mod tests {
         applied: BTreeMap<u64, Vec<Applied>>,
         /// The peers' storage directories, `node<id>` under it; `None` for in-memory logs.
         dir: Option<tempfile::TempDir>,
+        /// The initial Raft voters, Raft learners and membership every peer starts from.
+        voters: Vec<NodeId>,
+        learners: Vec<NodeId>,
+        initial: Membership,
     }
 
     const ALL: [NodeId; 4] = [VOTERS[0], VOTERS[1], VOTERS[2], LEARNER];
@@ -520,8 +816,26 @@ mod tests {
         }
 
         fn start(dir: Option<tempfile::TempDir>) -> Self {
-            let mut g = Group { peers: BTreeMap::new(), isolated: BTreeSet::new(), applied: BTreeMap::new(), dir };
-            for n in ALL {
+            Self::start_with(dir, &VOTERS, &[LEARNER], membership())
+        }
+
+        /// The group of `voters` and `learners` over `initial`, each log in a directory.
+        fn start_with(
+            dir: Option<tempfile::TempDir>,
+            voters: &[NodeId],
+            learners: &[NodeId],
+            initial: Membership,
+        ) -> Self {
+            let mut g = Group {
+                peers: BTreeMap::new(),
+                isolated: BTreeSet::new(),
+                applied: BTreeMap::new(),
+                dir,
+                voters: voters.to_vec(),
+                learners: learners.to_vec(),
+                initial,
+            };
+            for n in voters.iter().chain(learners).copied().collect::<Vec<_>>() {
                 let peer = g.open(n).unwrap();
                 g.peers.insert(raft_id(n), peer);
             }
@@ -534,13 +848,15 @@ mod tests {
 
         fn open(&self, node: NodeId) -> Result<RaftMembership> {
             match &self.dir {
-                None => RaftMembership::new(node, &VOTERS, &[LEARNER], membership(), RaftTicks::default()),
+                None => {
+                    RaftMembership::new(node, &self.voters, &self.learners, self.initial.clone(), RaftTicks::default())
+                }
                 Some(_) => RaftMembership::open(
                     &self.dir_of(node),
                     node,
-                    &VOTERS,
-                    &[LEARNER],
-                    membership(),
+                    &self.voters,
+                    &self.learners,
+                    self.initial.clone(),
                     RaftTicks::default(),
                 ),
             }
@@ -754,17 +1070,21 @@ mod tests {
         g.peer(NodeId(0)).propose(&Command::RemoveDc(DcId(2))).unwrap();
         g.peer(NodeId(0)).propose(&Command::RemoveNode(NodeId(3))).unwrap();
         g.tick(3);
+        assert_eq!(g.peer(NodeId(0)).voters(), vec![NodeId(0), NodeId(2)], "the removed DC's voter is demoted");
+        // Back, DC 2's node votes again; without it, crashing node 0 would leave 1 of 2 voters.
+        g.peer(NodeId(0)).propose(&Command::RestoreDc(DcId(2))).unwrap();
+        g.tick(3);
+        assert_eq!(g.peer(NodeId(0)).voters(), VOTERS);
         let before = g.peer(NodeId(0)).membership().clone();
         let term = g.peer(NodeId(0)).term();
         let applied = applied_commands(&g, NodeId(0));
         assert_eq!(before.epoch(), Epoch(2));
-        assert_eq!(applied.len(), 2, "{applied:?}");
+        assert_eq!(applied.len(), 3, "{applied:?}");
 
         g.crash(NodeId(0));
         let leader = g.elect();
         assert_ne!(leader, NodeId(0));
         let learner_node = NodeId(5);
-        g.peer(leader).propose(&Command::RestoreDc(DcId(2))).unwrap();
         g.peer(leader).propose(&Command::AddLearner { partition: PartitionId(0), node: learner_node }).unwrap();
         g.tick(3);
         let majority = g.peer(leader).membership().clone();
@@ -778,6 +1098,8 @@ mod tests {
         assert_eq!(recovery.term, term);
         assert!(!peer.is_leader());
         assert_eq!(peer.membership(), &before, "the membership is rebuilt from the committed log");
+        assert_eq!(peer.voters(), VOTERS, "the configuration is read back");
+        assert!(recovery.conf_index > 0 && recovery.conf_index <= recovery.commit, "{recovery:?}");
         assert_eq!(applied_commands(&g, NodeId(0)), applied, "replayed once, in order, with their indexes");
         assert!(applied.iter().all(|&(index, _)| index <= recovery.commit));
 
@@ -924,5 +1246,176 @@ mod tests {
         assert!(!fresh.exists());
         assert!(open(NodeId(0), &VOTERS, &dir).unwrap().recovery().is_some());
         assert!(Group::new().peer(NodeId(0)).recovery().is_none());
+    }
+
+    /// 4 DCs × 2 nodes (nodes 2d, 2d+1 in DC d), 4 partitions of n = 3; the voters are the
+    /// even nodes, the learners the odd ones.
+    fn four_dcs() -> (Membership, Vec<NodeId>, Vec<NodeId>) {
+        let nodes = (0..8).map(|n| (NodeId(n), DcId(n / 2)));
+        let partitions =
+            (0..4u32).map(|p| (PartitionId(p), (0..3).map(|d| NodeId(2 * ((p as u16 + d) % 4))).collect()));
+        let m = Membership::new(Epoch(1), nodes, partitions, 3).unwrap();
+        (m, (0..4).map(|d| NodeId(2 * d)).collect(), (0..4).map(|d| NodeId(2 * d + 1)).collect())
+    }
+
+    fn four_dc_group_on_disk() -> Group {
+        let (m, voters, learners) = four_dcs();
+        Group::start_with(Some(tempfile::tempdir().unwrap()), &voters, &learners, m)
+    }
+
+    /// Raft §4.2.2 of the thesis (a majority of the *current* configuration): on 4 DCs, DC 1
+    /// dies and is removed, which demotes its voter; then DC 2 dies too, and the 2 voters left
+    /// of 3 commit its removal — 2 of the 4 initial voters could not. The new configuration
+    /// survives a restart of every peer from its directory, and a restored DC votes again.
+    #[test]
+    fn a_removed_dcs_voter_is_demoted_so_a_second_dead_dc_can_be_removed() {
+        let mut g = four_dc_group_on_disk();
+        let initial_voters = g.voters.clone();
+        g.peer(NodeId(0)).campaign().unwrap();
+        g.deliver();
+        for n in [NodeId(2), NodeId(3)] {
+            g.crash(n); // DC 1 dies
+        }
+        g.peer(NodeId(0)).propose(&Command::RemoveDc(DcId(1))).unwrap();
+        g.tick(3);
+        for n in [0, 1, 4, 5, 6, 7].map(NodeId) {
+            assert_eq!(g.peer(n).voters(), [0, 4, 6].map(NodeId), "{n}");
+            assert!(g.peer(n).learners().contains(&NodeId(2)), "{n}: demoted, not removed");
+        }
+        let changes: Vec<AppliedConfChange> = std::iter::from_fn(|| g.peer(NodeId(6)).poll_conf_change()).collect();
+        assert_eq!(changes.len(), 1, "{changes:?}");
+        assert_eq!(changes[0].changes, vec![RoleChange { raft_id: raft_id(NodeId(2)), role: Role::Learner }]);
+        assert_eq!(changes[0].outcome, Ok(()));
+
+        for n in [NodeId(4), NodeId(5)] {
+            g.crash(n); // DC 2 dies
+        }
+        let alive_voters: Vec<NodeId> =
+            g.peer(NodeId(0)).voters().into_iter().filter(|v| g.peers.contains_key(&raft_id(*v))).collect();
+        assert_eq!(alive_voters, [NodeId(0), NodeId(6)]);
+        assert!(alive_voters.len() < raft::majority(initial_voters.len()), "2 of the 4 initial voters are no majority");
+        assert!(alive_voters.len() >= raft::majority(g.peer(NodeId(0)).voters().len()), "2 of 3 are");
+        g.peer(NodeId(0)).propose(&Command::RemoveDc(DcId(2))).unwrap();
+        g.tick(3);
+        for n in [0, 1, 6, 7].map(NodeId) {
+            assert_eq!(g.commands(n), vec![Command::RemoveDc(DcId(1)), Command::RemoveDc(DcId(2))], "{n}");
+            assert_eq!(g.peer(n).voters(), [0, 6].map(NodeId), "{n}");
+        }
+        let majority = g.peer(NodeId(0)).membership().clone();
+
+        // Every live peer restarts from its directory with the current configuration.
+        for n in [0, 1, 6, 7].map(NodeId) {
+            g.crash(n);
+        }
+        for n in [0, 1, 6, 7].map(NodeId) {
+            let peer = g.restart(n);
+            assert_eq!(peer.voters(), [0, 6].map(NodeId), "{n}");
+            assert_eq!(peer.learners(), [1, 2, 3, 4, 5, 7].map(NodeId), "{n}");
+            assert_eq!(peer.membership(), &majority, "{n}");
+            let recovery = peer.recovery().unwrap();
+            assert!(recovery.conf_index > 0 && recovery.conf_index <= recovery.commit, "{n}: {recovery:?}");
+        }
+        let leader = g.elect();
+        assert!([NodeId(0), NodeId(6)].contains(&leader));
+
+        // DC 1 comes back: it restarts as a voter of its old configuration, learns from the
+        // leader that it was removed and demoted, and votes again once restored.
+        g.restart(NodeId(2));
+        g.restart(NodeId(3));
+        g.tick(5);
+        assert_eq!(g.peer(NodeId(2)).membership().dc_status(DcId(1)), Some(Status::Removed));
+        assert_eq!(g.peer(NodeId(2)).voters(), [0, 6].map(NodeId));
+        let leader = g.elect();
+        g.peer(leader).propose(&Command::RestoreDc(DcId(1))).unwrap();
+        g.tick(5);
+        for n in [0, 1, 2, 3, 6, 7].map(NodeId) {
+            assert_eq!(g.peer(n).voters(), [0, 2, 6].map(NodeId), "{n}");
+            assert_eq!(g.peer(n).membership().dc_status(DcId(1)), Some(Status::Up), "{n}");
+        }
+        // The restored voter counts: with it, the group commits without node 6.
+        g.crash(NodeId(6));
+        g.crash(NodeId(7));
+        let leader = g.elect();
+        g.peer(leader).propose(&Command::RemoveNode(NodeId(3))).unwrap();
+        g.tick(3);
+        assert_eq!(g.peer(NodeId(2)).membership().node_status(NodeId(3)), Some(Status::Removed));
+    }
+
+    /// The contrast: without a conf change (both DCs die before either is removed), 2 of 4
+    /// voters elect no leader and commit nothing.
+    #[test]
+    fn two_of_four_voters_commit_nothing() {
+        let mut g = four_dc_group_on_disk();
+        g.peer(NodeId(0)).campaign().unwrap();
+        g.deliver();
+        for n in [2, 3, 4, 5].map(NodeId) {
+            g.crash(n);
+        }
+        g.peer(NodeId(0)).propose(&Command::RemoveDc(DcId(1))).unwrap();
+        g.tick(100);
+        assert!(g.leaders().is_empty(), "check-quorum steps the leader down");
+        for n in [0, 1, 6, 7].map(NodeId) {
+            assert!(g.commands(n).is_empty(), "{n}");
+            assert_eq!(g.peer(n).voters().len(), 4);
+        }
+    }
+
+    /// A leader that crashes between applying a removal and getting its conf change out:
+    /// the next leader sees the voter set and the membership disagree and proposes the
+    /// demotion itself (handing the leadership over first if it is the voter to demote).
+    #[test]
+    fn a_new_leader_finishes_a_demotion_its_predecessor_did_not_get_out() {
+        let mut g = Group::on_disk();
+        g.peer(NodeId(0)).campaign().unwrap();
+        g.deliver();
+        g.peer(NodeId(0)).propose(&Command::RemoveDc(DcId(1))).unwrap();
+        while g.peer(NodeId(0)).membership().dc_status(DcId(1)) == Some(Status::Up) {
+            let mut batch = Vec::new();
+            for peer in g.peers.values_mut() {
+                batch.extend(std::iter::from_fn(|| peer.poll_message()));
+            }
+            assert!(!batch.is_empty(), "the removal commits");
+            for m in batch {
+                g.peer(node_of(m.to).unwrap()).handle_message(m).unwrap();
+            }
+        }
+        assert!(g.peer(NodeId(0)).node.raft.has_pending_conf(), "the leader proposed the demotion");
+        g.crash(NodeId(0)); // with the conf change entry unsent
+        let mut ticks = 0;
+        while g.peer(NodeId(4)).voters() != [NodeId(0), NodeId(4)] {
+            assert!(ticks < 2_000, "no demotion after {ticks} ticks");
+            g.tick(1);
+            ticks += 1;
+        }
+        assert_eq!(g.peer(NodeId(2)).voters(), [NodeId(0), NodeId(4)], "the demoted peer learns it");
+        assert!(!g.peer(NodeId(2)).is_leader());
+        g.restart(NodeId(0));
+        g.tick(20);
+        assert_eq!(g.peer(NodeId(0)).voters(), [NodeId(0), NodeId(4)]);
+        assert_eq!(g.commands(NodeId(0)), vec![Command::RemoveDc(DcId(1))]);
+    }
+
+    #[test]
+    fn the_plan_keeps_one_voter_per_live_dc_one_step_at_a_time() {
+        let (mut m, voters, learners) = four_dcs();
+        let all = |_| true;
+        let plan = |m: &Membership, v: &[NodeId], l: &[NodeId], leader, up: &dyn Fn(NodeId) -> bool| {
+            plan_conf_step(m, v, l, NodeId(leader), up)
+        };
+        assert_eq!(plan(&m, &voters, &learners, 0, &all), None);
+        m.apply(&Command::RemoveNode(NodeId(4))).unwrap();
+        assert_eq!(plan(&m, &voters, &learners, 0, &all), Some(ConfStep::MakeLearner(NodeId(4))));
+        let v = [0, 2, 6].map(NodeId);
+        let l = [1, 3, 4, 5, 7].map(NodeId);
+        assert_eq!(plan(&m, &v, &l, 0, &all), Some(ConfStep::MakeVoter(NodeId(5))), "DC 2's other node");
+        assert_eq!(plan(&m, &v, &l, 0, &|n| n != NodeId(5)), None, "not before it has the log");
+        // Two voters in one DC: the one that is not the leader goes.
+        assert_eq!(plan(&m, &[0, 1, 2, 6].map(NodeId), &l, 1, &all), Some(ConfStep::MakeLearner(NodeId(0))));
+        // The leader's own DC removed: it hands the leadership to a caught-up voter.
+        m.apply(&Command::RemoveDc(DcId(0))).unwrap();
+        let v = [0, 2, 5, 6].map(NodeId);
+        let l = [1, 3, 4, 7].map(NodeId);
+        assert_eq!(plan(&m, &v, &l, 0, &|n| n != NodeId(2)), Some(ConfStep::TransferLeader(NodeId(5))));
+        assert_eq!(plan(&m, &v, &l, 2, &all), Some(ConfStep::MakeLearner(NodeId(0))));
     }
 }
