@@ -145,6 +145,29 @@ fn holds_a_voter(topology: &Topology, dc: &redt_proto::Dc) -> bool {
     topology.partitions.iter().any(|p| p.replicas.iter().any(|n| dc.nodes.contains(n)))
 }
 
+/// The voter repairs `node` owes after its placement moved from `before` to `after`: every
+/// partition it is a voter of in `after` that lost a voter on the way (removed with its DC,
+/// or its node), with the other voters of `after` to copy from.
+///
+/// Why (notes/failover.md, "Rebuild"; open bug 2 of session 8): a commit that leaves a
+/// replica behind gives its catch-up to one up-to-date replica's DC; if that DC dies before it
+/// ships and is removed, it drops its undecided entries when it comes back, and the replica
+/// behind would keep its old values. So every remaining voter copies the partition from
+/// every other voter, under the Thomas write rule, as a learner does: each ends up with the
+/// newest version of every cell any of them holds (sim seed 1, bank, world-5dc-n5,
+/// `all,remove`).
+pub fn repairs(before: &Topology, after: &Topology, node: NodeId) -> Vec<(PartitionId, Vec<NodeId>)> {
+    after
+        .partitions
+        .iter()
+        .filter(|p| p.replicas.contains(&node))
+        .filter(|p| {
+            before.partitions.get(p.id.0 as usize).is_some_and(|b| b.replicas.iter().any(|v| !p.replicas.contains(v)))
+        })
+        .map(|p| (p.id, p.replicas.iter().copied().filter(|&v| v != node).collect()))
+        .collect()
+}
+
 /// One partition's replicas in a placement: the voters in order (the first is the primary
 /// the baselines use) and the learners being rebuilt.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -232,6 +255,33 @@ mod tests {
         assert!(epochs.holds_replica(gone, None));
         epochs.adopt(Arc::new(next));
         assert!(!epochs.holds_replica(gone, None), "a removed DC's node holds nothing");
+    }
+
+    #[test]
+    fn the_voters_left_after_a_removal_repair_from_each_other() {
+        let t = topology();
+        let after = without_dc(&t, DcId(1));
+        let dc1 = &t.dcs[1].nodes;
+        for node in t.nodes.iter().map(|n| n.id) {
+            let owed = repairs(&t, &after, node);
+            for p in &after.partitions {
+                let lost = t.partitions[p.id.0 as usize].replicas.iter().any(|v| dc1.contains(v));
+                let voter = p.replicas.contains(&node);
+                match owed.iter().find(|(q, _)| *q == p.id) {
+                    Some((_, from)) => {
+                        assert!(lost && voter, "{node} repairs {} for nothing", p.id);
+                        let mut others = p.replicas.clone();
+                        others.retain(|&v| v != node);
+                        assert_eq!(from, &others, "copies from every other voter");
+                    }
+                    None => assert!(!(lost && voter), "{node} owes {} a repair", p.id),
+                }
+            }
+        }
+        // No voter lost (a new epoch with the same replicas, or a promotion): no repair.
+        let same = placement(&after, Epoch(after.epoch.0 + 1), &BTreeMap::new());
+        assert!(t.nodes.iter().all(|n| repairs(&after, &same, n.id).is_empty()));
+        assert!(t.nodes.iter().all(|n| repairs(&after, &t, n.id).is_empty()), "voters only added");
     }
 
     #[test]

@@ -150,7 +150,7 @@ impl Node {
             heartbeats,
             raft: failover.then_some(raft),
             membership: Arc::new(MembershipView::default()),
-            rebuilds: Default::default(),
+            rebuilds: crate::rebuild_task::Rebuilds::new(parts.topology.clone()),
             replication_factor: parts.topology.partitions.iter().map(|p| p.replicas.len()).max().unwrap_or(1),
         });
         recovery_task::spawn(&node)?;

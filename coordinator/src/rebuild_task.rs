@@ -5,22 +5,52 @@
 //! the membership's leader finds it and proposes the promotion
 //! (`crate::membership_task`). The simulation drives the same machine on its virtual clock
 //! (`sim/src/world.rs`, `pump_rebuild`).
+//!
+//! The same copy repairs a voter: when a placement the node adopts takes a voter away from a
+//! partition this node votes in, the node copies that partition from every other voter
+//! ([`crate::epochs::repairs`] says why), with no promotion at the end. Its progress is in the
+//! node's log, not in `redt status`.
 
 use crate::node::Node;
 use crate::rebuild::{Rebuild, RebuildAction, RebuildOptions, RebuildProgress, RebuildState};
-use redt_proto::{Epoch, NodeId, PartitionId};
-use std::collections::BTreeMap;
+use redt_proto::{Epoch, NodeId, PartitionId, Topology};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Instant;
 use tokio::task::JoinSet;
 
-/// The rebuilds of a node, by partition.
+/// The rebuilds of a node, by partition, and its voter repairs.
+#[derive(Debug)]
+pub(crate) struct Rebuilds {
+    learners: Mutex<BTreeMap<PartitionId, RebuildState>>,
+    repairs: Mutex<Repairs>,
+}
+
+/// The voter repairs of a node: the placement [`start`] last looked at, and the partitions
+/// being repaired.
 #[derive(Debug, Default)]
-pub(crate) struct Rebuilds(Mutex<BTreeMap<PartitionId, RebuildState>>);
+struct Repairs {
+    seen: Option<Arc<Topology>>,
+    running: BTreeSet<PartitionId>,
+}
 
 impl Rebuilds {
+    /// No rebuild yet; `file` is the placement the node starts from (its topology file's),
+    /// which the first placement it adopts is compared with: a node that restarts repairs
+    /// again every partition that lost a voter since (its memory of the repairs is gone).
+    pub(crate) fn new(file: Arc<Topology>) -> Rebuilds {
+        Rebuilds {
+            learners: Mutex::default(),
+            repairs: Mutex::new(Repairs { seen: Some(file), running: BTreeSet::new() }),
+        }
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<PartitionId, RebuildState>> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner())
+        self.learners.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn repairs(&self) -> std::sync::MutexGuard<'_, Repairs> {
+        self.repairs.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Every rebuild this node runs or finished, by partition.
@@ -31,8 +61,31 @@ impl Rebuilds {
 
 /// Starts a rebuild task for every partition the node's current placement makes it a learner
 /// of that it is not rebuilding yet (called after each placement the node adopts, and at
-/// start). Forgets the rebuilds of partitions it is no longer a learner of.
+/// start). Forgets the rebuilds of partitions it is no longer a learner of. Then starts the
+/// voter repairs the placement owes since the one this was last called with.
 pub(crate) fn start(node: &Arc<Node>) {
+    start_learners(node);
+    let current = node.epochs.current();
+    let mut repairs = node.rebuilds.repairs();
+    let Some(before) = repairs.seen.replace(current.clone()) else { return };
+    for (p, from) in crate::epochs::repairs(&before, &current, node.id) {
+        if from.is_empty() || !repairs.running.insert(p) {
+            continue;
+        }
+        tracing::info!(node = %node.id, partition = %p, epoch = %current.epoch, ?from, "voter repair started: copying from every other voter");
+        tokio::spawn(run(Arc::downgrade(node), p, Role::Repair(current.epoch), from));
+    }
+}
+
+/// Why a copy runs: a learner being rebuilt (added in that epoch), or a voter repairing at
+/// that epoch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Role {
+    Learner(Epoch),
+    Repair(Epoch),
+}
+
+fn start_learners(node: &Arc<Node>) {
     let current = node.epochs.current();
     let mut rebuilds = node.rebuilds.lock();
     rebuilds.retain(|p, s| {
@@ -59,7 +112,7 @@ pub(crate) fn start(node: &Arc<Node>) {
         };
         rebuilds.insert(p.id, state);
         tracing::info!(node = %node.id, partition = %p.id, epoch = %learner.added_in, ?voters, "rebuild started: copying from every voter");
-        tokio::spawn(run(Arc::downgrade(node), p.id, learner.added_in, voters));
+        tokio::spawn(run(Arc::downgrade(node), p.id, Role::Learner(learner.added_in), voters));
     }
 }
 
@@ -69,8 +122,16 @@ enum Event {
     Applied(usize, Result<usize, String>),
 }
 
-async fn run(node: Weak<Node>, partition: PartitionId, added_in: Epoch, voters: Vec<NodeId>) {
+async fn run(node: Weak<Node>, partition: PartitionId, role: Role, voters: Vec<NodeId>) {
+    run_copy(&node, partition, role, voters).await;
+    if let (Role::Repair(_), Some(n)) = (role, node.upgrade()) {
+        n.rebuilds.repairs().running.remove(&partition);
+    }
+}
+
+async fn run_copy(node: &Weak<Node>, partition: PartitionId, role: Role, voters: Vec<NodeId>) {
     let started = Instant::now();
+    let (Role::Learner(added_in) | Role::Repair(added_in)) = role;
     let mut machine = Rebuild::start(partition, added_in, &voters, RebuildOptions::default(), started);
     let mut pending: JoinSet<Event> = JoinSet::new();
     let mut last_log = started;
@@ -78,7 +139,11 @@ async fn run(node: Weak<Node>, partition: PartitionId, added_in: Epoch, voters: 
         let Some(n) = node.upgrade().filter(|n| !n.is_closed()) else { return };
         let current = n.epochs.current();
         let part = current.partitions.get(partition.0 as usize);
-        if part.and_then(|p| p.learner(n.id)).map(|l| l.added_in) != Some(added_in) {
+        let still = match role {
+            Role::Learner(_) => part.and_then(|p| p.learner(n.id)).map(|l| l.added_in) == Some(added_in),
+            Role::Repair(_) => part.is_some_and(|p| p.replicas.contains(&n.id)),
+        };
+        if !still {
             // Promoted, or removed with its DC: the task is over.
             return;
         }
@@ -110,7 +175,15 @@ async fn run(node: Weak<Node>, partition: PartitionId, added_in: Epoch, voters: 
         }
         let progress = machine.progress();
         let done = machine.is_done();
-        if let Some(s) = n.rebuilds.lock().get_mut(&partition) {
+        if let Role::Repair(epoch) = role {
+            if done {
+                tracing::info!(
+                    node = %n.id, %partition, %epoch, records = progress.records, bytes = progress.bytes,
+                    ms = started.elapsed().as_millis() as u64, "voter repaired"
+                );
+                return;
+            }
+        } else if let Some(s) = n.rebuilds.lock().get_mut(&partition) {
             s.progress = progress;
             s.filled = done;
             s.last_error = machine.last_error().map(str::to_string);

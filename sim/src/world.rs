@@ -126,6 +126,10 @@ pub struct SimConfig {
     pub recovery_turn: Option<Duration>,
     /// Keep an event trace in the report.
     pub trace: bool,
+    /// A deliberate bug (tests only): voters left after a removal do not repair from each
+    /// other (`redt_coordinator::epochs::repairs`), so a catch-up owed by the removed DC is
+    /// lost.
+    pub no_voter_repair: bool,
 }
 
 impl SimConfig {
@@ -143,6 +147,7 @@ impl SimConfig {
             recovery_mutations: RecoveryMutations::default(),
             recovery_turn: None,
             trace: false,
+            no_voter_repair: false,
         }
     }
 }
@@ -204,6 +209,9 @@ pub struct SimReport {
     pub replicas_rebuilt: u64,
     /// Records the rebuilds applied.
     pub rebuild_records: u64,
+    /// Voter repairs completed: a voter of a partition that lost a voter copied it from the
+    /// other voters (`redt_coordinator::epochs::repairs`).
+    pub voter_repairs: u64,
     /// Locks and undecided entries left after the drain (each is also a violation).
     pub leftovers: Vec<Leftover>,
     /// What the checks found wrong.
@@ -266,13 +274,14 @@ impl std::fmt::Display for SimReport {
             writeln!(
                 f,
                 "  failover: {} DC removed; {} commits planned after it, {} on partitions that lost a replica; \
-                 {} rebuilds started, {} replicas rebuilt ({} records copied)",
+                 {} rebuilds started, {} replicas rebuilt ({} records copied), {} voter repairs",
                 self.dcs_removed,
                 self.committed_after_removal,
                 self.committed_on_shrunk_partitions,
                 self.rebuilds_started,
                 self.replicas_rebuilt,
-                self.rebuild_records
+                self.rebuild_records,
+                self.voter_repairs
             )?;
         }
         for v in &self.violations {
@@ -407,8 +416,10 @@ struct SimNode {
     /// the entries whose masks it clears when done, and its queued timer.
     shippers: BTreeMap<u64, (Shipper, Vec<EntryRef>, Option<Micros>)>,
     /// Its learners' snapshot copies (lost in a crash, started again at the restart), with
-    /// their queued timers.
+    /// their queued timers; also its voter repairs (lost in a crash, not started again).
     rebuilds: BTreeMap<PartitionId, (Rebuild, Option<Micros>)>,
+    /// The partitions of `rebuilds` that are voter repairs, not learners' copies.
+    repairing: BTreeSet<PartitionId>,
     /// Its learners whose copy is complete, waiting for the promotion (lost in a crash: the
     /// copy is then made again).
     filled: BTreeSet<(PartitionId, Epoch)>,
@@ -554,6 +565,7 @@ impl World {
                     rpcs: HashMap::new(),
                     shippers: BTreeMap::new(),
                     rebuilds: BTreeMap::new(),
+                    repairing: BTreeSet::new(),
                     filled: BTreeSet::new(),
                     ids: None,
                     skew_ms,
@@ -892,12 +904,14 @@ impl World {
             Ev::Return { node } => self.come_back(node),
             Ev::Adopt { node, index } => {
                 let n = &self.nodes[node.0 as usize];
+                let before = n.epochs.current();
                 for t in &self.placements[..=index] {
                     n.epochs.adopt(t.clone());
                 }
                 let epoch = n.epochs.epoch();
                 self.trace(|| format!("{node} adopts {epoch}"));
                 self.start_rebuilds(node);
+                self.start_repairs(node, &before);
             }
             Ev::ShipTimer { node, inc, ship } => {
                 let now = self.instant(self.now);
@@ -1036,6 +1050,33 @@ impl World {
         }
     }
 
+    /// Starts the voter repairs `node` owes after its placement moved on from `before`
+    /// (`redt_coordinator::epochs::repairs`): the same snapshot copy as a learner's, from every
+    /// other voter, at the node's current epoch, with no promotion at the end.
+    fn start_repairs(&mut self, node: NodeId, before: &Topology) {
+        let i = node.0 as usize;
+        if !self.nodes[i].alive || self.cfg.no_voter_repair {
+            return;
+        }
+        let current = self.nodes[i].epochs.current();
+        let now = self.instant(self.now);
+        let mut started = Vec::new();
+        for (p, from) in redt_coordinator::epochs::repairs(before, &current, node) {
+            let n = &mut self.nodes[i];
+            if n.rebuilds.contains_key(&p) || from.is_empty() {
+                continue;
+            }
+            let options = RebuildOptions { chunk_bytes: 2048, bytes_per_sec: None, ..RebuildOptions::default() };
+            n.rebuilds.insert(p, (Rebuild::start(p, current.epoch, &from, options, now), None));
+            n.repairing.insert(p);
+            started.push(p);
+        }
+        for p in started {
+            self.trace(|| format!("{node} repairs {p} from the other voters"));
+            self.pump_rebuild(node, p);
+        }
+    }
+
     fn pump_rebuild(&mut self, node: NodeId, partition: PartitionId) {
         let i = node.0 as usize;
         loop {
@@ -1061,6 +1102,12 @@ impl World {
         }
         let n = &mut self.nodes[i];
         let Some((r, armed)) = n.rebuilds.get_mut(&partition) else { return };
+        if r.is_done() && n.repairing.remove(&partition) {
+            n.rebuilds.remove(&partition);
+            self.report.voter_repairs += 1;
+            self.trace(|| format!("{node} repaired {partition}"));
+            return;
+        }
         if r.is_done() {
             let added_in = r.epoch();
             n.rebuilds.remove(&partition);
@@ -1127,6 +1174,7 @@ impl World {
         n.rpcs.clear();
         n.shippers.clear();
         n.rebuilds.clear();
+        n.repairing.clear();
         n.filled.clear();
         n.recoverers.clear();
         n.armed.clear();

@@ -347,8 +347,8 @@ fn scan_for_catch_up_mutant_seeds() {
 /// In these 3 s schedules the membership's rebuild (learners, snapshot copy, promotion)
 /// mostly runs during the drain; `rebuild_seeds_pass_every_check` runs it under load.
 ///
-/// With n ≥ 4 (world-5dc-n5) the same schedules find replicas left behind: see
-/// `open_bug_a_catch_up_whose_only_source_is_removed_is_lost`.
+/// With n ≥ 4 (world-5dc-n5) the same schedules found replicas left behind until voters
+/// repaired from each other: see `a_catch_up_whose_only_source_is_removed_is_repaired`.
 #[test]
 fn removal_seeds_pass_every_check() {
     let mut failed = Vec::new();
@@ -412,36 +412,39 @@ fn rebuild_seeds_pass_every_check() {
 
 /// The learner must receive the writes committed while it copies: a catch-up source that
 /// ships learners nothing (`ExecutorMutations::no_catch_up_to_learners`) leaves a promoted
-/// replica behind. Seed 53 (bank, default.yaml, 6 s) catches it (seed 43 did until fence
-/// entries changed the schedules).
+/// replica behind. Seed 50 (bank, default.yaml, 6 s) catches it (seeds 43 and 53 did until
+/// fence entries and voter repairs changed the schedules).
 #[test]
 fn a_mutant_that_ships_learners_nothing_is_caught() {
-    let mut cfg = removal("default.yaml", 53, Workload::Bank, 6);
+    let mut cfg = removal("default.yaml", 50, Workload::Bank, 6);
     assert!(run(cfg.clone()).expect("runs").ok(), "the seed passes without the mutant");
     cfg.executor_mutations.no_catch_up_to_learners = true;
     let r = run(cfg).expect("runs");
     assert!(r.violations.iter().any(|v| matches!(v, redt_sim::Violation::Diverged { .. })), "not caught: {r}");
 }
 
-/// Open bug, asserted to fail until fixed: with n ≥ 4 a removal can lose a catch-up. Seed 1
-/// (bank, world-5dc-n5, every fault and `remove`): txn 4.268435462 committed with 4 of 5
-/// votes just after dc#1's kill, node#2 behind on key 6's partition, and its coordinator gave
-/// that partition's catch-up to one source, node#1 (the first up-to-date replica), which was
-/// dead. Without a removal node#1's next life recovers its entry and ships the catch-up; with
-/// it the coordinator stops retrying a removed node and node#1, back, drops its old entries,
-/// so node#2 keeps the old value (replicas disagree, and the bank total read from node#2 is
-/// off). Reads stay correct (a stale vote is not up to date). Giving a catch-up `n − Q + 1`
-/// sources fixed this seed but made soaks diverge elsewhere (two sources' accepts for one
-/// key at one commit timestamp with different values; sim-20dc seed 1097 of bank without
-/// `remove`, world-5dc-n5 seeds 1712, 1828, 2030 with it), so it was taken back; the cause
-/// of that divergence is not traced.
+/// With n ≥ 4 a removal could lose a catch-up. Seed 1 (bank, world-5dc-n5, every fault and
+/// `remove`): txn 4.268435462 committed with 4 of 5 votes just after dc#1's kill, node#2
+/// behind on key 6's partition, and its coordinator gave that partition's catch-up to one
+/// source, node#1 (the first up-to-date replica), which was dead. Without a removal node#1's
+/// next life recovers its entry and ships the catch-up; with it the coordinator stops retrying
+/// a removed node and node#1, back, drops its old entries, so node#2 kept the old value
+/// (replicas disagreed, and the bank total read from node#2 was off). Now every voter of a
+/// partition that lost a voter copies it from the other voters under the Thomas write rule
+/// (`redt_coordinator::epochs::repairs`); without that repair (`SimConfig::no_voter_repair`)
+/// the seed diverges again.
 #[test]
-fn open_bug_a_catch_up_whose_only_source_is_removed_is_lost() {
+fn a_catch_up_whose_only_source_is_removed_is_repaired() {
     let faults = Faults { remove_dc: true, ..Faults::all() };
-    let r = run(SimConfig::new(topology("world-5dc-n5.yaml"), 1, Workload::Bank, faults)).expect("runs");
+    let mut cfg = SimConfig::new(topology("world-5dc-n5.yaml"), 1, Workload::Bank, faults);
+    let r = run(cfg.clone()).expect("runs");
+    assert!(r.ok(), "{r}");
+    assert!(r.voter_repairs > 0, "{r}");
+    cfg.no_voter_repair = true;
+    let r = run(cfg).expect("runs");
     assert!(
         r.violations.iter().any(|v| matches!(v, redt_sim::Violation::Diverged { .. })),
-        "seed 1 passes now: turn this test into a regression test: {r}"
+        "the mutant without voter repairs is not caught: {r}"
     );
 }
 
@@ -452,13 +455,15 @@ fn open_bug_a_catch_up_whose_only_source_is_removed_is_lost() {
 /// highest-ballot record had to be completed and a majority could never hold it. A PREPARE
 /// now writes a fence entry on a replica that holds none, which promises the ballot and can
 /// hold a record (`redt_dc_executor`'s `prepare.rs`). Seeds 1443 (ycsb), 7199 (bank) and 7020
-/// (ycsb) showed it too. Without fence entries (`ExecutorMutations::no_fence_entries`) the
-/// seed is stuck again.
+/// (ycsb) showed it too. Without fence entries (`ExecutorMutations::no_fence_entries`) seed
+/// 2097 (the same shape) ends with a recovery stuck (2082 did, until voter repairs shifted
+/// the schedules).
 #[test]
 fn a_replica_that_never_voted_holds_a_recovery_record() {
     let r = run(removal("default.yaml", 2082, Workload::Ycsb, 6)).expect("runs");
     assert!(r.ok(), "{r}");
-    let mut cfg = removal("default.yaml", 2082, Workload::Ycsb, 6);
+    let mut cfg = removal("default.yaml", 2097, Workload::Ycsb, 6);
+    assert!(run(cfg.clone()).expect("runs").ok(), "seed 2097 passes unmutated");
     cfg.executor_mutations.no_fence_entries = true;
     let r = run(cfg).expect("runs");
     assert!(
