@@ -857,6 +857,7 @@ impl World {
                     self.trace(|| format!("restart {node}"));
                     self.boot(node.0 as usize);
                     self.start_rebuilds(node);
+                    self.restart_repairs(node);
                 }
             }
             Ev::Partition { a, b } => {
@@ -944,6 +945,7 @@ impl World {
                         } else {
                             self.boot(i);
                             self.start_rebuilds(NodeId(i as u16));
+                            self.restart_repairs(NodeId(i as u16));
                         }
                     }
                 }
@@ -1075,6 +1077,14 @@ impl World {
             self.trace(|| format!("{node} repairs {p} from the other voters"));
             self.pump_rebuild(node, p);
         }
+    }
+
+    /// A restarted node repairs again every partition that lost a voter since the topology
+    /// file's placement, as a real node does (it compares the first placement it adopts with
+    /// its file's): its memory of the repairs it made, or had under way, is gone.
+    fn restart_repairs(&mut self, node: NodeId) {
+        let file = self.placements[0].clone();
+        self.start_repairs(node, &file);
     }
 
     fn pump_rebuild(&mut self, node: NodeId, partition: PartitionId) {
