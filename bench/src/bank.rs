@@ -216,7 +216,7 @@ pub async fn run_bank(topo: Topology, cfg: &BankConfig) -> Result<BankReport, St
     // transfers committed, transfers unknown, reads committed, reads with a wrong total
     let counts = Arc::new([AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)]);
     let mut clients = tokio::task::JoinSet::new();
-    for node in &cluster.nodes {
+    for node in &cluster.nodes() {
         for c in 0..cfg.clients_per_node {
             let (node, stop, counts, accounts) = (node.clone(), stop.clone(), counts.clone(), accounts.clone());
             let seed = cfg.seed ^ ((node.id().0 as u64) << 32 | c as u64);

@@ -7,20 +7,23 @@ use crate::error::{Error, Result};
 use crate::node::{CoordinatorOptions, Node, NodeParts};
 use crate::stats::TxnStats;
 use crate::transport::{ClusterCerts, SocketSpec, Transport, TransportConfig};
-use redt_dc_executor::{DcHandle, Layout, LocalVerbs, TcpVerbs, TcpVerbsServer, VerbCounts, Verbs};
+use crate::Client;
+use redt_dc_executor::{DcHandle, Layout, LocalVerbs, Region, TcpVerbs, TcpVerbsServer, VerbCounts, Verbs};
 use redt_netem::{NetemSocket, WanModel};
 use redt_proto::{DcId, NodeId, Protocol, TableId, Topology};
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 /// Every node of a topology, running in this process.
 pub struct EmbeddedCluster {
-    /// The topology.
+    /// The topology file's placement (the nodes' current placement may be newer: see
+    /// [`EmbeddedCluster::placement`]).
     pub topology: Arc<Topology>,
-    /// Nodes by id.
-    pub nodes: Vec<Arc<Node>>,
+    /// Each node's running life, by node id ([`EmbeddedCluster::restart`] replaces one).
+    nodes: RwLock<Vec<Arc<Node>>>,
     /// Each DC's data path, by DC id, over the in-process verbs (also under `redt-tcp`:
     /// loading and checks are not part of the measured protocol).
     pub dcs: Vec<Arc<DcHandle>>,
@@ -34,21 +37,43 @@ pub struct EmbeddedCluster {
     counted: Vec<Arc<dyn Verbs>>,
     /// Under `redt-tcp`, each node's TCP verbs server, by node id.
     tcp_servers: Vec<TcpVerbsServer>,
-    sockets: Vec<Arc<NetemSocket>>,
+    /// Each node's netem socket, by node id (`None` while the node is stopped: the socket is
+    /// released so that its next life can bind the same address).
+    sockets: Mutex<Vec<Option<Arc<NetemSocket>>>>,
     certs: ClusterCerts,
+    /// What a node's next life starts with, by node id.
+    lives: Vec<NodeLife>,
+    options: CoordinatorOptions,
+}
+
+/// What [`EmbeddedCluster::restart`] needs to start a node again: its data path, its
+/// MemStore region (kept across lives, as a restarted process maps its MemStore file again)
+/// and its data directory.
+struct NodeLife {
+    dc: Arc<DcHandle>,
+    region: Arc<Region>,
+    data_dir: Option<PathBuf>,
 }
 
 /// How long [`EmbeddedCluster::start`] waits for an address still held by a cluster shut
 /// down just before (its endpoints drain their connections for a moment after closing).
 const BIND_PATIENCE: Duration = Duration::from_secs(5);
 
-/// Binds a node's netem socket, retrying every 50 ms for up to [`BIND_PATIENCE`] while the
-/// address is in use.
-async fn bind_socket(addr: SocketAddr, dc: DcId, wan: &Arc<Mutex<WanModel>>) -> std::io::Result<Arc<NetemSocket>> {
+/// How long [`EmbeddedCluster::restart`] waits for the address of the node's previous life.
+const REBIND_PATIENCE: Duration = Duration::from_secs(30);
+
+/// Binds a node's netem socket, retrying every 50 ms for up to `patience` while the address
+/// is in use.
+async fn bind_socket(
+    addr: SocketAddr,
+    dc: DcId,
+    wan: &Arc<Mutex<WanModel>>,
+    patience: Duration,
+) -> std::io::Result<Arc<NetemSocket>> {
     let t0 = std::time::Instant::now();
     loop {
         match NetemSocket::bind(addr, dc, wan.clone()) {
-            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse && t0.elapsed() < BIND_PATIENCE => {
+            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse && t0.elapsed() < patience => {
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
             other => return other,
@@ -72,6 +97,20 @@ impl EmbeddedCluster {
     /// Certificate generation, a socket that cannot bind (the node's address), a TCP verbs
     /// server that cannot bind, a transport failure.
     pub async fn start(topology: Topology, options: CoordinatorOptions) -> Result<EmbeddedCluster> {
+        EmbeddedCluster::start_in(topology, options, None).await
+    }
+
+    /// As [`EmbeddedCluster::start`], each node with its data directory `data_root/<node
+    /// name>` (the membership's Raft log, kept across [`EmbeddedCluster::restart`] as a
+    /// restarted process keeps its `--data-dir`); `None`: in memory.
+    ///
+    /// # Errors
+    /// As [`EmbeddedCluster::start`].
+    pub async fn start_in(
+        topology: Topology,
+        options: CoordinatorOptions,
+        data_root: Option<PathBuf>,
+    ) -> Result<EmbeddedCluster> {
         let topology = Arc::new(topology);
         let certs = ClusterCerts::generate(&topology).map_err(|e| Error::Topology(e.to_string()))?;
         let wan = Arc::new(Mutex::new(WanModel::from_topology(&topology)));
@@ -117,31 +156,148 @@ impl EmbeddedCluster {
             }
             topology.nodes.iter().map(|n| dcs[n.dc.0 as usize].clone()).collect()
         };
-        let mut nodes = Vec::new();
-        let mut sockets = Vec::new();
-        for n in &topology.nodes {
-            let socket = bind_socket(n.addr, n.dc, &wan)
-                .await
-                .map_err(|e| Error::Topology(format!("{} cannot bind {}: {e}", n.name, n.addr)))?;
-            sockets.push(socket.clone());
-            let identity = certs.node(n.id).ok_or_else(|| Error::Topology(format!("no certificate for {}", n.name)))?;
-            let transport =
-                Transport::bind(TransportConfig::default(), &topology, identity, SocketSpec::Custom(socket))?;
-            let dc = n.dc.0 as usize;
-            let region = verbs[dc].region(n.id).expect("region of a DC node").clone();
-            nodes.push(Node::start(NodeParts {
-                topology: topology.clone(),
-                node: n.id,
+        let lives: Vec<NodeLife> = topology
+            .nodes
+            .iter()
+            .map(|n| NodeLife {
                 dc: node_dcs[n.id.0 as usize].clone(),
-                region,
-                transport: Arc::new(transport),
-                wan: wan.clone(),
-                options: options.clone(),
-                stats: stats.clone(),
-                data_dir: None,
-            })?);
+                region: verbs[n.dc.0 as usize].region(n.id).expect("region of a DC node").clone(),
+                data_dir: data_root.as_ref().map(|r| r.join(&n.name)),
+            })
+            .collect();
+        let cluster = EmbeddedCluster {
+            topology: topology.clone(),
+            nodes: RwLock::new(Vec::new()),
+            dcs,
+            wan,
+            stats,
+            counted,
+            tcp_servers,
+            sockets: Mutex::new(vec![None; topology.nodes.len()]),
+            certs,
+            lives,
+            options,
+        };
+        let mut nodes = Vec::new();
+        for n in &topology.nodes {
+            nodes.push(cluster.start_node(n.id, BIND_PATIENCE).await?);
         }
-        Ok(EmbeddedCluster { topology, nodes, dcs, wan, stats, counted, tcp_servers, sockets, certs })
+        *cluster.nodes.write().unwrap_or_else(|p| p.into_inner()) = nodes;
+        Ok(cluster)
+    }
+
+    /// Binds node `id`'s socket and starts a life of it on its region.
+    async fn start_node(&self, id: NodeId, patience: Duration) -> Result<Arc<Node>> {
+        let n = self.topology.nodes.get(id.0 as usize).ok_or_else(|| Error::Topology(format!("no node {id}")))?;
+        let socket = bind_socket(n.addr, n.dc, &self.wan, patience)
+            .await
+            .map_err(|e| Error::Topology(format!("{} cannot bind {}: {e}", n.name, n.addr)))?;
+        let identity =
+            self.certs.node(n.id).ok_or_else(|| Error::Topology(format!("no certificate for {}", n.name)))?;
+        let transport =
+            Transport::bind(TransportConfig::default(), &self.topology, identity, SocketSpec::Custom(socket.clone()))?;
+        self.sockets.lock().unwrap_or_else(|p| p.into_inner())[id.0 as usize] = Some(socket);
+        let life = &self.lives[id.0 as usize];
+        Node::start(NodeParts {
+            topology: self.topology.clone(),
+            node: n.id,
+            dc: life.dc.clone(),
+            region: life.region.clone(),
+            transport: Arc::new(transport),
+            wan: self.wan.clone(),
+            options: self.options.clone(),
+            stats: self.stats.clone(),
+            data_dir: life.data_dir.clone(),
+        })
+    }
+
+    /// Stops node `id` as a killed process stops: its QUIC endpoint closes (it answers
+    /// nothing), its executor, replay, recovery, failure-detector and membership tasks stop,
+    /// and its socket is released. Its MemStore region stays as it is, still reachable by the
+    /// other nodes of its DC through the verbs (a killed process's shared memory file stays
+    /// too). Blocks until the executor and replay threads have stopped.
+    ///
+    /// # Errors
+    /// An unknown node.
+    pub fn kill(&self, id: NodeId) -> Result<()> {
+        let node =
+            self.nodes_read().get(id.0 as usize).cloned().ok_or_else(|| Error::Topology(format!("no node {id}")))?;
+        node.shutdown();
+        self.sockets.lock().unwrap_or_else(|p| p.into_inner())[id.0 as usize] = None;
+        Ok(())
+    }
+
+    /// Starts a new life of node `id` (stopped by [`EmbeddedCluster::kill`]) on the same
+    /// MemStore region, address and data directory, as `redt cluster start --node` starts a
+    /// killed process again: it formats nothing, takes its next incarnation from its MemStore
+    /// and learns the current placement from the membership. Waits (up to 30 s) for the
+    /// previous life's address to be released. Returns the new life.
+    ///
+    /// # Errors
+    /// An unknown node, an address still held after 30 s, a node that cannot start.
+    pub async fn restart(&self, id: NodeId) -> Result<Arc<Node>> {
+        let node = self.start_node(id, REBIND_PATIENCE).await?;
+        let mut nodes = self.nodes.write().unwrap_or_else(|p| p.into_inner());
+        if let Some(slot) = nodes.get_mut(id.0 as usize) {
+            *slot = node.clone();
+        }
+        Ok(node)
+    }
+
+    fn nodes_read(&self) -> std::sync::RwLockReadGuard<'_, Vec<Arc<Node>>> {
+        self.nodes.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Every node's current life, by node id.
+    pub fn nodes(&self) -> Vec<Arc<Node>> {
+        self.nodes_read().clone()
+    }
+
+    /// The newest placement any node runs (the topology file's until the membership changed
+    /// it): what checks after a failover must read.
+    pub fn placement(&self) -> Arc<Topology> {
+        self.nodes_read().iter().map(|n| n.topology()).max_by_key(|t| t.epoch).unwrap_or_else(|| self.topology.clone())
+    }
+
+    /// A client of this cluster over QUIC with its client certificate (status requests,
+    /// submissions as an outside client would make them); calls time out after
+    /// `call_timeout`. Must run inside a tokio runtime.
+    ///
+    /// # Errors
+    /// A socket that cannot bind.
+    pub fn client(&self, call_timeout: Duration) -> Result<Client> {
+        Client::with_identity(self.topology.clone(), &self.certs.client, call_timeout)
+    }
+
+    /// Sets the RTT of the one-way link `from → to` (the netem model every socket shares).
+    ///
+    /// # Errors
+    /// An unknown DC.
+    pub fn set_rtt(&self, from: DcId, to: DcId, rtt: Duration) -> Result<()> {
+        let mut wan = self.wan.lock().map_err(|_| Error::Topology("WAN model poisoned".into()))?;
+        let mut c = wan.link(from, to).ok_or_else(|| Error::Topology(format!("no link {from} -> {to}")))?;
+        c.rtt = rtt;
+        wan.set_link(from, to, c).map_err(|e| Error::Topology(e.to_string()))
+    }
+
+    /// Cuts (or heals) the link between DCs `a` and `b`, both ways.
+    ///
+    /// # Errors
+    /// An unknown DC.
+    pub fn set_partitioned(&self, a: DcId, b: DcId, cut: bool) -> Result<()> {
+        let mut wan = self.wan.lock().map_err(|_| Error::Topology("WAN model poisoned".into()))?;
+        wan.set_partitioned(a, b, cut).map_err(|e| Error::Topology(e.to_string()))?;
+        wan.set_partitioned(b, a, cut).map_err(|e| Error::Topology(e.to_string()))
+    }
+
+    /// Puts every link back to the topology file's conditions (no cut, the file's RTTs).
+    ///
+    /// # Errors
+    /// The WAN model's lock is poisoned.
+    pub fn reset_links(&self) -> Result<()> {
+        *self.wan.lock().map_err(|_| Error::Topology("WAN model poisoned".into()))? =
+            WanModel::from_topology(&self.topology);
+        Ok(())
     }
 
     /// Loads `records_per_partition` records of `table` into every replica: keys
@@ -173,9 +329,12 @@ impl EmbeddedCluster {
         &self.certs
     }
 
-    /// The node with id `id`.
-    pub fn node(&self, id: NodeId) -> &Arc<Node> {
-        &self.nodes[id.0 as usize]
+    /// The current life of the node with id `id`.
+    ///
+    /// # Panics
+    /// If `id` is not a node of the topology.
+    pub fn node(&self, id: NodeId) -> Arc<Node> {
+        self.nodes_read()[id.0 as usize].clone()
     }
 
     /// Verbs issued so far in every DC by the nodes' data paths (under `redt-tcp`, counted
@@ -188,7 +347,10 @@ impl EmbeddedCluster {
     /// Datagrams dropped by netem so far (loss, partition, overflow), over every socket.
     pub fn dropped_datagrams(&self) -> u64 {
         self.sockets
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
             .iter()
+            .flatten()
             .map(|s| {
                 let st = s.stats();
                 st.dropped_loss + st.dropped_partition + st.dropped_overflow
@@ -210,7 +372,7 @@ impl EmbeddedCluster {
 
     /// Stops every node (and, under `redt-tcp`, every TCP verbs server).
     pub fn shutdown(&self) {
-        for n in &self.nodes {
+        for n in self.nodes_read().iter() {
             n.shutdown();
         }
         for s in &self.tcp_servers {

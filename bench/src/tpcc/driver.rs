@@ -769,7 +769,7 @@ pub async fn run_tpcc(topo: Topology, cfg: &TpccConfig) -> Result<TpccReport, St
     sh.stop.store(true, Relaxed);
     while terminals.join_next().await.is_some() {}
     let drain = Instant::now();
-    while cluster.nodes.iter().any(|n| n.executor().run_blocking(|c, _| c.pending()).unwrap_or(0) > 0)
+    while cluster.nodes().iter().any(|n| n.executor().run_blocking(|c, _| c.pending()).unwrap_or(0) > 0)
         && drain.elapsed() < Duration::from_secs(30)
     {
         tokio::time::sleep(Duration::from_millis(20)).await;
