@@ -14,6 +14,7 @@ use redt_proto::{DcId, NodeId, Protocol, TableId, Topology};
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
@@ -37,9 +38,9 @@ pub struct EmbeddedCluster {
     counted: Vec<Arc<dyn Verbs>>,
     /// Under `redt-tcp`, each node's TCP verbs server, by node id.
     tcp_servers: Vec<TcpVerbsServer>,
-    /// Each node's netem socket, by node id (`None` while the node is stopped: the socket is
-    /// released so that its next life can bind the same address).
-    sockets: Mutex<Vec<Option<Arc<NetemSocket>>>>,
+    /// Each node's netem socket, by node id, bound once and shared by its lives (each through
+    /// its own [`LifeSocket`]).
+    sockets: Vec<Arc<NetemSocket>>,
     certs: ClusterCerts,
     /// What a node's next life starts with, by node id.
     lives: Vec<NodeLife>,
@@ -53,14 +54,77 @@ struct NodeLife {
     dc: Arc<DcHandle>,
     region: Arc<Region>,
     data_dir: Option<PathBuf>,
+    /// The number of the life that owns the socket now (0: none, the node is stopped).
+    current: Arc<AtomicU64>,
+    /// Lives started so far.
+    started: AtomicU64,
+}
+
+/// One life's view of its node's netem socket. The socket outlives a stopped life (its QUIC
+/// endpoint is dropped only with the last reference to the stopped node), so a kill does not
+/// free the address; instead the socket belongs to one life at a time: a life that no longer
+/// owns it receives nothing (its receive stays pending) and sends nothing (its datagrams are
+/// dropped), as a killed process's would, and the next life takes it over on the same
+/// address.
+#[derive(Debug)]
+struct LifeSocket {
+    inner: Arc<NetemSocket>,
+    life: u64,
+    current: Arc<AtomicU64>,
+}
+
+impl LifeSocket {
+    fn owns(&self) -> bool {
+        self.current.load(Ordering::Acquire) == self.life
+    }
+}
+
+impl quinn::AsyncUdpSocket for LifeSocket {
+    fn create_io_poller(self: Arc<Self>) -> std::pin::Pin<Box<dyn quinn::UdpPoller>> {
+        self.inner.clone().create_io_poller()
+    }
+
+    fn try_send(&self, transmit: &quinn::udp::Transmit) -> std::io::Result<()> {
+        if self.owns() {
+            self.inner.try_send(transmit)
+        } else {
+            Ok(())
+        }
+    }
+
+    fn poll_recv(
+        &self,
+        cx: &mut std::task::Context,
+        bufs: &mut [std::io::IoSliceMut<'_>],
+        meta: &mut [quinn::udp::RecvMeta],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        if self.owns() {
+            self.inner.poll_recv(cx, bufs, meta)
+        } else {
+            std::task::Poll::Pending
+        }
+    }
+
+    fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.inner.local_addr()
+    }
+
+    fn max_transmit_segments(&self) -> usize {
+        self.inner.max_transmit_segments()
+    }
+
+    fn max_receive_segments(&self) -> usize {
+        self.inner.max_receive_segments()
+    }
+
+    fn may_fragment(&self) -> bool {
+        self.inner.may_fragment()
+    }
 }
 
 /// How long [`EmbeddedCluster::start`] waits for an address still held by a cluster shut
 /// down just before (its endpoints drain their connections for a moment after closing).
 const BIND_PATIENCE: Duration = Duration::from_secs(5);
-
-/// How long [`EmbeddedCluster::restart`] waits for the address of the node's previous life.
-const REBIND_PATIENCE: Duration = Duration::from_secs(30);
 
 /// Binds a node's netem socket, retrying every 50 ms for up to `patience` while the address
 /// is in use.
@@ -163,8 +227,17 @@ impl EmbeddedCluster {
                 dc: node_dcs[n.id.0 as usize].clone(),
                 region: verbs[n.dc.0 as usize].region(n.id).expect("region of a DC node").clone(),
                 data_dir: data_root.as_ref().map(|r| r.join(&n.name)),
+                current: Arc::new(AtomicU64::new(0)),
+                started: AtomicU64::new(0),
             })
             .collect();
+        let mut sockets = Vec::new();
+        for n in &topology.nodes {
+            let socket = bind_socket(n.addr, n.dc, &wan, BIND_PATIENCE)
+                .await
+                .map_err(|e| Error::Topology(format!("{} cannot bind {}: {e}", n.name, n.addr)))?;
+            sockets.push(socket);
+        }
         let cluster = EmbeddedCluster {
             topology: topology.clone(),
             nodes: RwLock::new(Vec::new()),
@@ -173,31 +246,34 @@ impl EmbeddedCluster {
             stats,
             counted,
             tcp_servers,
-            sockets: Mutex::new(vec![None; topology.nodes.len()]),
+            sockets,
             certs,
             lives,
             options,
         };
         let mut nodes = Vec::new();
         for n in &topology.nodes {
-            nodes.push(cluster.start_node(n.id, BIND_PATIENCE).await?);
+            nodes.push(cluster.start_node(n.id)?);
         }
         *cluster.nodes.write().unwrap_or_else(|p| p.into_inner()) = nodes;
         Ok(cluster)
     }
 
-    /// Binds node `id`'s socket and starts a life of it on its region.
-    async fn start_node(&self, id: NodeId, patience: Duration) -> Result<Arc<Node>> {
+    /// Starts a new life of node `id` on its region, its socket handed over to it.
+    fn start_node(&self, id: NodeId) -> Result<Arc<Node>> {
         let n = self.topology.nodes.get(id.0 as usize).ok_or_else(|| Error::Topology(format!("no node {id}")))?;
-        let socket = bind_socket(n.addr, n.dc, &self.wan, patience)
-            .await
-            .map_err(|e| Error::Topology(format!("{} cannot bind {}: {e}", n.name, n.addr)))?;
+        let life = &self.lives[id.0 as usize];
+        let number = life.started.fetch_add(1, Ordering::AcqRel) + 1;
+        life.current.store(number, Ordering::Release);
+        let socket = Arc::new(LifeSocket {
+            inner: self.sockets[id.0 as usize].clone(),
+            life: number,
+            current: life.current.clone(),
+        });
         let identity =
             self.certs.node(n.id).ok_or_else(|| Error::Topology(format!("no certificate for {}", n.name)))?;
         let transport =
-            Transport::bind(TransportConfig::default(), &self.topology, identity, SocketSpec::Custom(socket.clone()))?;
-        self.sockets.lock().unwrap_or_else(|p| p.into_inner())[id.0 as usize] = Some(socket);
-        let life = &self.lives[id.0 as usize];
+            Transport::bind(TransportConfig::default(), &self.topology, identity, SocketSpec::Custom(socket))?;
         Node::start(NodeParts {
             topology: self.topology.clone(),
             node: n.id,
@@ -211,9 +287,9 @@ impl EmbeddedCluster {
         })
     }
 
-    /// Stops node `id` as a killed process stops: its QUIC endpoint closes (it answers
-    /// nothing), its executor, replay, recovery, failure-detector and membership tasks stop,
-    /// and its socket is released. Its MemStore region stays as it is, still reachable by the
+    /// Stops node `id` as a killed process stops: its socket goes deaf and mute at once (see
+    /// [`LifeSocket`]: it answers nothing), its QUIC endpoint closes, its executor, replay,
+    /// recovery, failure-detector and membership tasks stop. Its MemStore region stays as it is, still reachable by the
     /// other nodes of its DC through the verbs (a killed process's shared memory file stays
     /// too). Blocks until the executor and replay threads have stopped.
     ///
@@ -222,21 +298,20 @@ impl EmbeddedCluster {
     pub fn kill(&self, id: NodeId) -> Result<()> {
         let node =
             self.nodes_read().get(id.0 as usize).cloned().ok_or_else(|| Error::Topology(format!("no node {id}")))?;
+        self.lives[id.0 as usize].current.store(0, Ordering::Release);
         node.shutdown();
-        self.sockets.lock().unwrap_or_else(|p| p.into_inner())[id.0 as usize] = None;
         Ok(())
     }
 
     /// Starts a new life of node `id` (stopped by [`EmbeddedCluster::kill`]) on the same
     /// MemStore region, address and data directory, as `redt cluster start --node` starts a
     /// killed process again: it formats nothing, takes its next incarnation from its MemStore
-    /// and learns the current placement from the membership. Waits (up to 30 s) for the
-    /// previous life's address to be released. Returns the new life.
+    /// and learns the current placement from the membership. Returns the new life.
     ///
     /// # Errors
-    /// An unknown node, an address still held after 30 s, a node that cannot start.
-    pub async fn restart(&self, id: NodeId) -> Result<Arc<Node>> {
-        let node = self.start_node(id, REBIND_PATIENCE).await?;
+    /// An unknown node, a node that cannot start.
+    pub fn restart(&self, id: NodeId) -> Result<Arc<Node>> {
+        let node = self.start_node(id)?;
         let mut nodes = self.nodes.write().unwrap_or_else(|p| p.into_inner());
         if let Some(slot) = nodes.get_mut(id.0 as usize) {
             *slot = node.clone();
@@ -347,10 +422,7 @@ impl EmbeddedCluster {
     /// Datagrams dropped by netem so far (loss, partition, overflow), over every socket.
     pub fn dropped_datagrams(&self) -> u64 {
         self.sockets
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
             .iter()
-            .flatten()
             .map(|s| {
                 let st = s.stats();
                 st.dropped_loss + st.dropped_partition + st.dropped_overflow
