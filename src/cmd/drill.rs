@@ -177,7 +177,10 @@ pub fn bench_plan(a: &DrillArgs, cluster: bool, topo: &Topology, duration: Durat
         return Ok(None);
     };
     if !cluster {
-        bail!("--drill, --kill and --cut drill a running cluster: add --cluster FILE (the topology `redt cluster up` used)");
+        bail!(
+            "--drill, --kill and --cut of `redt bench ycsb` drill a running cluster: add --cluster FILE (the topology \
+             `redt cluster up` used); the embedded benches `redt bench bank` and `redt bench tpcc` take --drill PLAN"
+        );
     }
     let flag = if a.drill.is_some() {
         "--drill"
@@ -187,6 +190,7 @@ pub fn bench_plan(a: &DrillArgs, cluster: bool, topo: &Topology, duration: Durat
         "--cut"
     };
     let plan = DrillPlan::parse(&text, topo).map_err(|e| anyhow!("{flag}: {e}"))?;
+    let plan = plan.expand(duration).map_err(|e| anyhow!("{flag}: {e}"))?;
     if plan.last_action() >= duration {
         bail!(
             "{flag}: the plan's last action comes {} after the start, not within the measured run (--duration {})",
@@ -221,8 +225,11 @@ pub async fn run_bench(
 pub struct DrillCmdArgs {
     /// The plan, quoted: events separated by `;`, each a fault, `at T`, and an optional heal —
     /// `kill-dc DC [restart-after D]`, `kill-node NODE [restart-after D]`, `partition
-    /// DCS|DCS [heal-after D]` (comma-separated DC sets), `slow-link A B rtt R [for D]`.
-    /// Example: "kill-node dc3-n1 at 2s restart-after 3s; slow-link dc1 dc2 rtt 200ms at 1s for 5s".
+    /// DCS|DCS [heal-after D]` (comma-separated DC sets), `slow-link A B rtt R [for D]`. `every
+    /// P` repeats an event with period P for as long as the drill lasts (first at `at T`,
+    /// default P; it needs a heal shorter than P and --duration). Example: "kill-node dc3-n1 at
+    /// 2s restart-after 3s; slow-link dc1 dc2 rtt 200ms at 1s for 5s"; the soak: "kill-dc dc2
+    /// every 60s restart-after 30s".
     plan: String,
     /// Topology file of the running cluster [default: the one `redt cluster up` recorded in the
     /// run directory].
@@ -274,8 +281,12 @@ pub fn run(a: &DrillCmdArgs) -> Result<()> {
     };
     let topo = load_topology(Some(&config))?;
     let plan = DrillPlan::parse(&a.plan, &topo).map_err(|e| anyhow!("drill plan: {e}"))?;
-    check_run_dir(&plan, &a.run_dir)?;
+    if plan.repeats() && a.duration.is_none() {
+        bail!("the plan repeats a fault (`every`): give --duration, how long the drill lasts");
+    }
     let duration = a.duration.unwrap_or(plan.last_action() + Duration::from_secs(10));
+    let plan = plan.expand(duration).map_err(|e| anyhow!("drill plan: {e}"))?;
+    check_run_dir(&plan, &a.run_dir)?;
     if plan.last_action() >= duration {
         bail!(
             "the plan's last action comes {} after the start, after --duration {}",

@@ -200,7 +200,7 @@ pub struct TpccReport {
     /// placement).
     pub check: Option<CheckReport>,
     /// The drill, when one ran.
-    pub drill: Option<EmbeddedDrillReport>,
+    pub drill: Option<Box<EmbeddedDrillReport>>,
     /// After a drill: the 12 conditions on each replica rank of the current placement (the
     /// primaries, the second replicas, …).
     pub checks_after_drill: Vec<CheckReport>,
@@ -892,7 +892,7 @@ pub async fn run_tpcc(topo: Topology, cfg: &TpccConfig) -> Result<TpccReport, St
     // After a drill: heal, settle, report.
     let drill = match drill {
         Some(d) => match d.finish(cfg.progress).await {
-            Ok(r) => Some(r),
+            Ok(r) => Some(Box::new(r)),
             Err(e) => {
                 pre_stop.store(true, Relaxed);
                 cluster.shutdown();
