@@ -16,8 +16,8 @@
 //! replicas of the current placement (after a failover, the rebuilt ones).
 
 use crate::cluster::bar;
-use crate::drill::{Counts, LogLine};
-use crate::drill_embedded::{Coordinators, DataRoot, EmbeddedDrill, EmbeddedDrillReport};
+use crate::drill::Counts;
+use crate::drill_embedded::{start_cluster, DrilledCluster, EmbeddedDrillReport};
 use crate::drill_plan::DrillPlan;
 use crate::report::Outcomes;
 use rand::{Rng, SeedableRng};
@@ -59,8 +59,8 @@ pub struct BankConfig {
     /// Progress bars on standard error.
     pub progress: bool,
     /// A drill plan to run over the measured interval, expanded for `duration`
-    /// ([`DrillPlan::expand`]); `None`: no drill. Its log lines are printed above the progress
-    /// bar as they happen (when `progress`).
+    /// ([`DrillPlan::expand`]); `None`: no drill. Its log lines are printed as they happen,
+    /// above the progress bar (on standard error when it is hidden).
     pub drill: Option<DrillPlan>,
 }
 
@@ -234,31 +234,9 @@ pub async fn run_bank(topo: Topology, cfg: &BankConfig) -> Result<BankReport, St
     }
     let tid = schema.id;
     let rtt_ms = topo.links.first().and_then(|l| l.get(1)).map(|c| c.rtt.as_secs_f64() * 1e3).unwrap_or(0.0);
-    // A drilled cluster's nodes keep their membership logs across restarts.
-    let data_root = match &cfg.drill {
-        Some(_) => Some(DataRoot::new()?),
-        None => None,
-    };
-    let cluster = Arc::new(
-        EmbeddedCluster::start_in(topo, cfg.options.clone(), data_root.as_ref().map(DataRoot::path))
-            .await
-            .map_err(|e| format!("starting the cluster: {e}"))?,
-    );
+    let DrilledCluster { cluster, mut drill, routes, data_root } =
+        start_cluster(topo, cfg.options.clone(), cfg.drill.clone(), cfg.duration).await?;
     let topo = cluster.topology.clone();
-    let mut drill = match cfg.drill.clone() {
-        Some(plan) => match EmbeddedDrill::new(cluster.clone(), plan, cfg.duration) {
-            Ok(d) => Some(d),
-            Err(e) => {
-                cluster.shutdown();
-                return Err(e);
-            }
-        },
-        None => None,
-    };
-    let routes = match &drill {
-        Some(d) => d.coordinators(),
-        None => Coordinators::new(cluster.clone(), Default::default()),
-    };
     let timeline = drill.as_ref().map(|d| d.timeline.clone());
     let measured_from: Arc<OnceLock<Instant>> = Arc::new(OnceLock::new());
     let accounts: Vec<u64> = (0..cfg.accounts).collect();
@@ -355,10 +333,7 @@ pub async fn run_bank(topo: Topology, cfg: &BankConfig) -> Result<BankReport, St
     let started = Instant::now();
     let _ = measured_from.set(started);
     if let Some(d) = &mut drill {
-        // The log lines go above the progress bar (nowhere when it is hidden: they are in
-        // the report).
-        let printer = run.clone();
-        d.start(started, Arc::new(move |l: &LogLine| printer.println(l.to_string())));
+        d.start(started, crate::drill_embedded::log_to(&run));
     }
     while started.elapsed() < cfg.duration {
         tokio::time::sleep(Duration::from_millis(100)).await;

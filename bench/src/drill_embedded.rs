@@ -28,6 +28,9 @@ use std::time::{Duration, Instant};
 /// How long a node started again may take to answer a status request.
 const SERVE_PATIENCE: Duration = Duration::from_secs(15);
 
+/// How long a node may take to count its lock words after the drill (a scan of its index).
+const LOCK_COUNT_PATIENCE: Duration = Duration::from_secs(60);
+
 /// How long [`EmbeddedDrill::finish`] waits for the cluster to settle after the drill.
 pub const SETTLE_PATIENCE: Duration = Duration::from_secs(180);
 
@@ -270,7 +273,10 @@ impl EmbeddedDrill {
         self.cluster.reset_links().map_err(|e| e.to_string())?;
         healed.push("every link back to the topology file's conditions".into());
         let (settled, wait_ms, epoch, under, unsettled) = self.wait_settled(progress).await;
-        let end = drill::settle(&self.watcher, &Default::default()).await;
+        // Counting the lock words scans each node's whole index (seconds on a TPC-C MemStore):
+        // a client with a patient call timeout asks for them.
+        let counter = Arc::new(self.cluster.client(LOCK_COUNT_PATIENCE).map_err(|e| e.to_string())?);
+        let end = drill::settle(&counter, &Default::default()).await;
         let report = drill::report(&watch, &self.timeline.snapshot(), self.duration, &end, None);
         Ok(EmbeddedDrillReport {
             drill: report,
@@ -341,6 +347,68 @@ fn unsettled(cluster: &EmbeddedCluster, statuses: &[(NodeId, Result<NodeStatus, 
         why.push(format!("epochs differ ({:?})", epochs));
     }
     (!why.is_empty()).then(|| why.join("; "))
+}
+
+/// An embedded cluster started for a bench, with its drill if it has one.
+pub struct DrilledCluster {
+    /// The cluster.
+    pub cluster: Arc<EmbeddedCluster>,
+    /// The drill, not started yet.
+    pub drill: Option<EmbeddedDrill>,
+    /// Where the bench's clients submit.
+    pub routes: Coordinators,
+    /// The nodes' data directories (a drill only), removed when dropped: keep it until the
+    /// cluster is shut down.
+    pub data_root: Option<DataRoot>,
+}
+
+/// Starts an embedded cluster of `topo` with `options` for a bench and, with a `plan` (expanded
+/// for `duration`), its drill: each node then gets a data directory for its membership log, so
+/// that a restarted node keeps it. Must run inside a tokio runtime.
+///
+/// # Errors
+/// The data directory, the cluster or the drill cannot be set up (the cluster is shut down
+/// again), as text.
+pub async fn start_cluster(
+    topo: redt_proto::Topology,
+    options: redt_coordinator::CoordinatorOptions,
+    plan: Option<DrillPlan>,
+    duration: Duration,
+) -> Result<DrilledCluster, String> {
+    let data_root = match &plan {
+        Some(_) => Some(DataRoot::new()?),
+        None => None,
+    };
+    let cluster = Arc::new(
+        EmbeddedCluster::start_in(topo, options, data_root.as_ref().map(DataRoot::path))
+            .await
+            .map_err(|e| format!("starting the cluster: {e}"))?,
+    );
+    let drill = match plan.map(|p| EmbeddedDrill::new(cluster.clone(), p, duration)).transpose() {
+        Ok(d) => d,
+        Err(e) => {
+            cluster.shutdown();
+            return Err(e);
+        }
+    };
+    let routes = match &drill {
+        Some(d) => d.coordinators(),
+        None => Coordinators::new(cluster.clone(), Default::default()),
+    };
+    Ok(DrilledCluster { cluster, drill, routes, data_root })
+}
+
+/// Where a drill's log lines go as they happen: above the progress bar `bar`, or to standard
+/// error when it is hidden (no terminal, `--json`).
+pub fn log_to(bar: &indicatif::ProgressBar) -> Arc<dyn Fn(&LogLine) + Send + Sync> {
+    let bar = bar.clone();
+    Arc::new(move |l: &LogLine| {
+        if bar.is_hidden() {
+            eprintln!("{l}");
+        } else {
+            bar.println(l.to_string());
+        }
+    })
 }
 
 /// Refuses a plan whose last action is not within a measured run of `duration`.

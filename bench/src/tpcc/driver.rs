@@ -29,14 +29,14 @@ use super::loader::{self, read_at, rows_per_warehouse, Footprint, LoadConfig, Lo
 use super::procedures::{self as px, kind, Line, INVALID_ITEM, STALE};
 use super::schema::{self as sc, table, Scale, DISTRICTS};
 use super::tap::Side;
-use crate::drill::{Counts, LogLine, Timeline};
-use crate::drill_embedded::{Coordinators, DataRoot, EmbeddedDrill, EmbeddedDrillReport};
+use crate::drill::{Counts, Timeline};
+use crate::drill_embedded::{start_cluster, Coordinators, DrilledCluster, EmbeddedDrillReport};
 use crate::drill_plan::DrillPlan;
 use crate::report::{Latency, VerbsPerTxn};
 use indicatif::{ProgressBar, ProgressStyle};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use redt_coordinator::{Class, ClassReport, CoordinatorOptions, EmbeddedCluster, Node, TxnStatus};
+use redt_coordinator::{Class, ClassReport, CoordinatorOptions, Node, TxnStatus};
 use redt_proto::wire::ProcedureCall;
 use redt_proto::{DcId, NodeId, PartitionId, Protocol, TableId, Topology};
 use serde::Serialize;
@@ -737,27 +737,9 @@ pub async fn run_tpcc(topo: Topology, cfg: &TpccConfig) -> Result<TpccReport, St
         return Err("at most 254 terminals per warehouse".into());
     }
     let rtt_ms = topo.links.first().and_then(|l| l.get(1)).map(|c| c.rtt.as_secs_f64() * 1e3).unwrap_or(0.0);
-    // A drilled cluster's nodes keep their membership logs across restarts.
-    let data_root = match &cfg.drill {
-        Some(_) => Some(DataRoot::new()?),
-        None => None,
-    };
-    let cluster = Arc::new(
-        EmbeddedCluster::start_in(topo, cfg.options.clone(), data_root.as_ref().map(DataRoot::path))
-            .await
-            .map_err(|e| format!("starting the cluster: {e}"))?,
-    );
+    let DrilledCluster { cluster, mut drill, routes, data_root } =
+        start_cluster(topo, cfg.options.clone(), cfg.drill.clone(), cfg.duration).await?;
     let topo = cluster.topology.clone();
-    let mut drill = match cfg.drill.clone() {
-        Some(plan) => match EmbeddedDrill::new(cluster.clone(), plan, cfg.duration) {
-            Ok(d) => Some(d),
-            Err(e) => {
-                cluster.shutdown();
-                return Err(e);
-            }
-        },
-        None => None,
-    };
 
     // Load.
     let lcfg = LoadConfig { warehouses: cfg.warehouses, scale: cfg.scale, seed: cfg.seed, threads: cfg.load_threads };
@@ -787,10 +769,7 @@ pub async fn run_tpcc(topo: Topology, cfg: &TpccConfig) -> Result<TpccReport, St
         latency: std::array::from_fn(|_| Mutex::new(Latency::histogram())),
         deliveries: Mutex::new(HashMap::new()),
         unknown_total: AtomicU64::new(0),
-        routes: match &drill {
-            Some(d) => d.coordinators(),
-            None => Coordinators::new(cluster.clone(), Default::default()),
-        },
+        routes,
         timeline: drill.as_ref().map(|d| d.timeline.clone()),
         measured_from: std::sync::OnceLock::new(),
     });
@@ -853,10 +832,7 @@ pub async fn run_tpcc(topo: Topology, cfg: &TpccConfig) -> Result<TpccReport, St
     let started = Instant::now();
     let _ = sh.measured_from.set(started);
     if let Some(d) = &mut drill {
-        // The log lines go above the progress bar (nowhere when it is hidden: they are in the
-        // report).
-        let printer = run.clone();
-        d.start(started, Arc::new(move |l: &LogLine| printer.println(l.to_string())));
+        d.start(started, crate::drill_embedded::log_to(&run));
     }
     while started.elapsed() < cfg.duration {
         tokio::time::sleep(Duration::from_millis(100)).await;
