@@ -217,7 +217,7 @@ pub async fn run_append(topo: Topology, cfg: &AppendConfig) -> Result<AppendRepo
     let mut tasks = tokio::task::JoinSet::new();
     let mut process = 0u64;
     writer.lock().expect("history").restart_clock();
-    for node in &cluster.nodes {
+    for node in &cluster.nodes() {
         for _ in 0..cfg.clients_per_node {
             let (node, keys, values, stop, hist, writer, error, cfg2) = (
                 node.clone(),

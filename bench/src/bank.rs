@@ -8,8 +8,17 @@
 //! initial total (a snapshot check, for at most [`MAX_READ_ALL`] accounts). After the run
 //! the clients stop, phase 2 finishes, and every replica of every account is read from the
 //! MemStores: the total per replica set must be unchanged and the replicas must agree.
+//!
+//! With a drill plan ([`BankConfig::drill`], `redt bench bank --drill PLAN`) the plan runs over
+//! the measured interval ([`crate::drill_embedded`]): the clients of a node it stopped submit
+//! through the nearest node up, every answer goes to the drill's timeline, and after the
+//! drill every fault is healed and the cluster settles before the check, which reads the
+//! replicas of the current placement (after a failover, the rebuilt ones).
 
 use crate::cluster::bar;
+use crate::drill::Counts;
+use crate::drill_embedded::{start_cluster, DrilledCluster, EmbeddedDrillReport};
+use crate::drill_plan::DrillPlan;
 use crate::report::Outcomes;
 use rand::{Rng, SeedableRng};
 use redt_coordinator::{call, Class, CoordinatorOptions, EmbeddedCluster, TxnStatus};
@@ -17,7 +26,7 @@ use redt_dc_executor::KvOp;
 use redt_proto::{NodeId, Protocol, TableId, Topology};
 use serde::Serialize;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 /// Read-all transactions run only up to this many accounts.
@@ -49,6 +58,10 @@ pub struct BankConfig {
     pub seed: u64,
     /// Progress bars on standard error.
     pub progress: bool,
+    /// A drill plan to run over the measured interval, expanded for `duration`
+    /// ([`DrillPlan::expand`]); `None`: no drill. Its log lines are printed as they happen,
+    /// above the progress bar (on standard error when it is hidden).
+    pub drill: Option<DrillPlan>,
 }
 
 impl Default for BankConfig {
@@ -65,6 +78,7 @@ impl Default for BankConfig {
             options: CoordinatorOptions::default(),
             seed: 42,
             progress: false,
+            drill: None,
         }
     }
 }
@@ -120,15 +134,43 @@ pub struct BankReport {
     pub reads_ok: bool,
     /// All three.
     pub pass: bool,
+    /// The drill, when one ran (the check above ran after it, on the current placement).
+    pub drill: Option<EmbeddedDrillReport>,
+}
+
+impl BankReport {
+    /// The check's verdict in one line: `ok (64 accounts, total 64000, 3 replicas each
+    /// agree)` or what failed.
+    pub fn check_line(&self) -> String {
+        if self.pass {
+            return format!(
+                "ok ({} accounts, total {}, {} replicas each agree)",
+                self.accounts,
+                self.expected_total,
+                self.totals_by_replica.len()
+            );
+        }
+        format!(
+            "FAILED (expected total {}, totals by replica {:?}; {} accounts disagreeing, {} replicas missing, {} locked; {} read-alls saw a wrong total)",
+            self.expected_total,
+            self.totals_by_replica,
+            self.accounts_disagreeing,
+            self.replicas_missing,
+            self.replicas_locked,
+            self.reads_wrong_total
+        )
+    }
 }
 
 /// One replica's view of a record: its node, cell 0 (`None`: record missing), and whether
 /// the record's lock word is held.
 pub type ReplicaCell = (NodeId, Option<Vec<u8>>, bool);
 
-/// Cell 0 of `key` of `table` on each replica of its partition.
+/// Cell 0 of `key` of `table` on each replica of its partition in the current placement
+/// ([`EmbeddedCluster::placement`]: after a failover, the rebuilt replicas, not the removed
+/// ones).
 pub fn replica_cells(cluster: &EmbeddedCluster, table: TableId, key: u64) -> Result<Vec<ReplicaCell>, String> {
-    let topo = &cluster.topology;
+    let topo = &cluster.placement();
     let schema = topo.table(table).ok_or_else(|| format!("no table {table}"))?;
     let p = topo.partition_of(schema, key);
     topo.partitions[p.0 as usize]
@@ -192,10 +234,11 @@ pub async fn run_bank(topo: Topology, cfg: &BankConfig) -> Result<BankReport, St
     }
     let tid = schema.id;
     let rtt_ms = topo.links.first().and_then(|l| l.get(1)).map(|c| c.rtt.as_secs_f64() * 1e3).unwrap_or(0.0);
-    let cluster = Arc::new(
-        EmbeddedCluster::start(topo, cfg.options.clone()).await.map_err(|e| format!("starting the cluster: {e}"))?,
-    );
+    let DrilledCluster { cluster, mut drill, routes, data_root } =
+        start_cluster(topo, cfg.options.clone(), cfg.drill.clone(), cfg.duration).await?;
     let topo = cluster.topology.clone();
+    let timeline = drill.as_ref().map(|d| d.timeline.clone());
+    let measured_from: Arc<OnceLock<Instant>> = Arc::new(OnceLock::new());
     let accounts: Vec<u64> = (0..cfg.accounts).collect();
     // Load: the same balance into every replica.
     let start_balance = cfg.initial_balance.to_le_bytes();
@@ -216,14 +259,22 @@ pub async fn run_bank(topo: Topology, cfg: &BankConfig) -> Result<BankReport, St
     // transfers committed, transfers unknown, reads committed, reads with a wrong total
     let counts = Arc::new([AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)]);
     let mut clients = tokio::task::JoinSet::new();
-    for node in &cluster.nodes {
+    for n in &topo.nodes {
         for c in 0..cfg.clients_per_node {
-            let (node, stop, counts, accounts) = (node.clone(), stop.clone(), counts.clone(), accounts.clone());
-            let seed = cfg.seed ^ ((node.id().0 as u64) << 32 | c as u64);
+            let (stop, counts, accounts, routes) = (stop.clone(), counts.clone(), accounts.clone(), routes.clone());
+            let (timeline, measured_from, topo, schema) =
+                (timeline.clone(), measured_from.clone(), topo.clone(), schema.clone());
+            let home = n.id;
+            let seed = cfg.seed ^ ((home.0 as u64) << 32 | c as u64);
             let max = cfg.max_transfer.max(1);
             clients.spawn(async move {
                 let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
                 while !stop.load(Ordering::Relaxed) {
+                    // A client whose node a drill stopped goes on through the nearest node up.
+                    let Some(node) = routes.route(home) else {
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                        continue;
+                    };
                     if read_ratio > 0.0 && rng.gen_bool(read_ratio) {
                         let ops: Vec<KvOp> = accounts.iter().map(|&k| KvOp::Read(k)).collect();
                         let out = node.submit(call::kv_call(tid, &ops)).await;
@@ -243,7 +294,20 @@ pub async fn run_bank(topo: Topology, cfg: &BankConfig) -> Result<BankReport, St
                     }
                     let x = rng.gen_range(1..=max);
                     let ops = [KvOp::Add(accounts[from], -x), KvOp::Add(accounts[to], x)];
-                    match node.submit(call::kv_call(tid, &ops)).await.status {
+                    let submitted = Instant::now();
+                    let status = node.submit(call::kv_call(tid, &ops)).await.status;
+                    if let (Some(t), Some(&from_t)) = (&timeline, measured_from.get()) {
+                        let (s, a) = (submitted.saturating_duration_since(from_t), from_t.elapsed());
+                        match &status {
+                            TxnStatus::Committed => {
+                                let parts = [accounts[from], accounts[to]].map(|k| topo.partition_of(&schema, k));
+                                t.committed(s, a, &parts);
+                            }
+                            TxnStatus::Aborted(_) => t.add(a, Counts { aborted: 1, ..Default::default() }),
+                            TxnStatus::Unknown(_) => t.add(a, Counts { unknown: 1, ..Default::default() }),
+                        }
+                    }
+                    match status {
                         TxnStatus::Committed => {
                             counts[0].fetch_add(1, Ordering::Relaxed);
                         }
@@ -267,6 +331,10 @@ pub async fn run_bank(topo: Topology, cfg: &BankConfig) -> Result<BankReport, St
     cluster.stats.reset();
     let run = bar(cfg.progress, cfg.duration.as_millis() as u64, "run");
     let started = Instant::now();
+    let _ = measured_from.set(started);
+    if let Some(d) = &mut drill {
+        d.start(started, crate::drill_embedded::log_to(&run));
+    }
     while started.elapsed() < cfg.duration {
         tokio::time::sleep(Duration::from_millis(100)).await;
         run.set_position(started.elapsed().as_millis() as u64);
@@ -279,10 +347,22 @@ pub async fn run_bank(topo: Topology, cfg: &BankConfig) -> Result<BankReport, St
     stop.store(true, Ordering::Relaxed);
     while clients.join_next().await.is_some() {}
 
-    // The check: wait for phase 2, then read every replica.
+    // After a drill: heal, settle, report.
+    let drill = match drill {
+        Some(d) => match d.finish(cfg.progress).await {
+            Ok(r) => Some(r),
+            Err(e) => {
+                cluster.shutdown();
+                return Err(e);
+            }
+        },
+        None => None,
+    };
+    // The check: wait for phase 2, then read every replica of the current placement.
     let wait = Duration::from_millis((rtt_ms * 10.0) as u64) + Duration::from_secs(5);
     let settled = settled_cells(&cluster, tid, &accounts, wait).await;
     cluster.shutdown();
+    drop(data_root);
     let (cells, _calm) = settled?;
     let replicas = cells.iter().map(|r| r.len()).max().unwrap_or(0);
     let mut totals = vec![0i64; replicas];
@@ -329,5 +409,6 @@ pub async fn run_bank(topo: Topology, cfg: &BankConfig) -> Result<BankReport, St
         replicas_agree,
         reads_ok: reads_wrong == 0,
         pass: total_ok && replicas_agree && reads_wrong == 0,
+        drill,
     })
 }

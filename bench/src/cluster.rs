@@ -400,7 +400,7 @@ pub async fn run_cluster_ycsb(topo: Topology, cfg: &ClusterConfig) -> Result<Clu
     let keys = Arc::new(KeySpace::new(topo.partitions.len() as u64, rpp));
     let stop = Arc::new(AtomicBool::new(false));
     let mut clients = tokio::task::JoinSet::new();
-    for node in &cluster.nodes {
+    for node in &cluster.nodes() {
         for c in 0..cfg.clients_per_node {
             let (node, stop, ycsb, keys) = (node.clone(), stop.clone(), cfg.ycsb.clone(), keys.clone());
             let shape = TxnShape::new(&topo, node.id());
@@ -460,7 +460,7 @@ pub async fn run_cluster_ycsb(topo: Topology, cfg: &ClusterConfig) -> Result<Clu
         nodes: cluster.topology.nodes.len(),
         rtt_ms,
         early_ack: cfg.options.early_ack,
-        clients: cfg.clients_per_node * cluster.nodes.len(),
+        clients: cfg.clients_per_node * cluster.nodes().len(),
         duration_s: elapsed.as_secs_f64(),
         outcomes: Outcomes::new(committed, aborted, unknown, elapsed, &hist),
         inter_dc_round_trips_per_txn: rw_inter.inter_dc_round_trips_per_txn,

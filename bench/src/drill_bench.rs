@@ -138,14 +138,7 @@ pub async fn run_drill_ycsb(
     driver: Arc<dyn FaultDriver>,
     on_log: Arc<dyn Fn(&LogLine) + Send + Sync>,
 ) -> Result<DrillBenchReport, String> {
-    if plan.last_action() >= cfg.duration {
-        return Err(format!(
-            "the drill's last action comes {} after the start, not within the measured run (--duration {}): \
-             lengthen --duration or move the plan earlier",
-            humantime::format_duration(plan.last_action()),
-            humantime::format_duration(cfg.duration)
-        ));
-    }
+    crate::drill_embedded::check_within(&plan, cfg.duration)?;
     let topo = Arc::new(topo);
     let (tid, cells, cell_bytes) = ycsb_table(&topo)?;
     let schema = topo.tables.first().cloned().ok_or("the topology declares no table")?;

@@ -24,6 +24,18 @@
 //! kill-dc dc2 at 10s restart-after 30s; partition dc1|dc2,dc3,dc4 at 5s heal-after 10s;
 //! kill-node dc3-n1 at 2s restart-after 3s; slow-link dc1 dc2 rtt 200ms at 1s for 5s
 //! ```
+//!
+//! # Repeating faults
+//!
+//! `every P` repeats an event with period `P`: its first occurrence at `at T` (default: `at
+//! P`), then at `T + P`, `T + 2P`, … for as long as the drill lasts
+//! ([`DrillPlan::expand`] turns it into one event per occurrence whose heal comes before the
+//! end). A repeating event needs a heal shorter than its period (a fault does not overlap
+//! itself). The soak of the failover issue:
+//!
+//! ```text
+//! kill-dc dc2 every 60s restart-after 30s
+//! ```
 
 use redt_proto::{DcId, NodeId, Topology};
 use std::collections::{BTreeMap, BTreeSet};
@@ -144,6 +156,23 @@ pub enum PlanError {
         /// The DC.
         token: String,
     },
+    /// A repeating event without a heal, or whose heal does not come before its next
+    /// occurrence.
+    #[error("`{event}`: a repeating fault needs a heal shorter than its period (`every P` with e.g. `restart-after D`, D < P)")]
+    RepeatWithoutHeal {
+        /// The event's text.
+        event: String,
+    },
+    /// A repeating event none of whose occurrences ends within the drill.
+    #[error("`{event}`: no occurrence ends within the drill's {within} (its first heal comes at {first_heal})")]
+    NoOccurrence {
+        /// The event, canonically.
+        event: String,
+        /// How long the drill lasts, humantime.
+        within: String,
+        /// When its first occurrence is healed, humantime.
+        first_heal: String,
+    },
 }
 
 /// A DC named in a plan.
@@ -258,10 +287,14 @@ pub struct Event {
     pub at: Duration,
     /// How long until it is healed; `None`: never (within the drill).
     pub heal_after: Option<Duration>,
+    /// The period of a repeating event (`every P`): it happens again at `at + P`, `at + 2P`, …
+    /// ([`DrillPlan::expand`]); `None`: once.
+    pub every: Option<Duration>,
 }
 
 impl Event {
-    /// When it is healed, after the drill's start, if it is.
+    /// When it is healed, after the drill's start, if it is (the first occurrence's heal for
+    /// a repeating event).
     pub fn heal_at(&self) -> Option<Duration> {
         self.heal_after.map(|d| self.at + d)
     }
@@ -270,6 +303,9 @@ impl Event {
 impl fmt::Display for Event {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{} at {}", self.fault, Compact(self.at))?;
+        if let Some(p) = self.every {
+            write!(f, " every {}", Compact(p))?;
+        }
         if let Some(d) = self.heal_after {
             write!(f, " {} {}", self.fault.heal_keyword(), Compact(d))?;
         }
@@ -343,7 +379,7 @@ fn keyword(token: &str) -> &str {
 
 /// Whether `token` is a keyword that ends a partition's DC sets.
 fn ends_sets(token: &str) -> bool {
-    matches!(keyword(token), "at" | "heal-after" | "restart-after" | "for" | "rtt")
+    matches!(keyword(token), "at" | "heal-after" | "restart-after" | "for" | "rtt" | "every")
 }
 
 fn duration(kw: &str, token: Option<&str>, event: &str, zero_ok: bool) -> Result<Duration, PlanError> {
@@ -352,6 +388,7 @@ fn duration(kw: &str, token: Option<&str>, event: &str, zero_ok: bool) -> Result
         what: match kw {
             "at" => "a time after `at`",
             "rtt" => "a duration after `rtt`",
+            "every" => "a period after `every`",
             _ => "a duration after the heal keyword",
         },
     })?;
@@ -473,6 +510,7 @@ fn parse_event(text: &str, names: &Names<'_>) -> Result<Event, PlanError> {
     let mut at = None;
     let mut heal = None;
     let mut rtt = None;
+    let mut every = None;
     while i < tokens.len() {
         let kw = keyword(tokens[i]);
         let value = tokens.get(i + 1).copied();
@@ -494,10 +532,12 @@ fn parse_event(text: &str, names: &Names<'_>) -> Result<Event, PlanError> {
                 &mut heal
             }
             "rtt" if matches!(fault, Fault::SlowLink { .. }) => &mut rtt,
+            "every" => &mut every,
             _ => return Err(PlanError::Unexpected { token: tokens[i].to_string(), event }),
         };
         if slot.is_some() {
-            let kw = if kw == "at" || kw == "rtt" { kw.to_string() } else { fault.heal_keyword().to_string() };
+            let kw =
+                if matches!(kw, "at" | "rtt" | "every") { kw.to_string() } else { fault.heal_keyword().to_string() };
             return Err(PlanError::Repeated { keyword: kw, event });
         }
         *slot = Some(duration(kw, value, &event, kw == "at")?);
@@ -509,8 +549,13 @@ fn parse_event(text: &str, names: &Names<'_>) -> Result<Event, PlanError> {
         }
         f => f,
     };
-    let at = at.ok_or_else(|| missing("`at T` (when the fault starts)"))?;
-    Ok(Event { fault, at, heal_after: heal })
+    if let Some(p) = every {
+        if heal.is_none_or(|h| h >= p) {
+            return Err(PlanError::RepeatWithoutHeal { event });
+        }
+    }
+    let at = at.or(every).ok_or_else(|| missing("`at T` (when the fault starts)"))?;
+    Ok(Event { fault, at, heal_after: heal, every })
 }
 
 impl DrillPlan {
@@ -533,7 +578,46 @@ impl DrillPlan {
         Ok(DrillPlan { events })
     }
 
-    /// Every inject and heal, in time order (ties: by event, inject first).
+    /// Whether an event repeats (`every P`): the plan must be [`DrillPlan::expand`]ed before
+    /// it runs.
+    pub fn repeats(&self) -> bool {
+        self.events.iter().any(|e| e.every.is_some())
+    }
+
+    /// The plan for a drill lasting `within`: every repeating event replaced by one event per
+    /// occurrence (at `at`, `at + P`, `at + 2P`, …) whose last action (its heal) comes before
+    /// `within`, the others kept as they are, in the order written.
+    ///
+    /// # Errors
+    /// [`PlanError::NoOccurrence`] for a repeating event whose first occurrence does not end
+    /// within `within`.
+    pub fn expand(&self, within: Duration) -> Result<DrillPlan, PlanError> {
+        let mut events = Vec::new();
+        for e in &self.events {
+            let Some(period) = e.every else {
+                events.push(e.clone());
+                continue;
+            };
+            let heal = e.heal_after.unwrap_or_default();
+            let before = events.len();
+            let mut at = e.at;
+            while at + heal < within {
+                events.push(Event { every: None, at, ..e.clone() });
+                at += period;
+            }
+            if events.len() == before {
+                return Err(PlanError::NoOccurrence {
+                    event: e.to_string(),
+                    within: humantime::format_duration(within).to_string(),
+                    first_heal: humantime::format_duration(e.at + heal).to_string(),
+                });
+            }
+        }
+        Ok(DrillPlan { events })
+    }
+
+    /// Every inject and heal, in time order (ties: by event, inject first); a repeating event
+    /// counts its first occurrence only ([`DrillPlan::expand`] first).
     pub fn actions(&self) -> Vec<Action> {
         let mut all: Vec<Action> = self
             .events
@@ -740,6 +824,45 @@ mod tests {
         );
         assert_eq!(p.last_action(), Duration::from_secs(40));
         assert_eq!(p.first_inject(), Duration::from_secs(1));
+    }
+
+    #[test]
+    fn a_repeating_fault_expands_to_one_event_per_occurrence_within_the_drill() {
+        let p = parse("kill-dc dc2 every 60s restart-after 30s").unwrap();
+        assert!(p.repeats());
+        assert_eq!(p.events[0].at, Duration::from_secs(60), "`at` defaults to the period");
+        assert_eq!(p.to_string(), "kill-dc dc2 at 60s every 60s restart-after 30s");
+        assert_eq!(parse(&p.to_string()).unwrap(), p, "the canonical form parses back");
+        // 10 minutes: kills at 60, 120, …, 540 s (the one at 600 s would end after the drill).
+        let x = p.expand(Duration::from_secs(600)).unwrap();
+        assert!(!x.repeats());
+        let ats: Vec<u64> = x.events.iter().map(|e| e.at.as_secs()).collect();
+        assert_eq!(ats, [60, 120, 180, 240, 300, 360, 420, 480, 540]);
+        assert!(x.events.iter().all(|e| e.heal_after == Some(Duration::from_secs(30))));
+        assert_eq!(x.last_action(), Duration::from_secs(570));
+        // An occurrence whose heal would reach the end is left out.
+        let x = p.expand(Duration::from_secs(150)).unwrap();
+        assert_eq!(x.events.iter().map(|e| e.at.as_secs()).collect::<Vec<_>>(), [60]);
+        // With an explicit start, beside a one-off event kept as written.
+        let p =
+            parse("--partition dc1|dc3 --every 5s --at 1s --heal-after 2s; slow-link dc1 dc2 rtt 90ms at 3s").unwrap();
+        let x = p.expand(Duration::from_secs(12)).unwrap();
+        let ats: Vec<u64> = x.events.iter().map(|e| e.at.as_secs()).collect();
+        assert_eq!(ats, [1, 6, 3], "occurrences at 1 and 6 s (11 s + 2 s is past 12 s), then the slow link");
+    }
+
+    #[test]
+    fn a_repeating_fault_is_refused_without_a_heal_shorter_than_its_period_or_room_to_happen() {
+        let e = |t: &str| parse(t).unwrap_err();
+        assert!(matches!(e("kill-dc dc2 every 60s"), PlanError::RepeatWithoutHeal { .. }));
+        assert!(matches!(e("kill-dc dc2 every 60s restart-after 60s"), PlanError::RepeatWithoutHeal { .. }));
+        assert!(matches!(e("kill-dc dc2 every 0s restart-after 1s"), PlanError::ZeroDuration { .. }));
+        assert!(matches!(e("kill-dc dc2 every 10s every 20s restart-after 1s"), PlanError::Repeated { .. }));
+        assert!(matches!(e("kill-dc dc2 every restart-after 1s"), PlanError::BadDuration { .. }));
+        let p = parse("kill-node dc2-n1 at 5s every 10s restart-after 3s").unwrap();
+        let err = p.expand(Duration::from_secs(8)).unwrap_err();
+        assert!(matches!(err, PlanError::NoOccurrence { .. }));
+        assert!(err.to_string().contains("kill-node dc2-n1 at 5s every 10s restart-after 3s"), "{err}");
     }
 
     #[test]

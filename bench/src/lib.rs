@@ -10,6 +10,7 @@ pub mod csv;
 pub mod drill;
 pub mod drill_bench;
 pub mod drill_check;
+pub mod drill_embedded;
 pub mod drill_plan;
 pub mod elle;
 pub mod history;

@@ -6,7 +6,7 @@ use crate::error::{Error, Result};
 use crate::node::{TxnOutcome, TxnStatus};
 use crate::status::NodeStatus;
 use crate::transport::TransportError;
-use crate::transport::{load_identity, SocketSpec, Transport, TransportConfig, CLIENT_IDENTITY_NAME};
+use crate::transport::{load_identity, NodeIdentity, SocketSpec, Transport, TransportConfig, CLIENT_IDENTITY_NAME};
 use redt_proto::wire::{Body, Envelope, NetemSetRequest, ProcedureCall, StatusRequest, SubmitRequest};
 use redt_proto::{NodeId, Topology, TxnId};
 use std::collections::HashMap;
@@ -36,13 +36,22 @@ impl Client {
     /// bind.
     pub fn connect(topology: Arc<Topology>, certs_dir: &Path, call_timeout: Duration) -> Result<Client> {
         let identity = load_identity(certs_dir, CLIENT_IDENTITY_NAME)?;
+        Client::with_identity(topology, &identity, call_timeout)
+    }
+
+    /// As [`Client::connect`], with the client identity in hand (an embedded cluster's:
+    /// `EmbeddedCluster::client`).
+    ///
+    /// # Errors
+    /// A socket that cannot bind.
+    pub fn with_identity(topology: Arc<Topology>, identity: &NodeIdentity, call_timeout: Duration) -> Result<Client> {
         let bind: SocketAddr = if topology.nodes.first().is_some_and(|n| n.addr.is_ipv6()) {
             "[::1]:0".parse().expect("static address")
         } else {
             "127.0.0.1:0".parse().expect("static address")
         };
         let cfg = TransportConfig { call_timeout, ..TransportConfig::default() };
-        let transport = Transport::client(cfg, &identity, SocketSpec::Bind(bind))?;
+        let transport = Transport::client(cfg, identity, SocketSpec::Bind(bind))?;
         Ok(Client { topology, transport, down: Mutex::new(HashMap::new()) })
     }
 

@@ -7,20 +7,24 @@ use crate::error::{Error, Result};
 use crate::node::{CoordinatorOptions, Node, NodeParts};
 use crate::stats::TxnStats;
 use crate::transport::{ClusterCerts, SocketSpec, Transport, TransportConfig};
-use redt_dc_executor::{DcHandle, Layout, LocalVerbs, TcpVerbs, TcpVerbsServer, VerbCounts, Verbs};
+use crate::Client;
+use redt_dc_executor::{DcHandle, Layout, LocalVerbs, Region, TcpVerbs, TcpVerbsServer, VerbCounts, Verbs};
 use redt_netem::{NetemSocket, WanModel};
 use redt_proto::{DcId, NodeId, Protocol, TableId, Topology};
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 /// Every node of a topology, running in this process.
 pub struct EmbeddedCluster {
-    /// The topology.
+    /// The topology file's placement (the nodes' current placement may be newer: see
+    /// [`EmbeddedCluster::placement`]).
     pub topology: Arc<Topology>,
-    /// Nodes by id.
-    pub nodes: Vec<Arc<Node>>,
+    /// Each node's running life, by node id ([`EmbeddedCluster::restart`] replaces one).
+    nodes: RwLock<Vec<Arc<Node>>>,
     /// Each DC's data path, by DC id, over the in-process verbs (also under `redt-tcp`:
     /// loading and checks are not part of the measured protocol).
     pub dcs: Vec<Arc<DcHandle>>,
@@ -34,21 +38,106 @@ pub struct EmbeddedCluster {
     counted: Vec<Arc<dyn Verbs>>,
     /// Under `redt-tcp`, each node's TCP verbs server, by node id.
     tcp_servers: Vec<TcpVerbsServer>,
+    /// Each node's netem socket, by node id, bound once and shared by its lives (each through
+    /// its own [`LifeSocket`]).
     sockets: Vec<Arc<NetemSocket>>,
     certs: ClusterCerts,
+    /// What a node's next life starts with, by node id.
+    lives: Vec<NodeLife>,
+    options: CoordinatorOptions,
+}
+
+/// What [`EmbeddedCluster::restart`] needs to start a node again: its data path, its
+/// MemStore region (kept across lives, as a restarted process maps its MemStore file again)
+/// and its data directory.
+struct NodeLife {
+    dc: Arc<DcHandle>,
+    region: Arc<Region>,
+    data_dir: Option<PathBuf>,
+    /// The number of the life that owns the socket now (0: none, the node is stopped).
+    current: Arc<AtomicU64>,
+    /// Lives started so far.
+    started: AtomicU64,
+}
+
+/// One life's view of its node's netem socket. The socket outlives a stopped life (its QUIC
+/// endpoint is dropped only with the last reference to the stopped node), so a kill does not
+/// free the address; instead the socket belongs to one life at a time: a life that no longer
+/// owns it receives nothing (its receive stays pending) and sends nothing (its datagrams are
+/// dropped), as a killed process's would, and the next life takes it over on the same
+/// address.
+#[derive(Debug)]
+struct LifeSocket {
+    inner: Arc<NetemSocket>,
+    life: u64,
+    current: Arc<AtomicU64>,
+}
+
+impl LifeSocket {
+    fn owns(&self) -> bool {
+        self.current.load(Ordering::Acquire) == self.life
+    }
+}
+
+impl quinn::AsyncUdpSocket for LifeSocket {
+    fn create_io_poller(self: Arc<Self>) -> std::pin::Pin<Box<dyn quinn::UdpPoller>> {
+        self.inner.clone().create_io_poller()
+    }
+
+    fn try_send(&self, transmit: &quinn::udp::Transmit) -> std::io::Result<()> {
+        if self.owns() {
+            self.inner.try_send(transmit)
+        } else {
+            Ok(())
+        }
+    }
+
+    fn poll_recv(
+        &self,
+        cx: &mut std::task::Context,
+        bufs: &mut [std::io::IoSliceMut<'_>],
+        meta: &mut [quinn::udp::RecvMeta],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        if self.owns() {
+            self.inner.poll_recv(cx, bufs, meta)
+        } else {
+            std::task::Poll::Pending
+        }
+    }
+
+    fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.inner.local_addr()
+    }
+
+    fn max_transmit_segments(&self) -> usize {
+        self.inner.max_transmit_segments()
+    }
+
+    fn max_receive_segments(&self) -> usize {
+        self.inner.max_receive_segments()
+    }
+
+    fn may_fragment(&self) -> bool {
+        self.inner.may_fragment()
+    }
 }
 
 /// How long [`EmbeddedCluster::start`] waits for an address still held by a cluster shut
 /// down just before (its endpoints drain their connections for a moment after closing).
 const BIND_PATIENCE: Duration = Duration::from_secs(5);
 
-/// Binds a node's netem socket, retrying every 50 ms for up to [`BIND_PATIENCE`] while the
-/// address is in use.
-async fn bind_socket(addr: SocketAddr, dc: DcId, wan: &Arc<Mutex<WanModel>>) -> std::io::Result<Arc<NetemSocket>> {
+/// Binds a node's netem socket, retrying every 50 ms for up to `patience` while the address
+/// is in use.
+async fn bind_socket(
+    addr: SocketAddr,
+    dc: DcId,
+    wan: &Arc<Mutex<WanModel>>,
+    patience: Duration,
+) -> std::io::Result<Arc<NetemSocket>> {
     let t0 = std::time::Instant::now();
     loop {
         match NetemSocket::bind(addr, dc, wan.clone()) {
-            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse && t0.elapsed() < BIND_PATIENCE => {
+            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse && t0.elapsed() < patience => {
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
             other => return other,
@@ -72,6 +161,20 @@ impl EmbeddedCluster {
     /// Certificate generation, a socket that cannot bind (the node's address), a TCP verbs
     /// server that cannot bind, a transport failure.
     pub async fn start(topology: Topology, options: CoordinatorOptions) -> Result<EmbeddedCluster> {
+        EmbeddedCluster::start_in(topology, options, None).await
+    }
+
+    /// As [`EmbeddedCluster::start`], each node with its data directory `data_root/<node
+    /// name>` (the membership's Raft log, kept across [`EmbeddedCluster::restart`] as a
+    /// restarted process keeps its `--data-dir`); `None`: in memory.
+    ///
+    /// # Errors
+    /// As [`EmbeddedCluster::start`].
+    pub async fn start_in(
+        topology: Topology,
+        options: CoordinatorOptions,
+        data_root: Option<PathBuf>,
+    ) -> Result<EmbeddedCluster> {
         let topology = Arc::new(topology);
         let certs = ClusterCerts::generate(&topology).map_err(|e| Error::Topology(e.to_string()))?;
         let wan = Arc::new(Mutex::new(WanModel::from_topology(&topology)));
@@ -117,31 +220,159 @@ impl EmbeddedCluster {
             }
             topology.nodes.iter().map(|n| dcs[n.dc.0 as usize].clone()).collect()
         };
-        let mut nodes = Vec::new();
+        let lives: Vec<NodeLife> = topology
+            .nodes
+            .iter()
+            .map(|n| NodeLife {
+                dc: node_dcs[n.id.0 as usize].clone(),
+                region: verbs[n.dc.0 as usize].region(n.id).expect("region of a DC node").clone(),
+                data_dir: data_root.as_ref().map(|r| r.join(&n.name)),
+                current: Arc::new(AtomicU64::new(0)),
+                started: AtomicU64::new(0),
+            })
+            .collect();
         let mut sockets = Vec::new();
         for n in &topology.nodes {
-            let socket = bind_socket(n.addr, n.dc, &wan)
+            let socket = bind_socket(n.addr, n.dc, &wan, BIND_PATIENCE)
                 .await
                 .map_err(|e| Error::Topology(format!("{} cannot bind {}: {e}", n.name, n.addr)))?;
-            sockets.push(socket.clone());
-            let identity = certs.node(n.id).ok_or_else(|| Error::Topology(format!("no certificate for {}", n.name)))?;
-            let transport =
-                Transport::bind(TransportConfig::default(), &topology, identity, SocketSpec::Custom(socket))?;
-            let dc = n.dc.0 as usize;
-            let region = verbs[dc].region(n.id).expect("region of a DC node").clone();
-            nodes.push(Node::start(NodeParts {
-                topology: topology.clone(),
-                node: n.id,
-                dc: node_dcs[n.id.0 as usize].clone(),
-                region,
-                transport: Arc::new(transport),
-                wan: wan.clone(),
-                options: options.clone(),
-                stats: stats.clone(),
-                data_dir: None,
-            })?);
+            sockets.push(socket);
         }
-        Ok(EmbeddedCluster { topology, nodes, dcs, wan, stats, counted, tcp_servers, sockets, certs })
+        let cluster = EmbeddedCluster {
+            topology: topology.clone(),
+            nodes: RwLock::new(Vec::new()),
+            dcs,
+            wan,
+            stats,
+            counted,
+            tcp_servers,
+            sockets,
+            certs,
+            lives,
+            options,
+        };
+        let mut nodes = Vec::new();
+        for n in &topology.nodes {
+            nodes.push(cluster.start_node(n.id)?);
+        }
+        *cluster.nodes.write().unwrap_or_else(|p| p.into_inner()) = nodes;
+        Ok(cluster)
+    }
+
+    /// Starts a new life of node `id` on its region, its socket handed over to it.
+    fn start_node(&self, id: NodeId) -> Result<Arc<Node>> {
+        let n = self.topology.nodes.get(id.0 as usize).ok_or_else(|| Error::Topology(format!("no node {id}")))?;
+        let life = &self.lives[id.0 as usize];
+        let number = life.started.fetch_add(1, Ordering::AcqRel) + 1;
+        life.current.store(number, Ordering::Release);
+        let socket = Arc::new(LifeSocket {
+            inner: self.sockets[id.0 as usize].clone(),
+            life: number,
+            current: life.current.clone(),
+        });
+        let identity =
+            self.certs.node(n.id).ok_or_else(|| Error::Topology(format!("no certificate for {}", n.name)))?;
+        let transport =
+            Transport::bind(TransportConfig::default(), &self.topology, identity, SocketSpec::Custom(socket))?;
+        Node::start(NodeParts {
+            topology: self.topology.clone(),
+            node: n.id,
+            dc: life.dc.clone(),
+            region: life.region.clone(),
+            transport: Arc::new(transport),
+            wan: self.wan.clone(),
+            options: self.options.clone(),
+            stats: self.stats.clone(),
+            data_dir: life.data_dir.clone(),
+        })
+    }
+
+    /// Stops node `id` as a killed process stops: its socket goes deaf and mute at once (see
+    /// [`LifeSocket`]: it answers nothing), its QUIC endpoint closes, its executor, replay,
+    /// recovery, failure-detector and membership tasks stop. Its MemStore region stays as it is, still reachable by the
+    /// other nodes of its DC through the verbs (a killed process's shared memory file stays
+    /// too). Blocks until the executor and replay threads have stopped.
+    ///
+    /// # Errors
+    /// An unknown node.
+    pub fn kill(&self, id: NodeId) -> Result<()> {
+        let node =
+            self.nodes_read().get(id.0 as usize).cloned().ok_or_else(|| Error::Topology(format!("no node {id}")))?;
+        self.lives[id.0 as usize].current.store(0, Ordering::Release);
+        node.shutdown();
+        Ok(())
+    }
+
+    /// Starts a new life of node `id` (stopped by [`EmbeddedCluster::kill`]) on the same
+    /// MemStore region, address and data directory, as `redt cluster start --node` starts a
+    /// killed process again: it formats nothing, takes its next incarnation from its MemStore
+    /// and learns the current placement from the membership. Returns the new life.
+    ///
+    /// # Errors
+    /// An unknown node, a node that cannot start.
+    pub fn restart(&self, id: NodeId) -> Result<Arc<Node>> {
+        let node = self.start_node(id)?;
+        let mut nodes = self.nodes.write().unwrap_or_else(|p| p.into_inner());
+        if let Some(slot) = nodes.get_mut(id.0 as usize) {
+            *slot = node.clone();
+        }
+        Ok(node)
+    }
+
+    fn nodes_read(&self) -> std::sync::RwLockReadGuard<'_, Vec<Arc<Node>>> {
+        self.nodes.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Every node's current life, by node id.
+    pub fn nodes(&self) -> Vec<Arc<Node>> {
+        self.nodes_read().clone()
+    }
+
+    /// The newest placement any node runs (the topology file's until the membership changed
+    /// it): what checks after a failover must read.
+    pub fn placement(&self) -> Arc<Topology> {
+        self.nodes_read().iter().map(|n| n.topology()).max_by_key(|t| t.epoch).unwrap_or_else(|| self.topology.clone())
+    }
+
+    /// A client of this cluster over QUIC with its client certificate (status requests,
+    /// submissions as an outside client would make them); calls time out after
+    /// `call_timeout`. Must run inside a tokio runtime.
+    ///
+    /// # Errors
+    /// A socket that cannot bind.
+    pub fn client(&self, call_timeout: Duration) -> Result<Client> {
+        Client::with_identity(self.topology.clone(), &self.certs.client, call_timeout)
+    }
+
+    /// Sets the RTT of the one-way link `from → to` (the netem model every socket shares).
+    ///
+    /// # Errors
+    /// An unknown DC.
+    pub fn set_rtt(&self, from: DcId, to: DcId, rtt: Duration) -> Result<()> {
+        let mut wan = self.wan.lock().map_err(|_| Error::Topology("WAN model poisoned".into()))?;
+        let mut c = wan.link(from, to).ok_or_else(|| Error::Topology(format!("no link {from} -> {to}")))?;
+        c.rtt = rtt;
+        wan.set_link(from, to, c).map_err(|e| Error::Topology(e.to_string()))
+    }
+
+    /// Cuts (or heals) the link between DCs `a` and `b`, both ways.
+    ///
+    /// # Errors
+    /// An unknown DC.
+    pub fn set_partitioned(&self, a: DcId, b: DcId, cut: bool) -> Result<()> {
+        let mut wan = self.wan.lock().map_err(|_| Error::Topology("WAN model poisoned".into()))?;
+        wan.set_partitioned(a, b, cut).map_err(|e| Error::Topology(e.to_string()))?;
+        wan.set_partitioned(b, a, cut).map_err(|e| Error::Topology(e.to_string()))
+    }
+
+    /// Puts every link back to the topology file's conditions (no cut, the file's RTTs).
+    ///
+    /// # Errors
+    /// The WAN model's lock is poisoned.
+    pub fn reset_links(&self) -> Result<()> {
+        *self.wan.lock().map_err(|_| Error::Topology("WAN model poisoned".into()))? =
+            WanModel::from_topology(&self.topology);
+        Ok(())
     }
 
     /// Loads `records_per_partition` records of `table` into every replica: keys
@@ -173,9 +404,12 @@ impl EmbeddedCluster {
         &self.certs
     }
 
-    /// The node with id `id`.
-    pub fn node(&self, id: NodeId) -> &Arc<Node> {
-        &self.nodes[id.0 as usize]
+    /// The current life of the node with id `id`.
+    ///
+    /// # Panics
+    /// If `id` is not a node of the topology.
+    pub fn node(&self, id: NodeId) -> Arc<Node> {
+        self.nodes_read()[id.0 as usize].clone()
     }
 
     /// Verbs issued so far in every DC by the nodes' data paths (under `redt-tcp`, counted
@@ -210,7 +444,7 @@ impl EmbeddedCluster {
 
     /// Stops every node (and, under `redt-tcp`, every TCP verbs server).
     pub fn shutdown(&self) {
-        for n in &self.nodes {
+        for n in self.nodes_read().iter() {
             n.shutdown();
         }
         for s in &self.tcp_servers {

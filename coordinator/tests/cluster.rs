@@ -111,7 +111,7 @@ async fn wait_settled(cluster: &EmbeddedCluster, keys: &[u64], limit: Duration) 
     let t0 = Instant::now();
     loop {
         let mut pending: Vec<usize> = Vec::new();
-        for n in &cluster.nodes {
+        for n in &cluster.nodes() {
             pending.push(n.executor().run(|c, _| c.pending()).await.unwrap_or(0));
         }
         let state = if pending.iter().any(|&p| p > 0) {
@@ -474,7 +474,8 @@ async fn a_repeated_decision_after_the_ring_wrapped_is_a_no_op() {
     let dc0 = cluster.topology.nodes[0].dc;
     let key = (0..).find(|&k| cluster.topology.partitions[partition(&cluster, k).0 as usize].replicas.contains(&n0));
     let key = key.expect("node 0 holds some partition");
-    let exec = cluster.node(n0).executor();
+    let n0_node = cluster.node(n0);
+    let exec = n0_node.executor();
     let txn = TxnId::new(n0, 1 << 40); // far above the ids the node hands out itself
     let args = redt_coordinator::message::Execute {
         txn,
@@ -579,7 +580,8 @@ async fn a_replica_that_voted_abort_is_caught_up() {
     let holder = NodeId(3);
     let holder_dc = cluster.topology.nodes[3].dc;
     // A sub-transaction in dc4 that locks the key and waits for a decision that comes later.
-    let exec = cluster.node(holder).executor();
+    let holder_node = cluster.node(holder);
+    let exec = holder_node.executor();
     let blocker = TxnId::new(holder, 1 << 40);
     let args = redt_coordinator::message::Execute {
         txn: blocker,
@@ -615,7 +617,7 @@ async fn a_replica_that_voted_abort_is_caught_up() {
 /// for the nodes that have any.
 async fn undecided(cluster: &EmbeddedCluster) -> Vec<(NodeId, usize)> {
     let mut out = Vec::new();
-    for n in &cluster.nodes {
+    for n in &cluster.nodes() {
         if let Some(entries) = n.executor().run(|c, _| c.unfinished_entries()).await {
             let count = entries.unwrap_or_else(|e| panic!("reading {}'s ring: {e}", n.id())).len();
             if count > 0 {

@@ -12,6 +12,7 @@ use clap::Args;
 use redt_bench::drill::{
     self, DownSet, DrillReport, DrillSetup, EffectFuture, FaultDriver, LogLine, Timeline, NO_REBUILD,
 };
+use redt_bench::drill_embedded::EmbeddedDrillReport;
 use redt_bench::drill_plan::{DrillPlan, Effect};
 use redt_bench::{ClusterConfig, DrillBenchReport};
 use redt_coordinator::Client;
@@ -176,7 +177,10 @@ pub fn bench_plan(a: &DrillArgs, cluster: bool, topo: &Topology, duration: Durat
         return Ok(None);
     };
     if !cluster {
-        bail!("--drill, --kill and --cut drill a running cluster: add --cluster FILE (the topology `redt cluster up` used)");
+        bail!(
+            "--drill, --kill and --cut of `redt bench ycsb` drill a running cluster: add --cluster FILE (the topology \
+             `redt cluster up` used); the embedded benches `redt bench bank` and `redt bench tpcc` take --drill PLAN"
+        );
     }
     let flag = if a.drill.is_some() {
         "--drill"
@@ -186,6 +190,7 @@ pub fn bench_plan(a: &DrillArgs, cluster: bool, topo: &Topology, duration: Durat
         "--cut"
     };
     let plan = DrillPlan::parse(&text, topo).map_err(|e| anyhow!("{flag}: {e}"))?;
+    let plan = plan.expand(duration).map_err(|e| anyhow!("{flag}: {e}"))?;
     if plan.last_action() >= duration {
         bail!(
             "{flag}: the plan's last action comes {} after the start, not within the measured run (--duration {})",
@@ -220,8 +225,11 @@ pub async fn run_bench(
 pub struct DrillCmdArgs {
     /// The plan, quoted: events separated by `;`, each a fault, `at T`, and an optional heal —
     /// `kill-dc DC [restart-after D]`, `kill-node NODE [restart-after D]`, `partition
-    /// DCS|DCS [heal-after D]` (comma-separated DC sets), `slow-link A B rtt R [for D]`.
-    /// Example: "kill-node dc3-n1 at 2s restart-after 3s; slow-link dc1 dc2 rtt 200ms at 1s for 5s".
+    /// DCS|DCS [heal-after D]` (comma-separated DC sets), `slow-link A B rtt R [for D]`. `every
+    /// P` repeats an event with period P for as long as the drill lasts (first at `at T`,
+    /// default P; it needs a heal shorter than P and --duration). Example: "kill-node dc3-n1 at
+    /// 2s restart-after 3s; slow-link dc1 dc2 rtt 200ms at 1s for 5s"; the soak: "kill-dc dc2
+    /// every 60s restart-after 30s".
     plan: String,
     /// Topology file of the running cluster [default: the one `redt cluster up` recorded in the
     /// run directory].
@@ -273,8 +281,12 @@ pub fn run(a: &DrillCmdArgs) -> Result<()> {
     };
     let topo = load_topology(Some(&config))?;
     let plan = DrillPlan::parse(&a.plan, &topo).map_err(|e| anyhow!("drill plan: {e}"))?;
-    check_run_dir(&plan, &a.run_dir)?;
+    if plan.repeats() && a.duration.is_none() {
+        bail!("the plan repeats a fault (`every`): give --duration, how long the drill lasts");
+    }
     let duration = a.duration.unwrap_or(plan.last_action() + Duration::from_secs(10));
+    let plan = plan.expand(duration).map_err(|e| anyhow!("drill plan: {e}"))?;
+    check_run_dir(&plan, &a.run_dir)?;
     if plan.last_action() >= duration {
         bail!(
             "the plan's last action comes {} after the start, after --duration {}",
@@ -546,4 +558,96 @@ pub fn print(d: &DrillReport, log: bool) {
             s.events
         );
     }
+}
+
+/// `--drill PLAN` of the embedded benches (`redt bench bank`, `redt bench tpcc`): the plan runs
+/// over the measured interval on the embedded cluster, then every fault is healed, the cluster
+/// settles and the bench's checks run on the current placement.
+#[derive(Args, Debug)]
+pub struct EmbeddedDrillArgs {
+    /// Drill plan, quoted (the grammar of `redt drill --help`): events separated by `;`, each a
+    /// fault, `at T` (after the measured interval starts), an optional heal and an optional
+    /// `every P` — `kill-dc DC [restart-after D]`, `kill-node NODE [restart-after D]`,
+    /// `partition DCS|DCS [heal-after D]`, `slow-link A B rtt R [for D]`; e.g. "kill-dc dc2 at
+    /// 10s restart-after 30s" or the soak's "kill-dc dc2 every 60s restart-after 30s". In the
+    /// embedded cluster a kill stops the node in-process (its QUIC endpoint closes, its
+    /// threads and tasks stop, it answers nothing) and a restart starts a new node on the same
+    /// MemStore, address and data directory; the clients of a stopped node submit through the
+    /// nearest node up. Turns failover on (see --no-failover).
+    #[arg(long, value_name = "PLAN")]
+    pub drill: Option<String>,
+    /// With --drill: run the nodes without the membership peer (a dead DC stays in the
+    /// placement and stops the partitions it holds until it returns).
+    #[arg(long, requires = "drill")]
+    pub no_failover: bool,
+    /// Write the drill's timeline (one row per 100 ms: committed/s, aborted/s, unknown/s, p99
+    /// of the second, undecided entries, replay backlog, suspicions, events) to this CSV file.
+    #[arg(long, value_name = "FILE", requires = "drill")]
+    pub timeline_csv: Option<PathBuf>,
+    /// Draw the drill's timeline to this SVG file, and a PNG beside it.
+    #[arg(long, value_name = "FILE.svg", requires = "drill")]
+    pub chart: Option<PathBuf>,
+}
+
+impl EmbeddedDrillArgs {
+    /// The plan asked for, checked against `topo` and expanded for a measured run of
+    /// `duration`; `None` without `--drill`.
+    ///
+    /// # Errors
+    /// A plan that does not parse, a repeating event with no occurrence within the run, a
+    /// last action not within the run.
+    pub fn plan(&self, topo: &Topology, duration: Duration) -> Result<Option<DrillPlan>> {
+        let Some(text) = &self.drill else { return Ok(None) };
+        let plan = DrillPlan::parse(text, topo).map_err(|e| anyhow!("--drill: {e}"))?;
+        let plan = plan.expand(duration).map_err(|e| anyhow!("--drill: {e}"))?;
+        redt_bench::drill_embedded::check_within(&plan, duration).map_err(|e| anyhow!("--drill: {e}"))?;
+        Ok(Some(plan))
+    }
+
+    /// `options` with failover turned on for a drill under RedT (unless `--no-failover`).
+    pub fn options(&self, mut options: redt_coordinator::CoordinatorOptions) -> redt_coordinator::CoordinatorOptions {
+        if self.drill.is_some() && !self.no_failover && options.protocol == redt_proto::Protocol::Redt {
+            options.failover = true;
+        }
+        options
+    }
+}
+
+/// Prints an embedded bench's drill (its log was printed as it happened): the drill's figures
+/// and the heals and settling after it.
+pub fn print_embedded(r: &EmbeddedDrillReport) {
+    println!("  drill (in-process kills: the node is stopped and started again on its MemStore)");
+    print(&r.drill, false);
+    let a = &r.after;
+    println!("  after the drill              {}", a.healed.join("; "));
+    match (a.settled, a.epoch) {
+        (true, Some(e)) => println!(
+            "  settled after the drill      in {} ms: every node at epoch {e}, nothing undecided, owed or unreplayed, no partition under-replicated",
+            a.wait_ms
+        ),
+        (true, None) => println!("  settled after the drill      in {} ms", a.wait_ms),
+        (false, _) => println!(
+            "  settled after the drill      NO, gave up after {} ms: {}",
+            a.wait_ms,
+            a.unsettled.as_deref().unwrap_or("?")
+        ),
+    }
+}
+
+/// Saves an embedded bench's drill timeline as `a` asks and fails when the cluster did not
+/// settle or an effect failed (after everything was printed).
+///
+/// # Errors
+/// As [`Outputs::save`] and [`verdict`]; the cluster did not settle after the drill.
+pub fn finish_embedded(r: &EmbeddedDrillReport, a: &EmbeddedDrillArgs, title: &str, say: bool) -> Result<()> {
+    Outputs::of(None, a.timeline_csv.as_deref(), a.chart.as_deref()).save(&r.drill, title, say)?;
+    verdict(&r.drill)?;
+    if !r.after.settled {
+        bail!(
+            "the cluster did not settle within {} s after the drill: {}",
+            redt_bench::drill_embedded::SETTLE_PATIENCE.as_secs(),
+            r.after.unsettled.as_deref().unwrap_or("?")
+        );
+    }
+    Ok(())
 }

@@ -59,6 +59,8 @@ pub struct TpccArgs {
     /// Append the report as one row to this CSV file (header written when the file is new).
     #[arg(long)]
     csv: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    drill: super::drill::EmbeddedDrillArgs,
 }
 
 /// Parses `--scale ITEMS,CUSTOMERS,NEW`.
@@ -76,6 +78,7 @@ pub fn run(a: &TpccArgs) -> Result<()> {
         Some(p) => Topology::load(p)?,
         None => Topology::from_yaml("configs/tpcc.yaml (embedded)", TPCC_TOPOLOGY)?,
     };
+    let drill = a.drill.plan(&topo, a.duration)?;
     let cfg = TpccConfig {
         warehouses: a.warehouses,
         scale: a.scale.as_deref().map(parse_scale).transpose()?.unwrap_or(Scale::SPEC),
@@ -86,7 +89,8 @@ pub fn run(a: &TpccArgs) -> Result<()> {
         check: a.check,
         seed: a.seed,
         progress: !a.json,
-        options: a.protocol.options(),
+        options: a.drill.options(a.protocol.options()),
+        drill,
         ..TpccConfig::default()
     };
     let r = runtime()?.block_on(run_tpcc(topo, &cfg)).map_err(anyhow::Error::msg)?;
@@ -98,6 +102,25 @@ pub fn run(a: &TpccArgs) -> Result<()> {
         println!("{json}");
     } else {
         print!("{}", r.text());
+    }
+    if let Some(d) = &r.drill {
+        if !a.json {
+            super::drill::print_embedded(d);
+            println!("  TPC-C checks after the drill {}", r.checks_after_drill_line());
+            for (rank, c) in r.checks_after_drill.iter().enumerate() {
+                if !c.passed {
+                    println!("    replica {} of each partition:", rank + 1);
+                    for l in c.lines() {
+                        println!("      {l}");
+                    }
+                }
+            }
+        }
+        let title = format!("redt bench tpcc --drill — {}", r.topology);
+        super::drill::finish_embedded(d, &a.drill, &title, !a.json)?;
+        if r.checks_after_drill.iter().any(|c| !c.passed) {
+            bail!("TPC-C consistency check after the drill failed: {}", r.checks_after_drill_line());
+        }
     }
     if r.check.as_ref().is_some_and(|c| !c.passed) {
         bail!("TPC-C consistency check failed");

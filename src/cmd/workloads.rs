@@ -41,6 +41,8 @@ pub struct BankArgs {
     table: String,
     #[command(flatten)]
     run: KvRunArgs,
+    #[command(flatten)]
+    drill: super::super::drill::EmbeddedDrillArgs,
 }
 
 /// Arguments of `redt bench append`.
@@ -141,6 +143,7 @@ pub fn bank(a: &BankArgs) -> Result<()> {
         bail!("--read-ratio must be in [0, 1]");
     }
     let topo = load_topology(run.config.as_deref())?;
+    let drill = a.drill.plan(&topo, a.duration)?;
     let cfg = BankConfig {
         duration: a.duration,
         warmup: a.warmup,
@@ -150,12 +153,17 @@ pub fn bank(a: &BankArgs) -> Result<()> {
         read_ratio: a.read_ratio,
         clients_per_node: run.clients_per_node,
         table: a.table.clone(),
-        options: run.protocol.options(),
+        options: a.drill.options(run.protocol.options()),
         seed: run.seed,
         progress: !run.out.json,
+        drill,
     };
     let r = runtime()?.block_on(run_bank(topo, &cfg)).map_err(anyhow::Error::msg)?;
     run.out.emit(serde_json::to_string_pretty(&r)?, || print_bank(&r))?;
+    if let Some(d) = &r.drill {
+        let title = format!("redt bench bank --drill — {}", r.topology);
+        super::super::drill::finish_embedded(d, &a.drill, &title, !run.out.json)?;
+    }
     if !r.pass {
         bail!("bank check failed: total or replicas or read-all totals wrong (see the report)");
     }
@@ -192,6 +200,10 @@ fn print_bank(r: &BankReport) {
         r.reads_committed
     );
     println!("  bank check                 {:>10}", pass_fail(r.pass));
+    if let Some(d) = &r.drill {
+        super::super::drill::print_embedded(d);
+        println!("  bank total after the drill   {} (on the current placement's replicas)", r.check_line());
+    }
 }
 
 /// `redt bench append`.

@@ -12,7 +12,7 @@
 use super::loader::read_at;
 use super::schema::{self as sc, table, Scale, DISTRICTS, MAX_OL};
 use redt_coordinator::EmbeddedCluster;
-use redt_proto::NodeId;
+use redt_proto::{NodeId, Topology};
 use serde::Serialize;
 use std::collections::HashMap;
 use std::time::Instant;
@@ -129,16 +129,24 @@ fn money(c: i64) -> String {
     format!("{:.2}", c as f64 / 100.0)
 }
 
-/// Checks the twelve conditions on `cluster`.
+/// Checks the twelve conditions on `cluster`, on the primaries of the topology file's
+/// placement.
 pub fn check(cluster: &EmbeddedCluster, input: &CheckInput) -> CheckReport {
+    check_replica(cluster, &cluster.topology, 0, input)
+}
+
+/// Checks the twelve conditions on `cluster`, each warehouse read from replica `rank` of its
+/// partition in the placement `topo` (0: the primary; the last replica when the partition has
+/// fewer): after a failover, the current placement's replicas, rebuilt ones included.
+pub fn check_replica(cluster: &EmbeddedCluster, topo: &Topology, rank: usize, input: &CheckInput) -> CheckReport {
     let t0 = Instant::now();
-    let topo = &cluster.topology;
     let scale = input.scale.unwrap_or(Scale::SPEC);
     let mut reads = 0u64;
     let mut acc = Acc::new();
     let primary = |w: u32| -> NodeId {
         let schema = topo.table(table::WAREHOUSE).expect("TPC-C topology");
-        topo.partitions[topo.partition_of(schema, sc::warehouse_key(w)).0 as usize].replicas[0]
+        let replicas = &topo.partitions[topo.partition_of(schema, sc::warehouse_key(w)).0 as usize].replicas;
+        replicas[rank.min(replicas.len() - 1)]
     };
     let mut read = |w: u32, t, key| {
         reads += 1;

@@ -15,19 +15,30 @@
 //! (conflicts, stale reconnaissance, unknown outcomes) and the abort rate they make, and
 //! the latency a terminal sees from the first attempt to the commit (retries included).
 //! tpmC = committed New-Orders per minute of the measured interval.
+//!
+//! With a drill plan ([`TpccConfig::drill`], `redt bench tpcc --drill PLAN`) the plan runs over
+//! the measured interval ([`crate::drill_embedded`]): a terminal whose node the drill stopped
+//! submits through the nearest node up, the reconnaissance reads the replicas of its
+//! coordinator's current placement, the pre-allocator writes into the current placement's
+//! replicas and learners, every attempt's answer goes to the drill's timeline, and after the
+//! drill every fault is healed, the cluster settles, and the 12 conditions are checked on
+//! every replica of the current placement.
 
-use super::check::{check, CheckInput, CheckReport};
+use super::check::{check, check_replica, CheckInput, CheckReport};
 use super::loader::{self, read_at, rows_per_warehouse, Footprint, LoadConfig, Loaded, Preallocator};
 use super::procedures::{self as px, kind, Line, INVALID_ITEM, STALE};
 use super::schema::{self as sc, table, Scale, DISTRICTS};
 use super::tap::Side;
+use crate::drill::{Counts, Timeline};
+use crate::drill_embedded::{start_cluster, Coordinators, DrilledCluster, EmbeddedDrillReport};
+use crate::drill_plan::DrillPlan;
 use crate::report::{Latency, VerbsPerTxn};
 use indicatif::{ProgressBar, ProgressStyle};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use redt_coordinator::{Class, ClassReport, CoordinatorOptions, EmbeddedCluster, Node, TxnStatus};
+use redt_coordinator::{Class, ClassReport, CoordinatorOptions, Node, TxnStatus};
 use redt_proto::wire::ProcedureCall;
-use redt_proto::{DcId, Protocol, TableId, Topology};
+use redt_proto::{DcId, NodeId, PartitionId, Protocol, TableId, Topology};
 use serde::Serialize;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
@@ -61,6 +72,10 @@ pub struct TpccConfig {
     pub load_threads: usize,
     /// Orders pre-allocated ahead of each district's D_NEXT_O_ID.
     pub headroom: u64,
+    /// A drill plan to run over the measured interval, expanded for `duration`
+    /// ([`DrillPlan::expand`]); `None`: no drill. With a drill the 12 conditions are checked
+    /// after it whatever `check` says.
+    pub drill: Option<DrillPlan>,
 }
 
 impl Default for TpccConfig {
@@ -78,6 +93,7 @@ impl Default for TpccConfig {
             options: CoordinatorOptions::default(),
             load_threads: 2,
             headroom: 200,
+            drill: None,
         }
     }
 }
@@ -180,8 +196,14 @@ pub struct TpccReport {
     pub verbs_per_txn: VerbsPerTxn,
     /// The coordinators' per-class figures (RedT Table 2).
     pub classes: Vec<(String, ClassReport)>,
-    /// The consistency check, when asked for.
+    /// The consistency check, when asked for (after a drill: on the primaries of the current
+    /// placement).
     pub check: Option<CheckReport>,
+    /// The drill, when one ran.
+    pub drill: Option<Box<EmbeddedDrillReport>>,
+    /// After a drill: the 12 conditions on each replica rank of the current placement (the
+    /// primaries, the second replicas, …).
+    pub checks_after_drill: Vec<CheckReport>,
 }
 
 #[derive(Default)]
@@ -232,6 +254,11 @@ struct Shared {
     deliveries: Mutex<HashMap<(u32, u32), u64>>,
     /// Unknown outcomes over the whole run.
     unknown_total: AtomicU64,
+    /// Where the terminals submit (their home node, or the nearest node up during a drill).
+    routes: Coordinators,
+    /// The drill's timeline, and the start of the measured interval.
+    timeline: Option<Arc<Timeline>>,
+    measured_from: std::sync::OnceLock<Instant>,
 }
 
 /// What one attempt came to.
@@ -250,17 +277,28 @@ impl Shared {
         }
     }
 
-    /// A record as the nearest replica to `dc` holds it (the one in `dc`, else the
-    /// primary): the reconnaissance read.
-    fn read(&self, dc: DcId, t: TableId, key: u64) -> Option<Vec<Vec<u8>>> {
-        let schema = self.topo.table(t)?;
-        let p = self.topo.partition_of(schema, key);
-        let node = self.topo.replica_in_dc(p, dc).unwrap_or(self.topo.partitions[p.0 as usize].replicas[0]);
-        read_at(&self.topo, &self.side.dcs, node, t, key)
+    /// A record as the nearest replica to `dc` in the placement `topo` holds it (the one in
+    /// `dc`, else the primary): the reconnaissance read.
+    fn read(&self, topo: &Topology, dc: DcId, t: TableId, key: u64) -> Option<Vec<Vec<u8>>> {
+        let schema = topo.table(t)?;
+        let p = topo.partition_of(schema, key);
+        let node = topo.replica_in_dc(p, dc).unwrap_or(topo.partitions[p.0 as usize].replicas[0]);
+        read_at(topo, &self.side.dcs, node, t, key)
     }
 
-    async fn submit(&self, node: &Arc<Node>, ty: usize, call: ProcedureCall) -> Attempt {
+    /// Submits one attempt through `node`; `part` is the home warehouse's partition (the
+    /// drill's timeline counts the commit for it).
+    async fn submit(&self, node: &Arc<Node>, ty: usize, call: ProcedureCall, part: PartitionId) -> Attempt {
+        let submitted = Instant::now();
         let out = node.submit(call).await;
+        if let (Some(t), Some(&from)) = (&self.timeline, self.measured_from.get()) {
+            let (s, a) = (submitted.saturating_duration_since(from), from.elapsed());
+            match &out.status {
+                TxnStatus::Committed => t.committed(s, a, &[part]),
+                TxnStatus::Aborted(_) => t.add(a, Counts { aborted: 1, ..Default::default() }),
+                TxnStatus::Unknown(_) => t.add(a, Counts { unknown: 1, ..Default::default() }),
+            }
+        }
         let a = match &out.status {
             TxnStatus::Committed => Attempt::Committed,
             TxnStatus::Aborted(why) if why.contains(INVALID_ITEM) => Attempt::RolledBack,
@@ -324,8 +362,11 @@ struct Terminal {
     w: u32,
     /// 1-based terminal number within its warehouse (its HISTORY slot).
     slot: u32,
-    node: Arc<Node>,
-    dc: DcId,
+    /// The node holding the home warehouse's primary in the topology file: its coordinator
+    /// unless a drill stopped it.
+    home: NodeId,
+    /// The home warehouse's partition.
+    part: PartitionId,
     rng: StdRng,
     /// Stock-Level's fixed district (clause 2.8.1.1).
     sl_d: u32,
@@ -358,8 +399,29 @@ impl Terminal {
 
     /// The customer a by-name selection picks (reconnaissance of the static index).
     fn by_name(&self, w: u32, d: u32, name: u32) -> Option<u32> {
-        let v = self.sh.read(self.dc, table::CUSTOMER_LAST, sc::customer_last_key(w, d, name))?;
+        let (node, dc) = self.route()?;
+        let v = self.sh.read(&node.topology(), dc, table::CUSTOMER_LAST, sc::customer_last_key(w, d, name))?;
         sc::pick_by_name(&sc::decode_ids(&v[sc::cl::IDS as usize]))
+    }
+
+    /// The coordinator to submit through now and its DC (`None` while every node is down).
+    fn route(&self) -> Option<(Arc<Node>, DcId)> {
+        let node = self.sh.routes.route(self.home)?;
+        let dc = self.sh.topo.nodes[node.id().0 as usize].dc;
+        Some((node, dc))
+    }
+
+    /// [`Terminal::route`], waiting while every node is down; `None` once stopped.
+    async fn coordinator(&self) -> Option<(Arc<Node>, DcId)> {
+        loop {
+            if self.sh.stopped() {
+                return None;
+            }
+            if let Some(r) = self.route() {
+                return Some(r);
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 
     async fn run(mut self) {
@@ -420,8 +482,10 @@ impl Terminal {
             lines.push(Line { i_id, supply_w, qty: self.rng.gen_range(1..=10), dist_info: Vec::new() });
         }
         // S_DIST_xx of remote supplying stock rows is immutable: read it once.
+        let Some((node, dc)) = self.coordinator().await else { return };
+        let placement = node.topology();
         for l in lines.iter_mut().filter(|l| l.supply_w != self.w) {
-            if let Some(v) = sh.read(self.dc, table::STOCK, sc::stock_key(l.supply_w, l.i_id)) {
+            if let Some(v) = sh.read(&placement, dc, table::STOCK, sc::stock_key(l.supply_w, l.i_id)) {
                 l.dist_info = sc::trim(&v[(sc::s::DIST_01 + d as u16 - 1) as usize]).to_vec();
             }
         }
@@ -429,10 +493,11 @@ impl Terminal {
         let mut attempt = 0;
         while !sh.stopped() {
             attempt += 1;
-            let Some(dv) = sh.read(self.dc, table::DISTRICT, sc::district_key(self.w, d)) else { return };
+            let Some((node, dc)) = self.coordinator().await else { return };
+            let Some(dv) = sh.read(&node.topology(), dc, table::DISTRICT, sc::district_key(self.w, d)) else { return };
             let o_id = sc::get(&dv[sc::d::NEXT_O_ID as usize]) as u64;
             let p = px::NewOrderParams { w: self.w, d, c, o_id, entry_d: sc::now_ms(), lines: lines.clone() };
-            match sh.submit(&self.node, NO, px::call(kind::NEW_ORDER, p.encode())).await {
+            match sh.submit(&node, NO, px::call(kind::NEW_ORDER, p.encode()), self.part).await {
                 Attempt::Committed => return sh.done(NO, true, started),
                 Attempt::RolledBack => return sh.done(NO, false, started),
                 Attempt::Stale => backoff(&mut self.rng, attempt, true).await,
@@ -477,7 +542,8 @@ impl Terminal {
                 h_slot: self.slot,
                 h_seq,
             };
-            match sh.submit(&self.node, PAY, px::call(kind::PAYMENT, p.encode())).await {
+            let Some((node, _)) = self.coordinator().await else { return };
+            match sh.submit(&node, PAY, px::call(kind::PAYMENT, p.encode()), self.part).await {
                 Attempt::Committed => return sh.done(PAY, true, started),
                 Attempt::RolledBack => return sh.done(PAY, false, started),
                 Attempt::Stale => backoff(&mut self.rng, attempt, true).await,
@@ -501,10 +567,12 @@ impl Terminal {
         let mut attempt = 0;
         while !sh.stopped() {
             attempt += 1;
+            let Some((node, dc)) = self.coordinator().await else { return };
+            let placement = node.topology();
             let recon = (|| {
-                let cv = sh.read(self.dc, table::CUSTOMER, sc::customer_key(self.w, d, c))?;
+                let cv = sh.read(&placement, dc, table::CUSTOMER, sc::customer_key(self.w, d, c))?;
                 let o_id = sc::get(&cv[sc::c::LAST_O_ID as usize]) as u64;
-                let ov = sh.read(self.dc, table::ORDERS, sc::order_key(self.w, d, o_id))?;
+                let ov = sh.read(&placement, dc, table::ORDERS, sc::order_key(self.w, d, o_id))?;
                 let ol_cnt = sc::get(&ov[sc::o::OL_CNT as usize]) as u32;
                 (ol_cnt > 0).then_some((o_id, ol_cnt))
             })();
@@ -514,7 +582,7 @@ impl Terminal {
                 continue;
             };
             let p = px::OrderStatusParams { w: self.w, d, c, by_name, o_id, ol_cnt };
-            match sh.submit(&self.node, OS, px::call(kind::ORDER_STATUS, p.encode())).await {
+            match sh.submit(&node, OS, px::call(kind::ORDER_STATUS, p.encode()), self.part).await {
                 Attempt::Committed => return sh.done(OS, true, started),
                 Attempt::RolledBack => return sh.done(OS, false, started),
                 Attempt::Stale => backoff(&mut self.rng, attempt, true).await,
@@ -529,9 +597,9 @@ impl Terminal {
         let started = Instant::now();
         let mut set = tokio::task::JoinSet::new();
         for d in 1..=DISTRICTS {
-            let (sh, node, dc, w) = (sh.clone(), self.node.clone(), self.dc, self.w);
+            let (sh, home, part, w) = (sh.clone(), self.home, self.part, self.w);
             let seed = self.rng.gen();
-            set.spawn(async move { deliver_district(sh, node, dc, w, d, carrier, seed).await });
+            set.spawn(async move { deliver_district(sh, home, part, w, d, carrier, seed).await });
         }
         let mut all = true;
         while let Some(r) = set.join_next().await {
@@ -550,14 +618,16 @@ impl Terminal {
         let mut attempt = 0;
         while !sh.stopped() {
             attempt += 1;
-            let Some(dv) = sh.read(self.dc, table::DISTRICT, sc::district_key(w, d)) else { return };
+            let Some((node, dc)) = self.coordinator().await else { return };
+            let placement = node.topology();
+            let Some(dv) = sh.read(&placement, dc, table::DISTRICT, sc::district_key(w, d)) else { return };
             let next = sc::get(&dv[sc::d::NEXT_O_ID as usize]) as u64;
             let mut lines = Vec::new();
             for o in next.saturating_sub(20).max(1)..next {
-                let Some(ov) = sh.read(self.dc, table::ORDERS, sc::order_key(w, d, o)) else { continue };
+                let Some(ov) = sh.read(&placement, dc, table::ORDERS, sc::order_key(w, d, o)) else { continue };
                 let cnt = sc::get(&ov[sc::o::OL_CNT as usize]) as u32;
                 for l in 1..=cnt {
-                    if let Some(lv) = sh.read(self.dc, table::ORDER_LINE, sc::order_line_key(w, d, o, l)) {
+                    if let Some(lv) = sh.read(&placement, dc, table::ORDER_LINE, sc::order_line_key(w, d, o, l)) {
                         let i = sc::get(&lv[sc::ol::I_ID as usize]) as u32;
                         if i > 0 {
                             lines.push((o, l, i));
@@ -569,7 +639,7 @@ impl Terminal {
                 return sh.done(SL, true, started);
             }
             let p = px::StockLevelParams { w, d, threshold, lines };
-            match sh.submit(&self.node, SL, px::call(kind::STOCK_LEVEL, p.encode())).await {
+            match sh.submit(&node, SL, px::call(kind::STOCK_LEVEL, p.encode()), self.part).await {
                 Attempt::Committed => return sh.done(SL, true, started),
                 Attempt::RolledBack => return sh.done(SL, false, started),
                 Attempt::Stale => backoff(&mut self.rng, attempt, true).await,
@@ -579,21 +649,36 @@ impl Terminal {
     }
 }
 
-/// Delivers the oldest undelivered order of district (w, d); `true` when delivered or
+/// Delivers the oldest undelivered order of district (w, d) through the terminal's coordinator
+/// (`home`, or the nearest node up while a drill has it down); `true` when delivered or
 /// skipped (no undelivered order), `false` when stopped first.
-async fn deliver_district(sh: Arc<Shared>, node: Arc<Node>, dc: DcId, w: u32, d: u32, carrier: u32, seed: u64) -> bool {
+async fn deliver_district(
+    sh: Arc<Shared>,
+    home: NodeId,
+    part: PartitionId,
+    w: u32,
+    d: u32,
+    carrier: u32,
+    seed: u64,
+) -> bool {
     let mut rng = StdRng::seed_from_u64(seed);
     let mut attempt = 0;
     while !sh.stopped() {
         attempt += 1;
+        let Some(node) = sh.routes.route(home) else {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            continue;
+        };
+        let dc = sh.topo.nodes[node.id().0 as usize].dc;
+        let placement = node.topology();
         let recon = (|| {
-            let dv = sh.read(dc, table::DISTRICT, sc::district_key(w, d))?;
+            let dv = sh.read(&placement, dc, table::DISTRICT, sc::district_key(w, d))?;
             let head = sc::get(&dv[sc::d::NO_HEAD as usize]) as u64;
             let next = sc::get(&dv[sc::d::NEXT_O_ID as usize]) as u64;
             if head >= next {
                 return Some(None);
             }
-            let ov = sh.read(dc, table::ORDERS, sc::order_key(w, d, head))?;
+            let ov = sh.read(&placement, dc, table::ORDERS, sc::order_key(w, d, head))?;
             let (c, cnt) = (sc::get(&ov[sc::o::C_ID as usize]) as u32, sc::get(&ov[sc::o::OL_CNT as usize]) as u32);
             (cnt > 0 && c > 0).then_some(Some((head, c, cnt)))
         })();
@@ -611,7 +696,7 @@ async fn deliver_district(sh: Arc<Shared>, node: Arc<Node>, dc: DcId, w: u32, d:
             }
         };
         let p = px::DeliveryParams { w, d, carrier, date: sc::now_ms(), o_id, c, ol_cnt };
-        match sh.submit(&node, DEL, px::call(kind::DELIVERY, p.encode())).await {
+        match sh.submit(&node, DEL, px::call(kind::DELIVERY, p.encode()), part).await {
             Attempt::Committed => {
                 *sh.deliveries.lock().expect("deliveries").entry((w, d)).or_default() += 1;
                 return true;
@@ -652,9 +737,8 @@ pub async fn run_tpcc(topo: Topology, cfg: &TpccConfig) -> Result<TpccReport, St
         return Err("at most 254 terminals per warehouse".into());
     }
     let rtt_ms = topo.links.first().and_then(|l| l.get(1)).map(|c| c.rtt.as_secs_f64() * 1e3).unwrap_or(0.0);
-    let cluster = Arc::new(
-        EmbeddedCluster::start(topo, cfg.options.clone()).await.map_err(|e| format!("starting the cluster: {e}"))?,
-    );
+    let DrilledCluster { cluster, mut drill, routes, data_root } =
+        start_cluster(topo, cfg.options.clone(), cfg.drill.clone(), cfg.duration).await?;
     let topo = cluster.topology.clone();
 
     // Load.
@@ -685,16 +769,19 @@ pub async fn run_tpcc(topo: Topology, cfg: &TpccConfig) -> Result<TpccReport, St
         latency: std::array::from_fn(|_| Mutex::new(Latency::histogram())),
         deliveries: Mutex::new(HashMap::new()),
         unknown_total: AtomicU64::new(0),
+        routes,
+        timeline: drill.as_ref().map(|d| d.timeline.clone()),
+        measured_from: std::sync::OnceLock::new(),
     });
 
-    // The pre-allocator keeps topping up while the terminals run.
+    // The pre-allocator keeps topping up while the terminals run, into the current placement.
     let pre_stop = Arc::new(AtomicBool::new(false));
     let pre_thread = {
-        let (topo, side, stop) = (topo.clone(), side.clone(), pre_stop.clone());
+        let (cluster, side, stop) = (cluster.clone(), side.clone(), pre_stop.clone());
         std::thread::spawn(move || {
             let mut pre = pre;
             while !stop.load(Relaxed) {
-                if let Err(e) = pre.top_up(&topo, &side.dcs) {
+                if let Err(e) = pre.top_up(&cluster.placement(), &side.dcs) {
                     tracing::error!("tpcc pre-allocation: {e}");
                     break;
                 }
@@ -712,7 +799,6 @@ pub async fn run_tpcc(topo: Topology, cfg: &TpccConfig) -> Result<TpccReport, St
         let schema = topo.table(table::WAREHOUSE).expect("checked");
         let p = topo.partition_of(schema, sc::warehouse_key(w));
         let node_id = topo.partitions[p.0 as usize].replicas[0];
-        let node = cluster.node(node_id).clone();
         for t in 0..cfg.terminals_per_warehouse {
             let slot = t as u32 + 1;
             let h_seq = Arc::new(AtomicU64::new(0));
@@ -721,8 +807,8 @@ pub async fn run_tpcc(topo: Topology, cfg: &TpccConfig) -> Result<TpccReport, St
                 sh: sh.clone(),
                 w,
                 slot,
-                node: node.clone(),
-                dc: topo.nodes[node_id.0 as usize].dc,
+                home: node_id,
+                part: p,
                 rng: StdRng::seed_from_u64(seed_rng.gen()),
                 sl_d: (t as u32 % DISTRICTS) + 1,
                 h_seq,
@@ -744,6 +830,10 @@ pub async fn run_tpcc(topo: Topology, cfg: &TpccConfig) -> Result<TpccReport, St
     sh.measuring.store(true, Relaxed);
     let run = bar(cfg.progress, cfg.duration.as_millis() as u64, "run");
     let started = Instant::now();
+    let _ = sh.measured_from.set(started);
+    if let Some(d) = &mut drill {
+        d.start(started, crate::drill_embedded::log_to(&run));
+    }
     while started.elapsed() < cfg.duration {
         tokio::time::sleep(Duration::from_millis(100)).await;
         run.set_position(started.elapsed().as_millis() as u64);
@@ -769,29 +859,56 @@ pub async fn run_tpcc(topo: Topology, cfg: &TpccConfig) -> Result<TpccReport, St
     sh.stop.store(true, Relaxed);
     while terminals.join_next().await.is_some() {}
     let drain = Instant::now();
-    while cluster.nodes.iter().any(|n| n.executor().run_blocking(|c, _| c.pending()).unwrap_or(0) > 0)
+    while cluster.nodes().iter().any(|n| n.executor().run_blocking(|c, _| c.pending()).unwrap_or(0) > 0)
         && drain.elapsed() < Duration::from_secs(30)
     {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     tokio::time::sleep(Duration::from_millis((rtt_ms * 3.0) as u64 + 200)).await;
+    // After a drill: heal, settle, report.
+    let drill = match drill {
+        Some(d) => match d.finish(cfg.progress).await {
+            Ok(r) => Some(Box::new(r)),
+            Err(e) => {
+                pre_stop.store(true, Relaxed);
+                cluster.shutdown();
+                return Err(e);
+            }
+        },
+        None => None,
+    };
     pre_stop.store(true, Relaxed);
     let preallocated = pre_thread.join().unwrap_or(0);
 
-    let check_report = if cfg.check {
-        let input = CheckInput {
-            warehouses: cfg.warehouses,
-            scale: Some(cfg.scale),
-            history_seqs: seqs.iter().map(|(k, v)| (*k, v.load(Relaxed))).collect(),
-            deliveries: (sh.unknown_total.load(Relaxed) == 0)
-                .then(|| sh.deliveries.lock().expect("deliveries").clone()),
-        };
-        let c2 = cluster.clone();
+    let check_input = CheckInput {
+        warehouses: cfg.warehouses,
+        scale: Some(cfg.scale),
+        history_seqs: seqs.iter().map(|(k, v)| (*k, v.load(Relaxed))).collect(),
+        deliveries: (sh.unknown_total.load(Relaxed) == 0).then(|| sh.deliveries.lock().expect("deliveries").clone()),
+    };
+    // After a drill: the 12 conditions on every replica rank of the current placement.
+    let mut checks_after_drill = Vec::new();
+    if drill.is_some() {
+        let placement = cluster.placement();
+        let ranks = placement.partitions.iter().map(|p| p.replicas.len()).max().unwrap_or(1);
+        for rank in 0..ranks {
+            let (c2, p2, i2) = (cluster.clone(), placement.clone(), check_input.clone());
+            let r = tokio::task::spawn_blocking(move || check_replica(&c2, &p2, rank, &i2))
+                .await
+                .map_err(|e| e.to_string())?;
+            checks_after_drill.push(r);
+        }
+    }
+    let check_report = if let Some(first) = checks_after_drill.first() {
+        Some(first.clone())
+    } else if cfg.check {
+        let (c2, input) = (cluster.clone(), check_input.clone());
         Some(tokio::task::spawn_blocking(move || check(&c2, &input)).await.map_err(|e| e.to_string())?)
     } else {
         None
     };
     cluster.shutdown();
+    drop(data_root);
 
     let mut types = Vec::new();
     let total_completed: u64 = sh.stats.iter().map(|s| s.completed.load(Relaxed)).sum();
@@ -854,10 +971,37 @@ pub async fn run_tpcc(topo: Topology, cfg: &TpccConfig) -> Result<TpccReport, St
         verbs_per_txn: VerbsPerTxn::new(&verbs, db_committed),
         classes,
         check: check_report,
+        drill,
+        checks_after_drill,
     })
 }
 
 impl TpccReport {
+    /// After a drill, the 12 conditions per replica rank in one line: `12/12 on each of the 3
+    /// replicas of every partition (…)`, or which failed.
+    pub fn checks_after_drill_line(&self) -> String {
+        let c = &self.checks_after_drill;
+        if c.is_empty() {
+            return "n/a (no drill)".into();
+        }
+        let per: Vec<String> = c
+            .iter()
+            .enumerate()
+            .map(|(i, r)| {
+                let ok = r.conditions.iter().filter(|x| x.passed()).count();
+                format!("replica {}: {ok}/{}", i + 1, r.conditions.len())
+            })
+            .collect();
+        let records: u64 = c.iter().map(|r| r.records_read).sum();
+        let secs: f64 = c.iter().map(|r| r.seconds).sum();
+        let all = c.iter().all(|r| r.passed);
+        format!(
+            "{} ({}; current placement, {records} records read in {secs:.1} s)",
+            if all { format!("12/12 on each of the {} replicas of every partition", c.len()) } else { "FAILED".into() },
+            per.join(", ")
+        )
+    }
+
     /// The human-readable report.
     pub fn text(&self) -> String {
         let mut s = String::new();
@@ -950,7 +1094,7 @@ impl TpccReport {
             "  RDMA verbs per committed txn {:.1} (read {:.1}, write {:.1}, masked-cas {:.1}, faa {:.1}; {:.1} doorbells)",
             v.total, v.read, v.write, v.masked_cas, v.faa, v.doorbells
         ));
-        if let Some(c) = &self.check {
+        if let Some(c) = self.check.as_ref().filter(|_| self.drill.is_none()) {
             line(format!(
                 "  consistency (TPC-C 3.3.2): {} — {} records read in {:.1} s",
                 if c.passed { "all 12 conditions pass" } else { "FAILED" },

@@ -77,6 +77,9 @@ struct Writer<'a> {
     dcs: &'a [Arc<DcHandle>],
     counts: &'a [AtomicU64],
     done: &'a AtomicU64,
+    /// Also write to the partitions' learners, and take a record already there (copied by
+    /// a rebuild's snapshot) as written: the pre-allocation under a changing placement.
+    placed: bool,
 }
 
 impl Writer<'_> {
@@ -85,11 +88,20 @@ impl Writer<'_> {
         let schema = topo.table(t).ok_or_else(|| format!("no table {t}"))?;
         let p = topo.partition_of(schema, key);
         let refs: Vec<&[u8]> = values.iter().map(|v| v.as_slice()).collect();
-        for &node in &topo.partitions[p.0 as usize].replicas {
+        let part = &topo.partitions[p.0 as usize];
+        let learners = part.learners.iter().map(|l| l.node).filter(|_| self.placed);
+        for node in part.replicas.iter().copied().chain(learners) {
             let dc = topo.nodes[node.0 as usize].dc;
-            self.dcs[dc.0 as usize].insert_record(node, t, key, &refs).map_err(|e| {
-                format!("loading {} key {key:#x} on {}: {e}", schema.name, topo.nodes[node.0 as usize].name)
-            })?;
+            match self.dcs[dc.0 as usize].insert_record(node, t, key, &refs) {
+                Ok(_) => {}
+                Err(redt_dc_executor::Error::DuplicateKey { .. }) if self.placed => {}
+                Err(e) => {
+                    return Err(format!(
+                        "loading {} key {key:#x} on {}: {e}",
+                        schema.name, topo.nodes[node.0 as usize].name
+                    ))
+                }
+            }
         }
         self.counts[t.0 as usize].fetch_add(1, Ordering::Relaxed);
         self.done.fetch_add(1, Ordering::Relaxed);
@@ -142,7 +154,7 @@ pub fn load(cluster: &EmbeddedCluster, cfg: &LoadConfig, bar: &ProgressBar) -> R
     let next = AtomicUsize::new(1);
     let finished = AtomicUsize::new(0);
     let failed = AtomicBool::new(false);
-    let writer = Writer { topo: &cluster.topology, dcs: &cluster.dcs, counts: &counts, done: &done };
+    let writer = Writer { topo: &cluster.topology, dcs: &cluster.dcs, counts: &counts, done: &done, placed: false };
     let errors = std::sync::Mutex::new(Vec::new());
     let threads = cfg.threads.max(1);
     std::thread::scope(|s| {
@@ -389,14 +401,17 @@ impl Preallocator {
 
     /// Tops every district whose allocation runs less than half the headroom ahead of
     /// D_NEXT_O_ID (read from the partition's primary replica) back up to the full
-    /// headroom, through the DC handles `dcs` (by DC id).
+    /// headroom, through the DC handles `dcs` (by DC id), into every replica and learner of
+    /// the placement `topo` (the current one: after a failover the rebuilt replicas need
+    /// them too). A record already on a replica (a learner's snapshot copied it) counts as
+    /// created.
     ///
     /// # Errors
     /// A full MemStore, as text.
     pub fn top_up(&mut self, topo: &Topology, dcs: &[Arc<DcHandle>]) -> Result<(), String> {
         let counts: Vec<AtomicU64> = (0..=10).map(|_| AtomicU64::new(0)).collect();
         let done = AtomicU64::new(0);
-        let wr = Writer { topo, dcs, counts: &counts, done: &done };
+        let wr = Writer { topo, dcs, counts: &counts, done: &done, placed: true };
         for w in 1..=self.warehouses {
             for d in 1..=DISTRICTS {
                 let key = sc::district_key(w, d);
