@@ -67,7 +67,7 @@ impl Client {
     /// A transport failure after the request may have been delivered gives
     /// [`TxnStatus::Unknown`]; the client never retries a submitted transaction.
     pub async fn submit(&self, node: NodeId, call: ProcedureCall) -> TxnOutcome {
-        outcome_of(self.call(node, Body::Submit(SubmitRequest { call: Some(call) })).await)
+        outcome_of(self.call(node, Body::Submit(SubmitRequest { call: Some(call), txn: None })).await)
     }
 
     /// Runs `call` as one transaction coordinated by `preferred` or, when no connection to
@@ -89,7 +89,7 @@ impl Client {
         let candidates = if up.is_empty() { order } else { up };
         let mut last = None;
         for node in candidates {
-            match self.call(node, Body::Submit(SubmitRequest { call: Some(call.clone()) })).await {
+            match self.call(node, Body::Submit(SubmitRequest { call: Some(call.clone()), txn: None })).await {
                 Err(Error::Transport(e @ (TransportError::Connect { .. } | TransportError::Tls { .. }))) => {
                     self.down.lock().unwrap_or_else(|p| p.into_inner()).insert(node, Instant::now());
                     last = Some(e.to_string());
