@@ -47,7 +47,7 @@ pub mod transport;
 pub mod txn;
 mod txn_ids;
 
-pub use client::{failover_order, Client};
+pub use client::{failover_order, Client, Reservation, SubmitReport};
 pub use cluster::EmbeddedCluster;
 pub use epochs::Epochs;
 pub use error::{Error, Result};
