@@ -4,11 +4,11 @@
 
 use crate::error::{Error, Result};
 use crate::node::{TxnOutcome, TxnStatus};
+use crate::outcome::{next_step, KnownOutcome, NextStep};
 use crate::status::NodeStatus;
+use crate::transport::NodeIdentity;
 use crate::transport::TransportError;
 use crate::transport::{load_identity, SocketSpec, Transport, TransportConfig, CLIENT_IDENTITY_NAME};
-use crate::outcome::{next_step, KnownOutcome, NextStep};
-use crate::transport::NodeIdentity;
 use redt_proto::wire::{
     Body, Envelope, NetemSetRequest, OutcomeQueryRequest, ProcedureCall, ReserveTxnRequest, StatusRequest,
     SubmitRequest,

@@ -45,8 +45,10 @@ pub struct ReservedIds {
 }
 
 impl ReservedIds {
-    /// How long a reservation holds: 10 s of the coordinator's clock.
-    pub const VALID_FOR: Duration = Duration::from_secs(10);
+    /// How long a reservation holds: 2 s of the coordinator's clock (a client submits right
+    /// after it reserves). It adds to how long an outcome query must wait before it can say
+    /// that a transaction of which no entry is found never ran.
+    pub const VALID_FOR: Duration = Duration::from_secs(2);
     /// The most reservations kept; the oldest is forgotten first (its id can no longer be
     /// used).
     pub const KEPT: usize = 100_000;
@@ -91,10 +93,10 @@ mod tests {
         let (a, b, c) = (TxnId(1), TxnId(2), TxnId(3));
         r.reserve(a, 100);
         r.reserve(b, 100);
-        assert_eq!(r.take(a, 100 + 10_000), Ok(()));
+        assert_eq!(r.take(a, 100 + 2_000), Ok(()));
         assert_eq!(r.take(a, 200), Err(NotReserved::Unknown(a)), "used once");
         assert_eq!(r.take(c, 200), Err(NotReserved::Unknown(c)), "never reserved");
-        assert!(matches!(r.take(b, 100 + 10_001), Err(NotReserved::Expired { late_ms: 1, .. })));
+        assert!(matches!(r.take(b, 100 + 2_001), Err(NotReserved::Expired { late_ms: 1, .. })));
         assert_eq!(r.take(b, 100), Err(NotReserved::Unknown(b)), "an expired id is used up");
         assert!(NotReserved::Unknown(c).to_string().contains("not reserved"));
     }

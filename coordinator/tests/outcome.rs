@@ -1,0 +1,90 @@
+//! Issue 13, "ask, don't resubmit blindly", on a real (embedded, QUIC over loopback) cluster:
+//! a coordinator decides and stops before it answers (the injected fault
+//! `CoordinatorMutations::stop_before_answer_at`), so the client's answer is lost after its
+//! transaction was sent. The client ([`Client::submit_asking`]) asks another node what became
+//! of the transaction: a commit the recoverers finish is reported committed (its reads lost),
+//! and a transaction that can never commit is submitted once more at another coordinator.
+
+mod common;
+use common::local_fast;
+use redt_coordinator::call::kv_call;
+use redt_coordinator::outcome::KnownOutcome;
+use redt_coordinator::{Client, CoordinatorMutations, CoordinatorOptions, EmbeddedCluster, RecoveryOptions, TxnStatus};
+use redt_dc_executor::KvOp;
+use redt_proto::{NodeId, TableId};
+use std::time::{Duration, Instant};
+
+const KV: TableId = TableId(2);
+
+/// Coordinators on node 0 lose their answers. Recoverers take turns of 2 s per DC, which
+/// lengthens the outcome query's bound (`Node::outcome_wait`, about 11 s here) well past the
+/// time the coordinator's own DC needs to recover a transaction (about 2.4 s after its start).
+fn options(topology: &redt_proto::Topology) -> CoordinatorOptions {
+    let skew = Duration::from_millis(250);
+    CoordinatorOptions {
+        phase1_timeout: Duration::from_secs(2),
+        clock_skew_bound: skew,
+        recovery: Some(RecoveryOptions {
+            turn: Duration::from_secs(2),
+            ..RecoveryOptions::for_topology(topology, skew)
+        }),
+        mutations: CoordinatorMutations { stop_before_answer_at: Some(NodeId(0)), ..CoordinatorMutations::default() },
+        ..CoordinatorOptions::default()
+    }
+}
+
+/// The value of `key` read in a transaction coordinated by node 1, once one commits (a lock
+/// still held by an undecided transaction aborts it under No-Wait).
+async fn read(cluster: &EmbeddedCluster, key: u64) -> i64 {
+    let t0 = Instant::now();
+    loop {
+        let out = cluster.node(NodeId(1)).submit(kv_call(KV, &[KvOp::Read(key)])).await;
+        if out.status == TxnStatus::Committed {
+            let bytes = out.reads.first().cloned().flatten().unwrap_or_default();
+            let mut word = [0u8; 8];
+            word[..bytes.len().min(8)].copy_from_slice(&bytes[..bytes.len().min(8)]);
+            return i64::from_le_bytes(word);
+        }
+        assert!(t0.elapsed() < Duration::from_secs(20), "no read of key {key} committed: {out:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_commit_answer_is_learned_from_another_node() {
+    let topology = local_fast("outcome-test-commit", 7810);
+    let cluster = EmbeddedCluster::start(topology.clone(), options(&topology)).await.expect("starts");
+    let client = Client::with_identity(cluster.topology.clone(), &cluster.certs().client, Duration::from_secs(20))
+        .expect("the client binds");
+    let key = 11;
+    let r = client.submit_asking(NodeId(0), kv_call(KV, &[KvOp::Add(key, 7)])).await;
+    assert_eq!(r.outcome.status, TxnStatus::Committed, "{r:?}");
+    assert!(matches!(r.asked, Some(KnownOutcome::Committed(_))), "{r:?}");
+    assert!(r.reads_lost, "the reads were in the lost answer");
+    assert_eq!(r.resubmitted_after, None, "a committed transaction is never resubmitted");
+    assert_eq!((r.coordinator, r.outcome.txn.coordinator()), (NodeId(0), NodeId(0)), "{r:?}");
+    assert_eq!(read(&cluster, key).await, 7, "applied once");
+    cluster.shutdown();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_abort_answer_is_resubmitted_once_elsewhere() {
+    let topology = local_fast("outcome-test-abort", 7820);
+    let cluster = EmbeddedCluster::start(topology.clone(), options(&topology)).await.expect("starts");
+    let client = Client::with_identity(cluster.topology.clone(), &cluster.certs().client, Duration::from_secs(20))
+        .expect("the client binds");
+    let key = 12;
+    let out = cluster.node(NodeId(1)).submit(kv_call(KV, &[KvOp::Add(key, 3)])).await;
+    assert_eq!(out.status, TxnStatus::Committed, "{out:?}");
+    // Appending to a counter aborts at every replica (a user abort): the transaction can never
+    // commit, and node 0 stops before it answers or records the abort.
+    let r = client.submit_asking(NodeId(0), kv_call(KV, &[KvOp::Append(key, 1)])).await;
+    let lost = r.resubmitted_after.expect("the call was submitted again");
+    assert_eq!(lost.coordinator(), NodeId(0));
+    assert!(matches!(r.asked, Some(KnownOutcome::Aborted(_))), "{r:?}");
+    assert_ne!(r.coordinator, NodeId(0), "resubmitted at another coordinator: {r:?}");
+    assert_ne!(r.outcome.txn, lost, "under a new id");
+    assert!(matches!(r.outcome.status, TxnStatus::Aborted(_)), "the resubmission aborts too, answered: {r:?}");
+    assert_eq!(read(&cluster, key).await, 3, "nothing ran");
+    cluster.shutdown();
+}
