@@ -245,6 +245,19 @@ impl Client {
         None
     }
 
+    /// Runs `call` as one transaction with `node` as its coordinator, under the id reserved
+    /// there as `res` ([`Client::reserve`]). A lost answer gives [`TxnStatus::Unknown`] (ask
+    /// with [`Client::outcome`]); an id `node` did not reserve, already used, or whose
+    /// reservation expired gives [`TxnStatus::Aborted`] naming why (nothing ran).
+    pub async fn submit_reserved(&self, node: NodeId, call: ProcedureCall, res: &Reservation) -> TxnOutcome {
+        let mut out =
+            outcome_of(self.call(node, Body::Submit(SubmitRequest { call: Some(call), txn: Some(res.txn.0) })).await);
+        if out.txn == TxnId(0) {
+            out.txn = res.txn;
+        }
+        out
+    }
+
     /// Reserves a transaction id at `node`: `Ok(None)` when the node answered but reserves
     /// none (an older node, or one whose ids are used up: submit without one).
     ///

@@ -56,6 +56,7 @@ pub use executor_thread::ExecutorThread;
 pub use machine::{Action, AttemptId, TxnMachine};
 pub use node::{error_code, outcome_to_msg, Node, NodeParts};
 pub use recoverer::{Orphan, Recoverer, RecoveryMutations, RecoveryOptions, RecoveryOutcome};
+pub use reserved::{NotReserved, ReservedIds};
 pub use stats::{Class, ClassReport, TxnCost, TxnStats};
 pub use status::{NodeStatus, StatusBoard, WaitingTxn};
 pub use timeouts::NodeTimeouts;

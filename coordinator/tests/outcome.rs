@@ -74,17 +74,45 @@ async fn a_lost_abort_answer_is_resubmitted_once_elsewhere() {
     let client = Client::with_identity(cluster.topology.clone(), &cluster.certs().client, Duration::from_secs(20))
         .expect("the client binds");
     let key = 12;
-    let out = cluster.node(NodeId(1)).submit(kv_call(KV, &[KvOp::Add(key, 3)])).await;
+    let out = cluster.node(NodeId(1)).submit(kv_call(KV, &[KvOp::Add(key, 5)])).await;
     assert_eq!(out.status, TxnStatus::Committed, "{out:?}");
-    // Appending to a counter aborts at every replica (a user abort): the transaction can never
+    // Appending to a counter (5: not the list tag, 3) aborts at every replica (a user abort): the transaction can never
     // commit, and node 0 stops before it answers or records the abort.
     let r = client.submit_asking(NodeId(0), kv_call(KV, &[KvOp::Append(key, 1)])).await;
-    let lost = r.resubmitted_after.expect("the call was submitted again");
+    let lost = r.resubmitted_after.unwrap_or_else(|| panic!("the call was submitted again: {r:?}"));
     assert_eq!(lost.coordinator(), NodeId(0));
     assert!(matches!(r.asked, Some(KnownOutcome::Aborted(_))), "{r:?}");
     assert_ne!(r.coordinator, NodeId(0), "resubmitted at another coordinator: {r:?}");
     assert_ne!(r.outcome.txn, lost, "under a new id");
     assert!(matches!(r.outcome.status, TxnStatus::Aborted(_)), "the resubmission aborts too, answered: {r:?}");
-    assert_eq!(read(&cluster, key).await, 3, "nothing ran");
+    assert_eq!(read(&cluster, key).await, 5, "nothing ran");
+    cluster.shutdown();
+}
+
+/// A coordinator runs a submission under a client's id only if it reserved that id and has not
+/// used it: anything else is refused with a clear error and runs nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_an_id_reserved_here_and_unused_is_accepted() {
+    let topology = local_fast("outcome-test-ids", 7830);
+    let cluster = EmbeddedCluster::start(topology.clone(), CoordinatorOptions::default()).await.expect("starts");
+    let client = Client::with_identity(cluster.topology.clone(), &cluster.certs().client, Duration::from_secs(10))
+        .expect("the client binds");
+    let key = 13;
+    let add = |v| kv_call(KV, &[KvOp::Add(key, v)]);
+    let res = client.reserve(NodeId(1)).await.expect("reachable").expect("node 1 reserves ids");
+    assert_eq!(res.txn.coordinator(), NodeId(1));
+    let elsewhere = client.submit_reserved(NodeId(2), add(100), &res).await;
+    match &elsewhere.status {
+        TxnStatus::Aborted(why) => assert!(why.contains("not reserved at this coordinator"), "{why}"),
+        other => panic!("another coordinator's id is refused: {other:?}"),
+    }
+    let first = client.submit_reserved(NodeId(1), add(1), &res).await;
+    assert_eq!((first.status, first.txn), (TxnStatus::Committed, res.txn));
+    let again = client.submit_reserved(NodeId(1), add(10), &res).await;
+    assert!(matches!(again.status, TxnStatus::Aborted(ref why) if why.contains("already used")), "{again:?}");
+    let never = redt_proto::TxnId::new(NodeId(1), 12345);
+    let made_up = cluster.node(NodeId(1)).submit_as(add(1000), Some(never)).await;
+    assert_eq!(made_up.err(), Some(redt_coordinator::NotReserved::Unknown(never)));
+    assert_eq!(read(&cluster, key).await, 1, "only the reserved submission ran");
     cluster.shutdown();
 }
