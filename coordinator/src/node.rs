@@ -422,7 +422,9 @@ impl Node {
     /// (committed or aborted) or `wait` has passed (at most [`Node::outcome_wait`]): the
     /// recoverers decide orphans on their own meanwhile. `start_after` and `valid_for_ms` are
     /// the reservation's (a lower bound of the start, and how long after it the transaction
-    /// could start, in ms); without them a transaction that never ran stays unknown.
+    /// could start, in ms; never taken below [`ReservedIds::VALID_FOR`]); without them a
+    /// transaction that never ran stays unknown. The rule reads RedT's redo entries: under a
+    /// baseline protocol the answer is always [`KnownOutcome::Unknown`].
     pub async fn outcome_query(
         self: &Arc<Self>,
         txn: TxnId,
@@ -430,8 +432,15 @@ impl Node {
         valid_for_ms: u64,
         wait: Duration,
     ) -> KnownOutcome {
+        if Baseline::of(self.options.protocol).is_some() {
+            return KnownOutcome::Unknown(format!(
+                "{txn}: outcome queries read RedT's redo entries; this cluster runs {:?}",
+                self.options.protocol
+            ));
+        }
         let t0 = Instant::now();
         let wait = wait.min(self.outcome_wait());
+        let valid_for_ms = valid_for_ms.max(ReservedIds::VALID_FOR.as_millis() as u64);
         let mut start = start_after;
         loop {
             let findings = self.lookup_everywhere(txn, start).await;
