@@ -293,7 +293,6 @@ pub fn next_step(answer: &KnownOutcome, resubmitted: bool) -> NextStep {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use redt_proto::DcId;
 
     fn topology() -> Arc<Topology> {
         Arc::new(
@@ -348,7 +347,7 @@ mod tests {
         let mut f: Vec<Finding> = r.iter().map(|&n| found(n, aborted.clone())).collect();
         f.extend(others.iter().map(|&n| nothing(n)));
         let at_deadline = Deadline { now_ms: 3250, ..late() };
-        assert!(matches!(judge(T, &f, &[t.clone()], &at_deadline), KnownOutcome::Unknown(_)));
+        assert!(matches!(judge(T, &f, std::slice::from_ref(&t), &at_deadline), KnownOutcome::Unknown(_)));
         assert!(matches!(judge(T, &f, &[t], &late()), KnownOutcome::Aborted(_)));
     }
 
@@ -361,7 +360,7 @@ mod tests {
         let (r, _) = p0(&t);
         let left_behind = Found { commit_vote: true, entry: Some(facts(&t)), ..Default::default() };
         let f = vec![found(r[0], left_behind.clone())];
-        assert!(matches!(judge(T, &f, &[t.clone()], &late()), KnownOutcome::Unknown(_)));
+        assert!(matches!(judge(T, &f, std::slice::from_ref(&t), &late()), KnownOutcome::Unknown(_)));
         // Two of three finished without a commit: fewer than M = 2 can count for one.
         let f = vec![found(r[0], left_behind.clone()), found(r[1], left_behind)];
         assert!(matches!(judge(T, &f, &[t], &late()), KnownOutcome::Aborted(_)));
@@ -373,12 +372,12 @@ mod tests {
         let (r, _) = p0(&t);
         let waiting = Found { commit_vote: true, unfinished: true, entry: Some(facts(&t)), ..Default::default() };
         let f: Vec<Finding> = r.iter().map(|&n| found(n, waiting.clone())).collect();
-        assert!(matches!(judge(T, &f, &[t.clone()], &late()), KnownOutcome::Undecided(_)));
+        assert!(matches!(judge(T, &f, std::slice::from_ref(&t), &late()), KnownOutcome::Undecided(_)));
         // An unvoted entry may still vote commit; an abort vote cannot.
         let unvoted = Found { unfinished: true, unvoted: true, entry: Some(facts(&t)), ..Default::default() };
         let abort = Found { unfinished: true, entry: Some(facts(&t)), ..Default::default() };
         let f = vec![found(r[0], waiting), found(r[1], unvoted), found(r[2], abort.clone())];
-        assert!(matches!(judge(T, &f, &[t.clone()], &late()), KnownOutcome::Undecided(_)));
+        assert!(matches!(judge(T, &f, std::slice::from_ref(&t), &late()), KnownOutcome::Undecided(_)));
         let f = vec![found(r[0], abort.clone()), found(r[1], abort), nothing(r[2])];
         assert!(matches!(judge(T, &f, &[t], &late()), KnownOutcome::Aborted(_)));
     }
@@ -394,7 +393,7 @@ mod tests {
             found(r[1], done.clone()),
             Finding { node: r[2], kind: FindingKind::Untrusted },
         ];
-        assert!(matches!(judge(T, &f, &[t.clone()], &late()), KnownOutcome::Unknown(_)));
+        assert!(matches!(judge(T, &f, std::slice::from_ref(&t), &late()), KnownOutcome::Unknown(_)));
         let f =
             vec![found(r[0], done.clone()), found(r[1], done), Finding { node: r[2], kind: FindingKind::CannotTell }];
         assert!(matches!(judge(T, &f, &[t], &late()), KnownOutcome::Aborted(_)));
@@ -405,20 +404,25 @@ mod tests {
         let t = topology();
         let all: Vec<Finding> = t.nodes.iter().map(|n| nothing(n.id)).collect();
         let no_bound = late();
-        assert!(matches!(judge(T, &all, &[t.clone()], &no_bound), KnownOutcome::Unknown(_)), "no start known");
+        assert!(
+            matches!(judge(T, &all, std::slice::from_ref(&t), &no_bound), KnownOutcome::Unknown(_)),
+            "no start known"
+        );
         let bound = Deadline { latest_ms: Some(5000), ..late() };
-        assert!(matches!(judge(T, &all, &[t.clone()], &bound), KnownOutcome::Unknown(_)), "deadline not past");
+        assert!(
+            matches!(judge(T, &all, std::slice::from_ref(&t), &bound), KnownOutcome::Unknown(_)),
+            "deadline not past"
+        );
         let past = Deadline { latest_ms: Some(5000), now_ms: 5251, ..late() };
-        assert!(matches!(judge(T, &all, &[t.clone()], &past), KnownOutcome::Aborted(_)));
+        assert!(matches!(judge(T, &all, std::slice::from_ref(&t), &past), KnownOutcome::Aborted(_)));
         // One DC silent (n = 3, at most one replica per DC): still fewer than M anywhere.
         let dc1: Vec<NodeId> = t.dcs[1].nodes.clone();
         let some: Vec<Finding> = all.iter().filter(|f| !dc1.contains(&f.node)).cloned().collect();
-        assert!(matches!(judge(T, &some, &[t.clone()], &past), KnownOutcome::Aborted(_)));
+        assert!(matches!(judge(T, &some, std::slice::from_ref(&t), &past), KnownOutcome::Aborted(_)));
         // Two DCs silent: a partition with replicas in both could have committed there.
         let dc2: Vec<NodeId> = t.dcs[2].nodes.clone();
         let fewer: Vec<Finding> = some.iter().filter(|f| !dc2.contains(&f.node)).cloned().collect();
         assert!(matches!(judge(T, &fewer, &[t], &past), KnownOutcome::Unknown(_)));
-        let _ = DcId(0);
     }
 
     /// The client's decision table (issue 13): only a final abort resubmits, once.

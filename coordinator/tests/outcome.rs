@@ -97,6 +97,10 @@ async fn only_an_id_reserved_here_and_unused_is_accepted() {
     let cluster = EmbeddedCluster::start(topology.clone(), CoordinatorOptions::default()).await.expect("starts");
     let client = Client::with_identity(cluster.topology.clone(), &cluster.certs().client, Duration::from_secs(10))
         .expect("the client binds");
+    // The outcome query's bound with the default options on local-fast (2 ms RTT): phase-1
+    // timeout 2 s + skew 250 ms + another DC's wait 500 ms + 4 turns of 200 ms + 2 rounds of
+    // 50 ms.
+    assert_eq!(cluster.node(NodeId(0)).outcome_wait(), Duration::from_millis(3650));
     let key = 13;
     let add = |v| kv_call(KV, &[KvOp::Add(key, v)]);
     let res = client.reserve(NodeId(1)).await.expect("reachable").expect("node 1 reserves ids");
