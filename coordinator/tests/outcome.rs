@@ -67,6 +67,45 @@ async fn a_lost_commit_answer_is_learned_from_another_node() {
     cluster.shutdown();
 }
 
+/// The coordinator is cut off for good after the client sent its transaction (its node shuts
+/// down once the answer is lost): the other DCs' recoverers commit the transaction, and the
+/// client learns it from the nodes left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_outcome_is_learned_when_the_coordinator_is_gone() {
+    let topology = local_fast("outcome-test-gone", 7840);
+    let cluster = EmbeddedCluster::start(topology.clone(), options(&topology)).await.expect("starts");
+    let client = Client::with_identity(cluster.topology.clone(), &cluster.certs().client, Duration::from_secs(20))
+        .expect("the client binds");
+    let key = 14;
+    let res = client.reserve(NodeId(0)).await.expect("reachable").expect("node 0 reserves ids");
+    let out = client.submit_reserved(NodeId(0), kv_call(KV, &[KvOp::Add(key, 9)]), &res).await;
+    assert!(matches!(out.status, TxnStatus::Unknown(_)), "the answer is lost: {out:?}");
+    cluster.node(NodeId(0)).shutdown();
+    let answer = client.outcome(NodeId(0), &res).await;
+    assert!(matches!(answer, KnownOutcome::Committed(_)), "{answer:?}");
+    // Node 0 holds a replica of the key (its DC is a participant the query could not see), so
+    // no new transaction commits on it now (n = 3, Q = 3, no failover here): the surviving
+    // replicas' records show the commit applied once, unlocked.
+    let t = cluster.topology.clone();
+    let part = t.partition_of(t.table(KV).expect("kv"), key);
+    let replicas = t.partitions[part.0 as usize].replicas.clone();
+    assert!(replicas.contains(&NodeId(0)), "node 0 holds a replica of key {key}: {replicas:?}");
+    let t0 = Instant::now();
+    for node in replicas.into_iter().filter(|&n| n != NodeId(0)) {
+        let dc = t.nodes[node.0 as usize].dc;
+        loop {
+            let image = cluster.dcs[dc.0 as usize].read_record(node, KV, key).expect("the record reads");
+            let state = image.map(|r| (r.lock, r.values[0].first().copied()));
+            if state == Some((0, Some(9))) {
+                break;
+            }
+            assert!(t0.elapsed() < Duration::from_secs(20), "{node}: {state:?}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    cluster.shutdown();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lost_abort_answer_is_resubmitted_once_elsewhere() {
     let topology = local_fast("outcome-test-abort", 7820);
