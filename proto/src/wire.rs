@@ -1044,7 +1044,8 @@ pub struct NetemSetRequest {
 /// An error answer.
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct ErrorReply {
-    /// Stable error code: 1 stale epoch, 2 malformed, 3 internal, 4 overloaded, 5 ballot.
+    /// Stable error code (`redt_coordinator::error_code`): 2 malformed, 3 internal, 4 not ready,
+    /// 5 a submission under a transaction id the coordinator did not reserve (or used).
     #[prost(uint32, tag = "1")]
     pub code: u32,
     /// Human-readable text.
