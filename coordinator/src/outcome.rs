@@ -20,9 +20,9 @@
 //!    commit votes in every touched partition, all cast before the deadline. After it, a
 //!    replica can still be part of a commit only if its node cannot be seen (no answer, a
 //!    decision log that evicted its row, a node that holds no voting replica now), or it holds
-//!    an unfinished entry that voted commit or has not voted. An abort applied over a commit
-//!    vote is no proof by itself (a replica a commit left behind aborts its own redo, DESIGN.md
-//!    §2), but such a replica can no longer be one of the `M`. If some touched partition has
+//!    an entry that voted commit (finished or not: an up-to-date replica whose DC a commit left
+//!    behind for another partition aborts its own redo, DESIGN.md §2, and was still one of the
+//!    `M`), or an unfinished entry that has not voted. If some touched partition has
 //!    fewer than `M` such replicas: **aborted** (the transaction did not and will not happen).
 //!    When no entry of the transaction is found anywhere its partitions are not known, and the
 //!    rule must hold for every partition of every placement the node keeps: the transaction
@@ -234,7 +234,7 @@ pub fn judge(txn: TxnId, findings: &[Finding], placements: &[Arc<Topology>], dea
     let may_commit = |n: &NodeId| match by_node.get(n) {
         None | Some(FindingKind::CannotTell | FindingKind::Untrusted) => true,
         Some(FindingKind::Nothing) => false,
-        Some(FindingKind::Found(f)) => f.forgotten || (f.unfinished && (f.commit_vote || f.unvoted)),
+        Some(FindingKind::Found(f)) => f.forgotten || f.commit_vote || (f.unfinished && f.unvoted),
     };
     let short = |topology: &Topology, p: PartitionId| -> Option<String> {
         let part = topology.partitions.get(p.0 as usize)?;
@@ -361,8 +361,14 @@ mod tests {
         let left_behind = Found { commit_vote: true, entry: Some(facts(&t)), ..Default::default() };
         let f = vec![found(r[0], left_behind.clone())];
         assert!(matches!(judge(T, &f, std::slice::from_ref(&t), &late()), KnownOutcome::Unknown(_)));
-        // Two of three finished without a commit: fewer than M = 2 can count for one.
-        let f = vec![found(r[0], left_behind.clone()), found(r[1], left_behind)];
+        // Two of three aborted their redo over a commit vote: still no proof. Both may have
+        // been up-to-date votes of a commit whose DCs were behind for another partition (a
+        // DC that left any written partition behind aborts all its redo, and is caught up).
+        let f = vec![found(r[0], left_behind.clone()), found(r[1], left_behind.clone())];
+        assert!(matches!(judge(T, &f, std::slice::from_ref(&t), &late()), KnownOutcome::Unknown(_)));
+        // Only one commit vote among three seen replicas: fewer than M = 2 can count for one.
+        let abort = Found { entry: Some(facts(&t)), ..Default::default() };
+        let f = vec![found(r[0], left_behind), found(r[1], abort.clone()), found(r[2], abort)];
         assert!(matches!(judge(T, &f, &[t], &late()), KnownOutcome::Aborted(_)));
     }
 
