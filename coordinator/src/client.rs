@@ -4,18 +4,24 @@
 
 use crate::error::{Error, Result};
 use crate::node::{TxnOutcome, TxnStatus};
+use crate::outcome::{next_step, KnownOutcome, NextStep};
 use crate::status::NodeStatus;
+use crate::transport::NodeIdentity;
 use crate::transport::TransportError;
-use crate::transport::{load_identity, NodeIdentity, SocketSpec, Transport, TransportConfig, CLIENT_IDENTITY_NAME};
-use redt_proto::wire::{Body, Envelope, NetemSetRequest, ProcedureCall, StatusRequest, SubmitRequest};
-use redt_proto::{NodeId, Topology, TxnId};
+use crate::transport::{load_identity, SocketSpec, Transport, TransportConfig, CLIENT_IDENTITY_NAME};
+use redt_proto::wire::{
+    Body, Envelope, NetemSetRequest, OutcomeQueryRequest, ProcedureCall, ReserveTxnRequest, StatusRequest,
+    SubmitRequest,
+};
+use redt_proto::{Cts, NodeId, Topology, TxnId};
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// How long a node that could not be reached is passed over by [`Client::submit_failover`].
+/// How long a node that could not be reached is passed over by [`Client::submit_failover`]
+/// and [`Client::outcome`].
 const DOWN_FOR: Duration = Duration::from_secs(2);
 
 /// A client of a running cluster.
@@ -24,6 +30,46 @@ pub struct Client {
     transport: Transport,
     /// Nodes no connection could be set up to, and when ([`Client::submit_failover`]).
     down: Mutex<HashMap<NodeId, Instant>>,
+    /// How long one call waits for its answer.
+    call_timeout: Duration,
+}
+
+/// A transaction id reserved at a coordinator (`Body::ReserveTxn`, issue 13).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Reservation {
+    /// The id.
+    pub txn: TxnId,
+    /// The coordinator's clock when it reserved the id: the transaction starts above it.
+    pub start_after: Cts,
+    /// How long after `start_after` the coordinator accepts a submission with it, in ms.
+    pub valid_for_ms: u64,
+}
+
+/// What [`Client::submit_asking`] did and learned.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SubmitReport {
+    /// The coordinator that ran the call last (or the preferred one when none was reachable).
+    pub coordinator: NodeId,
+    /// What the client is told. After a lost answer: [`TxnStatus::Committed`] when the outcome
+    /// query found the commit (with no reads: see `reads_lost`), [`TxnStatus::Unknown`]
+    /// naming the transaction id when it found no decision in time, or the outcome of the one
+    /// resubmission when it found the transaction aborted.
+    pub outcome: TxnOutcome,
+    /// The outcome query's last answer, if one was asked.
+    pub asked: Option<KnownOutcome>,
+    /// The transaction whose answer was lost and which was found aborted, when the call was
+    /// submitted again (under `outcome.txn`).
+    pub resubmitted_after: Option<TxnId>,
+    /// The commit was learned from the outcome query: the values read were in the lost answer
+    /// and are not available (`outcome.reads` is empty).
+    pub reads_lost: bool,
+}
+
+/// A submission that reached a coordinator: its outcome and the reservation it ran under.
+struct Sent {
+    node: NodeId,
+    outcome: TxnOutcome,
+    reservation: Option<Reservation>,
 }
 
 impl Client {
@@ -39,8 +85,8 @@ impl Client {
         Client::with_identity(topology, &identity, call_timeout)
     }
 
-    /// As [`Client::connect`], with the client identity in hand (an embedded cluster's:
-    /// `EmbeddedCluster::client`).
+    /// [`Client::connect`] with an identity already loaded (an embedded cluster's
+    /// `certs().client`). Must run inside a tokio runtime.
     ///
     /// # Errors
     /// A socket that cannot bind.
@@ -52,7 +98,7 @@ impl Client {
         };
         let cfg = TransportConfig { call_timeout, ..TransportConfig::default() };
         let transport = Transport::client(cfg, identity, SocketSpec::Bind(bind))?;
-        Ok(Client { topology, transport, down: Mutex::new(HashMap::new()) })
+        Ok(Client { topology, transport, down: Mutex::new(HashMap::new()), call_timeout })
     }
 
     /// The topology.
@@ -76,19 +122,91 @@ impl Client {
     /// A transport failure after the request may have been delivered gives
     /// [`TxnStatus::Unknown`]; the client never retries a submitted transaction.
     pub async fn submit(&self, node: NodeId, call: ProcedureCall) -> TxnOutcome {
-        outcome_of(self.call(node, Body::Submit(SubmitRequest { call: Some(call) })).await)
+        outcome_of(self.call(node, Body::Submit(SubmitRequest { call: Some(call), txn: None })).await)
     }
 
     /// Runs `call` as one transaction coordinated by `preferred` or, when no connection to
-    /// it can be set up (so nothing was sent), by the next node of
-    /// [`failover_order`] that can be reached (issue 13: a client whose DC died goes
-    /// on through another). Nodes that could not be reached are passed over for 2 s. Returns
-    /// the coordinator that answered and the outcome.
-    ///
-    /// A transaction that was sent and whose answer was lost is not submitted again: its
-    /// outcome is [`TxnStatus::Unknown`] (resubmitting could run it twice).
+    /// it can be set up, by the next node of [`failover_order`] that can be reached (issue 13:
+    /// a client whose DC died goes on through another), asking what became of it when the
+    /// coordinator's answer is lost. Returns the coordinator that answered and the outcome:
+    /// [`Client::submit_asking`]'s report, without the details.
     pub async fn submit_failover(&self, preferred: NodeId, call: ProcedureCall) -> (NodeId, TxnOutcome) {
-        let order = failover_order(&self.topology, preferred);
+        let r = self.submit_asking(preferred, call).await;
+        (r.coordinator, r.outcome)
+    }
+
+    /// Runs `call` as one transaction (issue 13, "ask, don't resubmit blindly"):
+    ///
+    /// 1. reserves a transaction id at `preferred` or, when no connection to it can be set up
+    ///    (so nothing was sent), at the next node of [`failover_order`] that can be reached
+    ///    (nodes that could not be reached are passed over for 2 s), and submits the call
+    ///    there under that id. A node that reserves no id (an older node) is sent the call
+    ///    without one, as [`Client::submit`] does;
+    /// 2. if the answer is lost ([`TxnStatus::Unknown`]: a timeout, a broken connection, a
+    ///    coordinator that stopped), asks what became of the transaction
+    ///    ([`Client::outcome`]) at the nearest live node, the coordinator last; the node waits
+    ///    up to its bound (a few seconds: the recoverers' timeouts) for a decision;
+    /// 3. acts on the answer by [`next_step`]: committed → reported committed, its reads not
+    ///    available (`reads_lost`); aborted (it did not happen and never will) → submitted
+    ///    once more under a new id, at a live coordinator other than the one that lost the
+    ///    answer first; still undecided or unknown → reported [`TxnStatus::Unknown`] with the
+    ///    transaction id, never resubmitted (it could run twice).
+    ///
+    /// Without a reservation (an older node) a lost answer is reported unknown at once.
+    pub async fn submit_asking(&self, preferred: NodeId, call: ProcedureCall) -> SubmitReport {
+        let mut avoid = None;
+        let mut lost: Option<TxnId> = None;
+        let mut asked = None;
+        loop {
+            let Some(sent) = self.send_reserved(preferred, avoid, &call).await else {
+                let why = "no coordinator reachable".to_string();
+                return SubmitReport {
+                    coordinator: preferred,
+                    outcome: TxnOutcome { txn: TxnId(0), status: TxnStatus::Aborted(why), reads: vec![] },
+                    asked,
+                    resubmitted_after: lost,
+                    reads_lost: false,
+                };
+            };
+            let report = |outcome, asked, reads_lost| SubmitReport {
+                coordinator: sent.node,
+                outcome,
+                asked,
+                resubmitted_after: lost,
+                reads_lost,
+            };
+            let (TxnStatus::Unknown(why), Some(res)) = (&sent.outcome.status, sent.reservation) else {
+                return report(sent.outcome, asked, false);
+            };
+            let answer = self.outcome(sent.node, &res).await;
+            asked = Some(answer.clone());
+            let status = match next_step(&answer, lost.is_some()) {
+                NextStep::ReportCommitted => TxnStatus::Committed,
+                NextStep::Resubmit => {
+                    lost = Some(res.txn);
+                    avoid = Some(sent.node);
+                    continue;
+                }
+                NextStep::ReportAborted => TxnStatus::Aborted(format!("{}: {answer:?}", res.txn)),
+                NextStep::ReportUnknown => TxnStatus::Unknown(format!(
+                    "{}: the coordinator's answer was lost ({why}) and no decision was found: {answer:?}",
+                    res.txn
+                )),
+            };
+            let reads_lost = status == TxnStatus::Committed;
+            return report(TxnOutcome { txn: res.txn, status, reads: vec![] }, asked, reads_lost);
+        }
+    }
+
+    /// Reserves an id and submits `call` under it at the first coordinator of
+    /// [`failover_order`] of `preferred` that can be reached (`avoid` last). `None` when none
+    /// could be reached.
+    async fn send_reserved(&self, preferred: NodeId, avoid: Option<NodeId>, call: &ProcedureCall) -> Option<Sent> {
+        let mut order = failover_order(&self.topology, preferred);
+        if let Some(a) = avoid {
+            order.retain(|&n| n != a);
+            order.push(a);
+        }
         let now = Instant::now();
         let up: Vec<NodeId> = {
             let down = self.down.lock().unwrap_or_else(|p| p.into_inner());
@@ -96,21 +214,99 @@ impl Client {
         };
         // Every node passed over: try them all again rather than give up.
         let candidates = if up.is_empty() { order } else { up };
-        let mut last = None;
         for node in candidates {
-            match self.call(node, Body::Submit(SubmitRequest { call: Some(call.clone()) })).await {
-                Err(Error::Transport(e @ (TransportError::Connect { .. } | TransportError::Tls { .. }))) => {
+            let reservation = match self.reserve(node).await {
+                Ok(r) => r,
+                Err(Error::Transport(TransportError::Connect { .. } | TransportError::Tls { .. })) => {
                     self.down.lock().unwrap_or_else(|p| p.into_inner()).insert(node, Instant::now());
-                    last = Some(e.to_string());
+                    continue;
+                }
+                // Nothing was submitted (at most an id reserved and never used): go on.
+                Err(e) => {
+                    tracing::debug!(%node, "no reservation: {e}");
+                    continue;
+                }
+            };
+            let body = Body::Submit(SubmitRequest { call: Some(call.clone()), txn: reservation.map(|r| r.txn.0) });
+            match self.call(node, body).await {
+                Err(Error::Transport(TransportError::Connect { .. } | TransportError::Tls { .. })) => {
+                    self.down.lock().unwrap_or_else(|p| p.into_inner()).insert(node, Instant::now());
                 }
                 reply => {
                     self.down.lock().unwrap_or_else(|p| p.into_inner()).remove(&node);
-                    return (node, outcome_of(reply));
+                    let mut outcome = outcome_of(reply);
+                    if let (0, Some(r)) = (outcome.txn.0, reservation) {
+                        outcome.txn = r.txn;
+                    }
+                    return Some(Sent { node, outcome, reservation });
                 }
             }
         }
-        let why = format!("no coordinator reachable: {}", last.unwrap_or_default());
-        (preferred, TxnOutcome { txn: TxnId(0), status: TxnStatus::Aborted(why), reads: vec![] })
+        None
+    }
+
+    /// Runs `call` as one transaction with `node` as its coordinator, under the id reserved
+    /// there as `res` ([`Client::reserve`]). A lost answer gives [`TxnStatus::Unknown`] (ask
+    /// with [`Client::outcome`]); an id `node` did not reserve, already used, or whose
+    /// reservation expired gives [`TxnStatus::Aborted`] naming why (nothing ran).
+    pub async fn submit_reserved(&self, node: NodeId, call: ProcedureCall, res: &Reservation) -> TxnOutcome {
+        let mut out =
+            outcome_of(self.call(node, Body::Submit(SubmitRequest { call: Some(call), txn: Some(res.txn.0) })).await);
+        if out.txn == TxnId(0) {
+            out.txn = res.txn;
+        }
+        out
+    }
+
+    /// Reserves a transaction id at `node`: `Ok(None)` when the node answered but reserves
+    /// none (an older node, or one whose ids are used up: submit without one).
+    ///
+    /// # Errors
+    /// Transport failures (nothing was submitted).
+    pub async fn reserve(&self, node: NodeId) -> Result<Option<Reservation>> {
+        match self.call(node, Body::ReserveTxn(ReserveTxnRequest {})).await {
+            Ok(Body::TxnReserved(r)) => Ok(Some(Reservation {
+                txn: TxnId(r.txn),
+                start_after: Cts::new(r.start_after),
+                valid_for_ms: r.valid_for_ms,
+            })),
+            Ok(_) | Err(Error::Remote { .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// What became of the transaction reserved as `res` whose coordinator `coordinator` lost
+    /// its answer (`Body::OutcomeQuery`, read-only): asked at the nodes of
+    /// [`failover_order`] of `coordinator`, its own DC first, `coordinator` itself last,
+    /// until one answers. The node asked waits up to three quarters of this client's call
+    /// timeout (and its own bound, a few seconds) for a decision. Never an error: a query
+    /// nobody answers is [`KnownOutcome::Unknown`].
+    pub async fn outcome(&self, coordinator: NodeId, res: &Reservation) -> KnownOutcome {
+        let mut order = failover_order(&self.topology, coordinator);
+        order.retain(|&n| n != coordinator);
+        order.push(coordinator);
+        let wait_ms = (self.call_timeout.as_millis() as u64 * 3 / 4).max(1);
+        let q = OutcomeQueryRequest {
+            txn: res.txn.0,
+            start_after: Some(res.start_after.0),
+            valid_for_ms: res.valid_for_ms,
+            wait_ms,
+        };
+        let mut last = String::from("no node to ask");
+        for node in order {
+            if self.down.lock().unwrap_or_else(|p| p.into_inner()).get(&node).is_some_and(|t| t.elapsed() < DOWN_FOR) {
+                continue;
+            }
+            match self.call(node, Body::OutcomeQuery(q.clone())).await {
+                Ok(Body::TxnOutcome(r)) => match KnownOutcome::from_wire(r.state, r.cts, r.detail) {
+                    Ok(answer) => return answer,
+                    Err(e) => last = format!("{node}: {e}"),
+                },
+                Ok(_) => last = format!("{node}: unexpected reply"),
+                Err(e) => last = format!("{node}: {e}"),
+            }
+        }
+        KnownOutcome::Unknown(format!("{}: no node answered the outcome query (last: {last})", res.txn))
     }
 
     /// Sends a `netem set` request to every node; returns the nodes that did not confirm,

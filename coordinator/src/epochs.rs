@@ -74,6 +74,11 @@ impl Epochs {
         self.get(epoch).unwrap_or_else(|| self.current())
     }
 
+    /// Every placement kept, oldest epoch first.
+    pub fn all(&self) -> Vec<Arc<Topology>> {
+        self.read().by_epoch.values().cloned().collect()
+    }
+
     /// Makes `topology` the current placement if its epoch is newer than the current one.
     /// Returns whether it did. Only the newest [`Epochs::KEPT`] epochs are kept.
     pub fn adopt(&self, topology: Arc<Topology>) -> bool {

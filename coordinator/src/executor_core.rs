@@ -849,6 +849,87 @@ impl ExecutorCore {
         nodes
     }
 
+    /// Looks `txn` up on every node of this DC, read-only (issue 13, the outcome query;
+    /// [`crate::outcome`]): each node's ring (its phase-1 entries of `txn` and any committed
+    /// entry of it, a catch-up's included) and, for entries gone or finished, its decision log,
+    /// with `start_after` (a lower bound of the transaction's start, or the start read from an
+    /// entry) deciding whether a missing row proves there was none. Nothing is written: no
+    /// fence, no promise, no vote word is changed, and the fence memory is left alone, so the
+    /// transaction runs and recovers exactly as if nobody had asked. A node that holds no
+    /// voting replica now answers [`crate::outcome::FindingKind::Untrusted`]; a node whose
+    /// ring cannot be read, [`crate::outcome::FindingKind::CannotTell`].
+    pub fn lookup_txn(&self, txn: TxnId, start_after: Option<Cts>) -> Vec<crate::outcome::Finding> {
+        use crate::outcome::{EntryFacts, Finding, FindingKind, Found};
+        use redt_dc_executor::decision_log::{self, Lookup};
+        use redt_dc_executor::{EntryStatus, VoteCode};
+        let dc = self.executor.dc().clone();
+        let current = self.epochs.current();
+        let nodes = current.dcs.get(self.dc_id.0 as usize).map(|d| d.nodes.clone()).unwrap_or_default();
+        let mut out = Vec::with_capacity(nodes.len());
+        for node in nodes {
+            if !self.epochs.holds_voter(node) {
+                out.push(Finding { node, kind: FindingKind::Untrusted });
+                continue;
+            }
+            let Ok(entries) = redt_dc_executor::ring_entries(dc.verbs.as_ref(), node, &dc.layout) else {
+                out.push(Finding { node, kind: FindingKind::CannotTell });
+                continue;
+            };
+            let mut f = Found::default();
+            let mut any = false;
+            let mut flushed = false;
+            for (_, _, e) in entries.into_iter().filter(|(_, _, e)| e.txn == txn) {
+                if e.status == EntryStatus::Committed {
+                    f.committed = Some(e.cts);
+                    any = true;
+                }
+                // Replica entries (catch-up, baselines) and fillers carry no partitions: only
+                // a committed one tells anything.
+                if e.partitions.is_empty() {
+                    continue;
+                }
+                any = true;
+                let vote = e.vote.unpack().map(|s| s.vote);
+                f.commit_vote |= vote == Some(VoteCode::Commit);
+                match e.status {
+                    EntryStatus::Intent | EntryStatus::Logged => {
+                        f.unfinished = true;
+                        // An unreadable vote word counts as one that may still vote commit.
+                        f.unvoted |= vote.is_none_or(|v| v == VoteCode::None);
+                    }
+                    EntryStatus::Flushed => flushed = true,
+                    EntryStatus::Committed | EntryStatus::Aborted | EntryStatus::Empty => {}
+                }
+                f.entry.get_or_insert(EntryFacts { start: e.start, epoch: e.epoch, partitions: e.partitions });
+            }
+            let start = f.entry.as_ref().map(|e| e.start).or(start_after);
+            let row = match start {
+                Some(s) => decision_log::lookup(dc.verbs.as_ref(), node, &dc.layout, txn, s).ok(),
+                None => None,
+            };
+            match row {
+                Some(Lookup::Found(r)) => {
+                    any = true;
+                    if r.status == EntryStatus::Committed {
+                        f.committed = Some(r.cts);
+                    }
+                    f.commit_vote |= r.vote == VoteCode::Commit;
+                }
+                Some(Lookup::Absent) => {}
+                // A released entry whose row is gone may have been a commit.
+                Some(Lookup::Evicted) | None if flushed => f.forgotten = true,
+                Some(Lookup::Evicted) | None if !any => {
+                    out.push(Finding { node, kind: FindingKind::CannotTell });
+                    continue;
+                }
+                Some(Lookup::Evicted) | None => {}
+            }
+            let kind = if any { FindingKind::Found(f) } else { FindingKind::Nothing };
+            out.push(Finding { node, kind });
+        }
+        out
+    }
+
     /// Transactions that voted commit here and await their decision.
     pub fn pending(&self) -> usize {
         self.pending.len()

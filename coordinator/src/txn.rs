@@ -39,6 +39,11 @@ pub struct CoordinatorMutations {
     /// its process died between the phases. Its sub-transactions keep their locks until a
     /// recoverer decides them (DESIGN.md, "Recovery").
     pub stop_before_phase2: bool,
+    /// A fault: the coordinators on this node stop right after their decision, before they
+    /// answer the client, record an abort or start phase 2, as if the process died there: the
+    /// client's answer is lost ([`TxnStatus::Unknown`]) and recoverers decide the transaction
+    /// (issue 13: the client asks what became of it).
+    pub stop_before_answer_at: Option<NodeId>,
 }
 
 /// How a coordinator runs transactions.
@@ -491,6 +496,9 @@ impl CoordinatorTxn {
                 let placement = self.placement.as_deref();
                 let removed = |dc| crate::epochs::dc_removed(placement, dc);
                 self.catch_up = catch_up::catch_up(&self.plan, &table, &removed);
+                if self.options.mutations.stop_before_answer_at == Some(self.me) {
+                    return self.die();
+                }
                 if self.options.early_ack {
                     let reads = reads(&self.topology, &self.call, &self.plan, &self.votes.values().collect::<Vec<_>>());
                     self.answer(TxnStatus::Committed, reads, Some(self.phase1_cost));
@@ -503,6 +511,9 @@ impl CoordinatorTxn {
             Why::CommitImpossible { partition } | Why::Timeout { partition } => {
                 let proven = matches!(why, Why::CommitImpossible { .. });
                 self.why = abort_reason(&self.votes, proven, &self.plan, partition);
+                if self.options.mutations.stop_before_answer_at == Some(self.me) {
+                    return self.die();
+                }
                 if self.options.mutations.ack_abort_before_record {
                     self.answer(TxnStatus::Aborted(self.why.clone()), Vec::new(), None);
                 }

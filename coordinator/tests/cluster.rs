@@ -348,7 +348,11 @@ async fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
 }
 
 fn submit_envelope(epoch: u32, ops: &[KvOp]) -> Envelope {
-    Envelope { epoch, from: u32::MAX, body: Some(Body::Submit(SubmitRequest { call: Some(kv_call(KV, ops)) })) }
+    Envelope {
+        epoch,
+        from: u32::MAX,
+        body: Some(Body::Submit(SubmitRequest { call: Some(kv_call(KV, ops)), txn: None })),
+    }
 }
 
 /// DESIGN.md §4: a node refuses peers without a cluster certificate, resets a stream that

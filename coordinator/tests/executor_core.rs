@@ -4,6 +4,7 @@
 
 use redt_coordinator::call::kv_call;
 use redt_coordinator::message::Execute;
+use redt_coordinator::outcome::FindingKind;
 use redt_coordinator::plan::Scope;
 use redt_coordinator::{Epochs, ExecutorCore};
 use redt_dc_executor::{DcHandle, Decision, Hlc, KvOp, Layout, LocalVerbs, Verbs};
@@ -579,4 +580,86 @@ fn a_snapshot_waits_for_older_entries_and_its_floor_fences_a_lagging_executor() 
     assert!(epochs.adopt(Arc::new(placement(&topology, e2, &Default::default()))));
     let h = core.handle(NodeId(3), read(0), 2);
     assert!(matches!(h.reply, Reply::Snapshot { .. }), "{:?}", h.reply);
+}
+
+/// Node 0's whole MemStore, byte for byte.
+fn memstore(dc: &DcHandle) -> Vec<u8> {
+    let mut bytes = vec![0u8; dc.layout.size as usize];
+    dc.verbs.read(NodeId(0), redt_proto::Offset(0), &mut bytes).expect("node 0's region reads");
+    bytes
+}
+
+/// Node 0's finding for `txn` (its DC has only node 0).
+fn finding(core: &ExecutorCore, txn: TxnId, start_after: Option<redt_proto::Cts>) -> FindingKind {
+    let mut f = core.lookup_txn(txn, start_after);
+    assert_eq!(f.len(), 1, "one node in node 0's DC: {f:?}");
+    let f = f.remove(0);
+    assert_eq!(f.node, NodeId(0));
+    f.kind
+}
+
+/// Issue 13, the outcome query: a lookup reads a transaction's entries (undecided, committed,
+/// an abort applied over a commit vote) and changes nothing — no fence, no promise, no vote
+/// word, not a byte of the MemStore — so a transaction looked up before its phase 1 still runs
+/// and votes commit (a recoverer's PREPARE would have fenced it to abort).
+#[test]
+fn an_outcome_lookup_reads_entries_and_changes_nothing() {
+    let (mut core, dc, topology) = core();
+    let key = 4; // partition 0: a replica on node 0
+    let kv = |ops: &[KvOp], txn| args(&topology, txn, ops);
+    let t1 = TxnId::new(NodeId(1), 1);
+
+    // Looked up before its phase 1: nothing there (its start is after everything evicted).
+    let before = memstore(&dc);
+    assert_eq!(finding(&core, t1, Some(redt_proto::Cts(1))), FindingKind::Nothing);
+    assert_eq!(finding(&core, t1, None), FindingKind::CannotTell, "without a start, absence is not proven");
+    assert!(memstore(&dc) == before, "a lookup writes nothing");
+    let mut e1 = kv(&[KvOp::Add(key, 1)], t1);
+    e1.partitions = vec![redt_proto::PartitionId(0)];
+    let v1 = core.execute(&e1, 1).expect("phase 1 runs");
+    assert!(v1.is_commit(), "not fenced by the lookup: {:?}", v1.abort);
+
+    // Undecided: an unfinished entry with a commit vote; the lookup leaves it so.
+    let before = memstore(&dc);
+    match finding(&core, t1, None) {
+        FindingKind::Found(f) => {
+            assert!(f.commit_vote && f.unfinished && !f.unvoted, "{f:?}");
+            assert_eq!(f.committed, None);
+            assert_eq!(f.entry.as_ref().map(|e| e.partitions.clone()), Some(vec![redt_proto::PartitionId(0)]));
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(memstore(&dc) == before, "no fence, no promise: the vote words are unchanged");
+    let words: Vec<_> = redt_dc_executor::unfinished_entries(dc.verbs.as_ref(), NodeId(0), &dc.layout)
+        .expect("ring reads")
+        .into_iter()
+        .map(|(_, e)| (e.txn, e.vote.unpack()))
+        .collect();
+    assert_eq!(words.len(), 1);
+    let state = words[0].1.expect("a valid vote word");
+    assert_eq!((state.vote, state.promised), (redt_dc_executor::VoteCode::Commit, redt_proto::Ballot(0)));
+
+    // Committed.
+    let cts = redt_proto::Cts(1 << 20);
+    core.decide(t1, Decision::Commit(cts), &v1.entries).expect("t1 commits");
+    match finding(&core, t1, None) {
+        FindingKind::Found(f) => assert_eq!((f.committed, f.unfinished), (Some(cts), false), "{f:?}"),
+        other => panic!("{other:?}"),
+    }
+
+    // An abort applied over a commit vote: finished, not committed, the commit vote seen.
+    let t2 = TxnId::new(NodeId(1), 2);
+    let mut e2 = kv(&[KvOp::Add(key, 2)], t2);
+    e2.partitions = vec![redt_proto::PartitionId(0)];
+    let v2 = core.execute(&e2, 2).expect("phase 1 runs");
+    assert!(v2.is_commit(), "{:?}", v2.abort);
+    core.decide(t2, Decision::Abort, &v2.entries).expect("t2 aborts");
+    let before = memstore(&dc);
+    match finding(&core, t2, None) {
+        FindingKind::Found(f) => {
+            assert!(f.commit_vote && !f.unfinished && f.committed.is_none(), "{f:?}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(memstore(&dc) == before, "a lookup writes nothing");
 }

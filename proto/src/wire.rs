@@ -16,7 +16,7 @@ pub struct Envelope {
     /// The message.
     #[prost(
         oneof = "Body",
-        tags = "10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35"
+        tags = "10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41"
     )]
     pub body: Option<Body>,
 }
@@ -108,6 +108,143 @@ pub enum Body {
     /// Rebuild: one chunk of a snapshot copy.
     #[prost(message, tag = "35")]
     SnapshotChunk(SnapshotChunkReply),
+    /// A client asks a coordinator for a transaction id to submit with later (client →
+    /// coordinator; answered with [`Body::TxnReserved`]). Issue 13: the client knows its
+    /// transaction's id even if the coordinator dies before answering.
+    #[prost(message, tag = "36")]
+    ReserveTxn(ReserveTxnRequest),
+    /// Reply to [`Body::ReserveTxn`].
+    #[prost(message, tag = "37")]
+    TxnReserved(TxnReservedReply),
+    /// A client asks any node what became of a transaction (client → node; answered with
+    /// [`Body::TxnOutcome`]). Read-only: nothing is fenced, promised or recovered.
+    #[prost(message, tag = "38")]
+    OutcomeQuery(OutcomeQueryRequest),
+    /// Reply to [`Body::OutcomeQuery`].
+    #[prost(message, tag = "39")]
+    TxnOutcome(TxnOutcomeReply),
+    /// The node answering an outcome query asks one node of a DC what the DC's rings and
+    /// decision logs hold of a transaction (node → node; answered with [`Body::TxnFound`]).
+    /// Read-only.
+    #[prost(message, tag = "40")]
+    TxnLookup(TxnLookupRequest),
+    /// Reply to [`Body::TxnLookup`]: one finding per node of the DC.
+    #[prost(message, tag = "41")]
+    TxnFound(TxnFoundReply),
+}
+
+/// A client's request for a transaction id ([`Body::ReserveTxn`]).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ReserveTxnRequest {}
+
+/// A reserved transaction id: the coordinator that issued it runs it once if submitted with
+/// it within `valid_for_ms`, and never issues it again.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct TxnReservedReply {
+    /// The transaction id.
+    #[prost(uint64, tag = "1")]
+    pub txn: u64,
+    /// The coordinator's hybrid-logical-clock reading when it reserved the id (a 48-bit
+    /// commit-timestamp value): the transaction's start timestamp will be above it.
+    #[prost(uint64, tag = "2")]
+    pub start_after: u64,
+    /// How long the reservation holds, in ms of the coordinator's clock after `start_after`:
+    /// a submission that reaches it later is refused.
+    #[prost(uint64, tag = "3")]
+    pub valid_for_ms: u64,
+}
+
+/// A client's question: what became of transaction `txn`?
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct OutcomeQueryRequest {
+    /// The transaction id.
+    #[prost(uint64, tag = "1")]
+    pub txn: u64,
+    /// A lower bound of its start timestamp (the reservation's `start_after`), if known:
+    /// without it a node cannot tell "never ran" from "forgotten".
+    #[prost(uint64, optional, tag = "2")]
+    pub start_after: Option<u64>,
+    /// How long the reservation was valid for (ms after `start_after`), with `start_after`.
+    #[prost(uint64, tag = "3")]
+    pub valid_for_ms: u64,
+    /// How long the answering node may wait for a decision, in ms (0: its own bound; it
+    /// never waits longer than its own bound).
+    #[prost(uint64, tag = "4")]
+    pub wait_ms: u64,
+}
+
+/// What became of a transaction, as far as the rings and decision logs show.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct TxnOutcomeReply {
+    /// The transaction id.
+    #[prost(uint64, tag = "1")]
+    pub txn: u64,
+    /// 0 = committed, 1 = aborted (decided, or it can never commit), 2 = undecided (entries
+    /// exist, no decision visible yet), 3 = unknown (nothing conclusive can be seen).
+    #[prost(uint32, tag = "2")]
+    pub state: u32,
+    /// The commit timestamp (committed only).
+    #[prost(uint64, tag = "3")]
+    pub cts: u64,
+    /// What the answer rests on, for people.
+    #[prost(string, tag = "4")]
+    pub detail: String,
+}
+
+/// A lookup of one transaction in the receiver's DC.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct TxnLookupRequest {
+    /// The transaction id.
+    #[prost(uint64, tag = "1")]
+    pub txn: u64,
+    /// A lower bound of its start timestamp, if known (for the decision-log lookups).
+    #[prost(uint64, optional, tag = "2")]
+    pub start_after: Option<u64>,
+}
+
+/// What one node of a DC holds of a transaction.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct TxnFindingMsg {
+    /// The node.
+    #[prost(uint32, tag = "1")]
+    pub node: u32,
+    /// 0 = nothing (no entry, and its decision log proves none was released), 1 = entries or
+    /// rows (see the other fields), 2 = cannot tell (no entry, and its decision log cannot
+    /// prove there was none), 3 = not trusted (the node holds no voting replica now).
+    #[prost(uint32, tag = "2")]
+    pub kind: u32,
+    /// A commit was applied here, at this commit timestamp (0: none).
+    #[prost(uint64, tag = "3")]
+    pub committed_cts: u64,
+    /// The node's replicas voted commit (in any entry or row of the transaction).
+    #[prost(bool, tag = "4")]
+    pub commit_vote: bool,
+    /// An unfinished phase-1 entry of the transaction is in the node's ring.
+    #[prost(bool, tag = "5")]
+    pub unfinished: bool,
+    /// An unfinished entry whose vote is not set yet (it may still vote commit).
+    #[prost(bool, tag = "6")]
+    pub unvoted: bool,
+    /// A finished entry's decision-log row was evicted: it may have been a commit.
+    #[prost(bool, tag = "10")]
+    pub forgotten: bool,
+    /// The start timestamp, epoch and partitions read from an entry, when one was found.
+    #[prost(uint64, optional, tag = "7")]
+    pub start: Option<u64>,
+    /// See `start`.
+    #[prost(uint32, tag = "8")]
+    pub epoch: u32,
+    /// See `start`.
+    #[prost(uint32, repeated, tag = "9")]
+    pub partitions: Vec<u32>,
+}
+
+/// Reply to a [`TxnLookupRequest`].
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct TxnFoundReply {
+    /// One finding per node of the DC.
+    #[prost(message, repeated, tag = "1")]
+    pub findings: Vec<TxnFindingMsg>,
 }
 
 /// A learner's request for one chunk of a snapshot copy of `partition` (notes/failover.md,
@@ -851,6 +988,11 @@ pub struct SubmitRequest {
     /// The call.
     #[prost(message, optional, tag = "1")]
     pub call: Option<ProcedureCall>,
+    /// The id to run it under, reserved at this coordinator with [`Body::ReserveTxn`]
+    /// (absent: the coordinator takes a fresh one). An id the coordinator did not reserve,
+    /// already used, or whose reservation expired is refused with an error.
+    #[prost(uint64, optional, tag = "2")]
+    pub txn: Option<u64>,
 }
 
 /// Outcome of a client's transaction.
@@ -902,7 +1044,8 @@ pub struct NetemSetRequest {
 /// An error answer.
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct ErrorReply {
-    /// Stable error code: 1 stale epoch, 2 malformed, 3 internal, 4 overloaded, 5 ballot.
+    /// Stable error code (`redt_coordinator::error_code`): 2 malformed, 3 internal, 4 not ready,
+    /// 5 a submission under a transaction id the coordinator did not reserve (or used).
     #[prost(uint32, tag = "1")]
     pub code: u32,
     /// Human-readable text.
@@ -948,6 +1091,22 @@ mod tests {
                 }],
                 done: false,
                 next: 4,
+            }),
+            Body::Submit(SubmitRequest { call: Some(ProcedureCall::default()), txn: Some(7) }),
+            Body::ReserveTxn(ReserveTxnRequest {}),
+            Body::TxnReserved(TxnReservedReply { txn: 7, start_after: 8, valid_for_ms: 9 }),
+            Body::OutcomeQuery(OutcomeQueryRequest { txn: 7, start_after: Some(3), valid_for_ms: 4, wait_ms: 5 }),
+            Body::TxnOutcome(TxnOutcomeReply { txn: 7, state: 0, cts: 9, detail: "x".into() }),
+            Body::TxnLookup(TxnLookupRequest { txn: 7, start_after: None }),
+            Body::TxnFound(TxnFoundReply {
+                findings: vec![TxnFindingMsg {
+                    node: 1,
+                    kind: 1,
+                    commit_vote: true,
+                    start: Some(4),
+                    partitions: vec![2],
+                    ..Default::default()
+                }],
             }),
         ];
         for body in bodies {

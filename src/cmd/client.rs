@@ -6,6 +6,7 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use redt_bench::jepsen;
 use redt_coordinator::{call, Client, CoordinatorOptions, EmbeddedCluster, TxnOutcome, TxnStatus};
+use redt_dc_executor::KvOp;
 use redt_proto::wire::ProcedureCall;
 use redt_proto::NodeId;
 use serde_json::json;
@@ -40,11 +41,17 @@ enum Target {
 }
 
 impl Target {
-    async fn submit(&self, c: ProcedureCall) -> TxnOutcome {
+    /// Runs `c`; returns its outcome and whether its reads were lost (a commit learned from
+    /// the outcome query after the coordinator's answer was lost).
+    async fn submit(&self, c: ProcedureCall) -> (TxnOutcome, bool) {
         match self {
-            Target::Embedded(cl, n) => cl.node(*n).submit(c).await,
-            // A dead coordinator (its DC lost) is passed over for a live one (issue 13).
-            Target::Remote(cl, n) => cl.submit_failover(*n, c).await.1,
+            Target::Embedded(cl, n) => (cl.node(*n).submit(c).await, false),
+            // A dead coordinator (its DC lost) is passed over for a live one, and a lost
+            // answer is asked about, never resubmitted blindly (issue 13).
+            Target::Remote(cl, n) => {
+                let r = cl.submit_asking(*n, c).await;
+                (r.outcome, r.reads_lost)
+            }
         }
     }
 }
@@ -82,8 +89,15 @@ pub fn run(a: &ClientArgs) -> Result<()> {
             let reply = match jepsen::parse_line(&line).and_then(|ops| jepsen::to_kv_ops(&ops).map(|kv| (ops, kv))) {
                 Err(e) => json!({"type": "fail", "error": e}),
                 Ok((ops, kv)) => {
-                    let o = target.submit(call::kv_call(table.id, &kv)).await;
+                    let (o, reads_lost) = target.submit(call::kv_call(table.id, &kv)).await;
+                    let reads = kv.iter().any(|op| matches!(op, KvOp::Read(_)));
                     match o.status {
+                        // Committed, but the values read were in the lost answer: the history
+                        // cannot use it as an ok with reads.
+                        TxnStatus::Committed if reads_lost && reads => json!({"type": "info", "error": format!(
+                            "{}: committed (learned from the outcome query); the values read are not available",
+                            o.txn
+                        )}),
                         TxnStatus::Committed => json!({"type": "ok", "value": jepsen::fill_reads(&ops, &o.reads)}),
                         TxnStatus::Aborted(e) => json!({"type": "fail", "error": e}),
                         TxnStatus::Unknown(e) => json!({"type": "info", "error": e}),
