@@ -239,15 +239,8 @@ pub async fn run_append(topo: Topology, cfg: &AppendConfig) -> Result<AppendRepo
             let (timeline, measured_from, topo, schema, routes) =
                 (timeline.clone(), measured_from.clone(), topo.clone(), schema.clone(), routes.clone());
             let home = n.id;
-            let (keys, values, stop, hist, writer, error, cfg2) = (
-                keys.clone(),
-                values.clone(),
-                stop.clone(),
-                hist.clone(),
-                writer.clone(),
-                error.clone(),
-                cfg.clone(),
-            );
+            let (keys, values, stop, hist, writer, error, cfg2) =
+                (keys.clone(), values.clone(), stop.clone(), hist.clone(), writer.clone(), error.clone(), cfg.clone());
             let mut p = process;
             let seed = cfg.seed ^ process.wrapping_mul(0x9e37_79b9_7f4a_7c15);
             process += 1;

@@ -332,8 +332,7 @@ pub async fn run_drill_ycsb(
         Arc::new(Client::connect(topo.clone(), certs, Duration::from_millis(500)).map_err(|e| e.to_string())?);
     let timeline = Arc::new(Timeline::new(topo.partitions.len()));
     let down = Arc::new(DownSet::default());
-    let mut clients =
-        spawn_clients(&topo, cfg, table, Submit::Remote(client.clone()), down.clone(), timeline.clone())?;
+    let mut clients = spawn_clients(&topo, cfg, table, Submit::Remote(client.clone()), down.clone(), timeline.clone())?;
     let mut drill_task = None;
     let elapsed = clients
         .measure(cfg, |started, run| {
@@ -355,10 +354,8 @@ pub async fn run_drill_ycsb(
             drill_task = Some(tokio::spawn(async move { drill::run(&setup, started, until).await }));
         })
         .await;
-    let watch = drill_task
-        .ok_or("the drill was never started")?
-        .await
-        .map_err(|e| format!("the drill task failed: {e}"))?;
+    let watch =
+        drill_task.ok_or("the drill was never started")?.await.map_err(|e| format!("the drill task failed: {e}"))?;
     let left_down = down.snapshot();
     let settled = drill::settle(&watcher, &left_down).await;
     let lost = clients.lost(&client, &topo, table.0, &left_down).await;
@@ -431,14 +428,8 @@ async fn embedded_drill(
         .await
         .map_err(|e| e.to_string())?
         .map_err(|e| format!("loading: {e}"))?;
-    let mut clients = spawn_clients(
-        &topo,
-        cfg,
-        table,
-        Submit::Embedded(routes),
-        drill.down.clone(),
-        drill.timeline.clone(),
-    )?;
+    let mut clients =
+        spawn_clients(&topo, cfg, table, Submit::Embedded(routes), drill.down.clone(), drill.timeline.clone())?;
     let elapsed = clients
         .measure(cfg, |started, run| {
             let bar_log = log_to(run);

@@ -6,8 +6,8 @@ use clap::{Args, Subcommand};
 use redt_bench::report::Outcomes;
 use redt_bench::ycsb::parse_record_size;
 use redt_bench::{
-    run_cluster_ycsb, run_embedded_drill_ycsb, run_local_ycsb, run_remote_ycsb, topo, ClusterConfig, ClusterReport, Distribution, LocalConfig,
-    LocalReport, Workload, YcsbConfig,
+    run_cluster_ycsb, run_embedded_drill_ycsb, run_local_ycsb, run_remote_ycsb, topo, ClusterConfig, ClusterReport,
+    Distribution, LocalConfig, LocalReport, Workload, YcsbConfig,
 };
 use redt_proto::{Protocol, Topology};
 use std::path::PathBuf;
