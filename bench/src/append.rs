@@ -313,16 +313,7 @@ pub async fn run_append(topo: Topology, cfg: &AppendConfig) -> Result<AppendRepo
     run.finish_and_clear();
 
     // After a drill: heal, settle, report.
-    let drill = match drill {
-        Some(d) => match d.finish(cfg.progress).await {
-            Ok(r) => Some(r),
-            Err(e) => {
-                cluster.shutdown();
-                return Err(e);
-            }
-        },
-        None => None,
-    };
+    let drill = crate::drill_embedded::finish_drill(drill, &cluster, cfg.progress).await?;
     // Every key ever used, settled, from every replica.
     let used: Vec<u64> = (0..keys.lock().expect("keys").next).collect();
     let wait = Duration::from_millis((rtt_ms * 10.0) as u64) + Duration::from_secs(5);
