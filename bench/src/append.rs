@@ -9,20 +9,29 @@
 //! key takes its place (a list holds at most 255 items in a 2 KiB cell). After the run the
 //! clients stop, phase 2 finishes, every key's list is read from every replica (they must
 //! agree), and [`crate::history::check`] compares the history with the lists.
+//!
+//! With a drill plan ([`AppendConfig::drill`], `redt bench append --drill PLAN`) the plan runs
+//! over the run ([`crate::drill_embedded`]) as in `redt bench bank --drill`: the clients of a
+//! node it stopped submit through the nearest node up, every answer goes to the drill's
+//! timeline, and after the drill every fault is healed and the cluster settles before the
+//! lists are read from the replicas of the current placement and checked.
 
 use crate::bank::settled_cells;
 use crate::cluster::bar;
+use crate::drill::Counts;
+use crate::drill_embedded::{start_cluster, DrilledCluster, EmbeddedDrillReport};
+use crate::drill_plan::DrillPlan;
 use crate::history::{check, CheckReport, Event, EventType, HistoryWriter, Mop};
 use crate::report::{Latency, Outcomes};
 use rand::{Rng, SeedableRng};
-use redt_coordinator::{call, CoordinatorOptions, EmbeddedCluster, TxnStatus};
+use redt_coordinator::{call, CoordinatorOptions, TxnStatus};
 use redt_dc_executor::{list_items, KvOp, LIST_HEADER};
 use redt_proto::{Protocol, Topology};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 /// Parameters of a list-append run.
@@ -50,6 +59,10 @@ pub struct AppendConfig {
     pub seed: u64,
     /// Progress bars on standard error.
     pub progress: bool,
+    /// A drill plan to run from the start of the run, expanded for `duration`
+    /// ([`DrillPlan::expand`]); `None`: no drill. Its log lines are printed as they happen,
+    /// above the progress bar (on standard error when it is hidden).
+    pub drill: Option<DrillPlan>,
 }
 
 impl Default for AppendConfig {
@@ -66,6 +79,7 @@ impl Default for AppendConfig {
             options: CoordinatorOptions::default(),
             seed: 42,
             progress: false,
+            drill: None,
         }
     }
 }
@@ -108,6 +122,8 @@ pub struct AppendReport {
     pub finals: BTreeMap<u64, Vec<u64>>,
     /// Replicas agree and the check found no violation.
     pub pass: bool,
+    /// The drill, when one ran (the lists were read after it, on the current placement).
+    pub drill: Option<EmbeddedDrillReport>,
 }
 
 /// The active keys and how often each was appended to.
@@ -200,10 +216,11 @@ pub async fn run_append(topo: Topology, cfg: &AppendConfig) -> Result<AppendRepo
     let tid = schema.id;
     let rtt_ms = topo.links.first().and_then(|l| l.get(1)).map(|c| c.rtt.as_secs_f64() * 1e3).unwrap_or(0.0);
     let writer = Arc::new(Mutex::new(HistoryWriter::new(cfg.history.as_deref())?));
-    let cluster = Arc::new(
-        EmbeddedCluster::start(topo, cfg.options.clone()).await.map_err(|e| format!("starting the cluster: {e}"))?,
-    );
+    let DrilledCluster { cluster, mut drill, routes, data_root } =
+        start_cluster(topo, cfg.options.clone(), cfg.drill.clone(), cfg.duration).await?;
     let topo = cluster.topology.clone();
+    let timeline = drill.as_ref().map(|d| d.timeline.clone());
+    let measured_from: Arc<OnceLock<Instant>> = Arc::new(OnceLock::new());
     let keys = Arc::new(Mutex::new(Keys {
         active: (0..cfg.keys as u64).collect(),
         writes: HashMap::new(),
@@ -217,18 +234,13 @@ pub async fn run_append(topo: Topology, cfg: &AppendConfig) -> Result<AppendRepo
     let mut tasks = tokio::task::JoinSet::new();
     let mut process = 0u64;
     writer.lock().expect("history").restart_clock();
-    for node in &cluster.nodes() {
+    for n in &topo.nodes {
         for _ in 0..cfg.clients_per_node {
-            let (node, keys, values, stop, hist, writer, error, cfg2) = (
-                node.clone(),
-                keys.clone(),
-                values.clone(),
-                stop.clone(),
-                hist.clone(),
-                writer.clone(),
-                error.clone(),
-                cfg.clone(),
-            );
+            let (timeline, measured_from, topo, schema, routes) =
+                (timeline.clone(), measured_from.clone(), topo.clone(), schema.clone(), routes.clone());
+            let home = n.id;
+            let (keys, values, stop, hist, writer, error, cfg2) =
+                (keys.clone(), values.clone(), stop.clone(), hist.clone(), writer.clone(), error.clone(), cfg.clone());
             let mut p = process;
             let seed = cfg.seed ^ process.wrapping_mul(0x9e37_79b9_7f4a_7c15);
             process += 1;
@@ -241,10 +253,33 @@ pub async fn run_append(topo: Topology, cfg: &AppendConfig) -> Result<AppendRepo
                     }
                 };
                 while !stop.load(Ordering::Relaxed) {
+                    // A client whose node a drill stopped goes on through the nearest node up.
+                    let Some(node) = routes.route(home) else {
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                        continue;
+                    };
                     let mops = draw(&keys, &values, &cfg2, &mut rng);
                     record(EventType::Invoke, p, &mops, None);
                     let t0 = Instant::now();
                     let out = node.submit(call::kv_call(tid, &kv_ops(&mops))).await;
+                    if let (Some(t), Some(&from)) = (&timeline, measured_from.get()) {
+                        let (s, a) = (t0.saturating_duration_since(from), from.elapsed());
+                        match &out.status {
+                            TxnStatus::Committed => {
+                                let mut parts: Vec<_> = mops
+                                    .iter()
+                                    .map(|m| match m {
+                                        Mop::Append(k, _) | Mop::Read(k, _) => topo.partition_of(&schema, *k),
+                                    })
+                                    .collect();
+                                parts.sort_unstable();
+                                parts.dedup();
+                                t.committed(s, a, &parts);
+                            }
+                            TxnStatus::Aborted(_) => t.add(a, Counts { aborted: 1, ..Default::default() }),
+                            TxnStatus::Unknown(_) => t.add(a, Counts { unknown: 1, ..Default::default() }),
+                        }
+                    }
                     match out.status {
                         TxnStatus::Committed => {
                             let _ = hist.lock().expect("histogram").record(t0.elapsed().as_micros().max(1) as u64);
@@ -264,6 +299,10 @@ pub async fn run_append(topo: Topology, cfg: &AppendConfig) -> Result<AppendRepo
     }
     let run = bar(cfg.progress, cfg.duration.as_millis() as u64, "run");
     let started = Instant::now();
+    let _ = measured_from.set(started);
+    if let Some(d) = &mut drill {
+        d.start(started, crate::drill_embedded::log_to(&run));
+    }
     while started.elapsed() < cfg.duration {
         tokio::time::sleep(Duration::from_millis(100)).await;
         run.set_position(started.elapsed().as_millis() as u64);
@@ -273,11 +312,14 @@ pub async fn run_append(topo: Topology, cfg: &AppendConfig) -> Result<AppendRepo
     let elapsed = started.elapsed();
     run.finish_and_clear();
 
+    // After a drill: heal, settle, report.
+    let drill = crate::drill_embedded::finish_drill(drill, &cluster, cfg.progress).await?;
     // Every key ever used, settled, from every replica.
     let used: Vec<u64> = (0..keys.lock().expect("keys").next).collect();
     let wait = Duration::from_millis((rtt_ms * 10.0) as u64) + Duration::from_secs(5);
     let settled = settled_cells(&cluster, tid, &used, wait).await;
     cluster.shutdown();
+    drop(data_root);
     let (cells, _calm) = settled?;
     let mut finals = BTreeMap::new();
     let mut disagreeing = 0;
@@ -314,6 +356,7 @@ pub async fn run_append(topo: Topology, cfg: &AppendConfig) -> Result<AppendRepo
         pass: report.valid && disagreeing == 0,
         check: report,
         finals,
+        drill,
     })
 }
 

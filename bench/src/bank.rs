@@ -348,16 +348,7 @@ pub async fn run_bank(topo: Topology, cfg: &BankConfig) -> Result<BankReport, St
     while clients.join_next().await.is_some() {}
 
     // After a drill: heal, settle, report.
-    let drill = match drill {
-        Some(d) => match d.finish(cfg.progress).await {
-            Ok(r) => Some(r),
-            Err(e) => {
-                cluster.shutdown();
-                return Err(e);
-            }
-        },
-        None => None,
-    };
+    let drill = crate::drill_embedded::finish_drill(drill, &cluster, cfg.progress).await?;
     // The check: wait for phase 2, then read every replica of the current placement.
     let wait = Duration::from_millis((rtt_ms * 10.0) as u64) + Duration::from_secs(5);
     let settled = settled_cells(&cluster, tid, &accounts, wait).await;

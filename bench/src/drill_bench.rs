@@ -16,14 +16,17 @@
 
 use crate::cluster::{bar, draw_txn, ycsb_table, ClusterConfig, DrawnTxn, KeySpace, RemoteReport, TxnShape};
 use crate::drill::{self, Counts, DownSet, DrillReport, DrillSetup, FaultDriver, LogLine, Timeline};
-use crate::drill_check::{encode, Told, WriteLog, TAG_BYTES};
+use crate::drill_check::{encode, LostReport, Told, WriteLog, TAG_BYTES};
+use crate::drill_embedded::{log_to, start_cluster, Coordinators, DrilledCluster, EmbeddedDrillReport};
 use crate::drill_plan::DrillPlan;
 use crate::report::Latency;
+use indicatif::ProgressBar;
 use rand::SeedableRng;
 use redt_coordinator::call::kv_call;
-use redt_coordinator::{failover_order, Client, TxnStatus};
+use redt_coordinator::{failover_order, Client, EmbeddedCluster, TxnOutcome, TxnStatus};
 use redt_dc_executor::{KvOp, YcsbOp};
-use redt_proto::{NodeId, PartitionId, TableId, Topology};
+use redt_proto::wire::ProcedureCall;
+use redt_proto::{NodeId, PartitionId, Protocol, TableId, Topology};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -72,15 +75,15 @@ fn us(t: Duration) -> u64 {
 }
 
 /// Reads cell 0 of `keys` through `client` after the drill: batches of [`READ_BATCH`] keys of
-/// one partition, each through an up replica of it (or any node up), retried while they
+/// one partition of the placement `topo`, each through an up replica of it (or any node up), retried while they
 /// abort or stay unknown. Returns each key with its value, `None` when unreadable.
 async fn read_back(
     client: &Arc<Client>,
+    topo: &Topology,
     table: TableId,
     keys: Vec<u64>,
     down: &BTreeSet<NodeId>,
 ) -> Vec<(u64, Option<Vec<u8>>)> {
-    let topo = client.topology().clone();
     let Some(schema) = topo.table(table).cloned() else {
         return keys.into_iter().map(|k| (k, None)).collect();
     };
@@ -122,37 +125,67 @@ async fn read_back(
     out
 }
 
-/// Runs YCSB against the running cluster of `topo` (client certificate in `certs`, the
-/// clients as `cfg` says) while `plan` runs, its effects carried out by `driver`; then
-/// settles, reads back every key written and reports. `on_log` gets the drill's log lines
-/// as they happen (after the progress bar's, when shown).
-///
-/// # Errors
-/// A plan whose last action is not within the measured interval, a topology without a YCSB
-/// table, a missing client certificate; as text.
-pub async fn run_drill_ycsb(
-    topo: Topology,
-    certs: &std::path::Path,
+/// Where the drilled YCSB clients submit: the nodes of a running cluster through a QUIC
+/// client, or the nodes of an embedded cluster in-process.
+#[derive(Clone)]
+enum Submit {
+    /// `redt bench ycsb --cluster F --drill PLAN`.
+    Remote(Arc<Client>),
+    /// `redt bench ycsb --drill PLAN` (the embedded cluster).
+    Embedded(Coordinators),
+}
+
+impl Submit {
+    /// Submits `call` for a client homed on `home`: through its node, or while the drill has
+    /// it down through the nearest node up ([`failover_order`]), as a client with a health
+    /// check would (issue 13). `None` while every node is down.
+    async fn submit(&self, topo: &Topology, down: &DownSet, home: NodeId, call: ProcedureCall) -> Option<TxnOutcome> {
+        match self {
+            Submit::Remote(client) => {
+                let node = if down.contains(home) {
+                    failover_order(topo, home).into_iter().find(|&n| !down.contains(n))?
+                } else {
+                    home
+                };
+                Some(client.submit(node, call).await)
+            }
+            Submit::Embedded(routes) => Some(routes.route(home)?.submit(call).await),
+        }
+    }
+}
+
+/// The drilled YCSB clients while they run, and what they recorded.
+struct Clients {
+    /// Every attempt's writes and what its client was told.
+    writes: Arc<WriteLog>,
+    /// Set at the start of the measured interval.
+    measured_from: Arc<OnceLock<Instant>>,
+    /// Committed, aborted, unknown over the measured interval.
+    counts: Arc<[AtomicU64; 3]>,
+    /// Commit latencies of the measured interval, µs.
+    hist: Arc<Mutex<hdrhistogram::Histogram<u64>>>,
+    stop: Arc<AtomicBool>,
+    tasks: tokio::task::JoinSet<()>,
+    /// The table's cells are long enough for the write tags ([`TAG_BYTES`]).
+    checked: bool,
+}
+
+/// Starts `cfg.clients_per_node` closed-loop YCSB clients per node of `topo` (table `tid` of
+/// `cells` cells of `cell_bytes` bytes) submitting through `submit`; every answer of the
+/// measured interval goes to `timeline`, every attempt's writes to the [`WriteLog`].
+fn spawn_clients(
+    topo: &Arc<Topology>,
     cfg: &ClusterConfig,
-    plan: DrillPlan,
-    driver: Arc<dyn FaultDriver>,
-    on_log: Arc<dyn Fn(&LogLine) + Send + Sync>,
-) -> Result<DrillBenchReport, String> {
-    crate::drill_embedded::check_within(&plan, cfg.duration)?;
-    let topo = Arc::new(topo);
-    let (tid, cells, cell_bytes) = ycsb_table(&topo)?;
+    (tid, cells, cell_bytes): (TableId, usize, usize),
+    submit: Submit,
+    down: Arc<DownSet>,
+    timeline: Arc<Timeline>,
+) -> Result<Clients, String> {
     let schema = topo.tables.first().cloned().ok_or("the topology declares no table")?;
-    // A call to a node that dies mid-call is unknown after 5 s; a transaction takes far less.
-    let client = Arc::new(Client::connect(topo.clone(), certs, Duration::from_secs(5)).map_err(|e| e.to_string())?);
-    // The drill asks the nodes up for their status every 100 ms.
-    let watcher =
-        Arc::new(Client::connect(topo.clone(), certs, Duration::from_millis(500)).map_err(|e| e.to_string())?);
-    let checked = cell_bytes >= TAG_BYTES;
     // Values of earlier runs on the same cluster must not pass for this run's.
     let nonce = (drill::unix_ms() as u32 ^ (cfg.seed as u32).rotate_left(16)) | 1;
     let writes = Arc::new(WriteLog::new(nonce));
-    let timeline = Arc::new(Timeline::new(topo.partitions.len()));
-    let down = Arc::new(DownSet::default());
+    let checked = cell_bytes >= TAG_BYTES;
     let origin = Instant::now();
     let measured_from: Arc<OnceLock<Instant>> = Arc::new(OnceLock::new());
     let keys = Arc::new(KeySpace::new(topo.partitions.len() as u64, cfg.records_per_partition.max(1)));
@@ -162,8 +195,8 @@ pub async fn run_drill_ycsb(
     let mut tasks = tokio::task::JoinSet::new();
     for n in &topo.nodes {
         for c in 0..cfg.clients_per_node {
-            let (client, keys, stop, counts, hist, ycsb) =
-                (client.clone(), keys.clone(), stop.clone(), counts.clone(), hist.clone(), cfg.ycsb.clone());
+            let (submit, keys, stop, counts, hist, ycsb) =
+                (submit.clone(), keys.clone(), stop.clone(), counts.clone(), hist.clone(), cfg.ycsb.clone());
             let (topo, schema, timeline, measured_from, writes, down) =
                 (topo.clone(), schema.clone(), timeline.clone(), measured_from.clone(), writes.clone(), down.clone());
             let node = n.id;
@@ -174,25 +207,18 @@ pub async fn run_drill_ycsb(
                 let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
                 let mut seq = 0u64;
                 while !stop.load(Ordering::Relaxed) {
-                    // A client whose coordinator the drill took down goes on through the
-                    // nearest node up (`redt_coordinator::failover_order`), as a client with
-                    // a health check would (issue 13); it waits only while every node is down.
-                    let coordinator = if down.contains(node) {
-                        match failover_order(&topo, node).into_iter().find(|&n| !down.contains(n)) {
-                            Some(n) => n,
-                            None => {
-                                tokio::time::sleep(Duration::from_millis(20)).await;
-                                continue;
-                            }
-                        }
-                    } else {
-                        node
-                    };
                     let mut txn = draw_txn(&shape, &keys, &ycsb, cells, cell_bytes, &mut rng);
                     seq += 1;
                     let written = stamp(&mut txn, writes.nonce(), client_id, seq);
                     let submitted = Instant::now();
-                    let out = client.submit(coordinator, txn.call(tid, cells)).await;
+                    let Some(out) = submit.submit(&topo, &down, node, txn.call(tid, cells)).await else {
+                        // Every node is down: nothing was submitted.
+                        for &(p, r) in txn.inserts() {
+                            keys.settle(p, r, false);
+                        }
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                        continue;
+                    };
                     let answered = Instant::now();
                     for &(p, r) in txn.inserts() {
                         keys.settle(p, r, out.status == TxnStatus::Committed);
@@ -238,47 +264,192 @@ pub async fn run_drill_ycsb(
             });
         }
     }
-    tokio::time::sleep(cfg.warmup).await;
-    let run = bar(cfg.progress, cfg.duration.as_millis() as u64, "run");
-    let started = Instant::now();
-    let _ = measured_from.set(started);
-    let printer = run.clone();
-    let setup = DrillSetup {
-        plan,
-        topo: topo.clone(),
-        driver,
-        watcher: watcher.clone(),
-        timeline: timeline.clone(),
-        down: down.clone(),
-        on_log: Arc::new(move |l: &LogLine| {
-            printer.println(l.to_string());
-            on_log(l)
-        }),
-        counts_from_status: false,
-    };
-    let until = cfg.duration;
-    let drill_task = tokio::spawn(async move { drill::run(&setup, started, until).await });
-    while started.elapsed() < cfg.duration {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        run.set_position(started.elapsed().as_millis() as u64);
-        run.set_message(format!("{} committed", counts[0].load(Ordering::Relaxed)));
+    Ok(Clients { writes, measured_from, counts, hist, stop, tasks, checked })
+}
+
+impl Clients {
+    /// Lets the clients warm up for `cfg.warmup`, then measures for `cfg.duration`, calling
+    /// `start_drill` with the start of the measured interval and its progress bar; stops the
+    /// clients and returns the measured time.
+    async fn measure(&mut self, cfg: &ClusterConfig, start_drill: impl FnOnce(Instant, &ProgressBar)) -> Duration {
+        tokio::time::sleep(cfg.warmup).await;
+        let run = bar(cfg.progress, cfg.duration.as_millis() as u64, "run");
+        let started = Instant::now();
+        let _ = self.measured_from.set(started);
+        start_drill(started, &run);
+        while started.elapsed() < cfg.duration {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            run.set_position(started.elapsed().as_millis() as u64);
+            run.set_message(format!("{} committed", self.counts[0].load(Ordering::Relaxed)));
+        }
+        self.stop.store(true, Ordering::Relaxed);
+        let elapsed = started.elapsed();
+        run.finish_and_clear();
+        while self.tasks.join_next().await.is_some() {}
+        elapsed
     }
-    stop.store(true, Ordering::Relaxed);
-    let elapsed = started.elapsed();
-    run.finish_and_clear();
-    while tasks.join_next().await.is_some() {}
-    let watch = drill_task.await.map_err(|e| format!("the drill task failed: {e}"))?;
+
+    /// Reads back every key written (through `client`, on the placement `topo`, avoiding the
+    /// nodes `down`) and judges it; `None` when the cells are too short for the tags.
+    async fn lost(
+        &self,
+        client: &Arc<Client>,
+        topo: &Topology,
+        tid: TableId,
+        down: &BTreeSet<NodeId>,
+    ) -> Option<LostReport> {
+        if !self.checked {
+            return None;
+        }
+        let read = read_back(client, topo, tid, self.writes.keys(), down).await;
+        Some(self.writes.report(&read))
+    }
+}
+
+/// Runs YCSB against the running cluster of `topo` (client certificate in `certs`, the
+/// clients as `cfg` says) while `plan` runs, its effects carried out by `driver`; then
+/// settles, reads back every key written and reports. `on_log` gets the drill's log lines
+/// as they happen (after the progress bar's, when shown).
+///
+/// # Errors
+/// A plan whose last action is not within the measured interval, a topology without a YCSB
+/// table, a missing client certificate; as text.
+pub async fn run_drill_ycsb(
+    topo: Topology,
+    certs: &std::path::Path,
+    cfg: &ClusterConfig,
+    plan: DrillPlan,
+    driver: Arc<dyn FaultDriver>,
+    on_log: Arc<dyn Fn(&LogLine) + Send + Sync>,
+) -> Result<DrillBenchReport, String> {
+    crate::drill_embedded::check_within(&plan, cfg.duration)?;
+    let topo = Arc::new(topo);
+    let table = ycsb_table(&topo)?;
+    // A call to a node that dies mid-call is unknown after 5 s; a transaction takes far less.
+    let client = Arc::new(Client::connect(topo.clone(), certs, Duration::from_secs(5)).map_err(|e| e.to_string())?);
+    // The drill asks the nodes up for their status every 100 ms.
+    let watcher =
+        Arc::new(Client::connect(topo.clone(), certs, Duration::from_millis(500)).map_err(|e| e.to_string())?);
+    let timeline = Arc::new(Timeline::new(topo.partitions.len()));
+    let down = Arc::new(DownSet::default());
+    let mut clients = spawn_clients(&topo, cfg, table, Submit::Remote(client.clone()), down.clone(), timeline.clone())?;
+    let mut drill_task = None;
+    let elapsed = clients
+        .measure(cfg, |started, run| {
+            let printer = run.clone();
+            let setup = DrillSetup {
+                plan,
+                topo: topo.clone(),
+                driver,
+                watcher: watcher.clone(),
+                timeline: timeline.clone(),
+                down: down.clone(),
+                on_log: Arc::new(move |l: &LogLine| {
+                    printer.println(l.to_string());
+                    on_log(l)
+                }),
+                counts_from_status: false,
+            };
+            let until = cfg.duration;
+            drill_task = Some(tokio::spawn(async move { drill::run(&setup, started, until).await }));
+        })
+        .await;
+    let watch =
+        drill_task.ok_or("the drill was never started")?.await.map_err(|e| format!("the drill task failed: {e}"))?;
     let left_down = down.snapshot();
     let settled = drill::settle(&watcher, &left_down).await;
-    let lost = if checked {
-        let read = read_back(&client, tid, writes.keys(), &left_down).await;
-        Some(writes.report(&read))
-    } else {
-        None
-    };
+    let lost = clients.lost(&client, &topo, table.0, &left_down).await;
     let report = drill::report(&watch, &timeline.snapshot(), cfg.duration, &settled, lost);
     Ok(DrillBenchReport {
-        run: RemoteReport::ycsb(&topo, cfg, (cells, cell_bytes), &counts, &hist, elapsed),
+        run: RemoteReport::ycsb(&topo, cfg, (table.1, table.2), &clients.counts, &clients.hist, elapsed),
+        drill: report,
+    })
+}
+
+/// What `redt bench ycsb --drill PLAN` (the embedded cluster) measured: the clients' figures,
+/// and the drill's with the heals and settling after it and the acknowledged-commits check.
+#[derive(Clone, Debug, Serialize)]
+pub struct EmbeddedDrillBenchReport {
+    /// The clients' figures over the measured interval.
+    #[serde(flatten)]
+    pub run: RemoteReport,
+    /// The commit protocol every node ran.
+    pub protocol: Protocol,
+    /// Records loaded (per replica set).
+    pub records: u64,
+    /// The drill; its `lost` is the read-back after the cluster settled, on the current
+    /// placement.
+    pub drill: EmbeddedDrillReport,
+}
+
+/// Runs YCSB on an embedded cluster of `topo` while `plan` (expanded for `cfg.duration`) runs
+/// ([`crate::drill_embedded`]: in-process stops and restarts, netem partitions and slow
+/// links, the clients of a stopped node through the nearest node up); after it heals every
+/// fault, waits for the cluster to settle, reads back cell 0 of every key an attempt wrote on
+/// the current placement ([`EmbeddedCluster::placement`]) and judges it ([`crate::drill_check`]).
+/// `on_log` gets the drill's log lines as they happen.
+///
+/// # Errors
+/// A plan whose last action is not within the measured interval, a topology without a YCSB
+/// table, cluster start-up or load; as text.
+pub async fn run_embedded_drill_ycsb(
+    topo: Topology,
+    cfg: &ClusterConfig,
+    plan: DrillPlan,
+    on_log: Arc<dyn Fn(&LogLine) + Send + Sync>,
+) -> Result<EmbeddedDrillBenchReport, String> {
+    let table = ycsb_table(&topo)?;
+    if table.2 == 0 {
+        return Err("the YCSB table has an empty cell".into());
+    }
+    let DrilledCluster { cluster, drill, routes, data_root } =
+        start_cluster(topo, cfg.options.clone(), Some(plan), cfg.duration).await?;
+    let result = embedded_drill(&cluster, drill, routes, cfg, table, on_log).await;
+    cluster.shutdown();
+    drop(data_root);
+    result
+}
+
+/// [`run_embedded_drill_ycsb`] once the cluster is up (the caller shuts it down).
+async fn embedded_drill(
+    cluster: &Arc<EmbeddedCluster>,
+    drill: Option<crate::drill_embedded::EmbeddedDrill>,
+    routes: Coordinators,
+    cfg: &ClusterConfig,
+    table: (TableId, usize, usize),
+    on_log: Arc<dyn Fn(&LogLine) + Send + Sync>,
+) -> Result<EmbeddedDrillBenchReport, String> {
+    let mut drill = drill.ok_or("no drill plan")?;
+    let topo = cluster.topology.clone();
+    let rpp = cfg.records_per_partition.max(1);
+    let load_bar = bar(cfg.progress, rpp * topo.partitions.len() as u64, "load");
+    let c2 = cluster.clone();
+    let records = tokio::task::spawn_blocking(move || c2.load(table.0, rpp, &mut |n| load_bar.set_position(n)))
+        .await
+        .map_err(|e| e.to_string())?
+        .map_err(|e| format!("loading: {e}"))?;
+    let mut clients =
+        spawn_clients(&topo, cfg, table, Submit::Embedded(routes), drill.down.clone(), drill.timeline.clone())?;
+    let elapsed = clients
+        .measure(cfg, |started, run| {
+            let bar_log = log_to(run);
+            drill.start(
+                started,
+                Arc::new(move |l: &LogLine| {
+                    bar_log(l);
+                    on_log(l)
+                }),
+            );
+        })
+        .await;
+    let mut report = drill.finish(cfg.progress).await?;
+    // Every fault is healed and the cluster settled (or gave up): read on the placement now.
+    let reader = Arc::new(cluster.client(Duration::from_secs(5)).map_err(|e| e.to_string())?);
+    report.drill.lost = clients.lost(&reader, &cluster.placement(), table.0, &BTreeSet::new()).await;
+    Ok(EmbeddedDrillBenchReport {
+        run: RemoteReport::ycsb(&topo, cfg, (table.1, table.2), &clients.counts, &clients.hist, elapsed),
+        protocol: cfg.options.protocol,
+        records,
         drill: report,
     })
 }

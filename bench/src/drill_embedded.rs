@@ -398,6 +398,26 @@ pub async fn start_cluster(
     Ok(DrilledCluster { cluster, drill, routes, data_root })
 }
 
+/// After the bench's clients stopped: [`EmbeddedDrill::finish`] of `drill`, if any (`None`
+/// without one). On an error `cluster` is shut down before it is returned.
+///
+/// # Errors
+/// As [`EmbeddedDrill::finish`].
+pub async fn finish_drill(
+    drill: Option<EmbeddedDrill>,
+    cluster: &EmbeddedCluster,
+    progress: bool,
+) -> Result<Option<EmbeddedDrillReport>, String> {
+    let Some(d) = drill else { return Ok(None) };
+    match d.finish(progress).await {
+        Ok(r) => Ok(Some(r)),
+        Err(e) => {
+            cluster.shutdown();
+            Err(e)
+        }
+    }
+}
+
 /// Where a drill's log lines go as they happen: above the progress bar `bar`, or to standard
 /// error when it is hidden (no terminal, `--json`).
 pub fn log_to(bar: &indicatif::ProgressBar) -> Arc<dyn Fn(&LogLine) + Send + Sync> {

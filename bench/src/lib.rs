@@ -26,7 +26,7 @@ pub use append::{run_append, AppendConfig, AppendReport};
 pub use bank::{run_bank, BankConfig, BankReport};
 pub use cluster::{run_cluster_ycsb, run_remote_ycsb, ClusterConfig, ClusterReport, RemoteReport};
 pub use compare::{run_compare, CompareConfig, CompareReport, CompareWorkload};
-pub use drill_bench::{run_drill_ycsb, DrillBenchReport};
+pub use drill_bench::{run_drill_ycsb, run_embedded_drill_ycsb, DrillBenchReport, EmbeddedDrillBenchReport};
 pub use local::{run_local_ycsb, LocalConfig, LocalReport};
 pub use sweep::{run_sweep, SweepConfig, SweepReport};
 pub use ycsb::{Distribution, Workload, YcsbConfig, YcsbGenerator};

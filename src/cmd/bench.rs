@@ -6,11 +6,12 @@ use clap::{Args, Subcommand};
 use redt_bench::report::Outcomes;
 use redt_bench::ycsb::parse_record_size;
 use redt_bench::{
-    run_cluster_ycsb, run_local_ycsb, run_remote_ycsb, topo, ClusterConfig, ClusterReport, Distribution, LocalConfig,
-    LocalReport, Workload, YcsbConfig,
+    run_cluster_ycsb, run_embedded_drill_ycsb, run_local_ycsb, run_remote_ycsb, topo, ClusterConfig, ClusterReport,
+    Distribution, LocalConfig, LocalReport, Workload, YcsbConfig,
 };
 use redt_proto::{Protocol, Topology};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 #[path = "compare.rs"]
@@ -258,16 +259,19 @@ pub struct YcsbArgs {
     out: OutArgs,
 }
 
-/// A failure drill during `redt bench ycsb --cluster` (issue 12; failover issue, "redt
-/// drill"): a plan of scheduled faults while the clients run (`--drill`), or one fault
-/// (`--kill`, `--cut`: shorthands for one-event plans).
+/// A failure drill during `redt bench ycsb` (issue 12; failover issue, "redt drill"; issue
+/// 13): a plan of scheduled faults while the clients run (`--drill`), or one fault (`--kill`,
+/// `--cut`: shorthands for one-event plans). With `--cluster` it drills the running cluster
+/// (kills by signal through `--run-dir`); without, the embedded one (kills stop the node
+/// in-process, as `redt bench bank --drill`).
 #[derive(Args, Debug)]
 pub struct DrillArgs {
     /// Drill plan, quoted: events separated by `;`, each a fault, `at T` (after the measured
     /// interval starts) and an optional heal — `kill-dc DC [restart-after D]`, `kill-node NODE
     /// [restart-after D]`, `partition DCS|DCS [heal-after D]`, `slow-link A B rtt R [for D]`;
-    /// e.g. "kill-dc dc2 at 10s restart-after 30s" (see `redt drill --help`). Kills need
-    /// `--run-dir` of `redt cluster up`.
+    /// e.g. "kill-dc dc2 at 10s restart-after 30s" (see `redt drill --help`). Kills of a
+    /// running cluster (`--cluster`) need `--run-dir` of `redt cluster up`; on the embedded
+    /// cluster a kill stops the node in-process and a restart starts it again on its MemStore.
     #[arg(long, value_name = "PLAN", conflicts_with_all = ["kill", "cut"])]
     pub(crate) drill: Option<String>,
     /// Kill this node's process with SIGKILL during the run, and start it again on its
@@ -290,6 +294,11 @@ pub struct DrillArgs {
     /// Run directory of the cluster (`redt cluster up --run-dir`), for kills.
     #[arg(long, default_value = "run")]
     pub(crate) run_dir: PathBuf,
+    /// Embedded cluster only (no `--cluster`), with a drill: run the nodes without the
+    /// membership peer (a dead DC stays in the placement and stops the partitions it holds
+    /// until it returns). A running cluster's nodes chose at start-up.
+    #[arg(long, conflicts_with = "cluster")]
+    pub(crate) no_failover: bool,
     /// Write the drill's timeline (one row per 100 ms: committed/s, aborted/s, unknown/s, p99
     /// of the second, undecided entries, replay backlog, suspicions, events) to this CSV file.
     #[arg(long, value_name = "FILE")]
@@ -378,6 +387,30 @@ fn ycsb(a: &YcsbArgs) -> Result<()> {
     };
     let rt = runtime()?;
     let drill = super::drill::bench_plan(&a.drill, a.cluster.is_some(), &topo, a.duration)?;
+    if a.drill.no_failover && drill.is_none() {
+        bail!("--no-failover applies to a drill: add --drill PLAN (or --kill / --cut)");
+    }
+    if let (Some(plan), None) = (&drill, &a.cluster) {
+        let cfg = ClusterConfig {
+            options: super::drill::failover_for_drill(cfg.options.clone(), !a.drill.no_failover),
+            ..cfg
+        };
+        let quiet = Arc::new(|_: &redt_bench::drill::LogLine| {});
+        let r = rt.block_on(run_embedded_drill_ycsb(topo, &cfg, plan.clone(), quiet)).map_err(anyhow::Error::msg)?;
+        a.out.emit(serde_json::to_string_pretty(&r)?, || {
+            let run = &r.run;
+            println!(
+                "redt bench ycsb --drill — {}, protocol {}, {} clients, {:.1} s",
+                run.topology, r.protocol, run.clients, run.duration_s
+            );
+            print_mix(&run.mix, 0);
+            print_outcomes(&run.outcomes, "   (as the clients see it)");
+            super::drill::print_embedded(&r.drill);
+        })?;
+        let title = format!("redt bench ycsb --drill — {}", r.run.topology);
+        let outputs = (a.drill.timeline_csv.as_deref(), a.drill.chart.as_deref());
+        return super::drill::finish_embedded(&r.drill, outputs, &title, !a.out.json);
+    }
     if let Some(plan) = drill {
         let r = rt.block_on(super::drill::run_bench(topo, &a.certs, &cfg, plan, &a.drill.run_dir))?;
         a.out.emit(serde_json::to_string_pretty(&r)?, || {

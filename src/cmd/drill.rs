@@ -158,9 +158,11 @@ fn plan_node_name(e: &redt_bench::drill_plan::Event, n: NodeId) -> String {
 /// T restart-after D`) or `--cut DC` (`partition DC|every other DC at T heal-after D`); `None`
 /// without any.
 ///
+/// Without `cluster` (`--cluster`) the plan drills the embedded cluster.
+///
 /// # Errors
-/// A drill without `--cluster`, a plan that does not parse, kills without the cluster's run
-/// directory, a plan that does not end within the measured run.
+/// A plan that does not parse, kills of a running cluster without its run directory, a plan
+/// that does not end within the measured run.
 pub fn bench_plan(a: &DrillArgs, cluster: bool, topo: &Topology, duration: Duration) -> Result<Option<DrillPlan>> {
     let fmt = |d: Duration| redt_bench::drill_plan::Compact(d).to_string();
     let text = if let Some(p) = &a.drill {
@@ -176,12 +178,6 @@ pub fn bench_plan(a: &DrillArgs, cluster: bool, topo: &Topology, duration: Durat
         }
         return Ok(None);
     };
-    if !cluster {
-        bail!(
-            "--drill, --kill and --cut of `redt bench ycsb` drill a running cluster: add --cluster FILE (the topology \
-             `redt cluster up` used); the embedded benches `redt bench bank` and `redt bench tpcc` take --drill PLAN"
-        );
-    }
     let flag = if a.drill.is_some() {
         "--drill"
     } else if a.kill.is_some() {
@@ -198,7 +194,10 @@ pub fn bench_plan(a: &DrillArgs, cluster: bool, topo: &Topology, duration: Durat
             humantime::format_duration(duration)
         );
     }
-    check_run_dir(&plan, &a.run_dir)?;
+    // The embedded cluster stops and restarts its nodes in-process: no run directory.
+    if cluster {
+        check_run_dir(&plan, &a.run_dir)?;
+    }
     Ok(Some(plan))
 }
 
@@ -543,7 +542,7 @@ pub fn print(d: &DrillReport, log: bool) {
             l.writes_aborted
         ),
         None => println!(
-            "  acknowledged commits lost    n/a (needs the bench's clients: redt bench ycsb --cluster F --drill PLAN)"
+            "  acknowledged commits lost    n/a (needs the YCSB bench's clients: redt bench ycsb --drill PLAN)"
         ),
     }
     println!("  timeline per second: committed, aborted, unknown, p99 ms; injects and heals");
@@ -605,12 +604,26 @@ impl EmbeddedDrillArgs {
     }
 
     /// `options` with failover turned on for a drill under RedT (unless `--no-failover`).
-    pub fn options(&self, mut options: redt_coordinator::CoordinatorOptions) -> redt_coordinator::CoordinatorOptions {
-        if self.drill.is_some() && !self.no_failover && options.protocol == redt_proto::Protocol::Redt {
-            options.failover = true;
-        }
-        options
+    pub fn options(&self, options: redt_coordinator::CoordinatorOptions) -> redt_coordinator::CoordinatorOptions {
+        failover_for_drill(options, self.drill.is_some() && !self.no_failover)
     }
+
+    /// The timeline CSV file and the chart asked for.
+    pub fn outputs(&self) -> (Option<&Path>, Option<&Path>) {
+        (self.timeline_csv.as_deref(), self.chart.as_deref())
+    }
+}
+
+/// `options` with failover turned on when `drill` and the protocol is RedT (the other
+/// protocols have no failover).
+pub fn failover_for_drill(
+    mut options: redt_coordinator::CoordinatorOptions,
+    drill: bool,
+) -> redt_coordinator::CoordinatorOptions {
+    if drill && options.protocol == redt_proto::Protocol::Redt {
+        options.failover = true;
+    }
+    options
 }
 
 /// Prints an embedded bench's drill (its log was printed as it happened): the drill's figures
@@ -634,13 +647,18 @@ pub fn print_embedded(r: &EmbeddedDrillReport) {
     }
 }
 
-/// Saves an embedded bench's drill timeline as `a` asks and fails when the cluster did not
+/// Saves an embedded bench's drill timeline to the CSV file and chart asked for and fails when the cluster did not
 /// settle or an effect failed (after everything was printed).
 ///
 /// # Errors
 /// As [`Outputs::save`] and [`verdict`]; the cluster did not settle after the drill.
-pub fn finish_embedded(r: &EmbeddedDrillReport, a: &EmbeddedDrillArgs, title: &str, say: bool) -> Result<()> {
-    Outputs::of(None, a.timeline_csv.as_deref(), a.chart.as_deref()).save(&r.drill, title, say)?;
+pub fn finish_embedded(
+    r: &EmbeddedDrillReport,
+    (timeline_csv, chart): (Option<&Path>, Option<&Path>),
+    title: &str,
+    say: bool,
+) -> Result<()> {
+    Outputs::of(None, timeline_csv, chart).save(&r.drill, title, say)?;
     verdict(&r.drill)?;
     if !r.after.settled {
         bail!(

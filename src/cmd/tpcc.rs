@@ -117,7 +117,7 @@ pub fn run(a: &TpccArgs) -> Result<()> {
             }
         }
         let title = format!("redt bench tpcc --drill — {}", r.topology);
-        super::drill::finish_embedded(d, &a.drill, &title, !a.json)?;
+        super::drill::finish_embedded(d, a.drill.outputs(), &title, !a.json)?;
         if r.checks_after_drill.iter().any(|c| !c.passed) {
             bail!("TPC-C consistency check after the drill failed: {}", r.checks_after_drill_line());
         }

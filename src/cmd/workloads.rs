@@ -71,6 +71,8 @@ pub struct AppendArgs {
     table: String,
     #[command(flatten)]
     run: KvRunArgs,
+    #[command(flatten)]
+    drill: super::super::drill::EmbeddedDrillArgs,
 }
 
 /// Arguments of `redt bench sweep`.
@@ -162,7 +164,7 @@ pub fn bank(a: &BankArgs) -> Result<()> {
     run.out.emit(serde_json::to_string_pretty(&r)?, || print_bank(&r))?;
     if let Some(d) = &r.drill {
         let title = format!("redt bench bank --drill — {}", r.topology);
-        super::super::drill::finish_embedded(d, &a.drill, &title, !run.out.json)?;
+        super::super::drill::finish_embedded(d, a.drill.outputs(), &title, !run.out.json)?;
     }
     if !r.pass {
         bail!("bank check failed: total or replicas or read-all totals wrong (see the report)");
@@ -217,6 +219,7 @@ pub fn append(a: &AppendArgs) -> Result<()> {
         bail!("--read-ratio must be in [0, 1]");
     }
     let topo = load_topology(run.config.as_deref())?;
+    let drill = a.drill.plan(&topo, a.duration)?;
     let cfg = AppendConfig {
         duration: a.duration,
         keys: a.keys,
@@ -226,12 +229,17 @@ pub fn append(a: &AppendArgs) -> Result<()> {
         clients_per_node: run.clients_per_node,
         table: a.table.clone(),
         history: a.history.clone(),
-        options: run.protocol.options(),
+        options: a.drill.options(run.protocol.options()),
         seed: run.seed,
         progress: !run.out.json,
+        drill,
     };
     let r = runtime()?.block_on(run_append(topo, &cfg)).map_err(anyhow::Error::msg)?;
     run.out.emit(serde_json::to_string_pretty(&r)?, || print_append(&r))?;
+    if let Some(d) = &r.drill {
+        let title = format!("redt bench append --drill — {}", r.topology);
+        super::super::drill::finish_embedded(d, a.drill.outputs(), &title, !run.out.json)?;
+    }
     if !r.pass {
         bail!("list-append check failed: {} violation kinds (see the report)", r.check.violations_by_kind.len());
     }
@@ -277,6 +285,13 @@ fn print_append(r: &AppendReport) {
         println!("    {v}");
     }
     println!("  list-append check          {:>10}", pass_fail(r.pass));
+    if let Some(d) = &r.drill {
+        super::super::drill::print_embedded(d);
+        println!(
+            "  list-append after the drill  {} (lists read on the current placement's replicas)",
+            pass_fail(r.pass)
+        );
+    }
 }
 
 /// `redt bench sweep`.
