@@ -233,10 +233,10 @@ pub struct YcsbArgs {
     #[arg(long, default_value = "run/certs")]
     certs: PathBuf,
     /// Measured run time.
-    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "30s", allow_hyphen_values = true, value_parser = crate::cmd::duration::run_time)]
     duration: Duration,
     /// Warm-up excluded from the figures.
-    #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "5s", allow_hyphen_values = true, value_parser = crate::cmd::duration::span)]
     warmup: Duration,
     #[command(flatten)]
     run: YcsbRunArgs,
@@ -279,17 +279,17 @@ pub struct DrillArgs {
     #[arg(long, value_name = "NODE", conflicts_with = "cut")]
     pub(crate) kill: Option<String>,
     /// How long the killed node stays down.
-    #[arg(long, default_value = "3s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "3s", allow_hyphen_values = true, value_parser = crate::cmd::duration::span)]
     pub(crate) restart_after: Duration,
     /// Cut this DC off every other DC (netem partition, both ways) during the run, and heal
     /// it `--cut-for` later (the plan `partition DC|OTHERS at T heal-after D`).
     #[arg(long, value_name = "DC")]
     pub(crate) cut: Option<String>,
     /// How long the cut lasts.
-    #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "5s", allow_hyphen_values = true, value_parser = crate::cmd::duration::span)]
     pub(crate) cut_for: Duration,
     /// When `--kill` or `--cut` starts, after the measured interval starts.
-    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "10s", allow_hyphen_values = true, value_parser = crate::cmd::duration::span)]
     pub(crate) at: Duration,
     /// Run directory of the cluster (`redt cluster up --run-dir`), for kills.
     #[arg(long, default_value = "run")]
@@ -322,10 +322,10 @@ pub struct LocalArgs {
     #[arg(long)]
     dc: Option<String>,
     /// Measured run time, e.g. `10s`.
-    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "10s", allow_hyphen_values = true, value_parser = crate::cmd::duration::run_time)]
     duration: Duration,
     /// Warm-up excluded from the figures, e.g. `1s`.
-    #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "1s", allow_hyphen_values = true, value_parser = crate::cmd::duration::span)]
     warmup: Duration,
     /// Worker threads, each one executor.
     #[arg(long, default_value_t = 4)]

@@ -70,7 +70,7 @@ pub struct NodeArgs {
 
 /// A humantime duration of at most 24 h ([`TimeoutsConfig::MAX`], as in the topology file).
 fn bounded_duration(s: &str) -> std::result::Result<Duration, String> {
-    let d = humantime::parse_duration(s).map_err(|e| e.to_string())?;
+    let d = crate::cmd::duration::span(s)?;
     if d > TimeoutsConfig::MAX {
         return Err(format!("must be at most {}", humantime::format_duration(TimeoutsConfig::MAX)));
     }

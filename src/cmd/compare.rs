@@ -40,10 +40,10 @@ pub struct CompareArgs {
     #[arg(long)]
     port: Option<u16>,
     /// Measured run time per protocol.
-    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "30s", allow_hyphen_values = true, value_parser = crate::cmd::duration::run_time)]
     duration: Duration,
     /// Warm-up per protocol, excluded from the figures.
-    #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "5s", allow_hyphen_values = true, value_parser = crate::cmd::duration::span)]
     warmup: Duration,
     /// Concurrent clients per node (closed loop; YCSB).
     #[arg(long, default_value_t = 4)]

@@ -242,7 +242,7 @@ pub struct DrillCmdArgs {
     #[arg(long)]
     certs: Option<PathBuf>,
     /// How long to watch from the start [default: the plan's last action + 10 s].
-    #[arg(long, value_parser = humantime::parse_duration)]
+    #[arg(long, allow_hyphen_values = true, value_parser = crate::cmd::duration::run_time)]
     duration: Option<Duration>,
     /// Write timeline.csv, timeline.svg, timeline.png and summary.json into this directory.
     #[arg(long, value_name = "DIR")]

@@ -4,6 +4,7 @@ pub mod bench;
 pub mod client;
 pub mod cluster;
 pub mod drill;
+mod duration;
 pub mod netem;
 pub mod sim;
 pub mod status;

@@ -34,7 +34,7 @@ pub struct SimArgs {
     #[arg(long, default_value_t = 2)]
     clients_per_node: usize,
     /// Simulated time the clients submit for (then the run drains).
-    #[arg(long, default_value = "3s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "3s", allow_hyphen_values = true, value_parser = crate::cmd::duration::run_time)]
     duration: Duration,
     /// Print the event trace of `--seed`.
     #[arg(long)]

@@ -39,7 +39,7 @@ pub struct StatusArgs {
     #[arg(long)]
     json: bool,
     /// How long to wait for each node's answer.
-    #[arg(long, default_value = "3s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "3s", allow_hyphen_values = true, value_parser = crate::cmd::duration::run_time)]
     timeout: Duration,
 }
 

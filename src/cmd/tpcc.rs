@@ -19,10 +19,10 @@ pub struct TpccArgs {
     #[arg(long, default_value_t = 4)]
     warehouses: u32,
     /// Measured run time.
-    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "60s", allow_hyphen_values = true, value_parser = crate::cmd::duration::run_time)]
     duration: Duration,
     /// Warm-up excluded from the figures.
-    #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "5s", allow_hyphen_values = true, value_parser = crate::cmd::duration::span)]
     warmup: Duration,
     /// Closed-loop terminals per warehouse [default: 4; 10, the spec's, with --think].
     /// Without think times every terminal submits back to back, and every Payment of a

@@ -31,10 +31,10 @@ pub struct BankArgs {
     #[arg(long, default_value_t = 0.0)]
     read_ratio: f64,
     /// Measured run time.
-    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "30s", allow_hyphen_values = true, value_parser = crate::cmd::duration::run_time)]
     duration: Duration,
     /// Warm-up excluded from the throughput figures (not from the check).
-    #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "2s", allow_hyphen_values = true, value_parser = crate::cmd::duration::span)]
     warmup: Duration,
     /// The key/value table holding the accounts.
     #[arg(long, default_value = "kv")]
@@ -49,7 +49,7 @@ pub struct BankArgs {
 #[derive(Args, Debug)]
 pub struct AppendArgs {
     /// Run time (the history covers all of it).
-    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "30s", allow_hyphen_values = true, value_parser = crate::cmd::duration::run_time)]
     duration: Duration,
     /// Write the history here, in Jepsen's JSON-lines format.
     #[arg(long, value_name = "FILE")]
@@ -92,10 +92,10 @@ pub struct SweepArgs {
     #[arg(long)]
     port: Option<u16>,
     /// Measured time per point.
-    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "10s", allow_hyphen_values = true, value_parser = crate::cmd::duration::run_time)]
     duration: Duration,
     /// Warm-up per point, excluded from the figures.
-    #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "2s", allow_hyphen_values = true, value_parser = crate::cmd::duration::span)]
     warmup: Duration,
     #[command(flatten)]
     run: YcsbRunArgs,
