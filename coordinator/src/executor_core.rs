@@ -30,10 +30,10 @@ use crate::node::error_code;
 use crate::plan;
 use redt_dc_executor::{
     AbortReason, DcHandle, Decision, EntryRef, Executor, Gap, Hlc, OwedEntry, RedoEntry, ReplicaChange, ReplicaOrigin,
-    RingScan, SubTxn, Vote,
+    RingScan, SubTxn, TxnSet, Vote,
 };
 use redt_proto::{Ballot, Cts, DcId, Epoch, NodeId, PartitionId, TxnId};
-use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
 
 /// A catch-up source's way of deciding its entries: each entry's catch-up mask, and the commit
@@ -44,7 +44,7 @@ type Owing<'a> = (&'a dyn Fn(&RedoEntry) -> u8, Cts);
 const SNAPSHOT_BUCKETS: u64 = 4096;
 
 /// How many transaction ids each bounded memory (fences, decided here) remembers.
-const FENCE_MEMORY: usize = 100_000;
+const FENCE_MEMORY: usize = redt_dc_executor::TxnSet::CAP;
 
 /// Deliberate protocol bugs, for showing that the simulation catches them (issue 11, "the
 /// simulation finds bugs"). All off by default; nothing outside tests turns them on.
@@ -94,30 +94,6 @@ impl DecisionMemory {
     }
 }
 
-/// A bounded set of transaction ids (oldest forgotten first).
-#[derive(Default)]
-struct TxnMemory {
-    set: HashSet<TxnId>,
-    order: VecDeque<TxnId>,
-}
-
-impl TxnMemory {
-    fn insert(&mut self, t: TxnId) {
-        if self.set.insert(t) {
-            self.order.push_back(t);
-            if self.order.len() > FENCE_MEMORY {
-                if let Some(old) = self.order.pop_front() {
-                    self.set.remove(&old);
-                }
-            }
-        }
-    }
-
-    fn contains(&self, t: &TxnId) -> bool {
-        self.set.contains(t)
-    }
-}
-
 /// What [`ExecutorCore::handle`] produced: the reply, and the catch-up the driver must then
 /// deliver on the executor's behalf.
 #[derive(Debug)]
@@ -153,9 +129,9 @@ pub struct ExecutorCore {
     /// Commit votes awaiting their decision (their redo entries hold the locks).
     pending: HashMap<TxnId, Vote>,
     /// Transactions decided (abort) before their phase 1 ran here, or that voted abort here.
-    fences: TxnMemory,
+    fences: TxnSet,
     /// Transactions whose decision this node applied (bounded).
-    decided: TxnMemory,
+    decided: TxnSet,
     /// As a secondary (baselines, catch-up): redo accepted per (transaction, sender),
     /// awaiting its decision.
     accepted: HashMap<(TxnId, NodeId), Vec<EntryRef>>,
@@ -185,8 +161,8 @@ impl ExecutorCore {
             executor: Executor::new(dc, hlc.clone()),
             hlc,
             pending: HashMap::new(),
-            fences: TxnMemory::default(),
-            decided: TxnMemory::default(),
+            fences: TxnSet::default(),
+            decided: TxnSet::default(),
             accepted: HashMap::new(),
             accepted_before: None,
             early_decisions: DecisionMemory::default(),

@@ -28,9 +28,9 @@ pub(crate) struct Rebuilds {
 
 /// The voter repairs of a node: the placement [`start`] last looked at, and the partitions
 /// being repaired.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Repairs {
-    seen: Option<Arc<Topology>>,
+    seen: Arc<Topology>,
     running: BTreeSet<PartitionId>,
 }
 
@@ -39,10 +39,7 @@ impl Rebuilds {
     /// which the first placement it adopts is compared with: a node that restarts repairs
     /// again every partition that lost a voter since (its memory of the repairs is gone).
     pub(crate) fn new(file: Arc<Topology>) -> Rebuilds {
-        Rebuilds {
-            learners: Mutex::default(),
-            repairs: Mutex::new(Repairs { seen: Some(file), running: BTreeSet::new() }),
-        }
+        Rebuilds { learners: Mutex::default(), repairs: Mutex::new(Repairs { seen: file, running: BTreeSet::new() }) }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<PartitionId, RebuildState>> {
@@ -67,7 +64,7 @@ pub(crate) fn start(node: &Arc<Node>) {
     start_learners(node);
     let current = node.epochs.current();
     let mut repairs = node.rebuilds.repairs();
-    let Some(before) = repairs.seen.replace(current.clone()) else { return };
+    let before = std::mem::replace(&mut repairs.seen, current.clone());
     for (p, from) in crate::epochs::repairs(&before, &current, node.id) {
         if from.is_empty() || !repairs.running.insert(p) {
             continue;

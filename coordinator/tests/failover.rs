@@ -33,15 +33,7 @@ async fn a_dead_dc_is_removed_and_its_partitions_commit_again() {
     let t = cluster.topology.clone();
     let survivors: Vec<NodeId> = t.nodes.iter().map(|n| n.id).filter(|n| t.nodes[n.0 as usize].dc != DcId(1)).collect();
     let dead: Vec<NodeId> = t.dcs[1].nodes.clone();
-    until(Duration::from_secs(10), "a membership leader", async || {
-        for &n in &survivors {
-            if cluster.node(n).status(false).await.is_ok_and(|s| s.membership_leader.is_some()) {
-                return true;
-            }
-        }
-        false
-    })
-    .await;
+    a_leader_among(&cluster, &survivors).await;
     // A key of a partition with a replica in dc2 (node 1 in local-fast).
     let schema = t.table(KV).expect("kv");
     let key = (0..).find(|&k| t.partitions[t.partition_of(schema, k).0 as usize].replicas.contains(&dead[0])).unwrap();
@@ -122,15 +114,7 @@ async fn a_second_dead_dc_of_four_is_removed_too() {
     let (first, second) = (DcId(1), DcId(2));
     let survivors: Vec<NodeId> =
         t.nodes.iter().map(|n| n.id).filter(|n| ![first, second].contains(&t.nodes[n.0 as usize].dc)).collect();
-    until(Duration::from_secs(10), "a membership leader", async || {
-        for &n in &survivors {
-            if cluster.node(n).status(false).await.is_ok_and(|s| s.membership_leader.is_some()) {
-                return true;
-            }
-        }
-        false
-    })
-    .await;
+    a_leader_among(&cluster, &survivors).await;
     let t0 = Instant::now();
     for &n in &t.dcs[first.0 as usize].nodes {
         cluster.node(n).shutdown();
@@ -183,4 +167,17 @@ async fn a_second_dead_dc_of_four_is_removed_too() {
     }
     assert_eq!(last, None, "a write commits after the second removal");
     cluster.shutdown();
+}
+
+/// Waits (up to 10 s) until one of `nodes` knows a membership leader.
+async fn a_leader_among(cluster: &EmbeddedCluster, nodes: &[NodeId]) {
+    until(Duration::from_secs(10), "a membership leader", async || {
+        for &n in nodes {
+            if cluster.node(n).status(false).await.is_ok_and(|s| s.membership_leader.is_some()) {
+                return true;
+            }
+        }
+        false
+    })
+    .await;
 }

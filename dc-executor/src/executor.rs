@@ -177,17 +177,20 @@ pub struct Executor {
     pub(crate) unfenced: TxnSet,
 }
 
-/// A bounded set of transaction ids (the oldest forgotten first), 100,000 at most.
+/// A bounded set of transaction ids: the oldest is forgotten first once it holds
+/// [`TxnSet::CAP`] ids. Executors remember fences and decisions with it.
 #[derive(Default)]
-pub(crate) struct TxnSet {
+pub struct TxnSet {
     set: std::collections::HashSet<TxnId>,
     order: std::collections::VecDeque<TxnId>,
 }
 
 impl TxnSet {
-    const CAP: usize = 100_000;
+    /// The most ids a set holds: 100,000.
+    pub const CAP: usize = 100_000;
 
-    pub(crate) fn insert(&mut self, t: TxnId) {
+    /// Adds `t`, forgetting the oldest id if the set is then over [`TxnSet::CAP`].
+    pub fn insert(&mut self, t: TxnId) {
         if self.set.insert(t) {
             self.order.push_back(t);
             if self.order.len() > Self::CAP {
@@ -198,7 +201,8 @@ impl TxnSet {
         }
     }
 
-    pub(crate) fn contains(&self, t: &TxnId) -> bool {
+    /// Whether `t` is remembered.
+    pub fn contains(&self, t: &TxnId) -> bool {
         self.set.contains(t)
     }
 }

@@ -1041,8 +1041,7 @@ impl World {
             }
             let Some(at) = n.epochs.get(added_in) else { continue };
             let from = at.partitions[p.id.0 as usize].replicas.clone();
-            let options = RebuildOptions { chunk_bytes: 2048, bytes_per_sec: None, ..RebuildOptions::default() };
-            n.rebuilds.insert(p.id, (Rebuild::start(p.id, added_in, &from, options, now), None));
+            n.rebuilds.insert(p.id, (Rebuild::start(p.id, added_in, &from, sim_copy_options(), now), None));
             started.push(p.id);
         }
         for p in started {
@@ -1068,8 +1067,7 @@ impl World {
             if n.rebuilds.contains_key(&p) || from.is_empty() {
                 continue;
             }
-            let options = RebuildOptions { chunk_bytes: 2048, bytes_per_sec: None, ..RebuildOptions::default() };
-            n.rebuilds.insert(p, (Rebuild::start(p, current.epoch, &from, options, now), None));
+            n.rebuilds.insert(p, (Rebuild::start(p, current.epoch, &from, sim_copy_options(), now), None));
             n.repairing.insert(p);
             started.push(p);
         }
@@ -1701,4 +1699,10 @@ fn clone_msg(m: &Msg) -> Msg {
         }
         Msg::Reply { to_inc, rpc, reply } => Msg::Reply { to_inc: *to_inc, rpc: *rpc, reply: reply.clone() },
     }
+}
+
+/// The snapshot copies' options in the simulation: small chunks (so a copy takes several
+/// rounds and interleaves with commits), no bandwidth bound (time is virtual).
+fn sim_copy_options() -> RebuildOptions {
+    RebuildOptions { chunk_bytes: 2048, bytes_per_sec: None, ..RebuildOptions::default() }
 }
