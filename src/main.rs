@@ -1,5 +1,7 @@
 //! `redt`: the command-line entry point.
 
+#![forbid(unsafe_code)]
+
 mod cmd;
 
 /// mimalloc: the many small per-verb and per-message allocations of the data path scale
@@ -69,7 +71,7 @@ enum Command {
 #[derive(Subcommand, Debug)]
 enum ConfigCmd {
     /// Loads and validates a topology file (its `timeouts:` with the defaults filled in too)
-    /// and prints a summary and the timeouts a node would run with.
+    /// and prints a summary, the timeouts a node would run with and the request limits.
     Check {
         /// The topology file.
         file: PathBuf,
@@ -114,6 +116,15 @@ fn config_check(file: &std::path::Path) -> Result<()> {
         d(r.catch_up_give_up)
     );
     println!("failure detector heartbeats (interval / timeout): {}", timeouts.detector.summary());
+    let l = &t.limits;
+    println!(
+        "limits (the file's, else the defaults): max_ops_per_txn {}, max_bytes_per_txn {}, max_jsonl_line_bytes {}; \
+         participant DCs per sub-transaction at most {}",
+        l.max_ops_per_txn,
+        l.max_bytes_per_txn,
+        l.max_jsonl_line_bytes,
+        t.dcs.len()
+    );
     Ok(())
 }
 

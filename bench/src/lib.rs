@@ -1,6 +1,8 @@
 //! redt's workloads, drivers, checks and reports. The binary exposes them as
 //! `redt bench …`.
 
+#![forbid(unsafe_code)]
+
 pub mod append;
 pub mod bank;
 pub mod chart;

@@ -18,12 +18,22 @@ pub mod kv_kind {
     pub const APPEND: u32 = 3;
 }
 
-/// Builds the procedure a call names, checked against `topology`.
+/// Builds the procedure a call names, checked against `topology`: its limits first
+/// ([`crate::limits::check_call`], before anything is built), then its contents, then the
+/// number of records the built procedure touches ([`crate::limits::check_accesses`]).
 ///
 /// # Errors
-/// [`Error::BadCall`] for a missing call, an unknown table, an unknown operation kind, an
-/// out-of-range cell or an oversized value.
+/// [`Error::OverLimit`] for a call over `topology.limits`; [`Error::BadCall`] for a missing
+/// call, an unknown table, an unknown operation kind, an out-of-range cell or an oversized
+/// value.
 pub fn procedure(topology: &Topology, call: &ProcedureCall) -> Result<Arc<dyn Procedure>> {
+    crate::limits::check_call(&topology.limits, call)?;
+    let p = build(topology, call)?;
+    crate::limits::check_accesses(&topology.limits, p.accesses().len())?;
+    Ok(p)
+}
+
+fn build(topology: &Topology, call: &ProcedureCall) -> Result<Arc<dyn Procedure>> {
     let bad = |s: String| Error::BadCall(s);
     match call.kind.as_ref().ok_or_else(|| bad("empty procedure call".into()))? {
         ProcedureKind::Kv(kv) => {

@@ -7,13 +7,18 @@ use redt_dc_executor::{
 use redt_proto::wire::{EntryRefMsg, ItemVoteMsg, PromiseMsg, VoteMsg};
 use redt_proto::{Ballot, Cts, DcId, NodeId, TxnId};
 
-/// Encodes `vote` of `dc`.
+/// Encodes `vote` of `dc`; an abort travels as its text and as its kind with the node and
+/// value it names, so the coordinator gets the same [`AbortReason`] back.
 pub fn vote_to_msg(dc: DcId, vote: &Vote) -> VoteMsg {
+    let (abort_kind, abort_node, abort_value) = vote.abort.as_ref().map_or((0, 0, 0), reason_to_wire);
     VoteMsg {
         txn: vote.txn.0,
         dc: dc.0 as u32,
         commit: vote.is_commit(),
         abort_reason: vote.abort.as_ref().map(reason_text).unwrap_or_default(),
+        abort_kind,
+        abort_node,
+        abort_value,
         items: vote
             .items
             .iter()
@@ -65,7 +70,7 @@ pub fn vote_from_msg(node: NodeId, m: &VoteMsg) -> Result<Vote> {
     }
     Ok(Vote {
         txn: TxnId(m.txn),
-        abort: if m.commit { None } else { Some(AbortReason::User(m.abort_reason.clone())) },
+        abort: if m.commit { None } else { Some(reason_from_wire(m)) },
         items,
         hlc: Cts::new(m.hlc),
         entries: entries_from_msg(&m.entries).map_err(|_| bad("entry node out of range"))?,
@@ -87,6 +92,41 @@ pub fn entries_from_msg(e: &[EntryRefMsg]) -> std::result::Result<Vec<EntryRef>,
         .collect()
 }
 
+/// An abort reason's `(abort_kind, abort_node, abort_value)` on the wire ([`VoteMsg`]).
+fn reason_to_wire(r: &AbortReason) -> (u32, u32, u64) {
+    match r {
+        AbortReason::User(_) => (0, 0, 0),
+        AbortReason::LockConflict { access } => (1, 0, *access as u64),
+        AbortReason::NotFound { access } => (2, 0, *access as u64),
+        AbortReason::RingFull(n) => (3, u32::from(n.0), 0),
+        AbortReason::Fenced => (4, 0, 0),
+        AbortReason::StaleEpoch { node, floor } => (5, u32::from(node.0), u64::from(floor.0)),
+        AbortReason::HeapFull(n) => (6, u32::from(n.0), 0),
+        AbortReason::IndexFull(n) => (7, u32::from(n.0), 0),
+    }
+}
+
+/// The abort reason of a vote message: its kind where the sender set one and its fields fit
+/// their types, else the text alone ([`AbortReason::User`]).
+fn reason_from_wire(m: &VoteMsg) -> AbortReason {
+    let node = u16::try_from(m.abort_node).map(NodeId);
+    let access = usize::try_from(m.abort_value);
+    let text = || AbortReason::User(m.abort_reason.clone());
+    match m.abort_kind {
+        1 => access.map_or_else(|_| text(), |access| AbortReason::LockConflict { access }),
+        2 => access.map_or_else(|_| text(), |access| AbortReason::NotFound { access }),
+        3 => node.map_or_else(|_| text(), AbortReason::RingFull),
+        4 => AbortReason::Fenced,
+        5 => match (node, u32::try_from(m.abort_value)) {
+            (Ok(node), Ok(floor)) => AbortReason::StaleEpoch { node, floor: redt_proto::Epoch(floor) },
+            _ => text(),
+        },
+        6 => node.map_or_else(|_| text(), AbortReason::HeapFull),
+        7 => node.map_or_else(|_| text(), AbortReason::IndexFull),
+        _ => text(),
+    }
+}
+
 /// A short text for an abort reason.
 pub fn reason_text(r: &AbortReason) -> String {
     match r {
@@ -94,6 +134,8 @@ pub fn reason_text(r: &AbortReason) -> String {
         AbortReason::NotFound { access } => format!("record of access {access} not found"),
         AbortReason::User(s) => s.clone(),
         AbortReason::RingFull(n) => format!("redo ring of {n} full"),
+        AbortReason::HeapFull(n) => format!("record heap of {n} full: no room to create a record"),
+        AbortReason::IndexFull(n) => format!("hash index of {n} full: no slot for a new record"),
         AbortReason::Fenced => "fenced by a recoverer".into(),
         AbortReason::StaleEpoch { node, floor } => {
             format!("not in current epoch: {node} takes no phase 1 before {floor}")

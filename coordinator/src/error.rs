@@ -8,6 +8,10 @@ pub enum Error {
     /// A procedure call was malformed (unknown table, bad operation kind, missing call).
     #[error("bad procedure call: {0}")]
     BadCall(String),
+    /// A request is over one of the limits of the topology file's `limits:` section (or of
+    /// the topology itself): refused before anything was reserved or written.
+    #[error(transparent)]
+    OverLimit(#[from] crate::limits::OverLimit),
     /// A node answered with an error message.
     #[error("{node} answered: {message}")]
     Remote {

@@ -334,7 +334,9 @@ impl ExecutorCore {
     /// vote again.
     ///
     /// # Errors
-    /// A malformed call, or a data-path failure.
+    /// [`Error::OverLimit`] for a request over the topology's limits (more participant DCs or
+    /// partitions than it has, a call over `limits:`) and [`Error::BadCall`] for a malformed
+    /// one, both before anything is planned or reserved; a data-path failure.
     pub fn execute(&mut self, args: &Execute, now_ms: u64) -> Result<Vote> {
         let abort = |reason| Vote { txn: args.txn, abort: Some(reason), items: vec![], hlc: Cts(0), entries: vec![] };
         if args.deadline_ms != 0 && now_ms > args.deadline_ms && !self.pending.contains_key(&args.txn) {
@@ -367,6 +369,13 @@ impl ExecutorCore {
                 "{why}: planned in {}, this node is at {}",
                 args.epoch, topology.epoch
             ))));
+        }
+        // Not trusted to have been checked by its sender: the limits again, before anything
+        // is planned or reserved.
+        match crate::limits::check_sub_txn(&topology, &args.participants, &args.partitions) {
+            Ok(()) => {}
+            Err(crate::limits::BadSubTxn::OverLimit(over)) => return Err(over.into()),
+            Err(crate::limits::BadSubTxn::Malformed(why)) => return Err(Error::BadCall(why)),
         }
         let procedure = call::procedure(&topology, &args.call)?;
         let plan = plan::plan(&topology, procedure.as_ref())?;
@@ -916,9 +925,12 @@ impl ExecutorCore {
 /// the sender's fault, anything else the node's.
 pub(crate) fn error_code_of(e: &Error) -> u32 {
     match e {
+        Error::OverLimit(_) => error_code::OVER_LIMIT,
         Error::BadCall(_)
         | Error::DataPath(
-            redt_dc_executor::Error::InvalidSubTxn { .. } | redt_dc_executor::Error::InvalidSnapshot { .. },
+            redt_dc_executor::Error::InvalidSubTxn { .. }
+            | redt_dc_executor::Error::InvalidSnapshot { .. }
+            | redt_dc_executor::Error::Unencodable { .. },
         ) => error_code::MALFORMED,
         _ => error_code::INTERNAL,
     }

@@ -12,6 +12,8 @@
 //! return actions; the first four share one shape, [`TxnMachine`]. [`Node`] is the async
 //! driver. The in-DC data path is `redt-dc-executor`'s; WAN conditions are `redt-netem`'s.
 
+#![forbid(unsafe_code)]
+
 pub mod baseline;
 pub mod call;
 pub mod catch_up;
@@ -26,6 +28,7 @@ mod error;
 pub mod executor_core;
 mod executor_thread;
 pub mod gap_watch;
+pub mod limits;
 pub mod liveness;
 pub mod machine;
 pub mod membership_task;

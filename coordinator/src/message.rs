@@ -9,6 +9,7 @@
 
 use crate::codec::{entries_from_msg, entries_to_msg, promise_from_msg, promise_to_msg, vote_from_msg, vote_to_msg};
 use crate::cost::Cost;
+use crate::limits::BadSubTxn;
 use crate::plan::Scope;
 use redt_dc_executor::{
     Decision, EntryRef, NodePromise, ReplicaChange, ReplicaOrigin, SnapshotCell, SnapshotRecord, Vote,
@@ -402,26 +403,30 @@ impl Request {
         }
     }
 
-    /// Checks the ids that need the topology: participant DCs, the coordinator, catch-up
-    /// partitions and nodes, entry nodes.
+    /// Checks what needs the topology: the ids (the coordinator, catch-up partitions and
+    /// nodes, entry nodes) and, for the requests whose participant DCs and partitions go into
+    /// a redo entry (phase 1, an accept, a recoverer's PREPARE), that each is in the topology
+    /// and named once ([`crate::limits::check_sub_txn`]); for a phase 1 also that its call is
+    /// within the topology's limits ([`crate::limits::check_call`]). A node runs it on every
+    /// request that arrives from the network, before anything is reserved or written.
     ///
     /// # Errors
-    /// A text naming the first id the topology does not have.
-    pub fn check(&self, topology: &Topology) -> Result<(), String> {
+    /// [`BadSubTxn::OverLimit`] naming the limit a request is over; [`BadSubTxn::Malformed`]
+    /// naming the first id the topology does not have, or one named twice.
+    pub fn check(&self, topology: &Topology) -> Result<(), BadSubTxn> {
         let node = |n: NodeId, what: &str| {
             if (n.0 as usize) < topology.nodes.len() {
                 Ok(())
             } else {
-                Err(format!("{what} {n} is not in the topology"))
+                Err(BadSubTxn::Malformed(format!("{what} {n} is not in the topology")))
             }
         };
         let entries = |e: &[EntryRef]| e.iter().try_for_each(|e| node(e.node, "entry node"));
         match self {
             Request::Execute(e) => {
                 node(e.coordinator, "coordinator")?;
-                if let Some(d) = e.participants.iter().find(|d| d.0 as usize >= topology.dcs.len()) {
-                    return Err(format!("participant {d} is not in the topology"));
-                }
+                crate::limits::check_sub_txn(topology, &e.participants, &e.partitions)?;
+                crate::limits::check_call(&topology.limits, &e.call)?;
                 Ok(())
             }
             Request::Record(r) => entries(&r.entries),
@@ -430,19 +435,20 @@ impl Request {
             Request::Reservations(r) => node(r.ring, "ring node"),
             Request::SnapshotRead(r) => match topology.partitions.get(r.partition.0 as usize) {
                 Some(_) => Ok(()),
-                None => Err(format!("partition {} is not in the topology", r.partition)),
+                None => Err(BadSubTxn::Malformed(format!("partition {} is not in the topology", r.partition))),
             },
             Request::RecoveryPrepare(r) => {
-                match r.partitions.iter().find(|p| p.0 as usize >= topology.partitions.len()) {
-                    Some(p) => Err(format!("partition {p} is not in the topology")),
-                    None => Ok(()),
-                }
+                node(r.coordinator, "coordinator")?;
+                crate::limits::check_sub_txn(topology, &r.participants, &r.partitions)
             }
             Request::Decide(d) => {
                 entries(&d.entries)?;
                 for c in &d.catch_up {
                     if c.partition.0 as usize >= topology.partitions.len() {
-                        return Err(format!("catch-up partition p{} is not in the topology", c.partition.0));
+                        return Err(BadSubTxn::Malformed(format!(
+                            "catch-up partition p{} is not in the topology",
+                            c.partition.0
+                        )));
                     }
                     c.nodes.iter().try_for_each(|&n| node(n, "catch-up node"))?;
                 }
@@ -450,10 +456,7 @@ impl Request {
             }
             Request::Accept(a) => {
                 node(a.origin.coordinator, "coordinator")?;
-                if let Some(d) = a.origin.participants.iter().find(|d| d.0 as usize >= topology.dcs.len()) {
-                    return Err(format!("participant {d} is not in the topology"));
-                }
-                Ok(())
+                crate::limits::check_sub_txn(topology, &a.origin.participants, &[])
             }
         }
     }

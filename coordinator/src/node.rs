@@ -13,6 +13,7 @@ use crate::epochs::Epochs;
 use crate::error::{Error, Result};
 use crate::executor_core::ExecutorCore;
 use crate::executor_thread::ExecutorThread;
+use crate::limits::BadSubTxn;
 use crate::liveness::{self, Inbox};
 use crate::machine::{Action, TxnMachine};
 use crate::membership_task::{self, MembershipView, RaftInbox};
@@ -26,7 +27,7 @@ use crate::transport::{BoxFuture, Caller, Handler, Transport};
 use crate::txn::CoordinatorTxn;
 pub use crate::txn::{CoordinatorOptions, TxnOutcome, TxnStatus};
 use crate::txn_ids::TxnIds;
-use redt_dc_executor::{Clock, DcHandle, Hlc, Region, ReplayTask, SystemClock};
+use redt_dc_executor::{AbortReason, Clock, DcHandle, Hlc, Region, ReplayTask, SystemClock};
 use redt_netem::WanModel;
 use redt_proto::wire::{
     AckReply, Body, Envelope, ErrorReply, OutcomeReply, ProcedureCall, TxnFoundReply, TxnLookupRequest,
@@ -52,6 +53,10 @@ pub mod error_code {
     /// A submission names a transaction id this coordinator did not reserve, or one already
     /// used or whose reservation expired (`crate::reserved::NotReserved`): nothing was run.
     pub const NOT_RESERVED: u32 = 5;
+    /// The request is over a limit (`crate::limits`: the topology's `limits:`, or more
+    /// participant DCs than it has): refused before anything was reserved or written; the
+    /// message names the limit and its value.
+    pub const OVER_LIMIT: u32 = 6;
 }
 
 /// Everything a node needs to start.
@@ -255,6 +260,8 @@ impl Node {
         status.membership_leader = self.membership.leader();
         status.rebuilds = self.rebuilds.snapshot();
         status.under_replicated = crate::epochs::under_replicated(&topology, self.replication_factor) as u32;
+        status.replay_invalid_entries =
+            self.replay.lock().unwrap_or_else(|p| p.into_inner()).as_ref().map_or(0, |r| r.invalid());
         Ok(status)
     }
 
@@ -327,6 +334,13 @@ impl Node {
         }
         match self.exec.run(move |core, now_ms| core.handle(from, request, now_ms)).await {
             Some(h) => {
+                match &h.reply {
+                    Reply::Vote { vote, .. } if matches!(vote.abort, Some(AbortReason::HeapFull(_))) => {
+                        self.board.heap_full_vote();
+                    }
+                    Reply::Error { code: error_code::OVER_LIMIT, .. } => self.board.refused_over_limit(),
+                    _ => {}
+                }
                 if let Some(debt) = h.catch_up {
                     crate::recovery_task::pay(self, debt, None);
                 }
@@ -365,6 +379,10 @@ impl Node {
     /// [`Node::submit`], under the id `reserved` if given (one this node reserved with
     /// [`Node::reserve_txn`] and has not used), else a fresh one.
     ///
+    /// A call over the topology's limits ([`crate::limits::check_call`]) is answered aborted
+    /// at once, its text naming the limit, and counted: no id is taken or used (a reserved
+    /// one stays reserved), nothing is planned, sent or written.
+    ///
     /// # Errors
     /// [`NotReserved`] when `reserved` is not reserved here, already used, or its
     /// reservation expired: nothing was run (an expired id is used up all the same).
@@ -373,6 +391,15 @@ impl Node {
         call: ProcedureCall,
         reserved: Option<TxnId>,
     ) -> std::result::Result<TxnOutcome, NotReserved> {
+        if let Err(over) = crate::limits::check_call(&self.topology().limits, &call) {
+            self.board.refused_over_limit();
+            tracing::info!(node = %self.id, "transaction refused: {over}");
+            return Ok(TxnOutcome {
+                txn: reserved.unwrap_or(TxnId(0)),
+                status: TxnStatus::Aborted(over.to_string()),
+                reads: vec![],
+            });
+        }
         let start = Instant::now();
         let ts = self.hlc.tick(SystemClock.now_ms());
         if let Some(txn) = reserved {
@@ -639,8 +666,14 @@ impl Node {
                     Ok(r) => r,
                     Err(e) => return err(error_code::MALFORMED, e),
                 };
-                if let Err(e) = request.check(&self.topology()) {
-                    return err(error_code::MALFORMED, e);
+                match request.check(&self.topology()) {
+                    Ok(()) => {}
+                    Err(BadSubTxn::OverLimit(over)) => {
+                        self.board.refused_over_limit();
+                        tracing::info!(node = %self.id, %peer, "request refused: {over}");
+                        return err(error_code::OVER_LIMIT, over.to_string());
+                    }
+                    Err(BadSubTxn::Malformed(e)) => return err(error_code::MALFORMED, e),
                 }
                 let txn = request.txn();
                 reply(self.serve(peer, request).await.into_wire(txn, self.epochs.epoch().0))

@@ -33,6 +33,8 @@ pub struct StatusBoard {
     recoveries_committed: AtomicU64,
     recoveries_aborted: AtomicU64,
     gap_slots_filled: AtomicU64,
+    refused_over_limit: AtomicU64,
+    heap_full_votes: AtomicU64,
     /// Running recoveries.
     running: Mutex<HashMap<TxnId, Running>>,
     /// What the failure detector suspects now.
@@ -58,6 +60,8 @@ impl Default for StatusBoard {
             recoveries_committed: AtomicU64::new(0),
             recoveries_aborted: AtomicU64::new(0),
             gap_slots_filled: AtomicU64::new(0),
+            refused_over_limit: AtomicU64::new(0),
+            heap_full_votes: AtomicU64::new(0),
             running: Mutex::new(HashMap::new()),
             suspects: Mutex::new(Suspects::default()),
         }
@@ -93,6 +97,17 @@ impl StatusBoard {
             Answered::Unknown => &self.unknown,
         }
         .fetch_add(1, Relaxed);
+    }
+
+    /// Counts one request refused for being over a limit (`crate::limits`): a client's
+    /// transaction at this coordinator, or a peer's request at this node's executor side.
+    pub fn refused_over_limit(&self) {
+        self.refused_over_limit.fetch_add(1, Relaxed);
+    }
+
+    /// Counts one abort vote of this node's executor side because a record heap was full.
+    pub fn heap_full_vote(&self) {
+        self.heap_full_votes.fetch_add(1, Relaxed);
     }
 
     /// Counts `slots` ring slots covered with fillers.
@@ -209,6 +224,9 @@ impl StatusBoard {
             removed_dcs: Vec::new(),
             rebuilds: Vec::new(),
             under_replicated: 0,
+            refused_over_limit: self.refused_over_limit.load(Relaxed),
+            heap_full_votes: self.heap_full_votes.load(Relaxed),
+            replay_invalid_entries: 0,
         }
     }
 }
@@ -289,6 +307,13 @@ pub struct NodeStatus {
     /// than the topology file gives them, or a learner not yet promoted): 0 once every
     /// rebuild is done.
     pub under_replicated: u32,
+    /// Requests it refused for being over a limit since it started (`crate::limits`).
+    pub refused_over_limit: u64,
+    /// Abort votes its executor side gave because a record heap was full, since it started.
+    pub heap_full_votes: u64,
+    /// Committed redo entries its replay could not apply (an impossible record offset) and
+    /// passed over, since it started.
+    pub replay_invalid_entries: u64,
 }
 
 impl NodeStatus {
@@ -345,6 +370,9 @@ impl NodeStatus {
                 })
                 .collect(),
             under_replicated: self.under_replicated,
+            refused_over_limit: self.refused_over_limit,
+            heap_full_votes: self.heap_full_votes,
+            replay_invalid_entries: self.replay_invalid_entries,
         }
     }
 
@@ -427,6 +455,9 @@ impl NodeStatus {
                 })
                 .collect(),
             under_replicated: r.under_replicated,
+            refused_over_limit: r.refused_over_limit,
+            heap_full_votes: r.heap_full_votes,
+            replay_invalid_entries: r.replay_invalid_entries,
         })
     }
 }

@@ -203,6 +203,9 @@ pub struct CoordinatorTxn {
     class: Class,
     stage: Stage,
     votes: BTreeMap<DcId, Vote>,
+    /// Why a DC's phase 1 failed (an error answer, an unreachable node, the call's
+    /// deadline), for the client's error text when no vote explains the abort.
+    failed: BTreeMap<DcId, String>,
     attempts: BTreeMap<AttemptId, Attempt>,
     next_attempt: AttemptId,
     phase1_deadline: Instant,
@@ -279,6 +282,7 @@ impl CoordinatorTxn {
             class,
             stage: Stage::Phase1,
             votes: BTreeMap::new(),
+            failed: BTreeMap::new(),
             attempts: BTreeMap::new(),
             next_attempt: 0,
             decision: None,
@@ -426,6 +430,7 @@ impl TxnMachine for CoordinatorTxn {
         match a.purpose {
             Purpose::Phase1 => {
                 tracing::debug!(txn = %self.txn, dc = %a.dc, "phase 1 failed: {error}");
+                self.failed.insert(a.dc, error.to_string());
                 self.phase1_open -= 1;
                 if self.stage == Stage::Phase1 {
                     self.try_decide(self.phase1_open == 0, now);
@@ -510,7 +515,7 @@ impl CoordinatorTxn {
             }
             Why::CommitImpossible { partition } | Why::Timeout { partition } => {
                 let proven = matches!(why, Why::CommitImpossible { .. });
-                self.why = abort_reason(&self.votes, proven, &self.plan, partition);
+                self.why = abort_reason(&self.votes, &self.failed, proven, &self.plan, partition);
                 if self.options.mutations.stop_before_answer_at == Some(self.me) {
                     return self.die();
                 }
@@ -761,11 +766,24 @@ pub fn reads(topology: &Topology, call: &ProcedureCall, plan: &Plan, votes: &[&V
     kv.observed(&ReadView::new(&values))
 }
 
-fn abort_reason(votes: &BTreeMap<DcId, Vote>, proven: bool, plan: &Plan, partition: usize) -> String {
+/// The client's error text for an abort: the first abort vote's reason; else why a phase 1
+/// failed (the DCs of the partition that could not commit first); else the rule's own reason.
+fn abort_reason(
+    votes: &BTreeMap<DcId, Vote>,
+    failed: &BTreeMap<DcId, String>,
+    proven: bool,
+    plan: &Plan,
+    partition: usize,
+) -> String {
     let pid = plan.partitions.get(partition).map(|p| p.id.0).unwrap_or(0);
     if let Some((dc, v)) = votes.iter().find(|(_, v)| !v.is_commit()) {
         let why = v.abort.as_ref().map(crate::codec::reason_text).unwrap_or_default();
         return format!("{dc} voted abort: {why}");
+    }
+    let of_partition =
+        |dc: &DcId| plan.partitions.get(partition).is_some_and(|p| p.replicas.iter().any(|r| r.1 == *dc));
+    if let Some((dc, error)) = failed.iter().find(|(dc, _)| of_partition(dc)).or_else(|| failed.iter().next()) {
+        return format!("{dc} could not vote: {error}");
     }
     if proven {
         format!("partition p{pid} cannot reach its commit quorum (stale replicas)")

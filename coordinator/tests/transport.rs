@@ -21,6 +21,7 @@ const LOOPBACK_ANY_PORT: &str = "127.0.0.1:0";
 fn topology(n: u16) -> Arc<Topology> {
     let addr = |i: u16| SocketAddr::from(([127, 0, 0, 1], 1 + i));
     Arc::new(Topology {
+        limits: Default::default(),
         name: "transport-test".into(),
         epoch: Epoch(1),
         dcs: (0..n).map(|i| Dc { id: DcId(i), name: format!("dc{}", i + 1), nodes: vec![NodeId(i)] }).collect(),

@@ -13,6 +13,7 @@
 use crate::dc::COUNTER_BOUNDARY;
 use crate::executor::cells_of;
 use crate::lock;
+use crate::memstore::LINE;
 use crate::record::{encode_cell, Catalog, CellVersion, COUNTERS, LOCK_WORD};
 use crate::region::Region;
 use crate::replay::Apply;
@@ -21,7 +22,16 @@ use crate::ring::RedoEntry;
 /// Applies the changes of the committed `entry` to `region` (the node's own MemStore).
 /// Returns [`Apply::Retry`] if a lock group it needs is held, [`Apply::Done`] otherwise
 /// (changes to tables unknown to `catalog` are skipped: they cannot be on this node).
+///
+/// The entry comes from shared memory that other processes write, so its checksum proves
+/// only that it was written whole, not that it is sane: every record it changes is checked
+/// first (64-byte aligned, inside the region, its header holding the entry's table and key),
+/// and an entry that fails is not applied at all but answered [`Apply::Invalid`] naming why,
+/// never a panic.
 pub fn apply_committed(region: &Region, catalog: &Catalog, entry: &RedoEntry) -> Apply {
+    if let Err(why) = check_records(region, catalog, entry) {
+        return Apply::Invalid(why);
+    }
     let cts = entry.cts;
     for l in &entry.locks {
         let Ok(rl) = catalog.layout(l.table) else { continue };
@@ -69,4 +79,86 @@ pub fn apply_committed(region: &Region, catalog: &Catalog, entry: &RedoEntry) ->
         region.fetch_and_add(lock_at, lock::release_operand(cas.added));
     }
     Apply::Done
+}
+
+/// Checks every record `entry` changes: 64-byte aligned (records are allocated in whole
+/// lines), inside `region`, and holding the entry's table and key in its header.
+fn check_records(region: &Region, catalog: &Catalog, entry: &RedoEntry) -> Result<(), &'static str> {
+    for l in &entry.locks {
+        let Ok(rl) = catalog.layout(l.table) else { continue };
+        if !entry.changes.iter().any(|c| c.record == l.record) {
+            continue;
+        }
+        if l.record.0 % LINE != 0 {
+            return Err("a changed record's offset is not 64-byte aligned");
+        }
+        if !region.contains(l.record.0, rl.record_bytes) {
+            return Err("a changed record lies outside the MemStore");
+        }
+        let mut header = [0u8; 16];
+        region.read(l.record.0, &mut header);
+        let key = u64::from_le_bytes(header[..8].try_into().expect("8 bytes"));
+        let meta = u64::from_le_bytes(header[8..].try_into().expect("8 bytes"));
+        if key != l.key || meta as u16 != l.table.0 {
+            return Err("a changed record's offset holds another key");
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ring::{Change, EntryStatus, LockIntent, VoteWord};
+    use proptest::prelude::*;
+    use redt_proto::{CellSchema, Cts, Epoch, Locking, NodeId, Offset, Partitioning, TableId, TableSchema, TxnId};
+
+    fn catalog() -> Catalog {
+        let schema = TableSchema {
+            id: TableId(1),
+            name: "t".into(),
+            cells: vec![CellSchema { name: "c".into(), bytes: 8 }, CellSchema { name: "d".into(), bytes: 20 }],
+            locking: Locking::Cell,
+            partitioning: Partitioning::Modulo,
+        };
+        Catalog::new([&schema])
+    }
+
+    proptest! {
+        /// A committed entry from shared memory, whatever record offsets, keys, tables, cells
+        /// and values it names, is applied or refused, never a panic (issue 14).
+        #[test]
+        fn any_committed_entry_is_applied_or_refused_never_a_panic(
+            record in prop_oneof![0u64..4096, any::<u64>()],
+            key in 0u64..3,
+            table in 0u16..3,
+            cell in 0u16..4,
+            value in proptest::collection::vec(any::<u8>(), 0..40),
+            lock_bits: u64,
+            cells: u64,
+        ) {
+            let region = Region::new_heap(4096);
+            let rl = catalog().layout(TableId(1)).unwrap().clone();
+            region.write(1024, &rl.encode_new(1, &[]));
+            let record = Offset(record);
+            let versions = vec![0; cells.count_ones() as usize];
+            let entry = RedoEntry {
+                txn: TxnId(1),
+                status: EntryStatus::Committed,
+                cts: Cts(5),
+                vote: VoteWord::NONE,
+                epoch: Epoch(1),
+                coordinator: NodeId(0),
+                start: Cts(0),
+                participants: vec![],
+                partitions: vec![],
+                locks: vec![LockIntent { record, table: TableId(table), key, lock_bits, cells, versions }],
+                changes: vec![Change { record, table: TableId(table), key, cell, value }],
+            };
+            let applied = apply_committed(&region, &catalog(), &entry);
+            if record.0 != 1024 && table == 1 {
+                prop_assert!(matches!(applied, Apply::Invalid(_)), "{:?}", applied);
+            }
+        }
+    }
 }

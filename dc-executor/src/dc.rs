@@ -23,6 +23,15 @@ pub struct DcHandle {
     pub index: Index,
 }
 
+/// What [`DcHandle::create_record`] found or did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Created {
+    /// The record (created now, or found already there).
+    Record(Offset),
+    /// A reader holds the key's absence: nothing was created.
+    AbsenceLocked,
+}
+
 /// A record as read back by [`DcHandle::read_record`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RecordImage {
@@ -61,24 +70,7 @@ impl DcHandle {
         let rl = self.catalog.layout(table)?;
         let lock = self.layout.insert_lock(self.index.home_bucket(table, key));
         let verbs = self.verbs.as_ref();
-        let started = std::time::Instant::now();
-        let mut seen = 0u64;
-        let mut seen_since = started;
-        let held = loop {
-            let lease = now_ms().max(1);
-            let old = verbs.compare_and_swap(node, lock, 0, lease)?;
-            if old == 0 {
-                break lease;
-            }
-            if old != seen {
-                (seen, seen_since) = (old, std::time::Instant::now());
-            } else if seen_since.elapsed().as_millis() as u64 > INSERT_LEASE_MS
-                && verbs.compare_and_swap(node, lock, old, lease)? == old
-            {
-                break lease;
-            }
-            std::thread::yield_now();
-        };
+        let held = self.take_insert_lease(node, lock)?;
         let result = (|| {
             if self.index.lookup(verbs, node, table, key)?.is_some() {
                 return Err(Error::DuplicateKey { table, key });
@@ -90,6 +82,71 @@ impl DcHandle {
         })();
         verbs.compare_and_swap(node, lock, held, 0)?;
         result
+    }
+
+    /// Creates the record of `table` under `key` on `node` for a sub-transaction that writes
+    /// it (every cell zero, every version 0), unless a reader holds the key's absence: under
+    /// the insert-lock stripe of the key's home bucket (as [`DcHandle::insert_record`]), an
+    /// existing record is returned as it is; otherwise the key's absent-key lock group
+    /// ([`crate::Index::absent_lock`]) is taken exclusively by one masked compare-and-swap for
+    /// as long as the record is allocated, written and published, and released after. A
+    /// group held by a reader (a sub-transaction that read the key as absent and is not
+    /// decided yet) refuses the creation at once (No-Wait) with [`Created::AbsenceLocked`]:
+    /// the key must not appear before that reader's decision. Nothing is allocated then.
+    ///
+    /// # Errors
+    /// [`Error::HeapFull`], [`Error::IndexFull`], verbs errors (the absent-key lock and the
+    /// stripe are released first).
+    pub fn create_record(&self, node: NodeId, table: TableId, key: u64) -> Result<Created> {
+        let rl = self.catalog.layout(table)?;
+        let verbs = self.verbs.as_ref();
+        let stripe = self.layout.insert_lock(self.index.home_bucket(table, key));
+        let held = self.take_insert_lease(node, stripe)?;
+        let (word, group) = self.index.absent_lock(table, key);
+        let cas = lock::plan(0, 1 << group, 0).expect("a zero guess never conflicts");
+        let result = (|| {
+            if let Some(at) = self.index.lookup(verbs, node, table, key)? {
+                return Ok(Created::Record(at));
+            }
+            let old = verbs.masked_compare_and_swap(node, word, cas.compare, cas.mask, cas.swap, cas.mask)?;
+            if lock::outcome(&cas, old) != lock::LockOutcome::Acquired {
+                return Ok(Created::AbsenceLocked);
+            }
+            let published = (|| {
+                let at = self.layout.alloc(verbs, node, rl.record_bytes)?;
+                verbs.write(node, at, &rl.encode_new(key, &[]))?;
+                self.index.insert(verbs, node, table, key, at)?;
+                Ok(at)
+            })();
+            verbs.fetch_and_add(node, word, lock::release_operand(cas.added))?;
+            published.map(Created::Record)
+        })();
+        verbs.compare_and_swap(node, stripe, held, 0)?;
+        result
+    }
+
+    /// Takes the insert-lock lease word at `stripe` on `node` (a compare-and-swap from 0 to the
+    /// wall-clock time in ms), taking over a lease unchanged for [`INSERT_LEASE_MS`] (its
+    /// holder died mid-insert). Returns the lease value to release it with.
+    fn take_insert_lease(&self, node: NodeId, stripe: Offset) -> Result<u64> {
+        let verbs = self.verbs.as_ref();
+        let mut seen = 0u64;
+        let mut seen_since = std::time::Instant::now();
+        loop {
+            let lease = now_ms().max(1);
+            let old = verbs.compare_and_swap(node, stripe, 0, lease)?;
+            if old == 0 {
+                return Ok(lease);
+            }
+            if old != seen {
+                (seen, seen_since) = (old, std::time::Instant::now());
+            } else if seen_since.elapsed().as_millis() as u64 > INSERT_LEASE_MS
+                && verbs.compare_and_swap(node, stripe, old, lease)? == old
+            {
+                return Ok(lease);
+            }
+            std::thread::yield_now();
+        }
     }
 
     /// Reads a whole record (one index lookup, one READ) — for checks and tools, not the

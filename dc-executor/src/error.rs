@@ -115,6 +115,16 @@ pub enum Error {
         /// Ring capacity.
         ring_bytes: u64,
     },
+    /// A redo entry cannot be encoded (a count beyond its header field, a lock intent whose
+    /// versions do not match its cells): refused before any ring space is reserved for it
+    /// (`ring::check_encodable`).
+    #[error("{txn}: redo entry cannot be encoded: {why}")]
+    Unencodable {
+        /// The transaction.
+        txn: TxnId,
+        /// What does not fit.
+        why: String,
+    },
     /// A sub-transaction was malformed (bad cell index, value size, unknown node…).
     #[error("{txn}: invalid sub-transaction: {why}")]
     InvalidSubTxn {

@@ -9,13 +9,37 @@
 //! `Logged`), sets the entry's vote word from none to commit by CAS, and returns a
 //! [`Vote`].
 //!
+//! # Reads of keys that have no record
+//!
+//! A read of a key with no record creates none (a client's reads must not fill the heap,
+//! issue 14); it reads what a fresh record holds (every cell zero at version 0) and locks the
+//! key's *absence* in its place: the lock group [`crate::Index::absent_lock`] of the key's
+//! home bucket's word in the absent-key lock area ([`crate::Layout::absent_lock`]), shared, in
+//! the same doorbell batch and under the same No-Wait rules as a record's read lock, held
+//! until the decision and released by the same fetch-and-add (its lock intent in the redo
+//! entry names the word, so phase 2, recovery and a restarted executor release it as any
+//! other). Serializability needs what the record's read lock gave: no transaction may write
+//! the key between the read and the reader's decision. A key comes into existence only
+//! through [`crate::DcHandle::create_record`], which publishes it while holding that group
+//! exclusively and refuses (a lock-conflict abort vote) while a reader holds it; and the
+//! reader, once its shared lock is granted, looks the key up again and votes abort on a
+//! lock conflict if it now exists. So either the creator published before the reader's lock
+//! (the second lookup sees the record) or the reader's lock came first (the creation is
+//! refused until the decision): a read of a missing key that a concurrent transaction then
+//! inserts is always detected, as a write to a read-locked record is. Keys sharing a word and
+//! group share the lock (a false conflict at worst); a second absent key of one
+//! sub-transaction on the same word and group relies on the first's lock (lock intent with no
+//! lock bits), since a group admits only [`crate::lock::MAX_READERS`] readers. Replicas a
+//! commit left behind and rebuilt learners create records without the lock, as they write
+//! existing records without the record locks: their vote is stale until caught up.
+//!
 //! `finish` runs phase 2 from the redo entries alone (the executor keeps no state between
 //! the two): on commit it marks each entry `Committed` with the commit timestamp, WRITEs
 //! each new cell value whose version is older than `cts` (Thomas write rule), bumps the
 //! update counters and releases the locks; on abort it marks the entries `Aborted` and
 //! releases the locks.
 
-use crate::dc::{counter_increment, lock_word, DcHandle};
+use crate::dc::{counter_increment, lock_word, Created, DcHandle};
 use crate::error::{Error, Result};
 use crate::hlc::Hlc;
 use crate::lock::{self, LockOutcome};
@@ -80,6 +104,12 @@ pub enum AbortReason {
     User(String),
     /// A redo ring stayed full past the back-pressure limit.
     RingFull(NodeId),
+    /// The record heap of a replica node is full: a record the sub-transaction writes could
+    /// not be created there (nothing was created, locked or reserved).
+    HeapFull(NodeId),
+    /// The hash index of a replica node has no free slot for a record the sub-transaction
+    /// writes (the record was allocated but not published; nothing was locked or reserved).
+    IndexFull(NodeId),
     /// A recoverer fenced the vote word before this executor voted.
     Fenced,
     /// The replica node's epoch floor is above the transaction's epoch: the node serves (or
@@ -147,7 +177,12 @@ type Owing<'a> = (&'a dyn Fn(&RedoEntry) -> u8, Cts);
 struct Held {
     access: usize,
     node: NodeId,
+    /// The record's offset; for an absent key, the absent-key lock word less
+    /// [`crate::record::LOCK_WORD`], so that `lock_word(record)` is the word locked.
     record: Offset,
+    /// The key has no record: the lock is on the key's absence (`Layout::absent_lock`) and
+    /// the values read are a fresh record's (zero, version 0), built here, not READ.
+    absent: bool,
     rl_table: redt_proto::TableId,
     key: u64,
     cells: u64,
@@ -269,9 +304,15 @@ impl Executor {
     /// Lock conflicts, missing records, a full ring and procedure aborts are abort votes,
     /// with every lock taken released and every entry written marked `Aborted`.
     ///
+    /// A read of a key with no record creates none: it locks the key's absence (see the
+    /// module docs). A record the sub-transaction writes that cannot be created because the
+    /// heap or the index of its node is full is an abort vote ([`AbortReason::HeapFull`],
+    /// [`AbortReason::IndexFull`]), made before anything is locked or reserved.
+    ///
     /// # Errors
     /// Verbs failures, [`Error::InvalidSubTxn`] for a malformed sub-transaction (unknown
-    /// table, write outside the declared cells, oversized value), heap or index full.
+    /// table, write outside the declared cells, oversized value, a redo entry that cannot be
+    /// encoded: refused before any ring space is reserved).
     pub fn execute(&mut self, sub: &SubTxn, now_ms: u64) -> Result<Vote> {
         let hlc = self.hlc.tick(now_ms);
         let accesses = sub.procedure.accesses();
@@ -302,19 +343,51 @@ impl Executor {
                 found[k] = off;
             }
         }
+        // Absent-key locks already planned, by (node, lock word, group): a second read of an
+        // absent key of the same group relies on the first's lock (a group admits only
+        // `lock::MAX_READERS` readers, and they would all be this transaction).
+        let mut absent_locks: std::collections::BTreeSet<(NodeId, Offset, usize)> = Default::default();
         let mut held: Vec<Held> = Vec::with_capacity(sub.local.len());
         for (k, la) in sub.local.iter().enumerate() {
             let a = &accesses[la.access];
             let rl = self.dc.catalog.layout(a.table)?;
-            let record = match found[k] {
-                Some(r) => r,
-                None if a.upsert => match self.dc.insert_record(la.node, a.table, a.key, &[]) {
-                    Ok(r) => r,
-                    Err(Error::DuplicateKey { .. }) => self
-                        .dc
-                        .index
-                        .lookup(self.dc.verbs.as_ref(), la.node, a.table, a.key)?
-                        .ok_or(Error::NotFound { node: la.node, table: a.table, key: a.key })?,
+            let (record, absent) = match found[k] {
+                Some(r) => (r, false),
+                // A read of a key with no record creates nothing (issue 14: reads filled the
+                // heap); it locks the key's absence instead (see the module docs).
+                None if a.upsert && a.write == 0 => {
+                    let (word, group) = self.dc.index.absent_lock(a.table, a.key);
+                    let first = absent_locks.insert((la.node, word, group));
+                    let record = Offset(word.0 - crate::record::LOCK_WORD);
+                    let shared = if first { 1u16 << group } else { 0 };
+                    held.push(Held {
+                        access: la.access,
+                        node: la.node,
+                        record,
+                        absent: true,
+                        rl_table: a.table,
+                        key: a.key,
+                        cells: a.read,
+                        shared_groups: shared,
+                        exclusive_groups: 0,
+                        cas: None,
+                        image: Vec::new(),
+                    });
+                    continue;
+                }
+                None if a.upsert => match self.dc.create_record(la.node, a.table, a.key) {
+                    Ok(Created::Record(r)) => (r, false),
+                    // A reader holds the key's absence: it must not appear before that
+                    // reader's decision (No-Wait, as a read lock on its record would).
+                    Ok(Created::AbsenceLocked) => {
+                        return Ok(self.abort_vote(sub, hlc, AbortReason::LockConflict { access: la.access }));
+                    }
+                    Err(Error::HeapFull { node, .. }) => {
+                        return Ok(self.abort_vote(sub, hlc, AbortReason::HeapFull(node)));
+                    }
+                    Err(Error::IndexFull { node, .. }) => {
+                        return Ok(self.abort_vote(sub, hlc, AbortReason::IndexFull(node)));
+                    }
                     Err(e) => return Err(e),
                 },
                 None => {
@@ -327,6 +400,7 @@ impl Executor {
                 access: la.access,
                 node: la.node,
                 record,
+                absent,
                 rl_table: a.table,
                 key: a.key,
                 cells: a.read | a.write,
@@ -346,8 +420,18 @@ impl Executor {
                 .items
                 .push(i);
         }
-        for (&node, work) in nodes.iter_mut() {
+        // Every entry must encode before any ring space is reserved (a reservation never
+        // written holds up replay until it is filled).
+        let mut intents = BTreeMap::new();
+        for (&node, work) in nodes.iter() {
             let entry = self.entry(sub, &held, &work.items, EntryStatus::Intent, None)?;
+            if let Err(e) = ring::check_encodable(&entry) {
+                return Err(invalid(e.to_string()));
+            }
+            intents.insert(node, entry);
+        }
+        for (&node, work) in nodes.iter_mut() {
+            let entry = intents.remove(&node).expect("an intent entry per node, built above");
             work.entry_slots = ring::encoded_slots(&entry);
             let patience = self.ring_patience;
             let verbs = self.dc.verbs.clone();
@@ -366,21 +450,35 @@ impl Executor {
             let mut slots = Vec::with_capacity(work.items.len());
             for &i in &work.items {
                 let h = &held[i];
+                let rl = self.dc.catalog.layout(h.rl_table)?;
+                if h.absent && h.shared_groups == 0 {
+                    // Covered by an earlier absent-key lock of this sub-transaction.
+                    slots.push(None);
+                    continue;
+                }
                 let cas = lock::plan(h.shared_groups, h.exclusive_groups, 0).expect("a zero guess never conflicts");
                 let c = batch.masked_compare_and_swap(lock_word(h.record), cas.compare, cas.mask, cas.swap, cas.mask);
-                let rl = self.dc.catalog.layout(h.rl_table)?;
-                let r = batch.read(h.record, rl.record_bytes as usize);
-                slots.push((c, r, cas));
+                let r = (!h.absent).then(|| batch.read(h.record, rl.record_bytes as usize));
+                slots.push(Some((c, r, cas)));
             }
             // Last in the batch, after the entry's WRITE: the node's epoch floor.
             let floor_at = batch.read(self.dc.layout.epoch_floor_offset(), 8);
             self.dc.verbs.post_batch(node, &mut batch)?;
             let floor = batch.read_result(floor_at).try_into().map(u64::from_le_bytes).unwrap_or(0);
             let mut conflict = None;
+            // What a key read as absent reads: a fresh record's image, never READ.
+            let fresh =
+                |h: &Held| -> Result<Vec<u8>> { Ok(self.dc.catalog.layout(h.rl_table)?.encode_new(h.key, &[])) };
             for (k, &i) in work.items.iter().enumerate() {
-                let (c, r, mut cas) = slots[k];
+                let Some((c, r, mut cas)) = slots[k] else {
+                    held[i].image = fresh(&held[i])?;
+                    continue;
+                };
                 let mut old = batch.atomic_result(c);
-                let mut image = batch.read_result(r).to_vec();
+                let mut image = match r {
+                    Some(r) => batch.read_result(r).to_vec(),
+                    None => fresh(&held[i])?,
+                };
                 let mut tries = 0;
                 loop {
                     match lock::outcome(&cas, old) {
@@ -404,7 +502,7 @@ impl Executor {
                                 cas.swap,
                                 cas.mask,
                             )?;
-                            if lock::outcome(&cas, old) == LockOutcome::Acquired {
+                            if lock::outcome(&cas, old) == LockOutcome::Acquired && !h.absent {
                                 // The READ of the batch raced with other readers' CAS only;
                                 // read again now that the locks are held.
                                 let rl = self.dc.catalog.layout(h.rl_table)?;
@@ -419,6 +517,20 @@ impl Executor {
                     }
                 }
                 held[i].image = image;
+            }
+            // A key read as absent: with its absence locked, look again. A record created
+            // between the lookup above and the lock would otherwise be missed (a creator
+            // publishes only while it holds the absence exclusively, so one found now was
+            // created before the lock, and none can be created after it until the decision).
+            if conflict.is_none() {
+                let absent: Vec<usize> = work.items.iter().copied().filter(|&i| held[i].absent).collect();
+                if !absent.is_empty() {
+                    let keys: Vec<_> = absent.iter().map(|&i| (held[i].rl_table, held[i].key)).collect();
+                    let now = self.dc.index.lookup_many(self.dc.verbs.as_ref(), node, &keys)?;
+                    if let Some((&i, _)) = absent.iter().zip(&now).find(|(_, off)| off.is_some()) {
+                        conflict = Some(held[i].access);
+                    }
+                }
             }
             if let Some(access) = conflict {
                 self.release(sub, &held, &nodes, hlc)?;

@@ -415,6 +415,18 @@ impl Index {
         hash(table, key) % buckets
     }
 
+    /// The absent-key lock of `(table, key)`: the lock word of its home bucket
+    /// ([`Layout::absent_lock`]) and the lock group in it, `0..16`, taken from other bits of
+    /// the key's hash than its bucket, so keys that share a bucket mostly lock different
+    /// groups.
+    ///
+    /// # Panics
+    /// If the index area has no bucket (a validated topology always has one).
+    pub fn absent_lock(&self, table: TableId, key: u64) -> (Offset, usize) {
+        let h = hash(table, key);
+        (self.layout.absent_lock(self.home_bucket(table, key)), (h >> 60) as usize)
+    }
+
     /// Looks up the record offset of `(table, key)` on `node`; `None` when the key is absent.
     ///
     /// READs the probe chain in growing runs of adjacent buckets ([`Index::read_buckets`],

@@ -10,6 +10,7 @@
 //! [192, 192 + index)           index buckets (64 bytes each)
 //! [.., + ring)                 redo ring: 64-byte head/tail block, then 64-byte slots
 //! [.., + log)                  decision log: 64-byte header, 32-byte rows (`decision_log.rs`)
+//! [.., + absent)               absent-key lock words: one per index bucket (`Layout::absent_lock`)
 //! [.., size)                   record heap, bump-allocated by fetch-and-add
 //! ```
 
@@ -18,9 +19,10 @@ use crate::region::Region;
 use crate::verbs::Verbs;
 use redt_proto::{MemStoreConfig, NodeId, Offset};
 
-/// `"REDTMS03"` in little-endian (02: entries carry start and partitions; decision log. 03:
-/// the node line with the incarnation counter, so the index starts at 192).
-pub const MAGIC: u64 = u64::from_le_bytes(*b"REDTMS03");
+/// `"REDTMS04"` in little-endian (02: entries carry start and partitions; decision log. 03:
+/// the node line with the incarnation counter, so the index starts at 192. 04: the absent-key
+/// lock words between the decision log and the heap, so the heap starts later).
+pub const MAGIC: u64 = u64::from_le_bytes(*b"REDTMS04");
 
 /// The first six bytes every MemStore magic starts with (`"REDTMS"`, then a two-digit format
 /// version), to tell a MemStore of another format from a region that holds none.
@@ -64,6 +66,10 @@ pub struct Layout {
     pub log_off: u64,
     /// Bytes of the decision log including its 64-byte header.
     pub log_bytes: u64,
+    /// First byte of the absent-key lock words ([`Layout::absent_lock`]).
+    pub absent_off: u64,
+    /// Bytes of the absent-key lock words (a multiple of 64).
+    pub absent_bytes: u64,
     /// First byte of the record heap.
     pub heap_off: u64,
 }
@@ -76,6 +82,8 @@ impl Layout {
         let ring_off = index_off + c.index_bytes;
         let log_off = ring_off + c.ring_bytes;
         let log_bytes = c.decision_log_bytes();
+        let absent_off = log_off + log_bytes;
+        let absent_bytes = c.absent_lock_bytes();
         Layout {
             size: c.size_bytes,
             index_off,
@@ -84,7 +92,9 @@ impl Layout {
             ring_bytes: c.ring_bytes,
             log_off,
             log_bytes,
-            heap_off: log_off + log_bytes,
+            absent_off,
+            absent_bytes,
+            heap_off: absent_off + absent_bytes,
         }
     }
 
@@ -103,6 +113,27 @@ impl Layout {
     /// the index's duplicate check under it cannot race.
     pub fn insert_lock(&self, home_bucket: u64) -> Offset {
         Offset(LINE + 8 * (home_bucket % INSERT_LOCK_STRIPES))
+    }
+
+    /// Offset of the absent-key lock word of the keys whose index home bucket is
+    /// `home_bucket` (one word per bucket, in the lock-word format of `lock.rs`).
+    ///
+    /// A sub-transaction that reads a key with no record does not create one (a read must not
+    /// fill the heap): it share-locks the group [`crate::Index::absent_group`] of this word
+    /// for as long as it would have held the record's lock, and an executor that creates a
+    /// record takes the same group exclusively while it publishes the key, refusing (No-Wait)
+    /// while any reader holds it. So a key read as absent cannot come into existence before
+    /// the reader's decision, exactly as a record read-locked by it could not be written
+    /// (see `Executor::execute`).
+    pub fn absent_lock(&self, home_bucket: u64) -> Offset {
+        let words = (self.absent_bytes / 8).max(1);
+        Offset(self.absent_off + 8 * (home_bucket % words))
+    }
+
+    /// Whether `offset` lies in the absent-key lock words (a lock intent naming one locks no
+    /// record).
+    pub fn is_absent_lock(&self, offset: Offset) -> bool {
+        (self.absent_off..self.absent_off + self.absent_bytes).contains(&offset.0)
     }
 
     /// Offset of the heap bump pointer word.
@@ -147,8 +178,8 @@ impl Layout {
     }
 
     /// Writes a fresh superblock and zeroes the insert-lock stripes, the node line (the
-    /// incarnation counter starts at 0) and the index, ring and decision-log areas of
-    /// `region`.
+    /// incarnation counter starts at 0) and the index, ring, decision-log and absent-key lock
+    /// areas of `region`.
     ///
     /// # Panics
     /// If `region` is smaller than `self.size`.

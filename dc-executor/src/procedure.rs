@@ -20,7 +20,9 @@ pub struct Access {
     pub read: u64,
     /// Cells written; they are locked exclusively.
     pub write: u64,
-    /// Create the record (every cell zero) if it does not exist.
+    /// A missing record reads as a fresh one (every cell zero, version 0) instead of aborting
+    /// the sub-transaction: it is created if the access writes it, and only its absence is
+    /// locked if the access only reads it (reads never create records; `executor.rs`).
     pub upsert: bool,
 }
 
@@ -100,7 +102,8 @@ pub enum KvOp {
 }
 
 /// The generic key/value procedure: reads, writes, adds and appends on cell 0 of records
-/// of one table, creating missing records. Operations on one key apply in order.
+/// of one table; a missing record reads as zero and is created by the first write (a read
+/// alone creates nothing). Operations on one key apply in order.
 #[derive(Clone, Debug)]
 pub struct KvProcedure {
     ops: Vec<KvOp>,

@@ -12,7 +12,9 @@
 //! - `Committed`: `apply` is called (it applies the changes by the Thomas write rule); on
 //!   [`Apply::Done`] the entry is marked `Flushed` (compare-and-swap on its status word, the
 //!   commit timestamp kept); on [`Apply::Retry`] it stays `Committed` and is offered again
-//!   next step.
+//!   next step; on [`Apply::Invalid`] (an entry that can never be applied) it is marked
+//!   `Flushed` unapplied and counted in [`ReplayStep::invalid`], so one bad entry never stops
+//!   replay.
 //! - `Aborted` (fillers included): marked `Flushed`.
 //! - `Flushed`: skipped; it was applied before, so every entry is applied exactly once
 //!   (unless the process dies between `apply` and the mark, when it is applied again, which
@@ -52,6 +54,11 @@ pub enum Apply {
     /// The changes cannot be applied now (say, a cell lock is held): leave the entry
     /// `Committed`, stop the head before it, offer it again next step.
     Retry,
+    /// The entry can never be applied (it names a record offset that is unaligned, outside
+    /// the region or of another key: a CRC-valid entry written wrong): nothing of it is
+    /// applied, it is marked `Flushed` so replay goes on past it, and the step reports it
+    /// ([`ReplayStep::invalid`]) for the caller to log and count.
+    Invalid(&'static str),
 }
 
 /// What one [`Replayer::step`] did.
@@ -66,6 +73,11 @@ pub struct ReplayStep {
     /// The ring index where the head stopped, when an entry there is unfinished or cannot be
     /// read yet; `None` when the head reached the end of the scan (the tail, or one lap).
     pub blocked_at: Option<u64>,
+    /// `Committed` entries that could not be applied ([`Apply::Invalid`]) and were flushed
+    /// unapplied.
+    pub invalid: u64,
+    /// The ring index and reason of the last of them.
+    pub last_invalid: Option<(u64, &'static str)>,
 }
 
 /// The replay task of one node's ring (RedT Algorithm 2 `ReplayLog`), run by the node itself
@@ -157,6 +169,11 @@ impl Replayer {
                         self.flush(region, index, &entry, owed, &mut out)
                     }
                     Apply::Retry => false,
+                    Apply::Invalid(why) => {
+                        out.invalid += 1;
+                        out.last_invalid = Some((index, why));
+                        self.flush(region, index, &entry, owed, &mut out)
+                    }
                 },
                 EntryStatus::Aborted => self.flush(region, index, &entry, owed, &mut out),
                 EntryStatus::Flushed => true,
@@ -299,16 +316,16 @@ mod tests {
             Apply::Done
         });
         assert_eq!(seen, [1, 3]);
-        assert_eq!(s, ReplayStep { applied: 2, flushed: 3, head: 1, blocked_at: Some(1) });
+        assert_eq!(s, ReplayStep { applied: 2, flushed: 3, head: 1, blocked_at: Some(1), ..ReplayStep::default() });
         // Nothing new: nothing applied twice.
         let s = r.step(&region, &mut |_| panic!("already applied"));
-        assert_eq!(s, ReplayStep { applied: 0, flushed: 0, head: 1, blocked_at: Some(1) });
+        assert_eq!(s, ReplayStep { applied: 0, flushed: 0, head: 1, blocked_at: Some(1), ..ReplayStep::default() });
         set(&verbs, &layout, b, EntryStatus::Committed, Cts(99));
         let s = r.step(&region, &mut |e| {
             assert_eq!((e.txn.0, e.cts), (2, Cts(99)));
             Apply::Done
         });
-        assert_eq!(s, ReplayStep { applied: 1, flushed: 1, head: 7, blocked_at: None });
+        assert_eq!(s, ReplayStep { applied: 1, flushed: 1, head: 7, blocked_at: None, ..ReplayStep::default() });
         assert!(ring_is_zero(&layout, &region));
     }
 
@@ -331,11 +348,11 @@ mod tests {
             Apply::Done
         });
         assert_eq!(seen, [1, 2], "both applied");
-        assert_eq!(s, ReplayStep { applied: 2, flushed: 2, head: a, blocked_at: Some(a) });
+        assert_eq!(s, ReplayStep { applied: 2, flushed: 2, head: a, blocked_at: Some(a), ..ReplayStep::default() });
         let h = crate::ring::read_header(&verbs, N, &layout, a).unwrap();
         assert_eq!((h.status, h.cts, h.owed), (EntryStatus::Flushed, Cts(77), 0b10), "flushed, mask kept");
         let s = r.step(&region, &mut |_| panic!("applied once"));
-        assert_eq!(s, ReplayStep { applied: 0, flushed: 0, head: a, blocked_at: Some(a) });
+        assert_eq!(s, ReplayStep { applied: 0, flushed: 0, head: a, blocked_at: Some(a), ..ReplayStep::default() });
         // A fresh replayer (a restarted process) holds the head there too.
         let s = Replayer::new(layout, N).step(&region, &mut |_| panic!("flushed before the restart"));
         assert_eq!(s.head, a);
@@ -343,7 +360,7 @@ mod tests {
         let old = word.load(Ordering::Acquire);
         word.store(old & !(0xff << crate::ring::OWED_SHIFT), Ordering::Release);
         let s = r.step(&region, &mut |_| panic!("nothing left to apply"));
-        assert_eq!(s, ReplayStep { applied: 0, flushed: 0, head: b + 1, blocked_at: None });
+        assert_eq!(s, ReplayStep { applied: 0, flushed: 0, head: b + 1, blocked_at: None, ..ReplayStep::default() });
         assert!(ring_is_zero(&layout, &region));
     }
 
@@ -354,11 +371,11 @@ mod tests {
         let mut r = Replayer::new(layout, N);
         append(&verbs, &mut w, &layout, &entry(1, EntryStatus::Committed, 10));
         let s = r.step(&region, &mut |_| Apply::Retry);
-        assert_eq!(s, ReplayStep { applied: 0, flushed: 0, head: 0, blocked_at: Some(0) });
+        assert_eq!(s, ReplayStep { applied: 0, flushed: 0, head: 0, blocked_at: Some(0), ..ReplayStep::default() });
         let e = read_entry(&verbs, N, &layout, 0).unwrap();
         assert_eq!(e.status, EntryStatus::Committed);
         let s = r.step(&region, &mut |_| Apply::Done);
-        assert_eq!(s, ReplayStep { applied: 1, flushed: 1, head: 2, blocked_at: None });
+        assert_eq!(s, ReplayStep { applied: 1, flushed: 1, head: 2, blocked_at: None, ..ReplayStep::default() });
     }
 
     #[test]
@@ -370,7 +387,7 @@ mod tests {
         let hole = w.reserve(&verbs, 2, Duration::ZERO, &still()).unwrap();
         append(&verbs, &mut w, &layout, &entry(7, EntryStatus::Committed, 0));
         let s = r.step(&region, &mut |_| panic!("the scan cannot pass the hole"));
-        assert_eq!(s, ReplayStep { applied: 0, flushed: 0, head: 0, blocked_at: Some(hole) });
+        assert_eq!(s, ReplayStep { applied: 0, flushed: 0, head: 0, blocked_at: Some(hole), ..ReplayStep::default() });
         // Only the first slot of a two-slot entry written: still torn.
         let full = encode(&entry(8, EntryStatus::Committed, 40), hole);
         assert_eq!(full.len(), 128);
@@ -383,7 +400,7 @@ mod tests {
             assert_eq!(e.txn.0, 7);
             Apply::Done
         });
-        assert_eq!(s, ReplayStep { applied: 1, flushed: 2, head: 3, blocked_at: None });
+        assert_eq!(s, ReplayStep { applied: 1, flushed: 2, head: 3, blocked_at: None, ..ReplayStep::default() });
         assert!(ring_is_zero(&layout, &region));
     }
 }

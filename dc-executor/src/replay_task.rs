@@ -1,5 +1,7 @@
 //! The per-node replay thread: runs [`Replayer::step`] over the node's own region in a
-//! loop, applying `Committed` entries with [`apply_committed`], and backs off while idle.
+//! loop, applying `Committed` entries with [`apply_committed`], and backs off while idle. An
+//! entry it cannot apply (`Apply::Invalid`) is logged as an error and counted
+//! ([`ReplayTask::invalid`]); replay goes on past it.
 
 use crate::apply::apply_committed;
 use crate::dc::DcHandle;
@@ -22,6 +24,7 @@ const BUSY_PAUSE: Duration = Duration::from_micros(200);
 pub struct ReplayTask {
     stop: Arc<AtomicBool>,
     applied: Arc<AtomicU64>,
+    invalid: Arc<AtomicU64>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -31,9 +34,10 @@ impl ReplayTask {
     pub fn spawn(region: Arc<Region>, dc: &DcHandle, node: NodeId) -> ReplayTask {
         let stop = Arc::new(AtomicBool::new(false));
         let applied = Arc::new(AtomicU64::new(0));
+        let invalid = Arc::new(AtomicU64::new(0));
         let catalog: Catalog = dc.catalog.clone();
         let mut replayer = Replayer::new(dc.layout, node);
-        let (s, a) = (stop.clone(), applied.clone());
+        let (s, a, bad) = (stop.clone(), applied.clone(), invalid.clone());
         let thread = std::thread::Builder::new()
             .name(format!("replay-{}", node.0))
             .spawn(move || {
@@ -42,6 +46,13 @@ impl ReplayTask {
                     let stopping = s.load(Ordering::Acquire);
                     let step = replayer.step(&region, &mut |e| apply_committed(&region, &catalog, e));
                     a.fetch_add(step.applied, Ordering::Relaxed);
+                    if let Some((index, why)) = step.last_invalid {
+                        bad.fetch_add(step.invalid, Ordering::Relaxed);
+                        tracing::error!(
+                            %node, index, invalid = step.invalid,
+                            "replay skipped a committed redo entry it cannot apply: {why}"
+                        );
+                    }
                     if step.applied + step.flushed > 0 {
                         idle = BUSY_PAUSE;
                         std::thread::sleep(BUSY_PAUSE);
@@ -54,12 +65,18 @@ impl ReplayTask {
                 }
             })
             .expect("spawning a thread");
-        ReplayTask { stop, applied, thread: Some(thread) }
+        ReplayTask { stop, applied, invalid, thread: Some(thread) }
     }
 
     /// Committed entries applied so far.
     pub fn applied(&self) -> u64 {
         self.applied.load(Ordering::Relaxed)
+    }
+
+    /// Committed entries replay could not apply (`Apply::Invalid`: logged as errors, flushed
+    /// unapplied) so far.
+    pub fn invalid(&self) -> u64 {
+        self.invalid.load(Ordering::Relaxed)
     }
 
     /// Stops the thread once a pass makes no progress, and waits for it.

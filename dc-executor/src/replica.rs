@@ -143,6 +143,7 @@ impl Executor {
             locks,
             changes,
         };
+        ring::check_encodable(&entry)?;
         let slots = ring::encoded_slots(&entry);
         let index = self.reserve_slots(node, slots)?;
         let mut batch = DoorbellBatch::new();

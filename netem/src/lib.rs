@@ -18,6 +18,7 @@
 //! request (`redt-coordinator`); deterministic in-memory simulation of the protocol cores
 //! (each core's test harness).
 
+#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 mod accuracy;

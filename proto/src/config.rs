@@ -37,12 +37,22 @@
 //!               catch_up_give_up: 30s }
 //!   detector: { interval: 20ms, timeout: 200ms }   # every peer's heartbeats (default: per
 //!                                  #   link, redt_replication::DetectorConfig::for_link)
+//! limits:                          # optional, every key optional (defaults shown)
+//!   max_ops_per_txn: 4096          # operations of one transaction, 1 to 1048576
+//!   max_bytes_per_txn: 4MiB        # keys (8 bytes each) + values of one transaction, <= 12MiB
+//!   max_jsonl_line_bytes: 1MiB     # longest line `redt client --jsonl` reads, <= 64MiB
 //! ```
 //!
 //! Value syntax:
 //! - **sizes**: an integer number of bytes, or an integer with a unit `B`, `KiB`, `MiB`,
 //!   `GiB`, `TiB` (binary; a space before the unit is allowed). Every MemStore size must be
-//!   a multiple of 64 bytes.
+//!   a multiple of 64 bytes. The record heap is what is left after the superblock, index,
+//!   ring, decision log and absent-key locks (one 8-byte word per index bucket).
+//! - **limits**: `max_ops_per_txn` an integer, the two byte limits sizes; each at least 1 and
+//!   at most its ceiling (`redt_proto::LimitsConfig`). A request over a limit is refused
+//!   before anything is reserved or written, with an error naming the limit (`limits.KEY`)
+//!   and its value; a sub-transaction may also name each participant DC only once, so at
+//!   most as many as `dcs` has.
 //! - **durations** (`rtt`, `jitter`, every `timeouts` key): humantime syntax (`40ms`,
 //!   `1s 500ms`, `250us`); a plain `0` is zero. A timeout is above zero (`clock_skew_bound`
 //!   may be zero) and at most 24 h; orderings (`retry_every` ≤ `retry_max`, the detector's
@@ -108,6 +118,8 @@ struct RawTopology {
     partitions: Vec<RawPartition>,
     #[serde(default)]
     timeouts: timeouts::RawTimeouts,
+    #[serde(default)]
+    limits: limits::RawLimits,
 }
 
 #[derive(Deserialize)]
@@ -458,6 +470,7 @@ impl Resolver<'_> {
         let tables = self.tables(&raw.tables)?;
         let partitions = self.partitions(&raw.partitions, &nodes, &dcs)?;
         let timeouts = self.timeouts(&raw.timeouts)?;
+        let limits = self.limits(&raw.limits)?;
         Ok(Topology {
             name: raw.name,
             epoch: Epoch(raw.epoch),
@@ -468,6 +481,7 @@ impl Resolver<'_> {
             partitions,
             links,
             timeouts,
+            limits,
         })
     }
 
@@ -498,11 +512,13 @@ impl Resolver<'_> {
                 ),
             ));
         }
-        let log_bytes = MemStoreConfig { size_bytes, index_bytes, ring_bytes }.decision_log_bytes();
+        let config = MemStoreConfig { size_bytes, index_bytes, ring_bytes };
+        let (log_bytes, absent_bytes) = (config.decision_log_bytes(), config.absent_lock_bytes());
         let fixed = index_bytes
             .checked_add(ring_bytes)
             .and_then(|v| v.checked_add(SUPERBLOCK_BYTES))
-            .and_then(|v| v.checked_add(log_bytes));
+            .and_then(|v| v.checked_add(log_bytes))
+            .and_then(|v| v.checked_add(absent_bytes));
         match fixed {
             Some(fixed) if fixed < size_bytes => {}
             _ => {
@@ -510,7 +526,8 @@ impl Resolver<'_> {
                     "memstore.size",
                     format!(
                         "too small: index ({index_bytes}) + ring ({ring_bytes}) + decision log ({log_bytes}) + \
-                         superblock ({SUPERBLOCK_BYTES}) leaves no room for records in {size_bytes} bytes"
+                         absent-key locks ({absent_bytes}) + superblock ({SUPERBLOCK_BYTES}) leaves no room for \
+                         records in {size_bytes} bytes"
                     ),
                 ))
             }
@@ -761,6 +778,7 @@ impl Resolver<'_> {
     }
 }
 
+mod limits;
 mod timeouts;
 
 #[cfg(test)]

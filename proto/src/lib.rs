@@ -4,6 +4,8 @@
 //! This crate owns no behaviour beyond parsing and checking; the data path lives in
 //! `redt-dc-executor`, the protocol in `redt-coordinator`.
 
+#![forbid(unsafe_code)]
+
 mod config;
 mod decision;
 mod error;
@@ -19,6 +21,6 @@ pub use ids::{Ballot, Cts, DcId, Epoch, NodeId, Offset, PartitionId, TableId, Tx
 pub use protocol::{Protocol, UnknownProtocol};
 pub use quorum::{majority, quorum};
 pub use topology::{
-    CellSchema, Dc, DetectorTimeoutsConfig, Learner, LinkConditions, Locking, MemStoreConfig, Node, Partition,
-    Partitioning, RecoveryTimeoutsConfig, TableSchema, TimeoutsConfig, Topology,
+    CellSchema, Dc, DetectorTimeoutsConfig, Learner, LimitsConfig, LinkConditions, Locking, MemStoreConfig, Node,
+    Partition, Partitioning, RecoveryTimeoutsConfig, TableSchema, TimeoutsConfig, Topology,
 };

@@ -31,6 +31,55 @@ pub struct Topology {
     /// is `None` and takes its topology-derived default where a node resolves them
     /// (`redt_coordinator::NodeTimeouts`).
     pub timeouts: TimeoutsConfig,
+    /// The limits on what one client request may ask for (its optional `limits:` section;
+    /// [`LimitsConfig::default`] where it leaves a key out).
+    pub limits: LimitsConfig,
+}
+
+/// The `limits:` section of a topology file: how much one transaction may ask of the cluster
+/// (issue 14). A request over a limit is refused before anything is reserved or written, with
+/// an error that names the limit and its value; every node of a cluster reads the same file,
+/// so a coordinator and the executors it sends to check the same values. A fourth limit is
+/// fixed by the topology rather than set here: a sub-transaction names each participant DC at
+/// most once, so at most as many as the topology has DCs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LimitsConfig {
+    /// `max_ops_per_txn`: most operations (key/value or YCSB operations, or the records a
+    /// stored procedure plans to touch) in one transaction.
+    pub max_ops_per_txn: u64,
+    /// `max_bytes_per_txn`: most bytes of keys (8 each) and values one transaction carries.
+    pub max_bytes_per_txn: u64,
+    /// `max_jsonl_line_bytes`: the longest line `redt client --jsonl` reads, newline
+    /// excluded; a longer line is answered with a failure and skipped.
+    pub max_jsonl_line_bytes: u64,
+}
+
+impl LimitsConfig {
+    /// Default `max_ops_per_txn`: 4,096 operations.
+    pub const DEFAULT_MAX_OPS_PER_TXN: u64 = 4096;
+    /// Default `max_bytes_per_txn`: 4 MiB.
+    pub const DEFAULT_MAX_BYTES_PER_TXN: u64 = 4 << 20;
+    /// Default `max_jsonl_line_bytes`: 1 MiB.
+    pub const DEFAULT_MAX_JSONL_LINE_BYTES: u64 = 1 << 20;
+    /// The largest `max_ops_per_txn` a file may set: 1,048,576 (a redo entry counts its lock
+    /// intents in 24 bits, and one transaction's vote must fit a 16 MiB frame).
+    pub const MAX_OPS_PER_TXN_CEILING: u64 = 1 << 20;
+    /// The largest `max_bytes_per_txn` a file may set: 12 MiB (a request and its vote each
+    /// travel in one frame of at most 16 MiB).
+    pub const MAX_BYTES_PER_TXN_CEILING: u64 = 12 << 20;
+    /// The largest `max_jsonl_line_bytes` a file may set: 64 MiB.
+    pub const MAX_JSONL_LINE_BYTES_CEILING: u64 = 64 << 20;
+}
+
+impl Default for LimitsConfig {
+    /// The defaults: 4,096 operations and 4 MiB per transaction, 1 MiB per JSON line.
+    fn default() -> Self {
+        LimitsConfig {
+            max_ops_per_txn: Self::DEFAULT_MAX_OPS_PER_TXN,
+            max_bytes_per_txn: Self::DEFAULT_MAX_BYTES_PER_TXN,
+            max_jsonl_line_bytes: Self::DEFAULT_MAX_JSONL_LINE_BYTES,
+        }
+    }
 }
 
 /// The `timeouts:` section of a topology file: coordinator timeouts at the top, recovery's
@@ -141,6 +190,14 @@ impl MemStoreConfig {
     /// entry's decision outlives its slot).
     pub fn decision_log_bytes(&self) -> u64 {
         64 + ((self.ring_bytes / 64).saturating_sub(1) * 32).div_ceil(64) * 64
+    }
+
+    /// Bytes of the absent-key lock words that follow the decision log: one 8-byte lock word
+    /// per 64-byte index bucket, rounded up to whole 64-byte lines. A read of a key that has
+    /// no record locks the word of the key's home bucket instead of creating a record
+    /// (`redt_dc_executor::Layout::absent_lock`).
+    pub fn absent_lock_bytes(&self) -> u64 {
+        (self.index_bytes / 64 * 8).div_ceil(64) * 64
     }
 }
 

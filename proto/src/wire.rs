@@ -423,6 +423,16 @@ pub struct StatusReply {
     /// voters than the topology file gives them, or a learner not yet promoted).
     #[prost(uint32, tag = "25")]
     pub under_replicated: u32,
+    /// Requests the node refused for being over a limit (the topology's `limits:`, or more
+    /// participant DCs than it has) since it started.
+    #[prost(uint64, tag = "26")]
+    pub refused_over_limit: u64,
+    /// Abort votes its executor side gave because a record heap was full, since it started.
+    #[prost(uint64, tag = "27")]
+    pub heap_full_votes: u64,
+    /// Committed redo entries its replay could not apply and passed over, since it started.
+    #[prost(uint64, tag = "28")]
+    pub replay_invalid_entries: u64,
 }
 
 /// One rebuild of a node: a learner's snapshot copy.
@@ -757,9 +767,22 @@ pub struct VoteMsg {
     /// Commit vote?
     #[prost(bool, tag = "3")]
     pub commit: bool,
-    /// Why it aborted (empty for commit).
+    /// Why it aborted (empty for commit), for people.
     #[prost(string, tag = "4")]
     pub abort_reason: String,
+    /// Why it aborted, for the coordinator: 0 = only `abort_reason` says (a procedure's own
+    /// abort, or a sender that does not set it), 1 = lock conflict on access `abort_value`,
+    /// 2 = record of access `abort_value` not found, 3 = redo ring of `abort_node` full,
+    /// 4 = fenced by a recoverer, 5 = `abort_node`'s epoch floor is `abort_value`, 6 = record
+    /// heap of `abort_node` full, 7 = hash index of `abort_node` full.
+    #[prost(uint32, tag = "10")]
+    pub abort_kind: u32,
+    /// The node `abort_kind` names.
+    #[prost(uint32, tag = "11")]
+    pub abort_node: u32,
+    /// The access or epoch `abort_kind` names.
+    #[prost(uint64, tag = "12")]
+    pub abort_value: u64,
     /// Per-access versions and values.
     #[prost(message, repeated, tag = "5")]
     pub items: Vec<ItemVoteMsg>,

@@ -129,3 +129,18 @@ fn every_config_file_loads() {
     }
     assert!(count >= 2, "expected at least default.yaml and local-fast.yaml");
 }
+
+/// The commented `limits:` example in configs/default.yaml, uncommented, sets every key to its
+/// default: the file documents the defaults truthfully.
+#[test]
+fn the_limits_example_in_default_yaml_spells_out_the_defaults() {
+    let text = std::fs::read_to_string(configs_dir().join("default.yaml")).expect("default.yaml");
+    let start = text.find("\n# limits:\n").expect("default.yaml has a commented limits example") + 1;
+    let end = start + text[start..].find("\n\n").expect("the example ends with a blank line");
+    let block: String = text[start..end].lines().map(|l| format!("{}\n", l.strip_prefix("# ").unwrap_or(l))).collect();
+    let uncommented = format!("{}{block}{}", &text[..start], &text[end..]);
+    assert!(uncommented.contains("\nlimits:\n  max_ops_per_txn: 4096"), "{block}");
+    let t = Topology::from_yaml("default.yaml", &uncommented).expect("the uncommented example is valid");
+    assert_eq!(t.limits, redt_proto::LimitsConfig::default());
+    assert_eq!(load("default.yaml").limits, redt_proto::LimitsConfig::default());
+}

@@ -16,6 +16,8 @@
 //! timers that drive them, refusing stale epochs (executor and coordinator), and copying a
 //! partition's snapshot to a learner (the data path).
 
+#![forbid(unsafe_code)]
+
 mod detector;
 mod detector_sim;
 mod error;

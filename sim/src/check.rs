@@ -76,6 +76,16 @@ pub enum Violation {
         /// The lock word found.
         word: u64,
     },
+    /// An absent-key lock word held with no undecided entry of this node listing it (a read
+    /// of a key with no record whose lock outlived its transaction).
+    OrphanAbsentLock {
+        /// The node.
+        node: NodeId,
+        /// Offset of the word in its MemStore.
+        offset: u64,
+        /// The lock word found.
+        word: u64,
+    },
     /// Replicas of a key disagree after the run drained.
     Diverged {
         /// The key.
@@ -113,6 +123,9 @@ impl std::fmt::Display for Violation {
             Violation::OrphanLock { node, key, word } => {
                 write!(f, "key {key} locked on {node} (lock word {word:#x}) by no undecided entry")
             }
+            Violation::OrphanAbsentLock { node, offset, word } => {
+                write!(f, "absent-key lock word +{offset} held on {node} ({word:#x}) by no undecided entry")
+            }
             Violation::Diverged { key, values } => write!(f, "replicas of key {key} disagree: {values:?}"),
             Violation::BankTotal { found, expected } => write!(f, "bank total {found}, expected {expected}"),
             Violation::BankRead { txn, found } => write!(f, "{txn} read a bank total of {found}"),
@@ -131,6 +144,7 @@ pub(crate) fn check(w: &mut World) {
     // Undecided entries, and the locks they hold.
     let mut leftovers = Vec::new();
     let mut locked_by_entries: BTreeSet<(NodeId, u64)> = BTreeSet::new();
+    let mut absent_by_entries: BTreeSet<(NodeId, u64)> = BTreeSet::new();
     // Every node, a removed one included: it drops its old-epoch entries when it comes back.
     for n in &w.topology.nodes {
         let dc = &w.dcs[n.dc.0 as usize];
@@ -139,6 +153,10 @@ pub(crate) fn check(w: &mut World) {
             let locked_keys: Vec<u64> = e.locks.iter().filter(|l| l.table == table).map(|l| l.key).collect();
             for l in &e.locks {
                 locked_by_entries.insert((n.id, l.key));
+                let word = redt_dc_executor::lock_word(l.record);
+                if layout.is_absent_lock(word) {
+                    absent_by_entries.insert((n.id, word.0));
+                }
             }
             let crash = w.started.get(&e.txn).and_then(|(start, participants)| {
                 w.crash_log.iter().copied().find(|&(node, t)| {
@@ -159,6 +177,21 @@ pub(crate) fn check(w: &mut World) {
         }
     }
     let left_keys: BTreeSet<u64> = leftovers.iter().flat_map(|l| l.locked_keys.iter().copied()).collect();
+    // Absent-key lock words (reads of keys with no record) held by no undecided entry.
+    for n in &w.topology.nodes {
+        let dc = &w.dcs[n.dc.0 as usize];
+        let mut words = vec![0u8; layout.absent_bytes as usize];
+        if dc.verbs.read(n.id, redt_proto::Offset(layout.absent_off), &mut words).is_err() {
+            continue;
+        }
+        for (i, b) in words.chunks_exact(8).enumerate() {
+            let word = u64::from_le_bytes(b.try_into().expect("8-byte chunk"));
+            let offset = layout.absent_off + 8 * i as u64;
+            if word != 0 && !absent_by_entries.contains(&(n.id, offset)) {
+                w.report.violations.push(Violation::OrphanAbsentLock { node: n.id, offset, word });
+            }
+        }
+    }
     // Every node is back and every partition healed after the drain: recovery must have
     // decided everything, crash or not.
     for l in leftovers {

@@ -20,6 +20,8 @@
 //! client heard of it, and no lock or undecided redo entry is left — except those a crash left
 //! to a recoverer, which are reported precisely ([`Leftover`]) until recovery exists.
 
+#![forbid(unsafe_code)]
+
 mod check;
 mod net;
 mod workload;

@@ -1,10 +1,14 @@
 //! `redt client --jsonl`: one transaction per line of standard input in the Jepsen/Elle
-//! micro-op format, one answer per line on standard output.
+//! micro-op format, one answer per line on standard output. A line longer than the topology's
+//! `limits.max_jsonl_line_bytes` is answered with a failure naming the limit and skipped,
+//! without being held in memory; the transactions themselves are bounded by the coordinator
+//! (`limits.max_ops_per_txn`, `limits.max_bytes_per_txn`).
 
 use super::{load_topology, runtime};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use redt_bench::jepsen;
+use redt_coordinator::limits::{Limit, OverLimit};
 use redt_coordinator::{call, Client, CoordinatorOptions, EmbeddedCluster, TxnOutcome, TxnStatus};
 use redt_dc_executor::KvOp;
 use redt_proto::wire::ProcedureCall;
@@ -80,13 +84,32 @@ pub fn run(a: &ClientArgs) -> Result<()> {
             ),
         };
         let stdin = std::io::stdin();
+        let mut input = stdin.lock();
         let mut out = std::io::stdout().lock();
-        for line in stdin.lock().lines() {
-            let line = line?;
+        let max_line = usize::try_from(topo.limits.max_jsonl_line_bytes).unwrap_or(usize::MAX);
+        let mut buf = Vec::new();
+        loop {
+            let line = match read_line(&mut input, max_line, &mut buf)? {
+                Line::End => break,
+                Line::TooLong(got) => {
+                    let over = OverLimit { limit: Limit::JsonlLineBytes, got, max: max_line as u64 };
+                    writeln!(out, "{}", json!({"type": "fail", "error": over.to_string()}))?;
+                    out.flush()?;
+                    continue;
+                }
+                Line::Text => match std::str::from_utf8(&buf) {
+                    Ok(text) => text,
+                    Err(e) => {
+                        writeln!(out, "{}", json!({"type": "fail", "error": format!("the line is not UTF-8: {e}")}))?;
+                        out.flush()?;
+                        continue;
+                    }
+                },
+            };
             if line.trim().is_empty() {
                 continue;
             }
-            let reply = match jepsen::parse_line(&line).and_then(|ops| jepsen::to_kv_ops(&ops).map(|kv| (ops, kv))) {
+            let reply = match jepsen::parse_line(line).and_then(|ops| jepsen::to_kv_ops(&ops).map(|kv| (ops, kv))) {
                 Err(e) => json!({"type": "fail", "error": e}),
                 Ok((ops, kv)) => {
                     let (o, reads_lost) = target.submit(call::kv_call(table.id, &kv)).await;
@@ -113,4 +136,91 @@ pub fn run(a: &ClientArgs) -> Result<()> {
         }
         anyhow::Ok(())
     })
+}
+
+/// What [`read_line`] found.
+#[derive(Debug, PartialEq, Eq)]
+enum Line {
+    /// A whole line is in the buffer (newline and a carriage return before it removed).
+    Text,
+    /// The line was longer than the limit: it was read to its end and dropped; the number is
+    /// the bytes it had (newline excluded).
+    TooLong(u64),
+    /// No more input.
+    End,
+}
+
+/// Reads the next line of `input` into `buf`, keeping at most `max` bytes of it: a longer
+/// line is consumed to its newline (or the end of input) without being stored, and reported
+/// as [`Line::TooLong`].
+///
+/// # Errors
+/// Read errors of `input`.
+fn read_line(input: &mut impl BufRead, max: usize, buf: &mut Vec<u8>) -> std::io::Result<Line> {
+    buf.clear();
+    let (mut len, mut any) = (0u64, false);
+    loop {
+        let chunk = input.fill_buf()?;
+        if chunk.is_empty() {
+            break;
+        }
+        any = true;
+        let (part, newline) = match chunk.iter().position(|&b| b == b'\n') {
+            Some(i) => (&chunk[..i], true),
+            None => (chunk, false),
+        };
+        len += part.len() as u64;
+        if len <= max as u64 + 1 {
+            // One byte over the limit may be a carriage return before the newline.
+            buf.extend_from_slice(part);
+        }
+        let used = part.len() + usize::from(newline);
+        input.consume(used);
+        if newline {
+            break;
+        }
+    }
+    if !any {
+        return Ok(Line::End);
+    }
+    if buf.last() == Some(&b'\r') && len <= max as u64 + 1 {
+        buf.pop();
+        len -= 1;
+    }
+    if len > max as u64 {
+        buf.clear();
+        return Ok(Line::TooLong(len));
+    }
+    Ok(Line::Text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lines(text: &[u8], max: usize) -> Vec<Result<String, u64>> {
+        let mut input = std::io::BufReader::with_capacity(4, text);
+        let mut buf = Vec::new();
+        let mut out = Vec::new();
+        loop {
+            match read_line(&mut input, max, &mut buf).unwrap() {
+                Line::End => return out,
+                Line::Text => out.push(Ok(String::from_utf8(buf.clone()).unwrap())),
+                Line::TooLong(n) => out.push(Err(n)),
+            }
+        }
+    }
+
+    #[test]
+    fn a_line_over_the_limit_is_skipped_and_the_next_one_read() {
+        assert_eq!(lines(b"abc\n", 3), vec![Ok("abc".into())]);
+        assert_eq!(lines(b"abcd\nxy\n", 3), vec![Err(4), Ok("xy".into())]);
+        assert_eq!(lines(b"abc\r\nxyz", 3), vec![Ok("abc".into()), Ok("xyz".into())]);
+        assert_eq!(lines(b"\n\n", 3), vec![Ok(String::new()), Ok(String::new())]);
+        let long = [b'x'; 10_000];
+        let mut text = long.to_vec();
+        text.extend_from_slice(b"\nok\n");
+        assert_eq!(lines(&text, 100), vec![Err(10_000), Ok("ok".into())]);
+        assert_eq!(lines(&long, 100), vec![Err(10_000)], "a last line without a newline too");
+    }
 }

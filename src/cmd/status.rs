@@ -76,7 +76,38 @@ pub fn run(a: &StatusArgs) -> Result<()> {
         text.push_str(&blocked(&topo, &statuses));
     }
     text.push_str(&rebuilds(&topo, &statuses));
+    text.push_str(&refusals(&topo, &statuses));
     print_out(&text)
+}
+
+/// The requests refused over a limit, the heap-full abort votes and the redo entries replay
+/// passed over, per node, when any node has one (issue 14).
+fn refusals(topo: &Topology, statuses: &[(NodeId, Result<NodeStatus, String>)]) -> String {
+    let rows: Vec<String> = statuses
+        .iter()
+        .filter_map(|(n, s)| s.as_ref().ok().map(|s| (n, s)))
+        .filter(|(_, s)| s.refused_over_limit + s.heap_full_votes + s.replay_invalid_entries > 0)
+        .map(|(n, s)| {
+            format!(
+                "{:<12} {:>10} {:>15} {:>14}\n",
+                node_name(topo, *n),
+                s.refused_over_limit,
+                s.heap_full_votes,
+                s.replay_invalid_entries
+            )
+        })
+        .collect();
+    if rows.is_empty() {
+        return String::new();
+    }
+    format!(
+        "\nrefused and failed since start:\n{:<12} {:>10} {:>15} {:>14}\n{}",
+        "node",
+        "over-limit",
+        "heap-full votes",
+        "replay skipped",
+        rows.concat()
+    )
 }
 
 fn node_name(topo: &Topology, n: NodeId) -> String {
@@ -279,6 +310,9 @@ fn node_json(topo: &Topology, n: NodeId, s: &Result<NodeStatus, String>) -> serd
                 "blocked": s.recoveries_blocked,
             },
             "gap_slots_filled": s.gap_slots_filled,
+            "refused_over_limit": s.refused_over_limit,
+            "heap_full_votes": s.heap_full_votes,
+            "replay_invalid_entries": s.replay_invalid_entries,
             "locks_held": s.locks_held,
             "suspected_nodes": s.suspected_nodes.iter().map(|&n| node_name(topo, n)).collect::<Vec<_>>(),
             "suspected_dcs": s.suspected_dcs.iter().map(|&d| dc_name(topo, d)).collect::<Vec<_>>(),

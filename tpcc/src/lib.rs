@@ -5,5 +5,7 @@
 //!
 //! The loader, the terminals and the consistency check are the bench's (`redt_bench::tpcc`).
 
+#![forbid(unsafe_code)]
+
 pub mod procedures;
 pub mod schema;

@@ -75,13 +75,57 @@ pub fn encoded_slots(entry: &RedoEntry) -> u64 {
     entry.shape().slots()
 }
 
+/// Checks that `entry` can be encoded: at most 65,535 participants and partitions (u16
+/// counts in the header), at most 2^24 − 1 lock intents and changes, one version per touched
+/// cell of each lock intent, values that fit a u32 length, and at most [`MAX_ENTRY_SLOTS`]
+/// slots. A writer calls it before it reserves ring space for the entry, so an entry built
+/// from a request that is too large is refused with nothing reserved (a reservation never
+/// written would stop replay until filled).
+///
+/// # Errors
+/// [`Error::EntryTooLarge`] for more slots than an entry may have; [`Error::Unencodable`]
+/// naming the count or field that does not fit.
+pub fn check_encodable(entry: &RedoEntry) -> Result<()> {
+    let shape = entry.shape();
+    let refuse = |why: String| Err(Error::Unencodable { txn: entry.txn, why });
+    if shape.participants > u64::from(u16::MAX) {
+        return refuse(format!("{} participant DCs; an entry holds at most {}", shape.participants, u16::MAX));
+    }
+    if shape.partitions > u64::from(u16::MAX) {
+        return refuse(format!("{} partitions; an entry holds at most {}", shape.partitions, u16::MAX));
+    }
+    if shape.locks > MAX_ITEMS || shape.changes > MAX_ITEMS {
+        return refuse(format!(
+            "{} lock intents and {} changes; an entry holds at most {MAX_ITEMS} of each",
+            shape.locks, shape.changes
+        ));
+    }
+    if let Some(l) = entry.locks.iter().find(|l| l.versions.len() != l.cells.count_ones() as usize) {
+        return refuse(format!(
+            "the lock intent of {} key {} has {} versions for {} cells",
+            l.table,
+            l.key,
+            l.versions.len(),
+            l.cells.count_ones()
+        ));
+    }
+    if let Some(c) = entry.changes.iter().find(|c| u32::try_from(c.value.len()).is_err()) {
+        return refuse(format!("a {}-byte value does not fit a 32-bit length", c.value.len()));
+    }
+    if shape.slots() > MAX_ENTRY_SLOTS {
+        return Err(Error::EntryTooLarge { bytes: shape.bytes(), ring_bytes: MAX_ENTRY_SLOTS * SLOT_BYTES });
+    }
+    Ok(())
+}
+
 /// Encodes `entry` for ring index `index`: `encoded_slots(entry) * 64` bytes, the header,
 /// the body and zero padding (see the module docs for the format).
 ///
 /// # Panics
-/// If the entry exceeds [`MAX_ENTRY_SLOTS`] slots or 65 535 participants, or a lock's
-/// `versions` does not hold one version per set bit of its `cells`: a caller sizes and
-/// reserves with [`RingWriter::reserve`] first, which refuses oversized entries.
+/// If [`check_encodable`] refuses the entry (more than [`MAX_ENTRY_SLOTS`] slots or 65,535
+/// participants, a lock whose `versions` does not hold one version per set bit of its
+/// `cells`, …): a writer checks the entry with it and reserves with
+/// [`RingWriter::reserve`] first, which refuses oversized reservations.
 ///
 /// [`RingWriter::reserve`]: super::RingWriter::reserve
 pub fn encode(entry: &RedoEntry, index: u64) -> Vec<u8> {

@@ -129,6 +129,8 @@ mod tests {
             ring_bytes: 5 * 64,
             log_off: 448,
             log_bytes: 64,
+            absent_off: 512,
+            absent_bytes: 0,
             heap_off: 512,
         };
         assert_eq!(layout.ring_slots(), 4);

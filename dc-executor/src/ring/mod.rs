@@ -101,7 +101,7 @@ mod strategies;
 mod vote;
 mod writer;
 
-pub use codec::{decode, encode, encode_filler, encode_padded, encoded_slots, EntryShape};
+pub use codec::{check_encodable, decode, encode, encode_filler, encode_padded, encoded_slots, EntryShape};
 pub use entry::{Change, EntryStatus, LockIntent, RedoEntry, OWED_SHIFT};
 pub(crate) use layout::{head_offset, pieces, ring_slots, slot_offset, tail_offset};
 pub use layout::{push_set_status, push_set_status_owed, push_write, push_write_body, status_offset};

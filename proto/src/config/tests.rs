@@ -1,7 +1,7 @@
 //! One test per validation rule, each asserting the field path and the problem text.
 
 use super::*;
-use crate::topology::{DetectorTimeoutsConfig, RecoveryTimeoutsConfig, TimeoutsConfig};
+use crate::topology::{DetectorTimeoutsConfig, LimitsConfig, RecoveryTimeoutsConfig, TimeoutsConfig};
 
 const FILE: &str = "test.yaml";
 
@@ -332,9 +332,9 @@ fn memstore_ring_at_least_one_slot() {
 
 #[test]
 fn memstore_size_leaves_room_for_records() {
-    // index + ring + decision log (64 + 512 lines for 1,023 ring slots) + superblock == size:
-    // no heap at all.
-    let exact = (128 << 10) + 192 + 64 + 512 * 64;
+    // index + ring + decision log (64 + 512 lines for 1,023 ring slots) + absent-key locks
+    // (8 bytes per index bucket: 8 KiB for 1,024 buckets) + superblock == size: no heap at all.
+    let exact = (128 << 10) + 192 + 64 + 512 * 64 + (8 << 10);
     invalid(&Doc::base().edit("size: 1MiB", &format!("size: {exact}")), "memstore.size", "too small");
     invalid(&Doc::base().edit("size: 1MiB", "size: 64KiB"), "memstore.size", "too small");
     ok(&Doc::base().edit("size: 1MiB", &format!("size: {}", exact + 64)));
@@ -728,4 +728,37 @@ fn unknown_timeout_keys_are_refused() {
     parse_error(&with_timeouts("timeouts: { turn: 1s }"), "unknown field `turn`");
     parse_error(&with_timeouts("timeouts: { detector: { phi: 8 } }"), "unknown field `phi`");
     parse_error(&with_timeouts("timeouts: 5s"), "timeouts");
+}
+
+// ----- limits -----
+
+#[test]
+fn limits_default_when_left_out() {
+    assert_eq!(ok(&Doc::base()).limits, LimitsConfig::default());
+    assert_eq!(ok(&with_timeouts("limits: {}")).limits, LimitsConfig::default());
+    let d = LimitsConfig::default();
+    assert_eq!((d.max_ops_per_txn, d.max_bytes_per_txn, d.max_jsonl_line_bytes), (4096, 4 << 20, 1 << 20));
+}
+
+#[test]
+fn every_limit_key_parses() {
+    let l =
+        ok(&with_timeouts("limits: { max_ops_per_txn: 100, max_bytes_per_txn: 64KiB, max_jsonl_line_bytes: 2048 }"))
+            .limits;
+    assert_eq!(l, LimitsConfig { max_ops_per_txn: 100, max_bytes_per_txn: 64 << 10, max_jsonl_line_bytes: 2048 });
+    // One key only: the others keep their defaults.
+    let l = ok(&with_timeouts("limits: { max_ops_per_txn: 7 }")).limits;
+    assert_eq!(l, LimitsConfig { max_ops_per_txn: 7, ..LimitsConfig::default() });
+}
+
+#[test]
+fn bad_limits_are_refused_naming_the_key() {
+    invalid(&with_timeouts("limits: { max_ops_per_txn: 0 }"), "limits.max_ops_per_txn", "at least 1");
+    invalid(&with_timeouts("limits: { max_ops_per_txn: 4KiB }"), "limits.max_ops_per_txn", "invalid count");
+    invalid(&with_timeouts("limits: { max_ops_per_txn: 2000000 }"), "limits.max_ops_per_txn", "largest allowed");
+    invalid(&with_timeouts("limits: { max_bytes_per_txn: 0B }"), "limits.max_bytes_per_txn", "at least 1");
+    invalid(&with_timeouts("limits: { max_bytes_per_txn: 1GiB }"), "limits.max_bytes_per_txn", "largest allowed");
+    invalid(&with_timeouts("limits: { max_jsonl_line_bytes: lots }"), "limits.max_jsonl_line_bytes", "invalid size");
+    parse_error(&with_timeouts("limits: { max_participants: 3 }"), "unknown field `max_participants`");
+    parse_error(&with_timeouts("limits: 5"), "limits");
 }

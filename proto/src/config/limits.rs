@@ -1,0 +1,69 @@
+//! The optional `limits:` section of a topology file: its raw shape and its checks. Every key
+//! is optional; one left out keeps its [`LimitsConfig`] default.
+
+use super::{parse_size, Res, Resolver, Text};
+use crate::topology::LimitsConfig;
+use serde::Deserialize;
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawLimits {
+    #[serde(default)]
+    max_ops_per_txn: Option<Text>,
+    #[serde(default)]
+    max_bytes_per_txn: Option<Text>,
+    #[serde(default)]
+    max_jsonl_line_bytes: Option<Text>,
+}
+
+impl Resolver<'_> {
+    /// Parses and checks the `limits` section: each value set is at least 1 and at most its
+    /// ceiling ([`LimitsConfig::MAX_OPS_PER_TXN_CEILING`], …); the byte limits take sizes
+    /// (`4MiB`), the operation count a plain integer.
+    pub(super) fn limits(&self, raw: &RawLimits) -> Res<LimitsConfig> {
+        let d = LimitsConfig::default();
+        Ok(LimitsConfig {
+            max_ops_per_txn: self.limit(
+                "max_ops_per_txn",
+                &raw.max_ops_per_txn,
+                d.max_ops_per_txn,
+                LimitsConfig::MAX_OPS_PER_TXN_CEILING,
+                false,
+            )?,
+            max_bytes_per_txn: self.limit(
+                "max_bytes_per_txn",
+                &raw.max_bytes_per_txn,
+                d.max_bytes_per_txn,
+                LimitsConfig::MAX_BYTES_PER_TXN_CEILING,
+                true,
+            )?,
+            max_jsonl_line_bytes: self.limit(
+                "max_jsonl_line_bytes",
+                &raw.max_jsonl_line_bytes,
+                d.max_jsonl_line_bytes,
+                LimitsConfig::MAX_JSONL_LINE_BYTES_CEILING,
+                true,
+            )?,
+        })
+    }
+
+    /// One limit at `limits.{key}`: `default` if unset, else a count (or, with `size`, a byte
+    /// size) from 1 to `ceiling`.
+    fn limit(&self, key: &str, raw: &Option<Text>, default: u64, ceiling: u64, size: bool) -> Res<u64> {
+        let Some(text) = raw else { return Ok(default) };
+        let field = || format!("limits.{key}");
+        let v = if size {
+            self.at(field, parse_size(&text.0))?
+        } else {
+            let t = text.0.trim();
+            t.parse::<u64>().map_err(|_| self.invalid(field(), format!("invalid count `{t}`: expected an integer")))?
+        };
+        if v == 0 {
+            return Err(self.invalid(field(), "must be at least 1"));
+        }
+        if v > ceiling {
+            return Err(self.invalid(field(), format!("{v} is more than {ceiling}, the largest allowed")));
+        }
+        Ok(v)
+    }
+}
