@@ -270,6 +270,44 @@ fn cluster_up_processes() {
     }
     assert!(answers[2..].contains(&ok), "a later read sees the append: {answers:?}");
 
+    // Issue 14: the audit's line of 20,000 reads of new keys is refused by the coordinator,
+    // naming the limit; a line longer than `limits.max_jsonl_line_bytes` is refused by the
+    // client without being read into memory; the next line is served.
+    let mut input = String::from("{\"value\":[");
+    for k in 0..20_000 {
+        input += &format!("[\"r\",{},null],", 100_000 + k);
+    }
+    input.pop();
+    input += "]}\n";
+    input += &format!("{}\n", "x".repeat(2 << 20));
+    input += "{\"value\":[[\"append\",2,9],[\"r\",2,null]]}\n";
+    let mut child = Command::new(REDT)
+        .args(["client", "--jsonl", "--cluster", path_str(&config), "--certs", path_str(&certs)])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start redt client");
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(input.as_bytes()).unwrap();
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "redt client --jsonl: {}", text(&out));
+    let answers: Vec<serde_json::Value> =
+        String::from_utf8(out.stdout.clone()).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(answers.len(), 3, "one answer per line: {}", text(&out));
+    assert_eq!(
+        answers[0],
+        serde_json::json!({"type": "fail",
+            "error": "transaction has 20000 operations; the limit is 4096 (limits.max_ops_per_txn)"})
+    );
+    assert_eq!(
+        answers[1],
+        serde_json::json!({"type": "fail",
+            "error": "input line has 2097152 bytes; the limit is 1048576 (limits.max_jsonl_line_bytes)"})
+    );
+    assert_eq!(answers[2], serde_json::json!({"type": "ok", "value": [["append", 2, 9], ["r", 2, [9]]]}));
+
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let client = {
         let _in_runtime = rt.enter();

@@ -152,7 +152,7 @@ impl Replayer {
                 }
             }
             let (entry, slots, owed) = match read_framed(&layout, self.node, index, &mut read) {
-                Ok((e, n, owed)) if index + n <= end => (e, n, owed),
+                Ok((e, n, owed)) if index.checked_add(n).is_some_and(|e| e <= end) => (e, n, owed),
                 // Torn, not yet written, or (garbage) running past the scan: the slot count
                 // cannot be trusted, so neither the head nor the scan can pass.
                 _ => {

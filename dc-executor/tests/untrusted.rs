@@ -33,11 +33,12 @@ fn kv(dc: &TestDc, seq: u64, participants: Vec<DcId>, ops: Vec<KvOp>) -> SubTxn 
 
 #[test]
 fn a_sub_transaction_with_too_many_participants_reserves_nothing() {
-    let dc = TestDc::new(common::topology(1, "64KiB"), true);
+    let dc = TestDc::new(common::topology(1, "1MiB"), true);
     let mut ex = dc.executor();
     let node = dc.node_of(1);
     let before = ring_bounds(dc.local.as_ref(), node, &dc.dc.layout).unwrap();
-    // 70,000 participants: more than a redo entry's 16-bit count holds (the audit's panic
+    // 70,000 participants (140 KB of entry, which the 1 MiB ring would reserve): more than a
+    // redo entry's 16-bit count holds (the audit's panic
     // after the reservation, which left a hole that stopped replay for good).
     let s = kv(&dc, 1, vec![DcId(0); 70_000], vec![KvOp::Write(1, vec![5; 8])]);
     let err = ex.execute(&s, SystemClock.now_ms()).unwrap_err();

@@ -183,10 +183,11 @@ fn ring_entries_owed(verbs: &dyn Verbs, node: NodeId, layout: &Layout) -> Result
         match read_framed(layout, node, index, &mut read) {
             Ok((entry, slots, owed)) => {
                 out.push((index, slots, owed, entry));
-                index += slots.max(1);
+                // Saturating: head and tail are words of shared memory, not trusted to be sane.
+                index = index.saturating_add(slots.max(1));
             }
             Err(e @ (Error::Backend(_) | Error::OutOfBounds { .. } | Error::UnknownNode(_))) => return Err(e),
-            Err(_) => index += 1,
+            Err(_) => index = index.saturating_add(1),
         }
     }
     Ok(out)
@@ -232,7 +233,7 @@ pub fn head_gap(verbs: &dyn Verbs, node: NodeId, layout: &Layout) -> Result<Opti
         match read_framed(layout, node, index, &mut read) {
             Ok(_) => break,
             Err(e @ (Error::Backend(_) | Error::OutOfBounds { .. } | Error::UnknownNode(_))) => return Err(e),
-            Err(_) => index += 1,
+            Err(_) => index = index.saturating_add(1),
         }
     }
     Ok((index > head).then_some(Gap { from: head, to: index }))
