@@ -72,6 +72,10 @@ pub struct ExecutorMutations {
     /// hold no recorded decision, so a partition that lost its other replicas to a removal
     /// never records one at a majority (sim seed 2082, default, 6 s).
     pub no_fence_entries: bool,
+    /// A replica that answered `NoVote` because its ring had no room for a fence entry never
+    /// gets one later: once its partition's other replicas are removed no majority can hold
+    /// the recovery's record (sim seed 40186, bank, local-fast, 6 s).
+    pub no_fence_after_full_ring: bool,
 }
 
 /// A bounded map of transaction ids to decisions (oldest forgotten first).
@@ -177,6 +181,7 @@ impl ExecutorCore {
         let dc = self.executor.dc().clone();
         self.executor = Executor::new(dc, self.hlc.clone()).with_ring_patience(patience);
         self.executor.set_fence_entries(!self.mutations.no_fence_entries);
+        self.executor.set_fence_after_full_ring(!self.mutations.no_fence_after_full_ring);
         self
     }
 
@@ -184,6 +189,7 @@ impl ExecutorCore {
     pub fn with_mutations(mut self, mutations: ExecutorMutations) -> Self {
         self.mutations = mutations;
         self.executor.set_fence_entries(!mutations.no_fence_entries);
+        self.executor.set_fence_after_full_ring(!mutations.no_fence_after_full_ring);
         self
     }
 

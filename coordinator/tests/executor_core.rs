@@ -275,6 +275,61 @@ fn a_prepare_without_an_entry_writes_one_fence_entry_that_holds_a_record() {
     assert_eq!(ours, vec![EntryStatus::Aborted], "one fence entry, finished");
 }
 
+/// A replica whose ring has no room for a fence entry answers `NoVote` and keeps the ballot
+/// it so promised: a lower ballot is refused, and once the ring has room a PREPARE of a higher
+/// ballot writes the fence entry after all, so the replica can hold a record (sim seed 40186:
+/// without it a partition whose other replicas were removed never recorded its decision at a
+/// majority). With `no_fence_after_full_ring` the replica answers `NoVote` for good.
+#[test]
+fn a_replica_whose_ring_was_full_gets_its_fence_entry_later() {
+    use redt_coordinator::executor_core::ExecutorMutations;
+    use redt_coordinator::message::{RecoveryPrepare, Reply, Request};
+    use redt_dc_executor::{Promise, VoteCode};
+    use redt_proto::{Ballot, Cts, Offset, PartitionId};
+    for mutant in [false, true] {
+        let (core, dc, topology) = core();
+        let mut core = core
+            .with_ring_patience(std::time::Duration::ZERO)
+            .with_mutations(ExecutorMutations { no_fence_after_full_ring: mutant, ..Default::default() });
+        let t = TxnId::new(NodeId(1), 43);
+        let prepare = |ballot: u32| {
+            Request::RecoveryPrepare(RecoveryPrepare {
+                txn: t,
+                ballot: Ballot(ballot),
+                start: Cts(1 << 20),
+                partitions: vec![PartitionId(0)],
+                epoch: topology.epoch,
+                coordinator: NodeId(1),
+                participants: vec![DcId(0)],
+            })
+        };
+        let promise = |reply: Reply| match reply {
+            Reply::Promises(p) => p.into_iter().find(|p| p.node == NodeId(0)).expect("node 0 answers").promise,
+            other => panic!("promises expected, got {other:?}"),
+        };
+        // Every slot reserved and none released: the ring is full.
+        let layout = dc.layout;
+        let slots = layout.ring_slots();
+        dc.verbs.fetch_and_add(NodeId(0), Offset(layout.ring_off + 8), slots).expect("FAA on the tail");
+        assert_eq!(promise(core.handle(NodeId(2), prepare(2 << 10), 1).reply), Promise::NoVote);
+        assert_eq!(
+            promise(core.handle(NodeId(2), prepare(1 << 10), 2).reply),
+            Promise::Refused { promised: Ballot(2 << 10) },
+            "mutant {mutant}: a lower ballot is refused"
+        );
+        // Replay released every slot: the ring has room again.
+        dc.verbs.write(NodeId(0), Offset(layout.ring_off), &slots.to_le_bytes()).expect("WRITE of the head");
+        match promise(core.handle(NodeId(2), prepare(3 << 10), 3).reply) {
+            Promise::Entry { vote, recorded, redo, .. } if !mutant => {
+                assert_eq!((vote, recorded), (VoteCode::Abort, None));
+                assert!(redo.locks.is_empty() && redo.changes.is_empty(), "{redo:?}");
+            }
+            Promise::NoVote if mutant => {}
+            other => panic!("mutant {mutant}: unexpected {other:?}"),
+        }
+    }
+}
+
 /// A secondary that restarted between a primary's accept and its decision settles the redo
 /// its previous life accepted (found in the ring), instead of leaving it `Logged` for good.
 #[test]

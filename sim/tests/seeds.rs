@@ -472,6 +472,26 @@ fn a_replica_that_never_voted_holds_a_recovery_record() {
     );
 }
 
+/// Seed 40186 (bank, local-fast.yaml, 6 s, every fault and `remove`) left a recovery going on
+/// for ever: txn 1.268435457's replicas were node#0 (holding its recorded Commit), node#1
+/// (its DC removed) and node#2, whose ring was full when the first PREPARE came after its
+/// restart, so it answered `NoVote` and never wrote a fence entry later. No majority could
+/// hold the record. A replica now keeps the ballot such an answer promised and writes its
+/// fence entry at a later PREPARE once the ring has room. The mutant that never does
+/// (`ExecutorMutations::no_fence_after_full_ring`) ends stuck on the same seed.
+#[test]
+fn a_replica_whose_ring_was_full_holds_a_recovery_record_later() {
+    let mut cfg = removal("local-fast.yaml", 40186, Workload::Bank, 6);
+    let r = run(cfg.clone()).expect("runs");
+    assert!(r.ok(), "{r}");
+    cfg.executor_mutations.no_fence_after_full_ring = true;
+    let r = run(cfg).expect("runs");
+    assert!(
+        r.violations.iter().any(|v| matches!(v, redt_sim::Violation::Stuck(_))),
+        "the mutant that never fences after a full ring is not caught: {r}"
+    );
+}
+
 /// Seed 88 (bank, world-5dc.yaml, 6 s): a recoverer decided Commit counting the vote of a
 /// node whose DC had been removed and which dropped its entry right after; the commit could
 /// never be recorded at a majority and the recovery went on for ever. Recoverers now ignore
