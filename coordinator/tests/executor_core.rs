@@ -119,6 +119,7 @@ fn a_decided_accept_is_written_committed() {
         origin: ReplicaOrigin { txn, epoch: topology.epoch, coordinator: NodeId(3), participants: vec![DcId(0)] },
         changes: vec![ReplicaChange { table: kv, key: 4, cell: 0, value: vec![7; 8], seen: 0 }],
         decided: Some(Decision::Commit(cts)),
+        behind: false,
     });
     for attempt in 0..2 {
         let handled = core.handle(NodeId(2), accept.clone(), 1);
@@ -344,6 +345,7 @@ fn a_decision_settles_redo_accepted_before_a_restart() {
         origin: ReplicaOrigin { txn, epoch: topology.epoch, coordinator: NodeId(3), participants: vec![DcId(0)] },
         changes: vec![ReplicaChange { table: kv, key: 4, cell: 0, value: vec![9; 8], seen: 0 }],
         decided: None,
+        behind: false,
     });
     assert_eq!(core.handle(NodeId(2), accept, 1).reply, Reply::Accepted(true));
     let mut core =
@@ -717,4 +719,64 @@ fn an_outcome_lookup_reads_entries_and_changes_nothing() {
         other => panic!("{other:?}"),
     }
     assert!(memstore(&dc) == before, "a lookup writes nothing");
+}
+
+/// A catch-up's first shipment to a voter whose DC the commit left behind (sim seed 70117):
+/// the replica's own stale redo of the transaction never stands. Unfinished, it is aborted
+/// when the catch-up lands (a commit decision that names it later changes nothing); already
+/// applied (a recoverer that saw the commit applied elsewhere committed it), the shipped
+/// values are written over it at the same commit timestamp. With `apply_stale_redo` the
+/// stale values stay in the second case.
+#[test]
+fn a_behind_catch_up_aborts_the_stale_redo_or_writes_over_it() {
+    use redt_coordinator::executor_core::ExecutorMutations;
+    use redt_coordinator::message::{Accept, Reply, Request};
+    use redt_dc_executor::{apply_committed, Replayer};
+    use redt_dc_executor::{ReplicaChange, ReplicaOrigin};
+    use redt_proto::Cts;
+    let shipped = vec![0x5d; 8];
+    for (applied_first, mutant) in [(false, false), (true, false), (true, true)] {
+        let (core, dc, topology, region) = core_with_region();
+        let mut core = core.with_mutations(ExecutorMutations { apply_stale_redo: mutant, ..Default::default() });
+        let kv = topology.table_by_name("kv").expect("kv table").id;
+        let node = NodeId(0);
+        let t = TxnId::new(NodeId(1), 70);
+        let cts = Cts(9_000_000);
+        let mut a = args(&topology, t, &[KvOp::Add(4, 3)]);
+        a.partitions = vec![redt_proto::PartitionId(0)];
+        let vote = core.execute(&a, 1).expect("phase 1 runs");
+        assert!(vote.is_commit());
+        if applied_first {
+            core.decide(t, Decision::Commit(cts), &vote.entries).expect("the stale redo commits");
+        }
+        let accept = Request::Accept(Accept {
+            origin: ReplicaOrigin {
+                txn: t,
+                epoch: topology.epoch,
+                coordinator: NodeId(1),
+                participants: vec![DcId(0)],
+            },
+            changes: vec![ReplicaChange { table: kv, key: 4, cell: 0, value: shipped.clone(), seen: 0 }],
+            decided: Some(Decision::Commit(cts)),
+            behind: true,
+        });
+        assert_eq!(core.handle(NodeId(2), accept, 2).reply, Reply::Accepted(true));
+        if !applied_first {
+            // The stale entry is finished: a decision naming it changes nothing.
+            core.decide(t, Decision::Commit(cts), &vote.entries).expect("decides");
+        }
+        let mut replay = Replayer::new(dc.layout, node);
+        for _ in 0..8 {
+            replay.step(&region, &mut |e| apply_committed(&region, &dc.catalog, e));
+        }
+        let image = dc.read_record(node, kv, 4).expect("reads").expect("the record exists");
+        assert_eq!(image.lock, 0, "no lock left");
+        let value = &image.values[0][..8];
+        if mutant {
+            assert_ne!(value, &shipped[..], "the mutant keeps its stale value");
+        } else {
+            assert_eq!(value, &shipped[..], "applied first: {applied_first}");
+            assert_eq!(image.versions[0].cts(), cts);
+        }
+    }
 }
