@@ -93,9 +93,11 @@ impl Faults {
                 "skew" | "clock" => f.clock_skew = true,
                 "remove" | "remove-dc" => f.remove_dc = true,
                 "remove-node" => f.remove_node = true,
-                other => return Err(format!(
+                other => {
+                    return Err(format!(
                     "unknown fault `{other}` (crash, partition, drop, dup, hold, skew, remove, remove-node, all, none)"
-                )),
+                ))
+                }
             }
         }
         Ok(f)
