@@ -16,7 +16,8 @@ pub fn local_fast(name: &str, port: u16) -> Topology {
 
 /// `configs/default.yaml` (4 DCs × 2 nodes, n = 3) with every node on `port`, the cluster
 /// named `name`, 2 ms links instead of 40 ms and a 64 MiB MemStore per node, so that an
-/// embedded cluster of it fits a test.
+/// embedded cluster of it fits a test. (Each test binary compiles this module; not all use it.)
+#[allow(dead_code)]
 pub fn two_per_dc(name: &str, port: u16) -> Topology {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../configs/default.yaml");
     let text = std::fs::read_to_string(path).expect("configs/default.yaml");
