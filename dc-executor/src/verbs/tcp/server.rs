@@ -627,3 +627,43 @@ fn accept_ready(
         handshaking.push(Handshaking { sock, conn, peer, deadline, slot });
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use redt_proto::Topology;
+
+    /// The commented `verbs:` example in configs/default.yaml, uncommented, sets every key to
+    /// its default: the file documents the defaults truthfully.
+    #[test]
+    fn the_example_in_default_yaml_spells_out_the_defaults() {
+        let text = include_str!("../../../../configs/default.yaml");
+        let start = text.find("\n# verbs:\n").expect("default.yaml has a commented verbs example") + 1;
+        let block: String = text[start..]
+            .lines()
+            .take_while(|l| !l.is_empty())
+            .map(|l| format!("{}\n", l.strip_prefix("# ").unwrap_or(l)))
+            .collect();
+        let t = Topology::from_yaml("default.yaml", &format!("{text}\n{block}")).expect("the example is valid");
+        let v = &t.verbs;
+        assert!(v.max_connections.is_some() && v.max_connections_per_peer.is_some(), "{v:?}");
+        assert!(v.handshake_timeout.is_some() && v.first_frame_timeout.is_some() && v.idle_timeout.is_some());
+        assert_eq!(ServerLimits::from_config(v), ServerLimits::default());
+        assert_eq!(ServerLimits::from_config(&VerbsConfig::default()), ServerLimits::default());
+    }
+
+    #[test]
+    fn each_key_set_replaces_its_default_only() {
+        let set = VerbsConfig {
+            max_connections_per_peer: Some(3),
+            idle_timeout: Some(Duration::from_secs(5)),
+            ..Default::default()
+        };
+        let want = ServerLimits {
+            max_connections_per_peer: 3,
+            idle_timeout: Duration::from_secs(5),
+            ..ServerLimits::default()
+        };
+        assert_eq!(ServerLimits::from_config(&set), want);
+    }
+}
