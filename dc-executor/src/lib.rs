@@ -50,6 +50,6 @@ pub use ring::{
 };
 pub use snapshot::{apply_snapshot, read_snapshot, SnapshotApplied, SnapshotCell, SnapshotChunk, SnapshotRecord};
 pub use verbs::{
-    Completion, DoorbellBatch, LocalVerbs, ServerLimits, TcpVerbs, TcpVerbsServer, VerbCounters, VerbCounts, Verbs,
-    WorkRequest,
+    Completion, DoorbellBatch, LocalVerbs, ServerCounts, ServerLimits, TcpVerbs, TcpVerbsServer, VerbCounters,
+    VerbCounts, Verbs, VerbsTls, WorkRequest,
 };

@@ -37,13 +37,19 @@
 //!               catch_up_give_up: 30s }
 //!   detector: { interval: 20ms, timeout: 200ms }   # every peer's heartbeats (default: per
 //!                                  #   link, redt_replication::DetectorConfig::for_link)
+//! verbs:                           # optional, every key optional (defaults shown): the
+//!   max_connections: 1024          #   in-DC verbs server (redt-tcp; RDMA bootstrap
+//!   max_connections_per_peer: 64   #   handshakes), redt_dc_executor::ServerLimits; caps
+//!   handshake_timeout: 2s          #   count connections still in their TLS handshake,
+//!   first_frame_timeout: 2s        #   per peer by IP address
+//!   idle_timeout: 120s
 //! ```
 //!
 //! Value syntax:
 //! - **sizes**: an integer number of bytes, or an integer with a unit `B`, `KiB`, `MiB`,
 //!   `GiB`, `TiB` (binary; a space before the unit is allowed). Every MemStore size must be
 //!   a multiple of 64 bytes.
-//! - **durations** (`rtt`, `jitter`, every `timeouts` key): humantime syntax (`40ms`,
+//! - **durations** (`rtt`, `jitter`, every `timeouts` key, the `verbs` timeouts): humantime syntax (`40ms`,
 //!   `1s 500ms`, `250us`); a plain `0` is zero. A timeout is above zero (`clock_skew_bound`
 //!   may be zero) and at most 24 h; orderings (`retry_every` ≤ `retry_max`, the detector's
 //!   `interval` < `timeout`, …) are checked once the defaults are filled in
@@ -108,6 +114,8 @@ struct RawTopology {
     partitions: Vec<RawPartition>,
     #[serde(default)]
     timeouts: timeouts::RawTimeouts,
+    #[serde(default)]
+    verbs: verbs::RawVerbs,
 }
 
 #[derive(Deserialize)]
@@ -458,6 +466,7 @@ impl Resolver<'_> {
         let tables = self.tables(&raw.tables)?;
         let partitions = self.partitions(&raw.partitions, &nodes, &dcs)?;
         let timeouts = self.timeouts(&raw.timeouts)?;
+        let verbs = self.verbs(&raw.verbs)?;
         Ok(Topology {
             name: raw.name,
             epoch: Epoch(raw.epoch),
@@ -468,6 +477,7 @@ impl Resolver<'_> {
             partitions,
             links,
             timeouts,
+            verbs,
         })
     }
 
@@ -762,6 +772,7 @@ impl Resolver<'_> {
 }
 
 mod timeouts;
+mod verbs;
 
 #[cfg(test)]
 mod tests;
