@@ -116,6 +116,16 @@ fn config_check(file: &std::path::Path) -> Result<()> {
         d(r.catch_up_give_up)
     );
     println!("failure detector heartbeats (interval / timeout): {}", timeouts.detector.summary());
+    let v = redt_dc_executor::ServerLimits::from_config(&t.verbs);
+    println!(
+        "in-DC verbs server (the file's `verbs:`, else the defaults): max_connections {}, \
+         max_connections_per_peer {}, handshake_timeout {}, first_frame_timeout {}, idle_timeout {}",
+        v.max_connections,
+        v.max_connections_per_peer,
+        d(v.handshake_timeout),
+        d(v.first_frame_timeout),
+        d(v.idle_timeout)
+    );
     let l = &t.limits;
     println!(
         "limits (the file's, else the defaults): max_ops_per_txn {}, max_bytes_per_txn {}, max_jsonl_line_bytes {}; \

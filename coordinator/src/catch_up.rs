@@ -170,17 +170,28 @@ pub fn changes_of(redo: &[RedoEntry]) -> Vec<ReplicaChange> {
 /// applies it under the Thomas write rule). A node holding several listed partitions gets
 /// them in one accept. It is retried until answered; a copy written twice (the first answer
 /// lost, or the replica restarted in between) changes nothing, by the same rule.
+///
+/// `first`: the source's own shipment at the decision, whose targets in voting replicas of
+/// `topology` (the transaction's epoch) sit in DCs the commit left behind; each such Accept is
+/// marked [`Accept::behind`]. A re-shipment (`first` false) goes to up-to-date replicas too
+/// and marks none.
 pub fn shipments(
     topology: &Topology,
     txn: TxnId,
     redo: &[RedoEntry],
     targets: &[CatchUpTarget],
+    first: bool,
 ) -> Vec<(NodeId, Request)> {
     let changes = changes_of(redo);
     let (coordinator, participants) =
         redo.first().map(|e| (e.coordinator, e.participants.clone())).unwrap_or((NodeId(0), Vec::new()));
     let mut per_node: BTreeMap<NodeId, (Cts, Vec<ReplicaChange>)> = BTreeMap::new();
+    let mut behind: BTreeSet<NodeId> = BTreeSet::new();
     for t in targets {
+        if first {
+            let voters = topology.partitions.get(t.partition.0 as usize).map(|p| &p.replicas[..]).unwrap_or(&[]);
+            behind.extend(t.nodes.iter().copied().filter(|n| voters.contains(n)));
+        }
         let part = changes
             .iter()
             .filter(|c| topology.table(c.table).map(|tb| topology.partition_of(tb, c.key)) == Some(t.partition));
@@ -196,7 +207,8 @@ pub fn shipments(
             continue;
         }
         let origin = ReplicaOrigin { txn, epoch: topology.epoch, coordinator, participants: participants.clone() };
-        out.push((node, Request::Accept(Accept { origin, changes, decided: Some(Decision::Commit(cts)) })));
+        let behind = behind.contains(&node);
+        out.push((node, Request::Accept(Accept { origin, changes, decided: Some(Decision::Commit(cts)), behind })));
     }
     out
 }
@@ -540,7 +552,10 @@ mod tests {
     fn accept(to: u16) -> (NodeId, Request) {
         let origin =
             ReplicaOrigin { txn: TxnId(9), epoch: redt_proto::Epoch(1), coordinator: NodeId(0), participants: vec![] };
-        (NodeId(to), Request::Accept(Accept { origin, changes: vec![], decided: Some(Decision::Commit(Cts(5))) }))
+        (
+            NodeId(to),
+            Request::Accept(Accept { origin, changes: vec![], decided: Some(Decision::Commit(Cts(5))), behind: false }),
+        )
     }
 
     fn sends(s: &mut Shipper) -> Vec<(AttemptId, NodeId)> {

@@ -6,9 +6,11 @@
 use crate::error::{Error, Result};
 use crate::node::{CoordinatorOptions, Node, NodeParts};
 use crate::stats::TxnStats;
-use crate::transport::{ClusterCerts, SocketSpec, Transport, TransportConfig};
+use crate::transport::{verbs_tls, ClusterCerts, SocketSpec, Transport, TransportConfig};
 use crate::Client;
-use redt_dc_executor::{DcHandle, Layout, LocalVerbs, Region, TcpVerbs, TcpVerbsServer, VerbCounts, Verbs};
+use redt_dc_executor::{
+    DcHandle, Layout, LocalVerbs, Region, ServerLimits, TcpVerbs, TcpVerbsServer, VerbCounts, Verbs,
+};
 use redt_netem::{NetemSocket, WanModel};
 use redt_proto::{DcId, NodeId, Protocol, TableId, Topology};
 use std::collections::HashMap;
@@ -151,8 +153,9 @@ impl EmbeddedCluster {
     /// With `options.protocol == Protocol::RedtTcp`, every node also gets a
     /// [`TcpVerbsServer`] on its IP address (an ephemeral port) serving its region, and
     /// its own [`DcHandle`] over a [`TcpVerbs`] reaching the other nodes of its DC through
-    /// their servers (RedT §6.5). Every other protocol shares one in-process verbs backend
-    /// per DC.
+    /// their servers (RedT §6.5), over TLS with the generated cluster CA (same-DC node
+    /// certificates only, the topology's `verbs:` limits). Every other protocol shares one
+    /// in-process verbs backend per DC.
     ///
     /// A node's address still held by a cluster shut down just before is waited for (up to
     /// 5 s).
@@ -195,10 +198,17 @@ impl EmbeddedCluster {
         let mut tcp_servers = Vec::new();
         // The handle each node runs its executors over, by node id.
         let node_dcs: Vec<Arc<DcHandle>> = if options.protocol == Protocol::RedtTcp {
+            let limits = ServerLimits::from_config(&topology.verbs);
+            let mut tls = Vec::new();
+            for n in &topology.nodes {
+                let identity = certs.node(n.id).expect("an identity per node");
+                tls.push(verbs_tls(identity, &topology, n.id)?);
+            }
             for n in &topology.nodes {
                 let backend = verbs[n.dc.0 as usize].clone();
                 let at = SocketAddr::new(n.addr.ip(), 0);
-                tcp_servers.push(TcpVerbsServer::spawn(at, n.id, backend)?);
+                let node_tls = tls[n.id.0 as usize].clone();
+                tcp_servers.push(TcpVerbsServer::spawn_with_limits(at, n.id, backend, node_tls, limits)?);
             }
             let mut handles = Vec::new();
             for n in &topology.nodes {
@@ -208,7 +218,9 @@ impl EmbeddedCluster {
                     .filter(|&&p| p != n.id)
                     .map(|&p| (p, tcp_servers[p.0 as usize].local_addr()))
                     .collect();
-                let tcp = Arc::new(TcpVerbs::new(n.id, verbs[n.dc.0 as usize].clone(), peers));
+                let tcp = TcpVerbs::new(n.id, verbs[n.dc.0 as usize].clone(), peers, tls[n.id.0 as usize].clone())
+                    .with_source_ip(n.addr.ip());
+                let tcp = Arc::new(tcp);
                 counted.push(tcp.clone());
                 let v: Arc<dyn Verbs> = tcp;
                 handles.push(Arc::new(DcHandle::new(&topology, v)));

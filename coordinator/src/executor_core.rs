@@ -72,6 +72,18 @@ pub struct ExecutorMutations {
     /// hold no recorded decision, so a partition that lost its other replicas to a removal
     /// never records one at a majority (sim seed 2082, default, 6 s).
     pub no_fence_entries: bool,
+    /// A replica that answered `NoVote` because its ring had no room for a fence entry never
+    /// gets one later: once its partition's other replicas are removed no majority can hold
+    /// the recovery's record (sim seed 40186, bank, local-fast, 6 s).
+    pub no_fence_after_full_ring: bool,
+    /// A removed node back from the dead aborts the undecided entries of its old-epoch
+    /// transactions in every ring of its DC, not only its own: a live neighbour's entry of a
+    /// committed transaction is aborted (sim seed 8, bank, default, `all,remove-node`, 6 s).
+    pub discard_across_the_dc: bool,
+    /// A replica whose DC a commit left behind ignores the catch-up's word that it was
+    /// behind: a recoverer that saw the commit applied elsewhere commits its stale redo, whose
+    /// values then stay at the commit's timestamp (sim seed 70117, bank, world-5dc-n5, 3 s).
+    pub apply_stale_redo: bool,
 }
 
 /// A bounded map of transaction ids to decisions (oldest forgotten first).
@@ -177,6 +189,7 @@ impl ExecutorCore {
         let dc = self.executor.dc().clone();
         self.executor = Executor::new(dc, self.hlc.clone()).with_ring_patience(patience);
         self.executor.set_fence_entries(!self.mutations.no_fence_entries);
+        self.executor.set_fence_after_full_ring(!self.mutations.no_fence_after_full_ring);
         self
     }
 
@@ -184,6 +197,7 @@ impl ExecutorCore {
     pub fn with_mutations(mut self, mutations: ExecutorMutations) -> Self {
         self.mutations = mutations;
         self.executor.set_fence_entries(!mutations.no_fence_entries);
+        self.executor.set_fence_after_full_ring(!mutations.no_fence_after_full_ring);
         self
     }
 
@@ -270,8 +284,23 @@ impl ExecutorCore {
                     Err(e) => Handled::error(error_code::INTERNAL, e.to_string()),
                 }
             }
-            Request::Accept(Accept { mut origin, changes, decided }) => {
+            Request::Accept(Accept { mut origin, changes, decided, behind }) => {
                 origin.epoch = self.epochs.epoch();
+                if let (true, Some(Decision::Commit(cts))) = (behind, decided) {
+                    match self.drop_stale_redo(origin.txn, &changes, cts) {
+                        Ok(true) => {}
+                        Ok(false) => {
+                            return Handled::error(
+                                error_code::NOT_READY,
+                                format!(
+                                    "{}: a record the catch-up of {} writes is in use; retry",
+                                    self.node, origin.txn
+                                ),
+                            )
+                        }
+                        Err(e) => return Handled::error(error_code_of(&e), e.to_string()),
+                    }
+                }
                 match self.accept(from, &origin, &changes, decided) {
                     Ok(ok) => Handled::reply(Reply::Accepted(ok)),
                     Err(e) => Handled::error(error_code_of(&e), e.to_string()),
@@ -297,7 +326,11 @@ impl ExecutorCore {
                 coordinator,
                 participants,
             }) => {
-                let nodes = self.replica_nodes(&partitions, epoch);
+                // A node the current placement makes a voter of nothing (removed on its own
+                // while its DC serves) is left out: recoverers ignore its promises, and its
+                // memory may be out of reach with its process.
+                let mut nodes = self.replica_nodes(&partitions, epoch);
+                nodes.retain(|&n| n == self.node || self.epochs.holds_voter(n));
                 let prepared =
                     redt_dc_executor::PreparedTxn { txn, start, epoch, coordinator, participants, partitions };
                 match self.executor.prepare(&prepared, ballot, &nodes) {
@@ -534,7 +567,8 @@ impl ExecutorCore {
         let owed =
             move |e: &RedoEntry| if durable { catch_up::owed_mask(&topology, e, &shipped, committed) } else { 0 };
         self.decide_owing(txn, decision, &held, Some((&owed, ship_cts)))?;
-        let ship = catch_up::shipments(&self.epochs.current(), txn, &redo, &targets);
+        let epoch = redo.first().map_or_else(|| self.epochs.epoch(), |e| e.epoch);
+        let ship = catch_up::shipments(&self.epochs.get_or_current(epoch), txn, &redo, &targets, true);
         Ok(Some(CatchUpDebt { txn, ship, owed: held }))
     }
 
@@ -638,7 +672,11 @@ impl ExecutorCore {
     /// and only a learner being rebuilt): nothing it holds is trusted
     /// again (notes/failover.md, "a returning DC"), the survivors decided the transaction
     /// without it, and recovering it from here, long after, only loads them. Its entries in
-    /// the DC's rings are finished as aborted here, releasing their locks and the ring's head.
+    /// this node's own ring are finished as aborted here, releasing their locks and the ring's
+    /// head. Only its own: a node removed on its own shares its DC with voters, whose entries
+    /// of the same transaction may hold a commit the survivors decided (sim seed 8, bank,
+    /// default, `all,remove-node`, 6 s: aborting the whole DC's entries lost a committed write
+    /// on the removed node's live neighbour). Each node of a removed DC discards its own.
     /// Returns whether it did.
     ///
     /// # Errors
@@ -647,7 +685,14 @@ impl ExecutorCore {
         if entry.epoch >= self.epochs.epoch() || self.epochs.holds_voter(self.node) {
             return Ok(false);
         }
-        self.decide(entry.txn, Decision::Abort, &[])?;
+        if self.mutations.discard_across_the_dc {
+            self.decide(entry.txn, Decision::Abort, &[])?;
+            return Ok(true);
+        }
+        let mine = self.executor.find_entries(entry.txn, &[self.node])?;
+        if !mine.is_empty() {
+            self.decide(entry.txn, Decision::Abort, &mine)?;
+        }
         Ok(true)
     }
 
@@ -680,7 +725,7 @@ impl ExecutorCore {
         let e = &owed.entry;
         let topology = self.epochs.get_or_current(e.epoch);
         let targets = self.placed(&catch_up::reship_targets(&topology, self.dc_id, e, owed.owed));
-        let ship = catch_up::shipments(&topology, e.txn, std::slice::from_ref(e), &targets);
+        let ship = catch_up::shipments(&topology, e.txn, std::slice::from_ref(e), &targets, false);
         CatchUpDebt { txn: e.txn, ship, owed: vec![EntryRef { node: self.node, index: owed.index, slots: owed.slots }] }
     }
 
@@ -764,6 +809,52 @@ impl ExecutorCore {
         }
         self.accepted.entry((txn, primary)).or_default().push(entry);
         Ok(true)
+    }
+
+    /// A catch-up's first shipment says this node's DC was behind for `txn` (its vote stale or
+    /// missing; [`crate::catch_up`]): its own redo of `txn` is not to be applied, the shipped
+    /// values are the commit's. Aborts this node's unfinished phase-1 entries of `txn` (a
+    /// decision naming them later finds them finished) and fences a late phase 1. If one was
+    /// applied already, its cells carry the commit's timestamp, which the Thomas write rule
+    /// would keep over the shipped values: they are written over it now. That happens when a
+    /// recoverer decides commit because it saw the commit applied elsewhere: it cannot tell
+    /// that this DC was behind (sim seed 70117, bank, world-5dc-n5, `all,remove`, 3 s: the
+    /// stale redo's values stayed, at the commit's timestamp, and the bank total was off).
+    /// Returns false, having written no cell, when a record the catch-up writes is in use
+    /// (the sender retries).
+    ///
+    /// # Errors
+    /// Data-path failures.
+    pub fn drop_stale_redo(&mut self, txn: TxnId, changes: &[ReplicaChange], cts: Cts) -> Result<bool> {
+        if self.mutations.apply_stale_redo {
+            return Ok(true);
+        }
+        self.fences.insert(txn);
+        let mine = self.executor.find_entries(txn, &[self.node])?;
+        if !mine.is_empty() {
+            self.executor.finish(txn, Decision::Abort, &mine)?;
+        }
+        if !self.applied_own_commit(txn)? {
+            return Ok(true);
+        }
+        tracing::info!(node = %self.node, %txn, "stale redo of a behind DC was applied: the catch-up writes over it");
+        Ok(self.executor.apply_replica_over_own(self.node, txn, changes, cts)?)
+    }
+
+    /// Whether this node committed a phase-1 entry of `txn` of its own (in its ring, or in its
+    /// decision log once flushed).
+    fn applied_own_commit(&self, txn: TxnId) -> Result<bool> {
+        use redt_dc_executor::decision_log::{self, Lookup};
+        use redt_dc_executor::EntryStatus;
+        let dc = self.executor.dc();
+        let entries = redt_dc_executor::ring_entries(dc.verbs.as_ref(), self.node, &dc.layout)?;
+        if entries.iter().any(|(_, _, e)| {
+            e.txn == txn && !e.partitions.is_empty() && !e.locks.is_empty() && e.status == EntryStatus::Committed
+        }) {
+            return Ok(true);
+        }
+        let row = decision_log::lookup(dc.verbs.as_ref(), self.node, &dc.layout, txn, Cts(0))?;
+        Ok(matches!(row, Lookup::Found(r) if r.status == EntryStatus::Committed && !r.fence))
     }
 
     /// As a secondary: applies the decision to the redo accepted for `txn` from `primary`

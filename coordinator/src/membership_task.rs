@@ -9,7 +9,10 @@
 //! majority of the voters (itself included) suspect the DC it proposes
 //! [`Command::RemoveDc`]. Committed, the change is applied by every peer in log order: a new
 //! epoch whose partitions have no replica in that DC. A leader cut off with a minority
-//! cannot gather the majority (its proposal would not commit anyway).
+//! cannot gather the majority (its proposal would not commit anyway). A dead node whose DC is
+//! otherwise alive is confirmed the same way and removed alone ([`Command::RemoveNode`]: its
+//! replicas leave the placement, its DC stays), and restored ([`Command::RestoreNode`]) once
+//! it answers again, holding nothing.
 //!
 //! The voters asked, and the majority counted, are the Raft group's current voters
 //! ([`RaftMembership::voters`]): once the removal commits, [`RaftMembership`] demotes the
@@ -77,12 +80,53 @@ pub fn placement_of(base: &Topology, membership: &Membership) -> Topology {
     epochs::placement(base, membership.epoch(), &replicas)
 }
 
-/// The confirmation rule: DC `dc` is to be removed when it is still up in `membership` and a
-/// majority of the `voters` suspect it — `suspecting` is the set of voters whose failure
-/// detector suspects every node of `dc` (the leader's own included).
-pub fn confirmed(membership: &Membership, voters: &[NodeId], dc: DcId, suspecting: &BTreeSet<NodeId>) -> bool {
-    membership.dc_status(dc) == Some(Status::Up)
-        && voters.iter().filter(|v| suspecting.contains(v)).count() >= majority(voters.len())
+/// What the leader asks the voters about: a whole DC, or one node of a DC that is otherwise
+/// alive.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Suspect {
+    /// Every node of the DC.
+    Dc(DcId),
+    /// One node.
+    Node(NodeId),
+}
+
+impl Suspect {
+    /// The membership command that removes it.
+    pub fn removal(self) -> Command {
+        match self {
+            Suspect::Dc(dc) => Command::RemoveDc(dc),
+            Suspect::Node(node) => Command::RemoveNode(node),
+        }
+    }
+
+    /// Whether a voter's status `s` says it suspects this.
+    fn suspected_in(self, s: &redt_proto::wire::StatusReply) -> bool {
+        match self {
+            Suspect::Dc(dc) => s.suspected_dcs.contains(&u32::from(dc.0)),
+            Suspect::Node(node) => s.suspected_nodes.contains(&u32::from(node.0)),
+        }
+    }
+}
+
+impl std::fmt::Display for Suspect {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Suspect::Dc(dc) => write!(f, "{dc}"),
+            Suspect::Node(node) => write!(f, "{node}"),
+        }
+    }
+}
+
+/// The confirmation rule: `suspect` (a DC, or a node) is to be removed when it is still up in
+/// `membership` and a majority of the `voters` suspect it — `suspecting` is the set of voters
+/// whose failure detector suspects it (every node of the DC, or the node; the leader's own
+/// view included).
+pub fn confirmed(membership: &Membership, voters: &[NodeId], suspect: Suspect, suspecting: &BTreeSet<NodeId>) -> bool {
+    let up = match suspect {
+        Suspect::Dc(dc) => membership.dc_status(dc) == Some(Status::Up),
+        Suspect::Node(node) => membership.node_status(node) == Some(Status::Up),
+    };
+    up && voters.iter().filter(|v| suspecting.contains(v)).count() >= majority(voters.len())
 }
 
 /// Where incoming Raft messages go: the node's membership driver.
@@ -173,7 +217,7 @@ fn adopt(node: &Arc<Node>, base: &Topology, membership: &Membership) {
     crate::rebuild_task::start(node);
 }
 
-/// What one voter answered about a suspected DC: the round, the voter, whether it suspects it.
+/// What one voter answered about a suspect: the round, the voter, whether it suspects it.
 type Answer = (u64, NodeId, bool);
 
 async fn run(
@@ -187,10 +231,10 @@ async fn run(
     let mut tick = tokio::time::interval(tick_length(&base));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let in_flight: Arc<std::sync::Mutex<HashMap<NodeId, u32>>> = Arc::default();
-    // The confirmation under way: its round, the DC, the voters suspecting it so far.
+    // The confirmation under way: its round, the suspect, the voters suspecting it so far.
     let mut round = 0u64;
-    let mut asking: Option<(u64, DcId, BTreeSet<NodeId>)> = None;
-    let mut asked_at: HashMap<DcId, Instant> = HashMap::new();
+    let mut asking: Option<(u64, Suspect, BTreeSet<NodeId>)> = None;
+    let mut asked_at: HashMap<Suspect, Instant> = HashMap::new();
     let mut answers: JoinSet<Answer> = JoinSet::new();
     let mut probes: JoinSet<Option<Command>> = JoinSet::new();
     let mut last_rebuild_step = Instant::now();
@@ -200,12 +244,12 @@ async fn run(
             _ = tick.tick() => {
                 let r = peer.handle_tick();
                 if r.is_ok() && peer.is_leader() && asking.is_none() {
-                    if let Some(dc) = next_suspect(&n, &peer, &asked_at) {
-                        asked_at.insert(dc, Instant::now());
+                    if let Some(suspect) = next_suspect(&n, &peer, &asked_at) {
+                        asked_at.insert(suspect, Instant::now());
                         round += 1;
-                        asking = Some((round, dc, BTreeSet::from([n.id])));
+                        asking = Some((round, suspect, BTreeSet::from([n.id])));
                         // The current voters: a removed DC's voter no longer counts.
-                        ask_voters(&n, &peer.voters(), dc, round, &mut answers);
+                        ask_voters(&n, &peer.voters(), suspect, round, &mut answers);
                     }
                 }
                 if r.is_ok() && peer.is_leader() && probes.is_empty() && last_rebuild_step.elapsed() >= REBUILD_EVERY {
@@ -227,20 +271,20 @@ async fn run(
                 }
             },
             Some(Ok((r, voter, suspects))) = answers.join_next() => {
-                if let Some((ar, dc, suspecting)) = asking.as_mut() {
+                if let Some((ar, suspect, suspecting)) = asking.as_mut() {
                     if *ar == r && suspects {
                         suspecting.insert(voter);
                     }
-                    let dc = *dc;
-                    if confirmed(peer.membership(), &peer.voters(), dc, suspecting) {
+                    let suspect = *suspect;
+                    if confirmed(peer.membership(), &peer.voters(), suspect, suspecting) {
                         asking = None;
                         answers.abort_all();
-                        tracing::warn!(node = %n.id, %dc, "a majority of the voters suspect the DC: proposing its removal");
-                        match peer.propose(&Command::RemoveDc(dc)) {
+                        tracing::warn!(node = %n.id, %suspect, "a majority of the voters suspect it: proposing its removal");
+                        match peer.propose(&suspect.removal()) {
                             // Leadership moved while the voters were asked: the new leader
                             // asks again. Not a failure of the peer.
                             Err(e @ (redt_replication::Error::NotLeader { .. } | redt_replication::Error::Raft(_))) => {
-                                tracing::info!(node = %n.id, %dc, "removal not proposed: {e}");
+                                tracing::info!(node = %n.id, %suspect, "removal not proposed: {e}");
                                 Ok(())
                             }
                             r => r,
@@ -292,15 +336,33 @@ async fn run(
     }
 }
 
-/// The DC the leader `n` should ask the voters about: one its own detector suspects, still up
-/// in the membership, not its own, not asked within [`CONFIRM_EVERY`].
-fn next_suspect(n: &Node, peer: &RaftMembership, asked_at: &HashMap<DcId, Instant>) -> Option<DcId> {
+/// What the leader `n` should ask the voters about, not asked within [`CONFIRM_EVERY`]: a DC
+/// its own detector suspects, still up in the membership, not its own; else a node it
+/// suspects whose DC it does not suspect as a whole (its own DC's included), still up in the
+/// membership, holding a replica of some partition (a node that holds none costs nothing
+/// while it is down, and removing it would change no placement).
+fn next_suspect(n: &Node, peer: &RaftMembership, asked_at: &HashMap<Suspect, Instant>) -> Option<Suspect> {
     let my_dc = n.topology().nodes.get(n.id.0 as usize).map(|x| x.dc)?;
-    n.board
-        .suspected_dcs()
-        .into_iter()
-        .filter(|&d| d != my_dc && peer.membership().dc_status(d) == Some(Status::Up))
-        .find(|d| asked_at.get(d).is_none_or(|t| t.elapsed() >= CONFIRM_EVERY))
+    let due = |s: &Suspect| asked_at.get(s).is_none_or(|t| t.elapsed() >= CONFIRM_EVERY);
+    let dcs = n.board.suspected_dcs();
+    let membership = peer.membership();
+    let dc = dcs
+        .iter()
+        .copied()
+        .filter(|&d| d != my_dc && membership.dc_status(d) == Some(Status::Up))
+        .map(Suspect::Dc)
+        .find(due);
+    dc.or_else(|| {
+        let topology = n.topology();
+        n.board
+            .suspected_nodes()
+            .into_iter()
+            .filter(|&x| x != n.id && membership.node_status(x) == Some(Status::Up))
+            .filter(|x| topology.nodes.get(x.0 as usize).is_some_and(|t| !dcs.contains(&t.dc)))
+            .filter(|&x| membership.partitions().any(|(_, r)| r.nodes().any(|m| m == x)))
+            .map(Suspect::Node)
+            .find(due)
+    })
 }
 
 /// Proposes `command`; a proposal refused because leadership moved is not a failure of the
@@ -343,6 +405,14 @@ fn rebuild_step(
             None
         });
     }
+    // A node removed on its own (its DC up) is restored once it answers, as a DC is.
+    for (node, dc, status) in membership.nodes() {
+        if status != Status::Removed || membership.dc_status(dc) != Some(Status::Up) {
+            continue;
+        }
+        let n = n.clone();
+        probes.spawn(async move { status_of(&n, node, wait).await.map(|_| Command::RestoreNode(node)) });
+    }
     for (partition, replicas) in membership.partitions() {
         for learner in replicas.learners() {
             let (n, learner) = (n.clone(), *learner);
@@ -384,8 +454,8 @@ async fn status_of(n: &Arc<Node>, node: NodeId, wait: Duration) -> Option<redt_p
     }
 }
 
-/// Asks every voter but `n` itself whether it suspects `dc` (its `redt status` view).
-fn ask_voters(n: &Arc<Node>, voters: &[NodeId], dc: DcId, round: u64, answers: &mut JoinSet<Answer>) {
+/// Asks every voter but `n` itself whether it suspects `suspect` (its `redt status` view).
+fn ask_voters(n: &Arc<Node>, voters: &[NodeId], suspect: Suspect, round: u64, answers: &mut JoinSet<Answer>) {
     for &v in voters.iter().filter(|&&v| v != n.id) {
         let envelope = n.envelope(Body::Status(StatusRequest { count_locks: false }));
         let transport = n.transport().clone();
@@ -394,7 +464,7 @@ fn ask_voters(n: &Arc<Node>, voters: &[NodeId], dc: DcId, round: u64, answers: &
             let reply = tokio::time::timeout(wait, transport.call(v, envelope)).await;
             let suspects = match reply {
                 Ok(Ok(r)) => match r.body {
-                    Some(Body::NodeStatus(s)) => s.suspected_dcs.contains(&u32::from(dc.0)),
+                    Some(Body::NodeStatus(s)) => suspect.suspected_in(&s),
                     _ => false,
                 },
                 _ => false,
@@ -463,14 +533,34 @@ mod tests {
         let dead = DcId(1);
         let others: Vec<NodeId> = voters.iter().copied().filter(|v| t.nodes[v.0 as usize].dc != dead).collect();
         let some: BTreeSet<NodeId> = others.iter().take(majority(voters.len()) - 1).copied().collect();
-        assert!(!confirmed(&m, &voters, dead, &some), "one short of a majority");
+        assert!(!confirmed(&m, &voters, Suspect::Dc(dead), &some), "one short of a majority");
         let all: BTreeSet<NodeId> = others.iter().copied().collect();
-        assert!(confirmed(&m, &voters, dead, &all));
-        m.apply(&Command::RemoveDc(dead)).unwrap();
-        assert!(!confirmed(&m, &voters, dead, &all), "a removed DC is not removed again");
+        assert!(confirmed(&m, &voters, Suspect::Dc(dead), &all));
+        m.apply(&Suspect::Dc(dead).removal()).unwrap();
+        assert!(!confirmed(&m, &voters, Suspect::Dc(dead), &all), "a removed DC is not removed again");
         let p = placement_of(&t, &m);
         assert_eq!(p.epoch, m.epoch());
         assert_eq!(epochs::removed_dcs(&p), vec![dead]);
+    }
+
+    #[test]
+    fn a_majority_of_voters_confirms_a_node_removal_once() {
+        let t = topology();
+        let factor = t.partitions.iter().map(|p| p.replicas.len()).max().unwrap();
+        let mut m = Membership::from_topology(&t, factor).unwrap();
+        let (voters, _) = raft_peers(&t);
+        // A node that is not its DC's voter, holding replicas.
+        let dead = t.nodes.iter().map(|n| n.id).find(|n| !voters.contains(n)).expect("a second node in some DC");
+        let some: BTreeSet<NodeId> = voters.iter().take(majority(voters.len()) - 1).copied().collect();
+        assert!(!confirmed(&m, &voters, Suspect::Node(dead), &some), "one short of a majority");
+        let all: BTreeSet<NodeId> = voters.iter().copied().collect();
+        assert!(confirmed(&m, &voters, Suspect::Node(dead), &all));
+        let change = m.apply(&Suspect::Node(dead).removal()).unwrap();
+        assert!(change.placement_changed(), "its replicas are dropped in a new epoch");
+        assert!(!confirmed(&m, &voters, Suspect::Node(dead), &all), "a removed node is not removed again");
+        let p = placement_of(&t, &m);
+        assert!(p.partitions.iter().all(|x| !x.replicas.contains(&dead)), "{dead} holds no replica");
+        assert!(epochs::removed_dcs(&p).is_empty(), "its DC stays");
     }
 
     #[test]

@@ -119,6 +119,11 @@ pub struct Accept {
     /// commit): the replica writes its redo settled, so no later message has to reach it.
     /// `None` for a Paxos accept (baselines), settled by a later [`Decide`].
     pub decided: Option<Decision>,
+    /// A catch-up's first shipment to a voter of the transaction's epoch (not a learner, not
+    /// a re-shipment): the receiver's DC was behind, so its own redo of the transaction is
+    /// not to be applied ([`crate::catch_up`]); the receiver aborts its own entries of it, or,
+    /// if one was applied already, lets the shipped values replace it.
+    pub behind: bool,
 }
 
 /// 2PC-Paxos prepare at a primary: replicate the redo this primary holds for `txn` to a
@@ -356,6 +361,7 @@ impl TryFrom<Body> for Request {
                     })
                     .collect::<Result<_, String>>()?,
                 decided: r.decided.then(|| Decision::from_wire(r.commit, r.cts)),
+                behind: r.behind,
             })),
             Body::Prepare(r) => Ok(Request::Prepare(Prepare {
                 txn: TxnId(r.txn),
@@ -528,6 +534,7 @@ impl From<Request> for Body {
                 decided: a.decided.is_some(),
                 commit: a.decided.is_some_and(|d| d.to_wire().0),
                 cts: a.decided.map_or(0, |d| d.to_wire().1),
+                behind: a.behind,
             }),
             Request::Prepare(p) => Body::Prepare(PrepareRequest { txn: p.txn.0, entries: entries_to_msg(&p.entries) }),
             Request::RecoveryPrepare(r) => Body::RecoveryPrepare(RecoveryPrepareRequest {

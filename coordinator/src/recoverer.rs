@@ -323,18 +323,35 @@ impl Recoverer {
 
     /// The node of `dc` that serves the recoverer's requests: itself in its own DC, else the
     /// first node of the DC holding a replica of the transaction.
+    /// The node of `dc` that runs this recovery's requests there: this node in its own DC;
+    /// elsewhere the first replica of the transaction's partitions in `dc`, else the DC's first
+    /// node, preferring one that is still a voter of something in the current placement (a
+    /// node removed on its own may stay down for good while its DC serves).
     fn executor_of(&self, dc: DcId) -> NodeId {
         if self.dc_of(self.me) == dc {
             return self.me;
         }
-        self.orphan
+        let candidates: Vec<NodeId> = self
+            .orphan
             .partitions
             .iter()
             .filter_map(|p| self.topology.partitions.get(p.0 as usize))
             .flat_map(|p| p.replicas.iter().copied())
-            .find(|&n| self.dc_of(n) == dc)
-            .or_else(|| self.topology.dcs.get(dc.0 as usize).and_then(|d| d.nodes.first().copied()))
+            .filter(|&n| self.dc_of(n) == dc)
+            .chain(self.topology.dcs.get(dc.0 as usize).into_iter().flat_map(|d| d.nodes.iter().copied()))
+            .collect();
+        candidates
+            .iter()
+            .copied()
+            .find(|&n| !self.unvoting(n))
+            .or_else(|| candidates.first().copied())
             .unwrap_or(self.me)
+    }
+
+    /// Whether the current placement (when known) makes `node` a voter of nothing: removed
+    /// (alone or with its DC), or back and only a learner. Nothing it holds is trusted.
+    fn unvoting(&self, node: NodeId) -> bool {
+        self.placement.as_deref().is_some_and(|e| !e.holds_voter(node))
     }
 
     fn send(&mut self, dc: DcId, purpose: Purpose, request: Request) {
@@ -690,9 +707,12 @@ impl TxnMachine for Recoverer {
                 // entries (`ExecutorCore::discard_if_removed`), so a vote it gave here may be
                 // gone by the record round (sim seed 88, world-5dc, 6 s: a commit decided on
                 // such a vote could never be recorded at a majority).
+                // The same holds for a node removed on its own (its DC stays up).
                 if crate::epochs::dc_removed(self.placement.as_deref(), dc) {
                     tracing::debug!(txn = %self.orphan.txn, %dc, "promises of a removed DC ignored");
                 } else {
+                    let mut promises = promises;
+                    promises.retain(|p| !self.unvoting(p.node));
                     for p in &promises {
                         if let Promise::Refused { promised } = p.promise {
                             self.refused = Some(self.refused.map_or(promised, |r| r.max(promised)));

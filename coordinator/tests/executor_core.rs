@@ -119,6 +119,7 @@ fn a_decided_accept_is_written_committed() {
         origin: ReplicaOrigin { txn, epoch: topology.epoch, coordinator: NodeId(3), participants: vec![DcId(0)] },
         changes: vec![ReplicaChange { table: kv, key: 4, cell: 0, value: vec![7; 8], seen: 0 }],
         decided: Some(Decision::Commit(cts)),
+        behind: false,
     });
     for attempt in 0..2 {
         let handled = core.handle(NodeId(2), accept.clone(), 1);
@@ -275,6 +276,61 @@ fn a_prepare_without_an_entry_writes_one_fence_entry_that_holds_a_record() {
     assert_eq!(ours, vec![EntryStatus::Aborted], "one fence entry, finished");
 }
 
+/// A replica whose ring has no room for a fence entry answers `NoVote` and keeps the ballot
+/// it so promised: a lower ballot is refused, and once the ring has room a PREPARE of a higher
+/// ballot writes the fence entry after all, so the replica can hold a record (sim seed 40186:
+/// without it a partition whose other replicas were removed never recorded its decision at a
+/// majority). With `no_fence_after_full_ring` the replica answers `NoVote` for good.
+#[test]
+fn a_replica_whose_ring_was_full_gets_its_fence_entry_later() {
+    use redt_coordinator::executor_core::ExecutorMutations;
+    use redt_coordinator::message::{RecoveryPrepare, Reply, Request};
+    use redt_dc_executor::{Promise, VoteCode};
+    use redt_proto::{Ballot, Cts, Offset, PartitionId};
+    for mutant in [false, true] {
+        let (core, dc, topology) = core();
+        let mut core = core
+            .with_ring_patience(std::time::Duration::ZERO)
+            .with_mutations(ExecutorMutations { no_fence_after_full_ring: mutant, ..Default::default() });
+        let t = TxnId::new(NodeId(1), 43);
+        let prepare = |ballot: u32| {
+            Request::RecoveryPrepare(RecoveryPrepare {
+                txn: t,
+                ballot: Ballot(ballot),
+                start: Cts(1 << 20),
+                partitions: vec![PartitionId(0)],
+                epoch: topology.epoch,
+                coordinator: NodeId(1),
+                participants: vec![DcId(0)],
+            })
+        };
+        let promise = |reply: Reply| match reply {
+            Reply::Promises(p) => p.into_iter().find(|p| p.node == NodeId(0)).expect("node 0 answers").promise,
+            other => panic!("promises expected, got {other:?}"),
+        };
+        // Every slot reserved and none released: the ring is full.
+        let layout = dc.layout;
+        let slots = layout.ring_slots();
+        dc.verbs.fetch_and_add(NodeId(0), Offset(layout.ring_off + 8), slots).expect("FAA on the tail");
+        assert_eq!(promise(core.handle(NodeId(2), prepare(2 << 10), 1).reply), Promise::NoVote);
+        assert_eq!(
+            promise(core.handle(NodeId(2), prepare(1 << 10), 2).reply),
+            Promise::Refused { promised: Ballot(2 << 10) },
+            "mutant {mutant}: a lower ballot is refused"
+        );
+        // Replay released every slot: the ring has room again.
+        dc.verbs.write(NodeId(0), Offset(layout.ring_off), &slots.to_le_bytes()).expect("WRITE of the head");
+        match promise(core.handle(NodeId(2), prepare(3 << 10), 3).reply) {
+            Promise::Entry { vote, recorded, redo, .. } if !mutant => {
+                assert_eq!((vote, recorded), (VoteCode::Abort, None));
+                assert!(redo.locks.is_empty() && redo.changes.is_empty(), "{redo:?}");
+            }
+            Promise::NoVote if mutant => {}
+            other => panic!("mutant {mutant}: unexpected {other:?}"),
+        }
+    }
+}
+
 /// A secondary that restarted between a primary's accept and its decision settles the redo
 /// its previous life accepted (found in the ring), instead of leaving it `Logged` for good.
 #[test]
@@ -289,6 +345,7 @@ fn a_decision_settles_redo_accepted_before_a_restart() {
         origin: ReplicaOrigin { txn, epoch: topology.epoch, coordinator: NodeId(3), participants: vec![DcId(0)] },
         changes: vec![ReplicaChange { table: kv, key: 4, cell: 0, value: vec![9; 8], seen: 0 }],
         decided: None,
+        behind: false,
     });
     assert_eq!(core.handle(NodeId(2), accept, 1).reply, Reply::Accepted(true));
     let mut core =
@@ -662,4 +719,64 @@ fn an_outcome_lookup_reads_entries_and_changes_nothing() {
         other => panic!("{other:?}"),
     }
     assert!(memstore(&dc) == before, "a lookup writes nothing");
+}
+
+/// A catch-up's first shipment to a voter whose DC the commit left behind (sim seed 70117):
+/// the replica's own stale redo of the transaction never stands. Unfinished, it is aborted
+/// when the catch-up lands (a commit decision that names it later changes nothing); already
+/// applied (a recoverer that saw the commit applied elsewhere committed it), the shipped
+/// values are written over it at the same commit timestamp. With `apply_stale_redo` the
+/// stale values stay in the second case.
+#[test]
+fn a_behind_catch_up_aborts_the_stale_redo_or_writes_over_it() {
+    use redt_coordinator::executor_core::ExecutorMutations;
+    use redt_coordinator::message::{Accept, Reply, Request};
+    use redt_dc_executor::{apply_committed, Replayer};
+    use redt_dc_executor::{ReplicaChange, ReplicaOrigin};
+    use redt_proto::Cts;
+    let shipped = vec![0x5d; 8];
+    for (applied_first, mutant) in [(false, false), (true, false), (true, true)] {
+        let (core, dc, topology, region) = core_with_region();
+        let mut core = core.with_mutations(ExecutorMutations { apply_stale_redo: mutant, ..Default::default() });
+        let kv = topology.table_by_name("kv").expect("kv table").id;
+        let node = NodeId(0);
+        let t = TxnId::new(NodeId(1), 70);
+        let cts = Cts(9_000_000);
+        let mut a = args(&topology, t, &[KvOp::Add(4, 3)]);
+        a.partitions = vec![redt_proto::PartitionId(0)];
+        let vote = core.execute(&a, 1).expect("phase 1 runs");
+        assert!(vote.is_commit());
+        if applied_first {
+            core.decide(t, Decision::Commit(cts), &vote.entries).expect("the stale redo commits");
+        }
+        let accept = Request::Accept(Accept {
+            origin: ReplicaOrigin {
+                txn: t,
+                epoch: topology.epoch,
+                coordinator: NodeId(1),
+                participants: vec![DcId(0)],
+            },
+            changes: vec![ReplicaChange { table: kv, key: 4, cell: 0, value: shipped.clone(), seen: 0 }],
+            decided: Some(Decision::Commit(cts)),
+            behind: true,
+        });
+        assert_eq!(core.handle(NodeId(2), accept, 2).reply, Reply::Accepted(true));
+        if !applied_first {
+            // The stale entry is finished: a decision naming it changes nothing.
+            core.decide(t, Decision::Commit(cts), &vote.entries).expect("decides");
+        }
+        let mut replay = Replayer::new(dc.layout, node);
+        for _ in 0..8 {
+            replay.step(&region, &mut |e| apply_committed(&region, &dc.catalog, e));
+        }
+        let image = dc.read_record(node, kv, 4).expect("reads").expect("the record exists");
+        assert_eq!(image.lock, 0, "no lock left");
+        let value = &image.values[0][..8];
+        if mutant {
+            assert_ne!(value, &shipped[..], "the mutant keeps its stale value");
+        } else {
+            assert_eq!(value, &shipped[..], "applied first: {applied_first}");
+            assert_eq!(image.versions[0].cts(), cts);
+        }
+    }
 }

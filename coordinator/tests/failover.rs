@@ -7,7 +7,7 @@
 //! every partition is back at three voters, and a write needing all three commits.
 
 mod common;
-use common::local_fast;
+use common::{local_fast, two_per_dc};
 use redt_coordinator::call::kv_call;
 use redt_coordinator::{CoordinatorOptions, EmbeddedCluster, TxnStatus};
 use redt_dc_executor::KvOp;
@@ -166,6 +166,57 @@ async fn a_second_dead_dc_of_four_is_removed_too() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert_eq!(last, None, "a write commits after the second removal");
+    cluster.shutdown();
+}
+
+/// One node dies while the rest of its DC lives (issue 13, failover at the grain of a node):
+/// a majority of the voters suspects it, the leader removes it alone in a new epoch (its DC
+/// stays up), the partitions it held (n = 3, Q = 3) commit again, and they are rebuilt back to
+/// three voters elsewhere.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_node_is_removed_alone_and_its_partitions_commit_again() {
+    let options = CoordinatorOptions { failover: true, ..CoordinatorOptions::default() };
+    let cluster = EmbeddedCluster::start(two_per_dc("failover-test-node", 7730), options).await.expect("starts");
+    let t = cluster.topology.clone();
+    // The second node of dc2: not a Raft voter, the primary of one partition.
+    let dead = t.dcs[1].nodes[1];
+    let survivors: Vec<NodeId> = t.nodes.iter().map(|n| n.id).filter(|&n| n != dead).collect();
+    a_leader_among(&cluster, &survivors).await;
+    let schema = t.table(KV).expect("kv");
+    let key = (0..).find(|&k| t.partitions[t.partition_of(schema, k).0 as usize].replicas.contains(&dead)).unwrap();
+    let coordinator = t.dcs[0].nodes[0];
+    let out = cluster.node(coordinator).submit(kv_call(KV, &[KvOp::Add(key, 1)])).await;
+    assert_eq!(out.status, TxnStatus::Committed, "commits before the failure");
+
+    cluster.node(dead).shutdown();
+    let took = until(Duration::from_secs(20), "every survivor past epoch 1", async || {
+        survivors.iter().all(|&n| cluster.node(n).epochs().epoch() > t.epoch)
+    })
+    .await;
+    eprintln!("a new epoch everywhere {took:?} after the kill");
+    let p = cluster.node(coordinator).topology();
+    assert!(p.partitions.iter().all(|x| !x.replicas.contains(&dead)), "{dead} holds no replica now");
+    let s = cluster.node(coordinator).status(false).await.expect("status");
+    assert!(s.removed_dcs.is_empty(), "its DC stays: {:?}", s.removed_dcs);
+    let mut last = None;
+    for _ in 0..50 {
+        let out = cluster.node(coordinator).submit(kv_call(KV, &[KvOp::Add(key, 1)])).await;
+        if out.status == TxnStatus::Committed {
+            last = None;
+            break;
+        }
+        last = Some(out.status);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(last, None, "a write to a partition the dead node held commits in the new epoch");
+    let took = until(Duration::from_secs(30), "full replication restored on every survivor", async || {
+        survivors.iter().all(|&n| {
+            let p = cluster.node(n).topology();
+            p.partitions.iter().all(|x| x.replicas.len() == 3 && x.learners.is_empty() && !x.replicas.contains(&dead))
+        })
+    })
+    .await;
+    eprintln!("full replication restored {took:?} after the new epoch");
     cluster.shutdown();
 }
 

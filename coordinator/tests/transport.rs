@@ -33,6 +33,7 @@ fn topology(n: u16) -> Arc<Topology> {
         partitions: vec![],
         links: vec![vec![LinkConditions::default(); usize::from(n)]; usize::from(n)],
         timeouts: Default::default(),
+        verbs: Default::default(),
     })
 }
 

@@ -31,6 +31,11 @@ pub enum Error {
     /// The RDMA or shared-memory backend failed (device, registration, mapping, completion).
     #[error("verbs backend: {0}")]
     Backend(String),
+    /// The TLS material of an in-DC verbs transport is unusable (issue 14): a certificate,
+    /// key or CA certificate rustls refuses, or an own certificate that does not carry this
+    /// node's identity (`redt://node/<dc>/<node>`, written by `redt certs init`).
+    #[error("verbs TLS: {0}")]
+    TlsConfig(String),
     /// I/O on a shared-memory file failed.
     #[error("{path}: {source}")]
     Io {

@@ -207,9 +207,11 @@ pub struct Executor {
     rings: BTreeMap<NodeId, RingWriter>,
     ring_patience: Duration,
     pub(crate) fence_entries: bool,
-    /// Transactions this executor answered `NoVote` for, with no fence entry, because a
-    /// ring was full (`prepare.rs`): none is written for them later.
-    pub(crate) unfenced: TxnSet,
+    /// Whether a PREPARE at a replica that answered `NoVote` for a full ring writes its
+    /// fence entry later, once the ring has room (`prepare.rs`).
+    pub(crate) fence_after_full_ring: bool,
+    /// The ballots promised by `NoVote` answers for full rings (`prepare.rs`).
+    pub(crate) unfenced: crate::prepare::NoVotePromises,
 }
 
 /// A bounded set of transaction ids: the oldest is forgotten first once it holds
@@ -252,7 +254,8 @@ impl Executor {
             rings: BTreeMap::new(),
             ring_patience: Duration::from_millis(200),
             fence_entries: true,
-            unfenced: TxnSet::default(),
+            fence_after_full_ring: true,
+            unfenced: Default::default(),
         }
     }
 
@@ -262,6 +265,14 @@ impl Executor {
     /// finishes its recovery).
     pub fn set_fence_entries(&mut self, on: bool) {
         self.fence_entries = on;
+    }
+
+    /// Sets whether a replica that answered `NoVote` because its ring had no room for a fence
+    /// entry gets one at a later PREPARE of the same ballot or higher (`prepare.rs`). On by
+    /// default; off only as a deliberate bug that the simulation must catch (its partition
+    /// can never record a decision at a majority once its other replicas are removed).
+    pub fn set_fence_after_full_ring(&mut self, on: bool) {
+        self.fence_after_full_ring = on;
     }
 
     /// Sets how long a reservation waits for replay to free ring space before the

@@ -34,7 +34,7 @@ pub use executor::{AbortReason, Decision, EntryRef, Executor, ItemVote, LocalAcc
 pub use hlc::{Clock, Hlc, SystemClock, LOGICAL_BITS, ORIGIN_UNIX_MS};
 pub use index::{Index, IndexStats};
 pub use memstore::{Layout, LINE, MAGIC};
-pub use prepare::{NodePromise, PreparedTxn, Promise};
+pub use prepare::{NoVotePromises, NodePromise, PreparedTxn, Promise};
 pub use procedure::{
     list_items, list_len, Access, KvOp, KvProcedure, Procedure, ReadView, UserAbort, Write, YcsbOp, YcsbProcedure,
     LIST_HEADER, LIST_TAG,
@@ -50,6 +50,6 @@ pub use ring::{
 };
 pub use snapshot::{apply_snapshot, read_snapshot, SnapshotApplied, SnapshotCell, SnapshotChunk, SnapshotRecord};
 pub use verbs::{
-    Completion, DoorbellBatch, LocalVerbs, ServerLimits, TcpVerbs, TcpVerbsServer, VerbCounters, VerbCounts, Verbs,
-    WorkRequest,
+    Completion, DoorbellBatch, LocalVerbs, ServerCounts, ServerLimits, TcpVerbs, TcpVerbsServer, VerbCounters,
+    VerbCounts, Verbs, VerbsTls, WorkRequest,
 };

@@ -97,9 +97,11 @@ impl Executor {
         let mut out = Vec::with_capacity(nodes.len());
         for &node in nodes {
             let promise = match self.prepare_node(txn.txn, ballot, txn.start, node)? {
-                (Promise::NoVote, Fenced::No) if self.fence_entries && !self.unfenced.contains(&txn.txn) => {
-                    self.fence_entry(txn, ballot, node)?
-                }
+                (Promise::NoVote, Fenced::No) if self.fence_entries => match self.unfenced.promised(txn.txn, node) {
+                    Some(promised) if promised > ballot => Promise::Refused { promised },
+                    Some(_) if !self.fence_after_full_ring => Promise::NoVote,
+                    _ => self.fence_entry(txn, ballot, node)?,
+                },
                 (p, _) => p,
             };
             out.push(NodePromise { node, promise });
@@ -110,12 +112,15 @@ impl Executor {
     /// Writes a fence entry of `txn` promised to `ballot` on `node`'s ring (see the module
     /// docs) and returns its promise. When the ring has no room for it the replica answers
     /// [`Promise::NoVote`] as it did before fence entries existed (an abort vote that holds
-    /// no record), and this executor writes no fence entry of `txn` afterwards: it promised
-    /// `ballot` nowhere durable, so a fence entry written later for a lower ballot could
-    /// accept that ballot's record. (Waiting for room instead deadlocks: two transactions
-    /// whose undecided entries fill each other's rings each wait for a fence entry in the
-    /// other's ring; sim seed 12, append, local-fast, `all,remove`, 3 s.) A restarted
-    /// executor has forgotten this; see DESIGN.md §2 for what that leaves open.
+    /// no record), and this executor remembers the ballot it so promised ([`NoVotePromises`]):
+    /// a later PREPARE of a lower ballot is refused, one of this ballot or higher writes the
+    /// fence entry once the ring has room. (Waiting for room instead deadlocks: two
+    /// transactions whose undecided entries fill each other's rings each wait for a fence
+    /// entry in the other's ring; sim seed 12, append, local-fast, `all,remove`, 3 s. Never
+    /// writing one later leaves a partition whose other replicas were removed unable to hold
+    /// its record at a majority for good; sim seed 40186, bank, local-fast, `all,remove`,
+    /// 6 s.) The promise lives in this executor's memory only: a restarted executor has
+    /// forgotten it; see DESIGN.md §2 for what that leaves open.
     fn fence_entry(&mut self, txn: &PreparedTxn, ballot: Ballot, node: NodeId) -> Result<Promise> {
         let state = VoteState { vote: VoteCode::Abort, promised: ballot, ..VoteState::default() };
         let Some(vote) = VoteWord::pack(state) else { return Ok(Promise::NoVote) };
@@ -136,7 +141,7 @@ impl Executor {
         let index = match self.reserve_slots(node, slots) {
             Ok(index) => index,
             Err(crate::Error::RingFull { .. }) => {
-                self.unfenced.insert(txn.txn);
+                self.unfenced.promise(txn.txn, node, ballot);
                 return Ok(Promise::NoVote);
             }
             Err(e) => return Err(e),
@@ -281,6 +286,43 @@ impl Executor {
             }
         }
         Ok(out)
+    }
+}
+
+/// The ballots this executor promised by answering [`Promise::NoVote`] for a replica whose
+/// ring had no room for a fence entry, per (transaction, replica node): a promise kept only
+/// here, so that no later PREPARE of a lower ballot gets a fence entry that could accept its
+/// record. Bounded: the oldest of [`NoVotePromises::CAP`] is forgotten first.
+#[derive(Default)]
+pub struct NoVotePromises {
+    map: std::collections::HashMap<(TxnId, NodeId), Ballot>,
+    order: std::collections::VecDeque<(TxnId, NodeId)>,
+}
+
+impl NoVotePromises {
+    /// The most promises remembered: 100,000.
+    pub const CAP: usize = 100_000;
+
+    /// Remembers that `node`'s replica of `txn` promised `ballot` (keeping the highest).
+    pub fn promise(&mut self, txn: TxnId, node: NodeId, ballot: Ballot) {
+        let key = (txn, node);
+        match self.map.get_mut(&key) {
+            Some(b) => *b = (*b).max(ballot),
+            None => {
+                self.map.insert(key, ballot);
+                self.order.push_back(key);
+                if self.order.len() > Self::CAP {
+                    if let Some(old) = self.order.pop_front() {
+                        self.map.remove(&old);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The highest ballot `node`'s replica of `txn` promised with no fence entry, if any.
+    pub fn promised(&self, txn: TxnId, node: NodeId) -> Option<Ballot> {
+        self.map.get(&(txn, node)).copied()
     }
 }
 

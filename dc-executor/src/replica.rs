@@ -166,6 +166,36 @@ impl Executor {
     /// # Errors
     /// As [`Executor::accept_replica`], less [`Error::RingFull`].
     pub fn apply_replica_now(&mut self, node: NodeId, txn: TxnId, changes: &[ReplicaChange], cts: Cts) -> Result<bool> {
+        self.apply_replica_cells(node, txn, changes, cts, false)
+    }
+
+    /// [`Executor::apply_replica_now`] that also writes over cells whose version carries `cts`
+    /// itself: for a catch-up reaching a replica whose DC was behind but whose own stale redo
+    /// of the same transaction was applied anyway (DESIGN.md §2; the Thomas write rule keeps
+    /// the first of two writes at one timestamp, and the stale one came first). Only the
+    /// transaction committed at `cts` wrote a cell at `cts` (a later writer of the cell reads
+    /// its version and commits above it), so nothing else is overwritten.
+    ///
+    /// # Errors
+    /// As [`Executor::apply_replica_now`].
+    pub fn apply_replica_over_own(
+        &mut self,
+        node: NodeId,
+        txn: TxnId,
+        changes: &[ReplicaChange],
+        cts: Cts,
+    ) -> Result<bool> {
+        self.apply_replica_cells(node, txn, changes, cts, true)
+    }
+
+    fn apply_replica_cells(
+        &mut self,
+        node: NodeId,
+        txn: TxnId,
+        changes: &[ReplicaChange],
+        cts: Cts,
+        over_same_cts: bool,
+    ) -> Result<bool> {
         let dc = self.dc().clone();
         let records = self.cells_by_record(txn, changes)?;
         // Lock every record first (nothing written unless all are free).
@@ -220,7 +250,7 @@ impl Executor {
                 let at = rl.cell_offsets[cell] as usize;
                 let cur = image.get(at..at + 8).and_then(|b| b.try_into().ok()).map(u64::from_le_bytes).unwrap_or(0);
                 let cur = CellVersion(cur);
-                if cts <= cur.cts() {
+                if cts < cur.cts() || (cts == cur.cts() && !over_same_cts) {
                     continue; // Thomas write rule: a newer write already landed.
                 }
                 let seen = if c.seen != 0 { CellVersion(c.seen) } else { cur };

@@ -100,3 +100,73 @@ fn two_processes_share_one_region_and_its_atomics() {
     assert!(LocalVerbs::open_shared(&dir, &prefix, [NodeId(0)], SIZE * 2).is_err());
     std::fs::remove_file(redt_dc_executor::verbs::shared_file(&dir, &prefix, n)).unwrap();
 }
+
+// ---------------------------------------------------------------------------------------
+// How MemStore files are opened (issue 14)
+// ---------------------------------------------------------------------------------------
+
+use redt_dc_executor::verbs::shared_file;
+use redt_dc_executor::Error;
+use std::os::unix::fs::PermissionsExt;
+
+const SMALL: u64 = 4096;
+
+fn mode(path: &Path) -> u32 {
+    std::fs::symlink_metadata(path).unwrap().permissions().mode() & 0o777
+}
+
+/// A new MemStore file is created with mode 0600; opening it again maps the same bytes.
+#[test]
+fn a_new_memstore_file_is_private_to_its_user() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = shared_file(dir.path(), "p", NodeId(0));
+    let v = LocalVerbs::open_shared(dir.path(), "p", [NodeId(0)], SMALL).unwrap();
+    assert_eq!(mode(&path), 0o600);
+    v.write(NodeId(0), Offset(8), b"kept").unwrap();
+    drop(v);
+    let again = LocalVerbs::open_shared(dir.path(), "p", [NodeId(0)], SMALL).unwrap();
+    let mut buf = [0u8; 4];
+    again.read(NodeId(0), Offset(8), &mut buf).unwrap();
+    assert_eq!(&buf, b"kept");
+}
+
+/// A MemStore file that already exists as a symbolic link is refused, whether its target
+/// exists or not, and nothing is created or written through it.
+#[test]
+fn a_memstore_file_that_is_a_symlink_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = shared_file(dir.path(), "p", NodeId(0));
+    let target = dir.path().join("victim");
+    std::os::unix::fs::symlink(&target, &path).unwrap();
+    for target_exists in [false, true] {
+        if target_exists {
+            std::fs::write(&target, b"precious").unwrap();
+        }
+        match LocalVerbs::open_shared(dir.path(), "p", [NodeId(0)], SMALL) {
+            Err(Error::Backend(m)) => assert!(m.contains("symbolic link"), "{m}"),
+            Err(other) => panic!("a symlink is refused with a backend error, not {other}"),
+            Ok(_) => panic!("a symlinked MemStore file was opened"),
+        }
+        if target_exists {
+            assert_eq!(std::fs::read(&target).unwrap(), b"precious", "the target is untouched");
+        } else {
+            assert!(!target.exists(), "nothing was created through the dangling symlink");
+        }
+    }
+}
+
+/// An existing MemStore file readable by others (as files from before issue 14 are) is
+/// narrowed to 0600; one that is not a regular file is refused.
+#[test]
+fn an_existing_memstore_file_is_narrowed_and_must_be_regular() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = shared_file(dir.path(), "p", NodeId(0));
+    std::fs::write(&path, vec![0u8; SMALL as usize]).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+    LocalVerbs::open_shared(dir.path(), "p", [NodeId(0)], SMALL).unwrap();
+    assert_eq!(mode(&path), 0o600);
+
+    let not_a_file = shared_file(dir.path(), "p", NodeId(1));
+    std::fs::create_dir(&not_a_file).unwrap();
+    assert!(LocalVerbs::open_shared(dir.path(), "p", [NodeId(1)], SMALL).is_err(), "a directory is refused");
+}

@@ -1,17 +1,21 @@
 //! The TCP verbs backend of the `redt-tcp` baseline (RedT §6.5): the same results, memory
 //! and verb counts as the in-process backend, exact atomics under concurrency, and a server
-//! that refuses bad frames without falling over.
+//! that refuses bad frames without falling over. (Who may connect: `tcp_verbs_tls.rs`.)
 
+mod pki;
+mod verbs_client;
+
+use pki::TestCa;
 use proptest::prelude::*;
-use redt_dc_executor::verbs::MAX_FRAME_BYTES;
+use redt_dc_executor::verbs::{MAX_FRAME_BYTES, WIRE_VERSION};
 use redt_dc_executor::{
-    Completion, DoorbellBatch, Error, LocalVerbs, ServerLimits, TcpVerbs, TcpVerbsServer, Verbs, WorkRequest,
+    Completion, DoorbellBatch, Error, LocalVerbs, ServerLimits, TcpVerbs, TcpVerbsServer, Verbs, VerbsTls, WorkRequest,
 };
 use redt_proto::{NodeId, Offset};
 use std::collections::HashMap;
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::Arc;
+use std::net::{SocketAddr, TcpListener};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 const A: NodeId = NodeId(0);
@@ -19,6 +23,24 @@ const B: NodeId = NodeId(1);
 
 fn any_port() -> SocketAddr {
     "127.0.0.1:0".parse().expect("a valid socket address")
+}
+
+/// One CA for the whole test binary (key generation is the slow part).
+fn ca() -> &'static TestCa {
+    static CA: OnceLock<TestCa> = OnceLock::new();
+    CA.get_or_init(|| TestCa::new("tcp-verbs"))
+}
+
+/// The node names of the test DC `dc1`: A is `a`, B is `b`.
+fn names() -> Vec<(NodeId, String)> {
+    vec![(A, "a".to_string()), (B, "b".to_string())]
+}
+
+/// The verbs TLS of node `n` of `dc1`.
+fn tls(n: NodeId) -> VerbsTls {
+    let name = if n == A { "a" } else { "b" };
+    let m = ca().node("dc1", name);
+    VerbsTls::new(m.chain, m.key, m.ca, "dc1", names()).expect("a node certificate of dc1")
 }
 
 /// A two-node DC of `size_bytes` heap regions, a server for each node, and one TCP client
@@ -31,11 +53,15 @@ struct Dc {
 
 fn dc(size_bytes: u64) -> Dc {
     let local = Arc::new(LocalVerbs::in_process([A, B], size_bytes));
-    let servers: Vec<TcpVerbsServer> =
-        [A, B].iter().map(|&n| TcpVerbsServer::spawn(any_port(), n, local.clone()).expect("server binds")).collect();
+    let servers: Vec<TcpVerbsServer> = [A, B]
+        .iter()
+        .map(|&n| TcpVerbsServer::spawn(any_port(), n, local.clone(), tls(n)).expect("server binds"))
+        .collect();
     let addrs: HashMap<NodeId, SocketAddr> = servers.iter().map(|s| (s.node(), s.local_addr())).collect();
-    let clients =
-        [A, B].iter().map(|&own| Arc::new(TcpVerbs::new(own, local.clone(), addrs.clone()))).collect::<Vec<_>>();
+    let clients = [A, B]
+        .iter()
+        .map(|&own| Arc::new(TcpVerbs::new(own, local.clone(), addrs.clone(), tls(own))))
+        .collect::<Vec<_>>();
     Dc { local, servers, clients }
 }
 
@@ -245,7 +271,7 @@ fn concurrent_fetch_and_add_from_two_nodes_is_exact() {
 // ---------------------------------------------------------------------------------------
 
 /// Reads one reply frame; `None` if the server closed the connection instead.
-fn read_reply(s: &mut TcpStream) -> Option<Vec<u8>> {
+fn read_reply(s: &mut impl Read) -> Option<Vec<u8>> {
     let mut prefix = [0u8; 4];
     s.read_exact(&mut prefix).ok()?;
     let mut body = vec![0u8; u32::from_le_bytes(prefix) as usize];
@@ -253,21 +279,33 @@ fn read_reply(s: &mut TcpStream) -> Option<Vec<u8>> {
     Some(body)
 }
 
-/// Whether `body` is a refusal: version 1, no completion, error status, kind "refused".
+/// Whether `body` is a refusal: this wire version, no completion, error status, kind
+/// "refused".
 fn is_refusal(body: &[u8]) -> bool {
-    body.len() >= 7 && body[0] == 1 && body[1..5] == [0, 0, 0, 0] && body[5] == 1 && body[6] == 4
+    body.len() >= 7 && body[0] == WIRE_VERSION && body[1..5] == [0, 0, 0, 0] && body[5] == 1 && body[6] == 4
 }
 
-fn raw(server: &TcpVerbsServer) -> TcpStream {
-    let s = TcpStream::connect(server.local_addr()).expect("connect to the server");
-    s.set_read_timeout(Some(Duration::from_secs(10))).expect("set a read timeout");
-    s
+/// An authenticated connection to `server` as node A, driven by hand.
+fn raw(server: &TcpVerbsServer) -> verbs_client::Stream {
+    let m = ca().node("dc1", "a");
+    let ca_cert = m.ca.clone();
+    let name = if server.node() == A { "a" } else { "b" };
+    verbs_client::connect(server.local_addr(), verbs_client::config(&ca_cert, Some(m)), name)
+        .expect("node A is admitted")
 }
 
 fn frame(body: &[u8]) -> Vec<u8> {
     let mut f = (body.len() as u32).to_le_bytes().to_vec();
     f.extend_from_slice(body);
     f
+}
+
+/// A request body of this wire version for node `n` (the version byte, then `rest`).
+fn body(n: NodeId, rest: &[u8]) -> Vec<u8> {
+    let mut b = vec![WIRE_VERSION];
+    b.extend_from_slice(&n.0.to_le_bytes());
+    b.extend_from_slice(rest);
+    b
 }
 
 #[test]
@@ -280,19 +318,22 @@ fn bad_frames_are_refused_and_the_server_keeps_serving() {
     s.write_all(&frame(&[9, 9, 9])).unwrap();
     assert!(is_refusal(&read_reply(&mut s).expect("a reply to garbage")));
     // Unknown op, on the same connection.
-    let mut body = vec![1, 1, 0, 1, 0, 0, 0, 77];
-    body.extend_from_slice(&0u64.to_le_bytes());
-    s.write_all(&frame(&body)).unwrap();
+    let mut unknown = body(B, &[1, 0, 0, 0, 77]);
+    unknown.extend_from_slice(&0u64.to_le_bytes());
+    s.write_all(&frame(&unknown)).unwrap();
     assert!(is_refusal(&read_reply(&mut s).expect("a reply to an unknown op")));
     // A count that promises more requests than the body holds.
-    s.write_all(&frame(&[1, 1, 0, 0xff, 0xff, 0xff, 0xff])).unwrap();
+    s.write_all(&frame(&body(B, &[0xff, 0xff, 0xff, 0xff]))).unwrap();
     assert!(is_refusal(&read_reply(&mut s).expect("a reply to a lying count")));
     // A READ whose reply would exceed the frame limit.
-    let mut body = vec![1, 1, 0, 1, 0, 0, 0, 1];
-    body.extend_from_slice(&0u64.to_le_bytes());
-    body.extend_from_slice(&u32::MAX.to_le_bytes());
-    s.write_all(&frame(&body)).unwrap();
+    let mut huge = body(B, &[1, 0, 0, 0, 1]);
+    huge.extend_from_slice(&0u64.to_le_bytes());
+    huge.extend_from_slice(&u32::MAX.to_le_bytes());
+    s.write_all(&frame(&huge)).unwrap();
     assert!(is_refusal(&read_reply(&mut s).expect("a reply to a huge READ")));
+    // A request of wire version 1 (plain TCP, before issue 14).
+    s.write_all(&frame(&[1, 1, 0, 0, 0, 0, 0])).unwrap();
+    assert!(is_refusal(&read_reply(&mut s).expect("a reply to an old version")));
 
     // Oversized length prefix: a refusal or a closed connection, then nothing more.
     let mut s = raw(server);
@@ -307,7 +348,8 @@ fn bad_frames_are_refused_and_the_server_keeps_serving() {
     // A frame cut short by the peer closing.
     let mut s = raw(server);
     s.write_all(&100u32.to_le_bytes()).unwrap();
-    s.write_all(&[1, 1, 0]).unwrap();
+    s.write_all(&[WIRE_VERSION, 1, 0]).unwrap();
+    s.flush().unwrap();
     drop(s);
 
     // A good client is still served, remotely and in a batch.
@@ -323,15 +365,27 @@ fn bad_frames_are_refused_and_the_server_keeps_serving() {
     assert_eq!((batch.atomic_result(i), batch.read_result(j)), (0, &b"still"[..]));
 }
 
-/// A server only serves its own node: a client that sends B's verbs to A's server gets
-/// `UnknownNode`, and the connection stays usable.
+/// A server only serves its own node: a client whose peer list sends B's verbs to A's server
+/// refuses that server (its certificate is A's), and a request for B that reaches A's server
+/// anyway gets `UnknownNode` on a connection that stays usable.
 #[test]
 fn a_server_serves_only_its_own_node() {
     let d = dc(4096);
-    let wrong = TcpVerbs::new(A, d.local.clone(), HashMap::from([(B, d.servers[0].local_addr())]));
-    assert!(matches!(wrong.fetch_and_add(B, Offset(0), 1), Err(Error::UnknownNode(n)) if n == B));
+    let a_addr = d.servers[0].local_addr();
+    let wrong = TcpVerbs::new(A, d.local.clone(), HashMap::from([(B, a_addr)]), tls(A));
+    assert!(is_backend(wrong.fetch_and_add(B, Offset(0), 1), a_addr));
     assert!(matches!(wrong.read(NodeId(7), Offset(0), &mut [0u8; 8]), Err(Error::UnknownNode(n)) if n == NodeId(7)));
-    assert!(matches!(wrong.fetch_and_add(B, Offset(0), 1), Err(Error::UnknownNode(n)) if n == B));
+
+    let mut s = raw(&d.servers[0]);
+    let mut faa = body(B, &[1, 0, 0, 0, 4]);
+    faa.extend_from_slice(&0u64.to_le_bytes());
+    faa.extend_from_slice(&1u64.to_le_bytes());
+    for _ in 0..2 {
+        s.write_all(&frame(&faa)).unwrap();
+        let reply = read_reply(&mut s).expect("a reply");
+        // No completion, error status, kind "unknown node", node B.
+        assert_eq!(&reply[1..], &[0, 0, 0, 0, 1, 3, 1, 0]);
+    }
     assert_eq!(d.local.region(A).unwrap().fetch_and_add(0, 0), 0);
     assert_eq!(d.local.region(B).unwrap().fetch_and_add(0, 0), 0);
 }
@@ -348,7 +402,7 @@ fn is_backend(r: Result<impl std::fmt::Debug, Error>, addr: SocketAddr) -> bool 
 fn an_unreachable_peer_is_a_backend_error() {
     let closed = TcpListener::bind(any_port()).unwrap().local_addr().unwrap(); // dropped: nobody listens
     let local = Arc::new(LocalVerbs::in_process([A], 4096));
-    let tcp = TcpVerbs::new(A, local, HashMap::from([(B, closed)])).with_io_timeout(Duration::from_secs(2));
+    let tcp = TcpVerbs::new(A, local, HashMap::from([(B, closed)]), tls(A)).with_io_timeout(Duration::from_secs(2));
     assert!(is_backend(tcp.fetch_and_add(B, Offset(0), 1), closed));
     assert!(is_backend(tcp.read(B, Offset(0), &mut [0u8; 8]), closed));
     let mut batch = DoorbellBatch::new();
@@ -373,7 +427,7 @@ fn a_stopped_server_gives_backend_errors() {
 }
 
 // ---------------------------------------------------------------------------------------
-// (e) Server limits
+// (e) Idle connections
 // ---------------------------------------------------------------------------------------
 
 /// Polls `done` every 10 ms for up to 10 s.
@@ -385,56 +439,23 @@ fn eventually(what: &str, mut done: impl FnMut() -> bool) {
     }
 }
 
-/// One connection beyond `max_connections` is answered with a refusal and closed, the
-/// client sees a backend error naming the cause, and a slot freed by a closing peer is
-/// served again.
-#[test]
-fn connections_beyond_the_cap_are_refused() {
-    let local = Arc::new(LocalVerbs::in_process([A, B], 4096));
-    let limits = ServerLimits { max_connections: 2, ..ServerLimits::default() };
-    let server = TcpVerbsServer::spawn_with_limits(any_port(), B, local.clone(), limits).expect("server binds");
-    let tcp = TcpVerbs::new(A, local.clone(), HashMap::from([(B, server.local_addr())]));
-
-    let first = raw(&server);
-    let mut second = raw(&server);
-    // The second is admitted: it is served.
-    let mut body = vec![1, 1, 0, 1, 0, 0, 0, 4];
-    body.extend_from_slice(&0u64.to_le_bytes());
-    body.extend_from_slice(&7u64.to_le_bytes());
-    second.write_all(&frame(&body)).unwrap();
-    assert!(!is_refusal(&read_reply(&mut second).expect("the second connection is served")));
-
-    // A third is refused at once, before it sends anything.
-    let mut third = raw(&server);
-    assert!(is_refusal(&read_reply(&mut third).expect("a refusal for the third connection")));
-    let mut rest = Vec::new();
-    let _ = third.read_to_end(&mut rest);
-    assert!(rest.is_empty(), "the refused connection is closed");
-    match tcp.fetch_and_add(B, Offset(0), 1) {
-        Err(Error::Backend(m)) => assert!(m.contains("too many connections"), "{m}"),
-        other => panic!("a client beyond the cap gets a backend error, not {other:?}"),
-    }
-    assert_eq!(local.region(B).unwrap().fetch_and_add(0, 0), 7, "only the admitted FAA ran");
-
-    // A closed connection frees its slot.
-    drop(first);
-    eventually("a freed slot serves the client", || tcp.fetch_and_add(B, Offset(0), 1).is_ok());
-    assert_eq!(local.region(B).unwrap().fetch_and_add(0, 0), 8);
-}
-
-/// A connection with no request for `idle_timeout` is closed by the server, and its slot
-/// counts no more against the cap.
+/// A served connection with no request for `idle_timeout` after its first is closed by the
+/// server, and its slot counts no more against the cap.
 #[test]
 fn an_idle_connection_is_closed() {
     let local = Arc::new(LocalVerbs::in_process([A, B], 4096));
-    let limits = ServerLimits { max_connections: 1, idle_timeout: Duration::from_millis(200) };
-    let server = TcpVerbsServer::spawn_with_limits(any_port(), B, local.clone(), limits).expect("server binds");
-    let mut silent = raw(&server);
+    let limits =
+        ServerLimits { max_connections: 1, idle_timeout: Duration::from_millis(200), ..ServerLimits::default() };
+    let server = TcpVerbsServer::spawn_with_limits(any_port(), B, local.clone(), tls(B), limits).expect("server binds");
+    let mut quiet = raw(&server);
+    let mut faa = body(B, &[1, 0, 0, 0, 4]);
+    faa.extend_from_slice(&0u64.to_le_bytes());
+    faa.extend_from_slice(&1u64.to_le_bytes());
+    quiet.write_all(&frame(&faa)).unwrap();
+    assert!(!is_refusal(&read_reply(&mut quiet).expect("the first request is served")));
     let t0 = std::time::Instant::now();
-    let mut rest = Vec::new();
-    let _ = silent.read_to_end(&mut rest); // returns when the server closes it
-    assert!(rest.is_empty(), "nothing is sent on an idle connection");
+    assert!(read_reply(&mut quiet).is_none(), "nothing more is sent on an idle connection");
     assert!(t0.elapsed() < Duration::from_secs(5), "the server closed the idle connection");
-    let tcp = TcpVerbs::new(A, local.clone(), HashMap::from([(B, server.local_addr())]));
+    let tcp = TcpVerbs::new(A, local.clone(), HashMap::from([(B, server.local_addr())]), tls(A));
     eventually("the idle connection's slot is free again", || tcp.fetch_and_add(B, Offset(0), 1).is_ok());
 }

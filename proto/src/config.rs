@@ -37,6 +37,12 @@
 //!               catch_up_give_up: 30s }
 //!   detector: { interval: 20ms, timeout: 200ms }   # every peer's heartbeats (default: per
 //!                                  #   link, redt_replication::DetectorConfig::for_link)
+//! verbs:                           # optional, every key optional (defaults shown): the
+//!   max_connections: 1024          #   in-DC verbs server (redt-tcp; RDMA bootstrap
+//!   max_connections_per_peer: 64   #   handshakes), redt_dc_executor::ServerLimits; caps
+//!   handshake_timeout: 2s          #   count connections still in their TLS handshake,
+//!   first_frame_timeout: 2s        #   per peer by IP address
+//!   idle_timeout: 120s
 //! limits:                          # optional, every key optional (defaults shown)
 //!   max_ops_per_txn: 4096          # operations of one transaction, 1 to 1048576
 //!   max_bytes_per_txn: 4MiB        # keys (8 bytes each) + values of one transaction, <= 12MiB
@@ -53,7 +59,7 @@
 //!   before anything is reserved or written, with an error naming the limit (`limits.KEY`)
 //!   and its value; a sub-transaction may also name each participant DC only once, so at
 //!   most as many as `dcs` has.
-//! - **durations** (`rtt`, `jitter`, every `timeouts` key): humantime syntax (`40ms`,
+//! - **durations** (`rtt`, `jitter`, every `timeouts` key, the `verbs` timeouts): humantime syntax (`40ms`,
 //!   `1s 500ms`, `250us`); a plain `0` is zero. A timeout is above zero (`clock_skew_bound`
 //!   may be zero) and at most 24 h; orderings (`retry_every` ≤ `retry_max`, the detector's
 //!   `interval` < `timeout`, …) are checked once the defaults are filled in
@@ -118,6 +124,8 @@ struct RawTopology {
     partitions: Vec<RawPartition>,
     #[serde(default)]
     timeouts: timeouts::RawTimeouts,
+    #[serde(default)]
+    verbs: verbs::RawVerbs,
     #[serde(default)]
     limits: limits::RawLimits,
 }
@@ -470,6 +478,7 @@ impl Resolver<'_> {
         let tables = self.tables(&raw.tables)?;
         let partitions = self.partitions(&raw.partitions, &nodes, &dcs)?;
         let timeouts = self.timeouts(&raw.timeouts)?;
+        let verbs = self.verbs(&raw.verbs)?;
         let limits = self.limits(&raw.limits)?;
         Ok(Topology {
             name: raw.name,
@@ -481,6 +490,7 @@ impl Resolver<'_> {
             partitions,
             links,
             timeouts,
+            verbs,
             limits,
         })
     }
@@ -780,6 +790,7 @@ impl Resolver<'_> {
 
 mod limits;
 mod timeouts;
+mod verbs;
 
 #[cfg(test)]
 mod tests;

@@ -9,6 +9,7 @@
 mod config;
 mod decision;
 mod error;
+mod identity;
 mod ids;
 mod protocol;
 mod quorum;
@@ -17,10 +18,11 @@ pub mod wire;
 
 pub use decision::Decision;
 pub use error::{ConfigError, Result};
+pub use identity::CertIdentity;
 pub use ids::{Ballot, Cts, DcId, Epoch, NodeId, Offset, PartitionId, TableId, TxnId};
 pub use protocol::{Protocol, UnknownProtocol};
 pub use quorum::{majority, quorum};
 pub use topology::{
     CellSchema, Dc, DetectorTimeoutsConfig, Learner, LimitsConfig, LinkConditions, Locking, MemStoreConfig, Node,
-    Partition, Partitioning, RecoveryTimeoutsConfig, TableSchema, TimeoutsConfig, Topology,
+    Partition, Partitioning, RecoveryTimeoutsConfig, TableSchema, TimeoutsConfig, Topology, VerbsConfig,
 };

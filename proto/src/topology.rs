@@ -31,6 +31,10 @@ pub struct Topology {
     /// is `None` and takes its topology-derived default where a node resolves them
     /// (`redt_coordinator::NodeTimeouts`).
     pub timeouts: TimeoutsConfig,
+    /// The limits of the in-DC verbs servers the file sets (its optional `verbs:` section);
+    /// every one it leaves out is `None` and takes its default where a server starts
+    /// (`redt_dc_executor::ServerLimits::from_config`).
+    pub verbs: VerbsConfig,
     /// The limits on what one client request may ask for (its optional `limits:` section;
     /// [`LimitsConfig::default`] where it leaves a key out).
     pub limits: LimitsConfig,
@@ -146,6 +150,32 @@ pub struct DetectorTimeoutsConfig {
     pub interval: Option<Duration>,
     /// `timeout`: silence after which a peer is suspected; longer than the interval.
     pub timeout: Option<Duration>,
+}
+
+/// The `verbs:` section of a topology file: what a node's in-DC verbs server (the `redt-tcp`
+/// TCP verbs server, and the RDMA bootstrap's handshakes) tolerates from the connections it
+/// accepts (issue 14). Each is `None` unless the file sets it; a set count is at least 1 and
+/// at most [`VerbsConfig::MAX_CONNECTIONS`], a set duration above zero and at most
+/// [`TimeoutsConfig::MAX`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct VerbsConfig {
+    /// `max_connections`: connections open at once, all peers together, those still in their
+    /// TLS handshake included.
+    pub max_connections: Option<u64>,
+    /// `max_connections_per_peer`: connections open at once from one peer IP address, those
+    /// still in their TLS handshake included.
+    pub max_connections_per_peer: Option<u64>,
+    /// `handshake_timeout`: from accepting a connection to the end of its TLS handshake.
+    pub handshake_timeout: Option<Duration>,
+    /// `first_frame_timeout`: from the end of the handshake to the whole first request frame.
+    pub first_frame_timeout: Option<Duration>,
+    /// `idle_timeout`: the longest wait for each later request frame (and for writing a reply).
+    pub idle_timeout: Option<Duration>,
+}
+
+impl VerbsConfig {
+    /// The largest connection cap a file may set: 65,536.
+    pub const MAX_CONNECTIONS: u64 = 65_536;
 }
 
 /// One data center.

@@ -975,6 +975,10 @@ pub struct AcceptRequest {
     /// Decided commit: its timestamp.
     #[prost(uint64, tag = "8")]
     pub cts: u64,
+    /// A catch-up's first shipment to a voter whose DC the commit left behind: its own redo
+    /// of the transaction is not to be applied.
+    #[prost(bool, tag = "9")]
+    pub behind: bool,
 }
 
 /// Reply to an accept.

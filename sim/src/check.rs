@@ -224,10 +224,21 @@ pub(crate) fn check(w: &mut World) {
             continue; // a recoverer's to finish
         }
         if values.windows(2).any(|v| v[0].1 != v[1].1) {
+            // Shown from the first byte where the replicas differ.
+            let first = values.first().and_then(|v| v.1.clone()).unwrap_or_default();
+            let at = values
+                .iter()
+                .filter_map(|v| v.1.as_ref())
+                .filter_map(|b| b.iter().zip(&first).position(|(x, y)| x != y))
+                .min()
+                .unwrap_or(0);
             let shown = values
                 .iter()
                 .map(|(n, v, cts)| {
-                    let v = v.as_ref().map(|b| hex(&b[..b.len().min(24)])).unwrap_or_else(|| "missing".into());
+                    let v = v
+                        .as_ref()
+                        .map(|b| format!("byte {at}: {}", hex(&b[at.min(b.len())..b.len().min(at + 24)])))
+                        .unwrap_or_else(|| "missing".into());
                     (*n, format!("{v} @cts {cts}"))
                 })
                 .collect();

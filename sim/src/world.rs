@@ -48,6 +48,9 @@ pub struct Faults {
     /// adopted by each surviving node after its own delay, as Raft's apply would reach it):
     /// the failover of issue 13.
     pub remove_dc: bool,
+    /// Kill one node for good and remove it from the placement (its DC stays up): the same
+    /// failover at the grain of a node. It comes back holding nothing and is restored.
+    pub remove_node: bool,
 }
 
 impl Faults {
@@ -66,11 +69,13 @@ impl Faults {
             hold: 0.02,
             clock_skew: true,
             remove_dc: false,
+            remove_node: false,
         }
     }
 
     /// Parses a comma-separated list of `crash`, `partition`, `drop`, `dup`, `hold`, `skew`,
-    /// `remove` (`remove_dc`), `all` (every fault but `remove`) or `none`.
+    /// `remove` (`remove_dc`), `remove-node` (`remove_node`), `all` (every fault but the two
+    /// removals) or `none`.
     ///
     /// # Errors
     /// An unknown fault name.
@@ -87,10 +92,11 @@ impl Faults {
                 "hold" | "delay" | "reorder" => f.hold = 0.02,
                 "skew" | "clock" => f.clock_skew = true,
                 "remove" | "remove-dc" => f.remove_dc = true,
+                "remove-node" => f.remove_node = true,
                 other => {
                     return Err(format!(
-                        "unknown fault `{other}` (crash, partition, drop, dup, hold, skew, remove, all, none)"
-                    ))
+                    "unknown fault `{other}` (crash, partition, drop, dup, hold, skew, remove, remove-node, all, none)"
+                ))
                 }
             }
         }
@@ -196,6 +202,8 @@ pub struct SimReport {
     pub catch_ups_given_up: u64,
     /// DCs killed for good and removed from the placement (the `remove` fault).
     pub dcs_removed: u64,
+    /// Nodes killed for good and removed from the placement (the `remove-node` fault).
+    pub nodes_removed: u64,
     /// Commits of transactions planned in an epoch after a removal, and among them those
     /// touching a partition that lost a replica (with n = 3 these could not commit at all
     /// while the dead DC was still in the placement: Q = n).
@@ -270,12 +278,13 @@ impl std::fmt::Display for SimReport {
             self.catch_ups_reshipped,
             self.catch_ups_given_up
         )?;
-        if self.dcs_removed > 0 {
+        if self.dcs_removed + self.nodes_removed > 0 {
             writeln!(
                 f,
-                "  failover: {} DC removed; {} commits planned after it, {} on partitions that lost a replica; \
+                "  failover: {} DC removed, {} nodes removed; {} commits planned after it, {} on partitions that lost a replica; \
                  {} rebuilds started, {} replicas rebuilt ({} records copied), {} voter repairs",
                 self.dcs_removed,
+                self.nodes_removed,
                 self.committed_after_removal,
                 self.committed_on_shrunk_partitions,
                 self.rebuilds_started,
@@ -344,12 +353,17 @@ enum Ev {
     KillDc {
         dc: DcId,
     },
+    /// Kill `node`; its removal from the placement follows.
+    KillNode {
+        node: NodeId,
+    },
     /// `node` applies placement `index` of [`World::placements`] (and every one before it).
     Adopt {
         node: NodeId,
         index: usize,
     },
-    /// A node of a removed DC starts again (it holds no replica; nothing it held is trusted).
+    /// A removed node, or a node of a removed DC, starts again (it holds no replica; nothing
+    /// it held is trusted).
     Return {
         node: NodeId,
     },
@@ -396,8 +410,8 @@ struct SimNode {
     id: NodeId,
     dc: DcId,
     alive: bool,
-    /// Killed with its DC (removed from the placement): kept down until [`Ev::Return`] (or the
-    /// drain), then back holding no replica.
+    /// Killed and removed from the placement, alone or with its DC: kept down until
+    /// [`Ev::Return`] (or the drain), then back holding no replica.
     held_down: bool,
     /// The placements it applied (kept across a crash, as a Raft log on disk is).
     epochs: Arc<Epochs>,
@@ -716,6 +730,11 @@ impl World {
             let at = self.rng.gen_range(duration / 5..duration / 2);
             self.queue.push(at, Ev::KillDc { dc });
         }
+        if self.cfg.faults.remove_node && self.nodes.len() > 2 {
+            let node = NodeId(self.rng.gen_range(0..self.nodes.len()) as u16);
+            let at = self.rng.gen_range(duration / 5..duration / 2);
+            self.queue.push(at, Ev::KillNode { node });
+        }
         self.queue.push(duration, Ev::Drain);
         let limit = duration + DRAIN_LIMIT.as_micros() as u64;
         while let Some((at, ev)) = self.queue.pop() {
@@ -873,6 +892,7 @@ impl World {
                 let _ = self.net.wan.set_partitioned(b, a, false);
             }
             Ev::KillDc { dc } => self.kill_dc(dc),
+            Ev::KillNode { node } => self.kill_node(node),
             Ev::PlanRebuild => {
                 self.membership_pending -= 1;
                 self.plan_rebuild();
@@ -951,6 +971,37 @@ impl World {
                 }
             }
         }
+    }
+
+    /// Kills `node`, then removes it from the placement (its DC stays up): a new epoch each
+    /// other node adopts between 0.5 and 1.5 s later, as for a DC ([`World::kill_dc`]). It
+    /// comes back 2 to 4 s after the kill (or at the drain), holding no replica, and is
+    /// restored.
+    fn kill_node(&mut self, node: NodeId) {
+        if self.draining || self.nodes[node.0 as usize].held_down {
+            return;
+        }
+        self.trace(|| format!("kill {node}; it is removed from the placement"));
+        self.crash(node);
+        self.nodes[node.0 as usize].held_down = true;
+        let back = self.now + self.rng.gen_range(2_000_000..4_000_000);
+        self.queue.push(back, Ev::Return { node });
+        if let Err(e) = self.membership.apply(&Command::RemoveNode(node)) {
+            self.trace(|| format!("removing {node} refused: {e}"));
+            return;
+        }
+        self.placements.push(Arc::new(placement_of(&self.topology, &self.membership)));
+        let index = self.placements.len() - 1;
+        self.report.nodes_removed += 1;
+        for n in 0..self.nodes.len() {
+            if n != node.0 as usize {
+                let at = self.now + self.rng.gen_range(500_000..1_500_000);
+                self.queue.push(at, Ev::Adopt { node: NodeId(n as u16), index });
+            }
+        }
+        let at = self.now + self.rng.gen_range(1_500_000..2_500_000);
+        self.membership_pending += 1;
+        self.queue.push(at, Ev::PlanRebuild);
     }
 
     /// Kills every node of `dc`, then removes `dc` from the placement: a new epoch each
@@ -1139,7 +1190,7 @@ impl World {
         }
     }
 
-    /// A node of a removed DC starts again on its MemStore, and learns the current placement
+    /// A removed node (alone or with its DC) starts again on its MemStore, and learns the current placement
     /// from the membership's Raft log 0.1 to 0.5 s later: until then it plans in the epoch it
     /// died in (the survivors' epoch fence turns those transactions away), and its old
     /// entries are dropped, not recovered (`ExecutorCore::discard_if_removed`).
@@ -1152,7 +1203,7 @@ impl World {
         if self.nodes[i].alive {
             return;
         }
-        self.trace(|| format!("{node} comes back (its DC was removed)"));
+        self.trace(|| format!("{node} comes back (removed)"));
         self.boot(i);
         let index = self.placements.len() - 1;
         let at = self.now + self.rng.gen_range(100_000..500_000);
@@ -1160,8 +1211,16 @@ impl World {
         // Its whole DC back: the membership restores it, and rebuilds replicas there.
         let dc = self.nodes[i].dc;
         let whole = self.topology.dcs[dc.0 as usize].nodes.iter().all(|n| !self.nodes[n.0 as usize].held_down);
-        if whole && self.membership.apply(&Command::RestoreDc(dc)).is_ok() {
+        let restored_dc = whole && self.membership.apply(&Command::RestoreDc(dc)).is_ok();
+        if restored_dc {
             self.trace(|| format!("membership: {dc} restored"));
+        }
+        // A node removed on its own: restored too.
+        let restored_node = self.membership.apply(&Command::RestoreNode(node)).is_ok();
+        if restored_node {
+            self.trace(|| format!("membership: {node} restored"));
+        }
+        if restored_dc || restored_node {
             self.membership_pending += 1;
             let at = self.now + self.rng.gen_range(200_000..600_000);
             self.queue.push(at, Ev::PlanRebuild);

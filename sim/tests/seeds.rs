@@ -472,6 +472,26 @@ fn a_replica_that_never_voted_holds_a_recovery_record() {
     );
 }
 
+/// Seed 40186 (bank, local-fast.yaml, 6 s, every fault and `remove`) left a recovery going on
+/// for ever: txn 1.268435457's replicas were node#0 (holding its recorded Commit), node#1
+/// (its DC removed) and node#2, whose ring was full when the first PREPARE came after its
+/// restart, so it answered `NoVote` and never wrote a fence entry later. No majority could
+/// hold the record. A replica now keeps the ballot such an answer promised and writes its
+/// fence entry at a later PREPARE once the ring has room. The mutant that never does
+/// (`ExecutorMutations::no_fence_after_full_ring`) ends stuck on the same seed.
+#[test]
+fn a_replica_whose_ring_was_full_holds_a_recovery_record_later() {
+    let mut cfg = removal("local-fast.yaml", 40186, Workload::Bank, 6);
+    let r = run(cfg.clone()).expect("runs");
+    assert!(r.ok(), "{r}");
+    cfg.executor_mutations.no_fence_after_full_ring = true;
+    let r = run(cfg).expect("runs");
+    assert!(
+        r.violations.iter().any(|v| matches!(v, redt_sim::Violation::Stuck(_))),
+        "the mutant that never fences after a full ring is not caught: {r}"
+    );
+}
+
 /// Seed 88 (bank, world-5dc.yaml, 6 s): a recoverer decided Commit counting the vote of a
 /// node whose DC had been removed and which dropped its entry right after; the commit could
 /// never be recorded at a majority and the recovery went on for ever. Recoverers now ignore
@@ -481,4 +501,73 @@ fn a_replica_that_never_voted_holds_a_recovery_record() {
 fn a_removed_dcs_vote_does_not_decide_a_recovery() {
     let r = run(removal("world-5dc.yaml", 88, Workload::Bank, 6)).expect("runs");
     assert!(r.ok(), "{r}");
+}
+
+fn node_removal(name: &str, seed: u64, workload: Workload, seconds: u64) -> SimConfig {
+    let faults = Faults { remove_node: true, ..Faults::all() };
+    let mut cfg = SimConfig::new(topology(name), seed, workload, faults);
+    cfg.duration = std::time::Duration::from_secs(seconds);
+    cfg
+}
+
+/// A node removed on its own (issue 13: the `remove-node` fault; its DC keeps serving): the
+/// membership drops its replicas in a new epoch, the partitions it held rebuild in another
+/// DC, and it comes back holding nothing and is restored. Every check passes on 4 DCs × 2
+/// nodes, every workload, 6 s schedules.
+#[test]
+fn node_removal_seeds_pass_every_check() {
+    let mut failed = Vec::new();
+    let mut removed = 0;
+    for workload in [Workload::Bank, Workload::Append, Workload::Ycsb] {
+        for seed in 0..8 {
+            let r = run(node_removal("default.yaml", seed, workload, 6)).expect("runs");
+            removed += r.nodes_removed;
+            if !r.ok() {
+                failed.push(format!("{workload:?} {r}"));
+            }
+        }
+    }
+    assert!(failed.is_empty(), "{} failed:\n{}", failed.len(), failed.join("\n"));
+    assert!(removed >= 20, "only {removed} node removals in 24 runs");
+}
+
+/// Seed 8 (bank, default.yaml, 6 s, every fault and `remove-node`): node#4 came back removed
+/// and dropped its undecided old-epoch entries by aborting the transaction's entries in every
+/// ring of its DC; its neighbour node#5, a voter still, held a commit-voted entry of a
+/// transaction that had committed, and lost the write (its replica of key 19 kept the loaded
+/// value). A removed node now aborts only the entries of its own ring. The mutant that aborts
+/// across the DC (`ExecutorMutations::discard_across_the_dc`) diverges on the same seed.
+#[test]
+fn a_removed_node_drops_only_its_own_entries() {
+    let mut cfg = node_removal("default.yaml", 8, Workload::Bank, 6);
+    let r = run(cfg.clone()).expect("runs");
+    assert!(r.ok(), "{r}");
+    assert_eq!(r.nodes_removed, 1, "{r}");
+    cfg.executor_mutations.discard_across_the_dc = true;
+    let r = run(cfg).expect("runs");
+    assert!(
+        r.violations.iter().any(|v| matches!(v, redt_sim::Violation::Diverged { .. })),
+        "the mutant that discards across the DC is not caught: {r}"
+    );
+}
+
+/// Seed 70117 (bank, world-5dc-n5.yaml, 3 s, every fault and `remove`): a commit left dc#2
+/// behind (its vote stale); its catch-up landed, but the coordinator died before dc#2's abort
+/// reached it, and a recoverer that saw the commit applied elsewhere committed dc#2's stale
+/// redo, whose values then stayed at the commit's timestamp over the shipped ones (replicas
+/// of key 29 disagreed, the bank total was off). A catch-up's first shipment to a voter now
+/// says its DC was behind, and the receiver aborts its own redo of the transaction, or writes
+/// the shipped values over it if it was applied. The mutant that ignores it
+/// (`ExecutorMutations::apply_stale_redo`) diverges on the same seed.
+#[test]
+fn a_behind_replica_never_keeps_its_stale_redo() {
+    let mut cfg = removal("world-5dc-n5.yaml", 70117, Workload::Bank, 3);
+    let r = run(cfg.clone()).expect("runs");
+    assert!(r.ok(), "{r}");
+    cfg.executor_mutations.apply_stale_redo = true;
+    let r = run(cfg).expect("runs");
+    assert!(
+        r.violations.iter().any(|v| matches!(v, redt_sim::Violation::Diverged { .. })),
+        "the mutant that applies stale redo is not caught: {r}"
+    );
 }

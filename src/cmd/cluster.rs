@@ -4,9 +4,11 @@
 use super::{load_topology, runtime};
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
-use redt_coordinator::transport::{init_cluster_certs, load_identity, SocketSpec, Transport, TransportConfig};
+use redt_coordinator::transport::{
+    init_cluster_certs, load_identity, verbs_tls, SocketSpec, Transport, TransportConfig,
+};
 use redt_coordinator::{CoordinatorOptions, Node, NodeParts, NodeTimeouts, TxnStats};
-use redt_dc_executor::{format_if_new, DcHandle, Layout, LocalVerbs, TcpVerbs, TcpVerbsServer, Verbs};
+use redt_dc_executor::{format_if_new, DcHandle, Layout, LocalVerbs, ServerLimits, TcpVerbs, TcpVerbsServer, Verbs};
 use redt_netem::{NetemSocket, WanModel};
 use redt_proto::{NodeId, Protocol, TimeoutsConfig, Topology};
 use std::collections::HashMap;
@@ -204,16 +206,23 @@ pub fn node(a: &NodeArgs) -> Result<()> {
     );
     let region = shm.region(me.id).context("own region")?.clone();
     let fresh = format_if_new(&layout, me.id, &region)?;
+    let identity = load_identity(&a.certs, &me.name)?;
     let mut server = None;
     let verbs: Arc<dyn Verbs> = if tcp {
+        // The MemStore is served over TLS to the nodes of this DC only (issue 14).
+        let tls = verbs_tls(&identity, &topo, me.id)
+            .with_context(|| format!("the verbs TLS of {} (certificates in {})", me.name, a.certs.display()))?;
         // TCP and UDP ports are separate spaces: the server takes the QUIC endpoint's port.
+        let limits = ServerLimits::from_config(&topo.verbs);
         server = Some(
-            TcpVerbsServer::spawn(me.addr, me.id, shm.clone())
+            TcpVerbsServer::spawn_with_limits(me.addr, me.id, shm.clone(), tls.clone(), limits)
                 .with_context(|| format!("serving the MemStore over TCP at {}", me.addr))?,
         );
         let peers: HashMap<NodeId, SocketAddr> =
             dc.nodes.iter().filter(|&&n| n != me.id).map(|&n| (n, topo.nodes[n.0 as usize].addr)).collect();
-        Arc::new(TcpVerbs::new(me.id, shm.clone(), peers))
+        // Connections leave from the node's own address: the peers' per-peer caps count
+        // this node alone even when the DC's nodes share a host.
+        Arc::new(TcpVerbs::new(me.id, shm.clone(), peers, tls).with_source_ip(me.addr.ip()))
     } else {
         shm.clone()
     };
@@ -231,7 +240,6 @@ pub fn node(a: &NodeArgs) -> Result<()> {
         }
         eprintln!("{}: loaded {n} records of {}", me.name, table.name);
     }
-    let identity = load_identity(&a.certs, &me.name)?;
     let rt = runtime()?;
     rt.block_on(async {
         let wan = Arc::new(Mutex::new(WanModel::from_topology(&topo)));

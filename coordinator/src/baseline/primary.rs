@@ -300,7 +300,17 @@ impl PrimaryTxn {
         let requests = rep
             .per_node
             .iter()
-            .map(|(&n, ch)| (n, Request::Accept(Accept { origin: origin.clone(), changes: ch.clone(), decided: None })))
+            .map(|(&n, ch)| {
+                (
+                    n,
+                    Request::Accept(Accept {
+                        origin: origin.clone(),
+                        changes: ch.clone(),
+                        decided: None,
+                        behind: false,
+                    }),
+                )
+            })
             .collect();
         self.round(rep, requests, true, true, now);
     }

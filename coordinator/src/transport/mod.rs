@@ -39,7 +39,9 @@ pub use counters::{CountersSnapshot, TransportCounters};
 pub use error::{Result, TransportError};
 pub use frame::{FrameError, StreamCode, DEFAULT_MAX_FRAME_BYTES};
 pub use rpc::Transport;
-pub use tls::{init_cluster_certs, load_identity, ClusterCa, ClusterCerts, NodeIdentity, ALPN, CLIENT_IDENTITY_NAME};
+pub use tls::{
+    init_cluster_certs, load_identity, verbs_tls, ClusterCa, ClusterCerts, NodeIdentity, ALPN, CLIENT_IDENTITY_NAME,
+};
 
 /// A boxed, `Send` future borrowing from `'a` (the shape [`Handler::handle`] returns).
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;

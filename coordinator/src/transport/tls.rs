@@ -2,7 +2,10 @@
 //! cluster CA, one crypto provider).
 //!
 //! One CA per cluster ([`ClusterCa`]) issues one certificate per node, valid for the node's
-//! name (DNS SAN, also its common name) and the IP of its listen address. A node's
+//! name (DNS SAN, also its common name) and the IP of its listen address, and carrying its
+//! identity `redt://node/<dc>/<node>` as a URI SAN ([`redt_proto::CertIdentity`]; client
+//! certificates carry `redt://client/<name>`). The in-DC verbs transports accept only node
+//! certificates of their own DC by that identity ([`verbs_tls`]). A node's
 //! certificate serves both ways: as server certificate when it accepts, as client
 //! certificate when it calls. Every TLS configuration here is built with the `ring` provider
 //! explicitly (never the process default), allows TLS 1.3 only and negotiates ALPN
@@ -18,7 +21,8 @@ use rcgen::{
     BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair, KeyUsagePurpose,
     SanType,
 };
-use redt_proto::{NodeId, Topology};
+use redt_dc_executor::VerbsTls;
+use redt_proto::{CertIdentity, NodeId, Topology};
 use rustls::crypto::CryptoProvider;
 use rustls::server::WebPkiClientVerifier;
 use rustls::RootCertStore;
@@ -128,25 +132,29 @@ impl ClusterCa {
         self.cert.der().clone()
     }
 
-    /// Issues a certificate for node `node_name` listening on `ip`: SANs = DNS `node_name`
-    /// and IP `ip`, usable as server and client certificate.
+    /// Issues a certificate for node `node_name` of DC `dc_name` listening on `ip`: SANs =
+    /// DNS `node_name`, IP `ip` and URI `redt://node/<dc_name>/<node_name>`, usable as
+    /// server and client certificate.
     ///
     /// # Errors
     ///
     /// [`TransportError::CertGen`] if `node_name` is not a valid DNS name (it must be one,
     /// since peers check it as the TLS server name) or generation fails.
-    pub fn issue_node(&self, node_name: &str, ip: IpAddr) -> Result<NodeIdentity> {
-        Ok(self.identity(node_name, self.issue(node_name, Some(ip))?))
+    pub fn issue_node(&self, node_name: &str, dc_name: &str, ip: IpAddr) -> Result<NodeIdentity> {
+        let id = CertIdentity::Node { dc: dc_name.to_string(), name: node_name.to_string() };
+        Ok(self.identity(node_name, self.issue(node_name, Some(ip), &id)?))
     }
 
-    /// Issues a certificate for a non-node client named `name` (DNS SAN only). Servers see
-    /// its calls as from [`super::Caller::Client`] unless `name` is a node name.
+    /// Issues a certificate for a non-node client named `name` (SANs = DNS `name` and URI
+    /// `redt://client/<name>`). Servers see its calls as from [`super::Caller::Client`]
+    /// unless `name` is a node name; the in-DC verbs transports refuse it.
     ///
     /// # Errors
     ///
     /// As [`ClusterCa::issue_node`].
     pub fn issue_client(&self, name: &str) -> Result<NodeIdentity> {
-        Ok(self.identity(name, self.issue(name, None)?))
+        let id = CertIdentity::Client { name: name.to_string() };
+        Ok(self.identity(name, self.issue(name, None, &id)?))
     }
 
     fn identity(&self, name: &str, issued: Issued) -> NodeIdentity {
@@ -158,8 +166,10 @@ impl ClusterCa {
         }
     }
 
-    fn issue(&self, name: &str, ip: Option<IpAddr>) -> Result<Issued> {
+    fn issue(&self, name: &str, ip: Option<IpAddr>, identity: &CertIdentity) -> Result<Issued> {
         let dns = checked_dns_name(name)?;
+        let uri = rcgen::string::Ia5String::try_from(identity.to_uri())
+            .map_err(|e| TransportError::CertGen(format!("identity of {name:?}: {e}")))?;
         let key = KeyPair::generate().map_err(gen_err)?;
         let mut params = CertificateParams::default();
         params.distinguished_name.push(DnType::CommonName, name);
@@ -168,6 +178,7 @@ impl ClusterCa {
         if let Some(ip) = ip {
             params.subject_alt_names.push(SanType::IpAddress(ip));
         }
+        params.subject_alt_names.push(SanType::URI(uri));
         params.is_ca = IsCa::ExplicitNoCa;
         params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
         params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth, ExtendedKeyUsagePurpose::ClientAuth];
@@ -199,13 +210,17 @@ impl ClusterCa {
             .map_err(|e| TransportError::CertFile { path: dir.to_path_buf(), why: e.to_string() })?;
         write_file(&dir.join(CA_CERT_FILE), &self.cert.pem(), false)?;
         write_file(&dir.join(CA_KEY_FILE), &self.issuer.key().serialize_pem(), true)?;
+        let client = CertIdentity::Client { name: CLIENT_IDENTITY_NAME.to_string() };
         let names = topology
             .nodes
             .iter()
-            .map(|n| (n.name.as_str(), Some(n.addr.ip())))
-            .chain(std::iter::once((CLIENT_IDENTITY_NAME, None)));
-        for (name, ip) in names {
-            let issued = self.issue(name, ip)?;
+            .map(|n| {
+                let dc = topology.dcs[usize::from(n.dc.0)].name.clone();
+                (n.name.as_str(), Some(n.addr.ip()), CertIdentity::Node { dc, name: n.name.clone() })
+            })
+            .chain(std::iter::once((CLIENT_IDENTITY_NAME, None, client)));
+        for (name, ip, identity) in names {
+            let issued = self.issue(name, ip, &identity)?;
             write_file(&dir.join(format!("{name}.pem")), &issued.cert.pem(), false)?;
             write_file(&dir.join(format!("{name}.key")), &issued.key.serialize_pem(), true)?;
         }
@@ -225,15 +240,20 @@ pub struct ClusterCerts {
 }
 
 impl ClusterCerts {
-    /// Generates a CA named after `topology.name` and an identity for every node (SAN = its
-    /// name and the IP of its listen address) and for [`CLIENT_IDENTITY_NAME`].
+    /// Generates a CA named after `topology.name` and an identity for every node (SANs = its
+    /// name, the IP of its listen address and its `redt://node/<dc>/<node>` identity) and for
+    /// [`CLIENT_IDENTITY_NAME`].
     ///
     /// # Errors
     ///
     /// [`TransportError::CertGen`] as [`ClusterCa::issue_node`].
     pub fn generate(topology: &Topology) -> Result<ClusterCerts> {
         let ca = ClusterCa::generate(&topology.name)?;
-        let nodes = topology.nodes.iter().map(|n| ca.issue_node(&n.name, n.addr.ip())).collect::<Result<Vec<_>>>()?;
+        let nodes = topology
+            .nodes
+            .iter()
+            .map(|n| ca.issue_node(&n.name, &topology.dcs[usize::from(n.dc.0)].name, n.addr.ip()))
+            .collect::<Result<Vec<_>>>()?;
         let client = ca.issue_client(CLIENT_IDENTITY_NAME)?;
         Ok(ClusterCerts { ca, nodes, client })
     }
@@ -393,6 +413,20 @@ pub fn quic_client_config(identity: &NodeIdentity) -> Result<quinn::ClientConfig
     Ok(quinn::ClientConfig::new(Arc::new(crypto)))
 }
 
+/// Returns the TLS of node `node` of `topology` for the in-DC verbs transports (the TCP verbs
+/// of `redt-tcp`, the RDMA bootstrap), built from its `identity`: TLS 1.3 with the cluster
+/// CA, accepting only node certificates of the node's own DC ([`VerbsTls`]).
+///
+/// # Errors
+///
+/// [`TransportError::TlsConfig`] when `node` is not in `topology` or its certificate does not
+/// carry its node identity (certificates written before the verbs transports used TLS carry
+/// none: run `redt certs init` again), or rustls refuses the material.
+pub fn verbs_tls(identity: &NodeIdentity, topology: &Topology, node: NodeId) -> Result<VerbsTls> {
+    VerbsTls::for_node(identity.cert_chain.clone(), identity.key.clone_key(), identity.ca_cert.clone(), topology, node)
+        .map_err(|e| TransportError::TlsConfig(format!("{}: {e}", identity.name)))
+}
+
 /// Returns the name among `names` that `cert` is valid for, if any (the first match).
 pub(crate) fn certificate_name<'n>(
     cert: &CertificateDer<'_>,
@@ -414,7 +448,7 @@ mod tests {
     #[test]
     fn node_certificate_names_its_node_only() {
         let ca = ClusterCa::generate("t").unwrap();
-        let id = ca.issue_node("dc1-n1", LOOPBACK).unwrap();
+        let id = ca.issue_node("dc1-n1", "dc1", LOOPBACK).unwrap();
         assert_eq!(certificate_name(&id.cert_chain[0], ["dc2-n1", "dc1-n1"]), Some("dc1-n1"));
         assert_eq!(certificate_name(&id.cert_chain[0], ["dc2-n1"]), None);
         assert_eq!(id.ca_cert, ca.cert_der());
@@ -423,18 +457,33 @@ mod tests {
     #[test]
     fn invalid_dns_name_is_refused() {
         let ca = ClusterCa::generate("t").unwrap();
-        assert!(matches!(ca.issue_node("not a name", LOOPBACK), Err(TransportError::CertGen(_))));
-        assert!(matches!(ca.issue_node("127.0.0.1", LOOPBACK), Err(TransportError::CertGen(_))));
+        assert!(matches!(ca.issue_node("not a name", "dc1", LOOPBACK), Err(TransportError::CertGen(_))));
+        assert!(matches!(ca.issue_node("127.0.0.1", "dc1", LOOPBACK), Err(TransportError::CertGen(_))));
     }
 
     #[test]
     fn configs_build_for_an_issued_identity() {
         let ca = ClusterCa::generate("t").unwrap();
-        let id = ca.issue_node("dc1-n1", LOOPBACK).unwrap();
+        let id = ca.issue_node("dc1-n1", "dc1", LOOPBACK).unwrap();
         let server = rustls_server_config(&id).unwrap();
         assert_eq!(server.alpn_protocols, vec![ALPN.to_vec()]);
         quic_server_config(&id).unwrap();
         quic_client_config(&id).unwrap();
+    }
+
+    #[test]
+    fn certificates_carry_their_identity() {
+        let ca = ClusterCa::generate("t").unwrap();
+        let node = ca.issue_node("dc1-n1", "eu west", LOOPBACK).unwrap();
+        assert_eq!(
+            redt_dc_executor::verbs::cert_identity(&node.cert_chain[0]),
+            Some(CertIdentity::Node { dc: "eu west".into(), name: "dc1-n1".into() })
+        );
+        let client = ca.issue_client(CLIENT_IDENTITY_NAME).unwrap();
+        assert_eq!(
+            redt_dc_executor::verbs::cert_identity(&client.cert_chain[0]),
+            Some(CertIdentity::Client { name: CLIENT_IDENTITY_NAME.into() })
+        );
     }
 
     #[test]

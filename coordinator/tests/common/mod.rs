@@ -13,3 +13,26 @@ pub fn local_fast(name: &str, port: u16) -> Topology {
         text.replace(":7100\"", &format!(":{port}\"")).replace("\nname: local-fast\n", &format!("\nname: {name}\n"));
     Topology::from_yaml(path, &text).expect("the edited local-fast.yaml is valid")
 }
+
+/// `configs/default.yaml` (4 DCs × 2 nodes, n = 3) with every node on `port`, the cluster
+/// named `name`, 2 ms links instead of 40 ms and a 64 MiB MemStore per node, so that an
+/// embedded cluster of it fits a test. (Each test binary compiles this module; not all use it.)
+#[allow(dead_code)]
+pub fn two_per_dc(name: &str, port: u16) -> Topology {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../configs/default.yaml");
+    let text = std::fs::read_to_string(path).expect("configs/default.yaml");
+    for needle in
+        [":7100\"", "\nname: redt-paper\n", "memstore: { size: 512MiB, index: 16MiB, ring: 16MiB }", "rtt: 40ms"]
+    {
+        assert!(text.contains(needle), "default.yaml has `{needle}`");
+    }
+    let text = text
+        .replace(":7100\"", &format!(":{port}\""))
+        .replace("\nname: redt-paper\n", &format!("\nname: {name}\n"))
+        .replace(
+            "memstore: { size: 512MiB, index: 16MiB, ring: 16MiB }",
+            "memstore: { size: 64MiB, index: 4MiB, ring: 4MiB }",
+        )
+        .replace("rtt: 40ms", "rtt: 2ms");
+    Topology::from_yaml(path, &text).expect("the edited default.yaml is valid")
+}

@@ -6,7 +6,7 @@ use crate::error::{Error, Result};
 use crate::region::Region;
 use redt_proto::{NodeId, Offset};
 use std::collections::HashMap;
-use std::fs::OpenOptions;
+use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -35,9 +35,15 @@ impl LocalVerbs {
     /// `{dir}/{prefix}-node{N}.memstore`, each `size_bytes` long. A file that exists with
     /// a different size is an error, never truncated.
     ///
+    /// A file is never opened through a symbolic link (`O_NOFOLLOW`), is created only if
+    /// absent (`O_EXCL`, so a file another user plants between the two steps is not taken
+    /// over) with mode 0600, and must be a regular file owned by this process's effective
+    /// user; an existing one readable or writable by others is narrowed to 0600 (issue 14).
+    ///
     /// # Errors
     /// [`Error::Io`] when a file cannot be created, sized or mapped;
-    /// [`Error::Backend`] when an existing file has the wrong size.
+    /// [`Error::Backend`] when an existing file has the wrong size, is a symbolic link, is
+    /// not a regular file or belongs to another user.
     pub fn open_shared(
         dir: &Path,
         prefix: &str,
@@ -121,9 +127,60 @@ pub fn shared_file(dir: &Path, prefix: &str, node: NodeId) -> PathBuf {
     dir.join(format!("{prefix}-node{}.memstore", node.0))
 }
 
+/// Opens the MemStore file at `path` for reading and writing: an existing one without
+/// following a symbolic link, else a new one created exclusively with mode 0600; then checks
+/// that it is a regular file of this user and narrows its mode to 0600.
+fn open_shared(path: &Path) -> Result<File> {
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+    let io = |source| Error::Io { path: path.display().to_string(), source };
+    let refuse = |why: String| Error::Backend(format!("{}: {why}", path.display()));
+    let existing = || OpenOptions::new().read(true).write(true).custom_flags(libc::O_NOFOLLOW).open(path);
+    let opened = match existing() {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            match OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .custom_flags(libc::O_NOFOLLOW)
+                .open(path)
+            {
+                // Another node process of the DC created it first: open theirs.
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => existing(),
+                other => other,
+            }
+        }
+        other => other,
+    };
+    let file = match opened {
+        Ok(f) => f,
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+            return Err(refuse("is a symbolic link; a MemStore file is never opened through one".into()))
+        }
+        Err(e) => return Err(io(e)),
+    };
+    let meta = file.metadata().map_err(io)?;
+    if !meta.file_type().is_file() {
+        return Err(refuse("is not a regular file".into()));
+    }
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let me = unsafe { libc::geteuid() };
+    if meta.uid() != me {
+        return Err(refuse(format!(
+            "belongs to uid {}, not to this process's uid {me}: remove it or run as its owner",
+            meta.uid()
+        )));
+    }
+    if meta.mode() & 0o077 != 0 {
+        file.set_permissions(std::fs::Permissions::from_mode(0o600)).map_err(io)?;
+        tracing::info!(path = %path.display(), "MemStore file was mode {:o}: narrowed to 0600", meta.mode() & 0o777);
+    }
+    Ok(file)
+}
+
 fn map_shared(path: &Path, size_bytes: u64) -> Result<Region> {
     let io = |source| Error::Io { path: path.display().to_string(), source };
-    let file = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(path).map_err(io)?;
+    let file = open_shared(path)?;
     let len = file.metadata().map_err(io)?.len();
     if len == 0 {
         file.set_len(size_bytes).map_err(io)?;

@@ -8,7 +8,8 @@
 //! Backends: [`LocalVerbs`] (in-process heap regions, or `/dev/shm` files mapped by every
 //! node process of a DC), [`TcpVerbs`] (two-sided RPCs to a [`TcpVerbsServer`] per node:
 //! the `redt-tcp` baseline, RedT §6.5) and, behind the `rdma` feature, `RdmaVerbs` on the
-//! verbs C API.
+//! verbs C API. The two that cross the network (TCP verbs, the RDMA bootstrap) speak TLS with
+//! the cluster CA and accept only node certificates of their own DC ([`VerbsTls`]).
 
 mod batch;
 mod counters;
@@ -16,13 +17,16 @@ mod local;
 #[cfg(feature = "rdma")]
 pub mod rdma;
 mod tcp;
+mod tls;
 
 pub use batch::{Completion, DoorbellBatch, WorkRequest};
 pub use counters::{VerbCounters, VerbCounts};
 pub use local::{shared_file, LocalVerbs};
 pub use tcp::{
-    ServerLimits, TcpVerbs, TcpVerbsServer, DEFAULT_IO_TIMEOUT, MAX_FRAME_BYTES, POOL_IDLE_FOR, WIRE_VERSION,
+    ServerCounts, ServerLimits, TcpVerbs, TcpVerbsServer, DEFAULT_IO_TIMEOUT, MAX_FRAME_BYTES, POOL_IDLE_FOR,
+    WIRE_VERSION,
 };
+pub use tls::{cert_identity, VerbsTls, VERBS_ALPN};
 
 use crate::error::Result;
 use redt_proto::{NodeId, Offset};

@@ -1,7 +1,7 @@
 //! One test per validation rule, each asserting the field path and the problem text.
 
 use super::*;
-use crate::topology::{DetectorTimeoutsConfig, LimitsConfig, RecoveryTimeoutsConfig, TimeoutsConfig};
+use crate::topology::{DetectorTimeoutsConfig, LimitsConfig, RecoveryTimeoutsConfig, TimeoutsConfig, VerbsConfig};
 
 const FILE: &str = "test.yaml";
 
@@ -728,6 +728,41 @@ fn unknown_timeout_keys_are_refused() {
     parse_error(&with_timeouts("timeouts: { turn: 1s }"), "unknown field `turn`");
     parse_error(&with_timeouts("timeouts: { detector: { phi: 8 } }"), "unknown field `phi`");
     parse_error(&with_timeouts("timeouts: 5s"), "timeouts");
+}
+
+// ----- verbs -----
+
+#[test]
+fn verbs_limits_are_optional_and_parse() {
+    assert_eq!(ok(&Doc::base()).verbs, VerbsConfig::default());
+    assert_eq!(ok(&with_timeouts("verbs: {}")).verbs, VerbsConfig::default());
+    let v = ok(&with_timeouts(
+        "verbs: { max_connections: 256, max_connections_per_peer: 16, handshake_timeout: 500ms, \
+         first_frame_timeout: 1s, idle_timeout: 2m }",
+    ))
+    .verbs;
+    let ms = |n| Some(Duration::from_millis(n));
+    assert_eq!(
+        v,
+        VerbsConfig {
+            max_connections: Some(256),
+            max_connections_per_peer: Some(16),
+            handshake_timeout: ms(500),
+            first_frame_timeout: ms(1000),
+            idle_timeout: ms(120_000),
+        }
+    );
+}
+
+#[test]
+fn bad_verbs_limits_are_refused_naming_the_key() {
+    invalid(&with_timeouts("verbs: { max_connections: 0 }"), "verbs.max_connections", "at least 1");
+    invalid(&with_timeouts("verbs: { max_connections_per_peer: 70000 }"), "verbs.max_connections_per_peer", "largest");
+    invalid(&with_timeouts("verbs: { handshake_timeout: 0s }"), "verbs.handshake_timeout", "above zero");
+    invalid(&with_timeouts("verbs: { first_frame_timeout: later }"), "verbs.first_frame_timeout", "invalid duration");
+    invalid(&with_timeouts("verbs: { idle_timeout: 25h }"), "verbs.idle_timeout", "largest timeout");
+    parse_error(&with_timeouts("verbs: { max_connections: -1 }"), "max_connections");
+    parse_error(&with_timeouts("verbs: { per_peer: 3 }"), "unknown field `per_peer`");
 }
 
 // ----- limits -----

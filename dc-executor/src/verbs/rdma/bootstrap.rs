@@ -1,9 +1,18 @@
 //! The TCP bootstrap of the RDMA backend: a fixed-size little-endian hello per queue pair
-//! (QP number, LID, GID, PSN, region address, length and rkey), exchanged over std TCP; the
-//! node with the smaller id dials, the other accepts.
+//! (QP number, LID, GID, PSN, region address, length and rkey), exchanged over TLS on std
+//! TCP; the node with the smaller id dials, the other accepts.
+//!
+//! The hello hands out the region's address and rkey, which let its holder READ and WRITE
+//! the region with one-sided verbs, so it goes only to an authenticated node of the own DC
+//! (issue 14): both sides present their node certificates (TLS 1.3, cluster CA,
+//! [`VerbsTls`]), each checks that the other is a node of its DC, and the acceptor takes a
+//! hello only from the node the certificate names. An accepted connection must finish its
+//! handshake within [`RdmaConfig::handshake_timeout`](super::RdmaConfig::handshake_timeout)
+//! (a silent one cannot hold the bootstrap for longer).
 
 use super::backend;
 use crate::error::{Error, Result};
+use crate::verbs::tls::{TlsStream, VerbsTls};
 use redt_proto::NodeId;
 use std::collections::{HashMap, HashSet};
 use std::io::{self, Read, Write};
@@ -75,7 +84,7 @@ impl Hello {
     }
 }
 
-fn read_hello(s: &mut TcpStream) -> std::result::Result<Hello, String> {
+fn read_hello(s: &mut TlsStream) -> std::result::Result<Hello, String> {
     let mut b = [0u8; HELLO_LEN];
     s.read_exact(&mut b).map_err(|e| format!("reading hello: {e}"))?;
     Hello::decode(&b)
@@ -85,32 +94,45 @@ pub(super) fn io_err(what: String) -> impl FnOnce(io::Error) -> Error {
     move |e| backend(format!("{what}: {e}"))
 }
 
-/// Exchanges hellos with every peer: the node with the smaller id dials, the other accepts.
-/// Returns, per peer, its hello and the open stream (kept for the ready barrier).
+/// How long an exchange waits for the peers and how long one accepted connection may take
+/// for its TLS handshake.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Deadlines {
+    /// The whole exchange.
+    pub(super) total: Duration,
+    /// One accepted connection's handshake.
+    pub(super) handshake: Duration,
+}
+
+/// Exchanges hellos with every peer over TLS: the node with the smaller id dials, the other
+/// accepts. Returns, per peer, its hello and the open stream (kept for the ready barrier).
 pub(super) fn exchange(
     local: NodeId,
     peers: &[(NodeId, SocketAddr)],
     listen: SocketAddr,
     mine: &HashMap<NodeId, Hello>,
-    timeout: Duration,
-) -> Result<Vec<(NodeId, Hello, TcpStream)>> {
+    deadlines: Deadlines,
+    tls: &VerbsTls,
+) -> Result<Vec<(NodeId, Hello, TlsStream)>> {
     if peers.is_empty() {
         return Ok(Vec::new()); // a one-node DC: nothing to exchange, no port to bind
     }
-    let deadline = Instant::now() + timeout;
+    let deadline = Instant::now() + deadlines.total;
     let listener = TcpListener::bind(listen).map_err(io_err(format!("RDMA bootstrap: binding {listen}")))?;
     listener.set_nonblocking(true).map_err(io_err("RDMA bootstrap: listener".into()))?;
     let lower: HashSet<NodeId> = peers.iter().map(|p| p.0).filter(|&n| n < local).collect();
     let accept_mine = mine.clone();
+    let accept_tls = tls.clone();
+    let handshake = deadlines.handshake;
     let acceptor = std::thread::Builder::new()
         .name(format!("rdma-bootstrap-{}", local.0))
-        .spawn(move || accept_peers(local, listener, lower, &accept_mine, deadline))
+        .spawn(move || accept_peers(local, listener, lower, &accept_mine, deadline, handshake, &accept_tls))
         .map_err(io_err("RDMA bootstrap: spawning the acceptor".into()))?;
 
     let mut out = Vec::new();
     let mut dial_err = None;
     for &(peer, addr) in peers.iter().filter(|p| p.0 > local) {
-        match dial_peer(local, peer, addr, &mine[&peer], deadline) {
+        match dial_peer(local, peer, addr, &mine[&peer], deadline, tls) {
             Ok((hello, s)) => out.push((peer, hello, s)),
             Err(e) => {
                 dial_err = Some(e);
@@ -132,36 +154,22 @@ fn accept_peers(
     mut expected: HashSet<NodeId>,
     mine: &HashMap<NodeId, Hello>,
     deadline: Instant,
-) -> Result<Vec<(NodeId, Hello, TcpStream)>> {
+    handshake: Duration,
+    tls: &VerbsTls,
+) -> Result<Vec<(NodeId, Hello, TlsStream)>> {
     let mut out = Vec::new();
     while !expected.is_empty() {
         match listener.accept() {
-            Ok((mut s, from_addr)) => {
-                let setup = s.set_nonblocking(false).and_then(|_| s.set_nodelay(true)).and_then(|_| {
-                    s.set_read_timeout(Some(
-                        deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(100)),
-                    ))
-                });
-                if let Err(e) = setup {
-                    tracing::warn!(%from_addr, "RDMA bootstrap: dropping connection: {e}");
-                    continue;
+            Ok((s, from_addr)) => match accept_one(local, s, &expected, deadline, handshake, tls) {
+                Ok((from, hello, mut s)) => {
+                    s.write_all(&mine[&from].encode())
+                        .and_then(|()| s.flush())
+                        .map_err(io_err(format!("RDMA bootstrap: answering {from}")))?;
+                    expected.remove(&from);
+                    out.push((from, hello, s));
                 }
-                let hello = match read_hello(&mut s) {
-                    Ok(h) if h.to == local && expected.contains(&h.from) => h,
-                    Ok(h) => {
-                        tracing::warn!(%from_addr, "RDMA bootstrap: unexpected hello from {} to {}", h.from, h.to);
-                        continue;
-                    }
-                    Err(e) => {
-                        tracing::warn!(%from_addr, "RDMA bootstrap: {e}");
-                        continue;
-                    }
-                };
-                s.write_all(&mine[&hello.from].encode())
-                    .map_err(io_err(format!("RDMA bootstrap: answering {}", hello.from)))?;
-                expected.remove(&hello.from);
-                out.push((hello.from, hello, s));
-            }
+                Err(why) => tracing::warn!(%from_addr, "RDMA bootstrap: refused a connection: {why}"),
+            },
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                 if Instant::now() >= deadline {
                     let mut missing: Vec<_> = expected.iter().map(|n| n.to_string()).collect();
@@ -180,13 +188,40 @@ fn accept_peers(
     Ok(out)
 }
 
+/// Authenticates one accepted connection (handshake within `handshake`, a node of this DC
+/// still expected) and reads its hello, which must come from that node to `local`.
+fn accept_one(
+    local: NodeId,
+    s: TcpStream,
+    expected: &HashSet<NodeId>,
+    deadline: Instant,
+    handshake: Duration,
+    tls: &VerbsTls,
+) -> std::result::Result<(NodeId, Hello, TlsStream), String> {
+    s.set_nonblocking(false).and_then(|_| s.set_nodelay(true)).map_err(|e| e.to_string())?;
+    let conn = tls.server_connection().map_err(|e| e.to_string())?;
+    let handshake_by = (Instant::now() + handshake).min(deadline.max(Instant::now() + Duration::from_millis(100)));
+    let mut s = TlsStream::handshake(conn, s, handshake_by).map_err(|e| format!("TLS handshake: {e}"))?;
+    let from = tls.authenticate(s.connection())?;
+    if !expected.contains(&from) {
+        return Err(format!("{from} is not a peer still expected to dial {local}"));
+    }
+    s.set_deadline(Some(deadline.max(Instant::now() + Duration::from_millis(100))));
+    let hello = read_hello(&mut s)?;
+    if hello.from != from || hello.to != local {
+        return Err(format!("{from} sent a hello from {} to {}", hello.from, hello.to));
+    }
+    Ok((from, hello, s))
+}
+
 fn dial_peer(
     local: NodeId,
     peer: NodeId,
     addr: SocketAddr,
     mine: &Hello,
     deadline: Instant,
-) -> Result<(Hello, TcpStream)> {
+    tls: &VerbsTls,
+) -> Result<(Hello, TlsStream)> {
     let mut backoff = Duration::from_millis(50);
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
@@ -194,11 +229,17 @@ fn dial_peer(
             return Err(backend(format!("RDMA bootstrap: {peer} at {addr} did not answer {local} in time")));
         }
         match TcpStream::connect_timeout(&addr, left.min(Duration::from_secs(1))) {
-            Ok(mut s) => {
-                let left = deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(100));
-                s.set_nodelay(true)
-                    .and_then(|_| s.set_read_timeout(Some(left)))
-                    .and_then(|_| s.write_all(&mine.encode()))
+            Ok(s) => {
+                let by = deadline.max(Instant::now() + Duration::from_millis(100));
+                s.set_nodelay(true).map_err(io_err(format!("RDMA bootstrap: connecting to {peer} at {addr}")))?;
+                let conn = tls.client_connection(peer)?;
+                let mut s = TlsStream::handshake(conn, s, by)
+                    .map_err(io_err(format!("RDMA bootstrap: TLS handshake with {peer} at {addr}")))?;
+                tls.authenticate_server(s.connection(), peer)
+                    .map_err(|why| backend(format!("RDMA bootstrap: {addr} is not {peer}: {why}")))?;
+                s.set_deadline(Some(by));
+                s.write_all(&mine.encode())
+                    .and_then(|()| s.flush())
                     .map_err(io_err(format!("RDMA bootstrap: sending hello to {peer} at {addr}")))?;
                 let hello =
                     read_hello(&mut s).map_err(|e| backend(format!("RDMA bootstrap: {peer} at {addr}: {e}")))?;
@@ -221,7 +262,92 @@ fn dial_peer(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::verbs::tls::test_pki::TestCa;
+    use crate::verbs::tls::tests::{dc1, tls};
     use ibverbs_sys as ffi;
+
+    fn hello(from: u16, to: u16) -> Hello {
+        Hello {
+            from: NodeId(from),
+            to: NodeId(to),
+            lid: 1,
+            qpn: 2,
+            psn: 3,
+            rkey: 0xdead_beef,
+            addr: 0x7f00_0000_1000,
+            len: 4096,
+            gid: [0; 16],
+            mtu: 5,
+        }
+    }
+
+    fn free_port() -> SocketAddr {
+        TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap()
+    }
+
+    /// A node of another DC dials node 1 first and claims to be node 0: it gets no hello
+    /// (no rkey, no address), and node 1 still completes its exchange with the real node 0.
+    #[test]
+    fn hellos_go_only_to_authenticated_nodes_of_the_dc() {
+        let ca = TestCa::new("t");
+        let (tls0, tls1) = (tls(ca.node("dc1", "a1")).unwrap(), tls(ca.node("dc1", "a2")).unwrap());
+        let (addr0, addr1) = (free_port(), free_port());
+        let deadlines = Deadlines { total: Duration::from_secs(20), handshake: Duration::from_secs(2) };
+        let acceptor = std::thread::spawn(move || {
+            let mine = HashMap::from([(NodeId(0), hello(1, 0))]);
+            exchange(NodeId(1), &[(NodeId(0), addr0)], addr1, &mine, deadlines, &tls1)
+        });
+
+        let m = ca.node("dc2", "x");
+        let mut nodes = dc1();
+        nodes.push((NodeId(9), "x".to_string()));
+        let intruder = VerbsTls::new(m.chain, m.key, m.ca, "dc2", nodes).unwrap();
+        let sock = loop {
+            if let Ok(s) = TcpStream::connect(addr1) {
+                break s;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        let conn = intruder.client_connection(NodeId(1)).unwrap();
+        let mut s = TlsStream::handshake(conn, sock, Instant::now() + Duration::from_secs(5)).unwrap();
+        s.set_deadline(Some(Instant::now() + Duration::from_secs(5)));
+        s.write_all(&hello(0, 1).encode()).and_then(|()| s.flush()).unwrap();
+        let mut got = Vec::new();
+        let _ = s.read_to_end(&mut got);
+        assert!(got.is_empty(), "the intruder got {} bytes", got.len());
+
+        let mine = HashMap::from([(NodeId(1), hello(0, 1))]);
+        let dialed = exchange(NodeId(0), &[(NodeId(1), addr1)], addr0, &mine, deadlines, &tls0).unwrap();
+        let accepted = acceptor.join().unwrap().unwrap();
+        assert_eq!(dialed.iter().map(|(n, h, _)| (*n, *h)).collect::<Vec<_>>(), vec![(NodeId(1), hello(1, 0))]);
+        assert_eq!(accepted.iter().map(|(n, h, _)| (*n, *h)).collect::<Vec<_>>(), vec![(NodeId(0), hello(0, 1))]);
+    }
+
+    /// A dialing node refuses an acceptor that is not the peer node it dialed (here node 0's
+    /// own certificate answering at node 1's address), before sending its hello.
+    #[test]
+    fn a_dialer_refuses_the_wrong_acceptor() {
+        let ca = TestCa::new("t");
+        let tls0 = tls(ca.node("dc1", "a1")).unwrap();
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let impostor_tls = tls0.clone();
+        let impostor = std::thread::spawn(move || {
+            let (sock, _) = listener.accept().unwrap();
+            let conn = impostor_tls.server_connection().unwrap();
+            let mut got = Vec::new();
+            if let Ok(mut s) = TlsStream::handshake(conn, sock, Instant::now() + Duration::from_secs(5)) {
+                s.set_deadline(Some(Instant::now() + Duration::from_secs(5)));
+                let _ = s.read_to_end(&mut got);
+            }
+            got
+        });
+        let deadlines = Deadlines { total: Duration::from_secs(5), handshake: Duration::from_secs(1) };
+        let mine = HashMap::from([(NodeId(1), hello(0, 1))]);
+        let err = exchange(NodeId(0), &[(NodeId(1), addr)], free_port(), &mine, deadlines, &tls0).unwrap_err();
+        assert!(err.to_string().contains("TLS handshake with node#1"), "{err}");
+        assert!(impostor.join().unwrap().is_empty(), "the impostor got the hello");
+    }
 
     #[test]
     fn hello_round_trips_and_rejects_garbage() {

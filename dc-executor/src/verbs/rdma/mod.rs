@@ -24,10 +24,10 @@ mod request;
 
 pub use device::RdmaDevice;
 
-use self::bootstrap::{exchange, io_err, Hello};
+use self::bootstrap::{exchange, io_err, Deadlines, Hello};
 use self::conn::{reg_mr, Conn, Prim, Shared, ACCESS_ALL};
 use self::request::{masked_cas_probe, resolve_masked_cas, resolve_masked_faa, validate, Req};
-use super::{Completion, DoorbellBatch, VerbCounters, Verbs};
+use super::{Completion, DoorbellBatch, VerbCounters, Verbs, VerbsTls};
 use crate::error::{Error, Result};
 use crate::region::Region;
 use ibverbs_sys as ffi;
@@ -61,6 +61,10 @@ pub struct RdmaConfig {
     pub loopback: bool,
     /// How long [`RdmaVerbs::connect`] waits for every peer to show up and answer.
     pub connect_timeout: Duration,
+    /// How long one connection accepted by the bootstrap may take for its TLS handshake
+    /// (default 2 s, as the TCP verbs server's `verbs.handshake_timeout`); a connection
+    /// still handshaking then is dropped and the bootstrap goes on waiting for the peers.
+    pub handshake_timeout: Duration,
     /// How long a posted verb may wait for its completion before the connection is declared
     /// broken.
     pub completion_timeout: Duration,
@@ -76,6 +80,7 @@ impl Default for RdmaConfig {
             bounce_bytes: 64 << 10,
             loopback: true,
             connect_timeout: Duration::from_secs(60),
+            handshake_timeout: Duration::from_secs(2),
             completion_timeout: Duration::from_secs(10),
         }
     }
@@ -149,8 +154,9 @@ impl RdmaVerbs {
         region: Arc<Region>,
         peers: &[(NodeId, SocketAddr)],
         listen: SocketAddr,
+        tls: &VerbsTls,
     ) -> Result<RdmaVerbs> {
-        Self::connect_with(&RdmaConfig::default(), local, region, peers, listen)
+        Self::connect_with(&RdmaConfig::default(), local, region, peers, listen, tls)
     }
 
     /// Opens the device, registers `region` (this node's MemStore) for remote READ, WRITE and
@@ -161,16 +167,24 @@ impl RdmaVerbs {
     /// then INIT → RTR → RTS and a one-byte ready barrier. `peers` may include `local`
     /// (ignored). Returns once every peer is connected.
     ///
+    /// The bootstrap runs over TLS with `tls` (issue 14): the hello, which hands out the
+    /// region's address and rkey, goes only to a peer whose certificate is that peer node's
+    /// of this DC; a connection that is not (a client certificate, another DC's node, no
+    /// certificate, a foreign CA, no handshake within `cfg.handshake_timeout`) is dropped
+    /// and logged, and the bootstrap goes on waiting for the real peer.
+    ///
     /// # Errors
     /// [`Error::Backend`] when there is no device (see [`RdmaVerbs::open_device`]), the port
-    /// is down, registration or QP setup fails, or a peer does not answer within
-    /// `cfg.connect_timeout`.
+    /// is down, registration or QP setup fails, a dialed peer fails the TLS check, or a peer
+    /// does not answer within `cfg.connect_timeout`; [`Error::UnknownNode`] for a peer `tls`
+    /// does not name.
     pub fn connect_with(
         cfg: &RdmaConfig,
         local: NodeId,
         region: Arc<Region>,
         peers: &[(NodeId, SocketAddr)],
         listen: SocketAddr,
+        tls: &VerbsTls,
     ) -> Result<RdmaVerbs> {
         let dev = Self::open_device(cfg.device.as_deref())?;
         if dev.attr.atomic_cap == ffi::IBV_ATOMIC_NONE {
@@ -221,15 +235,18 @@ impl RdmaVerbs {
             conns.get_mut(&local).expect("loopback conn").connect_to(cfg, &port, &me)?;
         }
 
-        let mut streams = exchange(local, &peers, listen, &mine, cfg.connect_timeout)?;
+        let deadlines = Deadlines { total: cfg.connect_timeout, handshake: cfg.handshake_timeout };
+        let mut streams = exchange(local, &peers, listen, &mine, deadlines, tls)?;
         for (node, hello, _) in &streams {
             conns.get_mut(node).expect("a conn per peer").connect_to(cfg, &port, hello)?;
         }
         // Ready barrier: nobody posts before every peer's QP has reached RTR.
         for (node, _, s) in &mut streams {
-            s.write_all(b"R").map_err(io_err(format!("RDMA bootstrap: ready to {node}")))?;
+            s.write_all(b"R").and_then(|()| s.flush()).map_err(io_err(format!("RDMA bootstrap: ready to {node}")))?;
         }
+        let ready_by = std::time::Instant::now() + cfg.connect_timeout;
         for (node, _, s) in &mut streams {
+            s.set_deadline(Some(ready_by));
             let mut b = [0u8; 1];
             s.read_exact(&mut b)
                 .map_err(io_err(format!("RDMA bootstrap: {node} never became ready (its QP setup failed?)")))?;
@@ -494,7 +511,9 @@ mod tests {
         }
         let region = Arc::new(Region::new_heap(4096));
         let peer = (NodeId(1), "127.0.0.1:9".parse().unwrap());
-        let err = RdmaVerbs::connect(NodeId(0), region, &[peer], "127.0.0.1:0".parse().unwrap()).unwrap_err();
+        let ca = crate::verbs::tls::test_pki::TestCa::new("t");
+        let tls = crate::verbs::tls::tests::tls(ca.node("dc1", "a1")).unwrap();
+        let err = RdmaVerbs::connect(NodeId(0), region, &[peer], "127.0.0.1:0".parse().unwrap(), &tls).unwrap_err();
         let msg = err.to_string();
         assert!(msg.contains("no RDMA device"), "{msg}");
         assert!(matches!(err, Error::Backend(_)));

@@ -1,14 +1,17 @@
-//! The TCP client: verbs of one node, sent to its peers' servers over pooled connections.
+//! The TCP client: verbs of one node, sent to its peers' servers over pooled TLS connections.
 
 use super::wire::{
-    decode_reply, encode_request, read_frame, reply_bytes, Frame, Malformed, RemoteError, MAX_FRAME_BYTES, PREFIX_BYTES,
+    decode_reply, encode_request, read_frame, read_status, reply_bytes, Frame, Malformed, RemoteError, MAX_FRAME_BYTES,
+    PREFIX_BYTES,
 };
 use crate::error::{Error, Result};
+use crate::verbs::tls::{TlsStream, VerbsTls};
 use crate::verbs::{Completion, DoorbellBatch, LocalVerbs, VerbCounters, Verbs, WorkRequest};
 use redt_proto::{NodeId, Offset};
+use socket2::{Domain, Protocol, Socket, Type};
 use std::collections::HashMap;
 use std::io::{self, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::{IpAddr, SocketAddr, TcpStream};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -29,13 +32,13 @@ pub const POOL_IDLE_FOR: Duration = Duration::from_secs(60);
 struct Peer {
     addr: SocketAddr,
     /// Idle connections and when each was last used.
-    idle: Mutex<Vec<(TcpStream, Instant)>>,
+    idle: Mutex<Vec<(TlsStream, Instant)>>,
 }
 
 impl Peer {
     /// The most recently used idle connection not older than [`POOL_IDLE_FOR`] (older ones
     /// are dropped).
-    fn reuse(&self) -> Option<TcpStream> {
+    fn reuse(&self) -> Option<TlsStream> {
         let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
         idle.retain(|(_, since)| since.elapsed() < POOL_IDLE_FOR);
         idle.pop().map(|(s, _)| s)
@@ -43,16 +46,19 @@ impl Peer {
 }
 
 /// Verbs of one node over TCP: its own region directly, every other node of its DC through
-/// that node's [`TcpVerbsServer`] (the `redt-tcp` baseline, RedT §6.5).
+/// that node's [`TcpVerbsServer`] (the `redt-tcp` baseline, RedT §6.5), over TLS (issue 14).
 ///
 /// Each lone verb to a peer is one request/reply exchange; each
 /// [`Verbs::post_batch`] is one exchange carrying the whole batch. Connections are opened
-/// lazily, with `TCP_NODELAY`, and up to a few idle ones are kept per peer, each for at most
-/// [`POOL_IDLE_FOR`]. A connection
-/// that fails (connect, I/O, timeout, malformed reply) is dropped with every idle
-/// connection to the same peer, and the verb returns [`Error::Backend`] naming the peer
-/// and the cause; a later verb connects again. A verb whose connection broke mid-exchange
-/// may or may not have run on the peer.
+/// lazily, with `TCP_NODELAY`: the server's greeting status is read (a refusal, e.g. over a
+/// connection cap, ends the attempt with its reason), the TLS 1.3 handshake presents this
+/// node's certificate and checks that the server's is the peer node's of this DC
+/// ([`VerbsTls`]), and the server's admission status is read; all within the I/O timeout.
+/// Up to a few idle connections are kept per peer, each for at most [`POOL_IDLE_FOR`]. A
+/// connection that fails (connect, refusal, handshake, I/O, timeout, malformed reply) is
+/// dropped with every idle connection to the same peer, and the verb returns
+/// [`Error::Backend`] naming the peer and the cause; a later verb connects again. A verb
+/// whose connection broke mid-exchange may or may not have run on the peer.
 ///
 /// Verbs are counted in the backend's own [`VerbCounters`], on this side, for every verb
 /// issued (local or remote), with the same rules as [`LocalVerbs`]: a lone verb counts
@@ -62,6 +68,8 @@ impl Peer {
 /// [`TcpVerbsServer`]: super::TcpVerbsServer
 pub struct TcpVerbs {
     own: NodeId,
+    tls: VerbsTls,
+    source: Option<IpAddr>,
     local: Arc<LocalVerbs>,
     peers: HashMap<NodeId, Peer>,
     io_timeout: Duration,
@@ -70,21 +78,41 @@ pub struct TcpVerbs {
 
 impl TcpVerbs {
     /// Verbs for node `own`: verbs to `own` go to its region in `local`, verbs to a node of
-    /// `peers` go over TCP to the server at its address. An entry of `peers` for `own`
-    /// itself is ignored. No connection is opened here.
-    pub fn new(own: NodeId, local: Arc<LocalVerbs>, peers: HashMap<NodeId, SocketAddr>) -> TcpVerbs {
+    /// `peers` go over TLS to the server at its address, authenticated with `tls` (which
+    /// names the peers: a peer it does not know fails each verb with
+    /// [`Error::UnknownNode`]). An entry of `peers` for `own` itself is ignored. No
+    /// connection is opened here.
+    pub fn new(own: NodeId, local: Arc<LocalVerbs>, peers: HashMap<NodeId, SocketAddr>, tls: VerbsTls) -> TcpVerbs {
         let peers = peers
             .into_iter()
-            .filter(|&(n, _)| n != own)
+            .filter(|&(n, _)| n != own && tls.node_name(n).is_some())
             .map(|(n, addr)| (n, Peer { addr, idle: Mutex::new(Vec::new()) }))
             .collect();
-        TcpVerbs { own, local, peers, io_timeout: DEFAULT_IO_TIMEOUT, counters: VerbCounters::default() }
+        TcpVerbs {
+            own,
+            tls,
+            source: None,
+            local,
+            peers,
+            io_timeout: DEFAULT_IO_TIMEOUT,
+            counters: VerbCounters::default(),
+        }
     }
 
-    /// Sets the limit on connecting and on each read or write of an exchange (default
-    /// [`DEFAULT_IO_TIMEOUT`]). A verb that exceeds it fails with [`Error::Backend`].
+    /// Sets the limit on connecting (TCP connect, then greeting, handshake and admission
+    /// together) and on each read or write of an exchange (default [`DEFAULT_IO_TIMEOUT`]).
+    /// A verb that exceeds it fails with [`Error::Backend`].
     pub fn with_io_timeout(mut self, timeout: Duration) -> TcpVerbs {
         self.io_timeout = timeout;
+        self
+    }
+
+    /// Opens every connection from `ip` (the node's own address), so the servers count it
+    /// against this node's per-peer cap even when several nodes share a host (default: the
+    /// address the system picks; an unspecified `ip` changes nothing). A connection fails if
+    /// `ip` is not an address of this host.
+    pub fn with_source_ip(mut self, ip: IpAddr) -> TcpVerbs {
+        self.source = (!ip.is_unspecified()).then_some(ip);
         self
     }
 
@@ -141,7 +169,7 @@ impl TcpVerbs {
         }
         let mut stream = match peer.reuse() {
             Some(s) => s,
-            None => self.connect(peer).map_err(|e| broken(format!("cannot connect: {e}")))?,
+            None => self.connect(node, peer).map_err(broken)?,
         };
         let outcome = round_trip(&mut stream, &frame).map_err(|e| e.to_string()).and_then(|body| {
             let (done, error) = decode_reply(&body).map_err(|Malformed(why)| format!("malformed reply: {why}"))?;
@@ -184,12 +212,42 @@ impl TcpVerbs {
         }
     }
 
-    fn connect(&self, peer: &Peer) -> io::Result<TcpStream> {
-        let s = TcpStream::connect_timeout(&peer.addr, self.io_timeout)?;
-        s.set_nodelay(true)?;
-        s.set_read_timeout(Some(self.io_timeout))?;
-        s.set_write_timeout(Some(self.io_timeout))?;
-        Ok(s)
+    /// A TCP connection to `addr`, from the source address if one is set.
+    fn dial(&self, addr: SocketAddr) -> io::Result<TcpStream> {
+        let Some(ip) = self.source else { return TcpStream::connect_timeout(&addr, self.io_timeout) };
+        let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+        socket.bind(&SocketAddr::new(ip, 0).into())?;
+        socket.connect_timeout(&addr.into(), self.io_timeout)?;
+        Ok(socket.into())
+    }
+
+    /// Opens an authenticated connection to `node` at `peer`, or says why not.
+    fn connect(&self, node: NodeId, peer: &Peer) -> std::result::Result<TlsStream, String> {
+        let deadline = Instant::now() + self.io_timeout;
+        let mut s = self.dial(peer.addr).map_err(|e| format!("cannot connect: {e}"))?;
+        s.set_nodelay(true).map_err(|e| format!("cannot connect: {e}"))?;
+        s.set_read_timeout(Some(self.io_timeout)).map_err(|e| format!("cannot connect: {e}"))?;
+        s.set_write_timeout(Some(self.io_timeout)).map_err(|e| format!("cannot connect: {e}"))?;
+        match read_status(&mut s) {
+            Ok(None) => {}
+            Ok(Some(why)) => return Err(format!("the server refused the connection: {why}")),
+            Err(e) => return Err(format!("reading the server's greeting: {e}")),
+        }
+        let conn = self.tls.client_connection(node).map_err(|e| e.to_string())?;
+        let mut tls = TlsStream::handshake(conn, s, deadline).map_err(|e| format!("TLS handshake: {e}"))?;
+        self.tls
+            .authenticate_server(tls.connection(), node)
+            .map_err(|why| format!("the server is not the node expected: {why}"))?;
+        tls.set_deadline(Some(deadline));
+        match read_status(&mut tls) {
+            Ok(None) => {}
+            Ok(Some(why)) => return Err(format!("the server refused this node: {why}")),
+            Err(e) => return Err(format!("reading the server's admission: {e}")),
+        }
+        tls.set_deadline(None);
+        tls.socket().set_read_timeout(Some(self.io_timeout)).map_err(|e| e.to_string())?;
+        tls.socket().set_write_timeout(Some(self.io_timeout)).map_err(|e| e.to_string())?;
+        Ok(tls)
     }
 
     /// One lone verb: to the own region through `local_op`, or one exchange with a peer.
@@ -223,8 +281,9 @@ fn completion_fits(wr: &WorkRequest, c: &Completion) -> bool {
 }
 
 /// Writes `frame` and reads the reply body.
-fn round_trip(s: &mut TcpStream, frame: &[u8]) -> io::Result<Vec<u8>> {
+fn round_trip(s: &mut TlsStream, frame: &[u8]) -> io::Result<Vec<u8>> {
     s.write_all(frame)?;
+    s.flush()?;
     match read_frame(s)? {
         Frame::Body(b) => Ok(b),
         Frame::Closed => Err(io::Error::new(io::ErrorKind::UnexpectedEof, "peer closed the connection")),

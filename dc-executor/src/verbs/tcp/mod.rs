@@ -6,6 +6,18 @@
 //! makes the access two-sided. Verbs to the client's own node skip the network and go
 //! straight to its region.
 //!
+//! # Connection
+//! 1. The server sends a status message in the clear: admitted, or refused with a reason
+//!    (over a connection cap).
+//! 2. TLS 1.3 with the cluster CA, ALPN `redt-verbs/1` ([`super::VerbsTls`]): both sides
+//!    present node certificates; each accepts only a node of its own DC.
+//! 3. Over TLS, the server sends a second status message: admitted, or refused with a reason
+//!    (the client's certificate is not a node certificate of this DC).
+//! 4. Request and reply frames, over TLS.
+//!
+//! A status message is a `u8` version ([`WIRE_VERSION`]), then `u8` 0 (admitted) or `u8` 1
+//! (refused) followed by a `u16` length and up to 1,024 bytes of UTF-8 reason.
+//!
 //! # Wire format
 //! Every frame is a little-endian `u32` body length followed by the body; a body longer
 //! than [`MAX_FRAME_BYTES`] is refused. Integers are little-endian.
@@ -30,5 +42,5 @@ mod server;
 mod wire;
 
 pub use client::{TcpVerbs, DEFAULT_IO_TIMEOUT, POOL_IDLE_FOR};
-pub use server::{ServerLimits, TcpVerbsServer};
+pub use server::{ServerCounts, ServerLimits, TcpVerbsServer};
 pub use wire::{MAX_FRAME_BYTES, WIRE_VERSION};

@@ -5,13 +5,19 @@ use crate::error::Error;
 use crate::verbs::{Completion, WorkRequest};
 use redt_proto::{NodeId, Offset};
 use std::io::{self, Read};
-use std::net::TcpStream;
 
 /// Largest frame body either side sends or accepts, in bytes (16 MiB).
 pub const MAX_FRAME_BYTES: usize = 16 << 20;
 
-/// Version byte at the start of every request and reply body.
-pub const WIRE_VERSION: u8 = 1;
+/// Version byte at the start of every status message, request and reply body (2: TLS and
+/// the status messages, issue 14; 1 was plain TCP).
+pub const WIRE_VERSION: u8 = 2;
+
+/// Most bytes of the reason a refusal status carries (a longer one is cut).
+pub(super) const MAX_REASON_BYTES: usize = 1024;
+
+const ADMITTED: u8 = 0;
+const REFUSED: u8 = 1;
 
 const OP_READ: u8 = 1;
 const OP_WRITE: u8 = 2;
@@ -325,6 +331,59 @@ pub(super) fn reply_bytes(requests: &[WorkRequest]) -> usize {
     })
 }
 
+/// Encodes a status message (no length prefix): the server's greeting before the TLS
+/// handshake and its admission after it. `u8` version, then `u8` 0 (admitted) or `u8` 1
+/// (refused) followed by a `u16` length and that many bytes of UTF-8 reason (at most
+/// [`MAX_REASON_BYTES`]; a longer reason is cut at a character boundary).
+pub(super) fn encode_status(refused: Option<&str>) -> Vec<u8> {
+    match refused {
+        None => vec![WIRE_VERSION, ADMITTED],
+        Some(why) => {
+            let mut end = why.len().min(MAX_REASON_BYTES);
+            while !why.is_char_boundary(end) {
+                end -= 1;
+            }
+            let mut f = vec![WIRE_VERSION, REFUSED];
+            put_u16(&mut f, end as u16);
+            f.extend_from_slice(&why.as_bytes()[..end]);
+            f
+        }
+    }
+}
+
+/// Reads a status message written by [`encode_status`]: `None` when admitted, the reason
+/// when refused.
+///
+/// # Errors
+/// The reader's error; `InvalidData` for another wire version, an unknown status or a
+/// reason longer than [`MAX_REASON_BYTES`].
+pub(super) fn read_status(r: &mut impl Read) -> io::Result<Option<String>> {
+    let invalid = |why: String| io::Error::new(io::ErrorKind::InvalidData, why);
+    let mut head = [0u8; 2];
+    r.read_exact(&mut head)?;
+    if head[0] != WIRE_VERSION {
+        return Err(invalid(format!(
+            "the server speaks verbs wire version {}, this build speaks {WIRE_VERSION}",
+            head[0]
+        )));
+    }
+    match head[1] {
+        ADMITTED => Ok(None),
+        REFUSED => {
+            let mut len = [0u8; 2];
+            r.read_exact(&mut len)?;
+            let len = usize::from(u16::from_le_bytes(len));
+            if len > MAX_REASON_BYTES {
+                return Err(invalid(format!("a refusal reason of {len} bytes (at most {MAX_REASON_BYTES})")));
+            }
+            let mut why = vec![0u8; len];
+            r.read_exact(&mut why)?;
+            Ok(Some(String::from_utf8_lossy(&why).into_owned()))
+        }
+        other => Err(invalid(format!("unknown status {other}"))),
+    }
+}
+
 /// What reading one frame gave.
 pub(super) enum Frame {
     /// A body within the limit.
@@ -336,7 +395,7 @@ pub(super) enum Frame {
 }
 
 /// Reads one frame from `s`.
-pub(super) fn read_frame(s: &mut TcpStream) -> io::Result<Frame> {
+pub(super) fn read_frame(s: &mut impl Read) -> io::Result<Frame> {
     let mut prefix = [0u8; PREFIX_BYTES];
     let mut got = 0;
     while got < PREFIX_BYTES {
@@ -363,4 +422,43 @@ pub(super) fn read_frame(s: &mut TcpStream) -> io::Result<Frame> {
         ));
     }
     Ok(Frame::Body(body))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn status_messages_round_trip() {
+        assert_eq!(read_status(&mut &encode_status(None)[..]).unwrap(), None);
+        let why = "too many connections from 10.0.0.7 (verbs.max_connections_per_peer = 64)";
+        assert_eq!(read_status(&mut &encode_status(Some(why))[..]).unwrap().as_deref(), Some(why));
+        // A long reason is cut at a character boundary.
+        let long = "é".repeat(MAX_REASON_BYTES);
+        let cut = read_status(&mut &encode_status(Some(&long))[..]).unwrap().unwrap();
+        assert!(cut.len() <= MAX_REASON_BYTES && cut.chars().all(|c| c == 'é'));
+    }
+
+    #[test]
+    fn bad_status_messages_are_errors() {
+        let e = read_status(&mut &[1u8, 0][..]).unwrap_err();
+        assert!(e.to_string().contains("wire version 1"), "{e}");
+        assert!(read_status(&mut &[WIRE_VERSION, 7][..]).is_err());
+        assert!(read_status(&mut &[WIRE_VERSION, 1, 0xff, 0xff][..]).is_err());
+        assert!(read_status(&mut &[WIRE_VERSION, 1, 5, 0, b'a'][..]).is_err());
+    }
+
+    proptest! {
+        #[test]
+        fn arbitrary_status_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..64)) {
+            let _ = read_status(&mut &bytes[..]);
+        }
+
+        #[test]
+        fn arbitrary_bodies_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..128)) {
+            let _ = decode_request(&bytes);
+            let _ = decode_reply(&bytes);
+        }
+    }
 }
