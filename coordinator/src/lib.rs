@@ -33,7 +33,7 @@ pub mod liveness;
 pub mod machine;
 pub mod membership_task;
 pub mod message;
-mod netem_admin;
+pub mod netem_admin;
 mod node;
 pub mod outcome;
 pub mod plan;

@@ -7,14 +7,20 @@ use redt_proto::wire::NetemSetRequest;
 use redt_proto::{LinkConditions, Topology};
 use std::time::Duration;
 
+/// The largest round-trip time `redt netem set` accepts: 60 s. Datagrams already queued
+/// behind a longer delay would hold a link long after it is set back.
+pub const MAX_RTT: Duration = Duration::from_secs(60);
+
 /// Applies `req` to `wan`: for the link `from → to` (and `to → from` when `symmetric`), each
 /// field of the request that is not negative replaces the link's value — RTT and jitter in µs,
 /// loss in parts per million (clamped to 100%), rate in bits/s (0: unlimited) — and
 /// `partitioned`, when given, cuts or heals the link.
 ///
 /// # Errors
-/// An unknown DC name, `from == to`, or conditions the WAN model refuses (its message). Links
-/// already changed by the request stay changed.
+/// An unknown DC name, `from == to`, a request that changes nothing, an RTT above
+/// [`MAX_RTT`], a loss or rate out of range, a resulting jitter above half the resulting RTT
+/// (the topology file's rule), or conditions the WAN model refuses (its message). Nothing is
+/// changed then.
 pub fn apply(topology: &Topology, wan: &mut WanModel, req: &NetemSetRequest) -> Result<(), String> {
     let dc = |name: &str| {
         topology.dcs.iter().find(|d| d.name == name).map(|d| d.id).ok_or_else(|| format!("unknown DC `{name}`"))
@@ -23,8 +29,19 @@ pub fn apply(topology: &Topology, wan: &mut WanModel, req: &NetemSetRequest) -> 
     if from == to {
         return Err("--from and --to must differ".into());
     }
+    if req.rtt_us < 0 && req.jitter_us < 0 && req.loss_ppm < 0 && req.rate_bits_per_s < 0 && req.partitioned.is_none() {
+        return Err("nothing to change: give at least one of --rtt, --jitter, --loss, --rate, --partition".into());
+    }
+    if req.rtt_us > MAX_RTT.as_micros() as i64 {
+        return Err(format!("rtt {} µs is above the limit of {} s", req.rtt_us, MAX_RTT.as_secs()));
+    }
+    if req.loss_ppm > 1_000_000 {
+        return Err(format!("loss {} ppm is above 100%", req.loss_ppm));
+    }
     let pairs = if req.symmetric { vec![(from, to), (to, from)] } else { vec![(from, to)] };
-    for (a, b) in pairs {
+    // Every direction is checked before any is changed.
+    let mut next = Vec::with_capacity(pairs.len());
+    for &(a, b) in &pairs {
         let mut c: LinkConditions = wan.link(a, b).unwrap_or_default();
         if req.rtt_us >= 0 {
             c.rtt = Duration::from_micros(req.rtt_us as u64);
@@ -38,6 +55,18 @@ pub fn apply(topology: &Topology, wan: &mut WanModel, req: &NetemSetRequest) -> 
         if req.rate_bits_per_s >= 0 {
             c.rate_bits_per_s = (req.rate_bits_per_s > 0).then_some(req.rate_bits_per_s as u64);
         }
+        if c.jitter > c.rtt / 2 {
+            return Err(format!(
+                "jitter {} µs exceeds half the rtt ({} µs / 2) on {} -> {}",
+                c.jitter.as_micros(),
+                c.rtt.as_micros(),
+                topology.dcs[a.0 as usize].name,
+                topology.dcs[b.0 as usize].name
+            ));
+        }
+        next.push((a, b, c));
+    }
+    for (a, b, c) in next {
         wan.set_link(a, b, c).map_err(|e| e.to_string())?;
         if let Some(p) = req.partitioned {
             wan.set_partitioned(a, b, p).map_err(|e| e.to_string())?;
@@ -90,5 +119,30 @@ mod tests {
         let mut wan = WanModel::from_topology(&t);
         assert_eq!(apply(&t, &mut wan, &req("dc1", "dc9")), Err("unknown DC `dc9`".into()));
         assert_eq!(apply(&t, &mut wan, &req("dc1", "dc1")), Err("--from and --to must differ".into()));
+    }
+
+    /// `redt netem set` validates as the topology file does, and a refused request changes
+    /// nothing (issue 14: `--rtt 1000000h` was accepted and cut the link for good).
+    #[test]
+    fn refuses_what_the_topology_file_would_and_changes_nothing() {
+        let t = topology();
+        let mut wan = WanModel::from_topology(&t);
+        let before = wan.link(DcId(0), DcId(1)).unwrap_or_default();
+        let refused = |r: NetemSetRequest, wan: &mut WanModel| apply(&t, wan, &r).expect_err("refused");
+        assert!(refused(req("dc1", "dc2"), &mut wan).contains("nothing to change"));
+        let huge = NetemSetRequest { rtt_us: 1_000_000 * 3_600 * 1_000_000, ..req("dc1", "dc2") };
+        assert!(refused(huge, &mut wan).contains("above the limit"));
+        let jitter = NetemSetRequest { rtt_us: 10_000, jitter_us: 6_000, ..req("dc1", "dc2") };
+        assert!(refused(jitter, &mut wan).contains("exceeds half the rtt"));
+        // Jitter alone is checked against the link's current RTT (local-fast: 2 ms).
+        let jitter = NetemSetRequest { jitter_us: 1_500, ..req("dc1", "dc2") };
+        assert!(refused(jitter, &mut wan).contains("exceeds half the rtt"));
+        let loss = NetemSetRequest { loss_ppm: 2_000_000, ..req("dc1", "dc2") };
+        assert!(refused(loss, &mut wan).contains("above 100%"));
+        for (a, b) in [(DcId(0), DcId(1)), (DcId(1), DcId(0))] {
+            assert_eq!(wan.link(a, b).unwrap_or_default(), before, "nothing changed on {a} -> {b}");
+        }
+        let ok = NetemSetRequest { rtt_us: 10_000, jitter_us: 5_000, ..req("dc1", "dc2") };
+        apply(&t, &mut wan, &ok).expect("half the rtt is allowed");
     }
 }

@@ -107,6 +107,28 @@ pub fn run(cmd: &NetemCmd) -> Result<()> {
                     bail!("{}: no DC named `{dc}`", a.cluster.display());
                 }
             }
+            if a.from == a.to {
+                bail!("--from and --to must name two different DCs (both are `{}`)", a.from);
+            }
+            if a.rtt.is_none() && a.jitter.is_none() && a.loss.is_none() && a.rate.is_none() && a.partition.is_none() {
+                bail!("nothing to change: give at least one of --rtt, --jitter, --loss, --rate, --partition");
+            }
+            if let Some(rtt) = a.rtt.filter(|&r| r > redt_coordinator::netem_admin::MAX_RTT) {
+                bail!(
+                    "--rtt {} is above the limit of {}",
+                    humantime::format_duration(rtt),
+                    humantime::format_duration(redt_coordinator::netem_admin::MAX_RTT)
+                );
+            }
+            if let (Some(rtt), Some(jitter)) = (a.rtt, a.jitter) {
+                if jitter > rtt / 2 {
+                    bail!(
+                        "--jitter {} exceeds half the rtt ({} / 2), as the topology file refuses too",
+                        humantime::format_duration(jitter),
+                        humantime::format_duration(rtt)
+                    );
+                }
+            }
             let partitioned = match a.partition.as_deref() {
                 None => None,
                 Some("on") => Some(true),
