@@ -272,8 +272,10 @@ impl ExecutorCore {
                     Err(e) => Handled::error(error_code::INTERNAL, e.to_string()),
                 }
             }
-            Request::Decide(Decide { txn, decision, entries, role: DecideRole::Executor, catch_up, .. }) => {
-                match self.decide_with_catch_up(txn, decision, &entries, &catch_up) {
+            Request::Decide(Decide { txn, ballot, decision, entries, role: DecideRole::Executor, catch_up }) => {
+                // Ballot 0 is the coordinator's own phase 2; a recoverer decides with its ballot.
+                let from_coordinator = ballot == Ballot(0);
+                match self.decide_with_catch_up(txn, decision, &entries, &catch_up, from_coordinator) {
                     Ok(catch_up) => Handled { reply: Reply::Decided(Default::default()), catch_up },
                     Err(e) => Handled::error(error_code::INTERNAL, e.to_string()),
                 }
@@ -538,6 +540,14 @@ impl ExecutorCore {
     /// left behind (per replica node, an accept of the partition's new values carrying the
     /// commit) and the entries holding it. A repeated decision ships nothing again.
     ///
+    /// `from_coordinator`: the decision is the coordinator's own phase 2, whose targets it
+    /// chose from every vote of its quorum; then the shipments to voters say
+    /// [`crate::message::Accept::behind`]. A recoverer's targets come from the promises it
+    /// got: a replica it did not hear from may hold the commit already, and the source it
+    /// chose may be the one behind (sim seed 70185, bank, world-5dc-n5, `all,remove`, 3 s: a
+    /// recoverer's shipment marked `behind` wrote a stale source's value over the commit on
+    /// four replicas). Its shipments never say `behind`.
+    ///
     /// # Errors
     /// Data-path failures.
     pub fn decide_with_catch_up(
@@ -546,6 +556,7 @@ impl ExecutorCore {
         decision: Decision,
         entries: &[EntryRef],
         targets: &[crate::message::CatchUpTarget],
+        from_coordinator: bool,
     ) -> Result<Option<CatchUpDebt>> {
         let targets = self.placed(targets);
         if targets.is_empty() || self.decided.contains(&txn) {
@@ -568,7 +579,7 @@ impl ExecutorCore {
             move |e: &RedoEntry| if durable { catch_up::owed_mask(&topology, e, &shipped, committed) } else { 0 };
         self.decide_owing(txn, decision, &held, Some((&owed, ship_cts)))?;
         let epoch = redo.first().map_or_else(|| self.epochs.epoch(), |e| e.epoch);
-        let ship = catch_up::shipments(&self.epochs.get_or_current(epoch), txn, &redo, &targets, true);
+        let ship = catch_up::shipments(&self.epochs.get_or_current(epoch), txn, &redo, &targets, from_coordinator);
         Ok(Some(CatchUpDebt { txn, ship, owed: held }))
     }
 
