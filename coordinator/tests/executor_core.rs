@@ -430,7 +430,7 @@ fn a_catch_up_owed_survives_a_restart_and_is_shipped_again() {
     // DC 2 was left behind: this DC ships partition 0 to node 2.
     let targets = [CatchUpTarget { partition: PartitionId(0), nodes: vec![NodeId(2)], cts }];
     let debt = core
-        .decide_with_catch_up(t, Decision::Commit(cts), &vote.entries, &targets)
+        .decide_with_catch_up(t, Decision::Commit(cts), &vote.entries, &targets, true)
         .expect("decides")
         .expect("a source owes a catch-up");
     let CatchUpDebt { txn, ship, owed } = debt;
@@ -487,7 +487,7 @@ fn without_the_mask_a_restarted_source_owes_nothing() {
     let vote = core.execute(&a, 1).expect("phase 1 runs");
     let cts = Cts(9_000_000);
     let targets = [CatchUpTarget { partition: PartitionId(0), nodes: vec![NodeId(2)], cts }];
-    let debt = core.decide_with_catch_up(t, Decision::Commit(cts), &vote.entries, &targets).expect("decides");
+    let debt = core.decide_with_catch_up(t, Decision::Commit(cts), &vote.entries, &targets, true).expect("decides");
     assert_eq!(debt.map(|d| d.ship.len()), Some(1), "shipped from memory");
     assert!(core.ring_scan().expect("scans").owed.is_empty(), "but nothing in the ring");
 }
