@@ -421,7 +421,7 @@ impl Topology {
     /// [`ConfigError::Io`] if the file cannot be read; otherwise as [`Topology::from_yaml`].
     pub fn load(path: &Path) -> crate::Result<Topology> {
         let text =
-            std::fs::read_to_string(path).map_err(|source| ConfigError::Io { path: path.to_path_buf(), source })?;
+            std::fs::read_to_string(path).map_err(|error| ConfigError::Io { path: path.to_path_buf(), error })?;
         Topology::from_yaml(&path.display().to_string(), &text)
     }
 

@@ -8,13 +8,14 @@ use std::path::PathBuf;
 /// given to [`crate::Topology::from_yaml`] otherwise), so the message stands on its own.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    /// The file could not be read.
-    #[error("{}: cannot read: {source}", path.display())]
+    /// The file could not be read. The I/O error is part of the message and not also a
+    /// `source`, so a report that prints the chain does not print it twice (issue 16).
+    #[error("{}: cannot read: {error}", path.display())]
     Io {
         /// The path that was opened.
         path: PathBuf,
         /// The underlying I/O error.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// The text is not valid YAML, or does not have the file's shape (a missing or
     /// unknown key, a wrong type). `message` is the YAML parser's text and includes the
