@@ -91,10 +91,12 @@ impl Client {
     /// # Errors
     /// A socket that cannot bind.
     pub fn with_identity(topology: Arc<Topology>, identity: &NodeIdentity, call_timeout: Duration) -> Result<Client> {
+        // The unspecified address: the kernel picks the source address per node, so nodes on
+        // other hosts are reachable too (a loopback bind reached loopback nodes only; issue 14).
         let bind: SocketAddr = if topology.nodes.first().is_some_and(|n| n.addr.is_ipv6()) {
-            "[::1]:0".parse().expect("static address")
+            "[::]:0".parse().expect("static address")
         } else {
-            "127.0.0.1:0".parse().expect("static address")
+            "0.0.0.0:0".parse().expect("static address")
         };
         let cfg = TransportConfig { call_timeout, ..TransportConfig::default() };
         let transport = Transport::client(cfg, identity, SocketSpec::Bind(bind))?;
