@@ -77,8 +77,14 @@ impl Resolver<'_> {
 
     /// One timeout at `timeouts.{key}`, if set.
     fn timeout(&self, key: &str, raw: &Option<Text>, zero_ok: bool) -> Res<Option<Duration>> {
+        self.bounded_duration(&format!("timeouts.{key}"), raw, zero_ok)
+    }
+
+    /// One duration at the YAML path `path`, if set: zero only if `zero_ok`, at most
+    /// [`TimeoutsConfig::MAX`] (every timeout of the file, the `verbs` section's included).
+    pub(super) fn bounded_duration(&self, path: &str, raw: &Option<Text>, zero_ok: bool) -> Res<Option<Duration>> {
         let Some(text) = raw else { return Ok(None) };
-        let field = || format!("timeouts.{key}");
+        let field = || path.to_string();
         let d = self.at(field, parse_duration(&text.0))?;
         if d.is_zero() && !zero_ok {
             return Err(self.invalid(field(), "must be above zero"));

@@ -2,8 +2,8 @@
 //! server (issue 14). Its raw shape and the checks of each value; the defaults of the unset
 //! ones live with the server (`redt_dc_executor::ServerLimits`).
 
-use super::{parse_duration, Res, Resolver, Text};
-use crate::topology::{TimeoutsConfig, VerbsConfig};
+use super::{Res, Resolver, Text};
+use crate::topology::VerbsConfig;
 use serde::Deserialize;
 use std::time::Duration;
 
@@ -44,24 +44,8 @@ impl Resolver<'_> {
         }
     }
 
-    /// One duration at `verbs.{key}`, if set.
+    /// One duration at `verbs.{key}`, if set (above zero, at most the largest timeout).
     fn verbs_timeout(&self, key: &str, raw: &Option<Text>) -> Res<Option<Duration>> {
-        let Some(text) = raw else { return Ok(None) };
-        let field = || format!("verbs.{key}");
-        let d = self.at(field, parse_duration(&text.0))?;
-        if d.is_zero() {
-            return Err(self.invalid(field(), "must be above zero"));
-        }
-        if d > TimeoutsConfig::MAX {
-            return Err(self.invalid(
-                field(),
-                format!(
-                    "{} is more than {}, the largest timeout allowed",
-                    humantime::format_duration(d),
-                    humantime::format_duration(TimeoutsConfig::MAX)
-                ),
-            ));
-        }
-        Ok(Some(d))
+        self.bounded_duration(&format!("verbs.{key}"), raw, false)
     }
 }
