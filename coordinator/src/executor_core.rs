@@ -841,31 +841,38 @@ impl ExecutorCore {
             return Ok(true);
         }
         self.fences.insert(txn);
-        let mine = self.executor.find_entries(txn, &[self.node])?;
-        if !mine.is_empty() {
-            self.executor.finish(txn, Decision::Abort, &mine)?;
+        use redt_dc_executor::decision_log::{self, Lookup};
+        use redt_dc_executor::EntryStatus;
+        // One READ pass over this node's ring: its own phase-1 entries of `txn` (replica
+        // entries carry no partitions), unfinished or already committed.
+        let dc = self.executor.dc().clone();
+        let mut unfinished = Vec::new();
+        let mut applied = false;
+        for (index, slots, e) in redt_dc_executor::ring_entries(dc.verbs.as_ref(), self.node, &dc.layout)? {
+            if e.txn != txn || e.partitions.is_empty() {
+                continue;
+            }
+            match e.status {
+                EntryStatus::Intent | EntryStatus::Logged => {
+                    unfinished.push(EntryRef { node: self.node, index, slots })
+                }
+                EntryStatus::Committed => applied |= !e.locks.is_empty(),
+                _ => {}
+            }
         }
-        if !self.applied_own_commit(txn)? {
+        if !unfinished.is_empty() {
+            self.executor.finish(txn, Decision::Abort, &unfinished)?;
+        }
+        if !applied {
+            // Flushed since: its decision-log row says so.
+            let row = decision_log::lookup(dc.verbs.as_ref(), self.node, &dc.layout, txn, Cts(0))?;
+            applied = matches!(row, Lookup::Found(r) if r.status == EntryStatus::Committed && !r.fence);
+        }
+        if !applied {
             return Ok(true);
         }
         tracing::info!(node = %self.node, %txn, "stale redo of a behind DC was applied: the catch-up writes over it");
         Ok(self.executor.apply_replica_over_own(self.node, txn, changes, cts)?)
-    }
-
-    /// Whether this node committed a phase-1 entry of `txn` of its own (in its ring, or in its
-    /// decision log once flushed).
-    fn applied_own_commit(&self, txn: TxnId) -> Result<bool> {
-        use redt_dc_executor::decision_log::{self, Lookup};
-        use redt_dc_executor::EntryStatus;
-        let dc = self.executor.dc();
-        let entries = redt_dc_executor::ring_entries(dc.verbs.as_ref(), self.node, &dc.layout)?;
-        if entries.iter().any(|(_, _, e)| {
-            e.txn == txn && !e.partitions.is_empty() && !e.locks.is_empty() && e.status == EntryStatus::Committed
-        }) {
-            return Ok(true);
-        }
-        let row = decision_log::lookup(dc.verbs.as_ref(), self.node, &dc.layout, txn, Cts(0))?;
-        Ok(matches!(row, Lookup::Found(r) if r.status == EntryStatus::Committed && !r.fence))
     }
 
     /// As a secondary: applies the decision to the redo accepted for `txn` from `primary`
