@@ -29,11 +29,11 @@ use crate::message::{
 use crate::node::error_code;
 use crate::plan;
 use redt_dc_executor::{
-    AbortReason, DcHandle, Decision, EntryRef, Executor, Gap, Hlc, OwedEntry, RedoEntry, ReplicaChange, ReplicaOrigin,
-    RingScan, SubTxn, TxnSet, Vote,
+    AbortReason, BoundedMap, DcHandle, Decision, EntryRef, Executor, Gap, Hlc, OwedEntry, RedoEntry, ReplicaChange,
+    ReplicaOrigin, RingScan, SubTxn, TxnSet, Vote,
 };
 use redt_proto::{Ballot, Cts, DcId, Epoch, NodeId, PartitionId, TxnId};
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 /// A catch-up source's way of deciding its entries: each entry's catch-up mask, and the commit
@@ -86,23 +86,23 @@ pub struct ExecutorMutations {
     pub apply_stale_redo: bool,
 }
 
-/// A bounded map of transaction ids to decisions (oldest forgotten first).
-#[derive(Default)]
-struct DecisionMemory {
-    map: HashMap<TxnId, Decision>,
-    order: VecDeque<TxnId>,
+/// A bounded map of transaction ids to decisions (oldest forgotten first; a later decision
+/// for a remembered transaction replaces the earlier one).
+struct DecisionMemory(BoundedMap<TxnId, Decision>);
+
+impl Default for DecisionMemory {
+    fn default() -> Self {
+        DecisionMemory(BoundedMap::new(FENCE_MEMORY))
+    }
 }
 
 impl DecisionMemory {
     fn insert(&mut self, t: TxnId, d: Decision) {
-        if self.map.insert(t, d).is_none() {
-            self.order.push_back(t);
-            if self.order.len() > FENCE_MEMORY {
-                if let Some(old) = self.order.pop_front() {
-                    self.map.remove(&old);
-                }
-            }
-        }
+        self.0.upsert(t, d, |old, new| *old = new);
+    }
+
+    fn get(&self, t: &TxnId) -> Option<Decision> {
+        self.0.get(t).copied()
     }
 }
 
@@ -793,7 +793,7 @@ impl ExecutorCore {
         if self.accepted.contains_key(&(txn, primary)) {
             return Ok(true); // a retried accept
         }
-        let early = decided.or_else(|| self.early_decisions.map.get(&txn).copied());
+        let early = decided.or_else(|| self.early_decisions.get(&txn));
         if early == Some(Decision::Abort) {
             return Ok(false);
         }
@@ -917,15 +917,12 @@ impl ExecutorCore {
     /// Baselines, as a coordinator's backup: logs its decision for `txn` (a later record
     /// replaces an earlier one: an abort replacing a commit whose log round failed).
     pub fn log_decision(&mut self, txn: TxnId, decision: Decision) {
-        match self.decision_log.map.get_mut(&txn) {
-            Some(d) => *d = decision,
-            None => self.decision_log.insert(txn, decision),
-        }
+        self.decision_log.insert(txn, decision);
     }
 
     /// Baselines: the decision logged here for `txn` as a coordinator's backup, if any.
     pub fn logged_decision(&self, txn: TxnId) -> Option<Decision> {
-        self.decision_log.map.get(&txn).copied()
+        self.decision_log.get(&txn)
     }
 
     /// The nodes of this DC holding a replica of any of `partitions` in `epoch`'s placement

@@ -214,12 +214,49 @@ pub struct Executor {
     pub(crate) unfenced: crate::prepare::NoVotePromises,
 }
 
+/// A bounded map: once it holds `cap` keys, inserting a new one forgets the oldest. The
+/// executors' memories (fences, decisions, promises) are kept in it.
+pub struct BoundedMap<K, V> {
+    map: std::collections::HashMap<K, V>,
+    order: std::collections::VecDeque<K>,
+    cap: usize,
+}
+
+impl<K: std::hash::Hash + Eq + Copy, V> BoundedMap<K, V> {
+    /// An empty map that holds at most `cap` keys.
+    pub fn new(cap: usize) -> Self {
+        BoundedMap { map: Default::default(), order: Default::default(), cap }
+    }
+
+    /// Sets `k` to `v`, or, if `k` is present, to `merge(old, v)`; a new key forgets the
+    /// oldest one once the map is over its capacity.
+    pub fn upsert(&mut self, k: K, v: V, merge: impl FnOnce(&mut V, V)) {
+        if let Some(old) = self.map.get_mut(&k) {
+            return merge(old, v);
+        }
+        self.map.insert(k, v);
+        self.order.push_back(k);
+        if self.order.len() > self.cap {
+            if let Some(old) = self.order.pop_front() {
+                self.map.remove(&old);
+            }
+        }
+    }
+
+    /// The value of `k`, if remembered.
+    pub fn get(&self, k: &K) -> Option<&V> {
+        self.map.get(k)
+    }
+}
+
 /// A bounded set of transaction ids: the oldest is forgotten first once it holds
 /// [`TxnSet::CAP`] ids. Executors remember fences and decisions with it.
-#[derive(Default)]
-pub struct TxnSet {
-    set: std::collections::HashSet<TxnId>,
-    order: std::collections::VecDeque<TxnId>,
+pub struct TxnSet(BoundedMap<TxnId, ()>);
+
+impl Default for TxnSet {
+    fn default() -> Self {
+        TxnSet(BoundedMap::new(Self::CAP))
+    }
 }
 
 impl TxnSet {
@@ -228,19 +265,12 @@ impl TxnSet {
 
     /// Adds `t`, forgetting the oldest id if the set is then over [`TxnSet::CAP`].
     pub fn insert(&mut self, t: TxnId) {
-        if self.set.insert(t) {
-            self.order.push_back(t);
-            if self.order.len() > Self::CAP {
-                if let Some(old) = self.order.pop_front() {
-                    self.set.remove(&old);
-                }
-            }
-        }
+        self.0.upsert(t, (), |_, _| {});
     }
 
     /// Whether `t` is remembered.
     pub fn contains(&self, t: &TxnId) -> bool {
-        self.set.contains(t)
+        self.0.get(t).is_some()
     }
 }
 

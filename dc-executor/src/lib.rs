@@ -30,7 +30,9 @@ pub mod verbs;
 pub use apply::apply_committed;
 pub use dc::{format_if_new, lock_word, Created, DcHandle, RecordImage};
 pub use error::{Error, Result, SuperblockMismatch};
-pub use executor::{AbortReason, Decision, EntryRef, Executor, ItemVote, LocalAccess, SubTxn, TxnSet, Vote};
+pub use executor::{
+    AbortReason, BoundedMap, Decision, EntryRef, Executor, ItemVote, LocalAccess, SubTxn, TxnSet, Vote,
+};
 pub use hlc::{Clock, Hlc, SystemClock, LOGICAL_BITS, ORIGIN_UNIX_MS};
 pub use index::{Index, IndexStats};
 pub use memstore::{Layout, LINE, MAGIC};

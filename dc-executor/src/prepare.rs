@@ -17,7 +17,7 @@
 
 use crate::decision_log::{self, Lookup};
 use crate::error::Result;
-use crate::executor::{Decision, EntryRef, Executor};
+use crate::executor::{BoundedMap, Decision, EntryRef, Executor};
 use crate::ring::{self, EntryStatus, RedoEntry, VoteCode, VoteState, VoteWord};
 use redt_proto::{Ballot, Cts, DcId, Epoch, NodeId, PartitionId, TxnId};
 
@@ -293,10 +293,12 @@ impl Executor {
 /// ring had no room for a fence entry, per (transaction, replica node): a promise kept only
 /// here, so that no later PREPARE of a lower ballot gets a fence entry that could accept its
 /// record. Bounded: the oldest of [`NoVotePromises::CAP`] is forgotten first.
-#[derive(Default)]
-pub struct NoVotePromises {
-    map: std::collections::HashMap<(TxnId, NodeId), Ballot>,
-    order: std::collections::VecDeque<(TxnId, NodeId)>,
+pub struct NoVotePromises(BoundedMap<(TxnId, NodeId), Ballot>);
+
+impl Default for NoVotePromises {
+    fn default() -> Self {
+        NoVotePromises(BoundedMap::new(Self::CAP))
+    }
 }
 
 impl NoVotePromises {
@@ -305,24 +307,12 @@ impl NoVotePromises {
 
     /// Remembers that `node`'s replica of `txn` promised `ballot` (keeping the highest).
     pub fn promise(&mut self, txn: TxnId, node: NodeId, ballot: Ballot) {
-        let key = (txn, node);
-        match self.map.get_mut(&key) {
-            Some(b) => *b = (*b).max(ballot),
-            None => {
-                self.map.insert(key, ballot);
-                self.order.push_back(key);
-                if self.order.len() > Self::CAP {
-                    if let Some(old) = self.order.pop_front() {
-                        self.map.remove(&old);
-                    }
-                }
-            }
-        }
+        self.0.upsert((txn, node), ballot, |b, new| *b = (*b).max(new));
     }
 
     /// The highest ballot `node`'s replica of `txn` promised with no fence entry, if any.
     pub fn promised(&self, txn: TxnId, node: NodeId) -> Option<Ballot> {
-        self.map.get(&(txn, node)).copied()
+        self.0.get(&(txn, node)).copied()
     }
 }
 
