@@ -84,6 +84,22 @@ pub struct ExecutorMutations {
     /// behind: a recoverer that saw the commit applied elsewhere commits its stale redo, whose
     /// values then stay at the commit's timestamp (sim seed 70117, bank, world-5dc-n5, 3 s).
     pub apply_stale_redo: bool,
+    /// Replay keeps the first of two copies of a write at one commit timestamp
+    /// ([`redt_dc_executor::ThomasRule::FirstWriteAtCts`]): a behind replica's stale redo,
+    /// committed by a recoverer that saw the commit applied elsewhere before the catch-up
+    /// landed, stays over the catch-up's values (sim seed 70185, bank, world-5dc-n5, 3 s).
+    pub first_write_at_cts: bool,
+}
+
+impl ExecutorMutations {
+    /// The Thomas write rule replay applies entries by.
+    pub fn thomas_rule(&self) -> redt_dc_executor::ThomasRule {
+        if self.first_write_at_cts {
+            redt_dc_executor::ThomasRule::FirstWriteAtCts
+        } else {
+            redt_dc_executor::ThomasRule::Versions
+        }
+    }
 }
 
 /// A bounded map of transaction ids to decisions (oldest forgotten first; a later decision
@@ -190,6 +206,7 @@ impl ExecutorCore {
         self.executor = Executor::new(dc, self.hlc.clone()).with_ring_patience(patience);
         self.executor.set_fence_entries(!self.mutations.no_fence_entries);
         self.executor.set_fence_after_full_ring(!self.mutations.no_fence_after_full_ring);
+        self.executor.set_thomas_rule(self.mutations.thomas_rule());
         self
     }
 
@@ -198,6 +215,7 @@ impl ExecutorCore {
         self.mutations = mutations;
         self.executor.set_fence_entries(!mutations.no_fence_entries);
         self.executor.set_fence_after_full_ring(!mutations.no_fence_after_full_ring);
+        self.executor.set_thomas_rule(mutations.thomas_rule());
         self
     }
 
@@ -675,7 +693,7 @@ impl ExecutorCore {
     /// another node).
     pub fn apply_snapshot(&mut self, records: &[redt_dc_executor::SnapshotRecord]) -> Result<usize> {
         let dc = self.executor.dc().clone();
-        Ok(redt_dc_executor::apply_snapshot(&dc, self.node, records)?.applied)
+        Ok(redt_dc_executor::apply_snapshot_by(&dc, self.node, records, self.mutations.thomas_rule())?.applied)
     }
 
     /// Drops the undecided transaction of `entry` (an entry of this node's ring) if this node

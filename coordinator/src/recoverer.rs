@@ -18,7 +18,11 @@
 //!    or unvoted replica holds an abort by itself). A failed round goes back to 1.
 //! 4. **Apply**: `Decide` to every DC holding an entry (a commit's stale or fenced replicas are
 //!    aborted and caught up from an up-to-date one, as the coordinator does:
-//!    [`crate::catch_up`]), retried with back-off until each is answered, however long.
+//!    [`crate::catch_up`]), retried with back-off until each is answered, however long. The
+//!    recoverer also ships each catch-up itself, from the source DC's redo that its promises
+//!    carried: the source's executor ships only on the first decision it applies, and another
+//!    recoverer's may have come first (sim seed 55). Its shipments give up after
+//!    [`RecoveryOptions::catch_up_give_up`], as a source's do.
 //!
 //! The commit timestamp is `1 + max(newest versions, start)` over the up-to-date votes, the
 //! same function of the redo entries the coordinator uses ([`crate::plan::vote_table`]).
@@ -86,6 +90,11 @@ pub struct RecoveryMutations {
     /// Applies (and releases the locks of) a decision as soon as it is chosen, without first
     /// recording it at a majority of every partition.
     pub act_before_recording: bool,
+    /// A recovered commit's catch-up is shipped only by the source DC's executor, not also by
+    /// the recoverer from the redo its promises carried: when another recoverer's decision
+    /// reached the source first, the source takes this one for a repeat and ships nothing
+    /// (sim seed 55, ycsb, default, `all,remove-node`, 6 s).
+    pub ship_only_through_the_source: bool,
 }
 
 impl RecoveryOptions {
@@ -209,6 +218,8 @@ enum Purpose {
     Prepare(u32),
     Record(u32),
     Decide(usize),
+    /// A catch-up shipment the recoverer delivers itself (index into `deliveries`).
+    Ship(usize),
 }
 
 /// Bits of a ballot below its counter: the recovering node's id (DESIGN.md §2: ballots are
@@ -356,9 +367,13 @@ impl Recoverer {
 
     fn send(&mut self, dc: DcId, purpose: Purpose, request: Request) {
         let to = self.executor_of(dc);
+        self.send_to(to, purpose, request);
+    }
+
+    fn send_to(&mut self, to: NodeId, purpose: Purpose, request: Request) {
         let attempt = self.next_attempt;
         self.next_attempt += 1;
-        self.attempts.insert(attempt, (dc, purpose));
+        self.attempts.insert(attempt, (self.dc_of(to), purpose));
         self.actions.push_back(Action::Send { attempt, to, request });
     }
 
@@ -583,6 +598,9 @@ impl Recoverer {
             if entries.is_empty() && ships.is_empty() && self.promises.contains_key(&dc) {
                 continue;
             }
+            if let (Decision::Commit(_), false) = (decision, self.options.mutations.ship_only_through_the_source) {
+                self.ship(dc, &ships, now);
+            }
             let d = if catch_up.behind.contains(&dc) { Decision::Abort } else { decision };
             let request = Request::Decide(Decide {
                 txn: self.orphan.txn,
@@ -597,6 +615,40 @@ impl Recoverer {
             self.send(dc, Purpose::Decide(idx), request);
         }
         self.maybe_done();
+    }
+
+    /// Delivers the catch-up `ships` of source DC `dc` straight to the replicas, from the redo
+    /// of `dc`'s promises (none if it promised no entry: then only its executor can ship).
+    /// A re-shipment in the catch-up's sense: it never says the target was behind (only the
+    /// coordinator, with every vote in hand, knows that), and a target that already holds the
+    /// values changes nothing (Thomas write rule).
+    fn ship(&mut self, dc: DcId, ships: &[CatchUpTarget], now: Instant) {
+        let redo: Vec<RedoEntry> = self
+            .promises
+            .get(&dc)
+            .into_iter()
+            .flatten()
+            .filter_map(|p| match &p.promise {
+                Promise::Entry { redo, .. } => Some(redo.clone()),
+                _ => None,
+            })
+            .collect();
+        if redo.is_empty() || ships.is_empty() {
+            return;
+        }
+        let placement = self.placement.clone();
+        let targets: Vec<CatchUpTarget> = ships
+            .iter()
+            .map(|t| CatchUpTarget {
+                nodes: t.nodes.iter().copied().filter(|&n| !crate::epochs::unplaced(placement.as_deref(), n)).collect(),
+                ..t.clone()
+            })
+            .collect();
+        for (to, request) in catch_up::shipments(&self.topology, self.orphan.txn, &redo, &targets, false) {
+            let idx = self.deliveries.len();
+            self.deliveries.push(Delivery::new(to, request.clone(), now));
+            self.send_to(to, Purpose::Ship(idx), request);
+        }
     }
 
     /// Whether a commit found applied left no replica behind: the coordinator decided it
@@ -734,7 +786,7 @@ impl TxnMachine for Recoverer {
                 }
                 self.after_record(now);
             }
-            (Purpose::Decide(i), Reply::Decided(_)) => {
+            (Purpose::Decide(i), Reply::Decided(_)) | (Purpose::Ship(i), Reply::Accepted(_)) => {
                 if let Some(d) = self.deliveries.get_mut(i) {
                     d.done = true;
                 }
@@ -778,6 +830,18 @@ impl TxnMachine for Recoverer {
                 // Never given up: nothing may stay locked, however long the outage.
                 d.failed(txn, error, now, pause, Duration::MAX);
             }
+            Purpose::Ship(i) => {
+                let Some(pause) = self.deliveries.get(i).map(|d| self.backoff(d.failures)) else { return };
+                let (txn, give_up) = (self.orphan.txn, self.options.catch_up_give_up);
+                let unplaced = self.deliveries.get(i).is_some_and(|d| crate::epochs::unplaced(self.placement.as_deref(), d.to));
+                let d = &mut self.deliveries[i];
+                if unplaced {
+                    d.done = true;
+                } else {
+                    d.failed(txn, error, now, pause, give_up);
+                }
+                self.maybe_done();
+            }
             _ => {}
         }
     }
@@ -799,11 +863,8 @@ impl TxnMachine for Recoverer {
             self.prepare_round(now);
         }
         for (i, to, request) in delivery::due(&mut self.deliveries, now) {
-            let dc = self.dc_of(to);
-            let attempt = self.next_attempt;
-            self.next_attempt += 1;
-            self.attempts.insert(attempt, (dc, Purpose::Decide(i)));
-            self.actions.push_back(Action::Send { attempt, to, request });
+            let purpose = if matches!(request, Request::Accept(_)) { Purpose::Ship(i) } else { Purpose::Decide(i) };
+            self.send_to(to, purpose, request);
         }
     }
 

@@ -4,8 +4,10 @@
 //! The replay task runs on the node that owns the region and uses local atomics. It takes
 //! the exclusive bits of the groups it writes like any writer (so it never interleaves
 //! with an executor holding them); if a group is held it gives up for now and the entry is
-//! retried on a later pass. A cell is written only if the entry's `cts` is newer than the
-//! cell's, so replaying an entry whose values the executor already wrote changes nothing.
+//! retried on a later pass. A cell is written only if the version the entry writes is newer
+//! than the cell's, ordered by `(cts, update counter)` ([`ThomasRule`]), so replaying an
+//! entry whose values the executor already wrote changes nothing, and of two copies of one
+//! transaction's write the one computed from the newer version wins.
 //! The new version is the one the entry's writer saw advanced to `cts` — the version the
 //! executor wrote on every up-to-date replica — or, for an entry that recorded none, the
 //! cell's own advanced.
@@ -14,7 +16,7 @@ use crate::dc::COUNTER_BOUNDARY;
 use crate::executor::cells_of;
 use crate::lock;
 use crate::memstore::LINE;
-use crate::record::{encode_cell, Catalog, CellVersion, COUNTERS, LOCK_WORD};
+use crate::record::{encode_cell, Catalog, CellVersion, ThomasRule, COUNTERS, LOCK_WORD};
 use crate::region::Region;
 use crate::replay::Apply;
 use crate::ring::RedoEntry;
@@ -29,6 +31,12 @@ use crate::ring::RedoEntry;
 /// and an entry that fails is not applied at all but answered [`Apply::Invalid`] naming why,
 /// never a panic.
 pub fn apply_committed(region: &Region, catalog: &Catalog, entry: &RedoEntry) -> Apply {
+    apply_committed_by(region, catalog, entry, ThomasRule::default())
+}
+
+/// [`apply_committed`] under the given [`ThomasRule`] (the simulation's mutant picks the old
+/// one).
+pub fn apply_committed_by(region: &Region, catalog: &Catalog, entry: &RedoEntry, rule: ThomasRule) -> Apply {
     if let Err(why) = check_records(region, catalog, entry) {
         return Apply::Invalid(why);
     }
@@ -64,11 +72,10 @@ pub fn apply_committed(region: &Region, catalog: &Catalog, entry: &RedoEntry) ->
             let mut v = [0u8; 8];
             region.read(at, &mut v);
             let cur = CellVersion(u64::from_le_bytes(v));
-            if cts > cur.cts() {
-                // The version the entry's writer saw where it recorded one (so a replica that
-                // missed writes still ends with the writer's version), else this cell's own.
-                let seen = l.seen_version(ch.cell).map(CellVersion).unwrap_or(cur);
-                region.write(at, &encode_cell(seen.next(cts), &ch.value, rl.cell_bytes[c]));
+            // The version the entry's writer saw where it recorded one (so a replica that
+            // missed writes still ends with the writer's version), else this cell's own.
+            if let Some(version) = rule.write(cur, cts, l.seen_version(ch.cell).map(CellVersion)) {
+                region.write(at, &encode_cell(version, &ch.value, rl.cell_bytes[c]));
                 written |= 1 << rl.cell_group[c];
             }
         }

@@ -212,6 +212,8 @@ pub struct Executor {
     pub(crate) fence_after_full_ring: bool,
     /// The ballots promised by `NoVote` answers for full rings (`prepare.rs`).
     pub(crate) unfenced: crate::prepare::NoVotePromises,
+    /// How a catch-up applied straight to the records settles a tie at one commit timestamp.
+    pub(crate) thomas_rule: crate::ThomasRule,
 }
 
 /// A bounded map: once it holds `cap` keys, inserting a new one forgets the oldest. The
@@ -285,6 +287,7 @@ impl Executor {
             ring_patience: Duration::from_millis(200),
             fence_entries: true,
             fence_after_full_ring: true,
+            thomas_rule: crate::ThomasRule::default(),
             unfenced: Default::default(),
         }
     }
@@ -303,6 +306,13 @@ impl Executor {
     /// can never record a decision at a majority once its other replicas are removed).
     pub fn set_fence_after_full_ring(&mut self, on: bool) {
         self.fence_after_full_ring = on;
+    }
+
+    /// Sets the Thomas write rule of catch-ups applied straight to the records
+    /// ([`Executor::apply_replica_now`]); [`crate::ThomasRule::Versions`] by default, the
+    /// other only as a deliberate bug that the simulation must catch.
+    pub fn set_thomas_rule(&mut self, rule: crate::ThomasRule) {
+        self.thomas_rule = rule;
     }
 
     /// Sets how long a reservation waits for replay to free ring space before the

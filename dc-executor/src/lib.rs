@@ -27,7 +27,7 @@ pub mod ring;
 mod snapshot;
 pub mod verbs;
 
-pub use apply::apply_committed;
+pub use apply::{apply_committed, apply_committed_by};
 pub use dc::{format_if_new, lock_word, Created, DcHandle, RecordImage};
 pub use error::{Error, Result, SuperblockMismatch};
 pub use executor::{
@@ -41,7 +41,7 @@ pub use procedure::{
     list_items, list_len, Access, KvOp, KvProcedure, Procedure, ReadView, UserAbort, Write, YcsbOp, YcsbProcedure,
     LIST_HEADER, LIST_TAG,
 };
-pub use record::{encode_cell, Catalog, CellVersion, RecordLayout, RecordView, HEADER_BYTES};
+pub use record::{encode_cell, Catalog, CellVersion, RecordLayout, RecordView, ThomasRule, HEADER_BYTES};
 pub use region::{masked_add, Region};
 pub use replay::{Apply, ReplayStep, Replayer};
 pub use replay_task::ReplayTask;
@@ -50,7 +50,7 @@ pub use ring::{
     head_gap, owed_entries, read_header, ring_entries, ring_scan, unfinished_entries, Change, EntryHeader, EntryStatus,
     Gap, LockIntent, OwedEntry, RedoEntry, RingScan, RingWriter, VoteCode, VoteState, VoteWord,
 };
-pub use snapshot::{apply_snapshot, read_snapshot, SnapshotApplied, SnapshotCell, SnapshotChunk, SnapshotRecord};
+pub use snapshot::{apply_snapshot, apply_snapshot_by, read_snapshot, SnapshotApplied, SnapshotCell, SnapshotChunk, SnapshotRecord};
 pub use verbs::{
     Completion, DoorbellBatch, LocalVerbs, ServerCounts, ServerLimits, TcpVerbs, TcpVerbsServer, VerbCounters,
     VerbCounts, Verbs, VerbsTls, WorkRequest,

@@ -48,6 +48,62 @@ impl CellVersion {
     }
 }
 
+/// Which write wins when two writes of one cell carry the same commit timestamp (the Thomas
+/// write rule's tie; DESIGN.md §2, "Catch-up").
+///
+/// Two writes of a cell at one commit timestamp are two copies of one transaction's write
+/// (a later writer of the cell reads its version and commits above it). They differ only
+/// when one was computed from a stale version: the redo of a replica whose DC a commit left
+/// behind (its vote was stale), applied by a recoverer that could not know it, next to the
+/// catch-up carrying the quorum's values (sim seed 70185, world-5dc-n5, bank). Each copy
+/// writes the version its writer saw advanced by one, so the copy computed from the newer
+/// version carries the higher update counter.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ThomasRule {
+    /// Versions are ordered by `(cts, update counter)`, as votes are: at one commit
+    /// timestamp the copy computed from the newer version wins, whichever lands first.
+    #[default]
+    Versions,
+    /// Mutant for the simulation's check: the first copy to land wins at one commit timestamp
+    /// (the rule before seed 70185), so a stale copy applied first stays.
+    FirstWriteAtCts,
+}
+
+impl ThomasRule {
+    /// The version to write into a cell now at `cur` for a write committed at `cts`, or
+    /// `None` if the cell is to keep what it has. `seen` is the version the write's author saw
+    /// (then the new version is `seen.next(cts)`, so every replica ends with the author's);
+    /// where it is unknown the cell's own version is advanced, and only a newer commit
+    /// timestamp writes (an unknown author cannot win a tie).
+    pub fn write(self, cur: CellVersion, cts: Cts, seen: Option<CellVersion>) -> Option<CellVersion> {
+        match seen {
+            Some(seen) => {
+                let new = seen.next(cts);
+                let wins = match self {
+                    ThomasRule::Versions => rank(new) > rank(cur),
+                    ThomasRule::FirstWriteAtCts => cts > cur.cts(),
+                };
+                wins.then_some(new)
+            }
+            None => (cts > cur.cts()).then(|| cur.next(cts)),
+        }
+    }
+
+    /// Whether a copied version `incoming` (a snapshot carries whole versions) replaces `cur`.
+    pub fn replaces(self, incoming: CellVersion, cur: CellVersion) -> bool {
+        match self {
+            ThomasRule::Versions => rank(incoming) > rank(cur),
+            ThomasRule::FirstWriteAtCts => incoming.cts() > cur.cts(),
+        }
+    }
+}
+
+/// Orders versions by `(cts, update counter)`: the counter wraps at 2^16, so the commit
+/// timestamp comes first and the counter only breaks ties (as the coordinator's votes do).
+fn rank(v: CellVersion) -> (Cts, u16) {
+    (v.cts(), v.update_counter())
+}
+
 /// Byte layout of one table's records, derived from its schema.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RecordLayout {
@@ -275,5 +331,62 @@ mod tests {
             prop_assert_eq!(v.cts(), Cts(cts));
             prop_assert_eq!(v.next(Cts(cts)).update_counter(), uc.wrapping_add(1));
         }
+    }
+
+    /// Applies writes one after another to a cell, as replay does.
+    fn land(rule: ThomasRule, mut cur: CellVersion, writes: &[(Cts, Option<CellVersion>)]) -> CellVersion {
+        for &(cts, seen) in writes {
+            if let Some(v) = rule.write(cur, cts, seen) {
+                cur = v;
+            }
+        }
+        cur
+    }
+
+    /// Exhaustive over small versions: two copies of one write at one commit timestamp end
+    /// with the copy computed from the newer version in either order; a copy landing twice
+    /// changes nothing the second time; an unknown author never wins a tie; an older
+    /// commit timestamp never writes; the mutant keeps whichever copy landed first.
+    #[test]
+    fn the_copy_from_the_newer_version_wins_whatever_the_order() {
+        // One cell's history: every write advances the update counter by one, on every
+        // replica (each writes its author's version advanced), so counters grow with cts.
+        let versions: Vec<CellVersion> =
+            [(0u16, 0u64), (1, 3), (2, 4), (3, 6), (4, 7), (5, 7)].map(|(uc, c)| CellVersion::new(uc, Cts(c))).into();
+        let cts = Cts(7);
+        for &start in &versions {
+            for &a in versions.iter().filter(|v| v.cts() < cts) {
+                for &b in versions.iter().filter(|v| v.cts() < cts) {
+                    let ab = land(ThomasRule::Versions, start, &[(cts, Some(a)), (cts, Some(b))]);
+                    let ba = land(ThomasRule::Versions, start, &[(cts, Some(b)), (cts, Some(a))]);
+                    assert_eq!(ab, ba, "start {start:?} copies {a:?} {b:?}");
+                    if start.cts() < cts {
+                        let newer = if rank(a) >= rank(b) { a } else { b };
+                        assert_eq!(ab, newer.next(cts), "start {start:?} copies {a:?} {b:?}");
+                        let first = land(ThomasRule::FirstWriteAtCts, start, &[(cts, Some(a)), (cts, Some(b))]);
+                        assert_eq!(first, a.next(cts), "the mutant keeps the first copy");
+                    }
+                    assert_eq!(ThomasRule::Versions.write(ab, cts, Some(a)), None, "a copy landing again");
+                }
+                if start.cts() > Cts(2) {
+                    assert_eq!(ThomasRule::Versions.write(start, Cts(2), Some(a)), None, "an older cts");
+                }
+            }
+            let unknown = ThomasRule::Versions.write(start, start.cts(), None);
+            assert_eq!(unknown, None, "an unknown author at the cell's own cts");
+            assert_eq!(ThomasRule::Versions.write(start, Cts(9), None), Some(start.next(Cts(9))));
+        }
+    }
+
+    /// A snapshot's whole version replaces the cell's only if it is newer by `(cts, update
+    /// counter)`; the mutant compares commit timestamps alone.
+    #[test]
+    fn a_copied_version_replaces_only_an_older_one() {
+        let v = |uc, c| CellVersion::new(uc, Cts(c));
+        assert!(ThomasRule::Versions.replaces(v(2, 5), v(1, 5)));
+        assert!(!ThomasRule::Versions.replaces(v(1, 5), v(2, 5)));
+        assert!(!ThomasRule::Versions.replaces(v(1, 5), v(1, 5)));
+        assert!(ThomasRule::Versions.replaces(v(0, 6), v(9, 5)));
+        assert!(!ThomasRule::FirstWriteAtCts.replaces(v(2, 5), v(1, 5)));
     }
 }

@@ -158,8 +158,9 @@ impl Executor {
     /// the catch-up lands, so a catch-up that waited for ring space could wait on a ring held
     /// by the same kind of debt, the other way round). As replay does: per record, the
     /// exclusive bits of the groups written by one masked compare-and-swap on its lock word,
-    /// then each cell older than `cts` written at the sender's `seen` version advanced to
-    /// `cts` (the cell's own where unknown: Thomas write rule), the update counters bumped,
+    /// then each cell older than the new version written at the sender's `seen` version
+    /// advanced to `cts` (the cell's own where unknown: [`crate::ThomasRule`]), the update
+    /// counters bumped,
     /// the bits released. Returns false, having changed nothing, when a group is held (a
     /// transaction is using the record: retry later).
     ///
@@ -250,11 +251,16 @@ impl Executor {
                 let at = rl.cell_offsets[cell] as usize;
                 let cur = image.get(at..at + 8).and_then(|b| b.try_into().ok()).map(u64::from_le_bytes).unwrap_or(0);
                 let cur = CellVersion(cur);
-                if cts < cur.cts() || (cts == cur.cts() && !over_same_cts) {
-                    continue; // Thomas write rule: a newer write already landed.
-                }
-                let seen = if c.seen != 0 { CellVersion(c.seen) } else { cur };
-                let img = encode_cell(seen.next(cts), &c.value, rl.cell_bytes[cell]);
+                let seen = (c.seen != 0).then_some(CellVersion(c.seen));
+                let version = if over_same_cts && cts == cur.cts() {
+                    seen.unwrap_or(cur).next(cts)
+                } else {
+                    match self.thomas_rule.write(cur, cts, seen) {
+                        Some(v) => v,
+                        None => continue, // Thomas write rule: a newer write already landed.
+                    }
+                };
+                let img = encode_cell(version, &c.value, rl.cell_bytes[cell]);
                 batch.write(Offset(record.0 + rl.cell_offsets[cell]), img);
                 written |= 1 << rl.cell_group[cell];
             }

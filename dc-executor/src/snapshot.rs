@@ -7,9 +7,10 @@
 //! the learner (over QUIC, the coordinator's business) and are applied there
 //! ([`apply_snapshot`]). The learner meanwhile receives the writes committed during the copy
 //! through the ordinary catch-up path. The two commute because every cell apply follows the
-//! **Thomas write rule**: a cell is written only if the incoming version's commit timestamp
-//! is newer than the cell's, so whichever of a snapshot row and a concurrent write arrives
-//! last, each cell ends with the newer of the two.
+//! **Thomas write rule**: a cell is written only if the incoming version is newer than the
+//! cell's, ordered by `(cts, update counter)` ([`crate::ThomasRule`]), so whichever of a
+//! snapshot row and a concurrent write arrives last, each cell ends with the newer of the
+//! two.
 //!
 //! Consistency of one record on the source: values are written only under the record's
 //! exclusive lock bits, at commit, and every such write bumps its group's update counter
@@ -22,7 +23,7 @@ use crate::dc::{lock_word, DcHandle};
 use crate::error::{Error, Result};
 use crate::executor::push_counter_increments;
 use crate::lock;
-use crate::record::{encode_cell, CellVersion, RecordLayout, COUNTERS, HEADER_BYTES, LOCK_WORD};
+use crate::record::{encode_cell, CellVersion, RecordLayout, ThomasRule, COUNTERS, HEADER_BYTES, LOCK_WORD};
 use crate::replica::create_record;
 use crate::verbs::DoorbellBatch;
 use redt_proto::{NodeId, Offset, TableId};
@@ -266,6 +267,20 @@ fn check(dc: &DcHandle, r: &SnapshotRecord) -> Result<()> {
 /// cell beyond its table's or a value longer than its cell; [`Error::NotFound`] if the
 /// index points at a record of another key; heap, index and verbs errors.
 pub fn apply_snapshot(dc: &DcHandle, node: NodeId, records: &[SnapshotRecord]) -> Result<SnapshotApplied> {
+    apply_snapshot_by(dc, node, records, ThomasRule::default())
+}
+
+/// [`apply_snapshot`] under the given [`ThomasRule`] (the simulation's mutant picks the old
+/// one).
+///
+/// # Errors
+/// As [`apply_snapshot`].
+pub fn apply_snapshot_by(
+    dc: &DcHandle,
+    node: NodeId,
+    records: &[SnapshotRecord],
+    rule: ThomasRule,
+) -> Result<SnapshotApplied> {
     for r in records {
         check(dc, r)?;
     }
@@ -308,7 +323,7 @@ pub fn apply_snapshot(dc: &DcHandle, node: NodeId, records: &[SnapshotRecord]) -
             let cur = CellVersion(u64::from_le_bytes(image[at..at + 8].try_into().expect("8 bytes")));
             let incoming = CellVersion(c.version);
             let never_written = incoming.cts().0 == 0 && cur.cts().0 == 0;
-            if incoming.cts() <= cur.cts() && !(never_written && image[at + 8..at + 8 + c.value.len()] != c.value[..]) {
+            if !rule.replaces(incoming, cur) && !(never_written && image[at + 8..at + 8 + c.value.len()] != c.value[..]) {
                 continue; // Thomas write rule: the local cell is as new or newer.
             }
             batch.write(Offset(record.0 + at as u64), encode_cell(incoming, &c.value, rl.cell_bytes[cell]));

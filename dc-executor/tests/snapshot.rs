@@ -247,11 +247,21 @@ fn thomas_write_rule_both_ways_and_idempotent() {
     let a = apply_snapshot(d, DST, &chunk.records).unwrap();
     assert_eq!((a.applied, a.cells_written), (1, 0));
     assert_eq!(d.read_record(DST, T, 7).unwrap().unwrap(), dst);
-    // An equal commit timestamp is not newer: the local cell stays.
-    let mut same = chunk.records.clone();
-    same[0].cells = vec![SnapshotCell { cell: 0, version: CellVersion::new(9, Cts(200)).0, value: vec![1; 8] }];
-    assert_eq!(apply_snapshot(d, DST, &same).unwrap().cells_written, 0);
+    // At an equal commit timestamp the update counter decides (ThomasRule::Versions): the
+    // same version or a lower counter leaves the local cell, a higher counter replaces it.
+    let local = dst.versions[0];
+    let at = |uc: u16| {
+        let mut same = chunk.records.clone();
+        same[0].cells = vec![SnapshotCell { cell: 0, version: CellVersion::new(uc, Cts(200)).0, value: vec![1; 8] }];
+        same
+    };
+    assert_eq!(apply_snapshot(d, DST, &at(local.update_counter())).unwrap().cells_written, 0);
+    assert_eq!(apply_snapshot(d, DST, &at(local.update_counter().wrapping_sub(1))).unwrap().cells_written, 0);
     assert_eq!(d.read_record(DST, T, 7).unwrap().unwrap(), dst);
+    let higher = CellVersion::new(local.update_counter() + 1, Cts(200));
+    assert_eq!(apply_snapshot(d, DST, &at(higher.update_counter())).unwrap().cells_written, 1);
+    let after = d.read_record(DST, T, 7).unwrap().unwrap();
+    assert_eq!((after.versions[0], &after.values[0][..8]), (higher, &[1u8; 8][..]));
 }
 
 #[test]

@@ -4,7 +4,7 @@ use crate::workload::{Workload, BANK_ACCOUNTS, BANK_START};
 use crate::world::World;
 use redt_bench::bank::balance;
 use redt_bench::elle;
-use redt_dc_executor::{list_items, unfinished_entries, EntryStatus};
+use redt_dc_executor::{list_items, unfinished_entries, CellVersion, EntryStatus};
 use redt_proto::{DcId, NodeId, PartitionId, TxnId};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -204,8 +204,8 @@ pub(crate) fn check(w: &mut World) {
     let mut finals: BTreeMap<u64, Vec<u8>> = BTreeMap::new();
     for &key in &keys {
         let p = w.topology.partition_of(&schema, key);
-        // (replica, value, newest cell's commit timestamp)
-        let mut values: Vec<(NodeId, Option<Vec<u8>>, u64)> = Vec::new();
+        // (replica, value, newest cell's commit timestamp, each cell's (bytes, version))
+        let mut values: Vec<(NodeId, Option<Vec<u8>>, u64, Vec<(usize, CellVersion)>)> = Vec::new();
         for &n in &placement.partitions[p.0 as usize].replicas {
             let dc = w.topology.nodes[n.0 as usize].dc;
             let Ok(img) = w.dcs[dc.0 as usize].read_record(n, table, key) else { continue };
@@ -215,10 +215,14 @@ pub(crate) fn check(w: &mut World) {
                 }
             }
             let cts = img.as_ref().and_then(|i| i.versions.iter().map(|v| v.cts().0).max()).unwrap_or(0);
+            let cells = img
+                .as_ref()
+                .map(|i| i.values.iter().map(Vec::len).zip(i.versions.iter().copied()).collect())
+                .unwrap_or_default();
             // A record no write ever reached (created, zeroed, by the upsert of a transaction
             // that then aborted) is the same as no record; a loaded one holds its value.
             let value = img.map(|i| i.values.concat()).filter(|v| cts != 0 || v.iter().any(|&b| b != 0));
-            values.push((n, value, cts));
+            values.push((n, value, cts, cells));
         }
         if left_keys.contains(&key) {
             continue; // a recoverer's to finish
@@ -234,17 +238,24 @@ pub(crate) fn check(w: &mut World) {
                 .unwrap_or(0);
             let shown = values
                 .iter()
-                .map(|(n, v, cts)| {
+                .map(|(n, v, cts, cells)| {
                     let v = v
                         .as_ref()
                         .map(|b| format!("byte {at}: {}", hex(&b[at.min(b.len())..b.len().min(at + 24)])))
                         .unwrap_or_else(|| "missing".into());
-                    (*n, format!("{v} @cts {cts}"))
+                    // The version of the cell holding that byte.
+                    let cell = cells.iter().scan(0, |end, &(len, version)| {
+                        *end += len;
+                        Some((*end, version))
+                    });
+                    let version = cell.filter(|&(end, _)| at < end).map(|(_, v)| v).next().unwrap_or_default();
+                    let cell = format!("cell version ({}, cts {})", version.update_counter(), version.cts().0);
+                    (*n, format!("{v} @cts {cts}, {cell}"))
                 })
                 .collect();
             w.report.violations.push(Violation::Diverged { key, values: shown });
         }
-        if let Some((_, Some(v), _)) = values.first() {
+        if let Some((_, Some(v), _, _)) = values.first() {
             finals.insert(key, v.clone());
         }
     }

@@ -17,7 +17,7 @@ use redt_coordinator::{
     RecoveryOptions, RecoveryOutcome, TxnIds, TxnMachine, TxnStatus,
 };
 use redt_dc_executor::{
-    apply_committed, ring::ring_bounds, ring_scan, DcHandle, EntryRef, Gap, Hlc, Layout, LocalVerbs, Region, Replayer,
+    apply_committed_by, ring::ring_bounds, ring_scan, DcHandle, EntryRef, Gap, Hlc, Layout, LocalVerbs, Region, Replayer,
     Verbs,
 };
 use redt_netem::WanModel;
@@ -787,8 +787,9 @@ impl World {
             return;
         }
         let dc = self.dcs[n.dc.0 as usize].clone();
+        let rule = self.cfg.executor_mutations.thomas_rule();
         for _ in 0..rounds {
-            let step = n.replayer.step(&n.region, &mut |e| apply_committed(&n.region, &dc.catalog, e));
+            let step = n.replayer.step(&n.region, &mut |e| apply_committed_by(&n.region, &dc.catalog, e, rule));
             if step.applied + step.flushed == 0 {
                 break;
             }

@@ -557,17 +557,65 @@ fn a_removed_node_drops_only_its_own_entries() {
 /// redo, whose values then stayed at the commit's timestamp over the shipped ones (replicas
 /// of key 29 disagreed, the bank total was off). A catch-up's first shipment to a voter now
 /// says its DC was behind, and the receiver aborts its own redo of the transaction, or writes
-/// the shipped values over it if it was applied. The mutant that ignores it
-/// (`ExecutorMutations::apply_stale_redo`) diverges on the same seed.
+/// the shipped values over it if it was applied. Since seed 70185 replay also lets the copy
+/// computed from the newer version win a tie at one timestamp, so each defence alone passes
+/// this seed: the mutant that ignores the word (`ExecutorMutations::apply_stale_redo`)
+/// diverges only together with the one that keeps the first copy (`first_write_at_cts`).
 #[test]
 fn a_behind_replica_never_keeps_its_stale_redo() {
     let mut cfg = removal("world-5dc-n5.yaml", 70117, Workload::Bank, 3);
     let r = run(cfg.clone()).expect("runs");
     assert!(r.ok(), "{r}");
     cfg.executor_mutations.apply_stale_redo = true;
+    let r = run(cfg.clone()).expect("runs");
+    assert!(r.ok(), "the tie rule alone keeps seed 70117 whole: {r}");
+    cfg.executor_mutations.first_write_at_cts = true;
     let r = run(cfg).expect("runs");
     assert!(
         r.violations.iter().any(|v| matches!(v, redt_sim::Violation::Diverged { .. })),
         "the mutant that applies stale redo is not caught: {r}"
+    );
+}
+
+/// Seed 70185 (bank, world-5dc-n5.yaml, 3 s, every fault and `remove`): a commit left node#4's
+/// DC behind; the coordinator's abort and first catch-up to it were lost (node#4 crashed), the
+/// re-shipments landed in its ring behind its own stale entry, and node#4's own recovery then
+/// found the commit applied elsewhere and committed that stale redo (92 where the quorum
+/// wrote 86). Both copies carry the commit's timestamp, and replay kept the first to land.
+/// Replay now orders versions by `(cts, update counter)`, so the copy computed from the newer
+/// version wins whichever lands first ([`redt_dc_executor::ThomasRule`]). The mutant that
+/// keeps the first copy (`ExecutorMutations::first_write_at_cts`) diverges on the same seed.
+#[test]
+fn of_two_copies_of_a_write_the_one_from_the_newer_version_wins() {
+    let mut cfg = removal("world-5dc-n5.yaml", 70185, Workload::Bank, 3);
+    let r = run(cfg.clone()).expect("runs");
+    assert!(r.ok(), "{r}");
+    cfg.executor_mutations.first_write_at_cts = true;
+    let r = run(cfg).expect("runs");
+    assert!(
+        r.violations.iter().any(|v| matches!(v, redt_sim::Violation::Diverged { .. })),
+        "the mutant that keeps the first copy at one timestamp is not caught: {r}"
+    );
+}
+
+/// Seed 55 (ycsb, default.yaml, 6 s, every fault and `remove-node`): two recoverers of one
+/// transaction raced. The first, which had not heard from dc#1, committed, aborted dc#1's
+/// redo and gave its catch-up to dc#3; the second found the commit applied and committed
+/// dc#3's entry first, with no catch-up (nothing could have been left behind, it reckoned), so
+/// dc#3's executor took the first recoverer's decision for a repeat and shipped nothing:
+/// node#2 and node#3 kept the loaded values of keys 14 and 15. A recoverer now also ships
+/// each catch-up itself, from the source's redo its promises carried. The mutant that leaves
+/// it to the source (`RecoveryMutations::ship_only_through_the_source`) diverges on the
+/// same seed.
+#[test]
+fn a_recovered_catch_up_reaches_its_replicas_when_another_recoverer_won_the_source() {
+    let mut cfg = node_removal("default.yaml", 55, Workload::Ycsb, 6);
+    let r = run(cfg.clone()).expect("runs");
+    assert!(r.ok(), "{r}");
+    cfg.recovery_mutations.ship_only_through_the_source = true;
+    let r = run(cfg).expect("runs");
+    assert!(
+        r.violations.iter().any(|v| matches!(v, redt_sim::Violation::Diverged { .. })),
+        "the mutant that ships only through the source is not caught: {r}"
     );
 }
