@@ -74,9 +74,15 @@ impl ThomasRule {
     /// `None` if the cell is to keep what it has. `seen` is the version the write's author saw
     /// (then the new version is `seen.next(cts)`, so every replica ends with the author's);
     /// where it is unknown the cell's own version is advanced, and only a newer commit
-    /// timestamp writes (an unknown author cannot win a tie).
+    /// timestamp writes (an unknown author cannot win a tie). A `seen` at or past `cts`
+    /// never writes.
     pub fn write(self, cur: CellVersion, cts: Cts, seen: Option<CellVersion>) -> Option<CellVersion> {
         match seen {
+            // A write commits above every version its author read: one "computed" from a
+            // version at or past its own commit timestamp is a phase 1 that ran again after
+            // the commit was applied (a delayed duplicate reaching a restarted node, sim seed
+            // 56, bank, default), and its values are the commit applied twice.
+            Some(seen) if seen.cts() >= cts => None,
             Some(seen) => {
                 let new = seen.next(cts);
                 let wins = match self {
@@ -372,6 +378,8 @@ mod tests {
                     assert_eq!(ThomasRule::Versions.write(start, Cts(2), Some(a)), None, "an older cts");
                 }
             }
+            let own = CellVersion::new(9, cts);
+            assert_eq!(ThomasRule::Versions.write(start, cts, Some(own)), None, "a write that read its own cts");
             let unknown = ThomasRule::Versions.write(start, start.cts(), None);
             assert_eq!(unknown, None, "an unknown author at the cell's own cts");
             assert_eq!(ThomasRule::Versions.write(start, Cts(9), None), Some(start.next(Cts(9))));

@@ -185,23 +185,20 @@ fn lossy_seeds_pass_every_check() {
 }
 
 /// Mutant: a recoverer applies its decision as soon as it chooses it, without recording it at
-/// a majority first. Seed 72 of the lossy schedule (bank on local-fast.yaml) catches it: node#0
-/// recovers txn 1.268435462 (node#1's sixth of incarnation 1; node#1 crashed) and commits it on two commit votes, the third
-/// replica's answer lost; it applies the commit at once, and its phase 2 to node#2, which
-/// carried node#3's catch-up, is lost too. node#2's own recoverer then finds the commit applied
-/// and no recovery ballot in any entry, takes it for the coordinator's commit with `Q = n`
-/// (nobody left behind) and ships nothing: node#3 keeps the old values of keys 2 and 10.
-/// Recorded first, the ballot in the entries tells the second recoverer to recompute the
-/// catch-up. The same seed passes unmutated.
+/// a majority first. Seed 320 of the lossy schedule (bank on default.yaml) catches it: key 5
+/// ends with a write at cts 2560000001 on node#7 and the loaded value on node#1 and node#5.
+/// (Seed 72 on local-fast.yaml caught it until recoverers shipped their catch-ups themselves:
+/// there the mutant's only harm was a lost catch-up; `scan_for_mutant_seeds` found 320, the
+/// one seed of 0..1000 that catches it now.) The same seed passes unmutated.
 #[test]
 fn a_mutant_that_acts_before_recording_is_caught() {
-    let mut cfg = lossy(topology("local-fast.yaml"), 72, Workload::Bank);
-    assert!(run(cfg.clone()).expect("runs").ok(), "seed 72 passes unmutated");
+    let mut cfg = lossy(topology("default.yaml"), 320, Workload::Bank);
+    assert!(run(cfg.clone()).expect("runs").ok(), "seed 320 passes unmutated");
     cfg.recovery_mutations.act_before_recording = true;
     let r = run(cfg).expect("runs");
     assert!(
         r.violations.iter().any(|v| matches!(v, redt_sim::Violation::Diverged { .. })),
-        "seed 72 catches the mutant: {r}"
+        "seed 320 catches the mutant: {r}"
     );
 }
 
@@ -256,7 +253,7 @@ fn a_catch_up_survives_its_sources_crash() {
 /// Mutant: a catch-up source decides its redo without the catch-up mask, so its shipments live
 /// only in its memory (the bug before). Seed 2015 (bank on sim-20dc.yaml, every fault) catches
 /// it: a source crashes before its accept lands and a replica stays behind; the same seed passes
-/// unmutated. Found with `scan_for_catch_up_mutant_seeds` (2015, 2018, 2024, 2026 and 2039 of
+/// unmutated. Found with `scan_for_mutant_seeds` (2015, 2018, 2024, 2026 and 2039 of
 /// 2000..2040).
 #[test]
 fn a_mutant_whose_catch_up_lives_in_memory_is_caught() {
@@ -312,25 +309,38 @@ fn replay_seed_from_env() {
     println!("{r}");
 }
 
-/// Scans sim-20dc bank seeds from `REDT_SIM_MUTANT_FROM` (100 of them, or
-/// `REDT_SIM_MUTANT_SEEDS`) with the mutant `catch_up_not_durable` and prints those it fails
-/// while the unmutated run passes: how the seed of
-/// `a_mutant_whose_catch_up_lives_in_memory_is_caught` was found. A no-op without the variable.
+/// Scans bank seeds from `REDT_SIM_MUTANT_FROM` (100 of them, or `REDT_SIM_MUTANT_SEEDS`)
+/// with one mutant and prints those it fails while the unmutated run passes: how the seeds of
+/// the mutant tests were found. `REDT_SIM_MUTANT` names the mutant (`catch_up_not_durable`,
+/// the default, or `act_before_recording`), `REDT_SIM_MUTANT_CONFIG` the topology
+/// (`sim-20dc.yaml` by default), and `REDT_SIM_MUTANT_LOSSY=1` makes the schedules lossy. A
+/// no-op without `REDT_SIM_MUTANT_FROM`.
 #[test]
-fn scan_for_catch_up_mutant_seeds() {
-    let Some(from) = std::env::var("REDT_SIM_MUTANT_FROM").ok().and_then(|s| s.parse::<u64>().ok()) else { return };
-    let n: u64 = std::env::var("REDT_SIM_MUTANT_SEEDS").ok().and_then(|s| s.parse().ok()).unwrap_or(100);
-    let t = topology("sim-20dc.yaml");
+fn scan_for_mutant_seeds() {
+    let env = |k: &str| std::env::var(k).ok();
+    let Some(from) = env("REDT_SIM_MUTANT_FROM").and_then(|s| s.parse::<u64>().ok()) else { return };
+    let n: u64 = env("REDT_SIM_MUTANT_SEEDS").and_then(|s| s.parse().ok()).unwrap_or(100);
+    let t = topology(&env("REDT_SIM_MUTANT_CONFIG").unwrap_or_else(|| "sim-20dc.yaml".into()));
+    let mutant = env("REDT_SIM_MUTANT").unwrap_or_else(|| "catch_up_not_durable".into());
+    let lossy_schedule = env("REDT_SIM_MUTANT_LOSSY").as_deref() == Some("1");
     for seed in from..from + n {
-        let mut cfg = SimConfig::new(t.clone(), seed, Workload::Bank, Faults::all());
-        cfg.executor_mutations.catch_up_not_durable = true;
-        let mutated = run(cfg.clone()).expect("runs");
+        let clean = if lossy_schedule {
+            lossy(t.clone(), seed, Workload::Bank)
+        } else {
+            SimConfig::new(t.clone(), seed, Workload::Bank, Faults::all())
+        };
+        let mut cfg = clean.clone();
+        match mutant.as_str() {
+            "act_before_recording" => cfg.recovery_mutations.act_before_recording = true,
+            "catch_up_not_durable" => cfg.executor_mutations.catch_up_not_durable = true,
+            other => panic!("unknown mutant {other}"),
+        }
+        let mutated = run(cfg).expect("runs");
         if mutated.ok() {
             continue;
         }
-        cfg.executor_mutations.catch_up_not_durable = false;
-        let clean = run(cfg).expect("runs");
-        println!("seed {seed}: mutant fails ({} violations), clean {}", mutated.violations.len(), clean.ok());
+        let clean = run(clean).expect("runs");
+        println!("seed {seed}: mutant fails ({} violations: {:?}), clean {}", mutated.violations.len(), mutated.violations.first(), clean.ok());
     }
 }
 
