@@ -71,7 +71,8 @@ enum Command {
 #[derive(Subcommand, Debug)]
 enum ConfigCmd {
     /// Loads and validates a topology file (its `timeouts:` with the defaults filled in too)
-    /// and prints a summary, the timeouts a node would run with and the request limits.
+    /// and prints a summary, the timeouts a node would run with, the request limits and
+    /// where the nodes serve their metrics.
     Check {
         /// The topology file.
         file: PathBuf,
@@ -135,6 +136,13 @@ fn config_check(file: &std::path::Path) -> Result<()> {
         l.max_jsonl_line_bytes,
         t.dcs.len()
     );
+    match t.metrics.port {
+        Some(port) => println!("metrics: every node serves GET /metrics on its own IP, TCP port {port}"),
+        None => println!(
+            "metrics: no `metrics:` section (`redt node` serves none unless given --metrics-addr; \
+             `redt cluster up` serves them on each node's QUIC port + 1)"
+        ),
+    }
     Ok(())
 }
 

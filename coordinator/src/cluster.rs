@@ -4,6 +4,7 @@
 //! servers and clients over those regions (RedT §6.5).
 
 use crate::error::{Error, Result};
+use crate::metrics::{MetricsServer, NodeSource};
 use crate::node::{CoordinatorOptions, Node, NodeParts};
 use crate::stats::TxnStats;
 use crate::transport::{verbs_tls, ClusterCerts, SocketSpec, Transport, TransportConfig};
@@ -26,7 +27,7 @@ pub struct EmbeddedCluster {
     /// [`EmbeddedCluster::placement`]).
     pub topology: Arc<Topology>,
     /// Each node's running life, by node id ([`EmbeddedCluster::restart`] replaces one).
-    nodes: RwLock<Vec<Arc<Node>>>,
+    nodes: Arc<RwLock<Vec<Arc<Node>>>>,
     /// Each DC's data path, by DC id, over the in-process verbs (also under `redt-tcp`:
     /// loading and checks are not part of the measured protocol).
     pub dcs: Vec<Arc<DcHandle>>,
@@ -47,6 +48,9 @@ pub struct EmbeddedCluster {
     /// What a node's next life starts with, by node id.
     lives: Vec<NodeLife>,
     options: CoordinatorOptions,
+    /// Each node's metrics endpoint, by node id, when the topology has a `metrics:` section
+    /// (one per node for the cluster's whole run, serving whichever life runs).
+    metrics: Vec<MetricsServer>,
 }
 
 /// What [`EmbeddedCluster::restart`] needs to start a node again: its data path, its
@@ -158,11 +162,13 @@ impl EmbeddedCluster {
     /// in-process verbs backend per DC.
     ///
     /// A node's address still held by a cluster shut down just before is waited for (up to
-    /// 5 s).
+    /// 5 s). With the topology's `metrics:` section, every node also serves its metrics
+    /// ([`EmbeddedCluster::metrics_addrs`]) from its start to the cluster's shutdown, across
+    /// its lives (503 while it is killed).
     ///
     /// # Errors
     /// Certificate generation, a socket that cannot bind (the node's address), a TCP verbs
-    /// server that cannot bind, a transport failure.
+    /// server or a metrics endpoint that cannot bind, a transport failure.
     pub async fn start(topology: Topology, options: CoordinatorOptions) -> Result<EmbeddedCluster> {
         EmbeddedCluster::start_in(topology, options, None).await
     }
@@ -250,9 +256,9 @@ impl EmbeddedCluster {
                 .map_err(|e| Error::Topology(format!("{} cannot bind {}: {e}", n.name, n.addr)))?;
             sockets.push(socket);
         }
-        let cluster = EmbeddedCluster {
+        let mut cluster = EmbeddedCluster {
             topology: topology.clone(),
-            nodes: RwLock::new(Vec::new()),
+            nodes: Arc::new(RwLock::new(Vec::new())),
             dcs,
             wan,
             stats,
@@ -262,12 +268,25 @@ impl EmbeddedCluster {
             certs,
             lives,
             options,
+            metrics: Vec::new(),
         };
         let mut nodes = Vec::new();
         for n in &topology.nodes {
             nodes.push(cluster.start_node(n.id)?);
         }
         *cluster.nodes.write().unwrap_or_else(|p| p.into_inner()) = nodes;
+        for n in &topology.nodes {
+            let Some(addr) = topology.metrics_addr(n.id) else { continue };
+            let (lives, i) = (cluster.nodes.clone(), n.id.0 as usize);
+            let source: NodeSource = Arc::new(move || lives.read().unwrap_or_else(|p| p.into_inner()).get(i).cloned());
+            match MetricsServer::spawn(addr, source) {
+                Ok(server) => cluster.metrics.push(server),
+                Err(e) => {
+                    cluster.shutdown();
+                    return Err(e);
+                }
+            }
+        }
         Ok(cluster)
     }
 
@@ -454,8 +473,18 @@ impl EmbeddedCluster {
             .map_err(|e| Error::Topology(e.to_string()))
     }
 
-    /// Stops every node (and, under `redt-tcp`, every TCP verbs server).
+    /// Where each node serves its metrics, by node id (empty without the topology's
+    /// `metrics:` section).
+    pub fn metrics_addrs(&self) -> Vec<SocketAddr> {
+        self.metrics.iter().map(MetricsServer::local_addr).collect()
+    }
+
+    /// Stops every node (and, under `redt-tcp`, every TCP verbs server; and every metrics
+    /// endpoint).
     pub fn shutdown(&self) {
+        for m in &self.metrics {
+            m.shutdown();
+        }
         for n in self.nodes_read().iter() {
             n.shutdown();
         }

@@ -69,6 +69,15 @@ pub enum Error {
         /// What is wrong with it.
         problem: String,
     },
+    /// The metrics endpoint cannot listen at its address (in use, not an address of this
+    /// host).
+    #[error("cannot serve metrics at {addr}: {error}")]
+    MetricsBind {
+        /// The address.
+        addr: std::net::SocketAddr,
+        /// Why.
+        error: std::io::Error,
+    },
     /// I/O failed.
     #[error("{0}")]
     Io(#[from] std::io::Error),

@@ -17,7 +17,7 @@
 
 use crate::cost::Cost;
 use crate::message::{Reply, Request};
-use crate::stats::{Class, TxnCost};
+use crate::stats::{AbortCause, Class, TxnCost};
 use crate::txn::TxnOutcome;
 use redt_proto::{NodeId, TxnId};
 use std::time::Instant;
@@ -46,6 +46,8 @@ pub enum Action {
         class: Class,
         /// For a commit: its inter-DC cost as counted at the answer (RedT Table 2).
         cost: Option<TxnCost>,
+        /// For an abort (`TxnStatus::Aborted`): why, for the abort counters.
+        cause: Option<AbortCause>,
     },
     /// Answer the node whose request this machine serves (once; a baseline primary's part,
     /// [`crate::baseline::PrimaryTxn`]; a coordinator never yields it).

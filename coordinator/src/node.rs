@@ -18,6 +18,7 @@ use crate::liveness::{self, Inbox};
 use crate::machine::{Action, TxnMachine};
 use crate::membership_task::{self, MembershipView, RaftInbox};
 use crate::message::{Reply, Request};
+use crate::metrics::AnswerCounters;
 use crate::outcome::{Deadline, Finding, KnownOutcome};
 use crate::recovery_task::{self, Busy};
 use crate::reserved::{NotReserved, ReservedIds};
@@ -109,6 +110,8 @@ pub struct Node {
     pub(crate) busy: Arc<Busy>,
     /// Its counters and running recoveries, for `redt status`.
     pub(crate) board: Arc<StatusBoard>,
+    /// Its coordinators' answers, for its metrics (`crate::metrics`).
+    answers: Arc<AnswerCounters>,
     /// Where heartbeats from its peers go: its failure detector (`crate::liveness`).
     heartbeats: Inbox,
     /// Where Raft messages from its peers go: its membership driver, if it runs one
@@ -163,6 +166,7 @@ impl Node {
             closed: std::sync::atomic::AtomicBool::new(false),
             busy: Arc::new(Busy::default()),
             board: Arc::new(StatusBoard::default()),
+            answers: Arc::new(AnswerCounters::default()),
             heartbeats,
             raft: failover.then_some(raft),
             membership: Arc::new(MembershipView::default()),
@@ -268,6 +272,16 @@ impl Node {
     /// The node's counters and running recoveries.
     pub fn board(&self) -> &Arc<StatusBoard> {
         &self.board
+    }
+
+    /// The answers its coordinators gave since it started, for its metrics.
+    pub fn answers(&self) -> &Arc<AnswerCounters> {
+        &self.answers
+    }
+
+    /// Its DC's data path (verbs, layout), for its metrics.
+    pub(crate) fn data_path(&self) -> &Arc<DcHandle> {
+        &self.dc
     }
 
     /// Whether [`Node::shutdown`] was called.
@@ -550,13 +564,14 @@ impl Node {
         };
         let (tx, rx) = tokio::sync::oneshot::channel();
         let mut tx = Some(tx);
-        let (stats, board) = (self.stats.clone(), self.board.clone());
+        let (stats, board, answers) = (self.stats.clone(), self.board.clone(), self.answers.clone());
         // The claim fails only if a recoverer here runs a transaction of the same id, which
         // `TxnIds` rules out (docs/design.md, "Recovery", point 4); the coordinator runs
         // anyway.
         let claim = self.busy.claim(txn);
         let on_action = move |action: Action| match action {
-            Action::Answer { outcome, class, cost } => {
+            Action::Answer { outcome, class, cost, cause } => {
+                answers.record(class, &outcome.status, cause, start.elapsed());
                 board.answered(match outcome.status {
                     TxnStatus::Committed => Answered::Committed,
                     TxnStatus::Aborted(_) => Answered::Aborted,

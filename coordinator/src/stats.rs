@@ -1,6 +1,7 @@
 //! Counters per transaction class (read-only / read-write × intra- / inter-DC): the RedT
-//! paper's Table 2 figures, measured rather than derived.
+//! paper's Table 2 figures, measured rather than derived; and the causes of aborts.
 
+use redt_dc_executor::AbortReason;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Mutex;
 
@@ -14,7 +15,8 @@ pub struct Class {
 }
 
 impl Class {
-    fn index(self) -> usize {
+    /// Its index in report order's reverse (0 = `ro-intra` … 3 = `rw-inter`).
+    pub(crate) fn index(self) -> usize {
         (self.read_write as usize) << 1 | self.inter_dc as usize
     }
     /// Every class, in report order.
@@ -34,6 +36,95 @@ impl Class {
             (false, true) => "ro-inter",
             (false, false) => "ro-intra",
         }
+    }
+}
+
+/// Why a coordinator answered a transaction aborted, as a label for counters: the first
+/// abort vote's reason; else a participant that could not vote; else the decision rule's own
+/// case (the same order as the client's error text).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum AbortCause {
+    /// A DC voted abort: a lock was held in a conflicting mode (No-Wait).
+    LockConflict,
+    /// A DC voted abort: a record does not exist.
+    NotFound,
+    /// A DC voted abort: the procedure aborted itself.
+    User,
+    /// A DC voted abort: a redo ring stayed full.
+    RingFull,
+    /// A DC voted abort: a record heap was full.
+    HeapFull,
+    /// A DC voted abort: a hash index was full.
+    IndexFull,
+    /// A DC voted abort: a recoverer had fenced the transaction.
+    Fenced,
+    /// A DC voted abort: a replica's epoch floor was above the transaction's epoch.
+    StaleEpoch,
+    /// A participant could not vote (an error answer, an unreachable node, a call that timed
+    /// out) and no vote said abort.
+    NoVote,
+    /// Commit was proven impossible by the votes (too many stale replicas for a quorum).
+    CommitImpossible,
+    /// The phase-1 deadline passed without a quorum.
+    Timeout,
+    /// A baseline's prepare or decision log did not reach its majority.
+    Replication,
+}
+
+impl AbortCause {
+    /// Every cause, in report order.
+    pub const ALL: [AbortCause; 12] = [
+        AbortCause::LockConflict,
+        AbortCause::NotFound,
+        AbortCause::User,
+        AbortCause::RingFull,
+        AbortCause::HeapFull,
+        AbortCause::IndexFull,
+        AbortCause::Fenced,
+        AbortCause::StaleEpoch,
+        AbortCause::NoVote,
+        AbortCause::CommitImpossible,
+        AbortCause::Timeout,
+        AbortCause::Replication,
+    ];
+
+    /// The cause of an abort vote with `reason`.
+    pub fn of_vote(reason: &AbortReason) -> AbortCause {
+        match reason {
+            AbortReason::LockConflict { .. } => AbortCause::LockConflict,
+            AbortReason::NotFound { .. } => AbortCause::NotFound,
+            AbortReason::User(_) => AbortCause::User,
+            AbortReason::RingFull(_) => AbortCause::RingFull,
+            AbortReason::HeapFull(_) => AbortCause::HeapFull,
+            AbortReason::IndexFull(_) => AbortCause::IndexFull,
+            AbortReason::Fenced => AbortCause::Fenced,
+            AbortReason::StaleEpoch { .. } => AbortCause::StaleEpoch,
+        }
+    }
+
+    /// Its label value: `lock_conflict`, `not_found`, `user`, `ring_full`, `heap_full`,
+    /// `index_full`, `fenced`, `stale_epoch`, `no_vote`, `commit_impossible`, `timeout`,
+    /// `replication`.
+    pub fn name(self) -> &'static str {
+        match self {
+            AbortCause::LockConflict => "lock_conflict",
+            AbortCause::NotFound => "not_found",
+            AbortCause::User => "user",
+            AbortCause::RingFull => "ring_full",
+            AbortCause::HeapFull => "heap_full",
+            AbortCause::IndexFull => "index_full",
+            AbortCause::Fenced => "fenced",
+            AbortCause::StaleEpoch => "stale_epoch",
+            AbortCause::NoVote => "no_vote",
+            AbortCause::CommitImpossible => "commit_impossible",
+            AbortCause::Timeout => "timeout",
+            AbortCause::Replication => "replication",
+        }
+    }
+
+    /// Its index in [`AbortCause::ALL`].
+    pub(crate) fn index(self) -> usize {
+        self as usize
     }
 }
 

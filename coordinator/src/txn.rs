@@ -19,7 +19,7 @@ use crate::machine::{earliest, TxnMachine};
 pub use crate::machine::{Action, AttemptId};
 use crate::message::{CatchUpTarget, Decide, DecideRole, Execute, Record, Reply, Request};
 use crate::plan::{self, Plan, Scope};
-use crate::stats::{Class, TxnCost};
+use crate::stats::{AbortCause, Class, TxnCost};
 use redt_dc_executor::{Decision, ReadView, Vote};
 use redt_proto::wire::ProcedureCall;
 use redt_proto::{Ballot, Cts, DcId, NodeId, Topology, TxnId};
@@ -213,6 +213,8 @@ pub struct CoordinatorTxn {
     phase1_cost: Cost,
     decision: Option<Decision>,
     why: String,
+    /// The abort counters' label for `why`.
+    cause: AbortCause,
     answered: bool,
     catch_up: CatchUp,
     /// Commit votes that arrived after the decision and before phase 2 began.
@@ -287,6 +289,7 @@ impl CoordinatorTxn {
             next_attempt: 0,
             decision: None,
             why: String::new(),
+            cause: AbortCause::Timeout,
             answered: false,
             catch_up: CatchUp::default(),
             late: Vec::new(),
@@ -516,6 +519,7 @@ impl CoordinatorTxn {
             Why::CommitImpossible { partition } | Why::Timeout { partition } => {
                 let proven = matches!(why, Why::CommitImpossible { .. });
                 self.why = abort_reason(&self.votes, &self.failed, proven, &self.plan, partition);
+                self.cause = abort_cause(&self.votes, &self.failed, proven);
                 if self.options.mutations.stop_before_answer_at == Some(self.me) {
                     return self.die();
                 }
@@ -547,10 +551,12 @@ impl CoordinatorTxn {
         }
         self.answered = true;
         let cost = cost.map(TxnCost::from);
+        let cause = matches!(status, TxnStatus::Aborted(_)).then_some(self.cause);
         self.actions.push_back(Action::Answer {
             outcome: TxnOutcome { txn: self.txn, status, reads },
             class: self.class,
             cost,
+            cause,
         });
     }
 
@@ -764,6 +770,21 @@ pub fn reads(topology: &Topology, call: &ProcedureCall, plan: &Plan, votes: &[&V
         }
     }
     kv.observed(&ReadView::new(&values))
+}
+
+/// The abort counters' label for an abort, in [`abort_reason`]'s order: the first abort
+/// vote's reason; else a DC that could not vote; else the rule's own case.
+fn abort_cause(votes: &BTreeMap<DcId, Vote>, failed: &BTreeMap<DcId, String>, proven: bool) -> AbortCause {
+    if let Some(v) = votes.values().find(|v| !v.is_commit()) {
+        return v.abort.as_ref().map_or(AbortCause::User, AbortCause::of_vote);
+    }
+    if !failed.is_empty() {
+        AbortCause::NoVote
+    } else if proven {
+        AbortCause::CommitImpossible
+    } else {
+        AbortCause::Timeout
+    }
 }
 
 /// The client's error text for an abort: the first abort vote's reason; else why a phase 1

@@ -47,6 +47,8 @@
 //!   max_ops_per_txn: 4096          # operations of one transaction, 1 to 1048576
 //!   max_bytes_per_txn: 4MiB        # keys (8 bytes each) + values of one transaction, <= 12MiB
 //!   max_jsonl_line_bytes: 1MiB     # longest line `redt client --jsonl` reads, <= 64MiB
+//! metrics:                         # optional: every node serves Prometheus metrics over HTTP
+//!   port: 9464                     #   (`GET /metrics`) at its own `addr`'s IP, this TCP port
 //! ```
 //!
 //! Value syntax:
@@ -68,6 +70,11 @@
 //! - **rate**: `unlimited`, or a number with a unit `bit`, `kbit`, `mbit`, `gbit`, `tbit`
 //!   (decimal, as `tc` uses them: `1kbit` = 1000 bit/s); a bare number is bit/s.
 //! - **addr**: an IP socket address (`127.0.1.1:7100`, `[::1]:7100`); no host names.
+//! - **metrics.port**: a TCP port, 1 to 65535. Each node listens on its own `addr`'s IP at
+//!   that port, so no two nodes may share an IP, and the port may not be a node's own QUIC
+//!   port (`redt-tcp`'s verbs server takes that port on TCP). Without the section no node
+//!   serves metrics unless its command line asks (`redt node --metrics-addr`; `redt cluster
+//!   up` serves them by default).
 //!
 //! Links: `links[from][to]` starts as `links.default` for every pair of distinct DCs and as
 //! zero conditions on the diagonal (unused: a DC does not talk to itself over the WAN).
@@ -128,6 +135,8 @@ struct RawTopology {
     verbs: verbs::RawVerbs,
     #[serde(default)]
     limits: limits::RawLimits,
+    #[serde(default)]
+    metrics: Option<metrics::RawMetrics>,
 }
 
 #[derive(Deserialize)]
@@ -480,6 +489,7 @@ impl Resolver<'_> {
         let timeouts = self.timeouts(&raw.timeouts)?;
         let verbs = self.verbs(&raw.verbs)?;
         let limits = self.limits(&raw.limits)?;
+        let metrics = self.metrics(&raw.metrics, &nodes)?;
         Ok(Topology {
             name: raw.name,
             epoch: Epoch(raw.epoch),
@@ -492,6 +502,7 @@ impl Resolver<'_> {
             timeouts,
             verbs,
             limits,
+            metrics,
         })
     }
 
@@ -789,6 +800,7 @@ impl Resolver<'_> {
 }
 
 mod limits;
+mod metrics;
 mod timeouts;
 mod verbs;
 

@@ -23,6 +23,7 @@ pub use ids::{Ballot, Cts, DcId, Epoch, NodeId, Offset, PartitionId, TableId, Tx
 pub use protocol::{Protocol, UnknownProtocol};
 pub use quorum::{majority, quorum};
 pub use topology::{
-    CellSchema, Dc, DetectorTimeoutsConfig, Learner, LimitsConfig, LinkConditions, Locking, MemStoreConfig, Node,
-    Partition, Partitioning, RecoveryTimeoutsConfig, TableSchema, TimeoutsConfig, Topology, VerbsConfig,
+    CellSchema, Dc, DetectorTimeoutsConfig, Learner, LimitsConfig, LinkConditions, Locking, MemStoreConfig,
+    MetricsConfig, Node, Partition, Partitioning, RecoveryTimeoutsConfig, TableSchema, TimeoutsConfig, Topology,
+    VerbsConfig,
 };

@@ -38,6 +38,18 @@ pub struct Topology {
     /// The limits on what one client request may ask for (its optional `limits:` section;
     /// [`LimitsConfig::default`] where it leaves a key out).
     pub limits: LimitsConfig,
+    /// Where the nodes serve their Prometheus metrics (its optional `metrics:` section;
+    /// [`MetricsConfig::default`], no port, when it is left out).
+    pub metrics: MetricsConfig,
+}
+
+/// The `metrics:` section of a topology file: the TCP port on which every node serves its
+/// Prometheus metrics (`GET /metrics`, issue 16), at its own `addr`'s IP address. The file
+/// checks that no two nodes share an IP and that the port is no node's QUIC port.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MetricsConfig {
+    /// `port`: the TCP port (1 to 65535); `None` when the section is left out.
+    pub port: Option<u16>,
 }
 
 /// The `limits:` section of a topology file: how much one transaction may ask of the cluster
@@ -367,5 +379,15 @@ impl Topology {
     /// The node named `name`, if any.
     pub fn node_by_name(&self, name: &str) -> Option<&Node> {
         self.nodes.iter().find(|n| n.name == name)
+    }
+
+    /// Where `node` serves its Prometheus metrics by the file's `metrics:` section: its
+    /// `addr`'s IP at `metrics.port`; `None` without the section.
+    ///
+    /// # Panics
+    /// If `node` is not a node of the topology.
+    pub fn metrics_addr(&self, node: NodeId) -> Option<SocketAddr> {
+        let port = self.metrics.port?;
+        Some(SocketAddr::new(self.nodes[node.0 as usize].addr.ip(), port))
     }
 }

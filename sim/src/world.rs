@@ -1345,7 +1345,7 @@ impl World {
                     self.trace(|| format!("{node} -> {to}: {} {txn}", kind(&request)));
                     self.call(node, to, RpcOwner::Txn(txn, attempt), request);
                 }
-                Action::Answer { outcome, class, cost } => {
+                Action::Answer { outcome, class, cost, .. } => {
                     let client = c.client;
                     if let Some(cost) = cost {
                         c.answered_cost = Some((cost.inter_dc_messages, cost.round_trips));

@@ -4,6 +4,7 @@
 use super::{load_topology, runtime};
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
+use redt_coordinator::metrics::MetricsServer;
 use redt_coordinator::transport::{
     init_cluster_certs, load_identity, verbs_tls, SocketSpec, Transport, TransportConfig,
 };
@@ -68,6 +69,10 @@ pub struct NodeArgs {
     /// recovery waits for it; every node of the cluster must use the same.
     #[arg(long, value_name = "DURATION", value_parser = positive_duration)]
     pub phase1_timeout: Option<Duration>,
+    /// Serve Prometheus metrics over HTTP at this address (`GET /metrics`; overrides the
+    /// topology file's `metrics.port`, which serves them at the node's own IP).
+    #[arg(long, value_name = "IP:PORT")]
+    pub metrics_addr: Option<SocketAddr>,
 }
 
 /// A humantime duration of at most 24 h ([`TimeoutsConfig::MAX`], as in the topology file).
@@ -134,6 +139,14 @@ pub enum ClusterCmd {
         /// partitions wait for it) instead of being removed in a new epoch.
         #[arg(long)]
         no_failover: bool,
+        /// TCP port of every node's metrics endpoint, at the node's own IP (default: the
+        /// file's `metrics.port`, else each node's QUIC port + 1). The endpoints are listed
+        /// in `RUN_DIR/metrics-targets.json` (Prometheus file_sd).
+        #[arg(long, value_name = "PORT", value_parser = clap::value_parser!(u16).range(1..))]
+        metrics_port: Option<u16>,
+        /// Serve no metrics.
+        #[arg(long, conflicts_with = "metrics_port")]
+        no_metrics: bool,
     },
     /// Kills one node's process with SIGKILL, as a crash would (for drills; see also
     /// `redt bench ycsb --kill`).
@@ -200,6 +213,7 @@ pub fn node(a: &NodeArgs) -> Result<()> {
     // Under redt-tcp only the own MemStore file is mapped: the others are reached through
     // their nodes' TCP verbs servers.
     let mapped: Vec<NodeId> = if tcp { vec![me.id] } else { dc.nodes.clone() };
+    let metrics_addr = a.metrics_addr.or_else(|| topo.metrics_addr(me.id));
     let shm = Arc::new(
         LocalVerbs::open_shared(&a.shm_dir, &shm_prefix(&topo), mapped, layout.size)
             .context("mapping the DC's MemStore files")?,
@@ -266,6 +280,15 @@ pub fn node(a: &NodeArgs) -> Result<()> {
             stats: Arc::new(TxnStats::default()),
             data_dir: Some(data_dir),
         })?;
+        let metrics = match metrics_addr {
+            Some(addr) => {
+                let serving = node.clone();
+                let server = MetricsServer::spawn(addr, Arc::new(move || Some(serving.clone())))?;
+                println!("{} metrics at http://{}/metrics", me.name, server.local_addr());
+                Some(server)
+            }
+            None => None,
+        };
         println!(
             "{} ready on {} (dc {}, protocol {}, pid {})",
             me.name,
@@ -280,6 +303,9 @@ pub fn node(a: &NodeArgs) -> Result<()> {
             _ = term.recv() => {}
         }
         println!("{} stopping", me.name);
+        if let Some(m) = &metrics {
+            m.shutdown();
+        }
         node.shutdown();
         if let Some(server) = &server {
             server.shutdown();
@@ -300,6 +326,8 @@ pub fn cluster(cmd: &ClusterCmd) -> Result<()> {
             clock_skew_bound,
             phase1_timeout,
             no_failover,
+            metrics_port,
+            no_metrics,
         } => up(
             config,
             run_dir,
@@ -308,6 +336,7 @@ pub fn cluster(cmd: &ClusterCmd) -> Result<()> {
             *protocol,
             Timing { clock_skew_bound: *clock_skew_bound, phase1_timeout: *phase1_timeout },
             *no_failover,
+            if *no_metrics { Metrics::Off } else { Metrics::On(*metrics_port) },
         ),
         ClusterCmd::Down { run_dir, wipe } => down(run_dir, *wipe),
         ClusterCmd::Kill { run_dir, node } => {
@@ -350,6 +379,48 @@ struct Timing {
     phase1_timeout: Option<Duration>,
 }
 
+/// Whether `redt cluster up` has its nodes serve metrics, and at which port (`None`: the
+/// file's, else each node's QUIC port + 1).
+enum Metrics {
+    Off,
+    On(Option<u16>),
+}
+
+/// Where each node of `topo` serves its metrics under `metrics`, by node id (empty when off).
+///
+/// # Errors
+/// A default port past 65535, or two nodes on one IP given the same port.
+fn metrics_addrs(topo: &Topology, metrics: &Metrics) -> Result<Vec<SocketAddr>> {
+    let Metrics::On(port) = metrics else { return Ok(Vec::new()) };
+    let mut addrs = Vec::new();
+    for n in &topo.nodes {
+        let port = match port.or(topo.metrics.port) {
+            Some(p) => p,
+            None => n
+                .addr
+                .port()
+                .checked_add(1)
+                .with_context(|| format!("{} listens on port 65535, so its metrics need --metrics-port", n.name))?,
+        };
+        let addr = SocketAddr::new(n.addr.ip(), port);
+        if let Some(other) = addrs.iter().position(|a| *a == addr) {
+            bail!(
+                "{} and {} would both serve metrics at {addr}: give them distinct IPs or --no-metrics",
+                topo.nodes[other].name,
+                n.name
+            );
+        }
+        addrs.push(addr);
+    }
+    Ok(addrs)
+}
+
+/// The file listing every node's metrics endpoint in Prometheus's file_sd format.
+fn metrics_targets_file(run_dir: &Path) -> PathBuf {
+    run_dir.join("metrics-targets.json")
+}
+
+#[allow(clippy::too_many_arguments)]
 fn up(
     config: &Path,
     run_dir: &Path,
@@ -358,11 +429,13 @@ fn up(
     protocol: Protocol,
     timing: Timing,
     no_failover: bool,
+    metrics: Metrics,
 ) -> Result<()> {
     let topo = load_topology(Some(config))?;
     // Every node resolves the same timeouts from the same file and flags; a bad combination
     // is refused here, before any node starts.
     node_timeouts(&topo, config, &timing)?;
+    let metrics = metrics_addrs(&topo, &metrics)?;
     let pids = run_dir.join("pids");
     if pids.is_dir() && std::fs::read_dir(&pids)?.next().is_some() {
         bail!(
@@ -401,6 +474,9 @@ fn up(
         if let Some(t) = timing.phase1_timeout {
             args.extend(["--phase1-timeout".into(), humantime::format_duration(t).to_string()]);
         }
+        if let Some(addr) = metrics.get(n.id.0 as usize) {
+            args.extend(["--metrics-addr".into(), addr.to_string()]);
+        }
         // One argument per line: `cluster start` runs the node again exactly so.
         std::fs::write(args_file(run_dir, &n.name), args.join("\n"))?;
         spawn_node(run_dir, &n.name, false)?;
@@ -419,6 +495,20 @@ fn up(
         topo.dcs.len(),
         run_dir.display()
     );
+    if !metrics.is_empty() {
+        // Prometheus's file_sd format: one group per node (its `node` and `dc` labels come
+        // with every sample, so the group adds only the cluster's name).
+        let groups: Vec<serde_json::Value> = metrics
+            .iter()
+            .map(|addr| serde_json::json!({ "targets": [addr.to_string()], "labels": { "cluster": topo.name } }))
+            .collect();
+        let targets = metrics_targets_file(run_dir);
+        std::fs::write(&targets, serde_json::to_string_pretty(&groups)? + "\n")?;
+        for (n, addr) in topo.nodes.iter().zip(&metrics) {
+            println!("  {} metrics at http://{addr}/metrics", n.name);
+        }
+        println!("  (Prometheus file_sd targets: {})", targets.display());
+    }
     std::io::stdout().flush()?;
     Ok(())
 }
@@ -517,6 +607,8 @@ pub fn start_node(run_dir: &Path, node: &str) -> Result<u32> {
 }
 
 fn down(run_dir: &Path, wipe: bool) -> Result<()> {
+    // The endpoints it lists are gone with the nodes.
+    let _ = std::fs::remove_file(metrics_targets_file(run_dir));
     let pids = run_dir.join("pids");
     let mut stopped = 0;
     if pids.is_dir() {

@@ -24,7 +24,7 @@ use crate::delivery::{self, Delivery};
 use crate::machine::{earliest, Action, AttemptId, TxnMachine};
 use crate::message::{Decide, DecideRole, Execute, LogDecision, Prepare, Record, Reply, Request};
 use crate::plan::{self, Plan, Scope};
-use crate::stats::{Class, TxnCost};
+use crate::stats::{AbortCause, Class, TxnCost};
 use crate::txn::{CoordinatorOptions, TxnOutcome, TxnStatus};
 use redt_dc_executor::{Decision, Vote};
 use redt_proto::wire::ProcedureCall;
@@ -283,8 +283,9 @@ impl BaselineTxn {
                 let voted = |n: &NodeId| self.votes.get(n).is_some_and(|v| v.is_commit());
                 if !self.participants.iter().all(voted) {
                     let why = abort_reason(&self.votes, &self.participants);
+                    let cause = abort_cause(&self.votes);
                     let to_primaries = self.baseline == Baseline::TwoPcPaxos { early_prepare: true };
-                    return self.abort(why, to_primaries, now);
+                    return self.abort(why, cause, to_primaries, now);
                 }
                 match self.baseline {
                     Baseline::TwoPcPaxos { early_prepare: true } => self.log(now),
@@ -320,9 +321,12 @@ impl BaselineTxn {
                         Baseline::TwoPcPaxos { .. } => {
                             let why =
                                 format!("prepare at {n} failed: its redo did not reach a majority of its secondaries");
-                            self.abort(why, true, now)
+                            self.abort(why, AbortCause::Replication, true, now)
                         }
-                        Baseline::Tapir => self.abort(format!("prepare at {n} failed: no fast quorum"), false, now),
+                        Baseline::Tapir => {
+                            let why = format!("prepare at {n} failed: no fast quorum");
+                            self.abort(why, AbortCause::Replication, false, now)
+                        }
                     };
                 }
                 match self.baseline {
@@ -343,7 +347,7 @@ impl BaselineTxn {
                         self.deliver(b, abort, now);
                     }
                     let why = "the decision did not reach a majority of the coordinator's backups".to_string();
-                    return self.abort(why, true, now);
+                    return self.abort(why, AbortCause::Replication, true, now);
                 }
                 self.commit(now);
             }
@@ -407,14 +411,15 @@ impl BaselineTxn {
         }
         if self.options.early_ack {
             let reads = self.reads();
-            self.answer(TxnStatus::Committed, reads, Some(self.cost));
+            self.answer(TxnStatus::Committed, reads, Some(self.cost), None);
         }
         self.maybe_finish();
     }
 
     /// Aborts: answers the client and tells every participant that did not vote abort
-    /// (`to_primaries`: as primaries, which pass it on to their secondaries).
-    fn abort(&mut self, why: String, to_primaries: bool, now: Instant) {
+    /// (`to_primaries`: as primaries, which pass it on to their secondaries); `cause` labels
+    /// it in the abort counters.
+    fn abort(&mut self, why: String, cause: AbortCause, to_primaries: bool, now: Instant) {
         self.stage = Stage::Aborting;
         let release: Vec<NodeId> =
             self.participants.iter().copied().filter(|n| self.votes.get(n).is_none_or(|v| v.is_commit())).collect();
@@ -422,7 +427,7 @@ impl BaselineTxn {
             let request = self.decide_request(n, Decision::Abort, to_primaries);
             self.deliver(n, request, now);
         }
-        self.answer(TxnStatus::Aborted(why), Vec::new(), None);
+        self.answer(TxnStatus::Aborted(why), Vec::new(), None, Some(cause));
         self.maybe_finish();
     }
 
@@ -430,12 +435,19 @@ impl BaselineTxn {
         crate::txn::reads(&self.topology, &self.call, &self.plan, &self.votes.values().collect::<Vec<_>>())
     }
 
-    fn answer(&mut self, status: TxnStatus, reads: Vec<Option<Vec<u8>>>, cost: Option<Cost>) {
+    fn answer(
+        &mut self,
+        status: TxnStatus,
+        reads: Vec<Option<Vec<u8>>>,
+        cost: Option<Cost>,
+        cause: Option<AbortCause>,
+    ) {
         let cost = cost.map(TxnCost::from);
         self.actions.push_back(Action::Answer {
             outcome: TxnOutcome { txn: self.txn, status, reads },
             class: self.class,
             cost,
+            cause,
         });
     }
 
@@ -460,7 +472,7 @@ impl BaselineTxn {
             Some(delivered)
         } else {
             let reads = self.reads();
-            self.answer(TxnStatus::Committed, reads, Some(self.cost.then(delivered)));
+            self.answer(TxnStatus::Committed, reads, Some(self.cost.then(delivered)), None);
             None
         };
         self.actions.push_back(Action::Finished { class: self.class, after_answer });
@@ -562,6 +574,15 @@ pub(crate) fn nested_of(reply: &Reply) -> Cost {
     match reply {
         Reply::Vote { nested, .. } | Reply::Prepared { nested, .. } | Reply::Decided(nested) => *nested,
         _ => Cost::default(),
+    }
+}
+
+/// The abort counters' label for an abort after phase 1, in [`abort_reason`]'s order: the
+/// first abort vote's reason, else a vote that never came.
+fn abort_cause(votes: &BTreeMap<NodeId, Vote>) -> AbortCause {
+    match votes.values().find(|v| !v.is_commit()) {
+        Some(v) => v.abort.as_ref().map_or(AbortCause::User, AbortCause::of_vote),
+        None => AbortCause::Timeout,
     }
 }
 

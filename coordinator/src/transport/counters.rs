@@ -1,11 +1,15 @@
 //! Counters of one transport (monotonic, relaxed atomics).
 
+use redt_proto::NodeId;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Live counters of one [`super::Transport`], client and server side together. Read them
-/// with [`TransportCounters::snapshot`].
+/// with [`TransportCounters::snapshot`] and, per peer node, [`TransportCounters::peers`].
 #[derive(Debug, Default)]
 pub struct TransportCounters {
+    /// Frames to and from each node of the topology, by `NodeId` (empty for a client-only
+    /// transport; frames of a caller that is no node are not in it).
+    pub(crate) per_peer: Box<[PeerCounters]>,
     pub(crate) rpcs_sent: AtomicU64,
     pub(crate) rpcs_served: AtomicU64,
     pub(crate) bytes_sent: AtomicU64,
@@ -35,7 +39,65 @@ pub struct CountersSnapshot {
     pub refused_handshakes: u64,
 }
 
+/// Frames to and from one peer node (live, relaxed atomics).
+#[derive(Debug, Default)]
+pub(crate) struct PeerCounters {
+    messages_sent: AtomicU64,
+    bytes_sent: AtomicU64,
+    messages_received: AtomicU64,
+    bytes_received: AtomicU64,
+}
+
+/// A copy of one peer node's traffic at one moment: frames (requests and responses, either
+/// side of the RPC) and their bytes, 4-byte prefixes included.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PeerTraffic {
+    /// Frames written to the peer (requests this node called it with, responses it served).
+    pub messages_sent: u64,
+    /// Their bytes.
+    pub bytes_sent: u64,
+    /// Frames read from the peer (its responses, its requests).
+    pub messages_received: u64,
+    /// Their bytes.
+    pub bytes_received: u64,
+}
+
 impl TransportCounters {
+    /// Counters with a per-peer slot for each of `nodes` nodes.
+    pub(crate) fn with_peers(nodes: usize) -> TransportCounters {
+        TransportCounters { per_peer: (0..nodes).map(|_| PeerCounters::default()).collect(), ..Default::default() }
+    }
+
+    /// Counts one frame of `bytes` written to `peer` (nothing for a peer out of range).
+    pub(crate) fn sent_to(&self, peer: NodeId, bytes: usize) {
+        if let Some(p) = self.per_peer.get(usize::from(peer.0)) {
+            p.messages_sent.fetch_add(1, Ordering::Relaxed);
+            p.bytes_sent.fetch_add(bytes as u64, Ordering::Relaxed);
+        }
+    }
+
+    /// Counts one frame of `bytes` read from `peer` (nothing for a peer out of range).
+    pub(crate) fn received_from(&self, peer: NodeId, bytes: usize) {
+        if let Some(p) = self.per_peer.get(usize::from(peer.0)) {
+            p.messages_received.fetch_add(1, Ordering::Relaxed);
+            p.bytes_received.fetch_add(bytes as u64, Ordering::Relaxed);
+        }
+    }
+
+    /// Each peer node's traffic so far, by `NodeId` (empty for a client-only transport).
+    pub fn peers(&self) -> Vec<PeerTraffic> {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        self.per_peer
+            .iter()
+            .map(|p| PeerTraffic {
+                messages_sent: get(&p.messages_sent),
+                bytes_sent: get(&p.bytes_sent),
+                messages_received: get(&p.messages_received),
+                bytes_received: get(&p.bytes_received),
+            })
+            .collect()
+    }
+
     /// Returns the current values (each read on its own; not one atomic cut).
     pub fn snapshot(&self) -> CountersSnapshot {
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);

@@ -35,7 +35,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use counters::{CountersSnapshot, TransportCounters};
+pub use counters::{CountersSnapshot, PeerTraffic, TransportCounters};
 pub use error::{Result, TransportError};
 pub use frame::{FrameError, StreamCode, DEFAULT_MAX_FRAME_BYTES};
 pub use rpc::Transport;

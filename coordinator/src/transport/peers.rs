@@ -48,6 +48,13 @@ impl PeerDirectory {
         peers.get(usize::from(id.0)).map(|p| (p.addr, p.name.clone())).ok_or(TransportError::UnknownPeer(id))
     }
 
+    /// The node listening at `addr` under `name`, if the directory has one.
+    pub(crate) fn id_at(&self, addr: SocketAddr, name: &str) -> Option<NodeId> {
+        let peers = self.peers.read().unwrap_or_else(|e| e.into_inner());
+        // The directory is indexed by NodeId, which is a u16.
+        peers.iter().position(|p| p.addr == addr && p.name == name).map(|i| NodeId(i as u16))
+    }
+
     /// Sets node `id`'s address.
     ///
     /// # Errors

@@ -53,6 +53,8 @@ impl Target {
 /// One request through the tower stack.
 struct RpcRequest {
     target: Target,
+    /// The node called, when called by id (its traffic is counted per peer).
+    peer: Option<NodeId>,
     msg: Envelope,
 }
 
@@ -173,7 +175,7 @@ impl Transport {
         let endpoint =
             Endpoint::new_with_abstract_socket(EndpointConfig::default(), server_config, socket, quinn_runtime)?;
         let shared = Arc::new(Shared {
-            counters: TransportCounters::default(),
+            counters: TransportCounters::with_peers(topology.map_or(0, |t| t.nodes.len())),
             peers: PeerDirectory::new(topology),
             max_frame_bytes: cfg.max_frame_bytes,
             request_timeout: cfg.call_timeout,
@@ -255,7 +257,7 @@ impl Transport {
     /// [`StreamCode::Cancelled`].
     pub async fn call_with_timeout(&self, peer: NodeId, msg: Envelope, deadline: Duration) -> Result<Envelope> {
         let (addr, name) = self.inner.shared.peers.lookup(peer)?;
-        self.dispatch(Target { addr, name }, msg, deadline).await
+        self.dispatch(Target { addr, name }, Some(peer), msg, deadline).await
     }
 
     /// Sends `msg` to whatever listens at `addr`, expecting a certificate from the cluster CA
@@ -267,10 +269,16 @@ impl Transport {
     /// As [`Transport::call_with_timeout`], except `UnknownPeer`.
     pub async fn call_addr(&self, addr: SocketAddr, server_name: &str, msg: Envelope) -> Result<Envelope> {
         let target = Target { addr, name: server_name.to_string() };
-        self.dispatch(target, msg, self.inner.cfg.call_timeout).await
+        self.dispatch(target, None, msg, self.inner.cfg.call_timeout).await
     }
 
-    async fn dispatch(&self, target: Target, msg: Envelope, deadline: Duration) -> Result<Envelope> {
+    async fn dispatch(
+        &self,
+        target: Target,
+        peer: Option<NodeId>,
+        msg: Envelope,
+        deadline: Duration,
+    ) -> Result<Envelope> {
         if self.inner.closed.load(Ordering::Acquire) {
             return Err(TransportError::Closed);
         }
@@ -278,7 +286,7 @@ impl Transport {
             Timeout::new(RpcService(self.inner.clone()), deadline),
             self.inner.in_flight.clone(),
         );
-        service.oneshot(RpcRequest { target, msg }).await.map_err(|e| classify(e, deadline))
+        service.oneshot(RpcRequest { target, peer, msg }).await.map_err(|e| classify(e, deadline))
     }
 
     /// The local address of the endpoint's socket (the port chosen for a bind to port 0).
@@ -293,6 +301,27 @@ impl Transport {
     /// The transport's counters.
     pub fn counters(&self) -> &TransportCounters {
         &self.inner.shared.counters
+    }
+
+    /// The round-trip time QUIC measures (its smoothed estimate) on each live connection this
+    /// transport opened to a node of its topology, by `NodeId`, ascending; nodes it has no
+    /// live connection to are left out. Connections peers opened to it are not included.
+    pub fn peer_rtts(&self) -> Vec<(NodeId, Duration)> {
+        let slots: Vec<(Target, ConnSlot)> = {
+            let conns = self.inner.conns.lock().unwrap_or_else(PoisonError::into_inner);
+            conns.iter().map(|(t, s)| (t.clone(), s.clone())).collect()
+        };
+        let mut rtts: Vec<(NodeId, Duration)> = slots
+            .into_iter()
+            .filter_map(|(target, slot)| {
+                let id = self.inner.shared.peers.id_at(target.addr, &target.name)?;
+                let s = slot.lock().unwrap_or_else(PoisonError::into_inner);
+                let conn = s.conn.as_ref().filter(|c| c.close_reason().is_none())?;
+                Some((id, conn.rtt()))
+            })
+            .collect();
+        rtts.sort_by_key(|(id, _)| *id);
+        rtts
     }
 
     /// The configuration the transport was built with.
@@ -341,7 +370,7 @@ impl Inner {
 
     /// One call: open a stream, write the request frame, finish, read the response frame.
     async fn rpc(&self, req: RpcRequest) -> Result<Envelope> {
-        let RpcRequest { target, msg } = req;
+        let RpcRequest { target, peer: id, msg } = req;
         let peer = target.label();
         let counters = &self.shared.counters;
         let request = frame::encode_frame(&msg, self.cfg.max_frame_bytes)?;
@@ -352,11 +381,17 @@ impl Inner {
         let _ = call.send.finish();
         TransportCounters::add(&counters.rpcs_sent, 1);
         TransportCounters::add(&counters.bytes_sent, request.len() as u64);
+        if let Some(id) = id {
+            counters.sent_to(id, request.len());
+        }
         let result = frame::read_frame(&mut call.recv, self.cfg.max_frame_bytes).await;
         call.done = true;
         match result {
             Ok((reply, bytes)) => {
                 TransportCounters::add(&counters.bytes_received, bytes as u64);
+                if let Some(id) = id {
+                    counters.received_from(id, bytes);
+                }
                 Ok(reply)
             }
             Err(ReadFailure::Frame(e)) => {

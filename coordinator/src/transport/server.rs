@@ -72,6 +72,9 @@ async fn serve_stream(
     let request = match read.await {
         Ok(Ok((request, bytes))) => {
             TransportCounters::add(&counters.bytes_received, bytes as u64);
+            if let Caller::Node(id) = caller {
+                counters.received_from(id, bytes);
+            }
             request
         }
         Ok(Err(ReadFailure::Frame(e))) => {
@@ -111,6 +114,9 @@ async fn serve_stream(
     let _ = send.finish();
     TransportCounters::add(&counters.rpcs_served, 1);
     TransportCounters::add(&counters.bytes_sent, response.len() as u64);
+    if let Caller::Node(id) = caller {
+        counters.sent_to(id, response.len());
+    }
 }
 
 /// Stops reading and resets writing on a stream, with `code` both ways.

@@ -1,7 +1,9 @@
 //! One test per validation rule, each asserting the field path and the problem text.
 
 use super::*;
-use crate::topology::{DetectorTimeoutsConfig, LimitsConfig, RecoveryTimeoutsConfig, TimeoutsConfig, VerbsConfig};
+use crate::topology::{
+    DetectorTimeoutsConfig, LimitsConfig, MetricsConfig, RecoveryTimeoutsConfig, TimeoutsConfig, VerbsConfig,
+};
 
 const FILE: &str = "test.yaml";
 
@@ -800,4 +802,31 @@ fn bad_limits_are_refused_naming_the_key() {
     invalid(&with_timeouts("limits: { max_jsonl_line_bytes: lots }"), "limits.max_jsonl_line_bytes", "invalid size");
     parse_error(&with_timeouts("limits: { max_participants: 3 }"), "unknown field `max_participants`");
     parse_error(&with_timeouts("limits: 5"), "limits");
+}
+
+// ----- metrics -----
+
+#[test]
+fn metrics_are_off_without_the_section_and_on_each_node_ip_with_it() {
+    let t = ok(&Doc::base());
+    assert_eq!(t.metrics, MetricsConfig::default());
+    assert_eq!(t.metrics_addr(NodeId(0)), None);
+    let t = ok(&with_timeouts("metrics: { port: 9464 }"));
+    assert_eq!(t.metrics, MetricsConfig { port: Some(9464) });
+    assert_eq!(t.metrics_addr(NodeId(0)), Some("127.0.1.1:9464".parse().unwrap()));
+    assert_eq!(t.metrics_addr(NodeId(3)), Some("127.0.2.2:9464".parse().unwrap()));
+}
+
+#[test]
+fn bad_metrics_sections_are_refused_naming_the_key() {
+    invalid(&with_timeouts("metrics: { port: 0 }"), "metrics.port", "not a TCP port");
+    invalid(&with_timeouts("metrics: { port: 70000 }"), "metrics.port", "expected 1 to 65535");
+    invalid(&with_timeouts("metrics: { port: 7100 }"), "metrics.port", "QUIC port of dc1-n1");
+    let shared_ip = Doc::base().edit("127.0.1.2:7100", "127.0.1.1:7101");
+    invalid(&format!("{shared_ip}metrics: {{ port: 9464 }}\n"), "metrics.port", "share the IP address 127.0.1.1");
+    // Without the section two nodes may share an IP.
+    ok(&shared_ip);
+    parse_error(&with_timeouts("metrics: { port: -1 }"), "port");
+    parse_error(&with_timeouts("metrics: {}"), "missing field `port`");
+    parse_error(&with_timeouts("metrics: { port: 9464, path: /m }"), "unknown field `path`");
 }

@@ -1,0 +1,21 @@
+//! A node's Prometheus metrics (issue 16): what its coordinators answered (per class, aborts
+//! per cause, commit latency), its recoveries, ring, epoch and suspects (what `redt status`
+//! shows), its traffic and QUIC-measured round trip per peer DC, and its verbs per kind.
+//!
+//! Most figures are counters that already exist, read at scrape time ([`NodeSample::gather`]:
+//! [`crate::Node::status`], the transport's counters, the data path's verb counts); the
+//! answers are counted per node in [`AnswerCounters`] (one relaxed add per answer). A scrape
+//! encodes its sample with `prometheus-client` into a registry of its own, so any number of
+//! nodes share a process (the embedded cluster) without a global recorder.
+//! [`MetricsServer`] serves it over HTTP; `redt node --metrics-addr`, the topology file's
+//! `metrics:` section and `redt cluster up` say where.
+
+mod answers;
+mod encode;
+mod sample;
+mod server;
+
+pub use answers::{AnswerCounters, AnswersSnapshot, LATENCY_BUCKETS_SECONDS};
+pub use encode::{encode, Format};
+pub use sample::{LinkSample, NodeSample};
+pub use server::{MetricsServer, NodeSource, CONNECTION_LIFETIME, HEADER_TIMEOUT, MAX_CONNECTIONS};

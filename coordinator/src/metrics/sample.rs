@@ -1,0 +1,104 @@
+//! What one scrape reads from a node ([`NodeSample::gather`]): its status (the same as
+//! `redt status` shows), its answer counters, its transport's counters and measured round
+//! trips, and its data path's verb counts. Only the status goes through the executor thread
+//! (two words of the ring and a scan of its undecided entries); the rest are atomics.
+
+use super::answers::AnswersSnapshot;
+use crate::error::Result;
+use crate::node::Node;
+use crate::status::NodeStatus;
+use crate::transport::CountersSnapshot;
+use redt_dc_executor::VerbCounts;
+use std::time::Duration;
+
+/// One node's figures at one scrape.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NodeSample {
+    /// The node's name.
+    pub node: String,
+    /// Its DC's name.
+    pub dc: String,
+    /// Its status (counters, recoveries, ring, epoch, suspects), as `redt status` reads it.
+    pub status: NodeStatus,
+    /// Its coordinators' answers.
+    pub answers: AnswersSnapshot,
+    /// Its transport's totals.
+    pub transport: CountersSnapshot,
+    /// Its traffic and measured round trip per DC that holds another node, in DC order (its
+    /// own DC too, when that has other nodes).
+    pub links: Vec<LinkSample>,
+    /// Verbs issued by its data path's backend (in an embedded cluster, shared by the nodes
+    /// of its DC).
+    pub verbs: VerbCounts,
+    /// Slots of its redo ring.
+    pub ring_capacity_slots: u64,
+    /// When the sample was taken, ms since the Unix epoch (ages are computed against it).
+    pub now_unix_ms: u64,
+}
+
+/// The traffic of one node with the nodes of one DC, and the round trip to them.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct LinkSample {
+    /// The peer DC's name.
+    pub peer_dc: String,
+    /// Frames sent to its nodes (requests and responses).
+    pub messages_sent: u64,
+    /// Their bytes, length prefixes included.
+    pub bytes_sent: u64,
+    /// Frames received from its nodes.
+    pub messages_received: u64,
+    /// Their bytes.
+    pub bytes_received: u64,
+    /// The smallest round-trip time QUIC measures (its smoothed estimate) on this node's live
+    /// connections to the DC's nodes; `None` without one.
+    pub rtt: Option<Duration>,
+}
+
+impl NodeSample {
+    /// Reads `node`'s figures now.
+    ///
+    /// # Errors
+    /// As [`Node::status`]: the node is shutting down (its executor thread stopped), or a
+    /// verbs failure reading its ring.
+    pub async fn gather(node: &Node) -> Result<NodeSample> {
+        let status = node.status(false).await?;
+        let topology = node.topology();
+        let me = &topology.nodes[node.id().0 as usize];
+        let traffic = node.transport().counters().peers();
+        let rtts = node.transport().peer_rtts();
+        let links = topology
+            .dcs
+            .iter()
+            .filter(|dc| dc.nodes.iter().any(|&n| n != me.id))
+            .map(|dc| {
+                let mut link = LinkSample { peer_dc: dc.name.clone(), ..LinkSample::default() };
+                for &n in dc.nodes.iter().filter(|&&n| n != me.id) {
+                    let t = traffic.get(n.0 as usize).copied().unwrap_or_default();
+                    link.messages_sent += t.messages_sent;
+                    link.bytes_sent += t.bytes_sent;
+                    link.messages_received += t.messages_received;
+                    link.bytes_received += t.bytes_received;
+                    if let Some(&(_, rtt)) = rtts.iter().find(|(id, _)| *id == n) {
+                        link.rtt = Some(link.rtt.map_or(rtt, |r| r.min(rtt)));
+                    }
+                }
+                link
+            })
+            .collect();
+        let data = node.data_path();
+        let now_unix_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        Ok(NodeSample {
+            node: me.name.clone(),
+            dc: topology.dcs[me.dc.0 as usize].name.clone(),
+            status,
+            answers: node.answers().snapshot(),
+            transport: node.transport().counters().snapshot(),
+            links,
+            verbs: data.verbs.counters().snapshot(),
+            ring_capacity_slots: data.layout.ring_bytes.saturating_sub(64) / 64,
+            now_unix_ms,
+        })
+    }
+}
