@@ -204,8 +204,7 @@ pub(crate) fn check(w: &mut World) {
     let mut finals: BTreeMap<u64, Vec<u8>> = BTreeMap::new();
     for &key in &keys {
         let p = w.topology.partition_of(&schema, key);
-        // (replica, value, newest cell's commit timestamp, each cell's (bytes, version))
-        let mut values: Vec<(NodeId, Option<Vec<u8>>, u64, Vec<(usize, CellVersion)>)> = Vec::new();
+        let mut values: Vec<ReplicaImage> = Vec::new();
         for &n in &placement.partitions[p.0 as usize].replicas {
             let dc = w.topology.nodes[n.0 as usize].dc;
             let Ok(img) = w.dcs[dc.0 as usize].read_record(n, table, key) else { continue };
@@ -222,23 +221,23 @@ pub(crate) fn check(w: &mut World) {
             // A record no write ever reached (created, zeroed, by the upsert of a transaction
             // that then aborted) is the same as no record; a loaded one holds its value.
             let value = img.map(|i| i.values.concat()).filter(|v| cts != 0 || v.iter().any(|&b| b != 0));
-            values.push((n, value, cts, cells));
+            values.push(ReplicaImage { node: n, value, cts, cells });
         }
         if left_keys.contains(&key) {
             continue; // a recoverer's to finish
         }
-        if values.windows(2).any(|v| v[0].1 != v[1].1) {
+        if values.windows(2).any(|v| v[0].value != v[1].value) {
             // Shown from the first byte where the replicas differ.
-            let first = values.first().and_then(|v| v.1.clone()).unwrap_or_default();
+            let first = values.first().and_then(|v| v.value.clone()).unwrap_or_default();
             let at = values
                 .iter()
-                .filter_map(|v| v.1.as_ref())
+                .filter_map(|v| v.value.as_ref())
                 .filter_map(|b| b.iter().zip(&first).position(|(x, y)| x != y))
                 .min()
                 .unwrap_or(0);
             let shown = values
                 .iter()
-                .map(|(n, v, cts, cells)| {
+                .map(|ReplicaImage { node: n, value: v, cts, cells }| {
                     let v = v
                         .as_ref()
                         .map(|b| format!("byte {at}: {}", hex(&b[at.min(b.len())..b.len().min(at + 24)])))
@@ -255,7 +254,7 @@ pub(crate) fn check(w: &mut World) {
                 .collect();
             w.report.violations.push(Violation::Diverged { key, values: shown });
         }
-        if let Some((_, Some(v), _, _)) = values.first() {
+        if let Some(ReplicaImage { value: Some(v), .. }) = values.first() {
             finals.insert(key, v.clone());
         }
     }
@@ -322,4 +321,15 @@ pub(crate) fn check(w: &mut World) {
 
 fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// One replica's copy of a key, as the agreement check compares them.
+struct ReplicaImage {
+    node: NodeId,
+    /// Every cell's value, concatenated (`None`: no record, or one no write ever reached).
+    value: Option<Vec<u8>>,
+    /// The newest cell's commit timestamp.
+    cts: u64,
+    /// Each cell's value length (bytes) and version, in cell order.
+    cells: Vec<(usize, CellVersion)>,
 }
