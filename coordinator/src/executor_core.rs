@@ -89,6 +89,10 @@ pub struct ExecutorMutations {
     /// committed by a recoverer that saw the commit applied elsewhere before the catch-up
     /// landed, stays over the catch-up's values (sim seed 70185, bank, world-5dc-n5, 3 s).
     pub first_write_at_cts: bool,
+    /// A decision recorded in an entry's vote word is never replaced by a higher ballot's
+    /// RECORD (the rule before sim seed 50339, ycsb, default, `all,remove`, 6 s): a replica
+    /// holding a lower-ballot abort refuses the commit the survivors must complete.
+    pub first_record_stays: bool,
 }
 
 impl ExecutorMutations {
@@ -207,6 +211,7 @@ impl ExecutorCore {
         self.executor.set_fence_entries(!self.mutations.no_fence_entries);
         self.executor.set_fence_after_full_ring(!self.mutations.no_fence_after_full_ring);
         self.executor.set_thomas_rule(self.mutations.thomas_rule());
+        self.executor.set_first_record_stays(self.mutations.first_record_stays);
         self
     }
 
@@ -216,6 +221,7 @@ impl ExecutorCore {
         self.executor.set_fence_entries(!mutations.no_fence_entries);
         self.executor.set_fence_after_full_ring(!mutations.no_fence_after_full_ring);
         self.executor.set_thomas_rule(mutations.thomas_rule());
+        self.executor.set_first_record_stays(mutations.first_record_stays);
         self
     }
 

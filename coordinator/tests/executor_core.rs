@@ -276,6 +276,62 @@ fn a_prepare_without_an_entry_writes_one_fence_entry_that_holds_a_record() {
     assert_eq!(ours, vec![EntryStatus::Aborted], "one fence entry, finished");
 }
 
+/// A RECORD replaces a decision recorded at a lower ballot, as a Paxos acceptor does
+/// (notes/recovery-model.md §5), and is refused below the promised ballot; the mutant that
+/// keeps the first recorded decision (`ExecutorMutations::first_record_stays`) refuses the
+/// higher ballot's commit, which left sim seed 50339 undecided.
+#[test]
+fn a_higher_ballot_record_replaces_a_lower_ones_decision() {
+    use redt_coordinator::executor_core::ExecutorMutations;
+    use redt_coordinator::message::{Record, RecoveryPrepare, Reply, Request};
+    use redt_dc_executor::{EntryRef, Promise, VoteCode};
+    use redt_proto::{Ballot, Cts, PartitionId};
+    for mutant in [false, true] {
+        let (core, _dc, topology) = core();
+        let mut core = core.with_mutations(ExecutorMutations { first_record_stays: mutant, ..Default::default() });
+        let t = TxnId::new(NodeId(1), 43);
+        let prepare = |ballot: u32| {
+            Request::RecoveryPrepare(RecoveryPrepare {
+                txn: t,
+                ballot: Ballot(ballot),
+                start: Cts(1 << 20),
+                partitions: vec![PartitionId(0)],
+                epoch: topology.epoch,
+                coordinator: NodeId(1),
+                participants: vec![DcId(0)],
+            })
+        };
+        let promise = |reply: Reply| match reply {
+            Reply::Promises(p) => p.into_iter().find(|p| p.node == NodeId(0)).expect("node 0 answers").promise,
+            other => panic!("promises expected, got {other:?}"),
+        };
+        let record = |ballot: u32, decision: Decision, entry: EntryRef| {
+            Request::Record(Record { txn: t, ballot: Ballot(ballot), decision, entries: vec![entry] })
+        };
+        let fence = match promise(core.handle(NodeId(2), prepare(1 << 10), 1).reply) {
+            Promise::Entry { entry, .. } => entry,
+            other => panic!("a fence entry expected, got {other:?}"),
+        };
+        assert_eq!(core.handle(NodeId(2), record(1 << 10, Decision::Abort, fence), 2).reply, Reply::Recorded(true));
+        assert!(matches!(promise(core.handle(NodeId(2), prepare(2 << 10), 3).reply), Promise::Entry { .. }));
+        let commit = core.handle(NodeId(2), record(2 << 10, Decision::Commit(Cts(9_000_000)), fence), 4).reply;
+        let expected = if mutant { (VoteCode::Abort, Ballot(1 << 10)) } else { (VoteCode::Commit, Ballot(2 << 10)) };
+        assert_eq!(commit, Reply::Recorded(!mutant), "mutant {mutant}");
+        match promise(core.handle(NodeId(2), prepare(3 << 10), 5).reply) {
+            Promise::Entry { recorded, .. } => assert_eq!(recorded, Some(expected), "mutant {mutant}"),
+            other => panic!("the fence entry expected, got {other:?}"),
+        }
+        // Below the promised ballot a RECORD changes nothing: refused, or (the mutant's word
+        // still holding the abort) answered as already recorded.
+        let late = core.handle(NodeId(2), record(2 << 10, Decision::Abort, fence), 6).reply;
+        assert_eq!(late, Reply::Recorded(mutant), "mutant {mutant}");
+        match promise(core.handle(NodeId(2), prepare(4 << 10), 7).reply) {
+            Promise::Entry { recorded, .. } => assert_eq!(recorded, Some(expected), "mutant {mutant}"),
+            other => panic!("the fence entry expected, got {other:?}"),
+        }
+    }
+}
+
 /// A replica whose ring has no room for a fence entry answers `NoVote` and keeps the ballot
 /// it so promised: a lower ballot is refused, and once the ring has room a PREPARE of a higher
 /// ballot writes the fence entry after all, so the replica can hold a record (sim seed 40186:

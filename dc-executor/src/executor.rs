@@ -214,6 +214,8 @@ pub struct Executor {
     pub(crate) unfenced: crate::prepare::NoVotePromises,
     /// How a catch-up applied straight to the records settles a tie at one commit timestamp.
     pub(crate) thomas_rule: crate::ThomasRule,
+    /// Mutant: a recorded decision is never replaced, even by a higher ballot's.
+    pub(crate) first_record_stays: bool,
 }
 
 /// A bounded map: once it holds `cap` keys, inserting a new one forgets the oldest. The
@@ -288,6 +290,7 @@ impl Executor {
             fence_entries: true,
             fence_after_full_ring: true,
             thomas_rule: crate::ThomasRule::default(),
+            first_record_stays: false,
             unfenced: Default::default(),
         }
     }
@@ -313,6 +316,13 @@ impl Executor {
     /// other only as a deliberate bug that the simulation must catch.
     pub fn set_thomas_rule(&mut self, rule: crate::ThomasRule) {
         self.thomas_rule = rule;
+    }
+
+    /// Sets whether a decision recorded in a vote word stays against a higher ballot's RECORD
+    /// ([`Executor::record`]). Off by default; on only as a deliberate bug that the simulation
+    /// must catch.
+    pub fn set_first_record_stays(&mut self, on: bool) {
+        self.first_record_stays = on;
     }
 
     /// Sets how long a reservation waits for replay to free ring space before the
@@ -754,8 +764,16 @@ impl Executor {
     /// `entries` of `txn` (DESIGN.md §2: every abort is recorded at a majority of each
     /// touched partition's replicas before it is acknowledged or acted on). The word keeps the
     /// decision's [`VoteCode`], not a commit's timestamp. A word that promised a higher ballot
-    /// refuses; a word that already records a decision keeps it; an entry already finished
-    /// counts as recording the decision its status shows.
+    /// refuses; a word that records a decision at this ballot or a higher one keeps it; one
+    /// that records a decision at a lower ballot takes the new one, as a Paxos acceptor does
+    /// (notes/recovery-model.md §5: `RECORD(b,d,cts): b<pb → NACK; pb:=b; rec:=(b,d,cts)`);
+    /// an entry already finished counts as recording the decision its status shows.
+    ///
+    /// Keeping the first decision recorded at any ballot left a transaction undecided for good
+    /// (sim seed 50339, ycsb, default, `all,remove`, 6 s): one replica held an abort recorded at
+    /// a lower ballot that never reached a majority, the others a commit recorded at a higher
+    /// one whose majority had included a DC removed since, and the survivors' recoverers could
+    /// complete the commit's majority only at the replica that refused it.
     ///
     /// Each compare-and-swap is preceded by a READ of the entry's header, and is made only
     /// while the slot still holds `txn`'s unfinished entry of this lap: an entry finished and
@@ -802,7 +820,7 @@ impl Executor {
             }
             let cur = header.vote.0;
             let Some(state) = VoteWord(cur).unpack() else { return Ok(false) };
-            if state.decision != VoteCode::None {
+            if state.decision != VoteCode::None && (state.recorded >= ballot || self.first_record_stays) {
                 return Ok(state.decision == decision);
             }
             if state.promised > ballot {

@@ -634,3 +634,25 @@ fn a_recovered_catch_up_reaches_its_replicas_when_another_recoverer_won_the_sour
         "the mutant that ships only through the source is not caught: {r}"
     );
 }
+
+/// Seed 50339 (ycsb, default.yaml, 6 s, every fault and `remove`): a node of the removed DC
+/// came back and, not yet told, recovered a transaction, counting its DC mate's commit vote:
+/// it recorded Commit at a higher ballot at dc#0 and dc#3, while an earlier recoverer's Abort
+/// at a lower ballot had reached only dc#2. The survivors' recoverers all chose the commit
+/// (the highest-ballot record) and needed dc#2 to hold it for a majority without the removed
+/// DC, but dc#2's vote word kept the first decision it had recorded: undecided for good. A
+/// RECORD now replaces a lower ballot's decision, as in the model (notes/recovery-model.md
+/// §5). The mutant that keeps the first (`ExecutorMutations::first_record_stays`) is stuck on
+/// the same seed.
+#[test]
+fn a_higher_ballot_record_replaces_a_lower_ones_so_the_survivors_finish() {
+    let mut cfg = removal("default.yaml", 50339, Workload::Ycsb, 6);
+    let r = run(cfg.clone()).expect("runs");
+    assert!(r.ok(), "{r}");
+    cfg.executor_mutations.first_record_stays = true;
+    let r = run(cfg).expect("runs");
+    assert!(
+        r.violations.iter().any(|v| matches!(v, redt_sim::Violation::Stuck(_))),
+        "the mutant that keeps the first recorded decision is not caught: {r}"
+    );
+}
