@@ -833,7 +833,8 @@ impl TxnMachine for Recoverer {
             Purpose::Ship(i) => {
                 let Some(pause) = self.deliveries.get(i).map(|d| self.backoff(d.failures)) else { return };
                 let (txn, give_up) = (self.orphan.txn, self.options.catch_up_give_up);
-                let unplaced = self.deliveries.get(i).is_some_and(|d| crate::epochs::unplaced(self.placement.as_deref(), d.to));
+                let unplaced =
+                    self.deliveries.get(i).is_some_and(|d| crate::epochs::unplaced(self.placement.as_deref(), d.to));
                 let d = &mut self.deliveries[i];
                 if unplaced {
                     d.done = true;

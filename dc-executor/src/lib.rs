@@ -50,7 +50,9 @@ pub use ring::{
     head_gap, owed_entries, read_header, ring_entries, ring_scan, unfinished_entries, Change, EntryHeader, EntryStatus,
     Gap, LockIntent, OwedEntry, RedoEntry, RingScan, RingWriter, VoteCode, VoteState, VoteWord,
 };
-pub use snapshot::{apply_snapshot, apply_snapshot_by, read_snapshot, SnapshotApplied, SnapshotCell, SnapshotChunk, SnapshotRecord};
+pub use snapshot::{
+    apply_snapshot, apply_snapshot_by, read_snapshot, SnapshotApplied, SnapshotCell, SnapshotChunk, SnapshotRecord,
+};
 pub use verbs::{
     Completion, DoorbellBatch, LocalVerbs, ServerCounts, ServerLimits, TcpVerbs, TcpVerbsServer, VerbCounters,
     VerbCounts, Verbs, VerbsTls, WorkRequest,

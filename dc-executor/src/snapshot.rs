@@ -323,7 +323,8 @@ pub fn apply_snapshot_by(
             let cur = CellVersion(u64::from_le_bytes(image[at..at + 8].try_into().expect("8 bytes")));
             let incoming = CellVersion(c.version);
             let never_written = incoming.cts().0 == 0 && cur.cts().0 == 0;
-            if !rule.replaces(incoming, cur) && !(never_written && image[at + 8..at + 8 + c.value.len()] != c.value[..]) {
+            if !rule.replaces(incoming, cur) && !(never_written && image[at + 8..at + 8 + c.value.len()] != c.value[..])
+            {
                 continue; // Thomas write rule: the local cell is as new or newer.
             }
             batch.write(Offset(record.0 + at as u64), encode_cell(incoming, &c.value, rl.cell_bytes[cell]));

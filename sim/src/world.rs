@@ -17,8 +17,8 @@ use redt_coordinator::{
     RecoveryOptions, RecoveryOutcome, TxnIds, TxnMachine, TxnStatus,
 };
 use redt_dc_executor::{
-    apply_committed_by, ring::ring_bounds, ring_scan, DcHandle, EntryRef, Gap, Hlc, Layout, LocalVerbs, Region, Replayer,
-    Verbs,
+    apply_committed_by, ring::ring_bounds, ring_scan, DcHandle, EntryRef, Gap, Hlc, Layout, LocalVerbs, Region,
+    Replayer, Verbs,
 };
 use redt_netem::WanModel;
 use redt_proto::wire::ProcedureCall;

@@ -340,7 +340,12 @@ fn scan_for_mutant_seeds() {
             continue;
         }
         let clean = run(clean).expect("runs");
-        println!("seed {seed}: mutant fails ({} violations: {:?}), clean {}", mutated.violations.len(), mutated.violations.first(), clean.ok());
+        println!(
+            "seed {seed}: mutant fails ({} violations: {:?}), clean {}",
+            mutated.violations.len(),
+            mutated.violations.first(),
+            clean.ok()
+        );
     }
 }
 
