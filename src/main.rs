@@ -18,8 +18,34 @@ use std::path::PathBuf;
 #[derive(Parser, Debug)]
 #[command(name = "redt", version, about)]
 struct Cli {
+    /// Log format on standard error: text (human-readable) or json (one JSON object per
+    /// line, with the current span and its parents). ANSI colours only when standard error
+    /// is a terminal and the format is text. `redt cluster up` passes it to its nodes.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
     #[command(subcommand)]
     command: Command,
+}
+
+/// `--log-format`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Installs the global log subscriber: the `RUST_LOG` filter (default `warn`), on standard
+/// error, as `format`, with ANSI colours only for text on a terminal.
+fn init_logs(format: LogFormat) {
+    use std::io::IsTerminal;
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into());
+    let b = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => b.with_ansi(std::io::stderr().is_terminal()).init(),
+        LogFormat::Json => b.json().with_ansi(false).with_current_span(true).with_span_list(true).init(),
+    }
 }
 
 #[derive(Subcommand, Debug)]
@@ -147,11 +173,9 @@ fn config_check(file: &std::path::Path) -> Result<()> {
 }
 
 fn main() -> Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()))
-        .with_writer(std::io::stderr)
-        .init();
     let cli = Cli::parse();
+    init_logs(cli.log_format);
+    cmd::cluster::set_log_format(cli.log_format);
     match &cli.command {
         Command::Bench(c) => cmd::bench::run(c),
         Command::Node(a) => cmd::cluster::node(a),

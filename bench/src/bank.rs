@@ -62,6 +62,8 @@ pub struct BankConfig {
     /// ([`DrillPlan::expand`]); `None`: no drill. Its log lines are printed as they happen,
     /// above the progress bar (on standard error when it is hidden).
     pub drill: Option<DrillPlan>,
+    /// Per-interval rows of the measured interval (off by default).
+    pub interval: crate::interval::IntervalOptions,
 }
 
 impl Default for BankConfig {
@@ -79,6 +81,7 @@ impl Default for BankConfig {
             seed: 42,
             progress: false,
             drill: None,
+            interval: Default::default(),
         }
     }
 }
@@ -335,14 +338,38 @@ pub async fn run_bank(topo: Topology, cfg: &BankConfig) -> Result<BankReport, St
     if let Some(d) = &mut drill {
         d.start(started, crate::drill_embedded::log_to(&run));
     }
+    let mut rows = crate::interval::Intervals::start(&cfg.interval);
     while started.elapsed() < cfg.duration {
         tokio::time::sleep(Duration::from_millis(100)).await;
         run.set_position(started.elapsed().as_millis() as u64);
         run.set_message(format!("{} transfers", counts[0].load(Ordering::Relaxed)));
+        if let Ok(Some(iv)) = &mut rows {
+            if iv.due(started.elapsed()) && started.elapsed() < cfg.duration {
+                let snap = crate::cluster::stats_snapshot(&cluster.stats, started.elapsed());
+                if let Err(e) = iv.take(snap, &run) {
+                    rows = Err(e);
+                }
+            }
+        }
     }
     let elapsed = started.elapsed();
     let classes: Vec<_> = Class::all().iter().map(|&c| cluster.stats.report(c)).collect();
     let hist = cluster.stats.latency_us();
+    // The last row ends at the figures the report is made of.
+    let rows = rows.and_then(|iv| match iv {
+        Some(iv) => {
+            let sum = |f: fn(&redt_coordinator::ClassReport) -> u64| classes.iter().map(f).sum::<u64>();
+            let last = crate::interval::Snapshot {
+                at: elapsed,
+                committed: sum(|c| c.committed),
+                aborted: sum(|c| c.aborted),
+                unknown: sum(|c| c.unknown),
+                latency_us: hist.clone(),
+            };
+            iv.finish(last, &run)
+        }
+        None => Ok(()),
+    });
     run.finish_and_clear();
     stop.store(true, Ordering::Relaxed);
     while clients.join_next().await.is_some() {}
@@ -354,6 +381,7 @@ pub async fn run_bank(topo: Topology, cfg: &BankConfig) -> Result<BankReport, St
     let settled = settled_cells(&cluster, tid, &accounts, wait).await;
     cluster.shutdown();
     drop(data_root);
+    rows.map_err(|e| format!("interval rows: {e}"))?;
     let (cells, _calm) = settled?;
     let replicas = cells.iter().map(|r| r.len()).max().unwrap_or(0);
     let mut totals = vec![0i64; replicas];

@@ -7,6 +7,7 @@
 //! node of another DC. [`YcsbConfig`] changes the mix (YCSB core workloads A–D, F) and the
 //! shape (inter-DC ratio, partitions and DCs per transaction); [`draw_txn`] draws.
 
+use crate::interval::{IntervalOptions, Intervals, Snapshot};
 use crate::report::{Latency, Outcomes, VerbsPerTxn};
 use crate::ycsb::{MixReport, OpKind, YcsbConfig};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -39,6 +40,20 @@ pub struct ClusterConfig {
     pub seed: u64,
     /// Progress bars on standard error.
     pub progress: bool,
+    /// Per-interval rows of the measured interval (off by default).
+    pub interval: IntervalOptions,
+}
+
+/// The cumulative figures of an embedded cluster's counters, `at` into the measured interval.
+pub(crate) fn stats_snapshot(stats: &redt_coordinator::TxnStats, at: Duration) -> Snapshot {
+    let mut s = Snapshot { at, latency_us: stats.latency_us(), ..Snapshot::zero() };
+    for c in Class::all() {
+        let r = stats.report(c);
+        s.committed += r.committed;
+        s.aborted += r.aborted;
+        s.unknown += r.unknown;
+    }
+    s
 }
 
 /// Results of a cluster run.
@@ -427,12 +442,20 @@ pub async fn run_cluster_ycsb(topo: Topology, cfg: &ClusterConfig) -> Result<Clu
     let inserted0 = keys.inserted();
     let v0 = cluster.verb_counts();
     let run = bar(cfg.progress, cfg.duration.as_millis() as u64, "run");
+    let mut rows = Intervals::start(&cfg.interval);
     let started = Instant::now();
     while started.elapsed() < cfg.duration {
         tokio::time::sleep(Duration::from_millis(100)).await;
         run.set_position(started.elapsed().as_millis() as u64);
         let r: u64 = Class::all().iter().map(|&c| cluster.stats.report(c).committed).sum();
         run.set_message(format!("{r} committed"));
+        if let Ok(Some(iv)) = &mut rows {
+            if iv.due(started.elapsed()) && started.elapsed() < cfg.duration {
+                if let Err(e) = iv.take(stats_snapshot(&cluster.stats, started.elapsed()), &run) {
+                    rows = Err(e);
+                }
+            }
+        }
     }
     let elapsed = started.elapsed();
     let classes: Vec<(String, ClassReport)> =
@@ -440,16 +463,22 @@ pub async fn run_cluster_ycsb(topo: Topology, cfg: &ClusterConfig) -> Result<Clu
     let hist = cluster.stats.latency_us();
     let verbs = cluster.verb_counts().since(&v0);
     let inserted = keys.inserted() - inserted0;
+    let committed: u64 = classes.iter().map(|(_, c)| c.committed).sum();
+    let aborted: u64 = classes.iter().map(|(_, c)| c.aborted).sum();
+    let unknown: u64 = classes.iter().map(|(_, c)| c.unknown).sum();
+    // The last row ends at the figures the report is made of.
+    let rows = rows.and_then(|iv| match iv {
+        Some(iv) => iv.finish(Snapshot { at: elapsed, committed, aborted, unknown, latency_us: hist.clone() }, &run),
+        None => Ok(()),
+    });
     run.finish_and_clear();
     stop.store(true, Ordering::Relaxed);
     while clients.join_next().await.is_some() {}
     // Let phase 2 of the last transactions finish before stopping the nodes.
     tokio::time::sleep(Duration::from_millis((rtt_ms * 3.0) as u64 + 100)).await;
     cluster.shutdown();
+    rows.map_err(|e| format!("interval rows: {e}"))?;
 
-    let committed: u64 = classes.iter().map(|(_, c)| c.committed).sum();
-    let aborted: u64 = classes.iter().map(|(_, c)| c.aborted).sum();
-    let unknown: u64 = classes.iter().map(|(_, c)| c.unknown).sum();
     let rw_inter = classes[0].1;
     Ok(ClusterReport {
         workload: "ycsb".into(),
@@ -584,18 +613,35 @@ pub async fn run_remote_ycsb(
         }
     }
     tokio::time::sleep(cfg.warmup).await;
+    let mut rows = Intervals::start(&cfg.interval);
+    let snapshot = |at: Duration| {
+        let [committed, aborted, unknown] = [0, 1, 2].map(|i| counts[i].load(Ordering::Relaxed));
+        let latency_us = hist.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        Snapshot { at, committed, aborted, unknown, latency_us }
+    };
     let started = Instant::now();
     measuring.store(true, Ordering::Relaxed);
     let run = bar(cfg.progress, cfg.duration.as_millis() as u64, "run");
     while started.elapsed() < cfg.duration {
         tokio::time::sleep(Duration::from_millis(100)).await;
         run.set_position(started.elapsed().as_millis() as u64);
+        if let Ok(Some(iv)) = &mut rows {
+            if iv.due(started.elapsed()) && started.elapsed() < cfg.duration {
+                if let Err(e) = iv.take(snapshot(started.elapsed()), &run) {
+                    rows = Err(e);
+                }
+            }
+        }
     }
     measuring.store(false, Ordering::Relaxed);
     let elapsed = started.elapsed();
-    run.finish_and_clear();
     stop.store(true, Ordering::Relaxed);
     while tasks.join_next().await.is_some() {}
+    // The last row ends at the figures the report is made of (after the clients stopped).
+    if let Some(iv) = rows.map_err(|e| format!("interval rows: {e}"))? {
+        iv.finish(snapshot(elapsed), &run).map_err(|e| format!("interval rows: {e}"))?;
+    }
+    run.finish_and_clear();
     Ok(RemoteReport::ycsb(&topo, cfg, (cells, cell_bytes), &counts, &hist, elapsed))
 }
 

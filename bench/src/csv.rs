@@ -137,17 +137,28 @@ fn walk(prefix: &str, v: &Node, out: &mut Vec<(String, String)>) {
     }
 }
 
-/// One CSV field, quoted when it holds a comma, a quote or a line break.
+/// One CSV field, quoted when it holds a comma, a quote or a line break (the `csv` crate's
+/// rules; a lone empty field is written `""`).
 pub fn field(s: &str) -> String {
-    if s.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
-    }
+    record([s])
+}
+
+/// One CSV record of `fields`, without the line break: each field quoted when it holds a
+/// comma, a quote or a line break (written by the `csv` crate).
+pub fn record<I, T>(fields: I) -> String
+where
+    I: IntoIterator<Item = T>,
+    T: AsRef<[u8]>,
+{
+    let mut w = csv::WriterBuilder::new().terminator(csv::Terminator::Any(b'\n')).from_writer(Vec::new());
+    w.write_record(fields).expect("writing a record to memory cannot fail");
+    let mut bytes = w.into_inner().expect("flushing to memory cannot fail");
+    bytes.pop();
+    String::from_utf8(bytes).expect("a record of UTF-8 fields is UTF-8")
 }
 
 fn line(fields: impl Iterator<Item = String>) -> String {
-    fields.map(|f| field(&f)).collect::<Vec<_>>().join(",")
+    record(fields)
 }
 
 /// Appends `row` to the CSV file `path`, writing the header first if the file is new or

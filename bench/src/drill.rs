@@ -1092,10 +1092,10 @@ pub fn write_timeline_csv(path: &std::path::Path, report: &DrillReport) -> Resul
     for (i, row) in report.buckets.iter().enumerate() {
         let cells = crate::csv::flatten(row)?;
         if i == 0 {
-            text.push_str(&cells.iter().map(|(k, _)| crate::csv::field(k)).collect::<Vec<_>>().join(","));
+            text.push_str(&crate::csv::record(cells.iter().map(|(k, _)| k)));
             text.push('\n');
         }
-        text.push_str(&cells.iter().map(|(_, v)| crate::csv::field(v)).collect::<Vec<_>>().join(","));
+        text.push_str(&crate::csv::record(cells.iter().map(|(_, v)| v)));
         text.push('\n');
     }
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {

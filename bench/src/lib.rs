@@ -16,6 +16,7 @@ pub mod drill_embedded;
 pub mod drill_plan;
 pub mod elle;
 pub mod history;
+pub mod interval;
 pub mod jepsen;
 pub mod local;
 pub mod report;

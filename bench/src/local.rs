@@ -40,6 +40,8 @@ pub struct LocalConfig {
     pub seed: u64,
     /// Show progress bars on standard error.
     pub progress: bool,
+    /// Per-interval rows of the measured interval (off by default).
+    pub interval: crate::interval::IntervalOptions,
 }
 
 /// Results of a local run.
@@ -169,8 +171,15 @@ pub fn run_local_ycsb(topo: &Topology, cfg: &LocalConfig) -> Result<LocalReport,
             let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
             let mut ex = Executor::new(handle, hlc);
             let mut local_hist = Latency::histogram();
+            let mut flushed = Instant::now();
             let mut seq = (t as u64) << 32;
             while !stop.load(Ordering::Relaxed) {
+                // The shared histogram lags by at most 50 ms, for the interval rows.
+                if flushed.elapsed() >= Duration::from_millis(50) && !local_hist.is_empty() {
+                    hist.lock().expect("histogram").add(&local_hist).expect("same histogram bounds");
+                    local_hist.reset();
+                    flushed = Instant::now();
+                }
                 seq += 1;
                 let proc = Arc::new(gen.next(&mut rng));
                 let local = proc
@@ -224,19 +233,38 @@ pub fn run_local_ycsb(topo: &Topology, cfg: &LocalConfig) -> Result<LocalReport,
     measuring.store(true, Ordering::Relaxed);
     let started = Instant::now();
     let bar = progress(cfg.progress, cfg.duration.as_millis() as u64, "run");
+    let mut rows = crate::interval::Intervals::start(&cfg.interval)?;
+    let snapshot = |at: Duration| crate::interval::Snapshot {
+        at,
+        committed: committed.load(Ordering::Relaxed),
+        aborted: aborted.load(Ordering::Relaxed),
+        unknown: 0,
+        latency_us: hist.lock().expect("histogram").clone(),
+    };
     while started.elapsed() < cfg.duration && !stop.load(Ordering::Relaxed) {
-        std::thread::sleep(Duration::from_millis(100));
+        std::thread::sleep(Duration::from_millis(50));
         bar.set_position(started.elapsed().as_millis() as u64);
+        if let Some(iv) = rows.as_mut().filter(|iv| iv.due(started.elapsed()) && started.elapsed() < cfg.duration) {
+            if let Err(e) = iv.take(snapshot(started.elapsed()), &bar) {
+                stop.store(true, Ordering::Relaxed);
+                *error.lock().expect("error slot") = Some(format!("interval rows: {e}"));
+            }
+        }
     }
     measuring.store(false, Ordering::Relaxed);
     let elapsed = started.elapsed().as_secs_f64();
     let v1 = verbs.counters().snapshot();
     let i1 = handle.index.stats().snapshot();
     stop.store(true, Ordering::Relaxed);
-    bar.finish_and_clear();
     for w in workers {
         w.join().map_err(|_| "a worker thread panicked")?;
     }
+    // The last row ends at the figures the report is made of (after the workers stopped).
+    if let Some(iv) = rows {
+        iv.finish(snapshot(started.elapsed().min(Duration::from_secs_f64(elapsed))), &bar)
+            .map_err(|e| format!("interval rows: {e}"))?;
+    }
+    bar.finish_and_clear();
     for r in replays {
         r.stop();
     }

@@ -358,6 +358,7 @@ mod tests {
             options: Default::default(),
             seed: 1,
             progress: false,
+            interval: Default::default(),
         };
         let (t, _) = apply(&base, &cfg, Param::Rtt, 80.0).unwrap();
         assert_eq!(t.links[0][1].rtt, Duration::from_millis(80));

@@ -24,6 +24,7 @@ fn compares_two_protocols_on_one_topology() {
             options: Default::default(),
             seed: 7,
             progress: false,
+            interval: Default::default(),
         }),
     };
     let mut started = Vec::new();

@@ -27,6 +27,7 @@ fn a_ycsb_drill_kills_and_restarts_a_dc_and_no_acknowledged_write_is_lost() {
         options: CoordinatorOptions { failover: true, ..Default::default() },
         seed: 7,
         progress: false,
+        interval: Default::default(),
     };
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let r = rt.block_on(run_embedded_drill_ycsb(topo, &cfg, plan, Arc::new(|_| {}))).unwrap();

@@ -40,7 +40,10 @@ impl ExecutorThread {
         f: impl FnOnce(&mut ExecutorCore, u64) -> R + Send + 'static,
     ) -> Option<R> {
         let (tx, rx) = tokio::sync::oneshot::channel();
+        // The caller's span (a transaction's) follows the job onto the executor thread.
+        let span = tracing::Span::current();
         let job: Job = Box::new(move |core, now_ms| {
+            let _entered = span.enter();
             let _ = tx.send(f(core, now_ms));
         });
         {
@@ -57,7 +60,10 @@ impl ExecutorThread {
         f: impl FnOnce(&mut ExecutorCore, u64) -> R + Send + 'static,
     ) -> Option<R> {
         let (tx, rx) = mpsc::channel();
+        // The caller's span (a transaction's) follows the job onto the executor thread.
+        let span = tracing::Span::current();
         let job: Job = Box::new(move |core, now_ms| {
+            let _entered = span.enter();
             let _ = tx.send(f(core, now_ms));
         });
         {

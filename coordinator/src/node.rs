@@ -39,6 +39,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::task::JoinSet;
+use tracing::Instrument;
 
 /// Error codes of [`ErrorReply::code`].
 pub mod error_code {
@@ -329,6 +330,18 @@ impl Node {
     /// secondaries) through the primary's local step and a [`PrimaryTxn`], anything else on
     /// the executor core.
     async fn serve(self: &Arc<Self>, from: NodeId, request: Request) -> Reply {
+        let span = request_span(self.id, from, &request);
+        async move {
+            let reply = self.serve_in_span(from, request).await;
+            tracing::trace!(reply = reply_kind(&reply), "served");
+            reply
+        }
+        .instrument(span)
+        .await
+    }
+
+    /// [`Node::serve`]'s body, run inside the request's span.
+    async fn serve_in_span(self: &Arc<Self>, from: NodeId, request: Request) -> Reply {
         let stopped = || Reply::Error { code: error_code::INTERNAL, message: "node shutting down".into() };
         if baseline::is_primary_request(&request) {
             let txn = request.txn();
@@ -339,11 +352,15 @@ impl Node {
             let m = PrimaryTxn::start(self.topology(), self.id, txn, local, self.options.clone(), Instant::now());
             let (tx, rx) = tokio::sync::oneshot::channel();
             let mut tx = Some(tx);
-            tokio::spawn(self.clone().drive(m, move |action| {
-                if let (Action::Reply { reply }, Some(tx)) = (action, tx.take()) {
-                    let _ = tx.send(reply);
-                }
-            }));
+            tokio::spawn(
+                self.clone()
+                    .drive(m, move |action| {
+                        if let (Action::Reply { reply }, Some(tx)) = (action, tx.take()) {
+                            let _ = tx.send(reply);
+                        }
+                    })
+                    .instrument(tracing::Span::current()),
+            );
             return rx.await.unwrap_or_else(|_| stopped());
         }
         match self.exec.run(move |core, now_ms| core.handle(from, request, now_ms)).await {
@@ -591,10 +608,16 @@ impl Node {
             Action::Finished { .. } | Action::Reply { .. } | Action::Send { .. } => {}
         };
         let node = self.clone();
-        tokio::spawn(async move {
-            let _claim = claim;
-            node.drive(m, on_action).await;
-        });
+        // One span per transaction on its coordinator, at debug level: a disabled span costs
+        // one callsite check, and its fields are not evaluated.
+        let span = tracing::debug_span!("txn", %txn, coordinator = %self.id, protocol = %self.options.protocol);
+        tokio::spawn(
+            async move {
+                let _claim = claim;
+                node.drive(m, on_action).await;
+            }
+            .instrument(span),
+        );
         rx.await.unwrap_or(TxnOutcome {
             txn,
             status: TxnStatus::Unknown("the coordinator stopped before answering".into()),
@@ -617,8 +640,9 @@ impl Node {
             while let Some(action) = m.poll_action() {
                 match action {
                     Action::Send { attempt, to, request } => {
+                        tracing::trace!(%to, attempt, "send");
                         let call = self.call_typed(to, request);
-                        inflight.spawn(async move { (attempt, call.await) });
+                        inflight.spawn(async move { (attempt, call.await) }.instrument(tracing::Span::current()));
                     }
                     other => on_action(other),
                 }
@@ -770,6 +794,49 @@ impl Node {
             }
             _ => err(error_code::MALFORMED, "unexpected message kind".into()),
         }
+    }
+}
+
+/// The span of one request a node serves for a transaction (debug level): `txn` (its
+/// Display), `node` (the server), `from` (the sender), `kind` and, where the request carries
+/// them, the transaction's `coordinator` and participant `dcs`. Disabled, it costs one
+/// callsite check and evaluates none of its fields.
+fn request_span(me: NodeId, from: NodeId, request: &Request) -> tracing::Span {
+    let (kind, coordinator, dcs): (&str, Option<NodeId>, &[redt_proto::DcId]) = match request {
+        Request::Execute(e) => ("execute", Some(e.coordinator), &e.participants),
+        Request::Record(_) => ("record", None, &[]),
+        Request::Decide(_) => ("decide", None, &[]),
+        Request::Accept(a) => ("accept", Some(a.origin.coordinator), &a.origin.participants),
+        Request::Prepare(_) => ("prepare", None, &[]),
+        Request::LogDecision(_) => ("log-decision", None, &[]),
+        Request::RecoveryPrepare(r) => ("recovery-prepare", Some(r.coordinator), &r.participants),
+        Request::Reservations(_) => ("reservations", None, &[]),
+        Request::SnapshotRead(_) => ("snapshot-read", None, &[]),
+    };
+    tracing::debug_span!(
+        "serve",
+        txn = %request.txn(),
+        node = %me,
+        %from,
+        kind,
+        coordinator = coordinator.map(tracing::field::display),
+        dcs = ?dcs
+    )
+}
+
+/// The name of a reply's kind, for the log.
+fn reply_kind(reply: &Reply) -> &'static str {
+    match reply {
+        Reply::Vote { .. } => "vote",
+        Reply::Recorded(_) => "recorded",
+        Reply::Decided(_) => "decided",
+        Reply::Accepted(_) => "accepted",
+        Reply::Prepared { .. } => "prepared",
+        Reply::Ack => "ack",
+        Reply::Promises(_) => "promises",
+        Reply::Reserved(_) => "reserved",
+        Reply::Snapshot { .. } => "snapshot",
+        Reply::Error { .. } => "error",
     }
 }
 

@@ -214,26 +214,37 @@ fn recover(node: &Arc<Node>, orphan: Orphan, claim: Claim, options: RecoveryOpti
         tracing::debug!(node = %node.id, %txn, epoch = %orphan.epoch, "recovery waits: epoch not applied here");
         return;
     };
+    // The recoverer's span (debug level: fields evaluated only when enabled).
+    let span = tracing::debug_span!(
+        "recover",
+        %txn,
+        node = %node.id,
+        coordinator = %orphan.coordinator,
+        dcs = ?orphan.participants
+    );
     let r = Recoverer::start(topology, node.id, orphan, options, Instant::now()).with_placement(node.epochs.clone());
     let r = Watched::new(r, node.board.clone());
     let node = node.clone();
-    tokio::spawn(async move {
-        let _claim = claim;
-        let t0 = Instant::now();
-        let watched = node.clone().drive(r, |_| {}).await;
-        let r = watched.recoverer();
-        let took_ms = t0.elapsed().as_millis() as u64;
-        match r.outcome() {
-            Some(outcome) => tracing::info!(node = %node.id, %txn, ?outcome, took_ms, "recovery ends"),
-            None if !r.blocked_on().is_empty() => tracing::warn!(
-                node = %node.id,
-                %txn,
-                waiting_for = ?r.blocked_on(),
-                "recovery stopped blocked (the node is shutting down); locks stay held"
-            ),
-            None => tracing::info!(node = %node.id, %txn, took_ms, "recovery stopped (the node is shutting down)"),
-        }
-    });
+    tokio::spawn(tracing::Instrument::instrument(
+        async move {
+            let _claim = claim;
+            let t0 = Instant::now();
+            let watched = node.clone().drive(r, |_| {}).await;
+            let r = watched.recoverer();
+            let took_ms = t0.elapsed().as_millis() as u64;
+            match r.outcome() {
+                Some(outcome) => tracing::info!(node = %node.id, %txn, ?outcome, took_ms, "recovery ends"),
+                None if !r.blocked_on().is_empty() => tracing::warn!(
+                    node = %node.id,
+                    %txn,
+                    waiting_for = ?r.blocked_on(),
+                    "recovery stopped blocked (the node is shutting down); locks stay held"
+                ),
+                None => tracing::info!(node = %node.id, %txn, took_ms, "recovery stopped (the node is shutting down)"),
+            }
+        },
+        span,
+    ));
 }
 
 /// Looks at the head of `node`'s ring and carries out what the watch says: each question as

@@ -156,9 +156,56 @@ pub struct OutArgs {
     /// Append the report as one row to this CSV file (header written when the file is new).
     #[arg(long, value_name = "FILE")]
     csv: Option<PathBuf>,
+    /// Print a row per interval of the measured run (not the warm-up): elapsed,
+    /// committed/s, aborts/s, p50/p95/p99 ms of the interval, totals [default: 1s when
+    /// standard output is a terminal and without --json, else no rows]. Above zero; turn
+    /// the rows off with --no-interval.
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true, value_parser = interval_length)]
+    interval: Option<Duration>,
+    /// No interval rows, even on a terminal.
+    #[arg(long, conflicts_with_all = ["interval", "interval_csv"])]
+    no_interval: bool,
+    /// Write the interval rows to this CSV file (created or truncated; header `elapsed_s,
+    /// interval_s, committed, aborted, unknown, committed_per_s, aborted_per_s, p50_ms, p95_ms,
+    /// p99_ms, committed_total, aborted_total`), every --interval [default: 1s]. `--csv`
+    /// keeps one row per run.
+    #[arg(long, value_name = "FILE")]
+    interval_csv: Option<PathBuf>,
+}
+
+/// `--interval`: a duration above zero; 0 is refused, pointing at `--no-interval`.
+fn interval_length(s: &str) -> Result<Duration, String> {
+    match crate::cmd::duration::span(s)? {
+        d if d.is_zero() => {
+            Err(format!("'{s}' is zero: an interval must last some time, e.g. 1s (--no-interval turns the rows off)"))
+        }
+        d => Ok(d),
+    }
 }
 
 impl OutArgs {
+    /// The interval rows asked for: `--interval` (or 1 s) when given, or with
+    /// `--interval-csv`, or by default when standard output is a terminal and `--json` is not
+    /// given; none with `--no-interval`. Rows print unless only `--interval-csv` asked for
+    /// them, to standard error with `--json`.
+    pub(crate) fn intervals(&self) -> redt_bench::interval::IntervalOptions {
+        use std::io::IsTerminal;
+        let by_default = std::io::stdout().is_terminal() && !self.json;
+        let print = !self.no_interval && (self.interval.is_some() || (by_default && self.interval_csv.is_none()));
+        let on = print || (!self.no_interval && self.interval_csv.is_some());
+        redt_bench::interval::IntervalOptions {
+            every: on.then(|| self.interval.unwrap_or(Duration::from_secs(1))),
+            print,
+            to_stderr: self.json,
+            csv: self.interval_csv.clone(),
+        }
+    }
+
+    /// Whether `--interval` or `--interval-csv` was given (for the runs that have no rows).
+    pub(crate) fn asked_for_intervals(&self) -> bool {
+        self.interval.is_some() || self.interval_csv.is_some()
+    }
+
     /// Prints the report — its JSON text `json` with `--json`, else `table()` — then
     /// appends it to the CSV file if asked.
     fn emit(&self, json: String, table: impl FnOnce()) -> Result<()> {
@@ -384,9 +431,13 @@ fn ycsb(a: &YcsbArgs) -> Result<()> {
         options: a.run.ack.options(a.protocol.unwrap_or_default()),
         seed: a.mix.seed,
         progress: !a.out.json,
+        interval: a.out.intervals(),
     };
     let rt = runtime()?;
     let drill = super::drill::bench_plan(&a.drill, a.cluster.is_some(), &topo, a.duration)?;
+    if drill.is_some() && a.out.asked_for_intervals() {
+        bail!("--interval / --interval-csv do not apply to a drill: its timeline has the rows (--timeline-csv FILE)");
+    }
     if a.drill.no_failover && drill.is_none() {
         bail!("--no-failover applies to a drill: add --drill PLAN (or --kill / --cut)");
     }
@@ -528,6 +579,7 @@ fn local(a: &LocalArgs) -> Result<()> {
         ycsb,
         seed: a.mix.seed,
         progress: !a.out.json,
+        interval: a.out.intervals(),
     };
     let r = run_local_ycsb(&topo, &cfg).map_err(anyhow::Error::msg)?;
     a.out.emit(serde_json::to_string_pretty(&r)?, || print_local(&r))

@@ -477,6 +477,9 @@ fn up(
         if let Some(addr) = metrics.get(n.id.0 as usize) {
             args.extend(["--metrics-addr".into(), addr.to_string()]);
         }
+        // The nodes log as `cluster up` was told to (`--log-format`); their log files get
+        // no ANSI colours either way (standard error is a file, not a terminal).
+        args.extend(["--log-format".into(), log_format().into()]);
         // One argument per line: `cluster start` runs the node again exactly so.
         std::fs::write(args_file(run_dir, &n.name), args.join("\n"))?;
         spawn_node(run_dir, &n.name, false)?;
@@ -511,6 +514,23 @@ fn up(
     }
     std::io::stdout().flush()?;
     Ok(())
+}
+
+/// The `--log-format` this process was started with, as `cluster up` passes it on.
+static LOG_FORMAT: std::sync::OnceLock<crate::LogFormat> = std::sync::OnceLock::new();
+
+/// Records the process's `--log-format` (once, at start-up) for the nodes `cluster up`
+/// starts.
+pub fn set_log_format(format: crate::LogFormat) {
+    let _ = LOG_FORMAT.set(format);
+}
+
+/// The `--log-format` value to give the nodes: `text` or `json`.
+fn log_format() -> &'static str {
+    match LOG_FORMAT.get() {
+        Some(crate::LogFormat::Json) => "json",
+        _ => "text",
+    }
 }
 
 /// The file holding the arguments `cluster up` started `node` with, one per line.

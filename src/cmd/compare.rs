@@ -116,6 +116,7 @@ pub fn compare(a: &CompareArgs) -> Result<()> {
             options,
             seed: a.mix.seed,
             progress: !a.json,
+            interval: Default::default(),
         };
         (topo, CompareWorkload::Ycsb(cfg))
     };

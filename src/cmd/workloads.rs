@@ -159,6 +159,7 @@ pub fn bank(a: &BankArgs) -> Result<()> {
         seed: run.seed,
         progress: !run.out.json,
         drill,
+        interval: run.out.intervals(),
     };
     let r = runtime()?.block_on(run_bank(topo, &cfg)).map_err(anyhow::Error::msg)?;
     run.out.emit(serde_json::to_string_pretty(&r)?, || print_bank(&r))?;
@@ -217,6 +218,12 @@ pub fn append(a: &AppendArgs) -> Result<()> {
     }
     if !(0.0..=1.0).contains(&a.read_ratio) {
         bail!("--read-ratio must be in [0, 1]");
+    }
+    if run.out.asked_for_intervals() {
+        bail!(
+            "--interval / --interval-csv: `bench append` has no interval rows (its figures come from checking the \
+             history after the run; --drill's --timeline-csv has a per-100 ms timeline)"
+        );
     }
     let topo = load_topology(run.config.as_deref())?;
     let drill = a.drill.plan(&topo, a.duration)?;
@@ -321,6 +328,7 @@ pub fn sweep(a: &SweepArgs) -> Result<()> {
             options: a.run.ack.options(a.protocol),
             seed: a.mix.seed,
             progress: !a.json,
+            interval: Default::default(),
         },
         protocols: a.protocols.clone(),
         out: a.out.clone(),

@@ -75,6 +75,30 @@ struct Slot {
     /// reached it with less time left than a handshake takes at 200 ms RTT, gave up, and
     /// aborted every handshake in turn: the restarted peer was never reached again.)
     connecting: Option<tokio::sync::watch::Receiver<Handshake>>,
+    /// Whether the peer is down as far as the log knows, so a dead peer is logged once.
+    health: PeerHealth,
+}
+
+/// What the log has said about one peer: a lost connection or a failed handshake is logged
+/// at WARN once, on the change from reachable (or never tried) to down; the next successful
+/// handshake at INFO, once. A peer that stays down logs nothing more, however many calls
+/// fail.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct PeerHealth {
+    down: bool,
+}
+
+impl PeerHealth {
+    /// Records a failure; returns `true` when it is the first since the peer was last
+    /// reachable (log it).
+    fn failed(&mut self) -> bool {
+        !std::mem::replace(&mut self.down, true)
+    }
+
+    /// Records a successful handshake; returns `true` when the peer was down (log it).
+    fn reached(&mut self) -> bool {
+        std::mem::replace(&mut self.down, false)
+    }
 }
 
 /// One QUIC endpoint of a node (server and client) or of a non-node client (client only).
@@ -435,7 +459,11 @@ impl Inner {
             if let Some(conn) = s.conn.as_ref().filter(|c| c.close_reason().is_none()) {
                 return Ok((conn.clone(), false));
             }
-            s.conn = None;
+            if let Some(why) = s.conn.take().and_then(|c| c.close_reason()) {
+                if !matches!(why, ConnectionError::LocallyClosed) && s.health.failed() {
+                    tracing::warn!(%peer, error = %why, "connection to peer lost; reconnecting");
+                }
+            }
             match &s.connecting {
                 Some(handshake) => handshake.clone(),
                 None => {
@@ -454,13 +482,21 @@ impl Inner {
                     let (slot, peer) = (slot.clone(), peer.to_string());
                     self.runtime.spawn(async move {
                         let result = connecting.await.map_err(|e| Arc::new(connection_error(&peer, &e, true)));
-                        {
+                        let changed = {
                             let mut s = slot.lock().unwrap_or_else(PoisonError::into_inner);
                             s.connecting = None;
                             s.conn = result.as_ref().ok().cloned();
-                        }
+                            match &result {
+                                Ok(_) => s.health.reached(),
+                                Err(e) => !matches!(**e, TransportError::Closed) && s.health.failed(),
+                            }
+                        };
                         match &result {
+                            Ok(_) if changed => tracing::info!(%peer, "peer reachable again"),
                             Ok(_) => debug!(%peer, "connected"),
+                            Err(e) if changed => {
+                                tracing::warn!(%peer, error = %e, "peer unreachable or refused the connection")
+                            }
                             Err(e) => debug!(%peer, error = %e, "handshake failed"),
                         }
                         let _ = tx.send(Some(result));
@@ -605,4 +641,19 @@ fn quic_transport_config(cfg: &TransportConfig) -> Result<quinn::TransportConfig
         .max_idle_timeout(Some(idle))
         .keep_alive_interval(Some(cfg.keep_alive_interval));
     Ok(quic)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::PeerHealth;
+
+    #[test]
+    fn a_dead_peer_is_logged_once_and_its_return_once() {
+        let mut h = PeerHealth::default();
+        assert!(h.failed(), "the first failure is logged");
+        assert!(!h.failed() && !h.failed(), "repeated failures are not");
+        assert!(h.reached(), "coming back is logged");
+        assert!(!h.reached(), "staying up is not");
+        assert!(h.failed(), "a new failure after success is logged again");
+    }
 }
