@@ -36,7 +36,7 @@ use crate::node::Node;
 use redt_proto::wire::{Body, RaftMsg, StatusRequest};
 use redt_proto::{majority, DcId, NodeId, PartitionId, Topology};
 use redt_replication::{Command, Membership, RaftMembership, RaftTicks, Status};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Weak};
@@ -235,6 +235,7 @@ async fn run(
     let mut round = 0u64;
     let mut asking: Option<(u64, Suspect, BTreeSet<NodeId>)> = None;
     let mut asked_at: HashMap<Suspect, Instant> = HashMap::new();
+    let mut deferred: HashSet<Suspect> = HashSet::new();
     let mut answers: JoinSet<Answer> = JoinSet::new();
     let mut probes: JoinSet<Option<Command>> = JoinSet::new();
     let mut last_rebuild_step = Instant::now();
@@ -244,7 +245,7 @@ async fn run(
             _ = tick.tick() => {
                 let r = peer.handle_tick();
                 if r.is_ok() && peer.is_leader() && asking.is_none() {
-                    if let Some(suspect) = next_suspect(&n, &peer, &asked_at) {
+                    if let Some(suspect) = next_suspect(&n, &peer, &asked_at, &mut deferred) {
                         asked_at.insert(suspect, Instant::now());
                         round += 1;
                         asking = Some((round, suspect, BTreeSet::from([n.id])));
@@ -341,17 +342,38 @@ async fn run(
 /// suspects whose DC it does not suspect as a whole (its own DC's included), still up in the
 /// membership, holding a replica of some partition (a node that holds none costs nothing
 /// while it is down, and removing it would change no placement).
-fn next_suspect(n: &Node, peer: &RaftMembership, asked_at: &HashMap<Suspect, Instant>) -> Option<Suspect> {
+fn next_suspect(
+    n: &Node,
+    peer: &RaftMembership,
+    asked_at: &HashMap<Suspect, Instant>,
+    deferred: &mut HashSet<Suspect>,
+) -> Option<Suspect> {
     let my_dc = n.topology().nodes.get(n.id.0 as usize).map(|x| x.dc)?;
+    let membership = peer.membership();
+    // A removal the membership would refuse (a second replica of a partition lost before the
+    // first is rebuilt: `Refused::BelowMajority`) is not asked about, and so never proposed:
+    // the suspect stays placed and is waited for. Said once per suspect, at WARN.
+    let mut removable = |s: &Suspect| match membership.check(&s.removal()) {
+        Ok(()) => {
+            deferred.remove(s);
+            true
+        }
+        Err(why) => {
+            if deferred.insert(*s) {
+                tracing::warn!(node = %n.id, suspect = %s, "removal deferred: {why}");
+            }
+            false
+        }
+    };
     let due = |s: &Suspect| asked_at.get(s).is_none_or(|t| t.elapsed() >= CONFIRM_EVERY);
     let dcs = n.board.suspected_dcs();
-    let membership = peer.membership();
     let dc = dcs
         .iter()
         .copied()
         .filter(|&d| d != my_dc && membership.dc_status(d) == Some(Status::Up))
         .map(Suspect::Dc)
-        .find(due);
+        .filter(|s| due(s))
+        .find(|s| removable(s));
     dc.or_else(|| {
         let topology = n.topology();
         n.board
@@ -361,7 +383,8 @@ fn next_suspect(n: &Node, peer: &RaftMembership, asked_at: &HashMap<Suspect, Ins
             .filter(|x| topology.nodes.get(x.0 as usize).is_some_and(|t| !dcs.contains(&t.dc)))
             .filter(|&x| membership.partitions().any(|(_, r)| r.nodes().any(|m| m == x)))
             .map(Suspect::Node)
-            .find(due)
+            .filter(|s| due(s))
+            .find(|s| removable(s))
     })
 }
 

@@ -1250,11 +1250,15 @@ mod tests {
 
     /// 4 DCs × 2 nodes (nodes 2d, 2d+1 in DC d), 4 partitions of n = 3; the voters are the
     /// even nodes, the learners the odd ones.
+    /// 4 DCs × 2 nodes, 4 partitions of 3 replicas. The replication factor is 1 so that two
+    /// DCs can be removed in a row: these tests are about the Raft voters, and with a factor
+    /// of 3 the membership refuses a second replica's removal before the first is rebuilt
+    /// (`Refused::BelowMajority`).
     fn four_dcs() -> (Membership, Vec<NodeId>, Vec<NodeId>) {
         let nodes = (0..8).map(|n| (NodeId(n), DcId(n / 2)));
         let partitions =
             (0..4u32).map(|p| (PartitionId(p), (0..3).map(|d| NodeId(2 * ((p as u16 + d) % 4))).collect()));
-        let m = Membership::new(Epoch(1), nodes, partitions, 3).unwrap();
+        let m = Membership::new(Epoch(1), nodes, partitions, 1).unwrap();
         (m, (0..4).map(|d| NodeId(2 * d)).collect(), (0..4).map(|d| NodeId(2 * d + 1)).collect())
     }
 

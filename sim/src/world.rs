@@ -126,6 +126,9 @@ pub struct SimConfig {
     pub executor_mutations: ExecutorMutations,
     /// Deliberate bugs in the recoverers (tests only).
     pub recovery_mutations: RecoveryMutations,
+    /// Deliberate bug in the membership (tests only): removals may leave a partition below a
+    /// majority of its replicas ([`Membership::set_below_majority_allowed`]).
+    pub remove_below_majority: bool,
     /// Replaces [`RecoveryOptions::turn`] (`None`: the topology's). `Some(0)` makes every DC
     /// other than the coordinator's start recovering at once, so their recoverers duel with
     /// ballots, as clock skew or a slow scan can make them do with any turn.
@@ -151,6 +154,7 @@ impl SimConfig {
             options: CoordinatorOptions::default(),
             executor_mutations: ExecutorMutations::default(),
             recovery_mutations: RecoveryMutations::default(),
+            remove_below_majority: false,
             recovery_turn: None,
             trace: false,
             no_voter_repair: false,
@@ -204,6 +208,9 @@ pub struct SimReport {
     pub dcs_removed: u64,
     /// Nodes killed for good and removed from the placement (the `remove-node` fault).
     pub nodes_removed: u64,
+    /// Removals the membership refused (a DC or node killed all the same, and waited for):
+    /// mostly a second replica of a partition lost before the first was rebuilt.
+    pub removals_refused: u64,
     /// Commits of transactions planned in an epoch after a removal, and among them those
     /// touching a partition that lost a replica (with n = 3 these could not commit at all
     /// while the dead DC was still in the placement: Q = n).
@@ -278,13 +285,14 @@ impl std::fmt::Display for SimReport {
             self.catch_ups_reshipped,
             self.catch_ups_given_up
         )?;
-        if self.dcs_removed + self.nodes_removed > 0 {
+        if self.dcs_removed + self.nodes_removed + self.removals_refused > 0 {
             writeln!(
                 f,
-                "  failover: {} DC removed, {} nodes removed; {} commits planned after it, {} on partitions that lost a replica; \
+                "  failover: {} DC removed, {} nodes removed, {} removals refused; {} commits planned after it, {} on partitions that lost a replica; \
                  {} rebuilds started, {} replicas rebuilt ({} records copied), {} voter repairs",
                 self.dcs_removed,
                 self.nodes_removed,
+                self.removals_refused,
                 self.committed_after_removal,
                 self.committed_on_shrunk_partitions,
                 self.rebuilds_started,
@@ -602,7 +610,8 @@ impl World {
             recovery.turn = turn;
         }
         let factor = topology.partitions.iter().map(|p| p.replicas.len()).max().unwrap_or(1);
-        let membership = Membership::from_topology(&topology, factor).map_err(|e| e.to_string())?;
+        let mut membership = Membership::from_topology(&topology, factor).map_err(|e| e.to_string())?;
+        membership.set_below_majority_allowed(cfg.remove_below_majority);
         let mut w = World {
             backoff_us: 2 * max_rtt.as_micros() as u64,
             recovery,
@@ -989,6 +998,7 @@ impl World {
         self.queue.push(back, Ev::Return { node });
         if let Err(e) = self.membership.apply(&Command::RemoveNode(node)) {
             self.trace(|| format!("removing {node} refused: {e}"));
+            self.report.removals_refused += 1;
             return;
         }
         self.placements.push(Arc::new(placement_of(&self.topology, &self.membership)));
@@ -1024,6 +1034,7 @@ impl World {
         }
         if let Err(e) = self.membership.apply(&Command::RemoveDc(dc)) {
             self.trace(|| format!("removing {dc} refused: {e}"));
+            self.report.removals_refused += 1;
             return;
         }
         self.placements.push(Arc::new(placement_of(&self.topology, &self.membership)));

@@ -656,3 +656,31 @@ fn a_higher_ballot_record_replaces_a_lower_ones_so_the_survivors_finish() {
         "the mutant that keeps the first recorded decision is not caught: {r}"
     );
 }
+
+/// Two removals in one run (`all,remove,remove-node`, bank, default.yaml, 6 s): a DC and then
+/// a node die. Before the membership refused a removal that leaves a partition below a
+/// majority of its replicas, the node's removal after the DC's left some partitions one
+/// voter of three, and transactions of the first epoch, two of their three replicas gone for
+/// good, stayed undecided (20 of seeds 9000–9029). Now the node stays placed and is waited
+/// for: seeds 9000–9009 pass every check, and the mutant that lets the removal through
+/// (`SimConfig::remove_below_majority`) leaves seed 9000 stuck.
+#[test]
+fn a_second_replica_lost_before_the_first_is_rebuilt_is_waited_for() {
+    let two = |seed| {
+        let faults = Faults { remove_dc: true, remove_node: true, ..Faults::all() };
+        let mut cfg = SimConfig::new(topology("default.yaml"), seed, Workload::Bank, faults);
+        cfg.duration = std::time::Duration::from_secs(6);
+        cfg
+    };
+    let reports: Vec<_> = (9000..9010).map(|s| run(two(s)).expect("runs")).collect();
+    let failed: Vec<String> = reports.iter().filter(|r| !r.ok()).map(|r| r.to_string()).collect();
+    assert!(failed.is_empty(), "{} failed:\n{}", failed.len(), failed.join("\n"));
+    assert!(reports.iter().any(|r| r.removals_refused > 0), "no removal was refused in 10 runs");
+    let mut cfg = two(9000);
+    cfg.remove_below_majority = true;
+    let r = run(cfg).expect("runs");
+    assert!(
+        r.violations.iter().any(|v| matches!(v, redt_sim::Violation::Stuck(_))),
+        "the mutant that removes below a majority is not caught: {r}"
+    );
+}
