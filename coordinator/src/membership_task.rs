@@ -351,7 +351,7 @@ fn next_suspect(
     let my_dc = n.topology().nodes.get(n.id.0 as usize).map(|x| x.dc)?;
     let membership = peer.membership();
     // A removal the membership would refuse (a second replica of a partition lost before the
-    // first is rebuilt: `Refused::BelowMajority`) is not asked about, and so never proposed:
+    // first is rebuilt: `Refused::TooFewVoters`) is not asked about, and so never proposed:
     // the suspect stays placed and is waited for. Said once per suspect, at WARN.
     let mut removable = |s: &Suspect| match membership.check(&s.removal()) {
         Ok(()) => {

@@ -189,19 +189,19 @@ pub enum Refused {
         /// Its only remaining voter.
         voter: NodeId,
     },
-    /// Removing the DC or node would leave `partition` with `left` voters, fewer than a
-    /// majority (`needed`) of the replication factor: a second replica of the partition lost
-    /// before the first is rebuilt. Transactions of the older epochs could then never gather
-    /// a majority of their replica sets, and would stay undecided for good; kept in the
-    /// placement, the dead replicas are waited for instead, and their partition waits too
-    /// (as in any majority-quorum system that lost a majority).
-    #[error("removing it would leave partition {partition} with {left} voters, fewer than a majority ({needed}) of its replicas: a second replica lost before the first is rebuilt")]
-    BelowMajority {
-        /// The first partition (in id order) that would fall below a majority.
+    /// Removing the DC or node would leave `partition` with `left` voters, fewer than the
+    /// `needed` ([`Membership::fewest_voters`]): more replicas of the partition lost before
+    /// the first is rebuilt than the recovery rule tolerates. Transactions of the older epochs
+    /// whose votes sat in the removed replicas could then be neither committed nor aborted
+    /// safely, and would stay undecided for good; kept in the placement, the dead replicas are
+    /// waited for instead, and their partition waits too.
+    #[error("removing it would leave partition {partition} with {left} voters, fewer than {needed}: more of its replicas lost before they are rebuilt than recovery tolerates")]
+    TooFewVoters {
+        /// The first partition (in id order) that would fall below.
         partition: PartitionId,
         /// Its voters after the removal.
         left: usize,
-        /// A majority of the replication factor.
+        /// [`Membership::fewest_voters`].
         needed: usize,
     },
     /// `AddLearner` on a removed node.
@@ -278,8 +278,8 @@ pub struct Membership {
     dcs: BTreeMap<DcId, Status>,
     nodes: BTreeMap<NodeId, NodeEntry>,
     partitions: BTreeMap<PartitionId, Replicas>,
-    /// Mutant: removals below a majority of the replication factor go through.
-    below_majority_allowed: bool,
+    /// Mutant: removals below [`Membership::fewest_voters`] go through.
+    too_few_voters_allowed: bool,
 }
 
 impl Membership {
@@ -306,7 +306,7 @@ impl Membership {
         let mut m = Membership {
             epoch,
             replication_factor,
-            below_majority_allowed: false,
+            too_few_voters_allowed: false,
             dcs: BTreeMap::new(),
             nodes: BTreeMap::new(),
             partitions: BTreeMap::new(),
@@ -366,6 +366,19 @@ impl Membership {
         self.replication_factor
     }
 
+    /// The fewest voters a removal may leave a partition with: the replication factor `n`
+    /// less the replicas the recovery rule tolerates losing for good while transactions of
+    /// the older epochs are in flight, `min(Q − M, n − M)` with `Q = ceil(3n/4)` and
+    /// `M = floor(n/2) + 1` (notes/recovery-model.md §5, option NB), and at least one. n = 3
+    /// keeps 2, n = 5 keeps 4, n = 7 keeps 5; n = 4 (which tolerates none) keeps 3. Beyond
+    /// that, a transaction of the first epoch whose votes sat in the removed replicas can be
+    /// neither committed nor aborted safely by the survivors, and stays undecided for good.
+    pub fn fewest_voters(&self) -> usize {
+        let n = self.replication_factor;
+        let (q, m) = (redt_proto::quorum(n), redt_proto::majority(n));
+        n.saturating_sub((q.saturating_sub(m)).min(n.saturating_sub(m)).max(1))
+    }
+
     /// Returns the status of `dc`, or `None` if it is not a member.
     pub fn dc_status(&self, dc: DcId) -> Option<Status> {
         self.dcs.get(&dc).copied()
@@ -407,12 +420,12 @@ impl Membership {
         self.partitions.iter().map(|(&p, r)| (p, r))
     }
 
-    /// Lets removals leave a partition below a majority of the replication factor (the rule
-    /// before `Refused::BelowMajority`): a deliberate bug that the simulation must catch (sim
+    /// Lets removals leave a partition below [`Membership::fewest_voters`] (the rule
+    /// before `Refused::TooFewVoters`): a deliberate bug that the simulation must catch (sim
     /// seed 9000, bank, default, `all,remove,remove-node`: transactions of the first epoch
     /// lose two of their three replicas and stay undecided). Off unless a test turns it on.
-    pub fn set_below_majority_allowed(&mut self, on: bool) {
-        self.below_majority_allowed = on;
+    pub fn set_too_few_voters_allowed(&mut self, on: bool) {
+        self.too_few_voters_allowed = on;
     }
 
     // ---- commands -------------------------------------------------------------------------
@@ -435,7 +448,7 @@ impl Membership {
     ///
     /// The [`Refused`] reason: an unknown DC, node or partition; removing what is removed or
     /// restoring what is up; removing the last DC up or the last voter of a partition, or
-    /// leaving a partition with fewer voters than a majority of the replication factor; a
+    /// leaving a partition with fewer voters than [`Membership::fewest_voters`]; a
     /// learner on a removed node or DC, or in a DC that already holds a replica of the
     /// partition; promoting a node that is not that learner; an exhausted epoch counter.
     pub fn apply(&mut self, command: &Command) -> std::result::Result<Change, Refused> {
@@ -511,9 +524,9 @@ impl Membership {
                 return Err(Refused::LastVoter { partition, voter });
             }
             let left = replicas.voters.iter().filter(|&&n| !gone(self, n)).count();
-            let needed = redt_proto::majority(self.replication_factor);
-            if left < needed && left < replicas.voters.len() && !self.below_majority_allowed {
-                return Err(Refused::BelowMajority { partition, left, needed });
+            let needed = self.fewest_voters();
+            if left < needed && left < replicas.voters.len() && !self.too_few_voters_allowed {
+                return Err(Refused::TooFewVoters { partition, left, needed });
             }
             touched.push(partition);
         }
@@ -729,7 +742,7 @@ mod tests {
     }
 
     /// A second replica of a partition lost before the first is rebuilt is not removed
-    /// (n = 3: one voter left is below a majority of 3); once a learner is promoted back to
+    /// (n = 3: one voter left is fewer than the 2 it keeps); once a learner is promoted back to
     /// three voters, the next removal goes through. `check` answers as `apply` would and
     /// changes nothing.
     #[test]
@@ -737,10 +750,10 @@ mod tests {
         let mut m = paper();
         m.apply(&Command::RemoveDc(DcId(0))).unwrap();
         let before = m.clone();
-        let below = Refused::BelowMajority { partition: PartitionId(0), left: 1, needed: 2 };
+        let below = Refused::TooFewVoters { partition: PartitionId(0), left: 1, needed: 2 };
         assert_eq!(m.check(&Command::RemoveDc(DcId(1))), Err(below.clone()));
         assert_eq!(m.apply(&Command::RemoveDc(DcId(1))), Err(below));
-        assert!(matches!(m.apply(&Command::RemoveNode(NodeId(4))), Err(Refused::BelowMajority { .. })));
+        assert!(matches!(m.apply(&Command::RemoveNode(NodeId(4))), Err(Refused::TooFewVoters { .. })));
         assert_eq!(m, before, "a refused command changes nothing");
         // Node 5 holds only partition 1, which still has three voters: allowed.
         assert!(m.check(&Command::RemoveNode(NodeId(5))).is_ok());
@@ -748,7 +761,7 @@ mod tests {
         // Rebuilt: partition 0 gets a voter in DC 3, and DC 1 may go.
         let added_in = m.apply(&Command::AddLearner { partition: PartitionId(0), node: NodeId(6) }).unwrap().epoch;
         assert!(
-            matches!(m.check(&Command::RemoveDc(DcId(1))), Err(Refused::BelowMajority { .. })),
+            matches!(m.check(&Command::RemoveDc(DcId(1))), Err(Refused::TooFewVoters { .. })),
             "a learner is no voter"
         );
         m.apply(&Command::Promote { partition: PartitionId(0), node: NodeId(6), added_in }).unwrap();
@@ -757,6 +770,26 @@ mod tests {
             m.apply(&Command::Promote { partition: PartitionId(p), node, added_in }).unwrap();
         }
         assert!(m.apply(&Command::RemoveDc(DcId(1))).is_ok());
+    }
+
+    /// The fewest voters a removal leaves, by replication factor: `n − max(1, min(Q − M,
+    /// n − M))`, and a removal that would go below it is refused.
+    #[test]
+    fn the_fewest_voters_follow_the_recovery_rules_tolerance() {
+        let fewest = |n: u16| {
+            let nodes = (0..n).map(|i| (NodeId(i), DcId(i)));
+            let partitions = vec![(PartitionId(0), (0..n).map(NodeId).collect::<Vec<_>>())];
+            Membership::new(Epoch(1), nodes, partitions, n as usize).unwrap().fewest_voters()
+        };
+        assert_eq!((1..=8).map(fewest).collect::<Vec<_>>(), vec![0, 1, 2, 3, 4, 5, 5, 7]);
+        // n = 5 (world-5dc-n5): one DC may go; a second is refused until a rebuild.
+        let nodes = (0..5).map(|i| (NodeId(i), DcId(i)));
+        let mut m = Membership::new(Epoch(1), nodes, vec![(PartitionId(0), (0..5).map(NodeId).collect())], 5).unwrap();
+        m.apply(&Command::RemoveDc(DcId(4))).unwrap();
+        assert_eq!(
+            m.apply(&Command::RemoveDc(DcId(3))),
+            Err(Refused::TooFewVoters { partition: PartitionId(0), left: 3, needed: 4 })
+        );
     }
 
     #[test]

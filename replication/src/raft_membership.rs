@@ -1253,7 +1253,7 @@ mod tests {
     /// 4 DCs × 2 nodes, 4 partitions of 3 replicas. The replication factor is 1 so that two
     /// DCs can be removed in a row: these tests are about the Raft voters, and with a factor
     /// of 3 the membership refuses a second replica's removal before the first is rebuilt
-    /// (`Refused::BelowMajority`).
+    /// (`Refused::TooFewVoters`).
     fn four_dcs() -> (Membership, Vec<NodeId>, Vec<NodeId>) {
         let nodes = (0..8).map(|n| (NodeId(n), DcId(n / 2)));
         let partitions =

@@ -72,8 +72,8 @@ fn commands(m: &Membership, op: &Op) -> Vec<Command> {
 fn check_invariants(m: &Membership) -> Result<(), TestCaseError> {
     for (p, r) in m.partitions() {
         prop_assert!(!r.voters().is_empty(), "partition {p} has no voter");
-        // Never a second replica lost before the first is rebuilt (Refused::BelowMajority).
-        prop_assert!(r.voters().len() >= redt_proto::majority(3), "partition {p} below a majority of 3");
+        // Never a second replica lost before the first is rebuilt (Refused::TooFewVoters).
+        prop_assert!(r.voters().len() >= 2, "partition {p} below the 2 voters n = 3 keeps");
         let mut dcs = BTreeSet::new();
         for n in r.nodes() {
             let dc = m.dc_of(n).expect("replicas are members");
@@ -148,9 +148,9 @@ proptest! {
 }
 
 /// Removing DCs one after another, with no rebuild between: every removal that would leave a
-/// partition below a majority of its 3 replicas is refused, and every partition keeps 2.
+/// partition with fewer than 2 of its 3 replicas is refused, and every partition keeps 2.
 #[test]
-fn removing_every_dc_but_one_stops_below_a_majority_or_at_the_last_dc() {
+fn removing_every_dc_but_one_stops_at_too_few_voters_or_the_last_dc() {
     let mut m = initial();
     let mut refused = Vec::new();
     for dc in 0..DCS {
@@ -159,7 +159,7 @@ fn removing_every_dc_but_one_stops_below_a_majority_or_at_the_last_dc() {
         }
     }
     assert!(
-        refused.iter().all(|r| matches!(r, Refused::BelowMajority { needed: 2, .. } | Refused::LastDc(_))),
+        refused.iter().all(|r| matches!(r, Refused::TooFewVoters { needed: 2, .. } | Refused::LastDc(_))),
         "{refused:?}"
     );
     assert!(!refused.is_empty());

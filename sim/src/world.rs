@@ -126,9 +126,9 @@ pub struct SimConfig {
     pub executor_mutations: ExecutorMutations,
     /// Deliberate bugs in the recoverers (tests only).
     pub recovery_mutations: RecoveryMutations,
-    /// Deliberate bug in the membership (tests only): removals may leave a partition below a
-    /// majority of its replicas ([`Membership::set_below_majority_allowed`]).
-    pub remove_below_majority: bool,
+    /// Deliberate bug in the membership (tests only): removals may leave a partition with fewer
+    /// voters than recovery tolerates ([`Membership::set_too_few_voters_allowed`]).
+    pub remove_too_many: bool,
     /// Replaces [`RecoveryOptions::turn`] (`None`: the topology's). `Some(0)` makes every DC
     /// other than the coordinator's start recovering at once, so their recoverers duel with
     /// ballots, as clock skew or a slow scan can make them do with any turn.
@@ -154,7 +154,7 @@ impl SimConfig {
             options: CoordinatorOptions::default(),
             executor_mutations: ExecutorMutations::default(),
             recovery_mutations: RecoveryMutations::default(),
-            remove_below_majority: false,
+            remove_too_many: false,
             recovery_turn: None,
             trace: false,
             no_voter_repair: false,
@@ -611,7 +611,7 @@ impl World {
         }
         let factor = topology.partitions.iter().map(|p| p.replicas.len()).max().unwrap_or(1);
         let mut membership = Membership::from_topology(&topology, factor).map_err(|e| e.to_string())?;
-        membership.set_below_majority_allowed(cfg.remove_below_majority);
+        membership.set_too_few_voters_allowed(cfg.remove_too_many);
         let mut w = World {
             backoff_us: 2 * max_rtt.as_micros() as u64,
             recovery,
@@ -1215,8 +1215,14 @@ impl World {
         if self.nodes[i].alive {
             return;
         }
-        self.trace(|| format!("{node} comes back (removed)"));
+        let placed = self.placements.last().is_some_and(|t| t.partitions.iter().any(|p| p.holds(node)));
+        self.trace(|| format!("{node} comes back ({})", if placed { "still placed" } else { "removed" }));
         self.boot(i);
+        // Its removal refused (too few voters would have been left), it is a voter still and
+        // restarts as a crashed node does, repairing what lost a voter while it was down.
+        if placed {
+            self.restart_repairs(node);
+        }
         let index = self.placements.len() - 1;
         let at = self.now + self.rng.gen_range(100_000..500_000);
         self.queue.push(at, Ev::Adopt { node, index });

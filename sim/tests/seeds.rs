@@ -658,12 +658,12 @@ fn a_higher_ballot_record_replaces_a_lower_ones_so_the_survivors_finish() {
 }
 
 /// Two removals in one run (`all,remove,remove-node`, bank, default.yaml, 6 s): a DC and then
-/// a node die. Before the membership refused a removal that leaves a partition below a
-/// majority of its replicas, the node's removal after the DC's left some partitions one
-/// voter of three, and transactions of the first epoch, two of their three replicas gone for
+/// a node die. Before the membership refused a removal that leaves a partition with fewer
+/// voters than recovery tolerates (`Membership::fewest_voters`: 2 of 3), the second removal
+/// left some partitions one voter of three, and transactions of the first epoch, two of their three replicas gone for
 /// good, stayed undecided (20 of seeds 9000–9029). Now the node stays placed and is waited
 /// for: seeds 9000–9009 pass every check, and the mutant that lets the removal through
-/// (`SimConfig::remove_below_majority`) leaves seed 9000 stuck.
+/// (`SimConfig::remove_too_many`) leaves seed 9000 stuck.
 #[test]
 fn a_second_replica_lost_before_the_first_is_rebuilt_is_waited_for() {
     let two = |seed| {
@@ -677,10 +677,10 @@ fn a_second_replica_lost_before_the_first_is_rebuilt_is_waited_for() {
     assert!(failed.is_empty(), "{} failed:\n{}", failed.len(), failed.join("\n"));
     assert!(reports.iter().any(|r| r.removals_refused > 0), "no removal was refused in 10 runs");
     let mut cfg = two(9000);
-    cfg.remove_below_majority = true;
+    cfg.remove_too_many = true;
     let r = run(cfg).expect("runs");
     assert!(
         r.violations.iter().any(|v| matches!(v, redt_sim::Violation::Stuck(_))),
-        "the mutant that removes below a majority is not caught: {r}"
+        "the mutant that removes too many replicas is not caught: {r}"
     );
 }
