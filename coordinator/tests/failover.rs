@@ -104,7 +104,11 @@ async fn a_dead_dc_is_removed_and_its_partitions_commit_again() {
 /// Two DCs of four die one after the other (issue 13, Raft conf changes): the first removal
 /// demotes dc2's Raft voter to a learner, so when dc3 dies too the 2 live voters of the 3 left
 /// (a minority of the 4 initial ones) still confirm and commit its removal, and a partition
-/// whose replicas are all on the survivors commits writes in the newest epoch.
+/// whose replicas are all on the survivors commits writes in the newest epoch. dc3 dies once
+/// the rebuild has brought every partition back to three voters: before that, its removal
+/// would leave partitions that lost a replica in dc2 with one voter, fewer than recovery
+/// tolerates, and the membership refuses it (`Refused::TooFewVoters`; the simulation's
+/// `a_second_replica_lost_before_the_first_is_rebuilt_is_waited_for`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_second_dead_dc_of_four_is_removed_too() {
     let options = CoordinatorOptions { failover: true, ..CoordinatorOptions::default() };
@@ -130,6 +134,21 @@ async fn a_second_dead_dc_of_four_is_removed_too() {
     })
     .await;
     eprintln!("dc2 removed {:?} after its kill", t0.elapsed());
+    until(Duration::from_secs(90), "every partition back at three voters", async || {
+        for &n in &alive {
+            if !cluster
+                .node(n)
+                .status(false)
+                .await
+                .is_ok_and(|s| s.under_replicated == 0 && s.removed_dcs == vec![first])
+            {
+                return false;
+            }
+        }
+        true
+    })
+    .await;
+    eprintln!("rebuilt {:?} after dc2's kill", t0.elapsed());
 
     let t1 = Instant::now();
     for &n in &t.dcs[second.0 as usize].nodes {
