@@ -202,6 +202,31 @@ fn a_prepare_answers_the_applied_decision_over_a_repeated_phase1() {
     }
 }
 
+/// A `RecoveryPrepare` of `t` at `ballot` for partition 0 on DC 0, coordinated by node 1 (the
+/// recovery tests' one-DC transaction).
+fn recovery_prepare(t: TxnId, ballot: u32, topology: &redt_proto::Topology) -> redt_coordinator::message::Request {
+    use redt_coordinator::message::{RecoveryPrepare, Request};
+    Request::RecoveryPrepare(RecoveryPrepare {
+        txn: t,
+        ballot: redt_proto::Ballot(ballot),
+        start: redt_proto::Cts(1 << 20),
+        partitions: vec![redt_proto::PartitionId(0)],
+        epoch: topology.epoch,
+        coordinator: NodeId(1),
+        participants: vec![DcId(0)],
+    })
+}
+
+/// Node 0's promise in a reply to [`recovery_prepare`].
+fn promise(reply: redt_coordinator::message::Reply) -> redt_dc_executor::Promise {
+    match reply {
+        redt_coordinator::message::Reply::Promises(p) => {
+            p.into_iter().find(|p| p.node == NodeId(0)).expect("node 0 answers").promise
+        }
+        other => panic!("promises expected, got {other:?}"),
+    }
+}
+
 /// A PREPARE at a replica that holds no entry of the transaction writes a fence entry there
 /// (DESIGN.md §2, recovery): it promises the ballot durably (a lower ballot is refused, even
 /// by a new process over the same MemStore), it holds a recorded decision that the next
@@ -209,26 +234,12 @@ fn a_prepare_answers_the_applied_decision_over_a_repeated_phase1() {
 /// writing a second one.
 #[test]
 fn a_prepare_without_an_entry_writes_one_fence_entry_that_holds_a_record() {
-    use redt_coordinator::message::{Decide, DecideRole, Record, RecoveryPrepare, Reply, Request};
+    use redt_coordinator::message::{Decide, DecideRole, Record, Reply, Request};
     use redt_dc_executor::{EntryStatus, Promise, VoteCode};
-    use redt_proto::{Ballot, Cts, PartitionId};
+    use redt_proto::{Ballot, Cts};
     let (mut core, dc, topology) = core();
     let t = TxnId::new(NodeId(1), 41);
-    let prepare = |ballot: u32| {
-        Request::RecoveryPrepare(RecoveryPrepare {
-            txn: t,
-            ballot: Ballot(ballot),
-            start: Cts(1 << 20),
-            partitions: vec![PartitionId(0)],
-            epoch: topology.epoch,
-            coordinator: NodeId(1),
-            participants: vec![DcId(0)],
-        })
-    };
-    let promise = |reply: Reply| match reply {
-        Reply::Promises(p) => p.into_iter().find(|p| p.node == NodeId(0)).expect("node 0 answers").promise,
-        other => panic!("promises expected, got {other:?}"),
-    };
+    let prepare = |ballot: u32| recovery_prepare(t, ballot, &topology);
     let fence = match promise(core.handle(NodeId(2), prepare(2 << 10), 1).reply) {
         Promise::Entry { entry, vote, recorded, redo } => {
             assert_eq!((vote, recorded), (VoteCode::Abort, None));
@@ -283,28 +294,14 @@ fn a_prepare_without_an_entry_writes_one_fence_entry_that_holds_a_record() {
 #[test]
 fn a_higher_ballot_record_replaces_a_lower_ones_decision() {
     use redt_coordinator::executor_core::ExecutorMutations;
-    use redt_coordinator::message::{Record, RecoveryPrepare, Reply, Request};
+    use redt_coordinator::message::{Record, Reply, Request};
     use redt_dc_executor::{EntryRef, Promise, VoteCode};
-    use redt_proto::{Ballot, Cts, PartitionId};
+    use redt_proto::{Ballot, Cts};
     for mutant in [false, true] {
         let (core, _dc, topology) = core();
         let mut core = core.with_mutations(ExecutorMutations { first_record_stays: mutant, ..Default::default() });
         let t = TxnId::new(NodeId(1), 43);
-        let prepare = |ballot: u32| {
-            Request::RecoveryPrepare(RecoveryPrepare {
-                txn: t,
-                ballot: Ballot(ballot),
-                start: Cts(1 << 20),
-                partitions: vec![PartitionId(0)],
-                epoch: topology.epoch,
-                coordinator: NodeId(1),
-                participants: vec![DcId(0)],
-            })
-        };
-        let promise = |reply: Reply| match reply {
-            Reply::Promises(p) => p.into_iter().find(|p| p.node == NodeId(0)).expect("node 0 answers").promise,
-            other => panic!("promises expected, got {other:?}"),
-        };
+        let prepare = |ballot: u32| recovery_prepare(t, ballot, &topology);
         let record = |ballot: u32, decision: Decision, entry: EntryRef| {
             Request::Record(Record { txn: t, ballot: Ballot(ballot), decision, entries: vec![entry] })
         };
@@ -340,30 +337,15 @@ fn a_higher_ballot_record_replaces_a_lower_ones_decision() {
 #[test]
 fn a_replica_whose_ring_was_full_gets_its_fence_entry_later() {
     use redt_coordinator::executor_core::ExecutorMutations;
-    use redt_coordinator::message::{RecoveryPrepare, Reply, Request};
     use redt_dc_executor::{Promise, VoteCode};
-    use redt_proto::{Ballot, Cts, Offset, PartitionId};
+    use redt_proto::{Ballot, Offset};
     for mutant in [false, true] {
         let (core, dc, topology) = core();
         let mut core = core
             .with_ring_patience(std::time::Duration::ZERO)
             .with_mutations(ExecutorMutations { no_fence_after_full_ring: mutant, ..Default::default() });
         let t = TxnId::new(NodeId(1), 43);
-        let prepare = |ballot: u32| {
-            Request::RecoveryPrepare(RecoveryPrepare {
-                txn: t,
-                ballot: Ballot(ballot),
-                start: Cts(1 << 20),
-                partitions: vec![PartitionId(0)],
-                epoch: topology.epoch,
-                coordinator: NodeId(1),
-                participants: vec![DcId(0)],
-            })
-        };
-        let promise = |reply: Reply| match reply {
-            Reply::Promises(p) => p.into_iter().find(|p| p.node == NodeId(0)).expect("node 0 answers").promise,
-            other => panic!("promises expected, got {other:?}"),
-        };
+        let prepare = |ballot: u32| recovery_prepare(t, ballot, &topology);
         // Every slot reserved and none released: the ring is full.
         let layout = dc.layout;
         let slots = layout.ring_slots();
