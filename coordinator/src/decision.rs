@@ -159,12 +159,6 @@ impl Ruling {
 
 pub use redt_proto::{majority, quorum};
 
-/// Orders versions by `(cts, update counter)`: the update counter wraps at 2^16, so the commit
-/// timestamp comes first and the counter only breaks ties.
-fn rank(v: CellVersion) -> (Cts, u16) {
-    (v.cts(), v.update_counter())
-}
-
 impl PartitionVotes {
     /// Returns the votes `replicas`, one per replica in placement order.
     pub fn new(replicas: Vec<ReplicaVote>) -> Self {
@@ -194,7 +188,7 @@ impl PartitionVotes {
                 for &(item, v) in versions {
                     newest
                         .entry(item)
-                        .and_modify(|cur| *cur = if rank(v) > rank(*cur) { v } else { *cur })
+                        .and_modify(|cur| *cur = if v.rank() > cur.rank() { v } else { *cur })
                         .or_insert(v);
                 }
             }

@@ -46,6 +46,13 @@ impl CellVersion {
     pub fn next(self, cts: Cts) -> Self {
         CellVersion::new(self.update_counter().wrapping_add(1), cts)
     }
+
+    /// The order of versions, `(cts, update counter)`: the counter wraps at 2^16, so the
+    /// commit timestamp comes first and the counter only breaks ties. Votes
+    /// (`redt_coordinator::decision`) and the [`ThomasRule`] both order by it.
+    pub fn rank(self) -> (Cts, u16) {
+        (self.cts(), self.update_counter())
+    }
 }
 
 /// Which write wins when two writes of one cell carry the same commit timestamp (the Thomas
@@ -86,7 +93,7 @@ impl ThomasRule {
             Some(seen) => {
                 let new = seen.next(cts);
                 let wins = match self {
-                    ThomasRule::Versions => rank(new) > rank(cur),
+                    ThomasRule::Versions => new.rank() > cur.rank(),
                     ThomasRule::FirstWriteAtCts => cts > cur.cts(),
                 };
                 wins.then_some(new)
@@ -98,16 +105,10 @@ impl ThomasRule {
     /// Whether a copied version `incoming` (a snapshot carries whole versions) replaces `cur`.
     pub fn replaces(self, incoming: CellVersion, cur: CellVersion) -> bool {
         match self {
-            ThomasRule::Versions => rank(incoming) > rank(cur),
+            ThomasRule::Versions => incoming.rank() > cur.rank(),
             ThomasRule::FirstWriteAtCts => incoming.cts() > cur.cts(),
         }
     }
-}
-
-/// Orders versions by `(cts, update counter)`: the counter wraps at 2^16, so the commit
-/// timestamp comes first and the counter only breaks ties (as the coordinator's votes do).
-fn rank(v: CellVersion) -> (Cts, u16) {
-    (v.cts(), v.update_counter())
 }
 
 /// Byte layout of one table's records, derived from its schema.
@@ -367,7 +368,7 @@ mod tests {
                     let ba = land(ThomasRule::Versions, start, &[(cts, Some(b)), (cts, Some(a))]);
                     assert_eq!(ab, ba, "start {start:?} copies {a:?} {b:?}");
                     if start.cts() < cts {
-                        let newer = if rank(a) >= rank(b) { a } else { b };
+                        let newer = if a.rank() >= b.rank() { a } else { b };
                         assert_eq!(ab, newer.next(cts), "start {start:?} copies {a:?} {b:?}");
                         let first = land(ThomasRule::FirstWriteAtCts, start, &[(cts, Some(a)), (cts, Some(b))]);
                         assert_eq!(first, a.next(cts), "the mutant keeps the first copy");
