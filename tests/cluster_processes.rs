@@ -5,7 +5,7 @@
 //! stops it — also when an assertion fails (see [`ClusterGuard`]).
 
 mod common;
-use common::{local_fast_yaml, path_str, redt, text, ClusterGuard, REDT};
+use common::{cluster_up, local_fast_yaml, path_str, redt, text, ClusterGuard, REDT};
 use redt_coordinator::call::kv_call;
 use redt_coordinator::{Client, TxnIds, TxnOutcome, TxnStatus};
 use redt_dc_executor::{DcHandle, KvOp, Layout, LocalVerbs, Verbs};
@@ -200,21 +200,9 @@ fn cluster_up_processes() {
 
     let mut guard = ClusterGuard::new(run_dir.clone());
     let t0 = Instant::now();
-    let out = redt(&[
-        "cluster",
-        "up",
-        "--config",
-        path_str(&config),
-        "--run-dir",
-        path_str(&run_dir),
-        "--records-per-partition",
-        "64",
-        "--shm-dir",
-        path_str(shm.path()),
-        // A node killed and a DC cut off here come back to the same placement (recovery,
-        // issue 12); failover would remove them for good (coordinator/tests/failover.rs).
-        "--no-failover",
-    ]);
+    // A node killed and a DC cut off here come back to the same placement (recovery,
+    // issue 12); failover would remove them for good (coordinator/tests/failover.rs).
+    let out = cluster_up(&config, &run_dir, 64, shm.path(), &["--no-failover"]);
     assert!(out.status.success(), "redt cluster up: {}", text(&out));
     println!("cluster up in {:?}: {}", t0.elapsed(), String::from_utf8_lossy(&out.stdout).trim());
     let pids: Vec<u32> = topo
@@ -460,24 +448,12 @@ fn a_killed_node_restarts_and_recovery_decides_what_it_left() {
     let certs = run_dir.join("certs");
     let topo = Arc::new(Topology::load(&config).expect("the edited topology loads"));
     let mut guard = ClusterGuard::new(run_dir.clone());
+    // The killed node (its whole DC in local-fast) comes back to the same placement
+    // (recovery, issue 12); failover would remove its DC for good.
     let up = |extra: &[&str]| {
-        let mut args = vec![
-            "cluster",
-            "up",
-            "--config",
-            path_str(&config),
-            "--run-dir",
-            path_str(&run_dir),
-            "--records-per-partition",
-            "64",
-            "--shm-dir",
-            path_str(shm.path()),
-            // The killed node (its whole DC in local-fast) comes back to the same placement
-            // (recovery, issue 12); failover would remove its DC for good.
-            "--no-failover",
-        ];
+        let mut args = vec!["--no-failover"];
         args.extend_from_slice(extra);
-        redt(&args)
+        cluster_up(&config, &run_dir, 64, shm.path(), &args)
     };
     let out = up(&[]);
     assert!(out.status.success(), "redt cluster up: {}", text(&out));

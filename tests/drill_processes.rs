@@ -8,7 +8,7 @@
 //! asserted.
 
 mod common;
-use common::{local_fast_yaml, path_str, redt, text, ClusterGuard};
+use common::{cluster_up, local_fast_yaml, path_str, redt, text, ClusterGuard};
 use std::path::Path;
 
 /// Listen port of this test's cluster (cluster_processes.rs uses 7640–7680).
@@ -25,18 +25,7 @@ fn a_kill_drill_under_the_bench_loses_no_acknowledged_commit() {
     let run_dir = work.path().join("run");
     let certs = run_dir.join("certs");
     let _guard = ClusterGuard::new(run_dir.clone());
-    let out = redt(&[
-        "cluster",
-        "up",
-        "--config",
-        path_str(&config),
-        "--run-dir",
-        path_str(&run_dir),
-        "--records-per-partition",
-        "500",
-        "--shm-dir",
-        path_str(shm.path()),
-    ]);
+    let out = cluster_up(&config, &run_dir, 500, shm.path(), &[]);
     assert!(out.status.success(), "redt cluster up: {}", text(&out));
 
     // The bench under a one-event plan: dc3-n1 killed 1.5 s into the 5 s measured run and

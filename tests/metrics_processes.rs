@@ -5,7 +5,7 @@
 //! client was told, and the epoch, the latency histogram and the links are there.
 
 mod common;
-use common::{local_fast_yaml, path_str, redt, text, ClusterGuard, REDT};
+use common::{cluster_up, local_fast_yaml, path_str, text, ClusterGuard, REDT};
 use std::collections::{BTreeMap, HashMap};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -222,18 +222,7 @@ fn a_scrape_of_every_node_counts_the_commits_the_client_saw() {
     std::fs::write(&config, yaml).unwrap();
     let run_dir = work.path().join("run");
     let mut guard = ClusterGuard::new(run_dir.clone());
-    let out = redt(&[
-        "cluster",
-        "up",
-        "--config",
-        path_str(&config),
-        "--run-dir",
-        path_str(&run_dir),
-        "--records-per-partition",
-        "16",
-        "--shm-dir",
-        path_str(shm.path()),
-    ]);
+    let out = cluster_up(&config, &run_dir, 16, shm.path(), &[]);
     assert!(out.status.success(), "redt cluster up: {}", text(&out));
     let stdout = String::from_utf8_lossy(&out.stdout).to_string();
 

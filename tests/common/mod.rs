@@ -24,6 +24,26 @@ pub fn redt(args: &[&str]) -> Output {
     Command::new(REDT).args(args).stdin(Stdio::null()).output().expect("run the redt binary")
 }
 
+/// Runs `redt cluster up` on `config` into `run_dir`, loading `records` records per
+/// partition, with the MemStore files under `shm`, and then the flags `extra`.
+pub fn cluster_up(config: &Path, run_dir: &Path, records: u32, shm: &Path, extra: &[&str]) -> Output {
+    let records = records.to_string();
+    let mut args = vec![
+        "cluster",
+        "up",
+        "--config",
+        path_str(config),
+        "--run-dir",
+        path_str(run_dir),
+        "--records-per-partition",
+        &records,
+        "--shm-dir",
+        path_str(shm),
+    ];
+    args.extend_from_slice(extra);
+    redt(&args)
+}
+
 /// A run's status, standard output and standard error, for an assertion message.
 pub fn text(out: &Output) -> String {
     format!(
