@@ -76,6 +76,11 @@ pub struct ExecutorMutations {
     /// gets one later: once its partition's other replicas are removed no majority can hold
     /// the recovery's record (sim seed 40186, bank, local-fast, 6 s).
     pub no_fence_after_full_ring: bool,
+    /// A PREPARE keeps no promise in the node's promise table: a replica that answered
+    /// `NoVote` because its ring was full promised nothing, so a later PREPARE of a lower
+    /// ballot (a restarted executor, or another executor of the DC) gets a fence entry that
+    /// accepts its RECORD after the higher ballot was promised.
+    pub no_promise_table: bool,
     /// A removed node back from the dead aborts the undecided entries of its old-epoch
     /// transactions in every ring of its DC, not only its own: a live neighbour's entry of a
     /// committed transaction is aborted (sim seed 8, bank, default, `all,remove-node`, 6 s).
@@ -210,6 +215,7 @@ impl ExecutorCore {
         self.executor = Executor::new(dc, self.hlc.clone()).with_ring_patience(patience);
         self.executor.set_fence_entries(!self.mutations.no_fence_entries);
         self.executor.set_fence_after_full_ring(!self.mutations.no_fence_after_full_ring);
+        self.executor.set_promise_table(!self.mutations.no_promise_table);
         self.executor.set_thomas_rule(self.mutations.thomas_rule());
         self.executor.set_first_record_stays(self.mutations.first_record_stays);
         self
@@ -220,6 +226,7 @@ impl ExecutorCore {
         self.mutations = mutations;
         self.executor.set_fence_entries(!mutations.no_fence_entries);
         self.executor.set_fence_after_full_ring(!mutations.no_fence_after_full_ring);
+        self.executor.set_promise_table(!mutations.no_promise_table);
         self.executor.set_thomas_rule(mutations.thomas_rule());
         self.executor.set_first_record_stays(mutations.first_record_stays);
         self

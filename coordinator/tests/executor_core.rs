@@ -369,6 +369,171 @@ fn a_replica_whose_ring_was_full_gets_its_fence_entry_later() {
     }
 }
 
+/// The ballot a replica promised by answering `NoVote` for a full ring lives in its node's
+/// promise table, not in the answering executor's memory: a restarted executor (or another
+/// executor of the DC, which PREPAREs the same ring) refuses a lower ballot once the ring has
+/// room. With `ExecutorMutations::no_promise_table` the lower ballot gets a fence entry that
+/// then accepts its RECORD, after the higher ballot was promised: two recoverers could each
+/// count this replica toward a different decision.
+#[test]
+fn a_full_rings_promise_outlives_the_executor_that_gave_it() {
+    use redt_coordinator::executor_core::ExecutorMutations;
+    use redt_coordinator::message::{Record, Reply, Request};
+    use redt_dc_executor::Promise;
+    use redt_proto::{Ballot, Cts, Offset};
+    for mutant in [false, true] {
+        let (core, dc, topology) = core();
+        let mutations = ExecutorMutations { no_promise_table: mutant, ..Default::default() };
+        let mut first = core.with_ring_patience(std::time::Duration::ZERO).with_mutations(mutations);
+        let t = TxnId::new(NodeId(1), 44);
+        let prepare = |ballot: u32| recovery_prepare(t, ballot, &topology);
+        let layout = dc.layout;
+        let slots = layout.ring_slots();
+        dc.verbs.fetch_and_add(NodeId(0), Offset(layout.ring_off + 8), slots).expect("FAA on the tail");
+        assert_eq!(promise(first.handle(NodeId(2), prepare(2 << 10), 1).reply), Promise::NoVote);
+        // Replay released every slot; the executor that answered is gone (a restart, or the
+        // next PREPARE reaches another executor of the DC).
+        dc.verbs.write(NodeId(0), Offset(layout.ring_off), &slots.to_le_bytes()).expect("WRITE of the head");
+        drop(first);
+        let mut other =
+            ExecutorCore::new(Arc::new(Epochs::new(topology.clone())), NodeId(0), dc.clone(), Arc::new(Hlc::new()))
+                .with_mutations(mutations);
+        let lower = promise(other.handle(NodeId(2), prepare(1 << 10), 2).reply);
+        if !mutant {
+            assert_eq!(lower, Promise::Refused { promised: Ballot(2 << 10) });
+            continue;
+        }
+        let Promise::Entry { entry, .. } = lower else { panic!("mutant: a fence entry expected, got {lower:?}") };
+        let record = Request::Record(Record {
+            txn: t,
+            ballot: Ballot(1 << 10),
+            decision: Decision::Commit(Cts(8_000_000)),
+            entries: vec![entry],
+        });
+        assert_eq!(other.handle(NodeId(2), record, 3).reply, Reply::Recorded(true), "mutant: the lower ballot records");
+    }
+}
+
+/// Verbs that raise one transaction's promise-table row on node 0 to a ballot right before
+/// the first batch that WRITEs (the fence entry): a second executor of the DC whose PREPARE
+/// of a higher ballot raised the row after this one's second ring scan.
+struct RaiseBeforeFence {
+    inner: Arc<dyn Verbs>,
+    layout: Layout,
+    txn: TxnId,
+    ballot: redt_proto::Ballot,
+    armed: std::sync::atomic::AtomicBool,
+}
+
+impl Verbs for RaiseBeforeFence {
+    fn read(&self, node: NodeId, offset: redt_proto::Offset, buf: &mut [u8]) -> redt_dc_executor::Result<()> {
+        self.inner.read(node, offset, buf)
+    }
+    fn write(&self, node: NodeId, offset: redt_proto::Offset, data: &[u8]) -> redt_dc_executor::Result<()> {
+        self.inner.write(node, offset, data)
+    }
+    fn compare_and_swap(
+        &self,
+        node: NodeId,
+        offset: redt_proto::Offset,
+        expected: u64,
+        new: u64,
+    ) -> redt_dc_executor::Result<u64> {
+        self.inner.compare_and_swap(node, offset, expected, new)
+    }
+    fn fetch_and_add(&self, node: NodeId, offset: redt_proto::Offset, add: u64) -> redt_dc_executor::Result<u64> {
+        self.inner.fetch_and_add(node, offset, add)
+    }
+    fn masked_compare_and_swap(
+        &self,
+        node: NodeId,
+        offset: redt_proto::Offset,
+        compare: u64,
+        compare_mask: u64,
+        swap: u64,
+        swap_mask: u64,
+    ) -> redt_dc_executor::Result<u64> {
+        self.inner.masked_compare_and_swap(node, offset, compare, compare_mask, swap, swap_mask)
+    }
+    fn masked_fetch_and_add(
+        &self,
+        node: NodeId,
+        offset: redt_proto::Offset,
+        add: u64,
+        boundary: u64,
+    ) -> redt_dc_executor::Result<u64> {
+        self.inner.masked_fetch_and_add(node, offset, add, boundary)
+    }
+    fn post_batch(
+        &self,
+        node: NodeId,
+        batch: &mut redt_dc_executor::verbs::DoorbellBatch,
+    ) -> redt_dc_executor::Result<()> {
+        use redt_dc_executor::verbs::WorkRequest;
+        let writes = batch.requests().iter().any(|r| matches!(r, WorkRequest::Write { .. }));
+        if writes && self.armed.swap(false, std::sync::atomic::Ordering::SeqCst) {
+            let raised =
+                redt_dc_executor::promise_table::raise(self.inner.as_ref(), node, &self.layout, self.txn, self.ballot)?;
+            assert!(matches!(raised, redt_dc_executor::promise_table::Raise::Promised { .. }), "{raised:?}");
+        }
+        self.inner.post_batch(node, batch)
+    }
+    fn counters(&self) -> &redt_dc_executor::verbs::VerbCounters {
+        self.inner.counters()
+    }
+}
+
+/// Two executors of one DC PREPARE the same replica at once and neither finds an entry: the
+/// one whose ballot is lower writes its fence entry, but reads the promise table after the
+/// write and finds the higher ballot the other raised meanwhile, so it answers `Refused` and
+/// promises that ballot in its fence entry, where the lower ballot's RECORD is then refused.
+/// With `ExecutorMutations::no_promise_table` it answers the fence entry at its own ballot.
+#[test]
+fn of_two_executors_fencing_one_replica_at_once_the_lower_ballot_is_refused() {
+    use redt_coordinator::executor_core::ExecutorMutations;
+    use redt_coordinator::message::{Record, Reply, Request};
+    use redt_dc_executor::Promise;
+    use redt_proto::{Ballot, Cts};
+    for mutant in [false, true] {
+        let (_core, dc, topology) = core();
+        let t = TxnId::new(NodeId(1), 45);
+        let spy = Arc::new(RaiseBeforeFence {
+            inner: dc.verbs.clone(),
+            layout: dc.layout,
+            txn: t,
+            ballot: Ballot(2 << 10),
+            armed: std::sync::atomic::AtomicBool::new(true),
+        });
+        let spied = Arc::new(DcHandle::new(&topology, spy.clone()));
+        let mut lower =
+            ExecutorCore::new(Arc::new(Epochs::new(topology.clone())), NodeId(0), spied, Arc::new(Hlc::new()))
+                .with_mutations(ExecutorMutations { no_promise_table: mutant, ..Default::default() });
+        let answer = promise(lower.handle(NodeId(2), recovery_prepare(t, 1 << 10, &topology), 1).reply);
+        assert!(!spy.armed.load(std::sync::atomic::Ordering::SeqCst), "the fence entry was written");
+        let entries = redt_dc_executor::ring_entries(dc.verbs.as_ref(), NodeId(0), &dc.layout).expect("reads the ring");
+        let fence = entries.iter().find(|(_, _, e)| e.txn == t).map(|&(index, slots, _)| redt_dc_executor::EntryRef {
+            node: NodeId(0),
+            index,
+            slots,
+        });
+        let fence = fence.expect("a fence entry in the ring");
+        let record = Request::Record(Record {
+            txn: t,
+            ballot: Ballot(1 << 10),
+            decision: Decision::Commit(Cts(8_000_000)),
+            entries: vec![fence],
+        });
+        let recorded = lower.handle(NodeId(2), record, 2).reply;
+        if mutant {
+            assert!(matches!(answer, Promise::Entry { .. }), "mutant: {answer:?}");
+            assert_eq!(recorded, Reply::Recorded(true), "mutant: the lower ballot records");
+        } else {
+            assert_eq!(answer, Promise::Refused { promised: Ballot(2 << 10) });
+            assert_eq!(recorded, Reply::Recorded(false), "the fence entry holds the higher promise");
+        }
+    }
+}
+
 /// A secondary that restarted between a primary's accept and its decision settles the redo
 /// its previous life accepted (found in the ring), instead of leaving it `Logged` for good.
 #[test]

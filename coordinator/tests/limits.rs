@@ -176,8 +176,13 @@ fn tiny_heap(name: &str, port: u16, records: u64) -> Topology {
     let mut t = local_fast(name, port);
     let mut m = MemStoreConfig { size_bytes: 0, index_bytes: 64 << 10, ring_bytes: 64 << 10 };
     let kv_record = (64 + 8 + 2048u64).div_ceil(64) * 64;
-    m.size_bytes =
-        192 + m.index_bytes + m.ring_bytes + m.decision_log_bytes() + m.absent_lock_bytes() + kv_record * records;
+    m.size_bytes = 192
+        + m.index_bytes
+        + m.ring_bytes
+        + m.decision_log_bytes()
+        + m.absent_lock_bytes()
+        + m.promise_table_bytes()
+        + kv_record * records;
     t.memstore = m;
     t
 }

@@ -210,8 +210,9 @@ pub struct Executor {
     /// Whether a PREPARE at a replica that answered `NoVote` for a full ring writes its
     /// fence entry later, once the ring has room (`prepare.rs`).
     pub(crate) fence_after_full_ring: bool,
-    /// The ballots promised by `NoVote` answers for full rings (`prepare.rs`).
-    pub(crate) unfenced: crate::prepare::NoVotePromises,
+    /// Whether a PREPARE that writes a fence entry keeps its promise in the node's promise
+    /// table first (`promise_table.rs`); off only as a mutant.
+    pub(crate) promise_table: bool,
     /// How a catch-up applied straight to the records settles a tie at one commit timestamp.
     pub(crate) thomas_rule: crate::ThomasRule,
     /// Mutant: a recorded decision is never replaced, even by a higher ballot's.
@@ -291,7 +292,7 @@ impl Executor {
             fence_after_full_ring: true,
             thomas_rule: crate::ThomasRule::default(),
             first_record_stays: false,
-            unfenced: Default::default(),
+            promise_table: true,
         }
     }
 
@@ -309,6 +310,15 @@ impl Executor {
     /// can never record a decision at a majority once its other replicas are removed).
     pub fn set_fence_after_full_ring(&mut self, on: bool) {
         self.fence_after_full_ring = on;
+    }
+
+    /// Sets whether a PREPARE that writes a fence entry keeps its promise in the node's
+    /// promise table first (`promise_table.rs`). On by default; off only as a deliberate bug
+    /// a test must catch: a `NoVote` for a full ring then promises nothing, so a later PREPARE
+    /// of a lower ballot, by a restarted executor or another of the DC, gets a fence entry that
+    /// accepts its RECORD after the higher ballot was promised.
+    pub fn set_promise_table(&mut self, on: bool) {
+        self.promise_table = on;
     }
 
     /// Sets the Thomas write rule of catch-ups applied straight to the records

@@ -18,6 +18,7 @@ pub mod lock;
 mod memstore;
 mod prepare;
 mod procedure;
+pub mod promise_table;
 mod record;
 mod region;
 mod replay;
@@ -36,7 +37,7 @@ pub use executor::{
 pub use hlc::{Clock, Hlc, SystemClock, LOGICAL_BITS, ORIGIN_UNIX_MS};
 pub use index::{Index, IndexStats};
 pub use memstore::{Layout, LINE, MAGIC};
-pub use prepare::{NoVotePromises, NodePromise, PreparedTxn, Promise};
+pub use prepare::{NodePromise, PreparedTxn, Promise};
 pub use procedure::{
     list_items, list_len, Access, KvOp, KvProcedure, Procedure, ReadView, UserAbort, Write, YcsbOp, YcsbProcedure,
     LIST_HEADER, LIST_TAG,

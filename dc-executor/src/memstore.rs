@@ -11,6 +11,7 @@
 //! [.., + ring)                 redo ring: 64-byte head/tail block, then 64-byte slots
 //! [.., + log)                  decision log: 64-byte header, 32-byte rows (`decision_log.rs`)
 //! [.., + absent)               absent-key lock words: one per index bucket (`Layout::absent_lock`)
+//! [.., + promises)             promise table: 16-byte rows (`promise_table.rs`)
 //! [.., size)                   record heap, bump-allocated by fetch-and-add
 //! ```
 
@@ -19,10 +20,11 @@ use crate::region::Region;
 use crate::verbs::Verbs;
 use redt_proto::{MemStoreConfig, NodeId, Offset};
 
-/// `"REDTMS04"` in little-endian (02: entries carry start and partitions; decision log. 03:
+/// `"REDTMS05"` in little-endian (02: entries carry start and partitions; decision log. 03:
 /// the node line with the incarnation counter, so the index starts at 192. 04: the absent-key
-/// lock words between the decision log and the heap, so the heap starts later).
-pub const MAGIC: u64 = u64::from_le_bytes(*b"REDTMS04");
+/// lock words between the decision log and the heap, so the heap starts later. 05: the
+/// promise table after them).
+pub const MAGIC: u64 = u64::from_le_bytes(*b"REDTMS05");
 
 /// The first six bytes every MemStore magic starts with (`"REDTMS"`, then a two-digit format
 /// version), to tell a MemStore of another format from a region that holds none.
@@ -70,6 +72,10 @@ pub struct Layout {
     pub absent_off: u64,
     /// Bytes of the absent-key lock words (a multiple of 64).
     pub absent_bytes: u64,
+    /// First byte of the promise table (`promise_table.rs`).
+    pub promise_off: u64,
+    /// Bytes of the promise table (a multiple of 64).
+    pub promise_bytes: u64,
     /// First byte of the record heap.
     pub heap_off: u64,
 }
@@ -84,6 +90,8 @@ impl Layout {
         let log_bytes = c.decision_log_bytes();
         let absent_off = log_off + log_bytes;
         let absent_bytes = c.absent_lock_bytes();
+        let promise_off = absent_off + absent_bytes;
+        let promise_bytes = c.promise_table_bytes();
         Layout {
             size: c.size_bytes,
             index_off,
@@ -94,7 +102,9 @@ impl Layout {
             log_bytes,
             absent_off,
             absent_bytes,
-            heap_off: absent_off + absent_bytes,
+            promise_off,
+            promise_bytes,
+            heap_off: promise_off + promise_bytes,
         }
     }
 

@@ -17,7 +17,8 @@
 
 use crate::decision_log::{self, Lookup};
 use crate::error::Result;
-use crate::executor::{BoundedMap, Decision, EntryRef, Executor};
+use crate::executor::{Decision, EntryRef, Executor};
+use crate::promise_table::{self, Raise};
 use crate::ring::{self, EntryStatus, RedoEntry, VoteCode, VoteState, VoteWord};
 use redt_proto::{Ballot, Cts, DcId, Epoch, NodeId, PartitionId, TxnId};
 
@@ -97,30 +98,84 @@ impl Executor {
         let mut out = Vec::with_capacity(nodes.len());
         for &node in nodes {
             let promise = match self.prepare_node(txn.txn, ballot, txn.start, node)? {
-                (Promise::NoVote, Fenced::No) if self.fence_entries => match self.unfenced.promised(txn.txn, node) {
-                    Some(promised) if promised > ballot => Promise::Refused { promised },
-                    Some(_) if !self.fence_after_full_ring => Promise::NoVote,
-                    _ => self.fence_entry(txn, ballot, node)?,
-                },
-                (p, _) => p,
+                (Promise::NoVote, Fenced::No) if self.fence_entries => self.fence(txn, ballot, node)?,
+                (p, fenced) => {
+                    self.release_row(txn.txn, node, &p, fenced)?;
+                    p
+                }
             };
             out.push(NodePromise { node, promise });
         }
         Ok(out)
     }
 
-    /// Writes a fence entry of `txn` promised to `ballot` on `node`'s ring (see the module
-    /// docs) and returns its promise. When the ring has no room for it the replica answers
-    /// [`Promise::NoVote`] as it did before fence entries existed (an abort vote that holds
-    /// no record), and this executor remembers the ballot it so promised ([`NoVotePromises`]):
-    /// a later PREPARE of a lower ballot is refused, one of this ballot or higher writes the
-    /// fence entry once the ring has room. (Waiting for room instead deadlocks: two
+    /// The promise of a replica node that holds no unfinished entry of `txn` and never held
+    /// a fence entry of it: raise its row of the promise table to `ballot` (refused below a
+    /// ballot already there; no promise at all, `Unknown`, if another transaction holds the
+    /// row), scan its ring again, write a fence entry promised to `ballot`, then read the row
+    /// again and answer `Refused` (promising the row's ballot in the fence entry) if another
+    /// PREPARE raised it meanwhile. See `promise_table.rs` for why this order.
+    ///
+    /// When the ring has no room for the fence entry the replica answers [`Promise::NoVote`]
+    /// as it did before fence entries existed (an abort vote that holds no record), and the
+    /// promise stays in the row, where a restarted executor and every other executor of the
+    /// DC find it: a later PREPARE of a lower ballot is refused, one of this ballot or higher
+    /// writes the fence entry once the ring has room. (Waiting for room instead deadlocks: two
     /// transactions whose undecided entries fill each other's rings each wait for a fence
     /// entry in the other's ring; sim seed 12, append, local-fast, `all,remove`, 3 s. Never
     /// writing one later leaves a partition whose other replicas were removed unable to hold
     /// its record at a majority for good; sim seed 40186, bank, local-fast, `all,remove`,
-    /// 6 s.) The promise lives in this executor's memory only: a restarted executor has
-    /// forgotten it; see DESIGN.md §2 for what that leaves open.
+    /// 6 s.)
+    fn fence(&mut self, txn: &PreparedTxn, ballot: Ballot, node: NodeId) -> Result<Promise> {
+        let dc = self.dc().clone();
+        if self.promise_table {
+            match promise_table::raise(dc.verbs.as_ref(), node, &dc.layout, txn.txn, ballot)? {
+                Raise::Refused(promised) => return Ok(Promise::Refused { promised }),
+                Raise::Full => return Ok(Promise::Unknown),
+                Raise::Promised { before: Some(_) } if !self.fence_after_full_ring => return Ok(Promise::NoVote),
+                Raise::Promised { .. } => {}
+            }
+            // Another executor of the DC may have fenced the replica since the first scan.
+            match self.prepare_node(txn.txn, ballot, txn.start, node)? {
+                (Promise::NoVote, Fenced::No) => {}
+                (p, fenced) => {
+                    self.release_row(txn.txn, node, &p, fenced)?;
+                    return Ok(p);
+                }
+            }
+        }
+        let written = self.fence_entry(txn, ballot, node)?;
+        if !self.promise_table {
+            return Ok(written);
+        }
+        match promise_table::promised(dc.verbs.as_ref(), node, &dc.layout, txn.txn)? {
+            Some(promised) if promised > ballot => {
+                if let Promise::Entry { entry, redo, .. } = written {
+                    // Best effort: the higher PREPARE's own scan may have promised it already.
+                    let _ = self.promise_one(txn.txn, promised, entry, redo)?;
+                }
+                Ok(Promise::Refused { promised })
+            }
+            _ => Ok(written),
+        }
+    }
+
+    /// Frees `txn`'s row of `node`'s promise table once the replica's answer comes from a
+    /// finished entry or the decision log (a decision applied, or a fence entry finished):
+    /// every later PREPARE answers from there, so the row is no longer read. Replay frees it
+    /// too when it flushes a fence entry; this covers a row raised by a PREPARE that then
+    /// found another executor's fence entry already finished.
+    fn release_row(&mut self, txn: TxnId, node: NodeId, p: &Promise, fenced: Fenced) -> Result<()> {
+        let finished = matches!(p, Promise::Applied(_)) || (*p == Promise::NoVote && fenced == Fenced::Yes);
+        if self.promise_table && finished {
+            let dc = self.dc().clone();
+            promise_table::release(dc.verbs.as_ref(), node, &dc.layout, txn)?;
+        }
+        Ok(())
+    }
+
+    /// Writes a fence entry of `txn` promised to `ballot` on `node`'s ring (see the module
+    /// docs) and returns its promise: [`Promise::NoVote`] when the ring has no room for it.
     fn fence_entry(&mut self, txn: &PreparedTxn, ballot: Ballot, node: NodeId) -> Result<Promise> {
         let state = VoteState { vote: VoteCode::Abort, promised: ballot, ..VoteState::default() };
         let Some(vote) = VoteWord::pack(state) else { return Ok(Promise::NoVote) };
@@ -140,10 +195,7 @@ impl Executor {
         let slots = ring::encoded_slots(&redo);
         let index = match self.reserve_slots(node, slots) {
             Ok(index) => index,
-            Err(crate::Error::RingFull { .. }) => {
-                self.unfenced.promise(txn.txn, node, ballot);
-                return Ok(Promise::NoVote);
-            }
+            Err(crate::Error::RingFull { .. }) => return Ok(Promise::NoVote),
             Err(e) => return Err(e),
         };
         let dc = self.dc().clone();
@@ -286,33 +338,6 @@ impl Executor {
             }
         }
         Ok(out)
-    }
-}
-
-/// The ballots this executor promised by answering [`Promise::NoVote`] for a replica whose
-/// ring had no room for a fence entry, per (transaction, replica node): a promise kept only
-/// here, so that no later PREPARE of a lower ballot gets a fence entry that could accept its
-/// record. Bounded: the oldest of [`NoVotePromises::CAP`] is forgotten first.
-pub struct NoVotePromises(BoundedMap<(TxnId, NodeId), Ballot>);
-
-impl Default for NoVotePromises {
-    fn default() -> Self {
-        NoVotePromises(BoundedMap::new(Self::CAP))
-    }
-}
-
-impl NoVotePromises {
-    /// The most promises remembered: 100,000.
-    pub const CAP: usize = 100_000;
-
-    /// Remembers that `node`'s replica of `txn` promised `ballot` (keeping the highest).
-    pub fn promise(&mut self, txn: TxnId, node: NodeId, ballot: Ballot) {
-        self.0.upsert((txn, node), ballot, |b, new| *b = (*b).max(new));
-    }
-
-    /// The highest ballot `node`'s replica of `txn` promised with no fence entry, if any.
-    pub fn promised(&self, txn: TxnId, node: NodeId) -> Option<Ballot> {
-        self.0.get(&(txn, node)).copied()
     }
 }
 

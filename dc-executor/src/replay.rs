@@ -216,6 +216,10 @@ impl Replayer {
     fn flush(&self, region: &Region, index: u64, entry: &RedoEntry, owed: u8, out: &mut ReplayStep) -> bool {
         // Its decision outlives its slots (DESIGN.md §2, recovery).
         crate::decision_log::append(&self.layout, region, entry);
+        if !entry.partitions.is_empty() && entry.locks.is_empty() && entry.changes.is_empty() {
+            // A fence entry: the decision-log row now answers for it (`promise_table.rs`).
+            crate::promise_table::free(&self.layout, region, entry.txn);
+        }
         let at = status_offset(&self.layout, index).0;
         let cts: Cts = entry.cts;
         let old = entry.status.word_owed(cts, owed);

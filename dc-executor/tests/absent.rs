@@ -161,7 +161,7 @@ fn a_key_created_while_its_reader_was_not_looking_is_a_conflict() {
 fn tiny_heap(records: u64) -> Topology {
     let cfg = redt_proto::MemStoreConfig { size_bytes: 0, index_bytes: 4096, ring_bytes: 16384 };
     // Superblock, index, ring, decision log and absent-key locks, then 128-byte records.
-    let fixed = 192 + 4096 + 16384 + cfg.decision_log_bytes() + cfg.absent_lock_bytes();
+    let fixed = 192 + 4096 + 16384 + cfg.decision_log_bytes() + cfg.absent_lock_bytes() + cfg.promise_table_bytes();
     let yaml = format!(
         r#"
 name: tiny

@@ -21,7 +21,12 @@ const MAX_READS_PER_LOOKUP: f64 = 1.6;
 /// heap (the index never touches them).
 fn memstore(index_bytes: u64) -> (LocalVerbs, Layout) {
     let mut cfg = MemStoreConfig { size_bytes: 0, index_bytes, ring_bytes: 4096 };
-    cfg.size_bytes = 3 * LINE + index_bytes + 2 * 4096 + cfg.decision_log_bytes() + cfg.absent_lock_bytes();
+    cfg.size_bytes = 3 * LINE
+        + index_bytes
+        + 2 * 4096
+        + cfg.decision_log_bytes()
+        + cfg.absent_lock_bytes()
+        + cfg.promise_table_bytes();
     let layout = Layout::from_config(&cfg);
     let verbs = LocalVerbs::in_process([NODE], layout.size);
     layout.format(verbs.region(NODE).expect("node 0 was created"));

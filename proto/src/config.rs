@@ -535,11 +535,13 @@ impl Resolver<'_> {
         }
         let config = MemStoreConfig { size_bytes, index_bytes, ring_bytes };
         let (log_bytes, absent_bytes) = (config.decision_log_bytes(), config.absent_lock_bytes());
+        let promise_bytes = config.promise_table_bytes();
         let fixed = index_bytes
             .checked_add(ring_bytes)
             .and_then(|v| v.checked_add(SUPERBLOCK_BYTES))
             .and_then(|v| v.checked_add(log_bytes))
-            .and_then(|v| v.checked_add(absent_bytes));
+            .and_then(|v| v.checked_add(absent_bytes))
+            .and_then(|v| v.checked_add(promise_bytes));
         match fixed {
             Some(fixed) if fixed < size_bytes => {}
             _ => {
@@ -547,7 +549,8 @@ impl Resolver<'_> {
                     "memstore.size",
                     format!(
                         "too small: index ({index_bytes}) + ring ({ring_bytes}) + decision log ({log_bytes}) + \
-                         absent-key locks ({absent_bytes}) + superblock ({SUPERBLOCK_BYTES}) leaves no room for \
+                         absent-key locks ({absent_bytes}) + promise table ({promise_bytes}) + superblock \
+                         ({SUPERBLOCK_BYTES}) leaves no room for \
                          records in {size_bytes} bytes"
                     ),
                 ))

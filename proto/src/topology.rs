@@ -241,6 +241,15 @@ impl MemStoreConfig {
     pub fn absent_lock_bytes(&self) -> u64 {
         (self.index_bytes / 64 * 8).div_ceil(64) * 64
     }
+
+    /// Bytes of the promise table that follows the absent-key lock words: one 16-byte row per
+    /// four ring slots (at least four rows), rounded up to whole 64-byte lines. A replica
+    /// holds there the ballot it promised a recoverer while it held no redo entry of the
+    /// transaction to promise in (`redt_dc_executor::promise_table`).
+    pub fn promise_table_bytes(&self) -> u64 {
+        let rows = ((self.ring_bytes / 64).saturating_sub(1) / 4).max(4);
+        (rows * 16).div_ceil(64) * 64
+    }
 }
 
 /// Lock granularity of a table (CREST §4.2: cell-level by default; record-level where

@@ -316,9 +316,10 @@ fn replay_seed_from_env() {
 /// Scans bank seeds from `REDT_SIM_MUTANT_FROM` (100 of them, or `REDT_SIM_MUTANT_SEEDS`)
 /// with one mutant and prints those it fails while the unmutated run passes: how the seeds of
 /// the mutant tests were found. `REDT_SIM_MUTANT` names the mutant (`catch_up_not_durable`,
-/// the default, `act_before_recording` or `votes_beat_records`), `REDT_SIM_MUTANT_CONFIG` the topology
-/// (`sim-20dc.yaml` by default), and `REDT_SIM_MUTANT_LOSSY=1` makes the schedules lossy. A
-/// no-op without `REDT_SIM_MUTANT_FROM`.
+/// the default, `act_before_recording`, `votes_beat_records` or `no_promise_table`),
+/// `REDT_SIM_MUTANT_CONFIG` the topology (`sim-20dc.yaml` by default),
+/// `REDT_SIM_MUTANT_LOSSY=1` makes the schedules lossy and `REDT_SIM_MUTANT_REMOVE=1` adds a DC
+/// removal to the others. A no-op without `REDT_SIM_MUTANT_FROM`.
 #[test]
 fn scan_for_mutant_seeds() {
     let env = |k: &str| std::env::var(k).ok();
@@ -327,17 +328,19 @@ fn scan_for_mutant_seeds() {
     let t = topology(&env("REDT_SIM_MUTANT_CONFIG").unwrap_or_else(|| "sim-20dc.yaml".into()));
     let mutant = env("REDT_SIM_MUTANT").unwrap_or_else(|| "catch_up_not_durable".into());
     let lossy_schedule = env("REDT_SIM_MUTANT_LOSSY").as_deref() == Some("1");
+    let remove_dc = env("REDT_SIM_MUTANT_REMOVE").as_deref() == Some("1");
     for seed in from..from + n {
         let clean = if lossy_schedule {
             lossy(t.clone(), seed, Workload::Bank)
         } else {
-            SimConfig::new(t.clone(), seed, Workload::Bank, Faults::all())
+            SimConfig::new(t.clone(), seed, Workload::Bank, Faults { remove_dc, ..Faults::all() })
         };
         let mut cfg = clean.clone();
         match mutant.as_str() {
             "act_before_recording" => cfg.recovery_mutations.act_before_recording = true,
             "votes_beat_records" => cfg.recovery_mutations.votes_beat_records = true,
             "catch_up_not_durable" => cfg.executor_mutations.catch_up_not_durable = true,
+            "no_promise_table" => cfg.executor_mutations.no_promise_table = true,
             other => panic!("unknown mutant {other}"),
         }
         let mutated = run(cfg).expect("runs");

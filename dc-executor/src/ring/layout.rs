@@ -131,6 +131,8 @@ mod tests {
             log_bytes: 64,
             absent_off: 512,
             absent_bytes: 0,
+            promise_off: 512,
+            promise_bytes: 0,
             heap_off: 512,
         };
         assert_eq!(layout.ring_slots(), 4);
