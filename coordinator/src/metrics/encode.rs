@@ -309,6 +309,19 @@ impl Collector for NodeSample {
             None,
             t.refused_handshakes,
         )?;
+        w.counters(
+            "transport_over_limit",
+            "QUIC refusals and cancellations over the topology's transport: limits, by limit (the key).",
+            None,
+            "limit",
+            [
+                ("max_connections", t.refused_connections_total),
+                ("max_connections_per_peer", t.refused_connections_per_peer),
+                ("handler_timeout", t.handler_timeouts),
+                ("write_timeout", t.write_timeouts),
+                ("call_slot_timeout", t.call_slot_timeouts),
+            ],
+        )?;
 
         // Verbs inside the DC.
         let v = &self.verbs;
@@ -371,6 +384,7 @@ mod tests {
                 ..LinkSample::default()
             }],
             verbs: Default::default(),
+            transport: Default::default(),
             ring_capacity_slots: 1024,
             now_unix_ms: 0,
         }
