@@ -71,9 +71,11 @@
 //!   before anything is reserved or written, with an error naming the limit (`limits.KEY`)
 //!   and its value; a sub-transaction may also name each participant DC only once, so at
 //!   most as many as `dcs` has.
-//! - **durations** (`rtt`, `jitter`, every `timeouts` key, the `verbs` timeouts): humantime syntax (`40ms`,
-//!   `1s 500ms`, `250us`); a plain `0` is zero. A timeout is above zero (`clock_skew_bound`
-//!   may be zero) and at most 24 h; orderings (`retry_every` ≤ `retry_max`, the detector's
+//! - **durations** (`rtt`, `jitter`, every `timeouts` key, the `verbs` and `transport`
+//!   timeouts): humantime syntax (`40ms`, `1s 500ms`, `250us`); a plain `0` is zero. A
+//!   timeout is above zero (`clock_skew_bound` may be zero) and at most 24 h; a link's `rtt`
+//!   is at most 60 s and its `jitter` at most half its `rtt` (`LinkConditions::check`, which
+//!   `redt netem set` applies too); orderings (`retry_every` ≤ `retry_max`, the detector's
 //!   `interval` < `timeout`, …) are checked once the defaults are filled in
 //!   (`redt_coordinator::NodeTimeouts::resolve`).
 //! - **loss**: a percentage with a `%` sign, `0%` to `100%` (`0.5%`).

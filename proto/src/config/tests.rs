@@ -826,6 +826,22 @@ fn every_transport_key_parses() {
     assert_eq!(t, QuicConfig { handler_timeout: Duration::from_millis(500), ..QuicConfig::default() });
 }
 
+/// The commented `transport:` example in configs/default.yaml, uncommented, sets every key to
+/// its default: the file documents the defaults truthfully.
+#[test]
+fn the_transport_example_in_default_yaml_spells_out_the_defaults() {
+    let text = include_str!("../../../configs/default.yaml");
+    let start = text.find("\n# transport:\n").expect("default.yaml has a commented transport example") + 1;
+    let block: String = text[start..]
+        .lines()
+        .take_while(|l| !l.is_empty())
+        .map(|l| format!("{}\n", l.strip_prefix("# ").unwrap_or(l)))
+        .collect();
+    assert_eq!(block.lines().count(), 10, "the header and every key:\n{block}");
+    let t = Topology::from_yaml("default.yaml", &format!("{text}\n{block}")).expect("the example is valid");
+    assert_eq!(t.transport, QuicConfig::default());
+}
+
 #[test]
 fn bad_transport_values_are_refused_naming_the_key() {
     let bad = |yaml: &str, key: &str, needle: &str| {
