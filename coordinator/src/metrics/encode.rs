@@ -375,7 +375,7 @@ mod tests {
             dc: "dc1".into(),
             status,
             answers: answers.snapshot(),
-            transport: Default::default(),
+            transport: crate::transport::CountersSnapshot { refused_connections_per_peer: 2, ..Default::default() },
             links: vec![LinkSample {
                 peer_dc: "dc2".into(),
                 messages_sent: 7,
@@ -384,7 +384,6 @@ mod tests {
                 ..LinkSample::default()
             }],
             verbs: Default::default(),
-            transport: Default::default(),
             ring_capacity_slots: 1024,
             now_unix_ms: 0,
         }
@@ -406,6 +405,8 @@ mod tests {
             "redt_ring_used_slots{node=\"dc1-n1\",dc=\"dc1\"} 5",
             "redt_link_sent_bytes_total{node=\"dc1-n1\",dc=\"dc1\",peer_dc=\"dc2\"} 700",
             "redt_link_rtt_seconds{node=\"dc1-n1\",dc=\"dc1\",peer_dc=\"dc2\"} 0.04",
+            "redt_transport_over_limit_total{node=\"dc1-n1\",dc=\"dc1\",limit=\"max_connections_per_peer\"} 2",
+            "redt_transport_over_limit_total{node=\"dc1-n1\",dc=\"dc1\",limit=\"handler_timeout\"} 0",
         ] {
             assert!(text.lines().any(|l| l == line), "no line `{line}` in:\n{text}");
         }
