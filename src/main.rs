@@ -153,6 +153,22 @@ fn config_check(file: &std::path::Path) -> Result<()> {
         d(v.first_frame_timeout),
         d(v.idle_timeout)
     );
+    let q = &t.transport;
+    println!(
+        "QUIC transport (the file's `transport:`, else the defaults): max_connections {}, \
+         max_connections_per_peer {}, max_streams_per_connection {}, stream_receive_window {} B, \
+         connection_receive_window {} B, max_calls_in_flight {}, call_slot_timeout {}, handler_timeout {}, \
+         write_timeout {}",
+        q.max_connections,
+        q.max_connections_per_peer,
+        q.max_streams_per_connection,
+        q.stream_receive_window_bytes,
+        q.connection_receive_window_bytes,
+        q.max_calls_in_flight,
+        d(q.call_slot_timeout),
+        d(q.handler_timeout),
+        d(q.write_timeout)
+    );
     let l = &t.limits;
     println!(
         "limits (the file's, else the defaults): max_ops_per_txn {}, max_bytes_per_txn {}, max_jsonl_line_bytes {}; \

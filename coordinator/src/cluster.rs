@@ -303,8 +303,12 @@ impl EmbeddedCluster {
         });
         let identity =
             self.certs.node(n.id).ok_or_else(|| Error::Topology(format!("no certificate for {}", n.name)))?;
-        let transport =
-            Transport::bind(TransportConfig::default(), &self.topology, identity, SocketSpec::Custom(socket))?;
+        let transport = Transport::bind(
+            TransportConfig::from_config(&self.topology.transport),
+            &self.topology,
+            identity,
+            SocketSpec::Custom(socket),
+        )?;
         Node::start(NodeParts {
             topology: self.topology.clone(),
             node: n.id,

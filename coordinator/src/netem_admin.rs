@@ -7,9 +7,10 @@ use redt_proto::wire::NetemSetRequest;
 use redt_proto::{LinkConditions, Topology};
 use std::time::Duration;
 
-/// The largest round-trip time `redt netem set` accepts: 60 s. Datagrams already queued
-/// behind a longer delay would hold a link long after it is set back.
-pub const MAX_RTT: Duration = Duration::from_secs(60);
+/// The largest round-trip time `redt netem set` accepts, as the topology file does:
+/// [`LinkConditions::MAX_RTT`] (60 s). Datagrams already queued behind a longer delay would
+/// arrive long after the link is set back.
+pub const MAX_RTT: Duration = LinkConditions::MAX_RTT;
 
 /// Applies `req` to `wan`: for the link `from → to` (and `to → from` when `symmetric`), each
 /// field of the request that is not negative replaces the link's value — RTT and jitter in µs,
@@ -17,10 +18,11 @@ pub const MAX_RTT: Duration = Duration::from_secs(60);
 /// `partitioned`, when given, cuts or heals the link.
 ///
 /// # Errors
-/// An unknown DC name, `from == to`, a request that changes nothing, an RTT above
-/// [`MAX_RTT`], a loss or rate out of range, a resulting jitter above half the resulting RTT
-/// (the topology file's rule), or conditions the WAN model refuses (its message). Nothing is
-/// changed then.
+/// An unknown DC name, `from == to`, a request that changes nothing, a loss above 100%, or
+/// resulting conditions the topology file would refuse ([`LinkConditions::check`]: an RTT
+/// above [`MAX_RTT`], a jitter above half the RTT), or that the WAN model refuses (its
+/// message). Nothing is changed then. A link changed starts afresh
+/// ([`WanModel::set_link`]): set back from a long delay it carries new datagrams at once.
 pub fn apply(topology: &Topology, wan: &mut WanModel, req: &NetemSetRequest) -> Result<(), String> {
     let dc = |name: &str| {
         topology.dcs.iter().find(|d| d.name == name).map(|d| d.id).ok_or_else(|| format!("unknown DC `{name}`"))
@@ -31,9 +33,6 @@ pub fn apply(topology: &Topology, wan: &mut WanModel, req: &NetemSetRequest) -> 
     }
     if req.rtt_us < 0 && req.jitter_us < 0 && req.loss_ppm < 0 && req.rate_bits_per_s < 0 && req.partitioned.is_none() {
         return Err("nothing to change: give at least one of --rtt, --jitter, --loss, --rate, --partition".into());
-    }
-    if req.rtt_us > MAX_RTT.as_micros() as i64 {
-        return Err(format!("rtt {} µs is above the limit of {} s", req.rtt_us, MAX_RTT.as_secs()));
     }
     if req.loss_ppm > 1_000_000 {
         return Err(format!("loss {} ppm is above 100%", req.loss_ppm));
@@ -55,15 +54,9 @@ pub fn apply(topology: &Topology, wan: &mut WanModel, req: &NetemSetRequest) -> 
         if req.rate_bits_per_s >= 0 {
             c.rate_bits_per_s = (req.rate_bits_per_s > 0).then_some(req.rate_bits_per_s as u64);
         }
-        if c.jitter > c.rtt / 2 {
-            return Err(format!(
-                "jitter {} µs exceeds half the rtt ({} µs / 2) on {} -> {}",
-                c.jitter.as_micros(),
-                c.rtt.as_micros(),
-                topology.dcs[a.0 as usize].name,
-                topology.dcs[b.0 as usize].name
-            ));
-        }
+        c.check().map_err(|e| {
+            format!("{e} on {} -> {}", topology.dcs[a.0 as usize].name, topology.dcs[b.0 as usize].name)
+        })?;
         next.push((a, b, c));
     }
     for (a, b, c) in next {
@@ -131,7 +124,7 @@ mod tests {
         let refused = |r: NetemSetRequest, wan: &mut WanModel| apply(&t, wan, &r).expect_err("refused");
         assert!(refused(req("dc1", "dc2"), &mut wan).contains("nothing to change"));
         let huge = NetemSetRequest { rtt_us: 1_000_000 * 3_600 * 1_000_000, ..req("dc1", "dc2") };
-        assert!(refused(huge, &mut wan).contains("above the limit"));
+        assert!(refused(huge, &mut wan).contains("the largest allowed"));
         let jitter = NetemSetRequest { rtt_us: 10_000, jitter_us: 6_000, ..req("dc1", "dc2") };
         assert!(refused(jitter, &mut wan).contains("exceeds half the rtt"));
         // Jitter alone is checked against the link's current RTT (local-fast: 2 ms).

@@ -59,6 +59,10 @@ pub mod error_code {
     /// participant DCs than it has): refused before anything was reserved or written; the
     /// message names the limit and its value.
     pub const OVER_LIMIT: u32 = 6;
+    /// The request was not served within the transport's `handler_timeout` and its work was
+    /// cancelled (it may have partly run, as with any call that fails): the message names the
+    /// limit (`crate::transport::handler_timeout_reply`).
+    pub const TIMEOUT: u32 = 7;
 }
 
 /// Everything a node needs to start.
@@ -267,6 +271,8 @@ impl Node {
         status.under_replicated = crate::epochs::under_replicated(&topology, self.replication_factor) as u32;
         status.replay_invalid_entries =
             self.replay.lock().unwrap_or_else(|p| p.into_inner()).as_ref().map_or(0, |r| r.invalid());
+        status.transport_limits =
+            crate::status::TransportLimitCounts::from_counters(&self.transport.counters().snapshot());
         Ok(status)
     }
 
@@ -866,6 +872,13 @@ pub fn outcome_to_msg(o: &TxnOutcome) -> OutcomeReply {
 struct NodeHandler(std::sync::Weak<Node>);
 
 impl Handler for NodeHandler {
+    fn timed_out(&self, _from: Caller, after: std::time::Duration) -> Envelope {
+        match self.0.upgrade() {
+            Some(n) => crate::transport::handler_timeout_reply(n.epochs.epoch().0, u32::from(n.id.0), after),
+            None => crate::transport::handler_timeout_reply(0, 0, after),
+        }
+    }
+
     fn handle(&self, from: Caller, msg: Envelope) -> BoxFuture<'_, Envelope> {
         let node = self.0.upgrade();
         Box::pin(async move {

@@ -227,6 +227,7 @@ impl StatusBoard {
             refused_over_limit: self.refused_over_limit.load(Relaxed),
             heap_full_votes: self.heap_full_votes.load(Relaxed),
             replay_invalid_entries: 0,
+            transport_limits: TransportLimitCounts::default(),
         }
     }
 }
@@ -314,6 +315,45 @@ pub struct NodeStatus {
     /// Committed redo entries its replay could not apply (an impossible record offset) and
     /// passed over, since it started.
     pub replay_invalid_entries: u64,
+    /// Its QUIC transport's refusals and cancellations over the `transport:` limits, since
+    /// it started.
+    pub transport_limits: TransportLimitCounts,
+}
+
+/// A node's QUIC transport's refusals and cancellations over the topology's `transport:`
+/// limits (issue 14), counts since the node started.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TransportLimitCounts {
+    /// Incoming connections refused over `transport.max_connections`.
+    pub refused_total: u64,
+    /// Incoming connections refused over `transport.max_connections_per_peer`.
+    pub refused_per_peer: u64,
+    /// Handlers cancelled past `transport.handler_timeout`.
+    pub handler_timeouts: u64,
+    /// Response streams reset past `transport.write_timeout`.
+    pub write_timeouts: u64,
+    /// Outgoing calls with no slot within `transport.call_slot_timeout`.
+    pub call_slot_timeouts: u64,
+}
+
+impl TransportLimitCounts {
+    /// The counts from a transport's counters.
+    pub fn from_counters(c: &crate::transport::CountersSnapshot) -> TransportLimitCounts {
+        TransportLimitCounts {
+            refused_total: c.refused_connections_total,
+            refused_per_peer: c.refused_connections_per_peer,
+            handler_timeouts: c.handler_timeouts,
+            write_timeouts: c.write_timeouts,
+            call_slot_timeouts: c.call_slot_timeouts,
+        }
+    }
+
+    /// All of them together.
+    pub fn sum(&self) -> u64 {
+        [self.refused_total, self.refused_per_peer, self.handler_timeouts, self.write_timeouts, self.call_slot_timeouts]
+            .iter()
+            .fold(0u64, |a, b| a.saturating_add(*b))
+    }
 }
 
 impl NodeStatus {
@@ -373,6 +413,11 @@ impl NodeStatus {
             refused_over_limit: self.refused_over_limit,
             heap_full_votes: self.heap_full_votes,
             replay_invalid_entries: self.replay_invalid_entries,
+            quic_refused_total: self.transport_limits.refused_total,
+            quic_refused_per_peer: self.transport_limits.refused_per_peer,
+            quic_handler_timeouts: self.transport_limits.handler_timeouts,
+            quic_write_timeouts: self.transport_limits.write_timeouts,
+            quic_call_slot_timeouts: self.transport_limits.call_slot_timeouts,
         }
     }
 
@@ -458,6 +503,13 @@ impl NodeStatus {
             refused_over_limit: r.refused_over_limit,
             heap_full_votes: r.heap_full_votes,
             replay_invalid_entries: r.replay_invalid_entries,
+            transport_limits: TransportLimitCounts {
+                refused_total: r.quic_refused_total,
+                refused_per_peer: r.quic_refused_per_peer,
+                handler_timeouts: r.quic_handler_timeouts,
+                write_timeouts: r.quic_write_timeouts,
+                call_slot_timeouts: r.quic_call_slot_timeouts,
+            },
         })
     }
 }

@@ -34,6 +34,7 @@ fn topology(n: u16) -> Arc<Topology> {
         links: vec![vec![LinkConditions::default(); usize::from(n)]; usize::from(n)],
         timeouts: Default::default(),
         verbs: Default::default(),
+        transport: Default::default(),
         metrics: Default::default(),
     })
 }

@@ -134,14 +134,21 @@ impl WanModel {
     }
 
     /// Replaces the conditions of the directed link `from → to`; datagrams already decided
-    /// keep their fate, datagrams decided later see the new conditions.
+    /// keep their fate, datagrams decided later see the new conditions and a fresh link: its
+    /// serializer is idle and they are not held behind datagrams decided under the old
+    /// conditions (they may overtake those). So a link set back after a long delay or a slow
+    /// rate carries new datagrams at once instead of after the last old one (issue 14: a link
+    /// set to `--rtt 1000000h` and back to 2 ms stayed cut).
     ///
     /// # Errors
     ///
     /// [`Error::UnknownDc`] if `from` or `to` is outside the model.
     pub fn set_link(&mut self, from: DcId, to: DcId, conditions: LinkConditions) -> Result<()> {
         let k = self.checked_index(from, to)?;
-        self.links.entry(k).or_default().conditions = conditions;
+        let link = self.links.entry(k).or_default();
+        link.conditions = conditions;
+        link.free_at = None;
+        link.last_delivery = None;
         Ok(())
     }
 
@@ -211,8 +218,8 @@ impl WanModel {
     ///    rate of 0 bit/s (as in `tc … rate 0`), serializes in zero time.
     /// 5. `at = departure + rtt / 2 + uniform(-jitter, +jitter)`, the one-way delay never
     ///    negative. With zero jitter, `at` is raised to the link's latest delivery so far:
-    ///    datagrams on one link never overtake each other, even across `set_link` changes
-    ///    or a `now` that goes backwards.
+    ///    datagrams on one link never overtake each other while its conditions stay the same,
+    ///    even when `now` goes backwards ([`WanModel::set_link`] starts the link afresh).
     ///
     /// A delivery instant beyond the range of `Instant` drops with
     /// [`DropCause::Unschedulable`]. The state of a link changes only when a datagram is
@@ -438,20 +445,40 @@ mod tests {
         let mut last = base;
         for k in 0..2000u64 {
             if k == 500 {
-                // A lower RTT must not let later datagrams overtake earlier ones.
                 m.set_link(A, B, cond(ms(2), Duration::ZERO, 0.0, None)).unwrap();
+                last = base;
             }
             if k == 1000 {
                 m.set_link(A, B, cond(ms(30), Duration::ZERO, 0.0, Some(1_000))).unwrap();
+                last = base;
             }
             // `now` mostly advances but sometimes steps back.
             let now =
                 if k % 7 == 0 { base + Duration::from_micros(k * 50) } else { base + Duration::from_micros(k * 100) };
             let t = at(m.decide(A, B, 100 + (k as usize * 37) % 1300, now, &mut rng));
-            assert!(t >= last, "datagram {k} overtook");
+            assert!(t >= last, "datagram {k} overtook one of the same setting");
             assert!(t >= now);
             last = t;
         }
+    }
+
+    /// Issue 14: a link set to a huge delay (or a crawling rate) and set back carries the next
+    /// datagram after the new delay, not after the last datagram held under the old one.
+    #[test]
+    fn a_link_set_back_after_a_huge_delay_or_a_slow_rate_works_at_once() {
+        let mut m = model(cond(ms(2), Duration::ZERO, 0.0, None));
+        let mut rng = StdRng::seed_from_u64(9);
+        let now = Instant::now();
+        m.set_link(A, B, cond(Duration::from_secs(60), Duration::ZERO, 0.0, None)).unwrap();
+        assert_eq!(at(m.decide(A, B, 1200, now, &mut rng)), now + Duration::from_secs(30));
+        m.set_link(A, B, cond(ms(2), Duration::ZERO, 0.0, None)).unwrap();
+        let later = now + ms(5);
+        assert_eq!(at(m.decide(A, B, 1200, later, &mut rng)), later + ms(1));
+        // A rate of 1 bit/s holds its serializer for 9,600 s per 1,200-byte datagram.
+        m.set_link(A, B, cond(ms(2), Duration::ZERO, 0.0, Some(1))).unwrap();
+        assert!(at(m.decide(A, B, 1200, later, &mut rng)) > later + Duration::from_secs(9000));
+        m.set_link(A, B, cond(ms(2), Duration::ZERO, 0.0, None)).unwrap();
+        assert_eq!(at(m.decide(A, B, 1200, later, &mut rng)), later + ms(1));
     }
 
     #[test]

@@ -47,6 +47,16 @@
 //!   max_ops_per_txn: 4096          # operations of one transaction, 1 to 1048576
 //!   max_bytes_per_txn: 4MiB        # keys (8 bytes each) + values of one transaction, <= 12MiB
 //!   max_jsonl_line_bytes: 1MiB     # longest line `redt client --jsonl` reads, <= 64MiB
+//! transport:                       # optional, every key optional (defaults shown): each
+//!   max_connections: 1024          #   node's QUIC transport; incoming connections in all and
+//!   max_connections_per_peer: 64   #   per peer IP address (handshakes included)
+//!   max_streams_per_connection: 256 # RPCs a peer has open at once on one connection
+//!   stream_receive_window: 1MiB    # bytes a peer may send ahead on one stream
+//!   connection_receive_window: 16MiB # … on one connection (>= the stream's)
+//!   max_calls_in_flight: 1024      # outgoing calls of a node at once
+//!   call_slot_timeout: 5s          # an outgoing call's wait for one of those
+//!   handler_timeout: 30s           # work on one request; then cancelled, answered a timeout
+//!   write_timeout: 10s             # writing one response; then that stream is reset
 //! metrics:                         # optional: every node serves Prometheus metrics over HTTP
 //!   port: 9464                     #   (`GET /metrics`) at its own `addr`'s IP, this TCP port
 //! ```
@@ -61,9 +71,11 @@
 //!   before anything is reserved or written, with an error naming the limit (`limits.KEY`)
 //!   and its value; a sub-transaction may also name each participant DC only once, so at
 //!   most as many as `dcs` has.
-//! - **durations** (`rtt`, `jitter`, every `timeouts` key, the `verbs` timeouts): humantime syntax (`40ms`,
-//!   `1s 500ms`, `250us`); a plain `0` is zero. A timeout is above zero (`clock_skew_bound`
-//!   may be zero) and at most 24 h; orderings (`retry_every` ≤ `retry_max`, the detector's
+//! - **durations** (`rtt`, `jitter`, every `timeouts` key, the `verbs` and `transport`
+//!   timeouts): humantime syntax (`40ms`, `1s 500ms`, `250us`); a plain `0` is zero. A
+//!   timeout is above zero (`clock_skew_bound` may be zero) and at most 24 h; a link's `rtt`
+//!   is at most 60 s and its `jitter` at most half its `rtt` (`LinkConditions::check`, which
+//!   `redt netem set` applies too); orderings (`retry_every` ≤ `retry_max`, the detector's
 //!   `interval` < `timeout`, …) are checked once the defaults are filled in
 //!   (`redt_coordinator::NodeTimeouts::resolve`).
 //! - **loss**: a percentage with a `%` sign, `0%` to `100%` (`0.5%`).
@@ -135,6 +147,8 @@ struct RawTopology {
     verbs: verbs::RawVerbs,
     #[serde(default)]
     limits: limits::RawLimits,
+    #[serde(default)]
+    transport: transport::RawTransport,
     #[serde(default)]
     metrics: Option<metrics::RawMetrics>,
 }
@@ -362,7 +376,10 @@ pub(crate) fn parse_size(s: &str) -> std::result::Result<u64, String> {
 }
 
 /// Parses a duration in humantime syntax (`40ms`, `1s 500ms`); a plain `0` is zero.
-pub(crate) fn parse_duration(s: &str) -> std::result::Result<Duration, String> {
+///
+/// # Errors
+/// Text that is no duration, as a problem text.
+pub fn parse_duration(s: &str) -> std::result::Result<Duration, String> {
     let s = s.trim();
     if s == "0" {
         return Ok(Duration::ZERO);
@@ -371,7 +388,10 @@ pub(crate) fn parse_duration(s: &str) -> std::result::Result<Duration, String> {
 }
 
 /// Parses a loss percentage (`0%`, `0.5%`, `100%`) into a fraction in `[0, 1]`.
-pub(crate) fn parse_loss(s: &str) -> std::result::Result<f64, String> {
+///
+/// # Errors
+/// Text that is no percentage from 0% to 100%, as a problem text.
+pub fn parse_loss(s: &str) -> std::result::Result<f64, String> {
     let s = s.trim();
     let bad = || format!("invalid loss `{s}`: expected a percentage from 0% to 100%, like `0.5%`");
     let num = s.strip_suffix('%').ok_or_else(bad)?.trim();
@@ -387,7 +407,10 @@ pub(crate) fn parse_loss(s: &str) -> std::result::Result<f64, String> {
 
 /// Parses a rate (`unlimited`, `10kbit`, `100mbit`, `1gbit`, bare number = bit/s) into
 /// bits per second; `None` is unlimited.
-pub(crate) fn parse_rate(s: &str) -> std::result::Result<Option<u64>, String> {
+///
+/// # Errors
+/// Text that is no rate, or a rate below 1 bit/s, as a problem text.
+pub fn parse_rate(s: &str) -> std::result::Result<Option<u64>, String> {
     let s = s.trim();
     if s == "unlimited" {
         return Ok(None);
@@ -489,6 +512,7 @@ impl Resolver<'_> {
         let timeouts = self.timeouts(&raw.timeouts)?;
         let verbs = self.verbs(&raw.verbs)?;
         let limits = self.limits(&raw.limits)?;
+        let transport = self.transport(&raw.transport)?;
         let metrics = self.metrics(&raw.metrics, &nodes)?;
         Ok(Topology {
             name: raw.name,
@@ -502,6 +526,7 @@ impl Resolver<'_> {
             timeouts,
             verbs,
             limits,
+            transport,
             metrics,
         })
     }
@@ -634,16 +659,7 @@ impl Resolver<'_> {
         if let Some(t) = rate {
             c.rate_bits_per_s = self.at(|| format!("{prefix}.rate"), parse_rate(&t.0))?;
         }
-        if c.jitter > c.rtt / 2 {
-            return Err(self.invalid(
-                format!("{prefix}.jitter"),
-                format!(
-                    "jitter {} exceeds half the rtt ({} / 2)",
-                    humantime::format_duration(c.jitter),
-                    humantime::format_duration(c.rtt)
-                ),
-            ));
-        }
+        c.check().map_err(|e| self.invalid(format!("{prefix}.{}", e.key()), e.to_string()))?;
         Ok(c)
     }
 
@@ -805,6 +821,7 @@ impl Resolver<'_> {
 mod limits;
 mod metrics;
 mod timeouts;
+mod transport;
 mod verbs;
 
 #[cfg(test)]

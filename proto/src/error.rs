@@ -43,3 +43,47 @@ pub enum ConfigError {
 
 /// Result of loading or checking a topology.
 pub type Result<T> = std::result::Result<T, ConfigError>;
+
+/// Why a set of link conditions is refused (the topology file's `links:` rules, which
+/// `redt netem set` follows too). [`LinkError::key`] names the offending key.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum LinkError {
+    /// The RTT is above [`crate::LinkConditions::MAX_RTT`]: datagrams queued behind such a
+    /// delay would hold the link long after it is set back.
+    #[error("rtt {} is more than {}, the largest allowed", humantime::format_duration(*rtt), humantime::format_duration(*max))]
+    RttTooLarge {
+        /// The RTT asked for.
+        rtt: std::time::Duration,
+        /// The largest allowed.
+        max: std::time::Duration,
+    },
+    /// The jitter is above half the RTT (a one-way delay could not stay positive).
+    #[error("jitter {} exceeds half the rtt ({} / 2)", humantime::format_duration(*jitter), humantime::format_duration(*rtt))]
+    JitterOverHalfRtt {
+        /// The jitter asked for.
+        jitter: std::time::Duration,
+        /// The link's RTT.
+        rtt: std::time::Duration,
+    },
+    /// The loss is not a fraction from 0 to 1 (0% to 100%).
+    #[error("loss {}% is outside 0% to 100%", loss * 100.0)]
+    LossOutOfRange {
+        /// The loss asked for, as a fraction.
+        loss: f64,
+    },
+    /// A rate limit of 0 bit/s (unlimited is `None`).
+    #[error("rate must be at least 1bit (or `unlimited`)")]
+    ZeroRate,
+}
+
+impl LinkError {
+    /// The key of a link the error is about: `rtt`, `jitter`, `loss` or `rate`.
+    pub fn key(&self) -> &'static str {
+        match self {
+            LinkError::RttTooLarge { .. } => "rtt",
+            LinkError::JitterOverHalfRtt { .. } => "jitter",
+            LinkError::LossOutOfRange { .. } => "loss",
+            LinkError::ZeroRate => "rate",
+        }
+    }
+}

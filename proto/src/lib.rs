@@ -16,14 +16,15 @@ mod quorum;
 mod topology;
 pub mod wire;
 
+pub use config::{parse_duration, parse_loss, parse_rate};
 pub use decision::Decision;
-pub use error::{ConfigError, Result};
+pub use error::{ConfigError, LinkError, Result};
 pub use identity::CertIdentity;
 pub use ids::{Ballot, Cts, DcId, Epoch, NodeId, Offset, PartitionId, TableId, TxnId};
 pub use protocol::{Protocol, UnknownProtocol};
 pub use quorum::{majority, quorum};
 pub use topology::{
     CellSchema, Dc, DetectorTimeoutsConfig, Learner, LimitsConfig, LinkConditions, Locking, MemStoreConfig,
-    MetricsConfig, Node, Partition, Partitioning, RecoveryTimeoutsConfig, TableSchema, TimeoutsConfig, Topology,
-    VerbsConfig,
+    MetricsConfig, Node, Partition, Partitioning, QuicConfig, RecoveryTimeoutsConfig, TableSchema, TimeoutsConfig,
+    Topology, VerbsConfig,
 };

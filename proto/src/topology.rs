@@ -4,6 +4,7 @@
 //! (see `config.rs`), which checks every rule before a `Topology` exists, so code holding one
 //! may index `nodes`, `dcs` and `partitions` by their ids without further checks.
 
+use crate::error::LinkError;
 use crate::ids::{DcId, Epoch, NodeId, PartitionId, TableId};
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -38,6 +39,9 @@ pub struct Topology {
     /// The limits on what one client request may ask for (its optional `limits:` section;
     /// [`LimitsConfig::default`] where it leaves a key out).
     pub limits: LimitsConfig,
+    /// The caps and deadlines of every node's QUIC transport (its optional `transport:`
+    /// section; [`QuicConfig::default`] where it leaves a key out).
+    pub transport: QuicConfig,
     /// Where the nodes serve their Prometheus metrics (its optional `metrics:` section;
     /// [`MetricsConfig::default`], no port, when it is left out).
     pub metrics: MetricsConfig,
@@ -188,6 +192,92 @@ pub struct VerbsConfig {
 impl VerbsConfig {
     /// The largest connection cap a file may set: 65,536.
     pub const MAX_CONNECTIONS: u64 = 65_536;
+}
+
+/// The `transport:` section of a topology file: caps and deadlines of every node's QUIC
+/// transport between nodes (issue 14: no client can wedge a node). Over a cap a connection or
+/// request is refused with an error that names the key (`transport.KEY`), counted, and the
+/// node keeps serving everyone else. Every key is optional; one left out keeps its default
+/// (the `DEFAULT_*` constants). Counts are at least 1 and at most their `*_CEILING`, windows
+/// from [`QuicConfig::MIN_WINDOW_BYTES`] to [`QuicConfig::MAX_WINDOW_BYTES`] (the connection's
+/// at least the stream's), durations above zero and at most [`TimeoutsConfig::MAX`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QuicConfig {
+    /// `max_connections`: incoming QUIC connections open at once, all peers together, those
+    /// still in their handshake included. One more is refused before its handshake.
+    pub max_connections: u64,
+    /// `max_connections_per_peer`: incoming QUIC connections open at once from one peer IP
+    /// address, those still in their handshake included.
+    pub max_connections_per_peer: u64,
+    /// `max_streams_per_connection`: bidirectional streams (= RPCs) a peer may have open at
+    /// once on one connection to this node; QUIC's stream credit makes the peer's next call
+    /// wait for one to finish.
+    pub max_streams_per_connection: u64,
+    /// `stream_receive_window`: bytes a peer may send on one stream ahead of what this node
+    /// has read.
+    pub stream_receive_window_bytes: u64,
+    /// `connection_receive_window`: bytes a peer may send on all streams of one connection
+    /// together ahead of what this node has read.
+    pub connection_receive_window_bytes: u64,
+    /// `max_calls_in_flight`: outgoing calls of one node in flight at once, over all peers.
+    pub max_calls_in_flight: u64,
+    /// `call_slot_timeout`: how long an outgoing call waits for one of those slots before it
+    /// fails naming `transport.max_calls_in_flight`.
+    pub call_slot_timeout: Duration,
+    /// `handler_timeout`: how long a node works on one request; past it the work is
+    /// cancelled and the caller is answered with a timeout error.
+    pub handler_timeout: Duration,
+    /// `write_timeout`: how long writing one response may take (a peer that stops reading);
+    /// past it that stream alone is reset.
+    pub write_timeout: Duration,
+}
+
+impl QuicConfig {
+    /// Default `max_connections`: 1,024.
+    pub const DEFAULT_MAX_CONNECTIONS: u64 = 1024;
+    /// Default `max_connections_per_peer`: 64.
+    pub const DEFAULT_MAX_CONNECTIONS_PER_PEER: u64 = 64;
+    /// Default `max_streams_per_connection`: 256.
+    pub const DEFAULT_MAX_STREAMS_PER_CONNECTION: u64 = 256;
+    /// Default `stream_receive_window`: 1 MiB.
+    pub const DEFAULT_STREAM_RECEIVE_WINDOW_BYTES: u64 = 1 << 20;
+    /// Default `connection_receive_window`: 16 MiB.
+    pub const DEFAULT_CONNECTION_RECEIVE_WINDOW_BYTES: u64 = 16 << 20;
+    /// Default `max_calls_in_flight`: 1,024.
+    pub const DEFAULT_MAX_CALLS_IN_FLIGHT: u64 = 1024;
+    /// Default `call_slot_timeout`: 5 s.
+    pub const DEFAULT_CALL_SLOT_TIMEOUT: Duration = Duration::from_secs(5);
+    /// Default `handler_timeout`: 30 s.
+    pub const DEFAULT_HANDLER_TIMEOUT: Duration = Duration::from_secs(30);
+    /// Default `write_timeout`: 10 s.
+    pub const DEFAULT_WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+    /// The largest `max_connections` and `max_connections_per_peer`: 65,536.
+    pub const MAX_CONNECTIONS_CEILING: u64 = 65_536;
+    /// The largest `max_streams_per_connection`: 65,536.
+    pub const MAX_STREAMS_CEILING: u64 = 65_536;
+    /// The largest `max_calls_in_flight`: 1,048,576.
+    pub const MAX_CALLS_IN_FLIGHT_CEILING: u64 = 1 << 20;
+    /// The smallest receive window: 4 KiB.
+    pub const MIN_WINDOW_BYTES: u64 = 4 << 10;
+    /// The largest receive window: 1 GiB.
+    pub const MAX_WINDOW_BYTES: u64 = 1 << 30;
+}
+
+impl Default for QuicConfig {
+    /// The defaults: the `DEFAULT_*` constants.
+    fn default() -> Self {
+        QuicConfig {
+            max_connections: Self::DEFAULT_MAX_CONNECTIONS,
+            max_connections_per_peer: Self::DEFAULT_MAX_CONNECTIONS_PER_PEER,
+            max_streams_per_connection: Self::DEFAULT_MAX_STREAMS_PER_CONNECTION,
+            stream_receive_window_bytes: Self::DEFAULT_STREAM_RECEIVE_WINDOW_BYTES,
+            connection_receive_window_bytes: Self::DEFAULT_CONNECTION_RECEIVE_WINDOW_BYTES,
+            max_calls_in_flight: Self::DEFAULT_MAX_CALLS_IN_FLIGHT,
+            call_slot_timeout: Self::DEFAULT_CALL_SLOT_TIMEOUT,
+            handler_timeout: Self::DEFAULT_HANDLER_TIMEOUT,
+            write_timeout: Self::DEFAULT_WRITE_TIMEOUT,
+        }
+    }
 }
 
 /// One data center.
@@ -350,6 +440,33 @@ pub struct LinkConditions {
     pub loss: f64,
     /// Rate limit in bits per second; `None` means unlimited.
     pub rate_bits_per_s: Option<u64>,
+}
+
+impl LinkConditions {
+    /// The largest RTT a link may have: 60 s (the topology file and `redt netem set`).
+    pub const MAX_RTT: Duration = Duration::from_secs(60);
+
+    /// Checks the rules every link follows, in the topology file and in `redt netem set`:
+    /// RTT at most [`LinkConditions::MAX_RTT`], jitter at most half the RTT, loss from 0 to 1,
+    /// a rate (when limited) of at least 1 bit/s.
+    ///
+    /// # Errors
+    /// The first rule broken, as a [`LinkError`] naming its key.
+    pub fn check(&self) -> Result<(), LinkError> {
+        if self.rtt > Self::MAX_RTT {
+            return Err(LinkError::RttTooLarge { rtt: self.rtt, max: Self::MAX_RTT });
+        }
+        if self.jitter > self.rtt / 2 {
+            return Err(LinkError::JitterOverHalfRtt { jitter: self.jitter, rtt: self.rtt });
+        }
+        if !(0.0..=1.0).contains(&self.loss) {
+            return Err(LinkError::LossOutOfRange { loss: self.loss });
+        }
+        if self.rate_bits_per_s == Some(0) {
+            return Err(LinkError::ZeroRate);
+        }
+        Ok(())
+    }
 }
 
 impl Default for LinkConditions {

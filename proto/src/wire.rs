@@ -433,6 +433,21 @@ pub struct StatusReply {
     /// Committed redo entries its replay could not apply and passed over, since it started.
     #[prost(uint64, tag = "28")]
     pub replay_invalid_entries: u64,
+    /// Incoming QUIC connections its transport refused over `transport.max_connections`.
+    #[prost(uint64, tag = "29")]
+    pub quic_refused_total: u64,
+    /// … over `transport.max_connections_per_peer`.
+    #[prost(uint64, tag = "30")]
+    pub quic_refused_per_peer: u64,
+    /// Requests whose handler it cancelled past `transport.handler_timeout`.
+    #[prost(uint64, tag = "31")]
+    pub quic_handler_timeouts: u64,
+    /// Responses it reset past `transport.write_timeout`.
+    #[prost(uint64, tag = "32")]
+    pub quic_write_timeouts: u64,
+    /// Outgoing calls that got no slot within `transport.call_slot_timeout`.
+    #[prost(uint64, tag = "33")]
+    pub quic_call_slot_timeouts: u64,
 }
 
 /// One rebuild of a node: a learner's snapshot copy.

@@ -258,7 +258,12 @@ pub fn node(a: &NodeArgs) -> Result<()> {
     rt.block_on(async {
         let wan = Arc::new(Mutex::new(WanModel::from_topology(&topo)));
         let socket = NetemSocket::bind(me.addr, me.dc, wan.clone()).with_context(|| format!("binding {}", me.addr))?;
-        let transport = Transport::bind(TransportConfig::default(), &topo, &identity, SocketSpec::Custom(socket))?;
+        let transport = Transport::bind(
+            TransportConfig::from_config(&topo.transport),
+            &topo,
+            &identity,
+            SocketSpec::Custom(socket),
+        )?;
         let options = timeouts.apply(CoordinatorOptions {
             protocol: a.protocol,
             early_ack: !a.no_early_ack,

@@ -2,10 +2,11 @@
 //! the emulation's accuracy.
 
 use super::{load_topology, runtime};
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use clap::{Args, Subcommand};
 use redt_coordinator::Client;
 use redt_proto::wire::NetemSetRequest;
+use redt_proto::LinkConditions;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -47,18 +48,18 @@ pub struct SetArgs {
     /// Destination DC name.
     #[arg(long)]
     to: String,
-    /// Round-trip time, e.g. `80ms`.
-    #[arg(long, value_parser = humantime::parse_duration)]
+    /// Round-trip time, e.g. `80ms`; at most 60 s.
+    #[arg(long, value_parser = redt_proto::parse_duration)]
     rtt: Option<Duration>,
-    /// Jitter, e.g. `2ms`.
-    #[arg(long, value_parser = humantime::parse_duration)]
+    /// Jitter, e.g. `2ms`; at most half the RTT.
+    #[arg(long, value_parser = redt_proto::parse_duration)]
     jitter: Option<Duration>,
-    /// Loss, e.g. `1%`.
-    #[arg(long)]
-    loss: Option<String>,
+    /// Loss, e.g. `1%`, from 0% to 100%.
+    #[arg(long, value_parser = redt_proto::parse_loss)]
+    loss: Option<f64>,
     /// Rate limit, e.g. `100mbit`, or `unlimited`.
-    #[arg(long)]
-    rate: Option<String>,
+    #[arg(long, value_parser = parse_rate)]
+    rate: Option<Rate>,
     /// Cut (`on`) or heal (`off`) the link.
     #[arg(long)]
     partition: Option<String>,
@@ -73,28 +74,26 @@ pub struct SetArgs {
     certs: PathBuf,
 }
 
-fn parse_loss(s: &str) -> Result<i64> {
-    let p: f64 = s.strip_suffix('%').context("loss must end with %, e.g. 1%")?.trim().parse().context("loss")?;
-    if !(0.0..=100.0).contains(&p) {
-        bail!("loss must be between 0% and 100%");
-    }
-    Ok((p * 1e4).round() as i64)
+/// A rate limit in bits per second; `None` is unlimited.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Rate(Option<u64>);
+
+/// Parses `--rate` as the topology file parses a link's `rate`.
+fn parse_rate(s: &str) -> std::result::Result<Rate, String> {
+    redt_proto::parse_rate(s).map(Rate)
 }
 
-fn parse_rate(s: &str) -> Result<i64> {
-    if s == "unlimited" {
-        return Ok(0);
-    }
-    let lower = s.to_ascii_lowercase();
-    let (num, mult) = [("tbit", 1e12), ("gbit", 1e9), ("mbit", 1e6), ("kbit", 1e3), ("bit", 1.0)]
-        .iter()
-        .find_map(|(suf, m)| lower.strip_suffix(suf).map(|n| (n.to_string(), *m)))
-        .unwrap_or((lower.clone(), 1.0));
-    let v: f64 = num.trim().parse().with_context(|| format!("rate `{s}` (e.g. 100mbit)"))?;
-    if v <= 0.0 {
-        bail!("rate must be positive (or `unlimited`)");
-    }
-    Ok((v * mult) as i64)
+/// Checks the values given as the topology file checks a link's ([`LinkConditions::check`]);
+/// a value not given is checked by each node against the link's current one.
+fn check_values(a: &SetArgs) -> Result<()> {
+    let probe = LinkConditions {
+        // Without --rtt, jitter is checked against the link's RTT by the nodes.
+        rtt: a.rtt.unwrap_or(LinkConditions::MAX_RTT),
+        jitter: a.jitter.unwrap_or_default(),
+        loss: a.loss.unwrap_or_default(),
+        rate_bits_per_s: a.rate.and_then(|r| r.0),
+    };
+    probe.check().map_err(|e| anyhow::anyhow!("--{}: {e}, as the topology file refuses too", e.key()))
 }
 
 /// Runs a `redt netem` subcommand.
@@ -113,22 +112,7 @@ pub fn run(cmd: &NetemCmd) -> Result<()> {
             if a.rtt.is_none() && a.jitter.is_none() && a.loss.is_none() && a.rate.is_none() && a.partition.is_none() {
                 bail!("nothing to change: give at least one of --rtt, --jitter, --loss, --rate, --partition");
             }
-            if let Some(rtt) = a.rtt.filter(|&r| r > redt_coordinator::netem_admin::MAX_RTT) {
-                bail!(
-                    "--rtt {} is above the limit of {}",
-                    humantime::format_duration(rtt),
-                    humantime::format_duration(redt_coordinator::netem_admin::MAX_RTT)
-                );
-            }
-            if let (Some(rtt), Some(jitter)) = (a.rtt, a.jitter) {
-                if jitter > rtt / 2 {
-                    bail!(
-                        "--jitter {} exceeds half the rtt ({} / 2), as the topology file refuses too",
-                        humantime::format_duration(jitter),
-                        humantime::format_duration(rtt)
-                    );
-                }
-            }
+            check_values(a)?;
             let partitioned = match a.partition.as_deref() {
                 None => None,
                 Some("on") => Some(true),
@@ -140,8 +124,9 @@ pub fn run(cmd: &NetemCmd) -> Result<()> {
                 to: a.to.clone(),
                 rtt_us: a.rtt.map_or(-1, |d| d.as_micros() as i64),
                 jitter_us: a.jitter.map_or(-1, |d| d.as_micros() as i64),
-                loss_ppm: a.loss.as_deref().map(parse_loss).transpose()?.unwrap_or(-1),
-                rate_bits_per_s: a.rate.as_deref().map(parse_rate).transpose()?.unwrap_or(-1),
+                loss_ppm: a.loss.map_or(-1, |l| (l * 1e6).round() as i64),
+                // 0 on the wire: unlimited.
+                rate_bits_per_s: a.rate.map_or(-1, |r| r.0.map_or(0, |bits| i64::try_from(bits).unwrap_or(i64::MAX))),
                 partitioned,
                 symmetric: !a.one_way,
             };
@@ -204,15 +189,38 @@ pub fn run(cmd: &NetemCmd) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clap::Parser;
 
+    #[derive(Parser)]
+    struct Cli {
+        #[command(subcommand)]
+        cmd: NetemCmd,
+    }
+
+    fn set(args: &[&str]) -> Result<SetArgs> {
+        let argv = ["redt", "set", "--from", "dc1", "--to", "dc2"].iter().chain(args);
+        match Cli::try_parse_from(argv)?.cmd {
+            NetemCmd::Set(a) => Ok(a),
+            _ => bail!("not a set"),
+        }
+    }
+
+    /// `redt netem set` parses and checks values exactly as the topology file's links.
     #[test]
-    fn parses_loss_and_rate() {
-        assert_eq!(parse_loss("1%").unwrap(), 10_000);
-        assert_eq!(parse_loss("0.5%").unwrap(), 5_000);
-        assert!(parse_loss("1").is_err());
-        assert!(parse_loss("150%").is_err());
-        assert_eq!(parse_rate("100mbit").unwrap(), 100_000_000);
-        assert_eq!(parse_rate("unlimited").unwrap(), 0);
-        assert!(parse_rate("fast").is_err());
+    fn values_are_parsed_and_checked_as_the_topology_file_does() {
+        let a = set(&["--loss", "0.5%", "--rate", "100mbit", "--rtt", "80ms", "--jitter", "40ms"]).unwrap();
+        assert_eq!((a.loss, a.rate), (Some(0.005), Some(Rate(Some(100_000_000)))));
+        check_values(&a).unwrap();
+        assert_eq!(set(&["--rate", "unlimited"]).unwrap().rate, Some(Rate(None)));
+        assert_eq!(set(&["--rtt", "0"]).unwrap().rtt, Some(Duration::ZERO));
+        for bad in [["--loss", "1"], ["--loss", "150%"], ["--rate", "fast"], ["--rate", "0bit"], ["--rtt", "soon"]] {
+            assert!(set(&bad).is_err(), "{bad:?} is refused");
+        }
+        let text = |args: &[&str]| check_values(&set(args).unwrap()).unwrap_err().to_string();
+        let huge = text(&["--rtt", "1000000h"]);
+        assert!(huge.starts_with("--rtt: rtt ") && huge.contains("the largest allowed"), "{huge}");
+        assert!(text(&["--rtt", "61s"]).contains("the largest allowed"));
+        assert!(text(&["--rtt", "10ms", "--jitter", "6ms"]).contains("--jitter: jitter 6ms exceeds half the rtt"));
+        assert!(text(&["--jitter", "31s"]).contains("exceeds half the rtt"));
     }
 }

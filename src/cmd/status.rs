@@ -80,20 +80,24 @@ pub fn run(a: &StatusArgs) -> Result<()> {
     print_out(&text)
 }
 
-/// The requests refused over a limit, the heap-full abort votes and the redo entries replay
-/// passed over, per node, when any node has one (issue 14).
+/// The requests refused over a limit, the heap-full abort votes, the redo entries replay
+/// passed over and the QUIC transport's refusals and cancellations over its `transport:` limits
+/// (`quic`: their sum; `--json` has each), per node, when any node has one (issue 14).
 fn refusals(topo: &Topology, statuses: &[(NodeId, Result<NodeStatus, String>)]) -> String {
     let rows: Vec<String> = statuses
         .iter()
         .filter_map(|(n, s)| s.as_ref().ok().map(|s| (n, s)))
-        .filter(|(_, s)| s.refused_over_limit + s.heap_full_votes + s.replay_invalid_entries > 0)
+        .filter(|(_, s)| {
+            s.refused_over_limit + s.heap_full_votes + s.replay_invalid_entries + s.transport_limits.sum() > 0
+        })
         .map(|(n, s)| {
             format!(
-                "{:<12} {:>10} {:>15} {:>14}\n",
+                "{:<12} {:>10} {:>15} {:>14} {:>10}\n",
                 node_name(topo, *n),
                 s.refused_over_limit,
                 s.heap_full_votes,
-                s.replay_invalid_entries
+                s.replay_invalid_entries,
+                s.transport_limits.sum()
             )
         })
         .collect();
@@ -101,11 +105,12 @@ fn refusals(topo: &Topology, statuses: &[(NodeId, Result<NodeStatus, String>)]) 
         return String::new();
     }
     format!(
-        "\nrefused and failed since start:\n{:<12} {:>10} {:>15} {:>14}\n{}",
+        "\nrefused and failed since start:\n{:<12} {:>10} {:>15} {:>14} {:>10}\n{}",
         "node",
         "over-limit",
         "heap-full votes",
         "replay skipped",
+        "quic",
         rows.concat()
     )
 }
@@ -313,6 +318,13 @@ fn node_json(topo: &Topology, n: NodeId, s: &Result<NodeStatus, String>) -> serd
             "refused_over_limit": s.refused_over_limit,
             "heap_full_votes": s.heap_full_votes,
             "replay_invalid_entries": s.replay_invalid_entries,
+            "transport_over_limit": {
+                "max_connections": s.transport_limits.refused_total,
+                "max_connections_per_peer": s.transport_limits.refused_per_peer,
+                "handler_timeout": s.transport_limits.handler_timeouts,
+                "write_timeout": s.transport_limits.write_timeouts,
+                "call_slot_timeout": s.transport_limits.call_slot_timeouts,
+            },
             "locks_held": s.locks_held,
             "suspected_nodes": s.suspected_nodes.iter().map(|&n| node_name(topo, n)).collect::<Vec<_>>(),
             "suspected_dcs": s.suspected_dcs.iter().map(|&d| dc_name(topo, d)).collect::<Vec<_>>(),

@@ -309,6 +309,19 @@ impl Collector for NodeSample {
             None,
             t.refused_handshakes,
         )?;
+        w.counters(
+            "transport_over_limit",
+            "QUIC refusals and cancellations over the topology's transport: limits, by limit (the key).",
+            None,
+            "limit",
+            [
+                ("max_connections", t.refused_connections_total),
+                ("max_connections_per_peer", t.refused_connections_per_peer),
+                ("handler_timeout", t.handler_timeouts),
+                ("write_timeout", t.write_timeouts),
+                ("call_slot_timeout", t.call_slot_timeouts),
+            ],
+        )?;
 
         // Verbs inside the DC.
         let v = &self.verbs;
@@ -362,7 +375,7 @@ mod tests {
             dc: "dc1".into(),
             status,
             answers: answers.snapshot(),
-            transport: Default::default(),
+            transport: crate::transport::CountersSnapshot { refused_connections_per_peer: 2, ..Default::default() },
             links: vec![LinkSample {
                 peer_dc: "dc2".into(),
                 messages_sent: 7,
@@ -392,6 +405,8 @@ mod tests {
             "redt_ring_used_slots{node=\"dc1-n1\",dc=\"dc1\"} 5",
             "redt_link_sent_bytes_total{node=\"dc1-n1\",dc=\"dc1\",peer_dc=\"dc2\"} 700",
             "redt_link_rtt_seconds{node=\"dc1-n1\",dc=\"dc1\",peer_dc=\"dc2\"} 0.04",
+            "redt_transport_over_limit_total{node=\"dc1-n1\",dc=\"dc1\",limit=\"max_connections_per_peer\"} 2",
+            "redt_transport_over_limit_total{node=\"dc1-n1\",dc=\"dc1\",limit=\"handler_timeout\"} 0",
         ] {
             assert!(text.lines().any(|l| l == line), "no line `{line}` in:\n{text}");
         }

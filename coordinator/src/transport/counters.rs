@@ -17,6 +17,11 @@ pub struct TransportCounters {
     pub(crate) malformed_frames: AtomicU64,
     pub(crate) oversized_frames: AtomicU64,
     pub(crate) refused_handshakes: AtomicU64,
+    pub(crate) refused_connections_total: AtomicU64,
+    pub(crate) refused_connections_per_peer: AtomicU64,
+    pub(crate) handler_timeouts: AtomicU64,
+    pub(crate) write_timeouts: AtomicU64,
+    pub(crate) call_slot_timeouts: AtomicU64,
 }
 
 /// A copy of [`TransportCounters`] at one moment.
@@ -37,6 +42,19 @@ pub struct CountersSnapshot {
     /// Incoming connections whose handshake failed (e.g. a certificate not from the cluster
     /// CA) or that presented no usable client certificate.
     pub refused_handshakes: u64,
+    /// Incoming connections refused because `transport.max_connections` were open.
+    pub refused_connections_total: u64,
+    /// Incoming connections refused because `transport.max_connections_per_peer` were open
+    /// from the same IP address.
+    pub refused_connections_per_peer: u64,
+    /// Requests whose handler did not finish within `transport.handler_timeout` (cancelled,
+    /// answered with a timeout error).
+    pub handler_timeouts: u64,
+    /// Responses not written within `transport.write_timeout` (their stream reset).
+    pub write_timeouts: u64,
+    /// Outgoing calls that got no in-flight slot within `transport.call_slot_timeout`
+    /// (`transport.max_calls_in_flight` calls in flight).
+    pub call_slot_timeouts: u64,
 }
 
 /// Frames to and from one peer node (live, relaxed atomics).
@@ -109,6 +127,11 @@ impl TransportCounters {
             malformed_frames: get(&self.malformed_frames),
             oversized_frames: get(&self.oversized_frames),
             refused_handshakes: get(&self.refused_handshakes),
+            refused_connections_total: get(&self.refused_connections_total),
+            refused_connections_per_peer: get(&self.refused_connections_per_peer),
+            handler_timeouts: get(&self.handler_timeouts),
+            write_timeouts: get(&self.write_timeouts),
+            call_slot_timeouts: get(&self.call_slot_timeouts),
         }
     }
 

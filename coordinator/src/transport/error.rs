@@ -79,6 +79,28 @@ pub enum TransportError {
         /// The QUIC application error code.
         code: u64,
     },
+    /// The call got no in-flight slot within `transport.call_slot_timeout`: `max` calls of
+    /// this transport were in flight (`transport.max_calls_in_flight`). Nothing was sent.
+    #[error(
+        "no call slot within {waited:?}: {max} calls in flight, at most {max} (transport.max_calls_in_flight, \
+         transport.call_slot_timeout)"
+    )]
+    NoCallSlot {
+        /// How long the call waited.
+        waited: Duration,
+        /// The cap on calls in flight.
+        max: usize,
+    },
+    /// The peer refused the connection for being over one of its caps
+    /// (`transport.max_connections` or `transport.max_connections_per_peer`); `why` is its
+    /// reason, which names the cap, when it gave one.
+    #[error("{peer} refused the connection: {why}")]
+    PeerOverLimit {
+        /// The peer, `name@addr`.
+        peer: String,
+        /// The peer's reason.
+        why: String,
+    },
     /// This transport was closed with [`super::Transport::close`].
     #[error("transport is closed")]
     Closed,

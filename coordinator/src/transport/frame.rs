@@ -59,6 +59,9 @@ pub enum StreamCode {
     Cancelled = 4,
     /// The handler's response could not be framed (over the size limit).
     ResponseTooLarge = 5,
+    /// The response was not written within the server's `write_timeout` (the caller stopped
+    /// reading): that stream alone is reset.
+    WriteTimeout = 6,
 }
 
 impl StreamCode {
@@ -83,6 +86,7 @@ impl StreamCode {
             3 => StreamCode::RequestTimeout,
             4 => StreamCode::Cancelled,
             5 => StreamCode::ResponseTooLarge,
+            6 => StreamCode::WriteTimeout,
             _ => return None,
         })
     }

@@ -18,6 +18,7 @@
 //! does not decode stops and resets that stream with a [`StreamCode`] and nothing else: the
 //! connection and the node keep serving.
 
+mod admission;
 mod counters;
 mod error;
 pub mod frame;
@@ -27,7 +28,7 @@ mod server;
 pub mod tls;
 
 use redt_proto::wire::Envelope;
-use redt_proto::NodeId;
+use redt_proto::{NodeId, QuicConfig};
 use std::fmt;
 use std::future::Future;
 use std::net::SocketAddr;
@@ -46,7 +47,9 @@ pub use tls::{
 /// A boxed, `Send` future borrowing from `'a` (the shape [`Handler::handle`] returns).
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
-/// Tunables of a [`Transport`]. [`TransportConfig::default`] gives the values below.
+/// Tunables of a [`Transport`]. [`TransportConfig::default`] gives the values below; the
+/// caps, windows and deadlines come from the topology file's `transport:` section through
+/// [`TransportConfig::from_config`] (defaults: [`QuicConfig`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TransportConfig {
     /// Deadline of one call, from the moment it holds an in-flight slot until its response
@@ -54,14 +57,37 @@ pub struct TransportConfig {
     /// request frame after this long.
     pub call_timeout: Duration,
     /// Calls in flight per transport, over all peers (at least 1); further calls wait for a
-    /// slot. Default 1024.
+    /// slot, at most [`TransportConfig::call_slot_timeout`] (`transport.max_calls_in_flight`,
+    /// default 1,024).
     pub max_in_flight: usize,
+    /// How long a call waits for an in-flight slot before it fails with
+    /// [`TransportError::NoCallSlot`] (`transport.call_slot_timeout`, default 5 s).
+    pub call_slot_timeout: Duration,
     /// Largest frame body accepted or sent, in bytes (the 4-byte prefix excluded).
     /// Default [`DEFAULT_MAX_FRAME_BYTES`] (16 MiB).
     pub max_frame_bytes: u32,
     /// Bidirectional streams (= RPCs) a peer may have open at once on one connection to this
-    /// endpoint; more wait in the peer's `open_bi`. Default 1024.
+    /// endpoint; more wait in the peer's `open_bi` (`transport.max_streams_per_connection`,
+    /// default 256).
     pub max_concurrent_streams: u32,
+    /// Bytes a peer may send on one stream ahead of what this endpoint has read
+    /// (`transport.stream_receive_window`, default 1 MiB).
+    pub stream_receive_window_bytes: u64,
+    /// Bytes a peer may send on all streams of one connection ahead of what this endpoint has
+    /// read (`transport.connection_receive_window`, default 16 MiB).
+    pub connection_receive_window_bytes: u64,
+    /// Incoming connections open at once, all peers together, those in their handshake
+    /// included; one more is refused (`transport.max_connections`, default 1,024).
+    pub max_connections: usize,
+    /// Incoming connections open at once from one peer IP address
+    /// (`transport.max_connections_per_peer`, default 64).
+    pub max_connections_per_peer: usize,
+    /// How long the server works on one request; past it the handler is cancelled and the
+    /// caller answered by [`Handler::timed_out`] (`transport.handler_timeout`, default 30 s).
+    pub handler_timeout: Duration,
+    /// How long writing one response may take; past it that stream alone is reset with
+    /// [`StreamCode::WriteTimeout`] (`transport.write_timeout`, default 10 s).
+    pub write_timeout: Duration,
     /// A connection with no traffic for this long is closed. Default 3 s: a peer killed
     /// without closing its connections (kill -9, a lost host) answers no keep-alive, so its
     /// connections die within this and the next call reconnects, to the restarted process if
@@ -71,16 +97,33 @@ pub struct TransportConfig {
     pub keep_alive_interval: Duration,
 }
 
-impl Default for TransportConfig {
-    fn default() -> Self {
+impl TransportConfig {
+    /// The defaults with the caps, windows and deadlines of a topology file's `transport:`
+    /// section (already range-checked by the file's loader).
+    pub fn from_config(q: &QuicConfig) -> TransportConfig {
+        // The loader caps every count far below usize::MAX and u32::MAX.
+        let count = |v: u64| usize::try_from(v).unwrap_or(usize::MAX);
         TransportConfig {
+            max_in_flight: count(q.max_calls_in_flight),
+            call_slot_timeout: q.call_slot_timeout,
+            max_concurrent_streams: u32::try_from(q.max_streams_per_connection).unwrap_or(u32::MAX),
+            stream_receive_window_bytes: q.stream_receive_window_bytes,
+            connection_receive_window_bytes: q.connection_receive_window_bytes,
+            max_connections: count(q.max_connections),
+            max_connections_per_peer: count(q.max_connections_per_peer),
+            handler_timeout: q.handler_timeout,
+            write_timeout: q.write_timeout,
             call_timeout: Duration::from_secs(5),
-            max_in_flight: 1024,
             max_frame_bytes: DEFAULT_MAX_FRAME_BYTES,
-            max_concurrent_streams: 1024,
             idle_timeout: Duration::from_secs(3),
             keep_alive_interval: Duration::from_secs(1),
         }
+    }
+}
+
+impl Default for TransportConfig {
+    fn default() -> Self {
+        TransportConfig::from_config(&QuicConfig::default())
     }
 }
 
@@ -140,6 +183,30 @@ impl fmt::Display for Caller {
 pub trait Handler: Send + Sync + 'static {
     /// Returns the response to `msg`, sent by `from`.
     fn handle(&self, from: Caller, msg: Envelope) -> BoxFuture<'_, Envelope>;
+
+    /// Returns the response to a request from `from` whose [`Handler::handle`] did not finish
+    /// within `after` (the transport's `handler_timeout`) and was cancelled. By default an
+    /// `ErrorReply` with code [`crate::error_code::TIMEOUT`] naming the limit, from node 0 at
+    /// epoch 0 (a node overrides it with its own).
+    fn timed_out(&self, from: Caller, after: Duration) -> Envelope {
+        let _ = from;
+        handler_timeout_reply(0, 0, after)
+    }
+}
+
+/// The error answer to a request whose handler was cancelled after `after`
+/// (`transport.handler_timeout`), from node `from` at epoch `epoch`.
+pub fn handler_timeout_reply(epoch: u32, from: u32, after: Duration) -> Envelope {
+    use redt_proto::wire::{Body, ErrorReply};
+    let message = format!(
+        "the request was not served within {} (transport.handler_timeout); its work was cancelled",
+        humantime::format_duration(after)
+    );
+    Envelope {
+        epoch,
+        from,
+        body: Some(Body::Error(ErrorReply { code: crate::error_code::TIMEOUT, message, current_epoch: epoch })),
+    }
 }
 
 /// A [`Handler`] made from an async closure; see [`handler_fn`].

@@ -1,5 +1,6 @@
 //! [`Transport`]: the endpoint, the connection cache and the calling side of an RPC.
 
+use super::admission::{Admission, WarnEvery};
 use super::counters::TransportCounters;
 use super::error::{Result, TransportError};
 use super::frame::{self, ReadFailure, StreamCode};
@@ -17,13 +18,16 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::sync::Semaphore;
 use tokio::task::JoinHandle;
-use tower::limit::ConcurrencyLimit;
 use tower::timeout::Timeout;
 use tower::{BoxError, Service, ServiceExt};
 use tracing::debug;
 
 /// Connection close code used by [`Transport::close`].
 const CLOSE_NORMAL: u32 = 0;
+
+/// At most one warning of each kind (refused connection, cancelled handler, reset write) per
+/// this interval; the ones held back are counted in the next.
+const WARN_EVERY: Duration = Duration::from_secs(1);
 
 /// State the server tasks share with the transport (they never hold the transport itself,
 /// so dropping the last [`Transport`] shuts everything down).
@@ -34,6 +38,16 @@ pub(crate) struct Shared {
     pub(crate) max_frame_bytes: u32,
     /// How long the server waits for a request frame.
     pub(crate) request_timeout: Duration,
+    /// How long a handler may work on one request.
+    pub(crate) handler_timeout: Duration,
+    /// How long writing one response may take.
+    pub(crate) write_timeout: Duration,
+    /// Incoming connections open, against the caps.
+    pub(crate) admission: Arc<Admission>,
+    /// Rate limits of the warnings: refused connections, cancelled handlers, reset writes.
+    pub(crate) refusal_warnings: WarnEvery,
+    pub(crate) handler_warnings: WarnEvery,
+    pub(crate) write_warnings: WarnEvery,
 }
 
 /// Where a call goes: an address and the TLS server name to expect there.
@@ -107,9 +121,10 @@ impl PeerHealth {
 /// last clone closes the endpoint like [`Transport::close`].
 ///
 /// Connections are opened lazily on the first call to a peer, cached per (address, server
-/// name), and opened again after they fail. Each call is one bidirectional stream. Calls go
-/// through a tower stack: a [`ConcurrencyLimit`] of [`TransportConfig::max_in_flight`]
-/// shared by the whole transport, then a [`Timeout`] of the call's deadline.
+/// name), and opened again after they fail. Each call is one bidirectional stream. A call
+/// first takes one of [`TransportConfig::max_in_flight`] slots shared by the whole transport,
+/// waiting at most [`TransportConfig::call_slot_timeout`], then runs under a tower
+/// [`Timeout`] of its deadline.
 #[derive(Clone, Debug)]
 pub struct Transport {
     inner: Arc<Inner>,
@@ -203,6 +218,12 @@ impl Transport {
             peers: PeerDirectory::new(topology),
             max_frame_bytes: cfg.max_frame_bytes,
             request_timeout: cfg.call_timeout,
+            handler_timeout: cfg.handler_timeout,
+            write_timeout: cfg.write_timeout,
+            admission: Admission::new(cfg.max_connections, cfg.max_connections_per_peer),
+            refusal_warnings: WarnEvery::new(WARN_EVERY),
+            handler_warnings: WarnEvery::new(WARN_EVERY),
+            write_warnings: WarnEvery::new(WARN_EVERY),
         });
         let in_flight = Arc::new(Semaphore::new(cfg.max_in_flight));
         Ok(Transport {
@@ -260,7 +281,8 @@ impl Transport {
     }
 
     /// Sends `msg` to node `peer` and returns its response, which must arrive within
-    /// `deadline` of the call taking an in-flight slot (waiting for a slot is not counted).
+    /// `deadline` of the call taking an in-flight slot (waiting for a slot is not counted; it
+    /// lasts at most [`TransportConfig::call_slot_timeout`]).
     /// A call that fails may or may not have been delivered and served; the transport never
     /// retries one after its request was written.
     ///
@@ -268,6 +290,10 @@ impl Transport {
     ///
     /// - [`TransportError::UnknownPeer`]: `peer` is not in the topology.
     /// - [`TransportError::Timeout`]: no response within `deadline`.
+    /// - [`TransportError::NoCallSlot`]: no in-flight slot within the slot timeout (counted);
+    ///   nothing was sent.
+    /// - [`TransportError::PeerOverLimit`]: the peer refused the connection for being over one
+    ///   of its connection caps.
     /// - [`TransportError::Connect`], [`TransportError::Tls`]: no connection could be set up.
     /// - [`TransportError::ConnectionLost`]: the connection broke during the call.
     /// - [`TransportError::Refused`]: the peer stopped or reset the stream.
@@ -306,11 +332,21 @@ impl Transport {
         if self.inner.closed.load(Ordering::Acquire) {
             return Err(TransportError::Closed);
         }
-        let service = ConcurrencyLimit::with_semaphore(
-            Timeout::new(RpcService(self.inner.clone()), deadline),
-            self.inner.in_flight.clone(),
-        );
-        service.oneshot(RpcRequest { target, peer, msg }).await.map_err(|e| classify(e, deadline))
+        let wait = self.inner.cfg.call_slot_timeout;
+        let slot = match tokio::time::timeout(wait, self.inner.in_flight.clone().acquire_owned()).await {
+            Ok(Ok(slot)) => slot,
+            // The semaphore is never closed.
+            Ok(Err(_)) => return Err(TransportError::Closed),
+            Err(_) => {
+                let counters = &self.inner.shared.counters;
+                TransportCounters::add(&counters.call_slot_timeouts, 1);
+                return Err(TransportError::NoCallSlot { waited: wait, max: self.inner.cfg.max_in_flight });
+            }
+        };
+        let service = Timeout::new(RpcService(self.inner.clone()), deadline);
+        let result = service.oneshot(RpcRequest { target, peer, msg }).await.map_err(|e| classify(e, deadline));
+        drop(slot);
+        result
     }
 
     /// The local address of the endpoint's socket (the port chosen for a bind to port 0).
@@ -528,6 +564,9 @@ fn same_error(e: &TransportError) -> TransportError {
         TransportError::ConnectionLost { peer, why } => {
             TransportError::ConnectionLost { peer: peer.clone(), why: why.clone() }
         }
+        TransportError::PeerOverLimit { peer, why } => {
+            TransportError::PeerOverLimit { peer: peer.clone(), why: why.clone() }
+        }
         other => TransportError::Connect { peer: String::new(), why: other.to_string() },
     }
 }
@@ -595,6 +634,18 @@ fn connection_error(peer: &str, e: &ConnectionError, connecting: bool) -> Transp
     let why = e.to_string();
     match e {
         ConnectionError::LocallyClosed => TransportError::Closed,
+        ConnectionError::ApplicationClosed(close) if close.error_code == VarInt::from_u32(server::CLOSE_OVER_LIMIT) => {
+            TransportError::PeerOverLimit { peer, why: String::from_utf8_lossy(&close.reason).into_owned() }
+        }
+        ConnectionError::ConnectionClosed(close)
+            if close.error_code == quinn::TransportErrorCode::CONNECTION_REFUSED =>
+        {
+            TransportError::PeerOverLimit {
+                peer,
+                why: "over its cap of connections (transport.max_connections or transport.max_connections_per_peer)"
+                    .into(),
+            }
+        }
         ConnectionError::TransportError(te) if is_crypto(te.code) => TransportError::Tls { peer, why },
         ConnectionError::ConnectionClosed(close) if is_crypto(close.error_code) => TransportError::Tls { peer, why },
         _ if connecting => TransportError::Connect { peer, why },
@@ -627,6 +678,16 @@ fn quic_transport_config(cfg: &TransportConfig) -> Result<quinn::TransportConfig
     if cfg.call_timeout.is_zero() {
         return Err(invalid("call_timeout must be positive".into()));
     }
+    if cfg.max_connections == 0 || cfg.max_connections_per_peer == 0 || cfg.max_concurrent_streams == 0 {
+        return Err(invalid(
+            "max_connections, max_connections_per_peer and max_concurrent_streams must be positive".into(),
+        ));
+    }
+    let window = |name: &str, v: u64| {
+        VarInt::from_u64(v).map_err(|_| invalid(format!("{name} of {v} bytes does not fit a QUIC integer")))
+    };
+    let stream_window = window("stream_receive_window_bytes", cfg.stream_receive_window_bytes)?;
+    let connection_window = window("connection_receive_window_bytes", cfg.connection_receive_window_bytes)?;
     if cfg.keep_alive_interval.is_zero() || cfg.keep_alive_interval >= cfg.idle_timeout {
         return Err(invalid(format!(
             "keep_alive_interval ({:?}) must be positive and below idle_timeout ({:?})",
@@ -638,6 +699,8 @@ fn quic_transport_config(cfg: &TransportConfig) -> Result<quinn::TransportConfig
     let mut quic = quinn::TransportConfig::default();
     quic.max_concurrent_bidi_streams(VarInt::from_u32(cfg.max_concurrent_streams))
         .max_concurrent_uni_streams(VarInt::from_u32(0))
+        .stream_receive_window(stream_window)
+        .receive_window(connection_window)
         .max_idle_timeout(Some(idle))
         .keep_alive_interval(Some(cfg.keep_alive_interval));
     Ok(quic)

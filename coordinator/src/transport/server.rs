@@ -1,27 +1,77 @@
-//! The serving side: accept loop, caller identification, one task per RPC stream.
+//! The serving side: accept loop, connection caps, caller identification, one task per RPC
+//! stream with a deadline on its handler and on its response write.
 
+use super::admission::Refusal;
 use super::counters::TransportCounters;
 use super::frame::{self, FrameError, ReadFailure, StreamCode};
 use super::rpc::Shared;
 use super::{Caller, Handler};
 use quinn::{Connection, Endpoint, Incoming, RecvStream, SendStream, VarInt};
 use rustls_pki_types::CertificateDer;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::Instant;
 use tracing::{debug, warn};
 
 /// Connection close code for a connection that presented no usable client certificate.
 const CLOSE_NO_IDENTITY: u32 = 1;
 
-/// Accepts connections until the endpoint closes; one task per connection.
+/// Connection close code for a connection over a cap; the reason names the cap
+/// ([`Refusal`]).
+pub(crate) const CLOSE_OVER_LIMIT: u32 = 2;
+
+/// Connections over a cap that are taken through their handshake at once, only to be closed
+/// with a reason that names the cap; past these, one more is refused before its handshake
+/// (QUIC's `CONNECTION_REFUSED`, no reason), so a flood costs no handshakes.
+const REFUSALS_WITH_REASON: usize = 16;
+
+/// Accepts connections until the endpoint closes; one task per connection admitted.
 pub(crate) async fn accept_loop(endpoint: Endpoint, shared: Arc<Shared>, handler: Arc<dyn Handler>) {
+    let explaining = Arc::new(AtomicUsize::new(0));
     while let Some(incoming) = endpoint.accept().await {
-        tokio::spawn(serve_connection(incoming, shared.clone(), handler.clone()));
+        let remote = incoming.remote_address();
+        match shared.admission.admit(remote.ip()) {
+            Ok(admitted) => {
+                tokio::spawn(serve_connection(incoming, admitted, shared.clone(), handler.clone()));
+            }
+            Err(refusal) => {
+                let counter = match refusal {
+                    Refusal::Total { .. } => &shared.counters.refused_connections_total,
+                    Refusal::PerPeer { .. } => &shared.counters.refused_connections_per_peer,
+                };
+                TransportCounters::add(counter, 1);
+                if let Some(unlogged) = shared.refusal_warnings.handle_event(Instant::now()) {
+                    warn!(%remote, unlogged, "refused an incoming QUIC connection: {refusal}");
+                }
+                if explaining.fetch_add(1, Ordering::AcqRel) < REFUSALS_WITH_REASON {
+                    tokio::spawn(refuse_with_reason(incoming, refusal, explaining.clone()));
+                } else {
+                    explaining.fetch_sub(1, Ordering::AcqRel);
+                    incoming.refuse();
+                }
+            }
+        }
     }
     debug!("endpoint closed; accept loop ends");
 }
 
-/// Completes the handshake, identifies the caller, then serves its streams.
-async fn serve_connection(incoming: Incoming, shared: Arc<Shared>, handler: Arc<dyn Handler>) {
+/// Completes the handshake of a connection over a cap only to close it with the cap's text
+/// (a reason sent before the handshake ends would be cleared, RFC 9000 §10.2.3).
+async fn refuse_with_reason(incoming: Incoming, refusal: Refusal, explaining: Arc<AtomicUsize>) {
+    if let Ok(conn) = incoming.await {
+        conn.close(VarInt::from_u32(CLOSE_OVER_LIMIT), refusal.to_string().as_bytes());
+    }
+    explaining.fetch_sub(1, Ordering::AcqRel);
+}
+
+/// Completes the handshake, identifies the caller, then serves its streams; holds the
+/// connection's place (`_admitted`) until it ends.
+async fn serve_connection(
+    incoming: Incoming,
+    _admitted: super::admission::Admitted,
+    shared: Arc<Shared>,
+    handler: Arc<dyn Handler>,
+) {
     let remote = incoming.remote_address();
     let conn = match incoming.await {
         Ok(conn) => conn,
@@ -97,7 +147,21 @@ async fn serve_stream(
             return;
         }
     };
-    let reply = handler.handle(caller, request).await;
+    let reply = match tokio::time::timeout(shared.handler_timeout, handler.handle(caller, request)).await {
+        Ok(reply) => reply,
+        Err(_) => {
+            TransportCounters::add(&counters.handler_timeouts, 1);
+            if let Some(unlogged) = shared.handler_warnings.handle_event(Instant::now()) {
+                warn!(
+                    %caller,
+                    unlogged,
+                    after = ?shared.handler_timeout,
+                    "cancelled a request's handler past its deadline (transport.handler_timeout)"
+                );
+            }
+            handler.timed_out(caller, shared.handler_timeout)
+        }
+    };
     let response = match frame::encode_frame(&reply, shared.max_frame_bytes) {
         Ok(response) => response,
         Err(e) => {
@@ -106,9 +170,25 @@ async fn serve_stream(
             return;
         }
     };
-    if let Err(e) = frame::write_frame(&mut send, &response).await {
-        debug!(%caller, error = %e, "could not write a response");
-        return;
+    match tokio::time::timeout(shared.write_timeout, frame::write_frame(&mut send, &response)).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => {
+            debug!(%caller, error = %e, "could not write a response");
+            return;
+        }
+        Err(_) => {
+            TransportCounters::add(&counters.write_timeouts, 1);
+            if let Some(unlogged) = shared.write_warnings.handle_event(Instant::now()) {
+                warn!(
+                    %caller,
+                    unlogged,
+                    after = ?shared.write_timeout,
+                    "reset a response stream not written within its deadline (transport.write_timeout)"
+                );
+            }
+            refuse(&mut send, &mut recv, StreamCode::WriteTimeout);
+            return;
+        }
     }
     // Finishing fails only if the caller stopped the stream meanwhile.
     let _ = send.finish();

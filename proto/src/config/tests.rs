@@ -2,7 +2,8 @@
 
 use super::*;
 use crate::topology::{
-    DetectorTimeoutsConfig, LimitsConfig, MetricsConfig, RecoveryTimeoutsConfig, TimeoutsConfig, VerbsConfig,
+    DetectorTimeoutsConfig, LimitsConfig, MetricsConfig, QuicConfig, RecoveryTimeoutsConfig, TimeoutsConfig,
+    VerbsConfig,
 };
 
 const FILE: &str = "test.yaml";
@@ -428,6 +429,16 @@ fn jitter_at_most_half_rtt() {
     invalid(&Doc::base().edit("rtt: 80ms", "rtt: 1ms"), "links.overrides[0].jitter", "exceeds half the rtt");
 }
 
+/// A link's RTT is at most 60 s (`LinkConditions::MAX_RTT`), in the file as in `redt netem
+/// set` (issue 14: `--rtt 1000000h` cut a link for good).
+#[test]
+fn rtt_at_most_a_minute() {
+    invalid(&Doc::base().edit("rtt: 40ms", "rtt: 61s"), "links.default.rtt", "more than 1m, the largest allowed");
+    invalid(&Doc::base().edit("rtt: 80ms", "rtt: 1000000h"), "links.overrides[0].rtt", "the largest allowed");
+    let t = ok(&Doc::base().edit("rtt: 80ms", "rtt: 60s"));
+    assert_eq!(t.links[0][1].rtt, Duration::from_secs(60));
+}
+
 #[test]
 fn loss_is_a_percentage() {
     invalid(&Doc::base().edit("loss: 0%", "loss: 101%"), "links.default.loss", "0% to 100%");
@@ -769,6 +780,90 @@ fn bad_verbs_limits_are_refused_naming_the_key() {
     invalid(&with_timeouts("verbs: { idle_timeout: 25h }"), "verbs.idle_timeout", "largest timeout");
     parse_error(&with_timeouts("verbs: { max_connections: -1 }"), "max_connections");
     parse_error(&with_timeouts("verbs: { per_peer: 3 }"), "unknown field `per_peer`");
+}
+
+// ----- transport -----
+
+#[test]
+fn transport_defaults_when_left_out() {
+    assert_eq!(ok(&Doc::base()).transport, QuicConfig::default());
+    assert_eq!(ok(&with_timeouts("transport: {}")).transport, QuicConfig::default());
+    let d = QuicConfig::default();
+    assert_eq!(
+        (d.max_connections, d.max_connections_per_peer, d.max_streams_per_connection, d.max_calls_in_flight),
+        (1024, 64, 256, 1024)
+    );
+    assert_eq!((d.stream_receive_window_bytes, d.connection_receive_window_bytes), (1 << 20, 16 << 20));
+    let s = Duration::from_secs;
+    assert_eq!((d.call_slot_timeout, d.handler_timeout, d.write_timeout), (s(5), s(30), s(10)));
+}
+
+#[test]
+fn every_transport_key_parses() {
+    let t = ok(&with_timeouts(
+        "transport: { max_connections: 100, max_connections_per_peer: 4, max_streams_per_connection: 32, \
+         stream_receive_window: 64KiB, connection_receive_window: 1MiB, max_calls_in_flight: 50, \
+         call_slot_timeout: 1s, handler_timeout: 2s, write_timeout: 3s }",
+    ))
+    .transport;
+    let s = Duration::from_secs;
+    assert_eq!(
+        t,
+        QuicConfig {
+            max_connections: 100,
+            max_connections_per_peer: 4,
+            max_streams_per_connection: 32,
+            stream_receive_window_bytes: 64 << 10,
+            connection_receive_window_bytes: 1 << 20,
+            max_calls_in_flight: 50,
+            call_slot_timeout: s(1),
+            handler_timeout: s(2),
+            write_timeout: s(3),
+        }
+    );
+    // One key only: the others keep their defaults.
+    let t = ok(&with_timeouts("transport: { handler_timeout: 500ms }")).transport;
+    assert_eq!(t, QuicConfig { handler_timeout: Duration::from_millis(500), ..QuicConfig::default() });
+}
+
+/// The commented `transport:` example in configs/default.yaml, uncommented, sets every key to
+/// its default: the file documents the defaults truthfully.
+#[test]
+fn the_transport_example_in_default_yaml_spells_out_the_defaults() {
+    let text = include_str!("../../../configs/default.yaml");
+    let start = text.find("\n# transport:\n").expect("default.yaml has a commented transport example") + 1;
+    let block: String = text[start..]
+        .lines()
+        .take_while(|l| !l.is_empty())
+        .map(|l| format!("{}\n", l.strip_prefix("# ").unwrap_or(l)))
+        .collect();
+    assert_eq!(block.lines().count(), 10, "the header and every key:\n{block}");
+    let t = Topology::from_yaml("default.yaml", &format!("{text}\n{block}")).expect("the example is valid");
+    assert_eq!(t.transport, QuicConfig::default());
+}
+
+#[test]
+fn bad_transport_values_are_refused_naming_the_key() {
+    let bad = |yaml: &str, key: &str, needle: &str| {
+        invalid(&with_timeouts(&format!("transport: {{ {yaml} }}")), &format!("transport.{key}"), needle)
+    };
+    bad("max_connections: 0", "max_connections", "at least 1");
+    bad("max_connections: 70000", "max_connections", "largest allowed");
+    bad("max_connections_per_peer: 0", "max_connections_per_peer", "at least 1");
+    bad("max_streams_per_connection: 65537", "max_streams_per_connection", "largest allowed");
+    bad("max_calls_in_flight: 0", "max_calls_in_flight", "at least 1");
+    bad("max_calls_in_flight: 2000000", "max_calls_in_flight", "largest allowed");
+    bad("stream_receive_window: 1KiB", "stream_receive_window", "outside 4096 to 1073741824 bytes");
+    bad("connection_receive_window: 2GiB", "connection_receive_window", "outside");
+    bad("stream_receive_window: lots", "stream_receive_window", "invalid size");
+    // The connection's window holds at least one stream's, defaults filled in.
+    bad("stream_receive_window: 32MiB", "connection_receive_window", "less than the stream_receive_window");
+    bad("call_slot_timeout: 0s", "call_slot_timeout", "above zero");
+    bad("handler_timeout: 25h", "handler_timeout", "largest timeout");
+    bad("write_timeout: soon", "write_timeout", "invalid duration");
+    parse_error(&with_timeouts("transport: { max_connections: -1 }"), "max_connections");
+    parse_error(&with_timeouts("transport: { max_streams: 3 }"), "unknown field `max_streams`");
+    parse_error(&with_timeouts("transport: 5"), "transport");
 }
 
 // ----- limits -----
