@@ -433,6 +433,10 @@ pub struct StatusReply {
     /// Committed redo entries its replay could not apply and passed over, since it started.
     #[prost(uint64, tag = "28")]
     pub replay_invalid_entries: u64,
+    /// Admin requests the node refused because the caller's certificate lacked the role
+    /// they need (operator), since it started.
+    #[prost(uint64, tag = "29")]
+    pub refused_role: u64,
 }
 
 /// One rebuild of a node: a learner's snapshot copy.
