@@ -104,8 +104,11 @@ fn yaml_configs() -> Vec<Vec<u8>> {
         .collect()
 }
 
+/// Whether one seed decodes (why not, if not).
+type Decodes = fn(&[u8]) -> Result<(), String>;
+
 /// Every target's seeds, and a check that one decodes.
-fn targets() -> Vec<(&'static str, Vec<Vec<u8>>, fn(&[u8]) -> Result<(), String>)> {
+fn targets() -> Vec<(&'static str, Vec<Vec<u8>>, Decodes)> {
     vec![
         ("wire_frame", wire_frames(), |b| {
             redt_coordinator::transport::frame::decode_body(&b[4..]).map(|_| ()).map_err(|e| e.to_string())
