@@ -168,4 +168,52 @@ mod tests {
         assert!(to_kv_ops(&parse_line(r#"{"value":[["r",-1,null]]}"#).unwrap()).is_err());
         assert!(to_kv_ops(&parse_line(r#"{"value":[["w",1,[1]]]}"#).unwrap()).is_err());
     }
+
+    /// A JSON value of the shapes a micro-op's fields take, and a few it must refuse.
+    fn json_value() -> impl Strategy<Value = Value> {
+        prop_oneof![
+            Just(Value::Null),
+            any::<i64>().prop_map(|n| json!(n)),
+            any::<u64>().prop_map(|n| json!(n)),
+            any::<f64>().prop_map(|f| json!(f)),
+            ".{0,8}".prop_map(|s| json!(s)),
+            proptest::collection::vec(any::<i64>(), 0..3).prop_map(|v| json!(v)),
+        ]
+    }
+
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Issue 14: whatever a `redt client --jsonl` line holds, parsing it, turning it into
+        /// key/value operations and filling in reads answer or refuse, never panic.
+        #[test]
+        fn arbitrary_lines_never_panic(line in ".{0,200}") {
+            if let Ok(ops) = parse_line(&line) {
+                let _ = to_kv_ops(&ops);
+            }
+        }
+
+        #[test]
+        fn json_shaped_lines_never_panic(
+            ops in proptest::collection::vec(
+                (prop_oneof![Just("r"), Just("w"), Just("append"), Just("cas"), Just("")], json_value(), json_value()),
+                0..5,
+            ),
+            extra in json_value(),
+            reads in proptest::collection::vec(proptest::option::of(proptest::collection::vec(any::<u8>(), 0..24)), 0..6),
+        ) {
+            let ops: Vec<Value> = ops.into_iter().map(|(f, k, v)| json!([f, k, v])).collect();
+            for line in [json!({"value": ops, "extra": extra}).to_string(), json!({"value": extra}).to_string()] {
+                if let Ok(parsed) = parse_line(&line) {
+                    let _ = to_kv_ops(&parsed);
+                    let _ = fill_reads(&parsed, &reads);
+                }
+            }
+        }
+
+        #[test]
+        fn arbitrary_cell_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..64)) {
+            let _ = decode_value(&bytes);
+        }
+    }
 }

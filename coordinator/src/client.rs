@@ -8,7 +8,9 @@ use crate::outcome::{next_step, KnownOutcome, NextStep};
 use crate::status::NodeStatus;
 use crate::transport::NodeIdentity;
 use crate::transport::TransportError;
-use crate::transport::{load_identity, SocketSpec, Transport, TransportConfig, CLIENT_IDENTITY_NAME};
+#[cfg(doc)]
+use crate::transport::OPERATOR_IDENTITY_NAME;
+use crate::transport::{check_identity, load_identity, SocketSpec, Transport, TransportConfig, CLIENT_IDENTITY_NAME};
 use redt_proto::wire::{
     Body, Envelope, NetemSetRequest, OutcomeQueryRequest, ProcedureCall, ReserveTxnRequest, StatusRequest,
     SubmitRequest,
@@ -81,7 +83,20 @@ impl Client {
     /// A missing or unreadable certificate file (named in the error), a socket that cannot
     /// bind.
     pub fn connect(topology: Arc<Topology>, certs_dir: &Path, call_timeout: Duration) -> Result<Client> {
-        let identity = load_identity(certs_dir, CLIENT_IDENTITY_NAME)?;
+        Client::connect_as(topology, certs_dir, CLIENT_IDENTITY_NAME, call_timeout)
+    }
+
+    /// As [`Client::connect`], with the identity `name` of `certs_dir` (`<name>.pem`,
+    /// `<name>.key`): [`OPERATOR_IDENTITY_NAME`] for admin requests such as
+    /// [`Client::netem_set`]. The certificate is checked first, so an expired one is refused
+    /// here, naming its end.
+    ///
+    /// # Errors
+    /// As [`Client::connect`]; [`TransportError::TlsConfig`] for a certificate that expired,
+    /// is not valid yet, is not from the directory's CA or does not fit its key.
+    pub fn connect_as(topology: Arc<Topology>, certs_dir: &Path, name: &str, call_timeout: Duration) -> Result<Client> {
+        let identity = load_identity(certs_dir, name)?;
+        check_identity(&identity, std::time::SystemTime::now())?;
         Client::with_identity(topology, &identity, call_timeout)
     }
 
@@ -312,7 +327,8 @@ impl Client {
     }
 
     /// Sends a `netem set` request to every node; returns the nodes that did not confirm,
-    /// with why.
+    /// with why. The nodes serve it to an operator certificate only (a client's is refused
+    /// with a message naming the operator role; see [`Client::connect_as`]).
     pub async fn netem_set(&self, req: NetemSetRequest) -> Vec<(String, String)> {
         let mut failed = Vec::new();
         for n in &self.topology.nodes {

@@ -379,6 +379,15 @@ impl EmbeddedCluster {
         Client::with_identity(self.topology.clone(), &self.certs.client, call_timeout)
     }
 
+    /// As [`EmbeddedCluster::client`], with the operator certificate: its admin requests
+    /// (`Client::netem_set`) are served.
+    ///
+    /// # Errors
+    /// A socket that cannot bind.
+    pub fn operator(&self, call_timeout: Duration) -> Result<Client> {
+        Client::with_identity(self.topology.clone(), &self.certs.operator, call_timeout)
+    }
+
     /// Sets the RTT of the one-way link `from → to` (the netem model every socket shares).
     ///
     /// # Errors

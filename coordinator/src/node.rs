@@ -63,6 +63,9 @@ pub mod error_code {
     /// cancelled (it may have partly run, as with any call that fails): the message names the
     /// limit (`crate::transport::handler_timeout_reply`).
     pub const TIMEOUT: u32 = 7;
+    /// The caller's certificate lacks the role the request needs (issue 14: admin requests
+    /// need an operator certificate); the message names the role needed and the caller's.
+    pub const FORBIDDEN: u32 = 8;
 }
 
 /// Everything a node needs to start.
@@ -760,6 +763,11 @@ impl Node {
                     None => err(error_code::INTERNAL, "node shutting down".into()),
                 }
             }
+            Body::NetemSet(_) if from != Caller::Operator => {
+                self.board.refused_role();
+                tracing::warn!(node = %self.id, caller = from.role(), "refused `netem set`: it needs the operator role");
+                err(error_code::FORBIDDEN, needs_operator("netem set", from))
+            }
             Body::NetemSet(req) => match self
                 .wan
                 .lock()
@@ -801,6 +809,15 @@ impl Node {
             _ => err(error_code::MALFORMED, "unexpected message kind".into()),
         }
     }
+}
+
+/// The refusal of an admin request `what` from `from`, which lacks the operator role.
+fn needs_operator(what: &str, from: Caller) -> String {
+    format!(
+        "`{what}` needs the operator role (a certificate for redt://operator/<name>: `redt certs issue --role \
+         operator`); this caller's certificate has the {} role",
+        from.role()
+    )
 }
 
 /// The span of one request a node serves for a transaction (debug level): `txn` (its

@@ -34,6 +34,7 @@ pub struct StatusBoard {
     recoveries_aborted: AtomicU64,
     gap_slots_filled: AtomicU64,
     refused_over_limit: AtomicU64,
+    refused_role: AtomicU64,
     heap_full_votes: AtomicU64,
     /// Running recoveries.
     running: Mutex<HashMap<TxnId, Running>>,
@@ -61,6 +62,7 @@ impl Default for StatusBoard {
             recoveries_aborted: AtomicU64::new(0),
             gap_slots_filled: AtomicU64::new(0),
             refused_over_limit: AtomicU64::new(0),
+            refused_role: AtomicU64::new(0),
             heap_full_votes: AtomicU64::new(0),
             running: Mutex::new(HashMap::new()),
             suspects: Mutex::new(Suspects::default()),
@@ -103,6 +105,12 @@ impl StatusBoard {
     /// transaction at this coordinator, or a peer's request at this node's executor side.
     pub fn refused_over_limit(&self) {
         self.refused_over_limit.fetch_add(1, Relaxed);
+    }
+
+    /// Counts one admin request refused because the caller's certificate lacks the role it
+    /// needs (issue 14: `netem set` from a client certificate).
+    pub fn refused_role(&self) {
+        self.refused_role.fetch_add(1, Relaxed);
     }
 
     /// Counts one abort vote of this node's executor side because a record heap was full.
@@ -225,6 +233,7 @@ impl StatusBoard {
             rebuilds: Vec::new(),
             under_replicated: 0,
             refused_over_limit: self.refused_over_limit.load(Relaxed),
+            refused_role: self.refused_role.load(Relaxed),
             heap_full_votes: self.heap_full_votes.load(Relaxed),
             replay_invalid_entries: 0,
             transport_limits: TransportLimitCounts::default(),
@@ -310,6 +319,9 @@ pub struct NodeStatus {
     pub under_replicated: u32,
     /// Requests it refused for being over a limit since it started (`crate::limits`).
     pub refused_over_limit: u64,
+    /// Admin requests it refused because the caller's certificate lacked the operator role,
+    /// since it started.
+    pub refused_role: u64,
     /// Abort votes its executor side gave because a record heap was full, since it started.
     pub heap_full_votes: u64,
     /// Committed redo entries its replay could not apply (an impossible record offset) and
@@ -411,6 +423,7 @@ impl NodeStatus {
                 .collect(),
             under_replicated: self.under_replicated,
             refused_over_limit: self.refused_over_limit,
+            refused_role: self.refused_role,
             heap_full_votes: self.heap_full_votes,
             replay_invalid_entries: self.replay_invalid_entries,
             quic_refused_total: self.transport_limits.refused_total,
@@ -501,6 +514,7 @@ impl NodeStatus {
                 .collect(),
             under_replicated: r.under_replicated,
             refused_over_limit: r.refused_over_limit,
+            refused_role: r.refused_role,
             heap_full_votes: r.heap_full_votes,
             replay_invalid_entries: r.replay_invalid_entries,
             transport_limits: TransportLimitCounts {

@@ -313,19 +313,25 @@ async fn a_request_over_the_size_limit_is_not_sent() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn certificates_written_to_a_directory_load_back_and_work() {
     let topo = topology(2);
-    let dir = tempfile::tempdir().unwrap();
-    init_cluster_certs(&topo, dir.path()).unwrap();
-    for f in ["ca.pem", "ca.key", "dc1-n1.pem", "dc1-n1.key", "dc2-n1.pem", "dc2-n1.key", "redt-client.pem"] {
-        assert!(dir.path().join(f).is_file(), "{f} written");
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("certs");
+    init_cluster_certs(&topo, &dir).unwrap();
+    for f in ["ca.pem", "dc1-n1.pem", "dc1-n1.key", "dc2-n1.pem", "dc2-n1.key", "redt-client.pem", "redt-operator.pem"]
+    {
+        assert!(dir.join(f).is_file(), "{f} written");
     }
-    let ids: Vec<NodeIdentity> = topo.nodes.iter().map(|n| load_identity(dir.path(), &n.name).unwrap()).collect();
+    // Issue 16: the CA key is beside the directory the nodes read, not in it.
+    assert!(!dir.join("ca.key").exists(), "no CA key among the node keys");
+    assert!(tmp.path().join("certs-ca/ca.key").is_file(), "the CA key is in certs-ca/");
+    let dir = dir.as_path();
+    let ids: Vec<NodeIdentity> = topo.nodes.iter().map(|n| load_identity(dir, &n.name).unwrap()).collect();
     let nodes = bind_all(&topo, &ids, &TransportConfig::default());
     nodes[0].serve(echo(NodeId(0))).unwrap();
     let reply = nodes[1].call(NodeId(0), ping(1, 11)).await.unwrap();
     assert_eq!((reply.epoch, caller_of(&reply)), (11, "node#1"));
 
     // The non-node client identity reaches a node by address and name.
-    let client_id = load_identity(dir.path(), CLIENT_IDENTITY_NAME).unwrap();
+    let client_id = load_identity(dir, CLIENT_IDENTITY_NAME).unwrap();
     let client = Transport::client(TransportConfig::default(), &client_id, bind_addr()).unwrap();
     let reply = client.call_addr(nodes[0].local_addr().unwrap(), "dc1-n1", ping(0, 12)).await.unwrap();
     assert_eq!((reply.epoch, caller_of(&reply)), (12, "client"));
@@ -337,20 +343,22 @@ async fn certificates_written_to_a_directory_load_back_and_work() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_missing_certificate_file_is_named() {
     let topo = topology(2);
-    let dir = tempfile::tempdir().unwrap();
-    init_cluster_certs(&topo, dir.path()).unwrap();
-    std::fs::remove_file(dir.path().join("dc2-n1.key")).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("certs");
+    init_cluster_certs(&topo, &dir).unwrap();
+    let dir = dir.as_path();
+    std::fs::remove_file(dir.join("dc2-n1.key")).unwrap();
 
-    let err = load_identity(dir.path(), "dc2-n1").unwrap_err();
+    let err = load_identity(dir, "dc2-n1").unwrap_err();
     assert!(matches!(&err, TransportError::MissingCertFile { path } if path.ends_with("dc2-n1.key")), "{err}");
     assert!(err.to_string().contains("dc2-n1.key"), "the message names the file: {err}");
 
-    let err = load_identity(dir.path(), "dc9-n1").unwrap_err();
+    let err = load_identity(dir, "dc9-n1").unwrap_err();
     assert!(err.to_string().contains("dc9-n1.pem"), "{err}");
 
     let empty = tempfile::tempdir().unwrap();
-    std::fs::copy(dir.path().join("dc1-n1.pem"), empty.path().join("dc1-n1.pem")).unwrap();
-    std::fs::copy(dir.path().join("dc1-n1.key"), empty.path().join("dc1-n1.key")).unwrap();
+    std::fs::copy(dir.join("dc1-n1.pem"), empty.path().join("dc1-n1.pem")).unwrap();
+    std::fs::copy(dir.join("dc1-n1.key"), empty.path().join("dc1-n1.key")).unwrap();
     let err = load_identity(empty.path(), "dc1-n1").unwrap_err();
     assert!(matches!(&err, TransportError::MissingCertFile { path } if path == &empty.path().join("ca.pem")));
     assert_file_named(&err, &empty.path().join("ca.pem"));

@@ -5,11 +5,13 @@
 //! URI SAN into every certificate it issues; servers that must know more than "signed by the
 //! cluster CA" read it back after the TLS handshake. The in-DC verbs transports
 //! (`redt-dc-executor`'s TCP verbs server and RDMA bootstrap) accept only
-//! [`CertIdentity::Node`] of their own DC.
+//! [`CertIdentity::Node`] of their own DC; the nodes serve admin requests (`redt netem set`,
+//! what a drill sends) to [`CertIdentity::Operator`] only.
 //!
 //! # Format
 //! - a node: `redt://node/<dc>/<node>`, e.g. `redt://node/dc1/dc1-n2`;
-//! - a non-node client: `redt://client/<name>`, e.g. `redt://client/redt-client`.
+//! - a non-node client: `redt://client/<name>`, e.g. `redt://client/redt-client`;
+//! - an operator: `redt://operator/<name>`, e.g. `redt://operator/redt-operator`.
 //!
 //! Each component is percent-encoded: every byte other than an ASCII letter, digit, `-`,
 //! `.`, `_` or `~` is written `%XX` (upper-case hex), so DC names with spaces or slashes
@@ -31,8 +33,14 @@ pub enum CertIdentity {
         /// The node's name (`dcs[i].nodes[j].name`).
         name: String,
     },
-    /// A non-node client (the `redt client` CLI's identity).
+    /// A non-node client (the `redt client` CLI's identity): transactions and status only.
     Client {
+        /// The certificate's name.
+        name: String,
+    },
+    /// An operator: a client that may also change the cluster outside transactions
+    /// (`redt netem set`, drills).
+    Operator {
         /// The certificate's name.
         name: String,
     },
@@ -44,6 +52,16 @@ impl CertIdentity {
         match self {
             CertIdentity::Node { dc, name } => format!("{SCHEME}node/{}/{}", encode(dc), encode(name)),
             CertIdentity::Client { name } => format!("{SCHEME}client/{}", encode(name)),
+            CertIdentity::Operator { name } => format!("{SCHEME}operator/{}", encode(name)),
+        }
+    }
+
+    /// The role's name as the URI writes it: `node`, `client` or `operator`.
+    pub fn role(&self) -> &'static str {
+        match self {
+            CertIdentity::Node { .. } => "node",
+            CertIdentity::Client { .. } => "client",
+            CertIdentity::Operator { .. } => "operator",
         }
     }
 
@@ -55,6 +73,7 @@ impl CertIdentity {
         match parts.as_slice() {
             ["node", dc, name] => Some(CertIdentity::Node { dc: decode(dc)?, name: decode(name)? }),
             ["client", name] => Some(CertIdentity::Client { name: decode(name)? }),
+            ["operator", name] => Some(CertIdentity::Operator { name: decode(name)? }),
             _ => None,
         }
     }
@@ -65,6 +84,7 @@ impl fmt::Display for CertIdentity {
         match self {
             CertIdentity::Node { dc, name } => write!(f, "node {name} of DC {dc}"),
             CertIdentity::Client { name } => write!(f, "client {name}"),
+            CertIdentity::Operator { name } => write!(f, "operator {name}"),
         }
     }
 }
@@ -125,6 +145,9 @@ mod tests {
         assert_eq!(node.to_uri(), "redt://node/dc1/dc1-n2");
         let client = CertIdentity::Client { name: "redt-client".into() };
         assert_eq!(client.to_uri(), "redt://client/redt-client");
+        let operator = CertIdentity::Operator { name: "alice".into() };
+        assert_eq!(operator.to_uri(), "redt://operator/alice");
+        assert_eq!(CertIdentity::from_uri("redt://operator/alice"), Some(operator));
         let odd = CertIdentity::Node { dc: "eu west/1".into(), name: "n".into() };
         assert_eq!(odd.to_uri(), "redt://node/eu%20west%2F1/n");
         assert_eq!(CertIdentity::from_uri(&odd.to_uri()), Some(odd));
@@ -138,7 +161,9 @@ mod tests {
             "redt://node/dc1",
             "redt://node/dc1/n/extra",
             "redt://node//n",
-            "redt://operator/x",
+            "redt://operator/",
+            "redt://operator/a/b",
+            "redt://admin/x",
             "https://node/dc1/n",
             "redt://node/dc1/n%2",
             "redt://node/dc1/n%zz",
@@ -152,8 +177,12 @@ mod tests {
 
     proptest! {
         #[test]
-        fn every_identity_round_trips(dc in ".{1,12}", name in ".{1,12}", node in any::<bool>()) {
-            let id = if node { CertIdentity::Node { dc, name } } else { CertIdentity::Client { name } };
+        fn every_identity_round_trips(dc in ".{1,12}", name in ".{1,12}", role in 0..3u8) {
+            let id = match role {
+                0 => CertIdentity::Node { dc, name },
+                1 => CertIdentity::Client { name },
+                _ => CertIdentity::Operator { name },
+            };
             let uri = id.to_uri();
             prop_assert!(uri.is_ascii());
             prop_assert_eq!(CertIdentity::from_uri(&uri), Some(id));

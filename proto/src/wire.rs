@@ -448,6 +448,10 @@ pub struct StatusReply {
     /// Outgoing calls that got no slot within `transport.call_slot_timeout`.
     #[prost(uint64, tag = "33")]
     pub quic_call_slot_timeouts: u64,
+    /// Admin requests the node refused because the caller's certificate lacked the role
+    /// they need (operator), since it started.
+    #[prost(uint64, tag = "34")]
+    pub refused_role: u64,
 }
 
 /// One rebuild of a node: a learner's snapshot copy.

@@ -9,6 +9,7 @@ use redt_bench::{
     run_cluster_ycsb, run_embedded_drill_ycsb, run_local_ycsb, run_remote_ycsb, topo, ClusterConfig, ClusterReport,
     Distribution, LocalConfig, LocalReport, Workload, YcsbConfig,
 };
+use redt_coordinator::transport::OPERATOR_IDENTITY_NAME;
 use redt_proto::{Protocol, Topology};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -463,7 +464,8 @@ fn ycsb(a: &YcsbArgs) -> Result<()> {
         return super::drill::finish_embedded(&r.drill, outputs, &title, !a.out.json);
     }
     if let Some(plan) = drill {
-        let r = rt.block_on(super::drill::run_bench(topo, &a.certs, &cfg, plan, &a.drill.run_dir))?;
+        let r =
+            rt.block_on(super::drill::run_bench(topo, &a.certs, OPERATOR_IDENTITY_NAME, &cfg, plan, &a.drill.run_dir))?;
         a.out.emit(serde_json::to_string_pretty(&r)?, || {
             let run = &r.run;
             println!("redt bench ycsb --cluster — {}, {} clients, {:.1} s", run.topology, run.clients, run.duration_s);

@@ -5,13 +5,15 @@ use super::{load_topology, runtime};
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 use redt_coordinator::metrics::MetricsServer;
+use redt_coordinator::transport::tls::CA_VALIDITY;
 use redt_coordinator::transport::{
-    init_cluster_certs, load_identity, verbs_tls, SocketSpec, Transport, TransportConfig,
+    check_identity, default_ca_key_path, find_ca_key, init_cluster_certs, init_cluster_certs_with, load_identity,
+    verbs_tls, ClusterCa, IdentityWatch, Role, SocketSpec, Transport, TransportConfig, Validity, WrittenCert,
 };
 use redt_coordinator::{CoordinatorOptions, Node, NodeParts, NodeTimeouts, TxnStats};
 use redt_dc_executor::{format_if_new, DcHandle, Layout, LocalVerbs, ServerLimits, TcpVerbs, TcpVerbsServer, Verbs};
 use redt_netem::{NetemSocket, WanModel};
-use redt_proto::{NodeId, Protocol, TimeoutsConfig, Topology};
+use redt_proto::{CertIdentity, NodeId, Protocol, TimeoutsConfig, Topology};
 use std::collections::HashMap;
 use std::io::Write;
 use std::net::SocketAddr;
@@ -183,15 +185,98 @@ pub enum ClusterCmd {
 /// `redt certs` subcommands.
 #[derive(Subcommand, Debug)]
 pub enum CertsCmd {
-    /// Makes a cluster CA and one certificate per node (plus one for clients).
+    /// Makes a cluster CA and one certificate per node, plus `redt-client` (client role) and
+    /// `redt-operator` (operator role). The CA key goes beside the directory, not into it.
     Init {
         /// Topology file.
         #[arg(long)]
         config: PathBuf,
-        /// Output directory.
+        /// Output directory (the one the nodes read: `ca.pem` and `<name>.pem`/`.key`).
         #[arg(long)]
         out: PathBuf,
+        /// Where to write the CA's private key [default: OUT-ca/ca.key, beside OUT].
+        #[arg(long, value_name = "FILE")]
+        ca_key: Option<PathBuf>,
+        /// Validity of every certificate issued [default: node 365d, client 365d, operator
+        /// 90d; the CA 3650d].
+        #[arg(long, value_name = "DURATION", value_parser = validity)]
+        valid_for: Option<Duration>,
     },
+    /// Issues one certificate of a role with the cluster's CA into the certificate directory
+    /// (`NAME.pem`, `NAME.key`, replacing existing ones; a running node picks up its own).
+    Issue {
+        /// Topology file (its name names the CA; a node's DC and address come from it).
+        #[arg(long)]
+        config: PathBuf,
+        /// Certificate directory (with `ca.pem`).
+        #[arg(long, default_value = "run/certs")]
+        certs: PathBuf,
+        /// The CA's private key [default: CERTS-ca/ca.key, else CERTS/ca.key].
+        #[arg(long, value_name = "FILE")]
+        ca_key: Option<PathBuf>,
+        /// node (a node of the topology), client (transactions and status) or operator (also
+        /// `netem set` and drills).
+        #[arg(long, value_enum)]
+        role: RoleArg,
+        /// The certificate's name: a node's name for `node`; a DNS-name-shaped name otherwise.
+        #[arg(long)]
+        name: String,
+        /// Validity [default: node 365d, client 365d, operator 90d].
+        #[arg(long, value_name = "DURATION", value_parser = validity)]
+        valid_for: Option<Duration>,
+    },
+    /// Issues every node's certificate again, and `redt-client`'s and `redt-operator`'s, with
+    /// the same CA: running nodes pick up their new certificate within 2 s (or at SIGHUP) for
+    /// new connections; connections already open go on.
+    Rotate {
+        /// Topology file.
+        #[arg(long)]
+        config: PathBuf,
+        /// Certificate directory (with `ca.pem`).
+        #[arg(long, default_value = "run/certs")]
+        certs: PathBuf,
+        /// The CA's private key [default: CERTS-ca/ca.key, else CERTS/ca.key].
+        #[arg(long, value_name = "FILE")]
+        ca_key: Option<PathBuf>,
+        /// Validity of every certificate issued [default: node 365d, client 365d, operator
+        /// 90d].
+        #[arg(long, value_name = "DURATION", value_parser = validity)]
+        valid_for: Option<Duration>,
+    },
+}
+
+/// `redt certs issue --role`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RoleArg {
+    /// A node of the topology.
+    Node,
+    /// Transactions and status.
+    Client,
+    /// Transactions, status and admin requests.
+    Operator,
+}
+
+impl From<RoleArg> for Role {
+    fn from(r: RoleArg) -> Role {
+        match r {
+            RoleArg::Node => Role::Node,
+            RoleArg::Client => Role::Client,
+            RoleArg::Operator => Role::Operator,
+        }
+    }
+}
+
+/// A certificate's validity: a humantime duration above zero (`90d`, `12h`) and at most
+/// 100 years.
+fn validity(s: &str) -> std::result::Result<Duration, String> {
+    let d = crate::cmd::duration::span(s)?;
+    if d.is_zero() {
+        return Err("must be above zero".into());
+    }
+    if d > Duration::from_secs(36_500 * 86_400) {
+        return Err("must be at most 100 years".into());
+    }
+    Ok(d)
 }
 
 fn shm_prefix(topo: &Topology) -> String {
@@ -221,6 +306,10 @@ pub fn node(a: &NodeArgs) -> Result<()> {
     let region = shm.region(me.id).context("own region")?.clone();
     let fresh = format_if_new(&layout, me.id, &region)?;
     let identity = load_identity(&a.certs, &me.name)?;
+    // An expired certificate, one the CA did not sign or a key that does not fit is named
+    // here, not in the first peer's handshake.
+    check_identity(&identity, std::time::SystemTime::now())
+        .with_context(|| format!("the certificate of {} in {}", me.name, a.certs.display()))?;
     let mut server = None;
     let verbs: Arc<dyn Verbs> = if tcp {
         // The MemStore is served over TLS to the nodes of this DC only (issue 14).
@@ -258,12 +347,13 @@ pub fn node(a: &NodeArgs) -> Result<()> {
     rt.block_on(async {
         let wan = Arc::new(Mutex::new(WanModel::from_topology(&topo)));
         let socket = NetemSocket::bind(me.addr, me.dc, wan.clone()).with_context(|| format!("binding {}", me.addr))?;
-        let transport = Transport::bind(
+        let transport = Arc::new(Transport::bind(
             TransportConfig::from_config(&topo.transport),
             &topo,
             &identity,
             SocketSpec::Custom(socket),
-        )?;
+        )?);
+        let reload = spawn_reload(transport.clone(), &a.certs, &me.name)?;
         let options = timeouts.apply(CoordinatorOptions {
             protocol: a.protocol,
             early_ack: !a.no_early_ack,
@@ -279,7 +369,7 @@ pub fn node(a: &NodeArgs) -> Result<()> {
             node: me.id,
             dc: handle,
             region,
-            transport: Arc::new(transport),
+            transport,
             wan,
             options,
             stats: Arc::new(TxnStats::default()),
@@ -308,6 +398,7 @@ pub fn node(a: &NodeArgs) -> Result<()> {
             _ = term.recv() => {}
         }
         println!("{} stopping", me.name);
+        reload.abort();
         if let Some(m) = &metrics {
             m.shutdown();
         }
@@ -317,6 +408,45 @@ pub fn node(a: &NodeArgs) -> Result<()> {
         }
         anyhow::Ok(())
     })
+}
+
+/// How often `redt node` looks at its certificate files for a rotation.
+const RELOAD_EVERY: Duration = Duration::from_secs(2);
+
+/// Starts the task that rotates `transport`'s certificate (issue 14): every [`RELOAD_EVERY`],
+/// and at once on SIGHUP, it loads the identity `name` of `certs` again if its files changed
+/// (SIGHUP: whether or not) and, if it checks, uses it for new connections. Each reload, and
+/// each refusal (the old certificate stays), is printed to the node's log.
+fn spawn_reload(transport: Arc<Transport>, certs: &Path, name: &str) -> Result<tokio::task::JoinHandle<()>> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut hup = signal(SignalKind::hangup()).context("installing the SIGHUP handler")?;
+    let mut watch = IdentityWatch::new(certs, name);
+    let name = name.to_string();
+    Ok(tokio::spawn(async move {
+        loop {
+            let forced = tokio::select! {
+                _ = tokio::time::sleep(RELOAD_EVERY) => false,
+                _ = hup.recv() => true,
+            };
+            let now = std::time::SystemTime::now();
+            let result = if forced { Some(watch.reload(&transport, now)) } else { watch.poll(&transport, now) };
+            match result {
+                None => {}
+                Some(Ok(s)) => {
+                    tracing::info!(node = %name, serial = %s.serial_hex(), "certificate reloaded");
+                    println!(
+                        "{name} reloaded its certificate: serial {}, valid until {}; new connections use it",
+                        s.serial_hex(),
+                        humantime::format_rfc3339_seconds(s.not_after)
+                    );
+                }
+                Some(Err(e)) => {
+                    tracing::warn!(node = %name, error = %e, "certificate not reloaded; keeping the current one");
+                    println!("{name} did not reload its certificate ({e}); it keeps the current one");
+                }
+            }
+        }
+    }))
 }
 
 /// Runs a `redt cluster` subcommand.
@@ -360,16 +490,72 @@ pub fn cluster(cmd: &ClusterCmd) -> Result<()> {
 /// Runs a `redt certs` subcommand.
 pub fn certs(cmd: &CertsCmd) -> Result<()> {
     match cmd {
-        CertsCmd::Init { config, out } => {
+        CertsCmd::Init { config, out, ca_key, valid_for } => {
             let topo = load_topology(Some(config))?;
-            init_cluster_certs(&topo, out)?;
+            let key = ca_key.clone().unwrap_or_else(|| default_ca_key_path(out));
+            let written = init_cluster_certs_with(&topo, out, Some(&key), *valid_for)?;
             println!(
-                "wrote the cluster CA and {} node certificates (+1 client) to {}",
-                topo.nodes.len(),
+                "wrote the cluster CA (certificate {}, valid {}; key {}) and {} certificates to {}:",
+                out.join("ca.pem").display(),
+                humantime::format_duration(CA_VALIDITY),
+                key.display(),
+                written.len(),
                 out.display()
             );
+            print_written(&written);
+            println!("keep {} off the nodes: only `redt certs issue|rotate` need it", key.display());
             Ok(())
         }
+        CertsCmd::Issue { config, certs, ca_key, role, name, valid_for } => {
+            let topo = load_topology(Some(config))?;
+            let key = find_ca_key(certs, ca_key.as_deref());
+            let ca = ClusterCa::load(&topo.name, certs, &key)?;
+            let role = Role::from(*role);
+            let (identity, ip) = match role {
+                Role::Node => {
+                    let n = topo
+                        .node_by_name(name)
+                        .with_context(|| format!("{}: no node named `{name}`", config.display()))?;
+                    let dc = topo.dcs[usize::from(n.dc.0)].name.clone();
+                    (CertIdentity::Node { dc, name: name.clone() }, Some(n.addr.ip()))
+                }
+                Role::Client => (CertIdentity::Client { name: name.clone() }, None),
+                Role::Operator => (CertIdentity::Operator { name: name.clone() }, None),
+            };
+            if role != Role::Node && topo.node_by_name(name).is_some() {
+                bail!(
+                    "`{name}` is a node's name: a {role} certificate needs another (the file would replace the node's)"
+                );
+            }
+            let validity = Validity::starting_now(valid_for.unwrap_or_else(|| role.default_validity()));
+            let written = ca.write_identity(certs, &identity, ip, validity)?;
+            print_written(std::slice::from_ref(&written));
+            Ok(())
+        }
+        CertsCmd::Rotate { config, certs, ca_key, valid_for } => {
+            let topo = load_topology(Some(config))?;
+            let key = find_ca_key(certs, ca_key.as_deref());
+            let ca = ClusterCa::load(&topo.name, certs, &key)?;
+            let written = ca.write_all(certs, &topo, *valid_for)?;
+            println!("issued again with the CA of {} ({} certificates):", certs.display(), written.len());
+            print_written(&written);
+            println!("running nodes use theirs for new connections within 2 s (SIGHUP: at once)");
+            Ok(())
+        }
+    }
+}
+
+/// Prints one line per certificate written: its file, identity and validity.
+fn print_written(written: &[WrittenCert]) {
+    for w in written {
+        let days = w.validity.not_after.duration_since(w.validity.not_before).unwrap_or_default().as_secs() / 86_400;
+        println!(
+            "  {}  {}  valid {} to {} (~{days}d)",
+            w.cert_path.display(),
+            w.identity.to_uri(),
+            humantime::format_rfc3339_seconds(w.validity.not_before),
+            humantime::format_rfc3339_seconds(w.validity.not_after),
+        );
     }
 }
 

@@ -15,6 +15,7 @@ use redt_bench::drill::{
 use redt_bench::drill_embedded::EmbeddedDrillReport;
 use redt_bench::drill_plan::{DrillPlan, Effect};
 use redt_bench::{ClusterConfig, DrillBenchReport};
+use redt_coordinator::transport::OPERATOR_IDENTITY_NAME;
 use redt_coordinator::Client;
 use redt_proto::wire::NetemSetRequest;
 use redt_proto::{NodeId, Topology};
@@ -32,13 +33,17 @@ pub struct ProcessDriver {
 
 impl ProcessDriver {
     /// A driver for the cluster of `topo` started with `run_dir`, its netem requests signed
-    /// with the client certificate in `certs`. Must run inside a tokio runtime.
+    /// with the operator certificate `identity` in `certs` (the nodes refuse them from a
+    /// client certificate). Must run inside a tokio runtime.
     ///
     /// # Errors
-    /// A missing client certificate.
-    pub fn new(run_dir: &Path, topo: Arc<Topology>, certs: &Path) -> Result<Self> {
+    /// A missing, expired or unusable operator certificate.
+    pub fn new(run_dir: &Path, topo: Arc<Topology>, certs: &Path, identity: &str) -> Result<Self> {
         // A node that is down does not confirm: its request gives up after 1 s.
-        let netem = Arc::new(Client::connect(topo.clone(), certs, Duration::from_secs(1))?);
+        let netem = Arc::new(
+            Client::connect_as(topo.clone(), certs, identity, Duration::from_secs(1))
+                .with_context(|| format!("the operator certificate {identity} in {}", certs.display()))?,
+        );
         Ok(ProcessDriver { run_dir: run_dir.to_path_buf(), topo, netem })
     }
 
@@ -204,16 +209,19 @@ pub fn bench_plan(a: &DrillArgs, cluster: bool, topo: &Topology, duration: Durat
 /// Runs `redt bench ycsb --cluster … --drill`: the bench's clients under `plan` (effects
 /// through the run directory `run_dir`), then settles and checks.
 ///
+/// The driver's link changes are signed with the operator certificate `identity`.
+///
 /// # Errors
-/// A missing client certificate; what [`redt_bench::run_drill_ycsb`] refuses.
+/// A missing client or operator certificate; what [`redt_bench::run_drill_ycsb`] refuses.
 pub async fn run_bench(
     topo: Topology,
     certs: &Path,
+    identity: &str,
     cfg: &ClusterConfig,
     plan: DrillPlan,
     run_dir: &Path,
 ) -> Result<DrillBenchReport> {
-    let driver = Arc::new(ProcessDriver::new(run_dir, Arc::new(topo.clone()), certs)?);
+    let driver = Arc::new(ProcessDriver::new(run_dir, Arc::new(topo.clone()), certs, identity)?);
     redt_bench::run_drill_ycsb(topo, certs, cfg, plan, driver, Arc::new(|_: &LogLine| {}))
         .await
         .map_err(anyhow::Error::msg)
@@ -241,6 +249,10 @@ pub struct DrillCmdArgs {
     /// Certificate directory [default: RUN_DIR/certs].
     #[arg(long)]
     certs: Option<PathBuf>,
+    /// The identity in the certificate directory that signs the link changes
+    /// (`<NAME>.pem`/`.key`): it must be an operator's (`redt certs issue --role operator`).
+    #[arg(long, value_name = "NAME", default_value = OPERATOR_IDENTITY_NAME)]
+    identity: String,
     /// How long to watch from the start [default: the plan's last action + 10 s].
     #[arg(long, allow_hyphen_values = true, value_parser = crate::cmd::duration::run_time)]
     duration: Option<Duration>,
@@ -307,7 +319,7 @@ pub fn run(a: &DrillCmdArgs) -> Result<()> {
     let rt = runtime()?;
     let report = rt.block_on(async {
         let watcher = Arc::new(Client::connect(topo.clone(), &certs, Duration::from_millis(500))?);
-        let driver = Arc::new(ProcessDriver::new(&a.run_dir, topo.clone(), &certs)?);
+        let driver = Arc::new(ProcessDriver::new(&a.run_dir, topo.clone(), &certs, &a.identity)?);
         let timeline = Arc::new(Timeline::new(0));
         let down = Arc::new(DownSet::default());
         let quiet = a.json;

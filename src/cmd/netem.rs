@@ -4,6 +4,7 @@
 use super::{load_topology, runtime};
 use anyhow::{bail, Result};
 use clap::{Args, Subcommand};
+use redt_coordinator::transport::OPERATOR_IDENTITY_NAME;
 use redt_coordinator::Client;
 use redt_proto::wire::NetemSetRequest;
 use redt_proto::LinkConditions;
@@ -69,9 +70,14 @@ pub struct SetArgs {
     /// Topology file of the running cluster.
     #[arg(long, default_value = "configs/default.yaml")]
     cluster: PathBuf,
-    /// Certificate directory (with the client certificate).
+    /// Certificate directory (with the operator certificate).
     #[arg(long, default_value = "run/certs")]
     certs: PathBuf,
+    /// The identity in the certificate directory to send the request with
+    /// (`<NAME>.pem`/`.key`): the nodes serve `netem set` to an operator's only (`redt certs
+    /// issue --role operator`).
+    #[arg(long, value_name = "NAME", default_value = OPERATOR_IDENTITY_NAME)]
+    identity: String,
 }
 
 /// A rate limit in bits per second; `None` is unlimited.
@@ -132,7 +138,8 @@ pub fn run(cmd: &NetemCmd) -> Result<()> {
             };
             let rt = runtime()?;
             let failed = rt.block_on(async {
-                let client = Client::connect(topo.clone(), &a.certs, Duration::from_secs(5))?;
+                let client = Client::connect_as(topo.clone(), &a.certs, &a.identity, Duration::from_secs(5))
+                    .with_context(|| format!("the identity {} in {}", a.identity, a.certs.display()))?;
                 anyhow::Ok(client.netem_set(req).await)
             })?;
             if failed.is_empty() {

@@ -316,6 +316,7 @@ fn node_json(topo: &Topology, n: NodeId, s: &Result<NodeStatus, String>) -> serd
             },
             "gap_slots_filled": s.gap_slots_filled,
             "refused_over_limit": s.refused_over_limit,
+            "refused_role": s.refused_role,
             "heap_full_votes": s.heap_full_votes,
             "replay_invalid_entries": s.replay_invalid_entries,
             "transport_over_limit": {

@@ -161,6 +161,12 @@ impl Collector for NodeSample {
             s.refused_over_limit,
         )?;
         w.counter(
+            "requests_refused_role",
+            "Admin requests refused because the caller's certificate lacked the operator role.",
+            None,
+            s.refused_role,
+        )?;
+        w.counter(
             "executor_heap_full_votes",
             "Abort votes this node's executor side gave because a record heap was full.",
             None,

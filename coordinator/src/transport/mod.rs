@@ -23,9 +23,11 @@ mod counters;
 mod error;
 pub mod frame;
 mod peers;
+mod reload;
 mod rpc;
 mod server;
 pub mod tls;
+pub mod x509;
 
 use redt_proto::wire::Envelope;
 use redt_proto::{NodeId, QuicConfig};
@@ -39,10 +41,14 @@ use std::time::Duration;
 pub use counters::{CountersSnapshot, PeerTraffic, TransportCounters};
 pub use error::{Result, TransportError};
 pub use frame::{FrameError, StreamCode, DEFAULT_MAX_FRAME_BYTES};
+pub use reload::IdentityWatch;
 pub use rpc::Transport;
 pub use tls::{
-    init_cluster_certs, load_identity, verbs_tls, ClusterCa, ClusterCerts, NodeIdentity, ALPN, CLIENT_IDENTITY_NAME,
+    check_identity, default_ca_key_path, find_ca_key, init_cluster_certs, init_cluster_certs_with, load_identity,
+    verbs_tls, ClusterCa, ClusterCerts, NodeIdentity, Role, Validity, WrittenCert, ALPN, CLIENT_IDENTITY_NAME,
+    OPERATOR_IDENTITY_NAME,
 };
+pub use x509::CertSummary;
 
 /// A boxed, `Send` future borrowing from `'a` (the shape [`Handler::handle`] returns).
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -146,22 +152,37 @@ impl fmt::Debug for SocketSpec {
     }
 }
 
-/// Who sent a request, as proven by the TLS client certificate (issued by the cluster CA).
+/// Who sent a request, as proven by the TLS client certificate (issued by the cluster CA):
+/// the role its identity URI names ([`redt_proto::CertIdentity`], issue 14).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Caller {
-    /// A node of the topology: the certificate is valid for that node's name.
+    /// A node of the topology: the certificate carries `redt://node/<dc>/<node>` of that node
+    /// (or, a certificate from before identities, no identity and that node's DNS name).
     Node(NodeId),
-    /// A certificate from the cluster CA that names no node of the topology, e.g. the
-    /// `redt client` CLI ([`CLIENT_IDENTITY_NAME`]).
+    /// A certificate carrying `redt://client/<name>`, e.g. the `redt client` CLI
+    /// ([`CLIENT_IDENTITY_NAME`]), or one that names no node and has no usable identity:
+    /// transactions and status only.
     Client,
+    /// A certificate carrying `redt://operator/<name>` ([`OPERATOR_IDENTITY_NAME`]): a client
+    /// that may also send admin requests (`redt netem set`, drills).
+    Operator,
 }
 
 impl Caller {
-    /// The calling node, or `None` for a [`Caller::Client`].
+    /// The calling node, or `None` for a client or an operator.
     pub fn node(self) -> Option<NodeId> {
         match self {
             Caller::Node(id) => Some(id),
-            Caller::Client => None,
+            Caller::Client | Caller::Operator => None,
+        }
+    }
+
+    /// The caller's role as identity URIs name it: `node`, `client` or `operator`.
+    pub fn role(self) -> &'static str {
+        match self {
+            Caller::Node(_) => "node",
+            Caller::Client => "client",
+            Caller::Operator => "operator",
         }
     }
 }
@@ -171,6 +192,7 @@ impl fmt::Display for Caller {
         match self {
             Caller::Node(id) => id.fmt(f),
             Caller::Client => f.write_str("client"),
+            Caller::Operator => f.write_str("operator"),
         }
     }
 }

@@ -4,7 +4,8 @@
 use super::error::{Result, TransportError};
 use super::tls::certificate_name;
 use super::Caller;
-use redt_proto::{NodeId, Topology};
+use redt_dc_executor::verbs::cert_identity;
+use redt_proto::{CertIdentity, NodeId, Topology};
 use rustls_pki_types::CertificateDer;
 use std::net::SocketAddr;
 use std::sync::RwLock;
@@ -13,6 +14,7 @@ use std::sync::RwLock;
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct Peer {
     name: String,
+    dc: String,
     addr: SocketAddr,
 }
 
@@ -34,7 +36,9 @@ impl PeerDirectory {
 
     /// Replaces every entry with `topology`'s nodes.
     pub(crate) fn replace(&self, topology: &Topology) {
-        let peers = topology.nodes.iter().map(|n| Peer { name: n.name.clone(), addr: n.addr }).collect();
+        let dc =
+            |n: &redt_proto::Node| topology.dcs.get(usize::from(n.dc.0)).map(|d| d.name.clone()).unwrap_or_default();
+        let peers = topology.nodes.iter().map(|n| Peer { name: n.name.clone(), dc: dc(n), addr: n.addr }).collect();
         *self.peers.write().unwrap_or_else(|e| e.into_inner()) = peers;
     }
 
@@ -67,15 +71,26 @@ impl PeerDirectory {
         Ok(())
     }
 
-    /// Returns who presented `cert` (already verified against the cluster CA): the node
-    /// whose name it is valid for, else [`Caller::Client`].
+    /// Returns who presented `cert` (already verified against the cluster CA), by the
+    /// identity URI it carries: a node identity naming a node of the directory (name and DC)
+    /// is that node, an operator identity [`Caller::Operator`], a client identity
+    /// [`Caller::Client`]. A certificate without an identity (issued before issue 14) is the
+    /// node whose DNS name it is valid for, else a client; a node identity naming no node of
+    /// the directory is a client.
     pub(crate) fn identify(&self, cert: &CertificateDer<'_>) -> Caller {
         let peers = self.peers.read().unwrap_or_else(|e| e.into_inner());
-        let name = certificate_name(cert, peers.iter().map(|p| p.name.as_str()));
-        match name.and_then(|n| peers.iter().position(|p| p.name == n)) {
-            // The directory is indexed by NodeId, which is a u16.
-            Some(i) => Caller::Node(NodeId(i as u16)),
-            None => Caller::Client,
+        // The directory is indexed by NodeId, which is a u16.
+        let node = |i: usize| Caller::Node(NodeId(i as u16));
+        match cert_identity(cert) {
+            Some(CertIdentity::Node { dc, name }) => {
+                peers.iter().position(|p| p.name == name && p.dc == dc).map_or(Caller::Client, node)
+            }
+            Some(CertIdentity::Operator { .. }) => Caller::Operator,
+            Some(CertIdentity::Client { .. }) => Caller::Client,
+            None => {
+                let name = certificate_name(cert, peers.iter().map(|p| p.name.as_str()));
+                name.and_then(|n| peers.iter().position(|p| p.name == n)).map_or(Caller::Client, node)
+            }
         }
     }
 }

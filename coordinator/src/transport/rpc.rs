@@ -134,7 +134,10 @@ pub struct Transport {
 struct Inner {
     cfg: TransportConfig,
     endpoint: Endpoint,
-    client_config: quinn::ClientConfig,
+    /// The configuration of new outgoing connections (replaced by [`Transport::set_identity`]).
+    client_config: std::sync::RwLock<quinn::ClientConfig>,
+    /// The QUIC transport parameters every configuration carries.
+    quic: Arc<quinn::TransportConfig>,
     shared: Arc<Shared>,
     conns: Mutex<HashMap<Target, ConnSlot>>,
     in_flight: Arc<Semaphore>,
@@ -205,7 +208,7 @@ impl Transport {
             None
         };
         let mut client_config = tls::quic_client_config(identity)?;
-        client_config.transport_config(quic);
+        client_config.transport_config(quic.clone());
         let quinn_runtime: Arc<dyn quinn::Runtime> = Arc::new(quinn::TokioRuntime);
         let socket = match socket {
             SocketSpec::Bind(addr) => quinn_runtime.wrap_udp_socket(std::net::UdpSocket::bind(addr)?)?,
@@ -230,7 +233,8 @@ impl Transport {
             inner: Arc::new(Inner {
                 cfg,
                 endpoint,
-                client_config,
+                client_config: std::sync::RwLock::new(client_config),
+                quic,
                 shared,
                 conns: Mutex::new(HashMap::new()),
                 in_flight,
@@ -240,6 +244,27 @@ impl Transport {
                 closed: AtomicBool::new(false),
             }),
         })
+    }
+
+    /// Replaces the certificate, key and CA certificate this endpoint presents and trusts with
+    /// `identity` (certificate rotation, issue 14): connections set up from now on, both ways,
+    /// use it; connections already set up go on with what they were set up with until they
+    /// close. The caller checks `identity` first ([`tls::check_identity`]).
+    ///
+    /// # Errors
+    ///
+    /// [`TransportError::TlsConfig`] if rustls refuses the material (nothing is replaced then).
+    pub fn set_identity(&self, identity: &NodeIdentity) -> Result<()> {
+        let inner = &self.inner;
+        let mut client_config = tls::quic_client_config(identity)?;
+        client_config.transport_config(inner.quic.clone());
+        if inner.serves {
+            let mut server_config = tls::quic_server_config(identity)?;
+            server_config.transport_config(inner.quic.clone());
+            inner.endpoint.set_server_config(Some(server_config));
+        }
+        *inner.client_config.write().unwrap_or_else(PoisonError::into_inner) = client_config;
+        Ok(())
     }
 
     /// Starts serving: spawns the accept loop, which authenticates every incoming connection
@@ -508,7 +533,11 @@ impl Inner {
                     }
                     let connecting = self
                         .endpoint
-                        .connect_with(self.client_config.clone(), target.addr, &target.name)
+                        .connect_with(
+                            self.client_config.read().unwrap_or_else(PoisonError::into_inner).clone(),
+                            target.addr,
+                            &target.name,
+                        )
                         .map_err(|e| match e {
                             ConnectError::EndpointStopping => TransportError::Closed,
                             e => TransportError::Connect { peer: peer.to_string(), why: e.to_string() },

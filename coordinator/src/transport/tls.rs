@@ -3,20 +3,27 @@
 //!
 //! One CA per cluster ([`ClusterCa`]) issues one certificate per node, valid for the node's
 //! name (DNS SAN, also its common name) and the IP of its listen address, and carrying its
-//! identity `redt://node/<dc>/<node>` as a URI SAN ([`redt_proto::CertIdentity`]; client
-//! certificates carry `redt://client/<name>`). The in-DC verbs transports accept only node
-//! certificates of their own DC by that identity ([`verbs_tls`]). A node's
-//! certificate serves both ways: as server certificate when it accepts, as client
-//! certificate when it calls. Every TLS configuration here is built with the `ring` provider
-//! explicitly (never the process default), allows TLS 1.3 only and negotiates ALPN
-//! [`ALPN`]. Servers require a client certificate chaining to the cluster CA; clients check
-//! the server against the CA with the server name set to the peer node's name.
+//! identity `redt://node/<dc>/<node>` as a URI SAN ([`redt_proto::CertIdentity`]). It also
+//! issues client certificates (`redt://client/<name>`: transactions and status) and operator
+//! certificates (`redt://operator/<name>`: also the admin requests, `redt netem set` and what
+//! a drill sends). The in-DC verbs transports accept only node certificates of their own DC
+//! by that identity ([`verbs_tls`]). A node's certificate serves both ways: as server
+//! certificate when it accepts, as client certificate when it calls; client and operator
+//! certificates are client certificates only (extended key usage `clientAuth`), so none can
+//! pose as a node's server. Every certificate has a validity period ([`Validity`]; defaults
+//! [`DEFAULT_NODE_VALIDITY`], [`DEFAULT_CLIENT_VALIDITY`], [`DEFAULT_OPERATOR_VALIDITY`]).
+//! Every TLS configuration here is built with the `ring` provider explicitly (never the
+//! process default), allows TLS 1.3 only and negotiates ALPN [`ALPN`]. Servers require a
+//! client certificate chaining to the cluster CA; clients check the server against the CA
+//! with the server name set to the peer node's name.
 //!
-//! On disk ([`init_cluster_certs`], [`load_identity`]) a directory holds `ca.pem`, `ca.key`
-//! and `<name>.pem`, `<name>.key` per node plus one for [`CLIENT_IDENTITY_NAME`]; all PEM,
-//! keys in PKCS#8.
-
+//! On disk ([`init_cluster_certs`], [`load_identity`]) a certificate directory holds `ca.pem`
+//! and `<name>.pem`, `<name>.key` per node plus one for [`CLIENT_IDENTITY_NAME`] and one for
+//! [`OPERATOR_IDENTITY_NAME`]; all PEM, keys in PKCS#8. The CA's private key is not in it
+//! (issue 16): it goes to [`default_ca_key_path`] (`<dir>-ca/ca.key` beside the directory)
+//! unless a path is given, so the directory can be copied to the nodes without it.
 use super::error::{Result, TransportError};
+use super::x509::{self, CertSummary};
 use rcgen::{
     BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair, KeyUsagePurpose,
     SanType,
@@ -33,6 +40,7 @@ use std::io::Write;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::{Duration, SystemTime};
 
 /// The ALPN protocol id every redt connection negotiates.
 pub const ALPN: &[u8] = b"redt/1";
@@ -41,16 +49,125 @@ pub const ALPN: &[u8] = b"redt/1";
 /// non-node clients (the `redt client` CLI); files `redt-client.pem`, `redt-client.key`.
 pub const CLIENT_IDENTITY_NAME: &str = "redt-client";
 
+/// Name of the operator identity [`init_cluster_certs`] and [`ClusterCerts::generate`] issue
+/// (the one `redt netem set`, `redt drill` and `redt bench … --drill` present by default);
+/// files `redt-operator.pem`, `redt-operator.key`.
+pub const OPERATOR_IDENTITY_NAME: &str = "redt-operator";
+
+/// Validity of a node certificate unless told otherwise: 365 days.
+pub const DEFAULT_NODE_VALIDITY: Duration = Duration::from_secs(365 * 86_400);
+/// Validity of a client certificate unless told otherwise: 365 days.
+pub const DEFAULT_CLIENT_VALIDITY: Duration = Duration::from_secs(365 * 86_400);
+/// Validity of an operator certificate unless told otherwise: 90 days (it may change the
+/// cluster, so it should not outlive its holder's need).
+pub const DEFAULT_OPERATOR_VALIDITY: Duration = Duration::from_secs(90 * 86_400);
+/// Validity of the cluster CA certificate: 10 years.
+pub const CA_VALIDITY: Duration = Duration::from_secs(3_650 * 86_400);
+/// How far before the moment of issue a certificate's validity starts, so that a peer whose
+/// clock is behind (within any sane NTP skew) accepts it at once: 5 minutes.
+pub const BACKDATE: Duration = Duration::from_secs(300);
+
 /// File name of the CA certificate in a certificate directory.
 const CA_CERT_FILE: &str = "ca.pem";
-/// File name of the CA private key in a certificate directory.
+/// File name of the CA private key (in [`default_ca_key_path`]'s directory; before issue 16,
+/// in the certificate directory itself).
 const CA_KEY_FILE: &str = "ca.key";
+
+/// The role of a certificate [`ClusterCa::issue_role`] issues, as `redt certs issue --role`
+/// names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Role {
+    /// A node of the topology (`redt://node/<dc>/<node>`).
+    Node,
+    /// A client: transactions and status (`redt://client/<name>`).
+    Client,
+    /// An operator: a client that may also send admin requests (`redt://operator/<name>`).
+    Operator,
+}
+
+impl Role {
+    /// Its validity unless told otherwise ([`DEFAULT_NODE_VALIDITY`] and so on).
+    pub fn default_validity(self) -> Duration {
+        match self {
+            Role::Node => DEFAULT_NODE_VALIDITY,
+            Role::Client => DEFAULT_CLIENT_VALIDITY,
+            Role::Operator => DEFAULT_OPERATOR_VALIDITY,
+        }
+    }
+}
+
+impl fmt::Display for Role {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Role::Node => "node",
+            Role::Client => "client",
+            Role::Operator => "operator",
+        })
+    }
+}
+
+/// The validity period written into a certificate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Validity {
+    /// First moment the certificate is valid.
+    pub not_before: SystemTime,
+    /// Last moment the certificate is valid.
+    pub not_after: SystemTime,
+}
+
+impl Validity {
+    /// Valid from [`BACKDATE`] before `now` until `now + valid_for`.
+    pub fn from(now: SystemTime, valid_for: Duration) -> Validity {
+        Validity { not_before: now.checked_sub(BACKDATE).unwrap_or(now), not_after: now + valid_for }
+    }
+
+    /// [`Validity::from`] the current time.
+    pub fn starting_now(valid_for: Duration) -> Validity {
+        Validity::from(SystemTime::now(), valid_for)
+    }
+}
+
+/// Returns where the CA key of the certificate directory `certs_dir` goes by default: the
+/// file `ca.key` in the directory `<certs_dir>-ca` beside it (e.g. `run/certs-ca/ca.key` for
+/// `run/certs`), so the directory the nodes read holds no CA key (issue 16).
+pub fn default_ca_key_path(certs_dir: &Path) -> PathBuf {
+    // `.` or `..` name no directory: go by the absolute path then.
+    let dir = match certs_dir.file_name() {
+        Some(_) => certs_dir.to_path_buf(),
+        None => std::path::absolute(certs_dir).unwrap_or_else(|_| certs_dir.to_path_buf()),
+    };
+    match dir.file_name() {
+        Some(name) => {
+            let mut sibling = name.to_os_string();
+            sibling.push("-ca");
+            dir.with_file_name(sibling).join(CA_KEY_FILE)
+        }
+        // `/`: no sibling to name.
+        None => dir.join("ca-private").join(CA_KEY_FILE),
+    }
+}
+
+/// Returns the CA key of `certs_dir`: `ca_key` when given, else [`default_ca_key_path`], else
+/// (a directory written before issue 16) `<certs_dir>/ca.key` if it exists there.
+pub fn find_ca_key(certs_dir: &Path, ca_key: Option<&Path>) -> PathBuf {
+    if let Some(p) = ca_key {
+        return p.to_path_buf();
+    }
+    let default = default_ca_key_path(certs_dir);
+    let legacy = certs_dir.join(CA_KEY_FILE);
+    if !default.exists() && legacy.exists() {
+        legacy
+    } else {
+        default
+    }
+}
 
 /// A cluster certificate authority: a self-signed CA certificate and its key, able to
 /// issue node certificates. Keys are ECDSA P-256.
 pub struct ClusterCa {
     cluster: String,
-    cert: rcgen::Certificate,
+    cert_der: CertificateDer<'static>,
+    cert_pem: String,
     issuer: Issuer<'static, KeyPair>,
 }
 
@@ -63,7 +180,8 @@ impl fmt::Debug for ClusterCa {
 /// What one node (or client) presents and trusts: its certificate chain and key, and the
 /// cluster CA certificate it verifies peers against. All DER.
 pub struct NodeIdentity {
-    /// The name the certificate is valid for (a node name, or [`CLIENT_IDENTITY_NAME`]).
+    /// The name the certificate is valid for (a node name, [`CLIENT_IDENTITY_NAME`],
+    /// [`OPERATOR_IDENTITY_NAME`] or another client's or operator's name).
     pub name: String,
     /// The end-entity certificate first, then any intermediates (none from [`ClusterCa`]).
     pub cert_chain: Vec<CertificateDer<'static>>,
@@ -99,27 +217,92 @@ struct Issued {
     key: KeyPair,
 }
 
+/// What [`ClusterCa::write_identity`] wrote.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WrittenCert {
+    /// The certificate file.
+    pub cert_path: PathBuf,
+    /// The key file (mode 0600 on Unix).
+    pub key_path: PathBuf,
+    /// The identity URI it carries.
+    pub identity: CertIdentity,
+    /// Its validity period.
+    pub validity: Validity,
+}
+
 fn gen_err(e: rcgen::Error) -> TransportError {
     TransportError::CertGen(e.to_string())
 }
 
 impl ClusterCa {
     /// Generates a new CA for the cluster `cluster_name` (the CA's common name is
-    /// `"<cluster_name> redt CA"`).
+    /// `"<cluster_name> redt CA"`), valid for [`CA_VALIDITY`].
     ///
     /// # Errors
     ///
     /// [`TransportError::CertGen`] if key generation or signing fails.
     pub fn generate(cluster_name: &str) -> Result<ClusterCa> {
         let key = KeyPair::generate().map_err(gen_err)?;
+        let mut params = ClusterCa::params(cluster_name);
+        let validity = Validity::starting_now(CA_VALIDITY);
+        params.not_before = validity.not_before.into();
+        params.not_after = validity.not_after.into();
+        let cert = params.self_signed(&key).map_err(gen_err)?;
+        Ok(ClusterCa {
+            cluster: cluster_name.to_string(),
+            cert_der: cert.der().clone(),
+            cert_pem: cert.pem(),
+            issuer: Issuer::new(params, key),
+        })
+    }
+
+    /// The CA certificate's parameters: its name (from `cluster_name`) and CA constraints;
+    /// what the certificates it issues name as their issuer.
+    fn params(cluster_name: &str) -> CertificateParams {
         let mut params = CertificateParams::default();
         params.distinguished_name.push(DnType::CommonName, format!("{cluster_name} redt CA"));
         params.distinguished_name.push(DnType::OrganizationName, "redt");
         params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
         params.key_usages =
             vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
-        let cert = params.self_signed(&key).map_err(gen_err)?;
-        Ok(ClusterCa { cluster: cluster_name.to_string(), cert, issuer: Issuer::new(params, key) })
+        params
+    }
+
+    /// Loads the CA of the cluster `cluster_name` (the topology's name) from its certificate
+    /// `certs_dir/ca.pem` and its key `ca_key` (see [`find_ca_key`]), to issue more
+    /// certificates with it ([`ClusterCa::write_identity`]).
+    ///
+    /// # Errors
+    ///
+    /// [`TransportError::MissingCertFile`] / [`TransportError::CertFile`] for a file that is
+    /// missing, unreadable or not PEM; [`TransportError::CertGen`] when the key does not
+    /// belong to the certificate or the certificate is not of the cluster `cluster_name` (a
+    /// test certificate issued with them does not chain to `ca.pem`).
+    pub fn load(cluster_name: &str, certs_dir: &Path, ca_key: &Path) -> Result<ClusterCa> {
+        let ca_path = certs_dir.join(CA_CERT_FILE);
+        let cert_pem = String::from_utf8_lossy(&read_file(&ca_path)?).into_owned();
+        let cert_der = CertificateDer::from_pem_slice(cert_pem.as_bytes()).map_err(|e| pem_err(&ca_path, e))?;
+        let key_pem = String::from_utf8_lossy(&read_file(ca_key)?).into_owned();
+        let key = KeyPair::from_pem(&key_pem)
+            .map_err(|e| TransportError::CertFile { path: ca_key.to_path_buf(), why: e.to_string() })?;
+        let ca = ClusterCa {
+            cluster: cluster_name.to_string(),
+            cert_der,
+            cert_pem,
+            issuer: Issuer::new(ClusterCa::params(cluster_name), key),
+        };
+        // The issuer is rebuilt from the cluster name and the key: a wrong name or a key of
+        // another CA would issue certificates nobody accepts. Find out now.
+        let probe = ca.issue_client("probe")?;
+        check_identity(&probe, SystemTime::now()).map_err(|e| {
+            TransportError::CertGen(format!(
+                "the CA key {} and {} do not issue certificates that chain (another cluster's, or \
+                 the topology is not named {cluster_name:?}?): {e}",
+                ca_key.display(),
+                ca_path.display()
+            ))
+        })?;
+        Ok(ca)
     }
 
     /// The cluster name given to [`ClusterCa::generate`].
@@ -129,12 +312,12 @@ impl ClusterCa {
 
     /// The CA certificate, DER.
     pub fn cert_der(&self) -> CertificateDer<'static> {
-        self.cert.der().clone()
+        self.cert_der.clone()
     }
 
     /// Issues a certificate for node `node_name` of DC `dc_name` listening on `ip`: SANs =
     /// DNS `node_name`, IP `ip` and URI `redt://node/<dc_name>/<node_name>`, usable as
-    /// server and client certificate.
+    /// server and client certificate, valid for [`DEFAULT_NODE_VALIDITY`].
     ///
     /// # Errors
     ///
@@ -142,19 +325,50 @@ impl ClusterCa {
     /// since peers check it as the TLS server name) or generation fails.
     pub fn issue_node(&self, node_name: &str, dc_name: &str, ip: IpAddr) -> Result<NodeIdentity> {
         let id = CertIdentity::Node { dc: dc_name.to_string(), name: node_name.to_string() };
-        Ok(self.identity(node_name, self.issue(node_name, Some(ip), &id)?))
+        self.issue_identity(&id, Some(ip), Validity::starting_now(DEFAULT_NODE_VALIDITY))
     }
 
     /// Issues a certificate for a non-node client named `name` (SANs = DNS `name` and URI
-    /// `redt://client/<name>`). Servers see its calls as from [`super::Caller::Client`]
-    /// unless `name` is a node name; the in-DC verbs transports refuse it.
+    /// `redt://client/<name>`; client authentication only), valid for
+    /// [`DEFAULT_CLIENT_VALIDITY`]. Servers see its calls as from [`super::Caller::Client`];
+    /// the in-DC verbs transports refuse it.
     ///
     /// # Errors
     ///
     /// As [`ClusterCa::issue_node`].
     pub fn issue_client(&self, name: &str) -> Result<NodeIdentity> {
         let id = CertIdentity::Client { name: name.to_string() };
-        Ok(self.identity(name, self.issue(name, None, &id)?))
+        self.issue_identity(&id, None, Validity::starting_now(DEFAULT_CLIENT_VALIDITY))
+    }
+
+    /// Issues a certificate for an operator named `name` (SANs = DNS `name` and URI
+    /// `redt://operator/<name>`; client authentication only), valid for
+    /// [`DEFAULT_OPERATOR_VALIDITY`]. Servers see its calls as from
+    /// [`super::Caller::Operator`].
+    ///
+    /// # Errors
+    ///
+    /// As [`ClusterCa::issue_node`].
+    pub fn issue_operator(&self, name: &str) -> Result<NodeIdentity> {
+        let id = CertIdentity::Operator { name: name.to_string() };
+        self.issue_identity(&id, None, Validity::starting_now(DEFAULT_OPERATOR_VALIDITY))
+    }
+
+    /// Issues a certificate carrying `identity` (its name is also the DNS SAN and common
+    /// name; `ip` an IP SAN), valid over `validity`. Node certificates serve as server and
+    /// client certificates, the others as client certificates only.
+    ///
+    /// # Errors
+    ///
+    /// As [`ClusterCa::issue_node`]; also when `validity` ends before it starts.
+    pub fn issue_identity(
+        &self,
+        identity: &CertIdentity,
+        ip: Option<IpAddr>,
+        validity: Validity,
+    ) -> Result<NodeIdentity> {
+        let name = identity_name(identity);
+        Ok(self.identity(name, self.issue(name, ip, identity, validity)?))
     }
 
     fn identity(&self, name: &str, issued: Issued) -> NodeIdentity {
@@ -166,7 +380,10 @@ impl ClusterCa {
         }
     }
 
-    fn issue(&self, name: &str, ip: Option<IpAddr>, identity: &CertIdentity) -> Result<Issued> {
+    fn issue(&self, name: &str, ip: Option<IpAddr>, identity: &CertIdentity, validity: Validity) -> Result<Issued> {
+        if validity.not_after <= validity.not_before {
+            return Err(TransportError::CertGen(format!("the validity of {name:?} ends before it starts")));
+        }
         let dns = checked_dns_name(name)?;
         let uri = rcgen::string::Ia5String::try_from(identity.to_uri())
             .map_err(|e| TransportError::CertGen(format!("identity of {name:?}: {e}")))?;
@@ -181,50 +398,96 @@ impl ClusterCa {
         params.subject_alt_names.push(SanType::URI(uri));
         params.is_ca = IsCa::ExplicitNoCa;
         params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
-        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth, ExtendedKeyUsagePurpose::ClientAuth];
+        params.extended_key_usages = match identity {
+            CertIdentity::Node { .. } => vec![ExtendedKeyUsagePurpose::ServerAuth, ExtendedKeyUsagePurpose::ClientAuth],
+            CertIdentity::Client { .. } | CertIdentity::Operator { .. } => vec![ExtendedKeyUsagePurpose::ClientAuth],
+        };
+        params.not_before = validity.not_before.into();
+        params.not_after = validity.not_after.into();
         params.use_authority_key_identifier_extension = true;
         let cert = params.signed_by(&key, &self.issuer).map_err(gen_err)?;
         Ok(Issued { cert, key })
     }
 
-    /// Writes `ca.pem`, `ca.key`, and for every node of `topology` `<node>.pem` and
-    /// `<node>.key` (freshly issued), plus `redt-client.pem`/`.key`
-    /// ([`CLIENT_IDENTITY_NAME`]), into `dir` (created if missing; existing files are
-    /// replaced). Key files are written with mode 0600 on Unix.
+    /// Issues a certificate carrying `identity` (as [`ClusterCa::issue_identity`]) and writes
+    /// it to `dir/<name>.pem` and its key to `dir/<name>.key` (mode 0600 on Unix), replacing
+    /// what was there: a running node picks the new ones up for its next connections
+    /// (`redt node` watches its files).
     ///
     /// # Errors
     ///
-    /// [`TransportError::CertFile`] naming the file that could not be written;
-    /// [`TransportError::CertGen`] for a node name that is not a valid DNS name or equals
-    /// `ca` or [`CLIENT_IDENTITY_NAME`].
-    pub fn write_dir(&self, dir: &Path, topology: &Topology) -> Result<()> {
+    /// As [`ClusterCa::issue_identity`]; [`TransportError::CertFile`] naming a file that could
+    /// not be written; [`TransportError::CertGen`] for the names `ca` (the CA's file).
+    pub fn write_identity(
+        &self,
+        dir: &Path,
+        identity: &CertIdentity,
+        ip: Option<IpAddr>,
+        validity: Validity,
+    ) -> Result<WrittenCert> {
+        let name = identity_name(identity);
+        if name == "ca" {
+            return Err(TransportError::CertGen("the name \"ca\" is reserved for the CA's files".into()));
+        }
+        let issued = self.issue(name, ip, identity, validity)?;
+        std::fs::create_dir_all(dir)
+            .map_err(|e| TransportError::CertFile { path: dir.to_path_buf(), why: e.to_string() })?;
+        let cert_path = dir.join(format!("{name}.pem"));
+        let key_path = dir.join(format!("{name}.key"));
+        // The key first: a watcher that sees the new certificate must find its key.
+        write_file(&key_path, &issued.key.serialize_pem(), true)?;
+        write_file(&cert_path, &issued.cert.pem(), false)?;
+        Ok(WrittenCert { cert_path, key_path, identity: identity.clone(), validity })
+    }
+
+    /// Writes the CA certificate to `dir/ca.pem` and its key to `ca_key` (mode 0600 on Unix;
+    /// its directory is created).
+    ///
+    /// # Errors
+    ///
+    /// [`TransportError::CertFile`] naming the file that could not be written.
+    pub fn write_ca(&self, dir: &Path, ca_key: &Path) -> Result<()> {
+        for d in [Some(dir), ca_key.parent()].into_iter().flatten().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(d)
+                .map_err(|e| TransportError::CertFile { path: d.to_path_buf(), why: e.to_string() })?;
+        }
+        write_file(ca_key, &self.issuer.key().serialize_pem(), true)?;
+        write_file(&dir.join(CA_CERT_FILE), &self.cert_pem, false)
+    }
+
+    /// Issues every certificate of `topology` into `dir` ([`ClusterCa::write_identity`]):
+    /// `<node>.pem`/`.key` per node, `redt-client` ([`CLIENT_IDENTITY_NAME`]) and
+    /// `redt-operator` ([`OPERATOR_IDENTITY_NAME`]), each valid for `valid_for` or its role's
+    /// default. Returns what it wrote, nodes first.
+    ///
+    /// # Errors
+    ///
+    /// As [`ClusterCa::write_identity`]; [`TransportError::CertGen`] for a node name that is
+    /// not a valid DNS name or equals `ca`, [`CLIENT_IDENTITY_NAME`] or
+    /// [`OPERATOR_IDENTITY_NAME`].
+    pub fn write_all(&self, dir: &Path, topology: &Topology, valid_for: Option<Duration>) -> Result<Vec<WrittenCert>> {
         for node in &topology.nodes {
-            if node.name == CLIENT_IDENTITY_NAME || node.name == "ca" {
+            if [CLIENT_IDENTITY_NAME, OPERATOR_IDENTITY_NAME, "ca"].contains(&node.name.as_str()) {
                 return Err(TransportError::CertGen(format!(
                     "node name {:?} is reserved for certificate files",
                     node.name
                 )));
             }
         }
-        std::fs::create_dir_all(dir)
-            .map_err(|e| TransportError::CertFile { path: dir.to_path_buf(), why: e.to_string() })?;
-        write_file(&dir.join(CA_CERT_FILE), &self.cert.pem(), false)?;
-        write_file(&dir.join(CA_KEY_FILE), &self.issuer.key().serialize_pem(), true)?;
-        let client = CertIdentity::Client { name: CLIENT_IDENTITY_NAME.to_string() };
-        let names = topology
-            .nodes
-            .iter()
-            .map(|n| {
-                let dc = topology.dcs[usize::from(n.dc.0)].name.clone();
-                (n.name.as_str(), Some(n.addr.ip()), CertIdentity::Node { dc, name: n.name.clone() })
-            })
-            .chain(std::iter::once((CLIENT_IDENTITY_NAME, None, client)));
-        for (name, ip, identity) in names {
-            let issued = self.issue(name, ip, &identity)?;
-            write_file(&dir.join(format!("{name}.pem")), &issued.cert.pem(), false)?;
-            write_file(&dir.join(format!("{name}.key")), &issued.key.serialize_pem(), true)?;
+        let mut written = Vec::new();
+        for n in &topology.nodes {
+            let dc = topology.dcs[usize::from(n.dc.0)].name.clone();
+            let id = CertIdentity::Node { dc, name: n.name.clone() };
+            let validity = Validity::starting_now(valid_for.unwrap_or(DEFAULT_NODE_VALIDITY));
+            written.push(self.write_identity(dir, &id, Some(n.addr.ip()), validity)?);
         }
-        Ok(())
+        let client = CertIdentity::Client { name: CLIENT_IDENTITY_NAME.to_string() };
+        let validity = Validity::starting_now(valid_for.unwrap_or(DEFAULT_CLIENT_VALIDITY));
+        written.push(self.write_identity(dir, &client, None, validity)?);
+        let operator = CertIdentity::Operator { name: OPERATOR_IDENTITY_NAME.to_string() };
+        let validity = Validity::starting_now(valid_for.unwrap_or(DEFAULT_OPERATOR_VALIDITY));
+        written.push(self.write_identity(dir, &operator, None, validity)?);
+        Ok(written)
     }
 }
 
@@ -237,12 +500,14 @@ pub struct ClusterCerts {
     pub nodes: Vec<NodeIdentity>,
     /// The identity for non-node clients ([`CLIENT_IDENTITY_NAME`]).
     pub client: NodeIdentity,
+    /// The operator identity ([`OPERATOR_IDENTITY_NAME`]).
+    pub operator: NodeIdentity,
 }
 
 impl ClusterCerts {
     /// Generates a CA named after `topology.name` and an identity for every node (SANs = its
-    /// name, the IP of its listen address and its `redt://node/<dc>/<node>` identity) and for
-    /// [`CLIENT_IDENTITY_NAME`].
+    /// name, the IP of its listen address and its `redt://node/<dc>/<node>` identity), for
+    /// [`CLIENT_IDENTITY_NAME`] and for [`OPERATOR_IDENTITY_NAME`].
     ///
     /// # Errors
     ///
@@ -255,7 +520,8 @@ impl ClusterCerts {
             .map(|n| ca.issue_node(&n.name, &topology.dcs[usize::from(n.dc.0)].name, n.addr.ip()))
             .collect::<Result<Vec<_>>>()?;
         let client = ca.issue_client(CLIENT_IDENTITY_NAME)?;
-        Ok(ClusterCerts { ca, nodes, client })
+        let operator = ca.issue_operator(OPERATOR_IDENTITY_NAME)?;
+        Ok(ClusterCerts { ca, nodes, client, operator })
     }
 
     /// The identity of node `id`, if it is in the topology.
@@ -264,14 +530,74 @@ impl ClusterCerts {
     }
 }
 
-/// Generates a new cluster CA and writes it and every node's certificate into `out` (see
-/// [`ClusterCa::write_dir`]); backs `redt certs init --config F --out DIR`.
+/// Generates a new cluster CA, writes its certificate to `out/ca.pem` and its key to
+/// `ca_key` (default [`default_ca_key_path`]`(out)`), and every certificate of `topology`
+/// into `out` ([`ClusterCa::write_all`], each valid for `valid_for` or its role's default);
+/// backs `redt certs init`. Returns what it wrote.
 ///
 /// # Errors
 ///
-/// As [`ClusterCa::generate`] and [`ClusterCa::write_dir`].
+/// As [`ClusterCa::generate`], [`ClusterCa::write_ca`] and [`ClusterCa::write_all`].
+pub fn init_cluster_certs_with(
+    topology: &Topology,
+    out: &Path,
+    ca_key: Option<&Path>,
+    valid_for: Option<Duration>,
+) -> Result<Vec<WrittenCert>> {
+    let ca = ClusterCa::generate(&topology.name)?;
+    let written = ca.write_all(out, topology, valid_for)?;
+    ca.write_ca(out, &ca_key.map_or_else(|| default_ca_key_path(out), Path::to_path_buf))?;
+    Ok(written)
+}
+
+/// [`init_cluster_certs_with`] with the CA key at [`default_ca_key_path`] and the default
+/// validity periods.
+///
+/// # Errors
+///
+/// As [`init_cluster_certs_with`].
 pub fn init_cluster_certs(topology: &Topology, out: &Path) -> Result<()> {
-    ClusterCa::generate(&topology.name)?.write_dir(out, topology)
+    init_cluster_certs_with(topology, out, None, None).map(|_| ())
+}
+
+/// The name a certificate carrying `identity` is issued under (its DNS SAN and file name).
+fn identity_name(identity: &CertIdentity) -> &str {
+    match identity {
+        CertIdentity::Node { name, .. } | CertIdentity::Client { name } | CertIdentity::Operator { name } => name,
+    }
+}
+
+/// Checks that `identity` is usable at `now`: its certificate chains to its CA certificate and
+/// is within its validity period, and its key belongs to it. Returns the certificate's serial
+/// and validity.
+///
+/// # Errors
+///
+/// [`TransportError::TlsConfig`] saying what is wrong: an empty chain, a certificate that
+/// expired (with its end) or is not valid yet, one the CA did not sign, a key that does not
+/// match.
+pub fn check_identity(identity: &NodeIdentity, now: SystemTime) -> Result<CertSummary> {
+    let who = &identity.name;
+    let cert = identity
+        .cert_chain
+        .first()
+        .ok_or_else(|| TransportError::TlsConfig(format!("{who}: empty certificate chain")))?;
+    let summary = x509::summary(cert)
+        .ok_or_else(|| TransportError::TlsConfig(format!("{who}: the certificate does not parse")))?;
+    let provider = provider();
+    let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots(identity)?), provider.clone())
+        .build()
+        .map_err(config_err)?;
+    let at =
+        rustls_pki_types::UnixTime::since_unix_epoch(now.duration_since(std::time::UNIX_EPOCH).unwrap_or_default());
+    verifier.verify_client_cert(cert, &identity.cert_chain[1..], at).map_err(|e| {
+        let until = humantime::format_rfc3339_seconds(summary.not_after);
+        let from = humantime::format_rfc3339_seconds(summary.not_before);
+        TransportError::TlsConfig(format!("{who}: certificate (valid {from} to {until}) refused: {e}"))
+    })?;
+    rustls::sign::CertifiedKey::from_der(identity.cert_chain.clone(), identity.key.clone_key(), &provider)
+        .map_err(|e| TransportError::TlsConfig(format!("{who}: the key does not fit the certificate: {e}")))?;
+    Ok(summary)
 }
 
 /// Loads the identity `node_name` from a directory written by [`init_cluster_certs`]:

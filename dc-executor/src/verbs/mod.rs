@@ -23,8 +23,8 @@ pub use batch::{Completion, DoorbellBatch, WorkRequest};
 pub use counters::{VerbCounters, VerbCounts};
 pub use local::{shared_file, LocalVerbs};
 pub use tcp::{
-    ServerCounts, ServerLimits, TcpVerbs, TcpVerbsServer, DEFAULT_IO_TIMEOUT, MAX_FRAME_BYTES, POOL_IDLE_FOR,
-    WIRE_VERSION,
+    decode_reply_body, decode_request_body, encode_request_body, ServerCounts, ServerLimits, TcpVerbs, TcpVerbsServer,
+    DEFAULT_IO_TIMEOUT, MAX_FRAME_BYTES, POOL_IDLE_FOR, WIRE_VERSION,
 };
 pub use tls::{cert_identity, VerbsTls, VERBS_ALPN};
 

@@ -43,4 +43,4 @@ mod wire;
 
 pub use client::{TcpVerbs, DEFAULT_IO_TIMEOUT, POOL_IDLE_FOR};
 pub use server::{ServerCounts, ServerLimits, TcpVerbsServer};
-pub use wire::{MAX_FRAME_BYTES, WIRE_VERSION};
+pub use wire::{decode_reply_body, decode_request_body, encode_request_body, MAX_FRAME_BYTES, WIRE_VERSION};

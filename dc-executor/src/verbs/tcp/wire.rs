@@ -165,6 +165,29 @@ pub(super) fn encode_request(node: NodeId, requests: &[WorkRequest]) -> Vec<u8> 
     f
 }
 
+/// Encodes the request body of `requests` to `node` (see the `tcp` module docs): what a
+/// [`super::TcpVerbs`] client sends, the 4-byte length prefix excluded (fuzz seeds, tests).
+pub fn encode_request_body(node: NodeId, requests: &[WorkRequest]) -> Vec<u8> {
+    encode_request(node, requests).split_off(PREFIX_BYTES)
+}
+
+/// Decodes a request body as a [`super::TcpVerbsServer`] does (fuzzing, tests).
+///
+/// # Errors
+/// Why the body is malformed.
+pub fn decode_request_body(body: &[u8]) -> std::result::Result<(NodeId, Vec<WorkRequest>), String> {
+    decode_request(body).map_err(|m| m.0)
+}
+
+/// Decodes a reply body as a [`super::TcpVerbs`] client does and returns its completion
+/// count and whether it carries an error (fuzzing, tests).
+///
+/// # Errors
+/// Why the body is malformed.
+pub fn decode_reply_body(body: &[u8]) -> std::result::Result<(usize, bool), String> {
+    decode_reply(body).map(|(c, e)| (c.len(), e.is_some())).map_err(|m| m.0)
+}
+
 /// Decodes a request body into its target node and work requests.
 pub(super) fn decode_request(body: &[u8]) -> std::result::Result<(NodeId, Vec<WorkRequest>), Malformed> {
     let mut c = Cursor { buf: body };
