@@ -2,7 +2,7 @@
 //! the emulation's accuracy.
 
 use super::{load_topology, runtime};
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 use redt_coordinator::transport::OPERATOR_IDENTITY_NAME;
 use redt_coordinator::Client;
