@@ -143,7 +143,14 @@ fn every_seed_is_committed_and_decodes() {
                 std::fs::write(&path, seed).expect("write a seed");
             }
             let committed = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-            assert_eq!(&committed, seed, "{} is what the generator makes", path.display());
+            assert!(
+                &committed == seed,
+                "{} ({} bytes) is not what the generator makes now ({} bytes): run \
+                 `REDT_WRITE_FUZZ_SEEDS=1 cargo test --release --test fuzz_seeds` and commit the corpus",
+                path.display(),
+                committed.len(),
+                seed.len()
+            );
             decodes(&committed).unwrap_or_else(|e| panic!("{} does not decode: {e}", path.display()));
         }
     }
