@@ -47,6 +47,8 @@
 //!   max_ops_per_txn: 4096          # operations of one transaction, 1 to 1048576
 //!   max_bytes_per_txn: 4MiB        # keys (8 bytes each) + values of one transaction, <= 12MiB
 //!   max_jsonl_line_bytes: 1MiB     # longest line `redt client --jsonl` reads, <= 64MiB
+//!   max_pending_votes: 100000      # commit votes an executor remembers, 1 to 10000000
+//!   max_accepted_redo: 100000      # replica redo a secondary remembers, 1 to 10000000
 //! transport:                       # optional, every key optional (defaults shown): each
 //!   max_connections: 1024          #   node's QUIC transport; incoming connections in all and
 //!   max_connections_per_peer: 64   #   per peer IP address (handshakes included)
@@ -66,11 +68,13 @@
 //!   `GiB`, `TiB` (binary; a space before the unit is allowed). Every MemStore size must be
 //!   a multiple of 64 bytes. The record heap is what is left after the superblock, index,
 //!   ring, decision log and absent-key locks (one 8-byte word per index bucket).
-//! - **limits**: `max_ops_per_txn` an integer, the two byte limits sizes; each at least 1 and
-//!   at most its ceiling (`redt_proto::LimitsConfig`). A request over a limit is refused
-//!   before anything is reserved or written, with an error naming the limit (`limits.KEY`)
-//!   and its value; a sub-transaction may also name each participant DC only once, so at
-//!   most as many as `dcs` has.
+//! - **limits**: `max_ops_per_txn` and the two memory caps integers, the two byte limits
+//!   sizes; each at least 1 and at most its ceiling (`redt_proto::LimitsConfig`). A request
+//!   over a limit is refused before anything is reserved or written, with an error naming the
+//!   limit (`limits.KEY`) and its value; a sub-transaction may also name each participant DC
+//!   only once, so at most as many as `dcs` has. The memory caps (`max_pending_votes`,
+//!   `max_accepted_redo`) forget the oldest entry instead of refusing a new one (docs/design.md,
+//!   "Limits and untrusted input").
 //! - **durations** (`rtt`, `jitter`, every `timeouts` key, the `verbs` and `transport`
 //!   timeouts): humantime syntax (`40ms`, `1s 500ms`, `250us`); a plain `0` is zero. A
 //!   timeout is above zero (`clock_skew_bound` may be zero) and at most 24 h; a link's `rtt`

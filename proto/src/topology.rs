@@ -72,6 +72,16 @@ pub struct LimitsConfig {
     /// `max_jsonl_line_bytes`: the longest line `redt client --jsonl` reads, newline
     /// excluded; a longer line is answered with a failure and skipped.
     pub max_jsonl_line_bytes: u64,
+    /// `max_pending_votes`: most commit votes an executor remembers while they await their
+    /// decision (`ExecutorCore`'s vote memory). Over it the oldest is forgotten, not
+    /// refused: its redo entries stay in the ring, where a decision or record naming no entry
+    /// finds them; a repeated phase 1 of a forgotten vote is answered an `OVER_LIMIT` error
+    /// naming this limit (the coordinator takes it as a DC that could not vote).
+    pub max_pending_votes: u64,
+    /// `max_accepted_redo`: most (transaction, sender) pairs of replica redo a node remembers
+    /// while they await their decision (baselines' secondaries). Over it the oldest is
+    /// forgotten: a decision for it finds its `Logged` entries by scanning the node's ring.
+    pub max_accepted_redo: u64,
 }
 
 impl LimitsConfig {
@@ -89,15 +99,27 @@ impl LimitsConfig {
     pub const MAX_BYTES_PER_TXN_CEILING: u64 = 12 << 20;
     /// The largest `max_jsonl_line_bytes` a file may set: 64 MiB.
     pub const MAX_JSONL_LINE_BYTES_CEILING: u64 = 64 << 20;
+    /// Default `max_pending_votes`: 100,000 (the size of the executors' other memories,
+    /// fences and decisions).
+    pub const DEFAULT_MAX_PENDING_VOTES: u64 = 100_000;
+    /// Default `max_accepted_redo`: 100,000.
+    pub const DEFAULT_MAX_ACCEPTED_REDO: u64 = 100_000;
+    /// The largest `max_pending_votes` a file may set: 10,000,000.
+    pub const MAX_PENDING_VOTES_CEILING: u64 = 10_000_000;
+    /// The largest `max_accepted_redo` a file may set: 10,000,000.
+    pub const MAX_ACCEPTED_REDO_CEILING: u64 = 10_000_000;
 }
 
 impl Default for LimitsConfig {
-    /// The defaults: 4,096 operations and 4 MiB per transaction, 1 MiB per JSON line.
+    /// The defaults: 4,096 operations and 4 MiB per transaction, 1 MiB per JSON line,
+    /// 100,000 pending votes and accepted redo remembered.
     fn default() -> Self {
         LimitsConfig {
             max_ops_per_txn: Self::DEFAULT_MAX_OPS_PER_TXN,
             max_bytes_per_txn: Self::DEFAULT_MAX_BYTES_PER_TXN,
             max_jsonl_line_bytes: Self::DEFAULT_MAX_JSONL_LINE_BYTES,
+            max_pending_votes: Self::DEFAULT_MAX_PENDING_VOTES,
+            max_accepted_redo: Self::DEFAULT_MAX_ACCEPTED_REDO,
         }
     }
 }

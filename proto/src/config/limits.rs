@@ -14,6 +14,10 @@ pub(super) struct RawLimits {
     max_bytes_per_txn: Option<Text>,
     #[serde(default)]
     max_jsonl_line_bytes: Option<Text>,
+    #[serde(default)]
+    max_pending_votes: Option<Text>,
+    #[serde(default)]
+    max_accepted_redo: Option<Text>,
 }
 
 impl Resolver<'_> {
@@ -43,6 +47,20 @@ impl Resolver<'_> {
                 d.max_jsonl_line_bytes,
                 LimitsConfig::MAX_JSONL_LINE_BYTES_CEILING,
                 true,
+            )?,
+            max_pending_votes: self.limit(
+                "max_pending_votes",
+                &raw.max_pending_votes,
+                d.max_pending_votes,
+                LimitsConfig::MAX_PENDING_VOTES_CEILING,
+                false,
+            )?,
+            max_accepted_redo: self.limit(
+                "max_accepted_redo",
+                &raw.max_accepted_redo,
+                d.max_accepted_redo,
+                LimitsConfig::MAX_ACCEPTED_REDO_CEILING,
+                false,
             )?,
         })
     }

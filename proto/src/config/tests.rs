@@ -875,6 +875,7 @@ fn limits_default_when_left_out() {
     assert_eq!(ok(&with_timeouts("limits: {}")).limits, LimitsConfig::default());
     let d = LimitsConfig::default();
     assert_eq!((d.max_ops_per_txn, d.max_bytes_per_txn, d.max_jsonl_line_bytes), (4096, 4 << 20, 1 << 20));
+    assert_eq!((d.max_pending_votes, d.max_accepted_redo), (100_000, 100_000));
 }
 
 #[test]
@@ -882,7 +883,17 @@ fn every_limit_key_parses() {
     let l =
         ok(&with_timeouts("limits: { max_ops_per_txn: 100, max_bytes_per_txn: 64KiB, max_jsonl_line_bytes: 2048 }"))
             .limits;
-    assert_eq!(l, LimitsConfig { max_ops_per_txn: 100, max_bytes_per_txn: 64 << 10, max_jsonl_line_bytes: 2048 });
+    assert_eq!(
+        l,
+        LimitsConfig {
+            max_ops_per_txn: 100,
+            max_bytes_per_txn: 64 << 10,
+            max_jsonl_line_bytes: 2048,
+            ..LimitsConfig::default()
+        }
+    );
+    let l = ok(&with_timeouts("limits: { max_pending_votes: 10, max_accepted_redo: 20 }")).limits;
+    assert_eq!(l, LimitsConfig { max_pending_votes: 10, max_accepted_redo: 20, ..LimitsConfig::default() });
     // One key only: the others keep their defaults.
     let l = ok(&with_timeouts("limits: { max_ops_per_txn: 7 }")).limits;
     assert_eq!(l, LimitsConfig { max_ops_per_txn: 7, ..LimitsConfig::default() });
@@ -896,6 +907,10 @@ fn bad_limits_are_refused_naming_the_key() {
     invalid(&with_timeouts("limits: { max_bytes_per_txn: 0B }"), "limits.max_bytes_per_txn", "at least 1");
     invalid(&with_timeouts("limits: { max_bytes_per_txn: 1GiB }"), "limits.max_bytes_per_txn", "largest allowed");
     invalid(&with_timeouts("limits: { max_jsonl_line_bytes: lots }"), "limits.max_jsonl_line_bytes", "invalid size");
+    invalid(&with_timeouts("limits: { max_pending_votes: 0 }"), "limits.max_pending_votes", "at least 1");
+    invalid(&with_timeouts("limits: { max_pending_votes: 10000001 }"), "limits.max_pending_votes", "largest allowed");
+    invalid(&with_timeouts("limits: { max_accepted_redo: 0 }"), "limits.max_accepted_redo", "at least 1");
+    invalid(&with_timeouts("limits: { max_accepted_redo: 1KiB }"), "limits.max_accepted_redo", "invalid count");
     parse_error(&with_timeouts("limits: { max_participants: 3 }"), "unknown field `max_participants`");
     parse_error(&with_timeouts("limits: 5"), "limits");
 }
