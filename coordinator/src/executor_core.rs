@@ -17,11 +17,35 @@
 //! transactions decided here, makes a repeated decision (a retry whose first attempt did
 //! land) a no-op: by then the redo entries it names may be flushed and their ring slots
 //! reused by other transactions.
+//!
+//! Every memory here is bounded (issue 14, "no client can wedge a node"; docs/design.md,
+//! "Limits and untrusted input"). The fences and decisions remember the last
+//! [`TxnSet::CAP`] ids. The two caches of redo entries awaiting a decision are capped by the
+//! topology's `limits:` and forget their oldest entry when full, never refusing a new one:
+//! what they hold is also in the MemStore, and every reader falls back to it on a miss.
+//! - `pending` (`limits.max_pending_votes`): a commit vote's entries are in the DC's rings,
+//!   undecided. A decision or a record that names no entry then finds them with
+//!   [`redt_dc_executor::Executor::find_entries`], as after a restart; one that names them
+//!   does not need the memory. Only a repeated phase 1 needs the vote itself (it must get the
+//!   same answer): the forgotten vote's id is kept in a [`TxnSet`], and a repeated phase 1 of
+//!   it is answered an `OVER_LIMIT` error naming the limit, which the coordinator takes like a
+//!   DC that could not vote (a lost message): it never becomes an abort vote that could make
+//!   the coordinator skip this DC in phase 2, and it fences nothing (a fence would make a
+//!   record naming no entry answer without recording in the ring). Entries leave `pending` at
+//!   their decision; a vote whose decision went to another node of the DC (a recoverer's)
+//!   stays until forgotten, which is why the cap is needed.
+//! - `accepted` (`limits.max_accepted_redo`): replica redo a secondary wrote `Logged` into
+//!   its own ring. Once one was forgotten, a decision that finds no remembered entry scans the
+//!   node's ring for the transaction's `Logged` replica entries, as `accepted_before` does
+//!   after a restart. A retried accept of a forgotten one writes a second copy, which that
+//!   scan settles too.
+//! - `accepted_before` is read once from the ring and only shrinks: bounded by the ring.
 
 use crate::call;
 use crate::catch_up::{self, CatchUpDebt};
 use crate::epochs::Epochs;
 use crate::error::{Error, Result};
+use crate::limits::{Limit, OverLimit};
 use crate::message::{
     Accept, Decide, DecideRole, Execute, LogDecision, Record, RecoveryPrepare, Reply, Request, Reservations,
     SnapshotRead,
@@ -33,7 +57,7 @@ use redt_dc_executor::{
     ReplicaOrigin, RingScan, SubTxn, TxnSet, Vote,
 };
 use redt_proto::{Ballot, Cts, DcId, Epoch, NodeId, PartitionId, TxnId};
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
 
 /// A catch-up source's way of deciding its entries: each entry's catch-up mask, and the commit
@@ -131,6 +155,76 @@ impl DecisionMemory {
     }
 }
 
+/// A map holding at most `cap` keys: inserting a new key into a full map forgets the oldest
+/// inserted one and returns it. Unlike [`BoundedMap`], a key can be removed (a decision
+/// removes the vote it settles); each key carries its insertion number so that a key removed
+/// and inserted again is not forgotten for its first insertion.
+struct Capped<K, V> {
+    map: HashMap<K, (u64, V)>,
+    order: VecDeque<(u64, K)>,
+    next: u64,
+    cap: usize,
+}
+
+impl<K: std::hash::Hash + Eq + Copy, V> Capped<K, V> {
+    fn new(cap: u64) -> Self {
+        let cap = usize::try_from(cap).unwrap_or(usize::MAX).max(1);
+        Capped { map: HashMap::new(), order: VecDeque::new(), next: 0, cap }
+    }
+
+    fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    fn contains_key(&self, k: &K) -> bool {
+        self.map.contains_key(k)
+    }
+
+    fn get(&self, k: &K) -> Option<&V> {
+        self.map.get(k).map(|(_, v)| v)
+    }
+
+    fn get_mut(&mut self, k: &K) -> Option<&mut V> {
+        self.map.get_mut(k).map(|(_, v)| v)
+    }
+
+    fn iter(&self) -> impl Iterator<Item = (&K, &V)> {
+        self.map.iter().map(|(k, (_, v))| (k, v))
+    }
+
+    /// Sets `k` to `v` (a key present keeps its place); returns the key forgotten to make room.
+    fn insert(&mut self, k: K, v: V) -> Option<(K, V)> {
+        if let Some((_, old)) = self.map.get_mut(&k) {
+            *old = v;
+            return None;
+        }
+        let n = self.next;
+        self.next += 1;
+        self.map.insert(k, (n, v));
+        self.order.push_back((n, k));
+        if self.map.len() <= self.cap {
+            return None;
+        }
+        while let Some((n, old)) = self.order.pop_front() {
+            if self.map.get(&old).is_some_and(|(m, _)| *m == n) {
+                return self.map.remove(&old).map(|(_, v)| (old, v));
+            }
+        }
+        None
+    }
+
+    fn remove(&mut self, k: &K) -> Option<V> {
+        let v = self.map.remove(k).map(|(_, v)| v);
+        // Removed keys stay in `order` until it is twice as long as the map, then it is
+        // compacted (amortized: the map must lose as many keys again before the next time).
+        if self.order.len() > 2 * self.map.len() + 1024 {
+            let map = &self.map;
+            self.order.retain(|(n, k)| map.get(k).is_some_and(|(m, _)| m == n));
+        }
+        v
+    }
+}
+
 /// What [`ExecutorCore::handle`] produced: the reply, and the catch-up the driver must then
 /// deliver on the executor's behalf.
 #[derive(Debug)]
@@ -163,15 +257,25 @@ pub struct ExecutorCore {
     dc_id: DcId,
     executor: Executor,
     hlc: Arc<Hlc>,
-    /// Commit votes awaiting their decision (their redo entries hold the locks).
-    pending: HashMap<TxnId, Vote>,
+    /// Commit votes awaiting their decision (their redo entries hold the locks); at most
+    /// `limits.max_pending_votes`, the oldest forgotten first (see the module's docs).
+    pending: Capped<TxnId, Vote>,
+    /// Transactions whose commit vote `pending` forgot (bounded): a repeated phase 1 of one
+    /// is refused rather than run again.
+    forgotten_votes: TxnSet,
+    /// Commit votes `pending` forgot since this core started.
+    votes_forgotten: u64,
     /// Transactions decided (abort) before their phase 1 ran here, or that voted abort here.
     fences: TxnSet,
     /// Transactions whose decision this node applied (bounded).
     decided: TxnSet,
     /// As a secondary (baselines, catch-up): redo accepted per (transaction, sender),
-    /// awaiting its decision.
-    accepted: HashMap<(TxnId, NodeId), Vec<EntryRef>>,
+    /// awaiting its decision; at most `limits.max_accepted_redo` pairs, the oldest forgotten
+    /// first (see the module's docs).
+    accepted: Capped<(TxnId, NodeId), Vec<EntryRef>>,
+    /// Pairs `accepted` forgot since this core started: once one was, a decision finding
+    /// nothing remembered scans the ring.
+    accepted_forgotten: u64,
     /// As a secondary: the `Logged` replica entries this node's ring held when a decision
     /// first named redo this process never accepted (a previous life of the process accepted
     /// it), by transaction. Read from the ring once, on that first miss.
@@ -191,16 +295,20 @@ impl ExecutorCore {
     /// If `node` is not in the topology (a node is only built from its own topology).
     pub fn new(epochs: Arc<Epochs>, node: NodeId, dc: Arc<DcHandle>, hlc: Arc<Hlc>) -> Self {
         let dc_id = epochs.current().nodes[node.0 as usize].dc;
+        let limits = epochs.current().limits;
         ExecutorCore {
             epochs,
             node,
             dc_id,
             executor: Executor::new(dc, hlc.clone()),
             hlc,
-            pending: HashMap::new(),
+            pending: Capped::new(limits.max_pending_votes),
+            forgotten_votes: TxnSet::default(),
+            votes_forgotten: 0,
             fences: TxnSet::default(),
             decided: TxnSet::default(),
-            accepted: HashMap::new(),
+            accepted: Capped::new(limits.max_accepted_redo),
+            accepted_forgotten: 0,
             accepted_before: None,
             early_decisions: DecisionMemory::default(),
             decision_log: DecisionMemory::default(),
@@ -405,6 +513,18 @@ impl ExecutorCore {
     /// one, both before anything is planned or reserved; a data-path failure.
     pub fn execute(&mut self, args: &Execute, now_ms: u64) -> Result<Vote> {
         let abort = |reason| Vote { txn: args.txn, abort: Some(reason), items: vec![], hlc: Cts(0), entries: vec![] };
+        if self.forgotten_votes.contains(&args.txn)
+            && !self.pending.contains_key(&args.txn)
+            && !self.fences.contains(&args.txn)
+            && !self.decided.contains(&args.txn)
+            && !self.mutations.late_phase1_takes_locks
+        {
+            // A repeated phase 1 whose commit vote was forgotten over the cap: running it
+            // again could vote otherwise, and an abort vote or a fence here could hide the
+            // ring's commit vote (see the module's docs). Refused, like a lost message.
+            let max = self.pending.cap as u64;
+            return Err(OverLimit { limit: Limit::PendingVotes, got: max.saturating_add(1), max }.into());
+        }
         if args.deadline_ms != 0 && now_ms > args.deadline_ms && !self.pending.contains_key(&args.txn) {
             // A recoverer may already count this replica's missing vote as an abort.
             self.fences.insert(args.txn);
@@ -458,7 +578,14 @@ impl ExecutorCore {
         };
         let vote = self.executor.execute(&sub, now_ms)?;
         if vote.is_commit() {
-            self.pending.insert(args.txn, vote.clone());
+            if let Some((forgotten, _)) = self.pending.insert(args.txn, vote.clone()) {
+                self.votes_forgotten += 1;
+                self.forgotten_votes.insert(forgotten);
+                if self.votes_forgotten == 1 {
+                    tracing::warn!(node = %self.node, txn = %forgotten, max = self.pending.cap,
+                        "a commit vote awaiting its decision was forgotten (limits.max_pending_votes): its entries wait in the ring");
+                }
+            }
         } else {
             // An abort vote decides the transaction: a repeated phase 1 (a duplicate, held
             // back past this one) must not run again, take locks, and vote commit where the
@@ -849,7 +976,18 @@ impl ExecutorCore {
             self.executor.settle_replica(txn, d, &[entry])?;
             return Ok(d != Decision::Abort);
         }
-        self.accepted.entry((txn, primary)).or_default().push(entry);
+        match self.accepted.get_mut(&(txn, primary)) {
+            Some(entries) => entries.push(entry),
+            None => {
+                if self.accepted.insert((txn, primary), vec![entry]).is_some() {
+                    self.accepted_forgotten += 1;
+                    if self.accepted_forgotten == 1 {
+                        tracing::warn!(node = %self.node, max = self.accepted.cap,
+                            "accepted redo awaiting its decision was forgotten (limits.max_accepted_redo): decisions scan the ring for it");
+                    }
+                }
+            }
+        }
         Ok(true)
     }
 
@@ -918,7 +1056,21 @@ impl ExecutorCore {
         self.early_decisions.insert(txn, decision);
         let entries = match self.accepted.remove(&(txn, primary)) {
             Some(entries) => entries,
-            None => self.accepted_before()?.remove(&txn).unwrap_or_default(),
+            None => {
+                let before = self.accepted_before()?.remove(&txn).unwrap_or_default();
+                if before.is_empty() && self.accepted_forgotten > 0 {
+                    // Perhaps forgotten over `limits.max_accepted_redo`: the ring has it. Not
+                    // the entries still remembered for another sender of `txn` (their own
+                    // decision settles them).
+                    let others: Vec<EntryRef> =
+                        self.accepted.iter().filter(|((t, _), _)| *t == txn).flat_map(|(_, v)| v.clone()).collect();
+                    let mut found = self.logged_replica_entries(Some(txn))?.remove(&txn).unwrap_or_default();
+                    found.retain(|e| !others.contains(e));
+                    found
+                } else {
+                    before
+                }
+            }
         };
         if entries.is_empty() {
             return Ok(());
@@ -930,19 +1082,28 @@ impl ExecutorCore {
     /// process (see `accepted_before`), read on first use.
     fn accepted_before(&mut self) -> Result<&mut HashMap<TxnId, Vec<EntryRef>>> {
         if self.accepted_before.is_none() {
-            let dc = self.executor.dc().clone();
-            let mut found: HashMap<TxnId, Vec<EntryRef>> = HashMap::new();
-            for (index, slots, e) in redt_dc_executor::ring_entries(dc.verbs.as_ref(), self.node, &dc.layout)? {
-                // Replica entries carry no partitions and hold no lock (a baseline primary's
-                // entry has no partitions either, but holds its locks); fillers no changes.
-                let replica = e.partitions.is_empty() && e.locks.iter().all(|l| l.lock_bits == 0);
-                if e.status == redt_dc_executor::EntryStatus::Logged && replica && !e.changes.is_empty() {
-                    found.entry(e.txn).or_default().push(EntryRef { node: self.node, index, slots });
-                }
-            }
-            self.accepted_before = Some(found);
+            self.accepted_before = Some(self.logged_replica_entries(None)?);
         }
         Ok(self.accepted_before.get_or_insert_with(HashMap::new))
+    }
+
+    /// The replica entries (of `only`, or of every transaction) this node's ring holds
+    /// `Logged`, by transaction: one pass over the ring.
+    fn logged_replica_entries(&self, only: Option<TxnId>) -> Result<HashMap<TxnId, Vec<EntryRef>>> {
+        let dc = self.executor.dc().clone();
+        let mut found: HashMap<TxnId, Vec<EntryRef>> = HashMap::new();
+        for (index, slots, e) in redt_dc_executor::ring_entries(dc.verbs.as_ref(), self.node, &dc.layout)? {
+            if only.is_some_and(|t| t != e.txn) {
+                continue;
+            }
+            // Replica entries carry no partitions and hold no lock (a baseline primary's
+            // entry has no partitions either, but holds its locks); fillers no changes.
+            let replica = e.partitions.is_empty() && e.locks.iter().all(|l| l.lock_bits == 0);
+            if e.status == redt_dc_executor::EntryStatus::Logged && replica && !e.changes.is_empty() {
+                found.entry(e.txn).or_default().push(EntryRef { node: self.node, index, slots });
+            }
+        }
+        Ok(found)
     }
 
     /// Baselines, as a coordinator's backup: logs its decision for `txn` (a later record
@@ -1052,9 +1213,22 @@ impl ExecutorCore {
         out
     }
 
-    /// Transactions that voted commit here and await their decision.
+    /// Transactions that voted commit here and await their decision (as remembered: at most
+    /// `limits.max_pending_votes`).
     pub fn pending(&self) -> usize {
         self.pending.len()
+    }
+
+    /// (transaction, sender) pairs of replica redo remembered awaiting their decision (at most
+    /// `limits.max_accepted_redo`).
+    pub fn accepted_pending(&self) -> usize {
+        self.accepted.len()
+    }
+
+    /// What the caps forgot since this core started: commit votes over
+    /// `limits.max_pending_votes`, and accepted redo over `limits.max_accepted_redo`.
+    pub fn forgotten(&self) -> (u64, u64) {
+        (self.votes_forgotten, self.accepted_forgotten)
     }
 }
 

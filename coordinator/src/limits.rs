@@ -29,6 +29,8 @@ pub enum Limit {
     ParticipantsPerSubTxn,
     /// A sub-transaction names more partitions than the topology has.
     PartitionsPerSubTxn,
+    /// `limits.max_pending_votes`: a repeated phase 1 whose commit vote the executor forgot.
+    PendingVotes,
 }
 
 impl Limit {
@@ -41,6 +43,7 @@ impl Limit {
             Limit::JsonlLineBytes => "limits.max_jsonl_line_bytes",
             Limit::ParticipantsPerSubTxn => "the topology's DCs",
             Limit::PartitionsPerSubTxn => "the topology's partitions",
+            Limit::PendingVotes => "limits.max_pending_votes",
         }
     }
 }
@@ -72,6 +75,10 @@ impl OverLimit {
             Limit::PartitionsPerSubTxn => {
                 format!("sub-transaction names {got} partitions; the limit is {max} ({name})")
             }
+            Limit::PendingVotes => format!(
+                "a repeated phase 1 whose commit vote was forgotten: more than {max} awaited their decision; \
+                 the limit is {max} ({name}); its redo entries wait in the ring for the decision"
+            ),
         }
     }
 }

@@ -26,8 +26,17 @@ fn core_with_region() -> (ExecutorCore, Arc<DcHandle>, Arc<Topology>, Arc<redt_d
 /// [`core_with_region`], with the node's placements (to adopt a new epoch).
 #[allow(clippy::type_complexity)]
 fn core_with_epochs() -> (ExecutorCore, Arc<DcHandle>, Arc<Topology>, Arc<redt_dc_executor::Region>, Arc<Epochs>) {
+    core_with_limits(redt_proto::LimitsConfig::default())
+}
+
+/// [`core_with_epochs`] under the topology's `limits:` set to `limits`.
+#[allow(clippy::type_complexity)]
+fn core_with_limits(
+    limits: redt_proto::LimitsConfig,
+) -> (ExecutorCore, Arc<DcHandle>, Arc<Topology>, Arc<redt_dc_executor::Region>, Arc<Epochs>) {
     let path = format!("{}/../configs/local-fast.yaml", env!("CARGO_MANIFEST_DIR"));
     let mut topology = Topology::load(std::path::Path::new(&path)).expect("config loads");
+    topology.limits = limits;
     topology.memstore.size_bytes = 4 << 20;
     topology.memstore.index_bytes = 512 << 10;
     topology.memstore.ring_bytes = 256 << 10;
@@ -982,4 +991,94 @@ fn a_behind_catch_up_aborts_the_stale_redo_or_writes_over_it() {
             assert_eq!(image.versions[0].cts(), cts);
         }
     }
+}
+
+/// Issue 14: the memory of commit votes awaiting their decision holds at most
+/// `limits.max_pending_votes`, however many distinct transactions vote; a forgotten vote's
+/// decision (naming no entry) still finishes its entry, found in the ring, and a repeated
+/// phase 1 of it is refused with `OVER_LIMIT` naming the limit, not run again.
+#[test]
+fn the_vote_memory_holds_at_most_its_cap_and_a_forgotten_vote_is_still_decided() {
+    use redt_coordinator::message::{Reply, Request};
+    let limits = redt_proto::LimitsConfig { max_pending_votes: 4, ..redt_proto::LimitsConfig::default() };
+    let (mut core, dc, topology, _, _) = core_with_limits(limits);
+    let kv = topology.table_by_name("kv").expect("kv table").id;
+    let txns: Vec<TxnId> = (1..=50).map(|i| TxnId::new(NodeId(1), i)).collect();
+    for (i, &t) in txns.iter().enumerate() {
+        let v = core.execute(&args(&topology, t, &[KvOp::Add(100 + i as u64, 1)]), 1).expect("phase 1 runs");
+        assert!(v.is_commit(), "{:?}", v.abort);
+        assert!(core.pending() <= 4, "{} votes remembered", core.pending());
+    }
+    assert_eq!(core.forgotten().0, 46);
+    // A repeated phase 1 of a forgotten vote: refused naming the limit, nothing run again.
+    let again = core.handle(NodeId(1), Request::Execute(args(&topology, txns[0], &[KvOp::Add(100, 1)])), 2);
+    match again.reply {
+        Reply::Error { code, message } => {
+            assert_eq!(code, redt_coordinator::error_code::OVER_LIMIT);
+            assert!(message.contains("limits.max_pending_votes"), "{message}");
+        }
+        other => panic!("a repeated phase 1 of a forgotten vote was answered {other:?}"),
+    }
+    // Decisions naming no entry (the coordinator never got the vote) finish every entry,
+    // the forgotten ones found in the ring.
+    for &t in &txns {
+        core.decide(t, Decision::Abort, &[]).expect("decides");
+    }
+    let layout = dc.layout;
+    let left = redt_dc_executor::unfinished_entries(dc.verbs.as_ref(), NodeId(0), &layout).expect("reads the ring");
+    assert!(left.is_empty(), "{} entries left undecided", left.len());
+    for i in 0..txns.len() as u64 {
+        assert_eq!(dc.read_record(NodeId(0), kv, 100 + i).expect("reads").map(|r| r.lock).unwrap_or(0), 0);
+    }
+    assert_eq!(core.pending(), 0);
+}
+
+/// Issue 14: a secondary's memory of accepted redo holds at most `limits.max_accepted_redo`
+/// (transaction, sender) pairs; the decision of a forgotten one still settles its entry, found
+/// by scanning the ring (the process had already read `accepted_before`, on an earlier miss).
+#[test]
+fn the_accepted_redo_memory_holds_at_most_its_cap_and_a_forgotten_one_is_still_settled() {
+    use redt_coordinator::message::{Accept, Decide, DecideRole, Reply, Request};
+    use redt_dc_executor::{EntryStatus, ReplicaChange, ReplicaOrigin};
+    use redt_proto::{Ballot, Cts};
+    let limits = redt_proto::LimitsConfig { max_accepted_redo: 3, ..redt_proto::LimitsConfig::default() };
+    let (mut core, dc, topology, _, _) = core_with_limits(limits);
+    let kv = topology.table_by_name("kv").expect("kv table").id;
+    let decide = |txn, cts| {
+        Request::Decide(Decide {
+            txn,
+            ballot: Ballot(0),
+            decision: Decision::Commit(cts),
+            entries: vec![],
+            role: DecideRole::Secondary,
+            catch_up: vec![],
+        })
+    };
+    // A first miss: `accepted_before` is read now, from a ring holding nothing.
+    let unknown = TxnId::new(NodeId(3), 999);
+    assert!(matches!(core.handle(NodeId(2), decide(unknown, Cts(1_000_000)), 1).reply, Reply::Decided(_)));
+    let txns: Vec<TxnId> = (1..=20).map(|i| TxnId::new(NodeId(3), i)).collect();
+    for (i, &txn) in txns.iter().enumerate() {
+        let accept = Request::Accept(Accept {
+            origin: ReplicaOrigin { txn, epoch: topology.epoch, coordinator: NodeId(3), participants: vec![DcId(0)] },
+            changes: vec![ReplicaChange { table: kv, key: 200 + i as u64, cell: 0, value: vec![9; 8], seen: 0 }],
+            decided: None,
+            behind: false,
+        });
+        assert_eq!(core.handle(NodeId(2), accept, 1).reply, Reply::Accepted(true));
+        assert!(core.accepted_pending() <= 3, "{} remembered", core.accepted_pending());
+    }
+    assert_eq!(core.forgotten().1, 17);
+    let cts = Cts(6_000_000);
+    for &txn in &txns {
+        assert!(matches!(core.handle(NodeId(2), decide(txn, cts), 2).reply, Reply::Decided(_)));
+    }
+    let layout = dc.layout;
+    let entries = redt_dc_executor::ring_entries(dc.verbs.as_ref(), NodeId(0), &layout).expect("reads the ring");
+    for &txn in &txns {
+        let ours: Vec<_> =
+            entries.iter().filter(|(_, _, e)| e.txn == txn).map(|(_, _, e)| (e.status, e.cts)).collect();
+        assert_eq!(ours, vec![(EntryStatus::Committed, cts)], "{txn}");
+    }
+    assert_eq!(core.accepted_pending(), 0);
 }
