@@ -252,13 +252,13 @@ impl Node {
     /// [`Error::Io`] once the executor thread has stopped; verbs failures.
     pub async fn status(&self, count_locks: bool) -> Result<NodeStatus> {
         let stopped = || Error::Io(std::io::Error::other("node shutting down"));
-        let (scan, backlog, now_ms, locks) = self
+        let (scan, backlog, now_ms, locks, forgotten) = self
             .exec
             .run(move |core, now_ms| -> Result<_> {
                 let scan = core.ring_scan()?;
                 let backlog = core.replay_backlog()?;
                 let locks = if count_locks { Some(core.locks_held()?) } else { None };
-                Ok((scan, backlog, now_ms, locks))
+                Ok((scan, backlog, now_ms, locks, core.forgotten()))
             })
             .await
             .ok_or_else(stopped)??;
@@ -266,6 +266,7 @@ impl Node {
         let owed = scan.owed.len() as u64;
         let mut status = self.board.snapshot(self.id, &scan.unfinished, now_ms, p1, owed, locks);
         status.replay_backlog_slots = backlog;
+        (status.pending_votes_forgotten, status.accepted_redo_forgotten) = forgotten;
         let topology = self.topology();
         status.epoch = topology.epoch;
         status.removed_dcs = crate::epochs::removed_dcs(&topology);

@@ -236,6 +236,8 @@ impl StatusBoard {
             refused_role: self.refused_role.load(Relaxed),
             heap_full_votes: self.heap_full_votes.load(Relaxed),
             replay_invalid_entries: 0,
+            pending_votes_forgotten: 0,
+            accepted_redo_forgotten: 0,
             transport_limits: TransportLimitCounts::default(),
         }
     }
@@ -327,6 +329,12 @@ pub struct NodeStatus {
     /// Committed redo entries its replay could not apply (an impossible record offset) and
     /// passed over, since it started.
     pub replay_invalid_entries: u64,
+    /// Commit votes its executor side forgot over `limits.max_pending_votes` since it started
+    /// (`ExecutorCore::forgotten`).
+    pub pending_votes_forgotten: u64,
+    /// Accepted replica redo its executor side forgot over `limits.max_accepted_redo` since it
+    /// started.
+    pub accepted_redo_forgotten: u64,
     /// Its QUIC transport's refusals and cancellations over the `transport:` limits, since
     /// it started.
     pub transport_limits: TransportLimitCounts,
@@ -426,6 +434,8 @@ impl NodeStatus {
             refused_role: self.refused_role,
             heap_full_votes: self.heap_full_votes,
             replay_invalid_entries: self.replay_invalid_entries,
+            pending_votes_forgotten: self.pending_votes_forgotten,
+            accepted_redo_forgotten: self.accepted_redo_forgotten,
             quic_refused_total: self.transport_limits.refused_total,
             quic_refused_per_peer: self.transport_limits.refused_per_peer,
             quic_handler_timeouts: self.transport_limits.handler_timeouts,
@@ -517,6 +527,8 @@ impl NodeStatus {
             refused_role: r.refused_role,
             heap_full_votes: r.heap_full_votes,
             replay_invalid_entries: r.replay_invalid_entries,
+            pending_votes_forgotten: r.pending_votes_forgotten,
+            accepted_redo_forgotten: r.accepted_redo_forgotten,
             transport_limits: TransportLimitCounts {
                 refused_total: r.quic_refused_total,
                 refused_per_peer: r.quic_refused_per_peer,
@@ -645,6 +657,9 @@ mod tests {
         assert_eq!(NodeStatus::from_wire(&s.to_wire()), Ok(s.clone()));
         let s = NodeStatus { replay_backlog_slots: 35, ..s };
         assert_eq!(NodeStatus::from_wire(&s.to_wire()).map(|d| d.replay_backlog_slots), Ok(35));
+        let s = NodeStatus { pending_votes_forgotten: 4, accepted_redo_forgotten: 9, ..s };
+        let d = NodeStatus::from_wire(&s.to_wire()).expect("decodes");
+        assert_eq!((d.pending_votes_forgotten, d.accepted_redo_forgotten), (4, 9));
     }
 
     /// A recovery counts once, when its decision is recorded, though phase 2 may still wait

@@ -1076,8 +1076,7 @@ fn the_accepted_redo_memory_holds_at_most_its_cap_and_a_forgotten_one_is_still_s
     let layout = dc.layout;
     let entries = redt_dc_executor::ring_entries(dc.verbs.as_ref(), NodeId(0), &layout).expect("reads the ring");
     for &txn in &txns {
-        let ours: Vec<_> =
-            entries.iter().filter(|(_, _, e)| e.txn == txn).map(|(_, _, e)| (e.status, e.cts)).collect();
+        let ours: Vec<_> = entries.iter().filter(|(_, _, e)| e.txn == txn).map(|(_, _, e)| (e.status, e.cts)).collect();
         assert_eq!(ours, vec![(EntryStatus::Committed, cts)], "{txn}");
     }
     assert_eq!(core.accepted_pending(), 0);

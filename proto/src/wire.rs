@@ -455,6 +455,14 @@ pub struct StatusReply {
     /// they need (operator), since it started.
     #[prost(uint64, tag = "34")]
     pub refused_role: u64,
+    /// Commit votes its executor side forgot over `limits.max_pending_votes`, since it
+    /// started (their entries wait in the ring for their decision).
+    #[prost(uint64, tag = "35")]
+    pub pending_votes_forgotten: u64,
+    /// Accepted replica redo its executor side forgot over `limits.max_accepted_redo`, since
+    /// it started (a decision finds it by scanning the ring).
+    #[prost(uint64, tag = "36")]
+    pub accepted_redo_forgotten: u64,
 }
 
 /// One rebuild of a node: a learner's snapshot copy.

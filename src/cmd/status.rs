@@ -319,6 +319,8 @@ fn node_json(topo: &Topology, n: NodeId, s: &Result<NodeStatus, String>) -> serd
             "refused_role": s.refused_role,
             "heap_full_votes": s.heap_full_votes,
             "replay_invalid_entries": s.replay_invalid_entries,
+            "pending_votes_forgotten": s.pending_votes_forgotten,
+            "accepted_redo_forgotten": s.accepted_redo_forgotten,
             "transport_over_limit": {
                 "max_connections": s.transport_limits.refused_total,
                 "max_connections_per_peer": s.transport_limits.refused_per_peer,

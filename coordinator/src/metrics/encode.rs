@@ -233,6 +233,18 @@ impl Collector for NodeSample {
             None,
             s.replay_invalid_entries,
         )?;
+        w.counter(
+            "executor_pending_votes_forgotten",
+            "Commit votes the executor side forgot over limits.max_pending_votes (their entries wait in the ring).",
+            None,
+            s.pending_votes_forgotten,
+        )?;
+        w.counter(
+            "executor_accepted_redo_forgotten",
+            "Accepted replica redo the executor side forgot over limits.max_accepted_redo (found by a ring scan).",
+            None,
+            s.accepted_redo_forgotten,
+        )?;
 
         // Membership and failure detection.
         w.gauge("epoch", "The placement epoch this node is at.", None, u64::from(s.epoch.0))?;
