@@ -132,6 +132,8 @@ pub struct Node {
     /// Replicas per partition the topology file gives (the most of any partition): what a
     /// rebuild restores.
     replication_factor: usize,
+    /// Its background retries' slots (`limits.max_background_retries`; `crate::recovery_task`).
+    pub(crate) retry_slots: Arc<recovery_task::RetrySlots>,
 }
 
 impl Node {
@@ -180,6 +182,7 @@ impl Node {
             membership: Arc::new(MembershipView::default()),
             rebuilds: crate::rebuild_task::Rebuilds::new(parts.topology.clone()),
             replication_factor: parts.topology.partitions.iter().map(|p| p.replicas.len()).max().unwrap_or(1),
+            retry_slots: recovery_task::RetrySlots::new(parts.topology.limits.max_background_retries),
         });
         recovery_task::spawn(&node)?;
         liveness::spawn(&node, &detector, arrivals)?;
@@ -267,6 +270,8 @@ impl Node {
         let mut status = self.board.snapshot(self.id, &scan.unfinished, now_ms, p1, owed, locks);
         status.replay_backlog_slots = backlog;
         (status.pending_votes_forgotten, status.accepted_redo_forgotten) = forgotten;
+        status.background_retries_waiting = self.retry_slots.waiting();
+        status.background_retries_waited = self.retry_slots.waited();
         let topology = self.topology();
         status.epoch = topology.epoch;
         status.removed_dcs = crate::epochs::removed_dcs(&topology);

@@ -10,6 +10,11 @@
 //! node is paying is shipped again from the entry by a [`Shipper`] ([`pay`], which also
 //! delivers the catch-ups the executor core hands out when it applies a decision).
 //!
+//! Both kinds of background retry (a catch-up's [`Shipper`], a scan's [`Recoverer`]) run under
+//! [`RetrySlots`]: at most `limits.max_background_retries` at once per node. One over the cap
+//! waits for a slot before its machine starts (so its give-up and round clocks start with
+//! it); none is dropped, and the claim it holds keeps the scan from starting it twice.
+//!
 //! A thin driver (STYLE.md §2): what to decide lives in the state machines (the recovery rule
 //! in [`Recoverer`], the fill rule in [`GapWatch`], the retries in [`Shipper`]) and in the pure
 //! [`Orphan::due`]; this file moves their inputs and outputs, as the simulation's `scan`,
@@ -26,9 +31,63 @@ use crate::status::Watched;
 use redt_dc_executor::{Gap, LOGICAL_BITS};
 use redt_proto::{NodeId, TxnId};
 use std::collections::HashSet;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Instant;
 use tokio::task::JoinSet;
+
+/// The slots of a node's background retries (`limits.max_background_retries`): a retry
+/// over the cap waits for one, and is counted while it does.
+#[derive(Debug)]
+pub(crate) struct RetrySlots {
+    slots: Arc<tokio::sync::Semaphore>,
+    waiting: AtomicU64,
+    waited: AtomicU64,
+}
+
+/// One retry's slot: released when dropped.
+pub(crate) type RetrySlot = Option<tokio::sync::OwnedSemaphorePermit>;
+
+impl RetrySlots {
+    /// `max` slots (at least one).
+    pub(crate) fn new(max: u64) -> Arc<Self> {
+        let max = usize::try_from(max).unwrap_or(usize::MAX).clamp(1, tokio::sync::Semaphore::MAX_PERMITS);
+        Arc::new(RetrySlots {
+            slots: Arc::new(tokio::sync::Semaphore::new(max)),
+            waiting: AtomicU64::new(0),
+            waited: AtomicU64::new(0),
+        })
+    }
+
+    /// A slot, waiting for one if all are taken (the semaphore is never closed, so this
+    /// always ends with a slot).
+    pub(crate) async fn acquire(&self) -> RetrySlot {
+        if let Ok(slot) = self.slots.clone().try_acquire_owned() {
+            return Some(slot);
+        }
+        self.waited.fetch_add(1, Relaxed);
+        self.waiting.fetch_add(1, Relaxed);
+        // Counted down even if the task is dropped while it waits (a runtime shutting down).
+        struct Waiting<'a>(&'a AtomicU64);
+        impl Drop for Waiting<'_> {
+            fn drop(&mut self) {
+                self.0.fetch_sub(1, Relaxed);
+            }
+        }
+        let _waiting = Waiting(&self.waiting);
+        self.slots.clone().acquire_owned().await.ok()
+    }
+
+    /// Retries waiting for a slot now.
+    pub(crate) fn waiting(&self) -> u64 {
+        self.waiting.load(Relaxed)
+    }
+
+    /// Retries that had to wait for a slot, since the node started.
+    pub(crate) fn waited(&self) -> u64 {
+        self.waited.load(Relaxed)
+    }
+}
 
 /// The transactions a node is working on, as their coordinator or as a recoverer: the scan
 /// starts no recoverer for one of them (a second machine for one transaction on one node
@@ -185,10 +244,11 @@ async fn scan(node: &Arc<Node>, options: &RecoveryOptions) -> bool {
 pub(crate) fn pay(node: &Arc<Node>, debt: CatchUpDebt, claim: Option<Claim>) {
     let options = node.options.recovery_options(&node.topology());
     let CatchUpDebt { txn, ship, owed } = debt;
-    let shipper = Shipper::start(txn, ship, &options, Some(node.epochs.clone()), Instant::now());
     let node = node.clone();
     tokio::spawn(async move {
         let _claim = claim;
+        let _slot = node.retry_slots.acquire().await;
+        let shipper = Shipper::start(txn, ship, &options, Some(node.epochs.clone()), Instant::now());
         let shipper = node.clone().drive(shipper, |_| {}).await;
         if node.is_closed() {
             return;
@@ -222,12 +282,14 @@ fn recover(node: &Arc<Node>, orphan: Orphan, claim: Claim, options: RecoveryOpti
         coordinator = %orphan.coordinator,
         dcs = ?orphan.participants
     );
-    let r = Recoverer::start(topology, node.id, orphan, options, Instant::now()).with_placement(node.epochs.clone());
-    let r = Watched::new(r, node.board.clone());
     let node = node.clone();
     tokio::spawn(tracing::Instrument::instrument(
         async move {
             let _claim = claim;
+            let _slot = node.retry_slots.acquire().await;
+            let r = Recoverer::start(topology, node.id, orphan, options, Instant::now())
+                .with_placement(node.epochs.clone());
+            let r = Watched::new(r, node.board.clone());
             let t0 = Instant::now();
             let watched = node.clone().drive(r, |_| {}).await;
             let r = watched.recoverer();
@@ -285,6 +347,37 @@ mod tests {
     use super::*;
     use redt_proto::{Cts, DcId, PartitionId, Topology};
     use std::time::Duration;
+
+    /// Issue 14: no more than `limits.max_background_retries` retries run at once, and one
+    /// over the cap waits for a slot rather than being dropped (every retry runs).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn retries_over_the_cap_wait_for_a_slot_and_all_run() {
+        let slots = RetrySlots::new(2);
+        let running = Arc::new(AtomicU64::new(0));
+        let most = Arc::new(AtomicU64::new(0));
+        let mut tasks = JoinSet::new();
+        for _ in 0..8 {
+            let (slots, running, most) = (slots.clone(), running.clone(), most.clone());
+            tasks.spawn(async move {
+                let _slot = slots.acquire().await;
+                let now = running.fetch_add(1, Relaxed) + 1;
+                most.fetch_max(now, Relaxed);
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                running.fetch_sub(1, Relaxed);
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        assert!(slots.waiting() > 0, "retries over the cap wait");
+        let mut done = 0;
+        while let Some(r) = tasks.join_next().await {
+            r.expect("a retry runs to its end");
+            done += 1;
+        }
+        assert_eq!(done, 8, "none dropped");
+        assert!(most.load(Relaxed) <= 2, "{} ran at once", most.load(Relaxed));
+        assert_eq!(slots.waiting(), 0);
+        assert!(slots.waited() >= 6, "{} waited", slots.waited());
+    }
 
     fn topology() -> Topology {
         Topology::from_yaml("default.yaml", include_str!("../../configs/default.yaml")).expect("default.yaml is valid")

@@ -238,6 +238,8 @@ impl StatusBoard {
             replay_invalid_entries: 0,
             pending_votes_forgotten: 0,
             accepted_redo_forgotten: 0,
+            background_retries_waiting: 0,
+            background_retries_waited: 0,
             transport_limits: TransportLimitCounts::default(),
         }
     }
@@ -335,6 +337,11 @@ pub struct NodeStatus {
     /// Accepted replica redo its executor side forgot over `limits.max_accepted_redo` since it
     /// started.
     pub accepted_redo_forgotten: u64,
+    /// Background retries (catch-ups, recoverers) waiting now for a slot under
+    /// `limits.max_background_retries`.
+    pub background_retries_waiting: u64,
+    /// Background retries that had to wait for a slot, since it started.
+    pub background_retries_waited: u64,
     /// Its QUIC transport's refusals and cancellations over the `transport:` limits, since
     /// it started.
     pub transport_limits: TransportLimitCounts,
@@ -436,6 +443,8 @@ impl NodeStatus {
             replay_invalid_entries: self.replay_invalid_entries,
             pending_votes_forgotten: self.pending_votes_forgotten,
             accepted_redo_forgotten: self.accepted_redo_forgotten,
+            background_retries_waiting: self.background_retries_waiting,
+            background_retries_waited: self.background_retries_waited,
             quic_refused_total: self.transport_limits.refused_total,
             quic_refused_per_peer: self.transport_limits.refused_per_peer,
             quic_handler_timeouts: self.transport_limits.handler_timeouts,
@@ -529,6 +538,8 @@ impl NodeStatus {
             replay_invalid_entries: r.replay_invalid_entries,
             pending_votes_forgotten: r.pending_votes_forgotten,
             accepted_redo_forgotten: r.accepted_redo_forgotten,
+            background_retries_waiting: r.background_retries_waiting,
+            background_retries_waited: r.background_retries_waited,
             transport_limits: TransportLimitCounts {
                 refused_total: r.quic_refused_total,
                 refused_per_peer: r.quic_refused_per_peer,
@@ -657,9 +668,14 @@ mod tests {
         assert_eq!(NodeStatus::from_wire(&s.to_wire()), Ok(s.clone()));
         let s = NodeStatus { replay_backlog_slots: 35, ..s };
         assert_eq!(NodeStatus::from_wire(&s.to_wire()).map(|d| d.replay_backlog_slots), Ok(35));
-        let s = NodeStatus { pending_votes_forgotten: 4, accepted_redo_forgotten: 9, ..s };
-        let d = NodeStatus::from_wire(&s.to_wire()).expect("decodes");
-        assert_eq!((d.pending_votes_forgotten, d.accepted_redo_forgotten), (4, 9));
+        let s = NodeStatus {
+            pending_votes_forgotten: 4,
+            accepted_redo_forgotten: 9,
+            background_retries_waiting: 2,
+            background_retries_waited: 11,
+            ..s
+        };
+        assert_eq!(NodeStatus::from_wire(&s.to_wire()), Ok(s));
     }
 
     /// A recovery counts once, when its decision is recorded, though phase 2 may still wait

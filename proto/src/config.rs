@@ -49,6 +49,7 @@
 //!   max_jsonl_line_bytes: 1MiB     # longest line `redt client --jsonl` reads, <= 64MiB
 //!   max_pending_votes: 100000      # commit votes an executor remembers, 1 to 10000000
 //!   max_accepted_redo: 100000      # replica redo a secondary remembers, 1 to 10000000
+//!   max_background_retries: 1024   # catch-ups and recoverers running at once, 1 to 65536
 //! transport:                       # optional, every key optional (defaults shown): each
 //!   max_connections: 1024          #   node's QUIC transport; incoming connections in all and
 //!   max_connections_per_peer: 64   #   per peer IP address (handshakes included)
@@ -72,7 +73,8 @@
 //!   sizes; each at least 1 and at most its ceiling (`redt_proto::LimitsConfig`). A request
 //!   over a limit is refused before anything is reserved or written, with an error naming the
 //!   limit (`limits.KEY`) and its value; a sub-transaction may also name each participant DC
-//!   only once, so at most as many as `dcs` has. The memory caps (`max_pending_votes`,
+//!   only once, so at most as many as `dcs` has. `max_background_retries` makes a retry over
+//!   it wait, never dropped. The memory caps (`max_pending_votes`,
 //!   `max_accepted_redo`) forget the oldest entry instead of refusing a new one (docs/design.md,
 //!   "Limits and untrusted input").
 //! - **durations** (`rtt`, `jitter`, every `timeouts` key, the `verbs` and `transport`

@@ -82,6 +82,10 @@ pub struct LimitsConfig {
     /// while they await their decision (baselines' secondaries). Over it the oldest is
     /// forgotten: a decision for it finds its `Logged` entries by scanning the node's ring.
     pub max_accepted_redo: u64,
+    /// `max_background_retries`: most background retries a node runs at once (catch-up
+    /// shipments, the recovery scan's recoverers). One over it waits for a slot; none is
+    /// dropped.
+    pub max_background_retries: u64,
 }
 
 impl LimitsConfig {
@@ -108,11 +112,15 @@ impl LimitsConfig {
     pub const MAX_PENDING_VOTES_CEILING: u64 = 10_000_000;
     /// The largest `max_accepted_redo` a file may set: 10,000,000.
     pub const MAX_ACCEPTED_REDO_CEILING: u64 = 10_000_000;
+    /// Default `max_background_retries`: 1,024.
+    pub const DEFAULT_MAX_BACKGROUND_RETRIES: u64 = 1024;
+    /// The largest `max_background_retries` a file may set: 65,536.
+    pub const MAX_BACKGROUND_RETRIES_CEILING: u64 = 1 << 16;
 }
 
 impl Default for LimitsConfig {
     /// The defaults: 4,096 operations and 4 MiB per transaction, 1 MiB per JSON line,
-    /// 100,000 pending votes and accepted redo remembered.
+    /// 100,000 pending votes and accepted redo remembered, 1,024 background retries at once.
     fn default() -> Self {
         LimitsConfig {
             max_ops_per_txn: Self::DEFAULT_MAX_OPS_PER_TXN,
@@ -120,6 +128,7 @@ impl Default for LimitsConfig {
             max_jsonl_line_bytes: Self::DEFAULT_MAX_JSONL_LINE_BYTES,
             max_pending_votes: Self::DEFAULT_MAX_PENDING_VOTES,
             max_accepted_redo: Self::DEFAULT_MAX_ACCEPTED_REDO,
+            max_background_retries: Self::DEFAULT_MAX_BACKGROUND_RETRIES,
         }
     }
 }

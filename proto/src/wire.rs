@@ -463,6 +463,13 @@ pub struct StatusReply {
     /// it started (a decision finds it by scanning the ring).
     #[prost(uint64, tag = "36")]
     pub accepted_redo_forgotten: u64,
+    /// Background retries (catch-ups, recoverers) waiting now for a slot under
+    /// `limits.max_background_retries`.
+    #[prost(uint64, tag = "37")]
+    pub background_retries_waiting: u64,
+    /// Background retries that had to wait for a slot, since it started.
+    #[prost(uint64, tag = "38")]
+    pub background_retries_waited: u64,
 }
 
 /// One rebuild of a node: a learner's snapshot copy.

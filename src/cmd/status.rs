@@ -321,6 +321,10 @@ fn node_json(topo: &Topology, n: NodeId, s: &Result<NodeStatus, String>) -> serd
             "replay_invalid_entries": s.replay_invalid_entries,
             "pending_votes_forgotten": s.pending_votes_forgotten,
             "accepted_redo_forgotten": s.accepted_redo_forgotten,
+            "background_retries": {
+                "waiting": s.background_retries_waiting,
+                "waited": s.background_retries_waited,
+            },
             "transport_over_limit": {
                 "max_connections": s.transport_limits.refused_total,
                 "max_connections_per_peer": s.transport_limits.refused_per_peer,

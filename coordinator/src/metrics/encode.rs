@@ -245,6 +245,18 @@ impl Collector for NodeSample {
             None,
             s.accepted_redo_forgotten,
         )?;
+        w.gauge(
+            "background_retries_waiting",
+            "Background retries (catch-ups, recoverers) waiting for a slot under limits.max_background_retries.",
+            None,
+            s.background_retries_waiting,
+        )?;
+        w.counter(
+            "background_retries_waited",
+            "Background retries that had to wait for a slot under limits.max_background_retries.",
+            None,
+            s.background_retries_waited,
+        )?;
 
         // Membership and failure detection.
         w.gauge("epoch", "The placement epoch this node is at.", None, u64::from(s.epoch.0))?;

@@ -18,6 +18,8 @@ pub(super) struct RawLimits {
     max_pending_votes: Option<Text>,
     #[serde(default)]
     max_accepted_redo: Option<Text>,
+    #[serde(default)]
+    max_background_retries: Option<Text>,
 }
 
 impl Resolver<'_> {
@@ -60,6 +62,13 @@ impl Resolver<'_> {
                 &raw.max_accepted_redo,
                 d.max_accepted_redo,
                 LimitsConfig::MAX_ACCEPTED_REDO_CEILING,
+                false,
+            )?,
+            max_background_retries: self.limit(
+                "max_background_retries",
+                &raw.max_background_retries,
+                d.max_background_retries,
+                LimitsConfig::MAX_BACKGROUND_RETRIES_CEILING,
                 false,
             )?,
         })

@@ -875,7 +875,7 @@ fn limits_default_when_left_out() {
     assert_eq!(ok(&with_timeouts("limits: {}")).limits, LimitsConfig::default());
     let d = LimitsConfig::default();
     assert_eq!((d.max_ops_per_txn, d.max_bytes_per_txn, d.max_jsonl_line_bytes), (4096, 4 << 20, 1 << 20));
-    assert_eq!((d.max_pending_votes, d.max_accepted_redo), (100_000, 100_000));
+    assert_eq!((d.max_pending_votes, d.max_accepted_redo, d.max_background_retries), (100_000, 100_000, 1024));
 }
 
 #[test]
@@ -910,6 +910,14 @@ fn bad_limits_are_refused_naming_the_key() {
     invalid(&with_timeouts("limits: { max_pending_votes: 0 }"), "limits.max_pending_votes", "at least 1");
     invalid(&with_timeouts("limits: { max_pending_votes: 10000001 }"), "limits.max_pending_votes", "largest allowed");
     invalid(&with_timeouts("limits: { max_accepted_redo: 0 }"), "limits.max_accepted_redo", "at least 1");
+    invalid(&with_timeouts("limits: { max_background_retries: 0 }"), "limits.max_background_retries", "at least 1");
+    invalid(
+        &with_timeouts("limits: { max_background_retries: 65537 }"),
+        "limits.max_background_retries",
+        "largest allowed",
+    );
+    let l = ok(&with_timeouts("limits: { max_background_retries: 8 }")).limits;
+    assert_eq!(l.max_background_retries, 8);
     invalid(&with_timeouts("limits: { max_accepted_redo: 1KiB }"), "limits.max_accepted_redo", "invalid count");
     parse_error(&with_timeouts("limits: { max_participants: 3 }"), "unknown field `max_participants`");
     parse_error(&with_timeouts("limits: 5"), "limits");
