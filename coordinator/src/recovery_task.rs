@@ -355,19 +355,26 @@ mod tests {
         let slots = RetrySlots::new(2);
         let running = Arc::new(AtomicU64::new(0));
         let most = Arc::new(AtomicU64::new(0));
+        let (release, released) = tokio::sync::watch::channel(false);
         let mut tasks = JoinSet::new();
         for _ in 0..8 {
-            let (slots, running, most) = (slots.clone(), running.clone(), most.clone());
+            let (slots, running, most, mut released) = (slots.clone(), running.clone(), most.clone(), released.clone());
             tasks.spawn(async move {
                 let _slot = slots.acquire().await;
                 let now = running.fetch_add(1, Relaxed) + 1;
                 most.fetch_max(now, Relaxed);
-                tokio::time::sleep(Duration::from_millis(20)).await;
+                let _ = released.wait_for(|r| *r).await;
                 running.fetch_sub(1, Relaxed);
             });
         }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-        assert!(slots.waiting() > 0, "retries over the cap wait");
+        // Two hold their slots until released: the six others wait (however slowly they start).
+        let t0 = Instant::now();
+        while slots.waiting() < 6 && t0.elapsed() < Duration::from_secs(20) {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        assert_eq!(slots.waiting(), 6, "retries over the cap wait");
+        assert_eq!(running.load(Relaxed), 2);
+        release.send(true).expect("tasks listen");
         let mut done = 0;
         while let Some(r) = tasks.join_next().await {
             r.expect("a retry runs to its end");
@@ -376,7 +383,7 @@ mod tests {
         assert_eq!(done, 8, "none dropped");
         assert!(most.load(Relaxed) <= 2, "{} ran at once", most.load(Relaxed));
         assert_eq!(slots.waiting(), 0);
-        assert!(slots.waited() >= 6, "{} waited", slots.waited());
+        assert_eq!(slots.waited(), 6);
     }
 
     fn topology() -> Topology {
