@@ -81,23 +81,30 @@ pub fn run(a: &StatusArgs) -> Result<()> {
 }
 
 /// The requests refused over a limit, the heap-full abort votes, the redo entries replay
-/// passed over and the QUIC transport's refusals and cancellations over its `transport:` limits
-/// (`quic`: their sum; `--json` has each), per node, when any node has one (issue 14).
+/// passed over, the QUIC transport's refusals and cancellations over its `transport:` limits
+/// (`quic`: their sum; `--json` has each) and the admin requests refused for a caller without
+/// the operator role (`wrong role`), per node, when any node has one (issue 14).
 fn refusals(topo: &Topology, statuses: &[(NodeId, Result<NodeStatus, String>)]) -> String {
     let rows: Vec<String> = statuses
         .iter()
         .filter_map(|(n, s)| s.as_ref().ok().map(|s| (n, s)))
         .filter(|(_, s)| {
-            s.refused_over_limit + s.heap_full_votes + s.replay_invalid_entries + s.transport_limits.sum() > 0
+            s.refused_over_limit
+                + s.heap_full_votes
+                + s.replay_invalid_entries
+                + s.transport_limits.sum()
+                + s.refused_role
+                > 0
         })
         .map(|(n, s)| {
             format!(
-                "{:<12} {:>10} {:>15} {:>14} {:>10}\n",
+                "{:<12} {:>10} {:>15} {:>14} {:>10} {:>10}\n",
                 node_name(topo, *n),
                 s.refused_over_limit,
                 s.heap_full_votes,
                 s.replay_invalid_entries,
-                s.transport_limits.sum()
+                s.transport_limits.sum(),
+                s.refused_role
             )
         })
         .collect();
@@ -105,12 +112,13 @@ fn refusals(topo: &Topology, statuses: &[(NodeId, Result<NodeStatus, String>)]) 
         return String::new();
     }
     format!(
-        "\nrefused and failed since start:\n{:<12} {:>10} {:>15} {:>14} {:>10}\n{}",
+        "\nrefused and failed since start:\n{:<12} {:>10} {:>15} {:>14} {:>10} {:>10}\n{}",
         "node",
         "over-limit",
         "heap-full votes",
         "replay skipped",
         "quic",
+        "wrong role",
         rows.concat()
     )
 }
@@ -384,5 +392,18 @@ mod tests {
         // The header's "recoveries s/c/a/run/blk" is two words, a row's value one.
         assert_eq!(row.get(at - 1), Some(&"35"), "{t}");
         assert_eq!(node_json(&topo, NodeId(0), &Ok(s))["replay_backlog_slots"], 35);
+    }
+
+    #[test]
+    fn admin_requests_refused_for_their_role_show_in_the_refusals_table() {
+        let topo = Topology::from_yaml("default.yaml", include_str!("../../configs/default.yaml")).expect("valid");
+        let quiet = StatusBoard::default().snapshot(NodeId(0), &[], 0, 500, 0, None);
+        assert_eq!(refusals(&topo, &[(NodeId(0), Ok(quiet.clone()))]), "", "nothing refused, no table");
+        let s = NodeStatus { refused_role: 3, ..quiet };
+        let t = refusals(&topo, &[(NodeId(0), Ok(s))]);
+        let header = t.lines().find(|l| l.starts_with("node")).expect("a header");
+        let row = t.lines().find(|l| l.starts_with("dc1-n1")).expect("a row for dc1-n1");
+        assert!(header.ends_with("wrong role"), "{t}");
+        assert!(row.split_whitespace().last() == Some("3"), "{t}");
     }
 }
