@@ -205,15 +205,9 @@ pub enum CertsCmd {
     /// Issues one certificate of a role with the cluster's CA into the certificate directory
     /// (`NAME.pem`, `NAME.key`, replacing existing ones; a running node picks up its own).
     Issue {
-        /// Topology file (its name names the CA; a node's DC and address come from it).
-        #[arg(long)]
-        config: PathBuf,
-        /// Certificate directory (with `ca.pem`).
-        #[arg(long, default_value = "run/certs")]
-        certs: PathBuf,
-        /// The CA's private key [default: CERTS-ca/ca.key, else CERTS/ca.key].
-        #[arg(long, value_name = "FILE")]
-        ca_key: Option<PathBuf>,
+        /// The cluster's CA (a node's DC and address come from its topology file).
+        #[command(flatten)]
+        ca: CaSource,
         /// node (a node of the topology), client (transactions and status) or operator (also
         /// `netem set` and drills).
         #[arg(long, value_enum)]
@@ -229,20 +223,38 @@ pub enum CertsCmd {
     /// the same CA: running nodes pick up their new certificate within 2 s (or at SIGHUP) for
     /// new connections; connections already open go on.
     Rotate {
-        /// Topology file.
-        #[arg(long)]
-        config: PathBuf,
-        /// Certificate directory (with `ca.pem`).
-        #[arg(long, default_value = "run/certs")]
-        certs: PathBuf,
-        /// The CA's private key [default: CERTS-ca/ca.key, else CERTS/ca.key].
-        #[arg(long, value_name = "FILE")]
-        ca_key: Option<PathBuf>,
+        /// The cluster's CA.
+        #[command(flatten)]
+        ca: CaSource,
         /// Validity of every certificate issued [default: node 365d, client 365d, operator
         /// 90d].
         #[arg(long, value_name = "DURATION", value_parser = validity)]
         valid_for: Option<Duration>,
     },
+}
+
+/// Where `redt certs issue|rotate` find the cluster's CA.
+#[derive(Args, Debug)]
+pub struct CaSource {
+    /// Topology file (its name names the CA).
+    #[arg(long)]
+    config: PathBuf,
+    /// Certificate directory (with `ca.pem`).
+    #[arg(long, default_value = "run/certs")]
+    certs: PathBuf,
+    /// The CA's private key [default: CERTS-ca/ca.key, else CERTS/ca.key].
+    #[arg(long, value_name = "FILE")]
+    ca_key: Option<PathBuf>,
+}
+
+impl CaSource {
+    /// The topology and the CA it names, loaded from the certificate directory and the key.
+    fn load(&self) -> Result<(Topology, ClusterCa)> {
+        let topo = load_topology(Some(&self.config))?;
+        let key = find_ca_key(&self.certs, self.ca_key.as_deref());
+        let ca = ClusterCa::load(&topo.name, &self.certs, &key)?;
+        Ok((topo, ca))
+    }
 }
 
 /// `redt certs issue --role`.
@@ -506,10 +518,9 @@ pub fn certs(cmd: &CertsCmd) -> Result<()> {
             println!("keep {} off the nodes: only `redt certs issue|rotate` need it", key.display());
             Ok(())
         }
-        CertsCmd::Issue { config, certs, ca_key, role, name, valid_for } => {
-            let topo = load_topology(Some(config))?;
-            let key = find_ca_key(certs, ca_key.as_deref());
-            let ca = ClusterCa::load(&topo.name, certs, &key)?;
+        CertsCmd::Issue { ca: source, role, name, valid_for } => {
+            let (topo, ca) = source.load()?;
+            let (config, certs) = (&source.config, &source.certs);
             let role = Role::from(*role);
             let (identity, ip) = match role {
                 Role::Node => {
@@ -532,10 +543,9 @@ pub fn certs(cmd: &CertsCmd) -> Result<()> {
             print_written(std::slice::from_ref(&written));
             Ok(())
         }
-        CertsCmd::Rotate { config, certs, ca_key, valid_for } => {
-            let topo = load_topology(Some(config))?;
-            let key = find_ca_key(certs, ca_key.as_deref());
-            let ca = ClusterCa::load(&topo.name, certs, &key)?;
+        CertsCmd::Rotate { ca: source, valid_for } => {
+            let (topo, ca) = source.load()?;
+            let certs = &source.certs;
             let written = ca.write_all(certs, &topo, *valid_for)?;
             println!("issued again with the CA of {} ({} certificates):", certs.display(), written.len());
             print_written(&written);
