@@ -226,6 +226,18 @@ fn recovery_prepare(t: TxnId, ballot: u32, topology: &redt_proto::Topology) -> r
     })
 }
 
+/// Fills node 0's ring: every slot reserved, none released.
+fn fill_ring(dc: &DcHandle) {
+    let slots = dc.layout.ring_slots();
+    dc.verbs.fetch_and_add(NodeId(0), redt_proto::Offset(dc.layout.ring_off + 8), slots).expect("FAA on the tail");
+}
+
+/// Releases every slot [`fill_ring`] reserved, as replay would: the ring has room again.
+fn drain_ring(dc: &DcHandle) {
+    let slots = dc.layout.ring_slots();
+    dc.verbs.write(NodeId(0), redt_proto::Offset(dc.layout.ring_off), &slots.to_le_bytes()).expect("WRITE of the head");
+}
+
 /// Node 0's promise in a reply to [`recovery_prepare`].
 fn promise(reply: redt_coordinator::message::Reply) -> redt_dc_executor::Promise {
     match reply {
@@ -347,7 +359,7 @@ fn a_higher_ballot_record_replaces_a_lower_ones_decision() {
 fn a_replica_whose_ring_was_full_gets_its_fence_entry_later() {
     use redt_coordinator::executor_core::ExecutorMutations;
     use redt_dc_executor::{Promise, VoteCode};
-    use redt_proto::{Ballot, Offset};
+    use redt_proto::Ballot;
     for mutant in [false, true] {
         let (core, dc, topology) = core();
         let mut core = core
@@ -355,18 +367,14 @@ fn a_replica_whose_ring_was_full_gets_its_fence_entry_later() {
             .with_mutations(ExecutorMutations { no_fence_after_full_ring: mutant, ..Default::default() });
         let t = TxnId::new(NodeId(1), 43);
         let prepare = |ballot: u32| recovery_prepare(t, ballot, &topology);
-        // Every slot reserved and none released: the ring is full.
-        let layout = dc.layout;
-        let slots = layout.ring_slots();
-        dc.verbs.fetch_and_add(NodeId(0), Offset(layout.ring_off + 8), slots).expect("FAA on the tail");
+        fill_ring(&dc);
         assert_eq!(promise(core.handle(NodeId(2), prepare(2 << 10), 1).reply), Promise::NoVote);
         assert_eq!(
             promise(core.handle(NodeId(2), prepare(1 << 10), 2).reply),
             Promise::Refused { promised: Ballot(2 << 10) },
             "mutant {mutant}: a lower ballot is refused"
         );
-        // Replay released every slot: the ring has room again.
-        dc.verbs.write(NodeId(0), Offset(layout.ring_off), &slots.to_le_bytes()).expect("WRITE of the head");
+        drain_ring(&dc);
         match promise(core.handle(NodeId(2), prepare(3 << 10), 3).reply) {
             Promise::Entry { vote, recorded, redo, .. } if !mutant => {
                 assert_eq!((vote, recorded), (VoteCode::Abort, None));
@@ -389,20 +397,18 @@ fn a_full_rings_promise_outlives_the_executor_that_gave_it() {
     use redt_coordinator::executor_core::ExecutorMutations;
     use redt_coordinator::message::{Record, Reply, Request};
     use redt_dc_executor::Promise;
-    use redt_proto::{Ballot, Cts, Offset};
+    use redt_proto::{Ballot, Cts};
     for mutant in [false, true] {
         let (core, dc, topology) = core();
         let mutations = ExecutorMutations { no_promise_table: mutant, ..Default::default() };
         let mut first = core.with_ring_patience(std::time::Duration::ZERO).with_mutations(mutations);
         let t = TxnId::new(NodeId(1), 44);
         let prepare = |ballot: u32| recovery_prepare(t, ballot, &topology);
-        let layout = dc.layout;
-        let slots = layout.ring_slots();
-        dc.verbs.fetch_and_add(NodeId(0), Offset(layout.ring_off + 8), slots).expect("FAA on the tail");
+        fill_ring(&dc);
         assert_eq!(promise(first.handle(NodeId(2), prepare(2 << 10), 1).reply), Promise::NoVote);
         // Replay released every slot; the executor that answered is gone (a restart, or the
         // next PREPARE reaches another executor of the DC).
-        dc.verbs.write(NodeId(0), Offset(layout.ring_off), &slots.to_le_bytes()).expect("WRITE of the head");
+        drain_ring(&dc);
         drop(first);
         let mut other =
             ExecutorCore::new(Arc::new(Epochs::new(topology.clone())), NodeId(0), dc.clone(), Arc::new(Hlc::new()))
