@@ -429,75 +429,6 @@ fn a_full_rings_promise_outlives_the_executor_that_gave_it() {
     }
 }
 
-/// Verbs that raise one transaction's promise-table row on node 0 to a ballot right before
-/// the first batch that WRITEs (the fence entry): a second executor of the DC whose PREPARE
-/// of a higher ballot raised the row after this one's second ring scan.
-struct RaiseBeforeFence {
-    inner: Arc<dyn Verbs>,
-    layout: Layout,
-    txn: TxnId,
-    ballot: redt_proto::Ballot,
-    armed: std::sync::atomic::AtomicBool,
-}
-
-impl Verbs for RaiseBeforeFence {
-    fn read(&self, node: NodeId, offset: redt_proto::Offset, buf: &mut [u8]) -> redt_dc_executor::Result<()> {
-        self.inner.read(node, offset, buf)
-    }
-    fn write(&self, node: NodeId, offset: redt_proto::Offset, data: &[u8]) -> redt_dc_executor::Result<()> {
-        self.inner.write(node, offset, data)
-    }
-    fn compare_and_swap(
-        &self,
-        node: NodeId,
-        offset: redt_proto::Offset,
-        expected: u64,
-        new: u64,
-    ) -> redt_dc_executor::Result<u64> {
-        self.inner.compare_and_swap(node, offset, expected, new)
-    }
-    fn fetch_and_add(&self, node: NodeId, offset: redt_proto::Offset, add: u64) -> redt_dc_executor::Result<u64> {
-        self.inner.fetch_and_add(node, offset, add)
-    }
-    fn masked_compare_and_swap(
-        &self,
-        node: NodeId,
-        offset: redt_proto::Offset,
-        compare: u64,
-        compare_mask: u64,
-        swap: u64,
-        swap_mask: u64,
-    ) -> redt_dc_executor::Result<u64> {
-        self.inner.masked_compare_and_swap(node, offset, compare, compare_mask, swap, swap_mask)
-    }
-    fn masked_fetch_and_add(
-        &self,
-        node: NodeId,
-        offset: redt_proto::Offset,
-        add: u64,
-        boundary: u64,
-    ) -> redt_dc_executor::Result<u64> {
-        self.inner.masked_fetch_and_add(node, offset, add, boundary)
-    }
-    fn post_batch(
-        &self,
-        node: NodeId,
-        batch: &mut redt_dc_executor::verbs::DoorbellBatch,
-    ) -> redt_dc_executor::Result<()> {
-        use redt_dc_executor::verbs::WorkRequest;
-        let writes = batch.requests().iter().any(|r| matches!(r, WorkRequest::Write { .. }));
-        if writes && self.armed.swap(false, std::sync::atomic::Ordering::SeqCst) {
-            let raised =
-                redt_dc_executor::promise_table::raise(self.inner.as_ref(), node, &self.layout, self.txn, self.ballot)?;
-            assert!(matches!(raised, redt_dc_executor::promise_table::Raise::Promised { .. }), "{raised:?}");
-        }
-        self.inner.post_batch(node, batch)
-    }
-    fn counters(&self) -> &redt_dc_executor::verbs::VerbCounters {
-        self.inner.counters()
-    }
-}
-
 /// Two executors of one DC PREPARE the same replica at once and neither finds an entry: the
 /// one whose ballot is lower writes its fence entry, but reads the promise table after the
 /// write and finds the higher ballot the other raised meanwhile, so it answers `Refused` and
@@ -512,19 +443,31 @@ fn of_two_executors_fencing_one_replica_at_once_the_lower_ballot_is_refused() {
     for mutant in [false, true] {
         let (_core, dc, topology) = core();
         let t = TxnId::new(NodeId(1), 45);
-        let spy = Arc::new(RaiseBeforeFence {
-            inner: dc.verbs.clone(),
-            layout: dc.layout,
-            txn: t,
-            ballot: Ballot(2 << 10),
-            armed: std::sync::atomic::AtomicBool::new(true),
-        });
-        let spied = Arc::new(DcHandle::new(&topology, spy.clone()));
+        // Raise the row right before the first batch that WRITEs (the fence entry): a second
+        // executor of the DC whose PREPARE of a higher ballot raised the row after this one's
+        // second ring scan.
+        let armed = Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let trigger = armed.clone();
+        let layout = dc.layout;
+        let spy = redt_dc_executor::verbs::BeforeBatch::new(
+            dc.verbs.clone(),
+            move |inner: &dyn Verbs, node, batch: &redt_dc_executor::verbs::DoorbellBatch| {
+                use redt_dc_executor::promise_table::{raise, Raise};
+                use redt_dc_executor::verbs::WorkRequest;
+                let writes = batch.requests().iter().any(|r| matches!(r, WorkRequest::Write { .. }));
+                if writes && trigger.swap(false, std::sync::atomic::Ordering::SeqCst) {
+                    let raised = raise(inner, node, &layout, t, Ballot(2 << 10))?;
+                    assert!(matches!(raised, Raise::Promised { .. }), "{raised:?}");
+                }
+                Ok(())
+            },
+        );
+        let spied = Arc::new(DcHandle::new(&topology, Arc::new(spy)));
         let mut lower =
             ExecutorCore::new(Arc::new(Epochs::new(topology.clone())), NodeId(0), spied, Arc::new(Hlc::new()))
                 .with_mutations(ExecutorMutations { no_promise_table: mutant, ..Default::default() });
         let answer = promise(lower.handle(NodeId(2), recovery_prepare(t, 1 << 10, &topology), 1).reply);
-        assert!(!spy.armed.load(std::sync::atomic::Ordering::SeqCst), "the fence entry was written");
+        assert!(!armed.load(std::sync::atomic::Ordering::SeqCst), "the fence entry was written");
         let entries = redt_dc_executor::ring_entries(dc.verbs.as_ref(), NodeId(0), &dc.layout).expect("reads the ring");
         let fence = entries.iter().find(|(_, _, e)| e.txn == t).map(|&(index, slots, _)| redt_dc_executor::EntryRef {
             node: NodeId(0),

@@ -6,9 +6,10 @@ mod common;
 
 use common::TestDc;
 use proptest::prelude::*;
+use redt_dc_executor::verbs::BeforeBatch;
 use redt_dc_executor::{
     apply_snapshot, lock, read_snapshot, CellVersion, DcHandle, DoorbellBatch, Error, ReplicaChange, SnapshotCell,
-    SnapshotChunk, SnapshotRecord, VerbCounters, Verbs, WorkRequest,
+    SnapshotChunk, SnapshotRecord, Verbs, WorkRequest,
 };
 use redt_proto::{Cts, NodeId, Offset, TableId, Topology, TxnId};
 use std::collections::{BTreeMap, BTreeSet};
@@ -395,59 +396,6 @@ fn a_record_held_on_the_destination_stops_apply() {
     assert!(d.locked_records(DST).unwrap().is_empty());
 }
 
-/// Verbs that bump one record's update counters right before the first header re-READ:
-/// a commit landing between the image READ and the re-READ.
-struct CommitDuringScan {
-    inner: Arc<dyn Verbs>,
-    counter_word: Offset,
-    armed: AtomicBool,
-}
-
-impl Verbs for CommitDuringScan {
-    fn read(&self, node: NodeId, offset: Offset, buf: &mut [u8]) -> redt_dc_executor::Result<()> {
-        self.inner.read(node, offset, buf)
-    }
-    fn write(&self, node: NodeId, offset: Offset, data: &[u8]) -> redt_dc_executor::Result<()> {
-        self.inner.write(node, offset, data)
-    }
-    fn compare_and_swap(&self, node: NodeId, offset: Offset, expected: u64, new: u64) -> redt_dc_executor::Result<u64> {
-        self.inner.compare_and_swap(node, offset, expected, new)
-    }
-    fn fetch_and_add(&self, node: NodeId, offset: Offset, add: u64) -> redt_dc_executor::Result<u64> {
-        self.inner.fetch_and_add(node, offset, add)
-    }
-    fn masked_compare_and_swap(
-        &self,
-        node: NodeId,
-        offset: Offset,
-        compare: u64,
-        compare_mask: u64,
-        swap: u64,
-        swap_mask: u64,
-    ) -> redt_dc_executor::Result<u64> {
-        self.inner.masked_compare_and_swap(node, offset, compare, compare_mask, swap, swap_mask)
-    }
-    fn masked_fetch_and_add(
-        &self,
-        node: NodeId,
-        offset: Offset,
-        add: u64,
-        boundary: u64,
-    ) -> redt_dc_executor::Result<u64> {
-        self.inner.masked_fetch_and_add(node, offset, add, boundary)
-    }
-    fn post_batch(&self, node: NodeId, batch: &mut DoorbellBatch) -> redt_dc_executor::Result<()> {
-        let recheck = batch.requests().iter().any(|r| matches!(r, WorkRequest::Read { len: 40, .. }));
-        if recheck && self.armed.swap(false, Ordering::SeqCst) {
-            self.inner.fetch_and_add(node, self.counter_word, 1)?;
-        }
-        self.inner.post_batch(node, batch)
-    }
-    fn counters(&self) -> &VerbCounters {
-        self.inner.counters()
-    }
-}
-
 #[test]
 fn a_commit_between_image_and_recheck_makes_the_record_busy() {
     let dc = setup();
@@ -456,14 +404,21 @@ fn a_commit_between_image_and_recheck_makes_the_record_busy() {
     let bucket_of = buckets(d, SRC);
     let (&(table, key), &bucket) = bucket_of.iter().max_by_key(|(_, &b)| b).unwrap();
     let at = d.index.lookup(d.verbs.as_ref(), SRC, table, key).unwrap().unwrap();
-    let verbs = Arc::new(CommitDuringScan {
-        inner: d.verbs.clone(),
-        counter_word: Offset(at.0 + 24),
-        armed: AtomicBool::new(false),
+    // Bump the record's update counters right before the first header re-READ: a commit
+    // landing between the image READ and the re-READ.
+    let armed = Arc::new(AtomicBool::new(false));
+    let counter_word = Offset(at.0 + 24);
+    let trigger = armed.clone();
+    let verbs = BeforeBatch::new(d.verbs.clone(), move |inner: &dyn Verbs, node, batch: &DoorbellBatch| {
+        let recheck = batch.requests().iter().any(|r| matches!(r, WorkRequest::Read { len: 40, .. }));
+        if recheck && trigger.swap(false, Ordering::SeqCst) {
+            inner.fetch_and_add(node, counter_word, 1)?;
+        }
+        Ok(())
     });
-    let spy = DcHandle::new(&dc.topo, verbs.clone());
+    let spy = DcHandle::new(&dc.topo, Arc::new(verbs));
     // Start the scan in the busy record's bucket so the armed re-READ is the one covering it.
-    verbs.armed.store(true, Ordering::SeqCst);
+    armed.store(true, Ordering::SeqCst);
     let chunk = read_snapshot(&spy, SRC, bucket, 1, usize::MAX, &|_, _| true).unwrap();
     assert_eq!(chunk, SnapshotChunk { records: Vec::new(), next: Some(bucket) });
     let chunk = read_snapshot(&spy, SRC, bucket, 1, usize::MAX, &|_, _| true).unwrap();

@@ -13,6 +13,7 @@
 
 mod batch;
 mod counters;
+mod hook;
 mod local;
 #[cfg(feature = "rdma")]
 pub mod rdma;
@@ -21,6 +22,7 @@ mod tls;
 
 pub use batch::{Completion, DoorbellBatch, WorkRequest};
 pub use counters::{VerbCounters, VerbCounts};
+pub use hook::BeforeBatch;
 pub use local::{shared_file, LocalVerbs};
 pub use tcp::{
     decode_reply_body, decode_request_body, encode_request_body, ServerCounts, ServerLimits, TcpVerbs, TcpVerbsServer,
