@@ -336,17 +336,6 @@ fn reset_code(result: Result<Vec<u8>, quinn::ReadToEndError>) -> Option<StreamCo
     }
 }
 
-/// Polls `cond` every 10 ms until it holds; fails the test after 10 s.
-async fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
-    for _ in 0..1000 {
-        if cond() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("never happened: {what}");
-}
-
 fn submit_envelope(epoch: u32, ops: &[KvOp]) -> Envelope {
     Envelope {
         epoch,
@@ -382,7 +371,10 @@ async fn bad_peers_are_refused_and_the_node_keeps_serving() {
         impostor.call_addr(target.addr, &target.name, submit_envelope(epoch, &[KvOp::Add(500, 1)])).await.unwrap_err();
     assert!(matches!(err, TransportError::Tls { .. }), "impostor: {err}");
     let transport = node.transport().clone();
-    eventually("both handshakes counted as refused", || transport.counters().snapshot().refused_handshakes >= 2).await;
+    common::eventually("both handshakes counted as refused", || {
+        transport.counters().snapshot().refused_handshakes >= 2
+    })
+    .await;
 
     // (b) A legit client certificate on a raw QUIC connection, sending bad frames.
     let endpoint = quinn::Endpoint::client("127.0.0.1:0".parse().unwrap()).unwrap();

@@ -2,6 +2,8 @@
 //! prost frames, malformed frames refused per stream, per-call deadlines. Real QUIC on
 //! loopback (127.0.0.1, port 0).
 
+mod common;
+
 use redt_coordinator::transport::frame::encode_frame;
 use redt_coordinator::transport::tls::quic_client_config;
 use redt_coordinator::transport::{
@@ -9,34 +11,15 @@ use redt_coordinator::transport::{
     StreamCode, Transport, TransportConfig, TransportError, CLIENT_IDENTITY_NAME, DEFAULT_MAX_FRAME_BYTES,
 };
 use redt_proto::wire::{AckReply, Body, Envelope, ErrorReply};
-use redt_proto::{Dc, DcId, Epoch, LinkConditions, MemStoreConfig, Node, NodeId, Topology};
-use std::net::SocketAddr;
+use redt_proto::{NodeId, Topology};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 const LOOPBACK_ANY_PORT: &str = "127.0.0.1:0";
 
-/// `n` nodes `dc<i>-n1`, one per DC, with placeholder addresses (set after binding).
 fn topology(n: u16) -> Arc<Topology> {
-    let addr = |i: u16| SocketAddr::from(([127, 0, 0, 1], 1 + i));
-    Arc::new(Topology {
-        limits: Default::default(),
-        name: "transport-test".into(),
-        epoch: Epoch(1),
-        dcs: (0..n).map(|i| Dc { id: DcId(i), name: format!("dc{}", i + 1), nodes: vec![NodeId(i)] }).collect(),
-        nodes: (0..n)
-            .map(|i| Node { id: NodeId(i), name: format!("dc{}-n1", i + 1), dc: DcId(i), addr: addr(i) })
-            .collect(),
-        memstore: MemStoreConfig { size_bytes: 1 << 20, index_bytes: 64 << 10, ring_bytes: 64 << 10 },
-        tables: vec![],
-        partitions: vec![],
-        links: vec![vec![LinkConditions::default(); usize::from(n)]; usize::from(n)],
-        timeouts: Default::default(),
-        verbs: Default::default(),
-        transport: Default::default(),
-        metrics: Default::default(),
-    })
+    common::one_node_per_dc("transport-test", n)
 }
 
 fn bind_addr() -> SocketSpec {
@@ -85,17 +68,6 @@ fn caller_of(reply: &Envelope) -> &str {
     }
 }
 
-/// Polls `cond` every 10 ms until it holds; fails the test after 10 s.
-async fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
-    for _ in 0..1000 {
-        if cond() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("never happened: {what}");
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_nodes_of_one_cluster_exchange_rpcs() {
     let topo = topology(2);
@@ -113,7 +85,7 @@ async fn two_nodes_of_one_cluster_exchange_rpcs() {
 
     // A server counts an RPC once its response is written, which may be just after the
     // caller has read it.
-    eventually("both servers counted their RPC and its bytes", || {
+    common::eventually("both servers counted their RPC and its bytes", || {
         let (c0, c1) = (nodes[0].counters().snapshot(), nodes[1].counters().snapshot());
         c0.rpcs_served == 1
             && c1.rpcs_served == 1
@@ -148,7 +120,7 @@ async fn two_hundred_concurrent_rpcs_are_all_answered() {
         answered[i as usize] = true;
     }
     assert!(answered.iter().all(|&a| a));
-    eventually("the server counted its RPCs", || nodes[0].counters().snapshot().rpcs_served >= 200).await;
+    common::eventually("the server counted its RPCs", || nodes[0].counters().snapshot().rpcs_served >= 200).await;
     assert_eq!(nodes[0].counters().snapshot().rpcs_served, 200);
     assert_eq!(nodes[1].counters().snapshot().rpcs_sent, 200);
 }
@@ -192,7 +164,7 @@ async fn calls_in_flight_stay_within_the_limit_on_a_custom_socket() {
     }
     let peak = peak.load(Ordering::SeqCst);
     assert!((1..=4).contains(&peak), "at most max_in_flight = 4 requests in the handler at once, saw {peak}");
-    eventually("the server counted its RPCs", || server.counters().snapshot().rpcs_served >= 50).await;
+    common::eventually("the server counted its RPCs", || server.counters().snapshot().rpcs_served >= 50).await;
     assert_eq!(server.counters().snapshot().rpcs_served, 50);
 }
 
@@ -218,7 +190,7 @@ async fn certificates_from_a_foreign_ca_are_refused() {
     assert!(matches!(err, TransportError::Tls { .. }), "impostor: {err}");
 
     let counters = nodes[0].counters();
-    eventually("both handshakes counted as refused", || counters.snapshot().refused_handshakes >= 2).await;
+    common::eventually("both handshakes counted as refused", || counters.snapshot().refused_handshakes >= 2).await;
     assert_eq!(counters.snapshot().rpcs_served, 0, "no request of theirs reached the handler");
 
     // The legit peer is still served.
@@ -287,7 +259,7 @@ async fn malformed_frames_are_refused_and_the_node_keeps_serving() {
     // ...and the node still serves other peers.
     let reply = nodes[1].call(NodeId(0), ping(1, 5)).await.unwrap();
     assert_eq!(reply.epoch, 5);
-    eventually("the server counted its RPCs", || nodes[0].counters().snapshot().rpcs_served >= 2).await;
+    common::eventually("the server counted its RPCs", || nodes[0].counters().snapshot().rpcs_served >= 2).await;
     assert_eq!(nodes[0].counters().snapshot().rpcs_served, 2);
     endpoint.close(0u32.into(), b"done");
 }

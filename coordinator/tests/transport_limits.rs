@@ -2,37 +2,20 @@
 //! the handler deadline, and a WAN link set to a huge delay and back. Real QUIC endpoints on
 //! loopback; the last test runs over the netem sockets (real datagrams, emulated delay).
 
+mod common;
+
 use redt_coordinator::netem_admin;
 use redt_coordinator::transport::{
     handler_fn, Caller, ClusterCerts, Handler, SocketSpec, Transport, TransportConfig, TransportError,
 };
 use redt_netem::{NetemSocket, WanModel};
 use redt_proto::wire::{AckReply, Body, Envelope, NetemSetRequest};
-use redt_proto::{Dc, DcId, Epoch, LinkConditions, MemStoreConfig, Node, NodeId, Topology};
-use std::net::SocketAddr;
+use redt_proto::{DcId, LinkConditions, NodeId, Topology};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// `n` nodes `dc<i>-n1`, one per DC, with placeholder addresses (set after binding).
 fn topology(n: u16) -> Arc<Topology> {
-    let addr = |i: u16| SocketAddr::from(([127, 0, 0, 1], 1 + i));
-    Arc::new(Topology {
-        name: "transport-limits-test".into(),
-        epoch: Epoch(1),
-        dcs: (0..n).map(|i| Dc { id: DcId(i), name: format!("dc{}", i + 1), nodes: vec![NodeId(i)] }).collect(),
-        nodes: (0..n)
-            .map(|i| Node { id: NodeId(i), name: format!("dc{}-n1", i + 1), dc: DcId(i), addr: addr(i) })
-            .collect(),
-        memstore: MemStoreConfig { size_bytes: 1 << 20, index_bytes: 64 << 10, ring_bytes: 64 << 10 },
-        tables: vec![],
-        partitions: vec![],
-        links: vec![vec![LinkConditions::default(); usize::from(n)]; usize::from(n)],
-        timeouts: Default::default(),
-        verbs: Default::default(),
-        limits: Default::default(),
-        transport: Default::default(),
-        metrics: Default::default(),
-    })
+    common::one_node_per_dc("transport-limits-test", n)
 }
 
 fn bind_at(ip: &str) -> SocketSpec {
@@ -51,17 +34,6 @@ fn echo() -> Arc<dyn Handler> {
 /// A client-only transport of `certs`' client identity, bound at `ip`.
 fn client_at(certs: &ClusterCerts, ip: &str) -> Transport {
     Transport::client(TransportConfig::default(), &certs.client, bind_at(ip)).expect("a client transport")
-}
-
-/// Polls `cond` every 10 ms until it holds; fails the test after 10 s.
-async fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
-    for _ in 0..1000 {
-        if cond() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("never happened: {what}");
 }
 
 /// A connection over `transport.max_connections_per_peer` is refused with a reason naming
@@ -90,7 +62,8 @@ async fn connections_over_the_per_peer_cap_are_refused_naming_it_and_others_are_
     let text = err.to_string();
     assert!(matches!(err, TransportError::PeerOverLimit { .. }), "{text}");
     assert!(text.contains("transport.max_connections_per_peer") && text.contains("127.0.0.1"), "{text}");
-    eventually("the refusal is counted", || server.counters().snapshot().refused_connections_per_peer >= 1).await;
+    common::eventually("the refusal is counted", || server.counters().snapshot().refused_connections_per_peer >= 1)
+        .await;
     assert_eq!(server.counters().snapshot().refused_connections_total, 0);
 
     // Everyone admitted is still served.

@@ -1,9 +1,13 @@
 //! Helpers shared by the coordinator's integration tests.
 
-use redt_proto::Topology;
+use redt_proto::{Dc, DcId, Epoch, LinkConditions, MemStoreConfig, Node, NodeId, Topology};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
 
 /// `configs/local-fast.yaml` with every node on `port` instead of 7100 and the cluster named
 /// `name` (unique per test: ports and names must not collide between concurrent tests).
+#[allow(dead_code)]
 pub fn local_fast(name: &str, port: u16) -> Topology {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../configs/local-fast.yaml");
     let text = std::fs::read_to_string(path).expect("configs/local-fast.yaml");
@@ -35,4 +39,40 @@ pub fn two_per_dc(name: &str, port: u16) -> Topology {
         )
         .replace("rtt: 40ms", "rtt: 2ms");
     Topology::from_yaml(path, &text).expect("the edited default.yaml is valid")
+}
+
+/// A topology named `name` of `n` nodes `dc<i>-n1`, one per DC, with placeholder addresses
+/// (set after binding), no tables and no partitions: for transport tests.
+#[allow(dead_code)]
+pub fn one_node_per_dc(name: &str, n: u16) -> Arc<Topology> {
+    let addr = |i: u16| SocketAddr::from(([127, 0, 0, 1], 1 + i));
+    Arc::new(Topology {
+        name: name.into(),
+        epoch: Epoch(1),
+        dcs: (0..n).map(|i| Dc { id: DcId(i), name: format!("dc{}", i + 1), nodes: vec![NodeId(i)] }).collect(),
+        nodes: (0..n)
+            .map(|i| Node { id: NodeId(i), name: format!("dc{}-n1", i + 1), dc: DcId(i), addr: addr(i) })
+            .collect(),
+        memstore: MemStoreConfig { size_bytes: 1 << 20, index_bytes: 64 << 10, ring_bytes: 64 << 10 },
+        tables: vec![],
+        partitions: vec![],
+        links: vec![vec![LinkConditions::default(); usize::from(n)]; usize::from(n)],
+        timeouts: Default::default(),
+        verbs: Default::default(),
+        limits: Default::default(),
+        transport: Default::default(),
+        metrics: Default::default(),
+    })
+}
+
+/// Polls `cond` every 10 ms until it holds; fails the test after 10 s.
+#[allow(dead_code)]
+pub async fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
+    for _ in 0..1000 {
+        if cond() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("never happened: {what}");
 }
