@@ -16,6 +16,7 @@ mod hlc;
 mod index;
 pub mod lock;
 mod memstore;
+pub mod persist;
 mod prepare;
 mod procedure;
 pub mod promise_table;
@@ -23,6 +24,7 @@ mod record;
 mod region;
 mod replay;
 mod replay_task;
+mod restore;
 mod replica;
 pub mod ring;
 mod snapshot;
@@ -46,6 +48,7 @@ pub use record::{encode_cell, Catalog, CellVersion, RecordLayout, RecordView, Th
 pub use region::{masked_add, Region};
 pub use replay::{Apply, ReplayStep, Replayer};
 pub use replay_task::ReplayTask;
+pub use restore::{restore, Restored};
 pub use replica::{ReplicaChange, ReplicaOrigin};
 pub use ring::{
     head_gap, owed_entries, read_header, ring_entries, ring_scan, unfinished_entries, Change, EntryHeader, EntryStatus,

@@ -46,6 +46,9 @@ impl ReplayTask {
                     let stopping = s.load(Ordering::Acquire);
                     let step = replayer.step(&region, &mut |e| apply_committed(&region, &catalog, e));
                     a.fetch_add(step.applied, Ordering::Relaxed);
+                    if step.unsynced {
+                        tracing::error!(%node, "replay could not sync the disk image; the ring's head waits");
+                    }
                     if let Some((index, why)) = step.last_invalid {
                         bad.fetch_add(step.invalid, Ordering::Relaxed);
                         tracing::error!(

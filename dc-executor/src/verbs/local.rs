@@ -112,6 +112,14 @@ impl LocalVerbs {
                 self.counters.masked_faa();
                 Completion::Atomic(r.masked_fetch_and_add(offset.0, add, boundary))
             }
+            WorkRequest::Persist => {
+                let r = self.regions.get(&node).ok_or(Error::UnknownNode(node))?;
+                if r.persistence().is_some() {
+                    self.counters.persist();
+                }
+                r.sync()?;
+                Completion::Written
+            }
         })
     }
 
@@ -130,7 +138,7 @@ pub fn shared_file(dir: &Path, prefix: &str, node: NodeId) -> PathBuf {
 /// Opens the MemStore file at `path` for reading and writing: an existing one without
 /// following a symbolic link, else a new one created exclusively with mode 0600; then checks
 /// that it is a regular file of this user and narrows its mode to 0600.
-fn open_shared(path: &Path) -> Result<File> {
+pub(crate) fn open_private_file(path: &Path) -> Result<File> {
     use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
     let io = |source| Error::Io { path: path.display().to_string(), source };
     let refuse = |why: String| Error::Backend(format!("{}: {why}", path.display()));
@@ -180,7 +188,7 @@ fn open_shared(path: &Path) -> Result<File> {
 
 fn map_shared(path: &Path, size_bytes: u64) -> Result<Region> {
     let io = |source| Error::Io { path: path.display().to_string(), source };
-    let file = open_shared(path)?;
+    let file = open_private_file(path)?;
     let len = file.metadata().map_err(io)?.len();
     if len == 0 {
         file.set_len(size_bytes).map_err(io)?;
