@@ -414,7 +414,7 @@ impl ExecutorCore {
             let nodes = topology.nodes.iter().filter(|n| n.dc == self.dc_id).map(|n| n.id);
             if let Err(e) = self.executor.dc().persist(nodes) {
                 return Handled::error(
-                    error_code_of(&e),
+                    error_code::INTERNAL,
                     format!("{}: what this request wrote could not be made durable: {e}", self.node),
                 );
             }

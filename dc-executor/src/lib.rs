@@ -24,8 +24,8 @@ mod record;
 mod region;
 mod replay;
 mod replay_task;
-mod restore;
 mod replica;
+mod restore;
 pub mod ring;
 mod snapshot;
 pub mod verbs;
@@ -48,8 +48,8 @@ pub use record::{encode_cell, Catalog, CellVersion, RecordLayout, RecordView, Th
 pub use region::{masked_add, Region};
 pub use replay::{Apply, ReplayStep, Replayer};
 pub use replay_task::ReplayTask;
-pub use restore::{restore, Restored};
 pub use replica::{ReplicaChange, ReplicaOrigin};
+pub use restore::{restore, Restored};
 pub use ring::{
     head_gap, owed_entries, read_header, ring_entries, ring_scan, unfinished_entries, Change, EntryHeader, EntryStatus,
     Gap, LockIntent, OwedEntry, RedoEntry, RingScan, RingWriter, VoteCode, VoteState, VoteWord,

@@ -104,8 +104,10 @@ mod writer;
 
 pub use codec::{check_encodable, decode, encode, encode_filler, encode_padded, encoded_slots, EntryShape};
 pub use entry::{Change, EntryStatus, LockIntent, RedoEntry, OWED_SHIFT};
+pub use layout::{
+    durable_head_offset, push_set_status, push_set_status_owed, push_write, push_write_body, status_offset,
+};
 pub(crate) use layout::{head_offset, pieces, ring_slots, slot_offset, tail_offset};
-pub use layout::{durable_head_offset, push_set_status, push_set_status_owed, push_write, push_write_body, status_offset};
 pub(crate) use read::read_framed;
 pub use read::{
     head_gap, owed_entries, read_entry, read_entry_sized, read_header, ring_bounds, ring_entries, ring_scan,

@@ -130,6 +130,30 @@ impl LocalVerbs {
     }
 }
 
+impl LocalVerbs {
+    /// Under `durability: disk`: gives each mapped region its disk image in `disk_dir`
+    /// ([`crate::persist::image_file`]) and a dirty-page bitmap in a shared-memory file
+    /// beside the region's own in `shm_dir` (`<region file>.dirty`), so every process of the
+    /// host that writes the region marks the same bits (`persist.rs`). Returns, per node,
+    /// whether its image file already held an image of this size.
+    ///
+    /// # Errors
+    /// [`Error::Io`] naming a path; [`Error::Backend`] for a file of another size or owner.
+    pub fn attach_disk_images(&self, shm_dir: &Path, disk_dir: &Path, prefix: &str) -> Result<Vec<(NodeId, bool)>> {
+        let mut out = Vec::new();
+        for (&node, region) in &self.regions {
+            let mut bitmap_path = shared_file(shm_dir, prefix, node).into_os_string();
+            bitmap_path.push(".dirty");
+            let bitmap = map_shared(Path::new(&bitmap_path), crate::persist::bitmap_bytes(region.len()))?;
+            let image = crate::persist::image_file(disk_dir, prefix, node);
+            let (p, existed) = crate::persist::Persistence::open_file_with_bitmap(&image, region.len(), bitmap)?;
+            region.attach(Arc::new(p))?;
+            out.push((node, existed));
+        }
+        Ok(out)
+    }
+}
+
 /// Path of the shared-memory file of `node`.
 pub fn shared_file(dir: &Path, prefix: &str, node: NodeId) -> PathBuf {
     dir.join(format!("{prefix}-node{}.memstore", node.0))

@@ -23,8 +23,8 @@ mod tls;
 pub use batch::{Completion, DoorbellBatch, WorkRequest};
 pub use counters::{VerbCounters, VerbCounts};
 pub use hook::BeforeBatch;
-pub use local::{shared_file, LocalVerbs};
 pub(crate) use local::open_private_file;
+pub use local::{shared_file, LocalVerbs};
 pub use tcp::{
     decode_reply_body, decode_request_body, encode_request_body, ServerCounts, ServerLimits, TcpVerbs, TcpVerbsServer,
     DEFAULT_IO_TIMEOUT, MAX_FRAME_BYTES, POOL_IDLE_FOR, WIRE_VERSION,
