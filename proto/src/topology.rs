@@ -65,6 +65,19 @@ pub enum Durability {
     Disk,
 }
 
+impl std::str::FromStr for Durability {
+    type Err = String;
+
+    /// `memory` or `disk`.
+    fn from_str(s: &str) -> Result<Durability, String> {
+        match s {
+            "memory" => Ok(Durability::Memory),
+            "disk" => Ok(Durability::Disk),
+            other => Err(format!("`{other}` is no durability: expected `memory` or `disk`")),
+        }
+    }
+}
+
 impl std::fmt::Display for Durability {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
