@@ -1,0 +1,351 @@
+//! The fixed-size B+-tree node: its byte layout in the MemStore, its codec, and the
+//! in-memory edits (insert, remove, split) a writer makes before publishing it (DEX §4,
+//! notes/seed-others.md §1; B-link fences and sibling pointers as in Lehman and Yao).
+//!
+//! ```text
+//! [0, 8)                     front word: the version, even when unlocked, odd while a writer
+//!                            holds the node (lock = CAS version → version + 1)
+//! [8, 16)                    meta: count (bits 0–15), level (16–23, 0 = leaf), flags
+//!                            (24–31; bit 24 = has a high fence), tag 0xB7EE (48–63)
+//! [16, 24)                   low fence (inclusive; never changes once the node exists)
+//! [24, 32)                   high fence (exclusive; meaningless without the flag: +∞)
+//! [32, 40)                   right sibling's offset (0: none; set iff the high fence is)
+//! [40, 40 + 16 × capacity)   entries (key, value) sorted by key; value = a leaf's payload
+//!                            or an inner node's child offset. Inner entry 0's key is the
+//!                            node's low fence, and entry i's child has entry i's key as its
+//!                            low fence
+//! [size − 8, size)           rear word: the version again
+//! ```
+//!
+//! A READ of the node is consistent when the front word is even and equals the rear word. A
+//! writer holding the lock publishes a new image of version `v + 2` in one doorbell batch of
+//! three WRITEs, **rear word first**, then the body, then the front word. READs and WRITEs
+//! move bytes in ascending address order (the in-process and TCP backends copy word by word
+//! upwards; RDMA NICs place a message's data in order), so a READ that saw any body word of
+//! the new image reads the rear word later than the writer wrote it, and sees `v + 2` there
+//! while its front word says `v` or odd: the torn READ is refused. Writing the rear word last,
+//! as Sherman does, would let a READ that started before the lock see the old front and rear
+//! words around new body words.
+
+use redt_proto::Offset;
+
+/// Default node size in bytes: DEX's and Sherman's 1 KiB. An RDMA READ of 1 KiB costs about
+/// the latency of 64 bytes, and 61 entries per node keep a tree of a million keys at four
+/// levels, three of them inner nodes a warm cache holds (about 600 KiB of them); 4 KiB nodes
+/// would save one level only beyond 15 million keys while making every leaf READ, leaf
+/// WRITE and lock hold four times longer.
+pub const DEFAULT_NODE_BYTES: u64 = 1024;
+
+/// Smallest node size (13 entries), for tests that want deep trees from few keys.
+pub const MIN_NODE_BYTES: u64 = 256;
+
+/// Largest node size (1,021 entries).
+pub const MAX_NODE_BYTES: u64 = 16 << 10;
+
+/// Bytes before the first entry: front, meta, low, high, sibling.
+pub const HEADER_BYTES: u64 = 40;
+
+/// Bytes per entry: key and value.
+pub const ENTRY_BYTES: u64 = 16;
+
+const META: usize = 8;
+const LOW: usize = 16;
+const HIGH: usize = 24;
+const SIBLING: usize = 32;
+const TAG: u64 = 0xB7EE;
+const TAG_SHIFT: u32 = 48;
+const LEVEL_SHIFT: u32 = 16;
+const HAS_HIGH: u64 = 1 << 24;
+
+/// Entries a node of `node_bytes` holds.
+pub fn capacity(node_bytes: u64) -> usize {
+    ((node_bytes - HEADER_BYTES - 8) / ENTRY_BYTES) as usize
+}
+
+/// Whether `node_bytes` is a usable node size: a multiple of 64 in
+/// [`MIN_NODE_BYTES`]..=[`MAX_NODE_BYTES`].
+pub fn valid_size(node_bytes: u64) -> bool {
+    node_bytes % 64 == 0 && (MIN_NODE_BYTES..=MAX_NODE_BYTES).contains(&node_bytes)
+}
+
+/// One node as a consistent READ saw it, or as a writer is about to publish it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Node {
+    /// The version (even); a writer publishes `version + 2`.
+    pub version: u64,
+    /// 0 for a leaf, the height above the leaves for an inner node.
+    pub level: u8,
+    /// Smallest key this node covers (inclusive).
+    pub low: u64,
+    /// Key this node's range ends before; `None` for the last node of its level.
+    pub high: Option<u64>,
+    /// The next node of the same level; `Some` exactly when `high` is.
+    pub sibling: Option<Offset>,
+    /// `(key, value)` sorted by key; an inner node's values are child offsets.
+    pub entries: Vec<(u64, u64)>,
+}
+
+/// What one READ of a node's bytes holds.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Decoded {
+    /// A consistent image.
+    Node(Node),
+    /// Locked by a writer, or torn by one: READ it again.
+    Busy,
+    /// A consistent image that is not a valid node (never written as one, or damaged).
+    Corrupt(&'static str),
+}
+
+fn word(raw: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(raw[at..at + 8].try_into().expect("an 8-byte word inside the node image"))
+}
+
+impl Node {
+    /// An empty node of `level` covering `[low, high)`, version 0.
+    pub fn empty(level: u8, low: u64, high: Option<u64>, sibling: Option<Offset>) -> Node {
+        Node { version: 0, level, low, high, sibling, entries: Vec::new() }
+    }
+
+    /// Whether this is a leaf.
+    pub fn is_leaf(&self) -> bool {
+        self.level == 0
+    }
+
+    /// Whether `key` lies in this node's fences, `[low, high)`.
+    pub fn covers(&self, key: u64) -> bool {
+        self.low <= key && self.high.is_none_or(|h| key < h)
+    }
+
+    /// The position of `key` among the entries (`Ok`) or where it would go (`Err`).
+    pub fn search(&self, key: u64) -> Result<usize, usize> {
+        self.entries.binary_search_by_key(&key, |e| e.0)
+    }
+
+    /// The child of an inner node whose range holds `key`: the last entry whose key is at
+    /// most `key`. `None` when `key` is below the first entry (not covered).
+    pub fn child_for(&self, key: u64) -> Option<Offset> {
+        let i = self.entries.partition_point(|e| e.0 <= key);
+        i.checked_sub(1).map(|i| Offset(self.entries[i].1))
+    }
+
+    /// Moves the upper half of the entries into a new right node (version 0) and makes
+    /// `self` end where it begins; the caller links `self.sibling` to where it puts the new
+    /// node. Returns the new node, whose low fence is the separator to insert in the parent.
+    ///
+    /// # Panics
+    /// If the node has fewer than two entries (a full node has at least 13).
+    pub fn split(&mut self) -> Node {
+        assert!(self.entries.len() >= 2, "only a node with two entries or more splits");
+        let right_entries = self.entries.split_off(self.entries.len() / 2);
+        let separator = right_entries[0].0;
+        let right = Node {
+            version: 0,
+            level: self.level,
+            low: separator,
+            high: self.high,
+            sibling: self.sibling,
+            entries: right_entries,
+        };
+        self.high = Some(separator);
+        right
+    }
+
+    /// The node's full image of `node_bytes` with front and rear word `self.version`.
+    ///
+    /// # Panics
+    /// If the entries do not fit in `node_bytes` (writers split before they publish).
+    pub fn encode(&self, node_bytes: u64) -> Vec<u8> {
+        assert!(self.entries.len() <= capacity(node_bytes), "a node is split before it overflows");
+        let mut raw = vec![0u8; node_bytes as usize];
+        let mut put = |at: usize, w: u64| raw[at..at + 8].copy_from_slice(&w.to_le_bytes());
+        put(0, self.version);
+        let flags = if self.high.is_some() { HAS_HIGH } else { 0 };
+        put(META, TAG << TAG_SHIFT | flags | (self.level as u64) << LEVEL_SHIFT | self.entries.len() as u64);
+        put(LOW, self.low);
+        put(HIGH, self.high.unwrap_or(0));
+        put(SIBLING, self.sibling.map_or(0, |o| o.0));
+        for (i, &(k, v)) in self.entries.iter().enumerate() {
+            let at = (HEADER_BYTES + ENTRY_BYTES * i as u64) as usize;
+            put(at, k);
+            put(at + 8, v);
+        }
+        put(node_bytes as usize - 8, self.version);
+        raw
+    }
+
+    /// Bytes of an image from its start to the end of its last entry: what a writer must
+    /// WRITE (bytes after it are never read).
+    pub fn used_bytes(&self) -> u64 {
+        HEADER_BYTES + ENTRY_BYTES * self.entries.len() as u64
+    }
+
+    /// Decodes one READ of a whole node: [`Decoded::Busy`] unless the front word is even and
+    /// equal to the rear word, else the node after checking the tag, the count, the order of
+    /// the keys, the fences and (for inner nodes) the child offsets.
+    pub fn decode(raw: &[u8]) -> Decoded {
+        let n = raw.len();
+        if n < MIN_NODE_BYTES as usize || n % 8 != 0 {
+            return Decoded::Corrupt("image shorter than a node");
+        }
+        let (front, rear) = (word(raw, 0), word(raw, n - 8));
+        if front & 1 == 1 || front != rear {
+            return Decoded::Busy;
+        }
+        let meta = word(raw, META);
+        if meta >> TAG_SHIFT != TAG {
+            return Decoded::Corrupt("no node tag");
+        }
+        let count = (meta & 0xFFFF) as usize;
+        if count > capacity(n as u64) {
+            return Decoded::Corrupt("count beyond the node's capacity");
+        }
+        let level = (meta >> LEVEL_SHIFT & 0xFF) as u8;
+        let has_high = meta & HAS_HIGH != 0;
+        let low = word(raw, LOW);
+        let high = has_high.then(|| word(raw, HIGH));
+        let sibling = word(raw, SIBLING);
+        if has_high != (sibling != 0) {
+            return Decoded::Corrupt("a high fence without a sibling, or a sibling without one");
+        }
+        if high.is_some_and(|h| h <= low) || sibling % 64 != 0 {
+            return Decoded::Corrupt("empty fence range or unaligned sibling");
+        }
+        let entries: Vec<(u64, u64)> = (0..count)
+            .map(|i| {
+                let at = (HEADER_BYTES + ENTRY_BYTES * i as u64) as usize;
+                (word(raw, at), word(raw, at + 8))
+            })
+            .collect();
+        let node = Node { version: front, level, low, high, sibling: has_high.then_some(Offset(sibling)), entries };
+        if !node.entries.windows(2).all(|w| w[0].0 < w[1].0) {
+            return Decoded::Corrupt("keys out of order");
+        }
+        if node.entries.first().is_some_and(|e| e.0 < low) || node.entries.last().is_some_and(|e| !node.covers(e.0)) {
+            return Decoded::Corrupt("a key outside the fences");
+        }
+        if level > 0 {
+            if node.entries.first().is_none_or(|e| e.0 != low) {
+                return Decoded::Corrupt("an inner node whose first key is not its low fence");
+            }
+            if node.entries.iter().any(|e| e.1 == 0 || e.1 % 64 != 0) {
+                return Decoded::Corrupt("a child offset that is null or not 64-aligned");
+            }
+        }
+        Decoded::Node(node)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn leaf(keys: &[u64]) -> Node {
+        Node { entries: keys.iter().map(|&k| (k, k * 10)).collect(), ..Node::empty(0, 0, None, None) }
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(capacity(DEFAULT_NODE_BYTES), 61, "1 KiB: 40-byte header, 61 entries, rear word");
+        assert_eq!(HEADER_BYTES + ENTRY_BYTES * 61 + 8, 1024);
+        assert_eq!(capacity(MIN_NODE_BYTES), 13);
+        assert_eq!(capacity(4096), 253);
+        assert!(valid_size(1024) && valid_size(256) && !valid_size(128) && !valid_size(1000));
+    }
+
+    #[test]
+    fn round_trip() {
+        let mut n = Node {
+            version: 6,
+            level: 2,
+            low: 100,
+            high: Some(900),
+            sibling: Some(Offset(4096)),
+            entries: vec![(100, 64), (300, 128), (899, 192)],
+        };
+        let raw = n.encode(1024);
+        assert_eq!(raw.len(), 1024);
+        assert_eq!(Node::decode(&raw), Decoded::Node(n.clone()));
+        n.high = None;
+        n.sibling = None;
+        n.level = 0;
+        n.entries.push((u64::MAX, 0));
+        assert_eq!(Node::decode(&n.encode(256)), Decoded::Node(n));
+    }
+
+    #[test]
+    fn locked_or_torn_images_are_busy() {
+        let n = Node { version: 8, ..leaf(&[1, 2, 3]) };
+        let mut raw = n.encode(256);
+        // Locked: the front word is odd (and the rear word still says 8).
+        raw[..8].copy_from_slice(&9u64.to_le_bytes());
+        assert_eq!(Node::decode(&raw), Decoded::Busy);
+        // Torn: a READ that began before the lock sees front 8 and the rear word of version 10.
+        raw[..8].copy_from_slice(&8u64.to_le_bytes());
+        raw[248..].copy_from_slice(&10u64.to_le_bytes());
+        assert_eq!(Node::decode(&raw), Decoded::Busy);
+        raw[..8].copy_from_slice(&10u64.to_le_bytes());
+        assert!(matches!(Node::decode(&raw), Decoded::Node(m) if m.version == 10));
+    }
+
+    #[test]
+    fn invalid_images_are_corrupt() {
+        assert_eq!(Node::decode(&[0u8; 256]), Decoded::Corrupt("no node tag"), "zeroed memory is no node");
+        let n = leaf(&[5, 6]);
+        let mut raw = n.encode(256);
+        raw[40..48].copy_from_slice(&7u64.to_le_bytes());
+        assert_eq!(Node::decode(&raw), Decoded::Corrupt("keys out of order"));
+        let inner = Node { level: 1, low: 10, entries: vec![(11, 64)], ..Node::empty(1, 10, None, None) };
+        assert!(matches!(Node::decode(&inner.encode(256)), Decoded::Corrupt(_)));
+        let unaligned = Node { entries: vec![(10, 65)], ..inner };
+        assert!(matches!(Node::decode(&unaligned.encode(256)), Decoded::Corrupt(_)));
+        let outside = Node { high: Some(6), sibling: Some(Offset(64)), ..leaf(&[5, 6]) };
+        assert_eq!(Node::decode(&outside.encode(256)), Decoded::Corrupt("a key outside the fences"));
+    }
+
+    #[test]
+    fn split_moves_the_upper_half_and_sets_the_fences() {
+        let mut n = Node { high: Some(1000), sibling: Some(Offset(640)), ..leaf(&[1, 2, 3, 4, 5]) };
+        let r = n.split();
+        assert_eq!(n.entries.iter().map(|e| e.0).collect::<Vec<_>>(), [1, 2]);
+        assert_eq!(r.entries.iter().map(|e| e.0).collect::<Vec<_>>(), [3, 4, 5]);
+        assert_eq!((n.high, r.low, r.high, r.sibling), (Some(3), 3, Some(1000), Some(Offset(640))));
+        assert!(n.covers(2) && !n.covers(3) && r.covers(3) && r.covers(999) && !r.covers(1000));
+    }
+
+    #[test]
+    fn child_for_picks_the_last_entry_at_or_below_the_key() {
+        let n = Node { entries: vec![(10, 64), (20, 128), (30, 192)], ..Node::empty(1, 10, None, None) };
+        assert_eq!(n.child_for(9), None);
+        assert_eq!(n.child_for(10), Some(Offset(64)));
+        assert_eq!(n.child_for(29), Some(Offset(128)));
+        assert_eq!(n.child_for(u64::MAX), Some(Offset(192)));
+    }
+
+    proptest! {
+        /// Every valid node survives encode/decode at every size it fits in.
+        #[test]
+        fn encode_decode(
+            keys in proptest::collection::btree_set(any::<u64>(), 0..61),
+            version in (0u64..u64::MAX / 2).prop_map(|v| v * 2),
+            level in 0u8..4,
+            size in prop_oneof![Just(256u64), Just(1024), Just(4096)],
+        ) {
+            let mut entries: Vec<(u64, u64)> = keys.into_iter().map(|k| (k, (k % (1 << 40) + 1) * 64)).collect();
+            entries.truncate(capacity(size));
+            let low = if level > 0 { entries.first().map_or(0, |e| e.0) } else { entries.first().map_or(0, |e| e.0 / 2) };
+            if level > 0 && entries.is_empty() {
+                entries.push((0, 64));
+            }
+            let high = entries.last().and_then(|e| e.0.checked_add(1));
+            let n = Node { version, level, low, high, sibling: high.map(|_| Offset(64)), entries };
+            prop_assert_eq!(Node::decode(&n.encode(size)), Decoded::Node(n));
+        }
+
+        /// Any bytes decode to a node, busy or corrupt, never a panic.
+        #[test]
+        fn arbitrary_bytes_never_panic(raw in proptest::collection::vec(any::<u8>(), 256..=256)) {
+            let _ = Node::decode(&raw);
+        }
+    }
+}
