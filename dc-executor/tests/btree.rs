@@ -232,6 +232,15 @@ struct Seen {
     entries: AtomicU64,
 }
 
+/// Decrements the count of running writers when dropped.
+struct CountsOut<'a>(&'a AtomicU64);
+
+impl Drop for CountsOut<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
 /// Checks one scan result: sorted, in range, within the limit, every value the one its key
 /// was written with, and every stable key of the range it covers present.
 fn check_scan(got: &[(u64, u64)], from: u64, to: u64, limit: usize, stable: impl Fn(u64) -> bool) {
@@ -275,6 +284,8 @@ fn concurrent_writers_and_scanners_agree_with_the_union() {
                 let (v, l, writing) = (&v, &l, &writing);
                 let anchor = tree.anchor();
                 threads.push(s.spawn(move || {
+                    // Counts this writer out even when it panics, so the scanners stop.
+                    let _out = CountsOut(writing);
                     let t = BTree::open(v, NODE, l, anchor, if w < 2 { 1024 } else { 0 }).unwrap();
                     let mut rng = StdRng::seed_from_u64(seed * 100 + w);
                     // Own keys in a random order, interleaved with the shared ones in ascending
@@ -292,7 +303,6 @@ fn concurrent_writers_and_scanners_agree_with_the_union() {
                     for &k in keys.iter().filter(|&&k| own(w, k) && removed(k)) {
                         assert_eq!(t.remove(v, k).unwrap(), Some(value_of(k)), "writer {w} removing {k}");
                     }
-                    writing.fetch_sub(1, Ordering::AcqRel);
                     t.stats().snapshot()
                 }));
             }

@@ -333,12 +333,9 @@ impl BTree {
     /// version `node.version`) at `offset` as version + 2, which also unlocks it: the rear
     /// word, the body up to the last entry, the front word — in that order (`node.rs`).
     fn publish(&self, batch: &mut DoorbellBatch, offset: Offset, node: &mut Node) {
-        node.version += 2;
-        let image = node.encode(self.node_bytes);
-        let rear = self.node_bytes - 8;
-        batch.write(Offset(offset.0 + rear), image[rear as usize..].to_vec());
-        batch.write(Offset(offset.0 + 8), image[8..node.used_bytes() as usize].to_vec());
-        batch.write(offset, image[..8].to_vec());
+        for (at, bytes) in node.publish(self.node_bytes) {
+            batch.write(Offset(offset.0 + at), bytes);
+        }
     }
 
     /// Unlocks the node at `offset`, locked at `version` and left unchanged, by WRITEing
