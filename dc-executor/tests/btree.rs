@@ -8,10 +8,14 @@
 
 use proptest::prelude::*;
 use rand::{rngs::StdRng, seq::SliceRandom, Rng, SeedableRng};
-use redt_dc_executor::{BTree, BTreeConfig, BTreeCounts, Error, Layout, LocalVerbs, Verbs, LINE, MIN_NODE_BYTES};
+use redt_dc_executor::{
+    BTree, BTreeConfig, BTreeCounts, DoorbellBatch, Error, Layout, LocalVerbs, VerbCounters, Verbs, LINE,
+    MIN_NODE_BYTES,
+};
 use redt_proto::{MemStoreConfig, NodeId, Offset};
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Mutex;
 
 const NODE: NodeId = NodeId(0);
 
@@ -223,6 +227,207 @@ fn a_stale_cached_inner_node_is_detected_and_the_lookup_is_still_right() {
     let after = a.stats().snapshot().since(&before);
     assert_eq!(after.stale_cache, 0);
     assert_eq!(after.lookup_reads, after.lookups, "refreshed: one READ per lookup again");
+}
+
+/// A kind of verb, for [`Interpose`]'s trigger.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Verb {
+    Read,
+    Write,
+    Cas,
+    Batch,
+    Other,
+}
+
+/// The trigger of an [`Interpose`]: which verb it waits for, and what runs before it.
+type Trigger<'a> = (Box<dyn Fn(Verb, Offset) -> bool + Send + 'a>, Box<dyn FnOnce() + Send + 'a>);
+
+/// Verbs over an in-process backend that run a one-shot action just before the first verb
+/// the trigger matches: a deterministic way to slip another writer's steps between two of a
+/// handle's verbs (the action uses the inner backend, so it does not trigger itself).
+struct Interpose<'a> {
+    inner: &'a LocalVerbs,
+    trigger: Mutex<Option<Trigger<'a>>>,
+    fired: AtomicBool,
+}
+
+impl<'a> Interpose<'a> {
+    fn new(
+        inner: &'a LocalVerbs,
+        when: impl Fn(Verb, Offset) -> bool + Send + 'a,
+        then: impl FnOnce() + Send + 'a,
+    ) -> Self {
+        Interpose { inner, trigger: Mutex::new(Some((Box::new(when), Box::new(then)))), fired: AtomicBool::new(false) }
+    }
+
+    fn before(&self, verb: Verb, offset: Offset) {
+        let action = {
+            let mut t = self.trigger.lock().unwrap();
+            if t.as_ref().is_some_and(|(when, _)| when(verb, offset)) {
+                t.take().map(|(_, then)| then)
+            } else {
+                None
+            }
+        };
+        if let Some(then) = action {
+            then();
+            self.fired.store(true, Ordering::Release);
+        }
+    }
+}
+
+impl Verbs for Interpose<'_> {
+    fn read(&self, node: NodeId, offset: Offset, buf: &mut [u8]) -> redt_dc_executor::Result<()> {
+        self.before(Verb::Read, offset);
+        self.inner.read(node, offset, buf)
+    }
+    fn write(&self, node: NodeId, offset: Offset, data: &[u8]) -> redt_dc_executor::Result<()> {
+        self.before(Verb::Write, offset);
+        self.inner.write(node, offset, data)
+    }
+    fn compare_and_swap(&self, node: NodeId, offset: Offset, expected: u64, new: u64) -> redt_dc_executor::Result<u64> {
+        self.before(Verb::Cas, offset);
+        self.inner.compare_and_swap(node, offset, expected, new)
+    }
+    fn fetch_and_add(&self, node: NodeId, offset: Offset, add: u64) -> redt_dc_executor::Result<u64> {
+        self.before(Verb::Other, offset);
+        self.inner.fetch_and_add(node, offset, add)
+    }
+    fn masked_compare_and_swap(
+        &self,
+        node: NodeId,
+        offset: Offset,
+        compare: u64,
+        compare_mask: u64,
+        swap: u64,
+        swap_mask: u64,
+    ) -> redt_dc_executor::Result<u64> {
+        self.before(Verb::Other, offset);
+        self.inner.masked_compare_and_swap(node, offset, compare, compare_mask, swap, swap_mask)
+    }
+    fn masked_fetch_and_add(
+        &self,
+        node: NodeId,
+        offset: Offset,
+        add: u64,
+        boundary: u64,
+    ) -> redt_dc_executor::Result<u64> {
+        self.before(Verb::Other, offset);
+        self.inner.masked_fetch_and_add(node, offset, add, boundary)
+    }
+    fn post_batch(&self, node: NodeId, batch: &mut DoorbellBatch) -> redt_dc_executor::Result<()> {
+        self.before(Verb::Batch, Offset(0));
+        self.inner.post_batch(node, batch)
+    }
+    fn counters(&self) -> &VerbCounters {
+        self.inner.counters()
+    }
+}
+
+/// The root offset on `tree`'s anchor.
+fn root_of(v: &LocalVerbs, tree: &BTree) -> Offset {
+    let mut raw = [0u8; 8];
+    v.read(NODE, Offset(tree.anchor().0 + 8), &mut raw).unwrap();
+    Offset(u64::from_le_bytes(raw))
+}
+
+/// A writer whose leaf changed between its READ and its lock compare-and-swap loses the
+/// CAS, READs the leaf again and applies its insert to the new image: neither insert is lost.
+#[test]
+fn a_lock_lost_to_another_writer_is_retried_on_the_new_image() {
+    let (v, l) = memstore(1 << 20);
+    let a = BTree::create(&v, NODE, &l, small(16)).unwrap();
+    for k in [10, 20, 30] {
+        a.insert(&v, k, k).unwrap();
+    }
+    let b = BTree::open(&v, NODE, &l, a.anchor(), 0).unwrap();
+    let leaf = root_of(&v, &a);
+    let (b, vr) = (&b, &v);
+    let between = Interpose::new(
+        &v,
+        move |verb, at| verb == Verb::Cas && at == leaf,
+        move || {
+            b.insert(vr, 25, 25).unwrap();
+        },
+    );
+    assert_eq!(a.insert(&between, 15, 15).unwrap(), None);
+    assert!(between.fired.load(Ordering::Acquire));
+    assert_eq!(a.stats().snapshot().lock_conflicts, 1);
+    assert_eq!(a.scan(&v, 0, 100, 10).unwrap(), [(10, 10), (15, 15), (20, 20), (25, 25), (30, 30)]);
+}
+
+/// Between a leaf's split and the separator's arrival in the parent, readers without a
+/// cache find the moved keys through the left leaf's sibling pointer, and a reader whose
+/// cached parent predates the split finds them after dropping it.
+#[test]
+fn keys_moved_by_a_split_are_found_before_the_parent_knows_of_it() {
+    let (v, l) = memstore(1 << 20);
+    let a = BTree::create(&v, NODE, &l, small(16)).unwrap();
+    for k in 0..14u64 {
+        a.insert(&v, k * 10, value_of(k * 10)).unwrap();
+    }
+    // Two levels: the root over [0, 70) and [70, ∞); fill the right leaf to 13 entries.
+    assert_eq!(a.check(&v).unwrap().height, 2);
+    for k in 71..77u64 {
+        a.insert(&v, k, value_of(k)).unwrap();
+    }
+    let present: Vec<u64> = a.scan(&v, 0, u64::MAX, 100).unwrap().into_iter().map(|e| e.0).collect();
+    let fresh = BTree::open(&v, NODE, &l, a.anchor(), 0).unwrap();
+    let cached = BTree::open(&v, NODE, &l, a.anchor(), 16).unwrap();
+    for &k in &present {
+        cached.lookup(&v, k).unwrap();
+    }
+    let root = root_of(&v, &a);
+    let (fresh, cached, vr, present) = (&fresh, &cached, &v, &present);
+    // Just before `a` locks the root to add the separator of the right leaf's split.
+    let between = Interpose::new(
+        &v,
+        move |verb, at| verb == Verb::Cas && at == root,
+        move || {
+            for &k in present.iter().chain(&[77]) {
+                assert_eq!(fresh.lookup(vr, k).unwrap(), Some(value_of(k)), "fresh reader, key {k}");
+                assert_eq!(cached.lookup(vr, k).unwrap(), Some(value_of(k)), "cached reader, key {k}");
+            }
+            assert_eq!(fresh.scan(vr, 0, u64::MAX, 100).unwrap().len(), present.len() + 1);
+        },
+    );
+    a.insert(&between, 77, value_of(77)).unwrap();
+    assert!(between.fired.load(Ordering::Acquire));
+    assert!(cached.stats().snapshot().stale_cache > 0, "the cached root sent it to the split leaf");
+    assert_eq!(a.check(&v).unwrap().entries, present.len() as u64 + 1);
+}
+
+/// Two writers split the root leaf one after the other before either installs a new root:
+/// the second installs its root first, the first loses the anchor's compare-and-swap and
+/// puts its separator into the second's root instead of a root of its own.
+#[test]
+fn two_writers_growing_the_root_at_once_end_with_one_root() {
+    let (v, l) = memstore(1 << 20);
+    let a = BTree::create(&v, NODE, &l, small(0)).unwrap();
+    for k in 1..14u64 {
+        a.insert(&v, k * 10, value_of(k * 10)).unwrap();
+    }
+    let b = BTree::open(&v, NODE, &l, a.anchor(), 0).unwrap();
+    let anchor_root = Offset(a.anchor().0 + 8);
+    let (b, vr) = (&b, &v);
+    // `a` splits the root leaf at 80; before its new root goes in, `b` splits the left half.
+    let between = Interpose::new(
+        &v,
+        move |verb, at| verb == Verb::Cas && at == anchor_root,
+        move || {
+            for k in 11..18u64 {
+                b.insert(vr, k, value_of(k)).unwrap();
+            }
+        },
+    );
+    a.insert(&between, 140, value_of(140)).unwrap();
+    assert!(between.fired.load(Ordering::Acquire));
+    assert_eq!((a.stats().snapshot().root_grows, b.stats().snapshot().root_grows), (0, 1));
+    let shape = a.check(&v).unwrap();
+    assert_eq!((shape.height, shape.nodes_per_level.clone(), shape.entries), (2, vec![3, 1], 21), "{shape:?}");
+    for k in (1..15u64).map(|k| k * 10).chain(11..18) {
+        assert_eq!(a.lookup(&v, k).unwrap(), Some(value_of(k)));
+    }
 }
 
 /// What the scanners of the stress test saw.
