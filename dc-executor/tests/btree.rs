@@ -561,15 +561,17 @@ fn concurrent_writers_and_scanners_agree_with_the_union() {
     }
 }
 
-/// READs per point lookup (cache off, cold, warm) and per scan of 100 keys, 1 KiB nodes.
+/// READs per point lookup (cache off, cold, warm) and per scan of 100 keys, with 1 KiB nodes
+/// (keys inserted in random and in ascending order) and 4 KiB nodes.
 #[test]
 fn reads_per_lookup_and_scan() {
     const N: u64 = 1_000_000;
     const LOOKUPS: usize = 100_000;
     const SCANS: usize = 10_000;
-    for order in ["random", "ascending"] {
+    for (order, node_bytes) in [("random", 1024), ("ascending", 1024), ("random", 4096)] {
         let (v, l) = memstore(256 << 20);
-        let build = BTree::create(&v, NODE, &l, BTreeConfig::default()).unwrap();
+        let config = BTreeConfig { node_bytes, ..BTreeConfig::default() };
+        let build = BTree::create(&v, NODE, &l, config).unwrap();
         let mut rng = StdRng::seed_from_u64(7);
         let mut keys: Vec<u64> = (0..N).map(|i| i * 16).collect();
         if order == "random" {
@@ -579,7 +581,7 @@ fn reads_per_lookup_and_scan() {
             build.insert(&v, k, value_of(k)).unwrap();
         }
         let shape = build.check(&v).unwrap();
-        println!("{order} insert order, {N} keys: {shape:?}");
+        println!("{node_bytes}-byte nodes, {order} insert order, {N} keys: {shape:?}");
         let probes: Vec<u64> = (0..LOOKUPS).map(|_| rng.gen_range(0..N) * 16 + rng.gen_range(0..2) * 8).collect();
         let starts: Vec<u64> = (0..SCANS).map(|_| rng.gen_range(0..N - 200) * 16).collect();
 

@@ -42,8 +42,8 @@ const ANCHOR_ROOT: u64 = 8;
 const ANCHOR_NODE_BYTES: u64 = 16;
 
 /// Attempts at one step (a READ finding the node locked or torn, a lock compare-and-swap, a
-/// wait for another writer's new root) before giving up with [`Error::TreeBusy`]: about a
-/// second of spinning and yielding, far beyond any lock hold of a live writer.
+/// wait for another writer's new root) before giving up with [`Error::TreeBusy`]: a second
+/// or two of spinning and yielding, far beyond any lock hold of a live writer.
 const MAX_ATTEMPTS: u32 = 1 << 20;
 
 /// How a [`BTree`] is made.
@@ -59,7 +59,8 @@ pub struct BTreeConfig {
 
 impl Default for BTreeConfig {
     /// 1 KiB nodes and a cache of 4,096 inner nodes (4 MiB): the inner levels of a tree of
-    /// about 10 million keys.
+    /// about 7 million keys inserted in random order (70% full leaves), 4 million in
+    /// ascending order (50%).
     fn default() -> Self {
         BTreeConfig { node_bytes: DEFAULT_NODE_BYTES, cache_nodes: 4096 }
     }

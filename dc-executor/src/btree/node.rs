@@ -29,11 +29,14 @@
 
 use redt_proto::Offset;
 
-/// Default node size in bytes: DEX's and Sherman's 1 KiB. An RDMA READ of 1 KiB costs about
-/// the latency of 64 bytes, and 61 entries per node keep a tree of a million keys at four
-/// levels, three of them inner nodes a warm cache holds (about 600 KiB of them); 4 KiB nodes
-/// would save one level only beyond 15 million keys while making every leaf READ, leaf
-/// WRITE and lock hold four times longer.
+/// Default node size in bytes: DEX's and Sherman's 1 KiB (61 entries). With a warm cache a
+/// lookup READs one leaf whatever the tree's height, so the node size trades the bytes of that
+/// READ, of each update's WRITE and the time a lock is held (all four times larger at 4 KiB)
+/// against the cache's footprint and the leaves a scan crosses: a million random keys make
+/// 531 inner nodes (531 KiB of cache) and a scan of 100 keys crosses 3.3 leaves at 1 KiB,
+/// 33 (132 KiB) and 1.6 leaves at 4 KiB (`tests/btree.rs`, `reads_per_lookup_and_scan`). On
+/// RDMA a 1 KiB READ costs about the latency of a 64-byte one; 4 KiB starts to cost
+/// bandwidth.
 pub const DEFAULT_NODE_BYTES: u64 = 1024;
 
 /// Smallest node size (13 entries), for tests that want deep trees from few keys.
