@@ -32,7 +32,8 @@ pub mod verbs;
 
 pub use apply::{apply_committed, apply_committed_by};
 pub use btree::{
-    BTree, BTreeConfig, BTreeCounts, BTreeStats, TreeShape, DEFAULT_NODE_BYTES, MAX_NODE_BYTES, MIN_NODE_BYTES,
+    BTree, BTreeConfig, BTreeCounts, BTreeStats, ReadCheck, TreeShape, DEFAULT_NODE_BYTES, MAX_NODE_BYTES,
+    MIN_NODE_BYTES,
 };
 pub use dc::{format_if_new, lock_word, Created, DcHandle, RecordImage};
 pub use error::{Error, Result, SuperblockMismatch};

@@ -9,8 +9,8 @@
 use proptest::prelude::*;
 use rand::{rngs::StdRng, seq::SliceRandom, Rng, SeedableRng};
 use redt_dc_executor::{
-    BTree, BTreeConfig, BTreeCounts, DoorbellBatch, Error, Layout, LocalVerbs, VerbCounters, Verbs, LINE,
-    MIN_NODE_BYTES,
+    BTree, BTreeConfig, BTreeCounts, DoorbellBatch, Error, Layout, LocalVerbs, ReadCheck, TreeShape, VerbCounters,
+    Verbs, LINE, MIN_NODE_BYTES,
 };
 use redt_proto::{MemStoreConfig, NodeId, Offset};
 use std::collections::BTreeMap;
@@ -140,16 +140,16 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
 
     /// Any sequence of operations, each through one of three handles on the same tree (a
-    /// cache of 64 nodes, of 2 nodes, none — so the cached handles keep meeting splits the
-    /// others made), answers as a `BTreeMap` does, and leaves a tree that passes the
-    /// structural check.
+    /// cache of 64 nodes, of 2 nodes with bracketed READs, none — so the cached handles keep
+    /// meeting splits the others made), answers as a `BTreeMap` does, and leaves a tree that
+    /// passes the structural check.
     #[test]
     fn the_tree_behaves_as_a_btreemap(ops in proptest::collection::vec((0usize..3, op()), 1..600)) {
         let (v, l) = memstore(4 << 20);
         let first = BTree::create(&v, NODE, &l, small(64)).unwrap();
         let handles = [
             BTree::open(&v, NODE, &l, first.anchor(), 64).unwrap(),
-            BTree::open(&v, NODE, &l, first.anchor(), 2).unwrap(),
+            BTree::open(&v, NODE, &l, first.anchor(), 2).unwrap().with_read_check(ReadCheck::Bracketed),
             BTree::open(&v, NODE, &l, first.anchor(), 0).unwrap(),
         ];
         let mut model = BTreeMap::new();
@@ -463,7 +463,8 @@ fn check_scan(got: &[(u64, u64)], from: u64, to: u64, limit: usize, stable: impl
     }
 }
 
-/// Writers on their own handles (two with a cache, two without) insert disjoint key sets
+/// Writers on their own handles (two with a cache, two without, one of these with bracketed
+/// READs; the same for the scanners) insert disjoint key sets
 /// and one shared set, remove part of their own, and read their own writes back, while
 /// scanners scan and look up: every scan is sorted, in range and holds every key that was
 /// there all along; at the end the tree holds exactly the union and passes the check.
@@ -492,6 +493,7 @@ fn concurrent_writers_and_scanners_agree_with_the_union() {
                     // Counts this writer out even when it panics, so the scanners stop.
                     let _out = CountsOut(writing);
                     let t = BTree::open(v, NODE, l, anchor, if w < 2 { 1024 } else { 0 }).unwrap();
+                    let t = if w == 3 { t.with_read_check(ReadCheck::Bracketed) } else { t };
                     let mut rng = StdRng::seed_from_u64(seed * 100 + w);
                     // Own keys in a random order, interleaved with the shared ones in ascending
                     // order, the same for every writer: they race for the same leaves.
@@ -516,6 +518,7 @@ fn concurrent_writers_and_scanners_agree_with_the_union() {
                 let anchor = tree.anchor();
                 threads.push(s.spawn(move || {
                     let t = BTree::open(v, NODE, l, anchor, if r == 0 { 1024 } else { 0 }).unwrap();
+                    let t = if r == 1 { t.with_read_check(ReadCheck::Bracketed) } else { t };
                     let mut rng = StdRng::seed_from_u64(seed * 100 + 50 + r);
                     loop {
                         let last = writing.load(Ordering::Acquire) == 0;
@@ -561,19 +564,25 @@ fn concurrent_writers_and_scanners_agree_with_the_union() {
     }
 }
 
+/// Levels of a tree, as a count of READs.
+fn height(shape: &TreeShape) -> u64 {
+    shape.height as u64
+}
+
 /// READs per point lookup (cache off, cold, warm) and per scan of 100 keys, with 1 KiB nodes
 /// (keys inserted in random and in ascending order) and 4 KiB nodes.
 #[test]
 fn reads_per_lookup_and_scan() {
-    const N: u64 = 1_000_000;
-    const LOOKUPS: usize = 100_000;
-    const SCANS: usize = 10_000;
-    for (order, node_bytes) in [("random", 1024), ("ascending", 1024), ("random", 4096)] {
+    const LOOKUPS: usize = 50_000;
+    const SCANS: usize = 5_000;
+    // A million keys make four levels of 1 KiB nodes; 300,000 do in ascending order too.
+    for (order, node_bytes, n) in [("random", 1024, 1_000_000), ("ascending", 1024, 300_000), ("random", 4096, 300_000)]
+    {
         let (v, l) = memstore(256 << 20);
         let config = BTreeConfig { node_bytes, ..BTreeConfig::default() };
         let build = BTree::create(&v, NODE, &l, config).unwrap();
         let mut rng = StdRng::seed_from_u64(7);
-        let mut keys: Vec<u64> = (0..N).map(|i| i * 16).collect();
+        let mut keys: Vec<u64> = (0..n).map(|i| i * 16).collect();
         if order == "random" {
             keys.shuffle(&mut rng);
         }
@@ -581,9 +590,9 @@ fn reads_per_lookup_and_scan() {
             build.insert(&v, k, value_of(k)).unwrap();
         }
         let shape = build.check(&v).unwrap();
-        println!("{node_bytes}-byte nodes, {order} insert order, {N} keys: {shape:?}");
-        let probes: Vec<u64> = (0..LOOKUPS).map(|_| rng.gen_range(0..N) * 16 + rng.gen_range(0..2) * 8).collect();
-        let starts: Vec<u64> = (0..SCANS).map(|_| rng.gen_range(0..N - 200) * 16).collect();
+        println!("{node_bytes}-byte nodes, {order} insert order, {n} keys: {shape:?}");
+        let probes: Vec<u64> = (0..LOOKUPS).map(|_| rng.gen_range(0..n) * 16 + rng.gen_range(0..2) * 8).collect();
+        let starts: Vec<u64> = (0..SCANS).map(|_| rng.gen_range(0..n - 200) * 16).collect();
 
         let off = BTree::open(&v, NODE, &l, build.anchor(), 0).unwrap();
         let on = BTree::open(&v, NODE, &l, build.anchor(), BTreeConfig::default().cache_nodes).unwrap();
@@ -596,6 +605,9 @@ fn reads_per_lookup_and_scan() {
             }
             (t.stats().snapshot().since(&before), v.counters().snapshot().since(&verbs_before))
         };
+        let bracketed = BTree::open(&v, NODE, &l, build.anchor(), 0).unwrap().with_read_check(ReadCheck::Bracketed);
+        let (cache_off_bracketed, _) = run(&bracketed);
+        assert_eq!(cache_off_bracketed.lookup_reads, 3 * height(&shape) * LOOKUPS as u64, "three READs per node");
         let (cache_off, verbs_off) = run(&off);
         let (cold, _) = run(&on);
         let (warm, verbs_warm) = run(&on);
@@ -621,12 +633,16 @@ fn reads_per_lookup_and_scan() {
             on.cached_nodes()
         );
         println!(
+            "  point lookup READs with bracketed node READs, cache off: {:.3}",
+            cache_off_bracketed.reads_per_lookup()
+        );
+        println!(
             "  scan of 100 READs: cache off {:.3}, warm cache {:.3} (leaf fill {:.0}%)",
             scan_off.reads_per_scan(),
             scan_on.reads_per_scan(),
             shape.leaf_fill * 100.0
         );
-        let height = shape.height as u64;
+        let height = height(&shape);
         assert_eq!(cache_off.lookup_reads, height * LOOKUPS as u64, "no cache: one READ per level");
         assert_eq!(warm.lookup_reads, LOOKUPS as u64, "warm cache: one READ per lookup");
         assert_eq!(warm.cache_misses, 0);

@@ -46,6 +46,22 @@ const ANCHOR_NODE_BYTES: u64 = 16;
 /// or two of spinning and yielding, far beyond any lock hold of a live writer.
 const MAX_ATTEMPTS: u32 = 1 << 20;
 
+/// How a handle tells a consistent READ of a node from one torn by a concurrent writer
+/// (`node.rs` has the argument for each).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ReadCheck {
+    /// One READ per node: consistent when its front and rear version words agree and are
+    /// even. Correct on backends that move a READ's and a WRITE's bytes in ascending address
+    /// order: the in-process, shared-memory and TCP backends.
+    #[default]
+    Versions,
+    /// Three READs per node, one after the other: the front word, the node, the front word
+    /// again; consistent when both front words are the same even version. Correct whatever
+    /// order a READ moves bytes in: for RDMA NICs, which do not promise one (DEX's READ of a
+    /// shared node).
+    Bracketed,
+}
+
 /// How a [`BTree`] is made.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BTreeConfig {
@@ -90,7 +106,8 @@ struct Cost {
 ///
 /// A node is READ whole, in one verb; the READ is consistent when the front and rear
 /// version words agree and are even (writers publish rear word first, `node.rs`), else it
-/// is issued again. A descent goes from the root down by child pointers; when a node's high
+/// is issued again. On RDMA, whose READs need not move bytes in address order, a handle
+/// brackets each node READ by two READs of its front word instead ([`ReadCheck`]). A descent goes from the root down by child pointers; when a node's high
 /// fence is at or below the key (it split since its parent was READ) it moves right along
 /// the sibling. Inner nodes come from the handle's cache when it holds them; leaves are
 /// always READ. A cached copy may be stale, which is safe: a child pointer leads to a node
@@ -132,6 +149,7 @@ pub struct BTree {
     /// The last root offset this handle saw on the anchor.
     root: AtomicU64,
     cache: Option<NodeCache>,
+    read_check: ReadCheck,
     stats: BTreeStats,
 }
 
@@ -192,8 +210,21 @@ impl BTree {
             node_bytes,
             root: AtomicU64::new(root.0),
             cache: (cache > 0).then(|| NodeCache::new(cache)),
+            read_check: ReadCheck::default(),
             stats: BTreeStats::default(),
         }
+    }
+
+    /// Sets how this handle checks its node READs (default [`ReadCheck::Versions`]). Handles
+    /// with either check may share a tree: writers publish the same way for both.
+    pub fn with_read_check(mut self, check: ReadCheck) -> BTree {
+        self.read_check = check;
+        self
+    }
+
+    /// How this handle checks its node READs.
+    pub fn read_check(&self) -> ReadCheck {
+        self.read_check
     }
 
     /// Offset of the tree's anchor: the tree's name for [`BTree::open`].
@@ -262,13 +293,33 @@ impl BTree {
         Error::TreeBusy { node: self.node, offset, attempts: MAX_ATTEMPTS }
     }
 
-    /// READs the node at `offset` until the READ is consistent.
+    /// READs the node at `offset` until the READ is consistent, by this handle's
+    /// [`ReadCheck`].
     fn read_node(&self, verbs: &dyn Verbs, offset: Offset, cost: &mut Cost) -> Result<Node> {
         let mut raw = vec![0u8; self.node_bytes as usize];
+        let mut front = [0u8; 8];
         for attempt in 0..MAX_ATTEMPTS {
-            verbs.read(self.node, offset, &mut raw)?;
-            cost.reads += 1;
-            match Node::decode(&raw) {
+            let decoded = match self.read_check {
+                ReadCheck::Versions => {
+                    verbs.read(self.node, offset, &mut raw)?;
+                    cost.reads += 1;
+                    Node::decode(&raw)
+                }
+                ReadCheck::Bracketed => {
+                    verbs.read(self.node, offset, &mut front)?;
+                    let before = u64::from_le_bytes(front);
+                    cost.reads += 1;
+                    if before & 1 == 1 {
+                        Decoded::Busy
+                    } else {
+                        verbs.read(self.node, offset, &mut raw)?;
+                        verbs.read(self.node, offset, &mut front)?;
+                        cost.reads += 2;
+                        Node::decode_bracketed(before, &raw, u64::from_le_bytes(front))
+                    }
+                }
+            };
+            match decoded {
                 Decoded::Node(n) => return Ok(n),
                 Decoded::Corrupt(why) => return Err(self.corrupt(offset, why)),
                 Decoded::Busy => {

@@ -17,15 +17,23 @@
 //! [size − 8, size)           rear word: the version again
 //! ```
 //!
-//! A READ of the node is consistent when the front word is even and equals the rear word. A
-//! writer holding the lock publishes a new image of version `v + 2` in one doorbell batch of
-//! three WRITEs, **rear word first**, then the body, then the front word. READs and WRITEs
-//! move bytes in ascending address order (the in-process and TCP backends copy word by word
-//! upwards; RDMA NICs place a message's data in order), so a READ that saw any body word of
-//! the new image reads the rear word later than the writer wrote it, and sees `v + 2` there
-//! while its front word says `v` or odd: the torn READ is refused. Writing the rear word last,
-//! as Sherman does, would let a READ that started before the lock see the old front and rear
-//! words around new body words.
+//! A writer holding the lock publishes a new image of version `v + 2` in one doorbell batch
+//! of three WRITEs, **rear word first**, then the body, then the front word. Two checks tell
+//! a consistent READ from a torn one ([`ReadCheck`](super::ReadCheck)):
+//!
+//! - *Versions* (one READ): the front word is even and equals the rear word. This needs READs
+//!   and WRITEs to move bytes in ascending address order, as the in-process, shared-memory
+//!   and TCP backends do (they copy word by word upwards): a READ that saw any body word of
+//!   the new image then loads the rear word after the writer stored `v + 2` there, while its
+//!   front word says `v` or odd, and is refused. Writing the rear word last, as Sherman does,
+//!   would let a READ that began before the lock see old front and rear words around new body
+//!   words. RDMA does not promise the order inside one READ (Ziegler et al., "Design
+//!   Guidelines for Correct, Efficient, and Scalable Synchronization using One-Sided RDMA",
+//!   SIGMOD 2023, the DEX paper's [46]), so this check is for the backends above.
+//! - *Bracketed* (three READs in sequence): the front word, the node, the front word again;
+//!   both front words are the same even version. No writer held the lock between the two,
+//!   so the node READ saw one image, in whatever order it moved the bytes (DEX's READ of a
+//!   shared node, Algorithm 1).
 
 use redt_proto::Offset;
 
@@ -33,8 +41,9 @@ use redt_proto::Offset;
 /// lookup READs one leaf whatever the tree's height, so the node size trades the bytes of that
 /// READ, of each update's WRITE and the time a lock is held (all four times larger at 4 KiB)
 /// against the cache's footprint and the leaves a scan crosses: a million random keys make
-/// 531 inner nodes (531 KiB of cache) and a scan of 100 keys crosses 3.3 leaves at 1 KiB,
-/// 33 (132 KiB) and 1.6 leaves at 4 KiB (`tests/btree.rs`, `reads_per_lookup_and_scan`). On
+/// 531 inner nodes (531 KiB of cache) and a scan of 100 keys crosses 3.3 leaves at 1 KiB;
+/// at 4 KiB 33 inner nodes (132 KiB) and 1.6 leaves (`tests/btree.rs`,
+/// `reads_per_lookup_and_scan`, which runs 4 KiB with 300,000 keys: 9 inner nodes). On
 /// RDMA a 1 KiB READ costs about the latency of a 64-byte one; 4 KiB starts to cost
 /// bandwidth.
 pub const DEFAULT_NODE_BYTES: u64 = 1024;
@@ -195,6 +204,16 @@ impl Node {
             (8, image[8..self.used_bytes() as usize].to_vec()),
             (0, image[..8].to_vec()),
         ]
+    }
+
+    /// Decodes a READ of a whole node made between two READs of its front word that returned
+    /// `before` and `after` (the bracketed check): [`Decoded::Busy`] unless they are the same
+    /// even version, else as [`Node::decode`].
+    pub fn decode_bracketed(before: u64, raw: &[u8], after: u64) -> Decoded {
+        if before & 1 == 1 || before != after {
+            return Decoded::Busy;
+        }
+        Node::decode(raw)
     }
 
     /// Decodes one READ of a whole node: [`Decoded::Busy`] unless the front word is even and
@@ -388,7 +407,42 @@ mod tests {
         }
     }
 
+    /// A READ that does not move its bytes upwards (RDMA does not promise to) can fool the
+    /// one-READ version check: front and rear words loaded after the writer finished, the
+    /// body before it began. The bracketed check refuses the same READ.
+    #[test]
+    fn the_version_check_needs_ascending_reads_and_the_bracketed_one_does_not() {
+        let size = MIN_NODE_BYTES;
+        let old = Node { version: 4, ..leaf(&[10, 20, 30, 40, 50, 60, 70, 80, 90, 100, 110, 120]) };
+        let (steps, new) = writer_steps(&old, size);
+        let (first, last) = (&steps[0], &steps[steps.len() - 1]);
+        let mut torn = first.clone();
+        torn[..8].copy_from_slice(&last[..8]);
+        torn[size as usize - 8..].copy_from_slice(&last[size as usize - 8..]);
+        assert!(matches!(Node::decode(&torn), Decoded::Node(n) if n != old && n != new), "accepted, and a mix");
+        let front = |image: &[u8]| word(image, 0);
+        assert_eq!(Node::decode_bracketed(front(first), &torn, front(last)), Decoded::Busy);
+    }
+
     proptest! {
+        /// A bracketed READ — the front word at writer step `s`, every node word at any step
+        /// from `s` to `e` in any order, the front word again at step `e` — is busy, old or new.
+        #[test]
+        fn a_bracketed_read_in_any_order_never_sees_a_mix(
+            bounds in (0usize..34, 0usize..34),
+            at in proptest::collection::vec(any::<prop::sample::Index>(), 32..=32),
+        ) {
+            let old = Node { version: 4, ..leaf(&[10, 20, 30, 40, 50, 60, 70, 80, 90, 100, 110, 120]) };
+            let (steps, new) = writer_steps(&old, MIN_NODE_BYTES);
+            let (s, e) = (bounds.0.min(bounds.1).min(steps.len() - 1), bounds.0.max(bounds.1).min(steps.len() - 1));
+            let seen: Vec<u8> = (0..32).flat_map(|w| steps[s + at[w].index(e - s + 1)][8 * w..][..8].to_vec()).collect();
+            match Node::decode_bracketed(word(&steps[s], 0), &seen, word(&steps[e], 0)) {
+                Decoded::Busy => {}
+                Decoded::Node(n) => prop_assert!(n == old || n == new, "a torn READ accepted in [{}, {}]", s, e),
+                Decoded::Corrupt(why) => prop_assert!(false, "a torn READ taken for a corrupt node ({})", why),
+            }
+        }
+
         /// Any READ that loads the words upwards while the writer goes on (each word at any
         /// writer step, never earlier than the word before it) is busy, old or new.
         #[test]
