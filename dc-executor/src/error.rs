@@ -138,6 +138,28 @@ pub enum Error {
         /// What is wrong.
         why: String,
     },
+    /// A B+-tree node stayed locked, or kept changing under READs, for the retry limit
+    /// (`btree`): a writer died holding its lock, or the node is far too hot.
+    #[error("{node}: B+-tree node at {offset} stayed locked or changing for {attempts} attempts")]
+    TreeBusy {
+        /// Node whose MemStore holds the tree.
+        node: NodeId,
+        /// The node (or the tree's anchor, when waiting for a new root).
+        offset: Offset,
+        /// Attempts made.
+        attempts: u32,
+    },
+    /// A consistent READ found something else than the B+-tree invariants put there
+    /// (`btree`): no anchor, no node, a node on the wrong level or right of the key.
+    #[error("{node}: B+-tree at {offset}: {why}")]
+    TreeCorrupt {
+        /// Node whose MemStore holds the tree.
+        node: NodeId,
+        /// The node or anchor READ.
+        offset: Offset,
+        /// What was wrong.
+        why: &'static str,
+    },
     /// Snapshot records received for a rebuild (notes/failover.md, Rebuild) do not fit this
     /// node's schema: a cell beyond its table's, or a value longer than its cell.
     #[error("invalid snapshot record: {why}")]

@@ -1,12 +1,14 @@
 //! Everything that happens inside one data center (DESIGN.md §3, RedT §4.2, CREST §4).
 //!
 //! This crate owns the MemStore layout, the one-sided verbs backends, CREST-style
-//! cell-level records and their No-Wait locks, the RDMA-friendly hash index, the redo ring
-//! (RedT's pre-write-log, Algorithm 2) with its replay task, and the stateless executor
-//! that runs a sub-transaction against the replicas of its DC. It knows nothing of QUIC,
+//! cell-level records and their No-Wait locks, the RDMA-friendly hash index, the B+-tree
+//! ordered index (DEX), the redo ring (RedT's pre-write-log, Algorithm 2) with its replay
+//! task, and the stateless executor that runs a sub-transaction against the replicas of its
+//! DC. It knows nothing of QUIC,
 //! other DCs or quorums: the coordinator crate decides, this crate executes.
 
 mod apply;
+mod btree;
 mod dc;
 pub mod decision_log;
 mod error;
@@ -31,6 +33,10 @@ mod snapshot;
 pub mod verbs;
 
 pub use apply::{apply_committed, apply_committed_by};
+pub use btree::{
+    BTree, BTreeConfig, BTreeCounts, BTreeStats, ReadCheck, TreeShape, DEFAULT_NODE_BYTES, MAX_NODE_BYTES,
+    MIN_NODE_BYTES,
+};
 pub use dc::{format_if_new, lock_word, Created, DcHandle, RecordImage};
 pub use error::{Error, Result, SuperblockMismatch};
 pub use executor::{

@@ -9,9 +9,10 @@ use pki::TestCa;
 use proptest::prelude::*;
 use redt_dc_executor::verbs::{MAX_FRAME_BYTES, WIRE_VERSION};
 use redt_dc_executor::{
-    Completion, DoorbellBatch, Error, LocalVerbs, ServerLimits, TcpVerbs, TcpVerbsServer, Verbs, VerbsTls, WorkRequest,
+    BTree, BTreeConfig, Completion, DoorbellBatch, Error, Layout, LocalVerbs, ServerLimits, TcpVerbs, TcpVerbsServer,
+    Verbs, VerbsTls, WorkRequest,
 };
-use redt_proto::{NodeId, Offset};
+use redt_proto::{MemStoreConfig, NodeId, Offset};
 use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener};
@@ -265,6 +266,58 @@ fn concurrent_fetch_and_add_from_two_nodes_is_exact() {
     }
     let faa: u64 = d.clients.iter().map(|c| c.counters().snapshot().faa).sum();
     assert_eq!(faa, 2 * total);
+}
+
+/// The B+-tree (`btree`) in node B's MemStore, built and read from node A through B's
+/// server: two writer threads (one handle with a cache, one without) insert disjoint keys
+/// while a third scans; every scan is sorted and in range, and the in-process view of B's
+/// region ends with exactly the keys written.
+#[test]
+fn a_btree_in_another_nodes_memstore_over_tcp_verbs() {
+    let cfg = MemStoreConfig { size_bytes: 4 << 20, index_bytes: 4096, ring_bytes: 4096 };
+    let layout = Layout::from_config(&cfg);
+    let d = dc(layout.size);
+    layout.format(d.local.region(B).expect("node B's region"));
+    let config = BTreeConfig { node_bytes: 256, cache_nodes: 64 };
+    let tree = BTree::create(d.clients[0].as_ref(), B, &layout, config).expect("a tree in B over TCP");
+    let writing = std::sync::atomic::AtomicU64::new(2);
+    std::thread::scope(|s| {
+        for w in 0..2u64 {
+            let (client, layout, writing, anchor) = (d.clients[0].clone(), &layout, &writing, tree.anchor());
+            s.spawn(move || {
+                let t = BTree::open(client.as_ref(), B, layout, anchor, if w == 0 { 64 } else { 0 }).unwrap();
+                for k in (0..1500u64).filter(|k| k % 2 == w) {
+                    t.insert(client.as_ref(), k * 7 % 1500, k).unwrap();
+                }
+                writing.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+            });
+        }
+        let (client, layout, writing, anchor) = (d.clients[0].clone(), &layout, &writing, tree.anchor());
+        s.spawn(move || {
+            let t = BTree::open(client.as_ref(), B, layout, anchor, 64).unwrap();
+            for from in (0..).map(|i| i * 37 % 1500) {
+                let last = writing.load(std::sync::atomic::Ordering::Acquire) == 0;
+                let got = t.scan(client.as_ref(), from, from + 100, 50).unwrap();
+                assert!(
+                    got.windows(2).all(|w| w[0].0 < w[1].0) && got.iter().all(|e| (from..=from + 100).contains(&e.0))
+                );
+                if last {
+                    break;
+                }
+            }
+        });
+    });
+    let local = BTree::open(d.local.as_ref(), B, &layout, tree.anchor(), 0).unwrap();
+    let all = local.scan(d.local.as_ref(), 0, u64::MAX, usize::MAX).unwrap();
+    assert_eq!(
+        all,
+        (0..1500u64)
+            .map(|k| (k * 7 % 1500, k))
+            .collect::<std::collections::BTreeMap<_, _>>()
+            .into_iter()
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(local.check(d.local.as_ref()).unwrap().entries, 1500);
 }
 
 // ---------------------------------------------------------------------------------------

@@ -1,0 +1,46 @@
+//! Deletes: lock the leaf, take the entry out, publish. Nodes never merge (a B-link tree
+//! without merges keeps every low fence and every node for good, which is what makes stale
+//! cached pointers and concurrent READs safe); an emptied leaf stays in the chain.
+
+use super::{BTree, Cost};
+use crate::error::Result;
+use crate::verbs::{DoorbellBatch, Verbs};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+impl BTree {
+    /// Removes `key`; returns its value, `None` when the tree did not hold it.
+    ///
+    /// Descends to the leaf (one READ with a warm cache); an absent key costs nothing more.
+    /// Else locks the leaf with one compare-and-swap and publishes it without the entry with
+    /// one doorbell batch of three WRITEs.
+    ///
+    /// # Errors
+    /// As [`BTree::lookup`]. A verbs error while the lock is held leaves the leaf locked.
+    pub fn remove(&self, verbs: &dyn Verbs, key: u64) -> Result<Option<u64>> {
+        self.stats.removes.fetch_add(1, Ordering::Relaxed);
+        let mut cost = Cost::default();
+        let done = self.remove_inner(verbs, key, &mut cost);
+        self.stats.update_reads.fetch_add(cost.reads, Ordering::Relaxed);
+        done
+    }
+
+    fn remove_inner(&self, verbs: &dyn Verbs, key: u64, cost: &mut Cost) -> Result<Option<u64>> {
+        let d = self.descend(verbs, key, 0, cost)?;
+        if d.at.node.search(key).is_err() {
+            return Ok(None);
+        }
+        let seen = Arc::unwrap_or_clone(d.at.node);
+        let (offset, mut leaf) = self.lock(verbs, d.at.off, key, 0, Some(seen), cost)?;
+        let Ok(i) = leaf.search(key) else {
+            // Removed by another writer between the READ and the lock.
+            self.unlock_unchanged(verbs, offset, leaf.version)?;
+            return Ok(None);
+        };
+        let (_, value) = leaf.entries.remove(i);
+        let mut batch = DoorbellBatch::new();
+        self.publish(&mut batch, offset, &mut leaf);
+        verbs.post_batch(self.node, &mut batch)?;
+        Ok(Some(value))
+    }
+}
