@@ -371,3 +371,42 @@ fn silent_connections_do_not_delay_a_node() {
     assert_eq!(a.fetch_and_add(B, Offset(256), 1).unwrap(), 0);
     drop(silent);
 }
+
+// ---------------------------------------------------------------------------------------
+// Rotation
+// ---------------------------------------------------------------------------------------
+
+/// Certificates rotate without a restart (issue 14): B's server and A's client each take a
+/// new certificate and CA with `VerbsTls::rotate`, and the next connection uses them. Here
+/// the cluster moves to a new CA: before B's rotation, A (already on the new CA) is refused
+/// by the handshake; after it, A reads B. A rotation to another node's TLS is refused.
+#[test]
+fn a_rotated_certificate_serves_the_next_connection() {
+    let s = Served::new(ServerLimits::default());
+    let new_ca = TestCa::new("rotated");
+    let mut buf = [0u8; 8];
+    // The server holds a clone of this TLS: rotating B's own handle rotates the server.
+    let b_tls = tls(B);
+    let server = TcpVerbsServer::spawn_with_limits(
+        "127.0.0.1:0".parse().unwrap(),
+        B,
+        s.local.clone(),
+        b_tls.clone(),
+        ServerLimits::default(),
+    )
+    .expect("server binds");
+    let a_new = TcpVerbs::new(
+        A,
+        s.local.clone(),
+        HashMap::from([(B, server.local_addr())]),
+        tls_of(new_ca.node("dc1", "a"), "dc1", names()),
+    )
+    .with_io_timeout(Duration::from_secs(5));
+    assert!(a_new.read(B, SECRET_AT, &mut buf).is_err(), "B still presents and trusts the old CA");
+    b_tls.rotate(&tls_of(new_ca.node("dc1", "b"), "dc1", names())).expect("B rotates to its new certificate");
+    a_new.read(B, SECRET_AT, &mut buf).expect("after the rotation, the next connection is served");
+    assert_eq!(&buf, SECRET);
+
+    let wrong = b_tls.rotate(&tls(A)).expect_err("a rotation to node A's TLS");
+    assert!(wrong.to_string().contains("a rotation keeps the node"), "{wrong}");
+}

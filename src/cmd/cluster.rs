@@ -11,7 +11,7 @@ use redt_coordinator::transport::{
     verbs_tls, ClusterCa, IdentityWatch, Role, SocketSpec, Transport, TransportConfig, Validity, WrittenCert,
 };
 use redt_coordinator::{CoordinatorOptions, Node, NodeParts, NodeTimeouts, TxnStats};
-use redt_dc_executor::{format_if_new, DcHandle, Layout, LocalVerbs, ServerLimits, TcpVerbs, TcpVerbsServer, Verbs};
+use redt_dc_executor::{format_if_new, DcHandle, Layout, LocalVerbs, ServerLimits, TcpVerbs, TcpVerbsServer, Verbs, VerbsTls};
 use redt_netem::{NetemSocket, WanModel};
 use redt_proto::{CertIdentity, NodeId, Protocol, TimeoutsConfig, Topology};
 use std::collections::HashMap;
@@ -369,10 +369,12 @@ pub fn node(a: &NodeArgs) -> Result<()> {
     check_identity(&identity, std::time::SystemTime::now())
         .with_context(|| format!("the certificate of {} in {}", me.name, a.certs.display()))?;
     let mut server = None;
+    let mut verbs_tls_handle = None;
     let verbs: Arc<dyn Verbs> = if tcp {
         // The MemStore is served over TLS to the nodes of this DC only (issue 14).
         let tls = verbs_tls(&identity, &topo, me.id)
             .with_context(|| format!("the verbs TLS of {} (certificates in {})", me.name, a.certs.display()))?;
+        verbs_tls_handle = Some(tls.clone());
         // TCP and UDP ports are separate spaces: the server takes the QUIC endpoint's port.
         let limits = ServerLimits::from_config(&topo.verbs);
         server = Some(
@@ -411,7 +413,8 @@ pub fn node(a: &NodeArgs) -> Result<()> {
             &identity,
             SocketSpec::Custom(socket),
         )?);
-        let reload = spawn_reload(transport.clone(), &a.certs, &me.name)?;
+        let verbs_rotation = verbs_tls_handle.clone().map(|tls| (tls, topo.clone(), me.id));
+        let reload = spawn_reload(transport.clone(), &a.certs, &me.name, verbs_rotation)?;
         let options = timeouts.apply(CoordinatorOptions {
             protocol: a.protocol,
             early_ack: !a.no_early_ack,
@@ -475,7 +478,17 @@ const RELOAD_EVERY: Duration = Duration::from_secs(2);
 /// and at once on SIGHUP, it loads the identity `name` of `certs` again if its files changed
 /// (SIGHUP: whether or not) and, if it checks, uses it for new connections. Each reload, and
 /// each refusal (the old certificate stays), is printed to the node's log.
-fn spawn_reload(transport: Arc<Transport>, certs: &Path, name: &str) -> Result<tokio::task::JoinHandle<()>> {
+/// Watches this node's certificate files (every [`RELOAD_EVERY`] and at SIGHUP) and, when
+/// they changed and check, gives the new certificate to the QUIC endpoint and, under
+/// `redt-tcp`, to the in-DC verbs TLS (`verbs`: the TLS, the topology and this node), so new
+/// connections of both use it.
+fn spawn_reload(
+    transport: Arc<Transport>,
+    certs: &Path,
+    name: &str,
+    verbs: Option<(VerbsTls, Arc<Topology>, NodeId)>,
+) -> Result<tokio::task::JoinHandle<()>> {
+    let certs_dir = certs.to_path_buf();
     use tokio::signal::unix::{signal, SignalKind};
     let mut hup = signal(SignalKind::hangup()).context("installing the SIGHUP handler")?;
     let mut watch = IdentityWatch::new(certs, name);
@@ -491,6 +504,15 @@ fn spawn_reload(transport: Arc<Transport>, certs: &Path, name: &str) -> Result<t
             match result {
                 None => {}
                 Some(Ok(s)) => {
+                    if let Some((tls, topo, me)) = &verbs {
+                        let rotated = load_identity(&certs_dir, &name)
+                            .map_err(anyhow::Error::from)
+                            .and_then(|id| Ok(verbs_tls(&id, topo, *me)?))
+                            .and_then(|new| Ok(tls.rotate(&new)?));
+                        if let Err(e) = rotated {
+                            tracing::warn!(node = %name, error = %e, "verbs TLS not rotated; it keeps the current certificate");
+                        }
+                    }
                     tracing::info!(node = %name, serial = %s.serial_hex(), "certificate reloaded");
                     println!(
                         "{name} reloaded its certificate: serial {}, valid until {}; new connections use it",

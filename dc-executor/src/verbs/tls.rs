@@ -36,15 +36,21 @@ pub const VERBS_ALPN: &[u8] = b"redt-verbs/1";
 ///
 /// Both configurations allow TLS 1.3 only, use the `ring` provider, negotiate
 /// [`VERBS_ALPN`] and trust the cluster CA alone; the server requires a client certificate;
-/// neither side resumes sessions. Cloning is cheap (the configurations are shared).
+/// neither side resumes sessions. Cloning is cheap, and clones share the configurations:
+/// [`VerbsTls::rotate`] on one changes what every clone uses for its next connection.
 #[derive(Clone)]
 pub struct VerbsTls {
-    server: Arc<ServerConfig>,
-    client: Arc<ClientConfig>,
+    configs: Arc<std::sync::RwLock<Configs>>,
     dc: String,
     name: String,
     names: HashMap<NodeId, String>,
     ids: HashMap<String, NodeId>,
+}
+
+/// The rustls configurations of a [`VerbsTls`], replaced whole by a rotation.
+struct Configs {
+    server: Arc<ServerConfig>,
+    client: Arc<ClientConfig>,
 }
 
 impl fmt::Debug for VerbsTls {
@@ -135,7 +141,34 @@ impl VerbsTls {
             .map_err(tls_err("the node certificate and key"))?;
         client.alpn_protocols = vec![VERBS_ALPN.to_vec()];
         client.resumption = rustls::client::Resumption::disabled();
-        Ok(VerbsTls { server: Arc::new(server), client: Arc::new(client), dc: dc.to_string(), name, names, ids })
+        let configs = Configs { server: Arc::new(server), client: Arc::new(client) };
+        Ok(VerbsTls { configs: Arc::new(std::sync::RwLock::new(configs)), dc: dc.to_string(), name, names, ids })
+    }
+
+    /// Takes `new`'s certificate, key and CA for every connection this TLS (and each of its
+    /// clones: the verbs server, the client, the RDMA bootstrap) makes from now on;
+    /// connections already open go on with what they have (certificate rotation without a
+    /// restart, issue 14).
+    ///
+    /// # Errors
+    /// [`Error::TlsConfig`] when `new` is for another node or DC: nothing changes.
+    pub fn rotate(&self, new: &VerbsTls) -> Result<()> {
+        if new.dc != self.dc || new.name != self.name || new.names != self.names {
+            return Err(Error::TlsConfig(format!(
+                "a rotation keeps the node: this TLS is {} of DC {}, the new one {} of DC {}",
+                self.name, self.dc, new.name, new.dc
+            )));
+        }
+        let (server, client) = new.current();
+        let mut configs = self.configs.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+        *configs = Configs { server, client };
+        Ok(())
+    }
+
+    /// The configurations in use now.
+    fn current(&self) -> (Arc<ServerConfig>, Arc<ClientConfig>) {
+        let c = self.configs.read().unwrap_or_else(std::sync::PoisonError::into_inner);
+        (c.server.clone(), c.client.clone())
     }
 
     /// [`VerbsTls::new`] for node `node` of `topology`: its DC's name and nodes from the
@@ -174,7 +207,7 @@ impl VerbsTls {
 
     /// A server side connection for one accepted peer.
     pub(crate) fn server_connection(&self) -> Result<ServerConnection> {
-        ServerConnection::new(self.server.clone()).map_err(tls_err("server connection"))
+        ServerConnection::new(self.current().0).map_err(tls_err("server connection"))
     }
 
     /// A client side connection to `peer`, checking its certificate against its node name.
@@ -185,7 +218,7 @@ impl VerbsTls {
         let name = self.node_name(peer).ok_or(Error::UnknownNode(peer))?;
         let server_name =
             ServerName::try_from(name.to_string()).map_err(|e| Error::TlsConfig(format!("node name {name:?}: {e}")))?;
-        ClientConnection::new(self.client.clone(), server_name).map_err(tls_err("client connection"))
+        ClientConnection::new(self.current().1, server_name).map_err(tls_err("client connection"))
     }
 
     /// Returns the node of this DC whose certificate the peer of `conn` (handshake done)
