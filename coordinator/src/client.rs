@@ -108,7 +108,9 @@ impl Client {
     pub fn with_identity(topology: Arc<Topology>, identity: &NodeIdentity, call_timeout: Duration) -> Result<Client> {
         // The unspecified address: the kernel picks the source address per node, so nodes on
         // other hosts are reachable too (a loopback bind reached loopback nodes only; issue 14).
-        let bind: SocketAddr = if topology.nodes.first().is_some_and(|n| n.addr.is_ipv6()) {
+        // IPv6 when a node advertises an IPv6 address; host names are resolved to the family
+        // of the socket when connecting.
+        let bind: SocketAddr = if topology.nodes.iter().any(|n| n.advertise.ip().is_some_and(|ip| ip.is_ipv6())) {
             "[::]:0".parse().expect("static address")
         } else {
             "0.0.0.0:0".parse().expect("static address")
@@ -126,7 +128,7 @@ impl Client {
     async fn call(&self, node: NodeId, body: Body) -> Result<Body> {
         let n = self.topology.nodes.get(node.0 as usize).ok_or_else(|| Error::Topology(format!("no node {node}")))?;
         let msg = Envelope { epoch: self.topology.epoch.0, from: u32::MAX, body: Some(body) };
-        let reply = self.transport.call_addr(n.addr, &n.name, msg).await?;
+        let reply = self.transport.call_at(&n.advertise, &n.name, msg).await?;
         match reply.body {
             Some(Body::Error(e)) => Err(Error::Remote { node, message: e.message }),
             Some(b) => Ok(b),

@@ -8,13 +8,12 @@ use redt_coordinator::metrics::MetricsServer;
 use redt_coordinator::transport::tls::CA_VALIDITY;
 use redt_coordinator::transport::{
     check_identity, default_ca_key_path, find_ca_key, init_cluster_certs, init_cluster_certs_with, load_identity,
-    verbs_tls, ClusterCa, IdentityWatch, Role, SocketSpec, Transport, TransportConfig, Validity, WrittenCert,
+    node_ip, verbs_tls, ClusterCa, IdentityWatch, Role, SocketSpec, Transport, TransportConfig, Validity, WrittenCert,
 };
 use redt_coordinator::{CoordinatorOptions, Node, NodeParts, NodeTimeouts, TxnStats};
 use redt_dc_executor::{format_if_new, DcHandle, Layout, LocalVerbs, ServerLimits, TcpVerbs, TcpVerbsServer, Verbs};
 use redt_netem::{NetemSocket, WanModel};
-use redt_proto::{CertIdentity, NodeId, Protocol, TimeoutsConfig, Topology};
-use std::collections::HashMap;
+use redt_proto::{CertIdentity, NodeId, Protocol, TimeoutsConfig, Topology, VerbsBackend};
 use std::io::Write;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -75,6 +74,11 @@ pub struct NodeArgs {
     /// topology file's `metrics.port`, which serves them at the node's own IP).
     #[arg(long, value_name = "IP:PORT")]
     pub metrics_addr: Option<SocketAddr>,
+    /// With `backend: shm`, how long to wait at start for the MemStore file of each other
+    /// node of the DC, which that node's process creates in the same --shm-dir (humantime);
+    /// the node never creates another node's file, and gives up naming it.
+    #[arg(long, value_name = "DURATION", default_value = "120s", value_parser = positive_duration)]
+    pub shm_wait: Duration,
 }
 
 /// A humantime duration of at most 24 h ([`TimeoutsConfig::MAX`], as in the topology file).
@@ -306,16 +310,35 @@ pub fn node(a: &NodeArgs) -> Result<()> {
     let timing = Timing { clock_skew_bound: a.clock_skew_bound, phase1_timeout: a.phase1_timeout };
     let timeouts = node_timeouts(&topo, &a.config, &timing)?;
     let layout = Layout::from_config(&topo.memstore);
-    let tcp = a.protocol == Protocol::RedtTcp;
-    // Under redt-tcp only the own MemStore file is mapped: the others are reached through
-    // their nodes' TCP verbs servers.
-    let mapped: Vec<NodeId> = if tcp { vec![me.id] } else { dc.nodes.clone() };
+    // `redt-tcp` is RedT over the TCP verbs everywhere (RedT §6.5); otherwise each DC's
+    // `backend:` says.
+    let backend = if a.protocol == Protocol::RedtTcp { VerbsBackend::Tcp } else { dc.backend };
+    if backend == VerbsBackend::Rdma && !cfg!(feature = "rdma") {
+        bail!(
+            "{}: {} has `backend: rdma`, but this redt was built without RDMA: rebuild it with \
+             `cargo build --release --features rdma` (docs/rdma.md lists the build dependencies)",
+            a.config.display(),
+            dc.name
+        );
+    }
     let metrics_addr = a.metrics_addr.or_else(|| topo.metrics_addr(me.id));
-    let shm = Arc::new(
-        LocalVerbs::open_shared(&a.shm_dir, &shm_prefix(&topo), mapped, layout.size)
-            .context("mapping the DC's MemStore files")?,
-    );
-    let region = shm.region(me.id).context("own region")?.clone();
+    let prefix = shm_prefix(&topo);
+    // Every backend keeps this node's own MemStore in its own file under --shm-dir (so a
+    // restarted node finds it); only `shm` maps the other nodes' files too, and never
+    // creates one (issue 16: two hosts of one DC each made a copy of the other's).
+    let own = LocalVerbs::open_shared(&a.shm_dir, &prefix, [me.id], layout.size)
+        .with_context(|| format!("mapping {}'s MemStore file", me.name))?;
+    let region = own.region(me.id).context("own region")?.clone();
+    let shm = Arc::new(match backend {
+        VerbsBackend::Shm => {
+            let mut regions = vec![(me.id, region.clone())];
+            for &peer in dc.nodes.iter().filter(|&&n| n != me.id) {
+                regions.push((peer, wait_for_peer_file(a, &topo, &prefix, peer, layout.size)?));
+            }
+            LocalVerbs::new(regions)
+        }
+        VerbsBackend::Tcp | VerbsBackend::Rdma => own,
+    });
     let fresh = format_if_new(&layout, me.id, &region)?;
     let identity = load_identity(&a.certs, &me.name)?;
     // An expired certificate, one the CA did not sign or a key that does not fit is named
@@ -323,23 +346,25 @@ pub fn node(a: &NodeArgs) -> Result<()> {
     check_identity(&identity, std::time::SystemTime::now())
         .with_context(|| format!("the certificate of {} in {}", me.name, a.certs.display()))?;
     let mut server = None;
-    let verbs: Arc<dyn Verbs> = if tcp {
-        // The MemStore is served over TLS to the nodes of this DC only (issue 14).
-        let tls = verbs_tls(&identity, &topo, me.id)
-            .with_context(|| format!("the verbs TLS of {} (certificates in {})", me.name, a.certs.display()))?;
-        // TCP and UDP ports are separate spaces: the server takes the QUIC endpoint's port.
-        let limits = ServerLimits::from_config(&topo.verbs);
-        server = Some(
-            TcpVerbsServer::spawn_with_limits(me.addr, me.id, shm.clone(), tls.clone(), limits)
-                .with_context(|| format!("serving the MemStore over TCP at {}", me.addr))?,
-        );
-        let peers: HashMap<NodeId, SocketAddr> =
-            dc.nodes.iter().filter(|&&n| n != me.id).map(|&n| (n, topo.nodes[n.0 as usize].addr)).collect();
-        // Connections leave from the node's own address: the peers' per-peer caps count
-        // this node alone even when the DC's nodes share a host.
-        Arc::new(TcpVerbs::new(me.id, shm.clone(), peers, tls).with_source_ip(me.addr.ip()))
-    } else {
-        shm.clone()
+    let peers = || dc.nodes.iter().filter(|&&n| n != me.id).map(|&n| (n, topo.nodes[n.0 as usize].advertise.clone()));
+    let verbs: Arc<dyn Verbs> = match backend {
+        VerbsBackend::Shm => shm.clone(),
+        VerbsBackend::Tcp => {
+            // The MemStore is served over TLS to the nodes of this DC only (issue 14).
+            let tls = verbs_tls(&identity, &topo, me.id)
+                .with_context(|| format!("the verbs TLS of {} (certificates in {})", me.name, a.certs.display()))?;
+            // TCP and UDP ports are separate spaces: the server takes the QUIC endpoint's port.
+            let limits = ServerLimits::from_config(&topo.verbs);
+            server = Some(
+                TcpVerbsServer::spawn_with_limits(me.listen, me.id, shm.clone(), tls.clone(), limits)
+                    .with_context(|| format!("serving the MemStore over TCP at {}", me.listen))?,
+            );
+            // Connections leave from the node's own listen address when it has one: the
+            // peers' per-peer caps count this node alone even when the DC's nodes share a
+            // host. Peers advertising a host name are resolved at each connection.
+            Arc::new(TcpVerbs::new(me.id, shm.clone(), peers(), tls).with_source_ip(me.listen.ip()))
+        }
+        VerbsBackend::Rdma => rdma_verbs(&identity, &topo, &me, region.clone(), peers().collect())?,
     };
     let handle = Arc::new(DcHandle::new(&topo, verbs));
     if fresh && a.records_per_partition > 0 {
@@ -358,7 +383,9 @@ pub fn node(a: &NodeArgs) -> Result<()> {
     let rt = runtime()?;
     rt.block_on(async {
         let wan = Arc::new(Mutex::new(WanModel::from_topology(&topo)));
-        let socket = NetemSocket::bind(me.addr, me.dc, wan.clone()).with_context(|| format!("binding {}", me.addr))?;
+        register_named_peers(&topo, &wan);
+        let socket =
+            NetemSocket::bind(me.listen, me.dc, wan.clone()).with_context(|| format!("binding {}", me.listen))?;
         let transport = Arc::new(Transport::bind(
             TransportConfig::from_config(&topo.transport),
             &topo,
@@ -397,9 +424,10 @@ pub fn node(a: &NodeArgs) -> Result<()> {
             None => None,
         };
         println!(
-            "{} ready on {} (dc {}, protocol {}, pid {})",
+            "{} ready on {} (advertised as {}; dc {}, backend {backend}, protocol {}, pid {})",
             me.name,
-            me.addr,
+            me.listen,
+            me.advertise,
             dc.name,
             a.protocol,
             std::process::id()
@@ -420,6 +448,119 @@ pub fn node(a: &NodeArgs) -> Result<()> {
         }
         anyhow::Ok(())
     })
+}
+
+/// How often `redt node` looks again for another node's MemStore file (`shm` backend).
+const PEER_FILE_POLL: Duration = Duration::from_millis(100);
+
+/// The region of `peer` (a node of this node's DC, `shm` backend) from its MemStore file
+/// under `--shm-dir`, once its own process has created and sized it: never created here.
+/// Says once that it waits, and gives up after `--shm-wait` naming the file and the cure.
+///
+/// # Errors
+/// The file does not appear within `--shm-wait`; it exists but cannot be mapped (wrong
+/// size, a symbolic link, another user's).
+fn wait_for_peer_file(
+    a: &NodeArgs,
+    topo: &Topology,
+    prefix: &str,
+    peer: NodeId,
+    size: u64,
+) -> Result<Arc<redt_dc_executor::Region>> {
+    let name = topo.node_name(peer);
+    let me = &a.node;
+    let path = redt_dc_executor::verbs::shared_file(&a.shm_dir, prefix, peer);
+    let start = Instant::now();
+    let mut said = false;
+    loop {
+        let mapped = LocalVerbs::map_existing(&a.shm_dir, prefix, peer, size)
+            .with_context(|| format!("mapping {name}'s MemStore file"))?;
+        if let Some(region) = mapped {
+            if said {
+                println!("{me}: found {name}'s MemStore file");
+            }
+            return Ok(region);
+        }
+        if start.elapsed() >= a.shm_wait {
+            bail!(
+                "{name}'s MemStore file {} did not appear within {}: with `backend: shm` every node of \
+                 its DC runs on this host and creates its own file in the same --shm-dir; start {name} \
+                 here, or give the DC `backend: tcp` in {} if its nodes run on several hosts",
+                path.display(),
+                humantime::format_duration(a.shm_wait),
+                a.config.display()
+            );
+        }
+        if !said {
+            println!(
+                "{me}: waiting for {name}'s MemStore file {} (with `backend: shm`, {name} creates it on this \
+                 host; up to {})",
+                path.display(),
+                humantime::format_duration(a.shm_wait)
+            );
+            said = true;
+        }
+        std::thread::sleep(PEER_FILE_POLL);
+    }
+}
+
+/// Registers in `wan` the addresses the peers advertising a host name resolve to now, so the
+/// user-space netem delays datagrams to them too; a name that does not resolve yet is left
+/// out (its link is not emulated), with a warning.
+fn register_named_peers(topo: &Topology, wan: &Mutex<WanModel>) {
+    for n in topo.nodes.iter().filter(|n| n.advertise.ip().is_none()) {
+        match n.advertise.resolve() {
+            Ok(addrs) => {
+                let mut wan = wan.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                for addr in addrs {
+                    wan.register_addr(addr, n.dc);
+                    wan.register_ip(addr.ip(), n.dc);
+                }
+            }
+            Err(e) => tracing::warn!(
+                node = %n.name,
+                error = %e,
+                "no emulated WAN link to this peer: its advertise name does not resolve yet"
+            ),
+        }
+    }
+}
+
+/// The RDMA verbs of node `me` (`backend: rdma`): its region registered with the RNIC, one
+/// queue pair per node of its DC, set up over a TLS bootstrap listening on its `listen` TCP
+/// port and dialing the peers' `advertise` addresses (resolved now).
+#[cfg(feature = "rdma")]
+fn rdma_verbs(
+    identity: &redt_coordinator::transport::NodeIdentity,
+    topo: &Topology,
+    me: &redt_proto::Node,
+    region: Arc<redt_dc_executor::Region>,
+    peers: Vec<(NodeId, redt_proto::HostPort)>,
+) -> Result<Arc<dyn Verbs>> {
+    use redt_dc_executor::verbs::rdma::RdmaVerbs;
+    let tls = verbs_tls(identity, topo, me.id).with_context(|| format!("the verbs TLS of {}", me.name))?;
+    let mut resolved = Vec::new();
+    for (n, at) in peers {
+        let addr = at
+            .resolve_for(me.listen)
+            .with_context(|| format!("the RDMA bootstrap address of {}", topo.node_name(n)))?;
+        resolved.push((n, addr));
+    }
+    let verbs = RdmaVerbs::connect(me.id, region, &resolved, me.listen, &tls)
+        .with_context(|| format!("connecting {}'s RDMA verbs", me.name))?;
+    Ok(Arc::new(verbs))
+}
+
+/// Without the `rdma` feature `node` refuses `backend: rdma` before it gets here.
+#[cfg(not(feature = "rdma"))]
+fn rdma_verbs(
+    _identity: &redt_coordinator::transport::NodeIdentity,
+    _topo: &Topology,
+    me: &redt_proto::Node,
+    _region: Arc<redt_dc_executor::Region>,
+    _peers: Vec<(NodeId, redt_proto::HostPort)>,
+) -> Result<Arc<dyn Verbs>> {
+    bail!("{}: this redt was built without RDMA: rebuild it with `cargo build --release --features rdma`", me.name)
 }
 
 /// How often `redt node` looks at its certificate files for a rotation.
@@ -528,7 +669,7 @@ pub fn certs(cmd: &CertsCmd) -> Result<()> {
                         .node_by_name(name)
                         .with_context(|| format!("{}: no node named `{name}`", config.display()))?;
                     let dc = topo.dcs[usize::from(n.dc.0)].name.clone();
-                    (CertIdentity::Node { dc, name: name.clone() }, Some(n.addr.ip()))
+                    (CertIdentity::Node { dc, name: name.clone() }, node_ip(n))
                 }
                 Role::Client => (CertIdentity::Client { name: name.clone() }, None),
                 Role::Operator => (CertIdentity::Operator { name: name.clone() }, None),
@@ -598,12 +739,12 @@ fn metrics_addrs(topo: &Topology, metrics: &Metrics) -> Result<Vec<SocketAddr>> 
         let port = match port.or(topo.metrics.port) {
             Some(p) => p,
             None => n
-                .addr
+                .listen
                 .port()
                 .checked_add(1)
                 .with_context(|| format!("{} listens on port 65535, so its metrics need --metrics-port", n.name))?,
         };
-        let addr = SocketAddr::new(n.addr.ip(), port);
+        let addr = SocketAddr::new(n.listen.ip(), port);
         if let Some(other) = addrs.iter().position(|a| *a == addr) {
             bail!(
                 "{} and {} would both serve metrics at {addr}: give them distinct IPs or --no-metrics",

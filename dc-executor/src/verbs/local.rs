@@ -58,6 +58,23 @@ impl LocalVerbs {
         Ok(Self::new(regions))
     }
 
+    /// Maps the shared-memory file of `node` (named as [`LocalVerbs::open_shared`] names it)
+    /// if it exists and its creator has sized it to `size_bytes`; never creates or sizes it.
+    /// This is how a node maps another node's file of its DC under the `shm` backend: each
+    /// node creates only its own (issue 16), so a missing file means its node has not started
+    /// on this host yet (`Ok(None)`: wait, or refuse with a reason).
+    ///
+    /// The file is opened with the checks of [`LocalVerbs::open_shared`].
+    ///
+    /// # Errors
+    /// As [`LocalVerbs::open_shared`], except that a missing or still empty file is
+    /// `Ok(None)`.
+    pub fn map_existing(dir: &Path, prefix: &str, node: NodeId, size_bytes: u64) -> Result<Option<Arc<Region>>> {
+        let path = shared_file(dir, prefix, node);
+        let Some(file) = open_shared(&path, false)? else { return Ok(None) };
+        Ok(map_file(&path, file, size_bytes, false)?.map(Arc::new))
+    }
+
     /// The region of `node`, for local access by that node's own tasks (replay).
     pub fn region(&self, node: NodeId) -> Option<&Arc<Region>> {
         self.regions.get(&node)
@@ -128,14 +145,16 @@ pub fn shared_file(dir: &Path, prefix: &str, node: NodeId) -> PathBuf {
 }
 
 /// Opens the MemStore file at `path` for reading and writing: an existing one without
-/// following a symbolic link, else a new one created exclusively with mode 0600; then checks
-/// that it is a regular file of this user and narrows its mode to 0600.
-fn open_shared(path: &Path) -> Result<File> {
+/// following a symbolic link, else (with `create`) a new one created exclusively with mode
+/// 0600; then checks that it is a regular file of this user and narrows its mode to 0600.
+/// `Ok(None)`: the file does not exist and `create` is off.
+fn open_shared(path: &Path, create: bool) -> Result<Option<File>> {
     use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
     let io = |source| Error::Io { path: path.display().to_string(), source };
     let refuse = |why: String| Error::Backend(format!("{}: {why}", path.display()));
     let existing = || OpenOptions::new().read(true).write(true).custom_flags(libc::O_NOFOLLOW).open(path);
     let opened = match existing() {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && !create => return Ok(None),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             match OpenOptions::new()
                 .read(true)
@@ -145,7 +164,8 @@ fn open_shared(path: &Path) -> Result<File> {
                 .custom_flags(libc::O_NOFOLLOW)
                 .open(path)
             {
-                // Another node process of the DC created it first: open theirs.
+                // Another process created it first (a restarted node racing its old self's
+                // cleanup): open theirs.
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => existing(),
                 other => other,
             }
@@ -175,13 +195,17 @@ fn open_shared(path: &Path) -> Result<File> {
         file.set_permissions(std::fs::Permissions::from_mode(0o600)).map_err(io)?;
         tracing::info!(path = %path.display(), "MemStore file was mode {:o}: narrowed to 0600", meta.mode() & 0o777);
     }
-    Ok(file)
+    Ok(Some(file))
 }
 
-fn map_shared(path: &Path, size_bytes: u64) -> Result<Region> {
+/// Maps `file` (at `path`), which is `size_bytes` long or empty (then sized here when `size`
+/// is on; `Ok(None)` otherwise: its creator has not sized it yet).
+fn map_file(path: &Path, file: File, size_bytes: u64, size: bool) -> Result<Option<Region>> {
     let io = |source| Error::Io { path: path.display().to_string(), source };
-    let file = open_shared(path)?;
     let len = file.metadata().map_err(io)?.len();
+    if len == 0 && !size {
+        return Ok(None);
+    }
     if len == 0 {
         file.set_len(size_bytes).map_err(io)?;
     } else if len != size_bytes {
@@ -194,7 +218,12 @@ fn map_shared(path: &Path, size_bytes: u64) -> Result<Region> {
     // accesses it through atomic word operations (see `Region`), so concurrent changes by
     // other processes are not undefined behaviour for us.
     let map = unsafe { memmap2::MmapOptions::new().len(size_bytes as usize).map_mut(&file) }.map_err(io)?;
-    Ok(Region::from_mmap(map))
+    Ok(Some(Region::from_mmap(map)))
+}
+
+fn map_shared(path: &Path, size_bytes: u64) -> Result<Region> {
+    let file = open_shared(path, true)?.expect("open_shared creates a missing file when asked to");
+    Ok(map_file(path, file, size_bytes, true)?.expect("map_file sizes an empty file when asked to"))
 }
 
 impl Verbs for LocalVerbs {
