@@ -313,19 +313,16 @@ pub fn node(a: &NodeArgs) -> Result<()> {
     // `redt-tcp` is RedT over the TCP verbs everywhere (RedT §6.5); otherwise each DC's
     // `backend:` says.
     let backend = if a.protocol == Protocol::RedtTcp { VerbsBackend::Tcp } else { dc.backend };
-    if backend == VerbsBackend::Rdma && !cfg!(feature = "rdma") {
-        bail!(
-            "{}: {} has `backend: rdma`, but this redt was built without RDMA: rebuild it with \
-             `cargo build --release --features rdma` (docs/rdma.md lists the build dependencies)",
-            a.config.display(),
-            dc.name
-        );
+    if backend == VerbsBackend::Rdma {
+        check_backends(&topo, &a.config)?;
     }
     let metrics_addr = a.metrics_addr.or_else(|| topo.metrics_addr(me.id));
     let prefix = shm_prefix(&topo);
     // Every backend keeps this node's own MemStore in its own file under --shm-dir (so a
     // restarted node finds it); only `shm` maps the other nodes' files too, and never
     // creates one (issue 16: two hosts of one DC each made a copy of the other's).
+    std::fs::create_dir_all(&a.shm_dir)
+        .with_context(|| format!("creating the MemStore directory {}", a.shm_dir.display()))?;
     let own = LocalVerbs::open_shared(&a.shm_dir, &prefix, [me.id], layout.size)
         .with_context(|| format!("mapping {}'s MemStore file", me.name))?;
     let region = own.region(me.id).context("own region")?.clone();
@@ -448,6 +445,26 @@ pub fn node(a: &NodeArgs) -> Result<()> {
         }
         anyhow::Ok(())
     })
+}
+
+/// Checks that this `redt` can run every DC's `backend:` of `topo` (read from `config`): an
+/// `rdma` DC needs a build with the `rdma` feature.
+///
+/// # Errors
+/// The first DC with `backend: rdma` when this build has no RDMA, saying how to rebuild.
+pub fn check_backends(topo: &Topology, config: &Path) -> Result<()> {
+    if cfg!(feature = "rdma") {
+        return Ok(());
+    }
+    if let Some(dc) = topo.dcs.iter().find(|d| d.backend == VerbsBackend::Rdma) {
+        bail!(
+            "{}: {} has `backend: rdma`, but this redt was built without RDMA: rebuild it with \
+             `cargo build --release --features rdma` (docs/rdma.md lists the build dependencies)",
+            config.display(),
+            dc.name
+        );
+    }
+    Ok(())
 }
 
 /// How often `redt node` looks again for another node's MemStore file (`shm` backend).
@@ -774,6 +791,9 @@ fn up(
     metrics: Metrics,
 ) -> Result<()> {
     let topo = load_topology(Some(config))?;
+    if protocol != Protocol::RedtTcp {
+        check_backends(&topo, config)?;
+    }
     // Every node resolves the same timeouts from the same file and flags; a bad combination
     // is refused here, before any node starts.
     node_timeouts(&topo, config, &timing)?;

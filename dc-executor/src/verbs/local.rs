@@ -150,7 +150,7 @@ pub fn shared_file(dir: &Path, prefix: &str, node: NodeId) -> PathBuf {
 /// `Ok(None)`: the file does not exist and `create` is off.
 fn open_shared(path: &Path, create: bool) -> Result<Option<File>> {
     use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
-    let io = |source| Error::Io { path: path.display().to_string(), source };
+    let io = |error| Error::Io { path: path.display().to_string(), error };
     let refuse = |why: String| Error::Backend(format!("{}: {why}", path.display()));
     let existing = || OpenOptions::new().read(true).write(true).custom_flags(libc::O_NOFOLLOW).open(path);
     let opened = match existing() {
@@ -201,7 +201,7 @@ fn open_shared(path: &Path, create: bool) -> Result<Option<File>> {
 /// Maps `file` (at `path`), which is `size_bytes` long or empty (then sized here when `size`
 /// is on; `Ok(None)` otherwise: its creator has not sized it yet).
 fn map_file(path: &Path, file: File, size_bytes: u64, size: bool) -> Result<Option<Region>> {
-    let io = |source| Error::Io { path: path.display().to_string(), source };
+    let io = |error| Error::Io { path: path.display().to_string(), error };
     let len = file.metadata().map_err(io)?.len();
     if len == 0 && !size {
         return Ok(None);
