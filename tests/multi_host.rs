@@ -122,6 +122,8 @@ impl Drop for Hosts {
             let _ = ip(&["netns", "del", ns]);
             let _ = std::fs::remove_dir_all(Path::new("/etc/netns").join(ns));
         }
+        // Gone only when empty: other namespaces' files stay.
+        let _ = std::fs::remove_dir("/etc/netns");
     }
 }
 
