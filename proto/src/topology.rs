@@ -324,8 +324,10 @@ pub struct Dc {
     pub name: String,
     /// Nodes of this DC, in file order.
     pub nodes: Vec<NodeId>,
-    /// How the DC's nodes reach each other's MemStores (`backend:`; default
-    /// [`VerbsBackend::Shm`]).
+    /// How the DC's nodes reach each other's MemStores when each runs as its own `redt node`
+    /// process (`backend:`; default [`VerbsBackend::Shm`]). The embedded cluster, every node
+    /// in one process, shares one in-process backend per DC whatever this says (the TCP
+    /// verbs under the `redt-tcp` protocol).
     pub backend: VerbsBackend,
 }
 
