@@ -51,6 +51,39 @@ pub struct EmbeddedCluster {
     /// Each node's metrics endpoint, by node id, when the topology has a `metrics:` section
     /// (one per node for the cluster's whole run, serving whichever life runs).
     metrics: Vec<MetricsServer>,
+    /// Under `durability: disk`, the directory of the MemStores' disk images (held for its
+    /// removal when the cluster is dropped).
+    _images: Option<ImagesDir>,
+}
+
+/// The directory of an embedded cluster's disk images (`durability: disk`): `data_root/disk`,
+/// or a fresh directory under the system's temporary directory, removed with the cluster.
+#[derive(Debug)]
+struct ImagesDir {
+    path: PathBuf,
+    remove: bool,
+}
+
+impl Drop for ImagesDir {
+    fn drop(&mut self) {
+        if self.remove {
+            let _ = std::fs::remove_dir_all(&self.path);
+        }
+    }
+}
+
+impl ImagesDir {
+    /// Gives every region of `local` a disk image in this directory, before anything is
+    /// written to them (so formatting and loading are tracked too).
+    fn attach(&self, local: &LocalVerbs, nodes: &[NodeId], size: u64) -> Result<()> {
+        for &n in nodes {
+            let region = local.region(n).ok_or_else(|| Error::Topology(format!("no region for {n}")))?;
+            let path = redt_dc_executor::persist::image_file(&self.path, "embedded", n);
+            let (p, _) = redt_dc_executor::persist::Persistence::open_file(&path, size)?;
+            region.attach(Arc::new(p))?;
+        }
+        Ok(())
+    }
 }
 
 /// What [`EmbeddedCluster::restart`] needs to start a node again: its data path, its
@@ -191,10 +224,24 @@ impl EmbeddedCluster {
         let stats = Arc::new(TxnStats::default());
         let mut verbs = Vec::new();
         let mut dcs = Vec::new();
+        let images = (topology.durability == redt_proto::Durability::Disk).then(|| match &data_root {
+            Some(root) => ImagesDir { path: root.join("disk"), remove: false },
+            None => {
+                static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+                let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let dir = std::env::temp_dir().join(format!("redt-images-{}-{n}", std::process::id()));
+                ImagesDir { path: dir, remove: true }
+            }
+        });
         for dc in &topology.dcs {
             let local = Arc::new(LocalVerbs::in_process(dc.nodes.iter().copied(), layout.size));
+            if let Some(images) = &images {
+                images.attach(&local, &dc.nodes, layout.size)?;
+            }
             for &n in &dc.nodes {
-                layout.format(local.region(n).expect("region of a DC node"));
+                let region = local.region(n).expect("region of a DC node");
+                layout.format(region);
+                region.sync()?;
             }
             let v: Arc<dyn Verbs> = local.clone();
             dcs.push(Arc::new(DcHandle::new(&topology, v)));
@@ -264,6 +311,7 @@ impl EmbeddedCluster {
             stats,
             counted,
             tcp_servers,
+            _images: images,
             sockets,
             certs,
             lives,

@@ -399,7 +399,31 @@ impl ExecutorCore {
     /// are not handled here (they are answered with a `MALFORMED` error), nor is a 2PC-Paxos
     /// prepare: the baseline primary's state machine serves them
     /// (`crate::baseline::PrimaryTxn`).
+    ///
+    /// Under `durability: disk` the answer to a recorded decision, a phase 2, an accepted
+    /// redo or a recovery promise is sent only once the DC's MemStore images hold what the
+    /// request wrote (`redt_dc_executor::persist`; a phase 1 syncs inside the executor).
     pub fn handle(&mut self, from: NodeId, request: Request, now_ms: u64) -> Handled {
+        let must_persist = matches!(
+            request,
+            Request::Record(_) | Request::Decide(_) | Request::Accept(_) | Request::RecoveryPrepare(_)
+        );
+        let handled = self.handle_unsynced(from, request, now_ms);
+        if must_persist && self.executor.dc().durable && !matches!(handled.reply, Reply::Error { .. }) {
+            let topology = self.epochs.current();
+            let nodes = topology.nodes.iter().filter(|n| n.dc == self.dc_id).map(|n| n.id);
+            if let Err(e) = self.executor.dc().persist(nodes) {
+                return Handled::error(
+                    error_code::INTERNAL,
+                    format!("{}: what this request wrote could not be made durable: {e}", self.node),
+                );
+            }
+        }
+        handled
+    }
+
+    /// [`ExecutorCore::handle`] before the sync of the answer's writes.
+    fn handle_unsynced(&mut self, from: NodeId, request: Request, now_ms: u64) -> Handled {
         match request {
             Request::Execute(e) if !e.replicate => match self.execute(&e, now_ms) {
                 Ok(vote) => Handled::reply(Reply::Vote { dc: self.dc_id, vote, nested: Default::default() }),

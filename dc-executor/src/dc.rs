@@ -21,6 +21,9 @@ pub struct DcHandle {
     pub catalog: Catalog,
     /// The hash index (operated through `verbs`).
     pub index: Index,
+    /// Whether the DC's MemStores have disk images to sync before a vote, a recorded
+    /// decision or a promise is sent (`durability: disk`, `persist.rs`).
+    pub durable: bool,
 }
 
 /// What [`DcHandle::create_record`] found or did.
@@ -51,7 +54,27 @@ impl DcHandle {
     /// A handle over `verbs` for `topology`'s layout and tables.
     pub fn new(topology: &Topology, verbs: Arc<dyn Verbs>) -> Self {
         let layout = Layout::from_config(&topology.memstore);
-        DcHandle { verbs, layout, catalog: Catalog::new(&topology.tables), index: Index::new(layout) }
+        DcHandle {
+            verbs,
+            layout,
+            catalog: Catalog::new(&topology.tables),
+            index: Index::new(layout),
+            durable: topology.durability == redt_proto::Durability::Disk,
+        }
+    }
+
+    /// Makes every write to the MemStores of `nodes` made before the call durable, under
+    /// `durability: disk` (one PERSIST per node, group-committed there); nothing otherwise.
+    ///
+    /// # Errors
+    /// Verbs errors, [`crate::Error::Io`] naming a disk image that could not be synced.
+    pub fn persist(&self, nodes: impl IntoIterator<Item = NodeId>) -> Result<()> {
+        if self.durable {
+            for node in nodes {
+                self.verbs.persist(node)?;
+            }
+        }
+        Ok(())
     }
 
     /// Inserts a new record of `table` under `key` on `node` with `values` (missing cells

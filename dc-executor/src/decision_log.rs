@@ -91,19 +91,18 @@ pub fn append(layout: &Layout, region: &Region, entry: &RedoEntry) {
     let at = row_at(layout, count);
     if count >= layout.log_rows() {
         let old_start = region.word(at + 16).load(Ordering::Acquire);
-        let evicted = region.word(evicted_at(layout));
-        if old_start > evicted.load(Ordering::Acquire) {
-            evicted.store(old_start, Ordering::Release);
+        if old_start > region.word(evicted_at(layout)).load(Ordering::Acquire) {
+            region.store(evicted_at(layout), old_start);
         }
     }
     let cts = if entry.status == EntryStatus::Committed { entry.cts } else { Cts(0) };
-    region.word(at).store(0, Ordering::Release);
-    region.word(at + 8).store(entry.status as u64 | (vote as u64) << 8 | (cts.0 & Cts::MASK) << 16, Ordering::Release);
-    region.word(at + 16).store(entry.start.0, Ordering::Release);
+    region.store(at, 0);
+    region.store(at + 8, entry.status as u64 | (vote as u64) << 8 | (cts.0 & Cts::MASK) << 16);
+    region.store(at + 16, entry.start.0);
     let fence = entry.locks.is_empty() && entry.changes.is_empty();
-    region.word(at + 24).store(if fence { FENCE } else { 0 }, Ordering::Release);
-    region.word(at).store(entry.txn.0, Ordering::Release);
-    region.word(count_at(layout)).store(count + 1, Ordering::Release);
+    region.store(at + 24, if fence { FENCE } else { 0 });
+    region.store(at, entry.txn.0);
+    region.store(count_at(layout), count + 1);
 }
 
 fn decode_row(bytes: &[u8]) -> Option<Row> {

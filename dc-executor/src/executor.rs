@@ -217,6 +217,9 @@ pub struct Executor {
     pub(crate) thomas_rule: crate::ThomasRule,
     /// Mutant: a recorded decision is never replaced, even by a higher ballot's.
     pub(crate) first_record_stays: bool,
+    /// Whether phase 1 syncs the disk images before it writes `Logged` entries and before
+    /// it returns a commit vote (`durability: disk`); off only as a mutant.
+    persist_votes: bool,
 }
 
 /// A bounded map: once it holds `cap` keys, inserting a new one forgets the oldest. The
@@ -293,7 +296,16 @@ impl Executor {
             thomas_rule: crate::ThomasRule::default(),
             first_record_stays: false,
             promise_table: true,
+            persist_votes: true,
         }
+    }
+
+    /// Sets whether phase 1 syncs the DC's disk images before it writes its `Logged` entries
+    /// and before it returns a commit vote (`durability: disk`, `persist.rs`). On by default;
+    /// off only as a deliberate bug a test must catch (an acknowledged write lost to a power
+    /// loss).
+    pub fn set_persist_votes(&mut self, on: bool) {
+        self.persist_votes = on;
     }
 
     /// Sets whether a PREPARE writes a fence entry on a replica that holds no entry of the
@@ -664,6 +676,13 @@ impl Executor {
             }
         }
 
+        // Under `durability: disk`, a `Logged` entry reaches a disk image only after
+        // everything before its locks did (the release by their previous holder included),
+        // so a restored image never holds two `Logged` entries claiming one lock
+        // (`restore.rs`).
+        if self.persist_votes {
+            self.dc.persist(nodes.keys().copied())?;
+        }
         // Pre-write: the Logged entry with versions and writes, then the vote word.
         let mut entries = Vec::with_capacity(nodes.len());
         let mut fenced = false;
@@ -688,6 +707,10 @@ impl Executor {
         if fenced {
             self.release(sub, &held, &nodes, hlc)?;
             return Ok(self.abort_vote(sub, hlc, AbortReason::Fenced));
+        }
+        // The commit vote leaves only once its pre-write is durable (`durability: disk`).
+        if self.persist_votes {
+            self.dc.persist(nodes.keys().copied())?;
         }
         Ok(Vote { txn: sub.txn, abort: None, items, hlc, entries })
     }

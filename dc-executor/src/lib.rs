@@ -16,6 +16,7 @@ mod hlc;
 mod index;
 pub mod lock;
 mod memstore;
+pub mod persist;
 mod prepare;
 mod procedure;
 pub mod promise_table;
@@ -24,6 +25,7 @@ mod region;
 mod replay;
 mod replay_task;
 mod replica;
+mod restore;
 pub mod ring;
 mod snapshot;
 pub mod verbs;
@@ -47,6 +49,7 @@ pub use region::{masked_add, Region};
 pub use replay::{Apply, ReplayStep, Replayer};
 pub use replay_task::ReplayTask;
 pub use replica::{ReplicaChange, ReplicaOrigin};
+pub use restore::{restore, Restored};
 pub use ring::{
     head_gap, owed_entries, read_header, ring_entries, ring_scan, unfinished_entries, Change, EntryHeader, EntryStatus,
     Gap, LockIntent, OwedEntry, RedoEntry, RingScan, RingWriter, VoteCode, VoteState, VoteWord,

@@ -19,6 +19,8 @@ pub struct Region {
     base: *const AtomicU64,
     len: u64,
     _backing: Backing,
+    /// The disk image this region's writes are tracked for (`durability: disk`), if any.
+    persistence: std::sync::OnceLock<std::sync::Arc<crate::persist::Persistence>>,
 }
 
 // SAFETY: the region is only accessed through `AtomicU64` references, which are Sync; the
@@ -45,7 +47,7 @@ impl Region {
         let len = (map.len() as u64) & !7;
         let base = map.as_ptr() as *const AtomicU64;
         debug_assert_eq!(base as usize % 8, 0, "mmap returns page-aligned memory");
-        Region { base, len, _backing: Backing(map) }
+        Region { base, len, _backing: Backing(map), persistence: std::sync::OnceLock::new() }
     }
 
     /// Region size in bytes.
@@ -56,6 +58,51 @@ impl Region {
     /// Whether the region has no bytes.
     pub fn is_empty(&self) -> bool {
         self.len == 0
+    }
+
+    /// Tracks this region's writes for `persistence` from now on (`durability: disk`; see
+    /// `persist.rs`). Every later write marks its pages dirty, and [`Region::sync`] makes
+    /// them durable.
+    ///
+    /// # Errors
+    /// [`crate::Error::Backend`] if a persistence is attached already.
+    pub fn attach(&self, persistence: std::sync::Arc<crate::persist::Persistence>) -> crate::Result<()> {
+        self.persistence
+            .set(persistence)
+            .map_err(|p| crate::Error::Backend(format!("{}: the region has a disk image already", p.name())))
+    }
+
+    /// The disk image attached with [`Region::attach`], if any.
+    pub fn persistence(&self) -> Option<&std::sync::Arc<crate::persist::Persistence>> {
+        self.persistence.get()
+    }
+
+    /// Makes every write to the region completed before the call durable on its disk image
+    /// (group commit, `persist.rs`); nothing to do without one.
+    ///
+    /// # Errors
+    /// [`crate::Error::Io`] naming the image.
+    pub fn sync(&self) -> crate::Result<()> {
+        match self.persistence.get() {
+            Some(p) => p.sync(self),
+            None => Ok(()),
+        }
+    }
+
+    /// Marks `[offset, offset + len)` dirty for the disk image, after a write to it.
+    fn mark(&self, offset: u64, len: u64) {
+        if let Some(p) = self.persistence.get() {
+            p.mark(offset, len);
+        }
+    }
+
+    /// Stores `value` in the word at `offset` (release), like a one-word [`Region::write`].
+    ///
+    /// # Panics
+    /// If `offset` is unaligned or out of bounds.
+    pub fn store(&self, offset: u64, value: u64) {
+        self.word(offset).store(value, Ordering::Release);
+        self.mark(offset, 8);
     }
 
     /// Base address of the region (for memory registration).
@@ -103,6 +150,15 @@ impl Region {
     /// # Panics
     /// If the range is out of bounds.
     pub fn write(&self, offset: u64, data: &[u8]) {
+        self.write_untracked(offset, data);
+        self.mark(offset, data.len() as u64);
+    }
+
+    /// [`Region::write`] without marking the pages dirty (loading the disk image itself).
+    ///
+    /// # Panics
+    /// If the range is out of bounds.
+    pub fn write_untracked(&self, offset: u64, data: &[u8]) {
         assert!(self.contains(offset, data.len() as u64), "write outside region");
         let mut pos = 0usize;
         let mut off = offset;
@@ -134,13 +190,19 @@ impl Region {
     /// Atomic compare-and-swap of the word at `offset`; returns the old value.
     pub fn compare_and_swap(&self, offset: u64, expected: u64, new: u64) -> u64 {
         match self.word(offset).compare_exchange(expected, new, Ordering::AcqRel, Ordering::Acquire) {
-            Ok(v) | Err(v) => v,
+            Ok(v) => {
+                self.mark(offset, 8);
+                v
+            }
+            Err(v) => v,
         }
     }
 
     /// Atomic fetch-and-add (wrapping) of the word at `offset`; returns the old value.
     pub fn fetch_and_add(&self, offset: u64, add: u64) -> u64 {
-        self.word(offset).fetch_add(add, Ordering::AcqRel)
+        let old = self.word(offset).fetch_add(add, Ordering::AcqRel);
+        self.mark(offset, 8);
+        old
     }
 
     /// Masked compare-and-swap (Mellanox ExtAtomics semantics): if
@@ -162,7 +224,10 @@ impl Region {
             }
             let new = (cur & !swap_mask) | (swap & swap_mask);
             match word.compare_exchange_weak(cur, new, Ordering::AcqRel, Ordering::Acquire) {
-                Ok(_) => return cur,
+                Ok(_) => {
+                    self.mark(offset, 8);
+                    return cur;
+                }
                 Err(actual) => cur = actual,
             }
         }
@@ -178,7 +243,10 @@ impl Region {
         loop {
             let new = masked_add(cur, add, boundary);
             match word.compare_exchange_weak(cur, new, Ordering::AcqRel, Ordering::Acquire) {
-                Ok(_) => return cur,
+                Ok(_) => {
+                    self.mark(offset, 8);
+                    return cur;
+                }
                 Err(actual) => cur = actual,
             }
         }

@@ -37,6 +37,16 @@
 //! The head then moves over the finished (`Flushed`, no catch-up owed) prefix: the released slots are zeroed
 //! first, then the new head is stored with release ordering, so a writer that READs the new
 //! head only ever finds its slots zero (RedT's `ent.status ← Inited; ++head`).
+//!
+//! # On a region with a disk image (`durability: disk`)
+//!
+//! Before it releases any slot, replay makes two syncs (`persist.rs`): the first makes the
+//! records it applied durable; then it stores the new head in the ring's *durable head* word
+//! and the second sync makes that durable. Only then are the slots zeroed and the head
+//! published. So a slot is reused only once the image holds both the changes of the entry it
+//! held and a durable head past it: after a power loss, the image's ring, read from the
+//! larger of its head and durable head, lacks no entry whose changes the image lacks
+//! (`restore.rs`). A sync that fails leaves the head where it was ([`ReplayStep::unsynced`]).
 
 use crate::memstore::Layout;
 use crate::region::Region;
@@ -78,6 +88,8 @@ pub struct ReplayStep {
     pub invalid: u64,
     /// The ring index and reason of the last of them.
     pub last_invalid: Option<(u64, &'static str)>,
+    /// Whether a sync of the region's disk image failed, so the head was not moved.
+    pub unsynced: bool,
 }
 
 /// The replay task of one node's ring (RedT Algorithm 2 `ReplayLog`), run by the node itself
@@ -91,6 +103,9 @@ pub struct Replayer {
     /// index: a later pass reads only their status word until it changes, instead of
     /// decoding every in-flight entry on every pass. Forgotten once the head passes them.
     known: std::collections::BTreeMap<u64, u64>,
+    /// Whether the two syncs run before slots are released on a region with a disk image
+    /// (off only for the test that shows what they prevent).
+    sync_before_release: bool,
 }
 
 impl Replayer {
@@ -100,7 +115,14 @@ impl Replayer {
     /// If `layout` has no ring slot.
     pub fn new(layout: Layout, node: NodeId) -> Replayer {
         let zeros = vec![0; (ring_slots(&layout) * SLOT_BYTES) as usize];
-        Replayer { layout, node, zeros, known: std::collections::BTreeMap::new() }
+        Replayer { layout, node, zeros, known: std::collections::BTreeMap::new(), sync_before_release: true }
+    }
+
+    /// A mutant for tests: releases slots without the two syncs of the module docs, as if
+    /// the disk image needed no ordering.
+    pub fn without_sync_before_release(mut self) -> Replayer {
+        self.sync_before_release = false;
+        self
     }
 
     /// Scans the ring once, applies and flushes what it can, and moves the head over the
@@ -198,6 +220,21 @@ impl Replayer {
             }
             index += slots;
         }
+        if out.head > head && self.sync_before_release && region.persistence().is_some() {
+            let durable = crate::ring::durable_head_offset(&layout);
+            let synced = region.sync().is_ok() && {
+                if region.word(durable).load(Ordering::Acquire) < out.head {
+                    region.store(durable, out.head);
+                }
+                region.sync().is_ok()
+            };
+            if !synced {
+                out.unsynced = true;
+                out.head = head;
+                out.blocked_at = Some(head);
+                return out;
+            }
+        }
         if out.head > head {
             let bytes = (out.head - head) * SLOT_BYTES;
             for (off, _, len) in pieces(&layout, head, 0, bytes) {
@@ -205,7 +242,7 @@ impl Replayer {
                     region.write(off, &self.zeros[..len as usize]);
                 }
             }
-            region.word(head_offset(&layout)).store(out.head, Ordering::Release);
+            region.store(head_offset(&layout), out.head);
         }
         out
     }

@@ -42,10 +42,17 @@ impl ReplayTask {
             .name(format!("replay-{}", node.0))
             .spawn(move || {
                 let mut idle = BUSY_PAUSE;
+                let mut unsynced = false;
                 loop {
                     let stopping = s.load(Ordering::Acquire);
                     let step = replayer.step(&region, &mut |e| apply_committed(&region, &catalog, e));
                     a.fetch_add(step.applied, Ordering::Relaxed);
+                    if step.unsynced && !unsynced {
+                        tracing::error!(%node, "replay could not sync the disk image; the ring's head waits");
+                    } else if unsynced && !step.unsynced {
+                        tracing::warn!(%node, "replay synced the disk image again");
+                    }
+                    unsynced = step.unsynced;
                     if let Some((index, why)) = step.last_invalid {
                         bad.fetch_add(step.invalid, Ordering::Relaxed);
                         tracing::error!(

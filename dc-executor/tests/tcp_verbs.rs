@@ -152,6 +152,7 @@ fn run(v: &dyn Verbs, step: &Step) -> Outcome {
                 WorkRequest::MaskedFetchAndAdd { offset, add, boundary } => {
                     v.masked_fetch_and_add(*n, offset, add, boundary).map(Completion::Atomic)
                 }
+                WorkRequest::Persist => v.persist(*n).map(|()| Completion::Written),
             };
             match r {
                 Ok(c) => (vec![c], None),

@@ -67,6 +67,8 @@
 //!   write_timeout: 10s             # writing one response; then that stream is reset
 //! metrics:                         # optional: every node serves Prometheus metrics over HTTP
 //!   port: 9464                     #   (`GET /metrics`) at its own `addr`'s IP, this TCP port
+//! durability: memory               # optional: `memory` (default) or `disk`: each MemStore
+//!                                  #   imaged on disk and synced before votes (docs/durability.md)
 //! ```
 //!
 //! Value syntax:
@@ -180,6 +182,8 @@ struct RawTopology {
     transport: transport::RawTransport,
     #[serde(default)]
     metrics: Option<metrics::RawMetrics>,
+    #[serde(default)]
+    durability: crate::topology::Durability,
 }
 
 #[derive(Deserialize)]
@@ -564,6 +568,7 @@ impl Resolver<'_> {
             limits,
             transport,
             metrics,
+            durability: raw.durability,
         })
     }
 

@@ -48,6 +48,46 @@ pub struct Topology {
     /// Where the nodes serve their Prometheus metrics (its optional `metrics:` section;
     /// [`MetricsConfig::default`], no port, when it is left out).
     pub metrics: MetricsConfig,
+    /// Whether a committed transaction survives a power loss (its optional `durability:`
+    /// key; [`Durability::Memory`] when it is left out).
+    pub durability: Durability,
+}
+
+/// The `durability:` key of a topology file (issue 14; `docs/durability.md`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Durability {
+    /// Every MemStore lives in memory only (`/dev/shm` or the heap): a node survives the
+    /// crash of its process, not the loss of its host's memory.
+    #[default]
+    Memory,
+    /// Every MemStore also has a disk image, synced before each vote, recorded decision and
+    /// recovery promise and before replay frees ring slots (RedT §5's non-NVM mode: "logs
+    /// are persisted in the disk before committing"); a node that lost its memory restores
+    /// from the image.
+    Disk,
+}
+
+impl std::str::FromStr for Durability {
+    type Err = String;
+
+    /// `memory` or `disk`.
+    fn from_str(s: &str) -> Result<Durability, String> {
+        match s {
+            "memory" => Ok(Durability::Memory),
+            "disk" => Ok(Durability::Disk),
+            other => Err(format!("`{other}` is no durability: expected `memory` or `disk`")),
+        }
+    }
+}
+
+impl std::fmt::Display for Durability {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Durability::Memory => "memory",
+            Durability::Disk => "disk",
+        })
+    }
 }
 
 /// The `metrics:` section of a topology file: the TCP port on which every node serves its

@@ -10,7 +10,7 @@ use redt_bench::{
     Distribution, LocalConfig, LocalReport, Workload, YcsbConfig,
 };
 use redt_coordinator::transport::OPERATOR_IDENTITY_NAME;
-use redt_proto::{Protocol, Topology};
+use redt_proto::{Durability, Protocol, Topology};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -293,6 +293,12 @@ pub struct YcsbArgs {
     /// theirs at start-up (`redt node --protocol`).
     #[arg(long, value_name = "NAME", value_parser = clap::value_parser!(Protocol))]
     protocol: Option<Protocol>,
+    /// Durability of the embedded cluster's MemStores: `memory`, `disk` (each MemStore
+    /// imaged on disk, synced before votes; docs/durability.md), or a list (`memory,disk`):
+    /// one run each, then a side-by-side table [default: the topology file's `durability:`].
+    /// Disk images go to a fresh directory under the system's temporary directory.
+    #[arg(long, value_name = "MODE", value_delimiter = ',', value_parser = parse_durability)]
+    durability: Vec<Durability>,
     /// Workload: paper (the RedT paper's mix), or a YCSB core workload a, b, c, d, f (e
     /// needs range scans and waits for an ordered index).
     #[arg(long, default_value = "paper")]
@@ -410,7 +416,16 @@ fn ycsb(a: &YcsbArgs) -> Result<()> {
              started with, chosen by `redt node --protocol NAME` (or `redt cluster up --protocol NAME`)"
         );
     }
+    if a.cluster.is_some() && !a.durability.is_empty() {
+        bail!(
+            "--durability cannot apply to a running cluster (--cluster): its nodes use the `durability:` of the \
+             topology file they were started with"
+        );
+    }
     let mut topo = load_topology(a.cluster.as_deref().or(a.config.as_deref()))?;
+    if let [one] = a.durability[..] {
+        topo.durability = one;
+    }
     a.shape.apply(&mut ycsb, &topo)?;
     if a.cluster.is_some() {
         if let Some(rs) = &a.mix.record_size {
@@ -483,8 +498,55 @@ fn ycsb(a: &YcsbArgs) -> Result<()> {
             print_outcomes(&r.outcomes, "   (as the clients see it)");
         });
     }
+    if a.durability.len() > 1 {
+        if drill.is_some() {
+            bail!("--durability with a list compares plain runs: drop --drill, or give one durability");
+        }
+        let mut runs = Vec::new();
+        for &d in &a.durability {
+            let mut t = topo.clone();
+            t.durability = d;
+            let r = rt.block_on(run_cluster_ycsb(t, &cfg)).map_err(anyhow::Error::msg)?;
+            runs.push((d, r));
+        }
+        return a.out.emit(serde_json::to_string_pretty(&durability_json(&runs))?, || print_durability(&runs));
+    }
     let r = rt.block_on(run_cluster_ycsb(topo, &cfg)).map_err(anyhow::Error::msg)?;
     a.out.emit(serde_json::to_string_pretty(&r)?, || print_cluster(&r))
+}
+
+/// `--durability` of `redt bench ycsb`: `memory` or `disk`.
+fn parse_durability(s: &str) -> std::result::Result<Durability, String> {
+    s.parse()
+}
+
+/// The runs of `bench ycsb --durability A,B` as JSON: `[{durability, report}]`.
+fn durability_json(runs: &[(Durability, redt_bench::ClusterReport)]) -> serde_json::Value {
+    runs.iter().map(|(d, r)| serde_json::json!({ "durability": d.to_string(), "report": r })).collect::<Vec<_>>().into()
+}
+
+/// Each run of `bench ycsb --durability A,B`, then committed/s and latency side by side with
+/// each run's ratio to the first.
+fn print_durability(runs: &[(Durability, redt_bench::ClusterReport)]) {
+    for (d, r) in runs {
+        println!("== durability: {d}");
+        print_cluster(r);
+        println!();
+    }
+    let base = runs.first().map_or(0.0, |(_, r)| r.outcomes.committed_per_s);
+    println!("durability   committed/s   vs first   p50 ms   p99 ms");
+    for (d, r) in runs {
+        let o = &r.outcomes;
+        let ratio = if base > 0.0 { o.committed_per_s / base } else { 0.0 };
+        println!(
+            "{:<10} {:>13.1} {:>9.2}x {:>8.1} {:>8.1}",
+            d.to_string(),
+            o.committed_per_s,
+            ratio,
+            o.latency_ms.p50,
+            o.latency_ms.p99
+        );
+    }
 }
 
 /// The lines of `o` every cluster report shows (committed/s, abort rate and counts,

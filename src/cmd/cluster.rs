@@ -41,6 +41,10 @@ pub struct NodeArgs {
     /// restarted node rejoins with it (defaults to `run/data/<node>`).
     #[arg(long)]
     pub data_dir: Option<PathBuf>,
+    /// Directory of the MemStores' disk images under `durability: disk` (one file per node
+    /// of the DC, named like its shared-memory file; docs/durability.md).
+    #[arg(long, default_value = "run/disk")]
+    pub disk_dir: PathBuf,
     /// Run without the membership Raft peer: no DC is ever removed from the placement, and a
     /// dead DC stops the partitions it holds until it returns (issue 13 turns failover on).
     #[arg(long)]
@@ -299,6 +303,45 @@ fn shm_prefix(topo: &Topology) -> String {
     format!("redt-{}-e{}", topo.name, topo.epoch.0)
 }
 
+/// Under `durability: disk`: attaches every mapped MemStore's disk image and, when this
+/// node's region holds no MemStore (its shared-memory file is gone: the host lost its
+/// memory) while its image holds one, loads the image and restores it (`restore.rs`).
+fn restore_from_disk(
+    topo: &Topology,
+    shm: &LocalVerbs,
+    shm_dir: &Path,
+    disk_dir: &Path,
+    me: NodeId,
+    name: &str,
+) -> Result<()> {
+    let attached = shm
+        .attach_disk_images(shm_dir, disk_dir, &shm_prefix(topo))
+        .with_context(|| format!("opening the disk images in {}", disk_dir.display()))?;
+    let region = shm.region(me).context("own region")?;
+    let existed = attached.iter().any(|&(n, e)| n == me && e);
+    let persistence = region.persistence().context("own disk image")?.clone();
+    let unformatted = region.word(0).load(std::sync::atomic::Ordering::Acquire) == 0;
+    if existed && unformatted && persistence.read_word(0)? == redt_dc_executor::MAGIC {
+        let started = std::time::Instant::now();
+        persistence.load_into(region)?;
+        let layout = Layout::from_config(&topo.memstore);
+        let catalog = redt_dc_executor::Catalog::new(&topo.tables);
+        let r = redt_dc_executor::restore(&layout, &catalog, region, me)?;
+        region.sync()?;
+        eprintln!(
+            "{name}: restored from {} in {} ms: ring [{}, {}), {} entries, {} relocked, {} records lost",
+            persistence.name(),
+            started.elapsed().as_millis(),
+            r.head,
+            r.tail,
+            r.entries,
+            r.relocked,
+            r.lost_records
+        );
+    }
+    Ok(())
+}
+
 /// Runs one node until SIGINT or SIGTERM.
 pub fn node(a: &NodeArgs) -> Result<()> {
     let topo = Arc::new(load_topology(Some(&a.config))?);
@@ -336,6 +379,11 @@ pub fn node(a: &NodeArgs) -> Result<()> {
         }
         VerbsBackend::Tcp | VerbsBackend::Rdma => own,
     });
+    if topo.durability == redt_proto::Durability::Disk {
+        // Every mapped MemStore gets its disk image (the own one, and under `shm` the DC's
+        // others, whose dirty pages this node's writes mark too).
+        restore_from_disk(&topo, &shm, &a.shm_dir, &a.disk_dir, me.id, &me.name)?;
+    }
     let fresh = format_if_new(&layout, me.id, &region)?;
     let identity = load_identity(&a.certs, &me.name)?;
     // An expired certificate, one the CA did not sign or a key that does not fit is named
@@ -825,6 +873,8 @@ fn up(
         args.extend(["--shm-dir".into(), std::path::absolute(shm_dir)?.display().to_string()]);
         let data = std::path::absolute(run_dir.join("data").join(&n.name))?;
         args.extend(["--data-dir".into(), data.display().to_string()]);
+        let disk = std::path::absolute(run_dir.join("disk"))?;
+        args.extend(["--disk-dir".into(), disk.display().to_string()]);
         args.extend(["--records-per-partition".into(), rpp.to_string()]);
         args.extend(["--protocol".into(), protocol.name().into()]);
         if no_failover {
@@ -1023,9 +1073,15 @@ fn down(run_dir: &Path, wipe: bool) -> Result<()> {
                 .map(|s| PathBuf::from(s.trim()))
                 .unwrap_or_else(|_| PathBuf::from("/dev/shm"));
             for n in &topo.nodes {
-                let _ = std::fs::remove_file(redt_dc_executor::verbs::shared_file(&shm_dir, &prefix, n.id));
+                let file = redt_dc_executor::verbs::shared_file(&shm_dir, &prefix, n.id);
+                let mut bitmap = file.clone().into_os_string();
+                bitmap.push(".dirty");
+                let _ = std::fs::remove_file(&file);
+                let _ = std::fs::remove_file(bitmap);
             }
         }
+        // And their disk images (`durability: disk`).
+        let _ = std::fs::remove_dir_all(run_dir.join("disk"));
         // The nodes' data directories (the membership's Raft logs) go with their MemStores.
         let _ = std::fs::remove_dir_all(run_dir.join("data"));
     }

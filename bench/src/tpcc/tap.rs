@@ -91,6 +91,7 @@ impl Verbs for Tap {
                 WorkRequest::FetchAndAdd { .. } => FAA,
                 WorkRequest::MaskedCompareAndSwap { .. } => MCAS,
                 WorkRequest::MaskedFetchAndAdd { .. } => MFAA,
+                WorkRequest::Persist => DOORBELL,
             });
         }
         if !batch.is_empty() {

@@ -75,6 +75,7 @@ pub fn one_node_per_dc(name: &str, n: u16) -> Arc<Topology> {
         limits: Default::default(),
         transport: Default::default(),
         metrics: Default::default(),
+        durability: Default::default(),
     })
 }
 

@@ -9,12 +9,12 @@ use crate::error::{Error, Result};
 use redt_proto::{Cts, DcId, Epoch, NodeId, Offset, PartitionId, TableId, TxnId};
 
 /// Byte offsets of the header words.
-pub(super) const W_STATUS: u64 = 8;
+pub(crate) const W_STATUS: u64 = 8;
 pub(super) const W_VOTE: u64 = 16;
 /// First header byte written by [`push_write_body`] after w0 (w3 onwards).
 ///
 /// [`push_write_body`]: super::push_write_body
-pub(super) const W_INDEX: u64 = 24;
+pub(crate) const W_INDEX: u64 = 24;
 
 /// Encoded sizes of the fixed parts of the body items, in bytes.
 const PARTICIPANT_BYTES: u64 = 2;

@@ -19,6 +19,14 @@ pub(crate) fn tail_offset(layout: &Layout) -> u64 {
     layout.ring_off + 8
 }
 
+/// Offset of the ring's durable head word (`durability: disk`): a head the disk image
+/// holds every applied change below, written and synced by replay before it publishes the
+/// head itself (`replay.rs`), so slots are never reused before the image knows they are
+/// free. Zero (unused) under `durability: memory`.
+pub fn durable_head_offset(layout: &Layout) -> u64 {
+    layout.ring_off + 16
+}
+
 /// Number of ring slots.
 ///
 /// # Panics

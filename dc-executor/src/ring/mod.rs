@@ -8,7 +8,8 @@
 //! ```text
 //! ring_off + 0      head u64: first ring index not yet released by replay
 //! ring_off + 8      tail u64: next ring index to reserve (fetch-and-add by executors)
-//! ring_off + 16     zero padding up to 64 bytes
+//! ring_off + 16     durable head u64 (`durability: disk` only; `replay.rs`)
+//! ring_off + 24     zero padding up to 64 bytes
 //! ring_off + 64     slot 0 … slot S-1, 64 bytes each (S = Layout::ring_slots())
 //! ```
 //!
@@ -92,7 +93,7 @@
 // One idea per file: the entry and its parts (entry.rs), its bytes (codec.rs), its vote word
 // (vote.rs), ring offsets and the WRITE builders (layout.rs), READing entries back (read.rs)
 // and the writer's reservations (writer.rs).
-mod codec;
+pub(crate) mod codec;
 mod entry;
 mod layout;
 mod read;
@@ -103,8 +104,10 @@ mod writer;
 
 pub use codec::{check_encodable, decode, encode, encode_filler, encode_padded, encoded_slots, EntryShape};
 pub use entry::{Change, EntryStatus, LockIntent, RedoEntry, OWED_SHIFT};
+pub use layout::{
+    durable_head_offset, push_set_status, push_set_status_owed, push_write, push_write_body, status_offset,
+};
 pub(crate) use layout::{head_offset, pieces, ring_slots, slot_offset, tail_offset};
-pub use layout::{push_set_status, push_set_status_owed, push_write, push_write_body, status_offset};
 pub(crate) use read::read_framed;
 pub use read::{
     head_gap, owed_entries, read_entry, read_entry_sized, read_header, ring_bounds, ring_entries, ring_scan,

@@ -57,6 +57,11 @@ pub enum WorkRequest {
         /// Field boundaries (top bit of each field).
         boundary: u64,
     },
+    /// PERSIST: every write to the node's MemStore completed before it (this batch's earlier
+    /// requests included) is durable on the node's disk image when it completes
+    /// (`durability: disk`, `persist.rs`; the role of RDMA's FLUSH verb, IBTA 1.5).
+    /// Completes with [`Completion::Written`]; at once where the MemStore has no disk image.
+    Persist,
 }
 
 /// The result of one work request.

@@ -13,6 +13,7 @@ pub struct VerbCounters {
     faa: AtomicU64,
     masked_cas: AtomicU64,
     masked_faa: AtomicU64,
+    persist: AtomicU64,
     doorbells: AtomicU64,
     bytes_read: AtomicU64,
     bytes_written: AtomicU64,
@@ -33,6 +34,8 @@ pub struct VerbCounts {
     pub masked_cas: u64,
     /// Masked fetch-and-adds.
     pub masked_faa: u64,
+    /// PERSISTs that synced a disk image (`durability: disk`; not in [`VerbCounts::total`]).
+    pub persist: u64,
     /// Doorbells rung (one per batch or lone verb).
     pub doorbells: u64,
     /// Bytes moved by READs.
@@ -62,6 +65,9 @@ impl VerbCounters {
     pub(crate) fn masked_faa(&self) {
         self.masked_faa.fetch_add(1, Relaxed);
     }
+    pub(crate) fn persist(&self) {
+        self.persist.fetch_add(1, Relaxed);
+    }
     pub(crate) fn doorbell(&self) {
         self.doorbells.fetch_add(1, Relaxed);
     }
@@ -75,6 +81,7 @@ impl VerbCounters {
             faa: self.faa.load(Relaxed),
             masked_cas: self.masked_cas.load(Relaxed),
             masked_faa: self.masked_faa.load(Relaxed),
+            persist: self.persist.load(Relaxed),
             doorbells: self.doorbells.load(Relaxed),
             bytes_read: self.bytes_read.load(Relaxed),
             bytes_written: self.bytes_written.load(Relaxed),
@@ -92,6 +99,7 @@ impl VerbCounts {
             faa: self.faa.saturating_sub(earlier.faa),
             masked_cas: self.masked_cas.saturating_sub(earlier.masked_cas),
             masked_faa: self.masked_faa.saturating_sub(earlier.masked_faa),
+            persist: self.persist.saturating_sub(earlier.persist),
             doorbells: self.doorbells.saturating_sub(earlier.doorbells),
             bytes_read: self.bytes_read.saturating_sub(earlier.bytes_read),
             bytes_written: self.bytes_written.saturating_sub(earlier.bytes_written),
@@ -107,6 +115,7 @@ impl VerbCounts {
             faa: self.faa + o.faa,
             masked_cas: self.masked_cas + o.masked_cas,
             masked_faa: self.masked_faa + o.masked_faa,
+            persist: self.persist + o.persist,
             doorbells: self.doorbells + o.doorbells,
             bytes_read: self.bytes_read + o.bytes_read,
             bytes_written: self.bytes_written + o.bytes_written,

@@ -71,7 +71,7 @@ impl LocalVerbs {
     /// `Ok(None)`.
     pub fn map_existing(dir: &Path, prefix: &str, node: NodeId, size_bytes: u64) -> Result<Option<Arc<Region>>> {
         let path = shared_file(dir, prefix, node);
-        let Some(file) = open_shared(&path, false)? else { return Ok(None) };
+        let Some(file) = open_file(&path, false)? else { return Ok(None) };
         Ok(map_file(&path, file, size_bytes, false)?.map(Arc::new))
     }
 
@@ -129,6 +129,14 @@ impl LocalVerbs {
                 self.counters.masked_faa();
                 Completion::Atomic(r.masked_fetch_and_add(offset.0, add, boundary))
             }
+            WorkRequest::Persist => {
+                let r = self.regions.get(&node).ok_or(Error::UnknownNode(node))?;
+                if r.persistence().is_some() {
+                    self.counters.persist();
+                }
+                r.sync()?;
+                Completion::Written
+            }
         })
     }
 
@@ -139,16 +147,46 @@ impl LocalVerbs {
     }
 }
 
+impl LocalVerbs {
+    /// Under `durability: disk`: gives each mapped region its disk image in `disk_dir`
+    /// ([`crate::persist::image_file`]) and a dirty-page bitmap in a shared-memory file
+    /// beside the region's own in `shm_dir` (`<region file>.dirty`), so every process of the
+    /// host that writes the region marks the same bits (`persist.rs`). Returns, per node,
+    /// whether its image file already held an image of this size.
+    ///
+    /// # Errors
+    /// [`Error::Io`] naming a path; [`Error::Backend`] for a file of another size or owner.
+    pub fn attach_disk_images(&self, shm_dir: &Path, disk_dir: &Path, prefix: &str) -> Result<Vec<(NodeId, bool)>> {
+        let mut out = Vec::new();
+        for (&node, region) in &self.regions {
+            let mut bitmap_path = shared_file(shm_dir, prefix, node).into_os_string();
+            bitmap_path.push(".dirty");
+            let bitmap = map_shared(Path::new(&bitmap_path), crate::persist::bitmap_bytes(region.len()))?;
+            let image = crate::persist::image_file(disk_dir, prefix, node);
+            let (p, existed) = crate::persist::Persistence::open_file_with_bitmap(&image, region.len(), bitmap)?;
+            region.attach(Arc::new(p))?;
+            out.push((node, existed));
+        }
+        Ok(out)
+    }
+}
+
 /// Path of the shared-memory file of `node`.
 pub fn shared_file(dir: &Path, prefix: &str, node: NodeId) -> PathBuf {
     dir.join(format!("{prefix}-node{}.memstore", node.0))
+}
+
+/// Opens the private file at `path` (a MemStore file or its disk image) for reading and
+/// writing, creating it if absent: [`open_file`] with `create`.
+pub(crate) fn open_private_file(path: &Path) -> Result<File> {
+    Ok(open_file(path, true)?.expect("open_file creates a missing file when asked to"))
 }
 
 /// Opens the MemStore file at `path` for reading and writing: an existing one without
 /// following a symbolic link, else (with `create`) a new one created exclusively with mode
 /// 0600; then checks that it is a regular file of this user and narrows its mode to 0600.
 /// `Ok(None)`: the file does not exist and `create` is off.
-fn open_shared(path: &Path, create: bool) -> Result<Option<File>> {
+fn open_file(path: &Path, create: bool) -> Result<Option<File>> {
     use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
     let io = |error| Error::Io { path: path.display().to_string(), error };
     let refuse = |why: String| Error::Backend(format!("{}: {why}", path.display()));
@@ -222,7 +260,7 @@ fn map_file(path: &Path, file: File, size_bytes: u64, size: bool) -> Result<Opti
 }
 
 fn map_shared(path: &Path, size_bytes: u64) -> Result<Region> {
-    let file = open_shared(path, true)?.expect("open_shared creates a missing file when asked to");
+    let file = open_private_file(path)?;
     Ok(map_file(path, file, size_bytes, true)?.expect("map_file sizes an empty file when asked to"))
 }
 

@@ -23,6 +23,7 @@ mod tls;
 pub use batch::{Completion, DoorbellBatch, WorkRequest};
 pub use counters::{VerbCounters, VerbCounts};
 pub use hook::BeforeBatch;
+pub(crate) use local::open_private_file;
 pub use local::{shared_file, LocalVerbs};
 pub use tcp::{
     decode_reply_body, decode_request_body, encode_request_body, ServerCounts, ServerLimits, TcpVerbs, TcpVerbsServer,
@@ -70,4 +71,16 @@ pub trait Verbs: Send + Sync {
     fn post_batch(&self, node: NodeId, batch: &mut DoorbellBatch) -> Result<()>;
     /// The backend's verb counters.
     fn counters(&self) -> &VerbCounters;
+    /// Makes every write to `node`'s MemStore completed before the call durable on the
+    /// node's disk image (`durability: disk`, `persist.rs`; the role of RDMA's FLUSH verb,
+    /// IBTA 1.5). Group-committed on the node. Returns at once where the MemStore has no
+    /// disk image (`durability: memory`).
+    ///
+    /// # Errors
+    /// [`crate::Error::Io`] when the image cannot be written or synced; transport errors.
+    fn persist(&self, node: NodeId) -> Result<()> {
+        let mut batch = DoorbellBatch::new();
+        batch.push(WorkRequest::Persist);
+        self.post_batch(node, &mut batch)
+    }
 }

@@ -465,6 +465,12 @@ impl Verbs for RdmaVerbs {
         if batch.is_empty() {
             return Ok(());
         }
+        if batch.requests().iter().any(|r| matches!(r, crate::verbs::WorkRequest::Persist)) {
+            return Err(backend(
+                "the rdma backend cannot persist a MemStore (the NIC writes it behind the node's back): \
+                 durability: disk needs the shm or tcp verbs backend",
+            ));
+        }
         let mut done = Vec::with_capacity(batch.len());
         {
             let reqs: Vec<Req<'_>> = batch.requests().iter().map(Req::from).collect();

@@ -30,6 +30,9 @@ impl<'a> From<&'a WorkRequest> for Req<'a> {
                 Req::MaskedCas { offset, compare, compare_mask, swap, swap_mask }
             }
             WorkRequest::MaskedFetchAndAdd { offset, add, boundary } => Req::MaskedFaa { offset, add, boundary },
+            // Refused before conversion (`RdmaVerbs::post_batch`): a NIC writes the region
+            // behind the node's back, so no disk image could track it.
+            WorkRequest::Persist => Req::Read { offset: Offset(0), len: 0 },
         }
     }
 }

@@ -148,6 +148,7 @@ impl TcpVerbs {
             WorkRequest::FetchAndAdd { .. } => self.counters.faa(),
             WorkRequest::MaskedCompareAndSwap { .. } => self.counters.masked_cas(),
             WorkRequest::MaskedFetchAndAdd { .. } => self.counters.masked_faa(),
+            WorkRequest::Persist => self.counters.persist(),
         }
     }
 
@@ -305,7 +306,8 @@ fn completion_fits(wr: &WorkRequest, c: &Completion) -> bool {
     match (wr, c) {
         (WorkRequest::Read { len, .. }, Completion::Read(b)) => b.len() == *len as usize,
         (WorkRequest::Write { .. }, Completion::Written) => true,
-        (WorkRequest::Read { .. } | WorkRequest::Write { .. }, _) => false,
+        (WorkRequest::Persist, Completion::Written) => true,
+        (WorkRequest::Read { .. } | WorkRequest::Write { .. } | WorkRequest::Persist, _) => false,
         (_, Completion::Atomic(_)) => true,
         _ => false,
     }

@@ -25,6 +25,7 @@ const OP_CAS: u8 = 3;
 const OP_FAA: u8 = 4;
 const OP_MASKED_CAS: u8 = 5;
 const OP_MASKED_FAA: u8 = 6;
+const OP_PERSIST: u8 = 7;
 
 const DONE_READ: u8 = 1;
 const DONE_WRITTEN: u8 = 2;
@@ -159,6 +160,12 @@ pub(super) fn encode_request(node: NodeId, requests: &[WorkRequest]) -> Vec<u8> 
                 put_u64(&mut f, *add);
                 put_u64(&mut f, *boundary);
             }
+            WorkRequest::Persist => {
+                // Offset and length are zero: the shape every request starts with.
+                f.push(OP_PERSIST);
+                put_u64(&mut f, 0);
+                put_u32(&mut f, 0);
+            }
         }
     }
     seal(&mut f);
@@ -221,6 +228,10 @@ pub(super) fn decode_request(body: &[u8]) -> std::result::Result<(NodeId, Vec<Wo
             },
             OP_MASKED_FAA => {
                 WorkRequest::MaskedFetchAndAdd { offset, add: c.u64("add")?, boundary: c.u64("boundary")? }
+            }
+            OP_PERSIST => {
+                c.u32("persist length")?;
+                WorkRequest::Persist
             }
             other => return Err(Malformed(format!("unknown op {other}"))),
         });
