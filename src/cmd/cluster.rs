@@ -78,11 +78,6 @@ pub struct NodeArgs {
     /// topology file's `metrics.port`, which serves them at the node's own IP).
     #[arg(long, value_name = "IP:PORT")]
     pub metrics_addr: Option<SocketAddr>,
-    /// With `backend: shm`, how long to wait at start for the MemStore file of each other
-    /// node of the DC, which that node's process creates in the same --shm-dir (humantime);
-    /// the node never creates another node's file, and gives up naming it.
-    #[arg(long, value_name = "DURATION", default_value = "120s", value_parser = positive_duration)]
-    pub shm_wait: Duration,
 }
 
 /// A humantime duration of at most 24 h ([`TimeoutsConfig::MAX`], as in the topology file).
@@ -366,19 +361,24 @@ pub fn node(a: &NodeArgs) -> Result<()> {
     // creates one (issue 16: two hosts of one DC each made a copy of the other's).
     std::fs::create_dir_all(&a.shm_dir)
         .with_context(|| format!("creating the MemStore directory {}", a.shm_dir.display()))?;
-    let own = LocalVerbs::open_shared(&a.shm_dir, &prefix, [me.id], layout.size)
+    let peers_here: Vec<(NodeId, String)> = match backend {
+        VerbsBackend::Shm => dc.nodes.iter().filter(|&&n| n != me.id).map(|&n| (n, topo.node_name(n))).collect(),
+        VerbsBackend::Tcp | VerbsBackend::Rdma => Vec::new(),
+    };
+    let (shm, missing) = LocalVerbs::open_dc_shared(&a.shm_dir, &prefix, me.id, peers_here, layout.size)
         .with_context(|| format!("mapping {}'s MemStore file", me.name))?;
-    let region = own.region(me.id).context("own region")?.clone();
-    let shm = Arc::new(match backend {
-        VerbsBackend::Shm => {
-            let mut regions = vec![(me.id, region.clone())];
-            for &peer in dc.nodes.iter().filter(|&&n| n != me.id) {
-                regions.push((peer, wait_for_peer_file(a, &topo, &prefix, peer, layout.size)?));
-            }
-            LocalVerbs::new(regions)
-        }
-        VerbsBackend::Tcp | VerbsBackend::Rdma => own,
-    });
+    for (peer, name) in &missing {
+        println!(
+            "{}: {name}'s MemStore file {} is not there yet; it is mapped once {name} has made it \
+             (with `backend: shm` every node of {} runs on this host and makes its own; verbs to {name} \
+             fail until then)",
+            me.name,
+            redt_dc_executor::verbs::shared_file(&a.shm_dir, &prefix, *peer).display(),
+            dc.name
+        );
+    }
+    let shm = Arc::new(shm);
+    let region = shm.region(me.id).context("own region")?.clone();
     if topo.durability == redt_proto::Durability::Disk {
         // Every mapped MemStore gets its disk image (the own one, and under `shm` the DC's
         // others, whose dirty pages this node's writes mark too).
@@ -513,60 +513,6 @@ pub fn check_backends(topo: &Topology, config: &Path) -> Result<()> {
         );
     }
     Ok(())
-}
-
-/// How often `redt node` looks again for another node's MemStore file (`shm` backend).
-const PEER_FILE_POLL: Duration = Duration::from_millis(100);
-
-/// The region of `peer` (a node of this node's DC, `shm` backend) from its MemStore file
-/// under `--shm-dir`, once its own process has created and sized it: never created here.
-/// Says once that it waits, and gives up after `--shm-wait` naming the file and the cure.
-///
-/// # Errors
-/// The file does not appear within `--shm-wait`; it exists but cannot be mapped (wrong
-/// size, a symbolic link, another user's).
-fn wait_for_peer_file(
-    a: &NodeArgs,
-    topo: &Topology,
-    prefix: &str,
-    peer: NodeId,
-    size: u64,
-) -> Result<Arc<redt_dc_executor::Region>> {
-    let name = topo.node_name(peer);
-    let me = &a.node;
-    let path = redt_dc_executor::verbs::shared_file(&a.shm_dir, prefix, peer);
-    let start = Instant::now();
-    let mut said = false;
-    loop {
-        let mapped = LocalVerbs::map_existing(&a.shm_dir, prefix, peer, size)
-            .with_context(|| format!("mapping {name}'s MemStore file"))?;
-        if let Some(region) = mapped {
-            if said {
-                println!("{me}: found {name}'s MemStore file");
-            }
-            return Ok(region);
-        }
-        if start.elapsed() >= a.shm_wait {
-            bail!(
-                "{name}'s MemStore file {} did not appear within {}: with `backend: shm` every node of \
-                 its DC runs on this host and creates its own file in the same --shm-dir; start {name} \
-                 here, or give the DC `backend: tcp` in {} if its nodes run on several hosts",
-                path.display(),
-                humantime::format_duration(a.shm_wait),
-                a.config.display()
-            );
-        }
-        if !said {
-            println!(
-                "{me}: waiting for {name}'s MemStore file {} (with `backend: shm`, {name} creates it on this \
-                 host; up to {})",
-                path.display(),
-                humantime::format_duration(a.shm_wait)
-            );
-            said = true;
-        }
-        std::thread::sleep(PEER_FILE_POLL);
-    }
 }
 
 /// Registers in `wan` the addresses the peers advertising a host name resolve to now, so the
