@@ -97,8 +97,9 @@ enum Command {
 #[derive(Subcommand, Debug)]
 enum ConfigCmd {
     /// Loads and validates a topology file (its `timeouts:` with the defaults filled in too)
-    /// and prints a summary, the timeouts a node would run with, the request limits and
-    /// where the nodes serve their metrics.
+    /// and prints a summary, each DC's verbs backend and nodes' addresses (refusing `rdma`
+    /// when this build has no RDMA), the timeouts a node would run with, the request limits
+    /// and where the nodes serve their metrics.
     Check {
         /// The topology file.
         file: PathBuf,
@@ -120,6 +121,22 @@ fn config_check(file: &std::path::Path) -> Result<()> {
         t.partitions.len(),
         t.partitions.first().map_or(0, |p| p.replicas.len())
     );
+    for dc in &t.dcs {
+        let nodes: Vec<String> = dc
+            .nodes
+            .iter()
+            .map(|&n| &t.nodes[usize::from(n.0)])
+            .map(|n| {
+                if n.advertise.socket_addr() == Some(n.listen) {
+                    format!("{} at {}", n.name, n.listen)
+                } else {
+                    format!("{} listening at {}, advertised as {}", n.name, n.listen, n.advertise)
+                }
+            })
+            .collect();
+        println!("{}: in-DC verbs backend {}; {}", dc.name, dc.backend, nodes.join(", "));
+    }
+    cmd::cluster::check_backends(&t, file)?;
     let d = |d: std::time::Duration| humantime::format_duration(d).to_string();
     let r = &timeouts.recovery;
     println!(

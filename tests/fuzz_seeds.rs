@@ -98,7 +98,7 @@ fn jsonl_lines() -> Vec<Vec<u8>> {
 }
 
 fn yaml_configs() -> Vec<Vec<u8>> {
-    ["configs/local-fast.yaml", "configs/default.yaml"]
+    ["configs/local-fast.yaml", "configs/default.yaml", "deploy/cluster.yaml"]
         .iter()
         .map(|f| std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join(f)).expect("a config file"))
         .collect()

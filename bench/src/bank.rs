@@ -183,7 +183,7 @@ pub fn replica_cells(cluster: &EmbeddedCluster, table: TableId, key: u64) -> Res
             let dc = topo.nodes[n.0 as usize].dc;
             let img = cluster.dcs[dc.0 as usize]
                 .read_record(n, table, key)
-                .map_err(|e| format!("reading {key} on {n}: {e}"))?;
+                .map_err(|e| format!("reading {key} on {}: {e}", topo.node_name(n)))?;
             Ok(match img {
                 Some(i) => (n, i.values.into_iter().next(), i.lock != 0),
                 None => (n, None, false),
@@ -251,7 +251,7 @@ pub async fn run_bank(topo: Topology, cfg: &BankConfig) -> Result<BankReport, St
             let dc = topo.nodes[n.0 as usize].dc;
             if let Err(e) = cluster.dcs[dc.0 as usize].insert_record(n, tid, k, &[&start_balance]) {
                 cluster.shutdown();
-                return Err(format!("loading account {k} on {n}: {e}"));
+                return Err(format!("loading account {k} on {}: {e}", topo.node_name(n)));
             }
         }
     }

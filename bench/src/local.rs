@@ -133,7 +133,7 @@ pub fn run_local_ycsb(topo: &Topology, cfg: &LocalConfig) -> Result<LocalReport,
     for (i, &(k, node)) in keys.iter().enumerate() {
         handle
             .insert_record(node, table.id, k, &[])
-            .map_err(|e| format!("loading key {k} on {node}: {e} (records per partition: {rpp})"))?;
+            .map_err(|e| format!("loading key {k} on {}: {e} (records per partition: {rpp})", topo.node_name(node)))?;
         if i % 4096 == 0 {
             bar.set_position(i as u64);
         }

@@ -18,10 +18,11 @@ pub fn set_rtt(topo: &mut Topology, rtt: Duration) {
     }
 }
 
-/// Moves every node to `port` (same IP addresses).
+/// Moves every node to `port` (same IP addresses): its `listen` and `advertise` addresses.
 pub fn set_port(topo: &mut Topology, port: u16) {
     for n in &mut topo.nodes {
-        n.addr.set_port(port);
+        n.listen.set_port(port);
+        n.advertise.port = port;
     }
 }
 
@@ -38,7 +39,7 @@ pub fn grid(base: &Topology, nodes_per_dc: usize) -> Result<Topology, String> {
     if !(1..=254).contains(&nodes_per_dc) {
         return Err(format!("nodes per DC must be 1 to 254, got {nodes_per_dc}"));
     }
-    let port = base.nodes.first().map_or(7100, |n| n.addr.port());
+    let port = base.nodes.first().map_or(7100, |n| n.listen.port());
     let dcs = base.dcs.len();
     let mut t = base.clone();
     t.name = format!("{}-{}x{}", base.name, dcs, nodes_per_dc);
@@ -48,15 +49,17 @@ pub fn grid(base: &Topology, nodes_per_dc: usize) -> Result<Topology, String> {
         let mut ids = Vec::new();
         for i in 0..nodes_per_dc {
             let id = NodeId((d * nodes_per_dc + i) as u16);
+            let addr = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(127, 0, d as u8 + 1, i as u8 + 1)), port);
             t.nodes.push(Node {
                 id,
                 name: format!("{}-n{}", base.dcs[d].name, i + 1),
                 dc: DcId(d as u16),
-                addr: SocketAddr::new(IpAddr::V4(Ipv4Addr::new(127, 0, d as u8 + 1, i as u8 + 1)), port),
+                listen: addr,
+                advertise: addr.into(),
             });
             ids.push(id);
         }
-        t.dcs.push(Dc { id: DcId(d as u16), name: base.dcs[d].name.clone(), nodes: ids });
+        t.dcs.push(Dc { id: DcId(d as u16), name: base.dcs[d].name.clone(), nodes: ids, backend: base.dcs[d].backend });
     }
     let replicas = dcs.min(3);
     t.partitions = (0..dcs * nodes_per_dc)
@@ -128,8 +131,8 @@ mod tests {
         let base = paper();
         let g = grid(&base, 2).unwrap();
         assert_eq!(
-            g.nodes.iter().map(|n| n.addr).collect::<Vec<_>>(),
-            base.nodes.iter().map(|n| n.addr).collect::<Vec<_>>()
+            g.nodes.iter().map(|n| n.listen).collect::<Vec<_>>(),
+            base.nodes.iter().map(|n| n.listen).collect::<Vec<_>>()
         );
         assert_eq!(g.partitions, base.partitions);
         let g3 = grid(&base, 3).unwrap();
@@ -142,7 +145,7 @@ mod tests {
             dcs.dedup();
             assert_eq!(dcs.len(), 3);
         }
-        let mut addrs: Vec<_> = g3.nodes.iter().map(|n| n.addr).collect();
+        let mut addrs: Vec<_> = g3.nodes.iter().map(|n| n.listen).collect();
         addrs.sort();
         addrs.dedup();
         assert_eq!(addrs.len(), 12);
@@ -159,7 +162,7 @@ mod tests {
             .enumerate()
             .all(|(i, r)| r.iter().enumerate().all(|(j, l)| i == j || l.rtt.as_millis() == 80)));
         set_port(&mut t, 7400);
-        assert!(t.nodes.iter().all(|n| n.addr.port() == 7400));
+        assert!(t.nodes.iter().all(|n| n.listen.port() == 7400 && n.advertise.port == 7400));
         let before = t.memstore.size_bytes;
         set_record_size(&mut t, 10, 100, 16384).unwrap();
         assert_eq!(t.memstore.size_bytes, before, "the default already fits 10x100");

@@ -108,7 +108,9 @@ impl Client {
     pub fn with_identity(topology: Arc<Topology>, identity: &NodeIdentity, call_timeout: Duration) -> Result<Client> {
         // The unspecified address: the kernel picks the source address per node, so nodes on
         // other hosts are reachable too (a loopback bind reached loopback nodes only; issue 14).
-        let bind: SocketAddr = if topology.nodes.first().is_some_and(|n| n.addr.is_ipv6()) {
+        // IPv6 when a node advertises an IPv6 address; host names are resolved to the family
+        // of the socket when connecting.
+        let bind: SocketAddr = if topology.nodes.iter().any(|n| n.advertise.ip().is_some_and(|ip| ip.is_ipv6())) {
             "[::]:0".parse().expect("static address")
         } else {
             "0.0.0.0:0".parse().expect("static address")
@@ -124,13 +126,17 @@ impl Client {
     }
 
     async fn call(&self, node: NodeId, body: Body) -> Result<Body> {
-        let n = self.topology.nodes.get(node.0 as usize).ok_or_else(|| Error::Topology(format!("no node {node}")))?;
+        let n = self
+            .topology
+            .nodes
+            .get(node.0 as usize)
+            .ok_or_else(|| Error::Topology(format!("no {node} in the topology `{}`", self.topology.name)))?;
         let msg = Envelope { epoch: self.topology.epoch.0, from: u32::MAX, body: Some(body) };
-        let reply = self.transport.call_addr(n.addr, &n.name, msg).await?;
+        let reply = self.transport.call_at(&n.advertise, &n.name, msg).await?;
         match reply.body {
-            Some(Body::Error(e)) => Err(Error::Remote { node, message: e.message }),
+            Some(Body::Error(e)) => Err(Error::Remote { node, name: n.name.clone(), message: e.message }),
             Some(b) => Ok(b),
-            None => Err(Error::Unexpected { node }),
+            None => Err(Error::Unexpected { node, name: n.name.clone() }),
         }
     }
 
@@ -317,10 +323,10 @@ impl Client {
             match self.call(node, Body::OutcomeQuery(q.clone())).await {
                 Ok(Body::TxnOutcome(r)) => match KnownOutcome::from_wire(r.state, r.cts, r.detail) {
                     Ok(answer) => return answer,
-                    Err(e) => last = format!("{node}: {e}"),
+                    Err(e) => last = format!("{}: {e}", self.topology.node_name(node)),
                 },
-                Ok(_) => last = format!("{node}: unexpected reply"),
-                Err(e) => last = format!("{node}: {e}"),
+                Ok(_) => last = format!("{}: unexpected reply", self.topology.node_name(node)),
+                Err(e) => last = format!("{e}"),
             }
         }
         KnownOutcome::Unknown(format!("{}: no node answered the outcome query (last: {last})", res.txn))
@@ -349,8 +355,12 @@ impl Client {
     /// ([`Error::Remote`] names the node).
     pub async fn status(&self, node: NodeId, count_locks: bool) -> Result<NodeStatus> {
         match self.call(node, Body::Status(StatusRequest { count_locks })).await? {
-            Body::NodeStatus(r) => NodeStatus::from_wire(&r).map_err(|message| Error::Remote { node, message }),
-            _ => Err(Error::Unexpected { node }),
+            Body::NodeStatus(r) => NodeStatus::from_wire(&r).map_err(|message| Error::Remote {
+                node,
+                name: self.topology.node_name(node),
+                message,
+            }),
+            _ => Err(Error::Unexpected { node, name: self.topology.node_name(node) }),
         }
     }
 

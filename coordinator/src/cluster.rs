@@ -259,7 +259,7 @@ impl EmbeddedCluster {
             }
             for n in &topology.nodes {
                 let backend = verbs[n.dc.0 as usize].clone();
-                let at = SocketAddr::new(n.addr.ip(), 0);
+                let at = SocketAddr::new(n.listen.ip(), 0);
                 let node_tls = tls[n.id.0 as usize].clone();
                 tcp_servers.push(TcpVerbsServer::spawn_with_limits(at, n.id, backend, node_tls, limits)?);
             }
@@ -272,7 +272,7 @@ impl EmbeddedCluster {
                     .map(|&p| (p, tcp_servers[p.0 as usize].local_addr()))
                     .collect();
                 let tcp = TcpVerbs::new(n.id, verbs[n.dc.0 as usize].clone(), peers, tls[n.id.0 as usize].clone())
-                    .with_source_ip(n.addr.ip());
+                    .with_source_ip(n.listen.ip());
                 let tcp = Arc::new(tcp);
                 counted.push(tcp.clone());
                 let v: Arc<dyn Verbs> = tcp;
@@ -298,9 +298,9 @@ impl EmbeddedCluster {
             .collect();
         let mut sockets = Vec::new();
         for n in &topology.nodes {
-            let socket = bind_socket(n.addr, n.dc, &wan, BIND_PATIENCE)
+            let socket = bind_socket(n.listen, n.dc, &wan, BIND_PATIENCE)
                 .await
-                .map_err(|e| Error::Topology(format!("{} cannot bind {}: {e}", n.name, n.addr)))?;
+                .map_err(|e| Error::Topology(format!("{} cannot bind {}: {e}", n.name, n.listen)))?;
             sockets.push(socket);
         }
         let mut cluster = EmbeddedCluster {

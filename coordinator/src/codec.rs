@@ -44,7 +44,8 @@ pub fn vote_to_msg(dc: DcId, vote: &Vote) -> VoteMsg {
 /// [`Error::Remote`] when the message is inconsistent (parallel lists of different lengths,
 /// out-of-range ids).
 pub fn vote_from_msg(node: NodeId, m: &VoteMsg) -> Result<Vote> {
-    let bad = |what: &str| Error::Remote { node, message: format!("malformed vote: {what}") };
+    // Decoding has no topology at hand: the sender is named by its id.
+    let bad = |what: &str| Error::Remote { node, name: node.to_string(), message: format!("malformed vote: {what}") };
     let mut items = Vec::with_capacity(m.items.len());
     for i in &m.items {
         if i.cells.len() != i.versions.len() || i.read_cells.len() != i.values.len() {
@@ -129,16 +130,27 @@ fn reason_from_wire(m: &VoteMsg) -> AbortReason {
 
 /// A short text for an abort reason.
 pub fn reason_text(r: &AbortReason) -> String {
+    reason_with(r, |n| n.to_string())
+}
+
+/// [`reason_text`] naming nodes by their names in `topology` (`dc2-n1`, not `node#2`), as
+/// the client's error text does.
+pub fn reason_named(r: &AbortReason, topology: &redt_proto::Topology) -> String {
+    reason_with(r, |n| topology.node_name(n))
+}
+
+/// The text of `r`, with `name` naming its node.
+fn reason_with(r: &AbortReason, name: impl Fn(NodeId) -> String) -> String {
     match r {
         AbortReason::LockConflict { access } => format!("lock conflict on access {access}"),
         AbortReason::NotFound { access } => format!("record of access {access} not found"),
         AbortReason::User(s) => s.clone(),
-        AbortReason::RingFull(n) => format!("redo ring of {n} full"),
-        AbortReason::HeapFull(n) => format!("record heap of {n} full: no room to create a record"),
-        AbortReason::IndexFull(n) => format!("hash index of {n} full: no slot for a new record"),
+        AbortReason::RingFull(n) => format!("redo ring of {} full", name(*n)),
+        AbortReason::HeapFull(n) => format!("record heap of {} full: no room to create a record", name(*n)),
+        AbortReason::IndexFull(n) => format!("hash index of {} full: no slot for a new record", name(*n)),
         AbortReason::Fenced => "fenced by a recoverer".into(),
         AbortReason::StaleEpoch { node, floor } => {
-            format!("not in current epoch: {node} takes no phase 1 before {floor}")
+            format!("not in current epoch: {} takes no phase 1 before {floor}", name(*node))
         }
     }
 }

@@ -13,18 +13,22 @@ pub enum Error {
     #[error(transparent)]
     OverLimit(#[from] crate::limits::OverLimit),
     /// A node answered with an error message.
-    #[error("{node} answered: {message}")]
+    #[error("{name} answered: {message}")]
     Remote {
         /// The node.
         node: NodeId,
+        /// Its name in the topology (its id, `node#N`, where no topology is at hand).
+        name: String,
         /// Its message.
         message: String,
     },
     /// A node answered with an unexpected message kind.
-    #[error("{node} answered with an unexpected message")]
+    #[error("{name} answered with an unexpected message")]
     Unexpected {
         /// The node.
         node: NodeId,
+        /// Its name in the topology.
+        name: String,
     },
     /// The transport failed.
     #[error("transport: {0}")]

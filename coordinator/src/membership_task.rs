@@ -108,6 +108,16 @@ impl Suspect {
     }
 }
 
+impl Suspect {
+    /// The suspect as `topology` names it: a DC's or a node's name.
+    fn named(self, topology: &Topology) -> String {
+        match self {
+            Suspect::Dc(dc) => topology.dc_name(dc),
+            Suspect::Node(node) => topology.node_name(node),
+        }
+    }
+}
+
 impl std::fmt::Display for Suspect {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
@@ -280,7 +290,7 @@ async fn run(
                     if confirmed(peer.membership(), &peer.voters(), suspect, suspecting) {
                         asking = None;
                         answers.abort_all();
-                        tracing::warn!(node = %n.id, %suspect, "a majority of the voters suspect it: proposing its removal");
+                        tracing::warn!(node = %n.name(), suspect = %suspect.named(&n.topology()), "a majority of the voters suspect it: proposing its removal");
                         match peer.propose(&suspect.removal()) {
                             // Leadership moved while the voters were asked: the new leader
                             // asks again. Not a failure of the peer.
@@ -302,11 +312,11 @@ async fn run(
             }
         };
         if let Err(e) = step {
-            tracing::error!(node = %n.id, "membership peer failed: {e}; reopening it");
+            tracing::error!(node = %n.name(), "membership peer failed: {e}; reopening it");
             match open(&base, n.id, dir.as_ref()) {
                 Ok(p) => peer = p,
                 Err(e) => {
-                    tracing::error!(node = %n.id, "membership peer cannot be reopened: {e}; it stops");
+                    tracing::error!(node = %n.name(), "membership peer cannot be reopened: {e}; it stops");
                     return;
                 }
             }
@@ -360,7 +370,7 @@ fn next_suspect(
         }
         Err(why) => {
             if deferred.insert(*s) {
-                tracing::warn!(node = %n.id, suspect = %s, "removal deferred: {why}");
+                tracing::warn!(node = %n.name(), suspect = %s.named(&n.topology()), "removal deferred: {why}");
             }
             false
         }

@@ -199,6 +199,11 @@ impl Node {
         self.id
     }
 
+    /// This node's name in the topology (`dc2-n1`), as logs and errors name it.
+    pub fn name(&self) -> String {
+        self.topology().node_name(self.id)
+    }
+
     /// The current placement (the topology file's until a placement change is applied).
     pub fn topology(&self) -> Arc<Topology> {
         self.epochs.current()
@@ -455,7 +460,7 @@ impl Node {
         let txn = match reserved.map(Ok).unwrap_or_else(|| self.next_txn()) {
             Ok(txn) => txn,
             Err(e) => {
-                tracing::error!(node = %self.id, "no transaction id: {e}");
+                tracing::error!(node = %self.name(), "no transaction id: {e}");
                 return Ok(TxnOutcome {
                     txn: TxnId(0),
                     status: TxnStatus::Aborted(format!("no transaction id: {e}")),
@@ -568,7 +573,7 @@ impl Node {
                             r.findings.iter().map(Finding::from_wire).collect();
                         match found {
                             Ok(f) => return f,
-                            Err(e) => tracing::warn!(%peer, "a malformed lookup answer: {e}"),
+                            Err(e) => tracing::warn!(peer = %node.topology().node_name(peer), "a malformed lookup answer: {e}"),
                         }
                     }
                 }
@@ -771,7 +776,7 @@ impl Node {
             }
             Body::NetemSet(_) if from != Caller::Operator => {
                 self.board.refused_role();
-                tracing::warn!(node = %self.id, caller = from.role(), "refused `netem set`: it needs the operator role");
+                tracing::warn!(node = %self.name(), caller = from.role(), "refused `netem set`: it needs the operator role");
                 err(error_code::FORBIDDEN, needs_operator("netem set", from))
             }
             Body::NetemSet(req) => match self

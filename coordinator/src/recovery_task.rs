@@ -193,7 +193,7 @@ async fn scan(node: &Arc<Node>, options: &RecoveryOptions) -> bool {
     let (found, now_ms) = match found {
         Ok(found) => found,
         Err(e) => {
-            tracing::warn!(node = %node.id, "recovery scan failed: {e}");
+            tracing::warn!(node = %node.name(), "recovery scan failed: {e}");
             return true;
         }
     };
@@ -215,7 +215,9 @@ async fn scan(node: &Arc<Node>, options: &RecoveryOptions) -> bool {
                 continue;
             }
             Some(Ok(false)) => {}
-            Some(Err(e)) => tracing::warn!(node = %node.id, %txn, "dropping an entry of a removed node failed: {e}"),
+            Some(Err(e)) => {
+                tracing::warn!(node = %node.name(), %txn, "dropping an entry of a removed node failed: {e}")
+            }
             None => return false,
         }
         if !orphan.due(&node.topology(), my_dc, node.options.phase1_timeout, options, now_ms) {
@@ -254,11 +256,11 @@ pub(crate) fn pay(node: &Arc<Node>, debt: CatchUpDebt, claim: Option<Claim>) {
             return;
         }
         if !shipper.delivered() {
-            tracing::error!(node = %node.id, %txn, behind = ?shipper.undelivered(), "catch-up given up");
+            tracing::error!(node = %node.name(), %txn, behind = ?shipper.undelivered(), "catch-up given up");
         }
         match node.exec.run(move |core, _| core.clear_owed(txn, &owed)).await {
             Some(Ok(())) | None => {}
-            Some(Err(e)) => tracing::warn!(node = %node.id, %txn, "clearing a paid catch-up failed: {e}"),
+            Some(Err(e)) => tracing::warn!(node = %node.name(), %txn, "clearing a paid catch-up failed: {e}"),
         }
     });
 }
@@ -315,7 +317,7 @@ fn recover(node: &Arc<Node>, orphan: Orphan, claim: Claim, options: RecoveryOpti
 async fn watch_gap(node: &Arc<Node>, gaps: &mut GapWatch, asks: &mut JoinSet<Answer>) {
     let gap = match node.exec.run(|core, _| core.head_gap()).await {
         Some(Ok(gap)) => gap,
-        Some(Err(e)) => return tracing::warn!(node = %node.id, "reading the ring's head failed: {e}"),
+        Some(Err(e)) => return tracing::warn!(node = %node.name(), "reading the ring's head failed: {e}"),
         None => return,
     };
     for action in gaps.observe(gap, Instant::now()) {
@@ -338,7 +340,7 @@ async fn fill(node: &Arc<Node>, gap: Gap) {
             node.board.filled(slots);
             tracing::info!(node = %node.id, from = gap.from, to = gap.to, slots, "filled a dead writer's gap at the ring's head")
         }
-        Some(Err(e)) => tracing::warn!(node = %node.id, from = gap.from, to = gap.to, "filling a gap failed: {e}"),
+        Some(Err(e)) => tracing::warn!(node = %node.name(), from = gap.from, to = gap.to, "filling a gap failed: {e}"),
     }
 }
 

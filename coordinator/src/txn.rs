@@ -518,7 +518,7 @@ impl CoordinatorTxn {
             }
             Why::CommitImpossible { partition } | Why::Timeout { partition } => {
                 let proven = matches!(why, Why::CommitImpossible { .. });
-                self.why = abort_reason(&self.votes, &self.failed, proven, &self.plan, partition);
+                self.why = abort_reason(&self.topology, &self.votes, &self.failed, proven, &self.plan, partition);
                 self.cause = abort_cause(&self.votes, &self.failed, proven);
                 if self.options.mutations.stop_before_answer_at == Some(self.me) {
                     return self.die();
@@ -789,7 +789,9 @@ fn abort_cause(votes: &BTreeMap<DcId, Vote>, failed: &BTreeMap<DcId, String>, pr
 
 /// The client's error text for an abort: the first abort vote's reason; else why a phase 1
 /// failed (the DCs of the partition that could not commit first); else the rule's own reason.
+/// DCs and nodes are named as `topology` names them (issue 16).
 fn abort_reason(
+    topology: &Topology,
     votes: &BTreeMap<DcId, Vote>,
     failed: &BTreeMap<DcId, String>,
     proven: bool,
@@ -798,13 +800,13 @@ fn abort_reason(
 ) -> String {
     let pid = plan.partitions.get(partition).map(|p| p.id.0).unwrap_or(0);
     if let Some((dc, v)) = votes.iter().find(|(_, v)| !v.is_commit()) {
-        let why = v.abort.as_ref().map(crate::codec::reason_text).unwrap_or_default();
-        return format!("{dc} voted abort: {why}");
+        let why = v.abort.as_ref().map(|r| crate::codec::reason_named(r, topology)).unwrap_or_default();
+        return format!("{} voted abort: {why}", topology.dc_name(*dc));
     }
     let of_partition =
         |dc: &DcId| plan.partitions.get(partition).is_some_and(|p| p.replicas.iter().any(|r| r.1 == *dc));
     if let Some((dc, error)) = failed.iter().find(|(dc, _)| of_partition(dc)).or_else(|| failed.iter().next()) {
-        return format!("{dc} could not vote: {error}");
+        return format!("{} could not vote: {error}", topology.dc_name(*dc));
     }
     if proven {
         format!("partition p{pid} cannot reach its commit quorum (stale replicas)")

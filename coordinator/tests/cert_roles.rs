@@ -76,7 +76,7 @@ async fn the_role_comes_from_the_identity_uri() {
         (CertIdentity::Node { dc: "dc2".into(), name: n1.name.clone() }, "node#1"),
     ];
     for (id, expected) in cases {
-        let ip = matches!(id, CertIdentity::Node { .. }).then(|| n1.addr.ip());
+        let ip = matches!(id, CertIdentity::Node { .. }).then(|| n1.listen.ip());
         let identity = ca.issue_identity(&id, ip, valid).unwrap();
         let t = Transport::client(TransportConfig::default(), &identity, SocketSpec::Bind(any())).unwrap();
         let reply = t.call_addr(addr, &topo.nodes[0].name, ping()).await.unwrap();
@@ -155,7 +155,7 @@ async fn a_rotated_certificate_serves_new_connections_and_old_ones_go_on() {
     let dc = topo.dcs[0].name.clone();
     let id = CertIdentity::Node { dc, name: n0.name.clone() };
     let week = Validity::starting_now(Duration::from_secs(7 * 86_400));
-    ca.write_identity(&certs, &id, Some(n0.addr.ip()), week).unwrap();
+    ca.write_identity(&certs, &id, Some(n0.listen.ip()), week).unwrap();
     let reloaded = watch.poll(&node, SystemTime::now()).expect("the files changed").expect("reloads");
     assert_ne!(reloaded.serial, old.serial);
 
@@ -201,7 +201,7 @@ async fn an_expired_certificate_is_refused_with_a_clear_error() {
     let mut watch = IdentityWatch::new(&certs, &n0.name);
     let kept = summary(&load_identity(&certs, &n0.name).unwrap().cert_chain[0]).unwrap();
     let id = CertIdentity::Node { dc: topo.dcs[0].name.clone(), name: n0.name.clone() };
-    ca.write_identity(&certs, &id, Some(n0.addr.ip()), past).unwrap();
+    ca.write_identity(&certs, &id, Some(n0.listen.ip()), past).unwrap();
     let err = watch.poll(&node, SystemTime::now()).expect("the files changed").unwrap_err().to_string();
     assert!(err.contains("expired"), "{err}");
     let client = load_identity(&certs, CLIENT_IDENTITY_NAME).unwrap();

@@ -361,14 +361,18 @@ async fn bad_peers_are_refused_and_the_node_keeps_serving() {
     // (a) A client of a foreign CA: it trusts no node of ours and no node trusts it.
     let foreign = ClusterCa::generate("foreign").unwrap().issue_client(CLIENT_IDENTITY_NAME).unwrap();
     let stranger = Transport::client(TransportConfig::default(), &foreign, any_port.clone()).unwrap();
-    let err =
-        stranger.call_addr(target.addr, &target.name, submit_envelope(epoch, &[KvOp::Add(500, 1)])).await.unwrap_err();
+    let err = stranger
+        .call_addr(target.listen, &target.name, submit_envelope(epoch, &[KvOp::Add(500, 1)]))
+        .await
+        .unwrap_err();
     assert!(matches!(err, TransportError::Tls { .. }), "foreign client: {err}");
     // An impostor: a foreign certificate that trusts our CA, so the node is the one refusing.
     let impostor_id = redt_coordinator::transport::NodeIdentity { ca_cert: cluster.certs().ca.cert_der(), ..foreign };
     let impostor = Transport::client(TransportConfig::default(), &impostor_id, any_port.clone()).unwrap();
-    let err =
-        impostor.call_addr(target.addr, &target.name, submit_envelope(epoch, &[KvOp::Add(500, 1)])).await.unwrap_err();
+    let err = impostor
+        .call_addr(target.listen, &target.name, submit_envelope(epoch, &[KvOp::Add(500, 1)]))
+        .await
+        .unwrap_err();
     assert!(matches!(err, TransportError::Tls { .. }), "impostor: {err}");
     let transport = node.transport().clone();
     common::eventually("both handshakes counted as refused", || {
@@ -379,7 +383,7 @@ async fn bad_peers_are_refused_and_the_node_keeps_serving() {
     // (b) A legit client certificate on a raw QUIC connection, sending bad frames.
     let endpoint = quinn::Endpoint::client("127.0.0.1:0".parse().unwrap()).unwrap();
     let client_cfg = quic_client_config(&cluster.certs().client).unwrap();
-    let conn = endpoint.connect_with(client_cfg, target.addr, &target.name).unwrap().await.unwrap();
+    let conn = endpoint.connect_with(client_cfg, target.listen, &target.name).unwrap().await.unwrap();
     // A body that does not decode (field 31 with the invalid wire type 7).
     let mut undecodable = 8u32.to_le_bytes().to_vec();
     undecodable.extend_from_slice(&[0xff; 8]);
@@ -416,7 +420,7 @@ async fn bad_peers_are_refused_and_the_node_keeps_serving() {
         let mut last = None;
         for _ in 0..50 {
             let reply = client
-                .call_addr(target.addr, &target.name, submit_envelope(other, &[KvOp::Add(500, 0)]))
+                .call_addr(target.listen, &target.name, submit_envelope(other, &[KvOp::Add(500, 0)]))
                 .await
                 .unwrap();
             assert_eq!(reply.epoch, epoch, "the reply carries the node's epoch");
@@ -442,12 +446,12 @@ async fn bad_peers_are_refused_and_the_node_keeps_serving() {
         ..Default::default()
     };
     let msg = Envelope { epoch, from: 1, body: Some(Body::Execute(execute)) };
-    let reply = client.call_addr(target.addr, &target.name, msg).await.unwrap();
+    let reply = client.call_addr(target.listen, &target.name, msg).await.unwrap();
     assert!(matches!(&reply.body, Some(Body::Error(e)) if e.code == error_code::MALFORMED), "{:?}", reply.body);
 
     // (d) The node keeps serving: through a client connection and as a coordinator.
     let reply =
-        client.call_addr(target.addr, &target.name, submit_envelope(epoch, &[KvOp::Add(500, 1)])).await.unwrap();
+        client.call_addr(target.listen, &target.name, submit_envelope(epoch, &[KvOp::Add(500, 1)])).await.unwrap();
     assert!(matches!(&reply.body, Some(Body::Outcome(o)) if o.outcome == 0), "{:?}", reply.body);
     let out = commit_eventually(&cluster, NodeId(0), &[KvOp::Read(500)], 5).await;
     assert_eq!(balance(out.reads[0].as_deref().unwrap()), 3, "only the three committed adds of 1 applied");

@@ -209,7 +209,7 @@ async fn a_full_heap_aborts_with_its_cause_in_the_clients_error() {
     }
     let e = full.expect("the heap filled");
     // The cause, not "timed out waiting for the votes of partition p0".
-    assert!(e.contains("voted abort: record heap of node#") && e.contains("full: no room to create a record"), "{e}");
+    assert!(e.contains("voted abort: record heap of dc") && e.contains("full: no room to create a record"), "{e}");
     assert!(!committed.is_empty());
     let mut votes = 0;
     for n in cluster.nodes() {

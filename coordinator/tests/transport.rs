@@ -430,3 +430,32 @@ async fn a_caller_that_gives_up_leaves_the_handshake_to_the_next() {
     assert_eq!(reply.epoch, 99);
     assert_eq!(nodes[0].counters().snapshot().refused_handshakes, 0, "no handshake was aborted");
 }
+
+/// A node advertised by host name (issue 16) is called at what the name resolves to when the
+/// connection is made (`localhost`); a name that does not resolve fails the call with a
+/// connect error naming the peer and the lookup, and nothing is sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_name_is_resolved_when_connecting() {
+    let topo = topology(1);
+    let certs = ClusterCerts::generate(&topo).unwrap();
+    let server = Transport::bind(TransportConfig::default(), &topo, &certs.nodes[0], bind_addr()).unwrap();
+    server.serve(echo(NodeId(0))).unwrap();
+    let client = Transport::client(TransportConfig::default(), &certs.client, bind_addr()).unwrap();
+    let named: redt_proto::HostPort = format!("localhost:{}", server.local_addr().unwrap().port()).parse().unwrap();
+    let reply = client.call_at(&named, "dc1-n1", ping(7, 3)).await.unwrap();
+    assert_eq!(caller_of(&reply), "client");
+
+    // `.invalid` never resolves (RFC 2606).
+    let nowhere: redt_proto::HostPort = "nowhere.invalid:7100".parse().unwrap();
+    match client.call_at(&nowhere, "dc1-n1", ping(7, 3)).await {
+        Err(e @ TransportError::Connect { .. }) => {
+            let m = e.to_string();
+            assert!(
+                m.starts_with("cannot connect to dc1-n1@nowhere.invalid:7100: cannot resolve `nowhere.invalid`: "),
+                "{m}"
+            );
+        }
+        other => panic!("expected a connect error, got {other:?}"),
+    }
+    assert_eq!(client.counters().snapshot().rpcs_sent, 1, "nothing was sent to the name that does not resolve");
+}

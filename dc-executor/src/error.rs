@@ -36,13 +36,14 @@ pub enum Error {
     /// node's identity (`redt://node/<dc>/<node>`, written by `redt certs init`).
     #[error("verbs TLS: {0}")]
     TlsConfig(String),
-    /// I/O on a shared-memory file failed.
-    #[error("{path}: {source}")]
+    /// I/O on a shared-memory file failed. The I/O error is part of the message and not also
+    /// a `source`, so a report that prints the chain does not print it twice (issue 16).
+    #[error("{path}: {error}")]
     Io {
         /// The file involved.
         path: String,
         /// The underlying error.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// The region does not hold a MemStore of the expected layout.
     #[error("{node}: not a redt MemStore of this layout ({why})")]

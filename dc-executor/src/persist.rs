@@ -179,9 +179,10 @@ impl Persistence {
     /// # Errors
     /// As [`Persistence::open_file`].
     pub fn open_file_with_bitmap(path: &Path, len: u64, dirty: Region) -> Result<(Persistence, bool)> {
-        let io = |source| Error::Io { path: path.display().to_string(), source };
+        let io = |error| Error::Io { path: path.display().to_string(), error };
         if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).map_err(|source| Error::Io { path: dir.display().to_string(), source })?;
+            std::fs::create_dir_all(dir)
+                .map_err(|source| Error::Io { path: dir.display().to_string(), error: source })?;
         }
         let file = crate::verbs::open_private_file(path)?;
         let size = file.metadata().map_err(io)?.len();
@@ -264,7 +265,7 @@ impl Persistence {
 
     /// One sync: under the image's lock, copy every dirty page, then `fdatasync`.
     fn sync_now(&self, region: &Region) -> Result<()> {
-        let io = |source| Error::Io { path: self.name.clone(), source };
+        let io = |error| Error::Io { path: self.name.clone(), error };
         self.disk.lock().map_err(io)?;
         let result = self.copy_dirty(region).and_then(|()| self.disk.sync_data().map_err(io));
         self.disk.unlock();
@@ -318,7 +319,7 @@ impl Persistence {
         if let Err(source) = self.disk.write_at(start, buf) {
             // Not on disk: copy these pages again next time.
             self.mark(start, end - start);
-            return Err(Error::Io { path: self.name.clone(), source });
+            return Err(Error::Io { path: self.name.clone(), error: source });
         }
         Ok(())
     }
@@ -334,7 +335,9 @@ impl Persistence {
         let mut off = 0;
         while off < len {
             let n = (len - off).min(MAX_RUN_BYTES) as usize;
-            self.disk.read_at(off, &mut buf[..n]).map_err(|source| Error::Io { path: self.name.clone(), source })?;
+            self.disk
+                .read_at(off, &mut buf[..n])
+                .map_err(|source| Error::Io { path: self.name.clone(), error: source })?;
             region.write_untracked(off, &buf[..n]);
             off += n as u64;
         }
@@ -350,7 +353,7 @@ impl Persistence {
     /// [`Error::Io`] naming the image.
     pub fn read_word(&self, offset: u64) -> Result<u64> {
         let mut b = [0u8; 8];
-        self.disk.read_at(offset, &mut b).map_err(|source| Error::Io { path: self.name.clone(), source })?;
+        self.disk.read_at(offset, &mut b).map_err(|source| Error::Io { path: self.name.clone(), error: source })?;
         Ok(u64::from_le_bytes(b))
     }
 }

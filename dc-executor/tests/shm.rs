@@ -170,3 +170,58 @@ fn an_existing_memstore_file_is_narrowed_and_must_be_regular() {
     std::fs::create_dir(&not_a_file).unwrap();
     assert!(LocalVerbs::open_shared(dir.path(), "p", [NodeId(1)], SMALL).is_err(), "a directory is refused");
 }
+
+/// Another node's MemStore file is mapped only once its node made and sized it: a missing or
+/// still empty file is `None` and is left as it is (issue 16: two hosts of one DC each made
+/// their own copy of the other's file); a symbolic link is refused as for the own file.
+#[test]
+fn another_nodes_file_is_mapped_but_never_created() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = shared_file(dir.path(), "p", NodeId(1));
+    assert!(LocalVerbs::map_existing(dir.path(), "p", NodeId(1), SMALL).unwrap().is_none());
+    assert!(!path.exists(), "a missing file is not created");
+    std::fs::write(&path, b"").unwrap();
+    assert!(LocalVerbs::map_existing(dir.path(), "p", NodeId(1), SMALL).unwrap().is_none(), "empty: not sized yet");
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), 0, "an empty file is not sized");
+    std::fs::remove_file(&path).unwrap();
+    let owner = LocalVerbs::open_shared(dir.path(), "p", [NodeId(1)], SMALL).unwrap();
+    owner.write(NodeId(1), Offset(8), b"mine").unwrap();
+    let region = LocalVerbs::map_existing(dir.path(), "p", NodeId(1), SMALL).unwrap().expect("sized by its owner");
+    let peer = LocalVerbs::new([(NodeId(1), region)]);
+    let mut buf = [0u8; 4];
+    peer.read(NodeId(1), Offset(8), &mut buf).unwrap();
+    assert_eq!(&buf, b"mine");
+    assert!(LocalVerbs::map_existing(dir.path(), "p", NodeId(1), SMALL * 2).is_err(), "a size mismatch is an error");
+    let link = shared_file(dir.path(), "p", NodeId(2));
+    std::os::unix::fs::symlink(&path, &link).unwrap();
+    assert!(
+        matches!(LocalVerbs::map_existing(dir.path(), "p", NodeId(2), SMALL), Err(Error::Backend(m)) if m.contains("symbolic link"))
+    );
+}
+
+/// `open_dc_shared` maps the own file and another node's once that node made it, on first use:
+/// before, a verb to it fails naming the node and its file, and the file is not created.
+#[test]
+fn a_peer_file_is_mapped_on_first_use_once_its_node_made_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (verbs, missing) =
+        LocalVerbs::open_dc_shared(dir.path(), "p", NodeId(0), [(NodeId(1), "dc1-n2".to_string())], SMALL).unwrap();
+    assert_eq!(missing, [(NodeId(1), "dc1-n2".to_string())]);
+    let path = shared_file(dir.path(), "p", NodeId(1));
+    match verbs.fetch_and_add(NodeId(1), Offset(8), 1) {
+        Err(Error::Backend(m)) => {
+            assert!(m.starts_with(&format!("dc1-n2's MemStore file {} does not exist yet", path.display())), "{m}")
+        }
+        other => panic!("a verb to a node whose file is missing fails, not {other:?}"),
+    }
+    assert!(!path.exists(), "the peer's file is not created");
+    assert!(verbs.region(NodeId(1)).is_none());
+    let owner = LocalVerbs::open_shared(dir.path(), "p", [NodeId(1)], SMALL).unwrap();
+    owner.write(NodeId(1), Offset(8), b"made").unwrap();
+    let mut buf = [0u8; 4];
+    verbs.read(NodeId(1), Offset(8), &mut buf).unwrap();
+    assert_eq!(&buf, b"made", "mapped on first use, the owner's bytes");
+    verbs.write(NodeId(0), Offset(8), b"mine").unwrap();
+    assert!(verbs.region(NodeId(1)).is_some());
+    assert!(matches!(verbs.read(NodeId(2), Offset(8), &mut buf), Err(Error::UnknownNode(NodeId(2)))));
+}

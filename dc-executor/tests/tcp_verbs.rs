@@ -467,6 +467,29 @@ fn an_unreachable_peer_is_a_backend_error() {
     assert_eq!(tcp.fetch_and_add(A, Offset(0), 1).unwrap(), 0);
 }
 
+/// A peer given by host name (issue 16: `advertise: NAME:PORT`) is resolved when a connection
+/// is opened: `localhost` reaches the server; a name that does not resolve fails the verb
+/// naming the peer by its name (`b`, not `node#1`), its address and the lookup.
+#[test]
+fn a_peer_host_name_is_resolved_when_connecting() {
+    let local = Arc::new(LocalVerbs::in_process([A, B], 4096));
+    let server = TcpVerbsServer::spawn(any_port(), B, local.clone(), tls(B)).expect("server binds");
+    let named: redt_proto::HostPort = format!("localhost:{}", server.local_addr().port()).parse().unwrap();
+    let tcp = TcpVerbs::new(A, local.clone(), [(B, named)], tls(A));
+    assert_eq!(tcp.fetch_and_add(B, Offset(0), 5).unwrap(), 0);
+    assert_eq!(tcp.fetch_and_add(B, Offset(0), 0).unwrap(), 5);
+
+    // `.invalid` never resolves (RFC 2606).
+    let nowhere: redt_proto::HostPort = "nowhere.invalid:7100".parse().unwrap();
+    let tcp = TcpVerbs::new(A, local, [(B, nowhere)], tls(A)).with_io_timeout(Duration::from_secs(2));
+    match tcp.fetch_and_add(B, Offset(0), 1) {
+        Err(Error::Backend(m)) => {
+            assert!(m.starts_with("b at nowhere.invalid:7100: cannot resolve `nowhere.invalid`: "), "{m}");
+        }
+        other => panic!("expected a backend error, got {other:?}"),
+    }
+}
+
 #[test]
 fn a_stopped_server_gives_backend_errors() {
     let d = dc(4096);

@@ -79,9 +79,10 @@ impl WanModel {
     }
 
     /// Returns a model with the topology's DCs, its `links[from][to]` conditions and every
-    /// node's address registered (both the exact `addr` and, through
-    /// [`WanModel::register_ip`], its IP, so that a process on a node's IP with another port,
-    /// e.g. a client, maps to the node's DC).
+    /// node's `advertise` address registered when it is an IP (a host name is left to the
+    /// caller, who registers what it resolves to: datagrams go to the advertised address),
+    /// both the exact address and, through [`WanModel::register_ip`], its IP, so that a
+    /// process on a node's IP with another port, e.g. a client, maps to the node's DC.
     pub fn from_topology(topology: &Topology) -> Self {
         let mut model = WanModel::new(topology.dcs.len());
         for (from, row) in topology.links.iter().enumerate().take(model.dc_count) {
@@ -95,8 +96,12 @@ impl WanModel {
             }
         }
         for node in &topology.nodes {
-            model.register_addr(node.addr, node.dc);
-            model.register_ip(node.addr.ip(), node.dc);
+            // Datagrams go to the advertise address; a host name is registered by whoever
+            // resolves it (`redt node` at its start).
+            if let Some(addr) = node.advertise.socket_addr() {
+                model.register_addr(addr, node.dc);
+                model.register_ip(addr.ip(), node.dc);
+            }
         }
         model
     }

@@ -37,8 +37,9 @@ pub fn tc_script(topology: &Topology) -> String {
 /// Each block replaces the root qdisc with `prio bands 3 + k` (k = DCs other than the node's
 /// that have nodes, at most 13), adds `netem limit … delay <rtt/2>ms [<jitter>ms] [loss <x>%]
 /// [rate <r>bit]` on bands 4, 5, … (one per destination DC, in DC order), and one
-/// `u32 match ip dst <ip>/32` (`ip6 dst <ip>/128`) filter per distinct IP of that DC's
-/// nodes. Filters match IPs, not ports: nodes sharing an IP across DCs cannot be told apart,
+/// `u32 match ip dst <ip>/32` (`ip6 dst <ip>/128`) filter per distinct `advertise` IP of that
+/// DC's nodes (a node advertising a host name gets a `# warning:` line instead: resolve the
+/// names first, as `redt netem tc-script` does). Filters match IPs, not ports: nodes sharing an IP across DCs cannot be told apart,
 /// which the script notes in a `# warning:` line.
 pub fn tc_script_for_device(topology: &Topology, device: &str) -> String {
     render(topology, device, |from, to| {
@@ -68,7 +69,9 @@ fn render(topology: &Topology, device: &str, link: impl Fn(DcId, DcId) -> (LinkC
     // DCs per IP, to flag IPs that filters cannot attribute to one DC.
     let mut dcs_of_ip: HashMap<IpAddr, HashSet<DcId>> = HashMap::new();
     for node in &topology.nodes {
-        dcs_of_ip.entry(node.addr.ip()).or_default().insert(node.dc);
+        if let Some(ip) = node.advertise.ip() {
+            dcs_of_ip.entry(ip).or_default().insert(node.dc);
+        }
     }
     let mut shared: Vec<IpAddr> = dcs_of_ip.iter().filter(|(_, dcs)| dcs.len() > 1).map(|(ip, _)| *ip).collect();
     shared.sort();
@@ -77,9 +80,8 @@ fn render(topology: &Topology, device: &str, link: impl Fn(DcId, DcId) -> (LinkC
     }
 
     for node in &topology.nodes {
-        let ip = node.addr.ip();
         let _ = writeln!(out);
-        let _ = writeln!(out, "# node {} ({ip})", node.name);
+        let _ = writeln!(out, "# node {} ({})", node.name, node.advertise.host);
         let _ = writeln!(out, "tc qdisc del dev {device} root 2>/dev/null || true");
         let mut targets: Vec<&redt_proto::Dc> =
             topology.dcs.iter().filter(|dc| dc.id != node.dc && !dc.nodes.is_empty()).collect();
@@ -108,7 +110,14 @@ fn render(topology: &Topology, device: &str, link: impl Fn(DcId, DcId) -> (LinkC
             let mut seen = HashSet::new();
             for peer in &dc.nodes {
                 let Some(peer) = topology.nodes.get(peer.0 as usize) else { continue };
-                let peer_ip = peer.addr.ip();
+                let Some(peer_ip) = peer.advertise.ip() else {
+                    let _ = writeln!(
+                        out,
+                        "# warning: {} advertises the host name {}: resolve it (`redt netem tc-script` does) to filter its IP",
+                        peer.name, peer.advertise.host
+                    );
+                    continue;
+                };
                 if !seen.insert(peer_ip) {
                     continue;
                 }

@@ -11,8 +11,13 @@
 //!   ring: 16MiB                    # redo ring incl. its 64-byte head/tail block
 //! dcs:                             # DcId = index here
 //!   - name: dc1
+//!     backend: shm                 # in-DC verbs: shm (default) | tcp | rdma
 //!     nodes:                       # NodeId = running index over all DCs in file order
-//!       - { name: dc1-n1, addr: "127.0.1.1:7100" }
+//!       - { name: dc1-n1, addr: "127.0.1.1:7100" }   # listen and advertise at one address
+//!   - name: dc2
+//!     backend: tcp
+//!     nodes:
+//!       - { name: dc2-n1, listen: "0.0.0.0:7100", advertise: "dc2-a.example.net:7100" }
 //! links:                           # optional: everything defaults to 0 / unlimited
 //!   default: { rtt: 40ms, jitter: 0ms, loss: 0%, rate: unlimited }
 //!   overrides:                     # applied in order, later ones win
@@ -89,12 +94,28 @@
 //! - **loss**: a percentage with a `%` sign, `0%` to `100%` (`0.5%`).
 //! - **rate**: `unlimited`, or a number with a unit `bit`, `kbit`, `mbit`, `gbit`, `tbit`
 //!   (decimal, as `tc` uses them: `1kbit` = 1000 bit/s); a bare number is bit/s.
-//! - **addr**: an IP socket address (`127.0.1.1:7100`, `[::1]:7100`); no host names.
-//! - **metrics.port**: a TCP port, 1 to 65535. Each node listens on its own `addr`'s IP at
-//!   that port, so no two nodes may share an IP, and the port may not be a node's own QUIC
-//!   port (`redt-tcp`'s verbs server takes that port on TCP). Without the section no node
-//!   serves metrics unless its command line asks (`redt node --metrics-addr`; `redt cluster
-//!   up` serves them by default).
+//! - **node addresses** (issue 16): `listen` is the IP socket address a node binds
+//!   (`10.0.0.7:7100`, `[::]:7100`, `0.0.0.0:7100`): its QUIC endpoint on UDP and, at the
+//!   same port on TCP, its in-DC verbs server (`tcp` backend) or RDMA bootstrap (`rdma`).
+//!   `advertise` is where the other nodes and the clients reach it: an IP address or a host
+//!   name (`db1.eu.example.net:7100`, resolved each time a connection is made, never at
+//!   load), never an unspecified address. `addr: IP:PORT` is both at once (the older single
+//!   key, still accepted). A node gives `addr`, or `listen` and `advertise`; `listen` alone
+//!   (a specific IP) is advertised as is; `advertise` alone with an IP is also the listen
+//!   address, with a host name `listen` is required. No two nodes advertise the same address,
+//!   and two nodes of one host (below) do not bind the same address.
+//! - **backend** (of a DC): `shm` (the default) maps the MemStore files of every node of the
+//!   DC from the node's `--shm-dir`, so the DC's nodes must share a host: the file refuses
+//!   `shm` unless the `advertise` hosts of the DC's nodes are all loopback addresses (or
+//!   `localhost`), or all the same IP address or host name (two different names, or a name
+//!   and an IP, count as two hosts). `tcp` reaches the other nodes' MemStores over TLS on TCP
+//!   and each node maps only its own; `rdma` through an RNIC (needs a `redt` built with
+//!   `--features rdma`, which `redt node` checks).
+//! - **metrics.port**: a TCP port, 1 to 65535. Each node listens on its own `listen` IP at
+//!   that port, so no two nodes of one host may bind it on the same IP (or either on the
+//!   unspecified one), and the port may not be a node's own QUIC port (the verbs server
+//!   takes that port on TCP). Without the section no node serves metrics unless its command
+//!   line asks (`redt node --metrics-addr`; `redt cluster up` serves them by default).
 //!
 //! Links: `links[from][to]` starts as `links.default` for every pair of distinct DCs and as
 //! zero conditions on the diagonal (unused: a DC does not talk to itself over the WAN).
@@ -105,10 +126,12 @@
 //! [`ConfigError::Invalid`] with the YAML path of the offending value; the first violation
 //! found is reported.
 
+use crate::address::HostPort;
 use crate::error::ConfigError;
 use crate::ids::{DcId, Epoch, NodeId, PartitionId, TableId};
 use crate::topology::{
     CellSchema, Dc, LinkConditions, Locking, MemStoreConfig, Node, Partition, Partitioning, TableSchema, Topology,
+    VerbsBackend,
 };
 use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
@@ -175,6 +198,8 @@ struct RawMemStore {
 #[serde(deny_unknown_fields)]
 struct RawDc {
     name: String,
+    #[serde(default)]
+    backend: Option<Text>,
     nodes: Vec<RawNode>,
 }
 
@@ -182,7 +207,12 @@ struct RawDc {
 #[serde(deny_unknown_fields)]
 struct RawNode {
     name: String,
-    addr: Text,
+    #[serde(default)]
+    addr: Option<Text>,
+    #[serde(default)]
+    listen: Option<Text>,
+    #[serde(default)]
+    advertise: Option<Text>,
 }
 
 #[derive(Deserialize, Default)]
@@ -601,9 +631,11 @@ impl Resolver<'_> {
         }
         let mut dcs: Vec<Dc> = Vec::with_capacity(raw.len());
         let mut nodes: Vec<Node> = Vec::new();
+        // Where each node is, as `dcs[d].nodes[i]`, for the errors naming a second one.
+        let mut at: Vec<String> = Vec::new();
         let mut dc_names: HashMap<&str, usize> = HashMap::new();
         let mut node_names: HashMap<&str, (usize, usize)> = HashMap::new();
-        let mut addrs: HashMap<SocketAddr, (usize, usize)> = HashMap::new();
+        let mut advertised: HashMap<HostPort, (usize, usize)> = HashMap::new();
         for (d, rdc) in raw.iter().enumerate() {
             self.non_empty(|| format!("dcs[{d}].name"), &rdc.name)?;
             if let Some(prev) = dc_names.insert(rdc.name.as_str(), d) {
@@ -613,6 +645,10 @@ impl Resolver<'_> {
                 ));
             }
             let dc_id = DcId(u16::try_from(d).map_err(|_| self.invalid("dcs", "too many DCs (at most 65536)"))?);
+            let backend = match &rdc.backend {
+                Some(t) => self.at(|| format!("dcs[{d}].backend"), t.0.parse::<VerbsBackend>())?,
+                None => VerbsBackend::default(),
+            };
             if rdc.nodes.is_empty() {
                 return Err(self.invalid(format!("dcs[{d}].nodes"), "a DC needs at least one node"));
             }
@@ -626,25 +662,135 @@ impl Resolver<'_> {
                         format!("duplicate node name `{}` (also dcs[{pd}].nodes[{pi}])", rn.name),
                     ));
                 }
-                let text = rn.addr.0.trim();
-                let addr: SocketAddr = text.parse().map_err(|e| {
-                    self.invalid(field("addr"), format!("invalid socket address `{text}` (expected IP:PORT): {e}"))
-                })?;
-                if let Some((pd, pi)) = addrs.insert(addr, (d, i)) {
+                let (listen, advertise) = self.node_addresses(d, i, rn)?;
+                let key = if rn.addr.is_some() { "addr" } else { "advertise" };
+                if let Some((pd, pi)) = advertised.insert(advertise.clone(), (d, i)) {
+                    let what = if key == "addr" { "address" } else { "advertise address" };
                     return Err(
-                        self.invalid(field("addr"), format!("duplicate address {addr} (also dcs[{pd}].nodes[{pi}])"))
+                        self.invalid(field(key), format!("duplicate {what} {advertise} (also dcs[{pd}].nodes[{pi}])"))
                     );
                 }
                 let id = NodeId(
                     u16::try_from(nodes.len())
                         .map_err(|_| self.invalid(format!("dcs[{d}].nodes[{i}]"), "too many nodes (at most 65536)"))?,
                 );
+                let node = Node { id, name: rn.name.clone(), dc: dc_id, listen, advertise };
+                // Two nodes of one host cannot bind one address (an unspecified IP takes
+                // every address of its host at that port).
+                let clash = nodes.iter().position(|o| {
+                    o.same_host(&node)
+                        && o.listen.port() == node.listen.port()
+                        && (o.listen.ip() == node.listen.ip()
+                            || o.listen.ip().is_unspecified()
+                            || node.listen.ip().is_unspecified())
+                });
+                if let Some(o) = clash {
+                    let key = if rn.addr.is_some() { "addr" } else { "listen" };
+                    return Err(self.invalid(
+                        field(key),
+                        format!(
+                            "{} and {} ({}) are on one host and would both bind {} and {}",
+                            node.name, nodes[o].name, at[o], node.listen, nodes[o].listen
+                        ),
+                    ));
+                }
                 members.push(id);
-                nodes.push(Node { id, name: rn.name.clone(), dc: dc_id, addr });
+                nodes.push(node);
+                at.push(format!("dcs[{d}].nodes[{i}]"));
             }
-            dcs.push(Dc { id: dc_id, name: rdc.name.clone(), nodes: members });
+            if backend == VerbsBackend::Shm {
+                self.one_host(d, rdc, &nodes[nodes.len() - members.len()..])?;
+            }
+            dcs.push(Dc { id: dc_id, name: rdc.name.clone(), nodes: members, backend });
         }
         Ok((dcs, nodes))
+    }
+
+    /// The `listen` and `advertise` addresses of node `dcs[d].nodes[i]`: its `addr` for both,
+    /// or its `listen` and `advertise` (either alone stands for both when it is an IP
+    /// address that can be advertised).
+    fn node_addresses(&self, d: usize, i: usize, rn: &RawNode) -> Res<(SocketAddr, HostPort)> {
+        let field = |leaf: &str| format!("dcs[{d}].nodes[{i}].{leaf}");
+        let ip_port = |leaf: &str, t: &Text, hint: &str| -> Res<SocketAddr> {
+            let text = t.0.trim();
+            text.parse().map_err(|e| {
+                self.invalid(field(leaf), format!("invalid socket address `{text}` (expected IP:PORT{hint}): {e}"))
+            })
+        };
+        let advertisable = |leaf: &str, a: &HostPort| -> Res<()> {
+            match a.ip() {
+                Some(ip) if ip.is_unspecified() => Err(self.invalid(
+                    field(leaf),
+                    format!(
+                        "{ip} cannot be advertised (no peer can connect to it): give `listen: {a}` and \
+                         `advertise: HOST:{}` with an address or name of this host its peers reach",
+                        a.port
+                    ),
+                )),
+                _ => Ok(()),
+            }
+        };
+        match (&rn.addr, &rn.listen, &rn.advertise) {
+            (Some(_), Some(_), _) | (Some(_), _, Some(_)) => Err(self.invalid(
+                field("addr"),
+                "give either `addr` (one address to listen at and to be reached at) or `listen` and \
+                 `advertise`, not both",
+            )),
+            (Some(addr), None, None) => {
+                let addr = ip_port(
+                    "addr",
+                    addr,
+                    "; for a host name give `listen: IP:PORT` and `advertise: NAME:PORT` instead",
+                )?;
+                let advertise = HostPort::from(addr);
+                advertisable("addr", &advertise)?;
+                Ok((addr, advertise))
+            }
+            (None, None, None) => Err(self.invalid(
+                format!("dcs[{d}].nodes[{i}]"),
+                "needs an address: `addr: IP:PORT`, or `listen: IP:PORT` and `advertise: HOST:PORT`",
+            )),
+            (None, listen, advertise) => {
+                let advertise = match advertise {
+                    Some(t) => Some(self.at(|| field("advertise"), t.0.parse::<HostPort>())?),
+                    None => None,
+                };
+                let listen =
+                    match listen {
+                        Some(t) => ip_port("listen", t, "; a host name goes in `advertise`")?,
+                        None => match advertise.as_ref().and_then(HostPort::socket_addr) {
+                            Some(addr) => addr,
+                            None => return Err(self.invalid(
+                                field("listen"),
+                                "is required when `advertise` is a host name: the IP:PORT to bind, e.g. `0.0.0.0:7100`",
+                            )),
+                        },
+                    };
+                let (advertise, leaf) = match advertise {
+                    Some(a) => (a, "advertise"),
+                    None => (HostPort::from(listen), "listen"),
+                };
+                advertisable(leaf, &advertise)?;
+                Ok((listen, advertise))
+            }
+        }
+    }
+
+    /// Checks that the nodes of DC `dcs[d]` (backend `shm`) run on one host: their
+    /// `advertise` hosts are all loopback, or all the same IP address or host name.
+    fn one_host(&self, d: usize, rdc: &RawDc, nodes: &[Node]) -> Res<()> {
+        let Some(first) = nodes.first() else { return Ok(()) };
+        let Some(other) = nodes.iter().find(|n| !n.same_host(first)) else { return Ok(()) };
+        let how = if rdc.backend.is_some() { "" } else { " (the default)" };
+        Err(self.invalid(
+            format!("dcs[{d}].backend"),
+            format!(
+                "backend `shm`{how} needs every node of {} on one host, but {} advertises {} and {} {}: \
+                 nodes share a host when their advertise hosts are the same IP address or host name, or \
+                 are all loopback; give the DC `backend: tcp` (or `rdma`) to run its nodes on several hosts",
+                rdc.name, first.name, first.advertise.host, other.name, other.advertise.host
+            ),
+        ))
     }
 
     /// Parses one set of link parameters over `base`; `prefix` is the YAML path of the map.

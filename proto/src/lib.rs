@@ -6,6 +6,7 @@
 
 #![forbid(unsafe_code)]
 
+mod address;
 mod config;
 mod decision;
 mod error;
@@ -16,6 +17,7 @@ mod quorum;
 mod topology;
 pub mod wire;
 
+pub use address::{Host, HostPort, ResolveError};
 pub use config::{parse_duration, parse_loss, parse_rate};
 pub use decision::Decision;
 pub use error::{ConfigError, LinkError, Result};
@@ -26,5 +28,5 @@ pub use quorum::{majority, quorum};
 pub use topology::{
     CellSchema, Dc, DetectorTimeoutsConfig, Durability, Learner, LimitsConfig, LinkConditions, Locking, MemStoreConfig,
     MetricsConfig, Node, Partition, Partitioning, QuicConfig, RecoveryTimeoutsConfig, TableSchema, TimeoutsConfig,
-    Topology, VerbsConfig,
+    Topology, VerbsBackend, VerbsConfig,
 };

@@ -4,9 +4,12 @@
 //! (see `config.rs`), which checks every rule before a `Topology` exists, so code holding one
 //! may index `nodes`, `dcs` and `partitions` by their ids without further checks.
 
+use crate::address::HostPort;
 use crate::error::LinkError;
 use crate::ids::{DcId, Epoch, NodeId, PartitionId, TableId};
+use std::fmt;
 use std::net::SocketAddr;
+use std::str::FromStr;
 use std::time::Duration;
 
 /// A whole deployment: DCs, nodes, the MemStore layout, tables, partitions and links.
@@ -88,8 +91,9 @@ impl std::fmt::Display for Durability {
 }
 
 /// The `metrics:` section of a topology file: the TCP port on which every node serves its
-/// Prometheus metrics (`GET /metrics`, issue 16), at its own `addr`'s IP address. The file
-/// checks that no two nodes share an IP and that the port is no node's QUIC port.
+/// Prometheus metrics (`GET /metrics`, issue 16), at its own `listen` IP address. The file
+/// checks that no two nodes of one host would bind the same address and that the port is no
+/// node's QUIC port.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct MetricsConfig {
     /// `port`: the TCP port (1 to 65535); `None` when the section is left out.
@@ -360,6 +364,59 @@ pub struct Dc {
     pub name: String,
     /// Nodes of this DC, in file order.
     pub nodes: Vec<NodeId>,
+    /// How the DC's nodes reach each other's MemStores when each runs as its own `redt node`
+    /// process (`backend:`; default [`VerbsBackend::Shm`]). The embedded cluster, every node
+    /// in one process, shares one in-process backend per DC whatever this says (the TCP
+    /// verbs under the `redt-tcp` protocol).
+    pub backend: VerbsBackend,
+}
+
+/// The in-DC verbs backend of a DC: how its nodes read, write and lock each other's
+/// MemStores (a DC's `backend:` key; issue 16).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum VerbsBackend {
+    /// Shared-memory files (`/dev/shm`) every node of the DC maps: the DC's nodes run on one
+    /// host (the file checks it: [`crate::Host::same_machine`] of their `advertise` hosts).
+    #[default]
+    Shm,
+    /// Two-sided requests over TLS on TCP to each node's verbs server, at its `listen` port
+    /// (the `redt-tcp` data path, RedT §6.5): any hosts that reach each other.
+    Tcp,
+    /// One-sided RDMA through an RNIC (`redt` built with `--features rdma`; `docs/rdma.md`),
+    /// queue pairs set up over a TLS bootstrap on each node's `listen` TCP port.
+    Rdma,
+}
+
+impl VerbsBackend {
+    /// Every backend, in the order the file's errors list them.
+    pub const ALL: [VerbsBackend; 3] = [VerbsBackend::Shm, VerbsBackend::Tcp, VerbsBackend::Rdma];
+
+    /// The name in the file: `shm`, `tcp`, `rdma`.
+    pub fn name(self) -> &'static str {
+        match self {
+            VerbsBackend::Shm => "shm",
+            VerbsBackend::Tcp => "tcp",
+            VerbsBackend::Rdma => "rdma",
+        }
+    }
+}
+
+impl fmt::Display for VerbsBackend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for VerbsBackend {
+    type Err = String;
+
+    /// Parses `shm`, `tcp` or `rdma`.
+    fn from_str(s: &str) -> Result<Self, String> {
+        VerbsBackend::ALL
+            .into_iter()
+            .find(|b| b.name() == s.trim())
+            .ok_or_else(|| format!("unknown backend `{}` (expected shm, tcp or rdma)", s.trim()))
+    }
 }
 
 /// One node (one process in a real deployment).
@@ -371,8 +428,21 @@ pub struct Node {
     pub name: String,
     /// The DC this node belongs to.
     pub dc: DcId,
-    /// QUIC listen address.
-    pub addr: SocketAddr,
+    /// Where the node binds: its QUIC endpoint (UDP) and, at the same port, its in-DC verbs
+    /// server (TCP); may be the unspecified address (`0.0.0.0:7100`).
+    pub listen: SocketAddr,
+    /// Where the other nodes and the clients reach it (an IP address or a host name,
+    /// resolved when connecting); the file's `addr` sets `listen` and `advertise` to one
+    /// address.
+    pub advertise: HostPort,
+}
+
+impl Node {
+    /// Whether `self` and `other` run on one host, judged from their `advertise` hosts
+    /// ([`crate::Host::same_machine`]: both loopback, or the same IP or host name).
+    pub fn same_host(&self, other: &Node) -> bool {
+        self.advertise.host.same_machine(&other.advertise.host)
+    }
 }
 
 /// MemStore layout of every node: one flat region of `size_bytes` holding the index
@@ -579,12 +649,23 @@ impl Topology {
     }
 
     /// Where `node` serves its Prometheus metrics by the file's `metrics:` section: its
-    /// `addr`'s IP at `metrics.port`; `None` without the section.
+    /// `listen` IP at `metrics.port`; `None` without the section.
     ///
     /// # Panics
     /// If `node` is not a node of the topology.
     pub fn metrics_addr(&self, node: NodeId) -> Option<SocketAddr> {
         let port = self.metrics.port?;
-        Some(SocketAddr::new(self.nodes[node.0 as usize].addr.ip(), port))
+        Some(SocketAddr::new(self.nodes[node.0 as usize].listen.ip(), port))
+    }
+
+    /// The name of node `id` as the file gives it; `node#N` for an id outside the topology
+    /// (an id from a message of another epoch).
+    pub fn node_name(&self, id: NodeId) -> String {
+        self.nodes.get(usize::from(id.0)).map_or_else(|| id.to_string(), |n| n.name.clone())
+    }
+
+    /// The name of DC `id` as the file gives it; `dc#N` for an id outside the topology.
+    pub fn dc_name(&self, id: DcId) -> String {
+        self.dcs.get(usize::from(id.0)).map_or_else(|| id.to_string(), |d| d.name.clone())
     }
 }

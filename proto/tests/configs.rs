@@ -88,7 +88,7 @@ fn default_is_the_paper_setup() {
     for (i, n) in t.nodes.iter().enumerate() {
         let (dc, k) = (i / 2 + 1, i % 2 + 1);
         assert_eq!(n.name, format!("dc{dc}-n{k}"));
-        assert_eq!(n.addr.to_string(), format!("127.0.{dc}.{k}:7100"));
+        assert_eq!(n.advertise.to_string(), format!("127.0.{dc}.{k}:7100"));
     }
     assert_eq!(t.partitions.len(), 8);
     check_balanced(&t, 3);

@@ -522,10 +522,7 @@ fn parse_durability(s: &str) -> std::result::Result<Durability, String> {
 
 /// The runs of `bench ycsb --durability A,B` as JSON: `[{durability, report}]`.
 fn durability_json(runs: &[(Durability, redt_bench::ClusterReport)]) -> serde_json::Value {
-    runs.iter()
-        .map(|(d, r)| serde_json::json!({ "durability": d.to_string(), "report": r }))
-        .collect::<Vec<_>>()
-        .into()
+    runs.iter().map(|(d, r)| serde_json::json!({ "durability": d.to_string(), "report": r })).collect::<Vec<_>>().into()
 }
 
 /// Each run of `bench ycsb --durability A,B`, then committed/s and latency side by side with

@@ -8,13 +8,12 @@ use redt_coordinator::metrics::MetricsServer;
 use redt_coordinator::transport::tls::CA_VALIDITY;
 use redt_coordinator::transport::{
     check_identity, default_ca_key_path, find_ca_key, init_cluster_certs, init_cluster_certs_with, load_identity,
-    verbs_tls, ClusterCa, IdentityWatch, Role, SocketSpec, Transport, TransportConfig, Validity, WrittenCert,
+    node_ip, verbs_tls, ClusterCa, IdentityWatch, Role, SocketSpec, Transport, TransportConfig, Validity, WrittenCert,
 };
 use redt_coordinator::{CoordinatorOptions, Node, NodeParts, NodeTimeouts, TxnStats};
 use redt_dc_executor::{format_if_new, DcHandle, Layout, LocalVerbs, ServerLimits, TcpVerbs, TcpVerbsServer, Verbs, VerbsTls};
 use redt_netem::{NetemSocket, WanModel};
-use redt_proto::{CertIdentity, NodeId, Protocol, TimeoutsConfig, Topology};
-use std::collections::HashMap;
+use redt_proto::{CertIdentity, NodeId, Protocol, TimeoutsConfig, Topology, VerbsBackend};
 use std::io::Write;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -349,17 +348,40 @@ pub fn node(a: &NodeArgs) -> Result<()> {
     let timing = Timing { clock_skew_bound: a.clock_skew_bound, phase1_timeout: a.phase1_timeout };
     let timeouts = node_timeouts(&topo, &a.config, &timing)?;
     let layout = Layout::from_config(&topo.memstore);
-    let tcp = a.protocol == Protocol::RedtTcp;
-    // Under redt-tcp only the own MemStore file is mapped: the others are reached through
-    // their nodes' TCP verbs servers.
-    let mapped: Vec<NodeId> = if tcp { vec![me.id] } else { dc.nodes.clone() };
+    // `redt-tcp` is RedT over the TCP verbs everywhere (RedT §6.5); otherwise each DC's
+    // `backend:` says.
+    let backend = if a.protocol == Protocol::RedtTcp { VerbsBackend::Tcp } else { dc.backend };
+    if backend == VerbsBackend::Rdma {
+        check_backends(&topo, &a.config)?;
+    }
     let metrics_addr = a.metrics_addr.or_else(|| topo.metrics_addr(me.id));
-    let shm = Arc::new(
-        LocalVerbs::open_shared(&a.shm_dir, &shm_prefix(&topo), mapped, layout.size)
-            .context("mapping the DC's MemStore files")?,
-    );
+    let prefix = shm_prefix(&topo);
+    // Every backend keeps this node's own MemStore in its own file under --shm-dir (so a
+    // restarted node finds it); only `shm` maps the other nodes' files too, and never
+    // creates one (issue 16: two hosts of one DC each made a copy of the other's).
+    std::fs::create_dir_all(&a.shm_dir)
+        .with_context(|| format!("creating the MemStore directory {}", a.shm_dir.display()))?;
+    let peers_here: Vec<(NodeId, String)> = match backend {
+        VerbsBackend::Shm => dc.nodes.iter().filter(|&&n| n != me.id).map(|&n| (n, topo.node_name(n))).collect(),
+        VerbsBackend::Tcp | VerbsBackend::Rdma => Vec::new(),
+    };
+    let (shm, missing) = LocalVerbs::open_dc_shared(&a.shm_dir, &prefix, me.id, peers_here, layout.size)
+        .with_context(|| format!("mapping {}'s MemStore file", me.name))?;
+    for (peer, name) in &missing {
+        println!(
+            "{}: {name}'s MemStore file {} is not there yet; it is mapped once {name} has made it \
+             (with `backend: shm` every node of {} runs on this host and makes its own; verbs to {name} \
+             fail until then)",
+            me.name,
+            redt_dc_executor::verbs::shared_file(&a.shm_dir, &prefix, *peer).display(),
+            dc.name
+        );
+    }
+    let shm = Arc::new(shm);
     let region = shm.region(me.id).context("own region")?.clone();
     if topo.durability == redt_proto::Durability::Disk {
+        // Every mapped MemStore gets its disk image (the own one, and under `shm` the DC's
+        // others, whose dirty pages this node's writes mark too).
         restore_from_disk(&topo, &shm, &a.shm_dir, &a.disk_dir, me.id, &me.name)?;
     }
     let fresh = format_if_new(&layout, me.id, &region)?;
@@ -370,24 +392,26 @@ pub fn node(a: &NodeArgs) -> Result<()> {
         .with_context(|| format!("the certificate of {} in {}", me.name, a.certs.display()))?;
     let mut server = None;
     let mut verbs_tls_handle = None;
-    let verbs: Arc<dyn Verbs> = if tcp {
-        // The MemStore is served over TLS to the nodes of this DC only (issue 14).
-        let tls = verbs_tls(&identity, &topo, me.id)
-            .with_context(|| format!("the verbs TLS of {} (certificates in {})", me.name, a.certs.display()))?;
-        verbs_tls_handle = Some(tls.clone());
-        // TCP and UDP ports are separate spaces: the server takes the QUIC endpoint's port.
-        let limits = ServerLimits::from_config(&topo.verbs);
-        server = Some(
-            TcpVerbsServer::spawn_with_limits(me.addr, me.id, shm.clone(), tls.clone(), limits)
-                .with_context(|| format!("serving the MemStore over TCP at {}", me.addr))?,
-        );
-        let peers: HashMap<NodeId, SocketAddr> =
-            dc.nodes.iter().filter(|&&n| n != me.id).map(|&n| (n, topo.nodes[n.0 as usize].addr)).collect();
-        // Connections leave from the node's own address: the peers' per-peer caps count
-        // this node alone even when the DC's nodes share a host.
-        Arc::new(TcpVerbs::new(me.id, shm.clone(), peers, tls).with_source_ip(me.addr.ip()))
-    } else {
-        shm.clone()
+    let peers = || dc.nodes.iter().filter(|&&n| n != me.id).map(|&n| (n, topo.nodes[n.0 as usize].advertise.clone()));
+    let verbs: Arc<dyn Verbs> = match backend {
+        VerbsBackend::Shm => shm.clone(),
+        VerbsBackend::Tcp => {
+            // The MemStore is served over TLS to the nodes of this DC only (issue 14).
+            let tls = verbs_tls(&identity, &topo, me.id)
+                .with_context(|| format!("the verbs TLS of {} (certificates in {})", me.name, a.certs.display()))?;
+            verbs_tls_handle = Some(tls.clone());
+            // TCP and UDP ports are separate spaces: the server takes the QUIC endpoint's port.
+            let limits = ServerLimits::from_config(&topo.verbs);
+            server = Some(
+                TcpVerbsServer::spawn_with_limits(me.listen, me.id, shm.clone(), tls.clone(), limits)
+                    .with_context(|| format!("serving the MemStore over TCP at {}", me.listen))?,
+            );
+            // Connections leave from the node's own listen address when it has one: the
+            // peers' per-peer caps count this node alone even when the DC's nodes share a
+            // host. Peers advertising a host name are resolved at each connection.
+            Arc::new(TcpVerbs::new(me.id, shm.clone(), peers(), tls).with_source_ip(me.listen.ip()))
+        }
+        VerbsBackend::Rdma => rdma_verbs(&identity, &topo, &me, region.clone(), peers().collect())?,
     };
     let handle = Arc::new(DcHandle::new(&topo, verbs));
     if fresh && a.records_per_partition > 0 {
@@ -406,7 +430,9 @@ pub fn node(a: &NodeArgs) -> Result<()> {
     let rt = runtime()?;
     rt.block_on(async {
         let wan = Arc::new(Mutex::new(WanModel::from_topology(&topo)));
-        let socket = NetemSocket::bind(me.addr, me.dc, wan.clone()).with_context(|| format!("binding {}", me.addr))?;
+        register_named_peers(&topo, &wan);
+        let socket =
+            NetemSocket::bind(me.listen, me.dc, wan.clone()).with_context(|| format!("binding {}", me.listen))?;
         let transport = Arc::new(Transport::bind(
             TransportConfig::from_config(&topo.transport),
             &topo,
@@ -446,9 +472,10 @@ pub fn node(a: &NodeArgs) -> Result<()> {
             None => None,
         };
         println!(
-            "{} ready on {} (dc {}, protocol {}, pid {})",
+            "{} ready on {} (advertised as {}; dc {}, backend {backend}, protocol {}, pid {})",
             me.name,
-            me.addr,
+            me.listen,
+            me.advertise,
             dc.name,
             a.protocol,
             std::process::id()
@@ -469,6 +496,85 @@ pub fn node(a: &NodeArgs) -> Result<()> {
         }
         anyhow::Ok(())
     })
+}
+
+/// Checks that this `redt` can run every DC's `backend:` of `topo` (read from `config`): an
+/// `rdma` DC needs a build with the `rdma` feature.
+///
+/// # Errors
+/// The first DC with `backend: rdma` when this build has no RDMA, saying how to rebuild.
+pub fn check_backends(topo: &Topology, config: &Path) -> Result<()> {
+    if cfg!(feature = "rdma") {
+        return Ok(());
+    }
+    if let Some(dc) = topo.dcs.iter().find(|d| d.backend == VerbsBackend::Rdma) {
+        bail!(
+            "{}: {} has `backend: rdma`, but this redt was built without RDMA: rebuild it with \
+             `cargo build --release --features rdma` (docs/rdma.md lists the build dependencies)",
+            config.display(),
+            dc.name
+        );
+    }
+    Ok(())
+}
+
+/// Registers in `wan` the addresses the peers advertising a host name resolve to now, so the
+/// user-space netem delays datagrams to them too; a name that does not resolve yet is left
+/// out (its link is not emulated), with a warning.
+fn register_named_peers(topo: &Topology, wan: &Mutex<WanModel>) {
+    for n in topo.nodes.iter().filter(|n| n.advertise.ip().is_none()) {
+        match n.advertise.resolve() {
+            Ok(addrs) => {
+                let mut wan = wan.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                for addr in addrs {
+                    wan.register_addr(addr, n.dc);
+                    wan.register_ip(addr.ip(), n.dc);
+                }
+            }
+            Err(e) => tracing::warn!(
+                node = %n.name,
+                error = %e,
+                "no emulated WAN link to this peer: its advertise name does not resolve yet"
+            ),
+        }
+    }
+}
+
+/// The RDMA verbs of node `me` (`backend: rdma`): its region registered with the RNIC, one
+/// queue pair per node of its DC, set up over a TLS bootstrap listening on its `listen` TCP
+/// port and dialing the peers' `advertise` addresses (resolved now).
+#[cfg(feature = "rdma")]
+fn rdma_verbs(
+    identity: &redt_coordinator::transport::NodeIdentity,
+    topo: &Topology,
+    me: &redt_proto::Node,
+    region: Arc<redt_dc_executor::Region>,
+    peers: Vec<(NodeId, redt_proto::HostPort)>,
+) -> Result<Arc<dyn Verbs>> {
+    use redt_dc_executor::verbs::rdma::RdmaVerbs;
+    let tls = verbs_tls(identity, topo, me.id).with_context(|| format!("the verbs TLS of {}", me.name))?;
+    let mut resolved = Vec::new();
+    for (n, at) in peers {
+        let addr = at
+            .resolve_for(me.listen)
+            .with_context(|| format!("the RDMA bootstrap address of {}", topo.node_name(n)))?;
+        resolved.push((n, addr));
+    }
+    let verbs = RdmaVerbs::connect(me.id, region, &resolved, me.listen, &tls)
+        .with_context(|| format!("connecting {}'s RDMA verbs", me.name))?;
+    Ok(Arc::new(verbs))
+}
+
+/// Without the `rdma` feature `node` refuses `backend: rdma` before it gets here.
+#[cfg(not(feature = "rdma"))]
+fn rdma_verbs(
+    _identity: &redt_coordinator::transport::NodeIdentity,
+    _topo: &Topology,
+    me: &redt_proto::Node,
+    _region: Arc<redt_dc_executor::Region>,
+    _peers: Vec<(NodeId, redt_proto::HostPort)>,
+) -> Result<Arc<dyn Verbs>> {
+    bail!("{}: this redt was built without RDMA: rebuild it with `cargo build --release --features rdma`", me.name)
 }
 
 /// How often `redt node` looks at its certificate files for a rotation.
@@ -596,7 +702,7 @@ pub fn certs(cmd: &CertsCmd) -> Result<()> {
                         .node_by_name(name)
                         .with_context(|| format!("{}: no node named `{name}`", config.display()))?;
                     let dc = topo.dcs[usize::from(n.dc.0)].name.clone();
-                    (CertIdentity::Node { dc, name: name.clone() }, Some(n.addr.ip()))
+                    (CertIdentity::Node { dc, name: name.clone() }, node_ip(n))
                 }
                 Role::Client => (CertIdentity::Client { name: name.clone() }, None),
                 Role::Operator => (CertIdentity::Operator { name: name.clone() }, None),
@@ -666,12 +772,12 @@ fn metrics_addrs(topo: &Topology, metrics: &Metrics) -> Result<Vec<SocketAddr>> 
         let port = match port.or(topo.metrics.port) {
             Some(p) => p,
             None => n
-                .addr
+                .listen
                 .port()
                 .checked_add(1)
                 .with_context(|| format!("{} listens on port 65535, so its metrics need --metrics-port", n.name))?,
         };
-        let addr = SocketAddr::new(n.addr.ip(), port);
+        let addr = SocketAddr::new(n.listen.ip(), port);
         if let Some(other) = addrs.iter().position(|a| *a == addr) {
             bail!(
                 "{} and {} would both serve metrics at {addr}: give them distinct IPs or --no-metrics",
@@ -701,6 +807,9 @@ fn up(
     metrics: Metrics,
 ) -> Result<()> {
     let topo = load_topology(Some(config))?;
+    if protocol != Protocol::RedtTcp {
+        check_backends(&topo, config)?;
+    }
     // Every node resolves the same timeouts from the same file and flags; a bad combination
     // is refused here, before any node starts.
     node_timeouts(&topo, config, &timing)?;

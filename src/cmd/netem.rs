@@ -159,7 +159,20 @@ pub fn run(cmd: &NetemCmd) -> Result<()> {
             }
         }
         NetemCmd::TcScript { config, device } => {
-            let topo = load_topology(Some(config))?;
+            let mut topo = load_topology(Some(config))?;
+            // tc filters match IP addresses: a node advertising a host name is resolved here
+            // (on the operator's machine: it must resolve the names as the hosts do).
+            for n in &mut topo.nodes {
+                if n.advertise.ip().is_none() {
+                    let addrs = n.advertise.resolve().with_context(|| {
+                        format!("{}: the advertise address of {} (tc filters need its IP)", config.display(), n.name)
+                    })?;
+                    let first = addrs.iter().find(|a| a.is_ipv4()).or(addrs.first());
+                    if let Some(addr) = first {
+                        n.advertise.host = redt_proto::Host::Ip(addr.ip());
+                    }
+                }
+            }
             print!("{}", redt_netem::tc_script_for_device(&topo, device));
             Ok(())
         }

@@ -282,7 +282,7 @@ impl BaselineTxn {
                 self.cost = p.cost;
                 let voted = |n: &NodeId| self.votes.get(n).is_some_and(|v| v.is_commit());
                 if !self.participants.iter().all(voted) {
-                    let why = abort_reason(&self.votes, &self.participants);
+                    let why = abort_reason(&self.topology, &self.votes, &self.participants);
                     let cause = abort_cause(&self.votes);
                     let to_primaries = self.baseline == Baseline::TwoPcPaxos { early_prepare: true };
                     return self.abort(why, cause, to_primaries, now);
@@ -586,13 +586,14 @@ fn abort_cause(votes: &BTreeMap<NodeId, Vote>) -> AbortCause {
     }
 }
 
-fn abort_reason(votes: &BTreeMap<NodeId, Vote>, targets: &[NodeId]) -> String {
+/// The client's error text for an abort after execution, naming nodes as `topology` does.
+fn abort_reason(topology: &Topology, votes: &BTreeMap<NodeId, Vote>, targets: &[NodeId]) -> String {
     if let Some((n, v)) = votes.iter().find(|(_, v)| !v.is_commit()) {
-        let why = v.abort.as_ref().map(crate::codec::reason_text).unwrap_or_default();
-        return format!("{n} voted abort: {why}");
+        let why = v.abort.as_ref().map(|r| crate::codec::reason_named(r, topology)).unwrap_or_default();
+        return format!("{} voted abort: {why}", topology.node_name(*n));
     }
     match targets.iter().find(|t| !votes.contains_key(t)) {
-        Some(t) => format!("timed out waiting for the vote of {t}"),
+        Some(t) => format!("timed out waiting for the vote of {}", topology.node_name(*t)),
         None => "aborted".into(),
     }
 }
@@ -788,7 +789,7 @@ mod tests {
         let (release, other) = drain(&mut m);
         assert_eq!(
             answered(&other),
-            Some((TxnStatus::Aborted("timed out waiting for the vote of node#2".into()), None))
+            Some((TxnStatus::Aborted("timed out waiting for the vote of dc2-n1".into()), None))
         );
         // Both primaries are told (the silent one may hold locks), as executors: nothing was
         // replicated yet in 2PC-Paxos's phase 1.
@@ -825,7 +826,7 @@ mod tests {
         assert!(drain(&mut m).1.is_empty(), "phase 1 still waits for every primary");
         m.handle_reply(sends[0].0, vote_reply(&t, NodeId(0), vote(TXN, NodeId(0), 3), Cost::default()), t0);
         let (release, other) = drain(&mut m);
-        assert_eq!(answered(&other), Some((TxnStatus::Aborted("node#2 voted abort: lock held".into()), None)));
+        assert_eq!(answered(&other), Some((TxnStatus::Aborted("dc2-n1 voted abort: lock held".into()), None)));
         assert_eq!(targets(&release), [NodeId(0)]);
         // EP-Paxos primaries replicated their redo: they pass the abort on.
         assert!(

@@ -45,7 +45,7 @@ pub use reload::IdentityWatch;
 pub use rpc::Transport;
 pub use tls::{
     check_identity, default_ca_key_path, find_ca_key, init_cluster_certs, init_cluster_certs_with, load_identity,
-    verbs_tls, ClusterCa, ClusterCerts, NodeIdentity, Role, Validity, WrittenCert, ALPN, CLIENT_IDENTITY_NAME,
+    node_ip, verbs_tls, ClusterCa, ClusterCerts, NodeIdentity, Role, Validity, WrittenCert, ALPN, CLIENT_IDENTITY_NAME,
     OPERATOR_IDENTITY_NAME,
 };
 pub use x509::CertSummary;

@@ -5,7 +5,7 @@ use super::error::{Result, TransportError};
 use super::tls::certificate_name;
 use super::Caller;
 use redt_dc_executor::verbs::cert_identity;
-use redt_proto::{CertIdentity, NodeId, Topology};
+use redt_proto::{CertIdentity, HostPort, NodeId, Topology};
 use rustls_pki_types::CertificateDer;
 use std::net::SocketAddr;
 use std::sync::RwLock;
@@ -15,7 +15,8 @@ use std::sync::RwLock;
 struct Peer {
     name: String,
     dc: String,
-    addr: SocketAddr,
+    /// Where it is called: its `advertise` address.
+    addr: HostPort,
 }
 
 /// Nodes by `NodeId` (index), replaceable while running.
@@ -38,25 +39,29 @@ impl PeerDirectory {
     pub(crate) fn replace(&self, topology: &Topology) {
         let dc =
             |n: &redt_proto::Node| topology.dcs.get(usize::from(n.dc.0)).map(|d| d.name.clone()).unwrap_or_default();
-        let peers = topology.nodes.iter().map(|n| Peer { name: n.name.clone(), dc: dc(n), addr: n.addr }).collect();
+        let peers = topology
+            .nodes
+            .iter()
+            .map(|n| Peer { name: n.name.clone(), dc: dc(n), addr: n.advertise.clone() })
+            .collect();
         *self.peers.write().unwrap_or_else(|e| e.into_inner()) = peers;
     }
 
-    /// Returns node `id`'s address and name.
+    /// Returns node `id`'s address (as advertised: maybe a host name) and name.
     ///
     /// # Errors
     ///
     /// [`TransportError::UnknownPeer`] if `id` is not in the directory.
-    pub(crate) fn lookup(&self, id: NodeId) -> Result<(SocketAddr, String)> {
+    pub(crate) fn lookup(&self, id: NodeId) -> Result<(HostPort, String)> {
         let peers = self.peers.read().unwrap_or_else(|e| e.into_inner());
-        peers.get(usize::from(id.0)).map(|p| (p.addr, p.name.clone())).ok_or(TransportError::UnknownPeer(id))
+        peers.get(usize::from(id.0)).map(|p| (p.addr.clone(), p.name.clone())).ok_or(TransportError::UnknownPeer(id))
     }
 
-    /// The node listening at `addr` under `name`, if the directory has one.
-    pub(crate) fn id_at(&self, addr: SocketAddr, name: &str) -> Option<NodeId> {
+    /// The node reached at `addr` under `name`, if the directory has one.
+    pub(crate) fn id_at(&self, addr: &HostPort, name: &str) -> Option<NodeId> {
         let peers = self.peers.read().unwrap_or_else(|e| e.into_inner());
         // The directory is indexed by NodeId, which is a u16.
-        peers.iter().position(|p| p.addr == addr && p.name == name).map(|i| NodeId(i as u16))
+        peers.iter().position(|p| &p.addr == addr && p.name == name).map(|i| NodeId(i as u16))
     }
 
     /// Sets node `id`'s address.
@@ -67,7 +72,7 @@ impl PeerDirectory {
     pub(crate) fn set_addr(&self, id: NodeId, addr: SocketAddr) -> Result<()> {
         let mut peers = self.peers.write().unwrap_or_else(|e| e.into_inner());
         let peer = peers.get_mut(usize::from(id.0)).ok_or(TransportError::UnknownPeer(id))?;
-        peer.addr = addr;
+        peer.addr = addr.into();
         Ok(())
     }
 

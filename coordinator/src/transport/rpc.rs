@@ -9,7 +9,7 @@ use super::tls::{self, NodeIdentity};
 use super::{server, Handler, SocketSpec, TransportConfig};
 use quinn::{ConnectError, Connection, ConnectionError, Endpoint, EndpointConfig, RecvStream, SendStream, VarInt};
 use redt_proto::wire::Envelope;
-use redt_proto::{NodeId, Topology};
+use redt_proto::{HostPort, NodeId, Topology};
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -50,10 +50,11 @@ pub(crate) struct Shared {
     pub(crate) write_warnings: WarnEvery,
 }
 
-/// Where a call goes: an address and the TLS server name to expect there.
+/// Where a call goes: an address (a host name is resolved when a connection is made) and
+/// the TLS server name to expect there.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct Target {
-    addr: SocketAddr,
+    addr: HostPort,
     name: String,
 }
 
@@ -335,6 +336,19 @@ impl Transport {
         self.dispatch(Target { addr, name }, Some(peer), msg, deadline).await
     }
 
+    /// As [`Transport::call_addr`], at `addr`: an IP socket address, or a host name and port
+    /// that is resolved (the system resolver, in a blocking task) whenever a new connection
+    /// to it is made, so a name that moves is followed at the next connection.
+    ///
+    /// # Errors
+    /// As [`Transport::call_addr`]; a name that does not resolve, or resolves to addresses of
+    /// the other IP family than the endpoint's only, is [`TransportError::Connect`] saying
+    /// so.
+    pub async fn call_at(&self, addr: &HostPort, server_name: &str, msg: Envelope) -> Result<Envelope> {
+        let target = Target { addr: addr.clone(), name: server_name.to_string() };
+        self.dispatch(target, None, msg, self.inner.cfg.call_timeout).await
+    }
+
     /// Sends `msg` to whatever listens at `addr`, expecting a certificate from the cluster CA
     /// valid for `server_name` (a node name), and returns the response, within
     /// [`TransportConfig::call_timeout`]. This is how a non-node client reaches a node.
@@ -343,7 +357,7 @@ impl Transport {
     ///
     /// As [`Transport::call_with_timeout`], except `UnknownPeer`.
     pub async fn call_addr(&self, addr: SocketAddr, server_name: &str, msg: Envelope) -> Result<Envelope> {
-        let target = Target { addr, name: server_name.to_string() };
+        let target = Target { addr: addr.into(), name: server_name.to_string() };
         self.dispatch(target, None, msg, self.inner.cfg.call_timeout).await
     }
 
@@ -399,7 +413,7 @@ impl Transport {
         let mut rtts: Vec<(NodeId, Duration)> = slots
             .into_iter()
             .filter_map(|(target, slot)| {
-                let id = self.inner.shared.peers.id_at(target.addr, &target.name)?;
+                let id = self.inner.shared.peers.id_at(&target.addr, &target.name)?;
                 let s = slot.lock().unwrap_or_else(PoisonError::into_inner);
                 let conn = s.conn.as_ref().filter(|c| c.close_reason().is_none())?;
                 Some((id, conn.rtt()))
@@ -515,6 +529,24 @@ impl Inner {
             let mut conns = self.conns.lock().unwrap_or_else(PoisonError::into_inner);
             conns.entry(target.clone()).or_default().clone()
         };
+        let live = {
+            let s = slot.lock().unwrap_or_else(PoisonError::into_inner);
+            s.conn.as_ref().filter(|c| c.close_reason().is_none()).cloned()
+        };
+        if let Some(conn) = live {
+            return Ok((conn, false));
+        }
+        // No live connection: a host name is resolved for the new one (outside the lock).
+        let to = match self.resolve(target).await {
+            Ok(to) => to,
+            Err(why) => {
+                let failed = slot.lock().unwrap_or_else(PoisonError::into_inner).health.failed();
+                if failed {
+                    tracing::warn!(%peer, error = %why, "peer's address does not resolve");
+                }
+                return Err(TransportError::Connect { peer: peer.to_string(), why });
+            }
+        };
         let mut handshake = {
             let mut s = slot.lock().unwrap_or_else(PoisonError::into_inner);
             if let Some(conn) = s.conn.as_ref().filter(|c| c.close_reason().is_none()) {
@@ -535,7 +567,7 @@ impl Inner {
                         .endpoint
                         .connect_with(
                             self.client_config.read().unwrap_or_else(PoisonError::into_inner).clone(),
-                            target.addr,
+                            to,
                             &target.name,
                         )
                         .map_err(|e| match e {
@@ -579,6 +611,22 @@ impl Inner {
             Some(Ok(conn)) => Ok((conn, true)),
             Some(Err(e)) => Err(same_error(&e)),
             None => Err(TransportError::Closed),
+        }
+    }
+}
+
+impl Inner {
+    /// The socket address to connect to for `target`: its IP address, or what its host name
+    /// resolves to (of the endpoint's family), looked up in a blocking task.
+    async fn resolve(&self, target: &Target) -> std::result::Result<SocketAddr, String> {
+        if let Some(addr) = target.addr.socket_addr() {
+            return Ok(addr);
+        }
+        let local = self.endpoint.local_addr().map_err(|e| format!("the endpoint has no local address: {e}"))?;
+        let addr = target.addr.clone();
+        match tokio::task::spawn_blocking(move || addr.resolve_for(local)).await {
+            Ok(resolved) => resolved.map_err(|e| e.to_string()),
+            Err(e) => Err(format!("the name lookup did not finish: {e}")),
         }
     }
 }

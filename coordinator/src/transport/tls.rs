@@ -476,10 +476,9 @@ impl ClusterCa {
         }
         let mut written = Vec::new();
         for n in &topology.nodes {
-            let dc = topology.dcs[usize::from(n.dc.0)].name.clone();
-            let id = CertIdentity::Node { dc, name: n.name.clone() };
+            let id = node_identity(topology, n);
             let validity = Validity::starting_now(valid_for.unwrap_or(DEFAULT_NODE_VALIDITY));
-            written.push(self.write_identity(dir, &id, Some(n.addr.ip()), validity)?);
+            written.push(self.write_identity(dir, &id, node_ip(n), validity)?);
         }
         let client = CertIdentity::Client { name: CLIENT_IDENTITY_NAME.to_string() };
         let validity = Validity::starting_now(valid_for.unwrap_or(DEFAULT_CLIENT_VALIDITY));
@@ -489,6 +488,18 @@ impl ClusterCa {
         written.push(self.write_identity(dir, &operator, None, validity)?);
         Ok(written)
     }
+}
+
+/// The IP SAN of node `n`'s certificate: its `advertise` IP, else its `listen` IP when that
+/// is a specific one; `None` when it advertises a host name and listens on every address.
+/// (Peers check the node's name and identity URI, not this.)
+pub fn node_ip(n: &redt_proto::Node) -> Option<IpAddr> {
+    n.advertise.ip().or_else(|| Some(n.listen.ip()).filter(|ip| !ip.is_unspecified()))
+}
+
+/// The identity of node `n` of `topology`: `redt://node/<dc>/<node>`.
+fn node_identity(topology: &Topology, n: &redt_proto::Node) -> CertIdentity {
+    CertIdentity::Node { dc: topology.dc_name(n.dc), name: n.name.clone() }
 }
 
 /// Every identity of one cluster, in memory (the embedded cluster needs no files).
@@ -506,7 +517,7 @@ pub struct ClusterCerts {
 
 impl ClusterCerts {
     /// Generates a CA named after `topology.name` and an identity for every node (SANs = its
-    /// name, the IP of its listen address and its `redt://node/<dc>/<node>` identity), for
+    /// name, its IP ([`node_ip`]) and its `redt://node/<dc>/<node>` identity), for
     /// [`CLIENT_IDENTITY_NAME`] and for [`OPERATOR_IDENTITY_NAME`].
     ///
     /// # Errors
@@ -517,7 +528,13 @@ impl ClusterCerts {
         let nodes = topology
             .nodes
             .iter()
-            .map(|n| ca.issue_node(&n.name, &topology.dcs[usize::from(n.dc.0)].name, n.addr.ip()))
+            .map(|n| {
+                ca.issue_identity(
+                    &node_identity(topology, n),
+                    node_ip(n),
+                    Validity::starting_now(DEFAULT_NODE_VALIDITY),
+                )
+            })
             .collect::<Result<Vec<_>>>()?;
         let client = ca.issue_client(CLIENT_IDENTITY_NAME)?;
         let operator = ca.issue_operator(OPERATOR_IDENTITY_NAME)?;

@@ -49,9 +49,22 @@ pub fn one_node_per_dc(name: &str, n: u16) -> Arc<Topology> {
     Arc::new(Topology {
         name: name.into(),
         epoch: Epoch(1),
-        dcs: (0..n).map(|i| Dc { id: DcId(i), name: format!("dc{}", i + 1), nodes: vec![NodeId(i)] }).collect(),
+        dcs: (0..n)
+            .map(|i| Dc {
+                id: DcId(i),
+                name: format!("dc{}", i + 1),
+                nodes: vec![NodeId(i)],
+                backend: Default::default(),
+            })
+            .collect(),
         nodes: (0..n)
-            .map(|i| Node { id: NodeId(i), name: format!("dc{}-n1", i + 1), dc: DcId(i), addr: addr(i) })
+            .map(|i| Node {
+                id: NodeId(i),
+                name: format!("dc{}-n1", i + 1),
+                dc: DcId(i),
+                listen: addr(i),
+                advertise: addr(i).into(),
+            })
             .collect(),
         memstore: MemStoreConfig { size_bytes: 1 << 20, index_bytes: 64 << 10, ring_bytes: 64 << 10 },
         tables: vec![],

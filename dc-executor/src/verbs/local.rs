@@ -8,7 +8,7 @@ use redt_proto::{NodeId, Offset};
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 /// Verbs over regions mapped in this process, one per node of the DC.
 ///
@@ -17,13 +17,84 @@ use std::sync::Arc;
 /// restarted without the others noticing more than a pause.
 pub struct LocalVerbs {
     regions: HashMap<NodeId, Arc<Region>>,
+    /// Other nodes' shared files, mapped when first used ([`LocalVerbs::open_dc_shared`]).
+    later: HashMap<NodeId, Later>,
+    /// Where the disk images are, once [`LocalVerbs::attach_disk_images`] ran: a region mapped
+    /// later gets its image then.
+    disk: OnceLock<DiskDirs>,
     counters: VerbCounters,
+}
+
+/// Another node's shared MemStore file, mapped once its node has made it.
+struct Later {
+    /// The node's name, as errors name it.
+    name: String,
+    path: PathBuf,
+    size_bytes: u64,
+    mapped: OnceLock<Arc<Region>>,
+    /// Held while mapping, so two verbs do not map (and attach) it twice.
+    mapping: Mutex<()>,
+}
+
+/// The directories and file prefix of [`LocalVerbs::attach_disk_images`].
+struct DiskDirs {
+    shm_dir: PathBuf,
+    disk_dir: PathBuf,
+    prefix: String,
 }
 
 impl LocalVerbs {
     /// A backend over already-built regions (e.g. heap regions of an embedded cluster).
     pub fn new(regions: impl IntoIterator<Item = (NodeId, Arc<Region>)>) -> Self {
-        LocalVerbs { regions: regions.into_iter().collect(), counters: VerbCounters::default() }
+        LocalVerbs {
+            regions: regions.into_iter().collect(),
+            later: HashMap::new(),
+            disk: OnceLock::new(),
+            counters: VerbCounters::default(),
+        }
+    }
+
+    /// The verbs of node `own` of a DC whose nodes share this host (the `shm` backend;
+    /// issue 16): its own shared file is mapped (created if absent, as
+    /// [`LocalVerbs::open_shared`] does), and each node of `peers` (id, name) is mapped from
+    /// its file the first time a verb or [`LocalVerbs::region`] needs it, once that node's
+    /// process has created and sized it ([`LocalVerbs::map_existing`]). A node never creates
+    /// another node's file: two hosts of one DC used to make a copy each of the other's, and
+    /// nothing noticed. Until a peer's file is there, verbs to it fail with
+    /// [`Error::Backend`] naming the peer, the file and the cause, as verbs to a peer that is
+    /// down do over the network. Returns the backend and the peers whose files were not there
+    /// yet.
+    ///
+    /// # Errors
+    /// As [`LocalVerbs::open_shared`] for the own file and for peers' files that are there.
+    pub fn open_dc_shared(
+        dir: &Path,
+        prefix: &str,
+        own: NodeId,
+        peers: impl IntoIterator<Item = (NodeId, String)>,
+        size_bytes: u64,
+    ) -> Result<(Self, Vec<(NodeId, String)>)> {
+        let mut verbs = Self::open_shared(dir, prefix, [own], size_bytes)?;
+        let mut missing = Vec::new();
+        for (node, name) in peers {
+            if node == own {
+                continue;
+            }
+            let later = Later {
+                name: name.clone(),
+                path: shared_file(dir, prefix, node),
+                size_bytes,
+                mapped: OnceLock::new(),
+                mapping: Mutex::new(()),
+            };
+            if let Some(region) = Self::map_existing(dir, prefix, node, size_bytes)? {
+                let _ = later.mapped.set(region);
+            } else {
+                missing.push((node, name));
+            }
+            verbs.later.insert(node, later);
+        }
+        Ok((verbs, missing))
     }
 
     /// A backend over heap regions of `size_bytes` each for `nodes` (zeroed).
@@ -58,13 +129,73 @@ impl LocalVerbs {
         Ok(Self::new(regions))
     }
 
-    /// The region of `node`, for local access by that node's own tasks (replay).
+    /// Maps the shared-memory file of `node` (named as [`LocalVerbs::open_shared`] names it)
+    /// if it exists and its creator has sized it to `size_bytes`; never creates or sizes it.
+    /// This is how a node maps another node's file of its DC under the `shm` backend: each
+    /// node creates only its own (issue 16), so a missing file means its node has not started
+    /// on this host yet (`Ok(None)`: wait, or refuse with a reason).
+    ///
+    /// The file is opened with the checks of [`LocalVerbs::open_shared`].
+    ///
+    /// # Errors
+    /// As [`LocalVerbs::open_shared`], except that a missing or still empty file is
+    /// `Ok(None)`.
+    pub fn map_existing(dir: &Path, prefix: &str, node: NodeId, size_bytes: u64) -> Result<Option<Arc<Region>>> {
+        let path = shared_file(dir, prefix, node);
+        let Some(file) = open_file(&path, false)? else { return Ok(None) };
+        Ok(map_file(&path, file, size_bytes, false)?.map(Arc::new))
+    }
+
+    /// The region of `node`, for local access by that node's own tasks (replay); a peer's of
+    /// [`LocalVerbs::open_dc_shared`] once its file is there (mapped now if need be).
     pub fn region(&self, node: NodeId) -> Option<&Arc<Region>> {
-        self.regions.get(&node)
+        self.mapped(node).ok()
+    }
+
+    /// The region of `node`: built in, or a peer's file mapped now if its node has made it.
+    ///
+    /// # Errors
+    /// [`Error::UnknownNode`] for a node this backend does not reach; [`Error::Backend`] for
+    /// a peer whose file is not there yet; as [`LocalVerbs::map_existing`] and
+    /// [`LocalVerbs::attach_disk_images`] when mapping it fails.
+    fn mapped(&self, node: NodeId) -> Result<&Arc<Region>> {
+        if let Some(r) = self.regions.get(&node) {
+            return Ok(r);
+        }
+        let later = self.later.get(&node).ok_or(Error::UnknownNode(node))?;
+        if let Some(r) = later.mapped.get() {
+            return Ok(r);
+        }
+        let _mapping = later.mapping.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(r) = later.mapped.get() {
+            return Ok(r);
+        }
+        let Some(file) = open_file(&later.path, false)? else {
+            return Err(Error::Backend(format!(
+                "{}'s MemStore file {} does not exist yet: with the shm backend {} creates it when it \
+                 starts on this host (no other node creates it)",
+                later.name,
+                later.path.display(),
+                later.name
+            )));
+        };
+        let Some(region) = map_file(&later.path, file, later.size_bytes, false)? else {
+            return Err(Error::Backend(format!(
+                "{}'s MemStore file {} is still empty: {} is starting",
+                later.name,
+                later.path.display(),
+                later.name
+            )));
+        };
+        let region = Arc::new(region);
+        if let Some(d) = self.disk.get() {
+            attach_image(&d.shm_dir, &d.disk_dir, &d.prefix, node, &region)?;
+        }
+        Ok(later.mapped.get_or_init(|| region))
     }
 
     fn target(&self, node: NodeId, offset: Offset, len: u64) -> Result<&Region> {
-        let r = self.regions.get(&node).ok_or(Error::UnknownNode(node))?;
+        let r = self.mapped(node)?;
         if !r.contains(offset.0, len) {
             return Err(Error::OutOfBounds { node, offset, len, size: r.len() });
         }
@@ -113,7 +244,7 @@ impl LocalVerbs {
                 Completion::Atomic(r.masked_fetch_and_add(offset.0, add, boundary))
             }
             WorkRequest::Persist => {
-                let r = self.regions.get(&node).ok_or(Error::UnknownNode(node))?;
+                let r = self.mapped(node)?;
                 if r.persistence().is_some() {
                     self.counters.persist();
                 }
@@ -134,24 +265,37 @@ impl LocalVerbs {
     /// Under `durability: disk`: gives each mapped region its disk image in `disk_dir`
     /// ([`crate::persist::image_file`]) and a dirty-page bitmap in a shared-memory file
     /// beside the region's own in `shm_dir` (`<region file>.dirty`), so every process of the
-    /// host that writes the region marks the same bits (`persist.rs`). Returns, per node,
-    /// whether its image file already held an image of this size.
+    /// host that writes the region marks the same bits (`persist.rs`). A peer's file of
+    /// [`LocalVerbs::open_dc_shared`] not mapped yet gets its image when it is mapped. Call
+    /// it once, before any verb. Returns, per node mapped now, whether its image file already
+    /// held an image of this size.
     ///
     /// # Errors
     /// [`Error::Io`] naming a path; [`Error::Backend`] for a file of another size or owner.
     pub fn attach_disk_images(&self, shm_dir: &Path, disk_dir: &Path, prefix: &str) -> Result<Vec<(NodeId, bool)>> {
         let mut out = Vec::new();
-        for (&node, region) in &self.regions {
-            let mut bitmap_path = shared_file(shm_dir, prefix, node).into_os_string();
-            bitmap_path.push(".dirty");
-            let bitmap = map_shared(Path::new(&bitmap_path), crate::persist::bitmap_bytes(region.len()))?;
-            let image = crate::persist::image_file(disk_dir, prefix, node);
-            let (p, existed) = crate::persist::Persistence::open_file_with_bitmap(&image, region.len(), bitmap)?;
-            region.attach(Arc::new(p))?;
-            out.push((node, existed));
+        let later = self.later.iter().filter_map(|(n, l)| l.mapped.get().map(|r| (n, r)));
+        for (&node, region) in self.regions.iter().chain(later) {
+            out.push((node, attach_image(shm_dir, disk_dir, prefix, node, region)?));
         }
+        // Peers' files mapped from now on get theirs when mapped.
+        let dirs = DiskDirs { shm_dir: shm_dir.to_path_buf(), disk_dir: disk_dir.to_path_buf(), prefix: prefix.into() };
+        let _ = self.disk.set(dirs);
         Ok(out)
     }
+}
+
+/// Attaches `node`'s disk image (in `disk_dir`) to `region`, with the dirty bitmap every
+/// process of the host shares (beside the MemStore file in `shm_dir`). Returns whether the
+/// image file already held an image of this size.
+fn attach_image(shm_dir: &Path, disk_dir: &Path, prefix: &str, node: NodeId, region: &Region) -> Result<bool> {
+    let mut bitmap_path = shared_file(shm_dir, prefix, node).into_os_string();
+    bitmap_path.push(".dirty");
+    let bitmap = map_shared(Path::new(&bitmap_path), crate::persist::bitmap_bytes(region.len()))?;
+    let image = crate::persist::image_file(disk_dir, prefix, node);
+    let (p, existed) = crate::persist::Persistence::open_file_with_bitmap(&image, region.len(), bitmap)?;
+    region.attach(Arc::new(p))?;
+    Ok(existed)
 }
 
 /// Path of the shared-memory file of `node`.
@@ -159,15 +303,23 @@ pub fn shared_file(dir: &Path, prefix: &str, node: NodeId) -> PathBuf {
     dir.join(format!("{prefix}-node{}.memstore", node.0))
 }
 
-/// Opens the MemStore file at `path` for reading and writing: an existing one without
-/// following a symbolic link, else a new one created exclusively with mode 0600; then checks
-/// that it is a regular file of this user and narrows its mode to 0600.
+/// Opens the private file at `path` (a MemStore file or its disk image) for reading and
+/// writing, creating it if absent: [`open_file`] with `create`.
 pub(crate) fn open_private_file(path: &Path) -> Result<File> {
+    Ok(open_file(path, true)?.expect("open_file creates a missing file when asked to"))
+}
+
+/// Opens the MemStore file at `path` for reading and writing: an existing one without
+/// following a symbolic link, else (with `create`) a new one created exclusively with mode
+/// 0600; then checks that it is a regular file of this user and narrows its mode to 0600.
+/// `Ok(None)`: the file does not exist and `create` is off.
+fn open_file(path: &Path, create: bool) -> Result<Option<File>> {
     use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
-    let io = |source| Error::Io { path: path.display().to_string(), source };
+    let io = |error| Error::Io { path: path.display().to_string(), error };
     let refuse = |why: String| Error::Backend(format!("{}: {why}", path.display()));
     let existing = || OpenOptions::new().read(true).write(true).custom_flags(libc::O_NOFOLLOW).open(path);
     let opened = match existing() {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && !create => return Ok(None),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             match OpenOptions::new()
                 .read(true)
@@ -177,7 +329,8 @@ pub(crate) fn open_private_file(path: &Path) -> Result<File> {
                 .custom_flags(libc::O_NOFOLLOW)
                 .open(path)
             {
-                // Another node process of the DC created it first: open theirs.
+                // Another process created it first (a restarted node racing its old self's
+                // cleanup): open theirs.
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => existing(),
                 other => other,
             }
@@ -207,13 +360,17 @@ pub(crate) fn open_private_file(path: &Path) -> Result<File> {
         file.set_permissions(std::fs::Permissions::from_mode(0o600)).map_err(io)?;
         tracing::info!(path = %path.display(), "MemStore file was mode {:o}: narrowed to 0600", meta.mode() & 0o777);
     }
-    Ok(file)
+    Ok(Some(file))
 }
 
-fn map_shared(path: &Path, size_bytes: u64) -> Result<Region> {
-    let io = |source| Error::Io { path: path.display().to_string(), source };
-    let file = open_private_file(path)?;
+/// Maps `file` (at `path`), which is `size_bytes` long or empty (then sized here when `size`
+/// is on; `Ok(None)` otherwise: its creator has not sized it yet).
+fn map_file(path: &Path, file: File, size_bytes: u64, size: bool) -> Result<Option<Region>> {
+    let io = |error| Error::Io { path: path.display().to_string(), error };
     let len = file.metadata().map_err(io)?.len();
+    if len == 0 && !size {
+        return Ok(None);
+    }
     if len == 0 {
         file.set_len(size_bytes).map_err(io)?;
     } else if len != size_bytes {
@@ -226,7 +383,12 @@ fn map_shared(path: &Path, size_bytes: u64) -> Result<Region> {
     // accesses it through atomic word operations (see `Region`), so concurrent changes by
     // other processes are not undefined behaviour for us.
     let map = unsafe { memmap2::MmapOptions::new().len(size_bytes as usize).map_mut(&file) }.map_err(io)?;
-    Ok(Region::from_mmap(map))
+    Ok(Some(Region::from_mmap(map)))
+}
+
+fn map_shared(path: &Path, size_bytes: u64) -> Result<Region> {
+    let file = open_private_file(path)?;
+    Ok(map_file(path, file, size_bytes, true)?.expect("map_file sizes an empty file when asked to"))
 }
 
 impl Verbs for LocalVerbs {

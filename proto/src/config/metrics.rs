@@ -4,8 +4,6 @@
 use super::{Res, Resolver};
 use crate::topology::{MetricsConfig, Node};
 use serde::Deserialize;
-use std::collections::HashMap;
-use std::net::IpAddr;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -15,9 +13,9 @@ pub(super) struct RawMetrics {
 
 impl Resolver<'_> {
     /// Parses and checks the `metrics` section against the resolved `nodes`: the port is in
-    /// 1..=65535, no two nodes share an IP address (each would need the port there), and it
-    /// is no node's QUIC port on that node's IP (the `redt-tcp` verbs server listens on that
-    /// TCP port).
+    /// 1..=65535, no two nodes of one host ([`Node::same_host`]) listen on the same IP address
+    /// or either on the unspecified one (each would need the port there), and it is no node's
+    /// QUIC port (its verbs server listens on that TCP port).
     pub(super) fn metrics(&self, raw: &Option<RawMetrics>, nodes: &[Node]) -> Res<MetricsConfig> {
         let Some(raw) = raw else { return Ok(MetricsConfig::default()) };
         let port = match u16::try_from(raw.port) {
@@ -26,25 +24,32 @@ impl Resolver<'_> {
             }
             Ok(p) => p,
         };
-        let mut by_ip: HashMap<IpAddr, &Node> = HashMap::new();
-        for n in nodes {
-            if let Some(other) = by_ip.insert(n.addr.ip(), n) {
+        for (k, n) in nodes.iter().enumerate() {
+            let shares = |o: &&Node| {
+                o.same_host(n)
+                    && (o.listen.ip() == n.listen.ip()
+                        || o.listen.ip().is_unspecified()
+                        || n.listen.ip().is_unspecified())
+            };
+            if let Some(other) = nodes[..k].iter().find(shares) {
                 return Err(self.invalid(
                     "metrics.port",
                     format!(
-                        "nodes {} and {} share the IP address {}, so they cannot both serve metrics on port {port}",
+                        "nodes {} and {} are on one host and listen at {} and {}, so they cannot both serve \
+                         metrics on port {port}",
                         other.name,
                         n.name,
-                        n.addr.ip()
+                        other.listen.ip(),
+                        n.listen.ip()
                     ),
                 ));
             }
-            if n.addr.port() == port {
+            if n.listen.port() == port {
                 return Err(self.invalid(
                     "metrics.port",
                     format!(
-                        "{port} is the QUIC port of {} ({}), where redt-tcp's verbs server listens on TCP",
-                        n.name, n.addr
+                        "{port} is the QUIC port of {} ({}), where its verbs server listens on TCP",
+                        n.name, n.listen
                     ),
                 ));
             }

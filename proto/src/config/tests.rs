@@ -119,13 +119,14 @@ fn ok(text: &(impl Yaml + ?Sized)) -> Topology {
 }
 
 /// Asserts `text` breaks a rule at `field` with a problem containing `needle`.
-fn invalid(text: &(impl Yaml + ?Sized), field: &str, needle: &str) {
+fn invalid(text: &(impl Yaml + ?Sized), field: &str, needle: &str) -> String {
     let text = &text.yaml();
     match Topology::from_yaml(FILE, text) {
         Err(ConfigError::Invalid { file, field: f, problem }) => {
             assert_eq!(file, FILE);
             assert_eq!(f, field, "wrong field (problem: {problem})");
             assert!(problem.contains(needle), "problem `{problem}` does not contain `{needle}`");
+            problem
         }
         Err(e) => panic!("expected Invalid at {field}, got: {e}"),
         Ok(_) => panic!("expected Invalid at {field}, got a valid topology\n---\n{text}"),
@@ -163,7 +164,7 @@ fn base_resolves() {
         assert!(t.dcs[n.dc.0 as usize].nodes.contains(&n.id));
     }
     assert_eq!(t.node_by_name("dc2-n2").map(|n| (n.id, n.dc)), Some((NodeId(3), DcId(1))));
-    assert_eq!(t.nodes[4].addr, "127.0.3.1:7100".parse::<SocketAddr>().unwrap());
+    assert_eq!(t.nodes[4].listen, "127.0.3.1:7100".parse::<SocketAddr>().unwrap());
     assert_eq!(t.partitions.len(), 4);
     assert_eq!(
         t.partitions[1],
@@ -386,7 +387,147 @@ fn node_addrs_parse() {
     invalid(&Doc::base().edit("127.0.3.1:7100", "localhost:7100"), "dcs[2].nodes[0].addr", "invalid socket address");
     invalid(&Doc::base().edit("127.0.3.1:7100", "127.0.3.1"), "dcs[2].nodes[0].addr", "invalid socket address");
     let t = ok(&Doc::base().edit("\"127.0.3.1:7100\"", "\"[::1]:7100\""));
-    assert!(t.nodes[4].addr.is_ipv6());
+    assert!(t.nodes[4].listen.is_ipv6());
+    assert_eq!(t.nodes[4].advertise.to_string(), "[::1]:7100");
+}
+
+/// The base document with dc2 on two hosts: `backend` for dc2 and the two nodes' entries.
+fn two_hosts(backend: &str, n1: &str, n2: &str) -> String {
+    Doc::base().edit(
+        "  - name: dc2\n    nodes:\n      - { name: dc2-n1, addr: \"127.0.2.1:7100\" }\n      - { name: dc2-n2, addr: \"127.0.2.2:7100\" }",
+        &format!("  - name: dc2\n{backend}    nodes:\n      - {{ name: dc2-n1, {n1} }}\n      - {{ name: dc2-n2, {n2} }}"),
+    )
+}
+
+#[test]
+fn addr_is_listen_and_advertise_at_once() {
+    let t = ok(&Doc::base());
+    assert_eq!(t.nodes[4].listen, "127.0.3.1:7100".parse::<SocketAddr>().unwrap());
+    assert_eq!(t.nodes[4].advertise, HostPort::from(t.nodes[4].listen));
+    assert!(t.dcs.iter().all(|d| d.backend == VerbsBackend::Shm), "shm is the default");
+}
+
+#[test]
+fn listen_and_advertise_may_differ_and_advertise_may_be_a_host_name() {
+    let t = ok(&two_hosts(
+        "    backend: tcp\n",
+        r#"listen: "0.0.0.0:7100", advertise: "DC2-A.example.net:7200""#,
+        r#"listen: "10.77.0.2:7100", advertise: "10.77.0.2:7100""#,
+    ));
+    let (a, b) = (&t.nodes[2], &t.nodes[3]);
+    assert_eq!(t.dcs[1].backend, VerbsBackend::Tcp);
+    assert_eq!(
+        (a.listen.to_string(), a.advertise.to_string()),
+        ("0.0.0.0:7100".into(), "dc2-a.example.net:7200".into())
+    );
+    assert_eq!(a.advertise.ip(), None, "a host name is kept, not resolved at load");
+    assert_eq!(b.advertise.socket_addr(), Some(b.listen));
+    // `listen` alone, or `advertise` alone with an IP, stands for both.
+    let t = ok(&two_hosts("    backend: tcp\n", r#"listen: "10.77.0.1:7100""#, r#"advertise: "10.77.0.2:7100""#));
+    assert_eq!(t.nodes[2].advertise.to_string(), "10.77.0.1:7100");
+    assert_eq!(t.nodes[3].listen.to_string(), "10.77.0.2:7100");
+    // A name that does not resolve is no error at load: it is resolved when connecting.
+    ok(&two_hosts(
+        "    backend: tcp\n",
+        r#"listen: "0.0.0.0:7100", advertise: "nowhere.invalid:7100""#,
+        r#"addr: "10.0.0.2:7100""#,
+    ));
+}
+
+#[test]
+fn bad_node_addresses_are_refused_naming_the_key() {
+    let tcp = "    backend: tcp\n";
+    let b = r#"addr: "10.77.0.2:7100""#;
+    invalid(
+        &two_hosts(tcp, r#"addr: "10.77.0.1:7100", listen: "0.0.0.0:7100""#, b),
+        "dcs[1].nodes[0].addr",
+        "either `addr`",
+    );
+    invalid(&two_hosts(tcp, r#"addr: "0.0.0.0:7100""#, b), "dcs[1].nodes[0].addr", "0.0.0.0 cannot be advertised");
+    invalid(&two_hosts(tcp, r#"listen: "0.0.0.0:7100""#, b), "dcs[1].nodes[0].listen", "cannot be advertised");
+    invalid(
+        &two_hosts(tcp, r#"listen: "0.0.0.0:7100", advertise: "[::]:7100""#, b),
+        "dcs[1].nodes[0].advertise",
+        ":: cannot be advertised",
+    );
+    invalid(&two_hosts(tcp, r#"advertise: "db1.example.net:7100""#, b), "dcs[1].nodes[0].listen", "is required");
+    invalid(
+        &two_hosts(tcp, r#"listen: "db1:7100", advertise: "db1:7100""#, b),
+        "dcs[1].nodes[0].listen",
+        "invalid socket address",
+    );
+    invalid(
+        &two_hosts(tcp, r#"listen: "0.0.0.0:7100", advertise: "db_1:7100""#, b),
+        "dcs[1].nodes[0].advertise",
+        "neither an IP address nor a host name",
+    );
+    invalid(
+        &two_hosts(tcp, r#"listen: "0.0.0.0:7100", advertise: "db1""#, b),
+        "dcs[1].nodes[0].advertise",
+        "has no port",
+    );
+    invalid(&two_hosts(tcp, "advertise: 7", b), "dcs[1].nodes[0].advertise", "has no port");
+    invalid(&Doc::base().edit(r#", addr: "127.0.3.1:7100""#, ""), "dcs[2].nodes[0]", "needs an address");
+    // Two nodes advertising one name, or binding one address on one host.
+    invalid(
+        &two_hosts(
+            tcp,
+            r#"listen: "0.0.0.0:7100", advertise: "db1:7100""#,
+            r#"listen: "0.0.0.0:7101", advertise: "DB1:7100""#,
+        ),
+        "dcs[1].nodes[1].advertise",
+        "duplicate advertise address db1:7100 (also dcs[1].nodes[0])",
+    );
+    invalid(
+        &two_hosts(
+            tcp,
+            r#"listen: "0.0.0.0:7100", advertise: "db1:7100""#,
+            r#"listen: "10.0.0.1:7100", advertise: "db1:7101""#,
+        ),
+        "dcs[1].nodes[1].listen",
+        "dc2-n2 and dc2-n1 (dcs[1].nodes[0]) are on one host and would both bind 10.0.0.1:7100 and 0.0.0.0:7100",
+    );
+    // On two hosts they may.
+    ok(&two_hosts(
+        tcp,
+        r#"listen: "0.0.0.0:7100", advertise: "db1:7100""#,
+        r#"listen: "0.0.0.0:7100", advertise: "db2:7100""#,
+    ));
+    parse_error(&two_hosts(tcp, r#"addr: "10.77.0.1:7100", host: db1"#, b), "unknown field `host`");
+}
+
+#[test]
+fn shm_is_refused_for_a_dc_on_several_hosts() {
+    let (a, b) = (r#"addr: "10.77.0.1:7100""#, r#"addr: "10.77.0.2:7100""#);
+    for backend in ["", "    backend: shm\n"] {
+        let e = invalid(&two_hosts(backend, a, b), "dcs[1].backend", "needs every node of dc2 on one host");
+        assert!(e.contains("dc2-n1 advertises 10.77.0.1 and dc2-n2 10.77.0.2"), "{e}");
+        assert!(e.contains("`backend: tcp`"), "{e}");
+        assert_eq!(e.contains("(the default)"), backend.is_empty(), "{e}");
+    }
+    ok(&two_hosts("    backend: tcp\n", a, b));
+    ok(&two_hosts("    backend: rdma\n", a, b));
+    // One host: the same IP at two ports, the same name, or loopback addresses.
+    ok(&two_hosts("    backend: shm\n", a, r#"addr: "10.77.0.1:7101""#));
+    ok(&two_hosts(
+        "",
+        r#"listen: "0.0.0.0:7100", advertise: "db1:7100""#,
+        r#"listen: "0.0.0.0:7101", advertise: "db1:7101""#,
+    ));
+    invalid(
+        &two_hosts(
+            "",
+            r#"listen: "0.0.0.0:7100", advertise: "db1:7100""#,
+            r#"listen: "0.0.0.0:7101", advertise: "10.0.0.1:7101""#,
+        ),
+        "dcs[1].backend",
+        "dc2-n1 advertises db1 and dc2-n2 10.0.0.1",
+    );
+    invalid(
+        &two_hosts("    backend: disk\n", a, b),
+        "dcs[1].backend",
+        "unknown backend `disk` (expected shm, tcp or rdma)",
+    );
 }
 
 #[test]
@@ -942,7 +1083,11 @@ fn bad_metrics_sections_are_refused_naming_the_key() {
     invalid(&with_timeouts("metrics: { port: 70000 }"), "metrics.port", "expected 1 to 65535");
     invalid(&with_timeouts("metrics: { port: 7100 }"), "metrics.port", "QUIC port of dc1-n1");
     let shared_ip = Doc::base().edit("127.0.1.2:7100", "127.0.1.1:7101");
-    invalid(&format!("{shared_ip}metrics: {{ port: 9464 }}\n"), "metrics.port", "share the IP address 127.0.1.1");
+    invalid(
+        &format!("{shared_ip}metrics: {{ port: 9464 }}\n"),
+        "metrics.port",
+        "nodes dc1-n1 and dc1-n2 are on one host and listen at 127.0.1.1 and 127.0.1.1",
+    );
     // Without the section two nodes may share an IP.
     ok(&shared_ip);
     parse_error(&with_timeouts("metrics: { port: -1 }"), "port");

@@ -92,7 +92,8 @@ fn backend(msg: impl Into<String>) -> Error {
 
 fn no_device(why: impl std::fmt::Display) -> Error {
     backend(format!(
-        "no RDMA device found (ibv_get_device_list: {why}): build without the `rdma` feature or use the shm backend"
+        "no RDMA device found (ibv_get_device_list: {why}): give the DC `backend: tcp` or `shm` in the \
+         topology, or run it on hosts with an RNIC"
     ))
 }
 
@@ -138,9 +139,10 @@ impl RdmaVerbs {
     /// Opens the RDMA device called `name`, or the first one listed when `None`.
     ///
     /// # Errors
-    /// [`Error::Backend`] — "no RDMA device found (ibv_get_device_list: …): build without the
-    /// `rdma` feature or use the shm backend" when the host has none (as in CI), or a message
-    /// naming the devices present when `name` is not one of them.
+    /// [`Error::Backend`] — "no RDMA device found (ibv_get_device_list: …): give the DC
+    /// `backend: tcp` or `shm` in the topology, or run it on hosts with an RNIC" when the host
+    /// has none (as in CI), or a message naming the devices present when `name` is not one of
+    /// them.
     pub fn open_device(name: Option<&str>) -> Result<RdmaDevice> {
         RdmaDevice::open(name)
     }

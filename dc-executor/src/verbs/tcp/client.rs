@@ -7,7 +7,7 @@ use super::wire::{
 use crate::error::{Error, Result};
 use crate::verbs::tls::{TlsStream, VerbsTls};
 use crate::verbs::{Completion, DoorbellBatch, LocalVerbs, VerbCounters, Verbs, WorkRequest};
-use redt_proto::{NodeId, Offset};
+use redt_proto::{HostPort, NodeId, Offset};
 use socket2::{Domain, Protocol, Socket, Type};
 use std::collections::HashMap;
 use std::io::{self, Write};
@@ -30,7 +30,8 @@ pub const POOL_IDLE_FOR: Duration = Duration::from_secs(60);
 
 /// A peer node's server and the idle connections to it.
 struct Peer {
-    addr: SocketAddr,
+    /// Where its server is reached (a host name is resolved at each new connection).
+    addr: HostPort,
     /// Idle connections and when each was last used.
     idle: Mutex<Vec<(TlsStream, Instant)>>,
 }
@@ -78,15 +79,21 @@ pub struct TcpVerbs {
 
 impl TcpVerbs {
     /// Verbs for node `own`: verbs to `own` go to its region in `local`, verbs to a node of
-    /// `peers` go over TLS to the server at its address, authenticated with `tls` (which
+    /// `peers` go over TLS to the server at its address (an IP socket address, or a host name
+    /// and port, resolved each time a connection is opened), authenticated with `tls` (which
     /// names the peers: a peer it does not know fails each verb with
     /// [`Error::UnknownNode`]). An entry of `peers` for `own` itself is ignored. No
     /// connection is opened here.
-    pub fn new(own: NodeId, local: Arc<LocalVerbs>, peers: HashMap<NodeId, SocketAddr>, tls: VerbsTls) -> TcpVerbs {
+    pub fn new<A: Into<HostPort>>(
+        own: NodeId,
+        local: Arc<LocalVerbs>,
+        peers: impl IntoIterator<Item = (NodeId, A)>,
+        tls: VerbsTls,
+    ) -> TcpVerbs {
         let peers = peers
             .into_iter()
-            .filter(|&(n, _)| n != own && tls.node_name(n).is_some())
-            .map(|(n, addr)| (n, Peer { addr, idle: Mutex::new(Vec::new()) }))
+            .filter(|(n, _)| *n != own && tls.node_name(*n).is_some())
+            .map(|(n, addr)| (n, Peer { addr: addr.into(), idle: Mutex::new(Vec::new()) }))
             .collect();
         TcpVerbs {
             own,
@@ -154,7 +161,7 @@ impl TcpVerbs {
         peer: &Peer,
         requests: &[WorkRequest],
     ) -> Result<(Vec<Completion>, Option<Error>)> {
-        let broken = |why: String| Error::Backend(format!("{node} at {}: {why}", peer.addr));
+        let broken = |why: String| Error::Backend(format!("{} at {}: {why}", self.name_of(node), peer.addr));
         let frame = encode_request(node, requests);
         if frame.len() - PREFIX_BYTES > MAX_FRAME_BYTES {
             return Err(broken(format!(
@@ -213,8 +220,32 @@ impl TcpVerbs {
         }
     }
 
+    /// `node`'s name in the DC (its id if `tls` does not name it), as errors name it.
+    fn name_of(&self, node: NodeId) -> String {
+        self.tls.node_name(node).map_or_else(|| node.to_string(), str::to_string)
+    }
+
+    /// A TCP connection to `to`, from the source address if one is set: a host name is
+    /// resolved here, and its addresses (of the source's family) are tried in order.
+    fn dial(&self, to: &HostPort) -> std::result::Result<TcpStream, String> {
+        let addrs = to.resolve().map_err(|e| e.to_string())?;
+        let mut why = String::new();
+        for addr in addrs {
+            if self.source.is_some_and(|ip| ip.is_ipv4() != addr.is_ipv4()) {
+                why = format!("{addr} is not of the family of the source address");
+                continue;
+            }
+            match self.dial_addr(addr) {
+                Ok(s) => return Ok(s),
+                Err(e) if to.ip().is_some() => why = e.to_string(),
+                Err(e) => why = format!("{addr}: {e}"),
+            }
+        }
+        Err(format!("cannot connect: {why}"))
+    }
+
     /// A TCP connection to `addr`, from the source address if one is set.
-    fn dial(&self, addr: SocketAddr) -> io::Result<TcpStream> {
+    fn dial_addr(&self, addr: SocketAddr) -> io::Result<TcpStream> {
         let Some(ip) = self.source else { return TcpStream::connect_timeout(&addr, self.io_timeout) };
         let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
         socket.bind(&SocketAddr::new(ip, 0).into())?;
@@ -225,7 +256,7 @@ impl TcpVerbs {
     /// Opens an authenticated connection to `node` at `peer`, or says why not.
     fn connect(&self, node: NodeId, peer: &Peer) -> std::result::Result<TlsStream, String> {
         let deadline = Instant::now() + self.io_timeout;
-        let mut s = self.dial(peer.addr).map_err(|e| format!("cannot connect: {e}"))?;
+        let mut s = self.dial(&peer.addr)?;
         s.set_nodelay(true).map_err(|e| format!("cannot connect: {e}"))?;
         s.set_read_timeout(Some(self.io_timeout)).map_err(|e| format!("cannot connect: {e}"))?;
         s.set_write_timeout(Some(self.io_timeout)).map_err(|e| format!("cannot connect: {e}"))?;
