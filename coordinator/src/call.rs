@@ -206,10 +206,10 @@ pub fn records_call(ops: &[RecordOp]) -> ProcedureCall {
 }
 
 /// Encodes what a get of a records call read, as [`crate::TxnOutcome::reads`] carries it:
-/// nothing for a missing record, else the byte 1 then every cell as a little-endian `u32`
-/// length and its bytes.
+/// the byte 0 for a missing record, else the byte 1 then every cell as a little-endian `u32`
+/// length and its bytes (never empty: an empty read is a write's on the wire).
 pub fn encode_record_read(cells: Option<&[Vec<u8>]>) -> Vec<u8> {
-    let Some(cells) = cells else { return Vec::new() };
+    let Some(cells) = cells else { return vec![0] };
     let mut out = Vec::with_capacity(1 + cells.iter().map(|c| 4 + c.len()).sum::<usize>());
     out.push(1);
     for c in cells {
@@ -225,10 +225,12 @@ pub fn encode_record_read(cells: Option<&[Vec<u8>]>) -> Vec<u8> {
 /// [`Error::BadCall`] for bytes that are not such an encoding.
 pub fn decode_record_read(bytes: &[u8]) -> Result<Option<Vec<Vec<u8>>>> {
     let bad = || Error::BadCall("malformed record read".into());
-    let Some((&tag, mut rest)) = bytes.split_first() else { return Ok(None) };
-    if tag != 1 {
-        return Err(bad());
+    match bytes.split_first() {
+        Some((0, [])) => return Ok(None),
+        Some((1, _)) => {}
+        _ => return Err(bad()),
     }
+    let mut rest = &bytes[1..];
     let mut cells = Vec::new();
     while !rest.is_empty() {
         let (len, tail) = rest.split_first_chunk::<4>().ok_or_else(bad)?;
@@ -266,7 +268,8 @@ mod tests {
         assert_eq!(decode_record_read(&encode_record_read(Some(&cells))).unwrap(), Some(cells));
         assert_eq!(decode_record_read(&encode_record_read(None)).unwrap(), None);
         assert_eq!(decode_record_read(&[1]).unwrap(), Some(vec![]));
-        for bad in [&[2u8][..], &[1, 5, 0, 0, 0, 1], &[1, 1, 0]] {
+        assert_eq!(encode_record_read(None), vec![0], "never empty: the wire reads empty as no read");
+        for bad in [&[][..], &[2u8][..], &[0, 0], &[1, 5, 0, 0, 0, 1], &[1, 1, 0]] {
             assert!(decode_record_read(bad).is_err(), "{bad:?}");
         }
     }

@@ -104,7 +104,7 @@ pub async fn read<T: DeserializeOwned>(target: &Target, workload: WorkloadKind) 
     let mut json = Vec::new();
     for r in &out.reads {
         let cells = redt_coordinator::call::decode_record_read(r.as_deref().unwrap_or_default())
-            .map_err(|e| format!("the {workload} init record: {e}"))?;
+            .map_err(|e| format!("reading the {workload} init record: {e}"))?;
         let Some(cell) = cells.and_then(|c| c.into_iter().next()) else { break };
         let Some((len, rest)) = cell.split_first_chunk::<4>() else { break };
         let len = u32::from_le_bytes(*len) as usize;

@@ -1,0 +1,197 @@
+//! The workload lifecycle against real node processes (issue 16): `redt cluster up` runs a
+//! copy of `configs/local-fast.yaml` (4 processes, 2 ms RTT); `redt workload init|run|check`
+//! load YCSB, bank and list-append data through the cluster, run their clients and check them,
+//! and refuse a run with flags the cluster was not initialised with, or on a cluster with no
+//! init record, naming the values and the fix. A second cluster, the TPC-C tables on the same
+//! 4-node shape, gets one warehouse at a small scale, a short run and the 12 consistency
+//! conditions before and after. No timing is asserted.
+
+mod common;
+use common::{cluster_up, local_fast_yaml, path_str, redt, text, ClusterGuard};
+use std::path::Path;
+use std::process::Output;
+
+/// Listen port of the YCSB/bank/append cluster (drill_processes.rs uses 7720).
+const PORT: u16 = 7740;
+/// Listen port of the TPC-C cluster.
+const TPCC_PORT: u16 = 7760;
+
+/// A MemStore directory under /dev/shm when there is one.
+fn shm_dir() -> tempfile::TempDir {
+    if Path::new("/dev/shm").is_dir() { tempfile::tempdir_in("/dev/shm") } else { tempfile::tempdir() }
+        .expect("a temporary MemStore directory")
+}
+
+/// `redt workload ARGS… --cluster CONFIG --certs CERTS`.
+fn workload(args: &[&str], config: &Path, certs: &Path) -> Output {
+    let mut all = vec!["workload"];
+    all.extend_from_slice(args);
+    all.extend(["--cluster", path_str(config), "--certs", path_str(certs)]);
+    redt(&all)
+}
+
+/// Standard output of a successful run, as JSON.
+fn json_of(out: &Output, what: &str) -> serde_json::Value {
+    assert!(out.status.success(), "{what}: {}", text(out));
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{what} --json: {e}: {}", text(out)))
+}
+
+/// Standard error of a failed run.
+fn refused(out: &Output, what: &str) -> String {
+    assert!(!out.status.success(), "{what} must fail: {}", text(out));
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn ycsb_bank_and_append_through_init_run_and_check() {
+    let work = tempfile::tempdir().expect("a temporary directory");
+    let shm = shm_dir();
+    let config = work.path().join("local-fast-workload.yaml");
+    std::fs::write(&config, local_fast_yaml(&format!("workload-processes-{}", std::process::id()), PORT)).unwrap();
+    let run_dir = work.path().join("run");
+    let certs = run_dir.join("certs");
+    let _guard = ClusterGuard::new(run_dir.clone());
+    let out = cluster_up(&config, &run_dir, 0, shm.path(), &["--no-metrics"]);
+    assert!(out.status.success(), "redt cluster up: {}", text(&out));
+
+    // No init record yet: run and check say to init first.
+    let e = refused(&workload(&["run", "ycsb", "--duration", "1s"], &config, &certs), "run before init");
+    assert!(e.contains("the cluster has no ycsb init record"), "{e}");
+    assert!(e.contains(&format!("redt workload init ycsb --cluster {}", config.display())), "{e}");
+    let e = refused(&workload(&["check", "bank"], &config, &certs), "check before init");
+    assert!(e.contains("the cluster has no bank init record") && e.contains("redt workload init bank"), "{e}");
+
+    // YCSB: 50 records per partition × 4 partitions, a short run, the check.
+    let init = json_of(&workload(&["init", "ycsb", "--records-per-partition", "50", "--json"], &config, &certs), "init");
+    assert_eq!(init["records"], 200, "{init}");
+    let run = json_of(
+        &workload(&["run", "ycsb", "--duration", "2s", "--warmup", "500ms", "--json"], &config, &certs),
+        "run ycsb",
+    );
+    assert!(run["committed"].as_u64().unwrap() > 0, "{run}");
+    let check = json_of(&workload(&["check", "ycsb", "--json"], &config, &certs), "check ycsb");
+    assert_eq!((check["pass"].as_bool(), check["records"].as_u64(), check["missing"].as_u64()), (Some(true), Some(200), Some(0)));
+
+    // A run asking for other records is refused naming both values and the fix, by `workload
+    // run` and by `bench ycsb --cluster` alike.
+    let e = refused(
+        &workload(&["run", "ycsb", "--records-per-partition", "16384", "--duration", "1s"], &config, &certs),
+        "run with another record count",
+    );
+    assert!(e.contains("--records-per-partition 16384 does not match the cluster"), "{e}");
+    assert!(e.contains("initialised with 50 records per partition"), "{e}");
+    assert!(e.contains("redt workload init ycsb --records-per-partition 16384"), "{e}");
+    let bench = |extra: &[&str]| {
+        let mut args = vec!["bench", "ycsb", "--cluster", path_str(&config), "--certs", path_str(&certs)];
+        args.extend_from_slice(extra);
+        redt(&args)
+    };
+    let e = refused(&bench(&["--records-per-partition", "16384", "--duration", "1s"]), "bench ycsb, another count");
+    assert!(e.contains("initialised with 50 records per partition"), "{e}");
+
+    // A YCSB property file: its record count matches (200 over 4 partitions), its mix runs;
+    // operationcount is noted, not used; an unknown key is refused naming it.
+    let props = work.path().join("workloadb");
+    std::fs::write(
+        &props,
+        "# workload B\nrecordcount=200\noperationcount=1000\nreadproportion=0.95\nupdateproportion=0.05\n\
+         requestdistribution=uniform\nmaxexecutiontime=1\nthreadcount=4\n",
+    )
+    .unwrap();
+    let out = workload(&["run", "ycsb", "-P", path_str(&props), "--warmup", "0s", "--json"], &config, &certs);
+    let run = json_of(&out, "run ycsb -P");
+    assert_eq!((run["mix"]["workload"].as_str(), run["mix"]["write_ratio"].as_f64()), (Some("a"), Some(0.05)), "{run}");
+    assert_eq!((run["mix"]["distribution"].as_str(), run["clients"].as_u64()), (Some("uniform"), Some(4)), "{run}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("operationcount=1000: redt runs for a duration"));
+    std::fs::write(&props, "recordcount=200\nhotspotopnfraction=0.2\n").unwrap();
+    let e = refused(&workload(&["run", "ycsb", "-P", path_str(&props)], &config, &certs), "-P with an unknown key");
+    assert!(e.contains("line 2: unknown YCSB property `hotspotopnfraction`"), "{e}");
+
+    // Bank: 16 accounts of 1,000, transfers, the total.
+    let e = refused(&workload(&["run", "bank", "--duration", "1s"], &config, &certs), "bank before init");
+    assert!(e.contains("run `redt workload init bank"), "{e}");
+    let init = json_of(&workload(&["init", "bank", "--accounts", "16", "--json"], &config, &certs), "init bank");
+    assert_eq!(init["accounts"], 16);
+    let run = json_of(&workload(&["run", "bank", "--duration", "2s", "--warmup", "0s", "--json"], &config, &certs), "run bank");
+    assert!(run["committed"].as_u64().unwrap() > 0, "{run}");
+    let check = json_of(&workload(&["check", "bank", "--json"], &config, &certs), "check bank");
+    assert_eq!((check["pass"].as_bool(), check["total"].as_i64(), check["runs"].as_u64()), (Some(true), Some(16_000), Some(1)));
+    let e = refused(&workload(&["run", "bank", "--accounts", "64", "--duration", "1s"], &config, &certs), "bank, 64");
+    assert!(e.contains("--accounts 64 does not match the cluster: it was initialised with 16 accounts"), "{e}");
+
+    // List-append: the run's history to a file, checked again later against the lists.
+    let history = work.path().join("history.jsonl");
+    json_of(&workload(&["init", "append", "--json"], &config, &certs), "init append");
+    let run = json_of(
+        &workload(&["run", "append", "--duration", "2s", "--history", path_str(&history), "--json"], &config, &certs),
+        "run append",
+    );
+    assert_eq!(run["pass"], true, "{run}");
+    let check = json_of(
+        &workload(&["check", "append", "--history", path_str(&history), "--json"], &config, &certs),
+        "check append",
+    );
+    assert_eq!((check["pass"].as_bool(), check["events"].as_u64()), (Some(true), run["events"].as_u64()), "{check}");
+    assert!(check["check"]["ok_appends"].as_u64().unwrap() > 0, "{check}");
+}
+
+/// `configs/tpcc.yaml`'s tables on local-fast's shape: 4 DCs × 1 node on `port`, 2 ms RTT, 4
+/// partitions, a small MemStore, named `name`.
+fn tpcc_local_yaml(name: &str, port: u16) -> String {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/configs/tpcc.yaml");
+    let mut v: serde_norway::Value = serde_norway::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let shape: serde_norway::Value = serde_norway::from_str(&format!(
+        "name: {name}\n\
+         memstore: {{ size: 160MiB, index: 8MiB, ring: 8MiB }}\n\
+         links: {{ default: {{ rtt: 2ms, jitter: 0ms, loss: 0%, rate: unlimited }} }}\n\
+         dcs:\n\
+         {}\
+         partitions:\n\
+         {}",
+        (1..=4).map(|d| format!("  - {{ name: dc{d}, nodes: [ {{ name: dc{d}-n1, addr: \"127.0.{d}.1:{port}\" }} ] }}\n")).collect::<String>(),
+        (0..4)
+            .map(|p| format!("  - {{ replicas: [{}] }}\n", (0..3).map(|r| format!("dc{}-n1", (p + r) % 4 + 1)).collect::<Vec<_>>().join(", ")))
+            .collect::<String>()
+    ))
+    .unwrap();
+    for (k, val) in shape.as_mapping().unwrap() {
+        v.as_mapping_mut().unwrap().insert(k.clone(), val.clone());
+    }
+    serde_norway::to_string(&v).unwrap()
+}
+
+#[test]
+fn tpcc_through_init_run_and_check() {
+    let work = tempfile::tempdir().expect("a temporary directory");
+    let shm = shm_dir();
+    let config = work.path().join("tpcc-local.yaml");
+    std::fs::write(&config, tpcc_local_yaml(&format!("workload-tpcc-{}", std::process::id()), TPCC_PORT)).unwrap();
+    let run_dir = work.path().join("run");
+    let certs = run_dir.join("certs");
+    let _guard = ClusterGuard::new(run_dir.clone());
+    let out = cluster_up(&config, &run_dir, 0, shm.path(), &["--no-metrics"]);
+    assert!(out.status.success(), "redt cluster up: {}", text(&out));
+
+    let e = refused(&workload(&["run", "tpcc", "--duration", "1s"], &config, &certs), "tpcc before init");
+    assert!(e.contains("the cluster has no tpcc init record") && e.contains("redt workload init tpcc"), "{e}");
+    let init = json_of(
+        &workload(&["init", "tpcc", "--warehouses", "1", "--scale", "100,30,9", "--json"], &config, &certs),
+        "init tpcc",
+    );
+    assert!(init["rows"].as_u64().unwrap() > 4000, "{init}");
+    let check = json_of(&workload(&["check", "tpcc", "--json"], &config, &certs), "check tpcc after init");
+    assert_eq!(check["report"]["passed"], true, "{check}");
+    assert_eq!(check["extra_reads"], 0, "{check}");
+    let run = json_of(
+        &workload(&["run", "tpcc", "--duration", "3s", "--warmup", "500ms", "--terminals", "2", "--json"], &config, &certs),
+        "run tpcc",
+    );
+    assert!(run["tpmc"].as_f64().unwrap() > 0.0, "{run}");
+    let check = json_of(&workload(&["check", "tpcc", "--json"], &config, &certs), "check tpcc after the run");
+    let failed: Vec<&serde_json::Value> =
+        check["report"]["conditions"].as_array().unwrap().iter().filter(|c| c["violations"] != 0).collect();
+    assert!(failed.is_empty() && check["report"]["passed"] == true, "{failed:?}\n{check}");
+    assert_eq!(check["runs"], 1);
+    let e = refused(&workload(&["run", "tpcc", "--warehouses", "2", "--duration", "1s"], &config, &certs), "tpcc, 2");
+    assert!(e.contains("--warehouses 2 does not match the cluster: it was initialised with 1 warehouses"), "{e}");
+}
