@@ -30,6 +30,25 @@ fn workload(args: &[&str], config: &Path, certs: &Path) -> Output {
     redt(&all)
 }
 
+/// Commits `call` through node 0 of the cluster of `config` with the client certificate of
+/// `certs`, retrying after an abort: a change made behind the workload's back, for its check
+/// to find.
+fn tamper(config: &Path, certs: &Path, call: redt_proto::wire::ProcedureCall) -> redt_coordinator::TxnOutcome {
+    let topo = std::sync::Arc::new(redt_proto::Topology::load(config).expect("the topology"));
+    let rt = tokio::runtime::Runtime::new().expect("a runtime");
+    rt.block_on(async {
+        let client = redt_coordinator::Client::connect(topo, certs, std::time::Duration::from_secs(5)).expect("a client");
+        for _ in 0..100 {
+            let out = client.submit(redt_proto::NodeId(0), call.clone()).await;
+            if out.status == redt_coordinator::TxnStatus::Committed {
+                return out;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        panic!("the tampering transaction did not commit");
+    })
+}
+
 /// Standard output of a successful run, as JSON.
 fn json_of(out: &Output, what: &str) -> serde_json::Value {
     assert!(out.status.success(), "{what}: {}", text(out));
@@ -72,7 +91,16 @@ fn ycsb_bank_and_append_through_init_run_and_check() {
     let check = json_of(&workload(&["check", "ycsb", "--json"], &config, &certs), "check ycsb");
     assert_eq!((check["pass"].as_bool(), check["records"].as_u64(), check["missing"].as_u64()), (Some(true), Some(200), Some(0)));
 
-    // A run asking for other records is refused naming both values and the fix, by `workload
+    // A record changed behind the workload's back (cell 3 of key 5 no longer one repeated
+    // byte) fails the check, naming it.
+    let update = redt_dc_executor::YcsbOp::Update { key: 5, cell: 3, value: vec![1, 2, 3] };
+    tamper(&config, &certs, redt_coordinator::call::ycsb_call(redt_proto::TableId(1), 10, &[update]));
+    let out = workload(&["check", "ycsb"], &config, &certs);
+    let e = refused(&out, "check ycsb after tampering");
+    assert!(e.contains("FAILED (0 of 200 records missing, 1 malformed)"), "{e}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("key 5: not one repeated byte per cell"), "{}", text(&out));
+
+        // A run asking for other records is refused naming both values and the fix, by `workload
     // run` and by `bench ycsb --cluster` alike.
     let e = refused(
         &workload(&["run", "ycsb", "--records-per-partition", "16384", "--duration", "1s"], &config, &certs),
@@ -118,6 +146,11 @@ fn ycsb_bank_and_append_through_init_run_and_check() {
     assert_eq!((check["pass"].as_bool(), check["total"].as_i64(), check["runs"].as_u64()), (Some(true), Some(16_000), Some(1)));
     let e = refused(&workload(&["run", "bank", "--accounts", "64", "--duration", "1s"], &config, &certs), "bank, 64");
     assert!(e.contains("--accounts 64 does not match the cluster: it was initialised with 16 accounts"), "{e}");
+    // Money made behind the bank's back: account 3 set to 5,000.
+    let write = redt_dc_executor::KvOp::Write(3, 5000i64.to_le_bytes().to_vec());
+    tamper(&config, &certs, redt_coordinator::call::kv_call(redt_proto::TableId(2), &[write]));
+    let e = refused(&workload(&["check", "bank"], &config, &certs), "check bank after tampering");
+    assert!(e.contains("bank check failed: FAILED (total ") && e.contains("expected 16000 = 16 × 1000"), "{e}");
 
     // List-append: the run's history to a file, checked again later against the lists.
     let history = work.path().join("history.jsonl");
@@ -194,4 +227,26 @@ fn tpcc_through_init_run_and_check() {
     assert_eq!(check["runs"], 1);
     let e = refused(&workload(&["run", "tpcc", "--warehouses", "2", "--duration", "1s"], &config, &certs), "tpcc, 2");
     assert!(e.contains("--warehouses 2 does not match the cluster: it was initialised with 1 warehouses"), "{e}");
+
+    // W_YTD of warehouse 1 raised by a cent behind the terminals' back: conditions 1 and 8
+    // fail.
+    use redt_bench::tpcc::schema::{self as sc, table};
+    use redt_dc_executor::RecordOp;
+    let key = sc::warehouse_key(1);
+    let read = tamper(&config, &certs, redt_coordinator::call::records_call(&[RecordOp::Get { table: table::WAREHOUSE, key }]));
+    let bytes = read.reads[0].as_deref().expect("a get returns its read");
+    let mut cells = redt_coordinator::call::decode_record_read(bytes).unwrap().expect("warehouse 1 exists");
+    cells[sc::w::YTD as usize] = sc::num(sc::get(&cells[sc::w::YTD as usize]) + 1);
+    tamper(&config, &certs, redt_coordinator::call::records_call(&[RecordOp::Put { table: table::WAREHOUSE, key, cells }]));
+    let out = workload(&["check", "tpcc", "--json"], &config, &certs);
+    refused(&out, "check tpcc after tampering");
+    let check: serde_json::Value = serde_json::from_slice(&out.stdout).expect("--json");
+    let failed: Vec<u64> = check["report"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["violations"] != 0)
+        .map(|c| c["id"].as_u64().unwrap())
+        .collect();
+    assert_eq!(failed, [1, 8], "{check}");
 }
