@@ -7,7 +7,7 @@
 //! conditions before and after. No timing is asserted.
 
 mod common;
-use common::{cluster_up, local_fast_yaml, path_str, redt, text, ClusterGuard};
+use common::{cluster_up, local_fast_yaml, path_str, redt, text, tpcc_local_yaml, ClusterGuard};
 use std::path::Path;
 use std::process::Output;
 
@@ -79,6 +79,15 @@ fn ycsb_bank_and_append_through_init_run_and_check() {
     assert!(e.contains(&format!("redt workload init ycsb --cluster {}", config.display())), "{e}");
     let e = refused(&workload(&["check", "bank"], &config, &certs), "check before init");
     assert!(e.contains("the cluster has no bank init record") && e.contains("redt workload init bank"), "{e}");
+
+    // `bench ycsb --cluster` on a cluster that holds no records (and says so in no init record)
+    // aborts every transaction: it must not pass.
+    let out = redt(&[
+        "bench", "ycsb", "--cluster", path_str(&config), "--certs", path_str(&certs), "--duration", "1s", "--warmup", "0s",
+    ]);
+    let e = refused(&out, "bench ycsb on an empty cluster");
+    assert!(e.contains("note: the cluster has no YCSB init record; assuming 16384 records per partition"), "{e}");
+    assert!(e.contains("the YCSB run committed no transaction in 1.0 s"), "{e}");
 
     // YCSB: 50 records per partition × 4 partitions, a short run, the check.
     let init = json_of(&workload(&["init", "ycsb", "--records-per-partition", "50", "--json"], &config, &certs), "init");
@@ -166,31 +175,6 @@ fn ycsb_bank_and_append_through_init_run_and_check() {
     );
     assert_eq!((check["pass"].as_bool(), check["events"].as_u64()), (Some(true), run["events"].as_u64()), "{check}");
     assert!(check["check"]["ok_appends"].as_u64().unwrap() > 0, "{check}");
-}
-
-/// `configs/tpcc.yaml`'s tables on local-fast's shape: 4 DCs × 1 node on `port`, 2 ms RTT, 4
-/// partitions, a small MemStore, named `name`.
-fn tpcc_local_yaml(name: &str, port: u16) -> String {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/configs/tpcc.yaml");
-    let mut v: serde_norway::Value = serde_norway::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    let shape: serde_norway::Value = serde_norway::from_str(&format!(
-        "name: {name}\n\
-         memstore: {{ size: 160MiB, index: 8MiB, ring: 8MiB }}\n\
-         links: {{ default: {{ rtt: 2ms, jitter: 0ms, loss: 0%, rate: unlimited }} }}\n\
-         dcs:\n\
-         {}\
-         partitions:\n\
-         {}",
-        (1..=4).map(|d| format!("  - {{ name: dc{d}, nodes: [ {{ name: dc{d}-n1, addr: \"127.0.{d}.1:{port}\" }} ] }}\n")).collect::<String>(),
-        (0..4)
-            .map(|p| format!("  - {{ replicas: [{}] }}\n", (0..3).map(|r| format!("dc{}-n1", (p + r) % 4 + 1)).collect::<Vec<_>>().join(", ")))
-            .collect::<String>()
-    ))
-    .unwrap();
-    for (k, val) in shape.as_mapping().unwrap() {
-        v.as_mapping_mut().unwrap().insert(k.clone(), val.clone());
-    }
-    serde_norway::to_string(&v).unwrap()
 }
 
 #[test]
