@@ -104,6 +104,18 @@ fn ycsb_bank_and_append_through_init_run_and_check() {
     // byte) fails the check, naming it.
     let update = redt_dc_executor::YcsbOp::Update { key: 5, cell: 3, value: vec![1, 2, 3] };
     tamper(&config, &certs, redt_coordinator::call::ycsb_call(redt_proto::TableId(1), 10, &[update]));
+    // A records call reads a record as it is, and a key with no record as missing.
+    use redt_dc_executor::RecordOp;
+    let gets = [1_000_000u64, 5].map(|key| RecordOp::Get { table: redt_proto::TableId(1), key });
+    let read = tamper(&config, &certs, redt_coordinator::call::records_call(&gets));
+    let decoded: Vec<Option<Vec<Vec<u8>>>> = read
+        .reads
+        .iter()
+        .map(|r| redt_coordinator::call::decode_record_read(r.as_deref().expect("a get's read")).unwrap())
+        .collect();
+    assert_eq!(decoded[0], None, "key 1,000,000 was never written");
+    let cells = decoded[1].as_ref().expect("key 5 was loaded");
+    assert_eq!((cells.len(), &cells[3][..4]), (10, &[1u8, 2, 3, 0][..]), "its 10 cells, cell 3 as just written");
     let out = workload(&["check", "ycsb"], &config, &certs);
     let e = refused(&out, "check ycsb after tampering");
     assert!(e.contains("FAILED (0 of 200 records missing, 1 malformed)"), "{e}");
