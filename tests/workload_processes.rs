@@ -106,15 +106,17 @@ fn ycsb_bank_and_append_through_init_run_and_check() {
     tamper(&config, &certs, redt_coordinator::call::ycsb_call(redt_proto::TableId(1), 10, &[update]));
     // A records call reads a record as it is, and a key with no record as missing.
     use redt_dc_executor::RecordOp;
-    let gets = [1_000_000u64, 5].map(|key| RecordOp::Get { table: redt_proto::TableId(1), key });
+    // (Keys 1,000,000 and 1,000,001: partitions 0 and 1, one with a replica in node 0's DC,
+    // the coordinator's, one read only through other DCs' votes.)
+    let gets = [1_000_000u64, 1_000_001, 5].map(|key| RecordOp::Get { table: redt_proto::TableId(1), key });
     let read = tamper(&config, &certs, redt_coordinator::call::records_call(&gets));
     let decoded: Vec<Option<Vec<Vec<u8>>>> = read
         .reads
         .iter()
         .map(|r| redt_coordinator::call::decode_record_read(r.as_deref().expect("a get's read")).unwrap())
         .collect();
-    assert_eq!(decoded[0], None, "key 1,000,000 was never written");
-    let cells = decoded[1].as_ref().expect("key 5 was loaded");
+    assert_eq!(decoded[..2], [None, None], "keys 1,000,000 and 1,000,001 were never written");
+    let cells = decoded[2].as_ref().expect("key 5 was loaded");
     assert_eq!((cells.len(), &cells[3][..4]), (10, &[1u8, 2, 3, 0][..]), "its 10 cells, cell 3 as just written");
     let out = workload(&["check", "ycsb"], &config, &certs);
     let e = refused(&out, "check ycsb after tampering");
