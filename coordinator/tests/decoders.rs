@@ -85,6 +85,7 @@ proptest! {
                     versions,
                     read_cells: vec![],
                     values: vec![],
+                    absent: false,
                 })
                 .collect(),
             hlc: value,
