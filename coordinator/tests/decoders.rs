@@ -85,7 +85,6 @@ proptest! {
                     versions,
                     read_cells: vec![],
                     values: vec![],
-                    absent: false,
                 })
                 .collect(),
             hlc: value,
