@@ -504,6 +504,20 @@ mod tests {
         }
     }
 
+    /// The socket's counters once `sent` has reached `sent` and the delay line is empty:
+    /// the delay-line thread updates both just after the datagram leaves, so a receiver
+    /// can see the datagram first.
+    async fn stats_after_sent(s: &NetemSocket, sent: u64) -> NetemStats {
+        for _ in 0..1000 {
+            let st = s.stats();
+            if st.sent >= sent && s.queued_bytes() == 0 {
+                return st;
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        s.stats()
+    }
+
     async fn recv(r: &tokio::net::UdpSocket) -> Vec<u8> {
         let mut buf = vec![0u8; 70_000];
         let n = tokio::time::timeout(Duration::from_secs(10), r.recv(&mut buf)).await.unwrap().unwrap();
@@ -519,7 +533,7 @@ mod tests {
         assert_eq!(recv(&r).await, b"hello");
         // A lower bound by construction (the delay line never sends early).
         assert!(start.elapsed() >= Duration::from_millis(30));
-        let st = s.stats();
+        let st = stats_after_sent(&s, 1).await;
         assert_eq!((st.delayed, st.sent), (1, 1));
         assert_eq!(s.queued_bytes(), 0);
     }
@@ -556,7 +570,7 @@ mod tests {
         s.try_send(&transmit(to, b"through")).unwrap();
         // Nothing dropped reached the receiver: the first datagram it sees is the last one.
         assert_eq!(recv(&r).await, b"through");
-        let st = s.stats();
+        let st = stats_after_sent(&s, 1).await;
         assert_eq!((st.dropped_loss, st.dropped_partition, st.delayed, st.sent), (10, 5, 1, 1));
     }
 
