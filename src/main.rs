@@ -53,6 +53,11 @@ enum Command {
     /// Benchmarks.
     #[command(subcommand)]
     Bench(cmd::bench::BenchCmd),
+    /// A workload's lifecycle against a running cluster: `init` loads its data through the
+    /// cluster and records what it loaded there, `run` runs its clients on that data, `check`
+    /// checks its invariants any time later (ycsb, tpcc, bank, append).
+    #[command(subcommand)]
+    Workload(cmd::bench::workload::WorkloadCmd),
     /// Runs one node (one process per host in a real deployment).
     Node(cmd::cluster::NodeArgs),
     /// Starts or stops one node process per node of a topology on this host.
@@ -214,6 +219,7 @@ fn main() -> Result<()> {
     cmd::cluster::set_log_format(cli.log_format);
     match &cli.command {
         Command::Bench(c) => cmd::bench::run(c),
+        Command::Workload(c) => cmd::bench::workload::run(c),
         Command::Node(a) => cmd::cluster::node(a),
         Command::Cluster(c) => cmd::cluster::cluster(c),
         Command::Client(a) => cmd::client::run(a),

@@ -1,6 +1,7 @@
 //! `redt bench … --interval` (issue 16): the interval rows written with `--interval-csv` come
 //! from the run's own counters, so their committed counts add up to the report's.
 
+mod common;
 use std::process::Command;
 
 /// Runs `redt bench ARGS --json --interval 200ms --interval-csv F` and returns the report
@@ -54,6 +55,47 @@ fn ycsb_interval_rows_add_up_to_the_report() {
     assert!((elapsed.last().unwrap() - report["duration_s"].as_f64().unwrap()).abs() < 1e-6, "{elapsed:?}");
     let p99 = column(&rows, "p99_ms");
     assert!(committed.iter().zip(&p99).all(|(&c, &p)| (c > 0.0) == (p > 0.0)), "a latency where commits are");
+}
+
+/// Sums `names` of the CSV rows.
+fn total(rows: &[Vec<String>], names: &[&str]) -> u64 {
+    names.iter().map(|n| column(rows, n).iter().sum::<f64>() as u64).sum()
+}
+
+#[test]
+fn append_interval_rows_count_every_transaction_of_the_history() {
+    let config = concat!(env!("CARGO_MANIFEST_DIR"), "/configs/local-fast.yaml");
+    let (report, rows) = bench_with_rows(&["append", "--config", config, "--duration", "2s"]);
+    assert!(rows.len() > 8, "2 s at 200 ms: {} rows", rows.len() - 1);
+    // The rows cover the whole run (no warm-up): ok, fail and info of the history.
+    assert_eq!(total(&rows, &["committed"]), report["committed"].as_u64().unwrap(), "{report}");
+    assert_eq!(total(&rows, &["aborted"]), report["aborted"].as_u64().unwrap(), "{report}");
+    assert_eq!(total(&rows, &["unknown"]), report["unknown"].as_u64().unwrap(), "{report}");
+}
+
+#[test]
+fn tpcc_interval_rows_count_the_database_transactions() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let config = dir.path().join("tpcc-local.yaml");
+    std::fs::write(&config, common::tpcc_local_yaml("interval-tpcc", 7780)).unwrap();
+    let (report, rows) = bench_with_rows(&[
+        "tpcc",
+        "--config",
+        config.to_str().unwrap(),
+        "--warehouses",
+        "1",
+        "--scale",
+        "100,30,9",
+        "--duration",
+        "2s",
+        "--warmup",
+        "500ms",
+    ]);
+    assert!(rows.len() > 8, "2 s at 200 ms: {} rows", rows.len() - 1);
+    // Every attempt of the measured interval (a Delivery is ten), as the per-type figures count them.
+    let attempts: u64 = report["types"].as_array().unwrap().iter().map(|t| t["attempts"].as_u64().unwrap()).sum();
+    assert_eq!(total(&rows, &["committed", "aborted", "unknown"]), attempts, "{report}");
+    assert!(total(&rows, &["committed"]) > 0);
 }
 
 #[test]

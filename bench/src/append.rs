@@ -63,6 +63,9 @@ pub struct AppendConfig {
     /// ([`DrillPlan::expand`]); `None`: no drill. Its log lines are printed as they happen,
     /// above the progress bar (on standard error when it is hidden).
     pub drill: Option<DrillPlan>,
+    /// Per-interval rows of the run (off by default; a list-append run has no warm-up, so the
+    /// rows cover it whole).
+    pub interval: crate::interval::IntervalOptions,
 }
 
 impl Default for AppendConfig {
@@ -80,6 +83,7 @@ impl Default for AppendConfig {
             seed: 42,
             progress: false,
             drill: None,
+            interval: Default::default(),
         }
     }
 }
@@ -127,7 +131,7 @@ pub struct AppendReport {
 }
 
 /// The active keys and how often each was appended to.
-struct Keys {
+pub(crate) struct Keys {
     active: Vec<u64>,
     writes: HashMap<u64, u32>,
     next: u64,
@@ -135,6 +139,11 @@ struct Keys {
 }
 
 impl Keys {
+    /// `keys` active keys from `first` on, each retired after `max` appends.
+    pub(crate) fn new(first: u64, keys: usize, max: u32) -> Self {
+        Keys { active: (first..first + keys as u64).collect(), writes: HashMap::new(), next: first + keys as u64, max: max.max(1) }
+    }
+
     fn pick(&self, rng: &mut impl Rng) -> u64 {
         self.active[rng.gen_range(0..self.active.len())]
     }
@@ -152,7 +161,7 @@ impl Keys {
 }
 
 /// Draws one transaction's micro-operations.
-fn draw(keys: &Mutex<Keys>, values: &AtomicU64, cfg: &AppendConfig, rng: &mut impl Rng) -> Vec<Mop> {
+pub(crate) fn draw(keys: &Mutex<Keys>, values: &AtomicU64, cfg: &AppendConfig, rng: &mut impl Rng) -> Vec<Mop> {
     let n = rng.gen_range(1..=cfg.max_txn_len.max(1));
     let mut keys = keys.lock().expect("keys");
     (0..n)
@@ -190,22 +199,20 @@ pub fn fill(mops: &[Mop], reads: &[Option<Vec<u8>>]) -> Vec<Mop> {
         .collect()
 }
 
-/// Runs list-append on an embedded cluster of `topo`, writes the history and checks it.
+/// Checks the lists of `schema` (a key/value table) hold what `cfg` appends to one key with
+/// `clients` clients: `max_writes_per_key` appends plus one transaction in flight per client
+/// after the key is retired.
 ///
 /// # Errors
-/// Cluster start-up, a missing or too small table, writing the history, as text.
-pub async fn run_append(topo: Topology, cfg: &AppendConfig) -> Result<AppendReport, String> {
-    let schema =
-        topo.table_by_name(&cfg.table).ok_or_else(|| format!("the topology has no table `{}`", cfg.table))?.clone();
+/// They do not fit, or `cfg.keys` is 0.
+pub(crate) fn check_fits(schema: &redt_proto::TableSchema, cfg: &AppendConfig, clients: usize) -> Result<(), String> {
     let capacity = (schema.cells[0].bytes as usize).saturating_sub(LIST_HEADER) / 8;
-    let clients = cfg.clients_per_node * topo.nodes.len();
-    // In-flight appends to a key after it is retired: at most one transaction per client.
     let need = cfg.max_writes_per_key as usize + clients * cfg.max_txn_len;
     if need > capacity {
         return Err(format!(
             "table `{}` holds lists of {capacity} items; {} appends per key plus {} in flight do not fit \
              (lower --max-writes-per-key or the clients)",
-            cfg.table,
+            schema.name,
             cfg.max_writes_per_key,
             clients * cfg.max_txn_len
         ));
@@ -213,6 +220,18 @@ pub async fn run_append(topo: Topology, cfg: &AppendConfig) -> Result<AppendRepo
     if cfg.keys == 0 {
         return Err("--keys must be at least 1".into());
     }
+    Ok(())
+}
+
+/// Runs list-append on an embedded cluster of `topo`, writes the history and checks it.
+///
+/// # Errors
+/// Cluster start-up, a missing or too small table, writing the history, as text.
+pub async fn run_append(topo: Topology, cfg: &AppendConfig) -> Result<AppendReport, String> {
+    let schema =
+        topo.table_by_name(&cfg.table).ok_or_else(|| format!("the topology has no table `{}`", cfg.table))?.clone();
+    let clients = cfg.clients_per_node * topo.nodes.len();
+    check_fits(&schema, cfg, clients)?;
     let tid = schema.id;
     let rtt_ms = topo.links.first().and_then(|l| l.get(1)).map(|c| c.rtt.as_secs_f64() * 1e3).unwrap_or(0.0);
     let writer = Arc::new(Mutex::new(HistoryWriter::new(cfg.history.as_deref())?));
@@ -221,16 +240,14 @@ pub async fn run_append(topo: Topology, cfg: &AppendConfig) -> Result<AppendRepo
     let topo = cluster.topology.clone();
     let timeline = drill.as_ref().map(|d| d.timeline.clone());
     let measured_from: Arc<OnceLock<Instant>> = Arc::new(OnceLock::new());
-    let keys = Arc::new(Mutex::new(Keys {
-        active: (0..cfg.keys as u64).collect(),
-        writes: HashMap::new(),
-        next: cfg.keys as u64,
-        max: cfg.max_writes_per_key.max(1),
-    }));
+    let keys = Arc::new(Mutex::new(Keys::new(0, cfg.keys, cfg.max_writes_per_key)));
     let values = Arc::new(AtomicU64::new(1));
     let stop = Arc::new(AtomicBool::new(false));
     let hist = Arc::new(Mutex::new(Latency::histogram()));
     let error: Arc<Mutex<Option<String>>> = Arc::new(Mutex::new(None));
+    // Counts every transaction from the start (the run has no warm-up), for the interval rows.
+    let meter = Arc::new(crate::workload::Meter::default());
+    meter.set_measuring(true);
     let mut tasks = tokio::task::JoinSet::new();
     let mut process = 0u64;
     writer.lock().expect("history").restart_clock();
@@ -241,6 +258,7 @@ pub async fn run_append(topo: Topology, cfg: &AppendConfig) -> Result<AppendRepo
             let home = n.id;
             let (keys, values, stop, hist, writer, error, cfg2) =
                 (keys.clone(), values.clone(), stop.clone(), hist.clone(), writer.clone(), error.clone(), cfg.clone());
+            let meter = meter.clone();
             let mut p = process;
             let seed = cfg.seed ^ process.wrapping_mul(0x9e37_79b9_7f4a_7c15);
             process += 1;
@@ -280,6 +298,7 @@ pub async fn run_append(topo: Topology, cfg: &AppendConfig) -> Result<AppendRepo
                             TxnStatus::Unknown(_) => t.add(a, Counts { unknown: 1, ..Default::default() }),
                         }
                     }
+                    meter.record(&out.status, t0);
                     match out.status {
                         TxnStatus::Committed => {
                             let _ = hist.lock().expect("histogram").record(t0.elapsed().as_micros().max(1) as u64);
@@ -303,14 +322,28 @@ pub async fn run_append(topo: Topology, cfg: &AppendConfig) -> Result<AppendRepo
     if let Some(d) = &mut drill {
         d.start(started, crate::drill_embedded::log_to(&run));
     }
+    let mut rows = crate::interval::Intervals::start(&cfg.interval);
     while started.elapsed() < cfg.duration {
         tokio::time::sleep(Duration::from_millis(100)).await;
         run.set_position(started.elapsed().as_millis() as u64);
+        if let Ok(Some(iv)) = &mut rows {
+            if iv.due(started.elapsed()) && started.elapsed() < cfg.duration {
+                if let Err(e) = iv.take(meter.snapshot(started.elapsed()), &run) {
+                    rows = Err(e);
+                }
+            }
+        }
     }
     stop.store(true, Ordering::Relaxed);
     while tasks.join_next().await.is_some() {}
     let elapsed = started.elapsed();
+    // The last row ends where the clients stopped: every transaction of the history counted.
+    let rows = rows.and_then(|iv| match iv {
+        Some(iv) => iv.finish(meter.snapshot(elapsed), &run),
+        None => Ok(()),
+    });
     run.finish_and_clear();
+    rows.map_err(|e| format!("interval rows: {e}"))?;
 
     // After a drill: heal, settle, report.
     let drill = crate::drill_embedded::finish_drill(drill, &cluster, cfg.progress).await?;

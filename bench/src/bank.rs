@@ -214,6 +214,19 @@ pub async fn settled_cells(
     }
 }
 
+/// Draws one transfer between two distinct accounts of `accounts` (at least 2) of 1 to `max`
+/// (at least 1): the positions of the two accounts and the two operations (`Add(from, −x)`,
+/// `Add(to, +x)`).
+pub fn draw_transfer(rng: &mut impl Rng, accounts: &[u64], max: i64) -> (usize, usize, [KvOp; 2]) {
+    let from = rng.gen_range(0..accounts.len());
+    let mut to = rng.gen_range(0..accounts.len() - 1);
+    if to >= from {
+        to += 1;
+    }
+    let x = rng.gen_range(1..=max.max(1));
+    (from, to, [KvOp::Add(accounts[from], -x), KvOp::Add(accounts[to], x)])
+}
+
 /// The balance in a cell.
 pub fn balance(cell: &[u8]) -> i64 {
     let mut b = [0u8; 8];
@@ -290,13 +303,7 @@ pub async fn run_bank(topo: Topology, cfg: &BankConfig) -> Result<BankReport, St
                         }
                         continue;
                     }
-                    let from = rng.gen_range(0..accounts.len());
-                    let mut to = rng.gen_range(0..accounts.len() - 1);
-                    if to >= from {
-                        to += 1;
-                    }
-                    let x = rng.gen_range(1..=max);
-                    let ops = [KvOp::Add(accounts[from], -x), KvOp::Add(accounts[to], x)];
+                    let (from, to, ops) = draw_transfer(&mut rng, &accounts, max);
                     let submitted = Instant::now();
                     let status = node.submit(call::kv_call(tid, &ops)).await.status;
                     if let (Some(t), Some(&from_t)) = (&timeline, measured_from.get()) {

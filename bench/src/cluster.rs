@@ -8,7 +8,7 @@
 //! shape (inter-DC ratio, partitions and DCs per transaction); [`draw_txn`] draws.
 
 use crate::interval::{IntervalOptions, Intervals, Snapshot};
-use crate::report::{Latency, Outcomes, VerbsPerTxn};
+use crate::report::{Outcomes, VerbsPerTxn};
 use crate::ycsb::{MixReport, OpKind, YcsbConfig};
 use indicatif::{ProgressBar, ProgressStyle};
 use rand::seq::SliceRandom;
@@ -188,6 +188,24 @@ impl KeySpace {
                 .collect(),
             inserted: AtomicU64::new(0),
         }
+    }
+
+    /// As [`KeySpace::new`], with the inserts of earlier runs taken into account: partition
+    /// `p`'s next insert takes rank `next[p]` (or the first beyond the loaded ones, when
+    /// `next` has no entry or a lower one), so a run never inserts over an earlier run's
+    /// records. Reads stay on the loaded ranks until this run's inserts settle.
+    pub fn resume(partitions: u64, records_per_partition: u64, next: &[u64]) -> Self {
+        let k = KeySpace::new(partitions, records_per_partition);
+        for (w, &n) in k.windows.iter().zip(next) {
+            let mut w = w.lock().expect("insert window");
+            w.next = w.next.max(n);
+        }
+        k
+    }
+
+    /// Per partition, the rank the next insert would take (for [`KeySpace::resume`]).
+    pub fn next_ranks(&self) -> Vec<u64> {
+        self.windows.iter().map(|w| w.lock().expect("insert window").next).collect()
     }
 
     /// The key of rank `rank` in partition `p`.
@@ -550,10 +568,9 @@ impl RemoteReport {
 }
 
 /// Runs YCSB against a running cluster of `topo` through its coordinators, with the client
-/// certificate in `certs` (failure drills: [`crate::drill_bench`]). The cluster must have been
-/// started with at least
-/// `cfg.records_per_partition` records per partition (`redt cluster up
-/// --records-per-partition N`).
+/// certificate in `certs` (failure drills: [`crate::drill_bench`]): [`run_remote_ycsb_on`] over
+/// the loaded keys `0..cfg.records_per_partition` of every partition (the cluster must hold
+/// them: `redt cluster up --records-per-partition N` or `redt workload init ycsb`).
 ///
 /// # Errors
 /// A missing client certificate, as text.
@@ -562,28 +579,31 @@ pub async fn run_remote_ycsb(
     certs: &std::path::Path,
     cfg: &ClusterConfig,
 ) -> Result<RemoteReport, String> {
-    use redt_coordinator::Client;
-    let topo = Arc::new(topo);
+    let target = crate::workload::Target::connect(topo, certs)?;
+    let keys = Arc::new(KeySpace::new(target.topo.partitions.len() as u64, cfg.records_per_partition.max(1)));
+    run_remote_ycsb_on(&target, cfg, keys).await
+}
+
+/// Runs the YCSB clients of `cfg` (`clients_per_node` per node, each coordinated by its node)
+/// on `target` over the key space `keys` (workload D settles its inserts there): warm-up,
+/// then the measured interval with its interval rows.
+///
+/// # Errors
+/// A topology without a YCSB table; writing the interval rows.
+pub async fn run_remote_ycsb_on(
+    target: &crate::workload::Target,
+    cfg: &ClusterConfig,
+    keys: Arc<KeySpace>,
+) -> Result<RemoteReport, String> {
+    let topo = target.topo.clone();
     let (tid, cells, cell_bytes) = ycsb_table(&topo)?;
-    let client = Arc::new(Client::connect(topo.clone(), certs, Duration::from_secs(10)).map_err(|e| e.to_string())?);
-    let rpp = cfg.records_per_partition.max(1);
-    let keys = Arc::new(KeySpace::new(topo.partitions.len() as u64, rpp));
     let stop = Arc::new(AtomicBool::new(false));
-    let measuring = Arc::new(AtomicBool::new(false));
-    let counts = Arc::new([AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)]);
-    let hist = Arc::new(std::sync::Mutex::new(Latency::histogram()));
+    let meter = Arc::new(crate::workload::Meter::default());
     let mut tasks = tokio::task::JoinSet::new();
     for n in &topo.nodes {
         for c in 0..cfg.clients_per_node {
-            let (client, keys, stop, measuring, counts, hist, ycsb) = (
-                client.clone(),
-                keys.clone(),
-                stop.clone(),
-                measuring.clone(),
-                counts.clone(),
-                hist.clone(),
-                cfg.ycsb.clone(),
-            );
+            let (client, keys, stop, meter, ycsb) =
+                (target.client.clone(), keys.clone(), stop.clone(), meter.clone(), cfg.ycsb.clone());
             let node = n.id;
             let shape = TxnShape::new(&topo, node);
             let seed = cfg.seed ^ ((node.0 as u64) << 32 | c as u64);
@@ -596,53 +616,23 @@ pub async fn run_remote_ycsb(
                     for &(p, r) in txn.inserts() {
                         keys.settle(p, r, out.status == TxnStatus::Committed);
                     }
-                    if !measuring.load(Ordering::Relaxed) {
-                        continue;
-                    }
-                    let k = match out.status {
-                        TxnStatus::Committed => {
-                            let _ = hist.lock().expect("histogram").record(t0.elapsed().as_micros().max(1) as u64);
-                            0
-                        }
-                        TxnStatus::Aborted(_) => 1,
-                        TxnStatus::Unknown(_) => 2,
-                    };
-                    counts[k].fetch_add(1, Ordering::Relaxed);
+                    meter.record(&out.status, t0);
                 }
             });
         }
     }
-    tokio::time::sleep(cfg.warmup).await;
-    let mut rows = Intervals::start(&cfg.interval);
-    let snapshot = |at: Duration| {
-        let [committed, aborted, unknown] = [0, 1, 2].map(|i| counts[i].load(Ordering::Relaxed));
-        let latency_us = hist.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        Snapshot { at, committed, aborted, unknown, latency_us }
-    };
-    let started = Instant::now();
-    measuring.store(true, Ordering::Relaxed);
-    let run = bar(cfg.progress, cfg.duration.as_millis() as u64, "run");
-    while started.elapsed() < cfg.duration {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        run.set_position(started.elapsed().as_millis() as u64);
-        if let Ok(Some(iv)) = &mut rows {
-            if iv.due(started.elapsed()) && started.elapsed() < cfg.duration {
-                if let Err(e) = iv.take(snapshot(started.elapsed()), &run) {
-                    rows = Err(e);
-                }
-            }
-        }
-    }
-    measuring.store(false, Ordering::Relaxed);
-    let elapsed = started.elapsed();
+    let elapsed = crate::workload::measure(&meter, &stop, cfg.warmup, cfg.duration, &cfg.interval, cfg.progress).await;
     stop.store(true, Ordering::Relaxed);
     while tasks.join_next().await.is_some() {}
-    // The last row ends at the figures the report is made of (after the clients stopped).
-    if let Some(iv) = rows.map_err(|e| format!("interval rows: {e}"))? {
-        iv.finish(snapshot(elapsed), &run).map_err(|e| format!("interval rows: {e}"))?;
-    }
-    run.finish_and_clear();
-    Ok(RemoteReport::ycsb(&topo, cfg, (cells, cell_bytes), &counts, &hist, elapsed))
+    let elapsed = elapsed?;
+    Ok(RemoteReport {
+        workload: "ycsb".into(),
+        mix: cfg.ycsb.summary(cells, cell_bytes),
+        topology: topo.name.clone(),
+        clients: cfg.clients_per_node * topo.nodes.len(),
+        duration_s: elapsed.as_secs_f64(),
+        outcomes: meter.outcomes(elapsed),
+    })
 }
 
 #[cfg(test)]

@@ -23,7 +23,9 @@ pub mod report;
 pub mod sweep;
 pub mod topo;
 pub mod tpcc;
+pub mod workload;
 pub mod ycsb;
+pub mod ycsb_props;
 
 pub use append::{run_append, AppendConfig, AppendReport};
 pub use bank::{run_bank, BankConfig, BankReport};

@@ -1,8 +1,8 @@
 //! Procedure calls on the wire ↔ the stored procedures the executors run.
 
 use crate::error::{Error, Result};
-use redt_dc_executor::{KvOp, KvProcedure, Procedure, YcsbOp, YcsbProcedure};
-use redt_proto::wire::{KvCall, KvOpMsg, ProcedureCall, ProcedureKind, YcsbCall, YcsbOpMsg};
+use redt_dc_executor::{KvOp, KvProcedure, Procedure, RecordOp, RecordsProcedure, YcsbOp, YcsbProcedure};
+use redt_proto::wire::{KvCall, KvOpMsg, ProcedureCall, ProcedureKind, RecordOpMsg, RecordsCall, YcsbCall, YcsbOpMsg};
 use redt_proto::{TableId, Topology};
 use std::sync::Arc;
 
@@ -16,6 +16,16 @@ pub mod kv_kind {
     pub const ADD: u32 = 2;
     /// Append a u64.
     pub const APPEND: u32 = 3;
+}
+
+/// Operation kinds of [`RecordOpMsg::kind`].
+pub mod record_kind {
+    /// Read every cell.
+    pub const GET: u32 = 0;
+    /// Write every cell (creating the record).
+    pub const PUT: u32 = 1;
+    /// Create the record if missing.
+    pub const CREATE: u32 = 2;
 }
 
 /// Builds the procedure a call names, checked against `topology`: its limits first
@@ -93,7 +103,57 @@ fn build(topology: &Topology, call: &ProcedureCall) -> Result<Arc<dyn Procedure>
             Ok(Arc::new(YcsbProcedure::new(TableId(table), cells, ops)))
         }
         ProcedureKind::Tpcc(t) => redt_tpcc::procedures::build(topology, t.kind, &t.params).map_err(bad),
+        ProcedureKind::Records(r) => {
+            let ops = record_ops(topology, r).map_err(bad)?;
+            if ops.is_empty() {
+                return Err(bad("a transaction needs at least one operation".into()));
+            }
+            let cells = |t: TableId| topology.table(t).map_or(0, |s| s.cells.len());
+            Ok(Arc::new(RecordsProcedure::new(&ops, cells)))
+        }
     }
+}
+
+/// The operations of a records call, checked against `topology`: known tables and kinds, a
+/// put with one value per cell, each at most its cell's width.
+///
+/// # Errors
+/// What is wrong, as text.
+pub fn record_ops(topology: &Topology, call: &RecordsCall) -> std::result::Result<Vec<RecordOp>, String> {
+    call.ops
+        .iter()
+        .map(|o| {
+            let table = u16::try_from(o.table).map_err(|_| format!("table id {} out of range", o.table))?;
+            let schema = topology.table(TableId(table)).ok_or_else(|| format!("unknown table id {table}"))?;
+            let table = TableId(table);
+            Ok(match o.kind {
+                record_kind::GET => RecordOp::Get { table, key: o.key },
+                record_kind::CREATE => RecordOp::Create { table, key: o.key },
+                record_kind::PUT => {
+                    if o.cells.len() != schema.cells.len() {
+                        return Err(format!(
+                            "a put on table `{}` needs {} cell values, got {}",
+                            schema.name,
+                            schema.cells.len(),
+                            o.cells.len()
+                        ));
+                    }
+                    if let Some((c, v)) =
+                        o.cells.iter().enumerate().find(|(c, v)| v.len() > schema.cells[*c].bytes as usize)
+                    {
+                        return Err(format!(
+                            "value of {} bytes exceeds cell {c} of table `{}` ({} bytes)",
+                            v.len(),
+                            schema.name,
+                            schema.cells[c].bytes
+                        ));
+                    }
+                    RecordOp::Put { table, key: o.key, cells: o.cells.clone() }
+                }
+                k => return Err(format!("unknown record operation kind {k}")),
+            })
+        })
+        .collect()
 }
 
 /// The key/value procedure of a call, if it is one (to fill in read results).
@@ -128,6 +188,62 @@ pub fn kv_call(table: TableId, ops: &[KvOp]) -> ProcedureCall {
     ProcedureCall { kind: Some(ProcedureKind::Kv(KvCall { table: table.0 as u32, ops })) }
 }
 
+/// A records call ([`RecordOp`]s on any tables, in order).
+pub fn records_call(ops: &[RecordOp]) -> ProcedureCall {
+    let ops = ops
+        .iter()
+        .map(|op| {
+            let (table, key) = op.target();
+            let (kind, cells) = match op {
+                RecordOp::Get { .. } => (record_kind::GET, vec![]),
+                RecordOp::Put { cells, .. } => (record_kind::PUT, cells.clone()),
+                RecordOp::Create { .. } => (record_kind::CREATE, vec![]),
+            };
+            RecordOpMsg { kind, table: table.0 as u32, key, cells }
+        })
+        .collect();
+    ProcedureCall { kind: Some(ProcedureKind::Records(RecordsCall { ops })) }
+}
+
+/// Encodes what a get of a records call read, as [`crate::TxnOutcome::reads`] carries it:
+/// the byte 0 for a missing record, else the byte 1 then every cell as a little-endian `u32`
+/// length and its bytes (never empty: an empty read is a write's on the wire).
+pub fn encode_record_read(cells: Option<&[Vec<u8>]>) -> Vec<u8> {
+    let Some(cells) = cells else { return vec![0] };
+    let mut out = Vec::with_capacity(1 + cells.iter().map(|c| 4 + c.len()).sum::<usize>());
+    out.push(1);
+    for c in cells {
+        out.extend_from_slice(&(c.len() as u32).to_le_bytes());
+        out.extend_from_slice(c);
+    }
+    out
+}
+
+/// Decodes [`encode_record_read`]: `None` for a missing record, else its cells.
+///
+/// # Errors
+/// [`Error::BadCall`] for bytes that are not such an encoding.
+pub fn decode_record_read(bytes: &[u8]) -> Result<Option<Vec<Vec<u8>>>> {
+    let bad = || Error::BadCall("malformed record read".into());
+    match bytes.split_first() {
+        Some((0, [])) => return Ok(None),
+        Some((1, _)) => {}
+        _ => return Err(bad()),
+    }
+    let mut rest = &bytes[1..];
+    let mut cells = Vec::new();
+    while !rest.is_empty() {
+        let (len, tail) = rest.split_first_chunk::<4>().ok_or_else(bad)?;
+        let len = u32::from_le_bytes(*len) as usize;
+        if tail.len() < len {
+            return Err(bad());
+        }
+        cells.push(tail[..len].to_vec());
+        rest = &tail[len..];
+    }
+    Ok(Some(cells))
+}
+
 /// A YCSB call on `table` (records of `cells` cells).
 pub fn ycsb_call(table: TableId, cells: usize, ops: &[YcsbOp]) -> ProcedureCall {
     let ops = ops
@@ -140,4 +256,36 @@ pub fn ycsb_call(table: TableId, cells: usize, ops: &[YcsbOp]) -> ProcedureCall 
         })
         .collect();
     ProcedureCall { kind: Some(ProcedureKind::Ycsb(YcsbCall { table: table.0 as u32, cells: cells as u32, ops })) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn record_reads_round_trip_and_garbage_is_refused() {
+        let cells = vec![vec![1, 2, 3], vec![], vec![9; 300]];
+        assert_eq!(decode_record_read(&encode_record_read(Some(&cells))).unwrap(), Some(cells));
+        assert_eq!(decode_record_read(&encode_record_read(None)).unwrap(), None);
+        assert_eq!(decode_record_read(&[1]).unwrap(), Some(vec![]));
+        assert_eq!(encode_record_read(None), vec![0], "never empty: the wire reads empty as no read");
+        for bad in [&[][..], &[2u8][..], &[0, 0], &[1, 5, 0, 0, 0, 1], &[1, 1, 0]] {
+            assert!(decode_record_read(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_put_needs_one_value_per_cell_within_its_width() {
+        let topo = Topology::from_yaml("default.yaml", include_str!("../../configs/default.yaml")).unwrap();
+        let put = |cells: Vec<Vec<u8>>| records_call(&[RecordOp::Put { table: TableId(1), key: 1, cells }]);
+        assert!(procedure(&topo, &put(vec![vec![0; 100]; 10])).is_ok());
+        let e = procedure(&topo, &put(vec![vec![0; 100]; 9])).unwrap_err().to_string();
+        assert!(e.contains("needs 10 cell values, got 9"), "{e}");
+        let mut cells = vec![vec![0; 100]; 10];
+        cells[3] = vec![0; 101];
+        let e = procedure(&topo, &put(cells)).unwrap_err().to_string();
+        assert!(e.contains("exceeds cell 3"), "{e}");
+        let e = procedure(&topo, &records_call(&[RecordOp::Get { table: TableId(9), key: 1 }])).unwrap_err();
+        assert!(e.to_string().contains("unknown table id 9"), "{e}");
+    }
 }

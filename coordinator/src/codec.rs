@@ -29,6 +29,7 @@ pub fn vote_to_msg(dc: DcId, vote: &Vote) -> VoteMsg {
                 versions: i.versions.iter().map(|(_, v)| v.0).collect(),
                 read_cells: i.values.iter().map(|(c, _)| *c as u32).collect(),
                 values: i.values.iter().map(|(_, v)| v.clone()).collect(),
+                absent: i.absent,
             })
             .collect(),
         hlc: vote.hlc.0,
@@ -67,6 +68,7 @@ pub fn vote_from_msg(node: NodeId, m: &VoteMsg) -> Result<Vote> {
                 .zip(&i.values)
                 .map(|(&c, v)| Ok((cell(c)?, v.clone())))
                 .collect::<Result<_>>()?,
+            absent: i.absent,
         });
     }
     Ok(Vote {

@@ -100,6 +100,10 @@ pub fn check_call(limits: &LimitsConfig, call: &ProcedureCall) -> Result<(), Ove
             (y.ops.len() as u64, (y.ops.len() as u64).saturating_mul(KEY_BYTES).saturating_add(values))
         }
         Some(ProcedureKind::Tpcc(t)) => (0, t.params.len() as u64),
+        Some(ProcedureKind::Records(r)) => {
+            let values = r.ops.iter().flat_map(|o| &o.cells).map(|c| c.len() as u64).fold(0u64, u64::saturating_add);
+            (r.ops.len() as u64, (r.ops.len() as u64).saturating_mul(KEY_BYTES).saturating_add(values))
+        }
         None => (0, 0),
     };
     if ops > limits.max_ops_per_txn {

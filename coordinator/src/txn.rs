@@ -745,31 +745,76 @@ impl CoordinatorTxn {
 }
 
 /// The values each key/value operation read, from an up-to-date commit vote of each access
-/// (the newest version among the votes).
+/// (the newest version among the votes); for a records call, what each get read
+/// ([`call::encode_record_read`]: the record as it was before the transaction, or missing).
 pub fn reads(topology: &Topology, call: &ProcedureCall, plan: &Plan, votes: &[&Vote]) -> Vec<Option<Vec<u8>>> {
+    if let Some(redt_proto::wire::ProcedureKind::Records(r)) = &call.kind {
+        return record_reads(topology, r, plan, votes);
+    }
     let Some(kv) = call::kv_procedure(topology, call) else { return vec![] };
     let n = redt_dc_executor::Procedure::accesses(&kv).len();
-    let mut values: Vec<Option<Vec<Vec<u8>>>> = vec![None; n];
+    let values: Vec<Option<Vec<Vec<u8>>>> =
+        newest_items(plan, votes, n).into_iter().map(|i| i.map(|(cells, _)| cells)).collect();
+    kv.observed(&ReadView::new(&values))
+}
+
+/// Per access of the plan (`n` of them): the cells an up-to-date commit vote read (the one
+/// with the newest version), and whether the record was absent there.
+fn newest_items(plan: &Plan, votes: &[&Vote], n: usize) -> Vec<Option<(Vec<Vec<u8>>, bool)>> {
+    let mut values: Vec<Option<(Vec<Vec<u8>>, bool)>> = vec![None; n];
     let mut best: Vec<Cts> = vec![Cts(0); n];
     for p in &plan.partitions {
         for &a in &p.accesses {
             for v in votes.iter().filter(|v| v.is_commit()) {
                 for item in v.items.iter().filter(|i| i.access == a) {
                     let newest = item.versions.iter().map(|(_, ver)| ver.cts()).max().unwrap_or(Cts(0));
-                    if values[a].is_none() || newest > best[a] {
+                    if a < n && (values[a].is_none() || newest > best[a]) {
                         best[a] = newest;
                         let width = item.values.iter().map(|(c, _)| *c as usize + 1).max().unwrap_or(0);
                         let mut cells = vec![Vec::new(); width];
                         for (c, val) in &item.values {
                             cells[*c as usize] = val.clone();
                         }
-                        values[a] = Some(cells);
+                        values[a] = Some((cells, item.absent));
                     }
                 }
             }
         }
     }
-    kv.observed(&ReadView::new(&values))
+    values
+}
+
+/// What each operation of a records call read: a get its record ([`call::encode_record_read`]),
+/// the others `None`.
+fn record_reads(
+    topology: &Topology,
+    r: &redt_proto::wire::RecordsCall,
+    plan: &Plan,
+    votes: &[&Vote],
+) -> Vec<Option<Vec<u8>>> {
+    let Ok(ops) = call::record_ops(topology, r) else { return vec![] };
+    // Accesses are the distinct records, in order of first mention (`RecordsProcedure::new`).
+    let mut targets: Vec<(redt_proto::TableId, u64)> = Vec::new();
+    let index: Vec<usize> = ops
+        .iter()
+        .map(|op| {
+            let t = op.target();
+            targets.iter().position(|x| *x == t).unwrap_or_else(|| {
+                targets.push(t);
+                targets.len() - 1
+            })
+        })
+        .collect();
+    let items = newest_items(plan, votes, targets.len());
+    ops.iter()
+        .zip(index)
+        .map(|(op, a)| match op {
+            redt_dc_executor::RecordOp::Get { .. } => {
+                items[a].as_ref().map(|(cells, absent)| call::encode_record_read((!absent).then_some(cells.as_slice())))
+            }
+            _ => None,
+        })
+        .collect()
 }
 
 /// The abort counters' label for an abort, in [`abort_reason`]'s order: the first abort

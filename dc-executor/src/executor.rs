@@ -134,6 +134,9 @@ pub struct ItemVote {
     pub versions: Vec<(u16, CellVersion)>,
     /// `(cell, value)` for every cell read, ascending by cell.
     pub values: Vec<(u16, Vec<u8>)>,
+    /// The key had no record (a read of an absent key, `Access::upsert` without writes): the
+    /// values and versions are a fresh record's, every cell zero at version 0.
+    pub absent: bool,
 }
 
 /// Where a redo entry of the transaction lives.
@@ -643,6 +646,7 @@ impl Executor {
                 node: h.node,
                 versions: cells_of(h.cells).map(|c| (c as u16, view.version(c))).collect(),
                 values: cells_of(a.read).map(|c| (c as u16, view.value(c).to_vec())).collect(),
+                absent: h.absent,
             });
         }
         let writes = match sub.procedure.run(&ReadView::new(&values)) {

@@ -47,8 +47,8 @@ pub use index::{Index, IndexStats};
 pub use memstore::{Layout, LINE, MAGIC};
 pub use prepare::{NodePromise, PreparedTxn, Promise};
 pub use procedure::{
-    list_items, list_len, Access, KvOp, KvProcedure, Procedure, ReadView, UserAbort, Write, YcsbOp, YcsbProcedure,
-    LIST_HEADER, LIST_TAG,
+    list_items, list_len, Access, KvOp, KvProcedure, Procedure, ReadView, RecordOp, RecordsProcedure, UserAbort, Write,
+    YcsbOp, YcsbProcedure, LIST_HEADER, LIST_TAG,
 };
 pub use record::{encode_cell, Catalog, CellVersion, RecordLayout, RecordView, ThomasRule, HEADER_BYTES};
 pub use region::{masked_add, Region};

@@ -327,6 +327,101 @@ impl Procedure for YcsbProcedure {
     }
 }
 
+/// One operation of [`RecordsProcedure`]: a whole record of any table.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RecordOp {
+    /// Read every cell of the record. A missing record creates nothing: its absence is
+    /// read-locked, and the vote says it is absent ([`crate::ItemVote::absent`]).
+    Get {
+        /// Table.
+        table: TableId,
+        /// Record key.
+        key: u64,
+    },
+    /// Write every cell (one value per cell, in order, each at most the cell's width),
+    /// creating the record if it is missing.
+    Put {
+        /// Table.
+        table: TableId,
+        /// Record key.
+        key: u64,
+        /// One value per cell.
+        cells: Vec<Vec<u8>>,
+    },
+    /// Create the record (every cell zero) if it is missing; an existing record is locked
+    /// and left as it is.
+    Create {
+        /// Table.
+        table: TableId,
+        /// Record key.
+        key: u64,
+    },
+}
+
+impl RecordOp {
+    /// The table and key the operation names.
+    pub fn target(&self) -> (TableId, u64) {
+        match self {
+            RecordOp::Get { table, key } | RecordOp::Put { table, key, .. } | RecordOp::Create { table, key } => {
+                (*table, *key)
+            }
+        }
+    }
+}
+
+/// Whole-record reads, writes and creations over any tables (`redt workload`: loading a
+/// workload's data and reading it back through the cluster). Operations on one record are
+/// merged into one access (its read and write masks joined); a put's values are written as
+/// given whatever else the transaction does to the record.
+#[derive(Clone, Debug)]
+pub struct RecordsProcedure {
+    accesses: Vec<Access>,
+    writes: Vec<Write>,
+}
+
+impl RecordsProcedure {
+    /// Plans `ops`; `cells_of(table)` is the number of cells of a table's records (the caller
+    /// checked every table exists).
+    pub fn new(ops: &[RecordOp], cells_of: impl Fn(TableId) -> usize) -> Self {
+        let mut accesses: Vec<Access> = Vec::new();
+        let mut writes: Vec<Write> = Vec::new();
+        for op in ops {
+            let (table, key) = op.target();
+            let cells = cells_of(table);
+            let all = if cells >= 64 { u64::MAX } else { (1u64 << cells) - 1 };
+            let i = match accesses.iter().position(|a| a.table == table && a.key == key) {
+                Some(i) => i,
+                None => {
+                    accesses.push(Access { table, key, read: 0, write: 0, upsert: true });
+                    accesses.len() - 1
+                }
+            };
+            match op {
+                RecordOp::Get { .. } => accesses[i].read |= all,
+                RecordOp::Create { .. } => accesses[i].write |= all,
+                RecordOp::Put { cells: values, .. } => {
+                    accesses[i].write |= all;
+                    writes.retain(|w| w.access != i);
+                    for (c, v) in values.iter().enumerate() {
+                        writes.push(Write { access: i, cell: c as u16, value: v.clone() });
+                    }
+                }
+            }
+        }
+        RecordsProcedure { accesses, writes }
+    }
+}
+
+impl Procedure for RecordsProcedure {
+    fn accesses(&self) -> &[Access] {
+        &self.accesses
+    }
+
+    fn run(&self, _view: &ReadView<'_>) -> Result<Vec<Write>, UserAbort> {
+        Ok(self.writes.clone())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -347,6 +442,30 @@ mod tests {
         assert_eq!(list_items(obs[4].as_ref().unwrap()), vec![9, 10]);
         let w = p.run(&view).unwrap();
         assert_eq!(w.len(), 2);
+    }
+
+    #[test]
+    fn record_ops_merge_per_record_and_write_every_cell_of_a_put() {
+        let ops = [
+            RecordOp::Get { table: TableId(1), key: 7 },
+            RecordOp::Put { table: TableId(2), key: 7, cells: vec![vec![1], vec![2, 2]] },
+            RecordOp::Create { table: TableId(1), key: 7 },
+            RecordOp::Put { table: TableId(2), key: 7, cells: vec![vec![3], vec![4]] },
+        ];
+        let p = RecordsProcedure::new(&ops, |t| if t == TableId(1) { 3 } else { 2 });
+        assert_eq!(
+            p.accesses(),
+            &[
+                Access { table: TableId(1), key: 7, read: 0b111, write: 0b111, upsert: true },
+                Access { table: TableId(2), key: 7, read: 0, write: 0b11, upsert: true },
+            ]
+        );
+        let w = p.run(&ReadView::new(&[])).unwrap();
+        assert_eq!(
+            w,
+            vec![Write { access: 1, cell: 0, value: vec![3] }, Write { access: 1, cell: 1, value: vec![4] }],
+            "the last put of a record wins; a create writes nothing"
+        );
     }
 
     #[test]

@@ -624,7 +624,7 @@ pub struct PromisesReply {
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct ProcedureCall {
     /// The procedure.
-    #[prost(oneof = "ProcedureKind", tags = "1, 2, 3")]
+    #[prost(oneof = "ProcedureKind", tags = "1, 2, 3, 60")]
     pub kind: Option<ProcedureKind>,
 }
 
@@ -640,6 +640,38 @@ pub enum ProcedureKind {
     /// A TPC-C transaction, built from the stored procedures of the `redt-tpcc` crate.
     #[prost(message, tag = "3")]
     Tpcc(TpccCall),
+    /// Whole records of any tables: reads of every cell, writes of every cell, creations
+    /// (`redt workload`: loading and checking a workload's data through the cluster).
+    #[prost(message, tag = "60")]
+    Records(RecordsCall),
+}
+
+/// Whole-record operations on any tables of the topology, in order.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct RecordsCall {
+    /// The operations.
+    #[prost(message, repeated, tag = "1")]
+    pub ops: Vec<RecordOpMsg>,
+}
+
+/// One whole-record operation.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct RecordOpMsg {
+    /// 0 = get (read every cell; a missing record creates nothing and reads as missing),
+    /// 1 = put (write every cell, creating the record if missing), 2 = create (create the
+    /// record, every cell zero, if missing; an existing record is left as it is).
+    #[prost(uint32, tag = "1")]
+    pub kind: u32,
+    /// Table id.
+    #[prost(uint32, tag = "2")]
+    pub table: u32,
+    /// Key.
+    #[prost(uint64, tag = "3")]
+    pub key: u64,
+    /// For a put: one value per cell of the table, in cell order, each at most the cell's
+    /// width (a shorter one is zero-padded).
+    #[prost(bytes = "vec", repeated, tag = "4")]
+    pub cells: Vec<Vec<u8>>,
 }
 
 /// A TPC-C transaction: its kind and its parameters, both in the registered builder's
@@ -776,6 +808,9 @@ pub struct ItemVoteMsg {
     /// Values read.
     #[prost(bytes = "vec", repeated, tag = "6")]
     pub values: Vec<Vec<u8>>,
+    /// The key had no record: the values are a fresh record's (every cell zero).
+    #[prost(bool, tag = "60")]
+    pub absent: bool,
 }
 
 /// Where a redo entry lives.

@@ -4,9 +4,10 @@ use super::{load_topology, runtime, AckArgs, ProtocolArgs};
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 use redt_bench::report::Outcomes;
+use redt_bench::cluster::run_remote_ycsb_on;
 use redt_bench::ycsb::parse_record_size;
 use redt_bench::{
-    run_cluster_ycsb, run_embedded_drill_ycsb, run_local_ycsb, run_remote_ycsb, topo, ClusterConfig, ClusterReport,
+    run_cluster_ycsb, run_embedded_drill_ycsb, run_local_ycsb, topo, ClusterConfig, ClusterReport,
     Distribution, LocalConfig, LocalReport, Workload, YcsbConfig,
 };
 use redt_coordinator::transport::OPERATOR_IDENTITY_NAME;
@@ -19,6 +20,8 @@ use std::time::Duration;
 mod compare;
 #[path = "workloads.rs"]
 mod workloads;
+#[path = "workload.rs"]
+pub mod workload;
 
 /// `redt bench` subcommands.
 #[derive(Subcommand, Debug)]
@@ -73,7 +76,13 @@ pub struct MixArgs {
 
 impl MixArgs {
     fn check(&self, workload: Workload) -> Result<YcsbConfig> {
-        let mut c = YcsbConfig::for_workload(workload);
+        self.check_onto(YcsbConfig::for_workload(workload))
+    }
+
+    /// `c` (a workload's defaults, or a property file's settings) with the flags given over
+    /// it.
+    fn check_onto(&self, mut c: YcsbConfig) -> Result<YcsbConfig> {
+        let workload = c.workload;
         if let Some(w) = self.write_ratio {
             if !(0.0..=1.0).contains(&w) {
                 bail!("--write-ratio must be in [0, 1], got {w}");
@@ -207,9 +216,14 @@ impl OutArgs {
         self.interval.is_some() || self.interval_csv.is_some()
     }
 
+    /// Whether `--json` was given.
+    pub(crate) fn json(&self) -> bool {
+        self.json
+    }
+
     /// Prints the report — its JSON text `json` with `--json`, else `table()` — then
     /// appends it to the CSV file if asked.
-    fn emit(&self, json: String, table: impl FnOnce()) -> Result<()> {
+    pub(crate) fn emit(&self, json: String, table: impl FnOnce()) -> Result<()> {
         if self.json {
             println!("{json}");
         } else {
@@ -248,14 +262,130 @@ pub struct KvRunArgs {
 /// the records and the acknowledgement.
 #[derive(Args, Debug)]
 pub struct YcsbRunArgs {
-    /// Concurrent clients per node (closed loop).
-    #[arg(long, default_value_t = 4)]
-    clients_per_node: usize,
-    /// Records per partition.
-    #[arg(long, default_value_t = 16384)]
-    records_per_partition: u64,
+    /// Concurrent clients per node (closed loop) [default: 4].
+    #[arg(long)]
+    clients_per_node: Option<usize>,
+    /// Records per partition [default: 16384; with --cluster, what the cluster was loaded
+    /// with, as its YCSB init record says (`redt workload init ycsb`, `redt cluster up`), and
+    /// a different value is refused].
+    #[arg(long)]
+    records_per_partition: Option<u64>,
     #[command(flatten)]
     ack: AckArgs,
+}
+
+/// Default `--clients-per-node` of the YCSB benches.
+const YCSB_CLIENTS_PER_NODE: usize = 4;
+/// Default `--records-per-partition` of the YCSB benches.
+const YCSB_RECORDS_PER_PARTITION: u64 = 16384;
+/// Default `--duration` of `redt bench ycsb`.
+const YCSB_DURATION: Duration = Duration::from_secs(30);
+
+impl YcsbRunArgs {
+    /// `--clients-per-node`, or the default.
+    fn clients(&self) -> usize {
+        self.clients_per_node.unwrap_or(YCSB_CLIENTS_PER_NODE)
+    }
+
+    /// `--records-per-partition`, or the default.
+    fn records(&self) -> u64 {
+        self.records_per_partition.unwrap_or(YCSB_RECORDS_PER_PARTITION)
+    }
+}
+
+/// `-P FILE`: a YCSB property file.
+#[derive(Args, Debug, Clone)]
+pub struct PropsArgs {
+    /// YCSB property file, as YCSB's `workloads/workloada` (Java properties: key=value lines,
+    /// `#` comments): recordcount (→ --records-per-partition, divided by the partitions),
+    /// readproportion/updateproportion/insertproportion/readmodifywriteproportion (→ the
+    /// workload and --write-ratio), scanproportion (0 only), requestdistribution,
+    /// zipfianconstant (→ --theta), fieldcount/fieldlength (→ --record-size), threadcount (→
+    /// --clients-per-node, divided by the nodes), maxexecutiontime (→ --duration). Flags on the
+    /// command line override the file. Other keys are refused naming the key, except common
+    /// ones that change nothing here (operationcount, workload, db, readallfields=true, …),
+    /// which are noted on standard error.
+    #[arg(short = 'P', long = "properties", value_name = "FILE")]
+    props: Option<PathBuf>,
+}
+
+/// A YCSB run's settings: a property file's under the flags'.
+pub(crate) struct YcsbSetup {
+    /// The mix.
+    pub(crate) ycsb: YcsbConfig,
+    /// Records per partition, if the flags or the file say.
+    pub(crate) records_per_partition: Option<u64>,
+    /// Clients per node, if the flags or the file say.
+    pub(crate) clients_per_node: Option<usize>,
+    /// The measured run time, if the flags or the file say.
+    pub(crate) duration: Option<Duration>,
+    /// The record size, if the flags or the file say.
+    pub(crate) record_size: Option<String>,
+}
+
+/// Reads `-P FILE` (if given) and puts the flags over it: `workload` (`--workload`), `mix`,
+/// `records` (`--records-per-partition`), `clients` (`--clients-per-node`), `duration`. The
+/// file's counts are divided over `topo`'s partitions and nodes. Its notes go to standard
+/// error.
+///
+/// # Errors
+/// The file's ([`redt_bench::ycsb_props::parse`]), an unknown workload, the mix flags'.
+pub(crate) fn ycsb_setup(
+    props: &PropsArgs,
+    workload: Option<&str>,
+    mix: &MixArgs,
+    topo: &Topology,
+    (records, clients, duration): (Option<u64>, Option<usize>, Option<Duration>),
+) -> Result<YcsbSetup> {
+    let file = match &props.props {
+        Some(path) => {
+            let p = redt_bench::ycsb_props::load(path).map_err(anyhow::Error::msg)?;
+            for w in &p.warnings {
+                eprintln!("note: {} {w}", path.display());
+            }
+            p
+        }
+        None => Default::default(),
+    };
+    let flag_workload = workload.map(Workload::parse).transpose().map_err(anyhow::Error::msg)?;
+    let mut c = YcsbConfig::for_workload(flag_workload.or(file.workload).unwrap_or(Workload::Paper));
+    if flag_workload.is_none() {
+        if let Some(r) = file.write_ratio {
+            c.write_ratio = r;
+        }
+    }
+    if let Some(d) = file.distribution {
+        c.distribution = d;
+    }
+    if let Some(t) = file.theta {
+        c.theta = t;
+    }
+    let table = topo.tables.first().context("the topology declares no table")?;
+    let default_size = (table.cells.len(), table.cells.first().map_or(0, |c| c.bytes as usize));
+    Ok(YcsbSetup {
+        ycsb: mix.check_onto(c)?,
+        records_per_partition: records.or(file.records_per_partition(topo.partitions.len())),
+        clients_per_node: clients.or(file.clients_per_node(topo.nodes.len())),
+        duration: duration.or(file.max_execution_time),
+        record_size: mix.record_size.clone().or(file.record_size(default_size)),
+    })
+}
+
+/// Refuses a `--record-size` other than the running cluster's YCSB table (it cannot change).
+fn check_record_size(record_size: Option<&str>, topo: &Topology) -> Result<()> {
+    if let Some(rs) = record_size {
+        let (cells, bytes) = parse_record_size(rs).map_err(anyhow::Error::msg)?;
+        let t = &topo.tables[0];
+        if t.cells.len() != cells || t.cells.iter().any(|c| c.bytes as usize != bytes) {
+            bail!(
+                "record size {rs} differs from the running cluster's table `{}` ({}x{}); it cannot change",
+                t.name,
+                t.cells.len(),
+                t.cells.first().map_or(0, |c| c.bytes)
+            );
+        }
+    }
+    Ok(())
 }
 
 /// Refuses a `--clients-per-node` of 0.
@@ -280,14 +410,16 @@ pub struct YcsbArgs {
     /// Certificate directory of the running cluster (with `--cluster`).
     #[arg(long, default_value = "run/certs")]
     certs: PathBuf,
-    /// Measured run time.
-    #[arg(long, default_value = "30s", allow_hyphen_values = true, value_parser = crate::cmd::duration::run_time)]
-    duration: Duration,
+    /// Measured run time [default: 30s].
+    #[arg(long, allow_hyphen_values = true, value_parser = crate::cmd::duration::run_time)]
+    duration: Option<Duration>,
     /// Warm-up excluded from the figures.
     #[arg(long, default_value = "5s", allow_hyphen_values = true, value_parser = crate::cmd::duration::span)]
     warmup: Duration,
     #[command(flatten)]
     run: YcsbRunArgs,
+    #[command(flatten)]
+    props: PropsArgs,
     /// Commit protocol of the embedded cluster: redt, 2pc-paxos, ep-paxos, tapir,
     /// redt-tcp [default: redt]. Not with `--cluster`: a running cluster's nodes chose
     /// theirs at start-up (`redt node --protocol`).
@@ -300,9 +432,10 @@ pub struct YcsbArgs {
     #[arg(long, value_name = "MODE", value_delimiter = ',', value_parser = parse_durability)]
     durability: Vec<Durability>,
     /// Workload: paper (the RedT paper's mix), or a YCSB core workload a, b, c, d, f (e
-    /// needs range scans and waits for an ordered index).
-    #[arg(long, default_value = "paper")]
-    workload: String,
+    /// needs range scans and waits for an ordered index) [default: paper, or what -P's
+    /// proportions make].
+    #[arg(long)]
+    workload: Option<String>,
     #[command(flatten)]
     mix: MixArgs,
     #[command(flatten)]
@@ -407,9 +540,6 @@ pub fn run(cmd: &BenchCmd) -> Result<()> {
 }
 
 fn ycsb(a: &YcsbArgs) -> Result<()> {
-    let workload = Workload::parse(&a.workload).map_err(anyhow::Error::msg)?;
-    let mut ycsb = a.mix.check(workload)?;
-    check_clients(a.run.clients_per_node)?;
     if let (Some(_), Some(p)) = (&a.cluster, a.protocol) {
         bail!(
             "--protocol {p} cannot apply to a running cluster (--cluster): its nodes run the protocol they were \
@@ -426,31 +556,54 @@ fn ycsb(a: &YcsbArgs) -> Result<()> {
     if let [one] = a.durability[..] {
         topo.durability = one;
     }
+    let setup = ycsb_setup(
+        &a.props,
+        a.workload.as_deref(),
+        &a.mix,
+        &topo,
+        (a.run.records_per_partition, a.run.clients_per_node, a.duration),
+    )?;
+    let mut ycsb = setup.ycsb;
+    let clients_per_node = setup.clients_per_node.unwrap_or(YCSB_CLIENTS_PER_NODE);
+    check_clients(clients_per_node)?;
+    let duration = setup.duration.unwrap_or(YCSB_DURATION);
     a.shape.apply(&mut ycsb, &topo)?;
-    if a.cluster.is_some() {
-        if let Some(rs) = &a.mix.record_size {
-            let (cells, bytes) = parse_record_size(rs).map_err(anyhow::Error::msg)?;
-            let t = &topo.tables[0];
-            if t.cells.len() != cells || t.cells.iter().any(|c| c.bytes as usize != bytes) {
-                bail!("--record-size {rs} differs from the running cluster's table `{}`; it cannot change", t.name);
-            }
+    let rt = runtime()?;
+    // With --cluster: the records the cluster holds, as its init record says.
+    let mut records_per_partition = setup.records_per_partition.unwrap_or(YCSB_RECORDS_PER_PARTITION);
+    let mut target = None;
+    if let Some(file) = &a.cluster {
+        check_record_size(setup.record_size.as_deref(), &topo)?;
+        let flag = format!(" --cluster {}", file.display());
+        let t = rt.block_on(async { redt_bench::workload::Target::connect(topo.clone(), &a.certs) });
+        let t = t.map_err(anyhow::Error::msg)?;
+        let init = rt
+            .block_on(redt_bench::workload::ycsb::settle_records(&t, setup.records_per_partition, &flag))
+            .map_err(anyhow::Error::msg)?;
+        match init {
+            Some(init) => records_per_partition = init.params.records_per_partition,
+            None => eprintln!(
+                "note: the cluster has no YCSB init record; assuming {records_per_partition} records per partition \
+                 (`redt workload init ycsb{flag}` loads and records them)"
+            ),
         }
-    } else {
-        a.mix.apply_record_size(&mut topo, a.run.records_per_partition)?;
+        target = Some(t);
+    } else if let Some(rs) = &setup.record_size {
+        let (cells, bytes) = parse_record_size(rs).map_err(anyhow::Error::msg)?;
+        topo::set_record_size(&mut topo, cells, bytes, records_per_partition).map_err(anyhow::Error::msg)?;
     }
     let cfg = ClusterConfig {
-        duration: a.duration,
+        duration,
         warmup: a.warmup,
-        clients_per_node: a.run.clients_per_node,
-        records_per_partition: a.run.records_per_partition,
+        clients_per_node,
+        records_per_partition,
         ycsb,
         options: a.run.ack.options(a.protocol.unwrap_or_default()),
         seed: a.mix.seed,
         progress: !a.out.json,
         interval: a.out.intervals(),
     };
-    let rt = runtime()?;
-    let drill = super::drill::bench_plan(&a.drill, a.cluster.is_some(), &topo, a.duration)?;
+    let drill = super::drill::bench_plan(&a.drill, a.cluster.is_some(), &topo, duration)?;
     if drill.is_some() && a.out.asked_for_intervals() {
         bail!("--interval / --interval-csv do not apply to a drill: its timeline has the rows (--timeline-csv FILE)");
     }
@@ -490,13 +643,25 @@ fn ycsb(a: &YcsbArgs) -> Result<()> {
         })?;
         return super::drill::finish_bench(&r, &a.drill, !a.out.json);
     }
-    if a.cluster.is_some() {
-        let r = rt.block_on(run_remote_ycsb(topo, &a.certs, &cfg)).map_err(anyhow::Error::msg)?;
-        return a.out.emit(serde_json::to_string_pretty(&r)?, || {
+    if let Some(target) = &target {
+        let keys = Arc::new(redt_bench::cluster::KeySpace::new(topo.partitions.len() as u64, records_per_partition));
+        let r = rt.block_on(run_remote_ycsb_on(target, &cfg, keys)).map_err(anyhow::Error::msg)?;
+        a.out.emit(serde_json::to_string_pretty(&r)?, || {
             println!("redt bench ycsb --cluster — {}, {} clients, {:.1} s", r.topology, r.clients, r.duration_s);
             print_mix(&r.mix, 0);
             print_outcomes(&r.outcomes, "   (as the clients see it)");
-        });
+        })?;
+        let hint = format!(
+            "a cluster holding fewer than {records_per_partition} records per partition aborts every transaction \
+             that names a missing one (`redt workload init ycsb --records-per-partition N` loads N and records it)"
+        );
+        return redt_bench::workload::require_commits(
+            "the YCSB run",
+            &r.outcomes,
+            Duration::from_secs_f64(r.duration_s),
+            &hint,
+        )
+        .map_err(anyhow::Error::msg);
     }
     if a.durability.len() > 1 {
         if drill.is_some() {

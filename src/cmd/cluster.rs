@@ -878,6 +878,9 @@ fn up(
         topo.dcs.len(),
         run_dir.display()
     );
+    if rpp > 0 {
+        record_load(&topo, &certs, rpp);
+    }
     if !metrics.is_empty() {
         // Prometheus's file_sd format: one group per node (its `node` and `dc` labels come
         // with every sample, so the group adds only the cluster's name).
@@ -894,6 +897,23 @@ fn up(
     }
     std::io::stdout().flush()?;
     Ok(())
+}
+
+/// Records in the cluster that its nodes loaded `rpp` YCSB records per partition (the YCSB init
+/// record `redt bench ycsb --cluster` and `redt workload run|check ycsb` read), with the client
+/// certificate of `certs`; says so when it cannot (a topology without a `kv` table), as a
+/// note: the cluster runs either way.
+fn record_load(topo: &Topology, certs: &Path, rpp: u64) {
+    let done = runtime().map_err(|e| e.to_string()).and_then(|rt| {
+        rt.block_on(async {
+            let target = redt_bench::workload::Target::connect(topo.clone(), certs)?;
+            redt_bench::workload::ycsb::record_cluster_up_load(&target, rpp).await
+        })
+    });
+    match done {
+        Ok(()) => println!("  loaded {rpp} YCSB records per partition (recorded in the cluster for `redt workload`)"),
+        Err(e) => println!("  note: the YCSB load is not recorded in the cluster: {e}"),
+    }
 }
 
 /// The `--log-format` this process was started with, as `cluster up` passes it on.

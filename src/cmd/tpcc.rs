@@ -53,12 +53,8 @@ pub struct TpccArgs {
     /// Seed of the loader and the terminals.
     #[arg(long, default_value_t = 42)]
     seed: u64,
-    /// Print JSON instead of a table.
-    #[arg(long)]
-    json: bool,
-    /// Append the report as one row to this CSV file (header written when the file is new).
-    #[arg(long)]
-    csv: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    out: super::bench::OutArgs,
     #[command(flatten)]
     drill: super::drill::EmbeddedDrillArgs,
 }
@@ -79,6 +75,10 @@ pub fn run(a: &TpccArgs) -> Result<()> {
         None => Topology::from_yaml("configs/tpcc.yaml (embedded)", TPCC_TOPOLOGY)?,
     };
     let drill = a.drill.plan(&topo, a.duration)?;
+    if drill.is_some() && a.out.asked_for_intervals() {
+        bail!("--interval / --interval-csv do not apply to a drill: its timeline has the rows (--timeline-csv FILE)");
+    }
+    let json = a.out.json();
     let cfg = TpccConfig {
         warehouses: a.warehouses,
         scale: a.scale.as_deref().map(parse_scale).transpose()?.unwrap_or(Scale::SPEC),
@@ -88,23 +88,16 @@ pub fn run(a: &TpccArgs) -> Result<()> {
         think: a.think,
         check: a.check,
         seed: a.seed,
-        progress: !a.json,
+        progress: !json,
         options: a.drill.options(a.protocol.options()),
         drill,
+        interval: a.out.intervals(),
         ..TpccConfig::default()
     };
     let r = runtime()?.block_on(run_tpcc(topo, &cfg)).map_err(anyhow::Error::msg)?;
-    let json = serde_json::to_string_pretty(&r)?;
-    if let Some(path) = &a.csv {
-        redt_bench::csv::append_json(path, &json).map_err(anyhow::Error::msg)?;
-    }
-    if a.json {
-        println!("{json}");
-    } else {
-        print!("{}", r.text());
-    }
+    a.out.emit(serde_json::to_string_pretty(&r)?, || print!("{}", r.text()))?;
     if let Some(d) = &r.drill {
-        if !a.json {
+        if !json {
             super::drill::print_embedded(d);
             println!("  TPC-C checks after the drill {}", r.checks_after_drill_line());
             for (rank, c) in r.checks_after_drill.iter().enumerate() {
@@ -117,7 +110,7 @@ pub fn run(a: &TpccArgs) -> Result<()> {
             }
         }
         let title = format!("redt bench tpcc --drill — {}", r.topology);
-        super::drill::finish_embedded(d, a.drill.outputs(), &title, !a.json)?;
+        super::drill::finish_embedded(d, a.drill.outputs(), &title, !json)?;
         if r.checks_after_drill.iter().any(|c| !c.passed) {
             bail!("TPC-C consistency check after the drill failed: {}", r.checks_after_drill_line());
         }

@@ -219,14 +219,11 @@ pub fn append(a: &AppendArgs) -> Result<()> {
     if !(0.0..=1.0).contains(&a.read_ratio) {
         bail!("--read-ratio must be in [0, 1]");
     }
-    if run.out.asked_for_intervals() {
-        bail!(
-            "--interval / --interval-csv: `bench append` has no interval rows (its figures come from checking the \
-             history after the run; --drill's --timeline-csv has a per-100 ms timeline)"
-        );
-    }
     let topo = load_topology(run.config.as_deref())?;
     let drill = a.drill.plan(&topo, a.duration)?;
+    if drill.is_some() && run.out.asked_for_intervals() {
+        bail!("--interval / --interval-csv do not apply to a drill: its timeline has the rows (--timeline-csv FILE)");
+    }
     let cfg = AppendConfig {
         duration: a.duration,
         keys: a.keys,
@@ -240,6 +237,7 @@ pub fn append(a: &AppendArgs) -> Result<()> {
         seed: run.seed,
         progress: !run.out.json,
         drill,
+        interval: run.out.intervals(),
     };
     let r = runtime()?.block_on(run_append(topo, &cfg)).map_err(anyhow::Error::msg)?;
     run.out.emit(serde_json::to_string_pretty(&r)?, || print_append(&r))?;
@@ -308,22 +306,22 @@ pub fn sweep(a: &SweepArgs) -> Result<()> {
     if !a.protocols.is_empty() {
         redt_bench::compare::check_protocols(&a.protocols).map_err(|e| anyhow::anyhow!("--protocols: {e}"))?;
     }
-    check_clients(a.run.clients_per_node)?;
+    check_clients(a.run.clients())?;
     let mut ycsb = a.mix.check(workload)?;
     let mut topo = load_topology(a.config.as_deref())?;
     if let Some(port) = a.port {
         redt_bench::topo::set_port(&mut topo, port);
     }
     a.shape.apply(&mut ycsb, &topo)?;
-    a.mix.apply_record_size(&mut topo, a.run.records_per_partition)?;
+    a.mix.apply_record_size(&mut topo, a.run.records())?;
     let cfg = SweepConfig {
         param,
         values,
         base: ClusterConfig {
             duration: a.duration,
             warmup: a.warmup,
-            clients_per_node: a.run.clients_per_node,
-            records_per_partition: a.run.records_per_partition,
+            clients_per_node: a.run.clients(),
+            records_per_partition: a.run.records(),
             ycsb,
             options: a.run.ack.options(a.protocol),
             seed: a.mix.seed,

@@ -1,5 +1,5 @@
 //! Helpers shared by the tests that run the `redt` binary (`cluster_processes.rs`,
-//! `drill_processes.rs`).
+//! `drill_processes.rs`, `workload_processes.rs`, `interval_rows.rs`).
 
 #![allow(dead_code)] // each test binary uses its own subset
 
@@ -17,6 +17,31 @@ pub fn local_fast_yaml(name: &str, port: u16) -> String {
     assert!(text.contains(":7100\""), "local-fast.yaml nodes listen on port 7100");
     assert!(text.contains("\nname: local-fast\n"), "local-fast.yaml is named local-fast");
     text.replace(":7100\"", &format!(":{port}\"")).replace("\nname: local-fast\n", &format!("\nname: {name}\n"))
+}
+
+/// `configs/tpcc.yaml`'s tables on local-fast's shape: 4 DCs × 1 node on `port`, 2 ms RTT, 4
+/// partitions, a small MemStore, named `name`.
+pub fn tpcc_local_yaml(name: &str, port: u16) -> String {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/configs/tpcc.yaml");
+    let mut v: serde_norway::Value = serde_norway::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let shape: serde_norway::Value = serde_norway::from_str(&format!(
+        "name: {name}\n\
+         memstore: {{ size: 160MiB, index: 8MiB, ring: 8MiB }}\n\
+         links: {{ default: {{ rtt: 2ms, jitter: 0ms, loss: 0%, rate: unlimited }} }}\n\
+         dcs:\n\
+         {}\
+         partitions:\n\
+         {}",
+        (1..=4).map(|d| format!("  - {{ name: dc{d}, nodes: [ {{ name: dc{d}-n1, addr: \"127.0.{d}.1:{port}\" }} ] }}\n")).collect::<String>(),
+        (0..4)
+            .map(|p| format!("  - {{ replicas: [{}] }}\n", (0..3).map(|r| format!("dc{}-n1", (p + r) % 4 + 1)).collect::<Vec<_>>().join(", ")))
+            .collect::<String>()
+    ))
+    .unwrap();
+    for (k, val) in shape.as_mapping().unwrap() {
+        v.as_mapping_mut().unwrap().insert(k.clone(), val.clone());
+    }
+    serde_norway::to_string(&v).unwrap()
 }
 
 /// Runs `redt args…` to completion, standard input closed.

@@ -390,7 +390,7 @@ pub fn pick_by_name(ids: &[u32]) -> Option<u32> {
 /// How much is loaded per warehouse. [`Scale::SPEC`] is clause 4.3.3.1; smaller scales are
 /// for tests (every rule keeps its proportions: 70% of the orders delivered, names from the
 /// first `min(1000, customers)` last names).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Scale {
     /// Items (and stock rows per warehouse).
     pub items: u32,
@@ -444,7 +444,7 @@ impl Scale {
 
 /// The run-time constants C of NURand (clause 2.1.6): C_LAST differs between load and run
 /// within the bounds of clause 2.1.6.1.
-#[derive(Clone, Copy, Debug, serde::Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct NuRand {
     /// C for C_LAST at load.
     pub c_last_load: u64,

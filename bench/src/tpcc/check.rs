@@ -12,7 +12,7 @@
 use super::loader::read_at;
 use super::schema::{self as sc, table, Scale, DISTRICTS, MAX_OL};
 use redt_coordinator::EmbeddedCluster;
-use redt_proto::{NodeId, Topology};
+use redt_proto::{NodeId, TableId, Topology};
 use serde::Serialize;
 use std::collections::HashMap;
 use std::time::Instant;
@@ -139,18 +139,24 @@ pub fn check(cluster: &EmbeddedCluster, input: &CheckInput) -> CheckReport {
 /// partition in the placement `topo` (0: the primary; the last replica when the partition has
 /// fewer): after a failover, the current placement's replicas, rebuilt ones included.
 pub fn check_replica(cluster: &EmbeddedCluster, topo: &Topology, rank: usize, input: &CheckInput) -> CheckReport {
-    let t0 = Instant::now();
-    let scale = input.scale.unwrap_or(Scale::SPEC);
-    let mut reads = 0u64;
-    let mut acc = Acc::new();
     let primary = |w: u32| -> NodeId {
         let schema = topo.table(table::WAREHOUSE).expect("TPC-C topology");
         let replicas = &topo.partitions[topo.partition_of(schema, sc::warehouse_key(w)).0 as usize].replicas;
         replicas[rank.min(replicas.len() - 1)]
     };
+    check_with(input, &mut |w, t, key| read_at(topo, &cluster.dcs, primary(w), t, key))
+}
+
+/// Checks the twelve conditions on the records `read` returns: `read(w, table, key)` is the
+/// record `key` of `table` of warehouse `w`'s partition (its cells), `None` when absent.
+pub fn check_with(input: &CheckInput, read: &mut dyn FnMut(u32, TableId, u64) -> Option<Vec<Vec<u8>>>) -> CheckReport {
+    let t0 = Instant::now();
+    let scale = input.scale.unwrap_or(Scale::SPEC);
+    let mut reads = 0u64;
+    let mut acc = Acc::new();
     let mut read = |w: u32, t, key| {
         reads += 1;
-        read_at(topo, &cluster.dcs, primary(w), t, key)
+        read(w, t, key)
     };
     let g = |v: &Vec<Vec<u8>>, cell: u16| sc::get(&v[cell as usize]);
 

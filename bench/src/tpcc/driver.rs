@@ -25,7 +25,7 @@
 //! every replica of the current placement.
 
 use super::check::{check, check_replica, CheckInput, CheckReport};
-use super::loader::{self, read_at, rows_per_warehouse, Footprint, LoadConfig, Loaded, Preallocator};
+use super::loader::{self, read_at, rows_per_warehouse, Footprint, LoadConfig, Preallocator};
 use super::procedures::{self as px, kind, Line, INVALID_ITEM, STALE};
 use super::schema::{self as sc, table, Scale, DISTRICTS};
 use super::tap::Side;
@@ -36,7 +36,7 @@ use crate::report::{Latency, VerbsPerTxn};
 use indicatif::{ProgressBar, ProgressStyle};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use redt_coordinator::{Class, ClassReport, CoordinatorOptions, Node, TxnStatus};
+use redt_coordinator::{Class, ClassReport, CoordinatorOptions, Node, TxnOutcome, TxnStatus};
 use redt_proto::wire::ProcedureCall;
 use redt_proto::{DcId, NodeId, PartitionId, Protocol, TableId, Topology};
 use serde::Serialize;
@@ -76,6 +76,9 @@ pub struct TpccConfig {
     /// ([`DrillPlan::expand`]); `None`: no drill. With a drill the 12 conditions are checked
     /// after it whatever `check` says.
     pub drill: Option<DrillPlan>,
+    /// Per-interval rows of the measured interval (off by default): database transactions
+    /// (attempts; a Delivery is ten), their outcomes and latencies.
+    pub interval: crate::interval::IntervalOptions,
 }
 
 impl Default for TpccConfig {
@@ -94,6 +97,7 @@ impl Default for TpccConfig {
             load_threads: 2,
             headroom: 200,
             drill: None,
+            interval: Default::default(),
         }
     }
 }
@@ -240,25 +244,92 @@ fn cause_of(why: &str) -> usize {
     }
 }
 
-struct Shared {
+/// Where terminals send their transactions and read their reconnaissance: the embedded
+/// cluster's nodes and MemStores ([`Embedded`]), or a running cluster through a client
+/// ([`crate::workload::tpcc`]).
+pub(crate) trait Backend: Send + Sync + 'static {
+    /// A coordinator chosen for one attempt, and where its reconnaissance reads.
+    type Route: Clone + Send + Sync;
+
+    /// The coordinator a terminal homed on `home` submits through now (`None` while every
+    /// node is down).
+    fn route(&self, home: NodeId) -> Option<Self::Route>;
+
+    /// Records as the reconnaissance of `route` sees them (the nearest replica, no locks, or
+    /// a read-only transaction): per `(table, key)`, its cells, `None` when absent (or not
+    /// readable now).
+    fn read(&self, route: &Self::Route, keys: &[(TableId, u64)])
+        -> impl std::future::Future<Output = Vec<Option<Vec<Vec<u8>>>>> + Send;
+
+    /// Submits one attempt through `route`; `part` is the home warehouse's partition.
+    fn submit(&self, route: &Self::Route, call: ProcedureCall, part: PartitionId)
+        -> impl std::future::Future<Output = TxnOutcome> + Send;
+}
+
+/// The embedded cluster's backend: terminals submit through their home node (the nearest node
+/// up while a drill has it down) and read with one-sided READs of the nearest replica in that
+/// node's current placement, through the driver's own handles (its verbs counted apart).
+pub(crate) struct Embedded {
     topo: Arc<Topology>,
-    /// The driver's own handles on the DCs (its verbs counted apart).
     side: Arc<Side>,
-    cfg: TpccConfig,
-    loaded: Loaded,
-    stop: AtomicBool,
-    measuring: AtomicBool,
-    stats: [TypeStats; 5],
-    latency: [Mutex<hdrhistogram::Histogram<u64>>; 5],
-    /// Committed district deliveries over the whole run (warm-up included), per (w, d).
-    deliveries: Mutex<HashMap<(u32, u32), u64>>,
-    /// Unknown outcomes over the whole run.
-    unknown_total: AtomicU64,
-    /// Where the terminals submit (their home node, or the nearest node up during a drill).
     routes: Coordinators,
     /// The drill's timeline, and the start of the measured interval.
     timeline: Option<Arc<Timeline>>,
-    measured_from: std::sync::OnceLock<Instant>,
+    measured_from: Arc<std::sync::OnceLock<Instant>>,
+}
+
+impl Backend for Embedded {
+    type Route = (Arc<Node>, DcId);
+
+    fn route(&self, home: NodeId) -> Option<Self::Route> {
+        let node = self.routes.route(home)?;
+        let dc = self.topo.nodes[node.id().0 as usize].dc;
+        Some((node, dc))
+    }
+
+    async fn read(&self, (node, dc): &Self::Route, keys: &[(TableId, u64)]) -> Vec<Option<Vec<Vec<u8>>>> {
+        let placement = node.topology();
+        keys.iter()
+            .map(|&(t, key)| {
+                let schema = placement.table(t)?;
+                let p = placement.partition_of(schema, key);
+                let at = placement.replica_in_dc(p, *dc).unwrap_or(placement.partitions[p.0 as usize].replicas[0]);
+                read_at(&placement, &self.side.dcs, at, t, key)
+            })
+            .collect()
+    }
+
+    async fn submit(&self, (node, _): &Self::Route, call: ProcedureCall, part: PartitionId) -> TxnOutcome {
+        let submitted = Instant::now();
+        let out = node.submit(call).await;
+        if let (Some(t), Some(&from)) = (&self.timeline, self.measured_from.get()) {
+            let (s, a) = (submitted.saturating_duration_since(from), from.elapsed());
+            match &out.status {
+                TxnStatus::Committed => t.committed(s, a, &[part]),
+                TxnStatus::Aborted(_) => t.add(a, Counts { aborted: 1, ..Default::default() }),
+                TxnStatus::Unknown(_) => t.add(a, Counts { unknown: 1, ..Default::default() }),
+            }
+        }
+        out
+    }
+}
+
+/// What the terminals share: the backend, the configuration, the counters.
+pub(crate) struct Shared<B: Backend> {
+    pub(crate) backend: B,
+    pub(crate) cfg: TpccConfig,
+    /// The NURand constants of the load (C_LAST's load value picks the run-time one).
+    pub(crate) nurand: sc::NuRand,
+    pub(crate) stop: AtomicBool,
+    stats: [TypeStats; 5],
+    latency: [Mutex<hdrhistogram::Histogram<u64>>; 5],
+    /// Committed district deliveries over the whole run (warm-up included), per (w, d).
+    pub(crate) deliveries: Mutex<HashMap<(u32, u32), u64>>,
+    /// Unknown outcomes over the whole run.
+    pub(crate) unknown_total: AtomicU64,
+    /// Every database transaction attempted while measuring, as the interval rows count them;
+    /// whether the measured interval runs (the per-type counters count only then).
+    pub(crate) meter: crate::workload::Meter,
 }
 
 /// What one attempt came to.
@@ -270,35 +341,39 @@ enum Attempt {
     Unknown,
 }
 
-impl Shared {
+impl<B: Backend> Shared<B> {
+    /// Terminals' shared state over `backend`, before the run (nothing counted).
+    pub(crate) fn new(backend: B, cfg: TpccConfig, nurand: sc::NuRand) -> Self {
+        Shared {
+            backend,
+            cfg,
+            nurand,
+            stop: AtomicBool::new(false),
+            stats: Default::default(),
+            latency: std::array::from_fn(|_| Mutex::new(Latency::histogram())),
+            deliveries: Mutex::new(HashMap::new()),
+            unknown_total: AtomicU64::new(0),
+            meter: Default::default(),
+        }
+    }
+
     fn count(&self, ty: usize, f: impl FnOnce(&TypeStats)) {
-        if self.measuring.load(Relaxed) {
+        if self.meter.measuring() {
             f(&self.stats[ty]);
         }
     }
 
-    /// A record as the nearest replica to `dc` in the placement `topo` holds it (the one in
-    /// `dc`, else the primary): the reconnaissance read.
-    fn read(&self, topo: &Topology, dc: DcId, t: TableId, key: u64) -> Option<Vec<Vec<u8>>> {
-        let schema = topo.table(t)?;
-        let p = topo.partition_of(schema, key);
-        let node = topo.replica_in_dc(p, dc).unwrap_or(topo.partitions[p.0 as usize].replicas[0]);
-        read_at(topo, &self.side.dcs, node, t, key)
+    /// One record as the reconnaissance of `route` sees it.
+    async fn read1(&self, route: &B::Route, t: TableId, key: u64) -> Option<Vec<Vec<u8>>> {
+        self.backend.read(route, &[(t, key)]).await.into_iter().next().flatten()
     }
 
-    /// Submits one attempt through `node`; `part` is the home warehouse's partition (the
+    /// Submits one attempt through `route`; `part` is the home warehouse's partition (the
     /// drill's timeline counts the commit for it).
-    async fn submit(&self, node: &Arc<Node>, ty: usize, call: ProcedureCall, part: PartitionId) -> Attempt {
+    async fn submit(&self, route: &B::Route, ty: usize, call: ProcedureCall, part: PartitionId) -> Attempt {
         let submitted = Instant::now();
-        let out = node.submit(call).await;
-        if let (Some(t), Some(&from)) = (&self.timeline, self.measured_from.get()) {
-            let (s, a) = (submitted.saturating_duration_since(from), from.elapsed());
-            match &out.status {
-                TxnStatus::Committed => t.committed(s, a, &[part]),
-                TxnStatus::Aborted(_) => t.add(a, Counts { aborted: 1, ..Default::default() }),
-                TxnStatus::Unknown(_) => t.add(a, Counts { unknown: 1, ..Default::default() }),
-            }
-        }
+        let out = self.backend.submit(route, call, part).await;
+        self.meter.record(&out.status, submitted);
         let a = match &out.status {
             TxnStatus::Committed => Attempt::Committed,
             TxnStatus::Aborted(why) if why.contains(INVALID_ITEM) => Attempt::RolledBack,
@@ -306,7 +381,7 @@ impl Shared {
             TxnStatus::Aborted(why) => {
                 tracing::trace!("tpcc {} aborted: {why}", TYPES[ty]);
                 self.count(ty, |s| {
-                    s.causes[cause_of(why)].fetch_add(1, Relaxed);
+                    s.causes[cause_of(why.as_str())].fetch_add(1, Relaxed);
                 });
                 Attempt::Aborted
             }
@@ -328,7 +403,7 @@ impl Shared {
     }
 
     fn done(&self, ty: usize, committed: bool, started: Instant) {
-        if !self.measuring.load(Relaxed) {
+        if !self.meter.measuring() {
             return;
         }
         let s = &self.stats[ty];
@@ -345,6 +420,63 @@ impl Shared {
     fn stopped(&self) -> bool {
         self.stop.load(Relaxed)
     }
+
+    /// Committed New-Orders so far (while measuring).
+    pub(crate) fn new_orders(&self) -> u64 {
+        self.stats[NO].committed.load(Relaxed)
+    }
+
+    /// Starts measuring: counters from now on.
+    pub(crate) fn start_measuring(&self) {
+        self.meter.set_measuring(true);
+    }
+
+    /// Stops measuring.
+    pub(crate) fn stop_measuring(&self) {
+        self.meter.set_measuring(false);
+    }
+
+    /// The per-type figures of the measured interval, and over all types: attempts, aborted
+    /// attempts (stale and unknown included), committed business transactions.
+    pub(crate) fn type_reports(&self) -> (Vec<TypeReport>, u64, u64, u64) {
+        let mut types = Vec::new();
+        let total_completed: u64 = self.stats.iter().map(|s| s.completed.load(Relaxed)).sum();
+        let (mut all_attempts, mut all_aborts, mut all_committed) = (0u64, 0u64, 0u64);
+        for (k, name) in TYPES.iter().enumerate() {
+            let s = &self.stats[k];
+            let g = |x: &AtomicU64| x.load(Relaxed);
+            let (attempts, aborted, stale, unknown) = (g(&s.attempts), g(&s.aborted), g(&s.stale), g(&s.unknown));
+            let bad = aborted + stale + unknown;
+            all_attempts += attempts;
+            all_aborts += bad;
+            all_committed += g(&s.committed);
+            types.push(TypeReport {
+                name: name.to_string(),
+                mix_pct: if total_completed == 0 {
+                    0.0
+                } else {
+                    100.0 * g(&s.completed) as f64 / total_completed as f64
+                },
+                completed: g(&s.completed),
+                committed: g(&s.committed),
+                rolled_back: g(&s.rolled_back),
+                attempts,
+                aborted,
+                stale,
+                unknown,
+                abort_rate: if attempts == 0 { 0.0 } else { bad as f64 / attempts as f64 },
+                skipped_districts: g(&s.skipped),
+                abort_causes: ABORT_CAUSES
+                    .iter()
+                    .zip(&s.causes)
+                    .map(|(c, n)| (c.to_string(), g(n)))
+                    .filter(|(_, n)| *n > 0)
+                    .collect(),
+                latency_ms: Latency::ms_from_us(&self.latency[k].lock().expect("histogram")),
+            });
+        }
+        (types, all_attempts, all_aborts, all_committed)
+    }
 }
 
 /// Random back-off after the `attempt`-th failed attempt: uniform in [cap/2, cap] with
@@ -357,8 +489,46 @@ async fn backoff(rng: &mut StdRng, attempt: u32, stale: bool) {
     tokio::time::sleep(Duration::from_micros(rng.gen_range(cap * 500..=cap * 1000))).await;
 }
 
-struct Terminal {
-    sh: Arc<Shared>,
+/// The terminals of every warehouse of `sh.cfg`, spawned on a new set: each homed on the node
+/// holding its warehouse's primary in `topo`, with its HISTORY slot (1-based within the
+/// warehouse) and sequence counter starting at `first_seq[(w, slot)]` (0 when absent). Returns
+/// the set and every terminal's `((w, slot), next sequence)` counter.
+#[allow(clippy::type_complexity)]
+pub(crate) fn spawn_terminals<B: Backend>(
+    sh: &Arc<Shared<B>>,
+    topo: &Topology,
+    first_seq: &HashMap<(u32, u32), u64>,
+) -> (tokio::task::JoinSet<()>, Vec<((u32, u32), Arc<AtomicU64>)>) {
+    let cfg = &sh.cfg;
+    let mut seqs: Vec<((u32, u32), Arc<AtomicU64>)> = Vec::new();
+    let mut terminals = tokio::task::JoinSet::new();
+    let mut seed_rng = StdRng::seed_from_u64(cfg.seed ^ 0x7e4d);
+    for w in 1..=cfg.warehouses {
+        let schema = topo.table(table::WAREHOUSE).expect("checked");
+        let p = topo.partition_of(schema, sc::warehouse_key(w));
+        let node_id = topo.partitions[p.0 as usize].replicas[0];
+        for t in 0..cfg.terminals_per_warehouse {
+            let slot = t as u32 + 1;
+            let h_seq = Arc::new(AtomicU64::new(first_seq.get(&(w, slot)).copied().unwrap_or(0)));
+            seqs.push(((w, slot), h_seq.clone()));
+            let term = Terminal {
+                sh: sh.clone(),
+                w,
+                slot,
+                home: node_id,
+                part: p,
+                rng: StdRng::seed_from_u64(seed_rng.gen()),
+                sl_d: (t as u32 % DISTRICTS) + 1,
+                h_seq,
+            };
+            terminals.spawn(term.run());
+        }
+    }
+    (terminals, seqs)
+}
+
+struct Terminal<B: Backend> {
+    sh: Arc<Shared<B>>,
     w: u32,
     /// 1-based terminal number within its warehouse (its HISTORY slot).
     slot: u32,
@@ -373,7 +543,7 @@ struct Terminal {
     h_seq: Arc<AtomicU64>,
 }
 
-impl Terminal {
+impl<B: Backend> Terminal<B> {
     fn other_warehouse(&mut self) -> u32 {
         let n = self.sh.cfg.warehouses;
         if n == 1 {
@@ -389,35 +559,29 @@ impl Terminal {
 
     fn customer_id(&mut self) -> u32 {
         let s = self.sh.cfg.scale;
-        sc::nurand(&mut self.rng, 1023, self.sh.loaded.nurand.c_id, 1, s.customers as u64) as u32
+        sc::nurand(&mut self.rng, 1023, self.sh.nurand.c_id, 1, s.customers as u64) as u32
     }
 
     fn last_name(&mut self) -> u32 {
         let names = self.sh.cfg.scale.last_names() as u64;
-        sc::nurand(&mut self.rng, 255, self.sh.loaded.nurand.c_last_run, 0, names - 1) as u32
+        sc::nurand(&mut self.rng, 255, self.sh.nurand.c_last_run, 0, names - 1) as u32
     }
 
     /// The customer a by-name selection picks (reconnaissance of the static index).
-    fn by_name(&self, w: u32, d: u32, name: u32) -> Option<u32> {
-        let (node, dc) = self.route()?;
-        let v = self.sh.read(&node.topology(), dc, table::CUSTOMER_LAST, sc::customer_last_key(w, d, name))?;
+    async fn by_name(&self, w: u32, d: u32, name: u32) -> Option<u32> {
+        let route = self.sh.backend.route(self.home)?;
+        let v = self.sh.read1(&route, table::CUSTOMER_LAST, sc::customer_last_key(w, d, name)).await?;
         sc::pick_by_name(&sc::decode_ids(&v[sc::cl::IDS as usize]))
     }
 
-    /// The coordinator to submit through now and its DC (`None` while every node is down).
-    fn route(&self) -> Option<(Arc<Node>, DcId)> {
-        let node = self.sh.routes.route(self.home)?;
-        let dc = self.sh.topo.nodes[node.id().0 as usize].dc;
-        Some((node, dc))
-    }
-
-    /// [`Terminal::route`], waiting while every node is down; `None` once stopped.
-    async fn coordinator(&self) -> Option<(Arc<Node>, DcId)> {
+    /// The route to submit through now, waiting while every node is down; `None` once
+    /// stopped.
+    async fn coordinator(&self) -> Option<B::Route> {
         loop {
             if self.sh.stopped() {
                 return None;
             }
-            if let Some(r) = self.route() {
+            if let Some(r) = self.sh.backend.route(self.home) {
                 return Some(r);
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
@@ -473,7 +637,7 @@ impl Terminal {
             let i_id = if rollback && lines.len() == ol_cnt - 1 {
                 s.items + 1
             } else {
-                sc::nurand(&mut self.rng, 8191, sh.loaded.nurand.ol_i_id, 1, s.items as u64) as u32
+                sc::nurand(&mut self.rng, 8191, sh.nurand.ol_i_id, 1, s.items as u64) as u32
             };
             if lines.iter().any(|l| l.i_id == i_id) {
                 continue;
@@ -482,22 +646,29 @@ impl Terminal {
             lines.push(Line { i_id, supply_w, qty: self.rng.gen_range(1..=10), dist_info: Vec::new() });
         }
         // S_DIST_xx of remote supplying stock rows is immutable: read it once.
-        let Some((node, dc)) = self.coordinator().await else { return };
-        let placement = node.topology();
-        for l in lines.iter_mut().filter(|l| l.supply_w != self.w) {
-            if let Some(v) = sh.read(&placement, dc, table::STOCK, sc::stock_key(l.supply_w, l.i_id)) {
-                l.dist_info = sc::trim(&v[(sc::s::DIST_01 + d as u16 - 1) as usize]).to_vec();
+        let Some(route) = self.coordinator().await else { return };
+        let remote: Vec<usize> = (0..lines.len()).filter(|&i| lines[i].supply_w != self.w).collect();
+        if !remote.is_empty() {
+            let keys: Vec<(TableId, u64)> =
+                remote.iter().map(|&i| (table::STOCK, sc::stock_key(lines[i].supply_w, lines[i].i_id))).collect();
+            for (&i, v) in remote.iter().zip(sh.backend.read(&route, &keys).await) {
+                if let Some(v) = v {
+                    lines[i].dist_info = sc::trim(&v[(sc::s::DIST_01 + d as u16 - 1) as usize]).to_vec();
+                }
             }
         }
         let started = Instant::now();
         let mut attempt = 0;
         while !sh.stopped() {
             attempt += 1;
-            let Some((node, dc)) = self.coordinator().await else { return };
-            let Some(dv) = sh.read(&node.topology(), dc, table::DISTRICT, sc::district_key(self.w, d)) else { return };
+            let Some(route) = self.coordinator().await else { return };
+            let Some(dv) = sh.read1(&route, table::DISTRICT, sc::district_key(self.w, d)).await else {
+                backoff(&mut self.rng, attempt, true).await;
+                continue;
+            };
             let o_id = sc::get(&dv[sc::d::NEXT_O_ID as usize]) as u64;
             let p = px::NewOrderParams { w: self.w, d, c, o_id, entry_d: sc::now_ms(), lines: lines.clone() };
-            match sh.submit(&node, NO, px::call(kind::NEW_ORDER, p.encode()), self.part).await {
+            match sh.submit(&route, NO, px::call(kind::NEW_ORDER, p.encode()), self.part).await {
                 Attempt::Committed => return sh.done(NO, true, started),
                 Attempt::RolledBack => return sh.done(NO, false, started),
                 Attempt::Stale => backoff(&mut self.rng, attempt, true).await,
@@ -516,7 +687,7 @@ impl Terminal {
         };
         let by_name = (self.rng.gen_range(1..=100) <= 60).then(|| self.last_name());
         let c = match by_name {
-            Some(n) => match self.by_name(c_w, c_d, n) {
+            Some(n) => match self.by_name(c_w, c_d, n).await {
                 Some(c) => c,
                 None => return,
             },
@@ -542,8 +713,8 @@ impl Terminal {
                 h_slot: self.slot,
                 h_seq,
             };
-            let Some((node, _)) = self.coordinator().await else { return };
-            match sh.submit(&node, PAY, px::call(kind::PAYMENT, p.encode()), self.part).await {
+            let Some(route) = self.coordinator().await else { return };
+            match sh.submit(&route, PAY, px::call(kind::PAYMENT, p.encode()), self.part).await {
                 Attempt::Committed => return sh.done(PAY, true, started),
                 Attempt::RolledBack => return sh.done(PAY, false, started),
                 Attempt::Stale => backoff(&mut self.rng, attempt, true).await,
@@ -557,7 +728,7 @@ impl Terminal {
         let d = self.rng.gen_range(1..=DISTRICTS);
         let by_name = (self.rng.gen_range(1..=100) <= 60).then(|| self.last_name());
         let c = match by_name {
-            Some(n) => match self.by_name(self.w, d, n) {
+            Some(n) => match self.by_name(self.w, d, n).await {
                 Some(c) => c,
                 None => return,
             },
@@ -567,22 +738,21 @@ impl Terminal {
         let mut attempt = 0;
         while !sh.stopped() {
             attempt += 1;
-            let Some((node, dc)) = self.coordinator().await else { return };
-            let placement = node.topology();
-            let recon = (|| {
-                let cv = sh.read(&placement, dc, table::CUSTOMER, sc::customer_key(self.w, d, c))?;
+            let Some(route) = self.coordinator().await else { return };
+            let recon = async {
+                let cv = sh.read1(&route, table::CUSTOMER, sc::customer_key(self.w, d, c)).await?;
                 let o_id = sc::get(&cv[sc::c::LAST_O_ID as usize]) as u64;
-                let ov = sh.read(&placement, dc, table::ORDERS, sc::order_key(self.w, d, o_id))?;
+                let ov = sh.read1(&route, table::ORDERS, sc::order_key(self.w, d, o_id)).await?;
                 let ol_cnt = sc::get(&ov[sc::o::OL_CNT as usize]) as u32;
                 (ol_cnt > 0).then_some((o_id, ol_cnt))
-            })();
-            let Some((o_id, ol_cnt)) = recon else {
+            };
+            let Some((o_id, ol_cnt)) = recon.await else {
                 // The replica is between the writes of one phase 2: look again.
                 backoff(&mut self.rng, attempt, true).await;
                 continue;
             };
             let p = px::OrderStatusParams { w: self.w, d, c, by_name, o_id, ol_cnt };
-            match sh.submit(&node, OS, px::call(kind::ORDER_STATUS, p.encode()), self.part).await {
+            match sh.submit(&route, OS, px::call(kind::ORDER_STATUS, p.encode()), self.part).await {
                 Attempt::Committed => return sh.done(OS, true, started),
                 Attempt::RolledBack => return sh.done(OS, false, started),
                 Attempt::Stale => backoff(&mut self.rng, attempt, true).await,
@@ -618,20 +788,28 @@ impl Terminal {
         let mut attempt = 0;
         while !sh.stopped() {
             attempt += 1;
-            let Some((node, dc)) = self.coordinator().await else { return };
-            let placement = node.topology();
-            let Some(dv) = sh.read(&placement, dc, table::DISTRICT, sc::district_key(w, d)) else { return };
+            let Some(route) = self.coordinator().await else { return };
+            let Some(dv) = sh.read1(&route, table::DISTRICT, sc::district_key(w, d)).await else {
+                backoff(&mut self.rng, attempt, true).await;
+                continue;
+            };
             let next = sc::get(&dv[sc::d::NEXT_O_ID as usize]) as u64;
-            let mut lines = Vec::new();
-            for o in next.saturating_sub(20).max(1)..next {
-                let Some(ov) = sh.read(&placement, dc, table::ORDERS, sc::order_key(w, d, o)) else { continue };
+            let orders: Vec<u64> = (next.saturating_sub(20).max(1)..next).collect();
+            let keys: Vec<(TableId, u64)> = orders.iter().map(|&o| (table::ORDERS, sc::order_key(w, d, o))).collect();
+            let mut line_keys = Vec::new();
+            for (&o, ov) in orders.iter().zip(sh.backend.read(&route, &keys).await) {
+                let Some(ov) = ov else { continue };
                 let cnt = sc::get(&ov[sc::o::OL_CNT as usize]) as u32;
-                for l in 1..=cnt {
-                    if let Some(lv) = sh.read(&placement, dc, table::ORDER_LINE, sc::order_line_key(w, d, o, l)) {
-                        let i = sc::get(&lv[sc::ol::I_ID as usize]) as u32;
-                        if i > 0 {
-                            lines.push((o, l, i));
-                        }
+                line_keys.extend((1..=cnt).map(|l| (o, l)));
+            }
+            let keys: Vec<(TableId, u64)> =
+                line_keys.iter().map(|&(o, l)| (table::ORDER_LINE, sc::order_line_key(w, d, o, l))).collect();
+            let mut lines = Vec::new();
+            for (&(o, l), lv) in line_keys.iter().zip(sh.backend.read(&route, &keys).await) {
+                if let Some(lv) = lv {
+                    let i = sc::get(&lv[sc::ol::I_ID as usize]) as u32;
+                    if i > 0 {
+                        lines.push((o, l, i));
                     }
                 }
             }
@@ -639,7 +817,7 @@ impl Terminal {
                 return sh.done(SL, true, started);
             }
             let p = px::StockLevelParams { w, d, threshold, lines };
-            match sh.submit(&node, SL, px::call(kind::STOCK_LEVEL, p.encode()), self.part).await {
+            match sh.submit(&route, SL, px::call(kind::STOCK_LEVEL, p.encode()), self.part).await {
                 Attempt::Committed => return sh.done(SL, true, started),
                 Attempt::RolledBack => return sh.done(SL, false, started),
                 Attempt::Stale => backoff(&mut self.rng, attempt, true).await,
@@ -652,8 +830,8 @@ impl Terminal {
 /// Delivers the oldest undelivered order of district (w, d) through the terminal's coordinator
 /// (`home`, or the nearest node up while a drill has it down); `true` when delivered or
 /// skipped (no undelivered order), `false` when stopped first.
-async fn deliver_district(
-    sh: Arc<Shared>,
+async fn deliver_district<B: Backend>(
+    sh: Arc<Shared<B>>,
     home: NodeId,
     part: PartitionId,
     w: u32,
@@ -665,24 +843,22 @@ async fn deliver_district(
     let mut attempt = 0;
     while !sh.stopped() {
         attempt += 1;
-        let Some(node) = sh.routes.route(home) else {
+        let Some(route) = sh.backend.route(home) else {
             tokio::time::sleep(Duration::from_millis(20)).await;
             continue;
         };
-        let dc = sh.topo.nodes[node.id().0 as usize].dc;
-        let placement = node.topology();
-        let recon = (|| {
-            let dv = sh.read(&placement, dc, table::DISTRICT, sc::district_key(w, d))?;
+        let recon = async {
+            let dv = sh.read1(&route, table::DISTRICT, sc::district_key(w, d)).await?;
             let head = sc::get(&dv[sc::d::NO_HEAD as usize]) as u64;
             let next = sc::get(&dv[sc::d::NEXT_O_ID as usize]) as u64;
             if head >= next {
                 return Some(None);
             }
-            let ov = sh.read(&placement, dc, table::ORDERS, sc::order_key(w, d, head))?;
+            let ov = sh.read1(&route, table::ORDERS, sc::order_key(w, d, head)).await?;
             let (c, cnt) = (sc::get(&ov[sc::o::C_ID as usize]) as u32, sc::get(&ov[sc::o::OL_CNT as usize]) as u32);
             (cnt > 0 && c > 0).then_some(Some((head, c, cnt)))
-        })();
-        let (o_id, c, ol_cnt) = match recon {
+        };
+        let (o_id, c, ol_cnt) = match recon.await {
             Some(Some(x)) => x,
             Some(None) => {
                 sh.count(DEL, |s| {
@@ -696,7 +872,7 @@ async fn deliver_district(
             }
         };
         let p = px::DeliveryParams { w, d, carrier, date: sc::now_ms(), o_id, c, ol_cnt };
-        match sh.submit(&node, DEL, px::call(kind::DELIVERY, p.encode()), part).await {
+        match sh.submit(&route, DEL, px::call(kind::DELIVERY, p.encode()), part).await {
             Attempt::Committed => {
                 *sh.deliveries.lock().expect("deliveries").entry((w, d)).or_default() += 1;
                 return true;
@@ -758,21 +934,17 @@ pub async fn run_tpcc(topo: Topology, cfg: &TpccConfig) -> Result<TpccReport, St
         .map_err(|e| e.to_string())?
         .map_err(|e| format!("pre-allocating orders: {e}"))?;
 
-    let sh = Arc::new(Shared {
+    let timeline = drill.as_ref().map(|d| d.timeline.clone());
+    let measured_from: Arc<std::sync::OnceLock<Instant>> = Default::default();
+    let backend = Embedded {
         topo: topo.clone(),
         side: side.clone(),
-        cfg: cfg.clone(),
-        loaded,
-        stop: AtomicBool::new(false),
-        measuring: AtomicBool::new(false),
-        stats: Default::default(),
-        latency: std::array::from_fn(|_| Mutex::new(Latency::histogram())),
-        deliveries: Mutex::new(HashMap::new()),
-        unknown_total: AtomicU64::new(0),
         routes,
-        timeline: drill.as_ref().map(|d| d.timeline.clone()),
-        measured_from: std::sync::OnceLock::new(),
-    });
+        timeline,
+        measured_from: measured_from.clone(),
+    };
+    let nurand = loaded.nurand;
+    let sh = Arc::new(Shared::new(backend, cfg.clone(), nurand));
 
     // The pre-allocator keeps topping up while the terminals run, into the current placement.
     let pre_stop = Arc::new(AtomicBool::new(false));
@@ -792,30 +964,7 @@ pub async fn run_tpcc(topo: Topology, cfg: &TpccConfig) -> Result<TpccReport, St
     };
 
     // Terminals.
-    let mut seqs: Vec<((u32, u32), Arc<AtomicU64>)> = Vec::new();
-    let mut terminals = tokio::task::JoinSet::new();
-    let mut seed_rng = StdRng::seed_from_u64(cfg.seed ^ 0x7e4d);
-    for w in 1..=cfg.warehouses {
-        let schema = topo.table(table::WAREHOUSE).expect("checked");
-        let p = topo.partition_of(schema, sc::warehouse_key(w));
-        let node_id = topo.partitions[p.0 as usize].replicas[0];
-        for t in 0..cfg.terminals_per_warehouse {
-            let slot = t as u32 + 1;
-            let h_seq = Arc::new(AtomicU64::new(0));
-            seqs.push(((w, slot), h_seq.clone()));
-            let term = Terminal {
-                sh: sh.clone(),
-                w,
-                slot,
-                home: node_id,
-                part: p,
-                rng: StdRng::seed_from_u64(seed_rng.gen()),
-                sl_d: (t as u32 % DISTRICTS) + 1,
-                h_seq,
-            };
-            terminals.spawn(term.run());
-        }
-    }
+    let (mut terminals, seqs) = spawn_terminals(&sh, &topo, &HashMap::new());
 
     let warm = bar(cfg.progress, cfg.warmup.as_millis() as u64, "warm-up");
     let t0 = Instant::now();
@@ -827,21 +976,34 @@ pub async fn run_tpcc(topo: Topology, cfg: &TpccConfig) -> Result<TpccReport, St
     cluster.stats.reset();
     let v0 = cluster.verb_counts();
     let s0 = side.counts();
-    sh.measuring.store(true, Relaxed);
+    sh.start_measuring();
     let run = bar(cfg.progress, cfg.duration.as_millis() as u64, "run");
     let started = Instant::now();
-    let _ = sh.measured_from.set(started);
+    let _ = measured_from.set(started);
     if let Some(d) = &mut drill {
         d.start(started, crate::drill_embedded::log_to(&run));
     }
+    let mut rows = crate::interval::Intervals::start(&cfg.interval);
     while started.elapsed() < cfg.duration {
         tokio::time::sleep(Duration::from_millis(100)).await;
         run.set_position(started.elapsed().as_millis() as u64);
-        let no = sh.stats[NO].committed.load(Relaxed);
+        let no = sh.new_orders();
         run.set_message(format!("{:.0} tpmC", no as f64 * 60.0 / started.elapsed().as_secs_f64().max(1e-3)));
+        if let Ok(Some(iv)) = &mut rows {
+            if iv.due(started.elapsed()) && started.elapsed() < cfg.duration {
+                if let Err(e) = iv.take(sh.meter.snapshot(started.elapsed()), &run) {
+                    rows = Err(e);
+                }
+            }
+        }
     }
-    sh.measuring.store(false, Relaxed);
-    let elapsed = started.elapsed().as_secs_f64();
+    sh.stop_measuring();
+    let elapsed_d = started.elapsed();
+    let rows = rows.and_then(|iv| match iv {
+        Some(iv) => iv.finish(sh.meter.snapshot(elapsed_d), &run),
+        None => Ok(()),
+    });
+    let elapsed = elapsed_d.as_secs_f64();
     let classes: Vec<(String, ClassReport)> =
         Class::all().iter().map(|&c| (c.name().to_string(), cluster.stats.report(c))).collect();
     // The transactions' verbs: everything but the driver's own (reconnaissance,
@@ -909,41 +1071,11 @@ pub async fn run_tpcc(topo: Topology, cfg: &TpccConfig) -> Result<TpccReport, St
     };
     cluster.shutdown();
     drop(data_root);
+    rows.map_err(|e| format!("interval rows: {e}"))?;
 
-    let mut types = Vec::new();
-    let total_completed: u64 = sh.stats.iter().map(|s| s.completed.load(Relaxed)).sum();
-    let (mut all_attempts, mut all_aborts, mut all_committed) = (0u64, 0u64, 0u64);
-    for (k, name) in TYPES.iter().enumerate() {
-        let s = &sh.stats[k];
-        let g = |x: &AtomicU64| x.load(Relaxed);
-        let (attempts, aborted, stale, unknown) = (g(&s.attempts), g(&s.aborted), g(&s.stale), g(&s.unknown));
-        let bad = aborted + stale + unknown;
-        all_attempts += attempts;
-        all_aborts += bad;
-        all_committed += g(&s.committed);
-        types.push(TypeReport {
-            name: name.to_string(),
-            mix_pct: if total_completed == 0 { 0.0 } else { 100.0 * g(&s.completed) as f64 / total_completed as f64 },
-            completed: g(&s.completed),
-            committed: g(&s.committed),
-            rolled_back: g(&s.rolled_back),
-            attempts,
-            aborted,
-            stale,
-            unknown,
-            abort_rate: if attempts == 0 { 0.0 } else { bad as f64 / attempts as f64 },
-            skipped_districts: g(&s.skipped),
-            abort_causes: ABORT_CAUSES
-                .iter()
-                .zip(&s.causes)
-                .map(|(c, n)| (c.to_string(), g(n)))
-                .filter(|(_, n)| *n > 0)
-                .collect(),
-            latency_ms: Latency::ms_from_us(&sh.latency[k].lock().expect("histogram")),
-        });
-    }
+    let (types, all_attempts, all_aborts, all_committed) = sh.type_reports();
     let db_committed: u64 = classes.iter().map(|(_, c)| c.committed).sum();
-    let tpmc = sh.stats[NO].committed.load(Relaxed) as f64 * 60.0 / elapsed;
+    let tpmc = sh.new_orders() as f64 * 60.0 / elapsed;
     Ok(TpccReport {
         workload: "tpcc".into(),
         protocol: cfg.options.protocol,
@@ -956,7 +1088,7 @@ pub async fn run_tpcc(topo: Topology, cfg: &TpccConfig) -> Result<TpccReport, St
         terminals: cfg.terminals_per_warehouse * cfg.warehouses as usize,
         think: cfg.think,
         early_ack: cfg.options.early_ack,
-        load_s: sh.loaded.seconds,
+        load_s: loaded.seconds,
         warmup_s: cfg.warmup.as_secs_f64(),
         duration_s: elapsed,
         tpmc,
@@ -965,8 +1097,8 @@ pub async fn run_tpcc(topo: Topology, cfg: &TpccConfig) -> Result<TpccReport, St
         db_committed_per_s: db_committed as f64 / elapsed,
         abort_rate: if all_attempts == 0 { 0.0 } else { all_aborts as f64 / all_attempts as f64 },
         types,
-        footprint: sh.loaded.footprint.clone(),
-        records_loaded: sh.loaded.records,
+        footprint: loaded.footprint.clone(),
+        records_loaded: loaded.records,
         records_preallocated: preallocated,
         verbs_per_txn: VerbsPerTxn::new(&verbs, db_committed),
         classes,
@@ -974,6 +1106,42 @@ pub async fn run_tpcc(topo: Topology, cfg: &TpccConfig) -> Result<TpccReport, St
         drill,
         checks_after_drill,
     })
+}
+
+/// The per-type table of a TPC-C report (header, one line per type, the aborted attempts by
+/// cause), indented for the reports.
+pub fn type_table(types: &[TypeReport]) -> Vec<String> {
+    let mut out = vec![format!(
+        "    {:<13} {:>6} {:>9} {:>8} {:>9} {:>8} {:>7} {:>7} {:>10} {:>10}",
+        "type", "mix %", "committed", "rollback", "attempts", "aborted", "stale", "unknown", "abort rate", "p50/p99 ms"
+    )];
+    for t in types {
+        out.push(format!(
+            "    {:<13} {:>6.1} {:>9} {:>8} {:>9} {:>8} {:>7} {:>7} {:>10.4} {:>5.0}/{:<5.0}",
+            t.name,
+            t.mix_pct,
+            t.committed,
+            t.rolled_back,
+            t.attempts,
+            t.aborted,
+            t.stale,
+            t.unknown,
+            t.abort_rate,
+            t.latency_ms.p50,
+            t.latency_ms.p99
+        ));
+    }
+    let causes: Vec<String> = ABORT_CAUSES
+        .iter()
+        .filter_map(|c| {
+            let n: u64 = types.iter().flat_map(|t| &t.abort_causes).filter(|(k, _)| k == c).map(|(_, n)| n).sum();
+            (n > 0).then(|| format!("{c} {n}"))
+        })
+        .collect();
+    if !causes.is_empty() {
+        out.push(format!("    aborted attempts by cause: {}", causes.join(", ")));
+    }
+    out
 }
 
 impl TpccReport {
@@ -1032,45 +1200,8 @@ impl TpccReport {
             self.committed_per_s, self.db_committed_per_s
         ));
         line(format!("  abort rate (attempts)         {:>10.4}", self.abort_rate));
-        line(format!(
-            "    {:<13} {:>6} {:>9} {:>8} {:>9} {:>8} {:>7} {:>7} {:>10} {:>10}",
-            "type",
-            "mix %",
-            "committed",
-            "rollback",
-            "attempts",
-            "aborted",
-            "stale",
-            "unknown",
-            "abort rate",
-            "p50/p99 ms"
-        ));
-        for t in &self.types {
-            line(format!(
-                "    {:<13} {:>6.1} {:>9} {:>8} {:>9} {:>8} {:>7} {:>7} {:>10.4} {:>5.0}/{:<5.0}",
-                t.name,
-                t.mix_pct,
-                t.committed,
-                t.rolled_back,
-                t.attempts,
-                t.aborted,
-                t.stale,
-                t.unknown,
-                t.abort_rate,
-                t.latency_ms.p50,
-                t.latency_ms.p99
-            ));
-        }
-        let causes: Vec<String> = ABORT_CAUSES
-            .iter()
-            .filter_map(|c| {
-                let n: u64 =
-                    self.types.iter().flat_map(|t| &t.abort_causes).filter(|(k, _)| k == c).map(|(_, n)| n).sum();
-                (n > 0).then(|| format!("{c} {n}"))
-            })
-            .collect();
-        if !causes.is_empty() {
-            line(format!("    aborted attempts by cause: {}", causes.join(", ")));
+        for l in type_table(&self.types) {
+            line(l);
         }
         if let Some(d) = self.types.get(DEL) {
             if d.skipped_districts > 0 {

@@ -71,6 +71,21 @@ pub struct Loaded {
     pub seconds: f64,
 }
 
+/// Where the loader's rows go: every replica of an embedded cluster ([`Writer`]), or a
+/// running cluster's transactions (`redt workload init tpcc`).
+pub trait RowSink: Sync {
+    /// Stores row `key` of `t`, one value per cell.
+    ///
+    /// # Errors
+    /// The row could not be stored, as text.
+    fn put(&self, t: TableId, key: u64, values: &[Vec<u8>]) -> Result<(), String>;
+}
+
+/// The NURand constants a load with `seed` draws (and the run after it uses).
+pub fn nurand_of(seed: u64) -> NuRand {
+    NuRand::new(&mut rand::rngs::StdRng::seed_from_u64(seed))
+}
+
 /// Writes one row to every replica of its partition.
 struct Writer<'a> {
     topo: &'a Topology,
@@ -82,7 +97,7 @@ struct Writer<'a> {
     placed: bool,
 }
 
-impl Writer<'_> {
+impl RowSink for Writer<'_> {
     fn put(&self, t: TableId, key: u64, values: &[Vec<u8>]) -> Result<(), String> {
         let topo = self.topo;
         let schema = topo.table(t).ok_or_else(|| format!("no table {t}"))?;
@@ -146,8 +161,7 @@ pub fn load(cluster: &EmbeddedCluster, cfg: &LoadConfig, bar: &ProgressBar) -> R
     }
     let t0 = Instant::now();
     let heap0 = heap_used(cluster);
-    let mut seed_rng = rand::rngs::StdRng::seed_from_u64(cfg.seed);
-    let nurand = NuRand::new(&mut seed_rng);
+    let nurand = nurand_of(cfg.seed);
     let counts: Vec<AtomicU64> =
         (0..=sc::TABLES.iter().map(|t| t.0).max().unwrap_or(0)).map(|_| AtomicU64::new(0)).collect();
     let done = AtomicU64::new(0);
@@ -213,7 +227,13 @@ pub fn load(cluster: &EmbeddedCluster, cfg: &LoadConfig, bar: &ProgressBar) -> R
     Ok(Loaded { cfg: cfg.clone(), nurand, records, footprint, seconds: t0.elapsed().as_secs_f64() })
 }
 
-fn load_warehouse(wr: &Writer<'_>, cfg: &LoadConfig, nu: &NuRand, w: u32) -> Result<(), String> {
+/// Generates warehouse `w` of `cfg` (its ITEM copy, WAREHOUSE, STOCK and ten districts with
+/// their customers, history, orders, order lines and new orders) into `wr`, with the NURand
+/// constants `nu` ([`nurand_of`] the load's seed).
+///
+/// # Errors
+/// The sink's; more customers sharing a last name than the index holds.
+pub fn load_warehouse(wr: &dyn RowSink, cfg: &LoadConfig, nu: &NuRand, w: u32) -> Result<(), String> {
     let s = cfg.scale;
     let mut rng = rand::rngs::StdRng::seed_from_u64(cfg.seed ^ (w as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15));
     let now = sc::now_ms();
@@ -255,7 +275,7 @@ fn load_warehouse(wr: &Writer<'_>, cfg: &LoadConfig, nu: &NuRand, w: u32) -> Res
 }
 
 fn load_district(
-    wr: &Writer<'_>,
+    wr: &dyn RowSink,
     s: &Scale,
     nu: &NuRand,
     w: u32,
