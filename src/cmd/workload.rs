@@ -349,7 +349,8 @@ fn init(cmd: &InitCmd) -> Result<()> {
                 Some(p) => redt_bench::ycsb_props::load(p).map_err(anyhow::Error::msg)?,
                 None => Default::default(),
             };
-            let table = target.topo.tables.first().map(|t| (t.cells.len(), t.cells.first().map_or(0, |c| c.bytes as usize)));
+            let table =
+                target.topo.tables.first().map(|t| (t.cells.len(), t.cells.first().map_or(0, |c| c.bytes as usize)));
             check_record_size(file.record_size(table.unwrap_or_default()).as_deref(), &target.topo)?;
             let rpp = a
                 .records_per_partition

@@ -53,7 +53,8 @@ pub enum WorkloadKind {
 
 impl WorkloadKind {
     /// Every workload, in the order of their reserved metadata keys.
-    pub const ALL: [WorkloadKind; 4] = [WorkloadKind::Ycsb, WorkloadKind::Tpcc, WorkloadKind::Bank, WorkloadKind::Append];
+    pub const ALL: [WorkloadKind; 4] =
+        [WorkloadKind::Ycsb, WorkloadKind::Tpcc, WorkloadKind::Bank, WorkloadKind::Append];
 
     /// `ycsb`, `tpcc`, `bank`, `append`.
     pub fn name(self) -> &'static str {
