@@ -37,7 +37,8 @@ fn tamper(config: &Path, certs: &Path, call: redt_proto::wire::ProcedureCall) ->
     let topo = std::sync::Arc::new(redt_proto::Topology::load(config).expect("the topology"));
     let rt = tokio::runtime::Runtime::new().expect("a runtime");
     rt.block_on(async {
-        let client = redt_coordinator::Client::connect(topo, certs, std::time::Duration::from_secs(5)).expect("a client");
+        let client =
+            redt_coordinator::Client::connect(topo, certs, std::time::Duration::from_secs(5)).expect("a client");
         for _ in 0..100 {
             let out = client.submit(redt_proto::NodeId(0), call.clone()).await;
             if out.status == redt_coordinator::TxnStatus::Committed {
@@ -83,14 +84,24 @@ fn ycsb_bank_and_append_through_init_run_and_check() {
     // `bench ycsb --cluster` on a cluster that holds no records (and says so in no init record)
     // aborts every transaction: it must not pass.
     let out = redt(&[
-        "bench", "ycsb", "--cluster", path_str(&config), "--certs", path_str(&certs), "--duration", "1s", "--warmup", "0s",
+        "bench",
+        "ycsb",
+        "--cluster",
+        path_str(&config),
+        "--certs",
+        path_str(&certs),
+        "--duration",
+        "1s",
+        "--warmup",
+        "0s",
     ]);
     let e = refused(&out, "bench ycsb on an empty cluster");
     assert!(e.contains("note: the cluster has no YCSB init record; assuming 16384 records per partition"), "{e}");
     assert!(e.contains("the YCSB run committed no transaction in 1.0 s"), "{e}");
 
     // YCSB: 50 records per partition × 4 partitions, a short run, the check.
-    let init = json_of(&workload(&["init", "ycsb", "--records-per-partition", "50", "--json"], &config, &certs), "init");
+    let init =
+        json_of(&workload(&["init", "ycsb", "--records-per-partition", "50", "--json"], &config, &certs), "init");
     assert_eq!(init["records"], 200, "{init}");
     let run = json_of(
         &workload(&["run", "ycsb", "--duration", "2s", "--warmup", "500ms", "--json"], &config, &certs),
@@ -98,7 +109,10 @@ fn ycsb_bank_and_append_through_init_run_and_check() {
     );
     assert!(run["committed"].as_u64().unwrap() > 0, "{run}");
     let check = json_of(&workload(&["check", "ycsb", "--json"], &config, &certs), "check ycsb");
-    assert_eq!((check["pass"].as_bool(), check["records"].as_u64(), check["missing"].as_u64()), (Some(true), Some(200), Some(0)));
+    assert_eq!(
+        (check["pass"].as_bool(), check["records"].as_u64(), check["missing"].as_u64()),
+        (Some(true), Some(200), Some(0))
+    );
 
     // A record changed behind the workload's back (cell 3 of key 5 no longer one repeated
     // byte) fails the check, naming it.
@@ -123,7 +137,7 @@ fn ycsb_bank_and_append_through_init_run_and_check() {
     assert!(e.contains("FAILED (0 of 200 records missing, 1 malformed)"), "{e}");
     assert!(String::from_utf8_lossy(&out.stdout).contains("key 5: not one repeated byte per cell"), "{}", text(&out));
 
-        // A run asking for other records is refused naming both values and the fix, by `workload
+    // A run asking for other records is refused naming both values and the fix, by `workload
     // run` and by `bench ycsb --cluster` alike.
     let e = refused(
         &workload(&["run", "ycsb", "--records-per-partition", "16384", "--duration", "1s"], &config, &certs),
@@ -163,10 +177,16 @@ fn ycsb_bank_and_append_through_init_run_and_check() {
     assert!(e.contains("run `redt workload init bank"), "{e}");
     let init = json_of(&workload(&["init", "bank", "--accounts", "16", "--json"], &config, &certs), "init bank");
     assert_eq!(init["accounts"], 16);
-    let run = json_of(&workload(&["run", "bank", "--duration", "2s", "--warmup", "0s", "--json"], &config, &certs), "run bank");
+    let run = json_of(
+        &workload(&["run", "bank", "--duration", "2s", "--warmup", "0s", "--json"], &config, &certs),
+        "run bank",
+    );
     assert!(run["committed"].as_u64().unwrap() > 0, "{run}");
     let check = json_of(&workload(&["check", "bank", "--json"], &config, &certs), "check bank");
-    assert_eq!((check["pass"].as_bool(), check["total"].as_i64(), check["runs"].as_u64()), (Some(true), Some(16_000), Some(1)));
+    assert_eq!(
+        (check["pass"].as_bool(), check["total"].as_i64(), check["runs"].as_u64()),
+        (Some(true), Some(16_000), Some(1))
+    );
     let e = refused(&workload(&["run", "bank", "--accounts", "64", "--duration", "1s"], &config, &certs), "bank, 64");
     assert!(e.contains("--accounts 64 does not match the cluster: it was initialised with 16 accounts"), "{e}");
     // Money made behind the bank's back: account 3 set to 5,000.
@@ -214,7 +234,11 @@ fn tpcc_through_init_run_and_check() {
     assert_eq!(check["report"]["passed"], true, "{check}");
     assert_eq!(check["extra_reads"], 0, "{check}");
     let run = json_of(
-        &workload(&["run", "tpcc", "--duration", "3s", "--warmup", "500ms", "--terminals", "2", "--json"], &config, &certs),
+        &workload(
+            &["run", "tpcc", "--duration", "3s", "--warmup", "500ms", "--terminals", "2", "--json"],
+            &config,
+            &certs,
+        ),
         "run tpcc",
     );
     assert!(run["tpmc"].as_f64().unwrap() > 0.0, "{run}");
@@ -231,11 +255,19 @@ fn tpcc_through_init_run_and_check() {
     use redt_bench::tpcc::schema::{self as sc, table};
     use redt_dc_executor::RecordOp;
     let key = sc::warehouse_key(1);
-    let read = tamper(&config, &certs, redt_coordinator::call::records_call(&[RecordOp::Get { table: table::WAREHOUSE, key }]));
+    let read = tamper(
+        &config,
+        &certs,
+        redt_coordinator::call::records_call(&[RecordOp::Get { table: table::WAREHOUSE, key }]),
+    );
     let bytes = read.reads[0].as_deref().expect("a get returns its read");
     let mut cells = redt_coordinator::call::decode_record_read(bytes).unwrap().expect("warehouse 1 exists");
     cells[sc::w::YTD as usize] = sc::num(sc::get(&cells[sc::w::YTD as usize]) + 1);
-    tamper(&config, &certs, redt_coordinator::call::records_call(&[RecordOp::Put { table: table::WAREHOUSE, key, cells }]));
+    tamper(
+        &config,
+        &certs,
+        redt_coordinator::call::records_call(&[RecordOp::Put { table: table::WAREHOUSE, key, cells }]),
+    );
     let out = workload(&["check", "tpcc", "--json"], &config, &certs);
     refused(&out, "check tpcc after tampering");
     let check: serde_json::Value = serde_json::from_slice(&out.stdout).expect("--json");

@@ -141,7 +141,12 @@ pub(crate) struct Keys {
 impl Keys {
     /// `keys` active keys from `first` on, each retired after `max` appends.
     pub(crate) fn new(first: u64, keys: usize, max: u32) -> Self {
-        Keys { active: (first..first + keys as u64).collect(), writes: HashMap::new(), next: first + keys as u64, max: max.max(1) }
+        Keys {
+            active: (first..first + keys as u64).collect(),
+            writes: HashMap::new(),
+            next: first + keys as u64,
+            max: max.max(1),
+        }
     }
 
     fn pick(&self, rng: &mut impl Rng) -> u64 {

@@ -156,12 +156,24 @@ pub fn parse(text: &[u8], file: &str) -> Result<YcsbProps, PropsError> {
         let count = || value.parse::<u64>().ok();
         let mut warn = |why: &str| p.warnings.push(format!("line {line}: {key}={value}: {why}"));
         match key.as_str() {
-            "recordcount" => p.record_count = Some(count().filter(|&n| n > 0).ok_or_else(|| bad("must be a count above 0"))?),
-            "readproportion" | "updateproportion" | "insertproportion" | "scanproportion" | "readmodifywriteproportion" => {
-                let i = ["readproportion", "updateproportion", "insertproportion", "scanproportion", "readmodifywriteproportion"]
-                    .iter()
-                    .position(|k| *k == key)
-                    .expect("matched above");
+            "recordcount" => {
+                p.record_count = Some(count().filter(|&n| n > 0).ok_or_else(|| bad("must be a count above 0"))?)
+            }
+            "readproportion"
+            | "updateproportion"
+            | "insertproportion"
+            | "scanproportion"
+            | "readmodifywriteproportion" => {
+                let i = [
+                    "readproportion",
+                    "updateproportion",
+                    "insertproportion",
+                    "scanproportion",
+                    "readmodifywriteproportion",
+                ]
+                .iter()
+                .position(|k| *k == key)
+                .expect("matched above");
                 let x = number().filter(|x| *x <= 1.0).ok_or_else(|| bad("must be a number from 0 to 1"))?;
                 if i == 3 && x > 0.0 {
                     return Err(bad(WORKLOAD_E_REFUSED));
@@ -175,13 +187,14 @@ pub fn parse(text: &[u8], file: &str) -> Result<YcsbProps, PropsError> {
             }
             "zipfianconstant" => p.theta = Some(number().ok_or_else(|| bad("must be a number ≥ 0"))?),
             "fieldcount" => {
-                p.field_count =
-                    Some(count().filter(|n| (1..=64).contains(n)).ok_or_else(|| bad("must be 1 to 64 fields"))? as usize)
+                p.field_count = Some(
+                    count().filter(|n| (1..=64).contains(n)).ok_or_else(|| bad("must be 1 to 64 fields"))? as usize,
+                )
             }
             "fieldlength" => {
-                p.field_length = Some(
-                    count().filter(|n| (1..=65536).contains(n)).ok_or_else(|| bad("must be 1 to 65536 bytes"))? as usize,
-                )
+                p.field_length =
+                    Some(count().filter(|n| (1..=65536).contains(n)).ok_or_else(|| bad("must be 1 to 65536 bytes"))?
+                        as usize)
             }
             "threadcount" => {
                 p.threads = Some(count().filter(|&n| n > 0).ok_or_else(|| bad("must be a count above 0"))? as usize)
@@ -190,17 +203,24 @@ pub fn parse(text: &[u8], file: &str) -> Result<YcsbProps, PropsError> {
                 p.max_execution_time =
                     Some(Duration::from_secs(count().filter(|&n| n > 0).ok_or_else(|| bad("must be seconds above 0"))?))
             }
-            "operationcount" => warn("redt runs for a duration (--duration, or maxexecutiontime), not a number of operations; ignored"),
+            "operationcount" => {
+                warn("redt runs for a duration (--duration, or maxexecutiontime), not a number of operations; ignored")
+            }
             "workload" => {
                 if !value.ends_with("CoreWorkload") {
                     return Err(bad("redt runs YCSB's core workload only"));
                 }
                 warn("the core workload is what redt runs; ignored")
             }
-            "db" | "exporter" | "exportfile" | "measurementtype" | "measurement.interval" | "histogram.buckets"
-            | "hdrhistogram.percentiles" | "status.interval" | "timeseries.granularity" => {
-                warn("a YCSB client setting; redt reports its own figures; ignored")
-            }
+            "db"
+            | "exporter"
+            | "exportfile"
+            | "measurementtype"
+            | "measurement.interval"
+            | "histogram.buckets"
+            | "hdrhistogram.percentiles"
+            | "status.interval"
+            | "timeseries.granularity" => warn("a YCSB client setting; redt reports its own figures; ignored"),
             "table" => warn("redt's YCSB table is the topology's first; ignored"),
             "readallfields" => match value.as_str() {
                 "true" => warn("redt reads every field; ignored"),
@@ -302,7 +322,10 @@ mod tests {
     #[test]
     fn the_other_core_workloads_and_the_rest_of_the_keys() {
         let d = parse_str("readproportion=0.95\ninsertproportion=0.05\nrequestdistribution=latest\n").unwrap();
-        assert_eq!((d.workload, d.write_ratio, d.distribution), (Some(Workload::D), Some(0.05), Some(Distribution::Latest)));
+        assert_eq!(
+            (d.workload, d.write_ratio, d.distribution),
+            (Some(Workload::D), Some(0.05), Some(Distribution::Latest))
+        );
         let f = parse_str("readproportion: 0.5\nreadmodifywriteproportion = 0.5\n").unwrap();
         assert_eq!((f.workload, f.write_ratio), (Some(Workload::F), Some(0.5)));
         let c = parse_str("readproportion=1\n! a comment\nupdateproportion=0\n").unwrap();

@@ -85,6 +85,7 @@ proptest! {
                     versions,
                     read_cells: vec![],
                     values: vec![],
+                    absent: access % 2 == 0,
                 })
                 .collect(),
             hlc: value,

@@ -3,12 +3,12 @@
 use super::{load_topology, runtime, AckArgs, ProtocolArgs};
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
-use redt_bench::report::Outcomes;
 use redt_bench::cluster::run_remote_ycsb_on;
+use redt_bench::report::Outcomes;
 use redt_bench::ycsb::parse_record_size;
 use redt_bench::{
-    run_cluster_ycsb, run_embedded_drill_ycsb, run_local_ycsb, topo, ClusterConfig, ClusterReport,
-    Distribution, LocalConfig, LocalReport, Workload, YcsbConfig,
+    run_cluster_ycsb, run_embedded_drill_ycsb, run_local_ycsb, topo, ClusterConfig, ClusterReport, Distribution,
+    LocalConfig, LocalReport, Workload, YcsbConfig,
 };
 use redt_coordinator::transport::OPERATOR_IDENTITY_NAME;
 use redt_proto::{Durability, Protocol, Topology};
@@ -18,10 +18,10 @@ use std::time::Duration;
 
 #[path = "compare.rs"]
 mod compare;
-#[path = "workloads.rs"]
-mod workloads;
 #[path = "workload.rs"]
 pub mod workload;
+#[path = "workloads.rs"]
+mod workloads;
 
 /// `redt bench` subcommands.
 #[derive(Subcommand, Debug)]

@@ -32,9 +32,14 @@ pub fn tpcc_local_yaml(name: &str, port: u16) -> String {
          {}\
          partitions:\n\
          {}",
-        (1..=4).map(|d| format!("  - {{ name: dc{d}, nodes: [ {{ name: dc{d}-n1, addr: \"127.0.{d}.1:{port}\" }} ] }}\n")).collect::<String>(),
+        (1..=4)
+            .map(|d| format!("  - {{ name: dc{d}, nodes: [ {{ name: dc{d}-n1, addr: \"127.0.{d}.1:{port}\" }} ] }}\n"))
+            .collect::<String>(),
         (0..4)
-            .map(|p| format!("  - {{ replicas: [{}] }}\n", (0..3).map(|r| format!("dc{}-n1", (p + r) % 4 + 1)).collect::<Vec<_>>().join(", ")))
+            .map(|p| format!(
+                "  - {{ replicas: [{}] }}\n",
+                (0..3).map(|r| format!("dc{}-n1", (p + r) % 4 + 1)).collect::<Vec<_>>().join(", ")
+            ))
             .collect::<String>()
     ))
     .unwrap();

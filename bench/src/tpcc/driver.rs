@@ -258,12 +258,19 @@ pub(crate) trait Backend: Send + Sync + 'static {
     /// Records as the reconnaissance of `route` sees them (the nearest replica, no locks, or
     /// a read-only transaction): per `(table, key)`, its cells, `None` when absent (or not
     /// readable now).
-    fn read(&self, route: &Self::Route, keys: &[(TableId, u64)])
-        -> impl std::future::Future<Output = Vec<Option<Vec<Vec<u8>>>>> + Send;
+    fn read(
+        &self,
+        route: &Self::Route,
+        keys: &[(TableId, u64)],
+    ) -> impl std::future::Future<Output = Vec<Option<Vec<Vec<u8>>>>> + Send;
 
     /// Submits one attempt through `route`; `part` is the home warehouse's partition.
-    fn submit(&self, route: &Self::Route, call: ProcedureCall, part: PartitionId)
-        -> impl std::future::Future<Output = TxnOutcome> + Send;
+    fn submit(
+        &self,
+        route: &Self::Route,
+        call: ProcedureCall,
+        part: PartitionId,
+    ) -> impl std::future::Future<Output = TxnOutcome> + Send;
 }
 
 /// The embedded cluster's backend: terminals submit through their home node (the nearest node
@@ -936,13 +943,8 @@ pub async fn run_tpcc(topo: Topology, cfg: &TpccConfig) -> Result<TpccReport, St
 
     let timeline = drill.as_ref().map(|d| d.timeline.clone());
     let measured_from: Arc<std::sync::OnceLock<Instant>> = Default::default();
-    let backend = Embedded {
-        topo: topo.clone(),
-        side: side.clone(),
-        routes,
-        timeline,
-        measured_from: measured_from.clone(),
-    };
+    let backend =
+        Embedded { topo: topo.clone(), side: side.clone(), routes, timeline, measured_from: measured_from.clone() };
     let nurand = loaded.nurand;
     let sh = Arc::new(Shared::new(backend, cfg.clone(), nurand));
 

@@ -191,7 +191,11 @@ pub async fn run(target: &Target, cfg: &AppendConfig, cluster: &str) -> Result<A
 }
 
 /// Reads the lists of every key `events` names back and checks the history against them.
-async fn check_events(target: &Target, schema: &redt_proto::TableSchema, events: &[Event]) -> Result<AppendReport, String> {
+async fn check_events(
+    target: &Target,
+    schema: &redt_proto::TableSchema,
+    events: &[Event],
+) -> Result<AppendReport, String> {
     let mut keys: Vec<u64> = Vec::new();
     for e in events {
         for m in e.value.as_array().into_iter().flatten() {
@@ -202,9 +206,8 @@ async fn check_events(target: &Target, schema: &redt_proto::TableSchema, events:
     }
     keys.sort_unstable();
     keys.dedup();
-    let read = target
-        .records(keys.iter().map(|&key| RecordOp::Get { table: schema.id, key }).collect(), &|_| {})
-        .await?;
+    let read =
+        target.records(keys.iter().map(|&key| RecordOp::Get { table: schema.id, key }).collect(), &|_| {}).await?;
     let finals: BTreeMap<u64, Vec<u64>> = keys
         .iter()
         .zip(read)

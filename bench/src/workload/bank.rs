@@ -193,7 +193,10 @@ impl CheckReport {
     /// The verdict in one line.
     pub fn line(&self) -> String {
         if self.pass {
-            format!("ok ({} accounts, total {} = {} × {})", self.init.accounts, self.total, self.init.accounts, self.init.initial_balance)
+            format!(
+                "ok ({} accounts, total {} = {} × {})",
+                self.init.accounts, self.total, self.init.accounts, self.init.initial_balance
+            )
         } else {
             format!(
                 "FAILED (total {}, expected {} = {} × {}; {} accounts missing)",
@@ -215,7 +218,9 @@ pub async fn check(target: &Target, cluster: &str) -> Result<CheckReport, String
         .ok_or_else(|| meta::missing(WorkloadKind::Bank, cluster))?;
     let tid = target.table(&init.params.table)?.id;
     let t0 = Instant::now();
-    let read = target.records(init.params.keys().into_iter().map(|key| RecordOp::Get { table: tid, key }).collect(), &|_| {}).await?;
+    let read = target
+        .records(init.params.keys().into_iter().map(|key| RecordOp::Get { table: tid, key }).collect(), &|_| {})
+        .await?;
     let missing = read.iter().filter(|r| r.is_none()).count() as u64;
     let total: i64 = read.iter().flatten().map(|cells| cells.first().map_or(0, |c| balance(c))).sum();
     let expected = init.params.expected_total();

@@ -94,8 +94,7 @@ fn table(target: &Target) -> Result<(redt_proto::TableId, usize), String> {
 /// another format.
 pub async fn read<T: DeserializeOwned>(target: &Target, workload: WorkloadKind) -> Result<Option<Stored<T>>, String> {
     let (tid, _) = table(target)?;
-    let ops: Vec<RecordOp> =
-        (0..CHUNKS).map(|c| RecordOp::Get { table: tid, key: key(workload, c) }).collect();
+    let ops: Vec<RecordOp> = (0..CHUNKS).map(|c| RecordOp::Get { table: tid, key: key(workload, c) }).collect();
     let (_, node) = target.home(tid, key(workload, 0));
     let out = target
         .commit_idempotent(node, redt_coordinator::call::records_call(&ops))

@@ -53,7 +53,8 @@ pub enum WorkloadKind {
 
 impl WorkloadKind {
     /// Every workload, in the order of their reserved metadata keys.
-    pub const ALL: [WorkloadKind; 4] = [WorkloadKind::Ycsb, WorkloadKind::Tpcc, WorkloadKind::Bank, WorkloadKind::Append];
+    pub const ALL: [WorkloadKind; 4] =
+        [WorkloadKind::Ycsb, WorkloadKind::Tpcc, WorkloadKind::Bank, WorkloadKind::Append];
 
     /// `ycsb`, `tpcc`, `bank`, `append`.
     pub fn name(self) -> &'static str {
@@ -85,6 +86,12 @@ pub const BATCH_BYTES: usize = 512 * 1024;
 
 /// Load or read-back transactions in flight at once.
 pub const IN_FLIGHT: usize = 8;
+
+/// Whether an abort's reason is the coordinator refusing the call itself (`bad procedure
+/// call: …`, `… (limits.max_…)`): running it again cannot commit.
+fn refused(reason: &str) -> bool {
+    reason.contains("bad procedure call") || reason.contains("(limits.")
+}
 
 /// A cluster the workload commands drive: a client and the topology (the cluster's file).
 #[derive(Clone)]
@@ -136,10 +143,11 @@ impl Target {
     /// Runs `call` through `node` until it commits, retrying with exponential back-off (5 ms
     /// to 1 s, jittered) after an abort or an unknown outcome for up to [`RETRY_FOR`]. Only
     /// for idempotent calls: one whose outcome stayed unknown may have committed and is run
-    /// again.
+    /// again. A call the coordinator refuses as such (malformed, over a `limits.` value) is
+    /// not retried.
     ///
     /// # Errors
-    /// The last abort or unknown outcome's reason once [`RETRY_FOR`] has passed.
+    /// The refusal; the last abort or unknown outcome's reason once [`RETRY_FOR`] has passed.
     pub async fn commit_idempotent(&self, node: NodeId, call: ProcedureCall) -> Result<TxnOutcome, String> {
         let deadline = Instant::now() + RETRY_FOR;
         let attempt = || async {
@@ -157,9 +165,15 @@ impl Target {
                     .with_jitter()
                     .without_max_times(),
             )
-            .when(|_| Instant::now() < deadline)
+            .when(|e: &String| Instant::now() < deadline && !refused(e))
             .await
-            .map_err(|e| format!("{e} (retried for {})", humantime::format_duration(RETRY_FOR)))
+            .map_err(|e| {
+                if refused(&e) {
+                    e
+                } else {
+                    format!("{e} (retried for {})", humantime::format_duration(RETRY_FOR))
+                }
+            })
     }
 
     /// Runs `ops` (records operations, any tables) as few transactions as the batch limits

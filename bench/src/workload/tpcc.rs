@@ -115,7 +115,13 @@ pub struct InitReport {
 ///
 /// # Errors
 /// Not the TPC-C topology; a record exists; a batch that did not commit.
-pub async fn init(target: &Target, warehouses: u32, scale: Scale, seed: u64, progress: bool) -> Result<InitReport, String> {
+pub async fn init(
+    target: &Target,
+    warehouses: u32,
+    scale: Scale,
+    seed: u64,
+    progress: bool,
+) -> Result<InitReport, String> {
     sc::check_topology(&target.topo)?;
     scale.validate()?;
     if warehouses == 0 || warehouses as u64 > (1 << 24) - 1 {
@@ -231,7 +237,10 @@ impl Prealloc {
     async fn top_up(&mut self, target: &Target) -> Result<(), String> {
         let districts: Vec<(u32, u32)> =
             (1..=self.warehouses).flat_map(|w| (1..=DISTRICTS).map(move |d| (w, d))).collect();
-        let ops = districts.iter().map(|&(w, d)| RecordOp::Get { table: table::DISTRICT, key: sc::district_key(w, d) }).collect();
+        let ops = districts
+            .iter()
+            .map(|&(w, d)| RecordOp::Get { table: table::DISTRICT, key: sc::district_key(w, d) })
+            .collect();
         let read = target.records(ops, &|_| {}).await?;
         let mut create = Vec::new();
         for (&(w, d), v) in districts.iter().zip(read) {

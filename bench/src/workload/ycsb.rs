@@ -152,7 +152,10 @@ pub async fn settle_records(
     }
     let (_, name, cells, cell_bytes) = table(target)?;
     let p = &init.params;
-    if p.partitions != target.topo.partitions.len() as u64 || p.table != name || p.cells != cells || p.cell_bytes != cell_bytes
+    if p.partitions != target.topo.partitions.len() as u64
+        || p.table != name
+        || p.cells != cells
+        || p.cell_bytes != cell_bytes
     {
         return Err(format!(
             "the cluster's YCSB init record is for table `{}` of {}×{} B in {} partitions; this topology has `{name}` of \
@@ -179,7 +182,8 @@ pub async fn run(
     asked: Option<u64>,
     cluster: &str,
 ) -> Result<RemoteReport, String> {
-    let mut init = settle_records(target, asked, cluster).await?.ok_or_else(|| meta::missing(WorkloadKind::Ycsb, cluster))?;
+    let mut init =
+        settle_records(target, asked, cluster).await?.ok_or_else(|| meta::missing(WorkloadKind::Ycsb, cluster))?;
     let rpp = init.params.records_per_partition;
     let cfg = ClusterConfig { records_per_partition: rpp, ..cfg.clone() };
     let keys = Arc::new(KeySpace::resume(init.params.partitions, rpp, &init.params.insert_next));
@@ -229,7 +233,8 @@ pub fn well_formed(cells: &[Vec<u8>], cells_n: usize, bytes: usize) -> bool {
 /// # Errors
 /// No init record; a read that did not commit.
 pub async fn check(target: &Target, cluster: &str, progress: bool) -> Result<CheckReport, String> {
-    let init = settle_records(target, None, cluster).await?.ok_or_else(|| meta::missing(WorkloadKind::Ycsb, cluster))?;
+    let init =
+        settle_records(target, None, cluster).await?.ok_or_else(|| meta::missing(WorkloadKind::Ycsb, cluster))?;
     let p = init.params;
     let (tid, ..) = table(target)?;
     let keys = KeySpace::new(p.partitions, p.records_per_partition);
@@ -239,7 +244,9 @@ pub async fn check(target: &Target, cluster: &str, progress: bool) -> Result<Che
         .map(|(part, r)| keys.key(PartitionId(part), r))
         .collect();
     let b = bar(progress, all.len() as u64, "check");
-    let read = target.records(all.iter().map(|&key| RecordOp::Get { table: tid, key }).collect(), &|n| b.set_position(n)).await?;
+    let read = target
+        .records(all.iter().map(|&key| RecordOp::Get { table: tid, key }).collect(), &|n| b.set_position(n))
+        .await?;
     b.finish_and_clear();
     let (mut missing, mut malformed, mut problems) = (0u64, 0u64, Vec::new());
     for (key, r) in all.iter().zip(&read) {
