@@ -1,4 +1,4 @@
-//! The `redt` binary end to end (RedT §4.2; DESIGN.md §2, §4): `redt cluster up` starts one
+//! The `redt` binary end to end (RedT §4.2; docs/design.md §2, §4): `redt cluster up` starts one
 //! `redt node` process per node of a copy of `configs/local-fast.yaml` (cross-process
 //! `/dev/shm`-style MemStore files, QUIC between the processes), then the library `Client`,
 //! `redt client --jsonl` and `redt netem set` drive it, and `redt cluster down --wipe`
@@ -179,7 +179,7 @@ fn netem_partition(config: &Path, certs: &Path, from: &str, to: &str, on: bool) 
 /// answers Jepsen list-append lines (and a `fail` for a malformed one); concurrent bank
 /// transfers through the library client keep the total on every replica (RedT §4.2); with
 /// dc4 cut off by `redt netem set --partition on`, a transaction on p0 (no replica in dc4)
-/// commits and those on p1–p3 abort (DESIGN.md §2); after healing every partition commits;
+/// commits and those on p1–p3 abort (docs/design.md §2); after healing every partition commits;
 /// `redt cluster down --wipe` stops every process and removes the MemStore files.
 #[test]
 fn cluster_up_processes() {
@@ -426,7 +426,7 @@ fn incarnations(topo: &Topology, shm_dir: &Path) -> BTreeMap<NodeId, u64> {
     out
 }
 
-/// Recovery on real processes (DESIGN.md §2, issue 12): bank transfers run through every
+/// Recovery on real processes (docs/design.md §2, issue 12): bank transfers run through every
 /// node while one node process is killed with SIGKILL (its coordinators die between phases,
 /// its executor and replay with them) and started again on its MemStore file. Recovery on
 /// the survivors and on the restarted node decides every transaction the kill left open:

@@ -1,4 +1,4 @@
-//! Catching up the replicas a commit left behind (DESIGN.md §2, phase 2).
+//! Catching up the replicas a commit left behind (docs/design.md §2, phase 2).
 //!
 //! With `Q = ceil(3n/4) < n` (n ≥ 4) a transaction commits while some replicas of a partition
 //! it writes voted abort, voted commit on an older version (stale: their writes were computed
@@ -164,7 +164,7 @@ pub fn changes_of(redo: &[RedoEntry]) -> Vec<ReplicaChange> {
         .collect()
 }
 
-/// The requests a catch-up source sends for `txn` (DESIGN.md §2, phase 2): per replica node of
+/// The requests a catch-up source sends for `txn` (docs/design.md §2, phase 2): per replica node of
 /// `targets`, one [`Accept`] of the new values its partitions got in `redo`, carrying the
 /// commit, so the replica writes it `Committed` into its own ring at once (replay then
 /// applies it under the Thomas write rule). A node holding several listed partitions gets
@@ -226,7 +226,7 @@ fn mask_bit(entry: &RedoEntry, p: PartitionId) -> Option<u8> {
 }
 
 /// The catch-up mask a source gives its redo `entry` when it ships the partitions `shipped`
-/// (DESIGN.md §2): one bit per shipped partition the entry holds changes of. `committed`
+/// (docs/design.md §2): one bit per shipped partition the entry holds changes of. `committed`
 /// says whether the source's own redo commits (it was up to date for every written
 /// partition); if not, bit 7 is set only when every partition of the entry sharing it is
 /// shipped, so a re-shipment never carries a partition the source was behind for. Zero: the
@@ -250,7 +250,7 @@ pub fn owed_mask(topology: &Topology, entry: &RedoEntry, shipped: &BTreeSet<Part
 }
 
 /// The targets of shipping a source's redo `entry` again from its catch-up mask `owed`, after
-/// its first shipper's memory was lost (DESIGN.md §2): every partition of the entry's changes
+/// its first shipper's memory was lost (docs/design.md §2): every partition of the entry's changes
 /// that the mask names, to every replica (learners too) outside the source's DC `own_dc`, at the entry's
 /// commit timestamp. Up-to-date replicas among them apply nothing (Thomas write rule).
 pub fn reship_targets(topology: &Topology, own_dc: DcId, entry: &RedoEntry, owed: u8) -> Vec<CatchUpTarget> {
@@ -303,7 +303,7 @@ struct Shipment {
     unplaced: bool,
 }
 
-/// Delivers the accepts of one [`CatchUpDebt`] (DESIGN.md §2, "a catch-up outlives its
+/// Delivers the accepts of one [`CatchUpDebt`] (docs/design.md §2, "a catch-up outlives its
 /// source"), as a [`TxnMachine`]: each accept is sent at once and, until a reply other than an
 /// error comes back, again after a pause that doubles from [`RecoveryOptions::retry_base`] to
 /// [`RecoveryOptions::retry_max`]. It gives up on the undelivered ones once
@@ -567,7 +567,7 @@ mod tests {
             .collect()
     }
 
-    /// DESIGN.md §2, "a catch-up outlives its source": a shipper sends every accept at once,
+    /// docs/design.md §2, "a catch-up outlives its source": a shipper sends every accept at once,
     /// retries each failed one after a pause doubling from `retry_base` up to `retry_max`, is
     /// done once each is acknowledged, and says so.
     #[test]
@@ -598,7 +598,7 @@ mod tests {
         assert_eq!(s.poll_timeout(), None);
     }
 
-    /// Bounded (DESIGN.md §2): a replica that never acknowledges is given up after
+    /// Bounded (docs/design.md §2): a replica that never acknowledges is given up after
     /// `catch_up_give_up`; the shipper is then done (its driver clears the masks) but not
     /// delivered, and names the replica it left behind.
     #[test]
@@ -621,7 +621,7 @@ mod tests {
         assert_eq!(s.undelivered(), [NodeId(3)]);
     }
 
-    /// The catch-up mask (DESIGN.md §2): one bit per shipped partition by its position in the
+    /// The catch-up mask (docs/design.md §2): one bit per shipped partition by its position in the
     /// entry's partition list, positions from 7 on sharing bit 7, which a source behind for
     /// another partition sets only when every partition sharing it is shipped; re-shipping
     /// names exactly the marked partitions, to every replica outside the source's DC.

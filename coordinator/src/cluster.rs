@@ -1,6 +1,6 @@
 //! The embedded cluster: every node of a topology in this process, each with its own QUIC
 //! endpoint on its own loopback address behind the netem socket, and the in-process verbs
-//! backend inside each DC (DESIGN.md §3–4) — or, for the `redt-tcp` baseline, TCP verbs
+//! backend inside each DC (docs/design.md §3–4) — or, for the `redt-tcp` baseline, TCP verbs
 //! servers and clients over those regions (RedT §6.5).
 
 use crate::error::{Error, Result};

@@ -1,6 +1,6 @@
 //! The coordinator's commit/abort decision over phase-1 votes: the ¾ quorum of up-to-date
 //! replicas per partition, and the choice of the commit timestamp `cts` (RedT §4.2 "¾ quorum";
-//! DESIGN.md §2, "Decision").
+//! docs/design.md §2, "Decision").
 //!
 //! This is a sans-IO core: [`decide`] is a pure function of the votes the caller has collected
 //! so far. It reads no clock and sends nothing. The driver calls it again after every new vote,
@@ -20,7 +20,7 @@
 //! - otherwise wait, or abort *unproven* on the final round (a timeout).
 //!
 //! Recording aborts at a [`majority`] before acting on them, and the recoverer's rules, belong to
-//! the callers (DESIGN.md §2; notes/recovery-model.md §5).
+//! the callers (docs/design.md §2; notes/recovery-model.md §5).
 
 use std::collections::BTreeMap;
 
@@ -95,25 +95,25 @@ impl Tally {
     }
 
     /// Returns whether the partition has a commit quorum: at least [`quorum`]`(n)` up-to-date
-    /// commit votes (RedT §4.2; DESIGN.md §2).
+    /// commit votes (RedT §4.2; docs/design.md §2).
     pub fn has_quorum(&self) -> bool {
         self.up_to_date >= quorum(self.n())
     }
 
     /// Returns whether the partition can still reach a commit quorum if every missing replica
-    /// turns out up-to-date; `false` proves the transaction must abort (DESIGN.md §2).
+    /// turns out up-to-date; `false` proves the transaction must abort (docs/design.md §2).
     pub fn can_reach_quorum(&self) -> bool {
         self.up_to_date + self.missing >= quorum(self.n())
     }
 }
 
-/// The coordinator's answer to the votes seen so far (RedT §4.2; DESIGN.md §2); the recoverer's
+/// The coordinator's answer to the votes seen so far (RedT §4.2; docs/design.md §2); the recoverer's
 /// counterpart is [`crate::recovery::Recovery`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Ruling {
     /// Decided. A [`Decision::Commit`] (at [`commit_cts`] of the votes) may be acknowledged to
     /// the client at once (early ack). A [`Decision::Abort`] must be recorded at a [`majority`]
-    /// of every partition's replicas before it is acknowledged or acted on (DESIGN.md §2).
+    /// of every partition's replicas before it is acknowledged or acted on (docs/design.md §2).
     Decide {
         /// The decision.
         decision: Decision,
@@ -254,7 +254,7 @@ fn cts_above(max: u64) -> Cts {
 }
 
 /// Returns the commit timestamp the up-to-date votes of `partitions` determine, or `None` when
-/// no partition has an up-to-date vote (RedT §4.2; DESIGN.md §2).
+/// no partition has an up-to-date vote (RedT §4.2; docs/design.md §2).
 ///
 /// `cts = 1 + max` over every up-to-date vote of every partition of its `hlc` and of the commit
 /// timestamp of every version it reports, so it is above every version the transaction read or
@@ -280,7 +280,7 @@ pub fn commit_cts(partitions: &[PartitionVotes]) -> Option<Cts> {
 }
 
 /// Decides commit, abort or wait from the votes of every touched partition (RedT §4.2
-/// "¾ quorum"; DESIGN.md §2, "Decision").
+/// "¾ quorum"; docs/design.md §2, "Decision").
 ///
 /// `partitions` holds one [`PartitionVotes`] per touched partition, each with one slot per
 /// replica. `final_round` is set by the caller when its vote timeout has fired: a
@@ -343,7 +343,7 @@ mod tests {
         PartitionVotes::new(replicas)
     }
 
-    /// RedT §4.2 "¾ quorum", DESIGN.md §2: Q(n) = ceil(3n/4).
+    /// RedT §4.2 "¾ quorum", docs/design.md §2: Q(n) = ceil(3n/4).
     #[test]
     fn quorum_sizes() {
         let expected = [1, 2, 3, 3, 4, 5, 6, 6];
@@ -353,7 +353,7 @@ mod tests {
         assert_eq!(quorum(0), 0);
     }
 
-    /// DESIGN.md §2 (aborts recorded at a majority): M(n) = floor(n/2) + 1.
+    /// docs/design.md §2 (aborts recorded at a majority): M(n) = floor(n/2) + 1.
     #[test]
     fn majority_sizes() {
         let expected = [1, 2, 2, 3, 3, 4, 4, 5];
@@ -362,7 +362,7 @@ mod tests {
         }
     }
 
-    /// RedT §4.2 "¾ quorum", DESIGN.md §2: n = 4, Q = 3 up-to-date commits in each partition
+    /// RedT §4.2 "¾ quorum", docs/design.md §2: n = 4, Q = 3 up-to-date commits in each partition
     /// commit; cts is above every version and hlc of the up-to-date votes only.
     #[test]
     fn commit_with_quorum() {
@@ -376,7 +376,7 @@ mod tests {
         assert_eq!(decide(&[p0, p1], true), Ruling::commit(Cts(131)));
     }
 
-    /// RedT §4.2 "¾ quorum", DESIGN.md §2: an abort vote or a stale commit vote never counts, so
+    /// RedT §4.2 "¾ quorum", docs/design.md §2: an abort vote or a stale commit vote never counts, so
     /// up-to-date + missing < Q proves the abort, even before the timeout.
     #[test]
     fn proven_abort() {
@@ -392,7 +392,7 @@ mod tests {
         assert_eq!(decide(&[p0, p1], false), Ruling::abort(Why::CommitImpossible { partition: 1 }));
     }
 
-    /// DESIGN.md §2: neither a quorum nor a proof of abort → wait.
+    /// docs/design.md §2: neither a quorum nor a proof of abort → wait.
     #[test]
     fn wait_while_quorum_reachable() {
         let fresh = commit(&[(0, 0, v(2, 200))], 1);
@@ -403,7 +403,7 @@ mod tests {
         assert_eq!(decide(&[PartitionVotes::missing(3)], false), Ruling::Wait);
     }
 
-    /// DESIGN.md §2: on the final round (timeout) a wait becomes an unproven abort, naming the
+    /// docs/design.md §2: on the final round (timeout) a wait becomes an unproven abort, naming the
     /// first partition short of a quorum.
     #[test]
     fn timeout_aborts_unproven() {
@@ -440,7 +440,7 @@ mod tests {
         assert_eq!(p.up_to_date(), vec![true, false, false]);
     }
 
-    /// DESIGN.md §2: cts fits 48 bits; it saturates at Cts::MAX instead of wrapping.
+    /// docs/design.md §2: cts fits 48 bits; it saturates at Cts::MAX instead of wrapping.
     #[test]
     fn cts_saturates() {
         let p = part(vec![commit(&[(0, 0, v(1, Cts::MASK))], 5)]);
@@ -451,7 +451,7 @@ mod tests {
         assert_eq!(commit_cts(std::slice::from_ref(&p)), Some(Cts::MAX));
     }
 
-    /// DESIGN.md §2: cts depends only on the up-to-date votes, not on stale ones nor on order.
+    /// docs/design.md §2: cts depends only on the up-to-date votes, not on stale ones nor on order.
     #[test]
     fn cts_ignores_stale_votes_and_order() {
         let fresh = |hlc| commit(&[(0, 0, v(2, 200))], hlc);

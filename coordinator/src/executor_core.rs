@@ -1,5 +1,5 @@
 //! The executor side of a node as a state machine: runs phase 1 for its DC, records decisions
-//! in vote words, and applies phase 2 (RedT §4.2, Algorithm 1; DESIGN.md §2).
+//! in vote words, and applies phase 2 (RedT §4.2, Algorithm 1; docs/design.md §2).
 //!
 //! Sans-IO in the sense of STYLE.md §1 and §4: no socket, no async, no clock read and no lock
 //! inside. Requests come in through [`ExecutorCore::handle`] with the caller's time, and the
@@ -81,7 +81,7 @@ pub struct ExecutorMutations {
     /// unfinished entry it names.
     pub repeated_decision_touches_nothing: bool,
     /// A catch-up source decides its redo without the catch-up mask, so its shipments live
-    /// only in its memory (the bug before DESIGN.md §2's "a catch-up outlives its source").
+    /// only in its memory (the bug before docs/design.md §2's "a catch-up outlives its source").
     pub catch_up_not_durable: bool,
     /// A phase 1 planned in another epoch than the executor's current one runs anyway (no
     /// epoch fence, notes/failover.md): a transaction of a removed placement can commit.
@@ -231,7 +231,7 @@ impl<K: std::hash::Hash + Eq + Copy, V> Capped<K, V> {
 pub struct Handled {
     /// The reply to the request.
     pub reply: Reply,
-    /// A catch-up this node now owes (DESIGN.md §2, phase 2): per replica node an [`Accept`]
+    /// A catch-up this node now owes (docs/design.md §2, phase 2): per replica node an [`Accept`]
     /// of the new values carrying the commit, to deliver with a
     /// [`crate::catch_up::Shipper`], and the redo entries whose catch-up mask to clear
     /// ([`ExecutorCore::clear_owed`]) once it is done.
@@ -366,7 +366,7 @@ impl ExecutorCore {
 
     /// The undecided entries of this node's ring (`Intent` or `Logged`), as `(ring index,
     /// entry)` in ring order: what the recovery scan looks at
-    /// (`redt_dc_executor::unfinished_entries`; DESIGN.md §2, recovery).
+    /// (`redt_dc_executor::unfinished_entries`; docs/design.md §2, recovery).
     ///
     /// # Errors
     /// Verbs failures.
@@ -716,7 +716,7 @@ impl ExecutorCore {
 
     /// Applies a phase-2 decision as this DC's executor. As a catch-up source (`catch_up` not
     /// empty) it first reads the DC's redo of `txn` — its slots may be reused once the
-    /// decision is applied — then decides each entry with its catch-up mask (DESIGN.md §2, "a
+    /// decision is applied — then decides each entry with its catch-up mask (docs/design.md §2, "a
     /// catch-up outlives its source": replay applies it but the ring's head stays before it
     /// until [`ExecutorCore::clear_owed`]) and returns the debt: the shipments to the replicas
     /// left behind (per replica node, an accept of the partition's new values carrying the
@@ -911,7 +911,7 @@ impl ExecutorCore {
     }
 
     /// The catch-up `owed` (an entry of this node's ring whose mask is set) shipped again from
-    /// the entry itself, after the memory of its first shipper was lost (DESIGN.md §2): to
+    /// the entry itself, after the memory of its first shipper was lost (docs/design.md §2): to
     /// every replica outside this DC of the partitions the mask names
     /// ([`catch_up::reship_targets`]); clearing the entry's mask once delivered.
     pub fn reship(&self, owed: &OwedEntry) -> CatchUpDebt {
@@ -984,7 +984,7 @@ impl ExecutorCore {
             Ok(None) => return Ok(true),
             // A decided catch-up whose ring is full is applied straight to the records: the
             // ring may be held by this node's own catch-up debts, waiting on the sender's ring
-            // (DESIGN.md §2). A record in use answers the ring's error: the sender retries.
+            // (docs/design.md §2). A record in use answers the ring's error: the sender retries.
             Err(e @ redt_dc_executor::Error::RingFull { .. }) => match decided {
                 Some(Decision::Commit(cts)) => {
                     if self.executor.apply_replica_now(self.node, txn, changes, cts)? {

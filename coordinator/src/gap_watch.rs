@@ -1,5 +1,5 @@
 //! When a gap at the head of a ring may be filled (the ring owner's side of
-//! `redt_dc_executor`'s gap filling; DESIGN.md §2, recovery).
+//! `redt_dc_executor`'s gap filling; docs/design.md §2, recovery).
 //!
 //! Pure: the driver reports what the head looks like ([`GapWatch::observe`], from its
 //! periodic recovery scan) and the writers' answers ([`GapWatch::answer`]); the watch says

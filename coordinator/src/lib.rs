@@ -1,4 +1,4 @@
-//! redt across data centers (RedT §4; DESIGN.md §1–2, §4): planning a transaction into
+//! redt across data centers (RedT §4; docs/design.md §1–2, §4): planning a transaction into
 //! sub-transactions, the executor side of a node, votes and the ¾-quorum decision, abort
 //! recording and phase 2, the QUIC transport, the embedded cluster and the client API.
 //!

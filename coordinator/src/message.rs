@@ -41,7 +41,7 @@ pub struct Execute {
     /// commit timestamp and of recovery timeouts).
     pub start: Cts,
     /// Phase-1 deadline in ms since the HLC origin (`redt_dc_executor::ORIGIN_UNIX_MS`): an
-    /// executor whose clock is past it votes abort without taking a lock (DESIGN.md §2,
+    /// executor whose clock is past it votes abort without taking a lock (docs/design.md §2,
     /// recovery). 0: none (the baselines).
     pub deadline_ms: u64,
     /// Every partition the transaction touches, ascending (recorded for a recoverer).
@@ -51,7 +51,7 @@ pub struct Execute {
     pub epoch: Epoch,
 }
 
-/// Records a decision in the vote words of a transaction's redo entries (DESIGN.md §2: every
+/// Records a decision in the vote words of a transaction's redo entries (docs/design.md §2: every
 /// abort is recorded at a majority before it is acknowledged or acted on).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Record {
@@ -66,7 +66,7 @@ pub struct Record {
 }
 
 /// One partition whose new values a catch-up source ships, and the replica nodes it ships
-/// them to (DESIGN.md §2, phase 2; [`crate::catch_up`]).
+/// them to (docs/design.md §2, phase 2; [`crate::catch_up`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CatchUpTarget {
     /// The partition.
@@ -148,7 +148,7 @@ pub struct LogDecision {
     pub participants: Vec<NodeId>,
 }
 
-/// A recoverer's PREPARE(ballot) at one DC (DESIGN.md §2, recovery): the receiver fences the
+/// A recoverer's PREPARE(ballot) at one DC (docs/design.md §2, recovery): the receiver fences the
 /// replicas it holds of `partitions` that have not voted, promises `ballot`, and answers what
 /// each holds ([`redt_dc_executor::Promise`]).
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -1,5 +1,5 @@
 //! A node: the executor side of its DC and a coordinator for its clients, served over QUIC
-//! (RedT §4; DESIGN.md §1–2). This file is the async driver and the dispatcher: the protocol
+//! (RedT §4; docs/design.md §1–2). This file is the async driver and the dispatcher: the protocol
 //! lives in the state machines — a coordinator's transaction under any commit protocol
 //! ([`crate::txn::CoordinatorTxn`] for RedT and RedT over TCP, [`crate::baseline::BaselineTxn`]
 //! for 2PC-Paxos, EP-Paxos and TAPIR), a baseline primary's part of a request
@@ -403,7 +403,7 @@ impl Node {
 
     /// Runs one transaction as its coordinator under the configured protocol
     /// ([`CoordinatorOptions::protocol`]: RedT, RedT over TCP, or a baseline) and returns what
-    /// the client is told (RedT §4.2, §4.3 Table 1; DESIGN.md §2). With early ack, a commit
+    /// the client is told (RedT §4.2, §4.3 Table 1; docs/design.md §2). With early ack, a commit
     /// returns right after the decision and the rest continues in the background.
     pub async fn submit(self: &Arc<Self>, call: ProcedureCall) -> TxnOutcome {
         match self.submit_as(call, None).await {

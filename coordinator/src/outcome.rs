@@ -21,7 +21,7 @@
 //!    replica can still be part of a commit only if its node cannot be seen (no answer, a
 //!    decision log that evicted its row, a node that holds no voting replica now), or it holds
 //!    an entry that voted commit (finished or not: an up-to-date replica whose DC a commit left
-//!    behind for another partition aborts its own redo, DESIGN.md §2, and was still one of the
+//!    behind for another partition aborts its own redo, docs/design.md §2, and was still one of the
 //!    `M`), or an unfinished entry that has not voted. If some touched partition has
 //!    fewer than `M` such replicas: **aborted** (the transaction did not and will not happen).
 //!    When no entry of the transaction is found anywhere its partitions are not known, and the
@@ -353,7 +353,7 @@ mod tests {
 
     #[test]
     fn an_abort_over_a_commit_vote_at_one_replica_is_no_proof() {
-        // DESIGN.md §2: a replica left behind by a commit aborts its own redo. One such
+        // docs/design.md §2: a replica left behind by a commit aborts its own redo. One such
         // replica, the other two not seen (their DCs did not answer): commit is still
         // possible.
         let t = topology();

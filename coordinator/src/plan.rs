@@ -1,5 +1,5 @@
 //! Planning: a transaction's accesses → one sub-transaction per DC holding a replica of a
-//! touched partition (RedT §4.1; DESIGN.md §1), and the votes of those DCs → the per-
+//! touched partition (RedT §4.1; docs/design.md §1), and the votes of those DCs → the per-
 //! partition vote table the decision reads.
 
 use crate::decision::{ItemKey, PartitionVotes, ReplicaVote};
@@ -93,7 +93,7 @@ pub fn executor_node(topology: &Topology, dc: DcId, accesses: &[LocalAccess], ow
 /// vote stands for every replica it holds; RedT §4.2). Every commit vote carries the
 /// coordinator's `start` reading as its clock, so the commit timestamp is
 /// `1 + max(newest versions, start)`, a function of what the redo entries record: a recoverer
-/// computes the same one (DESIGN.md §2, recovery).
+/// computes the same one (docs/design.md §2, recovery).
 pub fn vote_table(plan: &Plan, votes: &BTreeMap<DcId, Vote>, start: Cts) -> Vec<PartitionVotes> {
     plan.partitions
         .iter()

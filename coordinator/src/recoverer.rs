@@ -1,6 +1,6 @@
 //! The recoverer of one transaction as a state machine: PREPARE every participant DC with a
 //! ballot, apply the recovery rule, record the decision at a majority of every partition, then
-//! apply it everywhere (DESIGN.md §2, recovery; notes/recovery-model.md §5, the NB option).
+//! apply it everywhere (docs/design.md §2, recovery; notes/recovery-model.md §5, the NB option).
 //!
 //! Sans-IO, in the shape of every protocol machine ([`TxnMachine`], `crate::machine`): it
 //! sends nothing, reads no clock and never sleeps. The rule itself is the pure
@@ -40,7 +40,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// When and how persistently recovery runs (DESIGN.md §2, recovery). The timeouts scale with
+/// When and how persistently recovery runs (docs/design.md §2, recovery). The timeouts scale with
 /// the topology: [`RecoveryOptions::for_topology`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RecoveryOptions {
@@ -70,7 +70,7 @@ pub struct RecoveryOptions {
     pub gap_wait: Duration,
     /// How long a catch-up's [`crate::catch_up::Shipper`] keeps retrying a replica that does
     /// not acknowledge before it gives up (and its source's redo entries stop holding their
-    /// ring's head; DESIGN.md §2, "a catch-up outlives its source"). 30 s.
+    /// ring's head; docs/design.md §2, "a catch-up outlives its source"). 30 s.
     pub catch_up_give_up: Duration,
     /// Deliberate bugs (tests of the simulation only).
     pub mutations: RecoveryMutations,
@@ -222,7 +222,7 @@ enum Purpose {
     Ship(usize),
 }
 
-/// Bits of a ballot below its counter: the recovering node's id (DESIGN.md §2: ballots are
+/// Bits of a ballot below its counter: the recovering node's id (docs/design.md §2: ballots are
 /// `(counter, node)`, ordered by counter first).
 const NODE_BITS: u32 = 10;
 
@@ -231,7 +231,7 @@ pub fn ballot(counter: u32, node: NodeId) -> Ballot {
     Ballot(counter << NODE_BITS | (u32::from(node.0) & ((1 << NODE_BITS) - 1)))
 }
 
-/// One transaction being recovered by node `me` (DESIGN.md §2, recovery).
+/// One transaction being recovered by node `me` (docs/design.md §2, recovery).
 pub struct Recoverer {
     orphan: Orphan,
     me: NodeId,

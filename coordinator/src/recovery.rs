@@ -1,5 +1,5 @@
 //! The recoverer's decision rule: what a node that takes over an undecided transaction decides
-//! from the replies to its `PREPARE(b)` (DESIGN.md §2, "Recovery"; notes/recovery-model.md §5,
+//! from the replies to its `PREPARE(b)` (docs/design.md §2, "Recovery"; notes/recovery-model.md §5,
 //! with the NB option). Not the RedT paper's §5.1.1 rule, which can reverse an acknowledged
 //! outcome (notes/recovery-model.md §3; [`tests`] shows its counterexample).
 //!
@@ -13,7 +13,7 @@
 //!
 //! 1. a replica whose entry is finished (the decision was applied there) gives the decision:
 //!    nothing is applied before it is chosen; an applied commit wins over an applied abort,
-//!    which may be only a left-behind DC aborting its own redo (DESIGN.md §2, catch-up);
+//!    which may be only a left-behind DC aborting its own redo (docs/design.md §2, catch-up);
 //! 2. some partition has `|L_p| < M`: block (a majority is needed to see any chosen record);
 //! 3. a recorded decision in `L`: the one with the highest ballot wins over every vote;
 //! 4. some partition has `C_p + U_p < Q`: abort (commit is impossible);
@@ -96,7 +96,7 @@ pub enum Why {
 }
 
 /// Decides from the prepare replies of every touched partition, one [`PrepareReply`] per
-/// replica in placement order (DESIGN.md §2; notes/recovery-model.md §5, option NB). See the
+/// replica in placement order (docs/design.md §2; notes/recovery-model.md §5, option NB). See the
 /// module docs for the rule.
 ///
 /// A recorded commit whose commit timestamp is unreadable everywhere it is seen was never

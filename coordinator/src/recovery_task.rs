@@ -1,11 +1,11 @@
-//! A real node's recovery driver (DESIGN.md §2 and "Recovery"; notes/recovery-model.md §5):
+//! A real node's recovery driver (docs/design.md §2 and "Recovery"; notes/recovery-model.md §5):
 //! every [`RecoveryOptions::scan_every`] it reads the node's own redo ring on the executor
 //! thread, starts a [`Recoverer`] on the node's driver loop for every undecided phase-1 entry
 //! old enough that nobody on this node is already working on, and feeds the gap at the
 //! ring's head to a [`GapWatch`] (asking the DC's writers for their reservations, filling
 //! what none of them holds).
 //!
-//! The same scan lists the ring's entries that still owe a catch-up (DESIGN.md §2, "a
+//! The same scan lists the ring's entries that still owe a catch-up (docs/design.md §2, "a
 //! catch-up outlives its source"): one as old as a recoverable orphan that no machine of this
 //! node is paying is shipped again from the entry by a [`Shipper`] ([`pay`], which also
 //! delivers the catch-ups the executor core hands out when it applies a decision).
@@ -403,7 +403,7 @@ mod tests {
         }
     }
 
-    /// DESIGN.md "Recovery": a recoverer starts only `phase1_timeout + clock_skew_bound` and
+    /// docs/design.md "Recovery": a recoverer starts only `phase1_timeout + clock_skew_bound` and
     /// its DC's wait after the transaction's start; the coordinator's DC goes first.
     #[test]
     fn an_entry_is_due_after_the_deadline_the_skew_bound_and_its_dcs_wait() {

@@ -1,5 +1,5 @@
 //! The coordinator's transaction as a state machine: plan → phase 1 → decision → record abort /
-//! early ack → phase 2 → catch-up (RedT §4.2, Algorithm 1; DESIGN.md §2).
+//! early ack → phase 2 → catch-up (RedT §4.2, Algorithm 1; docs/design.md §2).
 //!
 //! Sans-IO (STYLE.md §1, after quinn-proto's `Connection`): [`CoordinatorTxn`] sends nothing,
 //! reads no clock and never sleeps. The driver feeds it the fate of each request it asked for
@@ -32,12 +32,12 @@ use std::time::{Duration, Instant};
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CoordinatorMutations {
     /// Acknowledge an abort to the client before it is recorded at a majority of every
-    /// touched partition (DESIGN.md §2 forbids it: a recoverer could then commit it).
+    /// touched partition (docs/design.md §2 forbids it: a recoverer could then commit it).
     pub ack_abort_before_record: bool,
     /// A fault, not a bug: the coordinator stops right after its decision (and after the
     /// early acknowledgement of a commit), sending neither abort records nor phase 2, as if
     /// its process died between the phases. Its sub-transactions keep their locks until a
-    /// recoverer decides them (DESIGN.md, "Recovery").
+    /// recoverer decides them (docs/design.md, "Recovery").
     pub stop_before_phase2: bool,
     /// A fault: the coordinators on this node stop right after their decision, before they
     /// answer the client, record an abort or start phase 2, as if the process died there: the
@@ -65,7 +65,7 @@ pub struct CoordinatorOptions {
     /// The largest difference between two nodes' wall clocks, as NTP keeps it (250 ms by
     /// default). A node recovers an undecided transaction only once its phase-1 deadline has
     /// passed by this much on the node's own clock, so that no executor can still vote on it
-    /// ([`crate::RecoveryOptions::clock_skew_bound`]; DESIGN.md, "Recovery"). Every node of a
+    /// ([`crate::RecoveryOptions::clock_skew_bound`]; docs/design.md, "Recovery"). Every node of a
     /// cluster must run with the same bound (and the same `phase1_timeout`).
     pub clock_skew_bound: Duration,
     /// The options of the node's recovery task (`None`: [`crate::RecoveryOptions::for_topology`]
@@ -190,7 +190,7 @@ enum Stage {
     Done,
 }
 
-/// One transaction as its coordinator runs it (RedT §4.2; DESIGN.md §2).
+/// One transaction as its coordinator runs it (RedT §4.2; docs/design.md §2).
 pub struct CoordinatorTxn {
     txn: TxnId,
     start: Cts,
@@ -561,7 +561,7 @@ impl CoordinatorTxn {
     }
 
     /// Whether a majority of every touched partition's replicas hold the abort (abort voters
-    /// count: their vote can never become commit). DESIGN.md §2.
+    /// count: their vote can never become commit). docs/design.md §2.
     fn recorded(&self) -> bool {
         self.plan.partitions.iter().all(|p| {
             p.replicas.iter().filter(|(_, dc)| self.holding.contains(dc)).count() >= majority(p.replicas.len())
@@ -616,7 +616,7 @@ impl CoordinatorTxn {
             self.answer(TxnStatus::Unknown(why), Vec::new(), None);
         }
         if self.record_cannot_land() {
-            // A recoverer owns the transaction (DESIGN.md §2): it decides and applies it
+            // A recoverer owns the transaction (docs/design.md §2): it decides and applies it
             // everywhere; retrying ballot 0 here would only hold this machine for nothing.
             tracing::info!(txn = %self.txn, refused = ?self.refused, "abort record refused; recovery decides");
             self.stage = Stage::Done;
@@ -656,7 +656,7 @@ impl CoordinatorTxn {
     }
 
     /// Phase 2: the decision to every participant DC that did not vote abort, with the
-    /// catch-up each ships (RedT §4.2, Algorithm 1 lines 10–16; DESIGN.md §2).
+    /// catch-up each ships (RedT §4.2, Algorithm 1 lines 10–16; docs/design.md §2).
     fn start_phase2(&mut self, now: Instant) {
         self.stage = Stage::Phase2;
         let cts = match self.decision {

@@ -1,4 +1,4 @@
-//! The embedded cluster end to end (RedT §4.2; DESIGN.md §2 and §4): every node of
+//! The embedded cluster end to end (RedT §4.2; docs/design.md §2 and §4): every node of
 //! `configs/local-fast.yaml` (4 DCs × 1 node, 4 partitions × 3 replicas) in this process,
 //! real QUIC between them behind the netem socket.
 //!
@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 const KV: TableId = TableId(2);
 
 /// [`local_fast`] with every partition replicated in all 4 DCs: n = 4, Q = ceil(3·4/4) = 3,
-/// so a transaction commits while one replica of a partition is behind (DESIGN.md §2).
+/// so a transaction commits while one replica of a partition is behind (docs/design.md §2).
 fn local_fast_four_replicas(name: &str, port: u16) -> Topology {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../configs/local-fast.yaml");
     let mut text = std::fs::read_to_string(path).expect("configs/local-fast.yaml");
@@ -141,7 +141,7 @@ async fn commit_eventually(cluster: &EmbeddedCluster, node: NodeId, ops: &[KvOp]
     panic!("{ops:?} on {node} never committed in {tries} tries; last status {last:?}");
 }
 
-/// RedT §4.2 / DESIGN.md §2: concurrent transfers between 32 accounts from every node keep
+/// RedT §4.2 / docs/design.md §2: concurrent transfers between 32 accounts from every node keep
 /// the bank's total, every replica ends up with the same balances and no lock stays held,
 /// and a read-only transaction sees the same total.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -152,7 +152,7 @@ async fn bank_keeps_its_total() {
 
 /// The bank with every partition on 4 replicas (n = 4, Q = 3): transfers commit while one
 /// replica voted abort, voted on an older version or did not answer, and that replica is
-/// caught up with the quorum's values (DESIGN.md §2, phase 2) — so at the end every one of
+/// caught up with the quorum's values (docs/design.md §2, phase 2) — so at the end every one of
 /// the 4 replicas holds the same balances and the total is kept.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bank_keeps_its_total_on_four_replicas() {
@@ -238,7 +238,7 @@ async fn bank(cluster: Arc<EmbeddedCluster>, run: Duration) {
     cluster.shutdown();
 }
 
-/// RedT §4.2 / DESIGN.md §2 (every abort is recorded at a majority before it is told): with
+/// RedT §4.2 / docs/design.md §2 (every abort is recorded at a majority before it is told): with
 /// dc4 cut off, a transaction on the partition dc4 does not hold commits; one on a partition
 /// with a replica in dc4 cannot reach its ¾ quorum (3 of 3) and comes back Aborted (its
 /// abort recorded at the 2 reachable replicas). After healing, phase 2 reaches dc4, no lock
@@ -344,7 +344,7 @@ fn submit_envelope(epoch: u32, ops: &[KvOp]) -> Envelope {
     }
 }
 
-/// DESIGN.md §4: a node refuses peers without a cluster certificate, resets a stream that
+/// docs/design.md §4: a node refuses peers without a cluster certificate, resets a stream that
 /// carries garbage or an oversized frame (and counts it), answers a stale epoch with error
 /// code 1, refuses phase-1 requests from non-nodes — and keeps serving transactions.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -569,7 +569,7 @@ async fn redt_counts_the_messages_it_sent() {
     }
 }
 
-/// DESIGN.md §2, phase 2: with 4 replicas (Q = 3) a transaction commits although one DC
+/// docs/design.md §2, phase 2: with 4 replicas (Q = 3) a transaction commits although one DC
 /// voted abort (here: a lock held by another sub-transaction there); once that lock is
 /// released, the replica it left behind gets the quorum's value too, and all 4 agree.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -641,7 +641,7 @@ async fn wait_decided(cluster: &EmbeddedCluster, limit: Duration) {
     }
 }
 
-/// DESIGN.md, "Recovery" (notes/recovery-model.md §5): a coordinator that acknowledged a
+/// docs/design.md, "Recovery" (notes/recovery-model.md §5): a coordinator that acknowledged a
 /// commit and died before phase 2 leaves its sub-transactions locked and undecided. The
 /// recovery scans of the nodes holding them (in other DCs: the coordinator's DC holds no
 /// replica, and its node is shut down) start recoverers once the phase-1 deadline, the
@@ -700,7 +700,7 @@ async fn a_coordinator_that_dies_before_phase_2_is_recovered() {
     cluster.shutdown();
 }
 
-/// DESIGN.md, "Recovery", point 4: a writer that dies between its fetch-and-add on a ring's
+/// docs/design.md, "Recovery", point 4: a writer that dies between its fetch-and-add on a ring's
 /// tail and its WRITE leaves a gap that replay cannot pass, and every entry behind it stays
 /// in the ring. The ring owner's gap watch sees the gap stay at the head, asks its DC's
 /// writers for their reservations, finds that none holds the slots, and covers them with

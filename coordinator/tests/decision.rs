@@ -1,4 +1,4 @@
-//! Exhaustive checks of the coordinator's decision rule (RedT §4.2 "¾ quorum"; DESIGN.md §2,
+//! Exhaustive checks of the coordinator's decision rule (RedT §4.2 "¾ quorum"; docs/design.md §2,
 //! "Decision") against an oracle written here, straight from the spec, that calls none of the
 //! implementation's helpers (only its input and output types).
 //!
@@ -26,7 +26,7 @@ use redt_dc_executor::CellVersion;
 use redt_proto::{Cts, Decision};
 use std::time::Instant;
 
-/// Q(n) = ceil(3n/4) for n = 0..=8, as a literal table (RedT §4.2 "¾ quorum"; DESIGN.md §2).
+/// Q(n) = ceil(3n/4) for n = 0..=8, as a literal table (RedT §4.2 "¾ quorum"; docs/design.md §2).
 const Q_TABLE: [usize; 9] = [0, 1, 2, 3, 3, 4, 5, 6, 6];
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -102,7 +102,7 @@ fn newer(a: CellVersion, b: CellVersion) -> bool {
     (a.cts().0, a.update_counter()) > (b.cts().0, b.update_counter())
 }
 
-/// DESIGN.md §2, read literally, for one partition.
+/// docs/design.md §2, read literally, for one partition.
 fn oracle_partition(replicas: &[ReplicaVote]) -> OraclePartition {
     let n = replicas.len();
     let mut q = 0;
@@ -364,31 +364,31 @@ fn exhaustive(n: usize) {
     }
 }
 
-/// RedT §4.2 "¾ quorum", DESIGN.md §2: every vote vector, n = 2, P = 1..=3.
+/// RedT §4.2 "¾ quorum", docs/design.md §2: every vote vector, n = 2, P = 1..=3.
 #[test]
 fn exhaustive_n2() {
     exhaustive(2);
 }
 
-/// RedT §4.2 "¾ quorum", DESIGN.md §2: every vote vector, n = 3, P = 1..=3.
+/// RedT §4.2 "¾ quorum", docs/design.md §2: every vote vector, n = 3, P = 1..=3.
 #[test]
 fn exhaustive_n3() {
     exhaustive(3);
 }
 
-/// RedT §4.2 "¾ quorum", DESIGN.md §2: every vote vector for P = 1, 2; P = 3 by count tuples.
+/// RedT §4.2 "¾ quorum", docs/design.md §2: every vote vector for P = 1, 2; P = 3 by count tuples.
 #[test]
 fn exhaustive_n4() {
     exhaustive(4);
 }
 
-/// RedT §4.2 "¾ quorum", DESIGN.md §2: every vote vector for P = 1, 2; P = 3 by count tuples.
+/// RedT §4.2 "¾ quorum", docs/design.md §2: every vote vector for P = 1, 2; P = 3 by count tuples.
 #[test]
 fn exhaustive_n5() {
     exhaustive(5);
 }
 
-/// RedT §4.2 "¾ quorum", DESIGN.md §2: Q(n) matches the literal table, and M(n) = floor(n/2)+1.
+/// RedT §4.2 "¾ quorum", docs/design.md §2: Q(n) matches the literal table, and M(n) = floor(n/2)+1.
 #[test]
 fn quorum_table() {
     for (n, &q) in Q_TABLE.iter().enumerate() {
@@ -421,7 +421,7 @@ fn quorums_intersect() {
     }
 }
 
-/// RedT §4.2, DESIGN.md §2: Q commit votes of which one is stale never commit. With no missing
+/// RedT §4.2, docs/design.md §2: Q commit votes of which one is stale never commit. With no missing
 /// vote the abort is proven; with a missing vote the coordinator waits (and aborts unproven on
 /// the final round).
 #[test]
@@ -447,7 +447,7 @@ fn stale_commit_never_counts() {
     }
 }
 
-/// DESIGN.md §2: cts is a pure function of the up-to-date votes: permuting the votes of a
+/// docs/design.md §2: cts is a pure function of the up-to-date votes: permuting the votes of a
 /// partition, or the partitions, changes neither the decision's kind nor cts.
 #[test]
 fn cts_is_order_independent() {

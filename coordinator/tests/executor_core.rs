@@ -1,6 +1,6 @@
 //! The executor core against a real in-process MemStore: repeated and late phase-1 messages
 //! (duplicated or held back on the WAN) never take locks nobody releases (RedT §4.2,
-//! DESIGN.md §2).
+//! docs/design.md §2).
 
 use redt_coordinator::call::kv_call;
 use redt_coordinator::message::Execute;
@@ -249,7 +249,7 @@ fn promise(reply: redt_coordinator::message::Reply) -> redt_dc_executor::Promise
 }
 
 /// A PREPARE at a replica that holds no entry of the transaction writes a fence entry there
-/// (DESIGN.md §2, recovery): it promises the ballot durably (a lower ballot is refused, even
+/// (docs/design.md §2, recovery): it promises the ballot durably (a lower ballot is refused, even
 /// by a new process over the same MemStore), it holds a recorded decision that the next
 /// PREPARE reports, and once its decision is applied the replica answers `NoVote` without
 /// writing a second one.
@@ -567,7 +567,7 @@ fn an_abort_record_after_a_restart_lands_in_the_rings_entry() {
     }
 }
 
-/// DESIGN.md §2, "a catch-up outlives its source" (sim-20dc seed 2012): a catch-up source
+/// docs/design.md §2, "a catch-up outlives its source" (sim-20dc seed 2012): a catch-up source
 /// decides its redo with a catch-up mask, so after its process restarts (a new core over the
 /// same MemStore, nothing in memory) the ring still says what it owes: replay applies the entry
 /// but keeps the ring's head before it, the restarted core ships the same values again (to

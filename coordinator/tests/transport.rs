@@ -1,4 +1,4 @@
-//! QUIC transport between nodes (DESIGN.md §4): mutual TLS from a cluster CA, length-prefixed
+//! QUIC transport between nodes (docs/design.md §4): mutual TLS from a cluster CA, length-prefixed
 //! prost frames, malformed frames refused per stream, per-call deadlines. Real QUIC on
 //! loopback (127.0.0.1, port 0).
 

@@ -1,5 +1,5 @@
 //! The decision log of a node: what each finished phase-1 redo entry of its ring recorded,
-//! kept after replay releases the entry's slots (DESIGN.md §2, recovery).
+//! kept after replay releases the entry's slots (docs/design.md §2, recovery).
 //!
 //! A recoverer that PREPAREs a replica must tell "this replica applied a decision and its
 //! entry is gone" from "this replica never voted". Counting the first as the second breaks

@@ -1,4 +1,4 @@
-//! The stateless executor of a sub-transaction (RedT §4.2, Algorithm 2; DESIGN.md §2).
+//! The stateless executor of a sub-transaction (RedT §4.2, Algorithm 2; docs/design.md §2).
 //!
 //! `execute` runs phase 1 in one DC: for every node holding a touched replica it reserves a
 //! redo entry (FAA on the ring tail), then posts one doorbell batch that WRITEs the entry
@@ -798,7 +798,7 @@ impl Executor {
     }
 
     /// Records `decision` (commit or abort, with `ballot`) in the vote word of each of
-    /// `entries` of `txn` (DESIGN.md §2: every abort is recorded at a majority of each
+    /// `entries` of `txn` (docs/design.md §2: every abort is recorded at a majority of each
     /// touched partition's replicas before it is acknowledged or acted on). The word keeps the
     /// decision's [`VoteCode`], not a commit's timestamp. A word that promised a higher ballot
     /// refuses; a word that records a decision at this ballot or a higher one keeps it; one
@@ -883,7 +883,7 @@ impl Executor {
         self.finish_entries(txn, decision, entries, false, None)
     }
 
-    /// [`Executor::finish`] for a catch-up source (DESIGN.md §2, "a catch-up outlives its
+    /// [`Executor::finish`] for a catch-up source (docs/design.md §2, "a catch-up outlives its
     /// source"): each entry finished here gets the catch-up mask `owed(entry)` in the same
     /// WRITE as its decision, so replay applies it but the ring's head stays before it until
     /// [`Executor::clear_owed`]. An entry with a non-zero mask that is aborted (its DC was

@@ -1,4 +1,4 @@
-//! Filling the gaps dead writers leave at the head of a ring (DESIGN.md §2, recovery).
+//! Filling the gaps dead writers leave at the head of a ring (docs/design.md §2, recovery).
 //!
 //! A writer that fetch-and-adds the tail and dies before it WRITEs its entry (or before it
 //! pays the filler it owes for a reservation that did not fit) leaves slots nobody will

@@ -4,7 +4,7 @@
 //! milliseconds ≈ 34 years from the clock's origin, 256 ticks per millisecond before the
 //! logical part spills into the physical one). Readings are strictly increasing per clock
 //! and never below any timestamp the clock has observed (RedT §4.2: the coordinator picks
-//! `cts` above the executors' readings; DESIGN.md §2).
+//! `cts` above the executors' readings; docs/design.md §2).
 
 use redt_proto::Cts;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -1,6 +1,6 @@
 //! The RDMA-friendly hash index: `(table, key)` → record [`Offset`] in one node's MemStore,
 //! read and updated remotely with one-sided verbs only (RedT §4.2 / CREST §4.1
-//! (RDMA-friendly hash index, as in FaRM/FORD); DESIGN.md §3).
+//! (RDMA-friendly hash index, as in FaRM/FORD); docs/design.md §3).
 //!
 //! See [`Index`] for the slot format, the probing scheme and the concurrency contract.
 

@@ -1,4 +1,4 @@
-//! Everything that happens inside one data center (DESIGN.md §3, RedT §4.2, CREST §4).
+//! Everything that happens inside one data center (docs/design.md §3, RedT §4.2, CREST §4).
 //!
 //! This crate owns the MemStore layout, the one-sided verbs backends, CREST-style
 //! cell-level records and their No-Wait locks, the RDMA-friendly hash index, the B+-tree

@@ -1,4 +1,4 @@
-//! No-Wait shared/exclusive cell locks in one 8-byte lock word (DESIGN.md §3; CREST §4.2
+//! No-Wait shared/exclusive cell locks in one 8-byte lock word (docs/design.md §3; CREST §4.2
 //! with RedT's held read locks, notes/seed-crest.md §7).
 //!
 //! The word holds [`GROUPS`] lock groups of 4 bits: bits 0–2 count readers (at most

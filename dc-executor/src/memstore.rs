@@ -1,5 +1,5 @@
 //! MemStore: one flat region per node holding, by offset, a superblock, the hash-index
-//! buckets, the redo ring and the record heap (DESIGN.md §3).
+//! buckets, the redo ring and the record heap (docs/design.md §3).
 //!
 //! ```text
 //! [0, 64)                      superblock: magic, layout, heap bump pointer

@@ -18,7 +18,7 @@
 //! `flock` on the image serialises the syncs, so a sync never returns while another
 //! process's copy of a page it cleared is not yet on disk.
 //!
-//! Where durability is needed (DESIGN.md §2; `docs/durability.md`):
+//! Where durability is needed (docs/design.md §2; `docs/durability.md`):
 //! - before a commit vote is sent: the pre-write (the `Logged` entry and its vote word, the
 //!   locks, the records it created) — `Executor::execute`;
 //! - before a recorded decision, a recovery promise, an accepted redo or a snapshot chunk is

@@ -1,4 +1,4 @@
-//! Deterministic stored procedures: what a sub-transaction runs (RedT §3; DESIGN.md §1).
+//! Deterministic stored procedures: what a sub-transaction runs (RedT §3; docs/design.md §1).
 //!
 //! A procedure declares its accesses up front (its *plan*: table, key, cells read, cells
 //! written), then computes its writes from the values it read. The executor of each DC

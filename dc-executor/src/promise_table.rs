@@ -1,5 +1,5 @@
 //! The promise table of a node: ballots its replica promised to recoverers while it held no
-//! redo entry of the transaction to promise in (DESIGN.md §2, recovery; `prepare.rs`).
+//! redo entry of the transaction to promise in (docs/design.md §2, recovery; `prepare.rs`).
 //!
 //! A PREPARE that finds no unfinished entry of a transaction on a replica gives the replica
 //! a fence entry, and from then on the fence entry's vote word is the replica's acceptor

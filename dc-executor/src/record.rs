@@ -1,4 +1,4 @@
-//! CREST-style cell-level records (CREST §4.1; DESIGN.md §3).
+//! CREST-style cell-level records (CREST §4.1; docs/design.md §3).
 //!
 //! ```text
 //! header, 64 bytes (one READ gives every lock and update counter of the record):
@@ -56,7 +56,7 @@ impl CellVersion {
 }
 
 /// Which write wins when two writes of one cell carry the same commit timestamp (the Thomas
-/// write rule's tie; DESIGN.md §2, "Catch-up").
+/// write rule's tie; docs/design.md §2, "Catch-up").
 ///
 /// Two writes of a cell at one commit timestamp are two copies of one transaction's write
 /// (a later writer of the cell reads its version and commits above it). They differ only

@@ -251,7 +251,7 @@ impl Replayer {
     /// `Flushed` by compare-and-swap on its status word, keeping its commit timestamp and its
     /// mask; returns whether it did (false if the status word changed meanwhile).
     fn flush(&self, region: &Region, index: u64, entry: &RedoEntry, owed: u8, out: &mut ReplayStep) -> bool {
-        // Its decision outlives its slots (DESIGN.md §2, recovery).
+        // Its decision outlives its slots (docs/design.md §2, recovery).
         crate::decision_log::append(&self.layout, region, entry);
         if !entry.partitions.is_empty() && entry.locks.is_empty() && entry.changes.is_empty() {
             // A fence entry: the decision-log row now answers for it (`promise_table.rs`).
@@ -370,7 +370,7 @@ mod tests {
         assert!(ring_is_zero(&layout, &region));
     }
 
-    /// DESIGN.md §2, "a catch-up outlives its source": an entry owing a catch-up is applied
+    /// docs/design.md §2, "a catch-up outlives its source": an entry owing a catch-up is applied
     /// and flushed once, keeps its mask, and holds the head (later entries are still applied)
     /// until the mask is cleared; then the head passes it.
     #[test]

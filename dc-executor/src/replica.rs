@@ -154,7 +154,7 @@ impl Executor {
 
     /// Applies the decided `changes` of a catch-up committed at `cts` straight to `node`'s
     /// records, without a ring entry: the fallback of a catch-up whose replica's ring is full
-    /// (DESIGN.md §2, "a catch-up outlives its source": a source's ring holds its entry until
+    /// (docs/design.md §2, "a catch-up outlives its source": a source's ring holds its entry until
     /// the catch-up lands, so a catch-up that waited for ring space could wait on a ring held
     /// by the same kind of debt, the other way round). As replay does: per record, the
     /// exclusive bits of the groups written by one masked compare-and-swap on its lock word,
@@ -172,7 +172,7 @@ impl Executor {
 
     /// [`Executor::apply_replica_now`] that also writes over cells whose version carries `cts`
     /// itself: for a catch-up reaching a replica whose DC was behind but whose own stale redo
-    /// of the same transaction was applied anyway (DESIGN.md §2; the Thomas write rule keeps
+    /// of the same transaction was applied anyway (docs/design.md §2; the Thomas write rule keeps
     /// the first of two writes at one timestamp, and the stale one came first). Only the
     /// transaction committed at `cts` wrote a cell at `cts` (a later writer of the cell reads
     /// its version and commits above it), so nothing else is overwritten.

@@ -30,7 +30,7 @@
 //! without its changes) and left locks held (a scan that stopped at the first torn entry).
 //!
 //! The recovery protocol then decides every unfinished entry as it would after an executor
-//! crash (DESIGN.md §2), and replay applies what commits.
+//! crash (docs/design.md §2), and replay applies what commits.
 
 use crate::error::Result;
 use crate::index::Index;

@@ -1,4 +1,4 @@
-//! Gaps a dead writer leaves at the head of a ring, and their filling (DESIGN.md §2,
+//! Gaps a dead writer leaves at the head of a ring, and their filling (docs/design.md §2,
 //! recovery): replay stops at a reservation nobody wrote; once every live writer says it
 //! holds none of the gap's slots, the executor covers them with fillers and replay goes on.
 

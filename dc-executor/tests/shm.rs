@@ -1,5 +1,5 @@
 //! The cross-process verbs backend: two real processes map the same `/dev/shm` MemStore
-//! file and see each other's WRITEs and atomics (DESIGN.md §3).
+//! file and see each other's WRITEs and atomics (docs/design.md §3).
 
 use redt_dc_executor::{LocalVerbs, Verbs};
 use redt_proto::{NodeId, Offset};

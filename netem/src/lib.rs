@@ -1,4 +1,4 @@
-//! User-space WAN emulation for redt's inter-DC links (DESIGN.md §4).
+//! User-space WAN emulation for redt's inter-DC links (docs/design.md §4).
 //!
 //! This kernel has no `sch_netem`, so the conditions between data centers are applied inside
 //! the QUIC socket: a [`NetemSocket`] implements quinn's [`quinn::AsyncUdpSocket`] and gives

@@ -3,7 +3,7 @@
 //! [`WanModel::decide`] takes the current `Instant` and a random number generator from the
 //! caller and returns each datagram's [`Fate`]; the socket driver (`socket.rs`) carries it out.
 //! This mirrors what `tc qdisc … netem delay … loss … rate …` does per destination in a kernel
-//! that has `sch_netem` (DESIGN.md §4).
+//! that has `sch_netem` (docs/design.md §4).
 
 use crate::error::{Error, Result};
 use rand::Rng;
@@ -58,7 +58,7 @@ struct LinkState {
 /// Pure state machine (STYLE.md §1): it never reads a clock or a thread-local random number
 /// generator; [`WanModel::decide`] takes both from the caller. Share it between sockets as an
 /// `Arc<Mutex<WanModel>>`; changing a link through that mutex takes effect for the next
-/// datagram sent (DESIGN.md §4, "changeable while running").
+/// datagram sent (docs/design.md §4, "changeable while running").
 #[derive(Clone, Debug)]
 pub struct WanModel {
     /// Number of DCs: valid ids are `0..dc_count`.

@@ -4,7 +4,7 @@
 //! datagram's [`Fate`] and either sends it at once, drops it, or puts it on a per-socket delay
 //! line, a tokio task that sends each datagram through the real socket at its instant. Receiving
 //! is untouched: every direction has a sender, and the sender applies that direction's delay
-//! (DESIGN.md §4).
+//! (docs/design.md §4).
 
 use crate::model::{DropCause, Fate, WanModel};
 use quinn::udp::{EcnCodepoint, RecvMeta, Transmit};
@@ -138,7 +138,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// A UDP socket for quinn that emulates the WAN on its sending side: per destination DC
 /// one-way delay, jitter, loss, rate limit and partition, as decided by a shared
-/// [`WanModel`] (DESIGN.md §4).
+/// [`WanModel`] (docs/design.md §4).
 ///
 /// Build it with [`NetemSocket::bind`] and give it to quinn with [`endpoint`]. Every socket of
 /// a process usually shares one `Arc<Mutex<WanModel>>`; changing a link through it affects the

@@ -3,7 +3,7 @@
 //! Per node: a `prio` root qdisc with three default bands plus one band per destination DC,
 //! a `netem` qdisc on each extra band with that link's delay, jitter, loss and rate, and
 //! `u32` filters steering every node of that DC into its band (the shape of RedT's
-//! `scripts/set_group_delay.sh`; DESIGN.md §4). Pure string building: nothing is run.
+//! `scripts/set_group_delay.sh`; docs/design.md §4). Pure string building: nothing is run.
 
 use crate::model::WanModel;
 use crate::socket::QUEUE_LIMIT_BYTES;

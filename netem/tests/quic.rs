@@ -1,5 +1,5 @@
 //! QUIC through `NetemSocket`s on loopback: a partition made at run time stalls a live
-//! connection, and healing it lets the connection carry on (DESIGN.md §4).
+//! connection, and healing it lets the connection carry on (docs/design.md §4).
 
 use quinn::rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use redt_netem::{endpoint, NetemSocket, WanModel};

@@ -3,7 +3,7 @@
 
 use crate::ids::Cts;
 
-/// A transaction's decision (RedT §4.2; DESIGN.md §2): what the coordinator's rule (and a
+/// A transaction's decision (RedT §4.2; docs/design.md §2): what the coordinator's rule (and a
 /// recoverer's) chooses, what Record, Decide and LogDecision carry, and what an executor
 /// records and applies.
 ///

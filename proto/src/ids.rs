@@ -37,12 +37,12 @@ impl TxnId {
 }
 
 /// Topology epoch: bumped on every placement change; messages and locks from an older
-/// epoch are refused (DESIGN.md §2).
+/// epoch are refused (docs/design.md §2).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct Epoch(pub u32);
 
 /// Paxos ballot of a per-transaction decision; the original coordinator uses ballot 0
-/// (DESIGN.md §2, notes/recovery-model.md §5).
+/// (docs/design.md §2, notes/recovery-model.md §5).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct Ballot(pub u32);
 

@@ -2,7 +2,7 @@
 //! recoverer and the membership state machine (one definition for every crate).
 
 /// Returns the commit quorum `Q(n) = ceil(3n/4)` for a partition of `n` replicas (RedT §4.2
-/// "¾ quorum"; DESIGN.md §2): 1, 2, 3, 3, 4, 5, 6, 6 for `n` = 1..=8, and `Q(0) = 0`.
+/// "¾ quorum"; docs/design.md §2): 1, 2, 3, 3, 4, 5, 6, 6 for `n` = 1..=8, and `Q(0) = 0`.
 ///
 /// `2·Q(n) > n` for every `n ≥ 1`, so two quorums of one partition always share a replica
 /// (notes/recovery-model.md §4).
@@ -11,7 +11,7 @@ pub fn quorum(n: usize) -> usize {
 }
 
 /// Returns the majority `floor(n/2) + 1` of `n` replicas, the size at which aborts (and later
-/// recovery records) are recorded (DESIGN.md §2; notes/recovery-model.md §5).
+/// recovery records) are recorded (docs/design.md §2; notes/recovery-model.md §5).
 pub fn majority(n: usize) -> usize {
     n / 2 + 1
 }

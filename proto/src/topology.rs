@@ -459,7 +459,7 @@ pub struct MemStoreConfig {
 
 impl MemStoreConfig {
     /// Bytes of the decision log that follows the ring: a 64-byte header and one 32-byte row
-    /// per ring slot, rounded up to whole 64-byte lines (DESIGN.md §2, recovery: a finished
+    /// per ring slot, rounded up to whole 64-byte lines (docs/design.md §2, recovery: a finished
     /// entry's decision outlives its slot).
     pub fn decision_log_bytes(&self) -> u64 {
         64 + ((self.ring_bytes / 64).saturating_sub(1) * 32).div_ceil(64) * 64

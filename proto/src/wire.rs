@@ -2,7 +2,7 @@
 //!
 //! Every message travels in an [`Envelope`] that carries the sender's topology epoch; a
 //! receiver refuses a stale epoch. Transaction messages carry from the start what recovery
-//! will need (DESIGN.md §2): the ballot, the participant DCs and the coordinator id.
+//! will need (docs/design.md §2): the ballot, the participant DCs and the coordinator id.
 
 /// One message between nodes. `body` is one of the request or reply kinds.
 #[derive(Clone, PartialEq, prost::Message)]
@@ -77,7 +77,7 @@ pub enum Body {
     /// (answered with [`Body::Ack`]).
     #[prost(message, tag = "25")]
     LogDecision(LogDecisionRequest),
-    /// Recovery: a recoverer's PREPARE at one DC (DESIGN.md §2, recovery).
+    /// Recovery: a recoverer's PREPARE at one DC (docs/design.md §2, recovery).
     #[prost(message, tag = "26")]
     RecoveryPrepare(RecoveryPrepareRequest),
     /// Reply to [`Body::RecoveryPrepare`]: one promise per replica node.
@@ -873,7 +873,7 @@ pub struct VoteMsg {
     pub nested_round_trips: u64,
 }
 
-/// Record a decision at the replicas of one DC (ballot-guarded; DESIGN.md §2).
+/// Record a decision at the replicas of one DC (ballot-guarded; docs/design.md §2).
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct RecordRequest {
     /// Transaction id.
@@ -935,13 +935,13 @@ pub struct DecideRequest {
     pub secondary: bool,
     /// RedT, to a DC up to date for these partitions: before applying the decision, read
     /// the DC's redo and ship each listed partition's new values to the listed replicas
-    /// that the commit left behind (DESIGN.md §2, phase 2).
+    /// that the commit left behind (docs/design.md §2, phase 2).
     #[prost(message, repeated, tag = "8")]
     pub catch_up: Vec<CatchUpMsg>,
 }
 
 /// Replicas of one partition a commit left behind, to be sent the quorum's values as a
-/// fresh `Committed` redo entry (DESIGN.md §2, phase 2).
+/// fresh `Committed` redo entry (docs/design.md §2, phase 2).
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct CatchUpMsg {
     /// The partition.

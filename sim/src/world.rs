@@ -200,7 +200,7 @@ pub struct SimReport {
     /// Slots of those gaps.
     pub gap_slots: u64,
     /// Catch-ups shipped again from a ring's entry after their first shipper's memory was
-    /// lost (DESIGN.md §2, "a catch-up outlives its source").
+    /// lost (docs/design.md §2, "a catch-up outlives its source").
     pub catch_ups_reshipped: u64,
     /// Catch-up shippers that gave up on some replica (`RecoveryOptions::catch_up_give_up`).
     pub catch_ups_given_up: u64,
@@ -1410,7 +1410,7 @@ impl World {
         }
     }
 
-    /// The recovery scan of `node` (DESIGN.md §2, recovery): every undecided phase-1 entry of
+    /// The recovery scan of `node` (docs/design.md §2, recovery): every undecided phase-1 entry of
     /// its ring whose transaction is old enough (the coordinator's DC first, the others
     /// later), and that no coordinator or recoverer of this node is working on, gets a
     /// recoverer.
@@ -1452,7 +1452,7 @@ impl World {
             self.nodes[i].recoverers.insert(txn, r);
             self.pump_recovery(node, txn);
         }
-        // Catch-ups still owed (DESIGN.md §2, "a catch-up outlives its source"): shipped again
+        // Catch-ups still owed (docs/design.md §2, "a catch-up outlives its source"): shipped again
         // from the entry once as old as a recoverable orphan, unless this node pays it already.
         for owed in found.owed {
             let Some(orphan) = Orphan::of(&owed.entry) else { continue };
@@ -1703,7 +1703,7 @@ impl World {
         }
     }
 
-    /// DESIGN.md §2: an abort is acknowledged only once a majority of every touched
+    /// docs/design.md §2: an abort is acknowledged only once a majority of every touched
     /// partition's replicas hold it (an abort vote, or the recorded abort).
     fn check_abort_recorded(&mut self, txn: TxnId) {
         let Some(h) = self.hist.iter().rev().find(|h| h.txn == txn) else { return };

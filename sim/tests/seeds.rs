@@ -1,6 +1,6 @@
 //! The seeded whole-cluster simulation over the CI seeds (issue 11): every schedule, with
 //! crashes, partitions, lost, duplicated and delayed messages and skewed clocks, must pass
-//! every check (DESIGN.md §2). A failing seed prints its report; replay it with
+//! every check (docs/design.md §2). A failing seed prints its report; replay it with
 //! `redt sim --seed N --config F --workload W --faults all --trace`.
 
 use redt_proto::Topology;
@@ -90,7 +90,7 @@ fn ci_seeds_pass_every_check() {
 }
 
 /// Mutant: the coordinator acknowledges an abort before recording it at a majority
-/// (DESIGN.md §2). Seed 0 (list-append, no faults) catches it; the same seed passes unmutated.
+/// (docs/design.md §2). Seed 0 (list-append, no faults) catches it; the same seed passes unmutated.
 #[test]
 fn a_mutant_that_acks_unrecorded_aborts_is_caught() {
     let mut cfg = SimConfig::new(topology("local-fast.yaml"), 0, Workload::Append, Faults::none());
@@ -239,7 +239,7 @@ fn a_mutant_that_recomputes_catch_up_after_an_applied_commit_is_caught() {
     );
 }
 
-/// Fixed (n ≥ 4, outside the CI schedule): a catch-up outlives its source (DESIGN.md §2). With
+/// Fixed (n ≥ 4, outside the CI schedule): a catch-up outlives its source (docs/design.md §2). With
 /// `Q(n) < n` a commit leaves replicas behind; seed 2012 on sim-20dc.yaml (n = 5) had the
 /// source's executor crash while its accept to a behind replica (whose ring was full) was
 /// still being retried: every entry was decided, so no recoverer ran and the replica kept the

@@ -11,7 +11,9 @@ use redt_coordinator::transport::{
     node_ip, verbs_tls, ClusterCa, IdentityWatch, Role, SocketSpec, Transport, TransportConfig, Validity, WrittenCert,
 };
 use redt_coordinator::{CoordinatorOptions, Node, NodeParts, NodeTimeouts, TxnStats};
-use redt_dc_executor::{format_if_new, DcHandle, Layout, LocalVerbs, ServerLimits, TcpVerbs, TcpVerbsServer, Verbs, VerbsTls};
+use redt_dc_executor::{
+    format_if_new, DcHandle, Layout, LocalVerbs, ServerLimits, TcpVerbs, TcpVerbsServer, Verbs, VerbsTls,
+};
 use redt_netem::{NetemSocket, WanModel};
 use redt_proto::{CertIdentity, NodeId, Protocol, TimeoutsConfig, Topology, VerbsBackend};
 use std::io::Write;

@@ -1,4 +1,4 @@
-//! Length-prefixed prost frames on QUIC streams (DESIGN.md §4).
+//! Length-prefixed prost frames on QUIC streams (docs/design.md §4).
 //!
 //! A frame is a `u32` little-endian body length followed by the body, one prost-encoded
 //! [`Envelope`]. The pure functions ([`encode_frame`], [`check_prefix`], [`decode_body`])

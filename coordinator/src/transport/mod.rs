@@ -1,4 +1,4 @@
-//! QUIC transport between nodes (DESIGN.md §4): one `quinn` endpoint per node, TLS 1.3 with
+//! QUIC transport between nodes (docs/design.md §4): one `quinn` endpoint per node, TLS 1.3 with
 //! mutual certificates from a cluster CA, one bidirectional stream per RPC carrying one
 //! length-prefixed [`Envelope`] each way.
 //!

@@ -1,4 +1,4 @@
-//! Cluster PKI and TLS configurations (DESIGN.md §4: TLS 1.3, mutual certificates from a
+//! Cluster PKI and TLS configurations (docs/design.md §4: TLS 1.3, mutual certificates from a
 //! cluster CA, one crypto provider).
 //!
 //! One CA per cluster ([`ClusterCa`]) issues one certificate per node, valid for the node's

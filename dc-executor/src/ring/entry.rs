@@ -1,5 +1,5 @@
 //! The redo entry of a node's ring and its parts: status, lock intents, changes (RedT
-//! Algorithm 2 `ConstructEntry`; DESIGN.md §2). Its byte format is in the `ring` module docs,
+//! Algorithm 2 `ConstructEntry`; docs/design.md §2). Its byte format is in the `ring` module docs,
 //! its encoding in `codec.rs`.
 
 use super::codec::EntryShape;
@@ -13,7 +13,7 @@ pub enum EntryStatus {
     /// `Inited` in the paper: a free or not yet written slot.
     Empty = 0,
     /// Locks are being taken: the entry lists what will be locked; written before any lock
-    /// compare-and-swap so every held lock is traceable to its owner (DESIGN.md §2).
+    /// compare-and-swap so every held lock is traceable to its owner (docs/design.md §2).
     Intent = 1,
     /// Pre-written in phase 1: versions and writes known, decision pending.
     Logged = 2,
@@ -59,7 +59,7 @@ impl EntryStatus {
 
     /// The catch-up mask of a status word (bits 8..16): zero when the entry owes no
     /// catch-up. Bit `i < 7` stands for the partition at position `i` of the entry's
-    /// `partitions` list, bit 7 for every position from 7 on (DESIGN.md §2, "a catch-up
+    /// `partitions` list, bit 7 for every position from 7 on (docs/design.md §2, "a catch-up
     /// outlives its source"; `redt_coordinator::catch_up`).
     pub fn owed_of(word: u64) -> u8 {
         (word >> OWED_SHIFT) as u8
@@ -116,7 +116,7 @@ pub struct Change {
 }
 
 /// A redo entry of a node's ring (RedT Algorithm 2 `ConstructEntry`, extended with the lock
-/// intents, vote word and participants that recovery needs; DESIGN.md §2).
+/// intents, vote word and participants that recovery needs; docs/design.md §2).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct RedoEntry {
     /// The transaction.
@@ -133,12 +133,12 @@ pub struct RedoEntry {
     pub coordinator: NodeId,
     /// The coordinator's hybrid-logical-clock reading when it started the transaction (48
     /// bits): the base of its phase-1 deadline, of a recoverer's timeout, and of its commit
-    /// timestamp (DESIGN.md §2, recovery). Zero in replica and filler entries.
+    /// timestamp (docs/design.md §2, recovery). Zero in replica and filler entries.
     pub start: Cts,
     /// Every DC the transaction involves.
     pub participants: Vec<DcId>,
     /// Every partition the whole transaction touches, ascending (what a recoverer must hear
-    /// from; DESIGN.md §2, recovery). Empty in replica and filler entries.
+    /// from; docs/design.md §2, recovery). Empty in replica and filler entries.
     pub partitions: Vec<PartitionId>,
     /// Locks on records of this node.
     pub locks: Vec<LockIntent>,

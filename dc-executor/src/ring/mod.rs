@@ -1,5 +1,5 @@
 //! The redo ring of a node: the redo entry format and the executor-side, one-sided
-//! operations on it (RedT §4.2, Algorithm 2 `WriteLog` / `CommitLog`; DESIGN.md §2–3).
+//! operations on it (RedT §4.2, Algorithm 2 `WriteLog` / `CommitLog`; docs/design.md §2–3).
 //!
 //! The node's own replay task (Algorithm 2 `ReplayLog`) lives in `replay.rs`.
 //!
@@ -60,7 +60,7 @@
 //! status word, [`OWED_SHIFT`]) from its decision until every replica its commit left behind
 //! acknowledged the shipment ([`push_set_status_owed`], cleared by compare-and-swap). Replay
 //! applies and flushes it as any other, keeping the mask, but the head stops before it, so the
-//! redo it ships stays in the ring across a crash of its shipper (DESIGN.md §2).
+//! redo it ships stays in the ring across a crash of its shipper (docs/design.md §2).
 //!
 //! # Writers that give up or die
 //!

@@ -104,7 +104,7 @@ pub(crate) fn read_framed(
 /// `Intent` or `Logged`: their transaction is undecided here, and the locks they list may be
 /// held), as `(ring index, entry)` in ring order. A slot that does not decode (a reservation
 /// not yet written, a torn entry) is skipped one slot at a time. Read-only: the recovery
-/// scan's and the simulator's view of what a crash left behind (DESIGN.md §2).
+/// scan's and the simulator's view of what a crash left behind (docs/design.md §2).
 ///
 /// # Errors
 /// Verbs failures.
@@ -122,7 +122,7 @@ pub fn owed_entries(verbs: &dyn Verbs, node: NodeId, layout: &Layout) -> Result<
 }
 
 /// An entry that owes a catch-up: a catch-up source's redo whose shipments to the replicas its
-/// commit left behind are not all acknowledged (DESIGN.md §2).
+/// commit left behind are not all acknowledged (docs/design.md §2).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct OwedEntry {
     /// Ring index of its first slot.
@@ -164,7 +164,7 @@ pub fn ring_scan(verbs: &dyn Verbs, node: NodeId, layout: &Layout) -> Result<Rin
 
 /// Every entry of `node`'s ring between its head and its tail that decodes, finished or not,
 /// as `(ring index, slots, entry)` in ring order (a slot that does not decode is skipped one
-/// slot at a time). Read-only; a recoverer's scan (DESIGN.md §2).
+/// slot at a time). Read-only; a recoverer's scan (docs/design.md §2).
 ///
 /// # Errors
 /// Verbs failures.

@@ -1,5 +1,5 @@
 //! The vote word of a redo entry (header w2): the per-replica acceptor state of the
-//! per-transaction Paxos of DESIGN.md §2, and where it lies for compare-and-swap.
+//! per-transaction Paxos of docs/design.md §2, and where it lies for compare-and-swap.
 
 use super::codec::W_VOTE;
 use super::layout::slot_offset;
@@ -47,7 +47,7 @@ impl From<Decision> for VoteCode {
     }
 }
 
-/// The unpacked fields of a [`VoteWord`] (DESIGN.md §2, recovery).
+/// The unpacked fields of a [`VoteWord`] (docs/design.md §2, recovery).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct VoteState {
     /// The replica's phase-1 vote; set once by compare-and-swap from `None`.
@@ -68,7 +68,7 @@ impl Default for VoteState {
 
 /// The 8-byte vote word of a redo entry (header w2): vote (bits 0..2), recorded decision
 /// (bits 2..4), promised ballot (bits 4..34) and recorded ballot (bits 34..64). It is the
-/// per-replica acceptor state of the per-transaction Paxos of DESIGN.md §2; phase 1 and
+/// per-replica acceptor state of the per-transaction Paxos of docs/design.md §2; phase 1 and
 /// recoverers change it only by compare-and-swap at [`vote_offset`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct VoteWord(pub u64);

@@ -1,4 +1,4 @@
-//! One-sided verbs: the only way an executor touches a MemStore (DESIGN.md §3).
+//! One-sided verbs: the only way an executor touches a MemStore (docs/design.md §3).
 //!
 //! [`Verbs`] is the trait, with the 8-byte atomics of RDMA (compare-and-swap,
 //! fetch-and-add, their masked forms) and a [`DoorbellBatch`] that posts several work
