@@ -610,7 +610,7 @@ fn wait_status(
 
 /// `redt status --json` of the cluster in `run_dir` (with `--locks` if asked), parsed.
 fn status_json(run_dir: &Path, locks: bool) -> serde_json::Value {
-    let mut args = vec!["status", "--json", "--timeout", "1s", "--run-dir", path_str(run_dir)];
+    let mut args = vec!["status", "--json", "--window", "0s", "--timeout", "1s", "--run-dir", path_str(run_dir)];
     if locks {
         args.push("--locks");
     }

@@ -5,7 +5,7 @@
 //! client was told, and the epoch, the latency histogram and the links are there.
 
 mod common;
-use common::{cluster_up, local_fast_yaml, path_str, text, ClusterGuard, REDT};
+use common::{cluster_up, local_fast_yaml, path_str, redt, text, ClusterGuard, REDT};
 use std::collections::{BTreeMap, HashMap};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -318,6 +318,33 @@ fn a_scrape_of_every_node_counts_the_commits_the_client_saw() {
         ok as f64 + 1.0,
         "the nodes counted exactly the commits the client was told of, and cluster up's record"
     );
+
+    // `redt status`: every node's rates over a window, and the RTT matrix its QUIC
+    // connections measured (issue 16). netem delays each way by half the 2 ms RTT and never
+    // sends early, so every measured RTT between DCs is at least 2 ms; one node per DC
+    // leaves the diagonal unmeasured.
+    let out = redt(&["status", "--window", "300ms", "--timeout", "2s", "--run-dir", path_str(&run_dir)]);
+    assert!(out.status.success(), "redt status: {}", text(&out));
+    let table = String::from_utf8_lossy(&out.stdout).to_string();
+    println!("redt status:\n{table}");
+    assert!(table.contains("rates over the last"), "{table}");
+    let matrix = table.split("measured RTT ms").nth(1).unwrap_or_else(|| panic!("an RTT matrix: {table}"));
+    for from in 1..=4 {
+        let row = matrix
+            .lines()
+            .find(|l| l.starts_with(&format!("dc{from} ")))
+            .unwrap_or_else(|| panic!("a row for dc{from}: {table}"));
+        let cells: Vec<&str> = row.split_whitespace().skip(1).collect();
+        assert_eq!(cells.len(), 4, "{row}");
+        for (to, cell) in (1..=4).zip(&cells) {
+            if to == from {
+                assert_eq!(*cell, "-", "dc{from} has one node: {row}");
+            } else {
+                let ms: f64 = cell.parse().unwrap_or_else(|e| panic!("dc{from} → dc{to}: {cell:?}: {e}"));
+                assert!(ms >= 2.0, "dc{from} → dc{to}: {ms} ms is below the configured 2 ms: {table}");
+            }
+        }
+    }
 
     // Anything but GET /metrics is refused.
     assert_eq!(http_get(addrs[0], "/").0, 404);

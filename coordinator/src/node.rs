@@ -287,6 +287,7 @@ impl Node {
             self.replay.lock().unwrap_or_else(|p| p.into_inner()).as_ref().map_or(0, |r| r.invalid());
         status.transport_limits =
             crate::status::TransportLimitCounts::from_counters(&self.transport.counters().snapshot());
+        status.link_rtts = crate::status::link_rtts(&topology, self.id, &self.transport.peer_rtts());
         Ok(status)
     }
 

@@ -12,12 +12,12 @@ use crate::machine::{Action, AttemptId, TxnMachine};
 use crate::message::Reply;
 use crate::recoverer::{Recoverer, RecoveryOutcome};
 use redt_dc_executor::{RedoEntry, LOGICAL_BITS, ORIGIN_UNIX_MS};
-use redt_proto::wire::{RebuildMsg, StatusReply, WaitingTxnMsg};
-use redt_proto::{DcId, Epoch, NodeId, PartitionId, TxnId};
+use redt_proto::wire::{LinkRttMsg, RebuildMsg, StatusReply, WaitingTxnMsg};
+use redt_proto::{DcId, Epoch, NodeId, PartitionId, Topology, TxnId};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// Most undecided transactions one status reply lists (the oldest first).
 pub const MAX_WAITING_LISTED: usize = 100;
@@ -241,6 +241,7 @@ impl StatusBoard {
             background_retries_waiting: 0,
             background_retries_waited: 0,
             transport_limits: TransportLimitCounts::default(),
+            link_rtts: Vec::new(),
         }
     }
 }
@@ -345,6 +346,24 @@ pub struct NodeStatus {
     /// Its QUIC transport's refusals and cancellations over the `transport:` limits, since
     /// it started.
     pub transport_limits: TransportLimitCounts,
+    /// The round-trip time its QUIC connections measure to each other DC (the smallest over
+    /// that DC's nodes it is connected to), ascending by DC; a DC it has no connection to is
+    /// absent.
+    pub link_rtts: Vec<(DcId, Duration)>,
+}
+
+/// Per DC, the smallest round-trip time `rtts` (by node, as
+/// [`crate::transport::Transport::peer_rtts`] gives them) holds for a node of that DC other
+/// than `me`, ascending by DC; DCs with no such node measured are left out.
+pub fn link_rtts(topology: &Topology, me: NodeId, rtts: &[(NodeId, Duration)]) -> Vec<(DcId, Duration)> {
+    topology
+        .dcs
+        .iter()
+        .filter_map(|dc| {
+            let best = rtts.iter().filter(|(n, _)| *n != me && dc.nodes.contains(n)).map(|(_, rtt)| *rtt).min()?;
+            Some((dc.id, best))
+        })
+        .collect()
 }
 
 /// A node's QUIC transport's refusals and cancellations over the topology's `transport:`
@@ -450,6 +469,14 @@ impl NodeStatus {
             quic_handler_timeouts: self.transport_limits.handler_timeouts,
             quic_write_timeouts: self.transport_limits.write_timeouts,
             quic_call_slot_timeouts: self.transport_limits.call_slot_timeouts,
+            link_rtts: self
+                .link_rtts
+                .iter()
+                .map(|(d, rtt)| LinkRttMsg {
+                    dc: u32::from(d.0),
+                    rtt_us: u64::try_from(rtt.as_micros()).unwrap_or(u64::MAX),
+                })
+                .collect(),
         }
     }
 
@@ -547,6 +574,11 @@ impl NodeStatus {
                 write_timeouts: r.quic_write_timeouts,
                 call_slot_timeouts: r.quic_call_slot_timeouts,
             },
+            link_rtts: r
+                .link_rtts
+                .iter()
+                .map(|l| Ok((dc_id(l.dc)?, Duration::from_micros(l.rtt_us))))
+                .collect::<Result<_, String>>()?,
         })
     }
 }
@@ -673,9 +705,23 @@ mod tests {
             accepted_redo_forgotten: 9,
             background_retries_waiting: 2,
             background_retries_waited: 11,
+            link_rtts: vec![(DcId(1), Duration::from_micros(40_123)), (DcId(3), Duration::from_micros(95_000))],
             ..s
         };
-        assert_eq!(NodeStatus::from_wire(&s.to_wire()), Ok(s));
+        assert_eq!(NodeStatus::from_wire(&s.to_wire()), Ok(s.clone()));
+        let mut w = s.to_wire();
+        w.link_rtts[0].dc = 70_001;
+        assert!(NodeStatus::from_wire(&w).unwrap_err().contains("70001"));
+    }
+
+    #[test]
+    fn link_rtts_are_the_smallest_per_dc_leaving_out_the_node_itself() {
+        let topo = Topology::from_yaml("default.yaml", include_str!("../../configs/default.yaml")).expect("valid");
+        let ms = |v: u64| Duration::from_millis(v);
+        // dc1 = nodes 0,1; dc2 = nodes 2,3; dc3 = nodes 4,5.
+        let rtts = [(NodeId(0), ms(1)), (NodeId(1), ms(2)), (NodeId(2), ms(41)), (NodeId(3), ms(40)), (NodeId(5), ms(80))];
+        assert_eq!(link_rtts(&topo, NodeId(0), &rtts), vec![(DcId(0), ms(2)), (DcId(1), ms(40)), (DcId(2), ms(80))]);
+        assert_eq!(link_rtts(&topo, NodeId(0), &[]), vec![]);
     }
 
     /// A recovery counts once, when its decision is recorded, though phase 2 may still wait

@@ -470,6 +470,21 @@ pub struct StatusReply {
     /// Background retries that had to wait for a slot, since it started.
     #[prost(uint64, tag = "38")]
     pub background_retries_waited: u64,
+    /// The round-trip time its QUIC connections measure to each other DC it has a
+    /// connection to: the smallest over that DC's nodes, ascending by DC.
+    #[prost(message, repeated, tag = "39")]
+    pub link_rtts: Vec<LinkRttMsg>,
+}
+
+/// One DC's round-trip time as a node's QUIC connections measure it (quinn's smoothed RTT).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct LinkRttMsg {
+    /// The other DC.
+    #[prost(uint32, tag = "1")]
+    pub dc: u32,
+    /// Round-trip time in µs.
+    #[prost(uint64, tag = "2")]
+    pub rtt_us: u64,
 }
 
 /// One rebuild of a node: a learner's snapshot copy.

@@ -38,6 +38,10 @@ pub struct StatusArgs {
     /// Print JSON (one object with a `nodes` array) instead of a table.
     #[arg(long)]
     json: bool,
+    /// Window over which each node's commit rate and abort rate are measured: two status
+    /// calls this far apart; `0s` skips the second call and prints no rates.
+    #[arg(long, default_value = "1s", allow_hyphen_values = true, value_parser = crate::cmd::duration::span)]
+    window: Duration,
     /// How long to wait for each node's answer.
     #[arg(long, default_value = "3s", allow_hyphen_values = true, value_parser = crate::cmd::duration::run_time)]
     timeout: Duration,
@@ -61,23 +65,134 @@ pub fn run(a: &StatusArgs) -> Result<()> {
     let topo = Arc::new(load_topology(Some(&config))?);
     let certs = a.certs.clone().unwrap_or_else(|| a.run_dir.join("certs"));
     let rt = runtime()?;
-    let statuses = rt.block_on(async {
+    let (statuses, rates) = rt.block_on(async {
         let client = Arc::new(Client::connect(topo.clone(), &certs, a.timeout)?);
         let all: Vec<NodeId> = topo.nodes.iter().map(|n| n.id).collect();
-        anyhow::Ok(client.status_of(&all, a.locks).await)
+        if a.window.is_zero() {
+            return anyhow::Ok((client.status_of(&all, a.locks).await, Vec::new()));
+        }
+        let first = client.status_of(&all, false).await;
+        tokio::time::sleep(a.window).await;
+        let second = client.status_of(&all, a.locks).await;
+        let rates = second.iter().map(|(n, s)| (*n, rate_between(&first, *n, s))).collect();
+        anyhow::Ok((second, rates))
     })?;
+    let rate_of = |n: NodeId| rates.iter().find(|(m, _)| *m == n).and_then(|(_, r)| *r);
     if a.json {
-        let nodes: Vec<serde_json::Value> = statuses.iter().map(|(n, s)| node_json(&topo, *n, s)).collect();
+        let nodes: Vec<serde_json::Value> = statuses
+            .iter()
+            .map(|(n, s)| {
+                let mut j = node_json(&topo, *n, s);
+                if let (Some(r), Some(obj)) = (rate_of(*n), j.as_object_mut()) {
+                    obj.insert("committed_per_s".into(), json!(r.committed_per_s));
+                    obj.insert("abort_rate".into(), json!(r.abort_rate));
+                    obj.insert("window_ms".into(), json!(r.window.as_millis() as u64));
+                }
+                j
+            })
+            .collect();
         let text = serde_json::to_string_pretty(&json!({ "cluster": topo.name, "nodes": nodes }))?;
         return print_out(&format!("{text}\n"));
     }
     let mut text = table(&topo, &statuses, a.locks);
+    if !rates.is_empty() {
+        text.push_str(&rates_table(&topo, &rates));
+    }
+    text.push_str(&rtt_matrix(&topo, &statuses));
     if a.blocked {
         text.push_str(&blocked(&topo, &statuses));
     }
     text.push_str(&rebuilds(&topo, &statuses));
     text.push_str(&refusals(&topo, &statuses));
     print_out(&text)
+}
+
+/// One node's commit rate and abort rate over a `redt status --window`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Rate {
+    /// The node's uptime between its two answers (the window as the node measured it).
+    window: Duration,
+    /// Client answers "committed" per second.
+    committed_per_s: f64,
+    /// Aborted answers over all answers in the window (0 when none).
+    abort_rate: f64,
+}
+
+/// The rates of node `n` between its answer in `first` and its answer `second`; `None` when
+/// either call failed or the node restarted in between (its counters went back).
+fn rate_between(
+    first: &[(NodeId, Result<NodeStatus, String>)],
+    n: NodeId,
+    second: &Result<NodeStatus, String>,
+) -> Option<Rate> {
+    let a = first.iter().find(|(m, _)| *m == n)?.1.as_ref().ok()?;
+    let b = second.as_ref().ok()?;
+    let ms = b.uptime_ms.checked_sub(a.uptime_ms).filter(|&ms| ms > 0)?;
+    let committed = b.committed.checked_sub(a.committed)?;
+    let aborted = b.aborted.checked_sub(a.aborted)?;
+    let unknown = b.unknown.checked_sub(a.unknown)?;
+    let answers = committed + aborted + unknown;
+    Some(Rate {
+        window: Duration::from_millis(ms),
+        committed_per_s: committed as f64 * 1e3 / ms as f64,
+        abort_rate: if answers == 0 { 0.0 } else { aborted as f64 / answers as f64 },
+    })
+}
+
+/// The per-node rates, one row each; `-` for a node with no rate (unreachable, restarted).
+fn rates_table(topo: &Topology, rates: &[(NodeId, Option<Rate>)]) -> String {
+    let window = rates.iter().filter_map(|(_, r)| r.map(|r| r.window)).max().unwrap_or_default();
+    let mut out = format!(
+        "\nrates over the last {:.1} s (client answers of each node's coordinators):\n{:<12} {:>11} {:>7}\n",
+        window.as_secs_f64(),
+        "node",
+        "committed/s",
+        "abort%"
+    );
+    for (n, r) in rates {
+        let name = node_name(topo, *n);
+        out += &match r {
+            Some(r) => format!("{name:<12} {:>11.1} {:>6.1}%\n", r.committed_per_s, r.abort_rate * 100.0),
+            None => format!("{name:<12} {:>11} {:>7}\n", "-", "-"),
+        };
+    }
+    out
+}
+
+/// The round-trip times the nodes' QUIC connections measure between DCs, in ms: row the DC
+/// measuring (the smallest over its nodes), column the DC measured; `-` where no node of the
+/// row's DC has a connection to the column's. Empty when no node measured anything.
+fn rtt_matrix(topo: &Topology, statuses: &[(NodeId, Result<NodeStatus, String>)]) -> String {
+    let cell = |from: redt_proto::DcId, to: redt_proto::DcId| {
+        statuses
+            .iter()
+            .filter(|(n, _)| topo.nodes.get(n.0 as usize).is_some_and(|x| x.dc == from))
+            .filter_map(|(_, s)| s.as_ref().ok())
+            .flat_map(|s| s.link_rtts.iter().filter(|(d, _)| *d == to).map(|(_, rtt)| *rtt))
+            .min()
+    };
+    let cells: Vec<Vec<Option<Duration>>> =
+        topo.dcs.iter().map(|from| topo.dcs.iter().map(|to| cell(from.id, to.id)).collect()).collect();
+    if cells.iter().flatten().all(Option::is_none) {
+        return String::new();
+    }
+    let width = topo.dcs.iter().map(|d| d.name.len()).max().unwrap_or(0).max(8);
+    let mut out = format!("\nmeasured RTT ms (QUIC; row: from, column: to):\n{:<width$}", "");
+    for d in &topo.dcs {
+        out += &format!(" {:>width$}", d.name);
+    }
+    out.push('\n');
+    for (from, row) in topo.dcs.iter().zip(&cells) {
+        out += &format!("{:<width$}", from.name);
+        for c in row {
+            out += &match c {
+                Some(rtt) => format!(" {:>width$.1}", rtt.as_secs_f64() * 1e3),
+                None => format!(" {:>width$}", "-"),
+            };
+        }
+        out.push('\n');
+    }
+    out
 }
 
 /// The requests refused over a limit, the heap-full abort votes, the redo entries replay
@@ -323,6 +438,8 @@ fn node_json(topo: &Topology, n: NodeId, s: &Result<NodeStatus, String>) -> serd
                 "blocked": s.recoveries_blocked,
             },
             "gap_slots_filled": s.gap_slots_filled,
+            "link_rtt_ms": s.link_rtts.iter().map(|(d, rtt)| (dc_name(topo, *d), json!(rtt.as_secs_f64() * 1e3)))
+                .collect::<serde_json::Map<_, _>>(),
             "refused_over_limit": s.refused_over_limit,
             "refused_role": s.refused_role,
             "heap_full_votes": s.heap_full_votes,
@@ -405,5 +522,48 @@ mod tests {
         let row = t.lines().find(|l| l.starts_with("dc1-n1")).expect("a row for dc1-n1");
         assert!(header.ends_with("wrong role"), "{t}");
         assert!(row.split_whitespace().last() == Some("3"), "{t}");
+    }
+
+    #[test]
+    fn rates_come_from_two_answers_and_vanish_when_a_node_restarted() {
+        let base = StatusBoard::default().snapshot(NodeId(0), &[], 0, 500, 0, None);
+        let a = NodeStatus { uptime_ms: 10_000, committed: 100, aborted: 10, unknown: 0, ..base.clone() };
+        let b = NodeStatus { uptime_ms: 12_000, committed: 160, aborted: 30, unknown: 0, ..base.clone() };
+        let first = vec![(NodeId(0), Ok(a.clone()))];
+        let r = rate_between(&first, NodeId(0), &Ok(b.clone())).expect("a rate");
+        assert_eq!(r.window, Duration::from_secs(2));
+        assert!((r.committed_per_s - 30.0).abs() < 1e-9, "{r:?}");
+        assert!((r.abort_rate - 0.25).abs() < 1e-9, "{r:?}");
+        // Restarted in between: its counters went back.
+        let restarted = NodeStatus { uptime_ms: 500, committed: 3, ..base.clone() };
+        assert_eq!(rate_between(&first, NodeId(0), &Ok(restarted)), None);
+        assert_eq!(rate_between(&first, NodeId(0), &Err("unreachable".into())), None);
+        assert_eq!(rate_between(&first, NodeId(1), &Ok(b)), None, "no first answer from that node");
+        let topo = Topology::from_yaml("default.yaml", include_str!("../../configs/default.yaml")).expect("valid");
+        let t = rates_table(&topo, &[(NodeId(0), Some(r)), (NodeId(1), None)]);
+        assert!(t.contains("dc1-n1              30.0   25.0%"), "{t}");
+        assert!(t.contains("dc1-n2                 -       -"), "{t}");
+    }
+
+    #[test]
+    fn the_rtt_matrix_takes_the_smallest_of_a_dcs_nodes_and_dashes_what_nobody_measured() {
+        let topo = Topology::from_yaml("default.yaml", include_str!("../../configs/default.yaml")).expect("valid");
+        let base = StatusBoard::default().snapshot(NodeId(0), &[], 0, 500, 0, None);
+        let ms = |v: u64| Duration::from_micros(v * 100);
+        assert_eq!(rtt_matrix(&topo, &[(NodeId(0), Ok(base.clone()))]), "", "nothing measured, no matrix");
+        // dc1's two nodes measure dc2 at 41.0 and 40.2 ms; dc2-n1 measures dc1 at 40.5 ms.
+        let n0 = NodeStatus { link_rtts: vec![(DcId(1), ms(410)), (DcId(0), ms(2))], ..base.clone() };
+        let n1 = NodeStatus { node: NodeId(1), link_rtts: vec![(DcId(1), ms(402))], ..base.clone() };
+        let n2 = NodeStatus { node: NodeId(2), link_rtts: vec![(DcId(0), ms(405))], ..base.clone() };
+        let statuses = [(NodeId(0), Ok(n0)), (NodeId(1), Ok(n1)), (NodeId(2), Ok(n2)), (NodeId(3), Err("down".into()))];
+        let m = rtt_matrix(&topo, &statuses);
+        let row = |dc: &str| -> Vec<String> {
+            m.lines().find(|l| l.starts_with(dc)).expect("a row").split_whitespace().skip(1).map(String::from).collect()
+        };
+        assert_eq!(row("dc1"), ["0.2", "40.2", "-", "-"], "{m}");
+        assert_eq!(row("dc2"), ["40.5", "-", "-", "-"], "{m}");
+        assert_eq!(row("dc4"), ["-", "-", "-", "-"], "{m}");
+        let j = node_json(&topo, NodeId(0), &statuses[0].1);
+        assert_eq!(j["link_rtt_ms"]["dc2"], json!(41.0));
     }
 }

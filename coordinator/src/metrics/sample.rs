@@ -65,22 +65,19 @@ impl NodeSample {
         let topology = node.topology();
         let me = &topology.nodes[node.id().0 as usize];
         let traffic = node.transport().counters().peers();
-        let rtts = node.transport().peer_rtts();
         let links = topology
             .dcs
             .iter()
             .filter(|dc| dc.nodes.iter().any(|&n| n != me.id))
             .map(|dc| {
-                let mut link = LinkSample { peer_dc: dc.name.clone(), ..LinkSample::default() };
+                let rtt = status.link_rtts.iter().find(|(d, _)| *d == dc.id).map(|(_, rtt)| *rtt);
+                let mut link = LinkSample { peer_dc: dc.name.clone(), rtt, ..LinkSample::default() };
                 for &n in dc.nodes.iter().filter(|&&n| n != me.id) {
                     let t = traffic.get(n.0 as usize).copied().unwrap_or_default();
                     link.messages_sent += t.messages_sent;
                     link.bytes_sent += t.bytes_sent;
                     link.messages_received += t.messages_received;
                     link.bytes_received += t.bytes_received;
-                    if let Some(&(_, rtt)) = rtts.iter().find(|(id, _)| *id == n) {
-                        link.rtt = Some(link.rtt.map_or(rtt, |r| r.min(rtt)));
-                    }
                 }
                 link
             })
