@@ -16,6 +16,7 @@ use redt_dc_executor::{
 };
 use redt_netem::{NetemSocket, WanModel};
 use redt_proto::{CertIdentity, NodeId, Protocol, TimeoutsConfig, Topology, VerbsBackend};
+use rustix::process::Signal;
 use std::io::Write;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -47,6 +48,12 @@ pub struct NodeArgs {
     /// of the DC, named like its shared-memory file; docs/durability.md).
     #[arg(long, default_value = "run/disk")]
     pub disk_dir: PathBuf,
+    /// Pid file: the node writes its pid there and holds an exclusive lock on it while it
+    /// runs, so a second process started for the same node refuses to start, and
+    /// `redt cluster` tells a live node from a stale file (`redt cluster up` passes
+    /// RUN_DIR/pids/<node>.pid).
+    #[arg(long)]
+    pub pid_file: Option<PathBuf>,
     /// Run without the membership Raft peer: no DC is ever removed from the placement, and a
     /// dead DC stops the partitions it holds until it returns (issue 13 turns failover on).
     #[arg(long)]
@@ -349,6 +356,8 @@ pub fn node(a: &NodeArgs) -> Result<()> {
     let dc = &topo.dcs[me.dc.0 as usize];
     let timing = Timing { clock_skew_bound: a.clock_skew_bound, phase1_timeout: a.phase1_timeout };
     let timeouts = node_timeouts(&topo, &a.config, &timing)?;
+    // Held until the process ends: the kernel releases it however the node stops.
+    let _pid_lock = a.pid_file.as_deref().map(super::pidfile::PidLock::acquire).transpose()?;
     let layout = Layout::from_config(&topo.memstore);
     // `redt-tcp` is RedT over the TCP verbs everywhere (RedT §6.5); otherwise each DC's
     // `backend:` says.
@@ -745,11 +754,6 @@ fn print_written(written: &[WrittenCert]) {
     }
 }
 
-fn pid_alive(pid: u32) -> bool {
-    Path::new(&format!("/proc/{pid}")).exists()
-        && std::fs::read_to_string(format!("/proc/{pid}/stat")).map(|s| !s.contains(") Z ")).unwrap_or(false)
-}
-
 /// The timing options `redt cluster up` passes on to every node (unset: the node's default).
 struct Timing {
     clock_skew_bound: Option<Duration>,
@@ -817,12 +821,19 @@ fn up(
     node_timeouts(&topo, config, &timing)?;
     let metrics = metrics_addrs(&topo, &metrics)?;
     let pids = run_dir.join("pids");
-    if pids.is_dir() && std::fs::read_dir(&pids)?.next().is_some() {
-        bail!(
-            "{} has pid files: a cluster seems to be up (run `redt cluster down --run-dir {}` first)",
-            pids.display(),
-            run_dir.display()
-        );
+    if pids.is_dir() {
+        for e in std::fs::read_dir(&pids)? {
+            let path = e?.path();
+            if let Some(pid) = super::pidfile::holder(&path) {
+                bail!(
+                    "{} is held by a running node (pid {pid}): a cluster is up (run `redt cluster down --run-dir {}` first)",
+                    path.display(),
+                    run_dir.display()
+                );
+            }
+            // A node that ended without `cluster down` left it.
+            std::fs::remove_file(&path)?;
+        }
     }
     let certs = run_dir.join("certs");
     if !certs.join("ca.pem").exists() {
@@ -836,6 +847,7 @@ fn up(
         .with_context(|| format!("creating the MemStore directory {}", shm_dir.display()))?;
     std::fs::write(run_dir.join("shm.path"), std::path::absolute(shm_dir)?.display().to_string())?;
     std::fs::create_dir_all(run_dir.join("args"))?;
+    let mut children = Vec::with_capacity(topo.nodes.len());
     for n in &topo.nodes {
         let mut args: Vec<String> = vec!["node".into(), "--node".into(), n.name.clone()];
         args.extend(["--config".into(), std::path::absolute(config)?.display().to_string()]);
@@ -845,6 +857,7 @@ fn up(
         args.extend(["--data-dir".into(), data.display().to_string()]);
         let disk = std::path::absolute(run_dir.join("disk"))?;
         args.extend(["--disk-dir".into(), disk.display().to_string()]);
+        args.extend(["--pid-file".into(), std::path::absolute(pid_file(run_dir, &n.name))?.display().to_string()]);
         args.extend(["--records-per-partition".into(), rpp.to_string()]);
         args.extend(["--protocol".into(), protocol.name().into()]);
         if no_failover {
@@ -864,11 +877,11 @@ fn up(
         args.extend(["--log-format".into(), log_format().into()]);
         // One argument per line: `cluster start` runs the node again exactly so.
         std::fs::write(args_file(run_dir, &n.name), args.join("\n"))?;
-        spawn_node(run_dir, &n.name, false)?;
+        children.push(spawn_node(run_dir, &n.name, false)?);
     }
     let deadline = Instant::now() + Duration::from_secs(120);
-    for n in &topo.nodes {
-        if let Err(e) = wait_ready(run_dir, &n.name, 0, deadline) {
+    for (n, child) in topo.nodes.iter().zip(&mut children) {
+        if let Err(e) = wait_ready(run_dir, &n.name, child, deadline) {
             let _ = down(run_dir, false);
             return Err(e);
         }
@@ -948,16 +961,21 @@ fn log_file(run_dir: &Path, node: &str) -> PathBuf {
     run_dir.join("logs").join(format!("{node}.log"))
 }
 
-/// The pid of `node`'s process if it runs.
+/// The pid of `node`'s process if it runs (it holds its pid file's lock).
 fn running_pid(run_dir: &Path, node: &str) -> Option<u32> {
-    let pid = std::fs::read_to_string(pid_file(run_dir, node)).ok()?.trim().parse().ok()?;
-    pid_alive(pid).then_some(pid)
+    super::pidfile::holder(&pid_file(run_dir, node))
 }
 
-/// Starts `node`'s process with the arguments `cluster up` saved, its output going to its
-/// log (appended to when `append`, else truncated), and writes its pid file. Returns the
-/// log's length before the start (where this start's lines begin).
-fn spawn_node(run_dir: &Path, node: &str, append: bool) -> Result<u64> {
+/// `node`'s process, just started, and where its lines begin in its log.
+struct Started {
+    child: std::process::Child,
+    /// The log's length before the start.
+    log_from: u64,
+}
+
+/// Starts `node`'s process with the arguments `cluster up` saved (its pid file among them),
+/// its output going to its log (appended to when `append`, else truncated).
+fn spawn_node(run_dir: &Path, node: &str, append: bool) -> Result<Started> {
     let file = args_file(run_dir, node);
     let args =
         std::fs::read_to_string(&file).with_context(|| format!("{} (written by `redt cluster up`)", file.display()))?;
@@ -968,21 +986,21 @@ fn spawn_node(run_dir: &Path, node: &str, append: bool) -> Result<u64> {
     cmd.args(args.lines()).stdin(Stdio::null()).stdout(log.try_clone()?).stderr(log);
     std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
     let child = cmd.spawn().with_context(|| format!("starting {node}"))?;
-    std::fs::write(pid_file(run_dir, node), child.id().to_string())?;
-    Ok(from)
+    Ok(Started { child, log_from: from })
 }
 
-/// Waits until `node`'s log says it is ready past byte `from`; fails with the log's last
-/// lines if its process exits or `deadline` passes first.
-fn wait_ready(run_dir: &Path, node: &str, from: u64, deadline: Instant) -> Result<()> {
+/// Waits until `node`'s log says it is ready past where `started` began; fails with the
+/// log's last lines if its process exits or `deadline` passes first.
+fn wait_ready(run_dir: &Path, node: &str, started: &mut Started, deadline: Instant) -> Result<()> {
     let log = log_file(run_dir, node);
+    let from = started.log_from;
     loop {
         let text = std::fs::read(&log).unwrap_or_default();
         let text = String::from_utf8_lossy(text.get(from as usize..).unwrap_or_default());
         if text.contains(" ready on ") {
             return Ok(());
         }
-        if running_pid(run_dir, node).is_none() || Instant::now() > deadline {
+        if started.child.try_wait()?.is_some() || Instant::now() > deadline {
             let tail: Vec<&str> = text.lines().rev().take(10).collect();
             bail!(
                 "{node} did not start; last lines of {}:\n{}",
@@ -1002,12 +1020,9 @@ fn wait_ready(run_dir: &Path, node: &str, from: u64, deadline: Instant) -> Resul
 pub fn kill_node(run_dir: &Path, node: &str) -> Result<u32> {
     let pid = running_pid(run_dir, node)
         .with_context(|| format!("{node} does not run (no live pid in {})", pid_file(run_dir, node).display()))?;
-    let status = Command::new("kill").args(["-KILL", &pid.to_string()]).status()?;
-    if !status.success() {
-        bail!("kill -KILL {pid} ({node}) failed");
-    }
+    super::pidfile::signal(pid, Signal::KILL).with_context(|| format!("killing {node}"))?;
     let t0 = Instant::now();
-    while pid_alive(pid) && t0.elapsed() < Duration::from_secs(10) {
+    while running_pid(run_dir, node).is_some() && t0.elapsed() < Duration::from_secs(10) {
         std::thread::sleep(Duration::from_millis(5));
     }
     Ok(pid)
@@ -1023,8 +1038,8 @@ pub fn start_node(run_dir: &Path, node: &str) -> Result<u32> {
     if let Some(pid) = running_pid(run_dir, node) {
         bail!("{node} already runs (pid {pid})");
     }
-    let from = spawn_node(run_dir, node, true)?;
-    wait_ready(run_dir, node, from, Instant::now() + Duration::from_secs(120))?;
+    let mut started = spawn_node(run_dir, node, true)?;
+    wait_ready(run_dir, node, &mut started, Instant::now() + Duration::from_secs(120))?;
     running_pid(run_dir, node).with_context(|| format!("{node} exited right after starting"))
 }
 
@@ -1036,18 +1051,14 @@ fn down(run_dir: &Path, wipe: bool) -> Result<()> {
     if pids.is_dir() {
         for e in std::fs::read_dir(&pids)? {
             let path = e?.path();
-            let Ok(pid) = std::fs::read_to_string(&path).unwrap_or_default().trim().parse::<u32>() else {
-                std::fs::remove_file(&path)?;
-                continue;
-            };
-            if pid_alive(pid) {
-                let _ = Command::new("kill").args(["-TERM", &pid.to_string()]).status();
+            if let Some(pid) = super::pidfile::holder(&path) {
+                let _ = super::pidfile::signal(pid, Signal::TERM);
                 let t0 = Instant::now();
-                while pid_alive(pid) && t0.elapsed() < Duration::from_secs(10) {
+                while super::pidfile::holder(&path).is_some() && t0.elapsed() < Duration::from_secs(10) {
                     std::thread::sleep(Duration::from_millis(50));
                 }
-                if pid_alive(pid) {
-                    let _ = Command::new("kill").args(["-KILL", &pid.to_string()]).status();
+                if let Some(pid) = super::pidfile::holder(&path) {
+                    let _ = super::pidfile::signal(pid, Signal::KILL);
                 }
                 stopped += 1;
             }

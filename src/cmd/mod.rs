@@ -6,6 +6,7 @@ pub mod cluster;
 pub mod drill;
 mod duration;
 pub mod netem;
+mod pidfile;
 pub mod sim;
 pub mod status;
 pub mod tpcc;
