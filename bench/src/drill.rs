@@ -911,7 +911,7 @@ fn p99_ms(v: &[u32]) -> Option<f64> {
     if v.is_empty() {
         return None;
     }
-    let mut h = hdrhistogram::Histogram::<u64>::new(3).ok()?;
+    let mut h = hdrhistogram::Histogram::<u64>::new_with_bounds(1, u64::from(u32::MAX), 3).ok()?;
     for &us in v {
         h.saturating_record(u64::from(us));
     }

@@ -13,9 +13,10 @@
 use redt_replication::{detection_time, false_suspicions, DetectorConfig, SimLink};
 use std::time::{Duration, Instant};
 
-/// Detection times in µs (3 significant digits: well under the ms the table prints).
+/// Detection times in µs, up to an hour (3 significant digits: well under the ms the table
+/// prints).
 fn histogram(times: &[Duration]) -> hdrhistogram::Histogram<u64> {
-    let mut h = hdrhistogram::Histogram::new(3).expect("3 significant digits is a valid precision");
+    let mut h = hdrhistogram::Histogram::new_with_bounds(1, 3_600_000_000, 3).expect("valid bounds and precision");
     for t in times {
         h.saturating_record(u64::try_from(t.as_micros()).unwrap_or(u64::MAX));
     }

@@ -198,22 +198,30 @@ impl Backend for Remote {
 
     async fn read(&self, node: &NodeId, keys: &[(TableId, u64)]) -> Vec<Option<Vec<Vec<u8>>>> {
         let ops: Vec<RecordOp> = keys.iter().map(|&(table, key)| RecordOp::Get { table, key }).collect();
-        // A read-only transaction meets the locks of the writers it reads behind: a few tries,
-        // then nothing (the terminal backs off and looks again).
-        for attempt in 0..5u32 {
+        // A read-only transaction meets the locks of the writers it reads behind: five tries
+        // with exponential back-off from 2 ms, then nothing (the terminal backs off and looks
+        // again).
+        let once = || async {
             let out = self.target.client.submit(*node, call::records_call(&ops)).await;
             if out.status == redt_coordinator::TxnStatus::Committed {
-                return out
-                    .reads
-                    .iter()
-                    .map(|r| r.as_deref().and_then(|b| call::decode_record_read(b).ok().flatten()))
-                    .chain(std::iter::repeat(None))
-                    .take(keys.len())
-                    .collect();
+                Ok(out.reads)
+            } else {
+                Err(())
             }
-            tokio::time::sleep(Duration::from_millis(2 << attempt)).await;
+        };
+        let backoff = backon::ExponentialBuilder::default()
+            .with_min_delay(Duration::from_millis(2))
+            .with_max_delay(Duration::from_millis(32))
+            .with_max_times(4);
+        match backon::Retryable::retry(once, backoff).await {
+            Ok(reads) => reads
+                .iter()
+                .map(|r| r.as_deref().and_then(|b| call::decode_record_read(b).ok().flatten()))
+                .chain(std::iter::repeat(None))
+                .take(keys.len())
+                .collect(),
+            Err(()) => vec![None; keys.len()],
         }
-        vec![None; keys.len()]
     }
 
     async fn submit(&self, node: &NodeId, call: ProcedureCall, _part: PartitionId) -> TxnOutcome {
