@@ -719,7 +719,8 @@ mod tests {
         let topo = Topology::from_yaml("default.yaml", include_str!("../../configs/default.yaml")).expect("valid");
         let ms = |v: u64| Duration::from_millis(v);
         // dc1 = nodes 0,1; dc2 = nodes 2,3; dc3 = nodes 4,5.
-        let rtts = [(NodeId(0), ms(1)), (NodeId(1), ms(2)), (NodeId(2), ms(41)), (NodeId(3), ms(40)), (NodeId(5), ms(80))];
+        let rtts =
+            [(NodeId(0), ms(1)), (NodeId(1), ms(2)), (NodeId(2), ms(41)), (NodeId(3), ms(40)), (NodeId(5), ms(80))];
         assert_eq!(link_rtts(&topo, NodeId(0), &rtts), vec![(DcId(0), ms(2)), (DcId(1), ms(40)), (DcId(2), ms(80))]);
         assert_eq!(link_rtts(&topo, NodeId(0), &[]), vec![]);
     }
