@@ -63,7 +63,8 @@ fn every_duration_flag_refuses_negative_zero_and_junk_with_how_to_write_one() {
         let with = |value: &'static str| with(cmd, flag, value);
         let err = refused(&with("-5s"));
         assert!(
-            err.contains("invalid duration `-5s`: negative: a duration is a length of time;") && !err.contains("unexpected"),
+            err.contains("invalid duration `-5s`: negative: a duration is a length of time;")
+                && !err.contains("unexpected"),
             "{cmd:?} {flag} -5s: {err}"
         );
         let err = refused(&with("abc"));
@@ -73,7 +74,10 @@ fn every_duration_flag_refuses_negative_zero_and_junk_with_how_to_write_one() {
         );
         if *zero_refused {
             let err = refused(&with("0s"));
-            assert!(err.contains("invalid duration `0s`: zero") || err.contains("must be above zero"), "{cmd:?} {flag} 0s: {err}");
+            assert!(
+                err.contains("invalid duration `0s`: zero") || err.contains("must be above zero"),
+                "{cmd:?} {flag} 0s: {err}"
+            );
         }
     }
     // A drill plan's and a sweep's durations go through the same parser.
@@ -156,10 +160,18 @@ fn a_missing_file_is_one_error_line_with_its_os_error_once() {
         let err = refused(&args);
         let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
         assert_eq!(lines.len(), 1, "`redt {}`: one line: {err}", args.join(" "));
-        assert!(lines[0].starts_with("error: ") && lines[0].contains(path_str(path)), "`redt {}`: {err}", args.join(" "));
+        assert!(
+            lines[0].starts_with("error: ") && lines[0].contains(path_str(path)),
+            "`redt {}`: {err}",
+            args.join(" ")
+        );
         // The OS error once, or a message of redt's own for a missing certificate.
         let os = err.matches("No such file or directory").count();
-        assert!(os == 1 || (os == 0 && err.contains("is missing")), "`redt {}`: the OS error once: {err}", args.join(" "));
+        assert!(
+            os == 1 || (os == 0 && err.contains("is missing")),
+            "`redt {}`: the OS error once: {err}",
+            args.join(" ")
+        );
     }
     // Certificates missing from an existing directory: named, in one line.
     std::fs::create_dir_all(&nodir).unwrap();
@@ -184,7 +196,10 @@ fn netem_set_is_validated_like_the_topology_file() {
     let err = set(&["--from", "dc1", "--to", "dc9", "--rtt", "10ms", "--cluster", &cfg]);
     assert!(err.contains("no DC named `dc9` (its DCs: dc1, dc2, dc3, dc4)"), "{err}");
     let err = set(&["--from", "dc1", "--to", "dc2", "--rtt", "10ms", "--jitter", "6ms", "--cluster", &cfg]);
-    assert!(err.contains("--jitter: jitter 6ms exceeds half the rtt (10ms / 2), as the topology file refuses too"), "{err}");
+    assert!(
+        err.contains("--jitter: jitter 6ms exceeds half the rtt (10ms / 2), as the topology file refuses too"),
+        "{err}"
+    );
     let err = set(&["--from", "dc1", "--to", "dc2", "--delay", "5ms", "--jitter", "6ms", "--cluster", &cfg]);
     assert!(err.contains("--jitter: jitter 6ms exceeds half the rtt (10ms / 2)"), "--delay is one-way: {err}");
     let err = set(&["--from", "dc1", "--to", "dc2", "--delay", "5ms", "--rtt", "10ms", "--cluster", &cfg]);

@@ -304,7 +304,9 @@ fn recover(node: &Arc<Node>, orphan: Orphan, claim: Claim, options: RecoveryOpti
                     waiting_for = ?r.blocked_on(),
                     "recovery stopped blocked (the node is shutting down); locks stay held"
                 ),
-                None => tracing::info!(node = %node.name(), %txn, took_ms, "recovery stopped (the node is shutting down)"),
+                None => {
+                    tracing::info!(node = %node.name(), %txn, took_ms, "recovery stopped (the node is shutting down)")
+                }
             }
         },
         span,

@@ -425,7 +425,8 @@ pub fn parse_size(s: &str) -> std::result::Result<u64, String> {
 /// `…`: …` with how to write one).
 pub fn parse_duration(s: &str) -> std::result::Result<Duration, String> {
     let s = s.trim();
-    let bad = |why: String| format!("invalid duration `{s}`: {why}; write a number and a unit, e.g. 30s, 500ms, 2m, 1h");
+    let bad =
+        |why: String| format!("invalid duration `{s}`: {why}; write a number and a unit, e.g. 30s, 500ms, 2m, 1h");
     if s.starts_with('-') {
         return Err(bad("negative: a duration is a length of time".into()));
     }

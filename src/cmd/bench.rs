@@ -187,9 +187,10 @@ pub struct OutArgs {
 /// `--interval`: a duration above zero; 0 is refused, pointing at `--no-interval`.
 fn interval_length(s: &str) -> Result<Duration, String> {
     match crate::cmd::duration::span(s)? {
-        d if d.is_zero() => {
-            Err(format!("invalid duration `{}`: zero; an interval must last some time, e.g. 1s (--no-interval turns the rows off)", s.trim()))
-        }
+        d if d.is_zero() => Err(format!(
+            "invalid duration `{}`: zero; an interval must last some time, e.g. 1s (--no-interval turns the rows off)",
+            s.trim()
+        )),
         d => Ok(d),
     }
 }

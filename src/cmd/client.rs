@@ -72,7 +72,9 @@ pub fn run(a: &ClientArgs) -> Result<()> {
         .clone();
     let node = match &a.node {
         Some(n) => {
-            topo.node_by_name(n).with_context(|| format!("no node named `{n}` (its nodes: {})", super::node_names(&topo)))?.id
+            topo.node_by_name(n)
+                .with_context(|| format!("no node named `{n}` (its nodes: {})", super::node_names(&topo)))?
+                .id
         }
         None => NodeId(0),
     };

@@ -344,7 +344,9 @@ pub fn node(a: &NodeArgs) -> Result<()> {
     let topo = Arc::new(load_topology(Some(&a.config))?);
     let me = topo
         .node_by_name(&a.node)
-        .with_context(|| format!("{}: no node named `{}` (its nodes: {})", a.config.display(), a.node, node_names(&topo)))?
+        .with_context(|| {
+            format!("{}: no node named `{}` (its nodes: {})", a.config.display(), a.node, node_names(&topo))
+        })?
         .clone();
     let dc = &topo.dcs[me.dc.0 as usize];
     let timing = Timing { clock_skew_bound: a.clock_skew_bound, phase1_timeout: a.phase1_timeout };
@@ -700,11 +702,9 @@ pub fn certs(cmd: &CertsCmd) -> Result<()> {
             let role = Role::from(*role);
             let (identity, ip) = match role {
                 Role::Node => {
-                    let n = topo
-                        .node_by_name(name)
-                        .with_context(|| {
-                            format!("{}: no node named `{name}` (its nodes: {})", config.display(), node_names(&topo))
-                        })?;
+                    let n = topo.node_by_name(name).with_context(|| {
+                        format!("{}: no node named `{name}` (its nodes: {})", config.display(), node_names(&topo))
+                    })?;
                     let dc = topo.dcs[usize::from(n.dc.0)].name.clone();
                     (CertIdentity::Node { dc, name: name.clone() }, node_ip(n))
                 }

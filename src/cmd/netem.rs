@@ -16,7 +16,7 @@ use std::time::Duration;
 #[derive(Subcommand, Debug)]
 pub enum NetemCmd {
     /// Changes one inter-DC link of a running cluster (every node applies it at once).
-    Set(SetArgs),
+    Set(Box<SetArgs>),
     /// Prints the `tc qdisc … netem` commands equivalent to a topology's links, per host.
     TcScript {
         /// Topology file.
@@ -182,7 +182,9 @@ pub fn run(cmd: &NetemCmd) -> Result<()> {
             }
             if a.rtt().is_none() && a.jitter.is_none() && a.loss.is_none() && a.rate.is_none() && a.partition.is_none()
             {
-                bail!("nothing to change: give at least one of --rtt (or --delay), --jitter, --loss, --rate, --partition");
+                bail!(
+                    "nothing to change: give at least one of --rtt (or --delay), --jitter, --loss, --rate, --partition"
+                );
             }
             let cluster = a.cluster()?;
             let topo = Arc::new(load_topology(Some(&cluster))?);
@@ -296,7 +298,7 @@ mod tests {
     fn set(args: &[&str]) -> Result<SetArgs> {
         let argv = ["redt", "set", "--from", "dc1", "--to", "dc2"].iter().chain(args);
         match Cli::try_parse_from(argv)?.cmd {
-            NetemCmd::Set(a) => Ok(a),
+            NetemCmd::Set(a) => Ok(*a),
             _ => bail!("not a set"),
         }
     }
@@ -325,7 +327,10 @@ mod tests {
         let over = text(&["--delay", "10ms", "--jitter", "11ms"]);
         assert!(over.starts_with("--jitter: jitter 11ms exceeds half the rtt (20ms / 2)"), "{over}");
         let long = text(&["--delay", "31s"]);
-        assert!(long.starts_with("--delay: rtt 1m 2s is more than 1m") && long.contains("--delay is one-way"), "{long}");
+        assert!(
+            long.starts_with("--delay: rtt 1m 2s is more than 1m") && long.contains("--delay is one-way"),
+            "{long}"
+        );
         let both = set(&["--delay", "1ms", "--rtt", "2ms"]).unwrap_err().to_string();
         assert!(both.contains("'--delay <DELAY>' cannot be used with '--rtt <RTT>'"), "{both}");
     }
@@ -346,27 +351,31 @@ mod tests {
         let loss = err(&["--loss", "-1%"]);
         assert!(loss.contains("invalid loss `-1%`"), "{loss}");
         let part = err(&["--partition", "yes"]);
-        assert!(part.contains("invalid value 'yes' for '--partition <PARTITION>'") && part.contains("on, off"), "{part}");
+        assert!(
+            part.contains("invalid value 'yes' for '--partition <PARTITION>'") && part.contains("on, off"),
+            "{part}"
+        );
     }
 
     /// `netem set` refuses a request that names one DC twice or changes nothing before it
     /// reads any file, and says what it applied.
     #[test]
     fn one_dc_twice_and_nothing_to_change_are_refused() {
-        let run_set = |args: &[&str]| run(&NetemCmd::Set(set(args).unwrap())).unwrap_err().to_string();
+        let run_set = |args: &[&str]| run(&NetemCmd::Set(Box::new(set(args).unwrap()))).unwrap_err().to_string();
         let argv = |from: &str, to: &str, extra: &[&str]| {
             let mut v = vec!["redt", "set", "--from", from, "--to", to, "--run-dir", "/nonexistent-redt-run"];
             v.extend_from_slice(extra);
             match Cli::try_parse_from(v).unwrap().cmd {
-                NetemCmd::Set(a) => a,
+                NetemCmd::Set(a) => *a,
                 _ => unreachable!("a set"),
             }
         };
-        let twice = run(&NetemCmd::Set(argv("dc1", "dc1", &["--rtt", "10ms"]))).unwrap_err().to_string();
+        let twice = run(&NetemCmd::Set(Box::new(argv("dc1", "dc1", &["--rtt", "10ms"])))).unwrap_err().to_string();
         assert_eq!(twice, "--from and --to must name two different DCs (both are `dc1`)");
         let nothing = run_set(&[]);
         assert!(nothing.starts_with("nothing to change: give at least one of --rtt (or --delay)"), "{nothing}");
-        let no_run = format!("{:#}", run(&NetemCmd::Set(argv("dc1", "dc2", &["--rtt", "10ms"]))).unwrap_err());
+        let no_run =
+            format!("{:#}", run(&NetemCmd::Set(Box::new(argv("dc1", "dc2", &["--rtt", "10ms"])))).unwrap_err());
         assert!(
             no_run.starts_with("/nonexistent-redt-run is not the run directory of a `redt cluster up` cluster")
                 && no_run.contains("pass --run-dir DIR, or --cluster FILE and --certs DIR"),
