@@ -231,7 +231,12 @@ pub fn run(cmd: &NetemCmd) -> Result<()> {
                 Ok(())
             } else {
                 for (n, e) in &failed {
-                    eprintln!("  {n}: {e}");
+                    // A node's answer already starts with its name (`dc1-n1 answered: …`).
+                    if e.starts_with(n.as_str()) {
+                        eprintln!("  {e}");
+                    } else {
+                        eprintln!("  {n}: {e}");
+                    }
                 }
                 bail!("{} of {} nodes did not apply the change", failed.len(), topo.nodes.len())
             }
