@@ -213,10 +213,36 @@ fn config_check(file: &std::path::Path) -> Result<()> {
     Ok(())
 }
 
-fn main() -> Result<()> {
+/// Runs the command; an error is printed as one line ([`error_line`]) and exits 1.
+fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     init_logs(cli.log_format);
     cmd::cluster::set_log_format(cli.log_format);
+    match run(&cli) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("{}", error_line(&e));
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+/// `error: ` and the error's chain joined by `: `, each text once: a cause whose text the
+/// line already holds (a library error that prints its source, `transport: {0}`, or an OS
+/// error a context already quotes) is left out (issue 16: the OS error was printed twice).
+fn error_line(e: &anyhow::Error) -> String {
+    let mut line = format!("error: {e}");
+    for cause in e.chain().skip(1) {
+        let text = cause.to_string();
+        if !line.contains(&text) {
+            line.push_str(": ");
+            line.push_str(&text);
+        }
+    }
+    line
+}
+
+fn run(cli: &Cli) -> Result<()> {
     match &cli.command {
         Command::Bench(c) => cmd::bench::run(c),
         Command::Workload(c) => cmd::bench::workload::run(c),
@@ -229,5 +255,20 @@ fn main() -> Result<()> {
         Command::Sim(a) => cmd::sim::run_sim(a),
         Command::Status(a) => cmd::status::run(a),
         Command::Drill(a) => cmd::drill::run(a),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A cause already in the line is not repeated; a new one is added.
+    #[test]
+    fn an_error_line_holds_each_cause_once() {
+        let os = || std::io::Error::from(std::io::ErrorKind::NotFound);
+        let quoted = anyhow::Error::new(os()).context(format!("run/config.path: {}", os()));
+        assert_eq!(error_line(&quoted), format!("error: run/config.path: {}", os()));
+        let wrapped = anyhow::Error::new(os()).context("no run directory");
+        assert_eq!(error_line(&wrapped), format!("error: no run directory: {}", os()));
     }
 }

@@ -107,5 +107,5 @@ fn a_zero_interval_is_refused() {
         .expect("redt runs");
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("'0s' is zero") && err.contains("--no-interval"), "{err}");
+    assert!(err.contains("`0s`: zero") && err.contains("--no-interval"), "{err}");
 }

@@ -2,8 +2,8 @@
 //! new (or empty). Nested report fields become dotted columns (`latency_ms.p99`); a list
 //! of `[name, {…}]` pairs (the per-class figures) is keyed by name (`classes.rw-inter.committed`).
 
-use serde::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::Serialize;
+use serde_json::Value;
 use std::io::Write;
 use std::path::Path;
 
@@ -12,8 +12,11 @@ use std::path::Path;
 /// # Errors
 /// A report that does not serialize.
 pub fn flatten<T: Serialize>(report: &T) -> Result<Vec<(String, String)>, String> {
-    // Through JSON text into an order-keeping tree (serde_json's `Value` sorts keys).
-    flatten_json(&serde_json::to_string(report).map_err(|e| e.to_string())?)
+    // serde_json's `preserve_order` feature (this crate's): objects keep their field order.
+    let v = serde_json::to_value(report).map_err(|e| e.to_string())?;
+    let mut out = Vec::new();
+    walk("", &v, &mut out);
+    Ok(out)
 }
 
 /// A report given as JSON text (an object), as `(column, value)` pairs in text order.
@@ -21,119 +24,68 @@ pub fn flatten<T: Serialize>(report: &T) -> Result<Vec<(String, String)>, String
 /// # Errors
 /// Text that is not JSON.
 pub fn flatten_json(text: &str) -> Result<Vec<(String, String)>, String> {
-    let v: Node = serde_json::from_str(text).map_err(|e| e.to_string())?;
+    let v: Value = serde_json::from_str(text).map_err(|e| e.to_string())?;
     let mut out = Vec::new();
     walk("", &v, &mut out);
     Ok(out)
 }
 
-/// A JSON value whose objects keep their key order.
-enum Node {
-    Leaf(String),
-    List(Vec<Node>),
-    Object(Vec<(String, Node)>),
-}
-
-impl<'de> Deserialize<'de> for Node {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Node, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = Node;
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("a JSON value")
-            }
-            fn visit_bool<E>(self, b: bool) -> Result<Node, E> {
-                Ok(Node::Leaf(b.to_string()))
-            }
-            fn visit_i64<E>(self, x: i64) -> Result<Node, E> {
-                Ok(Node::Leaf(x.to_string()))
-            }
-            fn visit_u64<E>(self, x: u64) -> Result<Node, E> {
-                Ok(Node::Leaf(x.to_string()))
-            }
-            fn visit_f64<E>(self, x: f64) -> Result<Node, E> {
-                Ok(Node::Leaf(x.to_string()))
-            }
-            fn visit_str<E>(self, s: &str) -> Result<Node, E> {
-                Ok(Node::Leaf(s.to_string()))
-            }
-            fn visit_unit<E>(self) -> Result<Node, E> {
-                Ok(Node::Leaf(String::new()))
-            }
-            fn visit_none<E>(self) -> Result<Node, E> {
-                Ok(Node::Leaf(String::new()))
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<Node, A::Error> {
-                let mut v = Vec::new();
-                while let Some(x) = a.next_element()? {
-                    v.push(x);
-                }
-                Ok(Node::List(v))
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<Node, A::Error> {
-                let mut v = Vec::new();
-                while let Some((k, x)) = a.next_entry::<String, Node>()? {
-                    v.push((k, x));
-                }
-                Ok(Node::Object(v))
-            }
-        }
-        d.deserialize_any(V)
+/// A leaf, or a list of leaves.
+fn is_flat(v: &Value) -> bool {
+    match v {
+        Value::Array(items) => items.iter().all(is_leaf),
+        Value::Object(_) => false,
+        _ => true,
     }
 }
 
-impl Node {
-    /// A leaf, or a list of leaves.
-    fn is_flat(&self) -> bool {
-        match self {
-            Node::Leaf(_) => true,
-            Node::List(v) => v.iter().all(|x| matches!(x, Node::Leaf(_))),
-            Node::Object(_) => false,
-        }
-    }
+/// Neither a list nor an object.
+fn is_leaf(v: &Value) -> bool {
+    !matches!(v, Value::Array(_) | Value::Object(_))
+}
 
-    fn text(&self) -> String {
-        match self {
-            Node::Leaf(s) => s.clone(),
-            _ => String::new(),
-        }
+/// A leaf's cell: a string as is, a number as Rust prints it (`3` for 3.0), `true`/`false`,
+/// nothing for null (and for a list or an object).
+fn text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Number(n) if n.is_f64() => n.as_f64().map_or_else(|| n.to_string(), |x| x.to_string()),
+        Value::Number(n) => n.to_string(),
+        Value::Bool(b) => b.to_string(),
+        Value::Null | Value::Array(_) | Value::Object(_) => String::new(),
     }
 }
 
-fn walk(prefix: &str, v: &Node, out: &mut Vec<(String, String)>) {
+fn walk(prefix: &str, v: &Value, out: &mut Vec<(String, String)>) {
     let join = |k: &str| if prefix.is_empty() { k.to_string() } else { format!("{prefix}.{k}") };
     match v {
-        Node::Object(m) => {
+        Value::Object(m) => {
             for (k, x) in m {
                 walk(&join(k), x, out);
             }
         }
         // A list of plain values (or of lists of them), whose length may vary from one
         // report to the next: one cell, `a; b` (`k=v; …` for pairs).
-        Node::List(items) if items.iter().all(|x| x.is_flat()) => {
+        Value::Array(items) if items.iter().all(is_flat) => {
             let cell = items
                 .iter()
                 .map(|x| match x {
-                    Node::Leaf(s) => s.clone(),
-                    Node::List(inner) => inner.iter().map(|y| y.text()).collect::<Vec<_>>().join("="),
-                    Node::Object(_) => unreachable!("flat"),
+                    Value::Array(inner) => inner.iter().map(text).collect::<Vec<_>>().join("="),
+                    leaf => text(leaf),
                 })
                 .collect::<Vec<_>>()
                 .join("; ");
             out.push((prefix.to_string(), cell));
         }
-        Node::List(items) => {
+        Value::Array(items) => {
             for (i, x) in items.iter().enumerate() {
-                match x {
-                    Node::List(pair) if matches!(pair.as_slice(), [Node::Leaf(_), Node::Object(_)]) => {
-                        let Node::Leaf(name) = &pair[0] else { unreachable!("matched above") };
-                        walk(&join(name), &pair[1], out)
-                    }
+                match x.as_array().map(Vec::as_slice) {
+                    Some([name, named @ Value::Object(_)]) if is_leaf(name) => walk(&join(&text(name)), named, out),
                     _ => walk(&join(&i.to_string()), x, out),
                 }
             }
         }
-        Node::Leaf(s) => out.push((prefix.to_string(), s.clone())),
+        leaf => out.push((prefix.to_string(), text(leaf))),
     }
 }
 

@@ -20,6 +20,7 @@ use crate::drill_check::{encode, LostReport, Told, WriteLog, TAG_BYTES};
 use crate::drill_embedded::{log_to, start_cluster, Coordinators, DrilledCluster, EmbeddedDrillReport};
 use crate::drill_plan::DrillPlan;
 use crate::report::Latency;
+use backon::{ExponentialBuilder, Retryable};
 use indicatif::ProgressBar;
 use rand::SeedableRng;
 use redt_coordinator::call::kv_call;
@@ -49,8 +50,9 @@ const READ_BATCH: usize = 32;
 /// Read-back transactions in flight at once.
 const READ_PARALLEL: usize = 8;
 
-/// Attempts per read-back transaction before its keys count as unreadable.
-const READ_ATTEMPTS: usize = 40;
+/// How long a read-back transaction is retried (with exponential backoff) before its keys
+/// count as unreadable.
+const READ_RETRY_FOR: Duration = Duration::from_secs(2);
 
 /// Stamps every update of `txn` with the value of attempt `seq` of `client` (run `nonce`);
 /// returns the keys whose cell 0 it writes. Inserts (workload D) keep their values and are
@@ -107,14 +109,23 @@ async fn read_back(
             let client = client.clone();
             set.spawn(async move {
                 let ops: Vec<KvOp> = ks.iter().map(|&k| KvOp::Read(k)).collect();
-                for _ in 0..READ_ATTEMPTS {
+                let read = || async {
                     let o = client.submit(node, kv_call(table, &ops)).await;
-                    if o.status == TxnStatus::Committed && o.reads.len() == ks.len() {
-                        return ks.into_iter().zip(o.reads.into_iter().map(|r| Some(r.unwrap_or_default()))).collect();
+                    match o.status == TxnStatus::Committed && o.reads.len() == ks.len() {
+                        true => Ok(o.reads),
+                        false => Err(()),
                     }
-                    tokio::time::sleep(Duration::from_millis(50)).await;
+                };
+                let backoff = ExponentialBuilder::default()
+                    .with_min_delay(Duration::from_millis(10))
+                    .with_max_delay(Duration::from_millis(500))
+                    .with_jitter()
+                    .without_max_times()
+                    .with_total_delay(Some(READ_RETRY_FOR));
+                match read.retry(backoff).await {
+                    Ok(reads) => ks.into_iter().zip(reads.into_iter().map(|r| Some(r.unwrap_or_default()))).collect(),
+                    Err(()) => ks.into_iter().map(|k| (k, None)).collect::<Vec<_>>(),
                 }
-                ks.into_iter().map(|k| (k, None)).collect::<Vec<_>>()
             });
         }
         while let Some(r) = set.join_next().await {

@@ -18,6 +18,7 @@
 
 use crate::drill::{self, DownSet, DrillReport, DrillSetup, EffectFuture, FaultDriver, LogLine, Timeline, Watch};
 use crate::drill_plan::{DrillPlan, Effect};
+use backon::{ExponentialBuilder, Retryable};
 use redt_coordinator::{failover_order, Client, EmbeddedCluster, Node, NodeStatus};
 use redt_proto::NodeId;
 use serde::Serialize;
@@ -65,12 +66,15 @@ impl ClusterDriver {
 async fn restart(cluster: &Arc<EmbeddedCluster>, probe: &Arc<Client>, n: NodeId) -> Result<Duration, String> {
     let t0 = Instant::now();
     cluster.restart(n).map_err(|e| e.to_string())?;
-    loop {
-        match probe.status(n, false).await {
-            Ok(_) => return Ok(t0.elapsed()),
-            Err(e) if t0.elapsed() > SERVE_PATIENCE => return Err(format!("started, but not serving: {e}")),
-            Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
-        }
+    let backoff = ExponentialBuilder::default()
+        .with_min_delay(Duration::from_millis(10))
+        // Short enough that the time to serve it reports stays close to the truth.
+        .with_max_delay(Duration::from_millis(100))
+        .without_max_times()
+        .with_total_delay(Some(SERVE_PATIENCE));
+    match (|| probe.status(n, false)).retry(backoff).await {
+        Ok(_) => Ok(t0.elapsed()),
+        Err(e) => Err(format!("started, but not serving: {e}")),
     }
 }
 

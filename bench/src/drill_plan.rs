@@ -79,13 +79,13 @@ pub enum PlanError {
         what: &'static str,
     },
     /// A duration that does not parse.
-    #[error("`{token}` after `{keyword}`: not a duration ({reason}); write e.g. 10s or 1500ms")]
+    #[error("`{token}` after `{keyword}`: {reason}")]
     BadDuration {
         /// The keyword it follows.
         keyword: String,
         /// The token.
         token: String,
-        /// humantime's complaint.
+        /// [`redt_proto::parse_duration`]'s complaint (with how to write one).
         reason: String,
     },
     /// A negative duration.
@@ -395,10 +395,10 @@ fn duration(kw: &str, token: Option<&str>, event: &str, zero_ok: bool) -> Result
     if token.starts_with('-') {
         return Err(PlanError::NegativeDuration { keyword: kw.to_string(), token: token.to_string() });
     }
-    let d = humantime::parse_duration(token).map_err(|e| PlanError::BadDuration {
+    let d = redt_proto::parse_duration(token).map_err(|reason| PlanError::BadDuration {
         keyword: kw.to_string(),
         token: token.to_string(),
-        reason: e.to_string(),
+        reason,
     })?;
     if d.is_zero() && !zero_ok {
         return Err(PlanError::ZeroDuration { keyword: kw.to_string(), token: token.to_string() });

@@ -80,9 +80,7 @@ impl Param {
         let s = s.trim();
         let bad = |why: &str| format!("{} value `{s}`: {why}", self.name());
         match self {
-            Param::Rtt => humantime::parse_duration(s)
-                .map(|d| d.as_secs_f64() * 1e3)
-                .map_err(|e| bad(&format!("{e} (a duration, e.g. 40ms)"))),
+            Param::Rtt => redt_proto::parse_duration(s).map(|d| d.as_secs_f64() * 1e3).map_err(|e| bad(&e)),
             Param::Theta => match s.parse::<f64>() {
                 Ok(x) if x >= 0.0 && x.is_finite() => Ok(x),
                 _ => Err(bad("a number ≥ 0")),

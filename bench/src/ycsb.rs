@@ -280,12 +280,13 @@ pub fn draw_rank(dist: Distribution, theta: f64, n: u64, rng: &mut impl Rng) -> 
     }
 }
 
-/// Parses a record size `CELLSxBYTES` (`10x100`).
+/// Parses a record size `CELLSxBYTES` (`10x100`); BYTES is a size as the topology file
+/// writes one ([`redt_proto::parse_size`]: `100`, `1KiB`).
 ///
 /// # Errors
 /// Anything else, or cells outside 1–64, bytes outside 1–65536.
 pub fn parse_record_size(s: &str) -> Result<(usize, usize), String> {
-    let bad = || format!("record size `{s}` must be CELLSxBYTES, e.g. 10x100");
+    let bad = || format!("record size `{s}` must be CELLSxBYTES, e.g. 10x100 or 4x1KiB");
     let (c, b) = s
         .trim()
         .to_ascii_lowercase()
@@ -293,7 +294,8 @@ pub fn parse_record_size(s: &str) -> Result<(usize, usize), String> {
         .map(|(a, b)| (a.to_string(), b.to_string()))
         .ok_or_else(bad)?;
     let cells: usize = c.trim().parse().map_err(|_| bad())?;
-    let bytes: usize = b.trim().parse().map_err(|_| bad())?;
+    let bytes = redt_proto::parse_size(&b).map_err(|e| format!("record size `{s}`: {e}"))?;
+    let bytes = usize::try_from(bytes).unwrap_or(usize::MAX);
     if !(1..=64).contains(&cells) {
         return Err(format!("record size `{s}`: 1 to 64 cells"));
     }
@@ -513,5 +515,8 @@ mod tests {
         assert_eq!(parse_record_size("1X2048").unwrap(), (1, 2048));
         assert!(parse_record_size("0x100").is_err());
         assert!(parse_record_size("10").is_err());
+        assert_eq!(parse_record_size("4x1KiB").unwrap(), (4, 1024), "BYTES is a size");
+        let e = parse_record_size("4x-1").unwrap_err();
+        assert!(e.contains("invalid size `-1`: negative"), "{e}");
     }
 }

@@ -9,9 +9,9 @@
 //! | `scanproportion` | must be 0 (scans need an ordered index: workload E is refused) |
 //! | `requestdistribution` | `--distribution` (`zipfian`, `uniform`, `latest`) |
 //! | `zipfianconstant` | `--theta` |
-//! | `fieldcount`, `fieldlength` | `--record-size FIELDCOUNTxFIELDLENGTH` |
+//! | `fieldcount`, `fieldlength` | `--record-size FIELDCOUNTxFIELDLENGTH` (`fieldlength` in bytes, or a size as the topology file takes it: `1KiB`) |
 //! | `threadcount` | `--clients-per-node` = ⌈threadcount / nodes⌉ |
-//! | `maxexecutiontime` | `--duration` (seconds) |
+//! | `maxexecutiontime` | `--duration` (seconds, or a duration as `--duration` takes it: `2m`) |
 //!
 //! Keys YCSB files commonly carry that do not change what redt runs are accepted with a
 //! warning (`operationcount`: redt runs for a duration; `workload`, `db`, `table`,
@@ -192,16 +192,28 @@ pub fn parse(text: &[u8], file: &str) -> Result<YcsbProps, PropsError> {
                 )
             }
             "fieldlength" => {
-                p.field_length =
-                    Some(count().filter(|n| (1..=65536).contains(n)).ok_or_else(|| bad("must be 1 to 65536 bytes"))?
-                        as usize)
+                // Bytes as YCSB writes it (`100`), or any size the topology file takes (`1KiB`).
+                let bytes = redt_proto::parse_size(&value).map_err(|e| bad(&e))?;
+                p.field_length = Some(
+                    usize::try_from(bytes)
+                        .ok()
+                        .filter(|n| (1..=65536).contains(n))
+                        .ok_or_else(|| bad("must be 1 to 65536 bytes"))?,
+                )
             }
             "threadcount" => {
                 p.threads = Some(count().filter(|&n| n > 0).ok_or_else(|| bad("must be a count above 0"))? as usize)
             }
             "maxexecutiontime" => {
-                p.max_execution_time =
-                    Some(Duration::from_secs(count().filter(|&n| n > 0).ok_or_else(|| bad("must be seconds above 0"))?))
+                // Seconds as YCSB writes it (`30`), or a duration as every flag takes it (`2m`).
+                let d = match count() {
+                    Some(secs) => Duration::from_secs(secs),
+                    None => redt_proto::parse_duration(&value).map_err(|e| bad(&e))?,
+                };
+                if d.is_zero() {
+                    return Err(bad("must be seconds above 0"));
+                }
+                p.max_execution_time = Some(d)
             }
             "operationcount" => {
                 warn("redt runs for a duration (--duration, or maxexecutiontime), not a number of operations; ignored")
@@ -343,6 +355,9 @@ mod tests {
         assert_eq!(all.record_count, Some(64), "a continued line");
         assert_eq!(all.workload, None, "no proportions: the flags' workload");
         assert_eq!(parse_str("fieldlength=10\n").unwrap().record_size((10, 100)), Some("10x10".into()));
+        // The one size and duration parser: units too.
+        assert_eq!(parse_str("fieldlength=1KiB\n").unwrap().record_size((10, 100)), Some("10x1024".into()));
+        assert_eq!(parse_str("maxexecutiontime=2m\n").unwrap().max_execution_time, Some(Duration::from_secs(120)));
         assert_eq!(parse_str("").unwrap(), YcsbProps::default());
     }
 
@@ -362,6 +377,10 @@ mod tests {
             ("zipfianconstant=-1\n", "zipfianconstant", "≥ 0"),
             ("fieldcount=65\n", "fieldcount", "1 to 64"),
             ("maxexecutiontime=0\n", "maxexecutiontime", "above 0"),
+            ("maxexecutiontime=-5\n", "maxexecutiontime", "invalid duration `-5`: negative"),
+            ("maxexecutiontime=abc\n", "maxexecutiontime", "invalid duration `abc`: not a number and a unit"),
+            ("fieldlength=-1\n", "fieldlength", "invalid size `-1`: negative"),
+            ("fieldlength=1MiB\n", "fieldlength", "1 to 65536 bytes"),
             ("workload=site.ycsb.workloads.TimeSeriesWorkload\n", "workload", "core workload"),
             ("fieldlengthdistribution=zipfian\n", "fieldlengthdistribution", "constant"),
         ] {

@@ -165,23 +165,24 @@ impl quinn::AsyncUdpSocket for LifeSocket {
 /// down just before (its endpoints drain their connections for a moment after closing).
 const BIND_PATIENCE: Duration = Duration::from_secs(5);
 
-/// Binds a node's netem socket, retrying every 50 ms for up to `patience` while the address
-/// is in use.
+/// Binds a node's netem socket, retrying with exponential backoff (`backon`) for up to
+/// `patience` while the address is in use.
 async fn bind_socket(
     addr: SocketAddr,
     dc: DcId,
     wan: &Arc<Mutex<WanModel>>,
     patience: Duration,
 ) -> std::io::Result<Arc<NetemSocket>> {
-    let t0 = std::time::Instant::now();
-    loop {
-        match NetemSocket::bind(addr, dc, wan.clone()) {
-            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse && t0.elapsed() < patience => {
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-            other => return other,
-        }
-    }
+    use backon::{ExponentialBuilder, Retryable};
+    let backoff = ExponentialBuilder::default()
+        .with_min_delay(Duration::from_millis(10))
+        .with_max_delay(Duration::from_millis(250))
+        .without_max_times()
+        .with_total_delay(Some(patience));
+    (|| async { NetemSocket::bind(addr, dc, wan.clone()) })
+        .retry(backoff)
+        .when(|e: &std::io::Error| e.kind() == std::io::ErrorKind::AddrInUse)
+        .await
 }
 
 impl EmbeddedCluster {

@@ -43,16 +43,24 @@ impl Delivery {
 
     /// An attempt failed with `error` at `now`: retry `retry` later, or give up once more than
     /// `give_up` has passed since the first send. A delivery already done is left alone.
-    pub(crate) fn failed(&mut self, txn: TxnId, error: &str, now: Instant, retry: Duration, give_up: Duration) {
+    pub(crate) fn failed(
+        &mut self,
+        txn: TxnId,
+        peer: &str,
+        error: &str,
+        now: Instant,
+        retry: Duration,
+        give_up: Duration,
+    ) {
         if self.done {
             return;
         }
         self.failures = self.failures.saturating_add(1);
         if now.duration_since(self.first_sent) > give_up {
-            tracing::error!(%txn, peer = %self.to, "undelivered, giving up: {error}");
+            tracing::error!(%txn, %peer, "undelivered, giving up: {error}");
             self.done = true;
         } else {
-            tracing::debug!(%txn, peer = %self.to, "retry: {error}");
+            tracing::debug!(%txn, %peer, "retry: {error}");
             self.retry_at = Some(now + retry);
         }
     }

@@ -606,7 +606,7 @@ impl ExecutorCore {
                 self.votes_forgotten += 1;
                 self.forgotten_votes.insert(forgotten);
                 if self.votes_forgotten == 1 {
-                    tracing::warn!(node = %self.node, txn = %forgotten, max = self.pending.cap,
+                    tracing::warn!(node = %self.epochs.current().node_name(self.node), txn = %forgotten, max = self.pending.cap,
                         "a commit vote awaiting its decision was forgotten (limits.max_pending_votes): its entries wait in the ring");
                 }
             }
@@ -1006,7 +1006,7 @@ impl ExecutorCore {
                 if self.accepted.insert((txn, primary), vec![entry]).is_some() {
                     self.accepted_forgotten += 1;
                     if self.accepted_forgotten == 1 {
-                        tracing::warn!(node = %self.node, max = self.accepted.cap,
+                        tracing::warn!(node = %self.epochs.current().node_name(self.node), max = self.accepted.cap,
                             "accepted redo awaiting its decision was forgotten (limits.max_accepted_redo): decisions scan the ring for it");
                     }
                 }

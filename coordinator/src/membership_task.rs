@@ -192,7 +192,7 @@ pub(crate) fn spawn(
     let peer = open(&base, node.id, dir.as_ref())?;
     if let Some(r) = peer.recovery() {
         tracing::info!(
-            node = %node.id,
+            node = %node.name(),
             term = r.term,
             commit = r.commit,
             dropped_tail_bytes = r.dropped_tail_bytes,
@@ -277,7 +277,7 @@ async fn run(
             Some((from, data)) = inbox.recv() => match redt_replication::decode_message(&data) {
                 Ok(m) => peer.handle_message(m),
                 Err(e) => {
-                    tracing::debug!(node = %n.id, %from, "undecodable Raft message: {e}");
+                    tracing::debug!(node = %n.name(), %from, "undecodable Raft message: {e}");
                     Ok(())
                 }
             },
@@ -295,7 +295,7 @@ async fn run(
                             // Leadership moved while the voters were asked: the new leader
                             // asks again. Not a failure of the peer.
                             Err(e @ (redt_replication::Error::NotLeader { .. } | redt_replication::Error::Raft(_))) => {
-                                tracing::info!(node = %n.id, %suspect, "removal not proposed: {e}");
+                                tracing::info!(node = %n.name(), suspect = %suspect.named(&n.topology()), "removal not proposed: {e}");
                                 Ok(())
                             }
                             r => r,
@@ -328,11 +328,11 @@ async fn run(
         while let Some(a) = peer.poll_applied() {
             match a.outcome {
                 Ok(c) => {
-                    tracing::info!(node = %n.id, index = a.index, command = ?a.command, "membership change applied");
+                    tracing::info!(node = %n.name(), index = a.index, command = ?a.command, "membership change applied");
                     changed |= c.placement_changed();
                 }
                 Err(why) => {
-                    tracing::info!(node = %n.id, index = a.index, command = ?a.command, "membership change refused: {why:?}")
+                    tracing::info!(node = %n.name(), index = a.index, command = ?a.command, "membership change refused: {why:?}")
                 }
             }
         }
@@ -340,7 +340,7 @@ async fn run(
             adopt(&n, &base, peer.membership());
         }
         while let Some(c) = peer.poll_conf_change() {
-            tracing::info!(node = %n.id, index = c.index, changes = ?c.changes, outcome = ?c.outcome, voters = ?peer.voters(), "raft conf change applied");
+            tracing::info!(node = %n.name(), index = c.index, changes = ?c.changes, outcome = ?c.outcome, voters = ?peer.voters(), "raft conf change applied");
         }
         let leader = peer.leader().and_then(redt_replication::node_of).map_or(0, |l| u32::from(l.0) + 1);
         view.leader.store(leader, Ordering::Relaxed);
@@ -401,10 +401,10 @@ fn next_suspect(
 /// Proposes `command`; a proposal refused because leadership moved is not a failure of the
 /// peer (the new leader makes its own).
 fn propose_quietly(n: &Node, peer: &mut RaftMembership, command: &Command) -> redt_replication::Result<()> {
-    tracing::info!(node = %n.id, ?command, "membership: proposing");
+    tracing::info!(node = %n.name(), ?command, "membership: proposing");
     match peer.propose(command) {
         Err(e @ (redt_replication::Error::NotLeader { .. } | redt_replication::Error::Raft(_))) => {
-            tracing::info!(node = %n.id, ?command, "not proposed: {e}");
+            tracing::info!(node = %n.name(), ?command, "not proposed: {e}");
             Ok(())
         }
         r => r,

@@ -221,7 +221,7 @@ impl Node {
         let epoch = topology.epoch;
         let adopted = self.epochs.adopt(topology);
         if adopted {
-            tracing::info!(node = %self.id, %epoch, "placement adopted");
+            tracing::info!(node = %self.name(), %epoch, "placement adopted");
         }
         adopted
     }
@@ -342,7 +342,7 @@ impl Node {
             let reply = node.transport.call(peer, envelope).await.map_err(|e| e.to_string())?;
             match reply.body {
                 Some(b) => Reply::from_wire(peer, b),
-                None => Err(format!("{peer} answered with an empty message")),
+                None => Err(format!("{} answered with an empty message", node.topology().node_name(peer))),
             }
         })
     }
@@ -445,7 +445,7 @@ impl Node {
     ) -> std::result::Result<TxnOutcome, NotReserved> {
         if let Err(over) = crate::limits::check_call(&self.topology().limits, &call) {
             self.board.refused_over_limit();
-            tracing::info!(node = %self.id, "transaction refused: {over}");
+            tracing::info!(node = %self.name(), "transaction refused: {over}");
             return Ok(TxnOutcome {
                 txn: reserved.unwrap_or(TxnId(0)),
                 status: TxnStatus::Aborted(over.to_string()),
@@ -730,7 +730,7 @@ impl Node {
                     Ok(()) => {}
                     Err(BadSubTxn::OverLimit(over)) => {
                         self.board.refused_over_limit();
-                        tracing::info!(node = %self.id, %peer, "request refused: {over}");
+                        tracing::info!(node = %self.name(), peer = %self.topology().node_name(peer), "request refused: {over}");
                         return err(error_code::OVER_LIMIT, over.to_string());
                     }
                     Err(BadSubTxn::Malformed(e)) => return err(error_code::MALFORMED, e),

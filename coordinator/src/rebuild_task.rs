@@ -69,7 +69,7 @@ pub(crate) fn start(node: &Arc<Node>) {
         if from.is_empty() || !repairs.running.insert(p) {
             continue;
         }
-        tracing::info!(node = %node.id, partition = %p, epoch = %current.epoch, ?from, "voter repair started: copying from every other voter");
+        tracing::info!(node = %node.name(), partition = %p, epoch = %current.epoch, from = ?from.iter().map(|&n| node.topology().node_name(n)).collect::<Vec<_>>(), "voter repair started: copying from every other voter");
         tokio::spawn(run(Arc::downgrade(node), p, Role::Repair(current.epoch), from));
     }
 }
@@ -108,7 +108,7 @@ fn start_learners(node: &Arc<Node>) {
             last_error: None,
         };
         rebuilds.insert(p.id, state);
-        tracing::info!(node = %node.id, partition = %p.id, epoch = %learner.added_in, ?voters, "rebuild started: copying from every voter");
+        tracing::info!(node = %node.name(), partition = %p.id, epoch = %learner.added_in, voters = ?voters.iter().map(|&n| node.topology().node_name(n)).collect::<Vec<_>>(), "rebuild started: copying from every voter");
         tokio::spawn(run(Arc::downgrade(node), p.id, Role::Learner(learner.added_in), voters));
     }
 }
@@ -175,7 +175,7 @@ async fn run_copy(node: &Weak<Node>, partition: PartitionId, role: Role, voters:
         if let Role::Repair(epoch) = role {
             if done {
                 tracing::info!(
-                    node = %n.id, %partition, %epoch, records = progress.records, bytes = progress.bytes,
+                    node = %n.name(), %partition, %epoch, records = progress.records, bytes = progress.bytes,
                     ms = started.elapsed().as_millis() as u64, "voter repaired"
                 );
                 return;
@@ -187,7 +187,7 @@ async fn run_copy(node: &Weak<Node>, partition: PartitionId, role: Role, voters:
         }
         if done {
             tracing::info!(
-                node = %n.id, %partition, epoch = %added_in, records = progress.records, bytes = progress.bytes,
+                node = %n.name(), %partition, epoch = %added_in, records = progress.records, bytes = progress.bytes,
                 ms = started.elapsed().as_millis() as u64,
                 "rebuild copied: the learner is filled and waits for its promotion"
             );
@@ -196,7 +196,7 @@ async fn run_copy(node: &Weak<Node>, partition: PartitionId, role: Role, voters:
         if last_log.elapsed() >= std::time::Duration::from_secs(5) {
             last_log = Instant::now();
             tracing::info!(
-                node = %n.id, %partition, records = progress.records, bytes = progress.bytes,
+                node = %n.name(), %partition, records = progress.records, bytes = progress.bytes,
                 sources_done = progress.sources_done, sources = progress.sources,
                 last_error = machine.last_error().unwrap_or(""), "rebuild in progress"
             );

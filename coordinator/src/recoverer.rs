@@ -817,29 +817,31 @@ impl TxnMachine for Recoverer {
                 let Some(pause) = self.deliveries.get(i).map(|d| self.backoff(d.failures)) else { return };
                 let txn = self.orphan.txn;
                 let own_dc = self.dc_of(self.deliveries[i].to) == self.dc_of(self.me);
+                let name = self.topology.node_name(self.deliveries[i].to);
                 let d = &mut self.deliveries[i];
                 // A node removed with its DC is owed nothing: nothing it holds is trusted
                 // again. But a recoverer on a removed node still finishes its own DC's entries
                 // (their locks and the ring's head wait for it).
                 if !own_dc && crate::epochs::unplaced(self.placement.as_deref(), d.to) {
-                    tracing::info!(%txn, to = %d.to, "recovery decision dropped: the node holds no replica in the current epoch");
+                    tracing::info!(%txn, to = %name, "recovery decision dropped: the node holds no replica in the current epoch");
                     d.done = true;
                     self.maybe_done();
                     return;
                 }
                 // Never given up: nothing may stay locked, however long the outage.
-                d.failed(txn, error, now, pause, Duration::MAX);
+                d.failed(txn, &name, error, now, pause, Duration::MAX);
             }
             Purpose::Ship(i) => {
                 let Some(pause) = self.deliveries.get(i).map(|d| self.backoff(d.failures)) else { return };
                 let (txn, give_up) = (self.orphan.txn, self.options.catch_up_give_up);
                 let unplaced =
                     self.deliveries.get(i).is_some_and(|d| crate::epochs::unplaced(self.placement.as_deref(), d.to));
+                let name = self.topology.node_name(self.deliveries[i].to);
                 let d = &mut self.deliveries[i];
                 if unplaced {
                     d.done = true;
                 } else {
-                    d.failed(txn, error, now, pause, give_up);
+                    d.failed(txn, &name, error, now, pause, give_up);
                 }
                 self.maybe_done();
             }

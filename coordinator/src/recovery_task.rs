@@ -211,7 +211,7 @@ async fn scan(node: &Arc<Node>, options: &RecoveryOptions) -> bool {
         };
         match discarded {
             Some(Ok(true)) => {
-                tracing::info!(node = %node.id, %txn, "undecided entry dropped: this node was removed from the placement");
+                tracing::info!(node = %node.name(), %txn, "undecided entry dropped: this node was removed from the placement");
                 continue;
             }
             Some(Ok(false)) => {}
@@ -233,7 +233,7 @@ async fn scan(node: &Arc<Node>, options: &RecoveryOptions) -> bool {
         }
         let Some(claim) = node.busy.claim(orphan.txn) else { continue };
         let Some(debt) = node.exec.run(move |core, _| core.reship(&owed)).await else { return false };
-        tracing::info!(node = %node.id, txn = %debt.txn, to = ?debt.ship.iter().map(|s| s.0).collect::<Vec<_>>(), "catch-up shipped again");
+        tracing::info!(node = %node.name(), txn = %debt.txn, to = ?debt.ship.iter().map(|s| node.topology().node_name(s.0)).collect::<Vec<_>>(), "catch-up shipped again");
         pay(node, debt, Some(claim));
     }
     true
@@ -256,7 +256,7 @@ pub(crate) fn pay(node: &Arc<Node>, debt: CatchUpDebt, claim: Option<Claim>) {
             return;
         }
         if !shipper.delivered() {
-            tracing::error!(node = %node.name(), %txn, behind = ?shipper.undelivered(), "catch-up given up");
+            tracing::error!(node = %node.name(), %txn, behind = ?shipper.undelivered().into_iter().map(|n| node.topology().node_name(n)).collect::<Vec<_>>(), "catch-up given up");
         }
         match node.exec.run(move |core, _| core.clear_owed(txn, &owed)).await {
             Some(Ok(())) | None => {}
@@ -269,19 +269,19 @@ pub(crate) fn pay(node: &Arc<Node>, debt: CatchUpDebt, claim: Option<Claim>) {
 fn recover(node: &Arc<Node>, orphan: Orphan, claim: Claim, options: RecoveryOptions, now_ms: u64) {
     let txn = orphan.txn;
     let age_ms = now_ms.saturating_sub(orphan.start.0 >> LOGICAL_BITS);
-    tracing::info!(node = %node.id, %txn, coordinator = %orphan.coordinator, age_ms, "recovery starts");
+    tracing::info!(node = %node.name(), %txn, coordinator = %node.topology().node_name(orphan.coordinator), age_ms, "recovery starts");
     // Recovery decides with the replica sets of the epoch the transaction was planned in
     // (notes/failover.md); one this node has not applied yet waits for the next scan.
     let Some(topology) = orphan.placement(&node.epochs) else {
-        tracing::debug!(node = %node.id, %txn, epoch = %orphan.epoch, "recovery waits: epoch not applied here");
+        tracing::debug!(node = %node.name(), %txn, epoch = %orphan.epoch, "recovery waits: epoch not applied here");
         return;
     };
     // The recoverer's span (debug level: fields evaluated only when enabled).
     let span = tracing::debug_span!(
         "recover",
         %txn,
-        node = %node.id,
-        coordinator = %orphan.coordinator,
+        node = %node.name(),
+        coordinator = %node.topology().node_name(orphan.coordinator),
         dcs = ?orphan.participants
     );
     let node = node.clone();
@@ -297,14 +297,16 @@ fn recover(node: &Arc<Node>, orphan: Orphan, claim: Claim, options: RecoveryOpti
             let r = watched.recoverer();
             let took_ms = t0.elapsed().as_millis() as u64;
             match r.outcome() {
-                Some(outcome) => tracing::info!(node = %node.id, %txn, ?outcome, took_ms, "recovery ends"),
+                Some(outcome) => tracing::info!(node = %node.name(), %txn, ?outcome, took_ms, "recovery ends"),
                 None if !r.blocked_on().is_empty() => tracing::warn!(
-                    node = %node.id,
+                    node = %node.name(),
                     %txn,
                     waiting_for = ?r.blocked_on(),
                     "recovery stopped blocked (the node is shutting down); locks stay held"
                 ),
-                None => tracing::info!(node = %node.id, %txn, took_ms, "recovery stopped (the node is shutting down)"),
+                None => {
+                    tracing::info!(node = %node.name(), %txn, took_ms, "recovery stopped (the node is shutting down)")
+                }
             }
         },
         span,
@@ -338,7 +340,7 @@ async fn fill(node: &Arc<Node>, gap: Gap) {
         Some(Ok(0)) | None => {}
         Some(Ok(slots)) => {
             node.board.filled(slots);
-            tracing::info!(node = %node.id, from = gap.from, to = gap.to, slots, "filled a dead writer's gap at the ring's head")
+            tracing::info!(node = %node.name(), from = gap.from, to = gap.to, slots, "filled a dead writer's gap at the ring's head")
         }
         Some(Err(e)) => tracing::warn!(node = %node.name(), from = gap.from, to = gap.to, "filling a gap failed: {e}"),
     }

@@ -453,13 +453,13 @@ impl TxnMachine for CoordinatorTxn {
                     if !d.done {
                         d.failed.messages += u64::from(remote);
                         if remote && crate::epochs::unplaced(placement, d.to) {
-                            tracing::info!(txn = %self.txn, to = %d.to, "phase 2 dropped: the node holds no replica in the current epoch");
+                            tracing::info!(txn = %self.txn, to = %self.topology.node_name(d.to), "phase 2 dropped: the node holds no replica in the current epoch");
                             d.done = true;
                         } else if now.duration_since(d.first_sent) > give_up {
-                            tracing::error!(txn = %self.txn, dc = %d.dc, "phase 2 undelivered, giving up: {error}");
+                            tracing::error!(txn = %self.txn, dc = %self.topology.dc_name(d.dc), "phase 2 undelivered, giving up: {error}");
                             d.done = true;
                         } else {
-                            tracing::debug!(txn = %self.txn, dc = %d.dc, "phase 2 retry: {error}");
+                            tracing::debug!(txn = %self.txn, dc = %self.topology.dc_name(d.dc), "phase 2 retry: {error}");
                             d.retry_at = Some(now + crate::delivery::backoff(base, max, d.failures, salt));
                             d.failures = d.failures.saturating_add(1);
                         }

@@ -72,8 +72,10 @@
 //! ```
 //!
 //! Value syntax:
-//! - **sizes**: an integer number of bytes, or an integer with a unit `B`, `KiB`, `MiB`,
-//!   `GiB`, `TiB` (binary; a space before the unit is allowed). Every MemStore size must be
+//! - **sizes** (read by the `bytesize` crate, here and on the command line): a
+//!   number of bytes, or a number with a unit, binary `B`, `KiB`, `MiB`, `GiB`, `TiB` or
+//!   decimal `kB`, `MB`, `GB`, `TB`, in any case (a space before the unit is allowed; `1.5KiB`
+//!   is 1536). Every MemStore size must be
 //!   a multiple of 64 bytes. The record heap is what is left after the superblock, index,
 //!   ring, decision log and absent-key locks (one 8-byte word per index bucket).
 //! - **limits**: `max_ops_per_txn` and the two memory caps integers, the two byte limits
@@ -93,7 +95,8 @@
 //!   (`redt_coordinator::NodeTimeouts::resolve`).
 //! - **loss**: a percentage with a `%` sign, `0%` to `100%` (`0.5%`).
 //! - **rate**: `unlimited`, or a number with a unit `bit`, `kbit`, `mbit`, `gbit`, `tbit`
-//!   (decimal, as `tc` uses them: `1kbit` = 1000 bit/s); a bare number is bit/s.
+//!   (decimal, as `tc` uses them: `1kbit` = 1000 bit/s; `kibit`, … binary), in any case; a
+//!   bare number is bit/s. The number and prefix are read by the sizes' parser.
 //! - **node addresses** (issue 16): `listen` is the IP socket address a node binds
 //!   (`10.0.0.7:7100`, `[::]:7100`, `0.0.0.0:7100`): its QUIC endpoint on UDP and, at the
 //!   same port on TCP, its in-DC verbs server (`tcp` backend) or RDMA bootstrap (`rdma`).
@@ -389,42 +392,60 @@ impl<'de> Deserialize<'de> for RawCells {
 // Value parsers (problem text on error; the caller adds the field path)
 // ---------------------------------------------------------------------------------------
 
-/// Splits `s` into its leading number (digits and `.`) and the trimmed rest.
-fn split_number(s: &str) -> (&str, &str) {
-    let end = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
-    (&s[..end], s[end..].trim())
-}
-
-/// Parses a byte size: `123`, `64B`, `16KiB`, `256MiB`, `1GiB`, `1TiB`.
-pub(crate) fn parse_size(s: &str) -> std::result::Result<u64, String> {
-    let s = s.trim();
-    let (num, unit) = split_number(s);
-    let bad = || format!("invalid size `{s}`: expected an integer with unit B, KiB, MiB, GiB or TiB");
-    if num.is_empty() || num.contains('.') {
-        return Err(bad());
-    }
-    let n: u64 = num.parse().map_err(|_| bad())?;
-    let mult: u64 = match unit {
-        "" | "B" => 1,
-        "KiB" => 1 << 10,
-        "MiB" => 1 << 20,
-        "GiB" => 1 << 30,
-        "TiB" => 1 << 40,
-        _ => return Err(bad()),
-    };
-    n.checked_mul(mult).ok_or_else(|| format!("size `{s}` overflows 64 bits"))
-}
-
-/// Parses a duration in humantime syntax (`40ms`, `1s 500ms`); a plain `0` is zero.
+/// Parses a byte size with the `bytesize` crate: a number of bytes (`123`), or a number and
+/// a unit, binary (`KiB`, `MiB`, `GiB`, `TiB`) or decimal (`kB`, `MB`, `GB`, `TB`), in any
+/// case and with an optional space (`16KiB`, `256 MiB`, `1.5GiB`). The one size parser of
+/// the topology file and the command line.
 ///
 /// # Errors
-/// Text that is no duration, as a problem text.
+/// A negative size, text that is no size, or one that does not fit in 64 bits, as a problem
+/// text (`invalid size `…`: …`).
+pub fn parse_size(s: &str) -> std::result::Result<u64, String> {
+    let s = s.trim();
+    let bad = |why: &str| {
+        format!("invalid size `{s}`: {why}; write a number of bytes, or a number and a unit B, KiB, MiB, GiB, TiB (or kB, MB, GB, TB), e.g. 16MiB")
+    };
+    if s.starts_with('-') {
+        return Err(bad("negative"));
+    }
+    match s.parse::<bytesize::ByteSize>() {
+        // bytesize saturates on overflow.
+        Ok(b) if b.as_u64() == u64::MAX => Err(bad("too large for 64 bits")),
+        Ok(b) => Ok(b.as_u64()),
+        Err(_) if s.is_empty() => Err(bad("empty")),
+        Err(e) => Err(bad(&e)),
+    }
+}
+
+/// Parses a duration with humantime (`40ms`, `1s 500ms`, `2m`, `1h`; a plain `0` is zero).
+/// The one duration parser of the topology file and the command line.
+///
+/// # Errors
+/// A negative duration, or text that is no duration, as a problem text (`invalid duration
+/// `…`: …` with how to write one).
 pub fn parse_duration(s: &str) -> std::result::Result<Duration, String> {
     let s = s.trim();
+    let bad =
+        |why: String| format!("invalid duration `{s}`: {why}; write a number and a unit, e.g. 30s, 500ms, 2m, 1h");
+    if s.starts_with('-') {
+        return Err(bad("negative: a duration is a length of time".into()));
+    }
     if s == "0" {
         return Ok(Duration::ZERO);
     }
-    humantime::parse_duration(s).map_err(|e| format!("invalid duration `{s}`: {e}"))
+    humantime::parse_duration(s).map_err(|e| {
+        bad(match e {
+            humantime::DurationError::Empty => "empty".into(),
+            humantime::DurationError::NumberExpected(_) | humantime::DurationError::InvalidCharacter(_) => {
+                "not a number and a unit".into()
+            }
+            humantime::DurationError::UnknownUnit { unit, .. } if unit.is_empty() => "no unit".into(),
+            humantime::DurationError::UnknownUnit { unit, .. } => {
+                format!("unknown unit `{unit}` (units: ns, us, ms, s, m, h, d)")
+            }
+            humantime::DurationError::NumberOverflow => "too large".into(),
+        })
+    })
 }
 
 /// Parses a loss percentage (`0%`, `0.5%`, `100%`) into a fraction in `[0, 1]`.
@@ -445,39 +466,40 @@ pub fn parse_loss(s: &str) -> std::result::Result<f64, String> {
     Ok(pct / 100.0)
 }
 
-/// Parses a rate (`unlimited`, `10kbit`, `100mbit`, `1gbit`, bare number = bit/s) into
-/// bits per second; `None` is unlimited.
+/// Parses a rate in bits per second: `unlimited`, a bare number (bit/s), or a number and
+/// `tc`'s unit `bit`, `kbit`, `mbit`, `gbit`, `tbit` (decimal: `1kbit` = 1000 bit/s;
+/// `kibit`, `mibit`, … binary), in any case; `None` is unlimited. The number and its prefix
+/// are read by [`parse_size`]'s parser (`bytesize`), so sizes and rates agree.
 ///
 /// # Errors
-/// Text that is no rate, or a rate below 1 bit/s, as a problem text.
+/// Text that is no rate, a rate below 1 bit/s, or one that does not fit in 64 bits, as a
+/// problem text.
 pub fn parse_rate(s: &str) -> std::result::Result<Option<u64>, String> {
     let s = s.trim();
     if s == "unlimited" {
         return Ok(None);
     }
-    let bad =
-        || format!("invalid rate `{s}`: expected `unlimited` or a number with unit bit, kbit, mbit, gbit or tbit");
-    let (num, unit) = split_number(s);
-    if num.is_empty() {
-        return Err(bad());
-    }
-    let n: f64 = num.parse().map_err(|_| bad())?;
-    let mult: f64 = match unit.to_ascii_lowercase().as_str() {
-        "" | "bit" => 1.0,
-        "kbit" => 1e3,
-        "mbit" => 1e6,
-        "gbit" => 1e9,
-        "tbit" => 1e12,
-        _ => return Err(bad()),
+    let bad = |why: &str| {
+        format!("invalid rate `{s}`: {why}; write `unlimited`, or a number and a unit bit, kbit, mbit, gbit or tbit (bits per second, as tc), e.g. 100mbit")
     };
-    let bits = (n * mult).round();
-    if !bits.is_finite() || bits < 1.0 {
-        return Err(format!("invalid rate `{s}`: must be at least 1bit (or `unlimited`)"));
+    if s.starts_with('-') {
+        return Err(bad("negative"));
     }
-    if bits >= u64::MAX as f64 {
-        return Err(format!("invalid rate `{s}`: too large"));
+    let lower = s.to_ascii_lowercase();
+    let prefixed = lower.strip_suffix("bit").unwrap_or(&lower);
+    let starts_number = prefixed.starts_with(|c: char| c.is_ascii_digit() || c == '.');
+    // After `bit` only an SI or IEC prefix may be left (no byte unit: `mb` is not a rate).
+    let unit = prefixed.trim_start_matches(|c: char| c.is_ascii_digit() || c == '.').trim();
+    let known = ["", "k", "m", "g", "t", "ki", "mi", "gi", "ti"].contains(&unit);
+    if !starts_number || !known {
+        return Err(bad("not a number and a unit"));
     }
-    Ok(Some(bits as u64))
+    match prefixed.parse::<bytesize::ByteSize>() {
+        Ok(b) if b.as_u64() == u64::MAX => Err(bad("too large for 64 bits")),
+        Ok(b) if b.as_u64() == 0 => Err(bad("below 1 bit/s")),
+        Ok(b) => Ok(Some(b.as_u64())),
+        Err(e) => Err(bad(&e)),
+    }
 }
 
 // ---------------------------------------------------------------------------------------

@@ -65,8 +65,9 @@ pub struct MixArgs {
     /// Request distribution: zipfian, uniform, latest [default: latest for d, else zipfian].
     #[arg(long)]
     distribution: Option<String>,
-    /// Record size CELLSxBYTES, e.g. 10x100 (the default topology's) or 20x50; the YCSB
-    /// table of the topology is resized and the MemStore grown if needed.
+    /// Record size CELLSxBYTES, e.g. 10x100 (the default topology's), 20x50 or 4x1KiB (BYTES
+    /// a size as the topology file's); the YCSB table of the topology is resized and the
+    /// MemStore grown if needed.
     #[arg(long)]
     record_size: Option<String>,
     /// Seed of the workload generators.
@@ -186,9 +187,10 @@ pub struct OutArgs {
 /// `--interval`: a duration above zero; 0 is refused, pointing at `--no-interval`.
 fn interval_length(s: &str) -> Result<Duration, String> {
     match crate::cmd::duration::span(s)? {
-        d if d.is_zero() => {
-            Err(format!("'{s}' is zero: an interval must last some time, e.g. 1s (--no-interval turns the rows off)"))
-        }
+        d if d.is_zero() => Err(format!(
+            "invalid duration `{}`: zero; an interval must last some time, e.g. 1s (--no-interval turns the rows off)",
+            s.trim()
+        )),
         d => Ok(d),
     }
 }

@@ -71,7 +71,11 @@ pub fn run(a: &ClientArgs) -> Result<()> {
         .with_context(|| format!("the topology has no table `{}` (use --table)", a.table))?
         .clone();
     let node = match &a.node {
-        Some(n) => topo.node_by_name(n).with_context(|| format!("no node named `{n}`"))?.id,
+        Some(n) => {
+            topo.node_by_name(n)
+                .with_context(|| format!("no node named `{n}` (its nodes: {})", super::node_names(&topo)))?
+                .id
+        }
         None => NodeId(0),
     };
     let rt = runtime()?;

@@ -1,7 +1,7 @@
 //! `redt node`, `redt cluster up|down`, `redt certs init`: real deployments, one process
 //! per node.
 
-use super::{load_topology, runtime};
+use super::{load_topology, node_names, runtime};
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 use redt_coordinator::metrics::MetricsServer;
@@ -75,13 +75,13 @@ pub struct NodeArgs {
     /// `250ms`, `1s`; overrides the topology file's `timeouts.clock_skew_bound`, default
     /// 250 ms). Recovery of a transaction whose coordinator died waits this long past its
     /// phase-1 deadline; every node of the cluster must use the same.
-    #[arg(long, value_name = "DURATION", value_parser = bounded_duration)]
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true, value_parser = bounded_duration)]
     pub clock_skew_bound: Option<Duration>,
     /// How long a coordinator waits for the votes of phase 1 before it decides with what it
     /// has (humantime; overrides the topology file's `timeouts.phase1_timeout`, default 10 ×
     /// the topology's largest RTT, at least 500 ms). Executors refuse to vote past it, and
     /// recovery waits for it; every node of the cluster must use the same.
-    #[arg(long, value_name = "DURATION", value_parser = positive_duration)]
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true, value_parser = positive_duration)]
     pub phase1_timeout: Option<Duration>,
     /// Serve Prometheus metrics over HTTP at this address (`GET /metrics`; overrides the
     /// topology file's `metrics.port`, which serves them at the node's own IP).
@@ -142,12 +142,12 @@ pub enum ClusterCmd {
         protocol: Protocol,
         /// The largest difference between two nodes' wall clocks (humantime; passed to every
         /// `redt node`; overrides the file's `timeouts.clock_skew_bound`, default 250 ms).
-        #[arg(long, value_name = "DURATION", value_parser = bounded_duration)]
+        #[arg(long, value_name = "DURATION", allow_hyphen_values = true, value_parser = bounded_duration)]
         clock_skew_bound: Option<Duration>,
         /// Phase-1 timeout of every coordinator (humantime; passed to every `redt node`;
         /// overrides the file's `timeouts.phase1_timeout`, default 10 × the topology's
         /// largest RTT, at least 500 ms).
-        #[arg(long, value_name = "DURATION", value_parser = positive_duration)]
+        #[arg(long, value_name = "DURATION", allow_hyphen_values = true, value_parser = positive_duration)]
         phase1_timeout: Option<Duration>,
         /// Start every node with `--no-failover`: a dead DC stays in the placement (its
         /// partitions wait for it) instead of being removed in a new epoch.
@@ -211,7 +211,7 @@ pub enum CertsCmd {
         ca_key: Option<PathBuf>,
         /// Validity of every certificate issued [default: node 365d, client 365d, operator
         /// 90d; the CA 3650d].
-        #[arg(long, value_name = "DURATION", value_parser = validity)]
+        #[arg(long, value_name = "DURATION", allow_hyphen_values = true, value_parser = validity)]
         valid_for: Option<Duration>,
     },
     /// Issues one certificate of a role with the cluster's CA into the certificate directory
@@ -228,7 +228,7 @@ pub enum CertsCmd {
         #[arg(long)]
         name: String,
         /// Validity [default: node 365d, client 365d, operator 90d].
-        #[arg(long, value_name = "DURATION", value_parser = validity)]
+        #[arg(long, value_name = "DURATION", allow_hyphen_values = true, value_parser = validity)]
         valid_for: Option<Duration>,
     },
     /// Issues every node's certificate again, and `redt-client`'s and `redt-operator`'s, with
@@ -240,7 +240,7 @@ pub enum CertsCmd {
         ca: CaSource,
         /// Validity of every certificate issued [default: node 365d, client 365d, operator
         /// 90d].
-        #[arg(long, value_name = "DURATION", value_parser = validity)]
+        #[arg(long, value_name = "DURATION", allow_hyphen_values = true, value_parser = validity)]
         valid_for: Option<Duration>,
     },
 }
@@ -351,7 +351,9 @@ pub fn node(a: &NodeArgs) -> Result<()> {
     let topo = Arc::new(load_topology(Some(&a.config))?);
     let me = topo
         .node_by_name(&a.node)
-        .with_context(|| format!("{}: no node named `{}`", a.config.display(), a.node))?
+        .with_context(|| {
+            format!("{}: no node named `{}` (its nodes: {})", a.config.display(), a.node, node_names(&topo))
+        })?
         .clone();
     let dc = &topo.dcs[me.dc.0 as usize];
     let timing = Timing { clock_skew_bound: a.clock_skew_bound, phase1_timeout: a.phase1_timeout };
@@ -709,9 +711,9 @@ pub fn certs(cmd: &CertsCmd) -> Result<()> {
             let role = Role::from(*role);
             let (identity, ip) = match role {
                 Role::Node => {
-                    let n = topo
-                        .node_by_name(name)
-                        .with_context(|| format!("{}: no node named `{name}`", config.display()))?;
+                    let n = topo.node_by_name(name).with_context(|| {
+                        format!("{}: no node named `{name}` (its nodes: {})", config.display(), node_names(&topo))
+                    })?;
                     let dc = topo.dcs[usize::from(n.dc.0)].name.clone();
                     (CertIdentity::Node { dc, name: name.clone() }, node_ip(n))
                 }

@@ -1,6 +1,9 @@
-//! Durations on the command line (`--duration 30s`, `--warmup 500ms`): humantime's syntax,
-//! with errors that say what is wrong and how to write it, and the run length refused when
-//! zero (a run of 0 s measures nothing).
+//! Durations on the command line (`--duration 30s`, `--warmup 500ms`, `netem set --rtt`,
+//! `--phase1-timeout`, `--valid-for`, …): one parser for all of them and for the topology
+//! file, [`redt_proto::parse_duration`] (humantime's syntax, negatives refused, errors that
+//! say how to write one), and the run length refused when zero (a run of 0 s measures
+//! nothing). Every flag that takes one sets `allow_hyphen_values`, so `-5s` reaches the parser
+//! instead of being read as a flag `-5`.
 
 use std::time::Duration;
 
@@ -9,12 +12,7 @@ use std::time::Duration;
 /// # Errors
 /// Text naming the problem: a negative value, or one humantime cannot read.
 pub(crate) fn span(s: &str) -> Result<Duration, String> {
-    let t = s.trim();
-    if t.starts_with('-') {
-        return Err(format!("'{s}' is negative: a duration is a length of time, e.g. 30s"));
-    }
-    humantime::parse_duration(t)
-        .map_err(|e| format!("'{s}' is not a duration ({e}): write a number and a unit, e.g. 30s, 500ms, 2m, 1h"))
+    redt_proto::parse_duration(s)
 }
 
 /// A run length: as [`span`], and above zero.
@@ -23,7 +21,7 @@ pub(crate) fn span(s: &str) -> Result<Duration, String> {
 /// As [`span`], and zero.
 pub(crate) fn run_time(s: &str) -> Result<Duration, String> {
     match span(s)? {
-        d if d.is_zero() => Err(format!("'{s}' is zero: a run must last some time, e.g. 30s")),
+        d if d.is_zero() => Err(format!("invalid duration `{}`: zero; a run must last some time, e.g. 30s", s.trim())),
         d => Ok(d),
     }
 }
@@ -38,10 +36,10 @@ mod tests {
         assert_eq!(span("0s"), Ok(Duration::ZERO));
         assert_eq!(run_time("500ms"), Ok(Duration::from_millis(500)));
         let zero = run_time("0s").unwrap_err();
-        assert!(zero.contains("'0s' is zero"), "{zero}");
+        assert!(zero.contains("`0s`: zero; a run must last some time"), "{zero}");
         let negative = span("-5s").unwrap_err();
-        assert!(negative.contains("'-5s' is negative"), "{negative}");
+        assert!(negative.contains("`-5s`: negative"), "{negative}");
         let junk = run_time("abc").unwrap_err();
-        assert!(junk.contains("'abc' is not a duration") && junk.contains("e.g. 30s"), "{junk}");
+        assert!(junk.contains("`abc`: not a number and a unit") && junk.contains("e.g. 30s"), "{junk}");
     }
 }

@@ -28,6 +28,11 @@ pub fn load_topology(path: Option<&Path>) -> Result<Topology> {
     })
 }
 
+/// The names of `topo`'s nodes, `dc1-n1, dc2-n1, …`, for an error about a node name.
+pub fn node_names(topo: &Topology) -> String {
+    topo.nodes.iter().map(|n| n.name.as_str()).collect::<Vec<_>>().join(", ")
+}
+
 /// Writes `text` to standard output. A reader that went away (`redt status --json | head`)
 /// ends the output quietly instead of failing.
 ///

@@ -16,7 +16,7 @@ use std::time::Duration;
 #[derive(Subcommand, Debug)]
 pub enum NetemCmd {
     /// Changes one inter-DC link of a running cluster (every node applies it at once).
-    Set(SetArgs),
+    Set(Box<SetArgs>),
     /// Prints the `tc qdisc … netem` commands equivalent to a topology's links, per host.
     TcScript {
         /// Topology file.
@@ -29,7 +29,7 @@ pub enum NetemCmd {
     /// Measures round trips over QUIC through the emulation at configured RTTs.
     Accuracy {
         /// RTTs to measure, comma-separated.
-        #[arg(long, default_value = "10ms,40ms,100ms", value_delimiter = ',', value_parser = humantime::parse_duration)]
+        #[arg(long, default_value = "10ms,40ms,100ms", value_delimiter = ',', allow_hyphen_values = true, value_parser = super::duration::span)]
         rtt: Vec<Duration>,
         /// Ping-pongs per RTT.
         #[arg(long, default_value_t = 50)]
@@ -46,38 +46,105 @@ pub struct SetArgs {
     /// Source DC name.
     #[arg(long)]
     from: String,
-    /// Destination DC name.
+    /// Destination DC name (another DC than --from).
     #[arg(long)]
     to: String,
     /// Round-trip time, e.g. `80ms`; at most 60 s.
-    #[arg(long, value_parser = redt_proto::parse_duration)]
+    #[arg(long, allow_hyphen_values = true, value_parser = super::duration::span, conflicts_with = "delay")]
     rtt: Option<Duration>,
-    /// Jitter, e.g. `2ms`; at most half the RTT.
-    #[arg(long, value_parser = redt_proto::parse_duration)]
+    /// One-way delay, as tc netem's `delay`, e.g. `40ms`: each direction of the link holds a
+    /// datagram this long, so it is `--rtt` of twice the value (at most 30 s).
+    #[arg(long, allow_hyphen_values = true, value_parser = super::duration::span)]
+    delay: Option<Duration>,
+    /// Jitter, e.g. `2ms`, added to each one-way delay as tc's; at most half the RTT (the
+    /// one-way delay).
+    #[arg(long, allow_hyphen_values = true, value_parser = super::duration::span)]
     jitter: Option<Duration>,
     /// Loss, e.g. `1%`, from 0% to 100%.
-    #[arg(long, value_parser = redt_proto::parse_loss)]
+    #[arg(long, allow_hyphen_values = true, value_parser = redt_proto::parse_loss)]
     loss: Option<f64>,
-    /// Rate limit, e.g. `100mbit`, or `unlimited`.
-    #[arg(long, value_parser = parse_rate)]
+    /// Rate limit in bits per second as tc's, e.g. `100mbit`, or `unlimited`.
+    #[arg(long, allow_hyphen_values = true, value_parser = parse_rate)]
     rate: Option<Rate>,
     /// Cut (`on`) or heal (`off`) the link.
-    #[arg(long)]
+    #[arg(long, value_parser = ["on", "off"])]
     partition: Option<String>,
     /// Change only the from→to direction (default: both).
     #[arg(long)]
     one_way: bool,
-    /// Topology file of the running cluster.
-    #[arg(long, default_value = "configs/default.yaml")]
-    cluster: PathBuf,
-    /// Certificate directory (with the operator certificate).
-    #[arg(long, default_value = "run/certs")]
-    certs: PathBuf,
+    /// Topology file of the running cluster [default: the one `redt cluster up` recorded in
+    /// the run directory].
+    #[arg(long)]
+    cluster: Option<PathBuf>,
+    /// Run directory of a cluster started by `redt cluster up` (its topology and certificates
+    /// are taken from there unless --cluster / --certs say otherwise).
+    #[arg(long, default_value = "run")]
+    run_dir: PathBuf,
+    /// Certificate directory with the operator certificate [default: RUN_DIR/certs].
+    #[arg(long)]
+    certs: Option<PathBuf>,
     /// The identity in the certificate directory to send the request with
     /// (`<NAME>.pem`/`.key`): the nodes serve `netem set` to an operator's only (`redt certs
     /// issue --role operator`).
     #[arg(long, value_name = "NAME", default_value = OPERATOR_IDENTITY_NAME)]
     identity: String,
+}
+
+impl SetArgs {
+    /// The RTT asked for: `--rtt`, or twice `--delay`.
+    fn rtt(&self) -> Option<Duration> {
+        self.rtt.or(self.delay.map(|d| d.saturating_mul(2)))
+    }
+
+    /// The flag that gave the RTT, for errors.
+    fn rtt_flag(&self) -> &'static str {
+        if self.delay.is_some() {
+            "--delay"
+        } else {
+            "--rtt"
+        }
+    }
+
+    /// The topology file: `--cluster`, or the one `redt cluster up` recorded in the run
+    /// directory.
+    fn cluster(&self) -> Result<PathBuf> {
+        if let Some(c) = &self.cluster {
+            return Ok(c.clone());
+        }
+        let f = self.run_dir.join("config.path");
+        let text = std::fs::read_to_string(&f).with_context(|| {
+            format!(
+                "{} is not the run directory of a `redt cluster up` cluster (no {}): pass --run-dir DIR, or --cluster FILE and --certs DIR",
+                self.run_dir.display(),
+                f.display()
+            )
+        })?;
+        Ok(PathBuf::from(text.trim()))
+    }
+
+    /// What the request changes, as `rtt 80ms, loss 1%`.
+    fn changes(&self) -> String {
+        let d = |d: Duration| humantime::format_duration(d).to_string();
+        let mut v = Vec::new();
+        if let Some(rtt) = self.rtt() {
+            v.push(format!("rtt {}", d(rtt)));
+        }
+        if let Some(j) = self.jitter {
+            v.push(format!("jitter {}", d(j)));
+        }
+        if let Some(l) = self.loss {
+            v.push(format!("loss {}%", l * 100.0));
+        }
+        if let Some(Rate(r)) = self.rate {
+            v.push(r.map_or_else(|| "rate unlimited".to_string(), |bits| format!("rate {bits} bit/s")));
+        }
+        match self.partition.as_deref() {
+            Some("on") => v.push("cut".into()),
+            Some("off") => v.push("healed".into()),
+            _ => {}
+        }
+        v.join(", ")
+    }
 }
 
 /// A rate limit in bits per second; `None` is unlimited.
@@ -94,29 +161,38 @@ fn parse_rate(s: &str) -> std::result::Result<Rate, String> {
 fn check_values(a: &SetArgs) -> Result<()> {
     let probe = LinkConditions {
         // Without --rtt, jitter is checked against the link's RTT by the nodes.
-        rtt: a.rtt.unwrap_or(LinkConditions::MAX_RTT),
+        rtt: a.rtt().unwrap_or(LinkConditions::MAX_RTT),
         jitter: a.jitter.unwrap_or_default(),
         loss: a.loss.unwrap_or_default(),
         rate_bits_per_s: a.rate.and_then(|r| r.0),
     };
-    probe.check().map_err(|e| anyhow::anyhow!("--{}: {e}, as the topology file refuses too", e.key()))
+    probe.check().map_err(|e| {
+        let flag = if e.key() == "rtt" { a.rtt_flag().to_string() } else { format!("--{}", e.key()) };
+        let one_way = if a.delay.is_some() { " (--delay is one-way: the rtt is twice it)" } else { "" };
+        anyhow::anyhow!("{flag}: {e}{one_way}, as the topology file refuses too")
+    })
 }
 
 /// Runs a `redt netem` subcommand.
 pub fn run(cmd: &NetemCmd) -> Result<()> {
     match cmd {
         NetemCmd::Set(a) => {
-            let topo = Arc::new(load_topology(Some(&a.cluster))?);
-            for dc in [&a.from, &a.to] {
-                if !topo.dcs.iter().any(|d| &d.name == dc) {
-                    bail!("{}: no DC named `{dc}`", a.cluster.display());
-                }
-            }
             if a.from == a.to {
                 bail!("--from and --to must name two different DCs (both are `{}`)", a.from);
             }
-            if a.rtt.is_none() && a.jitter.is_none() && a.loss.is_none() && a.rate.is_none() && a.partition.is_none() {
-                bail!("nothing to change: give at least one of --rtt, --jitter, --loss, --rate, --partition");
+            if a.rtt().is_none() && a.jitter.is_none() && a.loss.is_none() && a.rate.is_none() && a.partition.is_none()
+            {
+                bail!(
+                    "nothing to change: give at least one of --rtt (or --delay), --jitter, --loss, --rate, --partition"
+                );
+            }
+            let cluster = a.cluster()?;
+            let topo = Arc::new(load_topology(Some(&cluster))?);
+            for dc in [&a.from, &a.to] {
+                if !topo.dcs.iter().any(|d| &d.name == dc) {
+                    let names: Vec<&str> = topo.dcs.iter().map(|d| d.name.as_str()).collect();
+                    bail!("{}: no DC named `{dc}` (its DCs: {})", cluster.display(), names.join(", "));
+                }
             }
             check_values(a)?;
             let partitioned = match a.partition.as_deref() {
@@ -128,7 +204,7 @@ pub fn run(cmd: &NetemCmd) -> Result<()> {
             let req = NetemSetRequest {
                 from: a.from.clone(),
                 to: a.to.clone(),
-                rtt_us: a.rtt.map_or(-1, |d| d.as_micros() as i64),
+                rtt_us: a.rtt().map_or(-1, |d| d.as_micros() as i64),
                 jitter_us: a.jitter.map_or(-1, |d| d.as_micros() as i64),
                 loss_ppm: a.loss.map_or(-1, |l| (l * 1e6).round() as i64),
                 // 0 on the wire: unlimited.
@@ -136,24 +212,31 @@ pub fn run(cmd: &NetemCmd) -> Result<()> {
                 partitioned,
                 symmetric: !a.one_way,
             };
+            let certs = a.certs.clone().unwrap_or_else(|| a.run_dir.join("certs"));
             let rt = runtime()?;
             let failed = rt.block_on(async {
-                let client = Client::connect_as(topo.clone(), &a.certs, &a.identity, Duration::from_secs(5))
-                    .with_context(|| format!("the identity {} in {}", a.identity, a.certs.display()))?;
+                let client = Client::connect_as(topo.clone(), &certs, &a.identity, Duration::from_secs(5))
+                    .with_context(|| format!("the identity {} in {}", a.identity, certs.display()))?;
                 anyhow::Ok(client.netem_set(req).await)
             })?;
             if failed.is_empty() {
                 println!(
-                    "netem: {} {} {} applied on all {} nodes",
+                    "netem: {} {} {}: {} — applied on all {} nodes",
                     a.from,
                     if a.one_way { "->" } else { "<->" },
                     a.to,
+                    a.changes(),
                     topo.nodes.len()
                 );
                 Ok(())
             } else {
                 for (n, e) in &failed {
-                    eprintln!("  {n}: {e}");
+                    // A node's answer already starts with its name (`dc1-n1 answered: …`).
+                    if e.starts_with(n.as_str()) {
+                        eprintln!("  {e}");
+                    } else {
+                        eprintln!("  {n}: {e}");
+                    }
                 }
                 bail!("{} of {} nodes did not apply the change", failed.len(), topo.nodes.len())
             }
@@ -220,7 +303,7 @@ mod tests {
     fn set(args: &[&str]) -> Result<SetArgs> {
         let argv = ["redt", "set", "--from", "dc1", "--to", "dc2"].iter().chain(args);
         match Cli::try_parse_from(argv)?.cmd {
-            NetemCmd::Set(a) => Ok(a),
+            NetemCmd::Set(a) => Ok(*a),
             _ => bail!("not a set"),
         }
     }
@@ -242,5 +325,68 @@ mod tests {
         assert!(text(&["--rtt", "61s"]).contains("the largest allowed"));
         assert!(text(&["--rtt", "10ms", "--jitter", "6ms"]).contains("--jitter: jitter 6ms exceeds half the rtt"));
         assert!(text(&["--jitter", "31s"]).contains("exceeds half the rtt"));
+        // tc's one-way delay: the RTT is twice it, and errors name the flag given.
+        let a = set(&["--delay", "40ms", "--jitter", "40ms"]).unwrap();
+        assert_eq!(a.rtt(), Some(Duration::from_millis(80)));
+        check_values(&a).unwrap();
+        let over = text(&["--delay", "10ms", "--jitter", "11ms"]);
+        assert!(over.starts_with("--jitter: jitter 11ms exceeds half the rtt (20ms / 2)"), "{over}");
+        let long = text(&["--delay", "31s"]);
+        assert!(
+            long.starts_with("--delay: rtt 1m 2s is more than 1m") && long.contains("--delay is one-way"),
+            "{long}"
+        );
+        let both = set(&["--delay", "1ms", "--rtt", "2ms"]).unwrap_err().to_string();
+        assert!(both.contains("'--delay <DELAY>' cannot be used with '--rtt <RTT>'"), "{both}");
+    }
+
+    /// Every duration flag of `netem set` goes through the one parser: a negative or
+    /// malformed value is named and explained, not taken for a flag.
+    #[test]
+    fn bad_durations_and_values_are_explained() {
+        let err = |args: &[&str]| set(args).unwrap_err().to_string();
+        let neg = err(&["--rtt", "-5s"]);
+        assert!(neg.contains("invalid value '-5s' for '--rtt <RTT>': invalid duration `-5s`: negative"), "{neg}");
+        let neg = err(&["--delay", "-5ms"]);
+        assert!(neg.contains("invalid duration `-5ms`: negative"), "{neg}");
+        let junk = err(&["--jitter", "abc"]);
+        assert!(junk.contains("invalid duration `abc`: not a number and a unit; write a number"), "{junk}");
+        let rate = err(&["--rate", "100mb"]);
+        assert!(rate.contains("invalid rate `100mb`") && rate.contains("e.g. 100mbit"), "{rate}");
+        let loss = err(&["--loss", "-1%"]);
+        assert!(loss.contains("invalid loss `-1%`"), "{loss}");
+        let part = err(&["--partition", "yes"]);
+        assert!(
+            part.contains("invalid value 'yes' for '--partition <PARTITION>'") && part.contains("on, off"),
+            "{part}"
+        );
+    }
+
+    /// `netem set` refuses a request that names one DC twice or changes nothing before it
+    /// reads any file, and says what it applied.
+    #[test]
+    fn one_dc_twice_and_nothing_to_change_are_refused() {
+        let run_set = |args: &[&str]| run(&NetemCmd::Set(Box::new(set(args).unwrap()))).unwrap_err().to_string();
+        let argv = |from: &str, to: &str, extra: &[&str]| {
+            let mut v = vec!["redt", "set", "--from", from, "--to", to, "--run-dir", "/nonexistent-redt-run"];
+            v.extend_from_slice(extra);
+            match Cli::try_parse_from(v).unwrap().cmd {
+                NetemCmd::Set(a) => *a,
+                _ => unreachable!("a set"),
+            }
+        };
+        let twice = run(&NetemCmd::Set(Box::new(argv("dc1", "dc1", &["--rtt", "10ms"])))).unwrap_err().to_string();
+        assert_eq!(twice, "--from and --to must name two different DCs (both are `dc1`)");
+        let nothing = run_set(&[]);
+        assert!(nothing.starts_with("nothing to change: give at least one of --rtt (or --delay)"), "{nothing}");
+        let no_run =
+            format!("{:#}", run(&NetemCmd::Set(Box::new(argv("dc1", "dc2", &["--rtt", "10ms"])))).unwrap_err());
+        assert!(
+            no_run.starts_with("/nonexistent-redt-run is not the run directory of a `redt cluster up` cluster")
+                && no_run.contains("pass --run-dir DIR, or --cluster FILE and --certs DIR"),
+            "{no_run}"
+        );
+        let a = set(&["--delay", "20ms", "--loss", "1%", "--rate", "unlimited"]).unwrap();
+        assert_eq!(a.changes(), "rtt 40ms, loss 1%, rate unlimited");
     }
 }

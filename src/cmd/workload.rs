@@ -812,6 +812,9 @@ fn check(cmd: &CheckCmd) -> Result<()> {
             }
         }
         CheckCmd::Append(a) => {
+            // A history that is not there is named before any connection is tried.
+            std::fs::File::open(&a.history)
+                .map_err(|e| anyhow::anyhow!("{}: cannot read: {e}", a.history.display()))?;
             let (target, f) = connect(&a.cluster, "check append")?;
             let r = rt.block_on(wl::append::check(&target, &a.history, &f)).map_err(anyhow::Error::msg)?;
             if a.cluster.json {

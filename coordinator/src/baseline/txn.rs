@@ -545,7 +545,7 @@ impl TxnMachine for BaselineTxn {
             Purpose::Delivery(i) => {
                 let (txn, retry, give_up) = (self.txn, self.options.retry_every, self.options.give_up_after);
                 if let Some(d) = self.deliveries.get_mut(i) {
-                    d.failed(txn, error, now, retry, give_up);
+                    d.failed(txn, &self.topology.node_name(d.to), error, now, retry, give_up);
                 }
                 self.maybe_finish();
             }

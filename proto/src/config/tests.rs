@@ -314,12 +314,14 @@ fn memstore_sizes_are_multiples_of_64() {
 
 #[test]
 fn memstore_size_syntax() {
-    invalid(&Doc::base().edit("size: 1MiB", "size: 1MB"), "memstore.size", "invalid size `1MB`");
-    invalid(&Doc::base().edit("size: 1MiB", "size: 1.5MiB"), "memstore.size", "invalid size");
-    invalid(&Doc::base().edit("size: 1MiB", "size: -64"), "memstore.size", "invalid size");
-    invalid(&Doc::base().edit("size: 1MiB", "size: 99999999999TiB"), "memstore.size", "overflows");
+    invalid(&Doc::base().edit("size: 1MiB", "size: 1 MiBs"), "memstore.size", "invalid size `1 MiBs`");
+    invalid(&Doc::base().edit("size: 1MiB", "size: -64"), "memstore.size", "invalid size `-64`: negative");
+    invalid(&Doc::base().edit("size: 1MiB", "size: 99999999999TiB"), "memstore.size", "too large for 64 bits");
     let t = ok(&Doc::base().edit("size: 1MiB", "size: 1048576"));
     assert_eq!(t.memstore.size_bytes, 1 << 20);
+    // bytesize's syntax: decimal units and fractions too.
+    assert_eq!(ok(&Doc::base().edit("size: 1MiB", "size: 2MB")).memstore.size_bytes, 2_000_000);
+    assert_eq!(ok(&Doc::base().edit("size: 1MiB", "size: 1.5 mib")).memstore.size_bytes, 3 << 19);
 }
 
 #[test]
@@ -597,7 +599,7 @@ fn loss_is_a_percentage() {
 #[test]
 fn rate_parses() {
     invalid(&Doc::base().edit("rate: unlimited", "rate: fast"), "links.default.rate", "invalid rate");
-    invalid(&Doc::base().edit("rate: unlimited", "rate: 0bit"), "links.default.rate", "at least 1bit");
+    invalid(&Doc::base().edit("rate: unlimited", "rate: 0bit"), "links.default.rate", "below 1 bit/s");
     invalid(&Doc::base().edit("rtt: 80ms", "rtt: 80ms, rate: 10MB"), "links.overrides[0].rate", "invalid rate");
     let t = ok(&Doc::base().edit("rate: unlimited", "rate: 100mbit"));
     assert_eq!(t.links[0][2].rate_bits_per_s, Some(100_000_000));
@@ -766,12 +768,25 @@ fn value_parsers() {
     assert_eq!(parse_size("2 KiB"), Ok(2048));
     assert_eq!(parse_size("256MiB"), Ok(256 << 20));
     assert_eq!(parse_size("1GiB"), Ok(1 << 30));
-    assert!(parse_size("").is_err());
-    assert!(parse_size("MiB").is_err());
-    assert!(parse_size("1 mib").is_err());
+    assert_eq!(parse_size("1 mib"), Ok(1 << 20), "units in any case (bytesize)");
+    assert_eq!(parse_size("1.5KiB"), Ok(1536));
+    assert_eq!(parse_size("2MB"), Ok(2_000_000), "decimal units too");
+    let err = |r: Result<u64, String>| r.unwrap_err();
+    assert!(err(parse_size("")).starts_with("invalid size ``: empty; write a number"), "{}", err(parse_size("")));
+    assert!(err(parse_size("MiB")).starts_with("invalid size `MiB`: "));
+    assert!(err(parse_size("-1MiB")).starts_with("invalid size `-1MiB`: negative;"));
+    assert!(err(parse_size("3 parsecs")).contains("e.g. 16MiB"), "{}", err(parse_size("3 parsecs")));
+    assert!(err(parse_size("99999999EiB")).contains("too large for 64 bits"));
     assert_eq!(parse_duration("40ms"), Ok(Duration::from_millis(40)));
     assert_eq!(parse_duration("0ms"), Ok(Duration::ZERO));
-    assert!(parse_duration("").is_err());
+    assert_eq!(parse_duration("0"), Ok(Duration::ZERO));
+    let derr = |s| parse_duration(s).unwrap_err();
+    assert!(derr("").starts_with("invalid duration ``: empty;"), "{}", derr(""));
+    assert!(derr("-5s").starts_with("invalid duration `-5s`: negative: a duration is a length of time;"));
+    assert!(derr("abc").starts_with("invalid duration `abc`: not a number and a unit; write a number"));
+    assert!(derr("abc").ends_with("e.g. 30s, 500ms, 2m, 1h"), "{}", derr("abc"));
+    assert!(derr("5").contains("`5`: no unit;"), "{}", derr("5"));
+    assert!(derr("5 parsecs").contains("unknown unit `parsecs`"), "{}", derr("5 parsecs"));
     assert_eq!(parse_loss("0%"), Ok(0.0));
     assert_eq!(parse_loss("1%"), Ok(0.01));
     assert!(parse_loss("%").is_err());
@@ -783,9 +798,15 @@ fn value_parsers() {
     assert_eq!(parse_rate("10kbit"), Ok(Some(10_000)));
     assert_eq!(parse_rate("1.5Mbit"), Ok(Some(1_500_000)));
     assert_eq!(parse_rate("9600"), Ok(Some(9600)));
-    assert!(parse_rate("1..5gbit").is_err());
-    assert!(parse_rate("gbit").is_err());
-    assert!(parse_rate("99999999999tbit").is_err());
+    assert_eq!(parse_rate("1kibit"), Ok(Some(1024)), "tc's binary prefixes");
+    let rerr = |s| parse_rate(s).unwrap_err();
+    assert!(rerr("1..5gbit").starts_with("invalid rate `1..5gbit`: "));
+    assert!(rerr("gbit").starts_with("invalid rate `gbit`: not a number and a unit;"), "{}", rerr("gbit"));
+    assert!(rerr("100mb").contains("not a number and a unit"), "a byte unit is no rate: {}", rerr("100mb"));
+    assert!(rerr("0bit").contains("below 1 bit/s"), "{}", rerr("0bit"));
+    assert!(rerr("-1mbit").contains("`-1mbit`: negative"));
+    assert!(rerr("99999999999tbit").contains("too large"));
+    assert!(rerr("fast").ends_with("e.g. 100mbit"), "{}", rerr("fast"));
 }
 
 // ----- timeouts -----
