@@ -349,6 +349,82 @@ mod tests {
         assert!(impostor.join().unwrap().is_empty(), "the impostor got the hello");
     }
 
+    /// A TLS client configuration for the bootstrap trusting `ca`, presenting `me` (none: no
+    /// certificate); unlike a [`VerbsTls`] it can hold any certificate, a client's too.
+    fn raw_client(
+        ca: &rustls_pki_types::CertificateDer<'static>,
+        me: Option<crate::verbs::tls::test_pki::Material>,
+    ) -> std::sync::Arc<rustls::ClientConfig> {
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(ca.clone()).unwrap();
+        let builder =
+            rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(rustls::crypto::ring::default_provider()))
+                .with_protocol_versions(&[&rustls::version::TLS13])
+                .unwrap()
+                .with_root_certificates(roots);
+        let mut cfg = match me {
+            Some(m) => builder.with_client_auth_cert(m.chain, m.key).unwrap(),
+            None => builder.with_no_client_auth(),
+        };
+        cfg.alpn_protocols = vec![crate::verbs::VERBS_ALPN.to_vec()];
+        std::sync::Arc::new(cfg)
+    }
+
+    /// Outsiders dial node 1 before node 0 does, each sending node 0's hello (issue 14, the
+    /// attacks of `tests/attacks.rs` on the bootstrap, which a real node runs only with an
+    /// RDMA device): a plaintext client, TLS without a certificate, a foreign CA's certificate
+    /// of node 0 and the cluster's client certificate. None gets a hello (no address, no rkey),
+    /// and node 1 then completes its exchange with the real node 0.
+    #[test]
+    fn outsiders_get_no_hello_and_the_dc_still_exchanges() {
+        let ca = TestCa::new("t");
+        let (tls0, tls1) = (tls(ca.node("dc1", "a1")).unwrap(), tls(ca.node("dc1", "a2")).unwrap());
+        let (addr0, addr1) = (free_port(), free_port());
+        let deadlines = Deadlines { total: Duration::from_secs(20), handshake: Duration::from_secs(2) };
+        let acceptor = std::thread::spawn(move || {
+            let mine = HashMap::from([(NodeId(0), hello(1, 0))]);
+            exchange(NodeId(1), &[(NodeId(0), addr0)], addr1, &mine, deadlines, &tls1)
+        });
+        let dial = || loop {
+            if let Ok(s) = TcpStream::connect(addr1) {
+                s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+                break s;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+
+        // Plaintext: the hello is taken for a TLS ClientHello; at most an alert comes back.
+        let mut s = dial();
+        s.write_all(&hello(0, 1).encode()).unwrap();
+        let mut got = Vec::new();
+        let _ = s.read_to_end(&mut got);
+        assert!(!got.windows(4).any(|w| w == HELLO_MAGIC), "a plaintext client got a hello: {got:?}");
+
+        let real_ca = ca.node("dc1", "a1").ca;
+        let mut foreign = TestCa::new("t").node("dc1", "a1");
+        foreign.ca = real_ca.clone();
+        for (who, cfg) in [
+            ("no certificate", raw_client(&real_ca, None)),
+            ("a foreign CA's certificate of node 0", raw_client(&real_ca, Some(foreign))),
+            ("a client certificate", raw_client(&real_ca, Some(ca.client("redt-client")))),
+        ] {
+            let conn = rustls::ClientConnection::new(cfg, "a2".try_into().unwrap()).unwrap();
+            let mut got = Vec::new();
+            if let Ok(mut s) = TlsStream::handshake(conn, dial(), Instant::now() + Duration::from_secs(5)) {
+                s.set_deadline(Some(Instant::now() + Duration::from_secs(5)));
+                let _ = s.write_all(&hello(0, 1).encode()).and_then(|()| s.flush());
+                let _ = s.read_to_end(&mut got);
+            }
+            assert!(got.is_empty(), "{who}: got {} bytes", got.len());
+        }
+
+        let mine = HashMap::from([(NodeId(1), hello(0, 1))]);
+        let dialed = exchange(NodeId(0), &[(NodeId(1), addr1)], addr0, &mine, deadlines, &tls0).unwrap();
+        let accepted = acceptor.join().unwrap().unwrap();
+        assert_eq!(dialed.iter().map(|(n, h, _)| (*n, *h)).collect::<Vec<_>>(), vec![(NodeId(1), hello(1, 0))]);
+        assert_eq!(accepted.iter().map(|(n, h, _)| (*n, *h)).collect::<Vec<_>>(), vec![(NodeId(0), hello(0, 1))]);
+    }
+
     #[test]
     fn hello_round_trips_and_rejects_garbage() {
         let h = Hello {
