@@ -11,7 +11,9 @@ use redt_coordinator::transport::{
     node_ip, verbs_tls, ClusterCa, IdentityWatch, Role, SocketSpec, Transport, TransportConfig, Validity, WrittenCert,
 };
 use redt_coordinator::{CoordinatorOptions, Node, NodeParts, NodeTimeouts, TxnStats};
-use redt_dc_executor::{format_if_new, DcHandle, Layout, LocalVerbs, ServerLimits, TcpVerbs, TcpVerbsServer, Verbs, VerbsTls};
+use redt_dc_executor::{
+    format_if_new, DcHandle, Layout, LocalVerbs, ServerLimits, TcpVerbs, TcpVerbsServer, Verbs, VerbsTls,
+};
 use redt_netem::{NetemSocket, WanModel};
 use redt_proto::{CertIdentity, NodeId, Protocol, TimeoutsConfig, Topology, VerbsBackend};
 use std::io::Write;
@@ -321,7 +323,13 @@ fn restore_from_disk(
         persistence.load_into(region)?;
         let layout = Layout::from_config(&topo.memstore);
         let catalog = redt_dc_executor::Catalog::new(&topo.tables);
-        let r = redt_dc_executor::restore(&layout, &catalog, region, me)?;
+        let ordered = redt_dc_executor::OrderedIndex::new(
+            layout,
+            &topo.tables,
+            redt_dc_executor::Partitioner::new(&topo.tables, topo.partitions.len() as u32),
+            0,
+        );
+        let r = redt_dc_executor::restore(&layout, &catalog, &ordered, region, me)?;
         region.sync()?;
         eprintln!(
             "{name}: restored from {} in {} ms: ring [{}, {}), {} entries, {} relocked, {} records lost",
