@@ -814,6 +814,7 @@ fn print_outcomes(o: &Outcomes, latency_note: &str) {
 fn print_mix(m: &redt_bench::ycsb::MixReport, inserted: u64) {
     let what = match m.workload.as_str() {
         "d" => "inserts",
+        "e" => "inserts (the rest scans)",
         "f" => "read-modify-writes",
         "c" => "writes",
         _ => "updates",
@@ -830,7 +831,7 @@ fn print_mix(m: &redt_bench::ycsb::MixReport, inserted: u64) {
         m.inter_dc_ratio * 100.0,
         m.record_cells,
         m.record_cell_bytes,
-        if m.workload == "d" { format!("; {inserted} inserted") } else { String::new() }
+        if matches!(m.workload.as_str(), "d" | "e") { format!("; {inserted} inserted") } else { String::new() }
     );
 }
 
