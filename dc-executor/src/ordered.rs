@@ -22,7 +22,9 @@
 //! anchor of that tree, set by compare-and-swap from 0 by whoever makes the tree first (a
 //! loser's tree is never linked). So any executor of the DC finds a node's trees with
 //! one-sided READs and no lock; handles (each with its inner-node cache) are kept per
-//! (node, table, partition).
+//! (node, table, partition). A node's MemStore formatted again while its peers run (its
+//! memory lost without a disk image) leaves their handles stale until
+//! [`OrderedIndex::forget`]; nothing calls it for a peer yet.
 //!
 //! # Gap locks (phantom protection)
 //!
