@@ -284,7 +284,9 @@ impl DrawnTxn {
             DrawnTxn::Kv(ops, _) => ops
                 .iter()
                 .map(|o| match o {
-                    KvOp::Read(k) | KvOp::Write(k, _) | KvOp::Add(k, _) | KvOp::Append(k, _) => *k,
+                    KvOp::Read(k) | KvOp::Write(k, _) | KvOp::Add(k, _) | KvOp::Append(k, _) | KvOp::Scan(k, _, _) => {
+                        *k
+                    }
                 })
                 .collect(),
         }
@@ -319,6 +321,9 @@ pub fn draw_txn(
     rng: &mut impl Rng,
 ) -> DrawnTxn {
     let parts = shape.partitions(cfg, rng);
+    if cfg.workload == crate::ycsb::Workload::E {
+        return draw_e(&parts, keys, cfg, cell_bytes, rng);
+    }
     let mut planned: Vec<(OpKind, u64)> = Vec::with_capacity(cfg.ops_per_txn);
     let mut inserts = Vec::new();
     let mut guard = 0;
@@ -368,6 +373,32 @@ pub fn draw_txn(
         }
     }
     DrawnTxn::Ycsb(ops)
+}
+
+/// Draws one transaction of workload E: `ops_per_txn` operations, each an insert of a new
+/// key (as workload D's) or a scan of `L` keys (uniform 1–100) from a key drawn from the
+/// request distribution in one of `parts`, round-robin; a scan reads cell 0 of every key in
+/// `k..k+L-1`, at most `L` rows, through the ordered index.
+fn draw_e(parts: &[PartitionId], keys: &KeySpace, cfg: &YcsbConfig, cell_bytes: usize, rng: &mut impl Rng) -> DrawnTxn {
+    let mut ops = Vec::with_capacity(cfg.ops_per_txn);
+    let mut inserts = Vec::new();
+    for i in 0..cfg.ops_per_txn {
+        let p = parts[i % parts.len()];
+        match cfg.op_kind(rng) {
+            OpKind::Insert => {
+                let rank = keys.reserve(p);
+                inserts.push((p, rank));
+                let byte: u8 = Rng::gen(rng);
+                ops.push(KvOp::Write(keys.key(p, rank), vec![byte; cell_bytes]));
+            }
+            _ => {
+                let from = keys.key(p, cfg.rank(keys.live(p), rng));
+                let len = rng.gen_range(1..=crate::ycsb::MAX_SCAN_LENGTH);
+                ops.push(KvOp::Scan(from, from.saturating_add(len - 1), len as u32));
+            }
+        }
+    }
+    DrawnTxn::Kv(ops, inserts)
 }
 
 /// Submits `txn` and settles its inserts; returns the status.

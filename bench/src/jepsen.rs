@@ -1,5 +1,11 @@
-//! Jepsen/Elle micro-operations (`["r", k, null]`, `["append", k, v]`, `["w", k, v]`) ↔ the
-//! key/value procedure, for `redt client --jsonl` and the list-append workload.
+//! Jepsen/Elle micro-operations (`["r", k, null]`, `["append", k, v]`, `["w", k, v]`,
+//! `["scan", from, to, null]`) ↔ the key/value procedure, for `redt client --jsonl` and the
+//! list-append workload.
+//!
+//! A scan (issue 15) reads every key of `from..=to` (integers, `from <= to`) through the
+//! ordered index, in key order, at most [`redt_dc_executor::MAX_RANGE_ROWS`] rows, or at most
+//! the integer given in place of `null`; its answer fills that place with `[[k, v], …]`, `v`
+//! decoded as a read's. Keys never written are not rows.
 //!
 //! Keys may be integers (used as is) or strings (hashed with FNV-1a 64; two distinct strings
 //! with the same hash would share a record). Values of `w` may be integers or strings and
@@ -20,8 +26,10 @@ pub struct MicroOp {
     pub f: String,
     /// The key as given.
     pub key: Value,
-    /// The value as given (`null` for reads).
+    /// The value as given (`null` for reads; for a scan its row limit, `null` for the most).
     pub value: Value,
+    /// A scan's last key as given (`None` for the other functions).
+    pub to: Option<Value>,
 }
 
 /// A key as a record key.
@@ -56,12 +64,27 @@ pub fn parse_line(line: &str) -> Result<Vec<MicroOp>, String> {
     }
     ops.iter()
         .map(|op| {
-            let a = op.as_array().filter(|a| a.len() == 3).ok_or_else(|| format!("micro-op {op} is not [f, k, v]"))?;
-            let f = a[0].as_str().ok_or_else(|| format!("function {} is not a string", a[0]))?;
-            if !matches!(f, "r" | "w" | "append") {
-                return Err(format!("unknown function `{f}` (known: r, w, append)"));
+            let a = op.as_array().ok_or_else(|| format!("micro-op {op} is not [f, k, v]"))?;
+            let f = a.first().and_then(Value::as_str);
+            if f == Some("scan") {
+                if a.len() != 4 {
+                    return Err(format!("micro-op {op} is not [\"scan\", from, to, null]"));
+                }
+                return Ok(MicroOp {
+                    f: "scan".into(),
+                    key: a[1].clone(),
+                    value: a[3].clone(),
+                    to: Some(a[2].clone()),
+                });
             }
-            Ok(MicroOp { f: f.to_string(), key: a[1].clone(), value: a[2].clone() })
+            if a.len() != 3 {
+                return Err(format!("micro-op {op} is not [f, k, v]"));
+            }
+            let f = f.ok_or_else(|| format!("function {} is not a string", a[0]))?;
+            if !matches!(f, "r" | "w" | "append") {
+                return Err(format!("unknown function `{f}` (known: r, w, append, scan)"));
+            }
+            Ok(MicroOp { f: f.to_string(), key: a[1].clone(), value: a[2].clone(), to: None })
         })
         .collect()
 }
@@ -78,6 +101,7 @@ pub fn to_kv_ops(ops: &[MicroOp]) -> Result<Vec<KvOp>, String> {
             Ok(match op.f.as_str() {
                 "r" => KvOp::Read(k),
                 "w" => KvOp::Write(k, encode_value(&op.value)?),
+                "scan" => scan_op(op)?,
                 _ => {
                     let x = op.value.as_i64().ok_or_else(|| format!("append value {} must be an integer", op.value))?;
                     KvOp::Append(k, x as u64)
@@ -85,6 +109,27 @@ pub fn to_kv_ops(ops: &[MicroOp]) -> Result<Vec<KvOp>, String> {
             })
         })
         .collect()
+}
+
+/// The scan of a `["scan", from, to, limit]` micro-op.
+fn scan_op(op: &MicroOp) -> Result<KvOp, String> {
+    let int = |v: &Value, what: &str| {
+        v.as_u64().ok_or_else(|| format!("a scan's {what} key must be a non-negative integer, got {v}"))
+    };
+    let from = int(&op.key, "first")?;
+    let to = int(op.to.as_ref().unwrap_or(&Value::Null), "last")?;
+    if from > to {
+        return Err(format!("scan from key {from} to key {to}: the first key is past the last"));
+    }
+    let max = redt_dc_executor::MAX_RANGE_ROWS;
+    let limit = match &op.value {
+        Value::Null => max,
+        v => match v.as_u64() {
+            Some(n) if (1..=u64::from(max)).contains(&n) => n as u32,
+            _ => return Err(format!("a scan returns 1 to {max} rows; asked for {v}")),
+        },
+    };
+    Ok(KvOp::Scan(from, to, limit))
 }
 
 /// Encodes a `w` value.
@@ -128,6 +173,12 @@ pub fn fill_reads(ops: &[MicroOp], reads: &[Option<Vec<u8>>]) -> Value {
         ops.iter()
             .enumerate()
             .map(|(i, op)| {
+                if op.f == "scan" {
+                    let rows = reads.get(i).and_then(|r| r.as_deref()).and_then(redt_dc_executor::decode_scan);
+                    let rows: Vec<Value> =
+                        rows.unwrap_or_default().iter().map(|(k, v)| json!([k, decode_value(v)])).collect();
+                    return json!([op.f, op.key, op.to, rows]);
+                }
                 let v = if op.f == "r" {
                     reads.get(i).and_then(|r| r.as_deref()).map(decode_value).unwrap_or(Value::Null)
                 } else {
@@ -156,6 +207,20 @@ mod tests {
         list.extend_from_slice(&5u64.to_le_bytes());
         list.extend_from_slice(&6u64.to_le_bytes());
         assert_eq!(decode_value(&list), json!([5, 6]));
+    }
+
+    #[test]
+    fn scans_parse_and_bad_scans_are_refused() {
+        let ops = parse_line(r#"{"value":[["scan",3,9,null],["scan",1,1,5]]}"#).unwrap();
+        let kv = to_kv_ops(&ops).unwrap();
+        assert_eq!(kv, vec![KvOp::Scan(3, 9, redt_dc_executor::MAX_RANGE_ROWS), KvOp::Scan(1, 1, 5)]);
+        let err = |line: &str| to_kv_ops(&parse_line(line).unwrap()).unwrap_err();
+        assert!(err(r#"{"value":[["scan",9,3,null]]}"#).contains("the first key is past the last"));
+        assert!(err(r#"{"value":[["scan",1,3,100000]]}"#).contains("returns 1 to 1000 rows"));
+        assert!(err(r#"{"value":[["scan","a",3,null]]}"#).contains("non-negative integer"));
+        assert!(parse_line(r#"{"value":[["scan",1,3]]}"#).is_err());
+        let reads = vec![Some(redt_dc_executor::encode_scan(&[(4, encode_value(&json!(7)).unwrap())]))];
+        assert_eq!(fill_reads(&ops[..1], &reads), json!([["scan", 3, 9, [[4, 7]]]]));
     }
 
     #[test]

@@ -9,6 +9,7 @@ pub mod chart;
 pub mod cluster;
 pub mod compare;
 pub mod csv;
+pub mod dex;
 pub mod drill;
 pub mod drill_bench;
 pub mod drill_check;

@@ -6,7 +6,7 @@
 //! |---|---|
 //! | `recordcount` | `--records-per-partition` = ⌈recordcount / partitions⌉ |
 //! | `readproportion`, `updateproportion`, `insertproportion`, `readmodifywriteproportion` | the workload (`a` for updates, `c` read-only, `d` for inserts, `f` for read-modify-writes) and `--write-ratio` = the write proportion; they must add up to 1 with one write kind |
-//! | `scanproportion` | must be 0 (scans need an ordered index: workload E is refused) |
+//! | `scanproportion` | must be 0 (scans run as `--workload e`) |
 //! | `requestdistribution` | `--distribution` (`zipfian`, `uniform`, `latest`) |
 //! | `zipfianconstant` | `--theta` |
 //! | `fieldcount`, `fieldlength` | `--record-size FIELDCOUNTxFIELDLENGTH` (`fieldlength` in bytes, or a size as the topology file takes it: `1KiB`) |
@@ -367,7 +367,7 @@ mod tests {
         assert_eq!(e, PropsError::Unknown { file: "w.properties".into(), line: 2, key: "hotspotdatafraction".into() });
         assert!(e.to_string().contains("unknown YCSB property `hotspotdatafraction`"), "{e}");
         for (text, key, why) in [
-            ("scanproportion=0.95\n", "scanproportion", "ordered index"),
+            ("scanproportion=0.95\n", "scanproportion", "workload E"),
             ("requestdistribution=hotspot\n", "requestdistribution", "no hotspot"),
             ("readallfields=false\n", "readallfields", "every field"),
             ("writeallfields=true\n", "writeallfields", "one field"),

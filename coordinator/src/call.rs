@@ -1,7 +1,7 @@
 //! Procedure calls on the wire ↔ the stored procedures the executors run.
 
 use crate::error::{Error, Result};
-use redt_dc_executor::{KvOp, KvProcedure, Procedure, RecordOp, RecordsProcedure, YcsbOp, YcsbProcedure};
+use redt_dc_executor::{KvOp, KvProcedure, Partitioner, Procedure, RecordOp, RecordsProcedure, YcsbOp, YcsbProcedure};
 use redt_proto::wire::{KvCall, KvOpMsg, ProcedureCall, ProcedureKind, RecordOpMsg, RecordsCall, YcsbCall, YcsbOpMsg};
 use redt_proto::{TableId, Topology};
 use std::sync::Arc;
@@ -16,6 +16,36 @@ pub mod kv_kind {
     pub const ADD: u32 = 2;
     /// Append a u64.
     pub const APPEND: u32 = 3;
+    /// Scan cell 0 of a key range (issue 15): `key` is the first key, `operand` the last
+    /// (a `u64` as the same bits), `value` the row limit as a little-endian `u32`.
+    pub const SCAN: u32 = 70;
+}
+
+/// The scan of a key/value operation message, checked: `(from, to, limit)`.
+///
+/// # Errors
+/// What is wrong, as text: a first key past the last, a limit of 0 or over
+/// [`redt_dc_executor::MAX_RANGE_ROWS`], a malformed limit.
+pub fn scan_of(o: &KvOpMsg) -> std::result::Result<(u64, u64, u32), String> {
+    let (from, to) = (o.key, o.operand as u64);
+    let limit = <[u8; 4]>::try_from(o.value.as_slice())
+        .map(u32::from_le_bytes)
+        .map_err(|_| format!("a scan's limit is 4 bytes, got {}", o.value.len()))?;
+    if from > to {
+        return Err(format!("scan from key {from} to key {to}: the first key is past the last"));
+    }
+    if limit == 0 || limit > redt_dc_executor::MAX_RANGE_ROWS {
+        return Err(format!(
+            "a scan of at most {limit} rows; the limit must be 1 to {}",
+            redt_dc_executor::MAX_RANGE_ROWS
+        ));
+    }
+    Ok((from, to, limit))
+}
+
+/// How `topology` maps keys to partitions (for scans).
+pub fn partitioner(topology: &Topology) -> Partitioner {
+    Partitioner::new(&topology.tables, topology.partitions.len() as u32)
 }
 
 /// Operation kinds of [`RecordOpMsg::kind`].
@@ -70,11 +100,21 @@ fn build(topology: &Topology, call: &ProcedureCall) -> Result<Arc<dyn Procedure>
                         }
                         kv_kind::ADD => KvOp::Add(o.key, o.operand),
                         kv_kind::APPEND => KvOp::Append(o.key, o.operand as u64),
+                        kv_kind::SCAN => {
+                            if !schema.ordered {
+                                return Err(bad(format!(
+                                    "a scan of table `{}`, which has no ordered index (ordered_index: false)",
+                                    schema.name
+                                )));
+                            }
+                            let (from, to, limit) = scan_of(o).map_err(bad)?;
+                            KvOp::Scan(from, to, limit)
+                        }
                         k => return Err(bad(format!("unknown key/value operation kind {k}"))),
                     })
                 })
                 .collect::<Result<Vec<_>>>()?;
-            Ok(Arc::new(KvProcedure::new(TableId(table), cell_bytes, ops)))
+            Ok(Arc::new(KvProcedure::partitioned(TableId(table), cell_bytes, ops, &partitioner(topology))))
         }
         ProcedureKind::Ycsb(y) => {
             let table = u16::try_from(y.table).map_err(|_| bad(format!("table id {} out of range", y.table)))?;
@@ -168,10 +208,11 @@ pub fn kv_procedure(topology: &Topology, call: &ProcedureCall) -> Option<KvProce
             kv_kind::WRITE => Some(KvOp::Write(o.key, o.value.clone())),
             kv_kind::ADD => Some(KvOp::Add(o.key, o.operand)),
             kv_kind::APPEND => Some(KvOp::Append(o.key, o.operand as u64)),
+            kv_kind::SCAN => scan_of(o).ok().map(|(from, to, limit)| KvOp::Scan(from, to, limit)),
             _ => None,
         })
         .collect::<Option<Vec<_>>>()?;
-    Some(KvProcedure::new(schema.id, schema.cells[0].bytes, ops))
+    Some(KvProcedure::partitioned(schema.id, schema.cells[0].bytes, ops, &partitioner(topology)))
 }
 
 /// A key/value call on `table`.
@@ -183,6 +224,9 @@ pub fn kv_call(table: TableId, ops: &[KvOp]) -> ProcedureCall {
             KvOp::Write(k, v) => KvOpMsg { kind: kv_kind::WRITE, key: *k, value: v.clone(), operand: 0 },
             KvOp::Add(k, d) => KvOpMsg { kind: kv_kind::ADD, key: *k, value: vec![], operand: *d },
             KvOp::Append(k, x) => KvOpMsg { kind: kv_kind::APPEND, key: *k, value: vec![], operand: *x as i64 },
+            KvOp::Scan(from, to, limit) => {
+                KvOpMsg { kind: kv_kind::SCAN, key: *from, value: limit.to_le_bytes().to_vec(), operand: *to as i64 }
+            }
         })
         .collect();
     ProcedureCall { kind: Some(ProcedureKind::Kv(KvCall { table: table.0 as u32, ops })) }

@@ -30,6 +30,7 @@ pub fn vote_to_msg(dc: DcId, vote: &Vote) -> VoteMsg {
                 read_cells: i.values.iter().map(|(c, _)| *c as u32).collect(),
                 values: i.values.iter().map(|(_, v)| v.clone()).collect(),
                 absent: i.absent,
+                row: i.row,
             })
             .collect(),
         hlc: vote.hlc.0,
@@ -69,6 +70,7 @@ pub fn vote_from_msg(node: NodeId, m: &VoteMsg) -> Result<Vote> {
                 .map(|(&c, v)| Ok((cell(c)?, v.clone())))
                 .collect::<Result<_>>()?,
             absent: i.absent,
+            row: i.row,
         });
     }
     Ok(Vote {

@@ -37,12 +37,21 @@ pub struct ItemKey {
     pub access: u32,
     /// Cell of the accessed record.
     pub cell: u16,
+    /// For a row of a range read (access `access` routes the range): the row's key. Rows are
+    /// named by key, so a replica missing a row omits its item (and is stale), and one whose
+    /// row holds an older version is stale, as for point reads (issue 15).
+    pub row: Option<u64>,
 }
 
 impl ItemKey {
     /// Returns the key of cell `cell` of access `access`.
     pub fn new(access: u32, cell: u16) -> Self {
-        ItemKey { access, cell }
+        ItemKey { access, cell, row: None }
+    }
+
+    /// Returns the key of cell `cell` of the row `key` of the range read routed by `access`.
+    pub fn row(access: u32, key: u64, cell: u16) -> Self {
+        ItemKey { access, cell, row: Some(key) }
     }
 }
 

@@ -110,7 +110,13 @@ pub fn vote_table(plan: &Plan, votes: &BTreeMap<DcId, Vote>, start: Cts) -> Vec<
                             .iter()
                             .filter(|i| i.node == node && p.accesses.contains(&i.access))
                             .flat_map(|i| {
-                                i.versions.iter().map(move |&(c, ver)| (ItemKey::new(i.access as u32, c), ver))
+                                i.versions.iter().map(move |&(c, ver)| {
+                                    let item = match i.row {
+                                        Some(key) => ItemKey::row(i.access as u32, key, c),
+                                        None => ItemKey::new(i.access as u32, c),
+                                    };
+                                    (item, ver)
+                                })
                             })
                             .collect(),
                         hlc: start,

@@ -755,7 +755,37 @@ pub fn reads(topology: &Topology, call: &ProcedureCall, plan: &Plan, votes: &[&V
     let n = redt_dc_executor::Procedure::accesses(&kv).len();
     let values: Vec<Option<Vec<Vec<u8>>>> =
         newest_items(plan, votes, n).into_iter().map(|i| i.map(|(cells, _)| cells)).collect();
-    kv.observed(&ReadView::new(&values))
+    let rows = newest_rows(votes, n);
+    kv.observed(&ReadView::with_rows(&values, &rows))
+}
+
+/// Per access of the plan (`n` of them): the rows of the range read it routes, from the
+/// replica that returned the most rows (the newest on a tie). Once the transaction committed,
+/// a quorum of replicas reported every row any replica reported, at its newest version, so
+/// the fullest answer is an up-to-date one.
+fn newest_rows(votes: &[&Vote], n: usize) -> Vec<Vec<redt_dc_executor::RangeRow>> {
+    let mut best: Vec<(usize, Cts, Vec<redt_dc_executor::RangeRow>)> = vec![(0, Cts(0), Vec::new()); n];
+    for v in votes.iter().filter(|v| v.is_commit()) {
+        let mut answers: BTreeMap<(usize, NodeId), (Cts, Vec<redt_dc_executor::RangeRow>)> = BTreeMap::new();
+        for item in &v.items {
+            let Some(key) = item.row else { continue };
+            let newest = item.versions.iter().map(|(_, ver)| ver.cts()).max().unwrap_or(Cts(0));
+            let width = item.values.iter().map(|(c, _)| *c as usize + 1).max().unwrap_or(0);
+            let mut cells = vec![Vec::new(); width];
+            for (c, val) in &item.values {
+                cells[*c as usize] = val.clone();
+            }
+            let e = answers.entry((item.access, item.node)).or_insert((Cts(0), Vec::new()));
+            e.0 = e.0.max(newest);
+            e.1.push(redt_dc_executor::RangeRow { key, cells });
+        }
+        for ((access, _), (newest, rows)) in answers {
+            if access < n && (rows.len(), newest) > (best[access].0, best[access].1) {
+                best[access] = (rows.len(), newest, rows);
+            }
+        }
+    }
+    best.into_iter().map(|(_, _, rows)| rows).collect()
 }
 
 /// Per access of the plan (`n` of them): the cells an up-to-date commit vote read (the one
@@ -766,7 +796,7 @@ fn newest_items(plan: &Plan, votes: &[&Vote], n: usize) -> Vec<Option<(Vec<Vec<u
     for p in &plan.partitions {
         for &a in &p.accesses {
             for v in votes.iter().filter(|v| v.is_commit()) {
-                for item in v.items.iter().filter(|i| i.access == a) {
+                for item in v.items.iter().filter(|i| i.access == a && i.row.is_none()) {
                     let newest = item.versions.iter().map(|(_, ver)| ver.cts()).max().unwrap_or(Cts(0));
                     if a < n && (values[a].is_none() || newest > best[a]) {
                         best[a] = newest;

@@ -86,6 +86,7 @@ proptest! {
                     read_cells: vec![],
                     values: vec![],
                     absent: access % 2 == 0,
+                    row: (access % 3 == 0).then_some(u64::from(access)),
                 })
                 .collect(),
             hlc: value,

@@ -127,6 +127,7 @@ mod tests {
             cells: vec![CellSchema { name: "c".into(), bytes: 8 }, CellSchema { name: "d".into(), bytes: 20 }],
             locking: Locking::Cell,
             partitioning: Partitioning::Modulo,
+            ordered: true,
         };
         Catalog::new([&schema])
     }

@@ -5,6 +5,7 @@ use crate::error::{Error, Result};
 use crate::index::Index;
 use crate::lock;
 use crate::memstore::Layout;
+use crate::ordered::{OrderedIndex, Partitioner};
 use crate::record::{Catalog, CellVersion, COUNTERS, LOCK_WORD};
 use crate::region::Region;
 use crate::verbs::Verbs;
@@ -21,6 +22,8 @@ pub struct DcHandle {
     pub catalog: Catalog,
     /// The hash index (operated through `verbs`).
     pub index: Index,
+    /// The ordered index: a B+-tree per (table, partition) on each node (`ordered.rs`).
+    pub ordered: OrderedIndex,
     /// Whether the DC's MemStores have disk images to sync before a vote, a recorded
     /// decision or a promise is sent (`durability: disk`, `persist.rs`).
     pub durable: bool,
@@ -59,6 +62,12 @@ impl DcHandle {
             layout,
             catalog: Catalog::new(&topology.tables),
             index: Index::new(layout),
+            ordered: OrderedIndex::new(
+                layout,
+                &topology.tables,
+                Partitioner::new(&topology.tables, topology.partitions.len() as u32),
+                crate::BTreeConfig::default().cache_nodes,
+            ),
             durable: topology.durability == redt_proto::Durability::Disk,
         }
     }
@@ -79,10 +88,12 @@ impl DcHandle {
 
     /// Inserts a new record of `table` under `key` on `node` with `values` (missing cells
     /// zero, every version 0): allocate from the heap (FAA), WRITE the record, then publish
-    /// it in the index.
+    /// it in the hash index and the ordered index (`ordered.rs`; no gap lock: loaders and
+    /// replicas left behind create records as they write them, without locks).
     ///
     /// # Errors
-    /// [`Error::DuplicateKey`], [`Error::HeapFull`], [`Error::IndexFull`], verbs errors.
+    /// [`Error::DuplicateKey`], [`Error::HeapFull`], [`Error::IndexFull`], B+-tree errors,
+    /// verbs errors.
     ///
     /// Creations of keys sharing an index home bucket are serialised by that bucket's
     /// insert-lock stripe (a compare-and-swap lease word in the superblock), so two
@@ -101,6 +112,7 @@ impl DcHandle {
             let at = self.layout.alloc(verbs, node, rl.record_bytes)?;
             verbs.write(node, at, &rl.encode_new(key, values))?;
             self.index.insert(verbs, node, table, key, at)?;
+            self.ordered.insert(verbs, node, table, key, at)?;
             Ok(at)
         })();
         verbs.compare_and_swap(node, lock, held, 0)?;
@@ -116,6 +128,9 @@ impl DcHandle {
     /// group held by a reader (a sub-transaction that read the key as absent and is not
     /// decided yet) refuses the creation at once (No-Wait) with [`Created::AbsenceLocked`]:
     /// the key must not appear before that reader's decision. Nothing is allocated then.
+    /// For a table with an ordered index it also takes the gap lock of the key's successor
+    /// exclusively for as long as it publishes ([`OrderedIndex::lock_gap`]), and refuses the
+    /// same way while a range reader holds that gap (phantom protection, `ordered.rs`).
     ///
     /// # Errors
     /// [`Error::HeapFull`], [`Error::IndexFull`], verbs errors (the absent-key lock and the
@@ -135,12 +150,27 @@ impl DcHandle {
             if lock::outcome(&cas, old) != lock::LockOutcome::Acquired {
                 return Ok(Created::AbsenceLocked);
             }
+            let gap = match self.ordered.lock_gap(verbs, node, table, key) {
+                Ok(Some(gap)) => gap,
+                Ok(None) => {
+                    verbs.fetch_and_add(node, word, lock::release_operand(cas.added))?;
+                    return Ok(Created::AbsenceLocked);
+                }
+                Err(e) => {
+                    verbs.fetch_and_add(node, word, lock::release_operand(cas.added))?;
+                    return Err(e);
+                }
+            };
             let published = (|| {
                 let at = self.layout.alloc(verbs, node, rl.record_bytes)?;
                 verbs.write(node, at, &rl.encode_new(key, &[]))?;
                 self.index.insert(verbs, node, table, key, at)?;
+                self.ordered.insert(verbs, node, table, key, at)?;
                 Ok(at)
             })();
+            if let Some(gap) = gap {
+                self.ordered.release_gap(verbs, node, gap)?;
+            }
             verbs.fetch_and_add(node, word, lock::release_operand(cas.added))?;
             published.map(Created::Record)
         })();

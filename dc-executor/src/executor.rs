@@ -33,6 +33,23 @@
 //! commit left behind and rebuilt learners create records without the lock, as they write
 //! existing records without the record locks: their vote is stale until caught up.
 //!
+//! # Range reads
+//!
+//! A [`crate::RangeRead`] piece is run after every point access is located and created: the
+//! executor scans its partition's B+-tree on the replica node (`ordered.rs`) for at most
+//! `limit` keys in `from..=to` and the key after them, and adds to the node's lock batch a
+//! shared lock on each row's read groups and gap group ([`crate::GAP_GROUP`]), and on the gap
+//! group of the next key, or of the tree's end word when none follows (next-key locking).
+//! Rows are READ in the same batch. Once the locks are granted it scans again and votes abort
+//! on a lock conflict if the keys changed (an insert that published in between held that
+//! gap exclusively and has let go of it since); after that no key can appear in the range
+//! until the decision, since an insert takes its successor's gap exclusively
+//! ([`crate::DcHandle::create_record`]). A row holding a fresh record's image (every cell zero
+//! at version 0, as an aborted insert leaves it) stays locked but is no row: a point read
+//! reads it as missing too. Each row is voted as its own item ([`ItemVote::row`]), so replicas
+//! that disagree on the rows disagree on the items and the coordinator's ¾ rule compares them
+//! as it compares point reads.
+//!
 //! `finish` runs phase 2 from the redo entries alone (the executor keeps no state between
 //! the two): on commit it marks each entry `Committed` with the commit timestamp, WRITEs
 //! each new cell value whose version is older than `cts` (Thomas write rule), bumps the
@@ -43,7 +60,7 @@ use crate::dc::{counter_increment, lock_word, Created, DcHandle};
 use crate::error::{Error, Result};
 use crate::hlc::Hlc;
 use crate::lock::{self, LockOutcome};
-use crate::procedure::{Procedure, ReadView, UserAbort};
+use crate::procedure::{Procedure, RangeRead, RangeRow, ReadView, UserAbort};
 use crate::record::{encode_cell, CellVersion, RecordLayout};
 use crate::ring::{self, Change, EntryStatus, LockIntent, RedoEntry, RingWriter, VoteCode, VoteState, VoteWord};
 use crate::verbs::DoorbellBatch;
@@ -137,6 +154,9 @@ pub struct ItemVote {
     /// The key had no record (a read of an absent key, `Access::upsert` without writes): the
     /// values and versions are a fresh record's, every cell zero at version 0.
     pub absent: bool,
+    /// For a row of a range read ([`crate::RangeRead`]; `access` is the range's): the row's
+    /// key. `None` for a point access. A range read gives one item per row, in key order.
+    pub row: Option<u64>,
 }
 
 /// Where a redo entry of the transaction lives.
@@ -193,6 +213,50 @@ struct Held {
     exclusive_groups: u16,
     cas: Option<lock::LockCas>,
     image: Vec<u8>,
+    /// What the lock is for.
+    role: Role,
+}
+
+/// What a [`Held`] lock is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Role {
+    /// A planned access to one key (present or absent).
+    Point,
+    /// A row of a range read: its cells read share-locked, and the gap below it.
+    Row,
+    /// The gap past a range read's last row: the next key's gap group, or the tree's end word.
+    Gap,
+}
+
+/// A range read's piece on one node, as first scanned (to check it again once locked).
+struct Scanned {
+    node: NodeId,
+    access: usize,
+    tree: Arc<crate::BTree>,
+    range: RangeRead,
+    /// The keys of the rows and of the next key (if any), in order.
+    keys: Vec<u64>,
+}
+
+/// The rows of `range` in `tree` (at most `range.limit`, ghosts included) and the key after
+/// them, if any: one scan of `range.limit + 1` entries from `range.from`.
+fn range_keys(verbs: &dyn crate::verbs::Verbs, tree: &crate::BTree, range: &RangeRead) -> Result<RangeKeys> {
+    let limit = range.limit as usize;
+    let entries = tree.scan(verbs, range.from, u64::MAX, limit + 1)?;
+    let rows = entries.iter().take_while(|e| e.0 <= range.to).take(limit).count();
+    let next = entries.get(rows).copied();
+    let mut entries = entries;
+    entries.truncate(rows);
+    Ok((entries, next))
+}
+
+/// A range's rows `(key, record)` and the entry after them.
+type RangeKeys = (Vec<(u64, u64)>, Option<(u64, u64)>);
+
+/// Whether a record image holds a fresh record (every cell zero at version 0): a key a
+/// point read cannot tell from a missing one, which a range read skips.
+fn is_ghost(view: &crate::record::RecordView<'_>, cells: usize) -> bool {
+    (0..cells).all(|c| view.version(c).0 == 0 && view.value(c).iter().all(|&b| b == 0))
 }
 
 /// Per-node work of one `execute`.
@@ -403,6 +467,26 @@ impl Executor {
         let hlc = self.hlc.tick(now_ms);
         let accesses = sub.procedure.accesses();
         let invalid = |why: String| Error::InvalidSubTxn { txn: sub.txn, why };
+        // Range reads, by the access that routes each piece to its partition.
+        let mut ranges: BTreeMap<usize, RangeRead> = BTreeMap::new();
+        for r in sub.procedure.ranges() {
+            let a = accesses.get(r.access).ok_or_else(|| invalid(format!("range of unplanned access {}", r.access)))?;
+            if r.limit > crate::ordered::MAX_RANGE_ROWS {
+                return Err(invalid(format!(
+                    "a range read of {} rows; at most {}",
+                    r.limit,
+                    crate::ordered::MAX_RANGE_ROWS
+                )));
+            }
+            if a.write != 0 {
+                return Err(invalid(format!("range access {} writes", r.access)));
+            }
+            if !self.dc.ordered.is_ordered(a.table) {
+                return Err(invalid(format!("a range read of table {}, which has no ordered index", a.table)));
+            }
+            ranges.insert(r.access, r.clone());
+        }
+        let mut scanned: Vec<Scanned> = Vec::new();
 
         // Locate every local record: one doorbell batch of index READs per node, then
         // create the missing records the accesses allow to be created.
@@ -413,7 +497,9 @@ impl Executor {
             if (a.read | a.write) & !rl.all_cells() != 0 {
                 return Err(invalid(format!("access {} names cells beyond the table's {}", la.access, rl.cells())));
             }
-            located.entry(la.node).or_default().push((k, None));
+            if !ranges.contains_key(&la.access) {
+                located.entry(la.node).or_default().push((k, None));
+            }
         }
         let mut found: Vec<Option<Offset>> = vec![None; sub.local.len()];
         for (&node, list) in located.iter_mut() {
@@ -437,6 +523,9 @@ impl Executor {
         for (k, la) in sub.local.iter().enumerate() {
             let a = &accesses[la.access];
             let rl = self.dc.catalog.layout(a.table)?;
+            if ranges.contains_key(&la.access) {
+                continue;
+            }
             let (record, absent) = match found[k] {
                 Some(r) => (r, false),
                 // A read of a key with no record creates nothing (issue 14: reads filled the
@@ -458,6 +547,7 @@ impl Executor {
                         exclusive_groups: 0,
                         cas: None,
                         image: Vec::new(),
+                        role: Role::Point,
                     });
                     continue;
                 }
@@ -494,7 +584,72 @@ impl Executor {
                 exclusive_groups,
                 cas: None,
                 image: Vec::new(),
+                role: Role::Point,
             });
+        }
+
+        // Range reads, after every point access is located and every record this
+        // sub-transaction writes is created: a key it creates inside its own range is then in
+        // the tree (a fresh record, no row) and its gap is locked like any other.
+        let own: std::collections::BTreeSet<(NodeId, Offset)> =
+            held.iter().filter(|h| !h.absent).map(|h| (h.node, h.record)).collect();
+        for la in &sub.local {
+            let Some(range) = ranges.get(&la.access) else { continue };
+            let a = &accesses[la.access];
+            let rl = self.dc.catalog.layout(a.table)?;
+            // A range read's piece: its partition's tree on this node, every row in it
+            // share-locked with its gap, and the gap past the last row (`ordered.rs`).
+            let verbs = self.dc.verbs.clone();
+            let part = self.dc.ordered.partitioner().partition_of(a.table, a.key);
+            let tree = match self.dc.ordered.tree(verbs.as_ref(), la.node, a.table, part, true) {
+                Ok(Some(t)) => t,
+                Ok(None) => return Err(invalid(format!("table {} has no ordered index", a.table))),
+                Err(Error::HeapFull { node, .. }) => {
+                    return Ok(self.abort_vote(sub, hlc, AbortReason::HeapFull(node)));
+                }
+                Err(e) => return Err(e),
+            };
+            let (rows, next) = range_keys(verbs.as_ref(), &tree, range)?;
+            let gap = crate::ordered::GAP_GROUP;
+            for &(key, record) in &rows {
+                held.push(Held {
+                    access: la.access,
+                    node: la.node,
+                    record: Offset(record),
+                    absent: false,
+                    rl_table: a.table,
+                    key,
+                    cells: a.read,
+                    // A record this sub-transaction also accesses by key is locked by that
+                    // access; the row adds its gap only.
+                    shared_groups: if own.contains(&(la.node, Offset(record))) {
+                        1 << gap
+                    } else {
+                        rl.groups_of(a.read) | 1 << gap
+                    },
+                    exclusive_groups: 0,
+                    cas: None,
+                    image: Vec::new(),
+                    role: Role::Row,
+                });
+            }
+            let word = crate::ordered::gap_word(&tree, next.map(|(_, r)| Offset(r)));
+            held.push(Held {
+                access: la.access,
+                node: la.node,
+                record: Offset(word.0 - crate::record::LOCK_WORD),
+                absent: false,
+                rl_table: a.table,
+                key: next.map_or(u64::MAX, |(k, _)| k),
+                cells: 0,
+                shared_groups: 1 << gap,
+                exclusive_groups: 0,
+                cas: None,
+                image: Vec::new(),
+                role: Role::Gap,
+            });
+            let keys = rows.iter().chain(&next).map(|e| e.0).collect();
+            scanned.push(Scanned { node: la.node, access: la.access, tree, range: range.clone(), keys });
         }
 
         // Group by node; reserve one entry per node, sized for the final (Logged) entry.
@@ -544,7 +699,7 @@ impl Executor {
                 }
                 let cas = lock::plan(h.shared_groups, h.exclusive_groups, 0).expect("a zero guess never conflicts");
                 let c = batch.masked_compare_and_swap(lock_word(h.record), cas.compare, cas.mask, cas.swap, cas.mask);
-                let r = (!h.absent).then(|| batch.read(h.record, rl.record_bytes as usize));
+                let r = (!h.absent && h.role != Role::Gap).then(|| batch.read(h.record, rl.record_bytes as usize));
                 slots.push(Some((c, r, cas)));
             }
             // Last in the batch, after the entry's WRITE: the node's epoch floor.
@@ -588,7 +743,7 @@ impl Executor {
                                 cas.swap,
                                 cas.mask,
                             )?;
-                            if lock::outcome(&cas, old) == LockOutcome::Acquired && !h.absent {
+                            if lock::outcome(&cas, old) == LockOutcome::Acquired && !h.absent && h.role != Role::Gap {
                                 // The READ of the batch raced with other readers' CAS only;
                                 // read again now that the locks are held.
                                 let rl = self.dc.catalog.layout(h.rl_table)?;
@@ -618,6 +773,18 @@ impl Executor {
                     }
                 }
             }
+            // A range read: with its rows and gaps locked, scan again. A key published between
+            // the scan and the locks (its inserter held the gap then) shows up now; none can
+            // be published inside the range after the locks until the decision.
+            if conflict.is_none() {
+                for sc in scanned.iter().filter(|sc| sc.node == node) {
+                    let (rows, next) = range_keys(self.dc.verbs.as_ref(), &sc.tree, &sc.range)?;
+                    if !rows.iter().chain(&next).map(|e| e.0).eq(sc.keys.iter().copied()) {
+                        conflict = Some(sc.access);
+                        break;
+                    }
+                }
+            }
             if let Some(access) = conflict {
                 self.release(sub, &held, &nodes, hlc)?;
                 return Ok(self.abort_vote(sub, hlc, AbortReason::LockConflict { access }));
@@ -631,25 +798,41 @@ impl Executor {
 
         // Decode what was read and run the procedure.
         let mut values: Vec<Option<Vec<Vec<u8>>>> = vec![None; accesses.len()];
+        let mut rows: Vec<Vec<RangeRow>> = vec![Vec::new(); accesses.len()];
         let mut items = Vec::with_capacity(held.len());
-        for h in &held {
+        for h in held.iter_mut() {
             let rl = self.dc.catalog.layout(h.rl_table)?;
+            if h.role == Role::Gap {
+                values[h.access].get_or_insert_with(Vec::new);
+                continue;
+            }
             let view = rl.decode(&h.image).filter(|v| v.key == h.key).ok_or(Error::NotFound {
                 node: h.node,
                 table: h.rl_table,
                 key: h.key,
             })?;
-            values[h.access] = Some((0..rl.cells()).map(|c| view.value(c).to_vec()).collect());
             let a = &accesses[h.access];
+            if h.role == Role::Row {
+                if is_ghost(&view, rl.cells()) {
+                    // Reads as a missing key: no row, nothing to compare, no version kept.
+                    h.cells = 0;
+                    continue;
+                }
+                rows[h.access]
+                    .push(RangeRow { key: h.key, cells: (0..rl.cells()).map(|c| view.value(c).to_vec()).collect() });
+            } else {
+                values[h.access] = Some((0..rl.cells()).map(|c| view.value(c).to_vec()).collect());
+            }
             items.push(ItemVote {
                 access: h.access,
                 node: h.node,
                 versions: cells_of(h.cells).map(|c| (c as u16, view.version(c))).collect(),
                 values: cells_of(a.read).map(|c| (c as u16, view.value(c).to_vec())).collect(),
                 absent: h.absent,
+                row: (h.role == Role::Row).then_some(h.key),
             });
         }
-        let writes = match sub.procedure.run(&ReadView::new(&values)) {
+        let writes = match sub.procedure.run(&ReadView::with_rows(&values, &rows)) {
             Ok(w) => w,
             Err(UserAbort(why)) => {
                 self.release(sub, &held, &nodes, hlc)?;

@@ -2,7 +2,7 @@
 //!
 //! This crate owns the MemStore layout, the one-sided verbs backends, CREST-style
 //! cell-level records and their No-Wait locks, the RDMA-friendly hash index, the B+-tree
-//! ordered index (DEX), the redo ring (RedT's pre-write-log, Algorithm 2) with its replay
+//! ordered index (DEX) with one tree per (table, partition) on each node, the redo ring (RedT's pre-write-log, Algorithm 2) with its replay
 //! task, and the stateless executor that runs a sub-transaction against the replicas of its
 //! DC. It knows nothing of QUIC,
 //! other DCs or quorums: the coordinator crate decides, this crate executes.
@@ -18,6 +18,7 @@ mod hlc;
 mod index;
 pub mod lock;
 mod memstore;
+mod ordered;
 pub mod persist;
 mod prepare;
 mod procedure;
@@ -45,10 +46,11 @@ pub use executor::{
 pub use hlc::{Clock, Hlc, SystemClock, LOGICAL_BITS, ORIGIN_UNIX_MS};
 pub use index::{Index, IndexStats};
 pub use memstore::{Layout, LINE, MAGIC};
+pub use ordered::{GapHold, OrderedIndex, Partitioner, GAP_GROUP, MAX_RANGE_ROWS};
 pub use prepare::{NodePromise, PreparedTxn, Promise};
 pub use procedure::{
-    list_items, list_len, Access, KvOp, KvProcedure, Procedure, ReadView, RecordOp, RecordsProcedure, UserAbort, Write,
-    YcsbOp, YcsbProcedure, LIST_HEADER, LIST_TAG,
+    decode_scan, encode_scan, list_items, list_len, Access, KvOp, KvProcedure, Procedure, RangeRead, RangeRow,
+    ReadView, RecordOp, RecordsProcedure, UserAbort, Write, YcsbOp, YcsbProcedure, LIST_HEADER, LIST_TAG,
 };
 pub use record::{encode_cell, Catalog, CellVersion, RecordLayout, RecordView, ThomasRule, HEADER_BYTES};
 pub use region::{masked_add, Region};

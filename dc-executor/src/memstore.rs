@@ -6,7 +6,9 @@
 //! [64, 128)                    insert-lock stripes (8 words; see `Layout::insert_lock`)
 //! [128, 192)                   node line: word 0 the incarnation counter (see
 //!                              `Layout::next_incarnation`), word 1 the epoch floor (see
-//!                              `Layout::epoch_floor_offset`), words 2..8 reserved (zero)
+//!                              `Layout::epoch_floor_offset`), word 2 the ordered-index
+//!                              directory (`Layout::ordered_directory_offset`), words 3..8
+//!                              reserved (zero)
 //! [192, 192 + index)           index buckets (64 bytes each)
 //! [.., + ring)                 redo ring: 64-byte head/tail block, then 64-byte slots
 //! [.., + log)                  decision log: 64-byte header, 32-byte rows (`decision_log.rs`)
@@ -44,6 +46,9 @@ const INCARNATION: u64 = 2 * LINE;
 
 /// Byte offset of the node's epoch floor: word 1 of the node line.
 const EPOCH_FLOOR: u64 = 2 * LINE + 8;
+
+/// Byte offset of the ordered-index directory pointer: word 2 of the node line.
+const ORDERED_DIRECTORY: u64 = 2 * LINE + 16;
 
 /// Bytes before the index: the superblock line, the insert-lock line and the node line.
 pub const SUPERBLOCK_BYTES: u64 = 3 * LINE;
@@ -166,6 +171,14 @@ impl Layout {
     /// yet applied the new epoch are fenced here, in the replica's own memory.
     pub fn epoch_floor_offset(&self) -> Offset {
         Offset(EPOCH_FLOOR)
+    }
+
+    /// Offset of the node's ordered-index directory pointer: 0 until the first B+-tree of a
+    /// record table is made on the node, then the heap offset of the directory block that
+    /// names each (table, partition) tree (`ordered.rs`). A word of the node line, which
+    /// formats before this one kept zero, so their MemStores read as having no trees yet.
+    pub fn ordered_directory_offset(&self) -> Offset {
+        Offset(ORDERED_DIRECTORY)
     }
 
     /// Starts a new incarnation of `node` on its MemStore: one fetch-and-add of 1 on its

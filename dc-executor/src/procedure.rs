@@ -6,8 +6,40 @@
 //! items of the same partition and from its parameters, so every DC computes the same
 //! writes for the items it holds.
 
+use crate::ordered::Partitioner;
 use redt_proto::TableId;
 use std::fmt;
+
+/// A read of every key of one table in `from..=to`, at most `limit` rows, in one partition
+/// (issue 15). The access named by `access` routes the piece: its table, a key of the
+/// partition ([`Partitioner::anchor_key`]), the cells each row reads (`read`), no writes,
+/// `upsert` set. A range over several partitions is one piece (and one access) per partition;
+/// the executor of each DC reads the piece of each partition it holds from that partition's
+/// B+-tree, locks every row and the gap past the last (next-key locking, `ordered.rs`), and
+/// votes one item per row ([`crate::ItemVote::row`]), so the coordinator compares the
+/// replicas' rows as it compares point reads. A row is a key whose record is not a fresh one
+/// (every cell zero at version 0): a key a point read would read as missing is no row.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RangeRead {
+    /// Index of the routing access in [`Procedure::accesses`].
+    pub access: usize,
+    /// First key, inclusive.
+    pub from: u64,
+    /// Last key, inclusive.
+    pub to: u64,
+    /// Most keys of the tree read (and locked) in this partition, at most
+    /// [`crate::MAX_RANGE_ROWS`]; a fresh record's key counts though it is no row.
+    pub limit: u32,
+}
+
+/// One row a range read returned: its key and the value of every cell of its record.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RangeRow {
+    /// The key.
+    pub key: u64,
+    /// The value of every cell.
+    pub cells: Vec<Vec<u8>>,
+}
 
 /// One planned access to a record.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -52,13 +84,25 @@ impl fmt::Display for UserAbort {
 /// cell it reads or writes (the executor READs whole records).
 pub struct ReadView<'a> {
     pub(crate) values: &'a [Option<Vec<Vec<u8>>>],
+    rows: &'a [Vec<RangeRow>],
 }
 
 impl<'a> ReadView<'a> {
     /// Builds a view: `values[access]` is `None` for accesses not held in this DC, else the
     /// value of every cell of the record.
     pub fn new(values: &'a [Option<Vec<Vec<u8>>>]) -> Self {
-        ReadView { values }
+        ReadView { values, rows: &[] }
+    }
+
+    /// A view with range reads: `rows[access]` holds the rows, in key order, of the range read
+    /// that `access` routes (empty for other accesses).
+    pub fn with_rows(values: &'a [Option<Vec<Vec<u8>>>], rows: &'a [Vec<RangeRow>]) -> Self {
+        ReadView { values, rows }
+    }
+
+    /// The rows the range read routed by `access` returned (empty when it is not held here).
+    pub fn rows(&self, access: usize) -> &'a [RangeRow] {
+        self.rows.get(access).map_or(&[], Vec::as_slice)
     }
 
     /// Whether access `access` is held in this DC.
@@ -76,6 +120,11 @@ impl<'a> ReadView<'a> {
 pub trait Procedure: Send + Sync + fmt::Debug {
     /// The plan: every record the procedure touches, in any DC.
     fn accesses(&self) -> &[Access];
+
+    /// The range reads, each routed by one of [`Procedure::accesses`] (none by default).
+    fn ranges(&self) -> &[RangeRead] {
+        &[]
+    }
 
     /// Computes the writes from the values read. Writes to accesses not local to the view
     /// are ignored by the executor; a write must target a cell declared in that access's
@@ -99,6 +148,57 @@ pub enum KvOp {
     /// `u32` count, then little-endian `u64` items; Jepsen list-append). Appending to a cell
     /// that holds something else aborts.
     Append(u64, u64),
+    /// Read cell 0 of every key in `from..=to` (the first two fields), at most `limit` rows
+    /// (the third), in key order: one range read per partition the range touches. It reads
+    /// the values before this transaction's own writes; what it observed is
+    /// [`encode_scan`]'s encoding.
+    Scan(u64, u64, u32),
+}
+
+/// Encodes the rows a scan observed: a little-endian `u32` count, then per row its key
+/// (`u64`), the length of its value (`u32`) and the value, all little-endian. Never empty.
+pub fn encode_scan(rows: &[(u64, Vec<u8>)]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(4 + rows.iter().map(|r| 12 + r.1.len()).sum::<usize>());
+    out.extend_from_slice(&(rows.len() as u32).to_le_bytes());
+    for (k, v) in rows {
+        out.extend_from_slice(&k.to_le_bytes());
+        out.extend_from_slice(&(v.len() as u32).to_le_bytes());
+        out.extend_from_slice(v);
+    }
+    out
+}
+
+/// Decodes [`encode_scan`]; `None` for bytes that are not such an encoding.
+pub fn decode_scan(bytes: &[u8]) -> Option<Vec<(u64, Vec<u8>)>> {
+    let (count, mut rest) = bytes.split_first_chunk::<4>()?;
+    let count = u32::from_le_bytes(*count) as usize;
+    let mut rows = Vec::with_capacity(count.min(bytes.len() / 12));
+    for _ in 0..count {
+        let (k, tail) = rest.split_first_chunk::<8>()?;
+        let (len, tail) = tail.split_first_chunk::<4>()?;
+        let len = u32::from_le_bytes(*len) as usize;
+        if tail.len() < len {
+            return None;
+        }
+        rows.push((u64::from_le_bytes(*k), tail[..len].to_vec()));
+        rest = &tail[len..];
+    }
+    rest.is_empty().then_some(rows)
+}
+
+/// The rows of a scan from the range reads of `accesses` in `view`: merged in key order,
+/// within `from..=to`, cell 0 of each, the first `limit`.
+fn scan_rows(view: &ReadView<'_>, accesses: &[usize], from: u64, to: u64, limit: u32) -> Vec<(u64, Vec<u8>)> {
+    let mut rows: Vec<(u64, Vec<u8>)> = accesses
+        .iter()
+        .flat_map(|&a| view.rows(a))
+        .filter(|r| (from..=to).contains(&r.key))
+        .map(|r| (r.key, r.cells.first().cloned().unwrap_or_default()))
+        .collect();
+    rows.sort_by_key(|r| r.0);
+    rows.dedup_by_key(|r| r.0);
+    rows.truncate(limit as usize);
+    rows
 }
 
 /// The generic key/value procedure: reads, writes, adds and appends on cell 0 of records
@@ -109,21 +209,48 @@ pub struct KvProcedure {
     ops: Vec<KvOp>,
     accesses: Vec<Access>,
     op_access: Vec<usize>,
+    /// Per operation: the accesses routing a scan's range reads (empty for other operations).
+    op_ranges: Vec<Vec<usize>>,
+    ranges: Vec<RangeRead>,
     cell_bytes: u32,
 }
 
 impl KvProcedure {
-    /// Plans `ops` on `table`, whose cell 0 is `cell_bytes` long.
+    /// Plans `ops` on `table`, whose cell 0 is `cell_bytes` long, with one partition (scans
+    /// read one range; [`KvProcedure::partitioned`] plans them for a topology).
     pub fn new(table: TableId, cell_bytes: u32, ops: Vec<KvOp>) -> Self {
+        Self::partitioned(table, cell_bytes, ops, &Partitioner::single())
+    }
+
+    /// Plans `ops` on `table`, whose cell 0 is `cell_bytes` long; a scan gets one range read
+    /// per partition of `partitioner` its range touches.
+    pub fn partitioned(table: TableId, cell_bytes: u32, ops: Vec<KvOp>, partitioner: &Partitioner) -> Self {
         let mut accesses: Vec<Access> = Vec::new();
+        let mut ranges: Vec<RangeRead> = Vec::new();
         let mut op_access = Vec::with_capacity(ops.len());
+        let mut op_ranges = Vec::with_capacity(ops.len());
         for op in &ops {
             let (key, writes) = match op {
                 KvOp::Read(k) => (*k, false),
                 KvOp::Write(k, _) => (*k, true),
                 KvOp::Add(k, _) | KvOp::Append(k, _) => (*k, true),
+                KvOp::Scan(from, to, limit) => {
+                    let mut routed = Vec::new();
+                    for p in partitioner.partitions_for(table, *from, *to) {
+                        let key = partitioner.anchor_key(table, p);
+                        accesses.push(Access { table, key, read: 1, write: 0, upsert: true });
+                        let access = accesses.len() - 1;
+                        ranges.push(RangeRead { access, from: *from, to: *to, limit: *limit });
+                        routed.push(access);
+                    }
+                    op_access.push(usize::MAX);
+                    op_ranges.push(routed);
+                    continue;
+                }
             };
-            let i = match accesses.iter().position(|a| a.key == key) {
+            op_ranges.push(Vec::new());
+            let i = match (0..accesses.len()).find(|&i| accesses[i].key == key && !ranges.iter().any(|r| r.access == i))
+            {
                 Some(i) => i,
                 None => {
                     accesses.push(Access { table, key, read: 0, write: 0, upsert: true });
@@ -137,7 +264,7 @@ impl KvProcedure {
             }
             op_access.push(i);
         }
-        KvProcedure { ops, accesses, op_access, cell_bytes }
+        KvProcedure { ops, accesses, op_access, op_ranges, ranges, cell_bytes }
     }
 
     /// The operations, in order.
@@ -157,7 +284,11 @@ impl KvProcedure {
             (0..self.accesses.len()).map(|a| view.cell(a, 0).map(|v| v.to_vec())).collect();
         let mut observed = Vec::with_capacity(self.ops.len());
         let mut err = None;
-        for (op, &a) in self.ops.iter().zip(&self.op_access) {
+        for ((op, &a), routed) in self.ops.iter().zip(&self.op_access).zip(&self.op_ranges) {
+            if let KvOp::Scan(from, to, limit) = op {
+                observed.push(Some(encode_scan(&scan_rows(view, routed, *from, *to, *limit))));
+                continue;
+            }
             let Some(v) = cur[a].as_mut() else {
                 observed.push(None);
                 continue;
@@ -165,6 +296,10 @@ impl KvProcedure {
             match op {
                 KvOp::Read(_) => {
                     observed.push(Some(v.clone()));
+                    continue;
+                }
+                KvOp::Scan(..) => {
+                    observed.push(None);
                     continue;
                 }
                 KvOp::Write(_, bytes) => {
@@ -241,6 +376,10 @@ pub fn list_items(v: &[u8]) -> Vec<u64> {
 impl Procedure for KvProcedure {
     fn accesses(&self) -> &[Access] {
         &self.accesses
+    }
+
+    fn ranges(&self) -> &[RangeRead] {
+        &self.ranges
     }
 
     fn run(&self, view: &ReadView<'_>) -> Result<Vec<Write>, UserAbort> {

@@ -281,6 +281,7 @@ mod tests {
             cells: cells.iter().enumerate().map(|(i, &b)| CellSchema { name: format!("c{i}"), bytes: b }).collect(),
             locking,
             partitioning: Partitioning::Modulo,
+            ordered: true,
         }
     }
 

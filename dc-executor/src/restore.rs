@@ -11,6 +11,9 @@
 //! 2. **Records.** Every index entry whose record does not hold its table and key (the
 //!    record's line never reached the disk) is removed; the heap's bump pointer moves past
 //!    every record still indexed.
+//!    The ordered index's trees are forgotten and built again from the records kept
+//!    (`ordered.rs`); the bump pointer also stays past the old directory and tree anchors,
+//!    whose end words lock intents may name.
 //! 3. **Locks.** Every lock word is cleared — the insert-lock stripes, the absent-key lock
 //!    words, each record's — and then the locks of every `Logged` entry in the ring are
 //!    taken again: a `Logged` entry holds all its locks (it is written once they are taken,
@@ -35,6 +38,7 @@
 use crate::error::Result;
 use crate::index::Index;
 use crate::memstore::{Layout, LINE};
+use crate::ordered::OrderedIndex;
 use crate::record::{encode_cell, Catalog, CellVersion, LOCK_WORD};
 use crate::region::Region;
 use crate::ring::{
@@ -70,7 +74,13 @@ pub struct Restored {
 ///
 /// # Errors
 /// Verbs errors on the region's own index (none are expected on a loaded region).
-pub fn restore(layout: &Layout, catalog: &Catalog, region: &Arc<Region>, node: NodeId) -> Result<Restored> {
+pub fn restore(
+    layout: &Layout,
+    catalog: &Catalog,
+    ordered: &OrderedIndex,
+    region: &Arc<Region>,
+    node: NodeId,
+) -> Result<Restored> {
     let mut out = Restored::default();
     // 1. Ring bounds.
     let head = region.word(head_offset(layout)).load(Ordering::Acquire);
@@ -95,6 +105,7 @@ pub fn restore(layout: &Layout, catalog: &Catalog, region: &Arc<Region>, node: N
     let index = Index::new(*layout);
     let mut heap_end = region.word(layout.heap_next_offset().0).load(Ordering::Acquire);
     let mut records = Vec::new();
+    let mut kept = Vec::new();
     for (table, key, at) in index.entries(&verbs, node)? {
         let whole = catalog.layout(table).ok().filter(|rl| {
             let mut header = [0u8; 16];
@@ -109,6 +120,7 @@ pub fn restore(layout: &Layout, catalog: &Catalog, region: &Arc<Region>, node: N
             Some(rl) => {
                 heap_end = heap_end.max(at.0 + rl.record_bytes);
                 records.push(at);
+                kept.push((table, key, at));
             }
             None => {
                 index.remove(&verbs, node, table, key)?;
@@ -116,7 +128,14 @@ pub fn restore(layout: &Layout, catalog: &Catalog, region: &Arc<Region>, node: N
             }
         }
     }
+    // Lock intents may name the end word of a tree's anchor: the heap never gives its line out
+    // again.
+    heap_end = heap_end.max(ordered.extent(&verbs, node)?).div_ceil(LINE) * LINE;
     region.store(layout.heap_next_offset().0, heap_end);
+    // The trees may hold nodes past the heap end just set (or nodes that never reached the
+    // disk): forget them and build them again from the records kept.
+    kept.sort_unstable();
+    ordered.rebuild(&verbs, node, &kept)?;
 
     // 3. Locks: clear them all, then take those of `Logged` entries again.
     let zero_range = |from: u64, bytes: u64| {

@@ -157,7 +157,8 @@ fn a_key_created_while_its_reader_was_not_looking_is_a_conflict() {
     assert_eq!(heap_pointers(&dc), before);
 }
 
-/// One DC, one node, 8-byte cells, and a heap that holds exactly `records` records.
+/// One DC, one node, 8-byte cells, and a heap that holds exactly `records` records (no
+/// ordered index, whose trees would take heap too).
 fn tiny_heap(records: u64) -> Topology {
     let cfg = redt_proto::MemStoreConfig { size_bytes: 0, index_bytes: 4096, ring_bytes: 16384 };
     // Superblock, index, ring, decision log and absent-key locks, then 128-byte records.
@@ -171,7 +172,7 @@ dcs:
   - name: dc1
     nodes: [ {{ name: a, addr: "127.0.0.1:7001" }} ]
 tables:
-  - {{ name: t, id: 1, cells: [ {{ name: c0, bytes: 8 }} ] }}
+  - {{ name: t, id: 1, ordered_index: false, cells: [ {{ name: c0, bytes: 8 }} ] }}
 partitions:
   - {{ replicas: [a] }}
 "#,

@@ -231,7 +231,8 @@ fn run(seed: u64, mutant: Mutant) -> Result<(), String> {
     drop(exec);
     let host = Host::new(&topo, Some(images));
     for n in host.nodes() {
-        restore(&host.layout, &host.dc.catalog, host.region(n), n).map_err(|e| format!("restore: {e}"))?;
+        restore(&host.layout, &host.dc.catalog, &host.dc.ordered, host.region(n), n)
+            .map_err(|e| format!("restore: {e}"))?;
     }
     if std::env::var("REDT_DURABILITY_SEED").is_ok() {
         for (&seq, (cts, keys, entries)) in &acked {

@@ -262,6 +262,9 @@ struct RawTable {
     locking: RawLocking,
     #[serde(default)]
     partitioning: RawPartitioning,
+    /// Whether replicas keep a B+-tree of the table's keys (issue 15); default on.
+    #[serde(default = "yes")]
+    ordered_index: bool,
     cells: RawCells,
 }
 
@@ -907,7 +910,14 @@ impl Resolver<'_> {
                 RawLocking::Record => Locking::Record,
             };
             let cells = self.cells(t, &rt.cells)?;
-            tables.push(TableSchema { id: TableId(rt.id), name: rt.name.clone(), cells, locking, partitioning });
+            tables.push(TableSchema {
+                id: TableId(rt.id),
+                name: rt.name.clone(),
+                cells,
+                locking,
+                partitioning,
+                ordered: rt.ordered_index,
+            });
         }
         Ok(tables)
     }

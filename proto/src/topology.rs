@@ -519,6 +519,11 @@ pub struct TableSchema {
     pub locking: Locking,
     /// Key-to-partition mapping.
     pub partitioning: Partitioning,
+    /// Whether every replica keeps an ordered index (a B+-tree per partition, DEX) of the
+    /// table's keys beside the hash index, so transactions can read key ranges (topology file
+    /// key `ordered_index`, default `true`; issue 15). Off saves the tree's memory (about 24
+    /// bytes per key) and its upkeep on every record creation.
+    pub ordered: bool,
 }
 
 /// One cell (column) of a table.

@@ -826,6 +826,9 @@ pub struct ItemVoteMsg {
     /// The key had no record: the values are a fresh record's (every cell zero).
     #[prost(bool, tag = "60")]
     pub absent: bool,
+    /// A row of a range read (`access` names the range's routing access): the row's key.
+    #[prost(uint64, optional, tag = "70")]
+    pub row: Option<u64>,
 }
 
 /// Where a redo entry lives.

@@ -433,9 +433,11 @@ pub struct YcsbArgs {
     /// Disk images go to a fresh directory under the system's temporary directory.
     #[arg(long, value_name = "MODE", value_delimiter = ',', value_parser = parse_durability)]
     durability: Vec<Durability>,
-    /// Workload: paper (the RedT paper's mix), or a YCSB core workload a, b, c, d, f (e
-    /// needs range scans and waits for an ordered index) [default: paper, or what -P's
-    /// proportions make].
+    /// Workload: paper (the RedT paper's mix), or a YCSB core workload a, b, c, d, e, f (e:
+    /// 95% scans through the ordered index, 5% inserts), or a list (`c,e`): one run each on
+    /// a fresh embedded cluster, then a side-by-side table, with the ordered index's READs
+    /// per lookup and per scan of 100 (cache on and off) when e is among them [default:
+    /// paper, or what -P's proportions make].
     #[arg(long)]
     workload: Option<String>,
     #[command(flatten)]
@@ -542,6 +544,9 @@ pub fn run(cmd: &BenchCmd) -> Result<()> {
 }
 
 fn ycsb(a: &YcsbArgs) -> Result<()> {
+    if let Some(list) = a.workload.as_deref().filter(|w| w.contains(',')) {
+        return ycsb_workloads(a, list);
+    }
     if let (Some(_), Some(p)) = (&a.cluster, a.protocol) {
         bail!(
             "--protocol {p} cannot apply to a running cluster (--cluster): its nodes run the protocol they were \
@@ -682,6 +687,90 @@ fn ycsb(a: &YcsbArgs) -> Result<()> {
     a.out.emit(serde_json::to_string_pretty(&r)?, || print_cluster(&r))
 }
 
+/// `redt bench ycsb --workload A,B,…`: one plain run per workload on a fresh embedded
+/// cluster (same topology, clients, seed and shape), then committed/s side by side; with
+/// workload e among them, the ordered index's READ cost ([`redt_bench::dex::measure`]).
+fn ycsb_workloads(a: &YcsbArgs, list: &str) -> Result<()> {
+    if a.cluster.is_some() || a.drill.drill.is_some() || a.drill.kill.is_some() || a.durability.len() > 1 {
+        bail!("--workload with a list compares plain runs of the embedded cluster: drop --cluster, --drill, --kill and a --durability list");
+    }
+    let mut topo = load_topology(a.config.as_deref())?;
+    if let [one] = a.durability[..] {
+        topo.durability = one;
+    }
+    let rt = runtime()?;
+    let mut runs = Vec::new();
+    let mut dex = None;
+    for name in list.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+        let setup = ycsb_setup(
+            &a.props,
+            Some(name),
+            &a.mix,
+            &topo,
+            (a.run.records_per_partition, a.run.clients_per_node, a.duration),
+        )?;
+        let mut ycsb = setup.ycsb;
+        let clients_per_node = setup.clients_per_node.unwrap_or(YCSB_CLIENTS_PER_NODE);
+        check_clients(clients_per_node)?;
+        a.shape.apply(&mut ycsb, &topo)?;
+        let records_per_partition = setup.records_per_partition.unwrap_or(YCSB_RECORDS_PER_PARTITION);
+        let mut t = topo.clone();
+        if let Some(rs) = &setup.record_size {
+            let (cells, bytes) = parse_record_size(rs).map_err(anyhow::Error::msg)?;
+            topo::set_record_size(&mut t, cells, bytes, records_per_partition).map_err(anyhow::Error::msg)?;
+        }
+        if ycsb.workload == Workload::E && dex.is_none() {
+            let d =
+                redt_bench::dex::measure(&t, records_per_partition, 10_000, a.mix.seed).map_err(anyhow::Error::msg)?;
+            dex = Some(d);
+        }
+        let cfg = ClusterConfig {
+            duration: setup.duration.unwrap_or(YCSB_DURATION),
+            warmup: a.warmup,
+            clients_per_node,
+            records_per_partition,
+            ycsb,
+            options: a.run.ack.options(a.protocol.unwrap_or_default()),
+            seed: a.mix.seed,
+            progress: !a.out.json,
+            interval: a.out.intervals(),
+        };
+        let r = rt.block_on(run_cluster_ycsb(t, &cfg)).map_err(anyhow::Error::msg)?;
+        runs.push((name.to_string(), r));
+    }
+    let json = serde_json::json!({
+        "runs": runs.iter().map(|(w, r)| serde_json::json!({ "workload": w, "report": r })).collect::<Vec<_>>(),
+        "ordered_index": dex,
+    });
+    a.out.emit(serde_json::to_string_pretty(&json)?, || {
+        for (w, r) in &runs {
+            println!("== workload: {w}");
+            print_cluster(r);
+            println!();
+        }
+        let base = runs.first().map_or(0.0, |(_, r)| r.outcomes.committed_per_s);
+        println!("workload   committed/s   vs first   abort rate   p50 ms   p99 ms");
+        for (w, r) in &runs {
+            let o = &r.outcomes;
+            let ratio = if base > 0.0 { o.committed_per_s / base } else { 0.0 };
+            println!(
+                "{:<8} {:>13.1} {:>9.2}x {:>11.3} {:>8.1} {:>8.1}",
+                w, o.committed_per_s, ratio, o.abort_rate, o.latency_ms.p50, o.latency_ms.p99
+            );
+        }
+        if let Some(d) = &dex {
+            println!();
+            println!(
+                "ordered index (DEX): partition 0's B+-tree, {} keys, {} levels, {} lookups and {} scans per handle",
+                d.keys, d.height, d.samples, d.samples
+            );
+            println!("  inner-node cache   READs per lookup   READs per scan of 100");
+            println!("  on (warm)          {:>16.2}   {:>21.2}", d.cache_on.per_lookup, d.cache_on.per_scan_100);
+            println!("  off                {:>16.2}   {:>21.2}", d.cache_off.per_lookup, d.cache_off.per_scan_100);
+        }
+    })
+}
+
 /// `--durability` of `redt bench ycsb`: `memory` or `disk`.
 fn parse_durability(s: &str) -> std::result::Result<Durability, String> {
     s.parse()
@@ -727,6 +816,7 @@ fn print_outcomes(o: &Outcomes, latency_note: &str) {
 fn print_mix(m: &redt_bench::ycsb::MixReport, inserted: u64) {
     let what = match m.workload.as_str() {
         "d" => "inserts",
+        "e" => "inserts (the rest scans)",
         "f" => "read-modify-writes",
         "c" => "writes",
         _ => "updates",
@@ -743,7 +833,7 @@ fn print_mix(m: &redt_bench::ycsb::MixReport, inserted: u64) {
         m.inter_dc_ratio * 100.0,
         m.record_cells,
         m.record_cell_bytes,
-        if m.workload == "d" { format!("; {inserted} inserted") } else { String::new() }
+        if matches!(m.workload.as_str(), "d" | "e") { format!("; {inserted} inserted") } else { String::new() }
     );
 }
 
@@ -790,6 +880,9 @@ fn local(a: &LocalArgs) -> Result<()> {
     let workload = Workload::parse(&a.workload).map_err(anyhow::Error::msg)?;
     if workload == Workload::D {
         bail!("workload d inserts records, which `bench local` (a fixed key set in one DC) does not do: use `redt bench ycsb --workload d`");
+    }
+    if workload == Workload::E {
+        bail!("workload e scans and inserts, which `bench local` does not do: use `redt bench ycsb --workload e`");
     }
     if a.threads == 0 {
         bail!("--threads must be at least 1");

@@ -330,7 +330,13 @@ fn restore_from_disk(
         persistence.load_into(region)?;
         let layout = Layout::from_config(&topo.memstore);
         let catalog = redt_dc_executor::Catalog::new(&topo.tables);
-        let r = redt_dc_executor::restore(&layout, &catalog, region, me)?;
+        let ordered = redt_dc_executor::OrderedIndex::new(
+            layout,
+            &topo.tables,
+            redt_dc_executor::Partitioner::new(&topo.tables, topo.partitions.len() as u32),
+            0,
+        );
+        let r = redt_dc_executor::restore(&layout, &catalog, &ordered, region, me)?;
         region.sync()?;
         eprintln!(
             "{name}: restored from {} in {} ms: ring [{}, {}), {} entries, {} relocked, {} records lost",

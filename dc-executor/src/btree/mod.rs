@@ -41,6 +41,9 @@ const ANCHOR_ROOT: u64 = 8;
 /// Byte offset of the node size in the anchor.
 const ANCHOR_NODE_BYTES: u64 = 16;
 
+/// Byte offset of the anchor's spare word ([`BTree::spare_word`]).
+const ANCHOR_SPARE: u64 = 24;
+
 /// Attempts at one step (a READ finding the node locked or torn, a lock compare-and-swap, a
 /// wait for another writer's new root) before giving up with [`Error::TreeBusy`]: a second
 /// or two of spinning and yielding, far beyond any lock hold of a live writer.
@@ -230,6 +233,13 @@ impl BTree {
     /// Offset of the tree's anchor: the tree's name for [`BTree::open`].
     pub fn anchor(&self) -> Offset {
         self.anchor
+    }
+
+    /// A word of the tree's anchor the tree never reads or writes (word 3, zero when the tree
+    /// is made), left to the tree's user: the ordered index keeps the lock word of the gap
+    /// past the tree's last key there (`ordered.rs`).
+    pub fn spare_word(&self) -> Offset {
+        Offset(self.anchor.0 + ANCHOR_SPARE)
     }
 
     /// The node whose MemStore holds the tree.
