@@ -1,10 +1,13 @@
 //! Which `redt node` processes of a run directory are alive: each node holds an exclusive
 //! lock on its pid file for as long as it runs (`redt node --pid-file`), so a pid file whose
 //! lock nobody holds is stale, whatever process now has that pid. The kernel drops the lock
-//! when the process ends, however it ends (SIGKILL included). Signals go through `rustix`.
+//! when the process ends, however it ends (SIGKILL included). Locks (`flock`) and signals go
+//! through `rustix`.
 
 use anyhow::{bail, Context, Result};
-use std::fs::{File, OpenOptions, TryLockError};
+use rustix::fs::{flock, FlockOperation};
+use rustix::io::Errno;
+use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::Path;
 
@@ -31,14 +34,15 @@ impl PidLock {
             .truncate(false)
             .open(path)
             .with_context(|| format!("opening the pid file {}", path.display()))?;
-        match file.try_lock() {
+        match flock(&file, FlockOperation::NonBlockingLockExclusive) {
             Ok(()) => {}
-            Err(TryLockError::WouldBlock) => {
+            Err(Errno::WOULDBLOCK) => {
                 let pid = read_pid(&mut file).map_or_else(|| "unknown".to_string(), |p| p.to_string());
                 bail!("{} is held by a running process (pid {pid}): this node runs already", path.display());
             }
-            Err(TryLockError::Error(e)) => {
-                return Err(e).with_context(|| format!("locking the pid file {}", path.display()));
+            Err(e) => {
+                return Err(std::io::Error::from(e))
+                    .with_context(|| format!("locking the pid file {}", path.display()));
             }
         }
         file.set_len(0)?;
@@ -53,10 +57,10 @@ impl PidLock {
 /// unreadable, or its lock is free (the process that wrote it has ended).
 pub fn holder(path: &Path) -> Option<u32> {
     let mut file = File::open(path).ok()?;
-    match file.try_lock_shared() {
+    match flock(&file, FlockOperation::NonBlockingLockShared) {
         Ok(()) => None,
-        Err(TryLockError::WouldBlock) => read_pid(&mut file),
-        Err(TryLockError::Error(_)) => None,
+        Err(Errno::WOULDBLOCK) => read_pid(&mut file),
+        Err(_) => None,
     }
 }
 
