@@ -231,11 +231,12 @@ impl TcpVerbsServer {
         tls: VerbsTls,
         limits: ServerLimits,
     ) -> Result<TcpVerbsServer> {
+        let name = tls.name().to_owned();
         let listener =
-            TcpListener::bind(addr).map_err(|e| Error::Backend(format!("{node}: cannot bind {addr}: {e}")))?;
+            TcpListener::bind(addr).map_err(|e| Error::Backend(format!("{name}: cannot bind {addr}: {e}")))?;
         let local_addr =
-            listener.local_addr().map_err(|e| Error::Backend(format!("{node}: address of the listener: {e}")))?;
-        listener.set_nonblocking(true).map_err(|e| Error::Backend(format!("{node}: a non-blocking listener: {e}")))?;
+            listener.local_addr().map_err(|e| Error::Backend(format!("{name}: address of the listener: {e}")))?;
+        listener.set_nonblocking(true).map_err(|e| Error::Backend(format!("{name}: a non-blocking listener: {e}")))?;
         let stop = Arc::new(AtomicBool::new(false));
         let table = Arc::new(Mutex::new(Table::default()));
         let counters = Arc::new(Counters::default());
@@ -251,8 +252,8 @@ impl TcpVerbsServer {
         let accept = std::thread::Builder::new()
             .name(format!("tcp-verbs-{}", node.0))
             .spawn(move || accept_loop(listener, &shared))
-            .map_err(|e| Error::Backend(format!("{node}: cannot start the accept thread: {e}")))?;
-        tracing::debug!(%node, %local_addr, "TCP verbs server up");
+            .map_err(|e| Error::Backend(format!("{name}: cannot start the accept thread: {e}")))?;
+        tracing::debug!(node = %name, %local_addr, "TCP verbs server up");
         Ok(TcpVerbsServer { node, local_addr, stop, accept: Mutex::new(Some(accept)), table, counters })
     }
 
@@ -320,7 +321,7 @@ struct RefusalLog {
 }
 
 impl RefusalLog {
-    fn refused(&mut self, node: NodeId, peer: SocketAddr, why: &str) {
+    fn refused(&mut self, node: &str, peer: SocketAddr, why: &str) {
         let now = Instant::now();
         if self.last.is_some_and(|t| now.duration_since(t) < Duration::from_secs(1)) {
             self.unlogged += 1;
@@ -369,7 +370,6 @@ fn pollfd(fd: std::os::fd::RawFd, events: libc::c_short) -> libc::pollfd {
 /// authenticated connections to their own threads ([`admit`]). Ends when the stop flag is
 /// set.
 fn accept_loop(listener: TcpListener, shared: &Arc<Shared>) {
-    let node = shared.node;
     let mut handshaking: Vec<Handshaking> = Vec::new();
     let mut log = RefusalLog { last: None, unlogged: 0 };
     let mut next_id = 0u64;
@@ -391,7 +391,7 @@ fn accept_loop(listener: TcpListener, shared: &Arc<Shared>) {
             fds.push(pollfd(h.sock.as_raw_fd(), libc::POLLIN | out));
         }
         if let Err(e) = poll_fds(&mut fds, wait) {
-            tracing::warn!(%node, "TCP verbs: poll: {e}");
+            tracing::warn!(node = %shared.tls.name(), "TCP verbs: poll: {e}");
             std::thread::sleep(Duration::from_millis(10));
             continue;
         }
@@ -420,12 +420,12 @@ fn accept_loop(listener: TcpListener, shared: &Arc<Shared>) {
                         "no TLS handshake within {:?} (verbs.handshake_timeout)",
                         shared.limits.handshake_timeout
                     );
-                    log.refused(node, h.peer, &why);
+                    log.refused(shared.tls.name(), h.peer, &why);
                     let _ = h.sock.shutdown(Shutdown::Both);
                 }
                 HandshakeStep::Failed(why) => {
                     bump(&shared.counters.handshake_failed);
-                    log.refused(node, h.peer, &format!("TLS handshake failed: {why}"));
+                    log.refused(shared.tls.name(), h.peer, &format!("TLS handshake failed: {why}"));
                     let _ = h.sock.shutdown(Shutdown::Both);
                 }
                 HandshakeStep::Done => admit(h, shared, &mut log),
@@ -444,7 +444,7 @@ fn admit(h: Handshaking, shared: &Arc<Shared>, log: &mut RefusalLog) {
         Ok(from) => from,
         Err(why) => {
             bump(&shared.counters.refused_identity);
-            log.refused(node, peer, &format!("not a node of this DC: {why}"));
+            log.refused(shared.tls.name(), peer, &format!("not a node of this DC: {why}"));
             // The peer waits for its admission: tell it why (best effort, the socket is
             // still non-blocking and the status fits its buffer), then close.
             let _ = conn.writer().write_all(&encode_status(Some(&format!("refused: {why}"))));
@@ -458,7 +458,7 @@ fn admit(h: Handshaking, shared: &Arc<Shared>, log: &mut RefusalLog) {
     let stream = match TlsStream::handshaken(conn, sock) {
         Ok(s) => s,
         Err(e) => {
-            tracing::debug!(%node, %peer, "TCP verbs: dropping a connection: {e}");
+            tracing::debug!(node = %shared.tls.name(), %peer, "TCP verbs: dropping a connection: {e}");
             return;
         }
     };
@@ -466,11 +466,11 @@ fn admit(h: Handshaking, shared: &Arc<Shared>, log: &mut RefusalLog) {
     let spawned = std::thread::Builder::new().name(format!("tcp-verbs-{}-c{}", node.0, slot.id)).spawn(move || {
         let _slot = slot;
         if let Err(e) = serve_connection(stream, &thread_shared) {
-            tracing::debug!(node = %thread_shared.node, %peer, %from, "TCP verbs connection ended: {e}");
+            tracing::debug!(node = %thread_shared.tls.name(), %peer, %from, "TCP verbs connection ended: {e}");
         }
     });
     if let Err(e) = spawned {
-        tracing::warn!(%node, "TCP verbs: cannot start a connection thread: {e}");
+        tracing::warn!(node = %shared.tls.name(), "TCP verbs: cannot start a connection thread: {e}");
     }
 }
 
@@ -551,7 +551,6 @@ fn accept_ready(
     log: &mut RefusalLog,
     next_id: &mut u64,
 ) {
-    let node = shared.node;
     let limits = &shared.limits;
     loop {
         let (sock, peer) = match listener.accept() {
@@ -559,7 +558,7 @@ fn accept_ready(
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) => {
-                tracing::warn!(%node, "TCP verbs accept: {e}");
+                tracing::warn!(node = %shared.tls.name(), "TCP verbs accept: {e}");
                 // Do not spin on a persistent error (e.g. out of file descriptors).
                 std::thread::sleep(Duration::from_millis(10));
                 return;
@@ -600,7 +599,7 @@ fn accept_ready(
         };
         let mut sock = sock;
         if let Some(why) = refusal {
-            log.refused(node, peer, &why);
+            log.refused(shared.tls.name(), peer, &why);
             // Best effort on a fresh socket: the status fits its send buffer.
             let _ = sock.set_nonblocking(true);
             let _ = sock.write_all(&encode_status(Some(&why)));
@@ -611,13 +610,13 @@ fn accept_ready(
         *next_id += 1;
         let setup = sock.set_nonblocking(true).and_then(|()| sock.set_nodelay(true));
         if let Err(e) = setup {
-            tracing::debug!(%node, %peer, "TCP verbs: dropping a connection: {e}");
+            tracing::debug!(node = %shared.tls.name(), %peer, "TCP verbs: dropping a connection: {e}");
             continue;
         }
         let conn = match shared.tls.server_connection() {
             Ok(c) => Connection::Server(c),
             Err(e) => {
-                tracing::warn!(%node, %peer, "TCP verbs: {e}");
+                tracing::warn!(node = %shared.tls.name(), %peer, "TCP verbs: {e}");
                 continue;
             }
         };
