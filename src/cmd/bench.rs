@@ -450,6 +450,31 @@ pub struct YcsbArgs {
     out: OutArgs,
 }
 
+impl YcsbArgs {
+    /// The embedded cluster run these arguments ask for: `duration` (after `--warmup`), with
+    /// `clients_per_node` clients on every node driving `ycsb` over `records_per_partition`
+    /// records per partition.
+    fn cluster_config(
+        &self,
+        duration: Duration,
+        clients_per_node: usize,
+        records_per_partition: u64,
+        ycsb: YcsbConfig,
+    ) -> ClusterConfig {
+        ClusterConfig {
+            duration,
+            warmup: self.warmup,
+            clients_per_node,
+            records_per_partition,
+            ycsb,
+            options: self.run.ack.options(self.protocol.unwrap_or_default()),
+            seed: self.mix.seed,
+            progress: !self.out.json,
+            interval: self.out.intervals(),
+        }
+    }
+}
+
 /// A failure drill during `redt bench ycsb` (issue 12; failover issue, "redt drill"; issue
 /// 13): a plan of scheduled faults while the clients run (`--drill`), or one fault (`--kill`,
 /// `--cut`: shorthands for one-event plans). With `--cluster` it drills the running cluster
@@ -599,17 +624,7 @@ fn ycsb(a: &YcsbArgs) -> Result<()> {
         let (cells, bytes) = parse_record_size(rs).map_err(anyhow::Error::msg)?;
         topo::set_record_size(&mut topo, cells, bytes, records_per_partition).map_err(anyhow::Error::msg)?;
     }
-    let cfg = ClusterConfig {
-        duration,
-        warmup: a.warmup,
-        clients_per_node,
-        records_per_partition,
-        ycsb,
-        options: a.run.ack.options(a.protocol.unwrap_or_default()),
-        seed: a.mix.seed,
-        progress: !a.out.json,
-        interval: a.out.intervals(),
-    };
+    let cfg = a.cluster_config(duration, clients_per_node, records_per_partition, ycsb);
     let drill = super::drill::bench_plan(&a.drill, a.cluster.is_some(), &topo, duration)?;
     if drill.is_some() && a.out.asked_for_intervals() {
         bail!("--interval / --interval-csv do not apply to a drill: its timeline has the rows (--timeline-csv FILE)");
@@ -724,17 +739,8 @@ fn ycsb_workloads(a: &YcsbArgs, list: &str) -> Result<()> {
                 redt_bench::dex::measure(&t, records_per_partition, 10_000, a.mix.seed).map_err(anyhow::Error::msg)?;
             dex = Some(d);
         }
-        let cfg = ClusterConfig {
-            duration: setup.duration.unwrap_or(YCSB_DURATION),
-            warmup: a.warmup,
-            clients_per_node,
-            records_per_partition,
-            ycsb,
-            options: a.run.ack.options(a.protocol.unwrap_or_default()),
-            seed: a.mix.seed,
-            progress: !a.out.json,
-            interval: a.out.intervals(),
-        };
+        let cfg =
+            a.cluster_config(setup.duration.unwrap_or(YCSB_DURATION), clients_per_node, records_per_partition, ycsb);
         let r = rt.block_on(run_cluster_ycsb(t, &cfg)).map_err(anyhow::Error::msg)?;
         runs.push((name.to_string(), r));
     }
