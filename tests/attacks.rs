@@ -26,10 +26,10 @@
 //! | a client certificate sending `netem set --partition on` | QUIC | `FORBIDDEN`, naming the operator role (`refused_role`) |
 //! | a `redt client --jsonl` line over `limits.max_ops_per_txn`, one over `limits.max_jsonl_line_bytes` | QUIC, the CLI | the coordinator (`refused_over_limit`) and the CLI, naming the limit |
 //! | QUIC connections from one address over `transport.max_connections_per_peer` | QUIC | the admission, closing each with the reason naming the cap |
-//! | a plaintext READ and WRITE | TCP verbs | the TLS handshake: nothing read, nothing written |
-//! | TLS without a client certificate, with a foreign CA's node certificate | TCP verbs | the TLS handshake |
-//! | TLS with the cluster's client certificate, with a node certificate of dc2 | TCP verbs | the admission after the handshake, naming why |
-//! | idle connections over `verbs.max_connections_per_peer` | TCP verbs | a status naming the cap |
+//! | a plaintext READ and WRITE | TCP verbs | the TLS handshake: nothing read, nothing written (`verbs_server_connections{outcome="handshake_failed"}`) |
+//! | TLS without a client certificate, with a foreign CA's node certificate | TCP verbs | the TLS handshake (same count) |
+//! | TLS with the cluster's client certificate, with a node certificate of dc2 | TCP verbs | the admission after the handshake, naming why (`refused_identity`) |
+//! | idle connections over `verbs.max_connections_per_peer` | TCP verbs | a status naming the cap (`refused_max_connections_per_peer`) |
 //!
 //! Each attack is checked on its own ([`check`]): the test ends by naming every attack that
 //! was not refused as it should be.
@@ -158,7 +158,8 @@ async fn legitimate_client(client: Arc<Client>, ledger: Arc<Ledger>, stop: Arc<A
             }
             other => {
                 ledger.other.fetch_add(1, Ordering::Relaxed);
-                *ledger.last_other.lock().expect("not poisoned") = format!("through {node}: {other:?}");
+                *ledger.last_other.lock().expect("not poisoned") =
+                    format!("through {}: {other:?}", if node == A { "dc1-a" } else { "dc1-b" });
             }
         }
     }
@@ -476,6 +477,9 @@ fn attacks_fail_while_a_legitimate_client_commits() {
     };
     let status = status_frame(&topo);
     let handshakes_refused = || metric(metrics_a, "redt_transport_handshakes_refused_total", None);
+    let verbs_server = |outcome: &str| {
+        metric(metrics_a, "redt_verbs_server_connections_total", Some(&format!("outcome=\"{outcome}\"")))
+    };
     let first = |i: u32, what: &str, why: &str| {
         if i == 0 {
             println!("  {what}: {why}");
@@ -641,7 +645,8 @@ fn attacks_fail_while_a_legitimate_client_commits() {
         // A well-formed READ of the superblock and a WRITE, sent without TLS after the clear
         // status: the server takes them for a TLS ClientHello and closes. Not a byte of the
         // MemStore comes back.
-        during(&ledger, "TCP verbs in plaintext", |i| {
+        let before = verbs_server("handshake_failed");
+        let n = during(&ledger, "TCP verbs in plaintext", |i| {
             let mut raw = tcp(addr_a);
             assert_eq!(read_status(&mut raw).expect("the clear status"), Ok(()));
             raw.write_all(&attack).expect("send the request");
@@ -651,6 +656,8 @@ fn attacks_fail_while_a_legitimate_client_commits() {
             // At most a TLS alert record (content type 21): the server's TLS refusing it.
             assert!(got.is_empty() || (got[0] == 21 && got.len() == 7), "a plaintext request was answered: {got:?}");
         });
+        let counted = verbs_server("handshake_failed") - before;
+        assert!(counted >= f64::from(n), "dc1-a's verbs server counted {counted} failed handshakes for {n} attempts");
     });
 
     let foreign_b = foreign.issue_node("dc1-b", "dc1", ip_b).expect("a foreign node certificate");
@@ -660,13 +667,19 @@ fn attacks_fail_while_a_legitimate_client_commits() {
     ] {
         check(&mut failed, what, || {
             // The handshake fails; the request sent anyway gets nothing.
-            during(&ledger, what, |i| {
+            let before = verbs_server("handshake_failed");
+            let n = during(&ledger, what, |i| {
                 let (admitted, got) = verbs_tls_attempt(addr_a, cfg.clone());
                 let e = admitted.expect_err("admitted");
                 first(i, "the attacker reads", &e);
                 assert!(e.starts_with("TLS: ") && e.contains("alert"), "refused by the handshake: {e}");
                 assert!(!contains(&got, &MAGIC.to_le_bytes()), "the superblock leaked");
             });
+            let counted = verbs_server("handshake_failed") - before;
+            assert!(
+                counted >= f64::from(n),
+                "dc1-a's verbs server counted {counted} failed handshakes for {n} attempts"
+            );
         });
     }
 
@@ -682,13 +695,19 @@ fn attacks_fail_while_a_legitimate_client_commits() {
             // Certificates of the cluster CA that are not dc1's nodes: refused after the
             // handshake, naming why; the request sent anyway gets nothing.
             let cfg = verbs_client_config(&ca, Some(&load_identity(&certs, who).unwrap()));
-            during(&ledger, what, |i| {
+            let before = verbs_server("refused_identity");
+            let n = during(&ledger, what, |i| {
                 let (admitted, got) = verbs_tls_attempt(addr_a, cfg.clone());
                 let e = admitted.expect_err("admitted");
                 first(i, "the attacker reads", &e);
                 assert!(e.contains(why), "refused naming why ({why}): {e}");
                 assert!(!contains(&got, &MAGIC.to_le_bytes()), "the superblock leaked");
             });
+            let refused = verbs_server("refused_identity") - before;
+            assert!(
+                refused >= f64::from(n),
+                "dc1-a's verbs server counted {refused} refused identities for {n} attempts"
+            );
         });
     }
     check(&mut failed, "TCP verbs: nothing written", || {
@@ -716,11 +735,14 @@ fn attacks_fail_while_a_legitimate_client_commits() {
         println!("  the attacker reads: {first_refusal}");
         let cap = format!("at most {VERBS_PEER_CAP} (verbs.max_connections_per_peer)");
         assert!(first_refusal.contains(&cap), "refused naming the cap: {first_refusal}");
-        during(&ledger, &format!("{} idle TCP verbs connections held, then more", held.len()), |_| {
+        let before = verbs_server("refused_max_connections_per_peer");
+        let n = during(&ledger, &format!("{} idle TCP verbs connections held, then more", held.len()), |_| {
             let mut s = tcp(addr_a);
             let why = read_status(&mut s).expect("a status").expect_err("admitted over the cap");
             assert!(why.contains("too many connections from") && why.contains(&cap), "{why}");
         });
+        let refused = verbs_server("refused_max_connections_per_peer") - before;
+        assert!(refused >= f64::from(n), "dc1-a's verbs server counted {refused} refusals at the cap for {n} attempts");
         // Still open: the node did not shed them to serve the others.
         for s in &mut held {
             s.set_nonblocking(true).unwrap();

@@ -358,7 +358,7 @@ impl EmbeddedCluster {
             identity,
             SocketSpec::Custom(socket),
         )?;
-        Node::start(NodeParts {
+        let node = Node::start(NodeParts {
             topology: self.topology.clone(),
             node: n.id,
             dc: life.dc.clone(),
@@ -368,7 +368,11 @@ impl EmbeddedCluster {
             options: self.options.clone(),
             stats: self.stats.clone(),
             data_dir: life.data_dir.clone(),
-        })
+        })?;
+        if let Some(server) = self.tcp_servers.get(id.0 as usize) {
+            node.watch_verbs_server(server.counts_handle());
+        }
+        Ok(node)
     }
 
     /// Stops node `id` as a killed process stops: its socket goes deaf and mute at once (see

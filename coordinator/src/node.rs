@@ -134,6 +134,9 @@ pub struct Node {
     replication_factor: usize,
     /// Its background retries' slots (`limits.max_background_retries`; `crate::recovery_task`).
     pub(crate) retry_slots: Arc<recovery_task::RetrySlots>,
+    /// The counters of the TCP verbs server serving its MemStore, when its DC's backend is
+    /// `tcp` ([`Node::watch_verbs_server`]), for its metrics.
+    verbs_server: std::sync::OnceLock<redt_dc_executor::ServerCountsHandle>,
 }
 
 impl Node {
@@ -183,6 +186,7 @@ impl Node {
             rebuilds: crate::rebuild_task::Rebuilds::new(parts.topology.clone()),
             replication_factor: parts.topology.partitions.iter().map(|p| p.replicas.len()).max().unwrap_or(1),
             retry_slots: recovery_task::RetrySlots::new(parts.topology.limits.max_background_retries),
+            verbs_server: std::sync::OnceLock::new(),
         });
         recovery_task::spawn(&node)?;
         liveness::spawn(&node, &detector, arrivals)?;
@@ -294,6 +298,18 @@ impl Node {
     /// The node's counters and running recoveries.
     pub fn board(&self) -> &Arc<StatusBoard> {
         &self.board
+    }
+
+    /// Lets its metrics report the TCP verbs server that serves its MemStore (the server is
+    /// started before the node, by whoever maps the MemStore). Only the first call counts.
+    pub fn watch_verbs_server(&self, counts: redt_dc_executor::ServerCountsHandle) {
+        let _ = self.verbs_server.set(counts);
+    }
+
+    /// The counts of the TCP verbs server serving its MemStore, if one was given
+    /// ([`Node::watch_verbs_server`]).
+    pub fn verbs_server_counts(&self) -> Option<redt_dc_executor::ServerCounts> {
+        self.verbs_server.get().map(|h| h.counts())
     }
 
     /// The answers its coordinators gave since it started, for its metrics.
@@ -594,11 +610,19 @@ impl Node {
         self: &Arc<Self>,
         txn: TxnId,
         start: Instant,
-        m: std::result::Result<M, String>,
+        m: Result<M>,
     ) -> TxnOutcome {
         let m = match m {
             Ok(m) => m,
-            Err(e) => return TxnOutcome { txn, status: TxnStatus::Aborted(e), reads: vec![] },
+            Err(e) => {
+                // A call under `check_call`'s limits can still plan more records than
+                // `limits.max_ops_per_txn` (a TPC-C call's are known once it is built).
+                if matches!(e, Error::OverLimit(_)) {
+                    self.board.refused_over_limit();
+                    tracing::info!(node = %self.name(), "transaction refused: {e}");
+                }
+                return TxnOutcome { txn, status: TxnStatus::Aborted(e.to_string()), reads: vec![] };
+            }
         };
         let (tx, rx) = tokio::sync::oneshot::channel();
         let mut tx = Some(tx);

@@ -252,8 +252,10 @@ impl CoordinatorTxn {
     /// and the commit timestamp is above it.
     ///
     /// # Errors
-    /// A text saying why the call cannot run (unknown procedure or table, malformed
-    /// parameters): the client is told it aborted.
+    /// Why the call cannot run, the client's abort text: [`crate::Error::OverLimit`] for a
+    /// call over the topology's limits (its planned records included, [`crate::limits`]),
+    /// [`crate::Error::BadCall`] for an unknown procedure or table or malformed parameters,
+    /// [`crate::Error::Topology`] for a coordinator outside the topology.
     pub fn start(
         topology: std::sync::Arc<Topology>,
         me: NodeId,
@@ -262,10 +264,14 @@ impl CoordinatorTxn {
         options: CoordinatorOptions,
         start: Cts,
         now: Instant,
-    ) -> Result<CoordinatorTxn, String> {
-        let procedure = call::procedure(&topology, &call).map_err(|e| e.to_string())?;
-        let plan = plan::plan(&topology, procedure.as_ref()).map_err(|e| e.to_string())?;
-        let my_dc = topology.nodes.get(me.0 as usize).map(|n| n.dc).ok_or("coordinator not in the topology")?;
+    ) -> crate::Result<CoordinatorTxn> {
+        let procedure = call::procedure(&topology, &call)?;
+        let plan = plan::plan(&topology, procedure.as_ref())?;
+        let my_dc = topology
+            .nodes
+            .get(me.0 as usize)
+            .map(|n| n.dc)
+            .ok_or_else(|| crate::Error::Topology(format!("coordinator {me} is not in the topology")))?;
         let remote = plan.participants.iter().filter(|&&d| d != my_dc).count() as u64;
         let class = Class { read_write: !plan.read_only, inter_dc: remote > 0 };
         let deadline_ms = (start.0 >> redt_dc_executor::LOGICAL_BITS) + options.phase1_timeout.as_millis() as u64;

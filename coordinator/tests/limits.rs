@@ -224,3 +224,55 @@ async fn a_full_heap_aborts_with_its_cause_in_the_clients_error() {
     assert_eq!(out.reads[1].as_deref().map(|v| v[0]), Some(2));
     cluster.shutdown();
 }
+
+/// `configs/tpcc.yaml` on `port`, named `name`, with 2 ms links and a 16 MiB MemStore per
+/// node (nothing is loaded: the test's calls are refused before they read anything).
+fn tpcc_small(name: &str, port: u16) -> Topology {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../configs/tpcc.yaml");
+    let text = std::fs::read_to_string(path).expect("configs/tpcc.yaml");
+    for needle in
+        [":7100\"", "\nname: redt-tpcc\n", "memstore: { size: 1GiB, index: 128MiB, ring: 32MiB }", "rtt: 40ms"]
+    {
+        assert!(text.contains(needle), "tpcc.yaml has `{needle}`");
+    }
+    let text = text
+        .replace(":7100\"", &format!(":{port}\""))
+        .replace("\nname: redt-tpcc\n", &format!("\nname: {name}\n"))
+        .replace(
+            "memstore: { size: 1GiB, index: 128MiB, ring: 32MiB }",
+            "memstore: { size: 16MiB, index: 1MiB, ring: 1MiB }",
+        )
+        .replace("rtt: 40ms", "rtt: 2ms");
+    Topology::from_yaml(path, &text).expect("the edited tpcc.yaml is valid")
+}
+
+/// A New-Order of `lines` order lines for warehouse 1, district 1 (5 + 3 × `lines` records).
+fn new_order(lines: u32) -> redt_proto::wire::ProcedureCall {
+    use redt_tpcc::procedures::{call, kind, Line, NewOrderParams};
+    let lines = (1..=lines).map(|i| Line { i_id: i, supply_w: 1, qty: 1, dist_info: vec![] }).collect();
+    call(kind::NEW_ORDER, NewOrderParams { w: 1, d: 1, c: 1, o_id: 1, entry_d: 0, lines }.encode())
+}
+
+/// A TPC-C call is a few bytes of parameters: its operations are the records it plans to
+/// touch, known only once it is built. Over `limits.max_ops_per_txn` it is refused by name
+/// at the coordinator and counted like any other refusal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stored_procedure_planning_too_many_records_is_refused_and_counted() {
+    let mut topology = tpcc_small("limits-test-tpcc", 7940);
+    topology.limits.max_ops_per_txn = 20;
+    let cluster = EmbeddedCluster::start(topology, CoordinatorOptions::default()).await.expect("starts");
+    let client = cluster.client(Duration::from_secs(10)).expect("client");
+    let out = client.submit(NodeId(0), new_order(6)).await;
+    assert_eq!(
+        out.status,
+        TxnStatus::Aborted("transaction has 23 operations; the limit is 20 (limits.max_ops_per_txn)".into())
+    );
+    let status = cluster.node(NodeId(0)).status(false).await.unwrap();
+    assert_eq!(status.refused_over_limit, 1);
+    // A malformed call is an abort too, but not a refusal over a limit.
+    let bad = redt_tpcc::procedures::call(redt_tpcc::procedures::kind::NEW_ORDER, vec![0xff]);
+    let out = client.submit(NodeId(0), bad).await;
+    assert!(matches!(&out.status, TxnStatus::Aborted(e) if e.starts_with("bad procedure call: ")), "{:?}", out.status);
+    assert_eq!(cluster.node(NodeId(0)).status(false).await.unwrap().refused_over_limit, 1);
+    cluster.shutdown();
+}

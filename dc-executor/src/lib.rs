@@ -66,6 +66,6 @@ pub use snapshot::{
     apply_snapshot, apply_snapshot_by, read_snapshot, SnapshotApplied, SnapshotCell, SnapshotChunk, SnapshotRecord,
 };
 pub use verbs::{
-    Completion, DoorbellBatch, LocalVerbs, ServerCounts, ServerLimits, TcpVerbs, TcpVerbsServer, VerbCounters,
-    VerbCounts, Verbs, VerbsTls, WorkRequest,
+    Completion, DoorbellBatch, LocalVerbs, ServerCounts, ServerCountsHandle, ServerLimits, TcpVerbs, TcpVerbsServer,
+    VerbCounters, VerbCounts, Verbs, VerbsTls, WorkRequest,
 };

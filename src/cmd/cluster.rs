@@ -481,6 +481,9 @@ pub fn node(a: &NodeArgs) -> Result<()> {
             stats: Arc::new(TxnStats::default()),
             data_dir: Some(data_dir),
         })?;
+        if let Some(server) = &server {
+            node.watch_verbs_server(server.counts_handle());
+        }
         let metrics = match metrics_addr {
             Some(addr) => {
                 let serving = node.clone();

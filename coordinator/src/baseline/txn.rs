@@ -155,8 +155,10 @@ impl BaselineTxn {
     /// 1 to its participants.
     ///
     /// # Errors
-    /// A text saying why the call cannot run (unknown procedure or table, malformed
-    /// parameters, a coordinator outside the topology): the client is told it aborted.
+    /// Why the call cannot run, the client's abort text: [`crate::Error::OverLimit`] for a
+    /// call over the topology's limits (its planned records included), [`crate::Error::BadCall`]
+    /// for an unknown procedure or table or malformed parameters, [`crate::Error::Topology`]
+    /// for a coordinator outside the topology.
     pub fn start(
         baseline: Baseline,
         topology: Arc<Topology>,
@@ -165,10 +167,14 @@ impl BaselineTxn {
         call: ProcedureCall,
         options: CoordinatorOptions,
         now: Instant,
-    ) -> Result<BaselineTxn, String> {
-        let procedure = call::procedure(&topology, &call).map_err(|e| e.to_string())?;
-        let plan = plan::plan(&topology, procedure.as_ref()).map_err(|e| e.to_string())?;
-        let my_dc = topology.nodes.get(me.0 as usize).map(|n| n.dc).ok_or("coordinator not in the topology")?;
+    ) -> crate::Result<BaselineTxn> {
+        let procedure = call::procedure(&topology, &call)?;
+        let plan = plan::plan(&topology, procedure.as_ref())?;
+        let my_dc = topology
+            .nodes
+            .get(me.0 as usize)
+            .map(|n| n.dc)
+            .ok_or_else(|| crate::Error::Topology(format!("coordinator {me} is not in the topology")))?;
         // The same classes as RedT's, so the rows of a comparison count the same transactions.
         let class = Class { read_write: !plan.read_only, inter_dc: plan.participants.iter().any(|&d| d != my_dc) };
         let participants = match baseline {

@@ -370,6 +370,25 @@ impl Collector for NodeSample {
             ],
         )?;
         w.counter("verbs_doorbells", "Doorbells rung (one per batch or lone verb).", None, v.doorbells)?;
+        if let Some(c) = &self.verbs_server {
+            w.counters(
+                "verbs_server_connections",
+                "Connections the TCP verbs server serving this node's MemStore accepted, by what became of them \
+                 (refusals name the verbs: limit or the check that failed).",
+                None,
+                "outcome",
+                [
+                    ("accepted", c.accepted),
+                    ("refused_max_connections", c.refused_total_cap),
+                    ("refused_max_connections_per_peer", c.refused_peer_cap),
+                    ("handshake_failed", c.handshake_failed),
+                    ("handshake_timed_out", c.handshake_timed_out),
+                    ("refused_identity", c.refused_identity),
+                    ("authenticated", c.authenticated),
+                    ("first_frame_timed_out", c.first_frame_timed_out),
+                ],
+            )?;
+        }
         w.counters(
             "verbs_moved",
             "Bytes moved by READs and WRITEs.",
@@ -414,6 +433,11 @@ mod tests {
                 ..LinkSample::default()
             }],
             verbs: Default::default(),
+            verbs_server: Some(redt_dc_executor::ServerCounts {
+                accepted: 9,
+                refused_peer_cap: 4,
+                ..Default::default()
+            }),
             ring_capacity_slots: 1024,
             now_unix_ms: 0,
         }
@@ -437,6 +461,8 @@ mod tests {
             "redt_link_rtt_seconds{node=\"dc1-n1\",dc=\"dc1\",peer_dc=\"dc2\"} 0.04",
             "redt_transport_over_limit_total{node=\"dc1-n1\",dc=\"dc1\",limit=\"max_connections_per_peer\"} 2",
             "redt_transport_over_limit_total{node=\"dc1-n1\",dc=\"dc1\",limit=\"handler_timeout\"} 0",
+            "redt_verbs_server_connections_total{node=\"dc1-n1\",dc=\"dc1\",outcome=\"accepted\"} 9",
+            "redt_verbs_server_connections_total{node=\"dc1-n1\",dc=\"dc1\",outcome=\"refused_max_connections_per_peer\"} 4",
         ] {
             assert!(text.lines().any(|l| l == line), "no line `{line}` in:\n{text}");
         }

@@ -8,7 +8,7 @@ use crate::error::Result;
 use crate::node::Node;
 use crate::status::NodeStatus;
 use crate::transport::CountersSnapshot;
-use redt_dc_executor::VerbCounts;
+use redt_dc_executor::{ServerCounts, VerbCounts};
 use std::time::Duration;
 
 /// One node's figures at one scrape.
@@ -30,6 +30,9 @@ pub struct NodeSample {
     /// Verbs issued by its data path's backend (in an embedded cluster, shared by the nodes
     /// of its DC).
     pub verbs: VerbCounts,
+    /// What the TCP verbs server serving its MemStore did with the connections it accepted
+    /// (`None` where its DC's backend is not `tcp`).
+    pub verbs_server: Option<ServerCounts>,
     /// Slots of its redo ring.
     pub ring_capacity_slots: u64,
     /// When the sample was taken, ms since the Unix epoch (ages are computed against it).
@@ -94,6 +97,7 @@ impl NodeSample {
             transport: node.transport().counters().snapshot(),
             links,
             verbs: data.verbs.counters().snapshot(),
+            verbs_server: node.verbs_server_counts(),
             ring_capacity_slots: data.layout.ring_bytes.saturating_sub(64) / 64,
             now_unix_ms,
         })

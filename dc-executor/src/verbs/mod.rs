@@ -26,8 +26,8 @@ pub use hook::BeforeBatch;
 pub(crate) use local::open_private_file;
 pub use local::{shared_file, LocalVerbs};
 pub use tcp::{
-    decode_reply_body, decode_request_body, encode_request_body, ServerCounts, ServerLimits, TcpVerbs, TcpVerbsServer,
-    DEFAULT_IO_TIMEOUT, MAX_FRAME_BYTES, POOL_IDLE_FOR, WIRE_VERSION,
+    decode_reply_body, decode_request_body, encode_request_body, ServerCounts, ServerCountsHandle, ServerLimits,
+    TcpVerbs, TcpVerbsServer, DEFAULT_IO_TIMEOUT, MAX_FRAME_BYTES, POOL_IDLE_FOR, WIRE_VERSION,
 };
 pub use tls::{cert_identity, VerbsTls, VERBS_ALPN};
 

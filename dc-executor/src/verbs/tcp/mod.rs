@@ -42,5 +42,5 @@ mod server;
 mod wire;
 
 pub use client::{TcpVerbs, DEFAULT_IO_TIMEOUT, POOL_IDLE_FOR};
-pub use server::{ServerCounts, ServerLimits, TcpVerbsServer};
+pub use server::{ServerCounts, ServerCountsHandle, ServerLimits, TcpVerbsServer};
 pub use wire::{decode_reply_body, decode_request_body, encode_request_body, MAX_FRAME_BYTES, WIRE_VERSION};

@@ -97,6 +97,24 @@ pub struct ServerCounts {
     pub first_frame_timed_out: u64,
 }
 
+/// A handle on a [`TcpVerbsServer`]'s counters that outlives neither nor borrows it: what a
+/// node's metrics endpoint reads at each scrape ([`TcpVerbsServer::counts_handle`]).
+#[derive(Clone)]
+pub struct ServerCountsHandle(Arc<Counters>);
+
+impl ServerCountsHandle {
+    /// The server's counts now, as [`TcpVerbsServer::counts`].
+    pub fn counts(&self) -> ServerCounts {
+        self.0.snapshot()
+    }
+}
+
+impl std::fmt::Debug for ServerCountsHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("ServerCountsHandle").field(&self.counts()).finish()
+    }
+}
+
 /// The live counters behind [`ServerCounts`].
 #[derive(Default)]
 struct Counters {
@@ -270,6 +288,11 @@ impl TcpVerbsServer {
     /// What the server did with the connections it accepted so far.
     pub fn counts(&self) -> ServerCounts {
         self.counters.snapshot()
+    }
+
+    /// A handle that reads [`TcpVerbsServer::counts`] from elsewhere (a node's metrics).
+    pub fn counts_handle(&self) -> ServerCountsHandle {
+        ServerCountsHandle(self.counters.clone())
     }
 
     /// Connections open now (handshaking or served).
