@@ -1064,7 +1064,8 @@ impl ExecutorCore {
         if !applied {
             return Ok(true);
         }
-        tracing::info!(node = %self.node, %txn, "stale redo of a behind DC was applied: the catch-up writes over it");
+        let name = self.epochs.current().node_name(self.node);
+        tracing::info!(node = %name, %txn, "stale redo of a behind DC was applied: the catch-up writes over it");
         Ok(self.executor.apply_replica_over_own(self.node, txn, changes, cts)?)
     }
 

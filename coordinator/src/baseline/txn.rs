@@ -536,7 +536,7 @@ impl TxnMachine for BaselineTxn {
         let Some((peer, purpose)) = self.attempts.remove(&attempt) else { return };
         match purpose {
             Purpose::Phase(number) => {
-                tracing::debug!(txn = %self.txn, %peer, "baseline phase: {error}");
+                tracing::debug!(txn = %self.txn, peer = %self.topology.node_name(peer), "baseline phase: {error}");
                 if let Some(p) = self.phase.as_mut().filter(|p| p.number == number) {
                     p.open -= 1;
                     self.check_phase(now);
