@@ -792,7 +792,7 @@ impl Node {
             },
             Body::Status(req) => match self.status(req.count_locks).await {
                 Ok(s) => reply(Body::NodeStatus(s.to_wire())),
-                Err(e) => err(error_code::INTERNAL, e.to_string()),
+                Err(e) => err(error_code::INTERNAL, e.named(&self.topology())),
             },
             Body::Heartbeat(hb) => {
                 let Some(peer) = from.node() else {
