@@ -147,7 +147,7 @@ pub fn run_local_ycsb(topo: &Topology, cfg: &LocalConfig) -> Result<LocalReport,
     let replays: Vec<ReplayTask> = dc
         .nodes
         .iter()
-        .map(|&n| ReplayTask::spawn(local.region(n).expect("formatted above").clone(), &handle, n))
+        .map(|&n| ReplayTask::spawn(local.region(n).expect("formatted above").clone(), &handle, n, topo.node_name(n)))
         .collect();
 
     let gen = Arc::new(YcsbGenerator::new(cfg.ycsb.clone(), table.id, rl.cells(), rl.cell_bytes[0] as usize, key_list));

@@ -293,6 +293,8 @@ pub struct CatchUpDebt {
 #[derive(Debug)]
 struct Shipment {
     to: NodeId,
+    /// `to`'s name in the topology, as logs name it.
+    name: String,
     request: Request,
     failures: u32,
     retry_at: Option<Instant>,
@@ -329,10 +331,12 @@ pub struct Shipper {
 
 impl Shipper {
     /// Starts delivering `ship` (the accepts of `txn`'s catch-up) at `now`; with `placement`,
-    /// only to nodes its current epoch places a replica on (see the type's docs).
+    /// only to nodes its current epoch places a replica on (see the type's docs). Logs name
+    /// the nodes as `topology` does.
     pub fn start(
         txn: TxnId,
         ship: Vec<(NodeId, Request)>,
+        topology: &Topology,
         options: &RecoveryOptions,
         placement: Option<Arc<Epochs>>,
         now: Instant,
@@ -343,6 +347,7 @@ impl Shipper {
                 .into_iter()
                 .map(|(to, request)| Shipment {
                     to,
+                    name: topology.node_name(to),
                     request,
                     failures: 0,
                     retry_at: None,
@@ -374,7 +379,7 @@ impl Shipper {
         if epochs.holds_replica(s.to, None) {
             return false;
         }
-        tracing::info!(txn = %self.txn, to = %s.to, "catch-up dropped: the node holds no replica in the current epoch");
+        tracing::info!(txn = %self.txn, to = %s.name, "catch-up dropped: the node holds no replica in the current epoch");
         s.acked = Some(false);
         s.unplaced = true;
         s.retry_at = None;
@@ -439,7 +444,7 @@ impl TxnMachine for Shipper {
         if now >= give_up_at {
             tracing::error!(
                 %txn,
-                to = %s.to,
+                to = %s.name,
                 "catch-up undelivered, giving up: the replica stays behind until a later write of each cell \
                  reaches it or failover rebuilds it: {error}"
             );
@@ -447,7 +452,7 @@ impl TxnMachine for Shipper {
             s.retry_at = None;
             return;
         }
-        tracing::debug!(%txn, to = %s.to, "catch-up retry: {error}");
+        tracing::debug!(%txn, to = %s.name, "catch-up retry: {error}");
         let pause = base.saturating_mul(1u32 << s.failures.min(16)).min(max);
         s.failures = s.failures.saturating_add(1);
         s.retry_at = Some(now + pause);
@@ -539,9 +544,13 @@ mod tests {
         }
     }
 
-    fn options() -> RecoveryOptions {
+    fn topology() -> Topology {
         let path = format!("{}/../configs/local-fast.yaml", env!("CARGO_MANIFEST_DIR"));
-        let t = Topology::load(std::path::Path::new(&path)).expect("config loads");
+        Topology::load(std::path::Path::new(&path)).expect("config loads")
+    }
+
+    fn options() -> RecoveryOptions {
+        let t = topology();
         let mut o = RecoveryOptions::for_topology(&t, Duration::from_millis(250));
         o.retry_base = Duration::from_millis(100);
         o.retry_max = Duration::from_millis(400);
@@ -574,7 +583,7 @@ mod tests {
     fn a_shipper_retries_with_back_off_until_acknowledged() {
         let t0 = Instant::now();
         let ms = |n: u64| t0 + Duration::from_millis(n);
-        let mut s = Shipper::start(TxnId(9), vec![accept(1), accept(2)], &options(), None, t0);
+        let mut s = Shipper::start(TxnId(9), vec![accept(1), accept(2)], &topology(), &options(), None, t0);
         let first = sends(&mut s);
         assert_eq!(first.iter().map(|x| x.1).collect::<Vec<_>>(), [NodeId(1), NodeId(2)]);
         s.handle_reply(first[0].0, Reply::Accepted(true), ms(10));
@@ -604,7 +613,7 @@ mod tests {
     #[test]
     fn a_shipper_gives_up_after_its_bound() {
         let t0 = Instant::now();
-        let mut s = Shipper::start(TxnId(9), vec![accept(3)], &options(), None, t0);
+        let mut s = Shipper::start(TxnId(9), vec![accept(3)], &topology(), &options(), None, t0);
         let mut attempt = sends(&mut s)[0].0;
         let mut now = t0;
         while !s.is_done() {
@@ -619,6 +628,22 @@ mod tests {
         assert!(now >= t0 + Duration::from_secs(2) && now < t0 + Duration::from_secs(3), "gave up at its bound");
         assert!(!s.delivered());
         assert_eq!(s.undelivered(), [NodeId(3)]);
+    }
+
+    /// Names, not internal ids, in every log line (issue 16): giving up on a replica names
+    /// it as the topology file does (`dc4-n1`, not `node#3`).
+    #[test]
+    fn a_shipper_names_the_replica_it_gives_up_on() {
+        let t0 = Instant::now();
+        let (_, logged) = crate::test_log::capture(|| {
+            let mut s = Shipper::start(TxnId(9), vec![accept(3)], &topology(), &options(), None, t0);
+            let attempt = sends(&mut s)[0].0;
+            s.handle_failure(attempt, "unreachable", t0 + Duration::from_secs(3));
+            assert!(s.is_done() && !s.delivered());
+        });
+        let line = logged.lines().find(|l| l.contains("catch-up undelivered, giving up")).expect("logged");
+        assert!(line.contains("to=dc4-n1"), "{line}");
+        assert!(!logged.contains("node#"), "{logged}");
     }
 
     /// The catch-up mask (docs/design.md §2): one bit per shipped partition by its position in the

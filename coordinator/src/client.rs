@@ -246,7 +246,7 @@ impl Client {
                 }
                 // Nothing was submitted (at most an id reserved and never used): go on.
                 Err(e) => {
-                    tracing::debug!(%node, "no reservation: {e}");
+                    tracing::debug!(node = %self.topology.node_name(node), "no reservation: {e}");
                     continue;
                 }
             };

@@ -413,10 +413,14 @@ impl ExecutorCore {
             let topology = self.epochs.current();
             let nodes = topology.nodes.iter().filter(|n| n.dc == self.dc_id).map(|n| n.id);
             if let Err(e) = self.executor.dc().persist(nodes) {
-                return Handled::error(
-                    error_code::INTERNAL,
-                    format!("{}: what this request wrote could not be made durable: {e}", self.node),
-                );
+                return Handled::error(error_code::INTERNAL, {
+                    let t = self.epochs.current();
+                    format!(
+                        "{}: what this request wrote could not be made durable: {}",
+                        t.node_name(self.node),
+                        e.named(&t)
+                    )
+                });
             }
         }
         handled
@@ -427,12 +431,12 @@ impl ExecutorCore {
         match request {
             Request::Execute(e) if !e.replicate => match self.execute(&e, now_ms) {
                 Ok(vote) => Handled::reply(Reply::Vote { dc: self.dc_id, vote, nested: Default::default() }),
-                Err(e) => Handled::error(error_code_of(&e), e.to_string()),
+                Err(e) => Handled::error(error_code_of(&e), e.named(&self.epochs.current())),
             },
             Request::Record(Record { txn, ballot, decision, entries }) => {
                 match self.record(txn, decision, ballot, &entries) {
                     Ok(ok) => Handled::reply(Reply::Recorded(ok)),
-                    Err(e) => Handled::error(error_code::INTERNAL, e.to_string()),
+                    Err(e) => Handled::error(error_code::INTERNAL, e.named(&self.epochs.current())),
                 }
             }
             Request::Decide(Decide { txn, ballot, decision, entries, role: DecideRole::Executor, catch_up }) => {
@@ -440,13 +444,13 @@ impl ExecutorCore {
                 let from_coordinator = ballot == Ballot(0);
                 match self.decide_with_catch_up(txn, decision, &entries, &catch_up, from_coordinator) {
                     Ok(catch_up) => Handled { reply: Reply::Decided(Default::default()), catch_up },
-                    Err(e) => Handled::error(error_code::INTERNAL, e.to_string()),
+                    Err(e) => Handled::error(error_code::INTERNAL, e.named(&self.epochs.current())),
                 }
             }
             Request::Decide(Decide { txn, decision, role: DecideRole::Secondary, .. }) => {
                 match self.settle(txn, from, decision) {
                     Ok(()) => Handled::reply(Reply::Decided(Default::default())),
-                    Err(e) => Handled::error(error_code::INTERNAL, e.to_string()),
+                    Err(e) => Handled::error(error_code::INTERNAL, e.named(&self.epochs.current())),
                 }
             }
             Request::Accept(Accept { mut origin, changes, decided, behind }) => {
@@ -459,16 +463,17 @@ impl ExecutorCore {
                                 error_code::NOT_READY,
                                 format!(
                                     "{}: a record the catch-up of {} writes is in use; retry",
-                                    self.node, origin.txn
+                                    self.epochs.current().node_name(self.node),
+                                    origin.txn
                                 ),
                             )
                         }
-                        Err(e) => return Handled::error(error_code_of(&e), e.to_string()),
+                        Err(e) => return Handled::error(error_code_of(&e), e.named(&self.epochs.current())),
                     }
                 }
                 match self.accept(from, &origin, &changes, decided) {
                     Ok(ok) => Handled::reply(Reply::Accepted(ok)),
-                    Err(e) => Handled::error(error_code_of(&e), e.to_string()),
+                    Err(e) => Handled::error(error_code_of(&e), e.named(&self.epochs.current())),
                 }
             }
             // A node that is a voter of nothing (removed, or back and only a learner) trusts
@@ -478,7 +483,7 @@ impl ExecutorCore {
                 error_code::NOT_READY,
                 format!(
                     "{} holds no voting replica in {}: removed, nothing held here is trusted",
-                    self.node,
+                    self.epochs.current().node_name(self.node),
                     self.epochs.epoch()
                 ),
             ),
@@ -504,17 +509,17 @@ impl ExecutorCore {
                         self.fences.insert(txn);
                         Handled::reply(Reply::Promises(promises))
                     }
-                    Err(e) => Handled::error(error_code::INTERNAL, e.to_string()),
+                    Err(e) => Handled::error(error_code::INTERNAL, e.named(&self.epochs.current())),
                 }
             }
             Request::SnapshotRead(r) => match self.snapshot_read(&r) {
                 Ok(Ok((records, next))) => Handled::reply(Reply::Snapshot { records, next }),
                 Ok(Err(why)) => Handled::error(error_code::NOT_READY, why),
-                Err(e) => Handled::error(error_code_of(&e), e.to_string()),
+                Err(e) => Handled::error(error_code_of(&e), e.named(&self.epochs.current())),
             },
             Request::Reservations(Reservations { ring }) => match self.executor.reservations(ring) {
                 Ok(held) => Handled::reply(Reply::Reserved(held)),
-                Err(e) => Handled::error(error_code::INTERNAL, e.to_string()),
+                Err(e) => Handled::error(error_code::INTERNAL, e.named(&self.epochs.current())),
             },
             Request::LogDecision(LogDecision { txn, decision, .. }) => {
                 self.log_decision(txn, decision);
@@ -804,13 +809,23 @@ impl ExecutorCore {
     ) -> Result<std::result::Result<(Vec<redt_dc_executor::SnapshotRecord>, Option<u64>), String>> {
         let current = self.epochs.current();
         if current.epoch < r.epoch {
-            return Ok(Err(format!("{} has not applied {} yet (it is at {})", self.node, r.epoch, current.epoch)));
+            return Ok(Err(format!(
+                "{} has not applied {} yet (it is at {})",
+                current.node_name(self.node),
+                r.epoch,
+                current.epoch
+            )));
         }
         let Some(part) = current.partitions.get(r.partition.0 as usize) else {
             return Ok(Err(format!("partition {} is not in the topology", r.partition)));
         };
         if !part.replicas.contains(&self.node) {
-            return Ok(Err(format!("{} is not a voter of {} in {}", self.node, r.partition, current.epoch)));
+            return Ok(Err(format!(
+                "{} is not a voter of {} in {}",
+                current.node_name(self.node),
+                r.partition,
+                current.epoch
+            )));
         }
         let dc = self.executor.dc().clone();
         if r.from_bucket == 0 && !self.mutations.snapshot_without_fence {
@@ -836,7 +851,8 @@ impl ExecutorCore {
             if older > 0 {
                 return Ok(Err(format!(
                     "{} holds {older} redo entries of epochs before {} not finished and applied yet",
-                    self.node, r.epoch
+                    current.node_name(self.node),
+                    r.epoch
                 )));
             }
         }
@@ -1064,7 +1080,8 @@ impl ExecutorCore {
         if !applied {
             return Ok(true);
         }
-        tracing::info!(node = %self.node, %txn, "stale redo of a behind DC was applied: the catch-up writes over it");
+        let name = self.epochs.current().node_name(self.node);
+        tracing::info!(node = %name, %txn, "stale redo of a behind DC was applied: the catch-up writes over it");
         Ok(self.executor.apply_replica_over_own(self.node, txn, changes, cts)?)
     }
 
@@ -1235,6 +1252,12 @@ impl ExecutorCore {
             out.push(Finding { node, kind });
         }
         out
+    }
+
+    /// The text of `e` for an error answer: nodes and tables named as the current placement's
+    /// topology names them ([`Error::named`]).
+    pub(crate) fn error_text(&self, e: &Error) -> String {
+        e.named(&self.epochs.current())
     }
 
     /// Transactions that voted commit here and await their decision (as remembered: at most

@@ -46,6 +46,8 @@ mod recovery_task;
 mod reserved;
 mod stats;
 pub mod status;
+#[cfg(test)]
+mod test_log;
 mod timeouts;
 pub mod transport;
 pub mod txn;

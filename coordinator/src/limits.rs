@@ -161,7 +161,7 @@ pub fn check_sub_txn(topology: &Topology, participants: &[DcId], partitions: &[P
             return Err(BadSubTxn::Malformed(format!("participant {d} is not in the topology")));
         }
         if !seen.insert(d.0 as u64) {
-            return Err(BadSubTxn::Malformed(format!("participant {d} is named twice")));
+            return Err(BadSubTxn::Malformed(format!("participant {} is named twice", topology.dc_name(*d))));
         }
     }
     seen.clear();

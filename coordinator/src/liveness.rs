@@ -312,13 +312,14 @@ impl Inbox {
     }
 
     /// Passes a heartbeat from `from` (sent at `sent_at_us` on its clock), arrived now, to the
-    /// driver; drops it if the driver is that far behind or gone. Never waits.
-    pub(crate) fn heard(&self, from: NodeId, sent_at_us: u64) {
+    /// driver; drops it if the driver is that far behind or gone. Never waits. `name` names
+    /// `from` in the log line of a drop.
+    pub(crate) fn heard(&self, from: NodeId, sent_at_us: u64, name: impl FnOnce() -> String) {
         let arrival = Arrival { from, sent_at_us, at: Instant::now() };
         if self.tx.try_send(arrival).is_err() {
             let dropped = self.dropped.fetch_add(1, Relaxed) + 1;
             if dropped.is_power_of_two() {
-                tracing::debug!(%from, dropped, "heartbeat dropped: the failure detector is behind");
+                tracing::debug!(from = %name(), dropped, "heartbeat dropped: the failure detector is behind");
             }
         }
     }

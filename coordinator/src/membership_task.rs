@@ -277,7 +277,7 @@ async fn run(
             Some((from, data)) = inbox.recv() => match redt_replication::decode_message(&data) {
                 Ok(m) => peer.handle_message(m),
                 Err(e) => {
-                    tracing::debug!(node = %n.name(), %from, "undecodable Raft message: {e}");
+                    tracing::debug!(node = %n.name(), from = %n.topology().node_name(from), "undecodable Raft message: {e}");
                     Ok(())
                 }
             },
@@ -328,11 +328,12 @@ async fn run(
         while let Some(a) = peer.poll_applied() {
             match a.outcome {
                 Ok(c) => {
-                    tracing::info!(node = %n.name(), index = a.index, command = ?a.command, "membership change applied");
+                    tracing::info!(node = %n.name(), index = a.index, command = %a.command.named(&n.topology()), "membership change applied");
                     changed |= c.placement_changed();
                 }
                 Err(why) => {
-                    tracing::info!(node = %n.name(), index = a.index, command = ?a.command, "membership change refused: {why:?}")
+                    let t = n.topology();
+                    tracing::info!(node = %n.name(), index = a.index, command = %a.command.named(&t), "membership change refused: {}", why.named(&t))
                 }
             }
         }
@@ -340,7 +341,18 @@ async fn run(
             adopt(&n, &base, peer.membership());
         }
         while let Some(c) = peer.poll_conf_change() {
-            tracing::info!(node = %n.name(), index = c.index, changes = ?c.changes, outcome = ?c.outcome, voters = ?peer.voters(), "raft conf change applied");
+            let t = n.topology();
+            let voters: Vec<String> = peer.voters().into_iter().map(|v| t.node_name(v)).collect();
+            let changes: Vec<String> = c
+                .changes
+                .iter()
+                .map(|r| {
+                    let who = redt_replication::node_of(r.raft_id)
+                        .map_or_else(|| format!("raft id {}", r.raft_id), |v| t.node_name(v));
+                    format!("{who}: {:?}", r.role)
+                })
+                .collect();
+            tracing::info!(node = %n.name(), index = c.index, ?changes, outcome = ?c.outcome, ?voters, "raft conf change applied");
         }
         let leader = peer.leader().and_then(redt_replication::node_of).map_or(0, |l| u32::from(l.0) + 1);
         view.leader.store(leader, Ordering::Relaxed);
@@ -370,7 +382,8 @@ fn next_suspect(
         }
         Err(why) => {
             if deferred.insert(*s) {
-                tracing::warn!(node = %n.name(), suspect = %s.named(&n.topology()), "removal deferred: {why}");
+                let t = n.topology();
+                tracing::warn!(node = %n.name(), suspect = %s.named(&t), "removal deferred: {}", why.named(&t));
             }
             false
         }
@@ -401,10 +414,11 @@ fn next_suspect(
 /// Proposes `command`; a proposal refused because leadership moved is not a failure of the
 /// peer (the new leader makes its own).
 fn propose_quietly(n: &Node, peer: &mut RaftMembership, command: &Command) -> redt_replication::Result<()> {
-    tracing::info!(node = %n.name(), ?command, "membership: proposing");
+    let named = command.named(&n.topology());
+    tracing::info!(node = %n.name(), command = %named, "membership: proposing");
     match peer.propose(command) {
         Err(e @ (redt_replication::Error::NotLeader { .. } | redt_replication::Error::Raft(_))) => {
-            tracing::info!(node = %n.name(), ?command, "not proposed: {e}");
+            tracing::info!(node = %n.name(), command = %named, "not proposed: {e}");
             Ok(())
         }
         r => r,
@@ -521,15 +535,16 @@ fn send(n: &Arc<Node>, m: redt_replication::RaftMessage, in_flight: &Arc<std::sy
     let data = redt_replication::encode_message(&m);
     let envelope = n.envelope(Body::Raft(RaftMsg { data }));
     let transport = n.transport().clone();
+    let topology = n.topology();
     let in_flight = in_flight.clone();
     tokio::spawn(async move {
         match transport.call(to, envelope).await {
             Ok(reply) => {
                 if let Some(Body::Error(e)) = reply.body {
-                    tracing::debug!(%to, "Raft message refused: {}", e.message);
+                    tracing::debug!(to = %topology.node_name(to), "Raft message refused: {}", e.message);
                 }
             }
-            Err(e) => tracing::trace!(%to, "Raft message not delivered: {e}"),
+            Err(e) => tracing::trace!(to = %topology.node_name(to), "Raft message not delivered: {e}"),
         }
 
         if let Some(c) = in_flight.lock().unwrap_or_else(|p| p.into_inner()).get_mut(&to) {

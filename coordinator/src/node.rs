@@ -155,7 +155,8 @@ impl Node {
     /// client-only), the OS refuses a thread, or there is no Tokio runtime ([`Error::Io`]).
     pub fn start(parts: NodeParts) -> Result<Arc<Node>> {
         let ids = TxnIds::start(&parts.dc, parts.node)?;
-        let replay = ReplayTask::spawn(parts.region.clone(), &parts.dc, parts.node);
+        let replay =
+            ReplayTask::spawn(parts.region.clone(), &parts.dc, parts.node, parts.topology.node_name(parts.node));
         let hlc = Arc::new(Hlc::new());
         let epochs = Arc::new(Epochs::new(parts.topology.clone()));
         let core = ExecutorCore::new(epochs.clone(), parts.node, parts.dc.clone(), hlc.clone());
@@ -685,7 +686,7 @@ impl Node {
             while let Some(action) = m.poll_action() {
                 match action {
                     Action::Send { attempt, to, request } => {
-                        tracing::trace!(%to, attempt, "send");
+                        tracing::trace!(to = %self.topology().node_name(to), attempt, "send");
                         let call = self.call_typed(to, request);
                         inflight.spawn(async move { (attempt, call.await) }.instrument(tracing::Span::current()));
                     }
@@ -815,7 +816,7 @@ impl Node {
             },
             Body::Status(req) => match self.status(req.count_locks).await {
                 Ok(s) => reply(Body::NodeStatus(s.to_wire())),
-                Err(e) => err(error_code::INTERNAL, e.to_string()),
+                Err(e) => err(error_code::INTERNAL, e.named(&self.topology())),
             },
             Body::Heartbeat(hb) => {
                 let Some(peer) = from.node() else {
@@ -824,7 +825,7 @@ impl Node {
                         format!("heartbeats are accepted from nodes only, not from {from}"),
                     );
                 };
-                self.heartbeats.heard(peer, hb.sent_at_us);
+                self.heartbeats.heard(peer, hb.sent_at_us, || self.topology().node_name(peer));
                 reply(Body::Ack(AckReply {}))
             }
             Body::Raft(m) => {

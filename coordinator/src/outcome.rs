@@ -213,7 +213,9 @@ pub fn judge(txn: TxnId, findings: &[Finding], placements: &[Arc<Topology>], dea
         return KnownOutcome::Committed(cts);
     }
     let facts = found().find_map(|(_, f)| f.entry.clone());
-    let waiting: Vec<String> = found().filter(|(_, f)| f.unfinished).map(|(n, _)| n.to_string()).collect();
+    // Nodes named as the topology file names them (issue 16); names do not change with epochs.
+    let name = |n: NodeId| placements.iter().max_by_key(|t| t.epoch).map_or_else(|| n.to_string(), |t| t.node_name(n));
+    let waiting: Vec<String> = found().filter(|(_, f)| f.unfinished).map(|(n, _)| name(n)).collect();
     let not_final = || {
         if waiting.is_empty() {
             KnownOutcome::Unknown(format!("{txn}: no decision visible and commit is not ruled out"))
@@ -378,7 +380,13 @@ mod tests {
         let (r, _) = p0(&t);
         let waiting = Found { commit_vote: true, unfinished: true, entry: Some(facts(&t)), ..Default::default() };
         let f: Vec<Finding> = r.iter().map(|&n| found(n, waiting.clone())).collect();
-        assert!(matches!(judge(T, &f, std::slice::from_ref(&t), &late()), KnownOutcome::Undecided(_)));
+        let KnownOutcome::Undecided(why) = judge(T, &f, std::slice::from_ref(&t), &late()) else {
+            panic!("undecided expected")
+        };
+        // The client's text names the nodes as the topology file does (issue 16).
+        let names: Vec<String> = r.iter().map(|&n| t.node_name(n)).collect();
+        assert!(why.ends_with(&format!("entries wait for a decision on {}", names.join(", "))), "{why}");
+        assert!(!why.contains("node#"), "{why}");
         // An unvoted entry may still vote commit; an abort vote cannot.
         let unvoted = Found { unfinished: true, unvoted: true, entry: Some(facts(&t)), ..Default::default() };
         let abort = Found { unfinished: true, entry: Some(facts(&t)), ..Default::default() };

@@ -323,6 +323,12 @@ impl Recoverer {
         &self.blocked_on
     }
 
+    /// The names of the DCs of [`Self::blocked_on`], as the topology file gives them (logs
+    /// name DCs, not their internal ids).
+    pub fn blocked_on_names(&self) -> Vec<String> {
+        self.blocked_on.iter().map(|&dc| self.topology.dc_name(dc)).collect()
+    }
+
     /// Its transaction's coordinator, start and participants.
     pub fn orphan(&self) -> &Orphan {
         &self.orphan
@@ -481,7 +487,11 @@ impl Recoverer {
             Recovery::Block { .. } => {
                 self.blocked_on =
                     self.orphan.participants.iter().copied().filter(|dc| !self.promises.contains_key(dc)).collect();
-                tracing::warn!(txn = %self.orphan.txn, waiting_for = ?self.blocked_on, "recovery blocked; locks stay held");
+                tracing::warn!(
+                    txn = %self.orphan.txn,
+                    waiting_for = ?self.blocked_on_names(),
+                    "recovery blocked; locks stay held"
+                );
                 self.retry_later(now);
             }
             Recovery::Decide { decision, why } => {
@@ -761,7 +771,11 @@ impl TxnMachine for Recoverer {
                 // such a vote could never be recorded at a majority).
                 // The same holds for a node removed on its own (its DC stays up).
                 if crate::epochs::dc_removed(self.placement.as_deref(), dc) {
-                    tracing::debug!(txn = %self.orphan.txn, %dc, "promises of a removed DC ignored");
+                    tracing::debug!(
+                        txn = %self.orphan.txn,
+                        dc = %self.topology.dc_name(dc),
+                        "promises of a removed DC ignored"
+                    );
                 } else {
                     let mut promises = promises;
                     promises.retain(|p| !self.unvoting(p.node));
@@ -801,7 +815,7 @@ impl TxnMachine for Recoverer {
 
     fn handle_failure(&mut self, attempt: AttemptId, error: &str, now: Instant) {
         let Some((dc, purpose)) = self.attempts.remove(&attempt) else { return };
-        tracing::debug!(txn = %self.orphan.txn, %dc, "recovery request failed: {error}");
+        tracing::debug!(txn = %self.orphan.txn, dc = %self.topology.dc_name(dc), "recovery request failed: {error}");
         match purpose {
             Purpose::Prepare(round) if round == self.round && self.stage == Stage::Prepare => {
                 self.open -= 1;
@@ -915,5 +929,48 @@ impl ItemKeys {
             }
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_log;
+
+    fn topology() -> Arc<Topology> {
+        let path = format!("{}/../configs/local-fast.yaml", env!("CARGO_MANIFEST_DIR"));
+        Arc::new(Topology::load(std::path::Path::new(&path)).expect("config loads"))
+    }
+
+    /// Names, not internal ids, in every log line (issue 16): a recovery that no DC answers
+    /// blocks (docs/design.md §2, recovery), and its warning names the DCs it waits for as
+    /// the topology file does (`dc1`, not `dc#0`); so does each failed request's line.
+    #[test]
+    fn a_blocked_recovery_names_the_dcs_it_waits_for() {
+        let t = topology();
+        let now = Instant::now();
+        let orphan = Orphan {
+            txn: TxnId::new(NodeId(0), 1),
+            coordinator: NodeId(0),
+            start: Cts(1),
+            participants: vec![DcId(0), DcId(1), DcId(2)],
+            partitions: vec![PartitionId(0)],
+            epoch: t.epoch,
+        };
+        let options = RecoveryOptions::for_topology(&t, Duration::from_millis(250));
+        let (r, logged) = test_log::capture(|| {
+            let mut r = Recoverer::start(t.clone(), NodeId(3), orphan, options, now);
+            while let Some(a) = r.poll_action() {
+                if let Action::Send { attempt, .. } = a {
+                    r.handle_failure(attempt, "unreachable", now);
+                }
+            }
+            r
+        });
+        assert_eq!(r.blocked_on(), [DcId(0), DcId(1), DcId(2)], "{logged}");
+        let line = logged.lines().find(|l| l.contains("recovery blocked")).expect("the block is logged");
+        assert!(line.contains(r#"waiting_for=["dc1", "dc2", "dc3"]"#), "{line}");
+        assert!(logged.lines().any(|l| l.contains("recovery request failed") && l.contains("dc=dc2")), "{logged}");
+        assert!(!logged.contains("dc#") && !logged.contains("DcId"), "{logged}");
     }
 }

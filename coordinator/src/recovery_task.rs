@@ -163,14 +163,15 @@ async fn run(node: Weak<Node>, options: RecoveryOptions, writers: Vec<NodeId>) {
             }
             Some(answer) = asks.join_next() => {
                 let Ok((round, from, reply)) = answer else { continue };
+                let name = || node.upgrade().map_or_else(|| from.to_string(), |n| n.topology().node_name(from));
                 let held = match reply {
                     Ok(Reply::Reserved(held)) => held,
                     Ok(other) => {
-                        tracing::debug!(%from, "reservations answered with {other:?}");
+                        tracing::debug!(from = %name(), "reservations answered with {other:?}");
                         continue;
                     }
                     Err(e) => {
-                        tracing::debug!(%from, "reservations not answered: {e}");
+                        tracing::debug!(from = %name(), "reservations not answered: {e}");
                         continue;
                     }
                 };
@@ -250,7 +251,7 @@ pub(crate) fn pay(node: &Arc<Node>, debt: CatchUpDebt, claim: Option<Claim>) {
     tokio::spawn(async move {
         let _claim = claim;
         let _slot = node.retry_slots.acquire().await;
-        let shipper = Shipper::start(txn, ship, &options, Some(node.epochs.clone()), Instant::now());
+        let shipper = Shipper::start(txn, ship, &node.topology(), &options, Some(node.epochs.clone()), Instant::now());
         let shipper = node.clone().drive(shipper, |_| {}).await;
         if node.is_closed() {
             return;
@@ -301,7 +302,7 @@ fn recover(node: &Arc<Node>, orphan: Orphan, claim: Claim, options: RecoveryOpti
                 None if !r.blocked_on().is_empty() => tracing::warn!(
                     node = %node.name(),
                     %txn,
-                    waiting_for = ?r.blocked_on(),
+                    waiting_for = ?r.blocked_on_names(),
                     "recovery stopped blocked (the node is shutting down); locks stay held"
                 ),
                 None => {

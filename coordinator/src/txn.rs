@@ -438,7 +438,7 @@ impl TxnMachine for CoordinatorTxn {
         let remote = a.dc != self.my_dc;
         match a.purpose {
             Purpose::Phase1 => {
-                tracing::debug!(txn = %self.txn, dc = %a.dc, "phase 1 failed: {error}");
+                tracing::debug!(txn = %self.txn, dc = %self.topology.dc_name(a.dc), "phase 1 failed: {error}");
                 self.failed.insert(a.dc, error.to_string());
                 self.phase1_open -= 1;
                 if self.stage == Stage::Phase1 {
@@ -624,7 +624,8 @@ impl CoordinatorTxn {
         if self.record_cannot_land() {
             // A recoverer owns the transaction (docs/design.md §2): it decides and applies it
             // everywhere; retrying ballot 0 here would only hold this machine for nothing.
-            tracing::info!(txn = %self.txn, refused = ?self.refused, "abort record refused; recovery decides");
+            let refused: Vec<String> = self.refused.iter().map(|&dc| self.topology.dc_name(dc)).collect();
+            tracing::info!(txn = %self.txn, ?refused, "abort record refused; recovery decides");
             self.stage = Stage::Done;
             self.finish();
             return;

@@ -140,7 +140,7 @@ async fn a_phase_1_from_a_peer_is_checked_again_before_the_ring() {
             error_code::OVER_LIMIT,
             "sub-transaction names 70000 participant DCs; the limit is 4 (the topology's DCs)",
         ),
-        (execute(vec![0, 0], vec![1], &write), error_code::MALFORMED, "participant dc#0 is named twice"),
+        (execute(vec![0, 0], vec![1], &write), error_code::MALFORMED, "participant dc1 is named twice"),
         (execute(vec![0], vec![9], &write), error_code::MALFORMED, "partition p9 is not in the topology"),
         (
             execute(vec![0], vec![0], &many),

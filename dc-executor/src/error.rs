@@ -1,12 +1,12 @@
 //! The crate's error type.
 
-use redt_proto::{NodeId, Offset, TableId, TxnId};
+use redt_proto::{NodeId, Offset, TableId, Topology, TxnId};
 
 /// Everything that can go wrong on the in-DC data path.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// A verb addressed bytes outside the target node's region.
-    #[error("{node}: access [{offset}, +{len}) outside the {size}-byte MemStore")]
+    #[error("{}", self.plain())]
     OutOfBounds {
         /// Target node.
         node: NodeId,
@@ -18,7 +18,7 @@ pub enum Error {
         size: u64,
     },
     /// An atomic verb addressed an offset that is not 8-byte aligned.
-    #[error("{node}: atomic verb at unaligned offset {offset}")]
+    #[error("{}", self.plain())]
     Unaligned {
         /// Target node.
         node: NodeId,
@@ -26,7 +26,7 @@ pub enum Error {
         offset: Offset,
     },
     /// A verb named a node this backend does not reach.
-    #[error("{0} is not reachable through this verbs backend")]
+    #[error("{}", self.plain())]
     UnknownNode(NodeId),
     /// The RDMA or shared-memory backend failed (device, registration, mapping, completion).
     #[error("verbs backend: {0}")]
@@ -46,7 +46,7 @@ pub enum Error {
         error: std::io::Error,
     },
     /// The region does not hold a MemStore of the expected layout.
-    #[error("{node}: not a redt MemStore of this layout ({why})")]
+    #[error("{}", self.plain())]
     BadSuperblock {
         /// Node whose region was checked.
         node: NodeId,
@@ -55,7 +55,7 @@ pub enum Error {
         why: SuperblockMismatch,
     },
     /// The record heap of a node is full.
-    #[error("{node}: record heap full ({needed} bytes needed)")]
+    #[error("{}", self.plain())]
     HeapFull {
         /// Node whose heap is full.
         node: NodeId,
@@ -63,7 +63,7 @@ pub enum Error {
         needed: u64,
     },
     /// The hash index of a node has no free slot within the probe limit.
-    #[error("{node}: index full for {table} key {key}")]
+    #[error("{}", self.plain())]
     IndexFull {
         /// Node whose index is full.
         node: NodeId,
@@ -73,7 +73,7 @@ pub enum Error {
         key: u64,
     },
     /// An insert found the key already present.
-    #[error("{table} key {key} already exists")]
+    #[error("{}", self.plain())]
     DuplicateKey {
         /// Table of the key.
         table: TableId,
@@ -81,7 +81,7 @@ pub enum Error {
         key: u64,
     },
     /// A lookup found no record.
-    #[error("{table} key {key} not found on {node}")]
+    #[error("{}", self.plain())]
     NotFound {
         /// Node searched.
         node: NodeId,
@@ -91,10 +91,10 @@ pub enum Error {
         key: u64,
     },
     /// A table id is not in the schema.
-    #[error("unknown {0}")]
+    #[error("{}", self.plain())]
     UnknownTable(TableId),
     /// A ring entry failed its checksum or framing: it was torn or half written.
-    #[error("{node}: redo entry at ring index {index} is torn ({why})")]
+    #[error("{}", self.plain())]
     TornEntry {
         /// Node whose ring holds the entry.
         node: NodeId,
@@ -104,7 +104,7 @@ pub enum Error {
         why: &'static str,
     },
     /// The redo ring stayed full for longer than the back-pressure limit.
-    #[error("{node}: redo ring full (head {head}, wanted slot {index}): replay is not keeping up")]
+    #[error("{}", self.plain())]
     RingFull {
         /// Node whose ring is full.
         node: NodeId,
@@ -141,7 +141,7 @@ pub enum Error {
     },
     /// A B+-tree node stayed locked, or kept changing under READs, for the retry limit
     /// (`btree`): a writer died holding its lock, or the node is far too hot.
-    #[error("{node}: B+-tree node at {offset} stayed locked or changing for {attempts} attempts")]
+    #[error("{}", self.plain())]
     TreeBusy {
         /// Node whose MemStore holds the tree.
         node: NodeId,
@@ -152,7 +152,7 @@ pub enum Error {
     },
     /// A consistent READ found something else than the B+-tree invariants put there
     /// (`btree`): no anchor, no node, a node on the wrong level or right of the key.
-    #[error("{node}: B+-tree at {offset}: {why}")]
+    #[error("{}", self.plain())]
     TreeCorrupt {
         /// Node whose MemStore holds the tree.
         node: NodeId,
@@ -168,6 +168,55 @@ pub enum Error {
         /// What is wrong.
         why: String,
     },
+}
+
+impl Error {
+    /// The error's text naming nodes and tables as `topology` does (`dc2-n1`, `usertable`),
+    /// not by their internal ids (`node#1`, `table#0`), as messages to clients and operators
+    /// give it. Its `Display` names them by id (no topology at hand).
+    pub fn named(&self, topology: &Topology) -> String {
+        let table = |t: TableId| topology.table(t).map_or_else(|| t.to_string(), |s| s.name.clone());
+        self.text(&|n| topology.node_name(n), &table)
+    }
+
+    /// The text naming nodes and tables by their ids (the `Display` of the variants that name
+    /// one).
+    fn plain(&self) -> String {
+        self.text(&|n| n.to_string(), &|t| t.to_string())
+    }
+
+    /// The text, with `node` and `table` naming nodes and tables.
+    fn text(&self, node: &dyn Fn(NodeId) -> String, table: &dyn Fn(TableId) -> String) -> String {
+        match self {
+            Error::OutOfBounds { node: n, offset, len, size } => {
+                format!("{}: access [{offset}, +{len}) outside the {size}-byte MemStore", node(*n))
+            }
+            Error::Unaligned { node: n, offset } => format!("{}: atomic verb at unaligned offset {offset}", node(*n)),
+            Error::UnknownNode(n) => format!("{} is not reachable through this verbs backend", node(*n)),
+            Error::BadSuperblock { node: n, why } => {
+                format!("{}: not a redt MemStore of this layout ({why})", node(*n))
+            }
+            Error::HeapFull { node: n, needed } => format!("{}: record heap full ({needed} bytes needed)", node(*n)),
+            Error::IndexFull { node: n, table: t, key } => {
+                format!("{}: index full for {} key {key}", node(*n), table(*t))
+            }
+            Error::DuplicateKey { table: t, key } => format!("{} key {key} already exists", table(*t)),
+            Error::NotFound { node: n, table: t, key } => format!("{} key {key} not found on {}", table(*t), node(*n)),
+            Error::UnknownTable(t) => format!("unknown {}", table(*t)),
+            Error::TornEntry { node: n, index, why } => {
+                format!("{}: redo entry at ring index {index} is torn ({why})", node(*n))
+            }
+            Error::RingFull { node: n, head, index } => {
+                format!("{}: redo ring full (head {head}, wanted slot {index}): replay is not keeping up", node(*n))
+            }
+            Error::TreeBusy { node: n, offset, attempts } => {
+                format!("{}: B+-tree node at {offset} stayed locked or changing for {attempts} attempts", node(*n))
+            }
+            Error::TreeCorrupt { node: n, offset, why } => format!("{}: B+-tree at {offset}: {why}", node(*n)),
+            // Variants that name no node or table: their own `Display`.
+            other => other.to_string(),
+        }
+    }
 }
 
 /// What made a superblock check fail.
@@ -203,3 +252,29 @@ pub enum SuperblockMismatch {
 
 /// Result alias of this crate.
 pub type Result<T> = std::result::Result<T, Error>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn topology() -> Topology {
+        let path = format!("{}/../configs/local-fast.yaml", env!("CARGO_MANIFEST_DIR"));
+        Topology::load(std::path::Path::new(&path)).expect("config loads")
+    }
+
+    /// Names, not internal ids (issue 16): an error as told to a client or an operator names
+    /// the node and the table as the topology file does; its `Display` keeps the ids.
+    #[test]
+    fn an_error_is_named_by_the_topology() {
+        let t = topology();
+        let full = Error::IndexFull { node: NodeId(1), table: TableId(1), key: 7 };
+        assert_eq!(full.named(&t), "dc2-n1: index full for usertable key 7");
+        assert_eq!(full.to_string(), "node#1: index full for table#1 key 7");
+        let missing = Error::NotFound { node: NodeId(3), table: TableId(2), key: 9 };
+        assert_eq!(missing.named(&t), "kv key 9 not found on dc4-n1");
+        let ring = Error::RingFull { node: NodeId(2), head: 4, index: 90 };
+        assert_eq!(ring.named(&t), "dc3-n1: redo ring full (head 4, wanted slot 90): replay is not keeping up");
+        assert_eq!(Error::UnknownNode(NodeId(40)).named(&t), "node#40 is not reachable through this verbs backend");
+        assert_eq!(Error::Backend("x".into()).named(&t), "verbs backend: x", "a variant naming no node");
+    }
+}

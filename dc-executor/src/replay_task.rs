@@ -30,8 +30,8 @@ pub struct ReplayTask {
 
 impl ReplayTask {
     /// Starts replaying `node`'s ring in `region` (the node's own MemStore) with the layout
-    /// and tables of `dc`.
-    pub fn spawn(region: Arc<Region>, dc: &DcHandle, node: NodeId) -> ReplayTask {
+    /// and tables of `dc`; its log lines name the node `name` (its name in the topology).
+    pub fn spawn(region: Arc<Region>, dc: &DcHandle, node: NodeId, name: String) -> ReplayTask {
         let stop = Arc::new(AtomicBool::new(false));
         let applied = Arc::new(AtomicU64::new(0));
         let invalid = Arc::new(AtomicU64::new(0));
@@ -48,15 +48,15 @@ impl ReplayTask {
                     let step = replayer.step(&region, &mut |e| apply_committed(&region, &catalog, e));
                     a.fetch_add(step.applied, Ordering::Relaxed);
                     if step.unsynced && !unsynced {
-                        tracing::error!(%node, "replay could not sync the disk image; the ring's head waits");
+                        tracing::error!(node = %name, "replay could not sync the disk image; the ring's head waits");
                     } else if unsynced && !step.unsynced {
-                        tracing::warn!(%node, "replay synced the disk image again");
+                        tracing::warn!(node = %name, "replay synced the disk image again");
                     }
                     unsynced = step.unsynced;
                     if let Some((index, why)) = step.last_invalid {
                         bad.fetch_add(step.invalid, Ordering::Relaxed);
                         tracing::error!(
-                            %node, index, invalid = step.invalid,
+                            node = %name, index, invalid = step.invalid,
                             "replay skipped a committed redo entry it cannot apply: {why}"
                         );
                     }

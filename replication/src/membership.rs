@@ -157,32 +157,32 @@ pub struct PartitionChange {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum Refused {
     /// The command names a DC not in the membership.
-    #[error("{0} is not a member")]
+    #[error("{}", self.plain())]
     UnknownDc(DcId),
     /// The command names a node not in the membership.
-    #[error("{0} is not a member")]
+    #[error("{}", self.plain())]
     UnknownNode(NodeId),
     /// The command names a partition not in the membership.
-    #[error("partition {0} is not placed")]
+    #[error("{}", self.plain())]
     UnknownPartition(PartitionId),
     /// `RemoveDc` of a DC already removed.
-    #[error("{0} is already removed")]
+    #[error("{}", self.plain())]
     DcAlreadyRemoved(DcId),
     /// `RestoreDc` of a DC that is up.
-    #[error("{0} is not removed")]
+    #[error("{}", self.plain())]
     DcNotRemoved(DcId),
     /// `RemoveNode` of a node already removed.
-    #[error("{0} is already removed")]
+    #[error("{}", self.plain())]
     NodeAlreadyRemoved(NodeId),
     /// `RestoreNode` of a node that is up.
-    #[error("{0} is not removed")]
+    #[error("{}", self.plain())]
     NodeNotRemoved(NodeId),
     /// Removing the DC would leave no DC up.
-    #[error("{0} is the last DC up")]
+    #[error("{}", self.plain())]
     LastDc(DcId),
     /// Removing the DC or node would leave `partition` with no voter (its learners, if any,
     /// are not filled yet).
-    #[error("removing it would leave partition {partition} with no voter (its last voter is {voter})")]
+    #[error("{}", self.plain())]
     LastVoter {
         /// The first partition (in id order) that would be left without a voter.
         partition: PartitionId,
@@ -195,7 +195,7 @@ pub enum Refused {
     /// whose votes sat in the removed replicas could then be neither committed nor aborted
     /// safely, and would stay undecided for good; kept in the placement, the dead replicas are
     /// waited for instead, and their partition waits too.
-    #[error("removing it would leave partition {partition} with {left} voters, fewer than {needed}: more of its replicas lost before they are rebuilt than recovery tolerates")]
+    #[error("{}", self.plain())]
     TooFewVoters {
         /// The first partition (in id order) that would fall below.
         partition: PartitionId,
@@ -205,13 +205,13 @@ pub enum Refused {
         needed: usize,
     },
     /// `AddLearner` on a removed node.
-    #[error("{0} is removed")]
+    #[error("{}", self.plain())]
     NodeRemoved(NodeId),
     /// `AddLearner` on a node of a removed DC.
-    #[error("{0} is removed")]
+    #[error("{}", self.plain())]
     DcRemoved(DcId),
     /// `AddLearner` in a DC that already holds a replica of the partition.
-    #[error("{dc} already holds a replica of partition {partition} on {holder}")]
+    #[error("{}", self.plain())]
     DcHoldsReplica {
         /// The partition.
         partition: PartitionId,
@@ -221,7 +221,7 @@ pub enum Refused {
         holder: NodeId,
     },
     /// `Promote` of a node that is not a learner of the partition.
-    #[error("{node} is not a learner of partition {partition}")]
+    #[error("{}", self.plain())]
     NotALearner {
         /// The partition.
         partition: PartitionId,
@@ -230,7 +230,7 @@ pub enum Refused {
     },
     /// `Promote` names a learner added in another epoch than the current one on that node
     /// (the learner was removed and added again since the promotion was planned).
-    #[error("the learner of partition {partition} on {node} was added in {current}, not {named}")]
+    #[error("{}", self.plain())]
     LearnerChanged {
         /// The partition.
         partition: PartitionId,
@@ -242,8 +242,75 @@ pub enum Refused {
         current: Epoch,
     },
     /// The epoch counter is at its maximum; no placement can change any more.
-    #[error("the epoch counter is exhausted at {0}")]
+    #[error("{}", self.plain())]
     EpochExhausted(Epoch),
+}
+
+impl Refused {
+    /// The refusal's text, naming nodes and DCs as `topology` does (`dc2`, not `dc#1`), as
+    /// logs and operators' messages give it.
+    pub fn named(&self, topology: &Topology) -> String {
+        self.text(&|n| topology.node_name(n), &|d| topology.dc_name(d))
+    }
+
+    /// The text naming nodes and DCs by their ids (its `Display`).
+    fn plain(&self) -> String {
+        self.text(&|n| n.to_string(), &|d| d.to_string())
+    }
+
+    /// The text, with `node` and `dc` naming nodes and DCs.
+    fn text(&self, node: &dyn Fn(NodeId) -> String, dc: &dyn Fn(DcId) -> String) -> String {
+        match self {
+            Refused::UnknownDc(d) => format!("{} is not a member", dc(*d)),
+            Refused::UnknownNode(n) => format!("{} is not a member", node(*n)),
+            Refused::UnknownPartition(p) => format!("partition {p} is not placed"),
+            Refused::DcAlreadyRemoved(d) => format!("{} is already removed", dc(*d)),
+            Refused::DcNotRemoved(d) => format!("{} is not removed", dc(*d)),
+            Refused::NodeAlreadyRemoved(n) => format!("{} is already removed", node(*n)),
+            Refused::NodeNotRemoved(n) => format!("{} is not removed", node(*n)),
+            Refused::LastDc(d) => format!("{} is the last DC up", dc(*d)),
+            Refused::LastVoter { partition, voter } => format!(
+                "removing it would leave partition {partition} with no voter (its last voter is {})",
+                node(*voter)
+            ),
+            Refused::TooFewVoters { partition, left, needed } => format!(
+                "removing it would leave partition {partition} with {left} voters, fewer than {needed}: more of its \
+                 replicas lost before they are rebuilt than recovery tolerates"
+            ),
+            Refused::NodeRemoved(n) => format!("{} is removed", node(*n)),
+            Refused::DcRemoved(d) => format!("{} is removed", dc(*d)),
+            Refused::DcHoldsReplica { partition, dc: d, holder } => {
+                format!("{} already holds a replica of partition {partition} on {}", dc(*d), node(*holder))
+            }
+            Refused::NotALearner { partition, node: n } => {
+                format!("{} is not a learner of partition {partition}", node(*n))
+            }
+            Refused::LearnerChanged { partition, node: n, named, current } => {
+                format!("the learner of partition {partition} on {} was added in {current}, not {named}", node(*n))
+            }
+            Refused::EpochExhausted(e) => format!("the epoch counter is exhausted at {e}"),
+        }
+    }
+}
+
+impl Command {
+    /// The command as logs give it, naming nodes and DCs as `topology` does
+    /// (`RemoveDc(dc2)`, not `RemoveDc(DcId(1))`).
+    pub fn named(&self, topology: &Topology) -> String {
+        match self {
+            Command::RemoveDc(d) => format!("RemoveDc({})", topology.dc_name(*d)),
+            Command::RestoreDc(d) => format!("RestoreDc({})", topology.dc_name(*d)),
+            Command::RemoveNode(n) => format!("RemoveNode({})", topology.node_name(*n)),
+            Command::RestoreNode(n) => format!("RestoreNode({})", topology.node_name(*n)),
+            Command::AddLearner { partition, node } => {
+                format!("AddLearner {{ partition: {partition}, node: {} }}", topology.node_name(*node))
+            }
+            Command::Promote { partition, node, added_in } => format!(
+                "Promote {{ partition: {partition}, node: {}, added_in: {added_in} }}",
+                topology.node_name(*node)
+            ),
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -693,6 +760,27 @@ mod tests {
 
     fn voters(m: &Membership, p: u32) -> Vec<NodeId> {
         m.replicas(PartitionId(p)).unwrap().voters().to_vec()
+    }
+
+    /// Names, not internal ids (issue 16): a refusal and a command, as logs give them, name
+    /// DCs and nodes as the topology file does; `Display` keeps the ids (no topology at hand).
+    #[test]
+    fn refusals_and_commands_are_named_by_the_topology() {
+        let path = format!("{}/../configs/local-fast.yaml", env!("CARGO_MANIFEST_DIR"));
+        let t = Topology::load(std::path::Path::new(&path)).expect("config loads");
+        let m = Membership::from_topology(&t, 3).unwrap();
+        let why = m.check(&Command::RestoreDc(DcId(1))).unwrap_err();
+        assert_eq!(why.named(&t), "dc2 is not removed");
+        assert_eq!(why.to_string(), "dc#1 is not removed");
+        let last = Refused::LastVoter { partition: PartitionId(0), voter: NodeId(3) };
+        assert_eq!(last.named(&t), "removing it would leave partition p0 with no voter (its last voter is dc4-n1)");
+        let holds = Refused::DcHoldsReplica { partition: PartitionId(2), dc: DcId(0), holder: NodeId(0) };
+        assert_eq!(holds.named(&t), "dc1 already holds a replica of partition p2 on dc1-n1");
+        assert_eq!(Command::RemoveDc(DcId(1)).named(&t), "RemoveDc(dc2)");
+        assert_eq!(
+            Command::AddLearner { partition: PartitionId(1), node: NodeId(2) }.named(&t),
+            "AddLearner { partition: p1, node: dc3-n1 }"
+        );
     }
 
     #[test]

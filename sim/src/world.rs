@@ -1481,7 +1481,7 @@ impl World {
         }
         let now = self.instant(self.now);
         let placement = Some(self.nodes[node.0 as usize].epochs.clone());
-        let shipper = Shipper::start(txn, ship, &self.recovery, placement, now);
+        let shipper = Shipper::start(txn, ship, &self.topology, &self.recovery, placement, now);
         self.next_rpc += 1;
         let id = self.next_rpc;
         self.nodes[node.0 as usize].shippers.insert(id, (shipper, owed, None));

@@ -403,7 +403,7 @@ pub fn node(a: &NodeArgs) -> Result<()> {
         // others, whose dirty pages this node's writes mark too).
         restore_from_disk(&topo, &shm, &a.shm_dir, &a.disk_dir, me.id, &me.name)?;
     }
-    let fresh = format_if_new(&layout, me.id, &region)?;
+    let fresh = format_if_new(&layout, me.id, &region).map_err(|e| anyhow::anyhow!(e.named(&topo)))?;
     let identity = load_identity(&a.certs, &me.name)?;
     // An expired certificate, one the CA did not sign or a key that does not fit is named
     // here, not in the first peer's handshake.
@@ -480,7 +480,8 @@ pub fn node(a: &NodeArgs) -> Result<()> {
             options,
             stats: Arc::new(TxnStats::default()),
             data_dir: Some(data_dir),
-        })?;
+        })
+        .map_err(|e| anyhow::anyhow!(e.named(&topo)))?;
         if let Some(server) = &server {
             node.watch_verbs_server(server.counts_handle());
         }

@@ -82,13 +82,15 @@ pub enum Local {
 /// longer holds anything here fails (its slots may be reused: never ship another
 /// transaction's redo). Errors become [`Reply::Error`] (never a panic).
 pub fn begin(core: &mut ExecutorCore, request: Request, now_ms: u64) -> Local {
-    let internal = |e: crate::Error| Local::Reply(Reply::Error { code: error_code::INTERNAL, message: e.to_string() });
+    let internal = |core: &ExecutorCore, e: crate::Error| {
+        Local::Reply(Reply::Error { code: error_code::INTERNAL, message: core.error_text(&e) })
+    };
     match request {
         Request::Execute(args @ Execute { replicate: true, .. }) => {
             let txn = args.txn;
             let vote = match core.execute(&args, now_ms) {
                 Ok(v) => v,
-                Err(e) => return Local::Reply(Reply::Error { code: error_code_of(&e), message: e.to_string() }),
+                Err(e) => return Local::Reply(Reply::Error { code: error_code_of(&e), message: core.error_text(&e) }),
             };
             if !vote.is_commit() {
                 return Local::Reply(Reply::Vote { dc: core.dc(), vote, nested: Cost::default() });
@@ -104,7 +106,7 @@ pub fn begin(core: &mut ExecutorCore, request: Request, now_ms: u64) -> Local {
                             vote: abort_vote(&vote),
                             nested: Cost::default(),
                         }),
-                        Err(e) => internal(e),
+                        Err(e) => internal(core, e),
                     }
                 }
             }
@@ -127,16 +129,16 @@ pub fn begin(core: &mut ExecutorCore, request: Request, now_ms: u64) -> Local {
             let Some(entries) = core.take_pending(txn) else {
                 return match core.decide(txn, decision, &[]) {
                     Ok(()) => Local::Reply(Reply::Decided(Cost::default())),
-                    Err(e) => internal(e),
+                    Err(e) => internal(core, e),
                 };
             };
             let redo = match core.redo(txn, &entries) {
                 Ok(r) => r,
-                Err(e) => return internal(e),
+                Err(e) => return internal(core, e),
             };
             match core.decide(txn, decision, &entries) {
                 Ok(()) => Local::Decided { decision, redo },
-                Err(e) => internal(e),
+                Err(e) => internal(core, e),
             }
         }
         _ => Local::Reply(Reply::Error {

@@ -325,12 +325,14 @@ impl BaselineTxn {
                 if let Some(n) = p.targets.iter().find(|n| p.answers.get(n) != Some(&true)) {
                     return match self.baseline {
                         Baseline::TwoPcPaxos { .. } => {
-                            let why =
-                                format!("prepare at {n} failed: its redo did not reach a majority of its secondaries");
+                            let why = format!(
+                                "prepare at {} failed: its redo did not reach a majority of its secondaries",
+                                self.topology.node_name(*n)
+                            );
                             self.abort(why, AbortCause::Replication, true, now)
                         }
                         Baseline::Tapir => {
-                            let why = format!("prepare at {n} failed: no fast quorum");
+                            let why = format!("prepare at {} failed: no fast quorum", self.topology.node_name(*n));
                             self.abort(why, AbortCause::Replication, false, now)
                         }
                     };
@@ -542,7 +544,7 @@ impl TxnMachine for BaselineTxn {
         let Some((peer, purpose)) = self.attempts.remove(&attempt) else { return };
         match purpose {
             Purpose::Phase(number) => {
-                tracing::debug!(txn = %self.txn, %peer, "baseline phase: {error}");
+                tracing::debug!(txn = %self.txn, peer = %self.topology.node_name(peer), "baseline phase: {error}");
                 if let Some(p) = self.phase.as_mut().filter(|p| p.number == number) {
                     p.open -= 1;
                     self.check_phase(now);
@@ -907,7 +909,9 @@ mod tests {
         assert!(drain(&mut m).1.is_empty(), "the fast quorum is every replica");
         m.handle_reply(prep[0].0, Reply::Recorded(false), t0);
         let (release, other) = drain(&mut m);
-        let why = format!("prepare at {} failed: no fast quorum", replicas[0]);
+        // Named as the topology file names the node (issue 16), not by its id.
+        let why = format!("prepare at {} failed: no fast quorum", t.node_name(replicas[0]));
+        assert!(!why.contains("node#"), "{why}");
         assert_eq!(answered(&other), Some((TxnStatus::Aborted(why), None)));
         assert_eq!(targets(&release), replicas);
         assert!(release.iter().all(|(_, _, r)| matches!(r, Request::Decide(d) if d.role == DecideRole::Executor)));

@@ -98,4 +98,31 @@ impl PeerDirectory {
             }
         }
     }
+
+    /// How logs name `caller`: a node by its name in the directory (`node#N` if it has none),
+    /// else its role (`client`, `operator`).
+    pub(crate) fn describe(&self, caller: Caller) -> String {
+        match caller {
+            Caller::Node(id) => self.lookup(id).map_or_else(|_| id.to_string(), |(_, name)| name),
+            other => other.to_string(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Names, not internal ids (issue 16): the server's log lines name a node caller as the
+    /// topology file does, and other callers by their role.
+    #[test]
+    fn a_caller_is_described_by_its_name() {
+        let path = format!("{}/../configs/local-fast.yaml", env!("CARGO_MANIFEST_DIR"));
+        let t = Topology::load(std::path::Path::new(&path)).expect("config loads");
+        let dir = PeerDirectory::new(Some(&t));
+        assert_eq!(dir.describe(Caller::Node(NodeId(1))), "dc2-n1");
+        assert_eq!(dir.describe(Caller::Node(NodeId(40))), "node#40", "outside the topology: its id");
+        assert_eq!(dir.describe(Caller::Client), "client");
+        assert_eq!(dir.describe(Caller::Operator), "operator");
+    }
 }

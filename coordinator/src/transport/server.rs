@@ -89,14 +89,15 @@ async fn serve_connection(
         return;
     };
     let caller = shared.peers.identify(&cert);
-    debug!(%remote, %caller, "accepted a connection");
+    let who: Arc<str> = shared.peers.describe(caller).into();
+    debug!(%remote, caller = %who, "accepted a connection");
     loop {
         match conn.accept_bi().await {
             Ok((send, recv)) => {
-                tokio::spawn(serve_stream(send, recv, caller, shared.clone(), handler.clone()));
+                tokio::spawn(serve_stream(send, recv, caller, who.clone(), shared.clone(), handler.clone()));
             }
             Err(e) => {
-                debug!(%remote, %caller, error = %e, "connection ended");
+                debug!(%remote, caller = %who, error = %e, "connection ended");
                 return;
             }
         }
@@ -114,6 +115,7 @@ async fn serve_stream(
     mut send: SendStream,
     mut recv: RecvStream,
     caller: Caller,
+    who: Arc<str>,
     shared: Arc<Shared>,
     handler: Arc<dyn Handler>,
 ) {
@@ -133,16 +135,16 @@ async fn serve_stream(
                 FrameError::Truncated { .. } | FrameError::Decode(_) => &counters.malformed_frames,
             };
             TransportCounters::add(counter, 1);
-            warn!(%caller, error = %e, "refused a request frame");
+            warn!(caller = %who, error = %e, "refused a request frame");
             refuse(&mut send, &mut recv, StreamCode::for_frame_error(&e));
             return;
         }
         Ok(Err(ReadFailure::Stream(e))) => {
-            debug!(%caller, error = %e, "request stream failed");
+            debug!(caller = %who, error = %e, "request stream failed");
             return;
         }
         Err(_) => {
-            debug!(%caller, "no request frame within the deadline");
+            debug!(caller = %who, "no request frame within the deadline");
             refuse(&mut send, &mut recv, StreamCode::RequestTimeout);
             return;
         }
@@ -153,7 +155,7 @@ async fn serve_stream(
             TransportCounters::add(&counters.handler_timeouts, 1);
             if let Some(unlogged) = shared.handler_warnings.handle_event(Instant::now()) {
                 warn!(
-                    %caller,
+                    caller = %who,
                     unlogged,
                     after = ?shared.handler_timeout,
                     "cancelled a request's handler past its deadline (transport.handler_timeout)"
@@ -165,7 +167,7 @@ async fn serve_stream(
     let response = match frame::encode_frame(&reply, shared.max_frame_bytes) {
         Ok(response) => response,
         Err(e) => {
-            warn!(%caller, error = %e, "the handler's response cannot be framed");
+            warn!(caller = %who, error = %e, "the handler's response cannot be framed");
             refuse(&mut send, &mut recv, StreamCode::ResponseTooLarge);
             return;
         }
@@ -173,14 +175,14 @@ async fn serve_stream(
     match tokio::time::timeout(shared.write_timeout, frame::write_frame(&mut send, &response)).await {
         Ok(Ok(())) => {}
         Ok(Err(e)) => {
-            debug!(%caller, error = %e, "could not write a response");
+            debug!(caller = %who, error = %e, "could not write a response");
             return;
         }
         Err(_) => {
             TransportCounters::add(&counters.write_timeouts, 1);
             if let Some(unlogged) = shared.write_warnings.handle_event(Instant::now()) {
                 warn!(
-                    %caller,
+                    caller = %who,
                     unlogged,
                     after = ?shared.write_timeout,
                     "reset a response stream not written within its deadline (transport.write_timeout)"

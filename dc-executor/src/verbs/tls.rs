@@ -205,6 +205,12 @@ impl VerbsTls {
         self.names.get(&node).map(String::as_str)
     }
 
+    /// How errors and logs name `node`: its name if it is a node of the DC, else its id
+    /// (`node#N`).
+    pub fn label(&self, node: NodeId) -> String {
+        self.node_name(node).map_or_else(|| node.to_string(), str::to_string)
+    }
+
     /// A server side connection for one accepted peer.
     pub(crate) fn server_connection(&self) -> Result<ServerConnection> {
         ServerConnection::new(self.current().0).map_err(tls_err("server connection"))

@@ -53,7 +53,10 @@ impl TestDc {
         let verbs: Arc<dyn Verbs> = local.clone();
         let dc = Arc::new(DcHandle::new(&topo, verbs));
         let replays = if replay {
-            nodes.iter().map(|&n| ReplayTask::spawn(local.region(n).unwrap().clone(), &dc, n)).collect()
+            nodes
+                .iter()
+                .map(|&n| ReplayTask::spawn(local.region(n).unwrap().clone(), &dc, n, topo.node_name(n)))
+                .collect()
         } else {
             Vec::new()
         };

@@ -162,9 +162,10 @@ fn accept_peers(
         match listener.accept() {
             Ok((s, from_addr)) => match accept_one(local, s, &expected, deadline, handshake, tls) {
                 Ok((from, hello, mut s)) => {
+                    let from_name = tls.label(from);
                     s.write_all(&mine[&from].encode())
                         .and_then(|()| s.flush())
-                        .map_err(io_err(format!("RDMA bootstrap: answering {from}")))?;
+                        .map_err(io_err(format!("RDMA bootstrap: answering {from_name}")))?;
                     expected.remove(&from);
                     out.push((from, hello, s));
                 }
@@ -172,12 +173,12 @@ fn accept_peers(
             },
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                 if Instant::now() >= deadline {
-                    let mut missing: Vec<_> = expected.iter().map(|n| n.to_string()).collect();
+                    let mut missing: Vec<_> = expected.iter().map(|&n| tls.label(n)).collect();
                     missing.sort();
                     return Err(backend(format!(
                         "RDMA bootstrap: {} did not connect in time ({})",
                         missing.join(", "),
-                        local
+                        tls.label(local)
                     )));
                 }
                 std::thread::sleep(Duration::from_millis(20));
@@ -203,13 +204,14 @@ fn accept_one(
     let handshake_by = (Instant::now() + handshake).min(deadline.max(Instant::now() + Duration::from_millis(100)));
     let mut s = TlsStream::handshake(conn, s, handshake_by).map_err(|e| format!("TLS handshake: {e}"))?;
     let from = tls.authenticate(s.connection())?;
+    let (from_name, local_name) = (tls.label(from), tls.label(local));
     if !expected.contains(&from) {
-        return Err(format!("{from} is not a peer still expected to dial {local}"));
+        return Err(format!("{from_name} is not a peer still expected to dial {local_name}"));
     }
     s.set_deadline(Some(deadline.max(Instant::now() + Duration::from_millis(100))));
     let hello = read_hello(&mut s)?;
     if hello.from != from || hello.to != local {
-        return Err(format!("{from} sent a hello from {} to {}", hello.from, hello.to));
+        return Err(format!("{from_name} sent a hello from {} to {}", tls.label(hello.from), tls.label(hello.to)));
     }
     Ok((from, hello, s))
 }
@@ -222,31 +224,33 @@ fn dial_peer(
     deadline: Instant,
     tls: &VerbsTls,
 ) -> Result<(Hello, TlsStream)> {
+    let (peer_name, local_name) = (tls.label(peer), tls.label(local));
     let mut backoff = Duration::from_millis(50);
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
-            return Err(backend(format!("RDMA bootstrap: {peer} at {addr} did not answer {local} in time")));
+            return Err(backend(format!("RDMA bootstrap: {peer_name} at {addr} did not answer {local_name} in time")));
         }
         match TcpStream::connect_timeout(&addr, left.min(Duration::from_secs(1))) {
             Ok(s) => {
                 let by = deadline.max(Instant::now() + Duration::from_millis(100));
-                s.set_nodelay(true).map_err(io_err(format!("RDMA bootstrap: connecting to {peer} at {addr}")))?;
+                s.set_nodelay(true).map_err(io_err(format!("RDMA bootstrap: connecting to {peer_name} at {addr}")))?;
                 let conn = tls.client_connection(peer)?;
                 let mut s = TlsStream::handshake(conn, s, by)
-                    .map_err(io_err(format!("RDMA bootstrap: TLS handshake with {peer} at {addr}")))?;
+                    .map_err(io_err(format!("RDMA bootstrap: TLS handshake with {peer_name} at {addr}")))?;
                 tls.authenticate_server(s.connection(), peer)
-                    .map_err(|why| backend(format!("RDMA bootstrap: {addr} is not {peer}: {why}")))?;
+                    .map_err(|why| backend(format!("RDMA bootstrap: {addr} is not {peer_name}: {why}")))?;
                 s.set_deadline(Some(by));
                 s.write_all(&mine.encode())
                     .and_then(|()| s.flush())
-                    .map_err(io_err(format!("RDMA bootstrap: sending hello to {peer} at {addr}")))?;
+                    .map_err(io_err(format!("RDMA bootstrap: sending hello to {peer_name} at {addr}")))?;
                 let hello =
-                    read_hello(&mut s).map_err(|e| backend(format!("RDMA bootstrap: {peer} at {addr}: {e}")))?;
+                    read_hello(&mut s).map_err(|e| backend(format!("RDMA bootstrap: {peer_name} at {addr}: {e}")))?;
                 if hello.from != peer || hello.to != local {
                     return Err(backend(format!(
-                        "RDMA bootstrap: {addr} answered as {} (to {}), expected {peer} (to {local}): check the peer list",
-                        hello.from, hello.to
+                        "RDMA bootstrap: {addr} answered as {} (to {}), expected {peer_name} (to {local_name}): check the peer list",
+                        tls.label(hello.from),
+                        tls.label(hello.to)
                     )));
                 }
                 return Ok((hello, s));

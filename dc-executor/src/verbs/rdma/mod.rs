@@ -197,7 +197,7 @@ impl RdmaVerbs {
         let peers: Vec<(NodeId, SocketAddr)> = peers.iter().copied().filter(|p| p.0 != local).collect();
         for &(n, _) in &peers {
             if !seen.insert(n) {
-                return Err(backend(format!("RDMA bootstrap: {n} is listed twice")));
+                return Err(backend(format!("RDMA bootstrap: {} is listed twice", tls.label(n))));
             }
         }
 
@@ -244,17 +244,21 @@ impl RdmaVerbs {
         }
         // Ready barrier: nobody posts before every peer's QP has reached RTR.
         for (node, _, s) in &mut streams {
-            s.write_all(b"R").and_then(|()| s.flush()).map_err(io_err(format!("RDMA bootstrap: ready to {node}")))?;
+            s.write_all(b"R")
+                .and_then(|()| s.flush())
+                .map_err(io_err(format!("RDMA bootstrap: ready to {}", tls.label(*node))))?;
         }
         let ready_by = std::time::Instant::now() + cfg.connect_timeout;
         for (node, _, s) in &mut streams {
             s.set_deadline(Some(ready_by));
             let mut b = [0u8; 1];
-            s.read_exact(&mut b)
-                .map_err(io_err(format!("RDMA bootstrap: {node} never became ready (its QP setup failed?)")))?;
+            s.read_exact(&mut b).map_err(io_err(format!(
+                "RDMA bootstrap: {} never became ready (its QP setup failed?)",
+                tls.label(*node)
+            )))?;
         }
         tracing::info!(
-            node = %local,
+            node = %tls.name(),
             device = %shared.dev.name,
             peers = streams.len(),
             loopback = cfg.loopback,

@@ -329,8 +329,9 @@ fn round_trip(s: &mut TlsStream, frame: &[u8]) -> io::Result<Vec<u8>> {
 
 impl Verbs for TcpVerbs {
     fn read(&self, node: NodeId, offset: Offset, buf: &mut [u8]) -> Result<()> {
-        let len = u32::try_from(buf.len())
-            .map_err(|_| Error::Backend(format!("{node}: a READ of {} bytes does not fit a frame", buf.len())))?;
+        let len = u32::try_from(buf.len()).map_err(|_| {
+            Error::Backend(format!("{}: a READ of {} bytes does not fit a frame", self.name_of(node), buf.len()))
+        })?;
         match self.route(node)? {
             None => self.local.read(node, offset, buf)?,
             Some(peer) => match self.exchange(node, peer, &[WorkRequest::Read { offset, len }])? {

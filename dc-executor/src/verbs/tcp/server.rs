@@ -207,6 +207,8 @@ impl Drop for Slot {
 /// Dropping the server calls [`TcpVerbsServer::shutdown`].
 pub struct TcpVerbsServer {
     node: NodeId,
+    /// `node`'s name, as logs give it.
+    name: String,
     local_addr: SocketAddr,
     stop: Arc<AtomicBool>,
     accept: Mutex<Option<JoinHandle<()>>>,
@@ -272,7 +274,7 @@ impl TcpVerbsServer {
             .spawn(move || accept_loop(listener, &shared))
             .map_err(|e| Error::Backend(format!("{name}: cannot start the accept thread: {e}")))?;
         tracing::debug!(node = %name, %local_addr, "TCP verbs server up");
-        Ok(TcpVerbsServer { node, local_addr, stop, accept: Mutex::new(Some(accept)), table, counters })
+        Ok(TcpVerbsServer { node, name, local_addr, stop, accept: Mutex::new(Some(accept)), table, counters })
     }
 
     /// The address the server listens on (with the port picked when bound at port 0).
@@ -324,7 +326,7 @@ impl TcpVerbsServer {
         for (_, s) in open.values() {
             let _ = s.shutdown(Shutdown::Both);
         }
-        tracing::debug!(node = %self.node, addr = %self.local_addr, "TCP verbs server stopped");
+        tracing::debug!(node = %self.name, addr = %self.local_addr, "TCP verbs server stopped");
     }
 }
 
@@ -489,6 +491,7 @@ fn admit(h: Handshaking, shared: &Arc<Shared>, log: &mut RefusalLog) {
     let spawned = std::thread::Builder::new().name(format!("tcp-verbs-{}-c{}", node.0, slot.id)).spawn(move || {
         let _slot = slot;
         if let Err(e) = serve_connection(stream, &thread_shared) {
+            let from = thread_shared.tls.node_name(from).map_or_else(|| from.to_string(), str::to_string);
             tracing::debug!(node = %thread_shared.tls.name(), %peer, %from, "TCP verbs connection ended: {e}");
         }
     });
