@@ -826,10 +826,7 @@ impl Procedure for Delivery {
         if num(v, 2, sc::o::C_ID) != Some(p.c as i64) || num(v, 2, sc::o::OL_CNT) != Some(p.ol_cnt as i64) {
             return Err(stale("order"));
         }
-        let mut out = vec![
-            wr(1, sc::no::PRESENT, sc::num(0)),
-            wr(2, sc::o::CARRIER_ID, sc::num(p.carrier as i64)),
-        ];
+        let mut out = vec![wr(1, sc::no::PRESENT, sc::num(0)), wr(2, sc::o::CARRIER_ID, sc::num(p.carrier as i64))];
         let mut total = 0i64;
         for k in 0..p.ol_cnt as usize {
             if num(v, 4 + k, sc::ol::I_ID) == Some(0) {
@@ -1003,7 +1000,11 @@ mod tests {
 
     /// Runs `p` on a view where every access is local, reading `point` for the point
     /// accesses (every cell) and `rows` for the range reads, by access.
-    fn run_with(p: &dyn Procedure, point: &[(usize, Vec<Vec<u8>>)], rows: &[(usize, Vec<RangeRow>)]) -> Result<(), String> {
+    fn run_with(
+        p: &dyn Procedure,
+        point: &[(usize, Vec<Vec<u8>>)],
+        rows: &[(usize, Vec<RangeRow>)],
+    ) -> Result<(), String> {
         let n = p.accesses().len();
         let mut values: Vec<Option<Vec<Vec<u8>>>> = vec![Some(vec![sc::num(0); 16]); n];
         for (a, v) in point {
@@ -1055,7 +1056,8 @@ mod tests {
         let rows = vec![row(sc::order_customer_key(w, d, c, 3010), 3010), row(sc::order_customer_key(w, d, c, 12), 12)];
         assert_eq!(run_with(&p, &point, &[(a, rows)]), Ok(()));
         // A newer order of the customer committed after the reconnaissance.
-        let rows = vec![row(sc::order_customer_key(w, d, c, 3044), 3044), row(sc::order_customer_key(w, d, c, 3010), 3010)];
+        let rows =
+            vec![row(sc::order_customer_key(w, d, c, 3044), 3044), row(sc::order_customer_key(w, d, c, 3010), 3010)];
         assert!(run_with(&p, &point, &[(a, rows)]).unwrap_err().contains(STALE));
     }
 
@@ -1077,8 +1079,11 @@ mod tests {
             })
         };
         // Ranks 0..3 by C_FIRST: customers 30, 9, 211; the middle (ceil(3/2) = 2nd) is 9.
-        let rows: Vec<RangeRow> =
-            [30, 9, 211].iter().enumerate().map(|(k, &c)| row(sc::customer_last_key(w, d, name, k as u32), c)).collect();
+        let rows: Vec<RangeRow> = [30, 9, 211]
+            .iter()
+            .enumerate()
+            .map(|(k, &c)| row(sc::customer_last_key(w, d, name, k as u32), c))
+            .collect();
         assert_eq!(run_with(&pay(9), &[], &[(4, rows.clone())]), Ok(()));
         assert!(run_with(&pay(30), &[], &[(4, rows.clone())]).unwrap_err().contains(STALE));
         let os = OrderStatus::new(OrderStatusParams { w, d, c: 30, by_name: Some(name), o_id: 5, ol_cnt: 1 });

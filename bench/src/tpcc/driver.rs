@@ -6,7 +6,8 @@
 //! DC). It draws a transaction type from the standard mix (45% New-Order, 43% Payment, 4%
 //! each Order-Status, Delivery and Stock-Level), generates the inputs of clauses 2.4-2.8,
 //! reads the order-dependent keys with a reconnaissance (one-sided READs of the nearest
-//! replica, no locks, no WAN round trip: Calvin's OLLP), then submits the transaction and
+//! replica's records and ordered-index trees, no locks, no WAN round trip: Calvin's OLLP),
+//! then submits the transaction and
 //! retries it after a conflict (No-Wait lock conflict: random back-off) or a stale
 //! reconnaissance until it commits or rolls back. Keying and think times are off unless
 //! `think` is set. A warm-up is excluded from every figure.
@@ -320,7 +321,14 @@ impl Backend for Embedded {
     }
 
     /// One-sided: the nearest replica's tree (its leaves READ), then each row's record.
-    async fn scan(&self, (node, dc): &Self::Route, t: TableId, from: u64, to: u64, limit: u32) -> Option<Vec<(u64, i64)>> {
+    async fn scan(
+        &self,
+        (node, dc): &Self::Route,
+        t: TableId,
+        from: u64,
+        to: u64,
+        limit: u32,
+    ) -> Option<Vec<(u64, i64)>> {
         let placement = node.topology();
         let p = placement.partition_of(placement.table(t)?, from);
         let at = placement.replica_in_dc(p, *dc).unwrap_or(placement.partitions[p.0 as usize].replicas[0]);
