@@ -94,3 +94,88 @@ async fn every_baseline_passes_the_check() {
         assert!(c.passed, "{protocol}: consistency check failed:\n{}", c.lines().join("\n"));
     }
 }
+
+/// Order-Status's range read of a customer's ORDER_CUSTOMER rows keeps, undecided, a
+/// New-Order of that customer from inserting its newer order into the range (a phantom): the
+/// insert meets the gap lock and the New-Order votes abort; once the Order-Status is decided
+/// it goes through. With gap locks off (the mutant) the phantom gets in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn order_status_range_read_blocks_a_newer_order_of_its_customer() {
+    let _serial = SERIAL.lock().await;
+    let blocked = phantom_blocked(true).await;
+    assert!(blocked, "a New-Order inserted into the range of an undecided Order-Status");
+    let _ = phantom_blocked(false).await;
+}
+
+/// Runs the Order-Status and the New-Order of one customer as sub-transactions on warehouse
+/// 1's primary (in dc1), the first left undecided; whether the New-Order voted abort for a
+/// lock conflict. With `gap_locks` off the New-Order's vote is asserted to commit (the
+/// mechanism under test is what blocks it).
+async fn phantom_blocked(gap_locks: bool) -> bool {
+    use redt_bench::tpcc::procedures::{self as px, kind};
+    use redt_bench::tpcc::schema::{self as sc, table};
+    use redt_dc_executor::{AbortReason, Clock, Decision, Executor, Hlc, LocalAccess, SubTxn, SystemClock};
+    use redt_proto::{DcId, Epoch, NodeId, PartitionId, TxnId};
+    use std::sync::Arc;
+
+    let topo = topology();
+    let cluster = EmbeddedCluster::start(topo.clone(), CoordinatorOptions::default()).await.unwrap();
+    let scale = Scale::SMALL;
+    let cfg = tpcc::loader::LoadConfig { warehouses: 1, scale, seed: 3, threads: 1 };
+    tpcc::loader::load(&cluster, &cfg, &indicatif::ProgressBar::hidden()).unwrap();
+    let mut pre = tpcc::loader::Preallocator::new(1, &scale, 4);
+    pre.top_up(&topo, &cluster.dcs).unwrap();
+    let node = NodeId(0);
+    let dc = cluster.dcs[0].clone();
+    dc.ordered.set_gap_locks(gap_locks);
+    let (w, d, c) = (1, 3, 7);
+    let read = |t, key| tpcc::loader::read_primary(&topo, &cluster.dcs, t, key).expect("loaded");
+    // The customer's last order, from the tree, and its line count.
+    let tree = dc.ordered.tree(dc.verbs.as_ref(), node, table::ORDER_CUSTOMER, 0, false).unwrap().unwrap();
+    let (from, to) = sc::order_customer_range(w, d, c);
+    let first = tree.scan(dc.verbs.as_ref(), from, to, 1).unwrap()[0].0;
+    let o_id = sc::order_of_customer_key(first);
+    let ol_cnt = sc::get(&read(table::ORDERS, sc::order_key(w, d, o_id))[sc::o::OL_CNT as usize]) as u32;
+    let next = sc::get(&read(table::DISTRICT, sc::district_key(w, d))[sc::d::NEXT_O_ID as usize]) as u64;
+
+    let hlc = Arc::new(Hlc::new());
+    let mut ex = Executor::new(dc.clone(), hlc.clone());
+    let mut seq = 1u64 << 40;
+    let mut sub = |kind: u32, params: Vec<u8>| {
+        let p = px::build(&topo, kind, &params).unwrap();
+        let local = (0..p.accesses().len()).map(|access| LocalAccess { access, node }).collect();
+        seq += 1;
+        SubTxn {
+            txn: TxnId::new(node, seq),
+            epoch: Epoch(1),
+            coordinator: node,
+            start: hlc.tick(SystemClock.now_ms()),
+            participants: vec![DcId(0)],
+            partitions: vec![PartitionId(0)],
+            procedure: p,
+            local,
+        }
+    };
+    let os = sub(kind::ORDER_STATUS, px::OrderStatusParams { w, d, c, by_name: None, o_id, ol_cnt }.encode());
+    let lines = (1..=5).map(|i| px::Line { i_id: i, supply_w: 1, qty: 1, dist_info: vec![] }).collect();
+    let no_params = px::NewOrderParams { w, d, c, o_id: next, entry_d: 1, lines };
+    let no = sub(kind::NEW_ORDER, no_params.encode());
+    let vos = ex.execute(&os, SystemClock.now_ms()).unwrap();
+    assert!(vos.is_commit(), "the Order-Status reads: {:?}", vos.abort);
+    let vno = ex.execute(&no, SystemClock.now_ms()).unwrap();
+    let blocked = matches!(vno.abort, Some(AbortReason::LockConflict { .. }));
+    if !gap_locks {
+        assert!(vno.is_commit(), "without gap locks nothing else blocks it: {:?}", vno.abort);
+    }
+    ex.finish(no.txn, Decision::Abort, &vno.entries).unwrap();
+    ex.finish(os.txn, Decision::Abort, &vos.entries).unwrap();
+    if gap_locks {
+        // Decided, the range no longer holds the insert back.
+        let again = sub(kind::NEW_ORDER, no_params.encode());
+        let v = ex.execute(&again, SystemClock.now_ms()).unwrap();
+        assert!(v.is_commit(), "after the Order-Status: {:?}", v.abort);
+        ex.finish(again.txn, Decision::Abort, &v.entries).unwrap();
+    }
+    cluster.shutdown();
+    blocked
+}

@@ -10,6 +10,17 @@
 //! write needs are immutable in TPC-C (S_DIST_xx for a remote order line, the last-name
 //! index), so the reconnaissance passes them too and their own partition checks them.
 //!
+//! TPC-C's range queries are range reads through the ordered index (issue 15; dc-executor
+//! `procedure.rs` [`RangeRead`], `ordered.rs`): inside the transaction, on the replicas of
+//! the range's partition, every key of the range read is share-locked with the gap below it,
+//! and so is the gap past the last one (next-key locking), so no insert can put a phantom
+//! into a range an undecided transaction read. The reconnaissance still plans the keys the
+//! range's rows lead to (the write set and the point reads must be declared before the
+//! procedure runs): the procedure checks the plan against the rows it read and aborts with
+//! [`STALE`] when they differ. That is OLLP kept where the accesses depend on a range's rows:
+//! Delivery (the order it delivers), Order-Status (the order it reads), Stock-Level (the
+//! stock rows it reads), and Payment / Order-Status by last name (the customer).
+//!
 //! Per transaction (w = home warehouse):
 //! - **New-Order**: o_id = D_NEXT_O_ID from the reconnaissance, checked. ORDERS, NEW_ORDER
 //!   and ORDER_LINE rows are pre-allocated ahead of D_NEXT_O_ID by the driver, so no two
@@ -17,22 +28,37 @@
 //!   warehouse's copy of ITEM. ITEM and STOCK accesses create a missing record (zeroed),
 //!   so the 1% unused item id reads as `i_im_id = 0` inside the transaction, which then
 //!   rolls back with [`INVALID_ITEM`] (clause 2.4.2.3); the only records ever created that
-//!   way are the one unused id per warehouse.
-//! - **Payment**: by id, or by last name through the index (the reconnaissance picks the
-//!   customer; the transaction reads the index entry and checks the pick). HISTORY rows go
-//!   to the home warehouse's partition under a per-terminal unique key.
-//! - **Order-Status**: the customer's last order from its `c_last_o_id` cell, checked.
+//!   way are the one unused id per warehouse. It also creates the order's ORDER_CUSTOMER
+//!   row (customer, reversed o_id): an insert into the customer's range, refused while an
+//!   undecided Order-Status holds that range's gap locks.
+//! - **Payment**: by id, or by last name: a range read of the name's CUSTOMER_LAST rows
+//!   (one per customer, in C_FIRST order) on the customer's partition, which checks that the
+//!   reconnaissance picked the middle one (clause 2.5.2.2). HISTORY rows go to the home
+//!   warehouse's partition under a per-terminal unique key.
+//! - **Order-Status**: the customer's last order is the first row of a range read of its
+//!   ORDER_CUSTOMER rows (keys hold the order id reversed, so the newest order sorts first
+//!   and the tree's ascending scan reaches it first; [`ORDER_CUSTOMER_LIMIT`] keys, since
+//!   fresh records aborted New-Orders left above it are no rows but count), checked against
+//!   the planned order, whose ORDERS and ORDER_LINE rows it reads; by last name as Payment.
 //! - **Delivery**: one database transaction per district (the spec lets the deferred
-//!   Delivery be split so, clause 2.7.4), the 10 of a Delivery run concurrently; the oldest
-//!   undelivered order is the district's `d_no_head` cell.
+//!   Delivery be split so, clause 2.7.4), the 10 of a Delivery run concurrently. The oldest
+//!   undelivered order is the first NEW_ORDER row still present (`no_present = 1`): records
+//!   are never removed in redt, so a delivered row stays in the tree with `no_present = 0`.
+//!   The range read starts at the planned order's predecessor and reads two keys; the
+//!   planned order must be the first present row. By induction every older order is then
+//!   delivered too (at load the orders below the first new order have no NEW_ORDER row; a
+//!   Delivery only commits when the order before its own is not present; New-Order only
+//!   adds orders above D_NEXT_O_ID - 1), so it is the district's oldest. Two Deliveries of
+//!   one district conflict on the planned row's lock; no DISTRICT cell is involved.
 //! - **Stock-Level**: the reconnaissance reads D_NEXT_O_ID and the item ids of the last 20
-//!   orders; the transaction reads those order lines (checking their item ids) and the
-//!   stock quantities. It does not lock D_NEXT_O_ID: Stock-Level only needs read-committed
-//!   isolation (P0 and P1 only: clause 3.4.1, requirement 3), which a committed D_NEXT_O_ID
-//!   gives.
+//!   orders; the transaction range-reads those orders' ORDER_LINE rows (`(w, d, o, 0..=15)`
+//!   for the 20 order ids below the planned D_NEXT_O_ID), checks that their distinct item
+//!   ids are the planned ones, and reads those items' stock quantities. It does not lock
+//!   D_NEXT_O_ID: Stock-Level only needs read-committed isolation (P0 and P1 only: clause
+//!   3.4.1, requirement 3), which a committed D_NEXT_O_ID gives.
 
 use crate::schema::{self as sc, table};
-use redt_dc_executor::{Access, Procedure, ReadView, UserAbort, Write};
+use redt_dc_executor::{Access, Procedure, RangeRead, ReadView, UserAbort, Write};
 use redt_proto::wire::{ProcedureCall, ProcedureKind, TpccCall};
 use redt_proto::{TableId, Topology};
 use std::sync::Arc;
@@ -61,7 +87,7 @@ pub mod kind {
 /// # Errors
 /// An unknown kind, malformed parameters, or a topology without the TPC-C tables.
 pub fn build(topo: &Topology, kind: u32, params: &[u8]) -> Result<Arc<dyn Procedure>, String> {
-    if topo.table(table::CUSTOMER_LAST).is_none() {
+    if topo.table(table::ORDER_CUSTOMER).is_none() {
         return Err(format!("topology `{}` has no TPC-C tables (use configs/tpcc.yaml)", topo.name));
     }
     let mut r = Dec(params);
@@ -156,7 +182,7 @@ impl Dec<'_> {
 }
 
 const MAX_W: u64 = (1 << 24) - 1;
-const MAX_O: u64 = (1 << 32) - 1;
+const MAX_O: u64 = sc::MAX_O_ID;
 
 // ---------------------------------------------------------------------------------------
 // Helpers
@@ -165,6 +191,32 @@ const MAX_O: u64 = (1 << 32) - 1;
 fn acc(table: TableId, key: u64, read: &[u16], write: &[u16], upsert: bool) -> Access {
     Access { table, key, read: sc::mask(read), write: sc::mask(write), upsert }
 }
+
+/// The access routing a range read of `table` from `from`: a key of the range's partition
+/// (every key of a warehouse is in its partition), reading cell 0 of each row.
+fn range_acc(table: TableId, from: u64) -> Access {
+    Access { table, key: from, read: 1, write: 0, upsert: true }
+}
+
+/// Cell 0 of each row of the range read routed by access `a`, as i64, with the row's key.
+fn rows0<'a>(v: &ReadView<'a>, a: usize) -> impl Iterator<Item = (u64, i64)> + 'a {
+    v.rows(a).iter().map(|r| (r.key, r.cells.first().map_or(0, |c| sc::get(c))))
+}
+
+/// The customer a by-name selection picks among the CUSTOMER_LAST rows a range read of one
+/// last name returned (in rank order, that is by C_FIRST): clause 2.5.2.2's middle one.
+fn pick_from_rows(v: &ReadView<'_>, a: usize) -> Option<u32> {
+    let ids: Vec<u32> = rows0(v, a).map(|(_, c)| c as u32).collect();
+    sc::pick_by_name(&ids)
+}
+
+/// Rows a last-name range read reads at most (ranks 0..=126).
+const NAME_LIMIT: u32 = sc::MAX_SAME_LAST as u32 + 1;
+
+/// Keys an Order-Status range read of a customer's orders reads at most: its newest order is
+/// the first *row*, but fresh records that aborted New-Orders created above it (keys with a
+/// higher order id, never filled) come first in the tree and count against the limit.
+pub const ORDER_CUSTOMER_LIMIT: u32 = 16;
 
 fn wr(access: usize, cell: u16, value: Vec<u8>) -> Write {
     Write { access, cell, value }
@@ -252,7 +304,8 @@ impl NewOrderParams {
 }
 
 /// New-Order. Accesses: 0 warehouse, 1 district, 2 customer, 3 order, 4 new-order, then
-/// per line `l`: `5 + 3l` item, `6 + 3l` stock, `7 + 3l` order line.
+/// per line `l`: `5 + 3l` item, `6 + 3l` stock, `7 + 3l` order line; last, the order's
+/// ORDER_CUSTOMER row (created: its key holds the customer, unknown before the call).
 #[derive(Debug)]
 pub struct NewOrder {
     p: NewOrderParams,
@@ -269,7 +322,7 @@ impl NewOrder {
                 table::CUSTOMER,
                 sc::customer_key(w, d, p.c),
                 &[sc::c::DISCOUNT, sc::c::LAST, sc::c::CREDIT],
-                &[sc::c::LAST_O_ID],
+                &[],
                 false,
             ),
             acc(table::ORDERS, sc::order_key(w, d, p.o_id), &[], &[0, 1, 2, 3, 4], false),
@@ -290,6 +343,7 @@ impl NewOrder {
                 false,
             ));
         }
+        a.push(acc(table::ORDER_CUSTOMER, sc::order_customer_key(w, d, p.c, p.o_id), &[], &[sc::oc::O_ID], true));
         NewOrder { p, accesses: a }
     }
 }
@@ -314,8 +368,9 @@ impl Procedure for NewOrder {
             }
         }
         let all_local = p.lines.iter().all(|l| l.supply_w == p.w);
-        if v.is_local(2) {
-            out.push(wr(2, sc::c::LAST_O_ID, sc::num(p.o_id as i64)));
+        let oc = self.accesses.len() - 1;
+        if v.is_local(oc) {
+            out.push(wr(oc, sc::oc::O_ID, sc::num(p.o_id as i64)));
         }
         if v.is_local(3) {
             out.push(wr(3, sc::o::C_ID, sc::num(p.c as i64)));
@@ -418,11 +473,13 @@ impl PaymentParams {
     }
 }
 
-/// Payment. Accesses: 0 warehouse, 1 district, 2 customer, 3 history, [4 last-name index].
+/// Payment. Accesses: 0 warehouse, 1 district, 2 customer, 3 history, [4 the range read of
+/// the customer's last name in CUSTOMER_LAST].
 #[derive(Debug)]
 pub struct Payment {
     p: PaymentParams,
     accesses: Vec<Access>,
+    ranges: Vec<RangeRead>,
 }
 
 impl Payment {
@@ -466,10 +523,13 @@ impl Payment {
             ),
             acc(table::HISTORY, sc::history_key(p.w, p.h_slot, p.h_seq), &[], &[0, 1, 2, 3, 4, 5, 6], true),
         ];
+        let mut ranges = Vec::new();
         if let Some(n) = p.by_name {
-            a.push(acc(table::CUSTOMER_LAST, sc::customer_last_key(p.c_w, p.c_d, n), &[sc::cl::IDS], &[], false));
+            let (from, to) = sc::customer_last_range(p.c_w, p.c_d, n);
+            a.push(range_acc(table::CUSTOMER_LAST, from));
+            ranges.push(RangeRead { access: 4, from, to, limit: NAME_LIMIT });
         }
-        Payment { p, accesses: a }
+        Payment { p, accesses: a, ranges }
     }
 }
 
@@ -478,15 +538,16 @@ impl Procedure for Payment {
         &self.accesses
     }
 
+    fn ranges(&self) -> &[RangeRead] {
+        &self.ranges
+    }
+
     fn run(&self, v: &ReadView<'_>) -> Result<Vec<Write>, UserAbort> {
         let p = &self.p;
         let mut out = Vec::new();
-        if p.by_name.is_some() {
-            if let Some(ids) = v.cell(4, sc::cl::IDS as usize) {
-                if sc::pick_by_name(&sc::decode_ids(ids)) != Some(p.c) {
-                    return Err(stale("customer by last name"));
-                }
-            }
+        // The customer's partition holds the range: it checks the reconnaissance's pick.
+        if p.by_name.is_some() && v.is_local(4) && pick_from_rows(v, 4) != Some(p.c) {
+            return Err(stale("customer by last name"));
         }
         if let Some(ytd) = num(v, 0, sc::w::YTD) {
             out.push(wr(0, sc::w::YTD, sc::num(ytd + p.amount)));
@@ -569,11 +630,13 @@ impl OrderStatusParams {
     }
 }
 
-/// Order-Status. Accesses: 0 customer, 1 order, 2.. order lines, [last: name index].
+/// Order-Status. Accesses: 0 customer, 1 order, 2.. order lines, then the range read of the
+/// customer's ORDER_CUSTOMER rows, [last: the range read of its last name in CUSTOMER_LAST].
 #[derive(Debug)]
 pub struct OrderStatus {
     p: OrderStatusParams,
     accesses: Vec<Access>,
+    ranges: Vec<RangeRead>,
 }
 
 impl OrderStatus {
@@ -583,7 +646,7 @@ impl OrderStatus {
             acc(
                 table::CUSTOMER,
                 sc::customer_key(p.w, p.d, p.c),
-                &[c::FIRST, c::MIDDLE, c::LAST, c::BALANCE, c::LAST_O_ID],
+                &[c::FIRST, c::MIDDLE, c::LAST, c::BALANCE],
                 &[],
                 false,
             ),
@@ -604,10 +667,15 @@ impl OrderStatus {
                 false,
             ));
         }
+        let (from, to) = sc::order_customer_range(p.w, p.d, p.c);
+        let mut ranges = vec![RangeRead { access: a.len(), from, to, limit: ORDER_CUSTOMER_LIMIT }];
+        a.push(range_acc(table::ORDER_CUSTOMER, from));
         if let Some(n) = p.by_name {
-            a.push(acc(table::CUSTOMER_LAST, sc::customer_last_key(p.w, p.d, n), &[sc::cl::IDS], &[], false));
+            let (from, to) = sc::customer_last_range(p.w, p.d, n);
+            ranges.push(RangeRead { access: a.len(), from, to, limit: NAME_LIMIT });
+            a.push(range_acc(table::CUSTOMER_LAST, from));
         }
-        OrderStatus { p, accesses: a }
+        OrderStatus { p, accesses: a, ranges }
     }
 }
 
@@ -616,17 +684,24 @@ impl Procedure for OrderStatus {
         &self.accesses
     }
 
+    fn ranges(&self) -> &[RangeRead] {
+        &self.ranges
+    }
+
     fn run(&self, v: &ReadView<'_>) -> Result<Vec<Write>, UserAbort> {
         let p = &self.p;
         if p.by_name.is_some() {
-            if let Some(ids) = v.cell(self.accesses.len() - 1, sc::cl::IDS as usize) {
-                if sc::pick_by_name(&sc::decode_ids(ids)) != Some(p.c) {
-                    return Err(stale("customer by last name"));
-                }
+            let names = self.ranges[1].access;
+            if v.is_local(names) && pick_from_rows(v, names) != Some(p.c) {
+                return Err(stale("customer by last name"));
             }
         }
-        if num(v, 0, sc::c::LAST_O_ID).is_some_and(|o| o as u64 != p.o_id) {
-            return Err(stale("c_last_o_id"));
+        // The customer's newest order is the first row of its ORDER_CUSTOMER range; the gap
+        // locks keep a New-Order of this customer from inserting a newer one before the
+        // decision.
+        let orders = self.ranges[0].access;
+        if v.is_local(orders) && v.rows(orders).first().map(|r| sc::order_of_customer_key(r.key)) != Some(p.o_id) {
+            return Err(stale("customer's last order"));
         }
         if num(v, 1, sc::o::OL_CNT).is_some_and(|n| n != p.ol_cnt as i64)
             || num(v, 1, sc::o::C_ID).is_some_and(|c| c != p.c as i64)
@@ -686,19 +761,22 @@ impl DeliveryParams {
     }
 }
 
-/// Delivery of one district. Accesses: 0 district, 1 new-order, 2 order, 3 customer,
-/// 4.. order lines.
+/// Delivery of one district. Accesses: 0 the range read of NEW_ORDER from the order before
+/// the planned one, 1 the planned new-order, 2 order, 3 customer, 4.. order lines.
 #[derive(Debug)]
 pub struct Delivery {
     p: DeliveryParams,
     accesses: Vec<Access>,
+    ranges: [RangeRead; 1],
 }
 
 impl Delivery {
     fn new(p: DeliveryParams) -> Self {
         let (w, d) = (p.w, p.d);
+        let from = sc::new_order_key(w, d, p.o_id - 1);
+        let to = sc::new_order_key(w, d, MAX_O);
         let mut a = vec![
-            acc(table::DISTRICT, sc::district_key(w, d), &[sc::d::NO_HEAD], &[sc::d::NO_HEAD], false),
+            range_acc(table::NEW_ORDER, from),
             acc(table::NEW_ORDER, sc::new_order_key(w, d, p.o_id), &[sc::no::PRESENT], &[sc::no::PRESENT], false),
             acc(table::ORDERS, sc::order_key(w, d, p.o_id), &[sc::o::C_ID, sc::o::OL_CNT], &[sc::o::CARRIER_ID], false),
             acc(
@@ -718,7 +796,9 @@ impl Delivery {
                 false,
             ));
         }
-        Delivery { p, accesses: a }
+        // Two keys: the planned order's predecessor (delivered, or never a new order) and the
+        // planned order (see the module docs).
+        Delivery { p, accesses: a, ranges: [RangeRead { access: 0, from, to, limit: 2 }] }
     }
 }
 
@@ -727,23 +807,26 @@ impl Procedure for Delivery {
         &self.accesses
     }
 
+    fn ranges(&self) -> &[RangeRead] {
+        &self.ranges
+    }
+
     fn run(&self, v: &ReadView<'_>) -> Result<Vec<Write>, UserAbort> {
         // Every access is in the home warehouse's partition: all or nothing is local.
         let p = &self.p;
         if !v.is_local(0) {
             return Ok(Vec::new());
         }
-        if num(v, 0, sc::d::NO_HEAD) != Some(p.o_id as i64) || num(v, 1, sc::no::PRESENT) != Some(1) {
-            return Err(stale("new-order queue head"));
+        // The first NEW_ORDER row still present at or above the planned order's predecessor
+        // must be the planned order.
+        let head = rows0(v, 0).find(|&(_, present)| present == 1).map(|(k, _)| k);
+        if head != Some(sc::new_order_key(p.w, p.d, p.o_id)) || num(v, 1, sc::no::PRESENT) != Some(1) {
+            return Err(stale("oldest new-order"));
         }
         if num(v, 2, sc::o::C_ID) != Some(p.c as i64) || num(v, 2, sc::o::OL_CNT) != Some(p.ol_cnt as i64) {
             return Err(stale("order"));
         }
-        let mut out = vec![
-            wr(0, sc::d::NO_HEAD, sc::num(p.o_id as i64 + 1)),
-            wr(1, sc::no::PRESENT, sc::num(0)),
-            wr(2, sc::o::CARRIER_ID, sc::num(p.carrier as i64)),
-        ];
+        let mut out = vec![wr(1, sc::no::PRESENT, sc::num(0)), wr(2, sc::o::CARRIER_ID, sc::num(p.carrier as i64))];
         let mut total = 0i64;
         for k in 0..p.ol_cnt as usize {
             if num(v, 4 + k, sc::ol::I_ID) == Some(0) {
@@ -771,18 +854,20 @@ pub struct StockLevelParams {
     pub d: u32,
     /// Threshold (10..20).
     pub threshold: i64,
-    /// The order lines of the last 20 orders, as (o_id, ol_number, OL_I_ID) from the
-    /// reconnaissance.
-    pub lines: Vec<(u64, u32, u32)>,
+    /// D_NEXT_O_ID as the reconnaissance read it (at least 2: one order at least).
+    pub next_o_id: u64,
+    /// The distinct OL_I_IDs of the last 20 orders' lines, ascending, as the reconnaissance
+    /// read them.
+    pub items: Vec<u32>,
 }
 
 impl StockLevelParams {
     /// Encodes the parameters.
     pub fn encode(&self) -> Vec<u8> {
         let mut e = Enc::default();
-        e.u(self.w as u64).u(self.d as u64).i(self.threshold).u(self.lines.len() as u64);
-        for &(o, ol, i) in &self.lines {
-            e.u(o).u(ol as u64).u(i as u64);
+        e.u(self.w as u64).u(self.d as u64).i(self.threshold).u(self.next_o_id).u(self.items.len() as u64);
+        for &i in &self.items {
+            e.u(i as u64);
         }
         e.0
     }
@@ -790,45 +875,56 @@ impl StockLevelParams {
         let w = r.u32("w", 1, MAX_W)?;
         let d = r.u32("d", 1, sc::DISTRICTS as u64)?;
         let threshold = r.i()?;
-        let n = r.u32("lines", 0, 20 * sc::MAX_OL as u64)?;
-        let mut lines = Vec::with_capacity(n as usize);
-        for _ in 0..n {
-            let o = r.u()?.clamp(1, MAX_O);
-            lines.push((o, r.u32("ol", 1, sc::MAX_OL as u64)?, r.u32("i_id", 1, (1 << 24) - 1)?));
+        let next_o_id = r.u()?;
+        if !(2..=MAX_O).contains(&next_o_id) {
+            return Err(format!("next_o_id {next_o_id} out of range"));
         }
-        Ok(StockLevelParams { w, d, threshold, lines })
+        let n = r.u32("items", 0, 20 * sc::MAX_OL as u64)?;
+        let mut items = Vec::with_capacity(n as usize);
+        for _ in 0..n {
+            items.push(r.u32("i_id", 1, (1 << 24) - 1)?);
+        }
+        if items.windows(2).any(|p| p[0] >= p[1]) {
+            return Err("Stock-Level items must be distinct and ascending".into());
+        }
+        Ok(StockLevelParams { w, d, threshold, next_o_id, items })
+    }
+
+    /// The order ids of the last 20 orders: `next_o_id - 20 .. next_o_id` (from 1).
+    pub fn orders(&self) -> std::ops::Range<u64> {
+        self.next_o_id.saturating_sub(20).max(1)..self.next_o_id
     }
 }
 
-/// Stock-Level. Accesses: the order lines, then one stock row per distinct item.
+/// Stock-Level. Accesses: 0 the range read of the last 20 orders' ORDER_LINE rows, then one
+/// stock row per planned item.
 #[derive(Debug)]
 pub struct StockLevel {
     p: StockLevelParams,
-    items: Vec<u32>,
     accesses: Vec<Access>,
+    ranges: [RangeRead; 1],
 }
 
 impl StockLevel {
     fn new(p: StockLevelParams) -> Self {
-        let mut a = Vec::with_capacity(p.lines.len() * 2);
-        for &(o, ol, _) in &p.lines {
-            a.push(acc(table::ORDER_LINE, sc::order_line_key(p.w, p.d, o, ol), &[sc::ol::I_ID], &[], false));
-        }
-        let mut items: Vec<u32> = p.lines.iter().map(|l| l.2).collect();
-        items.sort_unstable();
-        items.dedup();
-        for &i in &items {
+        let orders = p.orders();
+        let from = sc::order_line_key(p.w, p.d, orders.start, 0);
+        let to = sc::order_line_key(p.w, p.d, orders.end - 1, sc::MAX_OL);
+        // 16 keys per order (line numbers 0..=15; 0 is never used) bound the keys in range.
+        let limit = ((orders.end - orders.start) * 16) as u32;
+        let mut a = Vec::with_capacity(1 + p.items.len());
+        a.push(range_acc(table::ORDER_LINE, from));
+        for &i in &p.items {
             a.push(acc(table::STOCK, sc::stock_key(p.w, i), &[sc::s::QUANTITY], &[], false));
         }
-        StockLevel { p, items, accesses: a }
+        StockLevel { p, accesses: a, ranges: [RangeRead { access: 0, from, to, limit }] }
     }
 
     /// The result: distinct items of the last 20 orders with S_QUANTITY below the
     /// threshold (`None` when the view does not hold the home warehouse).
     pub fn low_stock(&self, v: &ReadView<'_>) -> Option<usize> {
-        let base = self.p.lines.len();
-        (0..self.items.len())
-            .map(|k| num(v, base + k, sc::s::QUANTITY).map(|q| q < self.p.threshold))
+        (0..self.p.items.len())
+            .map(|k| num(v, 1 + k, sc::s::QUANTITY).map(|q| q < self.p.threshold))
             .try_fold(0, |n, low| low.map(|l| n + l as usize))
     }
 }
@@ -838,10 +934,18 @@ impl Procedure for StockLevel {
         &self.accesses
     }
 
+    fn ranges(&self) -> &[RangeRead] {
+        &self.ranges
+    }
+
     fn run(&self, v: &ReadView<'_>) -> Result<Vec<Write>, UserAbort> {
-        for (k, &(_, _, i)) in self.p.lines.iter().enumerate() {
-            if num(v, k, sc::ol::I_ID).is_some_and(|x| x != i as i64) {
-                return Err(stale("order line"));
+        if v.is_local(0) {
+            // The stock rows read must be those of the items the range's lines name.
+            let mut items: Vec<u32> = rows0(v, 0).map(|(_, i)| i as u32).filter(|&i| i > 0).collect();
+            items.sort_unstable();
+            items.dedup();
+            if items != self.p.items {
+                return Err(stale("order lines of the last 20 orders"));
             }
         }
         let _ = self.low_stock(v);
@@ -883,5 +987,129 @@ mod tests {
         };
         let mut r = Dec(&pay.encode());
         assert_eq!(PaymentParams::decode(&mut r).unwrap(), pay);
+        let sl = StockLevelParams { w: 2, d: 3, threshold: 15, next_o_id: 3001, items: vec![4, 9, 700] };
+        let mut r = Dec(&sl.encode());
+        assert_eq!(StockLevelParams::decode(&mut r).unwrap(), sl);
+    }
+
+    use redt_dc_executor::RangeRow;
+
+    fn row(key: u64, cell0: i64) -> RangeRow {
+        RangeRow { key, cells: vec![sc::num(cell0)] }
+    }
+
+    /// Runs `p` on a view where every access is local, reading `point` for the point
+    /// accesses (every cell) and `rows` for the range reads, by access.
+    fn run_with(
+        p: &dyn Procedure,
+        point: &[(usize, Vec<Vec<u8>>)],
+        rows: &[(usize, Vec<RangeRow>)],
+    ) -> Result<(), String> {
+        let n = p.accesses().len();
+        let mut values: Vec<Option<Vec<Vec<u8>>>> = vec![Some(vec![sc::num(0); 16]); n];
+        for (a, v) in point {
+            values[*a] = Some(v.clone());
+        }
+        let mut r: Vec<Vec<RangeRow>> = vec![Vec::new(); n];
+        for (a, v) in rows {
+            r[*a] = v.clone();
+        }
+        p.run(&ReadView::with_rows(&values, &r)).map(|_| ()).map_err(|e| e.0)
+    }
+
+    #[test]
+    fn delivery_checks_the_planned_order_against_the_range() {
+        let (w, d) = (1, 4);
+        let p = Delivery::new(DeliveryParams { w, d, carrier: 3, date: 9, o_id: 2102, c: 17, ol_cnt: 5 });
+        assert_eq!(p.ranges()[0].from, sc::new_order_key(w, d, 2101), "the range starts at the predecessor");
+        let present = vec![sc::num(1)];
+        let order = vec![sc::num(17), sc::num(0), sc::num(0), sc::num(5), sc::num(1)];
+        let lines: Vec<(usize, Vec<Vec<u8>>)> = (0..5).map(|k| (4 + k, vec![sc::num(7); 6])).collect();
+        let mut point = vec![(1, present), (2, order)];
+        point.extend(lines);
+        let delivered = [row(sc::new_order_key(w, d, 2101), 0), row(sc::new_order_key(w, d, 2102), 1)];
+        assert_eq!(run_with(&p, &point, &[(0, delivered.to_vec())]), Ok(()));
+        // The predecessor is still undelivered: the plan skipped the oldest new order.
+        let older = [row(sc::new_order_key(w, d, 2101), 1), row(sc::new_order_key(w, d, 2102), 1)];
+        let e = run_with(&p, &point, &[(0, older.to_vec())]).unwrap_err();
+        assert!(e.contains(STALE), "{e}");
+        // The planned order was delivered meanwhile (the next one is the head now).
+        let later = [row(sc::new_order_key(w, d, 2102), 0), row(sc::new_order_key(w, d, 2103), 1)];
+        assert!(run_with(&p, &point, &[(0, later.to_vec())]).unwrap_err().contains(STALE));
+    }
+
+    #[test]
+    fn order_status_takes_the_first_row_of_the_customers_orders_as_the_last_order() {
+        let (w, d, c) = (2, 1, 40);
+        let p = OrderStatus::new(OrderStatusParams { w, d, c, by_name: None, o_id: 3010, ol_cnt: 5 });
+        let r = &p.ranges()[0];
+        assert!(r.from < sc::order_customer_key(w, d, c, 3010) && sc::order_customer_key(w, d, c, 3010) < r.to);
+        assert!(
+            sc::order_customer_key(w, d, c, 3011) < sc::order_customer_key(w, d, c, 3010),
+            "newer orders sort first"
+        );
+        let order = vec![sc::num(c as i64), sc::num(0), sc::num(0), sc::num(5), sc::num(1)];
+        let lines: Vec<(usize, Vec<Vec<u8>>)> = (0..5).map(|k| (2 + k, vec![sc::num(7); 6])).collect();
+        let mut point = vec![(1, order)];
+        point.extend(lines);
+        let a = r.access;
+        let rows = vec![row(sc::order_customer_key(w, d, c, 3010), 3010), row(sc::order_customer_key(w, d, c, 12), 12)];
+        assert_eq!(run_with(&p, &point, &[(a, rows)]), Ok(()));
+        // A newer order of the customer committed after the reconnaissance.
+        let rows =
+            vec![row(sc::order_customer_key(w, d, c, 3044), 3044), row(sc::order_customer_key(w, d, c, 3010), 3010)];
+        assert!(run_with(&p, &point, &[(a, rows)]).unwrap_err().contains(STALE));
+    }
+
+    #[test]
+    fn by_name_selections_check_the_middle_customer_of_the_range() {
+        let (w, d, name) = (1, 2, 77);
+        let pay = |c| {
+            Payment::new(PaymentParams {
+                w,
+                d,
+                c_w: w,
+                c_d: d,
+                c,
+                by_name: Some(name),
+                amount: 100,
+                date: 1,
+                h_slot: 1,
+                h_seq: 0,
+            })
+        };
+        // Ranks 0..3 by C_FIRST: customers 30, 9, 211; the middle (ceil(3/2) = 2nd) is 9.
+        let rows: Vec<RangeRow> = [30, 9, 211]
+            .iter()
+            .enumerate()
+            .map(|(k, &c)| row(sc::customer_last_key(w, d, name, k as u32), c))
+            .collect();
+        assert_eq!(run_with(&pay(9), &[], &[(4, rows.clone())]), Ok(()));
+        assert!(run_with(&pay(30), &[], &[(4, rows.clone())]).unwrap_err().contains(STALE));
+        let os = OrderStatus::new(OrderStatusParams { w, d, c: 30, by_name: Some(name), o_id: 5, ol_cnt: 1 });
+        let names = os.ranges()[1].access;
+        let orders = os.ranges()[0].access;
+        let order = vec![sc::num(30), sc::num(0), sc::num(0), sc::num(1), sc::num(1)];
+        let last = vec![row(sc::order_customer_key(w, d, 30, 5), 5)];
+        let e = run_with(&os, &[(1, order), (2, vec![sc::num(3); 6])], &[(names, rows), (orders, last)]).unwrap_err();
+        assert!(e.contains("last name"), "{e}");
+    }
+
+    #[test]
+    fn stock_level_checks_the_items_of_the_ranges_lines() {
+        let (w, d) = (1, 5);
+        let p = StockLevel::new(StockLevelParams { w, d, threshold: 15, next_o_id: 3001, items: vec![3, 8] });
+        let r = &p.ranges()[0];
+        assert_eq!((r.from, r.to), (sc::order_line_key(w, d, 2981, 0), sc::order_line_key(w, d, 3000, 15)));
+        assert_eq!(r.limit, 320);
+        let lines = vec![
+            row(sc::order_line_key(w, d, 2990, 1), 8),
+            row(sc::order_line_key(w, d, 2990, 2), 3),
+            row(sc::order_line_key(w, d, 3000, 1), 8),
+        ];
+        assert_eq!(run_with(&p, &[], &[(0, lines.clone())]), Ok(()));
+        let mut more = lines;
+        more.push(row(sc::order_line_key(w, d, 3000, 2), 99));
+        assert!(run_with(&p, &[], &[(0, more)]).unwrap_err().contains(STALE));
     }
 }

@@ -10,12 +10,21 @@
 //! | WAREHOUSE      | 0                                  |
 //! | DISTRICT       | d                                  |
 //! | CUSTOMER       | d << 12 \| c                       |
-//! | CUSTOMER_LAST  | d << 10 \| last-name number (0-999)|
+//! | CUSTOMER_LAST  | d << 20 \| name << 8 \| rank      |
 //! | HISTORY        | slot << 32 \| seq (below)          |
 //! | NEW_ORDER      | d << 32 \| o                       |
 //! | ORDERS         | d << 32 \| o                       |
 //! | ORDER_LINE     | d << 36 \| o << 4 \| ol            |
 //! | ITEM, STOCK    | i                                  |
+//! | ORDER_CUSTOMER | d << 36 \| c << 24 \| (2^24 − 1 − o) |
+//!
+//! Two tables are secondary indexes read by range reads through the ordered index (issue
+//! 15): CUSTOMER_LAST has one row per customer, keyed by its last-name number and its rank
+//! by C_FIRST among the customers of its district with that last name (cell: C_ID), so the
+//! customers with one last name are one key range in C_FIRST order; ORDER_CUSTOMER has one
+//! row per order, keyed by its customer and the order id *reversed* (cell: O_ID), so a
+//! customer's orders are one key range, newest first, and the tree's ascending scan finds
+//! the last order as the first row. Order ids stay below 2^24 ([`MAX_O_ID`]).
 //!
 //! HISTORY has no primary key in TPC-C; a row's key only has to be unique: slot 0 holds
 //! the loaded rows (`seq = d << 12 | c`), slot `1 + t` the rows Payment attempts of the
@@ -36,8 +45,10 @@ pub const SHIFT: u32 = 40;
 pub const DISTRICTS: u32 = 10;
 /// Most order lines per order (clause 2.4.1.3).
 pub const MAX_OL: u32 = 15;
-/// Most customers one last-name index entry holds.
+/// Most customers of one district sharing a last name (ranks 0..=126 in CUSTOMER_LAST).
 pub const MAX_SAME_LAST: usize = 127;
+/// Highest order id (ORDER_CUSTOMER reverses order ids in 24 bits).
+pub const MAX_O_ID: u64 = (1 << 24) - 1;
 
 /// Table ids of configs/tpcc.yaml.
 pub mod table {
@@ -60,8 +71,10 @@ pub mod table {
     pub const ITEM: TableId = TableId(8);
     /// STOCK.
     pub const STOCK: TableId = TableId(9);
-    /// The last-name index.
+    /// The last-name index: one row per customer, by (last name, rank by C_FIRST).
     pub const CUSTOMER_LAST: TableId = TableId(10);
+    /// The orders of each customer, newest first.
+    pub const ORDER_CUSTOMER: TableId = TableId(12);
 }
 
 /// WAREHOUSE cells.
@@ -88,8 +101,6 @@ pub mod d {
     pub const YTD: u16 = 3;
     /// D_NEXT_O_ID.
     pub const NEXT_O_ID: u16 = 4;
-    /// Oldest undelivered order id (the NEW-ORDER queue head).
-    pub const NO_HEAD: u16 = 5;
 }
 
 /// CUSTOMER cells.
@@ -122,8 +133,6 @@ pub mod c {
     pub const DELIVERY_CNT: u16 = 12;
     /// C_DATA (500).
     pub const DATA: u16 = 13;
-    /// The customer's last order id.
-    pub const LAST_O_ID: u16 = 14;
 }
 
 /// HISTORY cells.
@@ -210,26 +219,38 @@ pub mod s {
 
 /// CUSTOMER_LAST cells.
 pub mod cl {
-    /// u16 count, then u16 customer ids sorted by C_FIRST.
-    pub const IDS: u16 = 0;
+    /// C_ID of the customer.
+    pub const C_ID: u16 = 0;
+}
+
+/// ORDER_CUSTOMER cells.
+pub mod oc {
+    /// O_ID of the order (never 0, so the row is never taken for a fresh record).
+    pub const O_ID: u16 = 0;
 }
 
 /// The shape every table must have: (id, name, locking, cell sizes).
 const EXPECTED: &[(TableId, &str, Locking, &[u32])] = &[
     (table::WAREHOUSE, "warehouse", Locking::Cell, &[10, 71, 8, 8]),
-    (table::DISTRICT, "district", Locking::Cell, &[10, 71, 8, 8, 8, 8]),
-    (table::CUSTOMER, "customer", Locking::Cell, &[16, 2, 16, 71, 16, 8, 2, 8, 8, 8, 8, 8, 8, 500, 8]),
+    (table::DISTRICT, "district", Locking::Cell, &[10, 71, 8, 8, 8]),
+    (table::CUSTOMER, "customer", Locking::Cell, &[16, 2, 16, 71, 16, 8, 2, 8, 8, 8, 8, 8, 8, 500]),
     (table::HISTORY, "history", Locking::Record, &[8, 8, 8, 8, 8, 8, 24]),
     (table::NEW_ORDER, "new_order", Locking::Record, &[8]),
     (table::ORDERS, "orders", Locking::Record, &[8, 8, 8, 8, 8]),
     (table::ORDER_LINE, "order_line", Locking::Record, &[8, 8, 8, 8, 8, 24]),
     (table::ITEM, "item", Locking::Record, &[8, 8, 24, 50]),
     (table::STOCK, "stock", Locking::Cell, &[8, 8, 8, 8, 24, 24, 24, 24, 24, 24, 24, 24, 24, 24, 50]),
-    (table::CUSTOMER_LAST, "customer_last", Locking::Record, &[256]),
+    (table::CUSTOMER_LAST, "customer_last", Locking::Record, &[8]),
+    (table::ORDER_CUSTOMER, "order_customer", Locking::Record, &[8]),
 ];
 
+/// The tables TPC-C's range reads go through: they must have an ordered index, and
+/// [`check_topology`] insists on it.
+pub const RANGE_TABLES: [TableId; 4] =
+    [table::NEW_ORDER, table::ORDER_LINE, table::CUSTOMER_LAST, table::ORDER_CUSTOMER];
+
 /// Every TPC-C table id, in load order.
-pub const TABLES: [TableId; 10] = [
+pub const TABLES: [TableId; 11] = [
     table::WAREHOUSE,
     table::DISTRICT,
     table::CUSTOMER,
@@ -240,10 +261,12 @@ pub const TABLES: [TableId; 10] = [
     table::ITEM,
     table::STOCK,
     table::CUSTOMER_LAST,
+    table::ORDER_CUSTOMER,
 ];
 
 /// Checks that `topo` declares the TPC-C tables as configs/tpcc.yaml does (ids, names,
-/// cell sizes, locking, `partitioning: { shift: 40 }`).
+/// cell sizes, locking, `partitioning: { shift: 40 }`, an ordered index on the
+/// [`RANGE_TABLES`]).
 ///
 /// # Errors
 /// The first difference, as text.
@@ -264,6 +287,9 @@ pub fn check_topology(topo: &Topology) -> Result<(), String> {
         }
         if t.partitioning != (Partitioning::Shift { bits: SHIFT as u8 }) {
             return Err(format!("table `{name}` must use `partitioning: {{ shift: {SHIFT} }}`"));
+        }
+        if RANGE_TABLES.contains(&id) && !t.ordered {
+            return Err(format!("table `{name}` needs `ordered_index: true` (TPC-C reads ranges of it)"));
         }
     }
     Ok(())
@@ -290,9 +316,15 @@ pub fn district_key(w: u32, d: u32) -> u64 {
 pub fn customer_key(w: u32, d: u32, c: u32) -> u64 {
     wbase(w) | (d as u64) << 12 | c as u64
 }
-/// CUSTOMER_LAST key of last-name number `name` (0..999).
-pub fn customer_last_key(w: u32, d: u32, name: u32) -> u64 {
-    wbase(w) | (d as u64) << 10 | name as u64
+/// CUSTOMER_LAST key of the customer of rank `rank` (0-based, by C_FIRST) among those
+/// with last-name number `name` (0..999) in district (w, d).
+pub fn customer_last_key(w: u32, d: u32, name: u32, rank: u32) -> u64 {
+    debug_assert!(name < 1 << 12 && (rank as usize) < 256);
+    wbase(w) | (d as u64) << 20 | (name as u64) << 8 | rank as u64
+}
+/// The CUSTOMER_LAST keys of last-name number `name` in district (w, d): every rank.
+pub fn customer_last_range(w: u32, d: u32, name: u32) -> (u64, u64) {
+    (customer_last_key(w, d, name, 0), customer_last_key(w, d, name, 255))
 }
 /// HISTORY key.
 pub fn history_key(w: u32, slot: u32, seq: u64) -> u64 {
@@ -311,6 +343,20 @@ pub fn order_key(w: u32, d: u32, o: u64) -> u64 {
 pub fn order_line_key(w: u32, d: u32, o: u64, ol: u32) -> u64 {
     debug_assert!(o < 1 << 32 && ol < 16);
     wbase(w) | (d as u64) << 36 | o << 4 | ol as u64
+}
+/// ORDER_CUSTOMER key of order `o` of customer `c` of district (w, d): the order id
+/// reversed, so a customer's newest order has its lowest key.
+pub fn order_customer_key(w: u32, d: u32, c: u32, o: u64) -> u64 {
+    debug_assert!((1..=MAX_O_ID).contains(&o) && c < 1 << 12);
+    wbase(w) | (d as u64) << 36 | (c as u64) << 24 | (MAX_O_ID - o.min(MAX_O_ID))
+}
+/// The ORDER_CUSTOMER keys of customer `c` of district (w, d), newest order first.
+pub fn order_customer_range(w: u32, d: u32, c: u32) -> (u64, u64) {
+    (order_customer_key(w, d, c, MAX_O_ID), order_customer_key(w, d, c, 1))
+}
+/// The order id an ORDER_CUSTOMER key names.
+pub fn order_of_customer_key(key: u64) -> u64 {
+    MAX_O_ID - (key & MAX_O_ID)
 }
 /// Key of item `i` in warehouse `w`'s copy of ITEM.
 pub fn item_key(w: u32, i: u32) -> u64 {
@@ -352,25 +398,6 @@ pub fn text(s: &[u8], width: usize) -> Vec<u8> {
 pub fn trim(v: &[u8]) -> &[u8] {
     let end = v.iter().rposition(|&b| b != 0).map_or(0, |p| p + 1);
     &v[..end]
-}
-
-/// Encodes a last-name index entry.
-pub fn encode_ids(ids: &[u32]) -> Vec<u8> {
-    let mut v = Vec::with_capacity(2 + 2 * ids.len());
-    v.extend_from_slice(&(ids.len() as u16).to_le_bytes());
-    for &id in ids {
-        v.extend_from_slice(&(id as u16).to_le_bytes());
-    }
-    v
-}
-
-/// Decodes a last-name index entry.
-pub fn decode_ids(v: &[u8]) -> Vec<u32> {
-    if v.len() < 2 {
-        return Vec::new();
-    }
-    let n = (u16::from_le_bytes([v[0], v[1]]) as usize).min((v.len() - 2) / 2);
-    (0..n).map(|k| u16::from_le_bytes([v[2 + 2 * k], v[3 + 2 * k]]) as u32).collect()
 }
 
 /// The customer a by-name selection picks among `ids` (sorted by C_FIRST): position

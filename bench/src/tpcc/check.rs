@@ -5,9 +5,9 @@
 //!
 //! Condition 11 (`#ORDER − #NEW-ORDER = 2100` per district) only holds until the first
 //! Delivery; after a run it is checked in its general form `#ORDER − #NEW-ORDER = 2100 +
-//! deliveries`, with the deliveries counted by the district's NEW-ORDER queue head
-//! (`D_NO_HEAD − 2101`) and, when the driver knows them, by the committed Delivery
-//! transactions of that district.
+//! deliveries`, with the deliveries counted as the orders after the loaded 2,100 whose
+//! NEW-ORDER row is no longer present and, when the driver knows them, as the committed
+//! Delivery transactions of that district (which must agree).
 
 use super::loader::read_at;
 use super::schema::{self as sc, table, Scale, DISTRICTS, MAX_OL};
@@ -198,7 +198,9 @@ pub fn check_with(input: &CheckInput, read: &mut dyn FnMut(u32, TableId, u64) ->
             sum_d_ytd += ytd;
             d_ytd.insert((w, d), ytd);
             let next = (g(&dv, sc::d::NEXT_O_ID) as u64).max(1);
-            let head = g(&dv, sc::d::NO_HEAD) as u64;
+            let base = scale.delivered() as u64;
+            // Orders after the loaded delivered ones that were delivered since the load.
+            let mut since_load = 0u64;
             // Orders of the district, up to the last (pre-allocated) ORDERS record.
             let (mut max_o, mut max_no, mut min_no, mut n_no, mut n_orders) = (0u64, 0u64, u64::MAX, 0u64, 0u64);
             let (mut sum_ol_cnt, mut n_ol) = (0i64, 0i64);
@@ -237,6 +239,9 @@ pub fn check_with(input: &CheckInput, read: &mut dyn FnMut(u32, TableId, u64) ->
                 n_ol += lines;
                 if ol_cnt > 0 {
                     n_orders += 1;
+                    if o > base && !present {
+                        since_load += 1;
+                    }
                     max_o = max_o.max(o);
                     sum_ol_cnt += ol_cnt;
                     acc.check(5, (carrier == 0) == present, || {
@@ -264,8 +269,6 @@ pub fn check_with(input: &CheckInput, read: &mut dyn FnMut(u32, TableId, u64) ->
                 acc.check(3, true, String::new);
             }
             acc.check(4, sum_ol_cnt == n_ol, || format!("district ({w},{d}): sum(O_OL_CNT) {sum_ol_cnt}, {n_ol} rows"));
-            let base = scale.delivered() as u64;
-            let since_load = head.saturating_sub(base + 1);
             let mut ok = n_orders as i64 - n_no as i64 == (base + since_load) as i64;
             let mut why = format!(
                 "district ({w},{d}): #ORDER {n_orders} - #NEW-ORDER {n_no} = {}, expected {base} + {since_load} delivered",
@@ -276,7 +279,7 @@ pub fn check_with(input: &CheckInput, read: &mut dyn FnMut(u32, TableId, u64) ->
                 if counted != since_load {
                     ok = false;
                     why = format!(
-                        "district ({w},{d}): D_NO_HEAD says {since_load} delivered since load, the driver committed {counted}"
+                        "district ({w},{d}): {since_load} NEW-ORDER rows delivered since load, the driver committed {counted}"
                     );
                 }
             }

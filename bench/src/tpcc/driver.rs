@@ -6,7 +6,8 @@
 //! DC). It draws a transaction type from the standard mix (45% New-Order, 43% Payment, 4%
 //! each Order-Status, Delivery and Stock-Level), generates the inputs of clauses 2.4-2.8,
 //! reads the order-dependent keys with a reconnaissance (one-sided READs of the nearest
-//! replica, no locks, no WAN round trip: Calvin's OLLP), then submits the transaction and
+//! replica's records and ordered-index trees, no locks, no WAN round trip: Calvin's OLLP),
+//! then submits the transaction and
 //! retries it after a conflict (No-Wait lock conflict: random back-off) or a stale
 //! reconnaissance until it commits or rolls back. Keying and think times are off unless
 //! `think` is set. A warm-up is excluded from every figure.
@@ -264,6 +265,19 @@ pub(crate) trait Backend: Send + Sync + 'static {
         keys: &[(TableId, u64)],
     ) -> impl std::future::Future<Output = Vec<Option<Vec<Vec<u8>>>>> + Send;
 
+    /// The rows of `table` in `from..=to` as the reconnaissance of `route` sees them, at most
+    /// `limit` keys of the range's partition's ordered index, in key order: per row its key
+    /// and cell 0 (a fresh record's key may be left out or read as zero). `None` when not
+    /// readable now.
+    fn scan(
+        &self,
+        route: &Self::Route,
+        table: TableId,
+        from: u64,
+        to: u64,
+        limit: u32,
+    ) -> impl std::future::Future<Output = Option<Vec<(u64, i64)>>> + Send;
+
     /// Submits one attempt through `route`; `part` is the home warehouse's partition.
     fn submit(
         &self,
@@ -306,6 +320,32 @@ impl Backend for Embedded {
             .collect()
     }
 
+    /// One-sided: the nearest replica's tree (its leaves READ), then each row's record.
+    async fn scan(
+        &self,
+        (node, dc): &Self::Route,
+        t: TableId,
+        from: u64,
+        to: u64,
+        limit: u32,
+    ) -> Option<Vec<(u64, i64)>> {
+        let placement = node.topology();
+        let p = placement.partition_of(placement.table(t)?, from);
+        let at = placement.replica_in_dc(p, *dc).unwrap_or(placement.partitions[p.0 as usize].replicas[0]);
+        let h = &self.side.dcs[placement.nodes[at.0 as usize].dc.0 as usize];
+        let tree = h.ordered.tree(h.verbs.as_ref(), at, t, p.0, false).ok()??;
+        let entries = tree.scan(h.verbs.as_ref(), from, to, limit as usize).ok()?;
+        Some(
+            entries
+                .into_iter()
+                .filter_map(|(k, _)| {
+                    let v = read_at(&placement, &self.side.dcs, at, t, k)?;
+                    Some((k, v.first().map_or(0, |c| sc::get(c))))
+                })
+                .collect(),
+        )
+    }
+
     async fn submit(&self, (node, _): &Self::Route, call: ProcedureCall, part: PartitionId) -> TxnOutcome {
         let submitted = Instant::now();
         let out = node.submit(call).await;
@@ -334,6 +374,10 @@ pub(crate) struct Shared<B: Backend> {
     pub(crate) deliveries: Mutex<HashMap<(u32, u32), u64>>,
     /// Unknown outcomes over the whole run.
     pub(crate) unknown_total: AtomicU64,
+    /// Per (w, d): an order id at or below the district's oldest undelivered order (the
+    /// Delivery reconnaissance's scan of NEW_ORDER starts there; raised by committed
+    /// Deliveries).
+    no_floor: Mutex<HashMap<(u32, u32), u64>>,
     /// Every database transaction attempted while measuring, as the interval rows count them;
     /// whether the measured interval runs (the per-type counters count only then).
     pub(crate) meter: crate::workload::Meter,
@@ -360,6 +404,7 @@ impl<B: Backend> Shared<B> {
             latency: std::array::from_fn(|_| Mutex::new(Latency::histogram())),
             deliveries: Mutex::new(HashMap::new()),
             unknown_total: AtomicU64::new(0),
+            no_floor: Mutex::new(HashMap::new()),
             meter: Default::default(),
         }
     }
@@ -428,6 +473,20 @@ impl<B: Backend> Shared<B> {
         self.stop.load(Relaxed)
     }
 
+    /// An order id at or below district (w, d)'s oldest undelivered order (the first order
+    /// undelivered at load until a Delivery is seen).
+    fn no_floor(&self, w: u32, d: u32) -> u64 {
+        let floor = self.no_floor.lock().expect("no floor").get(&(w, d)).copied();
+        floor.unwrap_or(self.cfg.scale.delivered() as u64 + 1)
+    }
+
+    /// Raises district (w, d)'s floor to `o` (an order id every older one of which is delivered).
+    fn raise_no_floor(&self, w: u32, d: u32, o: u64) {
+        let mut m = self.no_floor.lock().expect("no floor");
+        let f = m.entry((w, d)).or_insert(0);
+        *f = (*f).max(o);
+    }
+
     /// Committed New-Orders so far (while measuring).
     pub(crate) fn new_orders(&self) -> u64 {
         self.stats[NO].committed.load(Relaxed)
@@ -485,6 +544,9 @@ impl<B: Backend> Shared<B> {
         (types, all_attempts, all_aborts, all_committed)
     }
 }
+
+/// NEW_ORDER keys one step of the Delivery reconnaissance's scan reads.
+const NO_SCAN: u32 = 32;
 
 /// Random back-off after the `attempt`-th failed attempt: uniform in [cap/2, cap] with
 /// cap = 10 ms × 2^(attempt - 1), at most 160 ms (a conflicting lock is held for about one
@@ -574,11 +636,14 @@ impl<B: Backend> Terminal<B> {
         sc::nurand(&mut self.rng, 255, self.sh.nurand.c_last_run, 0, names - 1) as u32
     }
 
-    /// The customer a by-name selection picks (reconnaissance of the static index).
+    /// The customer a by-name selection picks: a scan of the name's CUSTOMER_LAST range (the
+    /// transaction reads the same range and checks the pick).
     async fn by_name(&self, w: u32, d: u32, name: u32) -> Option<u32> {
         let route = self.sh.backend.route(self.home)?;
-        let v = self.sh.read1(&route, table::CUSTOMER_LAST, sc::customer_last_key(w, d, name)).await?;
-        sc::pick_by_name(&sc::decode_ids(&v[sc::cl::IDS as usize]))
+        let (from, to) = sc::customer_last_range(w, d, name);
+        let rows = self.sh.backend.scan(&route, table::CUSTOMER_LAST, from, to, sc::MAX_SAME_LAST as u32 + 1).await?;
+        let ids: Vec<u32> = rows.iter().filter(|r| r.1 > 0).map(|r| r.1 as u32).collect();
+        sc::pick_by_name(&ids)
     }
 
     /// The route to submit through now, waiting while every node is down; `None` once
@@ -747,8 +812,10 @@ impl<B: Backend> Terminal<B> {
             attempt += 1;
             let Some(route) = self.coordinator().await else { return };
             let recon = async {
-                let cv = sh.read1(&route, table::CUSTOMER, sc::customer_key(self.w, d, c)).await?;
-                let o_id = sc::get(&cv[sc::c::LAST_O_ID as usize]) as u64;
+                // The customer's newest order: the first row of its ORDER_CUSTOMER range.
+                let (from, to) = sc::order_customer_range(self.w, d, c);
+                let rows = sh.backend.scan(&route, table::ORDER_CUSTOMER, from, to, px::ORDER_CUSTOMER_LIMIT).await?;
+                let o_id = rows.iter().find(|r| r.1 > 0).map(|r| sc::order_of_customer_key(r.0))?;
                 let ov = sh.read1(&route, table::ORDERS, sc::order_key(self.w, d, o_id)).await?;
                 let ol_cnt = sc::get(&ov[sc::o::OL_CNT as usize]) as u32;
                 (ol_cnt > 0).then_some((o_id, ol_cnt))
@@ -801,6 +868,9 @@ impl<B: Backend> Terminal<B> {
                 continue;
             };
             let next = sc::get(&dv[sc::d::NEXT_O_ID as usize]) as u64;
+            if next < 2 {
+                return sh.done(SL, true, started);
+            }
             let orders: Vec<u64> = (next.saturating_sub(20).max(1)..next).collect();
             let keys: Vec<(TableId, u64)> = orders.iter().map(|&o| (table::ORDERS, sc::order_key(w, d, o))).collect();
             let mut line_keys = Vec::new();
@@ -811,19 +881,16 @@ impl<B: Backend> Terminal<B> {
             }
             let keys: Vec<(TableId, u64)> =
                 line_keys.iter().map(|&(o, l)| (table::ORDER_LINE, sc::order_line_key(w, d, o, l))).collect();
-            let mut lines = Vec::new();
-            for (&(o, l), lv) in line_keys.iter().zip(sh.backend.read(&route, &keys).await) {
-                if let Some(lv) = lv {
-                    let i = sc::get(&lv[sc::ol::I_ID as usize]) as u32;
-                    if i > 0 {
-                        lines.push((o, l, i));
-                    }
+            let mut items = Vec::new();
+            for lv in sh.backend.read(&route, &keys).await.into_iter().flatten() {
+                let i = sc::get(&lv[sc::ol::I_ID as usize]) as u32;
+                if i > 0 {
+                    items.push(i);
                 }
             }
-            if lines.is_empty() {
-                return sh.done(SL, true, started);
-            }
-            let p = px::StockLevelParams { w, d, threshold, lines };
+            items.sort_unstable();
+            items.dedup();
+            let p = px::StockLevelParams { w, d, threshold, next_o_id: next, items };
             match sh.submit(&route, SL, px::call(kind::STOCK_LEVEL, p.encode()), self.part).await {
                 Attempt::Committed => return sh.done(SL, true, started),
                 Attempt::RolledBack => return sh.done(SL, false, started),
@@ -856,11 +923,24 @@ async fn deliver_district<B: Backend>(
         };
         let recon = async {
             let dv = sh.read1(&route, table::DISTRICT, sc::district_key(w, d)).await?;
-            let head = sc::get(&dv[sc::d::NO_HEAD as usize]) as u64;
             let next = sc::get(&dv[sc::d::NEXT_O_ID as usize]) as u64;
-            if head >= next {
-                return Some(None);
-            }
+            // The oldest undelivered order: the first NEW_ORDER row still present, scanning
+            // the district's range from a known floor up to D_NEXT_O_ID - 1.
+            let mut floor = sh.no_floor(w, d);
+            let head = loop {
+                if floor >= next {
+                    return Some(None);
+                }
+                let (from, to) = (sc::new_order_key(w, d, floor), sc::new_order_key(w, d, next - 1));
+                let rows = sh.backend.scan(&route, table::NEW_ORDER, from, to, NO_SCAN).await?;
+                if let Some(&(k, _)) = rows.iter().find(|r| r.1 == 1) {
+                    break k & 0xffff_ffff;
+                }
+                if rows.len() < NO_SCAN as usize {
+                    return Some(None);
+                }
+                floor = rows.last().map_or(next, |r| (r.0 & 0xffff_ffff) + 1);
+            };
             let ov = sh.read1(&route, table::ORDERS, sc::order_key(w, d, head)).await?;
             let (c, cnt) = (sc::get(&ov[sc::o::C_ID as usize]) as u32, sc::get(&ov[sc::o::OL_CNT as usize]) as u32);
             (cnt > 0 && c > 0).then_some(Some((head, c, cnt)))
@@ -882,6 +962,7 @@ async fn deliver_district<B: Backend>(
         match sh.submit(&route, DEL, px::call(kind::DELIVERY, p.encode()), part).await {
             Attempt::Committed => {
                 *sh.deliveries.lock().expect("deliveries").entry((w, d)).or_default() += 1;
+                sh.raise_no_floor(w, d, o_id + 1);
                 return true;
             }
             Attempt::Stale => backoff(&mut rng, attempt, true).await,
@@ -1212,9 +1293,10 @@ impl TpccReport {
         }
         let f = &self.footprint;
         line(format!(
-            "  footprint per warehouse per replica: {:.1} MB heap ({:.1} MB from record sizes), {:.0} records (+{:.1} MB of 16-B index slots)",
+            "  footprint per warehouse per replica: {:.1} MB heap ({:.1} MB computed: records, and {:.1} MB of ordered-index trees), {:.0} records (+{:.1} MB of 16-B index slots)",
             f.heap_bytes_per_warehouse_per_replica / 1e6,
             f.computed_bytes_per_warehouse_per_replica / 1e6,
+            f.tree_bytes_per_warehouse_per_replica / 1e6,
             f.records_per_warehouse_per_replica,
             f.index_slot_bytes_per_warehouse_per_replica / 1e6
         ));

@@ -45,8 +45,14 @@ pub struct Footprint {
     /// Heap bytes in use on every node right after the load (the heap bump pointers) /
     /// warehouses / replicas.
     pub heap_bytes_per_warehouse_per_replica: f64,
-    /// The same from the record sizes (`RecordLayout::record_bytes` rounded up to 64 B).
+    /// The same computed: the records from their sizes (`RecordLayout::record_bytes` rounded
+    /// up to 64 B) plus the ordered-index trees ([`Footprint::tree_bytes_per_warehouse_per_replica`]).
     pub computed_bytes_per_warehouse_per_replica: f64,
+    /// Heap bytes of the ordered indexes (configs/tpcc.yaml `ordered_index: true`) per
+    /// warehouse per replica: on every node, its tree directory, and per tree its 64-byte
+    /// anchor and its nodes as [`redt_dc_executor::BTree::check`] counts them, times the
+    /// node size (`dc-executor/src/ordered.rs`, `btree/mod.rs`).
+    pub tree_bytes_per_warehouse_per_replica: f64,
     /// Records per warehouse per replica.
     pub records_per_warehouse_per_replica: f64,
     /// Index bytes per warehouse per replica at 16 B per slot (one key each), before the
@@ -126,13 +132,77 @@ impl RowSink for Writer<'_> {
 
 /// Rows one warehouse loads (order lines at their expected 10 per order), for progress.
 pub fn rows_per_warehouse(s: &Scale) -> u64 {
-    let per_district = s.customers as u64 * 3 + s.new_orders as u64 + s.orders() as u64 * 10 + s.last_names() as u64;
+    // Customers, their history and last-name rows, orders with their ORDER_CUSTOMER rows and
+    // ~10 lines, new orders.
+    let per_district = s.customers as u64 * 3 + s.new_orders as u64 + s.orders() as u64 * 12;
     2 * s.items as u64 + 1 + DISTRICTS as u64 * (1 + per_district)
 }
 
 /// Heap bytes of one record of `t` (allocation rounded up to 64 B).
 pub fn record_bytes(topo: &Topology, t: TableId) -> u64 {
     topo.table(t).map_or(0, |s| RecordLayout::new(s).record_bytes.div_ceil(64) * 64)
+}
+
+/// Heap bytes of a tree's anchor (`BTree`'s layout: a 64-byte block naming the root).
+const TREE_ANCHOR_BYTES: u64 = 64;
+
+/// Rounds `bytes` up to the heap's 64-byte allocation unit.
+fn heap_alloc(bytes: u64) -> u64 {
+    bytes.div_ceil(64) * 64
+}
+
+/// Makes, on every replica of the partitions holding warehouses `1..=warehouses`, the tree of
+/// every ordered TPC-C table, one at a time: the load's threads then never race to make a
+/// node's tree directory (a loser's block would be heap no tree uses).
+///
+/// # Errors
+/// A full heap, as text.
+fn make_trees(cluster: &EmbeddedCluster, warehouses: u32) -> Result<(), String> {
+    let topo = &cluster.topology;
+    let mut parts: Vec<redt_proto::PartitionId> = (1..=warehouses.min(topo.partitions.len() as u32))
+        .filter_map(|w| topo.table(table::WAREHOUSE).map(|s| topo.partition_of(s, sc::warehouse_key(w))))
+        .collect();
+    parts.sort();
+    parts.dedup();
+    for p in parts {
+        for &node in &topo.partitions[p.0 as usize].replicas {
+            let h = &cluster.dcs[topo.nodes[node.0 as usize].dc.0 as usize];
+            for &t in sc::TABLES.iter().filter(|&&t| h.ordered.is_ordered(t)) {
+                h.ordered.tree(h.verbs.as_ref(), node, t, p.0, true).map_err(|e| format!("making a tree: {e}"))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Heap bytes the ordered indexes take on every node of `cluster`: per node with a tree
+/// directory, the directory block (a count word and one word per ordered table and
+/// partition), and per tree its anchor and its nodes ([`redt_dc_executor::BTree::check`]).
+///
+/// # Errors
+/// A tree that fails its check, as text.
+fn tree_bytes(cluster: &EmbeddedCluster) -> Result<u64, String> {
+    let topo = &cluster.topology;
+    let ordered: Vec<TableId> = topo.tables.iter().filter(|t| t.ordered).map(|t| t.id).collect();
+    let parts = topo.partitions.len() as u32;
+    let mut total = 0;
+    for n in &topo.nodes {
+        let h = &cluster.dcs[n.dc.0 as usize];
+        let mut any = false;
+        for &t in &ordered {
+            for p in 0..parts {
+                let tree = h.ordered.tree(h.verbs.as_ref(), n.id, t, p, false).map_err(|e| e.to_string())?;
+                let Some(tree) = tree else { continue };
+                any = true;
+                let shape = tree.check(h.verbs.as_ref()).map_err(|e| format!("tree of {t} p{p}: {e}"))?;
+                total += TREE_ANCHOR_BYTES + shape.nodes_per_level.iter().sum::<u64>() * tree.node_bytes();
+            }
+        }
+        if any {
+            total += heap_alloc(8 * (1 + ordered.len() as u64 * parts as u64));
+        }
+    }
+    Ok(total)
 }
 
 fn heap_used(cluster: &EmbeddedCluster) -> u64 {
@@ -161,6 +231,8 @@ pub fn load(cluster: &EmbeddedCluster, cfg: &LoadConfig, bar: &ProgressBar) -> R
     }
     let t0 = Instant::now();
     let heap0 = heap_used(cluster);
+    let trees0 = tree_bytes(cluster)?;
+    make_trees(cluster, cfg.warehouses)?;
     let nurand = nurand_of(cfg.seed);
     let counts: Vec<AtomicU64> =
         (0..=sc::TABLES.iter().map(|t| t.0).max().unwrap_or(0)).map(|_| AtomicU64::new(0)).collect();
@@ -217,9 +289,11 @@ pub fn load(cluster: &EmbeddedCluster, cfg: &LoadConfig, bar: &ProgressBar) -> R
         });
     }
     let heap = heap_used(cluster).saturating_sub(heap0);
+    let trees = tree_bytes(cluster)?.saturating_sub(trees0) as f64 / wh / replicas;
     let footprint = Footprint {
         heap_bytes_per_warehouse_per_replica: heap as f64 / wh / replicas,
-        computed_bytes_per_warehouse_per_replica: computed,
+        computed_bytes_per_warehouse_per_replica: computed + trees,
+        tree_bytes_per_warehouse_per_replica: trees,
         records_per_warehouse_per_replica: records as f64 / wh,
         index_slot_bytes_per_warehouse_per_replica: records as f64 / wh * 16.0,
         tables,
@@ -294,16 +368,11 @@ fn load_district(
             sc::num(rng.gen_range(0..=2000)),
             sc::num(1000 * n as i64),
             sc::num(n as i64 + 1),
-            sc::num(first_new as i64),
         ],
     )?;
     // O_C_ID is a random permutation of the customers (clause 4.3.3.1).
     let mut perm: Vec<u32> = (1..=n).collect();
     perm.shuffle(rng);
-    let mut last_order = vec![0u64; n as usize + 1];
-    for (k, &c) in perm.iter().enumerate() {
-        last_order[c as usize] = k as u64 + 1;
-    }
     // CUSTOMER and HISTORY.
     let names = s.last_names();
     let mut by_name: Vec<Vec<(Vec<u8>, u32)>> = vec![Vec::new(); names as usize];
@@ -327,7 +396,6 @@ fn load_district(
             sc::num(1),
             sc::num(0),
             sc::astring(rng, 300, 500),
-            sc::num(last_order[c as usize] as i64),
         ];
         wr.put(table::CUSTOMER, sc::customer_key(w, d, c), &v)?;
         let h = vec![
@@ -341,7 +409,7 @@ fn load_district(
         ];
         wr.put(table::HISTORY, sc::history_key(w, 0, (d as u64) << 12 | c as u64), &h)?;
     }
-    // The last-name index.
+    // The last-name index: one row per customer, by name and rank by C_FIRST.
     for (name, mut list) in by_name.into_iter().enumerate() {
         if list.is_empty() {
             continue;
@@ -354,8 +422,10 @@ fn load_district(
             ));
         }
         list.sort();
-        let ids: Vec<u32> = list.iter().map(|(_, c)| *c).collect();
-        wr.put(table::CUSTOMER_LAST, sc::customer_last_key(w, d, name as u32), &[sc::encode_ids(&ids)])?;
+        for (rank, (_, c)) in list.iter().enumerate() {
+            let key = sc::customer_last_key(w, d, name as u32, rank as u32);
+            wr.put(table::CUSTOMER_LAST, key, &[sc::num(*c as i64)])?;
+        }
     }
     // ORDER, ORDER-LINE, NEW-ORDER.
     for o in 1..=n {
@@ -370,6 +440,8 @@ fn load_district(
             sc::num(1),
         ];
         wr.put(table::ORDERS, sc::order_key(w, d, o as u64), &ov)?;
+        let c = perm[o as usize - 1];
+        wr.put(table::ORDER_CUSTOMER, sc::order_customer_key(w, d, c, o as u64), &[sc::num(o as i64)])?;
         for l in 1..=ol_cnt {
             let v = vec![
                 sc::num(rng.gen_range(1..=s.items) as i64),
@@ -429,7 +501,8 @@ impl Preallocator {
     /// # Errors
     /// A full MemStore, as text.
     pub fn top_up(&mut self, topo: &Topology, dcs: &[Arc<DcHandle>]) -> Result<(), String> {
-        let counts: Vec<AtomicU64> = (0..=10).map(|_| AtomicU64::new(0)).collect();
+        let counts: Vec<AtomicU64> =
+            (0..=sc::TABLES.iter().map(|t| t.0).max().unwrap_or(0)).map(|_| AtomicU64::new(0)).collect();
         let done = AtomicU64::new(0);
         let wr = Writer { topo, dcs, counts: &counts, done: &done, placed: true };
         for w in 1..=self.warehouses {

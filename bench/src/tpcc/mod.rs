@@ -10,11 +10,13 @@
 //! - [`check`](mod@check): `--check`.
 //! - [`tap`]: the driver's own verbs, counted apart from the transactions'.
 //!
-//! Order-dependent queries (the oldest undelivered order, a customer's last order, the last
-//! 20 orders) are point lookups through key design: per-district counters (D_NEXT_O_ID and
-//! the NEW-ORDER queue head), a per-customer last-order cell and a last-name index built at
-//! load. The keys they yield are learned by a reconnaissance read before the transaction
-//! and checked inside it (Calvin's OLLP).
+//! TPC-C's range queries (the oldest undelivered order, a customer's last order, the last 20
+//! orders' lines, the customers with a last name) are range reads through the ordered index
+//! inside the transactions, with next-key locks against phantoms (issue 15; the tables
+//! NEW_ORDER, ORDER_LINE, CUSTOMER_LAST and ORDER_CUSTOMER have `ordered_index: true` in
+//! configs/tpcc.yaml). The keys their rows lead to are learned by a reconnaissance before the
+//! transaction (one-sided READs and scans of the trees of the nearest replica) and checked
+//! against the rows inside it (Calvin's OLLP; `procedures.rs` has the details).
 //!
 //! # Running
 //!

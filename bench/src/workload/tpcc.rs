@@ -224,6 +224,27 @@ impl Backend for Remote {
         }
     }
 
+    /// A read-only transaction of one key/value scan (cell 0 of each row), retried as
+    /// [`Backend::read`] is.
+    async fn scan(&self, node: &NodeId, t: TableId, from: u64, to: u64, limit: u32) -> Option<Vec<(u64, i64)>> {
+        let ops = [redt_dc_executor::KvOp::Scan(from, to, limit)];
+        let once = || async {
+            let out = self.target.client.submit(*node, call::kv_call(t, &ops)).await;
+            if out.status == redt_coordinator::TxnStatus::Committed {
+                Ok(out.reads)
+            } else {
+                Err(())
+            }
+        };
+        let backoff = backon::ExponentialBuilder::default()
+            .with_min_delay(Duration::from_millis(2))
+            .with_max_delay(Duration::from_millis(32))
+            .with_max_times(4);
+        let reads = backon::Retryable::retry(once, backoff).await.ok()?;
+        let rows = redt_dc_executor::decode_scan(reads.first()?.as_deref()?)?;
+        Some(rows.into_iter().map(|(k, v)| (k, sc::get(&v))).collect())
+    }
+
     async fn submit(&self, node: &NodeId, call: ProcedureCall, _part: PartitionId) -> TxnOutcome {
         self.target.client.submit(*node, call).await
     }
