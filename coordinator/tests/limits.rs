@@ -246,7 +246,7 @@ fn tpcc_small(name: &str, port: u16) -> Topology {
     Topology::from_yaml(path, &text).expect("the edited tpcc.yaml is valid")
 }
 
-/// A New-Order of `lines` order lines for warehouse 1, district 1 (5 + 3 × `lines` records).
+/// A New-Order of `lines` order lines for warehouse 1, district 1 (6 + 3 × `lines` records).
 fn new_order(lines: u32) -> redt_proto::wire::ProcedureCall {
     use redt_tpcc::procedures::{call, kind, Line, NewOrderParams};
     let lines = (1..=lines).map(|i| Line { i_id: i, supply_w: 1, qty: 1, dist_info: vec![] }).collect();
@@ -265,7 +265,7 @@ async fn a_stored_procedure_planning_too_many_records_is_refused_and_counted() {
     let out = client.submit(NodeId(0), new_order(6)).await;
     assert_eq!(
         out.status,
-        TxnStatus::Aborted("transaction has 23 operations; the limit is 20 (limits.max_ops_per_txn)".into())
+        TxnStatus::Aborted("transaction has 24 operations; the limit is 20 (limits.max_ops_per_txn)".into())
     );
     let status = cluster.node(NodeId(0)).status(false).await.unwrap();
     assert_eq!(status.refused_over_limit, 1);
