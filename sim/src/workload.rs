@@ -273,7 +273,10 @@ mod tests {
         let rows = encode_scan(&[(4, list(&[7])), (6, list(&[8, 9]))]);
         let ops = fill(&steps, &[Some(rows), None]);
         let read = |key, l: &[u64]| Op::Read { key, list: Some(l.to_vec()) };
-        assert_eq!(ops, vec![read(3, &[]), read(4, &[7]), read(5, &[]), read(6, &[8, 9]), Op::Append { key: 9, value: 1 }]);
+        assert_eq!(
+            ops,
+            vec![read(3, &[]), read(4, &[7]), read(5, &[]), read(6, &[8, 9]), Op::Append { key: 9, value: 1 }]
+        );
     }
 
     #[test]

@@ -746,7 +746,9 @@ fn a_mutant_without_gap_locks_is_caught_by_a_phantom() {
     cfg.no_gap_locks = true;
     let r = run(cfg).expect("runs");
     assert!(
-        r.violations.iter().any(|v| matches!(v, redt_sim::Violation::Anomaly(a) if a.contains("G-single") || a.contains("G2"))),
+        r.violations
+            .iter()
+            .any(|v| matches!(v, redt_sim::Violation::Anomaly(a) if a.contains("G-single") || a.contains("G2"))),
         "seed 29 catches the mutant by a dependency cycle: {r}"
     );
 }
