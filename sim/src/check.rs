@@ -1,10 +1,10 @@
 //! The checks after a simulated run has drained.
 
-use crate::workload::{Workload, BANK_ACCOUNTS, BANK_START};
+use crate::workload::{fill, Step, Workload, BANK_ACCOUNTS, BANK_START};
 use crate::world::World;
 use redt_bench::bank::balance;
 use redt_bench::elle;
-use redt_dc_executor::{list_items, unfinished_entries, CellVersion, EntryStatus};
+use redt_dc_executor::{decode_scan, list_items, unfinished_entries, CellVersion, EntryStatus};
 use redt_proto::{DcId, NodeId, PartitionId, TxnId};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -294,7 +294,17 @@ pub(crate) fn check(w: &mut World) {
                 }
             }
         }
-        Workload::Append => {
+        Workload::Append | Workload::AppendScan => {
+            for h in w.hist.iter().filter(|h| h.outcome == elle::Outcome::Ok) {
+                for (step, read) in h.steps.iter().zip(&h.reads) {
+                    let Step::Scan { .. } = step else { continue };
+                    let rows = read.as_deref().and_then(decode_scan).map_or(0, |r| r.len()) as u64;
+                    let observed = fill(std::slice::from_ref(step), std::slice::from_ref(read)).len() as u64;
+                    w.report.scans_committed += 1;
+                    w.report.scan_rows += rows;
+                    w.report.scan_absent += observed.saturating_sub(rows);
+                }
+            }
             let history: Vec<elle::Txn> = w
                 .hist
                 .iter()

@@ -1,13 +1,14 @@
-//! The workloads the simulated clients run: bank transfers, Jepsen list-append and YCSB, all
-//! drawn from the run's seeded generator.
+//! The workloads the simulated clients run: bank transfers, Jepsen list-append (with or without
+//! range reads) and YCSB, all drawn from the run's seeded generator.
 
 use rand::rngs::StdRng;
 use rand::Rng;
 use redt_bench::elle::Op;
 use redt_coordinator::call::{kv_call, ycsb_call};
-use redt_dc_executor::{KvOp, YcsbOp};
+use redt_dc_executor::{decode_scan, list_items, KvOp, YcsbOp};
 use redt_proto::wire::ProcedureCall;
 use redt_proto::TableId;
+use std::collections::BTreeMap;
 use std::str::FromStr;
 
 /// Which workload the clients run.
@@ -20,6 +21,12 @@ pub enum Workload {
     Append,
     /// YCSB: 4 reads or single-cell updates of preloaded records, Zipf-free uniform keys.
     Ycsb,
+    /// List-append with range reads (issue 15, the phantom test): 1–4 point reads, appends and
+    /// [`KvOp::Scan`]s over a window of [`SCAN_WINDOW`] keys that slides up by one key every
+    /// [`SCAN_SLIDE`] transactions drawn, so new keys keep being inserted inside ranges other
+    /// transactions read. A scan whose limit covers its range observes every key of the range
+    /// it does not return as the empty list; that absence is what makes a phantom visible.
+    AppendScan,
 }
 
 impl FromStr for Workload {
@@ -30,7 +37,8 @@ impl FromStr for Workload {
             "bank" => Ok(Workload::Bank),
             "append" | "list-append" => Ok(Workload::Append),
             "ycsb" => Ok(Workload::Ycsb),
-            other => Err(format!("unknown workload `{other}` (bank, append, ycsb)")),
+            "append-scan" => Ok(Workload::AppendScan),
+            other => Err(format!("unknown workload `{other}` (bank, append, append-scan, ycsb)")),
         }
     }
 }
@@ -41,6 +49,7 @@ impl std::fmt::Display for Workload {
             Workload::Bank => "bank",
             Workload::Append => "append",
             Workload::Ycsb => "ycsb",
+            Workload::AppendScan => "append-scan",
         })
     }
 }
@@ -53,13 +62,31 @@ pub const BANK_START: i64 = 100;
 pub const APPEND_KEYS: u64 = 10;
 /// Preloaded records of the YCSB workload.
 pub const YCSB_RECORDS: u64 = 32;
+/// Keys of the append-scan workload's window: its point operations and the start of its scans.
+pub const SCAN_WINDOW: u64 = 10;
+/// Transactions drawn per step up of the append-scan window.
+pub const SCAN_SLIDE: u64 = 24;
+/// Most keys an append-scan range spans (it may reach past the window's top, where the window
+/// inserts next).
+pub const SCAN_WIDTH: u64 = 10;
+
+/// One operation of a drawn transaction as the history records it: a list-append operation,
+/// or a range read that becomes list reads once its result is known ([`fill`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Step {
+    /// A list-append operation (its read unfilled).
+    Op(Op),
+    /// A [`KvOp::Scan`] of `from..=to`, at most `limit` rows.
+    Scan { from: u64, to: u64, limit: u32 },
+}
 
 /// One transaction a client is about to submit.
 pub struct Draw {
     /// The call.
     pub call: ProcedureCall,
-    /// Its list-append operations (reads unfilled), for the history; empty otherwise.
-    pub ops: Vec<Op>,
+    /// Its list-append operations and scans, one per operation of the call, for the history;
+    /// empty for the other workloads.
+    pub steps: Vec<Step>,
 }
 
 /// Draws transactions; `next_value` keeps appended values unique across the run.
@@ -69,11 +96,15 @@ pub struct Generator {
     pub usertable: TableId,
     pub ycsb_cells: usize,
     next_value: u64,
+    /// Transactions drawn (the append-scan window's position).
+    drawn: u64,
+    /// One past the highest key drawn (append-scan).
+    key_end: u64,
 }
 
 impl Generator {
     pub fn new(workload: Workload, kv: TableId, usertable: TableId, ycsb_cells: usize) -> Generator {
-        Generator { workload, kv, usertable, ycsb_cells, next_value: 1 }
+        Generator { workload, kv, usertable, ycsb_cells, next_value: 1, drawn: 0, key_end: 0 }
     }
 
     /// The keys whose replicas the checks read at the end.
@@ -82,7 +113,43 @@ impl Generator {
             Workload::Bank => (0..BANK_ACCOUNTS).collect(),
             Workload::Append => (0..APPEND_KEYS).collect(),
             Workload::Ycsb => (0..YCSB_RECORDS).collect(),
+            Workload::AppendScan => (0..self.key_end).collect(),
         }
+    }
+
+    /// An append-scan transaction: 1–4 operations on the window's keys, a third of them scans
+    /// while the transaction has appended nothing yet (a scan reads the values before the
+    /// transaction's own writes, so after an append it would contradict the transaction's own
+    /// append in the checker's eyes). Two scans in three have a limit covering their range.
+    fn draw_append_scan(&mut self, rng: &mut StdRng) -> Draw {
+        let lo = self.drawn / SCAN_SLIDE;
+        self.drawn += 1;
+        let n = rng.gen_range(1..=4);
+        let (mut steps, mut kv) = (Vec::with_capacity(n), Vec::with_capacity(n));
+        for _ in 0..n {
+            let key = lo + rng.gen_range(0..SCAN_WINDOW);
+            let appended = steps.iter().any(|s| matches!(s, Step::Op(Op::Append { .. })));
+            if !appended && rng.gen_bool(1.0 / 3.0) {
+                let to = key + rng.gen_range(0..SCAN_WIDTH);
+                let width = (to - key + 1) as u32;
+                let limit = if rng.gen_bool(2.0 / 3.0) { width } else { rng.gen_range(1..=width) };
+                self.key_end = self.key_end.max(to + 1);
+                steps.push(Step::Scan { from: key, to, limit });
+                kv.push(KvOp::Scan(key, to, limit));
+                continue;
+            }
+            self.key_end = self.key_end.max(key + 1);
+            if rng.gen_bool(0.5) {
+                steps.push(Step::Op(Op::Read { key, list: None }));
+                kv.push(KvOp::Read(key));
+            } else {
+                let value = self.next_value;
+                self.next_value += 1;
+                steps.push(Step::Op(Op::Append { key, value }));
+                kv.push(KvOp::Append(key, value));
+            }
+        }
+        Draw { call: kv_call(self.kv, &kv), steps }
     }
 
     pub fn draw(&mut self, rng: &mut StdRng) -> Draw {
@@ -90,12 +157,12 @@ impl Generator {
             Workload::Bank => {
                 if rng.gen_bool(0.1) {
                     let ops: Vec<KvOp> = (0..BANK_ACCOUNTS).map(KvOp::Read).collect();
-                    return Draw { call: kv_call(self.kv, &ops), ops: Vec::new() };
+                    return Draw { call: kv_call(self.kv, &ops), steps: Vec::new() };
                 }
                 let from = rng.gen_range(0..BANK_ACCOUNTS);
                 let to = (from + rng.gen_range(1..BANK_ACCOUNTS)) % BANK_ACCOUNTS;
                 let x = rng.gen_range(1..=10);
-                Draw { call: kv_call(self.kv, &[KvOp::Add(from, -x), KvOp::Add(to, x)]), ops: Vec::new() }
+                Draw { call: kv_call(self.kv, &[KvOp::Add(from, -x), KvOp::Add(to, x)]), steps: Vec::new() }
             }
             Workload::Append => {
                 let n = rng.gen_range(1..=4);
@@ -113,8 +180,9 @@ impl Generator {
                         kv.push(KvOp::Append(key, value));
                     }
                 }
-                Draw { call: kv_call(self.kv, &kv), ops }
+                Draw { call: kv_call(self.kv, &kv), steps: ops.into_iter().map(Step::Op).collect() }
             }
+            Workload::AppendScan => self.draw_append_scan(rng),
             Workload::Ycsb => {
                 let ops: Vec<YcsbOp> = (0..4)
                     .map(|_| {
@@ -127,21 +195,95 @@ impl Generator {
                         }
                     })
                     .collect();
-                Draw { call: ycsb_call(self.usertable, self.ycsb_cells, &ops), ops: Vec::new() }
+                Draw { call: ycsb_call(self.usertable, self.ycsb_cells, &ops), steps: Vec::new() }
             }
         }
     }
 }
 
-/// Fills the reads of a committed list-append transaction from the values it read.
-pub fn fill(ops: &[Op], reads: &[Option<Vec<u8>>]) -> Vec<Op> {
-    ops.iter()
-        .zip(reads.iter().chain(std::iter::repeat(&None)))
-        .map(|(op, r)| match op {
-            Op::Read { key, .. } => {
-                Op::Read { key: *key, list: Some(r.as_deref().map(redt_dc_executor::list_items).unwrap_or_default()) }
-            }
-            other => other.clone(),
+/// The checker's operations of a transaction that did not commit: its appends (and its point
+/// reads, unfilled); a scan of it observed nothing the checker can use.
+pub fn unfilled(steps: &[Step]) -> Vec<Op> {
+    steps
+        .iter()
+        .filter_map(|s| match s {
+            Step::Op(op) => Some(op.clone()),
+            Step::Scan { .. } => None,
         })
         .collect()
+}
+
+/// The checker's operations of a committed transaction from the values its operations read
+/// (`reads`, one per step). A point read becomes the list it read (a missing record: the empty
+/// list). A scan becomes one read per key it observed, in key order: each row it returned, as
+/// its list, and — when its limit covers its whole range — every other key of the range, as the
+/// empty list: such a scan read every key of `from..=to` in each partition's tree, so a key it
+/// did not return had no row. A scan its limit may have cut short observed only its rows: a
+/// partition's piece counts a fresh record's key (an aborted insert's) towards the limit though
+/// it returns no row, so a key below the last row returned may not have been read at all. A
+/// scan result that does not decode is read as no rows; one that holds a key outside its range
+/// is kept, so the checker sees what it returned.
+pub fn fill(steps: &[Step], reads: &[Option<Vec<u8>>]) -> Vec<Op> {
+    let mut ops = Vec::with_capacity(steps.len());
+    for (step, r) in steps.iter().zip(reads.iter().chain(std::iter::repeat(&None))) {
+        match step {
+            Step::Op(Op::Read { key, .. }) => ops.push(Op::Read {
+                key: *key,
+                list: Some(r.as_deref().map(redt_dc_executor::list_items).unwrap_or_default()),
+            }),
+            Step::Op(other) => ops.push(other.clone()),
+            Step::Scan { from, to, limit } => {
+                let rows: BTreeMap<u64, Vec<u64>> = r
+                    .as_deref()
+                    .and_then(decode_scan)
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|(k, v)| (k, list_items(&v)))
+                    .collect();
+                let whole = u64::from(*limit) > to.saturating_sub(*from);
+                let absent: Vec<u64> =
+                    if whole { (*from..=*to).filter(|k| !rows.contains_key(k)).collect() } else { Vec::new() };
+                let mut observed: Vec<(u64, Vec<u64>)> =
+                    rows.into_iter().chain(absent.into_iter().map(|k| (k, Vec::new()))).collect();
+                observed.sort_by_key(|o| o.0);
+                ops.extend(observed.into_iter().map(|(key, list)| Op::Read { key, list: Some(list) }));
+            }
+        }
+    }
+    ops
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use redt_dc_executor::encode_scan;
+
+    fn list(items: &[u64]) -> Vec<u8> {
+        let mut v = vec![redt_dc_executor::LIST_TAG];
+        v.extend_from_slice(&(items.len() as u32).to_le_bytes());
+        for i in items {
+            v.extend_from_slice(&i.to_le_bytes());
+        }
+        v
+    }
+
+    #[test]
+    fn a_whole_scan_observes_the_keys_it_did_not_return_as_empty() {
+        let steps = [Step::Scan { from: 3, to: 6, limit: 4 }, Step::Op(Op::Append { key: 9, value: 1 })];
+        let rows = encode_scan(&[(4, list(&[7])), (6, list(&[8, 9]))]);
+        let ops = fill(&steps, &[Some(rows), None]);
+        let read = |key, l: &[u64]| Op::Read { key, list: Some(l.to_vec()) };
+        assert_eq!(
+            ops,
+            vec![read(3, &[]), read(4, &[7]), read(5, &[]), read(6, &[8, 9]), Op::Append { key: 9, value: 1 }]
+        );
+    }
+
+    #[test]
+    fn a_scan_its_limit_may_cut_observes_only_its_rows() {
+        let steps = [Step::Scan { from: 3, to: 6, limit: 3 }];
+        let ops = fill(&steps, &[Some(encode_scan(&[(5, list(&[2]))]))]);
+        assert_eq!(ops, vec![Op::Read { key: 5, list: Some(vec![2]) }]);
+        assert_eq!(unfilled(&steps), Vec::new(), "an uncommitted scan observed nothing");
+    }
 }

@@ -139,6 +139,11 @@ pub struct SimConfig {
     /// other (`redt_coordinator::epochs::repairs`), so a catch-up owed by the removed DC is
     /// lost.
     pub no_voter_repair: bool,
+    /// A deliberate bug (tests only): inserts take no gap lock
+    /// ([`redt_dc_executor::OrderedIndex::set_gap_locks`]), so a key can appear inside a range
+    /// an undecided transaction read (a phantom; the append-scan workload's checker must catch
+    /// it).
+    pub no_gap_locks: bool,
 }
 
 impl SimConfig {
@@ -158,6 +163,7 @@ impl SimConfig {
             recovery_turn: None,
             trace: false,
             no_voter_repair: false,
+            no_gap_locks: false,
         }
     }
 }
@@ -227,6 +233,13 @@ pub struct SimReport {
     /// Voter repairs completed: a voter of a partition that lost a voter copied it from the
     /// other voters (`redt_coordinator::epochs::repairs`).
     pub voter_repairs: u64,
+    /// Committed scans (append-scan), the rows they returned, and the keys of their ranges
+    /// they observed absent (read as the empty list by the checker).
+    pub scans_committed: u64,
+    /// Rows those scans returned.
+    pub scan_rows: u64,
+    /// Keys those scans observed absent.
+    pub scan_absent: u64,
     /// Locks and undecided entries left after the drain (each is also a violation).
     pub leftovers: Vec<Leftover>,
     /// What the checks found wrong.
@@ -285,6 +298,13 @@ impl std::fmt::Display for SimReport {
             self.catch_ups_reshipped,
             self.catch_ups_given_up
         )?;
+        if self.scans_committed > 0 {
+            writeln!(
+                f,
+                "  scans: {} committed, {} rows returned, {} keys observed absent",
+                self.scans_committed, self.scan_rows, self.scan_absent
+            )?;
+        }
         if self.dcs_removed + self.nodes_removed + self.removals_refused > 0 {
             writeln!(
                 f,
@@ -465,6 +485,10 @@ pub(crate) struct Hist {
     pub invoke_us: u64,
     pub complete_us: Option<u64>,
     pub outcome: elle::Outcome,
+    /// Its list-append operations and scans (empty for the other workloads).
+    pub steps: Vec<workload::Step>,
+    /// The checker's operations: [`workload::fill`]ed once committed, else
+    /// [`workload::unfilled`].
     pub ops: Vec<elle::Op>,
     pub reads: Vec<Option<Vec<u8>>>,
     /// The placement epoch its coordinator planned it in.
@@ -554,7 +578,9 @@ impl World {
                 regions.insert(n, r);
             }
             let v: Arc<dyn Verbs> = local;
-            dcs.push(Arc::new(DcHandle::new(&topology, v)));
+            let handle = DcHandle::new(&topology, v);
+            handle.ordered.set_gap_locks(!cfg.no_gap_locks);
+            dcs.push(Arc::new(handle));
         }
         let kv = topology.table_by_name("kv").ok_or("the simulation needs a `kv` table (cell 0 ≥ 8 bytes)")?.id;
         let (usertable, cells) = match topology.table_by_name("usertable") {
@@ -651,7 +677,7 @@ impl World {
         let (table, values): (_, Vec<Vec<u8>>) = match self.cfg.workload {
             Workload::Bank => (self.gen.kv, vec![workload::BANK_START.to_le_bytes().to_vec()]),
             Workload::Ycsb => (self.gen.usertable, vec![vec![0u8; 8]; self.gen.ycsb_cells]),
-            Workload::Append => return Ok(()),
+            Workload::Append | Workload::AppendScan => return Ok(()),
         };
         let schema = self.topology.table(table).ok_or("no table")?.clone();
         for key in self.gen.keys() {
@@ -1297,7 +1323,8 @@ impl World {
             invoke_us: self.now,
             complete_us: None,
             outcome: elle::Outcome::Info,
-            ops: draw.ops,
+            ops: workload::unfilled(&draw.steps),
+            steps: draw.steps,
             reads: Vec::new(),
             epoch: self.nodes[node.0 as usize].epochs.epoch(),
         });
@@ -1329,7 +1356,7 @@ impl World {
         e.outcome = outcome;
         e.complete_us = returned.then_some(self.now);
         if outcome == elle::Outcome::Ok {
-            e.ops = workload::fill(&e.ops, &reads);
+            e.ops = workload::fill(&e.steps, &reads);
         }
         e.reads = reads;
         match outcome {

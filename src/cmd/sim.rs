@@ -22,7 +22,7 @@ pub struct SimArgs {
     /// First seed of a soak.
     #[arg(long, default_value_t = 0)]
     from: u64,
-    /// Workload: bank, append, ycsb.
+    /// Workload: bank, append, append-scan (list-append with range reads), ycsb.
     #[arg(long, default_value = "append", value_parser = parse_workload)]
     workload: Workload,
     /// Faults: a comma-separated list of crash, partition, drop, dup, hold, skew, remove (kill a
@@ -39,6 +39,10 @@ pub struct SimArgs {
     /// Print the event trace of `--seed`.
     #[arg(long)]
     trace: bool,
+    /// A deliberate bug, for finding the seeds that catch it: inserts take no gap lock, so a
+    /// key can appear inside a range an undecided transaction read (a phantom).
+    #[arg(long)]
+    mutant_no_gap_locks: bool,
 }
 
 fn parse_workload(s: &str) -> Result<Workload, String> {
@@ -55,6 +59,7 @@ pub fn run_sim(a: &SimArgs) -> Result<()> {
         let mut c = SimConfig::new(topology.clone(), seed, a.workload, a.faults);
         c.clients_per_node = a.clients_per_node;
         c.duration = a.duration;
+        c.no_gap_locks = a.mutant_no_gap_locks;
         c
     };
     if a.duration.is_zero() {
