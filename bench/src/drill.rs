@@ -745,16 +745,24 @@ pub struct Settled {
     pub down: Vec<NodeId>,
 }
 
-/// After the load stopped: waits (at most 30 s) until no node up holds an undecided entry,
-/// owes a catch-up or has a replay backlog, then counts lock words and undecided entries left
-/// on the nodes up (those not in `down`).
+/// After the load stopped: waits (at most 30 s) until no node up holds an undecided entry or
+/// a lock word, owes a catch-up or has a replay backlog, then counts lock words and undecided
+/// entries left on the nodes up (those not in `down`). Locks are waited for too: with early
+/// acknowledgement a client has its answer before phase 2 releases the locks, so the last
+/// transactions' locks may still be on their way out when the load stops; a lock that stays
+/// is counted after the 30 s.
 pub async fn settle(client: &Arc<Client>, down: &BTreeSet<NodeId>) -> Settled {
     let up: Vec<NodeId> = client.topology().nodes.iter().map(|n| n.id).filter(|n| !down.contains(n)).collect();
     let t0 = Instant::now();
     while t0.elapsed() < Duration::from_secs(30) {
-        let s = client.status_of(&up, false).await;
+        let s = client.status_of(&up, true).await;
         if s.iter().all(|(_, s)| {
-            s.as_ref().is_ok_and(|s| s.undecided_entries == 0 && s.catch_ups_owed == 0 && s.replay_backlog_slots == 0)
+            s.as_ref().is_ok_and(|s| {
+                s.undecided_entries == 0
+                    && s.catch_ups_owed == 0
+                    && s.replay_backlog_slots == 0
+                    && s.locks_held.is_none_or(|l| l == 0)
+            })
         }) {
             break;
         }

@@ -29,7 +29,19 @@ pub(crate) fn capture<T>(f: impl FnOnce() -> T) -> (T, String) {
         .with_ansi(false)
         .with_max_level(tracing::Level::TRACE)
         .finish();
-    let out = tracing::subscriber::with_default(subscriber, f);
+    // `tracing` caches each callsite's interest for the whole process, computed when the
+    // callsite is first hit. While one dispatcher is registered, that is computed from the
+    // hitting thread's default, so a sibling test thread with no subscriber can cache "never"
+    // for a line this capture waits for. A second dispatcher, interested in everything and
+    // held for the capture, makes every registration ask all live dispatchers (this one too).
+    let anchor = tracing::Dispatch::new(
+        tracing_subscriber::fmt().with_writer(io::sink).with_max_level(tracing::Level::TRACE).finish(),
+    );
+    let out = tracing::subscriber::with_default(subscriber, || {
+        tracing::callsite::rebuild_interest_cache();
+        f()
+    });
+    drop(anchor);
     let text = String::from_utf8_lossy(&sink.0.lock().unwrap_or_else(PoisonError::into_inner)).into_owned();
     (out, text)
 }

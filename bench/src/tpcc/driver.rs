@@ -476,13 +476,13 @@ impl<B: Backend> Shared<B> {
     /// An order id at or below district (w, d)'s oldest undelivered order (the first order
     /// undelivered at load until a Delivery is seen).
     fn no_floor(&self, w: u32, d: u32) -> u64 {
-        let floor = self.no_floor.lock().expect("no floor").get(&(w, d)).copied();
+        let floor = self.no_floor.lock().unwrap_or_else(|p| p.into_inner()).get(&(w, d)).copied();
         floor.unwrap_or(self.cfg.scale.delivered() as u64 + 1)
     }
 
     /// Raises district (w, d)'s floor to `o` (an order id every older one of which is delivered).
     fn raise_no_floor(&self, w: u32, d: u32, o: u64) {
-        let mut m = self.no_floor.lock().expect("no floor");
+        let mut m = self.no_floor.lock().unwrap_or_else(|p| p.into_inner());
         let f = m.entry((w, d)).or_insert(0);
         *f = (*f).max(o);
     }
