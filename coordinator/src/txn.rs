@@ -237,6 +237,18 @@ pub struct CoordinatorTxn {
     actions: VecDeque<Action>,
 }
 
+/// The DC of coordinator `me`.
+///
+/// # Errors
+/// [`crate::Error::Topology`] when `me` is not a node of `topology`.
+pub(crate) fn coordinator_dc(topology: &Topology, me: NodeId) -> crate::Result<DcId> {
+    topology
+        .nodes
+        .get(me.0 as usize)
+        .map(|n| n.dc)
+        .ok_or_else(|| crate::Error::Topology(format!("coordinator {me} is not in the topology")))
+}
+
 impl CoordinatorTxn {
     /// Gives the machine its node's placements: a phase-2 message to a node that the current
     /// epoch no longer places any replica on is not retried (notes/failover.md).
@@ -267,11 +279,7 @@ impl CoordinatorTxn {
     ) -> crate::Result<CoordinatorTxn> {
         let procedure = call::procedure(&topology, &call)?;
         let plan = plan::plan(&topology, procedure.as_ref())?;
-        let my_dc = topology
-            .nodes
-            .get(me.0 as usize)
-            .map(|n| n.dc)
-            .ok_or_else(|| crate::Error::Topology(format!("coordinator {me} is not in the topology")))?;
+        let my_dc = coordinator_dc(&topology, me)?;
         let remote = plan.participants.iter().filter(|&&d| d != my_dc).count() as u64;
         let class = Class { read_write: !plan.read_only, inter_dc: remote > 0 };
         let deadline_ms = (start.0 >> redt_dc_executor::LOGICAL_BITS) + options.phase1_timeout.as_millis() as u64;

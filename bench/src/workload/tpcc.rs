@@ -189,6 +189,27 @@ struct Remote {
     target: Target,
 }
 
+impl Remote {
+    /// Submits the read-only `call` at `node` until it commits: a read-only transaction meets
+    /// the locks of the writers it reads behind, so five tries with exponential back-off from
+    /// 2 ms (at most 32 ms apart); its reads, or `None` when none committed.
+    async fn read_only(&self, node: NodeId, call: redt_proto::wire::ProcedureCall) -> Option<Vec<Option<Vec<u8>>>> {
+        let once = || async {
+            let out = self.target.client.submit(node, call.clone()).await;
+            if out.status == redt_coordinator::TxnStatus::Committed {
+                Ok(out.reads)
+            } else {
+                Err(())
+            }
+        };
+        let backoff = backon::ExponentialBuilder::default()
+            .with_min_delay(Duration::from_millis(2))
+            .with_max_delay(Duration::from_millis(32))
+            .with_max_times(4);
+        backon::Retryable::retry(once, backoff).await.ok()
+    }
+}
+
 impl Backend for Remote {
     type Route = NodeId;
 
@@ -198,29 +219,15 @@ impl Backend for Remote {
 
     async fn read(&self, node: &NodeId, keys: &[(TableId, u64)]) -> Vec<Option<Vec<Vec<u8>>>> {
         let ops: Vec<RecordOp> = keys.iter().map(|&(table, key)| RecordOp::Get { table, key }).collect();
-        // A read-only transaction meets the locks of the writers it reads behind: five tries
-        // with exponential back-off from 2 ms, then nothing (the terminal backs off and looks
-        // again).
-        let once = || async {
-            let out = self.target.client.submit(*node, call::records_call(&ops)).await;
-            if out.status == redt_coordinator::TxnStatus::Committed {
-                Ok(out.reads)
-            } else {
-                Err(())
-            }
-        };
-        let backoff = backon::ExponentialBuilder::default()
-            .with_min_delay(Duration::from_millis(2))
-            .with_max_delay(Duration::from_millis(32))
-            .with_max_times(4);
-        match backon::Retryable::retry(once, backoff).await {
-            Ok(reads) => reads
+        // None committed: nothing read (the terminal backs off and looks again).
+        match self.read_only(*node, call::records_call(&ops)).await {
+            Some(reads) => reads
                 .iter()
                 .map(|r| r.as_deref().and_then(|b| call::decode_record_read(b).ok().flatten()))
                 .chain(std::iter::repeat(None))
                 .take(keys.len())
                 .collect(),
-            Err(()) => vec![None; keys.len()],
+            None => vec![None; keys.len()],
         }
     }
 
@@ -228,19 +235,7 @@ impl Backend for Remote {
     /// [`Backend::read`] is.
     async fn scan(&self, node: &NodeId, t: TableId, from: u64, to: u64, limit: u32) -> Option<Vec<(u64, i64)>> {
         let ops = [redt_dc_executor::KvOp::Scan(from, to, limit)];
-        let once = || async {
-            let out = self.target.client.submit(*node, call::kv_call(t, &ops)).await;
-            if out.status == redt_coordinator::TxnStatus::Committed {
-                Ok(out.reads)
-            } else {
-                Err(())
-            }
-        };
-        let backoff = backon::ExponentialBuilder::default()
-            .with_min_delay(Duration::from_millis(2))
-            .with_max_delay(Duration::from_millis(32))
-            .with_max_times(4);
-        let reads = backon::Retryable::retry(once, backoff).await.ok()?;
+        let reads = self.read_only(*node, call::kv_call(t, &ops)).await?;
         let rows = redt_dc_executor::decode_scan(reads.first()?.as_deref()?)?;
         Some(rows.into_iter().map(|(k, v)| (k, sc::get(&v))).collect())
     }

@@ -170,11 +170,7 @@ impl BaselineTxn {
     ) -> crate::Result<BaselineTxn> {
         let procedure = call::procedure(&topology, &call)?;
         let plan = plan::plan(&topology, procedure.as_ref())?;
-        let my_dc = topology
-            .nodes
-            .get(me.0 as usize)
-            .map(|n| n.dc)
-            .ok_or_else(|| crate::Error::Topology(format!("coordinator {me} is not in the topology")))?;
+        let my_dc = crate::txn::coordinator_dc(&topology, me)?;
         // The same classes as RedT's, so the rows of a comparison count the same transactions.
         let class = Class { read_write: !plan.read_only, inter_dc: plan.participants.iter().any(|&d| d != my_dc) };
         let participants = match baseline {
