@@ -4,7 +4,7 @@
 //! keys create no records; and a full heap reaches the client's error text as its cause.
 
 mod common;
-use common::local_fast;
+use common::{local_fast, tpcc_small};
 use redt_coordinator::call::kv_call;
 use redt_coordinator::{error_code, CoordinatorOptions, EmbeddedCluster, TxnOutcome, TxnStatus};
 use redt_dc_executor::ring::ring_bounds;
@@ -225,27 +225,6 @@ async fn a_full_heap_aborts_with_its_cause_in_the_clients_error() {
     cluster.shutdown();
 }
 
-/// `configs/tpcc.yaml` on `port`, named `name`, with 2 ms links and a 16 MiB MemStore per
-/// node (nothing is loaded: the test's calls are refused before they read anything).
-fn tpcc_small(name: &str, port: u16) -> Topology {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../configs/tpcc.yaml");
-    let text = std::fs::read_to_string(path).expect("configs/tpcc.yaml");
-    for needle in
-        [":7100\"", "\nname: redt-tpcc\n", "memstore: { size: 1GiB, index: 128MiB, ring: 32MiB }", "rtt: 40ms"]
-    {
-        assert!(text.contains(needle), "tpcc.yaml has `{needle}`");
-    }
-    let text = text
-        .replace(":7100\"", &format!(":{port}\""))
-        .replace("\nname: redt-tpcc\n", &format!("\nname: {name}\n"))
-        .replace(
-            "memstore: { size: 1GiB, index: 128MiB, ring: 32MiB }",
-            "memstore: { size: 16MiB, index: 1MiB, ring: 1MiB }",
-        )
-        .replace("rtt: 40ms", "rtt: 2ms");
-    Topology::from_yaml(path, &text).expect("the edited tpcc.yaml is valid")
-}
-
 /// A New-Order of `lines` order lines for warehouse 1, district 1 (6 + 3 × `lines` records).
 fn new_order(lines: u32) -> redt_proto::wire::ProcedureCall {
     use redt_tpcc::procedures::{call, kind, Line, NewOrderParams};
@@ -258,6 +237,7 @@ fn new_order(lines: u32) -> redt_proto::wire::ProcedureCall {
 /// at the coordinator and counted like any other refusal.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stored_procedure_planning_too_many_records_is_refused_and_counted() {
+    // Nothing is loaded: the calls are refused before they read anything.
     let mut topology = tpcc_small("limits-test-tpcc", 7940);
     topology.limits.max_ops_per_txn = 20;
     let cluster = EmbeddedCluster::start(topology, CoordinatorOptions::default()).await.expect("starts");

@@ -5,17 +5,26 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// `configs/FILE` with each `(from, to)` of `edits` replaced, checking first that the file
+/// has every `from` (so a changed config fails here, by name, rather than later).
+fn edited_config(file: &str, edits: &[(&str, String)]) -> Topology {
+    let path = format!("{}/../configs/{file}", env!("CARGO_MANIFEST_DIR"));
+    let mut text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    for (from, to) in edits {
+        assert!(text.contains(from), "{file} has `{from}`");
+        text = text.replace(from, to);
+    }
+    Topology::from_yaml(&path, &text).unwrap_or_else(|e| panic!("the edited {file} is invalid: {e}"))
+}
+
 /// `configs/local-fast.yaml` with every node on `port` instead of 7100 and the cluster named
 /// `name` (unique per test: ports and names must not collide between concurrent tests).
 #[allow(dead_code)]
 pub fn local_fast(name: &str, port: u16) -> Topology {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../configs/local-fast.yaml");
-    let text = std::fs::read_to_string(path).expect("configs/local-fast.yaml");
-    assert!(text.contains(":7100\""), "local-fast.yaml nodes listen on port 7100");
-    assert!(text.contains("\nname: local-fast\n"), "local-fast.yaml is named local-fast");
-    let text =
-        text.replace(":7100\"", &format!(":{port}\"")).replace("\nname: local-fast\n", &format!("\nname: {name}\n"));
-    Topology::from_yaml(path, &text).expect("the edited local-fast.yaml is valid")
+    edited_config(
+        "local-fast.yaml",
+        &[(":7100\"", format!(":{port}\"")), ("\nname: local-fast\n", format!("\nname: {name}\n"))],
+    )
 }
 
 /// `configs/default.yaml` (4 DCs × 2 nodes, n = 3) with every node on `port`, the cluster
@@ -23,22 +32,36 @@ pub fn local_fast(name: &str, port: u16) -> Topology {
 /// embedded cluster of it fits a test. (Each test binary compiles this module; not all use it.)
 #[allow(dead_code)]
 pub fn two_per_dc(name: &str, port: u16) -> Topology {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../configs/default.yaml");
-    let text = std::fs::read_to_string(path).expect("configs/default.yaml");
-    for needle in
-        [":7100\"", "\nname: redt-paper\n", "memstore: { size: 512MiB, index: 16MiB, ring: 16MiB }", "rtt: 40ms"]
-    {
-        assert!(text.contains(needle), "default.yaml has `{needle}`");
-    }
-    let text = text
-        .replace(":7100\"", &format!(":{port}\""))
-        .replace("\nname: redt-paper\n", &format!("\nname: {name}\n"))
-        .replace(
-            "memstore: { size: 512MiB, index: 16MiB, ring: 16MiB }",
-            "memstore: { size: 64MiB, index: 4MiB, ring: 4MiB }",
-        )
-        .replace("rtt: 40ms", "rtt: 2ms");
-    Topology::from_yaml(path, &text).expect("the edited default.yaml is valid")
+    edited_config(
+        "default.yaml",
+        &[
+            (":7100\"", format!(":{port}\"")),
+            ("\nname: redt-paper\n", format!("\nname: {name}\n")),
+            (
+                "memstore: { size: 512MiB, index: 16MiB, ring: 16MiB }",
+                "memstore: { size: 64MiB, index: 4MiB, ring: 4MiB }".into(),
+            ),
+            ("rtt: 40ms", "rtt: 2ms".into()),
+        ],
+    )
+}
+
+/// `configs/tpcc.yaml` on `port`, named `name`, with 2 ms links and a 16 MiB MemStore per
+/// node: room for the TPC-C tables' schema, not for a load.
+#[allow(dead_code)]
+pub fn tpcc_small(name: &str, port: u16) -> Topology {
+    edited_config(
+        "tpcc.yaml",
+        &[
+            (":7100\"", format!(":{port}\"")),
+            ("\nname: redt-tpcc\n", format!("\nname: {name}\n")),
+            (
+                "memstore: { size: 1GiB, index: 128MiB, ring: 32MiB }",
+                "memstore: { size: 16MiB, index: 1MiB, ring: 1MiB }".into(),
+            ),
+            ("rtt: 40ms", "rtt: 2ms".into()),
+        ],
+    )
 }
 
 /// A topology named `name` of `n` nodes `dc<i>-n1`, one per DC, with placeholder addresses
