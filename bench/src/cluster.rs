@@ -284,9 +284,12 @@ impl DrawnTxn {
             DrawnTxn::Kv(ops, _) => ops
                 .iter()
                 .map(|o| match o {
-                    KvOp::Read(k) | KvOp::Write(k, _) | KvOp::Add(k, _) | KvOp::Append(k, _) | KvOp::Scan(k, _, _) => {
-                        *k
-                    }
+                    KvOp::Read(k)
+                    | KvOp::Write(k, _)
+                    | KvOp::Add(k, _)
+                    | KvOp::Append(k, _)
+                    | KvOp::Delete(k)
+                    | KvOp::Scan(k, _, _) => *k,
                 })
                 .collect(),
         }

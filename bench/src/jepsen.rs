@@ -1,11 +1,14 @@
 //! Jepsen/Elle micro-operations (`["r", k, null]`, `["append", k, v]`, `["w", k, v]`,
-//! `["scan", from, to, null]`) ↔ the key/value procedure, for `redt client --jsonl` and the
+//! `["delete", k, null]`, `["scan", from, to, null]`) ↔ the key/value procedure, for `redt client --jsonl` and the
 //! list-append workload.
 //!
 //! A scan (issue 15) reads every key of `from..=to` (integers, `from <= to`) through the
 //! ordered index, in key order, at most [`redt_dc_executor::MAX_RANGE_ROWS`] rows, or at most
 //! the integer given in place of `null`; its answer fills that place with `[[k, v], …]`, `v`
-//! decoded as a read's. Keys never written are not rows.
+//! decoded as a read's. Keys never written, or deleted, are not rows.
+//!
+//! A delete (issue 15) removes a key: later reads return `null` and scans skip it, until a
+//! `w` or `append` writes it again.
 //!
 //! Keys may be integers (used as is) or strings (hashed with FNV-1a 64; two distinct strings
 //! with the same hash would share a record). Values of `w` may be integers or strings and
@@ -22,7 +25,7 @@ const STR_TAG: u8 = 2;
 /// One micro-operation.
 #[derive(Clone, Debug, PartialEq)]
 pub struct MicroOp {
-    /// `r`, `w` or `append`.
+    /// `r`, `w`, `append`, `delete` or `scan`.
     pub f: String,
     /// The key as given.
     pub key: Value,
@@ -81,8 +84,8 @@ pub fn parse_line(line: &str) -> Result<Vec<MicroOp>, String> {
                 return Err(format!("micro-op {op} is not [f, k, v]"));
             }
             let f = f.ok_or_else(|| format!("function {} is not a string", a[0]))?;
-            if !matches!(f, "r" | "w" | "append") {
-                return Err(format!("unknown function `{f}` (known: r, w, append, scan)"));
+            if !matches!(f, "r" | "w" | "append" | "delete") {
+                return Err(format!("unknown function `{f}` (known: r, w, append, delete, scan)"));
             }
             Ok(MicroOp { f: f.to_string(), key: a[1].clone(), value: a[2].clone(), to: None })
         })
@@ -102,6 +105,7 @@ pub fn to_kv_ops(ops: &[MicroOp]) -> Result<Vec<KvOp>, String> {
                 "r" => KvOp::Read(k),
                 "w" => KvOp::Write(k, encode_value(&op.value)?),
                 "scan" => scan_op(op)?,
+                "delete" => KvOp::Delete(k),
                 _ => {
                     let x = op.value.as_i64().ok_or_else(|| format!("append value {} must be an integer", op.value))?;
                     KvOp::Append(k, x as u64)
@@ -207,6 +211,11 @@ mod tests {
         list.extend_from_slice(&5u64.to_le_bytes());
         list.extend_from_slice(&6u64.to_le_bytes());
         assert_eq!(decode_value(&list), json!([5, 6]));
+        let del = to_kv_ops(&parse_line(r#"{"value":[["delete",4,null],["r",4,null]]}"#).unwrap()).unwrap();
+        assert_eq!(del, vec![KvOp::Delete(4), KvOp::Read(4)]);
+        assert!(parse_line(r#"{"value":[["remove",4,null]]}"#)
+            .unwrap_err()
+            .contains("known: r, w, append, delete, scan"));
     }
 
     #[test]

@@ -19,6 +19,8 @@ pub mod kv_kind {
     /// Scan cell 0 of a key range (issue 15): `key` is the first key, `operand` the last
     /// (a `u64` as the same bits), `value` the row limit as a little-endian `u32`.
     pub const SCAN: u32 = 70;
+    /// Delete a key (clear cell 0; issue 15).
+    pub const DELETE: u32 = 71;
 }
 
 /// The scan of a key/value operation message, checked: `(from, to, limit)`.
@@ -100,6 +102,7 @@ fn build(topology: &Topology, call: &ProcedureCall) -> Result<Arc<dyn Procedure>
                         }
                         kv_kind::ADD => KvOp::Add(o.key, o.operand),
                         kv_kind::APPEND => KvOp::Append(o.key, o.operand as u64),
+                        kv_kind::DELETE => KvOp::Delete(o.key),
                         kv_kind::SCAN => {
                             if !schema.ordered {
                                 return Err(bad(format!(
@@ -208,6 +211,7 @@ pub fn kv_procedure(topology: &Topology, call: &ProcedureCall) -> Option<KvProce
             kv_kind::WRITE => Some(KvOp::Write(o.key, o.value.clone())),
             kv_kind::ADD => Some(KvOp::Add(o.key, o.operand)),
             kv_kind::APPEND => Some(KvOp::Append(o.key, o.operand as u64)),
+            kv_kind::DELETE => Some(KvOp::Delete(o.key)),
             kv_kind::SCAN => scan_of(o).ok().map(|(from, to, limit)| KvOp::Scan(from, to, limit)),
             _ => None,
         })
@@ -224,6 +228,7 @@ pub fn kv_call(table: TableId, ops: &[KvOp]) -> ProcedureCall {
             KvOp::Write(k, v) => KvOpMsg { kind: kv_kind::WRITE, key: *k, value: v.clone(), operand: 0 },
             KvOp::Add(k, d) => KvOpMsg { kind: kv_kind::ADD, key: *k, value: vec![], operand: *d },
             KvOp::Append(k, x) => KvOpMsg { kind: kv_kind::APPEND, key: *k, value: vec![], operand: *x as i64 },
+            KvOp::Delete(k) => KvOpMsg { kind: kv_kind::DELETE, key: *k, value: vec![], operand: 0 },
             KvOp::Scan(from, to, limit) => {
                 KvOpMsg { kind: kv_kind::SCAN, key: *from, value: limit.to_le_bytes().to_vec(), operand: *to as i64 }
             }

@@ -36,25 +36,30 @@
 //! # Range reads
 //!
 //! A [`crate::RangeRead`] piece is run after every point access is located and created: the
-//! executor scans its partition's B+-tree on the replica node (`ordered.rs`) for at most
-//! `limit` keys in `from..=to` and the key after them, and adds to the node's lock batch a
-//! shared lock on each row's read groups and gap group ([`crate::GAP_GROUP`]), and on the gap
-//! group of the next key, or of the tree's end word when none follows (next-key locking).
-//! Rows are READ in the same batch. Once the locks are granted it scans again and votes abort
-//! on a lock conflict if the keys changed (an insert that published in between held that
-//! gap exclusively and has let go of it since); after that no key can appear in the range
-//! until the decision, since an insert takes its successor's gap exclusively
-//! ([`crate::DcHandle::create_record`]). A row holding a fresh record's image (every cell zero
-//! at version 0, as an aborted insert leaves it) stays locked but is no row: a point read
-//! reads it as missing too. Each row is voted as its own item ([`ItemVote::row`]), so replicas
-//! that disagree on the rows disagree on the items and the coordinator's ¾ rule compares them
-//! as it compares point reads.
+//! executor scans its partition's B+-tree on the replica node (`ordered.rs`) from `from`,
+//! READing the records of the entries it passes (one doorbell batch per chunk of entries),
+//! until `limit` of them hold rows or the range or the tree ends, and adds to the node's lock
+//! batch a shared lock on each entry's read groups and gap group ([`crate::GAP_GROUP`]), and
+//! on the gap group of the next key, or of the tree's end word when none follows (next-key
+//! locking). An entry whose record holds no row ([`crate::record::RecordView::is_absent`]:
+//! an aborted insert's fresh record, or a deleted key a range reader kept in the tree) is
+//! locked like the others but does not count toward the limit; a piece that passes
+//! [`MAX_RANGE_ENTRIES`] entries votes abort. Records are READ again in the lock batch. Once
+//! the locks are granted it scans the tree again and votes abort on a lock conflict if the
+//! keys changed (an insert that published in between held that gap exclusively and has let go
+//! of it since) or if an entry's record gained or lost its row since the first READ; after
+//! that no key can appear in the range until the decision, since an insert takes its
+//! successor's gap exclusively ([`crate::DcHandle::create_record`]), and so does a write that
+//! brings a deleted key back ([`crate::OrderedIndex::relink`]). Each row is voted as its own
+//! item ([`ItemVote::row`]), so replicas that disagree on the rows disagree on the items and
+//! the coordinator's ¾ rule compares them as it compares point reads.
 //!
 //! `finish` runs phase 2 from the redo entries alone (the executor keeps no state between
 //! the two): on commit it marks each entry `Committed` with the commit timestamp, WRITEs
 //! each new cell value whose version is older than `cts` (Thomas write rule), bumps the
 //! update counters and releases the locks; on abort it marks the entries `Aborted` and
-//! releases the locks.
+//! releases the locks. A committed entry that clears a record of an ordered table (a delete)
+//! takes the key out of its tree before it releases that record (`ordered.rs`, "Deletes").
 
 use crate::dc::{counter_increment, lock_word, Created, DcHandle};
 use crate::error::{Error, Result};
@@ -234,29 +239,77 @@ struct Scanned {
     access: usize,
     tree: Arc<crate::BTree>,
     range: RangeRead,
-    /// The keys of the rows and of the next key (if any), in order.
+    /// The keys of the entries and of the next key (if any), in order.
     keys: Vec<u64>,
+    /// Per entry, whether its record held a row when scanned.
+    live: Vec<bool>,
+    /// The [`Held`] items of the entries, in order.
+    held: std::ops::Range<usize>,
 }
 
-/// The rows of `range` in `tree` (at most `range.limit`, ghosts included) and the key after
-/// them, if any: one scan of `range.limit + 1` entries from `range.from`.
-fn range_keys(verbs: &dyn crate::verbs::Verbs, tree: &crate::BTree, range: &RangeRead) -> Result<RangeKeys> {
+/// Most entries one range read's piece passes, rows and keys without a row together
+/// ([`crate::record::RecordView::is_absent`]: deleted, or never written): a piece that meets
+/// more before its `limit` rows votes abort ([`AbortReason::User`]) rather than lock them all.
+pub const MAX_RANGE_ENTRIES: usize = 4 * crate::ordered::MAX_RANGE_ROWS as usize;
+
+/// What [`range_keys`] found: the entries `(key, record)` of the piece, whether each record
+/// held a row, and the entry after them.
+struct RangeKeys {
+    entries: Vec<(u64, u64)>,
+    live: Vec<bool>,
+    next: Option<(u64, u64)>,
+}
+
+/// The entries of `range` in `tree` on `node`, from `range.from`, until `range.limit` of
+/// them hold rows, the range ends or the tree ends, and the entry after them. Entries whose
+/// records hold no row are kept (their gaps lie inside the range, so they are locked too)
+/// but do not count toward the limit, so a range over deleted keys still returns its rows.
+/// Each chunk of the tree's entries costs the leaf READs of one scan and one doorbell batch
+/// of record READs, without locks: what they show is checked again once the locks are held.
+/// `None` when the piece passes [`MAX_RANGE_ENTRIES`] entries.
+fn range_keys(
+    verbs: &dyn crate::verbs::Verbs,
+    node: NodeId,
+    tree: &crate::BTree,
+    rl: &RecordLayout,
+    range: &RangeRead,
+) -> Result<Option<RangeKeys>> {
     let limit = range.limit as usize;
-    let entries = tree.scan(verbs, range.from, u64::MAX, limit + 1)?;
-    let rows = entries.iter().take_while(|e| e.0 <= range.to).take(limit).count();
-    let next = entries.get(rows).copied();
-    let mut entries = entries;
-    entries.truncate(rows);
-    Ok((entries, next))
-}
-
-/// A range's rows `(key, record)` and the entry after them.
-type RangeKeys = (Vec<(u64, u64)>, Option<(u64, u64)>);
-
-/// Whether a record image holds a fresh record (every cell zero at version 0): a key a
-/// point read cannot tell from a missing one, which a range read skips.
-fn is_ghost(view: &crate::record::RecordView<'_>, cells: usize) -> bool {
-    (0..cells).all(|c| view.version(c).0 == 0 && view.value(c).iter().all(|&b| b == 0))
+    let mut found = RangeKeys { entries: Vec::new(), live: Vec::new(), next: None };
+    let mut rows = 0usize;
+    let mut from = range.from;
+    loop {
+        let want = limit - rows + 1;
+        let chunk = tree.scan(verbs, from, u64::MAX, want)?;
+        let mut batch = DoorbellBatch::new();
+        let reads: Vec<_> = chunk
+            .iter()
+            .take_while(|e| e.0 <= range.to)
+            .map(|e| batch.read(Offset(e.1), rl.record_bytes as usize))
+            .collect();
+        if !reads.is_empty() {
+            verbs.post_batch(node, &mut batch)?;
+        }
+        for (i, &e) in chunk.iter().enumerate() {
+            if e.0 > range.to || rows == limit {
+                found.next = Some(e);
+                return Ok(Some(found));
+            }
+            if found.entries.len() == MAX_RANGE_ENTRIES {
+                return Ok(None);
+            }
+            // A record that does not decode as this key's counts as a row: the locked READ
+            // decides, and a change votes abort.
+            let live = rl.decode(batch.read_result(reads[i])).is_none_or(|v| v.key != e.0 || !v.is_absent());
+            found.entries.push(e);
+            found.live.push(live);
+            rows += usize::from(live);
+        }
+        match chunk.last() {
+            Some(&(last, _)) if chunk.len() == want && last < u64::MAX => from = last + 1,
+            _ => return Ok(Some(found)),
+        }
+    }
 }
 
 /// Per-node work of one `execute`.
@@ -588,6 +641,17 @@ impl Executor {
             });
         }
 
+        // A record this sub-transaction writes in a table it also reads a range of is put
+        // back into its tree now if a delete took it out ([`crate::OrderedIndex::relink`]):
+        // the key is then in the tree before the range is scanned, as a created one is, and
+        // the relink's gap lock cannot meet this sub-transaction's own range locks.
+        for h in held.iter().filter(|h| h.exclusive_groups != 0 && !h.absent) {
+            let same_table = ranges.keys().any(|&r| accesses[r].table == h.rl_table);
+            if same_table && !self.dc.ordered.relink(self.dc.verbs.as_ref(), h.node, h.rl_table, h.key, h.record)? {
+                return Ok(self.abort_vote(sub, hlc, AbortReason::LockConflict { access: h.access }));
+            }
+        }
+
         // Range reads, after every point access is located and every record this
         // sub-transaction writes is created: a key it creates inside its own range is then in
         // the tree (a fresh record, no row) and its gap is locked like any other.
@@ -609,8 +673,17 @@ impl Executor {
                 }
                 Err(e) => return Err(e),
             };
-            let (rows, next) = range_keys(verbs.as_ref(), &tree, range)?;
+            // Nothing is locked or reserved yet.
+            let Some(found) = range_keys(verbs.as_ref(), la.node, &tree, rl, range)? else {
+                let why = format!(
+                    "a range read of table {} from key {} passed {MAX_RANGE_ENTRIES} keys before {} rows",
+                    a.table, range.from, range.limit
+                );
+                return Ok(self.abort_vote(sub, hlc, AbortReason::User(why)));
+            };
+            let RangeKeys { entries: rows, live, next } = found;
             let gap = crate::ordered::GAP_GROUP;
+            let first = held.len();
             for &(key, record) in &rows {
                 held.push(Held {
                     access: la.access,
@@ -649,7 +722,16 @@ impl Executor {
                 role: Role::Gap,
             });
             let keys = rows.iter().chain(&next).map(|e| e.0).collect();
-            scanned.push(Scanned { node: la.node, access: la.access, tree, range: range.clone(), keys });
+            let held_rows = first..first + rows.len();
+            scanned.push(Scanned {
+                node: la.node,
+                access: la.access,
+                tree,
+                range: range.clone(),
+                keys,
+                live,
+                held: held_rows,
+            });
         }
 
         // Group by node; reserve one entry per node, sized for the final (Logged) entry.
@@ -773,13 +855,44 @@ impl Executor {
                     }
                 }
             }
+            // A write to a record holding no row (deleted, or never written) brings its key
+            // back: one a delete took out of the tree goes back in, under the gap lock of an
+            // insert, while this sub-transaction holds the record (`ordered.rs`, "Deletes").
+            if conflict.is_none() {
+                for &i in &work.items {
+                    let h = &held[i];
+                    if h.exclusive_groups == 0
+                        || h.absent
+                        || h.role != Role::Point
+                        || !self.dc.ordered.is_ordered(h.rl_table)
+                    {
+                        continue;
+                    }
+                    let rl = self.dc.catalog.layout(h.rl_table)?;
+                    if !rl.decode(&h.image).is_some_and(|v| v.is_absent()) {
+                        continue;
+                    }
+                    if !self.dc.ordered.relink(self.dc.verbs.as_ref(), node, h.rl_table, h.key, h.record)? {
+                        conflict = Some(h.access);
+                        break;
+                    }
+                }
+            }
             // A range read: with its rows and gaps locked, scan again. A key published between
             // the scan and the locks (its inserter held the gap then) shows up now; none can
             // be published inside the range after the locks until the decision.
             if conflict.is_none() {
                 for sc in scanned.iter().filter(|sc| sc.node == node) {
-                    let (rows, next) = range_keys(self.dc.verbs.as_ref(), &sc.tree, &sc.range)?;
-                    if !rows.iter().chain(&next).map(|e| e.0).eq(sc.keys.iter().copied()) {
+                    // The same entries (and no more when none followed), each holding a row
+                    // as it did: then a scan now, under the locks, would find what we did.
+                    let more = usize::from(sc.keys.len() == sc.held.len());
+                    let now = sc.tree.scan(self.dc.verbs.as_ref(), sc.range.from, u64::MAX, sc.keys.len() + more)?;
+                    let live_now = held[sc.held.clone()].iter().map(|h| {
+                        let rl = self.dc.catalog.layout(h.rl_table).ok();
+                        let view = rl.and_then(|rl| rl.decode(&h.image)).filter(|v| v.key == h.key);
+                        view.is_none_or(|v| !v.is_absent())
+                    });
+                    if !now.iter().map(|e| e.0).eq(sc.keys.iter().copied()) || !live_now.eq(sc.live.iter().copied()) {
                         conflict = Some(sc.access);
                         break;
                     }
@@ -813,7 +926,7 @@ impl Executor {
             })?;
             let a = &accesses[h.access];
             if h.role == Role::Row {
-                if is_ghost(&view, rl.cells()) {
+                if view.is_absent() {
                     // Reads as a missing key: no row, nothing to compare, no version kept.
                     h.cells = 0;
                     continue;
@@ -1162,12 +1275,18 @@ impl Executor {
             let mut batch = DoorbellBatch::new();
             let (owed, ship_cts) = owing.map_or((0, Cts(0)), |(f, c)| (f(&entry), c));
             let layout = &self.dc.layout;
+            // Records of ordered tables this entry clears (a delete): held until their keys
+            // have left the tree.
+            let mut deletes: Vec<&LockIntent> = Vec::new();
             match decision {
                 Decision::Commit(cts) => {
                     ring::push_set_status_owed(&mut batch, layout, e.index, EntryStatus::Committed, cts, owed);
                     for l in &entry.locks {
                         let rl = self.dc.catalog.layout(l.table)?;
                         self.push_apply(&mut batch, rl, l, &entry.changes, cts);
+                        if self.dc.ordered.is_ordered(l.table) && clears(l, &entry.changes) {
+                            deletes.push(l);
+                        }
                     }
                 }
                 Decision::Abort if owed != 0 => {
@@ -1177,12 +1296,33 @@ impl Executor {
                     ring::push_set_status(&mut batch, layout, e.index, EntryStatus::Aborted, Cts(0));
                 }
             }
-            for l in &entry.locks {
+            for l in entry.locks.iter().filter(|l| !deletes.iter().any(|d| std::ptr::eq(*d, *l))) {
                 batch.fetch_and_add(lock_word(l.record), lock::release_operand(l.lock_bits));
             }
             self.dc.verbs.post_batch(e.node, &mut batch)?;
+            for l in deletes {
+                self.unlink_deleted(e.node, l)?;
+            }
         }
         Ok(())
+    }
+
+    /// Takes the key of `l`'s record out of its tree if the record holds no row now (a
+    /// committed delete, just applied; `ordered.rs`, "Deletes"), then releases `l`'s locks.
+    /// Holding the record's locks until then keeps any writer from bringing the key back
+    /// between the READ and the removal.
+    fn unlink_deleted(&self, node: NodeId, l: &LockIntent) -> Result<()> {
+        let verbs = self.dc.verbs.as_ref();
+        let rl = self.dc.catalog.layout(l.table)?;
+        let mut image = vec![0u8; rl.record_bytes as usize];
+        let unlinked = verbs.read(node, l.record, &mut image).and_then(|()| {
+            match rl.decode(&image).filter(|v| v.key == l.key && v.is_absent()) {
+                Some(_) => self.dc.ordered.unlink(verbs, node, l.table, l.key, l.record).map(drop),
+                None => Ok(()),
+            }
+        });
+        verbs.fetch_and_add(node, lock_word(l.record), lock::release_operand(l.lock_bits))?;
+        unlinked
     }
 
     /// Appends the Thomas-rule cell WRITEs and counter increments of `l`'s changes.
@@ -1201,6 +1341,14 @@ impl Executor {
         }
         push_counter_increments(batch, l.record, groups);
     }
+}
+
+/// Whether `l`'s changes in `changes` clear its record: at least one, each writing zero
+/// bytes (a delete, [`crate::KvOp::Delete`] or a procedure's; whether the record then holds
+/// no row depends on its other cells too).
+fn clears(l: &LockIntent, changes: &[Change]) -> bool {
+    let mut mine = changes.iter().filter(|c| c.record == l.record).peekable();
+    mine.peek().is_some() && mine.all(|c| c.value.iter().all(|&b| b == 0))
 }
 
 /// Appends masked fetch-and-adds adding one to the update counter of each group in

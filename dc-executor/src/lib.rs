@@ -42,6 +42,7 @@ pub use dc::{format_if_new, lock_word, Created, DcHandle, RecordImage};
 pub use error::{Error, Result, SuperblockMismatch};
 pub use executor::{
     AbortReason, BoundedMap, Decision, EntryRef, Executor, ItemVote, LocalAccess, SubTxn, TxnSet, Vote,
+    MAX_RANGE_ENTRIES,
 };
 pub use hlc::{Clock, Hlc, SystemClock, LOGICAL_BITS, ORIGIN_UNIX_MS};
 pub use index::{Index, IndexStats};

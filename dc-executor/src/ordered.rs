@@ -7,12 +7,41 @@
 //! Every record is made by [`crate::DcHandle::insert_record`] (loaders, replicas a commit
 //! left behind, catch-ups, rebuilds) or [`crate::DcHandle::create_record`] (a phase 1 that
 //! writes a missing key), on every replica of every DC, through the same redo, replay and
-//! phase-2 paths; both insert the key into the tree after the hash index. Records are never
-//! removed (there is no delete today), so the trees only grow. A record an aborted phase 1
-//! created stays, holding a fresh record's image (every cell zero at version 0); a point
-//! read cannot tell it from a missing key, and a range read skips it the same way (it still
-//! locks it). A restore from a disk image forgets the trees and builds them again from the
-//! hash index ([`OrderedIndex::rebuild`]).
+//! phase-2 paths; both insert the key into the tree after the hash index. A record an
+//! aborted phase 1 created stays, holding a fresh record's image (every cell zero at version
+//! 0). A record whose cells all hold zero bytes holds no row
+//! ([`crate::record::RecordView::is_absent`]): a point read reads it as a missing key, and a
+//! range read skips it without counting it toward its limit (it still locks it: its gap lies
+//! inside the range). A restore from a disk image forgets the trees and builds them again
+//! from the hash index ([`OrderedIndex::rebuild`]).
+//!
+//! # Deletes
+//!
+//! A delete is a write of zero bytes to every cell of the record ([`crate::KvOp::Delete`]
+//! clears cell 0, the only cell key/value operations use): it goes through the redo entry,
+//! phase 2, replay, catch-ups and the Thomas write rule as any write does, so every replica
+//! of every DC ends with the same cells, and a delete and a later write of the key are
+//! ordered by their commit timestamps per cell like two writes. The record stays in the hash
+//! index for good (a replayed older write must still meet the delete's versions), but its
+//! key leaves the tree: phase 2 of a committed entry that clears a record of an ordered
+//! table, while it still holds the record's locks, READs the record and, if it holds no row,
+//! takes the key out of its tree ([`OrderedIndex::unlink`]) under the record's gap group
+//! taken exclusively. Removing a key merges the gap below it into the gap below its
+//! successor; a range reader holding the removed key's gap group would lose its lock on that
+//! gap, so while one holds it (No-Wait) the key stays in the tree, a key without a row that
+//! range reads skip. Each DC's executor removes the keys of its own replicas; a replica
+//! a commit left behind, caught up later, keeps the key in its tree the same way, and a
+//! catch-up that writes a row into a record puts its key back without a gap lock
+//! ([`OrderedIndex::ensure`]), as it creates records without one: such a replica's vote is
+//! stale until it is caught up.
+//!
+//! A write to a record that holds no row, once its phase 1 holds the record, puts the key
+//! back into the tree if a delete took it out ([`OrderedIndex::relink`]), under the
+//! successor's gap lock as an insert takes it, and votes abort (a lock conflict) while a
+//! range reader holds that gap: a deleted key cannot come back inside a range an undecided
+//! transaction read. A sub-transaction that also reads a range of the table relinks before
+//! it scans, as it creates records before it scans, so its own range locks never meet its
+//! relink.
 //!
 //! # Where the trees are
 //!
@@ -357,6 +386,80 @@ impl OrderedIndex {
             verbs.fetch_and_add(node, word, lock::release_operand(cas.added))?;
         }
         Ok(None)
+    }
+
+    /// Takes the deleted record `record` of `key` out of its partition's tree on `node`, if
+    /// no range reader or inserter holds the record's gap group (see "Deletes" in the module
+    /// docs): takes that group exclusively by one masked compare-and-swap (No-Wait), removes
+    /// the entry, releases the group. The caller holds the record's cell locks, so no writer
+    /// can bring the key back meanwhile. Returns whether the entry was removed; `false` when
+    /// the gap is held (the key stays in the tree, a record without a row that range reads
+    /// skip), when the table has no ordered index or no tree here, or when the tree does not
+    /// map `key` to `record`.
+    ///
+    /// # Errors
+    /// As [`OrderedIndex::tree`] and [`BTree::remove`]; the gap group is released first.
+    pub fn unlink(&self, verbs: &dyn Verbs, node: NodeId, table: TableId, key: u64, record: Offset) -> Result<bool> {
+        let p = self.partitioner.partition_of(table, key);
+        let Some(tree) = self.tree(verbs, node, table, p, false)? else { return Ok(false) };
+        let word = crate::dc::lock_word(record);
+        let cas = lock::plan(0, 1 << GAP_GROUP, 0).expect("a zero guess never conflicts");
+        let locked = self.gap_locks();
+        if locked {
+            let old = verbs.masked_compare_and_swap(node, word, cas.compare, cas.mask, cas.swap, cas.mask)?;
+            if lock::outcome(&cas, old) != LockOutcome::Acquired {
+                return Ok(false);
+            }
+        }
+        let removed = (|| {
+            if tree.lookup(verbs, key)? != Some(record.0) {
+                return Ok(false);
+            }
+            Ok(tree.remove(verbs, key)?.is_some())
+        })();
+        if locked {
+            verbs.fetch_and_add(node, word, lock::release_operand(cas.added))?;
+        }
+        removed
+    }
+
+    /// Puts `key` → `record` back into its partition's tree on `node` if it is not there (a
+    /// write to a record that a delete took out of the tree, [`OrderedIndex::unlink`]), with
+    /// the gap lock of an insert ([`OrderedIndex::lock_gap`]). Returns `false` when a range
+    /// reader holds that gap (the write must vote abort, No-Wait); `true` when the key is in
+    /// the tree now, or the table has no ordered index.
+    ///
+    /// # Errors
+    /// As [`OrderedIndex::lock_gap`] and [`BTree::insert`]; the gap lock is released first.
+    pub fn relink(&self, verbs: &dyn Verbs, node: NodeId, table: TableId, key: u64, record: Offset) -> Result<bool> {
+        let p = self.partitioner.partition_of(table, key);
+        let Some(tree) = self.tree(verbs, node, table, p, true)? else { return Ok(true) };
+        if tree.lookup(verbs, key)?.is_some() {
+            return Ok(true);
+        }
+        let Some(gap) = self.lock_gap(verbs, node, table, key)? else { return Ok(false) };
+        let inserted = tree.insert(verbs, key, record.0);
+        if let Some(gap) = gap {
+            self.release_gap(verbs, node, gap)?;
+        }
+        inserted.map(|_| true)
+    }
+
+    /// Puts `key` → `record` into its partition's tree on `node` if it is not there, without
+    /// a gap lock: for a catch-up that writes a row into a record a delete took out of the
+    /// tree (it writes without the locks of a phase 1, as it creates records). Nothing for a
+    /// table without an ordered index.
+    ///
+    /// # Errors
+    /// As [`OrderedIndex::tree`] and [`BTree::insert`].
+    pub fn ensure(&self, verbs: &dyn Verbs, node: NodeId, table: TableId, key: u64, record: Offset) -> Result<()> {
+        let p = self.partitioner.partition_of(table, key);
+        if let Some(tree) = self.tree(verbs, node, table, p, true)? {
+            if tree.lookup(verbs, key)?.is_none() {
+                tree.insert(verbs, key, record.0)?;
+            }
+        }
+        Ok(())
     }
 
     /// Releases a gap lock taken by [`OrderedIndex::lock_gap`].

@@ -17,8 +17,9 @@ use std::fmt;
 /// the executor of each DC reads the piece of each partition it holds from that partition's
 /// B+-tree, locks every row and the gap past the last (next-key locking, `ordered.rs`), and
 /// votes one item per row ([`crate::ItemVote::row`]), so the coordinator compares the
-/// replicas' rows as it compares point reads. A row is a key whose record is not a fresh one
-/// (every cell zero at version 0): a key a point read would read as missing is no row.
+/// replicas' rows as it compares point reads. A row is a key whose record holds a cell that
+/// is not all zero bytes: a key a point read would read as missing (never written, or
+/// deleted) is no row.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RangeRead {
     /// Index of the routing access in [`Procedure::accesses`].
@@ -27,8 +28,8 @@ pub struct RangeRead {
     pub from: u64,
     /// Last key, inclusive.
     pub to: u64,
-    /// Most keys of the tree read (and locked) in this partition, at most
-    /// [`crate::MAX_RANGE_ROWS`]; a fresh record's key counts though it is no row.
+    /// Most rows read in this partition, at most [`crate::MAX_RANGE_ROWS`]; keys of the tree
+    /// without a row are locked but not counted (`executor.rs`, "Range reads").
     pub limit: u32,
 }
 
@@ -140,7 +141,7 @@ pub trait Procedure: Send + Sync + fmt::Debug {
 pub enum KvOp {
     /// Read cell 0 of `key`.
     Read(u64),
-    /// Overwrite cell 0 of `key` with the bytes.
+    /// Overwrite cell 0 of `key` with the bytes (zero bytes only: a [`KvOp::Delete`]).
     Write(u64, Vec<u8>),
     /// Add to cell 0 of `key`, read as a little-endian `i64` (bank transfers).
     Add(u64, i64),
@@ -153,6 +154,11 @@ pub enum KvOp {
     /// the values before this transaction's own writes; what it observed is
     /// [`encode_scan`]'s encoding.
     Scan(u64, u64, u32),
+    /// Delete `key`: clear cell 0 (write zero bytes). Cell 0 is the only cell key/value
+    /// operations use, so the key then reads as missing, range reads skip it and its key
+    /// leaves the table's ordered index once the commit is applied (`ordered.rs`,
+    /// "Deletes"); a later write brings it back. Deleting a missing key changes nothing.
+    Delete(u64),
 }
 
 /// Encodes the rows a scan observed: a little-endian `u32` count, then per row its key
@@ -233,7 +239,7 @@ impl KvProcedure {
             let (key, writes) = match op {
                 KvOp::Read(k) => (*k, false),
                 KvOp::Write(k, _) => (*k, true),
-                KvOp::Add(k, _) | KvOp::Append(k, _) => (*k, true),
+                KvOp::Add(k, _) | KvOp::Append(k, _) | KvOp::Delete(k) => (*k, true),
                 KvOp::Scan(from, to, limit) => {
                     let mut routed = Vec::new();
                     for p in partitioner.partitions_for(table, *from, *to) {
@@ -302,6 +308,7 @@ impl KvProcedure {
                     observed.push(None);
                     continue;
                 }
+                KvOp::Delete(_) => v.clear(),
                 KvOp::Write(_, bytes) => {
                     if bytes.len() > self.cell_bytes as usize {
                         err = Some(format!("value of {} bytes exceeds the {}-byte cell", bytes.len(), self.cell_bytes));

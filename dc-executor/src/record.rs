@@ -230,6 +230,14 @@ impl<'a> RecordView<'a> {
         let o = self.layout.cell_offsets[i] as usize + 8;
         &self.bytes[o..o + self.layout.cell_bytes[i] as usize]
     }
+    /// Whether the record holds no row: every cell holds zero bytes, whatever its version.
+    /// That is what a key never written reads as (a fresh record, or no record at all) and
+    /// what a delete leaves (it writes zero to every cell, through the same redo, replay and
+    /// Thomas write rule as any write; `ordered.rs`, "Deletes"). A point read reads such a
+    /// record as missing and a range read skips it.
+    pub fn is_absent(&self) -> bool {
+        (0..self.layout.cells()).all(|c| self.value(c).iter().all(|&b| b == 0))
+    }
     /// The update counter of lock group `g`.
     pub fn group_counter(&self, g: usize) -> u16 {
         let o = COUNTERS as usize + 2 * g;

@@ -108,6 +108,14 @@ impl Executor {
             };
             offsets.insert((table, key), off);
         }
+        // A row written into a record a delete took out of its tree puts the key back before
+        // replay applies it (`ordered.rs`, "Deletes").
+        for (&(table, key), &off) in &offsets {
+            let row = changes.iter().any(|c| c.table == table && c.key == key && c.value.iter().any(|&b| b != 0));
+            if row && dc.ordered.is_ordered(table) {
+                dc.ordered.ensure(dc.verbs.as_ref(), node, table, key, off)?;
+            }
+        }
         let locks = records
             .iter()
             .map(|(&(table, key), &cells)| LockIntent {
@@ -239,6 +247,17 @@ impl Executor {
                 return Ok(false);
             }
             held.push((table, key, record, cas));
+        }
+        // A row written into a record a delete took out of its tree puts the key back, while
+        // the record is held (`ordered.rs`, "Deletes").
+        for &(table, key, record, _) in &held {
+            let row = changes.iter().any(|c| c.table == table && c.key == key && c.value.iter().any(|&b| b != 0));
+            if row && dc.ordered.is_ordered(table) {
+                if let Err(e) = dc.ordered.ensure(dc.verbs.as_ref(), node, table, key, record) {
+                    release(&held)?;
+                    return Err(e);
+                }
+            }
         }
         let mut batch = DoorbellBatch::new();
         for &(table, key, record, _) in &held {

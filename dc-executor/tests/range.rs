@@ -5,68 +5,10 @@
 
 mod common;
 
+use common::kv::{cts_of, decide, kv, load, partitioner, rows, run, sub};
 use common::{TestDc, T};
-use redt_dc_executor::{
-    AbortReason, Decision, ItemVote, KvOp, KvProcedure, LocalAccess, Partitioner, Procedure, SubTxn, Vote,
-};
-use redt_proto::{Cts, DcId, Epoch, NodeId, TxnId};
-use std::sync::Arc;
-
-fn partitioner(dc: &TestDc) -> Partitioner {
-    Partitioner::new(&dc.topo.tables, dc.topo.partitions.len() as u32)
-}
-
-fn kv(dc: &TestDc, ops: Vec<KvOp>) -> Arc<KvProcedure> {
-    Arc::new(KvProcedure::partitioned(T, 8, ops, &partitioner(dc)))
-}
-
-/// The sub-transaction of `p` on the accesses held by `only` (every node when `None`).
-fn sub(dc: &TestDc, seq: u64, p: Arc<KvProcedure>, only: Option<NodeId>) -> SubTxn {
-    let local = p
-        .accesses()
-        .iter()
-        .enumerate()
-        .map(|(access, a)| LocalAccess { access, node: dc.node_of(a.key) })
-        .filter(|la| only.is_none_or(|n| la.node == n))
-        .collect();
-    SubTxn {
-        txn: TxnId::new(NodeId(0), seq),
-        epoch: Epoch(1),
-        coordinator: NodeId(0),
-        start: Cts(0),
-        participants: vec![DcId(0)],
-        partitions: vec![redt_proto::PartitionId(0), redt_proto::PartitionId(1)],
-        procedure: p,
-        local,
-    }
-}
-
-fn cts_of(v: &Vote) -> Cts {
-    let seen = v.items.iter().flat_map(|i| i.versions.iter().map(|(_, v)| v.cts())).max().unwrap_or(Cts(0));
-    Cts(v.hlc.max(seen).0 + 1)
-}
-
-fn load(dc: &TestDc, keys: impl IntoIterator<Item = u64>) {
-    for k in keys {
-        dc.dc.insert_record(dc.node_of(k), T, k, &[&(k as i64 * 10).to_le_bytes()]).unwrap();
-    }
-}
-
-fn rows(items: &[ItemVote]) -> Vec<u64> {
-    let mut keys: Vec<u64> = items.iter().filter_map(|i| i.row).collect();
-    keys.sort_unstable();
-    keys
-}
-
-fn run(dc: &TestDc, seq: u64, ops: Vec<KvOp>, only: Option<NodeId>) -> (SubTxn, Vote) {
-    let s = sub(dc, seq, kv(dc, ops), only);
-    let v = dc.executor().execute(&s, 1).expect("phase 1 runs");
-    (s, v)
-}
-
-fn decide(dc: &TestDc, s: &SubTxn, v: &Vote, d: Decision) {
-    dc.executor().finish(s.txn, d, &v.entries).expect("phase 2 runs");
-}
+use redt_dc_executor::{AbortReason, Decision, KvOp};
+use redt_proto::Cts;
 
 #[test]
 fn record_creation_keeps_one_tree_per_partition_in_key_order() {
@@ -95,7 +37,7 @@ fn a_scan_reads_the_rows_of_every_partition_in_its_range() {
     assert_eq!(rows(&v.items), want);
     for i in v.items.iter().filter(|i| i.row.is_some()) {
         let k = i.row.unwrap();
-        assert_eq!(i.values, vec![(0, (k as i64 * 10).to_le_bytes().to_vec())]);
+        assert_eq!(i.values, vec![(0, (k as i64 * 10 + 1).to_le_bytes().to_vec())]);
     }
     // The limit holds per partition; the procedure merges and keeps the first rows.
     let (s2, v2) = run(&dc, 2, vec![KvOp::Scan(5, 20, 3)], None);

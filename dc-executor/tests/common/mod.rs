@@ -1,6 +1,8 @@
 //! A one-DC harness for integration tests: in-process MemStores, formatted, with replay.
 #![allow(dead_code)]
 
+pub mod kv;
+
 use redt_dc_executor::{DcHandle, Executor, Hlc, LocalVerbs, ReplayTask, Verbs};
 use redt_proto::{NodeId, TableId, Topology};
 use std::sync::Arc;

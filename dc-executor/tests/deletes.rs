@@ -1,0 +1,190 @@
+//! Deletes (issue 15): a delete clears a record through the same redo entry and phase 2 as
+//! any write; the key then reads as missing, range reads skip it without counting it toward
+//! their limit, and its key leaves the ordered index unless a range reader holds its gap. A
+//! later write brings the key back into the tree under an insert's gap lock. The property
+//! test runs random writes, deletes and scans against a `BTreeMap`.
+
+mod common;
+
+use common::kv::{cts_of, decide, load, partitioner, rows, run};
+use common::{TestDc, T};
+use proptest::prelude::*;
+use redt_dc_executor::{AbortReason, Decision, KvOp};
+use std::collections::BTreeMap;
+
+/// Whether the tree of `key`'s partition holds `key`.
+fn in_tree(dc: &TestDc, key: u64) -> bool {
+    let node = dc.node_of(key);
+    let part = partitioner(dc).partition_of(T, key);
+    let tree = dc.dc.ordered.tree(dc.local.as_ref(), node, T, part, false).unwrap().expect("a tree");
+    tree.lookup(dc.local.as_ref(), key).unwrap().is_some()
+}
+
+/// Runs `ops` as transaction `seq` and commits it (it must vote commit).
+fn commit(dc: &TestDc, seq: u64, ops: Vec<KvOp>) -> redt_dc_executor::Vote {
+    let (s, v) = run(dc, seq, ops, None);
+    assert!(v.is_commit(), "transaction {seq}: {:?}", v.abort);
+    decide(dc, &s, &v, Decision::Commit(cts_of(&v)));
+    v
+}
+
+/// The value a point read of `key` returns in its own committed transaction.
+fn read(dc: &TestDc, seq: u64, key: u64) -> Vec<u8> {
+    let v = commit(dc, seq, vec![KvOp::Read(key)]);
+    v.items.iter().find(|i| i.row.is_none()).expect("the read's item").values[0].1.clone()
+}
+
+/// The rows a committed scan of `from..=to` (at most `limit` per partition) returns.
+fn scan(dc: &TestDc, seq: u64, from: u64, to: u64, limit: u32) -> Vec<u64> {
+    rows(&commit(dc, seq, vec![KvOp::Scan(from, to, limit)]).items)
+}
+
+#[test]
+fn a_deleted_key_reads_as_missing_and_leaves_the_scan_and_the_tree() {
+    let dc = TestDc::new(common::topology(1, "64KiB"), false);
+    load(&dc, 0..10);
+    commit(&dc, 1, vec![KvOp::Delete(4)]);
+    assert_eq!(read(&dc, 2, 4), vec![0; 8], "a deleted key reads as a missing one");
+    assert_eq!(scan(&dc, 3, 0, 9, 100), vec![0, 1, 2, 3, 5, 6, 7, 8, 9]);
+    assert!(!in_tree(&dc, 4), "the delete took the key out of the tree");
+    assert!(in_tree(&dc, 6));
+    // The record stays in the hash index (a replay of an older write must meet its versions).
+    assert!(dc.dc.index.lookup(dc.local.as_ref(), dc.node_of(4), T, 4).unwrap().is_some());
+    // Written again, the key is back: in the tree, in the scan, in a point read.
+    commit(&dc, 4, vec![KvOp::Write(4, vec![5; 8])]);
+    assert!(in_tree(&dc, 4));
+    assert_eq!(scan(&dc, 5, 0, 9, 100), (0..10).collect::<Vec<_>>());
+    assert_eq!(read(&dc, 6, 4), vec![5; 8]);
+}
+
+#[test]
+fn an_aborted_delete_changes_nothing() {
+    let dc = TestDc::new(common::topology(1, "64KiB"), false);
+    load(&dc, 0..4);
+    let (s, v) = run(&dc, 1, vec![KvOp::Delete(2)], None);
+    assert!(v.is_commit());
+    decide(&dc, &s, &v, Decision::Abort);
+    assert!(in_tree(&dc, 2));
+    assert_eq!(scan(&dc, 2, 0, 3, 100), vec![0, 1, 2, 3]);
+    assert_eq!(read(&dc, 3, 2), 21i64.to_le_bytes().to_vec());
+}
+
+#[test]
+fn a_scan_limit_counts_rows_not_keys_without_one() {
+    let dc = TestDc::new(common::topology(1, "64KiB"), false);
+    // Even keys are in partition 0. 100..=106 are left holding no row: aborted inserts leave
+    // fresh records in the tree; 108 and 110 hold rows.
+    for (i, k) in [100u64, 102, 104, 106].into_iter().enumerate() {
+        let (s, v) = run(&dc, 1 + i as u64, vec![KvOp::Write(k, vec![1; 8])], None);
+        decide(&dc, &s, &v, Decision::Abort);
+        assert!(in_tree(&dc, k));
+    }
+    load(&dc, [108, 110]);
+    assert_eq!(scan(&dc, 10, 100, 111, 1), vec![108], "the first row, past four keys without one");
+    assert_eq!(scan(&dc, 11, 100, 111, 2), vec![108, 110]);
+    assert_eq!(scan(&dc, 12, 100, 107, 5), Vec::<u64>::new());
+}
+
+#[test]
+fn a_delete_keeps_its_key_in_the_tree_while_a_reader_holds_its_gap() {
+    let dc = TestDc::new(common::topology(1, "64KiB"), false);
+    load(&dc, [0, 2, 4, 6]);
+    // The reader's piece in partition 0 reads 0 and 2 and locks the gap below 4 (next key).
+    let (rs, rv) = run(&dc, 1, vec![KvOp::Scan(0, 3, 100)], None);
+    assert_eq!(rows(&rv.items), vec![0, 2]);
+    // Key 4's cells are not locked by the reader: the delete commits, but its key stays.
+    commit(&dc, 2, vec![KvOp::Delete(4)]);
+    assert!(in_tree(&dc, 4), "the reader holds key 4's gap");
+    decide(&dc, &rs, &rv, Decision::Commit(cts_of(&rv)));
+    assert_eq!(scan(&dc, 3, 0, 9, 100), vec![0, 2, 6], "a key left in the tree is still no row");
+    assert_eq!(scan(&dc, 4, 3, 9, 1), vec![6]);
+    commit(&dc, 5, vec![KvOp::Write(4, vec![3; 8])]);
+    assert_eq!(scan(&dc, 6, 0, 9, 100), vec![0, 2, 4, 6]);
+}
+
+#[test]
+fn a_deleted_key_comes_back_only_when_no_reader_holds_its_gap() {
+    let dc = TestDc::new(common::topology(1, "64KiB"), false);
+    load(&dc, [0, 2, 4, 6, 8]);
+    commit(&dc, 1, vec![KvOp::Delete(4)]);
+    assert!(!in_tree(&dc, 4));
+    // A reader of 0..=9 saw no key 4: the gap (2, 6) is locked through key 6.
+    let (rs, rv) = run(&dc, 2, vec![KvOp::Scan(0, 9, 100)], None);
+    assert_eq!(rows(&rv.items), vec![0, 2, 6, 8]);
+    let (ws, wv) = run(&dc, 3, vec![KvOp::Write(4, vec![1; 8])], None);
+    assert!(matches!(wv.abort, Some(AbortReason::LockConflict { .. })), "a phantom: {:?}", wv.abort);
+    decide(&dc, &ws, &wv, Decision::Abort);
+    assert!(!in_tree(&dc, 4));
+    decide(&dc, &rs, &rv, Decision::Commit(cts_of(&rv)));
+    commit(&dc, 4, vec![KvOp::Write(4, vec![1; 8])]);
+    assert!(in_tree(&dc, 4));
+}
+
+#[test]
+fn a_transaction_can_bring_back_a_deleted_key_inside_the_range_it_reads() {
+    let dc = TestDc::new(common::topology(1, "64KiB"), false);
+    load(&dc, [0, 2, 4, 6]);
+    commit(&dc, 1, vec![KvOp::Delete(4)]);
+    let v = commit(&dc, 2, vec![KvOp::Scan(0, 9, 100), KvOp::Write(4, vec![2; 8])]);
+    assert_eq!(rows(&v.items), vec![0, 2, 6], "the scan reads what was there before the transaction");
+    assert_eq!(scan(&dc, 3, 0, 9, 100), vec![0, 2, 4, 6]);
+}
+
+/// One step of the property test.
+#[derive(Clone, Debug)]
+enum Step {
+    Write(u64, u8),
+    Delete(u64),
+    Scan(u64, u64, u32),
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        (0u64..16, 1u8..=255).prop_map(|(k, v)| Step::Write(k, v)),
+        (0u64..16).prop_map(Step::Delete),
+        (0u64..16, 0u64..16, 1u32..6).prop_map(|(a, b, l)| Step::Scan(a.min(b), a.max(b), l)),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    /// Committed one at a time, random writes, deletes and scans agree with a `BTreeMap`:
+    /// each scan returns, per partition, the first `limit` live keys of its range; every key
+    /// the tree holds has a record, and every live key is in the tree.
+    #[test]
+    fn writes_deletes_and_scans_agree_with_a_map(steps in proptest::collection::vec(step(), 1..40)) {
+        let dc = TestDc::new(common::topology(1, "64KiB"), false);
+        let parts = partitioner(&dc);
+        let mut model: BTreeMap<u64, u8> = BTreeMap::new();
+        for (seq, st) in steps.iter().enumerate() {
+            let seq = seq as u64 + 1;
+            match *st {
+                Step::Write(k, v) => {
+                    commit(&dc, seq, vec![KvOp::Write(k, vec![v; 8])]);
+                    model.insert(k, v);
+                }
+                Step::Delete(k) => {
+                    commit(&dc, seq, vec![KvOp::Delete(k)]);
+                    model.remove(&k);
+                }
+                Step::Scan(from, to, limit) => {
+                    let got = scan(&dc, seq, from, to, limit);
+                    let mut want = Vec::new();
+                    for p in 0..2 {
+                        want.extend(
+                            model.range(from..=to).map(|(&k, _)| k).filter(|&k| parts.partition_of(T, k) == p).take(limit as usize),
+                        );
+                    }
+                    want.sort_unstable();
+                    prop_assert_eq!(got, want, "scan {}..={} limit {}", from, to, limit);
+                }
+            }
+        }
+        for k in 0..16u64 {
+            if model.contains_key(&k) {
+                prop_assert!(in_tree(&dc, k), "live key {} missing from its tree", k);
+            }
+        }
+    }
+}
