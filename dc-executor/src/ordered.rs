@@ -187,6 +187,7 @@ pub struct OrderedIndex {
     cache_nodes: usize,
     handles: Mutex<HashMap<NodeId, Handles>>,
     gap_locks: AtomicBool,
+    relink: AtomicBool,
 }
 
 impl std::fmt::Debug for OrderedIndex {
@@ -219,6 +220,7 @@ impl OrderedIndex {
             cache_nodes,
             handles: Mutex::new(HashMap::new()),
             gap_locks: AtomicBool::new(true),
+            relink: AtomicBool::new(true),
         }
     }
 
@@ -237,6 +239,13 @@ impl OrderedIndex {
     /// undecided transaction read.
     pub fn set_gap_locks(&self, on: bool) {
         self.gap_locks.store(on, Ordering::Relaxed);
+    }
+
+    /// Sets whether a write that brings a deleted key back puts it back into its tree
+    /// ([`OrderedIndex::relink`], [`OrderedIndex::ensure`]; on by default). Off only as a
+    /// deliberate bug the simulation's index check must catch: range reads then miss the row.
+    pub fn set_relink(&self, on: bool) {
+        self.relink.store(on, Ordering::Relaxed);
     }
 
     /// Whether inserts take gap locks.
@@ -434,7 +443,7 @@ impl OrderedIndex {
     pub fn relink(&self, verbs: &dyn Verbs, node: NodeId, table: TableId, key: u64, record: Offset) -> Result<bool> {
         let p = self.partitioner.partition_of(table, key);
         let Some(tree) = self.tree(verbs, node, table, p, true)? else { return Ok(true) };
-        if tree.lookup(verbs, key)?.is_some() {
+        if !self.relink.load(Ordering::Relaxed) || tree.lookup(verbs, key)?.is_some() {
             return Ok(true);
         }
         let Some(gap) = self.lock_gap(verbs, node, table, key)? else { return Ok(false) };
@@ -455,7 +464,7 @@ impl OrderedIndex {
     pub fn ensure(&self, verbs: &dyn Verbs, node: NodeId, table: TableId, key: u64, record: Offset) -> Result<()> {
         let p = self.partitioner.partition_of(table, key);
         if let Some(tree) = self.tree(verbs, node, table, p, true)? {
-            if tree.lookup(verbs, key)?.is_none() {
+            if self.relink.load(Ordering::Relaxed) && tree.lookup(verbs, key)?.is_none() {
                 tree.insert(verbs, key, record.0)?;
             }
         }

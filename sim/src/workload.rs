@@ -24,8 +24,13 @@ pub enum Workload {
     /// List-append with range reads (issue 15, the phantom test): 1–4 point reads, appends and
     /// [`KvOp::Scan`]s over a window of [`SCAN_WINDOW`] keys that slides up by one key every
     /// [`SCAN_SLIDE`] transactions drawn, so new keys keep being inserted inside ranges other
-    /// transactions read. A scan whose limit covers its range observes every key of the range
-    /// it does not return as the empty list; that absence is what makes a phantom visible.
+    /// transactions read. A scan observes every key of its range up to its last row (every
+    /// key of the range when it returned fewer rows than its limit) that it does not return as
+    /// the empty list; that absence is what makes a phantom visible. Every [`DELETE_EVERY`]th
+    /// transaction deletes a key of the window ([`KvOp::Delete`]), which later appends bring
+    /// back; the checker leaves the keys ever deleted out of the list-append history (a list
+    /// that starts again from empty has no place in it) and checks instead that every key
+    /// holding a row is in its replicas' ordered indexes.
     AppendScan,
 }
 
@@ -69,6 +74,8 @@ pub const SCAN_SLIDE: u64 = 24;
 /// Most keys an append-scan range spans (it may reach past the window's top, where the window
 /// inserts next).
 pub const SCAN_WIDTH: u64 = 10;
+/// Transactions drawn per delete of the append-scan workload.
+pub const DELETE_EVERY: u64 = 48;
 
 /// One operation of a drawn transaction as the history records it: a list-append operation,
 /// or a range read that becomes list reads once its result is known ([`fill`]).
@@ -78,6 +85,8 @@ pub enum Step {
     Op(Op),
     /// A [`KvOp::Scan`] of `from..=to`, at most `limit` rows.
     Scan { from: u64, to: u64, limit: u32 },
+    /// A [`KvOp::Delete`] of `key` (no operation of the checker's).
+    Delete { key: u64 },
 }
 
 /// One transaction a client is about to submit.
@@ -100,11 +109,27 @@ pub struct Generator {
     drawn: u64,
     /// One past the highest key drawn (append-scan).
     key_end: u64,
+    /// The keys a delete was drawn for (append-scan).
+    deleted: std::collections::BTreeSet<u64>,
 }
 
 impl Generator {
     pub fn new(workload: Workload, kv: TableId, usertable: TableId, ycsb_cells: usize) -> Generator {
-        Generator { workload, kv, usertable, ycsb_cells, next_value: 1, drawn: 0, key_end: 0 }
+        Generator {
+            workload,
+            kv,
+            usertable,
+            ycsb_cells,
+            next_value: 1,
+            drawn: 0,
+            key_end: 0,
+            deleted: Default::default(),
+        }
+    }
+
+    /// The keys a delete was drawn for: the checker leaves them out of the list-append history.
+    pub fn deleted(&self) -> &std::collections::BTreeSet<u64> {
+        &self.deleted
     }
 
     /// The keys whose replicas the checks read at the end.
@@ -124,6 +149,14 @@ impl Generator {
     fn draw_append_scan(&mut self, rng: &mut StdRng) -> Draw {
         let lo = self.drawn / SCAN_SLIDE;
         self.drawn += 1;
+        if self.drawn % DELETE_EVERY == 0 {
+            // Spread over the window without drawing from `rng`, so the other transactions
+            // stay what they were.
+            let key = lo + (self.drawn / DELETE_EVERY * 7) % SCAN_WINDOW;
+            self.deleted.insert(key);
+            self.key_end = self.key_end.max(key + 1);
+            return Draw { call: kv_call(self.kv, &[KvOp::Delete(key)]), steps: vec![Step::Delete { key }] };
+        }
         let n = rng.gen_range(1..=4);
         let (mut steps, mut kv) = (Vec::with_capacity(n), Vec::with_capacity(n));
         for _ in 0..n {
@@ -208,7 +241,7 @@ pub fn unfilled(steps: &[Step]) -> Vec<Op> {
         .iter()
         .filter_map(|s| match s {
             Step::Op(op) => Some(op.clone()),
-            Step::Scan { .. } => None,
+            Step::Scan { .. } | Step::Delete { .. } => None,
         })
         .collect()
 }
@@ -216,13 +249,13 @@ pub fn unfilled(steps: &[Step]) -> Vec<Op> {
 /// The checker's operations of a committed transaction from the values its operations read
 /// (`reads`, one per step). A point read becomes the list it read (a missing record: the empty
 /// list). A scan becomes one read per key it observed, in key order: each row it returned, as
-/// its list, and — when its limit covers its whole range — every other key of the range, as the
-/// empty list: such a scan read every key of `from..=to` in each partition's tree, so a key it
-/// did not return had no row. A scan its limit may have cut short observed only its rows: a
-/// partition's piece counts a fresh record's key (an aborted insert's) towards the limit though
-/// it returns no row, so a key below the last row returned may not have been read at all. A
-/// scan result that does not decode is read as no rows; one that holds a key outside its range
-/// is kept, so the checker sees what it returned.
+/// its list, and every other key of the range up to its last row, as the empty list — every
+/// other key of the range when it returned fewer rows than its limit. Each partition's piece
+/// returns the first `limit` rows of its part of the range (keys without a row do not count),
+/// and the scan keeps the first `limit` of them all, so a key at or below the last row returned
+/// that held a row would have been returned; and with fewer rows than the limit, no piece was
+/// cut short. A scan result that does not decode is read as no rows; one that holds a key
+/// outside its range is kept, so the checker sees what it returned. A delete observes nothing.
 pub fn fill(steps: &[Step], reads: &[Option<Vec<u8>>]) -> Vec<Op> {
     let mut ops = Vec::with_capacity(steps.len());
     for (step, r) in steps.iter().zip(reads.iter().chain(std::iter::repeat(&None))) {
@@ -232,6 +265,7 @@ pub fn fill(steps: &[Step], reads: &[Option<Vec<u8>>]) -> Vec<Op> {
                 list: Some(r.as_deref().map(redt_dc_executor::list_items).unwrap_or_default()),
             }),
             Step::Op(other) => ops.push(other.clone()),
+            Step::Delete { .. } => {}
             Step::Scan { from, to, limit } => {
                 let rows: BTreeMap<u64, Vec<u64>> = r
                     .as_deref()
@@ -240,9 +274,11 @@ pub fn fill(steps: &[Step], reads: &[Option<Vec<u8>>]) -> Vec<Op> {
                     .into_iter()
                     .map(|(k, v)| (k, list_items(&v)))
                     .collect();
-                let whole = u64::from(*limit) > to.saturating_sub(*from);
-                let absent: Vec<u64> =
-                    if whole { (*from..=*to).filter(|k| !rows.contains_key(k)).collect() } else { Vec::new() };
+                let last = match rows.last_key_value() {
+                    Some((&k, _)) if rows.len() >= *limit as usize => k.min(*to),
+                    _ => *to,
+                };
+                let absent: Vec<u64> = (*from..=last).filter(|k| !rows.contains_key(k)).collect();
                 let mut observed: Vec<(u64, Vec<u64>)> =
                     rows.into_iter().chain(absent.into_iter().map(|k| (k, Vec::new()))).collect();
                 observed.sort_by_key(|o| o.0);
@@ -280,10 +316,37 @@ mod tests {
     }
 
     #[test]
-    fn a_scan_its_limit_may_cut_observes_only_its_rows() {
+    fn a_scan_its_limit_cut_observes_the_keys_up_to_its_last_row() {
+        let read = |key, l: &[u64]| Op::Read { key, list: Some(l.to_vec()) };
+        let steps = [Step::Scan { from: 3, to: 8, limit: 2 }];
+        let ops = fill(&steps, &[Some(encode_scan(&[(4, list(&[1])), (6, list(&[2]))]))]);
+        assert_eq!(ops, vec![read(3, &[]), read(4, &[1]), read(5, &[]), read(6, &[2])], "7 and 8 were not read");
         let steps = [Step::Scan { from: 3, to: 6, limit: 3 }];
         let ops = fill(&steps, &[Some(encode_scan(&[(5, list(&[2]))]))]);
-        assert_eq!(ops, vec![Op::Read { key: 5, list: Some(vec![2]) }]);
+        assert_eq!(ops, vec![read(3, &[]), read(4, &[]), read(5, &[2]), read(6, &[])], "fewer rows than the limit");
         assert_eq!(unfilled(&steps), Vec::new(), "an uncommitted scan observed nothing");
+    }
+
+    #[test]
+    fn a_delete_is_drawn_every_so_often_and_observes_nothing() {
+        let mut g = Generator::new(Workload::AppendScan, TableId(1), TableId(1), 1);
+        let mut rng = <StdRng as rand::SeedableRng>::seed_from_u64(7);
+        let draws: Vec<Draw> = (0..DELETE_EVERY * 3).map(|_| g.draw(&mut rng)).collect();
+        let deletes: Vec<u64> = draws
+            .iter()
+            .flat_map(|d| d.steps.iter())
+            .filter_map(|s| match s {
+                Step::Delete { key } => Some(*key),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(deletes.len(), 3);
+        assert_eq!(g.deleted().iter().copied().collect::<Vec<_>>(), {
+            let mut d = deletes.clone();
+            d.sort_unstable();
+            d.dedup();
+            d
+        });
+        assert_eq!(fill(&[Step::Delete { key: 4 }], &[None]), Vec::new());
     }
 }

@@ -144,6 +144,10 @@ pub struct SimConfig {
     /// an undecided transaction read (a phantom; the append-scan workload's checker must catch
     /// it).
     pub no_gap_locks: bool,
+    /// A deliberate bug (tests only): a write that brings a deleted key back does not put it
+    /// back into its ordered index ([`redt_dc_executor::OrderedIndex::set_relink`]), so range
+    /// reads miss a row (the index check must catch it).
+    pub no_relink: bool,
 }
 
 impl SimConfig {
@@ -164,6 +168,7 @@ impl SimConfig {
             trace: false,
             no_voter_repair: false,
             no_gap_locks: false,
+            no_relink: false,
         }
     }
 }
@@ -240,6 +245,8 @@ pub struct SimReport {
     pub scan_rows: u64,
     /// Keys those scans observed absent.
     pub scan_absent: u64,
+    /// Committed deletes (append-scan).
+    pub deletes_committed: u64,
     /// Locks and undecided entries left after the drain (each is also a violation).
     pub leftovers: Vec<Leftover>,
     /// What the checks found wrong.
@@ -301,8 +308,8 @@ impl std::fmt::Display for SimReport {
         if self.scans_committed > 0 {
             writeln!(
                 f,
-                "  scans: {} committed, {} rows returned, {} keys observed absent",
-                self.scans_committed, self.scan_rows, self.scan_absent
+                "  scans: {} committed, {} rows returned, {} keys observed absent; {} deletes committed",
+                self.scans_committed, self.scan_rows, self.scan_absent, self.deletes_committed
             )?;
         }
         if self.dcs_removed + self.nodes_removed + self.removals_refused > 0 {
@@ -580,6 +587,7 @@ impl World {
             let v: Arc<dyn Verbs> = local;
             let handle = DcHandle::new(&topology, v);
             handle.ordered.set_gap_locks(!cfg.no_gap_locks);
+            handle.ordered.set_relink(!cfg.no_relink);
             dcs.push(Arc::new(handle));
         }
         let kv = topology.table_by_name("kv").ok_or("the simulation needs a `kv` table (cell 0 ≥ 8 bytes)")?.id;
@@ -1755,6 +1763,10 @@ impl World {
 
     pub(crate) fn keys(&self) -> Vec<u64> {
         self.gen.keys()
+    }
+
+    pub(crate) fn deleted_keys(&self) -> std::collections::BTreeSet<u64> {
+        self.gen.deleted().clone()
     }
 
     pub(crate) fn workload_table(&self) -> redt_proto::TableId {

@@ -711,7 +711,7 @@ fn a_second_replica_lost_before_the_first_is_rebuilt_is_waited_for() {
 #[test]
 fn append_scan_seeds_pass_every_check() {
     let mut failed = Vec::new();
-    let (mut scans, mut absent) = (0, 0);
+    let (mut scans, mut absent, mut deletes) = (0, 0, 0);
     for name in ["local-fast.yaml", "default.yaml", "world-5dc.yaml"] {
         let t = topology(name);
         for seed in 0..12 {
@@ -719,6 +719,7 @@ fn append_scan_seeds_pass_every_check() {
             let r = run(SimConfig::new(t.clone(), seed, Workload::AppendScan, faults)).expect("runs");
             scans += r.scans_committed;
             absent += r.scan_absent;
+            deletes += r.deletes_committed;
             if !r.ok() {
                 failed.push(format!("{name} {r}"));
             }
@@ -726,6 +727,28 @@ fn append_scan_seeds_pass_every_check() {
     }
     assert!(failed.is_empty(), "{} append-scan runs failed:\n{}", failed.len(), failed.join("\n"));
     assert!(scans > 0 && absent > 0, "scans committed ({scans}) and observed absent keys ({absent})");
+    assert!(deletes > 0, "deletes committed");
+}
+
+/// The delete mutant: a write that brings a deleted key back does not put it back into its
+/// ordered index (`SimConfig::no_relink`, wired to `OrderedIndex::set_relink(false)`), so
+/// range reads would miss its row. The append-scan workload deletes a window key every
+/// `DELETE_EVERY` transactions and its appends bring keys back; the index check at the end
+/// finds a key holding a row that its replica's tree lacks. Seed 3 on local-fast (no faults)
+/// catches it (`redt sim --seeds 10 --config configs/local-fast.yaml --workload append-scan
+/// --faults none --mutant-no-relink` fails all of seeds 0..10); the same seed passes as built.
+#[test]
+fn a_mutant_that_does_not_relink_a_deleted_key_is_caught_by_the_index_check() {
+    let mut cfg = SimConfig::new(topology("local-fast.yaml"), 3, Workload::AppendScan, Faults::none());
+    let r = run(cfg.clone()).expect("runs");
+    assert!(r.ok(), "the seed passes as built: {r}");
+    assert!(r.deletes_committed > 0, "deletes committed: {r}");
+    cfg.no_relink = true;
+    let r = run(cfg).expect("runs");
+    assert!(
+        r.violations.iter().any(|v| matches!(v, redt_sim::Violation::Unindexed { .. })),
+        "seed 3 catches the mutant by a key missing from its index: {r}"
+    );
 }
 
 /// The phantom mutant: inserts take no gap lock (`SimConfig::no_gap_locks`, wired to
@@ -733,10 +756,10 @@ fn append_scan_seeds_pass_every_check() {
 /// apart, dc-c 2 ms from both) a transaction coordinated in dc-a reads its range's piece in
 /// dc-b 100 ms after the others, while one coordinated in dc-c commits an insert into the
 /// range dc-a already read and an append dc-b's piece then reads: the scan is fractured.
-/// Seed 29 (append-scan, no faults) catches it as a dependency cycle (G-single: txn 3 -rw->
-/// txn 8 -wr-> txn 3 when found; `redt sim --seeds 40 --config configs/sim-phantom.yaml
-/// --workload append-scan --faults none --mutant-no-gap-locks` fails 9 of seeds 0..40); the
-/// same seed passes with gap locks.
+/// Seed 29 (append-scan, no faults) catches it as a dependency cycle (G2: txn 3 -rw-> txn 7
+/// -rw-> txn 8 -wr-> txn 3 since session 16's deletes; `redt sim --seeds 40 --config
+/// configs/sim-phantom.yaml --workload append-scan --faults none --mutant-no-gap-locks` fails
+/// 6 of seeds 0..40); the same seed passes with gap locks.
 #[test]
 fn a_mutant_without_gap_locks_is_caught_by_a_phantom() {
     let mut cfg = SimConfig::new(topology("sim-phantom.yaml"), 29, Workload::AppendScan, Faults::none());

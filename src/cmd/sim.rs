@@ -43,6 +43,10 @@ pub struct SimArgs {
     /// key can appear inside a range an undecided transaction read (a phantom).
     #[arg(long)]
     mutant_no_gap_locks: bool,
+    /// A deliberate bug, for finding the seeds that catch it: a write that brings a deleted
+    /// key back does not put it back into its ordered index.
+    #[arg(long)]
+    mutant_no_relink: bool,
 }
 
 fn parse_workload(s: &str) -> Result<Workload, String> {
@@ -60,6 +64,7 @@ pub fn run_sim(a: &SimArgs) -> Result<()> {
         c.clients_per_node = a.clients_per_node;
         c.duration = a.duration;
         c.no_gap_locks = a.mutant_no_gap_locks;
+        c.no_relink = a.mutant_no_relink;
         c
     };
     if a.duration.is_zero() {
