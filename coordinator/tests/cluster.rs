@@ -738,3 +738,47 @@ async fn a_dead_writers_gap_at_the_head_of_a_ring_is_filled() {
     assert_eq!(values[&key], 2, "both adds are applied on every replica");
     cluster.shutdown();
 }
+
+/// Deletes end to end (issue 15): through the embedded cluster, a committed delete makes the
+/// key read as missing and leaves the scan; once every replica settled, no replica holds a
+/// row for it and its key is out of every replica's ordered index; a later write brings it
+/// back into the scan and the indexes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delete_leaves_reads_scans_and_every_replicas_index_and_a_write_brings_it_back() {
+    let cluster = start("cluster-test-delete", 7790, CoordinatorOptions::default()).await;
+    let node = cluster.topology.nodes[0].id;
+    let keys: Vec<u64> = (40..48).collect();
+    let writes: Vec<KvOp> = keys.iter().map(|&k| KvOp::Write(k, vec![1, k as u8])).collect();
+    commit_eventually(&cluster, node, &writes, 50).await;
+    commit_eventually(&cluster, node, &[KvOp::Delete(43)], 50).await;
+    let scanned = |out: &TxnOutcome| -> Vec<u64> {
+        let rows = out.reads[0].as_deref().and_then(redt_dc_executor::decode_scan).expect("a scan result");
+        rows.into_iter().map(|r| r.0).collect()
+    };
+    let out = commit_eventually(&cluster, node, &[KvOp::Scan(40, 47, 100), KvOp::Read(43)], 50).await;
+    assert_eq!(scanned(&out), vec![40, 41, 42, 44, 45, 46, 47]);
+    assert!(out.reads[1].as_deref().is_some_and(|v| v.iter().all(|&b| b == 0)), "reads as missing: {:?}", out.reads);
+    wait_settled(&cluster, &keys, Duration::from_secs(20)).await;
+    let in_index = |key: u64| -> Vec<bool> {
+        let p = partition(&cluster, key);
+        cluster.topology.partitions[p.0 as usize]
+            .replicas
+            .iter()
+            .map(|&n| {
+                let dc = &cluster.dcs[cluster.topology.nodes[n.0 as usize].dc.0 as usize];
+                let part = dc.ordered.partitioner().partition_of(KV, key);
+                let tree = dc.ordered.tree(dc.verbs.as_ref(), n, KV, part, false).unwrap().expect("a tree");
+                tree.lookup(dc.verbs.as_ref(), key).unwrap().is_some()
+            })
+            .collect()
+    };
+    assert!(replicas_of(&cluster, 43).iter().all(|(_, s)| s.is_some_and(|(_, v)| v == 0)), "every replica cleared");
+    assert_eq!(in_index(43), vec![false; 3], "out of every replica's index");
+    assert_eq!(in_index(44), vec![true; 3]);
+    commit_eventually(&cluster, node, &[KvOp::Write(43, vec![2, 2])], 50).await;
+    let out = commit_eventually(&cluster, node, &[KvOp::Scan(40, 47, 100)], 50).await;
+    assert_eq!(scanned(&out), keys);
+    wait_settled(&cluster, &keys, Duration::from_secs(20)).await;
+    assert_eq!(in_index(43), vec![true; 3], "back in every replica's index");
+    cluster.shutdown();
+}
