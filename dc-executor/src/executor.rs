@@ -1284,7 +1284,11 @@ impl Executor {
                     for l in &entry.locks {
                         let rl = self.dc.catalog.layout(l.table)?;
                         self.push_apply(&mut batch, rl, l, &entry.changes, cts);
-                        if self.dc.ordered.is_ordered(l.table) && clears(l, &entry.changes) {
+                        // The intent holding the record exclusively: another intent on the
+                        // same record (this transaction's range row) releases its gap lock
+                        // with the batch, before the key leaves the tree.
+                        let exclusive = l.lock_bits & lock::exclusive_bits(u16::MAX) != 0;
+                        if exclusive && self.dc.ordered.is_ordered(l.table) && clears(l, &entry.changes) {
                             deletes.push(l);
                         }
                     }
