@@ -5,26 +5,12 @@
 mod common;
 
 use common::{TestDc, T};
-use redt_dc_executor::{
-    AbortReason, Clock, Decision, KvOp, KvProcedure, LocalAccess, Procedure, SubTxn, SystemClock, Verbs, Vote,
-};
-use redt_proto::{Cts, DcId, Epoch, NodeId, PartitionId, Topology, TxnId};
+use redt_dc_executor::{AbortReason, Clock, Decision, KvOp, KvProcedure, SubTxn, SystemClock, Verbs, Vote};
+use redt_proto::{Cts, NodeId, Topology};
 use std::sync::Arc;
 
 fn kv(dc: &TestDc, seq: u64, ops: Vec<KvOp>) -> SubTxn {
-    let p: Arc<dyn Procedure> = Arc::new(KvProcedure::new(T, 8, ops));
-    let local =
-        p.accesses().iter().enumerate().map(|(access, a)| LocalAccess { access, node: dc.node_of(a.key) }).collect();
-    SubTxn {
-        txn: TxnId::new(NodeId(0), seq),
-        epoch: Epoch(1),
-        coordinator: NodeId(0),
-        start: Cts(0),
-        participants: vec![DcId(0)],
-        partitions: vec![PartitionId(0)],
-        procedure: p,
-        local,
-    }
+    common::kv::sub(dc, seq, Arc::new(KvProcedure::new(T, 8, ops)), None)
 }
 
 fn cts_of(v: &Vote) -> Cts {

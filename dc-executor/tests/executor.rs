@@ -6,10 +6,10 @@ mod common;
 use common::{TestDc, T};
 use rand::{Rng, SeedableRng};
 use redt_dc_executor::{
-    lock, AbortReason, Access, Clock, Decision, KvOp, KvProcedure, LocalAccess, Procedure, ReadView, SubTxn,
-    SystemClock, UserAbort, Vote, Write,
+    lock, AbortReason, Access, Clock, Decision, KvOp, KvProcedure, Procedure, ReadView, SubTxn, SystemClock, UserAbort,
+    Vote, Write,
 };
-use redt_proto::{Cts, DcId, Epoch, NodeId, TxnId};
+use redt_proto::{Cts, NodeId};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -30,18 +30,7 @@ impl Procedure for Fixed {
 }
 
 fn sub(dc: &TestDc, seq: u64, p: Arc<dyn Procedure>) -> SubTxn {
-    let local =
-        p.accesses().iter().enumerate().map(|(access, a)| LocalAccess { access, node: dc.node_of(a.key) }).collect();
-    SubTxn {
-        txn: TxnId::new(NodeId(0), seq),
-        epoch: Epoch(1),
-        coordinator: NodeId(0),
-        start: Cts(0),
-        participants: vec![DcId(0)],
-        partitions: vec![redt_proto::PartitionId(0)],
-        procedure: p,
-        local,
-    }
+    common::kv::sub(dc, seq, p, None)
 }
 
 fn cts_of(v: &Vote) -> Cts {

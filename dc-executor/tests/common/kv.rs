@@ -17,7 +17,7 @@ pub fn kv(dc: &TestDc, ops: Vec<KvOp>) -> Arc<KvProcedure> {
 }
 
 /// The sub-transaction of `p` on the accesses held by `only` (every node when `None`).
-pub fn sub(dc: &TestDc, seq: u64, p: Arc<KvProcedure>, only: Option<NodeId>) -> SubTxn {
+pub fn sub(dc: &TestDc, seq: u64, p: Arc<dyn Procedure>, only: Option<NodeId>) -> SubTxn {
     let local = p
         .accesses()
         .iter()
