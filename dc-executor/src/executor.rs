@@ -36,9 +36,10 @@
 //! # Range reads
 //!
 //! A [`crate::RangeRead`] piece is run after every point access is located and created: the
-//! executor scans its partition's B+-tree on the replica node (`ordered.rs`) from `from`,
-//! READing the records of the entries it passes (one doorbell batch per chunk of entries),
-//! until `limit` of them hold rows or the range or the tree ends, and adds to the node's lock
+//! executor scans its partition's B+-tree on the replica node (`ordered.rs`) from `from`
+//! until `limit` entries hold rows or the range or the tree ends — when the range holds more
+//! than `limit` keys it READs their records to count the rows (one doorbell batch per chunk
+//! of entries); else it takes them all — and adds to the node's lock
 //! batch a shared lock on each entry's read groups and gap group ([`crate::GAP_GROUP`]), and
 //! on the gap group of the next key, or of the tree's end word when none follows (next-key
 //! locking). An entry whose record holds no row ([`crate::record::RecordView::is_absent`]:
@@ -241,8 +242,9 @@ struct Scanned {
     range: RangeRead,
     /// The keys of the entries and of the next key (if any), in order.
     keys: Vec<u64>,
-    /// Per entry, whether its record held a row when scanned.
-    live: Vec<bool>,
+    /// Per entry, whether its record held a row when scanned (`None`: not READ, since the
+    /// range holds no more keys than its limit).
+    live: Vec<Option<bool>>,
     /// The [`Held`] items of the entries, in order.
     held: std::ops::Range<usize>,
 }
@@ -256,7 +258,7 @@ pub const MAX_RANGE_ENTRIES: usize = 4 * crate::ordered::MAX_RANGE_ROWS as usize
 /// held a row, and the entry after them.
 struct RangeKeys {
     entries: Vec<(u64, u64)>,
-    live: Vec<bool>,
+    live: Vec<Option<bool>>,
     next: Option<(u64, u64)>,
 }
 
@@ -264,9 +266,11 @@ struct RangeKeys {
 /// them hold rows, the range ends or the tree ends, and the entry after them. Entries whose
 /// records hold no row are kept (their gaps lie inside the range, so they are locked too)
 /// but do not count toward the limit, so a range over deleted keys still returns its rows.
-/// Each chunk of the tree's entries costs the leaf READs of one scan and one doorbell batch
-/// of record READs, without locks: what they show is checked again once the locks are held.
-/// `None` when the piece passes [`MAX_RANGE_ENTRIES`] entries.
+/// When the range holds at most `limit` keys, every one of them is locked whatever it holds,
+/// and the first scan (the leaf READs of `limit + 1` entries) is all it costs. Otherwise each
+/// chunk of the tree's entries costs the leaf READs of one scan and one doorbell batch of
+/// record READs, without locks, to count the rows: what they show is checked again once the
+/// locks are held. `None` when the piece passes [`MAX_RANGE_ENTRIES`] entries.
 fn range_keys(
     verbs: &dyn crate::verbs::Verbs,
     node: NodeId,
@@ -276,11 +280,18 @@ fn range_keys(
 ) -> Result<Option<RangeKeys>> {
     let limit = range.limit as usize;
     let mut found = RangeKeys { entries: Vec::new(), live: Vec::new(), next: None };
+    let mut chunk = tree.scan(verbs, range.from, u64::MAX, limit + 1)?;
+    let inside = chunk.iter().take_while(|e| e.0 <= range.to).count();
+    if inside <= limit {
+        found.next = chunk.get(inside).copied();
+        chunk.truncate(inside);
+        found.live = vec![None; inside];
+        found.entries = chunk;
+        return Ok(Some(found));
+    }
     let mut rows = 0usize;
-    let mut from = range.from;
     loop {
         let want = limit - rows + 1;
-        let chunk = tree.scan(verbs, from, u64::MAX, want)?;
         let mut batch = DoorbellBatch::new();
         let reads: Vec<_> = chunk
             .iter()
@@ -302,11 +313,13 @@ fn range_keys(
             // decides, and a change votes abort.
             let live = rl.decode(batch.read_result(reads[i])).is_none_or(|v| v.key != e.0 || !v.is_absent());
             found.entries.push(e);
-            found.live.push(live);
+            found.live.push(Some(live));
             rows += usize::from(live);
         }
         match chunk.last() {
-            Some(&(last, _)) if chunk.len() == want && last < u64::MAX => from = last + 1,
+            Some(&(last, _)) if chunk.len() == want && last < u64::MAX => {
+                chunk = tree.scan(verbs, last + 1, u64::MAX, limit - rows + 1)?;
+            }
             _ => return Ok(Some(found)),
         }
     }
@@ -887,12 +900,12 @@ impl Executor {
                     // as it did: then a scan now, under the locks, would find what we did.
                     let more = usize::from(sc.keys.len() == sc.held.len());
                     let now = sc.tree.scan(self.dc.verbs.as_ref(), sc.range.from, u64::MAX, sc.keys.len() + more)?;
-                    let live_now = held[sc.held.clone()].iter().map(|h| {
+                    let changed = held[sc.held.clone()].iter().zip(&sc.live).any(|(h, &was)| {
                         let rl = self.dc.catalog.layout(h.rl_table).ok();
                         let view = rl.and_then(|rl| rl.decode(&h.image)).filter(|v| v.key == h.key);
-                        view.is_none_or(|v| !v.is_absent())
+                        was.is_some_and(|was| was != view.is_none_or(|v| !v.is_absent()))
                     });
-                    if !now.iter().map(|e| e.0).eq(sc.keys.iter().copied()) || !live_now.eq(sc.live.iter().copied()) {
+                    if !now.iter().map(|e| e.0).eq(sc.keys.iter().copied()) || changed {
                         conflict = Some(sc.access);
                         break;
                     }
