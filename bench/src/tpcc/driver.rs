@@ -374,6 +374,12 @@ pub(crate) struct Shared<B: Backend> {
     pub(crate) deliveries: Mutex<HashMap<(u32, u32), u64>>,
     /// Unknown outcomes over the whole run.
     pub(crate) unknown_total: AtomicU64,
+    /// Per (w, d): an order id every older order of which is delivered, raised by committed
+    /// Deliveries. The Delivery reconnaissance scans NEW_ORDER from there: with early acks a
+    /// committed Delivery's phase 2 may not have reached the replica the reconnaissance reads
+    /// yet, which would show the deleted row and plan it again (stale, or a lock conflict
+    /// with that phase 2). The transaction itself reads from the district's first key.
+    no_floor: Mutex<HashMap<(u32, u32), u64>>,
     /// Every database transaction attempted while measuring, as the interval rows count them;
     /// whether the measured interval runs (the per-type counters count only then).
     pub(crate) meter: crate::workload::Meter,
@@ -400,6 +406,7 @@ impl<B: Backend> Shared<B> {
             latency: std::array::from_fn(|_| Mutex::new(Latency::histogram())),
             deliveries: Mutex::new(HashMap::new()),
             unknown_total: AtomicU64::new(0),
+            no_floor: Mutex::new(HashMap::new()),
             meter: Default::default(),
         }
     }
@@ -466,6 +473,20 @@ impl<B: Backend> Shared<B> {
 
     fn stopped(&self) -> bool {
         self.stop.load(Relaxed)
+    }
+
+    /// District (w, d)'s floor: an order id every older order of which is delivered (0 until
+    /// a Delivery of the district commits).
+    fn no_floor(&self, w: u32, d: u32) -> u64 {
+        self.no_floor.lock().unwrap_or_else(|p| p.into_inner()).get(&(w, d)).copied().unwrap_or(0)
+    }
+
+    /// Raises district (w, d)'s floor to `o` (an order id every older order of which is
+    /// delivered).
+    fn raise_no_floor(&self, w: u32, d: u32, o: u64) {
+        let mut m = self.no_floor.lock().unwrap_or_else(|p| p.into_inner());
+        let f = m.entry((w, d)).or_insert(0);
+        *f = (*f).max(o);
     }
 
     /// The first row of `t` in `from..=to` as the reconnaissance of `route` sees it, as its
@@ -925,13 +946,13 @@ async fn deliver_district<B: Backend>(
             let dv = sh.read1(&route, table::DISTRICT, sc::district_key(w, d)).await?;
             let next = sc::get(&dv[sc::d::NEXT_O_ID as usize]) as u64;
             // The oldest undelivered order: the district's first NEW_ORDER row (as the
-            // transaction reads it), up to D_NEXT_O_ID - 1 (above it only orders New-Order
-            // has not filled yet).
-            if next <= 1 {
+            // transaction reads it from the district's first key), from the floor up to
+            // D_NEXT_O_ID - 1 (above it only orders New-Order has not filled yet).
+            let floor = sh.no_floor(w, d);
+            if floor >= next {
                 return Some(None);
             }
-            let (from, _) = sc::new_order_range(w, d);
-            let to = sc::new_order_key(w, d, next - 1);
+            let (from, to) = (sc::new_order_key(w, d, floor), sc::new_order_key(w, d, next - 1));
             let Some((k, _)) = sh.first_row(&route, table::NEW_ORDER, from, to).await? else {
                 return Some(None);
             };
@@ -957,6 +978,7 @@ async fn deliver_district<B: Backend>(
         match sh.submit(&route, DEL, px::call(kind::DELIVERY, p.encode()), part).await {
             Attempt::Committed => {
                 *sh.deliveries.lock().expect("deliveries").entry((w, d)).or_default() += 1;
+                sh.raise_no_floor(w, d, o_id + 1);
                 return true;
             }
             Attempt::Stale => backoff(&mut rng, attempt, true).await,
