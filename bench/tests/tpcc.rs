@@ -1,9 +1,12 @@
 //! TPC-C end to end on the embedded cluster of configs/tpcc.yaml: a small load, a short
 //! run of all five transactions, then the 12 consistency conditions of clause 3.3.2.
 
+use redt_bench::tpcc::procedures as px;
 use redt_bench::tpcc::{self, check, CheckInput, Scale, TpccConfig};
 use redt_coordinator::{CoordinatorOptions, EmbeddedCluster};
-use redt_proto::{Protocol, Topology};
+use redt_dc_executor::{Clock, Hlc, LocalAccess, SubTxn, SystemClock, Vote};
+use redt_proto::{Cts, DcId, Epoch, NodeId, PartitionId, Protocol, Topology, TxnId};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Both tests bind the topology's node addresses: one at a time.
@@ -107,16 +110,99 @@ async fn order_status_range_read_blocks_a_newer_order_of_its_customer() {
     let _ = phantom_blocked(false).await;
 }
 
+/// TPC-C call `kind` with `params` as transaction `seq` of node 0 (warehouse 1's primary, in
+/// dc1), every access on that node.
+fn sub_txn(topo: &Topology, hlc: &Hlc, seq: u64, kind: u32, params: Vec<u8>) -> SubTxn {
+    let p = px::build(topo, kind, &params).unwrap();
+    let node = NodeId(0);
+    let local = (0..p.accesses().len()).map(|access| LocalAccess { access, node }).collect();
+    SubTxn {
+        txn: TxnId::new(node, seq),
+        epoch: Epoch(1),
+        coordinator: node,
+        start: hlc.tick(SystemClock.now_ms()),
+        participants: vec![DcId(0)],
+        partitions: vec![PartitionId(0)],
+        procedure: p,
+        local,
+    }
+}
+
+/// A commit timestamp above the vote's clock and every version it read.
+fn cts_of(v: &Vote) -> Cts {
+    let seen = v.items.iter().flat_map(|i| i.versions.iter().map(|(_, x)| x.cts())).max().unwrap_or(Cts(0));
+    Cts(v.hlc.max(seen).0 + 1)
+}
+
+/// Delivery deletes its district's oldest NEW_ORDER row (clause 2.7.4.2): committed, the
+/// record holds no row and its key has left the tree although the Delivery's own range read
+/// locked it; the next Delivery's range read from the district's first key finds the next
+/// order, and a Delivery planned on any other order aborts as stale.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delivery_deletes_the_oldest_new_order_row_and_its_key() {
+    use redt_bench::tpcc::procedures::{kind, STALE};
+    use redt_bench::tpcc::schema::{self as sc, table};
+    use redt_dc_executor::{AbortReason, Decision, Executor};
+
+    let _serial = SERIAL.lock().await;
+    let topo = topology();
+    let cluster = EmbeddedCluster::start(topo.clone(), CoordinatorOptions::default()).await.unwrap();
+    let scale = Scale::SMALL;
+    let cfg = tpcc::loader::LoadConfig { warehouses: 1, scale, seed: 5, threads: 1 };
+    tpcc::loader::load(&cluster, &cfg, &indicatif::ProgressBar::hidden()).unwrap();
+    let mut pre = tpcc::loader::Preallocator::new(1, &scale, 4);
+    pre.top_up(&topo, &cluster.dcs).unwrap();
+    let node = NodeId(0);
+    let dc = cluster.dcs[0].clone();
+    let (w, d) = (1, 6);
+    let read = |t, key| tpcc::loader::read_at(&topo, &cluster.dcs, node, t, key);
+    let tree = dc.ordered.tree(dc.verbs.as_ref(), node, table::NEW_ORDER, 0, false).unwrap().unwrap();
+    let in_tree = |o| tree.lookup(dc.verbs.as_ref(), sc::new_order_key(w, d, o)).unwrap().is_some();
+    let params = |o| {
+        let ov = read(table::ORDERS, sc::order_key(w, d, o)).expect("loaded");
+        let (c, ol_cnt) = (sc::get(&ov[sc::o::C_ID as usize]) as u32, sc::get(&ov[sc::o::OL_CNT as usize]) as u32);
+        px::DeliveryParams { w, d, carrier: 4, date: 1, o_id: o, c, ol_cnt }.encode()
+    };
+    let hlc = Arc::new(Hlc::new());
+    let mut ex = Executor::new(dc.clone(), hlc.clone());
+    let mut seq = 1u64 << 40;
+    // Runs a Delivery of order `o`: committed when it votes commit; its abort text if not.
+    let mut deliver = |o: u64| {
+        seq += 1;
+        let s = sub_txn(&topo, &hlc, seq, kind::DELIVERY, params(o));
+        let v = ex.execute(&s, SystemClock.now_ms()).unwrap();
+        let decision = if v.is_commit() { Decision::Commit(cts_of(&v)) } else { Decision::Abort };
+        ex.finish(s.txn, decision, &v.entries).unwrap();
+        match v.abort {
+            None => Ok(()),
+            Some(AbortReason::User(why)) => Err(why),
+            Some(other) => panic!("Delivery of order {o}: {other:?}"),
+        }
+    };
+    let oldest = scale.delivered() as u64 + 1;
+    assert_eq!(read(table::NEW_ORDER, sc::new_order_key(w, d, oldest)), Some(vec![sc::num(1)]));
+    assert!(deliver(oldest + 1).unwrap_err().contains(STALE), "an order above the oldest");
+    deliver(oldest).unwrap();
+    let cells = read(table::NEW_ORDER, sc::new_order_key(w, d, oldest)).expect("the record stays");
+    assert!(cells.iter().all(|c| c.iter().all(|&b| b == 0)), "the row is deleted: {cells:?}");
+    assert!(!in_tree(oldest), "the delete took the key out of the tree");
+    assert!(in_tree(oldest + 1));
+    let carrier = read(table::ORDERS, sc::order_key(w, d, oldest)).expect("loaded")[sc::o::CARRIER_ID as usize].clone();
+    assert_eq!(carrier, sc::num(4));
+    assert!(deliver(oldest).unwrap_err().contains(STALE), "delivered twice");
+    deliver(oldest + 1).unwrap();
+    assert!(!in_tree(oldest + 1));
+    cluster.shutdown();
+}
+
 /// Runs the Order-Status and the New-Order of one customer as sub-transactions on warehouse
 /// 1's primary (in dc1), the first left undecided; whether the New-Order voted abort for a
 /// lock conflict. With `gap_locks` off the New-Order's vote is asserted to commit (the
 /// mechanism under test is what blocks it).
 async fn phantom_blocked(gap_locks: bool) -> bool {
-    use redt_bench::tpcc::procedures::{self as px, kind};
+    use redt_bench::tpcc::procedures::kind;
     use redt_bench::tpcc::schema::{self as sc, table};
-    use redt_dc_executor::{AbortReason, Clock, Decision, Executor, Hlc, LocalAccess, SubTxn, SystemClock};
-    use redt_proto::{DcId, Epoch, NodeId, PartitionId, TxnId};
-    use std::sync::Arc;
+    use redt_dc_executor::{AbortReason, Decision, Executor};
 
     let topo = topology();
     let cluster = EmbeddedCluster::start(topo.clone(), CoordinatorOptions::default()).await.unwrap();
@@ -142,19 +228,8 @@ async fn phantom_blocked(gap_locks: bool) -> bool {
     let mut ex = Executor::new(dc.clone(), hlc.clone());
     let mut seq = 1u64 << 40;
     let mut sub = |kind: u32, params: Vec<u8>| {
-        let p = px::build(&topo, kind, &params).unwrap();
-        let local = (0..p.accesses().len()).map(|access| LocalAccess { access, node }).collect();
         seq += 1;
-        SubTxn {
-            txn: TxnId::new(node, seq),
-            epoch: Epoch(1),
-            coordinator: node,
-            start: hlc.tick(SystemClock.now_ms()),
-            participants: vec![DcId(0)],
-            partitions: vec![PartitionId(0)],
-            procedure: p,
-            local,
-        }
+        sub_txn(&topo, &hlc, seq, kind, params)
     };
     let os = sub(kind::ORDER_STATUS, px::OrderStatusParams { w, d, c, by_name: None, o_id, ol_cnt }.encode());
     let lines = (1..=5).map(|i| px::Line { i_id: i, supply_w: 1, qty: 1, dist_info: vec![] }).collect();
@@ -175,6 +250,15 @@ async fn phantom_blocked(gap_locks: bool) -> bool {
         let v = ex.execute(&again, SystemClock.now_ms()).unwrap();
         assert!(v.is_commit(), "after the Order-Status: {:?}", v.abort);
         ex.finish(again.txn, Decision::Abort, &v.entries).unwrap();
+        // The aborted New-Orders left a fresh ORDER_CUSTOMER record first in the customer's
+        // range: no row, so the Order-Status's range read (limit 1) passes over it to the last
+        // order.
+        let fresh = sc::order_customer_key(w, d, c, next);
+        assert!(tree.lookup(dc.verbs.as_ref(), fresh).unwrap().is_some() && fresh < first);
+        let os = sub(kind::ORDER_STATUS, px::OrderStatusParams { w, d, c, by_name: None, o_id, ol_cnt }.encode());
+        let v = ex.execute(&os, SystemClock.now_ms()).unwrap();
+        assert!(v.is_commit(), "Order-Status past the fresh record: {:?}", v.abort);
+        ex.finish(os.txn, Decision::Abort, &v.entries).unwrap();
     }
     cluster.shutdown();
     blocked

@@ -36,20 +36,23 @@
 //!   reconnaissance picked the middle one (clause 2.5.2.2). HISTORY rows go to the home
 //!   warehouse's partition under a per-terminal unique key.
 //! - **Order-Status**: the customer's last order is the first row of a range read of its
-//!   ORDER_CUSTOMER rows (keys hold the order id reversed, so the newest order sorts first
-//!   and the tree's ascending scan reaches it first; [`ORDER_CUSTOMER_LIMIT`] keys, since
-//!   fresh records aborted New-Orders left above it are no rows but count), checked against
-//!   the planned order, whose ORDERS and ORDER_LINE rows it reads; by last name as Payment.
+//!   ORDER_CUSTOMER rows, limit 1 (keys hold the order id reversed, so the newest order sorts
+//!   first and the tree's ascending scan reaches it first; the fresh records aborted
+//!   New-Orders left above it hold no row, so the range read passes over them without
+//!   counting them, locking their keys and gaps), checked against the planned order, whose
+//!   ORDERS and ORDER_LINE rows it reads; by last name as Payment.
 //! - **Delivery**: one database transaction per district (the spec lets the deferred
 //!   Delivery be split so, clause 2.7.4), the 10 of a Delivery run concurrently. The oldest
-//!   undelivered order is the first NEW_ORDER row still present (`no_present = 1`): records
-//!   are never removed in redt, so a delivered row stays in the tree with `no_present = 0`.
-//!   The range read starts at the planned order's predecessor and reads two keys; the
-//!   planned order must be the first present row. By induction every older order is then
-//!   delivered too (at load the orders below the first new order have no NEW_ORDER row; a
-//!   Delivery only commits when the order before its own is not present; New-Order only
-//!   adds orders above D_NEXT_O_ID - 1), so it is the district's oldest. Two Deliveries of
-//!   one district conflict on the planned row's lock; no DISTRICT cell is involved.
+//!   undelivered order is the district's first NEW_ORDER row (clause 2.7.4.2, the lowest
+//!   NO_O_ID): a range read of NEW_ORDER from the district's first key to its last, limit 1,
+//!   whose one row must be the planned order. Keys without a row before it (delivered
+//!   orders whose keys stayed in the tree because a range reader held their gaps when they
+//!   were deleted) are passed over but locked with their gaps, so no order can appear below
+//!   the one read before the decision. Delivery then deletes that row: it writes zero to
+//!   every cell of the NEW_ORDER record (its one cell, `no_present`, is 1 in every row), so
+//!   the record holds no row and phase 2 takes its key out of the tree (dc-executor
+//!   `ordered.rs`, "Deletes"). Two Deliveries of one district conflict on the planned row's
+//!   lock; no DISTRICT cell is involved.
 //! - **Stock-Level**: the reconnaissance reads D_NEXT_O_ID and the item ids of the last 20
 //!   orders; the transaction range-reads those orders' ORDER_LINE rows (`(w, d, o, 0..=15)`
 //!   for the 20 order ids below the planned D_NEXT_O_ID), checks that their distinct item
@@ -212,11 +215,6 @@ fn pick_from_rows(v: &ReadView<'_>, a: usize) -> Option<u32> {
 
 /// Rows a last-name range read reads at most (ranks 0..=126).
 const NAME_LIMIT: u32 = sc::MAX_SAME_LAST as u32 + 1;
-
-/// Keys an Order-Status range read of a customer's orders reads at most: its newest order is
-/// the first *row*, but fresh records that aborted New-Orders created above it (keys with a
-/// higher order id, never filled) come first in the tree and count against the limit.
-pub const ORDER_CUSTOMER_LIMIT: u32 = 16;
 
 fn wr(access: usize, cell: u16, value: Vec<u8>) -> Write {
     Write { access, cell, value }
@@ -668,7 +666,8 @@ impl OrderStatus {
             ));
         }
         let (from, to) = sc::order_customer_range(p.w, p.d, p.c);
-        let mut ranges = vec![RangeRead { access: a.len(), from, to, limit: ORDER_CUSTOMER_LIMIT }];
+        // One row: the newest order (fresh records above it hold no row and do not count).
+        let mut ranges = vec![RangeRead { access: a.len(), from, to, limit: 1 }];
         a.push(range_acc(table::ORDER_CUSTOMER, from));
         if let Some(n) = p.by_name {
             let (from, to) = sc::customer_last_range(p.w, p.d, n);
@@ -761,8 +760,9 @@ impl DeliveryParams {
     }
 }
 
-/// Delivery of one district. Accesses: 0 the range read of NEW_ORDER from the order before
-/// the planned one, 1 the planned new-order, 2 order, 3 customer, 4.. order lines.
+/// Delivery of one district. Accesses: 0 the range read of the district's NEW_ORDER rows
+/// (limit 1: the oldest), 1 the planned new-order (deleted: every cell written zero), 2 order,
+/// 3 customer, 4.. order lines.
 #[derive(Debug)]
 pub struct Delivery {
     p: DeliveryParams,
@@ -773,11 +773,10 @@ pub struct Delivery {
 impl Delivery {
     fn new(p: DeliveryParams) -> Self {
         let (w, d) = (p.w, p.d);
-        let from = sc::new_order_key(w, d, p.o_id - 1);
-        let to = sc::new_order_key(w, d, MAX_O);
+        let (from, to) = sc::new_order_range(w, d);
         let mut a = vec![
             range_acc(table::NEW_ORDER, from),
-            acc(table::NEW_ORDER, sc::new_order_key(w, d, p.o_id), &[sc::no::PRESENT], &[sc::no::PRESENT], false),
+            acc(table::NEW_ORDER, sc::new_order_key(w, d, p.o_id), &[sc::no::PRESENT], sc::no::CELLS, false),
             acc(table::ORDERS, sc::order_key(w, d, p.o_id), &[sc::o::C_ID, sc::o::OL_CNT], &[sc::o::CARRIER_ID], false),
             acc(
                 table::CUSTOMER,
@@ -796,9 +795,8 @@ impl Delivery {
                 false,
             ));
         }
-        // Two keys: the planned order's predecessor (delivered, or never a new order) and the
-        // planned order (see the module docs).
-        Delivery { p, accesses: a, ranges: [RangeRead { access: 0, from, to, limit: 2 }] }
+        // One row: the district's oldest new order (see the module docs).
+        Delivery { p, accesses: a, ranges: [RangeRead { access: 0, from, to, limit: 1 }] }
     }
 }
 
@@ -817,16 +815,17 @@ impl Procedure for Delivery {
         if !v.is_local(0) {
             return Ok(Vec::new());
         }
-        // The first NEW_ORDER row still present at or above the planned order's predecessor
-        // must be the planned order.
-        let head = rows0(v, 0).find(|&(_, present)| present == 1).map(|(k, _)| k);
+        // The district's first NEW_ORDER row must be the planned order.
+        let head = v.rows(0).first().map(|r| r.key);
         if head != Some(sc::new_order_key(p.w, p.d, p.o_id)) || num(v, 1, sc::no::PRESENT) != Some(1) {
             return Err(stale("oldest new-order"));
         }
         if num(v, 2, sc::o::C_ID) != Some(p.c as i64) || num(v, 2, sc::o::OL_CNT) != Some(p.ol_cnt as i64) {
             return Err(stale("order"));
         }
-        let mut out = vec![wr(1, sc::no::PRESENT, sc::num(0)), wr(2, sc::o::CARRIER_ID, sc::num(p.carrier as i64))];
+        // Delete the NEW_ORDER row: zero in every cell.
+        let mut out: Vec<Write> = sc::no::CELLS.iter().map(|&c| wr(1, c, Vec::new())).collect();
+        out.push(wr(2, sc::o::CARRIER_ID, sc::num(p.carrier as i64)));
         let mut total = 0i64;
         for k in 0..p.ol_cnt as usize {
             if num(v, 4 + k, sc::ol::I_ID) == Some(0) {
@@ -1005,6 +1004,15 @@ mod tests {
         point: &[(usize, Vec<Vec<u8>>)],
         rows: &[(usize, Vec<RangeRow>)],
     ) -> Result<(), String> {
+        writes_of(p, point, rows).map(|_| ())
+    }
+
+    /// As [`run_with`], returning the writes.
+    fn writes_of(
+        p: &dyn Procedure,
+        point: &[(usize, Vec<Vec<u8>>)],
+        rows: &[(usize, Vec<RangeRow>)],
+    ) -> Result<Vec<Write>, String> {
         let n = p.accesses().len();
         let mut values: Vec<Option<Vec<Vec<u8>>>> = vec![Some(vec![sc::num(0); 16]); n];
         for (a, v) in point {
@@ -1014,28 +1022,58 @@ mod tests {
         for (a, v) in rows {
             r[*a] = v.clone();
         }
-        p.run(&ReadView::with_rows(&values, &r)).map(|_| ()).map_err(|e| e.0)
+        p.run(&ReadView::with_rows(&values, &r)).map_err(|e| e.0)
+    }
+
+    /// Point reads by access: every cell's value.
+    type Points = Vec<(usize, Vec<Vec<u8>>)>;
+
+    /// A Delivery of order 2102 of district (1, 4) and what it reads: its NEW_ORDER row, the
+    /// order (customer 17, 5 lines) and the lines.
+    fn delivery() -> (Delivery, Points) {
+        let p = Delivery::new(DeliveryParams { w: 1, d: 4, carrier: 3, date: 9, o_id: 2102, c: 17, ol_cnt: 5 });
+        let present = vec![sc::num(1)];
+        let order = vec![sc::num(17), sc::num(0), sc::num(0), sc::num(5), sc::num(1)];
+        let mut point = vec![(1, present), (2, order)];
+        point.extend((0..5).map(|k| (4 + k, vec![sc::num(7); 6])));
+        (p, point)
     }
 
     #[test]
     fn delivery_checks_the_planned_order_against_the_range() {
         let (w, d) = (1, 4);
-        let p = Delivery::new(DeliveryParams { w, d, carrier: 3, date: 9, o_id: 2102, c: 17, ol_cnt: 5 });
-        assert_eq!(p.ranges()[0].from, sc::new_order_key(w, d, 2101), "the range starts at the predecessor");
-        let present = vec![sc::num(1)];
-        let order = vec![sc::num(17), sc::num(0), sc::num(0), sc::num(5), sc::num(1)];
-        let lines: Vec<(usize, Vec<Vec<u8>>)> = (0..5).map(|k| (4 + k, vec![sc::num(7); 6])).collect();
-        let mut point = vec![(1, present), (2, order)];
-        point.extend(lines);
-        let delivered = [row(sc::new_order_key(w, d, 2101), 0), row(sc::new_order_key(w, d, 2102), 1)];
-        assert_eq!(run_with(&p, &point, &[(0, delivered.to_vec())]), Ok(()));
-        // The predecessor is still undelivered: the plan skipped the oldest new order.
-        let older = [row(sc::new_order_key(w, d, 2101), 1), row(sc::new_order_key(w, d, 2102), 1)];
-        let e = run_with(&p, &point, &[(0, older.to_vec())]).unwrap_err();
+        let (p, point) = delivery();
+        let r = &p.ranges()[0];
+        assert_eq!((r.from, r.to, r.limit), (sc::new_order_key(w, d, 0), sc::new_order_key(w, d, MAX_O), 1));
+        assert!(r.from <= sc::new_order_key(w, d, 1), "the range starts at the district's first key");
+        let no = |o| row(sc::new_order_key(w, d, o), 1);
+        assert_eq!(run_with(&p, &point, &[(0, vec![no(2102)])]), Ok(()));
+        // An older order is undelivered: the plan skipped the oldest new order.
+        let e = run_with(&p, &point, &[(0, vec![no(2101)])]).unwrap_err();
         assert!(e.contains(STALE), "{e}");
-        // The planned order was delivered meanwhile (the next one is the head now).
-        let later = [row(sc::new_order_key(w, d, 2102), 0), row(sc::new_order_key(w, d, 2103), 1)];
-        assert!(run_with(&p, &point, &[(0, later.to_vec())]).unwrap_err().contains(STALE));
+        // The planned order was delivered meanwhile (the next one is the first row now).
+        assert!(run_with(&p, &point, &[(0, vec![no(2103)])]).unwrap_err().contains(STALE));
+        // No undelivered order at all.
+        assert!(run_with(&p, &point, &[(0, vec![])]).unwrap_err().contains(STALE));
+    }
+
+    #[test]
+    fn delivery_deletes_the_new_order_row_by_clearing_every_cell() {
+        let (w, d) = (1, 4);
+        let (p, point) = delivery();
+        let no = &p.accesses()[1];
+        assert_eq!((no.table, no.key), (table::NEW_ORDER, sc::new_order_key(w, d, 2102)));
+        assert_eq!(no.write, sc::mask(sc::no::CELLS), "the access declares every cell written");
+        let writes = writes_of(&p, &point, &[(0, vec![row(sc::new_order_key(w, d, 2102), 1)])]).unwrap();
+        let mut cleared: Vec<u16> = writes.iter().filter(|x| x.access == 1).map(|x| x.cell).collect();
+        cleared.sort_unstable();
+        assert_eq!(cleared, sc::no::CELLS, "every NEW_ORDER cell is written");
+        for x in writes.iter().filter(|x| x.access == 1) {
+            assert!(x.value.iter().all(|&b| b == 0), "cell {} written {:?}, not zero", x.cell, x.value);
+        }
+        // The rest of the delivery: the carrier, the lines' date, the customer.
+        assert!(writes.iter().any(|x| x.access == 2 && x.cell == sc::o::CARRIER_ID && x.value == sc::num(3)));
+        assert_eq!(writes.iter().filter(|x| x.cell == sc::ol::DELIVERY_D && x.access >= 4).count(), 5);
     }
 
     #[test]
@@ -1044,6 +1082,7 @@ mod tests {
         let p = OrderStatus::new(OrderStatusParams { w, d, c, by_name: None, o_id: 3010, ol_cnt: 5 });
         let r = &p.ranges()[0];
         assert!(r.from < sc::order_customer_key(w, d, c, 3010) && sc::order_customer_key(w, d, c, 3010) < r.to);
+        assert_eq!(r.limit, 1, "one row: the newest order");
         assert!(
             sc::order_customer_key(w, d, c, 3011) < sc::order_customer_key(w, d, c, 3010),
             "newer orders sort first"
@@ -1053,11 +1092,10 @@ mod tests {
         let mut point = vec![(1, order)];
         point.extend(lines);
         let a = r.access;
-        let rows = vec![row(sc::order_customer_key(w, d, c, 3010), 3010), row(sc::order_customer_key(w, d, c, 12), 12)];
+        let rows = vec![row(sc::order_customer_key(w, d, c, 3010), 3010)];
         assert_eq!(run_with(&p, &point, &[(a, rows)]), Ok(()));
         // A newer order of the customer committed after the reconnaissance.
-        let rows =
-            vec![row(sc::order_customer_key(w, d, c, 3044), 3044), row(sc::order_customer_key(w, d, c, 3010), 3010)];
+        let rows = vec![row(sc::order_customer_key(w, d, c, 3044), 3044)];
         assert!(run_with(&p, &point, &[(a, rows)]).unwrap_err().contains(STALE));
     }
 

@@ -32,9 +32,11 @@
 //!
 //! Numbers are i64 little-endian (money in cents, tax and discount in 1/10,000), dates are
 //! milliseconds since the Unix epoch (0 = null), strings fixed-width and zero-padded.
-//! Records are never deleted in redt and a transaction's upsert creates zeroed records, so
-//! row existence is a cell: NEW_ORDER `no_present = 1`, ORDERS `o_ol_cnt > 0`, ORDER_LINE
-//! `ol_i_id > 0`, HISTORY `h_c_id > 0`, ITEM `i_im_id > 0`.
+//! A record whose every cell is zero holds no row (dc-executor `RecordView::is_absent`):
+//! a transaction's upsert creates such records, and a delete writes zero to every cell.
+//! Only Delivery deletes (its NEW_ORDER row); a NEW_ORDER row's one cell, `no_present`, is
+//! 1 so that the row is not all zero. Other rows exist by a cell no row leaves zero:
+//! ORDERS `o_ol_cnt > 0`, ORDER_LINE `ol_i_id > 0`, HISTORY `h_c_id > 0`, ITEM `i_im_id > 0`.
 
 use rand::Rng;
 use redt_proto::{Locking, Partitioning, TableId, Topology};
@@ -155,8 +157,11 @@ pub mod h {
 
 /// NEW-ORDER cells.
 pub mod no {
-    /// 1 when the row exists.
+    /// 1 in every row: NEW-ORDER's columns are all in its key, and a record whose every cell
+    /// is zero holds no row (a deleted or never filled one).
     pub const PRESENT: u16 = 0;
+    /// Every cell of a NEW-ORDER record: a delete writes zero to each.
+    pub const CELLS: &[u16] = &[PRESENT];
 }
 
 /// ORDER cells.
@@ -334,6 +339,11 @@ pub fn history_key(w: u32, slot: u32, seq: u64) -> u64 {
 /// NEW-ORDER key.
 pub fn new_order_key(w: u32, d: u32, o: u64) -> u64 {
     wbase(w) | (d as u64) << 32 | o
+}
+/// The NEW-ORDER keys of district (w, d), first to last: its undelivered orders are the rows
+/// among them, the oldest first.
+pub fn new_order_range(w: u32, d: u32) -> (u64, u64) {
+    (new_order_key(w, d, 0), new_order_key(w, d, MAX_O_ID))
 }
 /// ORDER key.
 pub fn order_key(w: u32, d: u32, o: u64) -> u64 {
@@ -557,4 +567,28 @@ pub fn address(rng: &mut impl Rng) -> Vec<u8> {
 /// Milliseconds since the Unix epoch.
 pub fn now_ms() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn new_order_cells_name_every_cell_of_the_table() {
+        let (_, _, _, cells) = EXPECTED.iter().find(|e| e.0 == table::NEW_ORDER).expect("NEW_ORDER is expected");
+        let all: Vec<u16> = (0..cells.len() as u16).collect();
+        assert_eq!(no::CELLS, all.as_slice(), "a delete must write every cell");
+    }
+
+    #[test]
+    fn a_districts_new_order_range_holds_its_keys_only() {
+        let (from, to) = new_order_range(2, 5);
+        for o in [1, 2101, MAX_O_ID] {
+            assert!((from..=to).contains(&new_order_key(2, 5, o)));
+        }
+        for (w, d) in [(2, 4), (2, 6), (1, 5), (3, 5)] {
+            assert!(!(from..=to).contains(&new_order_key(w, d, 1)));
+            assert!(!(from..=to).contains(&new_order_key(w, d, MAX_O_ID)));
+        }
+    }
 }

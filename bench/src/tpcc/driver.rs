@@ -267,8 +267,8 @@ pub(crate) trait Backend: Send + Sync + 'static {
 
     /// The rows of `table` in `from..=to` as the reconnaissance of `route` sees them, at most
     /// `limit` keys of the range's partition's ordered index, in key order: per row its key
-    /// and cell 0 (a fresh record's key may be left out or read as zero). `None` when not
-    /// readable now.
+    /// and cell 0 (a key without a row, a fresh record's or a deleted one's still in the tree,
+    /// may be left out or read as zero). `None` when not readable now.
     fn scan(
         &self,
         route: &Self::Route,
@@ -374,9 +374,11 @@ pub(crate) struct Shared<B: Backend> {
     pub(crate) deliveries: Mutex<HashMap<(u32, u32), u64>>,
     /// Unknown outcomes over the whole run.
     pub(crate) unknown_total: AtomicU64,
-    /// Per (w, d): an order id at or below the district's oldest undelivered order (the
-    /// Delivery reconnaissance's scan of NEW_ORDER starts there; raised by committed
-    /// Deliveries).
+    /// Per (w, d): an order id every older order of which is delivered, raised by committed
+    /// Deliveries. The Delivery reconnaissance scans NEW_ORDER from there: with early acks a
+    /// committed Delivery's phase 2 may not have reached the replica the reconnaissance reads
+    /// yet, which would show the deleted row and plan it again (stale, or a lock conflict
+    /// with that phase 2). The transaction itself reads from the district's first key.
     no_floor: Mutex<HashMap<(u32, u32), u64>>,
     /// Every database transaction attempted while measuring, as the interval rows count them;
     /// whether the measured interval runs (the per-type counters count only then).
@@ -473,18 +475,37 @@ impl<B: Backend> Shared<B> {
         self.stop.load(Relaxed)
     }
 
-    /// An order id at or below district (w, d)'s oldest undelivered order (the first order
-    /// undelivered at load until a Delivery is seen).
+    /// District (w, d)'s floor: an order id every older order of which is delivered (0 until
+    /// a Delivery of the district commits).
     fn no_floor(&self, w: u32, d: u32) -> u64 {
-        let floor = self.no_floor.lock().unwrap_or_else(|p| p.into_inner()).get(&(w, d)).copied();
-        floor.unwrap_or(self.cfg.scale.delivered() as u64 + 1)
+        self.no_floor.lock().unwrap_or_else(|p| p.into_inner()).get(&(w, d)).copied().unwrap_or(0)
     }
 
-    /// Raises district (w, d)'s floor to `o` (an order id every older one of which is delivered).
+    /// Raises district (w, d)'s floor to `o` (an order id every older order of which is
+    /// delivered).
     fn raise_no_floor(&self, w: u32, d: u32, o: u64) {
         let mut m = self.no_floor.lock().unwrap_or_else(|p| p.into_inner());
         let f = m.entry((w, d)).or_insert(0);
         *f = (*f).max(o);
+    }
+
+    /// The first row of `t` in `from..=to` as the reconnaissance of `route` sees it, as its
+    /// key and cell 0: `Some(None)` when the range holds no row, `None` when not readable now.
+    /// A row is a key whose cell 0 is not zero (NEW_ORDER and ORDER_CUSTOMER have that one
+    /// cell); keys without a row (fresh records, deleted keys a range reader kept in the tree)
+    /// are passed over, [`SCAN_STEP`] keys a scan.
+    async fn first_row(&self, route: &B::Route, t: TableId, from: u64, to: u64) -> Option<Option<(u64, i64)>> {
+        let mut from = from;
+        loop {
+            let rows = self.backend.scan(route, t, from, to, SCAN_STEP).await?;
+            if let Some(&r) = rows.iter().find(|r| r.1 != 0) {
+                return Some(Some(r));
+            }
+            match rows.last() {
+                Some(&(k, _)) if rows.len() == SCAN_STEP as usize && k < to => from = k + 1,
+                _ => return Some(None),
+            }
+        }
     }
 
     /// Committed New-Orders so far (while measuring).
@@ -545,8 +566,8 @@ impl<B: Backend> Shared<B> {
     }
 }
 
-/// NEW_ORDER keys one step of the Delivery reconnaissance's scan reads.
-const NO_SCAN: u32 = 32;
+/// Keys one scan of [`Shared::first_row`] reads.
+const SCAN_STEP: u32 = 32;
 
 /// Random back-off after the `attempt`-th failed attempt: uniform in [cap/2, cap] with
 /// cap = 10 ms × 2^(attempt - 1), at most 160 ms (a conflicting lock is held for about one
@@ -814,8 +835,8 @@ impl<B: Backend> Terminal<B> {
             let recon = async {
                 // The customer's newest order: the first row of its ORDER_CUSTOMER range.
                 let (from, to) = sc::order_customer_range(self.w, d, c);
-                let rows = sh.backend.scan(&route, table::ORDER_CUSTOMER, from, to, px::ORDER_CUSTOMER_LIMIT).await?;
-                let o_id = rows.iter().find(|r| r.1 > 0).map(|r| sc::order_of_customer_key(r.0))?;
+                let (k, _) = sh.first_row(&route, table::ORDER_CUSTOMER, from, to).await??;
+                let o_id = sc::order_of_customer_key(k);
                 let ov = sh.read1(&route, table::ORDERS, sc::order_key(self.w, d, o_id)).await?;
                 let ol_cnt = sc::get(&ov[sc::o::OL_CNT as usize]) as u32;
                 (ol_cnt > 0).then_some((o_id, ol_cnt))
@@ -924,23 +945,18 @@ async fn deliver_district<B: Backend>(
         let recon = async {
             let dv = sh.read1(&route, table::DISTRICT, sc::district_key(w, d)).await?;
             let next = sc::get(&dv[sc::d::NEXT_O_ID as usize]) as u64;
-            // The oldest undelivered order: the first NEW_ORDER row still present, scanning
-            // the district's range from a known floor up to D_NEXT_O_ID - 1.
-            let mut floor = sh.no_floor(w, d);
-            let head = loop {
-                if floor >= next {
-                    return Some(None);
-                }
-                let (from, to) = (sc::new_order_key(w, d, floor), sc::new_order_key(w, d, next - 1));
-                let rows = sh.backend.scan(&route, table::NEW_ORDER, from, to, NO_SCAN).await?;
-                if let Some(&(k, _)) = rows.iter().find(|r| r.1 == 1) {
-                    break k & 0xffff_ffff;
-                }
-                if rows.len() < NO_SCAN as usize {
-                    return Some(None);
-                }
-                floor = rows.last().map_or(next, |r| (r.0 & 0xffff_ffff) + 1);
+            // The oldest undelivered order: the district's first NEW_ORDER row (as the
+            // transaction reads it from the district's first key), from the floor up to
+            // D_NEXT_O_ID - 1 (above it only orders New-Order has not filled yet).
+            let floor = sh.no_floor(w, d);
+            if floor >= next {
+                return Some(None);
+            }
+            let (from, to) = (sc::new_order_key(w, d, floor), sc::new_order_key(w, d, next - 1));
+            let Some((k, _)) = sh.first_row(&route, table::NEW_ORDER, from, to).await? else {
+                return Some(None);
             };
+            let head = k & 0xffff_ffff;
             let ov = sh.read1(&route, table::ORDERS, sc::order_key(w, d, head)).await?;
             let (c, cnt) = (sc::get(&ov[sc::o::C_ID as usize]) as u32, sc::get(&ov[sc::o::OL_CNT as usize]) as u32);
             (cnt > 0 && c > 0).then_some(Some((head, c, cnt)))
