@@ -1294,9 +1294,16 @@ impl Executor {
             match decision {
                 Decision::Commit(cts) => {
                     ring::push_set_status_owed(&mut batch, layout, e.index, EntryStatus::Committed, cts, owed);
-                    for l in &entry.locks {
+                    for (i, l) in entry.locks.iter().enumerate() {
+                        // A record's changes are applied once, at its first intent: a range
+                        // row of a record the transaction also writes (or a second access to
+                        // it) has an intent of its own over the same changes.
+                        if entry.locks[..i].iter().any(|o| o.record == l.record) {
+                            continue;
+                        }
+                        let same: Vec<&LockIntent> = entry.locks.iter().filter(|o| o.record == l.record).collect();
                         let rl = self.dc.catalog.layout(l.table)?;
-                        self.push_apply(&mut batch, rl, l, &entry.changes, cts);
+                        self.push_apply(&mut batch, rl, &same, &entry.changes, cts);
                         // The intent holding the record exclusively: another intent on the
                         // same record (this transaction's range row) releases its gap lock
                         // with the batch, before the key leaves the tree.
@@ -1342,12 +1349,26 @@ impl Executor {
         unlinked
     }
 
-    /// Appends the Thomas-rule cell WRITEs and counter increments of `l`'s changes.
-    fn push_apply(&self, batch: &mut DoorbellBatch, rl: &RecordLayout, l: &LockIntent, changes: &[Change], cts: Cts) {
+    /// Appends the Thomas-rule cell WRITEs and counter increments of the changes of one
+    /// record, whose lock intents in the entry are `intents` (at least one): each cell is
+    /// written once, at the version the first intent that read it saw, advanced to `cts`.
+    fn push_apply(
+        &self,
+        batch: &mut DoorbellBatch,
+        rl: &RecordLayout,
+        intents: &[&LockIntent],
+        changes: &[Change],
+        cts: Cts,
+    ) {
+        let Some(l) = intents.first() else { return };
         let mut groups = 0u16;
         for ch in changes.iter().filter(|c| c.record == l.record) {
             let c = ch.cell as usize;
-            let seen = cells_of(l.cells).position(|x| x == c).and_then(|k| l.versions.get(k)).copied().unwrap_or(0);
+            let seen = intents
+                .iter()
+                .find_map(|l| cells_of(l.cells).position(|x| x == c).and_then(|k| l.versions.get(k)))
+                .copied()
+                .unwrap_or(0);
             let seen = CellVersion(seen);
             if cts <= seen.cts() {
                 continue; // Thomas write rule: a newer write already landed.

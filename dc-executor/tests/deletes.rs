@@ -264,3 +264,23 @@ fn a_transaction_that_reads_a_range_and_deletes_a_row_of_it_takes_the_key_out() 
     assert!(!in_tree(&dc, 0), "the deleted row left the tree");
     assert_eq!(scan(&dc, 2, 0, 9, 1), vec![2]);
 }
+
+/// A transaction that reads a row in a range and writes it has two lock intents on the
+/// record (the row's gap lock and the write): phase 2 applies the write once, so the record's
+/// lock-group update counter moves by one, as for a plain write.
+#[test]
+fn a_row_read_in_a_range_and_written_is_applied_once() {
+    let dc = TestDc::new(common::topology(1, "64KiB"), false);
+    load(&dc, [0, 2]);
+    let counter = |key: u64| {
+        let node = dc.node_of(key);
+        let at = dc.dc.index.lookup(dc.local.as_ref(), node, T, key).unwrap().expect("a record");
+        let rl = dc.dc.catalog.layout(T).unwrap();
+        let mut image = vec![0u8; rl.record_bytes as usize];
+        redt_dc_executor::Verbs::read(dc.local.as_ref(), node, at, &mut image).unwrap();
+        rl.decode(&image).expect("a record image").group_counter(0)
+    };
+    commit(&dc, 1, vec![KvOp::Write(2, vec![7; 8])]);
+    commit(&dc, 2, vec![KvOp::Scan(0, 9, 100), KvOp::Write(0, vec![7; 8])]);
+    assert_eq!((counter(0), counter(2)), (1, 1), "one write each");
+}
