@@ -309,9 +309,7 @@ fn range_keys(
             if found.entries.len() == MAX_RANGE_ENTRIES {
                 return Ok(None);
             }
-            // A record that does not decode as this key's counts as a row: the locked READ
-            // decides, and a change votes abort.
-            let live = rl.decode(batch.read_result(reads[i])).is_none_or(|v| v.key != e.0 || !v.is_absent());
+            let live = holds_row(rl, batch.read_result(reads[i]), e.0);
             found.entries.push(e);
             found.live.push(Some(live));
             rows += usize::from(live);
@@ -323,6 +321,13 @@ fn range_keys(
             _ => return Ok(Some(found)),
         }
     }
+}
+
+/// Whether the record image `image` of `key` holds a row. An image that does not decode as
+/// that key's record counts as one: the READ under the lock decides, and a change since votes
+/// abort.
+fn holds_row(rl: &RecordLayout, image: &[u8], key: u64) -> bool {
+    rl.decode(image).is_none_or(|v| v.key != key || !v.is_absent())
 }
 
 /// Per-node work of one `execute`.
@@ -902,8 +907,7 @@ impl Executor {
                     let now = sc.tree.scan(self.dc.verbs.as_ref(), sc.range.from, u64::MAX, sc.keys.len() + more)?;
                     let changed = held[sc.held.clone()].iter().zip(&sc.live).any(|(h, &was)| {
                         let rl = self.dc.catalog.layout(h.rl_table).ok();
-                        let view = rl.and_then(|rl| rl.decode(&h.image)).filter(|v| v.key == h.key);
-                        was.is_some_and(|was| was != view.is_none_or(|v| !v.is_absent()))
+                        was.is_some_and(|was| rl.is_none_or(|rl| was != holds_row(rl, &h.image, h.key)))
                     });
                     if !now.iter().map(|e| e.0).eq(sc.keys.iter().copied()) || changed {
                         conflict = Some(sc.access);

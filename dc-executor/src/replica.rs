@@ -108,14 +108,8 @@ impl Executor {
             };
             offsets.insert((table, key), off);
         }
-        // A row written into a record a delete took out of its tree puts the key back before
-        // replay applies it (`ordered.rs`, "Deletes").
-        for (&(table, key), &off) in &offsets {
-            let row = changes.iter().any(|c| c.table == table && c.key == key && c.value.iter().any(|&b| b != 0));
-            if row && dc.ordered.is_ordered(table) {
-                dc.ordered.ensure(dc.verbs.as_ref(), node, table, key, off)?;
-            }
-        }
+        // Before replay applies the entry.
+        ensure_indexed(&dc, node, changes, offsets.iter().map(|(&(t, k), &o)| (t, k, o)))?;
         let locks = records
             .iter()
             .map(|(&(table, key), &cells)| LockIntent {
@@ -248,16 +242,10 @@ impl Executor {
             }
             held.push((table, key, record, cas));
         }
-        // A row written into a record a delete took out of its tree puts the key back, while
-        // the record is held (`ordered.rs`, "Deletes").
-        for &(table, key, record, _) in &held {
-            let row = changes.iter().any(|c| c.table == table && c.key == key && c.value.iter().any(|&b| b != 0));
-            if row && dc.ordered.is_ordered(table) {
-                if let Err(e) = dc.ordered.ensure(dc.verbs.as_ref(), node, table, key, record) {
-                    release(&held)?;
-                    return Err(e);
-                }
-            }
+        // While the records are held.
+        if let Err(e) = ensure_indexed(&dc, node, changes, held.iter().map(|&(t, k, o, _)| (t, k, o))) {
+            release(&held)?;
+            return Err(e);
         }
         let mut batch = DoorbellBatch::new();
         for &(table, key, record, _) in &held {
@@ -346,6 +334,23 @@ impl Executor {
             })
             .collect()
     }
+}
+
+/// Puts back into its ordered index the key of each record `(table, key, offset)` on `node`
+/// that `changes` write a row into, in case a delete took it out (`ordered.rs`, "Deletes");
+/// nothing for tables without an ordered index.
+fn ensure_indexed(
+    dc: &DcHandle,
+    node: NodeId,
+    changes: &[ReplicaChange],
+    records: impl Iterator<Item = (TableId, u64, Offset)>,
+) -> Result<()> {
+    for (table, key, record) in records {
+        if changes.iter().any(|c| c.table == table && c.key == key && c.value.iter().any(|&b| b != 0)) {
+            dc.ordered.ensure(dc.verbs.as_ref(), node, table, key, record)?;
+        }
+    }
+    Ok(())
 }
 
 /// Creates the record `(table, key)` on `node` (every cell zero at version 0), as an upsert
