@@ -1,7 +1,6 @@
-//! A node's failure detection (issue 13, "Failover", first step; notes/failover.md): one
-//! [`Detector`] over every other node of the cluster, the nodes of its own DC and those of the
-//! other DCs alike, fed by heartbeats sent as QUIC RPCs ([`Body::Heartbeat`], answered with
-//! [`Body::Ack`]).
+//! A node's failure detection: one [`Detector`] over every other node of the cluster, the
+//! nodes of its own DC and those of the other DCs alike, fed by what the node's QUIC
+//! transport hears from each of them.
 //!
 //! - **Configuration** ([`DetectorTimeouts`]): per pair of DCs, the detector's defaults for the
 //!   link between them ([`DetectorConfig::for_link`]), or the topology file's
@@ -10,57 +9,47 @@
 //! - **View** ([`SuspectView`], pure): the nodes this node suspects, the DCs it suspects
 //!   (every node of the DC suspected, never its own DC), and the suspicions raised so far,
 //!   with the changes each detector action makes to them.
-//! - **Driver** (`spawn`, a thin async task on the node's runtime): ticks the detector at its
-//!   `poll_timeout`, sends each heartbeat it asks for, feeds it the heartbeats that arrive
-//!   and the answers to its own, logs every change of the view (`warn` for a suspicion,
-//!   `info` when the node or DC is alive again) and publishes the view on the node's
-//!   [`StatusBoard`] (`redt status`).
+//! - **Driver** (`spawn`, a thin async task on the node's runtime): wakes at the detector's
+//!   `poll_timeout`, passes it what the transport heard from and sent to each peer since the
+//!   last tick, ticks it, sends the heartbeats it asks for, logs every change of the view
+//!   (`warn` for a suspicion, `info` when the node or DC is alive again) and publishes the
+//!   view on the node's [`StatusBoard`] (`redt status`).
 //!
 //! # What counts as hearing from a peer
 //!
-//! A heartbeat from the peer (its send time on its clock, so a duplicate or overtaken one is
-//! ignored) and the peer's [`Body::Ack`] to one of ours (no send time: always fresh). A
-//! heartbeat is one RPC on its own QUIC stream, with the peer's timeout as its deadline; at
-//! most `MAX_IN_FLIGHT` (10) per peer are outstanding, so a dead or unreachable peer costs a
-//! bounded number of pending calls. QUIC turns a lost packet into a retransmission (a late
-//! heartbeat) rather than a lost one, and with several in flight one late heartbeat does not
-//! hold back the next; counting the answers too gives each side two independent streams of
-//! evidence (its own round trips and the peer's heartbeats). The answer
-//! also lets a restarted node hear its peers at once, while their cached connections to its
-//! previous process still wait for the QUIC idle timeout.
+//! Anything: every request or response frame the transport reads from the peer, and every
+//! heartbeat datagram it sends, stamps the peer's link (`Transport::heard_at`). A heartbeat
+//! is one QUIC datagram on a connection already open with the peer, sent only when nothing
+//! else was sent to the peer for an interval (`Detector::handle_sent`): a link that carries
+//! transactions carries no heartbeats, an idle one carries one datagram per interval each
+//! way, and the driver wakes once per interval whatever the traffic. Datagrams are not
+//! retransmitted, so a lost heartbeat is simply lost; the timeout is ten intervals, so a
+//! suspicion needs about ten losses in a row. Heartbeats take the newest connection with
+//! the peer, so a restarted node is heard, and hears its peers, on the connection its new
+//! process opened.
 //!
-//! Measured (README, "Failure detection"): at 40 ms RTT a killed node is suspected by every
-//! survivor within about 200 ms, and no live node was suspected in two 60 s runs at 1% loss and
-//! 10 ms jitter; at 5% loss, with one heartbeat in flight per peer, a retransmitted heartbeat's
-//! delay became a suspicion (13–20 per 60 s on 56 watched pairs), hence up to ten.
+//! # A busy machine is not a dead peer
 //!
-//! # Why a channel
-//!
-//! The request handler passes each heartbeat to the driver through a bounded channel (stamped
-//! with its arrival time): the driver owns the detector alone, as STYLE.md's thin drivers own
-//! their cores, and the request path never waits on a lock the driver holds while it drains
-//! actions. A full channel drops the heartbeat (a lost heartbeat, which the detector tolerates).
+//! A driver that wakes a quarter of a peer's timeout or more after its deadline was starved
+//! of CPU: what the peers sent meanwhile may still wait unread in this process. It tells the
+//! detector how late it woke ([`Detector::handle_stall`]), which then suspects nobody before
+//! one more interval has passed, so a stall of this process is not taken for the silence of
+//! every peer. Shorter lags (a busy runtime's ordinary timer lag) change nothing, so they
+//! never delay the detection of a real failure.
 
 use crate::error::{Error, Result};
 use crate::node::{sleep_until_opt, Node};
 use crate::status::StatusBoard;
-use redt_proto::wire::{Body, Envelope, HeartbeatMsg};
 use redt_proto::{DcId, DetectorTimeoutsConfig, NodeId, Topology};
 use redt_replication::{Action, Detector, DetectorConfig};
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-use tokio::sync::mpsc;
-use tokio::task::JoinSet;
 
 /// Round-trip time assumed between two nodes of one DC (1 ms; the topology describes no link
 /// inside a DC). Any value under 40 ms gives the detector's floor: a heartbeat every 20 ms and
 /// a 200 ms timeout.
 pub const IN_DC_RTT: Duration = Duration::from_millis(1);
-
-/// Heartbeats that may wait for the driver before the handler drops new ones.
-const INBOX_CAPACITY: usize = 4096;
 
 // ---- configuration ------------------------------------------------------------------------
 
@@ -289,46 +278,9 @@ impl SuspectView {
 
 // ---- the driver ---------------------------------------------------------------------------
 
-/// A heartbeat that arrived, on its way from the request handler to the driver.
-#[derive(Debug)]
-pub(crate) struct Arrival {
-    from: NodeId,
-    sent_at_us: u64,
-    at: Instant,
-}
-
-/// The request handler's end of the channel to the driver.
-#[derive(Debug)]
-pub(crate) struct Inbox {
-    tx: mpsc::Sender<Arrival>,
-    dropped: AtomicU64,
-}
-
-impl Inbox {
-    /// Returns an inbox and the driver's end of its channel.
-    pub(crate) fn new() -> (Inbox, mpsc::Receiver<Arrival>) {
-        let (tx, rx) = mpsc::channel(INBOX_CAPACITY);
-        (Inbox { tx, dropped: AtomicU64::new(0) }, rx)
-    }
-
-    /// Passes a heartbeat from `from` (sent at `sent_at_us` on its clock), arrived now, to the
-    /// driver; drops it if the driver is that far behind or gone. Never waits. `name` names
-    /// `from` in the log line of a drop.
-    pub(crate) fn heard(&self, from: NodeId, sent_at_us: u64, name: impl FnOnce() -> String) {
-        let arrival = Arrival { from, sent_at_us, at: Instant::now() };
-        if self.tx.try_send(arrival).is_err() {
-            let dropped = self.dropped.fetch_add(1, Relaxed) + 1;
-            if dropped.is_power_of_two() {
-                tracing::debug!(from = %name(), dropped, "heartbeat dropped: the failure detector is behind");
-            }
-        }
-    }
-}
-
 /// The driver's clock: µs since the Unix epoch when the driver started, advanced by the
 /// monotonic clock since. Monotonic within a process and, unless the wall clock steps back,
-/// increasing across restarts, so a restarted node's first heartbeats are not taken for old
-/// ones of its previous life.
+/// increasing across restarts.
 #[derive(Clone, Copy, Debug)]
 struct Clock {
     origin: Instant,
@@ -346,10 +298,6 @@ impl Clock {
         self.origin_us.saturating_add(since)
     }
 
-    fn now_us(&self) -> u64 {
-        self.us_at(Instant::now())
-    }
-
     /// The instant of `us` on this clock (a day from now if that is further or unrepresentable).
     fn instant_at(&self, us: u64) -> Instant {
         let far = Instant::now() + Duration::from_secs(86_400);
@@ -358,20 +306,19 @@ impl Clock {
 }
 
 /// Starts `node`'s failure detector on the current Tokio runtime, watching every other node
-/// of its topology with `timeouts`, fed by `arrivals` (the other end of the node's
-/// [`Inbox`]). It holds the node weakly and stops once [`Node::shutdown`] is called (at its
-/// next tick, within one heartbeat interval) or the node is dropped. A topology with no other
-/// node starts nothing.
+/// of its topology with `timeouts`. It holds the node weakly and stops once
+/// [`Node::shutdown`] is called (at its next tick, within one heartbeat interval) or the node
+/// is dropped. A topology with no other node starts nothing.
 ///
 /// # Errors
 /// [`Error::Io`] when called outside a Tokio runtime.
-pub(crate) fn spawn(node: &Arc<Node>, timeouts: &DetectorTimeouts, arrivals: mpsc::Receiver<Arrival>) -> Result<()> {
+pub(crate) fn spawn(node: &Arc<Node>, timeouts: &DetectorTimeouts) -> Result<()> {
     let runtime = tokio::runtime::Handle::try_current()
         .map_err(|_| Error::Io(std::io::Error::other("a node's failure detector needs a Tokio runtime")))?;
     let topology = &node.topology();
     let Some(my_dc) = topology.nodes.get(node.id.0 as usize).map(|n| n.dc) else { return Ok(()) };
     let clock = Clock::start();
-    let now_us = clock.now_us();
+    let now_us = clock.us_at(Instant::now());
     let mut detector = Detector::new();
     for peer in topology.nodes.iter().filter(|n| n.id != node.id) {
         if let Some(config) = timeouts.between(my_dc, peer.dc) {
@@ -382,50 +329,42 @@ pub(crate) fn spawn(node: &Arc<Node>, timeouts: &DetectorTimeouts, arrivals: mps
         return Ok(());
     }
     let view = SuspectView::new(topology, node.id);
-    runtime.spawn(run(Arc::downgrade(node), detector, view, arrivals, clock));
+    runtime.spawn(run(Arc::downgrade(node), detector, view, clock));
     Ok(())
 }
 
-/// Heartbeats to one peer in flight at once: about `timeout / interval` with the default
-/// configuration, so a peer is sent one heartbeat per interval until it stops answering.
-/// (With one in flight, a lost packet's retransmission delayed every later heartbeat too: at
-/// 5% loss, 13–20 false suspicions per 60 s on 56 watched pairs; with ten, 1.)
-const MAX_IN_FLIGHT: usize = 10;
-
-/// The driver loop (module docs).
-async fn run(
-    node: Weak<Node>,
-    mut detector: Detector<NodeId>,
-    mut view: SuspectView,
-    mut arrivals: mpsc::Receiver<Arrival>,
-    clock: Clock,
-) {
-    // Each heartbeat call answers whether the peer acknowledged it; `outstanding` maps the
-    // call's task to its peer (also when the task fails: a peer is never left without
-    // heartbeats).
-    let mut calls: JoinSet<bool> = JoinSet::new();
-    let mut outstanding: BTreeMap<tokio::task::Id, NodeId> = BTreeMap::new();
+/// The driver loop (module docs): at each tick, reads what the transport heard from and sent
+/// to every peer, then ticks the detector and carries out its actions; sleeps until the
+/// detector's next deadline.
+async fn run(node: Weak<Node>, mut detector: Detector<NodeId>, mut view: SuspectView, clock: Clock) {
+    let peers: Vec<NodeId> = detector.peers().collect();
+    // The stamps already passed to the detector, by peer.
+    let mut heard: BTreeMap<NodeId, Instant> = BTreeMap::new();
+    let mut due: Option<Instant> = None;
     loop {
         let Some(n) = node.upgrade().filter(|n| !n.is_closed()) else { return };
-        let now_us = clock.now_us();
+        let now = Instant::now();
+        let now_us = clock.us_at(now);
+        if let Some(late) = due.map(|d| now.saturating_duration_since(d)).filter(|l| !l.is_zero()) {
+            if late >= Duration::from_millis(20) {
+                tracing::debug!(node = %n.name(), late_ms = late.as_millis() as u64, "failure detector woke late");
+            }
+            detector.handle_stall(now_us, u64::try_from(late.as_micros()).unwrap_or(u64::MAX));
+        }
+        let transport = n.transport();
+        for &peer in &peers {
+            if let Some(at) = transport.heard_at(peer).filter(|at| heard.get(&peer) != Some(at)) {
+                heard.insert(peer, at);
+                detector.handle_heartbeat(peer, None, clock.us_at(at));
+            }
+            if let Some(at) = transport.sent_at(peer) {
+                detector.handle_sent(peer, clock.us_at(at));
+            }
+        }
         detector.handle_tick(now_us);
         while let Some(action) = detector.poll_action() {
             match action {
-                Action::Heartbeat { to, sent_at_us } => {
-                    // At most `MAX_IN_FLIGHT` heartbeats per peer: a dead peer costs that many
-                    // pending calls, and one retransmitted heartbeat does not hold the others.
-                    if outstanding.values().filter(|&&p| p == to).count() >= MAX_IN_FLIGHT {
-                        continue;
-                    }
-                    let deadline = detector.config(to).map_or(Duration::from_secs(1), |c| c.timeout);
-                    let transport = n.transport().clone();
-                    let msg = n.envelope(Body::Heartbeat(HeartbeatMsg { sent_at_us }));
-                    let call = calls.spawn(async move {
-                        let answer = transport.call_with_timeout(to, msg, deadline).await;
-                        matches!(answer, Ok(Envelope { body: Some(Body::Ack(_)), .. }))
-                    });
-                    outstanding.insert(call.id(), to);
-                }
+                Action::Heartbeat { to, .. } => transport.send_heartbeat(to),
                 Action::Suspect(peer) => {
                     let silent_us = detector.last_heard_us(peer).map_or(0, |t| now_us.saturating_sub(t));
                     let changes = view.handle_suspect(peer, now_us);
@@ -440,25 +379,8 @@ async fn run(
             }
         }
         drop(n);
-        let wake = detector.poll_timeout().map(|us| tokio::time::Instant::from_std(clock.instant_at(us)));
-        tokio::select! {
-            _ = sleep_until_opt(wake) => {}
-            arrival = arrivals.recv() => match arrival {
-                Some(a) => {
-                    detector.handle_heartbeat(a.from, Some(a.sent_at_us), clock.us_at(a.at));
-                }
-                None => return,
-            },
-            Some(done) = calls.join_next_with_id(), if !calls.is_empty() => {
-                let (id, answered) = match done {
-                    Ok((id, answered)) => (id, answered),
-                    Err(e) => (e.id(), false),
-                };
-                if let (Some(peer), true) = (outstanding.remove(&id), answered) {
-                    detector.handle_heartbeat(peer, None, clock.now_us());
-                }
-            }
-        }
+        due = detector.poll_timeout().map(|us| clock.instant_at(us));
+        sleep_until_opt(due.map(tokio::time::Instant::from_std)).await;
     }
 }
 
@@ -674,8 +596,8 @@ mod tests {
     #[test]
     fn the_driver_clock_is_monotonic_and_maps_back_to_instants() {
         let c = Clock::start();
-        let a = c.now_us();
-        let b = c.now_us();
+        let a = c.us_at(Instant::now());
+        let b = c.us_at(Instant::now());
         assert!(b >= a);
         assert!(a >= c.origin_us);
         let t = c.instant_at(a + 5_000);

@@ -14,7 +14,7 @@ use crate::error::{Error, Result};
 use crate::executor_core::ExecutorCore;
 use crate::executor_thread::ExecutorThread;
 use crate::limits::BadSubTxn;
-use crate::liveness::{self, Inbox};
+use crate::liveness;
 use crate::machine::{Action, TxnMachine};
 use crate::membership_task::{self, MembershipView, RaftInbox};
 use crate::message::{Reply, Request};
@@ -120,8 +120,6 @@ pub struct Node {
     pub(crate) board: Arc<StatusBoard>,
     /// Its coordinators' answers, for its metrics (`crate::metrics`).
     answers: Arc<AnswerCounters>,
-    /// Where heartbeats from its peers go: its failure detector (`crate::liveness`).
-    heartbeats: Inbox,
     /// Where Raft messages from its peers go: its membership driver, if it runs one
     /// ([`CoordinatorOptions::failover`]).
     raft: Option<RaftInbox>,
@@ -161,7 +159,6 @@ impl Node {
         let epochs = Arc::new(Epochs::new(parts.topology.clone()));
         let core = ExecutorCore::new(epochs.clone(), parts.node, parts.dc.clone(), hlc.clone());
         let detector = parts.options.detector_timeouts(&parts.topology);
-        let (heartbeats, arrivals) = Inbox::new();
         let (raft, raft_rx) = RaftInbox::new();
         let failover = parts.options.failover;
         let node = Arc::new(Node {
@@ -181,7 +178,6 @@ impl Node {
             busy: Arc::new(Busy::default()),
             board: Arc::new(StatusBoard::default()),
             answers: Arc::new(AnswerCounters::default()),
-            heartbeats,
             raft: failover.then_some(raft),
             membership: Arc::new(MembershipView::default()),
             rebuilds: crate::rebuild_task::Rebuilds::new(parts.topology.clone()),
@@ -190,7 +186,7 @@ impl Node {
             verbs_server: std::sync::OnceLock::new(),
         });
         recovery_task::spawn(&node)?;
-        liveness::spawn(&node, &detector, arrivals)?;
+        liveness::spawn(&node, &detector)?;
         if failover {
             let dir = parts.data_dir.map(|d| d.join("raft"));
             membership_task::spawn(&node, dir, raft_rx, node.membership.clone())?;
@@ -825,7 +821,10 @@ impl Node {
                         format!("heartbeats are accepted from nodes only, not from {from}"),
                     );
                 };
-                self.heartbeats.heard(peer, hb.sent_at_us, || self.topology().node_name(peer));
+                // The transport took the frame as evidence that `peer` is alive; heartbeats
+                // travel as datagrams now, and this answer serves callers that send them as
+                // requests.
+                let _ = (peer, hb.sent_at_us);
                 reply(Body::Ack(AckReply {}))
             }
             Body::Raft(m) => {

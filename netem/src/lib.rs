@@ -30,5 +30,5 @@ mod tc;
 pub use accuracy::{measure_rtt, RttReport};
 pub use error::{Error, Result};
 pub use model::{DropCause, Fate, WanModel};
-pub use socket::{endpoint, NetemSocket, NetemStats, QUEUE_LIMIT_BYTES};
+pub use socket::{endpoint, NetemSocket, NetemStats, QUEUE_LIMIT_BYTES, RELEASE_TICK};
 pub use tc::{tc_script, tc_script_for_device, tc_script_for_model, DEFAULT_DEVICE};

@@ -120,6 +120,14 @@ impl DetectorConfig {
     }
 }
 
+/// Returns the first multiple of `interval_us` (not zero) after `after_us`, saturating.
+/// Heartbeats leave on this grid of the driver's clock, µs since the Unix epoch: a node's
+/// heartbeats to all its peers leave together, and those of every node of one host (or of
+/// hosts whose clocks agree) too, so each wake-up of a sender or receiver serves several.
+fn next_slot(after_us: u64, interval_us: u64) -> u64 {
+    (after_us / interval_us).saturating_add(1).checked_mul(interval_us).unwrap_or(u64::MAX - u64::MAX % interval_us)
+}
+
 /// Returns `d` in whole microseconds, saturating at `u64::MAX`.
 pub(crate) fn micros(d: Duration) -> u64 {
     u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
@@ -248,6 +256,33 @@ impl<P: Copy + Ord> Detector<P> {
         Heard::Fresh
     }
 
+    /// Takes a message other than a heartbeat sent to `peer` at `at_us` (µs): it tells the
+    /// peer this side is alive as a heartbeat would, so the next heartbeat to the peer is due
+    /// at the first slot of the heartbeat grid at least one interval after it. A link that carries traffic more often than every interval
+    /// carries no heartbeats. An unknown peer, or a time before the last one, changes nothing.
+    pub fn handle_sent(&mut self, peer: P, at_us: u64) {
+        if let Some(state) = self.peers.get_mut(&peer) {
+            let interval = state.config.interval_us();
+            state.next_send_us = state.next_send_us.max(next_slot(at_us.saturating_add(interval - 1), interval));
+        }
+    }
+
+    /// Takes that the driver woke at `now_us` (µs), `late_us` after
+    /// [`Detector::poll_timeout`] asked it to, e.g. on a machine short of CPU: what peers sent
+    /// meanwhile may still wait in this process's buffers, unread. For every alive peer whose
+    /// timeout is at most four times `late_us` (a stall of a quarter of the timeout or more;
+    /// shorter delays are the timer's ordinary lag), the peer is not suspected before one
+    /// interval from `now_us` has passed (its silence deadline moves to at least `now_us +
+    /// interval`), so a stall of this side is not taken for a silence of the peer. Suspected
+    /// peers are left as they are.
+    pub fn handle_stall(&mut self, now_us: u64, late_us: u64) {
+        let stalled = |s: &PeerState| late_us.saturating_mul(4) >= s.config.timeout_us();
+        for state in self.peers.values_mut().filter(|s| s.liveness == Liveness::Alive && stalled(s)) {
+            let floor = now_us.saturating_add(state.config.interval_us()).saturating_sub(state.config.timeout_us());
+            state.last_heard_us = state.last_heard_us.max(floor);
+        }
+    }
+
     /// Advances the detector to `now_us` (µs): queues the heartbeats that are due and a
     /// [`Action::Suspect`] for every alive peer silent for its timeout. Call it at
     /// [`Detector::poll_timeout`] or more often; calling it late only delays its actions (a
@@ -260,9 +295,7 @@ impl<P: Copy + Ord> Detector<P> {
             }
             if now_us >= state.next_send_us {
                 self.actions.push_back(Action::Heartbeat { to: peer, sent_at_us: now_us });
-                let interval = state.config.interval_us();
-                let next = state.next_send_us.saturating_add(interval);
-                state.next_send_us = if next > now_us { next } else { now_us.saturating_add(interval) };
+                state.next_send_us = next_slot(now_us, state.config.interval_us());
             }
         }
     }
@@ -430,6 +463,88 @@ mod tests {
         d.handle_tick(u64::MAX);
         assert!(drain(&mut d).contains(&Action::Suspect(DcId(1))));
         assert!(d.poll_timeout().is_some());
+    }
+
+    #[test]
+    fn traffic_to_a_peer_replaces_its_heartbeats() {
+        let mut d = Detector::new();
+        d.add_peer(NodeId(1), paper_link(), 0);
+        d.handle_tick(0);
+        assert_eq!(drain(&mut d), vec![Action::Heartbeat { to: NodeId(1), sent_at_us: 0 }]);
+        // A message at 15 ms: the next heartbeat is due at 40 ms (the first slot of the 20 ms
+        // grid at least an interval later), not 20 ms.
+        d.handle_sent(NodeId(1), 15 * MS);
+        assert_eq!(d.poll_timeout(), Some(40 * MS));
+        d.handle_tick(20 * MS);
+        assert_eq!(drain(&mut d), vec![]);
+        d.handle_sent(NodeId(1), 20 * MS);
+        assert_eq!(d.poll_timeout(), Some(40 * MS), "on the grid already");
+        // A steady stream of messages: no heartbeat at all.
+        for t in (30..200).step_by(10) {
+            d.handle_sent(NodeId(1), t * MS);
+            d.handle_heartbeat(NodeId(1), None, t * MS);
+            d.handle_tick(t * MS);
+            assert_eq!(drain(&mut d), vec![], "at {t} ms");
+        }
+        // An older send time or an unknown peer changes nothing.
+        d.handle_sent(NodeId(1), 0);
+        d.handle_sent(NodeId(9), 0);
+        assert_eq!(d.poll_timeout(), Some(220 * MS));
+        d.handle_tick(220 * MS);
+        assert_eq!(drain(&mut d), vec![Action::Heartbeat { to: NodeId(1), sent_at_us: 220 * MS }]);
+    }
+
+    #[test]
+    fn heartbeats_leave_on_a_grid_of_the_interval() {
+        assert_eq!(next_slot(0, 20), 20);
+        assert_eq!(next_slot(19, 20), 20);
+        assert_eq!(next_slot(20, 20), 40);
+        assert_eq!(next_slot(u64::MAX, 20), u64::MAX - u64::MAX % 20, "saturates, stays a multiple");
+        // Two peers added at different times send together from their second heartbeat on.
+        let mut d = Detector::new();
+        d.add_peer(NodeId(1), paper_link(), 3 * MS);
+        d.handle_tick(3 * MS);
+        d.add_peer(NodeId(2), paper_link(), 11 * MS);
+        d.handle_tick(11 * MS);
+        drain(&mut d);
+        d.handle_tick(20 * MS);
+        assert_eq!(
+            drain(&mut d),
+            vec![
+                Action::Heartbeat { to: NodeId(1), sent_at_us: 20 * MS },
+                Action::Heartbeat { to: NodeId(2), sent_at_us: 20 * MS }
+            ]
+        );
+    }
+
+    #[test]
+    fn a_stalled_driver_gives_every_alive_peer_one_more_interval() {
+        let mut d = Detector::new();
+        d.add_peer(NodeId(1), paper_link(), 0);
+        d.add_peer(NodeId(2), paper_link(), 0);
+        d.handle_heartbeat(NodeId(2), None, 100 * MS);
+        d.handle_tick(0);
+        drain(&mut d);
+        // A lag under a quarter of the timeout (240 ms) changes nothing.
+        d.handle_stall(79 * MS, 59 * MS);
+        assert_eq!(d.last_heard_us(NodeId(1)), Some(0));
+        // Due at 20 ms, the driver wakes at 600 ms: nobody is suspected on this tick.
+        d.handle_stall(600 * MS, 580 * MS);
+        d.handle_tick(600 * MS);
+        assert!(drain(&mut d).iter().all(|a| matches!(a, Action::Heartbeat { .. })));
+        // One interval later, a peer still silent is suspected; one heard meanwhile is not.
+        d.handle_heartbeat(NodeId(2), None, 610 * MS);
+        d.handle_tick(619 * MS);
+        assert!(drain(&mut d).iter().all(|a| !matches!(a, Action::Suspect(_))));
+        d.handle_tick(620 * MS);
+        assert_eq!(
+            drain(&mut d).into_iter().filter(|a| !matches!(a, Action::Heartbeat { .. })).collect::<Vec<_>>(),
+            vec![Action::Suspect(NodeId(1))]
+        );
+        // A stall never brings a suspected peer back, nor moves a deadline earlier.
+        d.handle_stall(700 * MS, 600 * MS);
+        assert_eq!(d.liveness(NodeId(1)), Some(Liveness::Suspected));
+        assert_eq!(d.last_heard_us(NodeId(2)), Some(610 * MS));
     }
 
     #[test]

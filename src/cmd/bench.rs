@@ -634,7 +634,7 @@ fn ycsb(a: &YcsbArgs) -> Result<()> {
     }
     if let (Some(plan), None) = (&drill, &a.cluster) {
         let cfg = ClusterConfig {
-            options: super::drill::failover_for_drill(cfg.options.clone(), !a.drill.no_failover),
+            options: super::drill::failover_for_drill(cfg.options.clone(), !a.drill.no_failover, &topo),
             ..cfg
         };
         let quiet = Arc::new(|_: &redt_bench::drill::LogLine| {});

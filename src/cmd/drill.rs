@@ -615,9 +615,14 @@ impl EmbeddedDrillArgs {
         Ok(Some(plan))
     }
 
-    /// `options` with failover turned on for a drill under RedT (unless `--no-failover`).
-    pub fn options(&self, options: redt_coordinator::CoordinatorOptions) -> redt_coordinator::CoordinatorOptions {
-        failover_for_drill(options, self.drill.is_some() && !self.no_failover)
+    /// `options` for a drill on `topo` under RedT: failover on (unless `--no-failover`) and
+    /// the timeouts a real node runs with ([`failover_for_drill`]).
+    pub fn options(
+        &self,
+        options: redt_coordinator::CoordinatorOptions,
+        topo: &Topology,
+    ) -> redt_coordinator::CoordinatorOptions {
+        failover_for_drill(options, self.drill.is_some() && !self.no_failover, topo)
     }
 
     /// The timeline CSV file and the chart asked for.
@@ -627,13 +632,19 @@ impl EmbeddedDrillArgs {
 }
 
 /// `options` with failover turned on when `drill` and the protocol is RedT (the other
-/// protocols have no failover).
+/// protocols have no failover), and then the timeouts a real node of `topo` runs with
+/// (`NodeTimeouts::defaults`: a phase-1 timeout of 10 × the largest RTT, at least 500 ms,
+/// where the embedded cluster's default is 2 s), so a drill measures the failover users get.
 pub fn failover_for_drill(
     mut options: redt_coordinator::CoordinatorOptions,
     drill: bool,
+    topo: &Topology,
 ) -> redt_coordinator::CoordinatorOptions {
     if drill && options.protocol == redt_proto::Protocol::Redt {
         options.failover = true;
+    }
+    if drill {
+        options = redt_coordinator::NodeTimeouts::defaults(topo).apply(options);
     }
     options
 }

@@ -89,7 +89,7 @@ pub fn run(a: &TpccArgs) -> Result<()> {
         check: a.check,
         seed: a.seed,
         progress: !json,
-        options: a.drill.options(a.protocol.options()),
+        options: a.drill.options(a.protocol.options(), &topo),
         drill,
         interval: a.out.intervals(),
         ..TpccConfig::default()

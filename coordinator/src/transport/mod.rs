@@ -22,6 +22,7 @@ mod admission;
 mod counters;
 mod error;
 pub mod frame;
+mod links;
 mod peers;
 mod reload;
 mod rpc;
@@ -41,6 +42,7 @@ use std::time::Duration;
 pub use counters::{CountersSnapshot, PeerTraffic, TransportCounters};
 pub use error::{Result, TransportError};
 pub use frame::{FrameError, StreamCode, DEFAULT_MAX_FRAME_BYTES};
+pub use links::HEARTBEAT;
 pub use reload::IdentityWatch;
 pub use rpc::Transport;
 pub use tls::{

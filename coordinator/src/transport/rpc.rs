@@ -4,6 +4,7 @@ use super::admission::{Admission, WarnEvery};
 use super::counters::TransportCounters;
 use super::error::{Result, TransportError};
 use super::frame::{self, ReadFailure, StreamCode};
+use super::links::{self, Links};
 use super::peers::PeerDirectory;
 use super::tls::{self, NodeIdentity};
 use super::{server, Handler, SocketSpec, TransportConfig};
@@ -34,6 +35,8 @@ const WARN_EVERY: Duration = Duration::from_secs(1);
 #[derive(Debug)]
 pub(crate) struct Shared {
     pub(crate) counters: TransportCounters,
+    /// When each peer node was last heard from and sent to, and its heartbeat connections.
+    pub(crate) links: Arc<Links>,
     pub(crate) peers: PeerDirectory,
     pub(crate) max_frame_bytes: u32,
     /// How long the server waits for a request frame.
@@ -219,6 +222,7 @@ impl Transport {
             Endpoint::new_with_abstract_socket(EndpointConfig::default(), server_config, socket, quinn_runtime)?;
         let shared = Arc::new(Shared {
             counters: TransportCounters::with_peers(topology.map_or(0, |t| t.nodes.len())),
+            links: Arc::new(Links::new(topology.map_or(0, |t| t.nodes.len()))),
             peers: PeerDirectory::new(topology),
             max_frame_bytes: cfg.max_frame_bytes,
             request_timeout: cfg.call_timeout,
@@ -402,6 +406,43 @@ impl Transport {
         &self.inner.shared.counters
     }
 
+    /// When something last arrived from node `peer`: a request or a response frame, or a
+    /// heartbeat datagram (evidence that it is alive); `None` if nothing has yet.
+    pub fn heard_at(&self, peer: NodeId) -> Option<std::time::Instant> {
+        self.inner.shared.links.heard_at(peer)
+    }
+
+    /// When a frame or heartbeat was last written to node `peer`; `None` if none has been.
+    pub fn sent_at(&self, peer: NodeId) -> Option<std::time::Instant> {
+        self.inner.shared.links.sent_at(peer)
+    }
+
+    /// Sends node `peer` one heartbeat: a QUIC datagram ([`super::HEARTBEAT`]) on the newest
+    /// live connection with it, in either direction. With none, sets one up in the background
+    /// (at most one attempt per peer at a time) and sends the heartbeat once it is up. Never
+    /// waits, never fails: a heartbeat that cannot be sent is a lost heartbeat, which the
+    /// failure detector tolerates.
+    pub fn send_heartbeat(&self, peer: NodeId) {
+        let inner = &self.inner;
+        let links = &inner.shared.links;
+        if inner.closed.load(Ordering::Acquire) || links.send_heartbeat(peer) || !links.start_connecting(peer) {
+            return;
+        }
+        let Ok((addr, name)) = inner.shared.peers.lookup(peer) else {
+            links.connected(peer);
+            return;
+        };
+        let this = inner.clone();
+        inner.runtime.spawn(async move {
+            let target = Target { addr, name };
+            let label = target.label();
+            if this.connection(&target, &label).await.is_ok() {
+                this.shared.links.send_heartbeat(peer);
+            }
+            this.shared.links.connected(peer);
+        });
+    }
+
     /// The round-trip time QUIC measures (its smoothed estimate) on each live connection this
     /// transport opened to a node of its topology, by `NodeId`, ascending; nodes it has no
     /// live connection to are left out. Connections peers opened to it are not included.
@@ -482,6 +523,7 @@ impl Inner {
         TransportCounters::add(&counters.bytes_sent, request.len() as u64);
         if let Some(id) = id {
             counters.sent_to(id, request.len());
+            self.shared.links.sent(id);
         }
         let result = frame::read_frame(&mut call.recv, self.cfg.max_frame_bytes).await;
         call.done = true;
@@ -490,6 +532,7 @@ impl Inner {
                 TransportCounters::add(&counters.bytes_received, bytes as u64);
                 if let Some(id) = id {
                     counters.received_from(id, bytes);
+                    self.shared.links.heard(id);
                 }
                 Ok(reply)
             }
@@ -577,8 +620,14 @@ impl Inner {
                     let (tx, rx) = tokio::sync::watch::channel(None);
                     s.connecting = Some(rx.clone());
                     let (slot, peer) = (slot.clone(), peer.to_string());
+                    let node = self.shared.peers.id_at(&target.addr, &target.name);
+                    let links = self.shared.links.clone();
                     self.runtime.spawn(async move {
                         let result = connecting.await.map_err(|e| Arc::new(connection_error(&peer, &e, true)));
+                        if let (Ok(conn), Some(id)) = (&result, node) {
+                            links.add(id, conn.clone());
+                            tokio::spawn(links::read_heartbeats(links.clone(), id, conn.clone()));
+                        }
                         let changed = {
                             let mut s = slot.lock().unwrap_or_else(PoisonError::into_inner);
                             s.connecting = None;
@@ -779,7 +828,8 @@ fn quic_transport_config(cfg: &TransportConfig) -> Result<quinn::TransportConfig
         .stream_receive_window(stream_window)
         .receive_window(connection_window)
         .max_idle_timeout(Some(idle))
-        .keep_alive_interval(Some(cfg.keep_alive_interval));
+        .keep_alive_interval(Some(cfg.keep_alive_interval))
+        .datagram_receive_buffer_size(Some(links::DATAGRAM_BUFFER_BYTES));
     Ok(quic)
 }
 

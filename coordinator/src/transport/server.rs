@@ -4,6 +4,7 @@
 use super::admission::Refusal;
 use super::counters::TransportCounters;
 use super::frame::{self, FrameError, ReadFailure, StreamCode};
+use super::links;
 use super::rpc::Shared;
 use super::{Caller, Handler};
 use quinn::{Connection, Endpoint, Incoming, RecvStream, SendStream, VarInt};
@@ -91,6 +92,11 @@ async fn serve_connection(
     let caller = shared.peers.identify(&cert);
     let who: Arc<str> = shared.peers.describe(caller).into();
     debug!(%remote, caller = %who, "accepted a connection");
+    if let Caller::Node(id) = caller {
+        // A node's connection also carries heartbeats, both ways (`links`).
+        shared.links.add(id, conn.clone());
+        tokio::spawn(links::read_heartbeats(shared.links.clone(), id, conn.clone()));
+    }
     loop {
         match conn.accept_bi().await {
             Ok((send, recv)) => {
@@ -126,6 +132,7 @@ async fn serve_stream(
             TransportCounters::add(&counters.bytes_received, bytes as u64);
             if let Caller::Node(id) = caller {
                 counters.received_from(id, bytes);
+                shared.links.heard(id);
             }
             request
         }
@@ -198,6 +205,7 @@ async fn serve_stream(
     TransportCounters::add(&counters.bytes_sent, response.len() as u64);
     if let Caller::Node(id) = caller {
         counters.sent_to(id, response.len());
+        shared.links.sent(id);
     }
 }
 
