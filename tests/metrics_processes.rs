@@ -293,6 +293,11 @@ fn a_scrape_of_every_node_counts_the_commits_the_client_saw() {
         // Every abort has its cause.
         assert_eq!(scrape.sum("redt_txn_aborted_by_cause_total"), scrape.sum("redt_txn_aborted_total"));
         assert!(scrape.one("redt_ring_capacity_slots", &[]) > 0.0);
+        // The node process's own figures, under the names every Prometheus client exports.
+        assert_eq!(scrape.types["process_cpu_seconds_total"], "counter");
+        assert!(scrape.one("process_cpu_seconds_total", &[]) > 0.0, "{node} spent CPU starting up");
+        assert_eq!(scrape.types["process_resident_memory_bytes"], "gauge");
+        assert!(scrape.one("process_resident_memory_bytes", &[]) > 0.0, "{node} has resident memory");
         // Heartbeats alone cross every link; QUIC has measured each round trip.
         for peer in &peers {
             let with = [("peer_dc", peer.as_str())];
@@ -328,6 +333,16 @@ fn a_scrape_of_every_node_counts_the_commits_the_client_saw() {
     let table = String::from_utf8_lossy(&out.stdout).to_string();
     println!("redt status:\n{table}");
     assert!(table.contains("rates over the last"), "{table}");
+    // Each node's process CPU time and resident memory, and its CPU over the window.
+    let header: Vec<&str> = table.lines().next().unwrap_or_default().split_whitespace().collect();
+    assert!(header.contains(&"cpu") && header.contains(&"rss"), "{table}");
+    let rates = table.split("rates over the last").nth(1).unwrap_or_default();
+    assert!(rates.lines().nth(1).is_some_and(|h| h.ends_with("cpu cores")), "{table}");
+    for dc in 1..=4 {
+        let row = rates.lines().find(|l| l.starts_with(&format!("dc{dc}-n1 "))).unwrap_or_default();
+        let cores: f64 = row.split_whitespace().last().and_then(|c| c.parse().ok()).unwrap_or(-1.0);
+        assert!(cores >= 0.0, "dc{dc}-n1 reports its CPU over the window: {table}");
+    }
     let matrix = table.split("measured RTT ms").nth(1).unwrap_or_else(|| panic!("an RTT matrix: {table}"));
     for from in 1..=4 {
         let row = matrix

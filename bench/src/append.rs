@@ -22,7 +22,7 @@ use crate::drill::Counts;
 use crate::drill_embedded::{start_cluster, DrilledCluster, EmbeddedDrillReport};
 use crate::drill_plan::DrillPlan;
 use crate::history::{check, CheckReport, Event, EventType, HistoryWriter, Mop};
-use crate::report::{Latency, Outcomes};
+use crate::report::{CpuCost, Latency, Outcomes};
 use rand::{Rng, SeedableRng};
 use redt_coordinator::{call, CoordinatorOptions, TxnStatus};
 use redt_dc_executor::{list_items, KvOp, LIST_HEADER};
@@ -111,6 +111,9 @@ pub struct AppendReport {
     /// unknown; the latency of the `ok` ones as the clients saw it.
     #[serde(flatten)]
     pub outcomes: Outcomes,
+    /// The CPU time of this process over the run, per `ok` transaction (no idle window).
+    #[serde(flatten)]
+    pub cpu: CpuCost,
     /// Keys used (active and retired).
     pub keys_used: u64,
     /// The history file, if written.
@@ -322,6 +325,7 @@ pub async fn run_append(topo: Topology, cfg: &AppendConfig) -> Result<AppendRepo
         }
     }
     let run = bar(cfg.progress, cfg.duration.as_millis() as u64, "run");
+    let cpu = redt_coordinator::process::CpuWindow::start();
     let started = Instant::now();
     let _ = measured_from.set(started);
     if let Some(d) = &mut drill {
@@ -342,6 +346,7 @@ pub async fn run_append(topo: Topology, cfg: &AppendConfig) -> Result<AppendRepo
     stop.store(true, Ordering::Relaxed);
     while tasks.join_next().await.is_some() {}
     let elapsed = started.elapsed();
+    let (cpu_spent, _) = cpu.read();
     // The last row ends where the clients stopped: every transaction of the history counted.
     let rows = rows.and_then(|iv| match iv {
         Some(iv) => iv.finish(meter.snapshot(elapsed), &run),
@@ -386,6 +391,7 @@ pub async fn run_append(topo: Topology, cfg: &AppendConfig) -> Result<AppendRepo
         rtt_ms,
         clients,
         duration_s: elapsed.as_secs_f64(),
+        cpu: CpuCost::new(Some(cpu_spent), elapsed, outcomes.committed, None),
         outcomes,
         keys_used: used.len() as u64,
         history: cfg.history.as_ref().map(|p| p.display().to_string()),

@@ -19,7 +19,7 @@ use crate::cluster::bar;
 use crate::drill::Counts;
 use crate::drill_embedded::{start_cluster, DrilledCluster, EmbeddedDrillReport};
 use crate::drill_plan::DrillPlan;
-use crate::report::Outcomes;
+use crate::report::{CpuCost, Outcomes, DEFAULT_IDLE_WINDOW};
 use rand::{Rng, SeedableRng};
 use redt_coordinator::{call, Class, CoordinatorOptions, EmbeddedCluster, TxnStatus};
 use redt_dc_executor::KvOp;
@@ -64,6 +64,9 @@ pub struct BankConfig {
     pub drill: Option<DrillPlan>,
     /// Per-interval rows of the measured interval (off by default).
     pub interval: crate::interval::IntervalOptions,
+    /// How long to measure the cluster's idle CPU once it is up and loaded, before the
+    /// clients start ([`CpuCost::idle_cpu_cores`]); zero: not measured.
+    pub idle_window: Duration,
 }
 
 impl Default for BankConfig {
@@ -82,6 +85,7 @@ impl Default for BankConfig {
             progress: false,
             drill: None,
             interval: Default::default(),
+            idle_window: DEFAULT_IDLE_WINDOW,
         }
     }
 }
@@ -110,6 +114,10 @@ pub struct BankReport {
     /// Transactions of the measured interval; their latency is the acknowledgement's.
     #[serde(flatten)]
     pub outcomes: Outcomes,
+    /// The CPU time of this process (every node, client and replay thread) over the measured
+    /// interval, and over the idle window before the warm-up.
+    #[serde(flatten)]
+    pub cpu: CpuCost,
     /// Transfers committed over the whole run (warm-up included).
     pub transfers_committed: u64,
     /// Transfers with an unknown outcome over the whole run.
@@ -270,6 +278,7 @@ pub async fn run_bank(topo: Topology, cfg: &BankConfig) -> Result<BankReport, St
     }
     let expected = cfg.initial_balance * cfg.accounts as i64;
     let read_ratio = if cfg.accounts <= MAX_READ_ALL { cfg.read_ratio.clamp(0.0, 1.0) } else { 0.0 };
+    let idle_cpu_cores = crate::cpu::idle_cpu_cores(cfg.idle_window).await;
 
     let stop = Arc::new(AtomicBool::new(false));
     // transfers committed, transfers unknown, reads committed, reads with a wrong total
@@ -340,6 +349,7 @@ pub async fn run_bank(topo: Topology, cfg: &BankConfig) -> Result<BankReport, St
     warm.finish_and_clear();
     cluster.stats.reset();
     let run = bar(cfg.progress, cfg.duration.as_millis() as u64, "run");
+    let cpu = redt_coordinator::process::CpuWindow::start();
     let started = Instant::now();
     let _ = measured_from.set(started);
     if let Some(d) = &mut drill {
@@ -360,6 +370,7 @@ pub async fn run_bank(topo: Topology, cfg: &BankConfig) -> Result<BankReport, St
         }
     }
     let elapsed = started.elapsed();
+    let (cpu_spent, _) = cpu.read();
     let classes: Vec<_> = Class::all().iter().map(|&c| cluster.stats.report(c)).collect();
     let hist = cluster.stats.latency_us();
     // The last row ends at the figures the report is made of.
@@ -422,6 +433,7 @@ pub async fn run_bank(topo: Topology, cfg: &BankConfig) -> Result<BankReport, St
         clients: cfg.clients_per_node * topo.nodes.len(),
         duration_s: elapsed.as_secs_f64(),
         outcomes: Outcomes::new(committed, aborted, unknown, elapsed, &hist),
+        cpu: CpuCost::new(Some(cpu_spent), elapsed, committed, idle_cpu_cores),
         transfers_committed: counts[0].load(Ordering::Relaxed),
         transfers_unknown: counts[1].load(Ordering::Relaxed),
         reads_committed: counts[2].load(Ordering::Relaxed),

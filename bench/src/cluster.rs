@@ -8,7 +8,7 @@
 //! shape (inter-DC ratio, partitions and DCs per transaction); [`draw_txn`] draws.
 
 use crate::interval::{IntervalOptions, Intervals, Snapshot};
-use crate::report::{Outcomes, VerbsPerTxn};
+use crate::report::{CpuCost, Outcomes, VerbsPerTxn};
 use crate::ycsb::{MixReport, OpKind, YcsbConfig};
 use indicatif::{ProgressBar, ProgressStyle};
 use rand::seq::SliceRandom;
@@ -42,6 +42,11 @@ pub struct ClusterConfig {
     pub progress: bool,
     /// Per-interval rows of the measured interval (off by default).
     pub interval: IntervalOptions,
+    /// How long to measure the embedded cluster's idle CPU, once it is up and loaded and
+    /// before the clients start ([`CpuCost::idle_cpu_cores`]; usually
+    /// [`crate::report::DEFAULT_IDLE_WINDOW`]); zero: not measured. A run against a running
+    /// cluster has no idle window.
+    pub idle_window: Duration,
 }
 
 /// The cumulative figures of an embedded cluster's counters, `at` into the measured interval.
@@ -82,6 +87,10 @@ pub struct ClusterReport {
     /// Transactions of the measured interval; their latency is the acknowledgement's.
     #[serde(flatten)]
     pub outcomes: Outcomes,
+    /// The CPU time of this process (every node, client and replay thread) over the measured
+    /// interval, and over the idle window before the warm-up.
+    #[serde(flatten)]
+    pub cpu: CpuCost,
     /// Inter-DC round trips on the commit path per committed read-write inter-DC txn.
     pub inter_dc_round_trips_per_txn: f64,
     /// Inter-DC round trips the client waited for, per committed read-write inter-DC txn.
@@ -464,6 +473,8 @@ pub async fn run_cluster_ycsb(topo: Topology, cfg: &ClusterConfig) -> Result<Clu
         }
     };
 
+    let idle_cpu_cores = crate::cpu::idle_cpu_cores(cfg.idle_window).await;
+
     let keys = Arc::new(KeySpace::new(topo.partitions.len() as u64, rpp));
     let stop = Arc::new(AtomicBool::new(false));
     let mut clients = tokio::task::JoinSet::new();
@@ -495,6 +506,7 @@ pub async fn run_cluster_ycsb(topo: Topology, cfg: &ClusterConfig) -> Result<Clu
     let v0 = cluster.verb_counts();
     let run = bar(cfg.progress, cfg.duration.as_millis() as u64, "run");
     let mut rows = Intervals::start(&cfg.interval);
+    let cpu = redt_coordinator::process::CpuWindow::start();
     let started = Instant::now();
     while started.elapsed() < cfg.duration {
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -510,6 +522,7 @@ pub async fn run_cluster_ycsb(topo: Topology, cfg: &ClusterConfig) -> Result<Clu
         }
     }
     let elapsed = started.elapsed();
+    let (cpu_spent, _) = cpu.read();
     let classes: Vec<(String, ClassReport)> =
         Class::all().iter().map(|&c| (c.name().to_string(), cluster.stats.report(c))).collect();
     let hist = cluster.stats.latency_us();
@@ -544,6 +557,7 @@ pub async fn run_cluster_ycsb(topo: Topology, cfg: &ClusterConfig) -> Result<Clu
         clients: cfg.clients_per_node * cluster.nodes().len(),
         duration_s: elapsed.as_secs_f64(),
         outcomes: Outcomes::new(committed, aborted, unknown, elapsed, &hist),
+        cpu: CpuCost::new(Some(cpu_spent), elapsed, committed, idle_cpu_cores),
         inter_dc_round_trips_per_txn: rw_inter.inter_dc_round_trips_per_txn,
         client_round_trips_per_txn: rw_inter.client_round_trips_per_txn,
         inter_dc_messages_per_txn: rw_inter.inter_dc_messages_per_txn,
@@ -574,19 +588,25 @@ pub struct RemoteReport {
     /// included).
     #[serde(flatten)]
     pub outcomes: Outcomes,
+    /// The CPU time of the nodes' processes over the measured interval, summed as their
+    /// status reports it (not the clients'; an embedded drill's: this process's). Not
+    /// measured when a node did not answer or restarted in between; no idle window.
+    #[serde(flatten)]
+    pub cpu: CpuCost,
 }
 
 impl RemoteReport {
     /// The report of YCSB clients (`cfg.clients_per_node` per node of `topo`, on a table of
     /// `cells` cells of `cell_bytes` bytes) that counted `counts` (committed, aborted,
-    /// unknown) and the commit latencies `hist` in `elapsed`.
+    /// unknown) and the commit latencies `hist` in `elapsed`, over which `cpu` of CPU time
+    /// was spent (`None`: not measured).
     pub(crate) fn ycsb(
         topo: &Topology,
         cfg: &ClusterConfig,
         (cells, cell_bytes): (usize, usize),
         counts: &[AtomicU64; 3],
         hist: &std::sync::Mutex<hdrhistogram::Histogram<u64>>,
-        elapsed: Duration,
+        (elapsed, cpu): (Duration, Option<Duration>),
     ) -> RemoteReport {
         let [c, a, u] = [0, 1, 2].map(|i| counts[i].load(Ordering::Relaxed));
         let hist = hist.lock().unwrap_or_else(|p| p.into_inner());
@@ -597,6 +617,7 @@ impl RemoteReport {
             clients: cfg.clients_per_node * topo.nodes.len(),
             duration_s: elapsed.as_secs_f64(),
             outcomes: Outcomes::new(c, a, u, elapsed, &hist),
+            cpu: CpuCost::new(cpu, elapsed, c, None),
         }
     }
 }
@@ -655,17 +676,27 @@ pub async fn run_remote_ycsb_on(
             });
         }
     }
-    let elapsed = crate::workload::measure(&meter, &stop, cfg.warmup, cfg.duration, &cfg.interval, cfg.progress).await;
+    let measured = crate::workload::measure(
+        &meter,
+        &stop,
+        &target.cpu_source(),
+        cfg.warmup,
+        cfg.duration,
+        &cfg.interval,
+        cfg.progress,
+    )
+    .await;
     stop.store(true, Ordering::Relaxed);
     while tasks.join_next().await.is_some() {}
-    let elapsed = elapsed?;
+    let measured = measured?;
     Ok(RemoteReport {
         workload: "ycsb".into(),
         mix: cfg.ycsb.summary(cells, cell_bytes),
         topology: topo.name.clone(),
         clients: cfg.clients_per_node * topo.nodes.len(),
-        duration_s: elapsed.as_secs_f64(),
-        outcomes: meter.outcomes(elapsed),
+        duration_s: measured.elapsed.as_secs_f64(),
+        outcomes: meter.outcomes(measured.elapsed),
+        cpu: measured.cpu,
     })
 }
 

@@ -6,7 +6,8 @@
 //! and — for committed read-write inter-DC transactions (the `rw-inter` class) — inter-DC
 //! round trips and inter-DC messages per transaction, each with its ratio to the reference
 //! row (RedT's, or the first protocol's when RedT did not run), beside the RedT paper's
-//! Table 2 figures for the protocol (RedT §6.2.2). [`CompareReport::new`] and
+//! Table 2 figures for the protocol (RedT §6.2.2), and the CPU time per committed transaction
+//! (the whole embedded process's: every node, client and replay thread). [`CompareReport::new`] and
 //! [`CompareReport::table`] are pure functions over the runs' reports.
 
 use crate::cluster::{run_cluster_ycsb, ClusterConfig, ClusterReport};
@@ -111,16 +112,17 @@ impl RunReport {
     }
 
     /// The figures the comparison shows. For TPC-C: committed business transactions per
-    /// second, the abort rate of attempts, and New-Order's latency (retries included).
+    /// second, the abort rate of attempts, New-Order's latency (retries included), and the CPU
+    /// time per committed business transaction.
     pub fn figures(&self) -> Figures {
-        let (committed_per_s, abort_rate, p50_ms, p99_ms) = match self {
+        let (committed_per_s, abort_rate, p50_ms, p99_ms, cpu) = match self {
             RunReport::Ycsb(r) => {
                 let o = &r.outcomes;
-                (o.committed_per_s, o.abort_rate, o.latency_ms.p50, o.latency_ms.p99)
+                (o.committed_per_s, o.abort_rate, o.latency_ms.p50, o.latency_ms.p99, r.cpu)
             }
             RunReport::Tpcc(r) => {
                 let no = r.types.iter().find(|t| t.name == "new-order").map(|t| t.latency_ms).unwrap_or_default();
-                (r.committed_per_s, r.abort_rate, no.p50, no.p99)
+                (r.committed_per_s, r.abort_rate, no.p50, no.p99, r.cpu)
             }
         };
         let rw = self.classes().iter().find(|(n, _)| n == "rw-inter").map(|(_, c)| *c).unwrap_or_default();
@@ -133,6 +135,8 @@ impl RunReport {
             rw_inter_committed: rw.committed,
             round_trips_per_txn: measured(rw.inter_dc_round_trips_per_txn),
             messages_per_txn: measured(rw.inter_dc_messages_per_txn),
+            cpu_us_per_committed: cpu.cpu_us_per_committed,
+            cpu_cores: cpu.cpu_cores,
         }
     }
 }
@@ -154,6 +158,10 @@ pub struct Figures {
     pub round_trips_per_txn: Option<f64>,
     /// Inter-DC messages per committed `rw-inter` transaction (`None`: none committed).
     pub messages_per_txn: Option<f64>,
+    /// µs of the process's CPU time per committed transaction (`None`: none committed).
+    pub cpu_us_per_committed: Option<f64>,
+    /// CPU seconds per wall-clock second of the measured interval (cores busy).
+    pub cpu_cores: Option<f64>,
 }
 
 /// Each figure of a row divided by the reference row's (`None` where either is missing or
@@ -172,6 +180,8 @@ pub struct Ratios {
     pub round_trips_per_txn: Option<f64>,
     /// Of inter-DC messages per `rw-inter` transaction.
     pub messages_per_txn: Option<f64>,
+    /// Of CPU µs per committed transaction.
+    pub cpu_us_per_committed: Option<f64>,
 }
 
 /// `x / reference`; 1 when both are 0 (the same), `None` when only the reference is 0.
@@ -196,6 +206,7 @@ impl Ratios {
             p99_ms: ratio(f.p99_ms, reference.p99_ms),
             round_trips_per_txn: ratio_of(f.round_trips_per_txn, reference.round_trips_per_txn),
             messages_per_txn: ratio_of(f.messages_per_txn, reference.messages_per_txn),
+            cpu_us_per_committed: ratio_of(f.cpu_us_per_committed, reference.cpu_us_per_committed),
         }
     }
 }
@@ -355,8 +366,9 @@ impl CompareReport {
             "  inter-DC RTs and msgs: per committed read-write inter-DC transaction (rw-inter); paper: RedT Table 2"
                 .into(),
         );
+        line("  CPU µs/txn: the whole process's CPU time (every node and client) per committed transaction".into());
         line(format!(
-            "  {:<10} {:>17} {:>16} {:>16} {:>16} {:>14} {:>15} {:>9} {:>10}",
+            "  {:<10} {:>17} {:>16} {:>16} {:>16} {:>14} {:>15} {:>9} {:>10} {:>16}",
             "protocol",
             "committed/s",
             "abort rate",
@@ -365,7 +377,8 @@ impl CompareReport {
             "inter-DC RTs",
             "inter-DC msgs",
             "paper RTs",
-            "paper msgs"
+            "paper msgs",
+            "CPU µs/txn"
         ));
         for r in &self.rows {
             let f = &r.figures;
@@ -375,7 +388,7 @@ impl CompareReport {
                 None => ("–".to_string(), "–".to_string()),
             };
             line(format!(
-                "  {:<10} {:>17} {:>16} {:>16} {:>16} {:>14} {:>15} {:>9} {:>10}",
+                "  {:<10} {:>17} {:>16} {:>16} {:>16} {:>14} {:>15} {:>9} {:>10} {:>16}",
                 r.protocol.name(),
                 cell(Some(format!("{:.1}", f.committed_per_s)), q.committed_per_s),
                 cell(Some(format!("{:.4}", f.abort_rate)), q.abort_rate),
@@ -384,7 +397,8 @@ impl CompareReport {
                 cell(f.round_trips_per_txn.map(|x| format!("{x:.2}")), q.round_trips_per_txn),
                 cell(f.messages_per_txn.map(|x| format!("{x:.2}")), q.messages_per_txn),
                 paper_rt,
-                paper_msg
+                paper_msg,
+                cell(f.cpu_us_per_committed.map(|x| format!("{x:.0}")), q.cpu_us_per_committed)
             ));
         }
         out
@@ -468,10 +482,11 @@ pub fn run_compare(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::{Latency, Outcomes, VerbsPerTxn};
+    use crate::report::{CpuCost, Latency, Outcomes, VerbsPerTxn};
     use crate::ycsb::MixReport;
 
-    /// A YCSB report of `protocol` with the given figures and `rw` as its rw-inter class.
+    /// A YCSB report of `protocol` with the given figures and `rw` as its rw-inter class, one
+    /// core busy (so its CPU time per commit is a second over its throughput).
     fn report(protocol: Protocol, committed_per_s: f64, abort_rate: f64, p50: f64, rw: ClassReport) -> RunReport {
         RunReport::Ycsb(ClusterReport {
             workload: "ycsb".into(),
@@ -491,6 +506,11 @@ mod tests {
                 committed_per_s,
                 abort_rate,
                 latency_ms: Latency { p50, p99: 2.0 * p50, p999: 3.0 * p50, mean: p50 },
+            },
+            cpu: CpuCost {
+                cpu_us_per_committed: Some(1e6 / committed_per_s),
+                cpu_cores: Some(1.0),
+                idle_cpu_cores: Some(0.1),
             },
             inter_dc_round_trips_per_txn: rw.inter_dc_round_trips_per_txn,
             client_round_trips_per_txn: rw.client_round_trips_per_txn,
@@ -538,6 +558,7 @@ mod tests {
             redt.ratios.p99_ms,
             redt.ratios.round_trips_per_txn,
             redt.ratios.messages_per_txn,
+            redt.ratios.cpu_us_per_committed,
         ] {
             assert!(close(x, 1.0), "{x:?}");
         }
@@ -547,6 +568,7 @@ mod tests {
         assert!(close(paxos.ratios.p50_ms, 6.0));
         assert!(close(paxos.ratios.round_trips_per_txn, 3.0));
         assert!(close(paxos.ratios.messages_per_txn, 26.0 / 12.0));
+        assert!(close(paxos.ratios.cpu_us_per_committed, 2.5), "300/s on one core against 750/s");
         assert_eq!(paxos.paper, Some(PaperFigures { round_trips: 5.97, messages: 25.09 }));
         assert_eq!(redt.paper, Some(PaperFigures { round_trips: 2.0, messages: 11.74 }));
         // RedT over TCP: no rw-inter commit, so no per-transaction figures, and not in the paper.
@@ -559,14 +581,22 @@ mod tests {
         assert!(t.contains("relative to redt;"), "{t}");
         let line = |p: &str| t.lines().find(|l| l.starts_with(&format!("  {p} "))).unwrap().to_string();
         let l = line("2pc-paxos");
-        for s in ["300.0  0.40×", "0.1000  2.00×", "240.0  6.00×", "6.00  3.00×", "26.00  2.17×", "5.97", "25.09"]
-        {
+        for s in [
+            "300.0  0.40×",
+            "0.1000  2.00×",
+            "240.0  6.00×",
+            "6.00  3.00×",
+            "26.00  2.17×",
+            "5.97",
+            "25.09",
+            "3333  2.50×",
+        ] {
             assert!(l.contains(s), "`{s}` in {l}");
         }
         let l = line("redt");
-        assert!(l.contains("750.0  1.00×") && l.contains("11.74"), "{l}");
+        assert!(l.contains("750.0  1.00×") && l.contains("11.74") && l.ends_with("1333  1.00×"), "{l}");
         let l = line("redt-tcp");
-        assert!(l.ends_with("–          –"), "{l}");
+        assert!(l.ends_with("–          –      1667  1.25×"), "{l}");
     }
 
     #[test]

@@ -15,6 +15,7 @@
 //! abort) and judged.
 
 use crate::cluster::{bar, draw_txn, ycsb_table, ClusterConfig, DrawnTxn, KeySpace, RemoteReport, TxnShape};
+use crate::cpu::CpuSource;
 use crate::drill::{self, Counts, DownSet, DrillReport, DrillSetup, FaultDriver, LogLine, Timeline};
 use crate::drill_check::{encode, LostReport, Told, WriteLog, TAG_BYTES};
 use crate::drill_embedded::{log_to, start_cluster, Coordinators, DrilledCluster, EmbeddedDrillReport};
@@ -281,10 +282,17 @@ fn spawn_clients(
 impl Clients {
     /// Lets the clients warm up for `cfg.warmup`, then measures for `cfg.duration`, calling
     /// `start_drill` with the start of the measured interval and its progress bar; stops the
-    /// clients and returns the measured time.
-    async fn measure(&mut self, cfg: &ClusterConfig, start_drill: impl FnOnce(Instant, &ProgressBar)) -> Duration {
+    /// clients and returns the measured time and the CPU time `cpu` spent over it (`None`:
+    /// unreadable, as when the drill killed a node).
+    async fn measure(
+        &mut self,
+        cfg: &ClusterConfig,
+        cpu: &CpuSource,
+        start_drill: impl FnOnce(Instant, &ProgressBar),
+    ) -> (Duration, Option<Duration>) {
         tokio::time::sleep(cfg.warmup).await;
         let run = bar(cfg.progress, cfg.duration.as_millis() as u64, "run");
+        let cpu0 = cpu.read().await;
         let started = Instant::now();
         let _ = self.measured_from.set(started);
         start_drill(started, &run);
@@ -295,9 +303,10 @@ impl Clients {
         }
         self.stop.store(true, Ordering::Relaxed);
         let elapsed = started.elapsed();
+        let cpu1 = cpu.read().await;
         run.finish_and_clear();
         while self.tasks.join_next().await.is_some() {}
-        elapsed
+        (elapsed, cpu0.until(&cpu1))
     }
 
     /// Reads back every key written (through `client`, on the placement `topo`, avoiding the
@@ -345,8 +354,9 @@ pub async fn run_drill_ycsb(
     let down = Arc::new(DownSet::default());
     let mut clients = spawn_clients(&topo, cfg, table, Submit::Remote(client.clone()), down.clone(), timeline.clone())?;
     let mut drill_task = None;
-    let elapsed = clients
-        .measure(cfg, |started, run| {
+    let nodes = CpuSource::Nodes(watcher.clone(), topo.nodes.iter().map(|n| n.id).collect());
+    let measured = clients
+        .measure(cfg, &nodes, |started, run| {
             let printer = run.clone();
             let setup = DrillSetup {
                 plan,
@@ -372,7 +382,7 @@ pub async fn run_drill_ycsb(
     let lost = clients.lost(&client, &topo, table.0, &left_down).await;
     let report = drill::report(&watch, &timeline.snapshot(), cfg.duration, &settled, lost);
     Ok(DrillBenchReport {
-        run: RemoteReport::ycsb(&topo, cfg, (table.1, table.2), &clients.counts, &clients.hist, elapsed),
+        run: RemoteReport::ycsb(&topo, cfg, (table.1, table.2), &clients.counts, &clients.hist, measured),
         drill: report,
     })
 }
@@ -441,8 +451,8 @@ async fn embedded_drill(
         .map_err(|e| format!("loading: {e}"))?;
     let mut clients =
         spawn_clients(&topo, cfg, table, Submit::Embedded(routes), drill.down.clone(), drill.timeline.clone())?;
-    let elapsed = clients
-        .measure(cfg, |started, run| {
+    let measured = clients
+        .measure(cfg, &CpuSource::Process, |started, run| {
             let bar_log = log_to(run);
             drill.start(
                 started,
@@ -458,7 +468,7 @@ async fn embedded_drill(
     let reader = Arc::new(cluster.client(Duration::from_secs(5)).map_err(|e| e.to_string())?);
     report.drill.lost = clients.lost(&reader, &cluster.placement(), table.0, &BTreeSet::new()).await;
     Ok(EmbeddedDrillBenchReport {
-        run: RemoteReport::ycsb(&topo, cfg, (table.1, table.2), &clients.counts, &clients.hist, elapsed),
+        run: RemoteReport::ycsb(&topo, cfg, (table.1, table.2), &clients.counts, &clients.hist, measured),
         protocol: cfg.options.protocol,
         records,
         drill: report,

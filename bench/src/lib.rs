@@ -8,6 +8,7 @@ pub mod bank;
 pub mod chart;
 pub mod cluster;
 pub mod compare;
+pub mod cpu;
 pub mod csv;
 pub mod dex;
 pub mod drill;

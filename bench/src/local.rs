@@ -7,7 +7,7 @@
 //! above every version seen and the executor's clock) and finishing at once; one replay
 //! thread per node drains the redo ring.
 
-use crate::report::{abort_rate, Latency, MemStoreFootprint, VerbsPerTxn};
+use crate::report::{abort_rate, CpuCost, Latency, MemStoreFootprint, VerbsPerTxn};
 use crate::ycsb::{YcsbConfig, YcsbGenerator};
 use indicatif::{ProgressBar, ProgressStyle};
 use rand::SeedableRng;
@@ -42,6 +42,10 @@ pub struct LocalConfig {
     pub progress: bool,
     /// Per-interval rows of the measured interval (off by default).
     pub interval: crate::interval::IntervalOptions,
+    /// How long to measure the idle CPU once the records are loaded and the replay threads
+    /// run, before the workers start ([`CpuCost::idle_cpu_cores`]; usually
+    /// [`crate::report::DEFAULT_IDLE_WINDOW`]); zero: not measured.
+    pub idle_window: Duration,
 }
 
 /// Results of a local run.
@@ -69,6 +73,10 @@ pub struct LocalReport {
     pub abort_rate: f64,
     /// Latency of committed transactions, in µs.
     pub latency_us: Latency,
+    /// The CPU time of this process (workers and replay threads) over the measured interval,
+    /// and over the idle window before the warm-up.
+    #[serde(flatten)]
+    pub cpu: CpuCost,
     /// Verbs per committed transaction (all verbs of the interval, aborts included).
     pub verbs_per_txn: VerbsPerTxn,
     /// Index bucket READs per index lookup.
@@ -149,6 +157,7 @@ pub fn run_local_ycsb(topo: &Topology, cfg: &LocalConfig) -> Result<LocalReport,
         .iter()
         .map(|&n| ReplayTask::spawn(local.region(n).expect("formatted above").clone(), &handle, n, topo.node_name(n)))
         .collect();
+    let idle_cpu_cores = crate::cpu::idle_cpu_cores_blocking(cfg.idle_window);
 
     let gen = Arc::new(YcsbGenerator::new(cfg.ycsb.clone(), table.id, rl.cells(), rl.cell_bytes[0] as usize, key_list));
     let hlc = Arc::new(Hlc::new());
@@ -230,6 +239,7 @@ pub fn run_local_ycsb(topo: &Topology, cfg: &LocalConfig) -> Result<LocalReport,
     std::thread::sleep(cfg.warmup);
     let v0 = verbs.counters().snapshot();
     let i0 = handle.index.stats().snapshot();
+    let cpu = redt_coordinator::process::CpuWindow::start();
     measuring.store(true, Ordering::Relaxed);
     let started = Instant::now();
     let bar = progress(cfg.progress, cfg.duration.as_millis() as u64, "run");
@@ -253,6 +263,7 @@ pub fn run_local_ycsb(topo: &Topology, cfg: &LocalConfig) -> Result<LocalReport,
     }
     measuring.store(false, Ordering::Relaxed);
     let elapsed = started.elapsed().as_secs_f64();
+    let (cpu_spent, _) = cpu.read();
     let v1 = verbs.counters().snapshot();
     let i1 = handle.index.stats().snapshot();
     stop.store(true, Ordering::Relaxed);
@@ -290,6 +301,7 @@ pub fn run_local_ycsb(topo: &Topology, cfg: &LocalConfig) -> Result<LocalReport,
         committed_per_s: committed as f64 / elapsed,
         abort_rate: abort_rate(committed, aborted),
         latency_us: Latency::from_histogram(&hist),
+        cpu: CpuCost::new(Some(cpu_spent), Duration::from_secs_f64(elapsed), committed, idle_cpu_cores),
         verbs_per_txn: VerbsPerTxn::new(&verbs_used, committed),
         index_reads_per_lookup: idx.reads_per_lookup(),
         memstore: MemStoreFootprint::new(

@@ -1,5 +1,5 @@
 //! Figures shared by every report: latency percentiles, the outcomes of a run's
-//! transactions, verbs per transaction, MemStore footprint.
+//! transactions, their CPU cost, verbs per transaction, MemStore footprint.
 
 use hdrhistogram::Histogram;
 use redt_dc_executor::VerbCounts;
@@ -104,6 +104,64 @@ impl Outcomes {
     }
 }
 
+/// How long an embedded run measures its cluster's idle CPU by default
+/// ([`CpuCost::idle_cpu_cores`]); zero turns the idle window off.
+pub const DEFAULT_IDLE_WINDOW: Duration = Duration::from_secs(1);
+
+/// What a run's measured interval cost in CPU time (user + system, every thread): an
+/// embedded run's of its own process (clients, nodes, replay: everything), a run against a
+/// running cluster's summed over the nodes' processes as their status reports it (not the
+/// clients'). Reports hold it with `#[serde(flatten)]` after their [`Outcomes`] (JSON keys and
+/// CSV columns `cpu_us_per_committed`, `cpu_cores`, `idle_cpu_cores`; null or empty when not
+/// measured).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct CpuCost {
+    /// µs of CPU time per committed transaction over the measured interval; `None` when
+    /// nothing committed or the CPU time could not be read.
+    pub cpu_us_per_committed: Option<f64>,
+    /// CPU seconds per wall-clock second of the measured interval: the cores busy on average;
+    /// `None` when the CPU time could not be read.
+    pub cpu_cores: Option<f64>,
+    /// CPU seconds per wall-clock second over the idle window of an embedded run (the cluster
+    /// up and loaded, no client running yet: heartbeats, replay, timers); `None` when no idle
+    /// window ran (zero length, or a running cluster).
+    pub idle_cpu_cores: Option<f64>,
+}
+
+impl CpuCost {
+    /// The cost of `cpu` of CPU time (`None`: unreadable) over a measured interval of `wall`
+    /// in which `committed` transactions committed, with the idle window's figure
+    /// `idle_cpu_cores`.
+    pub fn new(cpu: Option<Duration>, wall: Duration, committed: u64, idle_cpu_cores: Option<f64>) -> Self {
+        CpuCost {
+            cpu_us_per_committed: cpu.filter(|_| committed > 0).map(|c| c.as_secs_f64() * 1e6 / committed as f64),
+            cpu_cores: cpu.map(|c| redt_coordinator::process::cores(c, wall)),
+            idle_cpu_cores,
+        }
+    }
+
+    /// The line the human-readable reports show, without a line break: µs per committed
+    /// transaction, then the cores busy while measuring and while idle (`–` for what was
+    /// not measured); its parts are [`CpuCost::cells`].
+    pub fn line(&self) -> String {
+        let (us, cores) = self.cells();
+        format!("  CPU µs per committed txn   {us:>10}   ({cores})")
+    }
+
+    /// The parts of [`CpuCost::line`], for reports that lay their lines out otherwise: µs
+    /// per committed transaction with one decimal (`412.5`), and the cores busy with two
+    /// (`1.87 cores busy; idle 0.04`); `–` for a figure not measured, no idle part without
+    /// an idle window.
+    pub fn cells(&self) -> (String, String) {
+        let or_dash = |x: Option<f64>, digits: usize| x.map_or_else(|| "–".to_string(), |x| format!("{x:.digits$}"));
+        let idle = match self.idle_cpu_cores {
+            Some(c) => format!("; idle {c:.2}"),
+            None => String::new(),
+        };
+        (or_dash(self.cpu_us_per_committed, 1), format!("{} cores busy{idle}", or_dash(self.cpu_cores, 2)))
+    }
+}
+
 /// Verbs per committed transaction, by kind.
 #[derive(Clone, Copy, Debug, Default, Serialize)]
 pub struct VerbsPerTxn {
@@ -187,6 +245,38 @@ mod tests {
         assert_eq!(c, "  committed/s                      15.0");
         assert_eq!(a, "  abort rate                     0.2500   (30 committed, 10 aborted, 5 unknown)");
         assert!(l.starts_with("  latency p50/p99/p999 ms       2.0 / 2.0 / 2.0"), "{l}");
+    }
+
+    #[test]
+    fn cpu_cost_divides_by_commits_and_wall_time() {
+        let c = CpuCost::new(Some(Duration::from_millis(3_000)), Duration::from_secs(2), 1_500, Some(0.25));
+        assert_eq!(c.cpu_us_per_committed, Some(2_000.0));
+        assert_eq!(c.cpu_cores, Some(1.5));
+        assert_eq!(c.idle_cpu_cores, Some(0.25));
+        assert_eq!(c.line(), "  CPU µs per committed txn       2000.0   (1.50 cores busy; idle 0.25)");
+        // Nothing committed: the cores busy, but no cost per commit.
+        let c = CpuCost::new(Some(Duration::from_secs(1)), Duration::from_secs(2), 0, None);
+        assert_eq!((c.cpu_us_per_committed, c.cpu_cores), (None, Some(0.5)));
+        assert_eq!(c.line(), "  CPU µs per committed txn            –   (0.50 cores busy)");
+        // Unreadable (a node of a running cluster did not answer).
+        let c = CpuCost::new(None, Duration::from_secs(2), 10, None);
+        assert_eq!(c, CpuCost::default());
+        assert_eq!(c.line(), "  CPU µs per committed txn            –   (– cores busy)");
+    }
+
+    #[test]
+    fn flattened_cpu_cost_is_three_columns_empty_when_unmeasured() {
+        #[derive(Serialize)]
+        struct R {
+            #[serde(flatten)]
+            cpu: CpuCost,
+        }
+        let f = crate::csv::flatten(&R { cpu: CpuCost::default() }).unwrap();
+        let cols: Vec<(&str, &str)> = f.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        assert_eq!(cols, [("cpu_us_per_committed", ""), ("cpu_cores", ""), ("idle_cpu_cores", "")]);
+        let r = R { cpu: CpuCost::new(Some(Duration::from_secs(1)), Duration::from_secs(1), 4, Some(0.5)) };
+        let f = crate::csv::flatten(&r).unwrap();
+        assert_eq!(f.iter().map(|(_, v)| v.as_str()).collect::<Vec<_>>(), ["250000", "1", "0.5"]);
     }
 
     #[test]

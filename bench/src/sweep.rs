@@ -357,6 +357,7 @@ mod tests {
             seed: 1,
             progress: false,
             interval: Default::default(),
+            idle_window: Duration::ZERO,
         };
         let (t, _) = apply(&base, &cfg, Param::Rtt, 80.0).unwrap();
         assert_eq!(t.links[0][1].rtt, Duration::from_millis(80));

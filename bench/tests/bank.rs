@@ -23,4 +23,7 @@ fn short_bank_run_conserves_the_total() {
     assert!(r.transfers_committed > 10, "only {} transfers", r.transfers_committed);
     assert!(r.pass, "{r:?}");
     assert_eq!(r.totals_by_replica, vec![32_000; 3]);
+    // The CPU time of the measured interval and of the default idle window before it.
+    assert!(r.cpu.cpu_us_per_committed.is_some_and(|x| x > 0.0), "{:?}", r.cpu);
+    assert!(r.cpu.idle_cpu_cores.is_some(), "{:?}", r.cpu);
 }

@@ -25,6 +25,7 @@ fn compares_two_protocols_on_one_topology() {
             seed: 7,
             progress: false,
             interval: Default::default(),
+            idle_window: Duration::from_millis(200),
         }),
     };
     let mut started = Vec::new();
@@ -41,6 +42,11 @@ fn compares_two_protocols_on_one_topology() {
         assert!(row.figures.committed_per_s > 0.0, "{}: nothing committed", row.protocol);
         assert!(row.figures.rw_inter_committed > 0, "{}: no rw-inter commit", row.protocol);
         assert!(row.figures.round_trips_per_txn.is_some_and(|x| x > 0.0), "{row:?}");
+        // The process spent CPU on every commit, and the idle cluster was measured first.
+        assert!(row.figures.cpu_us_per_committed.is_some_and(|x| x > 0.0), "{row:?}");
+        assert!(row.figures.cpu_cores.is_some_and(|x| x > 0.0), "{row:?}");
+        let redt_bench::compare::RunReport::Ycsb(c) = report else { panic!("a YCSB comparison") };
+        assert!(c.cpu.idle_cpu_cores.is_some_and(|x| x >= 0.0), "{:?}", c.cpu);
     }
     assert_eq!(r.rows[0].protocol, Protocol::Redt);
     assert_eq!(r.rows[1].protocol, Protocol::TwoPcPaxos);
@@ -48,6 +54,7 @@ fn compares_two_protocols_on_one_topology() {
     assert_eq!(redt.committed_per_s, Some(1.0));
     assert_eq!(redt.p50_ms, Some(1.0));
     assert_eq!(redt.round_trips_per_txn, Some(1.0));
+    assert_eq!(redt.cpu_us_per_committed, Some(1.0));
     assert!(r.rows[1].ratios.committed_per_s.is_some_and(|x| x > 0.0));
     assert_eq!(r.rows[1].paper.map(|p| p.messages), Some(25.09));
 

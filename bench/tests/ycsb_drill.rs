@@ -28,6 +28,7 @@ fn a_ycsb_drill_kills_and_restarts_a_dc_and_no_acknowledged_write_is_lost() {
         seed: 7,
         progress: false,
         interval: Default::default(),
+        idle_window: Duration::ZERO,
     };
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let r = rt.block_on(run_embedded_drill_ycsb(topo, &cfg, plan, Arc::new(|_| {}))).unwrap();
@@ -40,6 +41,8 @@ fn a_ycsb_drill_kills_and_restarts_a_dc_and_no_acknowledged_write_is_lost() {
     assert!(log.iter().any(|l| l.contains("started dc2-n1 again")), "{log:?}");
     assert!(d.after.settled, "the cluster settled after the drill: {:?}", d.after);
     assert!(r.run.outcomes.committed > 100, "only {} commits", r.run.outcomes.committed);
+    // An embedded drill reads this process's CPU time, restarts or not.
+    assert!(r.run.cpu.cpu_us_per_committed.is_some_and(|x| x > 0.0), "{:?}", r.run.cpu);
     let lost = d.drill.lost.as_ref().expect("the acknowledged-writes check ran");
     assert!(lost.writes_acked > 0 && lost.keys_read > 0, "{lost:?}");
     assert_eq!(lost.keys_unreadable, 0, "{lost:?}");

@@ -38,6 +38,7 @@ pub mod netem_admin;
 mod node;
 pub mod outcome;
 pub mod plan;
+pub mod process;
 pub mod rebuild;
 mod rebuild_task;
 pub mod recoverer;

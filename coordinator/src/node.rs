@@ -254,7 +254,8 @@ impl Node {
     }
 
     /// This node's status now (see [`crate::status`]): its counters, the undecided entries of
-    /// its ring, its replay backlog and the recoveries it runs; with `count_locks`, also the records holding a
+    /// its ring, its replay backlog, the recoveries it runs and its process's CPU time and
+    /// resident memory ([`crate::process`]); with `count_locks`, also the records holding a
     /// lock (a full scan of its index).
     ///
     /// # Errors
@@ -289,6 +290,9 @@ impl Node {
         status.transport_limits =
             crate::status::TransportLimitCounts::from_counters(&self.transport.counters().snapshot());
         status.link_rtts = crate::status::link_rtts(&topology, self.id, &self.transport.peer_rtts());
+        let usage = crate::process::ProcessUsage::now();
+        status.process_cpu_us = Some(u64::try_from(usage.cpu.as_micros()).unwrap_or(u64::MAX));
+        status.process_resident_bytes = usage.resident_bytes;
         Ok(status)
     }
 

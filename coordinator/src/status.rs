@@ -2,7 +2,8 @@
 //! its answers to clients, its recoveries (started, decided, blocked, and which DCs a blocked
 //! one waits for), the gaps it filled, and the undecided entries of its ring — those past
 //! their phase-1 deadline listed with their locks (issue 12, "Visibility") — and the nodes
-//! and DCs its failure detector suspects (issue 13; `crate::liveness`).
+//! and DCs its failure detector suspects (issue 13; `crate::liveness`), and its process's CPU
+//! time and resident memory ([`crate::process`]).
 //!
 //! [`StatusBoard`] holds the counters and the running recoveries; the node updates it as its
 //! coordinators answer and its recoverers move, and [`NodeStatus`] is one snapshot of it plus
@@ -242,6 +243,8 @@ impl StatusBoard {
             background_retries_waited: 0,
             transport_limits: TransportLimitCounts::default(),
             link_rtts: Vec::new(),
+            process_cpu_us: None,
+            process_resident_bytes: None,
         }
     }
 }
@@ -350,6 +353,12 @@ pub struct NodeStatus {
     /// that DC's nodes it is connected to), ascending by DC; a DC it has no connection to is
     /// absent.
     pub link_rtts: Vec<(DcId, Duration)>,
+    /// CPU time of its process since it started, in µs: user plus system time of all its
+    /// threads ([`crate::process::cpu_time`]; in an embedded cluster, of every node sharing
+    /// the process). `None` from a node that does not report it.
+    pub process_cpu_us: Option<u64>,
+    /// Resident memory of its process, in bytes (`None`: unknown, or not reported).
+    pub process_resident_bytes: Option<u64>,
 }
 
 /// Per DC, the smallest round-trip time `rtts` (by node, as
@@ -477,6 +486,8 @@ impl NodeStatus {
                     rtt_us: u64::try_from(rtt.as_micros()).unwrap_or(u64::MAX),
                 })
                 .collect(),
+            process_cpu_us: self.process_cpu_us,
+            process_resident_bytes: self.process_resident_bytes,
         }
     }
 
@@ -579,6 +590,8 @@ impl NodeStatus {
                 .iter()
                 .map(|l| Ok((dc_id(l.dc)?, Duration::from_micros(l.rtt_us))))
                 .collect::<Result<_, String>>()?,
+            process_cpu_us: r.process_cpu_us,
+            process_resident_bytes: r.process_resident_bytes,
         })
     }
 }
@@ -712,6 +725,15 @@ mod tests {
         let mut w = s.to_wire();
         w.link_rtts[0].dc = 70_001;
         assert!(NodeStatus::from_wire(&w).unwrap_err().contains("70001"));
+        // The process's figures travel as given, and a node that does not send them (an
+        // older one) decodes as not reporting them.
+        assert_eq!((s.process_cpu_us, s.process_resident_bytes), (None, None), "the board does not read them");
+        let s = NodeStatus { process_cpu_us: Some(2_500_001), process_resident_bytes: Some(300 << 20), ..s };
+        assert_eq!(NodeStatus::from_wire(&s.to_wire()), Ok(s.clone()));
+        let mut w = s.to_wire();
+        (w.process_cpu_us, w.process_resident_bytes) = (None, None);
+        let old = NodeStatus::from_wire(&w).unwrap();
+        assert_eq!((old.process_cpu_us, old.process_resident_bytes), (None, None));
     }
 
     #[test]

@@ -474,6 +474,15 @@ pub struct StatusReply {
     /// connection to: the smallest over that DC's nodes, ascending by DC.
     #[prost(message, repeated, tag = "39")]
     pub link_rtts: Vec<LinkRttMsg>,
+    /// CPU time of the node's process since it started, in µs: user plus system time of all
+    /// its threads (in an embedded cluster, of every node sharing the process). Absent from a
+    /// node that does not report it.
+    #[prost(uint64, optional, tag = "40")]
+    pub process_cpu_us: Option<u64>,
+    /// Resident memory of the node's process, in bytes. Absent where the node cannot read it
+    /// (no `/proc/self/statm`) or does not report it.
+    #[prost(uint64, optional, tag = "41")]
+    pub process_resident_bytes: Option<u64>,
 }
 
 /// One DC's round-trip time as a node's QUIC connections measure it (quinn's smoothed RTT).
@@ -1195,6 +1204,8 @@ mod tests {
                 epoch: 3,
                 removed_dcs: vec![1],
                 membership_leader: 2,
+                process_cpu_us: Some(1_250_000),
+                process_resident_bytes: Some(64 << 20),
                 ..Default::default()
             }),
             Body::Heartbeat(HeartbeatMsg { sent_at_us: 9 }),

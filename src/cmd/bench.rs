@@ -241,6 +241,28 @@ impl OutArgs {
     }
 }
 
+/// The idle-CPU window of the embedded benches (`idle_cpu_cores` in their reports).
+#[derive(Args, Debug, Clone, Copy)]
+pub struct IdleArgs {
+    /// Before the warm-up, with the embedded cluster up and loaded and no client running yet,
+    /// measure the process's idle CPU over this window (`idle_cpu_cores`: heartbeats, replay,
+    /// timers); `0s` skips it [default: 1s].
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true, value_parser = crate::cmd::duration::span)]
+    idle_window: Option<Duration>,
+}
+
+impl IdleArgs {
+    /// `--idle-window`, or the default.
+    pub(crate) fn window(&self) -> Duration {
+        self.idle_window.unwrap_or(redt_bench::report::DEFAULT_IDLE_WINDOW)
+    }
+
+    /// Whether `--idle-window` was given.
+    pub(crate) fn given(&self) -> bool {
+        self.idle_window.is_some()
+    }
+}
+
 /// The flags `redt bench bank` and `redt bench append` share: the embedded cluster, its
 /// clients and their seed, the commit protocol and the output.
 #[derive(Args, Debug)]
@@ -419,6 +441,8 @@ pub struct YcsbArgs {
     #[arg(long, default_value = "5s", allow_hyphen_values = true, value_parser = crate::cmd::duration::span)]
     warmup: Duration,
     #[command(flatten)]
+    idle: IdleArgs,
+    #[command(flatten)]
     run: YcsbRunArgs,
     #[command(flatten)]
     props: PropsArgs,
@@ -471,6 +495,7 @@ impl YcsbArgs {
             seed: self.mix.seed,
             progress: !self.out.json,
             interval: self.out.intervals(),
+            idle_window: if self.cluster.is_some() { Duration::ZERO } else { self.idle.window() },
         }
     }
 }
@@ -543,6 +568,8 @@ pub struct LocalArgs {
     /// Warm-up excluded from the figures, e.g. `1s`.
     #[arg(long, default_value = "1s", allow_hyphen_values = true, value_parser = crate::cmd::duration::span)]
     warmup: Duration,
+    #[command(flatten)]
+    idle: IdleArgs,
     /// Worker threads, each one executor.
     #[arg(long, default_value_t = 4)]
     threads: usize,
@@ -576,6 +603,12 @@ fn ycsb(a: &YcsbArgs) -> Result<()> {
         bail!(
             "--protocol {p} cannot apply to a running cluster (--cluster): its nodes run the protocol they were \
              started with, chosen by `redt node --protocol NAME` (or `redt cluster up --protocol NAME`)"
+        );
+    }
+    if a.cluster.is_some() && a.idle.given() {
+        bail!(
+            "--idle-window measures the embedded cluster's idle CPU: with --cluster the CPU comes from the \
+             nodes' status over the measured interval, and there is no idle window"
         );
     }
     if a.cluster.is_some() && !a.durability.is_empty() {
@@ -647,6 +680,7 @@ fn ycsb(a: &YcsbArgs) -> Result<()> {
             );
             print_mix(&run.mix, 0);
             print_outcomes(&run.outcomes, "   (as the clients see it)");
+            println!("{}", run.cpu.line());
             super::drill::print_embedded(&r.drill);
         })?;
         let title = format!("redt bench ycsb --drill — {}", r.run.topology);
@@ -661,6 +695,7 @@ fn ycsb(a: &YcsbArgs) -> Result<()> {
             println!("redt bench ycsb --cluster — {}, {} clients, {:.1} s", run.topology, run.clients, run.duration_s);
             print_mix(&run.mix, 0);
             print_outcomes(&run.outcomes, "   (as the clients see it)");
+            println!("{}   (the nodes' processes; – when one restarted)", run.cpu.line());
             super::drill::print(&r.drill, true);
         })?;
         return super::drill::finish_bench(&r, &a.drill, !a.out.json);
@@ -672,6 +707,7 @@ fn ycsb(a: &YcsbArgs) -> Result<()> {
             println!("redt bench ycsb --cluster — {}, {} clients, {:.1} s", r.topology, r.clients, r.duration_s);
             print_mix(&r.mix, 0);
             print_outcomes(&r.outcomes, "   (as the clients see it)");
+            println!("{}   (the nodes' processes)", r.cpu.line());
         })?;
         let hint = format!(
             "a cluster holding fewer than {records_per_partition} records per partition aborts every transaction \
@@ -755,13 +791,19 @@ fn ycsb_workloads(a: &YcsbArgs, list: &str) -> Result<()> {
             println!();
         }
         let base = runs.first().map_or(0.0, |(_, r)| r.outcomes.committed_per_s);
-        println!("workload   committed/s   vs first   abort rate   p50 ms   p99 ms");
+        println!("workload   committed/s   vs first   abort rate   p50 ms   p99 ms   CPU µs/txn");
         for (w, r) in &runs {
             let o = &r.outcomes;
             let ratio = if base > 0.0 { o.committed_per_s / base } else { 0.0 };
             println!(
-                "{:<8} {:>13.1} {:>9.2}x {:>11.3} {:>8.1} {:>8.1}",
-                w, o.committed_per_s, ratio, o.abort_rate, o.latency_ms.p50, o.latency_ms.p99
+                "{:<8} {:>13.1} {:>9.2}x {:>11.3} {:>8.1} {:>8.1} {:>12}",
+                w,
+                o.committed_per_s,
+                ratio,
+                o.abort_rate,
+                o.latency_ms.p50,
+                o.latency_ms.p99,
+                cpu_us_cell(&r.cpu)
             );
         }
         if let Some(d) = &dex {
@@ -796,19 +838,25 @@ fn print_durability(runs: &[(Durability, redt_bench::ClusterReport)]) {
         println!();
     }
     let base = runs.first().map_or(0.0, |(_, r)| r.outcomes.committed_per_s);
-    println!("durability   committed/s   vs first   p50 ms   p99 ms");
+    println!("durability   committed/s   vs first   p50 ms   p99 ms   CPU µs/txn");
     for (d, r) in runs {
         let o = &r.outcomes;
         let ratio = if base > 0.0 { o.committed_per_s / base } else { 0.0 };
         println!(
-            "{:<10} {:>13.1} {:>9.2}x {:>8.1} {:>8.1}",
+            "{:<10} {:>13.1} {:>9.2}x {:>8.1} {:>8.1} {:>12}",
             d.to_string(),
             o.committed_per_s,
             ratio,
             o.latency_ms.p50,
-            o.latency_ms.p99
+            o.latency_ms.p99,
+            cpu_us_cell(&r.cpu)
         );
     }
+}
+
+/// A run's CPU µs per committed transaction for a side-by-side table (`–`: not measured).
+fn cpu_us_cell(c: &redt_bench::report::CpuCost) -> String {
+    c.cpu_us_per_committed.map_or_else(|| "–".to_string(), |x| format!("{x:.0}"))
 }
 
 /// The lines of `o` every cluster report shows (committed/s, abort rate and counts,
@@ -857,6 +905,7 @@ fn print_cluster(r: &ClusterReport) {
     );
     print_mix(&r.mix, r.inserted);
     print_outcomes(&r.outcomes, "");
+    println!("{}", r.cpu.line());
     println!("  per committed transaction (RedT Table 2):");
     println!(
         "    {:<9} {:>10} {:>14} {:>16} {:>16}",
@@ -910,6 +959,7 @@ fn local(a: &LocalArgs) -> Result<()> {
         seed: a.mix.seed,
         progress: !a.out.json,
         interval: a.out.intervals(),
+        idle_window: a.idle.window(),
     };
     let r = run_local_ycsb(&topo, &cfg).map_err(anyhow::Error::msg)?;
     a.out.emit(serde_json::to_string_pretty(&r)?, || print_local(&r))
@@ -928,6 +978,7 @@ fn print_local(r: &LocalReport) {
         "  latency p50/p99/p999 µs  {:>6.0} / {:.0} / {:.0}",
         r.latency_us.p50, r.latency_us.p99, r.latency_us.p999
     );
+    println!("{}", r.cpu.line());
     println!(
         "  verbs per txn            read {:.2}  write {:.2}  cas {:.2}  faa {:.2}  masked-cas {:.2}  masked-faa {:.2}  (doorbells {:.2})",
         v.read, v.write, v.cas, v.faa, v.masked_cas, v.masked_faa, v.doorbells

@@ -45,6 +45,8 @@ pub struct CompareArgs {
     /// Warm-up per protocol, excluded from the figures.
     #[arg(long, default_value = "5s", allow_hyphen_values = true, value_parser = crate::cmd::duration::span)]
     warmup: Duration,
+    #[command(flatten)]
+    idle: super::IdleArgs,
     /// Concurrent clients per node (closed loop; YCSB).
     #[arg(long, default_value_t = 4)]
     clients_per_node: usize,
@@ -97,6 +99,7 @@ pub fn compare(a: &CompareArgs) -> Result<()> {
             seed: a.mix.seed,
             progress: !a.json,
             options,
+            idle_window: a.idle.window(),
             ..TpccConfig::default()
         };
         (topo, CompareWorkload::Tpcc(cfg))
@@ -117,6 +120,7 @@ pub fn compare(a: &CompareArgs) -> Result<()> {
             seed: a.mix.seed,
             progress: !a.json,
             interval: Default::default(),
+            idle_window: a.idle.window(),
         };
         (topo, CompareWorkload::Ycsb(cfg))
     };

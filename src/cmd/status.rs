@@ -1,8 +1,8 @@
 //! `redt status`: what every node of a running cluster is doing — its clients' answers, the
 //! undecided entries of its ring, its recoveries (started, decided, blocked), the nodes and
-//! DCs its failure detector suspects (issue 13) and, with `--blocked`, the transactions
-//! waiting on recovery with their locks and the DCs a blocked recoverer waits for (issue 12,
-//! "Visibility").
+//! DCs its failure detector suspects (issue 13), its process's CPU time and resident memory
+//! and, with `--blocked`, the transactions waiting on recovery with their locks and the DCs a
+//! blocked recoverer waits for (issue 12, "Visibility").
 
 use super::{load_topology, print_out, runtime};
 use anyhow::{Context, Result};
@@ -87,6 +87,7 @@ pub fn run(a: &StatusArgs) -> Result<()> {
                     obj.insert("committed_per_s".into(), json!(r.committed_per_s));
                     obj.insert("abort_rate".into(), json!(r.abort_rate));
                     obj.insert("window_ms".into(), json!(r.window.as_millis() as u64));
+                    obj.insert("cpu_cores".into(), json!(r.cpu_cores));
                 }
                 j
             })
@@ -116,6 +117,9 @@ struct Rate {
     committed_per_s: f64,
     /// Aborted answers over all answers in the window (0 when none).
     abort_rate: f64,
+    /// CPU seconds the node's process spent per second of the window (`None`: the node does
+    /// not report its CPU time). In a process holding several nodes, the whole process's.
+    cpu_cores: Option<f64>,
 }
 
 /// The rates of node `n` between its answer in `first` and its answer `second`; `None` when
@@ -132,10 +136,12 @@ fn rate_between(
     let aborted = b.aborted.checked_sub(a.aborted)?;
     let unknown = b.unknown.checked_sub(a.unknown)?;
     let answers = committed + aborted + unknown;
+    let cpu_us = b.process_cpu_us.zip(a.process_cpu_us).and_then(|(b, a)| b.checked_sub(a));
     Some(Rate {
         window: Duration::from_millis(ms),
         committed_per_s: committed as f64 * 1e3 / ms as f64,
         abort_rate: if answers == 0 { 0.0 } else { aborted as f64 / answers as f64 },
+        cpu_cores: cpu_us.map(|us| us as f64 / 1e3 / ms as f64),
     })
 }
 
@@ -143,20 +149,42 @@ fn rate_between(
 fn rates_table(topo: &Topology, rates: &[(NodeId, Option<Rate>)]) -> String {
     let window = rates.iter().filter_map(|(_, r)| r.map(|r| r.window)).max().unwrap_or_default();
     let mut out = format!(
-        "\nrates over the last {:.1} s (client answers of each node's coordinators):\n{:<12} {:>11} {:>7}\n",
+        "\nrates over the last {:.1} s (client answers of each node's coordinators; CPU of its process):\n\
+         {:<12} {:>11} {:>7} {:>9}\n",
         window.as_secs_f64(),
         "node",
         "committed/s",
-        "abort%"
+        "abort%",
+        "cpu cores"
     );
     for (n, r) in rates {
         let name = node_name(topo, *n);
         out += &match r {
-            Some(r) => format!("{name:<12} {:>11.1} {:>6.1}%\n", r.committed_per_s, r.abort_rate * 100.0),
-            None => format!("{name:<12} {:>11} {:>7}\n", "-", "-"),
+            Some(r) => {
+                let cores = r.cpu_cores.map_or_else(|| "-".to_string(), |c| format!("{c:.2}"));
+                format!("{name:<12} {:>11.1} {:>6.1}% {cores:>9}\n", r.committed_per_s, r.abort_rate * 100.0)
+            }
+            None => format!("{name:<12} {:>11} {:>7} {:>9}\n", "-", "-", "-"),
         };
     }
     out
+}
+
+/// A node process's CPU time for the status table: seconds with one decimal (`12.3s`), `-`
+/// when the node does not report it.
+fn cpu_cell(s: &NodeStatus) -> String {
+    s.process_cpu_us.map_or_else(|| "-".into(), |us| format!("{:.1}s", us as f64 / 1e6))
+}
+
+/// A resident memory size for the status table: whole MiB below 10 GiB (`245MiB`), GiB with
+/// one decimal above (`12.5GiB`), `-` when unknown.
+fn bytes_cell(bytes: Option<u64>) -> String {
+    const MIB: f64 = (1u64 << 20) as f64;
+    match bytes {
+        None => "-".into(),
+        Some(b) if b >= 10 << 30 => format!("{:.1}GiB", b as f64 / (MIB * 1024.0)),
+        Some(b) => format!("{:.0}MiB", b as f64 / MIB),
+    }
 }
 
 /// The round-trip times the nodes' QUIC connections measure between DCs, in ms: row the DC
@@ -274,10 +302,12 @@ fn suspects(topo: &Topology, s: &NodeStatus) -> String {
 /// The status table, one row per node.
 fn table(topo: &Topology, statuses: &[(NodeId, Result<NodeStatus, String>)], locks: bool) -> String {
     let mut out = format!(
-        "{:<12} {:<8} {:>9} {:>10} {:>8} {:>8} {:>9} {:>8} {:>24} {:>6} {:>5} {:>7} {:>5} {:>5}{}  {}\n",
+        "{:<12} {:<8} {:>9} {:>9} {:>8} {:>10} {:>8} {:>8} {:>9} {:>8} {:>24} {:>6} {:>5} {:>7} {:>5} {:>5}{}  {}\n",
         "node",
         "dc",
         "up",
+        "cpu",
+        "rss",
         "committed",
         "aborted",
         "unknown",
@@ -306,10 +336,12 @@ fn table(topo: &Topology, statuses: &[(NodeId, Result<NodeStatus, String>)], loc
                     s.recoveries_blocked
                 );
                 out += &format!(
-                    "{:<12} {:<8} {:>9} {:>10} {:>8} {:>8} {:>9} {:>8} {:>24} {:>6} {:>5} {:>7} {:>5} {:>5}{}  {}\n",
+                    "{:<12} {:<8} {:>9} {:>9} {:>8} {:>10} {:>8} {:>8} {:>9} {:>8} {:>24} {:>6} {:>5} {:>7} {:>5} {:>5}{}  {}\n",
                     node_name(topo, *n),
                     dc,
                     format!("{:.1}s", s.uptime_ms as f64 / 1e3),
+                    cpu_cell(s),
+                    bytes_cell(s.process_resident_bytes),
                     s.committed,
                     s.aborted,
                     s.unknown,
@@ -409,6 +441,8 @@ fn node_json(topo: &Topology, n: NodeId, s: &Result<NodeStatus, String>) -> serd
         Ok(s) => json!({
             "node": node_name(topo, n),
             "uptime_ms": s.uptime_ms,
+            "process_cpu_s": s.process_cpu_us.map(|us| us as f64 / 1e6),
+            "process_resident_bytes": s.process_resident_bytes,
             "committed": s.committed,
             "aborted": s.aborted,
             "unknown": s.unknown,
@@ -540,9 +574,54 @@ mod tests {
         assert_eq!(rate_between(&first, NodeId(0), &Err("unreachable".into())), None);
         assert_eq!(rate_between(&first, NodeId(1), &Ok(b)), None, "no first answer from that node");
         let topo = Topology::from_yaml("default.yaml", include_str!("../../configs/default.yaml")).expect("valid");
+        assert_eq!(r.cpu_cores, None, "neither answer reports the process's CPU time");
         let t = rates_table(&topo, &[(NodeId(0), Some(r)), (NodeId(1), None)]);
-        assert!(t.contains("dc1-n1              30.0   25.0%"), "{t}");
-        assert!(t.contains("dc1-n2                 -       -"), "{t}");
+        assert!(t.contains("dc1-n1              30.0   25.0%         -"), "{t}");
+        assert!(t.contains("dc1-n2                 -       -         -"), "{t}");
+        // 3 s of CPU over the 2 s window: 1.5 cores; a process whose CPU went back has none.
+        let a = NodeStatus {
+            uptime_ms: 10_000,
+            committed: 100,
+            aborted: 10,
+            process_cpu_us: Some(7_000_000),
+            ..base.clone()
+        };
+        let b = NodeStatus {
+            uptime_ms: 12_000,
+            committed: 160,
+            aborted: 30,
+            process_cpu_us: Some(10_000_000),
+            ..base.clone()
+        };
+        let first = vec![(NodeId(0), Ok(a))];
+        let r = rate_between(&first, NodeId(0), &Ok(b.clone())).expect("a rate");
+        assert_eq!(r.cpu_cores, Some(1.5));
+        assert!(rates_table(&topo, &[(NodeId(0), Some(r))]).contains("dc1-n1              30.0   25.0%      1.50"));
+        let back = NodeStatus { process_cpu_us: Some(6_000_000), ..b };
+        assert_eq!(rate_between(&first, NodeId(0), &Ok(back)).map(|r| r.cpu_cores), Some(None));
+    }
+
+    #[test]
+    fn the_process_cpu_and_memory_are_columns_and_json_fields() {
+        let topo = Topology::from_yaml("default.yaml", include_str!("../../configs/default.yaml")).expect("valid");
+        let quiet = StatusBoard::default().snapshot(NodeId(0), &[], 0, 500, 0, None);
+        let s =
+            NodeStatus { process_cpu_us: Some(12_345_678), process_resident_bytes: Some(245 << 20), ..quiet.clone() };
+        let other = NodeStatus { node: NodeId(1), ..quiet.clone() };
+        let t = table(&topo, &[(NodeId(0), Ok(s.clone())), (NodeId(1), Ok(other))], false);
+        let header: Vec<&str> = t.lines().next().unwrap_or_default().split_whitespace().collect();
+        let cell = |line: usize, column: &str| -> String {
+            let at = header.iter().position(|&h| h == column).expect("a column");
+            t.lines().nth(line).unwrap_or_default().split_whitespace().nth(at).unwrap_or_default().to_string()
+        };
+        assert_eq!((cell(1, "cpu"), cell(1, "rss")), ("12.3s".into(), "245MiB".into()), "{t}");
+        assert_eq!((cell(2, "cpu"), cell(2, "rss")), ("-".into(), "-".into()), "not reported: {t}");
+        let j = node_json(&topo, NodeId(0), &Ok(s));
+        assert_eq!(j["process_cpu_s"], json!(12.345678));
+        assert_eq!(j["process_resident_bytes"], json!(245u64 << 20));
+        assert_eq!(node_json(&topo, NodeId(1), &Ok(quiet))["process_cpu_s"], json!(null));
+        assert_eq!(bytes_cell(Some(12 << 30)), "12.0GiB");
+        assert_eq!(bytes_cell(Some(0)), "0MiB");
     }
 
     #[test]

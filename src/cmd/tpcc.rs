@@ -24,6 +24,8 @@ pub struct TpccArgs {
     /// Warm-up excluded from the figures.
     #[arg(long, default_value = "5s", allow_hyphen_values = true, value_parser = crate::cmd::duration::span)]
     warmup: Duration,
+    #[command(flatten)]
+    idle: super::bench::IdleArgs,
     /// Closed-loop terminals per warehouse [default: 4; 10, the spec's, with --think].
     /// Without think times every terminal submits back to back, and every Payment of a
     /// warehouse write-locks its W_YTD cell for about one 40 ms inter-DC round trip (two
@@ -92,6 +94,7 @@ pub fn run(a: &TpccArgs) -> Result<()> {
         options: a.drill.options(a.protocol.options(), &topo),
         drill,
         interval: a.out.intervals(),
+        idle_window: a.idle.window(),
         ..TpccConfig::default()
     };
     let r = runtime()?.block_on(run_tpcc(topo, &cfg)).map_err(anyhow::Error::msg)?;

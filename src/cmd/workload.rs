@@ -505,12 +505,14 @@ fn run_ycsb(rt: &tokio::runtime::Runtime, a: &YcsbRunCmdArgs) -> Result<()> {
         seed: a.mix.seed,
         progress: !a.out.json,
         interval: a.out.intervals(),
+        idle_window: Duration::ZERO,
     };
     let print = |r: &redt_bench::RemoteReport, title: &str| {
         a.out.emit(serde_json::to_string_pretty(r)?, || {
             println!("{title} — {}, {} clients, {:.1} s", r.topology, r.clients, r.duration_s);
             print_mix(&r.mix, 0);
             print_outcomes(&r.outcomes, "   (as the clients see it)");
+            println!("{}", cpu_line(&r.cpu, title));
         })
     };
     if let Some(file) = &t.cluster {
@@ -575,7 +577,19 @@ fn print_bank_run(out: &OutArgs, r: &wl::bank::RunReport, title: &str) -> Result
     out.emit(serde_json::to_string_pretty(r)?, || {
         println!("{title} — {}, {} accounts, {} clients, {:.1} s", r.topology, r.accounts, r.clients, r.duration_s);
         print_outcomes(&r.outcomes, "   (as the clients see it)");
+        println!("{}", cpu_line(&r.cpu, title));
     })
+}
+
+/// The CPU line of a `redt workload run` report titled `title`: a running cluster's is its
+/// nodes' processes' (summed from their status), an embedded one's (`… (embedded)`) this
+/// process's.
+fn cpu_line(cpu: &redt_bench::report::CpuCost, title: &str) -> String {
+    if title.ends_with("(embedded)") {
+        cpu.line()
+    } else {
+        format!("{}   (the nodes' processes)", cpu.line())
+    }
 }
 
 fn run_bank(rt: &tokio::runtime::Runtime, a: &BankRunArgs) -> Result<()> {
@@ -650,6 +664,7 @@ fn print_append(r: &wl::append::AppendReport, title: &str) {
     if r.duration_s > 0.0 {
         println!("  clients {}, {:.1} s", r.clients, r.duration_s);
         print_outcomes(&r.outcomes, "");
+        println!("{}", cpu_line(&r.cpu, title));
     }
     println!(
         "  history                    {} events{}; {} keys read back",
@@ -700,6 +715,7 @@ fn tpcc_cfg(a: &TpccRunArgs) -> TpccConfig {
         seed: a.db.seed,
         progress: !a.out.json,
         interval: a.out.intervals(),
+        idle_window: Duration::ZERO,
         ..TpccConfig::default()
     }
 }
@@ -713,6 +729,9 @@ fn print_tpcc_run(out: &OutArgs, r: &wl::tpcc::RunReport, title: &str) -> Result
         println!("  tpmC (New-Order commits/min)  {:>10.1}", r.tpmc);
         println!("  committed/s                   {:>10.1}   business transactions", r.committed_per_s);
         println!("  abort rate (attempts)         {:>10.4}", r.abort_rate);
+        let (cpu_us, cores) = r.cpu.cells();
+        let whose = if title.ends_with("(embedded)") { "" } else { "; the nodes' processes" };
+        println!("  CPU µs per committed txn      {cpu_us:>10}   (business transactions; {cores}{whose})");
         for l in redt_bench::tpcc::driver::type_table(&r.types) {
             println!("{l}");
         }

@@ -1,7 +1,7 @@
 //! `redt bench bank`, `redt bench append`, `redt bench sweep` (a child of `cmd::bench`).
 
 use super::super::{load_topology, runtime};
-use super::{check_clients, print_outcomes, KvRunArgs, MixArgs, ShapeArgs, YcsbRunArgs};
+use super::{check_clients, print_outcomes, IdleArgs, KvRunArgs, MixArgs, ShapeArgs, YcsbRunArgs};
 use anyhow::{bail, Result};
 use clap::Args;
 use redt_bench::sweep::parse_param;
@@ -39,6 +39,8 @@ pub struct BankArgs {
     /// The key/value table holding the accounts.
     #[arg(long, default_value = "kv")]
     table: String,
+    #[command(flatten)]
+    idle: IdleArgs,
     #[command(flatten)]
     run: KvRunArgs,
     #[command(flatten)]
@@ -97,6 +99,8 @@ pub struct SweepArgs {
     /// Warm-up per point, excluded from the figures.
     #[arg(long, default_value = "2s", allow_hyphen_values = true, value_parser = crate::cmd::duration::span)]
     warmup: Duration,
+    #[command(flatten)]
+    idle: IdleArgs,
     #[command(flatten)]
     run: YcsbRunArgs,
     /// Commit protocol of the embedded cluster: redt, 2pc-paxos, ep-paxos, tapir, redt-tcp
@@ -160,6 +164,7 @@ pub fn bank(a: &BankArgs) -> Result<()> {
         progress: !run.out.json,
         drill,
         interval: run.out.intervals(),
+        idle_window: a.idle.window(),
     };
     let r = runtime()?.block_on(run_bank(topo, &cfg)).map_err(anyhow::Error::msg)?;
     run.out.emit(serde_json::to_string_pretty(&r)?, || print_bank(&r))?;
@@ -179,6 +184,7 @@ fn print_bank(r: &BankReport) {
         r.topology, r.dcs, r.nodes, r.rtt_ms, r.protocol, r.accounts, r.clients, r.duration_s
     );
     print_outcomes(&r.outcomes, "");
+    println!("{}", r.cpu.line());
     println!(
         "  whole run                  {} transfers committed ({} unknown), {} read-alls",
         r.transfers_committed, r.transfers_unknown, r.reads_committed
@@ -265,6 +271,7 @@ fn print_append(r: &AppendReport) {
         o.committed, o.aborted, o.unknown, o.abort_rate
     );
     println!("{latency}");
+    println!("{}", r.cpu.line());
     println!(
         "  history                    {} events{}",
         r.events,
@@ -327,6 +334,7 @@ pub fn sweep(a: &SweepArgs) -> Result<()> {
             seed: a.mix.seed,
             progress: !a.json,
             interval: Default::default(),
+            idle_window: a.idle.window(),
         },
         protocols: a.protocols.clone(),
         out: a.out.clone(),
@@ -353,26 +361,31 @@ pub fn sweep(a: &SweepArgs) -> Result<()> {
     );
     let w = param.name().len().max(10);
     println!(
-        "  {:<10} {:>w$} {:>12} {:>10} {:>10} {:>10} {:>10}",
+        "  {:<10} {:>w$} {:>12} {:>10} {:>10} {:>10} {:>10} {:>11} {:>9}",
         "protocol",
         param.name(),
         "committed/s",
         "abort",
         "p50 ms",
         "p99 ms",
-        "p999 ms"
+        "p999 ms",
+        "CPU µs/txn",
+        "CPU cores"
     );
     for row in &r.rows {
         let (x, o) = (&row.report, &row.report.outcomes);
+        let dash = |v: Option<f64>, digits: usize| v.map_or_else(|| "–".to_string(), |v| format!("{v:.digits$}"));
         println!(
-            "  {:<10} {:>w$} {:>12.1} {:>10.4} {:>10.1} {:>10.1} {:>10.1}",
+            "  {:<10} {:>w$} {:>12.1} {:>10.4} {:>10.1} {:>10.1} {:>10.1} {:>11} {:>9}",
             x.protocol.name(),
             row.value,
             o.committed_per_s,
             o.abort_rate,
             o.latency_ms.p50,
             o.latency_ms.p99,
-            o.latency_ms.p999
+            o.latency_ms.p999,
+            dash(x.cpu.cpu_us_per_committed, 0),
+            dash(x.cpu.cpu_cores, 2)
         );
     }
     println!("  CSV   {}", r.csv);

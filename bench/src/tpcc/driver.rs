@@ -33,7 +33,7 @@ use super::tap::Side;
 use crate::drill::{Counts, Timeline};
 use crate::drill_embedded::{start_cluster, Coordinators, DrilledCluster, EmbeddedDrillReport};
 use crate::drill_plan::DrillPlan;
-use crate::report::{Latency, VerbsPerTxn};
+use crate::report::{CpuCost, Latency, VerbsPerTxn, DEFAULT_IDLE_WINDOW};
 use indicatif::{ProgressBar, ProgressStyle};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -80,6 +80,10 @@ pub struct TpccConfig {
     /// Per-interval rows of the measured interval (off by default): database transactions
     /// (attempts; a Delivery is ten), their outcomes and latencies.
     pub interval: crate::interval::IntervalOptions,
+    /// How long to measure the cluster's idle CPU once it is up, loaded and its orders
+    /// pre-allocated, before the terminals start ([`CpuCost::idle_cpu_cores`]); zero: not
+    /// measured. Only the embedded run has one.
+    pub idle_window: Duration,
 }
 
 impl Default for TpccConfig {
@@ -99,6 +103,7 @@ impl Default for TpccConfig {
             headroom: 200,
             drill: None,
             interval: Default::default(),
+            idle_window: DEFAULT_IDLE_WINDOW,
         }
     }
 }
@@ -188,6 +193,11 @@ pub struct TpccReport {
     pub db_committed_per_s: f64,
     /// Aborted attempts / attempts over all types.
     pub abort_rate: f64,
+    /// The CPU time of this process (every node, terminal and replay thread) over the measured
+    /// interval, per committed business transaction (as `committed_per_s` counts them), and
+    /// over the idle window before the warm-up.
+    #[serde(flatten)]
+    pub cpu: CpuCost,
     /// Per type.
     pub types: Vec<TypeReport>,
     /// Load footprint.
@@ -1037,6 +1047,7 @@ pub async fn run_tpcc(topo: Topology, cfg: &TpccConfig) -> Result<TpccReport, St
         .await
         .map_err(|e| e.to_string())?
         .map_err(|e| format!("pre-allocating orders: {e}"))?;
+    let idle_cpu_cores = crate::cpu::idle_cpu_cores(cfg.idle_window).await;
 
     let timeline = drill.as_ref().map(|d| d.timeline.clone());
     let measured_from: Arc<std::sync::OnceLock<Instant>> = Default::default();
@@ -1077,6 +1088,7 @@ pub async fn run_tpcc(topo: Topology, cfg: &TpccConfig) -> Result<TpccReport, St
     let s0 = side.counts();
     sh.start_measuring();
     let run = bar(cfg.progress, cfg.duration.as_millis() as u64, "run");
+    let cpu = redt_coordinator::process::CpuWindow::start();
     let started = Instant::now();
     let _ = measured_from.set(started);
     if let Some(d) = &mut drill {
@@ -1098,6 +1110,7 @@ pub async fn run_tpcc(topo: Topology, cfg: &TpccConfig) -> Result<TpccReport, St
     }
     sh.stop_measuring();
     let elapsed_d = started.elapsed();
+    let (cpu_spent, _) = cpu.read();
     let rows = rows.and_then(|iv| match iv {
         Some(iv) => iv.finish(sh.meter.snapshot(elapsed_d), &run),
         None => Ok(()),
@@ -1195,6 +1208,7 @@ pub async fn run_tpcc(topo: Topology, cfg: &TpccConfig) -> Result<TpccReport, St
         committed_per_s: all_committed as f64 / elapsed,
         db_committed_per_s: db_committed as f64 / elapsed,
         abort_rate: if all_attempts == 0 { 0.0 } else { all_aborts as f64 / all_attempts as f64 },
+        cpu: CpuCost::new(Some(cpu_spent), elapsed_d, all_committed, idle_cpu_cores),
         types,
         footprint: loaded.footprint.clone(),
         records_loaded: loaded.records,
@@ -1299,6 +1313,8 @@ impl TpccReport {
             self.committed_per_s, self.db_committed_per_s
         ));
         line(format!("  abort rate (attempts)         {:>10.4}", self.abort_rate));
+        let (cpu_us, cores) = self.cpu.cells();
+        line(format!("  CPU µs per committed txn      {cpu_us:>10}   (business transactions; {cores})"));
         for l in type_table(&self.types) {
             line(l);
         }

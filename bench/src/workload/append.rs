@@ -11,7 +11,7 @@ use super::meta::{self, Stored};
 use super::{measure, require_commits, Meter, Target, WorkloadKind};
 use crate::append::{check_fits, draw, fill, kv_ops, AppendConfig, Keys};
 use crate::history::{self, read_history, Event, EventType, HistoryWriter, Mop};
-use crate::report::Outcomes;
+use crate::report::{CpuCost, Outcomes};
 use rand::SeedableRng;
 use redt_coordinator::{call, TxnStatus};
 use redt_dc_executor::{list_items, RecordOp};
@@ -86,6 +86,10 @@ pub struct AppendReport {
     /// The run's transactions: ok, fail, info (runs only).
     #[serde(flatten)]
     pub outcomes: Outcomes,
+    /// The CPU time of the nodes' processes over the run (summed, through their status; an
+    /// embedded cluster's: this process's), per ok transaction (runs only).
+    #[serde(flatten)]
+    pub cpu: CpuCost,
     /// The history file.
     pub history: Option<String>,
     /// History events.
@@ -169,10 +173,12 @@ pub async fn run(target: &Target, cfg: &AppendConfig, cluster: &str) -> Result<A
             });
         }
     }
-    let elapsed = measure(&meter, &stop, Duration::ZERO, cfg.duration, &cfg.interval, cfg.progress).await;
+    let measured =
+        measure(&meter, &stop, &target.cpu_source(), Duration::ZERO, cfg.duration, &cfg.interval, cfg.progress).await;
     stop.store(true, Ordering::Relaxed);
     while tasks.join_next().await.is_some() {}
-    let elapsed = elapsed?;
+    let measured = measured?;
+    let elapsed = measured.elapsed;
     if let Some(e) = error.lock().expect("error slot").take() {
         return Err(format!("writing the history: {e}"));
     }
@@ -186,6 +192,7 @@ pub async fn run(target: &Target, cfg: &AppendConfig, cluster: &str) -> Result<A
     r.clients = clients;
     r.duration_s = elapsed.as_secs_f64();
     r.outcomes = outcomes;
+    r.cpu = measured.cpu;
     r.history = cfg.history.as_ref().map(|h| h.display().to_string());
     Ok(r)
 }
@@ -221,6 +228,7 @@ async fn check_events(
         clients: 0,
         duration_s: 0.0,
         outcomes: Outcomes::default(),
+        cpu: CpuCost::default(),
         history: None,
         events: events.len() as u64,
         keys: keys.len() as u64,

@@ -9,7 +9,7 @@ use super::{measure, require_commits, Meter, Target, WorkloadKind};
 use crate::bank::{balance, draw_transfer};
 use crate::cluster::bar;
 use crate::interval::IntervalOptions;
-use crate::report::Outcomes;
+use crate::report::{CpuCost, Outcomes};
 use rand::SeedableRng;
 use redt_coordinator::call;
 use redt_dc_executor::RecordOp;
@@ -117,6 +117,10 @@ pub struct RunReport {
     /// The transfers of the measured interval, as the clients saw them.
     #[serde(flatten)]
     pub outcomes: Outcomes,
+    /// The CPU time of the nodes' processes over the measured interval (summed, through their
+    /// status; an embedded cluster's: this process's).
+    #[serde(flatten)]
+    pub cpu: CpuCost,
 }
 
 /// `redt workload run bank`: transfers between the accounts init loaded.
@@ -152,10 +156,12 @@ pub async fn run(target: &Target, cfg: &BankRun, cluster: &str) -> Result<RunRep
             });
         }
     }
-    let elapsed = measure(&meter, &stop, cfg.warmup, cfg.duration, &cfg.interval, cfg.progress).await;
+    let measured =
+        measure(&meter, &stop, &target.cpu_source(), cfg.warmup, cfg.duration, &cfg.interval, cfg.progress).await;
     stop.store(true, Ordering::Relaxed);
     while tasks.join_next().await.is_some() {}
-    let elapsed = elapsed?;
+    let measured = measured?;
+    let elapsed = measured.elapsed;
     let outcomes = meter.outcomes(elapsed);
     init.runs += 1;
     meta::write(target, &init).await?;
@@ -167,6 +173,7 @@ pub async fn run(target: &Target, cfg: &BankRun, cluster: &str) -> Result<RunRep
         clients: cfg.clients_per_node * target.topo.nodes.len(),
         duration_s: elapsed.as_secs_f64(),
         outcomes,
+        cpu: measured.cpu,
     })
 }
 

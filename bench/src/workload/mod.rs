@@ -25,8 +25,9 @@ pub mod tpcc;
 pub mod ycsb;
 
 use crate::cluster::bar;
+use crate::cpu::CpuSource;
 use crate::interval::{IntervalOptions, Intervals, Snapshot};
-use crate::report::{Latency, Outcomes};
+use crate::report::{CpuCost, Latency, Outcomes};
 use backon::{ExponentialBuilder, Retryable};
 use redt_coordinator::{call, Client, EmbeddedCluster, TxnOutcome, TxnStatus};
 use redt_dc_executor::RecordOp;
@@ -100,6 +101,8 @@ pub struct Target {
     pub client: Arc<Client>,
     /// The topology.
     pub topo: Arc<Topology>,
+    /// Whether the cluster runs in this process ([`Target::embedded`]).
+    embedded: bool,
 }
 
 impl Target {
@@ -113,7 +116,7 @@ impl Target {
         let topo = Arc::new(topo);
         let client = Client::connect(topo.clone(), certs, Duration::from_secs(10))
             .map_err(|e| format!("connecting with the client certificate of {}: {e}", certs.display()))?;
-        Ok(Target { client: Arc::new(client), topo })
+        Ok(Target { client: Arc::new(client), topo, embedded: false })
     }
 
     /// The embedded `cluster`, reached as a running one (with its client certificate).
@@ -122,7 +125,17 @@ impl Target {
     /// A socket that cannot bind, as text.
     pub fn embedded(cluster: &EmbeddedCluster) -> Result<Target, String> {
         let client = cluster.client(Duration::from_secs(10)).map_err(|e| e.to_string())?;
-        Ok(Target { client: Arc::new(client), topo: cluster.topology.clone() })
+        Ok(Target { client: Arc::new(client), topo: cluster.topology.clone(), embedded: true })
+    }
+
+    /// Where a run's CPU time is read: this process for an embedded cluster, else every
+    /// node's status (their processes' CPU times add up).
+    pub fn cpu_source(&self) -> CpuSource {
+        if self.embedded {
+            CpuSource::Process
+        } else {
+            CpuSource::Nodes(self.client.clone(), self.topo.nodes.iter().map(|n| n.id).collect())
+        }
     }
 
     /// The table named `name`.
@@ -320,19 +333,33 @@ impl Meter {
     }
 }
 
+/// What [`measure`] measured.
+#[derive(Clone, Copy, Debug)]
+pub struct Measured {
+    /// The measured time.
+    pub elapsed: Duration,
+    /// The CPU time its source spent over it (`None`: unreadable, see
+    /// [`crate::cpu::CpuReading::until`]).
+    pub cpu_time: Option<Duration>,
+    /// That CPU time per transaction the meter counted committed (no idle window).
+    pub cpu: CpuCost,
+}
+
 /// Waits out `warmup`, then measures for `duration` on `meter` (a progress bar when
-/// `progress`, interval rows as `interval` asks), then sets `stop`. Returns the measured time.
+/// `progress`, interval rows as `interval` asks) and reads `cpu` at either end of it, then
+/// sets `stop`. Returns the measured time and its CPU cost.
 ///
 /// # Errors
 /// Writing the interval rows' CSV file.
 pub async fn measure(
     meter: &Meter,
     stop: &AtomicBool,
+    cpu: &CpuSource,
     warmup: Duration,
     duration: Duration,
     interval: &IntervalOptions,
     progress: bool,
-) -> Result<Duration, String> {
+) -> Result<Measured, String> {
     let warm = bar(progress && !warmup.is_zero(), warmup.as_millis() as u64, "warm-up");
     let t0 = Instant::now();
     while t0.elapsed() < warmup {
@@ -342,6 +369,7 @@ pub async fn measure(
     warm.finish_and_clear();
     let mut rows = Intervals::start(interval);
     let run = bar(progress, duration.as_millis() as u64, "run");
+    let cpu0 = cpu.read().await;
     let started = Instant::now();
     meter.measuring.store(true, Ordering::Relaxed);
     while started.elapsed() < duration {
@@ -358,14 +386,18 @@ pub async fn measure(
     }
     meter.measuring.store(false, Ordering::Relaxed);
     let elapsed = started.elapsed();
+    let cpu1 = cpu.read().await;
     stop.store(true, Ordering::Relaxed);
+    let last = meter.snapshot(elapsed);
+    let cpu_time = cpu0.until(&cpu1);
+    let cpu = CpuCost::new(cpu_time, elapsed, last.committed, None);
     let rows = rows.and_then(|iv| match iv {
-        Some(iv) => iv.finish(meter.snapshot(elapsed), &run),
+        Some(iv) => iv.finish(last, &run),
         None => Ok(()),
     });
     run.finish_and_clear();
     rows.map_err(|e| format!("interval rows: {e}"))?;
-    Ok(elapsed)
+    Ok(Measured { elapsed, cpu_time, cpu })
 }
 
 /// Refuses a run that committed nothing: `what` measured `elapsed` and its clients saw

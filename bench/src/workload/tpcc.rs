@@ -13,7 +13,7 @@
 use super::meta::{self, Stored};
 use super::{require_commits, Meter, Target, WorkloadKind};
 use crate::cluster::bar;
-use crate::report::Outcomes;
+use crate::report::{CpuCost, Outcomes};
 use crate::tpcc::check::{check_with, CheckInput, CheckReport};
 use crate::tpcc::driver::{spawn_terminals, Backend, Shared, TpccConfig, TypeReport};
 use crate::tpcc::loader::{load_warehouse, nurand_of, rows_per_warehouse, LoadConfig, RowSink};
@@ -310,6 +310,11 @@ pub struct RunReport {
     pub types: Vec<TypeReport>,
     /// Database transactions (attempts) of the measured interval as the terminals saw them.
     pub transactions: Outcomes,
+    /// The CPU time of the nodes' processes over the measured interval (summed, through their
+    /// status; an embedded cluster's: this process's), per committed business transaction
+    /// (as `committed_per_s` counts them: a Delivery is one).
+    #[serde(flatten)]
+    pub cpu: CpuCost,
     /// Records created ahead for New-Order during the run.
     pub records_preallocated: u64,
 }
@@ -362,12 +367,14 @@ pub async fn run(
         })
     };
     let meter: &Meter = &sh.meter;
-    let elapsed = super::measure(meter, &sh.stop, cfg.warmup, cfg.duration, &cfg.interval, cfg.progress).await;
+    let cpu = target.cpu_source();
+    let measured = super::measure(meter, &sh.stop, &cpu, cfg.warmup, cfg.duration, &cfg.interval, cfg.progress).await;
     sh.stop.store(true, Ordering::Relaxed);
     while terminals.join_next().await.is_some() {}
     pre_stop.store(true, Ordering::Relaxed);
     let preallocated = pre_task.await.unwrap_or(0);
-    let elapsed = elapsed?;
+    let measured = measured?;
+    let elapsed = measured.elapsed;
     // What the next check needs: every terminal's HISTORY sequence, the deliveries.
     let mut next: HashMap<(u32, u32), u64> = p.seqs();
     for ((w, slot), n) in &seqs {
@@ -406,6 +413,7 @@ pub async fn run(
         abort_rate: if attempts == 0 { 0.0 } else { aborts as f64 / attempts as f64 },
         types,
         transactions,
+        cpu: CpuCost::new(measured.cpu_time, elapsed, committed, None),
         records_preallocated: preallocated,
     })
 }

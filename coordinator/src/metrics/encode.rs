@@ -1,7 +1,9 @@
 //! A [`NodeSample`] in the Prometheus text formats, through `prometheus-client`: one registry
-//! per scrape, prefix `redt_`, the node's `node` and `dc` as labels on every sample, and the
-//! sample itself as the registry's collector. The metric names and their help texts are here
-//! and in the README's "Metrics" section.
+//! per scrape, the node's `node` and `dc` as labels on every sample, the sample itself as the
+//! collector of its `redt_` families, and the process's CPU time and resident memory under the
+//! standard unprefixed names every Prometheus client library exports
+//! (`process_cpu_seconds_total`, `process_resident_memory_bytes`). The metric names and their
+//! help texts are here and in the README's "Metrics" section.
 
 use super::answers::LATENCY_BUCKETS_SECONDS;
 use super::sample::NodeSample;
@@ -48,8 +50,12 @@ pub fn encode(sample: NodeSample, format: Format) -> String {
     let labels = [("node", sample.node.clone()), ("dc", sample.dc.clone())]
         .into_iter()
         .map(|(k, v)| (Cow::Borrowed(k), Cow::Owned(v)));
-    let mut registry = Registry::with_prefix_and_labels("redt", labels);
-    registry.register_collector(Box::new(sample));
+    let mut registry = Registry::with_labels(labels);
+    registry.register_collector(Box::new(ProcessFigures {
+        cpu_seconds: sample.status.process_cpu_us.map(|us| us as f64 / 1e6),
+        resident_bytes: sample.status.process_resident_bytes,
+    }));
+    registry.sub_registry_with_prefix("redt").register_collector(Box::new(sample));
     let mut text = String::new();
     let written = match format {
         Format::OpenMetrics => prometheus_client::encoding::text::encode(&mut text, &registry),
@@ -59,6 +65,40 @@ pub fn encode(sample: NodeSample, format: Format) -> String {
     // label texts.
     written.expect("encoding metrics into a String");
     text
+}
+
+/// The node process's figures, under the names Prometheus client libraries give them (no
+/// `redt_` prefix); a figure the node did not report is left out.
+#[derive(Clone, Copy, Debug)]
+struct ProcessFigures {
+    /// CPU time (user + system) since the process started, in seconds.
+    cpu_seconds: Option<f64>,
+    /// Resident memory, in bytes.
+    resident_bytes: Option<u64>,
+}
+
+impl Collector for ProcessFigures {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> fmt::Result {
+        if let Some(cpu) = self.cpu_seconds {
+            let m = encoder.encode_descriptor(
+                "process_cpu",
+                "Total user and system CPU time spent in seconds (by every node sharing the process).",
+                Some(&Unit::Seconds),
+                MetricType::Counter,
+            )?;
+            ConstCounter::new(cpu).encode(m)?;
+        }
+        if let Some(bytes) = self.resident_bytes {
+            let m = encoder.encode_descriptor(
+                "process_resident_memory",
+                "Resident memory size in bytes.",
+                Some(&Unit::Bytes),
+                MetricType::Gauge,
+            )?;
+            ConstGauge::new(bytes).encode(m)?;
+        }
+        Ok(())
+    }
 }
 
 /// Writes one metric family: its descriptor, then one sample per `(labels, value)`.
@@ -419,6 +459,8 @@ mod tests {
         let mut status = StatusBoard::default().snapshot(NodeId(0), &[], 0, 0, 0, None);
         status.epoch = Epoch(3);
         status.replay_backlog_slots = 5;
+        status.process_cpu_us = Some(12_345_678);
+        status.process_resident_bytes = Some(256 << 20);
         NodeSample {
             node: "dc1-n1".into(),
             dc: "dc1".into(),
@@ -463,10 +505,26 @@ mod tests {
             "redt_transport_over_limit_total{node=\"dc1-n1\",dc=\"dc1\",limit=\"handler_timeout\"} 0",
             "redt_verbs_server_connections_total{node=\"dc1-n1\",dc=\"dc1\",outcome=\"accepted\"} 9",
             "redt_verbs_server_connections_total{node=\"dc1-n1\",dc=\"dc1\",outcome=\"refused_max_connections_per_peer\"} 4",
+            "# TYPE process_cpu_seconds_total counter",
+            "process_cpu_seconds_total{node=\"dc1-n1\",dc=\"dc1\"} 12.345678",
+            "# TYPE process_resident_memory_bytes gauge",
+            "process_resident_memory_bytes{node=\"dc1-n1\",dc=\"dc1\"} 268435456",
         ] {
             assert!(text.lines().any(|l| l == line), "no line `{line}` in:\n{text}");
         }
         assert!(!text.contains("# EOF"));
+        assert!(!text.contains("redt_process"), "the process's figures keep their standard names:\n{text}");
+    }
+
+    #[test]
+    fn process_figures_a_node_did_not_report_are_left_out() {
+        let mut s = sample();
+        s.status.process_cpu_us = None;
+        s.status.process_resident_bytes = None;
+        let text = encode(s, Format::Prometheus);
+        assert!(!text.contains("process_cpu_seconds"), "{text}");
+        assert!(!text.contains("process_resident_memory_bytes"), "{text}");
+        assert!(text.contains("redt_epoch{node=\"dc1-n1\",dc=\"dc1\"} 3"), "{text}");
     }
 
     #[test]
@@ -478,6 +536,9 @@ mod tests {
         let text = encode(sample(), Format::OpenMetrics);
         assert!(text.ends_with("# EOF\n"), "{text}");
         assert!(text.contains("# UNIT redt_txn_commit_latency_seconds seconds"), "{text}");
+        assert!(text.contains("# UNIT process_cpu_seconds seconds"), "{text}");
+        assert!(text.contains("process_cpu_seconds_total{node=\"dc1-n1\",dc=\"dc1\"} 12.345678"), "{text}");
+        assert!(text.contains("# UNIT process_resident_memory_bytes bytes"), "{text}");
         assert!(text.contains("redt_txn_committed_total{node=\"dc1-n1\",dc=\"dc1\",class=\"rw-inter\"} 3"), "{text}");
     }
 }

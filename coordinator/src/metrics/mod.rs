@@ -1,6 +1,8 @@
 //! A node's Prometheus metrics (issue 16): what its coordinators answered (per class, aborts
 //! per cause, commit latency), its recoveries, ring, epoch and suspects (what `redt status`
-//! shows), its traffic and QUIC-measured round trip per peer DC, and its verbs per kind.
+//! shows), its traffic and QUIC-measured round trip per peer DC, its verbs per kind, and its
+//! process's CPU time and resident memory (`process_cpu_seconds_total`,
+//! `process_resident_memory_bytes`; [`crate::process`]).
 //!
 //! Most figures are counters that already exist, read at scrape time ([`NodeSample::gather`]:
 //! [`crate::Node::status`], the transport's counters, the data path's verb counts); the
