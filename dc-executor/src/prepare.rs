@@ -330,8 +330,9 @@ impl Executor {
     pub fn find_entries(&self, txn: TxnId, nodes: &[NodeId]) -> Result<Vec<EntryRef>> {
         let dc = self.dc().clone();
         let mut out = Vec::new();
+        let want = |h: &ring::HeaderPeek| h.txn == txn && h.unfinished();
         for &node in nodes {
-            for (index, slots, e) in ring::ring_entries(dc.verbs.as_ref(), node, &dc.layout)? {
+            for (index, slots, _, e) in ring::ring_entries_where(dc.verbs.as_ref(), node, &dc.layout, &want)? {
                 if e.txn == txn && matches!(e.status, EntryStatus::Intent | EntryStatus::Logged) {
                     out.push(EntryRef { node, index, slots });
                 }

@@ -108,11 +108,11 @@ pub use layout::{
     durable_head_offset, push_set_status, push_set_status_owed, push_write, push_write_body, status_offset,
 };
 pub(crate) use layout::{head_offset, pieces, ring_slots, slot_offset, tail_offset};
-pub(crate) use read::read_framed;
 pub use read::{
     head_gap, owed_entries, read_entry, read_entry_sized, read_header, ring_bounds, ring_entries, ring_scan,
     unfinished_entries, EntryHeader, Gap, OwedEntry, RingScan,
 };
+pub(crate) use read::{read_framed, ring_entries_where, HeaderPeek};
 pub use vote::{vote_offset, VoteCode, VoteState, VoteWord};
 pub use writer::RingWriter;
 

@@ -151,7 +151,8 @@ pub struct RingScan {
 /// Verbs failures.
 pub fn ring_scan(verbs: &dyn Verbs, node: NodeId, layout: &Layout) -> Result<RingScan> {
     let mut out = RingScan::default();
-    for (index, slots, owed, entry) in ring_entries_owed(verbs, node, layout)? {
+    let want = |h: &HeaderPeek| h.unfinished() || h.owed() != 0;
+    for (index, slots, owed, entry) in ring_entries_where(verbs, node, layout, &want)? {
         if owed != 0 {
             out.owed.push(OwedEntry { index, slots, owed, entry: entry.clone() });
         }
@@ -174,20 +175,90 @@ pub fn ring_entries(verbs: &dyn Verbs, node: NodeId, layout: &Layout) -> Result<
 
 /// [`ring_entries`] with each entry's catch-up mask: `(ring index, slots, owed, entry)`.
 fn ring_entries_owed(verbs: &dyn Verbs, node: NodeId, layout: &Layout) -> Result<Vec<(u64, u64, u8, RedoEntry)>> {
+    ring_entries_where(verbs, node, layout, &|_| true)
+}
+
+/// What the 64-byte header of an entry says before its body is read: enough to pass over an
+/// entry a scan does not want.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct HeaderPeek {
+    /// The transaction (header word 0; not covered by a checked checksum yet).
+    pub(crate) txn: TxnId,
+    /// The status word (header word 1): status, catch-up mask, commit timestamp.
+    pub(crate) status_word: u64,
+}
+
+impl HeaderPeek {
+    /// Whether the entry is unfinished (`Intent` or `Logged`), by its status word.
+    pub(crate) fn unfinished(&self) -> bool {
+        matches!(EntryStatus::from_word(self.status_word), Some((EntryStatus::Intent | EntryStatus::Logged, _)))
+    }
+
+    /// Its catch-up mask ([`EntryStatus::owed_of`]).
+    pub(crate) fn owed(&self) -> u8 {
+        EntryStatus::owed_of(self.status_word)
+    }
+}
+
+/// The entries of `node`'s ring between its head and its tail for which `want` of their
+/// header is true, decoded (and their checksums checked), as `(ring index, slots, owed,
+/// entry)` in ring order. Each entry costs one 64-byte READ of its header; only the wanted
+/// ones are read whole and decoded, so a scan for a few entries among many (one
+/// transaction's; the unfinished ones) moves and decodes a few. A header whose framing does
+/// not check, or an entry that does not decode (a reservation not yet written, a torn
+/// entry), is passed over one slot at a time, as a full scan does, and the walk decodes every
+/// candidate until one decodes again.
+///
+/// # Errors
+/// Verbs failures.
+pub(crate) fn ring_entries_where(
+    verbs: &dyn Verbs,
+    node: NodeId,
+    layout: &Layout,
+    want: &dyn Fn(&HeaderPeek) -> bool,
+) -> Result<Vec<(u64, u64, u8, RedoEntry)>> {
     let (head, tail) = ring_bounds(verbs, node, layout)?;
     let end = tail.min(head.saturating_add(ring_slots(layout)));
     let mut out = Vec::new();
     let mut index = head;
+    let mut header = [0u8; SLOT_BYTES as usize];
     let mut read = |off: u64, buf: &mut [u8]| verbs.read(node, Offset(off), buf);
+    let fatal = |e: &Error| matches!(e, Error::Backend(_) | Error::OutOfBounds { .. } | Error::UnknownNode(_));
+    // Whether `index` is known to start an entry (the head, or the slot after an entry that
+    // decoded): only then is an unwanted header's slot count trusted to pass over it. After
+    // an entry that did not decode, the walk goes one slot at a time and decodes every
+    // candidate, as a full scan does, until one decodes: a slot of a body may look like a
+    // header.
+    let mut synced = true;
     while index < end {
+        read(slot_offset(layout, index), &mut header)?;
+        let frame = match check_frame(node, index, &header) {
+            Ok(frame) if frame.slots <= ring_slots(layout) => frame,
+            _ => {
+                index = index.saturating_add(1);
+                continue;
+            }
+        };
+        let peek = HeaderPeek { txn: TxnId(word(&header, 0)), status_word: word(&header, 1) };
+        let wanted = want(&peek);
+        if synced && !wanted {
+            // Saturating: head and tail are words of shared memory, not trusted to be sane.
+            index = index.saturating_add(frame.slots.max(1));
+            continue;
+        }
         match read_framed(layout, node, index, &mut read) {
             Ok((entry, slots, owed)) => {
-                out.push((index, slots, owed, entry));
-                // Saturating: head and tail are words of shared memory, not trusted to be sane.
+                if wanted {
+                    out.push((index, slots, owed, entry));
+                }
+                synced = true;
                 index = index.saturating_add(slots.max(1));
             }
-            Err(e @ (Error::Backend(_) | Error::OutOfBounds { .. } | Error::UnknownNode(_))) => return Err(e),
-            Err(_) => index = index.saturating_add(1),
+            Err(e) if fatal(&e) => return Err(e),
+            Err(_) => {
+                synced = false;
+                index = index.saturating_add(1);
+            }
         }
     }
     Ok(out)
