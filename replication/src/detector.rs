@@ -4,10 +4,14 @@
 //! # Use
 //!
 //! The driver owns the clock and the wire. It calls [`Detector::handle_heartbeat`] for each
-//! heartbeat that arrives and [`Detector::handle_tick`] when [`Detector::poll_timeout`] is due
-//! (or more often), then drains [`Detector::poll_action`]: [`Action::Heartbeat`] asks it to send
-//! one heartbeat carrying `sent_at_us`, [`Action::Suspect`] and [`Action::Alive`] report a
-//! change of a peer's [`Liveness`]. Times are microseconds on the driver's monotonic clock
+//! heartbeat (or any other message) that arrives, [`Detector::handle_sent`] for each message
+//! other than a heartbeat it sends (a link busy with other traffic needs no heartbeats),
+//! [`Detector::handle_stall`] when it woke late, and [`Detector::handle_tick`] when
+//! [`Detector::poll_timeout`] is due (or more often), then drains [`Detector::poll_action`]:
+//! [`Action::Heartbeat`] asks it to send one heartbeat carrying `sent_at_us`,
+//! [`Action::Suspect`] and [`Action::Alive`] report a change of a peer's [`Liveness`].
+//! Heartbeats leave on a grid of the interval (multiples of it on the driver's clock), so the
+//! heartbeats of a node to all its peers, and of the nodes of one host, leave together. Times are microseconds on the driver's monotonic clock
 //! (`now_us`); `sent_at_us` is on the sender's clock and is only compared with earlier
 //! heartbeats of the same sender. A suspicion is local: the Raft leader's majority side
 //! confirms a DC's death before membership removes it (notes/failover.md).
