@@ -1,8 +1,8 @@
 //! What a node is doing, for operators (`redt status`) and drills (`redt bench … --kill`):
 //! its answers to clients, its recoveries (started, decided, blocked, and which DCs a blocked
 //! one waits for), the gaps it filled, and the undecided entries of its ring — those past
-//! their phase-1 deadline listed with their locks (issue 12, "Visibility") — and the nodes
-//! and DCs its failure detector suspects (issue 13; `crate::liveness`), and its process's CPU
+//! their phase-1 deadline listed with their locks — and the nodes
+//! and DCs its failure detector suspects (`crate::liveness`), and its process's CPU
 //! time and resident memory ([`crate::process`]).
 //!
 //! [`StatusBoard`] holds the counters and the running recoveries; the node updates it as its

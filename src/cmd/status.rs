@@ -1,8 +1,8 @@
 //! `redt status`: what every node of a running cluster is doing — its clients' answers, the
 //! undecided entries of its ring, its recoveries (started, decided, blocked), the nodes and
-//! DCs its failure detector suspects (issue 13), its process's CPU time and resident memory
+//! DCs its failure detector suspects, its process's CPU time and resident memory
 //! and, with `--blocked`, the transactions waiting on recovery with their locks and the DCs a
-//! blocked recoverer waits for (issue 12, "Visibility").
+//! blocked recoverer waits for.
 
 use super::{load_topology, print_out, runtime};
 use anyhow::{Context, Result};
