@@ -322,28 +322,28 @@ impl Collector for NodeSample {
         };
         w.counters(
             "link_messages_sent",
-            "QUIC frames (requests and responses) this node sent to the nodes of a DC.",
+            "QUIC frames (requests and responses) and heartbeat datagrams this node sent to the nodes of a DC.",
             None,
             "peer_dc",
             link(|l| l.messages_sent),
         )?;
         w.counters(
             "link_sent",
-            "Bytes of those frames, length prefixes included.",
+            "Bytes of those frames and datagrams, length prefixes included.",
             Some(Unit::Bytes),
             "peer_dc",
             link(|l| l.bytes_sent),
         )?;
         w.counters(
             "link_messages_received",
-            "QUIC frames (requests and responses) this node received from the nodes of a DC.",
+            "QUIC frames (requests and responses) and heartbeat datagrams this node received from the nodes of a DC.",
             None,
             "peer_dc",
             link(|l| l.messages_received),
         )?;
         w.counters(
             "link_received",
-            "Bytes of those frames, length prefixes included.",
+            "Bytes of those frames and datagrams, length prefixes included.",
             Some(Unit::Bytes),
             "peer_dc",
             link(|l| l.bytes_received),

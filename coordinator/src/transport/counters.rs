@@ -67,14 +67,15 @@ pub(crate) struct PeerCounters {
 }
 
 /// A copy of one peer node's traffic at one moment: frames (requests and responses, either
-/// side of the RPC) and their bytes, 4-byte prefixes included.
+/// side of the RPC) and heartbeat datagrams, and their bytes, 4-byte prefixes included.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PeerTraffic {
-    /// Frames written to the peer (requests this node called it with, responses it served).
+    /// Frames written to the peer (requests this node called it with, responses it served)
+    /// and heartbeat datagrams sent to it.
     pub messages_sent: u64,
     /// Their bytes.
     pub bytes_sent: u64,
-    /// Frames read from the peer (its responses, its requests).
+    /// Frames read from the peer (its responses, its requests) and its heartbeat datagrams.
     pub messages_received: u64,
     /// Their bytes.
     pub bytes_received: u64,

@@ -130,11 +130,17 @@ impl Links {
 }
 
 /// Reads the datagrams `peer` sends on `conn` until it closes, stamping each heartbeat as
-/// evidence of life (anything else is ignored).
-pub(crate) async fn read_heartbeats(links: std::sync::Arc<Links>, peer: NodeId, conn: Connection) {
+/// evidence of life and passing it to `on_heartbeat` (anything else is ignored).
+pub(crate) async fn read_heartbeats(
+    links: std::sync::Arc<Links>,
+    peer: NodeId,
+    conn: Connection,
+    on_heartbeat: impl Fn(),
+) {
     while let Ok(datagram) = conn.read_datagram().await {
         if datagram.as_ref() == HEARTBEAT {
             links.heard(peer);
+            on_heartbeat();
         }
     }
 }

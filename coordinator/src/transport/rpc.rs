@@ -53,6 +53,18 @@ pub(crate) struct Shared {
     pub(crate) write_warnings: WarnEvery,
 }
 
+impl Shared {
+    /// Sends `peer` one heartbeat datagram on the newest live connection with it, counted
+    /// in the peer's traffic; `false` when there is no such connection.
+    fn send_heartbeat(&self, peer: NodeId) -> bool {
+        let sent = self.links.send_heartbeat(peer);
+        if sent {
+            self.counters.sent_to(peer, links::HEARTBEAT.len());
+        }
+        sent
+    }
+}
+
 /// Where a call goes: an address (a host name is resolved when a connection is made) and
 /// the TLS server name to expect there.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -425,7 +437,7 @@ impl Transport {
     pub fn send_heartbeat(&self, peer: NodeId) {
         let inner = &self.inner;
         let links = &inner.shared.links;
-        if inner.closed.load(Ordering::Acquire) || links.send_heartbeat(peer) || !links.start_connecting(peer) {
+        if inner.closed.load(Ordering::Acquire) || inner.shared.send_heartbeat(peer) || !links.start_connecting(peer) {
             return;
         }
         let Ok((addr, name)) = inner.shared.peers.lookup(peer) else {
@@ -437,7 +449,7 @@ impl Transport {
             let target = Target { addr, name };
             let label = target.label();
             if this.connection(&target, &label).await.is_ok() {
-                this.shared.links.send_heartbeat(peer);
+                this.shared.send_heartbeat(peer);
             }
             this.shared.links.connected(peer);
         });
@@ -622,11 +634,13 @@ impl Inner {
                     let (slot, peer) = (slot.clone(), peer.to_string());
                     let node = self.shared.peers.id_at(&target.addr, &target.name);
                     let links = self.shared.links.clone();
+                    let counting = self.shared.clone();
                     self.runtime.spawn(async move {
                         let result = connecting.await.map_err(|e| Arc::new(connection_error(&peer, &e, true)));
                         if let (Ok(conn), Some(id)) = (&result, node) {
                             links.add(id, conn.clone());
-                            tokio::spawn(links::read_heartbeats(links.clone(), id, conn.clone()));
+                            let count = move || counting.counters.received_from(id, links::HEARTBEAT.len());
+                            tokio::spawn(links::read_heartbeats(links.clone(), id, conn.clone(), count));
                         }
                         let changed = {
                             let mut s = slot.lock().unwrap_or_else(PoisonError::into_inner);

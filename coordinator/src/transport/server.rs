@@ -95,7 +95,9 @@ async fn serve_connection(
     if let Caller::Node(id) = caller {
         // A node's connection also carries heartbeats, both ways (`links`).
         shared.links.add(id, conn.clone());
-        tokio::spawn(links::read_heartbeats(shared.links.clone(), id, conn.clone()));
+        let counting = shared.clone();
+        let count = move || counting.counters.received_from(id, links::HEARTBEAT.len());
+        tokio::spawn(links::read_heartbeats(shared.links.clone(), id, conn.clone(), count));
     }
     loop {
         match conn.accept_bi().await {
