@@ -1,5 +1,6 @@
 //! Charts (plotters), as SVG and as PNG. Sweep charts: throughput in the top panel, p50 and
-//! p99 latency in the bottom one, against the swept parameter, one curve per protocol. Drill
+//! p99 latency in the next one, and, when the runs measured it, the CPU time per committed
+//! transaction in a third, against the swept parameter, one curve per protocol. Drill
 //! timelines ([`write_timeline_charts`]): commits, aborts and unknown answers per second over
 //! time on top, the p99 latency per second below, a dashed line at every inject and heal.
 //!
@@ -23,6 +24,8 @@ pub struct ChartPoint {
     pub p50_ms: f64,
     /// 99th percentile latency, ms.
     pub p99_ms: f64,
+    /// CPU time per committed transaction, µs; `None` when not measured.
+    pub cpu_us_per_committed: Option<f64>,
 }
 
 /// One curve per panel: the points of one run of the sweep (one protocol).
@@ -124,7 +127,10 @@ where
     for (i, l) in lines.iter().enumerate() {
         sub.draw_text(l, &style, (60, 4 + 17 * i as i32)).map_err(e)?;
     }
-    let (top, bottom) = body.split_vertically(body.dim_in_pixel().1 / 2);
+    let with_cpu = all().any(|p| p.cpu_us_per_committed.is_some());
+    let panels = if with_cpu { 3 } else { 2 };
+    let (top, rest) = body.split_vertically(body.dim_in_pixel().1 / panels);
+    let (bottom, cpu_panel) = rest.split_vertically(rest.dim_in_pixel().1 / (panels - 1));
     let (x0, x1) = range(all().map(|p| p.x));
     let fmt_x = |x: &f64| if (x - x.round()).abs() < 1e-9 { format!("{x:.0}") } else { format!("{x:.2}") };
     let single = series.len() == 1;
@@ -220,12 +226,51 @@ where
         .label_font(("sans-serif", 13))
         .draw()
         .map_err(e)?;
+    if with_cpu {
+        let cpu = |p: &ChartPoint| p.cpu_us_per_committed;
+        let c_max = all().filter_map(cpu).fold(0.0, f64::max).max(1.0) * 1.15;
+        let mut c = ChartBuilder::on(&cpu_panel)
+            .margin(12)
+            .x_label_area_size(36)
+            .y_label_area_size(70)
+            .build_cartesian_2d(x0..x1, 0.0..c_max)
+            .map_err(e)?;
+        c.configure_mesh()
+            .x_desc(&spec.x_label)
+            .y_desc("CPU µs per committed txn")
+            .x_label_formatter(&fmt_x)
+            .y_label_formatter(&|y| format!("{y:.0}"))
+            .label_style(("sans-serif", 13))
+            .axis_desc_style(("sans-serif", 14))
+            .draw()
+            .map_err(e)?;
+        for (i, s) in series.iter().enumerate() {
+            let col = color(i);
+            let pts: Vec<(f64, f64)> = s.points.iter().filter_map(|p| Some((p.x, cpu(p)?))).collect();
+            let label = if single { "CPU per committed txn".to_string() } else { s.name.clone() };
+            c.draw_series(LineSeries::new(pts.iter().copied(), col.stroke_width(2)))
+                .map_err(e)?
+                .label(label)
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], col.stroke_width(2)));
+            c.draw_series(pts.iter().map(|&p| Circle::new(p, 4, col.filled()))).map_err(e)?;
+        }
+        c.configure_series_labels()
+            .position(SeriesLabelPosition::UpperRight)
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .label_font(("sans-serif", 13))
+            .draw()
+            .map_err(e)?;
+    }
     root.present().map_err(e)?;
     Ok(())
 }
 
-/// Size of both images, in pixels.
+/// Size of both images, in pixels, with two panels (throughput, latency).
 pub const SIZE: (u32, u32) = (900, 760);
+
+/// Size of both images, in pixels, with the third panel (CPU per committed transaction).
+pub const SIZE_WITH_CPU: (u32, u32) = (900, 1080);
 
 /// Writes the chart of `series` as SVG to `svg` and as PNG to `png`. One series is drawn as
 /// before protocols were compared (legends `throughput`, `p50`, `p99`); several get a
@@ -235,9 +280,11 @@ pub const SIZE: (u32, u32) = (900, 760);
 /// No font for the text, or a drawing or file error.
 pub fn write_charts(spec: &ChartSpec, series: &[ChartSeries], svg: &Path, png: &Path) -> Result<(), String> {
     font()?;
-    draw(SVGBackend::new(svg, SIZE).into_drawing_area(), spec, series)
+    let with_cpu = series.iter().flat_map(|s| &s.points).any(|p| p.cpu_us_per_committed.is_some());
+    let size = if with_cpu { SIZE_WITH_CPU } else { SIZE };
+    draw(SVGBackend::new(svg, size).into_drawing_area(), spec, series)
         .map_err(|e| format!("{}: {e}", svg.display()))?;
-    draw(BitMapBackend::new(png, SIZE).into_drawing_area(), spec, series).map_err(|e| format!("{}: {e}", png.display()))
+    draw(BitMapBackend::new(png, size).into_drawing_area(), spec, series).map_err(|e| format!("{}: {e}", png.display()))
 }
 
 /// A drill's timeline (see [`write_timeline_charts`]).
@@ -413,7 +460,7 @@ mod tests {
         let (svg, png) = (dir.path().join("c.svg"), dir.path().join("c.png"));
         let pts: Vec<ChartPoint> = [10.0, 20.0, 40.0]
             .iter()
-            .map(|&x| ChartPoint { x, throughput: 1000.0 / x, p50_ms: x, p99_ms: 2.0 * x })
+            .map(|&x| ChartPoint { x, throughput: 1000.0 / x, p50_ms: x, p99_ms: 2.0 * x, cpu_us_per_committed: None })
             .collect();
         let spec = ChartSpec { title: "t".into(), subtitle: "s".into(), x_label: "RTT (ms)".into() };
         let one = [ChartSeries { name: "redt".into(), points: pts.clone() }];
@@ -431,6 +478,14 @@ mod tests {
         for label in ["redt", "2pc-paxos", "redt p50", "2pc-paxos p99"] {
             assert!(text.contains(&format!(">\n{label}\n<")), "legend {label}");
         }
+        assert!(!text.contains("CPU µs per committed txn"), "no CPU panel without CPU figures");
+        // With CPU figures: a third panel, in a taller image.
+        let costed: Vec<ChartPoint> =
+            pts.iter().map(|p| ChartPoint { cpu_us_per_committed: Some(100.0 * p.x), ..*p }).collect();
+        write_charts(&spec, &[ChartSeries { name: "redt".into(), points: costed }], &svg, &png).unwrap();
+        let text = std::fs::read_to_string(&svg).unwrap();
+        assert!(text.contains("CPU µs per committed txn") && text.contains("CPU per committed txn"));
+        assert!(text.contains(&format!("height=\"{}\"", SIZE_WITH_CPU.1)), "taller with three panels");
     }
 
     #[test]

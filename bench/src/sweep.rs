@@ -8,7 +8,11 @@
 //! Parameters: `rtt` (every inter-DC link, e.g. `10ms`), `theta`, `write-ratio`,
 //! `inter-dc-ratio`, `nodes-per-dc` (a generated topology: the base's DCs, k nodes each, one
 //! partition per node, 3 replicas — [`crate::topo::grid`]), `partitions-per-txn`,
-//! `dcs-per-txn`, `ops`.
+//! `dcs-per-txn`, `ops`, `clients-per-node` (the load, up to where the machine saturates).
+//!
+//! The chart's third panel is the CPU time per committed transaction when the runs measured
+//! it. [`SweepConfig::overlays`] draws the curves of earlier sweeps' CSVs beside this one's
+//! (another build's, say), each series named after its label.
 
 use crate::chart::{write_charts, ChartPoint, ChartSeries, ChartSpec};
 use crate::cluster::{run_cluster_ycsb, ClusterConfig, ClusterReport};
@@ -38,11 +42,13 @@ pub enum Param {
     DcsPerTxn,
     /// Operations per transaction.
     Ops,
+    /// Concurrent closed-loop clients per node (the load: where the machine saturates).
+    ClientsPerNode,
 }
 
 impl Param {
     /// Every parameter, by name.
-    pub const ALL: [(&'static str, Param); 8] = [
+    pub const ALL: [(&'static str, Param); 9] = [
         ("rtt", Param::Rtt),
         ("theta", Param::Theta),
         ("write-ratio", Param::WriteRatio),
@@ -51,6 +57,7 @@ impl Param {
         ("partitions-per-txn", Param::PartitionsPerTxn),
         ("dcs-per-txn", Param::DcsPerTxn),
         ("ops", Param::Ops),
+        ("clients-per-node", Param::ClientsPerNode),
     ];
 
     /// The name on the command line.
@@ -69,6 +76,7 @@ impl Param {
             Param::PartitionsPerTxn => "partitions per transaction",
             Param::DcsPerTxn => "DCs per transaction",
             Param::Ops => "operations per transaction",
+            Param::ClientsPerNode => "clients per node",
         }
     }
 
@@ -89,10 +97,12 @@ impl Param {
                 Ok(x) if (0.0..=1.0).contains(&x) => Ok(x),
                 _ => Err(bad("a number in [0, 1]")),
             },
-            Param::NodesPerDc | Param::PartitionsPerTxn | Param::DcsPerTxn | Param::Ops => match s.parse::<u32>() {
-                Ok(x) if x >= 1 => Ok(x as f64),
-                _ => Err(bad("an integer ≥ 1")),
-            },
+            Param::NodesPerDc | Param::PartitionsPerTxn | Param::DcsPerTxn | Param::Ops | Param::ClientsPerNode => {
+                match s.parse::<u32>() {
+                    Ok(x) if x >= 1 => Ok(x as f64),
+                    _ => Err(bad("an integer ≥ 1")),
+                }
+            }
         }
     }
 }
@@ -150,6 +160,7 @@ pub fn apply(base: &Topology, cfg: &ClusterConfig, param: Param, x: f64) -> Resu
             y.partitions_per_txn = y.partitions_per_txn.min(y.ops_per_txn);
             y.dcs_per_txn = y.dcs_per_txn.min(y.partitions_per_txn);
         }
+        Param::ClientsPerNode => c.clients_per_node = x as usize,
     }
     Ok((t, c))
 }
@@ -184,6 +195,12 @@ pub struct SweepConfig {
     pub out: PathBuf,
     /// File stem (`sweep-rtt` → `sweep-rtt.csv`, `.svg`, `.png`).
     pub name: String,
+    /// Earlier sweeps of the same parameter to draw beside this one: `(label, CSV file)`,
+    /// each protocol's curve named `label protocol` (see [`read_overlay`]).
+    pub overlays: Vec<(String, PathBuf)>,
+    /// The label of this sweep's own curves when there are overlays (`label protocol`);
+    /// `None`: the protocol's name alone.
+    pub label: Option<String>,
 }
 
 /// What a sweep wrote.
@@ -227,19 +244,23 @@ pub fn protocols(cfg: &SweepConfig) -> Vec<Protocol> {
     }
 }
 
-/// Runs every point of the sweep (a fresh tokio runtime and embedded cluster each) for
-/// each protocol in turn, then writes `<out>/<name>.csv` (replacing it), `.svg` and `.png`.
+/// Reads the overlays ([`SweepConfig::overlays`]), runs every point of the sweep (a fresh
+/// tokio runtime and embedded cluster each) for each protocol in turn, then writes `<out>/<name>.csv` (replacing it), `.svg` and `.png`.
 /// `progress(i, n, protocol, value)` is told about each point before it runs (`i` of `n`
 /// points in all).
 ///
 /// # Errors
-/// A point that fails (the runs before it are lost), writing the CSV.
+/// An overlay that cannot be read ([`read_overlay`]), a point that fails (the runs before
+/// it are lost), writing the CSV.
 pub fn run_sweep(
     base: &Topology,
     cfg: &SweepConfig,
     progress: &mut dyn FnMut(usize, usize, Protocol, &str),
 ) -> Result<SweepReport, String> {
     let protocols = protocols(cfg);
+    // The overlays first: a bad file is refused before the runs, not after them.
+    let overlays: Vec<Vec<ChartSeries>> =
+        cfg.overlays.iter().map(|(label, path)| read_overlay(path, label, cfg.param)).collect::<Result<_, _>>()?;
     let n = protocols.len() * cfg.values.len();
     let mut rows = Vec::new();
     for &protocol in &protocols {
@@ -261,7 +282,14 @@ pub fn run_sweep(
         crate::csv::append_report(&csv, row)?;
     }
     let (svg, png) = (cfg.out.join(format!("{}.svg", cfg.name)), cfg.out.join(format!("{}.png", cfg.name)));
-    let chart = write_charts(&chart_spec(cfg, &protocols, &rows), &chart_series(&protocols, &rows), &svg, &png);
+    let mut series = chart_series(&protocols, &rows);
+    if let Some(label) = &cfg.label {
+        for s in &mut series {
+            s.name = format!("{label} {}", s.name);
+        }
+    }
+    series.extend(overlays.into_iter().flatten());
+    let chart = write_charts(&chart_spec(cfg, &protocols, &rows), &series, &svg, &png);
     let shown = |p: &Path| Some(p.display().to_string());
     Ok(SweepReport {
         param: cfg.param.name().into(),
@@ -288,10 +316,55 @@ fn chart_series(protocols: &[Protocol], rows: &[SweepRow]) -> Vec<ChartSeries> {
                     throughput: r.report.outcomes.committed_per_s,
                     p50_ms: r.report.outcomes.latency_ms.p50,
                     p99_ms: r.report.outcomes.latency_ms.p99,
+                    cpu_us_per_committed: r.report.cpu.cpu_us_per_committed,
                 })
                 .collect(),
         })
         .collect()
+}
+
+/// The curves of an earlier sweep's CSV (as [`run_sweep`] writes it) of the same
+/// parameter: one series per protocol, named `label protocol`, its points in file order.
+/// The CPU panel shows them when the file has a `cpu_us_per_committed` column.
+///
+/// # Errors
+/// A file that cannot be read or parsed, lacks a needed column (`param`, `x`, `protocol`,
+/// `committed_per_s`, `latency_ms.p50`, `latency_ms.p99`) or sweeps another parameter.
+pub fn read_overlay(path: &Path, label: &str, param: Param) -> Result<Vec<ChartSeries>, String> {
+    let at = |e: &dyn std::fmt::Display| format!("overlay {}: {e}", path.display());
+    let mut reader = csv::Reader::from_path(path).map_err(|e| at(&e))?;
+    let header = reader.headers().map_err(|e| at(&e))?.clone();
+    let column = |name: &str| header.iter().position(|h| h == name);
+    let need = |name: &str| column(name).ok_or_else(|| at(&format!("no `{name}` column (not a sweep's CSV?)")));
+    let (c_param, c_x, c_protocol) = (need("param")?, need("x")?, need("protocol")?);
+    let (c_tput, c_p50, c_p99) = (need("committed_per_s")?, need("latency_ms.p50")?, need("latency_ms.p99")?);
+    let c_cpu = column("cpu_us_per_committed");
+    let mut series: Vec<ChartSeries> = Vec::new();
+    for (i, record) in reader.records().enumerate() {
+        let record = record.map_err(|e| at(&e))?;
+        let cell = |c: usize| record.get(c).unwrap_or("");
+        let number =
+            |c: usize| cell(c).parse::<f64>().map_err(|_| at(&format!("row {}: `{}` is not a number", i + 2, cell(c))));
+        if cell(c_param) != param.name() {
+            return Err(at(&format!("it sweeps `{}`, not `{}`", cell(c_param), param.name())));
+        }
+        let point = ChartPoint {
+            x: number(c_x)?,
+            throughput: number(c_tput)?,
+            p50_ms: number(c_p50)?,
+            p99_ms: number(c_p99)?,
+            cpu_us_per_committed: c_cpu.and_then(|c| cell(c).parse().ok()),
+        };
+        let name = format!("{label} {}", cell(c_protocol));
+        match series.iter_mut().find(|s| s.name == name) {
+            Some(s) => s.points.push(point),
+            None => series.push(ChartSeries { name, points: vec![point] }),
+        }
+    }
+    if series.is_empty() {
+        return Err(at(&"no rows"));
+    }
+    Ok(series)
 }
 
 fn chart_spec(cfg: &SweepConfig, protocols: &[Protocol], rows: &[SweepRow]) -> ChartSpec {
@@ -314,7 +387,7 @@ fn chart_spec(cfg: &SweepConfig, protocols: &[Protocol], rows: &[SweepRow]) -> C
             r.topology,
             r.dcs,
             r.nodes / r.dcs.max(1),
-            r.clients,
+            if cfg.param == Param::ClientsPerNode { "varied".to_string() } else { r.clients.to_string() },
             r.duration_s,
             if names.len() == 1 { "" } else { "s" },
             names.join(", ")
@@ -342,6 +415,46 @@ mod tests {
         assert!(parse_param("nodes-per-dc=0").is_err());
         assert!(parse_param("colour=red").unwrap_err().contains("known:"));
         assert!(parse_param("rtt=").is_err());
+        assert_eq!(
+            parse_param("clients-per-node=4,16").unwrap().1.iter().map(|x| x.1).collect::<Vec<_>>(),
+            [4.0, 16.0]
+        );
+        assert!(parse_param("clients-per-node=0").is_err());
+    }
+
+    #[test]
+    fn reads_an_overlay_written_as_a_sweep_writes_its_csv() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("before.csv");
+        let row = |protocol: &str, x: f64, tput: f64, cpu: Option<f64>| {
+            vec![
+                ("param".to_string(), "clients-per-node".to_string()),
+                ("x".into(), x.to_string()),
+                ("protocol".into(), protocol.into()),
+                ("committed_per_s".into(), tput.to_string()),
+                ("latency_ms.p50".into(), "41.5".into()),
+                ("latency_ms.p99".into(), "90".into()),
+                ("cpu_us_per_committed".into(), cpu.map(|c| c.to_string()).unwrap_or_default()),
+            ]
+        };
+        for r in [
+            row("redt", 4.0, 700.0, Some(1900.0)),
+            row("redt", 16.0, 1400.0, None),
+            row("2pc-paxos", 4.0, 300.0, Some(2500.0)),
+        ] {
+            crate::csv::append_row(&path, &r).unwrap();
+        }
+        let series = read_overlay(&path, "before", Param::ClientsPerNode).unwrap();
+        assert_eq!(series.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(), ["before redt", "before 2pc-paxos"]);
+        let redt = &series[0].points;
+        assert_eq!((redt[0].x, redt[0].throughput, redt[0].p50_ms, redt[0].p99_ms), (4.0, 700.0, 41.5, 90.0));
+        assert_eq!((redt[0].cpu_us_per_committed, redt[1].cpu_us_per_committed), (Some(1900.0), None));
+        // Another parameter's sweep, or a file that is not a sweep's, is refused.
+        assert!(read_overlay(&path, "before", Param::Rtt).unwrap_err().contains("sweeps `clients-per-node`"));
+        let other = dir.path().join("other.csv");
+        std::fs::write(&other, "a,b\n1,2\n").unwrap();
+        assert!(read_overlay(&other, "x", Param::Rtt).unwrap_err().contains("no `param` column"));
+        assert!(read_overlay(&dir.path().join("missing.csv"), "x", Param::Rtt).is_err());
     }
 
     #[test]
@@ -368,5 +481,7 @@ mod tests {
         assert_eq!((c.ycsb.partitions_per_txn, c.ycsb.dcs_per_txn), (1, 1));
         let (_, c) = apply(&base, &cfg, Param::Theta, 0.9).unwrap();
         assert_eq!(c.ycsb.theta, 0.9);
+        let (_, c) = apply(&base, &cfg, Param::ClientsPerNode, 16.0).unwrap();
+        assert_eq!(c.clients_per_node, 16);
     }
 }

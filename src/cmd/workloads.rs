@@ -84,7 +84,8 @@ pub struct SweepArgs {
     #[arg(long, default_value = "ycsb")]
     workload: String,
     /// The swept parameter and its values, NAME=V1,V2,…: rtt (e.g. 10ms,40ms), theta,
-    /// write-ratio, inter-dc-ratio, nodes-per-dc, partitions-per-txn, dcs-per-txn, ops.
+    /// write-ratio, inter-dc-ratio, nodes-per-dc, partitions-per-txn, dcs-per-txn, ops,
+    /// clients-per-node (e.g. 4,8,16,32: the load, to find each protocol's saturation point).
     #[arg(long)]
     param: String,
     /// Base topology file (default: configs/default.yaml).
@@ -128,6 +129,15 @@ pub struct SweepArgs {
     /// File stem of the outputs [default: sweep-<param>].
     #[arg(long)]
     name: Option<String>,
+    /// Draw an earlier sweep's curves beside this one's, LABEL=FILE.csv (a CSV this command
+    /// wrote for the same parameter, e.g. by another build); repeatable. Its curves are named
+    /// `LABEL protocol`.
+    #[arg(long, value_name = "LABEL=CSV")]
+    overlay: Vec<String>,
+    /// Name this sweep's own curves `LABEL protocol` (e.g. `after`, beside an overlay named
+    /// `before`).
+    #[arg(long, value_name = "LABEL")]
+    label: Option<String>,
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
@@ -339,6 +349,22 @@ pub fn sweep(a: &SweepArgs) -> Result<()> {
         protocols: a.protocols.clone(),
         out: a.out.clone(),
         name: a.name.clone().unwrap_or_else(|| format!("sweep-{}", param.name())),
+        overlays: a
+            .overlay
+            .iter()
+            .map(|o| {
+                let (label, file) =
+                    o.split_once('=').filter(|(l, f)| !l.is_empty() && !f.is_empty()).ok_or_else(|| {
+                        anyhow::anyhow!("--overlay `{o}` must be LABEL=FILE.csv (e.g. before=docs/sweep-before.csv)")
+                    })?;
+                let file = PathBuf::from(file);
+                if !file.is_file() {
+                    anyhow::bail!("--overlay {label}: no file {}", file.display());
+                }
+                Ok((label.to_string(), file))
+            })
+            .collect::<Result<_>>()?,
+        label: a.label.clone(),
     };
     let quiet = a.json;
     let r = run_sweep(&topo, &cfg, &mut |i, n, protocol, v| {
