@@ -7,9 +7,10 @@ use redt_dc_executor::{
 use redt_proto::wire::{EntryRefMsg, ItemVoteMsg, PromiseMsg, VoteMsg};
 use redt_proto::{Ballot, Cts, DcId, NodeId, TxnId};
 
-/// Encodes `vote` of `dc`; an abort travels as its text and as its kind with the node and
-/// value it names, so the coordinator gets the same [`AbortReason`] back.
-pub fn vote_to_msg(dc: DcId, vote: &Vote) -> VoteMsg {
+/// Encodes `vote` of `dc`, moving its read values into the message; an abort travels as
+/// its text and as its kind with the node and value it names, so the coordinator gets the
+/// same [`AbortReason`] back.
+pub fn vote_to_msg(dc: DcId, vote: Vote) -> VoteMsg {
     let (abort_kind, abort_node, abort_value) = vote.abort.as_ref().map_or((0, 0, 0), reason_to_wire);
     VoteMsg {
         txn: vote.txn.0,
@@ -21,16 +22,19 @@ pub fn vote_to_msg(dc: DcId, vote: &Vote) -> VoteMsg {
         abort_value,
         items: vote
             .items
-            .iter()
-            .map(|i| ItemVoteMsg {
-                access: i.access as u32,
-                node: i.node.0 as u32,
-                cells: i.versions.iter().map(|(c, _)| *c as u32).collect(),
-                versions: i.versions.iter().map(|(_, v)| v.0).collect(),
-                read_cells: i.values.iter().map(|(c, _)| *c as u32).collect(),
-                values: i.values.iter().map(|(_, v)| v.clone()).collect(),
-                absent: i.absent,
-                row: i.row,
+            .into_iter()
+            .map(|i| {
+                let (read_cells, values) = i.values.into_iter().map(|(c, v)| (u32::from(c), v)).unzip();
+                ItemVoteMsg {
+                    access: i.access as u32,
+                    node: i.node.0 as u32,
+                    cells: i.versions.iter().map(|(c, _)| u32::from(*c)).collect(),
+                    versions: i.versions.iter().map(|(_, v)| v.0).collect(),
+                    read_cells,
+                    values,
+                    absent: i.absent,
+                    row: i.row,
+                }
             })
             .collect(),
         hlc: vote.hlc.0,
@@ -40,16 +44,16 @@ pub fn vote_to_msg(dc: DcId, vote: &Vote) -> VoteMsg {
     }
 }
 
-/// Decodes a vote received from `node`.
+/// Decodes a vote received from `node`, moving its read values out of the message.
 ///
 /// # Errors
 /// [`Error::Remote`] when the message is inconsistent (parallel lists of different lengths,
 /// out-of-range ids).
-pub fn vote_from_msg(node: NodeId, m: &VoteMsg) -> Result<Vote> {
+pub fn vote_from_msg(node: NodeId, mut m: VoteMsg) -> Result<Vote> {
     // Decoding has no topology at hand: the sender is named by its id.
     let bad = |what: &str| Error::Remote { node, name: node.to_string(), message: format!("malformed vote: {what}") };
     let mut items = Vec::with_capacity(m.items.len());
-    for i in &m.items {
+    for i in std::mem::take(&mut m.items) {
         if i.cells.len() != i.versions.len() || i.read_cells.len() != i.values.len() {
             return Err(bad("parallel lists differ in length"));
         }
@@ -63,19 +67,14 @@ pub fn vote_from_msg(node: NodeId, m: &VoteMsg) -> Result<Vote> {
                 .zip(&i.versions)
                 .map(|(&c, &v)| Ok((cell(c)?, CellVersion(v))))
                 .collect::<Result<Vec<_>>>()?,
-            values: i
-                .read_cells
-                .iter()
-                .zip(&i.values)
-                .map(|(&c, v)| Ok((cell(c)?, v.clone())))
-                .collect::<Result<_>>()?,
+            values: i.read_cells.iter().zip(i.values).map(|(&c, v)| Ok((cell(c)?, v))).collect::<Result<_>>()?,
             absent: i.absent,
             row: i.row,
         });
     }
     Ok(Vote {
         txn: TxnId(m.txn),
-        abort: if m.commit { None } else { Some(reason_from_wire(m)) },
+        abort: if m.commit { None } else { Some(reason_from_wire(&m)) },
         items,
         hlc: Cts::new(m.hlc),
         entries: entries_from_msg(&m.entries).map_err(|_| bad("entry node out of range"))?,

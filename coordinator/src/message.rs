@@ -574,12 +574,9 @@ impl Reply {
     pub fn from_wire(from: NodeId, body: Body) -> Result<Reply, String> {
         match body {
             Body::Vote(m) => {
-                let vote = vote_from_msg(from, &m).map_err(|e| e.to_string())?;
-                Ok(Reply::Vote {
-                    dc: dc_id(m.dc, "voting DC")?,
-                    vote,
-                    nested: Cost { messages: m.nested_messages, round_trips: m.nested_round_trips },
-                })
+                let (dc, nested) = (m.dc, Cost { messages: m.nested_messages, round_trips: m.nested_round_trips });
+                let vote = vote_from_msg(from, m).map_err(|e| e.to_string())?;
+                Ok(Reply::Vote { dc: dc_id(dc, "voting DC")?, vote, nested })
             }
             Body::Recorded(r) => Ok(Reply::Recorded(r.ok)),
             Body::Decided(r) => {
@@ -608,7 +605,7 @@ impl Reply {
     pub fn into_wire(self, txn: TxnId, current_epoch: u32) -> Body {
         match self {
             Reply::Vote { dc, vote, nested } => {
-                let mut m = vote_to_msg(dc, &vote);
+                let mut m = vote_to_msg(dc, vote);
                 m.nested_messages = nested.messages;
                 m.nested_round_trips = nested.round_trips;
                 Body::Vote(m)

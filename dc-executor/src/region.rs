@@ -131,17 +131,38 @@ impl Region {
     /// If the range is out of bounds.
     pub fn read(&self, offset: u64, buf: &mut [u8]) {
         assert!(self.contains(offset, buf.len() as u64), "read outside region");
-        let mut pos = 0usize;
-        let mut off = offset;
-        while pos < buf.len() {
-            let w = off & !7;
-            let skip = (off - w) as usize;
-            let n = (8 - skip).min(buf.len() - pos);
-            let bytes = self.word(w).load(Ordering::Acquire).to_le_bytes();
-            buf[pos..pos + n].copy_from_slice(&bytes[skip..skip + n]);
-            pos += n;
-            off += n as u64;
+        if buf.is_empty() {
+            return;
         }
+        let skip = (offset % 8) as usize;
+        let words = self.words(offset - skip as u64, (skip + buf.len()).div_ceil(8));
+        let (first, rest) = words.split_first().expect("a non-empty read covers a word");
+        // The first word: the bytes from `skip` on (all of them for an aligned read that
+        // covers it whole).
+        let head = (8 - skip).min(buf.len());
+        buf[..head].copy_from_slice(&first.load(Ordering::Acquire).to_le_bytes()[skip..skip + head]);
+        // Whole words, each one 8-byte copy; then the last word's leading bytes.
+        let mut chunks = buf[head..].chunks_exact_mut(8);
+        let mut rest = rest.iter();
+        for (chunk, word) in (&mut chunks).zip(&mut rest) {
+            chunk.copy_from_slice(&word.load(Ordering::Acquire).to_le_bytes());
+        }
+        let tail = chunks.into_remainder();
+        if let Some(word) = rest.next() {
+            let n = tail.len();
+            tail.copy_from_slice(&word.load(Ordering::Acquire).to_le_bytes()[..n]);
+        }
+    }
+
+    /// The `count` words from the aligned byte offset `offset` on.
+    ///
+    /// # Panics
+    /// If `offset` is unaligned or the words are out of bounds.
+    fn words(&self, offset: u64, count: usize) -> &[AtomicU64] {
+        let end = (count as u64).checked_mul(8).and_then(|b| b.checked_add(offset));
+        assert!(offset % 8 == 0 && end.is_some_and(|e| e <= self.len), "words {offset}+{count} outside region");
+        // SAFETY: in bounds and aligned, checked above; the backing outlives `self`.
+        unsafe { std::slice::from_raw_parts(self.base.add((offset / 8) as usize), count) }
     }
 
     /// Copies `data` to `offset` (word by word, release). Partial words at either end are
