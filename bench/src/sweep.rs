@@ -393,10 +393,15 @@ fn chart_spec(cfg: &SweepConfig, protocols: &[Protocol], rows: &[SweepRow]) -> C
             names.join(", ")
         ));
     }
-    let title = if names.len() == 1 {
-        format!("{}: throughput and latency vs {}", names[0], cfg.param.axis())
+    let what = if rows.iter().any(|r| r.report.cpu.cpu_us_per_committed.is_some()) {
+        "throughput, latency and CPU per transaction"
     } else {
-        format!("throughput and latency vs {}, by protocol", cfg.param.axis())
+        "throughput and latency"
+    };
+    let title = if names.len() == 1 && cfg.overlays.is_empty() {
+        format!("{}: {what} vs {}", names[0], cfg.param.axis())
+    } else {
+        format!("{what} vs {}, by protocol", cfg.param.axis())
     };
     ChartSpec { title, subtitle: sub, x_label: cfg.param.axis().into() }
 }

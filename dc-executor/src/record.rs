@@ -248,7 +248,8 @@ impl<'a> RecordView<'a> {
 /// Record layouts of every table of a topology, by table id.
 #[derive(Clone, Debug, Default)]
 pub struct Catalog {
-    layouts: std::collections::HashMap<TableId, RecordLayout>,
+    /// By table; Fx-hashed: a lookup per record access, over a handful of fixed keys.
+    layouts: rustc_hash::FxHashMap<TableId, RecordLayout>,
 }
 
 impl Catalog {

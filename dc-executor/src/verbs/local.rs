@@ -5,7 +5,7 @@ use super::{Completion, DoorbellBatch, VerbCounters, Verbs, WorkRequest};
 use crate::error::{Error, Result};
 use crate::region::Region;
 use redt_proto::{NodeId, Offset};
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
@@ -16,9 +16,9 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 /// mapping the same files see each other's atomics, and a node process can be killed and
 /// restarted without the others noticing more than a pause.
 pub struct LocalVerbs {
-    regions: HashMap<NodeId, Arc<Region>>,
+    regions: FxHashMap<NodeId, Arc<Region>>,
     /// Other nodes' shared files, mapped when first used ([`LocalVerbs::open_dc_shared`]).
-    later: HashMap<NodeId, Later>,
+    later: FxHashMap<NodeId, Later>,
     /// Where the disk images are, once [`LocalVerbs::attach_disk_images`] ran: a region mapped
     /// later gets its image then.
     disk: OnceLock<DiskDirs>,
@@ -48,7 +48,7 @@ impl LocalVerbs {
     pub fn new(regions: impl IntoIterator<Item = (NodeId, Arc<Region>)>) -> Self {
         LocalVerbs {
             regions: regions.into_iter().collect(),
-            later: HashMap::new(),
+            later: FxHashMap::default(),
             disk: OnceLock::new(),
             counters: VerbCounters::default(),
         }
