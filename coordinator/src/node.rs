@@ -64,9 +64,9 @@ pub mod error_code {
     /// cancelled (it may have partly run, as with any call that fails): the message names the
     /// limit (`crate::transport::handler_timeout_reply`).
     pub const TIMEOUT: u32 = 7;
-    /// The caller's certificate lacks the role the request needs (issue 14: admin requests
-    /// need an operator certificate; the message names the role needed and the caller's), or
-    /// its identity is not the one the request's
+    /// The caller's certificate lacks the role the request needs (issue 14: admin requests,
+    /// and a status that counts locks, need an operator certificate; the message names the
+    /// role needed and the caller's), or its identity is not the one the request's
     /// transaction id was reserved by (an outcome query at the coordinator that reserved it;
     /// the message says so).
     pub const FORBIDDEN: u32 = 8;
@@ -836,6 +836,13 @@ impl Node {
                 Ok(()) => reply(Body::Ack(AckReply {})),
                 Err(e) => err(error_code::MALFORMED, e),
             },
+            // Counting locks scans the whole index on the executor thread, which every
+            // transaction of this node waits for: operators (and nodes) only.
+            Body::Status(req) if req.count_locks && matches!(from, Caller::Client(_)) => {
+                self.board.refused_role();
+                tracing::warn!(node = %self.name(), caller = from.role(), "refused a status that counts locks: it needs the operator role");
+                err(error_code::FORBIDDEN, needs_operator("status --locks", from))
+            }
             Body::Status(req) => match self.status(req.count_locks).await {
                 Ok(s) => reply(Body::NodeStatus(s.to_wire())),
                 Err(e) => err(error_code::INTERNAL, e.named(&self.topology())),
