@@ -113,6 +113,7 @@ enum ConfigCmd {
 
 fn config_check(file: &std::path::Path) -> Result<()> {
     let t = redt_proto::Topology::load(file)?;
+    cmd::check_limits(&file.display().to_string(), &t)?;
     let timeouts = redt_coordinator::NodeTimeouts::resolve(&t, &t.timeouts)
         .map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
     println!(

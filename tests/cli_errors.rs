@@ -247,3 +247,32 @@ fn errors_name_dcs_and_nodes_not_internal_ids() {
         assert!(err.contains("dc1"), "`redt {}` lists the names: {err}", args.join(" "));
     }
 }
+
+/// Limits whose largest redo entry would not fit one entry of the ring are refused when the
+/// topology is loaded, by `redt config check` and by the commands that start or reach a
+/// cluster, with both sizes and the `max_ops_per_txn` that fits; that value loads.
+#[test]
+fn limits_larger_than_the_ring_are_refused_at_load() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = std::fs::read_to_string(local_fast()).unwrap();
+    assert!(base.contains("\ntables:"), "local-fast.yaml has tables");
+    let with_ops = |ops: u64| {
+        let f = dir.path().join(format!("ops-{ops}.yaml"));
+        std::fs::write(&f, base.replacen("\ntables:", &format!("\nlimits: {{ max_ops_per_txn: {ops} }}\ntables:"), 1))
+            .unwrap();
+        f
+    };
+    let f = with_ops(4096);
+    let err = refused(&["config", "check", path_str(&f)]);
+    for part in [
+        "the limits admit a redo entry of 8659032 bytes, more than the ring's 4194240",
+        "table `kv`",
+        "lower limits.max_ops_per_txn to 1983 or less",
+    ] {
+        assert!(err.contains(part), "{part}: {err}");
+    }
+    let err = refused(&["status", "--config", path_str(&f), "--window", "0s", "--timeout", "1s"]);
+    assert!(err.contains("lower limits.max_ops_per_txn to 1983"), "{err}");
+    let ok = run(&["config", "check", path_str(&with_ops(1983))]);
+    assert!(ok.status.success(), "{}", text(&ok));
+}

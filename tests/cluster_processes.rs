@@ -287,7 +287,7 @@ fn cluster_up_processes() {
     assert_eq!(
         answers[0],
         serde_json::json!({"type": "fail",
-            "error": "transaction has 20000 operations; the limit is 4096 (limits.max_ops_per_txn)"})
+            "error": "transaction has 20000 operations; the limit is 1024 (limits.max_ops_per_txn)"})
     );
     assert_eq!(
         answers[1],

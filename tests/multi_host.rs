@@ -136,6 +136,8 @@ const TOPOLOGY: &str = r#"
 name: multi-host
 epoch: 1
 memstore: { size: 8MiB, index: 256KiB, ring: 256KiB }
+# A small ring takes a small transaction's redo: 64 writes of 2 KiB cells fit.
+limits: { max_ops_per_txn: 64 }
 dcs:
   - name: dc1
     backend: tcp
@@ -294,6 +296,8 @@ fn one_dc(name: &str, port: u16, backend: &str) -> String {
 name: {name}
 epoch: 1
 memstore: {{ size: 1MiB, index: 64KiB, ring: 64KiB }}
+# A small ring takes a small transaction's redo.
+limits: {{ max_ops_per_txn: 64 }}
 dcs:
   - name: dc1
     backend: {backend}

@@ -750,7 +750,8 @@ pub struct Settled {
 /// entries left on the nodes up (those not in `down`). Locks are waited for too: with early
 /// acknowledgement a client has its answer before phase 2 releases the locks, so the last
 /// transactions' locks may still be on their way out when the load stops; a lock that stays
-/// is counted after the 30 s.
+/// is counted after the 30 s. `client` must hold an operator certificate: the nodes count
+/// locks for an operator only (to a client certificate every status is an error).
 pub async fn settle(client: &Arc<Client>, down: &BTreeSet<NodeId>) -> Settled {
     let up: Vec<NodeId> = client.topology().nodes.iter().map(|n| n.id).filter(|n| !down.contains(n)).collect();
     let t0 = Instant::now();

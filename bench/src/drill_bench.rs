@@ -328,15 +328,18 @@ impl Clients {
 
 /// Runs YCSB against the running cluster of `topo` (client certificate in `certs`, the
 /// clients as `cfg` says) while `plan` runs, its effects carried out by `driver`; then
-/// settles, reads back every key written and reports. `on_log` gets the drill's log lines
-/// as they happen (after the progress bar's, when shown).
+/// settles, reads back every key written and reports. The nodes' status is asked with the
+/// operator certificate `operator` of `certs` (settling counts the locks left, which the
+/// nodes serve to an operator only). `on_log` gets the drill's log lines as they happen
+/// (after the progress bar's, when shown).
 ///
 /// # Errors
 /// A plan whose last action is not within the measured interval, a topology without a YCSB
-/// table, a missing client certificate; as text.
+/// table, a missing client or operator certificate; as text.
 pub async fn run_drill_ycsb(
     topo: Topology,
     certs: &std::path::Path,
+    operator: &str,
     cfg: &ClusterConfig,
     plan: DrillPlan,
     driver: Arc<dyn FaultDriver>,
@@ -348,8 +351,10 @@ pub async fn run_drill_ycsb(
     // A call to a node that dies mid-call is unknown after 5 s; a transaction takes far less.
     let client = Arc::new(Client::connect(topo.clone(), certs, Duration::from_secs(5)).map_err(|e| e.to_string())?);
     // The drill asks the nodes up for their status every 100 ms.
-    let watcher =
-        Arc::new(Client::connect(topo.clone(), certs, Duration::from_millis(500)).map_err(|e| e.to_string())?);
+    let watcher = Arc::new(
+        Client::connect_as(topo.clone(), certs, operator, Duration::from_millis(500))
+            .map_err(|e| format!("the operator certificate {operator}: {e}"))?,
+    );
     let timeline = Arc::new(Timeline::new(topo.partitions.len()));
     let down = Arc::new(DownSet::default());
     let mut clients = spawn_clients(&topo, cfg, table, Submit::Remote(client.clone()), down.clone(), timeline.clone())?;

@@ -279,7 +279,8 @@ impl EmbeddedDrill {
         let (settled, wait_ms, epoch, under, unsettled) = self.wait_settled(progress).await;
         // Counting the lock words scans each node's whole index (seconds on a TPC-C MemStore):
         // a client with a patient call timeout asks for them.
-        let counter = Arc::new(self.cluster.client(LOCK_COUNT_PATIENCE).map_err(|e| e.to_string())?);
+        // The operator's: the nodes count locks for an operator only.
+        let counter = Arc::new(self.cluster.operator(LOCK_COUNT_PATIENCE).map_err(|e| e.to_string())?);
         let end = drill::settle(&counter, &Default::default()).await;
         let report = drill::report(&watch, &self.timeline.snapshot(), self.duration, &end, None);
         Ok(EmbeddedDrillReport {

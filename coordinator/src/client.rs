@@ -348,10 +348,12 @@ impl Client {
     }
 
     /// Asks `node` for its status ([`NodeStatus`]); with `count_locks` it also counts the
-    /// records holding a lock (a full scan of its index: slow on a large MemStore).
+    /// records holding a lock (a full scan of its index: slow on a large MemStore), which the
+    /// nodes serve to an operator certificate only ([`Client::connect_as`]).
     ///
     /// # Errors
-    /// The node is unreachable or answered an error; the reply does not decode
+    /// The node is unreachable or answered an error, e.g. a client certificate's
+    /// `count_locks` refused naming the operator role; the reply does not decode
     /// ([`Error::Remote`] names the node).
     pub async fn status(&self, node: NodeId, count_locks: bool) -> Result<NodeStatus> {
         match self.call(node, Body::Status(StatusRequest { count_locks })).await? {

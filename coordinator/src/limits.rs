@@ -8,6 +8,16 @@
 //! anything ([`crate::message::Request::check`], [`crate::ExecutorCore::execute`]): a peer's
 //! request is not trusted to have been checked. Each refusal is an [`OverLimit`] whose text
 //! names the limit and its value, and the node counts it ([`crate::StatusBoard`]).
+//!
+//! The redo entry a call makes is not checked here. A topology `redt` loads is refused when
+//! its `limits.max_ops_per_txn` point operations could make a redo entry on one node larger
+//! than one entry of its ring (`redt_dc_executor::ring::check_limits_fit_ring`), so a call
+//! within these limits cannot. What that bound leaves out: range reads (a scan holds up to
+//! 4,000 rows per partition whatever the operation count) and topologies built in code
+//! (embedded clusters, simulations) rather than loaded. There the executor of the node whose
+//! entry would be too large refuses the sub-transaction before it reserves ring space or
+//! takes a lock (`redt_dc_executor::ring::check_encodable`; its range reads and any records
+//! its writes create are done by then), and the transaction aborts.
 
 use redt_proto::wire::{ProcedureCall, ProcedureKind};
 use redt_proto::{DcId, LimitsConfig, PartitionId, Topology};

@@ -52,8 +52,9 @@ pub mod error_code {
     /// The request cannot be served yet (a snapshot copy before its voter finished the older
     /// epochs): ask again later.
     pub const NOT_READY: u32 = 4;
-    /// A submission names a transaction id this coordinator did not reserve, or one already
-    /// used or whose reservation expired (`crate::reserved::NotReserved`): nothing was run.
+    /// A submission names a transaction id this coordinator did not reserve, one already
+    /// used or whose reservation expired, or one another certificate identity reserved
+    /// (`crate::reserved::NotReserved`): nothing was run.
     pub const NOT_RESERVED: u32 = 5;
     /// The request is over a limit (`crate::limits`: the topology's `limits:`, or more
     /// participant DCs than it has): refused before anything was reserved or written; the
@@ -63,8 +64,11 @@ pub mod error_code {
     /// cancelled (it may have partly run, as with any call that fails): the message names the
     /// limit (`crate::transport::handler_timeout_reply`).
     pub const TIMEOUT: u32 = 7;
-    /// The caller's certificate lacks the role the request needs (issue 14: admin requests
-    /// need an operator certificate); the message names the role needed and the caller's.
+    /// The caller's certificate lacks the role the request needs (issue 14: admin requests,
+    /// and a status that counts locks, need an operator certificate; the message names the
+    /// role needed and the caller's), or its identity is not the one the request's
+    /// transaction id was reserved by (an outcome query at the coordinator that reserved it;
+    /// the message says so).
     pub const FORBIDDEN: u32 = 8;
 }
 
@@ -104,7 +108,7 @@ pub struct Node {
     /// The ids this node's coordinators take: this start's incarnation, renewed from the
     /// MemStore in `dc` when used up.
     ids: Mutex<TxnIds>,
-    /// The ids reserved for clients and not used yet (issue 13).
+    /// The ids reserved for clients, with their owners (issue 13).
     reserved: Mutex<ReservedIds>,
     /// Its DC's data path (for the incarnation counter in its own MemStore).
     dc: Arc<DcHandle>,
@@ -430,52 +434,60 @@ impl Node {
         }
     }
 
-    /// Reserves a transaction id for a client to submit with later ([`Node::submit_as`]):
+    /// Reserves a transaction id for `owner` to submit with later ([`Node::submit_as`]):
     /// returns it and the node's hybrid-logical-clock reading now (the transaction's start
-    /// will be above it). The id is never issued again; it can be used once, within
-    /// [`ReservedIds::VALID_FOR`] (10 s).
+    /// will be above it). The id is never issued again; it can be used once, by `owner` only,
+    /// within [`ReservedIds::VALID_FOR`] (2 s).
     ///
     /// # Errors
     /// As [`TxnIds::issue`].
-    pub fn reserve_txn(&self) -> Result<(TxnId, Cts)> {
+    pub fn reserve_txn(&self, owner: Caller) -> Result<(TxnId, Cts)> {
         let txn = self.next_txn()?;
         let at = self.hlc.tick(SystemClock.now_ms());
         let at_ms = at.0 >> redt_dc_executor::LOGICAL_BITS;
-        self.reserved.lock().unwrap_or_else(|p| p.into_inner()).reserve(txn, at_ms);
+        self.reserved.lock().unwrap_or_else(|p| p.into_inner()).reserve(txn, at_ms, owner);
         Ok((txn, at))
     }
 
-    /// [`Node::submit`], under the id `reserved` if given (one this node reserved with
-    /// [`Node::reserve_txn`] and has not used), else a fresh one.
+    /// Who reserved `txn` at this node ([`Node::reserve_txn`]), used or not: `None` if this
+    /// node, in its current life, did not or has forgotten it (`ReservedIds::KEPT`).
+    pub fn reservation_owner(&self, txn: TxnId) -> Option<Caller> {
+        self.reserved.lock().unwrap_or_else(|p| p.into_inner()).owner(txn)
+    }
+
+    /// [`Node::submit`], under the id of `reserved` if given: `(id, caller)`, an id this node
+    /// reserved for `caller` with [`Node::reserve_txn`] and has not used; else under a fresh
+    /// id.
     ///
     /// A call over the topology's limits ([`crate::limits::check_call`]) is answered aborted
     /// at once, its text naming the limit, and counted: no id is taken or used (a reserved
     /// one stays reserved), nothing is planned, sent or written.
     ///
     /// # Errors
-    /// [`NotReserved`] when `reserved` is not reserved here, already used, or its
-    /// reservation expired: nothing was run (an expired id is used up all the same).
+    /// [`NotReserved`] when the id is not reserved here, already used, its reservation
+    /// expired, or it was reserved by another caller: nothing was run (an expired id is used
+    /// up all the same; one refused to another caller stays its owner's).
     pub async fn submit_as(
         self: &Arc<Self>,
         call: ProcedureCall,
-        reserved: Option<TxnId>,
+        reserved: Option<(TxnId, Caller)>,
     ) -> std::result::Result<TxnOutcome, NotReserved> {
         if let Err(over) = crate::limits::check_call(&self.topology().limits, &call) {
             self.board.refused_over_limit();
             tracing::info!(node = %self.name(), "transaction refused: {over}");
             return Ok(TxnOutcome {
-                txn: reserved.unwrap_or(TxnId(0)),
+                txn: reserved.map_or(TxnId(0), |(txn, _)| txn),
                 status: TxnStatus::Aborted(over.to_string()),
                 reads: vec![],
             });
         }
         let start = Instant::now();
         let ts = self.hlc.tick(SystemClock.now_ms());
-        if let Some(txn) = reserved {
+        if let Some((txn, caller)) = reserved {
             let start_ms = ts.0 >> redt_dc_executor::LOGICAL_BITS;
-            self.reserved.lock().unwrap_or_else(|p| p.into_inner()).take(txn, start_ms)?;
+            self.reserved.lock().unwrap_or_else(|p| p.into_inner()).take(txn, start_ms, caller)?;
         }
-        let txn = match reserved.map(Ok).unwrap_or_else(|| self.next_txn()) {
+        let txn = match reserved.map(|(txn, _)| Ok(txn)).unwrap_or_else(|| self.next_txn()) {
             Ok(txn) => txn,
             Err(e) => {
                 tracing::error!(node = %self.name(), "no transaction id: {e}");
@@ -765,12 +777,17 @@ impl Node {
             }
             Body::Submit(req) => {
                 let Some(call) = req.call else { return err(error_code::MALFORMED, "submit without a call".into()) };
-                match self.submit_as(call, req.txn.map(TxnId)).await {
+                match self.submit_as(call, req.txn.map(|t| (TxnId(t), from))).await {
                     Ok(out) => reply(Body::Outcome(outcome_to_msg(&out))),
-                    Err(e) => err(error_code::NOT_RESERVED, e.to_string()),
+                    Err(e) => {
+                        if matches!(e, NotReserved::OtherOwner(_)) {
+                            tracing::info!(node = %self.name(), caller = from.role(), "submission refused: {e}");
+                        }
+                        err(error_code::NOT_RESERVED, e.to_string())
+                    }
                 }
             }
-            Body::ReserveTxn(_) => match self.reserve_txn() {
+            Body::ReserveTxn(_) => match self.reserve_txn(from) {
                 Ok((txn, at)) => reply(Body::TxnReserved(TxnReservedReply {
                     txn: txn.0,
                     start_after: at.0,
@@ -778,6 +795,11 @@ impl Node {
                 })),
                 Err(e) => err(error_code::INTERNAL, format!("no transaction id: {e}")),
             },
+            Body::OutcomeQuery(q) if self.reservation_owner(TxnId(q.txn)).is_some_and(|owner| owner != from) => {
+                let e = NotReserved::OtherOwner(TxnId(q.txn));
+                tracing::info!(node = %self.name(), caller = from.role(), "outcome query refused: {e}");
+                err(error_code::FORBIDDEN, e.to_string())
+            }
             Body::OutcomeQuery(q) => {
                 let start_after = q.start_after.map(Cts::new);
                 let wait = if q.wait_ms == 0 { self.outcome_wait() } else { Duration::from_millis(q.wait_ms) };
@@ -800,7 +822,7 @@ impl Node {
                     None => err(error_code::INTERNAL, "node shutting down".into()),
                 }
             }
-            Body::NetemSet(_) if from != Caller::Operator => {
+            Body::NetemSet(_) if !from.is_operator() => {
                 self.board.refused_role();
                 tracing::warn!(node = %self.name(), caller = from.role(), "refused `netem set`: it needs the operator role");
                 err(error_code::FORBIDDEN, needs_operator("netem set", from))
@@ -814,6 +836,13 @@ impl Node {
                 Ok(()) => reply(Body::Ack(AckReply {})),
                 Err(e) => err(error_code::MALFORMED, e),
             },
+            // Counting locks scans the whole index on the executor thread, which every
+            // transaction of this node waits for: operators (and nodes) only.
+            Body::Status(req) if req.count_locks && matches!(from, Caller::Client(_)) => {
+                self.board.refused_role();
+                tracing::warn!(node = %self.name(), caller = from.role(), "refused a status that counts locks: it needs the operator role");
+                err(error_code::FORBIDDEN, needs_operator("status --locks", from))
+            }
             Body::Status(req) => match self.status(req.count_locks).await {
                 Ok(s) => reply(Body::NodeStatus(s.to_wire())),
                 Err(e) => err(error_code::INTERNAL, e.named(&self.topology())),

@@ -7,7 +7,28 @@
 //! coordinator's hybrid logical clock: that bounds the transaction's start, hence its phase-1
 //! deadline, so an outcome query can tell a transaction that never ran and can no longer run
 //! ([`crate::outcome`], rule 3). Pure: the caller passes the clock readings.
+//!
+//! # Owners
+//!
+//! Each reservation belongs to the caller that made it: the authenticated [`Caller`] the
+//! transport gives the request, whose client or operator identity is the
+//! [`crate::transport::Principal`] of its certificate's identity URI. Only that caller may
+//! submit under the id ([`ReservedIds::take`]; another one is refused with
+//! [`NotReserved::OtherOwner`] and the reservation stays its owner's) or ask this coordinator
+//! for its outcome ([`ReservedIds::owner`]; the node refuses the others).
+//!
+//! The ids stay the node's structured, sequential ones (node, incarnation, counter:
+//! [`crate::TxnIds`]) rather than random: that structure is what keeps an id unique across
+//! restarts, recovery and the decision logs find transactions by it, and its 28-bit counter
+//! has no room for enough randomness to make a guess hopeless anyway. Binding the id to its
+//! owner is what suffices: a submission under an id is accepted only by the coordinator that
+//! reserved it (any other answers [`NotReserved::Unknown`]), and that coordinator checks the
+//! owner, so knowing or guessing an id gains another client nothing there. Other nodes answer
+//! outcome queries without knowing the owner (redo entries do not carry it): such an answer
+//! tells only whether the transaction committed and when, never what it read or wrote, and
+//! changes nothing.
 
+use crate::transport::Caller;
 use redt_proto::TxnId;
 use std::collections::{HashMap, VecDeque};
 use std::time::Duration;
@@ -21,6 +42,13 @@ pub enum NotReserved {
         "transaction id {0} is not reserved at this coordinator (never reserved here, already used, or forgotten)"
     )]
     Unknown(TxnId),
+    /// Another caller reserved the id: only the identity that reserved it may use it. The
+    /// reservation is left as it was (still its owner's to use).
+    #[error(
+        "transaction id {0} was reserved by another identity: only the certificate identity that reserved it \
+         may submit under it or ask this coordinator for its outcome"
+    )]
+    OtherOwner(TxnId),
     /// The submission came too late: its start would be more than `valid_for_ms` after the
     /// reservation. The id is used up.
     #[error("the reservation of transaction id {txn} expired: {late_ms} ms past its {valid_for_ms} ms")]
@@ -34,14 +62,22 @@ pub enum NotReserved {
     },
 }
 
-/// The ids a coordinator reserved and that were not used yet, with when (ms since the HLC
-/// origin, the physical part of the coordinator's clock at the reservation).
+/// The ids a coordinator reserved, with when (ms since the HLC origin, the physical part of the
+/// coordinator's clock at the reservation), by whom, and whether they were used.
 #[derive(Debug, Default)]
 pub struct ReservedIds {
-    at_ms: HashMap<TxnId, u64>,
+    kept: HashMap<TxnId, Kept>,
     /// Every id reserved, oldest first, the used ones too (each id is reserved once, so this
     /// bounds the map without a search on every use).
     order: VecDeque<TxnId>,
+}
+
+/// One reservation.
+#[derive(Clone, Copy, Debug)]
+struct Kept {
+    at_ms: u64,
+    owner: Caller,
+    used: bool,
 }
 
 impl ReservedIds {
@@ -49,65 +85,106 @@ impl ReservedIds {
     /// after it reserves). It adds to how long an outcome query must wait before it can say
     /// that a transaction of which no entry is found never ran.
     pub const VALID_FOR: Duration = Duration::from_secs(2);
-    /// The most reservations kept; the oldest is forgotten first (its id can no longer be
-    /// used).
+    /// The most reservations kept, used or not; the oldest is forgotten first (its id can no
+    /// longer be used, and its owner is no longer known).
     pub const KEPT: usize = 100_000;
 
-    /// Records that `txn` was reserved at `at_ms`.
-    pub fn reserve(&mut self, txn: TxnId, at_ms: u64) {
-        if self.at_ms.insert(txn, at_ms).is_none() {
+    /// Records that `owner` reserved `txn` at `at_ms`.
+    pub fn reserve(&mut self, txn: TxnId, at_ms: u64, owner: Caller) {
+        if self.kept.insert(txn, Kept { at_ms, owner, used: false }).is_none() {
             self.order.push_back(txn);
         }
         while self.order.len() > Self::KEPT {
             if let Some(old) = self.order.pop_front() {
-                self.at_ms.remove(&old);
+                self.kept.remove(&old);
             }
         }
     }
 
-    /// Uses `txn` for a transaction starting at `start_ms` (ms since the HLC origin, the
-    /// physical part of its start timestamp): it can never be used again.
+    /// Uses `txn` for a transaction of `caller` starting at `start_ms` (ms since the HLC
+    /// origin, the physical part of its start timestamp): it can never be used again.
     ///
     /// # Errors
     /// [`NotReserved::Unknown`] if it is not reserved (or used already);
-    /// [`NotReserved::Expired`] if `start_ms` is more than [`ReservedIds::VALID_FOR`] after
-    /// its reservation (it is used up all the same).
-    pub fn take(&mut self, txn: TxnId, start_ms: u64) -> Result<(), NotReserved> {
-        let at = self.at_ms.remove(&txn).ok_or(NotReserved::Unknown(txn))?;
+    /// [`NotReserved::OtherOwner`] if `caller` is not the one that reserved it (nothing
+    /// changes); [`NotReserved::Expired`] if `start_ms` is more than
+    /// [`ReservedIds::VALID_FOR`] after its reservation (it is used up all the same).
+    pub fn take(&mut self, txn: TxnId, start_ms: u64, caller: Caller) -> Result<(), NotReserved> {
+        let kept = self.kept.get_mut(&txn).filter(|k| !k.used).ok_or(NotReserved::Unknown(txn))?;
+        if kept.owner != caller {
+            return Err(NotReserved::OtherOwner(txn));
+        }
+        kept.used = true;
         let valid_for_ms = Self::VALID_FOR.as_millis() as u64;
-        let late_ms = start_ms.saturating_sub(at + valid_for_ms);
+        let late_ms = start_ms.saturating_sub(kept.at_ms + valid_for_ms);
         if late_ms > 0 {
             return Err(NotReserved::Expired { txn, valid_for_ms, late_ms });
         }
         Ok(())
+    }
+
+    /// Who reserved `txn`, used or not: `None` if this coordinator (in its current life) did
+    /// not, or forgot it among more than [`ReservedIds::KEPT`] newer reservations.
+    pub fn owner(&self, txn: TxnId) -> Option<Caller> {
+        self.kept.get(&txn).map(|k| k.owner)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::transport::Principal;
+
+    fn alice() -> Caller {
+        Caller::Client(Principal::of_identity("redt://client/alice"))
+    }
 
     #[test]
     fn an_id_is_used_once_and_only_in_time() {
         let mut r = ReservedIds::default();
         let (a, b, c) = (TxnId(1), TxnId(2), TxnId(3));
-        r.reserve(a, 100);
-        r.reserve(b, 100);
-        assert_eq!(r.take(a, 100 + 2_000), Ok(()));
-        assert_eq!(r.take(a, 200), Err(NotReserved::Unknown(a)), "used once");
-        assert_eq!(r.take(c, 200), Err(NotReserved::Unknown(c)), "never reserved");
-        assert!(matches!(r.take(b, 100 + 2_001), Err(NotReserved::Expired { late_ms: 1, .. })));
-        assert_eq!(r.take(b, 100), Err(NotReserved::Unknown(b)), "an expired id is used up");
+        r.reserve(a, 100, alice());
+        r.reserve(b, 100, alice());
+        assert_eq!(r.take(a, 100 + 2_000, alice()), Ok(()));
+        assert_eq!(r.take(a, 200, alice()), Err(NotReserved::Unknown(a)), "used once");
+        assert_eq!(r.take(c, 200, alice()), Err(NotReserved::Unknown(c)), "never reserved");
+        assert!(matches!(r.take(b, 100 + 2_001, alice()), Err(NotReserved::Expired { late_ms: 1, .. })));
+        assert_eq!(r.take(b, 100, alice()), Err(NotReserved::Unknown(b)), "an expired id is used up");
         assert!(NotReserved::Unknown(c).to_string().contains("not reserved"));
+    }
+
+    /// Another identity (another client, the same name as an operator, or a node) can neither
+    /// use an id nor use it up; the owner still can, and stays known after.
+    #[test]
+    fn only_the_owner_uses_an_id() {
+        let mut r = ReservedIds::default();
+        let a = TxnId(7);
+        r.reserve(a, 100, alice());
+        let others = [
+            Caller::Client(Principal::of_identity("redt://client/mallory")),
+            Caller::Operator(Principal::of_identity("redt://client/alice")),
+            Caller::Operator(Principal::of_identity("redt://operator/alice")),
+            Caller::Node(redt_proto::NodeId(0)),
+        ];
+        for thief in others {
+            assert_eq!(r.take(a, 100, thief), Err(NotReserved::OtherOwner(a)), "{thief:?}");
+            assert_eq!(r.owner(a), Some(alice()));
+        }
+        assert!(NotReserved::OtherOwner(a).to_string().contains("reserved by another identity"));
+        assert_eq!(r.take(a, 100, alice()), Ok(()), "the refusals left it reserved");
+        assert_eq!(r.owner(a), Some(alice()), "a used id keeps its owner, for outcome queries");
+        assert_eq!(r.take(a, 100, alice()), Err(NotReserved::Unknown(a)));
+        assert_eq!(r.owner(TxnId(8)), None);
     }
 
     #[test]
     fn the_oldest_reservations_are_forgotten_first() {
         let mut r = ReservedIds::default();
         for i in 0..=ReservedIds::KEPT as u64 {
-            r.reserve(TxnId(i), 0);
+            r.reserve(TxnId(i), 0, alice());
         }
-        assert_eq!(r.take(TxnId(0), 0), Err(NotReserved::Unknown(TxnId(0))));
-        assert_eq!(r.take(TxnId(1), 0), Ok(()));
+        assert_eq!(r.take(TxnId(0), 0, alice()), Err(NotReserved::Unknown(TxnId(0))));
+        assert_eq!(r.owner(TxnId(0)), None);
+        assert_eq!(r.take(TxnId(1), 0, alice()), Ok(()));
     }
 }

@@ -108,8 +108,8 @@ impl StatusBoard {
         self.refused_over_limit.fetch_add(1, Relaxed);
     }
 
-    /// Counts one admin request refused because the caller's certificate lacks the role it
-    /// needs (issue 14: `netem set` from a client certificate).
+    /// Counts one request refused because the caller's certificate lacks the role it needs
+    /// (issue 14: `netem set`, or a status that counts locks, from a client certificate).
     pub fn refused_role(&self) {
         self.refused_role.fetch_add(1, Relaxed);
     }

@@ -57,6 +57,27 @@ async fn netem_set_needs_the_operator_role() {
     cluster.shutdown();
 }
 
+/// A status that counts locks scans a node's whole index on its executor thread: a client
+/// certificate's is refused naming the operator role, and counted; its plain status is
+/// served, and so is the operator's count.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn counting_locks_needs_the_operator_role() {
+    let cluster =
+        EmbeddedCluster::start(local_fast("roles-locks", 7990), CoordinatorOptions::default()).await.expect("starts");
+    let client = cluster.client(Duration::from_secs(5)).expect("client");
+    let operator = cluster.operator(Duration::from_secs(5)).expect("operator");
+    for n in &cluster.topology.nodes {
+        let refused = client.status(n.id, true).await.expect_err("a client may not count locks");
+        let why = refused.to_string();
+        assert!(why.contains("needs the operator role") && why.contains("client role"), "{}: {why}", n.name);
+        let plain = client.status(n.id, false).await.expect("a client may ask for plain status");
+        assert_eq!((plain.locks_held, plain.refused_role), (None, 1), "{}: counted, nothing scanned", n.name);
+        let counted = operator.status(n.id, true).await.expect("an operator may count locks");
+        assert_eq!(counted.locks_held, Some(0), "{}", n.name);
+    }
+    cluster.shutdown();
+}
+
 /// A node identity naming no node of the topology, or a client certificate under a node's
 /// name, is no node: the role comes from the identity URI, not the DNS name.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

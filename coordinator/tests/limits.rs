@@ -66,9 +66,10 @@ async fn drained(cluster: &EmbeddedCluster) -> Vec<u64> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_transaction_over_a_limit_is_refused_by_name_and_the_node_keeps_serving() {
-    let cluster = EmbeddedCluster::start(local_fast("limits-test-refused", 7910), CoordinatorOptions::default())
-        .await
-        .expect("starts");
+    // A byte limit below what 1,024 writes of a 2 KiB cell carry, so both limits can be met.
+    let mut topology = local_fast("limits-test-refused", 7910);
+    topology.limits.max_bytes_per_txn = 1 << 20;
+    let cluster = EmbeddedCluster::start(topology, CoordinatorOptions::default()).await.expect("starts");
     let client = cluster.client(Duration::from_secs(10)).expect("client");
     commit_eventually(&cluster, NodeId(0), &[KvOp::Add(1, 1)]).await;
     let tails = drained(&cluster).await;
@@ -79,15 +80,15 @@ async fn a_transaction_over_a_limit_is_refused_by_name_and_the_node_keeps_servin
     let out = client.submit(NodeId(0), kv_call(KV, &reads)).await;
     assert_eq!(
         out.status,
-        TxnStatus::Aborted("transaction has 20000 operations; the limit is 4096 (limits.max_ops_per_txn)".into())
+        TxnStatus::Aborted("transaction has 20000 operations; the limit is 1024 (limits.max_ops_per_txn)".into())
     );
-    // 3,000 writes of 2,000 bytes: under the operation limit, over the byte limit.
-    let writes: Vec<KvOp> = (0..3_000).map(|k| KvOp::Write(2_000_000 + k, vec![7; 2000])).collect();
+    // 1,000 writes of 2,000 bytes: under the operation limit, over the byte limit.
+    let writes: Vec<KvOp> = (0..1_000).map(|k| KvOp::Write(2_000_000 + k, vec![7; 2000])).collect();
     let out = client.submit(NodeId(1), kv_call(KV, &writes)).await;
     match &out.status {
         TxnStatus::Aborted(e) => {
-            assert!(e.ends_with("the limit is 4194304 (limits.max_bytes_per_txn)"), "{e}");
-            assert!(e.contains("6024000 bytes of keys and values"), "{e}");
+            assert!(e.ends_with("the limit is 1048576 (limits.max_bytes_per_txn)"), "{e}");
+            assert!(e.contains("2008000 bytes of keys and values"), "{e}");
         }
         other => panic!("expected a refusal, got {other:?}"),
     }
@@ -97,9 +98,9 @@ async fn a_transaction_over_a_limit_is_refused_by_name_and_the_node_keeps_servin
     assert_eq!(cluster.node(NodeId(0)).status(false).await.unwrap().refused_over_limit, 1);
     assert_eq!(cluster.node(NodeId(1)).status(false).await.unwrap().refused_over_limit, 1);
 
-    // The node keeps serving: a transaction of 4,000 reads of new keys (under the limit)
+    // The node keeps serving: a transaction of 1,000 reads of new keys (under the limit)
     // commits and creates no record anywhere (issue 14: reads never create records).
-    let reads: Vec<KvOp> = (0..4_000).map(|k| KvOp::Read(3_000_000 + k)).collect();
+    let reads: Vec<KvOp> = (0..1_000).map(|k| KvOp::Read(3_000_000 + k)).collect();
     let out = client.submit(NodeId(0), kv_call(KV, &reads)).await;
     assert_eq!(out.status, TxnStatus::Committed);
     assert!(out.reads.iter().all(|r| r.as_deref().is_some_and(|v| v.iter().all(|&b| b == 0))));
@@ -145,7 +146,7 @@ async fn a_phase_1_from_a_peer_is_checked_again_before_the_ring() {
         (
             execute(vec![0], vec![0], &many),
             error_code::OVER_LIMIT,
-            "transaction has 20000 operations; the limit is 4096 (limits.max_ops_per_txn)",
+            "transaction has 20000 operations; the limit is 1024 (limits.max_ops_per_txn)",
         ),
     ];
     let sender = cluster.node(NodeId(1)).transport().clone();

@@ -9,8 +9,10 @@ mod common;
 use common::local_fast;
 use redt_coordinator::call::kv_call;
 use redt_coordinator::outcome::KnownOutcome;
+use redt_coordinator::transport::{Caller, Principal, SocketSpec, Transport, TransportConfig};
 use redt_coordinator::{Client, CoordinatorMutations, CoordinatorOptions, EmbeddedCluster, RecoveryOptions, TxnStatus};
 use redt_dc_executor::KvOp;
+use redt_proto::wire::{Body, Envelope, OutcomeQueryRequest};
 use redt_proto::{NodeId, TableId};
 use std::time::{Duration, Instant};
 
@@ -154,8 +156,76 @@ async fn only_an_id_reserved_here_and_unused_is_accepted() {
     let again = client.submit_reserved(NodeId(1), add(10), &res).await;
     assert!(matches!(again.status, TxnStatus::Aborted(ref why) if why.contains("already used")), "{again:?}");
     let never = redt_proto::TxnId::new(NodeId(1), 12345);
-    let made_up = cluster.node(NodeId(1)).submit_as(add(1000), Some(never)).await;
+    let me = Caller::Client(Principal::of_identity("redt://client/redt-client"));
+    let made_up = cluster.node(NodeId(1)).submit_as(add(1000), Some((never, me))).await;
     assert_eq!(made_up.err(), Some(redt_coordinator::NotReserved::Unknown(never)));
     assert_eq!(read(&cluster, key).await, 1, "only the reserved submission ran");
     cluster.shutdown();
+}
+
+/// A reservation is its owner's: another client certificate that learns (or guesses) the id
+/// can neither submit under it (refused, the id stays reserved) nor ask the coordinator that
+/// reserved it for its outcome; the owner's submission then commits, and the outcome it is
+/// told is its own transaction's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reservation_serves_only_the_identity_that_made_it() {
+    let topology = local_fast("outcome-test-owner", 7850);
+    let cluster = EmbeddedCluster::start(topology.clone(), CoordinatorOptions::default()).await.expect("starts");
+    let owner = cluster.client(Duration::from_secs(10)).expect("the owner binds");
+    let mallory = cluster.certs().ca.issue_client("mallory").expect("a second client certificate");
+    let thief = Client::with_identity(cluster.topology.clone(), &mallory, Duration::from_secs(10)).expect("binds");
+    let key = 15;
+    let add = |v| kv_call(KV, &[KvOp::Add(key, v)]);
+    let res = owner.reserve(NodeId(1)).await.expect("reachable").expect("node 1 reserves ids");
+
+    let stolen = thief.submit_reserved(NodeId(1), add(100), &res).await;
+    match &stolen.status {
+        TxnStatus::Aborted(why) => assert!(why.contains("reserved by another identity"), "{why}"),
+        other => panic!("the thief's submission is refused: {other:?}"),
+    }
+    let asked = ask_outcome(&cluster, &mallory, NodeId(1), &res).await;
+    match asked.body {
+        Some(Body::Error(e)) => {
+            assert_eq!(e.code, redt_coordinator::error_code::FORBIDDEN, "{e:?}");
+            assert!(e.message.contains("reserved by another identity"), "{e:?}");
+        }
+        other => panic!("the thief's outcome query is refused: {other:?}"),
+    }
+
+    let mine = owner.submit_reserved(NodeId(1), add(1), &res).await;
+    assert_eq!((mine.status, mine.txn), (TxnStatus::Committed, res.txn), "the refusals left the id reserved");
+    let told = owner.outcome(NodeId(1), &res).await;
+    let KnownOutcome::Committed(cts) = told else { panic!("the owner learns its commit: {told:?}") };
+    let at_coordinator = ask_outcome(&cluster, &cluster.certs().client, NodeId(1), &res).await;
+    match at_coordinator.body {
+        Some(Body::TxnOutcome(r)) => {
+            let answer = KnownOutcome::from_wire(r.state, r.cts, r.detail).expect("decodes");
+            assert_eq!(answer, KnownOutcome::Committed(cts), "the coordinator answers its owner");
+        }
+        other => panic!("the owner's outcome query at the coordinator is answered: {other:?}"),
+    }
+    let stolen_again = thief.submit_reserved(NodeId(1), add(1000), &res).await;
+    assert!(matches!(stolen_again.status, TxnStatus::Aborted(_)), "{stolen_again:?}");
+    assert_eq!(read(&cluster, key).await, 1, "only the owner's transaction ran");
+    cluster.shutdown();
+}
+
+/// The raw answer of node `at` to an outcome query about `res`, asked with `identity`.
+async fn ask_outcome(
+    cluster: &EmbeddedCluster,
+    identity: &redt_coordinator::transport::NodeIdentity,
+    at: NodeId,
+    res: &redt_coordinator::Reservation,
+) -> Envelope {
+    let any = "127.0.0.1:0".parse().expect("an address");
+    let t = Transport::client(TransportConfig::default(), identity, SocketSpec::Bind(any)).expect("binds");
+    let n = &cluster.topology.nodes[at.0 as usize];
+    let q = OutcomeQueryRequest {
+        txn: res.txn.0,
+        start_after: Some(res.start_after.0),
+        valid_for_ms: res.valid_for_ms,
+        wait_ms: 5_000,
+    };
+    let msg = Envelope { epoch: cluster.topology.epoch.0, from: u32::MAX, body: Some(Body::OutcomeQuery(q)) };
+    t.call_at(&n.advertise, &n.name, msg).await.expect("the node answers")
 }

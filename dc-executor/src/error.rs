@@ -121,6 +121,17 @@ pub enum Error {
         /// Ring capacity.
         ring_bytes: u64,
     },
+    /// A topology's `limits:` admit a transaction whose redo entry on one node is larger than
+    /// one entry of its ring may be (`ring::check_limits_fit_ring`): the topology is refused.
+    #[error("the limits admit a redo entry of {entry_bytes} bytes, more than the ring's {ring_bytes}: {why}")]
+    LimitsExceedRing {
+        /// The largest entry the limits admit, in bytes (`ring::largest_entry`).
+        entry_bytes: u64,
+        /// The most one entry of the ring may take, in bytes (`ring::entry_capacity`).
+        ring_bytes: u64,
+        /// Which limit and table make it, and what to change.
+        why: String,
+    },
     /// A redo entry cannot be encoded (a count beyond its header field, a lock intent whose
     /// versions do not match its cells): refused before any ring space is reserved for it
     /// (`ring::check_encodable`).

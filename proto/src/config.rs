@@ -49,7 +49,7 @@
 //!   first_frame_timeout: 2s        #   per peer by IP address
 //!   idle_timeout: 120s
 //! limits:                          # optional, every key optional (defaults shown)
-//!   max_ops_per_txn: 4096          # operations of one transaction, 1 to 1048576
+//!   max_ops_per_txn: 1024          # operations of one transaction, 1 to 1048576
 //!   max_bytes_per_txn: 4MiB        # keys (8 bytes each) + values of one transaction, <= 12MiB
 //!   max_jsonl_line_bytes: 1MiB     # longest line `redt client --jsonl` reads, <= 64MiB
 //!   max_pending_votes: 100000      # commit votes an executor remembers, 1 to 10000000

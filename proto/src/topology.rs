@@ -133,8 +133,12 @@ pub struct LimitsConfig {
 }
 
 impl LimitsConfig {
-    /// Default `max_ops_per_txn`: 4,096 operations.
-    pub const DEFAULT_MAX_OPS_PER_TXN: u64 = 4096;
+    /// Default `max_ops_per_txn`: 1,024 operations. Their redo entry on one node fits the
+    /// most one ring entry may take (65,535 slots of 64 bytes, 4 MiB − 64 bytes) for records
+    /// of up to about 4 KiB of redo per operation (the shipped configs' widest is 2,114
+    /// bytes: a 2,048-byte cell). A node loading its topology checks this against the file's
+    /// own tables and ring (`redt_dc_executor::ring::check_limits_fit_ring`).
+    pub const DEFAULT_MAX_OPS_PER_TXN: u64 = 1024;
     /// Default `max_bytes_per_txn`: 4 MiB.
     pub const DEFAULT_MAX_BYTES_PER_TXN: u64 = 4 << 20;
     /// Default `max_jsonl_line_bytes`: 1 MiB.
@@ -163,7 +167,7 @@ impl LimitsConfig {
 }
 
 impl Default for LimitsConfig {
-    /// The defaults: 4,096 operations and 4 MiB per transaction, 1 MiB per JSON line,
+    /// The defaults: 1,024 operations and 4 MiB per transaction, 1 MiB per JSON line,
     /// 100,000 pending votes and accepted redo remembered, 1,024 background retries at once.
     fn default() -> Self {
         LimitsConfig {

@@ -139,7 +139,7 @@ fn the_limits_example_in_default_yaml_spells_out_the_defaults() {
     let end = start + text[start..].find("\n\n").expect("the example ends with a blank line");
     let block: String = text[start..end].lines().map(|l| format!("{}\n", l.strip_prefix("# ").unwrap_or(l))).collect();
     let uncommented = format!("{}{block}{}", &text[..start], &text[end..]);
-    assert!(uncommented.contains("\nlimits:\n  max_ops_per_txn: 4096"), "{block}");
+    assert!(uncommented.contains("\nlimits:\n  max_ops_per_txn: 1024"), "{block}");
     let t = Topology::from_yaml("default.yaml", &uncommented).expect("the uncommented example is valid");
     assert_eq!(t.limits, redt_proto::LimitsConfig::default());
     assert_eq!(load("default.yaml").limits, redt_proto::LimitsConfig::default());

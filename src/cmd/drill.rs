@@ -209,7 +209,8 @@ pub fn bench_plan(a: &DrillArgs, cluster: bool, topo: &Topology, duration: Durat
 /// Runs `redt bench ycsb --cluster … --drill`: the bench's clients under `plan` (effects
 /// through the run directory `run_dir`), then settles and checks.
 ///
-/// The driver's link changes are signed with the operator certificate `identity`.
+/// The driver's link changes and the status requests are signed with the operator
+/// certificate `identity`.
 ///
 /// # Errors
 /// A missing client or operator certificate; what [`redt_bench::run_drill_ycsb`] refuses.
@@ -222,7 +223,7 @@ pub async fn run_bench(
     run_dir: &Path,
 ) -> Result<DrillBenchReport> {
     let driver = Arc::new(ProcessDriver::new(run_dir, Arc::new(topo.clone()), certs, identity)?);
-    redt_bench::run_drill_ycsb(topo, certs, cfg, plan, driver, Arc::new(|_: &LogLine| {}))
+    redt_bench::run_drill_ycsb(topo, certs, identity, cfg, plan, driver, Arc::new(|_: &LogLine| {}))
         .await
         .map_err(anyhow::Error::msg)
 }
@@ -249,8 +250,9 @@ pub struct DrillCmdArgs {
     /// Certificate directory [default: RUN_DIR/certs].
     #[arg(long)]
     certs: Option<PathBuf>,
-    /// The identity in the certificate directory that signs the link changes
-    /// (`<NAME>.pem`/`.key`): it must be an operator's (`redt certs issue --role operator`).
+    /// The identity in the certificate directory that signs the link changes and asks the
+    /// nodes for their status (`<NAME>.pem`/`.key`): it must be an operator's (`redt certs
+    /// issue --role operator`; the nodes count locks for an operator only).
     #[arg(long, value_name = "NAME", default_value = OPERATOR_IDENTITY_NAME)]
     identity: String,
     /// How long to watch from the start [default: the plan's last action + 10 s].
@@ -318,7 +320,11 @@ pub fn run(a: &DrillCmdArgs) -> Result<()> {
     }
     let rt = runtime()?;
     let report = rt.block_on(async {
-        let watcher = Arc::new(Client::connect(topo.clone(), &certs, Duration::from_millis(500))?);
+        // The operator's: settling counts the locks left, which the nodes serve to it only.
+        let watcher = Arc::new(
+            Client::connect_as(topo.clone(), &certs, &a.identity, Duration::from_millis(500))
+                .with_context(|| format!("the operator certificate {} in {}", a.identity, certs.display()))?,
+        );
         let driver = Arc::new(ProcessDriver::new(&a.run_dir, topo.clone(), &certs, &a.identity)?);
         let timeline = Arc::new(Timeline::new(0));
         let down = Arc::new(DownSet::default());

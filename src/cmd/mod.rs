@@ -20,12 +20,32 @@ use std::path::Path;
 /// The embedded default topology, compiled in so `redt` runs from any directory.
 pub const DEFAULT_TOPOLOGY: &str = include_str!("../../configs/default.yaml");
 
-/// Loads `path`, or the embedded default when `None`.
+/// Loads `path`, or the embedded default when `None`, and checks that its limits fit its
+/// rings ([`check_limits`]).
+///
+/// # Errors
+/// The file cannot be read or is not a valid topology; its limits admit a redo entry larger
+/// than its rings take.
 pub fn load_topology(path: Option<&Path>) -> Result<Topology> {
-    Ok(match path {
-        Some(p) => Topology::load(p)?,
-        None => Topology::from_yaml("configs/default.yaml (embedded)", DEFAULT_TOPOLOGY)?,
-    })
+    let (name, topology) = match path {
+        Some(p) => (p.display().to_string(), Topology::load(p)?),
+        None => {
+            let name = "configs/default.yaml (embedded)";
+            (name.to_string(), Topology::from_yaml(name, DEFAULT_TOPOLOGY)?)
+        }
+    };
+    check_limits(&name, &topology)?;
+    Ok(topology)
+}
+
+/// Checks that the largest redo entry `topology`'s `limits:` admit fits one entry of its
+/// rings (`redt_dc_executor::ring::check_limits_fit_ring`): a node would otherwise accept
+/// transactions no executor can log.
+///
+/// # Errors
+/// Both sizes and the limit to lower, prefixed with `name` (the file).
+pub fn check_limits(name: &str, topology: &Topology) -> Result<()> {
+    redt_dc_executor::ring::check_limits_fit_ring(topology).map_err(|e| anyhow::anyhow!("{name}: {e}"))
 }
 
 /// The names of `topo`'s nodes, `dc1-n1, dc2-n1, …`, for an error about a node name.

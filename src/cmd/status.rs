@@ -7,6 +7,7 @@
 use super::{load_topology, print_out, runtime};
 use anyhow::{Context, Result};
 use clap::Args;
+use redt_coordinator::transport::{CLIENT_IDENTITY_NAME, OPERATOR_IDENTITY_NAME};
 use redt_coordinator::{Client, NodeStatus};
 use redt_proto::{NodeId, Topology};
 use serde_json::json;
@@ -27,12 +28,17 @@ pub struct StatusArgs {
     /// Certificate directory with the client certificate [default: RUN_DIR/certs].
     #[arg(long)]
     certs: Option<PathBuf>,
+    /// The identity in the certificate directory to ask with (`<NAME>.pem`/`.key`) [default:
+    /// the client certificate; with --locks the operator certificate, as the nodes count locks
+    /// for an operator only].
+    #[arg(long, value_name = "NAME")]
+    identity: Option<String>,
     /// Also list every transaction waiting on recovery (past its phase-1 deadline and still
     /// undecided), with its locks and the DCs a blocked recoverer waits for.
     #[arg(long)]
     blocked: bool,
     /// Also count the records holding a lock on each node (reads the whole index: slow on a
-    /// large MemStore).
+    /// large MemStore; an operator certificate's request only).
     #[arg(long)]
     locks: bool,
     /// Print JSON (one object with a `nodes` array) instead of a table.
@@ -66,7 +72,17 @@ pub fn run(a: &StatusArgs) -> Result<()> {
     let certs = a.certs.clone().unwrap_or_else(|| a.run_dir.join("certs"));
     let rt = runtime()?;
     let (statuses, rates) = rt.block_on(async {
-        let client = Arc::new(Client::connect(topo.clone(), &certs, a.timeout)?);
+        let default = if a.locks { OPERATOR_IDENTITY_NAME } else { CLIENT_IDENTITY_NAME };
+        let identity = a.identity.as_deref().unwrap_or(default);
+        let client = Client::connect_as(topo.clone(), &certs, identity, a.timeout).with_context(|| {
+            let why = if a.locks {
+                " (--locks needs an operator certificate: `redt certs issue --role operator`)"
+            } else {
+                ""
+            };
+            format!("the certificate {identity} in {}{why}", certs.display())
+        })?;
+        let client = Arc::new(client);
         let all: Vec<NodeId> = topo.nodes.iter().map(|n| n.id).collect();
         if a.window.is_zero() {
             return anyhow::Ok((client.status_of(&all, a.locks).await, Vec::new()));

@@ -155,7 +155,8 @@ impl fmt::Debug for SocketSpec {
 }
 
 /// Who sent a request, as proven by the TLS client certificate (issued by the cluster CA):
-/// the role its identity URI names ([`redt_proto::CertIdentity`], issue 14).
+/// the role its identity URI names ([`redt_proto::CertIdentity`], issue 14) and, for a client
+/// or an operator, which identity it is ([`Principal`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Caller {
     /// A node of the topology: the certificate carries `redt://node/<dc>/<node>` of that node
@@ -163,11 +164,53 @@ pub enum Caller {
     Node(NodeId),
     /// A certificate carrying `redt://client/<name>`, e.g. the `redt client` CLI
     /// ([`CLIENT_IDENTITY_NAME`]), or one that names no node and has no usable identity:
-    /// transactions and status only.
-    Client,
+    /// transactions and plain status only.
+    Client(Principal),
     /// A certificate carrying `redt://operator/<name>` ([`OPERATOR_IDENTITY_NAME`]): a client
-    /// that may also send admin requests (`redt netem set`, drills).
-    Operator,
+    /// that may also send admin requests (`redt netem set`, drills) and costly ones (a status
+    /// that counts locks).
+    Operator(Principal),
+}
+
+/// Which client or operator identity sent a request: a 128-bit fingerprint (the first 16
+/// bytes of a SHA-256) of its certificate's identity URI (`redt://client/alice`), or, for a
+/// certificate without one, of the whole certificate (DER). Two certificates for the same
+/// identity URI (a rotated one) are the same principal; any two different URIs differ. A node
+/// uses it to tell its clients apart (a reserved transaction id serves only the principal that
+/// reserved it: `crate::reserved`); it is not sent anywhere.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Principal([u8; 16]);
+
+impl Principal {
+    /// The principal of the identity URI `uri` (as [`redt_proto::CertIdentity::to_uri`]
+    /// writes it).
+    pub fn of_identity(uri: &str) -> Principal {
+        Principal::digest(b"identity\0", uri.as_bytes())
+    }
+
+    /// The principal of a certificate that carries no identity URI: its DER bytes.
+    pub fn of_certificate(der: &[u8]) -> Principal {
+        Principal::digest(b"certificate\0", der)
+    }
+
+    fn digest(kind: &[u8], bytes: &[u8]) -> Principal {
+        let mut ctx = ring::digest::Context::new(&ring::digest::SHA256);
+        ctx.update(kind);
+        ctx.update(bytes);
+        let mut fp = [0u8; 16];
+        fp.copy_from_slice(&ctx.finish().as_ref()[..16]);
+        Principal(fp)
+    }
+}
+
+impl fmt::Debug for Principal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Principal(")?;
+        for b in &self.0[..6] {
+            write!(f, "{b:02x}")?;
+        }
+        write!(f, "…)")
+    }
 }
 
 impl Caller {
@@ -175,7 +218,7 @@ impl Caller {
     pub fn node(self) -> Option<NodeId> {
         match self {
             Caller::Node(id) => Some(id),
-            Caller::Client | Caller::Operator => None,
+            Caller::Client(_) | Caller::Operator(_) => None,
         }
     }
 
@@ -183,9 +226,14 @@ impl Caller {
     pub fn role(self) -> &'static str {
         match self {
             Caller::Node(_) => "node",
-            Caller::Client => "client",
-            Caller::Operator => "operator",
+            Caller::Client(_) => "client",
+            Caller::Operator(_) => "operator",
         }
+    }
+
+    /// Whether the caller has the operator role.
+    pub fn is_operator(self) -> bool {
+        matches!(self, Caller::Operator(_))
     }
 }
 
@@ -193,8 +241,8 @@ impl fmt::Display for Caller {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Caller::Node(id) => id.fmt(f),
-            Caller::Client => f.write_str("client"),
-            Caller::Operator => f.write_str("operator"),
+            Caller::Client(_) => f.write_str("client"),
+            Caller::Operator(_) => f.write_str("operator"),
         }
     }
 }

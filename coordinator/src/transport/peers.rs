@@ -3,7 +3,7 @@
 
 use super::error::{Result, TransportError};
 use super::tls::certificate_name;
-use super::Caller;
+use super::{Caller, Principal};
 use redt_dc_executor::verbs::cert_identity;
 use redt_proto::{CertIdentity, HostPort, NodeId, Topology};
 use rustls_pki_types::CertificateDer;
@@ -79,22 +79,28 @@ impl PeerDirectory {
     /// Returns who presented `cert` (already verified against the cluster CA), by the
     /// identity URI it carries: a node identity naming a node of the directory (name and DC)
     /// is that node, an operator identity [`Caller::Operator`], a client identity
-    /// [`Caller::Client`]. A certificate without an identity (issued before issue 14) is the
-    /// node whose DNS name it is valid for, else a client; a node identity naming no node of
-    /// the directory is a client.
+    /// [`Caller::Client`], each client and operator with the [`Principal`] of its URI. A
+    /// certificate without an identity (issued before issue 14) is the node whose DNS name it
+    /// is valid for, else a client whose principal is the certificate itself; a node identity
+    /// naming no node of the directory is a client.
     pub(crate) fn identify(&self, cert: &CertificateDer<'_>) -> Caller {
         let peers = self.peers.read().unwrap_or_else(|e| e.into_inner());
         // The directory is indexed by NodeId, which is a u16.
         let node = |i: usize| Caller::Node(NodeId(i as u16));
-        match cert_identity(cert) {
+        let identity = cert_identity(cert);
+        let principal = match &identity {
+            Some(id) => Principal::of_identity(&id.to_uri()),
+            None => Principal::of_certificate(cert.as_ref()),
+        };
+        match identity {
             Some(CertIdentity::Node { dc, name }) => {
-                peers.iter().position(|p| p.name == name && p.dc == dc).map_or(Caller::Client, node)
+                peers.iter().position(|p| p.name == name && p.dc == dc).map_or(Caller::Client(principal), node)
             }
-            Some(CertIdentity::Operator { .. }) => Caller::Operator,
-            Some(CertIdentity::Client { .. }) => Caller::Client,
+            Some(CertIdentity::Operator { .. }) => Caller::Operator(principal),
+            Some(CertIdentity::Client { .. }) => Caller::Client(principal),
             None => {
                 let name = certificate_name(cert, peers.iter().map(|p| p.name.as_str()));
-                name.and_then(|n| peers.iter().position(|p| p.name == n)).map_or(Caller::Client, node)
+                name.and_then(|n| peers.iter().position(|p| p.name == n)).map_or(Caller::Client(principal), node)
             }
         }
     }
@@ -122,7 +128,8 @@ mod tests {
         let dir = PeerDirectory::new(Some(&t));
         assert_eq!(dir.describe(Caller::Node(NodeId(1))), "dc2-n1");
         assert_eq!(dir.describe(Caller::Node(NodeId(40))), "node#40", "outside the topology: its id");
-        assert_eq!(dir.describe(Caller::Client), "client");
-        assert_eq!(dir.describe(Caller::Operator), "operator");
+        let alice = Principal::of_identity("redt://client/alice");
+        assert_eq!(dir.describe(Caller::Client(alice)), "client");
+        assert_eq!(dir.describe(Caller::Operator(alice)), "operator");
     }
 }

@@ -91,8 +91,9 @@
 //! [`Error::RingFull`]: crate::Error::RingFull
 
 // One idea per file: the entry and its parts (entry.rs), its bytes (codec.rs), its vote word
-// (vote.rs), ring offsets and the WRITE builders (layout.rs), READing entries back (read.rs)
-// and the writer's reservations (writer.rs).
+// (vote.rs), ring offsets and the WRITE builders (layout.rs), READing entries back (read.rs),
+// the writer's reservations (writer.rs) and the largest entry a topology admits (capacity.rs).
+mod capacity;
 pub(crate) mod codec;
 mod entry;
 mod layout;
@@ -102,6 +103,7 @@ mod strategies;
 mod vote;
 mod writer;
 
+pub use capacity::{check_limits_fit_ring, entry_capacity, largest_entry, op_shape, LargestEntry};
 pub use codec::{check_encodable, decode, encode, encode_filler, encode_padded, encoded_slots, EntryShape};
 pub use entry::{Change, EntryStatus, LockIntent, RedoEntry, OWED_SHIFT};
 pub use layout::{

@@ -1036,7 +1036,7 @@ fn limits_default_when_left_out() {
     assert_eq!(ok(&Doc::base()).limits, LimitsConfig::default());
     assert_eq!(ok(&with_timeouts("limits: {}")).limits, LimitsConfig::default());
     let d = LimitsConfig::default();
-    assert_eq!((d.max_ops_per_txn, d.max_bytes_per_txn, d.max_jsonl_line_bytes), (4096, 4 << 20, 1 << 20));
+    assert_eq!((d.max_ops_per_txn, d.max_bytes_per_txn, d.max_jsonl_line_bytes), (1024, 4 << 20, 1 << 20));
     assert_eq!((d.max_pending_votes, d.max_accepted_redo, d.max_background_retries), (100_000, 100_000, 1024));
 }
 
