@@ -97,6 +97,9 @@
 //! - **rate**: `unlimited`, or a number with a unit `bit`, `kbit`, `mbit`, `gbit`, `tbit`
 //!   (decimal, as `tc` uses them: `1kbit` = 1000 bit/s; `kibit`, … binary), in any case; a
 //!   bare number is bit/s. The number and prefix are read by the sizes' parser.
+//! - **the file** is at most 1 MiB ([`MAX_TOPOLOGY_BYTES`]) and nests at most 64 levels deep
+//!   ([`MAX_TOPOLOGY_DEPTH`]: indentation levels, `- ` entries, `[` and `{`), checked before
+//!   it is parsed.
 //! - **node addresses** (issue 16): `listen` is the IP socket address a node binds
 //!   (`10.0.0.7:7100`, `[::]:7100`, `0.0.0.0:7100`): its QUIC endpoint on UDP and, at the
 //!   same port on TCP, its in-DC verbs server (`tcp` backend) or RDMA bootstrap (`rdma`).
@@ -143,6 +146,8 @@ use std::fmt;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
+
+pub use shape::{MAX_TOPOLOGY_BYTES, MAX_TOPOLOGY_DEPTH};
 
 /// Bytes of the MemStore superblock (layout words, insert-lock stripes and the node line
 /// with the incarnation counter) that precedes index, ring and heap.
@@ -517,9 +522,25 @@ impl Topology {
     /// # Errors
     /// [`ConfigError::Io`] if the file cannot be read; otherwise as [`Topology::from_yaml`].
     pub fn load(path: &Path) -> crate::Result<Topology> {
-        let text =
-            std::fs::read_to_string(path).map_err(|error| ConfigError::Io { path: path.to_path_buf(), error })?;
-        Topology::from_yaml(&path.display().to_string(), &text)
+        use std::io::Read;
+        let io = |error| ConfigError::Io { path: path.to_path_buf(), error };
+        let label = path.display().to_string();
+        let too_large = |bytes| ConfigError::TooLarge { file: label.clone(), bytes, max: MAX_TOPOLOGY_BYTES };
+        let file = std::fs::File::open(path).map_err(io)?;
+        let size = file.metadata().map_err(io)?.len();
+        if size > MAX_TOPOLOGY_BYTES as u64 {
+            return Err(too_large(size));
+        }
+        // Not more than the bound even from a file that is not a regular one (a pipe, a
+        // device) or that grows while read.
+        let mut bytes = Vec::new();
+        file.take(MAX_TOPOLOGY_BYTES as u64 + 1).read_to_end(&mut bytes).map_err(io)?;
+        if bytes.len() > MAX_TOPOLOGY_BYTES {
+            return Err(too_large(bytes.len() as u64));
+        }
+        let text = String::from_utf8(bytes)
+            .map_err(|e| io(std::io::Error::new(std::io::ErrorKind::InvalidData, e.utf8_error())))?;
+        Topology::from_yaml(&label, &text)
     }
 
     /// Parses and validates a topology from YAML `text` (format: the module docs of
@@ -530,11 +551,29 @@ impl Topology {
     /// order), partition ids are indices in `partitions`, and `links[from][to]` is filled
     /// from `links.default` and `links.overrides`.
     ///
+    /// Before the YAML parser sees the text it is checked to be at most
+    /// [`MAX_TOPOLOGY_BYTES`] (1 MiB) and nested at most [`MAX_TOPOLOGY_DEPTH`] (64) levels
+    /// deep.
+    ///
     /// # Errors
+    /// [`ConfigError::TooLarge`] or [`ConfigError::TooDeep`] for a text over those bounds;
     /// [`ConfigError::Parse`] if the text is not YAML of the file's shape (including any
     /// unknown key); [`ConfigError::Invalid`] with the offending field's path for the first
     /// rule it breaks.
     pub fn from_yaml(file_label: &str, text: &str) -> crate::Result<Topology> {
+        if text.len() > MAX_TOPOLOGY_BYTES {
+            return Err(ConfigError::TooLarge {
+                file: file_label.to_owned(),
+                bytes: text.len() as u64,
+                max: MAX_TOPOLOGY_BYTES,
+            });
+        }
+        shape::check_depth(text, MAX_TOPOLOGY_DEPTH).map_err(|d| ConfigError::TooDeep {
+            file: file_label.to_owned(),
+            line: d.line,
+            depth: d.depth,
+            max: MAX_TOPOLOGY_DEPTH,
+        })?;
         let raw: RawTopology = serde_norway::from_str(text)
             .map_err(|e| ConfigError::Parse { file: file_label.to_owned(), message: e.to_string() })?;
         Resolver { file: file_label }.resolve(raw)
@@ -1009,6 +1048,7 @@ impl Resolver<'_> {
 
 mod limits;
 mod metrics;
+mod shape;
 mod timeouts;
 mod transport;
 mod verbs;
