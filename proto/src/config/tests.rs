@@ -1116,6 +1116,56 @@ fn bad_metrics_sections_are_refused_naming_the_key() {
     parse_error(&with_timeouts("metrics: { port: 9464, path: /m }"), "unknown field `path`");
 }
 
+// ----- names -----
+
+/// Every name of the file, and every reference to one, is refused outside the safe set,
+/// naming the field, the name and the character.
+#[test]
+fn names_outside_the_safe_set_are_refused_naming_the_field_and_the_character() {
+    let cases: &[(&str, &str, &str, &str)] = &[
+        ("name: test", "name: \"my cluster\"", "name", "\"my cluster\" has the character ' ' at position 3"),
+        ("name: dc2", "name: \"dc2/../x\"", "dcs[1].name", "has the character '/' at position 4"),
+        ("name: dc1-n2", "name: \"dc1\\nn2\"", "dcs[0].nodes[1].name", "has the character '\\n' at position 4"),
+        ("name: dc1-n1", "name: \"-rf\"", "dcs[0].nodes[0].name", "the character '-' at position 1"),
+        ("name: usertable", "name: \"user;table\"", "tables[0].name", "the character ';' at position 5"),
+        ("name: f1", "name: \"f1\\u00e9\"", "tables[0].cells[1].name", "the character 'é' at position 3"),
+        ("from: dc1", "from: \"dc1 \"", "links.overrides[0].from", "the character ' ' at position 4"),
+        ("to: dc2", "to: \"$dc2\"", "links.overrides[0].to", "the character '$' at position 1"),
+        ("[dc1-n1, dc2-n1]", "[dc1-n1, \"dc2*n1\"]", "partitions[0].replicas[1]", "the character '*' at position 4"),
+    ];
+    for (from, to, field, needle) in cases {
+        let problem = invalid(&Doc::base().edit(from, to), field, needle);
+        assert!(problem.contains("1 to 64 characters, each a letter"), "{problem}");
+    }
+}
+
+#[test]
+fn names_are_at_most_64_characters() {
+    let long = format!("t{}", "x".repeat(64));
+    let problem =
+        invalid(&Doc::base().edit("name: usertable", &format!("name: {long}")), "tables[0].name", "65 characters");
+    assert!(problem.contains(&format!("{:?}", format!("{}…", &long[..64]))), "shown cut at 64: {problem}");
+    let longest = format!("t{}", "x".repeat(63));
+    let t = ok(&Doc::base().edit("name: usertable", &format!("name: {longest}")));
+    assert_eq!(t.tables[0].name, longest);
+    // A generated cell's name is its prefix and number.
+    let cells = |prefix: &str| {
+        Doc::base().edit(
+            "cells: [ { name: f0, bytes: 100 }, { name: f1, bytes: 100 } ]",
+            &format!("cells: {{ count: 10, bytes: 8, prefix: {prefix} }}"),
+        )
+    };
+    ok(&cells(&"p".repeat(63)));
+    invalid(&cells(&"p".repeat(64)), "tables[0].cells.prefix", "names of up to 65 characters");
+    invalid(&cells("f.x!"), "tables[0].cells.prefix", "the character '!' at position 4");
+}
+
+#[test]
+fn names_of_letters_digits_dots_underscores_and_dashes_load() {
+    let t = ok(&Doc::base().render().replace("dc1-n1", "A.b_C-9"));
+    assert_eq!(t.nodes[0].name, "A.b_C-9");
+}
+
 // ----- size and depth, before parsing -----
 
 #[test]
