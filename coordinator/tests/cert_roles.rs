@@ -1,4 +1,4 @@
-//! Issue 14, certificates: roles (admin requests need an operator certificate, what nodes
+//! Certificates: roles (admin requests need an operator certificate, what nodes
 //! send each other a node's, and a node's Raft messages speak for that node only), validity
 //! periods, and rotation without a restart. Real QUIC on loopback.
 
