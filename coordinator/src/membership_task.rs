@@ -35,7 +35,7 @@ use crate::error::{Error, Result};
 use crate::node::Node;
 use redt_proto::wire::{Body, RaftMsg, StatusRequest};
 use redt_proto::{majority, DcId, NodeId, PartitionId, Topology};
-use redt_replication::{Command, Membership, RaftMembership, RaftTicks, Status};
+use redt_replication::{Command, Membership, RaftMembership, RaftMessage, RaftTicks, Status};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -139,19 +139,20 @@ pub fn confirmed(membership: &Membership, voters: &[NodeId], suspect: Suspect, s
     up && voters.iter().filter(|v| suspecting.contains(v)).count() >= majority(voters.len())
 }
 
-/// Where incoming Raft messages go: the node's membership driver.
+/// Where incoming Raft messages go: the node's membership driver. The node's handler
+/// decodes each and checks that it names its sender's node as its `from`.
 #[derive(Clone, Debug)]
-pub(crate) struct RaftInbox(mpsc::Sender<(NodeId, Vec<u8>)>);
+pub(crate) struct RaftInbox(mpsc::Sender<RaftMessage>);
 
 impl RaftInbox {
-    pub(crate) fn new() -> (RaftInbox, mpsc::Receiver<(NodeId, Vec<u8>)>) {
+    pub(crate) fn new() -> (RaftInbox, mpsc::Receiver<RaftMessage>) {
         let (tx, rx) = mpsc::channel(INBOX);
         (RaftInbox(tx), rx)
     }
 
-    /// Queues a message from `from` (dropped when the driver is behind: Raft resends).
-    pub(crate) fn deliver(&self, from: NodeId, data: Vec<u8>) {
-        let _ = self.0.try_send((from, data));
+    /// Queues a message (dropped when the driver is behind: Raft resends).
+    pub(crate) fn deliver(&self, message: RaftMessage) {
+        let _ = self.0.try_send(message);
     }
 }
 
@@ -181,7 +182,7 @@ impl MembershipView {
 pub(crate) fn spawn(
     node: &Arc<Node>,
     dir: Option<PathBuf>,
-    inbox: mpsc::Receiver<(NodeId, Vec<u8>)>,
+    inbox: mpsc::Receiver<RaftMessage>,
     view: Arc<MembershipView>,
 ) -> Result<()> {
     let runtime = tokio::runtime::Handle::try_current()
@@ -235,7 +236,7 @@ async fn run(
     base: Arc<Topology>,
     mut peer: RaftMembership,
     dir: Option<PathBuf>,
-    mut inbox: mpsc::Receiver<(NodeId, Vec<u8>)>,
+    mut inbox: mpsc::Receiver<RaftMessage>,
     view: Arc<MembershipView>,
 ) {
     let mut tick = tokio::time::interval(tick_length(&base));
@@ -274,13 +275,7 @@ async fn run(
                 Some(command) if peer.is_leader() => propose_quietly(&n, &mut peer, &command),
                 _ => Ok(()),
             },
-            Some((from, data)) = inbox.recv() => match redt_replication::decode_message(&data) {
-                Ok(m) => peer.handle_message(m),
-                Err(e) => {
-                    tracing::debug!(node = %n.name(), from = %n.topology().node_name(from), "undecodable Raft message: {e}");
-                    Ok(())
-                }
-            },
+            Some(m) = inbox.recv() => peer.handle_message(m),
             Some(Ok((r, voter, suspects))) = answers.join_next() => {
                 if let Some((ar, suspect, suspecting)) = asking.as_mut() {
                     if *ar == r && suspects {
@@ -522,7 +517,7 @@ fn ask_voters(n: &Arc<Node>, voters: &[NodeId], suspect: Suspect, round: u64, an
 }
 
 /// Sends one Raft message in the background (dropped if too many are in flight to its peer).
-fn send(n: &Arc<Node>, m: redt_replication::RaftMessage, in_flight: &Arc<std::sync::Mutex<HashMap<NodeId, u32>>>) {
+fn send(n: &Arc<Node>, m: RaftMessage, in_flight: &Arc<std::sync::Mutex<HashMap<NodeId, u32>>>) {
     let Some(to) = redt_replication::node_of(m.to) else { return };
     {
         let mut f = in_flight.lock().unwrap_or_else(|p| p.into_inner());

@@ -24,7 +24,7 @@ use crate::recovery_task::{self, Busy};
 use crate::reserved::{NotReserved, ReservedIds};
 use crate::stats::TxnStats;
 use crate::status::{Answered, NodeStatus, StatusBoard};
-use crate::transport::{BoxFuture, Caller, Handler, Transport};
+use crate::transport::{BoxFuture, Caller, Handler, Transport, WarnEvery};
 use crate::txn::CoordinatorTxn;
 pub use crate::txn::{CoordinatorOptions, TxnOutcome, TxnStatus};
 use crate::txn_ids::TxnIds;
@@ -64,11 +64,12 @@ pub mod error_code {
     /// cancelled (it may have partly run, as with any call that fails): the message names the
     /// limit (`crate::transport::handler_timeout_reply`).
     pub const TIMEOUT: u32 = 7;
-    /// The caller's certificate lacks the role the request needs (issue 14: admin requests,
-    /// and a status that counts locks, need an operator certificate; the message names the
-    /// role needed and the caller's), or its identity is not the one the request's
-    /// transaction id was reserved by (an outcome query at the coordinator that reserved it;
-    /// the message says so).
+    /// The caller's certificate lacks the role the request needs (admin requests, and a
+    /// status that counts locks, need an operator certificate; the messages nodes send each
+    /// other, a node certificate; the message names the role needed and the caller's), its
+    /// identity is not the one the request's transaction id was reserved by (an outcome
+    /// query at the coordinator that reserved it; the message says so), or a Raft message
+    /// names another sender than the node whose certificate sent it.
     pub const FORBIDDEN: u32 = 8;
 }
 
@@ -139,7 +140,15 @@ pub struct Node {
     /// The counters of the TCP verbs server serving its MemStore, when its DC's backend is
     /// `tcp` ([`Node::watch_verbs_server`]), for its metrics.
     verbs_server: std::sync::OnceLock<redt_dc_executor::ServerCountsHandle>,
+    /// The WARN lines of requests refused for the caller's role: one per [`WARN_EVERY`].
+    role_warnings: WarnEvery,
+    /// The WARN lines of Raft messages naming another sender: one per [`WARN_EVERY`].
+    raft_warnings: WarnEvery,
 }
+
+/// At most one WARN line per kind of refusal in this interval (each line says how many were
+/// not logged since the last), so a flood of refused requests does not flood the log.
+const WARN_EVERY: Duration = Duration::from_secs(1);
 
 impl Node {
     /// Starts a node: first its next incarnation, taken from its MemStore before it issues
@@ -188,6 +197,8 @@ impl Node {
             replication_factor: parts.topology.partitions.iter().map(|p| p.replicas.len()).max().unwrap_or(1),
             retry_slots: recovery_task::RetrySlots::new(parts.topology.limits.max_background_retries),
             verbs_server: std::sync::OnceLock::new(),
+            role_warnings: WarnEvery::new(WARN_EVERY),
+            raft_warnings: WarnEvery::new(WARN_EVERY),
         });
         recovery_task::spawn(&node)?;
         liveness::spawn(&node, &detector)?;
@@ -743,6 +754,10 @@ impl Node {
             self.envelope(Body::Error(ErrorReply { code, message, current_epoch: self.epochs.epoch().0 }))
         };
         let Some(body) = msg.body else { return err(error_code::MALFORMED, "empty message".into()) };
+        let node_only = |kind: &str| {
+            self.refused_role(from, kind, "node");
+            err(error_code::FORBIDDEN, needs_node(kind, from))
+        };
         match body {
             Body::Execute(_)
             | Body::Record(_)
@@ -753,12 +768,7 @@ impl Node {
             | Body::RecoveryPrepare(_)
             | Body::Reservations(_)
             | Body::SnapshotRead(_) => {
-                let Some(peer) = from.node() else {
-                    return err(
-                        error_code::MALFORMED,
-                        format!("protocol messages are accepted from nodes only, not from {from}"),
-                    );
-                };
+                let Some(peer) = from.node() else { return node_only(body_kind(&body)) };
                 let request = match Request::try_from(body) {
                     Ok(r) => r,
                     Err(e) => return err(error_code::MALFORMED, e),
@@ -809,10 +819,7 @@ impl Node {
             }
             Body::TxnLookup(q) => {
                 if from.node().is_none() {
-                    return err(
-                        error_code::MALFORMED,
-                        format!("lookups are accepted from nodes only, not from {from}"),
-                    );
+                    return node_only("txn-lookup");
                 }
                 let (txn, start) = (TxnId(q.txn), q.start_after.map(Cts::new));
                 match self.exec.run(move |core, _| core.lookup_txn(txn, start)).await {
@@ -823,8 +830,7 @@ impl Node {
                 }
             }
             Body::NetemSet(_) if !from.is_operator() => {
-                self.board.refused_role();
-                tracing::warn!(node = %self.name(), caller = from.role(), "refused `netem set`: it needs the operator role");
+                self.refused_role(from, "netem set", "operator");
                 err(error_code::FORBIDDEN, needs_operator("netem set", from))
             }
             Body::NetemSet(req) => match self
@@ -839,8 +845,7 @@ impl Node {
             // Counting locks scans the whole index on the executor thread, which every
             // transaction of this node waits for: operators (and nodes) only.
             Body::Status(req) if req.count_locks && matches!(from, Caller::Client(_)) => {
-                self.board.refused_role();
-                tracing::warn!(node = %self.name(), caller = from.role(), "refused a status that counts locks: it needs the operator role");
+                self.refused_role(from, "status --locks", "operator");
                 err(error_code::FORBIDDEN, needs_operator("status --locks", from))
             }
             Body::Status(req) => match self.status(req.count_locks).await {
@@ -848,12 +853,7 @@ impl Node {
                 Err(e) => err(error_code::INTERNAL, e.named(&self.topology())),
             },
             Body::Heartbeat(hb) => {
-                let Some(peer) = from.node() else {
-                    return err(
-                        error_code::MALFORMED,
-                        format!("heartbeats are accepted from nodes only, not from {from}"),
-                    );
-                };
+                let Some(peer) = from.node() else { return node_only("heartbeat") };
                 // The transport took the frame as evidence that `peer` is alive; heartbeats
                 // travel as datagrams now, and this answer serves callers that send them as
                 // requests.
@@ -861,15 +861,37 @@ impl Node {
                 reply(Body::Ack(AckReply {}))
             }
             Body::Raft(m) => {
-                let Some(peer) = from.node() else {
-                    return err(
-                        error_code::MALFORMED,
-                        format!("Raft messages are accepted from nodes only, not from {from}"),
-                    );
+                let Some(peer) = from.node() else { return node_only("raft") };
+                let m = match redt_replication::decode_message(&m.data) {
+                    Ok(m) => m,
+                    Err(e) => return err(error_code::MALFORMED, format!("undecodable Raft message: {e}")),
                 };
+                // Raft believes a message's own `from`: a node may speak for itself only.
+                let claimed = redt_replication::node_of(m.from);
+                if claimed != Some(peer) {
+                    self.board.raft_wrong_sender();
+                    let topology = self.topology();
+                    let claimed = claimed.map_or_else(|| format!("raft id {}", m.from), |c| topology.node_name(c));
+                    if let Some(unlogged) = self.raft_warnings.handle_event(Instant::now()) {
+                        tracing::warn!(
+                            node = %self.name(),
+                            peer = %topology.node_name(peer),
+                            claimed = %claimed,
+                            unlogged,
+                            "dropped a Raft message naming another sender than the node that sent it"
+                        );
+                    }
+                    return err(
+                        error_code::FORBIDDEN,
+                        format!(
+                            "a Raft message from {} names {claimed} as its sender: dropped",
+                            topology.node_name(peer)
+                        ),
+                    );
+                }
                 match &self.raft {
                     Some(inbox) => {
-                        inbox.deliver(peer, m.data);
+                        inbox.deliver(m);
                         reply(Body::Ack(AckReply {}))
                     }
                     None => err(error_code::MALFORMED, "this node runs no membership peer (failover is off)".into()),
@@ -878,6 +900,48 @@ impl Node {
             _ => err(error_code::MALFORMED, "unexpected message kind".into()),
         }
     }
+}
+
+impl Node {
+    /// Counts a request `what` refused because `from`'s certificate lacks role `needs`, and
+    /// logs it at WARN, at most one line per [`WARN_EVERY`] (`unlogged`: the refusals not
+    /// logged since the line before).
+    fn refused_role(&self, from: Caller, what: &str, needs: &str) {
+        self.board.refused_role();
+        if let Some(unlogged) = self.role_warnings.handle_event(Instant::now()) {
+            tracing::warn!(
+                node = %self.name(),
+                caller = from.role(),
+                unlogged,
+                "refused `{what}`: it needs the {needs} role"
+            );
+        }
+    }
+}
+
+/// The name of a request kind nodes send each other, as refusals and logs name it.
+fn body_kind(body: &Body) -> &'static str {
+    match body {
+        Body::Execute(_) => "execute",
+        Body::Record(_) => "record",
+        Body::Decide(_) => "decide",
+        Body::Accept(_) => "accept",
+        Body::Prepare(_) => "prepare",
+        Body::LogDecision(_) => "log-decision",
+        Body::RecoveryPrepare(_) => "recovery-prepare",
+        Body::Reservations(_) => "reservations",
+        Body::SnapshotRead(_) => "snapshot-read",
+        _ => "a node's request",
+    }
+}
+
+/// The refusal of a request `what` only nodes send each other, from `from`, which is none.
+fn needs_node(what: &str, from: Caller) -> String {
+    format!(
+        "`{what}` is accepted from nodes only (a certificate for redt://node/<dc>/<node> of this cluster); \
+         this caller's certificate has the {} role",
+        from.role()
+    )
 }
 
 /// The refusal of an admin request `what` from `from`, which lacks the operator role.

@@ -36,6 +36,7 @@ pub struct StatusBoard {
     gap_slots_filled: AtomicU64,
     refused_over_limit: AtomicU64,
     refused_role: AtomicU64,
+    raft_wrong_sender: AtomicU64,
     heap_full_votes: AtomicU64,
     /// Running recoveries.
     running: Mutex<HashMap<TxnId, Running>>,
@@ -64,6 +65,7 @@ impl Default for StatusBoard {
             gap_slots_filled: AtomicU64::new(0),
             refused_over_limit: AtomicU64::new(0),
             refused_role: AtomicU64::new(0),
+            raft_wrong_sender: AtomicU64::new(0),
             heap_full_votes: AtomicU64::new(0),
             running: Mutex::new(HashMap::new()),
             suspects: Mutex::new(Suspects::default()),
@@ -108,10 +110,17 @@ impl StatusBoard {
         self.refused_over_limit.fetch_add(1, Relaxed);
     }
 
-    /// Counts one request refused because the caller's certificate lacks the role it needs
-    /// (issue 14: `netem set`, or a status that counts locks, from a client certificate).
+    /// Counts one request refused because the caller's certificate lacks the role it needs:
+    /// `netem set`, or a status that counts locks, from a client certificate; a request only
+    /// nodes send each other from a client or operator certificate.
     pub fn refused_role(&self) {
         self.refused_role.fetch_add(1, Relaxed);
+    }
+
+    /// Counts one Raft message dropped because it named another sender than the node whose
+    /// certificate sent it.
+    pub fn raft_wrong_sender(&self) {
+        self.raft_wrong_sender.fetch_add(1, Relaxed);
     }
 
     /// Counts one abort vote of this node's executor side because a record heap was full.
@@ -235,6 +244,7 @@ impl StatusBoard {
             under_replicated: 0,
             refused_over_limit: self.refused_over_limit.load(Relaxed),
             refused_role: self.refused_role.load(Relaxed),
+            raft_wrong_sender: self.raft_wrong_sender.load(Relaxed),
             heap_full_votes: self.heap_full_votes.load(Relaxed),
             replay_invalid_entries: 0,
             pending_votes_forgotten: 0,
@@ -327,9 +337,13 @@ pub struct NodeStatus {
     pub under_replicated: u32,
     /// Requests it refused for being over a limit since it started (`crate::limits`).
     pub refused_over_limit: u64,
-    /// Admin requests it refused because the caller's certificate lacked the operator role,
-    /// since it started.
+    /// Requests it refused because the caller's certificate lacked the role they need, since
+    /// it started: admin requests without the operator role, requests only nodes send each
+    /// other without a node's.
     pub refused_role: u64,
+    /// Raft messages it dropped because they named another sender than the node whose
+    /// certificate sent them, since it started.
+    pub raft_wrong_sender: u64,
     /// Abort votes its executor side gave because a record heap was full, since it started.
     pub heap_full_votes: u64,
     /// Committed redo entries its replay could not apply (an impossible record offset) and
@@ -467,6 +481,7 @@ impl NodeStatus {
             under_replicated: self.under_replicated,
             refused_over_limit: self.refused_over_limit,
             refused_role: self.refused_role,
+            raft_wrong_sender: self.raft_wrong_sender,
             heap_full_votes: self.heap_full_votes,
             replay_invalid_entries: self.replay_invalid_entries,
             pending_votes_forgotten: self.pending_votes_forgotten,
@@ -572,6 +587,7 @@ impl NodeStatus {
             under_replicated: r.under_replicated,
             refused_over_limit: r.refused_over_limit,
             refused_role: r.refused_role,
+            raft_wrong_sender: r.raft_wrong_sender,
             heap_full_votes: r.heap_full_votes,
             replay_invalid_entries: r.replay_invalid_entries,
             pending_votes_forgotten: r.pending_votes_forgotten,

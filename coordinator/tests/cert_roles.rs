@@ -1,4 +1,5 @@
-//! Issue 14, certificates: roles (admin requests need an operator certificate), validity
+//! Certificates: roles (admin requests need an operator certificate, what nodes
+//! send each other a node's, and a node's Raft messages speak for that node only), validity
 //! periods, and rotation without a restart. Real QUIC on loopback.
 
 mod common;
@@ -9,13 +10,13 @@ use redt_coordinator::transport::{
     check_identity, handler_fn, init_cluster_certs_with, load_identity, Caller, ClusterCa, IdentityWatch, SocketSpec,
     Transport, TransportConfig, TransportError, Validity, CLIENT_IDENTITY_NAME,
 };
-use redt_coordinator::{CoordinatorOptions, EmbeddedCluster};
-use redt_proto::wire::{AckReply, Body, Envelope, ErrorReply, NetemSetRequest};
-use redt_proto::{CertIdentity, DcId};
+use redt_coordinator::{error_code, CoordinatorOptions, EmbeddedCluster};
+use redt_proto::wire::{AckReply, Body, Envelope, ErrorReply, NetemSetRequest, RaftMsg};
+use redt_proto::{CertIdentity, DcId, NodeId};
 use rustls_pki_types::CertificateDer;
 use std::net::SocketAddr;
-use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant, SystemTime};
 
 fn rtt_request(rtt_ms: i64) -> NetemSetRequest {
     NetemSetRequest {
@@ -230,4 +231,168 @@ async fn an_expired_certificate_is_refused_with_a_clear_error() {
     assert_eq!(shown, kept, "the node kept its valid certificate");
     assert!(watch.poll(&node, SystemTime::now()).is_none(), "the same files are not tried again");
     node.close();
+}
+
+/// The WARN lines logged in this test process, from its first call on (a global subscriber:
+/// a node logs from the runtime's worker threads).
+fn warn_lines() -> Arc<Mutex<Vec<u8>>> {
+    #[derive(Clone)]
+    struct Sink(Arc<Mutex<Vec<u8>>>);
+    impl std::io::Write for Sink {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap_or_else(PoisonError::into_inner).extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    static LINES: std::sync::OnceLock<Arc<Mutex<Vec<u8>>>> = std::sync::OnceLock::new();
+    LINES
+        .get_or_init(|| {
+            let lines = Arc::new(Mutex::new(Vec::new()));
+            let sink = Sink(lines.clone());
+            let subscriber = tracing_subscriber::fmt()
+                .with_max_level(tracing::Level::WARN)
+                .with_ansi(false)
+                .with_writer(move || sink.clone())
+                .finish();
+            tracing::subscriber::set_global_default(subscriber).expect("the only global subscriber");
+            lines
+        })
+        .clone()
+}
+
+/// A request of every kind only nodes send each other.
+fn node_only_bodies() -> Vec<(&'static str, Body)> {
+    vec![
+        ("execute", Body::Execute(Default::default())),
+        ("record", Body::Record(Default::default())),
+        ("decide", Body::Decide(Default::default())),
+        ("accept", Body::Accept(Default::default())),
+        ("prepare", Body::Prepare(Default::default())),
+        ("log-decision", Body::LogDecision(Default::default())),
+        ("recovery-prepare", Body::RecoveryPrepare(Default::default())),
+        ("reservations", Body::Reservations(Default::default())),
+        ("snapshot-read", Body::SnapshotRead(Default::default())),
+        ("txn-lookup", Body::TxnLookup(Default::default())),
+        ("heartbeat", Body::Heartbeat(Default::default())),
+        ("raft", Body::Raft(RaftMsg { data: raft_message(NodeId(1), NodeId(0)) })),
+    ]
+}
+
+/// An encoded Raft heartbeat response from `from` to `to` at term 0 (which a follower
+/// ignores and a leader takes as a sign of life).
+fn raft_message(from: NodeId, to: NodeId) -> Vec<u8> {
+    // Field 1, `msg_type`: 9, MsgHeartbeatResponse.
+    let mut m = redt_replication::decode_message(&[0x08, 9]).expect("a Raft message");
+    m.from = redt_replication::raft_id(from);
+    m.to = redt_replication::raft_id(to);
+    redt_replication::encode_message(&m)
+}
+
+fn error_of(reply: &Envelope) -> (u32, String) {
+    match &reply.body {
+        Some(Body::Error(e)) => (e.code, e.message.clone()),
+        other => panic!("expected an error, got {other:?}"),
+    }
+}
+
+/// Every kind of request only nodes send each other, from a client's or an operator's
+/// certificate, is answered `FORBIDDEN` naming the node role and the caller's, and counted;
+/// a flood of them logs at most one WARN line a second, each saying how many it held back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_only_requests_from_a_client_or_operator_are_forbidden_counted_and_logged_sparingly() {
+    let lines = warn_lines();
+    let cluster = EmbeddedCluster::start(local_fast("roles-node-only", 7995), CoordinatorOptions::default())
+        .await
+        .expect("starts");
+    let target = cluster.topology.nodes[0].clone();
+    let status = cluster.client(Duration::from_secs(5)).expect("client");
+    let certs = cluster.certs();
+    let callers = [(&certs.client, "client"), (&certs.operator, "operator")];
+    let began = Instant::now();
+    let mut sent = 0;
+    for (identity, role) in callers {
+        let t = Transport::client(TransportConfig::default(), identity, SocketSpec::Bind(any())).unwrap();
+        for (kind, body) in node_only_bodies() {
+            let msg = Envelope { epoch: 1, from: 1, body: Some(body) };
+            let (code, why) = error_of(&t.call_addr(target.listen, &target.name, msg).await.unwrap());
+            assert_eq!(code, error_code::FORBIDDEN, "{role} {kind}: {why}");
+            assert!(why.contains(&format!("`{kind}` is accepted from nodes only")), "{role} {kind}: {why}");
+            assert!(why.contains(&format!("has the {role} role")), "{role} {kind}: {why}");
+            sent += 1;
+        }
+    }
+    let s = status.status(target.id, false).await.expect("status");
+    assert_eq!((s.refused_role, s.raft_wrong_sender), (sent, 0), "each refusal counted");
+
+    // A flood: counted one by one, logged at most once per second.
+    let t = Transport::client(TransportConfig::default(), &certs.client, SocketSpec::Bind(any())).unwrap();
+    let flood = 200;
+    for _ in 0..flood {
+        let msg = Envelope { epoch: 1, from: 1, body: Some(Body::Heartbeat(Default::default())) };
+        let (code, _) = error_of(&t.call_addr(target.listen, &target.name, msg).await.unwrap());
+        assert_eq!(code, error_code::FORBIDDEN);
+    }
+    let took = began.elapsed();
+    let s = status.status(target.id, false).await.expect("status");
+    assert_eq!(s.refused_role, sent + flood);
+    let logged = String::from_utf8_lossy(&lines.lock().unwrap_or_else(PoisonError::into_inner)).into_owned();
+    let ours: Vec<&str> =
+        logged.lines().filter(|l| l.contains("WARN") && l.contains("it needs the node role")).collect();
+    // The first refusal is logged; then at most one line a second.
+    let bound = took.as_secs() as usize + 2;
+    assert!(
+        !ours.is_empty() && ours.len() <= bound,
+        "{} lines in {took:?} (at most {bound}):\n{}",
+        ours.len(),
+        ours.join("\n")
+    );
+    assert!(ours[0].contains("refused `execute`") && ours[0].contains("unlogged=0"), "{}", ours[0]);
+    assert!(ours.iter().all(|l| l.contains("unlogged=")), "{}", ours.join("\n"));
+    cluster.shutdown();
+}
+
+/// A Raft message whose own sender is not the node whose certificate sent it is dropped,
+/// answered `FORBIDDEN` and counted (Raft would believe its `from`); one naming its real
+/// sender is delivered, and an undecodable one is malformed, not counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_raft_message_naming_another_sender_is_dropped_and_counted() {
+    let options = CoordinatorOptions { failover: true, ..Default::default() };
+    let cluster = EmbeddedCluster::start(local_fast("roles-raft", 7960), options).await.expect("starts");
+    let topo = cluster.topology.clone();
+    let target = &topo.nodes[0];
+    let as_n1 =
+        Transport::client(TransportConfig::default(), &cluster.certs().nodes[1], SocketSpec::Bind(any())).unwrap();
+    let raft = |data: Vec<u8>| Envelope { epoch: 1, from: 1, body: Some(Body::Raft(RaftMsg { data })) };
+    let mut forged = 0;
+    for claimed in [NodeId(2), NodeId(0), NodeId(40)] {
+        let reply = as_n1.call_addr(target.listen, &target.name, raft(raft_message(claimed, NodeId(0)))).await.unwrap();
+        let (code, why) = error_of(&reply);
+        assert_eq!(code, error_code::FORBIDDEN, "{why}");
+        assert!(why.contains(&format!("a Raft message from {} names", topo.nodes[1].name)), "{why}");
+        forged += 1;
+    }
+    let mut no_sender = redt_replication::decode_message(&[0x08, 9]).unwrap();
+    no_sender.to = redt_replication::raft_id(NodeId(0));
+    let reply =
+        as_n1.call_addr(target.listen, &target.name, raft(redt_replication::encode_message(&no_sender))).await.unwrap();
+    let (code, why) = error_of(&reply);
+    assert_eq!(code, error_code::FORBIDDEN, "raft id 0 is no node: {why}");
+    assert!(why.contains("names raft id 0 as its sender"), "{why}");
+    forged += 1;
+
+    let reply = as_n1.call_addr(target.listen, &target.name, raft(vec![0xff, 0xff, 0xff])).await.unwrap();
+    assert_eq!(error_of(&reply).0, error_code::MALFORMED, "undecodable");
+    let reply = as_n1.call_addr(target.listen, &target.name, raft(raft_message(NodeId(1), NodeId(0)))).await.unwrap();
+    assert!(matches!(reply.body, Some(Body::Ack(_))), "its own message is delivered: {:?}", reply.body);
+
+    let client = cluster.client(Duration::from_secs(5)).expect("client");
+    let s = client.status(target.id, false).await.expect("status");
+    assert_eq!((s.raft_wrong_sender, s.refused_role), (forged, 0));
+    for n in &topo.nodes[1..] {
+        assert_eq!(client.status(n.id, false).await.expect("status").raft_wrong_sender, 0, "{}", n.name);
+    }
+    cluster.shutdown();
 }

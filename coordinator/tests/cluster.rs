@@ -436,7 +436,7 @@ async fn bad_peers_are_refused_and_the_node_keeps_serving() {
         }
         assert_eq!(last, None, "epoch {other}: committed");
     }
-    // A phase-1 request from a client (not a node) is refused as malformed.
+    // A phase-1 request from a client (not a node) is refused: only nodes send it.
     let execute = ExecuteRequest {
         txn: 77,
         ballot: 0,
@@ -447,7 +447,7 @@ async fn bad_peers_are_refused_and_the_node_keeps_serving() {
     };
     let msg = Envelope { epoch, from: 1, body: Some(Body::Execute(execute)) };
     let reply = client.call_addr(target.listen, &target.name, msg).await.unwrap();
-    assert!(matches!(&reply.body, Some(Body::Error(e)) if e.code == error_code::MALFORMED), "{:?}", reply.body);
+    assert!(matches!(&reply.body, Some(Body::Error(e)) if e.code == error_code::FORBIDDEN), "{:?}", reply.body);
 
     // (d) The node keeps serving: through a client connection and as a coordinator. Retried
     // on a lock conflict only, as above: the last transaction's phase 2 may still hold key

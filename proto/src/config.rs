@@ -3,7 +3,7 @@
 //! # File format
 //!
 //! ```yaml
-//! name: redt-paper                 # any non-empty string
+//! name: redt-paper                 # a name (below), as every DC, node, table and cell name
 //! epoch: 1                         # placement epoch, >= 1
 //! memstore:                        # identical on every node
 //!   size: 512MiB                   # whole region
@@ -97,6 +97,14 @@
 //! - **rate**: `unlimited`, or a number with a unit `bit`, `kbit`, `mbit`, `gbit`, `tbit`
 //!   (decimal, as `tc` uses them: `1kbit` = 1000 bit/s; `kibit`, … binary), in any case; a
 //!   bare number is bit/s. The number and prefix are read by the sizes' parser.
+//! - **names** (the cluster's, each DC's, node's, table's and cell's, and the names
+//!   `links.overrides` and `partitions` refer to): 1 to 64 characters ([`MAX_NAME_CHARS`]),
+//!   each an ASCII letter, a digit, `.`, `_` or `-`, the first a letter or digit; a cell
+//!   `prefix` with the largest cell number too. Anything else is refused naming the field,
+//!   the name and the first character refused.
+//! - **the file** is at most 1 MiB ([`MAX_TOPOLOGY_BYTES`]) and nests at most 64 levels deep
+//!   ([`MAX_TOPOLOGY_DEPTH`]: indentation levels, `- ` entries, `[` and `{`), checked before
+//!   it is parsed.
 //! - **node addresses** (issue 16): `listen` is the IP socket address a node binds
 //!   (`10.0.0.7:7100`, `[::]:7100`, `0.0.0.0:7100`): its QUIC endpoint on UDP and, at the
 //!   same port on TCP, its in-DC verbs server (`tcp` backend) or RDMA bootstrap (`rdma`).
@@ -143,6 +151,13 @@ use std::fmt;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
+
+pub use shape::{MAX_TOPOLOGY_BYTES, MAX_TOPOLOGY_DEPTH};
+
+/// Most characters of a name in the topology file: the cluster's, a DC's, a node's, a
+/// table's, a cell's (a generated cell's with its number). Each is a letter, a digit, `.`,
+/// `_` or `-`, the first a letter or digit.
+pub const MAX_NAME_CHARS: usize = 64;
 
 /// Bytes of the MemStore superblock (layout words, insert-lock stripes and the node line
 /// with the incarnation counter) that precedes index, ring and heap.
@@ -517,9 +532,25 @@ impl Topology {
     /// # Errors
     /// [`ConfigError::Io`] if the file cannot be read; otherwise as [`Topology::from_yaml`].
     pub fn load(path: &Path) -> crate::Result<Topology> {
-        let text =
-            std::fs::read_to_string(path).map_err(|error| ConfigError::Io { path: path.to_path_buf(), error })?;
-        Topology::from_yaml(&path.display().to_string(), &text)
+        use std::io::Read;
+        let io = |error| ConfigError::Io { path: path.to_path_buf(), error };
+        let label = path.display().to_string();
+        let too_large = |bytes| ConfigError::TooLarge { file: label.clone(), bytes, max: MAX_TOPOLOGY_BYTES };
+        let file = std::fs::File::open(path).map_err(io)?;
+        let size = file.metadata().map_err(io)?.len();
+        if size > MAX_TOPOLOGY_BYTES as u64 {
+            return Err(too_large(size));
+        }
+        // Not more than the bound even from a file that is not a regular one (a pipe, a
+        // device) or that grows while read.
+        let mut bytes = Vec::new();
+        file.take(MAX_TOPOLOGY_BYTES as u64 + 1).read_to_end(&mut bytes).map_err(io)?;
+        if bytes.len() > MAX_TOPOLOGY_BYTES {
+            return Err(too_large(bytes.len() as u64));
+        }
+        let text = String::from_utf8(bytes)
+            .map_err(|e| io(std::io::Error::new(std::io::ErrorKind::InvalidData, e.utf8_error())))?;
+        Topology::from_yaml(&label, &text)
     }
 
     /// Parses and validates a topology from YAML `text` (format: the module docs of
@@ -530,11 +561,30 @@ impl Topology {
     /// order), partition ids are indices in `partitions`, and `links[from][to]` is filled
     /// from `links.default` and `links.overrides`.
     ///
+    /// Before the YAML parser sees the text it is checked to be at most
+    /// [`MAX_TOPOLOGY_BYTES`] (1 MiB) and nested at most [`MAX_TOPOLOGY_DEPTH`] (64) levels
+    /// deep.
+    ///
     /// # Errors
+    /// [`ConfigError::TooLarge`] or [`ConfigError::TooDeep`] for a text over those bounds;
     /// [`ConfigError::Parse`] if the text is not YAML of the file's shape (including any
     /// unknown key); [`ConfigError::Invalid`] with the offending field's path for the first
-    /// rule it breaks.
+    /// rule it breaks (a name is 1 to [`MAX_NAME_CHARS`] letters, digits, `.`, `_` and `-`,
+    /// the first a letter or digit).
     pub fn from_yaml(file_label: &str, text: &str) -> crate::Result<Topology> {
+        if text.len() > MAX_TOPOLOGY_BYTES {
+            return Err(ConfigError::TooLarge {
+                file: file_label.to_owned(),
+                bytes: text.len() as u64,
+                max: MAX_TOPOLOGY_BYTES,
+            });
+        }
+        shape::check_depth(text, MAX_TOPOLOGY_DEPTH).map_err(|d| ConfigError::TooDeep {
+            file: file_label.to_owned(),
+            line: d.line,
+            depth: d.depth,
+            max: MAX_TOPOLOGY_DEPTH,
+        })?;
         let raw: RawTopology = serde_norway::from_str(text)
             .map_err(|e| ConfigError::Parse { file: file_label.to_owned(), message: e.to_string() })?;
         Resolver { file: file_label }.resolve(raw)
@@ -543,6 +593,35 @@ impl Topology {
 
 struct Resolver<'a> {
     file: &'a str,
+}
+
+/// Why `name` is no name of the topology file, as a problem text: a name is 1 to
+/// [`MAX_NAME_CHARS`] characters, each an ASCII letter, a digit, `.`, `_` or `-`, the first a
+/// letter or digit (names become file names, certificate names and metric labels). The text
+/// shows the name escaped (at most its first [`MAX_NAME_CHARS`] characters) and the first
+/// character refused with its position, from 1.
+fn check_name(name: &str) -> std::result::Result<(), String> {
+    let rule = || {
+        format!(
+            "a name is 1 to {MAX_NAME_CHARS} characters, each a letter (A-Z, a-z), a digit, `.`, `_` or `-`, \
+             the first a letter or digit"
+        )
+    };
+    let shown = || {
+        let mut s: String = name.chars().take(MAX_NAME_CHARS).collect();
+        if name.chars().nth(MAX_NAME_CHARS).is_some() {
+            s.push('…');
+        }
+        format!("{s:?}")
+    };
+    let allowed = |i: usize, c: char| c.is_ascii_alphanumeric() || (i > 0 && matches!(c, '.' | '_' | '-'));
+    if let Some((i, c)) = name.chars().enumerate().find(|&(i, c)| !allowed(i, c)) {
+        return Err(format!("{} has the character {c:?} at position {}: {}", shown(), i + 1, rule()));
+    }
+    if name.len() > MAX_NAME_CHARS {
+        return Err(format!("{} has {} characters: {}", shown(), name.len(), rule()));
+    }
+    Ok(())
 }
 
 type Res<T> = crate::Result<T>;
@@ -564,8 +643,14 @@ impl Resolver<'_> {
         Ok(())
     }
 
+    /// Checks the name at `field`: not empty, and as [`check_name`] says.
+    fn name(&self, field: impl Fn() -> String, value: &str) -> Res<()> {
+        self.non_empty(&field, value)?;
+        check_name(value).map_err(|problem| self.invalid(field(), problem))
+    }
+
     fn resolve(&self, raw: RawTopology) -> Res<Topology> {
-        self.non_empty(|| "name".into(), &raw.name)?;
+        self.name(|| "name".into(), &raw.name)?;
         if raw.epoch < 1 {
             return Err(self.invalid("epoch", "must be at least 1"));
         }
@@ -662,7 +747,7 @@ impl Resolver<'_> {
         let mut node_names: HashMap<&str, (usize, usize)> = HashMap::new();
         let mut advertised: HashMap<HostPort, (usize, usize)> = HashMap::new();
         for (d, rdc) in raw.iter().enumerate() {
-            self.non_empty(|| format!("dcs[{d}].name"), &rdc.name)?;
+            self.name(|| format!("dcs[{d}].name"), &rdc.name)?;
             if let Some(prev) = dc_names.insert(rdc.name.as_str(), d) {
                 return Err(self.invalid(
                     format!("dcs[{d}].name"),
@@ -680,7 +765,7 @@ impl Resolver<'_> {
             let mut members = Vec::with_capacity(rdc.nodes.len());
             for (i, rn) in rdc.nodes.iter().enumerate() {
                 let field = |leaf: &str| format!("dcs[{d}].nodes[{i}].{leaf}");
-                self.non_empty(|| field("name"), &rn.name)?;
+                self.name(|| field("name"), &rn.name)?;
                 if let Some((pd, pi)) = node_names.insert(rn.name.as_str(), (d, i)) {
                     return Err(self.invalid(
                         field("name"),
@@ -856,6 +941,8 @@ impl Resolver<'_> {
         let dc_index = |name: &str| dcs.iter().position(|dc| dc.name == name);
         for (k, o) in raw.overrides.iter().enumerate() {
             let prefix = format!("links.overrides[{k}]");
+            self.name(|| format!("{prefix}.from"), &o.from)?;
+            self.name(|| format!("{prefix}.to"), &o.to)?;
             let from = dc_index(&o.from)
                 .ok_or_else(|| self.invalid(format!("{prefix}.from"), format!("unknown DC `{}`", o.from)))?;
             let to = dc_index(&o.to)
@@ -880,7 +967,7 @@ impl Resolver<'_> {
         let mut ids: HashMap<u16, usize> = HashMap::new();
         let mut tables = Vec::with_capacity(raw.len());
         for (t, rt) in raw.iter().enumerate() {
-            self.non_empty(|| format!("tables[{t}].name"), &rt.name)?;
+            self.name(|| format!("tables[{t}].name"), &rt.name)?;
             if let Some(prev) = names.insert(rt.name.as_str(), t) {
                 return Err(self.invalid(
                     format!("tables[{t}].name"),
@@ -940,7 +1027,7 @@ impl Resolver<'_> {
                 let mut cells = Vec::with_capacity(list.len());
                 for (c, rc) in list.iter().enumerate() {
                     let field = |leaf: &str| format!("tables[{t}].cells[{c}].{leaf}");
-                    self.non_empty(|| field("name"), &rc.name)?;
+                    self.name(|| field("name"), &rc.name)?;
                     if let Some(prev) = names.insert(rc.name.as_str(), c) {
                         return Err(self.invalid(
                             field("name"),
@@ -956,7 +1043,18 @@ impl Resolver<'_> {
                 if g.count < 1 || g.count > MAX_CELLS as u64 {
                     return Err(self.invalid(format!("tables[{t}].cells.count"), count_problem(g.count)));
                 }
-                self.non_empty(|| format!("tables[{t}].cells.prefix"), &g.prefix)?;
+                self.name(|| format!("tables[{t}].cells.prefix"), &g.prefix)?;
+                let longest = g.prefix.len() + (g.count - 1).to_string().len();
+                if longest > MAX_NAME_CHARS {
+                    return Err(self.invalid(
+                        format!("tables[{t}].cells.prefix"),
+                        format!(
+                            "makes cell names of up to {longest} characters ({}{}), over the {MAX_NAME_CHARS} a name may have",
+                            g.prefix,
+                            g.count - 1
+                        ),
+                    ));
+                }
                 let bytes = self.cell_bytes(|| format!("tables[{t}].cells.bytes"), g.bytes)?;
                 Ok((0..g.count).map(|i| CellSchema { name: format!("{}{i}", g.prefix), bytes }).collect())
             }
@@ -976,6 +1074,7 @@ impl Resolver<'_> {
             }
             let mut replicas: Vec<NodeId> = Vec::with_capacity(rp.replicas.len());
             for (r, name) in rp.replicas.iter().enumerate() {
+                self.name(|| format!("{field}[{r}]"), name)?;
                 let node = by_name
                     .get(name.as_str())
                     .ok_or_else(|| self.invalid(format!("{field}[{r}]"), format!("unknown node `{name}`")))?;
@@ -1009,6 +1108,7 @@ impl Resolver<'_> {
 
 mod limits;
 mod metrics;
+mod shape;
 mod timeouts;
 mod transport;
 mod verbs;

@@ -27,6 +27,31 @@ pub enum ConfigError {
         /// Parser message, with the position in the text.
         message: String,
     },
+    /// The file is larger than [`crate::MAX_TOPOLOGY_BYTES`] (1 MiB): refused before it is
+    /// parsed (and, from disk, before more than that is read).
+    #[error("{file}: {bytes} bytes or more, over the {max} bytes a topology file may have")]
+    TooLarge {
+        /// File label (path or caller-chosen name).
+        file: String,
+        /// Its size in bytes, or (a file that is not a regular one) the bytes read before
+        /// giving up, one more than `max`.
+        bytes: u64,
+        /// The most a topology file may have ([`crate::MAX_TOPOLOGY_BYTES`]).
+        max: usize,
+    },
+    /// A value of the file is nested deeper than [`crate::MAX_TOPOLOGY_DEPTH`] (64) levels
+    /// (indentation levels, `- ` entries, `[` and `{`): refused before it is parsed.
+    #[error("{file}: line {line}: nested {depth} levels deep, over the {max} a topology file may have")]
+    TooDeep {
+        /// File label (path or caller-chosen name).
+        file: String,
+        /// The line (from 1) where it first nests too deep.
+        line: usize,
+        /// How deep it nests there.
+        depth: usize,
+        /// The most a topology file may have ([`crate::MAX_TOPOLOGY_DEPTH`]).
+        max: usize,
+    },
     /// The file parses but breaks a rule, e.g.
     /// `configs/x.yaml: partitions[3].replicas: two replicas in dc2`.
     #[error("{file}: {field}: {problem}")]

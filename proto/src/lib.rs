@@ -18,7 +18,9 @@ mod topology;
 pub mod wire;
 
 pub use address::{Host, HostPort, ResolveError};
-pub use config::{parse_duration, parse_loss, parse_rate, parse_size};
+pub use config::{
+    parse_duration, parse_loss, parse_rate, parse_size, MAX_NAME_CHARS, MAX_TOPOLOGY_BYTES, MAX_TOPOLOGY_DEPTH,
+};
 pub use decision::Decision;
 pub use error::{ConfigError, LinkError, Result};
 pub use identity::CertIdentity;

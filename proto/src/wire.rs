@@ -451,8 +451,8 @@ pub struct StatusReply {
     /// Outgoing calls that got no slot within `transport.call_slot_timeout`.
     #[prost(uint64, tag = "33")]
     pub quic_call_slot_timeouts: u64,
-    /// Admin requests the node refused because the caller's certificate lacked the role
-    /// they need (operator), since it started.
+    /// Requests the node refused because the caller's certificate lacked the role they need
+    /// (operator for admin requests, node for what nodes send each other), since it started.
     #[prost(uint64, tag = "34")]
     pub refused_role: u64,
     /// Commit votes its executor side forgot over `limits.max_pending_votes`, since it
@@ -483,6 +483,10 @@ pub struct StatusReply {
     /// (no `/proc/self/statm`) or does not report it.
     #[prost(uint64, optional, tag = "41")]
     pub process_resident_bytes: Option<u64>,
+    /// Raft messages the node dropped because they named another sender than the node whose
+    /// certificate sent them, since it started.
+    #[prost(uint64, tag = "42")]
+    pub raft_wrong_sender: u64,
 }
 
 /// One DC's round-trip time as a node's QUIC connections measure it (quinn's smoothed RTT).

@@ -492,6 +492,7 @@ fn node_json(topo: &Topology, n: NodeId, s: &Result<NodeStatus, String>) -> serd
                 .collect::<serde_json::Map<_, _>>(),
             "refused_over_limit": s.refused_over_limit,
             "refused_role": s.refused_role,
+            "raft_wrong_sender": s.raft_wrong_sender,
             "heap_full_votes": s.heap_full_votes,
             "replay_invalid_entries": s.replay_invalid_entries,
             "pending_votes_forgotten": s.pending_votes_forgotten,

@@ -202,9 +202,15 @@ impl Collector for NodeSample {
         )?;
         w.counter(
             "requests_refused_role",
-            "Admin requests refused because the caller's certificate lacked the operator role.",
+            "Requests refused because the caller's certificate lacked the role they need (operator, node).",
             None,
             s.refused_role,
+        )?;
+        w.counter(
+            "raft_messages_wrong_sender",
+            "Raft messages dropped because they named another sender than the node whose certificate sent them.",
+            None,
+            s.raft_wrong_sender,
         )?;
         w.counter(
             "executor_heap_full_votes",

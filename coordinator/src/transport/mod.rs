@@ -19,6 +19,7 @@
 //! connection and the node keep serving.
 
 mod admission;
+pub(crate) use admission::WarnEvery;
 mod counters;
 mod error;
 pub mod frame;

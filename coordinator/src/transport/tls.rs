@@ -412,7 +412,9 @@ impl ClusterCa {
     /// Issues a certificate carrying `identity` (as [`ClusterCa::issue_identity`]) and writes
     /// it to `dir/<name>.pem` and its key to `dir/<name>.key` (mode 0600 on Unix), replacing
     /// what was there: a running node picks the new ones up for its next connections
-    /// (`redt node` watches its files).
+    /// (`redt node` watches its files). Each file is written to a new file beside it and
+    /// renamed into place, so a reader sees the old file or the new one, never part of one,
+    /// and the key is never readable by others, even when the file it replaces was.
     ///
     /// # Errors
     ///
@@ -441,7 +443,8 @@ impl ClusterCa {
     }
 
     /// Writes the CA certificate to `dir/ca.pem` and its key to `ca_key` (mode 0600 on Unix;
-    /// its directory is created).
+    /// its directory is created), each through a new file renamed into place as
+    /// [`ClusterCa::write_identity`] does.
     ///
     /// # Errors
     ///
@@ -653,20 +656,61 @@ fn read_file(path: &Path) -> Result<Vec<u8>> {
     })
 }
 
+/// Writes `text` to `path` whole or not at all, and a key (`secret`) readable by its owner
+/// only at every moment: into a new file in the same directory, created exclusively with mode
+/// 0600 (`secret`) or 0644 (less the umask either way), synced, then renamed over `path` and
+/// the directory synced. Whatever was at `path` (a file of wider mode, a symbolic link) is
+/// replaced, never written through; a failure leaves it as it was and removes the new file.
 fn write_file(path: &Path, text: &str, secret: bool) -> Result<()> {
     let err = |e: std::io::Error| TransportError::CertFile { path: PathBuf::from(path), why: e.to_string() };
-    let mut opts = std::fs::OpenOptions::new();
-    opts.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    if secret {
-        use std::os::unix::fs::OpenOptionsExt;
-        opts.mode(0o600);
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let name = path.file_name().ok_or_else(|| err(std::io::Error::other("not a file name")))?;
+    let (tmp, mut file) = create_temp(dir, &name.to_string_lossy(), secret).map_err(err)?;
+    let written = file.write_all(text.as_bytes()).and_then(|()| file.sync_all());
+    drop(file);
+    if let Err(e) = written.and_then(|()| std::fs::rename(&tmp, path)) {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(err(e));
     }
+    sync_dir(dir).map_err(err)
+}
+
+/// Creates a new file `.<name>.<pid>.<n>.tmp` in `dir` (never an existing one, nor through a
+/// symbolic link), mode 0600 when `secret` and 0644 otherwise (less the umask).
+fn create_temp(dir: &Path, name: &str, secret: bool) -> std::io::Result<(PathBuf, std::fs::File)> {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let mut last = None;
+    for _ in 0..16 {
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let tmp = dir.join(format!(".{name}.{}.{n}.tmp", std::process::id()));
+        let mut opts = std::fs::OpenOptions::new();
+        opts.write(true).create_new(true);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::OpenOptionsExt;
+            opts.mode(if secret { 0o600 } else { 0o644 });
+        }
+        #[cfg(not(unix))]
+        let _ = secret;
+        match opts.open(&tmp) {
+            Ok(file) => return Ok((tmp, file)),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last = Some(e),
+            Err(e) => return Err(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| std::io::Error::other("no temporary file name left")))
+}
+
+/// Syncs directory `dir`, so a rename in it survives a crash (a no-op off Unix).
+fn sync_dir(dir: &Path) -> std::io::Result<()> {
+    #[cfg(unix)]
+    std::fs::File::open(dir)?.sync_all()?;
     #[cfg(not(unix))]
-    let _ = secret;
-    let mut file = opts.open(path).map_err(err)?;
-    file.write_all(text.as_bytes()).map_err(err)?;
-    file.sync_all().map_err(err)
+    let _ = dir;
+    Ok(())
 }
 
 /// Returns `name` as an IA5 DNS name after checking that rustls accepts it as a server name.

@@ -1115,3 +1115,128 @@ fn bad_metrics_sections_are_refused_naming_the_key() {
     parse_error(&with_timeouts("metrics: {}"), "missing field `port`");
     parse_error(&with_timeouts("metrics: { port: 9464, path: /m }"), "unknown field `path`");
 }
+
+// ----- names -----
+
+/// Every name of the file, and every reference to one, is refused outside the safe set,
+/// naming the field, the name and the character.
+#[test]
+fn names_outside_the_safe_set_are_refused_naming_the_field_and_the_character() {
+    let cases: &[(&str, &str, &str, &str)] = &[
+        ("name: test", "name: \"my cluster\"", "name", "\"my cluster\" has the character ' ' at position 3"),
+        ("name: dc2", "name: \"dc2/../x\"", "dcs[1].name", "has the character '/' at position 4"),
+        ("name: dc1-n2", "name: \"dc1\\nn2\"", "dcs[0].nodes[1].name", "has the character '\\n' at position 4"),
+        ("name: dc1-n1", "name: \"-rf\"", "dcs[0].nodes[0].name", "the character '-' at position 1"),
+        ("name: usertable", "name: \"user;table\"", "tables[0].name", "the character ';' at position 5"),
+        ("name: f1", "name: \"f1\\u00e9\"", "tables[0].cells[1].name", "the character 'é' at position 3"),
+        ("from: dc1", "from: \"dc1 \"", "links.overrides[0].from", "the character ' ' at position 4"),
+        ("to: dc2", "to: \"$dc2\"", "links.overrides[0].to", "the character '$' at position 1"),
+        ("[dc1-n1, dc2-n1]", "[dc1-n1, \"dc2*n1\"]", "partitions[0].replicas[1]", "the character '*' at position 4"),
+    ];
+    for (from, to, field, needle) in cases {
+        let problem = invalid(&Doc::base().edit(from, to), field, needle);
+        assert!(problem.contains("1 to 64 characters, each a letter"), "{problem}");
+    }
+}
+
+#[test]
+fn names_are_at_most_64_characters() {
+    let long = format!("t{}", "x".repeat(64));
+    let problem =
+        invalid(&Doc::base().edit("name: usertable", &format!("name: {long}")), "tables[0].name", "65 characters");
+    assert!(problem.contains(&format!("{:?}", format!("{}…", &long[..64]))), "shown cut at 64: {problem}");
+    let longest = format!("t{}", "x".repeat(63));
+    let t = ok(&Doc::base().edit("name: usertable", &format!("name: {longest}")));
+    assert_eq!(t.tables[0].name, longest);
+    // A generated cell's name is its prefix and number.
+    let cells = |prefix: &str| {
+        Doc::base().edit(
+            "cells: [ { name: f0, bytes: 100 }, { name: f1, bytes: 100 } ]",
+            &format!("cells: {{ count: 10, bytes: 8, prefix: {prefix} }}"),
+        )
+    };
+    ok(&cells(&"p".repeat(63)));
+    invalid(&cells(&"p".repeat(64)), "tables[0].cells.prefix", "names of up to 65 characters");
+    invalid(&cells("f.x!"), "tables[0].cells.prefix", "the character '!' at position 4");
+}
+
+#[test]
+fn names_of_letters_digits_dots_underscores_and_dashes_load() {
+    let t = ok(&Doc::base().render().replace("dc1-n1", "A.b_C-9"));
+    assert_eq!(t.nodes[0].name, "A.b_C-9");
+}
+
+// ----- size and depth, before parsing -----
+
+#[test]
+fn a_file_over_1_mib_is_refused_before_parsing() {
+    let padded = format!("{}#{}\n", Doc::base().render(), "x".repeat(MAX_TOPOLOGY_BYTES));
+    match Topology::from_yaml(FILE, &padded) {
+        Err(e @ ConfigError::TooLarge { .. }) => {
+            assert_eq!(
+                e.to_string(),
+                format!("test.yaml: {} bytes or more, over the 1048576 bytes a topology file may have", padded.len())
+            );
+        }
+        other => panic!("expected TooLarge, got {other:?}"),
+    }
+    // Just under the bound it loads (a comment is free).
+    let under = Doc::base().render();
+    ok(&format!("{under}#{}\n", "x".repeat(MAX_TOPOLOGY_BYTES - under.len() - 2)));
+}
+
+#[test]
+fn load_refuses_a_large_file_and_reads_no_more_of_a_stream_than_the_bound() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("big.yaml");
+    std::fs::write(&path, format!("{}#{}\n", Doc::base().render(), "x".repeat(MAX_TOPOLOGY_BYTES))).unwrap();
+    let shown = Topology::load(&path).unwrap_err().to_string();
+    assert!(shown.starts_with(&format!("{}: ", path.display())) && shown.contains("over the 1048576 bytes"), "{shown}");
+    #[cfg(target_os = "linux")]
+    {
+        // An endless stream: refused after reading one byte more than the bound.
+        let shown = Topology::load(Path::new("/dev/zero")).unwrap_err().to_string();
+        assert_eq!(shown, "/dev/zero: 1048577 bytes or more, over the 1048576 bytes a topology file may have");
+    }
+}
+
+fn too_deep(text: &str) -> (usize, usize) {
+    match Topology::from_yaml(FILE, text) {
+        Err(ConfigError::TooDeep { file, line, depth, max }) => {
+            assert_eq!((file.as_str(), max), (FILE, MAX_TOPOLOGY_DEPTH));
+            (line, depth)
+        }
+        other => panic!("expected TooDeep, got {other:?}"),
+    }
+}
+
+/// 100,000 nested brackets, open or closed, flow or block: a clear error naming the line,
+/// and no stack overflow.
+#[test]
+fn deep_nesting_is_refused_before_parsing() {
+    let n = 100_000;
+    assert_eq!(too_deep(&"[".repeat(n)), (1, 65));
+    assert_eq!(too_deep(&format!("name: {}{}", "{a: ".repeat(n), "}".repeat(n))), (1, 65));
+    assert_eq!(too_deep(&format!("{}1{}", "[".repeat(n), "]".repeat(n))), (1, 65));
+    assert_eq!(too_deep(&format!("{}x\n", "- ".repeat(n))), (1, 65));
+    let block: String = (0..200).map(|i| format!("{}k{i}:\n", " ".repeat(i))).collect();
+    assert_eq!(too_deep(&block), (65, 65));
+    let shown = Topology::from_yaml(FILE, &"[".repeat(n)).unwrap_err().to_string();
+    assert_eq!(shown, "test.yaml: line 1: nested 65 levels deep, over the 64 a topology file may have");
+    // A valid file with a deep value elsewhere: the line is the value's.
+    let text = format!("{}verbs: {}\n", Doc::base().render(), "[".repeat(80));
+    assert_eq!(too_deep(&text).1, 65);
+}
+
+/// The parser on its own (no pre-scan) refuses 100,000 nested brackets too, at 128 levels
+/// ("recursion limit exceeded"), without overflowing the stack: the bound above gives the
+/// clear message naming the bound and keeps the parser's work small.
+#[test]
+fn the_parser_alone_survives_deep_nesting() {
+    let n = 100_000;
+    for text in ["[".repeat(n), format!("{}{}", "[".repeat(n), "]".repeat(n))] {
+        let r: std::result::Result<serde_norway::Value, _> = serde_norway::from_str(&text);
+        let e = r.expect_err("refused").to_string();
+        assert!(e.contains("recursion limit exceeded"), "{e}");
+    }
+}
