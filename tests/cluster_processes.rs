@@ -502,9 +502,16 @@ fn a_killed_node_restarts_and_recovery_decides_what_it_left() {
     };
     println!("the survivors decided every entry they hold {survivors_done:?} after the kill");
 
-    // `redt status` reports the dead node unreachable and the survivors' empty rings.
-    let status = status_json(&run_dir, false);
-    for (i, n) in status["nodes"].as_array().expect("a nodes array").iter().enumerate() {
+    // `redt status` reports the dead node unreachable and the survivors' empty rings (a
+    // node's ring figures may be up to a second old: asked again until they catch up).
+    let status = wait_status(&run_dir, Duration::from_secs(5), |nodes| {
+        nodes
+            .iter()
+            .enumerate()
+            .all(|(i, n)| i == victim.id.0 as usize || (n["undecided_entries"] == 0 && n["recoveries"]["blocked"] == 0))
+    })
+    .unwrap_or_else(|last| panic!("the survivors' status still shows undecided entries after 5 s: {last}"));
+    for (i, n) in status.iter().enumerate() {
         if i == victim.id.0 as usize {
             assert!(n["error"].is_string(), "the killed node is reported unreachable: {n}");
         } else {

@@ -47,6 +47,7 @@ mod recovery_task;
 mod reserved;
 mod stats;
 pub mod status;
+mod status_sample;
 #[cfg(test)]
 mod test_log;
 mod timeouts;
@@ -66,6 +67,7 @@ pub use recoverer::{Orphan, Recoverer, RecoveryMutations, RecoveryOptions, Recov
 pub use reserved::{NotReserved, ReservedIds};
 pub use stats::{AbortCause, Class, ClassReport, TxnCost, TxnStats};
 pub use status::{NodeStatus, StatusBoard, WaitingTxn};
+pub use status_sample::SAMPLE_MAX_AGE;
 pub use timeouts::NodeTimeouts;
 pub use txn::{CoordinatorMutations, CoordinatorOptions, CoordinatorTxn, TxnOutcome, TxnStatus};
 pub use txn_ids::TxnIds;

@@ -24,6 +24,7 @@ use crate::recovery_task::{self, Busy};
 use crate::reserved::{NotReserved, ReservedIds};
 use crate::stats::TxnStats;
 use crate::status::{Answered, NodeStatus, StatusBoard};
+use crate::status_sample::{RingSample, SampleCache};
 use crate::transport::{BoxFuture, Caller, Handler, Transport, WarnEvery};
 use crate::txn::CoordinatorTxn;
 pub use crate::txn::{CoordinatorOptions, TxnOutcome, TxnStatus};
@@ -125,6 +126,9 @@ pub struct Node {
     pub(crate) board: Arc<StatusBoard>,
     /// Its coordinators' answers, for its metrics (`crate::metrics`).
     answers: Arc<AnswerCounters>,
+    /// What its executor thread last read for a status, shared by the status requests and
+    /// metrics scrapes of the next second (`crate::status_sample`).
+    samples: SampleCache,
     /// Where Raft messages from its peers go: its membership driver, if it runs one
     /// ([`CoordinatorOptions::failover`]).
     raft: Option<RaftInbox>,
@@ -191,6 +195,7 @@ impl Node {
             busy: Arc::new(Busy::default()),
             board: Arc::new(StatusBoard::default()),
             answers: Arc::new(AnswerCounters::default()),
+            samples: SampleCache::default(),
             raft: failover.then_some(raft),
             membership: Arc::new(MembershipView::default()),
             rebuilds: crate::rebuild_task::Rebuilds::new(parts.topology.clone()),
@@ -268,30 +273,42 @@ impl Node {
         self.exec.stop();
     }
 
-    /// This node's status now (see [`crate::status`]): its counters, the undecided entries of
-    /// its ring, its replay backlog, the recoveries it runs and its process's CPU time and
+    /// This node's status (see [`crate::status`]): its counters, the undecided entries of its
+    /// ring, its replay backlog, the recoveries it runs and its process's CPU time and
     /// resident memory ([`crate::process`]); with `count_locks`, also the records holding a
     /// lock (a full scan of its index).
     ///
+    /// How old the figures may be: without `count_locks`, what only the executor thread can
+    /// read — the undecided entries (their count, the oldest's start, those listed as waiting
+    /// and their ages), the catch-ups owed, the replay backlog, the forgotten votes and redo —
+    /// comes from a sample shared by every status request and metrics scrape, at most
+    /// [`crate::SAMPLE_MAX_AGE`] (1 s) old ([`NodeStatus::ring_read_unix_ms`] says when it
+    /// was read; `crate::status_sample`: at most one executor round per second however many
+    /// ask); everything else (answers, recoveries, refusals, suspects, epoch, membership,
+    /// rebuilds, transport counts, round trips, uptime, the process's CPU time and memory) is
+    /// read now. With `count_locks`, every figure is read now, in an executor round of its
+    /// own.
+    ///
     /// # Errors
-    /// [`Error::Io`] once the executor thread has stopped; verbs failures.
+    /// [`Error::Io`] once the node is shut down (its shared sample is not read then) or its
+    /// executor thread has stopped; verbs failures.
     pub async fn status(&self, count_locks: bool) -> Result<NodeStatus> {
-        let stopped = || Error::Io(std::io::Error::other("node shutting down"));
-        let (scan, backlog, now_ms, locks, forgotten) = self
-            .exec
-            .run(move |core, now_ms| -> Result<_> {
-                let scan = core.ring_scan()?;
-                let backlog = core.replay_backlog()?;
-                let locks = if count_locks { Some(core.locks_held()?) } else { None };
-                Ok((scan, backlog, now_ms, locks, core.forgotten()))
-            })
-            .await
-            .ok_or_else(stopped)??;
+        if self.is_closed() {
+            return Err(Error::Io(std::io::Error::other("node shutting down")));
+        }
+        let (sample, locks) = if count_locks {
+            self.samples.counted_round();
+            let (sample, locks) = self.ring_round(true).await?;
+            let sample = Arc::new(sample);
+            self.samples.share(sample.clone());
+            (sample, locks)
+        } else {
+            (self.samples.get(|| async { Ok(self.ring_round(false).await?.0) }).await?, None)
+        };
         let p1 = self.options.phase1_timeout.as_millis() as u64;
-        let owed = scan.owed.len() as u64;
-        let mut status = self.board.snapshot(self.id, &scan.unfinished, now_ms, p1, owed, locks);
-        status.replay_backlog_slots = backlog;
-        (status.pending_votes_forgotten, status.accepted_redo_forgotten) = forgotten;
+        let mut status = self.board.snapshot(self.id, &sample.unfinished, sample.now_ms, p1, sample.owed, locks);
+        status.replay_backlog_slots = sample.backlog;
+        (status.pending_votes_forgotten, status.accepted_redo_forgotten) = sample.forgotten;
         status.background_retries_waiting = self.retry_slots.waiting();
         status.background_retries_waited = self.retry_slots.waited();
         let topology = self.topology();
@@ -305,10 +322,42 @@ impl Node {
         status.transport_limits =
             crate::status::TransportLimitCounts::from_counters(&self.transport.counters().snapshot());
         status.link_rtts = crate::status::link_rtts(&topology, self.id, &self.transport.peer_rtts());
+        status.ring_read_unix_ms = Some(sample.now_ms.saturating_add(redt_dc_executor::ORIGIN_UNIX_MS));
         let usage = crate::process::ProcessUsage::now();
         status.process_cpu_us = Some(u64::try_from(usage.cpu.as_micros()).unwrap_or(u64::MAX));
         status.process_resident_bytes = usage.resident_bytes;
         Ok(status)
+    }
+
+    /// One executor round reading what [`Node::status`] needs from the executor thread, and
+    /// with `count_locks` the records holding a lock.
+    ///
+    /// # Errors
+    /// [`Error::Io`] once the executor thread has stopped; verbs failures.
+    async fn ring_round(&self, count_locks: bool) -> Result<(RingSample, Option<u64>)> {
+        let stopped = || Error::Io(std::io::Error::other("node shutting down"));
+        let taken = Instant::now();
+        let (scan, backlog, now_ms, locks, forgotten) = self
+            .exec
+            .run(move |core, now_ms| -> Result<_> {
+                let scan = core.ring_scan()?;
+                let backlog = core.replay_backlog()?;
+                let locks = if count_locks { Some(core.locks_held()?) } else { None };
+                Ok((scan, backlog, now_ms, locks, core.forgotten()))
+            })
+            .await
+            .ok_or_else(stopped)??;
+        let sample =
+            RingSample { taken, now_ms, unfinished: scan.unfinished, owed: scan.owed.len() as u64, backlog, forgotten };
+        Ok((sample, locks))
+    }
+
+    /// Executor rounds this node took for its status since it started: at most one per
+    /// [`crate::SAMPLE_MAX_AGE`] for the status requests and metrics scrapes that do not count
+    /// locks, however many there are, plus one per status that counts locks (for tests and
+    /// checks).
+    pub fn status_rounds(&self) -> u64 {
+        self.samples.rounds()
     }
 
     /// The node's counters and running recoveries.

@@ -7,7 +7,9 @@
 //!
 //! [`StatusBoard`] holds the counters and the running recoveries; the node updates it as its
 //! coordinators answer and its recoverers move, and [`NodeStatus`] is one snapshot of it plus
-//! a look at the ring, in the shape the wire carries ([`redt_proto::wire::StatusReply`]).
+//! a look at the ring, in the shape the wire carries ([`redt_proto::wire::StatusReply`]). The
+//! look at the ring is shared by the status requests and metrics scrapes of one second
+//! ([`crate::SAMPLE_MAX_AGE`]; [`crate::Node::status`] says which figures it gives).
 
 use crate::machine::{Action, AttemptId, TxnMachine};
 use crate::message::Reply;
@@ -255,6 +257,7 @@ impl StatusBoard {
             link_rtts: Vec::new(),
             process_cpu_us: None,
             process_resident_bytes: None,
+            ring_read_unix_ms: None,
         }
     }
 }
@@ -373,6 +376,12 @@ pub struct NodeStatus {
     pub process_cpu_us: Option<u64>,
     /// Resident memory of its process, in bytes (`None`: unknown, or not reported).
     pub process_resident_bytes: Option<u64>,
+    /// When the figures only its executor thread reads (the undecided entries, those waiting
+    /// and their ages, the catch-ups owed, the replay backlog, the forgotten votes and redo)
+    /// were read, ms since the Unix epoch by its clock: they come from a sample shared for up
+    /// to [`crate::SAMPLE_MAX_AGE`] (1 s; [`crate::Node::status`]). `None` from a node that
+    /// does not report it.
+    pub ring_read_unix_ms: Option<u64>,
 }
 
 /// Per DC, the smallest round-trip time `rtts` (by node, as
@@ -503,6 +512,7 @@ impl NodeStatus {
                 .collect(),
             process_cpu_us: self.process_cpu_us,
             process_resident_bytes: self.process_resident_bytes,
+            ring_read_unix_ms: self.ring_read_unix_ms,
         }
     }
 
@@ -608,6 +618,7 @@ impl NodeStatus {
                 .collect::<Result<_, String>>()?,
             process_cpu_us: r.process_cpu_us,
             process_resident_bytes: r.process_resident_bytes,
+            ring_read_unix_ms: r.ring_read_unix_ms,
         })
     }
 }
@@ -750,6 +761,12 @@ mod tests {
         (w.process_cpu_us, w.process_resident_bytes) = (None, None);
         let old = NodeStatus::from_wire(&w).unwrap();
         assert_eq!((old.process_cpu_us, old.process_resident_bytes), (None, None));
+        // So does the time its ring figures were read.
+        let s = NodeStatus { ring_read_unix_ms: Some(1_700_000_000_123), ..s };
+        assert_eq!(NodeStatus::from_wire(&s.to_wire()), Ok(s.clone()));
+        let mut w = s.to_wire();
+        w.ring_read_unix_ms = None;
+        assert_eq!(NodeStatus::from_wire(&w).map(|d| d.ring_read_unix_ms), Ok(None));
     }
 
     #[test]

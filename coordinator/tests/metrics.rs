@@ -1,6 +1,7 @@
 //! The embedded cluster's metrics endpoints (issue 16): with the topology's `metrics:`
 //! section every node serves `GET /metrics` at its own IP, counting the answers of its own
-//! coordinators, and its endpoint follows it across a kill (503) and a restart.
+//! coordinators, and its endpoint follows it across a kill (503) and a restart. Status
+//! requests and scrapes share one executor round per second.
 
 mod common;
 use common::local_fast;
@@ -9,7 +10,8 @@ use redt_coordinator::{CoordinatorOptions, EmbeddedCluster, TxnStatus};
 use redt_dc_executor::KvOp;
 use redt_proto::{NodeId, TableId};
 use std::net::SocketAddr;
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// Table `kv` of local-fast.yaml.
@@ -72,5 +74,72 @@ async fn every_embedded_node_serves_its_own_counts_across_a_restart() {
     let (status, body) = scrape(addrs[1]).await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(sum(&body, "redt_txn_committed_total"), 0, "a new life counts from zero");
+    cluster.shutdown();
+}
+
+/// A flood of status requests and scrapes costs the node's executor thread (which every one
+/// of its transactions waits for) at most one round per second: they share one sample of
+/// what only that thread reads. The sample's figures stay put within the second (the time
+/// it was read, `ring_read_unix_ms`, included) and move after it; the counters read at the
+/// request (uptime, CPU time) do not wait for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_requests_and_scrapes_share_one_executor_round_per_second() {
+    let mut topology = local_fast("metrics-test-sample", 7530);
+    topology.metrics.port = Some(7532);
+    let cluster = EmbeddedCluster::start(topology, CoordinatorOptions::default()).await.expect("starts");
+    let addr = cluster.metrics_addrs()[0];
+    let client = Arc::new(cluster.client(Duration::from_secs(10)).expect("client"));
+    let node = cluster.node(NodeId(0));
+
+    let before = node.status_rounds();
+    let t0 = Instant::now();
+    let mut asks = tokio::task::JoinSet::new();
+    for _ in 0..64 {
+        let client = client.clone();
+        asks.spawn(async move { client.status(NodeId(0), false).await.map_err(|e| e.to_string()) });
+    }
+    let mut scrapes = tokio::task::JoinSet::new();
+    for _ in 0..16 {
+        scrapes.spawn(scrape(addr));
+    }
+    while let Some(r) = asks.join_next().await {
+        let s = r.expect("a status task").expect("a status answer");
+        assert!(s.ring_read_unix_ms.is_some(), "{s:?}");
+    }
+    while let Some(r) = scrapes.join_next().await {
+        let (status, body) = r.expect("a scrape task");
+        assert_eq!(status, 200, "{body}");
+    }
+    let elapsed = t0.elapsed();
+    let rounds = node.status_rounds() - before;
+    println!("64 status requests and 16 scrapes in {elapsed:?}: {rounds} executor rounds");
+    assert!(rounds <= 1 + elapsed.as_secs(), "{rounds} executor rounds in {elapsed:?}: at most one per second");
+
+    // Past the sample's age, one request takes a fresh sample; the next, within the second,
+    // reads the same one, while its uptime moves on.
+    tokio::time::sleep(redt_coordinator::SAMPLE_MAX_AGE).await;
+    let t1 = Instant::now();
+    let before = node.status_rounds();
+    let first = client.status(NodeId(0), false).await.expect("status");
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let second = client.status(NodeId(0), false).await.expect("status");
+    if t1.elapsed() < Duration::from_millis(900) {
+        assert_eq!(node.status_rounds() - before, 1, "one round for both");
+        assert_eq!(first.ring_read_unix_ms, second.ring_read_unix_ms, "the same sample");
+    }
+    assert!(second.uptime_ms > first.uptime_ms, "the uptime is read at the request");
+    tokio::time::sleep(redt_coordinator::SAMPLE_MAX_AGE + Duration::from_millis(100)).await;
+    let before = node.status_rounds();
+    let third = client.status(NodeId(0), false).await.expect("status");
+    assert_eq!(node.status_rounds() - before, 1, "a second later, a fresh sample");
+    let (read, then) = (third.ring_read_unix_ms.unwrap(), second.ring_read_unix_ms.unwrap());
+    assert!(read >= then + 1_000, "read at {read}, the one before at {then}");
+    // A status that counts locks reads everything now, in a round of its own.
+    let operator = cluster.operator(Duration::from_secs(10)).expect("operator");
+    let before = node.status_rounds();
+    let locks = operator.status(NodeId(0), true).await.expect("status --locks");
+    assert_eq!(locks.locks_held, Some(0));
+    assert_eq!(node.status_rounds() - before, 1);
+    assert!(locks.ring_read_unix_ms > third.ring_read_unix_ms);
     cluster.shutdown();
 }

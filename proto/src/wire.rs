@@ -487,6 +487,13 @@ pub struct StatusReply {
     /// certificate sent them, since it started.
     #[prost(uint64, tag = "42")]
     pub raft_wrong_sender: u64,
+    /// When the node read the figures only its executor thread reads (undecided entries and
+    /// those waiting, catch-ups owed, replay backlog, forgotten votes and redo), ms since the
+    /// Unix epoch by its clock: a node shares one reading of them for up to a second among the
+    /// status requests and metrics scrapes it serves. Absent from a node that does not report
+    /// it.
+    #[prost(uint64, optional, tag = "43")]
+    pub ring_read_unix_ms: Option<u64>,
 }
 
 /// One DC's round-trip time as a node's QUIC connections measure it (quinn's smoothed RTT).

@@ -454,75 +454,89 @@ fn blocked(topo: &Topology, statuses: &[(NodeId, Result<NodeStatus, String>)]) -
 fn node_json(topo: &Topology, n: NodeId, s: &Result<NodeStatus, String>) -> serde_json::Value {
     match s {
         Err(e) => json!({ "node": node_name(topo, n), "error": e }),
-        Ok(s) => json!({
-            "node": node_name(topo, n),
-            "uptime_ms": s.uptime_ms,
-            "process_cpu_s": s.process_cpu_us.map(|us| us as f64 / 1e6),
-            "process_resident_bytes": s.process_resident_bytes,
-            "committed": s.committed,
-            "aborted": s.aborted,
-            "unknown": s.unknown,
-            "undecided_entries": s.undecided_entries,
-            "oldest_undecided_unix_ms": s.oldest_undecided_unix_ms,
-            "catch_ups_owed": s.catch_ups_owed,
-            "replay_backlog_slots": s.replay_backlog_slots,
-            "epoch": s.epoch.0,
-            "removed_dcs": s.removed_dcs.iter().map(|d| dc_name(topo, *d)).collect::<Vec<_>>(),
-            "membership_leader": s.membership_leader.map(|l| node_name(topo, l)),
-            "under_replicated": s.under_replicated,
-            "rebuilds": s.rebuilds.iter().map(|(p, r)| json!({
-                "partition": format!("p{}", p.0),
-                "added_in": r.added_in.0,
-                "records": r.progress.records,
-                "bytes": r.progress.bytes,
-                "sources_done": r.progress.sources_done,
-                "sources": r.progress.sources,
-                "filled": r.filled,
-                "last_error": r.last_error,
-            })).collect::<Vec<_>>(),
-            "recoveries": {
-                "started": s.recoveries_started,
-                "committed": s.recoveries_committed,
-                "aborted": s.recoveries_aborted,
-                "running": s.recoveries_running,
-                "blocked": s.recoveries_blocked,
-            },
-            "gap_slots_filled": s.gap_slots_filled,
-            "link_rtt_ms": s.link_rtts.iter().map(|(d, rtt)| (dc_name(topo, *d), json!(rtt.as_secs_f64() * 1e3)))
-                .collect::<serde_json::Map<_, _>>(),
-            "refused_over_limit": s.refused_over_limit,
-            "refused_role": s.refused_role,
-            "raft_wrong_sender": s.raft_wrong_sender,
-            "heap_full_votes": s.heap_full_votes,
-            "replay_invalid_entries": s.replay_invalid_entries,
-            "pending_votes_forgotten": s.pending_votes_forgotten,
-            "accepted_redo_forgotten": s.accepted_redo_forgotten,
-            "background_retries": {
-                "waiting": s.background_retries_waiting,
-                "waited": s.background_retries_waited,
-            },
-            "transport_over_limit": {
-                "max_connections": s.transport_limits.refused_total,
-                "max_connections_per_peer": s.transport_limits.refused_per_peer,
-                "handler_timeout": s.transport_limits.handler_timeouts,
-                "write_timeout": s.transport_limits.write_timeouts,
-                "call_slot_timeout": s.transport_limits.call_slot_timeouts,
-            },
-            "locks_held": s.locks_held,
-            "suspected_nodes": s.suspected_nodes.iter().map(|&n| node_name(topo, n)).collect::<Vec<_>>(),
-            "suspected_dcs": s.suspected_dcs.iter().map(|&d| dc_name(topo, d)).collect::<Vec<_>>(),
-            "suspicions_total": s.suspicions_total,
-            "waiting": s.waiting.iter().map(|w| json!({
-                "txn": w.txn.to_string(),
-                "coordinator": node_name(topo, w.coordinator),
-                "age_ms": w.age_ms,
-                "partitions": w.partitions.iter().map(|p| p.0).collect::<Vec<_>>(),
-                "locks": w.locks,
-                "recovering": w.recovering,
-                "waiting_for": w.waiting_for.iter().map(|&d| dc_name(topo, d)).collect::<Vec<_>>(),
-            })).collect::<Vec<_>>(),
-        }),
+        Ok(s) => with_ring_read(
+            s,
+            json!({
+                "node": node_name(topo, n),
+                "uptime_ms": s.uptime_ms,
+                "process_cpu_s": s.process_cpu_us.map(|us| us as f64 / 1e6),
+                "process_resident_bytes": s.process_resident_bytes,
+                "committed": s.committed,
+                "aborted": s.aborted,
+                "unknown": s.unknown,
+                "undecided_entries": s.undecided_entries,
+                "oldest_undecided_unix_ms": s.oldest_undecided_unix_ms,
+                "catch_ups_owed": s.catch_ups_owed,
+                "replay_backlog_slots": s.replay_backlog_slots,
+                "epoch": s.epoch.0,
+                "removed_dcs": s.removed_dcs.iter().map(|d| dc_name(topo, *d)).collect::<Vec<_>>(),
+                "membership_leader": s.membership_leader.map(|l| node_name(topo, l)),
+                "under_replicated": s.under_replicated,
+                "rebuilds": s.rebuilds.iter().map(|(p, r)| json!({
+                    "partition": format!("p{}", p.0),
+                    "added_in": r.added_in.0,
+                    "records": r.progress.records,
+                    "bytes": r.progress.bytes,
+                    "sources_done": r.progress.sources_done,
+                    "sources": r.progress.sources,
+                    "filled": r.filled,
+                    "last_error": r.last_error,
+                })).collect::<Vec<_>>(),
+                "recoveries": {
+                    "started": s.recoveries_started,
+                    "committed": s.recoveries_committed,
+                    "aborted": s.recoveries_aborted,
+                    "running": s.recoveries_running,
+                    "blocked": s.recoveries_blocked,
+                },
+                "gap_slots_filled": s.gap_slots_filled,
+                "link_rtt_ms": s.link_rtts.iter().map(|(d, rtt)| (dc_name(topo, *d), json!(rtt.as_secs_f64() * 1e3)))
+                    .collect::<serde_json::Map<_, _>>(),
+                "refused_over_limit": s.refused_over_limit,
+                "refused_role": s.refused_role,
+                "raft_wrong_sender": s.raft_wrong_sender,
+                "heap_full_votes": s.heap_full_votes,
+                "replay_invalid_entries": s.replay_invalid_entries,
+                "pending_votes_forgotten": s.pending_votes_forgotten,
+                "accepted_redo_forgotten": s.accepted_redo_forgotten,
+                "background_retries": {
+                    "waiting": s.background_retries_waiting,
+                    "waited": s.background_retries_waited,
+                },
+                "transport_over_limit": {
+                    "max_connections": s.transport_limits.refused_total,
+                    "max_connections_per_peer": s.transport_limits.refused_per_peer,
+                    "handler_timeout": s.transport_limits.handler_timeouts,
+                    "write_timeout": s.transport_limits.write_timeouts,
+                    "call_slot_timeout": s.transport_limits.call_slot_timeouts,
+                },
+                "locks_held": s.locks_held,
+                "suspected_nodes": s.suspected_nodes.iter().map(|&n| node_name(topo, n)).collect::<Vec<_>>(),
+                "suspected_dcs": s.suspected_dcs.iter().map(|&d| dc_name(topo, d)).collect::<Vec<_>>(),
+                "suspicions_total": s.suspicions_total,
+                "waiting": s.waiting.iter().map(|w| json!({
+                    "txn": w.txn.to_string(),
+                    "coordinator": node_name(topo, w.coordinator),
+                    "age_ms": w.age_ms,
+                    "partitions": w.partitions.iter().map(|p| p.0).collect::<Vec<_>>(),
+                    "locks": w.locks,
+                    "recovering": w.recovering,
+                    "waiting_for": w.waiting_for.iter().map(|&d| dc_name(topo, d)).collect::<Vec<_>>(),
+                })).collect::<Vec<_>>(),
+            }),
+        ),
     }
+}
+
+/// `node` (a node's JSON object) with the time its ring figures were read
+/// (`ring_read_unix_ms`: they may be up to a second old; `null` from a node that does not
+/// report it). Added apart: one more key in `node_json`'s `json!` is past the macro's
+/// recursion limit.
+fn with_ring_read(s: &NodeStatus, mut node: serde_json::Value) -> serde_json::Value {
+    if let Some(obj) = node.as_object_mut() {
+        obj.insert("ring_read_unix_ms".into(), json!(s.ring_read_unix_ms));
+    }
+    node
 }
 
 #[cfg(test)]
@@ -559,7 +573,10 @@ mod tests {
         let at = header.iter().position(|&h| h == "backlog").expect("a backlog column");
         // The header's "recoveries s/c/a/run/blk" is two words, a row's value one.
         assert_eq!(row.get(at - 1), Some(&"35"), "{t}");
-        assert_eq!(node_json(&topo, NodeId(0), &Ok(s))["replay_backlog_slots"], 35);
+        assert_eq!(node_json(&topo, NodeId(0), &Ok(s.clone()))["replay_backlog_slots"], 35);
+        assert_eq!(node_json(&topo, NodeId(0), &Ok(s.clone()))["ring_read_unix_ms"], json!(null));
+        let read = NodeStatus { ring_read_unix_ms: Some(1_700_000_000_123), ..s };
+        assert_eq!(node_json(&topo, NodeId(0), &Ok(read))["ring_read_unix_ms"], 1_700_000_000_123u64);
     }
 
     #[test]

@@ -5,7 +5,9 @@
 //! `process_resident_memory_bytes`; [`crate::process`]).
 //!
 //! Most figures are counters that already exist, read at scrape time ([`NodeSample::gather`]:
-//! [`crate::Node::status`], the transport's counters, the data path's verb counts); the
+//! [`crate::Node::status`], whose ring figures come from a sample at most
+//! [`crate::SAMPLE_MAX_AGE`] (1 s) old shared with every status request, the transport's
+//! counters, the data path's verb counts); the
 //! answers are counted per node in [`AnswerCounters`] (one relaxed add per answer). A scrape
 //! encodes its sample with `prometheus-client` into a registry of its own, so any number of
 //! nodes share a process (the embedded cluster) without a global recorder.

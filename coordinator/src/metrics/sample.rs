@@ -1,7 +1,9 @@
 //! What one scrape reads from a node ([`NodeSample::gather`]): its status (the same as
 //! `redt status` shows), its answer counters, its transport's counters and measured round
-//! trips, and its data path's verb counts. Only the status goes through the executor thread
-//! (two words of the ring and a scan of its undecided entries); the rest are atomics.
+//! trips, and its data path's verb counts. Only the status's ring figures need the executor
+//! thread (two words of the ring and a scan of its undecided entries), and those come from a
+//! sample shared with every status request, at most [`crate::SAMPLE_MAX_AGE`] (1 s) old
+//! ([`Node::status`]); the rest are atomics read at the scrape.
 
 use super::answers::AnswersSnapshot;
 use crate::error::Result;
@@ -18,7 +20,9 @@ pub struct NodeSample {
     pub node: String,
     /// Its DC's name.
     pub dc: String,
-    /// Its status (counters, recoveries, ring, epoch, suspects), as `redt status` reads it.
+    /// Its status (counters, recoveries, ring, epoch, suspects), as `redt status` reads it:
+    /// its ring figures at most [`crate::SAMPLE_MAX_AGE`] old, the rest read at the scrape
+    /// ([`Node::status`]).
     pub status: NodeStatus,
     /// Its coordinators' answers.
     pub answers: AnswersSnapshot,
@@ -58,7 +62,9 @@ pub struct LinkSample {
 }
 
 impl NodeSample {
-    /// Reads `node`'s figures now.
+    /// Reads `node`'s figures: now, but for its status's ring figures, which may be up to
+    /// [`crate::SAMPLE_MAX_AGE`] (1 s) old ([`Node::status`]). Every counter only grows from
+    /// one scrape to the next (the shared sample is only ever replaced by a newer one).
     ///
     /// # Errors
     /// As [`Node::status`]: the node is shutting down (its executor thread stopped), or a
