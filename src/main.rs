@@ -204,13 +204,23 @@ fn config_check(file: &std::path::Path) -> Result<()> {
         l.max_background_retries,
         t.dcs.len()
     );
+    let own: Vec<String> = t.nodes.iter().filter_map(|n| n.metrics.map(|a| format!("{} at {a}", n.name))).collect();
+    let own =
+        if own.is_empty() { String::new() } else { format!(" (nodes with their own address: {})", own.join(", ")) };
     match t.metrics.port {
-        Some(port) => println!("metrics: every node serves GET /metrics on its own IP, TCP port {port}"),
+        Some(port) => println!("metrics: every node serves GET /metrics on its own IP, TCP port {port}{own}"),
         None => println!(
-            "metrics: no `metrics:` section (`redt node` serves none unless given --metrics-addr; \
-             `redt cluster up` serves them on each node's QUIC port + 1)"
+            "metrics: no `metrics.port` (`redt node` serves none unless given --metrics-addr; \
+             `redt cluster up` serves them on each node's QUIC port + 1){own}"
         ),
     }
+    let m = &t.metrics;
+    println!(
+        "metrics limits (the file's, else the defaults): max_connections {}, max_connections_per_peer {}, idle_timeout {}",
+        m.max_connections,
+        m.max_connections_per_peer,
+        humantime::format_duration(m.idle_timeout)
+    );
     Ok(())
 }
 

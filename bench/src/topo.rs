@@ -56,6 +56,7 @@ pub fn grid(base: &Topology, nodes_per_dc: usize) -> Result<Topology, String> {
                 dc: DcId(d as u16),
                 listen: addr,
                 advertise: addr.into(),
+                metrics: None,
             });
             ids.push(id);
         }

@@ -18,6 +18,8 @@
 //!     backend: tcp
 //!     nodes:
 //!       - { name: dc2-n1, listen: "0.0.0.0:7100", advertise: "dc2-a.example.net:7100" }
+//!       - { name: dc2-n2, addr: "10.0.2.2:7100", metrics: "10.9.0.2:9464" }  # optional own
+//!                                  #   metrics address (else `metrics.port` at its listen IP)
 //! links:                           # optional: everything defaults to 0 / unlimited
 //!   default: { rtt: 40ms, jitter: 0ms, loss: 0%, rate: unlimited }
 //!   overrides:                     # applied in order, later ones win
@@ -65,8 +67,12 @@
 //!   call_slot_timeout: 5s          # an outgoing call's wait for one of those
 //!   handler_timeout: 30s           # work on one request; then cancelled, answered a timeout
 //!   write_timeout: 10s             # writing one response; then that stream is reset
-//! metrics:                         # optional: every node serves Prometheus metrics over HTTP
-//!   port: 9464                     #   (`GET /metrics`) at its own `addr`'s IP, this TCP port
+//! metrics:                         # optional, every key optional (defaults shown but port)
+//!   port: 9464                     # every node serves Prometheus metrics over HTTP
+//!                                  #   (`GET /metrics`) at its own `listen` IP, this TCP port
+//!   max_connections: 32            # each endpoint's connections at once, all clients
+//!   max_connections_per_peer: 4    #   … from one client IP (one more: 503, closed)
+//!   idle_timeout: 5s               # wait for a request's headers (idle keep-alive included)
 //! durability: memory               # optional: `memory` (default) or `disk`: each MemStore
 //!                                  #   imaged on disk and synced before votes (docs/durability.md)
 //! ```
@@ -123,10 +129,14 @@
 //!   and each node maps only its own; `rdma` through an RNIC (needs a `redt` built with
 //!   `--features rdma`, which `redt node` checks).
 //! - **metrics.port**: a TCP port, 1 to 65535. Each node listens on its own `listen` IP at
-//!   that port, so no two nodes of one host may bind it on the same IP (or either on the
-//!   unspecified one), and the port may not be a node's own QUIC port (the verbs server
-//!   takes that port on TCP). Without the section no node serves metrics unless its command
-//!   line asks (`redt node --metrics-addr`; `redt cluster up` serves them by default).
+//!   that port, or at its own `metrics: IP:PORT` when it gives one (port 1 to 65535); no two
+//!   nodes of one host may serve metrics at one port on the same IP (or either on the
+//!   unspecified one), and none at the QUIC port of a node of its host on such an IP (the
+//!   verbs server takes that port on TCP). Without a port or a node's own address a node
+//!   serves metrics only if its command line asks (`redt node --metrics-addr`; `redt cluster
+//!   up` serves them by default). The limits apply to every endpoint, wherever it listens:
+//!   `max_connections` and `max_connections_per_peer` are 1 to 65,536 (a connection over
+//!   either is answered 503 and closed at once), `idle_timeout` a duration as above.
 //!
 //! Links: `links[from][to]` starts as `links.default` for every pair of distinct DCs and as
 //! zero conditions on the diagonal (unused: a DC does not talk to itself over the WAN).
@@ -231,6 +241,8 @@ struct RawNode {
     listen: Option<Text>,
     #[serde(default)]
     advertise: Option<Text>,
+    #[serde(default)]
+    metrics: Option<Text>,
 }
 
 #[derive(Deserialize, Default)]
@@ -663,7 +675,7 @@ impl Resolver<'_> {
         let verbs = self.verbs(&raw.verbs)?;
         let limits = self.limits(&raw.limits)?;
         let transport = self.transport(&raw.transport)?;
-        let metrics = self.metrics(&raw.metrics, &nodes)?;
+        let metrics = self.metrics(&raw.metrics, &dcs, &nodes)?;
         Ok(Topology {
             name: raw.name,
             epoch: Epoch(raw.epoch),
@@ -784,7 +796,11 @@ impl Resolver<'_> {
                     u16::try_from(nodes.len())
                         .map_err(|_| self.invalid(format!("dcs[{d}].nodes[{i}]"), "too many nodes (at most 65536)"))?,
                 );
-                let node = Node { id, name: rn.name.clone(), dc: dc_id, listen, advertise };
+                let metrics = match &rn.metrics {
+                    None => None,
+                    Some(t) => Some(self.metrics_listen(&field("metrics"), t)?),
+                };
+                let node = Node { id, name: rn.name.clone(), dc: dc_id, listen, advertise, metrics };
                 // Two nodes of one host cannot bind one address (an unspecified IP takes
                 // every address of its host at that port).
                 let clash = nodes.iter().position(|o| {

@@ -45,8 +45,10 @@ pub struct Topology {
     /// The caps and deadlines of every node's QUIC transport (its optional `transport:`
     /// section; [`QuicConfig::default`] where it leaves a key out).
     pub transport: QuicConfig,
-    /// Where the nodes serve their Prometheus metrics (its optional `metrics:` section;
-    /// [`MetricsConfig::default`], no port, when it is left out).
+    /// Where the nodes serve their Prometheus metrics and what their endpoints tolerate (its
+    /// optional `metrics:` section; [`MetricsConfig::default`], no port and the default
+    /// limits, where it leaves a key out). A node's own `metrics` address
+    /// ([`Node::metrics`]) overrides the port.
     pub metrics: MetricsConfig,
     /// Whether a committed transaction survives a power loss (its optional `durability:`
     /// key; [`Durability::Memory`] when it is left out).
@@ -91,13 +93,52 @@ impl std::fmt::Display for Durability {
 }
 
 /// The `metrics:` section of a topology file: the TCP port on which every node serves its
-/// Prometheus metrics (`GET /metrics`, issue 16), at its own `listen` IP address. The file
-/// checks that no two nodes of one host would bind the same address and that the port is no
-/// node's QUIC port.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// Prometheus metrics (`GET /metrics`), at its own `listen` IP address unless the node gives
+/// its own `metrics` address, and the limits of every node's metrics endpoint (wherever it
+/// listens: `redt node --metrics-addr` and `redt cluster up` too). Every key is optional; a
+/// limit left out keeps its default (the `DEFAULT_*` constants). The file checks that no two
+/// nodes of one host would bind the same metrics address and that none is a node's QUIC
+/// port on that host; counts are 1 to [`MetricsConfig::MAX_CONNECTIONS_CEILING`], the
+/// timeout above zero and at most [`TimeoutsConfig::MAX`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MetricsConfig {
-    /// `port`: the TCP port (1 to 65535); `None` when the section is left out.
+    /// `port`: the TCP port (1 to 65535); `None` when the file gives none (no node serves
+    /// metrics by the file then, but for those with their own `metrics` address).
     pub port: Option<u16>,
+    /// `max_connections`: connections one endpoint holds at once, all clients together; one
+    /// more is closed as soon as it is accepted.
+    pub max_connections: u64,
+    /// `max_connections_per_peer`: connections one endpoint holds at once from one client IP
+    /// address; one more is answered 503 and closed as soon as it is accepted, so one client
+    /// cannot take the slots of every scraper.
+    pub max_connections_per_peer: u64,
+    /// `idle_timeout`: the longest a connection waits for the whole headers of its next
+    /// request, counted from its opening or from its previous response: an idle keep-alive
+    /// connection is closed after it, and so is a client that sends its request too slowly.
+    pub idle_timeout: Duration,
+}
+
+impl MetricsConfig {
+    /// Default `max_connections`: 32.
+    pub const DEFAULT_MAX_CONNECTIONS: u64 = 32;
+    /// Default `max_connections_per_peer`: 4.
+    pub const DEFAULT_MAX_CONNECTIONS_PER_PEER: u64 = 4;
+    /// Default `idle_timeout`: 5 s.
+    pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(5);
+    /// The largest `max_connections` and `max_connections_per_peer`: 65,536.
+    pub const MAX_CONNECTIONS_CEILING: u64 = 65_536;
+}
+
+impl Default for MetricsConfig {
+    /// No port, and the default limits (the `DEFAULT_*` constants).
+    fn default() -> Self {
+        MetricsConfig {
+            port: None,
+            max_connections: Self::DEFAULT_MAX_CONNECTIONS,
+            max_connections_per_peer: Self::DEFAULT_MAX_CONNECTIONS_PER_PEER,
+            idle_timeout: Self::DEFAULT_IDLE_TIMEOUT,
+        }
+    }
 }
 
 /// The `limits:` section of a topology file: how much one transaction may ask of the cluster
@@ -439,6 +480,10 @@ pub struct Node {
     /// resolved when connecting); the file's `addr` sets `listen` and `advertise` to one
     /// address.
     pub advertise: HostPort,
+    /// Where the node serves its Prometheus metrics over HTTP when the file says so (its own
+    /// `metrics: IP:PORT` key; e.g. a management network's address, or `127.0.0.1` to keep
+    /// them on the host): `None` to follow the `metrics:` section ([`Topology::metrics_addr`]).
+    pub metrics: Option<SocketAddr>,
 }
 
 impl Node {
@@ -657,14 +702,14 @@ impl Topology {
         self.nodes.iter().find(|n| n.name == name)
     }
 
-    /// Where `node` serves its Prometheus metrics by the file's `metrics:` section: its
-    /// `listen` IP at `metrics.port`; `None` without the section.
+    /// Where `node` serves its Prometheus metrics by the file: its own `metrics` address, else
+    /// its `listen` IP at the `metrics:` section's `port`; `None` with neither.
     ///
     /// # Panics
     /// If `node` is not a node of the topology.
     pub fn metrics_addr(&self, node: NodeId) -> Option<SocketAddr> {
-        let port = self.metrics.port?;
-        Some(SocketAddr::new(self.nodes[node.0 as usize].listen.ip(), port))
+        let n = &self.nodes[node.0 as usize];
+        n.metrics.or_else(|| Some(SocketAddr::new(n.listen.ip(), self.metrics.port?)))
     }
 
     /// The name of node `id` as the file gives it; `node#N` for an id outside the topology

@@ -87,6 +87,7 @@ pub fn one_node_per_dc(name: &str, n: u16) -> Arc<Topology> {
                 dc: DcId(i),
                 listen: addr(i),
                 advertise: addr(i).into(),
+                metrics: None,
             })
             .collect(),
         memstore: MemStoreConfig { size_bytes: 1 << 20, index_bytes: 64 << 10, ring_bytes: 64 << 10 },

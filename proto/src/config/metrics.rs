@@ -1,59 +1,129 @@
-//! The optional `metrics:` section of a topology file: the port every node serves its
-//! Prometheus metrics on (issue 16). Its raw shape and its checks.
+//! The optional `metrics:` section of a topology file — the port every node serves its
+//! Prometheus metrics on, and the limits of every node's metrics endpoint — and a node's own
+//! `metrics: IP:PORT` address. Their raw shape and their checks.
 
-use super::{Res, Resolver};
-use crate::topology::{MetricsConfig, Node};
+use super::{Res, Resolver, Text};
+use crate::topology::{Dc, MetricsConfig, Node};
 use serde::Deserialize;
+use std::net::SocketAddr;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawMetrics {
-    port: u64,
+    #[serde(default)]
+    port: Option<u64>,
+    #[serde(default)]
+    max_connections: Option<u64>,
+    #[serde(default)]
+    max_connections_per_peer: Option<u64>,
+    #[serde(default)]
+    idle_timeout: Option<Text>,
 }
 
 impl Resolver<'_> {
-    /// Parses and checks the `metrics` section against the resolved `nodes`: the port is in
-    /// 1..=65535, no two nodes of one host ([`Node::same_host`]) listen on the same IP address
-    /// or either on the unspecified one (each would need the port there), and it is no node's
-    /// QUIC port (its verbs server listens on that TCP port).
-    pub(super) fn metrics(&self, raw: &Option<RawMetrics>, nodes: &[Node]) -> Res<MetricsConfig> {
-        let Some(raw) = raw else { return Ok(MetricsConfig::default()) };
-        let port = match u16::try_from(raw.port) {
-            Ok(0) | Err(_) => {
-                return Err(self.invalid("metrics.port", format!("{} is not a TCP port: expected 1 to 65535", raw.port)))
+    /// Parses and checks the `metrics` section against the resolved `nodes` (of `dcs`): the
+    /// port is in 1..=65535; each limit set is 1 to its ceiling or a timeout above zero and at
+    /// most the largest timeout; and no two nodes of one host ([`Node::same_host`]) would
+    /// serve metrics at the same port on the same IP address (or either on the unspecified
+    /// one), nor one at a port where a node of its host listens for QUIC on such an address
+    /// (that node's verbs server takes the port on TCP). A node's own `metrics` address counts
+    /// instead of the section's port.
+    pub(super) fn metrics(&self, raw: &Option<RawMetrics>, dcs: &[Dc], nodes: &[Node]) -> Res<MetricsConfig> {
+        let d = MetricsConfig::default();
+        let config = match raw {
+            None => d,
+            Some(raw) => MetricsConfig {
+                port: match raw.port {
+                    None => None,
+                    Some(p) => match u16::try_from(p) {
+                        Ok(0) | Err(_) => {
+                            return Err(
+                                self.invalid("metrics.port", format!("{p} is not a TCP port: expected 1 to 65535"))
+                            )
+                        }
+                        Ok(p) => Some(p),
+                    },
+                },
+                max_connections: self.metrics_count("max_connections", raw.max_connections, d.max_connections)?,
+                max_connections_per_peer: self.metrics_count(
+                    "max_connections_per_peer",
+                    raw.max_connections_per_peer,
+                    d.max_connections_per_peer,
+                )?,
+                idle_timeout: self
+                    .bounded_duration("metrics.idle_timeout", &raw.idle_timeout, false)?
+                    .unwrap_or(d.idle_timeout),
+            },
+        };
+        // Each node's metrics address and the key that set it.
+        let field = |n: &Node| match n.metrics {
+            Some(_) => {
+                let dc = &dcs[n.dc.0 as usize];
+                let i = dc.nodes.iter().position(|&m| m == n.id).unwrap_or(0);
+                format!("dcs[{}].nodes[{i}].metrics", n.dc.0)
             }
-            Ok(p) => p,
+            None => "metrics.port".to_string(),
+        };
+        let addr = |n: &Node| n.metrics.or_else(|| Some(SocketAddr::new(n.listen.ip(), config.port?)));
+        let overlap = |a: &SocketAddr, b: &SocketAddr| {
+            a.port() == b.port() && (a.ip() == b.ip() || a.ip().is_unspecified() || b.ip().is_unspecified())
         };
         for (k, n) in nodes.iter().enumerate() {
-            let shares = |o: &&Node| {
-                o.same_host(n)
-                    && (o.listen.ip() == n.listen.ip()
-                        || o.listen.ip().is_unspecified()
-                        || n.listen.ip().is_unspecified())
-            };
-            if let Some(other) = nodes[..k].iter().find(shares) {
+            let Some(mine) = addr(n) else { continue };
+            if let Some(other) =
+                nodes[..k].iter().find(|o| o.same_host(n) && addr(o).is_some_and(|a| overlap(&a, &mine)))
+            {
+                let theirs = addr(other).unwrap_or(mine);
                 return Err(self.invalid(
-                    "metrics.port",
+                    field(n),
                     format!(
-                        "nodes {} and {} are on one host and listen at {} and {}, so they cannot both serve \
-                         metrics on port {port}",
+                        "nodes {} and {} are on one host and would serve metrics at {theirs} and {mine}, so they \
+                         cannot both bind port {}",
                         other.name,
                         n.name,
-                        other.listen.ip(),
-                        n.listen.ip()
+                        mine.port()
                     ),
                 ));
             }
-            if n.listen.port() == port {
+            if let Some(quic) = nodes.iter().find(|o| o.same_host(n) && overlap(&o.listen, &mine)) {
                 return Err(self.invalid(
-                    "metrics.port",
+                    field(n),
                     format!(
-                        "{port} is the QUIC port of {} ({}), where its verbs server listens on TCP",
-                        n.name, n.listen
+                        "{} is the QUIC port of {} ({}), where its verbs server listens on TCP",
+                        mine.port(),
+                        quic.name,
+                        quic.listen
                     ),
                 ));
             }
         }
-        Ok(MetricsConfig { port: Some(port) })
+        Ok(config)
+    }
+
+    /// A node's own `metrics` address at the YAML path `path`: an IP socket address with a
+    /// port from 1 to 65535 (a scraper must know it, so not 0).
+    pub(super) fn metrics_listen(&self, path: &str, raw: &Text) -> Res<SocketAddr> {
+        let text = raw.0.trim();
+        let addr: SocketAddr = text.parse().map_err(|e| {
+            self.invalid(path, format!("invalid socket address `{text}` (expected IP:PORT, e.g. 127.0.0.1:9464): {e}"))
+        })?;
+        if addr.port() == 0 {
+            return Err(self.invalid(path, format!("{addr} has no port: expected 1 to 65535")));
+        }
+        Ok(addr)
+    }
+
+    /// One count at `metrics.{key}`: `default` if unset, else 1 to
+    /// [`MetricsConfig::MAX_CONNECTIONS_CEILING`].
+    fn metrics_count(&self, key: &str, raw: Option<u64>, default: u64) -> Res<u64> {
+        let ceiling = MetricsConfig::MAX_CONNECTIONS_CEILING;
+        match raw {
+            None => Ok(default),
+            Some(0) => Err(self.invalid(format!("metrics.{key}"), "must be at least 1")),
+            Some(n) if n > ceiling => {
+                Err(self.invalid(format!("metrics.{key}"), format!("{n} is more than {ceiling}, the largest allowed")))
+            }
+            Some(n) => Ok(n),
+        }
     }
 }

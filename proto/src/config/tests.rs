@@ -1093,9 +1093,65 @@ fn metrics_are_off_without_the_section_and_on_each_node_ip_with_it() {
     assert_eq!(t.metrics, MetricsConfig::default());
     assert_eq!(t.metrics_addr(NodeId(0)), None);
     let t = ok(&with_timeouts("metrics: { port: 9464 }"));
-    assert_eq!(t.metrics, MetricsConfig { port: Some(9464) });
+    assert_eq!(t.metrics, MetricsConfig { port: Some(9464), ..MetricsConfig::default() });
     assert_eq!(t.metrics_addr(NodeId(0)), Some("127.0.1.1:9464".parse().unwrap()));
     assert_eq!(t.metrics_addr(NodeId(3)), Some("127.0.2.2:9464".parse().unwrap()));
+    // The limits' defaults, and a section of limits only (no node serves metrics by the file).
+    let d = MetricsConfig::default();
+    assert_eq!((d.max_connections, d.max_connections_per_peer), (32, 4));
+    assert_eq!(d.idle_timeout, Duration::from_secs(5));
+    let t = ok(&with_timeouts("metrics: { max_connections: 8, max_connections_per_peer: 2, idle_timeout: 250ms }"));
+    assert_eq!(
+        t.metrics,
+        MetricsConfig {
+            port: None,
+            max_connections: 8,
+            max_connections_per_peer: 2,
+            idle_timeout: Duration::from_millis(250)
+        }
+    );
+    assert_eq!(t.metrics_addr(NodeId(0)), None);
+    assert_eq!(ok(&with_timeouts("metrics: {}")).metrics, MetricsConfig::default());
+}
+
+#[test]
+fn a_node_may_serve_its_metrics_at_its_own_address() {
+    let own = Doc::base().edit(
+        r#"{ name: dc1-n1, addr: "127.0.1.1:7100" }"#,
+        r#"{ name: dc1-n1, addr: "127.0.1.1:7100", metrics: "127.0.0.1:9500" }"#,
+    );
+    // Without the section, only that node serves metrics by the file.
+    let t = ok(&own);
+    assert_eq!(t.nodes[0].metrics, Some("127.0.0.1:9500".parse().unwrap()));
+    assert_eq!(t.metrics_addr(NodeId(0)), Some("127.0.0.1:9500".parse().unwrap()));
+    assert_eq!(t.metrics_addr(NodeId(1)), None);
+    // With it, the others follow the section's port and that one keeps its own address.
+    let t = ok(&format!("{own}metrics: {{ port: 9464 }}\n"));
+    assert_eq!(t.metrics_addr(NodeId(0)), Some("127.0.0.1:9500".parse().unwrap()));
+    assert_eq!(t.metrics_addr(NodeId(1)), Some("127.0.1.2:9464".parse().unwrap()));
+}
+
+#[test]
+fn bad_node_metrics_addresses_are_refused_naming_the_node() {
+    let node = |metrics: &str| {
+        Doc::base().edit(
+            r#"{ name: dc1-n2, addr: "127.0.1.2:7100" }"#,
+            &format!(r#"{{ name: dc1-n2, addr: "127.0.1.2:7100", metrics: "{metrics}" }}"#),
+        )
+    };
+    invalid(&node("localhost:9464"), "dcs[0].nodes[1].metrics", "expected IP:PORT");
+    invalid(&node("127.0.0.1:0"), "dcs[0].nodes[1].metrics", "has no port");
+    invalid(&node("127.0.1.1:7100"), "dcs[0].nodes[1].metrics", "QUIC port of dc1-n1");
+    invalid(&node("0.0.0.0:7100"), "dcs[0].nodes[1].metrics", "QUIC port of dc1-n1");
+    // The section's port at dc1-n1's IP is what dc1-n2 asks for.
+    invalid(
+        &format!("{}metrics: {{ port: 9464 }}\n", node("127.0.1.1:9464")),
+        "dcs[0].nodes[1].metrics",
+        "nodes dc1-n1 and dc1-n2 are on one host and would serve metrics at 127.0.1.1:9464 and 127.0.1.1:9464",
+    );
+    // Another IP of the host, or another port, is fine.
+    ok(&format!("{}metrics: {{ port: 9464 }}\n", node("127.0.0.1:9464")));
+    ok(&node("127.0.1.1:9465"));
 }
 
 #[test]
@@ -1107,13 +1163,20 @@ fn bad_metrics_sections_are_refused_naming_the_key() {
     invalid(
         &format!("{shared_ip}metrics: {{ port: 9464 }}\n"),
         "metrics.port",
-        "nodes dc1-n1 and dc1-n2 are on one host and listen at 127.0.1.1 and 127.0.1.1",
+        "nodes dc1-n1 and dc1-n2 are on one host and would serve metrics at 127.0.1.1:9464 and 127.0.1.1:9464",
     );
     // Without the section two nodes may share an IP.
     ok(&shared_ip);
     parse_error(&with_timeouts("metrics: { port: -1 }"), "port");
-    parse_error(&with_timeouts("metrics: {}"), "missing field `port`");
     parse_error(&with_timeouts("metrics: { port: 9464, path: /m }"), "unknown field `path`");
+    invalid(&with_timeouts("metrics: { max_connections: 0 }"), "metrics.max_connections", "at least 1");
+    invalid(
+        &with_timeouts("metrics: { max_connections_per_peer: 70000 }"),
+        "metrics.max_connections_per_peer",
+        "more than 65536",
+    );
+    invalid(&with_timeouts("metrics: { idle_timeout: 0s }"), "metrics.idle_timeout", "above zero");
+    invalid(&with_timeouts("metrics: { idle_timeout: 25h }"), "metrics.idle_timeout", "largest timeout");
 }
 
 // ----- names -----
