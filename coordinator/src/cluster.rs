@@ -328,7 +328,7 @@ impl EmbeddedCluster {
             let Some(addr) = topology.metrics_addr(n.id) else { continue };
             let (lives, i) = (cluster.nodes.clone(), n.id.0 as usize);
             let source: NodeSource = Arc::new(move || lives.read().unwrap_or_else(|p| p.into_inner()).get(i).cloned());
-            match MetricsServer::spawn(addr, source) {
+            match MetricsServer::spawn(addr, &topology.metrics, source) {
                 Ok(server) => cluster.metrics.push(server),
                 Err(e) => {
                     cluster.shutdown();

@@ -1,7 +1,8 @@
 //! The embedded cluster's metrics endpoints (issue 16): with the topology's `metrics:`
 //! section every node serves `GET /metrics` at its own IP, counting the answers of its own
 //! coordinators, and its endpoint follows it across a kill (503) and a restart. Status
-//! requests and scrapes share one executor round per second.
+//! requests and scrapes share one executor round per second. No client keeps the scrapers
+//! out: a cap per client address, and idle connections closed.
 
 mod common;
 use common::local_fast;
@@ -13,6 +14,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpSocket, TcpStream};
 
 /// Table `kv` of local-fast.yaml.
 const KV: TableId = TableId(2);
@@ -86,6 +88,8 @@ async fn every_embedded_node_serves_its_own_counts_across_a_restart() {
 async fn status_requests_and_scrapes_share_one_executor_round_per_second() {
     let mut topology = local_fast("metrics-test-sample", 7530);
     topology.metrics.port = Some(7532);
+    // The 16 scrapes come from one address at once.
+    topology.metrics.max_connections_per_peer = 16;
     let cluster = EmbeddedCluster::start(topology, CoordinatorOptions::default()).await.expect("starts");
     let addr = cluster.metrics_addrs()[0];
     let client = Arc::new(cluster.client(Duration::from_secs(10)).expect("client"));
@@ -141,5 +145,134 @@ async fn status_requests_and_scrapes_share_one_executor_round_per_second() {
     assert_eq!(locks.locks_held, Some(0));
     assert_eq!(node.status_rounds() - before, 1);
     assert!(locks.ring_read_unix_ms > third.ring_read_unix_ms);
+    cluster.shutdown();
+}
+
+/// A connection to `addr` from the loopback address `from` (any 127.x.y.z is this host's).
+async fn connect_from(from: &str, addr: SocketAddr) -> TcpStream {
+    let socket = TcpSocket::new_v4().unwrap();
+    socket.bind(format!("{from}:0").parse().unwrap()).expect("bind a loopback address");
+    socket.connect(addr).await.expect("connect to the metrics endpoint")
+}
+
+/// `GET /metrics` on the keep-alive connection `s`: the status code, the connection left
+/// open after the response (read to its `content-length`).
+async fn get_keep_alive(s: &mut TcpStream) -> u16 {
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: test\r\n\r\n").await.unwrap();
+    let mut head = Vec::new();
+    while !head.ends_with(b"\r\n\r\n") {
+        let mut byte = [0u8; 1];
+        assert_eq!(s.read(&mut byte).await.expect("read the response head"), 1, "closed mid-head");
+        head.push(byte[0]);
+    }
+    let head = String::from_utf8(head).expect("an ASCII head");
+    let length: usize = head
+        .lines()
+        .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length: ").map(|v| v.trim().parse().unwrap()))
+        .expect("a content-length");
+    let mut body = vec![0u8; length];
+    s.read_exact(&mut body).await.expect("read the body");
+    head.split(' ').nth(1).and_then(|c| c.parse().ok()).expect("a status code")
+}
+
+/// What `s` says until it is closed (an error if it is reset), within `limit`; `None` if it
+/// is still open then.
+async fn until_closed(s: &mut TcpStream, limit: Duration) -> Option<std::io::Result<Vec<u8>>> {
+    let mut got = Vec::new();
+    tokio::time::timeout(limit, s.read_to_end(&mut got)).await.ok().map(|r| r.map(|_| got))
+}
+
+/// One client address cannot take every slot of the endpoint: past
+/// `metrics.max_connections_per_peer` its connections are answered 503 and closed at once,
+/// while a scraper from another address is served, and a slot is given back when one of its
+/// connections closes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_over_its_connection_cap_is_refused_while_scrapes_go_on() {
+    let mut topology = local_fast("metrics-test-peer-cap", 7540);
+    topology.metrics.port = Some(7542);
+    topology.metrics.max_connections_per_peer = 2;
+    topology.metrics.idle_timeout = Duration::from_secs(30);
+    let cluster = EmbeddedCluster::start(topology, CoordinatorOptions::default()).await.expect("starts");
+    let addr = cluster.metrics_addrs()[0];
+
+    // Two keep-alive connections from 127.0.0.7, each served once and then left idle.
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        let mut s = connect_from("127.0.0.7", addr).await;
+        assert_eq!(get_keep_alive(&mut s).await, 200);
+        held.push(s);
+    }
+    // More from that address are refused at once.
+    for _ in 0..3 {
+        let mut s = connect_from("127.0.0.7", addr).await;
+        match until_closed(&mut s, Duration::from_secs(5)).await {
+            Some(Ok(text)) => {
+                let text = String::from_utf8_lossy(&text);
+                assert!(text.is_empty() || text.starts_with("HTTP/1.1 503 "), "{text}");
+            }
+            Some(Err(e)) => println!("a refused connection was reset: {e}"),
+            None => panic!("a connection over the cap was kept open"),
+        }
+    }
+    // A scraper from another address is served, on a new connection and on several.
+    for _ in 0..3 {
+        let mut s = connect_from("127.0.0.8", addr).await;
+        assert_eq!(get_keep_alive(&mut s).await, 200);
+    }
+    // The held connections are still served.
+    for s in &mut held {
+        assert_eq!(get_keep_alive(s).await, 200);
+    }
+    // Closing one gives its slot back.
+    drop(held.pop());
+    let t0 = Instant::now();
+    loop {
+        let mut s = connect_from("127.0.0.7", addr).await;
+        let served = tokio::time::timeout(Duration::from_secs(2), async {
+            s.write_all(b"GET /metrics HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n").await.ok()?;
+            let mut text = Vec::new();
+            s.read_to_end(&mut text).await.ok()?;
+            Some(String::from_utf8_lossy(&text).starts_with("HTTP/1.1 200 "))
+        })
+        .await;
+        if served == Ok(Some(true)) {
+            break;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(5), "no slot given back 5 s after a connection closed");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    cluster.shutdown();
+}
+
+/// A connection waiting for a request is closed after `metrics.idle_timeout`: a keep-alive
+/// one after its response, one that never sends anything, and one that sends half its
+/// headers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_and_slow_connections_are_closed_after_the_idle_timeout() {
+    let mut topology = local_fast("metrics-test-idle", 7550);
+    topology.metrics.port = Some(7552);
+    let idle = Duration::from_millis(300);
+    topology.metrics.idle_timeout = idle;
+    let cluster = EmbeddedCluster::start(topology, CoordinatorOptions::default()).await.expect("starts");
+    let addr = cluster.metrics_addrs()[0];
+
+    let mut keep_alive = TcpStream::connect(addr).await.unwrap();
+    assert_eq!(get_keep_alive(&mut keep_alive).await, 200);
+    let t0 = Instant::now();
+    let closed = until_closed(&mut keep_alive, Duration::from_secs(5)).await;
+    let waited = t0.elapsed();
+    assert!(matches!(&closed, Some(Ok(rest)) if rest.is_empty()), "{closed:?}");
+    assert!(waited >= idle - Duration::from_millis(50), "closed after {waited:?}, before the idle timeout");
+    println!("an idle keep-alive connection was closed after {waited:?} (idle_timeout {idle:?})");
+
+    let mut silent = TcpStream::connect(addr).await.unwrap();
+    assert!(until_closed(&mut silent, Duration::from_secs(5)).await.is_some(), "a silent connection is closed");
+
+    let mut slow = TcpStream::connect(addr).await.unwrap();
+    slow.write_all(b"GET /metrics HTTP/1.1\r\nHost: te").await.unwrap();
+    assert!(until_closed(&mut slow, Duration::from_secs(5)).await.is_some(), "a slow request is closed");
+
+    // The endpoint still serves.
+    assert_eq!(scrape(addr).await.0, 200);
     cluster.shutdown();
 }

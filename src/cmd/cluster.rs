@@ -84,7 +84,8 @@ pub struct NodeArgs {
     #[arg(long, value_name = "DURATION", allow_hyphen_values = true, value_parser = positive_duration)]
     pub phase1_timeout: Option<Duration>,
     /// Serve Prometheus metrics over HTTP at this address (`GET /metrics`; overrides the
-    /// topology file's `metrics.port`, which serves them at the node's own IP).
+    /// topology file's: the node's own `metrics` address, else `metrics.port` at its own
+    /// IP). The file's `metrics:` limits apply wherever it listens.
     #[arg(long, value_name = "IP:PORT")]
     pub metrics_addr: Option<SocketAddr>,
 }
@@ -153,7 +154,8 @@ pub enum ClusterCmd {
         /// partitions wait for it) instead of being removed in a new epoch.
         #[arg(long)]
         no_failover: bool,
-        /// TCP port of every node's metrics endpoint, at the node's own IP (default: the
+        /// TCP port of every node's metrics endpoint, at the node's own IP (its own `metrics`
+        /// address's, else its `listen` IP; default: the node's own `metrics` port, else the
         /// file's `metrics.port`, else each node's QUIC port + 1). The endpoints are listed
         /// in `RUN_DIR/metrics-targets.json` (Prometheus file_sd).
         #[arg(long, value_name = "PORT", value_parser = clap::value_parser!(u16).range(1..))]
@@ -488,7 +490,7 @@ pub fn node(a: &NodeArgs) -> Result<()> {
         let metrics = match metrics_addr {
             Some(addr) => {
                 let serving = node.clone();
-                let server = MetricsServer::spawn(addr, Arc::new(move || Some(serving.clone())))?;
+                let server = MetricsServer::spawn(addr, &topo.metrics, Arc::new(move || Some(serving.clone())))?;
                 println!("{} metrics at http://{}/metrics", me.name, server.local_addr());
                 Some(server)
             }
@@ -773,13 +775,15 @@ struct Timing {
 }
 
 /// Whether `redt cluster up` has its nodes serve metrics, and at which port (`None`: the
-/// file's, else each node's QUIC port + 1).
+/// node's own `metrics` address or the file's port, else each node's QUIC port + 1).
 enum Metrics {
     Off,
     On(Option<u16>),
 }
 
-/// Where each node of `topo` serves its metrics under `metrics`, by node id (empty when off).
+/// Where each node of `topo` serves its metrics under `metrics`, by node id (empty when off):
+/// at the node's own `metrics` IP, else its `listen` IP; at the `--metrics-port` given, else
+/// the node's own `metrics` port, else the file's `metrics.port`, else its QUIC port + 1.
 ///
 /// # Errors
 /// A default port past 65535, or two nodes on one IP given the same port.
@@ -787,7 +791,8 @@ fn metrics_addrs(topo: &Topology, metrics: &Metrics) -> Result<Vec<SocketAddr>> 
     let Metrics::On(port) = metrics else { return Ok(Vec::new()) };
     let mut addrs = Vec::new();
     for n in &topo.nodes {
-        let port = match port.or(topo.metrics.port) {
+        let own = n.metrics;
+        let port = match port.or(own.map(|a| a.port())).or(topo.metrics.port) {
             Some(p) => p,
             None => n
                 .listen
@@ -795,7 +800,7 @@ fn metrics_addrs(topo: &Topology, metrics: &Metrics) -> Result<Vec<SocketAddr>> 
                 .checked_add(1)
                 .with_context(|| format!("{} listens on port 65535, so its metrics need --metrics-port", n.name))?,
         };
-        let addr = SocketAddr::new(n.listen.ip(), port);
+        let addr = SocketAddr::new(own.map_or(n.listen.ip(), |a| a.ip()), port);
         if let Some(other) = addrs.iter().position(|a| *a == addr) {
             bail!(
                 "{} and {} would both serve metrics at {addr}: give them distinct IPs or --no-metrics",

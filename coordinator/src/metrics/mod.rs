@@ -11,8 +11,10 @@
 //! answers are counted per node in [`AnswerCounters`] (one relaxed add per answer). A scrape
 //! encodes its sample with `prometheus-client` into a registry of its own, so any number of
 //! nodes share a process (the embedded cluster) without a global recorder.
-//! [`MetricsServer`] serves it over HTTP; `redt node --metrics-addr`, the topology file's
-//! `metrics:` section and `redt cluster up` say where.
+//! [`MetricsServer`] serves it over HTTP, within the caps and the idle timeout of the
+//! topology file's `metrics:` section (by default 32 connections, 4 from one client IP
+//! address, 5 s); `redt node --metrics-addr`, the file (its `metrics:` port, or a node's own
+//! `metrics` address) and `redt cluster up` say where.
 
 mod answers;
 mod encode;
@@ -22,4 +24,4 @@ mod server;
 pub use answers::{AnswerCounters, AnswersSnapshot, LATENCY_BUCKETS_SECONDS};
 pub use encode::{encode, Format};
 pub use sample::{LinkSample, NodeSample};
-pub use server::{MetricsServer, NodeSource, CONNECTION_LIFETIME, HEADER_TIMEOUT, MAX_CONNECTIONS};
+pub use server::{MetricsServer, NodeSource, CONNECTION_LIFETIME};

@@ -1,7 +1,12 @@
 //! The metrics endpoint: plain HTTP/1.1 (hyper) on one TCP address, answering
 //! `GET /metrics` with a fresh [`NodeSample`] of the node its [`NodeSource`] names, in the
-//! text format the scraper's `Accept` header asks for. It reads, never writes, and holds at
-//! most [`MAX_CONNECTIONS`] connections, each for at most [`CONNECTION_LIFETIME`].
+//! text format the scraper's `Accept` header asks for. It reads, never writes, and no client
+//! can keep the others out: it holds at most `max_connections` connections in all and
+//! `max_connections_per_peer` from one client IP address (the topology's `metrics:` section,
+//! [`MetricsConfig`]; 32 and 4 by default), answering one more 503 and closing it at once; a
+//! connection waiting longer than `idle_timeout` (5 s by default) for the headers of its next
+//! request — an idle keep-alive one, or a client sending its request too slowly — is closed;
+//! and none is kept longer than [`CONNECTION_LIFETIME`].
 
 use super::encode::{encode, Format};
 use super::sample::NodeSample;
@@ -11,11 +16,13 @@ use hyper::body::Incoming;
 use hyper::header::{HeaderValue, ACCEPT, ALLOW, CONTENT_TYPE};
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
+use redt_proto::MetricsConfig;
+use std::collections::HashMap;
 use std::convert::Infallible;
-use std::net::SocketAddr;
-use std::sync::Arc;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::net::TcpSocket;
+use tokio::net::{TcpSocket, TcpStream};
 use tokio::sync::Semaphore;
 use tokio::task::JoinHandle;
 
@@ -23,14 +30,13 @@ use tokio::task::JoinHandle;
 /// embedded cluster's endpoint follows a node across its lives.
 pub type NodeSource = Arc<dyn Fn() -> Option<Arc<Node>> + Send + Sync>;
 
-/// Most connections served at once; more are closed on accept.
-pub const MAX_CONNECTIONS: usize = 32;
-
-/// How long a client may take to send a request's headers.
-pub const HEADER_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// The longest a connection is kept (a keep-alive scraper reconnects after it).
+/// The longest a connection is kept, however busy (a keep-alive scraper reconnects after it).
 pub const CONNECTION_LIFETIME: Duration = Duration::from_secs(120);
+
+/// What a connection over a cap is sent before it is closed (best effort: whatever the
+/// socket takes at once).
+const REFUSED: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: text/plain; charset=utf-8\r\n\
+content-length: 45\r\nconnection: close\r\n\r\ntoo many connections to the metrics endpoint\n";
 
 /// A running metrics endpoint; stops when shut down or dropped.
 #[derive(Debug)]
@@ -41,40 +47,53 @@ pub struct MetricsServer {
 
 impl MetricsServer {
     /// Listens at `addr` (with `SO_REUSEADDR`, so a restarted node gets its port back at
-    /// once) and serves the node `source` names. Must run inside a Tokio runtime.
+    /// once) and serves the node `source` names, within `limits`' caps and idle timeout (its
+    /// `port` is not read: `addr` says where). Must run inside a Tokio runtime.
     ///
     /// # Errors
     /// [`Error::MetricsBind`] if the address cannot be listened on (in use, not an address
     /// of this host).
-    pub fn spawn(addr: SocketAddr, source: NodeSource) -> Result<MetricsServer> {
+    pub fn spawn(addr: SocketAddr, limits: &MetricsConfig, source: NodeSource) -> Result<MetricsServer> {
         let bind_error = |error| Error::MetricsBind { addr, error };
         let socket = if addr.is_ipv4() { TcpSocket::new_v4() } else { TcpSocket::new_v6() }.map_err(bind_error)?;
         socket.set_reuseaddr(true).map_err(bind_error)?;
         socket.bind(addr).map_err(bind_error)?;
         let listener = socket.listen(64).map_err(bind_error)?;
         let addr = listener.local_addr().map_err(bind_error)?;
-        let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+        let total = usize::try_from(limits.max_connections).unwrap_or(usize::MAX).min(Semaphore::MAX_PERMITS);
+        let slots = Arc::new(Semaphore::new(total));
+        let peers = PeerSlots::new(limits.max_connections_per_peer);
+        let idle_timeout = limits.idle_timeout;
         let task = tokio::spawn(async move {
             loop {
-                let stream = match listener.accept().await {
-                    Ok((stream, _)) => stream,
+                let (stream, peer) = match listener.accept().await {
+                    Ok(accepted) => accepted,
                     Err(e) => {
                         tracing::debug!(%addr, "metrics: accept failed: {e}");
                         tokio::time::sleep(Duration::from_millis(50)).await;
                         continue;
                     }
                 };
+                let Some(peer_slot) = peers.take(peer.ip()) else {
+                    tracing::debug!(%addr, %peer, "metrics: too many connections from one address; one closed");
+                    refuse(stream);
+                    continue;
+                };
                 let Ok(slot) = slots.clone().try_acquire_owned() else {
-                    tracing::debug!(%addr, "metrics: too many connections; one closed");
+                    tracing::debug!(%addr, %peer, "metrics: too many connections; one closed");
+                    refuse(stream);
                     continue;
                 };
                 let source = source.clone();
                 tokio::spawn(async move {
-                    let _slot = slot;
+                    let _slots = (slot, peer_slot);
                     let service = hyper::service::service_fn(move |req| respond(req, source.clone()));
+                    // Hyper's header timer runs from the moment a connection waits for a
+                    // request's headers, its first or one after a response: it is the idle
+                    // timeout of a keep-alive connection as well as the request read timeout.
                     let conn = hyper::server::conn::http1::Builder::new()
                         .timer(TokioTimer::new())
-                        .header_read_timeout(HEADER_TIMEOUT)
+                        .header_read_timeout(idle_timeout)
                         .serve_connection(TokioIo::new(stream), service);
                     let _ = tokio::time::timeout(CONNECTION_LIFETIME, conn).await;
                 });
@@ -97,6 +116,55 @@ impl MetricsServer {
 impl Drop for MetricsServer {
     fn drop(&mut self) {
         self.task.abort();
+    }
+}
+
+/// Sends a connection over a cap what the socket takes at once of a 503, and closes it.
+fn refuse(stream: TcpStream) {
+    let _ = stream.try_write(REFUSED);
+}
+
+/// The connections open from each client IP address, under a cap.
+#[derive(Clone)]
+struct PeerSlots {
+    cap: u64,
+    open: Arc<Mutex<HashMap<IpAddr, u64>>>,
+}
+
+/// One connection's place under its address's cap, given back when dropped.
+struct PeerSlot {
+    ip: IpAddr,
+    open: Arc<Mutex<HashMap<IpAddr, u64>>>,
+}
+
+impl PeerSlots {
+    fn new(cap: u64) -> PeerSlots {
+        PeerSlots { cap, open: Arc::new(Mutex::new(HashMap::new())) }
+    }
+
+    /// A slot for one more connection from `ip` (an IPv4 address mapped into IPv6 counts as
+    /// itself), or `None` when `ip` has the cap's worth open.
+    fn take(&self, ip: IpAddr) -> Option<PeerSlot> {
+        let ip = ip.to_canonical();
+        let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
+        let n = open.entry(ip).or_insert(0);
+        if *n >= self.cap {
+            return None;
+        }
+        *n += 1;
+        Some(PeerSlot { ip, open: self.open.clone() })
+    }
+}
+
+impl Drop for PeerSlot {
+    fn drop(&mut self) {
+        let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = open.get_mut(&self.ip) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                open.remove(&self.ip);
+            }
+        }
     }
 }
 
@@ -128,5 +196,34 @@ async fn respond(req: Request<Incoming>, source: NodeSource) -> std::result::Res
             Ok(r)
         }
         Err(e) => Ok(text(StatusCode::SERVICE_UNAVAILABLE, format!("the node cannot be read: {e}\n"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_address_has_its_own_cap_and_gets_its_slots_back() {
+        let slots = PeerSlots::new(2);
+        let a: IpAddr = "10.0.0.1".parse().unwrap();
+        let mapped: IpAddr = "::ffff:10.0.0.1".parse().unwrap();
+        let b: IpAddr = "10.0.0.2".parse().unwrap();
+        let first = slots.take(a).expect("one");
+        let second = slots.take(mapped).expect("two: the same address, mapped into IPv6");
+        assert!(slots.take(a).is_none(), "over the cap");
+        assert!(slots.take(b).is_some(), "another address has its own");
+        drop(first);
+        let third = slots.take(a).expect("a slot given back");
+        drop((second, third));
+        assert!(slots.open.lock().unwrap().is_empty(), "no address is remembered without a connection");
+    }
+
+    #[test]
+    fn the_refusal_is_a_whole_503() {
+        let text = std::str::from_utf8(REFUSED).unwrap();
+        let (head, body) = text.split_once("\r\n\r\n").unwrap();
+        assert!(head.starts_with("HTTP/1.1 503 "));
+        assert!(head.contains(&format!("content-length: {}", body.len())), "{head}");
     }
 }
