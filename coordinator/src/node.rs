@@ -110,7 +110,7 @@ pub struct Node {
     /// The ids this node's coordinators take: this start's incarnation, renewed from the
     /// MemStore in `dc` when used up.
     ids: Mutex<TxnIds>,
-    /// The ids reserved for clients, with their owners (issue 13).
+    /// The ids reserved for clients, with their owners.
     reserved: Mutex<ReservedIds>,
     /// Its DC's data path (for the incarnation counter in its own MemStore).
     dc: Arc<DcHandle>,

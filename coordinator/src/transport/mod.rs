@@ -156,7 +156,7 @@ impl fmt::Debug for SocketSpec {
 }
 
 /// Who sent a request, as proven by the TLS client certificate (issued by the cluster CA):
-/// the role its identity URI names ([`redt_proto::CertIdentity`], issue 14) and, for a client
+/// the role its identity URI names ([`redt_proto::CertIdentity`]) and, for a client
 /// or an operator, which identity it is ([`Principal`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Caller {

@@ -80,8 +80,8 @@ impl PeerDirectory {
     /// identity URI it carries: a node identity naming a node of the directory (name and DC)
     /// is that node, an operator identity [`Caller::Operator`], a client identity
     /// [`Caller::Client`], each client and operator with the [`Principal`] of its URI. A
-    /// certificate without an identity (issued before issue 14) is the node whose DNS name it
-    /// is valid for, else a client whose principal is the certificate itself; a node identity
+    /// certificate without an identity (an older one) is the node whose DNS name it is valid
+    /// for, else a client whose principal is the certificate itself; a node identity
     /// naming no node of the directory is a client.
     pub(crate) fn identify(&self, cert: &CertificateDer<'_>) -> Caller {
         let peers = self.peers.read().unwrap_or_else(|e| e.into_inner());
