@@ -109,6 +109,68 @@ struct LatencyCurve<'a> {
     value: fn(&ChartPoint) -> f64,
 }
 
+/// An x axis label: a whole number without decimals, else two.
+fn fmt_x(x: &f64) -> String {
+    if (x - x.round()).abs() < 1e-9 {
+        format!("{x:.0}")
+    } else {
+        format!("{x:.2}")
+    }
+}
+
+/// One panel of one value per series against x (throughput, CPU per transaction): a line
+/// and dots per series in the palette's colours, its legend the series' name (`single_label`
+/// when there is one series), the y axis from 0 to 15% above the largest value. Points whose
+/// `value` is `None` are left out.
+fn value_panel<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    spec: &ChartSpec,
+    series: &[ChartSeries],
+    (x0, x1): (f64, f64),
+    y_desc: &str,
+    single_label: &str,
+    value: fn(&ChartPoint) -> Option<f64>,
+) -> Result<(), String>
+where
+    DB::ErrorType: 'static,
+{
+    let e = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
+    let y_max = series.iter().flat_map(|s| &s.points).filter_map(value).fold(0.0, f64::max).max(1.0) * 1.15;
+    let mut c = ChartBuilder::on(area)
+        .margin(12)
+        .x_label_area_size(36)
+        .y_label_area_size(70)
+        .build_cartesian_2d(x0..x1, 0.0..y_max)
+        .map_err(e)?;
+    c.configure_mesh()
+        .x_desc(&spec.x_label)
+        .y_desc(y_desc)
+        .x_label_formatter(&fmt_x)
+        .y_label_formatter(&|y| format!("{y:.0}"))
+        .label_style(("sans-serif", 13))
+        .axis_desc_style(("sans-serif", 14))
+        .draw()
+        .map_err(e)?;
+    for (i, s) in series.iter().enumerate() {
+        let col = PALETTE[i % PALETTE.len()];
+        let pts: Vec<(f64, f64)> = s.points.iter().filter_map(|p| Some((p.x, value(p)?))).collect();
+        let label = if series.len() == 1 { single_label.to_string() } else { s.name.clone() };
+        c.draw_series(LineSeries::new(pts.iter().copied(), col.stroke_width(2)))
+            .map_err(e)?
+            .label(label)
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], col.stroke_width(2)));
+        c.draw_series(pts.iter().map(|&p| Circle::new(p, 4, col.filled()))).map_err(e)?;
+    }
+    c.configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .label_font(("sans-serif", 13))
+        .draw()
+        .map_err(e)?;
+    Ok(())
+}
+
 fn draw<DB: DrawingBackend>(
     root: DrawingArea<DB, Shift>,
     spec: &ChartSpec,
@@ -132,42 +194,14 @@ where
     let (top, rest) = body.split_vertically(body.dim_in_pixel().1 / panels);
     let (bottom, cpu_panel) = rest.split_vertically(rest.dim_in_pixel().1 / (panels - 1));
     let (x0, x1) = range(all().map(|p| p.x));
-    let fmt_x = |x: &f64| if (x - x.round()).abs() < 1e-9 { format!("{x:.0}") } else { format!("{x:.2}") };
     let single = series.len() == 1;
     let color = |i: usize| PALETTE[i % PALETTE.len()];
 
-    let t_max = all().map(|p| p.throughput).fold(0.0, f64::max).max(1.0) * 1.15;
-    let mut c = ChartBuilder::on(&top)
-        .margin(12)
-        .x_label_area_size(36)
-        .y_label_area_size(70)
-        .build_cartesian_2d(x0..x1, 0.0..t_max)
-        .map_err(e)?;
-    c.configure_mesh()
-        .x_desc(&spec.x_label)
-        .y_desc("committed txn/s")
-        .x_label_formatter(&fmt_x)
-        .y_label_formatter(&|y| format!("{y:.0}"))
-        .label_style(("sans-serif", 13))
-        .axis_desc_style(("sans-serif", 14))
-        .draw()
-        .map_err(e)?;
-    for (i, s) in series.iter().enumerate() {
-        let col = color(i);
-        let label = if single { "throughput".to_string() } else { s.name.clone() };
-        c.draw_series(LineSeries::new(s.points.iter().map(|p| (p.x, p.throughput)), col.stroke_width(2)))
-            .map_err(e)?
-            .label(label)
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], col.stroke_width(2)));
-        c.draw_series(s.points.iter().map(|p| Circle::new((p.x, p.throughput), 4, col.filled()))).map_err(e)?;
-    }
-    c.configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .label_font(("sans-serif", 13))
-        .draw()
-        .map_err(e)?;
+    let panel =
+        |area: &DrawingArea<DB, Shift>, y_desc: &str, single_label: &str, value: fn(&ChartPoint) -> Option<f64>| {
+            value_panel(area, spec, series, (x0, x1), y_desc, single_label, value)
+        };
+    panel(&top, "committed txn/s", "throughput", |p| Some(p.throughput))?;
 
     let l_max = all().map(|p| p.p99_ms.max(p.p50_ms)).fold(0.0, f64::max).max(1.0) * 1.15;
     let mut c = ChartBuilder::on(&bottom)
@@ -227,40 +261,7 @@ where
         .draw()
         .map_err(e)?;
     if with_cpu {
-        let cpu = |p: &ChartPoint| p.cpu_us_per_committed;
-        let c_max = all().filter_map(cpu).fold(0.0, f64::max).max(1.0) * 1.15;
-        let mut c = ChartBuilder::on(&cpu_panel)
-            .margin(12)
-            .x_label_area_size(36)
-            .y_label_area_size(70)
-            .build_cartesian_2d(x0..x1, 0.0..c_max)
-            .map_err(e)?;
-        c.configure_mesh()
-            .x_desc(&spec.x_label)
-            .y_desc("CPU µs per committed txn")
-            .x_label_formatter(&fmt_x)
-            .y_label_formatter(&|y| format!("{y:.0}"))
-            .label_style(("sans-serif", 13))
-            .axis_desc_style(("sans-serif", 14))
-            .draw()
-            .map_err(e)?;
-        for (i, s) in series.iter().enumerate() {
-            let col = color(i);
-            let pts: Vec<(f64, f64)> = s.points.iter().filter_map(|p| Some((p.x, cpu(p)?))).collect();
-            let label = if single { "CPU per committed txn".to_string() } else { s.name.clone() };
-            c.draw_series(LineSeries::new(pts.iter().copied(), col.stroke_width(2)))
-                .map_err(e)?
-                .label(label)
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], col.stroke_width(2)));
-            c.draw_series(pts.iter().map(|&p| Circle::new(p, 4, col.filled()))).map_err(e)?;
-        }
-        c.configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .label_font(("sans-serif", 13))
-            .draw()
-            .map_err(e)?;
+        panel(&cpu_panel, "CPU µs per committed txn", "CPU per committed txn", |p| p.cpu_us_per_committed)?;
     }
     root.present().map_err(e)?;
     Ok(())
