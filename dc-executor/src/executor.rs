@@ -11,8 +11,11 @@
 //!
 //! # Reads of keys that have no record
 //!
-//! A read of a key with no record creates none (a client's reads must not fill the heap,
-//! issue 14); it reads what a fresh record holds (every cell zero at version 0) and locks the
+//! A read of a key with no record creates none (a client's reads must not fill the heap),
+//! nor does a write that leaves the key missing — a delete, or any access whose procedure
+//! says it does not create ([`Procedure::creates`]), whose writes must then be all zero bytes
+//! and change nothing. Such an access reads what a fresh record holds (every cell zero at
+//! version 0) and locks the
 //! key's *absence* in its place: the lock group [`crate::Index::absent_lock`] of the key's
 //! home bucket's word in the absent-key lock area ([`crate::Layout::absent_lock`]), shared, in
 //! the same doorbell batch and under the same No-Wait rules as a record's read lock, held
@@ -599,9 +602,10 @@ impl Executor {
             }
             let (record, absent) = match found[k] {
                 Some(r) => (r, false),
-                // A read of a key with no record creates nothing (issue 14: reads filled the
-                // heap); it locks the key's absence instead (see the module docs).
-                None if a.upsert && a.write == 0 => {
+                // A read of a key with no record creates nothing (a client's reads must not
+                // fill the heap), nor does a write that leaves the key missing (a delete): it
+                // locks the key's absence instead (see the module docs).
+                None if a.upsert && (a.write == 0 || !sub.procedure.creates(la.access)) => {
                     let (word, group) = self.dc.index.absent_lock(a.table, a.key);
                     let first = absent_locks.insert((la.node, word, group));
                     let record = Offset(word.0 - crate::record::LOCK_WORD);
@@ -613,7 +617,7 @@ impl Executor {
                         absent: true,
                         rl_table: a.table,
                         key: a.key,
-                        cells: a.read,
+                        cells: a.read | a.write,
                         shared_groups: shared,
                         exclusive_groups: 0,
                         cas: None,
@@ -970,6 +974,8 @@ impl Executor {
             }
         };
         let mut new_values: BTreeMap<(usize, u16), Vec<u8>> = BTreeMap::new();
+        let absent_writes: std::collections::BTreeSet<usize> =
+            held.iter().filter(|h| h.absent && h.role == Role::Point).map(|h| h.access).collect();
         for w in writes {
             let Some(a) = accesses.get(w.access) else {
                 self.release(sub, &held, &nodes, hlc)?;
@@ -987,6 +993,18 @@ impl Executor {
                     w.value.len(),
                     rl.cell_bytes[w.cell as usize]
                 )));
+            }
+            if absent_writes.contains(&w.access) {
+                // An access that creates nothing on a missing key ([`Procedure::creates`]):
+                // its writes must leave the key missing, and change nothing.
+                if w.value.iter().any(|&b| b != 0) {
+                    self.release(sub, &held, &nodes, hlc)?;
+                    return Err(invalid(format!(
+                        "access {} writes a value to the missing key {} of table {} but does not create its record",
+                        w.access, a.key, a.table
+                    )));
+                }
+                continue;
             }
             if values[w.access].is_some() {
                 new_values.insert((w.access, w.cell), w.value);
@@ -1057,7 +1075,9 @@ impl Executor {
                 cells: h.cells,
                 versions: cells_of(h.cells).map(|c| view.map_or(0, |v| v.version(c).0)).collect(),
             });
-            for c in cells_of(accesses[h.access].write) {
+            // A key locked as absent is written nowhere (its writes change nothing).
+            let written = if h.absent { 0 } else { accesses[h.access].write };
+            for c in cells_of(written) {
                 let value = match new_values {
                     // Final entry: only the cells the procedure wrote.
                     Some(nv) => match nv.get(&(h.access, c as u16)) {

@@ -127,6 +127,17 @@ pub trait Procedure: Send + Sync + fmt::Debug {
         &[]
     }
 
+    /// Whether the writes of `access` (an [`Access::upsert`] one) create its record where the
+    /// key has none: true by default. A procedure answers false for an access that leaves a
+    /// missing key missing whatever it writes — a delete, or a write of zero bytes — so that
+    /// such an access creates nothing: on a missing key it locks the key's absence as a read
+    /// does, and its writes, which must then be all zero bytes, change nothing
+    /// (`executor.rs`, "Reads of keys that have no record").
+    fn creates(&self, access: usize) -> bool {
+        let _ = access;
+        true
+    }
+
     /// Computes the writes from the values read. Writes to accesses not local to the view
     /// are ignored by the executor; a write must target a cell declared in that access's
     /// `write` mask.
@@ -219,6 +230,9 @@ pub struct KvProcedure {
     op_ranges: Vec<Vec<usize>>,
     ranges: Vec<RangeRead>,
     cell_bytes: u32,
+    /// Per access: whether its operations, run on a missing key (cell 0 read as zero), leave
+    /// a value that is not all zero bytes ([`Procedure::creates`]).
+    creates: Vec<bool>,
 }
 
 impl KvProcedure {
@@ -270,7 +284,16 @@ impl KvProcedure {
             }
             op_access.push(i);
         }
-        KvProcedure { ops, accesses, op_access, op_ranges, ranges, cell_bytes }
+        let mut p = KvProcedure { ops, accesses, op_access, op_ranges, ranges, cell_bytes, creates: Vec::new() };
+        // Operations on one key depend only on that key's value, so running them all on
+        // missing keys tells, per access, whether a missing key ends with a row.
+        let missing: Vec<Option<Vec<Vec<u8>>>> = vec![Some(vec![Vec::new()]); p.accesses.len()];
+        let sim = p.simulate(&ReadView::new(&missing));
+        // Operations that would abort the procedure leave nothing to judge by: those create
+        // as any write does.
+        let errs = sim.error.is_some();
+        p.creates = sim.values.iter().map(|v| errs || v.as_ref().is_some_and(|v| v.iter().any(|&b| b != 0))).collect();
+        p
     }
 
     /// The operations, in order.
@@ -387,6 +410,10 @@ impl Procedure for KvProcedure {
 
     fn ranges(&self) -> &[RangeRead] {
         &self.ranges
+    }
+
+    fn creates(&self, access: usize) -> bool {
+        self.creates.get(access).copied().unwrap_or(true)
     }
 
     fn run(&self, view: &ReadView<'_>) -> Result<Vec<Write>, UserAbort> {

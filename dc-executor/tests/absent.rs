@@ -1,4 +1,4 @@
-//! Reads of keys that have no record (issue 14): they create nothing, lock the key's absence
+//! Reads and deletes of keys that have no record: they create nothing, lock the key's absence
 //! instead, and a concurrent creation of the key is still refused until the reader decides;
 //! a full heap is an abort vote that names the node (RedT §4.2; `executor.rs` module docs).
 
@@ -187,4 +187,40 @@ fn a_full_heap_is_an_abort_vote_that_names_the_node() {
     assert!(v.is_commit(), "{:?}", v.abort);
     ex.finish(s.txn, Decision::Commit(cts_of(&v)), &v.entries).unwrap();
     assert_eq!(dc.dc.read_record(NodeId(0), T, 99).unwrap(), None);
+}
+
+#[test]
+fn deletes_and_zero_writes_of_missing_keys_change_nothing() {
+    let dc = TestDc::new(common::topology(1, "256KiB"), false);
+    let mut ex = dc.executor();
+    let before = heap_pointers(&dc);
+    // 1,000 deletes of keys nobody wrote, and writes that leave a missing key missing.
+    let mut ops: Vec<KvOp> = (0..1000).map(|k| KvOp::Delete(2_000_000 + k)).collect();
+    ops.extend([KvOp::Write(3_000_000, vec![]), KvOp::Add(3_000_001, 0), KvOp::Add(3_000_002, 4)]);
+    ops.push(KvOp::Delete(3_000_002));
+    let s = kv(&dc, 1, ops);
+    let v = ex.execute(&s, SystemClock.now_ms()).unwrap();
+    assert!(v.is_commit(), "{:?}", v.abort);
+    assert!(v.items.iter().all(|i| i.absent), "every key is voted absent");
+    assert!(!held_absent_locks(&dc).is_empty(), "the absences are locked until the decision");
+    // A concurrent insert of a deleted missing key waits for the decision (No-Wait abort).
+    let w = kv(&dc, 2, vec![KvOp::Write(2_000_005, vec![1; 8])]);
+    assert_eq!(ex.execute(&w, SystemClock.now_ms()).unwrap().abort, Some(AbortReason::LockConflict { access: 0 }));
+    ex.finish(s.txn, Decision::Commit(cts_of(&v)), &v.entries).unwrap();
+    assert_eq!(heap_pointers(&dc), before, "a delete of a missing key allocated a record");
+    assert_eq!(held_absent_locks(&dc), vec![]);
+    for key in [2_000_000, 2_000_999, 3_000_000, 3_000_001, 3_000_002] {
+        assert_eq!(dc.dc.read_record(dc.node_of(key), T, key).unwrap(), None, "key {key} was created");
+    }
+    // A delete then a write of one missing key creates it; a delete of an existing key clears it.
+    let s = kv(&dc, 3, vec![KvOp::Delete(7), KvOp::Write(7, vec![5; 8])]);
+    let v = ex.execute(&s, SystemClock.now_ms()).unwrap();
+    assert!(v.is_commit(), "{:?}", v.abort);
+    ex.finish(s.txn, Decision::Commit(cts_of(&v)), &v.entries).unwrap();
+    assert_eq!(dc.dc.read_record(dc.node_of(7), T, 7).unwrap().expect("created").values[0], vec![5; 8]);
+    let s = kv(&dc, 4, vec![KvOp::Delete(7)]);
+    let v = ex.execute(&s, SystemClock.now_ms()).unwrap();
+    assert!(v.is_commit() && !v.items[0].absent, "{:?}", v.abort);
+    ex.finish(s.txn, Decision::Commit(cts_of(&v)), &v.entries).unwrap();
+    assert_eq!(dc.dc.read_record(dc.node_of(7), T, 7).unwrap().expect("kept").values[0], vec![0; 8]);
 }
