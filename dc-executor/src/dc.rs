@@ -109,7 +109,7 @@ impl DcHandle {
             if self.index.lookup(verbs, node, table, key)?.is_some() {
                 return Err(Error::DuplicateKey { table, key });
             }
-            let at = self.layout.alloc(verbs, node, rl.record_bytes)?;
+            let at = self.alloc_record(node, rl.record_bytes)?;
             verbs.write(node, at, &rl.encode_new(key, values))?;
             self.index.insert(verbs, node, table, key, at)?;
             self.ordered.insert(verbs, node, table, key, at)?;
@@ -162,8 +162,8 @@ impl DcHandle {
                 }
             };
             let published = (|| {
-                let at = self.layout.alloc(verbs, node, rl.record_bytes)?;
-                verbs.write(node, at, &rl.encode_new(key, &[]))?;
+                let at = self.alloc_record(node, rl.record_bytes)?;
+                verbs.write(node, at, &rl.encode_inserted(key))?;
                 self.index.insert(verbs, node, table, key, at)?;
                 self.ordered.insert(verbs, node, table, key, at)?;
                 Ok(at)
@@ -181,7 +181,7 @@ impl DcHandle {
     /// Takes the insert-lock lease word at `stripe` on `node` (a compare-and-swap from 0 to the
     /// wall-clock time in ms), taking over a lease unchanged for [`INSERT_LEASE_MS`] (its
     /// holder died mid-insert). Returns the lease value to release it with.
-    fn take_insert_lease(&self, node: NodeId, stripe: Offset) -> Result<u64> {
+    pub(crate) fn take_insert_lease(&self, node: NodeId, stripe: Offset) -> Result<u64> {
         let verbs = self.verbs.as_ref();
         let mut seen = 0u64;
         let mut seen_since = std::time::Instant::now();

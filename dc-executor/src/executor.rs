@@ -631,18 +631,22 @@ impl Executor {
                     // A reader holds the key's absence: it must not appear before that
                     // reader's decision (No-Wait, as a read lock on its record would).
                     Ok(Created::AbsenceLocked) => {
-                        return Ok(self.abort_vote(sub, hlc, AbortReason::LockConflict { access: la.access }));
+                        return self.give_back(
+                            &held,
+                            self.abort_vote(sub, hlc, AbortReason::LockConflict { access: la.access }),
+                        );
                     }
                     Err(Error::HeapFull { node, .. }) => {
-                        return Ok(self.abort_vote(sub, hlc, AbortReason::HeapFull(node)));
+                        return self.give_back(&held, self.abort_vote(sub, hlc, AbortReason::HeapFull(node)));
                     }
                     Err(Error::IndexFull { node, .. }) => {
-                        return Ok(self.abort_vote(sub, hlc, AbortReason::IndexFull(node)));
+                        return self.give_back(&held, self.abort_vote(sub, hlc, AbortReason::IndexFull(node)));
                     }
                     Err(e) => return Err(e),
                 },
                 None => {
-                    return Ok(self.abort_vote(sub, hlc, AbortReason::NotFound { access: la.access }));
+                    return self
+                        .give_back(&held, self.abort_vote(sub, hlc, AbortReason::NotFound { access: la.access }));
                 }
             };
             let shared_groups = rl.groups_of(a.read);
@@ -670,7 +674,8 @@ impl Executor {
         for h in held.iter().filter(|h| h.exclusive_groups != 0 && !h.absent) {
             let same_table = ranges.keys().any(|&r| accesses[r].table == h.rl_table);
             if same_table && !self.dc.ordered.relink(self.dc.verbs.as_ref(), h.node, h.rl_table, h.key, h.record)? {
-                return Ok(self.abort_vote(sub, hlc, AbortReason::LockConflict { access: h.access }));
+                return self
+                    .give_back(&held, self.abort_vote(sub, hlc, AbortReason::LockConflict { access: h.access }));
             }
         }
 
@@ -691,7 +696,7 @@ impl Executor {
                 Ok(Some(t)) => t,
                 Ok(None) => return Err(invalid(format!("table {} has no ordered index", a.table))),
                 Err(Error::HeapFull { node, .. }) => {
-                    return Ok(self.abort_vote(sub, hlc, AbortReason::HeapFull(node)));
+                    return self.give_back(&held, self.abort_vote(sub, hlc, AbortReason::HeapFull(node)));
                 }
                 Err(e) => return Err(e),
             };
@@ -701,7 +706,7 @@ impl Executor {
                     "a range read of table {} from key {} passed {MAX_RANGE_ENTRIES} keys before {} rows",
                     a.table, range.from, range.limit
                 );
-                return Ok(self.abort_vote(sub, hlc, AbortReason::User(why)));
+                return self.give_back(&held, self.abort_vote(sub, hlc, AbortReason::User(why)));
             };
             let RangeKeys { entries: rows, live, next } = found;
             let gap = crate::ordered::GAP_GROUP;
@@ -811,6 +816,7 @@ impl Executor {
             self.dc.verbs.post_batch(node, &mut batch)?;
             let floor = batch.read_result(floor_at).try_into().map(u64::from_le_bytes).unwrap_or(0);
             let mut conflict = None;
+            let mut retired: Vec<(NodeId, redt_proto::TableId, u64, Offset)> = Vec::new();
             // What a key read as absent reads: a fresh record's image, never READ.
             let fresh =
                 |h: &Held| -> Result<Vec<u8>> { Ok(self.dc.catalog.layout(h.rl_table)?.encode_new(h.key, &[])) };
@@ -856,9 +862,20 @@ impl Executor {
                             }
                         }
                         _ => {
+                            if old == crate::free_list::RETIRED && !held[i].absent && held[i].role != Role::Gap {
+                                retired.push((node, held[i].rl_table, held[i].key, held[i].record));
+                            }
                             conflict.get_or_insert(held[i].access);
                             break;
                         }
+                    }
+                }
+                // A record reached through an offset found before it was retired and reused
+                // holds another key now (`retire.rs`): a conflict, as a lock held would be.
+                if held[i].cas.is_some() && !held[i].absent && held[i].role != Role::Gap {
+                    let rl = self.dc.catalog.layout(held[i].rl_table)?;
+                    if rl.decode(&image).is_none_or(|v| v.key != held[i].key) {
+                        conflict.get_or_insert(held[i].access);
                     }
                 }
                 held[i].image = image;
@@ -921,6 +938,11 @@ impl Executor {
             }
             if let Some(access) = conflict {
                 self.release(sub, &held, &nodes, hlc)?;
+                // Retired records still indexed (their retirer died before it settled them)
+                // are settled now, so the next attempt finds the key missing.
+                for &(node, table, key, record) in &retired {
+                    self.dc.help_retirement(node, table, key, record)?;
+                }
                 return Ok(self.abort_vote(sub, hlc, AbortReason::LockConflict { access }));
             }
             if floor > u64::from(sub.epoch.0) {
@@ -1123,7 +1145,56 @@ impl Executor {
             }
             self.dc.verbs.post_batch(node, &mut batch)?;
         }
+        // Records this sub-transaction would have written that no commit ever wrote (an
+        // insert's fresh record) go back to the heap once nobody holds them (`retire.rs`).
+        // A range's rows and next key are tried too: a reader's lock may have kept an aborted
+        // insert's record from being retired when its inserter let go of it.
+        for h in held.iter().filter(|h| !h.absent && (h.exclusive_groups != 0 || h.role != Role::Point)) {
+            if h.role == Role::Gap && h.key == u64::MAX {
+                continue; // The tree's end word: no record.
+            }
+            let fresh = h.image.is_empty()
+                || self
+                    .dc
+                    .catalog
+                    .layout(h.rl_table)?
+                    .decode(&h.image)
+                    .is_some_and(|v| v.key == h.key && v.is_absent());
+            if fresh {
+                self.dc.retire_if_unused(h.node, h.rl_table, h.key, h.record)?;
+            }
+        }
         Ok(())
+    }
+
+    /// Retires, once released, each record of `entry`'s lock intents on `node` that no commit
+    /// ever wrote (its versions were zero when locked): an aborted insert's fresh record, or
+    /// one a range reader locked — as a row, or as the next key's gap — while it held no row,
+    /// which kept its inserter from retiring it (`retire.rs`). On commit, only the records the
+    /// entry does not write (a written one holds a version now).
+    fn retire_unused(&self, node: NodeId, entry: &RedoEntry, committed: bool) -> Result<()> {
+        for l in &entry.locks {
+            let record_lock = lock_word(l.record);
+            // A gap intent of key `u64::MAX` names a tree's end word, not a record.
+            if self.dc.layout.is_absent_lock(record_lock)
+                || (l.cells == 0 && l.key == u64::MAX)
+                || l.versions.iter().any(|&v| v != 0)
+                || (committed && entry.changes.iter().any(|c| c.record == l.record))
+            {
+                continue;
+            }
+            self.dc.retire_if_unused(node, l.table, l.key, l.record)?;
+        }
+        Ok(())
+    }
+
+    /// Before any lock is taken: retires the records this sub-transaction created for its
+    /// writes (an insert's fresh records) and answers `vote`, an abort (`retire.rs`).
+    fn give_back(&self, held: &[Held], vote: Vote) -> Result<Vote> {
+        for h in held.iter().filter(|h| h.exclusive_groups != 0 && !h.absent && h.role == Role::Point) {
+            self.dc.retire_if_unused(h.node, h.rl_table, h.key, h.record)?;
+        }
+        Ok(vote)
     }
 
     fn abort_vote(&self, sub: &SubTxn, hlc: Cts, reason: AbortReason) -> Vote {
@@ -1351,6 +1422,7 @@ impl Executor {
             for l in deletes {
                 self.unlink_deleted(e.node, l)?;
             }
+            self.retire_unused(e.node, &entry, matches!(decision, Decision::Commit(_)))?;
         }
         Ok(())
     }

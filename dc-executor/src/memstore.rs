@@ -7,8 +7,9 @@
 //! [128, 192)                   node line: word 0 the incarnation counter (see
 //!                              `Layout::next_incarnation`), word 1 the epoch floor (see
 //!                              `Layout::epoch_floor_offset`), word 2 the ordered-index
-//!                              directory (`Layout::ordered_directory_offset`), words 3..8
-//!                              reserved (zero)
+//!                              directory (`Layout::ordered_directory_offset`), word 3 the
+//!                              free-list directory (`Layout::free_directory_offset`),
+//!                              words 4..8 reserved (zero)
 //! [192, 192 + index)           index buckets (64 bytes each)
 //! [.., + ring)                 redo ring: 64-byte head/tail block, then 64-byte slots
 //! [.., + log)                  decision log: 64-byte header, 32-byte rows (`decision_log.rs`)
@@ -49,6 +50,9 @@ const EPOCH_FLOOR: u64 = 2 * LINE + 8;
 
 /// Byte offset of the ordered-index directory pointer: word 2 of the node line.
 const ORDERED_DIRECTORY: u64 = 2 * LINE + 16;
+
+/// Byte offset of the free-list directory pointer: word 3 of the node line.
+const FREE_DIRECTORY: u64 = 2 * LINE + 24;
 
 /// Bytes before the index: the superblock line, the insert-lock line and the node line.
 pub const SUPERBLOCK_BYTES: u64 = 3 * LINE;
@@ -179,6 +183,14 @@ impl Layout {
     /// formats before this one kept zero, so their MemStores read as having no trees yet.
     pub fn ordered_directory_offset(&self) -> Offset {
         Offset(ORDERED_DIRECTORY)
+    }
+
+    /// Offset of the node's free-list directory pointer: 0 until the first record of the node
+    /// is retired, then the heap offset of the directory block holding the free lists' heads
+    /// (`free_list.rs`). A word of the node line, which formats before this one kept zero,
+    /// so their MemStores read as having no free record.
+    pub fn free_directory_offset(&self) -> Offset {
+        Offset(FREE_DIRECTORY)
     }
 
     /// Starts a new incarnation of `node` on its MemStore: one fetch-and-add of 1 on its

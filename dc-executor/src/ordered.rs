@@ -397,6 +397,29 @@ impl OrderedIndex {
         Ok(None)
     }
 
+    /// Takes the retired record `record` of `key` out of its partition's tree on `node`, if
+    /// the tree maps the key to it (`retire.rs`). No gap lock: the record's lock word went from
+    /// zero to [`crate::free_list::RETIRED`], so no range reader holds its gap and none can
+    /// take it, and a range reader that scanned the key before will fail to lock it.
+    ///
+    /// # Errors
+    /// As [`OrderedIndex::unlink`].
+    pub fn remove_retired(
+        &self,
+        verbs: &dyn Verbs,
+        node: NodeId,
+        table: TableId,
+        key: u64,
+        record: Offset,
+    ) -> Result<()> {
+        let p = self.partitioner.partition_of(table, key);
+        let Some(tree) = self.tree(verbs, node, table, p, false)? else { return Ok(()) };
+        if tree.lookup(verbs, key)? == Some(record.0) {
+            tree.remove(verbs, key)?;
+        }
+        Ok(())
+    }
+
     /// Takes the deleted record `record` of `key` out of its partition's tree on `node`, if
     /// no range reader or inserter holds the record's gap group (see "Deletes" in the module
     /// docs): takes that group exclusively by one masked compare-and-swap (No-Wait), removes

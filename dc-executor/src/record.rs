@@ -24,6 +24,10 @@ pub const LOCK_WORD: u64 = 16;
 pub const COUNTERS: u64 = 24;
 /// Flag bit: the record slot is in use.
 pub const FLAG_USED: u8 = 1;
+/// Flag bit: a transaction's phase 1 created the record for its writes (an insert), as
+/// opposed to a loader, a catch-up or a snapshot copy. Only such a record is retired while it
+/// holds no committed write (`retire.rs`): a loaded record of zero bytes is data.
+pub const FLAG_INSERTED: u8 = 2;
 
 /// A cell version: a 16-bit update counter and a 48-bit commit timestamp.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -181,9 +185,19 @@ impl RecordLayout {
     /// Encodes a fresh record (flags USED, lock free, counters 0, every cell at version 0
     /// with `values[i]`, or zeroes where `values` is shorter).
     pub fn encode_new(&self, key: u64, values: &[&[u8]]) -> Vec<u8> {
+        self.encode_flagged(key, values, FLAG_USED)
+    }
+
+    /// [`RecordLayout::encode_new`] of a record a transaction's phase 1 creates for its
+    /// writes, every cell zero ([`FLAG_INSERTED`]).
+    pub fn encode_inserted(&self, key: u64) -> Vec<u8> {
+        self.encode_flagged(key, &[], FLAG_USED | FLAG_INSERTED)
+    }
+
+    fn encode_flagged(&self, key: u64, values: &[&[u8]], flags: u8) -> Vec<u8> {
         let mut b = vec![0u8; self.record_bytes as usize];
         b[0..8].copy_from_slice(&key.to_le_bytes());
-        let meta = self.table.0 as u64 | (self.cells() as u64) << 16 | (FLAG_USED as u64) << 24;
+        let meta = self.table.0 as u64 | (self.cells() as u64) << 16 | (flags as u64) << 24;
         b[8..16].copy_from_slice(&meta.to_le_bytes());
         for (i, v) in values.iter().enumerate().take(self.cells()) {
             let at = self.cell_offsets[i] as usize + 8;
@@ -205,6 +219,12 @@ impl RecordLayout {
             return None;
         }
         Some(RecordView { layout: self, bytes, key: w(0), lock: w(2) })
+    }
+
+    /// Whether the record image `bytes` was created by a transaction's phase 1
+    /// ([`FLAG_INSERTED`]).
+    pub fn is_inserted(&self, bytes: &[u8]) -> bool {
+        bytes.get(11).is_some_and(|&f| f & FLAG_INSERTED != 0)
     }
 }
 

@@ -76,6 +76,30 @@ impl Executor {
         create_record(self.dc(), node, table, key)
     }
 
+    /// The record of `(table, key)` on `node` for an entry that names it without locking it,
+    /// pinned so that it is never retired (`retire.rs`): `found` (the offset a lookup gave),
+    /// or a record created now; one retired meanwhile is settled and the key looked up again.
+    fn pinned_record(&self, node: NodeId, table: TableId, key: u64, mut found: Option<Offset>) -> Result<Offset> {
+        let dc = self.dc();
+        // A settle frees the record or puts it back: the second attempt succeeds unless the
+        // key is retired again meanwhile, and an index entry naming a record that holds
+        // another key (a damaged MemStore) must not loop for ever.
+        for _ in 0..PIN_ATTEMPTS {
+            let at = match found {
+                Some(o) => o,
+                None => self.create_record(node, table, key)?,
+            };
+            if dc.pin_record(node, table, key, at)? {
+                return Ok(at);
+            }
+            // Retired: settled now (freed, or put back if this pin came first), so the next
+            // lookup finds the key missing or the record live again.
+            dc.help_retirement(node, table, key, at)?;
+            found = dc.index.lookup(dc.verbs.as_ref(), node, table, key)?;
+        }
+        Err(Error::NotFound { node, table, key })
+    }
+
     /// Accepts `changes` of `origin.txn` into `node`'s ring as one `Logged` redo entry with
     /// no locks (creating records the changes name but the node lacks, as an upsert would).
     /// Returns the entry, or `None` when `changes` is empty.
@@ -102,11 +126,7 @@ impl Executor {
         let found = dc.index.lookup_many(dc.verbs.as_ref(), node, &keys)?;
         let mut offsets = BTreeMap::new();
         for (&(table, key), off) in keys.iter().zip(found) {
-            let off = match off {
-                Some(o) => o,
-                None => self.create_record(node, table, key)?,
-            };
-            offsets.insert((table, key), off);
+            offsets.insert((table, key), self.pinned_record(node, table, key, off)?);
         }
         // Before replay applies the entry.
         ensure_indexed(&dc, node, changes, offsets.iter().map(|(&(t, k), &o)| (t, k, o)))?;
@@ -238,6 +258,10 @@ impl Executor {
             )?;
             if crate::lock::outcome(&cas, old) != crate::lock::LockOutcome::Acquired {
                 release(&held)?;
+                if old == crate::free_list::RETIRED {
+                    // Retired and still indexed: settled now, the next attempt creates anew.
+                    dc.help_retirement(node, table, key, record)?;
+                }
                 return Ok(false);
             }
             held.push((table, key, record, cas));
@@ -252,6 +276,11 @@ impl Executor {
             let rl = dc.catalog.layout(table)?;
             let mut image = vec![0u8; rl.record_bytes as usize];
             dc.verbs.read(node, record, &mut image)?;
+            if rl.decode(&image).is_none_or(|v| v.key != key) {
+                // Retired and reused for another key since the lookup (`retire.rs`).
+                release(&held)?;
+                return Ok(false);
+            }
             let mut written = 0u16;
             for c in changes.iter().filter(|c| c.table == table && c.key == key) {
                 let cell = c.cell as usize;
@@ -352,6 +381,9 @@ fn ensure_indexed(
     }
     Ok(())
 }
+
+/// Attempts [`Executor::pinned_record`] makes before it reports the record not found.
+const PIN_ATTEMPTS: u32 = 16;
 
 /// Creates the record `(table, key)` on `node` (every cell zero at version 0), as an upsert
 /// would; one created meanwhile by someone else is found instead.

@@ -11,6 +11,8 @@
 //! 2. **Records.** Every index entry whose record does not hold its table and key (the
 //!    record's line never reached the disk) is removed; the heap's bump pointer moves past
 //!    every record still indexed.
+//!    The record heap's free lists are forgotten (`free_list.rs`: their links, and the bump
+//!    pointer's advance past a listed record, may not all be on disk).
 //!    The ordered index's trees are forgotten and built again from the records kept
 //!    (`ordered.rs`); the bump pointer also stays past the old directory and tree anchors,
 //!    whose end words lock intents may name.
@@ -132,6 +134,9 @@ pub fn restore(
     // again.
     heap_end = heap_end.max(ordered.extent(&verbs, node)?).div_ceil(LINE) * LINE;
     region.store(layout.heap_next_offset().0, heap_end);
+    // The free lists' links may not all have reached the disk, nor the bump pointer's advance
+    // past a listed record: the lists are forgotten (their records stay allocated, unused).
+    region.store(layout.free_directory_offset().0, 0);
     // The trees may hold nodes past the heap end just set (or nodes that never reached the
     // disk): forget them and build them again from the records kept.
     kept.sort_unstable();

@@ -302,6 +302,10 @@ pub fn apply_snapshot_by(
         let cas = lock::plan(0, groups, 0).expect("a zero guess never conflicts");
         let old = verbs.masked_compare_and_swap(node, lock_word(record), cas.compare, cas.mask, cas.swap, cas.mask)?;
         if lock::outcome(&cas, old) != lock::LockOutcome::Acquired {
+            if old == crate::free_list::RETIRED {
+                // Retired and still indexed: settled now, the next attempt creates anew.
+                dc.help_retirement(node, r.table, r.key, record)?;
+            }
             return Ok(done);
         }
         let mut batch = DoorbellBatch::new();

@@ -133,14 +133,22 @@ fn a_key_created_while_its_reader_was_not_looking_is_a_conflict() {
     assert!(vw.is_commit());
     let r = kv(&dc, 2, vec![KvOp::Read(9)]);
     assert_eq!(reader.execute(&r, SystemClock.now_ms()).unwrap().abort, Some(AbortReason::LockConflict { access: 0 }));
-    // The writer aborts: its record stays, zero at version 0, and a reader now locks it.
+    // The writer aborts: its record, never written, goes back to the heap, and the reader
+    // now reads the key as absent.
     writer.finish(w.txn, Decision::Abort, &vw.entries).unwrap();
+    assert_eq!(dc.dc.read_record(dc.node_of(9), T, 9).unwrap(), None, "the aborted insert's record was retired");
     let before = heap_pointers(&dc);
     let vr = reader.execute(&r, SystemClock.now_ms()).unwrap();
     assert!(vr.is_commit(), "{:?}", vr.abort);
-    assert_eq!(held_absent_locks(&dc), vec![], "an existing record is locked, not its absence");
+    assert!(vr.items[0].absent);
+    assert!(!held_absent_locks(&dc).is_empty(), "the key's absence is locked");
     reader.finish(r.txn, Decision::Commit(cts_of(&vr)), &vr.entries).unwrap();
     assert_eq!(heap_pointers(&dc), before);
+    // Created and aborted again: retired again, from the record the free list gave back.
+    let vw = writer.execute(&w, SystemClock.now_ms()).unwrap();
+    assert!(vw.is_commit());
+    writer.finish(w.txn, Decision::Abort, &vw.entries).unwrap();
+    assert_eq!(dc.dc.read_record(dc.node_of(9), T, 9).unwrap(), None);
 }
 
 /// One DC, one node, 8-byte cells, and a heap that holds exactly `records` records (no

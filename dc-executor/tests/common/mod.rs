@@ -13,6 +13,11 @@ pub const T: TableId = TableId(1);
 /// A topology of one DC with two nodes, two single-replica partitions (one per node), and
 /// a table of `cells` cells of 8 bytes with cell-level locking.
 pub fn topology(cells: usize, ring: &str) -> Topology {
+    topology_with(cells, ring, true)
+}
+
+/// [`topology`] with the table's ordered index on or off.
+pub fn topology_with(cells: usize, ring: &str, ordered: bool) -> Topology {
     let cell_list: Vec<String> = (0..cells).map(|i| format!("{{ name: c{i}, bytes: 8 }}")).collect();
     let yaml = format!(
         r#"
@@ -25,7 +30,7 @@ dcs:
       - {{ name: a, addr: "127.0.0.1:7001" }}
       - {{ name: b, addr: "127.0.0.2:7001" }}
 tables:
-  - {{ name: t, id: 1, cells: [{}] }}
+  - {{ name: t, id: 1, ordered_index: {ordered}, cells: [{}] }}
 partitions:
   - {{ replicas: [a] }}
   - {{ replicas: [b] }}
