@@ -90,7 +90,7 @@ pub fn push(verbs: &dyn Verbs, node: NodeId, layout: &Layout, record: Offset, by
     for _ in 0..ATTEMPTS {
         verbs.write(node, Offset(record.0 + NEXT_WORD), &(head & OFFSET_MASK).to_le_bytes())?;
         let tag = (head >> OFFSET_BITS).wrapping_add(1);
-        let new = tag << OFFSET_BITS | record.0 / LINE;
+        let new = (tag << OFFSET_BITS) | (record.0 / LINE);
         let old = verbs.compare_and_swap(node, head_at, head, new)?;
         if old == head {
             verbs.fetch_and_add(node, dir, class.wrapping_add(1) * LINE)?;
@@ -123,7 +123,7 @@ pub fn pop(verbs: &dyn Verbs, node: NodeId, layout: &Layout, bytes: u64) -> Resu
         }
         let next = read_word(verbs, node, Offset(first + NEXT_WORD))? & OFFSET_MASK;
         let tag = (head >> OFFSET_BITS).wrapping_add(1);
-        let old = verbs.compare_and_swap(node, head_at, head, tag << OFFSET_BITS | next)?;
+        let old = verbs.compare_and_swap(node, head_at, head, (tag << OFFSET_BITS) | next)?;
         if old == head {
             verbs.fetch_and_add(node, dir, (class + 1).wrapping_mul(LINE).wrapping_neg())?;
             return Ok(Some(Offset(first)));
