@@ -250,11 +250,11 @@ async fn phantom_blocked(gap_locks: bool) -> bool {
         let v = ex.execute(&again, SystemClock.now_ms()).unwrap();
         assert!(v.is_commit(), "after the Order-Status: {:?}", v.abort);
         ex.finish(again.txn, Decision::Abort, &v.entries).unwrap();
-        // The aborted New-Orders left a fresh ORDER_CUSTOMER record first in the customer's
-        // range: no row, so the Order-Status's range read (limit 1) passes over it to the last
-        // order.
+        // The aborted New-Orders gave their fresh ORDER_CUSTOMER record back: it left the
+        // customer's range, and the Order-Status's range read (limit 1) finds the last order.
         let fresh = sc::order_customer_key(w, d, c, next);
-        assert!(tree.lookup(dc.verbs.as_ref(), fresh).unwrap().is_some() && fresh < first);
+        assert!(fresh < first);
+        assert!(tree.lookup(dc.verbs.as_ref(), fresh).unwrap().is_none(), "the aborted insert's key left the tree");
         let os = sub(kind::ORDER_STATUS, px::OrderStatusParams { w, d, c, by_name: None, o_id, ol_cnt }.encode());
         let v = ex.execute(&os, SystemClock.now_ms()).unwrap();
         assert!(v.is_commit(), "Order-Status past the fresh record: {:?}", v.abort);

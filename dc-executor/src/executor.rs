@@ -1399,6 +1399,13 @@ impl Executor {
                         let same: Vec<&LockIntent> = entry.locks.iter().filter(|o| o.record == l.record).collect();
                         let rl = self.dc.catalog.layout(l.table)?;
                         self.push_apply(&mut batch, rl, &same, &entry.changes, cts);
+                        // A record this commit holds exclusively and found never written (one
+                        // its phase 1 created, empty or not) is kept for good: it loses the
+                        // flag that lets an aborted insert's record be retired (`retire.rs`).
+                        let holds = same.iter().any(|o| o.lock_bits & lock::exclusive_bits(u16::MAX) != 0);
+                        if holds && same.iter().all(|o| o.versions.iter().all(|&v| v == 0)) {
+                            batch.write(Offset(l.record.0 + 8), rl.meta_kept().to_le_bytes().to_vec());
+                        }
                         // The intent holding the record exclusively: another intent on the
                         // same record (this transaction's range row) releases its gap lock
                         // with the batch, before the key leaves the tree.

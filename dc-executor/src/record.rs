@@ -24,9 +24,11 @@ pub const LOCK_WORD: u64 = 16;
 pub const COUNTERS: u64 = 24;
 /// Flag bit: the record slot is in use.
 pub const FLAG_USED: u8 = 1;
-/// Flag bit: a transaction's phase 1 created the record for its writes (an insert), as
-/// opposed to a loader, a catch-up or a snapshot copy. Only such a record is retired while it
-/// holds no committed write (`retire.rs`): a loaded record of zero bytes is data.
+/// Flag bit: a transaction's phase 1 created the record for its writes (an insert) and no
+/// transaction that held it exclusively has committed yet (that commit clears the flag), as
+/// opposed to a loader, a catch-up or a snapshot copy. Only such a record is retired
+/// (`retire.rs`): a loaded record of zero bytes, or one a committed creation left empty, is
+/// data.
 pub const FLAG_INSERTED: u8 = 2;
 
 /// A cell version: a 16-bit update counter and a 48-bit commit timestamp.
@@ -194,10 +196,21 @@ impl RecordLayout {
         self.encode_flagged(key, &[], FLAG_USED | FLAG_INSERTED)
     }
 
+    /// The header's meta word (bytes 8..16) of a record in use without the
+    /// [`FLAG_INSERTED`] flag: what a commit writes over the meta of a record its phase 1
+    /// created, so the record is kept for good.
+    pub fn meta_kept(&self) -> u64 {
+        self.meta(FLAG_USED)
+    }
+
+    fn meta(&self, flags: u8) -> u64 {
+        self.table.0 as u64 | (self.cells() as u64) << 16 | (flags as u64) << 24
+    }
+
     fn encode_flagged(&self, key: u64, values: &[&[u8]], flags: u8) -> Vec<u8> {
         let mut b = vec![0u8; self.record_bytes as usize];
         b[0..8].copy_from_slice(&key.to_le_bytes());
-        let meta = self.table.0 as u64 | (self.cells() as u64) << 16 | (flags as u64) << 24;
+        let meta = self.meta(flags);
         b[8..16].copy_from_slice(&meta.to_le_bytes());
         for (i, v) in values.iter().enumerate().take(self.cells()) {
             let at = self.cell_offsets[i] as usize + 8;

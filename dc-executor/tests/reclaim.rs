@@ -7,7 +7,7 @@ mod common;
 use common::kv::{cts_of, decide, load, partitioner, rows, run};
 use common::{TestDc, T};
 use rand::{Rng, SeedableRng};
-use redt_dc_executor::{free_list, AbortReason, Decision, KvOp, Verbs};
+use redt_dc_executor::{free_list, AbortReason, Decision, KvOp, Procedure, RecordOp, RecordsProcedure, Verbs};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
@@ -222,4 +222,24 @@ fn concurrent_inserts_aborts_and_scans_lose_nothing_and_keep_the_heap_bounded() 
     let grown: u64 = heap_pointers(&dc).iter().zip(&start).map(|(a, b)| a - b).sum();
     let bound = (committed_fresh + 16 + 64) * record_bytes + 256 * 1024;
     assert!(grown <= bound, "heap grew {grown} bytes, bound {bound} ({committed_fresh} committed inserts)");
+}
+
+#[test]
+fn a_committed_creation_is_kept_even_empty() {
+    let dc = TestDc::new(common::topology(1, "256KiB"), false);
+    // An explicit creation (every cell zero) commits: the record is data from then on, and
+    // neither an aborted write nor a reader that lets go of it retires it.
+    let create: Arc<dyn Procedure> = Arc::new(RecordsProcedure::new(&[RecordOp::Create { table: T, key: 42 }], |_| 1));
+    let s = common::kv::sub(&dc, 1, create, None);
+    let v = dc.executor().execute(&s, 1).unwrap();
+    assert!(v.is_commit(), "{:?}", v.abort);
+    decide(&dc, &s, &v, Decision::Commit(cts_of(&v)));
+    assert!(indexed(&dc, 42));
+    let (s, v) = run(&dc, 2, vec![KvOp::Write(42, vec![1; 8])], None);
+    decide(&dc, &s, &v, Decision::Abort);
+    let (s, v) = run(&dc, 3, vec![KvOp::Read(42)], None);
+    assert!(!v.items[0].absent, "the read found the record");
+    decide(&dc, &s, &v, Decision::Commit(cts_of(&v)));
+    assert!(indexed(&dc, 42), "a committed creation was retired");
+    assert_eq!(free_bytes(&dc), 0);
 }
