@@ -221,6 +221,10 @@ struct Held {
     shared_groups: u16,
     exclusive_groups: u16,
     cas: Option<lock::LockCas>,
+    /// The record's gap group was held exclusively when its locks were taken: an insert of
+    /// the key below it, or a committed delete taking its key out of the tree
+    /// ([`crate::OrderedIndex::unlink`]).
+    gap_taken: bool,
     image: Vec<u8>,
     /// What the lock is for.
     role: Role,
@@ -621,6 +625,7 @@ impl Executor {
                         shared_groups: shared,
                         exclusive_groups: 0,
                         cas: None,
+                        gap_taken: false,
                         image: Vec::new(),
                         role: Role::Point,
                     });
@@ -662,6 +667,7 @@ impl Executor {
                 shared_groups: shared_groups & !exclusive_groups,
                 exclusive_groups,
                 cas: None,
+                gap_taken: false,
                 image: Vec::new(),
                 role: Role::Point,
             });
@@ -729,6 +735,7 @@ impl Executor {
                     },
                     exclusive_groups: 0,
                     cas: None,
+                    gap_taken: false,
                     image: Vec::new(),
                     role: Role::Row,
                 });
@@ -745,6 +752,7 @@ impl Executor {
                 shared_groups: 1 << gap,
                 exclusive_groups: 0,
                 cas: None,
+                gap_taken: false,
                 image: Vec::new(),
                 role: Role::Gap,
             });
@@ -835,6 +843,7 @@ impl Executor {
                     match lock::outcome(&cas, old) {
                         LockOutcome::Acquired => {
                             held[i].cas = Some(cas);
+                            held[i].gap_taken = old & lock::exclusive_bits(1 << crate::ordered::GAP_GROUP) != 0;
                             break;
                         }
                         LockOutcome::Retry(guess) if tries < lock::SHARED_RETRIES => {
@@ -897,6 +906,9 @@ impl Executor {
             // A write to a record holding no row (deleted, or never written) brings its key
             // back: one a delete took out of the tree goes back in, under the gap lock of an
             // insert, while this sub-transaction holds the record (`ordered.rs`, "Deletes").
+            // While the record's gap group was held exclusively as its locks were taken, a
+            // delete may be taking the key out of the tree even though the tree still maps
+            // it: the write votes abort (No-Wait).
             if conflict.is_none() {
                 for &i in &work.items {
                     let h = &held[i];
@@ -911,7 +923,9 @@ impl Executor {
                     if !rl.decode(&h.image).is_some_and(|v| v.is_absent()) {
                         continue;
                     }
-                    if !self.dc.ordered.relink(self.dc.verbs.as_ref(), node, h.rl_table, h.key, h.record)? {
+                    if h.gap_taken
+                        || !self.dc.ordered.relink(self.dc.verbs.as_ref(), node, h.rl_table, h.key, h.record)?
+                    {
                         conflict = Some(h.access);
                         break;
                     }
@@ -1436,15 +1450,16 @@ impl Executor {
 
     /// Takes the key of `l`'s record out of its tree if the record holds no row now (a
     /// committed delete, just applied; `ordered.rs`, "Deletes"), then releases `l`'s locks.
-    /// Holding the record's locks until then keeps any writer from bringing the key back
-    /// between the READ and the removal.
+    /// Holding the record's locks until then keeps any writer of the same cells from
+    /// bringing the key back between the READ and the removal; writers of other cells keep
+    /// the key in the tree while they hold the record ([`crate::OrderedIndex::unlink`]).
     fn unlink_deleted(&self, node: NodeId, l: &LockIntent) -> Result<()> {
         let verbs = self.dc.verbs.as_ref();
         let rl = self.dc.catalog.layout(l.table)?;
         let mut image = vec![0u8; rl.record_bytes as usize];
         let unlinked = verbs.read(node, l.record, &mut image).and_then(|()| {
             match rl.decode(&image).filter(|v| v.key == l.key && v.is_absent()) {
-                Some(_) => self.dc.ordered.unlink(verbs, node, l.table, l.key, l.record).map(drop),
+                Some(_) => self.dc.ordered.unlink(verbs, node, l.table, l.key, l.record, l.lock_bits).map(drop),
                 None => Ok(()),
             }
         });

@@ -29,7 +29,14 @@
 //! taken exclusively. Removing a key merges the gap below it into the gap below its
 //! successor; a range reader holding the removed key's gap group would lose its lock on that
 //! gap, so while one holds it (No-Wait) the key stays in the tree, a key without a row that
-//! range reads skip. Each DC's executor removes the keys of its own replicas; a replica
+//! range reads skip. Cell locks are per lock group, so a writer of other cells may hold the
+//! record at the same time as the delete; its phase 1 found the key in the tree, and its
+//! phase 2 writes its row without putting the key back. So the key also stays while another
+//! writer holds any of the record's groups: the compare-and-swap that takes the gap group
+//! compares every other group's exclusive bit with the delete's own. A writer that locks a
+//! record holding no row while its gap group is held exclusively votes abort (a lock
+//! conflict): the key may be on its way out of the tree even though the tree still maps it.
+//! Each DC's executor removes the keys of its own replicas; a replica
 //! a commit left behind, caught up later, keeps the key in its tree the same way, and a
 //! catch-up that writes a row into a record puts its key back without a gap lock
 //! ([`OrderedIndex::ensure`]), as it creates records without one: such a replica's vote is
@@ -421,27 +428,44 @@ impl OrderedIndex {
     }
 
     /// Takes the deleted record `record` of `key` out of its partition's tree on `node`, if
-    /// no range reader or inserter holds the record's gap group (see "Deletes" in the module
-    /// docs): takes that group exclusively by one masked compare-and-swap (No-Wait), removes
-    /// the entry, releases the group. The caller holds the record's cell locks, so no writer
-    /// can bring the key back meanwhile. Returns whether the entry was removed; `false` when
-    /// the gap is held (the key stays in the tree, a record without a row that range reads
-    /// skip), when the table has no ordered index or no tree here, or when the tree does not
-    /// map `key` to `record`.
+    /// no range reader or inserter holds the record's gap group and no other writer holds any
+    /// of its cell groups (see "Deletes" in the module docs): takes the gap group exclusively
+    /// by one masked compare-and-swap (No-Wait) that also compares the exclusive bit of every
+    /// other group with `held`, the lock bits the caller's own intent holds on the record;
+    /// removes the entry; releases the gap group. Cell locks are per lock group, so a writer
+    /// of other cells may hold the record at the same time as the caller; its phase 1 found
+    /// the key in the tree and will not put it back when its write brings a row back, so
+    /// the key stays while one holds it. A writer that locks the record after this
+    /// compare-and-swap sees the gap group held and votes abort if the record holds no row
+    /// (`executor.rs`), or finds the key gone and puts it back. Returns whether the entry was
+    /// removed; `false` when the gap or another writer's cell group is held (the key stays
+    /// in the tree, a record without a row that range reads skip), when the table has no
+    /// ordered index or no tree here, or when the tree does not map `key` to `record`.
     ///
     /// # Errors
     /// As [`OrderedIndex::tree`] and [`BTree::remove`]; the gap group is released first.
-    pub fn unlink(&self, verbs: &dyn Verbs, node: NodeId, table: TableId, key: u64, record: Offset) -> Result<bool> {
+    pub fn unlink(
+        &self,
+        verbs: &dyn Verbs,
+        node: NodeId,
+        table: TableId,
+        key: u64,
+        record: Offset,
+        held: u64,
+    ) -> Result<bool> {
         let p = self.partitioner.partition_of(table, key);
         let Some(tree) = self.tree(verbs, node, table, p, false)? else { return Ok(false) };
         let word = crate::dc::lock_word(record);
         let cas = lock::plan(0, 1 << GAP_GROUP, 0).expect("a zero guess never conflicts");
         let locked = self.gap_locks();
-        if locked {
-            let old = verbs.masked_compare_and_swap(node, word, cas.compare, cas.mask, cas.swap, cas.mask)?;
-            if lock::outcome(&cas, old) != LockOutcome::Acquired {
-                return Ok(false);
-            }
+        // Every other group's exclusive bit as the caller holds it, and (with gap locks) the
+        // gap group free, then taken.
+        let writers = lock::exclusive_bits(!(1u16 << GAP_GROUP));
+        let (gap_mask, gap_compare) = if locked { (cas.mask, cas.compare) } else { (0, 0) };
+        let (compare, mask) = (gap_compare | (held & writers), gap_mask | writers);
+        let old = verbs.masked_compare_and_swap(node, word, compare, mask, cas.swap, gap_mask)?;
+        if old & mask != compare {
+            return Ok(false);
         }
         let removed = (|| {
             if tree.lookup(verbs, key)? != Some(record.0) {
