@@ -1,6 +1,8 @@
 //! `redt`: the command-line entry point.
 
 #![forbid(unsafe_code)]
+// The status JSON of one node is a large `json!` object.
+#![recursion_limit = "256"]
 
 mod cmd;
 

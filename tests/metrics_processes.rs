@@ -293,6 +293,11 @@ fn a_scrape_of_every_node_counts_the_commits_the_client_saw() {
         // Every abort has its cause.
         assert_eq!(scrape.sum("redt_txn_aborted_by_cause_total"), scrape.sum("redt_txn_aborted_total"));
         assert!(scrape.one("redt_ring_capacity_slots", &[]) > 0.0);
+        // The record heap: the loaded and committed records use some of it, never more than all.
+        let (used, size) =
+            (scrape.one("redt_record_heap_used_bytes", &[]), scrape.one("redt_record_heap_size_bytes", &[]));
+        assert!(used > 0.0 && used <= size, "{node}: record heap {used} of {size} bytes");
+        assert!(scrape.one("redt_record_heap_free_bytes", &[]) >= 0.0);
         // The node process's own figures, under the names every Prometheus client exports.
         assert_eq!(scrape.types["process_cpu_seconds_total"], "counter");
         assert!(scrape.one("process_cpu_seconds_total", &[]) > 0.0, "{node} spent CPU starting up");

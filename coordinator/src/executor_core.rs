@@ -915,8 +915,16 @@ impl ExecutorCore {
         Ok(redt_dc_executor::ring_scan(dc.verbs.as_ref(), self.node, &dc.layout)?)
     }
 
-    /// Slots of this node's ring between its head and its tail (written or reserved, not yet
-    /// released by replay).
+    /// How much of this node's record heap is in use.
+    ///
+    /// # Errors
+    /// Verbs failures.
+    pub fn record_heap(&self) -> Result<redt_dc_executor::RecordHeapUsage> {
+        Ok(self.executor.dc().record_heap_usage(self.node)?)
+    }
+
+    /// Ring slots between this node's ring head and tail: written or reserved, not yet
+    /// released by replay.
     ///
     /// # Errors
     /// Verbs failures.

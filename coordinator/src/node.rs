@@ -308,6 +308,7 @@ impl Node {
         let p1 = self.options.phase1_timeout.as_millis() as u64;
         let mut status = self.board.snapshot(self.id, &sample.unfinished, sample.now_ms, p1, sample.owed, locks);
         status.replay_backlog_slots = sample.backlog;
+        status.record_heap = Some(sample.heap);
         (status.pending_votes_forgotten, status.accepted_redo_forgotten) = sample.forgotten;
         status.background_retries_waiting = self.retry_slots.waiting();
         status.background_retries_waited = self.retry_slots.waited();
@@ -337,18 +338,26 @@ impl Node {
     async fn ring_round(&self, count_locks: bool) -> Result<(RingSample, Option<u64>)> {
         let stopped = || Error::Io(std::io::Error::other("node shutting down"));
         let taken = Instant::now();
-        let (scan, backlog, now_ms, locks, forgotten) = self
+        let (scan, (backlog, heap), now_ms, locks, forgotten) = self
             .exec
             .run(move |core, now_ms| -> Result<_> {
                 let scan = core.ring_scan()?;
                 let backlog = core.replay_backlog()?;
+                let heap = core.record_heap()?;
                 let locks = if count_locks { Some(core.locks_held()?) } else { None };
-                Ok((scan, backlog, now_ms, locks, core.forgotten()))
+                Ok((scan, (backlog, heap), now_ms, locks, core.forgotten()))
             })
             .await
             .ok_or_else(stopped)??;
-        let sample =
-            RingSample { taken, now_ms, unfinished: scan.unfinished, owed: scan.owed.len() as u64, backlog, forgotten };
+        let sample = RingSample {
+            taken,
+            now_ms,
+            unfinished: scan.unfinished,
+            owed: scan.owed.len() as u64,
+            backlog,
+            heap,
+            forgotten,
+        };
         Ok((sample, locks))
     }
 

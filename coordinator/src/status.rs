@@ -239,6 +239,7 @@ impl StatusBoard {
             suspected_dcs: suspects.dcs,
             suspicions_total: suspects.total,
             replay_backlog_slots: 0,
+            record_heap: None,
             epoch: Epoch(0),
             membership_leader: None,
             removed_dcs: Vec::new(),
@@ -326,6 +327,9 @@ pub struct NodeStatus {
     /// Ring slots between the head and the tail: written or reserved, not yet released by
     /// replay (0 when idle; a gap at the head or an undecided entry holds it up).
     pub replay_backlog_slots: u64,
+    /// The record heap: its size, the bytes in use, the bytes of retired records on its free
+    /// lists. `None` from a node that does not report it.
+    pub record_heap: Option<redt_dc_executor::RecordHeapUsage>,
     /// The placement epoch the node is at.
     pub epoch: Epoch,
     /// The membership group's leader as the node knows it.
@@ -470,6 +474,9 @@ impl NodeStatus {
             suspected_dcs: self.suspected_dcs.iter().map(|d| u32::from(d.0)).collect(),
             suspicions_total: self.suspicions_total,
             replay_backlog_slots: self.replay_backlog_slots,
+            record_heap_bytes: self.record_heap.map(|h| h.size_bytes),
+            record_heap_used_bytes: self.record_heap.map(|h| h.used_bytes),
+            record_heap_free_bytes: self.record_heap.map(|h| h.free_bytes),
             epoch: self.epoch.0,
             membership_leader: self.membership_leader.map_or(0, |n| u32::from(n.0) + 1),
             removed_dcs: self.removed_dcs.iter().map(|d| u32::from(d.0)).collect(),
@@ -568,6 +575,12 @@ impl NodeStatus {
             suspected_dcs: r.suspected_dcs.iter().map(|&d| dc_id(d)).collect::<Result<_, _>>()?,
             suspicions_total: r.suspicions_total,
             replay_backlog_slots: r.replay_backlog_slots,
+            record_heap: match (r.record_heap_bytes, r.record_heap_used_bytes, r.record_heap_free_bytes) {
+                (Some(size_bytes), Some(used_bytes), Some(free_bytes)) => {
+                    Some(redt_dc_executor::RecordHeapUsage { size_bytes, used_bytes, free_bytes })
+                }
+                _ => None,
+            },
             epoch: Epoch(r.epoch),
             membership_leader: match r.membership_leader {
                 0 => None,

@@ -36,6 +36,8 @@ pub(crate) struct RingSample {
     pub(crate) owed: u64,
     /// Ring slots between the head and the tail.
     pub(crate) backlog: u64,
+    /// The record heap's use.
+    pub(crate) heap: redt_dc_executor::RecordHeapUsage,
     /// Commit votes and replica redo the executor side forgot over its limits, since the node
     /// started (`ExecutorCore::forgotten`).
     pub(crate) forgotten: (u64, u64),
@@ -112,7 +114,15 @@ mod tests {
     use std::sync::atomic::AtomicUsize;
 
     fn sample(taken: Instant, backlog: u64) -> RingSample {
-        RingSample { taken, now_ms: 0, unfinished: Vec::new(), owed: 0, backlog, forgotten: (0, 0) }
+        RingSample {
+            taken,
+            now_ms: 0,
+            unfinished: Vec::new(),
+            owed: 0,
+            backlog,
+            heap: Default::default(),
+            forgotten: (0, 0),
+        }
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -61,6 +61,7 @@ pub use replay::{Apply, ReplayStep, Replayer};
 pub use replay_task::ReplayTask;
 pub use replica::{ReplicaChange, ReplicaOrigin};
 pub use restore::{restore, Restored};
+pub use retire::RecordHeapUsage;
 pub use ring::{
     head_gap, owed_entries, read_header, ring_entries, ring_scan, unfinished_entries, Change, EntryHeader, EntryStatus,
     Gap, LockIntent, OwedEntry, RedoEntry, RingScan, RingWriter, VoteCode, VoteState, VoteWord,

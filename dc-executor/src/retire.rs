@@ -63,7 +63,37 @@ fn unused(rl: &RecordLayout, image: &[u8], key: u64, lock: u64) -> bool {
         })
 }
 
+/// How much of a node's record heap is in use (`redt status`, `redt_record_heap_*` metrics).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RecordHeapUsage {
+    /// Bytes of the record heap: the MemStore past its fixed areas.
+    pub size_bytes: u64,
+    /// Bytes taken from it: the bump pointer's advance less the free bytes (records, B+-tree
+    /// nodes, the directories).
+    pub used_bytes: u64,
+    /// Bytes of retired records on the free lists, waiting for the next insert of their size.
+    pub free_bytes: u64,
+}
+
 impl DcHandle {
+    /// The record heap's use on `node`: two 8-byte READs (the bump pointer, the free bytes).
+    ///
+    /// # Errors
+    /// Verbs errors.
+    pub fn record_heap_usage(&self, node: NodeId) -> Result<RecordHeapUsage> {
+        let verbs = self.verbs.as_ref();
+        let mut w = [0u8; 8];
+        verbs.read(node, self.layout.heap_next_offset(), &mut w)?;
+        let next = u64::from_le_bytes(w).min(self.layout.size);
+        let free_bytes = free_list::free_bytes(verbs, node, &self.layout)?;
+        let taken = next.saturating_sub(self.layout.heap_off);
+        Ok(RecordHeapUsage {
+            size_bytes: self.layout.size - self.layout.heap_off,
+            used_bytes: taken.saturating_sub(free_bytes),
+            free_bytes,
+        })
+    }
+
     /// Allocates a `bytes`-byte record on `node`: a retired record of that size from the
     /// free list if there is one, else fresh heap (`free_list.rs`). The caller WRITEs the
     /// whole record before it publishes it.

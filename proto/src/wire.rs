@@ -494,6 +494,18 @@ pub struct StatusReply {
     /// it.
     #[prost(uint64, optional, tag = "43")]
     pub ring_read_unix_ms: Option<u64>,
+    /// Bytes of the node's record heap (its MemStore past the fixed areas). Absent from a node
+    /// that does not report the heap.
+    #[prost(uint64, optional, tag = "44")]
+    pub record_heap_bytes: Option<u64>,
+    /// Bytes of the record heap in use: records, B+-tree nodes and directories, less the
+    /// retired records on its free lists.
+    #[prost(uint64, optional, tag = "45")]
+    pub record_heap_used_bytes: Option<u64>,
+    /// Bytes of retired records on the record heap's free lists, waiting for the next insert of
+    /// their size.
+    #[prost(uint64, optional, tag = "46")]
+    pub record_heap_free_bytes: Option<u64>,
 }
 
 /// One DC's round-trip time as a node's QUIC connections measure it (quinn's smoothed RTT).

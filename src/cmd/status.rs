@@ -194,6 +194,22 @@ fn cpu_cell(s: &NodeStatus) -> String {
 
 /// A resident memory size for the status table: whole MiB below 10 GiB (`245MiB`), GiB with
 /// one decimal above (`12.5GiB`), `-` when unknown.
+/// The record heap's use as a share of its size ("-" when the node does not report it).
+fn heap_cell(heap: Option<redt_dc_executor::RecordHeapUsage>) -> String {
+    match heap {
+        Some(h) if h.size_bytes > 0 => format!("{:.1}%", h.used_bytes as f64 * 100.0 / h.size_bytes as f64),
+        _ => "-".into(),
+    }
+}
+
+/// The record heap's figures as JSON (`null` when the node does not report them).
+fn heap_json(heap: Option<redt_dc_executor::RecordHeapUsage>) -> serde_json::Value {
+    heap.map_or(
+        serde_json::Value::Null,
+        |h| json!({ "size_bytes": h.size_bytes, "used_bytes": h.used_bytes, "free_bytes": h.free_bytes }),
+    )
+}
+
 fn bytes_cell(bytes: Option<u64>) -> String {
     const MIB: f64 = (1u64 << 20) as f64;
     match bytes {
@@ -318,12 +334,13 @@ fn suspects(topo: &Topology, s: &NodeStatus) -> String {
 /// The status table, one row per node.
 fn table(topo: &Topology, statuses: &[(NodeId, Result<NodeStatus, String>)], locks: bool) -> String {
     let mut out = format!(
-        "{:<12} {:<8} {:>9} {:>9} {:>8} {:>10} {:>8} {:>8} {:>9} {:>8} {:>24} {:>6} {:>5} {:>7} {:>5} {:>5}{}  {}\n",
+        "{:<12} {:<8} {:>9} {:>9} {:>8} {:>6} {:>10} {:>8} {:>8} {:>9} {:>8} {:>24} {:>6} {:>5} {:>7} {:>5} {:>5}{}  {}\n",
         "node",
         "dc",
         "up",
         "cpu",
         "rss",
+        "heap",
         "committed",
         "aborted",
         "unknown",
@@ -352,12 +369,13 @@ fn table(topo: &Topology, statuses: &[(NodeId, Result<NodeStatus, String>)], loc
                     s.recoveries_blocked
                 );
                 out += &format!(
-                    "{:<12} {:<8} {:>9} {:>9} {:>8} {:>10} {:>8} {:>8} {:>9} {:>8} {:>24} {:>6} {:>5} {:>7} {:>5} {:>5}{}  {}\n",
+                    "{:<12} {:<8} {:>9} {:>9} {:>8} {:>6} {:>10} {:>8} {:>8} {:>9} {:>8} {:>24} {:>6} {:>5} {:>7} {:>5} {:>5}{}  {}\n",
                     node_name(topo, *n),
                     dc,
                     format!("{:.1}s", s.uptime_ms as f64 / 1e3),
                     cpu_cell(s),
                     bytes_cell(s.process_resident_bytes),
+                    heap_cell(s.record_heap),
                     s.committed,
                     s.aborted,
                     s.unknown,
@@ -461,6 +479,7 @@ fn node_json(topo: &Topology, n: NodeId, s: &Result<NodeStatus, String>) -> serd
                 "uptime_ms": s.uptime_ms,
                 "process_cpu_s": s.process_cpu_us.map(|us| us as f64 / 1e6),
                 "process_resident_bytes": s.process_resident_bytes,
+                "record_heap": heap_json(s.record_heap),
                 "committed": s.committed,
                 "aborted": s.aborted,
                 "unknown": s.unknown,
@@ -636,11 +655,16 @@ mod tests {
     }
 
     #[test]
-    fn the_process_cpu_and_memory_are_columns_and_json_fields() {
+    fn the_process_cpu_memory_and_record_heap_are_columns_and_json_fields() {
         let topo = Topology::from_yaml("default.yaml", include_str!("../../configs/default.yaml")).expect("valid");
         let quiet = StatusBoard::default().snapshot(NodeId(0), &[], 0, 500, 0, None);
-        let s =
-            NodeStatus { process_cpu_us: Some(12_345_678), process_resident_bytes: Some(245 << 20), ..quiet.clone() };
+        let heap = redt_dc_executor::RecordHeapUsage { size_bytes: 1000, used_bytes: 125, free_bytes: 64 };
+        let s = NodeStatus {
+            process_cpu_us: Some(12_345_678),
+            process_resident_bytes: Some(245 << 20),
+            record_heap: Some(heap),
+            ..quiet.clone()
+        };
         let other = NodeStatus { node: NodeId(1), ..quiet.clone() };
         let t = table(&topo, &[(NodeId(0), Ok(s.clone())), (NodeId(1), Ok(other))], false);
         let header: Vec<&str> = t.lines().next().unwrap_or_default().split_whitespace().collect();
@@ -650,9 +674,11 @@ mod tests {
         };
         assert_eq!((cell(1, "cpu"), cell(1, "rss")), ("12.3s".into(), "245MiB".into()), "{t}");
         assert_eq!((cell(2, "cpu"), cell(2, "rss")), ("-".into(), "-".into()), "not reported: {t}");
+        assert_eq!((cell(1, "heap"), cell(2, "heap")), ("12.5%".into(), "-".into()), "{t}");
         let j = node_json(&topo, NodeId(0), &Ok(s));
         assert_eq!(j["process_cpu_s"], json!(12.345678));
         assert_eq!(j["process_resident_bytes"], json!(245u64 << 20));
+        assert_eq!(j["record_heap"], json!({ "size_bytes": 1000, "used_bytes": 125, "free_bytes": 64 }));
         assert_eq!(node_json(&topo, NodeId(1), &Ok(quiet))["process_cpu_s"], json!(null));
         assert_eq!(bytes_cell(Some(12 << 30)), "12.0GiB");
         assert_eq!(bytes_cell(Some(0)), "0MiB");

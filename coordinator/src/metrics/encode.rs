@@ -236,6 +236,25 @@ impl Collector for NodeSample {
             s.recoveries_blocked,
         )?;
 
+        // The record heap, when the node reports it.
+        if let Some(h) = s.record_heap {
+            w.gauge("record_heap_size", "Bytes of this node's record heap.", Some(Unit::Bytes), h.size_bytes)?;
+            w.gauge(
+                "record_heap_used",
+                "Bytes of this node's record heap in use: records, B+-tree nodes and directories, less the \
+                 retired records on its free lists.",
+                Some(Unit::Bytes),
+                h.used_bytes,
+            )?;
+            w.gauge(
+                "record_heap_free",
+                "Bytes of retired records (aborted inserts) on this node's free lists, waiting for the next \
+                 insert of their size.",
+                Some(Unit::Bytes),
+                h.free_bytes,
+            )?;
+        }
+
         // The redo ring and its replay.
         w.gauge(
             "ring_used_slots",
@@ -465,6 +484,8 @@ mod tests {
         let mut status = StatusBoard::default().snapshot(NodeId(0), &[], 0, 0, 0, None);
         status.epoch = Epoch(3);
         status.replay_backlog_slots = 5;
+        status.record_heap =
+            Some(redt_dc_executor::RecordHeapUsage { size_bytes: 1 << 20, used_bytes: 4096, free_bytes: 128 });
         status.process_cpu_us = Some(12_345_678);
         status.process_resident_bytes = Some(256 << 20);
         NodeSample {
@@ -505,6 +526,9 @@ mod tests {
             "redt_txn_commit_latency_seconds_count{node=\"dc1-n1\",dc=\"dc1\"} 3",
             "redt_epoch{node=\"dc1-n1\",dc=\"dc1\"} 3",
             "redt_ring_used_slots{node=\"dc1-n1\",dc=\"dc1\"} 5",
+            "redt_record_heap_used_bytes{node=\"dc1-n1\",dc=\"dc1\"} 4096",
+            "redt_record_heap_free_bytes{node=\"dc1-n1\",dc=\"dc1\"} 128",
+            "redt_record_heap_size_bytes{node=\"dc1-n1\",dc=\"dc1\"} 1048576",
             "redt_link_sent_bytes_total{node=\"dc1-n1\",dc=\"dc1\",peer_dc=\"dc2\"} 700",
             "redt_link_rtt_seconds{node=\"dc1-n1\",dc=\"dc1\",peer_dc=\"dc2\"} 0.04",
             "redt_transport_over_limit_total{node=\"dc1-n1\",dc=\"dc1\",limit=\"max_connections_per_peer\"} 2",
