@@ -94,6 +94,27 @@ impl DcHandle {
         })
     }
 
+    /// The records of `node`'s hash index, and among them those an insert created that are
+    /// unused now (see the module docs): what retirement missed, once nothing is in flight. A
+    /// full scan of the index and one READ per record — for checks, not the transaction path.
+    ///
+    /// # Errors
+    /// Verbs errors.
+    pub fn unused_records(&self, node: NodeId) -> Result<(u64, u64)> {
+        let verbs = self.verbs.as_ref();
+        let (mut indexed, mut unused_now) = (0, 0);
+        for (table, key, at) in self.index.entries(verbs, node)? {
+            indexed += 1;
+            let Ok(rl) = self.catalog.layout(table) else { continue };
+            let mut image = vec![0u8; rl.record_bytes as usize];
+            verbs.read(node, at, &mut image)?;
+            if unused(rl, &image, key, 0) {
+                unused_now += 1;
+            }
+        }
+        Ok((indexed, unused_now))
+    }
+
     /// Allocates a `bytes`-byte record on `node`: a retired record of that size from the
     /// free list if there is one, else fresh heap (`free_list.rs`). The caller WRITEs the
     /// whole record before it publishes it.

@@ -247,6 +247,15 @@ pub struct SimReport {
     pub scan_absent: u64,
     /// Committed deletes (append-scan).
     pub deletes_committed: u64,
+    /// Records in the hash indexes of the nodes alive at the end, and among them those an
+    /// insert created that no commit wrote and nobody holds (aborted inserts that retirement
+    /// missed: a retirer that died between its release and its retirement), and the bytes of
+    /// retired records on the free lists.
+    pub records_indexed: u64,
+    /// Of those, the unused ones.
+    pub records_unused: u64,
+    /// Bytes on the free lists.
+    pub records_free_bytes: u64,
     /// Locks and undecided entries left after the drain (each is also a violation).
     pub leftovers: Vec<Leftover>,
     /// What the checks found wrong.
@@ -304,6 +313,11 @@ impl std::fmt::Display for SimReport {
             self.gap_slots,
             self.catch_ups_reshipped,
             self.catch_ups_given_up
+        )?;
+        writeln!(
+            f,
+            "  records: {} indexed, {} unused left by aborted inserts; {} bytes on the free lists",
+            self.records_indexed, self.records_unused, self.records_free_bytes
         )?;
         if self.scans_committed > 0 {
             writeln!(
