@@ -1182,15 +1182,22 @@ impl Executor {
     }
 
     /// Retires, once released, each record of `entry`'s lock intents on `node` that no commit
-    /// ever wrote (its versions were zero when locked): an aborted insert's fresh record, or
-    /// one a range reader locked — as a row, or as the next key's gap — while it held no row,
-    /// which kept its inserter from retiring it (`retire.rs`). On commit, only the records the
-    /// entry does not write (a written one holds a version now).
+    /// ever wrote (its versions were zero when locked): on abort, a record the entry would
+    /// have written (an insert's fresh record); on either decision, one a range reader locked
+    /// — as a row, or as the next key's gap — while it held no row, which kept its inserter
+    /// from retiring it (`retire.rs`).
     fn retire_unused(&self, node: NodeId, entry: &RedoEntry, committed: bool) -> Result<()> {
         for l in &entry.locks {
             let record_lock = lock_word(l.record);
+            // Tried: a gap or a range row that held no row (its intent names no cells), and on
+            // abort a record the entry would have written. Not a point read: reads of records
+            // never written (a loaded table read for ever) would cost a READ each, and a
+            // fresh record is held exclusively by its inserter, whose release retires it.
+            let exclusive = l.lock_bits & lock::exclusive_bits(u16::MAX) != 0;
+            let tried = l.cells == 0 || (exclusive && !committed);
             // A gap intent of key `u64::MAX` names a tree's end word, not a record.
-            if self.dc.layout.is_absent_lock(record_lock)
+            if !tried
+                || self.dc.layout.is_absent_lock(record_lock)
                 || (l.cells == 0 && l.key == u64::MAX)
                 || l.versions.iter().any(|&v| v != 0)
                 || (committed && entry.changes.iter().any(|c| c.record == l.record))
