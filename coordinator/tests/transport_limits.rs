@@ -189,3 +189,32 @@ async fn a_link_set_to_a_huge_delay_and_back_carries_calls_again() {
     }
     assert!(answered, "no call succeeded within 10 s of setting the link back to 2 ms");
 }
+
+/// Once half of a connection cap is taken, an incoming connection whose address is not yet
+/// validated is sent a QUIC Retry before it counts against the cap: a real client answers it
+/// (quinn does, unseen by the caller) and is served; a spoofed address could not, and would
+/// take no place. Counted in `retries_sent`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_half_a_cap_new_addresses_prove_themselves_with_a_retry_and_are_served() {
+    let topo = topology(1);
+    let certs = ClusterCerts::generate(&topo).expect("certificates");
+    let cfg = TransportConfig { max_connections_per_peer: 4, ..TransportConfig::default() };
+    let server = Transport::bind(cfg, &topo, &certs.nodes[0], bind_at("127.0.0.1")).expect("server");
+    server.serve(echo()).expect("serving");
+    let addr = server.local_addr().expect("bound");
+    let name = topo.nodes[0].name.clone();
+    let clients: Vec<Transport> = (0..4).map(|_| client_at(&certs, "127.0.0.1")).collect();
+    for (i, c) in clients.iter().enumerate() {
+        let epoch = 10 + i as u32;
+        assert_eq!(c.call_addr(addr, &name, ping(epoch)).await.expect("served").epoch, epoch);
+        let retries = server.counters().snapshot().retries_sent;
+        // The first two connections take the address to half its cap of 4 without a Retry.
+        let want = i.saturating_sub(1) as u64;
+        assert_eq!(retries, want, "after connection {}: {retries} retries", i + 1);
+    }
+    // Over the cap, the Retry is answered and the refusal still names the cap.
+    let fifth = client_at(&certs, "127.0.0.1");
+    let err = fifth.call_addr(addr, &name, ping(20)).await.expect_err("over the per-peer cap");
+    assert!(err.to_string().contains("transport.max_connections_per_peer"), "{err}");
+    assert_eq!(server.counters().snapshot().retries_sent, 3, "one more for the fifth");
+}

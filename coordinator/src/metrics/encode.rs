@@ -404,6 +404,13 @@ impl Collector for NodeSample {
             None,
             t.refused_handshakes,
         )?;
+        w.counter(
+            "transport_retries_sent",
+            "QUIC Retry packets sent to incoming connections whose address was not yet validated, once \
+             half of transport.max_connections or transport.max_connections_per_peer is taken.",
+            None,
+            t.retries_sent,
+        )?;
         w.counters(
             "transport_over_limit",
             "QUIC refusals and cancellations over the topology's transport: limits, by limit (the key).",

@@ -1,6 +1,7 @@
 //! Who may open one more incoming QUIC connection: the caps on connections open at once, in
 //! all and per peer IP address (the topology's `transport.max_connections` and
-//! `transport.max_connections_per_peer`), and a rate limit on the warnings refusals log.
+//! `transport.max_connections_per_peer`), when an address must first prove itself with a QUIC
+//! Retry (over half of a cap), and a rate limit on the warnings refusals log.
 //!
 //! No I/O: the accept loop asks [`Admission::admit`] for each incoming connection before its
 //! handshake and holds the returned [`Admitted`] for the connection's life.
@@ -59,6 +60,16 @@ impl Admission {
     /// Caps of `max_total` connections in all and `max_per_peer` per IP address.
     pub(crate) fn new(max_total: usize, max_per_peer: usize) -> Arc<Admission> {
         Arc::new(Admission { max_total, max_per_peer, open: Mutex::new(Open::default()) })
+    }
+
+    /// Whether one more connection from `ip` must first prove its address (a QUIC Retry) before
+    /// it is counted: once half of either cap is taken (at least one connection in all, or
+    /// from `ip`), so a flood from spoofed addresses, which cannot answer a Retry, takes no
+    /// place under either cap and costs no handshake.
+    pub(crate) fn wants_validation(&self, ip: IpAddr) -> bool {
+        let open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
+        let from_ip = open.by_ip.get(&ip).copied().unwrap_or(0);
+        open.total >= (self.max_total / 2).max(1) || from_ip >= (self.max_per_peer / 2).max(1)
     }
 
     /// Admits one more connection from `ip`, or says which cap it is over (nothing counted

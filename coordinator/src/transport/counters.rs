@@ -19,6 +19,7 @@ pub struct TransportCounters {
     pub(crate) refused_handshakes: AtomicU64,
     pub(crate) refused_connections_total: AtomicU64,
     pub(crate) refused_connections_per_peer: AtomicU64,
+    pub(crate) retries_sent: AtomicU64,
     pub(crate) handler_timeouts: AtomicU64,
     pub(crate) write_timeouts: AtomicU64,
     pub(crate) call_slot_timeouts: AtomicU64,
@@ -47,6 +48,9 @@ pub struct CountersSnapshot {
     /// Incoming connections refused because `transport.max_connections_per_peer` were open
     /// from the same IP address.
     pub refused_connections_per_peer: u64,
+    /// QUIC Retry packets sent to incoming connections whose address was not yet validated,
+    /// over half of a connection cap ([`crate::transport::TransportConfig`]).
+    pub retries_sent: u64,
     /// Requests whose handler did not finish within `transport.handler_timeout` (cancelled,
     /// answered with a timeout error).
     pub handler_timeouts: u64,
@@ -130,6 +134,7 @@ impl TransportCounters {
             refused_handshakes: get(&self.refused_handshakes),
             refused_connections_total: get(&self.refused_connections_total),
             refused_connections_per_peer: get(&self.refused_connections_per_peer),
+            retries_sent: get(&self.retries_sent),
             handler_timeouts: get(&self.handler_timeouts),
             write_timeouts: get(&self.write_timeouts),
             call_slot_timeouts: get(&self.call_slot_timeouts),

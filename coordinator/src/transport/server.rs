@@ -31,6 +31,18 @@ pub(crate) async fn accept_loop(endpoint: Endpoint, shared: Arc<Shared>, handler
     let explaining = Arc::new(AtomicUsize::new(0));
     while let Some(incoming) = endpoint.accept().await {
         let remote = incoming.remote_address();
+        // Over half a cap, an address not yet validated is sent a Retry (RFC 9000 §8.1.2)
+        // before it may count against one: its real client comes back with the token.
+        if !incoming.remote_address_validated()
+            && incoming.may_retry()
+            && shared.admission.wants_validation(remote.ip())
+        {
+            TransportCounters::add(&shared.counters.retries_sent, 1);
+            if incoming.retry().is_err() {
+                debug!(%remote, "a Retry could not be sent; the connection attempt is dropped");
+            }
+            continue;
+        }
         match shared.admission.admit(remote.ip()) {
             Ok(admitted) => {
                 tokio::spawn(serve_connection(incoming, admitted, shared.clone(), handler.clone()));
