@@ -421,10 +421,7 @@ impl OrderedIndex {
     ) -> Result<()> {
         let p = self.partitioner.partition_of(table, key);
         let Some(tree) = self.tree(verbs, node, table, p, false)? else { return Ok(()) };
-        if tree.lookup(verbs, key)? == Some(record.0) {
-            tree.remove(verbs, key)?;
-        }
-        Ok(())
+        remove_entry(verbs, &tree, key, record).map(drop)
     }
 
     /// Takes the deleted record `record` of `key` out of its partition's tree on `node`, if
@@ -467,12 +464,7 @@ impl OrderedIndex {
         if old & mask != compare {
             return Ok(false);
         }
-        let removed = (|| {
-            if tree.lookup(verbs, key)? != Some(record.0) {
-                return Ok(false);
-            }
-            Ok(tree.remove(verbs, key)?.is_some())
-        })();
+        let removed = remove_entry(verbs, &tree, key, record);
         if locked {
             verbs.fetch_and_add(node, word, lock::release_operand(cas.added))?;
         }
@@ -582,6 +574,14 @@ pub(crate) fn gap_word(tree: &BTree, successor: Option<Offset>) -> Offset {
         Some(r) => crate::dc::lock_word(r),
         None => tree.spare_word(),
     }
+}
+
+/// Removes `key`'s entry from `tree` if it names `record`; returns whether it did.
+fn remove_entry(verbs: &dyn Verbs, tree: &BTree, key: u64, record: Offset) -> Result<bool> {
+    if tree.lookup(verbs, key)? != Some(record.0) {
+        return Ok(false);
+    }
+    Ok(tree.remove(verbs, key)?.is_some())
 }
 
 #[cfg(test)]

@@ -51,16 +51,14 @@ use redt_proto::{NodeId, Offset, TableId};
 /// Times a retirer finds only the gap group held and tries again.
 const GAP_WAITS: u32 = 64;
 
-/// What a record's image says about retiring it.
-fn unused(rl: &RecordLayout, image: &[u8], key: u64, lock: u64) -> bool {
-    rl.is_inserted(image)
-        && rl.decode(image).is_some_and(|v| {
-            v.key == key
-                && v.lock == lock
-                && v.is_absent()
-                && (0..rl.cells()).all(|c| v.version(c).0 == 0)
-                && (0..crate::lock::GROUPS).all(|g| v.group_counter(g) == 0)
-        })
+/// The lock word of `image` if it is `key`'s record, created by an insert and never written
+/// (every cell, version and update counter zero): unused when that word is zero too.
+fn never_written(rl: &RecordLayout, image: &[u8], key: u64) -> Option<u64> {
+    let v = rl.decode(image).filter(|v| v.key == key && rl.is_inserted(image))?;
+    let clean = v.is_absent()
+        && (0..rl.cells()).all(|c| v.version(c).0 == 0)
+        && (0..crate::lock::GROUPS).all(|g| v.group_counter(g) == 0);
+    clean.then_some(v.lock)
 }
 
 /// How much of a node's record heap is in use (`redt status`, `redt_record_heap_*` metrics).
@@ -108,7 +106,7 @@ impl DcHandle {
             let Ok(rl) = self.catalog.layout(table) else { continue };
             let mut image = vec![0u8; rl.record_bytes as usize];
             verbs.read(node, at, &mut image)?;
-            if unused(rl, &image, key, 0) {
+            if never_written(rl, &image, key) == Some(0) {
                 unused_now += 1;
             }
         }
@@ -152,7 +150,7 @@ impl DcHandle {
         let gap = crate::lock::fields(1 << crate::ordered::GAP_GROUP);
         let mut lock = 0;
         for _ in 0..GAP_WAITS {
-            if !unused(rl, &image, key, rl.decode(&image).map_or(0, |v| v.lock)) {
+            if never_written(rl, &image, key).is_none() {
                 return Ok(false);
             }
             lock = verbs.compare_and_swap(node, lock_word(record), 0, RETIRED)?;
@@ -165,25 +163,20 @@ impl DcHandle {
         if lock != 0 {
             return Ok(false);
         }
-        self.settle_retired(node, table, key, record)
-    }
-
-    /// Completes or undoes the retirement of the record of `(table, key)` at `record` on
-    /// `node`, which a lock attempt found [`RETIRED`] (its retirer may have died before it
-    /// settled it): see [`DcHandle::retire_if_unused`]. Returns whether this call freed it.
-    ///
-    /// # Errors
-    /// Verbs errors; an unknown table.
-    pub fn help_retirement(&self, node: NodeId, table: TableId, key: u64, record: Offset) -> Result<bool> {
-        self.settle_retired(node, table, key, record)
+        self.help_retirement(node, table, key, record)
     }
 
     /// Steps 3 and 4 of a retirement, under the key's insert-lock stripe so that exactly one
     /// settler decides: if the hash index still maps the key to `record` and the record is
     /// still retired, READ it; still unused, the key leaves its tree and the hash index and
     /// the record goes on the free list; pinned or written meanwhile, its lock word goes back
-    /// to 0. Returns whether this call freed it.
-    fn settle_retired(&self, node: NodeId, table: TableId, key: u64, record: Offset) -> Result<bool> {
+    /// to 0. The retirer's own last step, and what anyone does who finds a record
+    /// [`RETIRED`] (its retirer may have died before it settled it). Returns whether this
+    /// call freed it.
+    ///
+    /// # Errors
+    /// Verbs errors; an unknown table.
+    pub fn help_retirement(&self, node: NodeId, table: TableId, key: u64, record: Offset) -> Result<bool> {
         let rl = self.catalog.layout(table)?;
         let verbs = self.verbs.as_ref();
         let stripe = self.layout.insert_lock(self.index.home_bucket(table, key));
@@ -197,7 +190,7 @@ impl DcHandle {
             if rl.decode(&image).is_none_or(|v| v.key != key || v.lock != RETIRED) {
                 return Ok(false);
             }
-            if !unused(rl, &image, key, RETIRED) {
+            if never_written(rl, &image, key).is_none() {
                 verbs.compare_and_swap(node, lock_word(record), RETIRED, 0)?;
                 return Ok(false);
             }

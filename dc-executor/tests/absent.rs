@@ -18,19 +18,6 @@ fn cts_of(v: &Vote) -> Cts {
     Cts(v.hlc.max(seen).0 + 1)
 }
 
-/// The heap bump pointer of every node: what an allocation would move.
-fn heap_pointers(dc: &TestDc) -> Vec<u64> {
-    dc.topo
-        .nodes
-        .iter()
-        .map(|n| {
-            let mut w = [0u8; 8];
-            dc.local.read(n.id, dc.dc.layout.heap_next_offset(), &mut w).unwrap();
-            u64::from_le_bytes(w)
-        })
-        .collect()
-}
-
 /// Every absent-key lock word of every node, non-zero ones only (offset, word).
 fn held_absent_locks(dc: &TestDc) -> Vec<(NodeId, u64, u64)> {
     let layout = dc.dc.layout;
@@ -52,19 +39,19 @@ fn held_absent_locks(dc: &TestDc) -> Vec<(NodeId, u64, u64)> {
 fn reads_of_missing_keys_leave_the_heap_untouched() {
     let dc = TestDc::new(common::topology(1, "256KiB"), false);
     let mut ex = dc.executor();
-    let before = heap_pointers(&dc);
+    let before = dc.heap_pointers();
     // 2,000 reads of keys nobody ever wrote (the audit's 20,000 filled the heap for good).
     let s = kv(&dc, 1, (0..2000).map(|k| KvOp::Read(1_000_000 + k)).collect());
     let v = ex.execute(&s, SystemClock.now_ms()).unwrap();
     assert!(v.is_commit(), "{:?}", v.abort);
-    assert_eq!(heap_pointers(&dc), before, "a read allocated a record");
+    assert_eq!(dc.heap_pointers(), before, "a read allocated a record");
     // They read what a fresh record holds: zero at version 0.
     assert_eq!(v.items.len(), 2000);
     assert!(v.items.iter().all(|i| i.values.iter().all(|(_, x)| x.iter().all(|&b| b == 0))));
     assert!(v.items.iter().all(|i| i.versions.iter().all(|(_, ver)| ver.0 == 0)));
     assert!(!held_absent_locks(&dc).is_empty(), "absences are locked until the decision");
     ex.finish(s.txn, Decision::Commit(cts_of(&v)), &v.entries).unwrap();
-    assert_eq!(heap_pointers(&dc), before);
+    assert_eq!(dc.heap_pointers(), before);
     assert_eq!(held_absent_locks(&dc), vec![], "the decision released every absent-key lock");
     for k in 0..2000 {
         let key = 1_000_000 + k;
@@ -76,14 +63,14 @@ fn reads_of_missing_keys_leave_the_heap_untouched() {
     assert!(v.is_commit(), "{:?}", v.abort);
     ex.finish(s.txn, Decision::Abort, &v.entries).unwrap();
     assert_eq!(held_absent_locks(&dc), vec![]);
-    assert_eq!(heap_pointers(&dc), before);
+    assert_eq!(dc.heap_pointers(), before);
 }
 
 #[test]
 fn a_key_read_as_absent_cannot_be_created_until_the_reader_decides() {
     let dc = TestDc::new(common::topology(1, "64KiB"), false);
     let (mut reader, mut writer) = (dc.executor(), dc.executor());
-    let before = heap_pointers(&dc);
+    let before = dc.heap_pointers();
     let r = kv(&dc, 1, vec![KvOp::Read(42)]);
     let vr = reader.execute(&r, SystemClock.now_ms()).unwrap();
     assert!(vr.is_commit());
@@ -94,7 +81,7 @@ fn a_key_read_as_absent_cannot_be_created_until_the_reader_decides() {
         assert_eq!(vw.abort, Some(AbortReason::LockConflict { access: 0 }));
         assert!(vw.entries.is_empty());
     }
-    assert_eq!(heap_pointers(&dc), before);
+    assert_eq!(dc.heap_pointers(), before);
     // Another reader of the same absent key shares the lock.
     let r2 = kv(&dc, 3, vec![KvOp::Read(42)]);
     let vr2 = writer.execute(&r2, SystemClock.now_ms()).unwrap();
@@ -137,13 +124,13 @@ fn a_key_created_while_its_reader_was_not_looking_is_a_conflict() {
     // now reads the key as absent.
     writer.finish(w.txn, Decision::Abort, &vw.entries).unwrap();
     assert_eq!(dc.dc.read_record(dc.node_of(9), T, 9).unwrap(), None, "the aborted insert's record was retired");
-    let before = heap_pointers(&dc);
+    let before = dc.heap_pointers();
     let vr = reader.execute(&r, SystemClock.now_ms()).unwrap();
     assert!(vr.is_commit(), "{:?}", vr.abort);
     assert!(vr.items[0].absent);
     assert!(!held_absent_locks(&dc).is_empty(), "the key's absence is locked");
     reader.finish(r.txn, Decision::Commit(cts_of(&vr)), &vr.entries).unwrap();
-    assert_eq!(heap_pointers(&dc), before);
+    assert_eq!(dc.heap_pointers(), before);
     // Created and aborted again: retired again, from the record the free list gave back.
     let vw = writer.execute(&w, SystemClock.now_ms()).unwrap();
     assert!(vw.is_commit());
@@ -201,7 +188,7 @@ fn a_full_heap_is_an_abort_vote_that_names_the_node() {
 fn deletes_and_zero_writes_of_missing_keys_change_nothing() {
     let dc = TestDc::new(common::topology(1, "256KiB"), false);
     let mut ex = dc.executor();
-    let before = heap_pointers(&dc);
+    let before = dc.heap_pointers();
     // 1,000 deletes of keys nobody wrote, and writes that leave a missing key missing.
     let mut ops: Vec<KvOp> = (0..1000).map(|k| KvOp::Delete(2_000_000 + k)).collect();
     ops.extend([KvOp::Write(3_000_000, vec![]), KvOp::Add(3_000_001, 0), KvOp::Add(3_000_002, 4)]);
@@ -215,7 +202,7 @@ fn deletes_and_zero_writes_of_missing_keys_change_nothing() {
     let w = kv(&dc, 2, vec![KvOp::Write(2_000_005, vec![1; 8])]);
     assert_eq!(ex.execute(&w, SystemClock.now_ms()).unwrap().abort, Some(AbortReason::LockConflict { access: 0 }));
     ex.finish(s.txn, Decision::Commit(cts_of(&v)), &v.entries).unwrap();
-    assert_eq!(heap_pointers(&dc), before, "a delete of a missing key allocated a record");
+    assert_eq!(dc.heap_pointers(), before, "a delete of a missing key allocated a record");
     assert_eq!(held_absent_locks(&dc), vec![]);
     for key in [2_000_000, 2_000_999, 3_000_000, 3_000_001, 3_000_002] {
         assert_eq!(dc.dc.read_record(dc.node_of(key), T, key).unwrap(), None, "key {key} was created");

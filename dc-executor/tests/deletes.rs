@@ -13,14 +13,6 @@ use redt_dc_executor::{AbortReason, Decision, KvOp, SubTxn, Vote, YcsbOp, YcsbPr
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-/// Whether the tree of `key`'s partition holds `key`.
-fn in_tree(dc: &TestDc, key: u64) -> bool {
-    let node = dc.node_of(key);
-    let part = partitioner(dc).partition_of(T, key);
-    let tree = dc.dc.ordered.tree(dc.local.as_ref(), node, T, part, false).unwrap().expect("a tree");
-    tree.lookup(dc.local.as_ref(), key).unwrap().is_some()
-}
-
 /// Runs `ops` as transaction `seq` and commits it (it must vote commit).
 fn commit(dc: &TestDc, seq: u64, ops: Vec<KvOp>) -> redt_dc_executor::Vote {
     let (s, v) = run(dc, seq, ops, None);
@@ -47,13 +39,13 @@ fn a_deleted_key_reads_as_missing_and_leaves_the_scan_and_the_tree() {
     commit(&dc, 1, vec![KvOp::Delete(4)]);
     assert_eq!(read(&dc, 2, 4), vec![0; 8], "a deleted key reads as a missing one");
     assert_eq!(scan(&dc, 3, 0, 9, 100), vec![0, 1, 2, 3, 5, 6, 7, 8, 9]);
-    assert!(!in_tree(&dc, 4), "the delete took the key out of the tree");
-    assert!(in_tree(&dc, 6));
+    assert!(!dc.in_tree(4), "the delete took the key out of the tree");
+    assert!(dc.in_tree(6));
     // The record stays in the hash index (a replay of an older write must meet its versions).
     assert!(dc.dc.index.lookup(dc.local.as_ref(), dc.node_of(4), T, 4).unwrap().is_some());
     // Written again, the key is back: in the tree, in the scan, in a point read.
     commit(&dc, 4, vec![KvOp::Write(4, vec![5; 8])]);
-    assert!(in_tree(&dc, 4));
+    assert!(dc.in_tree(4));
     assert_eq!(scan(&dc, 5, 0, 9, 100), (0..10).collect::<Vec<_>>());
     assert_eq!(read(&dc, 6, 4), vec![5; 8]);
 }
@@ -65,7 +57,7 @@ fn an_aborted_delete_changes_nothing() {
     let (s, v) = run(&dc, 1, vec![KvOp::Delete(2)], None);
     assert!(v.is_commit());
     decide(&dc, &s, &v, Decision::Abort);
-    assert!(in_tree(&dc, 2));
+    assert!(dc.in_tree(2));
     assert_eq!(scan(&dc, 2, 0, 3, 100), vec![0, 1, 2, 3]);
     assert_eq!(read(&dc, 3, 2), 21i64.to_le_bytes().to_vec());
 }
@@ -78,13 +70,13 @@ fn a_scan_limit_counts_rows_not_keys_without_one() {
     // rows.
     for k in [100u64, 102, 104, 106] {
         dc.dc.insert_record(dc.node_of(k), T, k, &[]).unwrap();
-        assert!(in_tree(&dc, k));
+        assert!(dc.in_tree(k));
     }
     load(&dc, [108, 110]);
     assert_eq!(scan(&dc, 10, 100, 111, 1), vec![108], "the first row, past four keys without one");
     assert_eq!(scan(&dc, 11, 100, 111, 2), vec![108, 110]);
     assert_eq!(scan(&dc, 12, 100, 107, 5), Vec::<u64>::new());
-    assert!(in_tree(&dc, 100), "a loaded record is data, never retired");
+    assert!(dc.in_tree(100), "a loaded record is data, never retired");
 }
 
 #[test]
@@ -96,7 +88,7 @@ fn a_delete_keeps_its_key_in_the_tree_while_a_reader_holds_its_gap() {
     assert_eq!(rows(&rv.items), vec![0, 2]);
     // Key 4's cells are not locked by the reader: the delete commits, but its key stays.
     commit(&dc, 2, vec![KvOp::Delete(4)]);
-    assert!(in_tree(&dc, 4), "the reader holds key 4's gap");
+    assert!(dc.in_tree(4), "the reader holds key 4's gap");
     decide(&dc, &rs, &rv, Decision::Commit(cts_of(&rv)));
     assert_eq!(scan(&dc, 3, 0, 9, 100), vec![0, 2, 6], "a key left in the tree is still no row");
     assert_eq!(scan(&dc, 4, 3, 9, 1), vec![6]);
@@ -109,17 +101,17 @@ fn a_deleted_key_comes_back_only_when_no_reader_holds_its_gap() {
     let dc = TestDc::new(common::topology(1, "64KiB"), false);
     load(&dc, [0, 2, 4, 6, 8]);
     commit(&dc, 1, vec![KvOp::Delete(4)]);
-    assert!(!in_tree(&dc, 4));
+    assert!(!dc.in_tree(4));
     // A reader of 0..=9 saw no key 4: the gap (2, 6) is locked through key 6.
     let (rs, rv) = run(&dc, 2, vec![KvOp::Scan(0, 9, 100)], None);
     assert_eq!(rows(&rv.items), vec![0, 2, 6, 8]);
     let (ws, wv) = run(&dc, 3, vec![KvOp::Write(4, vec![1; 8])], None);
     assert!(matches!(wv.abort, Some(AbortReason::LockConflict { .. })), "a phantom: {:?}", wv.abort);
     decide(&dc, &ws, &wv, Decision::Abort);
-    assert!(!in_tree(&dc, 4));
+    assert!(!dc.in_tree(4));
     decide(&dc, &rs, &rv, Decision::Commit(cts_of(&rv)));
     commit(&dc, 4, vec![KvOp::Write(4, vec![1; 8])]);
-    assert!(in_tree(&dc, 4));
+    assert!(dc.in_tree(4));
 }
 
 #[test]
@@ -154,14 +146,14 @@ fn a_delete_keeps_its_key_in_the_tree_while_a_writer_of_other_cells_holds_the_re
     let (ws, wv) = ycsb(&dc, 2, 2, vec![YcsbOp::Update { key: 4, cell: 1, value: vec![9; 8] }]);
     assert!(cv.is_commit() && wv.is_commit(), "no conflict: {:?} {:?}", cv.abort, wv.abort);
     decide(&dc, &cs, &cv, Decision::Commit(cts_of(&cv)));
-    assert!(in_tree(&dc, 4), "the writer of cell 1 holds the record: the key stays");
+    assert!(dc.in_tree(4), "the writer of cell 1 holds the record: the key stays");
     decide(&dc, &ws, &wv, Decision::Commit(cts_of(&wv)));
-    assert!(in_tree(&dc, 4), "key 4 holds a row in cell 1");
+    assert!(dc.in_tree(4), "key 4 holds a row in cell 1");
     assert_eq!(scan(&dc, 3, 0, 9, 100), vec![2, 4, 6]);
     // With no other writer, clearing the last cell holding a row takes the key out.
     let (s, v) = ycsb(&dc, 4, 2, vec![YcsbOp::Update { key: 4, cell: 1, value: vec![0; 8] }]);
     decide(&dc, &s, &v, Decision::Commit(cts_of(&v)));
-    assert!(!in_tree(&dc, 4), "the delete took the key out of the tree");
+    assert!(!dc.in_tree(4), "the delete took the key out of the tree");
     assert_eq!(scan(&dc, 5, 0, 9, 100), vec![2, 6]);
 }
 
@@ -175,7 +167,7 @@ fn a_write_to_a_record_without_a_row_votes_abort_while_its_gap_group_is_held() {
     load(&dc, [2, 6]);
     // Key 4 in the tree, its record holding no row (loaded empty).
     dc.dc.insert_record(dc.node_of(4), T, 4, &[]).unwrap();
-    assert!(in_tree(&dc, 4));
+    assert!(dc.in_tree(4));
     // Record 4's gap group held exclusively, as by a delete between its compare-and-swap and
     // its removal of the key.
     let node = dc.node_of(4);
@@ -188,7 +180,7 @@ fn a_write_to_a_record_without_a_row_votes_abort_while_its_gap_group_is_held() {
     decide(&dc, &s, &v, Decision::Abort);
     redt_dc_executor::Verbs::fetch_and_add(dc.local.as_ref(), node, word, gap.wrapping_neg()).unwrap();
     commit(&dc, 3, vec![KvOp::Write(4, vec![1; 8])]);
-    assert!(in_tree(&dc, 4));
+    assert!(dc.in_tree(4));
     assert_eq!(scan(&dc, 4, 0, 9, 100), vec![2, 4, 6]);
 }
 
@@ -245,7 +237,7 @@ proptest! {
         }
         for k in 0..16u64 {
             if model.contains_key(&k) {
-                prop_assert!(in_tree(&dc, k), "live key {} missing from its tree", k);
+                prop_assert!(dc.in_tree(k), "live key {} missing from its tree", k);
             }
         }
     }
@@ -302,7 +294,7 @@ fn concurrent_writes_deletes_and_scans_leave_the_trees_and_the_records_agreeing(
     for k in 0..KEYS {
         let value = read(&dc, 900_000 + k, k);
         if value.iter().any(|&b| b != 0) {
-            assert!(in_tree(&dc, k), "key {k} holds a row but is not in its tree");
+            assert!(dc.in_tree(k), "key {k} holds a row but is not in its tree");
             live.push(k);
         }
         if let Some(at) = dc.dc.index.lookup(dc.local.as_ref(), dc.node_of(k), T, k).unwrap() {
@@ -323,7 +315,7 @@ fn a_transaction_that_reads_a_range_and_deletes_a_row_of_it_takes_the_key_out() 
     load(&dc, [0, 2, 4, 6]);
     let v = commit(&dc, 1, vec![KvOp::Scan(0, 9, 1), KvOp::Delete(0)]);
     assert_eq!(rows(&v.items), vec![0], "the scan read the row it deletes");
-    assert!(!in_tree(&dc, 0), "the deleted row left the tree");
+    assert!(!dc.in_tree(0), "the deleted row left the tree");
     assert_eq!(scan(&dc, 2, 0, 9, 1), vec![2]);
 }
 

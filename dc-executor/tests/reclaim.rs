@@ -4,37 +4,15 @@
 
 mod common;
 
-use common::kv::{cts_of, decide, load, partitioner, rows, run};
+use common::kv::{cts_of, decide, load, rows, run};
 use common::{TestDc, T};
 use rand::{Rng, SeedableRng};
-use redt_dc_executor::{free_list, AbortReason, Decision, KvOp, Procedure, RecordOp, RecordsProcedure, Verbs};
+use redt_dc_executor::{free_list, AbortReason, Decision, KvOp, Procedure, RecordOp, RecordsProcedure};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
-/// The heap bump pointer of every node.
-fn heap_pointers(dc: &TestDc) -> Vec<u64> {
-    dc.topo
-        .nodes
-        .iter()
-        .map(|n| {
-            let mut w = [0u8; 8];
-            dc.local.read(n.id, dc.dc.layout.heap_next_offset(), &mut w).unwrap();
-            u64::from_le_bytes(w)
-        })
-        .collect()
-}
-
 fn free_bytes(dc: &TestDc) -> u64 {
     dc.topo.nodes.iter().map(|n| free_list::free_bytes(dc.local.as_ref(), n.id, &dc.dc.layout).unwrap()).sum()
-}
-
-fn in_tree(dc: &TestDc, key: u64) -> bool {
-    let node = dc.node_of(key);
-    let part = partitioner(dc).partition_of(T, key);
-    match dc.dc.ordered.tree(dc.local.as_ref(), node, T, part, false).unwrap() {
-        Some(tree) => tree.lookup(dc.local.as_ref(), key).unwrap().is_some(),
-        None => false,
-    }
 }
 
 fn indexed(dc: &TestDc, key: u64) -> bool {
@@ -59,7 +37,7 @@ fn aborted_inserts_give_their_records_back_and_the_next_inserts_take_them() {
         }
         assert_eq!(free_bytes(&dc), 300 * record_bytes, "round {round}: every record is free");
         // The first round's abort makes the free-list directories; after it the heap never grows.
-        let now = heap_pointers(&dc);
+        let now = dc.heap_pointers();
         assert_eq!(*settled.get_or_insert(now.clone()), now, "round {round}: the heap grew");
     }
     // A committed insert reuses the records and keeps them.
@@ -68,7 +46,7 @@ fn aborted_inserts_give_their_records_back_and_the_next_inserts_take_them() {
     assert!(v.is_commit(), "{:?}", v.abort);
     decide(&dc, &s, &v, Decision::Commit(cts_of(&v)));
     assert_eq!(free_bytes(&dc), 0);
-    assert_eq!(Some(heap_pointers(&dc)), settled, "the commit took freed records, not fresh heap");
+    assert_eq!(Some(dc.heap_pointers()), settled, "the commit took freed records, not fresh heap");
     for &k in &keys {
         let r = dc.dc.read_record(dc.node_of(k), T, k).unwrap().expect("committed");
         assert_eq!(r.values[0], vec![9; 8]);
@@ -83,9 +61,9 @@ fn an_aborted_insert_leaves_the_tree_and_scans() {
     let keys: Vec<u64> = (2..9).collect();
     let (s, v) = run(&dc, 1, keys.iter().map(|&k| KvOp::Write(k, vec![7; 8])).collect(), None);
     assert!(v.is_commit(), "{:?}", v.abort);
-    assert!(keys.iter().all(|&k| in_tree(&dc, k)), "phase 1 put them in the trees");
+    assert!(keys.iter().all(|&k| dc.in_tree(k)), "phase 1 put them in the trees");
     decide(&dc, &s, &v, Decision::Abort);
-    assert!(keys.iter().all(|&k| !in_tree(&dc, k) && !indexed(&dc, k)));
+    assert!(keys.iter().all(|&k| !dc.in_tree(k) && !indexed(&dc, k)));
     let (s, v) = run(&dc, 2, vec![KvOp::Scan(0, 20, 100)], None);
     assert_eq!(rows(&v.items), vec![1, 9]);
     decide(&dc, &s, &v, Decision::Commit(cts_of(&v)));
@@ -111,7 +89,7 @@ fn a_phase_1_that_aborts_after_creating_gives_the_records_back() {
         let (_, v) = run(&dc, 10 + round, ops, None);
         assert!(matches!(v.abort, Some(AbortReason::LockConflict { .. })), "{:?}", v.abort);
         assert!((0..200).all(|k| !indexed(&dc, 1_000_000 * (round + 1) + k)));
-        let now = heap_pointers(&dc);
+        let now = dc.heap_pointers();
         assert_eq!(*settled.get_or_insert(now.clone()), now, "round {round}: the heap grew");
     }
     decide(&dc, &hold, &hv, Decision::Commit(cts_of(&hv)));
@@ -146,7 +124,7 @@ fn committed_and_deleted_records_are_never_retired() {
 fn concurrent_inserts_aborts_and_scans_lose_nothing_and_keep_the_heap_bounded() {
     let mut dc = TestDc::new(common::topology(1, "64KiB"), true);
     let record_bytes = dc.dc.catalog.layout(T).unwrap().record_bytes.div_ceil(64) * 64;
-    let start = heap_pointers(&dc);
+    let start = dc.heap_pointers();
     let dc_arc = Arc::new(std::mem::replace(&mut dc, TestDc::new(common::topology(1, "64KiB"), false)));
     // Per key: the value of its last committed write, in commit order (the lock held until
     // the decision orders writers of one key; the map's lock orders the bookkeeping).
@@ -219,7 +197,7 @@ fn concurrent_inserts_aborts_and_scans_lose_nothing_and_keep_the_heap_bounded() 
     }
     // The heap: the committed fresh keys, the 16 shared keys, a free list of what was in
     // flight at once, the trees and the free-list directories — far below the 2,400 inserts.
-    let grown: u64 = heap_pointers(&dc).iter().zip(&start).map(|(a, b)| a - b).sum();
+    let grown: u64 = dc.heap_pointers().iter().zip(&start).map(|(a, b)| a - b).sum();
     let bound = (committed_fresh + 16 + 64) * record_bytes + 256 * 1024;
     assert!(grown <= bound, "heap grew {grown} bytes, bound {bound} ({committed_fresh} committed inserts)");
 }

@@ -70,6 +70,29 @@ impl TestDc {
         TestDc { topo, local, dc, hlc: Arc::new(Hlc::new()), replays }
     }
 
+    /// The heap bump pointer of every node: what an allocation from fresh heap moves.
+    pub fn heap_pointers(&self) -> Vec<u64> {
+        self.topo
+            .nodes
+            .iter()
+            .map(|n| {
+                let mut w = [0u8; 8];
+                self.local.read(n.id, self.dc.layout.heap_next_offset(), &mut w).unwrap();
+                u64::from_le_bytes(w)
+            })
+            .collect()
+    }
+
+    /// Whether `key` is in its partition's tree on its node (false without a tree).
+    pub fn in_tree(&self, key: u64) -> bool {
+        let node = self.node_of(key);
+        let part = kv::partitioner(self).partition_of(T, key);
+        match self.dc.ordered.tree(self.local.as_ref(), node, T, part, false).unwrap() {
+            Some(tree) => tree.lookup(self.local.as_ref(), key).unwrap().is_some(),
+            None => false,
+        }
+    }
+
     /// The node holding `key`.
     pub fn node_of(&self, key: u64) -> NodeId {
         let t = self.topo.table(T).unwrap();
