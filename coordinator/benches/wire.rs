@@ -75,6 +75,7 @@ fn execute() -> Request {
         deadline_ms: 864_000_000 + 2_000,
         partitions: vec![PartitionId(0), PartitionId(3)],
         epoch: Epoch(1),
+        share: 0,
     })
 }
 

@@ -7,9 +7,15 @@ use redt_dc_executor::{
 use redt_proto::wire::{EntryRefMsg, ItemVoteMsg, PromiseMsg, VoteMsg};
 use redt_proto::{Ballot, Cts, DcId, NodeId, TxnId};
 
-/// Encodes `vote` of `dc`, moving its read values into the message; an abort travels as
-/// its text and as its kind with the node and value it names, so the coordinator gets the
-/// same [`AbortReason`] back.
+/// The longest value a vote may pad back to: the largest cell a topology may declare,
+/// 65,536 bytes.
+const MAX_VALUE_BYTES: u64 = 65_536;
+
+/// Encodes `vote` of `dc`, moving its read values into the message without their trailing
+/// zero bytes (a cell holds its value zero-padded to the cell's size: a counter in a 2 KiB
+/// cell travels as 8 bytes, an absent key's as none) and each value's length beside it; an
+/// abort travels as its text and as its kind with the node and value it names, so the
+/// coordinator gets the same [`AbortReason`] back.
 pub fn vote_to_msg(dc: DcId, vote: Vote) -> VoteMsg {
     let (abort_kind, abort_node, abort_value) = vote.abort.as_ref().map_or((0, 0, 0), reason_to_wire);
     VoteMsg {
@@ -24,7 +30,17 @@ pub fn vote_to_msg(dc: DcId, vote: Vote) -> VoteMsg {
             .items
             .into_iter()
             .map(|i| {
-                let (read_cells, values) = i.values.into_iter().map(|(c, v)| (u32::from(c), v)).unzip();
+                let mut value_lens = Vec::with_capacity(i.values.len());
+                let (read_cells, values) = i
+                    .values
+                    .into_iter()
+                    .map(|(c, mut v)| {
+                        value_lens.push(v.len() as u32);
+                        let kept = v.iter().rposition(|&b| b != 0).map_or(0, |last| last + 1);
+                        v.truncate(kept);
+                        (u32::from(c), v)
+                    })
+                    .unzip();
                 ItemVoteMsg {
                     access: i.access as u32,
                     node: i.node.0 as u32,
@@ -32,6 +48,7 @@ pub fn vote_to_msg(dc: DcId, vote: Vote) -> VoteMsg {
                     versions: i.versions.iter().map(|(_, v)| v.0).collect(),
                     read_cells,
                     values,
+                    value_lens,
                     absent: i.absent,
                     row: i.row,
                 }
@@ -54,8 +71,18 @@ pub fn vote_from_msg(node: NodeId, mut m: VoteMsg) -> Result<Vote> {
     let bad = |what: &str| Error::Remote { node, name: node.to_string(), message: format!("malformed vote: {what}") };
     let mut items = Vec::with_capacity(m.items.len());
     for i in std::mem::take(&mut m.items) {
-        if i.cells.len() != i.versions.len() || i.read_cells.len() != i.values.len() {
+        if i.cells.len() != i.versions.len()
+            || i.read_cells.len() != i.values.len()
+            || !(i.value_lens.is_empty() || i.value_lens.len() == i.values.len())
+        {
             return Err(bad("parallel lists differ in length"));
+        }
+        let mut values = i.values;
+        for (v, &len) in values.iter_mut().zip(&i.value_lens) {
+            if (len as usize) < v.len() || u64::from(len) > MAX_VALUE_BYTES {
+                return Err(bad("a value longer than its length, or than a cell"));
+            }
+            v.resize(len as usize, 0);
         }
         let cell = |c: u32| u16::try_from(c).map_err(|_| bad("cell out of range"));
         items.push(ItemVote {
@@ -67,7 +94,7 @@ pub fn vote_from_msg(node: NodeId, mut m: VoteMsg) -> Result<Vote> {
                 .zip(&i.versions)
                 .map(|(&c, &v)| Ok((cell(c)?, CellVersion(v))))
                 .collect::<Result<Vec<_>>>()?,
-            values: i.read_cells.iter().zip(i.values).map(|(&c, v)| Ok((cell(c)?, v))).collect::<Result<_>>()?,
+            values: i.read_cells.iter().zip(values).map(|(&c, v)| Ok((cell(c)?, v))).collect::<Result<_>>()?,
             absent: i.absent,
             row: i.row,
         });
@@ -215,4 +242,61 @@ pub fn promise_from_msg(m: &PromiseMsg) -> std::result::Result<NodePromise, Stri
         k => return Err(format!("unknown promise kind {k}")),
     };
     Ok(NodePromise { node, promise })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn vote_with(values: Vec<(u16, Vec<u8>)>) -> Vote {
+        Vote {
+            txn: TxnId(7),
+            abort: None,
+            items: vec![ItemVote {
+                access: 0,
+                node: NodeId(1),
+                versions: values.iter().map(|(c, _)| (*c, CellVersion(3))).collect(),
+                values,
+                absent: false,
+                row: None,
+            }],
+            hlc: Cts(5),
+            entries: vec![],
+        }
+    }
+
+    #[test]
+    fn a_padded_value_travels_without_its_zeros_and_comes_back_whole() {
+        let mut counter = vec![0u8; 2048];
+        counter[..8].copy_from_slice(&42i64.to_le_bytes());
+        let vote = vote_with(vec![(0, counter.clone()), (1, vec![0; 100]), (2, vec![])]);
+        let msg = vote_to_msg(DcId(0), vote.clone());
+        let sent: Vec<usize> = msg.items[0].values.iter().map(Vec::len).collect();
+        assert_eq!(sent, vec![1, 0, 0], "42 is one byte, the rest zeros");
+        assert_eq!(msg.items[0].value_lens, vec![2048, 100, 0]);
+        assert_eq!(vote_from_msg(NodeId(1), msg).expect("decodes"), vote);
+    }
+
+    #[test]
+    fn a_value_longer_than_its_length_or_a_cell_is_refused() {
+        let mut msg = vote_to_msg(DcId(0), vote_with(vec![(0, vec![1, 2, 3])]));
+        msg.items[0].value_lens = vec![2];
+        assert!(vote_from_msg(NodeId(1), msg.clone()).is_err(), "3 bytes sent for a 2-byte value");
+        msg.items[0].value_lens = vec![1 << 20];
+        assert!(vote_from_msg(NodeId(1), msg.clone()).is_err(), "a 1 MiB value pads past any cell");
+        msg.items[0].value_lens = vec![4, 4];
+        assert!(vote_from_msg(NodeId(1), msg.clone()).is_err(), "lengths not parallel to values");
+        msg.items[0].value_lens = vec![];
+        let whole = vote_from_msg(NodeId(1), msg).expect("no lengths: the values are whole");
+        assert_eq!(whole.items[0].values, vec![(0, vec![1, 2, 3])]);
+    }
+
+    proptest! {
+        #[test]
+        fn votes_round_trip(values in proptest::collection::vec(proptest::collection::vec(prop_oneof![Just(0u8), any::<u8>()], 0..64), 0..6)) {
+            let vote = vote_with(values.into_iter().enumerate().map(|(c, v)| (c as u16, v)).collect());
+            prop_assert_eq!(vote_from_msg(NodeId(1), vote_to_msg(DcId(0), vote.clone())).expect("decodes"), vote);
+        }
+    }
 }

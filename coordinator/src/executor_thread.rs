@@ -1,19 +1,55 @@
 //! The driver of a node's executor side: one dedicated OS thread owns the node's
 //! [`ExecutorCore`] and runs every request on it, so the blocking verbs (spinning on
 //! `/dev/shm`, TCP round trips, RDMA completion polling) never run on a tokio worker thread
-//! and the core needs no lock (STYLE.md §2).
+//! and the core needs no lock. Jobs wait in a [`FairQueue`]: short ones before bulk ones,
+//! bulk ones in turns by share (`crate::executor_queue`).
 
 use crate::executor_core::ExecutorCore;
+use crate::executor_queue::{FairQueue, Lane};
 use redt_dc_executor::{Clock, SystemClock};
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
+use std::time::Instant;
 
 type Job = Box<dyn FnOnce(&mut ExecutorCore, u64) + Send>;
 
+/// The queue the thread takes its jobs from, and whether it may still take new ones.
+struct Queue {
+    jobs: FairQueue<Job>,
+    open: bool,
+}
+
+/// What the executor thread has done, for status and metrics.
+#[derive(Debug, Default)]
+pub struct ExecutorLoad {
+    short_jobs: AtomicU64,
+    bulk_jobs: AtomicU64,
+    busy_us: AtomicU64,
+    longest_job_us: AtomicU64,
+    longest_short_wait_us: AtomicU64,
+}
+
+/// A snapshot of [`ExecutorLoad`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ExecutorLoadSample {
+    /// Jobs run in the short lane since start.
+    pub short_jobs: u64,
+    /// Jobs run in the bulk lane since start.
+    pub bulk_jobs: u64,
+    /// Time spent running jobs since start, µs.
+    pub busy_us: u64,
+    /// The longest one job ran, µs.
+    pub longest_job_us: u64,
+    /// The longest a short job waited in the queue before it ran, µs.
+    pub longest_short_wait_us: u64,
+}
+
 /// A node's executor side on its own thread.
 pub struct ExecutorThread {
-    jobs: std::sync::Mutex<Option<mpsc::Sender<Job>>>,
-    thread: std::sync::Mutex<Option<JoinHandle<()>>>,
+    queue: Arc<(Mutex<Queue>, Condvar)>,
+    load: Arc<ExecutorLoad>,
+    thread: Mutex<Option<JoinHandle<()>>>,
 }
 
 impl ExecutorThread {
@@ -22,61 +58,138 @@ impl ExecutorThread {
     /// # Errors
     /// The OS refuses to start a thread.
     pub fn spawn(mut core: ExecutorCore) -> std::io::Result<ExecutorThread> {
-        let (tx, rx) = mpsc::channel::<Job>();
+        let queue = Arc::new((Mutex::new(Queue { jobs: FairQueue::default(), open: true }), Condvar::new()));
+        let load = Arc::new(ExecutorLoad::default());
         let name = format!("redt-exec-{}", core.node().0);
+        let (q, l) = (queue.clone(), load.clone());
         let thread = std::thread::Builder::new().name(name).spawn(move || {
-            while let Ok(job) = rx.recv() {
+            let mut last: Option<(Lane, u64)> = None;
+            loop {
+                let next = {
+                    let (lock, ready) = &*q;
+                    let mut guard = lock.lock().unwrap_or_else(|p| p.into_inner());
+                    if let Some((lane, us)) = last.take() {
+                        guard.jobs.ran(lane, us);
+                    }
+                    loop {
+                        if let Some(next) = guard.jobs.pop() {
+                            break Some(next);
+                        }
+                        if !guard.open {
+                            break None;
+                        }
+                        guard = ready.wait(guard).unwrap_or_else(|p| p.into_inner());
+                    }
+                };
+                let Some((lane, job)) = next else { return };
+                let t0 = Instant::now();
                 job(&mut core, SystemClock.now_ms());
+                let us = t0.elapsed().as_micros() as u64;
+                l.busy_us.fetch_add(us, Ordering::Relaxed);
+                l.longest_job_us.fetch_max(us, Ordering::Relaxed);
+                match lane {
+                    Lane::Short => l.short_jobs.fetch_add(1, Ordering::Relaxed),
+                    Lane::Bulk(_) => l.bulk_jobs.fetch_add(1, Ordering::Relaxed),
+                };
+                last = Some((lane, us));
             }
         })?;
-        Ok(ExecutorThread { jobs: std::sync::Mutex::new(Some(tx)), thread: std::sync::Mutex::new(Some(thread)) })
+        Ok(ExecutorThread { queue, load, thread: Mutex::new(Some(thread)) })
     }
 
-    /// Runs `f` on the executor thread with the core and the wall clock's reading (ms since
-    /// `redt_dc_executor::ORIGIN_UNIX_MS`, read when the job starts) and returns its result.
-    /// `None` once the thread has stopped.
+    /// Queues `job` in `lane`; false once the thread has stopped.
+    fn push(&self, lane: Lane, job: Job) -> bool {
+        let (lock, ready) = &*self.queue;
+        let mut guard = lock.lock().unwrap_or_else(|p| p.into_inner());
+        if !guard.open {
+            return false;
+        }
+        guard.jobs.push(lane, job);
+        ready.notify_one();
+        true
+    }
+
+    /// Wraps `f` as a job that runs in the caller's span (a transaction's), notes how long a
+    /// short job waited, and sends `f`'s result on `send`.
+    fn job<R: Send + 'static>(
+        &self,
+        lane: Lane,
+        f: impl FnOnce(&mut ExecutorCore, u64) -> R + Send + 'static,
+        send: impl FnOnce(R) + Send + 'static,
+    ) -> Job {
+        let span = tracing::Span::current();
+        let queued = Instant::now();
+        let load = self.load.clone();
+        Box::new(move |core, now_ms| {
+            if lane == Lane::Short {
+                load.longest_short_wait_us.fetch_max(queued.elapsed().as_micros() as u64, Ordering::Relaxed);
+            }
+            let _entered = span.enter();
+            send(f(core, now_ms));
+        })
+    }
+
+    /// Runs `f` on the executor thread in the short lane, with the core and the wall clock's
+    /// reading (ms since `redt_dc_executor::ORIGIN_UNIX_MS`, read when the job starts), and
+    /// returns its result. `None` once the thread has stopped.
     pub async fn run<R: Send + 'static>(
         &self,
         f: impl FnOnce(&mut ExecutorCore, u64) -> R + Send + 'static,
     ) -> Option<R> {
+        self.run_in(Lane::Short, f).await
+    }
+
+    /// [`ExecutorThread::run`] in `lane`.
+    pub async fn run_in<R: Send + 'static>(
+        &self,
+        lane: Lane,
+        f: impl FnOnce(&mut ExecutorCore, u64) -> R + Send + 'static,
+    ) -> Option<R> {
         let (tx, rx) = tokio::sync::oneshot::channel();
-        // The caller's span (a transaction's) follows the job onto the executor thread.
-        let span = tracing::Span::current();
-        let job: Job = Box::new(move |core, now_ms| {
-            let _entered = span.enter();
-            let _ = tx.send(f(core, now_ms));
+        let job = self.job(lane, f, move |r| {
+            let _ = tx.send(r);
         });
-        {
-            let jobs = self.jobs.lock().ok()?;
-            jobs.as_ref()?.send(job).ok()?;
+        if !self.push(lane, job) {
+            return None;
         }
         rx.await.ok()
     }
 
-    /// Runs `f` on the executor thread and blocks the calling thread until it returns (for
-    /// tests and checks outside a runtime). `None` once the thread has stopped.
+    /// Runs `f` on the executor thread in the short lane and blocks the calling thread until
+    /// it returns (for tests and checks outside a runtime). `None` once the thread has
+    /// stopped.
     pub fn run_blocking<R: Send + 'static>(
         &self,
         f: impl FnOnce(&mut ExecutorCore, u64) -> R + Send + 'static,
     ) -> Option<R> {
-        let (tx, rx) = mpsc::channel();
-        // The caller's span (a transaction's) follows the job onto the executor thread.
-        let span = tracing::Span::current();
-        let job: Job = Box::new(move |core, now_ms| {
-            let _entered = span.enter();
-            let _ = tx.send(f(core, now_ms));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let job = self.job(Lane::Short, f, move |r| {
+            let _ = tx.send(r);
         });
-        {
-            let jobs = self.jobs.lock().ok()?;
-            jobs.as_ref()?.send(job).ok()?;
+        if !self.push(Lane::Short, job) {
+            return None;
         }
         rx.recv().ok()
     }
 
+    /// What the thread has done so far.
+    pub fn load(&self) -> ExecutorLoadSample {
+        let l = &self.load;
+        ExecutorLoadSample {
+            short_jobs: l.short_jobs.load(Ordering::Relaxed),
+            bulk_jobs: l.bulk_jobs.load(Ordering::Relaxed),
+            busy_us: l.busy_us.load(Ordering::Relaxed),
+            longest_job_us: l.longest_job_us.load(Ordering::Relaxed),
+            longest_short_wait_us: l.longest_short_wait_us.load(Ordering::Relaxed),
+        }
+    }
+
     /// Stops the thread after the jobs already queued and waits for it.
     pub fn stop(&self) {
-        if let Ok(mut jobs) = self.jobs.lock() {
-            jobs.take();
+        {
+            let (lock, ready) = &*self.queue;
+            lock.lock().unwrap_or_else(|p| p.into_inner()).open = false;
+            ready.notify_all();
         }
         let handle = self.thread.lock().ok().and_then(|mut t| t.take());
         if let Some(h) = handle {

@@ -125,6 +125,26 @@ pub fn check_call(limits: &LimitsConfig, call: &ProcedureCall) -> Result<(), Ove
     Ok(())
 }
 
+/// How much executor work `call` asks of one node, in operations: its operations, a scan
+/// counting its row limit (what [`crate::executor_queue`] calls its weight). A stored
+/// procedure's (TPC-C's), whose records are known only once it is built, counts 1.
+pub fn call_weight(call: &ProcedureCall) -> u64 {
+    let ops = match &call.kind {
+        Some(ProcedureKind::Kv(kv)) => kv
+            .ops
+            .iter()
+            .map(|o| match o.kind {
+                crate::call::kv_kind::SCAN => crate::call::scan_of(o).map_or(1, |(_, _, limit)| u64::from(limit)),
+                _ => 1,
+            })
+            .fold(0u64, u64::saturating_add),
+        Some(ProcedureKind::Ycsb(y)) => y.ops.len() as u64,
+        Some(ProcedureKind::Records(r)) => r.ops.len() as u64,
+        Some(ProcedureKind::Tpcc(_)) | None => 1,
+    };
+    ops.max(1)
+}
+
 /// Checks the number of records a built procedure plans to touch against
 /// `limits.max_ops_per_txn` (a stored procedure's operations are its accesses).
 ///

@@ -49,6 +49,10 @@ pub struct Execute {
     /// The placement epoch the coordinator planned it in (its replica sets, n and Q): an
     /// executor at another epoch votes abort without taking a lock (the epoch fence).
     pub epoch: Epoch,
+    /// The share of the executors' bulk lane a large sub-transaction queues in: the submitting
+    /// client's ([`crate::transport::Caller::share`]), 0 when none is known
+    /// ([`crate::executor_queue`]).
+    pub share: u64,
 }
 
 /// Records a decision in the vote words of a transaction's redo entries (docs/design.md §2: every
@@ -300,6 +304,7 @@ impl TryFrom<Body> for Request {
                 deadline_ms: r.deadline_ms,
                 partitions: r.partitions.iter().copied().map(PartitionId).collect(),
                 epoch: Epoch(r.epoch),
+                share: r.share,
             })),
             Body::Record(r) => Ok(Request::Record(Record {
                 txn: TxnId(r.txn),
@@ -483,6 +488,7 @@ impl From<Request> for Body {
                 deadline_ms: e.deadline_ms,
                 partitions: e.partitions.iter().map(|p| p.0).collect(),
                 epoch: e.epoch.0,
+                share: e.share,
             }),
             Request::Record(r) => {
                 let (commit, cts) = r.decision.to_wire();

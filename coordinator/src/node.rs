@@ -12,6 +12,7 @@ use crate::baseline::{self, Baseline, BaselineTxn, PrimaryTxn};
 use crate::epochs::Epochs;
 use crate::error::{Error, Result};
 use crate::executor_core::ExecutorCore;
+use crate::executor_queue::{Lane, BULK_WEIGHT};
 use crate::executor_thread::ExecutorThread;
 use crate::limits::BadSubTxn;
 use crate::liveness;
@@ -474,7 +475,7 @@ impl Node {
             );
             return rx.await.unwrap_or_else(|_| stopped());
         }
-        match self.exec.run(move |core, now_ms| core.handle(from, request, now_ms)).await {
+        match self.exec.run_in(executor_lane(&request), move |core, now_ms| core.handle(from, request, now_ms)).await {
             Some(h) => {
                 match &h.reply {
                     Reply::Vote { vote, .. } if matches!(vote.abort, Some(AbortReason::HeapFull(_))) => {
@@ -497,7 +498,7 @@ impl Node {
     /// the client is told (RedT §4.2, §4.3 Table 1; docs/design.md §2). With early ack, a commit
     /// returns right after the decision and the rest continues in the background.
     pub async fn submit(self: &Arc<Self>, call: ProcedureCall) -> TxnOutcome {
-        match self.submit_as(call, None).await {
+        match self.submit_as(call, 0, None).await {
             Ok(o) => o,
             Err(e) => TxnOutcome { txn: TxnId(0), status: TxnStatus::Aborted(e.to_string()), reads: vec![] },
         }
@@ -526,7 +527,8 @@ impl Node {
 
     /// [`Node::submit`], under the id of `reserved` if given: `(id, caller)`, an id this node
     /// reserved for `caller` with [`Node::reserve_txn`] and has not used; else under a fresh
-    /// id.
+    /// id. `share` is the submitter's share of the executors' bulk lane
+    /// ([`Caller::share`]; 0 for the node's own submissions).
     ///
     /// A call over the topology's limits ([`crate::limits::check_call`]) is answered aborted
     /// at once, its text naming the limit, and counted: no id is taken or used (a reserved
@@ -539,6 +541,7 @@ impl Node {
     pub async fn submit_as(
         self: &Arc<Self>,
         call: ProcedureCall,
+        share: u64,
         reserved: Option<(TxnId, Caller)>,
     ) -> std::result::Result<TxnOutcome, NotReserved> {
         if let Err(over) = crate::limits::check_call(&self.topology().limits, &call) {
@@ -570,7 +573,7 @@ impl Node {
         let (topology, options) = (self.topology(), self.options.clone());
         Ok(match Baseline::of(self.options.protocol) {
             None => {
-                let m = CoordinatorTxn::start(topology, self.id, txn, call, options, ts, start)
+                let m = CoordinatorTxn::start(topology, self.id, txn, call, share, options, ts, start)
                     .map(|m| m.with_placement(self.epochs.clone()));
                 self.coordinate(txn, start, m).await
             }
@@ -661,7 +664,9 @@ impl Node {
             let is_own = dc.id == own;
             asks.spawn(async move {
                 if is_own {
-                    return node.exec.run(move |core, _| core.lookup_txn(txn, start)).await.unwrap_or_default();
+                    // A full read of the DC's rings: bulk work, in the node's own share.
+                let lane = Lane::Bulk(0);
+                return node.exec.run_in(lane, move |core, _| core.lookup_txn(txn, start)).await.unwrap_or_default();
                 }
                 let body = Body::TxnLookup(TxnLookupRequest { txn: txn.0, start_after: start.map(|s| s.0) });
                 for peer in nodes {
@@ -845,7 +850,7 @@ impl Node {
             }
             Body::Submit(req) => {
                 let Some(call) = req.call else { return err(error_code::MALFORMED, "submit without a call".into()) };
-                match self.submit_as(call, req.txn.map(|t| (TxnId(t), from))).await {
+                match self.submit_as(call, from.share(), req.txn.map(|t| (TxnId(t), from))).await {
                     Ok(out) => reply(Body::Outcome(outcome_to_msg(&out))),
                     Err(e) => {
                         if matches!(e, NotReserved::OtherOwner(_)) {
@@ -880,7 +885,7 @@ impl Node {
                     return node_only("txn-lookup");
                 }
                 let (txn, start) = (TxnId(q.txn), q.start_after.map(Cts::new));
-                match self.exec.run(move |core, _| core.lookup_txn(txn, start)).await {
+                match self.exec.run_in(Lane::Bulk(from.share()), move |core, _| core.lookup_txn(txn, start)).await {
                     Some(found) => {
                         reply(Body::TxnFound(TxnFoundReply { findings: found.iter().map(Finding::to_wire).collect() }))
                     }
@@ -1015,6 +1020,15 @@ fn needs_operator(what: &str, from: Caller) -> String {
 /// Display), `node` (the server), `from` (the sender), `kind` and, where the request carries
 /// them, the transaction's `coordinator` and participant `dcs`. Disabled, it costs one
 /// callsite check and evaluates none of its fields.
+/// The executor lane `request` runs in (`crate::executor_queue`): a phase 1 heavier than
+/// [`BULK_WEIGHT`] operations in its client's bulk share, everything else in the short lane.
+fn executor_lane(request: &Request) -> Lane {
+    match request {
+        Request::Execute(e) if crate::limits::call_weight(&e.call) > BULK_WEIGHT => Lane::Bulk(e.share),
+        _ => Lane::Short,
+    }
+}
+
 fn request_span(me: NodeId, from: NodeId, request: &Request) -> tracing::Span {
     let (kind, coordinator, dcs): (&str, Option<NodeId>, &[redt_proto::DcId]) = match request {
         Request::Execute(e) => ("execute", Some(e.coordinator), &e.participants),

@@ -188,7 +188,9 @@ async fn run(node: Weak<Node>, options: RecoveryOptions, writers: Vec<NodeId>) {
 /// [`Orphan::due`] and not claimed, and a [`Shipper`] for every entry owing a catch-up that is
 /// as old and not claimed. Returns false once the executor thread has stopped.
 async fn scan(node: &Arc<Node>, options: &RecoveryOptions) -> bool {
-    let Some(found) = node.exec.run(|core, now_ms| core.ring_scan().map(|s| (s, now_ms))).await else {
+    // A read of the whole ring: bulk work, in the node's own share.
+    let lane = crate::executor_queue::Lane::Bulk(0);
+    let Some(found) = node.exec.run_in(lane, |core, now_ms| core.ring_scan().map(|s| (s, now_ms))).await else {
         return false;
     };
     let (found, now_ms) = match found {

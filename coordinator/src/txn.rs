@@ -267,12 +267,15 @@ impl CoordinatorTxn {
     /// Why the call cannot run, the client's abort text: [`crate::Error::OverLimit`] for a
     /// call over the topology's limits (its planned records included, [`crate::limits`]),
     /// [`crate::Error::BadCall`] for an unknown procedure or table or malformed parameters,
-    /// [`crate::Error::Topology`] for a coordinator outside the topology.
+    /// [`crate::Error::Topology`] for a coordinator outside the topology. `share` is the
+    /// submitting client's share of the executors' bulk lane ([`Execute::share`]).
+    #[allow(clippy::too_many_arguments)]
     pub fn start(
         topology: std::sync::Arc<Topology>,
         me: NodeId,
         txn: TxnId,
         call: ProcedureCall,
+        share: u64,
         options: CoordinatorOptions,
         start: Cts,
         now: Instant,
@@ -330,6 +333,7 @@ impl CoordinatorTxn {
                 deadline_ms,
                 partitions: t.plan.partitions.iter().map(|p| p.id).collect(),
                 epoch: t.topology.epoch,
+                share,
             });
             t.phase1_open += 1;
             t.send(dc, Purpose::Phase1, request);

@@ -501,6 +501,7 @@ async fn a_repeated_decision_after_the_ring_wrapped_is_a_no_op() {
         deadline_ms: 0,
         partitions: vec![],
         epoch: cluster.topology.epoch,
+        share: 0,
     };
     let a = args.clone();
     let vote = exec.run(move |c, now| c.execute(&a, now)).await.unwrap().expect("phase 1 runs");
@@ -607,6 +608,7 @@ async fn a_replica_that_voted_abort_is_caught_up() {
         deadline_ms: 0,
         partitions: vec![],
         epoch: cluster.topology.epoch,
+        share: 0,
     };
     let a = args.clone();
     let held = exec.run(move |c, now| c.execute(&a, now)).await.unwrap().expect("phase 1 in dc4");

@@ -83,8 +83,10 @@ proptest! {
                     node,
                     cells,
                     versions,
-                    read_cells: vec![],
-                    values: vec![],
+                    read_cells: (0..access % 3).collect(),
+                    values: (0..access % 3).map(|i| vec![1; i as usize]).collect(),
+                    // Lengths that pad, that are too short, or not parallel to the values.
+                    value_lens: (0..access % 4).map(|i| i * 1000 + node % 3).collect(),
                     absent: access % 2 == 0,
                     row: (access % 3 == 0).then_some(u64::from(access)),
                 })

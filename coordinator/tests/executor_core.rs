@@ -66,6 +66,7 @@ fn args(topology: &Topology, txn: TxnId, ops: &[KvOp]) -> Execute {
         deadline_ms: 0,
         partitions: vec![],
         epoch: topology.epoch,
+        share: 0,
     }
 }
 

@@ -157,7 +157,7 @@ async fn only_an_id_reserved_here_and_unused_is_accepted() {
     assert!(matches!(again.status, TxnStatus::Aborted(ref why) if why.contains("already used")), "{again:?}");
     let never = redt_proto::TxnId::new(NodeId(1), 12345);
     let me = Caller::Client(Principal::of_identity("redt://client/redt-client"));
-    let made_up = cluster.node(NodeId(1)).submit_as(add(1000), Some((never, me))).await;
+    let made_up = cluster.node(NodeId(1)).submit_as(add(1000), me.share(), Some((never, me))).await;
     assert_eq!(made_up.err(), Some(redt_coordinator::NotReserved::Unknown(never)));
     assert_eq!(read(&cluster, key).await, 1, "only the reserved submission ran");
     cluster.shutdown();

@@ -829,9 +829,13 @@ pub struct ExecuteRequest {
     #[prost(uint32, repeated, tag = "10")]
     pub partitions: Vec<u32>,
     /// The placement epoch the coordinator planned the transaction in: an executor at another
-    /// epoch votes abort without locking (the epoch fence, notes/failover.md).
+    /// epoch votes abort without locking (the epoch fence).
     #[prost(uint32, tag = "11")]
     pub epoch: u32,
+    /// Which share of the executors' bulk lane a large sub-transaction queues in: a digest of
+    /// the submitting client's identity; 0 when none is known.
+    #[prost(uint64, tag = "12")]
+    pub share: u64,
 }
 
 /// Versions and values of one access in a vote.
@@ -852,9 +856,14 @@ pub struct ItemVoteMsg {
     /// Cells read, parallel to `values`.
     #[prost(uint32, repeated, tag = "5")]
     pub read_cells: Vec<u32>,
-    /// Values read.
+    /// Values read, each without its trailing zero bytes when `value_lens` is given.
     #[prost(bytes = "vec", repeated, tag = "6")]
     pub values: Vec<Vec<u8>>,
+    /// Parallel to `values`: each value's length in bytes (its cell's size) before its
+    /// trailing zero bytes were dropped for the wire; the receiver pads it back. Empty: the
+    /// values are whole.
+    #[prost(uint32, repeated, tag = "7")]
+    pub value_lens: Vec<u32>,
     /// The key had no record: the values are a fresh record's (every cell zero).
     #[prost(bool, tag = "60")]
     pub absent: bool,

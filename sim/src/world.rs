@@ -1355,7 +1355,7 @@ impl World {
         let Some(start) = self.nodes[node.0 as usize].core.as_ref().map(|c| c.hlc().tick(wall)) else { return };
         let epochs = self.nodes[node.0 as usize].epochs.clone();
         let started =
-            CoordinatorTxn::start(epochs.current(), node, txn, draw.call, self.cfg.options.clone(), start, now);
+            CoordinatorTxn::start(epochs.current(), node, txn, draw.call, 0, self.cfg.options.clone(), start, now);
         match started.map(|t| t.with_placement(epochs)) {
             Ok(t) => {
                 self.trace(|| format!("{node} starts {txn}"));

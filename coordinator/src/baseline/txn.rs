@@ -213,6 +213,7 @@ impl BaselineTxn {
             deadline_ms: 0,
             partitions: Vec::new(),
             epoch: t.topology.epoch,
+            share: 0,
         });
         let targets = t.participants.clone();
         let enough = targets.len();

@@ -236,6 +236,20 @@ impl Caller {
     pub fn is_operator(self) -> bool {
         matches!(self, Caller::Operator(_))
     }
+
+    /// The caller's share of the executors' bulk lane ([`crate::executor_queue::Lane::Bulk`]):
+    /// one per client or operator identity (the first 8 bytes of its [`Principal`]'s digest),
+    /// one per node (its id, with the top bit set); never 0, the nodes' own background work.
+    pub fn share(self) -> u64 {
+        match self {
+            Caller::Node(id) => (1 << 63) | u64::from(id.0),
+            Caller::Client(p) | Caller::Operator(p) => {
+                let mut first = [0u8; 8];
+                first.copy_from_slice(&p.0[..8]);
+                (u64::from_le_bytes(first) & !(1 << 63)).max(1)
+            }
+        }
+    }
 }
 
 impl fmt::Display for Caller {
