@@ -298,6 +298,12 @@ fn a_scrape_of_every_node_counts_the_commits_the_client_saw() {
             (scrape.one("redt_record_heap_used_bytes", &[]), scrape.one("redt_record_heap_size_bytes", &[]));
         assert!(used > 0.0 && used <= size, "{node}: record heap {used} of {size} bytes");
         assert!(scrape.one("redt_record_heap_free_bytes", &[]) >= 0.0);
+        // The executor thread ran every phase 1 of this run in its short lane (they are small),
+        // and its busy time covers at least its longest job.
+        assert!(scrape.one("redt_executor_jobs_total", &[("lane", "short")]) > 0.0, "{node} ran short jobs");
+        let (busy, longest) =
+            (scrape.one("redt_executor_busy_seconds_total", &[]), scrape.one("redt_executor_longest_job_seconds", &[]));
+        assert!(busy >= longest && longest > 0.0, "{node}: busy {busy} s, longest job {longest} s");
         // The node process's own figures, under the names every Prometheus client exports.
         assert_eq!(scrape.types["process_cpu_seconds_total"], "counter");
         assert!(scrape.one("process_cpu_seconds_total", &[]) > 0.0, "{node} spent CPU starting up");

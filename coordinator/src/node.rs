@@ -310,6 +310,7 @@ impl Node {
         let mut status = self.board.snapshot(self.id, &sample.unfinished, sample.now_ms, p1, sample.owed, locks);
         status.replay_backlog_slots = sample.backlog;
         status.record_heap = Some(sample.heap);
+        status.executor = self.exec.load();
         (status.pending_votes_forgotten, status.accepted_redo_forgotten) = sample.forgotten;
         status.background_retries_waiting = self.retry_slots.waiting();
         status.background_retries_waited = self.retry_slots.waited();
@@ -339,9 +340,11 @@ impl Node {
     async fn ring_round(&self, count_locks: bool) -> Result<(RingSample, Option<u64>)> {
         let stopped = || Error::Io(std::io::Error::other("node shutting down"));
         let taken = Instant::now();
+        // A read of the whole ring (and with `count_locks`, of the whole index): bulk work,
+        // in the node's own share.
         let (scan, (backlog, heap), now_ms, locks, forgotten) = self
             .exec
-            .run(move |core, now_ms| -> Result<_> {
+            .run_in(Lane::Bulk(0), move |core, now_ms| -> Result<_> {
                 let scan = core.ring_scan()?;
                 let backlog = core.replay_backlog()?;
                 let heap = core.record_heap()?;

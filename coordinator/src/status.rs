@@ -240,6 +240,7 @@ impl StatusBoard {
             suspicions_total: suspects.total,
             replay_backlog_slots: 0,
             record_heap: None,
+            executor: Default::default(),
             epoch: Epoch(0),
             membership_leader: None,
             removed_dcs: Vec::new(),
@@ -330,6 +331,10 @@ pub struct NodeStatus {
     /// The record heap: its size, the bytes in use, the bytes of retired records on its free
     /// lists. `None` from a node that does not report it.
     pub record_heap: Option<redt_dc_executor::RecordHeapUsage>,
+    /// What its executor thread did since it started: jobs per lane, busy time, the longest
+    /// job and the longest wait of a short job (`crate::executor_queue`). Zero from a node
+    /// that does not report it.
+    pub executor: crate::ExecutorLoadSample,
     /// The placement epoch the node is at.
     pub epoch: Epoch,
     /// The membership group's leader as the node knows it.
@@ -477,6 +482,11 @@ impl NodeStatus {
             record_heap_bytes: self.record_heap.map(|h| h.size_bytes),
             record_heap_used_bytes: self.record_heap.map(|h| h.used_bytes),
             record_heap_free_bytes: self.record_heap.map(|h| h.free_bytes),
+            executor_short_jobs: self.executor.short_jobs,
+            executor_bulk_jobs: self.executor.bulk_jobs,
+            executor_busy_us: self.executor.busy_us,
+            executor_longest_job_us: self.executor.longest_job_us,
+            executor_longest_short_wait_us: self.executor.longest_short_wait_us,
             epoch: self.epoch.0,
             membership_leader: self.membership_leader.map_or(0, |n| u32::from(n.0) + 1),
             removed_dcs: self.removed_dcs.iter().map(|d| u32::from(d.0)).collect(),
@@ -580,6 +590,13 @@ impl NodeStatus {
                     Some(redt_dc_executor::RecordHeapUsage { size_bytes, used_bytes, free_bytes })
                 }
                 _ => None,
+            },
+            executor: crate::ExecutorLoadSample {
+                short_jobs: r.executor_short_jobs,
+                bulk_jobs: r.executor_bulk_jobs,
+                busy_us: r.executor_busy_us,
+                longest_job_us: r.executor_longest_job_us,
+                longest_short_wait_us: r.executor_longest_short_wait_us,
             },
             epoch: Epoch(r.epoch),
             membership_leader: match r.membership_leader {
@@ -780,6 +797,16 @@ mod tests {
         let mut w = s.to_wire();
         w.ring_read_unix_ms = None;
         assert_eq!(NodeStatus::from_wire(&w).map(|d| d.ring_read_unix_ms), Ok(None));
+        // And the executor thread's load.
+        let executor = crate::ExecutorLoadSample {
+            short_jobs: 10,
+            bulk_jobs: 2,
+            busy_us: 12_345,
+            longest_job_us: 4_000,
+            longest_short_wait_us: 3_999,
+        };
+        let s = NodeStatus { executor, ..s };
+        assert_eq!(NodeStatus::from_wire(&s.to_wire()), Ok(s.clone()));
     }
 
     #[test]

@@ -506,6 +506,22 @@ pub struct StatusReply {
     /// their size.
     #[prost(uint64, optional, tag = "46")]
     pub record_heap_free_bytes: Option<u64>,
+    /// Jobs the node's executor thread ran in its short lane (phase 1 of small
+    /// sub-transactions, decisions, records) since it started.
+    #[prost(uint64, tag = "47")]
+    pub executor_short_jobs: u64,
+    /// Jobs it ran in its bulk lane (large sub-transactions, lookups, scans).
+    #[prost(uint64, tag = "48")]
+    pub executor_bulk_jobs: u64,
+    /// Time the executor thread spent running jobs, µs.
+    #[prost(uint64, tag = "49")]
+    pub executor_busy_us: u64,
+    /// The longest one job held the executor thread, µs.
+    #[prost(uint64, tag = "50")]
+    pub executor_longest_job_us: u64,
+    /// The longest a short job waited for the executor thread, µs.
+    #[prost(uint64, tag = "51")]
+    pub executor_longest_short_wait_us: u64,
 }
 
 /// One DC's round-trip time as a node's QUIC connections measure it (quinn's smoothed RTT).

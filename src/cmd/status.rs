@@ -480,6 +480,13 @@ fn node_json(topo: &Topology, n: NodeId, s: &Result<NodeStatus, String>) -> serd
                 "process_cpu_s": s.process_cpu_us.map(|us| us as f64 / 1e6),
                 "process_resident_bytes": s.process_resident_bytes,
                 "record_heap": heap_json(s.record_heap),
+                "executor": json!({
+                    "short_jobs": s.executor.short_jobs,
+                    "bulk_jobs": s.executor.bulk_jobs,
+                    "busy_us": s.executor.busy_us,
+                    "longest_job_us": s.executor.longest_job_us,
+                    "longest_short_wait_us": s.executor.longest_short_wait_us,
+                }),
                 "committed": s.committed,
                 "aborted": s.aborted,
                 "unknown": s.unknown,

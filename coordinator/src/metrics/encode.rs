@@ -107,7 +107,13 @@ struct Writer<'a, 'b> {
 }
 
 impl Writer<'_, '_> {
-    fn counter(&mut self, name: &str, help: &str, unit: Option<Unit>, value: u64) -> fmt::Result {
+    fn counter<V: prometheus_client::encoding::EncodeCounterValue>(
+        &mut self,
+        name: &str,
+        help: &str,
+        unit: Option<Unit>,
+        value: V,
+    ) -> fmt::Result {
         let m = self.encoder.encode_descriptor(name, help, unit.as_ref(), MetricType::Counter)?;
         ConstCounter::new(value).encode(m)
     }
@@ -234,6 +240,35 @@ impl Collector for NodeSample {
             "Recoveries running now that cannot decide (they wait for DCs).",
             None,
             s.recoveries_blocked,
+        )?;
+
+        // The executor thread.
+        let e = s.executor;
+        w.counters(
+            "executor_jobs",
+            "Jobs this node's executor thread ran, by lane: short (phase 1 of small sub-transactions, \
+             decisions, records) and bulk (large sub-transactions, lookups, scans).",
+            None,
+            "lane",
+            [("short", e.short_jobs), ("bulk", e.bulk_jobs)],
+        )?;
+        w.counter(
+            "executor_busy",
+            "Time this node's executor thread spent running jobs.",
+            Some(Unit::Seconds),
+            e.busy_us as f64 / 1e6,
+        )?;
+        w.gauge(
+            "executor_longest_job",
+            "The longest one job held this node's executor thread since it started.",
+            Some(Unit::Seconds),
+            e.longest_job_us as f64 / 1e6,
+        )?;
+        w.gauge(
+            "executor_longest_short_wait",
+            "The longest a short job waited for this node's executor thread since it started.",
+            Some(Unit::Seconds),
+            e.longest_short_wait_us as f64 / 1e6,
         )?;
 
         // The record heap, when the node reports it.
