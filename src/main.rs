@@ -218,10 +218,13 @@ fn config_check(file: &std::path::Path) -> Result<()> {
     }
     let m = &t.metrics;
     println!(
-        "metrics limits (the file's, else the defaults): max_connections {}, max_connections_per_peer {}, idle_timeout {}",
+        "metrics limits (the file's, else the defaults): max_connections {}, max_connections_per_peer {}, \
+         idle_timeout {}, write_timeout {}; {}",
         m.max_connections,
         m.max_connections_per_peer,
-        humantime::format_duration(m.idle_timeout)
+        humantime::format_duration(m.idle_timeout),
+        humantime::format_duration(m.write_timeout),
+        if m.tls { "HTTPS with each node's cluster certificate (tls: true)" } else { "plain HTTP (tls: false)" }
     );
     Ok(())
 }

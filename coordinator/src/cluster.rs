@@ -4,7 +4,7 @@
 //! servers and clients over those regions (RedT §6.5).
 
 use crate::error::{Error, Result};
-use crate::metrics::{MetricsServer, NodeSource};
+use crate::metrics::{MetricsServer, MetricsTls, NodeSource};
 use crate::node::{CoordinatorOptions, Node, NodeParts};
 use crate::stats::TxnStats;
 use crate::transport::{verbs_tls, ClusterCerts, SocketSpec, Transport, TransportConfig};
@@ -198,11 +198,12 @@ impl EmbeddedCluster {
     /// A node's address still held by a cluster shut down just before is waited for (up to
     /// 5 s). With the topology's `metrics:` section, every node also serves its metrics
     /// ([`EmbeddedCluster::metrics_addrs`]) from its start to the cluster's shutdown, across
-    /// its lives (503 while it is killed).
+    /// its lives (503 while it is killed); with `metrics.tls`, over HTTPS with the node's
+    /// generated certificate ([`EmbeddedCluster::certs`] has the CA that signed it).
     ///
     /// # Errors
     /// Certificate generation, a socket that cannot bind (the node's address), a TCP verbs
-    /// server or a metrics endpoint that cannot bind, a transport failure.
+    /// server or a metrics endpoint that cannot bind or build its TLS, a transport failure.
     pub async fn start(topology: Topology, options: CoordinatorOptions) -> Result<EmbeddedCluster> {
         EmbeddedCluster::start_in(topology, options, None).await
     }
@@ -328,7 +329,16 @@ impl EmbeddedCluster {
             let Some(addr) = topology.metrics_addr(n.id) else { continue };
             let (lives, i) = (cluster.nodes.clone(), n.id.0 as usize);
             let source: NodeSource = Arc::new(move || lives.read().unwrap_or_else(|p| p.into_inner()).get(i).cloned());
-            match MetricsServer::spawn(addr, &topology.metrics, source) {
+            // Over TLS, with the node's own certificate (`metrics.tls`).
+            let tls = if topology.metrics.tls {
+                match cluster.certs.node(n.id) {
+                    Some(identity) => MetricsTls::new(identity).map(Some),
+                    None => Err(Error::Topology(format!("no certificate for {}", n.name))),
+                }
+            } else {
+                Ok(None)
+            };
+            match tls.and_then(|tls| MetricsServer::spawn(addr, &topology.metrics, source, tls)) {
                 Ok(server) => cluster.metrics.push(server),
                 Err(e) => {
                     cluster.shutdown();

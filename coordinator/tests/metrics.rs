@@ -2,7 +2,8 @@
 //! section every node serves `GET /metrics` at its own IP, counting the answers of its own
 //! coordinators, and its endpoint follows it across a kill (503) and a restart. Status
 //! requests and scrapes share one executor round per second. No client keeps the scrapers
-//! out: a cap per client address, and idle connections closed.
+//! out: a cap per client address, idle connections closed, and a client that stops reading
+//! cut off after the write timeout. With `metrics.tls`, HTTPS with the node's certificate.
 
 mod common;
 use common::local_fast;
@@ -274,5 +275,149 @@ async fn idle_and_slow_connections_are_closed_after_the_idle_timeout() {
 
     // The endpoint still serves.
     assert_eq!(scrape(addr).await.0, 200);
+    cluster.shutdown();
+}
+
+/// A client that sends requests and never reads their responses loses its connection once
+/// the server's writes have stalled for `metrics.write_timeout`, long before the
+/// connection's lifetime ends: its slot under the per-address cap is given back, and a new
+/// connection from its address is served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_stops_reading_loses_its_connection_after_the_write_timeout() {
+    let mut topology = local_fast("metrics-test-write", 7560);
+    topology.metrics.port = Some(7562);
+    topology.metrics.max_connections_per_peer = 1;
+    // Only the write timeout may close the stalled connection here.
+    topology.metrics.idle_timeout = Duration::from_secs(60);
+    topology.metrics.write_timeout = Duration::from_secs(2);
+    let cluster = EmbeddedCluster::start(topology, CoordinatorOptions::default()).await.expect("starts");
+    let addr = cluster.metrics_addrs()[0];
+    let (status, body) = scrape(addr).await;
+    assert_eq!(status, 200, "{body}");
+
+    // From 127.0.0.9: a receive buffer as small as the kernel allows, and enough requests
+    // pipelined on one keep-alive connection that their responses (16 MiB in all) fill it
+    // and the server's send buffer many times over. Nothing is read.
+    let socket = TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(1024).expect("SO_RCVBUF");
+    socket.bind("127.0.0.9:0".parse().unwrap()).expect("bind a loopback address");
+    let mut stalled = socket.connect(addr).await.expect("connect to the metrics endpoint");
+    let request: &[u8] = b"GET /metrics HTTP/1.1\r\nHost: test\r\n\r\n";
+    let count = (16 << 20) / body.len().max(1) + 1;
+    let pipeline = request.repeat(count);
+    // The server stops reading requests once its writes stall: the rest may never be taken.
+    let sent = tokio::time::timeout(Duration::from_secs(3), stalled.write_all(&pipeline)).await;
+    println!("{count} requests pipelined ({} bytes each response), all sent: {}", body.len(), sent.is_ok());
+
+    // The stalled connection holds the address's one slot...
+    let mut over = connect_from("127.0.0.9", addr).await;
+    match until_closed(&mut over, Duration::from_secs(5)).await {
+        Some(Ok(text)) => {
+            let text = String::from_utf8_lossy(&text);
+            assert!(text.is_empty() || text.starts_with("HTTP/1.1 503 "), "{text}");
+        }
+        Some(Err(e)) => println!("a refused connection was reset: {e}"),
+        None => panic!("a connection over the cap was kept open"),
+    }
+    // ...until the write timeout closes it: a new connection from the address is served, well
+    // within the connection lifetime (120 s).
+    let t0 = Instant::now();
+    loop {
+        let mut s = connect_from("127.0.0.9", addr).await;
+        let served = tokio::time::timeout(Duration::from_secs(2), async {
+            s.write_all(b"GET /metrics HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n").await.ok()?;
+            let mut text = Vec::new();
+            s.read_to_end(&mut text).await.ok()?;
+            Some(String::from_utf8_lossy(&text).starts_with("HTTP/1.1 200 "))
+        })
+        .await;
+        if served == Ok(Some(true)) {
+            break;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(30), "the stalled connection still holds its slot after 30 s");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    println!("the address's slot was given back {:?} after the stall began", t0.elapsed());
+    // The stalled client finds its connection closed (or reset) once it reads.
+    let closed = until_closed(&mut stalled, Duration::from_secs(30)).await;
+    match &closed {
+        Some(Ok(got)) => println!("the stalled connection ended after {} bytes", got.len()),
+        Some(Err(e)) => println!("the stalled connection was reset: {e}"),
+        None => panic!("the stalled connection is still open"),
+    }
+    cluster.shutdown();
+}
+
+/// A TLS client configuration trusting `ca` alone, without a client certificate, offering
+/// HTTP/1.1 (as a Prometheus scraper given the cluster's `ca.pem`).
+fn scraper_tls(ca: &rustls_pki_types::CertificateDer<'static>) -> Arc<rustls::ClientConfig> {
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(ca.clone()).expect("a CA certificate");
+    let mut cfg = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .expect("TLS 1.3")
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Arc::new(cfg)
+}
+
+/// `GET /metrics` over HTTPS at `addr`, the server checked as `name` with `cfg`: the status
+/// code and the body, or the TLS error.
+async fn scrape_tls(addr: SocketAddr, name: &str, cfg: Arc<rustls::ClientConfig>) -> std::io::Result<(u16, String)> {
+    let name = rustls_pki_types::ServerName::try_from(name.to_string()).expect("a server name");
+    let tcp = TcpStream::connect(addr).await?;
+    let mut s = tokio_rustls::TlsConnector::from(cfg).connect(name, tcp).await?;
+    s.write_all(format!("GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").as_bytes()).await?;
+    let mut response = Vec::new();
+    // The server may close without a close_notify: what came before it counts.
+    if let Err(e) = s.read_to_end(&mut response).await {
+        if e.kind() != std::io::ErrorKind::UnexpectedEof || response.is_empty() {
+            return Err(e);
+        }
+    }
+    let response = String::from_utf8(response).expect("a text response");
+    let (head, body) = response.split_once("\r\n\r\n").expect("headers end");
+    let status = head.split(' ').nth(1).and_then(|c| c.parse().ok()).expect("a status code");
+    Ok((status, body.to_string()))
+}
+
+/// With `metrics.tls` the endpoint speaks HTTPS only, with the node's own certificate: a
+/// plain HTTP request gets no HTTP answer, a scraper trusting the cluster CA (and presenting
+/// no certificate) reads the metrics, checking the node by its IP address or its name, and
+/// one trusting another CA is refused by its own handshake.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_tls_the_endpoint_serves_https_with_the_node_certificate() {
+    let mut topology = local_fast("metrics-test-tls", 7570);
+    topology.metrics.port = Some(7572);
+    topology.metrics.tls = true;
+    let cluster = EmbeddedCluster::start(topology, CoordinatorOptions::default()).await.expect("starts");
+    let addr = cluster.metrics_addrs()[0];
+    assert_eq!(addr, "127.0.1.1:7572".parse().unwrap());
+
+    let mut plain = TcpStream::connect(addr).await.unwrap();
+    plain.write_all(b"GET /metrics HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n").await.unwrap();
+    match until_closed(&mut plain, Duration::from_secs(10)).await {
+        Some(Ok(got)) => assert!(!got.starts_with(b"HTTP/"), "plain HTTP answered: {}", String::from_utf8_lossy(&got)),
+        Some(Err(e)) => println!("a plain HTTP request was reset: {e}"),
+        None => panic!("a plain HTTP request was kept open"),
+    }
+
+    let cfg = scraper_tls(&cluster.certs().ca.cert_der());
+    for name in ["127.0.1.1", "dc1-n1"] {
+        let (status, body) = scrape_tls(addr, name, cfg.clone()).await.expect("an HTTPS scrape");
+        assert_eq!(status, 200, "{body}");
+        assert!(body.contains("redt_txn_committed_total"), "{body}");
+        assert!(body.contains("node=\"dc1-n1\""), "{body}");
+    }
+    // Another node's name is not this certificate's.
+    let e = scrape_tls(addr, "dc2-n1", cfg).await.expect_err("dc2-n1 is not the node at this address");
+    println!("checked as dc2-n1: {e}");
+    let foreign = redt_coordinator::transport::ClusterCa::generate("another").expect("a CA");
+    let e = scrape_tls(addr, "127.0.1.1", scraper_tls(&foreign.cert_der())).await.expect_err("another cluster's CA");
+    println!("trusting another CA: {e}");
+    // The endpoint still serves after the failed handshakes.
+    let cfg = scraper_tls(&cluster.certs().ca.cert_der());
+    assert_eq!(scrape_tls(addr, "127.0.1.1", cfg).await.expect("an HTTPS scrape").0, 200);
     cluster.shutdown();
 }

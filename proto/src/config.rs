@@ -73,6 +73,8 @@
 //!   max_connections: 32            # each endpoint's connections at once, all clients
 //!   max_connections_per_peer: 4    #   … from one client IP (one more: 503, closed)
 //!   idle_timeout: 5s               # wait for a request's headers (idle keep-alive included)
+//!   write_timeout: 5s              # wait for a client to take a response's bytes; then closed
+//!   tls: false                     # true: HTTPS with the node's cluster certificate
 //! durability: memory               # optional: `memory` (default) or `disk`: each MemStore
 //!                                  #   imaged on disk and synced before votes (docs/durability.md)
 //! ```
@@ -136,7 +138,8 @@
 //!   serves metrics only if its command line asks (`redt node --metrics-addr`; `redt cluster
 //!   up` serves them by default). The limits apply to every endpoint, wherever it listens:
 //!   `max_connections` and `max_connections_per_peer` are 1 to 65,536 (a connection over
-//!   either is answered 503 and closed at once), `idle_timeout` a duration as above.
+//!   either is answered 503 and closed at once), `idle_timeout` and `write_timeout` durations
+//!   as above, `tls` `true` or `false`.
 //!
 //! Links: `links[from][to]` starts as `links.default` for every pair of distinct DCs and as
 //! zero conditions on the diagonal (unused: a DC does not talk to itself over the WAN).

@@ -99,7 +99,7 @@ impl std::fmt::Display for Durability {
 /// limit left out keeps its default (the `DEFAULT_*` constants). The file checks that no two
 /// nodes of one host would bind the same metrics address and that none is a node's QUIC
 /// port on that host; counts are 1 to [`MetricsConfig::MAX_CONNECTIONS_CEILING`], the
-/// timeout above zero and at most [`TimeoutsConfig::MAX`].
+/// timeouts above zero and at most [`TimeoutsConfig::MAX`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MetricsConfig {
     /// `port`: the TCP port (1 to 65535); `None` when the file gives none (no node serves
@@ -116,6 +116,16 @@ pub struct MetricsConfig {
     /// request, counted from its opening or from its previous response: an idle keep-alive
     /// connection is closed after it, and so is a client that sends its request too slowly.
     pub idle_timeout: Duration,
+    /// `write_timeout`: the longest one write of a response may wait for the client to take
+    /// its bytes (the socket's buffers full because the client stops reading); the connection
+    /// is closed then, giving back its slots. A client that reads, however slowly, is not cut
+    /// off by it (the connection's lifetime still bounds it).
+    pub write_timeout: Duration,
+    /// `tls`: whether the endpoint serves HTTPS (TLS 1.3) with the node's own certificate of
+    /// the cluster PKI (the one its QUIC transport presents), instead of plain HTTP. A
+    /// scraper verifies it against the cluster CA (`ca.pem`); no client certificate is asked
+    /// for. Off by default.
+    pub tls: bool,
 }
 
 impl MetricsConfig {
@@ -125,18 +135,22 @@ impl MetricsConfig {
     pub const DEFAULT_MAX_CONNECTIONS_PER_PEER: u64 = 4;
     /// Default `idle_timeout`: 5 s.
     pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(5);
+    /// Default `write_timeout`: 5 s.
+    pub const DEFAULT_WRITE_TIMEOUT: Duration = Duration::from_secs(5);
     /// The largest `max_connections` and `max_connections_per_peer`: 65,536.
     pub const MAX_CONNECTIONS_CEILING: u64 = 65_536;
 }
 
 impl Default for MetricsConfig {
-    /// No port, and the default limits (the `DEFAULT_*` constants).
+    /// No port, the default limits (the `DEFAULT_*` constants), plain HTTP.
     fn default() -> Self {
         MetricsConfig {
             port: None,
             max_connections: Self::DEFAULT_MAX_CONNECTIONS,
             max_connections_per_peer: Self::DEFAULT_MAX_CONNECTIONS_PER_PEER,
             idle_timeout: Self::DEFAULT_IDLE_TIMEOUT,
+            write_timeout: Self::DEFAULT_WRITE_TIMEOUT,
+            tls: false,
         }
     }
 }

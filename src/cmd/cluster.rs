@@ -4,7 +4,7 @@
 use super::{load_topology, node_names, runtime};
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
-use redt_coordinator::metrics::MetricsServer;
+use redt_coordinator::metrics::{MetricsServer, MetricsTls};
 use redt_coordinator::transport::tls::CA_VALIDITY;
 use redt_coordinator::transport::{
     check_identity, default_ca_key_path, find_ca_key, init_cluster_certs, init_cluster_certs_with, load_identity,
@@ -461,7 +461,15 @@ pub fn node(a: &NodeArgs) -> Result<()> {
             SocketSpec::Custom(socket),
         )?);
         let verbs_rotation = verbs_tls_handle.clone().map(|tls| (tls, topo.clone(), me.id));
-        let reload = spawn_reload(transport.clone(), &a.certs, &me.name, verbs_rotation)?;
+        // `metrics.tls`: the endpoint presents this node's certificate, rotated with it.
+        let metrics_tls =
+            match metrics_addr {
+                Some(_) if topo.metrics.tls => Some(MetricsTls::new(&identity).with_context(|| {
+                    format!("the metrics TLS of {} (certificates in {})", me.name, a.certs.display())
+                })?),
+                _ => None,
+            };
+        let reload = spawn_reload(transport.clone(), &a.certs, &me.name, verbs_rotation, metrics_tls.clone())?;
         let options = timeouts.apply(CoordinatorOptions {
             protocol: a.protocol,
             early_ack: !a.no_early_ack,
@@ -490,8 +498,10 @@ pub fn node(a: &NodeArgs) -> Result<()> {
         let metrics = match metrics_addr {
             Some(addr) => {
                 let serving = node.clone();
-                let server = MetricsServer::spawn(addr, &topo.metrics, Arc::new(move || Some(serving.clone())))?;
-                println!("{} metrics at http://{}/metrics", me.name, server.local_addr());
+                let scheme = if metrics_tls.is_some() { "https" } else { "http" };
+                let server =
+                    MetricsServer::spawn(addr, &topo.metrics, Arc::new(move || Some(serving.clone())), metrics_tls)?;
+                println!("{} metrics at {scheme}://{}/metrics", me.name, server.local_addr());
                 Some(server)
             }
             None => None,
@@ -610,14 +620,15 @@ const RELOAD_EVERY: Duration = Duration::from_secs(2);
 /// (SIGHUP: whether or not) and, if it checks, uses it for new connections. Each reload, and
 /// each refusal (the old certificate stays), is printed to the node's log.
 /// Watches this node's certificate files (every [`RELOAD_EVERY`] and at SIGHUP) and, when
-/// they changed and check, gives the new certificate to the QUIC endpoint and, under
-/// `redt-tcp`, to the in-DC verbs TLS (`verbs`: the TLS, the topology and this node), so new
-/// connections of both use it.
+/// they changed and check, gives the new certificate to the QUIC endpoint, under `redt-tcp`
+/// to the in-DC verbs TLS (`verbs`: the TLS, the topology and this node), and with
+/// `metrics.tls` to the metrics endpoint (`metrics`), so new connections of each use it.
 fn spawn_reload(
     transport: Arc<Transport>,
     certs: &Path,
     name: &str,
     verbs: Option<(VerbsTls, Arc<Topology>, NodeId)>,
+    metrics: Option<MetricsTls>,
 ) -> Result<tokio::task::JoinHandle<()>> {
     let certs_dir = certs.to_path_buf();
     use tokio::signal::unix::{signal, SignalKind};
@@ -642,6 +653,14 @@ fn spawn_reload(
                             .and_then(|new| Ok(tls.rotate(&new)?));
                         if let Err(e) = rotated {
                             tracing::warn!(node = %name, error = %e, "verbs TLS not rotated; it keeps the current certificate");
+                        }
+                    }
+                    if let Some(tls) = &metrics {
+                        let rotated = load_identity(&certs_dir, &name)
+                            .map_err(anyhow::Error::from)
+                            .and_then(|id| Ok(tls.rotate(&id)?));
+                        if let Err(e) = rotated {
+                            tracing::warn!(node = %name, error = %e, "metrics TLS not rotated; it keeps the current certificate");
                         }
                     }
                     tracing::info!(node = %name, serial = %s.serial_hex(), "certificate reloaded");
@@ -915,15 +934,20 @@ fn up(
     }
     if !metrics.is_empty() {
         // Prometheus's file_sd format: one group per node (its `node` and `dc` labels come
-        // with every sample, so the group adds only the cluster's name).
-        let groups: Vec<serde_json::Value> = metrics
-            .iter()
-            .map(|addr| serde_json::json!({ "targets": [addr.to_string()], "labels": { "cluster": topo.name } }))
-            .collect();
+        // with every sample, so the group adds only the cluster's name, and under
+        // `metrics.tls` the scheme: the scrape config gives the CA to trust).
+        let labels = if topo.metrics.tls {
+            serde_json::json!({ "cluster": topo.name, "__scheme__": "https" })
+        } else {
+            serde_json::json!({ "cluster": topo.name })
+        };
+        let groups: Vec<serde_json::Value> =
+            metrics.iter().map(|addr| serde_json::json!({ "targets": [addr.to_string()], "labels": labels })).collect();
         let targets = metrics_targets_file(run_dir);
         std::fs::write(&targets, serde_json::to_string_pretty(&groups)? + "\n")?;
+        let scheme = if topo.metrics.tls { "https" } else { "http" };
         for (n, addr) in topo.nodes.iter().zip(&metrics) {
-            println!("  {} metrics at http://{addr}/metrics", n.name);
+            println!("  {} metrics at {scheme}://{addr}/metrics", n.name);
         }
         println!("  (Prometheus file_sd targets: {})", targets.display());
     }

@@ -11,17 +11,22 @@
 //! answers are counted per node in [`AnswerCounters`] (one relaxed add per answer). A scrape
 //! encodes its sample with `prometheus-client` into a registry of its own, so any number of
 //! nodes share a process (the embedded cluster) without a global recorder.
-//! [`MetricsServer`] serves it over HTTP, within the caps and the idle timeout of the
-//! topology file's `metrics:` section (by default 32 connections, 4 from one client IP
-//! address, 5 s); `redt node --metrics-addr`, the file (its `metrics:` port, or a node's own
-//! `metrics` address) and `redt cluster up` say where.
+//! [`MetricsServer`] serves it over HTTP, or HTTPS with the node's own certificate
+//! ([`MetricsTls`], `metrics.tls`), within the caps and the timeouts of the topology file's
+//! `metrics:` section (by default 32 connections, 4 from one client IP address, 5 s to send a
+//! request's headers, 5 s for a stalled write of a response); `redt node --metrics-addr`,
+//! the file (its `metrics:` port, or a node's own `metrics` address) and `redt cluster up`
+//! say where.
 
 mod answers;
 mod encode;
 mod sample;
 mod server;
+mod tls;
+mod write_deadline;
 
 pub use answers::{AnswerCounters, AnswersSnapshot, LATENCY_BUCKETS_SECONDS};
 pub use encode::{encode, Format};
 pub use sample::{LinkSample, NodeSample};
 pub use server::{MetricsServer, NodeSource, CONNECTION_LIFETIME};
+pub use tls::MetricsTls;

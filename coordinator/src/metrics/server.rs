@@ -1,15 +1,20 @@
-//! The metrics endpoint: plain HTTP/1.1 (hyper) on one TCP address, answering
-//! `GET /metrics` with a fresh [`NodeSample`] of the node its [`NodeSource`] names, in the
-//! text format the scraper's `Accept` header asks for. It reads, never writes, and no client
-//! can keep the others out: it holds at most `max_connections` connections in all and
-//! `max_connections_per_peer` from one client IP address (the topology's `metrics:` section,
-//! [`MetricsConfig`]; 32 and 4 by default), answering one more 503 and closing it at once; a
-//! connection waiting longer than `idle_timeout` (5 s by default) for the headers of its next
-//! request — an idle keep-alive one, or a client sending its request too slowly — is closed;
-//! and none is kept longer than [`CONNECTION_LIFETIME`].
+//! The metrics endpoint: HTTP/1.1 (hyper) on one TCP address, plain or over TLS
+//! ([`MetricsTls`], `metrics.tls`), answering `GET /metrics` with a fresh [`NodeSample`] of
+//! the node its [`NodeSource`] names, in the text format the scraper's `Accept` header asks
+//! for. It reads, never writes, and no client can keep the others out: it holds at most
+//! `max_connections` connections in all and `max_connections_per_peer` from one client IP
+//! address (the topology's `metrics:` section, [`MetricsConfig`]; 32 and 4 by default),
+//! answering one more 503 and closing it at once; a connection waiting longer than
+//! `idle_timeout` (5 s by default) for the headers of its next request — an idle keep-alive
+//! one, or a client sending its request (or, over TLS, its handshake) too slowly — is closed;
+//! so is one whose client takes no byte of a response for `write_timeout` (5 s by default: it
+//! stopped reading, and the socket's buffers are full); and none is kept longer than
+//! [`CONNECTION_LIFETIME`].
 
 use super::encode::{encode, Format};
 use super::sample::NodeSample;
+use super::tls::MetricsTls;
+use super::write_deadline::WriteDeadline;
 use crate::error::{Error, Result};
 use crate::node::Node;
 use hyper::body::Incoming;
@@ -22,6 +27,7 @@ use std::convert::Infallible;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpSocket, TcpStream};
 use tokio::sync::Semaphore;
 use tokio::task::JoinHandle;
@@ -47,13 +53,20 @@ pub struct MetricsServer {
 
 impl MetricsServer {
     /// Listens at `addr` (with `SO_REUSEADDR`, so a restarted node gets its port back at
-    /// once) and serves the node `source` names, within `limits`' caps and idle timeout (its
-    /// `port` is not read: `addr` says where). Must run inside a Tokio runtime.
+    /// once) and serves the node `source` names, within `limits`' caps and timeouts, over
+    /// HTTPS with `tls` when given, else plain HTTP (`limits`' `port` and `tls` are not read:
+    /// `addr` says where, and the caller builds `tls` from the node's identity when
+    /// `limits.tls` asks for it). Must run inside a Tokio runtime.
     ///
     /// # Errors
     /// [`Error::MetricsBind`] if the address cannot be listened on (in use, not an address
     /// of this host).
-    pub fn spawn(addr: SocketAddr, limits: &MetricsConfig, source: NodeSource) -> Result<MetricsServer> {
+    pub fn spawn(
+        addr: SocketAddr,
+        limits: &MetricsConfig,
+        source: NodeSource,
+        tls: Option<MetricsTls>,
+    ) -> Result<MetricsServer> {
         let bind_error = |error| Error::MetricsBind { addr, error };
         let socket = if addr.is_ipv4() { TcpSocket::new_v4() } else { TcpSocket::new_v6() }.map_err(bind_error)?;
         socket.set_reuseaddr(true).map_err(bind_error)?;
@@ -63,7 +76,7 @@ impl MetricsServer {
         let total = usize::try_from(limits.max_connections).unwrap_or(usize::MAX).min(Semaphore::MAX_PERMITS);
         let slots = Arc::new(Semaphore::new(total));
         let peers = PeerSlots::new(limits.max_connections_per_peer);
-        let idle_timeout = limits.idle_timeout;
+        let (idle_timeout, write_timeout) = (limits.idle_timeout, limits.write_timeout);
         let task = tokio::spawn(async move {
             loop {
                 let (stream, peer) = match listener.accept().await {
@@ -84,18 +97,25 @@ impl MetricsServer {
                     refuse(stream);
                     continue;
                 };
-                let source = source.clone();
+                let (source, tls) = (source.clone(), tls.clone());
                 tokio::spawn(async move {
                     let _slots = (slot, peer_slot);
-                    let service = hyper::service::service_fn(move |req| respond(req, source.clone()));
-                    // Hyper's header timer runs from the moment a connection waits for a
-                    // request's headers, its first or one after a response: it is the idle
-                    // timeout of a keep-alive connection as well as the request read timeout.
-                    let conn = hyper::server::conn::http1::Builder::new()
-                        .timer(TokioTimer::new())
-                        .header_read_timeout(idle_timeout)
-                        .serve_connection(TokioIo::new(stream), service);
-                    let _ = tokio::time::timeout(CONNECTION_LIFETIME, conn).await;
+                    // Under TLS too: the handshake's bytes and the encrypted response's are
+                    // what the client must take.
+                    let io = WriteDeadline::new(stream, write_timeout);
+                    let served = async {
+                        let Some(tls) = tls else {
+                            return serve(io, source, idle_timeout).await;
+                        };
+                        match tokio::time::timeout(idle_timeout, tls.acceptor().accept(io)).await {
+                            Ok(Ok(io)) => serve(io, source, idle_timeout).await,
+                            Ok(Err(e)) => tracing::debug!(%addr, %peer, "metrics: TLS handshake failed: {e}"),
+                            Err(_) => {
+                                tracing::debug!(%addr, %peer, "metrics: TLS handshake not done in {idle_timeout:?}")
+                            }
+                        }
+                    };
+                    let _ = tokio::time::timeout(CONNECTION_LIFETIME, served).await;
                 });
             }
         });
@@ -116,6 +136,25 @@ impl MetricsServer {
 impl Drop for MetricsServer {
     fn drop(&mut self) {
         self.task.abort();
+    }
+}
+
+/// Serves HTTP/1.1 requests on `io` until the client closes it, a timeout closes it, or it
+/// fails (a write past `write_timeout` among them).
+async fn serve<S>(io: S, source: NodeSource, idle_timeout: Duration)
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let service = hyper::service::service_fn(move |req| respond(req, source.clone()));
+    // Hyper's header timer runs from the moment a connection waits for a request's headers,
+    // its first or one after a response: it is the idle timeout of a keep-alive connection as
+    // well as the request read timeout.
+    let conn = hyper::server::conn::http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(idle_timeout)
+        .serve_connection(TokioIo::new(io), service);
+    if let Err(e) = conn.await {
+        tracing::debug!("metrics: connection closed: {e}");
     }
 }
 

@@ -18,12 +18,16 @@ pub(super) struct RawMetrics {
     max_connections_per_peer: Option<u64>,
     #[serde(default)]
     idle_timeout: Option<Text>,
+    #[serde(default)]
+    write_timeout: Option<Text>,
+    #[serde(default)]
+    tls: Option<bool>,
 }
 
 impl Resolver<'_> {
     /// Parses and checks the `metrics` section against the resolved `nodes` (of `dcs`): the
     /// port is in 1..=65535; each limit set is 1 to its ceiling or a timeout above zero and at
-    /// most the largest timeout; and no two nodes of one host ([`Node::same_host`]) would
+    /// most the largest timeout (`idle_timeout`, `write_timeout`); `tls` is a boolean; and no two nodes of one host ([`Node::same_host`]) would
     /// serve metrics at the same port on the same IP address (or either on the unspecified
     /// one), nor one at a port where a node of its host listens for QUIC on such an address
     /// (that node's verbs server takes the port on TCP). A node's own `metrics` address counts
@@ -53,6 +57,10 @@ impl Resolver<'_> {
                 idle_timeout: self
                     .bounded_duration("metrics.idle_timeout", &raw.idle_timeout, false)?
                     .unwrap_or(d.idle_timeout),
+                write_timeout: self
+                    .bounded_duration("metrics.write_timeout", &raw.write_timeout, false)?
+                    .unwrap_or(d.write_timeout),
+                tls: raw.tls.unwrap_or(d.tls),
             },
         };
         // Each node's metrics address and the key that set it.

@@ -1100,14 +1100,21 @@ fn metrics_are_off_without_the_section_and_on_each_node_ip_with_it() {
     let d = MetricsConfig::default();
     assert_eq!((d.max_connections, d.max_connections_per_peer), (32, 4));
     assert_eq!(d.idle_timeout, Duration::from_secs(5));
-    let t = ok(&with_timeouts("metrics: { max_connections: 8, max_connections_per_peer: 2, idle_timeout: 250ms }"));
+    assert_eq!(d.write_timeout, Duration::from_secs(5));
+    assert!(!d.tls, "plain HTTP by default");
+    let t = ok(&with_timeouts(
+        "metrics: { max_connections: 8, max_connections_per_peer: 2, idle_timeout: 250ms, write_timeout: 2s, \
+         tls: true }",
+    ));
     assert_eq!(
         t.metrics,
         MetricsConfig {
             port: None,
             max_connections: 8,
             max_connections_per_peer: 2,
-            idle_timeout: Duration::from_millis(250)
+            idle_timeout: Duration::from_millis(250),
+            write_timeout: Duration::from_secs(2),
+            tls: true,
         }
     );
     assert_eq!(t.metrics_addr(NodeId(0)), None);
@@ -1177,6 +1184,10 @@ fn bad_metrics_sections_are_refused_naming_the_key() {
     );
     invalid(&with_timeouts("metrics: { idle_timeout: 0s }"), "metrics.idle_timeout", "above zero");
     invalid(&with_timeouts("metrics: { idle_timeout: 25h }"), "metrics.idle_timeout", "largest timeout");
+    invalid(&with_timeouts("metrics: { write_timeout: 0s }"), "metrics.write_timeout", "above zero");
+    invalid(&with_timeouts("metrics: { write_timeout: 25h }"), "metrics.write_timeout", "largest timeout");
+    invalid(&with_timeouts("metrics: { write_timeout: soon }"), "metrics.write_timeout", "soon");
+    parse_error(&with_timeouts("metrics: { tls: maybe }"), "tls");
 }
 
 // ----- names -----
