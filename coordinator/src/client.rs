@@ -180,8 +180,9 @@ impl Client {
     ///    without one, as [`Client::submit`] does;
     /// 2. if the answer is lost ([`TxnStatus::Unknown`]: a timeout, a broken connection, a
     ///    coordinator that stopped), asks what became of the transaction
-    ///    ([`Client::outcome`]) at the nearest live node, the coordinator last; the node waits
-    ///    up to its bound (a few seconds: the recoverers' timeouts) for a decision;
+    ///    ([`Client::outcome`]) at the nearest live node, the coordinator last, again every
+    ///    200 ms up to the node's bound (a few seconds: the recoverers' timeouts) while no
+    ///    decision is seen;
     /// 3. acts on the answer by [`next_step`]: committed → reported committed, its reads not
     ///    available (`reads_lost`); aborted (it did not happen and never will) → submitted
     ///    once more under a new id, at a live coordinator other than the one that lost the

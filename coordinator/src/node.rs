@@ -60,8 +60,9 @@ pub mod error_code {
     /// (`crate::reserved::NotReserved`): nothing was run.
     pub const NOT_RESERVED: u32 = 5;
     /// The request is over a limit (`crate::limits`: the topology's `limits:`, or more
-    /// participant DCs than it has): refused before anything was reserved or written; the
-    /// message names the limit and its value.
+    /// participant DCs than it has; or an outcome query over its connection's
+    /// [`crate::outcome_queries::MAX_IN_FLIGHT`]): refused before anything was reserved,
+    /// looked up or written; the message names the limit and its value.
     pub const OVER_LIMIT: u32 = 6;
     /// The request was not served within the transport's `handler_timeout` and its work was
     /// cancelled (it may have partly run, as with any call that fails): the message names the
@@ -634,8 +635,7 @@ impl Node {
         }
         let mut start = start_after;
         loop {
-            let node = self.clone();
-            let findings = self.outcome_queries.findings(txn, start, || node.lookup_everywhere(txn, start)).await;
+            let findings = self.outcome_queries.findings(txn, start, || self.lookup_everywhere(txn, start)).await;
             let now_ms = SystemClock.now_ms();
             let deadline = Deadline {
                 latest_ms: start_after.map(|s| {
