@@ -67,6 +67,19 @@ pub struct SubmitReport {
     pub reads_lost: bool,
 }
 
+/// How often [`Client::outcome`] asks again while the answer is not final.
+pub const OUTCOME_POLL_EVERY: Duration = Duration::from_millis(200);
+
+/// What one outcome query at one node gave.
+enum Asked {
+    /// Its answer, and the node's bound on looking for a decision, if it said.
+    Answer(KnownOutcome, Option<Duration>),
+    /// It has too many queries in flight (`error_code::OVER_LIMIT`); why, as it said.
+    Busy(String),
+    /// No answer; why.
+    Failed(String),
+}
+
 /// A submission that reached a coordinator: its outcome and the reservation it ran under.
 struct Sent {
     node: NodeId,
@@ -167,8 +180,9 @@ impl Client {
     ///    without one, as [`Client::submit`] does;
     /// 2. if the answer is lost ([`TxnStatus::Unknown`]: a timeout, a broken connection, a
     ///    coordinator that stopped), asks what became of the transaction
-    ///    ([`Client::outcome`]) at the nearest live node, the coordinator last; the node waits
-    ///    up to its bound (a few seconds: the recoverers' timeouts) for a decision;
+    ///    ([`Client::outcome`]) at the nearest live node, the coordinator last, again every
+    ///    200 ms up to the node's bound (a few seconds: the recoverers' timeouts) while no
+    ///    decision is seen;
     /// 3. acts on the answer by [`next_step`]: committed → reported committed, its reads not
     ///    available (`reads_lost`); aborted (it did not happen and never will) → submitted
     ///    once more under a new id, at a live coordinator other than the one that lost the
@@ -301,14 +315,21 @@ impl Client {
     /// What became of the transaction reserved as `res` whose coordinator `coordinator` lost
     /// its answer (`Body::OutcomeQuery`, read-only): asked at the nodes of
     /// [`failover_order`] of `coordinator`, its own DC first, `coordinator` itself last,
-    /// until one answers. The node asked waits up to three quarters of this client's call
-    /// timeout (and its own bound, a few seconds) for a decision. Never an error: a query
-    /// nobody answers is [`KnownOutcome::Unknown`].
+    /// until one answers. A node answers after one lookup round (only the coordinator waits,
+    /// for the identity that reserved the id there), so while the answer is not final
+    /// (committed or aborted) the client asks again every [`OUTCOME_POLL_EVERY`] (200 ms),
+    /// for up to three quarters of its call timeout and the answering node's own bound (a
+    /// few seconds: the recoverers' timeouts), and returns the last answer. A node over its
+    /// cap of queries in flight (`error_code::OVER_LIMIT`) is passed over for the next one,
+    /// and asked again at the next poll. Never an error: a query nobody answers is
+    /// [`KnownOutcome::Unknown`].
     pub async fn outcome(&self, coordinator: NodeId, res: &Reservation) -> KnownOutcome {
+        let t0 = Instant::now();
         let mut order = failover_order(&self.topology, coordinator);
         order.retain(|&n| n != coordinator);
         order.push(coordinator);
         let wait_ms = (self.call_timeout.as_millis() as u64 * 3 / 4).max(1);
+        let mut bound = Duration::from_millis(wait_ms);
         let q = OutcomeQueryRequest {
             txn: res.txn.0,
             start_after: Some(res.start_after.0),
@@ -316,20 +337,65 @@ impl Client {
             wait_ms,
         };
         let mut last = String::from("no node to ask");
-        for node in order {
-            if self.down.lock().unwrap_or_else(|p| p.into_inner()).get(&node).is_some_and(|t| t.elapsed() < DOWN_FOR) {
-                continue;
+        loop {
+            let mut answer = None;
+            let mut busy = false;
+            for &node in &order {
+                let down = self.down.lock().unwrap_or_else(|p| p.into_inner()).get(&node).copied();
+                if down.is_some_and(|t| t.elapsed() < DOWN_FOR) {
+                    continue;
+                }
+                match self.ask_outcome(node, &q).await {
+                    Asked::Answer(a, node_bound) => {
+                        bound = bound.min(node_bound.unwrap_or(bound));
+                        answer = Some(a);
+                        break;
+                    }
+                    Asked::Busy(why) => {
+                        busy = true;
+                        last = why;
+                    }
+                    Asked::Failed(why) => last = why,
+                }
             }
-            match self.call(node, Body::OutcomeQuery(q.clone())).await {
-                Ok(Body::TxnOutcome(r)) => match KnownOutcome::from_wire(r.state, r.cts, r.detail) {
-                    Ok(answer) => return answer,
-                    Err(e) => last = format!("{}: {e}", self.topology.node_name(node)),
-                },
-                Ok(_) => last = format!("{}: unexpected reply", self.topology.node_name(node)),
-                Err(e) => last = format!("{e}"),
+            let late = t0.elapsed() + OUTCOME_POLL_EVERY > bound;
+            match answer {
+                Some(a) if a.is_final() || late => return a,
+                Some(_) => {}
+                None if busy && !late => {}
+                None => {
+                    return KnownOutcome::Unknown(format!(
+                        "{}: no node answered the outcome query (last: {last})",
+                        res.txn
+                    ))
+                }
             }
+            tokio::time::sleep(OUTCOME_POLL_EVERY).await;
         }
-        KnownOutcome::Unknown(format!("{}: no node answered the outcome query (last: {last})", res.txn))
+    }
+
+    /// One outcome query `q` at `node`.
+    async fn ask_outcome(&self, node: NodeId, q: &OutcomeQueryRequest) -> Asked {
+        let name = self.topology.node_name(node);
+        let Some(n) = self.topology.nodes.get(node.0 as usize) else {
+            return Asked::Failed(format!("no {node} in the topology `{}`", self.topology.name));
+        };
+        let msg = Envelope { epoch: self.topology.epoch.0, from: u32::MAX, body: Some(Body::OutcomeQuery(q.clone())) };
+        match self.transport.call_at(&n.advertise, &n.name, msg).await.map(|r| r.body) {
+            Ok(Some(Body::TxnOutcome(r))) => {
+                let bound = (r.bound_ms > 0).then(|| Duration::from_millis(r.bound_ms));
+                match KnownOutcome::from_wire(r.state, r.cts, r.detail) {
+                    Ok(answer) => Asked::Answer(answer, bound),
+                    Err(e) => Asked::Failed(format!("{name}: {e}")),
+                }
+            }
+            Ok(Some(Body::Error(e))) if e.code == crate::error_code::OVER_LIMIT => {
+                Asked::Busy(format!("{name} answered: {}", e.message))
+            }
+            Ok(Some(Body::Error(e))) => Asked::Failed(format!("{name} answered: {}", e.message)),
+            Ok(_) => Asked::Failed(format!("{name}: unexpected reply")),
+            Err(e) => Asked::Failed(Error::from(e).to_string()),
+        }
     }
 
     /// Sends a `netem set` request to every node; returns the nodes that did not confirm,

@@ -38,6 +38,7 @@ pub mod metrics;
 pub mod netem_admin;
 mod node;
 pub mod outcome;
+pub mod outcome_queries;
 pub mod plan;
 pub mod process;
 pub mod rebuild;
@@ -56,7 +57,7 @@ pub mod transport;
 pub mod txn;
 mod txn_ids;
 
-pub use client::{failover_order, Client, Reservation, SubmitReport};
+pub use client::{failover_order, Client, Reservation, SubmitReport, OUTCOME_POLL_EVERY};
 pub use cluster::EmbeddedCluster;
 pub use epochs::Epochs;
 pub use error::{Error, Result};

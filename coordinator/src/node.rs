@@ -21,6 +21,7 @@ use crate::membership_task::{self, MembershipView, RaftInbox};
 use crate::message::{Reply, Request};
 use crate::metrics::AnswerCounters;
 use crate::outcome::{Deadline, Finding, KnownOutcome};
+use crate::outcome_queries::{Asker, OutcomeQueries, OutcomeQueryCounts};
 use crate::recovery_task::{self, Busy};
 use crate::reserved::{NotReserved, ReservedIds};
 use crate::stats::TxnStats;
@@ -59,8 +60,9 @@ pub mod error_code {
     /// (`crate::reserved::NotReserved`): nothing was run.
     pub const NOT_RESERVED: u32 = 5;
     /// The request is over a limit (`crate::limits`: the topology's `limits:`, or more
-    /// participant DCs than it has): refused before anything was reserved or written; the
-    /// message names the limit and its value.
+    /// participant DCs than it has; or an outcome query over its connection's
+    /// [`crate::outcome_queries::MAX_IN_FLIGHT`]): refused before anything was reserved,
+    /// looked up or written; the message names the limit and its value.
     pub const OVER_LIMIT: u32 = 6;
     /// The request was not served within the transport's `handler_timeout` and its work was
     /// cancelled (it may have partly run, as with any call that fails): the message names the
@@ -149,6 +151,8 @@ pub struct Node {
     role_warnings: WarnEvery,
     /// The WARN lines of Raft messages naming another sender: one per [`WARN_EVERY`].
     raft_warnings: WarnEvery,
+    /// Its outcome queries' in-flight places, shared lookup rounds and remembered verdicts.
+    outcome_queries: OutcomeQueries,
 }
 
 /// At most one WARN line per kind of refusal in this interval (each line says how many were
@@ -205,6 +209,7 @@ impl Node {
             verbs_server: std::sync::OnceLock::new(),
             role_warnings: WarnEvery::new(WARN_EVERY),
             raft_warnings: WarnEvery::new(WARN_EVERY),
+            outcome_queries: OutcomeQueries::default(),
         });
         recovery_task::spawn(&node)?;
         liveness::spawn(&node, &detector)?;
@@ -598,16 +603,20 @@ impl Node {
         (r.recover_after(self.options.phase1_timeout, false) + turns + 2 * r.round_timeout).min(Duration::from_secs(30))
     }
 
-    /// What became of `txn` (issue 13, "ask, don't resubmit blindly"): asks one node of every
-    /// DC to look it up in its DC's rings and decision logs ([`ExecutorCore::lookup_txn`],
-    /// read-only: nothing is fenced or promised, no recovery is started) and judges the
-    /// findings ([`crate::outcome::judge`]); asks again every 200 ms until the answer is final
-    /// (committed or aborted) or `wait` has passed (at most [`Node::outcome_wait`]): the
-    /// recoverers decide orphans on their own meanwhile. `start_after` and `valid_for_ms` are
-    /// the reservation's (a lower bound of the start, and how long after it the transaction
-    /// could start, in ms; never taken below [`ReservedIds::VALID_FOR`]); without them a
-    /// transaction that never ran stays unknown. The rule reads RedT's redo entries: under a
-    /// baseline protocol the answer is always [`KnownOutcome::Unknown`].
+    /// What became of `txn`: asks one node of every DC to look it up in its DC's rings and
+    /// decision logs ([`ExecutorCore::lookup_txn`], read-only: nothing is fenced or promised,
+    /// no recovery is started) and judges the findings ([`crate::outcome::judge`]); asks
+    /// again every 200 ms until the answer is final (committed or aborted) or `wait` has
+    /// passed (at most [`Node::outcome_wait`]; `Duration::ZERO`: one round, answered as it
+    /// is): the recoverers decide orphans on their own meanwhile. `start_after` and
+    /// `valid_for_ms` are the reservation's (a lower bound of the start, and how long after
+    /// it the transaction could start, in ms; never taken below [`ReservedIds::VALID_FOR`]);
+    /// without them a transaction that never ran stays unknown. The rule reads RedT's redo
+    /// entries: under a baseline protocol the answer is always [`KnownOutcome::Unknown`].
+    ///
+    /// Rounds are shared ([`crate::outcome_queries`]): a query joins the round of the same
+    /// transaction and start that is running or ended less than 200 ms ago, and a final
+    /// answer is remembered (the last 10,000) and given again without a round.
     pub async fn outcome_query(
         self: &Arc<Self>,
         txn: TxnId,
@@ -624,9 +633,12 @@ impl Node {
         let t0 = Instant::now();
         let wait = wait.min(self.outcome_wait());
         let valid_for_ms = valid_for_ms.max(ReservedIds::VALID_FOR.as_millis() as u64);
+        if let Some(known) = self.outcome_queries.remembered(txn, start_after, valid_for_ms) {
+            return known;
+        }
         let mut start = start_after;
         loop {
-            let findings = self.lookup_everywhere(txn, start).await;
+            let findings = self.outcome_queries.findings(txn, start, || self.lookup_everywhere(txn, start)).await;
             let now_ms = SystemClock.now_ms();
             let deadline = Deadline {
                 latest_ms: start_after.map(|s| {
@@ -639,6 +651,7 @@ impl Node {
                 now_ms,
             };
             let verdict = crate::outcome::judge(txn, &findings, &self.epochs.all(), &deadline);
+            self.outcome_queries.remember(txn, start_after, valid_for_ms, &verdict);
             if verdict.is_final() || t0.elapsed() >= wait || self.is_closed() {
                 return verdict;
             }
@@ -651,6 +664,13 @@ impl Node {
             }
             tokio::time::sleep(Duration::from_millis(200).min(wait.saturating_sub(t0.elapsed()))).await;
         }
+    }
+
+    /// What this node's outcome queries cost and saved since it started: queries admitted and
+    /// refused over [`crate::outcome_queries::MAX_IN_FLIGHT`], lookup rounds run and shared,
+    /// answers given from remembered verdicts, `TxnLookup` requests served to other nodes.
+    pub fn outcome_query_counts(&self) -> OutcomeQueryCounts {
+        self.outcome_queries.counts()
     }
 
     /// The findings of one lookup of `txn` in every DC: this node's own DC on its executor
@@ -877,17 +897,35 @@ impl Node {
                 err(error_code::FORBIDDEN, e.to_string())
             }
             Body::OutcomeQuery(q) => {
+                let txn = TxnId(q.txn);
+                let asker = crate::transport::current_connection().map_or(Asker::Caller(from), Asker::Connection);
+                let _place = match self.outcome_queries.admit(asker) {
+                    Ok(place) => place,
+                    Err(over) => {
+                        self.board.refused_over_limit();
+                        tracing::debug!(node = %self.name(), caller = from.role(), "outcome query refused: {over}");
+                        return err(error_code::OVER_LIMIT, over.to_string());
+                    }
+                };
+                // Only the identity that reserved the id here is waited for (its queries are
+                // as many as its lost answers); anyone else gets one round, and polls.
+                let wait = match self.reservation_owner(txn) {
+                    Some(owner) if owner == from && q.wait_ms == 0 => self.outcome_wait(),
+                    Some(owner) if owner == from => Duration::from_millis(q.wait_ms),
+                    _ => Duration::ZERO,
+                };
                 let start_after = q.start_after.map(Cts::new);
-                let wait = if q.wait_ms == 0 { self.outcome_wait() } else { Duration::from_millis(q.wait_ms) };
-                let answer = self.outcome_query(TxnId(q.txn), start_after, q.valid_for_ms, wait).await;
+                let answer = self.outcome_query(txn, start_after, q.valid_for_ms, wait).await;
                 let (state, cts, detail) = answer.to_wire();
-                reply(Body::TxnOutcome(TxnOutcomeReply { txn: q.txn, state, cts, detail }))
+                let bound_ms = self.outcome_wait().as_millis() as u64;
+                reply(Body::TxnOutcome(TxnOutcomeReply { txn: q.txn, state, cts, detail, bound_ms }))
             }
             Body::TxnLookup(q) => {
                 if from.node().is_none() {
                     return node_only("txn-lookup");
                 }
                 let (txn, start) = (TxnId(q.txn), q.start_after.map(Cts::new));
+                self.outcome_queries.lookup_served();
                 match self.exec.run_in(Lane::Bulk(from.share()), move |core, _| core.lookup_txn(txn, start)).await {
                     Some(found) => {
                         reply(Body::TxnFound(TxnFoundReply { findings: found.iter().map(Finding::to_wire).collect() }))

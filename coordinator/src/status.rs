@@ -107,7 +107,8 @@ impl StatusBoard {
     }
 
     /// Counts one request refused for being over a limit (`crate::limits`): a client's
-    /// transaction at this coordinator, or a peer's request at this node's executor side.
+    /// transaction at this coordinator, a peer's request at this node's executor side, or an
+    /// outcome query over its connection's cap (`crate::outcome_queries::MAX_IN_FLIGHT`).
     pub fn refused_over_limit(&self) {
         self.refused_over_limit.fetch_add(1, Relaxed);
     }
@@ -347,7 +348,8 @@ pub struct NodeStatus {
     /// than the topology file gives them, or a learner not yet promoted): 0 once every
     /// rebuild is done.
     pub under_replicated: u32,
-    /// Requests it refused for being over a limit since it started (`crate::limits`).
+    /// Requests it refused for being over a limit since it started (`crate::limits`, and
+    /// outcome queries over `crate::outcome_queries::MAX_IN_FLIGHT`).
     pub refused_over_limit: u64,
     /// Requests it refused because the caller's certificate lacked the role they need, since
     /// it started: admin requests without the operator role, requests only nodes send each

@@ -171,7 +171,9 @@ pub struct OutcomeQueryRequest {
     #[prost(uint64, tag = "3")]
     pub valid_for_ms: u64,
     /// How long the answering node may wait for a decision, in ms (0: its own bound; it
-    /// never waits longer than its own bound).
+    /// never waits longer than its own bound). Only the caller identity that reserved the
+    /// id at the answering node is waited for; anyone else is answered after one lookup
+    /// round, with whatever it found, and asks again itself.
     #[prost(uint64, tag = "4")]
     pub wait_ms: u64,
 }
@@ -192,6 +194,11 @@ pub struct TxnOutcomeReply {
     /// What the answer rests on, for people.
     #[prost(string, tag = "4")]
     pub detail: String,
+    /// How long the answering node would look for a decision at most, in ms from the first
+    /// query (its bound: the recoverers' timeouts, at most 30 s): a client that asks again
+    /// while the answer is not final stops asking once it has passed (0: not told).
+    #[prost(uint64, tag = "5")]
+    pub bound_ms: u64,
 }
 
 /// A lookup of one transaction in the receiver's DC.
@@ -1272,7 +1279,7 @@ mod tests {
             Body::ReserveTxn(ReserveTxnRequest {}),
             Body::TxnReserved(TxnReservedReply { txn: 7, start_after: 8, valid_for_ms: 9 }),
             Body::OutcomeQuery(OutcomeQueryRequest { txn: 7, start_after: Some(3), valid_for_ms: 4, wait_ms: 5 }),
-            Body::TxnOutcome(TxnOutcomeReply { txn: 7, state: 0, cts: 9, detail: "x".into() }),
+            Body::TxnOutcome(TxnOutcomeReply { txn: 7, state: 0, cts: 9, detail: "x".into(), bound_ms: 3650 }),
             Body::TxnLookup(TxnLookupRequest { txn: 7, start_after: None }),
             Body::TxnFound(TxnFoundReply {
                 findings: vec![TxnFindingMsg {

@@ -202,7 +202,7 @@ impl Collector for NodeSample {
         }
         w.counter(
             "requests_refused_over_limit",
-            "Requests refused for being over a limit of the topology's limits section.",
+            "Requests refused for being over a limit: of the topology's limits section, or a connection's outcome queries in flight.",
             None,
             s.refused_over_limit,
         )?;

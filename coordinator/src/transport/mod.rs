@@ -46,6 +46,7 @@ pub use frame::{FrameError, StreamCode, DEFAULT_MAX_FRAME_BYTES};
 pub use links::HEARTBEAT;
 pub use reload::IdentityWatch;
 pub use rpc::Transport;
+pub use server::current_connection;
 pub use tls::{
     check_identity, default_ca_key_path, find_ca_key, init_cluster_certs, init_cluster_certs_with, load_identity,
     node_ip, verbs_tls, ClusterCa, ClusterCerts, NodeIdentity, Role, Validity, WrittenCert, ALPN, CLIENT_IDENTITY_NAME,

@@ -26,6 +26,20 @@ pub(crate) const CLOSE_OVER_LIMIT: u32 = 2;
 /// (QUIC's `CONNECTION_REFUSED`, no reason), so a flood costs no handshakes.
 const REFUSALS_WITH_REASON: usize = 16;
 
+tokio::task_local! {
+    /// The id of the connection (`quinn::Connection::stable_id`) whose request the running
+    /// handler serves: set around each [`Handler::handle`] call of [`serve_stream`].
+    static CONNECTION: usize;
+}
+
+/// The id of the QUIC connection whose request the calling task's handler is serving: unique
+/// among this endpoint's open connections (a closed one's id may be given again), stable for
+/// the connection's life. `None` outside a handler the transport called (a request served in
+/// place, a test calling a handler directly).
+pub fn current_connection() -> Option<usize> {
+    CONNECTION.try_with(|c| *c).ok()
+}
+
 /// Accepts connections until the endpoint closes; one task per connection admitted.
 pub(crate) async fn accept_loop(endpoint: Endpoint, shared: Arc<Shared>, handler: Arc<dyn Handler>) {
     let explaining = Arc::new(AtomicUsize::new(0));
@@ -114,7 +128,8 @@ async fn serve_connection(
     loop {
         match conn.accept_bi().await {
             Ok((send, recv)) => {
-                tokio::spawn(serve_stream(send, recv, caller, who.clone(), shared.clone(), handler.clone()));
+                let id = conn.stable_id();
+                tokio::spawn(serve_stream(send, recv, caller, id, who.clone(), shared.clone(), handler.clone()));
             }
             Err(e) => {
                 debug!(%remote, caller = %who, error = %e, "connection ended");
@@ -130,11 +145,13 @@ fn client_certificate(conn: &Connection) -> Option<CertificateDer<'static>> {
     chain.into_iter().next()
 }
 
-/// One RPC: read the request frame, call the handler, write the response frame, finish.
+/// One RPC: read the request frame, call the handler (on behalf of `caller`, over the
+/// connection of id `connection`: [`current_connection`]), write the response frame, finish.
 async fn serve_stream(
     mut send: SendStream,
     mut recv: RecvStream,
     caller: Caller,
+    connection: usize,
     who: Arc<str>,
     shared: Arc<Shared>,
     handler: Arc<dyn Handler>,
@@ -170,7 +187,8 @@ async fn serve_stream(
             return;
         }
     };
-    let reply = match tokio::time::timeout(shared.handler_timeout, handler.handle(caller, request)).await {
+    let handled = CONNECTION.scope(connection, handler.handle(caller, request));
+    let reply = match tokio::time::timeout(shared.handler_timeout, handled).await {
         Ok(reply) => reply,
         Err(_) => {
             TransportCounters::add(&counters.handler_timeouts, 1);
