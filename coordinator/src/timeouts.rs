@@ -6,7 +6,8 @@ use crate::error::{Error, Result};
 use crate::liveness::DetectorTimeouts;
 use crate::recoverer::RecoveryOptions;
 use crate::txn::CoordinatorOptions;
-use redt_proto::{TimeoutsConfig, Topology};
+
+use redt_proto::{LimitsConfig, TimeoutsConfig, Topology};
 use std::time::Duration;
 
 /// The resolved timeouts of a node: each one the file's value if it sets it, else the
@@ -118,6 +119,24 @@ impl NodeTimeouts {
                     ),
                 });
             }
+        }
+        // The phase-1 timeout (a command line's included) leaves room for the largest phase 1
+        // the limits admit (`LimitsConfig::max_ops_for_phase1`).
+        let ops = topology.limits.max_ops_per_txn;
+        if ops > LimitsConfig::max_ops_for_phase1(t.phase1_timeout) {
+            let budget = LimitsConfig::EXECUTOR_BUDGET_PER_OP;
+            return Err(Error::BadTimeouts {
+                key: "timeouts.phase1_timeout".into(),
+                problem: format!(
+                    "{} is too short for limits.max_ops_per_txn {ops}: a phase 1 of {ops} operations may hold an \
+                     executor thread about {} ms ({} µs each), and that must stay under a tenth of it; set at \
+                     least {}, or lower limits.max_ops_per_txn",
+                    humantime::format_duration(t.phase1_timeout),
+                    (budget * ops as u32).as_millis(),
+                    budget.as_micros(),
+                    humantime::format_duration(budget * ops as u32 * 10)
+                ),
+            });
         }
         t.detector = DetectorTimeouts::resolve(topology, &set.detector)?;
         Ok(t)
@@ -269,6 +288,18 @@ mod tests {
         assert_eq!(key, "timeouts.recovery.other_dc_after");
         let (key, _) = err(rec(RecoveryTimeoutsConfig { own_dc_after: Some(ms(600)), ..Default::default() }));
         assert_eq!(key, "timeouts.recovery.own_dc_after");
+        // A phase-1 timeout (say from the command line) too short for the limits' largest phase 1.
+        let (key, problem) = err(TimeoutsConfig { phase1_timeout: Some(ms(50)), ..Default::default() });
+        assert_eq!(key, "timeouts.phase1_timeout");
+        assert!(
+            problem.contains("50ms is too short for limits.max_ops_per_txn 1024")
+                && problem.contains("about 25 ms (25 µs each)")
+                && problem.contains("set at least 256ms"),
+            "{problem}"
+        );
+        assert!(
+            NodeTimeouts::resolve(&t, &TimeoutsConfig { phase1_timeout: Some(ms(256)), ..Default::default() }).is_ok()
+        );
         // The detector's timeout must be longer than its interval.
         let det = |interval: Option<u64>, timeout: Option<u64>| TimeoutsConfig {
             detector: redt_proto::DetectorTimeoutsConfig { interval: interval.map(ms), timeout: timeout.map(ms) },

@@ -92,8 +92,7 @@ impl CoordinatorOptions {
     /// the DC's wait) after its start, so it bounds how long a crash holds locks; every node
     /// of a cluster derives the same value from the same topology.
     pub fn phase1_timeout_for(topology: &redt_proto::Topology) -> Duration {
-        let rtt = topology.links.iter().flatten().map(|l| l.rtt).max().unwrap_or_default();
-        (10 * rtt).max(Duration::from_millis(500))
+        redt_proto::default_phase1_timeout(&topology.links)
     }
 
     /// The options a node's recovery task runs with on `topology`: [`CoordinatorOptions::recovery`]

@@ -51,7 +51,7 @@
 //!   first_frame_timeout: 2s        #   per peer by IP address
 //!   idle_timeout: 120s
 //! limits:                          # optional, every key optional (defaults shown)
-//!   max_ops_per_txn: 1024          # operations of one transaction, 1 to 1048576
+//!   max_ops_per_txn: 1024          # operations of one transaction, 1 to 1048576, at most a tenth of phase1_timeout at 25 µs each
 //!   max_bytes_per_txn: 4MiB        # keys (8 bytes each) + values of one transaction, <= 12MiB
 //!   max_jsonl_line_bytes: 1MiB     # longest line `redt client --jsonl` reads, <= 64MiB
 //!   max_pending_votes: 100000      # commit votes an executor remembers, 1 to 10000000
@@ -677,6 +677,8 @@ impl Resolver<'_> {
         let timeouts = self.timeouts(&raw.timeouts)?;
         let verbs = self.verbs(&raw.verbs)?;
         let limits = self.limits(&raw.limits)?;
+        let phase1 = timeouts.phase1_timeout.unwrap_or_else(|| crate::topology::default_phase1_timeout(&links));
+        let limits = self.limits_for_phase1(limits, &raw.limits, phase1)?;
         let transport = self.transport(&raw.transport)?;
         let metrics = self.metrics(&raw.metrics, &dcs, &nodes)?;
         Ok(Topology {

@@ -28,7 +28,7 @@ pub use ids::{Ballot, Cts, DcId, Epoch, NodeId, Offset, PartitionId, TableId, Tx
 pub use protocol::{Protocol, UnknownProtocol};
 pub use quorum::{majority, quorum};
 pub use topology::{
-    CellSchema, Dc, DetectorTimeoutsConfig, Durability, Learner, LimitsConfig, LinkConditions, Locking, MemStoreConfig,
-    MetricsConfig, Node, Partition, Partitioning, QuicConfig, RecoveryTimeoutsConfig, TableSchema, TimeoutsConfig,
-    Topology, VerbsBackend, VerbsConfig,
+    default_phase1_timeout, CellSchema, Dc, DetectorTimeoutsConfig, Durability, Learner, LimitsConfig, LinkConditions,
+    Locking, MemStoreConfig, MetricsConfig, Node, Partition, Partitioning, QuicConfig, RecoveryTimeoutsConfig,
+    TableSchema, TimeoutsConfig, Topology, VerbsBackend, VerbsConfig,
 };

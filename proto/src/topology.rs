@@ -219,6 +219,25 @@ impl LimitsConfig {
     pub const DEFAULT_MAX_BACKGROUND_RETRIES: u64 = 1024;
     /// The largest `max_background_retries` a file may set: 65,536.
     pub const MAX_BACKGROUND_RETRIES_CEILING: u64 = 1 << 16;
+    /// The executor time budgeted per operation of a sub-transaction: 25 µs (a read of an
+    /// absent key takes about 8 µs on a 2-vCPU machine, one of a 2 KiB cell a few µs more).
+    pub const EXECUTOR_BUDGET_PER_OP: Duration = Duration::from_micros(25);
+
+    /// The most operations a transaction may have under `phase1_timeout`: as many as
+    /// [`LimitsConfig::EXECUTOR_BUDGET_PER_OP`] fits in a tenth of it (2,000 at 500 ms), at
+    /// least 1. A phase 1 that large then holds an executor thread for a small part of
+    /// everyone else's phase-1 timeout.
+    pub fn max_ops_for_phase1(phase1_timeout: Duration) -> u64 {
+        let us = phase1_timeout.as_micros() / 10 / Self::EXECUTOR_BUDGET_PER_OP.as_micros();
+        u64::try_from(us).unwrap_or(u64::MAX).max(1)
+    }
+}
+
+/// The phase-1 timeout a node uses on a topology whose file does not set one: 10 × the largest
+/// link RTT of `links`, at least 500 ms (500 ms at 2 ms and 40 ms RTT, 2.5 s at 250 ms).
+pub fn default_phase1_timeout(links: &[Vec<LinkConditions>]) -> Duration {
+    let rtt = links.iter().flatten().map(|l| l.rtt).max().unwrap_or_default();
+    (10 * rtt).max(Duration::from_millis(500))
 }
 
 impl Default for LimitsConfig {

@@ -23,6 +23,36 @@ pub(super) struct RawLimits {
 }
 
 impl Resolver<'_> {
+    /// `limits` under a phase-1 timeout of `phase1`: `max_ops_per_txn` at most
+    /// [`LimitsConfig::max_ops_for_phase1`] — the default lowered to it, a value the file sets
+    /// above it refused with both numbers.
+    pub(super) fn limits_for_phase1(
+        &self,
+        mut limits: LimitsConfig,
+        raw: &RawLimits,
+        phase1: std::time::Duration,
+    ) -> Res<LimitsConfig> {
+        let most = LimitsConfig::max_ops_for_phase1(phase1);
+        if limits.max_ops_per_txn <= most {
+            return Ok(limits);
+        }
+        if raw.max_ops_per_txn.is_none() {
+            limits.max_ops_per_txn = most;
+            return Ok(limits);
+        }
+        Err(self.invalid(
+            "limits.max_ops_per_txn",
+            format!(
+                "{} operations may hold an executor thread about {} ms ({} µs each), more than a tenth of the \
+                 phase-1 timeout ({}); set at most {most}, or a longer timeouts.phase1_timeout",
+                limits.max_ops_per_txn,
+                limits.max_ops_per_txn * LimitsConfig::EXECUTOR_BUDGET_PER_OP.as_micros() as u64 / 1000,
+                LimitsConfig::EXECUTOR_BUDGET_PER_OP.as_micros(),
+                humantime::format_duration(phase1)
+            ),
+        ))
+    }
+
     /// Parses and checks the `limits` section: each value set is at least 1 and at most its
     /// ceiling ([`LimitsConfig::MAX_OPS_PER_TXN_CEILING`], …); the byte limits take sizes
     /// (`4MiB`), the operation count a plain integer.

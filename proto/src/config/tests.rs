@@ -1062,6 +1062,31 @@ fn every_limit_key_parses() {
 }
 
 #[test]
+fn the_operation_limit_follows_the_phase1_timeout() {
+    // A tenth of the phase-1 timeout at 25 µs per operation: 2,000 at 500 ms (the default
+    // 1,024 fits), 400 at 100 ms.
+    assert_eq!(LimitsConfig::max_ops_for_phase1(Duration::from_millis(500)), 2000);
+    assert_eq!(LimitsConfig::max_ops_for_phase1(Duration::from_millis(100)), 400);
+    assert_eq!(LimitsConfig::max_ops_for_phase1(Duration::from_micros(1)), 1, "never below one operation");
+    assert_eq!(ok(&with_timeouts("timeouts: { phase1_timeout: 500ms }")).limits.max_ops_per_txn, 1024);
+    // Left out, the limit is lowered to what a short timeout leaves room for.
+    assert_eq!(ok(&with_timeouts("timeouts: { phase1_timeout: 100ms }")).limits.max_ops_per_txn, 400);
+    assert_eq!(
+        ok(&with_timeouts("timeouts: { phase1_timeout: 100ms }\nlimits: { max_ops_per_txn: 400 }"))
+            .limits
+            .max_ops_per_txn,
+        400
+    );
+    // Set above it, refused with both numbers.
+    invalid(
+        &with_timeouts("timeouts: { phase1_timeout: 100ms }\nlimits: { max_ops_per_txn: 1024 }"),
+        "limits.max_ops_per_txn",
+        "1024 operations may hold an executor thread about 25 ms (25 µs each), more than a tenth of the phase-1 \
+         timeout (100ms); set at most 400",
+    );
+}
+
+#[test]
 fn bad_limits_are_refused_naming_the_key() {
     invalid(&with_timeouts("limits: { max_ops_per_txn: 0 }"), "limits.max_ops_per_txn", "at least 1");
     invalid(&with_timeouts("limits: { max_ops_per_txn: 4KiB }"), "limits.max_ops_per_txn", "invalid count");
