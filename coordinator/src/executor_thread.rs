@@ -172,6 +172,11 @@ impl ExecutorThread {
         rx.recv().ok()
     }
 
+    /// Jobs waiting for the thread now: (short, bulk).
+    pub fn queued(&self) -> (usize, usize) {
+        self.queue.0.lock().unwrap_or_else(|p| p.into_inner()).jobs.len()
+    }
+
     /// What the thread has done so far.
     pub fn load(&self) -> ExecutorLoadSample {
         let l = &self.load;

@@ -1031,3 +1031,74 @@ fn the_accepted_redo_memory_holds_at_most_its_cap_and_a_forgotten_one_is_still_s
     }
     assert_eq!(core.accepted_pending(), 0);
 }
+
+/// The executor thread takes a short job queued behind bulk ones first, and bulk jobs of two
+/// shares in turns (`executor_queue`): while a bulk job holds the thread, three large
+/// sub-transactions of one client, one of another client and one small phase 1 queue up; once
+/// it lets go, the small one runs next (the short lane is owed the time the bulk job took),
+/// then the two clients' alternately. Each job is a real
+/// phase 1 on the core; the order is read from the votes' transaction ids.
+#[test]
+fn a_short_phase1_runs_before_queued_bulk_work_and_shares_take_turns() {
+    use redt_coordinator::executor_queue::{Lane, BULK_WEIGHT};
+    use redt_coordinator::ExecutorThread;
+    let (core, _dc, topology) = core();
+    let exec = Arc::new(ExecutorThread::spawn(core).expect("the executor thread starts"));
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let order = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let (release, hold) = std::sync::mpsc::channel::<()>();
+    let (started, is_started) = std::sync::mpsc::channel::<()>();
+    rt.block_on(async {
+        let blocker = {
+            let exec = exec.clone();
+            tokio::spawn(async move {
+                exec.run_in(Lane::Bulk(8), move |_, _| {
+                    started.send(()).unwrap();
+                    hold.recv().unwrap();
+                })
+                .await
+            })
+        };
+        tokio::task::spawn_blocking(move || is_started.recv().unwrap()).await.unwrap();
+        let large: Vec<KvOp> = (0..=BULK_WEIGHT).map(|k| KvOp::Read(10_000 + k)).collect();
+        let mut jobs = Vec::new();
+        let queue = |txn: u64, share: u64, ops: &[KvOp]| {
+            let (exec, order) = (exec.clone(), order.clone());
+            let args = args(&topology, TxnId(txn), ops);
+            let lane = if share == 0 { Lane::Short } else { Lane::Bulk(share) };
+            tokio::spawn(async move {
+                exec.run_in(lane, move |core, now| {
+                    let vote = core.execute(&args, now).expect("phase 1 runs");
+                    order.lock().unwrap().push(vote.txn.0);
+                })
+                .await
+            })
+        };
+        // Queued one after the other: each job is in the queue before the next is made.
+        let settle = |want: (usize, usize)| {
+            let exec = exec.clone();
+            async move {
+                while exec.queued() != want {
+                    tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+                }
+            }
+        };
+        for txn in [1, 2, 3] {
+            jobs.push(queue(txn, 7, &large));
+            settle((0, txn as usize)).await;
+        }
+        jobs.push(queue(4, 9, &large));
+        settle((0, 4)).await;
+        jobs.push(queue(5, 0, &[KvOp::Read(1)]));
+        settle((1, 4)).await;
+        release.send(()).unwrap();
+        blocker.await.unwrap().expect("the blocker ran");
+        for j in jobs {
+            j.await.unwrap().expect("the job ran");
+        }
+    });
+    assert_eq!(*order.lock().unwrap(), vec![5, 1, 4, 2, 3], "short first, then the shares in turns");
+    let load = exec.load();
+    assert_eq!((load.short_jobs, load.bulk_jobs), (1, 5), "the small phase 1 was the one short job");
+    assert!(load.longest_job_us >= load.longest_short_wait_us, "it waited for the blocker only: {load:?}");
+}
