@@ -1,4 +1,4 @@
-//! Attacks on a running cluster, each of which fails while another client commits (README
+//! Attacks on a running cluster, each of which fails while another client commits (docs/security.md
 //! "Attacks that fail", docs/design.md "Attacks on a running cluster").
 //!
 //! `redt cluster up` starts four node processes: two DCs of two nodes each, both DCs on

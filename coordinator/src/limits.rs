@@ -13,7 +13,7 @@
 //! its `limits.max_ops_per_txn` point operations could make a redo entry on one node larger
 //! than one entry of its ring (`redt_dc_executor::ring::check_limits_fit_ring`), so a call
 //! within these limits cannot. What that bound leaves out: range reads (a scan holds up to
-//! 4,000 rows per partition whatever the operation count) and topologies built in code
+//! 1,000 rows per partition whatever the operation count) and topologies built in code
 //! (embedded clusters, simulations) rather than loaded. There the executor of the node whose
 //! entry would be too large refuses the sub-transaction before it reserves ring space or
 //! takes a lock (`redt_dc_executor::ring::check_encodable`; its range reads and any records
