@@ -31,6 +31,9 @@
 //! | TLS with the cluster's client certificate, with a node certificate of dc2 | TCP verbs | the admission after the handshake, naming why (`refused_identity`) |
 //! | idle connections over `verbs.max_connections_per_peer` | TCP verbs | a status naming the cap (`refused_max_connections_per_peer`) |
 //! | inserts that abort after phase 1 created their records; deletes of missing keys | QUIC | nothing is refused: the record heap's use (`redt_record_heap_used_bytes`) stays where it was |
+//! | a status counting locks (a scan of the whole index) with the client certificate | QUIC | `FORBIDDEN`, naming the operator role (`refused_role`) |
+//! | 16 outcome queries at once on one connection for ids nobody reserved, each asking to wait 10 s | QUIC | 4 answered after one lookup round (not waited for: the caller reserved none), 12 `OVER_LIMIT` naming the per-connection cap (`refused_over_limit`) |
+//! | 8 read-only calls of `limits.max_ops_per_txn` reads at once, again and again | QUIC | nothing is refused: each is answered, and the legitimate client commits meanwhile (its phase 1s go before queued bulk work on the executor threads) |
 //!
 //! Each attack is checked on its own ([`check`]): the test ends by naming every attack that
 //! was not refused as it should be.
@@ -54,7 +57,7 @@ use redt_coordinator::transport::{
 use redt_coordinator::{Client, TxnStatus};
 use redt_dc_executor::verbs::{encode_request_body, shared_file, WorkRequest, VERBS_ALPN, WIRE_VERSION};
 use redt_dc_executor::{KvOp, MAGIC};
-use redt_proto::wire::{Body, Envelope, StatusRequest};
+use redt_proto::wire::{Body, Envelope, OutcomeQueryRequest, StatusRequest};
 use redt_proto::{NodeId, Offset, TableId, Topology};
 use rustls_pki_types::{CertificateDer, ServerName};
 use std::io::{Read, Write};
@@ -282,6 +285,22 @@ fn status_frame(topo: &Topology) -> Vec<u8> {
         epoch: topo.epoch.0,
         from: u32::MAX,
         body: Some(Body::Status(StatusRequest { count_locks: false })),
+    };
+    encode_frame(&msg, DEFAULT_MAX_FRAME_BYTES).expect("a small frame").to_vec()
+}
+
+/// An outcome query of a client for `txn`, which nobody reserved, asking the node to wait
+/// 10 s for it, as a frame.
+fn outcome_query_frame(topo: &Topology, txn: u64) -> Vec<u8> {
+    let msg = Envelope {
+        epoch: topo.epoch.0,
+        from: u32::MAX,
+        body: Some(Body::OutcomeQuery(OutcomeQueryRequest {
+            txn,
+            start_after: None,
+            valid_for_ms: 0,
+            wait_ms: 10_000,
+        })),
     };
     encode_frame(&msg, DEFAULT_MAX_FRAME_BYTES).expect("a small frame").to_vec()
 }
@@ -803,6 +822,95 @@ fn attacks_fail_while_a_legitimate_client_commits() {
             before.used_bytes,
             after.used_bytes
         );
+    });
+
+    check(&mut failed, "a status counting locks with the client certificate", || {
+        // A scan of the whole index on the node's executor thread: for operators only.
+        let refused_role = || rt.block_on(client.status(A, false)).expect("dc1-a's status").refused_role;
+        let before = refused_role();
+        let n = during(&ledger, "a status counting locks with the client certificate", |i| {
+            let e = rt.block_on(client.status(A, true)).expect_err("a client's status counting locks was answered");
+            first(i, "the attacker reads", &e.to_string());
+            assert!(e.to_string().contains("needs the operator role"), "refused naming the role: {e}");
+        });
+        let role = refused_role() - before;
+        assert!(role >= u64::from(n), "dc1-a counted {role} refusals by role for {n} attempts");
+    });
+
+    check(&mut failed, "outcome queries for ids nobody reserved", || {
+        // Sixteen at once on one connection, each asking dc1-a to wait 10 s for a made-up id:
+        // four are answered after one lookup round (the caller reserved none of them), the
+        // other twelve refused over the per-connection cap.
+        let over = || rt.block_on(client.status(A, false)).expect("dc1-a's status").refused_over_limit;
+        let before = over();
+        let mut refused = 0u64;
+        let n = during(&ledger, "outcome queries for ids nobody reserved", |i| {
+            let (answered, over_cap) = rt.block_on(async {
+                let conn = endpoint
+                    .connect_with(quic_client_config(&client_id).unwrap(), addr_a, &a.name)
+                    .expect("connect")
+                    .await
+                    .expect("a client's connection is admitted");
+                let mut asks = tokio::task::JoinSet::new();
+                for k in 0..16u64 {
+                    let conn = conn.clone();
+                    let frame = outcome_query_frame(&topo, (u64::from(i) << 32) | (0xdead_0000 + k));
+                    asks.spawn(async move {
+                        let (mut send, mut recv) = conn.open_bi().await.expect("a stream");
+                        send.write_all(&frame).await.expect("the query is written");
+                        let _ = send.finish();
+                        decode_reply(&recv.read_to_end(1 << 20).await.expect("an answer"))
+                    });
+                }
+                let (mut answered, mut over_cap) = (0, 0);
+                while let Some(reply) = asks.join_next().await {
+                    match reply.expect("the ask ran").body {
+                        Some(Body::TxnOutcome(o)) => {
+                            assert_ne!(o.state, 0, "a made-up id cannot be committed: {o:?}");
+                            answered += 1;
+                        }
+                        Some(Body::Error(e)) if e.code == redt_coordinator::error_code::OVER_LIMIT => {
+                            if over_cap == 0 && i == 0 {
+                                println!("  the attacker reads: {}", e.message);
+                            }
+                            over_cap += 1;
+                        }
+                        other => panic!("an outcome query answered {other:?}"),
+                    }
+                }
+                conn.close(0u32.into(), b"done");
+                (answered, over_cap)
+            });
+            assert_eq!(answered + over_cap, 16);
+            assert!(answered <= 4 && over_cap >= 12, "{answered} answered, {over_cap} over the cap");
+            refused += over_cap;
+        });
+        let counted = over() - before;
+        assert!(counted >= refused, "dc1-a counted {counted} refusals over a limit for {refused} in {n} attempts");
+    });
+
+    check(&mut failed, "phase 1s of the most operations the limits admit", || {
+        // Eight read-only calls of `limits.max_ops_per_txn` reads at once through dc1-a, again
+        // and again: each is answered, and the legitimate client commits meanwhile.
+        // Each call reads its own keys: readers of one absent key share a bounded lock.
+        let ops = |c: u64| -> Vec<KvOp> { (0..64).map(|k| KvOp::Read(2_000_000 + 64 * c + k)).collect() };
+        during(&ledger, "phase 1s of the most operations the limits admit", |i| {
+            let outs = rt.block_on(async {
+                let mut calls = tokio::task::JoinSet::new();
+                for c in 0..8 {
+                    let (client, call) = (client.clone(), kv_call(KV, &ops(c)));
+                    calls.spawn(async move { client.submit(A, call).await.status });
+                }
+                calls.join_all().await
+            });
+            if i == 0 {
+                println!("  the attacker reads: {:?}", outs[0]);
+            }
+            // Answered, each of them: committed, or aborted where two calls' absent keys share
+            // a lock group whose readers are counted (never left unknown).
+            assert!(outs.iter().all(|s| matches!(s, TxnStatus::Committed | TxnStatus::Aborted(_))), "{outs:?}");
+            assert!(outs.contains(&TxnStatus::Committed), "{outs:?}");
+        });
     });
 
     // Last: were it obeyed, it would cut dc1 from dc2 and every later commit with it.
