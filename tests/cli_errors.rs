@@ -258,8 +258,10 @@ fn limits_larger_than_the_ring_are_refused_at_load() {
     assert!(base.contains("\ntables:"), "local-fast.yaml has tables");
     let with_ops = |ops: u64| {
         let f = dir.path().join(format!("ops-{ops}.yaml"));
-        std::fs::write(&f, base.replacen("\ntables:", &format!("\nlimits: {{ max_ops_per_txn: {ops} }}\ntables:"), 1))
-            .unwrap();
+        // A phase-1 timeout long enough for that many operations (a tenth of it at 25 µs each):
+        // the ring is what refuses them.
+        let section = format!("\nlimits: {{ max_ops_per_txn: {ops} }}\ntimeouts: {{ phase1_timeout: 2s }}\ntables:");
+        std::fs::write(&f, base.replacen("\ntables:", &section, 1)).unwrap();
         f
     };
     let f = with_ops(4096);
