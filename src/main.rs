@@ -197,13 +197,15 @@ fn config_check(file: &std::path::Path) -> Result<()> {
     let l = &t.limits;
     println!(
         "limits (the file's, else the defaults): max_ops_per_txn {}, max_bytes_per_txn {}, max_jsonl_line_bytes {}, \
-         max_pending_votes {}, max_accepted_redo {}, max_background_retries {}; participant DCs per sub-transaction at most {}",
+         max_pending_votes {}, max_accepted_redo {}, max_background_retries {}, max_bulk_percent {}; participant DCs per sub-transaction at \
+         most {}",
         l.max_ops_per_txn,
         l.max_bytes_per_txn,
         l.max_jsonl_line_bytes,
         l.max_pending_votes,
         l.max_accepted_redo,
         l.max_background_retries,
+        l.max_bulk_percent,
         t.dcs.len()
     );
     let own: Vec<String> = t.nodes.iter().filter_map(|n| n.metrics.map(|a| format!("{} at {a}", n.name))).collect();

@@ -350,6 +350,11 @@ impl ExecutorCore {
         self.node
     }
 
+    /// The placements (topologies by epoch) this core runs under.
+    pub fn epochs(&self) -> &Arc<Epochs> {
+        &self.epochs
+    }
+
     /// This node's DC.
     pub fn dc(&self) -> DcId {
         self.dc_id

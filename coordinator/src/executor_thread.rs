@@ -5,12 +5,12 @@
 //! bulk ones in turns by share (`crate::executor_queue`).
 
 use crate::executor_core::ExecutorCore;
-use crate::executor_queue::{FairQueue, Lane};
+use crate::executor_queue::{FairQueue, Lane, Next};
 use redt_dc_executor::{Clock, SystemClock};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 type Job = Box<dyn FnOnce(&mut ExecutorCore, u64) + Send>;
 
@@ -53,32 +53,39 @@ pub struct ExecutorThread {
 }
 
 impl ExecutorThread {
-    /// Starts the thread that owns `core`, named `redt-exec-<node>`.
+    /// Starts the thread that owns `core`, named `redt-exec-<node>`, its bulk lane under the
+    /// topology's `limits.max_bulk_percent`.
     ///
     /// # Errors
     /// The OS refuses to start a thread.
     pub fn spawn(mut core: ExecutorCore) -> std::io::Result<ExecutorThread> {
-        let queue = Arc::new((Mutex::new(Queue { jobs: FairQueue::default(), open: true }), Condvar::new()));
+        let percent = core.epochs().current().limits.max_bulk_percent;
+        let queue =
+            Arc::new((Mutex::new(Queue { jobs: FairQueue::with_bulk_percent(percent), open: true }), Condvar::new()));
         let load = Arc::new(ExecutorLoad::default());
         let name = format!("redt-exec-{}", core.node().0);
         let (q, l) = (queue.clone(), load.clone());
         let thread = std::thread::Builder::new().name(name).spawn(move || {
-            let mut last: Option<(Lane, u64)> = None;
+            let origin = Instant::now();
+            let now_us = || origin.elapsed().as_micros() as u64;
+            let mut last: Option<(Lane, u64, u64)> = None;
             loop {
                 let next = {
                     let (lock, ready) = &*q;
                     let mut guard = lock.lock().unwrap_or_else(|p| p.into_inner());
-                    if let Some((lane, us)) = last.take() {
-                        guard.jobs.ran(lane, us);
+                    if let Some((lane, end, us)) = last.take() {
+                        guard.jobs.ran(lane, end, us);
                     }
                     loop {
-                        if let Some(next) = guard.jobs.pop() {
-                            break Some(next);
+                        match guard.jobs.pop(now_us()) {
+                            Next::Run(lane, job) => break Some((lane, job)),
+                            Next::Idle if !guard.open => break None,
+                            Next::Idle => guard = ready.wait(guard).unwrap_or_else(|p| p.into_inner()),
+                            Next::WaitUntil(t) => {
+                                let wait = Duration::from_micros(t.saturating_sub(now_us()));
+                                guard = ready.wait_timeout(guard, wait).unwrap_or_else(|p| p.into_inner()).0;
+                            }
                         }
-                        if !guard.open {
-                            break None;
-                        }
-                        guard = ready.wait(guard).unwrap_or_else(|p| p.into_inner());
                     }
                 };
                 let Some((lane, job)) = next else { return };
@@ -91,7 +98,7 @@ impl ExecutorThread {
                     Lane::Short => l.short_jobs.fetch_add(1, Ordering::Relaxed),
                     Lane::Bulk(_) => l.bulk_jobs.fetch_add(1, Ordering::Relaxed),
                 };
-                last = Some((lane, us));
+                last = Some((lane, now_us(), us));
             }
         })?;
         Ok(ExecutorThread { queue, load, thread: Mutex::new(Some(thread)) })

@@ -20,6 +20,8 @@ pub(super) struct RawLimits {
     max_accepted_redo: Option<Text>,
     #[serde(default)]
     max_background_retries: Option<Text>,
+    #[serde(default)]
+    max_bulk_percent: Option<Text>,
 }
 
 impl Resolver<'_> {
@@ -101,6 +103,7 @@ impl Resolver<'_> {
                 LimitsConfig::MAX_BACKGROUND_RETRIES_CEILING,
                 false,
             )?,
+            max_bulk_percent: self.limit("max_bulk_percent", &raw.max_bulk_percent, d.max_bulk_percent, 100, false)?,
         })
     }
 

@@ -1054,6 +1054,8 @@ fn every_limit_key_parses() {
             ..LimitsConfig::default()
         }
     );
+    let l = ok(&with_timeouts("limits: { max_bulk_percent: 50 }")).limits;
+    assert_eq!(l, LimitsConfig { max_bulk_percent: 50, ..LimitsConfig::default() });
     let l = ok(&with_timeouts("limits: { max_pending_votes: 10, max_accepted_redo: 20 }")).limits;
     assert_eq!(l, LimitsConfig { max_pending_votes: 10, max_accepted_redo: 20, ..LimitsConfig::default() });
     // One key only: the others keep their defaults.
@@ -1098,6 +1100,8 @@ fn bad_limits_are_refused_naming_the_key() {
     invalid(&with_timeouts("limits: { max_pending_votes: 10000001 }"), "limits.max_pending_votes", "largest allowed");
     invalid(&with_timeouts("limits: { max_accepted_redo: 0 }"), "limits.max_accepted_redo", "at least 1");
     invalid(&with_timeouts("limits: { max_background_retries: 0 }"), "limits.max_background_retries", "at least 1");
+    invalid(&with_timeouts("limits: { max_bulk_percent: 0 }"), "limits.max_bulk_percent", "at least 1");
+    invalid(&with_timeouts("limits: { max_bulk_percent: 101 }"), "limits.max_bulk_percent", "largest allowed");
     invalid(
         &with_timeouts("limits: { max_background_retries: 65537 }"),
         "limits.max_background_retries",
