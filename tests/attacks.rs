@@ -300,6 +300,7 @@ fn outcome_query_frame(topo: &Topology, txn: u64) -> Vec<u8> {
             start_after: None,
             valid_for_ms: 0,
             wait_ms: 10_000,
+            token: 0,
         })),
     };
     encode_frame(&msg, DEFAULT_MAX_FRAME_BYTES).expect("a small frame").to_vec()

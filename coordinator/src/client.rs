@@ -36,7 +36,7 @@ pub struct Client {
     call_timeout: Duration,
 }
 
-/// A transaction id reserved at a coordinator (`Body::ReserveTxn`, issue 13).
+/// A transaction id reserved at a coordinator (`Body::ReserveTxn`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Reservation {
     /// The id.
@@ -45,6 +45,9 @@ pub struct Reservation {
     pub start_after: Cts,
     /// How long after `start_after` the coordinator accepts a submission with it, in ms.
     pub valid_for_ms: u64,
+    /// The reservation's secret: the submission and the outcome queries show it, so no other
+    /// client, even one with the same certificate, can use the id.
+    pub token: u64,
 }
 
 /// What [`Client::submit_asking`] did and learned.
@@ -158,7 +161,7 @@ impl Client {
     /// A transport failure after the request may have been delivered gives
     /// [`TxnStatus::Unknown`]; the client never retries a submitted transaction.
     pub async fn submit(&self, node: NodeId, call: ProcedureCall) -> TxnOutcome {
-        outcome_of(self.call(node, Body::Submit(SubmitRequest { call: Some(call), txn: None })).await)
+        outcome_of(self.call(node, Body::Submit(SubmitRequest { call: Some(call), txn: None, token: 0 })).await)
     }
 
     /// Runs `call` as one transaction coordinated by `preferred` or, when no connection to
@@ -264,7 +267,11 @@ impl Client {
                     continue;
                 }
             };
-            let body = Body::Submit(SubmitRequest { call: Some(call.clone()), txn: reservation.map(|r| r.txn.0) });
+            let body = Body::Submit(SubmitRequest {
+                call: Some(call.clone()),
+                txn: reservation.map(|r| r.txn.0),
+                token: reservation.map_or(0, |r| r.token),
+            });
             match self.call(node, body).await {
                 Err(Error::Transport(TransportError::Connect { .. } | TransportError::Tls { .. })) => {
                     self.down.lock().unwrap_or_else(|p| p.into_inner()).insert(node, Instant::now());
@@ -287,8 +294,10 @@ impl Client {
     /// with [`Client::outcome`]); an id `node` did not reserve, already used, or whose
     /// reservation expired gives [`TxnStatus::Aborted`] naming why (nothing ran).
     pub async fn submit_reserved(&self, node: NodeId, call: ProcedureCall, res: &Reservation) -> TxnOutcome {
-        let mut out =
-            outcome_of(self.call(node, Body::Submit(SubmitRequest { call: Some(call), txn: Some(res.txn.0) })).await);
+        let mut out = outcome_of(
+            self.call(node, Body::Submit(SubmitRequest { call: Some(call), txn: Some(res.txn.0), token: res.token }))
+                .await,
+        );
         if out.txn == TxnId(0) {
             out.txn = res.txn;
         }
@@ -306,6 +315,7 @@ impl Client {
                 txn: TxnId(r.txn),
                 start_after: Cts::new(r.start_after),
                 valid_for_ms: r.valid_for_ms,
+                token: r.token,
             })),
             Ok(_) | Err(Error::Remote { .. }) => Ok(None),
             Err(e) => Err(e),
@@ -335,6 +345,7 @@ impl Client {
             start_after: Some(res.start_after.0),
             valid_for_ms: res.valid_for_ms,
             wait_ms,
+            token: res.token,
         };
         let mut last = String::from("no node to ask");
         loop {

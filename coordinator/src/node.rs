@@ -513,18 +513,26 @@ impl Node {
     }
 
     /// Reserves a transaction id for `owner` to submit with later ([`Node::submit_as`]):
-    /// returns it and the node's hybrid-logical-clock reading now (the transaction's start
-    /// will be above it). The id is never issued again; it can be used once, by `owner` only,
-    /// within [`ReservedIds::VALID_FOR`] (2 s).
+    /// returns it, the node's hybrid-logical-clock reading now (the transaction's start will
+    /// be above it) and the reservation's token, a random secret. The id is never issued
+    /// again; it can be used once, by `owner` showing the token only, within
+    /// [`ReservedIds::VALID_FOR`] (2 s).
     ///
     /// # Errors
     /// As [`TxnIds::issue`].
-    pub fn reserve_txn(&self, owner: Caller) -> Result<(TxnId, Cts)> {
+    pub fn reserve_txn(&self, owner: Caller) -> Result<(TxnId, Cts, u64)> {
         let txn = self.next_txn()?;
         let at = self.hlc.tick(SystemClock.now_ms());
         let at_ms = at.0 >> redt_dc_executor::LOGICAL_BITS;
-        self.reserved.lock().unwrap_or_else(|p| p.into_inner()).reserve(txn, at_ms, owner);
-        Ok((txn, at))
+        let token = rand::random::<u64>();
+        self.reserved.lock().unwrap_or_else(|p| p.into_inner()).reserve(txn, at_ms, owner, token);
+        Ok((txn, at, token))
+    }
+
+    /// Whether `caller`, showing `token`, holds the reservation of `txn` at this node
+    /// ([`Node::reserve_txn`]), used or not.
+    pub fn reservation_held(&self, txn: TxnId, caller: Caller, token: u64) -> bool {
+        self.reserved.lock().unwrap_or_else(|p| p.into_inner()).holds(txn, caller, token)
     }
 
     /// Who reserved `txn` at this node ([`Node::reserve_txn`]), used or not: `None` if this
@@ -533,9 +541,9 @@ impl Node {
         self.reserved.lock().unwrap_or_else(|p| p.into_inner()).owner(txn)
     }
 
-    /// [`Node::submit`], under the id of `reserved` if given: `(id, caller)`, an id this node
-    /// reserved for `caller` with [`Node::reserve_txn`] and has not used; else under a fresh
-    /// id. `share` is the submitter's share of the executors' bulk lane
+    /// [`Node::submit`], under the id of `reserved` if given: `(id, caller, token)`, an id
+    /// this node reserved for `caller` with [`Node::reserve_txn`], with the token it gave, and
+    /// has not used; else under a fresh id. `share` is the submitter's share of the executors' bulk lane
     /// ([`Caller::share`]; 0 for the node's own submissions).
     ///
     /// A call over the topology's limits ([`crate::limits::check_call`]) is answered aborted
@@ -544,30 +552,30 @@ impl Node {
     ///
     /// # Errors
     /// [`NotReserved`] when the id is not reserved here, already used, its reservation
-    /// expired, or it was reserved by another caller: nothing was run (an expired id is used
+    /// expired, or it was reserved by another caller or under another token: nothing was run (an expired id is used
     /// up all the same; one refused to another caller stays its owner's).
     pub async fn submit_as(
         self: &Arc<Self>,
         call: ProcedureCall,
         share: u64,
-        reserved: Option<(TxnId, Caller)>,
+        reserved: Option<(TxnId, Caller, u64)>,
     ) -> std::result::Result<TxnOutcome, NotReserved> {
         if let Err(over) = crate::limits::check_call(&self.topology().limits, &call) {
             self.board.refused_over_limit();
             tracing::info!(node = %self.name(), "transaction refused: {over}");
             return Ok(TxnOutcome {
-                txn: reserved.map_or(TxnId(0), |(txn, _)| txn),
+                txn: reserved.map_or(TxnId(0), |(txn, _, _)| txn),
                 status: TxnStatus::Aborted(over.to_string()),
                 reads: vec![],
             });
         }
         let start = Instant::now();
         let ts = self.hlc.tick(SystemClock.now_ms());
-        if let Some((txn, caller)) = reserved {
+        if let Some((txn, caller, token)) = reserved {
             let start_ms = ts.0 >> redt_dc_executor::LOGICAL_BITS;
-            self.reserved.lock().unwrap_or_else(|p| p.into_inner()).take(txn, start_ms, caller)?;
+            self.reserved.lock().unwrap_or_else(|p| p.into_inner()).take(txn, start_ms, caller, token)?;
         }
-        let txn = match reserved.map(|(txn, _)| Ok(txn)).unwrap_or_else(|| self.next_txn()) {
+        let txn = match reserved.map(|(txn, _, _)| Ok(txn)).unwrap_or_else(|| self.next_txn()) {
             Ok(txn) => txn,
             Err(e) => {
                 tracing::error!(node = %self.name(), "no transaction id: {e}");
@@ -873,7 +881,7 @@ impl Node {
             }
             Body::Submit(req) => {
                 let Some(call) = req.call else { return err(error_code::MALFORMED, "submit without a call".into()) };
-                match self.submit_as(call, from.share(), req.txn.map(|t| (TxnId(t), from))).await {
+                match self.submit_as(call, from.share(), req.txn.map(|t| (TxnId(t), from, req.token))).await {
                     Ok(out) => reply(Body::Outcome(outcome_to_msg(&out))),
                     Err(e) => {
                         if matches!(e, NotReserved::OtherOwner(_)) {
@@ -884,10 +892,11 @@ impl Node {
                 }
             }
             Body::ReserveTxn(_) => match self.reserve_txn(from) {
-                Ok((txn, at)) => reply(Body::TxnReserved(TxnReservedReply {
+                Ok((txn, at, token)) => reply(Body::TxnReserved(TxnReservedReply {
                     txn: txn.0,
                     start_after: at.0,
                     valid_for_ms: ReservedIds::VALID_FOR.as_millis() as u64,
+                    token,
                 })),
                 Err(e) => err(error_code::INTERNAL, format!("no transaction id: {e}")),
             },
@@ -909,10 +918,10 @@ impl Node {
                 };
                 // Only the identity that reserved the id here is waited for (its queries are
                 // as many as its lost answers); anyone else gets one round, and polls.
-                let wait = match self.reservation_owner(txn) {
-                    Some(owner) if owner == from && q.wait_ms == 0 => self.outcome_wait(),
-                    Some(owner) if owner == from => Duration::from_millis(q.wait_ms),
-                    _ => Duration::ZERO,
+                let wait = match self.reservation_held(txn, from, q.token) {
+                    true if q.wait_ms == 0 => self.outcome_wait(),
+                    true => Duration::from_millis(q.wait_ms),
+                    false => Duration::ZERO,
                 };
                 let start_after = q.start_after.map(Cts::new);
                 let answer = self.outcome_query(txn, start_after, q.valid_for_ms, wait).await;

@@ -340,7 +340,7 @@ fn submit_envelope(epoch: u32, ops: &[KvOp]) -> Envelope {
     Envelope {
         epoch,
         from: u32::MAX,
-        body: Some(Body::Submit(SubmitRequest { call: Some(kv_call(KV, ops)), txn: None })),
+        body: Some(Body::Submit(SubmitRequest { call: Some(kv_call(KV, ops)), txn: None, token: 0 })),
     }
 }
 

@@ -157,7 +157,7 @@ async fn only_an_id_reserved_here_and_unused_is_accepted() {
     assert!(matches!(again.status, TxnStatus::Aborted(ref why) if why.contains("already used")), "{again:?}");
     let never = redt_proto::TxnId::new(NodeId(1), 12345);
     let me = Caller::Client(Principal::of_identity("redt://client/redt-client"));
-    let made_up = cluster.node(NodeId(1)).submit_as(add(1000), me.share(), Some((never, me))).await;
+    let made_up = cluster.node(NodeId(1)).submit_as(add(1000), me.share(), Some((never, me, 0))).await;
     assert_eq!(made_up.err(), Some(redt_coordinator::NotReserved::Unknown(never)));
     assert_eq!(read(&cluster, key).await, 1, "only the reserved submission ran");
     cluster.shutdown();
@@ -165,7 +165,8 @@ async fn only_an_id_reserved_here_and_unused_is_accepted() {
 
 /// A reservation is its owner's: another client certificate that learns (or guesses) the id
 /// can neither submit under it (refused, the id stays reserved) nor ask the coordinator that
-/// reserved it for its outcome; the owner's submission then commits, and the outcome it is
+/// reserved it for its outcome; nor can another client with the owner's own certificate that
+/// lacks the reservation's token; the owner's submission then commits, and the outcome it is
 /// told is its own transaction's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reservation_serves_only_the_identity_that_made_it() {
@@ -204,9 +205,23 @@ async fn a_reservation_serves_only_the_identity_that_made_it() {
         }
         other => panic!("the owner's outcome query at the coordinator is answered: {other:?}"),
     }
+    // Another client with the owner's own certificate, which learned the id but not the
+    // reservation's token: refused as well, and the reservation stays the owner's.
+    let sharer = cluster.client(Duration::from_secs(10)).expect("a second client with the same certificate");
+    let res2 = owner.reserve(NodeId(1)).await.expect("reachable").expect("node 1 reserves ids");
+    for token in [0, res2.token ^ 1] {
+        let guessed = redt_coordinator::Reservation { token, ..res2 };
+        let out = sharer.submit_reserved(NodeId(1), add(100), &guessed).await;
+        match &out.status {
+            TxnStatus::Aborted(why) => assert!(why.contains("under another token"), "{why}"),
+            other => panic!("a submission without the token is refused: {other:?}"),
+        }
+    }
+    let mine2 = owner.submit_reserved(NodeId(1), add(1), &res2).await;
+    assert_eq!((mine2.status, mine2.txn), (TxnStatus::Committed, res2.txn), "the token's holder still can");
     let stolen_again = thief.submit_reserved(NodeId(1), add(1000), &res).await;
     assert!(matches!(stolen_again.status, TxnStatus::Aborted(_)), "{stolen_again:?}");
-    assert_eq!(read(&cluster, key).await, 1, "only the owner's transaction ran");
+    assert_eq!(read(&cluster, key).await, 2, "only the owner's transactions ran");
     cluster.shutdown();
 }
 
@@ -225,6 +240,7 @@ async fn ask_outcome(
         start_after: Some(res.start_after.0),
         valid_for_ms: res.valid_for_ms,
         wait_ms: 5_000,
+        token: res.token,
     };
     let msg = Envelope { epoch: cluster.topology.epoch.0, from: u32::MAX, body: Some(Body::OutcomeQuery(q)) };
     t.call_at(&n.advertise, &n.name, msg).await.expect("the node answers")

@@ -45,9 +45,12 @@ impl Connection {
     /// Reserves an id at `at` for this connection's identity.
     async fn reserve(&self, at: NodeId) -> Reservation {
         match self.call(at, Body::ReserveTxn(ReserveTxnRequest {})).await {
-            Body::TxnReserved(r) => {
-                Reservation { txn: TxnId(r.txn), start_after: Cts::new(r.start_after), valid_for_ms: r.valid_for_ms }
-            }
+            Body::TxnReserved(r) => Reservation {
+                txn: TxnId(r.txn),
+                start_after: Cts::new(r.start_after),
+                valid_for_ms: r.valid_for_ms,
+                token: r.token,
+            },
             other => panic!("a reservation: {other:?}"),
         }
     }
@@ -60,6 +63,7 @@ impl Connection {
             start_after: res.map(|r| r.start_after.0),
             valid_for_ms: res.map_or(0, |r| r.valid_for_ms),
             wait_ms,
+            token: res.map_or(0, |r| r.token),
         };
         self.call(at, Body::OutcomeQuery(q)).await
     }

@@ -155,6 +155,11 @@ pub struct TxnReservedReply {
     /// a submission that reaches it later is refused.
     #[prost(uint64, tag = "3")]
     pub valid_for_ms: u64,
+    /// A random secret only the reserver learns: a submission under the id, and an outcome
+    /// query that is to be waited for, must carry it (clients sharing one certificate
+    /// identity cannot use each other's reservations).
+    #[prost(uint64, tag = "4")]
+    pub token: u64,
 }
 
 /// A client's question: what became of transaction `txn`?
@@ -176,6 +181,10 @@ pub struct OutcomeQueryRequest {
     /// round, with whatever it found, and asks again itself.
     #[prost(uint64, tag = "4")]
     pub wait_ms: u64,
+    /// The reservation's token ([`TxnReservedReply::token`]): without it the caller is not
+    /// the reserver, and is not waited for.
+    #[prost(uint64, tag = "5")]
+    pub token: u64,
 }
 
 /// What became of a transaction, as far as the rings and decision logs show.
@@ -1174,6 +1183,10 @@ pub struct SubmitRequest {
     /// already used, or whose reservation expired is refused with an error.
     #[prost(uint64, optional, tag = "2")]
     pub txn: Option<u64>,
+    /// With `txn`: the reservation's token ([`TxnReservedReply::token`]); a submission without
+    /// the right one is refused and the reservation stays its reserver's.
+    #[prost(uint64, tag = "3")]
+    pub token: u64,
 }
 
 /// Outcome of a client's transaction.
@@ -1275,10 +1288,16 @@ mod tests {
                 done: false,
                 next: 4,
             }),
-            Body::Submit(SubmitRequest { call: Some(ProcedureCall::default()), txn: Some(7) }),
+            Body::Submit(SubmitRequest { call: Some(ProcedureCall::default()), txn: Some(7), token: 9 }),
             Body::ReserveTxn(ReserveTxnRequest {}),
-            Body::TxnReserved(TxnReservedReply { txn: 7, start_after: 8, valid_for_ms: 9 }),
-            Body::OutcomeQuery(OutcomeQueryRequest { txn: 7, start_after: Some(3), valid_for_ms: 4, wait_ms: 5 }),
+            Body::TxnReserved(TxnReservedReply { txn: 7, start_after: 8, valid_for_ms: 9, token: 10 }),
+            Body::OutcomeQuery(OutcomeQueryRequest {
+                txn: 7,
+                start_after: Some(3),
+                valid_for_ms: 4,
+                wait_ms: 5,
+                token: 6,
+            }),
             Body::TxnOutcome(TxnOutcomeReply { txn: 7, state: 0, cts: 9, detail: "x".into(), bound_ms: 3650 }),
             Body::TxnLookup(TxnLookupRequest { txn: 7, start_after: None }),
             Body::TxnFound(TxnFoundReply {
