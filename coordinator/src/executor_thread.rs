@@ -79,7 +79,9 @@ impl ExecutorThread {
                     loop {
                         match guard.jobs.pop(now_us()) {
                             Next::Run(lane, job) => break Some((lane, job)),
-                            Next::Idle if !guard.open => break None,
+                            // Stopped: what is left is bulk work of resting shares (short
+                            // jobs never rest); it is dropped, and its callers get `None`.
+                            Next::Idle | Next::WaitUntil(_) if !guard.open => break None,
                             Next::Idle => guard = ready.wait(guard).unwrap_or_else(|p| p.into_inner()),
                             Next::WaitUntil(t) => {
                                 let wait = Duration::from_micros(t.saturating_sub(now_us()));
@@ -196,7 +198,9 @@ impl ExecutorThread {
         }
     }
 
-    /// Stops the thread after the jobs already queued and waits for it.
+    /// Stops the thread and waits for it: the short jobs already queued, and the bulk jobs
+    /// whose share is not resting, still run; the rest are dropped (their callers get
+    /// `None`), so a stop never waits out a share's rest.
     pub fn stop(&self) {
         {
             let (lock, ready) = &*self.queue;
