@@ -1098,7 +1098,15 @@ fn a_short_phase1_runs_before_queued_bulk_work_and_shares_take_turns() {
         }
     });
     assert_eq!(*order.lock().unwrap(), vec![5, 1, 4, 2, 3], "short first, then the shares in turns");
-    let load = exec.load();
+    // The thread counts a job once it has returned, just after its caller got the result.
+    let mut load = exec.load();
+    for _ in 0..1000 {
+        if load.short_jobs + load.bulk_jobs == 6 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+        load = exec.load();
+    }
     assert_eq!((load.short_jobs, load.bulk_jobs), (1, 5), "the small phase 1 was the one short job");
     assert!(load.longest_job_us >= load.longest_short_wait_us, "it waited for the blocker only: {load:?}");
 }
