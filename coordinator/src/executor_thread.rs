@@ -94,8 +94,10 @@ impl ExecutorThread {
                 let t0 = Instant::now();
                 job(&mut core, SystemClock.now_ms());
                 let us = t0.elapsed().as_micros() as u64;
-                l.busy_us.fetch_add(us, Ordering::Relaxed);
-                l.longest_job_us.fetch_max(us, Ordering::Relaxed);
+                // Busy time first: a reader that sees this job as the longest sees its time
+                // in the busy total too ([`ExecutorThread::load`] reads them the other way).
+                l.busy_us.fetch_add(us, Ordering::SeqCst);
+                l.longest_job_us.fetch_max(us, Ordering::SeqCst);
                 match lane {
                     Lane::Short => l.short_jobs.fetch_add(1, Ordering::Relaxed),
                     Lane::Bulk(_) => l.bulk_jobs.fetch_add(1, Ordering::Relaxed),
@@ -189,11 +191,12 @@ impl ExecutorThread {
     /// What the thread has done so far.
     pub fn load(&self) -> ExecutorLoadSample {
         let l = &self.load;
+        let longest_job_us = l.longest_job_us.load(Ordering::SeqCst);
         ExecutorLoadSample {
             short_jobs: l.short_jobs.load(Ordering::Relaxed),
             bulk_jobs: l.bulk_jobs.load(Ordering::Relaxed),
-            busy_us: l.busy_us.load(Ordering::Relaxed),
-            longest_job_us: l.longest_job_us.load(Ordering::Relaxed),
+            busy_us: l.busy_us.load(Ordering::SeqCst),
+            longest_job_us,
             longest_short_wait_us: l.longest_short_wait_us.load(Ordering::Relaxed),
         }
     }
