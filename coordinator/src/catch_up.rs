@@ -61,7 +61,7 @@ use crate::epochs::Epochs;
 use crate::machine::{earliest, Action, AttemptId, TxnMachine};
 use crate::message::{Accept, CatchUpTarget, Reply, Request};
 use crate::plan::Plan;
-use crate::recoverer::RecoveryOptions;
+use crate::recovery_options::RecoveryOptions;
 use redt_dc_executor::{Decision, EntryRef, RedoEntry, ReplicaChange, ReplicaOrigin};
 use redt_proto::{Cts, DcId, NodeId, PartitionId, Topology, TxnId};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};

@@ -3,7 +3,7 @@
 //! changing WAN conditions.
 
 use crate::error::{Error, Result};
-use crate::node::{TxnOutcome, TxnStatus};
+use crate::machine::{TxnOutcome, TxnStatus};
 use crate::outcome::{next_step, KnownOutcome, NextStep};
 use crate::status::NodeStatus;
 use crate::transport::NodeIdentity;
@@ -400,7 +400,7 @@ impl Client {
                     Err(e) => Asked::Failed(format!("{name}: {e}")),
                 }
             }
-            Ok(Some(Body::Error(e))) if e.code == crate::error_code::OVER_LIMIT => {
+            Ok(Some(Body::Error(e))) if e.code == redt_proto::error_code::OVER_LIMIT => {
                 Asked::Busy(format!("{name} answered: {}", e.message))
             }
             Ok(Some(Body::Error(e))) => Asked::Failed(format!("{name} answered: {}", e.message)),

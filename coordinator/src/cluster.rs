@@ -5,9 +5,10 @@
 
 use crate::error::{Error, Result};
 use crate::metrics::{MetricsServer, MetricsTls, NodeSource};
-use crate::node::{CoordinatorOptions, Node, NodeParts};
+use crate::node::{Node, NodeParts};
 use crate::stats::TxnStats;
 use crate::transport::{verbs_tls, ClusterCerts, SocketSpec, Transport, TransportConfig};
+use crate::txn::CoordinatorOptions;
 use crate::Client;
 use redt_dc_executor::{
     DcHandle, Layout, LocalVerbs, Region, ServerLimits, TcpVerbs, TcpVerbsServer, VerbCounts, Verbs,

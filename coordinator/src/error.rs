@@ -144,3 +144,22 @@ mod tests {
         assert!(used_up.to_string().starts_with("node#0: incarnation 0"), "{used_up}");
     }
 }
+
+impl Error {
+    /// The [`redt_proto::error_code`] a request that failed with this error is answered with:
+    /// a malformed call or sub-transaction is the sender's fault (`MALFORMED`), a limit
+    /// `OVER_LIMIT`, anything else the node's (`INTERNAL`).
+    pub(crate) fn reply_code(&self) -> u32 {
+        use redt_proto::error_code;
+        match self {
+            Error::OverLimit(_) => error_code::OVER_LIMIT,
+            Error::BadCall(_)
+            | Error::DataPath(
+                redt_dc_executor::Error::InvalidSubTxn { .. }
+                | redt_dc_executor::Error::InvalidSnapshot { .. }
+                | redt_dc_executor::Error::Unencodable { .. },
+            ) => error_code::MALFORMED,
+            _ => error_code::INTERNAL,
+        }
+    }
+}

@@ -50,12 +50,12 @@ use crate::message::{
     Accept, Decide, DecideRole, Execute, LogDecision, Record, RecoveryPrepare, Reply, Request, Reservations,
     SnapshotRead,
 };
-use crate::node::error_code;
 use crate::plan;
 use redt_dc_executor::{
     AbortReason, BoundedMap, DcHandle, Decision, EntryRef, Executor, Gap, Hlc, OwedEntry, RedoEntry, ReplicaChange,
     ReplicaOrigin, RingScan, SubTxn, TxnSet, Vote,
 };
+use redt_proto::error_code;
 use redt_proto::{Ballot, Cts, DcId, Epoch, NodeId, PartitionId, TxnId};
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
@@ -436,7 +436,7 @@ impl ExecutorCore {
         match request {
             Request::Execute(e) if !e.replicate => match self.execute(&e, now_ms) {
                 Ok(vote) => Handled::reply(Reply::Vote { dc: self.dc_id, vote, nested: Default::default() }),
-                Err(e) => Handled::error(error_code_of(&e), e.named(&self.epochs.current())),
+                Err(e) => Handled::error(e.reply_code(), e.named(&self.epochs.current())),
             },
             Request::Record(Record { txn, ballot, decision, entries }) => {
                 match self.record(txn, decision, ballot, &entries) {
@@ -473,12 +473,12 @@ impl ExecutorCore {
                                 ),
                             )
                         }
-                        Err(e) => return Handled::error(error_code_of(&e), e.named(&self.epochs.current())),
+                        Err(e) => return Handled::error(e.reply_code(), e.named(&self.epochs.current())),
                     }
                 }
                 match self.accept(from, &origin, &changes, decided) {
                     Ok(ok) => Handled::reply(Reply::Accepted(ok)),
-                    Err(e) => Handled::error(error_code_of(&e), e.named(&self.epochs.current())),
+                    Err(e) => Handled::error(e.reply_code(), e.named(&self.epochs.current())),
                 }
             }
             // A node that is a voter of nothing (removed, or back and only a learner) trusts
@@ -520,7 +520,7 @@ impl ExecutorCore {
             Request::SnapshotRead(r) => match self.snapshot_read(&r) {
                 Ok(Ok((records, next))) => Handled::reply(Reply::Snapshot { records, next }),
                 Ok(Err(why)) => Handled::error(error_code::NOT_READY, why),
-                Err(e) => Handled::error(error_code_of(&e), e.named(&self.epochs.current())),
+                Err(e) => Handled::error(e.reply_code(), e.named(&self.epochs.current())),
             },
             Request::Reservations(Reservations { ring }) => match self.executor.reservations(ring) {
                 Ok(held) => Handled::reply(Reply::Reserved(held)),
@@ -1289,20 +1289,5 @@ impl ExecutorCore {
     /// `limits.max_pending_votes`, and accepted redo over `limits.max_accepted_redo`.
     pub fn forgotten(&self) -> (u64, u64) {
         (self.votes_forgotten, self.accepted_forgotten)
-    }
-}
-
-/// The error code a failed request is answered with: a malformed call or sub-transaction is
-/// the sender's fault, anything else the node's.
-pub(crate) fn error_code_of(e: &Error) -> u32 {
-    match e {
-        Error::OverLimit(_) => error_code::OVER_LIMIT,
-        Error::BadCall(_)
-        | Error::DataPath(
-            redt_dc_executor::Error::InvalidSubTxn { .. }
-            | redt_dc_executor::Error::InvalidSnapshot { .. }
-            | redt_dc_executor::Error::Unencodable { .. },
-        ) => error_code::MALFORMED,
-        _ => error_code::INTERNAL,
     }
 }

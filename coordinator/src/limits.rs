@@ -134,7 +134,7 @@ pub fn call_weight(call: &ProcedureCall) -> u64 {
             .ops
             .iter()
             .map(|o| match o.kind {
-                crate::call::kv_kind::SCAN => crate::call::scan_of(o).map_or(1, |(_, _, limit)| u64::from(limit)),
+                crate::kv_op::kv_kind::SCAN => crate::kv_op::scan_of(o).map_or(1, |(_, _, limit)| u64::from(limit)),
                 _ => 1,
             })
             .fold(0u64, u64::saturating_add),

@@ -18,9 +18,30 @@
 use crate::cost::Cost;
 use crate::message::{Reply, Request};
 use crate::stats::{AbortCause, Class, TxnCost};
-use crate::txn::TxnOutcome;
 use redt_proto::{NodeId, TxnId};
 use std::time::Instant;
+
+/// How a transaction ended, as told to its client.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TxnStatus {
+    /// Committed.
+    Committed,
+    /// Certainly not committed.
+    Aborted(String),
+    /// The outcome is not known (the abort could not be recorded at a majority yet).
+    Unknown(String),
+}
+
+/// The answer to a client.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TxnOutcome {
+    /// The transaction id.
+    pub txn: TxnId,
+    /// Its status.
+    pub status: TxnStatus,
+    /// For a committed key/value call: per operation, the value read (`None` for writes).
+    pub reads: Vec<Option<Vec<u8>>>,
+}
 
 /// Identifies one request a machine asked its driver to send (unique per machine).
 pub type AttemptId = u64;

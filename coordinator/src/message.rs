@@ -268,7 +268,7 @@ pub enum Reply {
     },
     /// The request was refused.
     Error {
-        /// One of [`crate::error_code`].
+        /// One of [`redt_proto::error_code`].
         code: u32,
         /// What went wrong.
         message: String,

@@ -17,6 +17,7 @@ use crate::executor_thread::ExecutorThread;
 use crate::limits::BadSubTxn;
 use crate::liveness;
 use crate::machine::{Action, TxnMachine};
+use crate::machine::{TxnOutcome, TxnStatus};
 use crate::membership_task::{self, MembershipView, RaftInbox};
 use crate::message::{Reply, Request};
 use crate::metrics::AnswerCounters;
@@ -28,8 +29,8 @@ use crate::stats::TxnStats;
 use crate::status::{Answered, NodeStatus, StatusBoard};
 use crate::status_sample::{RingSample, SampleCache};
 use crate::transport::{BoxFuture, Caller, Handler, Transport, WarnEvery};
+use crate::txn::CoordinatorOptions;
 use crate::txn::CoordinatorTxn;
-pub use crate::txn::{CoordinatorOptions, TxnOutcome, TxnStatus};
 use crate::txn_ids::TxnIds;
 use redt_dc_executor::{AbortReason, Clock, DcHandle, Hlc, Region, ReplayTask, SystemClock};
 use redt_netem::WanModel;
@@ -37,45 +38,12 @@ use redt_proto::wire::{
     AckReply, Body, Envelope, ErrorReply, OutcomeReply, ProcedureCall, TxnFoundReply, TxnLookupRequest,
     TxnOutcomeReply, TxnReservedReply,
 };
-use redt_proto::{Cts, NodeId, Topology, TxnId};
+use redt_proto::{error_code, Cts, NodeId, Topology, TxnId};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::task::JoinSet;
 use tracing::Instrument;
-
-/// Error codes of [`ErrorReply::code`].
-pub mod error_code {
-    // 1 was "the message's epoch is not ours": the envelope's epoch no longer refuses a
-    // message (the epoch fence is a phase-1 abort vote, `ExecutorCore::execute`).
-    /// The message is malformed or of an unexpected kind.
-    pub const MALFORMED: u32 = 2;
-    /// The node failed while handling it.
-    pub const INTERNAL: u32 = 3;
-    /// The request cannot be served yet (a snapshot copy before its voter finished the older
-    /// epochs): ask again later.
-    pub const NOT_READY: u32 = 4;
-    /// A submission names a transaction id this coordinator did not reserve, one already
-    /// used or whose reservation expired, or one another certificate identity reserved
-    /// (`crate::reserved::NotReserved`): nothing was run.
-    pub const NOT_RESERVED: u32 = 5;
-    /// The request is over a limit (`crate::limits`: the topology's `limits:`, or more
-    /// participant DCs than it has; or an outcome query over its connection's
-    /// [`crate::outcome_queries::MAX_IN_FLIGHT`]): refused before anything was reserved,
-    /// looked up or written; the message names the limit and its value.
-    pub const OVER_LIMIT: u32 = 6;
-    /// The request was not served within the transport's `handler_timeout` and its work was
-    /// cancelled (it may have partly run, as with any call that fails): the message names the
-    /// limit (`crate::transport::handler_timeout_reply`).
-    pub const TIMEOUT: u32 = 7;
-    /// The caller's certificate lacks the role the request needs (admin requests, and a
-    /// status that counts locks, need an operator certificate; the messages nodes send each
-    /// other, a node certificate; the message names the role needed and the caller's), its
-    /// identity is not the one the request's transaction id was reserved by (an outcome
-    /// query at the coordinator that reserved it; the message says so), or a Raft message
-    /// names another sender than the node whose certificate sent it.
-    pub const FORBIDDEN: u32 = 8;
-}
 
 /// Everything a node needs to start.
 pub struct NodeParts {

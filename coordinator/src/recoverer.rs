@@ -34,101 +34,12 @@ use crate::machine::{earliest, Action, AttemptId, TxnMachine};
 use crate::message::{CatchUpTarget, Decide, DecideRole, Record, RecoveryPrepare, Reply, Request};
 use crate::plan::{Plan, PlannedPartition};
 use crate::recovery::{recover, PrepareReply, Recorded, RecordedDecision, Recovery, Why};
+use crate::recovery_options::RecoveryOptions;
 use redt_dc_executor::{CellVersion, Decision, EntryRef, NodePromise, Promise, RedoEntry, VoteCode};
 use redt_proto::{Ballot, Cts, DcId, Epoch, NodeId, PartitionId, TableId, Topology, TxnId};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// When and how persistently recovery runs (docs/design.md §2, recovery). The timeouts scale with
-/// the topology: [`RecoveryOptions::for_topology`].
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RecoveryOptions {
-    /// How far apart two nodes' clocks may be. Recovery of a transaction starts only once its
-    /// phase-1 deadline has passed by this much, so no executor can still vote on it.
-    pub clock_skew_bound: Duration,
-    /// A node of the coordinator's DC recovers an undecided entry this long after the
-    /// transaction's phase-1 deadline (plus the skew bound).
-    pub own_dc_after: Duration,
-    /// A node of any other DC waits this long instead (the coordinator's DC goes first)…
-    pub other_dc_after: Duration,
-    /// … plus this much per participant DC before its own in the transaction's participant
-    /// list (the coordinator's DC left out), so the other DCs take turns rather than duel.
-    pub turn: Duration,
-    /// How long a round (prepare, record) waits for the DCs' answers.
-    pub round_timeout: Duration,
-    /// First retry pause; doubled per retry up to [`RecoveryOptions::retry_max`], with jitter.
-    pub retry_base: Duration,
-    /// Largest retry pause.
-    pub retry_max: Duration,
-    /// How often a node scans its ring for undecided entries (and looks for a gap at its
-    /// head).
-    pub scan_every: Duration,
-    /// How long a gap stays at the head of a node's ring before the node asks its DC's
-    /// writers which slots they still hold, and how long it waits before asking again when
-    /// one of them does not answer ([`crate::gap_watch::GapWatch`]).
-    pub gap_wait: Duration,
-    /// How long a catch-up's [`crate::catch_up::Shipper`] keeps retrying a replica that does
-    /// not acknowledge before it gives up (and its source's redo entries stop holding their
-    /// ring's head; docs/design.md §2, "a catch-up outlives its source"). 30 s.
-    pub catch_up_give_up: Duration,
-    /// Deliberate bugs (tests of the simulation only).
-    pub mutations: RecoveryMutations,
-}
-
-/// Deliberate bugs in the recoverer, each caught by a named simulation seed
-/// (`sim/tests/seeds.rs`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct RecoveryMutations {
-    /// A commit found applied recomputes the catch-up from the promises even when no replica
-    /// can have been left behind (so DCs that were up to date get an abort).
-    pub catch_up_after_applied: bool,
-    /// The RedT paper's §5.1.1 rule instead of ours ([`crate::recovery::papers_rule`]).
-    pub papers_rule: bool,
-    /// Votes beat a higher-ballot record ([`crate::recovery::votes_beat_records`]).
-    pub votes_beat_records: bool,
-    /// Applies (and releases the locks of) a decision as soon as it is chosen, without first
-    /// recording it at a majority of every partition.
-    pub act_before_recording: bool,
-    /// A recovered commit's catch-up is shipped only by the source DC's executor, not also by
-    /// the recoverer from the redo its promises carried: when another recoverer's decision
-    /// reached the source first, the source takes this one for a repeat and ships nothing
-    /// (sim seed 55, ycsb, default, `all,remove-node`, 6 s).
-    pub ship_only_through_the_source: bool,
-}
-
-impl RecoveryOptions {
-    /// Options scaled to `topology`'s largest link RTT `r`: rounds wait `4r` (at least 50
-    /// ms), retries start at `2r` (at least 20 ms) and back off to 5 s, the coordinator's DC
-    /// recovers `4r` (at least 100 ms) after the deadline and the others `10r` (at least 500
-    /// ms) after it, one turn of `16r` (at least 200 ms) apart, scans run every 100 ms, a gap
-    /// at a ring's head waits 200 ms, a catch-up gives up after 30 s; `clock_skew_bound` as
-    /// given.
-    pub fn for_topology(topology: &Topology, clock_skew_bound: Duration) -> RecoveryOptions {
-        let rtt = topology.links.iter().flatten().map(|l| l.rtt).max().unwrap_or_default();
-        RecoveryOptions {
-            clock_skew_bound,
-            own_dc_after: (4 * rtt).max(Duration::from_millis(100)),
-            other_dc_after: (10 * rtt).max(Duration::from_millis(500)),
-            turn: (16 * rtt).max(Duration::from_millis(200)),
-            round_timeout: (4 * rtt).max(Duration::from_millis(50)),
-            retry_base: (2 * rtt).max(Duration::from_millis(20)),
-            retry_max: Duration::from_secs(5),
-            scan_every: Duration::from_millis(100),
-            gap_wait: Duration::from_millis(200),
-            catch_up_give_up: Duration::from_secs(30),
-            mutations: RecoveryMutations::default(),
-        }
-    }
-
-    /// How long after `start` (ms since the HLC origin) a node in the coordinator's DC
-    /// (`own_dc`) or another may start recovering a transaction whose phase-1 timeout is
-    /// `phase1_timeout`.
-    pub fn recover_after(&self, phase1_timeout: Duration, own_dc: bool) -> Duration {
-        let after = if own_dc { self.own_dc_after } else { self.other_dc_after };
-        phase1_timeout + self.clock_skew_bound + after
-    }
-}
 
 /// What a recoverer found out of a transaction it recovered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -2,9 +2,9 @@
 //! `timeouts:` section ([`TimeoutsConfig`]) over the defaults derived from the topology's
 //! largest link RTT, checked as a whole (docs/design.md, "Recovery", timeouts on real nodes).
 
+use crate::detector_timeouts::DetectorTimeouts;
 use crate::error::{Error, Result};
-use crate::liveness::DetectorTimeouts;
-use crate::recoverer::RecoveryOptions;
+use crate::recovery_options::RecoveryOptions;
 use crate::txn::CoordinatorOptions;
 
 use redt_proto::{LimitsConfig, TimeoutsConfig, Topology};

@@ -15,7 +15,7 @@ use crate::call;
 use crate::catch_up::{self, CatchUp};
 use crate::cost::Cost;
 use crate::decision::{decide, majority, Ruling, Why};
-use crate::machine::{earliest, TxnMachine};
+use crate::machine::{earliest, TxnMachine, TxnOutcome, TxnStatus};
 pub use crate::machine::{Action, AttemptId};
 use crate::message::{CatchUpTarget, Decide, DecideRole, Execute, Record, Reply, Request};
 use crate::plan::{self, Plan, Scope};
@@ -73,10 +73,10 @@ pub struct CoordinatorOptions {
     /// [`crate::NodeTimeouts::apply`]). Read through [`CoordinatorOptions::recovery_options`].
     pub recovery: Option<crate::RecoveryOptions>,
     /// The heartbeats of the node's failure detector (`None`:
-    /// [`crate::liveness::DetectorTimeouts::defaults`] of the node's topology; a real node sets
+    /// [`crate::detector_timeouts::DetectorTimeouts::defaults`] of the node's topology; a real node sets
     /// them from its file's `timeouts.detector`, [`crate::NodeTimeouts::apply`]). Read through
     /// [`CoordinatorOptions::detector_timeouts`].
-    pub detector: Option<crate::liveness::DetectorTimeouts>,
+    pub detector: Option<crate::detector_timeouts::DetectorTimeouts>,
     /// Run the node's membership Raft peer and remove a DC that a majority of the Raft voters
     /// suspect, in a new placement epoch (issue 13; `crate::membership_task`). Off by
     /// default (embedded clusters, tests); `redt node` turns it on unless `--no-failover`.
@@ -107,8 +107,8 @@ impl CoordinatorOptions {
 
     /// The failure detector's configuration a node runs with on `topology`:
     /// [`CoordinatorOptions::detector`] if set, else the topology's defaults.
-    pub fn detector_timeouts(&self, topology: &redt_proto::Topology) -> crate::liveness::DetectorTimeouts {
-        self.detector.clone().unwrap_or_else(|| crate::liveness::DetectorTimeouts::defaults(topology))
+    pub fn detector_timeouts(&self, topology: &redt_proto::Topology) -> crate::detector_timeouts::DetectorTimeouts {
+        self.detector.clone().unwrap_or_else(|| crate::detector_timeouts::DetectorTimeouts::defaults(topology))
     }
 }
 
@@ -128,28 +128,6 @@ impl Default for CoordinatorOptions {
             mutations: CoordinatorMutations::default(),
         }
     }
-}
-
-/// How a transaction ended, as told to its client.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum TxnStatus {
-    /// Committed.
-    Committed,
-    /// Certainly not committed.
-    Aborted(String),
-    /// The outcome is not known (the abort could not be recorded at a majority yet).
-    Unknown(String),
-}
-
-/// The answer to a client.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TxnOutcome {
-    /// The transaction id.
-    pub txn: TxnId,
-    /// Its status.
-    pub status: TxnStatus,
-    /// For a committed key/value call: per operation, the value read (`None` for writes).
-    pub reads: Vec<Option<Vec<u8>>>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -10,6 +10,7 @@ mod address;
 mod config;
 mod decision;
 mod error;
+pub mod error_code;
 mod identity;
 mod ids;
 mod protocol;

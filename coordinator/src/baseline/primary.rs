@@ -15,12 +15,12 @@ use super::roles::{self, Replication};
 use crate::catch_up::changes_of;
 use crate::cost::Cost;
 use crate::delivery::{self, Delivery};
-use crate::executor_core::{error_code_of, ExecutorCore};
+use crate::executor_core::ExecutorCore;
 use crate::machine::{earliest, Action, AttemptId, TxnMachine};
 use crate::message::{Accept, Decide, DecideRole, Execute, Prepare, Reply, Request};
-use crate::node::error_code;
 use crate::txn::CoordinatorOptions;
 use redt_dc_executor::{AbortReason, Decision, RedoEntry, ReplicaChange, ReplicaOrigin, Vote};
+use redt_proto::error_code;
 use redt_proto::{Ballot, DcId, Epoch, NodeId, Topology, TxnId};
 use std::collections::{BTreeSet, VecDeque};
 use std::sync::Arc;
@@ -90,7 +90,7 @@ pub fn begin(core: &mut ExecutorCore, request: Request, now_ms: u64) -> Local {
             let txn = args.txn;
             let vote = match core.execute(&args, now_ms) {
                 Ok(v) => v,
-                Err(e) => return Local::Reply(Reply::Error { code: error_code_of(&e), message: core.error_text(&e) }),
+                Err(e) => return Local::Reply(Reply::Error { code: e.reply_code(), message: core.error_text(&e) }),
             };
             if !vote.is_commit() {
                 return Local::Reply(Reply::Vote { dc: core.dc(), vote, nested: Cost::default() });

@@ -510,9 +510,9 @@ impl Collector for NodeSample {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::machine::TxnStatus;
     use crate::metrics::{AnswerCounters, LinkSample};
     use crate::status::StatusBoard;
-    use crate::txn::TxnStatus;
     use redt_proto::{Epoch, NodeId};
     use std::time::Duration;
 

@@ -274,7 +274,7 @@ pub trait Handler: Send + Sync + 'static {
 
     /// Returns the response to a request from `from` whose [`Handler::handle`] did not finish
     /// within `after` (the transport's `handler_timeout`) and was cancelled. By default an
-    /// `ErrorReply` with code [`crate::error_code::TIMEOUT`] naming the limit, from node 0 at
+    /// `ErrorReply` with code [`redt_proto::error_code::TIMEOUT`] naming the limit, from node 0 at
     /// epoch 0 (a node overrides it with its own).
     fn timed_out(&self, from: Caller, after: Duration) -> Envelope {
         let _ = from;
@@ -293,7 +293,7 @@ pub fn handler_timeout_reply(epoch: u32, from: u32, after: Duration) -> Envelope
     Envelope {
         epoch,
         from,
-        body: Some(Body::Error(ErrorReply { code: crate::error_code::TIMEOUT, message, current_epoch: epoch })),
+        body: Some(Body::Error(ErrorReply { code: redt_proto::error_code::TIMEOUT, message, current_epoch: epoch })),
     }
 }
 
