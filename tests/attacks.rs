@@ -47,7 +47,6 @@
 mod common;
 
 use common::{cluster_up, path_str, redt, text, ClusterGuard, REDT};
-use redt_coordinator::call::kv_call;
 use redt_coordinator::transport::frame::encode_frame;
 use redt_coordinator::transport::tls::{quic_client_config, rustls_client_config};
 use redt_coordinator::transport::{
@@ -59,6 +58,7 @@ use redt_dc_executor::verbs::{encode_request_body, shared_file, WorkRequest, VER
 use redt_dc_executor::{KvOp, MAGIC};
 use redt_proto::wire::{Body, Envelope, OutcomeQueryRequest, StatusRequest};
 use redt_proto::{NodeId, Offset, TableId, Topology};
+use redt_protocol::call::kv_call;
 use rustls_pki_types::{CertificateDer, ServerName};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};

@@ -6,10 +6,10 @@
 
 mod common;
 use common::{cluster_up, local_fast_yaml, path_str, redt, text, ClusterGuard, REDT};
-use redt_coordinator::call::kv_call;
 use redt_coordinator::{Client, TxnIds, TxnOutcome, TxnStatus};
 use redt_dc_executor::{DcHandle, KvOp, Layout, LocalVerbs, Verbs};
 use redt_proto::{DcId, NodeId, TableId, Topology};
+use redt_protocol::call::kv_call;
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -10,10 +10,10 @@
 
 mod common;
 use common::{cluster_up, local_fast_yaml, path_str, redt, text, ClusterGuard};
-use redt_coordinator::call::kv_call;
 use redt_coordinator::{Client, TxnStatus};
 use redt_dc_executor::KvOp;
 use redt_proto::{NodeId, TableId, Topology};
+use redt_protocol::call::kv_call;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -117,17 +117,17 @@ fn ycsb_bank_and_append_through_init_run_and_check() {
     // A record changed behind the workload's back (cell 3 of key 5 no longer one repeated
     // byte) fails the check, naming it.
     let update = redt_dc_executor::YcsbOp::Update { key: 5, cell: 3, value: vec![1, 2, 3] };
-    tamper(&config, &certs, redt_coordinator::call::ycsb_call(redt_proto::TableId(1), 10, &[update]));
+    tamper(&config, &certs, redt_protocol::call::ycsb_call(redt_proto::TableId(1), 10, &[update]));
     // A records call reads a record as it is, and a key with no record as missing.
     use redt_dc_executor::RecordOp;
     // (Keys 1,000,000 and 1,000,001: partitions 0 and 1, one with a replica in node 0's DC,
     // the coordinator's, one read only through other DCs' votes.)
     let gets = [1_000_000u64, 1_000_001, 5].map(|key| RecordOp::Get { table: redt_proto::TableId(1), key });
-    let read = tamper(&config, &certs, redt_coordinator::call::records_call(&gets));
+    let read = tamper(&config, &certs, redt_protocol::call::records_call(&gets));
     let decoded: Vec<Option<Vec<Vec<u8>>>> = read
         .reads
         .iter()
-        .map(|r| redt_coordinator::call::decode_record_read(r.as_deref().expect("a get's read")).unwrap())
+        .map(|r| redt_protocol::call::decode_record_read(r.as_deref().expect("a get's read")).unwrap())
         .collect();
     assert_eq!(decoded[..2], [None, None], "keys 1,000,000 and 1,000,001 were never written");
     let cells = decoded[2].as_ref().expect("key 5 was loaded");
@@ -191,7 +191,7 @@ fn ycsb_bank_and_append_through_init_run_and_check() {
     assert!(e.contains("--accounts 64 does not match the cluster: it was initialised with 16 accounts"), "{e}");
     // Money made behind the bank's back: account 3 set to 5,000.
     let write = redt_dc_executor::KvOp::Write(3, 5000i64.to_le_bytes().to_vec());
-    tamper(&config, &certs, redt_coordinator::call::kv_call(redt_proto::TableId(2), &[write]));
+    tamper(&config, &certs, redt_protocol::call::kv_call(redt_proto::TableId(2), &[write]));
     let e = refused(&workload(&["check", "bank"], &config, &certs), "check bank after tampering");
     assert!(e.contains("bank check failed: FAILED (total ") && e.contains("expected 16000 = 16 × 1000"), "{e}");
 
@@ -255,18 +255,15 @@ fn tpcc_through_init_run_and_check() {
     use redt_bench::tpcc::schema::{self as sc, table};
     use redt_dc_executor::RecordOp;
     let key = sc::warehouse_key(1);
-    let read = tamper(
-        &config,
-        &certs,
-        redt_coordinator::call::records_call(&[RecordOp::Get { table: table::WAREHOUSE, key }]),
-    );
+    let read =
+        tamper(&config, &certs, redt_protocol::call::records_call(&[RecordOp::Get { table: table::WAREHOUSE, key }]));
     let bytes = read.reads[0].as_deref().expect("a get returns its read");
-    let mut cells = redt_coordinator::call::decode_record_read(bytes).unwrap().expect("warehouse 1 exists");
+    let mut cells = redt_protocol::call::decode_record_read(bytes).unwrap().expect("warehouse 1 exists");
     cells[sc::w::YTD as usize] = sc::num(sc::get(&cells[sc::w::YTD as usize]) + 1);
     tamper(
         &config,
         &certs,
-        redt_coordinator::call::records_call(&[RecordOp::Put { table: table::WAREHOUSE, key, cells }]),
+        redt_protocol::call::records_call(&[RecordOp::Put { table: table::WAREHOUSE, key, cells }]),
     );
     let out = workload(&["check", "tpcc", "--json"], &config, &certs);
     refused(&out, "check tpcc after tampering");

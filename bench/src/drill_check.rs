@@ -7,7 +7,7 @@
 //! # What it checks, exactly
 //!
 //! Only cell 0: a YCSB call returns no values, and the key/value read that does returns a
-//! record's cell 0 (`redt_coordinator::call::kv_procedure`). Updates of the other cells carry
+//! record's cell 0 (`redt_protocol::call::kv_procedure`). Updates of the other cells carry
 //! encoded values too but are not checked.
 //!
 //! For one cell, let `S` be the latest submission time of the writes acknowledged as

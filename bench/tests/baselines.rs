@@ -56,9 +56,10 @@ fn redt_over_tcp_conserves_money_on_every_replica() {
 /// retried accepts and decisions bring its replicas up to date.
 #[test]
 fn two_pc_paxos_commits_without_one_secondary_and_catches_it_up() {
-    use redt_coordinator::{call, EmbeddedCluster, TxnStatus};
+    use redt_coordinator::{EmbeddedCluster, TxnStatus};
     use redt_dc_executor::KvOp;
     use redt_proto::{DcId, NodeId};
+    use redt_protocol::call;
 
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let text = include_str!("../../configs/local-fast.yaml")

@@ -3,8 +3,6 @@
 //! changing WAN conditions.
 
 use crate::error::{Error, Result};
-use crate::machine::{TxnOutcome, TxnStatus};
-use crate::outcome::{next_step, KnownOutcome, NextStep};
 use crate::status::NodeStatus;
 use crate::transport::NodeIdentity;
 use crate::transport::TransportError;
@@ -16,6 +14,8 @@ use redt_proto::wire::{
     SubmitRequest,
 };
 use redt_proto::{Cts, NodeId, Topology, TxnId};
+use redt_protocol::machine::{TxnOutcome, TxnStatus};
+use redt_protocol::outcome::{next_step, KnownOutcome, NextStep};
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::Path;

@@ -1,4 +1,6 @@
-//! The crate's error type.
+//! The node runtime's error type: the protocol's errors (`redt_protocol::Error`, each taken
+//! over as the variant of the same name) and what only a running node meets — the transport,
+//! transaction ids, the metrics endpoint, I/O.
 
 use redt_proto::{NodeId, Topology};
 
@@ -11,7 +13,7 @@ pub enum Error {
     /// A request is over one of the limits of the topology file's `limits:` section (or of
     /// the topology itself): refused before anything was reserved or written.
     #[error(transparent)]
-    OverLimit(#[from] crate::limits::OverLimit),
+    OverLimit(#[from] redt_protocol::limits::OverLimit),
     /// A node answered with an error message.
     #[error("{name} answered: {message}")]
     Remote {
@@ -118,6 +120,21 @@ impl Error {
     }
 }
 
+impl From<redt_protocol::Error> for Error {
+    fn from(e: redt_protocol::Error) -> Self {
+        use redt_protocol::Error as P;
+        match e {
+            P::BadCall(why) => Error::BadCall(why),
+            P::OverLimit(over) => Error::OverLimit(over),
+            P::Remote { node, name, message } => Error::Remote { node, name, message },
+            P::Unexpected { node, name } => Error::Unexpected { node, name },
+            P::DataPath(e) => Error::DataPath(e),
+            P::Topology(why) => Error::Topology(why),
+            P::BadTimeouts { key, problem } => Error::BadTimeouts { key, problem },
+        }
+    }
+}
+
 /// Result alias of this crate.
 pub type Result<T> = std::result::Result<T, Error>;
 
@@ -142,24 +159,5 @@ mod tests {
         let used_up = Error::TxnIdsExhausted { node: NodeId(0), incarnation: 0 };
         assert!(used_up.named(&t).starts_with("dc1-n1: incarnation 0 is outside 1..="), "{}", used_up.named(&t));
         assert!(used_up.to_string().starts_with("node#0: incarnation 0"), "{used_up}");
-    }
-}
-
-impl Error {
-    /// The [`redt_proto::error_code`] a request that failed with this error is answered with:
-    /// a malformed call or sub-transaction is the sender's fault (`MALFORMED`), a limit
-    /// `OVER_LIMIT`, anything else the node's (`INTERNAL`).
-    pub(crate) fn reply_code(&self) -> u32 {
-        use redt_proto::error_code;
-        match self {
-            Error::OverLimit(_) => error_code::OVER_LIMIT,
-            Error::BadCall(_)
-            | Error::DataPath(
-                redt_dc_executor::Error::InvalidSubTxn { .. }
-                | redt_dc_executor::Error::InvalidSnapshot { .. }
-                | redt_dc_executor::Error::Unencodable { .. },
-            ) => error_code::MALFORMED,
-            _ => error_code::INTERNAL,
-        }
     }
 }

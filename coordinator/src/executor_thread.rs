@@ -2,11 +2,11 @@
 //! [`ExecutorCore`] and runs every request on it, so the blocking verbs (spinning on
 //! `/dev/shm`, TCP round trips, RDMA completion polling) never run on a tokio worker thread
 //! and the core needs no lock. Jobs wait in a [`FairQueue`]: short ones before bulk ones,
-//! bulk ones in turns by share (`crate::executor_queue`).
+//! bulk ones in turns by share (`redt_protocol::executor_queue`).
 
-use crate::executor_core::ExecutorCore;
-use crate::executor_queue::{FairQueue, Lane, Next};
 use redt_dc_executor::{Clock, SystemClock};
+use redt_protocol::executor_core::ExecutorCore;
+use redt_protocol::executor_queue::{FairQueue, Lane, Next};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;

@@ -2,9 +2,9 @@
 //! nodes of its own DC and those of the other DCs alike, fed by what the node's QUIC
 //! transport hears from each of them.
 //!
-//! - **Configuration** ([`DetectorTimeouts`], `crate::detector_timeouts`): per pair of DCs,
+//! - **Configuration** ([`DetectorTimeouts`], `redt_protocol::detector_timeouts`): per pair of DCs,
 //!   the detector's interval and timeout.
-//! - **View** ([`SuspectView`], `crate::suspect_view`, pure): the nodes and DCs this node
+//! - **View** ([`SuspectView`], `redt_protocol::suspect_view`, pure): the nodes and DCs this node
 //!   suspects, with the changes each detector action makes to them.
 //! - **Driver** (`spawn`, a thin async task on the node's runtime): wakes at the detector's
 //!   `poll_timeout`, passes it what the transport heard from and sent to each peer since the
@@ -34,12 +34,12 @@
 //! every peer. Shorter lags (a busy runtime's ordinary timer lag) change nothing, so they
 //! never delay the detection of a real failure.
 
-pub use crate::detector_timeouts::{link_between, DetectorTimeouts, IN_DC_RTT};
 use crate::error::{Error, Result};
 use crate::node::{sleep_until_opt, Node};
 use crate::status::StatusBoard;
-pub use crate::suspect_view::{Change, SuspectView};
 use redt_proto::{DcId, NodeId};
+pub use redt_protocol::detector_timeouts::{link_between, DetectorTimeouts, IN_DC_RTT};
+pub use redt_protocol::suspect_view::{Change, SuspectView};
 use redt_replication::{Action, Detector};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Weak};

@@ -30,11 +30,11 @@
 //! placement rules in [`redt_replication::Membership`], the confirmation rule in the pure
 //! [`confirmed`]; this file moves their inputs and outputs.
 
-use crate::epochs;
 use crate::error::{Error, Result};
 use crate::node::Node;
 use redt_proto::wire::{Body, RaftMsg, StatusRequest};
 use redt_proto::{majority, DcId, NodeId, PartitionId, Topology};
+use redt_protocol::epochs;
 use redt_replication::{Command, Membership, RaftMembership, RaftMessage, RaftTicks, Status};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::PathBuf;

@@ -1,36 +1,24 @@
 //! A node: the executor side of its DC and a coordinator for its clients, served over QUIC
 //! (RedT §4; docs/design.md §1–2). This file is the async driver and the dispatcher: the protocol
 //! lives in the state machines — a coordinator's transaction under any commit protocol
-//! ([`crate::txn::CoordinatorTxn`] for RedT and RedT over TCP, [`crate::baseline::BaselineTxn`]
+//! ([`redt_protocol::txn::CoordinatorTxn`] for RedT and RedT over TCP, [`redt_protocol::baseline::BaselineTxn`]
 //! for 2PC-Paxos, EP-Paxos and TAPIR), a baseline primary's part of a request
-//! ([`crate::baseline::PrimaryTxn`]), all [`TxnMachine`]s driven by the one loop
-//! [`Node::drive`], and [`crate::executor_core::ExecutorCore`] (the executor side, on its own
+//! ([`redt_protocol::baseline::PrimaryTxn`]), all [`TxnMachine`]s driven by the one loop
+//! [`Node::drive`], and [`redt_protocol::executor_core::ExecutorCore`] (the executor side, on its own
 //! thread); the node moves their messages, timers and answers, and routes each incoming
 //! request.
 
-use crate::baseline::{self, Baseline, BaselineTxn, PrimaryTxn};
-use crate::epochs::Epochs;
 use crate::error::{Error, Result};
-use crate::executor_core::ExecutorCore;
-use crate::executor_queue::{Lane, BULK_WEIGHT};
 use crate::executor_thread::ExecutorThread;
-use crate::limits::BadSubTxn;
 use crate::liveness;
-use crate::machine::{Action, TxnMachine};
-use crate::machine::{TxnOutcome, TxnStatus};
 use crate::membership_task::{self, MembershipView, RaftInbox};
-use crate::message::{Reply, Request};
 use crate::metrics::AnswerCounters;
-use crate::outcome::{Deadline, Finding, KnownOutcome};
 use crate::outcome_queries::{Asker, OutcomeQueries, OutcomeQueryCounts};
 use crate::recovery_task::{self, Busy};
 use crate::reserved::{NotReserved, ReservedIds};
-use crate::stats::TxnStats;
 use crate::status::{Answered, NodeStatus, StatusBoard};
 use crate::status_sample::{RingSample, SampleCache};
 use crate::transport::{BoxFuture, Caller, Handler, Transport, WarnEvery};
-use crate::txn::CoordinatorOptions;
-use crate::txn::CoordinatorTxn;
 use crate::txn_ids::TxnIds;
 use redt_dc_executor::{AbortReason, Clock, DcHandle, Hlc, Region, ReplayTask, SystemClock};
 use redt_netem::WanModel;
@@ -39,6 +27,18 @@ use redt_proto::wire::{
     TxnOutcomeReply, TxnReservedReply,
 };
 use redt_proto::{error_code, Cts, NodeId, Topology, TxnId};
+use redt_protocol::baseline::{self, Baseline, BaselineTxn, PrimaryTxn};
+use redt_protocol::epochs::Epochs;
+use redt_protocol::executor_core::ExecutorCore;
+use redt_protocol::executor_queue::{Lane, BULK_WEIGHT};
+use redt_protocol::limits::BadSubTxn;
+use redt_protocol::machine::{Action, TxnMachine};
+use redt_protocol::machine::{TxnOutcome, TxnStatus};
+use redt_protocol::message::{Reply, Request};
+use redt_protocol::outcome::{Deadline, Finding, KnownOutcome};
+use redt_protocol::stats::TxnStats;
+use redt_protocol::txn::CoordinatorOptions;
+use redt_protocol::txn::CoordinatorTxn;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -289,10 +289,10 @@ impl Node {
         status.background_retries_waited = self.retry_slots.waited();
         let topology = self.topology();
         status.epoch = topology.epoch;
-        status.removed_dcs = crate::epochs::removed_dcs(&topology);
+        status.removed_dcs = redt_protocol::epochs::removed_dcs(&topology);
         status.membership_leader = self.membership.leader();
         status.rebuilds = self.rebuilds.snapshot();
-        status.under_replicated = crate::epochs::under_replicated(&topology, self.replication_factor) as u32;
+        status.under_replicated = redt_protocol::epochs::under_replicated(&topology, self.replication_factor) as u32;
         status.replay_invalid_entries =
             self.replay.lock().unwrap_or_else(|p| p.into_inner()).as_ref().map_or(0, |r| r.invalid());
         status.transport_limits =
@@ -514,7 +514,7 @@ impl Node {
     /// has not used; else under a fresh id. `share` is the submitter's share of the executors' bulk lane
     /// ([`Caller::share`]; 0 for the node's own submissions).
     ///
-    /// A call over the topology's limits ([`crate::limits::check_call`]) is answered aborted
+    /// A call over the topology's limits ([`redt_protocol::limits::check_call`]) is answered aborted
     /// at once, its text naming the limit, and counted: no id is taken or used (a reserved
     /// one stays reserved), nothing is planned, sent or written.
     ///
@@ -528,7 +528,7 @@ impl Node {
         share: u64,
         reserved: Option<(TxnId, Caller, u64)>,
     ) -> std::result::Result<TxnOutcome, NotReserved> {
-        if let Err(over) = crate::limits::check_call(&self.topology().limits, &call) {
+        if let Err(over) = redt_protocol::limits::check_call(&self.topology().limits, &call) {
             self.board.refused_over_limit();
             tracing::info!(node = %self.name(), "transaction refused: {over}");
             return Ok(TxnOutcome {
@@ -558,11 +558,12 @@ impl Node {
         Ok(match Baseline::of(self.options.protocol) {
             None => {
                 let m = CoordinatorTxn::start(topology, self.id, txn, call, share, options, ts, start)
-                    .map(|m| m.with_placement(self.epochs.clone()));
+                    .map(|m| m.with_placement(self.epochs.clone()))
+                    .map_err(Error::from);
                 self.coordinate(txn, start, m).await
             }
             Some(b) => {
-                let m = BaselineTxn::start(b, topology, self.id, txn, call, options, start);
+                let m = BaselineTxn::start(b, topology, self.id, txn, call, options, start).map_err(Error::from);
                 self.coordinate(txn, start, m).await
             }
         })
@@ -581,7 +582,7 @@ impl Node {
 
     /// What became of `txn`: asks one node of every DC to look it up in its DC's rings and
     /// decision logs ([`ExecutorCore::lookup_txn`], read-only: nothing is fenced or promised,
-    /// no recovery is started) and judges the findings ([`crate::outcome::judge`]); asks
+    /// no recovery is started) and judges the findings ([`redt_protocol::outcome::judge`]); asks
     /// again every 200 ms until the answer is final (committed or aborted) or `wait` has
     /// passed (at most [`Node::outcome_wait`]; `Duration::ZERO`: one round, answered as it
     /// is): the recoverers decide orphans on their own meanwhile. `start_after` and
@@ -626,14 +627,14 @@ impl Node {
                 clock_skew_bound_ms: self.options.clock_skew_bound.as_millis() as u64,
                 now_ms,
             };
-            let verdict = crate::outcome::judge(txn, &findings, &self.epochs.all(), &deadline);
+            let verdict = redt_protocol::outcome::judge(txn, &findings, &self.epochs.all(), &deadline);
             self.outcome_queries.remember(txn, start_after, valid_for_ms, &verdict);
             if verdict.is_final() || t0.elapsed() >= wait || self.is_closed() {
                 return verdict;
             }
             // An entry found tells the exact start: the decision-log lookups use it next time.
             if let Some(s) = findings.iter().find_map(|f| match &f.kind {
-                crate::outcome::FindingKind::Found(x) => x.entry.as_ref().map(|e| e.start),
+                redt_protocol::outcome::FindingKind::Found(x) => x.entry.as_ref().map(|e| e.start),
                 _ => None,
             }) {
                 start = Some(s);
@@ -756,7 +757,7 @@ impl Node {
         })
     }
 
-    /// The one driver loop of every [`TxnMachine`] (see [`crate::machine`] for the order):
+    /// The one driver loop of every [`TxnMachine`] (see [`redt_protocol::machine`] for the order):
     /// carries each [`Action::Send`] out as a request (to itself: served in place), feeds the
     /// machine its replies, failures and timer until it is done, and hands every other action
     /// to `on_action`. Stops early when the node shuts down. Returns the machine, done or
@@ -1038,11 +1039,11 @@ fn needs_operator(what: &str, from: Caller) -> String {
 /// Display), `node` (the server), `from` (the sender), `kind` and, where the request carries
 /// them, the transaction's `coordinator` and participant `dcs`. Disabled, it costs one
 /// callsite check and evaluates none of its fields.
-/// The executor lane `request` runs in (`crate::executor_queue`): a phase 1 heavier than
+/// The executor lane `request` runs in (`redt_protocol::executor_queue`): a phase 1 heavier than
 /// [`BULK_WEIGHT`] operations in its client's bulk share, everything else in the short lane.
 fn executor_lane(request: &Request) -> Lane {
     match request {
-        Request::Execute(e) if crate::limits::call_weight(&e.call) > BULK_WEIGHT => Lane::Bulk(e.share),
+        Request::Execute(e) if redt_protocol::limits::call_weight(&e.call) > BULK_WEIGHT => Lane::Bulk(e.share),
         _ => Lane::Short,
     }
 }

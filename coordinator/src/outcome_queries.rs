@@ -16,9 +16,9 @@
 //!   rests on the reservation the query gave, so a query with another (made-up) reservation
 //!   neither reads nor writes it.
 
-use crate::outcome::{Finding, KnownOutcome};
 use crate::transport::Caller;
 use redt_proto::{Cts, TxnId};
+use redt_protocol::outcome::{Finding, KnownOutcome};
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::future::Future;
@@ -315,7 +315,7 @@ mod tests {
                 q.findings(T, None, || async move {
                     runs.fetch_add(1, Relaxed);
                     let _ = wait.await;
-                    vec![Finding { node: NodeId(1), kind: crate::outcome::FindingKind::Nothing }]
+                    vec![Finding { node: NodeId(1), kind: redt_protocol::outcome::FindingKind::Nothing }]
                 })
                 .await
             })

@@ -8,12 +8,12 @@
 //!
 //! The same copy repairs a voter: when a placement the node adopts takes a voter away from a
 //! partition this node votes in, the node copies that partition from every other voter
-//! ([`crate::epochs::repairs`] says why), with no promotion at the end. Its progress is in the
+//! ([`redt_protocol::epochs::repairs`] says why), with no promotion at the end. Its progress is in the
 //! node's log, not in `redt status`.
 
 use crate::node::Node;
-use crate::rebuild::{Rebuild, RebuildAction, RebuildOptions, RebuildProgress, RebuildState};
 use redt_proto::{Epoch, NodeId, PartitionId, Topology};
+use redt_protocol::rebuild::{Rebuild, RebuildAction, RebuildOptions, RebuildProgress, RebuildState};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Instant;
@@ -65,7 +65,7 @@ pub(crate) fn start(node: &Arc<Node>) {
     let current = node.epochs.current();
     let mut repairs = node.rebuilds.repairs();
     let before = std::mem::replace(&mut repairs.seen, current.clone());
-    for (p, from) in crate::epochs::repairs(&before, &current, node.id) {
+    for (p, from) in redt_protocol::epochs::repairs(&before, &current, node.id) {
         if from.is_empty() || !repairs.running.insert(p) {
             continue;
         }
@@ -115,7 +115,7 @@ fn start_learners(node: &Arc<Node>) {
 
 /// What came back for one attempt or apply.
 enum Event {
-    Reply(u64, Result<crate::message::Reply, String>),
+    Reply(u64, Result<redt_protocol::message::Reply, String>),
     Applied(usize, Result<usize, String>),
 }
 

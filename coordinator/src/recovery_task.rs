@@ -21,16 +21,16 @@
 //! `watch_gap`, `fill_gap`, `pump_recovery` and `pump_ship` do on a virtual clock
 //! (`sim/src/world.rs`).
 
-use crate::catch_up::{CatchUpDebt, Shipper};
 use crate::error::{Error, Result};
-use crate::gap_watch::{GapAction, GapWatch};
-use crate::message::{Reply, Request, Reservations};
 use crate::node::Node;
-use crate::recoverer::{Orphan, Recoverer};
-use crate::recovery_options::RecoveryOptions;
 use crate::status::Watched;
 use redt_dc_executor::{Gap, LOGICAL_BITS};
 use redt_proto::{NodeId, TxnId};
+use redt_protocol::catch_up::{CatchUpDebt, Shipper};
+use redt_protocol::gap_watch::{GapAction, GapWatch};
+use redt_protocol::message::{Reply, Request, Reservations};
+use redt_protocol::recoverer::{Orphan, Recoverer};
+use redt_protocol::RecoveryOptions;
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, Weak};
@@ -190,7 +190,7 @@ async fn run(node: Weak<Node>, options: RecoveryOptions, writers: Vec<NodeId>) {
 /// as old and not claimed. Returns false once the executor thread has stopped.
 async fn scan(node: &Arc<Node>, options: &RecoveryOptions) -> bool {
     // A read of the whole ring: bulk work, in the node's own share.
-    let lane = crate::executor_queue::Lane::Bulk(0);
+    let lane = redt_protocol::executor_queue::Lane::Bulk(0);
     let Some(found) = node.exec.run_in(lane, |core, now_ms| core.ring_scan().map(|s| (s, now_ms))).await else {
         return false;
     };

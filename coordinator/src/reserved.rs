@@ -6,7 +6,7 @@
 //! too) and can be used once, within [`ReservedIds::VALID_FOR`] of its reservation on the
 //! coordinator's hybrid logical clock: that bounds the transaction's start, hence its phase-1
 //! deadline, so an outcome query can tell a transaction that never ran and can no longer run
-//! ([`crate::outcome`], rule 3). Pure: the caller passes the clock readings.
+//! ([`redt_protocol::outcome`], rule 3). Pure: the caller passes the clock readings.
 //!
 //! # Owners
 //!

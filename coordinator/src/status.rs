@@ -11,12 +11,12 @@
 //! look at the ring is shared by the status requests and metrics scrapes of one second
 //! ([`crate::SAMPLE_MAX_AGE`]; [`crate::Node::status`] says which figures it gives).
 
-use crate::machine::{Action, AttemptId, TxnMachine};
-use crate::message::Reply;
-use crate::recoverer::{Recoverer, RecoveryOutcome};
 use redt_dc_executor::{RedoEntry, LOGICAL_BITS, ORIGIN_UNIX_MS};
 use redt_proto::wire::{LinkRttMsg, RebuildMsg, StatusReply, WaitingTxnMsg};
 use redt_proto::{DcId, Epoch, NodeId, PartitionId, Topology, TxnId};
+use redt_protocol::machine::{Action, AttemptId, TxnMachine};
+use redt_protocol::message::Reply;
+use redt_protocol::recoverer::{Recoverer, RecoveryOutcome};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
@@ -106,7 +106,7 @@ impl StatusBoard {
         .fetch_add(1, Relaxed);
     }
 
-    /// Counts one request refused for being over a limit (`crate::limits`): a client's
+    /// Counts one request refused for being over a limit (`redt_protocol::limits`): a client's
     /// transaction at this coordinator, a peer's request at this node's executor side, or an
     /// outcome query over its connection's cap (`crate::outcome_queries::MAX_IN_FLIGHT`).
     pub fn refused_over_limit(&self) {
@@ -333,7 +333,7 @@ pub struct NodeStatus {
     /// lists. `None` from a node that does not report it.
     pub record_heap: Option<redt_dc_executor::RecordHeapUsage>,
     /// What its executor thread did since it started: jobs per lane, busy time, the longest
-    /// job and the longest wait of a short job (`crate::executor_queue`). Zero from a node
+    /// job and the longest wait of a short job (`redt_protocol::executor_queue`). Zero from a node
     /// that does not report it.
     pub executor: crate::ExecutorLoadSample,
     /// The placement epoch the node is at.
@@ -343,12 +343,12 @@ pub struct NodeStatus {
     /// The DCs the node's current placement has removed, ascending.
     pub removed_dcs: Vec<DcId>,
     /// Its rebuilds, by partition.
-    pub rebuilds: Vec<(PartitionId, crate::rebuild::RebuildState)>,
+    pub rebuilds: Vec<(PartitionId, redt_protocol::rebuild::RebuildState)>,
     /// Partitions its current placement holds below the replication factor (fewer voters
     /// than the topology file gives them, or a learner not yet promoted): 0 once every
     /// rebuild is done.
     pub under_replicated: u32,
-    /// Requests it refused for being over a limit since it started (`crate::limits`, and
+    /// Requests it refused for being over a limit since it started (`redt_protocol::limits`, and
     /// outcome queries over `crate::outcome_queries::MAX_IN_FLIGHT`).
     pub refused_over_limit: u64,
     /// Requests it refused because the caller's certificate lacked the role they need, since
@@ -610,14 +610,14 @@ impl NodeStatus {
                 .rebuilds
                 .iter()
                 .map(|m| {
-                    let progress = crate::rebuild::RebuildProgress {
+                    let progress = redt_protocol::rebuild::RebuildProgress {
                         records: m.records,
                         bytes: m.bytes,
                         sources_done: m.sources_done as usize,
                         sources: m.sources as usize,
                     };
                     let last_error = (!m.last_error.is_empty()).then(|| m.last_error.clone());
-                    let state = crate::rebuild::RebuildState {
+                    let state = redt_protocol::rebuild::RebuildState {
                         added_in: Epoch(m.added_in),
                         progress,
                         filled: m.filled,

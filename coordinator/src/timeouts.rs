@@ -2,10 +2,10 @@
 //! `timeouts:` section ([`TimeoutsConfig`]) over the defaults derived from the topology's
 //! largest link RTT, checked as a whole (docs/design.md, "Recovery", timeouts on real nodes).
 
-use crate::detector_timeouts::DetectorTimeouts;
 use crate::error::{Error, Result};
-use crate::recovery_options::RecoveryOptions;
-use crate::txn::CoordinatorOptions;
+use redt_protocol::detector_timeouts::DetectorTimeouts;
+use redt_protocol::txn::CoordinatorOptions;
+use redt_protocol::RecoveryOptions;
 
 use redt_proto::{LimitsConfig, TimeoutsConfig, Topology};
 use std::time::Duration;

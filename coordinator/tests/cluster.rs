@@ -7,8 +7,6 @@
 
 mod common;
 use common::local_fast;
-use redt_coordinator::call::kv_call;
-use redt_coordinator::plan::Scope;
 use redt_coordinator::transport::frame::encode_frame;
 use redt_coordinator::transport::tls::quic_client_config;
 use redt_coordinator::transport::{
@@ -19,6 +17,8 @@ use redt_coordinator::{error_code, CoordinatorMutations, CoordinatorOptions, Emb
 use redt_dc_executor::{Clock, Decision, KvOp, RingWriter, SystemClock};
 use redt_proto::wire::{Body, Envelope, ExecuteRequest, SubmitRequest};
 use redt_proto::{Cts, DcId, NodeId, PartitionId, TableId, Topology, TxnId};
+use redt_protocol::call::kv_call;
+use redt_protocol::plan::Scope;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -490,7 +490,7 @@ async fn a_repeated_decision_after_the_ring_wrapped_is_a_no_op() {
     let n0_node = cluster.node(n0);
     let exec = n0_node.executor();
     let txn = TxnId::new(n0, 1 << 40); // far above the ids the node hands out itself
-    let args = redt_coordinator::message::Execute {
+    let args = redt_protocol::message::Execute {
         txn,
         coordinator: n0,
         participants: vec![dc0],
@@ -597,7 +597,7 @@ async fn a_replica_that_voted_abort_is_caught_up() {
     let holder_node = cluster.node(holder);
     let exec = holder_node.executor();
     let blocker = TxnId::new(holder, 1 << 40);
-    let args = redt_coordinator::message::Execute {
+    let args = redt_protocol::message::Execute {
         txn: blocker,
         coordinator: holder,
         participants: vec![holder_dc],

@@ -21,9 +21,9 @@
 //! reversed on odd replicas. Run in release mode in CI;
 //! all cases together take a few seconds.
 
-use redt_coordinator::decision::{decide, majority, quorum, ItemKey, PartitionVotes, ReplicaVote, Ruling, Why};
 use redt_dc_executor::CellVersion;
 use redt_proto::{Cts, Decision};
+use redt_protocol::decision::{decide, majority, quorum, ItemKey, PartitionVotes, ReplicaVote, Ruling, Why};
 use std::time::Instant;
 
 /// Q(n) = ceil(3n/4) for n = 0..=8, as a literal table (RedT §4.2 "¾ quorum"; docs/design.md §2).

@@ -6,11 +6,11 @@
 
 use proptest::prelude::*;
 use prost::Message;
-use redt_coordinator::message::{Reply, Request};
-use redt_coordinator::outcome::{Finding, KnownOutcome};
 use redt_coordinator::NodeStatus;
 use redt_proto::wire::{Body, EntryRefMsg, Envelope, ItemVoteMsg, PromiseMsg, PromisesReply, VoteMsg};
 use redt_proto::{NodeId, Topology};
+use redt_protocol::message::{Reply, Request};
+use redt_protocol::outcome::{Finding, KnownOutcome};
 use std::sync::OnceLock;
 
 fn topology() -> &'static Topology {

@@ -2,13 +2,13 @@
 //! (duplicated or held back on the WAN) never take locks nobody releases (RedT §4.2,
 //! docs/design.md §2).
 
-use redt_coordinator::call::kv_call;
-use redt_coordinator::message::Execute;
-use redt_coordinator::outcome::FindingKind;
-use redt_coordinator::plan::Scope;
 use redt_coordinator::{Epochs, ExecutorCore};
 use redt_dc_executor::{DcHandle, Decision, Hlc, KvOp, Layout, LocalVerbs, Verbs};
 use redt_proto::{DcId, NodeId, Topology, TxnId};
+use redt_protocol::call::kv_call;
+use redt_protocol::message::Execute;
+use redt_protocol::outcome::FindingKind;
+use redt_protocol::plan::Scope;
 use std::sync::Arc;
 
 /// One DC of `configs/local-fast.yaml` (its only node, node 0), formatted.
@@ -117,9 +117,9 @@ fn a_repeated_phase1_after_a_commit_vote_gets_the_same_vote() {
 /// written `Committed` at once, and a copy written twice changes nothing.
 #[test]
 fn a_decided_accept_is_written_committed() {
-    use redt_coordinator::message::{Accept, Reply, Request};
     use redt_dc_executor::{ReplicaChange, ReplicaOrigin};
     use redt_proto::Cts;
+    use redt_protocol::message::{Accept, Reply, Request};
     let (mut core, dc, topology) = core();
     let kv = topology.table_by_name("kv").expect("kv table").id;
     let node = NodeId(0);
@@ -176,9 +176,9 @@ fn a_repeated_decision_still_finishes_the_entry_it_names() {
 /// after a restart left beside it: that vote would hide the decision from the recoverer.
 #[test]
 fn a_prepare_answers_the_applied_decision_over_a_repeated_phase1() {
-    use redt_coordinator::message::{RecoveryPrepare, Reply, Request};
     use redt_dc_executor::Promise;
     use redt_proto::{Ballot, Cts};
+    use redt_protocol::message::{RecoveryPrepare, Reply, Request};
     let (mut core, dc, topology) = core();
     let t = TxnId::new(NodeId(1), 11);
     let mut a = args(&topology, t, &[KvOp::Read(4)]);
@@ -214,8 +214,8 @@ fn a_prepare_answers_the_applied_decision_over_a_repeated_phase1() {
 
 /// A `RecoveryPrepare` of `t` at `ballot` for partition 0 on DC 0, coordinated by node 1 (the
 /// recovery tests' one-DC transaction).
-fn recovery_prepare(t: TxnId, ballot: u32, topology: &redt_proto::Topology) -> redt_coordinator::message::Request {
-    use redt_coordinator::message::{RecoveryPrepare, Request};
+fn recovery_prepare(t: TxnId, ballot: u32, topology: &redt_proto::Topology) -> redt_protocol::message::Request {
+    use redt_protocol::message::{RecoveryPrepare, Request};
     Request::RecoveryPrepare(RecoveryPrepare {
         txn: t,
         ballot: redt_proto::Ballot(ballot),
@@ -240,9 +240,9 @@ fn drain_ring(dc: &DcHandle) {
 }
 
 /// Node 0's promise in a reply to [`recovery_prepare`].
-fn promise(reply: redt_coordinator::message::Reply) -> redt_dc_executor::Promise {
+fn promise(reply: redt_protocol::message::Reply) -> redt_dc_executor::Promise {
     match reply {
-        redt_coordinator::message::Reply::Promises(p) => {
+        redt_protocol::message::Reply::Promises(p) => {
             p.into_iter().find(|p| p.node == NodeId(0)).expect("node 0 answers").promise
         }
         other => panic!("promises expected, got {other:?}"),
@@ -256,9 +256,9 @@ fn promise(reply: redt_coordinator::message::Reply) -> redt_dc_executor::Promise
 /// writing a second one.
 #[test]
 fn a_prepare_without_an_entry_writes_one_fence_entry_that_holds_a_record() {
-    use redt_coordinator::message::{Decide, DecideRole, Record, Reply, Request};
     use redt_dc_executor::{EntryStatus, Promise, VoteCode};
     use redt_proto::{Ballot, Cts};
+    use redt_protocol::message::{Decide, DecideRole, Record, Reply, Request};
     let (mut core, dc, topology) = core();
     let t = TxnId::new(NodeId(1), 41);
     let prepare = |ballot: u32| recovery_prepare(t, ballot, &topology);
@@ -315,10 +315,10 @@ fn a_prepare_without_an_entry_writes_one_fence_entry_that_holds_a_record() {
 /// higher ballot's commit, which left sim seed 50339 undecided.
 #[test]
 fn a_higher_ballot_record_replaces_a_lower_ones_decision() {
-    use redt_coordinator::executor_core::ExecutorMutations;
-    use redt_coordinator::message::{Record, Reply, Request};
     use redt_dc_executor::{EntryRef, Promise, VoteCode};
     use redt_proto::{Ballot, Cts};
+    use redt_protocol::executor_core::ExecutorMutations;
+    use redt_protocol::message::{Record, Reply, Request};
     for mutant in [false, true] {
         let (core, _dc, topology) = core();
         let mut core = core.with_mutations(ExecutorMutations { first_record_stays: mutant, ..Default::default() });
@@ -358,9 +358,9 @@ fn a_higher_ballot_record_replaces_a_lower_ones_decision() {
 /// majority). With `no_fence_after_full_ring` the replica answers `NoVote` for good.
 #[test]
 fn a_replica_whose_ring_was_full_gets_its_fence_entry_later() {
-    use redt_coordinator::executor_core::ExecutorMutations;
     use redt_dc_executor::{Promise, VoteCode};
     use redt_proto::Ballot;
+    use redt_protocol::executor_core::ExecutorMutations;
     for mutant in [false, true] {
         let (core, dc, topology) = core();
         let mut core = core
@@ -395,10 +395,10 @@ fn a_replica_whose_ring_was_full_gets_its_fence_entry_later() {
 /// count this replica toward a different decision.
 #[test]
 fn a_full_rings_promise_outlives_the_executor_that_gave_it() {
-    use redt_coordinator::executor_core::ExecutorMutations;
-    use redt_coordinator::message::{Record, Reply, Request};
     use redt_dc_executor::Promise;
     use redt_proto::{Ballot, Cts};
+    use redt_protocol::executor_core::ExecutorMutations;
+    use redt_protocol::message::{Record, Reply, Request};
     for mutant in [false, true] {
         let (core, dc, topology) = core();
         let mutations = ExecutorMutations { no_promise_table: mutant, ..Default::default() };
@@ -437,10 +437,10 @@ fn a_full_rings_promise_outlives_the_executor_that_gave_it() {
 /// With `ExecutorMutations::no_promise_table` it answers the fence entry at its own ballot.
 #[test]
 fn of_two_executors_fencing_one_replica_at_once_the_lower_ballot_is_refused() {
-    use redt_coordinator::executor_core::ExecutorMutations;
-    use redt_coordinator::message::{Record, Reply, Request};
     use redt_dc_executor::Promise;
     use redt_proto::{Ballot, Cts};
+    use redt_protocol::executor_core::ExecutorMutations;
+    use redt_protocol::message::{Record, Reply, Request};
     for mutant in [false, true] {
         let (_core, dc, topology) = core();
         let t = TxnId::new(NodeId(1), 45);
@@ -497,9 +497,9 @@ fn of_two_executors_fencing_one_replica_at_once_the_lower_ballot_is_refused() {
 /// its previous life accepted (found in the ring), instead of leaving it `Logged` for good.
 #[test]
 fn a_decision_settles_redo_accepted_before_a_restart() {
-    use redt_coordinator::message::{Accept, Decide, DecideRole, Reply, Request};
     use redt_dc_executor::{EntryStatus, ReplicaChange, ReplicaOrigin};
     use redt_proto::{Ballot, Cts};
+    use redt_protocol::message::{Accept, Decide, DecideRole, Reply, Request};
     let (mut core, dc, topology) = core();
     let kv = topology.table_by_name("kv").expect("kv table").id;
     let txn = TxnId::new(NodeId(3), 21);
@@ -534,9 +534,9 @@ fn a_decision_settles_redo_accepted_before_a_restart() {
 /// the commit vote, does not see.
 #[test]
 fn an_abort_record_after_a_restart_lands_in_the_rings_entry() {
-    use redt_coordinator::message::{RecoveryPrepare, Reply, Request};
     use redt_dc_executor::{Promise, VoteCode};
     use redt_proto::{Ballot, Cts};
+    use redt_protocol::message::{RecoveryPrepare, Reply, Request};
     let (mut core, dc, topology) = core();
     let t = TxnId::new(NodeId(1), 31);
     let mut a = args(&topology, t, &[KvOp::Add(4, 1)]);
@@ -576,10 +576,10 @@ fn an_abort_record_after_a_restart_lands_in_the_rings_entry() {
 /// clearing the mask lets the head pass. Fails with the mask off (the bug before).
 #[test]
 fn a_catch_up_owed_survives_a_restart_and_is_shipped_again() {
-    use redt_coordinator::catch_up::CatchUpDebt;
-    use redt_coordinator::message::{Accept, CatchUpTarget, Request};
     use redt_dc_executor::{apply_committed, EntryStatus, Replayer};
     use redt_proto::{Cts, PartitionId};
+    use redt_protocol::catch_up::CatchUpDebt;
+    use redt_protocol::message::{Accept, CatchUpTarget, Request};
     let (mut core, dc, topology, region) = core_with_region();
     let node = NodeId(0);
     let key = 4; // partition 0: replicas on nodes 0, 1, 2 (DCs 0, 1, 2)
@@ -638,9 +638,9 @@ fn a_catch_up_owed_survives_a_restart_and_is_shipped_again() {
 /// ring, so a restarted source cannot ship the catch-up again.
 #[test]
 fn without_the_mask_a_restarted_source_owes_nothing() {
-    use redt_coordinator::message::CatchUpTarget;
     use redt_coordinator::ExecutorMutations;
     use redt_proto::{Cts, PartitionId};
+    use redt_protocol::message::CatchUpTarget;
     let (core, _dc, topology) = core();
     let mut core = core.with_mutations(ExecutorMutations { catch_up_not_durable: true, ..Default::default() });
     let t = TxnId::new(NodeId(1), 12);
@@ -661,7 +661,7 @@ fn without_the_mask_a_restarted_source_owes_nothing() {
 /// still applies.
 #[test]
 fn a_phase1_of_another_epoch_votes_abort_and_locks_nothing() {
-    use redt_coordinator::epochs::placement;
+    use redt_protocol::epochs::placement;
     let (mut core, dc, topology, _, epochs) = core_with_epochs();
     let kv = topology.table_by_name("kv").expect("kv table").id;
     let lock = |key| dc.read_record(NodeId(0), kv, key).expect("reads").map(|r| r.lock).unwrap_or(0);
@@ -710,8 +710,8 @@ fn a_phase1_of_another_epoch_votes_abort_and_locks_nothing() {
 /// epoch mutant test relies on).
 #[test]
 fn without_the_fence_an_old_epoch_phase1_runs() {
-    use redt_coordinator::epochs::placement;
     use redt_coordinator::ExecutorMutations;
+    use redt_protocol::epochs::placement;
     let (core, _, topology, _, epochs) = core_with_epochs();
     let mut core = core.with_mutations(ExecutorMutations { accept_other_epoch: true, ..Default::default() });
     let e2 = redt_proto::Epoch(topology.epoch.0 + 1);
@@ -727,9 +727,9 @@ fn without_the_fence_an_old_epoch_phase1_runs() {
 /// `snapshot_without_fence` serves at once and raises no floor.
 #[test]
 fn a_snapshot_waits_for_older_entries_and_its_floor_fences_a_lagging_executor() {
-    use redt_coordinator::epochs::placement;
-    use redt_coordinator::message::{Reply, Request, SnapshotRead};
     use redt_coordinator::ExecutorMutations;
+    use redt_protocol::epochs::placement;
+    use redt_protocol::message::{Reply, Request, SnapshotRead};
     let (mut core, dc, topology, region, epochs) = core_with_epochs();
     let kv = topology.table_by_name("kv").expect("kv table").id;
     let e1 = topology.epoch;
@@ -891,11 +891,11 @@ fn an_outcome_lookup_reads_entries_and_changes_nothing() {
 /// stale values stay in the second case.
 #[test]
 fn a_behind_catch_up_aborts_the_stale_redo_or_writes_over_it() {
-    use redt_coordinator::executor_core::ExecutorMutations;
-    use redt_coordinator::message::{Accept, Reply, Request};
     use redt_dc_executor::{apply_committed, Replayer};
     use redt_dc_executor::{ReplicaChange, ReplicaOrigin};
     use redt_proto::Cts;
+    use redt_protocol::executor_core::ExecutorMutations;
+    use redt_protocol::message::{Accept, Reply, Request};
     let shipped = vec![0x5d; 8];
     for (applied_first, mutant) in [(false, false), (true, false), (true, true)] {
         let (core, dc, topology, region) = core_with_region();
@@ -949,7 +949,7 @@ fn a_behind_catch_up_aborts_the_stale_redo_or_writes_over_it() {
 /// phase 1 of it is refused with `OVER_LIMIT` naming the limit, not run again.
 #[test]
 fn the_vote_memory_holds_at_most_its_cap_and_a_forgotten_vote_is_still_decided() {
-    use redt_coordinator::message::{Reply, Request};
+    use redt_protocol::message::{Reply, Request};
     let limits = redt_proto::LimitsConfig { max_pending_votes: 4, ..redt_proto::LimitsConfig::default() };
     let (mut core, dc, topology, _, _) = core_with_limits(limits);
     let kv = topology.table_by_name("kv").expect("kv table").id;
@@ -988,9 +988,9 @@ fn the_vote_memory_holds_at_most_its_cap_and_a_forgotten_vote_is_still_decided()
 /// by scanning the ring (the process had already read `accepted_before`, on an earlier miss).
 #[test]
 fn the_accepted_redo_memory_holds_at_most_its_cap_and_a_forgotten_one_is_still_settled() {
-    use redt_coordinator::message::{Accept, Decide, DecideRole, Reply, Request};
     use redt_dc_executor::{EntryStatus, ReplicaChange, ReplicaOrigin};
     use redt_proto::{Ballot, Cts};
+    use redt_protocol::message::{Accept, Decide, DecideRole, Reply, Request};
     let limits = redt_proto::LimitsConfig { max_accepted_redo: 3, ..redt_proto::LimitsConfig::default() };
     let (mut core, dc, topology, _, _) = core_with_limits(limits);
     let kv = topology.table_by_name("kv").expect("kv table").id;
@@ -1040,8 +1040,8 @@ fn the_accepted_redo_memory_holds_at_most_its_cap_and_a_forgotten_one_is_still_s
 /// phase 1 on the core; the order is read from the votes' transaction ids.
 #[test]
 fn a_short_phase1_runs_before_queued_bulk_work_and_shares_take_turns() {
-    use redt_coordinator::executor_queue::{Lane, BULK_WEIGHT};
     use redt_coordinator::ExecutorThread;
+    use redt_protocol::executor_queue::{Lane, BULK_WEIGHT};
     let (core, _dc, topology) = core();
     let exec = Arc::new(ExecutorThread::spawn(core).expect("the executor thread starts"));
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();

@@ -8,10 +8,10 @@
 
 mod common;
 use common::{local_fast, two_per_dc};
-use redt_coordinator::call::kv_call;
 use redt_coordinator::{CoordinatorOptions, EmbeddedCluster, TxnStatus};
 use redt_dc_executor::KvOp;
 use redt_proto::{DcId, Epoch, NodeId, TableId};
+use redt_protocol::call::kv_call;
 use std::time::{Duration, Instant};
 
 const KV: TableId = TableId(2);

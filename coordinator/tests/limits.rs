@@ -5,12 +5,12 @@
 
 mod common;
 use common::{local_fast, tpcc_small};
-use redt_coordinator::call::kv_call;
 use redt_coordinator::{error_code, CoordinatorOptions, EmbeddedCluster, TxnOutcome, TxnStatus};
 use redt_dc_executor::ring::ring_bounds;
 use redt_dc_executor::KvOp;
 use redt_proto::wire::{Body, Envelope, ExecuteRequest};
 use redt_proto::{MemStoreConfig, NodeId, TableId, Topology};
+use redt_protocol::call::kv_call;
 use std::time::{Duration, Instant};
 
 /// Table `kv` of local-fast.yaml: one 2048-byte cell per record.

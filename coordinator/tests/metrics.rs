@@ -7,10 +7,10 @@
 
 mod common;
 use common::local_fast;
-use redt_coordinator::call::kv_call;
 use redt_coordinator::{CoordinatorOptions, EmbeddedCluster, TxnStatus};
 use redt_dc_executor::KvOp;
 use redt_proto::{NodeId, TableId};
+use redt_protocol::call::kv_call;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -7,13 +7,13 @@
 
 mod common;
 use common::local_fast;
-use redt_coordinator::call::kv_call;
-use redt_coordinator::outcome::KnownOutcome;
 use redt_coordinator::transport::{Caller, Principal, SocketSpec, Transport, TransportConfig};
 use redt_coordinator::{Client, CoordinatorMutations, CoordinatorOptions, EmbeddedCluster, RecoveryOptions, TxnStatus};
 use redt_dc_executor::KvOp;
 use redt_proto::wire::{Body, Envelope, OutcomeQueryRequest};
 use redt_proto::{NodeId, TableId};
+use redt_protocol::call::kv_call;
+use redt_protocol::outcome::KnownOutcome;
 use std::time::{Duration, Instant};
 
 const KV: TableId = TableId(2);

@@ -3,11 +3,11 @@
 //! a row's version, disagree on the items, and the ¾ rule (RedT §4.2) treats them as it treats
 //! point reads; and the client's scan result comes from an up-to-date replica.
 
-use redt_coordinator::call::{kv_call, procedure};
-use redt_coordinator::decision::{decide, Ruling};
-use redt_coordinator::plan::{plan, vote_table};
 use redt_dc_executor::{decode_scan, CellVersion, ItemVote, KvOp, Vote};
 use redt_proto::{Cts, DcId, Decision, NodeId, TableId, Topology, TxnId};
+use redt_protocol::call::{kv_call, procedure};
+use redt_protocol::decision::{decide, Ruling};
+use redt_protocol::plan::{plan, vote_table};
 use std::collections::BTreeMap;
 
 fn topology() -> Topology {
@@ -16,7 +16,7 @@ fn topology() -> Topology {
 
 /// A commit vote of every replica `dc` holds for `plan`'s range accesses, each returning
 /// `rows` (key, version) of the range `from..=to` that lie in its partition.
-fn vote(topo: &Topology, p: &redt_coordinator::plan::Plan, dc: DcId, rows: &[(u64, u64)]) -> Vote {
+fn vote(topo: &Topology, p: &redt_protocol::plan::Plan, dc: DcId, rows: &[(u64, u64)]) -> Vote {
     let table = topo.table(TableId(1)).unwrap();
     let mut items = Vec::new();
     for la in &p.local[&dc] {
@@ -43,7 +43,7 @@ fn ruling(topo: &Topology, per_dc: &[&[(u64, u64)]]) -> (Ruling, Vec<u64>) {
         p.participants.iter().enumerate().map(|(i, &dc)| (dc, vote(topo, &p, dc, per_dc[i % per_dc.len()]))).collect();
     let table = vote_table(&p, &votes, Cts(1));
     let r = decide(&table, false);
-    let reads = redt_coordinator::txn::reads(topo, &call, &p, &votes.values().collect::<Vec<_>>());
+    let reads = redt_protocol::txn::reads(topo, &call, &p, &votes.values().collect::<Vec<_>>());
     let keys =
         decode_scan(reads[0].as_deref().unwrap_or_default()).unwrap_or_default().into_iter().map(|r| r.0).collect();
     (r, keys)

@@ -305,9 +305,9 @@ pub(crate) fn check(w: &mut World) {
         let shrunk = |p: PartitionId| {
             at.partitions[p.0 as usize].replicas.len() < w.topology.partitions[p.0 as usize].replicas.len()
         };
-        let touched = redt_coordinator::call::procedure(at, &h.call)
+        let touched = redt_protocol::call::procedure(at, &h.call)
             .ok()
-            .and_then(|p| redt_coordinator::plan::plan(at, p.as_ref()).ok())
+            .and_then(|p| redt_protocol::plan::plan(at, p.as_ref()).ok())
             .is_some_and(|plan| plan.partitions.iter().any(|p| shrunk(p.id)));
         if touched {
             w.report.committed_on_shrunk_partitions += 1;

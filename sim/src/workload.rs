@@ -4,10 +4,10 @@
 use rand::rngs::StdRng;
 use rand::Rng;
 use redt_bench::elle::Op;
-use redt_coordinator::call::{kv_call, ycsb_call};
 use redt_dc_executor::{decode_scan, list_items, KvOp, YcsbOp};
 use redt_proto::wire::ProcedureCall;
 use redt_proto::TableId;
+use redt_protocol::call::{kv_call, ycsb_call};
 use std::collections::BTreeMap;
 use std::str::FromStr;
 

@@ -6,12 +6,7 @@ use crate::workload::{self, Generator, Workload};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use redt_bench::elle;
-use redt_coordinator::catch_up::{CatchUpDebt, Shipper};
-use redt_coordinator::gap_watch::{GapAction, GapWatch};
 use redt_coordinator::membership_task::placement_of;
-use redt_coordinator::message::{Reply, Request, Reservations};
-use redt_coordinator::rebuild::{Rebuild, RebuildAction, RebuildOptions};
-use redt_coordinator::txn::Action;
 use redt_coordinator::{
     CoordinatorOptions, CoordinatorTxn, Epochs, ExecutorCore, ExecutorMutations, Orphan, Recoverer, RecoveryMutations,
     RecoveryOptions, RecoveryOutcome, TxnIds, TxnMachine, TxnStatus,
@@ -23,6 +18,11 @@ use redt_dc_executor::{
 use redt_netem::WanModel;
 use redt_proto::wire::ProcedureCall;
 use redt_proto::{DcId, Epoch, NodeId, PartitionId, Topology, TxnId};
+use redt_protocol::catch_up::{CatchUpDebt, Shipper};
+use redt_protocol::gap_watch::{GapAction, GapWatch};
+use redt_protocol::message::{Reply, Request, Reservations};
+use redt_protocol::rebuild::{Rebuild, RebuildAction, RebuildOptions};
+use redt_protocol::txn::Action;
 use redt_replication::{Command, Membership};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -136,7 +136,7 @@ pub struct SimConfig {
     /// Keep an event trace in the report.
     pub trace: bool,
     /// A deliberate bug (tests only): voters left after a removal do not repair from each
-    /// other (`redt_coordinator::epochs::repairs`), so a catch-up owed by the removed DC is
+    /// other (`redt_protocol::epochs::repairs`), so a catch-up owed by the removed DC is
     /// lost.
     pub no_voter_repair: bool,
     /// A deliberate bug (tests only): inserts take no gap lock
@@ -236,7 +236,7 @@ pub struct SimReport {
     /// Records the rebuilds applied.
     pub rebuild_records: u64,
     /// Voter repairs completed: a voter of a partition that lost a voter copied it from the
-    /// other voters (`redt_coordinator::epochs::repairs`).
+    /// other voters (`redt_protocol::epochs::repairs`).
     pub voter_repairs: u64,
     /// Committed scans (append-scan), the rows they returned, and the keys of their ranges
     /// they observed absent (read as the empty list by the checker).
@@ -1163,7 +1163,7 @@ impl World {
     }
 
     /// Starts the voter repairs `node` owes after its placement moved on from `before`
-    /// (`redt_coordinator::epochs::repairs`): the same snapshot copy as a learner's, from every
+    /// (`redt_protocol::epochs::repairs`): the same snapshot copy as a learner's, from every
     /// other voter, at the node's current epoch, with no promotion at the end.
     fn start_repairs(&mut self, node: NodeId, before: &Topology) {
         let i = node.0 as usize;
@@ -1173,7 +1173,7 @@ impl World {
         let current = self.nodes[i].epochs.current();
         let now = self.instant(self.now);
         let mut started = Vec::new();
-        for (p, from) in redt_coordinator::epochs::repairs(before, &current, node) {
+        for (p, from) in redt_protocol::epochs::repairs(before, &current, node) {
             let n = &mut self.nodes[i];
             if n.rebuilds.contains_key(&p) || from.is_empty() {
                 continue;
@@ -1758,12 +1758,12 @@ impl World {
         let Some(h) = self.hist.iter().rev().find(|h| h.txn == txn) else { return };
         // The replica sets of the epoch the transaction was planned in.
         let placement = self.placements.iter().find(|t| t.epoch == h.epoch).unwrap_or(&self.topology);
-        let Ok(procedure) = redt_coordinator::call::procedure(placement, &h.call) else { return };
-        let Ok(plan) = redt_coordinator::plan::plan(placement, procedure.as_ref()) else { return };
+        let Ok(procedure) = redt_protocol::call::procedure(placement, &h.call) else { return };
+        let Ok(plan) = redt_protocol::plan::plan(placement, procedure.as_ref()) else { return };
         let held = self.abort_evidence.get(&txn).cloned().unwrap_or_default();
         for p in &plan.partitions {
             let have = p.replicas.iter().filter(|(_, dc)| held.contains(dc)).count();
-            let need = redt_coordinator::decision::majority(p.replicas.len());
+            let need = redt_protocol::decision::majority(p.replicas.len());
             if have < need {
                 self.report.violations.push(Violation::AbortAckedUnrecorded { txn, partition: p.id, have, need });
                 return;
@@ -1801,9 +1801,9 @@ impl World {
 }
 
 fn t_participants(topology: &Topology, call: &ProcedureCall) -> Vec<DcId> {
-    redt_coordinator::call::procedure(topology, call)
+    redt_protocol::call::procedure(topology, call)
         .ok()
-        .and_then(|p| redt_coordinator::plan::plan(topology, p.as_ref()).ok())
+        .and_then(|p| redt_protocol::plan::plan(topology, p.as_ref()).ok())
         .map(|p| p.participants)
         .unwrap_or_default()
 }

@@ -454,7 +454,7 @@ fn a_mutant_that_ships_learners_nothing_is_caught() {
 /// a removed node and node#1, back, drops its old entries, so node#2 kept the old value
 /// (replicas disagreed, and the bank total read from node#2 was off). Now every voter of a
 /// partition that lost a voter copies it from the other voters under the Thomas write rule
-/// (`redt_coordinator::epochs::repairs`); without that repair (`SimConfig::no_voter_repair`)
+/// (`redt_protocol::epochs::repairs`); without that repair (`SimConfig::no_voter_repair`)
 /// the seed diverges again.
 #[test]
 fn a_catch_up_whose_only_source_is_removed_is_repaired() {

@@ -97,12 +97,12 @@ pub async fn read<T: DeserializeOwned>(target: &Target, workload: WorkloadKind) 
     let ops: Vec<RecordOp> = (0..CHUNKS).map(|c| RecordOp::Get { table: tid, key: key(workload, c) }).collect();
     let (_, node) = target.home(tid, key(workload, 0));
     let out = target
-        .commit_idempotent(node, redt_coordinator::call::records_call(&ops))
+        .commit_idempotent(node, redt_protocol::call::records_call(&ops))
         .await
         .map_err(|e| format!("reading the {workload} init record: {e}"))?;
     let mut json = Vec::new();
     for r in &out.reads {
-        let cells = redt_coordinator::call::decode_record_read(r.as_deref().unwrap_or_default())
+        let cells = redt_protocol::call::decode_record_read(r.as_deref().unwrap_or_default())
             .map_err(|e| format!("reading the {workload} init record: {e}"))?;
         let Some(cell) = cells.and_then(|c| c.into_iter().next()) else { break };
         let Some((len, rest)) = cell.split_first_chunk::<4>() else { break };
@@ -153,7 +153,7 @@ pub async fn write<T: Serialize>(target: &Target, record: &Stored<T>) -> Result<
         .collect();
     let (_, node) = target.home(tid, key(workload, 0));
     target
-        .commit_idempotent(node, redt_coordinator::call::records_call(&ops))
+        .commit_idempotent(node, redt_protocol::call::records_call(&ops))
         .await
         .map_err(|e| format!("writing the {workload} init record: {e}"))?;
     Ok(())

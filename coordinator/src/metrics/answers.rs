@@ -1,8 +1,8 @@
 //! The answers a node's coordinators gave their clients, counted for its metrics: per class,
 //! aborts per cause, and a histogram of commit latency (relaxed atomics, one add each).
 
-use crate::machine::TxnStatus;
-use crate::stats::{AbortCause, Class};
+use redt_protocol::machine::TxnStatus;
+use redt_protocol::stats::{AbortCause, Class};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 

@@ -7,13 +7,13 @@
 
 use super::answers::LATENCY_BUCKETS_SECONDS;
 use super::sample::NodeSample;
-use crate::stats::{AbortCause, Class};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric, NoLabelSet};
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::{Registry, Unit};
+use redt_protocol::stats::{AbortCause, Class};
 use std::borrow::Cow;
 use std::fmt;
 
@@ -510,10 +510,10 @@ impl Collector for NodeSample {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::machine::TxnStatus;
     use crate::metrics::{AnswerCounters, LinkSample};
     use crate::status::StatusBoard;
     use redt_proto::{Epoch, NodeId};
+    use redt_protocol::machine::TxnStatus;
     use std::time::Duration;
 
     fn sample() -> NodeSample {

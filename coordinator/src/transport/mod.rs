@@ -238,7 +238,7 @@ impl Caller {
         matches!(self, Caller::Operator(_))
     }
 
-    /// The caller's share of the executors' bulk lane ([`crate::executor_queue::Lane::Bulk`]):
+    /// The caller's share of the executors' bulk lane ([`redt_protocol::executor_queue::Lane::Bulk`]):
     /// one per client or operator identity (the first 8 bytes of its [`Principal`]'s digest),
     /// one per node (its id, with the top bit set); never 0, the nodes' own background work.
     pub fn share(self) -> u64 {

@@ -16,7 +16,7 @@ pub struct Class {
 
 impl Class {
     /// Its index in report order's reverse (0 = `ro-intra` … 3 = `rw-inter`).
-    pub(crate) fn index(self) -> usize {
+    pub fn index(self) -> usize {
         (self.read_write as usize) << 1 | self.inter_dc as usize
     }
     /// Every class, in report order.
@@ -123,7 +123,7 @@ impl AbortCause {
     }
 
     /// Its index in [`AbortCause::ALL`].
-    pub(crate) fn index(self) -> usize {
+    pub fn index(self) -> usize {
         self as usize
     }
 }
