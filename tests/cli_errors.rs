@@ -1,4 +1,4 @@
-//! The rough edges a new user met on the command line (issue 16), each checked by its
+//! The rough edges a new user may meet on the command line, each checked by its
 //! error message, against the `redt` binary: durations, sizes and rates read by one parser
 //! everywhere; a missing file named in one line with its OS error once; `netem set`
 //! validated like the topology file; names, not internal ids, in messages. No cluster is

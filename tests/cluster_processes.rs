@@ -200,8 +200,8 @@ fn cluster_up_processes() {
 
     let mut guard = ClusterGuard::new(run_dir.clone());
     let t0 = Instant::now();
-    // A node killed and a DC cut off here come back to the same placement (recovery,
-    // issue 12); failover would remove them for good (coordinator/tests/failover.rs).
+    // A node killed and a DC cut off here come back to the same placement (recovery);
+    // failover would remove them for good (coordinator/tests/failover.rs).
     let out = cluster_up(&config, &run_dir, 64, shm.path(), &["--no-failover"]);
     assert!(out.status.success(), "redt cluster up: {}", text(&out));
     println!("cluster up in {:?}: {}", t0.elapsed(), String::from_utf8_lossy(&out.stdout).trim());
@@ -258,7 +258,7 @@ fn cluster_up_processes() {
     }
     assert!(answers[2..].contains(&ok), "a later read sees the append: {answers:?}");
 
-    // Issue 14: the audit's line of 20,000 reads of new keys is refused by the coordinator,
+    // The audit's line of 20,000 reads of new keys is refused by the coordinator,
     // naming the limit; a line longer than `limits.max_jsonl_line_bytes` is refused by the
     // client without being read into memory; the next line is served.
     let mut input = String::from("{\"value\":[");
@@ -426,15 +426,14 @@ fn incarnations(topo: &Topology, shm_dir: &Path) -> BTreeMap<NodeId, u64> {
     out
 }
 
-/// Recovery on real processes (docs/design.md §2, issue 12): bank transfers run through every
+/// Recovery on real processes (docs/design.md §2 and "Recovery"): bank transfers run through every
 /// node while one node process is killed with SIGKILL (its coordinators die between phases,
 /// its executor and replay with them) and started again on its MemStore file. Recovery on
 /// the survivors and on the restarted node decides every transaction the kill left open:
 /// afterwards no ring holds an undecided entry, no record is locked, every replica agrees,
 /// the total is kept, and the restarted node coordinates transfers again, under ids of its next
 /// incarnation (above every id of its first life). The survivors' failure detectors suspect
-/// the killed node (and its DC) while it is down, and nobody suspects it once it is back
-/// (issue 13).
+/// the killed node (and its DC) while it is down, and nobody suspects it once it is back.
 #[test]
 fn a_killed_node_restarts_and_recovery_decides_what_it_left() {
     const PORT_KILL: u16 = 7660;
@@ -449,7 +448,7 @@ fn a_killed_node_restarts_and_recovery_decides_what_it_left() {
     let topo = Arc::new(Topology::load(&config).expect("the edited topology loads"));
     let mut guard = ClusterGuard::new(run_dir.clone());
     // The killed node (its whole DC in local-fast) comes back to the same placement
-    // (recovery, issue 12); failover would remove its DC for good.
+    // (recovery); failover would remove its DC for good.
     let up = |extra: &[&str]| {
         let mut args = vec!["--no-failover"];
         args.extend_from_slice(extra);
@@ -521,7 +520,7 @@ fn a_killed_node_restarts_and_recovery_decides_what_it_left() {
     }
 
     // Every survivor's failure detector suspects the killed node, and its DC with it (its only
-    // node), within a generous bound (issue 13; no timing is asserted).
+    // node), within a generous bound (no timing is asserted).
     let victim_dc = topo.dcs[victim.dc.0 as usize].name.as_str();
     let suspects = wait_status(&run_dir, Duration::from_secs(30), |nodes| {
         nodes.iter().enumerate().filter(|&(i, _)| i != victim.id.0 as usize).all(|(_, n)| {

@@ -1,4 +1,4 @@
-//! The files of `deploy/` that docs/deploy.md walks through (issue 16): the example
+//! The files of `deploy/` that docs/deploy.md walks through: the example
 //! topologies check, the lab's tc script is a shell script with a block per host, and the
 //! systemd unit and the Dockerfile start `redt node` with flags it accepts (the unit also
 //! passes `systemd-analyze verify` where that is installed; the Dockerfile is checked for its

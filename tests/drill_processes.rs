@@ -1,4 +1,4 @@
-//! Drills on real node processes (failover issue, "redt drill"): `redt cluster up` runs a
+//! Drills on real node processes (`redt drill`): `redt cluster up` runs a
 //! copy of `configs/local-fast.yaml` (4 processes, 2 ms RTT); `redt bench ycsb --cluster
 //! --drill "kill-node … restart-after …"` kills one node process with SIGKILL under the
 //! bench's clients and starts it again; the timeline CSV has a row per 100 ms with the kill

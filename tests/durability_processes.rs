@@ -1,4 +1,4 @@
-//! `durability: disk` end to end (issue 14; docs/durability.md): a `redt cluster up` of a
+//! `durability: disk` end to end (docs/durability.md): a `redt cluster up` of a
 //! copy of `configs/local-fast.yaml` with disk images, acknowledged writes, then every node
 //! process killed with SIGKILL and every shared-memory MemStore file deleted (what a reboot
 //! leaves), then `redt cluster up` again: each node loads its image, restores it, and every

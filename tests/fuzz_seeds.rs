@@ -1,4 +1,4 @@
-//! The seed corpus of the fuzzers (`fuzz/corpus/<target>/`, issue 14): a few valid encodings
+//! The seed corpus of the fuzzers (`fuzz/corpus/<target>/`): a few valid encodings
 //! of each input, made here. The test checks that every committed seed still decodes (so a
 //! decoder that starts refusing valid input fails it); `REDT_WRITE_FUZZ_SEEDS=1 cargo test
 //! --test fuzz_seeds` writes them again.

@@ -1,4 +1,4 @@
-//! `redt bench … --interval` (issue 16): the interval rows written with `--interval-csv` come
+//! `redt bench … --interval`: the interval rows written with `--interval-csv` come
 //! from the run's own counters, so their committed counts add up to the report's.
 
 mod common;

@@ -1,4 +1,4 @@
-//! `--log-format` (issue 16): with standard error piped, JSON logs are one JSON object per
+//! `--log-format`: with standard error piped, JSON logs are one JSON object per
 //! line and neither format writes an ANSI escape.
 
 use std::process::Command;

@@ -1,4 +1,4 @@
-//! The metrics endpoint of real node processes (issue 16): `redt cluster up` starts a copy of
+//! The metrics endpoint of real node processes: `redt cluster up` starts a copy of
 //! `configs/local-fast.yaml`, `redt client --jsonl` runs transactions through it, and a plain
 //! HTTP GET of every node's `/metrics` (at the addresses `cluster up` printed and wrote to
 //! `metrics-targets.json`) is parsed strictly: the committed counters add up to what the
@@ -327,7 +327,7 @@ fn a_scrape_of_every_node_counts_the_commits_the_client_saw() {
         }
     }
     // `cluster up` wrote the YCSB init record for the 16 records per partition its nodes
-    // loaded: one transaction of its own (issue 16, `redt workload`).
+    // loaded: one transaction of its own (`redt workload`).
     assert!(stdout.contains("loaded 16 YCSB records per partition (recorded in the cluster"), "{stdout}");
     assert_eq!(
         committed,
@@ -336,7 +336,7 @@ fn a_scrape_of_every_node_counts_the_commits_the_client_saw() {
     );
 
     // `redt status`: every node's rates over a window, and the RTT matrix its QUIC
-    // connections measured (issue 16). netem delays each way by half the 2 ms RTT and never
+    // connections measured. netem delays each way by half the 2 ms RTT and never
     // sends early, so every measured RTT between DCs is at least 2 ms; one node per DC
     // leaves the diagonal unmeasured.
     let out = redt(&["status", "--window", "300ms", "--timeout", "2s", "--run-dir", path_str(&run_dir)]);

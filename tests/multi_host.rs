@@ -1,4 +1,4 @@
-//! Real multi-host deployment (issue 16): two hosts of one DC in two network namespaces
+//! Real multi-host deployment: two hosts of one DC in two network namespaces
 //! joined by a veth pair, with the `tcp` in-DC verbs backend and `listen`/`advertise`
 //! addresses (host names among them); a `shm` node that maps, but never makes, another node's
 //! MemStore file; and an `rdma` DC refused by a build without RDMA.
@@ -357,7 +357,7 @@ fn client(config: &Path, certs: &Path, lines: &str) -> Vec<String> {
 }
 
 /// With `backend: shm` a node maps the other nodes' MemStore files of its DC but never makes
-/// one (issue 16). dc1-n1 starts alone: it says dc1-n2's file is not there yet, a transaction
+/// one. dc1-n1 starts alone: it says dc1-n2's file is not there yet, a transaction
 /// writing dc1-n2's record fails naming that file, and the file still does not exist. Once
 /// dc1-n2 has started (and made its file), a transaction writing both nodes' records commits
 /// and reads back.

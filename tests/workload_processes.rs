@@ -1,4 +1,4 @@
-//! The workload lifecycle against real node processes (issue 16): `redt cluster up` runs a
+//! The workload lifecycle against real node processes: `redt cluster up` runs a
 //! copy of `configs/local-fast.yaml` (4 processes, 2 ms RTT); `redt workload init|run|check`
 //! load YCSB, bank and list-append data through the cluster, run their clients and check them,
 //! and refuse a run with flags the cluster was not initialised with, or on a cluster with no

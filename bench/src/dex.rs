@@ -1,4 +1,4 @@
-//! The ordered index's READ cost, DEX's headline (Lu et al., PVLDB 17, 2024; issue 15): READ
+//! The ordered index's READ cost, DEX's headline (Lu et al., PVLDB 17, 2024): READ
 //! verbs per point lookup and per scan of 100 keys through one partition's B+-tree, with the
 //! executor's inner-node cache on (warm) and off.
 //!

@@ -1,4 +1,4 @@
-//! Failure drills against a running cluster (issue 12; failover issue, "redt drill"): a
+//! Failure drills against a running cluster (`redt drill`): a
 //! [`DrillPlan`] of scheduled faults carried out while the cluster runs — under the clients of
 //! `redt bench ycsb --cluster F --drill PLAN` ([`crate::drill_bench`]), or under whatever load
 //! the cluster has (`redt drill PLAN`) — and what recovery does, measured:

@@ -150,7 +150,7 @@ enum Submit {
 impl Submit {
     /// Submits `call` for a client homed on `home`: through its node, or while the drill has
     /// it down through the nearest node up ([`failover_order`]), as a client with a health
-    /// check would (issue 13). `None` while every node is down.
+    /// check would. `None` while every node is down.
     async fn submit(&self, topo: &Topology, down: &DownSet, home: NodeId, call: ProcedureCall) -> Option<TxnOutcome> {
         match self {
             Submit::Remote(client) => {

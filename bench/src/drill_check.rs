@@ -1,4 +1,4 @@
-//! "Acknowledged commits lost" after a drill (failover issue, "redt drill"): every YCSB
+//! "Acknowledged commits lost" after a drill (`redt drill`): every YCSB
 //! update of `redt bench ycsb --drill` writes a value naming its attempt — a run nonce, the
 //! client and the client's sequence number ([`encode`]) — and [`WriteLog`] remembers, per key,
 //! what the clients were told about each write of the key's cell 0. After the drill every

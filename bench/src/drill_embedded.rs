@@ -1,4 +1,4 @@
-//! Drills inside the embedded benches (failover issue: `redt bench bank|tpcc --drill PLAN`):
+//! Drills inside the embedded benches (`redt bench bank|tpcc --drill PLAN`):
 //! the [`DrillPlan`] runs against an [`EmbeddedCluster`] while the bench's own clients go on,
 //! measured by the same driver and report as a drill of a running cluster ([`crate::drill`]).
 //!

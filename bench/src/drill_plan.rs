@@ -1,5 +1,5 @@
-//! The drill plan language of `redt drill` and `redt bench ycsb --drill` (failover issue,
-//! "redt drill"): a list of scheduled faults, parsed against a [`Topology`], printed back
+//! The drill plan language of `redt drill` and `redt bench ycsb --drill`:
+//! a list of scheduled faults, parsed against a [`Topology`], printed back
 //! canonically, and expanded into timed inject and heal actions. Pure: no clock, no I/O; the
 //! drill runner ([`crate::drill`]) carries the actions out at their times, and
 //! [`FaultState`] turns each one into the process and netem changes it needs.
@@ -31,7 +31,7 @@
 //! P`), then at `T + P`, `T + 2P`, … for as long as the drill lasts
 //! ([`DrillPlan::expand`] turns it into one event per occurrence whose heal comes before the
 //! end). A repeating event needs a heal shorter than its period (a fault does not overlap
-//! itself). The soak of the failover issue:
+//! itself). The failover soak:
 //!
 //! ```text
 //! kill-dc dc2 every 60s restart-after 30s

@@ -1,4 +1,4 @@
-//! Per-interval rows of a bench run (`--interval 1s`, issue 16): every interval, the
+//! Per-interval rows of a bench run (`--interval 1s`): every interval, the
 //! committed, aborted and unknown transactions of that interval, per second, and the
 //! p50/p95/p99 latency of the interval's commits in ms, beside the running totals.
 //!

@@ -2,12 +2,12 @@
 //! `["delete", k, null]`, `["scan", from, to, null]`) ↔ the key/value procedure, for `redt client --jsonl` and the
 //! list-append workload.
 //!
-//! A scan (issue 15) reads every key of `from..=to` (integers, `from <= to`) through the
+//! A scan reads every key of `from..=to` (integers, `from <= to`) through the
 //! ordered index, in key order, at most [`redt_dc_executor::MAX_RANGE_ROWS`] rows, or at most
 //! the integer given in place of `null`; its answer fills that place with `[[k, v], …]`, `v`
 //! decoded as a read's. Keys never written, or deleted, are not rows.
 //!
-//! A delete (issue 15) removes a key: later reads return `null` and scans skip it, until a
+//! A delete removes a key: later reads return `null` and scans skip it, until a
 //! `w` or `append` writes it again.
 //!
 //! Keys may be integers (used as is) or strings (hashed with FNV-1a 64; two distinct strings
@@ -258,7 +258,7 @@ mod tests {
     use proptest::prelude::*;
 
     proptest! {
-        /// Issue 14: whatever a `redt client --jsonl` line holds, parsing it, turning it into
+        /// Whatever a `redt client --jsonl` line holds, parsing it, turning it into
         /// key/value operations and filling in reads answer or refuse, never panic.
         #[test]
         fn arbitrary_lines_never_panic(line in ".{0,200}") {

@@ -11,7 +11,7 @@
 //! | `e` | 95% scan / 5% insert | scrambled zipfian start, θ 0.99; length uniform 1–100 |
 //! | `f` | 50% read / 50% read-modify-write | scrambled zipfian, θ 0.99 |
 //!
-//! Workload E's scans go through the ordered index (issue 15): a scan of length `L` from
+//! Workload E's scans go through the ordered index: a scan of length `L` from
 //! key `k` reads cell 0 of every key in `k..k+L-1`, at most `L` rows (the keys are dense,
 //! so that is `L` consecutive records, spread over the partitions by the modulo
 //! partitioning); its inserts take new keys as workload D's do. The embedded cluster bench

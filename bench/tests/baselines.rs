@@ -1,5 +1,5 @@
 //! Each baseline protocol, run on the local-fast topology (own ports), keeps the bank
-//! invariant on every replica: a fast baseline that is wrong proves nothing (issue 5).
+//! invariant on every replica: a fast baseline that is wrong proves nothing.
 
 use redt_bench::{run_bank, BankConfig};
 use redt_coordinator::CoordinatorOptions;

@@ -73,7 +73,7 @@ async fn short_run_commits_every_type_and_stays_consistent() {
 }
 
 /// Every baseline (and RedT over TCP) runs TPC-C and passes the consistency check: a fast
-/// protocol that is wrong proves nothing (issue 5).
+/// protocol that is wrong proves nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_baseline_passes_the_check() {
     let _serial = SERIAL.lock().await;

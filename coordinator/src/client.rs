@@ -123,7 +123,7 @@ impl Client {
     /// A socket that cannot bind.
     pub fn with_identity(topology: Arc<Topology>, identity: &NodeIdentity, call_timeout: Duration) -> Result<Client> {
         // The unspecified address: the kernel picks the source address per node, so nodes on
-        // other hosts are reachable too (a loopback bind reached loopback nodes only; issue 14).
+        // other hosts are reachable too (a loopback bind would reach loopback nodes only).
         // IPv6 when a node advertises an IPv6 address; host names are resolved to the family
         // of the socket when connecting.
         let bind: SocketAddr = if topology.nodes.iter().any(|n| n.advertise.ip().is_some_and(|ip| ip.is_ipv6())) {
@@ -165,8 +165,8 @@ impl Client {
     }
 
     /// Runs `call` as one transaction coordinated by `preferred` or, when no connection to
-    /// it can be set up, by the next node of [`failover_order`] that can be reached (issue 13:
-    /// a client whose DC died goes on through another), asking what became of it when the
+    /// it can be set up, by the next node of [`failover_order`] that can be reached (a
+    /// client whose DC died goes on through another), asking what became of it when the
     /// coordinator's answer is lost. Returns the coordinator that answered and the outcome:
     /// [`Client::submit_asking`]'s report, without the details.
     pub async fn submit_failover(&self, preferred: NodeId, call: ProcedureCall) -> (NodeId, TxnOutcome) {
@@ -174,7 +174,7 @@ impl Client {
         (r.coordinator, r.outcome)
     }
 
-    /// Runs `call` as one transaction (issue 13, "ask, don't resubmit blindly"):
+    /// Runs `call` as one transaction ("ask, don't resubmit blindly"):
     ///
     /// 1. reserves a transaction id at `preferred` or, when no connection to it can be set up
     ///    (so nothing was sent), at the next node of [`failover_order`] that can be reached

@@ -142,7 +142,7 @@ pub type Result<T> = std::result::Result<T, Error>;
 mod tests {
     use super::*;
 
-    /// Names, not internal ids (issue 16): the text of an error answer names the node as the
+    /// Names, not internal ids: the text of an error answer names the node as the
     /// topology file does, through a data-path error too; `Display` keeps the ids.
     #[test]
     fn an_error_answer_names_the_node() {

@@ -115,7 +115,7 @@ mod tests {
     }
 
     /// `redt netem set` validates as the topology file does, and a refused request changes
-    /// nothing (issue 14: `--rtt 1000000h` was accepted and cut the link for good).
+    /// nothing (`--rtt 1000000h`, were it accepted, would cut the link for good).
     #[test]
     fn refuses_what_the_topology_file_would_and_changes_nothing() {
         let t = topology();

@@ -1,4 +1,4 @@
-//! A real node's rebuild driver (notes/failover.md, "Rebuild"; issue 13): for every partition
+//! A real node's rebuild driver (docs/design.md, "Rebuild"): for every partition
 //! the node's current placement makes it a learner of, a task drives a [`Rebuild`] — snapshot
 //! reads to the partition's voters over the transport, chunks applied on the executor thread —
 //! until the copy is complete. The node then reports the learner filled in its status, where

@@ -31,7 +31,7 @@ fn rtt_request(rtt_ms: i64) -> NetemSetRequest {
     }
 }
 
-/// A probe with the client certificate cannot change the WAN (issue 14: it could partition
+/// A probe with the client certificate cannot change the WAN (it could partition
 /// it); the refusal names the role, is counted, and the operator certificate's request is
 /// served. Status stays open to clients.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

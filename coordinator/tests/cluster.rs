@@ -656,7 +656,7 @@ async fn wait_decided(cluster: &EmbeddedCluster, limit: Duration) {
     }
 }
 
-/// docs/design.md, "Recovery" (notes/recovery-model.md §5): a coordinator that acknowledged a
+/// docs/design.md, "Recovery": a coordinator that acknowledged a
 /// commit and died before phase 2 leaves its sub-transactions locked and undecided. The
 /// recovery scans of the nodes holding them (in other DCs: the coordinator's DC holds no
 /// replica, and its node is shut down) start recoverers once the phase-1 deadline, the
@@ -754,7 +754,7 @@ async fn a_dead_writers_gap_at_the_head_of_a_ring_is_filled() {
     cluster.shutdown();
 }
 
-/// Deletes end to end (issue 15): through the embedded cluster, a committed delete makes the
+/// Deletes end to end: through the embedded cluster, a committed delete makes the
 /// key read as missing and leaves the scan; once every replica settled, no replica holds a
 /// row for it and its key is out of every replica's ordered index; a later write brings it
 /// back into the scan and the indexes.

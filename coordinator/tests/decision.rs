@@ -399,7 +399,7 @@ fn quorum_table() {
     }
 }
 
-/// RedT §4.2 "¾ quorum", notes/recovery-model.md §4: two commit quorums of one partition always
+/// RedT §4.2 "¾ quorum": two commit quorums of one partition always
 /// share a replica (2Q > n), so two conflicting transactions cannot both commit: the shared
 /// replica's No-Wait lock let at most one of them vote commit. Also Q ≥ M, and Q ≤ n.
 #[test]

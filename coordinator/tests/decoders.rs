@@ -1,5 +1,5 @@
 //! Every decoder of what arrives from the network, fed arbitrary bytes and arbitrary field
-//! values, answers with a value or an error and never panics (issue 14: no panic on outside
+//! values, answers with a value or an error and never panics (no panic on outside
 //! input): the envelope (prost), the typed requests and their topology checks, the replies
 //! (votes with their abort reasons, promises carrying ring entries, snapshot chunks), a
 //! node's status and an outcome lookup's findings.

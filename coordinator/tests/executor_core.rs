@@ -70,7 +70,7 @@ fn args(topology: &Topology, txn: TxnId, ops: &[KvOp]) -> Execute {
     }
 }
 
-/// Found by the simulation (issue 11): a phase 1 that voted abort and then arrives again (a
+/// Found by the simulation: a phase 1 that voted abort and then arrives again (a
 /// duplicate held back past the first) must get the same abort vote. Before the fix it ran
 /// again, took its locks once the conflict was gone and voted commit, while the coordinator,
 /// having counted the abort, sent this DC no decision: the locks stayed for good.
@@ -310,7 +310,7 @@ fn a_prepare_without_an_entry_writes_one_fence_entry_that_holds_a_record() {
 }
 
 /// A RECORD replaces a decision recorded at a lower ballot, as a Paxos acceptor does
-/// (notes/recovery-model.md §5), and is refused below the promised ballot; the mutant that
+/// (docs/design.md, "Recovery"), and is refused below the promised ballot; the mutant that
 /// keeps the first recorded decision (`ExecutorMutations::first_record_stays`) refuses the
 /// higher ballot's commit, which left sim seed 50339 undecided.
 #[test]
@@ -654,7 +654,7 @@ fn without_the_mask_a_restarted_source_owes_nothing() {
     assert!(core.ring_scan().expect("scans").owed.is_empty(), "but nothing in the ring");
 }
 
-/// The epoch fence (notes/failover.md): a phase 1 planned in an older epoch than the
+/// The epoch fence (docs/design.md, "Failover"): a phase 1 planned in an older epoch than the
 /// executor's, or in one it has not applied yet, votes abort and locks nothing; the abort
 /// fences the transaction, so a repeat after the executor reaches that epoch votes abort
 /// again. A commit vote given before the epoch changed is repeated unchanged, and its decision
@@ -720,9 +720,9 @@ fn without_the_fence_an_old_epoch_phase1_runs() {
     assert!(v.is_commit(), "{:?}", v.abort);
 }
 
-/// Rebuild (notes/failover.md): a voter serves the first chunk of a snapshot copy only once it
-/// has applied the learner's epoch and finished every entry of an older one, and from the
-/// first request on its epoch floor turns away a phase 1 of an older epoch written into its
+/// Rebuild (docs/design.md, "Rebuild"): a voter serves the first chunk of a snapshot copy only
+/// once it has applied the learner's epoch and finished every entry of an older one, and from
+/// the first request on its epoch floor turns away a phase 1 of an older epoch written into its
 /// ring by an executor of its DC that has not applied the new epoch yet. The mutant
 /// `snapshot_without_fence` serves at once and raises no floor.
 #[test]
@@ -817,7 +817,7 @@ fn finding(core: &ExecutorCore, txn: TxnId, start_after: Option<redt_proto::Cts>
     f.kind
 }
 
-/// Issue 13, the outcome query: a lookup reads a transaction's entries (undecided, committed,
+/// The outcome query: a lookup reads a transaction's entries (undecided, committed,
 /// an abort applied over a commit vote) and changes nothing — no fence, no promise, no vote
 /// word, not a byte of the MemStore — so a transaction looked up before its phase 1 still runs
 /// and votes commit (a recoverer's PREPARE would have fenced it to abort).
@@ -943,7 +943,7 @@ fn a_behind_catch_up_aborts_the_stale_redo_or_writes_over_it() {
     }
 }
 
-/// Issue 14: the memory of commit votes awaiting their decision holds at most
+/// The memory of commit votes awaiting their decision holds at most
 /// `limits.max_pending_votes`, however many distinct transactions vote; a forgotten vote's
 /// decision (naming no entry) still finishes its entry, found in the ring, and a repeated
 /// phase 1 of it is refused with `OVER_LIMIT` naming the limit, not run again.
@@ -983,7 +983,7 @@ fn the_vote_memory_holds_at_most_its_cap_and_a_forgotten_vote_is_still_decided()
     assert_eq!(core.pending(), 0);
 }
 
-/// Issue 14: a secondary's memory of accepted redo holds at most `limits.max_accepted_redo`
+/// A secondary's memory of accepted redo holds at most `limits.max_accepted_redo`
 /// (transaction, sender) pairs; the decision of a forgotten one still settles its entry, found
 /// by scanning the ring (the process had already read `accepted_before`, on an earlier miss).
 #[test]

@@ -1,4 +1,4 @@
-//! Failover on a real (embedded, QUIC over loopback) cluster (issue 13): the membership Raft
+//! Failover on a real (embedded, QUIC over loopback) cluster: the membership Raft
 //! group elects a leader; when every node of a DC dies, a majority of the voters suspects it,
 //! the leader removes it in a new epoch, every survivor adopts it, and the partitions it held
 //! (n = 3, Q = 3: nothing could commit on them without it) commit again. Then the rebuild:
@@ -101,7 +101,7 @@ async fn a_dead_dc_is_removed_and_its_partitions_commit_again() {
     cluster.shutdown();
 }
 
-/// Two DCs of four die one after the other (issue 13, Raft conf changes): the first removal
+/// Two DCs of four die one after the other (Raft conf changes): the first removal
 /// demotes dc2's Raft voter to a learner, so when dc3 dies too the 2 live voters of the 3 left
 /// (a minority of the 4 initial ones) still confirm and commit its removal, and a partition
 /// whose replicas are all on the survivors commits writes in the newest epoch. dc3 dies once
@@ -188,7 +188,7 @@ async fn a_second_dead_dc_of_four_is_removed_too() {
     cluster.shutdown();
 }
 
-/// One node dies while the rest of its DC lives (issue 13, failover at the grain of a node):
+/// One node dies while the rest of its DC lives (failover at the grain of a node):
 /// a majority of the voters suspects it, the leader removes it alone in a new epoch (its DC
 /// stays up), the partitions it held (n = 3, Q = 3) commit again, and they are rebuilt back to
 /// three voters elsewhere.

@@ -1,4 +1,4 @@
-//! Issue 14 on a real cluster (`configs/local-fast.yaml`, real QUIC on loopback): a
+//! The limits on a real cluster (`configs/local-fast.yaml`, real QUIC on loopback): a
 //! transaction over a limit is refused by name before anything is reserved or written and the
 //! node keeps serving; a phase 1 from a peer is checked again where it arrives; reads of new
 //! keys create no records; and a full heap reaches the client's error text as its cause.
@@ -99,7 +99,7 @@ async fn a_transaction_over_a_limit_is_refused_by_name_and_the_node_keeps_servin
     assert_eq!(cluster.node(NodeId(1)).status(false).await.unwrap().refused_over_limit, 1);
 
     // The node keeps serving: a transaction of 1,000 reads of new keys (under the limit)
-    // commits and creates no record anywhere (issue 14: reads never create records).
+    // commits and creates no record anywhere (reads never create records).
     let reads: Vec<KvOp> = (0..1_000).map(|k| KvOp::Read(3_000_000 + k)).collect();
     let out = client.submit(NodeId(0), kv_call(KV, &reads)).await;
     assert_eq!(out.status, TxnStatus::Committed);

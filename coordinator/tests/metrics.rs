@@ -1,4 +1,4 @@
-//! The embedded cluster's metrics endpoints (issue 16): with the topology's `metrics:`
+//! The embedded cluster's metrics endpoints: with the topology's `metrics:`
 //! section every node serves `GET /metrics` at its own IP, counting the answers of its own
 //! coordinators, and its endpoint follows it across a kill (503) and a restart. Status
 //! requests and scrapes share one executor round per second. No client keeps the scrapers

@@ -1,4 +1,4 @@
-//! Issue 13, "ask, don't resubmit blindly", on a real (embedded, QUIC over loopback) cluster:
+//! "Ask, don't resubmit blindly", on a real (embedded, QUIC over loopback) cluster:
 //! a coordinator decides and stops before it answers (the injected fault
 //! `CoordinatorMutations::stop_before_answer_at`), so the client's answer is lost after its
 //! transaction was sent. The client ([`Client::submit_asking`]) asks another node what became

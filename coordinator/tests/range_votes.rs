@@ -1,4 +1,4 @@
-//! Range reads in the coordinator's decision (issue 15): each row a replica returns is its own
+//! Range reads in the coordinator's decision: each row a replica returns is its own
 //! item, named by the row's key, so replicas that disagree on which keys are in a range, or on
 //! a row's version, disagree on the items, and the ¾ rule (RedT §4.2) treats them as it treats
 //! point reads; and the client's scan result comes from an up-to-date replica.

@@ -292,7 +292,7 @@ async fn certificates_written_to_a_directory_load_back_and_work() {
     {
         assert!(dir.join(f).is_file(), "{f} written");
     }
-    // Issue 16: the CA key is beside the directory the nodes read, not in it.
+    // The CA key is beside the directory the nodes read, not in it.
     assert!(!dir.join("ca.key").exists(), "no CA key among the node keys");
     assert!(tmp.path().join("certs-ca/ca.key").is_file(), "the CA key is in certs-ca/");
     let dir = dir.as_path();
@@ -431,7 +431,7 @@ async fn a_caller_that_gives_up_leaves_the_handshake_to_the_next() {
     assert_eq!(nodes[0].counters().snapshot().refused_handshakes, 0, "no handshake was aborted");
 }
 
-/// A node advertised by host name (issue 16) is called at what the name resolves to when the
+/// A node advertised by host name is called at what the name resolves to when the
 /// connection is made (`localhost`); a name that does not resolve fails the call with a
 /// connect error naming the peer and the lookup, and nothing is sent.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

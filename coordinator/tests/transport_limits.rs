@@ -1,4 +1,4 @@
-//! The QUIC transport's limits (issue 14, "no client can wedge a node"): the connection caps,
+//! The QUIC transport's limits ("no client can wedge a node"): the connection caps,
 //! the handler deadline, and a WAN link set to a huge delay and back. Real QUIC endpoints on
 //! loopback; the last test runs over the netem sockets (real datagrams, emulated delay).
 
@@ -125,11 +125,10 @@ async fn a_handler_that_never_finishes_is_answered_with_a_timeout_error_and_othe
     assert_eq!(client.call_addr(addr, &name, ping(2)).await.expect("still answered").epoch, 2);
 }
 
-/// Issue 14: `redt netem set --rtt 1000000h` cut dc1 ↔ dc2, and setting it back to 2 ms did
-/// not restore the link 35 s later. Now a huge delay is refused, the largest one allowed
-/// (60 s) cuts the link while it lasts, and once set back calls succeed again within a
-/// bounded reconnect (asserted within a generous 10 s; before, the link stayed cut for the
-/// 30 s the last datagram under the old delay was held).
+/// A WAN link set to a huge delay and back: `redt netem set --rtt 1000000h` is refused (it
+/// would cut dc1 ↔ dc2 for good), the largest delay allowed (60 s) cuts the link while it
+/// lasts, and once set back calls succeed again within a bounded reconnect (asserted within
+/// a generous 10 s), not after the last datagram held under the old delay.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_link_set_to_a_huge_delay_and_back_carries_calls_again() {
     let topo = topology(2);

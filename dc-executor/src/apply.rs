@@ -134,7 +134,7 @@ mod tests {
 
     proptest! {
         /// A committed entry from shared memory, whatever record offsets, keys, tables, cells
-        /// and values it names, is applied or refused, never a panic (issue 14).
+        /// and values it names, is applied or refused, never a panic.
         #[test]
         fn any_committed_entry_is_applied_or_refused_never_a_panic(
             record in prop_oneof![0u64..4096, any::<u64>()],

@@ -31,13 +31,13 @@ pub enum Error {
     /// The RDMA or shared-memory backend failed (device, registration, mapping, completion).
     #[error("verbs backend: {0}")]
     Backend(String),
-    /// The TLS material of an in-DC verbs transport is unusable (issue 14): a certificate,
+    /// The TLS material of an in-DC verbs transport is unusable: a certificate,
     /// key or CA certificate rustls refuses, or an own certificate that does not carry this
     /// node's identity (`redt://node/<dc>/<node>`, written by `redt certs init`).
     #[error("verbs TLS: {0}")]
     TlsConfig(String),
     /// I/O on a shared-memory file failed. The I/O error is part of the message and not also
-    /// a `source`, so a report that prints the chain does not print it twice (issue 16).
+    /// a `source`, so a report that prints the chain does not print it twice.
     #[error("{path}: {error}")]
     Io {
         /// The file involved.
@@ -172,7 +172,7 @@ pub enum Error {
         /// What was wrong.
         why: &'static str,
     },
-    /// Snapshot records received for a rebuild (notes/failover.md, Rebuild) do not fit this
+    /// Snapshot records received for a rebuild (docs/design.md, "Rebuild") do not fit this
     /// node's schema: a cell beyond its table's, or a value longer than its cell.
     #[error("invalid snapshot record: {why}")]
     InvalidSnapshot {
@@ -273,7 +273,7 @@ mod tests {
         Topology::load(std::path::Path::new(&path)).expect("config loads")
     }
 
-    /// Names, not internal ids (issue 16): an error as told to a client or an operator names
+    /// Names, not internal ids: an error as told to a client or an operator names
     /// the node and the table as the topology file does; its `Display` keeps the ids.
     #[test]
     fn an_error_is_named_by_the_topology() {

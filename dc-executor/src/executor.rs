@@ -1228,7 +1228,7 @@ impl Executor {
     /// decision's [`VoteCode`], not a commit's timestamp. A word that promised a higher ballot
     /// refuses; a word that records a decision at this ballot or a higher one keeps it; one
     /// that records a decision at a lower ballot takes the new one, as a Paxos acceptor does
-    /// (notes/recovery-model.md §5: `RECORD(b,d,cts): b<pb → NACK; pb:=b; rec:=(b,d,cts)`);
+    /// (`RECORD(b,d,cts): b<pb → NACK; pb:=b; rec:=(b,d,cts)`; docs/design.md, "Recovery");
     /// an entry already finished counts as recording the decision its status shows.
     ///
     /// Keeping the first decision recorded at any ballot left a transaction undecided for good

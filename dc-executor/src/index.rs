@@ -465,7 +465,7 @@ impl Index {
     /// `node`'s index (clipped at the last bucket) as `(table, key, record offset)`, in
     /// bucket order, and the bucket to resume from (equal to [`Layout::index_buckets`]
     /// once the scan has reached the end). The bounded form of [`Index::entries`], for scans
-    /// done a piece at a time (a rebuild's snapshot copy, notes/failover.md, Rebuild):
+    /// done a piece at a time (a rebuild's snapshot copy, docs/design.md, "Rebuild"):
     /// entries never move between buckets (inserts claim slots, removes leave tombstones),
     /// so a bucket number is a stable cursor. Entries inserted or removed meanwhile may or
     /// may not appear.

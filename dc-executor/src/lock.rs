@@ -1,5 +1,5 @@
 //! No-Wait shared/exclusive cell locks in one 8-byte lock word (docs/design.md §3; CREST §4.2
-//! with RedT's held read locks, notes/seed-crest.md §7).
+//! with RedT's held read locks).
 //!
 //! The word holds [`GROUPS`] lock groups of 4 bits: bits 0–2 count readers (at most
 //! [`MAX_READERS`]), bit 3 is the exclusive bit. A record's locks are taken with one

@@ -171,7 +171,7 @@ impl Layout {
     /// the doorbell batch that WRITEs its entry and takes its locks, and votes abort when its
     /// transaction's epoch is older (`AbortReason::StaleEpoch`). The node raises it before it
     /// serves a snapshot copy, so that once its ring holds no unfinished entry of an older
-    /// epoch, none can appear (notes/failover.md, "Rebuild"): executors of its DC that have not
+    /// epoch, none can appear (docs/design.md, "Rebuild"): executors of its DC that have not
     /// yet applied the new epoch are fenced here, in the replica's own memory.
     pub fn epoch_floor_offset(&self) -> Offset {
         Offset(EPOCH_FLOOR)

@@ -1,6 +1,6 @@
 //! The ordered index of the records: one B+-tree ([`crate::BTree`], DEX) per (table,
 //! partition) on every node that stores records of the table, mapping each key to its
-//! record's offset, beside the hash index (issue 15).
+//! record's offset, beside the hash index.
 //!
 //! # Upkeep
 //!

@@ -1,4 +1,4 @@
-//! Durability of a MemStore on disk (`durability: disk`; issue 14, RedT §5's non-NVM mode:
+//! Durability of a MemStore on disk (`durability: disk`; RedT §5's non-NVM mode:
 //! "otherwise, logs are persisted in the disk before committing").
 //!
 //! The MemStore a node's executors read and write with one-sided verbs stays where it is

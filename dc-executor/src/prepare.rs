@@ -1,6 +1,6 @@
 //! A recoverer's PREPARE at one DC: find a transaction's redo entries on the DC's nodes,
 //! fence the replicas that have not voted, promise the ballot, and report what each replica
-//! holds (docs/design.md §2, recovery; notes/recovery-model.md §5).
+//! holds (docs/design.md §2 and "Recovery").
 //!
 //! Everything comes from the MemStore (the ring, the vote words, the decision log): nothing a
 //! crash can lose. The fence is the vote word's compare-and-swap `NONE → Abort`, the same

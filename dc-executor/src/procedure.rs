@@ -10,8 +10,8 @@ use crate::ordered::Partitioner;
 use redt_proto::TableId;
 use std::fmt;
 
-/// A read of every key of one table in `from..=to`, at most `limit` rows, in one partition
-/// (issue 15). The access named by `access` routes the piece: its table, a key of the
+/// A read of every key of one table in `from..=to`, at most `limit` rows, in one partition.
+/// The access named by `access` routes the piece: its table, a key of the
 /// partition ([`Partitioner::anchor_key`]), the cells each row reads (`read`), no writes,
 /// `upsert` set. A range over several partitions is one piece (and one access) per partition;
 /// the executor of each DC reads the piece of each partition it holds from that partition's

@@ -1,4 +1,4 @@
-//! The secondary-replica side of the replicated baselines (2PC-Paxos, EP-Paxos; issue 5):
+//! The secondary-replica side of the replicated baselines (2PC-Paxos, EP-Paxos):
 //! a primary's redo, accepted into a secondary's ring without locks, then settled by the
 //! decision and applied by the secondary's replay task under the Thomas write rule.
 //!

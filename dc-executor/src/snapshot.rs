@@ -1,5 +1,4 @@
-//! Snapshot copy of a node's records, for rebuilding a replica (notes/failover.md, Rebuild;
-//! issue 13).
+//! Snapshot copy of a node's records, for rebuilding a replica (docs/design.md, "Rebuild").
 //!
 //! A new replica of a partition (a *learner*) is filled from an up-to-date replica while
 //! transactions go on: the source scans its index a few buckets at a time
@@ -41,7 +40,7 @@ pub struct SnapshotCell {
     pub value: Vec<u8>,
 }
 
-/// The cells of one record, as copied by [`read_snapshot`] (notes/failover.md, Rebuild).
+/// The cells of one record, as copied by [`read_snapshot`] (docs/design.md, "Rebuild").
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SnapshotRecord {
     /// Table of the record.
@@ -100,7 +99,7 @@ const WINDOW_BUCKETS: u64 = 16;
 const RECHECK_BYTES: usize = 40;
 
 /// Reads the committed records of `node` whose `(table, key)` satisfies `keep`, from index
-/// bucket `from_bucket` on, for a snapshot copy (notes/failover.md, Rebuild).
+/// bucket `from_bucket` on, for a snapshot copy (docs/design.md, "Rebuild").
 ///
 /// Scans at most `max_buckets` buckets (at least one) of `node`'s index, READing each kept
 /// entry's whole record (`record_bytes`, in one doorbell batch per window of buckets) and
@@ -243,7 +242,7 @@ fn check(dc: &DcHandle, r: &SnapshotRecord) -> Result<()> {
 }
 
 /// Applies snapshot `records` (as [`read_snapshot`] returned them on another replica) to
-/// `node`'s records, in order, under the Thomas write rule (notes/failover.md, Rebuild).
+/// `node`'s records, in order, under the Thomas write rule (docs/design.md, "Rebuild").
 ///
 /// Per record: find it in the index, creating it (every cell zero at version 0) if absent;
 /// take the exclusive bits of every lock group holding a cell it carries with one masked

@@ -1,4 +1,4 @@
-//! Deletes (issue 15): a delete clears a record through the same redo entry and phase 2 as
+//! Deletes: a delete clears a record through the same redo entry and phase 2 as
 //! any write; the key then reads as missing, range reads skip it without counting it toward
 //! their limit, and its key leaves the ordered index unless a range reader holds its gap. A
 //! later write brings the key back into the tree under an insert's gap lock. The property

@@ -1,4 +1,4 @@
-//! `durability: disk` under power losses (issue 14; `persist.rs`, `restore.rs`).
+//! `durability: disk` under power losses (`persist.rs`, `restore.rs`; docs/durability.md).
 //!
 //! A seeded model of one DC host: two nodes whose MemStores have disk images on a
 //! [`VolatileDisk`], which keeps only what `fdatasync` covered plus a random subset of the

@@ -1,4 +1,4 @@
-//! Range reads through the ordered index in transactions (issue 15): the trees every record
+//! Range reads through the ordered index in transactions: the trees every record
 //! creation keeps, rows across partitions, next-key (gap) locking against phantoms, and the
 //! anomaly it prevents when a range read and an insert meet in two places (two DCs, here two
 //! nodes run as two sub-transactions each) — with the mutant that switches gap locks off.

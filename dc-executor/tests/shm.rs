@@ -102,7 +102,7 @@ fn two_processes_share_one_region_and_its_atomics() {
 }
 
 // ---------------------------------------------------------------------------------------
-// How MemStore files are opened (issue 14)
+// How MemStore files are opened
 // ---------------------------------------------------------------------------------------
 
 use redt_dc_executor::verbs::shared_file;
@@ -155,7 +155,7 @@ fn a_memstore_file_that_is_a_symlink_is_refused() {
     }
 }
 
-/// An existing MemStore file readable by others (as files from before issue 14 are) is
+/// An existing MemStore file readable by others (as older versions made them) is
 /// narrowed to 0600; one that is not a regular file is refused.
 #[test]
 fn an_existing_memstore_file_is_narrowed_and_must_be_regular() {
@@ -172,8 +172,8 @@ fn an_existing_memstore_file_is_narrowed_and_must_be_regular() {
 }
 
 /// Another node's MemStore file is mapped only once its node made and sized it: a missing or
-/// still empty file is `None` and is left as it is (issue 16: two hosts of one DC each made
-/// their own copy of the other's file); a symbolic link is refused as for the own file.
+/// still empty file is `None` and is left as it is (otherwise two hosts of one DC would each
+/// make their own copy of the other's file); a symbolic link is refused as for the own file.
 #[test]
 fn another_nodes_file_is_mapped_but_never_created() {
     let dir = tempfile::tempdir().unwrap();

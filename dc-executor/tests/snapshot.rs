@@ -1,4 +1,4 @@
-//! Snapshot copy for rebuilding a replica (notes/failover.md, Rebuild): a chunked scan of a
+//! Snapshot copy for rebuilding a replica (docs/design.md, "Rebuild"): a chunked scan of a
 //! source node applied to a destination under the Thomas write rule, with busy records on
 //! either side deferred to a retry.
 

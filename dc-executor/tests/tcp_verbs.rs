@@ -385,7 +385,7 @@ fn bad_frames_are_refused_and_the_server_keeps_serving() {
     huge.extend_from_slice(&u32::MAX.to_le_bytes());
     s.write_all(&frame(&huge)).unwrap();
     assert!(is_refusal(&read_reply(&mut s).expect("a reply to a huge READ")));
-    // A request of wire version 1 (plain TCP, before issue 14).
+    // A request of wire version 1 (plain TCP, without TLS).
     s.write_all(&frame(&[1, 1, 0, 0, 0, 0, 0])).unwrap();
     assert!(is_refusal(&read_reply(&mut s).expect("a reply to an old version")));
 
@@ -467,7 +467,7 @@ fn an_unreachable_peer_is_a_backend_error() {
     assert_eq!(tcp.fetch_and_add(A, Offset(0), 1).unwrap(), 0);
 }
 
-/// A peer given by host name (issue 16: `advertise: NAME:PORT`) is resolved when a connection
+/// A peer given by host name (`advertise: NAME:PORT`) is resolved when a connection
 /// is opened: `localhost` reaches the server; a name that does not resolve fails the verb
 /// naming the peer by its name (`b`, not `node#1`), its address and the lookup.
 #[test]

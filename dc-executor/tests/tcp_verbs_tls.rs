@@ -1,4 +1,4 @@
-//! Who may use a node's TCP verbs server (issue 14): only a node certificate of the same DC
+//! Who may use a node's TCP verbs server: only a node certificate of the same DC
 //! from the cluster CA. Everyone else — no certificate, a foreign CA, another DC's node, a
 //! client certificate, a plaintext client — is refused and reads and writes nothing, while
 //! the DC's own nodes keep being served. Connections over the caps are refused with a reason
@@ -376,7 +376,7 @@ fn silent_connections_do_not_delay_a_node() {
 // Rotation
 // ---------------------------------------------------------------------------------------
 
-/// Certificates rotate without a restart (issue 14): B's server and A's client each take a
+/// Certificates rotate without a restart: B's server and A's client each take a
 /// new certificate and CA with `VerbsTls::rotate`, and the next connection uses them. Here
 /// the cluster moves to a new CA: before B's rotation, A (already on the new CA) is refused
 /// by the handshake; after it, A reads B. A rotation to another node's TLS is refused.

@@ -1,5 +1,5 @@
 //! Input from outside the executor's process never panics it and never leaves the ring
-//! stuck (issue 14): a sub-transaction too large for a redo entry is refused before any ring
+//! stuck: a sub-transaction too large for a redo entry is refused before any ring
 //! space is reserved, and a checksummed entry that names an impossible record offset is
 //! reported by replay and passed over.
 

@@ -55,7 +55,7 @@ struct LinkState {
 /// The emulated WAN between DCs: a square matrix of directed links indexed by [`DcId`], and a
 /// map from socket addresses to the DC they belong to.
 ///
-/// Pure state machine (STYLE.md §1): it never reads a clock or a thread-local random number
+/// Pure state machine: it never reads a clock or a thread-local random number
 /// generator; [`WanModel::decide`] takes both from the caller. Share it between sockets as an
 /// `Arc<Mutex<WanModel>>`; changing a link through that mutex takes effect for the next
 /// datagram sent (docs/design.md §4, "changeable while running").
@@ -142,8 +142,8 @@ impl WanModel {
     /// keep their fate, datagrams decided later see the new conditions and a fresh link: its
     /// serializer is idle and they are not held behind datagrams decided under the old
     /// conditions (they may overtake those). So a link set back after a long delay or a slow
-    /// rate carries new datagrams at once instead of after the last old one (issue 14: a link
-    /// set to `--rtt 1000000h` and back to 2 ms stayed cut).
+    /// rate carries new datagrams at once instead of after the last old one (otherwise
+    /// a link set to `--rtt 1000000h` and back to 2 ms would stay cut).
     ///
     /// # Errors
     ///
@@ -467,7 +467,7 @@ mod tests {
         }
     }
 
-    /// Issue 14: a link set to a huge delay (or a crawling rate) and set back carries the next
+    /// A link set to a huge delay (or a crawling rate) and set back carries the next
     /// datagram after the new delay, not after the last datagram held under the old one.
     #[test]
     fn a_link_set_back_after_a_huge_delay_or_a_slow_rate_works_at_once() {

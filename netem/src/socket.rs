@@ -1,6 +1,6 @@
 //! [`NetemSocket`]: a quinn UDP socket that applies the [`WanModel`] to every datagram it sends.
 //!
-//! The thin driver around the model (STYLE.md §2): `try_send` asks the model for each
+//! The thin driver around the model: `try_send` asks the model for each
 //! datagram's [`Fate`] and either sends it at once, drops it, or puts it on a per-socket delay
 //! line, a tokio task that sends each datagram through the real socket at its instant. Receiving
 //! is untouched: every direction has a sender, and the sender applies that direction's delay

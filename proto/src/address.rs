@@ -1,5 +1,5 @@
 //! Where a node is reached: an IP address or a host name, and a port (a node's `advertise`
-//! address in the topology file; issue 16).
+//! address in the topology file).
 //!
 //! A host name is kept as written and resolved only when a peer connects
 //! ([`HostPort::resolve`]), so a node whose peer's name does not resolve yet still starts,

@@ -113,7 +113,7 @@
 //! - **the file** is at most 1 MiB ([`MAX_TOPOLOGY_BYTES`]) and nests at most 64 levels deep
 //!   ([`MAX_TOPOLOGY_DEPTH`]: indentation levels, `- ` entries, `[` and `{`), checked before
 //!   it is parsed.
-//! - **node addresses** (issue 16): `listen` is the IP socket address a node binds
+//! - **node addresses**: `listen` is the IP socket address a node binds
 //!   (`10.0.0.7:7100`, `[::]:7100`, `0.0.0.0:7100`): its QUIC endpoint on UDP and, at the
 //!   same port on TCP, its in-DC verbs server (`tcp` backend) or RDMA bootstrap (`rdma`).
 //!   `advertise` is where the other nodes and the clients reach it: an IP address or a host
@@ -292,7 +292,7 @@ struct RawTable {
     locking: RawLocking,
     #[serde(default)]
     partitioning: RawPartitioning,
-    /// Whether replicas keep a B+-tree of the table's keys (issue 15); default on.
+    /// Whether replicas keep a B+-tree of the table's keys; default on.
     #[serde(default = "yes")]
     ordered_index: bool,
     cells: RawCells,

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     /// The file could not be read. The I/O error is part of the message and not also a
-    /// `source`, so a report that prints the chain does not print it twice (issue 16).
+    /// `source`, so a report that prints the chain does not print it twice.
     #[error("{}: cannot read: {error}", path.display())]
     Io {
         /// The path that was opened.

@@ -1,5 +1,5 @@
 //! Who a cluster certificate says its holder is: the `redt://` URI a certificate carries as a
-//! subject alternative name (issue 14).
+//! subject alternative name.
 //!
 //! The cluster CA (`redt certs init`, `redt_coordinator::transport::ClusterCa`) writes one
 //! URI SAN into every certificate it issues; servers that must know more than "signed by the

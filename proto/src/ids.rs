@@ -42,7 +42,7 @@ impl TxnId {
 pub struct Epoch(pub u32);
 
 /// Paxos ballot of a per-transaction decision; the original coordinator uses ballot 0
-/// (docs/design.md §2, notes/recovery-model.md §5).
+/// (docs/design.md §2 and "Recovery").
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct Ballot(pub u32);
 

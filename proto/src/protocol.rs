@@ -1,5 +1,5 @@
 //! The commit protocols a node can run: RedT and the baselines it is measured against
-//! (RedT §4.3 Table 1, §6; issue 5).
+//! (RedT §4.3 Table 1, §6).
 
 use std::fmt;
 use std::str::FromStr;

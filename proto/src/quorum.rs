@@ -5,13 +5,13 @@
 /// "¾ quorum"; docs/design.md §2): 1, 2, 3, 3, 4, 5, 6, 6 for `n` = 1..=8, and `Q(0) = 0`.
 ///
 /// `2·Q(n) > n` for every `n ≥ 1`, so two quorums of one partition always share a replica
-/// (notes/recovery-model.md §4).
+/// (RedT §4.2, "¾ quorum").
 pub fn quorum(n: usize) -> usize {
     (3 * n).div_ceil(4)
 }
 
 /// Returns the majority `floor(n/2) + 1` of `n` replicas, the size at which aborts (and later
-/// recovery records) are recorded (docs/design.md §2; notes/recovery-model.md §5).
+/// recovery records) are recorded (docs/design.md §2 and "Recovery").
 pub fn majority(n: usize) -> usize {
     n / 2 + 1
 }

@@ -55,7 +55,7 @@ pub struct Topology {
     pub durability: Durability,
 }
 
-/// The `durability:` key of a topology file (issue 14; `docs/durability.md`).
+/// The `durability:` key of a topology file (`docs/durability.md`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Durability {
@@ -156,11 +156,11 @@ impl Default for MetricsConfig {
 }
 
 /// The `limits:` section of a topology file: how much one transaction may ask of the cluster
-/// (issue 14). A request over a limit is refused before anything is reserved or written, with
-/// an error that names the limit and its value; every node of a cluster reads the same file,
-/// so a coordinator and the executors it sends to check the same values. A fourth limit is
-/// fixed by the topology rather than set here: a sub-transaction names each participant DC at
-/// most once, so at most as many as the topology has DCs.
+/// (docs/security.md). A request over a limit is refused before anything is reserved or
+/// written, with an error that names the limit and its value; every node of a cluster reads the
+/// same file, so a coordinator and the executors it sends to check the same values. A fourth
+/// limit is fixed by the topology rather than set here: a sub-transaction names each
+/// participant DC at most once, so at most as many as the topology has DCs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LimitsConfig {
     /// `max_ops_per_txn`: most operations (key/value or YCSB operations, or the records a
@@ -332,7 +332,7 @@ pub struct DetectorTimeoutsConfig {
 
 /// The `verbs:` section of a topology file: what a node's in-DC verbs server (the `redt-tcp`
 /// TCP verbs server, and the RDMA bootstrap's handshakes) tolerates from the connections it
-/// accepts (issue 14). Each is `None` unless the file sets it; a set count is at least 1 and
+/// accepts. Each is `None` unless the file sets it; a set count is at least 1 and
 /// at most [`VerbsConfig::MAX_CONNECTIONS`], a set duration above zero and at most
 /// [`TimeoutsConfig::MAX`].
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -357,7 +357,7 @@ impl VerbsConfig {
 }
 
 /// The `transport:` section of a topology file: caps and deadlines of every node's QUIC
-/// transport between nodes (issue 14: no client can wedge a node). Over a cap a connection or
+/// transport between nodes (no client can wedge a node). Over a cap a connection or
 /// request is refused with an error that names the key (`transport.KEY`), counted, and the
 /// node keeps serving everyone else. Every key is optional; one left out keeps its default
 /// (the `DEFAULT_*` constants). Counts are at least 1 and at most their `*_CEILING`, windows
@@ -459,7 +459,7 @@ pub struct Dc {
 }
 
 /// The in-DC verbs backend of a DC: how its nodes read, write and lock each other's
-/// MemStores (a DC's `backend:` key; issue 16).
+/// MemStores (a DC's `backend:` key).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum VerbsBackend {
     /// Shared-memory files (`/dev/shm`) every node of the DC maps: the DC's nodes run on one
@@ -612,7 +612,7 @@ pub struct TableSchema {
     pub partitioning: Partitioning,
     /// Whether every replica keeps an ordered index (a B+-tree per partition, DEX) of the
     /// table's keys beside the hash index, so transactions can read key ranges (topology file
-    /// key `ordered_index`, default `true`; issue 15). Off saves the tree's memory (about 24
+    /// key `ordered_index`, default `true`). Off saves the tree's memory (about 24
     /// bytes per key) and its upkeep on every record creation.
     pub ordered: bool,
 }
@@ -637,7 +637,7 @@ pub struct Partition {
     /// Learners: replicas being rebuilt, each on a node of a DC holding no other replica of
     /// the partition. A learner receives every committed write of the partition (as a
     /// replica left behind does: a catch-up) and a snapshot copy; it never votes, holds no
-    /// lock and is never read, until a later epoch makes it a voter (notes/failover.md,
+    /// lock and is never read, until a later epoch makes it a voter (docs/design.md,
     /// "Rebuild"). Always empty in a topology file: only membership changes add learners.
     pub learners: Vec<Learner>,
 }
@@ -655,7 +655,7 @@ impl Partition {
 }
 
 /// A replica being rebuilt: it receives the partition's committed writes and a snapshot, but
-/// does not vote and holds no locks (notes/failover.md, "Rebuild").
+/// does not vote and holds no locks (docs/design.md, "Rebuild").
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct Learner {
     /// The node holding the learner.

@@ -1,8 +1,12 @@
 //! Wire messages between nodes (prost; length-prefixed on QUIC streams by the transport).
 //!
-//! Every message travels in an [`Envelope`] that carries the sender's topology epoch; a
-//! receiver refuses a stale epoch. Transaction messages carry from the start what recovery
-//! will need (docs/design.md §2): the ballot, the participant DCs and the coordinator id.
+//! Every message travels in an [`Envelope`] that carries the sender's topology epoch, for
+//! information only: a receiver serves a message whatever its envelope's epoch (decisions,
+//! recovery and catch-ups of an old epoch's transactions must be served). The epoch fence is
+//! on phase 1 alone, by the epoch the transaction was planned in (`ExecuteRequest::epoch`):
+//! an executor at another epoch votes abort without locking (docs/design.md, "Failover").
+//! Transaction messages carry from the start what recovery will need (docs/design.md §2):
+//! the ballot, the participant DCs and the coordinator id.
 
 /// One message between nodes. `body` is one of the request or reply kinds.
 #[derive(Clone, PartialEq, prost::Message)]
@@ -54,7 +58,7 @@ pub enum Body {
     /// Change link conditions while running (operator → node).
     #[prost(message, tag = "18")]
     NetemSet(NetemSetRequest),
-    /// An error answer to any request (bad epoch, malformed request, …).
+    /// An error answer to any request (malformed request, over a limit, not ready, …).
     #[prost(message, tag = "19")]
     Error(ErrorReply),
     /// A generic acknowledgement.
@@ -112,7 +116,7 @@ pub enum Body {
     #[prost(message, tag = "35")]
     SnapshotChunk(SnapshotChunkReply),
     /// A client asks a coordinator for a transaction id to submit with later (client →
-    /// coordinator; answered with [`Body::TxnReserved`]). Issue 13: the client knows its
+    /// coordinator; answered with [`Body::TxnReserved`]). The client knows its
     /// transaction's id even if the coordinator dies before answering.
     #[prost(message, tag = "36")]
     ReserveTxn(ReserveTxnRequest),
@@ -266,7 +270,7 @@ pub struct TxnFoundReply {
     pub findings: Vec<TxnFindingMsg>,
 }
 
-/// A learner's request for one chunk of a snapshot copy of `partition` (notes/failover.md,
+/// A learner's request for one chunk of a snapshot copy of `partition` (docs/design.md,
 /// "Rebuild"; `redt_coordinator::rebuild`).
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct SnapshotReadRequest {
@@ -336,7 +340,7 @@ pub struct RaftMsg {
     pub data: Vec<u8>,
 }
 
-/// A heartbeat from one node to another: the sender is alive (failure detection, issue 13).
+/// A heartbeat from one node to another: the sender is alive (failure detection).
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct HeartbeatMsg {
     /// When the sender sent it, in µs on the sender's own clock: the receiver compares it only
@@ -1245,7 +1249,7 @@ pub struct ErrorReply {
     /// Human-readable text.
     #[prost(string, tag = "2")]
     pub message: String,
-    /// The receiver's epoch (for stale-epoch errors).
+    /// The receiver's current placement epoch (for information).
     #[prost(uint32, tag = "3")]
     pub current_epoch: u32,
 }

@@ -20,7 +20,7 @@
 //! - otherwise wait, or abort *unproven* on the final round (a timeout).
 //!
 //! Recording aborts at a [`majority`] before acting on them, and the recoverer's rules, belong to
-//! the callers (docs/design.md §2; notes/recovery-model.md §5).
+//! the callers (docs/design.md §2 and "Recovery").
 
 use std::collections::BTreeMap;
 
@@ -39,7 +39,7 @@ pub struct ItemKey {
     pub cell: u16,
     /// For a row of a range read (access `access` routes the range): the row's key. Rows are
     /// named by key, so a replica missing a row omits its item (and is stale), and one whose
-    /// row holds an older version is stale, as for point reads (issue 15).
+    /// row holds an older version is stale, as for point reads.
     pub row: Option<u64>,
 }
 

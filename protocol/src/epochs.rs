@@ -1,4 +1,4 @@
-//! The placements a node has applied, by epoch (notes/failover.md, "Transactions and epochs").
+//! The placements a node has applied, by epoch (docs/design.md, "Failover").
 //!
 //! A placement change (a DC removed, a replica added) makes a new epoch: the same topology
 //! with other replica sets. A transaction belongs to the epoch its coordinator planned it in;
@@ -154,7 +154,7 @@ fn holds_a_voter(topology: &Topology, dc: &redt_proto::Dc) -> bool {
 /// partition it is a voter of in `after` that lost a voter on the way (removed with its DC,
 /// or its node), with the other voters of `after` to copy from.
 ///
-/// Why (notes/failover.md, "Rebuild"; open bug 2 of session 8): a commit that leaves a
+/// Why (docs/design.md, "Failover" and "Rebuild"): a commit that leaves a
 /// replica behind gives its catch-up to one up-to-date replica's DC; if that DC dies before it
 /// ships and is removed, it drops its undecided entries when it comes back, and the replica
 /// behind would keep its old values. So every remaining voter copies the partition from
@@ -198,7 +198,7 @@ pub fn placement(base: &Topology, epoch: Epoch, replicas: &BTreeMap<PartitionId,
 }
 
 /// `base` without any replica (voter or learner) on a node of DC `dc`, at epoch
-/// `base.epoch + 1`: what removing a dead DC does (notes/failover.md, "Removing a dead DC").
+/// `base.epoch + 1`: what removing a dead DC does (docs/design.md, "Failover").
 /// Used by tests; a real cluster and the simulation take the new placement from the
 /// membership state machine.
 pub fn without_dc(base: &Topology, dc: redt_proto::DcId) -> Topology {

@@ -1,4 +1,4 @@
-//! The limits on one client request (issue 14; the topology file's `limits:` section,
+//! The limits on one client request (the topology file's `limits:` section,
 //! [`redt_proto::LimitsConfig`]): how many operations and bytes one transaction carries, and
 //! how many participant DCs (and partitions) one sub-transaction names.
 //!

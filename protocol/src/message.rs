@@ -183,7 +183,7 @@ pub struct Reservations {
 }
 
 /// Rebuild: a learner's request for one chunk of a snapshot copy of `partition` from a voter
-/// (notes/failover.md, "Rebuild"; [`crate::rebuild`]).
+/// (docs/design.md, "Rebuild"; [`crate::rebuild`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SnapshotRead {
     /// The partition.

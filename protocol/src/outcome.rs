@@ -1,4 +1,4 @@
-//! What became of a transaction whose client lost the answer (issue 13: "ask, don't resubmit
+//! What became of a transaction whose client lost the answer ("ask, don't resubmit
 //! blindly"): the findings of a read-only lookup in every DC's rings and decision logs, the rule
 //! that judges them, and what a client does with the judgement.
 //!
@@ -57,7 +57,7 @@ pub enum FindingKind {
     /// transaction were evicted, its start is not known, or the ring could not be read).
     CannotTell,
     /// The node holds no voting replica now (removed, or back and being rebuilt): nothing it
-    /// holds from before is trusted (notes/failover.md, "a returning DC").
+    /// holds from before is trusted (docs/design.md, "Failover": a returning DC).
     Untrusted,
 }
 
@@ -213,7 +213,7 @@ pub fn judge(txn: TxnId, findings: &[Finding], placements: &[Arc<Topology>], dea
         return KnownOutcome::Committed(cts);
     }
     let facts = found().find_map(|(_, f)| f.entry.clone());
-    // Nodes named as the topology file names them (issue 16); names do not change with epochs.
+    // Nodes named as the topology file names them; names do not change with epochs.
     let name = |n: NodeId| placements.iter().max_by_key(|t| t.epoch).map_or_else(|| n.to_string(), |t| t.node_name(n));
     let waiting: Vec<String> = found().filter(|(_, f)| f.unfinished).map(|(n, _)| name(n)).collect();
     let not_final = || {
@@ -383,7 +383,7 @@ mod tests {
         let KnownOutcome::Undecided(why) = judge(T, &f, std::slice::from_ref(&t), &late()) else {
             panic!("undecided expected")
         };
-        // The client's text names the nodes as the topology file does (issue 16).
+        // The client's text names the nodes as the topology file does.
         let names: Vec<String> = r.iter().map(|&n| t.node_name(n)).collect();
         assert!(why.ends_with(&format!("entries wait for a decision on {}", names.join(", "))), "{why}");
         assert!(!why.contains("node#"), "{why}");
@@ -439,7 +439,7 @@ mod tests {
         assert!(matches!(judge(T, &fewer, &[t], &past), KnownOutcome::Unknown(_)));
     }
 
-    /// The client's decision table (issue 13): only a final abort resubmits, once.
+    /// The client's decision table: only a final abort resubmits, once.
     #[test]
     fn the_client_resubmits_only_a_transaction_that_did_not_happen() {
         let rows = [

@@ -20,7 +20,7 @@ pub struct PlannedPartition {
     /// Whether some access on this partition writes.
     pub writes: bool,
     /// Its learners (replicas being rebuilt): they take no part in phase 1, and a commit
-    /// ships them the partition's new values as a catch-up (notes/failover.md, "Rebuild").
+    /// ships them the partition's new values as a catch-up (docs/design.md, "Rebuild").
     pub learners: Vec<NodeId>,
 }
 

@@ -1,5 +1,4 @@
-//! Rebuilding a replica: the learner's side of a snapshot copy (notes/failover.md, "Rebuild";
-//! issue 13).
+//! Rebuilding a replica: the learner's side of a snapshot copy (docs/design.md, "Rebuild").
 //!
 //! A membership change adds a *learner* of a partition on some node, in a new epoch `e`. From
 //! `e` on, every commit that writes the partition ships its new values to the learner (a

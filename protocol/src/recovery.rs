@@ -1,7 +1,7 @@
 //! The recoverer's decision rule: what a node that takes over an undecided transaction decides
-//! from the replies to its `PREPARE(b)` (docs/design.md §2, "Recovery"; notes/recovery-model.md §5,
-//! with the NB option). Not the RedT paper's §5.1.1 rule, which can reverse an acknowledged
-//! outcome (notes/recovery-model.md §3; [`tests`] shows its counterexample).
+//! from the replies to its `PREPARE(b)` (docs/design.md §2 and "Recovery": its
+//! NB variant). Not the RedT paper's §5.1.1 rule, which can reverse an acknowledged
+//! outcome ([`tests`] shows its counterexample).
 //!
 //! Sans-IO like [`crate::decision`]: [`recover`] is a pure function of the replies collected so
 //! far. The recoverer's driver (prepare, record at a majority, then apply) is built on it.
@@ -96,7 +96,7 @@ pub enum Why {
 }
 
 /// Decides from the prepare replies of every touched partition, one [`PrepareReply`] per
-/// replica in placement order (docs/design.md §2; notes/recovery-model.md §5, option NB). See the
+/// replica in placement order (docs/design.md §2 and "Recovery", the NB variant). See the
 /// module docs for the rule.
 ///
 /// A recorded commit whose commit timestamp is unreadable everywhere it is seen was never
@@ -179,7 +179,7 @@ pub fn recover(partitions: &[Vec<PrepareReply>]) -> Recovery {
 }
 
 /// The RedT paper's §5.1.1 rule, kept only as a deliberate bug for the tests (it reverses
-/// acknowledged outcomes, notes/recovery-model.md §3): per partition, wait while more than a
+/// acknowledged outcomes; docs/design.md, "Recovery"): per partition, wait while more than a
 /// quarter of the replicas are unreachable, else commit when more than half voted commit (at
 /// [`commit_cts`] of those votes), abort otherwise; records and applied decisions ignored.
 pub fn papers_rule(partitions: &[Vec<PrepareReply>]) -> Recovery {

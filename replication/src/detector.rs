@@ -14,7 +14,7 @@
 //! heartbeats of a node to all its peers, and of the nodes of one host, leave together. Times are microseconds on the driver's monotonic clock
 //! (`now_us`); `sent_at_us` is on the sender's clock and is only compared with earlier
 //! heartbeats of the same sender. A suspicion is local: the Raft leader's majority side
-//! confirms a DC's death before membership removes it (notes/failover.md).
+//! confirms a DC's death before membership removes it (docs/design.md, "Failover").
 //!
 //! # Rule and defaults
 //!

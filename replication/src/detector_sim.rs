@@ -174,7 +174,7 @@ pub fn detection_time(link: SimLink, config: DetectorConfig, warmup: Duration, s
 mod tests {
     use super::*;
 
-    /// The link: 40 ms RTT, 10 ms jitter, 1% loss.
+    /// The paper's link: 40 ms RTT, 10 ms jitter, 1% loss.
     const PAPER_LINK: SimLink =
         SimLink { rtt: Duration::from_millis(40), jitter: Duration::from_millis(10), loss: 0.01 };
 

@@ -1,5 +1,5 @@
 //! Placement and epochs replicated by Raft across DCs, and failure detection (RedT recovery
-//! and failover; notes/failover.md).
+//! and failover; docs/design.md, "Recovery" and "Failover").
 //!
 //! This crate owns three state machines, none of which reads a clock, sleeps or sends (the
 //! only I/O is the Raft peer's fsynced writes to its own log directory):

@@ -1,5 +1,5 @@
 //! Membership and placement as a deterministic state machine: the state that Raft replicates
-//! across DCs (notes/failover.md "State").
+//! across DCs (docs/design.md, "Failover").
 //!
 //! It holds the placement epoch, whether each DC and node is up or removed, and for every
 //! partition its ordered voting replicas (the first is the primary) and its learners.
@@ -436,7 +436,7 @@ impl Membership {
     /// The fewest voters a removal may leave a partition with: the replication factor `n`
     /// less the replicas the recovery rule tolerates losing for good while transactions of
     /// the older epochs are in flight, `min(Q − M, n − M)` with `Q = ceil(3n/4)` and
-    /// `M = floor(n/2) + 1` (notes/recovery-model.md §5, option NB), and at least one. n = 3
+    /// `M = floor(n/2) + 1` (docs/design.md, "Recovery": the NB variant), and at least one. n = 3
     /// keeps 2, n = 5 keeps 4, n = 7 keeps 5; n = 4 (which tolerates none) keeps 3. Beyond
     /// that, a transaction of the first epoch whose votes sat in the removed replicas can be
     /// neither committed nor aborted safely by the survivors, and stays undecided for good.
@@ -762,7 +762,7 @@ mod tests {
         m.replicas(PartitionId(p)).unwrap().voters().to_vec()
     }
 
-    /// Names, not internal ids (issue 16): a refusal and a command, as logs give them, name
+    /// Names, not internal ids: a refusal and a command, as logs give them, name
     /// DCs and nodes as the topology file does; `Display` keeps the ids (no topology at hand).
     #[test]
     fn refusals_and_commands_are_named_by_the_topology() {
@@ -803,7 +803,7 @@ mod tests {
 
     #[test]
     fn remove_dc_shrinks_every_partition_in_one_new_epoch() {
-        // notes/failover.md "Removing a dead DC (n = 3 → 2)": Q(2) = 2.
+        // Removing a dead DC (n = 3 → 2): Q(2) = 2.
         let mut m = paper();
         let change = m.apply(&Command::RemoveDc(DcId(0))).unwrap();
         assert_eq!(change.epoch, Epoch(2));
@@ -976,7 +976,7 @@ mod tests {
 
     #[test]
     fn rebuild_adds_a_learner_then_promotes_it_in_new_epochs() {
-        // notes/failover.md "Rebuild": epoch e+1 removes, e+2 adds the learner, e+3 promotes.
+        // Rebuild (docs/design.md): epoch e+1 removes, e+2 adds the learner, e+3 promotes.
         let mut m = paper();
         m.apply(&Command::RemoveDc(DcId(1))).unwrap();
         let plan = m.plan_rebuild();

@@ -1,6 +1,6 @@
 //! Membership replicated by Raft across DCs: a thin sans-IO driver of raft-rs's `RawNode`,
 //! whose committed log entries are [`Command`]s applied in order to a [`Membership`]
-//! (notes/failover.md "State"). The log lives either on disk ([`RaftMembership::open`], a
+//! (docs/design.md, "Failover"). The log lives either on disk ([`RaftMembership::open`], a
 //! [`DiskStorage`] directory) or in memory ([`RaftMembership::new`], raft-rs's `MemStorage`, for
 //! tests and simulation).
 //!

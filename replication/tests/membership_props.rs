@@ -1,4 +1,4 @@
-//! Membership invariants over random command sequences (notes/failover.md "State"): every
+//! Membership invariants over random command sequences (docs/design.md, "Failover"): every
 //! partition keeps a voter, no two replicas of a partition share a DC, removed DCs and nodes
 //! hold no replica, the epoch moves by exactly one on each placement change and never
 //! otherwise, a refused command changes nothing, rebuild plans apply, and replaying the same

@@ -1,5 +1,5 @@
-//! redt's deterministic whole-cluster simulation (issue 11; STYLE.md §5, after FoundationDB's
-//! simulation and TAPIR's simtransport).
+//! redt's deterministic whole-cluster simulation (docs/design.md, "The simulation"; after
+//! FoundationDB's simulation and TAPIR's simtransport).
 //!
 //! One thread runs every node of a topology file: the real sans-IO state machines
 //! ([`redt_coordinator::CoordinatorTxn`], [`redt_coordinator::ExecutorCore`]), the real

@@ -21,7 +21,7 @@ pub enum Workload {
     Append,
     /// YCSB: 4 reads or single-cell updates of preloaded records, Zipf-free uniform keys.
     Ycsb,
-    /// List-append with range reads (issue 15, the phantom test): 1–4 point reads, appends and
+    /// List-append with range reads (the phantom test): 1–4 point reads, appends and
     /// [`KvOp::Scan`]s over a window of [`SCAN_WINDOW`] keys that slides up by one key every
     /// [`SCAN_SLIDE`] transactions drawn, so new keys keep being inserted inside ranges other
     /// transactions read. A scan observes every key of its range up to its last row (every

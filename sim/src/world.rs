@@ -46,7 +46,7 @@ pub struct Faults {
     pub clock_skew: bool,
     /// Kill every node of one DC for good and remove the DC from the placement (a new epoch,
     /// adopted by each surviving node after its own delay, as Raft's apply would reach it):
-    /// the failover of issue 13.
+    /// failover (docs/design.md, "Failover").
     pub remove_dc: bool,
     /// Kill one node for good and remove it from the placement (its DC stays up): the same
     /// failover at the grain of a node. It comes back holding nothing and is restored.

@@ -1,4 +1,4 @@
-//! The seeded whole-cluster simulation over the CI seeds (issue 11): every schedule, with
+//! The seeded whole-cluster simulation over the CI seeds: every schedule, with
 //! crashes, partitions, lost, duplicated and delayed messages and skewed clocks, must pass
 //! every check (docs/design.md §2). A failing seed prints its report; replay it with
 //! `redt sim --seed N --config F --workload W --faults all --trace`.
@@ -121,7 +121,7 @@ fn a_mutant_that_lets_late_phase1_lock_is_caught() {
 
 /// Mutant: recoverers decide by the RedT paper's §5.1.1 rule (commit when more than half the
 /// replicas alive voted commit; records and applied decisions ignored), which can reverse an
-/// outcome (notes/recovery-model.md §3). Seed 1311 (bank on local-fast.yaml, every fault, the
+/// outcome (docs/design.md, "Recovery"). Seed 1311 (bank on local-fast.yaml, every fault, the
 /// other DCs' recoverers starting together) catches it: replicas of one key disagree. The same
 /// seed passes unmutated. (Seed 1249 did until transaction ids carried the incarnation: the
 /// ids salt the retry jitter, so the schedules changed; 1311, 1312, 1326 and 1330 are the
@@ -142,9 +142,9 @@ fn a_mutant_with_the_papers_recovery_rule_is_caught() {
 /// Mutant: votes beat a higher-ballot record (a majority of up-to-date commit votes commits
 /// over a recorded abort). Seed 3129 of the lossy schedule (bank on local-fast.yaml) catches
 /// it: replicas of key 10 disagree. The same seed passes unmutated. (Seed 3025 of `--faults
-/// all` caught it, a transaction stuck, until a RECORD could replace a lower ballot's
-/// decision in session 11; since then the mutant passes that seed. `scan_for_mutant_seeds`
-/// found 3129, the one seed of 3000–3399 lossy that catches it now.)
+/// all` catches it only while a RECORD cannot replace a lower ballot's decision, which it
+/// can: the mutant passes that seed. `scan_for_mutant_seeds` found 3129, the one seed of
+/// 3000–3399 lossy that catches it.)
 #[test]
 fn a_mutant_whose_votes_beat_records_is_caught() {
     let mut cfg = lossy(topology("local-fast.yaml"), 3129, Workload::Bank);
@@ -357,7 +357,7 @@ fn scan_for_mutant_seeds() {
     }
 }
 
-/// Failover (issue 13): one DC is killed and removed from the placement, each survivor
+/// Failover: one DC is killed and removed from the placement, each survivor
 /// adopting the new epoch 0.5–1.5 s later, on top of every other fault; the dead DC's nodes
 /// come back 2–4 s after the kill holding no replica, plan in their old epoch until they learn
 /// the new one (the survivors' epoch fence votes those transactions abort), and drop their
@@ -404,7 +404,7 @@ fn removal(name: &str, seed: u64, workload: Workload, seconds: u64) -> SimConfig
     cfg
 }
 
-/// Rebuild (issue 13; notes/failover.md, "Rebuild"): after a DC is removed the membership
+/// Rebuild (docs/design.md, "Rebuild"): after a DC is removed the membership
 /// adds a learner for every replica a partition lost — in the DC left without one, or in the
 /// removed DC once it is back — each learner copies its partition from every voter (snapshot
 /// reads behind the voters' epoch floor) while commits ship it their writes, and is then
@@ -533,7 +533,7 @@ fn node_removal(name: &str, seed: u64, workload: Workload, seconds: u64) -> SimC
     cfg
 }
 
-/// A node removed on its own (issue 13: the `remove-node` fault; its DC keeps serving): the
+/// A node removed on its own (the `remove-node` fault; its DC keeps serving): the
 /// membership drops its replicas in a new epoch, the partitions it held rebuild in another
 /// DC, and it comes back holding nothing and is restored. Every check passes on 4 DCs × 2
 /// nodes, every workload, 6 s schedules.
@@ -649,9 +649,9 @@ fn a_recovered_catch_up_reaches_its_replicas_when_another_recoverer_won_the_sour
 /// at a lower ballot had reached only dc#2. The survivors' recoverers all chose the commit
 /// (the highest-ballot record) and needed dc#2 to hold it for a majority without the removed
 /// DC, but dc#2's vote word kept the first decision it had recorded: undecided for good. A
-/// RECORD now replaces a lower ballot's decision, as in the model (notes/recovery-model.md
-/// §5). The mutant that keeps the first (`ExecutorMutations::first_record_stays`) is stuck on
-/// the same seed.
+/// RECORD replaces a lower ballot's decision, as a Paxos acceptor does (docs/design.md,
+/// "Recovery"). The mutant that keeps the first (`ExecutorMutations::first_record_stays`)
+/// is stuck on the same seed.
 #[test]
 fn a_higher_ballot_record_replaces_a_lower_ones_so_the_survivors_finish() {
     let mut cfg = removal("default.yaml", 50339, Workload::Ycsb, 6);
@@ -701,7 +701,7 @@ fn a_second_replica_lost_before_the_first_is_rebuilt_is_waited_for() {
     );
 }
 
-/// The list-append checker with range reads (issue 15, the phantom test): the append-scan
+/// The list-append checker with range reads (the phantom test): the append-scan
 /// workload mixes point reads, appends and scans (`KvOp::Scan`, next-key gap locks on the kv
 /// table's ordered index) over a sliding window of keys, so new keys keep being inserted
 /// inside ranges other transactions read. A scan whose limit covers its range reads every key
@@ -757,7 +757,7 @@ fn a_mutant_that_does_not_relink_a_deleted_key_is_caught_by_the_index_check() {
 /// dc-b 100 ms after the others, while one coordinated in dc-c commits an insert into the
 /// range dc-a already read and an append dc-b's piece then reads: the scan is fractured.
 /// Seed 29 (append-scan, no faults) catches it as a dependency cycle (G2: txn 3 -rw-> txn 7
-/// -rw-> txn 8 -wr-> txn 3 since session 16's deletes; `redt sim --seeds 40 --config
+/// -rw-> txn 8 -wr-> txn 3; `redt sim --seeds 40 --config
 /// configs/sim-phantom.yaml --workload append-scan --faults none --mutant-no-gap-locks` fails
 /// 6 of seeds 0..40); the same seed passes with gap locks.
 #[test]

@@ -500,9 +500,9 @@ impl YcsbArgs {
     }
 }
 
-/// A failure drill during `redt bench ycsb` (issue 12; failover issue, "redt drill"; issue
-/// 13): a plan of scheduled faults while the clients run (`--drill`), or one fault (`--kill`,
-/// `--cut`: shorthands for one-event plans). With `--cluster` it drills the running cluster
+/// A failure drill during `redt bench ycsb` (the faults of `redt drill`): a plan of scheduled
+/// faults while the clients run (`--drill`), or one fault (`--kill`, `--cut`: shorthands for
+/// one-event plans). With `--cluster` it drills the running cluster
 /// (kills by signal through `--run-dir`); without, the embedded one (kills stop the node
 /// in-process, as `redt bench bank --drill`).
 #[derive(Args, Debug)]

@@ -52,7 +52,7 @@ impl Target {
         match self {
             Target::Embedded(cl, n) => (cl.node(*n).submit(c).await, false),
             // A dead coordinator (its DC lost) is passed over for a live one, and a lost
-            // answer is asked about, never resubmitted blindly (issue 13).
+            // answer is asked about, never resubmitted blindly.
             Target::Remote(cl, n) => {
                 let r = cl.submit_asking(*n, c).await;
                 (r.outcome, r.reads_lost)

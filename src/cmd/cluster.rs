@@ -55,7 +55,7 @@ pub struct NodeArgs {
     #[arg(long)]
     pub pid_file: Option<PathBuf>,
     /// Run without the membership Raft peer: no DC is ever removed from the placement, and a
-    /// dead DC stops the partitions it holds until it returns (issue 13 turns failover on).
+    /// dead DC stops the partitions it holds until it returns (without this flag, failover is on).
     #[arg(long)]
     pub no_failover: bool,
     /// Records per partition of the first table to load into this node's replicas when its
@@ -379,7 +379,7 @@ pub fn node(a: &NodeArgs) -> Result<()> {
     let prefix = shm_prefix(&topo);
     // Every backend keeps this node's own MemStore in its own file under --shm-dir (so a
     // restarted node finds it); only `shm` maps the other nodes' files too, and never
-    // creates one (issue 16: two hosts of one DC each made a copy of the other's).
+    // creates one (two hosts of one DC would each make a copy of the other's).
     std::fs::create_dir_all(&a.shm_dir)
         .with_context(|| format!("creating the MemStore directory {}", a.shm_dir.display()))?;
     let peers_here: Vec<(NodeId, String)> = match backend {
@@ -417,7 +417,7 @@ pub fn node(a: &NodeArgs) -> Result<()> {
     let verbs: Arc<dyn Verbs> = match backend {
         VerbsBackend::Shm => shm.clone(),
         VerbsBackend::Tcp => {
-            // The MemStore is served over TLS to the nodes of this DC only (issue 14).
+            // The MemStore is served over TLS to the nodes of this DC only.
             let tls = verbs_tls(&identity, &topo, me.id)
                 .with_context(|| format!("the verbs TLS of {} (certificates in {})", me.name, a.certs.display()))?;
             verbs_tls_handle = Some(tls.clone());
@@ -615,7 +615,7 @@ fn rdma_verbs(
 /// How often `redt node` looks at its certificate files for a rotation.
 const RELOAD_EVERY: Duration = Duration::from_secs(2);
 
-/// Starts the task that rotates `transport`'s certificate (issue 14): every [`RELOAD_EVERY`],
+/// Starts the task that rotates `transport`'s certificate: every [`RELOAD_EVERY`],
 /// and at once on SIGHUP, it loads the identity `name` of `certs` again if its files changed
 /// (SIGHUP: whether or not) and, if it checks, uses it for new connections. Each reload, and
 /// each refusal (the old certificate stays), is printed to the node's log.

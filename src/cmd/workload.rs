@@ -1,4 +1,4 @@
-//! `redt workload init|run|check {ycsb,tpcc,bank,append}` (issue 16; a child of `cmd::bench`,
+//! `redt workload init|run|check {ycsb,tpcc,bank,append}` (a child of `cmd::bench`,
 //! whose YCSB flags it shares): the workload lifecycle against a running cluster
 //! (`--cluster F`), or, for `run` without `--cluster`, init, run and check on an embedded
 //! cluster in one process. The work is `redt_bench::workload`'s.

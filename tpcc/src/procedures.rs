@@ -10,7 +10,7 @@
 //! write needs are immutable in TPC-C (S_DIST_xx for a remote order line, the last-name
 //! index), so the reconnaissance passes them too and their own partition checks them.
 //!
-//! TPC-C's range queries are range reads through the ordered index (issue 15; dc-executor
+//! TPC-C's range queries are range reads through the ordered index (dc-executor
 //! `procedure.rs` [`RangeRead`], `ordered.rs`): inside the transaction, on the replicas of
 //! the range's partition, every key of the range read is share-locked with the gap below it,
 //! and so is the gap past the last one (next-key locking), so no insert can put a phantom

@@ -18,8 +18,8 @@
 //! | ITEM, STOCK    | i                                  |
 //! | ORDER_CUSTOMER | d << 36 \| c << 24 \| (2^24 − 1 − o) |
 //!
-//! Two tables are secondary indexes read by range reads through the ordered index (issue
-//! 15): CUSTOMER_LAST has one row per customer, keyed by its last-name number and its rank
+//! Two tables are secondary indexes read by range reads through the ordered
+//! index: CUSTOMER_LAST has one row per customer, keyed by its last-name number and its rank
 //! by C_FIRST among the customers of its district with that last name (cell: C_ID), so the
 //! customers with one last name are one key range in C_FIRST order; ORDER_CUSTOMER has one
 //! row per order, keyed by its customer and the order id *reversed* (cell: O_ID), so a

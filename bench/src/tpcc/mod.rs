@@ -12,7 +12,7 @@
 //!
 //! TPC-C's range queries (the oldest undelivered order, a customer's last order, the last 20
 //! orders' lines, the customers with a last name) are range reads through the ordered index
-//! inside the transactions, with next-key locks against phantoms (issue 15; the tables
+//! inside the transactions, with next-key locks against phantoms (the tables
 //! NEW_ORDER, ORDER_LINE, CUSTOMER_LAST and ORDER_CUSTOMER have `ordered_index: true` in
 //! configs/tpcc.yaml). The keys their rows lead to are learned by a reconnaissance before the
 //! transaction (one-sided READs and scans of the trees of the nearest replica) and checked

@@ -1,4 +1,4 @@
-//! The workload lifecycle against a running cluster (`redt workload init|run|check`, issue 16):
+//! The workload lifecycle against a running cluster (`redt workload init|run|check`):
 //! each workload's data loaded through the cluster's own transactions, what was loaded recorded
 //! in the cluster ([`meta`]), runs that read that record and refuse a mismatch, and checks that
 //! can run any time later.

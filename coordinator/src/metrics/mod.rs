@@ -1,4 +1,4 @@
-//! A node's Prometheus metrics (issue 16): what its coordinators answered (per class, aborts
+//! A node's Prometheus metrics: what its coordinators answered (per class, aborts
 //! per cause, commit latency), its recoveries, ring, epoch and suspects (what `redt status`
 //! shows), its traffic and QUIC-measured round trip per peer DC, its verbs per kind, and its
 //! process's CPU time and resident memory (`process_cpu_seconds_total`,

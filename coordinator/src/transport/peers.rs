@@ -119,7 +119,7 @@ impl PeerDirectory {
 mod tests {
     use super::*;
 
-    /// Names, not internal ids (issue 16): the server's log lines name a node caller as the
+    /// Names, not internal ids: the server's log lines name a node caller as the
     /// topology file does, and other callers by their role.
     #[test]
     fn a_caller_is_described_by_its_name() {

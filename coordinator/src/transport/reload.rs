@@ -1,4 +1,4 @@
-//! Certificate rotation without a restart (issue 14): a node watches its certificate, key and
+//! Certificate rotation without a restart: a node watches its certificate, key and
 //! CA certificate files and, when they change, checks the new material and hands it to its
 //! [`Transport`] for the connections set up from then on.
 //!

@@ -264,7 +264,7 @@ impl Transport {
     }
 
     /// Replaces the certificate, key and CA certificate this endpoint presents and trusts with
-    /// `identity` (certificate rotation, issue 14): connections set up from now on, both ways,
+    /// `identity` (certificate rotation): connections set up from now on, both ways,
     /// use it; connections already set up go on with what they were set up with until they
     /// close. The caller checks `identity` first ([`tls::check_identity`]).
     ///

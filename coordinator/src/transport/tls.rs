@@ -19,8 +19,8 @@
 //!
 //! On disk ([`init_cluster_certs`], [`load_identity`]) a certificate directory holds `ca.pem`
 //! and `<name>.pem`, `<name>.key` per node plus one for [`CLIENT_IDENTITY_NAME`] and one for
-//! [`OPERATOR_IDENTITY_NAME`]; all PEM, keys in PKCS#8. The CA's private key is not in it
-//! (issue 16): it goes to [`default_ca_key_path`] (`<dir>-ca/ca.key` beside the directory)
+//! [`OPERATOR_IDENTITY_NAME`]; all PEM, keys in PKCS#8. The CA's private key is not in it:
+//! it goes to [`default_ca_key_path`] (`<dir>-ca/ca.key` beside the directory)
 //! unless a path is given, so the directory can be copied to the nodes without it.
 use super::error::{Result, TransportError};
 use super::x509::{self, CertSummary};
@@ -69,8 +69,8 @@ pub const BACKDATE: Duration = Duration::from_secs(300);
 
 /// File name of the CA certificate in a certificate directory.
 const CA_CERT_FILE: &str = "ca.pem";
-/// File name of the CA private key (in [`default_ca_key_path`]'s directory; before issue 16,
-/// in the certificate directory itself).
+/// File name of the CA private key (in [`default_ca_key_path`]'s directory, or, in a
+/// directory written by an older `redt certs init`, in the certificate directory itself).
 const CA_KEY_FILE: &str = "ca.key";
 
 /// The role of a certificate [`ClusterCa::issue_role`] issues, as `redt certs issue --role`
@@ -129,7 +129,7 @@ impl Validity {
 
 /// Returns where the CA key of the certificate directory `certs_dir` goes by default: the
 /// file `ca.key` in the directory `<certs_dir>-ca` beside it (e.g. `run/certs-ca/ca.key` for
-/// `run/certs`), so the directory the nodes read holds no CA key (issue 16).
+/// `run/certs`), so the directory the nodes read holds no CA key.
 pub fn default_ca_key_path(certs_dir: &Path) -> PathBuf {
     // `.` or `..` name no directory: go by the absolute path then.
     let dir = match certs_dir.file_name() {
@@ -148,7 +148,7 @@ pub fn default_ca_key_path(certs_dir: &Path) -> PathBuf {
 }
 
 /// Returns the CA key of `certs_dir`: `ca_key` when given, else [`default_ca_key_path`], else
-/// (a directory written before issue 16) `<certs_dir>/ca.key` if it exists there.
+/// (a directory written by an older `redt certs init`) `<certs_dir>/ca.key` if it exists there.
 pub fn find_ca_key(certs_dir: &Path, ca_key: Option<&Path>) -> PathBuf {
     if let Some(p) = ca_key {
         return p.to_path_buf();

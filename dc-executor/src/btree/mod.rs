@@ -1,6 +1,6 @@
 //! An ordered index in the MemStore: a B-link B+-tree of fixed-size nodes in one node's
 //! record heap, read and changed by the executors of its DC with one-sided verbs only (DEX,
-//! Lu et al., PVLDB 17, 2024, §4–5; notes/seed-others.md §1; B-link as in Lehman and Yao,
+//! Lu et al., PVLDB 17, 2024, §4–5; B-link as in Lehman and Yao,
 //! TODS 6(4), 1981, with Sagiv's one-lock-at-a-time splits).
 //!
 //! See [`BTree`] for the design; the files hold one idea each: `node.rs` the node layout and

@@ -1,6 +1,6 @@
 //! The fixed-size B+-tree node: its byte layout in the MemStore, its codec, and the
-//! in-memory edits (insert, remove, split) a writer makes before publishing it (DEX §4,
-//! notes/seed-others.md §1; B-link fences and sibling pointers as in Lehman and Yao).
+//! in-memory edits (insert, remove, split) a writer makes before publishing it (DEX §4;
+//! B-link fences and sibling pointers as in Lehman and Yao).
 //!
 //! ```text
 //! [0, 8)                     front word: the version, even when unlocked, odd while a writer

@@ -72,14 +72,15 @@
 //! same holds for a reservation the caller abandons ([`RingWriter::abandon`]).
 //!
 //! A writer *process* that dies between its fetch-and-add and its WRITE leaves a hole that
-//! nobody fills: replay stops at it, the head stays there, and the ring eventually reports
-//! `RingFull` to every writer. Recovery (a later issue) fills such a hole with a filler,
-//! after it has fenced the dead writer (a late WRITE from a writer believed dead would
-//! otherwise land in slots already reused).
+//! its own writer never fills: replay stops at it, the head stays there, and the ring
+//! eventually reports `RingFull` to every writer. The ring's owner fills such a hole with a
+//! filler (`gap.rs`; docs/design.md, "Recovery", gaps at the head of a ring), only once
+//! every node of the DC has said it holds no reservation there (a late WRITE from a writer
+//! believed dead would otherwise land in slots already reused).
 //!
 //! # Time
 //!
-//! The ring code reads no clock (STYLE.md §3). How long a writer waits for replay to free
+//! The ring code reads no clock. How long a writer waits for replay to free
 //! space is the caller's `patience`, measured on the caller's `now` function, both passed to
 //! [`RingWriter::reserve`] and [`RingWriter::settle`]; `now` is read only when the cached head
 //! says the space may not be free. The executor passes the real monotonic clock

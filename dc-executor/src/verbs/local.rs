@@ -54,8 +54,8 @@ impl LocalVerbs {
         }
     }
 
-    /// The verbs of node `own` of a DC whose nodes share this host (the `shm` backend;
-    /// issue 16): its own shared file is mapped (created if absent, as
+    /// The verbs of node `own` of a DC whose nodes share this host (the `shm` backend):
+    /// its own shared file is mapped (created if absent, as
     /// [`LocalVerbs::open_shared`] does), and each node of `peers` (id, name) is mapped from
     /// its file the first time a verb or [`LocalVerbs::region`] needs it, once that node's
     /// process has created and sized it ([`LocalVerbs::map_existing`]). A node never creates
@@ -109,7 +109,7 @@ impl LocalVerbs {
     /// A file is never opened through a symbolic link (`O_NOFOLLOW`), is created only if
     /// absent (`O_EXCL`, so a file another user plants between the two steps is not taken
     /// over) with mode 0600, and must be a regular file owned by this process's effective
-    /// user; an existing one readable or writable by others is narrowed to 0600 (issue 14).
+    /// user; an existing one readable or writable by others is narrowed to 0600.
     ///
     /// # Errors
     /// [`Error::Io`] when a file cannot be created, sized or mapped;
@@ -132,7 +132,7 @@ impl LocalVerbs {
     /// Maps the shared-memory file of `node` (named as [`LocalVerbs::open_shared`] names it)
     /// if it exists and its creator has sized it to `size_bytes`; never creates or sizes it.
     /// This is how a node maps another node's file of its DC under the `shm` backend: each
-    /// node creates only its own (issue 16), so a missing file means its node has not started
+    /// node creates only its own, so a missing file means its node has not started
     /// on this host yet (`Ok(None)`: wait, or refuse with a reason).
     ///
     /// The file is opened with the checks of [`LocalVerbs::open_shared`].

@@ -1,4 +1,4 @@
-//! TLS of the in-DC verbs transports (issue 14): the TCP verbs of `redt-tcp`
+//! TLS of the in-DC verbs transports: the TCP verbs of `redt-tcp`
 //! ([`super::TcpVerbsServer`], [`super::TcpVerbs`]) and the RDMA bootstrap speak TLS 1.3
 //! with the cluster CA, and each side accepts only a node certificate of its own DC.
 //!
@@ -86,8 +86,8 @@ impl VerbsTls {
     ///
     /// # Errors
     /// [`Error::TlsConfig`] when the chain is empty, the own certificate does not carry the
-    /// identity of a node of `nodes` in `dc` (certificates from before issue 14 carry none:
-    /// issue new ones with `redt certs init`), a node name is not a DNS name, or rustls
+    /// identity of a node of `nodes` in `dc` (certificates of an older `redt certs init`
+    /// carry none: issue new ones with `redt certs init`), a node name is not a DNS name, or rustls
     /// refuses the certificate, key or CA certificate.
     pub fn new(
         cert_chain: Vec<CertificateDer<'static>>,
@@ -148,7 +148,7 @@ impl VerbsTls {
     /// Takes `new`'s certificate, key and CA for every connection this TLS (and each of its
     /// clones: the verbs server, the client, the RDMA bootstrap) makes from now on;
     /// connections already open go on with what they have (certificate rotation without a
-    /// restart, issue 14).
+    /// restart).
     ///
     /// # Errors
     /// [`Error::TlsConfig`] when `new` is for another node or DC: nothing changes.

@@ -574,7 +574,7 @@ fn jitter_at_most_half_rtt() {
 }
 
 /// A link's RTT is at most 60 s (`LinkConditions::MAX_RTT`), in the file as in `redt netem
-/// set` (issue 14: `--rtt 1000000h` cut a link for good).
+/// set` (`--rtt 1000000h` would cut a link for good).
 #[test]
 fn rtt_at_most_a_minute() {
     invalid(&Doc::base().edit("rtt: 40ms", "rtt: 61s"), "links.default.rtt", "more than 1m, the largest allowed");

@@ -1,5 +1,5 @@
 //! The optional `transport:` section of a topology file: caps and deadlines of every node's
-//! QUIC transport (issue 14). Its raw shape and the checks of each value; a key left out keeps
+//! QUIC transport. Its raw shape and the checks of each value; a key left out keeps
 //! its [`QuicConfig`] default.
 
 use super::{parse_size, Res, Resolver, Text};

@@ -1,5 +1,5 @@
 //! The optional `verbs:` section of a topology file: the limits of a node's in-DC verbs
-//! server (issue 14). Its raw shape and the checks of each value; the defaults of the unset
+//! server. Its raw shape and the checks of each value; the defaults of the unset
 //! ones live with the server (`redt_dc_executor::ServerLimits`).
 
 use super::{Res, Resolver, Text};

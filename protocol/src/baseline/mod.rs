@@ -1,4 +1,4 @@
-//! The protocols redt is measured against, in the same framework (issue 5; RedT §4.3
+//! The protocols redt is measured against, in the same framework (RedT §4.3
 //! Table 1 and §6): the same transport, messages, netem, workloads, data path and
 //! counters, so a comparison differs only in the commit protocol.
 //!

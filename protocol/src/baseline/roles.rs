@@ -1,4 +1,4 @@
-//! Who does what in the baselines (issue 5; RedT §4.3 Table 1), as pure functions of the
+//! Who does what in the baselines (RedT §4.3 Table 1), as pure functions of the
 //! plan and the topology: primaries, replica nodes, a primary's secondaries, a
 //! coordinator's backups, and when a replication round has reached its majorities.
 //!

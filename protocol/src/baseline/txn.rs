@@ -1,4 +1,4 @@
-//! A baseline coordinator's transaction as a state machine (issue 5, issue 11; RedT §4.3
+//! A baseline coordinator's transaction as a state machine (RedT §4.3
 //! Table 1): 2PC-Paxos, EP-Paxos (2PC-Paxos with Early Prepare) and TAPIR, behind the same
 //! [`TxnMachine`] shape as RedT's [`crate::txn::CoordinatorTxn`].
 //!
@@ -907,7 +907,7 @@ mod tests {
         assert!(drain(&mut m).1.is_empty(), "the fast quorum is every replica");
         m.handle_reply(prep[0].0, Reply::Recorded(false), t0);
         let (release, other) = drain(&mut m);
-        // Named as the topology file names the node (issue 16), not by its id.
+        // Named as the topology file names the node, not by its id.
         let why = format!("prepare at {} failed: no fast quorum", t.node_name(replicas[0]));
         assert!(!why.contains("node#"), "{why}");
         assert_eq!(answered(&other), Some((TxnStatus::Aborted(why), None)));

@@ -1,6 +1,6 @@
-//! Exhaustive checks of the recoverer's rule over small clusters (notes/recovery-model.md §1–§5,
-//! properties P1, P2, P3, P5b and the NB tolerance table), and the counterexample that rules
-//! out the RedT paper's §5.1.1 rule.
+//! Exhaustive checks of the recoverer's rule over small clusters (docs/design.md,
+//! "Recovery": its safety properties and the NB variant's tolerance), and the
+//! counterexample that rules out the RedT paper's §5.1.1 rule.
 
 use super::*;
 use crate::decision::ItemKey;
@@ -152,9 +152,9 @@ fn check(sizes: &[usize], rule: fn(&[Vec<PrepareReply>]) -> Recovery) -> Option<
     None
 }
 
-/// notes/recovery-model.md §5 (NB): over every vote, reachability and record/apply pattern of
-/// one and two partitions, the rule never reverses an acknowledged outcome and commits from
-/// votes only with a majority of commit votes.
+/// The NB variant (docs/design.md, "Recovery"): over every vote, reachability and record/apply
+/// pattern of one and two partitions, the rule never reverses an acknowledged outcome and
+/// commits from votes only with a majority of commit votes.
 #[test]
 fn the_rule_never_reverses_an_acknowledged_outcome() {
     for sizes in [&[1][..], &[2], &[3], &[4], &[5], &[1, 1], &[2, 2], &[3, 3], &[3, 2]] {
@@ -162,7 +162,7 @@ fn the_rule_never_reverses_an_acknowledged_outcome() {
     }
 }
 
-/// notes/recovery-model.md §2, the NB column: with at most one replica of each partition
+/// The NB variant's tolerance: with at most one replica of each partition
 /// unreachable, n = 3 and n = 5 never block; n = 4 can (Q - M = 0).
 #[test]
 fn one_dead_dc_never_blocks_for_three_and_five_replicas() {
@@ -248,7 +248,7 @@ fn a_torn_commit_record_takes_its_timestamp_from_a_copy() {
 
 /// Mutant: the RedT paper's §5.1.1 rule ([`papers_rule`]) — commit when more than half the
 /// replicas alive voted commit, abort otherwise, wait while more than a quarter are dead;
-/// records ignored. The exhaustive check finds notes/recovery-model.md §3's counterexample (a):
+/// records ignored. The exhaustive check finds its counterexample:
 /// n = 3, votes C, C, A, O proved and acknowledged the abort; the paper's recoverer commits it.
 #[test]
 fn the_papers_rule_is_caught() {

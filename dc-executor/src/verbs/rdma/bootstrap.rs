@@ -4,7 +4,7 @@
 //!
 //! The hello hands out the region's address and rkey, which let its holder READ and WRITE
 //! the region with one-sided verbs, so it goes only to an authenticated node of the own DC
-//! (issue 14): both sides present their node certificates (TLS 1.3, cluster CA,
+//! over TLS: both sides present their node certificates (TLS 1.3, cluster CA,
 //! [`VerbsTls`]), each checks that the other is a node of its DC, and the acceptor takes a
 //! hello only from the node the certificate names. An accepted connection must finish its
 //! handshake within [`RdmaConfig::handshake_timeout`](super::RdmaConfig::handshake_timeout)
@@ -374,7 +374,7 @@ mod tests {
         std::sync::Arc::new(cfg)
     }
 
-    /// Outsiders dial node 1 before node 0 does, each sending node 0's hello (issue 14, the
+    /// Outsiders dial node 1 before node 0 does, each sending node 0's hello (the
     /// attacks of `tests/attacks.rs` on the bootstrap, which a real node runs only with an
     /// RDMA device): a plaintext client, TLS without a certificate, a foreign CA's certificate
     /// of node 0 and the cluster's client certificate. None gets a hello (no address, no rkey),

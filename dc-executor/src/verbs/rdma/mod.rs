@@ -169,7 +169,7 @@ impl RdmaVerbs {
     /// then INIT → RTR → RTS and a one-byte ready barrier. `peers` may include `local`
     /// (ignored). Returns once every peer is connected.
     ///
-    /// The bootstrap runs over TLS with `tls` (issue 14): the hello, which hands out the
+    /// The bootstrap runs over TLS with `tls`: the hello, which hands out the
     /// region's address and rkey, goes only to a peer whose certificate is that peer node's
     /// of this DC; a connection that is not (a client certificate, another DC's node, no
     /// certificate, a foreign CA, no handshake within `cfg.handshake_timeout`) is dropped

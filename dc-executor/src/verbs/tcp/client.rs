@@ -47,7 +47,7 @@ impl Peer {
 }
 
 /// Verbs of one node over TCP: its own region directly, every other node of its DC through
-/// that node's [`TcpVerbsServer`] (the `redt-tcp` baseline, RedT §6.5), over TLS (issue 14).
+/// that node's [`TcpVerbsServer`] (the `redt-tcp` baseline, RedT §6.5), over TLS.
 ///
 /// Each lone verb to a peer is one request/reply exchange; each
 /// [`Verbs::post_batch`] is one exchange carrying the whole batch. Connections are opened

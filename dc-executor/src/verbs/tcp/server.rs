@@ -1,6 +1,6 @@
 //! The TCP server of one node's region: accepts connections, authenticates them (TLS with the
 //! cluster CA, same-DC node certificates only) and executes the doorbell batches its peers
-//! send (the two-sided half of the `redt-tcp` baseline, RedT §6.5; issue 14).
+//! send (the two-sided half of the `redt-tcp` baseline, RedT §6.5).
 
 use super::wire::{
     decode_request, encode_reply, encode_status, read_frame, reply_bytes, Frame, Malformed, MAX_FRAME_BYTES,
@@ -178,7 +178,7 @@ impl Drop for Slot {
 }
 
 /// The TCP server of one node's region: executes the verbs other nodes of its DC send it
-/// (the two-sided half of the `redt-tcp` baseline, RedT §6.5), over TLS (issue 14).
+/// (the two-sided half of the `redt-tcp` baseline, RedT §6.5), over TLS.
 ///
 /// One std thread accepts connections and runs every TLS handshake itself, on non-blocking
 /// sockets it polls, so nothing is spawned for a connection before it is authenticated:

@@ -10,7 +10,7 @@ use std::io::{self, Read};
 pub const MAX_FRAME_BYTES: usize = 16 << 20;
 
 /// Version byte at the start of every status message, request and reply body (2: TLS and
-/// the status messages, issue 14; 1 was plain TCP).
+/// the status messages; 1, plain TCP, is refused).
 pub const WIRE_VERSION: u8 = 2;
 
 /// Most bytes of the reason a refusal status carries (a longer one is cut).
