@@ -247,7 +247,7 @@ fn main() -> std::process::ExitCode {
 
 /// `error: ` and the error's chain joined by `: `, each text once: a cause whose text the
 /// line already holds (a library error that prints its source, `transport: {0}`, or an OS
-/// error a context already quotes) is left out (issue 16: the OS error was printed twice).
+/// error a context already quotes) is left out, so the OS error is not printed twice.
 fn error_line(e: &anyhow::Error) -> String {
     let mut line = format!("error: {e}");
     for cause in e.chain().skip(1) {

@@ -784,14 +784,14 @@ mod tests {
         DrillPlan::parse(text, &paper())
     }
 
-    const ISSUE: &str = "kill-dc dc2 at 10s restart-after 30s; partition dc1|dc2,dc3,dc4 at 5s heal-after 10s; \
+    const EXAMPLE: &str = "kill-dc dc2 at 10s restart-after 30s; partition dc1|dc2,dc3,dc4 at 5s heal-after 10s; \
                          kill-node dc3-n1 at 2s restart-after 3s; slow-link dc1 dc2 rtt 200ms at 1s for 5s";
 
     #[test]
     fn the_issues_example_parses_and_prints_back() {
-        let p = parse(ISSUE).unwrap();
+        let p = parse(EXAMPLE).unwrap();
         assert_eq!(p.events.len(), 4);
-        assert_eq!(p.to_string(), ISSUE.split_whitespace().collect::<Vec<_>>().join(" "));
+        assert_eq!(p.to_string(), EXAMPLE.split_whitespace().collect::<Vec<_>>().join(" "));
         let Fault::KillDc { dc, nodes } = &p.events[0].fault else { panic!("kill-dc") };
         assert_eq!(dc.id, DcId(1));
         assert_eq!(nodes.iter().map(|n| n.name.as_str()).collect::<Vec<_>>(), ["dc2-n1", "dc2-n2"]);

@@ -387,7 +387,7 @@ impl EmbeddedCluster {
     }
 
     /// Stops node `id` as a killed process stops: its socket goes deaf and mute at once (see
-    /// [`LifeSocket`]: it answers nothing), its QUIC endpoint closes, its executor, replay,
+    /// `LifeSocket`: it answers nothing), its QUIC endpoint closes, its executor, replay,
     /// recovery, failure-detector and membership tasks stop. Its MemStore region stays as it is, still reachable by the
     /// other nodes of its DC through the verbs (a killed process's shared memory file stays
     /// too). Blocks until the executor and replay threads have stopped.

@@ -30,7 +30,7 @@ pub struct ExecutorLoad {
     longest_short_wait_us: AtomicU64,
 }
 
-/// A snapshot of [`ExecutorLoad`].
+/// A snapshot of `ExecutorLoad`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ExecutorLoadSample {
     /// Jobs run in the short lane since start.

@@ -1,4 +1,4 @@
-//! A real node's membership driver (issue 13; notes/failover.md): the node's peer of the
+//! A real node's membership driver (docs/design.md, "Failover"): the node's peer of the
 //! membership Raft group ([`RaftMembership`]: one voter per DC, the first node of each; every
 //! other node a learner), its Raft messages over the node's QUIC transport (mutual TLS,
 //! [`Body::Raft`]), its log on disk under the node's data directory, and the placement each
@@ -19,14 +19,14 @@
 //! removed DC's voter to a Raft learner by a conf change, so on 4 DCs a second dead DC is
 //! confirmed by 2 live voters of 3 and removed in turn. A restored DC votes again.
 //!
-//! Rebuilding (notes/failover.md, "Rebuild"): the leader also restores a removed DC once one
+//! Rebuilding (docs/design.md, "Rebuild"): the leader also restores a removed DC once one
 //! of its nodes answers again ([`Command::RestoreDc`]: it holds no replica, nothing it held
 //! is trusted), adds a learner for every replica a partition is short of
 //! ([`Membership::plan_rebuild`], every [`Command::AddLearner`] of the plan at once), and promotes a
 //! learner once its node reports the snapshot copy complete in its status
 //! ([`Command::Promote`]; the copy itself is `crate::rebuild_task`'s).
 //!
-//! A thin driver (STYLE.md §2): Raft's rules live in raft-rs and [`RaftMembership`], the
+//! A thin driver: Raft's rules live in raft-rs and [`RaftMembership`], the
 //! placement rules in [`redt_replication::Membership`], the confirmation rule in the pure
 //! [`confirmed`]; this file moves their inputs and outputs.
 

@@ -209,7 +209,7 @@ impl Node {
         &self.epochs
     }
 
-    /// Makes `topology` this node's current placement if its epoch is newer (notes/failover.md):
+    /// Makes `topology` this node's current placement if its epoch is newer (docs/design.md, "Failover"):
     /// new transactions are planned in it and phase 1 of any other epoch is refused from now
     /// on. Returns whether it was adopted.
     pub fn adopt(&self, topology: Arc<Topology>) -> bool {

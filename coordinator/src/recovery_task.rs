@@ -1,4 +1,4 @@
-//! A real node's recovery driver (docs/design.md §2 and "Recovery"; notes/recovery-model.md §5):
+//! A real node's recovery driver (docs/design.md §2 and "Recovery", the NB variant):
 //! every [`RecoveryOptions::scan_every`] it reads the node's own redo ring on the executor
 //! thread, starts a [`Recoverer`] on the node's driver loop for every undecided phase-1 entry
 //! old enough that nobody on this node is already working on, and feeds the gap at the
@@ -15,7 +15,7 @@
 //! waits for a slot before its machine starts (so its give-up and round clocks start with
 //! it); none is dropped, and the claim it holds keeps the scan from starting it twice.
 //!
-//! A thin driver (STYLE.md §2): what to decide lives in the state machines (the recovery rule
+//! A thin driver: what to decide lives in the state machines (the recovery rule
 //! in [`Recoverer`], the fill rule in [`GapWatch`], the retries in [`Shipper`]) and in the pure
 //! [`Orphan::due`]; this file moves their inputs and outputs, as the simulation's `scan`,
 //! `watch_gap`, `fill_gap`, `pump_recovery` and `pump_ship` do on a virtual clock
@@ -275,7 +275,7 @@ fn recover(node: &Arc<Node>, orphan: Orphan, claim: Claim, options: RecoveryOpti
     let age_ms = now_ms.saturating_sub(orphan.start.0 >> LOGICAL_BITS);
     tracing::info!(node = %node.name(), %txn, coordinator = %node.topology().node_name(orphan.coordinator), age_ms, "recovery starts");
     // Recovery decides with the replica sets of the epoch the transaction was planned in
-    // (notes/failover.md); one this node has not applied yet waits for the next scan.
+    // (docs/design.md, "Failover"); one this node has not applied yet waits for the next scan.
     let Some(topology) = orphan.placement(&node.epochs) else {
         tracing::debug!(node = %node.name(), %txn, epoch = %orphan.epoch, "recovery waits: epoch not applied here");
         return;
@@ -356,7 +356,7 @@ mod tests {
     use redt_proto::{Cts, DcId, PartitionId, Topology};
     use std::time::Duration;
 
-    /// Issue 14: no more than `limits.max_background_retries` retries run at once, and one
+    /// No more than `limits.max_background_retries` retries run at once, and one
     /// over the cap waits for a slot rather than being dropped (every retry runs).
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn retries_over_the_cap_wait_for_a_slot_and_all_run() {

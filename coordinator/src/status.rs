@@ -410,7 +410,7 @@ pub fn link_rtts(topology: &Topology, me: NodeId, rtts: &[(NodeId, Duration)]) -
 }
 
 /// A node's QUIC transport's refusals and cancellations over the topology's `transport:`
-/// limits (issue 14), counts since the node started.
+/// limits, counts since the node started.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct TransportLimitCounts {
     /// Incoming connections refused over `transport.max_connections`.

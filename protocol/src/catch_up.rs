@@ -39,7 +39,7 @@
 //!   replica that stays unreachable (a dead DC) holds a source's ring for at most that long
 //!   (a ring that fills meanwhile makes its node vote abort, `RingFull`). Such a replica
 //!   stays behind until the next committed write of each cell it missed reaches it (a
-//!   catch-up carries whole cell values), or until the failover issue rebuilds its DC; it is
+//!   catch-up carries whole cell values), or until a rebuild restores its DC; it is
 //!   never read as current, since a stale vote is not up to date.
 //!
 //! Why the source's ring and not the behind replica's: a replica is often behind *because*
@@ -92,7 +92,7 @@ impl CatchUp {
 /// For each written partition, every replica that is not up to date puts its DC in
 /// [`CatchUp::behind`]; then every replica of a written partition held by a DC in `behind`
 /// is a target, and so is every learner of a written partition (a replica being rebuilt
-/// takes no part in phase 1, so it is always behind: notes/failover.md, "Rebuild"). The
+/// takes no part in phase 1, so it is always behind: docs/design.md, "Rebuild"). The
 /// partition's source is its first up-to-date replica's DC that is not behind (or, if every
 /// up-to-date replica's DC is behind for another partition, the first up-to-date one: its
 /// redo holds the right values for this partition even though the rest of it is aborted).
@@ -102,7 +102,7 @@ impl CatchUp {
 /// The source is chosen outside the DCs for which `removed` holds whenever an up-to-date
 /// replica outside them exists: a DC the current epoch no longer places (removed after the
 /// transaction was planned) may be dead, and if it comes back it drops its old entries, so a
-/// debt given to it would never be paid (notes/failover.md). `removed` is asked only when
+/// debt given to it would never be paid (docs/design.md, "Failover"). `removed` is asked only when
 /// something is owed.
 pub fn catch_up(plan: &Plan, table: &[PartitionVotes], removed: &dyn Fn(DcId) -> bool) -> CatchUp {
     let written: Vec<(usize, Vec<bool>)> = plan
@@ -315,7 +315,7 @@ struct Shipment {
 /// With the node's placements ([`Shipper::start`]'s `placement`), an accept to a node the
 /// current epoch places no replica on is dropped, at the start or at its next failure: a
 /// removed DC is owed nothing (it rebuilds from a snapshot if it returns), and its debt must
-/// not hold the ring's head for the whole give-up time (notes/failover.md).
+/// not hold the ring's head for the whole give-up time (docs/design.md, "Failover").
 #[derive(Debug)]
 pub struct Shipper {
     txn: TxnId,
@@ -630,7 +630,7 @@ mod tests {
         assert_eq!(s.undelivered(), [NodeId(3)]);
     }
 
-    /// Names, not internal ids, in every log line (issue 16): giving up on a replica names
+    /// Names, not internal ids, in every log line: giving up on a replica names
     /// it as the topology file does (`dc4-n1`, not `node#3`).
     #[test]
     fn a_shipper_names_the_replica_it_gives_up_on() {

@@ -1,12 +1,12 @@
 //! The executor side of a node as a state machine: runs phase 1 for its DC, records decisions
 //! in vote words, and applies phase 2 (RedT §4.2, Algorithm 1; docs/design.md §2).
 //!
-//! Sans-IO in the sense of STYLE.md §1 and §4: no socket, no async, no clock read and no lock
+//! Sans-IO: no socket, no async, no clock read and no lock
 //! inside. Requests come in through [`ExecutorCore::handle`] with the caller's time, and the
 //! verbs of the DC are its storage (like raft-rs's `Storage`): they run synchronously on
 //! whatever thread the driver gives the core (a dedicated thread per node in the real node,
-//! [`crate::executor_thread`]; the simulation's single thread). What must go out afterwards
-//! (catch-up shipments) comes back in [`Handled::ship`].
+//! `redt_coordinator::ExecutorThread`; the simulation's single thread). What must go out afterwards
+//! (catch-up shipments) comes back in [`Handled::catch_up`].
 //!
 //! The executor itself is stateless; this core keeps two caches so that messages that
 //! cross on the WAN do not leave locks behind: the redo entries of sub-transactions that
@@ -18,7 +18,7 @@
 //! land) a no-op: by then the redo entries it names may be flushed and their ring slots
 //! reused by other transactions.
 //!
-//! Every memory here is bounded (issue 14, "no client can wedge a node"; docs/design.md,
+//! Every memory here is bounded, so no client can wedge a node (docs/design.md,
 //! "Limits and untrusted input"). The fences and decisions remember the last
 //! [`TxnSet::CAP`] ids. The two caches of redo entries awaiting a decision are capped by the
 //! topology's `limits:` and forget their oldest entry when full, never refusing a new one:
@@ -70,8 +70,7 @@ const SNAPSHOT_BUCKETS: u64 = 4096;
 /// How many transaction ids each bounded memory (fences, decided here) remembers.
 const FENCE_MEMORY: usize = redt_dc_executor::TxnSet::CAP;
 
-/// Deliberate protocol bugs, for showing that the simulation catches them (issue 11, "the
-/// simulation finds bugs"). All off by default; nothing outside tests turns them on.
+/// Deliberate protocol bugs, for showing that the simulation catches them. All off by default; nothing outside tests turns them on.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ExecutorMutations {
     /// A phase 1 that arrives after its transaction was decided (or fenced) here runs anyway
@@ -84,7 +83,7 @@ pub struct ExecutorMutations {
     /// only in its memory (the bug before docs/design.md §2's "a catch-up outlives its source").
     pub catch_up_not_durable: bool,
     /// A phase 1 planned in another epoch than the executor's current one runs anyway (no
-    /// epoch fence, notes/failover.md): a transaction of a removed placement can commit.
+    /// epoch fence, docs/design.md, "Failover"): a transaction of a removed placement can commit.
     pub accept_other_epoch: bool,
     /// A catch-up source ships nothing to learners: a rebuilt replica misses the commits made
     /// while its snapshot was copied.
@@ -579,7 +578,7 @@ impl ExecutorCore {
         }
         let topology = self.epochs.current();
         if args.epoch != topology.epoch && !self.mutations.accept_other_epoch {
-            // The epoch fence (notes/failover.md): a transaction planned in another placement
+            // The epoch fence (docs/design.md, "Failover"): a transaction planned in another placement
             // must not lock here. Fenced, as any abort vote: once this node applies the
             // transaction's epoch, a repeated phase 1 must not vote commit after the
             // coordinator counted this abort.
@@ -777,7 +776,7 @@ impl ExecutorCore {
 
     /// `targets` without the nodes the current epoch places no replica of the target's
     /// partition on (a removed DC's): nobody owes them a catch-up; they rebuild from a
-    /// snapshot if they return (notes/failover.md, "Rebuild").
+    /// snapshot if they return (docs/design.md, "Rebuild").
     fn placed(&self, targets: &[crate::message::CatchUpTarget]) -> Vec<crate::message::CatchUpTarget> {
         let current = self.epochs.current();
         targets
@@ -797,7 +796,7 @@ impl ExecutorCore {
     }
 
     /// Serves one chunk of a snapshot copy of `r.partition` to a learner added in `r.epoch`
-    /// (notes/failover.md, "Rebuild"; [`crate::rebuild`] has the argument). Before the first
+    /// (docs/design.md, "Rebuild"; [`crate::rebuild`] has the argument). Before the first
     /// chunk (`from_bucket == 0`) this node raises its epoch floor to `r.epoch` and checks that
     /// its ring holds no entry of an older epoch that is not finished and applied; from then
     /// on no phase 1 of an older epoch can write here, so the records hold every older commit
@@ -884,7 +883,7 @@ impl ExecutorCore {
     /// Drops the undecided transaction of `entry` (an entry of this node's ring) if this node
     /// was removed from the placement since the entry's epoch (it is a voter of nothing now: gone, or back
     /// and only a learner being rebuilt): nothing it holds is trusted
-    /// again (notes/failover.md, "a returning DC"), the survivors decided the transaction
+    /// again (docs/design.md, "Failover", a returning DC), the survivors decided the transaction
     /// without it, and recovering it from here, long after, only loads them. Its entries in
     /// this node's own ring are finished as aborted here, releasing their locks and the ring's
     /// head. Only its own: a node removed on its own shares its DC with voters, whose entries
@@ -1186,7 +1185,7 @@ impl ExecutorCore {
         nodes
     }
 
-    /// Looks `txn` up on every node of this DC, read-only (issue 13, the outcome query;
+    /// Looks `txn` up on every node of this DC, read-only (the outcome query;
     /// [`crate::outcome`]): each node's ring (its phase-1 entries of `txn` and any committed
     /// entry of it, a catch-up's included) and, for entries gone or finished, its decision log,
     /// with `start_after` (a lower bound of the transaction's start, or the start read from an

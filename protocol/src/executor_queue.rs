@@ -1,7 +1,7 @@
 //! The order in which a node's executor thread takes its jobs: short jobs before bulk ones,
 //! bulk ones in turn by share, and each lane half of the thread when both wait.
 //!
-//! A node has one executor thread ([`crate::ExecutorThread`]); a job on it runs to its end.
+//! A node has one executor thread (`redt_coordinator::ExecutorThread`); a job on it runs to its end.
 //! Served first come, first served, a few large sub-transactions (a client's thousand reads)
 //! or ring scans (outcome lookups) queued ahead of a small phase 1 would hold that phase 1
 //! past its deadline, and every DC's phase 1 with it. So jobs come in two lanes:

@@ -20,7 +20,7 @@
 pub mod baseline;
 pub mod call;
 pub mod catch_up;
-pub mod codec;
+mod codec;
 pub mod cost;
 pub mod decision;
 pub mod delivery;

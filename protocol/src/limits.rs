@@ -3,11 +3,11 @@
 //! how many participant DCs (and partitions) one sub-transaction names.
 //!
 //! Pure checks over a call or a phase-1 request. A coordinator checks a client's call before
-//! it takes a transaction id or plans anything ([`crate::Node::submit_as`]); an executor
+//! it takes a transaction id or plans anything (`redt_coordinator::Node::submit_as`); an executor
 //! checks a phase 1 again where it arrives from the network and before it plans or reserves
 //! anything ([`crate::message::Request::check`], [`crate::ExecutorCore::execute`]): a peer's
 //! request is not trusted to have been checked. Each refusal is an [`OverLimit`] whose text
-//! names the limit and its value, and the node counts it ([`crate::StatusBoard`]).
+//! names the limit and its value, and the node counts it (`redt_coordinator::StatusBoard`).
 //!
 //! The redo entry a call makes is not checked here. A topology `redt` loads is refused when
 //! its `limits.max_ops_per_txn` point operations could make a redo entry on one node larger

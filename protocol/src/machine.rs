@@ -1,5 +1,5 @@
-//! The one shape of a node's per-transaction protocol state machines (issue 11; STYLE.md §1,
-//! after quinn-proto's `Connection`): a coordinator's transaction under any commit protocol
+//! The one shape of a node's per-transaction protocol state machines (in the manner of
+//! quinn-proto's `Connection`): a coordinator's transaction under any commit protocol
 //! (RedT's [`crate::txn::CoordinatorTxn`], the baselines' [`crate::baseline::BaselineTxn`]) and a
 //! baseline primary's part of one request ([`crate::baseline::PrimaryTxn`]).
 //!

@@ -1,6 +1,6 @@
 //! The recoverer of one transaction as a state machine: PREPARE every participant DC with a
 //! ballot, apply the recovery rule, record the decision at a majority of every partition, then
-//! apply it everywhere (docs/design.md §2, recovery; notes/recovery-model.md §5, the NB option).
+//! apply it everywhere (docs/design.md §2 and "Recovery", the NB variant).
 //!
 //! Sans-IO, in the shape of every protocol machine ([`TxnMachine`], `crate::machine`): it
 //! sends nothing, reads no clock and never sleeps. The rule itself is the pure
@@ -69,7 +69,7 @@ pub struct Orphan {
 
 impl Orphan {
     /// The placement to recover this transaction with: that of the epoch it was planned in
-    /// (its n, Q and majority; notes/failover.md), from the node's `epochs`. `None` while the
+    /// (its n, Q and majority; docs/design.md, "Failover"), from the node's `epochs`. `None` while the
     /// node has not applied that epoch (a later scan tries again).
     pub fn placement(&self, epochs: &crate::epochs::Epochs) -> Option<Arc<Topology>> {
         epochs.get(self.epoch)
@@ -173,7 +173,7 @@ pub struct Recoverer {
 
 impl Recoverer {
     /// Gives the recoverer its node's placements: its decision is not retried to a node that
-    /// the current epoch no longer places any replica on (notes/failover.md).
+    /// the current epoch no longer places any replica on (docs/design.md, "Failover").
     pub fn with_placement(mut self, epochs: Arc<crate::epochs::Epochs>) -> Self {
         self.placement = Some(epochs);
         self
@@ -853,7 +853,7 @@ mod tests {
         Arc::new(Topology::load(std::path::Path::new(&path)).expect("config loads"))
     }
 
-    /// Names, not internal ids, in every log line (issue 16): a recovery that no DC answers
+    /// Names, not internal ids, in every log line: a recovery that no DC answers
     /// blocks (docs/design.md §2, recovery), and its warning names the DCs it waits for as
     /// the topology file does (`dc1`, not `dc#0`); so does each failed request's line.
     #[test]

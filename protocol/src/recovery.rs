@@ -1,7 +1,7 @@
 //! The recoverer's decision rule: what a node that takes over an undecided transaction decides
 //! from the replies to its `PREPARE(b)` (docs/design.md §2 and "Recovery": its
 //! NB variant). Not the RedT paper's §5.1.1 rule, which can reverse an acknowledged
-//! outcome ([`tests`] shows its counterexample).
+//! outcome (the module `tests` shows its counterexample).
 //!
 //! Sans-IO like [`crate::decision`]: [`recover`] is a pure function of the replies collected so
 //! far. The recoverer's driver (prepare, record at a majority, then apply) is built on it.

@@ -1,7 +1,7 @@
 //! The coordinator's transaction as a state machine: plan → phase 1 → decision → record abort /
 //! early ack → phase 2 → catch-up (RedT §4.2, Algorithm 1; docs/design.md §2).
 //!
-//! Sans-IO (STYLE.md §1, after quinn-proto's `Connection`): [`CoordinatorTxn`] sends nothing,
+//! Sans-IO (in the manner of quinn-proto's `Connection`): [`CoordinatorTxn`] sends nothing,
 //! reads no clock and never sleeps. The driver feeds it the fate of each request it asked for
 //! ([`TxnMachine::handle_reply`], [`TxnMachine::handle_failure`]) and its timer
 //! ([`TxnMachine::handle_timeout`]), each with the current time, then drains
@@ -26,7 +26,7 @@ use redt_proto::{Ballot, Cts, DcId, NodeId, Topology, TxnId};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::{Duration, Instant};
 
-/// Deliberate protocol bugs, for showing that the simulation catches them (issue 11), and
+/// Deliberate protocol bugs, for showing that the simulation catches them, and
 /// injected faults, for showing that recovery repairs them. All off by default; nothing outside
 /// tests turns them on.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -42,7 +42,7 @@ pub struct CoordinatorMutations {
     /// A fault: the coordinators on this node stop right after their decision, before they
     /// answer the client, record an abort or start phase 2, as if the process died there: the
     /// client's answer is lost ([`TxnStatus::Unknown`]) and recoverers decide the transaction
-    /// (issue 13: the client asks what became of it).
+    /// (the client asks what became of it).
     pub stop_before_answer_at: Option<NodeId>,
 }
 
@@ -70,15 +70,15 @@ pub struct CoordinatorOptions {
     pub clock_skew_bound: Duration,
     /// The options of the node's recovery task (`None`: [`crate::RecoveryOptions::for_topology`]
     /// of the node's topology; a real node sets them from its file's `timeouts:` section,
-    /// [`crate::NodeTimeouts::apply`]). Read through [`CoordinatorOptions::recovery_options`].
+    /// `redt_coordinator::NodeTimeouts::apply`). Read through [`CoordinatorOptions::recovery_options`].
     pub recovery: Option<crate::RecoveryOptions>,
     /// The heartbeats of the node's failure detector (`None`:
     /// [`crate::detector_timeouts::DetectorTimeouts::defaults`] of the node's topology; a real node sets
-    /// them from its file's `timeouts.detector`, [`crate::NodeTimeouts::apply`]). Read through
+    /// them from its file's `timeouts.detector`, `redt_coordinator::NodeTimeouts::apply`). Read through
     /// [`CoordinatorOptions::detector_timeouts`].
     pub detector: Option<crate::detector_timeouts::DetectorTimeouts>,
     /// Run the node's membership Raft peer and remove a DC that a majority of the Raft voters
-    /// suspect, in a new placement epoch (issue 13; `crate::membership_task`). Off by
+    /// suspect, in a new placement epoch (`redt_coordinator::membership_task`). Off by
     /// default (embedded clusters, tests); `redt node` turns it on unless `--no-failover`.
     pub failover: bool,
     /// Deliberate bugs and injected faults (tests only).
@@ -228,7 +228,7 @@ pub(crate) fn coordinator_dc(topology: &Topology, me: NodeId) -> crate::Result<D
 
 impl CoordinatorTxn {
     /// Gives the machine its node's placements: a phase-2 message to a node that the current
-    /// epoch no longer places any replica on is not retried (notes/failover.md).
+    /// epoch no longer places any replica on is not retried (docs/design.md, "Failover").
     pub fn with_placement(mut self, epochs: std::sync::Arc<crate::epochs::Epochs>) -> Self {
         self.placement = Some(epochs);
         self
@@ -860,7 +860,7 @@ fn abort_cause(votes: &BTreeMap<DcId, Vote>, failed: &BTreeMap<DcId, String>, pr
 
 /// The client's error text for an abort: the first abort vote's reason; else why a phase 1
 /// failed (the DCs of the partition that could not commit first); else the rule's own reason.
-/// DCs and nodes are named as `topology` names them (issue 16).
+/// DCs and nodes are named as `topology` names them.
 fn abort_reason(
     topology: &Topology,
     votes: &BTreeMap<DcId, Vote>,

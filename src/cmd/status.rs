@@ -258,7 +258,7 @@ fn rtt_matrix(topo: &Topology, statuses: &[(NodeId, Result<NodeStatus, String>)]
 /// The requests refused over a limit, the heap-full abort votes, the redo entries replay
 /// passed over, the QUIC transport's refusals and cancellations over its `transport:` limits
 /// (`quic`: their sum; `--json` has each) and the admin requests refused for a caller without
-/// the operator role (`wrong role`), per node, when any node has one (issue 14).
+/// the operator role (`wrong role`), per node, when any node has one.
 fn refusals(topo: &Topology, statuses: &[(NodeId, Result<NodeStatus, String>)]) -> String {
     let rows: Vec<String> = statuses
         .iter()

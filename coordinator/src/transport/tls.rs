@@ -73,7 +73,7 @@ const CA_CERT_FILE: &str = "ca.pem";
 /// directory written by an older `redt certs init`, in the certificate directory itself).
 const CA_KEY_FILE: &str = "ca.key";
 
-/// The role of a certificate [`ClusterCa::issue_role`] issues, as `redt certs issue --role`
+/// The role of a certificate `ClusterCa::issue_client` or `issue_operator` issues, as `redt certs issue --role`
 /// names it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Role {
