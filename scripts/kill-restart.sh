@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A kill/restart drill on real node processes (issue 12): YCSB through `redt bench ycsb
+# A kill/restart drill on real node processes: YCSB through `redt bench ycsb
 # --cluster` while one node process is killed with SIGKILL and later started again on its
 # MemStore file. Prints the bench's JSON summary of a run without the kill and of one with it.
 #
