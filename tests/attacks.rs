@@ -47,18 +47,18 @@
 mod common;
 
 use common::{cluster_up, path_str, redt, text, ClusterGuard, REDT};
-use redt_coordinator::transport::frame::encode_frame;
-use redt_coordinator::transport::tls::{quic_client_config, rustls_client_config};
-use redt_coordinator::transport::{
-    load_identity, node_ip, ClusterCa, NodeIdentity, SocketSpec, StreamCode, Transport, TransportConfig, ALPN,
-    CLIENT_IDENTITY_NAME, DEFAULT_MAX_FRAME_BYTES,
-};
 use redt_coordinator::{Client, TxnStatus};
 use redt_dc_executor::verbs::{encode_request_body, shared_file, WorkRequest, VERBS_ALPN, WIRE_VERSION};
 use redt_dc_executor::{KvOp, MAGIC};
 use redt_proto::wire::{Body, Envelope, OutcomeQueryRequest, StatusRequest};
 use redt_proto::{NodeId, Offset, TableId, Topology};
 use redt_protocol::call::kv_call;
+use redt_transport::frame::encode_frame;
+use redt_transport::tls::{quic_client_config, rustls_client_config};
+use redt_transport::{
+    load_identity, node_ip, ClusterCa, NodeIdentity, SocketSpec, StreamCode, Transport, TransportConfig, ALPN,
+    CLIENT_IDENTITY_NAME, DEFAULT_MAX_FRAME_BYTES,
+};
 use rustls_pki_types::{CertificateDer, ServerName};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};

@@ -273,7 +273,7 @@ fn limits_larger_than_the_ring_are_refused_at_load() {
     ] {
         assert!(err.contains(part), "{part}: {err}");
     }
-    let err = refused(&["status", "--config", path_str(&f), "--window", "0s", "--timeout", "1s"]);
+    let err = refused(&["status", "--cluster", path_str(&f), "--window", "0s", "--timeout", "1s"]);
     assert!(err.contains("lower limits.max_ops_per_txn to 1983"), "{err}");
     let ok = run(&["config", "check", path_str(&with_ops(1983))]);
     assert!(ok.status.success(), "{}", text(&ok));

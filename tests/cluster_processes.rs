@@ -625,7 +625,7 @@ fn status_json(run_dir: &Path, locks: bool) -> serde_json::Value {
     serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("redt status --json: {e}: {}", text(&out)))
 }
 
-/// The topology file's `timeouts:` section (README, "Timeouts"): `redt config check` prints
+/// The topology file's `timeouts:` section (docs/recovery.md, "Timeouts"): `redt config check` prints
 /// the values a node would use, the file's over the topology's defaults; a section whose
 /// values break an ordering once the defaults are filled in is refused by `config check` and
 /// by `cluster up` before any node starts, naming the key; a flag out of range is refused.

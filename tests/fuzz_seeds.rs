@@ -3,12 +3,12 @@
 //! decoder that starts refusing valid input fails it); `REDT_WRITE_FUZZ_SEEDS=1 cargo test
 //! --test fuzz_seeds` writes them again.
 
-use redt_coordinator::transport::frame::encode_frame;
-use redt_coordinator::transport::DEFAULT_MAX_FRAME_BYTES;
 use redt_dc_executor::ring::{self, Change, EntryStatus, LockIntent, RedoEntry, VoteWord};
 use redt_dc_executor::verbs::{decode_request_body, encode_request_body, WorkRequest};
 use redt_proto::wire::{AckReply, Body, Envelope, NetemSetRequest, ReserveTxnRequest, StatusRequest};
 use redt_proto::{Cts, DcId, Epoch, NodeId, Offset, PartitionId, TableId, Topology, TxnId};
+use redt_transport::frame::encode_frame;
+use redt_transport::DEFAULT_MAX_FRAME_BYTES;
 use std::path::{Path, PathBuf};
 
 fn corpus(target: &str) -> PathBuf {
@@ -111,7 +111,7 @@ type Decodes = fn(&[u8]) -> Result<(), String>;
 fn targets() -> Vec<(&'static str, Vec<Vec<u8>>, Decodes)> {
     vec![
         ("wire_frame", wire_frames(), |b| {
-            redt_coordinator::transport::frame::decode_body(&b[4..]).map(|_| ()).map_err(|e| e.to_string())
+            redt_transport::frame::decode_body(&b[4..]).map(|_| ()).map_err(|e| e.to_string())
         }),
         ("ring_entry", ring_entries(), |b| {
             let index = u64::from_le_bytes(b[..8].try_into().expect("8 bytes"));

@@ -8,7 +8,7 @@
 //! Jepsen's generator does, a key is retired after `max_writes_per_key` appends and a fresh
 //! key takes its place (a list holds at most 255 items in a 2 KiB cell). After the run the
 //! clients stop, phase 2 finishes, every key's list is read from every replica (they must
-//! agree), and [`crate::history::check`] compares the history with the lists.
+//! agree), and [`redt_checkers::history::check`] compares the history with the lists.
 //!
 //! With a drill plan ([`AppendConfig::drill`], `redt bench append --drill PLAN`) the plan runs
 //! over the run ([`crate::drill_embedded`]) as in `redt bench bank --drill`: the clients of a
@@ -21,9 +21,9 @@ use crate::cluster::bar;
 use crate::drill::Counts;
 use crate::drill_embedded::{start_cluster, DrilledCluster, EmbeddedDrillReport};
 use crate::drill_plan::DrillPlan;
-use crate::history::{check, CheckReport, Event, EventType, HistoryWriter, Mop};
 use crate::report::{CpuCost, Latency, Outcomes};
 use rand::{Rng, SeedableRng};
+use redt_checkers::history::{check, CheckReport, Event, EventType, HistoryWriter, Mop};
 use redt_coordinator::{CoordinatorOptions, TxnStatus};
 use redt_dc_executor::{list_items, KvOp, LIST_HEADER};
 use redt_proto::{Protocol, Topology};

@@ -236,13 +236,7 @@ pub fn draw_transfer(rng: &mut impl Rng, accounts: &[u64], max: i64) -> (usize, 
     (from, to, [KvOp::Add(accounts[from], -x), KvOp::Add(accounts[to], x)])
 }
 
-/// The balance in a cell.
-pub fn balance(cell: &[u8]) -> i64 {
-    let mut b = [0u8; 8];
-    let n = cell.len().min(8);
-    b[..n].copy_from_slice(&cell[..n]);
-    i64::from_le_bytes(b)
-}
+pub use redt_checkers::bank::balance;
 
 /// Runs the bank workload on an embedded cluster of `topo` and checks it.
 ///

@@ -23,8 +23,8 @@
 //! directory's pid files, `redt cluster start`, netem requests), and [`report`] a pure
 //! function of what was seen.
 
-use crate::drill_check::LostReport;
 use crate::drill_plan::{Action, DrillPlan, Effect, Event, Fault, Phase};
+use redt_checkers::acked_writes::LostReport;
 use redt_coordinator::{Client, NodeStatus};
 use redt_proto::{NodeId, PartitionId, Topology};
 use serde::Serialize;

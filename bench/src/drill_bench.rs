@@ -1,6 +1,6 @@
 //! `redt bench ycsb --cluster F --drill PLAN`: YCSB against a running cluster while a
 //! [`DrillPlan`] runs ([`crate::drill`]), then the acknowledged-commits check
-//! ([`crate::drill_check`]).
+//! ([`redt_checkers::acked_writes`]).
 //!
 //! The clients are those of [`crate::run_remote_ycsb`] (closed loop, `clients_per_node` per
 //! node, each with its node as coordinator) with three additions: every update writes a value
@@ -17,13 +17,13 @@
 use crate::cluster::{bar, draw_txn, ycsb_table, ClusterConfig, DrawnTxn, KeySpace, RemoteReport, TxnShape};
 use crate::cpu::CpuSource;
 use crate::drill::{self, Counts, DownSet, DrillReport, DrillSetup, FaultDriver, LogLine, Timeline};
-use crate::drill_check::{encode, LostReport, Told, WriteLog, TAG_BYTES};
 use crate::drill_embedded::{log_to, start_cluster, Coordinators, DrilledCluster, EmbeddedDrillReport};
 use crate::drill_plan::DrillPlan;
 use crate::report::Latency;
 use backon::{ExponentialBuilder, Retryable};
 use indicatif::ProgressBar;
 use rand::SeedableRng;
+use redt_checkers::acked_writes::{encode, LostReport, Told, WriteLog, TAG_BYTES};
 use redt_coordinator::{failover_order, Client, EmbeddedCluster, TxnOutcome, TxnStatus};
 use redt_dc_executor::{KvOp, YcsbOp};
 use redt_proto::wire::ProcedureCall;
@@ -412,7 +412,7 @@ pub struct EmbeddedDrillBenchReport {
 /// ([`crate::drill_embedded`]: in-process stops and restarts, netem partitions and slow
 /// links, the clients of a stopped node through the nearest node up); after it heals every
 /// fault, waits for the cluster to settle, reads back cell 0 of every key an attempt wrote on
-/// the current placement ([`EmbeddedCluster::placement`]) and judges it ([`crate::drill_check`]).
+/// the current placement ([`EmbeddedCluster::placement`]) and judges it ([`redt_checkers::acked_writes`]).
 /// `on_log` gets the drill's log lines as they happen.
 ///
 /// # Errors
@@ -483,7 +483,7 @@ async fn embedded_drill(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::drill_check::decode;
+    use redt_checkers::acked_writes::decode;
 
     #[test]
     fn updates_are_stamped_and_cell_0_writes_listed() {

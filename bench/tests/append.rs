@@ -1,8 +1,8 @@
 //! A short list-append run on the local-fast topology (own ports): the history file it
 //! writes is well-formed Jepsen JSON lines and every `ok` matches the final lists.
 
-use redt_bench::history::{check, read_history, EventType, Mop};
 use redt_bench::{run_append, AppendConfig};
+use redt_checkers::history::{check, read_history, EventType, Mop};
 use redt_proto::Topology;
 use std::collections::HashMap;
 use std::time::Duration;

@@ -20,8 +20,6 @@
 //! size first); a name filter after `--` runs some of them only.
 
 use criterion::{black_box, criterion_group, criterion_main, BatchSize, Criterion};
-use redt_coordinator::transport::frame::{check_prefix, decode_body, encode_frame, PREFIX_BYTES};
-use redt_coordinator::transport::DEFAULT_MAX_FRAME_BYTES;
 use redt_dc_executor::{CellVersion, Decision, EntryRef, ItemVote, Vote, YcsbOp};
 use redt_proto::wire::{Body, Envelope};
 use redt_proto::{Ballot, Cts, DcId, Epoch, NodeId, PartitionId, TableId, Topology, TxnId};
@@ -29,6 +27,8 @@ use redt_protocol::call::ycsb_call;
 use redt_protocol::cost::Cost;
 use redt_protocol::message::{Decide, DecideRole, Execute, Reply, Request};
 use redt_protocol::plan::Scope;
+use redt_transport::frame::{check_prefix, decode_body, encode_frame, PREFIX_BYTES};
+use redt_transport::DEFAULT_MAX_FRAME_BYTES;
 use std::time::Duration;
 
 /// The `redt` binary's allocator (`src/main.rs`), so allocations cost here what they cost

@@ -4,11 +4,6 @@
 
 use crate::error::{Error, Result};
 use crate::status::NodeStatus;
-use crate::transport::NodeIdentity;
-use crate::transport::TransportError;
-#[cfg(doc)]
-use crate::transport::OPERATOR_IDENTITY_NAME;
-use crate::transport::{check_identity, load_identity, SocketSpec, Transport, TransportConfig, CLIENT_IDENTITY_NAME};
 use redt_proto::wire::{
     Body, Envelope, NetemSetRequest, OutcomeQueryRequest, ProcedureCall, ReserveTxnRequest, StatusRequest,
     SubmitRequest,
@@ -16,6 +11,11 @@ use redt_proto::wire::{
 use redt_proto::{Cts, NodeId, Topology, TxnId};
 use redt_protocol::machine::{TxnOutcome, TxnStatus};
 use redt_protocol::outcome::{next_step, KnownOutcome, NextStep};
+use redt_transport::NodeIdentity;
+use redt_transport::TransportError;
+#[cfg(doc)]
+use redt_transport::OPERATOR_IDENTITY_NAME;
+use redt_transport::{check_identity, load_identity, SocketSpec, Transport, TransportConfig, CLIENT_IDENTITY_NAME};
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::Path;

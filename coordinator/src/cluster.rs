@@ -6,7 +6,6 @@
 use crate::error::{Error, Result};
 use crate::metrics::{MetricsServer, MetricsTls, NodeSource};
 use crate::node::{Node, NodeParts};
-use crate::transport::{verbs_tls, ClusterCerts, SocketSpec, Transport, TransportConfig};
 use crate::Client;
 use redt_dc_executor::{
     DcHandle, Layout, LocalVerbs, Region, ServerLimits, TcpVerbs, TcpVerbsServer, VerbCounts, Verbs,
@@ -15,6 +14,7 @@ use redt_netem::{NetemSocket, WanModel};
 use redt_proto::{DcId, NodeId, Protocol, TableId, Topology};
 use redt_protocol::stats::TxnStats;
 use redt_protocol::txn::CoordinatorOptions;
+use redt_transport::{verbs_tls, ClusterCerts, SocketSpec, Transport, TransportConfig};
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;

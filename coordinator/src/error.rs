@@ -34,7 +34,7 @@ pub enum Error {
     },
     /// The transport failed.
     #[error("transport: {0}")]
-    Transport(#[from] crate::transport::TransportError),
+    Transport(#[from] redt_transport::TransportError),
     /// The in-DC data path failed.
     #[error("data path: {0}")]
     DataPath(#[from] redt_dc_executor::Error),

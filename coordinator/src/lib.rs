@@ -24,7 +24,6 @@ mod reserved;
 pub mod status;
 mod status_sample;
 mod timeouts;
-pub mod transport;
 mod txn_ids;
 
 pub use client::{failover_order, Client, Reservation, SubmitReport, OUTCOME_POLL_EVERY};

@@ -18,7 +18,6 @@ use crate::recovery_task::{self, Busy};
 use crate::reserved::{NotReserved, ReservedIds};
 use crate::status::{Answered, NodeStatus, StatusBoard};
 use crate::status_sample::{RingSample, SampleCache};
-use crate::transport::{BoxFuture, Caller, Handler, Transport, WarnEvery};
 use crate::txn_ids::TxnIds;
 use redt_dc_executor::{AbortReason, Clock, DcHandle, Hlc, Region, ReplayTask, SystemClock};
 use redt_netem::WanModel;
@@ -39,6 +38,7 @@ use redt_protocol::outcome::{Deadline, Finding, KnownOutcome};
 use redt_protocol::stats::TxnStats;
 use redt_protocol::txn::CoordinatorOptions;
 use redt_protocol::txn::CoordinatorTxn;
+use redt_transport::{BoxFuture, Caller, Handler, Transport, WarnEvery};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -876,7 +876,7 @@ impl Node {
             }
             Body::OutcomeQuery(q) => {
                 let txn = TxnId(q.txn);
-                let asker = crate::transport::current_connection().map_or(Asker::Caller(from), Asker::Connection);
+                let asker = redt_transport::current_connection().map_or(Asker::Caller(from), Asker::Connection);
                 let _place = match self.outcome_queries.admit(asker) {
                     Ok(place) => place,
                     Err(over) => {
@@ -1115,8 +1115,8 @@ struct NodeHandler(std::sync::Weak<Node>);
 impl Handler for NodeHandler {
     fn timed_out(&self, _from: Caller, after: std::time::Duration) -> Envelope {
         match self.0.upgrade() {
-            Some(n) => crate::transport::handler_timeout_reply(n.epochs.epoch().0, u32::from(n.id.0), after),
-            None => crate::transport::handler_timeout_reply(0, 0, after),
+            Some(n) => redt_transport::handler_timeout_reply(n.epochs.epoch().0, u32::from(n.id.0), after),
+            None => redt_transport::handler_timeout_reply(0, 0, after),
         }
     }
 

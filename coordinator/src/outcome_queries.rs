@@ -16,9 +16,9 @@
 //!   rests on the reservation the query gave, so a query with another (made-up) reservation
 //!   neither reads nor writes it.
 
-use crate::transport::Caller;
 use redt_proto::{Cts, TxnId};
 use redt_protocol::outcome::{Finding, KnownOutcome};
+use redt_transport::Caller;
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::future::Future;
@@ -46,7 +46,7 @@ const ROUNDS_PRUNED_OVER: usize = 1024;
 /// Whom an outcome query's in-flight cap ([`MAX_IN_FLIGHT`]) counts against.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Asker {
-    /// A QUIC connection, by its id ([`crate::transport::current_connection`]).
+    /// A QUIC connection, by its id ([`redt_transport::current_connection`]).
     Connection(usize),
     /// A caller identity, for a query not served over a connection.
     Caller(Caller),

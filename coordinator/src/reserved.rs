@@ -12,7 +12,7 @@
 //!
 //! Each reservation belongs to the caller that made it: the authenticated [`Caller`] the
 //! transport gives the request, whose client or operator identity is the
-//! [`crate::transport::Principal`] of its certificate's identity URI — and, since many
+//! [`redt_transport::Principal`] of its certificate's identity URI — and, since many
 //! clients may share one certificate, to whoever holds the reservation's **token**, a random
 //! 64-bit secret only the reply to the reservation carries. Only that caller, showing that
 //! token, may submit under the id ([`ReservedIds::take`]; another one is refused with
@@ -32,8 +32,8 @@
 //! tells only whether the transaction committed and when, never what it read or wrote, and
 //! changes nothing.
 
-use crate::transport::Caller;
 use redt_proto::TxnId;
+use redt_transport::Caller;
 use std::collections::{HashMap, VecDeque};
 use std::time::Duration;
 
@@ -146,7 +146,7 @@ impl ReservedIds {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::transport::Principal;
+    use redt_transport::Principal;
 
     fn alice() -> Caller {
         Caller::Client(Principal::of_identity("redt://client/alice"))

@@ -396,7 +396,7 @@ pub struct NodeStatus {
 }
 
 /// Per DC, the smallest round-trip time `rtts` (by node, as
-/// [`crate::transport::Transport::peer_rtts`] gives them) holds for a node of that DC other
+/// [`redt_transport::Transport::peer_rtts`] gives them) holds for a node of that DC other
 /// than `me`, ascending by DC; DCs with no such node measured are left out.
 pub fn link_rtts(topology: &Topology, me: NodeId, rtts: &[(NodeId, Duration)]) -> Vec<(DcId, Duration)> {
     topology
@@ -427,7 +427,7 @@ pub struct TransportLimitCounts {
 
 impl TransportLimitCounts {
     /// The counts from a transport's counters.
-    pub fn from_counters(c: &crate::transport::CountersSnapshot) -> TransportLimitCounts {
+    pub fn from_counters(c: &redt_transport::CountersSnapshot) -> TransportLimitCounts {
         TransportLimitCounts {
             refused_total: c.refused_connections_total,
             refused_per_peer: c.refused_connections_per_peer,

@@ -195,7 +195,7 @@ mod tests {
             assert_eq!(got.phase1_timeout, CoordinatorOptions::phase1_timeout_for(&t));
             assert_eq!(got.recovery, RecoveryOptions::for_topology(&t, ms(250)));
         }
-        // The values themselves at 40 ms (docs/design.md, README's `timeouts:` table).
+        // The values themselves at 40 ms (docs/recovery.md, "Timeouts").
         let d = NodeTimeouts::defaults(&topology("40ms"));
         assert_eq!((d.phase1_timeout, d.clock_skew_bound), (ms(500), ms(250)));
         assert_eq!((d.retry_every, d.retry_max, d.give_up_after), (ms(200), ms(5000), ms(600_000)));

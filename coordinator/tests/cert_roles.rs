@@ -4,15 +4,15 @@
 
 mod common;
 use common::local_fast;
-use redt_coordinator::transport::tls::quic_client_config;
-use redt_coordinator::transport::x509::summary;
-use redt_coordinator::transport::{
-    check_identity, handler_fn, init_cluster_certs_with, load_identity, Caller, ClusterCa, IdentityWatch, SocketSpec,
-    Transport, TransportConfig, TransportError, Validity, CLIENT_IDENTITY_NAME,
-};
 use redt_coordinator::{error_code, CoordinatorOptions, EmbeddedCluster};
 use redt_proto::wire::{AckReply, Body, Envelope, ErrorReply, NetemSetRequest, RaftMsg};
 use redt_proto::{CertIdentity, DcId, NodeId};
+use redt_transport::tls::quic_client_config;
+use redt_transport::x509::summary;
+use redt_transport::{
+    check_identity, handler_fn, init_cluster_certs_with, load_identity, Caller, ClusterCa, IdentityWatch, SocketSpec,
+    Transport, TransportConfig, TransportError, Validity, CLIENT_IDENTITY_NAME,
+};
 use rustls_pki_types::CertificateDer;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -141,7 +141,7 @@ async fn serve_caller(topo: &Arc<redt_proto::Topology>, certs: &std::path::Path)
 
 /// The certificate a fresh QUIC connection to `addr` (server name `name`) is shown.
 async fn served_certificate(
-    client: &redt_coordinator::transport::NodeIdentity,
+    client: &redt_transport::NodeIdentity,
     addr: SocketAddr,
     name: &str,
 ) -> CertificateDer<'static> {

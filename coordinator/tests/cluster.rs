@@ -7,18 +7,18 @@
 
 mod common;
 use common::local_fast;
-use redt_coordinator::transport::frame::encode_frame;
-use redt_coordinator::transport::tls::quic_client_config;
-use redt_coordinator::transport::{
-    ClusterCa, SocketSpec, StreamCode, Transport, TransportConfig, TransportError, CLIENT_IDENTITY_NAME,
-    DEFAULT_MAX_FRAME_BYTES,
-};
 use redt_coordinator::{error_code, CoordinatorMutations, CoordinatorOptions, EmbeddedCluster, TxnOutcome, TxnStatus};
 use redt_dc_executor::{Clock, Decision, KvOp, RingWriter, SystemClock};
 use redt_proto::wire::{Body, Envelope, ExecuteRequest, SubmitRequest};
 use redt_proto::{Cts, DcId, NodeId, PartitionId, TableId, Topology, TxnId};
 use redt_protocol::call::kv_call;
 use redt_protocol::plan::Scope;
+use redt_transport::frame::encode_frame;
+use redt_transport::tls::quic_client_config;
+use redt_transport::{
+    ClusterCa, SocketSpec, StreamCode, Transport, TransportConfig, TransportError, CLIENT_IDENTITY_NAME,
+    DEFAULT_MAX_FRAME_BYTES,
+};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -367,7 +367,7 @@ async fn bad_peers_are_refused_and_the_node_keeps_serving() {
         .unwrap_err();
     assert!(matches!(err, TransportError::Tls { .. }), "foreign client: {err}");
     // An impostor: a foreign certificate that trusts our CA, so the node is the one refusing.
-    let impostor_id = redt_coordinator::transport::NodeIdentity { ca_cert: cluster.certs().ca.cert_der(), ..foreign };
+    let impostor_id = redt_transport::NodeIdentity { ca_cert: cluster.certs().ca.cert_der(), ..foreign };
     let impostor = Transport::client(TransportConfig::default(), &impostor_id, any_port.clone()).unwrap();
     let err = impostor
         .call_addr(target.listen, &target.name, submit_envelope(epoch, &[KvOp::Add(500, 1)]))

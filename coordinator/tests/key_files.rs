@@ -5,8 +5,8 @@
 
 mod common;
 use common::local_fast;
-use redt_coordinator::transport::{init_cluster_certs_with, load_identity, ClusterCa, Validity};
 use redt_proto::CertIdentity;
+use redt_transport::{init_cluster_certs_with, load_identity, ClusterCa, Validity};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::time::Duration;

@@ -413,7 +413,7 @@ async fn with_tls_the_endpoint_serves_https_with_the_node_certificate() {
     // Another node's name is not this certificate's.
     let e = scrape_tls(addr, "dc2-n1", cfg).await.expect_err("dc2-n1 is not the node at this address");
     println!("checked as dc2-n1: {e}");
-    let foreign = redt_coordinator::transport::ClusterCa::generate("another").expect("a CA");
+    let foreign = redt_transport::ClusterCa::generate("another").expect("a CA");
     let e = scrape_tls(addr, "127.0.1.1", scraper_tls(&foreign.cert_der())).await.expect_err("another cluster's CA");
     println!("trusting another CA: {e}");
     // The endpoint still serves after the failed handshakes.

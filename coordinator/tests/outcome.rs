@@ -7,13 +7,13 @@
 
 mod common;
 use common::local_fast;
-use redt_coordinator::transport::{Caller, Principal, SocketSpec, Transport, TransportConfig};
 use redt_coordinator::{Client, CoordinatorMutations, CoordinatorOptions, EmbeddedCluster, RecoveryOptions, TxnStatus};
 use redt_dc_executor::KvOp;
 use redt_proto::wire::{Body, Envelope, OutcomeQueryRequest};
 use redt_proto::{NodeId, TableId};
 use redt_protocol::call::kv_call;
 use redt_protocol::outcome::KnownOutcome;
+use redt_transport::{Caller, Principal, SocketSpec, Transport, TransportConfig};
 use std::time::{Duration, Instant};
 
 const KV: TableId = TableId(2);
@@ -228,7 +228,7 @@ async fn a_reservation_serves_only_the_identity_that_made_it() {
 /// The raw answer of node `at` to an outcome query about `res`, asked with `identity`.
 async fn ask_outcome(
     cluster: &EmbeddedCluster,
-    identity: &redt_coordinator::transport::NodeIdentity,
+    identity: &redt_transport::NodeIdentity,
     at: NodeId,
     res: &redt_coordinator::Reservation,
 ) -> Envelope {

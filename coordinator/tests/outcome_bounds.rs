@@ -9,13 +9,13 @@
 mod common;
 use common::local_fast;
 use redt_coordinator::outcome_queries::{OutcomeQueryCounts, MAX_IN_FLIGHT};
-use redt_coordinator::transport::{NodeIdentity, SocketSpec, Transport, TransportConfig};
 use redt_coordinator::{error_code, CoordinatorOptions, EmbeddedCluster, Reservation, TxnStatus};
 use redt_dc_executor::KvOp;
 use redt_proto::wire::{Body, Envelope, OutcomeQueryRequest, ReserveTxnRequest};
 use redt_proto::{Cts, NodeId, TableId, TxnId};
 use redt_protocol::call::kv_call;
 use redt_protocol::outcome::KnownOutcome;
+use redt_transport::{NodeIdentity, SocketSpec, Transport, TransportConfig};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 

@@ -4,14 +4,14 @@
 
 mod common;
 
-use redt_coordinator::transport::frame::encode_frame;
-use redt_coordinator::transport::tls::quic_client_config;
-use redt_coordinator::transport::{
+use redt_proto::wire::{AckReply, Body, Envelope, ErrorReply};
+use redt_proto::{NodeId, Topology};
+use redt_transport::frame::encode_frame;
+use redt_transport::tls::quic_client_config;
+use redt_transport::{
     handler_fn, init_cluster_certs, load_identity, Caller, ClusterCerts, FrameError, Handler, NodeIdentity, SocketSpec,
     StreamCode, Transport, TransportConfig, TransportError, CLIENT_IDENTITY_NAME, DEFAULT_MAX_FRAME_BYTES,
 };
-use redt_proto::wire::{AckReply, Body, Envelope, ErrorReply};
-use redt_proto::{NodeId, Topology};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;

@@ -5,12 +5,12 @@
 mod common;
 
 use redt_coordinator::netem_admin;
-use redt_coordinator::transport::{
-    handler_fn, Caller, ClusterCerts, Handler, SocketSpec, Transport, TransportConfig, TransportError,
-};
 use redt_netem::{NetemSocket, WanModel};
 use redt_proto::wire::{AckReply, Body, Envelope, NetemSetRequest};
 use redt_proto::{DcId, LinkConditions, NodeId, Topology};
+use redt_transport::{
+    handler_fn, Caller, ClusterCerts, Handler, SocketSpec, Transport, TransportConfig, TransportError,
+};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 

@@ -4,10 +4,10 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use redt_coordinator::message::{Reply, Request};
-use redt_coordinator::outcome::{Finding, KnownOutcome};
-use redt_coordinator::transport::frame::{check_prefix, decode_body};
-use redt_coordinator::transport::DEFAULT_MAX_FRAME_BYTES;
+use redt_protocol::message::{Reply, Request};
+use redt_protocol::outcome::{Finding, KnownOutcome};
+use redt_transport::frame::{check_prefix, decode_body};
+use redt_transport::DEFAULT_MAX_FRAME_BYTES;
 use redt_coordinator::NodeStatus;
 use redt_proto::wire::Body;
 use redt_proto::{NodeId, Topology};

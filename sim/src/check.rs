@@ -2,8 +2,8 @@
 
 use crate::workload::{fill, Step, Workload, BANK_ACCOUNTS, BANK_START};
 use crate::world::World;
-use redt_bench::bank::balance;
-use redt_bench::elle;
+use redt_checkers::bank::balance;
+use redt_checkers::elle;
 use redt_dc_executor::{decode_scan, list_items, unfinished_entries, CellVersion, EntryStatus};
 use redt_proto::{DcId, NodeId, PartitionId, TxnId};
 use std::collections::{BTreeMap, BTreeSet};

@@ -3,7 +3,7 @@
 
 use rand::rngs::StdRng;
 use rand::Rng;
-use redt_bench::elle::Op;
+use redt_checkers::elle::Op;
 use redt_dc_executor::{decode_scan, list_items, KvOp, YcsbOp};
 use redt_proto::wire::ProcedureCall;
 use redt_proto::TableId;

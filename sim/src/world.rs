@@ -5,7 +5,7 @@ use crate::net::{MessageFaults, Micros, Network, Queue};
 use crate::workload::{self, Generator, Workload};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use redt_bench::elle;
+use redt_checkers::elle;
 use redt_coordinator::membership_task::placement_of;
 use redt_coordinator::{
     CoordinatorOptions, CoordinatorTxn, Epochs, ExecutorCore, ExecutorMutations, Orphan, Recoverer, RecoveryMutations,

@@ -10,8 +10,8 @@ use redt_bench::{
     run_cluster_ycsb, run_embedded_drill_ycsb, run_local_ycsb, topo, ClusterConfig, ClusterReport, Distribution,
     LocalConfig, LocalReport, Workload, YcsbConfig,
 };
-use redt_coordinator::transport::OPERATOR_IDENTITY_NAME;
 use redt_proto::{Durability, Protocol, Topology};
+use redt_transport::OPERATOR_IDENTITY_NAME;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;

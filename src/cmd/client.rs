@@ -29,9 +29,13 @@ pub struct ClientArgs {
     /// Topology file of a running cluster (default: start the embedded default cluster).
     #[arg(long)]
     cluster: Option<PathBuf>,
-    /// Certificate directory of the running cluster.
-    #[arg(long, default_value = "run/certs")]
-    certs: PathBuf,
+    /// Run directory of a cluster started by `redt cluster up` (its certificates are taken
+    /// from there unless --certs says otherwise).
+    #[arg(long, default_value = "run")]
+    run_dir: PathBuf,
+    /// Certificate directory of the running cluster [default: RUN_DIR/certs].
+    #[arg(long)]
+    certs: Option<PathBuf>,
     /// Coordinator node name (default: the first node).
     #[arg(long)]
     node: Option<String>,
@@ -82,7 +86,14 @@ pub fn run(a: &ClientArgs) -> Result<()> {
     let rt = runtime()?;
     rt.block_on(async {
         let target = match &a.cluster {
-            Some(_) => Target::Remote(Client::connect(topo.clone(), &a.certs, Duration::from_secs(10))?, node),
+            Some(_) => Target::Remote(
+                Client::connect(
+                    topo.clone(),
+                    &a.certs.clone().unwrap_or_else(|| a.run_dir.join("certs")),
+                    Duration::from_secs(10),
+                )?,
+                node,
+            ),
             None => Target::Embedded(
                 Box::new(EmbeddedCluster::start((*topo).clone(), CoordinatorOptions::default()).await?),
                 node,

@@ -5,17 +5,17 @@ use super::{load_topology, node_names, runtime};
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 use redt_coordinator::metrics::{MetricsServer, MetricsTls};
-use redt_coordinator::transport::tls::CA_VALIDITY;
-use redt_coordinator::transport::{
-    check_identity, default_ca_key_path, find_ca_key, init_cluster_certs, init_cluster_certs_with, load_identity,
-    node_ip, verbs_tls, ClusterCa, IdentityWatch, Role, SocketSpec, Transport, TransportConfig, Validity, WrittenCert,
-};
 use redt_coordinator::{CoordinatorOptions, Node, NodeParts, NodeTimeouts, TxnStats};
 use redt_dc_executor::{
     format_if_new, DcHandle, Layout, LocalVerbs, ServerLimits, TcpVerbs, TcpVerbsServer, Verbs, VerbsTls,
 };
 use redt_netem::{NetemSocket, WanModel};
 use redt_proto::{CertIdentity, NodeId, Protocol, TimeoutsConfig, Topology, VerbsBackend};
+use redt_transport::tls::CA_VALIDITY;
+use redt_transport::{
+    check_identity, default_ca_key_path, find_ca_key, init_cluster_certs, init_cluster_certs_with, load_identity,
+    node_ip, verbs_tls, ClusterCa, IdentityWatch, Role, SocketSpec, Transport, TransportConfig, Validity, WrittenCert,
+};
 use rustix::process::Signal;
 use std::io::Write;
 use std::net::SocketAddr;
@@ -580,7 +580,7 @@ fn register_named_peers(topo: &Topology, wan: &Mutex<WanModel>) {
 /// port and dialing the peers' `advertise` addresses (resolved now).
 #[cfg(feature = "rdma")]
 fn rdma_verbs(
-    identity: &redt_coordinator::transport::NodeIdentity,
+    identity: &redt_transport::NodeIdentity,
     topo: &Topology,
     me: &redt_proto::Node,
     region: Arc<redt_dc_executor::Region>,
@@ -603,7 +603,7 @@ fn rdma_verbs(
 /// Without the `rdma` feature `node` refuses `backend: rdma` before it gets here.
 #[cfg(not(feature = "rdma"))]
 fn rdma_verbs(
-    _identity: &redt_coordinator::transport::NodeIdentity,
+    _identity: &redt_transport::NodeIdentity,
     _topo: &Topology,
     me: &redt_proto::Node,
     _region: Arc<redt_dc_executor::Region>,

@@ -15,10 +15,10 @@ use redt_bench::drill::{
 use redt_bench::drill_embedded::EmbeddedDrillReport;
 use redt_bench::drill_plan::{DrillPlan, Effect};
 use redt_bench::{ClusterConfig, DrillBenchReport};
-use redt_coordinator::transport::OPERATOR_IDENTITY_NAME;
 use redt_coordinator::Client;
 use redt_proto::wire::NetemSetRequest;
 use redt_proto::{NodeId, Topology};
+use redt_transport::OPERATOR_IDENTITY_NAME;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -4,10 +4,10 @@
 use super::{load_topology, runtime};
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
-use redt_coordinator::transport::OPERATOR_IDENTITY_NAME;
 use redt_coordinator::Client;
 use redt_proto::wire::NetemSetRequest;
 use redt_proto::LinkConditions;
+use redt_transport::OPERATOR_IDENTITY_NAME;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;

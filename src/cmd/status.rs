@@ -7,9 +7,9 @@
 use super::{load_topology, print_out, runtime};
 use anyhow::{Context, Result};
 use clap::Args;
-use redt_coordinator::transport::{CLIENT_IDENTITY_NAME, OPERATOR_IDENTITY_NAME};
 use redt_coordinator::{Client, NodeStatus};
 use redt_proto::{NodeId, Topology};
+use redt_transport::{CLIENT_IDENTITY_NAME, OPERATOR_IDENTITY_NAME};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -19,12 +19,13 @@ use std::time::Duration;
 #[derive(Args, Debug)]
 pub struct StatusArgs {
     /// Run directory of a cluster started by `redt cluster up` (its topology and client
-    /// certificate are taken from there unless `--config` / `--certs` say otherwise).
+    /// certificate are taken from there unless `--cluster` / `--certs` say otherwise).
     #[arg(long, default_value = "run")]
     run_dir: PathBuf,
-    /// Topology file of the running cluster [default: the one `cluster up` used].
-    #[arg(long)]
-    config: Option<PathBuf>,
+    /// Topology file of the running cluster [default: the one `cluster up` used]. `--config`
+    /// is accepted for it too.
+    #[arg(long, alias = "config")]
+    cluster: Option<PathBuf>,
     /// Certificate directory with the client certificate [default: RUN_DIR/certs].
     #[arg(long)]
     certs: Option<PathBuf>,
@@ -64,7 +65,7 @@ pub fn run_dir_config(run_dir: &Path) -> Result<PathBuf> {
 
 /// Runs `redt status`.
 pub fn run(a: &StatusArgs) -> Result<()> {
-    let config = match &a.config {
+    let config = match &a.cluster {
         Some(c) => c.clone(),
         None => run_dir_config(&a.run_dir)?,
     };

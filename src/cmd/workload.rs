@@ -88,12 +88,24 @@ pub struct ClusterArgs {
     /// The running cluster's topology file (`redt cluster up --config F`).
     #[arg(long, value_name = "FILE")]
     cluster: Option<PathBuf>,
-    /// Certificate directory of the running cluster (its client certificate).
-    #[arg(long, default_value = "run/certs")]
-    certs: PathBuf,
+    /// Run directory of a cluster started by `redt cluster up` (its certificates are taken
+    /// from there unless --certs says otherwise).
+    #[arg(long, default_value = "run")]
+    run_dir: PathBuf,
+    /// Certificate directory of the running cluster (its client certificate) [default:
+    /// RUN_DIR/certs].
+    #[arg(long)]
+    certs: Option<PathBuf>,
     /// Print JSON instead of text.
     #[arg(long)]
     json: bool,
+}
+
+impl ClusterArgs {
+    /// The certificate directory: --certs, else RUN_DIR/certs.
+    fn certs(&self) -> PathBuf {
+        self.certs.clone().unwrap_or_else(|| self.run_dir.join("certs"))
+    }
 }
 
 /// Records per partition `redt workload run ycsb` loads into an embedded cluster when neither
@@ -109,13 +121,25 @@ pub struct RunTarget {
     /// --records-per-partition or -P says), run and checked in this process].
     #[arg(long, value_name = "FILE")]
     cluster: Option<PathBuf>,
-    /// Certificate directory of the running cluster (its client certificate).
-    #[arg(long, default_value = "run/certs")]
-    certs: PathBuf,
+    /// Run directory of a cluster started by `redt cluster up` (its certificates are taken
+    /// from there unless --certs says otherwise).
+    #[arg(long, default_value = "run")]
+    run_dir: PathBuf,
+    /// Certificate directory of the running cluster (its client certificate) [default:
+    /// RUN_DIR/certs].
+    #[arg(long)]
+    certs: Option<PathBuf>,
     /// Without --cluster: the embedded cluster's topology file [default: configs/default.yaml;
     /// configs/tpcc.yaml for tpcc].
     #[arg(long, value_name = "FILE", conflicts_with = "cluster")]
     config: Option<PathBuf>,
+}
+
+impl RunTarget {
+    /// The certificate directory: --certs, else RUN_DIR/certs.
+    fn certs(&self) -> PathBuf {
+        self.certs.clone().unwrap_or_else(|| self.run_dir.join("certs"))
+    }
 }
 
 /// Arguments of `redt workload init ycsb`.
@@ -330,7 +354,7 @@ fn connect(a: &ClusterArgs, what: &str) -> Result<(Target, String)> {
         );
     };
     let topo = load_topology(Some(file))?;
-    let target = Target::connect(topo, &a.certs).map_err(anyhow::Error::msg)?;
+    let target = Target::connect(topo, &a.certs()).map_err(anyhow::Error::msg)?;
     Ok((target, flag(file)))
 }
 
@@ -516,7 +540,7 @@ fn run_ycsb(rt: &tokio::runtime::Runtime, a: &YcsbRunCmdArgs) -> Result<()> {
         })
     };
     if let Some(file) = &t.cluster {
-        let target = Target::connect(topo, &t.certs).map_err(anyhow::Error::msg)?;
+        let target = Target::connect(topo, &t.certs()).map_err(anyhow::Error::msg)?;
         let r = rt
             .block_on(wl::ycsb::run(&target, &cfg, setup.records_per_partition, &flag(file)))
             .map_err(anyhow::Error::msg)?;
@@ -597,7 +621,7 @@ fn run_bank(rt: &tokio::runtime::Runtime, a: &BankRunArgs) -> Result<()> {
     let t = &a.target;
     let topo = load_topology(t.cluster.as_deref().or(t.config.as_deref()))?;
     if let Some(file) = &t.cluster {
-        let target = Target::connect(topo, &t.certs).map_err(anyhow::Error::msg)?;
+        let target = Target::connect(topo, &t.certs()).map_err(anyhow::Error::msg)?;
         if let Some(asked) = a.accounts.accounts {
             let init = rt.block_on(wl::meta::read::<wl::bank::BankInit>(&target, wl::WorkloadKind::Bank));
             if let Some(init) = init.map_err(anyhow::Error::msg)? {
@@ -690,7 +714,7 @@ fn run_append(rt: &tokio::runtime::Runtime, a: &AppendRunArgs) -> Result<()> {
     let t = &a.target;
     let topo = load_topology(t.cluster.as_deref().or(t.config.as_deref()))?;
     let r = if let Some(file) = &t.cluster {
-        let target = Target::connect(topo, &t.certs).map_err(anyhow::Error::msg)?;
+        let target = Target::connect(topo, &t.certs()).map_err(anyhow::Error::msg)?;
         rt.block_on(wl::append::run(&target, &cfg, &flag(file))).map_err(anyhow::Error::msg)?
     } else {
         embedded(rt, topo, |target| async move {
@@ -760,7 +784,7 @@ fn run_tpcc(rt: &tokio::runtime::Runtime, a: &TpccRunArgs) -> Result<()> {
             bail!("--scale is init's (`redt workload init tpcc --scale …`): a run uses the scale the cluster was loaded with");
         }
         let topo = load_topology(Some(file))?;
-        let target = Target::connect(topo, &t.certs).map_err(anyhow::Error::msg)?;
+        let target = Target::connect(topo, &t.certs()).map_err(anyhow::Error::msg)?;
         let r = rt.block_on(wl::tpcc::run(&target, &cfg, a.db.warehouses, &flag(file))).map_err(anyhow::Error::msg)?;
         return print_tpcc_run(&a.out, &r, "redt workload run tpcc");
     }

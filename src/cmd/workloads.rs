@@ -124,7 +124,7 @@ pub struct SweepArgs {
     #[command(flatten)]
     shape: ShapeArgs,
     /// Output directory of the CSV and the charts.
-    #[arg(long, default_value = "docs")]
+    #[arg(long, default_value = "docs/results")]
     out: PathBuf,
     /// File stem of the outputs [default: sweep-<param>].
     #[arg(long)]
@@ -355,7 +355,9 @@ pub fn sweep(a: &SweepArgs) -> Result<()> {
             .map(|o| {
                 let (label, file) =
                     o.split_once('=').filter(|(l, f)| !l.is_empty() && !f.is_empty()).ok_or_else(|| {
-                        anyhow::anyhow!("--overlay `{o}` must be LABEL=FILE.csv (e.g. before=docs/sweep-before.csv)")
+                        anyhow::anyhow!(
+                            "--overlay `{o}` must be LABEL=FILE.csv (e.g. before=docs/results/sweep-before.csv)"
+                        )
                     })?;
                 let file = PathBuf::from(file);
                 if !file.is_file() {

@@ -4,15 +4,15 @@
 //! key), runs `redt bench append`'s clients ([`crate::append::draw`]) and writes the history
 //! (JSON lines, Elle's format) to `--history FILE`; `check --history FILE` reads that history
 //! and the lists of every key it names back from the cluster and checks them
-//! ([`crate::history::check`]). A run without `--history` checks itself at the end (the
+//! ([`redt_checkers::history::check`]). A run without `--history` checks itself at the end (the
 //! history kept in memory) and leaves nothing for a later `check`.
 
 use super::meta::{self, Stored};
 use super::{measure, require_commits, Meter, Target, WorkloadKind};
 use crate::append::{check_fits, draw, fill, kv_ops, AppendConfig, Keys};
-use crate::history::{self, read_history, Event, EventType, HistoryWriter, Mop};
 use crate::report::{CpuCost, Outcomes};
 use rand::SeedableRng;
+use redt_checkers::history::{self, read_history, Event, EventType, HistoryWriter, Mop};
 use redt_coordinator::TxnStatus;
 use redt_dc_executor::{list_items, RecordOp};
 use redt_protocol::call;

@@ -3,7 +3,7 @@
 //! collector of its `redt_` families, and the process's CPU time and resident memory under the
 //! standard unprefixed names every Prometheus client library exports
 //! (`process_cpu_seconds_total`, `process_resident_memory_bytes`). The metric names and their
-//! help texts are here and in the README's "Metrics" section.
+//! help texts are here and in docs/operations.md, "Metrics".
 
 use super::answers::LATENCY_BUCKETS_SECONDS;
 use super::sample::NodeSample;
@@ -535,7 +535,7 @@ mod tests {
             dc: "dc1".into(),
             status,
             answers: answers.snapshot(),
-            transport: crate::transport::CountersSnapshot { refused_connections_per_peer: 2, ..Default::default() },
+            transport: redt_transport::CountersSnapshot { refused_connections_per_peer: 2, ..Default::default() },
             links: vec![LinkSample {
                 peer_dc: "dc2".into(),
                 messages_sent: 7,

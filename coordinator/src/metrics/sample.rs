@@ -9,8 +9,8 @@ use super::answers::AnswersSnapshot;
 use crate::error::Result;
 use crate::node::Node;
 use crate::status::NodeStatus;
-use crate::transport::CountersSnapshot;
 use redt_dc_executor::{ServerCounts, VerbCounts};
+use redt_transport::CountersSnapshot;
 use std::time::Duration;
 
 /// One node's figures at one scrape.

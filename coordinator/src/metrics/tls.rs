@@ -4,7 +4,7 @@
 //! Prometheus scraper typically has none, and the endpoint only reads.
 
 use crate::error::{Error, Result};
-use crate::transport::{NodeIdentity, TransportError};
+use redt_transport::{NodeIdentity, TransportError};
 use rustls::ServerConfig;
 use std::fmt;
 use std::sync::{Arc, PoisonError, RwLock};
@@ -72,7 +72,7 @@ fn server_config(identity: &NodeIdentity) -> Result<ServerConfig> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::transport::ClusterCa;
+    use redt_transport::ClusterCa;
     use std::net::{IpAddr, Ipv4Addr};
 
     #[test]

@@ -49,7 +49,7 @@ pub struct CountersSnapshot {
     /// from the same IP address.
     pub refused_connections_per_peer: u64,
     /// QUIC Retry packets sent to incoming connections whose address was not yet validated,
-    /// over half of a connection cap ([`crate::transport::TransportConfig`]).
+    /// over half of a connection cap ([`crate::TransportConfig`]).
     pub retries_sent: u64,
     /// Requests whose handler did not finish within `transport.handler_timeout` (cancelled,
     /// answered with a timeout error).

@@ -114,20 +114,20 @@ impl Drop for Admitted {
 /// Lets a kind of warning through at most once per interval and counts the ones held back,
 /// so a flood of refusals logs one line a second, not one per refusal.
 #[derive(Debug)]
-pub(crate) struct WarnEvery {
+pub struct WarnEvery {
     every: Duration,
     state: Mutex<(Option<Instant>, u64)>,
 }
 
 impl WarnEvery {
     /// At most one warning per `every`.
-    pub(crate) fn new(every: Duration) -> WarnEvery {
+    pub fn new(every: Duration) -> WarnEvery {
         WarnEvery { every, state: Mutex::new((None, 0)) }
     }
 
     /// At `now`: `Some(held back since the last one)` if this warning is to be logged, else
     /// `None` (and it is counted as held back).
-    pub(crate) fn handle_event(&self, now: Instant) -> Option<u64> {
+    pub fn handle_event(&self, now: Instant) -> Option<u64> {
         let mut s = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         if s.0.is_some_and(|last| now.saturating_duration_since(last) < self.every) {
             s.1 = s.1.saturating_add(1);

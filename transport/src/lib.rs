@@ -19,7 +19,7 @@
 //! connection and the node keep serving.
 
 mod admission;
-pub(crate) use admission::WarnEvery;
+pub use admission::WarnEvery;
 mod counters;
 mod error;
 pub mod frame;
@@ -179,7 +179,7 @@ pub enum Caller {
 /// certificate without one, of the whole certificate (DER). Two certificates for the same
 /// identity URI (a rotated one) are the same principal; any two different URIs differ. A node
 /// uses it to tell its clients apart (a reserved transaction id serves only the principal that
-/// reserved it: `crate::reserved`); it is not sent anywhere.
+/// reserved it: `redt_coordinator::ReservedIds`); it is not sent anywhere.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Principal([u8; 16]);
 
@@ -238,7 +238,7 @@ impl Caller {
         matches!(self, Caller::Operator(_))
     }
 
-    /// The caller's share of the executors' bulk lane ([`redt_protocol::executor_queue::Lane::Bulk`]):
+    /// The caller's share of the executors' bulk lane (`redt_protocol::executor_queue::Lane::Bulk`):
     /// one per client or operator identity (the first 8 bytes of its [`Principal`]'s digest),
     /// one per node (its id, with the top bit set); never 0, the nodes' own background work.
     pub fn share(self) -> u64 {
