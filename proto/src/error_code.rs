@@ -22,7 +22,7 @@ pub const NOT_RESERVED: u32 = 5;
 pub const OVER_LIMIT: u32 = 6;
 /// The request was not served within the transport's `handler_timeout` and its work was
 /// cancelled (it may have partly run, as with any call that fails): the message names the
-/// limit (`redt_coordinator::transport::handler_timeout_reply`).
+/// limit (`redt_transport::handler_timeout_reply`).
 pub const TIMEOUT: u32 = 7;
 /// The caller's certificate lacks the role the request needs (admin requests, and a
 /// status that counts locks, need an operator certificate; the messages nodes send each

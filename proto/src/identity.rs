@@ -1,7 +1,7 @@
 //! Who a cluster certificate says its holder is: the `redt://` URI a certificate carries as a
 //! subject alternative name.
 //!
-//! The cluster CA (`redt certs init`, `redt_coordinator::transport::ClusterCa`) writes one
+//! The cluster CA (`redt certs init`, `redt_transport::ClusterCa`) writes one
 //! URI SAN into every certificate it issues; servers that must know more than "signed by the
 //! cluster CA" read it back after the TLS handshake. The in-DC verbs transports
 //! (`redt-dc-executor`'s TCP verbs server and RDMA bootstrap) accept only

@@ -50,7 +50,7 @@ pub struct Execute {
     /// executor at another epoch votes abort without taking a lock (the epoch fence).
     pub epoch: Epoch,
     /// The share of the executors' bulk lane a large sub-transaction queues in: the submitting
-    /// client's (`redt_coordinator::transport::Caller::share`), 0 when none is known
+    /// client's (`redt_transport::Caller::share`), 0 when none is known
     /// ([`crate::executor_queue`]).
     pub share: u64,
 }

@@ -306,7 +306,7 @@ pub struct HandlerFn<F>(F);
 /// # Examples
 ///
 /// ```
-/// use redt_coordinator::transport::{handler_fn, Caller, Handler};
+/// use redt_transport::{handler_fn, Caller, Handler};
 /// use redt_proto::wire::Envelope;
 /// use std::sync::Arc;
 ///

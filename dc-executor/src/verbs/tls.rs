@@ -4,7 +4,7 @@
 //!
 //! [`VerbsTls`] holds one node's TLS configurations (built here from its certificate, key and
 //! the cluster CA certificate, the material `redt certs init` writes and
-//! `redt_coordinator::transport::load_identity` loads) and the DC's node names. A peer is
+//! `redt_transport::load_identity` loads) and the DC's node names. A peer is
 //! authenticated in two steps: the handshake proves it holds a certificate the cluster CA
 //! signed (the server requires one; the client checks the server's against the peer node's
 //! name); then its certificate's identity URI (`redt_proto::CertIdentity`, a URI SAN) must
