@@ -17,10 +17,10 @@
 //! lists are read from the replicas of the current placement and checked.
 
 use crate::bank::settled_cells;
-use crate::cluster::bar;
 use crate::drill::Counts;
 use crate::drill_embedded::{start_cluster, DrilledCluster, EmbeddedDrillReport};
 use crate::drill_plan::DrillPlan;
+use crate::progress::bar;
 use crate::report::{CpuCost, Latency, Outcomes};
 use rand::{Rng, SeedableRng};
 use redt_checkers::history::{check, CheckReport, Event, EventType, HistoryWriter, Mop};

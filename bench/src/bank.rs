@@ -15,10 +15,10 @@
 //! drill every fault is healed and the cluster settles before the check, which reads the
 //! replicas of the current placement (after a failover, the rebuilt ones).
 
-use crate::cluster::bar;
 use crate::drill::Counts;
 use crate::drill_embedded::{start_cluster, DrilledCluster, EmbeddedDrillReport};
 use crate::drill_plan::DrillPlan;
+use crate::progress::bar;
 use crate::report::{CpuCost, Outcomes, DEFAULT_IDLE_WINDOW};
 use rand::{Rng, SeedableRng};
 use redt_coordinator::{Class, CoordinatorOptions, EmbeddedCluster, TxnStatus};

@@ -8,9 +8,9 @@
 //! shape (inter-DC ratio, partitions and DCs per transaction); [`draw_txn`] draws.
 
 use crate::interval::{IntervalOptions, Intervals, Snapshot};
+use crate::progress::bar;
 use crate::report::{CpuCost, Outcomes, VerbsPerTxn};
 use crate::ycsb::{MixReport, OpKind, YcsbConfig};
-use indicatif::{ProgressBar, ProgressStyle};
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use redt_coordinator::{Class, ClassReport, CoordinatorOptions, EmbeddedCluster, Node, TxnStatus};
@@ -428,20 +428,6 @@ async fn run_one(node: &Arc<Node>, keys: &KeySpace, txn: &DrawnTxn, table: Table
 pub(crate) fn ycsb_table(topo: &Topology) -> Result<(TableId, usize, usize), String> {
     let table = topo.tables.first().ok_or("the topology declares no table")?;
     Ok((table.id, table.cells.len(), table.cells.iter().map(|c| c.bytes as usize).min().unwrap_or(0)))
-}
-
-pub(crate) fn bar(show: bool, len: u64, what: &'static str) -> ProgressBar {
-    if !show {
-        return ProgressBar::hidden();
-    }
-    let b = ProgressBar::new(len);
-    b.set_style(
-        ProgressStyle::with_template("{prefix:>7} [{bar:40}] {percent:>3}% {elapsed_precise} {msg}")
-            .expect("static template")
-            .progress_chars("=> "),
-    );
-    b.set_prefix(what);
-    b
 }
 
 /// Runs YCSB on an embedded cluster of `topo` (its first table is the YCSB table).

@@ -14,11 +14,12 @@
 //! the client (key/value reads of 32 keys of one partition at a time, retried while they
 //! abort) and judged.
 
-use crate::cluster::{bar, draw_txn, ycsb_table, ClusterConfig, DrawnTxn, KeySpace, RemoteReport, TxnShape};
+use crate::cluster::{draw_txn, ycsb_table, ClusterConfig, DrawnTxn, KeySpace, RemoteReport, TxnShape};
 use crate::cpu::CpuSource;
 use crate::drill::{self, Counts, DownSet, DrillReport, DrillSetup, FaultDriver, LogLine, Timeline};
 use crate::drill_embedded::{log_to, start_cluster, Coordinators, DrilledCluster, EmbeddedDrillReport};
 use crate::drill_plan::DrillPlan;
+use crate::progress::bar;
 use crate::report::Latency;
 use backon::{ExponentialBuilder, Retryable};
 use indicatif::ProgressBar;

@@ -18,6 +18,7 @@ pub mod drill_plan;
 pub mod interval;
 pub mod jepsen;
 pub mod local;
+mod progress;
 pub mod report;
 pub mod sweep;
 pub mod topo;

@@ -1,26 +1,31 @@
 //! The redt node runtime: the thin async drivers that run `redt-protocol`'s state machines on
 //! a node ([`Node`]: the executor thread, the driver loop of the coordinators' transactions,
-//! the recovery, rebuild, membership and failure-detector tasks), the QUIC transport and its
-//! PKI ([`transport`]), status and metrics, the embedded cluster ([`EmbeddedCluster`]) and the
-//! client library ([`Client`]). The protocol's logic lives in `redt-protocol`; the in-DC data
+//! the recovery, rebuild, membership and failure-detector tasks; [`Node::start`] starts them
+//! all), served over `redt-transport`'s QUIC transport; status and metrics; the embedded
+//! cluster ([`EmbeddedCluster`]) and the client library ([`Client`]). The protocol's logic lives in `redt-protocol`; the in-DC data
 //! path is `redt-dc-executor`'s; WAN conditions are `redt-netem`'s.
 
 #![forbid(unsafe_code)]
 
+mod busy;
 mod client;
 mod cluster;
 mod error;
 mod executor_thread;
 pub mod liveness;
 pub mod membership_task;
+mod membership_view;
 pub mod metrics;
 pub mod netem_admin;
 mod node;
 pub mod outcome_queries;
 pub mod process;
 mod rebuild_task;
+mod rebuilds;
 mod recovery_task;
 mod reserved;
+mod retry_slots;
+mod start;
 pub mod status;
 mod status_sample;
 mod timeouts;

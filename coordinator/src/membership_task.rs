@@ -31,6 +31,7 @@
 //! [`confirmed`]; this file moves their inputs and outputs.
 
 use crate::error::{Error, Result};
+use crate::membership_view::MembershipView;
 use crate::node::Node;
 use redt_proto::wire::{Body, RaftMsg, StatusRequest};
 use redt_proto::{majority, DcId, NodeId, PartitionId, Topology};
@@ -38,7 +39,7 @@ use redt_protocol::epochs;
 use redt_replication::{Command, Membership, RaftMembership, RaftMessage, RaftTicks, Status};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
@@ -47,7 +48,6 @@ use tokio::task::JoinSet;
 /// Raft messages in flight to one peer at most; more are dropped (Raft resends).
 const MAX_IN_FLIGHT: u32 = 64;
 /// Raft messages queued for the driver at most; more are dropped (Raft resends).
-const INBOX: usize = 4096;
 /// How long the leader waits before asking the voters about the same DC again.
 const CONFIRM_EVERY: Duration = Duration::from_millis(200);
 /// How often the leader looks for a removed DC answering again, a partition short of
@@ -137,40 +137,6 @@ pub fn confirmed(membership: &Membership, voters: &[NodeId], suspect: Suspect, s
         Suspect::Node(node) => membership.node_status(node) == Some(Status::Up),
     };
     up && voters.iter().filter(|v| suspecting.contains(v)).count() >= majority(voters.len())
-}
-
-/// Where incoming Raft messages go: the node's membership driver. The node's handler
-/// decodes each and checks that it names its sender's node as its `from`.
-#[derive(Clone, Debug)]
-pub(crate) struct RaftInbox(mpsc::Sender<RaftMessage>);
-
-impl RaftInbox {
-    pub(crate) fn new() -> (RaftInbox, mpsc::Receiver<RaftMessage>) {
-        let (tx, rx) = mpsc::channel(INBOX);
-        (RaftInbox(tx), rx)
-    }
-
-    /// Queues a message (dropped when the driver is behind: Raft resends).
-    pub(crate) fn deliver(&self, message: RaftMessage) {
-        let _ = self.0.try_send(message);
-    }
-}
-
-/// The membership state a node reports in `redt status`.
-#[derive(Debug, Default)]
-pub(crate) struct MembershipView {
-    /// The leader's node id plus one (0: none known).
-    leader: AtomicU32,
-}
-
-impl MembershipView {
-    /// The leader as last known.
-    pub(crate) fn leader(&self) -> Option<NodeId> {
-        match self.leader.load(Ordering::Relaxed) {
-            0 => None,
-            n => u16::try_from(n - 1).ok().map(NodeId),
-        }
-    }
 }
 
 /// Starts `node`'s membership driver, its Raft log in `dir` (`None`: in memory, lost with the

@@ -8,14 +8,15 @@
 //! thread); the node moves their messages, timers and answers, and routes each incoming
 //! request.
 
+use crate::busy::{Busy, Claim};
 use crate::error::{Error, Result};
 use crate::executor_thread::ExecutorThread;
-use crate::liveness;
-use crate::membership_task::{self, MembershipView, RaftInbox};
+use crate::membership_view::{MembershipView, RaftInbox};
 use crate::metrics::AnswerCounters;
 use crate::outcome_queries::{Asker, OutcomeQueries, OutcomeQueryCounts};
-use crate::recovery_task::{self, Busy};
+use crate::rebuilds::Rebuilds;
 use crate::reserved::{NotReserved, ReservedIds};
+use crate::retry_slots::RetrySlots;
 use crate::status::{Answered, NodeStatus, StatusBoard};
 use crate::status_sample::{RingSample, SampleCache};
 use crate::txn_ids::TxnIds;
@@ -27,6 +28,7 @@ use redt_proto::wire::{
 };
 use redt_proto::{error_code, Cts, NodeId, Topology, TxnId};
 use redt_protocol::baseline::{self, Baseline, BaselineTxn, PrimaryTxn};
+use redt_protocol::catch_up::{CatchUpDebt, Shipper};
 use redt_protocol::epochs::Epochs;
 use redt_protocol::executor_core::ExecutorCore;
 use redt_protocol::executor_queue::{Lane, BULK_WEIGHT};
@@ -104,14 +106,14 @@ pub struct Node {
     /// ([`CoordinatorOptions::failover`]).
     raft: Option<RaftInbox>,
     /// The membership as its driver last saw it, for `redt status`.
-    membership: Arc<MembershipView>,
+    pub(crate) membership: Arc<MembershipView>,
     /// Its learners' snapshot copies (`crate::rebuild_task`).
-    pub(crate) rebuilds: crate::rebuild_task::Rebuilds,
+    pub(crate) rebuilds: Rebuilds,
     /// Replicas per partition the topology file gives (the most of any partition): what a
     /// rebuild restores.
     replication_factor: usize,
     /// Its background retries' slots (`limits.max_background_retries`; `crate::recovery_task`).
-    pub(crate) retry_slots: Arc<recovery_task::RetrySlots>,
+    pub(crate) retry_slots: Arc<RetrySlots>,
     /// The counters of the TCP verbs server serving its MemStore, when its DC's backend is
     /// `tcp` ([`Node::watch_verbs_server`]), for its metrics.
     verbs_server: std::sync::OnceLock<redt_dc_executor::ServerCountsHandle>,
@@ -128,27 +130,24 @@ pub struct Node {
 const WARN_EVERY: Duration = Duration::from_secs(1);
 
 impl Node {
-    /// Starts a node: first its next incarnation, taken from its MemStore before it issues
-    /// any transaction id ([`TxnIds::start`]: ids never repeat across restarts), then its
-    /// replay thread, its executor thread, its recovery task (every `scan_every`, recoverers
-    /// for the undecided entries of its ring whose coordinator is gone, and the gap watch of
-    /// its ring's head: `crate::recovery_task`), its failure detector (heartbeats to every
-    /// other node: [`crate::liveness`], configured by [`CoordinatorOptions::detector_timeouts`])
-    /// and its request handler on `parts.transport`. Must run inside a Tokio runtime. The
-    /// node's MemStore must be formatted (`redt_dc_executor::format_if_new`).
+    /// Builds a node from `parts` without starting anything that runs on its own: its next
+    /// incarnation, taken from its MemStore before it issues any transaction id
+    /// ([`TxnIds::start`]: ids never repeat across restarts), its replay thread and its
+    /// executor thread. Returns it with the receiving end of its Raft inbox, for its
+    /// membership driver. `Node::start` (`crate::start`) starts the rest.
     ///
     /// # Errors
     /// The incarnation counter cannot be read or is used up ([`Error::DataPath`],
-    /// [`Error::TxnIdsExhausted`]); the transport refuses to serve (it is closed or
-    /// client-only), the OS refuses a thread, or there is no Tokio runtime ([`Error::Io`]).
-    pub fn start(parts: NodeParts) -> Result<Arc<Node>> {
+    /// [`Error::TxnIdsExhausted`]); the OS refuses a thread ([`Error::Io`]).
+    pub(crate) fn assemble(
+        parts: NodeParts,
+    ) -> Result<(Arc<Node>, tokio::sync::mpsc::Receiver<redt_replication::RaftMessage>)> {
         let ids = TxnIds::start(&parts.dc, parts.node)?;
         let replay =
             ReplayTask::spawn(parts.region.clone(), &parts.dc, parts.node, parts.topology.node_name(parts.node));
         let hlc = Arc::new(Hlc::new());
         let epochs = Arc::new(Epochs::new(parts.topology.clone()));
         let core = ExecutorCore::new(epochs.clone(), parts.node, parts.dc.clone(), hlc.clone());
-        let detector = parts.options.detector_timeouts(&parts.topology);
         let (raft, raft_rx) = RaftInbox::new();
         let failover = parts.options.failover;
         let node = Arc::new(Node {
@@ -171,22 +170,42 @@ impl Node {
             samples: SampleCache::default(),
             raft: failover.then_some(raft),
             membership: Arc::new(MembershipView::default()),
-            rebuilds: crate::rebuild_task::Rebuilds::new(parts.topology.clone()),
+            rebuilds: Rebuilds::new(parts.topology.clone()),
             replication_factor: parts.topology.partitions.iter().map(|p| p.replicas.len()).max().unwrap_or(1),
-            retry_slots: recovery_task::RetrySlots::new(parts.topology.limits.max_background_retries),
+            retry_slots: RetrySlots::new(parts.topology.limits.max_background_retries),
             verbs_server: std::sync::OnceLock::new(),
             role_warnings: WarnEvery::new(WARN_EVERY),
             raft_warnings: WarnEvery::new(WARN_EVERY),
             outcome_queries: OutcomeQueries::default(),
         });
-        recovery_task::spawn(&node)?;
-        liveness::spawn(&node, &detector)?;
-        if failover {
-            let dir = parts.data_dir.map(|d| d.join("raft"));
-            membership_task::spawn(&node, dir, raft_rx, node.membership.clone())?;
-        }
-        parts.transport.serve(Arc::new(NodeHandler(Arc::downgrade(&node))))?;
-        Ok(node)
+        Ok((node, raft_rx))
+    }
+
+    /// Delivers the catch-up `debt` on this node's driver loop with a [`Shipper`], then clears its
+    /// entries' catch-up masks on the executor thread (delivered, or given up after
+    /// [`RecoveryOptions::catch_up_give_up`]), holding `claim` (if any) until then. A node that
+    /// shuts down first leaves the masks set: the next life of the process ships again.
+    pub(crate) fn pay_catch_up(self: &Arc<Self>, debt: CatchUpDebt, claim: Option<Claim>) {
+        let options = self.options.recovery_options(&self.topology());
+        let CatchUpDebt { txn, ship, owed } = debt;
+        let node = self.clone();
+        tokio::spawn(async move {
+            let _claim = claim;
+            let _slot = node.retry_slots.acquire().await;
+            let shipper =
+                Shipper::start(txn, ship, &node.topology(), &options, Some(node.epochs.clone()), Instant::now());
+            let shipper = node.clone().drive(shipper, |_| {}).await;
+            if node.is_closed() {
+                return;
+            }
+            if !shipper.delivered() {
+                tracing::error!(node = %node.name(), %txn, behind = ?shipper.undelivered().into_iter().map(|n| node.topology().node_name(n)).collect::<Vec<_>>(), "catch-up given up");
+            }
+            match node.exec.run(move |core, _| core.clear_owed(txn, &owed)).await {
+                Some(Ok(())) | None => {}
+                Some(Err(e)) => tracing::warn!(node = %node.name(), %txn, "clearing a paid catch-up failed: {e}"),
+            }
+        });
     }
 
     /// This node's id.
@@ -461,7 +480,7 @@ impl Node {
                     _ => {}
                 }
                 if let Some(debt) = h.catch_up {
-                    crate::recovery_task::pay(self, debt, None);
+                    self.pay_catch_up(debt, None);
                 }
                 h.reply
             }
@@ -1107,6 +1126,14 @@ pub fn outcome_to_msg(o: &TxnOutcome) -> OutcomeReply {
         error,
         reads: o.reads.iter().map(|r| r.clone().unwrap_or_default()).collect(),
         txn: o.txn.0,
+    }
+}
+
+impl Node {
+    /// The request handler that serves this node on its transport (it holds the node weakly:
+    /// a dropped node answers nothing).
+    pub(crate) fn handler(self: &Arc<Self>) -> Arc<dyn Handler> {
+        Arc::new(NodeHandler(Arc::downgrade(self)))
     }
 }
 

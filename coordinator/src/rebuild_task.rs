@@ -12,49 +12,11 @@
 //! node's log, not in `redt status`.
 
 use crate::node::Node;
-use redt_proto::{Epoch, NodeId, PartitionId, Topology};
+use redt_proto::{Epoch, NodeId, PartitionId};
 use redt_protocol::rebuild::{Rebuild, RebuildAction, RebuildOptions, RebuildProgress, RebuildState};
-use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Weak};
 use std::time::Instant;
 use tokio::task::JoinSet;
-
-/// The rebuilds of a node, by partition, and its voter repairs.
-#[derive(Debug)]
-pub(crate) struct Rebuilds {
-    learners: Mutex<BTreeMap<PartitionId, RebuildState>>,
-    repairs: Mutex<Repairs>,
-}
-
-/// The voter repairs of a node: the placement [`start`] last looked at, and the partitions
-/// being repaired.
-#[derive(Debug)]
-struct Repairs {
-    seen: Arc<Topology>,
-    running: BTreeSet<PartitionId>,
-}
-
-impl Rebuilds {
-    /// No rebuild yet; `file` is the placement the node starts from (its topology file's),
-    /// which the first placement it adopts is compared with: a node that restarts repairs
-    /// again every partition that lost a voter since (its memory of the repairs is gone).
-    pub(crate) fn new(file: Arc<Topology>) -> Rebuilds {
-        Rebuilds { learners: Mutex::default(), repairs: Mutex::new(Repairs { seen: file, running: BTreeSet::new() }) }
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<PartitionId, RebuildState>> {
-        self.learners.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn repairs(&self) -> std::sync::MutexGuard<'_, Repairs> {
-        self.repairs.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Every rebuild this node runs or finished, by partition.
-    pub(crate) fn snapshot(&self) -> Vec<(PartitionId, RebuildState)> {
-        self.lock().iter().map(|(&p, s)| (p, s.clone())).collect()
-    }
-}
 
 /// Starts a rebuild task for every partition the node's current placement makes it a learner
 /// of that it is not rebuilding yet (called after each placement the node adopts, and at

@@ -7,121 +7,33 @@
 //!
 //! The same scan lists the ring's entries that still owe a catch-up (docs/design.md §2, "a
 //! catch-up outlives its source"): one as old as a recoverable orphan that no machine of this
-//! node is paying is shipped again from the entry by a [`Shipper`] ([`pay`], which also
+//! node is paying is shipped again from the entry by a [`Shipper`](redt_protocol::catch_up::Shipper) (`Node::pay_catch_up`, which also
 //! delivers the catch-ups the executor core hands out when it applies a decision).
 //!
-//! Both kinds of background retry (a catch-up's [`Shipper`], a scan's [`Recoverer`]) run under
+//! Both kinds of background retry (a catch-up's [`Shipper`](redt_protocol::catch_up::Shipper), a scan's [`Recoverer`]) run under
 //! [`RetrySlots`]: at most `limits.max_background_retries` at once per node. One over the cap
 //! waits for a slot before its machine starts (so its give-up and round clocks start with
 //! it); none is dropped, and the claim it holds keeps the scan from starting it twice.
 //!
 //! A thin driver: what to decide lives in the state machines (the recovery rule
-//! in [`Recoverer`], the fill rule in [`GapWatch`], the retries in [`Shipper`]) and in the pure
+//! in [`Recoverer`], the fill rule in [`GapWatch`], the retries in [`Shipper`](redt_protocol::catch_up::Shipper)) and in the pure
 //! [`Orphan::due`]; this file moves their inputs and outputs, as the simulation's `scan`,
 //! `watch_gap`, `fill_gap`, `pump_recovery` and `pump_ship` do on a virtual clock
 //! (`sim/src/world.rs`).
 
+use crate::busy::Claim;
 use crate::error::{Error, Result};
 use crate::node::Node;
 use crate::status::Watched;
 use redt_dc_executor::{Gap, LOGICAL_BITS};
-use redt_proto::{NodeId, TxnId};
-use redt_protocol::catch_up::{CatchUpDebt, Shipper};
+use redt_proto::NodeId;
 use redt_protocol::gap_watch::{GapAction, GapWatch};
 use redt_protocol::message::{Reply, Request, Reservations};
 use redt_protocol::recoverer::{Orphan, Recoverer};
 use redt_protocol::RecoveryOptions;
-use std::collections::HashSet;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Weak};
 use std::time::Instant;
 use tokio::task::JoinSet;
-
-/// The slots of a node's background retries (`limits.max_background_retries`): a retry
-/// over the cap waits for one, and is counted while it does.
-#[derive(Debug)]
-pub(crate) struct RetrySlots {
-    slots: Arc<tokio::sync::Semaphore>,
-    waiting: AtomicU64,
-    waited: AtomicU64,
-}
-
-/// One retry's slot: released when dropped.
-pub(crate) type RetrySlot = Option<tokio::sync::OwnedSemaphorePermit>;
-
-impl RetrySlots {
-    /// `max` slots (at least one).
-    pub(crate) fn new(max: u64) -> Arc<Self> {
-        let max = usize::try_from(max).unwrap_or(usize::MAX).clamp(1, tokio::sync::Semaphore::MAX_PERMITS);
-        Arc::new(RetrySlots {
-            slots: Arc::new(tokio::sync::Semaphore::new(max)),
-            waiting: AtomicU64::new(0),
-            waited: AtomicU64::new(0),
-        })
-    }
-
-    /// A slot, waiting for one if all are taken (the semaphore is never closed, so this
-    /// always ends with a slot).
-    pub(crate) async fn acquire(&self) -> RetrySlot {
-        if let Ok(slot) = self.slots.clone().try_acquire_owned() {
-            return Some(slot);
-        }
-        self.waited.fetch_add(1, Relaxed);
-        self.waiting.fetch_add(1, Relaxed);
-        // Counted down even if the task is dropped while it waits (a runtime shutting down).
-        struct Waiting<'a>(&'a AtomicU64);
-        impl Drop for Waiting<'_> {
-            fn drop(&mut self) {
-                self.0.fetch_sub(1, Relaxed);
-            }
-        }
-        let _waiting = Waiting(&self.waiting);
-        self.slots.clone().acquire_owned().await.ok()
-    }
-
-    /// Retries waiting for a slot now.
-    pub(crate) fn waiting(&self) -> u64 {
-        self.waiting.load(Relaxed)
-    }
-
-    /// Retries that had to wait for a slot, since the node started.
-    pub(crate) fn waited(&self) -> u64 {
-        self.waited.load(Relaxed)
-    }
-}
-
-/// The transactions a node is working on, as their coordinator or as a recoverer: the scan
-/// starts no recoverer for one of them (a second machine for one transaction on one node
-/// would only compete with the first).
-#[derive(Debug, Default)]
-pub(crate) struct Busy(Mutex<HashSet<TxnId>>);
-
-impl Busy {
-    /// Claims `txn` until the returned [`Claim`] is dropped; `None` if it is already claimed.
-    pub(crate) fn claim(self: &Arc<Self>, txn: TxnId) -> Option<Claim> {
-        let fresh = self.0.lock().unwrap_or_else(|p| p.into_inner()).insert(txn);
-        fresh.then(|| Claim { busy: self.clone(), txn })
-    }
-
-    /// Whether `txn` is claimed.
-    #[cfg(test)]
-    fn contains(&self, txn: TxnId) -> bool {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).contains(&txn)
-    }
-}
-
-/// A transaction claimed in [`Busy`], released when dropped (however its task ends).
-#[derive(Debug)]
-pub(crate) struct Claim {
-    busy: Arc<Busy>,
-    txn: TxnId,
-}
-
-impl Drop for Claim {
-    fn drop(&mut self) {
-        self.busy.0.lock().unwrap_or_else(|p| p.into_inner()).remove(&self.txn);
-    }
-}
 
 /// Starts `node`'s recovery task on the current Tokio runtime. It holds the node weakly and
 /// stops at the first scan after [`Node::shutdown`] (or once the node is dropped).
@@ -186,7 +98,7 @@ async fn run(node: Weak<Node>, options: RecoveryOptions, writers: Vec<NodeId>) {
 }
 
 /// One recovery scan of `node`'s ring: a recoverer for every undecided phase-1 entry that is
-/// [`Orphan::due`] and not claimed, and a [`Shipper`] for every entry owing a catch-up that is
+/// [`Orphan::due`] and not claimed, and a [`Shipper`](redt_protocol::catch_up::Shipper) for every entry owing a catch-up that is
 /// as old and not claimed. Returns false once the executor thread has stopped.
 async fn scan(node: &Arc<Node>, options: &RecoveryOptions) -> bool {
     // A read of the whole ring: bulk work, in the node's own share.
@@ -238,35 +150,9 @@ async fn scan(node: &Arc<Node>, options: &RecoveryOptions) -> bool {
         let Some(claim) = node.busy.claim(orphan.txn) else { continue };
         let Some(debt) = node.exec.run(move |core, _| core.reship(&owed)).await else { return false };
         tracing::info!(node = %node.name(), txn = %debt.txn, to = ?debt.ship.iter().map(|s| node.topology().node_name(s.0)).collect::<Vec<_>>(), "catch-up shipped again");
-        pay(node, debt, Some(claim));
+        node.pay_catch_up(debt, Some(claim));
     }
     true
-}
-
-/// Delivers the catch-up `debt` on `node`'s driver loop with a [`Shipper`], then clears its
-/// entries' catch-up masks on the executor thread (delivered, or given up after
-/// [`RecoveryOptions::catch_up_give_up`]), holding `claim` (if any) until then. A node that
-/// shuts down first leaves the masks set: the next life of the process ships again.
-pub(crate) fn pay(node: &Arc<Node>, debt: CatchUpDebt, claim: Option<Claim>) {
-    let options = node.options.recovery_options(&node.topology());
-    let CatchUpDebt { txn, ship, owed } = debt;
-    let node = node.clone();
-    tokio::spawn(async move {
-        let _claim = claim;
-        let _slot = node.retry_slots.acquire().await;
-        let shipper = Shipper::start(txn, ship, &node.topology(), &options, Some(node.epochs.clone()), Instant::now());
-        let shipper = node.clone().drive(shipper, |_| {}).await;
-        if node.is_closed() {
-            return;
-        }
-        if !shipper.delivered() {
-            tracing::error!(node = %node.name(), %txn, behind = ?shipper.undelivered().into_iter().map(|n| node.topology().node_name(n)).collect::<Vec<_>>(), "catch-up given up");
-        }
-        match node.exec.run(move |core, _| core.clear_owed(txn, &owed)).await {
-            Some(Ok(())) | None => {}
-            Some(Err(e)) => tracing::warn!(node = %node.name(), %txn, "clearing a paid catch-up failed: {e}"),
-        }
-    });
 }
 
 /// Runs a recoverer of `orphan` on `node`'s driver loop, holding `claim` until it ends.
@@ -353,46 +239,8 @@ async fn fill(node: &Arc<Node>, gap: Gap) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use redt_proto::{Cts, DcId, PartitionId, Topology};
+    use redt_proto::{Cts, DcId, PartitionId, Topology, TxnId};
     use std::time::Duration;
-
-    /// No more than `limits.max_background_retries` retries run at once, and one
-    /// over the cap waits for a slot rather than being dropped (every retry runs).
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn retries_over_the_cap_wait_for_a_slot_and_all_run() {
-        let slots = RetrySlots::new(2);
-        let running = Arc::new(AtomicU64::new(0));
-        let most = Arc::new(AtomicU64::new(0));
-        let (release, released) = tokio::sync::watch::channel(false);
-        let mut tasks = JoinSet::new();
-        for _ in 0..8 {
-            let (slots, running, most, mut released) = (slots.clone(), running.clone(), most.clone(), released.clone());
-            tasks.spawn(async move {
-                let _slot = slots.acquire().await;
-                let now = running.fetch_add(1, Relaxed) + 1;
-                most.fetch_max(now, Relaxed);
-                let _ = released.wait_for(|r| *r).await;
-                running.fetch_sub(1, Relaxed);
-            });
-        }
-        // Two hold their slots until released: the six others wait (however slowly they start).
-        let t0 = Instant::now();
-        while slots.waiting() < 6 && t0.elapsed() < Duration::from_secs(20) {
-            tokio::time::sleep(Duration::from_millis(1)).await;
-        }
-        assert_eq!(slots.waiting(), 6, "retries over the cap wait");
-        assert_eq!(running.load(Relaxed), 2);
-        release.send(true).expect("tasks listen");
-        let mut done = 0;
-        while let Some(r) = tasks.join_next().await {
-            r.expect("a retry runs to its end");
-            done += 1;
-        }
-        assert_eq!(done, 8, "none dropped");
-        assert!(most.load(Relaxed) <= 2, "{} ran at once", most.load(Relaxed));
-        assert_eq!(slots.waiting(), 0);
-        assert_eq!(slots.waited(), 6);
-    }
 
     fn topology() -> Topology {
         Topology::from_yaml("default.yaml", include_str!("../../configs/default.yaml")).expect("default.yaml is valid")
@@ -452,17 +300,5 @@ mod tests {
         assert!(o.due(&t, dc(2), p1, &options, first + turn));
         assert!(!o.due(&t, dc(6), p1, &options, first + 2 * turn - 1), "not a participant: after all of them");
         assert!(o.due(&t, dc(6), p1, &options, first + 3 * turn));
-    }
-
-    #[test]
-    fn a_claim_excludes_a_second_one_until_it_is_dropped() {
-        let busy = Arc::new(Busy::default());
-        let txn = TxnId::new(NodeId(1), 5);
-        let first = busy.claim(txn).expect("a fresh transaction can be claimed");
-        assert!(busy.claim(txn).is_none(), "a claimed transaction cannot be claimed again");
-        assert!(busy.claim(TxnId::new(NodeId(1), 6)).is_some(), "another transaction can");
-        drop(first);
-        assert!(!busy.contains(txn));
-        assert!(busy.claim(txn).is_some(), "released with its claim");
     }
 }

@@ -12,10 +12,10 @@
 //! executor wrote on every up-to-date replica — or, for an entry that recorded none, the
 //! cell's own advanced.
 
-use crate::dc::COUNTER_BOUNDARY;
 use crate::executor::cells_of;
 use crate::lock;
 use crate::memstore::LINE;
+use crate::record::COUNTER_BOUNDARY;
 use crate::record::{encode_cell, Catalog, CellVersion, ThomasRule, COUNTERS, LOCK_WORD};
 use crate::region::Region;
 use crate::replay::Apply;

@@ -6,7 +6,7 @@ use crate::index::Index;
 use crate::lock;
 use crate::memstore::Layout;
 use crate::ordered::{OrderedIndex, Partitioner};
-use crate::record::{Catalog, CellVersion, COUNTERS, LOCK_WORD};
+use crate::record::{lock_word, Catalog, CellVersion};
 use crate::region::Region;
 use crate::verbs::Verbs;
 use redt_proto::{NodeId, Offset, TableId, Topology};
@@ -252,21 +252,6 @@ pub const INSERT_LEASE_MS: u64 = 1_000;
 fn now_ms() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(1)
 }
-
-/// Offset of the lock word of the record at `record`.
-pub fn lock_word(record: Offset) -> Offset {
-    Offset(record.0 + LOCK_WORD)
-}
-
-/// Offset of the update-counter word holding group `g`'s counter, and the masked-FAA
-/// operand and boundary that add one to that counter.
-pub fn counter_increment(record: Offset, g: usize) -> (Offset, u64, u64) {
-    let word = Offset(record.0 + COUNTERS + 8 * (g as u64 / 4));
-    (word, 1u64 << (16 * (g % 4)), COUNTER_BOUNDARY)
-}
-
-/// Boundary mask of four 16-bit counters in one word (their top bits).
-pub const COUNTER_BOUNDARY: u64 = 0x8000_8000_8000_8000;
 
 /// Formats `region` as a MemStore of `layout` unless it already holds one of that layout
 /// (a restarted node process keeps its data). Returns whether it formatted.

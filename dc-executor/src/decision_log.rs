@@ -32,8 +32,8 @@ use crate::verbs::Verbs;
 use redt_proto::{Cts, NodeId, Offset, TxnId};
 use std::sync::atomic::Ordering;
 
-/// Bytes of one row.
-pub const ROW_BYTES: u64 = 32;
+/// Bytes of one row (the MemStore's layout sizes the log in them).
+pub use crate::memstore::DECISION_ROW_BYTES as ROW_BYTES;
 
 /// What a finished entry recorded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

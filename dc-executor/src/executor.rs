@@ -65,11 +65,12 @@
 //! releases the locks. A committed entry that clears a record of an ordered table (a delete)
 //! takes the key out of its tree before it releases that record (`ordered.rs`, "Deletes").
 
-use crate::dc::{counter_increment, lock_word, Created, DcHandle};
+use crate::dc::{Created, DcHandle};
 use crate::error::{Error, Result};
 use crate::hlc::Hlc;
 use crate::lock::{self, LockOutcome};
 use crate::procedure::{Procedure, RangeRead, RangeRow, ReadView, UserAbort};
+use crate::record::{counter_increment, lock_word};
 use crate::record::{encode_cell, CellVersion, RecordLayout};
 use crate::ring::{self, Change, EntryStatus, LockIntent, RedoEntry, RingWriter, VoteCode, VoteState, VoteWord};
 use crate::verbs::DoorbellBatch;

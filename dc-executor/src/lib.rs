@@ -40,7 +40,7 @@ pub use btree::{
     BTree, BTreeConfig, BTreeCounts, BTreeStats, ReadCheck, TreeShape, DEFAULT_NODE_BYTES, MAX_NODE_BYTES,
     MIN_NODE_BYTES,
 };
-pub use dc::{format_if_new, lock_word, Created, DcHandle, RecordImage};
+pub use dc::{format_if_new, Created, DcHandle, RecordImage};
 pub use error::{Error, Result, SuperblockMismatch};
 pub use executor::{
     AbortReason, BoundedMap, Decision, EntryRef, Executor, ItemVote, LocalAccess, SubTxn, TxnSet, Vote,
@@ -55,6 +55,7 @@ pub use procedure::{
     decode_scan, encode_scan, list_items, list_len, Access, KvOp, KvProcedure, Procedure, RangeRead, RangeRow,
     ReadView, RecordOp, RecordsProcedure, UserAbort, Write, YcsbOp, YcsbProcedure, LIST_HEADER, LIST_TAG,
 };
+pub use record::lock_word;
 pub use record::{encode_cell, Catalog, CellVersion, RecordLayout, RecordView, ThomasRule, HEADER_BYTES};
 pub use region::{masked_add, Region};
 pub use replay::{Apply, ReplayStep, Replayer};

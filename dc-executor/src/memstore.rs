@@ -39,6 +39,9 @@ const MAGIC_FAMILY_MASK: u64 = 0x0000_ffff_ffff_ffff;
 /// Superblock size and alignment unit of every area, in bytes.
 pub const LINE: u64 = 64;
 
+/// Bytes of one row of the decision log (`crate::decision_log`).
+pub const DECISION_ROW_BYTES: u64 = 32;
+
 /// Byte offset of the heap bump pointer inside the superblock.
 const HEAP_NEXT: u64 = 56;
 
@@ -209,7 +212,7 @@ impl Layout {
 
     /// Rows of the decision log.
     pub fn log_rows(&self) -> u64 {
-        (self.log_bytes - LINE) / crate::decision_log::ROW_BYTES
+        (self.log_bytes - LINE) / DECISION_ROW_BYTES
     }
 
     /// Writes a fresh superblock and zeroes the insert-lock stripes, the node line (the

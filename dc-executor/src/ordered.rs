@@ -452,7 +452,7 @@ impl OrderedIndex {
     ) -> Result<bool> {
         let p = self.partitioner.partition_of(table, key);
         let Some(tree) = self.tree(verbs, node, table, p, false)? else { return Ok(false) };
-        let word = crate::dc::lock_word(record);
+        let word = crate::record::lock_word(record);
         let cas = lock::plan(0, 1 << GAP_GROUP, 0).expect("a zero guess never conflicts");
         let locked = self.gap_locks();
         // Every other group's exclusive bit as the caller holds it, and (with gap locks) the
@@ -571,7 +571,7 @@ impl OrderedIndex {
 /// with no successor, past the last key of `tree`.
 pub(crate) fn gap_word(tree: &BTree, successor: Option<Offset>) -> Offset {
     match successor {
-        Some(r) => crate::dc::lock_word(r),
+        Some(r) => crate::record::lock_word(r),
         None => tree.spare_word(),
     }
 }

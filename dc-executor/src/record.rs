@@ -14,7 +14,7 @@
 //! with record-level locking maps every cell to group 0.
 
 use crate::lock::GROUPS;
-use redt_proto::{Cts, Locking, TableId, TableSchema};
+use redt_proto::{Cts, Locking, Offset, TableId, TableSchema};
 
 /// Record header size in bytes.
 pub const HEADER_BYTES: u64 = 64;
@@ -309,6 +309,21 @@ pub fn encode_cell(version: CellVersion, value: &[u8], cell_bytes: u32) -> Vec<u
     b[8..8 + n].copy_from_slice(&value[..n]);
     b
 }
+
+/// Offset of the lock word of the record at `record`.
+pub fn lock_word(record: Offset) -> Offset {
+    Offset(record.0 + LOCK_WORD)
+}
+
+/// Offset of the update-counter word holding group `g`'s counter, and the masked-FAA
+/// operand and boundary that add one to that counter.
+pub fn counter_increment(record: Offset, g: usize) -> (Offset, u64, u64) {
+    let word = Offset(record.0 + COUNTERS + 8 * (g as u64 / 4));
+    (word, 1u64 << (16 * (g % 4)), COUNTER_BOUNDARY)
+}
+
+/// Boundary mask of four 16-bit counters in one word (their top bits).
+pub const COUNTER_BOUNDARY: u64 = 0x8000_8000_8000_8000;
 
 #[cfg(test)]
 mod tests {

@@ -226,7 +226,7 @@ impl Executor {
         let release = |held: &[(TableId, u64, Offset, crate::lock::LockCas)]| -> Result<()> {
             let mut batch = DoorbellBatch::new();
             for (_, _, record, cas) in held {
-                batch.fetch_and_add(crate::dc::lock_word(*record), crate::lock::release_operand(cas.added));
+                batch.fetch_and_add(crate::record::lock_word(*record), crate::lock::release_operand(cas.added));
             }
             if !held.is_empty() {
                 dc.verbs.post_batch(node, &mut batch)?;
@@ -250,7 +250,7 @@ impl Executor {
             let cas = crate::lock::plan(0, groups, 0).expect("a zero guess never conflicts");
             let old = dc.verbs.masked_compare_and_swap(
                 node,
-                crate::dc::lock_word(record),
+                crate::record::lock_word(record),
                 cas.compare,
                 cas.mask,
                 cas.swap,
@@ -303,7 +303,7 @@ impl Executor {
             push_counter_increments(&mut batch, record, written);
         }
         for (_, _, record, cas) in &held {
-            batch.fetch_and_add(crate::dc::lock_word(*record), crate::lock::release_operand(cas.added));
+            batch.fetch_and_add(crate::record::lock_word(*record), crate::lock::release_operand(cas.added));
         }
         dc.verbs.post_batch(node, &mut batch)?;
         Ok(true)

@@ -42,10 +42,11 @@
 //! verbs on one MemStore, performed in order): a pinned record is never retired, and a pinner
 //! that meets a retired record looks the key up again.
 
-use crate::dc::{counter_increment, lock_word, DcHandle};
+use crate::dc::DcHandle;
 use crate::error::Result;
 use crate::free_list::{self, RETIRED};
 use crate::record::RecordLayout;
+use crate::record::{counter_increment, lock_word};
 use redt_proto::{NodeId, Offset, TableId};
 
 /// Times a retirer finds only the gap group held and tries again.

@@ -18,10 +18,11 @@
 //! and no torn cell. A record found busy ends the chunk before its bucket; the caller asks
 //! again later from that bucket.
 
-use crate::dc::{lock_word, DcHandle};
+use crate::dc::DcHandle;
 use crate::error::{Error, Result};
 use crate::executor::push_counter_increments;
 use crate::lock;
+use crate::record::lock_word;
 use crate::record::{encode_cell, CellVersion, RecordLayout, ThomasRule, COUNTERS, HEADER_BYTES, LOCK_WORD};
 use crate::replica::create_record;
 use crate::verbs::DoorbellBatch;

@@ -7,8 +7,8 @@
 use super::meta::{self, Stored};
 use super::{measure, require_commits, Meter, Target, WorkloadKind};
 use crate::bank::{balance, draw_transfer};
-use crate::cluster::bar;
 use crate::interval::IntervalOptions;
+use crate::progress::bar;
 use crate::report::{CpuCost, Outcomes};
 use rand::SeedableRng;
 use redt_dc_executor::RecordOp;

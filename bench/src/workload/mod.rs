@@ -24,9 +24,9 @@ pub mod meta;
 pub mod tpcc;
 pub mod ycsb;
 
-use crate::cluster::bar;
 use crate::cpu::CpuSource;
 use crate::interval::{IntervalOptions, Intervals, Snapshot};
+use crate::progress::bar;
 use crate::report::{CpuCost, Latency, Outcomes};
 use backon::{ExponentialBuilder, Retryable};
 use redt_coordinator::{Client, EmbeddedCluster, TxnOutcome, TxnStatus};

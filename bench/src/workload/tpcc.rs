@@ -12,7 +12,7 @@
 
 use super::meta::{self, Stored};
 use super::{require_commits, Meter, Target, WorkloadKind};
-use crate::cluster::bar;
+use crate::progress::bar;
 use crate::report::{CpuCost, Outcomes};
 use crate::tpcc::check::{check_with, CheckInput, CheckReport};
 use crate::tpcc::driver::{spawn_terminals, Backend, Shared, TpccConfig, TypeReport};

@@ -9,7 +9,8 @@
 
 use super::meta::{self, Stored};
 use super::{require_commits, Target, WorkloadKind};
-use crate::cluster::{bar, run_remote_ycsb_on, ClusterConfig, KeySpace, RemoteReport};
+use crate::cluster::{run_remote_ycsb_on, ClusterConfig, KeySpace, RemoteReport};
+use crate::progress::bar;
 use redt_dc_executor::RecordOp;
 use redt_proto::{PartitionId, TableId};
 use serde::{Deserialize, Serialize};
