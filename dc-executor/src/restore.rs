@@ -216,7 +216,7 @@ pub fn restore(
 /// Writes `bytes` (an entry encoded for `index`) over the entry at `index`, except its
 /// status and vote words, which keep what the image holds.
 fn rewrite_body(layout: &Layout, region: &Region, index: u64, bytes: &[u8]) {
-    use crate::ring::codec::{W_INDEX, W_STATUS};
+    use crate::ring::layout::{W_INDEX, W_STATUS};
     region.write(slot_offset(layout, index), &bytes[..W_STATUS as usize]);
     let rest = bytes.len() as u64 - W_INDEX;
     for (off, from, len) in pieces(layout, index, W_INDEX, rest) {

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use crate::membership::Refused;
+use crate::refused::Refused;
 
 /// What went wrong in a call into this crate.
 ///

@@ -24,14 +24,16 @@ mod error;
 mod membership;
 mod raft_log;
 mod raft_membership;
+mod refused;
 
 pub use detector::{Action, Detector, DetectorConfig, Heard, Liveness};
 pub use detector_sim::{detection_time, false_suspicions, FalseSuspicions, SimLink};
 pub use error::{Error, Result};
-pub use membership::{Change, Command, Learner, Membership, PartitionChange, Refused, Replicas, Shortfall, Status};
+pub use membership::{Change, Command, Learner, Membership, PartitionChange, Replicas, Shortfall, Status};
 pub use raft::eraftpb::Message as RaftMessage;
 pub use raft_log::{DiskStorage, Recovery};
 pub use raft_membership::{
     decode_message, encode_message, node_of, raft_id, Applied, AppliedConfChange, RaftMembership, RaftTicks, Role,
     RoleChange,
 };
+pub use refused::Refused;

@@ -87,8 +87,9 @@ use std::collections::{BTreeSet, VecDeque};
 use std::path::Path;
 
 use crate::error::{Error, Result};
-use crate::membership::{Change, Command, Membership, Refused, Status};
+use crate::membership::{Change, Command, Membership, Status};
 use crate::raft_log::{DiskStorage, Recovery};
+use crate::refused::Refused;
 
 /// Returns the Raft peer id of `node`: its id plus one (raft-rs reserves 0).
 pub fn raft_id(node: NodeId) -> u64 {

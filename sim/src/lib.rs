@@ -24,9 +24,25 @@
 
 mod check;
 mod net;
+mod violation;
 mod workload;
 mod world;
 
-pub use check::{Leftover, Violation};
+pub use violation::{Leftover, Violation};
 pub use workload::Workload;
-pub use world::{run, Faults, SimConfig, SimReport};
+pub use world::{Faults, SimConfig, SimReport};
+
+use world::World;
+
+/// Runs one simulated schedule and checks it.
+///
+/// # Errors
+/// A topology the simulation cannot run (no `kv` table, no table for the workload).
+pub fn run(cfg: SimConfig) -> Result<SimReport, String> {
+    let mut w = World::new(cfg)?;
+    w.run();
+    check::check(&mut w);
+    let mut report = std::mem::take(&mut w.report);
+    report.end_us = w.now;
+    Ok(report)
+}

@@ -1,7 +1,7 @@
 //! The simulated cluster and its event loop.
 
-use crate::check::{self, Leftover, Violation};
 use crate::net::{MessageFaults, Micros, Network, Queue};
+use crate::violation::{Leftover, Violation};
 use crate::workload::{self, Generator, Workload};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -526,7 +526,7 @@ pub(crate) struct World {
     net: Network,
     rng: StdRng,
     base: Instant,
-    now: Micros,
+    pub(crate) now: Micros,
     cfg: SimConfig,
     gen: Generator,
     next_rpc: u64,
@@ -568,21 +568,9 @@ const MAX_SKEW: Duration = Duration::from_secs(2);
 /// The drain gives up this long after the workload ends.
 const DRAIN_LIMIT: Duration = Duration::from_secs(120);
 
-/// Runs one simulated schedule and checks it.
-///
-/// # Errors
-/// A topology the simulation cannot run (no `kv` table, no table for the workload).
-pub fn run(cfg: SimConfig) -> Result<SimReport, String> {
-    let mut w = World::new(cfg)?;
-    w.run();
-    check::check(&mut w);
-    let mut report = std::mem::take(&mut w.report);
-    report.end_us = w.now;
-    Ok(report)
-}
-
 impl World {
-    fn new(cfg: SimConfig) -> Result<World, String> {
+    /// A world of `cfg`'s topology at time 0, nothing run yet.
+    pub(crate) fn new(cfg: SimConfig) -> Result<World, String> {
         let mut topology = cfg.topology.clone();
         topology.memstore.size_bytes = 4 << 20;
         topology.memstore.index_bytes = 512 << 10;
@@ -749,7 +737,7 @@ impl World {
         }
     }
 
-    fn run(&mut self) {
+    pub(crate) fn run(&mut self) {
         let duration = self.cfg.duration.as_micros() as u64;
         for n in 0..self.nodes.len() {
             for _ in 0..self.cfg.clients_per_node {

@@ -1,5 +1,7 @@
 //! `redt bench …`.
 
+use super::bench_args::{IdleArgs, OutArgs};
+use super::drill::DrillArgs;
 use super::{load_topology, runtime, AckArgs, ProtocolArgs};
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
@@ -155,111 +157,6 @@ impl ShapeArgs {
         c.partitions_per_txn = self.partitions_per_txn;
         c.dcs_per_txn = self.dcs_per_txn;
         Ok(())
-    }
-}
-
-/// Output options shared by every bench.
-#[derive(Args, Debug, Clone)]
-pub struct OutArgs {
-    /// Print JSON instead of a table.
-    #[arg(long)]
-    json: bool,
-    /// Append the report as one row to this CSV file (header written when the file is new).
-    #[arg(long, value_name = "FILE")]
-    csv: Option<PathBuf>,
-    /// Print a row per interval of the measured run (not the warm-up): elapsed,
-    /// committed/s, aborts/s, p50/p95/p99 ms of the interval, totals [default: 1s when
-    /// standard output is a terminal and without --json, else no rows]. Above zero; turn
-    /// the rows off with --no-interval.
-    #[arg(long, value_name = "DURATION", allow_hyphen_values = true, value_parser = interval_length)]
-    interval: Option<Duration>,
-    /// No interval rows, even on a terminal.
-    #[arg(long, conflicts_with_all = ["interval", "interval_csv"])]
-    no_interval: bool,
-    /// Write the interval rows to this CSV file (created or truncated; header `elapsed_s,
-    /// interval_s, committed, aborted, unknown, committed_per_s, aborted_per_s, p50_ms, p95_ms,
-    /// p99_ms, committed_total, aborted_total`), every --interval [default: 1s]. `--csv`
-    /// keeps one row per run.
-    #[arg(long, value_name = "FILE")]
-    interval_csv: Option<PathBuf>,
-}
-
-/// `--interval`: a duration above zero; 0 is refused, pointing at `--no-interval`.
-fn interval_length(s: &str) -> Result<Duration, String> {
-    match crate::cmd::duration::span(s)? {
-        d if d.is_zero() => Err(format!(
-            "invalid duration `{}`: zero; an interval must last some time, e.g. 1s (--no-interval turns the rows off)",
-            s.trim()
-        )),
-        d => Ok(d),
-    }
-}
-
-impl OutArgs {
-    /// The interval rows asked for: `--interval` (or 1 s) when given, or with
-    /// `--interval-csv`, or by default when standard output is a terminal and `--json` is not
-    /// given; none with `--no-interval`. Rows print unless only `--interval-csv` asked for
-    /// them, to standard error with `--json`.
-    pub(crate) fn intervals(&self) -> redt_bench::interval::IntervalOptions {
-        use std::io::IsTerminal;
-        let by_default = std::io::stdout().is_terminal() && !self.json;
-        let print = !self.no_interval && (self.interval.is_some() || (by_default && self.interval_csv.is_none()));
-        let on = print || (!self.no_interval && self.interval_csv.is_some());
-        redt_bench::interval::IntervalOptions {
-            every: on.then(|| self.interval.unwrap_or(Duration::from_secs(1))),
-            print,
-            to_stderr: self.json,
-            csv: self.interval_csv.clone(),
-        }
-    }
-
-    /// Whether `--interval` or `--interval-csv` was given (for the runs that have no rows).
-    pub(crate) fn asked_for_intervals(&self) -> bool {
-        self.interval.is_some() || self.interval_csv.is_some()
-    }
-
-    /// Whether `--json` was given.
-    pub(crate) fn json(&self) -> bool {
-        self.json
-    }
-
-    /// Prints the report — its JSON text `json` with `--json`, else `table()` — then
-    /// appends it to the CSV file if asked.
-    pub(crate) fn emit(&self, json: String, table: impl FnOnce()) -> Result<()> {
-        if self.json {
-            println!("{json}");
-        } else {
-            table();
-        }
-        if let Some(path) = &self.csv {
-            redt_bench::csv::append_json(path, &json).map_err(anyhow::Error::msg)?;
-            if !self.json {
-                println!("  (row appended to {})", path.display());
-            }
-        }
-        Ok(())
-    }
-}
-
-/// The idle-CPU window of the embedded benches (`idle_cpu_cores` in their reports).
-#[derive(Args, Debug, Clone, Copy)]
-pub struct IdleArgs {
-    /// Before the warm-up, with the embedded cluster up and loaded and no client running yet,
-    /// measure the process's idle CPU over this window (`idle_cpu_cores`: heartbeats, replay,
-    /// timers); `0s` skips it [default: 1s].
-    #[arg(long, value_name = "DURATION", allow_hyphen_values = true, value_parser = crate::cmd::duration::span)]
-    idle_window: Option<Duration>,
-}
-
-impl IdleArgs {
-    /// `--idle-window`, or the default.
-    pub(crate) fn window(&self) -> Duration {
-        self.idle_window.unwrap_or(redt_bench::report::DEFAULT_IDLE_WINDOW)
-    }
-
-    /// Whether `--idle-window` was given.
-    pub(crate) fn given(&self) -> bool {
-        self.idle_window.is_some()
     }
 }
 
@@ -498,55 +395,6 @@ impl YcsbArgs {
             idle_window: if self.cluster.is_some() { Duration::ZERO } else { self.idle.window() },
         }
     }
-}
-
-/// A failure drill during `redt bench ycsb` (the faults of `redt drill`): a plan of scheduled
-/// faults while the clients run (`--drill`), or one fault (`--kill`, `--cut`: shorthands for
-/// one-event plans). With `--cluster` it drills the running cluster
-/// (kills by signal through `--run-dir`); without, the embedded one (kills stop the node
-/// in-process, as `redt bench bank --drill`).
-#[derive(Args, Debug)]
-pub struct DrillArgs {
-    /// Drill plan, quoted: events separated by `;`, each a fault, `at T` (after the measured
-    /// interval starts) and an optional heal — `kill-dc DC [restart-after D]`, `kill-node NODE
-    /// [restart-after D]`, `partition DCS|DCS [heal-after D]`, `slow-link A B rtt R [for D]`;
-    /// e.g. "kill-dc dc2 at 10s restart-after 30s" (see `redt drill --help`). Kills of a
-    /// running cluster (`--cluster`) need `--run-dir` of `redt cluster up`; on the embedded
-    /// cluster a kill stops the node in-process and a restart starts it again on its MemStore.
-    #[arg(long, value_name = "PLAN", conflicts_with_all = ["kill", "cut"])]
-    pub(crate) drill: Option<String>,
-    /// Kill this node's process with SIGKILL during the run, and start it again on its
-    /// MemStore `--restart-after` later (the plan `kill-node NODE at T restart-after D`).
-    #[arg(long, value_name = "NODE", conflicts_with = "cut")]
-    pub(crate) kill: Option<String>,
-    /// How long the killed node stays down.
-    #[arg(long, default_value = "3s", allow_hyphen_values = true, value_parser = crate::cmd::duration::span)]
-    pub(crate) restart_after: Duration,
-    /// Cut this DC off every other DC (netem partition, both ways) during the run, and heal
-    /// it `--cut-for` later (the plan `partition DC|OTHERS at T heal-after D`).
-    #[arg(long, value_name = "DC")]
-    pub(crate) cut: Option<String>,
-    /// How long the cut lasts.
-    #[arg(long, default_value = "5s", allow_hyphen_values = true, value_parser = crate::cmd::duration::span)]
-    pub(crate) cut_for: Duration,
-    /// When `--kill` or `--cut` starts, after the measured interval starts.
-    #[arg(long, default_value = "10s", allow_hyphen_values = true, value_parser = crate::cmd::duration::span)]
-    pub(crate) at: Duration,
-    /// Run directory of the cluster (`redt cluster up --run-dir`), for kills.
-    #[arg(long, default_value = "run")]
-    pub(crate) run_dir: PathBuf,
-    /// Embedded cluster only (no `--cluster`), with a drill: run the nodes without the
-    /// membership peer (a dead DC stays in the placement and stops the partitions it holds
-    /// until it returns). A running cluster's nodes chose at start-up.
-    #[arg(long, conflicts_with = "cluster")]
-    pub(crate) no_failover: bool,
-    /// Write the drill's timeline (one row per 100 ms: committed/s, aborted/s, unknown/s, p99
-    /// of the second, undecided entries, replay backlog, suspicions, events) to this CSV file.
-    #[arg(long, value_name = "FILE")]
-    pub(crate) timeline_csv: Option<PathBuf>,
-    /// Draw the drill's timeline to this SVG file, and a PNG beside it.
-    #[arg(long, value_name = "FILE.svg")]
-    pub(crate) chart: Option<PathBuf>,
 }
 
 /// Arguments of `redt bench local`.

@@ -5,7 +5,6 @@
 //! ([`ProcessDriver`]: SIGKILL and restart through the run directory of `redt cluster up`,
 //! netem requests to every node); `redt_bench::drill` measures; this module prints and saves.
 
-use super::bench::DrillArgs;
 use super::{load_topology, runtime};
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
@@ -157,6 +156,55 @@ fn plan_node_name(e: &redt_bench::drill_plan::Event, n: NodeId) -> String {
         _ => None,
     }
     .unwrap_or_else(|| n.to_string())
+}
+
+/// A failure drill during `redt bench ycsb` (the faults of `redt drill`): a plan of scheduled
+/// faults while the clients run (`--drill`), or one fault (`--kill`, `--cut`: shorthands for
+/// one-event plans). With `--cluster` it drills the running cluster
+/// (kills by signal through `--run-dir`); without, the embedded one (kills stop the node
+/// in-process, as `redt bench bank --drill`).
+#[derive(Args, Debug)]
+pub struct DrillArgs {
+    /// Drill plan, quoted: events separated by `;`, each a fault, `at T` (after the measured
+    /// interval starts) and an optional heal — `kill-dc DC [restart-after D]`, `kill-node NODE
+    /// [restart-after D]`, `partition DCS|DCS [heal-after D]`, `slow-link A B rtt R [for D]`;
+    /// e.g. "kill-dc dc2 at 10s restart-after 30s" (see `redt drill --help`). Kills of a
+    /// running cluster (`--cluster`) need `--run-dir` of `redt cluster up`; on the embedded
+    /// cluster a kill stops the node in-process and a restart starts it again on its MemStore.
+    #[arg(long, value_name = "PLAN", conflicts_with_all = ["kill", "cut"])]
+    pub(crate) drill: Option<String>,
+    /// Kill this node's process with SIGKILL during the run, and start it again on its
+    /// MemStore `--restart-after` later (the plan `kill-node NODE at T restart-after D`).
+    #[arg(long, value_name = "NODE", conflicts_with = "cut")]
+    pub(crate) kill: Option<String>,
+    /// How long the killed node stays down.
+    #[arg(long, default_value = "3s", allow_hyphen_values = true, value_parser = crate::cmd::duration::span)]
+    pub(crate) restart_after: Duration,
+    /// Cut this DC off every other DC (netem partition, both ways) during the run, and heal
+    /// it `--cut-for` later (the plan `partition DC|OTHERS at T heal-after D`).
+    #[arg(long, value_name = "DC")]
+    pub(crate) cut: Option<String>,
+    /// How long the cut lasts.
+    #[arg(long, default_value = "5s", allow_hyphen_values = true, value_parser = crate::cmd::duration::span)]
+    pub(crate) cut_for: Duration,
+    /// When `--kill` or `--cut` starts, after the measured interval starts.
+    #[arg(long, default_value = "10s", allow_hyphen_values = true, value_parser = crate::cmd::duration::span)]
+    pub(crate) at: Duration,
+    /// Run directory of the cluster (`redt cluster up --run-dir`), for kills.
+    #[arg(long, default_value = "run")]
+    pub(crate) run_dir: PathBuf,
+    /// Embedded cluster only (no `--cluster`), with a drill: run the nodes without the
+    /// membership peer (a dead DC stays in the placement and stops the partitions it holds
+    /// until it returns). A running cluster's nodes chose at start-up.
+    #[arg(long, conflicts_with = "cluster")]
+    pub(crate) no_failover: bool,
+    /// Write the drill's timeline (one row per 100 ms: committed/s, aborted/s, unknown/s, p99
+    /// of the second, undecided entries, replay backlog, suspicions, events) to this CSV file.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) timeline_csv: Option<PathBuf>,
+    /// Draw the drill's timeline to this SVG file, and a PNG beside it.
+    #[arg(long, value_name = "FILE.svg")]
+    pub(crate) chart: Option<PathBuf>,
 }
 
 /// The plan `redt bench ycsb` asks for: `--drill PLAN`, or `--kill NODE` (`kill-node NODE at

@@ -1,6 +1,7 @@
 //! The `redt` subcommands.
 
 pub mod bench;
+pub mod bench_args;
 pub mod client;
 pub mod cluster;
 pub mod drill;

@@ -25,7 +25,7 @@ pub struct TpccArgs {
     #[arg(long, default_value = "5s", allow_hyphen_values = true, value_parser = crate::cmd::duration::span)]
     warmup: Duration,
     #[command(flatten)]
-    idle: super::bench::IdleArgs,
+    idle: super::bench_args::IdleArgs,
     /// Closed-loop terminals per warehouse [default: 4; 10, the spec's, with --think].
     /// Without think times every terminal submits back to back, and every Payment of a
     /// warehouse write-locks its W_YTD cell for about one 40 ms inter-DC round trip (two
@@ -56,7 +56,7 @@ pub struct TpccArgs {
     #[arg(long, default_value_t = 42)]
     seed: u64,
     #[command(flatten)]
-    out: super::bench::OutArgs,
+    out: super::bench_args::OutArgs,
     #[command(flatten)]
     drill: super::drill::EmbeddedDrillArgs,
 }

@@ -28,6 +28,7 @@ mod peers;
 mod reload;
 mod rpc;
 mod server;
+mod shared;
 pub mod tls;
 pub mod x509;
 

@@ -5,7 +5,7 @@ use super::admission::Refusal;
 use super::counters::TransportCounters;
 use super::frame::{self, FrameError, ReadFailure, StreamCode};
 use super::links;
-use super::rpc::Shared;
+use super::shared::Shared;
 use super::{Caller, Handler};
 use quinn::{Connection, Endpoint, Incoming, RecvStream, SendStream, VarInt};
 use rustls_pki_types::CertificateDer;

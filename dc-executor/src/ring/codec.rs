@@ -2,19 +2,12 @@
 //! 64-byte header of little-endian words, the body, zero padding to whole slots, and a CRC-32
 //! over everything but the words that change in place.
 
-use super::entry::{Change, EntryStatus, LockIntent, RedoEntry};
+use super::entry::{Change, LockIntent, RedoEntry};
+use super::status::EntryStatus;
 use super::vote::VoteWord;
 use super::{MAX_ENTRY_SLOTS, SLOT_BYTES};
 use crate::error::{Error, Result};
 use redt_proto::{Cts, DcId, Epoch, NodeId, Offset, PartitionId, TableId, TxnId};
-
-/// Byte offsets of the header words.
-pub(crate) const W_STATUS: u64 = 8;
-pub(super) const W_VOTE: u64 = 16;
-/// First header byte written by [`push_write_body`] after w0 (w3 onwards).
-///
-/// [`push_write_body`]: super::push_write_body
-pub(crate) const W_INDEX: u64 = 24;
 
 /// Encoded sizes of the fixed parts of the body items, in bytes.
 const PARTICIPANT_BYTES: u64 = 2;
@@ -67,6 +60,20 @@ impl EntryShape {
     /// Slots the entry occupies (at least 1).
     pub fn slots(&self) -> u64 {
         self.bytes().div_ceil(SLOT_BYTES)
+    }
+}
+
+impl RedoEntry {
+    /// The counts that size this entry.
+    pub fn shape(&self) -> EntryShape {
+        EntryShape {
+            participants: self.participants.len() as u64,
+            partitions: self.partitions.len() as u64,
+            locks: self.locks.len() as u64,
+            versions: self.locks.iter().map(|l| l.cells.count_ones() as u64).sum(),
+            changes: self.changes.len() as u64,
+            value_bytes: self.changes.iter().map(|c| c.value.len() as u64).sum(),
+        }
     }
 }
 

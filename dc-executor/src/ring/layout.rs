@@ -2,12 +2,19 @@
 //! `ring` module docs), and the WRITEs that put an entry there (RedT Algorithm 2 `WriteLog`,
 //! `CommitLog`).
 
-use super::codec::{W_INDEX, W_STATUS};
-use super::entry::EntryStatus;
+use super::status::EntryStatus;
 use super::SLOT_BYTES;
 use crate::memstore::Layout;
 use crate::verbs::DoorbellBatch;
 use redt_proto::{Cts, Offset};
+
+/// Byte offsets of the header words.
+pub(crate) const W_STATUS: u64 = 8;
+pub(crate) const W_VOTE: u64 = 16;
+/// First header byte written by [`push_write_body`] after w0 (w3 onwards).
+///
+/// [`push_write_body`]: super::push_write_body
+pub(crate) const W_INDEX: u64 = 24;
 
 /// Offset of the ring's head word.
 pub(crate) fn head_offset(layout: &Layout) -> u64 {

@@ -97,8 +97,9 @@
 mod capacity;
 pub(crate) mod codec;
 mod entry;
-mod layout;
+pub(crate) mod layout;
 mod read;
+mod status;
 #[cfg(test)]
 mod strategies;
 mod vote;
@@ -106,7 +107,7 @@ mod writer;
 
 pub use capacity::{check_limits_fit_ring, entry_capacity, largest_entry, op_shape, LargestEntry};
 pub use codec::{check_encodable, decode, encode, encode_filler, encode_padded, encoded_slots, EntryShape};
-pub use entry::{Change, EntryStatus, LockIntent, RedoEntry, OWED_SHIFT};
+pub use entry::{Change, LockIntent, RedoEntry};
 pub use layout::{
     durable_head_offset, push_set_status, push_set_status_owed, push_write, push_write_body, status_offset,
 };
@@ -116,6 +117,7 @@ pub use read::{
     unfinished_entries, EntryHeader, Gap, OwedEntry, RingScan,
 };
 pub(crate) use read::{read_framed, ring_entries_where, HeaderPeek};
+pub use status::{EntryStatus, OWED_SHIFT};
 pub use vote::{vote_offset, VoteCode, VoteState, VoteWord};
 pub use writer::RingWriter;
 

@@ -2,8 +2,9 @@
 //! a ring for unfinished entries (recovery, the simulator, replay).
 
 use super::codec::{check_frame, decode, decode_framed, word};
-use super::entry::{EntryStatus, RedoEntry};
+use super::entry::RedoEntry;
 use super::layout::{head_offset, pieces, ring_slots, slot_offset, tail_offset};
+use super::status::EntryStatus;
 use super::vote::VoteWord;
 use super::SLOT_BYTES;
 use crate::error::{Error, Result};

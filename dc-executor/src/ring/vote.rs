@@ -1,8 +1,7 @@
 //! The vote word of a redo entry (header w2): the per-replica acceptor state of the
 //! per-transaction Paxos of docs/design.md §2, and where it lies for compare-and-swap.
 
-use super::codec::W_VOTE;
-use super::layout::slot_offset;
+use super::layout::{slot_offset, W_VOTE};
 use crate::memstore::Layout;
 use redt_proto::{Ballot, Decision, Offset};
 
