@@ -40,7 +40,7 @@
 //!
 //! Not here: a node with `backend: rdma` needs an RDMA device and a build with `--features
 //! rdma`. The bootstrap's exchange needs no device: its unit tests in
-//! `dc-executor/src/verbs/rdma/bootstrap.rs` make these attacks on it
+//! `verbs/src/rdma/bootstrap.rs` make these attacks on it
 //! (`outsiders_get_no_hello_and_the_dc_still_exchanges`).
 //! Raft (membership changes) travels over the QUIC listener attacked here.
 

@@ -120,6 +120,12 @@ impl Error {
     }
 }
 
+impl From<redt_dc_executor::verbs::Error> for Error {
+    fn from(e: redt_dc_executor::verbs::Error) -> Self {
+        Error::DataPath(e.into())
+    }
+}
+
 impl From<redt_protocol::Error> for Error {
     fn from(e: redt_protocol::Error) -> Self {
         use redt_protocol::Error as P;

@@ -457,7 +457,8 @@ fn of_two_executors_fencing_one_replica_at_once_the_lower_ballot_is_refused() {
                 use redt_dc_executor::verbs::WorkRequest;
                 let writes = batch.requests().iter().any(|r| matches!(r, WorkRequest::Write { .. }));
                 if writes && trigger.swap(false, std::sync::atomic::Ordering::SeqCst) {
-                    let raised = raise(inner, node, &layout, t, Ballot(2 << 10))?;
+                    let raised = raise(inner, node, &layout, t, Ballot(2 << 10))
+                        .map_err(|e| redt_dc_executor::verbs::Error::Backend(e.to_string()))?;
                     assert!(matches!(raised, Raise::Promised { .. }), "{raised:?}");
                 }
                 Ok(())

@@ -17,9 +17,9 @@ use crate::lock;
 use crate::memstore::LINE;
 use crate::record::COUNTER_BOUNDARY;
 use crate::record::{encode_cell, Catalog, CellVersion, ThomasRule, COUNTERS, LOCK_WORD};
-use crate::region::Region;
 use crate::replay::Apply;
 use crate::ring::RedoEntry;
+use redt_verbs::region::Region;
 
 /// Applies the changes of the committed `entry` to `region` (the node's own MemStore).
 /// Returns [`Apply::Retry`] if a lock group it needs is held, [`Apply::Done`] otherwise

@@ -7,9 +7,9 @@ use crate::lock;
 use crate::memstore::Layout;
 use crate::ordered::{OrderedIndex, Partitioner};
 use crate::record::{lock_word, Catalog, CellVersion};
-use crate::region::Region;
 use crate::verbs::Verbs;
 use redt_proto::{NodeId, Offset, TableId, Topology};
+use redt_verbs::region::Region;
 use std::sync::Arc;
 
 /// Shared, immutable handle on one DC's data path.

@@ -26,10 +26,10 @@
 
 use crate::error::Result;
 use crate::memstore::{Layout, LINE};
-use crate::region::Region;
 use crate::ring::{EntryStatus, RedoEntry, VoteCode};
 use crate::verbs::Verbs;
 use redt_proto::{Cts, NodeId, Offset, TxnId};
+use redt_verbs::region::Region;
 use std::sync::atomic::Ordering;
 
 /// Bytes of one row (the MemStore's layout sizes the log in them).

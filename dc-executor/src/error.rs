@@ -181,6 +181,20 @@ pub enum Error {
     },
 }
 
+impl From<redt_verbs::Error> for Error {
+    fn from(e: redt_verbs::Error) -> Self {
+        use redt_verbs::Error as V;
+        match e {
+            V::OutOfBounds { node, offset, len, size } => Error::OutOfBounds { node, offset, len, size },
+            V::Unaligned { node, offset } => Error::Unaligned { node, offset },
+            V::UnknownNode(n) => Error::UnknownNode(n),
+            V::Backend(why) => Error::Backend(why),
+            V::TlsConfig(why) => Error::TlsConfig(why),
+            V::Io { path, error } => Error::Io { path, error },
+        }
+    }
+}
+
 impl Error {
     /// The error's text naming nodes and tables as `topology` does (`dc2-n1`, `usertable`),
     /// not by their internal ids (`node#1`, `table#0`), as messages to clients and operators

@@ -1465,7 +1465,7 @@ impl Executor {
         let verbs = self.dc.verbs.as_ref();
         let rl = self.dc.catalog.layout(l.table)?;
         let mut image = vec![0u8; rl.record_bytes as usize];
-        let unlinked = verbs.read(node, l.record, &mut image).and_then(|()| {
+        let unlinked = verbs.read(node, l.record, &mut image).map_err(Error::from).and_then(|()| {
             match rl.decode(&image).filter(|v| v.key == l.key && v.is_absent()) {
                 Some(_) => self.dc.ordered.unlink(verbs, node, l.table, l.key, l.record, l.lock_bits).map(drop),
                 None => Ok(()),

@@ -641,7 +641,7 @@ impl Index {
             let mut batch = DoorbellBatch::new();
             batch.write(Offset(free.offset.0 + 8), key.to_le_bytes().to_vec());
             batch.write(free.offset, encode_meta(table, offset).to_le_bytes().to_vec());
-            return verbs.post_batch(node, &mut batch);
+            return Ok(verbs.post_batch(node, &mut batch)?);
         }
     }
 
@@ -1117,13 +1117,13 @@ mod tests {
     type Hook<'a> = Box<dyn FnOnce(&LocalVerbs) + Send + 'a>;
 
     impl Verbs for ClaimHook<'_> {
-        fn read(&self, node: NodeId, offset: Offset, buf: &mut [u8]) -> Result<()> {
+        fn read(&self, node: NodeId, offset: Offset, buf: &mut [u8]) -> redt_verbs::Result<()> {
             self.inner.read(node, offset, buf)
         }
-        fn write(&self, node: NodeId, offset: Offset, data: &[u8]) -> Result<()> {
+        fn write(&self, node: NodeId, offset: Offset, data: &[u8]) -> redt_verbs::Result<()> {
             self.inner.write(node, offset, data)
         }
-        fn compare_and_swap(&self, node: NodeId, offset: Offset, expected: u64, new: u64) -> Result<u64> {
+        fn compare_and_swap(&self, node: NodeId, offset: Offset, expected: u64, new: u64) -> redt_verbs::Result<u64> {
             let old = self.inner.compare_and_swap(node, offset, expected, new)?;
             if new == CLAIMED && old == expected {
                 if let Some(hook) = self.hook.lock().unwrap().take() {
@@ -1132,16 +1132,30 @@ mod tests {
             }
             Ok(old)
         }
-        fn fetch_and_add(&self, node: NodeId, offset: Offset, add: u64) -> Result<u64> {
+        fn fetch_and_add(&self, node: NodeId, offset: Offset, add: u64) -> redt_verbs::Result<u64> {
             self.inner.fetch_and_add(node, offset, add)
         }
-        fn masked_compare_and_swap(&self, n: NodeId, o: Offset, c: u64, cm: u64, s: u64, sm: u64) -> Result<u64> {
+        fn masked_compare_and_swap(
+            &self,
+            n: NodeId,
+            o: Offset,
+            c: u64,
+            cm: u64,
+            s: u64,
+            sm: u64,
+        ) -> redt_verbs::Result<u64> {
             self.inner.masked_compare_and_swap(n, o, c, cm, s, sm)
         }
-        fn masked_fetch_and_add(&self, node: NodeId, offset: Offset, add: u64, boundary: u64) -> Result<u64> {
+        fn masked_fetch_and_add(
+            &self,
+            node: NodeId,
+            offset: Offset,
+            add: u64,
+            boundary: u64,
+        ) -> redt_verbs::Result<u64> {
             self.inner.masked_fetch_and_add(node, offset, add, boundary)
         }
-        fn post_batch(&self, node: NodeId, batch: &mut crate::verbs::DoorbellBatch) -> Result<()> {
+        fn post_batch(&self, node: NodeId, batch: &mut crate::verbs::DoorbellBatch) -> redt_verbs::Result<()> {
             self.inner.post_batch(node, batch)
         }
         fn counters(&self) -> &VerbCounters {

@@ -20,12 +20,11 @@ mod index;
 pub mod lock;
 mod memstore;
 mod ordered;
-pub mod persist;
+pub use redt_verbs::persist;
 mod prepare;
 mod procedure;
 pub mod promise_table;
 mod record;
-mod region;
 mod replay;
 mod replay_task;
 mod replica;
@@ -33,7 +32,7 @@ mod restore;
 mod retire;
 pub mod ring;
 mod snapshot;
-pub mod verbs;
+pub use redt_verbs as verbs;
 
 pub use apply::{apply_committed, apply_committed_by};
 pub use btree::{
@@ -57,7 +56,7 @@ pub use procedure::{
 };
 pub use record::lock_word;
 pub use record::{encode_cell, Catalog, CellVersion, RecordLayout, RecordView, ThomasRule, HEADER_BYTES};
-pub use region::{masked_add, Region};
+pub use redt_verbs::{masked_add, Region};
 pub use replay::{Apply, ReplayStep, Replayer};
 pub use replay_task::ReplayTask;
 pub use replica::{ReplicaChange, ReplicaOrigin};

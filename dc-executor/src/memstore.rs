@@ -19,9 +19,9 @@
 //! ```
 
 use crate::error::{Error, Result, SuperblockMismatch};
-use crate::region::Region;
 use crate::verbs::Verbs;
 use redt_proto::{MemStoreConfig, NodeId, Offset};
+use redt_verbs::region::Region;
 
 /// `"REDTMS05"` in little-endian (02: entries carry start and partitions; decision log. 03:
 /// the node line with the incarnation counter, so the index starts at 192. 04: the absent-key

@@ -206,7 +206,7 @@ impl Executor {
                 // Best effort: a filler still owed is written by the writer's next settle.
                 let _ = writer.abandon(dc.verbs.as_ref(), index, slots);
             }
-            return Err(e);
+            return Err(e.into());
         }
         Ok(Promise::Entry { entry: EntryRef { node, index, slots }, vote: VoteCode::Abort, recorded: None, redo })
     }

@@ -39,9 +39,9 @@
 
 use crate::error::Result;
 use crate::memstore::Layout;
-use crate::region::Region;
 use crate::verbs::Verbs;
 use redt_proto::{Ballot, NodeId, Offset, TxnId};
+use redt_verbs::region::Region;
 
 /// Bytes of one row.
 pub const ROW_BYTES: u64 = 16;

@@ -49,11 +49,11 @@
 //! (`restore.rs`). A sync that fails leaves the head where it was ([`ReplayStep::unsynced`]).
 
 use crate::memstore::Layout;
-use crate::region::Region;
 use crate::ring::{
     head_offset, pieces, read_framed, ring_slots, status_offset, tail_offset, EntryStatus, RedoEntry, SLOT_BYTES,
 };
 use redt_proto::{Cts, NodeId};
+use redt_verbs::region::Region;
 use std::sync::atomic::Ordering;
 
 /// What the caller's `apply` did with a `Committed` entry.

@@ -6,9 +6,9 @@
 use crate::apply::apply_committed;
 use crate::dc::DcHandle;
 use crate::record::Catalog;
-use crate::region::Region;
 use crate::replay::Replayer;
 use redt_proto::NodeId;
+use redt_verbs::region::Region;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;

@@ -42,13 +42,13 @@ use crate::index::Index;
 use crate::memstore::{Layout, LINE};
 use crate::ordered::OrderedIndex;
 use crate::record::{encode_cell, Catalog, CellVersion, LOCK_WORD};
-use crate::region::Region;
 use crate::ring::{
     durable_head_offset, encode_padded, head_offset, pieces, read_framed, ring_slots, slot_offset, tail_offset,
     EntryStatus, RedoEntry, SLOT_BYTES,
 };
 use crate::verbs::LocalVerbs;
 use redt_proto::NodeId;
+use redt_verbs::region::Region;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 

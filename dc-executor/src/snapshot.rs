@@ -310,7 +310,7 @@ pub fn apply_snapshot_by(
         }
         let mut batch = DoorbellBatch::new();
         let mut image = vec![0u8; rl.record_bytes as usize];
-        let valid = verbs.read(node, record, &mut image).and_then(|()| match rl.decode(&image) {
+        let valid = verbs.read(node, record, &mut image).map_err(Error::from).and_then(|()| match rl.decode(&image) {
             Some(v) if v.key == r.key => Ok(()),
             _ => Err(Error::NotFound { node, table: r.table, key: r.key }),
         });

@@ -277,19 +277,25 @@ impl<'a> Interpose<'a> {
 }
 
 impl Verbs for Interpose<'_> {
-    fn read(&self, node: NodeId, offset: Offset, buf: &mut [u8]) -> redt_dc_executor::Result<()> {
+    fn read(&self, node: NodeId, offset: Offset, buf: &mut [u8]) -> redt_dc_executor::verbs::Result<()> {
         self.before(Verb::Read, offset);
         self.inner.read(node, offset, buf)
     }
-    fn write(&self, node: NodeId, offset: Offset, data: &[u8]) -> redt_dc_executor::Result<()> {
+    fn write(&self, node: NodeId, offset: Offset, data: &[u8]) -> redt_dc_executor::verbs::Result<()> {
         self.before(Verb::Write, offset);
         self.inner.write(node, offset, data)
     }
-    fn compare_and_swap(&self, node: NodeId, offset: Offset, expected: u64, new: u64) -> redt_dc_executor::Result<u64> {
+    fn compare_and_swap(
+        &self,
+        node: NodeId,
+        offset: Offset,
+        expected: u64,
+        new: u64,
+    ) -> redt_dc_executor::verbs::Result<u64> {
         self.before(Verb::Cas, offset);
         self.inner.compare_and_swap(node, offset, expected, new)
     }
-    fn fetch_and_add(&self, node: NodeId, offset: Offset, add: u64) -> redt_dc_executor::Result<u64> {
+    fn fetch_and_add(&self, node: NodeId, offset: Offset, add: u64) -> redt_dc_executor::verbs::Result<u64> {
         self.before(Verb::Other, offset);
         self.inner.fetch_and_add(node, offset, add)
     }
@@ -301,7 +307,7 @@ impl Verbs for Interpose<'_> {
         compare_mask: u64,
         swap: u64,
         swap_mask: u64,
-    ) -> redt_dc_executor::Result<u64> {
+    ) -> redt_dc_executor::verbs::Result<u64> {
         self.before(Verb::Other, offset);
         self.inner.masked_compare_and_swap(node, offset, compare, compare_mask, swap, swap_mask)
     }
@@ -311,11 +317,11 @@ impl Verbs for Interpose<'_> {
         offset: Offset,
         add: u64,
         boundary: u64,
-    ) -> redt_dc_executor::Result<u64> {
+    ) -> redt_dc_executor::verbs::Result<u64> {
         self.before(Verb::Other, offset);
         self.inner.masked_fetch_and_add(node, offset, add, boundary)
     }
-    fn post_batch(&self, node: NodeId, batch: &mut DoorbellBatch) -> redt_dc_executor::Result<()> {
+    fn post_batch(&self, node: NodeId, batch: &mut DoorbellBatch) -> redt_dc_executor::verbs::Result<()> {
         self.before(Verb::Batch, Offset(0));
         self.inner.post_batch(node, batch)
     }

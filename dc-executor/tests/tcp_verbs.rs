@@ -2,15 +2,17 @@
 //! and verb counts as the in-process backend, exact atomics under concurrency, and a server
 //! that refuses bad frames without falling over. (Who may connect: `tcp_verbs_tls.rs`.)
 
+#[path = "../../verbs/tests/pki/mod.rs"]
 mod pki;
+#[path = "../../verbs/tests/verbs_client/mod.rs"]
 mod verbs_client;
 
 use pki::TestCa;
 use proptest::prelude::*;
-use redt_dc_executor::verbs::{MAX_FRAME_BYTES, WIRE_VERSION};
+use redt_dc_executor::verbs::{Error, MAX_FRAME_BYTES, WIRE_VERSION};
 use redt_dc_executor::{
-    BTree, BTreeConfig, Completion, DoorbellBatch, Error, Layout, LocalVerbs, ServerLimits, TcpVerbs, TcpVerbsServer,
-    Verbs, VerbsTls, WorkRequest,
+    BTree, BTreeConfig, Completion, DoorbellBatch, Layout, LocalVerbs, ServerLimits, TcpVerbs, TcpVerbsServer, Verbs,
+    VerbsTls, WorkRequest,
 };
 use redt_proto::{MemStoreConfig, NodeId, Offset};
 use std::collections::HashMap;

@@ -49,6 +49,12 @@ pub enum Error {
     },
 }
 
+impl From<redt_dc_executor::verbs::Error> for Error {
+    fn from(e: redt_dc_executor::verbs::Error) -> Self {
+        Error::DataPath(e.into())
+    }
+}
+
 impl Error {
     /// The error's text naming nodes, DCs and tables as `topology` does (`dc2-n1`, not
     /// `node#1`), as the text of an error answer to a client or another node gives it. Its

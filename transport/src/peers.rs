@@ -4,8 +4,8 @@
 use super::error::{Result, TransportError};
 use super::tls::certificate_name;
 use super::{Caller, Principal};
-use redt_dc_executor::verbs::cert_identity;
 use redt_proto::{CertIdentity, HostPort, NodeId, Topology};
+use redt_verbs::cert_identity;
 use rustls_pki_types::CertificateDer;
 use std::net::SocketAddr;
 use std::sync::RwLock;

@@ -28,8 +28,8 @@ use rcgen::{
     BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair, KeyUsagePurpose,
     SanType,
 };
-use redt_dc_executor::VerbsTls;
 use redt_proto::{CertIdentity, NodeId, Topology};
+use redt_verbs::VerbsTls;
 use rustls::crypto::CryptoProvider;
 use rustls::server::WebPkiClientVerifier;
 use rustls::RootCertStore;
@@ -863,12 +863,12 @@ mod tests {
         let ca = ClusterCa::generate("t").unwrap();
         let node = ca.issue_node("dc1-n1", "eu west", LOOPBACK).unwrap();
         assert_eq!(
-            redt_dc_executor::verbs::cert_identity(&node.cert_chain[0]),
+            redt_verbs::cert_identity(&node.cert_chain[0]),
             Some(CertIdentity::Node { dc: "eu west".into(), name: "dc1-n1".into() })
         );
         let client = ca.issue_client(CLIENT_IDENTITY_NAME).unwrap();
         assert_eq!(
-            redt_dc_executor::verbs::cert_identity(&client.cert_chain[0]),
+            redt_verbs::cert_identity(&client.cert_chain[0]),
             Some(CertIdentity::Client { name: CLIENT_IDENTITY_NAME.into() })
         );
     }

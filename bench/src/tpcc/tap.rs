@@ -3,7 +3,8 @@
 //! pre-allocation inserts) counted apart, so the report can give the verbs of the
 //! transactions alone.
 
-use redt_dc_executor::{DcHandle, DoorbellBatch, Result, VerbCounters, VerbCounts, Verbs, WorkRequest};
+use redt_dc_executor::verbs::Result;
+use redt_dc_executor::{DcHandle, DoorbellBatch, VerbCounters, VerbCounts, Verbs, WorkRequest};
 use redt_proto::{NodeId, Offset, Topology};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;

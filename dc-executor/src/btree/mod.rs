@@ -403,7 +403,7 @@ impl BTree {
     /// Unlocks the node at `offset`, locked at `version` and left unchanged, by WRITEing
     /// the version back (its rear word never changed).
     fn unlock_unchanged(&self, verbs: &dyn Verbs, offset: Offset, version: u64) -> Result<()> {
-        verbs.write(self.node, offset, &version.to_le_bytes())
+        Ok(verbs.write(self.node, offset, &version.to_le_bytes())?)
     }
 }
 

@@ -52,7 +52,7 @@ pub fn read_header(verbs: &dyn Verbs, node: NodeId, layout: &Layout, index: u64)
 /// [`Error::TornEntry`] when the entry is not (yet, or completely) written, belongs to
 /// another lap, or changed between the READs (retry); verbs errors.
 pub fn read_entry(verbs: &dyn Verbs, node: NodeId, layout: &Layout, index: u64) -> Result<RedoEntry> {
-    let mut read = |off: u64, buf: &mut [u8]| verbs.read(node, Offset(off), buf);
+    let mut read = |off: u64, buf: &mut [u8]| Ok(verbs.read(node, Offset(off), buf)?);
     read_framed(layout, node, index, &mut read).map(|(e, _, _)| e)
 }
 
@@ -223,7 +223,7 @@ pub(crate) fn ring_entries_where(
     let mut out = Vec::new();
     let mut index = head;
     let mut header = [0u8; SLOT_BYTES as usize];
-    let mut read = |off: u64, buf: &mut [u8]| verbs.read(node, Offset(off), buf);
+    let mut read = |off: u64, buf: &mut [u8]| Ok(verbs.read(node, Offset(off), buf)?);
     let fatal = |e: &Error| matches!(e, Error::Backend(_) | Error::OutOfBounds { .. } | Error::UnknownNode(_));
     // Whether `index` is known to start an entry (the head, or the slot after an entry that
     // decoded): only then is an unwanted header's slot count trusted to pass over it. After
@@ -299,7 +299,7 @@ pub struct Gap {
 pub fn head_gap(verbs: &dyn Verbs, node: NodeId, layout: &Layout) -> Result<Option<Gap>> {
     let (head, tail) = ring_bounds(verbs, node, layout)?;
     let end = tail.min(head.saturating_add(ring_slots(layout)));
-    let mut read = |off: u64, buf: &mut [u8]| verbs.read(node, Offset(off), buf);
+    let mut read = |off: u64, buf: &mut [u8]| Ok(verbs.read(node, Offset(off), buf)?);
     let mut index = head;
     while index < end {
         match read_framed(layout, node, index, &mut read) {

@@ -136,7 +136,7 @@ impl RingWriter {
             let pos = self.owed.partition_point(|&(i, _)| i < index);
             self.owed.insert(pos, (index, slots));
         }
-        r
+        Ok(r?)
     }
 
     /// Whether `[index, index + slots)` lies within one lap of the head, READing the head

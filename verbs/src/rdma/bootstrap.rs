@@ -12,7 +12,7 @@
 
 use super::backend;
 use crate::error::{Error, Result};
-use crate::verbs::tls::{TlsStream, VerbsTls};
+use crate::tls::{TlsStream, VerbsTls};
 use redt_proto::NodeId;
 use std::collections::{HashMap, HashSet};
 use std::io::{self, Read, Write};
@@ -266,8 +266,8 @@ fn dial_peer(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::verbs::tls::test_pki::TestCa;
-    use crate::verbs::tls::tests::{dc1, tls};
+    use crate::tls::test_pki::TestCa;
+    use crate::tls::tests::{dc1, tls};
     use ibverbs_sys as ffi;
 
     fn hello(from: u16, to: u16) -> Hello {
@@ -357,7 +357,7 @@ mod tests {
     /// certificate); unlike a [`VerbsTls`] it can hold any certificate, a client's too.
     fn raw_client(
         ca: &rustls_pki_types::CertificateDer<'static>,
-        me: Option<crate::verbs::tls::test_pki::Material>,
+        me: Option<crate::tls::test_pki::Material>,
     ) -> std::sync::Arc<rustls::ClientConfig> {
         let mut roots = rustls::RootCertStore::empty();
         roots.add(ca.clone()).unwrap();
@@ -370,7 +370,7 @@ mod tests {
             Some(m) => builder.with_client_auth_cert(m.chain, m.key).unwrap(),
             None => builder.with_no_client_auth(),
         };
-        cfg.alpn_protocols = vec![crate::verbs::VERBS_ALPN.to_vec()];
+        cfg.alpn_protocols = vec![crate::VERBS_ALPN.to_vec()];
         std::sync::Arc::new(cfg)
     }
 

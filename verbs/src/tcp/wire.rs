@@ -2,7 +2,7 @@
 //! request and reply bodies, and their encoding and bounds-checked decoding.
 
 use crate::error::Error;
-use crate::verbs::{Completion, WorkRequest};
+use crate::{Completion, WorkRequest};
 use redt_proto::{NodeId, Offset};
 use std::io::{self, Read};
 

@@ -6,8 +6,8 @@ use super::wire::{
     decode_request, encode_reply, encode_status, read_frame, reply_bytes, Frame, Malformed, MAX_FRAME_BYTES,
 };
 use crate::error::{Error, Result};
-use crate::verbs::tls::{handshake_step, send_nonblocking, HandshakeStep, TlsStream, VerbsTls};
-use crate::verbs::{Completion, DoorbellBatch, LocalVerbs, Verbs};
+use crate::tls::{handshake_step, send_nonblocking, HandshakeStep, TlsStream, VerbsTls};
+use crate::{Completion, DoorbellBatch, LocalVerbs, Verbs};
 use redt_proto::{NodeId, VerbsConfig};
 use rustls::Connection;
 use std::collections::HashMap;
@@ -662,7 +662,7 @@ mod tests {
     /// its default: the file documents the defaults truthfully.
     #[test]
     fn the_example_in_default_yaml_spells_out_the_defaults() {
-        let text = include_str!("../../../../configs/default.yaml");
+        let text = include_str!("../../../configs/default.yaml");
         let start = text.find("\n# verbs:\n").expect("default.yaml has a commented verbs example") + 1;
         let block: String = text[start..]
             .lines()

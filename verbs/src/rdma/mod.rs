@@ -469,7 +469,7 @@ impl Verbs for RdmaVerbs {
         if batch.is_empty() {
             return Ok(());
         }
-        if batch.requests().iter().any(|r| matches!(r, crate::verbs::WorkRequest::Persist)) {
+        if batch.requests().iter().any(|r| matches!(r, crate::WorkRequest::Persist)) {
             return Err(backend(
                 "the rdma backend cannot persist a MemStore (the NIC writes it behind the node's back): \
                  durability: disk needs the shm or tcp verbs backend",
@@ -523,8 +523,8 @@ mod tests {
         }
         let region = Arc::new(Region::new_heap(4096));
         let peer = (NodeId(1), "127.0.0.1:9".parse().unwrap());
-        let ca = crate::verbs::tls::test_pki::TestCa::new("t");
-        let tls = crate::verbs::tls::tests::tls(ca.node("dc1", "a1")).unwrap();
+        let ca = crate::tls::test_pki::TestCa::new("t");
+        let tls = crate::tls::tests::tls(ca.node("dc1", "a1")).unwrap();
         let err = RdmaVerbs::connect(NodeId(0), region, &[peer], "127.0.0.1:0".parse().unwrap(), &tls).unwrap_err();
         let msg = err.to_string();
         assert!(msg.contains("no RDMA device"), "{msg}");

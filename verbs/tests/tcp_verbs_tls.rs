@@ -8,9 +8,9 @@ mod pki;
 mod verbs_client;
 
 use pki::{Material, TestCa};
-use redt_dc_executor::verbs::WIRE_VERSION;
-use redt_dc_executor::{Error, LocalVerbs, ServerCounts, ServerLimits, TcpVerbs, TcpVerbsServer, Verbs, VerbsTls};
 use redt_proto::{NodeId, Offset};
+use redt_verbs::WIRE_VERSION;
+use redt_verbs::{Error, LocalVerbs, ServerCounts, ServerLimits, TcpVerbs, TcpVerbsServer, Verbs, VerbsTls};
 use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::SocketAddr;

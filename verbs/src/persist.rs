@@ -184,7 +184,7 @@ impl Persistence {
             std::fs::create_dir_all(dir)
                 .map_err(|source| Error::Io { path: dir.display().to_string(), error: source })?;
         }
-        let file = crate::verbs::open_private_file(path)?;
+        let file = crate::open_private_file(path)?;
         let size = file.metadata().map_err(io)?.len();
         let existed = size == len;
         if size == 0 {

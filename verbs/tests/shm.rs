@@ -1,8 +1,8 @@
 //! The cross-process verbs backend: two real processes map the same `/dev/shm` MemStore
 //! file and see each other's WRITEs and atomics (docs/design.md §3).
 
-use redt_dc_executor::{LocalVerbs, Verbs};
 use redt_proto::{NodeId, Offset};
+use redt_verbs::{LocalVerbs, Verbs};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -98,15 +98,15 @@ fn two_processes_share_one_region_and_its_atomics() {
     again.read(n, COUNTER, &mut buf).unwrap();
     assert_eq!(u64::from_le_bytes(buf), 2 * ROUNDS);
     assert!(LocalVerbs::open_shared(&dir, &prefix, [NodeId(0)], SIZE * 2).is_err());
-    std::fs::remove_file(redt_dc_executor::verbs::shared_file(&dir, &prefix, n)).unwrap();
+    std::fs::remove_file(redt_verbs::shared_file(&dir, &prefix, n)).unwrap();
 }
 
 // ---------------------------------------------------------------------------------------
 // How MemStore files are opened
 // ---------------------------------------------------------------------------------------
 
-use redt_dc_executor::verbs::shared_file;
-use redt_dc_executor::Error;
+use redt_verbs::shared_file;
+use redt_verbs::Error;
 use std::os::unix::fs::PermissionsExt;
 
 const SMALL: u64 = 4096;

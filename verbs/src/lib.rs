@@ -1,4 +1,6 @@
-//! One-sided verbs: the only way an executor touches a MemStore (docs/design.md §3).
+//! One-sided verbs: the only way an executor touches a MemStore (docs/design.md §3), and the
+//! memory they reach: a node's MemStore [`Region`] and, under `durability: disk`, its disk
+//! image ([`persist`]).
 //!
 //! [`Verbs`] is the trait, with the 8-byte atomics of RDMA (compare-and-swap,
 //! fetch-and-add, their masked forms) and a [`DoorbellBatch`] that posts several work
@@ -13,10 +15,13 @@
 
 mod batch;
 mod counters;
+mod error;
 mod hook;
 mod local;
+pub mod persist;
 #[cfg(feature = "rdma")]
 pub mod rdma;
+pub mod region;
 mod tcp;
 mod tls;
 
@@ -31,8 +36,9 @@ pub use tcp::{
 };
 pub use tls::{cert_identity, VerbsTls, VERBS_ALPN};
 
-use crate::error::Result;
+pub use error::{Error, Result};
 use redt_proto::{NodeId, Offset};
+pub use region::{masked_add, Region};
 
 /// One-sided access to the MemStores of one DC.
 ///

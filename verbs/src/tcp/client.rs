@@ -5,8 +5,8 @@ use super::wire::{
     PREFIX_BYTES,
 };
 use crate::error::{Error, Result};
-use crate::verbs::tls::{TlsStream, VerbsTls};
-use crate::verbs::{Completion, DoorbellBatch, LocalVerbs, VerbCounters, Verbs, WorkRequest};
+use crate::tls::{TlsStream, VerbsTls};
+use crate::{Completion, DoorbellBatch, LocalVerbs, VerbCounters, Verbs, WorkRequest};
 use redt_proto::{HostPort, NodeId, Offset};
 use socket2::{Domain, Protocol, Socket, Type};
 use std::collections::HashMap;

@@ -7,7 +7,7 @@ use super::device::{PortInfo, RdmaDevice};
 use super::{backend, RdmaConfig};
 use crate::error::Result;
 use crate::region::Region;
-use crate::verbs::VerbCounters;
+use crate::VerbCounters;
 use ibverbs_sys as ffi;
 use redt_proto::NodeId;
 use std::ffi::{c_int, CStr};

@@ -5,7 +5,7 @@
 #![allow(dead_code)] // each test file uses part of it
 
 use crate::pki::Material;
-use redt_dc_executor::verbs::{VERBS_ALPN, WIRE_VERSION};
+use redt_verbs::{VERBS_ALPN, WIRE_VERSION};
 use rustls::{ClientConfig, ClientConnection, RootCertStore, StreamOwned};
 use rustls_pki_types::{CertificateDer, ServerName};
 use std::io::{self, Read};

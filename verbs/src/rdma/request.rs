@@ -5,7 +5,7 @@
 use super::backend;
 use crate::error::{Error, Result};
 use crate::region::masked_add;
-use crate::verbs::{VerbCounters, WorkRequest};
+use crate::{VerbCounters, WorkRequest};
 use redt_proto::{NodeId, Offset};
 
 /// A request as the engine sees it (borrowing write data).
@@ -78,7 +78,7 @@ impl Req<'_> {
 /// Bounds and alignment check of `req` against a `size`-byte region of `node`, as
 /// [`LocalVerbs`] does; also rejects transfers a single work request cannot carry.
 ///
-/// [`LocalVerbs`]: crate::verbs::LocalVerbs
+/// [`LocalVerbs`]: crate::LocalVerbs
 pub(super) fn validate(node: NodeId, size: u64, req: &Req<'_>) -> Result<()> {
     let offset = req.offset();
     let (len, atomic) = req.span();

@@ -462,7 +462,7 @@ impl Write for TlsStream {
 }
 
 #[cfg(test)]
-#[path = "../../tests/pki/mod.rs"]
+#[path = "../tests/pki/mod.rs"]
 pub(crate) mod test_pki;
 
 #[cfg(test)]
