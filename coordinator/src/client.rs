@@ -11,6 +11,7 @@ use redt_proto::wire::{
 use redt_proto::{Cts, NodeId, Topology, TxnId};
 use redt_protocol::machine::{TxnOutcome, TxnStatus};
 use redt_protocol::outcome::{next_step, KnownOutcome, NextStep};
+use redt_protocol::Error as ProtocolError;
 use redt_transport::NodeIdentity;
 use redt_transport::TransportError;
 #[cfg(doc)]
@@ -146,13 +147,15 @@ impl Client {
             .topology
             .nodes
             .get(node.0 as usize)
-            .ok_or_else(|| Error::Topology(format!("no {node} in the topology `{}`", self.topology.name)))?;
+            .ok_or_else(|| Error::topology(format!("no {node} in the topology `{}`", self.topology.name)))?;
         let msg = Envelope { epoch: self.topology.epoch.0, from: u32::MAX, body: Some(body) };
         let reply = self.transport.call_at(&n.advertise, &n.name, msg).await?;
         match reply.body {
-            Some(Body::Error(e)) => Err(Error::Remote { node, name: n.name.clone(), message: e.message }),
+            Some(Body::Error(e)) => {
+                Err(ProtocolError::Remote { node, name: n.name.clone(), message: e.message }.into())
+            }
             Some(b) => Ok(b),
-            None => Err(Error::Unexpected { node, name: n.name.clone() }),
+            None => Err(ProtocolError::Unexpected { node, name: n.name.clone() }.into()),
         }
     }
 
@@ -317,7 +320,7 @@ impl Client {
                 valid_for_ms: r.valid_for_ms,
                 token: r.token,
             })),
-            Ok(_) | Err(Error::Remote { .. }) => Ok(None),
+            Ok(_) | Err(Error::Protocol(ProtocolError::Remote { .. })) => Ok(None),
             Err(e) => Err(e),
         }
     }
@@ -431,15 +434,12 @@ impl Client {
     /// # Errors
     /// The node is unreachable or answered an error, e.g. a client certificate's
     /// `count_locks` refused naming the operator role; the reply does not decode
-    /// ([`Error::Remote`] names the node).
+    /// ([`redt_protocol::Error::Remote`] names the node).
     pub async fn status(&self, node: NodeId, count_locks: bool) -> Result<NodeStatus> {
         match self.call(node, Body::Status(StatusRequest { count_locks })).await? {
-            Body::NodeStatus(r) => NodeStatus::from_wire(&r).map_err(|message| Error::Remote {
-                node,
-                name: self.topology.node_name(node),
-                message,
-            }),
-            _ => Err(Error::Unexpected { node, name: self.topology.node_name(node) }),
+            Body::NodeStatus(r) => NodeStatus::from_wire(&r)
+                .map_err(|message| ProtocolError::Remote { node, name: self.topology.node_name(node), message }.into()),
+            _ => Err(ProtocolError::Unexpected { node, name: self.topology.node_name(node) }.into()),
         }
     }
 
@@ -481,7 +481,7 @@ fn outcome_of(reply: Result<Body>) -> TxnOutcome {
         }
         Ok(_) => TxnOutcome { txn: TxnId(0), status: TxnStatus::Unknown("unexpected reply".into()), reads: vec![] },
         // The coordinator refused it before running it (bad epoch, malformed).
-        Err(Error::Remote { message, .. }) => {
+        Err(Error::Protocol(ProtocolError::Remote { message, .. })) => {
             TxnOutcome { txn: TxnId(0), status: TxnStatus::Aborted(message), reads: vec![] }
         }
         Err(e) => TxnOutcome { txn: TxnId(0), status: TxnStatus::Unknown(e.to_string()), reads: vec![] },

@@ -78,7 +78,7 @@ impl ImagesDir {
     /// written to them (so formatting and loading are tracked too).
     fn attach(&self, local: &LocalVerbs, nodes: &[NodeId], size: u64) -> Result<()> {
         for &n in nodes {
-            let region = local.region(n).ok_or_else(|| Error::Topology(format!("no region for {n}")))?;
+            let region = local.region(n).ok_or_else(|| Error::topology(format!("no region for {n}")))?;
             let path = redt_dc_executor::persist::image_file(&self.path, "embedded", n);
             let (p, _) = redt_dc_executor::persist::Persistence::open_file(&path, size)?;
             region.attach(Arc::new(p))?;
@@ -221,7 +221,7 @@ impl EmbeddedCluster {
         data_root: Option<PathBuf>,
     ) -> Result<EmbeddedCluster> {
         let topology = Arc::new(topology);
-        let certs = ClusterCerts::generate(&topology).map_err(|e| Error::Topology(e.to_string()))?;
+        let certs = ClusterCerts::generate(&topology).map_err(|e| Error::topology(e.to_string()))?;
         let wan = Arc::new(Mutex::new(WanModel::from_topology(&topology)));
         let layout = Layout::from_config(&topology.memstore);
         let stats = Arc::new(TxnStats::default());
@@ -303,7 +303,7 @@ impl EmbeddedCluster {
         for n in &topology.nodes {
             let socket = bind_socket(n.listen, n.dc, &wan, BIND_PATIENCE)
                 .await
-                .map_err(|e| Error::Topology(format!("{} cannot bind {}: {e}", n.name, n.listen)))?;
+                .map_err(|e| Error::topology(format!("{} cannot bind {}: {e}", n.name, n.listen)))?;
             sockets.push(socket);
         }
         let mut cluster = EmbeddedCluster {
@@ -334,7 +334,7 @@ impl EmbeddedCluster {
             let tls = if topology.metrics.tls {
                 match cluster.certs.node(n.id) {
                     Some(identity) => MetricsTls::new(identity).map(Some),
-                    None => Err(Error::Topology(format!("no certificate for {}", n.name))),
+                    None => Err(Error::topology(format!("no certificate for {}", n.name))),
                 }
             } else {
                 Ok(None)
@@ -352,7 +352,7 @@ impl EmbeddedCluster {
 
     /// Starts a new life of node `id` on its region, its socket handed over to it.
     fn start_node(&self, id: NodeId) -> Result<Arc<Node>> {
-        let n = self.topology.nodes.get(id.0 as usize).ok_or_else(|| Error::Topology(format!("no node {id}")))?;
+        let n = self.topology.nodes.get(id.0 as usize).ok_or_else(|| Error::topology(format!("no node {id}")))?;
         let life = &self.lives[id.0 as usize];
         let number = life.started.fetch_add(1, Ordering::AcqRel) + 1;
         life.current.store(number, Ordering::Release);
@@ -362,7 +362,7 @@ impl EmbeddedCluster {
             current: life.current.clone(),
         });
         let identity =
-            self.certs.node(n.id).ok_or_else(|| Error::Topology(format!("no certificate for {}", n.name)))?;
+            self.certs.node(n.id).ok_or_else(|| Error::topology(format!("no certificate for {}", n.name)))?;
         let transport = Transport::bind(
             TransportConfig::from_config(&self.topology.transport),
             &self.topology,
@@ -396,7 +396,7 @@ impl EmbeddedCluster {
     /// An unknown node.
     pub fn kill(&self, id: NodeId) -> Result<()> {
         let node =
-            self.nodes_read().get(id.0 as usize).cloned().ok_or_else(|| Error::Topology(format!("no node {id}")))?;
+            self.nodes_read().get(id.0 as usize).cloned().ok_or_else(|| Error::topology(format!("no node {id}")))?;
         self.lives[id.0 as usize].current.store(0, Ordering::Release);
         node.shutdown();
         Ok(())
@@ -457,10 +457,10 @@ impl EmbeddedCluster {
     /// # Errors
     /// An unknown DC.
     pub fn set_rtt(&self, from: DcId, to: DcId, rtt: Duration) -> Result<()> {
-        let mut wan = self.wan.lock().map_err(|_| Error::Topology("WAN model poisoned".into()))?;
-        let mut c = wan.link(from, to).ok_or_else(|| Error::Topology(format!("no link {from} -> {to}")))?;
+        let mut wan = self.wan.lock().map_err(|_| Error::topology("WAN model poisoned"))?;
+        let mut c = wan.link(from, to).ok_or_else(|| Error::topology(format!("no link {from} -> {to}")))?;
         c.rtt = rtt;
-        wan.set_link(from, to, c).map_err(|e| Error::Topology(e.to_string()))
+        wan.set_link(from, to, c).map_err(|e| Error::topology(e.to_string()))
     }
 
     /// Cuts (or heals) the link between DCs `a` and `b`, both ways.
@@ -468,9 +468,9 @@ impl EmbeddedCluster {
     /// # Errors
     /// An unknown DC.
     pub fn set_partitioned(&self, a: DcId, b: DcId, cut: bool) -> Result<()> {
-        let mut wan = self.wan.lock().map_err(|_| Error::Topology("WAN model poisoned".into()))?;
-        wan.set_partitioned(a, b, cut).map_err(|e| Error::Topology(e.to_string()))?;
-        wan.set_partitioned(b, a, cut).map_err(|e| Error::Topology(e.to_string()))
+        let mut wan = self.wan.lock().map_err(|_| Error::topology("WAN model poisoned"))?;
+        wan.set_partitioned(a, b, cut).map_err(|e| Error::topology(e.to_string()))?;
+        wan.set_partitioned(b, a, cut).map_err(|e| Error::topology(e.to_string()))
     }
 
     /// Puts every link back to the topology file's conditions (no cut, the file's RTTs).
@@ -478,8 +478,7 @@ impl EmbeddedCluster {
     /// # Errors
     /// The WAN model's lock is poisoned.
     pub fn reset_links(&self) -> Result<()> {
-        *self.wan.lock().map_err(|_| Error::Topology("WAN model poisoned".into()))? =
-            WanModel::from_topology(&self.topology);
+        *self.wan.lock().map_err(|_| Error::topology("WAN model poisoned"))? = WanModel::from_topology(&self.topology);
         Ok(())
     }
 
@@ -490,7 +489,7 @@ impl EmbeddedCluster {
     /// # Errors
     /// A full heap or index (the MemStore is too small), a duplicate key.
     pub fn load(&self, table: TableId, records_per_partition: u64, progress: &mut dyn FnMut(u64)) -> Result<u64> {
-        let schema = self.topology.table(table).ok_or_else(|| Error::Topology(format!("no table {table}")))?;
+        let schema = self.topology.table(table).ok_or_else(|| Error::topology(format!("no table {table}")))?;
         let total = records_per_partition * self.topology.partitions.len() as u64;
         for key in 0..total {
             let p = self.topology.partition_of(schema, key);
@@ -545,9 +544,9 @@ impl EmbeddedCluster {
     pub fn isolate(&self, dc: DcId, isolated: bool) -> Result<()> {
         self.wan
             .lock()
-            .map_err(|_| Error::Topology("WAN model poisoned".into()))?
+            .map_err(|_| Error::topology("WAN model poisoned"))?
             .set_isolated(dc, isolated)
-            .map_err(|e| Error::Topology(e.to_string()))
+            .map_err(|e| Error::topology(e.to_string()))
     }
 
     /// Where each node serves its metrics, by node id (empty without the topology's

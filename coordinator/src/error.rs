@@ -1,46 +1,19 @@
-//! The node runtime's error type: the protocol's errors (`redt_protocol::Error`, each taken
-//! over as the variant of the same name) and what only a running node meets — the transport,
-//! transaction ids, the metrics endpoint, I/O.
+//! The node runtime's error type: the protocol's errors (`redt_protocol::Error`) and what only
+//! a running node meets — the transport, transaction ids, the metrics endpoint, I/O.
 
 use redt_proto::{NodeId, Topology};
 
 /// What can go wrong across DCs.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// A procedure call was malformed (unknown table, bad operation kind, missing call).
-    #[error("bad procedure call: {0}")]
-    BadCall(String),
-    /// A request is over one of the limits of the topology file's `limits:` section (or of
-    /// the topology itself): refused before anything was reserved or written.
+    /// The protocol refused or failed: a malformed call, a limit, a node's error answer or an
+    /// unexpected one, the data path, an unusable topology, timeouts out of order
+    /// (`redt_protocol::Error`).
     #[error(transparent)]
-    OverLimit(#[from] redt_protocol::limits::OverLimit),
-    /// A node answered with an error message.
-    #[error("{name} answered: {message}")]
-    Remote {
-        /// The node.
-        node: NodeId,
-        /// Its name in the topology (its id, `node#N`, where no topology is at hand).
-        name: String,
-        /// Its message.
-        message: String,
-    },
-    /// A node answered with an unexpected message kind.
-    #[error("{name} answered with an unexpected message")]
-    Unexpected {
-        /// The node.
-        node: NodeId,
-        /// Its name in the topology.
-        name: String,
-    },
+    Protocol(#[from] redt_protocol::Error),
     /// The transport failed.
     #[error("transport: {0}")]
     Transport(#[from] redt_transport::TransportError),
-    /// The in-DC data path failed.
-    #[error("data path: {0}")]
-    DataPath(#[from] redt_dc_executor::Error),
-    /// The topology is unusable here.
-    #[error("topology: {0}")]
-    Topology(String),
     /// A node has no transaction id left that it did not issue before: its MemStore's
     /// incarnation counter is 0 (never started) or past [`crate::TxnIds::MAX_INCARNATION`]
     /// (it started, or used up an incarnation's ids, that many times).
@@ -62,15 +35,6 @@ pub enum Error {
         /// The one the MemStore gave.
         got: u64,
     },
-    /// The timeouts a node resolved from its topology file's `timeouts:` section and the
-    /// topology-derived defaults break an ordering (`crate::NodeTimeouts::resolve`).
-    #[error("{key}: {problem}")]
-    BadTimeouts {
-        /// The key at fault, as written in the file (`timeouts.recovery.retry_base`).
-        key: String,
-        /// What is wrong with it.
-        problem: String,
-    },
     /// The metrics endpoint cannot listen at its address (in use, not an address of this
     /// host).
     #[error("cannot serve metrics at {addr}: {error}")]
@@ -86,12 +50,20 @@ pub enum Error {
 }
 
 impl Error {
+    /// The protocol's [`redt_protocol::Error::Topology`]: the topology is unusable here
+    /// (`why` says how).
+    pub(crate) fn topology(why: impl Into<String>) -> Error {
+        Error::Protocol(redt_protocol::Error::Topology(why.into()))
+    }
+}
+
+impl Error {
     /// The error's text naming nodes, DCs and tables as `topology` does (`dc2-n1`, not
     /// `node#1`), as the text of an error answer to a client or another node gives it. Its
     /// `Display` names them by id (no topology at hand).
     pub fn named(&self, topology: &Topology) -> String {
         match self {
-            Error::DataPath(e) => format!("data path: {}", e.named(topology)),
+            Error::Protocol(e) => e.named(topology),
             Error::TxnIdsExhausted { .. } | Error::IncarnationWentBack { .. } => self.text(&|n| topology.node_name(n)),
             other => other.to_string(),
         }
@@ -120,24 +92,21 @@ impl Error {
     }
 }
 
-impl From<redt_dc_executor::verbs::Error> for Error {
-    fn from(e: redt_dc_executor::verbs::Error) -> Self {
-        Error::DataPath(e.into())
+impl From<redt_dc_executor::Error> for Error {
+    fn from(e: redt_dc_executor::Error) -> Self {
+        Error::Protocol(redt_protocol::Error::DataPath(e))
     }
 }
 
-impl From<redt_protocol::Error> for Error {
-    fn from(e: redt_protocol::Error) -> Self {
-        use redt_protocol::Error as P;
-        match e {
-            P::BadCall(why) => Error::BadCall(why),
-            P::OverLimit(over) => Error::OverLimit(over),
-            P::Remote { node, name, message } => Error::Remote { node, name, message },
-            P::Unexpected { node, name } => Error::Unexpected { node, name },
-            P::DataPath(e) => Error::DataPath(e),
-            P::Topology(why) => Error::Topology(why),
-            P::BadTimeouts { key, problem } => Error::BadTimeouts { key, problem },
-        }
+impl From<redt_dc_executor::verbs::Error> for Error {
+    fn from(e: redt_dc_executor::verbs::Error) -> Self {
+        Error::Protocol(redt_protocol::Error::DataPath(e.into()))
+    }
+}
+
+impl From<redt_protocol::limits::OverLimit> for Error {
+    fn from(over: redt_protocol::limits::OverLimit) -> Self {
+        Error::Protocol(redt_protocol::Error::OverLimit(over))
     }
 }
 
@@ -154,7 +123,7 @@ mod tests {
     fn an_error_answer_names_the_node() {
         let path = format!("{}/../configs/local-fast.yaml", env!("CARGO_MANIFEST_DIR"));
         let t = Topology::load(std::path::Path::new(&path)).expect("config loads");
-        let heap = Error::DataPath(redt_dc_executor::Error::HeapFull { node: NodeId(1), needed: 64 });
+        let heap = Error::from(redt_dc_executor::Error::HeapFull { node: NodeId(1), needed: 64 });
         assert_eq!(heap.named(&t), "data path: dc2-n1: record heap full (64 bytes needed)");
         assert_eq!(heap.to_string(), "data path: node#1: record heap full (64 bytes needed)");
         let back = Error::IncarnationWentBack { node: NodeId(2), current: 5, got: 4 };

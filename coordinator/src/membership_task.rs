@@ -143,7 +143,7 @@ pub fn confirmed(membership: &Membership, voters: &[NodeId], suspect: Suspect, s
 /// process — embedded clusters), fed by `inbox`.
 ///
 /// # Errors
-/// [`Error::Io`] outside a Tokio runtime; [`Error::Topology`] if the Raft log cannot be opened
+/// [`Error::Io`] outside a Tokio runtime; [`redt_protocol::Error::Topology`] if the Raft log cannot be opened
 /// (another node's or group's directory, a corrupt file) or the group cannot be formed.
 pub(crate) fn spawn(
     node: &Arc<Node>,
@@ -174,7 +174,7 @@ pub(crate) fn spawn(
 
 /// Opens (or creates) the Raft peer of `me` over `base`'s initial membership.
 fn open(base: &Topology, me: NodeId, dir: Option<&PathBuf>) -> Result<RaftMembership> {
-    let fail = |e: redt_replication::Error| Error::Topology(format!("membership: {e}"));
+    let fail = |e: redt_replication::Error| Error::topology(format!("membership: {e}"));
     let factor = base.partitions.iter().map(|p| p.replicas.len()).max().unwrap_or(1);
     let membership = Membership::from_topology(base, factor).map_err(fail)?;
     let (voters, learners) = raft_peers(base);

@@ -137,7 +137,7 @@ impl Node {
     /// membership driver. `Node::start` (`crate::start`) starts the rest.
     ///
     /// # Errors
-    /// The incarnation counter cannot be read or is used up ([`Error::DataPath`],
+    /// The incarnation counter cannot be read or is used up ([`Error::Protocol`],
     /// [`Error::TxnIdsExhausted`]); the OS refuses a thread ([`Error::Io`]).
     pub(crate) fn assemble(
         parts: NodeParts,
@@ -723,7 +723,7 @@ impl Node {
             Err(e) => {
                 // A call under `check_call`'s limits can still plan more records than
                 // `limits.max_ops_per_txn` (a TPC-C call's are known once it is built).
-                if matches!(e, Error::OverLimit(_)) {
+                if matches!(e, Error::Protocol(redt_protocol::Error::OverLimit(_))) {
                     self.board.refused_over_limit();
                     tracing::info!(node = %self.name(), "transaction refused: {e}");
                 }

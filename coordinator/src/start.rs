@@ -19,7 +19,7 @@ impl Node {
     /// node's MemStore must be formatted (`redt_dc_executor::format_if_new`).
     ///
     /// # Errors
-    /// The incarnation counter cannot be read or is used up ([`crate::Error::DataPath`],
+    /// The incarnation counter cannot be read or is used up ([`crate::Error::Protocol`],
     /// [`crate::Error::TxnIdsExhausted`]); the transport refuses to serve (it is closed or
     /// client-only), the OS refuses a thread, or there is no Tokio runtime ([`crate::Error::Io`]).
     pub fn start(parts: NodeParts) -> Result<Arc<Node>> {

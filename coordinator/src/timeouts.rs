@@ -2,7 +2,7 @@
 //! `timeouts:` section ([`TimeoutsConfig`]) over the defaults derived from the topology's
 //! largest link RTT, checked as a whole (docs/design.md, "Recovery", timeouts on real nodes).
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use redt_protocol::detector_timeouts::DetectorTimeouts;
 use redt_protocol::txn::CoordinatorOptions;
 use redt_protocol::RecoveryOptions;
@@ -59,7 +59,7 @@ impl NodeTimeouts {
     /// ([`DetectorTimeouts::resolve`]).
     ///
     /// # Errors
-    /// [`Error::BadTimeouts`] naming the first key that breaks an ordering, with both values
+    /// [`redt_protocol::Error::BadTimeouts`] naming the first key that breaks an ordering, with both values
     /// and whether the other one is a default.
     pub fn resolve(topology: &Topology, set: &TimeoutsConfig) -> Result<NodeTimeouts> {
         let mut t = NodeTimeouts::defaults(topology);
@@ -110,14 +110,15 @@ impl NodeTimeouts {
                 let (key, other) = if lset.is_none() && hset.is_some() { (high, low) } else { (low, high) };
                 let relation = if key == low { "above" } else { "below" };
                 let (kv, kset, ov, oset) = if key == low { (lv, lset, hv, hset) } else { (hv, hset, lv, lset) };
-                return Err(Error::BadTimeouts {
+                return Err(redt_protocol::Error::BadTimeouts {
                     key: format!("timeouts.{key}"),
                     problem: format!(
                         "{} must not be {relation} timeouts.{other} ({})",
                         shown(kv, kset),
                         shown(ov, oset)
                     ),
-                });
+                }
+                .into());
             }
         }
         // The phase-1 timeout (a command line's included) leaves room for the largest phase 1
@@ -125,7 +126,7 @@ impl NodeTimeouts {
         let ops = topology.limits.max_ops_per_txn;
         if ops > LimitsConfig::max_ops_for_phase1(t.phase1_timeout) {
             let budget = LimitsConfig::EXECUTOR_BUDGET_PER_OP;
-            return Err(Error::BadTimeouts {
+            return Err(redt_protocol::Error::BadTimeouts {
                 key: "timeouts.phase1_timeout".into(),
                 problem: format!(
                     "{} is too short for limits.max_ops_per_txn {ops}: a phase 1 of {ops} operations may hold an \
@@ -136,7 +137,8 @@ impl NodeTimeouts {
                     budget.as_micros(),
                     humantime::format_duration(budget * ops as u32 * 10)
                 ),
-            });
+            }
+            .into());
         }
         t.detector = DetectorTimeouts::resolve(topology, &set.detector)?;
         Ok(t)
@@ -265,7 +267,7 @@ mod tests {
     fn orderings_are_checked_with_the_defaults_filled_in() {
         let t = topology("40ms");
         let err = |set: TimeoutsConfig| match NodeTimeouts::resolve(&t, &set) {
-            Err(Error::BadTimeouts { key, problem }) => (key, problem),
+            Err(crate::Error::Protocol(redt_protocol::Error::BadTimeouts { key, problem })) => (key, problem),
             other => panic!("expected BadTimeouts, got {other:?}"),
         };
         // Both set.

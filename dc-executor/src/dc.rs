@@ -76,7 +76,7 @@ impl DcHandle {
     /// `durability: disk` (one PERSIST per node, group-committed there); nothing otherwise.
     ///
     /// # Errors
-    /// Verbs errors, [`crate::Error::Io`] naming a disk image that could not be synced.
+    /// Verbs errors, [`crate::Error::Verbs`] naming a disk image that could not be synced.
     pub fn persist(&self, nodes: impl IntoIterator<Item = NodeId>) -> Result<()> {
         if self.durable {
             for node in nodes {

@@ -5,46 +5,10 @@ use redt_proto::{NodeId, Offset, TableId, Topology, TxnId};
 /// Everything that can go wrong on the in-DC data path.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// A verb addressed bytes outside the target node's region.
-    #[error("{}", self.plain())]
-    OutOfBounds {
-        /// Target node.
-        node: NodeId,
-        /// First byte addressed.
-        offset: Offset,
-        /// Bytes addressed.
-        len: u64,
-        /// Size of the target region in bytes.
-        size: u64,
-    },
-    /// An atomic verb addressed an offset that is not 8-byte aligned.
-    #[error("{}", self.plain())]
-    Unaligned {
-        /// Target node.
-        node: NodeId,
-        /// The offending offset.
-        offset: Offset,
-    },
-    /// A verb named a node this backend does not reach.
-    #[error("{}", self.plain())]
-    UnknownNode(NodeId),
-    /// The RDMA or shared-memory backend failed (device, registration, mapping, completion).
-    #[error("verbs backend: {0}")]
-    Backend(String),
-    /// The TLS material of an in-DC verbs transport is unusable: a certificate,
-    /// key or CA certificate rustls refuses, or an own certificate that does not carry this
-    /// node's identity (`redt://node/<dc>/<node>`, written by `redt certs init`).
-    #[error("verbs TLS: {0}")]
-    TlsConfig(String),
-    /// I/O on a shared-memory file failed. The I/O error is part of the message and not also
-    /// a `source`, so a report that prints the chain does not print it twice.
-    #[error("{path}: {error}")]
-    Io {
-        /// The file involved.
-        path: String,
-        /// The underlying error.
-        error: std::io::Error,
-    },
+    /// A verb, a MemStore region or its disk image failed (`redt_verbs::Error`: an access out
+    /// of bounds or unaligned, a node the backend does not reach, the backend, its TLS, I/O).
+    #[error(transparent)]
+    Verbs(#[from] redt_verbs::Error),
     /// The region does not hold a MemStore of the expected layout.
     #[error("{}", self.plain())]
     BadSuperblock {
@@ -181,25 +145,14 @@ pub enum Error {
     },
 }
 
-impl From<redt_verbs::Error> for Error {
-    fn from(e: redt_verbs::Error) -> Self {
-        use redt_verbs::Error as V;
-        match e {
-            V::OutOfBounds { node, offset, len, size } => Error::OutOfBounds { node, offset, len, size },
-            V::Unaligned { node, offset } => Error::Unaligned { node, offset },
-            V::UnknownNode(n) => Error::UnknownNode(n),
-            V::Backend(why) => Error::Backend(why),
-            V::TlsConfig(why) => Error::TlsConfig(why),
-            V::Io { path, error } => Error::Io { path, error },
-        }
-    }
-}
-
 impl Error {
     /// The error's text naming nodes and tables as `topology` does (`dc2-n1`, `usertable`),
     /// not by their internal ids (`node#1`, `table#0`), as messages to clients and operators
     /// give it. Its `Display` names them by id (no topology at hand).
     pub fn named(&self, topology: &Topology) -> String {
+        if let Error::Verbs(e) = self {
+            return e.named(topology);
+        }
         let table = |t: TableId| topology.table(t).map_or_else(|| t.to_string(), |s| s.name.clone());
         self.text(&|n| topology.node_name(n), &table)
     }
@@ -213,11 +166,6 @@ impl Error {
     /// The text, with `node` and `table` naming nodes and tables.
     fn text(&self, node: &dyn Fn(NodeId) -> String, table: &dyn Fn(TableId) -> String) -> String {
         match self {
-            Error::OutOfBounds { node: n, offset, len, size } => {
-                format!("{}: access [{offset}, +{len}) outside the {size}-byte MemStore", node(*n))
-            }
-            Error::Unaligned { node: n, offset } => format!("{}: atomic verb at unaligned offset {offset}", node(*n)),
-            Error::UnknownNode(n) => format!("{} is not reachable through this verbs backend", node(*n)),
             Error::BadSuperblock { node: n, why } => {
                 format!("{}: not a redt MemStore of this layout ({why})", node(*n))
             }
@@ -299,7 +247,19 @@ mod tests {
         assert_eq!(missing.named(&t), "kv key 9 not found on dc4-n1");
         let ring = Error::RingFull { node: NodeId(2), head: 4, index: 90 };
         assert_eq!(ring.named(&t), "dc3-n1: redo ring full (head 4, wanted slot 90): replay is not keeping up");
-        assert_eq!(Error::UnknownNode(NodeId(40)).named(&t), "node#40 is not reachable through this verbs backend");
-        assert_eq!(Error::Backend("x".into()).named(&t), "verbs backend: x", "a variant naming no node");
+        assert_eq!(
+            Error::from(redt_verbs::Error::UnknownNode(NodeId(40))).named(&t),
+            "node#40 is not reachable through this verbs backend"
+        );
+        assert_eq!(
+            Error::from(redt_verbs::Error::Backend("x".into())).named(&t),
+            "verbs backend: x",
+            "a verbs error naming no node"
+        );
+        assert_eq!(
+            Error::from(redt_verbs::Error::UnknownNode(NodeId(1))).named(&t),
+            "dc2-n1 is not reachable through this verbs backend",
+            "a verbs error names the node as the topology does"
+        );
     }
 }

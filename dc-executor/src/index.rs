@@ -437,7 +437,7 @@ impl Index {
     /// module docs on torn slots).
     ///
     /// # Errors
-    /// Verbs errors ([`Error::OutOfBounds`], [`Error::UnknownNode`], [`Error::Backend`]).
+    /// Verbs errors ([`Error::Verbs`]).
     pub fn lookup(&self, verbs: &dyn Verbs, node: NodeId, table: TableId, key: u64) -> Result<Option<Offset>> {
         let mut cost = Cost::default();
         let probe = self.probe(verbs, node, table, key, &mut cost);
@@ -1100,9 +1100,15 @@ mod tests {
     #[test]
     fn verbs_errors_propagate() {
         let (v, idx) = setup(4);
-        assert!(matches!(idx.lookup(&v, NodeId(9), T, 1), Err(Error::UnknownNode(NodeId(9)))));
-        assert!(matches!(idx.insert(&v, NodeId(9), T, 1, off(1)), Err(Error::UnknownNode(_))));
-        assert!(matches!(idx.remove(&v, NodeId(9), T, 1), Err(Error::UnknownNode(_))));
+        assert!(matches!(
+            idx.lookup(&v, NodeId(9), T, 1),
+            Err(Error::Verbs(redt_verbs::Error::UnknownNode(NodeId(9))))
+        ));
+        assert!(matches!(
+            idx.insert(&v, NodeId(9), T, 1, off(1)),
+            Err(Error::Verbs(redt_verbs::Error::UnknownNode(_)))
+        ));
+        assert!(matches!(idx.remove(&v, NodeId(9), T, 1), Err(Error::Verbs(redt_verbs::Error::UnknownNode(_)))));
         assert_eq!(idx.stats().lookups(), 0);
     }
 

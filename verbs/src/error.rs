@@ -85,8 +85,8 @@ mod tests {
         let path = format!("{}/../configs/local-fast.yaml", env!("CARGO_MANIFEST_DIR"));
         let t = Topology::load(std::path::Path::new(&path)).expect("config loads");
         let e = Error::OutOfBounds { node: NodeId(1), offset: Offset(64), len: 8, size: 32 };
-        assert_eq!(e.named(&t), "dc2-n1: access [64, +8) outside the 32-byte MemStore");
-        assert_eq!(e.to_string(), "node#1: access [64, +8) outside the 32-byte MemStore");
+        assert_eq!(e.named(&t), "dc2-n1: access [+64, +8) outside the 32-byte MemStore");
+        assert_eq!(e.to_string(), "node#1: access [+64, +8) outside the 32-byte MemStore");
         assert_eq!(Error::UnknownNode(NodeId(40)).named(&t), "node#40 is not reachable through this verbs backend");
         assert_eq!(Error::Backend("x".into()).named(&t), "verbs backend: x");
     }

@@ -224,7 +224,10 @@ pub(crate) fn ring_entries_where(
     let mut index = head;
     let mut header = [0u8; SLOT_BYTES as usize];
     let mut read = |off: u64, buf: &mut [u8]| Ok(verbs.read(node, Offset(off), buf)?);
-    let fatal = |e: &Error| matches!(e, Error::Backend(_) | Error::OutOfBounds { .. } | Error::UnknownNode(_));
+    let fatal = |e: &Error| {
+        use redt_verbs::Error as V;
+        matches!(e, Error::Verbs(V::Backend(_) | V::OutOfBounds { .. } | V::UnknownNode(_)))
+    };
     // Whether `index` is known to start an entry (the head, or the slot after an entry that
     // decoded): only then is an unwanted header's slot count trusted to pass over it. After
     // an entry that did not decode, the walk goes one slot at a time and decodes every
@@ -304,7 +307,13 @@ pub fn head_gap(verbs: &dyn Verbs, node: NodeId, layout: &Layout) -> Result<Opti
     while index < end {
         match read_framed(layout, node, index, &mut read) {
             Ok(_) => break,
-            Err(e @ (Error::Backend(_) | Error::OutOfBounds { .. } | Error::UnknownNode(_))) => return Err(e),
+            Err(
+                e @ Error::Verbs(
+                    redt_verbs::Error::Backend(_)
+                    | redt_verbs::Error::OutOfBounds { .. }
+                    | redt_verbs::Error::UnknownNode(_),
+                ),
+            ) => return Err(e),
             Err(_) => index = index.saturating_add(1),
         }
     }
