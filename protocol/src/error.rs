@@ -1,6 +1,6 @@
 //! The protocol's error type: what a pure state machine or a pure function of the protocol
-//! can refuse or fail with. The node runtime's error (`redt_coordinator::Error`) takes each
-//! variant over as its own of the same name.
+//! can refuse or fail with. The node runtime's error (`redt_coordinator::Error`) holds it as
+//! its `Protocol` variant.
 
 use redt_proto::{NodeId, Topology};
 

@@ -1,5 +1,5 @@
-//! What a verb, a region or a disk image can fail with. `redt_dc_executor::Error` takes each
-//! variant over as its own of the same name.
+//! What a verb, a region or a disk image can fail with. `redt_dc_executor::Error` holds it as
+//! its `Verbs` variant.
 
 use redt_proto::{NodeId, Offset, Topology};
 
