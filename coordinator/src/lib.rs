@@ -12,6 +12,7 @@ mod client;
 mod cluster;
 mod error;
 mod executor_thread;
+mod large_phase1s;
 pub mod liveness;
 pub mod membership_task;
 mod membership_view;

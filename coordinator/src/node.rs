@@ -11,6 +11,7 @@
 use crate::busy::{Busy, Claim};
 use crate::error::{Error, Result};
 use crate::executor_thread::ExecutorThread;
+use crate::large_phase1s::LargePhase1s;
 use crate::membership_view::{MembershipView, RaftInbox};
 use crate::metrics::AnswerCounters;
 use crate::outcome_queries::{Asker, OutcomeQueries, OutcomeQueryCounts};
@@ -30,12 +31,12 @@ use redt_proto::{error_code, Cts, NodeId, Topology, TxnId};
 use redt_protocol::baseline::{self, Baseline, BaselineTxn, PrimaryTxn};
 use redt_protocol::catch_up::{CatchUpDebt, Shipper};
 use redt_protocol::epochs::Epochs;
-use redt_protocol::executor_core::ExecutorCore;
+use redt_protocol::executor_core::{run_phase1, ExecutorCore, Handled, Phase1};
 use redt_protocol::executor_queue::{Lane, BULK_WEIGHT};
 use redt_protocol::limits::BadSubTxn;
 use redt_protocol::machine::{Action, TxnMachine};
 use redt_protocol::machine::{TxnOutcome, TxnStatus};
-use redt_protocol::message::{Reply, Request};
+use redt_protocol::message::{Execute, Reply, Request};
 use redt_protocol::outcome::{Deadline, Finding, KnownOutcome};
 use redt_protocol::stats::TxnStats;
 use redt_protocol::txn::CoordinatorOptions;
@@ -123,6 +124,8 @@ pub struct Node {
     raft_warnings: WarnEvery,
     /// Its outcome queries' in-flight places, shared lookup rounds and remembered verdicts.
     outcome_queries: OutcomeQueries,
+    /// The transactions whose large phase 1 runs on its executor's side thread.
+    large_phase1s: LargePhase1s,
 }
 
 /// At most one WARN line per kind of refusal in this interval (each line says how many were
@@ -177,6 +180,7 @@ impl Node {
             role_warnings: WarnEvery::new(WARN_EVERY),
             raft_warnings: WarnEvery::new(WARN_EVERY),
             outcome_queries: OutcomeQueries::default(),
+            large_phase1s: LargePhase1s::default(),
         });
         Ok((node, raft_rx))
     }
@@ -470,22 +474,86 @@ impl Node {
             );
             return rx.await.unwrap_or_else(|_| stopped());
         }
-        match self.exec.run_in(executor_lane(&request), move |core, now_ms| core.handle(from, request, now_ms)).await {
-            Some(h) => {
-                match &h.reply {
-                    Reply::Vote { vote, .. } if matches!(vote.abort, Some(AbortReason::HeapFull(_))) => {
-                        self.board.heap_full_vote();
+        let lane = executor_lane(&request);
+        let request = match (request, lane) {
+            (Request::Execute(e), Lane::Bulk(_)) if !e.replicate => return self.serve_large_phase1(e, lane).await,
+            (request, _) => request,
+        };
+        let reservations = match &request {
+            Request::Reservations(r) => Some(r.ring),
+            _ => None,
+        };
+        let txn = request.txn();
+        let queued = self
+            .large_phase1s
+            .when_free(txn, || self.exec.submit(lane, move |core, now_ms| core.handle(from, request, now_ms)));
+        let Some(queued) = queued.await else { return stopped() };
+        let Ok(handled) = queued.await else { return stopped() };
+        let reply = self.answered(handled);
+        match (reservations, reply) {
+            // The side thread's executor holds reservations of its own (`large_phase1s`).
+            (Some(ring), Reply::Reserved(mut held)) => {
+                match self.exec.run_side(Lane::Short, move |side, _| side.reservations(ring)).await {
+                    Some(Ok(side)) => {
+                        held.extend(side);
+                        held.sort_unstable();
+                        Reply::Reserved(held)
                     }
-                    Reply::Error { code: error_code::OVER_LIMIT, .. } => self.board.refused_over_limit(),
-                    _ => {}
+                    Some(Err(e)) => Reply::Error { code: error_code::INTERNAL, message: e.to_string() },
+                    None => stopped(),
                 }
-                if let Some(debt) = h.catch_up {
-                    self.pay_catch_up(debt, None);
-                }
-                h.reply
             }
-            None => stopped(),
+            (_, reply) => reply,
         }
+    }
+
+    /// Serves a phase 1 of more than [`BULK_WEIGHT`] operations: the core checks and plans it,
+    /// the executor's side thread runs it in its client's bulk share `lane`, the core keeps its
+    /// vote (`crate::executor_thread`); requests about the same transaction wait meanwhile
+    /// (`crate::large_phase1s`).
+    async fn serve_large_phase1(self: &Arc<Self>, e: Execute, lane: Lane) -> Reply {
+        let stopped = || Reply::Error { code: error_code::INTERNAL, message: "node shutting down".into() };
+        let (txn, deadline_ms) = (e.txn, e.deadline_ms);
+        let begin = move |core: &mut ExecutorCore, now_ms| match core.begin_execute(&e, now_ms) {
+            Ok(Phase1::Run(sub)) => Ok(sub),
+            Ok(Phase1::Answered(vote)) => Err(Box::new(core.answer_vote(Ok(vote)))),
+            Err(err) => Err(Box::new(core.answer_vote(Err(err)))),
+        };
+        let (queued, running) = self.large_phase1s.start(txn, || self.exec.submit(Lane::Short, begin)).await;
+        let Some(queued) = queued else { return stopped() };
+        let sub = match queued.await {
+            Ok(Ok(sub)) => sub,
+            Ok(Err(answered)) => return self.answered(*answered),
+            Err(_) => return stopped(),
+        };
+        let Some(vote) =
+            self.exec.run_side(lane, move |side, now_ms| run_phase1(side, &sub, deadline_ms, now_ms)).await
+        else {
+            return stopped();
+        };
+        let kept = self.exec.run(move |core, _| {
+            let vote = core.finish_execute(txn, vote);
+            core.answer_vote(vote)
+        });
+        let Some(handled) = kept.await else { return stopped() };
+        drop(running);
+        self.answered(handled)
+    }
+
+    /// The reply to a request the executor core handled, counted for status, with the
+    /// catch-up it owes paid.
+    fn answered(self: &Arc<Self>, h: Handled) -> Reply {
+        match &h.reply {
+            Reply::Vote { vote, .. } if matches!(vote.abort, Some(AbortReason::HeapFull(_))) => {
+                self.board.heap_full_vote();
+            }
+            Reply::Error { code: error_code::OVER_LIMIT, .. } => self.board.refused_over_limit(),
+            _ => {}
+        }
+        if let Some(debt) = h.catch_up {
+            self.pay_catch_up(debt, None);
+        }
+        h.reply
     }
 
     /// Runs one transaction as its coordinator under the configured protocol

@@ -1111,3 +1111,62 @@ fn a_short_phase1_runs_before_queued_bulk_work_and_shares_take_turns() {
     assert_eq!((load.short_jobs, load.bulk_jobs), (1, 5), "the small phase 1 was the one short job");
     assert!(load.longest_job_us >= load.longest_short_wait_us, "it waited for the blocker only: {load:?}");
 }
+
+/// A large phase 1 runs on the side thread between the core's check and the core's keeping
+/// of its vote: a short phase 1 runs to its end on the core meanwhile, and the large one's
+/// commit vote is then kept (a repeated phase 1 gets it again).
+#[test]
+fn a_short_phase1_runs_while_a_large_one_is_on_the_side_thread() {
+    use redt_coordinator::ExecutorThread;
+    use redt_protocol::executor_core::{run_phase1, Phase1};
+    use redt_protocol::executor_queue::{Lane, BULK_WEIGHT};
+    let (core, _dc, topology) = core();
+    let exec = Arc::new(ExecutorThread::spawn(core).expect("the executor threads start"));
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let large: Vec<KvOp> = (0..=BULK_WEIGHT).map(|k| KvOp::Read(10_000 + k)).collect();
+    let large = args(&topology, TxnId(1), &large);
+    let short = args(&topology, TxnId(2), &[KvOp::Read(1)]);
+    let (release, hold) = std::sync::mpsc::channel::<()>();
+    let (started, is_started) = std::sync::mpsc::channel::<()>();
+    rt.block_on(async {
+        let first = large.clone();
+        let begun = exec.run(move |core, now| core.begin_execute(&first, now)).await.expect("the core runs");
+        let Ok(Phase1::Run(sub)) = begun else { panic!("a fresh phase 1 is run, not answered: {begun:?}") };
+        let side = {
+            let exec = exec.clone();
+            tokio::spawn(async move {
+                exec.run_side(Lane::Bulk(7), move |side, now| {
+                    started.send(()).unwrap();
+                    hold.recv().unwrap();
+                    run_phase1(side, &sub, 0, now)
+                })
+                .await
+            })
+        };
+        tokio::task::spawn_blocking(move || is_started.recv().unwrap()).await.unwrap();
+        // The side thread is held inside the large phase 1: the short one still runs.
+        let short = exec.run(move |core, now| core.execute(&short, now));
+        let vote = tokio::time::timeout(std::time::Duration::from_secs(10), short)
+            .await
+            .expect("the short phase 1 ran while the side thread was held")
+            .expect("the core runs");
+        assert!(vote.expect("phase 1 runs").is_commit(), "the short phase 1 votes commit");
+        release.send(()).unwrap();
+        let vote = side.await.unwrap().expect("the side thread runs");
+        let kept = exec.run(move |core, _| core.finish_execute(TxnId(1), vote)).await.expect("the core runs");
+        let kept = kept.expect("phase 1 runs");
+        assert!(kept.is_commit(), "the large phase 1 votes commit: {:?}", kept.abort);
+        let again = exec.run(move |core, now| core.execute(&large, now)).await.expect("the core runs");
+        assert_eq!(again.expect("a repeated phase 1 is answered"), kept, "a repeated phase 1 gets the kept vote");
+    });
+    // The threads count a job once it has returned, just after its caller got the result.
+    let mut load = exec.load();
+    for _ in 0..1000 {
+        if load.bulk_jobs == 1 && load.short_jobs == 4 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+        load = exec.load();
+    }
+    assert_eq!((load.short_jobs, load.bulk_jobs), (4, 1), "the side thread's job counts as bulk: {load:?}");
+}

@@ -502,6 +502,12 @@ impl Executor {
         self
     }
 
+    /// How long a reservation waits for replay to free ring space
+    /// ([`Executor::with_ring_patience`]).
+    pub fn ring_patience(&self) -> Duration {
+        self.ring_patience
+    }
+
     /// The DC handle.
     pub fn dc(&self) -> &Arc<DcHandle> {
         &self.dc

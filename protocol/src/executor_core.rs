@@ -224,6 +224,43 @@ impl<K: std::hash::Hash + Eq + Copy, V> Capped<K, V> {
     }
 }
 
+/// What [`ExecutorCore::begin_execute`] found: the answer already, or a sub-transaction to run.
+#[derive(Debug)]
+pub enum Phase1 {
+    /// The vote to give without running anything (decided or fenced here, a repeated phase
+    /// 1's earlier vote, the wrong epoch, past the deadline).
+    Answered(Vote),
+    /// The sub-transaction to run on an executor of this DC.
+    Run(SubTxn),
+}
+
+/// Runs `sub`, the sub-transaction [`ExecutorCore::begin_execute`] returned, on `executor`
+/// at physical time `now_ms`, unless that is past the phase 1's deadline `deadline_ms` (0:
+/// none): then it votes abort and touches nothing, as a phase 1 that arrives late does (a
+/// recoverer may already count this replica's missing vote as an abort). What it returns
+/// goes to [`ExecutorCore::finish_execute`].
+///
+/// # Errors
+/// The executor's, as [`Executor::execute`].
+pub fn run_phase1(
+    executor: &mut Executor,
+    sub: &SubTxn,
+    deadline_ms: u64,
+    now_ms: u64,
+) -> redt_dc_executor::Result<Vote> {
+    if deadline_ms != 0 && now_ms > deadline_ms {
+        let why = "phase 1 ran after its deadline".to_string();
+        return Ok(Vote {
+            txn: sub.txn,
+            abort: Some(AbortReason::User(why)),
+            items: vec![],
+            hlc: Cts(0),
+            entries: vec![],
+        });
+    }
+    executor.execute(sub, now_ms)
+}
+
 /// What [`ExecutorCore::handle`] produced: the reply, and the catch-up the driver must then
 /// deliver on the executor's behalf.
 #[derive(Debug)]
@@ -339,6 +376,13 @@ impl ExecutorCore {
         self
     }
 
+    /// A second executor over this node's DC, for phase 1s run on another thread than this
+    /// core's ([`Phase1::Run`]): the same clock and ring patience, its own ring writers. Its
+    /// reservations are its own to report ([`Executor::reservations`]).
+    pub fn side_executor(&self) -> Executor {
+        Executor::new(self.executor.dc().clone(), self.hlc.clone()).with_ring_patience(self.executor.ring_patience())
+    }
+
     /// This node's hybrid logical clock.
     pub fn hlc(&self) -> &Arc<Hlc> {
         &self.hlc
@@ -430,13 +474,22 @@ impl ExecutorCore {
         handled
     }
 
+    /// The answer to a phase 1 that gave `vote`: the vote, or the error named in this node's
+    /// topology.
+    pub fn answer_vote(&self, vote: Result<Vote>) -> Handled {
+        match vote {
+            Ok(vote) => Handled::reply(Reply::Vote { dc: self.dc_id, vote, nested: Default::default() }),
+            Err(e) => Handled::error(e.reply_code(), e.named(&self.epochs.current())),
+        }
+    }
+
     /// [`ExecutorCore::handle`] before the sync of the answer's writes.
     fn handle_unsynced(&mut self, from: NodeId, request: Request, now_ms: u64) -> Handled {
         match request {
-            Request::Execute(e) if !e.replicate => match self.execute(&e, now_ms) {
-                Ok(vote) => Handled::reply(Reply::Vote { dc: self.dc_id, vote, nested: Default::default() }),
-                Err(e) => Handled::error(e.reply_code(), e.named(&self.epochs.current())),
-            },
+            Request::Execute(e) if !e.replicate => {
+                let vote = self.execute(&e, now_ms);
+                self.answer_vote(vote)
+            }
             Request::Record(Record { txn, ballot, decision, entries }) => {
                 match self.record(txn, decision, ballot, &entries) {
                     Ok(ok) => Handled::reply(Reply::Recorded(ok)),
@@ -545,6 +598,25 @@ impl ExecutorCore {
     /// partitions than it has, a call over `limits:`) and [`Error::BadCall`] for a malformed
     /// one, both before anything is planned or reserved; a data-path failure.
     pub fn execute(&mut self, args: &Execute, now_ms: u64) -> Result<Vote> {
+        match self.begin_execute(args, now_ms)? {
+            Phase1::Answered(vote) => Ok(vote),
+            Phase1::Run(sub) => {
+                let vote = self.executor.execute(&sub, now_ms);
+                self.finish_execute(args.txn, vote)
+            }
+        }
+    }
+
+    /// The first part of [`ExecutorCore::execute`]: the checks against what this node
+    /// remembers (decided, fenced, already voted, the epoch, the limits) and the plan of its
+    /// accesses. Returns the answer when the checks give one, else the sub-transaction for an
+    /// executor of this DC to run ([`ExecutorCore::side_executor`] on another thread for a
+    /// large one), whose vote then goes to [`ExecutorCore::finish_execute`]. Nothing about
+    /// `args.txn` may reach this core in between (the node's driver holds such requests back).
+    ///
+    /// # Errors
+    /// As [`ExecutorCore::execute`], for what is checked before anything is planned.
+    pub fn begin_execute(&mut self, args: &Execute, now_ms: u64) -> Result<Phase1> {
         let abort = |reason| Vote { txn: args.txn, abort: Some(reason), items: vec![], hlc: Cts(0), entries: vec![] };
         if self.forgotten_votes.contains(&args.txn)
             && !self.pending.contains_key(&args.txn)
@@ -561,19 +633,21 @@ impl ExecutorCore {
         if args.deadline_ms != 0 && now_ms > args.deadline_ms && !self.pending.contains_key(&args.txn) {
             // A recoverer may already count this replica's missing vote as an abort.
             self.fences.insert(args.txn);
-            return Ok(abort(AbortReason::User("phase 1 arrived after its deadline".into())));
+            return Ok(Phase1::Answered(abort(AbortReason::User("phase 1 arrived after its deadline".into()))));
         }
         if !self.mutations.late_phase1_takes_locks {
             if self.fences.contains(&args.txn) {
-                return Ok(abort(AbortReason::User("decided before its phase 1 arrived".into())));
+                return Ok(Phase1::Answered(abort(AbortReason::User("decided before its phase 1 arrived".into()))));
             }
             if self.decided.contains(&args.txn) {
-                return Ok(abort(AbortReason::User("already decided here (a repeated phase 1)".into())));
+                return Ok(Phase1::Answered(abort(AbortReason::User(
+                    "already decided here (a repeated phase 1)".into(),
+                ))));
             }
             if let Some(vote) = self.pending.get(&args.txn) {
                 // A repeated phase 1 (a duplicate, a retry) gets the same vote: a different
                 // answer could make the coordinator skip this DC in phase 2.
-                return Ok(vote.clone());
+                return Ok(Phase1::Answered(vote.clone()));
             }
         }
         let topology = self.epochs.current();
@@ -584,10 +658,10 @@ impl ExecutorCore {
             // coordinator counted this abort.
             self.fences.insert(args.txn);
             let why = if args.epoch < topology.epoch { "not in current epoch" } else { "epoch not applied here yet" };
-            return Ok(abort(AbortReason::User(format!(
+            return Ok(Phase1::Answered(abort(AbortReason::User(format!(
                 "{why}: planned in {}, this node is at {}",
                 args.epoch, topology.epoch
-            ))));
+            )))));
         }
         // Not trusted to have been checked by its sender: the limits again, before anything
         // is planned or reserved.
@@ -609,9 +683,20 @@ impl ExecutorCore {
             procedure,
             local,
         };
-        let vote = self.executor.execute(&sub, now_ms)?;
+        Ok(Phase1::Run(sub))
+    }
+
+    /// The last part of [`ExecutorCore::execute`]: remembers the vote `vote` of `txn` that an
+    /// executor of this DC gave for the sub-transaction [`ExecutorCore::begin_execute`]
+    /// returned (a commit vote awaits its decision; an abort vote fences the transaction) and
+    /// returns it.
+    ///
+    /// # Errors
+    /// The executor's data-path failure, as given.
+    pub fn finish_execute(&mut self, txn: TxnId, vote: redt_dc_executor::Result<Vote>) -> Result<Vote> {
+        let vote = vote?;
         if vote.is_commit() {
-            if let Some((forgotten, _)) = self.pending.insert(args.txn, vote.clone()) {
+            if let Some((forgotten, _)) = self.pending.insert(txn, vote.clone()) {
                 self.votes_forgotten += 1;
                 self.forgotten_votes.insert(forgotten);
                 if self.votes_forgotten == 1 {
@@ -623,7 +708,7 @@ impl ExecutorCore {
             // An abort vote decides the transaction: a repeated phase 1 (a duplicate, held
             // back past this one) must not run again, take locks, and vote commit where the
             // coordinator, having counted the abort, sends no decision.
-            self.fences.insert(args.txn);
+            self.fences.insert(txn);
         }
         Ok(vote)
     }
