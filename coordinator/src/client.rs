@@ -464,6 +464,30 @@ impl Client {
     }
 }
 
+/// The reads of an outcome reply, each padded back with zero bytes to its length in `lens`
+/// (when given: see `OutcomeReply::read_lens`); an empty read is no read. `None` when `lens`
+/// does not fit `reads` (another count, a read longer than its length, a length over 1 MiB).
+fn padded_reads(reads: Vec<Vec<u8>>, lens: &[u32]) -> Option<Vec<Option<Vec<u8>>>> {
+    const MAX_READ_BYTES: u32 = 1 << 20;
+    if lens.is_empty() {
+        return Some(reads.into_iter().map(|r| (!r.is_empty()).then_some(r)).collect());
+    }
+    if lens.len() != reads.len() {
+        return None;
+    }
+    reads
+        .into_iter()
+        .zip(lens)
+        .map(|(mut r, &len)| {
+            if r.len() > len as usize || len > MAX_READ_BYTES {
+                return None;
+            }
+            r.resize(len as usize, 0);
+            Some((len != 0).then_some(r))
+        })
+        .collect()
+}
+
 /// What a submission's reply tells the client.
 fn outcome_of(reply: Result<Body>) -> TxnOutcome {
     match reply {
@@ -473,10 +497,13 @@ fn outcome_of(reply: Result<Body>) -> TxnOutcome {
                 1 => TxnStatus::Aborted(o.error),
                 _ => TxnStatus::Unknown(o.error),
             };
-            TxnOutcome {
-                txn: TxnId(o.txn),
-                status,
-                reads: o.reads.into_iter().map(|r| (!r.is_empty()).then_some(r)).collect(),
+            match padded_reads(o.reads, &o.read_lens) {
+                Some(reads) => TxnOutcome { txn: TxnId(o.txn), status, reads },
+                None => TxnOutcome {
+                    txn: TxnId(o.txn),
+                    status: TxnStatus::Unknown("a reply whose read lengths do not match its reads".into()),
+                    reads: vec![],
+                },
             }
         }
         Ok(_) => TxnOutcome { txn: TxnId(0), status: TxnStatus::Unknown("unexpected reply".into()), reads: vec![] },
@@ -508,6 +535,29 @@ pub fn failover_order(topology: &Topology, preferred: NodeId) -> Vec<NodeId> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use redt_proto::wire::OutcomeReply;
+
+    /// Reads cross the wire without their zero padding and come back whole; a reply whose
+    /// lengths do not fit its reads is no outcome.
+    #[test]
+    fn reads_lose_their_padding_on_the_wire_only() {
+        let mut cell = vec![0u8; 2048];
+        cell[..3].copy_from_slice(&[7, 0, 9]);
+        let reads = vec![Some(cell), None, Some(vec![0; 2048]), Some(vec![1; 16])];
+        let sent = TxnOutcome { txn: TxnId(5), status: TxnStatus::Committed, reads: reads.clone() };
+        let msg = crate::outcome_to_msg(&sent);
+        assert_eq!(msg.reads.iter().map(Vec::len).collect::<Vec<_>>(), vec![3, 0, 0, 16], "trailing zeros dropped");
+        assert_eq!(msg.read_lens, vec![2048, 0, 2048, 16]);
+        let got = outcome_of(Ok(Body::Outcome(msg.clone())));
+        assert_eq!((got.txn, got.status, got.reads), (TxnId(5), TxnStatus::Committed, reads));
+        // A sender that pads nothing away (no lengths) is read as before.
+        let whole = OutcomeReply { reads: vec![vec![4, 0], vec![]], read_lens: vec![], ..msg.clone() };
+        assert_eq!(outcome_of(Ok(Body::Outcome(whole))).reads, vec![Some(vec![4, 0]), None]);
+        for bad in [vec![2048, 0, 2048], vec![2, 0, 2048, 16], vec![2048, 0, 2048, u32::MAX]] {
+            let bad = OutcomeReply { read_lens: bad, ..msg.clone() };
+            assert!(matches!(outcome_of(Ok(Body::Outcome(bad))).status, TxnStatus::Unknown(_)));
+        }
+    }
 
     #[test]
     fn failover_tries_the_own_dc_first_then_the_nearest() {

@@ -1189,12 +1189,18 @@ pub fn outcome_to_msg(o: &TxnOutcome) -> OutcomeReply {
         TxnStatus::Aborted(e) => (1, e.clone()),
         TxnStatus::Unknown(e) => (2, e.clone()),
     };
-    OutcomeReply {
-        outcome,
-        error,
-        reads: o.reads.iter().map(|r| r.clone().unwrap_or_default()).collect(),
-        txn: o.txn.0,
-    }
+    // A cell's value is zero-padded to the cell's width: a thousand reads of a 2 KiB cell
+    // would otherwise send 2 MiB, mostly zeros.
+    let (reads, read_lens) = o
+        .reads
+        .iter()
+        .map(|r| {
+            let Some(v) = r else { return (Vec::new(), 0) };
+            let kept = v.iter().rposition(|&b| b != 0).map_or(0, |last| last + 1);
+            (v[..kept].to_vec(), u32::try_from(v.len()).unwrap_or(u32::MAX))
+        })
+        .unzip();
+    OutcomeReply { outcome, error, reads, txn: o.txn.0, read_lens }
 }
 
 impl Node {

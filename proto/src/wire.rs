@@ -1202,12 +1202,18 @@ pub struct OutcomeReply {
     /// Why, when not committed.
     #[prost(string, tag = "2")]
     pub error: String,
-    /// For each operation of a key/value call, the value read (empty for non-reads).
+    /// For each operation of a key/value call, the value read (empty for non-reads), without
+    /// its trailing zero bytes when `read_lens` is given.
     #[prost(bytes = "vec", repeated, tag = "3")]
     pub reads: Vec<Vec<u8>>,
     /// Transaction id.
     #[prost(uint64, tag = "4")]
     pub txn: u64,
+    /// One per read: its length in bytes (a cell's width: values are zero-padded to it) before
+    /// its trailing zero bytes were dropped for the wire; the receiver pads it back. 0 for a
+    /// non-read. Empty: the reads are sent whole.
+    #[prost(uint32, repeated, tag = "5")]
+    pub read_lens: Vec<u32>,
 }
 
 /// Change one directed link's conditions.

@@ -1,7 +1,9 @@
 //! The order in which a node's executor thread takes its jobs: short jobs before bulk ones,
 //! bulk ones in turn by share, and each lane half of the thread when both wait.
 //!
-//! A node has one executor thread (`redt_coordinator::ExecutorThread`); a job on it runs to its end.
+//! A node's executor core has one thread (`redt_coordinator::ExecutorThread`); a job on it runs
+//! to its end. A large phase 1 runs its sub-transaction on a second thread with its own queue of
+//! this kind, so there it waits behind other large work only.
 //! Served first come, first served, a few large sub-transactions (a client's thousand reads)
 //! or ring scans (outcome lookups) queued ahead of a small phase 1 would hold that phase 1
 //! past its deadline, and every DC's phase 1 with it. So jobs come in two lanes:
