@@ -93,7 +93,7 @@ impl Host {
                 Persistence::new(Box::new(disk.clone()), Region::new_heap(bitmap_bytes(layout.size)), layout.size, "d")
                     .unwrap();
             if image.is_some() {
-                p.load_into(&region).unwrap();
+                p.load_into(region.as_ref()).unwrap();
             } else {
                 layout.format(&region);
             }

@@ -329,7 +329,7 @@ fn restore_from_disk(
     let unformatted = region.word(0).load(std::sync::atomic::Ordering::Acquire) == 0;
     if existed && unformatted && persistence.read_word(0)? == redt_dc_executor::MAGIC {
         let started = std::time::Instant::now();
-        persistence.load_into(region)?;
+        persistence.load_into(region.as_ref())?;
         let layout = Layout::from_config(&topo.memstore);
         let catalog = redt_dc_executor::Catalog::new(&topo.tables);
         let ordered = redt_dc_executor::OrderedIndex::new(

@@ -5,7 +5,7 @@
 //! (in `/dev/shm` or on the heap): memory that a power loss or a reboot wipes. Beside it a
 //! [`Persistence`] keeps a **disk image** of the same layout, byte for byte, in a file on a
 //! real filesystem, and a **dirty-page bitmap** (one bit per [`PAGE_BYTES`] page of the
-//! region). Every write to the region through [`Region`]'s methods sets the bits of the
+//! region). Every write to the region through the region's methods sets the bits of the
 //! pages it touched, *after* the write (so a sync that clears a bit has copied the page with
 //! the write in it, or the bit is set again and the next sync copies it).
 //!
@@ -35,10 +35,10 @@
 //! plus any subset of the sectors written since).
 
 use crate::error::{Error, Result};
-use crate::region::Region;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering;
 use std::sync::{Condvar, Mutex};
 
@@ -108,6 +108,46 @@ impl DiskFile for File {
     }
 }
 
+/// Memory reached as aligned 8-byte atomic words: a dirty-page bitmap (a MemStore `Region`
+/// in shared memory when several processes write the region, or [`HeapWords`]).
+pub trait Words: Send + Sync {
+    /// Size in bytes (a multiple of 8).
+    fn len(&self) -> u64;
+    /// Whether it has no words.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// The word at byte `offset` (a multiple of 8, below `len`).
+    fn word(&self, offset: u64) -> &AtomicU64;
+}
+
+/// The memory a disk image copies and restores: a node's MemStore region.
+pub trait ImagedMemory: Words {
+    /// Reads `buf.len()` bytes at `offset`.
+    fn read(&self, offset: u64, buf: &mut [u8]);
+    /// Writes `data` at `offset` without marking pages dirty (a restore from the image).
+    fn write_untracked(&self, offset: u64, data: &[u8]);
+}
+
+/// Zeroed words on the heap: the bitmap of a region only this process writes.
+pub struct HeapWords(Box<[AtomicU64]>);
+
+impl HeapWords {
+    /// `len` bytes of zero words (rounded up to whole words, at least one).
+    pub fn new(len: u64) -> HeapWords {
+        HeapWords((0..len.div_ceil(8).max(1)).map(|_| AtomicU64::new(0)).collect())
+    }
+}
+
+impl Words for HeapWords {
+    fn len(&self) -> u64 {
+        self.0.len() as u64 * 8
+    }
+    fn word(&self, offset: u64) -> &AtomicU64 {
+        &self.0[(offset / 8) as usize]
+    }
+}
+
 /// Group-commit bookkeeping of one [`Persistence`] within this process.
 #[derive(Debug, Default)]
 struct SyncState {
@@ -123,7 +163,7 @@ struct SyncState {
 pub struct Persistence {
     disk: Box<dyn DiskFile>,
     /// One bit per page of the region, set after a write to the page, cleared by a sync.
-    dirty: Region,
+    dirty: Box<dyn Words>,
     /// Region size in bytes.
     len: u64,
     /// Where the image lives, for messages.
@@ -150,7 +190,12 @@ impl Persistence {
     ///
     /// # Errors
     /// [`Error::Backend`] if `dirty` is too small.
-    pub fn new(disk: Box<dyn DiskFile>, dirty: Region, len: u64, name: impl Into<String>) -> Result<Persistence> {
+    pub fn new(
+        disk: Box<dyn DiskFile>,
+        dirty: impl Words + 'static,
+        len: u64,
+        name: impl Into<String>,
+    ) -> Result<Persistence> {
         let name = name.into();
         if dirty.len() < bitmap_bytes(len) {
             return Err(Error::Backend(format!(
@@ -159,7 +204,7 @@ impl Persistence {
                 bitmap_bytes(len)
             )));
         }
-        Ok(Persistence { disk, dirty, len, name, state: Mutex::default(), synced: Condvar::new() })
+        Ok(Persistence { disk, dirty: Box::new(dirty), len, name, state: Mutex::default(), synced: Condvar::new() })
     }
 
     /// Opens (creating it, mode 0600, if missing) the disk image at `path` for a region of
@@ -170,7 +215,7 @@ impl Persistence {
     /// [`Error::Io`] naming the path; [`Error::Backend`] for a file of another size or owner,
     /// or a symbolic link.
     pub fn open_file(path: &Path, len: u64) -> Result<(Persistence, bool)> {
-        Persistence::open_file_with_bitmap(path, len, Region::new_heap(bitmap_bytes(len)))
+        Persistence::open_file_with_bitmap(path, len, HeapWords::new(bitmap_bytes(len)))
     }
 
     /// [`Persistence::open_file`] with the bitmap in `dirty` (the shared-memory bitmap of a
@@ -178,7 +223,7 @@ impl Persistence {
     ///
     /// # Errors
     /// As [`Persistence::open_file`].
-    pub fn open_file_with_bitmap(path: &Path, len: u64, dirty: Region) -> Result<(Persistence, bool)> {
+    pub fn open_file_with_bitmap(path: &Path, len: u64, dirty: impl Words + 'static) -> Result<(Persistence, bool)> {
         let io = |error| Error::Io { path: path.display().to_string(), error };
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir)
@@ -203,7 +248,7 @@ impl Persistence {
         &self.name
     }
 
-    /// Marks the pages of `[offset, offset + len)` dirty. Called by [`Region`] after every
+    /// Marks the pages of `[offset, offset + len)` dirty. Called by the region after every
     /// write; out-of-range parts are ignored.
     pub fn mark(&self, offset: u64, len: u64) {
         if len == 0 || offset >= self.len {
@@ -237,7 +282,7 @@ impl Persistence {
     /// # Errors
     /// [`Error::Io`] naming the image when a `pwrite` or `fdatasync` fails: nothing written
     /// since the last successful sync may be counted on (its pages are marked dirty again).
-    pub fn sync(&self, region: &Region) -> Result<()> {
+    pub fn sync(&self, region: &dyn ImagedMemory) -> Result<()> {
         let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
         let need = s.started + 1;
         loop {
@@ -264,7 +309,7 @@ impl Persistence {
     }
 
     /// One sync: under the image's lock, copy every dirty page, then `fdatasync`.
-    fn sync_now(&self, region: &Region) -> Result<()> {
+    fn sync_now(&self, region: &dyn ImagedMemory) -> Result<()> {
         let io = |error| Error::Io { path: self.name.clone(), error };
         self.disk.lock().map_err(io)?;
         let result = self.copy_dirty(region).and_then(|()| self.disk.sync_data().map_err(io));
@@ -274,7 +319,7 @@ impl Persistence {
 
     /// Copies the dirty pages to the image, clearing their bits; on a failed write the bits
     /// of the pages not yet written are set again.
-    fn copy_dirty(&self, region: &Region) -> Result<()> {
+    fn copy_dirty(&self, region: &dyn ImagedMemory) -> Result<()> {
         let words = bitmap_bytes(self.len) / 8;
         let mut buf = Vec::new();
         // The run of consecutive dirty pages being gathered: (first page, pages).
@@ -308,7 +353,7 @@ impl Persistence {
     }
 
     /// Copies pages `[first, first + n)` from `region` to the image.
-    fn write_run(&self, region: &Region, first: u64, n: u64, buf: &mut Vec<u8>) -> Result<()> {
+    fn write_run(&self, region: &dyn ImagedMemory, first: u64, n: u64, buf: &mut Vec<u8>) -> Result<()> {
         let start = first * PAGE_BYTES;
         let end = ((first + n) * PAGE_BYTES).min(self.len).min(region.len());
         if end <= start {
@@ -329,7 +374,7 @@ impl Persistence {
     ///
     /// # Errors
     /// [`Error::Io`] naming the image.
-    pub fn load_into(&self, region: &Region) -> Result<()> {
+    pub fn load_into(&self, region: &dyn ImagedMemory) -> Result<()> {
         let len = self.len.min(region.len());
         let mut buf = vec![0u8; MAX_RUN_BYTES as usize];
         let mut off = 0;
@@ -514,97 +559,5 @@ impl DiskFile for std::sync::Arc<VolatileDisk> {
     }
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
         self.as_ref().read_at(offset, buf)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::sync::Arc;
-
-    fn setup(len: u64) -> (Arc<VolatileDisk>, Arc<Region>) {
-        let disk = Arc::new(VolatileDisk::new(len, None));
-        let region = Arc::new(Region::new_heap(len));
-        let p = Persistence::new(Box::new(disk.clone()), Region::new_heap(bitmap_bytes(len)), len, "test").unwrap();
-        region.attach(Arc::new(p)).unwrap();
-        (disk, region)
-    }
-
-    #[test]
-    fn a_sync_makes_every_earlier_write_durable_and_nothing_else_is() {
-        let (disk, region) = setup(8 * PAGE_BYTES);
-        region.write(100, &[7u8; 10]);
-        region.fetch_and_add(3 * PAGE_BYTES, 5);
-        region.sync().unwrap();
-        region.write(5 * PAGE_BYTES, &[9u8; 8]);
-        let image = disk.after_power_loss(&mut |_| false);
-        assert_eq!(&image[100..110], &[7u8; 10]);
-        assert_eq!(image[(3 * PAGE_BYTES) as usize], 5);
-        assert_eq!(image[(5 * PAGE_BYTES) as usize], 0, "written after the sync, never synced");
-        assert_eq!(region.persistence().unwrap().dirty_pages(), 1);
-    }
-
-    #[test]
-    fn marks_cover_exactly_the_pages_touched() {
-        let (_, region) = setup(200 * PAGE_BYTES);
-        let p = region.persistence().unwrap().clone();
-        p.mark(PAGE_BYTES - 1, 2); // pages 0 and 1
-        p.mark(63 * PAGE_BYTES, 3 * PAGE_BYTES); // pages 63, 64, 65
-        p.mark(199 * PAGE_BYTES, 10 * PAGE_BYTES); // page 199, clipped
-        assert_eq!(p.dirty_pages(), 6);
-    }
-
-    #[test]
-    fn a_lost_sync_keeps_the_old_image_plus_chosen_sectors() {
-        let (disk, region) = setup(4 * PAGE_BYTES);
-        region.write(0, &[1u8; 8]);
-        region.sync().unwrap();
-        disk.fail_at_sync(0);
-        region.write(0, &[2u8; 8]);
-        region.write(PAGE_BYTES, &[3u8; 8]);
-        assert!(region.sync().is_err(), "the sync that loses power fails");
-        let kept_none = disk.after_power_loss(&mut |_| false);
-        assert_eq!(kept_none[0], 1);
-        assert_eq!(kept_none[PAGE_BYTES as usize], 0);
-        let kept_all = disk.after_power_loss(&mut |_| true);
-        assert_eq!(kept_all[0], 2);
-        assert_eq!(kept_all[PAGE_BYTES as usize], 3);
-    }
-
-    #[test]
-    fn concurrent_syncs_each_cover_their_own_writes() {
-        let len = 64 * PAGE_BYTES;
-        let (disk, region) = setup(len);
-        std::thread::scope(|s| {
-            for t in 0..8u64 {
-                let region = region.clone();
-                let disk = disk.clone();
-                s.spawn(move || {
-                    for i in 0..50u64 {
-                        let at = (t * 8 + i % 8) * PAGE_BYTES;
-                        region.write(at, &(t * 1000 + i + 1).to_le_bytes());
-                        region.sync().unwrap();
-                        // Durable now: a power loss keeping no pending sector still has it.
-                        let image = disk.after_power_loss(&mut |_| false);
-                        let got = u64::from_le_bytes(image[at as usize..at as usize + 8].try_into().unwrap());
-                        assert!(got > t * 1000 + i, "thread {t} write {i} not durable after its sync");
-                    }
-                });
-            }
-        });
-    }
-
-    #[test]
-    fn load_into_copies_the_image_and_clears_the_bitmap() {
-        let len = 4 * PAGE_BYTES;
-        let disk = Arc::new(VolatileDisk::new(len, Some(vec![5u8; len as usize])));
-        let p = Persistence::new(Box::new(disk), Region::new_heap(bitmap_bytes(len)), len, "t").unwrap();
-        p.mark(0, 1);
-        let region = Region::new_heap(len);
-        p.load_into(&region).unwrap();
-        let mut b = [0u8; 4];
-        region.read(len - 4, &mut b);
-        assert_eq!(b, [5u8; 4]);
-        assert_eq!(p.dirty_pages(), 0);
     }
 }

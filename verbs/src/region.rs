@@ -293,6 +293,24 @@ pub fn masked_add(a: u64, b: u64, boundary: u64) -> u64 {
     out
 }
 
+impl crate::persist::Words for Region {
+    fn len(&self) -> u64 {
+        self.len
+    }
+    fn word(&self, offset: u64) -> &AtomicU64 {
+        Region::word(self, offset)
+    }
+}
+
+impl crate::persist::ImagedMemory for Region {
+    fn read(&self, offset: u64, buf: &mut [u8]) {
+        Region::read(self, offset, buf)
+    }
+    fn write_untracked(&self, offset: u64, data: &[u8]) {
+        Region::write_untracked(self, offset, data)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
