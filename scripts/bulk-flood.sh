@@ -17,8 +17,10 @@ attackers=${3:-8}
 ops=${4:-1024}
 config=$(realpath configs/local-fast.yaml)
 run=$(mktemp -d)
-trap '"$redt" cluster down --run-dir "$run/run" >/dev/null 2>&1 || true; rm -rf "$run"' EXIT
-"$redt" cluster up --config "$config" --run-dir "$run/run" >"$run/up.log" 2>&1 || { cat "$run/up.log"; exit 1; }
+# A MemStore of its own in shared memory: every run starts from an empty store.
+shm=$(mktemp -d -p /dev/shm redt-flood.XXXXXX)
+trap '"$redt" cluster down --run-dir "$run/run" >/dev/null 2>&1 || true; rm -rf "$run" "$shm"' EXIT
+"$redt" cluster up --config "$config" --run-dir "$run/run" --shm-dir "$shm" >"$run/up.log" 2>&1 || { cat "$run/up.log"; exit 1; }
 python3 - "$redt" "$config" "$run/run/certs" "$secs" "$attackers" "$ops" <<'PY'
 import json, subprocess, sys, threading, time
 redt, config, certs, secs, attackers, ops = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6])
