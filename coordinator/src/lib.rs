@@ -30,7 +30,6 @@ mod start;
 pub mod status;
 mod status_sample;
 mod timeouts;
-mod txn_ids;
 
 pub use client::{failover_order, Client, Reservation, SubmitReport, OUTCOME_POLL_EVERY};
 pub use cluster::EmbeddedCluster;
@@ -38,6 +37,7 @@ pub use error::{Error, Result};
 pub use executor_thread::{ExecutorLoadSample, ExecutorThread};
 pub use node::{outcome_to_msg, Node, NodeParts};
 pub use redt_proto::error_code;
+pub use redt_protocol::TxnIds;
 pub use redt_protocol::{
     AbortCause, Action, AttemptId, Class, ClassReport, CoordinatorMutations, CoordinatorOptions, CoordinatorTxn,
     Epochs, ExecutorCore, ExecutorMutations, Orphan, Recoverer, RecoveryMutations, RecoveryOptions, RecoveryOutcome,
@@ -47,4 +47,3 @@ pub use reserved::{NotReserved, ReservedIds};
 pub use status::{NodeStatus, StatusBoard, WaitingTxn};
 pub use status_sample::SAMPLE_MAX_AGE;
 pub use timeouts::NodeTimeouts;
-pub use txn_ids::TxnIds;

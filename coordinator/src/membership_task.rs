@@ -34,10 +34,10 @@ use crate::error::{Error, Result};
 use crate::membership_view::MembershipView;
 use crate::node::Node;
 use redt_proto::wire::{Body, RaftMsg, StatusRequest};
-use redt_proto::{majority, DcId, NodeId, PartitionId, Topology};
-use redt_protocol::epochs;
+use redt_proto::{majority, DcId, NodeId, Topology};
+use redt_protocol::epochs::placement_of;
 use redt_replication::{Command, Membership, RaftMembership, RaftMessage, RaftTicks, Status};
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
@@ -68,16 +68,6 @@ pub fn raft_peers(topology: &Topology) -> (Vec<NodeId>, Vec<NodeId>) {
 pub fn tick_length(topology: &Topology) -> Duration {
     let rtt = topology.links.iter().flatten().map(|l| l.rtt).max().unwrap_or_default();
     rtt.clamp(Duration::from_millis(20), Duration::from_millis(500))
-}
-
-/// The placement `membership` describes over `base` (its epoch, each partition's voters and
-/// learners).
-pub fn placement_of(base: &Topology, membership: &Membership) -> Topology {
-    let replicas: BTreeMap<PartitionId, epochs::PartitionReplicas> = membership
-        .partitions()
-        .map(|(p, r)| (p, epochs::PartitionReplicas { voters: r.voters().to_vec(), learners: r.learners().to_vec() }))
-        .collect();
-    epochs::placement(base, membership.epoch(), &replicas)
 }
 
 /// What the leader asks the voters about: a whole DC, or one node of a DC that is otherwise
@@ -549,7 +539,7 @@ mod tests {
         assert!(!confirmed(&m, &voters, Suspect::Dc(dead), &all), "a removed DC is not removed again");
         let p = placement_of(&t, &m);
         assert_eq!(p.epoch, m.epoch());
-        assert_eq!(epochs::removed_dcs(&p), vec![dead]);
+        assert_eq!(redt_protocol::epochs::removed_dcs(&p), vec![dead]);
     }
 
     #[test]
@@ -569,7 +559,7 @@ mod tests {
         assert!(!confirmed(&m, &voters, Suspect::Node(dead), &all), "a removed node is not removed again");
         let p = placement_of(&t, &m);
         assert!(p.partitions.iter().all(|x| !x.replicas.contains(&dead)), "{dead} holds no replica");
-        assert!(epochs::removed_dcs(&p).is_empty(), "its DC stays");
+        assert!(redt_protocol::epochs::removed_dcs(&p).is_empty(), "its DC stays");
     }
 
     #[test]

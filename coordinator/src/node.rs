@@ -20,7 +20,6 @@ use crate::reserved::{NotReserved, ReservedIds};
 use crate::retry_slots::RetrySlots;
 use crate::status::{Answered, NodeStatus, StatusBoard};
 use crate::status_sample::{RingSample, SampleCache};
-use crate::txn_ids::TxnIds;
 use redt_dc_executor::{AbortReason, Clock, DcHandle, Hlc, Region, ReplayTask, SystemClock};
 use redt_netem::WanModel;
 use redt_proto::wire::{
@@ -41,6 +40,7 @@ use redt_protocol::outcome::{Deadline, Finding, KnownOutcome};
 use redt_protocol::stats::TxnStats;
 use redt_protocol::txn::CoordinatorOptions;
 use redt_protocol::txn::CoordinatorTxn;
+use redt_protocol::TxnIds;
 use redt_transport::{BoxFuture, Caller, Handler, Transport, WarnEvery};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
@@ -141,7 +141,7 @@ impl Node {
     ///
     /// # Errors
     /// The incarnation counter cannot be read or is used up ([`Error::Protocol`],
-    /// [`Error::TxnIdsExhausted`]); the OS refuses a thread ([`Error::Io`]).
+    /// [`redt_protocol::Error::TxnIdsExhausted`]); the OS refuses a thread ([`Error::Io`]).
     pub(crate) fn assemble(
         parts: NodeParts,
     ) -> Result<(Arc<Node>, tokio::sync::mpsc::Receiver<redt_replication::RaftMessage>)> {
@@ -412,7 +412,7 @@ impl Node {
     /// As [`TxnIds::issue`], when the current incarnation is used up and no fresh one can be
     /// taken.
     fn next_txn(&self) -> Result<TxnId> {
-        self.ids.lock().unwrap_or_else(|p| p.into_inner()).issue(&self.dc)
+        self.ids.lock().unwrap_or_else(|p| p.into_inner()).issue(&self.dc).map_err(Error::from)
     }
 
     /// Sends a typed request to `peer` and decodes its reply; to itself, the request is

@@ -20,7 +20,7 @@ impl Node {
     ///
     /// # Errors
     /// The incarnation counter cannot be read or is used up ([`crate::Error::Protocol`],
-    /// [`crate::Error::TxnIdsExhausted`]); the transport refuses to serve (it is closed or
+    /// [`redt_protocol::Error::TxnIdsExhausted`]); the transport refuses to serve (it is closed or
     /// client-only), the OS refuses a thread, or there is no Tokio runtime ([`crate::Error::Io`]).
     pub fn start(parts: NodeParts) -> Result<Arc<Node>> {
         let transport = parts.transport.clone();

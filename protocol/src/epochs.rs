@@ -183,6 +183,16 @@ pub struct PartitionReplicas {
     pub learners: Vec<redt_proto::Learner>,
 }
 
+/// The placement `membership` describes over `base`: its epoch, and each partition's voters
+/// and learners ([`placement`]).
+pub fn placement_of(base: &Topology, membership: &redt_replication::Membership) -> Topology {
+    let replicas: BTreeMap<PartitionId, PartitionReplicas> = membership
+        .partitions()
+        .map(|(p, r)| (p, PartitionReplicas { voters: r.voters().to_vec(), learners: r.learners().to_vec() }))
+        .collect();
+    placement(base, membership.epoch(), &replicas)
+}
+
 /// `base` with the replica sets `replicas` at `epoch`: the placement of a new epoch.
 /// Partitions `replicas` leaves out keep `base`'s voters and learners.
 pub fn placement(base: &Topology, epoch: Epoch, replicas: &BTreeMap<PartitionId, PartitionReplicas>) -> Topology {

@@ -38,6 +38,27 @@ pub enum Error {
     /// The topology is unusable here.
     #[error("topology: {0}")]
     Topology(String),
+    /// A node's ids would repeat: the incarnation it was to use is 0 (its MemStore's
+    /// incarnation counter never started) or past [`crate::txn_ids::TxnIds::MAX_INCARNATION`]
+    /// (it started, or used up an incarnation's ids, that many times).
+    #[error("{}", self.text(&|n| n.to_string()))]
+    TxnIdsExhausted {
+        /// The node.
+        node: NodeId,
+        /// The incarnation it was to use.
+        incarnation: u64,
+    },
+    /// A node's incarnation counter returned an incarnation no newer than the one it uses:
+    /// its ids would repeat (the MemStore's counter was changed behind its back).
+    #[error("{}", self.text(&|n| n.to_string()))]
+    IncarnationWentBack {
+        /// The node.
+        node: NodeId,
+        /// The incarnation in use.
+        current: u64,
+        /// The one the MemStore gave.
+        got: u64,
+    },
     /// Timeouts resolved from a topology file's `timeouts:` section and the topology-derived
     /// defaults break an ordering.
     #[error("{key}: {problem}")]
@@ -62,6 +83,24 @@ impl Error {
     pub fn named(&self, topology: &Topology) -> String {
         match self {
             Error::DataPath(e) => format!("data path: {}", e.named(topology)),
+            Error::TxnIdsExhausted { .. } | Error::IncarnationWentBack { .. } => self.text(&|n| topology.node_name(n)),
+            other => other.to_string(),
+        }
+    }
+
+    /// The text of a variant that names a node, with `name` naming it.
+    fn text(&self, name: &dyn Fn(NodeId) -> String) -> String {
+        match self {
+            Error::TxnIdsExhausted { node, incarnation } => format!(
+                "{}: incarnation {incarnation} is outside 1..={}, so its transaction ids would repeat; the node \
+                 cannot coordinate (its MemStore was started or renewed too often)",
+                name(*node),
+                crate::txn_ids::TxnIds::MAX_INCARNATION
+            ),
+            Error::IncarnationWentBack { node, current, got } => format!(
+                "{}: the incarnation counter went back from {current} to {got}; transaction ids would repeat",
+                name(*node)
+            ),
             other => other.to_string(),
         }
     }
@@ -100,5 +139,13 @@ mod tests {
         assert_eq!(heap.to_string(), "data path: node#1: record heap full (64 bytes needed)");
         assert_eq!(heap.reply_code(), redt_proto::error_code::INTERNAL);
         assert_eq!(Error::BadCall("x".into()).reply_code(), redt_proto::error_code::MALFORMED);
+        let back = Error::IncarnationWentBack { node: NodeId(2), current: 5, got: 4 };
+        assert_eq!(
+            back.named(&t),
+            "dc3-n1: the incarnation counter went back from 5 to 4; transaction ids would repeat"
+        );
+        let used_up = Error::TxnIdsExhausted { node: NodeId(0), incarnation: 0 };
+        assert!(used_up.named(&t).starts_with("dc1-n1: incarnation 0 is outside 1..="), "{}", used_up.named(&t));
+        assert!(used_up.to_string().starts_with("node#0: incarnation 0"), "{used_up}");
     }
 }

@@ -45,6 +45,7 @@ pub mod suspect_view;
 #[cfg(test)]
 mod test_log;
 pub mod txn;
+pub mod txn_ids;
 
 pub use epochs::Epochs;
 pub use error::{Error, Result};
@@ -54,3 +55,4 @@ pub use recoverer::{Orphan, Recoverer, RecoveryOutcome};
 pub use recovery_options::{RecoveryMutations, RecoveryOptions};
 pub use stats::{AbortCause, Class, ClassReport, TxnCost, TxnStats};
 pub use txn::{CoordinatorMutations, CoordinatorOptions, CoordinatorTxn};
+pub use txn_ids::TxnIds;

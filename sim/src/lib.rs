@@ -2,7 +2,7 @@
 //! FoundationDB's simulation and TAPIR's simtransport).
 //!
 //! One thread runs every node of a topology file: the real sans-IO state machines
-//! ([`redt_coordinator::CoordinatorTxn`], [`redt_coordinator::ExecutorCore`]), the real
+//! ([`redt_protocol::CoordinatorTxn`], [`redt_protocol::ExecutorCore`]), the real
 //! MemStores, records, index, redo rings and replay ([`redt_dc_executor`], in-process verbs),
 //! on a simulated clock and a simulated network whose per-link delay, jitter, loss and
 //! partitions come from the same [`redt_netem::WanModel`] as the real netem socket. Every

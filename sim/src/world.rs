@@ -6,11 +6,6 @@ use crate::workload::{self, Generator, Workload};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use redt_checkers::elle;
-use redt_coordinator::membership_task::placement_of;
-use redt_coordinator::{
-    CoordinatorOptions, CoordinatorTxn, Epochs, ExecutorCore, ExecutorMutations, Orphan, Recoverer, RecoveryMutations,
-    RecoveryOptions, RecoveryOutcome, TxnIds, TxnMachine, TxnStatus,
-};
 use redt_dc_executor::{
     apply_committed_by, ring::ring_bounds, ring_scan, DcHandle, EntryRef, Gap, Hlc, Layout, LocalVerbs, Region,
     Replayer, Verbs,
@@ -19,10 +14,15 @@ use redt_netem::WanModel;
 use redt_proto::wire::ProcedureCall;
 use redt_proto::{DcId, Epoch, NodeId, PartitionId, Topology, TxnId};
 use redt_protocol::catch_up::{CatchUpDebt, Shipper};
+use redt_protocol::epochs::placement_of;
 use redt_protocol::gap_watch::{GapAction, GapWatch};
 use redt_protocol::message::{Reply, Request, Reservations};
 use redt_protocol::rebuild::{Rebuild, RebuildAction, RebuildOptions};
 use redt_protocol::txn::Action;
+use redt_protocol::{
+    CoordinatorOptions, CoordinatorTxn, Epochs, ExecutorCore, ExecutorMutations, Orphan, Recoverer, RecoveryMutations,
+    RecoveryOptions, RecoveryOutcome, TxnIds, TxnMachine, TxnStatus,
+};
 use redt_replication::{Command, Membership};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;

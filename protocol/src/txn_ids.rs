@@ -107,7 +107,7 @@ impl TxnIds {
     /// allocator. A node calls it once at start, before it issues any id.
     ///
     /// # Errors
-    /// Verbs errors ([`Error::Protocol`]); [`Error::TxnIdsExhausted`] once the node started
+    /// Verbs errors ([`Error::DataPath`]); [`Error::TxnIdsExhausted`] once the node started
     /// [`TxnIds::MAX_INCARNATION`] times.
     pub fn start(dc: &DcHandle, node: NodeId) -> Result<TxnIds> {
         let incarnation = dc.layout.next_incarnation(dc.verbs.as_ref(), node)?;
