@@ -69,7 +69,7 @@ use crate::dc::{Created, DcHandle};
 use crate::error::{Error, Result};
 use crate::hlc::Hlc;
 use crate::lock::{self, LockOutcome};
-use crate::procedure::{Procedure, RangeRead, RangeRow, ReadView, UserAbort};
+use crate::procedure::{Procedure, RangeRead, RangeRow, ReadView, UserAbort, Write};
 use crate::record::{counter_increment, lock_word};
 use crate::record::{encode_cell, CellVersion, RecordLayout};
 use crate::ring::{self, Change, EntryStatus, LockIntent, RedoEntry, RingWriter, VoteCode, VoteState, VoteWord};
@@ -552,54 +552,9 @@ impl Executor {
         let hlc = self.hlc.tick(now_ms);
         let accesses = sub.procedure.accesses();
         let invalid = |why: String| Error::InvalidSubTxn { txn: sub.txn, why };
-        // Range reads, by the access that routes each piece to its partition.
-        let mut ranges: BTreeMap<usize, RangeRead> = BTreeMap::new();
-        for r in sub.procedure.ranges() {
-            let a = accesses.get(r.access).ok_or_else(|| invalid(format!("range of unplanned access {}", r.access)))?;
-            if r.limit > crate::ordered::MAX_RANGE_ROWS {
-                return Err(invalid(format!(
-                    "a range read of {} rows; at most {}",
-                    r.limit,
-                    crate::ordered::MAX_RANGE_ROWS
-                )));
-            }
-            if a.write != 0 {
-                return Err(invalid(format!("range access {} writes", r.access)));
-            }
-            if !self.dc.ordered.is_ordered(a.table) {
-                return Err(invalid(format!("a range read of table {}, which has no ordered index", a.table)));
-            }
-            ranges.insert(r.access, r.clone());
-        }
-        let mut scanned: Vec<Scanned> = Vec::new();
-
-        // Locate every local record: one doorbell batch of index READs per node, then
-        // create the missing records the accesses allow to be created.
-        let mut located: BTreeMap<NodeId, Vec<(usize, Option<Offset>)>> = BTreeMap::new();
-        for (k, la) in sub.local.iter().enumerate() {
-            let a = accesses.get(la.access).ok_or_else(|| invalid(format!("access {} not planned", la.access)))?;
-            let rl = self.dc.catalog.layout(a.table)?;
-            if (a.read | a.write) & !rl.all_cells() != 0 {
-                return Err(invalid(format!("access {} names cells beyond the table's {}", la.access, rl.cells())));
-            }
-            if !ranges.contains_key(&la.access) {
-                located.entry(la.node).or_default().push((k, None));
-            }
-        }
-        let mut found: Vec<Option<Offset>> = vec![None; sub.local.len()];
-        for (&node, list) in located.iter_mut() {
-            let keys: Vec<_> = list
-                .iter()
-                .map(|&(k, _)| {
-                    let a = &accesses[sub.local[k].access];
-                    (a.table, a.key)
-                })
-                .collect();
-            let offs = self.dc.index.lookup_many(self.dc.verbs.as_ref(), node, &keys)?;
-            for (&(k, _), off) in list.iter().zip(offs) {
-                found[k] = off;
-            }
-        }
+        let ranges = self.range_reads(sub)?;
+        // Every local record located; the missing ones the accesses allow created next.
+        let found = self.locate(sub, &ranges)?;
         // Absent-key locks already planned, by (node, lock word, group): a second read of an
         // absent key of the same group relies on the first's lock (a group admits only
         // `lock::MAX_READERS` readers, and they would all be this transaction).
@@ -695,6 +650,101 @@ impl Executor {
         // Range reads, after every point access is located and every record this
         // sub-transaction writes is created: a key it creates inside its own range is then in
         // the tree (a fresh record, no row) and its gap is locked like any other.
+        let scanned = match self.scan_ranges(sub, &ranges, &mut held)? {
+            Ok(scanned) => scanned,
+            Err(reason) => return self.give_back(&held, self.abort_vote(sub, hlc, reason)),
+        };
+
+        // Group by node; reserve one entry per node, sized for the final (Logged) entry.
+        let mut nodes: BTreeMap<NodeId, NodeWork> = BTreeMap::new();
+        for (i, h) in held.iter().enumerate() {
+            nodes
+                .entry(h.node)
+                .or_insert(NodeWork { items: Vec::new(), entry_index: None, entry_slots: 0 })
+                .items
+                .push(i);
+        }
+        // Every entry must encode before any ring space is reserved (a reservation never
+        // written holds up replay until it is filled).
+        let mut intents = BTreeMap::new();
+        for (&node, work) in nodes.iter() {
+            let entry = self.entry(sub, &held, &work.items, EntryStatus::Intent, None)?;
+            if let Err(e) = ring::check_encodable(&entry) {
+                return Err(invalid(e.to_string()));
+            }
+            intents.insert(node, entry);
+        }
+        for (&node, work) in nodes.iter_mut() {
+            let entry = intents.remove(&node).expect("an intent entry per node, built above");
+            work.entry_slots = ring::encoded_slots(&entry);
+            let patience = self.ring_patience;
+            let verbs = self.dc.verbs.clone();
+            match self.ring(node).reserve(verbs.as_ref(), work.entry_slots, patience, &Instant::now) {
+                Ok(idx) => work.entry_index = Some(idx),
+                Err(Error::RingFull { .. }) => {
+                    self.release(sub, &held, &nodes, hlc)?;
+                    return Ok(self.abort_vote(sub, hlc, AbortReason::RingFull(node)));
+                }
+                Err(e) => return Err(e),
+            }
+            let idx = work.entry_index.expect("just reserved");
+            let intent = ring::encode_padded(&entry, idx, work.entry_slots);
+            let (mut conflict, retired, floor) = self.lock_node(node, idx, &intent, &work.items, &mut held)?;
+            if conflict.is_none() {
+                conflict = self.recheck_under_locks(node, &work.items, &held, &scanned)?;
+            }
+            if let Some(access) = conflict {
+                self.release(sub, &held, &nodes, hlc)?;
+                // Retired records still indexed (their retirer died before it settled them)
+                // are settled now, so the next attempt finds the key missing.
+                for &(node, table, key, record) in &retired {
+                    self.dc.help_retirement(node, table, key, record)?;
+                }
+                return Ok(self.abort_vote(sub, hlc, AbortReason::LockConflict { access }));
+            }
+            if floor > u64::from(sub.epoch.0) {
+                self.release(sub, &held, &nodes, hlc)?;
+                let floor = Epoch(u32::try_from(floor).unwrap_or(u32::MAX));
+                return Ok(self.abort_vote(sub, hlc, AbortReason::StaleEpoch { node, floor }));
+            }
+        }
+
+        // Decode what was read and run the procedure.
+        let (items, values, rows) = self.read_items(sub, &mut held)?;
+        let writes = match sub.procedure.run(&ReadView::with_rows(&values, &rows)) {
+            Ok(w) => w,
+            Err(UserAbort(why)) => {
+                self.release(sub, &held, &nodes, hlc)?;
+                return Ok(self.abort_vote(sub, hlc, AbortReason::User(why)));
+            }
+        };
+        let new_values = match self.checked_writes(sub, &held, &values, writes) {
+            Ok(v) => v,
+            Err(e) => {
+                self.release(sub, &held, &nodes, hlc)?;
+                return Err(e);
+            }
+        };
+        self.prewrite(sub, hlc, &held, &nodes, &new_values, items)
+    }
+
+    /// The pieces of `sub`'s range reads (`ranges`) on this DC's nodes: each piece's tree
+    /// scanned, every row in it and the gap past the last one added to `held` to be
+    /// share-locked (a row `held` already has by key adds its gap only). Returns what was
+    /// scanned, to scan again under the locks, or why the phase 1 votes abort: a tree that
+    /// cannot be made for a full heap, or a scan that passed `MAX_RANGE_ENTRIES` keys.
+    ///
+    /// # Errors
+    /// [`Error::InvalidSubTxn`] for a table with no ordered index; verbs failures.
+    fn scan_ranges(
+        &self,
+        sub: &SubTxn,
+        ranges: &BTreeMap<usize, RangeRead>,
+        held: &mut Vec<Held>,
+    ) -> Result<std::result::Result<Vec<Scanned>, AbortReason>> {
+        let accesses = sub.procedure.accesses();
+        let invalid = |why: String| Error::InvalidSubTxn { txn: sub.txn, why };
+        let mut scanned = Vec::new();
         let own: std::collections::BTreeSet<(NodeId, Offset)> =
             held.iter().filter(|h| !h.absent).map(|h| (h.node, h.record)).collect();
         for la in &sub.local {
@@ -708,9 +758,7 @@ impl Executor {
             let tree = match self.dc.ordered.tree(verbs.as_ref(), la.node, a.table, part, true) {
                 Ok(Some(t)) => t,
                 Ok(None) => return Err(invalid(format!("table {} has no ordered index", a.table))),
-                Err(Error::HeapFull { node, .. }) => {
-                    return self.give_back(&held, self.abort_vote(sub, hlc, AbortReason::HeapFull(node)));
-                }
+                Err(Error::HeapFull { node, .. }) => return Ok(Err(AbortReason::HeapFull(node))),
                 Err(e) => return Err(e),
             };
             // Nothing is locked or reserved yet.
@@ -719,7 +767,7 @@ impl Executor {
                     "a range read of table {} from key {} passed {MAX_RANGE_ENTRIES} keys before {} rows",
                     a.table, range.from, range.limit
                 );
-                return self.give_back(&held, self.abort_vote(sub, hlc, AbortReason::User(why)));
+                return Ok(Err(AbortReason::User(why)));
             };
             let RangeKeys { entries: rows, live, next } = found;
             let gap = crate::ordered::GAP_GROUP;
@@ -775,205 +823,262 @@ impl Executor {
                 held: held_rows,
             });
         }
+        Ok(Ok(scanned))
+    }
 
-        // Group by node; reserve one entry per node, sized for the final (Logged) entry.
-        let mut nodes: BTreeMap<NodeId, NodeWork> = BTreeMap::new();
-        for (i, h) in held.iter().enumerate() {
-            nodes
-                .entry(h.node)
-                .or_insert(NodeWork { items: Vec::new(), entry_index: None, entry_slots: 0 })
-                .items
-                .push(i);
+    /// Locks and reads `node`'s records `items` (indexes into `held`) in one doorbell batch:
+    /// the WRITE of the `Intent` entry `intent` at ring slot `idx` first, then per record a
+    /// masked compare-and-swap of its lock word (No-Wait: a conflict is not waited for; a
+    /// shared lock retried on a guess of the word a few times) and a READ, then the node's
+    /// epoch floor. Each lock taken is noted in `held` with the image read (a fresh record's
+    /// for a key read as absent). Returns the first access that conflicts, the records found
+    /// retired but still indexed, and the epoch floor.
+    ///
+    /// # Errors
+    /// Verbs failures.
+    #[allow(clippy::type_complexity)]
+    fn lock_node(
+        &self,
+        node: NodeId,
+        idx: u64,
+        intent: &[u8],
+        items: &[usize],
+        held: &mut [Held],
+    ) -> Result<(Option<usize>, Vec<(NodeId, redt_proto::TableId, u64, Offset)>, u64)> {
+        // Lock + read batch: WRITE intent, then per record masked-CAS and READ.
+        let mut batch = DoorbellBatch::new();
+        ring::push_write(&mut batch, &self.dc.layout, idx, intent);
+        let mut slots = Vec::with_capacity(items.len());
+        for &i in items {
+            let h = &held[i];
+            let rl = self.dc.catalog.layout(h.rl_table)?;
+            if h.absent && h.shared_groups == 0 {
+                // Covered by an earlier absent-key lock of this sub-transaction.
+                slots.push(None);
+                continue;
+            }
+            let cas = lock::plan(h.shared_groups, h.exclusive_groups, 0).expect("a zero guess never conflicts");
+            let c = batch.masked_compare_and_swap(lock_word(h.record), cas.compare, cas.mask, cas.swap, cas.mask);
+            let r = (!h.absent && h.role != Role::Gap).then(|| batch.read(h.record, rl.record_bytes as usize));
+            slots.push(Some((c, r, cas)));
         }
-        // Every entry must encode before any ring space is reserved (a reservation never
-        // written holds up replay until it is filled).
-        let mut intents = BTreeMap::new();
-        for (&node, work) in nodes.iter() {
-            let entry = self.entry(sub, &held, &work.items, EntryStatus::Intent, None)?;
-            if let Err(e) = ring::check_encodable(&entry) {
-                return Err(invalid(e.to_string()));
-            }
-            intents.insert(node, entry);
-        }
-        for (&node, work) in nodes.iter_mut() {
-            let entry = intents.remove(&node).expect("an intent entry per node, built above");
-            work.entry_slots = ring::encoded_slots(&entry);
-            let patience = self.ring_patience;
-            let verbs = self.dc.verbs.clone();
-            match self.ring(node).reserve(verbs.as_ref(), work.entry_slots, patience, &Instant::now) {
-                Ok(idx) => work.entry_index = Some(idx),
-                Err(Error::RingFull { .. }) => {
-                    self.release(sub, &held, &nodes, hlc)?;
-                    return Ok(self.abort_vote(sub, hlc, AbortReason::RingFull(node)));
-                }
-                Err(e) => return Err(e),
-            }
-            // Lock + read batch: WRITE intent, then per record masked-CAS and READ.
-            let idx = work.entry_index.expect("just reserved");
-            let mut batch = DoorbellBatch::new();
-            ring::push_write(&mut batch, &self.dc.layout, idx, &ring::encode_padded(&entry, idx, work.entry_slots));
-            let mut slots = Vec::with_capacity(work.items.len());
-            for &i in &work.items {
-                let h = &held[i];
-                let rl = self.dc.catalog.layout(h.rl_table)?;
-                if h.absent && h.shared_groups == 0 {
-                    // Covered by an earlier absent-key lock of this sub-transaction.
-                    slots.push(None);
-                    continue;
-                }
-                let cas = lock::plan(h.shared_groups, h.exclusive_groups, 0).expect("a zero guess never conflicts");
-                let c = batch.masked_compare_and_swap(lock_word(h.record), cas.compare, cas.mask, cas.swap, cas.mask);
-                let r = (!h.absent && h.role != Role::Gap).then(|| batch.read(h.record, rl.record_bytes as usize));
-                slots.push(Some((c, r, cas)));
-            }
-            // Last in the batch, after the entry's WRITE: the node's epoch floor.
-            let floor_at = batch.read(self.dc.layout.epoch_floor_offset(), 8);
-            self.dc.verbs.post_batch(node, &mut batch)?;
-            let floor = batch.read_result(floor_at).try_into().map(u64::from_le_bytes).unwrap_or(0);
-            let mut conflict = None;
-            let mut retired: Vec<(NodeId, redt_proto::TableId, u64, Offset)> = Vec::new();
-            // What a key read as absent reads: a fresh record's image, never READ.
-            let fresh =
-                |h: &Held| -> Result<Vec<u8>> { Ok(self.dc.catalog.layout(h.rl_table)?.encode_new(h.key, &[])) };
-            for (k, &i) in work.items.iter().enumerate() {
-                let Some((c, r, mut cas)) = slots[k] else {
-                    held[i].image = fresh(&held[i])?;
-                    continue;
-                };
-                let mut old = batch.atomic_result(c);
-                let mut image = match r {
-                    Some(r) => batch.read_result(r).to_vec(),
-                    None => fresh(&held[i])?,
-                };
-                let mut tries = 0;
-                loop {
-                    match lock::outcome(&cas, old) {
-                        LockOutcome::Acquired => {
-                            held[i].cas = Some(cas);
-                            held[i].gap_taken = old & lock::exclusive_bits(1 << crate::ordered::GAP_GROUP) != 0;
+        // Last in the batch, after the entry's WRITE: the node's epoch floor.
+        let floor_at = batch.read(self.dc.layout.epoch_floor_offset(), 8);
+        self.dc.verbs.post_batch(node, &mut batch)?;
+        let floor = batch.read_result(floor_at).try_into().map(u64::from_le_bytes).unwrap_or(0);
+        let mut conflict = None;
+        let mut retired: Vec<(NodeId, redt_proto::TableId, u64, Offset)> = Vec::new();
+        // What a key read as absent reads: a fresh record's image, never READ.
+        let fresh = |h: &Held| -> Result<Vec<u8>> { Ok(self.dc.catalog.layout(h.rl_table)?.encode_new(h.key, &[])) };
+        for (k, &i) in items.iter().enumerate() {
+            let Some((c, r, mut cas)) = slots[k] else {
+                held[i].image = fresh(&held[i])?;
+                continue;
+            };
+            let mut old = batch.atomic_result(c);
+            let mut image = match r {
+                Some(r) => batch.read_result(r).to_vec(),
+                None => fresh(&held[i])?,
+            };
+            let mut tries = 0;
+            loop {
+                match lock::outcome(&cas, old) {
+                    LockOutcome::Acquired => {
+                        held[i].cas = Some(cas);
+                        held[i].gap_taken = old & lock::exclusive_bits(1 << crate::ordered::GAP_GROUP) != 0;
+                        break;
+                    }
+                    LockOutcome::Retry(guess) if tries < lock::SHARED_RETRIES => {
+                        tries += 1;
+                        let h = &held[i];
+                        let Some(next) = lock::plan(h.shared_groups, h.exclusive_groups, guess) else {
+                            conflict.get_or_insert(h.access);
                             break;
-                        }
-                        LockOutcome::Retry(guess) if tries < lock::SHARED_RETRIES => {
-                            tries += 1;
-                            let h = &held[i];
-                            let Some(next) = lock::plan(h.shared_groups, h.exclusive_groups, guess) else {
-                                conflict.get_or_insert(h.access);
-                                break;
-                            };
-                            cas = next;
-                            old = self.dc.verbs.masked_compare_and_swap(
-                                node,
-                                lock_word(h.record),
-                                cas.compare,
-                                cas.mask,
-                                cas.swap,
-                                cas.mask,
-                            )?;
-                            if lock::outcome(&cas, old) == LockOutcome::Acquired && !h.absent && h.role != Role::Gap {
-                                // The READ of the batch raced with other readers' CAS only;
-                                // read again now that the locks are held.
-                                let rl = self.dc.catalog.layout(h.rl_table)?;
-                                image = vec![0; rl.record_bytes as usize];
-                                self.dc.verbs.read(node, h.record, &mut image)?;
-                            }
-                        }
-                        _ => {
-                            if old == crate::free_list::RETIRED && !held[i].absent && held[i].role != Role::Gap {
-                                retired.push((node, held[i].rl_table, held[i].key, held[i].record));
-                            }
-                            conflict.get_or_insert(held[i].access);
-                            break;
+                        };
+                        cas = next;
+                        old = self.dc.verbs.masked_compare_and_swap(
+                            node,
+                            lock_word(h.record),
+                            cas.compare,
+                            cas.mask,
+                            cas.swap,
+                            cas.mask,
+                        )?;
+                        if lock::outcome(&cas, old) == LockOutcome::Acquired && !h.absent && h.role != Role::Gap {
+                            // The READ of the batch raced with other readers' CAS only;
+                            // read again now that the locks are held.
+                            let rl = self.dc.catalog.layout(h.rl_table)?;
+                            image = vec![0; rl.record_bytes as usize];
+                            self.dc.verbs.read(node, h.record, &mut image)?;
                         }
                     }
-                }
-                // A record reached through an offset found before it was retired and reused
-                // holds another key now (`retire.rs`): a conflict, as a lock held would be.
-                if held[i].cas.is_some() && !held[i].absent && held[i].role != Role::Gap {
-                    let rl = self.dc.catalog.layout(held[i].rl_table)?;
-                    if rl.decode(&image).is_none_or(|v| v.key != held[i].key) {
+                    _ => {
+                        if old == crate::free_list::RETIRED && !held[i].absent && held[i].role != Role::Gap {
+                            retired.push((node, held[i].rl_table, held[i].key, held[i].record));
+                        }
                         conflict.get_or_insert(held[i].access);
-                    }
-                }
-                held[i].image = image;
-            }
-            // A key read as absent: with its absence locked, look again. A record created
-            // between the lookup above and the lock would otherwise be missed (a creator
-            // publishes only while it holds the absence exclusively, so one found now was
-            // created before the lock, and none can be created after it until the decision).
-            if conflict.is_none() {
-                let absent: Vec<usize> = work.items.iter().copied().filter(|&i| held[i].absent).collect();
-                if !absent.is_empty() {
-                    let keys: Vec<_> = absent.iter().map(|&i| (held[i].rl_table, held[i].key)).collect();
-                    let now = self.dc.index.lookup_many(self.dc.verbs.as_ref(), node, &keys)?;
-                    if let Some((&i, _)) = absent.iter().zip(&now).find(|(_, off)| off.is_some()) {
-                        conflict = Some(held[i].access);
-                    }
-                }
-            }
-            // A write to a record holding no row (deleted, or never written) brings its key
-            // back: one a delete took out of the tree goes back in, under the gap lock of an
-            // insert, while this sub-transaction holds the record (`ordered.rs`, "Deletes").
-            // While the record's gap group was held exclusively as its locks were taken, a
-            // delete may be taking the key out of the tree even though the tree still maps
-            // it: the write votes abort (No-Wait).
-            if conflict.is_none() {
-                for &i in &work.items {
-                    let h = &held[i];
-                    if h.exclusive_groups == 0
-                        || h.absent
-                        || h.role != Role::Point
-                        || !self.dc.ordered.is_ordered(h.rl_table)
-                    {
-                        continue;
-                    }
-                    let rl = self.dc.catalog.layout(h.rl_table)?;
-                    if !rl.decode(&h.image).is_some_and(|v| v.is_absent()) {
-                        continue;
-                    }
-                    if h.gap_taken
-                        || !self.dc.ordered.relink(self.dc.verbs.as_ref(), node, h.rl_table, h.key, h.record)?
-                    {
-                        conflict = Some(h.access);
                         break;
                     }
                 }
             }
-            // A range read: with its rows and gaps locked, scan again. A key published between
-            // the scan and the locks (its inserter held the gap then) shows up now; none can
-            // be published inside the range after the locks until the decision.
-            if conflict.is_none() {
-                for sc in scanned.iter().filter(|sc| sc.node == node) {
-                    // The same entries (and no more when none followed), each holding a row
-                    // as it did: then a scan now, under the locks, would find what we did.
-                    let more = usize::from(sc.keys.len() == sc.held.len());
-                    let now = sc.tree.scan(self.dc.verbs.as_ref(), sc.range.from, u64::MAX, sc.keys.len() + more)?;
-                    let changed = held[sc.held.clone()].iter().zip(&sc.live).any(|(h, &was)| {
-                        let rl = self.dc.catalog.layout(h.rl_table).ok();
-                        was.is_some_and(|was| rl.is_none_or(|rl| was != holds_row(rl, &h.image, h.key)))
-                    });
-                    if !now.iter().map(|e| e.0).eq(sc.keys.iter().copied()) || changed {
-                        conflict = Some(sc.access);
-                        break;
-                    }
+            // A record reached through an offset found before it was retired and reused
+            // holds another key now (`retire.rs`): a conflict, as a lock held would be.
+            if held[i].cas.is_some() && !held[i].absent && held[i].role != Role::Gap {
+                let rl = self.dc.catalog.layout(held[i].rl_table)?;
+                if rl.decode(&image).is_none_or(|v| v.key != held[i].key) {
+                    conflict.get_or_insert(held[i].access);
                 }
             }
-            if let Some(access) = conflict {
-                self.release(sub, &held, &nodes, hlc)?;
-                // Retired records still indexed (their retirer died before it settled them)
-                // are settled now, so the next attempt finds the key missing.
-                for &(node, table, key, record) in &retired {
-                    self.dc.help_retirement(node, table, key, record)?;
-                }
-                return Ok(self.abort_vote(sub, hlc, AbortReason::LockConflict { access }));
+            held[i].image = image;
+        }
+        Ok((conflict, retired, floor))
+    }
+
+    /// The range reads of `sub`, by the access that routes each piece to its partition.
+    ///
+    /// # Errors
+    /// [`Error::InvalidSubTxn`]: a range of an unplanned access, over
+    /// [`crate::ordered::MAX_RANGE_ROWS`] rows, on an access that writes, or of a table with
+    /// no ordered index.
+    fn range_reads(&self, sub: &SubTxn) -> Result<BTreeMap<usize, RangeRead>> {
+        let accesses = sub.procedure.accesses();
+        let invalid = |why: String| Error::InvalidSubTxn { txn: sub.txn, why };
+        let mut ranges: BTreeMap<usize, RangeRead> = BTreeMap::new();
+        for r in sub.procedure.ranges() {
+            let a = accesses.get(r.access).ok_or_else(|| invalid(format!("range of unplanned access {}", r.access)))?;
+            if r.limit > crate::ordered::MAX_RANGE_ROWS {
+                return Err(invalid(format!(
+                    "a range read of {} rows; at most {}",
+                    r.limit,
+                    crate::ordered::MAX_RANGE_ROWS
+                )));
             }
-            if floor > u64::from(sub.epoch.0) {
-                self.release(sub, &held, &nodes, hlc)?;
-                let floor = Epoch(u32::try_from(floor).unwrap_or(u32::MAX));
-                return Ok(self.abort_vote(sub, hlc, AbortReason::StaleEpoch { node, floor }));
+            if a.write != 0 {
+                return Err(invalid(format!("range access {} writes", r.access)));
+            }
+            if !self.dc.ordered.is_ordered(a.table) {
+                return Err(invalid(format!("a range read of table {}, which has no ordered index", a.table)));
+            }
+            ranges.insert(r.access, r.clone());
+        }
+        Ok(ranges)
+    }
+
+    /// Where the record of each local point access of `sub` is (`None`: no record), in
+    /// `sub.local`'s order, from one doorbell batch of index READs per node; the pieces of
+    /// range reads (`ranges`) are located by their scans instead.
+    ///
+    /// # Errors
+    /// [`Error::InvalidSubTxn`] for an unplanned access or cells beyond its table's; verbs
+    /// failures.
+    fn locate(&self, sub: &SubTxn, ranges: &BTreeMap<usize, RangeRead>) -> Result<Vec<Option<Offset>>> {
+        let accesses = sub.procedure.accesses();
+        let invalid = |why: String| Error::InvalidSubTxn { txn: sub.txn, why };
+        let mut located: BTreeMap<NodeId, Vec<(usize, Option<Offset>)>> = BTreeMap::new();
+        for (k, la) in sub.local.iter().enumerate() {
+            let a = accesses.get(la.access).ok_or_else(|| invalid(format!("access {} not planned", la.access)))?;
+            let rl = self.dc.catalog.layout(a.table)?;
+            if (a.read | a.write) & !rl.all_cells() != 0 {
+                return Err(invalid(format!("access {} names cells beyond the table's {}", la.access, rl.cells())));
+            }
+            if !ranges.contains_key(&la.access) {
+                located.entry(la.node).or_default().push((k, None));
             }
         }
+        let mut found: Vec<Option<Offset>> = vec![None; sub.local.len()];
+        for (&node, list) in located.iter_mut() {
+            let keys: Vec<_> = list
+                .iter()
+                .map(|&(k, _)| {
+                    let a = &accesses[sub.local[k].access];
+                    (a.table, a.key)
+                })
+                .collect();
+            let offs = self.dc.index.lookup_many(self.dc.verbs.as_ref(), node, &keys)?;
+            for (&(k, _), off) in list.iter().zip(offs) {
+                found[k] = off;
+            }
+        }
+        Ok(found)
+    }
 
-        // Decode what was read and run the procedure.
+    /// The checks a phase 1 makes on `node` once the locks of its records `items` (indexes
+    /// into `held`) are taken: that no key read as absent has a record now, that a write to a
+    /// record holding no row can put its key back into the ordered index, and that each range
+    /// read on the node scans the same keys again. Returns the access that conflicts, if any.
+    ///
+    /// # Errors
+    /// Verbs failures.
+    fn recheck_under_locks(
+        &self,
+        node: NodeId,
+        items: &[usize],
+        held: &[Held],
+        scanned: &[Scanned],
+    ) -> Result<Option<usize>> {
+        // A key read as absent: with its absence locked, look again. A record created
+        // between the lookup above and the lock would otherwise be missed (a creator
+        // publishes only while it holds the absence exclusively, so one found now was
+        // created before the lock, and none can be created after it until the decision).
+        let absent: Vec<usize> = items.iter().copied().filter(|&i| held[i].absent).collect();
+        if !absent.is_empty() {
+            let keys: Vec<_> = absent.iter().map(|&i| (held[i].rl_table, held[i].key)).collect();
+            let now = self.dc.index.lookup_many(self.dc.verbs.as_ref(), node, &keys)?;
+            if let Some((&i, _)) = absent.iter().zip(&now).find(|(_, off)| off.is_some()) {
+                return Ok(Some(held[i].access));
+            }
+        }
+        // A write to a record holding no row (deleted, or never written) brings its key
+        // back: one a delete took out of the tree goes back in, under the gap lock of an
+        // insert, while this sub-transaction holds the record (`ordered.rs`, "Deletes").
+        // While the record's gap group was held exclusively as its locks were taken, a
+        // delete may be taking the key out of the tree even though the tree still maps
+        // it: the write votes abort (No-Wait).
+        for &i in items {
+            let h = &held[i];
+            if h.exclusive_groups == 0 || h.absent || h.role != Role::Point || !self.dc.ordered.is_ordered(h.rl_table) {
+                continue;
+            }
+            let rl = self.dc.catalog.layout(h.rl_table)?;
+            if !rl.decode(&h.image).is_some_and(|v| v.is_absent()) {
+                continue;
+            }
+            if h.gap_taken || !self.dc.ordered.relink(self.dc.verbs.as_ref(), node, h.rl_table, h.key, h.record)? {
+                return Ok(Some(h.access));
+            }
+        }
+        // A range read: with its rows and gaps locked, scan again. A key published between
+        // the scan and the locks (its inserter held the gap then) shows up now; none can
+        // be published inside the range after the locks until the decision.
+        for sc in scanned.iter().filter(|sc| sc.node == node) {
+            // The same entries (and no more when none followed), each holding a row
+            // as it did: then a scan now, under the locks, would find what we did.
+            let more = usize::from(sc.keys.len() == sc.held.len());
+            let now = sc.tree.scan(self.dc.verbs.as_ref(), sc.range.from, u64::MAX, sc.keys.len() + more)?;
+            let changed = held[sc.held.clone()].iter().zip(&sc.live).any(|(h, &was)| {
+                let rl = self.dc.catalog.layout(h.rl_table).ok();
+                was.is_some_and(|was| rl.is_none_or(|rl| was != holds_row(rl, &h.image, h.key)))
+            });
+            if !now.iter().map(|e| e.0).eq(sc.keys.iter().copied()) || changed {
+                return Ok(Some(sc.access));
+            }
+        }
+        Ok(None)
+    }
+
+    /// What phase 1 read under its locks: the vote's items, and per access the cells read
+    /// (`None`: not a point access) and the rows of its range reads, for the procedure. A
+    /// row that holds none reads as a missing key and keeps no version.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] for an image that is not its key's record.
+    #[allow(clippy::type_complexity)]
+    fn read_items(
+        &self,
+        sub: &SubTxn,
+        held: &mut [Held],
+    ) -> Result<(Vec<ItemVote>, Vec<Option<Vec<Vec<u8>>>>, Vec<Vec<RangeRow>>)> {
+        let accesses = sub.procedure.accesses();
         let mut values: Vec<Option<Vec<Vec<u8>>>> = vec![None; accesses.len()];
         let mut rows: Vec<Vec<RangeRow>> = vec![Vec::new(); accesses.len()];
         let mut items = Vec::with_capacity(held.len());
@@ -1009,28 +1114,38 @@ impl Executor {
                 row: (h.role == Role::Row).then_some(h.key),
             });
         }
-        let writes = match sub.procedure.run(&ReadView::with_rows(&values, &rows)) {
-            Ok(w) => w,
-            Err(UserAbort(why)) => {
-                self.release(sub, &held, &nodes, hlc)?;
-                return Ok(self.abort_vote(sub, hlc, AbortReason::User(why)));
-            }
-        };
+        Ok((items, values, rows))
+    }
+
+    /// The procedure's `writes`, checked against the plan and the table's cells, by (access,
+    /// cell); `values` says which accesses are point accesses that read a record. A write to
+    /// a missing key an access does not create ([`Procedure::creates`]) must be all zero
+    /// bytes, and is dropped.
+    ///
+    /// # Errors
+    /// [`Error::InvalidSubTxn`] for a write to an unplanned access or an undeclared cell, an
+    /// oversized value, or a value written to a missing key the access does not create.
+    fn checked_writes(
+        &self,
+        sub: &SubTxn,
+        held: &[Held],
+        values: &[Option<Vec<Vec<u8>>>],
+        writes: Vec<Write>,
+    ) -> Result<BTreeMap<(usize, u16), Vec<u8>>> {
+        let accesses = sub.procedure.accesses();
+        let invalid = |why: String| Error::InvalidSubTxn { txn: sub.txn, why };
         let mut new_values: BTreeMap<(usize, u16), Vec<u8>> = BTreeMap::new();
         let absent_writes: std::collections::BTreeSet<usize> =
             held.iter().filter(|h| h.absent && h.role == Role::Point).map(|h| h.access).collect();
         for w in writes {
             let Some(a) = accesses.get(w.access) else {
-                self.release(sub, &held, &nodes, hlc)?;
                 return Err(invalid(format!("write to unplanned access {}", w.access)));
             };
             if a.write >> w.cell & 1 == 0 {
-                self.release(sub, &held, &nodes, hlc)?;
                 return Err(invalid(format!("write to undeclared cell {} of access {}", w.cell, w.access)));
             }
             let rl = self.dc.catalog.layout(a.table)?;
             if w.value.len() > rl.cell_bytes[w.cell as usize] as usize {
-                self.release(sub, &held, &nodes, hlc)?;
                 return Err(invalid(format!(
                     "{}-byte value for a {}-byte cell",
                     w.value.len(),
@@ -1041,7 +1156,6 @@ impl Executor {
                 // An access that creates nothing on a missing key ([`Procedure::creates`]):
                 // its writes must leave the key missing, and change nothing.
                 if w.value.iter().any(|&b| b != 0) {
-                    self.release(sub, &held, &nodes, hlc)?;
                     return Err(invalid(format!(
                         "access {} writes a value to the missing key {} of table {} but does not create its record",
                         w.access, a.key, a.table
@@ -1053,7 +1167,25 @@ impl Executor {
                 new_values.insert((w.access, w.cell), w.value);
             }
         }
+        Ok(new_values)
+    }
 
+    /// The pre-write (RedT §4.2.2): on each node, the `Logged` entry with the versions read and
+    /// the writes `new_values`, then the commit vote in its vote word; the vote `items` once
+    /// every node's is in. A vote word already set (a recoverer fenced the entry) makes it an
+    /// abort vote, every lock released.
+    ///
+    /// # Errors
+    /// Verbs and sync failures.
+    fn prewrite(
+        &mut self,
+        sub: &SubTxn,
+        hlc: Cts,
+        held: &[Held],
+        nodes: &BTreeMap<NodeId, NodeWork>,
+        new_values: &BTreeMap<(usize, u16), Vec<u8>>,
+        items: Vec<ItemVote>,
+    ) -> Result<Vote> {
         // Under `durability: disk`, a `Logged` entry reaches a disk image only after
         // everything before its locks did (the release by their previous holder included),
         // so a restored image never holds two `Logged` entries claiming one lock
@@ -1061,12 +1193,11 @@ impl Executor {
         if self.persist_votes {
             self.dc.persist(nodes.keys().copied())?;
         }
-        // Pre-write: the Logged entry with versions and writes, then the vote word.
         let mut entries = Vec::with_capacity(nodes.len());
         let mut fenced = false;
-        for (&node, work) in &nodes {
+        for (&node, work) in nodes {
             let idx = work.entry_index.expect("reserved above");
-            let entry = self.entry(sub, &held, &work.items, EntryStatus::Logged, Some(&new_values))?;
+            let entry = self.entry(sub, held, &work.items, EntryStatus::Logged, Some(new_values))?;
             let bytes = ring::encode_padded(&entry, idx, work.entry_slots);
             let mut batch = DoorbellBatch::new();
             ring::push_write_body(&mut batch, &self.dc.layout, idx, &bytes);
@@ -1083,7 +1214,7 @@ impl Executor {
             entries.push(EntryRef { node, index: idx, slots: work.entry_slots });
         }
         if fenced {
-            self.release(sub, &held, &nodes, hlc)?;
+            self.release(sub, held, nodes, hlc)?;
             return Ok(self.abort_vote(sub, hlc, AbortReason::Fenced));
         }
         // The commit vote leaves only once its pre-write is durable (`durability: disk`).
