@@ -63,12 +63,20 @@ struct Worker<S> {
 
 impl<S: Send + 'static> Worker<S> {
     /// Starts the thread `name` that owns `state`, its bulk lane under `percent`
-    /// (`limits.max_bulk_percent`), counting what it does in `load`.
-    fn spawn(name: String, mut state: S, percent: u64, load: Arc<ExecutorLoad>) -> std::io::Result<Self> {
+    /// (`limits.max_bulk_percent`), counting what it does in `load`, at scheduling priority
+    /// `nice` levels below the process's (0: the same; 19 at most).
+    fn spawn(name: String, mut state: S, percent: u64, load: Arc<ExecutorLoad>, nice: i32) -> std::io::Result<Self> {
         let queue =
             Arc::new((Mutex::new(Queue { jobs: FairQueue::with_bulk_percent(percent), open: true }), Condvar::new()));
         let (q, l) = (queue.clone(), load.clone());
         let thread = std::thread::Builder::new().name(name).spawn(move || {
+            if nice != 0 {
+                // On Linux a thread id names the thread alone; a refusal leaves the thread at
+                // the process's priority.
+                let me = Some(rustix::thread::gettid());
+                let now = rustix::process::getpriority_process(me).unwrap_or(0);
+                let _ = rustix::process::setpriority_process(me, (now + nice).clamp(-20, 19));
+            }
             let origin = Instant::now();
             let now_us = || origin.elapsed().as_micros() as u64;
             let mut last: Option<(Lane, u64, u64)> = None;
@@ -178,6 +186,10 @@ impl<S: Send + 'static> Worker<S> {
     }
 }
 
+/// The side thread's nice value: large phase 1s yield the CPU to the node's latency-bound
+/// threads (the core's, the runtime's, the delay line) when they compete for it.
+const SIDE_NICE: i32 = 10;
+
 /// A node's executor side: the core's thread and the side thread (see the module docs).
 pub struct ExecutorThread {
     core: Worker<ExecutorCore>,
@@ -197,8 +209,8 @@ impl ExecutorThread {
         let node = core.node().0;
         let side = core.side_executor();
         let load = Arc::new(ExecutorLoad::default());
-        let side = Worker::spawn(format!("redt-bulk-{node}"), side, percent, load.clone())?;
-        let core = Worker::spawn(format!("redt-exec-{node}"), core, percent, load.clone())?;
+        let side = Worker::spawn(format!("redt-bulk-{node}"), side, percent, load.clone(), SIDE_NICE)?;
+        let core = Worker::spawn(format!("redt-exec-{node}"), core, percent, load.clone(), 0)?;
         Ok(ExecutorThread { core, side, load })
     }
 

@@ -1112,6 +1112,36 @@ fn a_short_phase1_runs_before_queued_bulk_work_and_shares_take_turns() {
     assert!(load.longest_job_us >= load.longest_short_wait_us, "it waited for the blocker only: {load:?}");
 }
 
+/// The side thread runs at a lower priority than the core's (nice 10 against the process's),
+/// so large phase 1s yield the CPU to latency-bound work when they compete for it.
+#[test]
+fn the_side_thread_yields_the_cpu_to_the_core() {
+    use redt_coordinator::ExecutorThread;
+    let (core, _dc, _topology) = core();
+    let node = core.node().0;
+    let exec = ExecutorThread::spawn(core).expect("the executor threads start");
+    // Both threads have started once each has run a job.
+    exec.run_blocking(|_, _| ()).expect("the core runs");
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(exec.run_side(redt_protocol::executor_queue::Lane::Short, |_, _| ())).expect("the side thread runs");
+    // Field 19 of /proc/self/task/TID/stat, after the command's closing parenthesis: the nice value.
+    let nice_of = |name: &str| -> Option<i64> {
+        std::fs::read_dir("/proc/self/task").ok()?.flatten().find_map(|t| {
+            let comm = std::fs::read_to_string(t.path().join("comm")).ok()?;
+            if comm.trim() != name {
+                return None;
+            }
+            let stat = std::fs::read_to_string(t.path().join("stat")).ok()?;
+            stat[stat.rfind(')')? + 2..].split(' ').nth(16)?.parse().ok()
+        })
+    };
+    let me = nice_of(std::fs::read_to_string("/proc/thread-self/comm").unwrap().trim());
+    let core_nice = nice_of(&format!("redt-exec-{node}")).expect("the core's thread is listed");
+    let side_nice = nice_of(&format!("redt-bulk-{node}")).expect("the side thread is listed");
+    assert_eq!(Some(core_nice), me, "the core's thread keeps the process's priority");
+    assert_eq!(side_nice, (core_nice + 10).min(19), "the side thread runs 10 nice levels lower");
+}
+
 /// A large phase 1 runs on the side thread between the core's check and the core's keeping
 /// of its vote: a short phase 1 runs to its end on the core meanwhile, and the large one's
 /// commit vote is then kept (a repeated phase 1 gets it again).
