@@ -196,6 +196,11 @@ pub struct Vote {
 }
 
 impl Vote {
+    /// An abort vote of `txn` for `reason`, at HLC reading `hlc`: no items, no entries.
+    pub fn aborted(txn: TxnId, hlc: Cts, reason: AbortReason) -> Vote {
+        Vote { txn, abort: Some(reason), items: Vec::new(), hlc, entries: Vec::new() }
+    }
+
     /// Whether this is a commit vote.
     pub fn is_commit(&self) -> bool {
         self.abort.is_none()
@@ -205,6 +210,10 @@ impl Vote {
 /// How a catch-up source finishes its entries ([`Executor::finish_owing`]): each entry's
 /// catch-up mask, and the commit timestamp an aborted source keeps.
 type Owing<'a> = (&'a dyn Fn(&RedoEntry) -> u8, Cts);
+
+/// A record found retired but still indexed while locking (its retirer died before it
+/// settled it): node, table, key, offset.
+type RetiredRecord = (NodeId, redt_proto::TableId, u64, Offset);
 
 /// A record being worked on during `execute`.
 struct Held {
@@ -836,7 +845,6 @@ impl Executor {
     ///
     /// # Errors
     /// Verbs failures.
-    #[allow(clippy::type_complexity)]
     fn lock_node(
         &self,
         node: NodeId,
@@ -844,7 +852,7 @@ impl Executor {
         intent: &[u8],
         items: &[usize],
         held: &mut [Held],
-    ) -> Result<(Option<usize>, Vec<(NodeId, redt_proto::TableId, u64, Offset)>, u64)> {
+    ) -> Result<(Option<usize>, Vec<RetiredRecord>, u64)> {
         // Lock + read batch: WRITE intent, then per record masked-CAS and READ.
         let mut batch = DoorbellBatch::new();
         ring::push_write(&mut batch, &self.dc.layout, idx, intent);
@@ -867,7 +875,7 @@ impl Executor {
         self.dc.verbs.post_batch(node, &mut batch)?;
         let floor = batch.read_result(floor_at).try_into().map(u64::from_le_bytes).unwrap_or(0);
         let mut conflict = None;
-        let mut retired: Vec<(NodeId, redt_proto::TableId, u64, Offset)> = Vec::new();
+        let mut retired: Vec<RetiredRecord> = Vec::new();
         // What a key read as absent reads: a fresh record's image, never READ.
         let fresh = |h: &Held| -> Result<Vec<u8>> { Ok(self.dc.catalog.layout(h.rl_table)?.encode_new(h.key, &[])) };
         for (k, &i) in items.iter().enumerate() {
@@ -1357,7 +1365,7 @@ impl Executor {
     }
 
     fn abort_vote(&self, sub: &SubTxn, hlc: Cts, reason: AbortReason) -> Vote {
-        Vote { txn: sub.txn, abort: Some(reason), items: Vec::new(), hlc, entries: Vec::new() }
+        Vote::aborted(sub.txn, hlc, reason)
     }
 
     /// Records `decision` (commit or abort, with `ballot`) in the vote word of each of

@@ -250,13 +250,7 @@ pub fn run_phase1(
 ) -> redt_dc_executor::Result<Vote> {
     if deadline_ms != 0 && now_ms > deadline_ms {
         let why = "phase 1 ran after its deadline".to_string();
-        return Ok(Vote {
-            txn: sub.txn,
-            abort: Some(AbortReason::User(why)),
-            items: vec![],
-            hlc: Cts(0),
-            entries: vec![],
-        });
+        return Ok(Vote::aborted(sub.txn, Cts(0), AbortReason::User(why)));
     }
     executor.execute(sub, now_ms)
 }
@@ -617,7 +611,7 @@ impl ExecutorCore {
     /// # Errors
     /// As [`ExecutorCore::execute`], for what is checked before anything is planned.
     pub fn begin_execute(&mut self, args: &Execute, now_ms: u64) -> Result<Phase1> {
-        let abort = |reason| Vote { txn: args.txn, abort: Some(reason), items: vec![], hlc: Cts(0), entries: vec![] };
+        let abort = |reason| Vote::aborted(args.txn, Cts(0), reason);
         if self.forgotten_votes.contains(&args.txn)
             && !self.pending.contains_key(&args.txn)
             && !self.fences.contains(&args.txn)

@@ -150,13 +150,8 @@ pub fn begin(core: &mut ExecutorCore, request: Request, now_ms: u64) -> Local {
 
 /// The abort vote that replaces a commit vote whose redo did not reach a majority.
 fn abort_vote(vote: &Vote) -> Vote {
-    Vote {
-        txn: vote.txn,
-        abort: Some(AbortReason::User("redo not replicated to a majority of the secondaries".into())),
-        items: Vec::new(),
-        hlc: vote.hlc,
-        entries: Vec::new(),
-    }
+    let why = "redo not replicated to a majority of the secondaries".into();
+    Vote::aborted(vote.txn, vote.hlc, AbortReason::User(why))
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
