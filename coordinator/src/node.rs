@@ -150,7 +150,9 @@ impl Node {
             ReplayTask::spawn(parts.region.clone(), &parts.dc, parts.node, parts.topology.node_name(parts.node));
         let hlc = Arc::new(Hlc::new());
         let epochs = Arc::new(Epochs::new(parts.topology.clone()));
-        let core = ExecutorCore::new(epochs.clone(), parts.node, parts.dc.clone(), hlc.clone());
+        let grace = parts.options.recovery_options(&parts.topology).deleted_grace();
+        let core =
+            ExecutorCore::new(epochs.clone(), parts.node, parts.dc.clone(), hlc.clone()).with_deleted_grace(grace);
         let (raft, raft_rx) = RaftInbox::new();
         let failover = parts.options.failover;
         let node = Arc::new(Node {
@@ -308,6 +310,7 @@ impl Node {
         status.record_heap = Some(sample.heap);
         status.executor = self.exec.load();
         (status.pending_votes_forgotten, status.accepted_redo_forgotten) = sample.forgotten;
+        (status.deleted_records_freed, status.deleted_records_waiting) = sample.deleted;
         status.background_retries_waiting = self.retry_slots.waiting();
         status.background_retries_waited = self.retry_slots.waited();
         let topology = self.topology();
@@ -338,14 +341,15 @@ impl Node {
         let taken = Instant::now();
         // A read of the whole ring (and with `count_locks`, of the whole index): bulk work,
         // in the node's own share.
-        let (scan, (backlog, heap), now_ms, locks, forgotten) = self
+        let (scan, (backlog, heap, deleted), now_ms, locks, forgotten) = self
             .exec
             .run_in(Lane::Bulk(0), move |core, now_ms| -> Result<_> {
                 let scan = core.ring_scan()?;
                 let backlog = core.replay_backlog()?;
                 let heap = core.record_heap()?;
                 let locks = if count_locks { Some(core.locks_held()?) } else { None };
-                Ok((scan, (backlog, heap), now_ms, locks, core.forgotten()))
+                let (freed, waiting, _) = core.deleted_records();
+                Ok((scan, (backlog, heap, (freed, waiting as u64)), now_ms, locks, core.forgotten()))
             })
             .await
             .ok_or_else(stopped)??;
@@ -357,6 +361,7 @@ impl Node {
             backlog,
             heap,
             forgotten,
+            deleted,
         };
         Ok((sample, locks))
     }

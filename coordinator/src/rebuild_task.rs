@@ -119,12 +119,12 @@ async fn run_copy(node: &Weak<Node>, partition: PartitionId, role: Role, voters:
                     let call = n.call_typed(to, request);
                     pending.spawn(async move { Event::Reply(attempt, call.await) });
                 }
-                RebuildAction::Apply { source, records } => {
+                RebuildAction::Apply { source, records, horizon } => {
                     let on = n.clone();
                     pending.spawn(async move {
                         let applied = on
                             .exec
-                            .run(move |core, _| core.apply_snapshot(&records).map_err(|e| e.to_string()))
+                            .run(move |core, _| core.apply_snapshot(&records, horizon).map_err(|e| e.to_string()))
                             .await
                             .unwrap_or_else(|| Err("node shutting down".into()));
                         Event::Applied(source, applied)

@@ -254,6 +254,8 @@ impl StatusBoard {
             replay_invalid_entries: 0,
             pending_votes_forgotten: 0,
             accepted_redo_forgotten: 0,
+            deleted_records_freed: 0,
+            deleted_records_waiting: 0,
             background_retries_waiting: 0,
             background_retries_waited: 0,
             transport_limits: TransportLimitCounts::default(),
@@ -369,6 +371,11 @@ pub struct NodeStatus {
     /// Accepted replica redo its executor side forgot over `limits.max_accepted_redo` since it
     /// started.
     pub accepted_redo_forgotten: u64,
+    /// Records committed deletes emptied that its executor freed once their grace passed, since
+    /// it started (`ExecutorCore::deleted_records`).
+    pub deleted_records_freed: u64,
+    /// Such records waiting for their grace now.
+    pub deleted_records_waiting: u64,
     /// Background retries (catch-ups, recoverers) waiting now for a slot under
     /// `limits.max_background_retries`.
     pub background_retries_waiting: u64,
@@ -514,6 +521,8 @@ impl NodeStatus {
             replay_invalid_entries: self.replay_invalid_entries,
             pending_votes_forgotten: self.pending_votes_forgotten,
             accepted_redo_forgotten: self.accepted_redo_forgotten,
+            deleted_records_freed: self.deleted_records_freed,
+            deleted_records_waiting: self.deleted_records_waiting,
             background_retries_waiting: self.background_retries_waiting,
             background_retries_waited: self.background_retries_waited,
             quic_refused_total: self.transport_limits.refused_total,
@@ -634,6 +643,8 @@ impl NodeStatus {
             replay_invalid_entries: r.replay_invalid_entries,
             pending_votes_forgotten: r.pending_votes_forgotten,
             accepted_redo_forgotten: r.accepted_redo_forgotten,
+            deleted_records_freed: r.deleted_records_freed,
+            deleted_records_waiting: r.deleted_records_waiting,
             background_retries_waiting: r.background_retries_waiting,
             background_retries_waited: r.background_retries_waited,
             transport_limits: TransportLimitCounts {
@@ -775,6 +786,8 @@ mod tests {
         let s = NodeStatus {
             pending_votes_forgotten: 4,
             accepted_redo_forgotten: 9,
+            deleted_records_freed: 12,
+            deleted_records_waiting: 3,
             background_retries_waiting: 2,
             background_retries_waited: 11,
             link_rtts: vec![(DcId(1), Duration::from_micros(40_123)), (DcId(3), Duration::from_micros(95_000))],

@@ -41,6 +41,9 @@ pub(crate) struct RingSample {
     /// Commit votes and replica redo the executor side forgot over its limits, since the node
     /// started (`ExecutorCore::forgotten`).
     pub(crate) forgotten: (u64, u64),
+    /// Deleted records freed since the node started, and waiting for their grace now
+    /// (`ExecutorCore::deleted_records`).
+    pub(crate) deleted: (u64, u64),
 }
 
 /// A node's shared [`RingSample`] and how many rounds it took (see the module docs).
@@ -122,6 +125,7 @@ mod tests {
             backlog,
             heap: Default::default(),
             forgotten: (0, 0),
+            deleted: (0, 0),
         }
     }
 

@@ -10,15 +10,17 @@
 //! transaction's write the one computed from the newer version wins.
 //! The new version is the one the entry's writer saw advanced to `cts` — the version the
 //! executor wrote on every up-to-date replica — or, for an entry that recorded none, the
-//! cell's own advanced.
+//! cell's own advanced. A change committed at or below its record's floor is superseded (a
+//! delete of its key was freed on this node since, `deleted.rs`).
 
 use crate::executor::cells_of;
 use crate::lock;
 use crate::memstore::LINE;
 use crate::record::COUNTER_BOUNDARY;
-use crate::record::{encode_cell, Catalog, CellVersion, ThomasRule, COUNTERS, LOCK_WORD};
+use crate::record::{encode_cell, Catalog, CellVersion, ThomasRule, COUNTERS, FLOOR_WORD, LOCK_WORD};
 use crate::replay::Apply;
 use crate::ring::RedoEntry;
+use redt_proto::Cts;
 use redt_verbs::region::Region;
 
 /// Applies the changes of the committed `entry` to `region` (the node's own MemStore).
@@ -62,8 +64,13 @@ pub fn apply_committed_by(region: &Region, catalog: &Catalog, entry: &RedoEntry,
         if lock::outcome(&cas, old) != lock::LockOutcome::Acquired {
             return Apply::Retry;
         }
+        // A change committed at or below the record's floor is older than a delete of its key
+        // that this node freed: superseded (`deleted.rs`).
+        let mut floor = [0u8; 8];
+        region.read(l.record.0 + FLOOR_WORD, &mut floor);
+        let superseded = cts.0 <= u64::from_le_bytes(floor) & Cts::MASK;
         let mut written = 0u16;
-        for ch in &changes {
+        for ch in changes.iter().filter(|_| !superseded) {
             let c = ch.cell as usize;
             if c >= rl.cells() {
                 continue;

@@ -87,7 +87,7 @@ impl DcHandle {
     }
 
     /// Inserts a new record of `table` under `key` on `node` with `values` (missing cells
-    /// zero, every version 0): allocate from the heap (FAA), WRITE the record, then publish
+    /// zero, every version 0, its floor the node's deletion horizon): allocate from the heap (FAA), WRITE the record, then publish
     /// it in the hash index and the ordered index (`ordered.rs`; no gap lock: loaders and
     /// replicas left behind create records as they write them, without locks).
     ///
@@ -109,8 +109,10 @@ impl DcHandle {
             if self.index.lookup(verbs, node, table, key)?.is_some() {
                 return Err(Error::DuplicateKey { table, key });
             }
+            let mut image = rl.encode_new(key, values);
+            crate::record::set_floor(&mut image, self.deletion_horizon(node, table, key)?);
             let at = self.alloc_record(node, rl.record_bytes)?;
-            verbs.write(node, at, &rl.encode_new(key, values))?;
+            verbs.write(node, at, &image)?;
             self.index.insert(verbs, node, table, key, at)?;
             self.ordered.insert(verbs, node, table, key, at)?;
             Ok(at)
@@ -120,7 +122,7 @@ impl DcHandle {
     }
 
     /// Creates the record of `table` under `key` on `node` for a sub-transaction that writes
-    /// it (every cell zero, every version 0), unless a reader holds the key's absence: under
+    /// it (every cell zero, every version 0, its floor the node's deletion horizon), unless a reader holds the key's absence: under
     /// the insert-lock stripe of the key's home bucket (as [`DcHandle::insert_record`]), an
     /// existing record is returned as it is; otherwise the key's absent-key lock group
     /// ([`crate::Index::absent_lock`]) is taken exclusively by one masked compare-and-swap for
@@ -162,8 +164,10 @@ impl DcHandle {
                 }
             };
             let published = (|| {
+                let mut image = rl.encode_inserted(key);
+                crate::record::set_floor(&mut image, self.deletion_horizon(node, table, key)?);
                 let at = self.alloc_record(node, rl.record_bytes)?;
-                verbs.write(node, at, &rl.encode_inserted(key))?;
+                verbs.write(node, at, &image)?;
                 self.index.insert(verbs, node, table, key, at)?;
                 self.ordered.insert(verbs, node, table, key, at)?;
                 Ok(at)

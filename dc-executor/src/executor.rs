@@ -66,6 +66,7 @@
 //! takes the key out of its tree before it releases that record (`ordered.rs`, "Deletes").
 
 use crate::dc::{Created, DcHandle};
+use crate::deleted::{DeletedFate, DeletedQueue, DeletedRecord};
 use crate::error::{Error, Result};
 use crate::hlc::Hlc;
 use crate::lock::{self, LockOutcome};
@@ -147,6 +148,13 @@ pub enum AbortReason {
         node: NodeId,
         /// Its epoch floor.
         floor: Epoch,
+    },
+    /// A record the sub-transaction writes was created after a delete of its key was freed,
+    /// and the transaction started before that (`deleted.rs`): a late copy of a phase 1 whose
+    /// transaction was decided long ago, which must not write over the freed key's past.
+    Superseded {
+        /// The access.
+        access: usize,
     },
 }
 
@@ -269,6 +277,10 @@ struct Scanned {
 /// Most entries one range read's piece passes, rows and keys without a row together
 /// ([`crate::record::RecordView::is_absent`]: deleted, or never written): a piece that meets
 /// more before its `limit` rows votes abort ([`AbortReason::User`]) rather than lock them all.
+/// How long after its commit timestamp a deleted record may be freed by default
+/// (`deleted.rs`): twice the 30 s a catch-up's shipper tries before it gives up.
+pub const DELETED_GRACE: Duration = Duration::from_secs(60);
+
 pub const MAX_RANGE_ENTRIES: usize = 4 * crate::ordered::MAX_RANGE_ROWS as usize;
 
 /// What [`range_keys`] found: the entries `(key, record)` of the piece, whether each record
@@ -375,6 +387,11 @@ pub struct Executor {
     /// Whether phase 1 syncs the disk images before it writes `Logged` entries and before
     /// it returns a commit vote (`durability: disk`); off only as a mutant.
     persist_votes: bool,
+    /// Records committed deletes emptied, waiting to be freed (`deleted.rs`).
+    deleted: DeletedQueue,
+    /// Whether freeing a deleted record raises its node's deletion horizon first; off only
+    /// as a mutant (an older write of the key then brings it back).
+    pub(crate) deletion_horizon: bool,
 }
 
 /// A bounded map: once it holds `cap` keys, inserting a new one forgets the oldest. The
@@ -452,7 +469,69 @@ impl Executor {
             first_record_stays: false,
             promise_table: true,
             persist_votes: true,
+            deleted: DeletedQueue::new(DELETED_GRACE),
+            deletion_horizon: true,
         }
+    }
+
+    /// Sets how long after its commit timestamp a deleted record may be freed (`deleted.rs`;
+    /// [`DELETED_GRACE`] by default). It must exceed the longest a catch-up may take to reach
+    /// its replica: a replica change older than that on arrival may be turned away.
+    pub fn set_deleted_grace(&mut self, grace: Duration) {
+        self.deleted.set_grace(grace);
+    }
+
+    /// Sets whether freeing a deleted record raises its node's deletion horizon first. On by
+    /// default; off only as a deliberate bug that the simulation must catch (an older write
+    /// of a freed key brings it back).
+    pub fn set_deletion_horizon(&mut self, on: bool) {
+        self.deletion_horizon = on;
+    }
+
+    /// The records committed deletes emptied that wait for their grace, and what came of the
+    /// others (`deleted.rs`).
+    pub fn deleted_records(&self) -> &DeletedQueue {
+        &self.deleted
+    }
+
+    /// Frees the deleted records whose grace has passed at physical time `now_ms` (ms since
+    /// [`crate::ORIGIN_UNIX_MS`]), one batch at most (`deleted.rs`). Returns how many it freed.
+    /// Cheap when none is due: a look at the queue's front.
+    ///
+    /// # Errors
+    /// Verbs errors (the batch's busy candidates are kept for another try).
+    pub fn retire_deleted_due(&mut self, now_ms: u64) -> Result<usize> {
+        if self.deleted.is_empty() {
+            return Ok(0);
+        }
+        let due = self.deleted.due(now_ms);
+        let bound = self.deleted.bound(now_ms);
+        let mut by_node: BTreeMap<NodeId, Vec<(u8, DeletedRecord)>> = BTreeMap::new();
+        for (tries, r) in due {
+            by_node.entry(r.node).or_default().push((tries, r));
+        }
+        let mut freed = 0;
+        for (node, batch) in by_node {
+            let records: Vec<DeletedRecord> = batch.iter().map(|&(_, r)| r).collect();
+            let fates = match self.dc.retire_deleted(node, &records, bound, self.deletion_horizon) {
+                Ok(f) => f,
+                Err(e) => {
+                    for (tries, r) in batch {
+                        self.deleted.busy(now_ms, tries, r);
+                    }
+                    return Err(e);
+                }
+            };
+            for ((tries, r), fate) in batch.into_iter().zip(fates) {
+                match fate {
+                    DeletedFate::Freed => freed += 1,
+                    DeletedFate::Kept => {}
+                    DeletedFate::Busy => self.deleted.busy(now_ms, tries, r),
+                }
+            }
+        }
+        self.deleted.freed += freed as u64;
+        Ok(freed)
     }
 
     /// Sets whether phase 1 syncs the DC's disk images before it writes its `Logged` entries
@@ -715,6 +794,10 @@ impl Executor {
                 self.release(sub, &held, &nodes, hlc)?;
                 let floor = Epoch(u32::try_from(floor).unwrap_or(u32::MAX));
                 return Ok(self.abort_vote(sub, hlc, AbortReason::StaleEpoch { node, floor }));
+            }
+            if let Some(access) = superseded(sub, &work.items, &held) {
+                self.release(sub, &held, &nodes, hlc)?;
+                return Ok(self.abort_vote(sub, hlc, AbortReason::Superseded { access }));
             }
         }
 
@@ -1577,8 +1660,16 @@ impl Executor {
                         // same record (this transaction's range row) releases its gap lock
                         // with the batch, before the key leaves the tree.
                         let exclusive = l.lock_bits & lock::exclusive_bits(u16::MAX) != 0;
-                        if exclusive && self.dc.ordered.is_ordered(l.table) && clears(l, &entry.changes) {
-                            deletes.push(l);
+                        if exclusive && clears(l, &entry.changes) {
+                            if self.dc.ordered.is_ordered(l.table) {
+                                deletes.push(l);
+                            }
+                            // RedT's phase 1 only (it carries a start, which a late copy of
+                            // it is checked against: `superseded`).
+                            if entry.start != Cts(0) {
+                                let (table, key, record) = (l.table, l.key, l.record);
+                                self.deleted.push(DeletedRecord { node: e.node, table, key, record, cts });
+                            }
                         }
                     }
                 }
@@ -1650,6 +1741,19 @@ impl Executor {
         }
         push_counter_increments(batch, l.record, groups);
     }
+}
+
+/// The access of the first record among `items` that the sub-transaction writes and whose
+/// floor is at or above the transaction's start (`deleted.rs`), if any. A phase 1 without a
+/// start (the baselines') is never superseded: their deletes are never freed.
+fn superseded(sub: &SubTxn, items: &[usize], held: &[Held]) -> Option<usize> {
+    if sub.start == Cts(0) {
+        return None;
+    }
+    items.iter().map(|&i| &held[i]).find_map(|h| {
+        let floor = crate::record::floor_of(&h.image);
+        (h.exclusive_groups != 0 && !h.absent && floor != Cts(0) && sub.start <= floor).then_some(h.access)
+    })
 }
 
 /// Whether `l`'s changes in `changes` clear its record: at least one, each writing zero

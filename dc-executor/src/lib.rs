@@ -11,6 +11,7 @@ mod apply;
 mod btree;
 mod dc;
 pub mod decision_log;
+mod deleted;
 mod error;
 mod executor;
 pub mod free_list;
@@ -40,9 +41,10 @@ pub use btree::{
     MIN_NODE_BYTES,
 };
 pub use dc::{format_if_new, Created, DcHandle, RecordImage};
+pub use deleted::{DeletedFate, DeletedQueue, DeletedRecord, MAX_DELETED_CANDIDATES};
 pub use error::{Error, Result, SuperblockMismatch};
 pub use executor::{
-    AbortReason, BoundedMap, Decision, EntryRef, Executor, ItemVote, LocalAccess, SubTxn, TxnSet, Vote,
+    AbortReason, BoundedMap, Decision, EntryRef, Executor, ItemVote, LocalAccess, SubTxn, TxnSet, Vote, DELETED_GRACE,
     MAX_RANGE_ENTRIES,
 };
 pub use hlc::{Clock, Hlc, SystemClock, LOGICAL_BITS, ORIGIN_UNIX_MS};

@@ -9,7 +9,9 @@
 //!                              `Layout::epoch_floor_offset`), word 2 the ordered-index
 //!                              directory (`Layout::ordered_directory_offset`), word 3 the
 //!                              free-list directory (`Layout::free_directory_offset`),
-//!                              words 4..8 reserved (zero)
+//!                              word 4 the deletion horizons' block
+//!                              (`Layout::deletion_horizons_offset`), words 5..8
+//!                              reserved (zero)
 //! [192, 192 + index)           index buckets (64 bytes each)
 //! [.., + ring)                 redo ring: 64-byte head/tail block, then 64-byte slots
 //! [.., + log)                  decision log: 64-byte header, 32-byte rows (`decision_log.rs`)
@@ -56,6 +58,9 @@ const ORDERED_DIRECTORY: u64 = 2 * LINE + 16;
 
 /// Byte offset of the free-list directory pointer: word 3 of the node line.
 const FREE_DIRECTORY: u64 = 2 * LINE + 24;
+
+/// Byte offset of the deletion horizons' block pointer: word 4 of the node line.
+const DELETION_HORIZONS: u64 = 2 * LINE + 32;
 
 /// Bytes before the index: the superblock line, the insert-lock line and the node line.
 pub const SUPERBLOCK_BYTES: u64 = 3 * LINE;
@@ -194,6 +199,17 @@ impl Layout {
     /// so their MemStores read as having no free record.
     pub fn free_directory_offset(&self) -> Offset {
         Offset(FREE_DIRECTORY)
+    }
+
+    /// Offset of the node's deletion horizons' block pointer: 0 until the node first frees a
+    /// deleted record, then the heap offset of a block of commit timestamps, one per slot of
+    /// keys (by hash), each at or above the newest version of every deleted record of its
+    /// slot the node has freed. A slot is raised before such a record leaves the indexes;
+    /// each record created after carries its slot's horizon as its floor, and a change older
+    /// than its record's floor is superseded (`deleted.rs`). A word of the node line, which
+    /// formats before this one kept zero.
+    pub fn deletion_horizons_offset(&self) -> Offset {
+        Offset(DELETION_HORIZONS)
     }
 
     /// Starts a new incarnation of `node` on its MemStore: one fetch-and-add of 1 on its

@@ -6,7 +6,9 @@
 //!   w1      table id (u16) | cell count (u8) << 16 | flags (u8) << 24
 //!   w2      lock word: 16 lock groups × 4 bits (see `lock.rs`)
 //!   w3..w6  update counters: one u16 per lock group (CREST's EN array)
-//!   w7      reserved (zero)
+//!   w7      floor: the node's deletion horizon when the record was created (a commit
+//!           timestamp; a change committed at or below it is superseded, `retire.rs`); on a
+//!           free record, the free list's link (`free_list.rs`)
 //! cells, each: version (u64 = update counter << 48 | 48-bit commit timestamp), then the
 //!   value padded to a multiple of 8 bytes
 //! ```
@@ -22,6 +24,8 @@ pub const HEADER_BYTES: u64 = 64;
 pub const LOCK_WORD: u64 = 16;
 /// Byte offset of the first update counter inside the header.
 pub const COUNTERS: u64 = 24;
+/// Byte offset of the floor word inside the header (see the module docs).
+pub const FLOOR_WORD: u64 = 56;
 /// Flag bit: the record slot is in use.
 pub const FLAG_USED: u8 = 1;
 /// Flag bit: a transaction's phase 1 created the record for its writes (an insert) and no
@@ -271,10 +275,37 @@ impl<'a> RecordView<'a> {
     pub fn is_absent(&self) -> bool {
         (0..self.layout.cells()).all(|c| self.value(c).iter().all(|&b| b == 0))
     }
+    /// The record's floor: the deletion horizon of its node when it was created (`retire.rs`,
+    /// "Deleted records"). A replica change committed at or below it is superseded.
+    pub fn floor(&self) -> Cts {
+        floor_of(self.bytes)
+    }
+    /// The newest commit timestamp among the record's cell versions (0 if none was written).
+    pub fn newest_cts(&self) -> Cts {
+        (0..self.layout.cells()).map(|c| self.version(c).cts()).max().unwrap_or_default()
+    }
     /// The update counter of lock group `g`.
     pub fn group_counter(&self, g: usize) -> u16 {
         let o = COUNTERS as usize + 2 * g;
         u16::from_le_bytes([self.bytes[o], self.bytes[o + 1]])
+    }
+}
+
+/// The floor word of a record image (at least a header long; zero for a shorter one).
+pub fn floor_of(bytes: &[u8]) -> Cts {
+    let at = FLOOR_WORD as usize;
+    bytes
+        .get(at..at + 8)
+        .and_then(|b| b.try_into().ok())
+        .map(|b| Cts(u64::from_le_bytes(b) & Cts::MASK))
+        .unwrap_or_default()
+}
+
+/// Sets the floor word of the new record image `bytes` (a header at least) to `floor`.
+pub fn set_floor(bytes: &mut [u8], floor: Cts) {
+    let at = FLOOR_WORD as usize;
+    if let Some(w) = bytes.get_mut(at..at + 8) {
+        w.copy_from_slice(&(floor.0 & Cts::MASK).to_le_bytes());
     }
 }
 

@@ -37,6 +37,9 @@ pub struct ReplicaChange {
     pub seen: u64,
 }
 
+/// A record a replica entry names: `(table, key, offset)`.
+type NamedRecord = (TableId, u64, Offset);
+
 /// Who a replicated redo entry belongs to (recorded in the entry, as for executed ones).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ReplicaOrigin {
@@ -117,6 +120,48 @@ impl Executor {
         if changes.is_empty() {
             return Ok(None);
         }
+        for _ in 0..PIN_ATTEMPTS {
+            let (entry, records) = self.append_replica(node, origin, changes)?;
+            // A retirer of deleted records READs the ring after it marks a record retired
+            // (`deleted.rs`): either it saw this entry, or this READ sees its mark, and the
+            // entry, which names a record that may be freed, is aborted and written again.
+            if self.still_pinned(node, &records)? {
+                return Ok(Some(entry));
+            }
+            let dc = self.dc().clone();
+            let mut batch = DoorbellBatch::new();
+            ring::push_set_status(&mut batch, &dc.layout, entry.index, EntryStatus::Aborted, Cts(0));
+            dc.verbs.post_batch(node, &mut batch)?;
+        }
+        match changes.first() {
+            Some(c) => Err(Error::NotFound { node, table: c.table, key: c.key }),
+            None => Ok(None),
+        }
+    }
+
+    /// Whether every record of `records` (`(table, key, offset)` on `node`) still holds its
+    /// key and is not retired.
+    fn still_pinned(&self, node: NodeId, records: &[NamedRecord]) -> Result<bool> {
+        let dc = self.dc();
+        let mut header = [0u8; crate::record::HEADER_BYTES as usize];
+        for &(table, key, at) in records {
+            dc.verbs.read(node, at, &mut header)?;
+            let word = |i: usize| u64::from_le_bytes(header[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
+            if word(0) != key || word(1) as u16 != table.0 || word(2) == crate::free_list::RETIRED {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// One attempt of [`Executor::accept_replica`]: the entry written, and the records it
+    /// names as `(table, key, offset)`.
+    fn append_replica(
+        &mut self,
+        node: NodeId,
+        origin: &ReplicaOrigin,
+        changes: &[ReplicaChange],
+    ) -> Result<(EntryRef, Vec<NamedRecord>)> {
         // Distinct records, in key order, with their offsets on `node`.
         let records = self.cells_by_record(origin.txn, changes)?;
         let seen: BTreeMap<(TableId, u64, u16), u64> =
@@ -171,7 +216,8 @@ impl Executor {
         let mut batch = DoorbellBatch::new();
         ring::push_write(&mut batch, &dc.layout, index, &ring::encode_padded(&entry, index, slots));
         dc.verbs.post_batch(node, &mut batch)?;
-        Ok(Some(EntryRef { node, index, slots }))
+        let named = offsets.iter().map(|(&(t, k), &o)| (t, k, o)).collect();
+        Ok((EntryRef { node, index, slots }, named))
     }
 
     /// Applies the decided `changes` of a catch-up committed at `cts` straight to `node`'s
@@ -281,8 +327,10 @@ impl Executor {
                 release(&held)?;
                 return Ok(false);
             }
+            // Older than a delete of the key this node freed since (`deleted.rs`): superseded.
+            let superseded = cts <= crate::record::floor_of(&image);
             let mut written = 0u16;
-            for c in changes.iter().filter(|c| c.table == table && c.key == key) {
+            for c in changes.iter().filter(|c| !superseded && c.table == table && c.key == key) {
                 let cell = c.cell as usize;
                 let at = rl.cell_offsets[cell] as usize;
                 let cur = image.get(at..at + 8).and_then(|b| b.try_into().ok()).map(u64::from_le_bytes).unwrap_or(0);

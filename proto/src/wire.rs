@@ -301,6 +301,10 @@ pub struct SnapshotChunkReply {
     /// The bucket to ask from next (when not `done`).
     #[prost(uint64, tag = "3")]
     pub next: u64,
+    /// The voter's deletion horizon (a commit timestamp), READ before the buckets: the
+    /// learner raises its own to it before it applies the records.
+    #[prost(uint64, tag = "4")]
+    pub deletion_horizon: u64,
 }
 
 /// One record of a snapshot copy: its committed cells.
@@ -483,6 +487,13 @@ pub struct StatusReply {
     /// it started (a decision finds it by scanning the ring).
     #[prost(uint64, tag = "36")]
     pub accepted_redo_forgotten: u64,
+    /// Records committed deletes emptied that its executor freed once their grace passed,
+    /// since it started.
+    #[prost(uint64, tag = "52")]
+    pub deleted_records_freed: u64,
+    /// Such records waiting for their grace now.
+    #[prost(uint64, tag = "53")]
+    pub deleted_records_waiting: u64,
     /// Background retries (catch-ups, recoverers) waiting now for a slot under
     /// `limits.max_background_retries`.
     #[prost(uint64, tag = "37")]
@@ -1297,6 +1308,7 @@ mod tests {
                 }],
                 done: false,
                 next: 4,
+                deletion_horizon: 6,
             }),
             Body::Submit(SubmitRequest { call: Some(ProcedureCall::default()), txn: Some(7), token: 9 }),
             Body::ReserveTxn(ReserveTxnRequest {}),

@@ -134,6 +134,7 @@ fn reason_to_wire(r: &AbortReason) -> (u32, u32, u64) {
         AbortReason::StaleEpoch { node, floor } => (5, u32::from(node.0), u64::from(floor.0)),
         AbortReason::HeapFull(n) => (6, u32::from(n.0), 0),
         AbortReason::IndexFull(n) => (7, u32::from(n.0), 0),
+        AbortReason::Superseded { access } => (8, 0, *access as u64),
     }
 }
 
@@ -154,6 +155,7 @@ fn reason_from_wire(m: &VoteMsg) -> AbortReason {
         },
         6 => node.map_or_else(|_| text(), AbortReason::HeapFull),
         7 => node.map_or_else(|_| text(), AbortReason::IndexFull),
+        8 => access.map_or_else(|_| text(), |access| AbortReason::Superseded { access }),
         _ => text(),
     }
 }
@@ -181,6 +183,9 @@ fn reason_with(r: &AbortReason, name: impl Fn(NodeId) -> String) -> String {
         AbortReason::Fenced => "fenced by a recoverer".into(),
         AbortReason::StaleEpoch { node, floor } => {
             format!("not in current epoch: {} takes no phase 1 before {floor}", name(*node))
+        }
+        AbortReason::Superseded { access } => {
+            format!("access {access}: its key was deleted and freed after this transaction started")
         }
     }
 }

@@ -121,6 +121,9 @@ pub struct ExecutorMutations {
     /// RECORD (the rule before sim seed 50339, ycsb, default, `all,remove`, 6 s): a replica
     /// holding a lower-ballot abort refuses the commit the survivors must complete.
     pub first_record_stays: bool,
+    /// Freeing a deleted record does not raise its node's deletion horizon, so a catch-up of
+    /// an older write of the key, arriving after the free, creates the key again.
+    pub free_deleted_without_horizon: bool,
 }
 
 impl ExecutorMutations {
@@ -278,6 +281,10 @@ impl Handled {
     }
 }
 
+/// One chunk of a snapshot copy as a voter reads it: the records, the bucket to ask from next
+/// (`None`: the end), and the voter's deletion horizon, READ before the buckets.
+pub type SnapshotChunkRead = (Vec<redt_dc_executor::SnapshotRecord>, Option<u64>, Cts);
+
 /// The executor side of one node (its state lives in memory and is lost on a crash, exactly
 /// like a killed process's; what survives is in the MemStore).
 pub struct ExecutorCore {
@@ -315,6 +322,9 @@ pub struct ExecutorCore {
     /// Baselines, as a coordinator's backup: the decisions logged here.
     decision_log: DecisionMemory,
     mutations: ExecutorMutations,
+    /// How long after its delete a deleted record may be freed (`redt_dc_executor`'s
+    /// `deleted.rs`).
+    deleted_grace: std::time::Duration,
 }
 
 impl ExecutorCore {
@@ -343,7 +353,30 @@ impl ExecutorCore {
             early_decisions: DecisionMemory::default(),
             decision_log: DecisionMemory::default(),
             mutations: ExecutorMutations::default(),
+            deleted_grace: redt_dc_executor::DELETED_GRACE,
         }
+    }
+
+    /// Sets how long after its commit timestamp a deleted record may be freed
+    /// ([`redt_dc_executor::DELETED_GRACE`], 60 s, by default): at least the longest a
+    /// catch-up may take to reach its replica, as the simulation's shorter runs need a shorter
+    /// one.
+    pub fn with_deleted_grace(mut self, grace: std::time::Duration) -> Self {
+        self.deleted_grace = grace;
+        self.executor.set_deleted_grace(grace);
+        self
+    }
+
+    /// Applies the mutations and options this core keeps to its executor (after a new one).
+    fn configure_executor(&mut self) {
+        let m = self.mutations;
+        self.executor.set_fence_entries(!m.no_fence_entries);
+        self.executor.set_fence_after_full_ring(!m.no_fence_after_full_ring);
+        self.executor.set_promise_table(!m.no_promise_table);
+        self.executor.set_thomas_rule(m.thomas_rule());
+        self.executor.set_first_record_stays(m.first_record_stays);
+        self.executor.set_deletion_horizon(!m.free_deleted_without_horizon);
+        self.executor.set_deleted_grace(self.deleted_grace);
     }
 
     /// Sets how long a ring reservation waits for replay before voting abort with
@@ -351,22 +384,14 @@ impl ExecutorCore {
     pub fn with_ring_patience(mut self, patience: std::time::Duration) -> Self {
         let dc = self.executor.dc().clone();
         self.executor = Executor::new(dc, self.hlc.clone()).with_ring_patience(patience);
-        self.executor.set_fence_entries(!self.mutations.no_fence_entries);
-        self.executor.set_fence_after_full_ring(!self.mutations.no_fence_after_full_ring);
-        self.executor.set_promise_table(!self.mutations.no_promise_table);
-        self.executor.set_thomas_rule(self.mutations.thomas_rule());
-        self.executor.set_first_record_stays(self.mutations.first_record_stays);
+        self.configure_executor();
         self
     }
 
     /// Turns deliberate bugs on (tests of the simulation only).
     pub fn with_mutations(mut self, mutations: ExecutorMutations) -> Self {
         self.mutations = mutations;
-        self.executor.set_fence_entries(!mutations.no_fence_entries);
-        self.executor.set_fence_after_full_ring(!mutations.no_fence_after_full_ring);
-        self.executor.set_promise_table(!mutations.no_promise_table);
-        self.executor.set_thomas_rule(mutations.thomas_rule());
-        self.executor.set_first_record_stays(mutations.first_record_stays);
+        self.configure_executor();
         self
     }
 
@@ -450,6 +475,7 @@ impl ExecutorCore {
             request,
             Request::Record(_) | Request::Decide(_) | Request::Accept(_) | Request::RecoveryPrepare(_)
         );
+        self.retire_deleted(now_ms);
         let handled = self.handle_unsynced(from, request, now_ms);
         if must_persist && self.executor.dc().durable && !matches!(handled.reply, Reply::Error { .. }) {
             let topology = self.epochs.current();
@@ -466,6 +492,23 @@ impl ExecutorCore {
             }
         }
         handled
+    }
+
+    /// Frees the deleted records whose grace has passed at `now_ms`, one batch at most
+    /// (`redt_dc_executor::Executor::retire_deleted_due`): run before each request, so a key
+    /// idle for its grace is freed on every replica before the next transaction reads it. A
+    /// failure is logged, not answered: the records stay for another try.
+    pub fn retire_deleted(&mut self, now_ms: u64) {
+        if let Err(e) = self.executor.retire_deleted_due(now_ms) {
+            let t = self.epochs.current();
+            tracing::warn!(node = %t.node_name(self.node), "freeing deleted records failed: {}", e.named(&t));
+        }
+    }
+
+    /// Records freed after a delete, candidates waiting, candidates forgotten (`redt status`).
+    pub fn deleted_records(&self) -> (u64, usize, u64) {
+        let q = self.executor.deleted_records();
+        (q.freed, q.len(), q.forgotten)
     }
 
     /// The answer to a phase 1 that gave `vote`: the vote, or the error named in this node's
@@ -564,7 +607,7 @@ impl ExecutorCore {
                 }
             }
             Request::SnapshotRead(r) => match self.snapshot_read(&r) {
-                Ok(Ok((records, next))) => Handled::reply(Reply::Snapshot { records, next }),
+                Ok(Ok((records, next, horizon))) => Handled::reply(Reply::Snapshot { records, next, horizon }),
                 Ok(Err(why)) => Handled::error(error_code::NOT_READY, why),
                 Err(e) => Handled::error(e.reply_code(), e.named(&self.epochs.current())),
             },
@@ -879,17 +922,13 @@ impl ExecutorCore {
     /// chunk (`from_bucket == 0`) this node raises its epoch floor to `r.epoch` and checks that
     /// its ring holds no entry of an older epoch that is not finished and applied; from then
     /// on no phase 1 of an older epoch can write here, so the records hold every older commit
-    /// this replica was up to date for. Returns the records and the bucket to go on from, or
-    /// `Ok(Err(why))` when the copy cannot be served yet (the epoch not applied here, older
+    /// this replica was up to date for. Returns the records, the bucket to go on from and this
+    /// node's deletion horizon ([`SnapshotChunkRead`]), or `Ok(Err(why))` when the copy cannot be served yet (the epoch not applied here, older
     /// entries unfinished) or here at all (not a voter of the partition).
     ///
     /// # Errors
     /// Data-path failures.
-    #[allow(clippy::type_complexity)]
-    pub fn snapshot_read(
-        &mut self,
-        r: &SnapshotRead,
-    ) -> Result<std::result::Result<(Vec<redt_dc_executor::SnapshotRecord>, Option<u64>), String>> {
+    pub fn snapshot_read(&mut self, r: &SnapshotRead) -> Result<std::result::Result<SnapshotChunkRead, String>> {
         let current = self.epochs.current();
         if current.epoch < r.epoch {
             return Ok(Err(format!(
@@ -943,19 +982,23 @@ impl ExecutorCore {
             current.table(table).is_some_and(|t| current.partition_of(t, key) == r.partition)
         };
         let max_bytes = r.max_bytes.clamp(1, SnapshotRead::MAX_BYTES) as usize;
+        // Before the buckets: a key freed before its bucket is read is under this horizon.
+        let horizon = dc.max_deletion_horizon(self.node)?;
         let chunk = redt_dc_executor::read_snapshot(&dc, self.node, r.from_bucket, SNAPSHOT_BUCKETS, max_bytes, &keep)?;
-        Ok(Ok((chunk.records, chunk.next)))
+        Ok(Ok((chunk.records, chunk.next, horizon)))
     }
 
     /// Applies records of a snapshot copy to this node's own MemStore under the Thomas write
-    /// rule (the learner's side, [`crate::rebuild`]). Returns how many, in order, were
-    /// applied: fewer when a record is in use (try the rest later).
+    /// rule (the learner's side, [`crate::rebuild`]), after raising this node's deletion
+    /// horizon to the voter's `horizon`. Returns how many, in order, were applied: fewer when
+    /// a record is in use (try the rest later).
     ///
     /// # Errors
     /// Data-path failures, and records that do not fit the schema (the copy comes from
     /// another node).
-    pub fn apply_snapshot(&mut self, records: &[redt_dc_executor::SnapshotRecord]) -> Result<usize> {
+    pub fn apply_snapshot(&mut self, records: &[redt_dc_executor::SnapshotRecord], horizon: Cts) -> Result<usize> {
         let dc = self.executor.dc().clone();
+        dc.raise_every_deletion_horizon(self.node, horizon)?;
         Ok(redt_dc_executor::apply_snapshot_by(&dc, self.node, records, self.mutations.thomas_rule())?.applied)
     }
 

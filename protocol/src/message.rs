@@ -265,6 +265,9 @@ pub enum Reply {
         records: Vec<SnapshotRecord>,
         /// The bucket to ask from next.
         next: Option<u64>,
+        /// The voter's deletion horizon, READ before the buckets (`redt_dc_executor`'s
+        /// `deleted.rs`): the learner raises its own to it before it applies the records.
+        horizon: Cts,
     },
     /// The request was refused.
     Error {
@@ -601,6 +604,7 @@ impl Reply {
             Body::SnapshotChunk(c) => Ok(Reply::Snapshot {
                 records: c.records.into_iter().map(record_from_msg).collect::<Result<_, String>>()?,
                 next: (!c.done).then_some(c.next),
+                horizon: Cts(c.deletion_horizon & Cts::MASK),
             }),
             Body::Error(e) => Ok(Reply::Error { code: e.code, message: e.message }),
             _ => Err("unexpected reply kind".into()),
@@ -634,10 +638,11 @@ impl Reply {
             Reply::Reserved(r) => Body::Reserved(ReservedReply {
                 reservations: r.into_iter().map(|(index, slots)| ReservationMsg { index, slots }).collect(),
             }),
-            Reply::Snapshot { records, next } => Body::SnapshotChunk(SnapshotChunkReply {
+            Reply::Snapshot { records, next, horizon } => Body::SnapshotChunk(SnapshotChunkReply {
                 records: records.into_iter().map(record_to_msg).collect(),
                 done: next.is_none(),
                 next: next.unwrap_or(0),
+                deletion_horizon: horizon.0,
             }),
             Reply::Error { code, message } => {
                 Body::Error(redt_proto::wire::ErrorReply { code, message, current_epoch })

@@ -35,7 +35,7 @@
 use crate::machine::{earliest, AttemptId};
 use crate::message::{Reply, Request, SnapshotRead};
 use redt_dc_executor::SnapshotRecord;
-use redt_proto::{Epoch, NodeId, PartitionId};
+use redt_proto::{Cts, Epoch, NodeId, PartitionId};
 use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, Instant};
 
@@ -102,6 +102,9 @@ struct SourceCopy {
     /// Records of the last chunk not yet applied (a record in use here), and the bucket the
     /// chunk ended at.
     leftover: Vec<SnapshotRecord>,
+    /// The highest deletion horizon the voter reported (raised here before its records are
+    /// applied: a key it freed is not older-written back here).
+    horizon: Cts,
     in_flight: bool,
     retry_at: Option<Instant>,
     failures: u32,
@@ -144,13 +147,16 @@ pub enum RebuildAction {
         /// The request.
         request: Request,
     },
-    /// Apply `records` to this node's own MemStore (`ExecutorCore::apply_snapshot`) and
-    /// report how many, in order, were applied with [`Rebuild::applied`].
+    /// Apply `records` to this node's own MemStore (`ExecutorCore::apply_snapshot`), its
+    /// deletion horizon raised to `horizon` first, and report how many, in order, were
+    /// applied with [`Rebuild::applied`].
     Apply {
         /// Identifies the copy they came from.
         source: usize,
         /// The records.
         records: Vec<SnapshotRecord>,
+        /// The voter's deletion horizon when it read them (or later).
+        horizon: Cts,
     },
 }
 
@@ -170,6 +176,7 @@ impl Rebuild {
                 node,
                 next: Some(0),
                 leftover: Vec::new(),
+                horizon: Cts(0),
                 in_flight: false,
                 retry_at: Some(now),
                 failures: 0,
@@ -254,8 +261,9 @@ impl Rebuild {
             return;
         }
         match reply {
-            Reply::Snapshot { records, next } => {
+            Reply::Snapshot { records, next, horizon } => {
                 let s = &mut self.sources[i];
+                s.horizon = s.horizon.max(horizon);
                 s.in_flight = false;
                 s.failures = 0;
                 let busy = records.is_empty() && next.is_some() && next == s.next;
@@ -365,7 +373,8 @@ impl Rebuild {
         let s = &mut self.sources[i];
         s.leftover = records.clone();
         s.in_flight = true;
-        self.actions.push_back(RebuildAction::Apply { source: i, records });
+        let horizon = s.horizon;
+        self.actions.push_back(RebuildAction::Apply { source: i, records, horizon });
     }
 
     fn ask(&mut self, i: usize) {

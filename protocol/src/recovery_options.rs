@@ -87,6 +87,15 @@ impl RecoveryOptions {
         }
     }
 
+    /// How long after its delete a deleted record may be freed (`redt_dc_executor`'s
+    /// `deleted.rs`): twice [`RecoveryOptions::catch_up_give_up`] plus
+    /// [`RecoveryOptions::clock_skew_bound`], so that only a catch-up still shipped after its
+    /// shipper would have given up can meet a freed key's floor (60 s and the skew bound by
+    /// default).
+    pub fn deleted_grace(&self) -> Duration {
+        self.catch_up_give_up.saturating_mul(2).saturating_add(self.clock_skew_bound)
+    }
+
     /// How long after `start` (ms since the HLC origin) a node in the coordinator's DC
     /// (`own_dc`) or another may start recovering a transaction whose phase-1 timeout is
     /// `phase1_timeout`.

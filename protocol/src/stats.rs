@@ -60,6 +60,9 @@ pub enum AbortCause {
     Fenced,
     /// A DC voted abort: a replica's epoch floor was above the transaction's epoch.
     StaleEpoch,
+    /// A DC voted abort: a record it writes was freed after a delete and created again since
+    /// the transaction started (a late copy of a phase 1).
+    Superseded,
     /// A participant could not vote (an error answer, an unreachable node, a call that timed
     /// out) and no vote said abort.
     NoVote,
@@ -73,7 +76,7 @@ pub enum AbortCause {
 
 impl AbortCause {
     /// Every cause, in report order.
-    pub const ALL: [AbortCause; 12] = [
+    pub const ALL: [AbortCause; 13] = [
         AbortCause::LockConflict,
         AbortCause::NotFound,
         AbortCause::User,
@@ -82,6 +85,7 @@ impl AbortCause {
         AbortCause::IndexFull,
         AbortCause::Fenced,
         AbortCause::StaleEpoch,
+        AbortCause::Superseded,
         AbortCause::NoVote,
         AbortCause::CommitImpossible,
         AbortCause::Timeout,
@@ -99,12 +103,13 @@ impl AbortCause {
             AbortReason::IndexFull(_) => AbortCause::IndexFull,
             AbortReason::Fenced => AbortCause::Fenced,
             AbortReason::StaleEpoch { .. } => AbortCause::StaleEpoch,
+            AbortReason::Superseded { .. } => AbortCause::Superseded,
         }
     }
 
     /// Its label value: `lock_conflict`, `not_found`, `user`, `ring_full`, `heap_full`,
-    /// `index_full`, `fenced`, `stale_epoch`, `no_vote`, `commit_impossible`, `timeout`,
-    /// `replication`.
+    /// `index_full`, `fenced`, `stale_epoch`, `superseded`, `no_vote`, `commit_impossible`,
+    /// `timeout`, `replication`.
     pub fn name(self) -> &'static str {
         match self {
             AbortCause::LockConflict => "lock_conflict",
@@ -115,6 +120,7 @@ impl AbortCause {
             AbortCause::IndexFull => "index_full",
             AbortCause::Fenced => "fenced",
             AbortCause::StaleEpoch => "stale_epoch",
+            AbortCause::Superseded => "superseded",
             AbortCause::NoVote => "no_vote",
             AbortCause::CommitImpossible => "commit_impossible",
             AbortCause::Timeout => "timeout",

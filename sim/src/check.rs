@@ -64,6 +64,7 @@ pub(crate) fn check(w: &mut World) {
             w.report.records_free_bytes += h.free_bytes;
         }
     }
+    w.report.deleted_records_freed += w.deleted_records_freed();
     // Absent-key lock words (reads of keys with no record) held by no undecided entry.
     for n in &w.topology.nodes {
         let dc = &w.dcs[n.dc.0 as usize];
@@ -195,7 +196,7 @@ pub(crate) fn check(w: &mut World) {
                 }
             }
         }
-        Workload::Append | Workload::AppendScan => {
+        Workload::Append | Workload::AppendScan | Workload::Churn => {
             for h in w.hist.iter().filter(|h| h.outcome == elle::Outcome::Ok) {
                 for (step, read) in h.steps.iter().zip(&h.reads) {
                     if let Step::Delete { .. } = step {

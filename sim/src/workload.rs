@@ -32,6 +32,14 @@ pub enum Workload {
     /// that starts again from empty has no place in it) and checks instead that every key
     /// holding a row is in its replicas' ordered indexes.
     AppendScan,
+    /// List-append with deletes (the record-reclamation test): 1–3 point reads and appends
+    /// over a window of [`CHURN_WINDOW`] keys that slides up by one key every [`CHURN_SLIDE`]
+    /// transactions, so fresh keys keep being created, and one transaction in
+    /// [`CHURN_DELETE_ONE_IN`] deletes a key of the window (half of them its lowest, which the
+    /// window leaves soon), which later appends may bring back.
+    /// Deleted records are freed once their grace passes (`SimConfig::deleted_grace`) while
+    /// older writes of their keys may still be in flight; the checks are append-scan's.
+    Churn,
 }
 
 impl FromStr for Workload {
@@ -43,7 +51,8 @@ impl FromStr for Workload {
             "append" | "list-append" => Ok(Workload::Append),
             "ycsb" => Ok(Workload::Ycsb),
             "append-scan" => Ok(Workload::AppendScan),
-            other => Err(format!("unknown workload `{other}` (bank, append, append-scan, ycsb)")),
+            "churn" => Ok(Workload::Churn),
+            other => Err(format!("unknown workload `{other}` (bank, append, append-scan, churn, ycsb)")),
         }
     }
 }
@@ -55,6 +64,7 @@ impl std::fmt::Display for Workload {
             Workload::Append => "append",
             Workload::Ycsb => "ycsb",
             Workload::AppendScan => "append-scan",
+            Workload::Churn => "churn",
         })
     }
 }
@@ -76,6 +86,13 @@ pub const SCAN_SLIDE: u64 = 24;
 pub const SCAN_WIDTH: u64 = 10;
 /// Transactions drawn per delete of the append-scan workload.
 pub const DELETE_EVERY: u64 = 48;
+
+/// Keys of the churn workload's window.
+pub const CHURN_WINDOW: u64 = 4;
+/// Transactions drawn per step up of the churn window.
+pub const CHURN_SLIDE: u64 = 8;
+/// One churn transaction in this many is a delete.
+pub const CHURN_DELETE_ONE_IN: u32 = 4;
 
 /// One operation of a drawn transaction as the history records it: a list-append operation,
 /// or a range read that becomes list reads once its result is known ([`fill`]).
@@ -138,8 +155,38 @@ impl Generator {
             Workload::Bank => (0..BANK_ACCOUNTS).collect(),
             Workload::Append => (0..APPEND_KEYS).collect(),
             Workload::Ycsb => (0..YCSB_RECORDS).collect(),
-            Workload::AppendScan => (0..self.key_end).collect(),
+            Workload::AppendScan | Workload::Churn => (0..self.key_end).collect(),
         }
+    }
+
+    /// A churn transaction: a delete of a window key, or 1–3 point reads and appends on it.
+    fn draw_churn(&mut self, rng: &mut StdRng) -> Draw {
+        let lo = self.drawn / CHURN_SLIDE;
+        self.drawn += 1;
+        if rng.gen_ratio(1, CHURN_DELETE_ONE_IN) {
+            // Half the deletes take the window's lowest key, which the window leaves soon: no
+            // later append brings it back, so its record is freed once its grace passes.
+            let key = if rng.gen_bool(0.5) { lo } else { lo + rng.gen_range(0..CHURN_WINDOW) };
+            self.deleted.insert(key);
+            self.key_end = self.key_end.max(key + 1);
+            return Draw { call: kv_call(self.kv, &[KvOp::Delete(key)]), steps: vec![Step::Delete { key }] };
+        }
+        let n = rng.gen_range(1..=3);
+        let (mut steps, mut kv) = (Vec::with_capacity(n), Vec::with_capacity(n));
+        for _ in 0..n {
+            let key = lo + rng.gen_range(0..CHURN_WINDOW);
+            self.key_end = self.key_end.max(key + 1);
+            if rng.gen_bool(0.3) {
+                steps.push(Step::Op(Op::Read { key, list: None }));
+                kv.push(KvOp::Read(key));
+            } else {
+                let value = self.next_value;
+                self.next_value += 1;
+                steps.push(Step::Op(Op::Append { key, value }));
+                kv.push(KvOp::Append(key, value));
+            }
+        }
+        Draw { call: kv_call(self.kv, &kv), steps }
     }
 
     /// An append-scan transaction: 1–4 operations on the window's keys, a third of them scans
@@ -216,6 +263,7 @@ impl Generator {
                 Draw { call: kv_call(self.kv, &kv), steps: ops.into_iter().map(Step::Op).collect() }
             }
             Workload::AppendScan => self.draw_append_scan(rng),
+            Workload::Churn => self.draw_churn(rng),
             Workload::Ycsb => {
                 let ops: Vec<YcsbOp> = (0..4)
                     .map(|_| {

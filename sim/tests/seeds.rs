@@ -730,6 +730,53 @@ fn append_scan_seeds_pass_every_check() {
     assert!(deletes > 0, "deletes committed");
 }
 
+/// Deleted records freed (`redt_dc_executor`'s `deleted.rs`): the churn workload appends to
+/// a sliding window of keys and deletes one key in four transactions, half of them the
+/// window's lowest, which no later append brings back; each node frees a deleted record one
+/// simulated second after its delete (`SIM_DELETED_GRACE`) while catch-ups of older writes may
+/// still be in flight. 16 seeds on each of local-fast, world-5dc and world-5dc-n5 (n = 5, so
+/// commits leave replicas behind and catch-ups reach them late) with every fault: every check
+/// passes, and records were freed.
+#[test]
+fn churn_seeds_pass_every_check() {
+    let mut failed = Vec::new();
+    let (mut deletes, mut freed) = (0, 0);
+    for name in ["local-fast.yaml", "world-5dc.yaml", "world-5dc-n5.yaml"] {
+        let t = topology(name);
+        for seed in 0..16 {
+            let r = run(SimConfig::new(t.clone(), seed, Workload::Churn, Faults::all())).expect("runs");
+            deletes += r.deletes_committed;
+            freed += r.deleted_records_freed;
+            if !r.ok() {
+                failed.push(format!("{name} {r}"));
+            }
+        }
+    }
+    assert!(failed.is_empty(), "{} churn runs failed:\n{}", failed.len(), failed.join("\n"));
+    assert!(deletes > 0 && freed > 0, "deletes committed ({deletes}) and records freed ({freed})");
+}
+
+/// The deletion-horizon mutant: freeing a deleted record does not raise its slot's horizon
+/// (`ExecutorMutations::free_deleted_without_horizon`), so a catch-up of a write older than
+/// the delete, reaching a replica after the free, creates the key there again. Seed 5 of the
+/// churn workload on world-5dc-n5 (every fault) catches it: the replicas of a key disagree
+/// (`redt sim --seeds 300 --config configs/world-5dc-n5.yaml --workload churn
+/// --mutant-free-deleted-without-horizon` fails seeds 5, 12, 30, 48, 164, 177 and 263, which
+/// pass as built); the same seed passes as built.
+#[test]
+fn a_mutant_that_frees_deleted_records_without_a_horizon_is_caught() {
+    let mut cfg = SimConfig::new(topology("world-5dc-n5.yaml"), 5, Workload::Churn, Faults::all());
+    let r = run(cfg.clone()).expect("runs");
+    assert!(r.ok(), "the seed passes as built: {r}");
+    assert!(r.deleted_records_freed > 0, "records were freed: {r}");
+    cfg.executor_mutations.free_deleted_without_horizon = true;
+    let r = run(cfg).expect("runs");
+    assert!(
+        r.violations.iter().any(|v| matches!(v, redt_sim::Violation::Diverged { .. })),
+        "seed 5 catches the mutant by replicas that disagree: {r}"
+    );
+}
+
 /// The delete mutant: a write that brings a deleted key back does not put it back into its
 /// ordered index (`SimConfig::no_relink`, wired to `OrderedIndex::set_relink(false)`), so
 /// range reads would miss its row. The append-scan workload deletes a window key every

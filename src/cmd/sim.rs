@@ -22,7 +22,8 @@ pub struct SimArgs {
     /// First seed of a soak.
     #[arg(long, default_value_t = 0)]
     from: u64,
-    /// Workload: bank, append, append-scan (list-append with range reads), ycsb.
+    /// Workload: bank, append, append-scan (list-append with range reads), churn (list-append
+    /// with deletes whose records are freed), ycsb.
     #[arg(long, default_value = "append", value_parser = parse_workload)]
     workload: Workload,
     /// Faults: a comma-separated list of crash, partition, drop, dup, hold, skew, remove (kill a
@@ -47,6 +48,15 @@ pub struct SimArgs {
     /// key back does not put it back into its ordered index.
     #[arg(long)]
     mutant_no_relink: bool,
+    /// A deliberate bug, for finding the seeds that catch it: freeing a deleted record does not
+    /// raise its node's deletion horizon, so an older write of the key arriving after the free
+    /// brings it back.
+    #[arg(long)]
+    mutant_free_deleted_without_horizon: bool,
+    /// How long after its delete a deleted record may be freed (the simulation's default is
+    /// far shorter than a node's 60 s, so runs free records).
+    #[arg(long, value_parser = crate::cmd::duration::run_time)]
+    deleted_grace: Option<Duration>,
 }
 
 fn parse_workload(s: &str) -> Result<Workload, String> {
@@ -65,6 +75,10 @@ pub fn run_sim(a: &SimArgs) -> Result<()> {
         c.duration = a.duration;
         c.no_gap_locks = a.mutant_no_gap_locks;
         c.no_relink = a.mutant_no_relink;
+        c.executor_mutations.free_deleted_without_horizon = a.mutant_free_deleted_without_horizon;
+        if let Some(g) = a.deleted_grace {
+            c.deleted_grace = g;
+        }
         c
     };
     if a.duration.is_zero() {

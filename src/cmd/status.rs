@@ -526,6 +526,7 @@ fn node_json(topo: &Topology, n: NodeId, s: &Result<NodeStatus, String>) -> serd
                 "replay_invalid_entries": s.replay_invalid_entries,
                 "pending_votes_forgotten": s.pending_votes_forgotten,
                 "accepted_redo_forgotten": s.accepted_redo_forgotten,
+                "deleted_records": { "freed": s.deleted_records_freed, "waiting": s.deleted_records_waiting },
                 "background_retries": {
                     "waiting": s.background_retries_waiting,
                     "waited": s.background_retries_waited,

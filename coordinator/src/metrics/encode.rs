@@ -334,6 +334,18 @@ impl Collector for NodeSample {
             s.replay_invalid_entries,
         )?;
         w.counter(
+            "deleted_records_freed",
+            "Records committed deletes emptied that the executor freed once their grace passed.",
+            None,
+            s.deleted_records_freed,
+        )?;
+        w.gauge(
+            "deleted_records_waiting",
+            "Records committed deletes emptied that wait for their grace before they are freed.",
+            None,
+            s.deleted_records_waiting,
+        )?;
+        w.counter(
             "executor_pending_votes_forgotten",
             "Commit votes the executor side forgot over limits.max_pending_votes (their entries wait in the ring).",
             None,

@@ -113,8 +113,8 @@ pub use layout::{
 };
 pub(crate) use layout::{head_offset, pieces, ring_slots, slot_offset, tail_offset};
 pub use read::{
-    head_gap, owed_entries, read_entry, read_entry_sized, read_header, ring_bounds, ring_entries, ring_scan,
-    unfinished_entries, EntryHeader, Gap, OwedEntry, RingScan,
+    head_gap, owed_entries, pending_records, read_entry, read_entry_sized, read_header, ring_bounds, ring_entries,
+    ring_scan, unfinished_entries, EntryHeader, Gap, OwedEntry, RingScan,
 };
 pub(crate) use read::{read_framed, ring_entries_where, HeaderPeek};
 pub use status::{EntryStatus, OWED_SHIFT};

@@ -122,6 +122,33 @@ pub fn owed_entries(verbs: &dyn Verbs, node: NodeId, layout: &Layout) -> Result<
     Ok(ring_scan(verbs, node, layout)?.owed)
 }
 
+/// Which of `records` (record offsets on `node`) an entry of `node`'s ring between its head
+/// and its tail may still apply a change to: an `Intent`, `Logged` or `Committed` entry (not
+/// yet flushed by replay) whose lock intents or changes name the record. Read-only; a
+/// retirer of deleted records asks it after it marked them retired (`retire.rs`).
+///
+/// # Errors
+/// Verbs failures.
+pub fn pending_records(
+    verbs: &dyn Verbs,
+    node: NodeId,
+    layout: &Layout,
+    records: &std::collections::BTreeSet<Offset>,
+) -> Result<std::collections::BTreeSet<Offset>> {
+    let want = |h: &HeaderPeek| {
+        matches!(
+            EntryStatus::from_word(h.status_word),
+            Some((EntryStatus::Intent | EntryStatus::Logged | EntryStatus::Committed, _))
+        )
+    };
+    let mut named = std::collections::BTreeSet::new();
+    for (_, _, _, entry) in ring_entries_where(verbs, node, layout, &want)? {
+        let offsets = entry.locks.iter().map(|l| l.record).chain(entry.changes.iter().map(|c| c.record));
+        named.extend(offsets.filter(|o| records.contains(o)));
+    }
+    Ok(named)
+}
+
 /// An entry that owes a catch-up: a catch-up source's redo whose shipments to the replicas its
 /// commit left behind are not all acknowledged (docs/design.md §2).
 #[derive(Clone, Debug, PartialEq, Eq)]
