@@ -205,6 +205,54 @@ impl DcHandle {
         let mut fates = vec![DeletedFate::Kept; candidates.len()];
         // Steps 1 to 3: the images READ before each compare-and-swap, by candidate.
         let mut retired: Vec<(usize, Vec<u8>)> = Vec::new();
+        // On an error nothing is left half done: the records marked so far are put back.
+        let put_back = |retired: &[(usize, Vec<u8>)]| -> Result<()> {
+            for &(i, _) in retired {
+                verbs.compare_and_swap(node, lock_word(candidates[i].record), RETIRED, 0)?;
+            }
+            Ok(())
+        };
+        if let Err(e) = self.mark_deleted(node, candidates, not_after, raise_horizon, &mut fates, &mut retired) {
+            put_back(&retired)?;
+            return Err(e);
+        }
+        if retired.is_empty() {
+            return Ok(fates);
+        }
+        // Step 4: one pass over the ring for all of them.
+        let offsets: BTreeSet<Offset> = retired.iter().map(|&(i, _)| candidates[i].record).collect();
+        let pending = match ring::pending_records(verbs, node, &self.layout, &offsets) {
+            Ok(p) => p,
+            Err(e) => {
+                put_back(&retired)?;
+                return Err(e);
+            }
+        };
+        // Step 5.
+        for (i, before) in retired {
+            let c = &candidates[i];
+            fates[i] = if pending.contains(&c.record) {
+                verbs.compare_and_swap(node, lock_word(c.record), RETIRED, 0)?;
+                DeletedFate::Busy
+            } else {
+                self.settle_deleted(node, c, &before)?
+            };
+        }
+        Ok(fates)
+    }
+
+    /// Steps 1 to 3 of [`DcHandle::retire_deleted`]: each candidate still deleted and due is
+    /// marked retired, its image before the mark kept in `retired`; `fates` says which are busy.
+    fn mark_deleted(
+        &self,
+        node: NodeId,
+        candidates: &[DeletedRecord],
+        not_after: Cts,
+        raise_horizon: bool,
+        fates: &mut [DeletedFate],
+        retired: &mut Vec<(usize, Vec<u8>)>,
+    ) -> Result<()> {
+        let verbs = self.verbs.as_ref();
         for (i, c) in candidates.iter().enumerate() {
             let rl = self.catalog.layout(c.table)?;
             let inside = c.record.0 % crate::memstore::LINE == 0
@@ -233,31 +281,7 @@ impl DcHandle {
             }
             retired.push((i, image));
         }
-        if retired.is_empty() {
-            return Ok(fates);
-        }
-        // Step 4: one pass over the ring for all of them.
-        let offsets: BTreeSet<Offset> = retired.iter().map(|&(i, _)| candidates[i].record).collect();
-        let pending = match ring::pending_records(verbs, node, &self.layout, &offsets) {
-            Ok(p) => p,
-            Err(e) => {
-                for &(i, _) in &retired {
-                    verbs.compare_and_swap(node, lock_word(candidates[i].record), RETIRED, 0)?;
-                }
-                return Err(e);
-            }
-        };
-        // Step 5.
-        for (i, before) in retired {
-            let c = &candidates[i];
-            fates[i] = if pending.contains(&c.record) {
-                verbs.compare_and_swap(node, lock_word(c.record), RETIRED, 0)?;
-                DeletedFate::Busy
-            } else {
-                self.settle_deleted(node, c, &before)?
-            };
-        }
-        Ok(fates)
+        Ok(())
     }
 
     /// Step 5 of [`DcHandle::retire_deleted`] for one retired candidate whose image was
