@@ -13,6 +13,7 @@
 //! cell's own advanced. A change committed at or below its record's floor is superseded (a
 //! delete of its key was freed on this node since, `deleted.rs`).
 
+use crate::dc::DcHandle;
 use crate::executor::cells_of;
 use crate::lock;
 use crate::memstore::LINE;
@@ -20,7 +21,7 @@ use crate::record::COUNTER_BOUNDARY;
 use crate::record::{encode_cell, Catalog, CellVersion, ThomasRule, COUNTERS, FLOOR_WORD, LOCK_WORD};
 use crate::replay::Apply;
 use crate::ring::RedoEntry;
-use redt_proto::Cts;
+use redt_proto::{Cts, NodeId, Offset, TableId};
 use redt_verbs::region::Region;
 
 /// Applies the changes of the committed `entry` to `region` (the node's own MemStore).
@@ -39,6 +40,22 @@ pub fn apply_committed(region: &Region, catalog: &Catalog, entry: &RedoEntry) ->
 /// [`apply_committed`] under the given [`ThomasRule`] (the simulation's mutant picks the old
 /// one).
 pub fn apply_committed_by(region: &Region, catalog: &Catalog, entry: &RedoEntry, rule: ThomasRule) -> Apply {
+    apply_committed_rows(region, catalog, entry, rule, &mut Vec::new())
+}
+
+/// A record replay wrote a row into: `(table, key, record)`.
+pub type RowWritten = (TableId, u64, Offset);
+
+/// [`apply_committed_by`] that also appends to `rows` each record it wrote a row into (a
+/// cell value not all zero): a delete applied meanwhile may have taken its key out of its
+/// ordered index, which only [`DcHandle::relink_rows`] puts back.
+pub fn apply_committed_rows(
+    region: &Region,
+    catalog: &Catalog,
+    entry: &RedoEntry,
+    rule: ThomasRule,
+    rows: &mut Vec<RowWritten>,
+) -> Apply {
     if let Err(why) = check_records(region, catalog, entry) {
         return Apply::Invalid(why);
     }
@@ -70,6 +87,7 @@ pub fn apply_committed_by(region: &Region, catalog: &Catalog, entry: &RedoEntry,
         region.read(l.record.0 + FLOOR_WORD, &mut floor);
         let superseded = cts.0 <= u64::from_le_bytes(floor) & Cts::MASK;
         let mut written = 0u16;
+        let mut row = false;
         for ch in changes.iter().filter(|_| !superseded) {
             let c = ch.cell as usize;
             if c >= rl.cells() {
@@ -84,6 +102,7 @@ pub fn apply_committed_by(region: &Region, catalog: &Catalog, entry: &RedoEntry,
             if let Some(version) = rule.write(cur, cts, l.seen_version(ch.cell).map(CellVersion)) {
                 region.write(at, &encode_cell(version, &ch.value, rl.cell_bytes[c]));
                 written |= 1 << rl.cell_group[c];
+                row |= ch.value.iter().any(|&b| b != 0);
             }
         }
         for g in cells_of(written as u64) {
@@ -91,8 +110,39 @@ pub fn apply_committed_by(region: &Region, catalog: &Catalog, entry: &RedoEntry,
             region.masked_fetch_and_add(word, 1u64 << (16 * (g % 4)), COUNTER_BOUNDARY);
         }
         region.fetch_and_add(lock_at, lock::release_operand(cas.added));
+        if row {
+            rows.push((l.table, l.key, l.record));
+        }
     }
     Apply::Done
+}
+
+impl DcHandle {
+    /// Puts back into its ordered index the key of each record of `rows` (on `node`, written
+    /// by replay, [`apply_committed_rows`]) that still holds a row and whose key its tree
+    /// lacks. Replay applies a catch-up or a secondary's entry after it was accepted, and a
+    /// delete committed in between, applied by its own phase 2, takes the key out of the tree
+    /// while the record holds no row yet (`ordered.rs`, "Deletes"; sim seed 261, churn,
+    /// world-5dc-n5). Without a gap lock, as [`crate::OrderedIndex::ensure`] does for a
+    /// catch-up's accept: the row is a committed write's.
+    ///
+    /// # Errors
+    /// Verbs and B+-tree errors.
+    pub fn relink_rows(&self, node: NodeId, rows: &[RowWritten]) -> crate::Result<()> {
+        let verbs = self.verbs.as_ref();
+        for &(table, key, record) in rows {
+            if !self.ordered.is_ordered(table) {
+                continue;
+            }
+            let Ok(rl) = self.catalog.layout(table) else { continue };
+            let mut image = vec![0u8; rl.record_bytes as usize];
+            verbs.read(node, record, &mut image)?;
+            if rl.decode(&image).is_some_and(|v| v.key == key && !v.is_absent()) {
+                self.ordered.ensure(verbs, node, table, key, record)?;
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Checks every record `entry` changes: 64-byte aligned (records are allocated in whole

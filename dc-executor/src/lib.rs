@@ -35,7 +35,7 @@ pub mod ring;
 mod snapshot;
 pub use redt_verbs as verbs;
 
-pub use apply::{apply_committed, apply_committed_by};
+pub use apply::{apply_committed, apply_committed_by, apply_committed_rows, RowWritten};
 pub use btree::{
     BTree, BTreeConfig, BTreeCounts, BTreeStats, ReadCheck, TreeShape, DEFAULT_NODE_BYTES, MAX_NODE_BYTES,
     MIN_NODE_BYTES,

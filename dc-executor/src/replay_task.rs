@@ -1,11 +1,13 @@
 //! The per-node replay thread: runs [`Replayer::step`] over the node's own region in a
-//! loop, applying `Committed` entries with [`apply_committed`], and backs off while idle. An
+//! loop, applying `Committed` entries with [`apply_committed_rows`] and putting the keys of
+//! the rows it wrote back into their ordered indexes ([`DcHandle::relink_rows`]), and backs
+//! off while idle. An
 //! entry it cannot apply (`Apply::Invalid`) is logged as an error and counted
 //! ([`ReplayTask::invalid`]); replay goes on past it.
 
-use crate::apply::apply_committed;
+use crate::apply::apply_committed_rows;
 use crate::dc::DcHandle;
-use crate::record::Catalog;
+use crate::record::ThomasRule;
 use crate::replay::Replayer;
 use redt_proto::NodeId;
 use redt_verbs::region::Region;
@@ -34,11 +36,11 @@ pub struct ReplayTask {
 impl ReplayTask {
     /// Starts replaying `node`'s ring in `region` (the node's own MemStore) with the layout
     /// and tables of `dc`; its log lines name the node `name` (its name in the topology).
-    pub fn spawn(region: Arc<Region>, dc: &DcHandle, node: NodeId, name: String) -> ReplayTask {
+    pub fn spawn(region: Arc<Region>, dc: &Arc<DcHandle>, node: NodeId, name: String) -> ReplayTask {
         let stop = Arc::new(AtomicBool::new(false));
         let applied = Arc::new(AtomicU64::new(0));
         let invalid = Arc::new(AtomicU64::new(0));
-        let catalog: Catalog = dc.catalog.clone();
+        let dc = dc.clone();
         let mut replayer = Replayer::new(dc.layout, node);
         let (s, a, bad) = (stop.clone(), applied.clone(), invalid.clone());
         let thread = std::thread::Builder::new()
@@ -48,7 +50,13 @@ impl ReplayTask {
                 let mut unsynced = false;
                 loop {
                     let stopping = s.load(Ordering::Acquire);
-                    let step = replayer.step(&region, &mut |e| apply_committed(&region, &catalog, e));
+                    let mut rows = Vec::new();
+                    let rule = ThomasRule::default();
+                    let step =
+                        replayer.step(&region, &mut |e| apply_committed_rows(&region, &dc.catalog, e, rule, &mut rows));
+                    if let Err(e) = dc.relink_rows(node, &rows) {
+                        tracing::error!(node = %name, "replay could not put a key back into its ordered index: {e}");
+                    }
                     a.fetch_add(step.applied, Ordering::Relaxed);
                     if step.unsynced && !unsynced {
                         tracing::error!(node = %name, "replay could not sync the disk image; the ring's head waits");

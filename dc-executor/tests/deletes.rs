@@ -338,3 +338,47 @@ fn a_row_read_in_a_range_and_written_is_applied_once() {
     commit(&dc, 2, vec![KvOp::Scan(0, 9, 100), KvOp::Write(0, vec![7; 8])]);
     assert_eq!((counter(0), counter(2)), (1, 1), "one write each");
 }
+
+/// A catch-up accepted before a delete's phase 2 and replayed after it: the delete takes the
+/// key out of the tree (the record holds no row then), and the catch-up's newer row lands in
+/// the record. Replay puts the key back ([`redt_dc_executor::DcHandle::relink_rows`]); a
+/// replay that only applies (the rule before sim seed 261, churn, world-5dc-n5) leaves a row
+/// that range reads miss.
+#[test]
+fn a_catch_up_replayed_after_a_delete_puts_its_key_back() {
+    use redt_dc_executor::{apply_committed_by, apply_committed_rows, Replayer, ReplicaChange, ReplicaOrigin};
+    use redt_proto::{DcId, Epoch, NodeId, TxnId};
+    for relink in [true, false] {
+        let dc = TestDc::new(common::topology(1, "256KiB"), false);
+        load(&dc, [4]);
+        let node = dc.node_of(4);
+        let mut exec = dc.executor();
+        let origin = ReplicaOrigin {
+            txn: TxnId::new(NodeId(0), 90),
+            epoch: Epoch(1),
+            coordinator: NodeId(0),
+            participants: vec![DcId(0)],
+        };
+        let change = ReplicaChange { table: T, key: 4, cell: 0, value: vec![7; 8], seen: 0 };
+        let entry = exec.accept_replica(node, &origin, &[change]).unwrap().expect("an entry");
+        // The delete, committed and applied by its phase 2: the key leaves the tree.
+        let (s, v) = run(&dc, 1, vec![KvOp::Delete(4)], None);
+        let deleted = cts_of(&v);
+        exec.finish(s.txn, Decision::Commit(deleted), &v.entries).unwrap();
+        assert!(!dc.in_tree(4), "the delete took the key out");
+        // The catch-up commits after the delete.
+        exec.settle_replica(origin.txn, Decision::Commit(redt_proto::Cts(deleted.0 + 10)), &[entry]).unwrap();
+        let region = dc.local.region(node).unwrap();
+        let mut written = Vec::new();
+        Replayer::new(dc.dc.layout, node).step(region, &mut |e| {
+            if relink {
+                apply_committed_rows(region, &dc.dc.catalog, e, Default::default(), &mut written)
+            } else {
+                apply_committed_by(region, &dc.dc.catalog, e, Default::default())
+            }
+        });
+        dc.dc.relink_rows(node, &written).unwrap();
+        assert_eq!(dc.dc.read_record(node, T, 4).unwrap().unwrap().values[0], vec![7; 8], "the catch-up's row");
+        assert_eq!(dc.in_tree(4), relink, "relink {relink}");
+    }
+}
