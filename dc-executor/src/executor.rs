@@ -387,8 +387,11 @@ pub struct Executor {
     /// Whether phase 1 syncs the disk images before it writes `Logged` entries and before
     /// it returns a commit vote (`durability: disk`); off only as a mutant.
     persist_votes: bool,
-    /// Records committed deletes emptied, waiting to be freed (`deleted.rs`).
+    /// Records committed deletes emptied, waiting to be freed (`deleted.rs`); none are kept
+    /// while freeing is off.
     deleted: DeletedQueue,
+    /// Whether committed deletes' records are freed ([`Executor::set_deleted_grace`]).
+    free_deleted: bool,
     /// Whether freeing a deleted record raises its node's deletion horizon first; off only
     /// as a mutant (an older write of the key then brings it back).
     pub(crate) deletion_horizon: bool,
@@ -470,15 +473,21 @@ impl Executor {
             promise_table: true,
             persist_votes: true,
             deleted: DeletedQueue::new(DELETED_GRACE),
+            free_deleted: false,
             deletion_horizon: true,
         }
     }
 
-    /// Sets how long after its commit timestamp a deleted record may be freed (`deleted.rs`;
-    /// [`DELETED_GRACE`] by default). It must exceed the longest a catch-up may take to reach
-    /// its replica: a replica change older than that on arrival may be turned away.
-    pub fn set_deleted_grace(&mut self, grace: Duration) {
-        self.deleted.set_grace(grace);
+    /// Turns the freeing of deleted records on with `Some(grace)`, how long after its commit
+    /// timestamp a deleted record may be freed (`deleted.rs`), or off with `None` (the
+    /// default). The grace must exceed the longest a catch-up may take to reach its replica:
+    /// a replica change older than that on arrival may be turned away ([`DELETED_GRACE`] is a
+    /// node's default).
+    pub fn set_deleted_grace(&mut self, grace: Option<Duration>) {
+        self.free_deleted = grace.is_some();
+        if let Some(g) = grace {
+            self.deleted.set_grace(g);
+        }
     }
 
     /// Sets whether freeing a deleted record raises its node's deletion horizon first. On by
@@ -1666,7 +1675,7 @@ impl Executor {
                             }
                             // RedT's phase 1 only (it carries a start, which a late copy of
                             // it is checked against: `superseded`).
-                            if entry.start != Cts(0) {
+                            if self.free_deleted && entry.start != Cts(0) {
                                 let (table, key, record) = (l.table, l.key, l.record);
                                 self.deleted.push(DeletedRecord { node: e.node, table, key, record, cts });
                             }

@@ -49,7 +49,7 @@ fn replay(dc: &TestDc) {
 
 fn executor(dc: &TestDc) -> Executor {
     let mut e = dc.executor();
-    e.set_deleted_grace(GRACE);
+    e.set_deleted_grace(Some(GRACE));
     e
 }
 

@@ -323,8 +323,8 @@ pub struct ExecutorCore {
     decision_log: DecisionMemory,
     mutations: ExecutorMutations,
     /// How long after its delete a deleted record may be freed (`redt_dc_executor`'s
-    /// `deleted.rs`).
-    deleted_grace: std::time::Duration,
+    /// `deleted.rs`); `None`: never.
+    deleted_grace: Option<std::time::Duration>,
 }
 
 impl ExecutorCore {
@@ -353,15 +353,15 @@ impl ExecutorCore {
             early_decisions: DecisionMemory::default(),
             decision_log: DecisionMemory::default(),
             mutations: ExecutorMutations::default(),
-            deleted_grace: redt_dc_executor::DELETED_GRACE,
+            deleted_grace: None,
         }
     }
 
-    /// Sets how long after its commit timestamp a deleted record may be freed
-    /// ([`redt_dc_executor::DELETED_GRACE`], 60 s, by default): at least the longest a
-    /// catch-up may take to reach its replica, as the simulation's shorter runs need a shorter
-    /// one.
-    pub fn with_deleted_grace(mut self, grace: std::time::Duration) -> Self {
+    /// Turns the freeing of deleted records on with `Some(grace)`, how long after its commit
+    /// timestamp a deleted record may be freed (a node takes
+    /// [`crate::RecoveryOptions::deleted_grace`] when `limits.free_deleted_records` is set; the
+    /// simulation's shorter runs a shorter one), or off with `None` (the default).
+    pub fn with_deleted_grace(mut self, grace: Option<std::time::Duration>) -> Self {
         self.deleted_grace = grace;
         self.executor.set_deleted_grace(grace);
         self

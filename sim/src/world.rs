@@ -149,9 +149,10 @@ pub struct SimConfig {
     /// reads miss a row (the index check must catch it).
     pub no_relink: bool,
     /// How long after its delete a deleted record may be freed
-    /// ([`ExecutorCore::with_deleted_grace`]): shorter than a run, so that the append-scan
-    /// workload's deleted keys are freed and written again while catch-ups are in flight.
-    pub deleted_grace: Duration,
+    /// ([`ExecutorCore::with_deleted_grace`]; `None`: never, a node's default): shorter than a
+    /// run, so that the churn workload's deleted keys are freed and written again while
+    /// catch-ups are in flight. [`SIM_DELETED_GRACE`] for churn, `None` for the others.
+    pub deleted_grace: Option<Duration>,
 }
 
 /// The simulation's [`SimConfig::deleted_grace`]: longer than a partition or a crash of a run
@@ -177,7 +178,7 @@ impl SimConfig {
             no_voter_repair: false,
             no_gap_locks: false,
             no_relink: false,
-            deleted_grace: SIM_DELETED_GRACE,
+            deleted_grace: (workload == Workload::Churn).then_some(SIM_DELETED_GRACE),
         }
     }
 }

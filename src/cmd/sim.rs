@@ -53,8 +53,8 @@ pub struct SimArgs {
     /// brings it back.
     #[arg(long)]
     mutant_free_deleted_without_horizon: bool,
-    /// How long after its delete a deleted record may be freed (the simulation's default is
-    /// far shorter than a node's 60 s, so runs free records).
+    /// Frees deleted records this long after their delete (the churn workload's default is
+    /// 1 s, far shorter than a node's 60 s, so runs free records; the others free none).
     #[arg(long, value_parser = crate::cmd::duration::run_time)]
     deleted_grace: Option<Duration>,
 }
@@ -76,8 +76,8 @@ pub fn run_sim(a: &SimArgs) -> Result<()> {
         c.no_gap_locks = a.mutant_no_gap_locks;
         c.no_relink = a.mutant_no_relink;
         c.executor_mutations.free_deleted_without_horizon = a.mutant_free_deleted_without_horizon;
-        if let Some(g) = a.deleted_grace {
-            c.deleted_grace = g;
+        if a.deleted_grace.is_some() {
+            c.deleted_grace = a.deleted_grace;
         }
         c
     };

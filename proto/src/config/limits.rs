@@ -22,6 +22,8 @@ pub(super) struct RawLimits {
     max_background_retries: Option<Text>,
     #[serde(default)]
     max_bulk_percent: Option<Text>,
+    #[serde(default)]
+    free_deleted_records: Option<bool>,
 }
 
 impl Resolver<'_> {
@@ -104,6 +106,7 @@ impl Resolver<'_> {
                 false,
             )?,
             max_bulk_percent: self.limit("max_bulk_percent", &raw.max_bulk_percent, d.max_bulk_percent, 100, false)?,
+            free_deleted_records: raw.free_deleted_records.unwrap_or(d.free_deleted_records),
         })
     }
 
