@@ -67,6 +67,16 @@ fn row(dc: &TestDc, key: u64) -> Option<Vec<u8>> {
     r.values.iter().any(|v| v.iter().any(|&b| b != 0)).then(|| r.values[0].clone())
 }
 
+/// The origin of replica redo of transaction `seq`.
+fn origin(seq: u64) -> ReplicaOrigin {
+    ReplicaOrigin {
+        txn: TxnId::new(NodeId(0), seq),
+        epoch: Epoch(1),
+        coordinator: NodeId(0),
+        participants: vec![DcId(0)],
+    }
+}
+
 fn change(key: u64, value: u8) -> ReplicaChange {
     ReplicaChange { table: T, key, cell: 0, value: vec![value; 8], seen: 0 }
 }
@@ -120,12 +130,7 @@ fn an_older_write_of_a_freed_key_is_superseded_and_a_newer_one_lands() {
     assert_eq!(row(&dc, 7), None, "an older write brought a freed key back");
 
     // The same through the ring: accepted, decided, replayed.
-    let origin = ReplicaOrigin {
-        txn: TxnId::new(NodeId(0), 51),
-        epoch: Epoch(1),
-        coordinator: NodeId(0),
-        participants: vec![DcId(0)],
-    };
+    let origin = origin(51);
     let entry = exec.accept_replica(node, &origin, &[change(7, 2)]).unwrap().expect("an entry");
     exec.settle_replica(origin.txn, Decision::Commit(written), &[entry]).unwrap();
     replay(&dc);
@@ -166,12 +171,7 @@ fn a_record_an_unflushed_entry_names_stays_until_the_entry_is_done() {
     let deleted = commit(&dc, &mut exec, 1, vec![KvOp::Delete(7)], 1_000);
     let node = dc.node_of(7);
     // A secondary's accepted entry names the record (and pins it), undecided.
-    let origin = ReplicaOrigin {
-        txn: TxnId::new(NodeId(0), 51),
-        epoch: Epoch(1),
-        coordinator: NodeId(0),
-        participants: vec![DcId(0)],
-    };
+    let origin = origin(51);
     let entry = exec.accept_replica(node, &origin, &[change(7, 2)]).unwrap().expect("an entry");
     replay(&dc);
     let now = past_grace(deleted);

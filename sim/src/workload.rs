@@ -167,26 +167,37 @@ impl Generator {
             // Half the deletes take the window's lowest key, which the window leaves soon: no
             // later append brings it back, so its record is freed once its grace passes.
             let key = if rng.gen_bool(0.5) { lo } else { lo + rng.gen_range(0..CHURN_WINDOW) };
-            self.deleted.insert(key);
-            self.key_end = self.key_end.max(key + 1);
-            return Draw { call: kv_call(self.kv, &[KvOp::Delete(key)]), steps: vec![Step::Delete { key }] };
+            return self.delete(key);
         }
         let n = rng.gen_range(1..=3);
         let (mut steps, mut kv) = (Vec::with_capacity(n), Vec::with_capacity(n));
         for _ in 0..n {
             let key = lo + rng.gen_range(0..CHURN_WINDOW);
-            self.key_end = self.key_end.max(key + 1);
-            if rng.gen_bool(0.3) {
-                steps.push(Step::Op(Op::Read { key, list: None }));
-                kv.push(KvOp::Read(key));
-            } else {
-                let value = self.next_value;
-                self.next_value += 1;
-                steps.push(Step::Op(Op::Append { key, value }));
-                kv.push(KvOp::Append(key, value));
-            }
+            self.read_or_append(rng, key, 0.3, &mut steps, &mut kv);
         }
         Draw { call: kv_call(self.kv, &kv), steps }
+    }
+
+    /// A delete of `key`, which the checker leaves out of the list-append history.
+    fn delete(&mut self, key: u64) -> Draw {
+        self.deleted.insert(key);
+        self.key_end = self.key_end.max(key + 1);
+        Draw { call: kv_call(self.kv, &[KvOp::Delete(key)]), steps: vec![Step::Delete { key }] }
+    }
+
+    /// Adds to a transaction a point read of `key` (with probability `read`) or an append of a
+    /// fresh value to it.
+    fn read_or_append(&mut self, rng: &mut StdRng, key: u64, read: f64, steps: &mut Vec<Step>, kv: &mut Vec<KvOp>) {
+        self.key_end = self.key_end.max(key + 1);
+        if rng.gen_bool(read) {
+            steps.push(Step::Op(Op::Read { key, list: None }));
+            kv.push(KvOp::Read(key));
+        } else {
+            let value = self.next_value;
+            self.next_value += 1;
+            steps.push(Step::Op(Op::Append { key, value }));
+            kv.push(KvOp::Append(key, value));
+        }
     }
 
     /// An append-scan transaction: 1–4 operations on the window's keys, a third of them scans
@@ -200,9 +211,7 @@ impl Generator {
             // Spread over the window without drawing from `rng`, so the other transactions
             // stay what they were.
             let key = lo + (self.drawn / DELETE_EVERY * 7) % SCAN_WINDOW;
-            self.deleted.insert(key);
-            self.key_end = self.key_end.max(key + 1);
-            return Draw { call: kv_call(self.kv, &[KvOp::Delete(key)]), steps: vec![Step::Delete { key }] };
+            return self.delete(key);
         }
         let n = rng.gen_range(1..=4);
         let (mut steps, mut kv) = (Vec::with_capacity(n), Vec::with_capacity(n));
@@ -218,16 +227,7 @@ impl Generator {
                 kv.push(KvOp::Scan(key, to, limit));
                 continue;
             }
-            self.key_end = self.key_end.max(key + 1);
-            if rng.gen_bool(0.5) {
-                steps.push(Step::Op(Op::Read { key, list: None }));
-                kv.push(KvOp::Read(key));
-            } else {
-                let value = self.next_value;
-                self.next_value += 1;
-                steps.push(Step::Op(Op::Append { key, value }));
-                kv.push(KvOp::Append(key, value));
-            }
+            self.read_or_append(rng, key, 0.5, &mut steps, &mut kv);
         }
         Draw { call: kv_call(self.kv, &kv), steps }
     }
