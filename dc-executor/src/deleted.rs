@@ -102,18 +102,8 @@ pub enum DeletedFate {
 impl DcHandle {
     /// The block of `node`'s deletion horizons, made now if `create` and none exists yet.
     fn horizons(&self, node: NodeId, create: bool) -> Result<Option<Offset>> {
-        let verbs = self.verbs.as_ref();
-        let mut w = [0u8; 8];
-        verbs.read(node, self.layout.deletion_horizons_offset(), &mut w)?;
-        let at = u64::from_le_bytes(w);
-        if at != 0 || !create {
-            return Ok((at != 0).then_some(Offset(at)));
-        }
-        // Fresh heap is zero: every horizon 0. Two first retirements may both make one; the
-        // loser's block stays allocated (once per node).
-        let made = self.layout.alloc(verbs, node, HORIZON_SLOTS * 8)?;
-        let old = verbs.compare_and_swap(node, self.layout.deletion_horizons_offset(), 0, made.0)?;
-        Ok(Some(Offset(if old == 0 { made.0 } else { old })))
+        let word = self.layout.deletion_horizons_offset();
+        self.layout.linked_block(self.verbs.as_ref(), node, word, HORIZON_SLOTS * 8, &[], create)
     }
 
     /// The offset of the horizon of `(table, key)`'s slot in the block at `block`.
@@ -358,11 +348,6 @@ impl DeletedQueue {
             freed: 0,
             forgotten: 0,
         }
-    }
-
-    /// The grace, in ms.
-    pub fn grace_ms(&self) -> u64 {
-        self.grace_ms
     }
 
     /// Sets the grace.

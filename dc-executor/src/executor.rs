@@ -1669,13 +1669,15 @@ impl Executor {
                         // same record (this transaction's range row) releases its gap lock
                         // with the batch, before the key leaves the tree.
                         let exclusive = l.lock_bits & lock::exclusive_bits(u16::MAX) != 0;
-                        if exclusive && clears(l, &entry.changes) {
-                            if self.dc.ordered.is_ordered(l.table) {
+                        // Freed later: RedT's phase 1 only (it carries a start, which a late
+                        // copy of it is checked against: `superseded`).
+                        let ordered = self.dc.ordered.is_ordered(l.table);
+                        let freed = self.free_deleted && entry.start != Cts(0);
+                        if exclusive && (ordered || freed) && clears(l, &entry.changes) {
+                            if ordered {
                                 deletes.push(l);
                             }
-                            // RedT's phase 1 only (it carries a start, which a late copy of
-                            // it is checked against: `superseded`).
-                            if self.free_deleted && entry.start != Cts(0) {
+                            if freed {
                                 let (table, key, record) = (l.table, l.key, l.record);
                                 self.deleted.push(DeletedRecord { node: e.node, table, key, record, cts });
                             }

@@ -53,17 +53,7 @@ fn class(bytes: u64) -> Option<u64> {
 
 /// The directory of `node`, made now if `create` and none exists yet; `None` if there is none.
 fn directory(verbs: &dyn Verbs, node: NodeId, layout: &Layout, create: bool) -> Result<Option<Offset>> {
-    let mut w = [0u8; 8];
-    verbs.read(node, layout.free_directory_offset(), &mut w)?;
-    let at = u64::from_le_bytes(w);
-    if at != 0 || !create {
-        return Ok((at != 0).then_some(Offset(at)));
-    }
-    // Fresh heap is zero: an empty directory. Two first retirements may both make one; the
-    // loser's block stays allocated (once per node, 576 bytes).
-    let made = layout.alloc(verbs, node, DIRECTORY_BYTES)?;
-    let old = verbs.compare_and_swap(node, layout.free_directory_offset(), 0, made.0)?;
-    Ok(Some(Offset(if old == 0 { made.0 } else { old })))
+    layout.linked_block(verbs, node, layout.free_directory_offset(), DIRECTORY_BYTES, &[], create)
 }
 
 fn head_at(dir: Offset, class: u64) -> Offset {

@@ -212,6 +212,39 @@ impl Layout {
         Offset(DELETION_HORIZONS)
     }
 
+    /// The heap block that the node-line word at `word` names (the ordered-index directory,
+    /// the free lists', the deletion horizons'): `None` while the word is 0, unless `create`,
+    /// which allocates `bytes` of heap, WRITEs `init` followed by zeros over all of it and
+    /// links it by a compare-and-swap of the word from 0. Two makers at once
+    /// both allocate; the loser's block stays allocated (once per node and word) and it takes
+    /// the winner's.
+    ///
+    /// # Errors
+    /// Verbs errors; [`Error::HeapFull`].
+    pub fn linked_block(
+        &self,
+        verbs: &dyn Verbs,
+        node: NodeId,
+        word: Offset,
+        bytes: u64,
+        init: &[u8],
+        create: bool,
+    ) -> Result<Option<Offset>> {
+        let mut w = [0u8; 8];
+        verbs.read(node, word, &mut w)?;
+        let at = u64::from_le_bytes(w);
+        if at != 0 || !create {
+            return Ok((at != 0).then_some(Offset(at)));
+        }
+        let made = self.alloc(verbs, node, bytes)?;
+        let mut image = vec![0u8; bytes as usize];
+        let n = init.len().min(image.len());
+        image[..n].copy_from_slice(&init[..n]);
+        verbs.write(node, made, &image)?;
+        let old = verbs.compare_and_swap(node, word, 0, made.0)?;
+        Ok(Some(Offset(if old == 0 { made.0 } else { old })))
+    }
+
     /// Starts a new incarnation of `node` on its MemStore: one fetch-and-add of 1 on its
     /// incarnation counter, so the count lives as long as the rest of the MemStore (a
     /// restarted process finds it in the shared-memory file). Returns the new incarnation:

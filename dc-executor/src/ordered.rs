@@ -270,22 +270,11 @@ impl OrderedIndex {
         if let Some(d) = self.handles.lock().expect("ordered-index handles lock").get(&node).and_then(|h| h.directory) {
             return Ok(Some(d));
         }
+        // Its first word is the slot count; the slots start zero.
         let word = self.layout.ordered_directory_offset();
-        let mut raw = [0u8; 8];
-        verbs.read(node, word, &mut raw)?;
-        let mut dir = u64::from_le_bytes(raw);
-        if dir == 0 {
-            if !create {
-                return Ok(None);
-            }
-            let block = self.layout.alloc(verbs, node, 8 * (1 + self.slot_count))?;
-            let mut bytes = vec![0u8; 8 * (1 + self.slot_count as usize)];
-            bytes[..8].copy_from_slice(&self.slot_count.to_le_bytes());
-            verbs.write(node, block, &bytes)?;
-            let old = verbs.compare_and_swap(node, word, 0, block.0)?;
-            dir = if old == 0 { block.0 } else { old };
-        }
-        let dir = Offset(dir);
+        let bytes = 8 * (1 + self.slot_count);
+        let init = self.slot_count.to_le_bytes();
+        let Some(dir) = self.layout.linked_block(verbs, node, word, bytes, &init, create)? else { return Ok(None) };
         self.handles.lock().expect("ordered-index handles lock").entry(node).or_default().directory = Some(dir);
         Ok(Some(dir))
     }
