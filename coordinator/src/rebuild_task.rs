@@ -13,7 +13,7 @@
 
 use crate::node::Node;
 use redt_proto::{Epoch, NodeId, PartitionId};
-use redt_protocol::rebuild::{Rebuild, RebuildAction, RebuildOptions, RebuildProgress, RebuildState};
+use redt_protocol::rebuild::{Purged, Rebuild, RebuildAction, RebuildOptions, RebuildProgress, RebuildState};
 use std::sync::{Arc, Weak};
 use std::time::Instant;
 use tokio::task::JoinSet;
@@ -75,10 +75,11 @@ fn start_learners(node: &Arc<Node>) {
     }
 }
 
-/// What came back for one attempt or apply.
+/// What came back for one attempt, apply or purge step.
 enum Event {
     Reply(u64, Result<redt_protocol::message::Reply, String>),
     Applied(usize, Result<usize, String>),
+    Purged(Result<Purged, String>),
 }
 
 async fn run(node: Weak<Node>, partition: PartitionId, role: Role, voters: Vec<NodeId>) {
@@ -91,7 +92,17 @@ async fn run(node: Weak<Node>, partition: PartitionId, role: Role, voters: Vec<N
 async fn run_copy(node: &Weak<Node>, partition: PartitionId, role: Role, voters: Vec<NodeId>) {
     let started = Instant::now();
     let (Role::Learner(added_in) | Role::Repair(added_in)) = role;
-    let mut machine = Rebuild::start(partition, added_in, &voters, RebuildOptions::default(), started);
+    let mut machine = match role {
+        Role::Learner(_) => {
+            // The keys refreshed from here on are noted before the first chunk is applied.
+            let Some(n) = node.upgrade() else { return };
+            if n.exec.run(move |core, _| core.begin_refresh(partition)).await.is_none() {
+                return;
+            }
+            Rebuild::start(partition, added_in, &voters, RebuildOptions::default(), started)
+        }
+        Role::Repair(_) => Rebuild::start_repair(partition, added_in, &voters, RebuildOptions::default(), started),
+    };
     let mut pending: JoinSet<Event> = JoinSet::new();
     let mut last_log = started;
     loop {
@@ -130,6 +141,20 @@ async fn run_copy(node: &Weak<Node>, partition: PartitionId, role: Role, voters:
                         Event::Applied(source, applied)
                     });
                 }
+                RebuildAction::Purge { from_bucket } => {
+                    let on = n.clone();
+                    pending.spawn(async move {
+                        let purged = on
+                            .exec
+                            .run(move |core, _| match core.purge_unrefreshed(partition, from_bucket) {
+                                Ok(step) => step,
+                                Err(e) => Err(e.to_string()),
+                            })
+                            .await
+                            .unwrap_or_else(|| Err("node shutting down".into()));
+                        Event::Purged(purged)
+                    });
+                }
             }
         }
         let progress = machine.progress();
@@ -150,7 +175,7 @@ async fn run_copy(node: &Weak<Node>, partition: PartitionId, role: Role, voters:
         if done {
             tracing::info!(
                 node = %n.name(), %partition, epoch = %added_in, records = progress.records, bytes = progress.bytes,
-                ms = started.elapsed().as_millis() as u64,
+                purged = progress.purged, ms = started.elapsed().as_millis() as u64,
                 "rebuild copied: the learner is filled and waits for its promotion"
             );
             return;
@@ -170,6 +195,7 @@ async fn run_copy(node: &Weak<Node>, partition: PartitionId, role: Role, voters:
                 Event::Reply(attempt, Ok(reply)) => machine.handle_reply(attempt, reply, Instant::now()),
                 Event::Reply(attempt, Err(e)) => machine.handle_failure(attempt, &e, Instant::now()),
                 Event::Applied(source, result) => machine.applied(source, result, Instant::now()),
+                Event::Purged(result) => machine.purged(result, Instant::now()),
             },
             _ = crate::node::sleep_until_opt(deadline) => machine.handle_timeout(Instant::now()),
             // Look at the placement again now and then (a promotion, a removed voter).

@@ -509,6 +509,7 @@ impl NodeStatus {
                     bytes: s.progress.bytes,
                     sources_done: s.progress.sources_done as u32,
                     sources: s.progress.sources as u32,
+                    purged: s.progress.purged,
                     filled: s.filled,
                     last_error: s.last_error.clone().unwrap_or_default(),
                 })
@@ -624,6 +625,7 @@ impl NodeStatus {
                         bytes: m.bytes,
                         sources_done: m.sources_done as usize,
                         sources: m.sources as usize,
+                        purged: m.purged,
                     };
                     let last_error = (!m.last_error.is_empty()).then(|| m.last_error.clone());
                     let state = redt_protocol::rebuild::RebuildState {

@@ -1200,3 +1200,167 @@ fn a_short_phase1_runs_while_a_large_one_is_on_the_side_thread() {
     }
     assert_eq!((load.short_jobs, load.bulk_jobs), (4, 1), "the side thread's job counts as bulk: {load:?}");
 }
+
+/// The grace of the deleted-record tests below.
+const DELETED_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// A decided catch-up of transaction `seq` writing `value` (empty: a delete) to kv key `key`,
+/// committed at `cts`.
+fn catch_up(
+    topology: &Topology,
+    seq: u64,
+    key: u64,
+    value: Vec<u8>,
+    cts: redt_proto::Cts,
+) -> redt_protocol::message::Request {
+    use redt_dc_executor::{ReplicaChange, ReplicaOrigin};
+    use redt_protocol::message::{Accept, Request};
+    let kv = topology.table_by_name("kv").expect("kv table").id;
+    let txn = TxnId::new(NodeId(3), seq);
+    Request::Accept(Accept {
+        origin: ReplicaOrigin { txn, epoch: topology.epoch, coordinator: NodeId(3), participants: vec![DcId(0)] },
+        changes: vec![ReplicaChange { table: kv, key, cell: 0, value, seen: 0 }],
+        decided: Some(Decision::Commit(cts)),
+        behind: false,
+    })
+}
+
+/// One replay pass over node 0's ring.
+fn replay_node0(dc: &DcHandle, region: &redt_dc_executor::Region) {
+    use redt_dc_executor::{apply_committed, Replayer};
+    Replayer::new(dc.layout, NodeId(0)).step(region, &mut |e| apply_committed(region, &dc.catalog, e));
+}
+
+/// The physical time (ms) past the grace of a delete committed at `cts`.
+fn past_deleted_grace(cts: redt_proto::Cts) -> u64 {
+    (cts.0 >> redt_dc_executor::LOGICAL_BITS) + DELETED_GRACE.as_millis() as u64 + 1
+}
+
+/// A replica that applies a delete through a catch-up, not its own phase 2, frees the record
+/// too, once the delete is applied and its grace has passed: a replica keeping the delete's
+/// versions where the others freed the record would report them where the others report
+/// none, and every later transaction on the key would count the others stale.
+#[test]
+fn a_delete_a_catch_up_brings_is_freed_here_too() {
+    let (core, dc, topology, region) = core_with_region();
+    let mut core = core.with_deleted_grace(Some(DELETED_GRACE));
+    let kv = topology.table_by_name("kv").expect("kv table").id;
+    let (wrote, deleted) = (redt_proto::Cts(4_000_000), redt_proto::Cts(5_000_000));
+    let reply = core.handle(NodeId(2), catch_up(&topology, 1, 4, vec![7; 8], wrote), 1).reply;
+    assert_eq!(reply, redt_protocol::message::Reply::Accepted(true));
+    replay_node0(&dc, &region);
+    let reply = core.handle(NodeId(2), catch_up(&topology, 2, 4, vec![], deleted), 1).reply;
+    assert_eq!(reply, redt_protocol::message::Reply::Accepted(true));
+    assert_eq!(core.deleted_records().1, 1, "the shipped delete is remembered");
+    // Not replayed yet: the record still holds the row, and waits.
+    core.retire_deleted(past_deleted_grace(deleted));
+    assert!(dc.index.lookup(dc.verbs.as_ref(), NodeId(0), kv, 4).expect("lookup").is_some(), "freed before applied");
+    assert_eq!(core.deleted_records().1, 1, "kept for another try");
+    replay_node0(&dc, &region);
+    core.retire_deleted(past_deleted_grace(deleted) + 2_000);
+    assert!(dc.index.lookup(dc.verbs.as_ref(), NodeId(0), kv, 4).expect("lookup").is_none(), "freed once applied");
+    assert_eq!(core.deleted_records().0, 1);
+    assert_eq!(dc.deletion_horizon(NodeId(0), kv, 4).expect("horizon"), deleted);
+}
+
+/// A started core sweeps its node's records once and frees the deleted records a previous
+/// life of the process remembered in memory only; with freeing off it frees nothing.
+#[test]
+fn a_started_core_sweeps_for_deleted_records_its_last_life_forgot() {
+    let (core, dc, topology, region, epochs) = core_with_epochs();
+    let mut core = core.with_deleted_grace(None);
+    let kv = topology.table_by_name("kv").expect("kv table").id;
+    let (wrote, deleted) = (redt_proto::Cts(4_000_000), redt_proto::Cts(5_000_000));
+    for (seq, key) in [(1, 4), (3, 5)] {
+        core.handle(NodeId(2), catch_up(&topology, seq, key, vec![7; 8], wrote), 1);
+    }
+    core.handle(NodeId(2), catch_up(&topology, 2, 4, vec![], deleted), 1);
+    replay_node0(&dc, &region);
+    let later = past_deleted_grace(deleted);
+    for _ in 0..1_000 {
+        core.retire_deleted(later);
+    }
+    assert!(dc.index.lookup(dc.verbs.as_ref(), NodeId(0), kv, 4).expect("lookup").is_some(), "freeing is off");
+    // The process starts again with freeing on.
+    let mut core =
+        ExecutorCore::new(epochs, NodeId(0), dc.clone(), Arc::new(Hlc::new())).with_deleted_grace(Some(DELETED_GRACE));
+    let sweeps = dc.layout.index_buckets().div_ceil(64) + 1;
+    for _ in 0..sweeps {
+        core.retire_deleted(later);
+    }
+    // Due ones wait behind the sweep's last step for one more request.
+    core.retire_deleted(later);
+    assert!(dc.index.lookup(dc.verbs.as_ref(), NodeId(0), kv, 4).expect("lookup").is_none(), "the sweep found it");
+    assert!(dc.index.lookup(dc.verbs.as_ref(), NodeId(0), kv, 5).expect("lookup").is_some(), "a row stays");
+    assert_eq!(core.deleted_records().0, 1);
+}
+
+/// The purge that ends a learner's copy: a row held from before that neither a chunk nor a
+/// catch-up refreshed is emptied and freed; a row a chunk brought, one a catch-up wrote since
+/// the copy began, and rows of other partitions stay. Without `begin_refresh` nothing is
+/// purged. The mutant purges nothing.
+#[test]
+fn the_purge_after_a_copy_empties_only_what_nothing_refreshed() {
+    let (core, dc, topology, region, epochs) = core_with_epochs();
+    let mut core = core.with_deleted_grace(Some(DELETED_GRACE));
+    let kv = topology.table_by_name("kv").expect("kv table").id;
+    let table = topology.table(kv).expect("kv");
+    let p = topology.partition_of(table, 0);
+    let ours: Vec<u64> = (0..64).filter(|&k| topology.partition_of(table, k) == p).take(3).collect();
+    let other = (0..64).find(|&k| topology.partition_of(table, k) != p).expect("a key of another partition");
+    let (stale, copied, caught_up) = (ours[0], ours[1], ours[2]);
+    let old = redt_proto::Cts(4_000_000);
+    for (seq, key) in [(1, stale), (2, other)] {
+        core.handle(NodeId(2), catch_up(&topology, seq, key, vec![7; 8], old), 1);
+    }
+    replay_node0(&dc, &region);
+    let row = |key: u64| {
+        dc.read_record(NodeId(0), kv, key)
+            .expect("reads")
+            .is_some_and(|r| r.values.iter().any(|v| v.iter().any(|&b| b != 0)))
+    };
+    let purge_all = |core: &mut ExecutorCore| {
+        let mut from = 0;
+        let mut rows = 0;
+        for _ in 0..10_000 {
+            match core.purge_unrefreshed(p, from).expect("purges") {
+                Ok(step) => {
+                    rows += step.rows;
+                    match step.next {
+                        Some(n) => from = n,
+                        None => return Ok(rows),
+                    }
+                }
+                Err(why) => return Err(why),
+            }
+        }
+        panic!("the purge never ends");
+    };
+    assert!(purge_all(&mut core).is_err(), "no copy under way: nothing to purge after");
+    core.begin_refresh(p);
+    let chunk = redt_dc_executor::SnapshotRecord {
+        table: kv,
+        key: copied,
+        cells: vec![redt_dc_executor::SnapshotCell { cell: 0, version: old.0, value: vec![9; 8] }],
+    };
+    assert_eq!(core.apply_snapshot(&[chunk], redt_proto::Cts(0)).expect("applies"), 1);
+    core.handle(NodeId(2), catch_up(&topology, 3, caught_up, vec![5; 8], redt_proto::Cts(6_000_000)), 1);
+    replay_node0(&dc, &region);
+    assert_eq!(purge_all(&mut core), Ok(1), "one row purged");
+    assert!(!row(stale), "the row nothing refreshed is emptied");
+    assert!(row(copied) && row(caught_up) && row(other), "the refreshed rows and other partitions' stay");
+    core.retire_deleted(past_deleted_grace(old) + 10_000);
+    assert!(dc.index.lookup(dc.verbs.as_ref(), NodeId(0), kv, stale).expect("lookup").is_none(), "and freed");
+    assert!(purge_all(&mut core).is_err(), "the noted keys are forgotten at the end");
+
+    // The mutant keeps the stale row.
+    let (core, dc, _, region, _) = core_with_epochs();
+    let mutations = redt_coordinator::ExecutorMutations { keep_unrefreshed: true, ..Default::default() };
+    let mut core = core.with_mutations(mutations);
+    core.handle(NodeId(2), catch_up(&topology, 1, stale, vec![7; 8], old), 1);
+    replay_node0(&dc, &region);
+    core.begin_refresh(p);
+    assert_eq!(purge_all(&mut core), Ok(0));
+    let _ = epochs;
+    assert!(dc.read_record(NodeId(0), kv, stale).expect("reads").is_some_and(|r| r.values[0][0] == 7));
+}

@@ -95,7 +95,8 @@ pub enum DeletedFate {
     /// landed (whose own delete, if any, is a candidate of its own), the key moved. Drop it.
     Kept,
     /// In use now (locked, pinned, named by an unflushed ring entry, retired by someone
-    /// else): try again later.
+    /// else), or its delete not applied here yet (older than the delete, holding a row):
+    /// try again later.
     Busy,
 }
 
@@ -253,8 +254,16 @@ impl DcHandle {
             }
             let mut image = vec![0u8; rl.record_bytes as usize];
             verbs.read(node, c.record, &mut image)?;
-            let Some(v) = rl.decode(&image).filter(|v| v.key == c.key && v.is_absent()) else { continue };
+            let Some(v) = rl.decode(&image).filter(|v| v.key == c.key) else { continue };
             let newest = v.newest_cts();
+            if !v.is_absent() {
+                // A delete this node has not applied yet (a catch-up's, waiting for replay):
+                // tried again later. A newer write brought the row back: dropped.
+                if newest < c.cts {
+                    fates[i] = DeletedFate::Busy;
+                }
+                continue;
+            }
             if newest > not_after {
                 continue;
             }

@@ -75,7 +75,7 @@ use crate::record::{counter_increment, lock_word};
 use crate::record::{encode_cell, CellVersion, RecordLayout};
 use crate::ring::{self, Change, EntryStatus, LockIntent, RedoEntry, RingWriter, VoteCode, VoteState, VoteWord};
 use crate::verbs::DoorbellBatch;
-use redt_proto::{Cts, DcId, Epoch, NodeId, Offset, TxnId};
+use redt_proto::{Cts, DcId, Epoch, NodeId, Offset, TableId, TxnId};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -495,6 +495,29 @@ impl Executor {
     /// of a freed key brings it back).
     pub fn set_deletion_horizon(&mut self, on: bool) {
         self.deletion_horizon = on;
+    }
+
+    /// Remembers the record of `(table, key)` on `node` as emptied by a delete committed at
+    /// `cts` that reached the node another way than this executor's phase 2: a catch-up, a
+    /// snapshot copy, a rebuild's purge, the sweep after a start (`deleted.rs`). Freed once
+    /// its grace has passed if it holds no row then; one the delete has not reached yet is
+    /// tried again. Nothing when freeing is off or the key has no record.
+    ///
+    /// # Errors
+    /// Index and verbs errors.
+    pub fn queue_deleted(&mut self, node: NodeId, table: TableId, key: u64, cts: Cts) -> Result<()> {
+        if !self.free_deleted {
+            return Ok(());
+        }
+        if let Some(record) = self.dc.index.lookup(self.dc.verbs.as_ref(), node, table, key)? {
+            self.deleted.push(DeletedRecord { node, table, key, record, cts });
+        }
+        Ok(())
+    }
+
+    /// Whether committed deletes' records are freed ([`Executor::set_deleted_grace`]).
+    pub fn frees_deleted(&self) -> bool {
+        self.free_deleted
     }
 
     /// The records committed deletes emptied that wait for their grace, and what came of the

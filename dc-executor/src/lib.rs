@@ -69,7 +69,8 @@ pub use ring::{
     Gap, LockIntent, OwedEntry, RedoEntry, RingScan, RingWriter, VoteCode, VoteState, VoteWord,
 };
 pub use snapshot::{
-    apply_snapshot, apply_snapshot_by, read_snapshot, SnapshotApplied, SnapshotCell, SnapshotChunk, SnapshotRecord,
+    apply_snapshot, apply_snapshot_by, purge_records, read_snapshot, SnapshotApplied, SnapshotCell, SnapshotChunk,
+    SnapshotRecord,
 };
 pub use verbs::{
     Completion, DoorbellBatch, LocalVerbs, ServerCounts, ServerCountsHandle, ServerLimits, TcpVerbs, TcpVerbsServer,

@@ -345,3 +345,88 @@ pub fn apply_snapshot_by(
     }
     Ok(done)
 }
+
+/// Empties the rows of `keys` (records of `node`) that a rebuilt learner holds but no voter's
+/// snapshot copy refreshed (docs/design.md, "Rebuild", "What the copy did not refresh"): a
+/// key its voters deleted and freed while this node was away, whose old value would
+/// otherwise stay here for good.
+///
+/// Per key, in order: find its record (a key with none is skipped); take the exclusive bits
+/// of every cell group with one masked compare-and-swap on its lock word; READ it; if it
+/// still holds a row, write every cell that holds a value as zero bytes, its version raised
+/// to `at` (the cell's own advanced to `at` when older, kept when as new or newer), so a
+/// write older than `at` that reaches the replica later is turned away by the Thomas write
+/// rule, as a delete at `at` would turn it; bump the update counters of the groups written;
+/// take the key out of its ordered index, as a committed delete's phase 2 does; release.
+///
+/// Stops at the first record a group of which is held, returning how many keys it handled
+/// before it ([`SnapshotApplied::applied`]; `cells_written` counts the cells emptied): the
+/// caller retries the rest later.
+///
+/// # Errors
+/// [`Error::UnknownTable`] for a table not in the schema; [`Error::NotFound`] if the index
+/// points at a record of another key; index and verbs errors.
+pub fn purge_records(
+    dc: &DcHandle,
+    node: NodeId,
+    keys: &[(TableId, u64)],
+    at: redt_proto::Cts,
+) -> Result<SnapshotApplied> {
+    let verbs = dc.verbs.as_ref();
+    let found = dc.index.lookup_many(verbs, node, keys)?;
+    let mut done = SnapshotApplied::default();
+    for (&(table, key), record) in keys.iter().zip(found) {
+        let Some(record) = record else {
+            done.applied += 1;
+            continue;
+        };
+        let rl = dc.catalog.layout(table)?;
+        let groups = rl.groups_of(rl.all_cells());
+        let cas = lock::plan(0, groups, 0).expect("a zero guess never conflicts");
+        let old = verbs.masked_compare_and_swap(node, lock_word(record), cas.compare, cas.mask, cas.swap, cas.mask)?;
+        if lock::outcome(&cas, old) != lock::LockOutcome::Acquired {
+            if old == crate::free_list::RETIRED {
+                dc.help_retirement(node, table, key, record)?;
+            }
+            return Ok(done);
+        }
+        let release = |result: Result<()>| -> Result<()> {
+            verbs.fetch_and_add(node, lock_word(record), lock::release_operand(cas.added))?;
+            result
+        };
+        let mut image = vec![0u8; rl.record_bytes as usize];
+        if let Err(e) = verbs.read(node, record, &mut image) {
+            return release(Err(e.into())).map(|()| done);
+        }
+        let view = match rl.decode(&image) {
+            Some(v) if v.key == key => v,
+            _ => return release(Err(Error::NotFound { node, table, key })).map(|()| done),
+        };
+        if view.is_absent() {
+            release(Ok(()))?;
+            done.applied += 1;
+            continue;
+        }
+        let mut batch = DoorbellBatch::new();
+        let mut written = 0u16;
+        for cell in 0..rl.cells() {
+            if view.value(cell).iter().all(|&b| b == 0) {
+                continue;
+            }
+            let cur = view.version(cell);
+            let version = if cur.cts() < at { cur.next(at) } else { cur };
+            let offset = rl.cell_offsets[cell];
+            batch.write(Offset(record.0 + offset), encode_cell(version, &[], rl.cell_bytes[cell]));
+            written |= 1 << rl.cell_group[cell];
+            done.cells_written += 1;
+        }
+        push_counter_increments(&mut batch, record, written);
+        if let Err(e) = verbs.post_batch(node, &mut batch) {
+            return release(Err(e.into())).map(|()| done);
+        }
+        let unlinked = dc.ordered.unlink(verbs, node, table, key, record, cas.added).map(drop);
+        release(unlinked)?;
+        done.applied += 1;
+    }
+    Ok(done)
+}

@@ -593,6 +593,9 @@ pub struct RebuildMsg {
     /// Why the last try failed, if one did (empty: none).
     #[prost(string, tag = "8")]
     pub last_error: String,
+    /// Rows emptied after the copy because no voter's copy refreshed them.
+    #[prost(uint64, tag = "9")]
+    pub purged: u64,
 }
 
 /// An undecided transaction past its phase-1 deadline, as one node sees it.

@@ -51,13 +51,14 @@ use crate::message::{
     SnapshotRead,
 };
 use crate::plan;
+use crate::rebuild::Purged;
 use redt_dc_executor::{
     AbortReason, BoundedMap, DcHandle, Decision, EntryRef, Executor, Gap, Hlc, OwedEntry, RedoEntry, ReplicaChange,
     ReplicaOrigin, RingScan, SubTxn, TxnSet, Vote,
 };
 use redt_proto::error_code;
 use redt_proto::{Ballot, Cts, DcId, Epoch, NodeId, PartitionId, TxnId};
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 
 /// A catch-up source's way of deciding its entries: each entry's catch-up mask, and the commit
@@ -66,6 +67,9 @@ type Owing<'a> = (&'a dyn Fn(&RedoEntry) -> u8, Cts);
 
 /// Index buckets one snapshot chunk scans at most (256 KiB of index).
 const SNAPSHOT_BUCKETS: u64 = 4096;
+
+/// Index buckets the sweep for deleted records after a start reads per request.
+const SWEEP_BUCKETS: u64 = 64;
 
 /// How many transaction ids each bounded memory (fences, decided here) remembers.
 const FENCE_MEMORY: usize = redt_dc_executor::TxnSet::CAP;
@@ -124,6 +128,10 @@ pub struct ExecutorMutations {
     /// Freeing a deleted record does not raise its node's deletion horizon, so a catch-up of
     /// an older write of the key, arriving after the free, creates the key again.
     pub free_deleted_without_horizon: bool,
+    /// A learner's copy ends without emptying the rows no voter's copy refreshed
+    /// ([`ExecutorCore::purge_unrefreshed`] purges nothing), so a key its voters deleted and
+    /// freed while it was away keeps its old value there.
+    pub keep_unrefreshed: bool,
 }
 
 impl ExecutorMutations {
@@ -325,6 +333,12 @@ pub struct ExecutorCore {
     /// How long after its delete a deleted record may be freed (`redt_dc_executor`'s
     /// `deleted.rs`); `None`: never.
     deleted_grace: Option<std::time::Duration>,
+    /// Partitions this node is a learner of whose snapshot copy is under way, with the keys a
+    /// chunk or a replica change wrote since it began ([`ExecutorCore::begin_refresh`]).
+    refreshed: HashMap<PartitionId, HashSet<(redt_proto::TableId, u64)>>,
+    /// The next index bucket of the sweep for deleted records after a start
+    /// ([`ExecutorCore::retire_deleted`]); `None` once done.
+    sweep: Option<u64>,
 }
 
 impl ExecutorCore {
@@ -354,6 +368,8 @@ impl ExecutorCore {
             decision_log: DecisionMemory::default(),
             mutations: ExecutorMutations::default(),
             deleted_grace: None,
+            refreshed: HashMap::new(),
+            sweep: Some(0),
         }
     }
 
@@ -499,10 +515,34 @@ impl ExecutorCore {
     /// idle for its grace is freed on every replica before the next transaction reads it. A
     /// failure is logged, not answered: the records stay for another try.
     pub fn retire_deleted(&mut self, now_ms: u64) {
-        if let Err(e) = self.executor.retire_deleted_due(now_ms) {
+        let done = self.sweep_deleted().and_then(|()| Ok(self.executor.retire_deleted_due(now_ms)?));
+        if let Err(e) = done {
             let t = self.epochs.current();
             tracing::warn!(node = %t.node_name(self.node), "freeing deleted records failed: {}", e.named(&t));
         }
+    }
+
+    /// One step of the sweep a started core makes once over its node's records, when freeing
+    /// is on: the deleted records a previous life of the process remembered to free (its
+    /// queue is in memory) are remembered again. [`SWEEP_BUCKETS`] index buckets per request;
+    /// a bucket holding a record in use is swept again at the next.
+    fn sweep_deleted(&mut self) -> Result<()> {
+        let Some(from) = self.sweep else { return Ok(()) };
+        if !self.executor.frees_deleted() {
+            self.sweep = None;
+            return Ok(());
+        }
+        let dc = self.executor.dc().clone();
+        let chunk = redt_dc_executor::read_snapshot(&dc, self.node, from, SWEEP_BUCKETS, usize::MAX, &|_, _| true)?;
+        for r in chunk.records.iter().filter(|r| r.cells.iter().all(|c| c.value.iter().all(|&b| b == 0))) {
+            let newest =
+                r.cells.iter().map(|c| redt_dc_executor::CellVersion(c.version).cts()).max().unwrap_or_default();
+            if newest != Cts(0) {
+                self.executor.queue_deleted(self.node, r.table, r.key, newest)?;
+            }
+        }
+        self.sweep = chunk.next;
+        Ok(())
     }
 
     /// Records freed after a delete, candidates waiting, candidates forgotten (`redt status`).
@@ -566,7 +606,15 @@ impl ExecutorCore {
                     }
                 }
                 match self.accept(from, &origin, &changes, decided) {
-                    Ok(ok) => Handled::reply(Reply::Accepted(ok)),
+                    Ok(ok) => {
+                        if ok {
+                            self.note_refreshed(changes.iter().map(|c| (c.table, c.key)));
+                            if let Some(Decision::Commit(cts)) = decided {
+                                self.queue_shipped_deletes(&changes, cts);
+                            }
+                        }
+                        Handled::reply(Reply::Accepted(ok))
+                    }
                     Err(e) => Handled::error(e.reply_code(), e.named(&self.epochs.current())),
                 }
             }
@@ -982,9 +1030,10 @@ impl ExecutorCore {
             current.table(table).is_some_and(|t| current.partition_of(t, key) == r.partition)
         };
         let max_bytes = r.max_bytes.clamp(1, SnapshotRead::MAX_BYTES) as usize;
-        // Before the buckets: a key freed before its bucket is read is under this horizon.
-        let horizon = dc.max_deletion_horizon(self.node)?;
         let chunk = redt_dc_executor::read_snapshot(&dc, self.node, r.from_bucket, SNAPSHOT_BUCKETS, max_bytes, &keep)?;
+        // After the buckets: a freer raises the horizon before it frees, so a key freed
+        // before its bucket was read, missing from the chunk, is under this horizon.
+        let horizon = dc.max_deletion_horizon(self.node)?;
         Ok(Ok((chunk.records, chunk.next, horizon)))
     }
 
@@ -999,7 +1048,125 @@ impl ExecutorCore {
     pub fn apply_snapshot(&mut self, records: &[redt_dc_executor::SnapshotRecord], horizon: Cts) -> Result<usize> {
         let dc = self.executor.dc().clone();
         dc.raise_every_deletion_horizon(self.node, horizon)?;
-        Ok(redt_dc_executor::apply_snapshot_by(&dc, self.node, records, self.mutations.thomas_rule())?.applied)
+        let applied =
+            redt_dc_executor::apply_snapshot_by(&dc, self.node, records, self.mutations.thomas_rule())?.applied;
+        self.note_refreshed(records[..applied].iter().map(|r| (r.table, r.key)));
+        // A deleted record copied from a voter is freed here as there.
+        for r in records[..applied].iter().filter(|r| r.cells.iter().all(|c| c.value.iter().all(|&b| b == 0))) {
+            let newest =
+                r.cells.iter().map(|c| redt_dc_executor::CellVersion(c.version).cts()).max().unwrap_or_default();
+            if newest != Cts(0) {
+                self.executor.queue_deleted(self.node, r.table, r.key, newest)?;
+            }
+        }
+        Ok(applied)
+    }
+
+    /// Remembers the records a decided catch-up committed at `cts` empties (every change of a
+    /// key zero bytes: a delete), to be freed here as the replicas that applied the delete
+    /// through their own phase 2 free theirs: a replica that kept a deleted record the others
+    /// freed would report the delete's versions where they report none, and every later
+    /// transaction on the key would find them stale. Failures are logged: the record then
+    /// stays, as before freeing.
+    fn queue_shipped_deletes(&mut self, changes: &[redt_dc_executor::ReplicaChange], cts: Cts) {
+        if !self.executor.frees_deleted() {
+            return;
+        }
+        let mut keys: BTreeMap<(redt_proto::TableId, u64), bool> = BTreeMap::new();
+        for c in changes {
+            *keys.entry((c.table, c.key)).or_insert(true) &= c.value.iter().all(|&b| b == 0);
+        }
+        for ((table, key), _) in keys.into_iter().filter(|&(_, clears)| clears) {
+            if let Err(e) = self.executor.queue_deleted(self.node, table, key, cts) {
+                let t = self.epochs.current();
+                tracing::warn!(node = %t.node_name(self.node), "remembering a shipped delete failed: {}", Error::from(e).named(&t));
+            }
+        }
+    }
+
+    /// Starts noting the keys of `partition` that a snapshot chunk or a replica change writes
+    /// here, for the purge that ends a learner's copy ([`crate::rebuild`], "What the copy did
+    /// not refresh"); forgets what an earlier copy of it noted. The driver calls it when the
+    /// copy starts, before the first chunk. Memory: one entry per key of the partition (about
+    /// 48 bytes each) until the purge ends.
+    pub fn begin_refresh(&mut self, partition: PartitionId) {
+        self.refreshed.insert(partition, HashSet::new());
+    }
+
+    /// Notes `keys` as written here for the copies under way ([`ExecutorCore::begin_refresh`]).
+    fn note_refreshed(&mut self, keys: impl Iterator<Item = (redt_proto::TableId, u64)>) {
+        if self.refreshed.is_empty() {
+            return;
+        }
+        let current = self.epochs.current();
+        for (table, key) in keys {
+            let Some(t) = current.table(table) else { continue };
+            if let Some(set) = self.refreshed.get_mut(&current.partition_of(t, key)) {
+                set.insert((table, key));
+            }
+        }
+    }
+
+    /// One step of the purge that ends a learner's copy of `partition` ([`crate::rebuild`],
+    /// "What the copy did not refresh"): scans this node's index from bucket `from_bucket`
+    /// (at most 4,096 buckets) and empties every row of the partition that neither a chunk
+    /// nor a replica change wrote since [`ExecutorCore::begin_refresh`]
+    /// (`redt_dc_executor::purge_records`, each cell's version raised to this node's highest
+    /// deletion horizon, which the voters' chunks raised to theirs). A record in use makes
+    /// the step busy: [`Purged::next`] is `from_bucket` with no row emptied. At the end of the
+    /// index the noted keys are forgotten. `Ok(Err(why))` when no copy of the partition is
+    /// under way here (nothing is purged then).
+    ///
+    /// # Errors
+    /// Data-path failures.
+    pub fn purge_unrefreshed(
+        &mut self,
+        partition: PartitionId,
+        from_bucket: u64,
+    ) -> Result<std::result::Result<Purged, String>> {
+        let current = self.epochs.current();
+        let Some(refreshed) = self.refreshed.get(&partition) else {
+            return Ok(Err(format!(
+                "{} has no copy of {partition} under way to purge after",
+                current.node_name(self.node)
+            )));
+        };
+        let dc = self.executor.dc().clone();
+        let keep = |table: redt_proto::TableId, key: u64| {
+            current.table(table).is_some_and(|t| current.partition_of(t, key) == partition)
+                && !refreshed.contains(&(table, key))
+        };
+        let chunk = redt_dc_executor::read_snapshot(
+            &dc,
+            self.node,
+            from_bucket,
+            SNAPSHOT_BUCKETS,
+            SnapshotRead::MAX_BYTES as usize,
+            &keep,
+        )?;
+        let live: Vec<&redt_dc_executor::SnapshotRecord> = chunk
+            .records
+            .iter()
+            .filter(|r| !self.mutations.keep_unrefreshed && r.cells.iter().any(|c| c.value.iter().any(|&b| b != 0)))
+            .collect();
+        let rows: Vec<(redt_proto::TableId, u64)> = live.iter().map(|r| (r.table, r.key)).collect();
+        let at = dc.max_deletion_horizon(self.node)?;
+        let done = redt_dc_executor::purge_records(&dc, self.node, &rows, at)?;
+        // Freed as the voters freed theirs (a record holding only versions would report them
+        // where the voters report none).
+        for r in live.iter().take(done.applied) {
+            let newest =
+                r.cells.iter().map(|c| redt_dc_executor::CellVersion(c.version).cts()).max().unwrap_or_default();
+            self.executor.queue_deleted(self.node, r.table, r.key, newest.max(at))?;
+        }
+        if done.applied < rows.len() {
+            // A record in use: the whole step again later (emptied rows are skipped then).
+            return Ok(Ok(Purged { next: Some(from_bucket), rows: 0 }));
+        }
+        if chunk.next.is_none() {
+            self.refreshed.remove(&partition);
+        }
+        Ok(Ok(Purged { next: chunk.next, rows: rows.len() as u64 }))
     }
 
     /// Drops the undecided transaction of `entry` (an entry of this node's ring) if this node

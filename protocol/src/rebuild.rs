@@ -22,6 +22,18 @@
 //! it was up to date for is in its records before the scan starts, and stays there (a record
 //! only ever takes newer values).
 //!
+//! What the copy did not refresh: the learner may hold records from before, its own MemStore
+//! kept while its DC was away. A key its voters deleted and freed since (`limits.
+//! free_deleted_records`) is in no voter's copy, so the Thomas write rule never empties it
+//! here. Its executor core notes every key a chunk or a replica change (a catch-up) wrote
+//! since the copy began (`ExecutorCore::begin_refresh`); once every voter's copy is applied,
+//! a last pass over the learner's own records of the partition empties every row that
+//! neither refreshed ([`RebuildAction::Purge`], `ExecutorCore::purge_unrefreshed`). A key a
+//! catch-up wrote before the copy began is not lost by it: that catch-up's commit had locked
+//! the key on some voter before it was shipped, so the voter's copy, which starts later, holds
+//! the key, unless the key was deleted and freed there since, and then emptying it is right.
+//! A voter repair does not purge: its node's own executor writes the partition meanwhile.
+//!
 //! When every voter's copy is complete the learner is filled: its driver proposes the
 //! promotion (`redt_replication::Command::Promote`). A catch-up of epoch `e` or later still
 //! in flight then is harmless: a voter missing a write is a stale vote, which the decision
@@ -78,6 +90,8 @@ pub struct RebuildProgress {
     pub sources_done: usize,
     /// Voters copied from.
     pub sources: usize,
+    /// Rows emptied after the copy because no voter's copy refreshed them (module docs).
+    pub purged: u64,
 }
 
 /// One rebuild of a node, as `redt status` and the membership's leader see it.
@@ -120,12 +134,35 @@ impl SourceCopy {
     }
 }
 
+/// The last pass over the learner's own records after the copies (module docs).
+#[derive(Debug)]
+struct PurgePass {
+    /// The index bucket to purge from next; `None` once the pass reached the end.
+    next: Option<u64>,
+    in_flight: bool,
+    /// When to ask again after a busy record or a failure; `None`: as soon as the copies end.
+    retry_at: Option<Instant>,
+    failures: u32,
+}
+
+/// What one step of the purge did (`ExecutorCore::purge_unrefreshed`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Purged {
+    /// The index bucket to go on from, `None` at the end of the index; the bucket asked for,
+    /// with nothing purged, when a record there is in use (ask again later).
+    pub next: Option<u64>,
+    /// Rows emptied.
+    pub rows: u64,
+}
+
 /// The learner's side of one partition's snapshot copy (module docs).
 #[derive(Debug)]
 pub struct Rebuild {
     partition: PartitionId,
     epoch: Epoch,
     sources: Vec<SourceCopy>,
+    /// `None` for a voter repair.
+    purge: Option<PurgePass>,
     attempts: BTreeMap<AttemptId, usize>,
     next_attempt: AttemptId,
     options: RebuildOptions,
@@ -158,11 +195,20 @@ pub enum RebuildAction {
         /// The voter's deletion horizon when it read them (or later).
         horizon: Cts,
     },
+    /// Every voter's copy is applied: empty this node's rows of the partition from index
+    /// bucket `from_bucket` on that no copy or catch-up refreshed since the copy began
+    /// (`ExecutorCore::purge_unrefreshed`), and report with [`Rebuild::purged`].
+    Purge {
+        /// The index bucket to start at.
+        from_bucket: u64,
+    },
 }
 
 impl Rebuild {
     /// Starts copying `partition` to this node, a learner added in `epoch`, from each of
-    /// `voters` (the partition's voters in `epoch`), at `now`.
+    /// `voters` (the partition's voters in `epoch`), at `now`; the copies end with the purge
+    /// of what they did not refresh (module docs). The driver calls
+    /// `ExecutorCore::begin_refresh` before it applies the first chunk.
     pub fn start(
         partition: PartitionId,
         epoch: Epoch,
@@ -189,6 +235,7 @@ impl Rebuild {
             partition,
             epoch,
             sources,
+            purge: Some(PurgePass { next: Some(0), in_flight: false, retry_at: None, failures: 0 }),
             attempts: BTreeMap::new(),
             next_attempt: 0,
             options,
@@ -197,6 +244,20 @@ impl Rebuild {
             last_error: None,
         };
         r.handle_timeout(now);
+        r
+    }
+
+    /// Starts a voter repair: the copy of [`Rebuild::start`] from the other voters `voters`,
+    /// without the purge (this node's executor writes the partition meanwhile).
+    pub fn start_repair(
+        partition: PartitionId,
+        epoch: Epoch,
+        voters: &[NodeId],
+        options: RebuildOptions,
+        now: Instant,
+    ) -> Rebuild {
+        let mut r = Rebuild::start(partition, epoch, voters, options, now);
+        r.purge = None;
         r
     }
 
@@ -220,8 +281,13 @@ impl Rebuild {
         self.last_error.as_deref()
     }
 
-    /// Whether every voter's copy is complete and applied: the learner may be promoted.
+    /// Whether every voter's copy is complete and applied, and the purge after them done: the
+    /// learner may be promoted.
     pub fn is_done(&self) -> bool {
+        self.copies_done() && self.purge.as_ref().is_none_or(|p| p.next.is_none())
+    }
+
+    fn copies_done(&self) -> bool {
         self.sources.iter().all(SourceCopy::done) && self.sources.iter().any(|s| !s.dropped)
     }
 
@@ -242,6 +308,7 @@ impl Rebuild {
                 self.count_done(i);
             }
         }
+        self.advance_purge();
     }
 
     /// The next action for the driver, if any.
@@ -251,7 +318,7 @@ impl Rebuild {
 
     /// When the driver must call [`Rebuild::handle_timeout`] next.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        earliest(self.sources.iter().map(|s| s.retry_at))
+        earliest(self.sources.iter().map(|s| s.retry_at).chain([self.purge.as_ref().and_then(|p| p.retry_at)]))
     }
 
     /// Handles the reply to `attempt` at `now`.
@@ -317,7 +384,8 @@ impl Rebuild {
             return;
         }
         if s.done() {
-            return self.count_done(source);
+            self.count_done(source);
+            return self.advance_purge();
         }
         let pause = match self.options.bytes_per_sec {
             Some(rate) if rate > 0 => Duration::from_micros(bytes.saturating_mul(1_000_000) / rate),
@@ -345,6 +413,49 @@ impl Rebuild {
                 self.apply(i, records, now);
             }
         }
+        if let Some(p) = self.purge.as_mut().filter(|p| p.retry_at.is_some_and(|t| t <= now)) {
+            p.retry_at = None;
+        }
+        self.advance_purge();
+    }
+
+    /// The driver ran the last [`RebuildAction::Purge`] at `now`: `Err` when it failed (tried
+    /// again after a pause, as a failed chunk is).
+    pub fn purged(&mut self, result: Result<Purged, String>, now: Instant) {
+        let Some(p) = self.purge.as_mut().filter(|p| p.in_flight) else { return };
+        p.in_flight = false;
+        match result {
+            Ok(step) => {
+                self.progress.purged += step.rows;
+                let busy = step.rows == 0 && step.next.is_some() && step.next == p.next;
+                p.failures = 0;
+                p.next = step.next;
+                if busy {
+                    p.retry_at = Some(now + self.options.retry_base);
+                }
+            }
+            Err(e) => {
+                p.failures = p.failures.saturating_add(1);
+                let shift = p.failures.saturating_sub(1).min(16);
+                p.retry_at = Some(now + self.options.retry_base.saturating_mul(1 << shift).min(self.options.retry_max));
+                self.last_error = Some(format!("purge: {e}"));
+            }
+        }
+        self.advance_purge();
+    }
+
+    /// Asks for the next purge step once every copy is done.
+    fn advance_purge(&mut self) {
+        if !self.copies_done() {
+            return;
+        }
+        let Some(p) = self.purge.as_mut() else { return };
+        if p.in_flight || p.retry_at.is_some() {
+            return;
+        }
+        let Some(from_bucket) = p.next else { return };
+        p.in_flight = true;
+        self.actions.push_back(RebuildAction::Purge { from_bucket });
     }
 
     fn count_done(&mut self, i: usize) {

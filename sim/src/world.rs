@@ -245,6 +245,9 @@ pub struct SimReport {
     pub replicas_rebuilt: u64,
     /// Records the rebuilds applied.
     pub rebuild_records: u64,
+    /// Rows the rebuilds' purges emptied: held by a learner from before, refreshed by no
+    /// voter's copy (`ExecutorCore::purge_unrefreshed`).
+    pub rebuild_rows_purged: u64,
     /// Voter repairs completed: a voter of a partition that lost a voter copied it from the
     /// other voters (`redt_protocol::epochs::repairs`).
     pub voter_repairs: u64,
@@ -342,7 +345,7 @@ impl std::fmt::Display for SimReport {
             writeln!(
                 f,
                 "  failover: {} DC removed, {} nodes removed, {} removals refused; {} commits planned after it, {} on partitions that lost a replica; \
-                 {} rebuilds started, {} replicas rebuilt ({} records copied), {} voter repairs",
+                 {} rebuilds started, {} replicas rebuilt ({} records copied, {} rows purged), {} voter repairs",
                 self.dcs_removed,
                 self.nodes_removed,
                 self.removals_refused,
@@ -351,6 +354,7 @@ impl std::fmt::Display for SimReport {
                 self.rebuilds_started,
                 self.replicas_rebuilt,
                 self.rebuild_records,
+                self.rebuild_rows_purged,
                 self.voter_repairs
             )?;
         }
@@ -1157,6 +1161,9 @@ impl World {
             }
             let Some(at) = n.epochs.get(added_in) else { continue };
             let from = at.partitions[p.id.0 as usize].replicas.clone();
+            if let Some(core) = n.core.as_mut() {
+                core.begin_refresh(p.id);
+            }
             n.rebuilds.insert(p.id, (Rebuild::start(p.id, added_in, &from, sim_copy_options(), now), None));
             started.push(p.id);
         }
@@ -1183,7 +1190,7 @@ impl World {
             if n.rebuilds.contains_key(&p) || from.is_empty() {
                 continue;
             }
-            n.rebuilds.insert(p, (Rebuild::start(p, current.epoch, &from, sim_copy_options(), now), None));
+            n.rebuilds.insert(p, (Rebuild::start_repair(p, current.epoch, &from, sim_copy_options(), now), None));
             n.repairing.insert(p);
             started.push(p);
         }
@@ -1221,6 +1228,19 @@ impl World {
                         self.report.rebuild_records += k as u64;
                     }
                     r.applied(source, applied, now);
+                }
+                RebuildAction::Purge { from_bucket } => {
+                    let purged = match n.core.as_mut() {
+                        Some(core) => match core.purge_unrefreshed(partition, from_bucket) {
+                            Ok(step) => step,
+                            Err(e) => Err(e.to_string()),
+                        },
+                        None => Err("node down".into()),
+                    };
+                    if let Ok(step) = &purged {
+                        self.report.rebuild_rows_purged += step.rows;
+                    }
+                    r.purged(purged, now);
                 }
             }
         }

@@ -758,26 +758,26 @@ fn churn_seeds_pass_every_check() {
     assert!(deletes > 0 && freed > 0, "deletes committed ({deletes}) and records freed ({freed})");
 }
 
-/// An open bug of freeing deleted records, the reason it is off by default
-/// (`limits.free_deleted_records`): a DC removed from the placement comes back with the
-/// MemStore it kept and is rebuilt onto it from its partitions' voters. A key it held whose
-/// delete it missed, and which the voters freed since, is in no snapshot chunk, so the learner
-/// keeps its old value and the replicas disagree. Seed 3143 of churn on local-fast with every
-/// fault and a DC removal shows it; the same seed passes with freeing off. The test asserts the
-/// bug is still there: fixing it (a learner starting its partitions empty, or purging what the
-/// copy did not refresh) means turning this into a passing check.
+/// The purge that ends a learner's copy (`ExecutorCore::purge_unrefreshed`): a DC removed
+/// from the placement comes back with the MemStore it kept and is rebuilt onto it from its
+/// partitions' voters. A key it held whose delete it missed, and which the voters freed since,
+/// is in no snapshot chunk; the purge empties it. Seed 3143 of churn on local-fast, every
+/// fault and a DC removal, passes as built and purges a row; with the purge off
+/// (`ExecutorMutations::keep_unrefreshed`, `redt sim --mutant-keep-unrefreshed`) the
+/// rebuilt learner keeps the old value and the replicas disagree.
 #[test]
-fn open_bug_a_rebuilt_learner_keeps_a_key_its_voters_freed() {
+fn a_mutant_that_keeps_what_a_rebuild_did_not_refresh_is_caught() {
     let faults = Faults { remove_dc: true, ..Faults::all() };
     let mut cfg = SimConfig::new(topology("local-fast.yaml"), 3143, Workload::Churn, faults);
     let r = run(cfg.clone()).expect("runs");
+    assert!(r.ok(), "the seed passes as built: {r}");
+    assert!(r.rebuild_rows_purged > 0, "the rebuild purged a row: {r}");
+    cfg.executor_mutations.keep_unrefreshed = true;
+    let r = run(cfg).expect("runs");
     assert!(
         r.violations.iter().any(|v| matches!(v, redt_sim::Violation::Diverged { .. })),
-        "seed 3143 shows the open bug (remove this test once fixed): {r}"
+        "seed 3143 catches the mutant by replicas that disagree: {r}"
     );
-    cfg.deleted_grace = None;
-    let r = run(cfg).expect("runs");
-    assert!(r.ok(), "the seed passes with freeing off: {r}");
 }
 
 /// The deletion-horizon mutant: freeing a deleted record does not raise its slot's horizon

@@ -53,6 +53,10 @@ pub struct SimArgs {
     /// brings it back.
     #[arg(long)]
     mutant_free_deleted_without_horizon: bool,
+    /// A deliberate bug, for finding the seeds that catch it: a rebuilt learner keeps the rows
+    /// no voter's copy refreshed, so a key its voters deleted and freed keeps its old value.
+    #[arg(long)]
+    mutant_keep_unrefreshed: bool,
     /// Frees deleted records this long after their delete (the churn workload's default is
     /// 1 s, far shorter than a node's 60 s, so runs free records; the others free none).
     #[arg(long, value_parser = crate::cmd::duration::run_time)]
@@ -76,6 +80,7 @@ pub fn run_sim(a: &SimArgs) -> Result<()> {
         c.no_gap_locks = a.mutant_no_gap_locks;
         c.no_relink = a.mutant_no_relink;
         c.executor_mutations.free_deleted_without_horizon = a.mutant_free_deleted_without_horizon;
+        c.executor_mutations.keep_unrefreshed = a.mutant_keep_unrefreshed;
         if a.deleted_grace.is_some() {
             c.deleted_grace = a.deleted_grace;
         }

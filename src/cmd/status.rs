@@ -411,7 +411,7 @@ fn rebuilds(topo: &Topology, statuses: &[(NodeId, Result<NodeStatus, String>)]) 
                 out += "\nrebuilds (learners copying from the voters):\n";
             }
             let state = if r.filled {
-                "filled, waiting for its promotion".to_string()
+                format!("filled ({} stale rows purged), waiting for its promotion", r.progress.purged)
             } else {
                 format!("copying; last error: {}", r.last_error.as_deref().unwrap_or("none"))
             };
@@ -505,6 +505,7 @@ fn node_json(topo: &Topology, n: NodeId, s: &Result<NodeStatus, String>) -> serd
                     "records": r.progress.records,
                     "bytes": r.progress.bytes,
                     "sources_done": r.progress.sources_done,
+                    "purged": r.progress.purged,
                     "sources": r.progress.sources,
                     "filled": r.filled,
                     "last_error": r.last_error,
