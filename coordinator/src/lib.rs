@@ -23,6 +23,7 @@ pub mod outcome_queries;
 pub mod process;
 mod rebuild_task;
 mod rebuilds;
+mod reclaim_task;
 mod recovery_task;
 mod reserved;
 mod retry_slots;

@@ -926,7 +926,8 @@ impl Node {
             | Body::LogDecision(_)
             | Body::RecoveryPrepare(_)
             | Body::Reservations(_)
-            | Body::SnapshotRead(_) => {
+            | Body::SnapshotRead(_)
+            | Body::ReclaimCheck(_) => {
                 let Some(peer) = from.node() else { return node_only(body_kind(&body)) };
                 let request = match Request::try_from(body) {
                     Ok(r) => r,
@@ -1109,6 +1110,7 @@ fn body_kind(body: &Body) -> &'static str {
         Body::RecoveryPrepare(_) => "recovery-prepare",
         Body::Reservations(_) => "reservations",
         Body::SnapshotRead(_) => "snapshot-read",
+        Body::ReclaimCheck(_) => "reclaim-check",
         _ => "a node's request",
     }
 }
@@ -1155,6 +1157,7 @@ fn request_span(me: NodeId, from: NodeId, request: &Request) -> tracing::Span {
         Request::RecoveryPrepare(r) => ("recovery-prepare", Some(r.coordinator), &r.participants),
         Request::Reservations(_) => ("reservations", None, &[]),
         Request::SnapshotRead(_) => ("snapshot-read", None, &[]),
+        Request::ReclaimCheck(_) => ("reclaim-check", None, &[]),
     };
     tracing::debug_span!(
         "serve",
@@ -1179,6 +1182,7 @@ fn reply_kind(reply: &Reply) -> &'static str {
         Reply::Promises(_) => "promises",
         Reply::Reserved(_) => "reserved",
         Reply::Snapshot { .. } => "snapshot",
+        Reply::ReclaimChecked(_) => "reclaim-checked",
         Reply::Error { .. } => "error",
     }
 }

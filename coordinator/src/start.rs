@@ -5,7 +5,7 @@
 
 use crate::error::Result;
 use crate::node::{Node, NodeParts};
-use crate::{liveness, membership_task, recovery_task};
+use crate::{liveness, membership_task, reclaim_task, recovery_task};
 use std::sync::Arc;
 
 impl Node {
@@ -30,6 +30,7 @@ impl Node {
         let (node, raft_rx) = Node::assemble(parts)?;
         recovery_task::spawn(&node)?;
         liveness::spawn(&node, &detector)?;
+        reclaim_task::spawn(&node)?;
         if failover {
             let dir = data_dir.map(|d| d.join("raft"));
             membership_task::spawn(&node, dir, raft_rx, node.membership.clone())?;

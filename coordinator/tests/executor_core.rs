@@ -1236,10 +1236,34 @@ fn past_deleted_grace(cts: redt_proto::Cts) -> u64 {
     (cts.0 >> redt_dc_executor::LOGICAL_BITS) + DELETED_GRACE.as_millis() as u64 + 1
 }
 
+/// Runs one reclaim round of `core` at `now_ms` with every asked node answering `holds` for
+/// every key; returns how many nodes were asked (0: nothing was due).
+fn reclaim_round(core: &mut ExecutorCore, now_ms: u64, holds: bool) -> usize {
+    let Some(round) = core.take_reclaims(now_ms) else { return 0 };
+    let answers: Vec<Option<Vec<bool>>> = round
+        .asks
+        .iter()
+        .map(|(_, r)| match r {
+            redt_protocol::message::Request::ReclaimCheck(keys) => Some(vec![holds; keys.len()]),
+            other => panic!("a reclaim round asks only reclaim checks: {other:?}"),
+        })
+        .collect();
+    let asked = answers.len();
+    core.finish_reclaims(round, &answers, now_ms);
+    asked
+}
+
+/// A request that changes nothing (an empty reclaim check): a core runs a step of its sweep
+/// before each request.
+fn nothing(core: &mut ExecutorCore) {
+    core.handle(NodeId(2), redt_protocol::message::Request::ReclaimCheck(Vec::new()), 1);
+}
+
 /// A replica that applies a delete through a catch-up, not its own phase 2, frees the record
-/// too, once the delete is applied and its grace has passed: a replica keeping the delete's
-/// versions where the others freed the record would report them where the others report
-/// none, and every later transaction on the key would count the others stale.
+/// too, once the delete is applied, its grace has passed and the key's other replicas hold the
+/// delete: a replica keeping the delete's versions where the others freed the record would
+/// report them where the others report none, and every later transaction on the key would
+/// count the others stale.
 #[test]
 fn a_delete_a_catch_up_brings_is_freed_here_too() {
     let (core, dc, topology, region) = core_with_region();
@@ -1252,15 +1276,54 @@ fn a_delete_a_catch_up_brings_is_freed_here_too() {
     let reply = core.handle(NodeId(2), catch_up(&topology, 2, 4, vec![], deleted), 1).reply;
     assert_eq!(reply, redt_protocol::message::Reply::Accepted(true));
     assert_eq!(core.deleted_records().1, 1, "the shipped delete is remembered");
+    let indexed = || dc.index.lookup(dc.verbs.as_ref(), NodeId(0), kv, 4).expect("lookup").is_some();
     // Not replayed yet: the record still holds the row, and waits.
-    core.retire_deleted(past_deleted_grace(deleted));
-    assert!(dc.index.lookup(dc.verbs.as_ref(), NodeId(0), kv, 4).expect("lookup").is_some(), "freed before applied");
+    let mut now = past_deleted_grace(deleted);
+    assert_eq!(reclaim_round(&mut core, now, true), 2, "both other replicas of the key are asked");
+    assert!(indexed(), "freed before applied");
     assert_eq!(core.deleted_records().1, 1, "kept for another try");
     replay_node0(&dc, &region);
-    core.retire_deleted(past_deleted_grace(deleted) + 2_000);
-    assert!(dc.index.lookup(dc.verbs.as_ref(), NodeId(0), kv, 4).expect("lookup").is_none(), "freed once applied");
+    // Another replica does not hold the delete yet: kept.
+    now += 2_000;
+    assert_eq!(reclaim_round(&mut core, now, false), 2);
+    assert!(indexed(), "freed while another replica holds an older row");
+    now += 2_000;
+    assert_eq!(reclaim_round(&mut core, now, true), 2);
+    assert!(!indexed(), "freed once applied here and held everywhere");
     assert_eq!(core.deleted_records().0, 1);
     assert_eq!(dc.deletion_horizon(NodeId(0), kv, 4).expect("horizon"), deleted);
+}
+
+/// What a replica answers when another asks whether it holds a delete
+/// (`DcHandle::holds_delete`): a deleted record at or after the delete, or a freed key under
+/// its slot's horizon, holds it; a row, a key never seen, or an older delete does not.
+#[test]
+fn a_reclaim_check_says_which_deletes_this_replica_holds() {
+    use redt_protocol::message::{ReclaimKey, Reply, Request};
+    let (core, dc, topology, region) = core_with_region();
+    let mut core = core.with_deleted_grace(Some(DELETED_GRACE));
+    let kv = topology.table_by_name("kv").expect("kv table").id;
+    let (wrote, deleted) = (redt_proto::Cts(4_000_000), redt_proto::Cts(5_000_000));
+    for (seq, key) in [(1, 4), (2, 5)] {
+        core.handle(NodeId(2), catch_up(&topology, seq, key, vec![7; 8], wrote), 1);
+    }
+    core.handle(NodeId(2), catch_up(&topology, 3, 4, vec![], deleted), 1);
+    replay_node0(&dc, &region);
+    let check = |core: &mut ExecutorCore, key: u64, cts: u64| {
+        let keys = vec![ReclaimKey { table: kv, key, cts: redt_proto::Cts(cts) }];
+        match core.handle(NodeId(1), Request::ReclaimCheck(keys), 1).reply {
+            Reply::ReclaimChecked(h) => h[0],
+            other => panic!("{other:?}"),
+        }
+    };
+    assert!(check(&mut core, 4, deleted.0), "a deleted record holds its delete");
+    assert!(!check(&mut core, 4, deleted.0 + 1), "not a later one");
+    assert!(!check(&mut core, 5, deleted.0), "a row does not");
+    assert!(!check(&mut core, 6, deleted.0), "nor a key never seen");
+    assert_eq!(reclaim_round(&mut core, past_deleted_grace(deleted), true), 2);
+    assert!(dc.index.lookup(dc.verbs.as_ref(), NodeId(0), kv, 4).expect("lookup").is_none(), "freed");
+    assert!(check(&mut core, 4, deleted.0), "a freed key under its slot's horizon holds it");
+    assert!(!check(&mut core, 4, deleted.0 + 1), "not a later one");
 }
 
 /// A started core sweeps its node's records once and frees the deleted records a previous
@@ -1277,20 +1340,18 @@ fn a_started_core_sweeps_for_deleted_records_its_last_life_forgot() {
     core.handle(NodeId(2), catch_up(&topology, 2, 4, vec![], deleted), 1);
     replay_node0(&dc, &region);
     let later = past_deleted_grace(deleted);
-    for _ in 0..1_000 {
-        core.retire_deleted(later);
-    }
+    assert_eq!(reclaim_round(&mut core, later, true), 0, "freeing is off");
     assert!(dc.index.lookup(dc.verbs.as_ref(), NodeId(0), kv, 4).expect("lookup").is_some(), "freeing is off");
     // The process starts again with freeing on.
     let mut core =
         ExecutorCore::new(epochs, NodeId(0), dc.clone(), Arc::new(Hlc::new())).with_deleted_grace(Some(DELETED_GRACE));
-    let sweeps = dc.layout.index_buckets().div_ceil(64) + 1;
-    for _ in 0..sweeps {
-        core.retire_deleted(later);
+    assert_eq!(reclaim_round(&mut core, later, true), 0, "nothing remembered before the sweep");
+    for _ in 0..dc.layout.index_buckets().div_ceil(64) {
+        nothing(&mut core);
     }
-    // Due ones wait behind the sweep's last step for one more request.
-    core.retire_deleted(later);
-    assert!(dc.index.lookup(dc.verbs.as_ref(), NodeId(0), kv, 4).expect("lookup").is_none(), "the sweep found it");
+    assert_eq!(core.deleted_records().1, 1, "the sweep found the deleted record, and only it");
+    assert_eq!(reclaim_round(&mut core, later, true), 2);
+    assert!(dc.index.lookup(dc.verbs.as_ref(), NodeId(0), kv, 4).expect("lookup").is_none(), "freed");
     assert!(dc.index.lookup(dc.verbs.as_ref(), NodeId(0), kv, 5).expect("lookup").is_some(), "a row stays");
     assert_eq!(core.deleted_records().0, 1);
 }
@@ -1349,8 +1410,7 @@ fn the_purge_after_a_copy_empties_only_what_nothing_refreshed() {
     assert_eq!(purge_all(&mut core), Ok(1), "one row purged");
     assert!(!row(stale), "the row nothing refreshed is emptied");
     assert!(row(copied) && row(caught_up) && row(other), "the refreshed rows and other partitions' stay");
-    core.retire_deleted(past_deleted_grace(old) + 10_000);
-    assert!(dc.index.lookup(dc.verbs.as_ref(), NodeId(0), kv, stale).expect("lookup").is_none(), "and freed");
+    assert!(dc.index.lookup(dc.verbs.as_ref(), NodeId(0), kv, stale).expect("lookup").is_none(), "and freed at once");
     assert!(purge_all(&mut core).is_err(), "the noted keys are forgotten at the end");
 
     // The mutant keeps the stale row.

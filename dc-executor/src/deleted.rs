@@ -164,6 +164,27 @@ impl DcHandle {
         Ok(())
     }
 
+    /// Whether `node` holds the delete of `(table, key)` committed at `cts`, as another
+    /// replica asks before it frees its own record of the key (module docs, "Every replica
+    /// holds the delete"): the key has no record and its slot's horizon is at or above `cts`
+    /// (freed here), or its record holds no row, no lock, and a version at or above `cts`.
+    /// False for a row (stale, or written again since), a record in use, or a key this node
+    /// never saw deleted.
+    ///
+    /// # Errors
+    /// Verbs errors; an unknown table.
+    pub fn holds_delete(&self, node: NodeId, table: TableId, key: u64, cts: Cts) -> Result<bool> {
+        let rl = self.catalog.layout(table)?;
+        let Some(record) = self.index.lookup(self.verbs.as_ref(), node, table, key)? else {
+            return Ok(self.deletion_horizon(node, table, key)? >= cts);
+        };
+        let mut image = vec![0u8; rl.record_bytes as usize];
+        self.verbs.read(node, record, &mut image)?;
+        Ok(rl.decode(&image).is_some_and(|v| {
+            v.key == key && v.is_absent() && (v.lock == 0 || v.lock == RETIRED) && v.newest_cts() >= cts
+        }))
+    }
+
     fn raise_slot(&self, node: NodeId, at: Offset, to: Cts) -> Result<()> {
         let mut w = [0u8; 8];
         self.verbs.read(node, at, &mut w)?;

@@ -527,19 +527,47 @@ impl Executor {
     }
 
     /// Frees the deleted records whose grace has passed at physical time `now_ms` (ms since
-    /// [`crate::ORIGIN_UNIX_MS`]), one batch at most (`deleted.rs`). Returns how many it freed.
-    /// Cheap when none is due: a look at the queue's front.
+    /// [`crate::ORIGIN_UNIX_MS`]), one batch at most (`deleted.rs`), without asking the
+    /// other replicas: [`Executor::take_deleted_due`] then [`Executor::retire_taken`]. Returns
+    /// how many it freed. Cheap when none is due: a look at the queue's front.
     ///
     /// # Errors
     /// Verbs errors (the batch's busy candidates are kept for another try).
     pub fn retire_deleted_due(&mut self, now_ms: u64) -> Result<usize> {
+        let due = self.take_deleted_due(now_ms);
+        self.retire_taken(now_ms, due)
+    }
+
+    /// Takes up to one batch of the deleted records whose grace has passed at physical time
+    /// `now_ms`, each with the tries it had: the caller frees them with
+    /// [`Executor::retire_taken`] or gives them back with [`Executor::deleted_busy`].
+    pub fn take_deleted_due(&mut self, now_ms: u64) -> Vec<(u8, DeletedRecord)> {
         if self.deleted.is_empty() {
+            return Vec::new();
+        }
+        self.deleted.due(now_ms)
+    }
+
+    /// Gives back a candidate taken at `now_ms` that could not be freed yet (another replica
+    /// has not applied its delete, or did not answer): tried again a second later, at most 8
+    /// times.
+    pub fn deleted_busy(&mut self, now_ms: u64, tries: u8, r: DeletedRecord) {
+        self.deleted.busy(now_ms, tries, r);
+    }
+
+    /// Frees `taken` (from [`Executor::take_deleted_due`] at `now_ms`) that still hold no row
+    /// and are held by nobody (`DcHandle::retire_deleted`); the busy ones are given back.
+    /// Returns how many it freed.
+    ///
+    /// # Errors
+    /// Verbs errors (the busy candidates are kept for another try).
+    pub fn retire_taken(&mut self, now_ms: u64, taken: Vec<(u8, DeletedRecord)>) -> Result<usize> {
+        if taken.is_empty() {
             return Ok(0);
         }
-        let due = self.deleted.due(now_ms);
         let bound = self.deleted.bound(now_ms);
         let mut by_node: BTreeMap<NodeId, Vec<(u8, DeletedRecord)>> = BTreeMap::new();
-        for (tries, r) in due {
+        for (tries, r) in taken {
             by_node.entry(r.node).or_default().push((tries, r));
         }
         let mut freed = 0;

@@ -288,6 +288,8 @@ pub fn apply_snapshot_by(
     let keys: Vec<(TableId, u64)> = records.iter().map(|r| (r.table, r.key)).collect();
     let found = dc.index.lookup_many(verbs, node, &keys)?;
     let mut done = SnapshotApplied::default();
+    // Records written a row into: their keys go back into their ordered index after.
+    let mut rows = Vec::new();
     for (r, at) in records.iter().zip(found) {
         if r.cells.is_empty() {
             done.applied += 1;
@@ -306,6 +308,7 @@ pub fn apply_snapshot_by(
                 // Retired and still indexed: settled now, the next attempt creates anew.
                 dc.help_retirement(node, r.table, r.key, record)?;
             }
+            dc.relink_rows(node, &rows)?;
             return Ok(done);
         }
         let mut batch = DoorbellBatch::new();
@@ -342,7 +345,13 @@ pub fn apply_snapshot_by(
         verbs.post_batch(node, &mut batch)?;
         done.applied += 1;
         done.cells_written += cells_written;
+        if cells_written > 0 && r.cells.iter().any(|c| c.value.iter().any(|&b| b != 0)) {
+            rows.push((r.table, r.key, record));
+        }
     }
+    // A row copied into a record whose key a delete took out of the tree (or a record made
+    // now) is put back, as replay does for a catch-up's row (`DcHandle::relink_rows`).
+    dc.relink_rows(node, &rows)?;
     Ok(done)
 }
 

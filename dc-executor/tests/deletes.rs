@@ -382,3 +382,31 @@ fn a_catch_up_replayed_after_a_delete_puts_its_key_back() {
         assert_eq!(dc.in_tree(4), relink, "relink {relink}");
     }
 }
+
+/// A snapshot copy (a rebuild or a voter repair) that brings a row to a key a delete took out
+/// of the tree here, or to a key this node never had, puts the key into its ordered index, so
+/// range reads find the copied row (sim seed 9046, churn, world-5dc-n5, `all,remove`: a voter
+/// repair copied a row whose key stayed out of the tree).
+#[test]
+fn a_snapshot_copy_of_a_row_puts_its_key_into_the_tree() {
+    use redt_dc_executor::{apply_snapshot, SnapshotCell, SnapshotRecord};
+    let dc = TestDc::new(common::topology(1, "256KiB"), false);
+    load(&dc, [4]);
+    let node = dc.node_of(4);
+    let mut exec = dc.executor();
+    let (s, v) = run(&dc, 1, vec![KvOp::Delete(4)], None);
+    let deleted = cts_of(&v);
+    exec.finish(s.txn, Decision::Commit(deleted), &v.entries).unwrap();
+    assert!(!dc.in_tree(4), "the delete took the key out");
+    let fresh = (5..64).find(|&k| dc.node_of(k) == node && !dc.in_tree(k)).expect("a key of the node not loaded");
+    let row = |key: u64| SnapshotRecord {
+        table: T,
+        key,
+        cells: vec![SnapshotCell { cell: 0, version: deleted.0 + 10, value: vec![7; 8] }],
+    };
+    let applied = apply_snapshot(&dc.dc, node, &[row(4), row(fresh)]).unwrap();
+    assert_eq!(applied.applied, 2);
+    assert_eq!(dc.dc.read_record(node, T, 4).unwrap().unwrap().values[0], vec![7; 8], "the copied row");
+    assert!(dc.in_tree(4), "the deleted key is back in the tree");
+    assert!(dc.in_tree(fresh), "a key the copy made is in the tree");
+}

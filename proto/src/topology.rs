@@ -190,9 +190,8 @@ pub struct LimitsConfig {
     /// identity's next waits until its share of the time is back, even on an idle thread.
     pub max_bulk_percent: u64,
     /// `free_deleted_records`: whether a node frees the record of a key a committed delete
-    /// emptied once its grace has passed (`redt_dc_executor`'s `deleted.rs`). Off by default:
-    /// a DC removed and later rebuilt onto the MemStore it kept holds on to the value of a key
-    /// whose delete it missed and its voters freed.
+    /// emptied, once its grace has passed and every other replica of the key holds the delete
+    /// (`redt_dc_executor`'s `deleted.rs`; docs/design.md, "Records reclaimed"). On by default.
     pub free_deleted_records: bool,
 }
 
@@ -265,7 +264,7 @@ impl Default for LimitsConfig {
             max_accepted_redo: Self::DEFAULT_MAX_ACCEPTED_REDO,
             max_background_retries: Self::DEFAULT_MAX_BACKGROUND_RETRIES,
             max_bulk_percent: Self::DEFAULT_MAX_BULK_PERCENT,
-            free_deleted_records: false,
+            free_deleted_records: true,
         }
     }
 }

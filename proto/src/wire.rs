@@ -20,7 +20,7 @@ pub struct Envelope {
     /// The message.
     #[prost(
         oneof = "Body",
-        tags = "10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41"
+        tags = "10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43"
     )]
     pub body: Option<Body>,
 }
@@ -138,6 +138,45 @@ pub enum Body {
     /// Reply to [`Body::TxnLookup`]: one finding per node of the DC.
     #[prost(message, tag = "41")]
     TxnFound(TxnFoundReply),
+    /// Before it frees its record of a deleted key, a replica asks the key's other replicas
+    /// whether they hold the delete too (node → node; answered with [`Body::ReclaimChecked`]).
+    /// Read-only.
+    #[prost(message, tag = "42")]
+    ReclaimCheck(ReclaimCheckRequest),
+    /// Reply to [`Body::ReclaimCheck`].
+    #[prost(message, tag = "43")]
+    ReclaimChecked(ReclaimCheckedReply),
+}
+
+/// The deleted keys a replica is about to free ([`Body::ReclaimCheck`]).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ReclaimCheckRequest {
+    /// The keys, each with its delete's commit timestamp.
+    #[prost(message, repeated, tag = "1")]
+    pub keys: Vec<ReclaimKeyMsg>,
+}
+
+/// One deleted key of a [`ReclaimCheckRequest`].
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ReclaimKeyMsg {
+    /// The table.
+    #[prost(uint32, tag = "1")]
+    pub table: u32,
+    /// The key.
+    #[prost(uint64, tag = "2")]
+    pub key: u64,
+    /// The delete's commit timestamp (48 bits).
+    #[prost(uint64, tag = "3")]
+    pub cts: u64,
+}
+
+/// Reply to [`Body::ReclaimCheck`]: per key, in order, whether the answering node holds the
+/// delete (its record holds no row at or after the delete, or it freed the key already).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ReclaimCheckedReply {
+    /// One answer per key asked.
+    #[prost(bool, repeated, tag = "1")]
+    pub holds: Vec<bool>,
 }
 
 /// A client's request for a transaction id ([`Body::ReserveTxn`]).
@@ -1335,6 +1374,8 @@ mod tests {
                     ..Default::default()
                 }],
             }),
+            Body::ReclaimCheck(ReclaimCheckRequest { keys: vec![ReclaimKeyMsg { table: 2, key: 5, cts: 9 }] }),
+            Body::ReclaimChecked(ReclaimCheckedReply { holds: vec![true, false] }),
         ];
         for body in bodies {
             let e = Envelope { epoch: 1, from: 2, body: Some(body.clone()) };

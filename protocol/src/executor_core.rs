@@ -47,8 +47,8 @@ use crate::epochs::Epochs;
 use crate::error::{Error, Result};
 use crate::limits::{Limit, OverLimit};
 use crate::message::{
-    Accept, Decide, DecideRole, Execute, LogDecision, Record, RecoveryPrepare, Reply, Request, Reservations,
-    SnapshotRead,
+    Accept, Decide, DecideRole, Execute, LogDecision, ReclaimKey, Record, RecoveryPrepare, Reply, Request,
+    Reservations, SnapshotRead,
 };
 use crate::plan;
 use crate::rebuild::Purged;
@@ -60,6 +60,18 @@ use redt_proto::error_code;
 use redt_proto::{Ballot, Cts, DcId, Epoch, NodeId, PartitionId, TxnId};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
+
+/// One round of freeing deleted records ([`ExecutorCore::take_reclaims`]): the checks to
+/// send, and what the core needs to end the round ([`ExecutorCore::finish_reclaims`]).
+#[derive(Debug)]
+pub struct ReclaimRound {
+    /// The candidates taken from the queue, with the tries each had.
+    candidates: Vec<(u8, redt_dc_executor::DeletedRecord)>,
+    /// Per node to ask: the node and its [`Request::ReclaimCheck`].
+    pub asks: Vec<(NodeId, Request)>,
+    /// Per ask, per key in it: the candidate's index.
+    indexes: Vec<Vec<usize>>,
+}
 
 /// A catch-up source's way of deciding its entries: each entry's catch-up mask, and the commit
 /// timestamp an aborted source keeps (`Executor::finish_owing`).
@@ -132,6 +144,11 @@ pub struct ExecutorMutations {
     /// ([`ExecutorCore::purge_unrefreshed`] purges nothing), so a key its voters deleted and
     /// freed while it was away keeps its old value there.
     pub keep_unrefreshed: bool,
+    /// A replica frees its record of a deleted key a grace after the delete without asking
+    /// the key's other replicas whether they hold the delete too
+    /// ([`ExecutorCore::take_reclaims`]): one still waiting for the delete's catch-up keeps
+    /// the old row, and a learner copying from the replicas merges it.
+    pub reclaim_without_check: bool,
 }
 
 impl ExecutorMutations {
@@ -491,7 +508,7 @@ impl ExecutorCore {
             request,
             Request::Record(_) | Request::Decide(_) | Request::Accept(_) | Request::RecoveryPrepare(_)
         );
-        self.retire_deleted(now_ms);
+        self.sweep_step();
         let handled = self.handle_unsynced(from, request, now_ms);
         if must_persist && self.executor.dc().durable && !matches!(handled.reply, Reply::Error { .. }) {
             let topology = self.epochs.current();
@@ -510,15 +527,107 @@ impl ExecutorCore {
         handled
     }
 
-    /// Frees the deleted records whose grace has passed at `now_ms`, one batch at most
-    /// (`redt_dc_executor::Executor::retire_deleted_due`): run before each request, so a key
-    /// idle for its grace is freed on every replica before the next transaction reads it. A
-    /// failure is logged, not answered: the records stay for another try.
-    pub fn retire_deleted(&mut self, now_ms: u64) {
-        let done = self.sweep_deleted().and_then(|()| Ok(self.executor.retire_deleted_due(now_ms)?));
-        if let Err(e) = done {
+    /// One step of the sweep for deleted records after a start ([`ExecutorCore::sweep_deleted`]),
+    /// run before each request while it lasts. A failure is logged, not answered: the step is
+    /// tried again at the next request.
+    fn sweep_step(&mut self) {
+        if self.sweep.is_none() {
+            return;
+        }
+        if let Err(e) = self.sweep_deleted() {
             let t = self.epochs.current();
-            tracing::warn!(node = %t.node_name(self.node), "freeing deleted records failed: {}", e.named(&t));
+            tracing::warn!(node = %t.node_name(self.node), "sweeping for deleted records failed: {}", e.named(&t));
+        }
+    }
+
+    /// Starts a round of freeing the deleted records whose grace has passed at `now_ms`, up to
+    /// [`ReclaimKey::MAX_PER_CHECK`] (docs/design.md, "Records reclaimed"): a record is freed only once every
+    /// other replica of its key's partition (voters and learners of the current placement)
+    /// holds the delete too (`redt_dc_executor::DcHandle::holds_delete`), so no replica frees
+    /// a key another still holds an older row of, which a learner copying from both would
+    /// merge back, and every replica frees it in the end. Records with no other replica are
+    /// freed now. Returns the checks to send, one [`Request::ReclaimCheck`] per node, for the
+    /// driver to answer with [`ExecutorCore::finish_reclaims`]; `None` when there is nothing
+    /// to ask. Failures are logged: the records stay for another try.
+    pub fn take_reclaims(&mut self, now_ms: u64) -> Option<ReclaimRound> {
+        let mut taken = Vec::new();
+        while taken.len() < ReclaimKey::MAX_PER_CHECK {
+            let batch = self.executor.take_deleted_due(now_ms);
+            if batch.is_empty() {
+                break;
+            }
+            taken.extend(batch);
+        }
+        if taken.is_empty() {
+            return None;
+        }
+        let current = self.epochs.current();
+        let mut now = Vec::new();
+        let mut candidates = Vec::new();
+        let mut by_node: BTreeMap<NodeId, (Vec<ReclaimKey>, Vec<usize>)> = BTreeMap::new();
+        for (tries, r) in taken {
+            let Some(table) = current.table(r.table) else { continue };
+            let Some(part) = current.partitions.get(current.partition_of(table, r.key).0 as usize) else { continue };
+            let others: Vec<NodeId> = part
+                .replicas
+                .iter()
+                .copied()
+                .chain(part.learners.iter().map(|l| l.node))
+                .filter(|&n| n != self.node)
+                .collect();
+            if others.is_empty() || self.mutations.reclaim_without_check {
+                now.push((tries, r));
+                continue;
+            }
+            let i = candidates.len();
+            candidates.push((tries, r));
+            for n in others {
+                let (keys, indexes) = by_node.entry(n).or_default();
+                keys.push(ReclaimKey { table: r.table, key: r.key, cts: r.cts });
+                indexes.push(i);
+            }
+        }
+        if let Err(e) = self.executor.retire_taken(now_ms, now) {
+            tracing::warn!(node = %current.node_name(self.node), "freeing deleted records failed: {}", Error::from(e).named(&current));
+        }
+        if candidates.is_empty() {
+            return None;
+        }
+        let mut asks = Vec::with_capacity(by_node.len());
+        let mut indexes = Vec::with_capacity(by_node.len());
+        for (n, (keys, idx)) in by_node {
+            asks.push((n, Request::ReclaimCheck(keys)));
+            indexes.push(idx);
+        }
+        Some(ReclaimRound { candidates, asks, indexes })
+    }
+
+    /// Ends a round of [`ExecutorCore::take_reclaims`] at `now_ms`: `answers[i]` is what node
+    /// `round.asks[i].0` answered (`None`: it did not). A record every asked node holds the
+    /// delete of is freed; the others are tried again a second later, up to 8 times.
+    pub fn finish_reclaims(&mut self, round: ReclaimRound, answers: &[Option<Vec<bool>>], now_ms: u64) {
+        let mut ok = vec![true; round.candidates.len()];
+        for (i, indexes) in round.indexes.iter().enumerate() {
+            match answers.get(i) {
+                Some(Some(holds)) if holds.len() == indexes.len() => {
+                    for (&c, &h) in indexes.iter().zip(holds) {
+                        ok[c] &= h;
+                    }
+                }
+                _ => indexes.iter().for_each(|&c| ok[c] = false),
+            }
+        }
+        let mut free = Vec::new();
+        for ((tries, r), ok) in round.candidates.into_iter().zip(ok) {
+            if ok {
+                free.push((tries, r));
+            } else {
+                self.executor.deleted_busy(now_ms, tries, r);
+            }
+        }
+        if let Err(e) = self.executor.retire_taken(now_ms, free) {
+            let t = self.epochs.current();
+            tracing::warn!(node = %t.node_name(self.node), "freeing deleted records failed: {}", Error::from(e).named(&t));
         }
     }
 
@@ -666,6 +775,12 @@ impl ExecutorCore {
             Request::LogDecision(LogDecision { txn, decision, .. }) => {
                 self.log_decision(txn, decision);
                 Handled::reply(Reply::Ack)
+            }
+            Request::ReclaimCheck(keys) => {
+                let dc = self.executor.dc().clone();
+                let holds =
+                    keys.iter().map(|k| dc.holds_delete(self.node, k.table, k.key, k.cts).unwrap_or(false)).collect();
+                Handled::reply(Reply::ReclaimChecked(holds))
             }
             Request::Execute(_) | Request::Decide(_) | Request::Prepare(_) => {
                 Handled::error(error_code::MALFORMED, "a baseline request reached the RedT executor core".into())
@@ -1152,12 +1267,25 @@ impl ExecutorCore {
         let rows: Vec<(redt_proto::TableId, u64)> = live.iter().map(|r| (r.table, r.key)).collect();
         let at = dc.max_deletion_horizon(self.node)?;
         let done = redt_dc_executor::purge_records(&dc, self.node, &rows, at)?;
-        // Freed as the voters freed theirs (a record holding only versions would report them
-        // where the voters report none).
-        for r in live.iter().take(done.applied) {
-            let newest =
-                r.cells.iter().map(|c| redt_dc_executor::CellVersion(c.version).cts()).max().unwrap_or_default();
-            self.executor.queue_deleted(self.node, r.table, r.key, newest.max(at))?;
+        // Freed now, as the voters freed theirs (a record holding only versions would report
+        // them where the voters report none): no other replica holds the key to ask about.
+        if self.executor.frees_deleted() {
+            let mut emptied = Vec::new();
+            for r in live.iter().take(done.applied) {
+                let newest =
+                    r.cells.iter().map(|c| redt_dc_executor::CellVersion(c.version).cts()).max().unwrap_or_default();
+                if let Some(record) = dc.index.lookup(dc.verbs.as_ref(), self.node, r.table, r.key)? {
+                    let (node, table, key, cts) = (self.node, r.table, r.key, newest.max(at));
+                    emptied.push(redt_dc_executor::DeletedRecord { node, table, key, record, cts });
+                }
+            }
+            let raise = !self.mutations.free_deleted_without_horizon;
+            let fates = dc.retire_deleted(self.node, &emptied, Cts(Cts::MASK), raise)?;
+            for (r, fate) in emptied.iter().zip(fates) {
+                if fate == redt_dc_executor::DeletedFate::Busy {
+                    self.executor.queue_deleted(r.node, r.table, r.key, r.cts)?;
+                }
+            }
         }
         if done.applied < rows.len() {
             // A record in use: the whole step again later (emptied rows are skipped then).

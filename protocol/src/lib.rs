@@ -49,7 +49,7 @@ pub mod txn_ids;
 
 pub use epochs::Epochs;
 pub use error::{Error, Result};
-pub use executor_core::{ExecutorCore, ExecutorMutations};
+pub use executor_core::{ExecutorCore, ExecutorMutations, ReclaimRound};
 pub use machine::{Action, AttemptId, TxnMachine, TxnOutcome, TxnStatus};
 pub use recoverer::{Orphan, Recoverer, RecoveryOutcome};
 pub use recovery_options::{RecoveryMutations, RecoveryOptions};

@@ -16,9 +16,9 @@ use redt_dc_executor::{
 };
 use redt_proto::wire::{
     AcceptReply, AcceptRequest, AckReply, Body, CatchUpMsg, ChangeMsg, DecideReply, DecideRequest, ExecuteRequest,
-    LogDecisionRequest, PrepareReply, PrepareRequest, ProcedureCall, PromisesReply, RecordReply, RecordRequest,
-    RecoveryPrepareRequest, ReservationMsg, ReservationsRequest, ReservedReply, SnapshotCellMsg, SnapshotChunkReply,
-    SnapshotReadRequest, SnapshotRecordMsg,
+    LogDecisionRequest, PrepareReply, PrepareRequest, ProcedureCall, PromisesReply, ReclaimCheckRequest,
+    ReclaimCheckedReply, ReclaimKeyMsg, RecordReply, RecordRequest, RecoveryPrepareRequest, ReservationMsg,
+    ReservationsRequest, ReservedReply, SnapshotCellMsg, SnapshotChunkReply, SnapshotReadRequest, SnapshotRecordMsg,
 };
 use redt_proto::{Ballot, Cts, DcId, Epoch, NodeId, PartitionId, TableId, Topology, TxnId};
 
@@ -202,6 +202,23 @@ impl SnapshotRead {
     pub const MAX_BYTES: u32 = 4 << 20;
 }
 
+/// One deleted key a replica is about to free: its table, key and the delete's commit
+/// timestamp ([`Request::ReclaimCheck`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReclaimKey {
+    /// The table.
+    pub table: TableId,
+    /// The key.
+    pub key: u64,
+    /// The delete's commit timestamp.
+    pub cts: Cts,
+}
+
+impl ReclaimKey {
+    /// The most keys one [`Request::ReclaimCheck`] may carry.
+    pub const MAX_PER_CHECK: usize = 1024;
+}
+
 /// A request between nodes: the RedT protocol's, and the baselines' (`crate::baseline`).
 #[derive(Clone, Debug, PartialEq)]
 pub enum Request {
@@ -223,6 +240,10 @@ pub enum Request {
     Reservations(Reservations),
     /// Rebuild: a learner reads a chunk of a snapshot copy from a voter.
     SnapshotRead(SnapshotRead),
+    /// Records reclaimed: before it frees its records of deleted keys, a replica asks each
+    /// other replica of their partitions whether it holds the deletes too
+    /// (`ExecutorCore::take_reclaims`). Read-only.
+    ReclaimCheck(Vec<ReclaimKey>),
 }
 
 /// A reply between nodes of the RedT protocol.
@@ -269,6 +290,9 @@ pub enum Reply {
         /// `deleted.rs`): the learner raises its own to it before it applies the records.
         horizon: Cts,
     },
+    /// Records reclaimed: per key asked, in order, whether this replica holds the delete
+    /// (`redt_dc_executor::DcHandle::holds_delete`).
+    ReclaimChecked(Vec<bool>),
     /// The request was refused.
     Error {
         /// One of [`redt_proto::error_code`].
@@ -396,6 +420,17 @@ impl TryFrom<Body> for Request {
                 from_bucket: r.from_bucket,
                 max_bytes: r.max_bytes,
             })),
+            Body::ReclaimCheck(r) => Ok(Request::ReclaimCheck(
+                r.keys
+                    .iter()
+                    .map(|k| {
+                        let table = u16::try_from(k.table)
+                            .map(TableId)
+                            .map_err(|_| format!("table {} out of range", k.table))?;
+                        Ok(ReclaimKey { table, key: k.key, cts: Cts(k.cts & Cts::MASK) })
+                    })
+                    .collect::<Result<_, String>>()?,
+            )),
             _ => Err("not a protocol request".into()),
         }
     }
@@ -413,7 +448,7 @@ impl Request {
             Request::LogDecision(l) => l.txn,
             Request::RecoveryPrepare(r) => r.txn,
             // About a ring or a partition, not a transaction.
-            Request::Reservations(_) | Request::SnapshotRead(_) => TxnId(0),
+            Request::Reservations(_) | Request::SnapshotRead(_) | Request::ReclaimCheck(_) => TxnId(0),
         }
     }
 
@@ -450,6 +485,13 @@ impl Request {
             Request::SnapshotRead(r) => match topology.partitions.get(r.partition.0 as usize) {
                 Some(_) => Ok(()),
                 None => Err(BadSubTxn::Malformed(format!("partition {} is not in the topology", r.partition))),
+            },
+            Request::ReclaimCheck(keys) if keys.len() > ReclaimKey::MAX_PER_CHECK => Err(BadSubTxn::Malformed(
+                format!("{} keys to check, over the {} a check may carry", keys.len(), ReclaimKey::MAX_PER_CHECK),
+            )),
+            Request::ReclaimCheck(keys) => match keys.iter().find(|k| topology.table(k.table).is_none()) {
+                Some(k) => Err(BadSubTxn::Malformed(format!("table {} is not in the topology", k.table))),
+                None => Ok(()),
             },
             Request::RecoveryPrepare(r) => {
                 node(r.coordinator, "coordinator")?;
@@ -562,6 +604,12 @@ impl From<Request> for Body {
                 from_bucket: r.from_bucket,
                 max_bytes: r.max_bytes,
             }),
+            Request::ReclaimCheck(keys) => Body::ReclaimCheck(ReclaimCheckRequest {
+                keys: keys
+                    .iter()
+                    .map(|k| ReclaimKeyMsg { table: u32::from(k.table.0), key: k.key, cts: k.cts.0 })
+                    .collect(),
+            }),
             Request::LogDecision(l) => {
                 let (commit, cts) = l.decision.to_wire();
                 Body::LogDecision(LogDecisionRequest {
@@ -606,6 +654,7 @@ impl Reply {
                 next: (!c.done).then_some(c.next),
                 horizon: Cts(c.deletion_horizon & Cts::MASK),
             }),
+            Body::ReclaimChecked(r) => Ok(Reply::ReclaimChecked(r.holds)),
             Body::Error(e) => Ok(Reply::Error { code: e.code, message: e.message }),
             _ => Err("unexpected reply kind".into()),
         }
@@ -644,6 +693,7 @@ impl Reply {
                 next: next.unwrap_or(0),
                 deletion_horizon: horizon.0,
             }),
+            Reply::ReclaimChecked(holds) => Body::ReclaimChecked(ReclaimCheckedReply { holds }),
             Reply::Error { code, message } => {
                 Body::Error(redt_proto::wire::ErrorReply { code, message, current_epoch })
             }

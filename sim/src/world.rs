@@ -19,6 +19,7 @@ use redt_protocol::gap_watch::{GapAction, GapWatch};
 use redt_protocol::message::{Reply, Request, Reservations};
 use redt_protocol::rebuild::{Rebuild, RebuildAction, RebuildOptions};
 use redt_protocol::txn::Action;
+use redt_protocol::ReclaimRound;
 use redt_protocol::{
     CoordinatorOptions, CoordinatorTxn, Epochs, ExecutorCore, ExecutorMutations, Orphan, Recoverer, RecoveryMutations,
     RecoveryOptions, RecoveryOutcome, TxnIds, TxnMachine, TxnStatus,
@@ -149,15 +150,35 @@ pub struct SimConfig {
     /// reads miss a row (the index check must catch it).
     pub no_relink: bool,
     /// How long after its delete a deleted record may be freed
-    /// ([`ExecutorCore::with_deleted_grace`]; `None`: never, a node's default): shorter than a
-    /// run, so that the churn workload's deleted keys are freed and written again while
-    /// catch-ups are in flight. [`SIM_DELETED_GRACE`] for churn, `None` for the others.
+    /// ([`ExecutorCore::with_deleted_grace`]; `None`: never): [`SIM_DELETED_GRACE`] for churn,
+    /// shorter than its run, so that its deleted keys are freed and written again while
+    /// catch-ups are in flight; a node's for the others (twice the 30 s catch-up give-up plus
+    /// the 2 s clock-skew bound: freeing is on, and no record is due within a run).
     pub deleted_grace: Option<Duration>,
+    /// Replaces [`RecoveryOptions::catch_up_give_up`] (`None`: the topology's, 30 s):
+    /// [`SIM_CATCH_UP_GIVE_UP`] for churn. With it set, a replica a shipper gave up on is
+    /// left behind for the keys of that catch-up, as a node's is, and the check of the
+    /// replicas' agreement leaves those keys out.
+    pub catch_up_give_up: Option<Duration>,
 }
 
-/// The simulation's [`SimConfig::deleted_grace`]: longer than a partition or a crash of a run
-/// delays a catch-up, far shorter than the 60 s a node waits.
-pub const SIM_DELETED_GRACE: Duration = Duration::from_millis(1_000);
+/// The catch-up give-up of the churn workload's runs ([`SimConfig::catch_up_give_up`]): short,
+/// so that its grace ([`SIM_DELETED_GRACE`]) is short too and records are freed within a run.
+pub const SIM_CATCH_UP_GIVE_UP: Duration = Duration::from_millis(1_000);
+
+/// The churn workload's [`SimConfig::deleted_grace`], as a node takes it
+/// (`RecoveryOptions::deleted_grace`): twice its catch-up give-up ([`SIM_CATCH_UP_GIVE_UP`])
+/// plus the simulation's clock-skew bound (2 s), so no catch-up is still delivered when a
+/// free its horizon would turn it away happens.
+pub const SIM_DELETED_GRACE: Duration = Duration::from_millis(4_000);
+
+/// A node's grace with the simulation's clock-skew bound: twice the 30 s catch-up give-up plus
+/// 2 s ([`SimConfig::deleted_grace`] of every workload but churn).
+pub const SIM_NODE_DELETED_GRACE: Duration = Duration::from_secs(62);
+
+/// How long the churn workload's clients run by default: longer than its grace, so records
+/// are freed and their keys written again within the run.
+pub const SIM_CHURN_DURATION: Duration = Duration::from_secs(10);
 
 impl SimConfig {
     /// A run of `topology` with `seed`: 2 clients per node for 3 simulated seconds.
@@ -168,7 +189,7 @@ impl SimConfig {
             workload,
             faults,
             clients_per_node: 2,
-            duration: Duration::from_secs(3),
+            duration: if workload == Workload::Churn { SIM_CHURN_DURATION } else { Duration::from_secs(3) },
             options: CoordinatorOptions::default(),
             executor_mutations: ExecutorMutations::default(),
             recovery_mutations: RecoveryMutations::default(),
@@ -178,7 +199,8 @@ impl SimConfig {
             no_voter_repair: false,
             no_gap_locks: false,
             no_relink: false,
-            deleted_grace: (workload == Workload::Churn).then_some(SIM_DELETED_GRACE),
+            deleted_grace: Some(if workload == Workload::Churn { SIM_DELETED_GRACE } else { SIM_NODE_DELETED_GRACE }),
+            catch_up_give_up: (workload == Workload::Churn).then_some(SIM_CATCH_UP_GIVE_UP),
         }
     }
 }
@@ -225,6 +247,9 @@ pub struct SimReport {
     pub catch_ups_reshipped: u64,
     /// Catch-up shippers that gave up on some replica (`RecoveryOptions::catch_up_give_up`).
     pub catch_ups_given_up: u64,
+    /// Replica changes replay left out as superseded by their record's floor (older than a
+    /// freed delete of their key, or of another key of its slot).
+    pub superseded_changes: u64,
     /// DCs killed for good and removed from the placement (the `remove` fault).
     pub dcs_removed: u64,
     /// Nodes killed for good and removed from the placement (the `remove-node` fault).
@@ -320,14 +345,15 @@ impl std::fmt::Display for SimReport {
         writeln!(
             f,
             "  recoveries: {} started, {} committed, {} aborted; {} ring gaps filled ({} slots); \
-             catch-ups: {} shipped again, {} given up",
+             catch-ups: {} shipped again, {} given up; {} replica changes superseded",
             self.recoveries,
             self.recovered_commits,
             self.recovered_aborts,
             self.gaps_filled,
             self.gap_slots,
             self.catch_ups_reshipped,
-            self.catch_ups_given_up
+            self.catch_ups_given_up,
+            self.superseded_changes
         )?;
         writeln!(
             f,
@@ -463,6 +489,8 @@ enum RpcOwner {
     Gap(u64, NodeId),
     /// A rebuild's snapshot read: the partition and the attempt.
     Rebuild(PartitionId, u64),
+    /// A round of freeing deleted records: the index of the ask in the round.
+    Reclaim(usize),
 }
 
 struct Coord {
@@ -470,6 +498,10 @@ struct Coord {
     client: Option<usize>,
     answered_cost: Option<(u64, u64)>,
 }
+
+/// A node's round of freeing deleted records under way: the round, the answers so far (one
+/// per ask), and the asks not answered yet.
+type ReclaimUnderWay = (ReclaimRound, Vec<Option<Vec<bool>>>, usize);
 
 struct SimNode {
     id: NodeId,
@@ -494,6 +526,9 @@ struct SimNode {
     /// Catch-ups being paid (lost in a crash; their masks in the ring are not): the shipper,
     /// the entries whose masks it clears when done, and its queued timer.
     shippers: BTreeMap<u64, (Shipper, Vec<EntryRef>, Option<Micros>)>,
+    /// The keys each shipper's accepts carry, per target node (to note what a give-up leaves
+    /// behind).
+    shipped_keys: BTreeMap<u64, Vec<(NodeId, Vec<u64>)>>,
     /// Its learners' snapshot copies (lost in a crash, started again at the restart), with
     /// their queued timers; also its voter repairs (lost in a crash, not started again).
     rebuilds: BTreeMap<PartitionId, (Rebuild, Option<Micros>)>,
@@ -502,6 +537,9 @@ struct SimNode {
     /// Its learners whose copy is complete, waiting for the promotion (lost in a crash: the
     /// copy is then made again).
     filled: BTreeSet<(PartitionId, Epoch)>,
+    /// Its round of freeing deleted records under way (lost in a crash): the round, the
+    /// answers so far, and the asks not answered yet.
+    reclaim: Option<ReclaimUnderWay>,
     /// The ids its coordinators take (lost in a crash; the incarnation counter in its
     /// MemStore is not): `None` until booted.
     ids: Option<TxnIds>,
@@ -551,6 +589,9 @@ pub(crate) struct World {
     backoff_us: u64,
     /// When and how recovery runs (the clock-skew bound covers the skew fault's 2 s).
     recovery: RecoveryOptions,
+    /// `(replica, key)`: a catch-up shipper gave up on the replica for the key
+    /// ([`SimConfig::catch_up_give_up`]); the replica may hold an older value of it.
+    pub(crate) left_behind: BTreeSet<(NodeId, u64)>,
     /// When the drain last found every ring free of undecided entries (µs), to check it at
     /// most every 100 ms.
     last_ring_check: Micros,
@@ -637,7 +678,9 @@ impl World {
                     gaps: GapWatch::new(Vec::new(), Duration::ZERO),
                     armed: HashMap::new(),
                     rpcs: HashMap::new(),
+                    reclaim: None,
                     shippers: BTreeMap::new(),
+                    shipped_keys: BTreeMap::new(),
                     rebuilds: BTreeMap::new(),
                     repairing: BTreeSet::new(),
                     filled: BTreeSet::new(),
@@ -661,6 +704,9 @@ impl World {
         if let Some(turn) = cfg.recovery_turn {
             recovery.turn = turn;
         }
+        if let Some(give_up) = cfg.catch_up_give_up {
+            recovery.catch_up_give_up = give_up;
+        }
         let factor = topology.partitions.iter().map(|p| p.replicas.len()).max().unwrap_or(1);
         let mut membership = Membership::from_topology(&topology, factor).map_err(|e| e.to_string())?;
         membership.set_too_few_voters_allowed(cfg.remove_too_many);
@@ -668,6 +714,7 @@ impl World {
             backoff_us: 2 * max_rtt.as_micros() as u64,
             recovery,
             last_ring_check: 0,
+            left_behind: BTreeSet::new(),
             topology,
             dcs,
             nodes,
@@ -850,16 +897,34 @@ impl World {
         }
         let dc = self.dcs[n.dc.0 as usize].clone();
         let rule = self.cfg.executor_mutations.thomas_rule();
+        let mut superseded = Vec::new();
         for _ in 0..rounds {
             let mut rows = Vec::new();
-            let step =
-                n.replayer.step(&n.region, &mut |e| apply_committed_rows(&n.region, &dc.catalog, e, rule, &mut rows));
+            let region = &n.region;
+            let step = n.replayer.step(region, &mut |e| {
+                // A change at or below its record's floor is superseded (`deleted.rs`): older
+                // than a delete of its key, or than one of another key of its slot, which
+                // leaves this replica behind for its key until the key's next write.
+                for l in e.locks.iter().filter(|l| e.changes.iter().any(|c| c.record == l.record)) {
+                    let mut floor = [0u8; 8];
+                    if region.contains(l.record.0, 64) {
+                        region.read(l.record.0 + redt_dc_executor::FLOOR_WORD, &mut floor);
+                        if e.cts.0 <= u64::from_le_bytes(floor) & redt_proto::Cts::MASK {
+                            superseded.push(l.key);
+                        }
+                    }
+                }
+                apply_committed_rows(region, &dc.catalog, e, rule, &mut rows)
+            });
             // An error is the replay thread's to log; the index check finds what it left.
             let _ = dc.relink_rows(n.id, &rows);
             if step.applied + step.flushed == 0 {
                 break;
             }
         }
+        let node = n.id;
+        self.report.superseded_changes += superseded.len() as u64;
+        self.left_behind.extend(superseded.into_iter().map(|k| (node, k)));
     }
 
     fn step(&mut self, ev: Ev) {
@@ -899,6 +964,7 @@ impl World {
                         }
                         self.pump_rebuild(node, partition);
                     }
+                    Some(RpcOwner::Reclaim(ask)) => self.reclaim_answered(node, ask, None),
                     // The round stays unanswered; the watch starts another.
                     Some(RpcOwner::Gap(..)) | None => {}
                 }
@@ -929,6 +995,7 @@ impl World {
             Ev::RecoveryScan { node } => {
                 self.scan(node);
                 self.watch_gap(node);
+                self.reclaim(node);
                 let every = self.recovery.scan_every.as_micros() as u64;
                 self.queue.push(self.now + every, Ev::RecoveryScan { node });
             }
@@ -1240,7 +1307,9 @@ impl World {
                     if let Ok(step) = &purged {
                         self.report.rebuild_rows_purged += step.rows;
                     }
+                    let shown = format!("{purged:?}");
                     r.purged(purged, now);
+                    self.trace(|| format!("{node} purges {partition} from bucket {from_bucket}: {shown}"));
                 }
             }
         }
@@ -1333,7 +1402,9 @@ impl World {
         }
         n.rpcs.clear();
         n.shippers.clear();
+        n.shipped_keys.clear();
         n.rebuilds.clear();
+        n.reclaim = None;
         n.repairing.clear();
         n.filled.clear();
         n.recoverers.clear();
@@ -1490,6 +1561,43 @@ impl World {
     /// its ring whose transaction is old enough (the coordinator's DC first, the others
     /// later), and that no coordinator or recoverer of this node is working on, gets a
     /// recoverer.
+    /// Starts a round of freeing `node`'s deleted records whose grace has passed
+    /// (`ExecutorCore::take_reclaims`), unless one is under way: every recovery scan.
+    fn reclaim(&mut self, node: NodeId) {
+        let i = node.0 as usize;
+        let now_ms = self.wall_ms(node);
+        let n = &mut self.nodes[i];
+        if !n.alive || n.reclaim.is_some() {
+            return;
+        }
+        let Some(round) = n.core.as_mut().and_then(|c| c.take_reclaims(now_ms)) else { return };
+        let asks: Vec<(NodeId, Request)> = round.asks.clone();
+        self.nodes[i].reclaim = Some((round, vec![None; asks.len()], asks.len()));
+        for (k, (to, request)) in asks.into_iter().enumerate() {
+            self.call(node, to, RpcOwner::Reclaim(k), request);
+        }
+    }
+
+    /// Ask `ask` of `node`'s reclaim round was answered (`None`: it failed); the round ends
+    /// once every ask was.
+    fn reclaim_answered(&mut self, node: NodeId, ask: usize, holds: Option<Vec<bool>>) {
+        let i = node.0 as usize;
+        let now_ms = self.wall_ms(node);
+        let n = &mut self.nodes[i];
+        let Some((_, answers, pending)) = n.reclaim.as_mut() else { return };
+        if let Some(slot) = answers.get_mut(ask) {
+            *slot = holds;
+            *pending -= 1;
+        }
+        if *pending > 0 {
+            return;
+        }
+        let Some((round, answers, _)) = n.reclaim.take() else { return };
+        if let Some(core) = n.core.as_mut() {
+            core.finish_reclaims(round, &answers, now_ms);
+        }
+    }
+
     fn scan(&mut self, node: NodeId) {
         let i = node.0 as usize;
         if !self.nodes[i].alive {
@@ -1557,9 +1665,20 @@ impl World {
         }
         let now = self.instant(self.now);
         let placement = Some(self.nodes[node.0 as usize].epochs.clone());
+        let keys: Vec<(NodeId, Vec<u64>)> = ship
+            .iter()
+            .map(|(peer, req)| {
+                let keys = match req {
+                    Request::Accept(a) => a.changes.iter().map(|c| c.key).collect(),
+                    _ => Vec::new(),
+                };
+                (*peer, keys)
+            })
+            .collect();
         let shipper = Shipper::start(txn, ship, &self.topology, &self.recovery, placement, now);
         self.next_rpc += 1;
         let id = self.next_rpc;
+        self.nodes[node.0 as usize].shipped_keys.insert(id, keys);
         self.nodes[node.0 as usize].shippers.insert(id, (shipper, owed, None));
         self.pump_ship(node, id);
     }
@@ -1579,9 +1698,20 @@ impl World {
         let Some((s, _, armed)) = n.shippers.get_mut(&ship) else { return };
         if s.is_done() {
             let Some((s, owed, _)) = n.shippers.remove(&ship) else { return };
+            let keys = n.shipped_keys.remove(&ship).unwrap_or_default();
             let txn = s.txn();
             if !s.delivered() {
                 self.report.catch_ups_given_up += 1;
+                // Left behind by design only where the run shortens the give-up (churn); a
+                // give-up after the default 30 s is no part of a healthy run, and the check
+                // of the replicas' agreement keeps its keys.
+                let behind = if self.cfg.catch_up_give_up.is_some() { s.undelivered() } else { Vec::new() };
+                for (peer, keys) in keys.into_iter().filter(|(p, _)| behind.contains(p)) {
+                    self.trace(|| {
+                        format!("{node} gave up the catch-up of {txn} to {peer}: left behind for keys {keys:?}")
+                    });
+                    self.left_behind.extend(keys.into_iter().map(|k| (peer, k)));
+                }
             }
             if let Some(core) = self.nodes[i].core.as_mut() {
                 let _ = core.clear_owed(txn, &owed);
@@ -1765,6 +1895,13 @@ impl World {
                         }
                         self.pump_rebuild(to, partition);
                     }
+                    Some(RpcOwner::Reclaim(ask)) => {
+                        let holds = match reply {
+                            Reply::ReclaimChecked(h) => Some(h),
+                            _ => None,
+                        };
+                        self.reclaim_answered(to, ask, holds);
+                    }
                     Some(RpcOwner::Ship(ship, attempt)) => {
                         self.trace(|| format!("{to}: shipment {ship} answered {reply:?}"));
                         let now = self.instant(self.now);
@@ -1851,6 +1988,7 @@ fn kind(r: &Request) -> &'static str {
         Request::RecoveryPrepare(_) => "prepare(b)",
         Request::Reservations(_) => "reservations",
         Request::SnapshotRead(_) => "snapshot-read",
+        Request::ReclaimCheck(_) => "reclaim-check",
     }
 }
 

@@ -760,15 +760,19 @@ fn churn_seeds_pass_every_check() {
 
 /// The purge that ends a learner's copy (`ExecutorCore::purge_unrefreshed`): a DC removed
 /// from the placement comes back with the MemStore it kept and is rebuilt onto it from its
-/// partitions' voters. A key it held whose delete it missed, and which the voters freed since,
-/// is in no snapshot chunk; the purge empties it. Seed 3143 of churn on local-fast, every
-/// fault and a DC removal, passes as built and purges a row; with the purge off
-/// (`ExecutorMutations::keep_unrefreshed`, `redt sim --mutant-keep-unrefreshed`) the
-/// rebuilt learner keeps the old value and the replicas disagree.
+/// partitions' voters (with n = 5 over five DCs no other DC can take its replicas). A key it
+/// held whose delete it missed, and which the voters freed while it was out of the placement,
+/// is in no snapshot chunk; the purge empties and frees it. It takes an outage longer than the
+/// grace, so the run takes a 1 s grace: seed 3121 of churn on world-5dc-n5, every fault and a
+/// DC removal, passes as built and purges a row; with the purge off
+/// (`ExecutorMutations::keep_unrefreshed`, `redt sim --mutant-keep-unrefreshed
+/// --deleted-grace 1s`) the rebuilt learner keeps the old value and the replicas disagree
+/// (`--seeds 200 --from 3000` fails only seed 3121; all 200 pass as built).
 #[test]
 fn a_mutant_that_keeps_what_a_rebuild_did_not_refresh_is_caught() {
     let faults = Faults { remove_dc: true, ..Faults::all() };
-    let mut cfg = SimConfig::new(topology("local-fast.yaml"), 3143, Workload::Churn, faults);
+    let mut cfg = SimConfig::new(topology("world-5dc-n5.yaml"), 3121, Workload::Churn, faults);
+    cfg.deleted_grace = Some(std::time::Duration::from_secs(1));
     let r = run(cfg.clone()).expect("runs");
     assert!(r.ok(), "the seed passes as built: {r}");
     assert!(r.rebuild_rows_purged > 0, "the rebuild purged a row: {r}");
@@ -776,20 +780,43 @@ fn a_mutant_that_keeps_what_a_rebuild_did_not_refresh_is_caught() {
     let r = run(cfg).expect("runs");
     assert!(
         r.violations.iter().any(|v| matches!(v, redt_sim::Violation::Diverged { .. })),
-        "seed 3143 catches the mutant by replicas that disagree: {r}"
+        "seed 3121 catches the mutant by replicas that disagree: {r}"
+    );
+}
+
+/// The check before a free (`ExecutorCore::take_reclaims`): a replica frees its record of a
+/// deleted key only once every other replica of the key's partition holds the delete too.
+/// Without it (`ExecutorMutations::reclaim_without_check`, `redt sim
+/// --mutant-reclaim-without-check`) the replicas free on their own clocks: with n = 5 a voter
+/// still waiting for the delete's catch-up keeps the old row, a DC rebuilt after its removal
+/// merges that row from it, and the delete, shipped before the learner was added, never
+/// reaches the learner. Seed 3061 of churn on world-5dc-n5, every fault and a DC removal,
+/// catches it (`--seeds 150 --from 3000` fails only seed 3061, which passes as built).
+#[test]
+fn a_mutant_that_frees_without_asking_the_other_replicas_is_caught() {
+    let faults = Faults { remove_dc: true, ..Faults::all() };
+    let mut cfg = SimConfig::new(topology("world-5dc-n5.yaml"), 3061, Workload::Churn, faults);
+    let r = run(cfg.clone()).expect("runs");
+    assert!(r.ok(), "the seed passes as built: {r}");
+    assert!(r.deleted_records_freed > 0, "records were freed: {r}");
+    cfg.executor_mutations.reclaim_without_check = true;
+    let r = run(cfg).expect("runs");
+    assert!(
+        r.violations.iter().any(|v| matches!(v, redt_sim::Violation::Diverged { .. })),
+        "seed 3061 catches the mutant by replicas that disagree: {r}"
     );
 }
 
 /// The deletion-horizon mutant: freeing a deleted record does not raise its slot's horizon
 /// (`ExecutorMutations::free_deleted_without_horizon`), so a catch-up of a write older than
-/// the delete, reaching a replica after the free, creates the key there again. Seed 5 of the
+/// the delete, reaching a replica after the free, creates the key there again. Seed 39 of the
 /// churn workload on world-5dc-n5 (every fault) catches it: the replicas of a key disagree
-/// (`redt sim --seeds 300 --config configs/world-5dc-n5.yaml --workload churn
-/// --mutant-free-deleted-without-horizon` fails seeds 5, 12, 30, 48, 164, 177 and 263, which
-/// pass as built); the same seed passes as built.
+/// (`redt sim --seeds 100 --config configs/world-5dc-n5.yaml --workload churn
+/// --mutant-free-deleted-without-horizon` fails seeds 39, 45, 53, 65 and 94, which pass as
+/// built); the same seed passes as built.
 #[test]
 fn a_mutant_that_frees_deleted_records_without_a_horizon_is_caught() {
-    let mut cfg = SimConfig::new(topology("world-5dc-n5.yaml"), 5, Workload::Churn, Faults::all());
+    let mut cfg = SimConfig::new(topology("world-5dc-n5.yaml"), 39, Workload::Churn, Faults::all());
     let r = run(cfg.clone()).expect("runs");
     assert!(r.ok(), "the seed passes as built: {r}");
     assert!(r.deleted_records_freed > 0, "records were freed: {r}");
@@ -797,7 +824,7 @@ fn a_mutant_that_frees_deleted_records_without_a_horizon_is_caught() {
     let r = run(cfg).expect("runs");
     assert!(
         r.violations.iter().any(|v| matches!(v, redt_sim::Violation::Diverged { .. })),
-        "seed 5 catches the mutant by replicas that disagree: {r}"
+        "seed 39 catches the mutant by replicas that disagree: {r}"
     );
 }
 

@@ -34,9 +34,10 @@ pub struct SimArgs {
     /// Closed-loop clients per node.
     #[arg(long, default_value_t = 2)]
     clients_per_node: usize,
-    /// Simulated time the clients submit for (then the run drains).
-    #[arg(long, default_value = "3s", allow_hyphen_values = true, value_parser = crate::cmd::duration::run_time)]
-    duration: Duration,
+    /// Simulated time the clients submit for (then the run drains): 3 s, 10 s for churn (longer
+    /// than its 4 s grace, so records are freed within the run).
+    #[arg(long, allow_hyphen_values = true, value_parser = crate::cmd::duration::run_time)]
+    duration: Option<Duration>,
     /// Print the event trace of `--seed`.
     #[arg(long)]
     trace: bool,
@@ -57,6 +58,10 @@ pub struct SimArgs {
     /// no voter's copy refreshed, so a key its voters deleted and freed keeps its old value.
     #[arg(long)]
     mutant_keep_unrefreshed: bool,
+    /// A deliberate bug, for finding the seeds that catch it: a replica frees a deleted key's
+    /// record without asking the other replicas whether they hold the delete too.
+    #[arg(long)]
+    mutant_reclaim_without_check: bool,
     /// Frees deleted records this long after their delete (the churn workload's default is
     /// 1 s, far shorter than a node's 60 s, so runs free records; the others free none).
     #[arg(long, value_parser = crate::cmd::duration::run_time)]
@@ -76,17 +81,20 @@ pub fn run_sim(a: &SimArgs) -> Result<()> {
     let config = |seed: u64| {
         let mut c = SimConfig::new(topology.clone(), seed, a.workload, a.faults);
         c.clients_per_node = a.clients_per_node;
-        c.duration = a.duration;
+        if let Some(d) = a.duration {
+            c.duration = d;
+        }
         c.no_gap_locks = a.mutant_no_gap_locks;
         c.no_relink = a.mutant_no_relink;
         c.executor_mutations.free_deleted_without_horizon = a.mutant_free_deleted_without_horizon;
         c.executor_mutations.keep_unrefreshed = a.mutant_keep_unrefreshed;
+        c.executor_mutations.reclaim_without_check = a.mutant_reclaim_without_check;
         if a.deleted_grace.is_some() {
             c.deleted_grace = a.deleted_grace;
         }
         c
     };
-    if a.duration.is_zero() {
+    if a.duration.is_some_and(|d| d.is_zero()) {
         bail!("--duration must be above zero");
     }
     match (a.seed, a.seeds) {

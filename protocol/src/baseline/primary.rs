@@ -38,7 +38,8 @@ pub fn is_primary_request(request: &Request) -> bool {
         | Request::LogDecision(_)
         | Request::RecoveryPrepare(_)
         | Request::Reservations(_)
-        | Request::SnapshotRead(_) => false,
+        | Request::SnapshotRead(_)
+        | Request::ReclaimCheck(_) => false,
     }
 }
 
