@@ -277,6 +277,9 @@ struct Scanned {
 /// Most entries one range read's piece passes, rows and keys without a row together
 /// ([`crate::record::RecordView::is_absent`]: deleted, or never written): a piece that meets
 /// more before its `limit` rows votes abort ([`AbortReason::User`]) rather than lock them all.
+/// Superseded keys [`Executor::take_superseded`] keeps between two calls at most.
+pub const MAX_SUPERSEDED_KEPT: usize = 4096;
+
 /// How long after its commit timestamp a deleted record may be freed by default
 /// (`deleted.rs`): twice the 30 s a catch-up's shipper tries before it gives up.
 pub const DELETED_GRACE: Duration = Duration::from_secs(60);
@@ -390,6 +393,10 @@ pub struct Executor {
     /// Records committed deletes emptied, waiting to be freed (`deleted.rs`); none are kept
     /// while freeing is off.
     deleted: DeletedQueue,
+    /// Keys a catch-up applied straight to the records left out as superseded by their
+    /// record's floor, since the last [`Executor::take_superseded`] (at most
+    /// [`MAX_SUPERSEDED_KEPT`]).
+    pub(crate) superseded: Vec<(NodeId, TableId, u64)>,
     /// Whether committed deletes' records are freed ([`Executor::set_deleted_grace`]).
     free_deleted: bool,
     /// Whether freeing a deleted record raises its node's deletion horizon first; off only
@@ -473,6 +480,7 @@ impl Executor {
             promise_table: true,
             persist_votes: true,
             deleted: DeletedQueue::new(DELETED_GRACE),
+            superseded: Vec::new(),
             free_deleted: false,
             deletion_horizon: true,
         }
@@ -513,6 +521,14 @@ impl Executor {
             self.deleted.push(DeletedRecord { node, table, key, record, cts });
         }
         Ok(())
+    }
+
+    /// The keys whose catch-ups, applied straight to the records, were left out as superseded
+    /// by their record's floor since the last call: older than a freed delete of the key, or
+    /// of another key of its slot (then this replica is behind for the key until its next
+    /// write reaches it; `deleted.rs`).
+    pub fn take_superseded(&mut self) -> Vec<(NodeId, TableId, u64)> {
+        std::mem::take(&mut self.superseded)
     }
 
     /// Whether committed deletes' records are freed ([`Executor::set_deleted_grace`]).

@@ -191,7 +191,10 @@ pub struct LimitsConfig {
     pub max_bulk_percent: u64,
     /// `free_deleted_records`: whether a node frees the record of a key a committed delete
     /// emptied, once its grace has passed and every other replica of the key holds the delete
-    /// (`redt_dc_executor`'s `deleted.rs`; docs/design.md, "Records reclaimed"). On by default.
+    /// (`redt_dc_executor`'s `deleted.rs`; docs/design.md, "Records reclaimed"). Off by
+    /// default: a catch-up created more than a grace after its commit timestamp (a phase 2
+    /// that reached its source DC that late) is turned away by a horizon another key of its
+    /// slot raised, leaving its replica behind for the key.
     pub free_deleted_records: bool,
 }
 
@@ -264,7 +267,7 @@ impl Default for LimitsConfig {
             max_accepted_redo: Self::DEFAULT_MAX_ACCEPTED_REDO,
             max_background_retries: Self::DEFAULT_MAX_BACKGROUND_RETRIES,
             max_bulk_percent: Self::DEFAULT_MAX_BULK_PERCENT,
-            free_deleted_records: true,
+            free_deleted_records: false,
         }
     }
 }

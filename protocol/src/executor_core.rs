@@ -654,6 +654,13 @@ impl ExecutorCore {
         Ok(())
     }
 
+    /// The keys whose catch-ups were left out here as superseded by their record's floor since
+    /// the last call (`redt_dc_executor::Executor::take_superseded`; the simulation's check
+    /// counts such a replica behind for the key).
+    pub fn take_superseded(&mut self) -> Vec<(NodeId, redt_proto::TableId, u64)> {
+        self.executor.take_superseded()
+    }
+
     /// Records freed after a delete, candidates waiting, candidates forgotten (`redt status`).
     pub fn deleted_records(&self) -> (u64, usize, u64) {
         let q = self.executor.deleted_records();

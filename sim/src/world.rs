@@ -150,10 +150,9 @@ pub struct SimConfig {
     /// reads miss a row (the index check must catch it).
     pub no_relink: bool,
     /// How long after its delete a deleted record may be freed
-    /// ([`ExecutorCore::with_deleted_grace`]; `None`: never): [`SIM_DELETED_GRACE`] for churn,
-    /// shorter than its run, so that its deleted keys are freed and written again while
-    /// catch-ups are in flight; a node's for the others (twice the 30 s catch-up give-up plus
-    /// the 2 s clock-skew bound: freeing is on, and no record is due within a run).
+    /// ([`ExecutorCore::with_deleted_grace`]; `None`: never, a node's default):
+    /// [`SIM_DELETED_GRACE`] for churn, shorter than its run, so that its deleted keys are
+    /// freed and written again while catch-ups are in flight; `None` for the others.
     pub deleted_grace: Option<Duration>,
     /// Replaces [`RecoveryOptions::catch_up_give_up`] (`None`: the topology's, 30 s):
     /// [`SIM_CATCH_UP_GIVE_UP`] for churn. With it set, a replica a shipper gave up on is
@@ -171,10 +170,6 @@ pub const SIM_CATCH_UP_GIVE_UP: Duration = Duration::from_millis(1_000);
 /// plus the simulation's clock-skew bound (2 s), so no catch-up is still delivered when a
 /// free its horizon would turn it away happens.
 pub const SIM_DELETED_GRACE: Duration = Duration::from_millis(4_000);
-
-/// A node's grace with the simulation's clock-skew bound: twice the 30 s catch-up give-up plus
-/// 2 s ([`SimConfig::deleted_grace`] of every workload but churn).
-pub const SIM_NODE_DELETED_GRACE: Duration = Duration::from_secs(62);
 
 /// How long the churn workload's clients run by default: longer than its grace, so records
 /// are freed and their keys written again within the run.
@@ -199,7 +194,7 @@ impl SimConfig {
             no_voter_repair: false,
             no_gap_locks: false,
             no_relink: false,
-            deleted_grace: Some(if workload == Workload::Churn { SIM_DELETED_GRACE } else { SIM_NODE_DELETED_GRACE }),
+            deleted_grace: (workload == Workload::Churn).then_some(SIM_DELETED_GRACE),
             catch_up_give_up: (workload == Workload::Churn).then_some(SIM_CATCH_UP_GIVE_UP),
         }
     }
@@ -1846,6 +1841,9 @@ impl World {
                 let is_record = matches!(request, Request::Record(_));
                 let Some(core) = self.nodes[i].core.as_mut() else { return };
                 let handled = core.handle(from, request, now_ms);
+                let superseded = core.take_superseded();
+                self.report.superseded_changes += superseded.len() as u64;
+                self.left_behind.extend(superseded.into_iter().map(|(n, _, k)| (n, k)));
                 match &handled.reply {
                     Reply::Vote { vote, .. } if !vote.is_commit() => {
                         self.abort_evidence.entry(txn).or_default().insert(dc);
