@@ -436,8 +436,7 @@ impl Rebuild {
             }
             Err(e) => {
                 p.failures = p.failures.saturating_add(1);
-                let shift = p.failures.saturating_sub(1).min(16);
-                p.retry_at = Some(now + self.options.retry_base.saturating_mul(1 << shift).min(self.options.retry_max));
+                p.retry_at = Some(now + backoff(&self.options, p.failures));
                 self.last_error = Some(format!("purge: {e}"));
             }
         }
@@ -470,9 +469,7 @@ impl Rebuild {
         let s = &mut self.sources[i];
         s.in_flight = false;
         s.failures = s.failures.saturating_add(1);
-        let shift = s.failures.saturating_sub(1).min(16);
-        let pause = self.options.retry_base.saturating_mul(1 << shift).min(self.options.retry_max);
-        s.retry_at = Some(now + pause);
+        s.retry_at = Some(now + backoff(&self.options, s.failures));
         self.last_error = Some(format!("{}: {error}", s.node));
     }
 
@@ -501,5 +498,55 @@ impl Rebuild {
             max_bytes: self.options.chunk_bytes,
         });
         self.actions.push_back(RebuildAction::Send { attempt, to: self.sources[i].node, request });
+    }
+}
+
+/// The pause before the next try after `failures` failures in a row: `retry_base`, doubling up
+/// to `retry_max`.
+fn backoff(options: &RebuildOptions, failures: u32) -> Duration {
+    let shift = failures.saturating_sub(1).min(16);
+    options.retry_base.saturating_mul(1 << shift).min(options.retry_max)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The one voter's copy answered complete and empty: its `Send` answered.
+    fn copied(r: &mut Rebuild, now: Instant) {
+        let Some(RebuildAction::Send { attempt, .. }) = r.poll_action() else { panic!("a snapshot read first") };
+        r.handle_reply(attempt, Reply::Snapshot { records: Vec::new(), next: None, horizon: Cts(0) }, now);
+    }
+
+    #[test]
+    fn a_learners_copy_ends_with_the_purge_step_by_step_and_a_repair_without_it() {
+        let now = Instant::now();
+        let mut r = Rebuild::start(PartitionId(1), Epoch(3), &[NodeId(2)], RebuildOptions::default(), now);
+        copied(&mut r, now);
+        assert!(!r.is_done(), "copied, not purged yet");
+        assert_eq!(r.poll_action(), Some(RebuildAction::Purge { from_bucket: 0 }));
+        assert_eq!(r.poll_action(), None, "one step at a time");
+        r.purged(Ok(Purged { next: Some(4096), rows: 2 }), now);
+        assert_eq!(r.poll_action(), Some(RebuildAction::Purge { from_bucket: 4096 }));
+        // A record in use: the same step again after a pause.
+        r.purged(Ok(Purged { next: Some(4096), rows: 0 }), now);
+        assert_eq!(r.poll_action(), None);
+        let later = r.poll_timeout().expect("a retry is due later");
+        assert!(later > now);
+        r.handle_timeout(later);
+        assert_eq!(r.poll_action(), Some(RebuildAction::Purge { from_bucket: 4096 }));
+        // A failure: retried after a pause too, and named.
+        r.purged(Err("verbs".into()), later);
+        assert!(r.last_error().is_some_and(|e| e.contains("verbs")));
+        r.handle_timeout(r.poll_timeout().expect("a retry"));
+        assert_eq!(r.poll_action(), Some(RebuildAction::Purge { from_bucket: 4096 }));
+        r.purged(Ok(Purged { next: None, rows: 1 }), later);
+        assert!(r.is_done());
+        assert_eq!(r.progress().purged, 3);
+
+        let mut repair = Rebuild::start_repair(PartitionId(1), Epoch(3), &[NodeId(2)], RebuildOptions::default(), now);
+        copied(&mut repair, now);
+        assert!(repair.is_done(), "a repair does not purge");
+        assert_eq!(repair.poll_action(), None);
     }
 }
