@@ -40,21 +40,32 @@ pub fn apply_committed(region: &Region, catalog: &Catalog, entry: &RedoEntry) ->
 /// [`apply_committed`] under the given [`ThomasRule`] (the simulation's mutant picks the old
 /// one).
 pub fn apply_committed_by(region: &Region, catalog: &Catalog, entry: &RedoEntry, rule: ThomasRule) -> Apply {
-    apply_committed_rows(region, catalog, entry, rule, &mut Vec::new())
+    apply_committed_rows(region, catalog, entry, rule, &mut Replayed::default())
 }
 
 /// A record replay wrote a row into: `(table, key, record)`.
 pub type RowWritten = (TableId, u64, Offset);
 
-/// [`apply_committed_by`] that also appends to `rows` each record it wrote a row into (a
-/// cell value not all zero): a delete applied meanwhile may have taken its key out of its
-/// ordered index, which only [`DcHandle::relink_rows`] puts back.
+/// What [`apply_committed_rows`] reports beside its [`Apply`], appended entry after entry.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Replayed {
+    /// Each record replay wrote a row into (a cell value not all zero): a delete applied
+    /// meanwhile may have taken its key out of its ordered index, which only
+    /// [`DcHandle::relink_rows`] puts back.
+    pub rows: Vec<RowWritten>,
+    /// Each key whose changes replay left out as superseded by its record's floor (older than
+    /// a freed delete of the key, or of another key of its slot: `deleted.rs`).
+    pub superseded: Vec<(TableId, u64)>,
+}
+
+/// [`apply_committed_by`] that also reports the rows it wrote and the keys it left out as
+/// superseded ([`Replayed`]).
 pub fn apply_committed_rows(
     region: &Region,
     catalog: &Catalog,
     entry: &RedoEntry,
     rule: ThomasRule,
-    rows: &mut Vec<RowWritten>,
+    out: &mut Replayed,
 ) -> Apply {
     if let Err(why) = check_records(region, catalog, entry) {
         return Apply::Invalid(why);
@@ -86,6 +97,9 @@ pub fn apply_committed_rows(
         let mut floor = [0u8; 8];
         region.read(l.record.0 + FLOOR_WORD, &mut floor);
         let superseded = cts.0 <= u64::from_le_bytes(floor) & Cts::MASK;
+        if superseded {
+            out.superseded.push((l.table, l.key));
+        }
         let mut written = 0u16;
         let mut row = false;
         for ch in changes.iter().filter(|_| !superseded) {
@@ -111,7 +125,7 @@ pub fn apply_committed_rows(
         }
         region.fetch_and_add(lock_at, lock::release_operand(cas.added));
         if row {
-            rows.push((l.table, l.key, l.record));
+            out.rows.push((l.table, l.key, l.record));
         }
     }
     Apply::Done

@@ -35,7 +35,7 @@ pub mod ring;
 mod snapshot;
 pub use redt_verbs as verbs;
 
-pub use apply::{apply_committed, apply_committed_by, apply_committed_rows, RowWritten};
+pub use apply::{apply_committed, apply_committed_by, apply_committed_rows, Replayed, RowWritten};
 pub use btree::{
     BTree, BTreeConfig, BTreeCounts, BTreeStats, ReadCheck, TreeShape, DEFAULT_NODE_BYTES, MAX_NODE_BYTES,
     MIN_NODE_BYTES,
@@ -57,7 +57,7 @@ pub use procedure::{
     ReadView, RecordOp, RecordsProcedure, UserAbort, Write, YcsbOp, YcsbProcedure, LIST_HEADER, LIST_TAG,
 };
 pub use record::lock_word;
-pub use record::{encode_cell, Catalog, CellVersion, RecordLayout, RecordView, ThomasRule, FLOOR_WORD, HEADER_BYTES};
+pub use record::{encode_cell, Catalog, CellVersion, RecordLayout, RecordView, ThomasRule, HEADER_BYTES};
 pub use redt_verbs::{masked_add, Region};
 pub use replay::{Apply, ReplayStep, Replayer};
 pub use replay_task::ReplayTask;

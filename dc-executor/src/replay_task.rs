@@ -5,7 +5,7 @@
 //! entry it cannot apply (`Apply::Invalid`) is logged as an error and counted
 //! ([`ReplayTask::invalid`]); replay goes on past it.
 
-use crate::apply::apply_committed_rows;
+use crate::apply::{apply_committed_rows, Replayed};
 use crate::dc::DcHandle;
 use crate::record::ThomasRule;
 use crate::replay::Replayer;
@@ -50,11 +50,11 @@ impl ReplayTask {
                 let mut unsynced = false;
                 loop {
                     let stopping = s.load(Ordering::Acquire);
-                    let mut rows = Vec::new();
+                    let mut out = Replayed::default();
                     let rule = ThomasRule::default();
                     let step =
-                        replayer.step(&region, &mut |e| apply_committed_rows(&region, &dc.catalog, e, rule, &mut rows));
-                    if let Err(e) = dc.relink_rows(node, &rows) {
+                        replayer.step(&region, &mut |e| apply_committed_rows(&region, &dc.catalog, e, rule, &mut out));
+                    if let Err(e) = dc.relink_rows(node, &out.rows) {
                         tracing::error!(node = %name, "replay could not put a key back into its ordered index: {e}");
                     }
                     a.fetch_add(step.applied, Ordering::Relaxed);

@@ -60,6 +60,17 @@ impl SnapshotRecord {
     pub fn encoded_bytes(&self) -> usize {
         12 + self.cells.iter().map(|c| 14 + c.value.len()).sum::<usize>()
     }
+
+    /// Whether the record holds a row: a cell value not all zero bytes (as
+    /// [`crate::RecordView::is_absent`] reads a record).
+    pub fn holds_row(&self) -> bool {
+        self.cells.iter().any(|c| c.value.iter().any(|&b| b != 0))
+    }
+
+    /// The newest commit timestamp among its cells' versions (0 if none was written).
+    pub fn newest_cts(&self) -> redt_proto::Cts {
+        self.cells.iter().map(|c| CellVersion(c.version).cts()).max().unwrap_or_default()
+    }
 }
 
 /// One piece of a snapshot scan: the records of a run of whole index buckets.
@@ -345,7 +356,7 @@ pub fn apply_snapshot_by(
         verbs.post_batch(node, &mut batch)?;
         done.applied += 1;
         done.cells_written += cells_written;
-        if cells_written > 0 && r.cells.iter().any(|c| c.value.iter().any(|&b| b != 0)) {
+        if cells_written > 0 && r.holds_row() {
             rows.push((r.table, r.key, record));
         }
     }

@@ -369,7 +369,7 @@ fn a_catch_up_replayed_after_a_delete_puts_its_key_back() {
         // The catch-up commits after the delete.
         exec.settle_replica(origin.txn, Decision::Commit(redt_proto::Cts(deleted.0 + 10)), &[entry]).unwrap();
         let region = dc.local.region(node).unwrap();
-        let mut written = Vec::new();
+        let mut written = redt_dc_executor::Replayed::default();
         Replayer::new(dc.dc.layout, node).step(region, &mut |e| {
             if relink {
                 apply_committed_rows(region, &dc.dc.catalog, e, Default::default(), &mut written)
@@ -377,7 +377,7 @@ fn a_catch_up_replayed_after_a_delete_puts_its_key_back() {
                 apply_committed_by(region, &dc.dc.catalog, e, Default::default())
             }
         });
-        dc.dc.relink_rows(node, &written).unwrap();
+        dc.dc.relink_rows(node, &written.rows).unwrap();
         assert_eq!(dc.dc.read_record(node, T, 4).unwrap().unwrap().values[0], vec![7; 8], "the catch-up's row");
         assert_eq!(dc.in_tree(4), relink, "relink {relink}");
     }

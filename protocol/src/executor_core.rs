@@ -562,7 +562,7 @@ impl ExecutorCore {
             return None;
         }
         let current = self.epochs.current();
-        let mut now = Vec::new();
+        let mut free_now = Vec::new();
         let mut candidates = Vec::new();
         let mut by_node: BTreeMap<NodeId, (Vec<ReclaimKey>, Vec<usize>)> = BTreeMap::new();
         for (tries, r) in taken {
@@ -576,7 +576,7 @@ impl ExecutorCore {
                 .filter(|&n| n != self.node)
                 .collect();
             if others.is_empty() || self.mutations.reclaim_without_check {
-                now.push((tries, r));
+                free_now.push((tries, r));
                 continue;
             }
             let i = candidates.len();
@@ -587,7 +587,7 @@ impl ExecutorCore {
                 indexes.push(i);
             }
         }
-        if let Err(e) = self.executor.retire_taken(now_ms, now) {
+        if let Err(e) = self.executor.retire_taken(now_ms, free_now) {
             tracing::warn!(node = %current.node_name(self.node), "freeing deleted records failed: {}", Error::from(e).named(&current));
         }
         if candidates.is_empty() {
@@ -643,13 +643,7 @@ impl ExecutorCore {
         }
         let dc = self.executor.dc().clone();
         let chunk = redt_dc_executor::read_snapshot(&dc, self.node, from, SWEEP_BUCKETS, usize::MAX, &|_, _| true)?;
-        for r in chunk.records.iter().filter(|r| r.cells.iter().all(|c| c.value.iter().all(|&b| b == 0))) {
-            let newest =
-                r.cells.iter().map(|c| redt_dc_executor::CellVersion(c.version).cts()).max().unwrap_or_default();
-            if newest != Cts(0) {
-                self.executor.queue_deleted(self.node, r.table, r.key, newest)?;
-            }
-        }
+        self.queue_deleted_records(&chunk.records)?;
         self.sweep = chunk.next;
         Ok(())
     }
@@ -1174,14 +1168,20 @@ impl ExecutorCore {
             redt_dc_executor::apply_snapshot_by(&dc, self.node, records, self.mutations.thomas_rule())?.applied;
         self.note_refreshed(records[..applied].iter().map(|r| (r.table, r.key)));
         // A deleted record copied from a voter is freed here as there.
-        for r in records[..applied].iter().filter(|r| r.cells.iter().all(|c| c.value.iter().all(|&b| b == 0))) {
-            let newest =
-                r.cells.iter().map(|c| redt_dc_executor::CellVersion(c.version).cts()).max().unwrap_or_default();
+        self.queue_deleted_records(&records[..applied])?;
+        Ok(applied)
+    }
+
+    /// Remembers the deleted records among `records` (this node's, as a snapshot reads them:
+    /// no row, a version written) to be freed once their grace has passed.
+    fn queue_deleted_records(&mut self, records: &[redt_dc_executor::SnapshotRecord]) -> Result<()> {
+        for r in records.iter().filter(|r| !r.holds_row()) {
+            let newest = r.newest_cts();
             if newest != Cts(0) {
                 self.executor.queue_deleted(self.node, r.table, r.key, newest)?;
             }
         }
-        Ok(applied)
+        Ok(())
     }
 
     /// Remembers the records a decided catch-up committed at `cts` empties (every change of a
@@ -1266,11 +1266,8 @@ impl ExecutorCore {
             SnapshotRead::MAX_BYTES as usize,
             &keep,
         )?;
-        let live: Vec<&redt_dc_executor::SnapshotRecord> = chunk
-            .records
-            .iter()
-            .filter(|r| !self.mutations.keep_unrefreshed && r.cells.iter().any(|c| c.value.iter().any(|&b| b != 0)))
-            .collect();
+        let live: Vec<&redt_dc_executor::SnapshotRecord> =
+            chunk.records.iter().filter(|r| !self.mutations.keep_unrefreshed && r.holds_row()).collect();
         let rows: Vec<(redt_proto::TableId, u64)> = live.iter().map(|r| (r.table, r.key)).collect();
         let at = dc.max_deletion_horizon(self.node)?;
         let done = redt_dc_executor::purge_records(&dc, self.node, &rows, at)?;
@@ -1279,8 +1276,7 @@ impl ExecutorCore {
         if self.executor.frees_deleted() {
             let mut emptied = Vec::new();
             for r in live.iter().take(done.applied) {
-                let newest =
-                    r.cells.iter().map(|c| redt_dc_executor::CellVersion(c.version).cts()).max().unwrap_or_default();
+                let newest = r.newest_cts();
                 if let Some(record) = dc.index.lookup(dc.verbs.as_ref(), self.node, r.table, r.key)? {
                     let (node, table, key, cts) = (self.node, r.table, r.key, newest.max(at));
                     emptied.push(redt_dc_executor::DeletedRecord { node, table, key, record, cts });

@@ -8,7 +8,7 @@ use rand::{Rng, SeedableRng};
 use redt_checkers::elle;
 use redt_dc_executor::{
     apply_committed_rows, ring::ring_bounds, ring_scan, DcHandle, EntryRef, Gap, Hlc, Layout, LocalVerbs, Region,
-    Replayer, Verbs,
+    Replayed, Replayer, Verbs,
 };
 use redt_netem::WanModel;
 use redt_proto::wire::ProcedureCall;
@@ -892,34 +892,23 @@ impl World {
         }
         let dc = self.dcs[n.dc.0 as usize].clone();
         let rule = self.cfg.executor_mutations.thomas_rule();
+        // A change superseded by its record's floor leaves this replica behind for its key
+        // until the key's next write, when the floor was raised by another key of its slot.
         let mut superseded = Vec::new();
         for _ in 0..rounds {
-            let mut rows = Vec::new();
-            let region = &n.region;
-            let step = n.replayer.step(region, &mut |e| {
-                // A change at or below its record's floor is superseded (`deleted.rs`): older
-                // than a delete of its key, or than one of another key of its slot, which
-                // leaves this replica behind for its key until the key's next write.
-                for l in e.locks.iter().filter(|l| e.changes.iter().any(|c| c.record == l.record)) {
-                    let mut floor = [0u8; 8];
-                    if region.contains(l.record.0, 64) {
-                        region.read(l.record.0 + redt_dc_executor::FLOOR_WORD, &mut floor);
-                        if e.cts.0 <= u64::from_le_bytes(floor) & redt_proto::Cts::MASK {
-                            superseded.push(l.key);
-                        }
-                    }
-                }
-                apply_committed_rows(region, &dc.catalog, e, rule, &mut rows)
-            });
+            let mut out = Replayed::default();
+            let step =
+                n.replayer.step(&n.region, &mut |e| apply_committed_rows(&n.region, &dc.catalog, e, rule, &mut out));
             // An error is the replay thread's to log; the index check finds what it left.
-            let _ = dc.relink_rows(n.id, &rows);
+            let _ = dc.relink_rows(n.id, &out.rows);
+            superseded.extend(out.superseded);
             if step.applied + step.flushed == 0 {
                 break;
             }
         }
         let node = n.id;
         self.report.superseded_changes += superseded.len() as u64;
-        self.left_behind.extend(superseded.into_iter().map(|k| (node, k)));
+        self.left_behind.extend(superseded.into_iter().map(|(_, k)| (node, k)));
     }
 
     fn step(&mut self, ev: Ev) {
