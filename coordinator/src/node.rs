@@ -150,13 +150,10 @@ impl Node {
             ReplayTask::spawn(parts.region.clone(), &parts.dc, parts.node, parts.topology.node_name(parts.node));
         let hlc = Arc::new(Hlc::new());
         let epochs = Arc::new(Epochs::new(parts.topology.clone()));
-        let grace = parts
-            .topology
-            .limits
-            .free_deleted_records
-            .then(|| parts.options.recovery_options(&parts.topology).deleted_grace());
-        let core =
-            ExecutorCore::new(epochs.clone(), parts.node, parts.dc.clone(), hlc.clone()).with_deleted_grace(grace);
+        let recovery = parts.options.recovery_options(&parts.topology);
+        let grace = parts.topology.limits.free_deleted_records.then(|| recovery.deleted_grace());
+        let core = ExecutorCore::new(epochs.clone(), parts.node, parts.dc.clone(), hlc.clone())
+            .with_deleted_grace(grace, recovery.clock_skew_bound);
         let (raft, raft_rx) = RaftInbox::new();
         let failover = parts.options.failover;
         let node = Arc::new(Node {

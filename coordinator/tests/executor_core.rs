@@ -1267,7 +1267,7 @@ fn nothing(core: &mut ExecutorCore) {
 #[test]
 fn a_delete_a_catch_up_brings_is_freed_here_too() {
     let (core, dc, topology, region) = core_with_region();
-    let mut core = core.with_deleted_grace(Some(DELETED_GRACE));
+    let mut core = core.with_deleted_grace(Some(DELETED_GRACE), std::time::Duration::ZERO);
     let kv = topology.table_by_name("kv").expect("kv table").id;
     let (wrote, deleted) = (redt_proto::Cts(4_000_000), redt_proto::Cts(5_000_000));
     let reply = core.handle(NodeId(2), catch_up(&topology, 1, 4, vec![7; 8], wrote), 1).reply;
@@ -1294,6 +1294,48 @@ fn a_delete_a_catch_up_brings_is_freed_here_too() {
     assert_eq!(dc.deletion_horizon(NodeId(0), kv, 4).expect("horizon"), deleted);
 }
 
+/// A transaction still undecided on a replica may yet make a catch-up older than a delete (a
+/// late phase 2 at its source, a late recovery): a delete committed above its start is held
+/// back, here and in what the replica answers others, until it is decided; then it is freed.
+/// The try it was held for is not counted.
+#[test]
+fn a_delete_above_an_undecided_entrys_start_waits_for_its_decision() {
+    use redt_protocol::message::{ReclaimKey, Reply, Request};
+    let (core, dc, topology, region) = core_with_region();
+    let mut core = core.with_deleted_grace(Some(DELETED_GRACE), std::time::Duration::ZERO);
+    let kv = topology.table_by_name("kv").expect("kv table").id;
+    let (wrote, deleted) = (redt_proto::Cts(4_000_000), redt_proto::Cts(5_000_000));
+    core.handle(NodeId(2), catch_up(&topology, 1, 4, vec![7; 8], wrote), 1);
+    core.handle(NodeId(2), catch_up(&topology, 2, 4, vec![], deleted), 1);
+    replay_node0(&dc, &region);
+    // An undecided phase 1 on node 0 that started before the delete.
+    let t = TxnId::new(NodeId(1), 9);
+    let mut a = args(&topology, t, &[KvOp::Add(6, 1)]);
+    a.start = redt_proto::Cts(4_500_000);
+    let vote = core.execute(&a, 1).expect("phase 1 runs");
+    assert!(vote.is_commit(), "{:?}", vote.abort);
+    let indexed = || dc.index.lookup(dc.verbs.as_ref(), NodeId(0), kv, 4).expect("lookup").is_some();
+    let check = |core: &mut ExecutorCore| {
+        let keys = vec![ReclaimKey { table: kv, key: 4, cts: deleted }];
+        match core.handle(NodeId(1), Request::ReclaimCheck(keys), 1).reply {
+            Reply::ReclaimChecked(h) => h[0],
+            other => panic!("{other:?}"),
+        }
+    };
+    let mut now = past_deleted_grace(deleted);
+    for _ in 0..10 {
+        assert_eq!(reclaim_round(&mut core, now, true), 0, "held back before any replica is asked");
+        now += 2_000;
+    }
+    assert!(indexed(), "freed above an undecided entry's start");
+    assert!(!check(&mut core), "nor does this replica tell another it may free it");
+    assert_eq!(core.deleted_records(), (0, 1, 0), "still waiting, never forgotten");
+    core.decide(t, Decision::Abort, &vote.entries).expect("t aborts");
+    assert!(check(&mut core), "decided: the floor is gone");
+    assert_eq!(reclaim_round(&mut core, now, true), 2);
+    assert!(!indexed(), "freed once the entry is decided");
+}
+
 /// What a replica answers when another asks whether it holds a delete
 /// (`DcHandle::holds_delete`): a deleted record at or after the delete, or a freed key under
 /// its slot's horizon, holds it; a row, a key never seen, or an older delete does not.
@@ -1301,7 +1343,7 @@ fn a_delete_a_catch_up_brings_is_freed_here_too() {
 fn a_reclaim_check_says_which_deletes_this_replica_holds() {
     use redt_protocol::message::{ReclaimKey, Reply, Request};
     let (core, dc, topology, region) = core_with_region();
-    let mut core = core.with_deleted_grace(Some(DELETED_GRACE));
+    let mut core = core.with_deleted_grace(Some(DELETED_GRACE), std::time::Duration::ZERO);
     let kv = topology.table_by_name("kv").expect("kv table").id;
     let (wrote, deleted) = (redt_proto::Cts(4_000_000), redt_proto::Cts(5_000_000));
     for (seq, key) in [(1, 4), (2, 5)] {
@@ -1331,7 +1373,7 @@ fn a_reclaim_check_says_which_deletes_this_replica_holds() {
 #[test]
 fn a_started_core_sweeps_for_deleted_records_its_last_life_forgot() {
     let (core, dc, topology, region, epochs) = core_with_epochs();
-    let mut core = core.with_deleted_grace(None);
+    let mut core = core.with_deleted_grace(None, std::time::Duration::ZERO);
     let kv = topology.table_by_name("kv").expect("kv table").id;
     let (wrote, deleted) = (redt_proto::Cts(4_000_000), redt_proto::Cts(5_000_000));
     for (seq, key) in [(1, 4), (3, 5)] {
@@ -1343,8 +1385,8 @@ fn a_started_core_sweeps_for_deleted_records_its_last_life_forgot() {
     assert_eq!(reclaim_round(&mut core, later, true), 0, "freeing is off");
     assert!(dc.index.lookup(dc.verbs.as_ref(), NodeId(0), kv, 4).expect("lookup").is_some(), "freeing is off");
     // The process starts again with freeing on.
-    let mut core =
-        ExecutorCore::new(epochs, NodeId(0), dc.clone(), Arc::new(Hlc::new())).with_deleted_grace(Some(DELETED_GRACE));
+    let mut core = ExecutorCore::new(epochs, NodeId(0), dc.clone(), Arc::new(Hlc::new()))
+        .with_deleted_grace(Some(DELETED_GRACE), std::time::Duration::ZERO);
     assert_eq!(reclaim_round(&mut core, later, true), 0, "nothing remembered before the sweep");
     for _ in 0..dc.layout.index_buckets().div_ceil(64) {
         nothing(&mut core);
@@ -1363,7 +1405,7 @@ fn a_started_core_sweeps_for_deleted_records_its_last_life_forgot() {
 #[test]
 fn the_purge_after_a_copy_empties_only_what_nothing_refreshed() {
     let (core, dc, topology, region, epochs) = core_with_epochs();
-    let mut core = core.with_deleted_grace(Some(DELETED_GRACE));
+    let mut core = core.with_deleted_grace(Some(DELETED_GRACE), std::time::Duration::ZERO);
     let kv = topology.table_by_name("kv").expect("kv table").id;
     let table = topology.table(kv).expect("kv");
     let p = topology.partition_of(table, 0);

@@ -30,9 +30,24 @@
 //! node instead of a word per key. A record is freed only once `d` is at least a *grace* older
 //! than the freeing node's clock (twice the catch-up give-up, 60 s by default), so a horizon
 //! is always at least a grace old, and only a replica change that reaches the node more than
-//! a grace after its commit can be turned away: a catch-up that outlived every shipper's
-//! patience (30 s), which leaves its replica behind for the key until the key's next write
-//! reaches it, as a catch-up that gave up does (docs/design.md §2).
+//! a grace after it was shipped can be turned away (one shipped late is the next section's): a
+//! catch-up that outlived every shipper's patience (30 s), which leaves its replica behind for
+//! the key until the key's next write reaches it, as a catch-up that gave up does
+//! (docs/design.md §2).
+//!
+//! # A catch-up made late
+//!
+//! The grace bounds how long a catch-up takes to arrive once it is made, not how long after
+//! its commit timestamp it is made: a source DC ships when its phase 2 arrives, which a
+//! coordinator retries for minutes, or when a recoverer decides, which may be long after the
+//! commit timestamp was chosen. Such a catch-up would meet a horizon another key of its slot
+//! raised meanwhile and leave its replica behind for the key. So a record is freed only below
+//! every replica's *catch-up floor* ([`DcHandle::catch_up_floor`]): the oldest start, less the
+//! clock-skew bound, of the ring entries that may still make a catch-up — undecided ones, and
+//! decided ones whose shipments are not all acknowledged. Every replica of the key's
+//! partition holds every entry of a transaction that wrote the partition that a source may
+//! still ship from, so while any of them may make a catch-up older than the delete, nobody
+//! frees the key.
 //!
 //! A learner being rebuilt gets no freed key from its voter's snapshot; each chunk carries
 //! the voter's highest horizon, READ before its buckets, and the learner raises every slot to
@@ -183,6 +198,25 @@ impl DcHandle {
         Ok(rl.decode(&image).is_some_and(|v| {
             v.key == key && v.is_absent() && (v.lock == 0 || v.lock == RETIRED) && v.newest_cts() >= cts
         }))
+    }
+
+    /// The catch-up floor of `node` (module docs, "A catch-up made late"): the oldest start
+    /// timestamp among the entries of its ring that may still make a catch-up, less
+    /// `clock_skew_bound_ms`; `None` when no entry may. Those entries are the undecided ones
+    /// (`Intent`, `Logged`: the phase 2 or the recovery still to come makes a source ship) and
+    /// those whose catch-up mask says a shipment is not yet acknowledged. Every commit
+    /// timestamp such an entry's catch-up can carry is above the floor: it is above an
+    /// executor's clock reading at its vote, taken after the transaction's start on a clock
+    /// at most the skew bound behind the coordinator's. One pass over the ring (a 64-byte
+    /// READ per entry, the wanted ones read whole).
+    ///
+    /// # Errors
+    /// Verbs errors.
+    pub fn catch_up_floor(&self, node: NodeId, clock_skew_bound_ms: u64) -> Result<Option<Cts>> {
+        let scan = ring::ring_scan(self.verbs.as_ref(), node, &self.layout)?;
+        let starts = scan.unfinished.iter().map(|(_, e)| e.start).chain(scan.owed.iter().map(|o| o.entry.start));
+        let slack = clock_skew_bound_ms.saturating_mul(1 << crate::LOGICAL_BITS);
+        Ok(starts.min().map(|s| Cts(s.0.saturating_sub(slack))))
     }
 
     fn raise_slot(&self, node: NodeId, at: Offset, to: Cts) -> Result<()> {
@@ -424,6 +458,13 @@ impl DeletedQueue {
             }
         }
         out
+    }
+
+    /// Takes back a candidate whose delete is above a catch-up floor at `now_ms`
+    /// ([`DcHandle::catch_up_floor`]): tried again a second later, the try not counted (the
+    /// floor rises once the entry holding it is decided and its catch-up acknowledged).
+    pub fn hold(&mut self, now_ms: u64, tries: u8, r: DeletedRecord) {
+        self.retry.push_back((now_ms + RETRY_AFTER_MS, tries, r));
     }
 
     /// Takes back a candidate found busy at `now_ms` after `tries` tries.

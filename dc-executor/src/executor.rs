@@ -571,6 +571,12 @@ impl Executor {
         self.deleted.busy(now_ms, tries, r);
     }
 
+    /// Gives back a candidate taken at `now_ms` whose delete is above a replica's catch-up
+    /// floor (`DcHandle::catch_up_floor`): tried again a second later, the try not counted.
+    pub fn deleted_held(&mut self, now_ms: u64, tries: u8, r: DeletedRecord) {
+        self.deleted.hold(now_ms, tries, r);
+    }
+
     /// Frees `taken` (from [`Executor::take_deleted_due`] at `now_ms`) that still hold no row
     /// and are held by nobody (`DcHandle::retire_deleted`); the busy ones are given back.
     /// Returns how many it freed.

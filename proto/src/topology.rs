@@ -190,11 +190,9 @@ pub struct LimitsConfig {
     /// identity's next waits until its share of the time is back, even on an idle thread.
     pub max_bulk_percent: u64,
     /// `free_deleted_records`: whether a node frees the record of a key a committed delete
-    /// emptied, once its grace has passed and every other replica of the key holds the delete
-    /// (`redt_dc_executor`'s `deleted.rs`; docs/design.md, "Records reclaimed"). Off by
-    /// default: a catch-up created more than a grace after its commit timestamp (a phase 2
-    /// that reached its source DC that late) is turned away by a horizon another key of its
-    /// slot raised, leaving its replica behind for the key.
+    /// emptied, once its grace has passed, every other replica of the key holds the delete and
+    /// no replica of its partition may still ship an older catch-up (`redt_dc_executor`'s
+    /// `deleted.rs`; docs/design.md, "Records reclaimed"). On by default.
     pub free_deleted_records: bool,
 }
 
@@ -267,7 +265,7 @@ impl Default for LimitsConfig {
             max_accepted_redo: Self::DEFAULT_MAX_ACCEPTED_REDO,
             max_background_retries: Self::DEFAULT_MAX_BACKGROUND_RETRIES,
             max_bulk_percent: Self::DEFAULT_MAX_BULK_PERCENT,
-            free_deleted_records: false,
+            free_deleted_records: true,
         }
     }
 }

@@ -149,6 +149,22 @@ pub struct ExecutorMutations {
     /// ([`ExecutorCore::take_reclaims`]): one still waiting for the delete's catch-up keeps
     /// the old row, and a learner copying from the replicas merges it.
     pub reclaim_without_check: bool,
+    /// A replica frees its record of a deleted key without looking at the catch-up floors
+    /// (`redt_dc_executor::DcHandle::catch_up_floor`): a catch-up made after the free (a late
+    /// phase 2 at its source, a late recovery) of a write older than the delete, to another key
+    /// of the slot, meets the raised horizon and its replica stays behind for that key.
+    pub reclaim_below_no_floor: bool,
+}
+
+/// Whether a delete committed at `cts` is at or below a catch-up floor as
+/// [`ExecutorCore::catch_up_floor`] gives it: no floor (`Some(None)`) holds nothing back, an
+/// unread one (`None`) everything.
+fn below(cts: Cts, floor: Option<Option<Cts>>) -> bool {
+    match floor {
+        Some(None) => true,
+        Some(Some(f)) => cts <= f,
+        None => false,
+    }
 }
 
 impl ExecutorMutations {
@@ -350,6 +366,8 @@ pub struct ExecutorCore {
     /// How long after its delete a deleted record may be freed (`redt_dc_executor`'s
     /// `deleted.rs`); `None`: never.
     deleted_grace: Option<std::time::Duration>,
+    /// The clock-skew bound (ms) a catch-up floor is lowered by ([`ExecutorCore::with_deleted_grace`]).
+    clock_skew_bound_ms: u64,
     /// Partitions this node is a learner of whose snapshot copy is under way, with the keys a
     /// chunk or a replica change wrote since it began ([`ExecutorCore::begin_refresh`]).
     refreshed: HashMap<PartitionId, HashSet<(redt_proto::TableId, u64)>>,
@@ -385,6 +403,7 @@ impl ExecutorCore {
             decision_log: DecisionMemory::default(),
             mutations: ExecutorMutations::default(),
             deleted_grace: None,
+            clock_skew_bound_ms: 0,
             refreshed: HashMap::new(),
             sweep: Some(0),
         }
@@ -394,8 +413,15 @@ impl ExecutorCore {
     /// timestamp a deleted record may be freed (a node takes
     /// [`crate::RecoveryOptions::deleted_grace`] when `limits.free_deleted_records` is set; the
     /// simulation's shorter runs a shorter one), or off with `None` (the default).
-    pub fn with_deleted_grace(mut self, grace: Option<std::time::Duration>) -> Self {
+    /// `clock_skew_bound` is the topology's (`RecoveryOptions::clock_skew_bound`): every
+    /// replica's catch-up floor is lowered by it (`redt_dc_executor::DcHandle::catch_up_floor`).
+    pub fn with_deleted_grace(
+        mut self,
+        grace: Option<std::time::Duration>,
+        clock_skew_bound: std::time::Duration,
+    ) -> Self {
         self.deleted_grace = grace;
+        self.clock_skew_bound_ms = u64::try_from(clock_skew_bound.as_millis()).unwrap_or(u64::MAX);
         self.executor.set_deleted_grace(grace);
         self
     }
@@ -565,7 +591,15 @@ impl ExecutorCore {
         let mut free_now = Vec::new();
         let mut candidates = Vec::new();
         let mut by_node: BTreeMap<NodeId, (Vec<ReclaimKey>, Vec<usize>)> = BTreeMap::new();
+        let mut floors: BTreeMap<NodeId, Option<Option<Cts>>> = BTreeMap::new();
         for (tries, r) in taken {
+            if !self.mutations.reclaim_below_no_floor {
+                let floor = *floors.entry(r.node).or_insert_with(|| self.catch_up_floor(r.node));
+                if !below(r.cts, floor) {
+                    self.executor.deleted_held(now_ms, tries, r);
+                    continue;
+                }
+            }
             let Some(table) = current.table(r.table) else { continue };
             let Some(part) = current.partitions.get(current.partition_of(table, r.key).0 as usize) else { continue };
             let others: Vec<NodeId> = part
@@ -628,6 +662,20 @@ impl ExecutorCore {
         if let Err(e) = self.executor.retire_taken(now_ms, free) {
             let t = self.epochs.current();
             tracing::warn!(node = %t.node_name(self.node), "freeing deleted records failed: {}", Error::from(e).named(&t));
+        }
+    }
+
+    /// `node`'s catch-up floor (`redt_dc_executor::DcHandle::catch_up_floor`): `Some(None)`
+    /// when no entry of its ring may still make a catch-up, `None` when the ring could not be
+    /// read (nothing is freed then).
+    fn catch_up_floor(&self, node: NodeId) -> Option<Option<Cts>> {
+        match self.executor.dc().catch_up_floor(node, self.clock_skew_bound_ms) {
+            Ok(floor) => Some(floor),
+            Err(e) => {
+                let t = self.epochs.current();
+                tracing::warn!(node = %t.node_name(node), "reading the catch-up floor failed: {}", Error::from(e).named(&t));
+                None
+            }
         }
     }
 
@@ -779,8 +827,12 @@ impl ExecutorCore {
             }
             Request::ReclaimCheck(keys) => {
                 let dc = self.executor.dc().clone();
-                let holds =
-                    keys.iter().map(|k| dc.holds_delete(self.node, k.table, k.key, k.cts).unwrap_or(false)).collect();
+                let floor =
+                    if self.mutations.reclaim_below_no_floor { Some(None) } else { self.catch_up_floor(self.node) };
+                let holds = keys
+                    .iter()
+                    .map(|k| below(k.cts, floor) && dc.holds_delete(self.node, k.table, k.key, k.cts).unwrap_or(false))
+                    .collect();
                 Handled::reply(Reply::ReclaimChecked(holds))
             }
             Request::Execute(_) | Request::Decide(_) | Request::Prepare(_) => {

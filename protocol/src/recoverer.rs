@@ -502,6 +502,7 @@ impl Recoverer {
             Decision::Commit(_) => self.catch_up(),
             Decision::Abort => CatchUp::default(),
         };
+        let plan = self.plan();
         for dc in self.orphan.participants.clone() {
             let entries = self.entries_in(dc);
             let ships: Vec<CatchUpTarget> = match decision {
@@ -522,7 +523,24 @@ impl Recoverer {
             if let (Decision::Commit(_), false) = (decision, self.options.mutations.ship_only_through_the_source) {
                 self.ship(dc, &ships, now);
             }
-            let d = if catch_up.behind.contains(&dc) { Decision::Abort } else { decision };
+            let behind = catch_up.behind.contains(&dc);
+            // A DC that did not answer counts as behind only for want of its votes: it may hold
+            // up-to-date entries, so it is told to abort them only if the values reach every
+            // replica it holds of the transaction's partitions; otherwise it is left to the
+            // coordinator's phase 2 or a recovery that hears from it.
+            if behind
+                && !self.promises.contains_key(&dc)
+                && !self.options.mutations.abort_unheard_without_catch_up
+                && !Self::reaches(&catch_up, &plan, dc)
+            {
+                tracing::debug!(
+                    txn = %self.orphan.txn,
+                    dc = %self.topology.dc_name(dc),
+                    "no catch-up can reach a DC that did not answer: its decision is left to others"
+                );
+                continue;
+            }
+            let d = if behind { Decision::Abort } else { decision };
             let request = Request::Decide(Decide {
                 txn: self.orphan.txn,
                 ballot: self.ballot,
@@ -570,6 +588,16 @@ impl Recoverer {
             self.deliveries.push(Delivery::new(to, request.clone(), now));
             self.send_to(to, Purpose::Ship(idx), request);
         }
+    }
+
+    /// Whether `catch_up` ships to every replica `dc` holds of `plan`'s partitions (learners
+    /// aside: they are owed a catch-up whatever their DC is told).
+    fn reaches(catch_up: &CatchUp, plan: &Plan, dc: DcId) -> bool {
+        plan.partitions.iter().all(|p| {
+            p.replicas.iter().filter(|&&(_, d)| d == dc).all(|&(node, _)| {
+                catch_up.sources.values().flatten().any(|(id, targets)| *id == p.id && targets.contains(&node))
+            })
+        })
     }
 
     /// Whether a commit found applied left no replica behind: the coordinator decided it

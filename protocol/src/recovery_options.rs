@@ -61,6 +61,11 @@ pub struct RecoveryMutations {
     /// reached the source first, the source takes this one for a repeat and ships nothing
     /// (sim seed 55, ycsb, default, `all,remove-node`, 6 s).
     pub ship_only_through_the_source: bool,
+    /// A recovered commit tells a DC it did not hear from to abort as a DC left behind even
+    /// when no source can ship it the values, so the DC drops an entry that may have been
+    /// up to date and gets nothing in its place (sim seed 41199, churn on sim-20dc.yaml,
+    /// `all,remove`).
+    pub abort_unheard_without_catch_up: bool,
 }
 
 impl RecoveryOptions {

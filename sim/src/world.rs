@@ -150,9 +150,11 @@ pub struct SimConfig {
     /// reads miss a row (the index check must catch it).
     pub no_relink: bool,
     /// How long after its delete a deleted record may be freed
-    /// ([`ExecutorCore::with_deleted_grace`]; `None`: never, a node's default):
-    /// [`SIM_DELETED_GRACE`] for churn, shorter than its run, so that its deleted keys are
-    /// freed and written again while catch-ups are in flight; `None` for the others.
+    /// ([`ExecutorCore::with_deleted_grace`]; `None`: never): [`SIM_DELETED_GRACE`] for churn,
+    /// shorter than its run, so that its deleted keys are freed and written again while
+    /// catch-ups are in flight; for the others a node's default
+    /// (`RecoveryOptions::deleted_grace`, 62 s with the simulation's skew bound), longer than
+    /// their runs.
     pub deleted_grace: Option<Duration>,
     /// Replaces [`RecoveryOptions::catch_up_give_up`] (`None`: the topology's, 30 s):
     /// [`SIM_CATCH_UP_GIVE_UP`] for churn. With it set, a replica a shipper gave up on is
@@ -178,6 +180,11 @@ pub const SIM_CHURN_DURATION: Duration = Duration::from_secs(10);
 impl SimConfig {
     /// A run of `topology` with `seed`: 2 clients per node for 3 simulated seconds.
     pub fn new(topology: Topology, seed: u64, workload: Workload, faults: Faults) -> SimConfig {
+        let deleted_grace = Some(if workload == Workload::Churn {
+            SIM_DELETED_GRACE
+        } else {
+            RecoveryOptions::for_topology(&topology, MAX_SKEW).deleted_grace()
+        });
         SimConfig {
             topology,
             seed,
@@ -194,7 +201,7 @@ impl SimConfig {
             no_voter_repair: false,
             no_gap_locks: false,
             no_relink: false,
-            deleted_grace: (workload == Workload::Churn).then_some(SIM_DELETED_GRACE),
+            deleted_grace,
             catch_up_give_up: (workload == Workload::Churn).then_some(SIM_CATCH_UP_GIVE_UP),
         }
     }
@@ -767,7 +774,7 @@ impl World {
         let core = ExecutorCore::new(n.epochs.clone(), n.id, dc.clone(), Arc::new(Hlc::new()))
             .with_ring_patience(Duration::ZERO)
             .with_mutations(self.cfg.executor_mutations)
-            .with_deleted_grace(self.cfg.deleted_grace);
+            .with_deleted_grace(self.cfg.deleted_grace, self.recovery.clock_skew_bound);
         n.core = Some(core);
         n.replayer = Replayer::new(dc.layout, n.id);
         n.gaps = GapWatch::new(self.topology.dcs[n.dc.0 as usize].nodes.clone(), self.recovery.gap_wait);
@@ -892,23 +899,23 @@ impl World {
         }
         let dc = self.dcs[n.dc.0 as usize].clone();
         let rule = self.cfg.executor_mutations.thomas_rule();
-        // A change superseded by its record's floor leaves this replica behind for its key
-        // until the key's next write, when the floor was raised by another key of its slot.
-        let mut superseded = Vec::new();
+        // Changes superseded by their record's floor are counted, and the check of the
+        // replicas' agreement keeps their keys: with the catch-up floors no replica frees a
+        // key below a change still to be shipped, so a superseded change is one its replica
+        // already held before a newer delete.
+        let mut superseded = 0;
         for _ in 0..rounds {
             let mut out = Replayed::default();
             let step =
                 n.replayer.step(&n.region, &mut |e| apply_committed_rows(&n.region, &dc.catalog, e, rule, &mut out));
             // An error is the replay thread's to log; the index check finds what it left.
             let _ = dc.relink_rows(n.id, &out.rows);
-            superseded.extend(out.superseded);
+            superseded += out.superseded.len() as u64;
             if step.applied + step.flushed == 0 {
                 break;
             }
         }
-        let node = n.id;
-        self.report.superseded_changes += superseded.len() as u64;
-        self.left_behind.extend(superseded.into_iter().map(|(_, k)| (node, k)));
+        self.report.superseded_changes += superseded;
     }
 
     fn step(&mut self, ev: Ev) {
@@ -1830,9 +1837,7 @@ impl World {
                 let is_record = matches!(request, Request::Record(_));
                 let Some(core) = self.nodes[i].core.as_mut() else { return };
                 let handled = core.handle(from, request, now_ms);
-                let superseded = core.take_superseded();
-                self.report.superseded_changes += superseded.len() as u64;
-                self.left_behind.extend(superseded.into_iter().map(|(n, _, k)| (n, k)));
+                self.report.superseded_changes += core.take_superseded().len() as u64;
                 match &handled.reply {
                     Reply::Vote { vote, .. } if !vote.is_commit() => {
                         self.abort_evidence.entry(txn).or_default().insert(dc);

@@ -224,13 +224,17 @@ fn a_mutant_that_ignores_repeated_decisions_is_caught() {
 
 /// Mutant: a recoverer that finds a commit already applied recomputes the catch-up from the
 /// promises, counting the replicas that applied it as missing votes, so a DC that was up to
-/// date is told to abort and nobody ships it the values. Seed 1109 (bank on local-fast.yaml,
-/// every fault) catches it; the same seed passes unmutated.
+/// date is told to abort and nobody ships it the values. The guard that tells a DC it did not
+/// hear from to abort only if a catch-up reaches it covers the same case, so this rule is
+/// tested as a layer of its own, with that guard off
+/// (`RecoveryMutations::abort_unheard_without_catch_up`): seed 1109 (bank on local-fast.yaml,
+/// every fault) passes, and catches the mutant.
 #[test]
 fn a_mutant_that_recomputes_catch_up_after_an_applied_commit_is_caught() {
     let mut cfg = SimConfig::new(topology("local-fast.yaml"), 1109, Workload::Bank, Faults::all());
     cfg.recovery_turn = Some(std::time::Duration::ZERO);
-    assert!(run(cfg.clone()).expect("runs").ok(), "seed 1109 passes unmutated");
+    cfg.recovery_mutations.abort_unheard_without_catch_up = true;
+    assert!(run(cfg.clone()).expect("runs").ok(), "seed 1109 passes with the guard off");
     cfg.recovery_mutations.catch_up_after_applied = true;
     let r = run(cfg).expect("runs");
     assert!(
@@ -316,10 +320,11 @@ fn replay_seed_from_env() {
 /// Scans bank seeds from `REDT_SIM_MUTANT_FROM` (100 of them, or `REDT_SIM_MUTANT_SEEDS`)
 /// with one mutant and prints those it fails while the unmutated run passes: how the seeds of
 /// the mutant tests were found. `REDT_SIM_MUTANT` names the mutant (`catch_up_not_durable`,
-/// the default, `act_before_recording`, `votes_beat_records` or `no_promise_table`),
-/// `REDT_SIM_MUTANT_CONFIG` the topology (`sim-20dc.yaml` by default),
-/// `REDT_SIM_MUTANT_LOSSY=1` makes the schedules lossy and `REDT_SIM_MUTANT_REMOVE=1` adds a DC
-/// removal to the others. A no-op without `REDT_SIM_MUTANT_FROM`.
+/// the default, `act_before_recording`, `votes_beat_records`, `no_promise_table`,
+/// `catch_up_after_applied` or `abort_unheard_without_catch_up`), `REDT_SIM_MUTANT_CONFIG` the
+/// topology (`sim-20dc.yaml` by default), `REDT_SIM_MUTANT_LOSSY=1` makes the schedules lossy,
+/// `REDT_SIM_MUTANT_REMOVE=1` adds a DC removal to the others and `REDT_SIM_MUTANT_TURN0=1`
+/// lets every DC recover at once (no turns). A no-op without `REDT_SIM_MUTANT_FROM`.
 #[test]
 fn scan_for_mutant_seeds() {
     let env = |k: &str| std::env::var(k).ok();
@@ -329,18 +334,25 @@ fn scan_for_mutant_seeds() {
     let mutant = env("REDT_SIM_MUTANT").unwrap_or_else(|| "catch_up_not_durable".into());
     let lossy_schedule = env("REDT_SIM_MUTANT_LOSSY").as_deref() == Some("1");
     let remove_dc = env("REDT_SIM_MUTANT_REMOVE").as_deref() == Some("1");
+    let turn0 = env("REDT_SIM_MUTANT_TURN0").as_deref() == Some("1");
     for seed in from..from + n {
         let clean = if lossy_schedule {
             lossy(t.clone(), seed, Workload::Bank)
         } else {
             SimConfig::new(t.clone(), seed, Workload::Bank, Faults { remove_dc, ..Faults::all() })
         };
+        let mut clean = clean;
+        if turn0 {
+            clean.recovery_turn = Some(std::time::Duration::ZERO);
+        }
         let mut cfg = clean.clone();
         match mutant.as_str() {
             "act_before_recording" => cfg.recovery_mutations.act_before_recording = true,
             "votes_beat_records" => cfg.recovery_mutations.votes_beat_records = true,
             "catch_up_not_durable" => cfg.executor_mutations.catch_up_not_durable = true,
             "no_promise_table" => cfg.executor_mutations.no_promise_table = true,
+            "catch_up_after_applied" => cfg.recovery_mutations.catch_up_after_applied = true,
+            "abort_unheard_without_catch_up" => cfg.recovery_mutations.abort_unheard_without_catch_up = true,
             other => panic!("unknown mutant {other}"),
         }
         let mutated = run(cfg).expect("runs");
@@ -763,18 +775,22 @@ fn churn_seeds_pass_every_check() {
 /// partitions' voters (with n = 5 over five DCs no other DC can take its replicas). A key it
 /// held whose delete it missed, and which the voters freed while it was out of the placement,
 /// is in no snapshot chunk; the purge empties and frees it. It takes an outage longer than the
-/// grace, so the run takes a 1 s grace: seed 3121 of churn on world-5dc-n5, every fault and a
-/// DC removal, passes as built and purges a row; with the purge off
+/// grace, so the run takes a 1 s grace. The catch-up floors hold frees back while entries of
+/// the outage are undecided, which makes such a free rare (600 seeds from 3000 with the purge
+/// off found none), so the purge is tested as a layer of its own, with the floors off
+/// (`ExecutorMutations::reclaim_below_no_floor`): seed 3121 of churn on world-5dc-n5, every
+/// fault and a DC removal, passes and purges a row; with the purge off too
 /// (`ExecutorMutations::keep_unrefreshed`, `redt sim --mutant-keep-unrefreshed
-/// --deleted-grace 1s`) the rebuilt learner keeps the old value and the replicas disagree
-/// (`--seeds 200 --from 3000` fails only seed 3121; all 200 pass as built).
+/// --mutant-reclaim-below-no-floor --deleted-grace 1s`) the rebuilt learner keeps the old
+/// value and the replicas disagree.
 #[test]
 fn a_mutant_that_keeps_what_a_rebuild_did_not_refresh_is_caught() {
     let faults = Faults { remove_dc: true, ..Faults::all() };
     let mut cfg = SimConfig::new(topology("world-5dc-n5.yaml"), 3121, Workload::Churn, faults);
     cfg.deleted_grace = Some(std::time::Duration::from_secs(1));
+    cfg.executor_mutations.reclaim_below_no_floor = true;
     let r = run(cfg.clone()).expect("runs");
-    assert!(r.ok(), "the seed passes as built: {r}");
+    assert!(r.ok(), "the seed passes with the floors off: {r}");
     assert!(r.rebuild_rows_purged > 0, "the rebuild purged a row: {r}");
     cfg.executor_mutations.keep_unrefreshed = true;
     let r = run(cfg).expect("runs");
@@ -790,12 +806,13 @@ fn a_mutant_that_keeps_what_a_rebuild_did_not_refresh_is_caught() {
 /// --mutant-reclaim-without-check`) the replicas free on their own clocks: with n = 5 a voter
 /// still waiting for the delete's catch-up keeps the old row, a DC rebuilt after its removal
 /// merges that row from it, and the delete, shipped before the learner was added, never
-/// reaches the learner. Seed 3061 of churn on world-5dc-n5, every fault and a DC removal,
-/// catches it (`--seeds 150 --from 3000` fails only seed 3061, which passes as built).
+/// reaches the learner. Seed 3167 of churn on world-5dc-n5, every fault and a DC removal,
+/// catches it (`--seeds 400 --from 3150` fails seeds 3167, 3289, 3422 and 3531, which pass
+/// as built).
 #[test]
 fn a_mutant_that_frees_without_asking_the_other_replicas_is_caught() {
     let faults = Faults { remove_dc: true, ..Faults::all() };
-    let mut cfg = SimConfig::new(topology("world-5dc-n5.yaml"), 3061, Workload::Churn, faults);
+    let mut cfg = SimConfig::new(topology("world-5dc-n5.yaml"), 3167, Workload::Churn, faults);
     let r = run(cfg.clone()).expect("runs");
     assert!(r.ok(), "the seed passes as built: {r}");
     assert!(r.deleted_records_freed > 0, "records were freed: {r}");
@@ -803,20 +820,71 @@ fn a_mutant_that_frees_without_asking_the_other_replicas_is_caught() {
     let r = run(cfg).expect("runs");
     assert!(
         r.violations.iter().any(|v| matches!(v, redt_sim::Violation::Diverged { .. })),
-        "seed 3061 catches the mutant by replicas that disagree: {r}"
+        "seed 3167 catches the mutant by replicas that disagree: {r}"
+    );
+}
+
+/// The catch-up floors (`redt_dc_executor::DcHandle::catch_up_floor`): a replica frees a
+/// deleted key only below the oldest start of the entries on its own and its fellow replicas'
+/// rings that may still make a catch-up. Without them (`ExecutorMutations::
+/// reclaim_below_no_floor`, `redt sim --mutant-reclaim-below-no-floor`) a phase 2 that
+/// reaches its source DC late ships a catch-up older than a horizon another key of its slot
+/// raised meanwhile, and its replica never gets the write. Seed 41054 of churn on sim-20dc,
+/// every fault and a DC removal, catches it (a phase 2 retried 5 s after its commit); the
+/// same seed passes as built.
+#[test]
+fn a_mutant_that_frees_below_a_catch_up_floor_is_caught() {
+    let faults = Faults { remove_dc: true, ..Faults::all() };
+    let mut cfg = SimConfig::new(topology("sim-20dc.yaml"), 41054, Workload::Churn, faults);
+    let r = run(cfg.clone()).expect("runs");
+    assert!(r.ok(), "the seed passes as built: {r}");
+    assert!(r.deleted_records_freed > 0, "records were freed: {r}");
+    cfg.executor_mutations.reclaim_below_no_floor = true;
+    let r = run(cfg).expect("runs");
+    assert!(
+        r.violations.iter().any(|v| matches!(v, redt_sim::Violation::Diverged { .. })),
+        "seed 41054 catches the mutant by replicas that disagree: {r}"
+    );
+}
+
+/// A recovered commit tells a DC it did not hear from to abort its entries, as a DC left
+/// behind, only if a catch-up brings the values to every replica the DC holds of the
+/// transaction. Without that (`RecoveryMutations::abort_unheard_without_catch_up`, `redt sim
+/// --mutant-abort-unheard-without-catch-up`) a recoverer that found the commit applied, whose
+/// up-to-date replicas answered "applied" and so carried no redo to ship, aborts an
+/// up-to-date DC's entry and nobody gives it the write. Seed 41199 of churn on sim-20dc, every
+/// fault and a DC removal, found it; the catch-up floors change that run's schedule, so it
+/// runs with them off (`ExecutorMutations::reclaim_below_no_floor`): it passes, and catches
+/// the mutant (`redt sim --seed 41199 --mutant-reclaim-below-no-floor
+/// --mutant-abort-unheard-without-catch-up`). As built, 500 churn seeds on sim-20dc and 300
+/// bank seeds on sim-20dc did not catch it.
+#[test]
+fn a_mutant_that_aborts_a_dc_it_did_not_hear_from_without_a_catch_up_is_caught() {
+    let faults = Faults { remove_dc: true, ..Faults::all() };
+    let mut cfg = SimConfig::new(topology("sim-20dc.yaml"), 41199, Workload::Churn, faults);
+    cfg.executor_mutations.reclaim_below_no_floor = true;
+    assert!(run(cfg.clone()).expect("runs").ok(), "seed 41199 passes with the floors off");
+    cfg.recovery_mutations.abort_unheard_without_catch_up = true;
+    let r = run(cfg).expect("runs");
+    assert!(
+        r.violations.iter().any(|v| matches!(v, redt_sim::Violation::Diverged { .. })),
+        "seed 41199 catches the mutant by replicas that disagree: {r}"
     );
 }
 
 /// The deletion-horizon mutant: freeing a deleted record does not raise its slot's horizon
 /// (`ExecutorMutations::free_deleted_without_horizon`), so a catch-up of a write older than
-/// the delete, reaching a replica after the free, creates the key there again. Seed 39 of the
-/// churn workload on world-5dc-n5 (every fault) catches it: the replicas of a key disagree
-/// (`redt sim --seeds 100 --config configs/world-5dc-n5.yaml --workload churn
-/// --mutant-free-deleted-without-horizon` fails seeds 39, 45, 53, 65 and 94, which pass as
-/// built); the same seed passes as built.
+/// the delete, reaching a replica after the free, creates the key there again. With the
+/// catch-up floors no catch-up older than a delete is still to be shipped when the key is
+/// freed, so the horizon guards what is left (a copy delayed past its acknowledgement, a
+/// catch-up after its shipper gave up): seed 41009 of churn on sim-20dc, every fault and a DC
+/// removal, catches it (`redt sim --seeds 300 --from 41000 --config configs/sim-20dc.yaml
+/// --workload churn --faults all,remove --mutant-free-deleted-without-horizon` fails only
+/// 41009; 500 seeds on world-5dc-n5 with `all` failed none); the same seed passes as built.
 #[test]
 fn a_mutant_that_frees_deleted_records_without_a_horizon_is_caught() {
-    let mut cfg = SimConfig::new(topology("world-5dc-n5.yaml"), 39, Workload::Churn, Faults::all());
+    let faults = Faults { remove_dc: true, ..Faults::all() };
+    let mut cfg = SimConfig::new(topology("sim-20dc.yaml"), 41009, Workload::Churn, faults);
     let r = run(cfg.clone()).expect("runs");
     assert!(r.ok(), "the seed passes as built: {r}");
     assert!(r.deleted_records_freed > 0, "records were freed: {r}");
@@ -824,7 +892,7 @@ fn a_mutant_that_frees_deleted_records_without_a_horizon_is_caught() {
     let r = run(cfg).expect("runs");
     assert!(
         r.violations.iter().any(|v| matches!(v, redt_sim::Violation::Diverged { .. })),
-        "seed 39 catches the mutant by replicas that disagree: {r}"
+        "seed 41009 catches the mutant by replicas that disagree: {r}"
     );
 }
 

@@ -62,8 +62,17 @@ pub struct SimArgs {
     /// record without asking the other replicas whether they hold the delete too.
     #[arg(long)]
     mutant_reclaim_without_check: bool,
+    /// A deliberate bug, for finding the seeds that catch it: a recovered commit tells a DC it
+    /// did not hear from to abort its entries even when no catch-up can bring it the values.
+    #[arg(long)]
+    mutant_abort_unheard_without_catch_up: bool,
+    /// A deliberate bug, for finding the seeds that catch it: a replica frees a deleted key's
+    /// record without looking at the replicas' catch-up floors, so a catch-up made late meets
+    /// the horizon the free raised.
+    #[arg(long)]
+    mutant_reclaim_below_no_floor: bool,
     /// Frees deleted records this long after their delete (the churn workload's default is
-    /// 1 s, far shorter than a node's 60 s, so runs free records; the others free none).
+    /// 4 s, far shorter than a node's 60 s, so runs free records; the others free none).
     #[arg(long, value_parser = crate::cmd::duration::run_time)]
     deleted_grace: Option<Duration>,
 }
@@ -89,6 +98,8 @@ pub fn run_sim(a: &SimArgs) -> Result<()> {
         c.executor_mutations.free_deleted_without_horizon = a.mutant_free_deleted_without_horizon;
         c.executor_mutations.keep_unrefreshed = a.mutant_keep_unrefreshed;
         c.executor_mutations.reclaim_without_check = a.mutant_reclaim_without_check;
+        c.executor_mutations.reclaim_below_no_floor = a.mutant_reclaim_below_no_floor;
+        c.recovery_mutations.abort_unheard_without_catch_up = a.mutant_abort_unheard_without_catch_up;
         if a.deleted_grace.is_some() {
             c.deleted_grace = a.deleted_grace;
         }

@@ -1056,9 +1056,9 @@ fn every_limit_key_parses() {
     );
     let l = ok(&with_timeouts("limits: { max_bulk_percent: 50 }")).limits;
     assert_eq!(l, LimitsConfig { max_bulk_percent: 50, ..LimitsConfig::default() });
-    assert!(!LimitsConfig::default().free_deleted_records, "freeing deleted records is off by default");
-    let l = ok(&with_timeouts("limits: { free_deleted_records: true }")).limits;
-    assert_eq!(l, LimitsConfig { free_deleted_records: true, ..LimitsConfig::default() });
+    assert!(LimitsConfig::default().free_deleted_records, "freeing deleted records is on by default");
+    let l = ok(&with_timeouts("limits: { free_deleted_records: false }")).limits;
+    assert_eq!(l, LimitsConfig { free_deleted_records: false, ..LimitsConfig::default() });
     let l = ok(&with_timeouts("limits: { max_pending_votes: 10, max_accepted_redo: 20 }")).limits;
     assert_eq!(l, LimitsConfig { max_pending_votes: 10, max_accepted_redo: 20, ..LimitsConfig::default() });
     // One key only: the others keep their defaults.
