@@ -9,7 +9,7 @@
 
 use crate::error::{Error, Result};
 use crate::node::Node;
-use redt_protocol::message::Reply;
+use redt_protocol::message::{ReclaimAnswer, Reply};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
@@ -53,10 +53,10 @@ async fn round(n: &Arc<Node>) -> bool {
         let call = n.call_typed(*to, request.clone());
         calls.spawn(async move { (i, call.await) });
     }
-    let mut answers: Vec<Option<Vec<bool>>> = vec![None; round.asks.len()];
+    let mut answers: Vec<Option<ReclaimAnswer>> = vec![None; round.asks.len()];
     while let Some(joined) = calls.join_next().await {
-        if let Ok((i, Ok(Reply::ReclaimChecked(holds)))) = joined {
-            answers[i] = Some(holds);
+        if let Ok((i, Ok(Reply::ReclaimChecked(a)))) = joined {
+            answers[i] = Some(a);
         }
     }
     n.exec.run(move |core, now_ms| core.finish_reclaims(round, &answers, now_ms)).await;

@@ -59,7 +59,9 @@
 //! a delete's phase 2 remembers its records, `Executor::retire_deleted_due`):
 //!
 //! 1. READ the record: it must still hold its key, hold no row, be unlocked, and its newest
-//!    version must be at most the caller's bound (the grace has passed).
+//!    version must be at most the caller's bound (the grace has passed) and no newer than the
+//!    candidate's delete (a key deleted again is freed by its newest delete's candidate, whose
+//!    checks were made at that delete's commit timestamp).
 //! 2. Raise its slot's horizon to that version (a compare-and-swap loop, never lowered).
 //! 3. Compare-and-swap the lock word from 0 to [`RETIRED`]: every lock attempt fails from
 //!    then on, every apply waits.
@@ -311,6 +313,11 @@ impl DcHandle {
             verbs.read(node, c.record, &mut image)?;
             let Some(v) = rl.decode(&image).filter(|v| v.key == c.key) else { continue };
             let newest = v.newest_cts();
+            if v.is_absent() && newest > c.cts {
+                // Deleted again since: the newer delete's own candidate frees it, checked at
+                // that delete's commit timestamp.
+                continue;
+            }
             if !v.is_absent() {
                 // A delete this node has not applied yet (a catch-up's, waiting for replay):
                 // tried again later. A newer write brought the row back: dropped.

@@ -198,6 +198,32 @@ fn a_row_written_again_before_the_grace_keeps_its_record() {
     assert!(exec.deleted_records().is_empty(), "the candidate is dropped, not retried");
 }
 
+/// A key deleted, written and deleted again before the first delete's grace passed: the
+/// first delete's candidate does not free the record (its checks were made at the older
+/// commit timestamp); the second's does, and raises the horizon to it.
+#[test]
+fn a_key_deleted_again_is_freed_by_its_newest_delete() {
+    let dc = TestDc::new(common::topology_with(1, "256KiB", false), false);
+    let mut exec = executor(&dc);
+    load(&dc, [7]);
+    let first = commit(&dc, &mut exec, 1, vec![KvOp::Delete(7)], 1_000);
+    commit(&dc, &mut exec, 2, vec![KvOp::Write(7, vec![5; 8])], 1_000);
+    let second = commit(&dc, &mut exec, 3, vec![KvOp::Delete(7)], 1_000);
+    assert!(second > first);
+    replay(&dc);
+    assert_eq!(exec.deleted_records().len(), 2, "one candidate per delete");
+    let now = past_grace(second);
+    let batch = exec.take_deleted_due(now);
+    let (older, newer): (Vec<_>, Vec<_>) = batch.into_iter().partition(|(_, r)| r.cts == first);
+    assert_eq!((older.len(), newer.len()), (1, 1));
+    assert_eq!(exec.retire_taken(now, older).unwrap(), 0, "the older delete's candidate frees nothing");
+    assert!(indexed(&dc, 7));
+    assert_eq!(exec.retire_taken(now, newer).unwrap(), 1, "the newest delete's frees it");
+    assert!(!indexed(&dc, 7));
+    assert_eq!(dc.dc.deletion_horizon(dc.node_of(7), T, 7).unwrap(), second);
+    assert!(exec.deleted_records().is_empty(), "the older candidate is dropped, not retried");
+}
+
 #[test]
 fn a_phase_1_that_started_before_a_free_does_not_write_the_key_again() {
     // A late copy of a transaction's phase 1 (a duplicate reaching a restarted node, which no

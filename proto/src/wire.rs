@@ -171,12 +171,18 @@ pub struct ReclaimKeyMsg {
 }
 
 /// Reply to [`Body::ReclaimCheck`]: per key, in order, whether the answering node holds the
-/// delete (its record holds no row at or after the delete, or it freed the key already).
+/// delete (its record holds no row at or after the delete, or it freed the key already), and
+/// the node's catch-up floor.
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct ReclaimCheckedReply {
     /// One answer per key asked.
     #[prost(bool, repeated, tag = "1")]
     pub holds: Vec<bool>,
+    /// The answering node's catch-up floor (a commit timestamp, 48 bits): no key whose delete
+    /// is above it may be freed yet. Absent when no entry of its ring may still make a
+    /// catch-up.
+    #[prost(uint64, optional, tag = "2")]
+    pub floor: Option<u64>,
 }
 
 /// A client's request for a transaction id ([`Body::ReserveTxn`]).
@@ -1375,7 +1381,8 @@ mod tests {
                 }],
             }),
             Body::ReclaimCheck(ReclaimCheckRequest { keys: vec![ReclaimKeyMsg { table: 2, key: 5, cts: 9 }] }),
-            Body::ReclaimChecked(ReclaimCheckedReply { holds: vec![true, false] }),
+            Body::ReclaimChecked(ReclaimCheckedReply { holds: vec![true, false], floor: Some(7) }),
+            Body::ReclaimChecked(ReclaimCheckedReply { holds: vec![true], floor: None }),
         ];
         for body in bodies {
             let e = Envelope { epoch: 1, from: 2, body: Some(body.clone()) };

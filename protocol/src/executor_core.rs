@@ -47,7 +47,7 @@ use crate::epochs::Epochs;
 use crate::error::{Error, Result};
 use crate::limits::{Limit, OverLimit};
 use crate::message::{
-    Accept, Decide, DecideRole, Execute, LogDecision, ReclaimKey, Record, RecoveryPrepare, Reply, Request,
+    Accept, Decide, DecideRole, Execute, LogDecision, ReclaimAnswer, ReclaimKey, Record, RecoveryPrepare, Reply, Request,
     Reservations, SnapshotRead,
 };
 use crate::plan;
@@ -80,8 +80,9 @@ type Owing<'a> = (&'a dyn Fn(&RedoEntry) -> u8, Cts);
 /// Index buckets one snapshot chunk scans at most (256 KiB of index).
 const SNAPSHOT_BUCKETS: u64 = 4096;
 
-/// Index buckets the sweep for deleted records after a start reads per request.
-const SWEEP_BUCKETS: u64 = 64;
+/// Index buckets the sweep for deleted records after a start reads per reclaim round (one a
+/// second on a node): a 2 M-bucket index is swept in under 9 minutes.
+const SWEEP_BUCKETS: u64 = 4096;
 
 /// How many transaction ids each bounded memory (fences, decided here) remembers.
 const FENCE_MEMORY: usize = redt_dc_executor::TxnSet::CAP;
@@ -385,6 +386,10 @@ impl ExecutorCore {
     pub fn new(epochs: Arc<Epochs>, node: NodeId, dc: Arc<DcHandle>, hlc: Arc<Hlc>) -> Self {
         let dc_id = epochs.current().nodes[node.0 as usize].dc;
         let limits = epochs.current().limits;
+        // A node whose ring was never written holds no deleted record a previous life knew of:
+        // deletes reach a node through its ring (a phase 2, a catch-up); so a new store is not
+        // swept. An unreadable ring is swept.
+        let written = redt_dc_executor::ring::ring_bounds(dc.verbs.as_ref(), node, &dc.layout).map_or(true, |b| b.1 > 0);
         ExecutorCore {
             epochs,
             node,
@@ -405,7 +410,7 @@ impl ExecutorCore {
             deleted_grace: None,
             clock_skew_bound_ms: 0,
             refreshed: HashMap::new(),
-            sweep: Some(0),
+            sweep: written.then_some(0),
         }
     }
 
@@ -534,7 +539,6 @@ impl ExecutorCore {
             request,
             Request::Record(_) | Request::Decide(_) | Request::Accept(_) | Request::RecoveryPrepare(_)
         );
-        self.sweep_step();
         let handled = self.handle_unsynced(from, request, now_ms);
         if must_persist && self.executor.dc().durable && !matches!(handled.reply, Reply::Error { .. }) {
             let topology = self.epochs.current();
@@ -554,8 +558,8 @@ impl ExecutorCore {
     }
 
     /// One step of the sweep for deleted records after a start ([`ExecutorCore::sweep_deleted`]),
-    /// run before each request while it lasts. A failure is logged, not answered: the step is
-    /// tried again at the next request.
+    /// run at the start of each reclaim round while it lasts, off the requests' path. A failure
+    /// is logged: the step is tried again at the next round.
     fn sweep_step(&mut self) {
         if self.sweep.is_none() {
             return;
@@ -571,11 +575,14 @@ impl ExecutorCore {
     /// other replica of its key's partition (voters and learners of the current placement)
     /// holds the delete too (`redt_dc_executor::DcHandle::holds_delete`), so no replica frees
     /// a key another still holds an older row of, which a learner copying from both would
-    /// merge back, and every replica frees it in the end. Records with no other replica are
-    /// freed now. Returns the checks to send, one [`Request::ReclaimCheck`] per node, for the
+    /// merge back, and every replica frees it in the end; and only at or below its own node's
+    /// catch-up floor (each other replica's is checked by [`ExecutorCore::finish_reclaims`]).
+    /// Records with no other replica are freed now. A step of the sweep after a start runs
+    /// first. Returns the checks to send, one [`Request::ReclaimCheck`] per node, for the
     /// driver to answer with [`ExecutorCore::finish_reclaims`]; `None` when there is nothing
     /// to ask. Failures are logged: the records stay for another try.
     pub fn take_reclaims(&mut self, now_ms: u64) -> Option<ReclaimRound> {
+        self.sweep_step();
         let mut taken = Vec::new();
         while taken.len() < ReclaimKey::MAX_PER_CHECK {
             let batch = self.executor.take_deleted_due(now_ms);
@@ -638,22 +645,29 @@ impl ExecutorCore {
 
     /// Ends a round of [`ExecutorCore::take_reclaims`] at `now_ms`: `answers[i]` is what node
     /// `round.asks[i].0` answered (`None`: it did not). A record every asked node holds the
-    /// delete of is freed; the others are tried again a second later, up to 8 times.
-    pub fn finish_reclaims(&mut self, round: ReclaimRound, answers: &[Option<Vec<bool>>], now_ms: u64) {
+    /// delete of, below every asked node's catch-up floor, is freed; one above a floor is held
+    /// back a second, the try not counted; the others are tried again a second later, up to 8
+    /// times.
+    pub fn finish_reclaims(&mut self, round: ReclaimRound, answers: &[Option<ReclaimAnswer>], now_ms: u64) {
         let mut ok = vec![true; round.candidates.len()];
+        let mut held = vec![false; round.candidates.len()];
         for (i, indexes) in round.indexes.iter().enumerate() {
             match answers.get(i) {
-                Some(Some(holds)) if holds.len() == indexes.len() => {
-                    for (&c, &h) in indexes.iter().zip(holds) {
+                Some(Some(a)) if a.holds.len() == indexes.len() => {
+                    for (&c, &h) in indexes.iter().zip(&a.holds) {
                         ok[c] &= h;
+                        let cts = round.candidates[c].1.cts;
+                        held[c] |= !self.mutations.reclaim_below_no_floor && !below(cts, Some(a.floor));
                     }
                 }
                 _ => indexes.iter().for_each(|&c| ok[c] = false),
             }
         }
         let mut free = Vec::new();
-        for ((tries, r), ok) in round.candidates.into_iter().zip(ok) {
-            if ok {
+        for (((tries, r), ok), held) in round.candidates.into_iter().zip(ok).zip(held) {
+            if held {
+                self.executor.deleted_held(now_ms, tries, r);
+            } else if ok {
                 free.push((tries, r));
             } else {
                 self.executor.deleted_busy(now_ms, tries, r);
@@ -681,8 +695,8 @@ impl ExecutorCore {
 
     /// One step of the sweep a started core makes once over its node's records, when freeing
     /// is on: the deleted records a previous life of the process remembered to free (its
-    /// queue is in memory) are remembered again. [`SWEEP_BUCKETS`] index buckets per request;
-    /// a bucket holding a record in use is swept again at the next.
+    /// queue is in memory) are remembered again. [`SWEEP_BUCKETS`] index buckets per reclaim
+    /// round; a bucket holding a record in use is swept again at the next.
     fn sweep_deleted(&mut self) -> Result<()> {
         let Some(from) = self.sweep else { return Ok(()) };
         if !self.executor.frees_deleted() {
@@ -827,13 +841,12 @@ impl ExecutorCore {
             }
             Request::ReclaimCheck(keys) => {
                 let dc = self.executor.dc().clone();
-                let floor =
-                    if self.mutations.reclaim_below_no_floor { Some(None) } else { self.catch_up_floor(self.node) };
-                let holds = keys
-                    .iter()
-                    .map(|k| below(k.cts, floor) && dc.holds_delete(self.node, k.table, k.key, k.cts).unwrap_or(false))
-                    .collect();
-                Handled::reply(Reply::ReclaimChecked(holds))
+                let Some(floor) = self.catch_up_floor(self.node) else {
+                    return Handled::error(error_code::INTERNAL, "the ring could not be read for its catch-up floor".into());
+                };
+                let holds =
+                    keys.iter().map(|k| dc.holds_delete(self.node, k.table, k.key, k.cts).unwrap_or(false)).collect();
+                Handled::reply(Reply::ReclaimChecked(ReclaimAnswer { holds, floor }))
             }
             Request::Execute(_) | Request::Decide(_) | Request::Prepare(_) => {
                 Handled::error(error_code::MALFORMED, "a baseline request reached the RedT executor core".into())

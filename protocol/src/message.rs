@@ -246,6 +246,18 @@ pub enum Request {
     ReclaimCheck(Vec<ReclaimKey>),
 }
 
+/// What a replica answers a [`Request::ReclaimCheck`] (docs/design.md, "Records reclaimed").
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReclaimAnswer {
+    /// Per key asked, in order, whether this replica holds the delete
+    /// (`redt_dc_executor::DcHandle::holds_delete`).
+    pub holds: Vec<bool>,
+    /// This replica's catch-up floor (`redt_dc_executor::DcHandle::catch_up_floor`): no key
+    /// whose delete is above it may be freed yet; `None` when no entry of its ring may still
+    /// make a catch-up.
+    pub floor: Option<Cts>,
+}
+
 /// A reply between nodes of the RedT protocol.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Reply {
@@ -290,9 +302,8 @@ pub enum Reply {
         /// `deleted.rs`): the learner raises its own to it before it applies the records.
         horizon: Cts,
     },
-    /// Records reclaimed: per key asked, in order, whether this replica holds the delete
-    /// (`redt_dc_executor::DcHandle::holds_delete`).
-    ReclaimChecked(Vec<bool>),
+    /// Records reclaimed: what this replica answers of the keys asked.
+    ReclaimChecked(ReclaimAnswer),
     /// The request was refused.
     Error {
         /// One of [`redt_proto::error_code`].
@@ -654,7 +665,9 @@ impl Reply {
                 next: (!c.done).then_some(c.next),
                 horizon: Cts(c.deletion_horizon & Cts::MASK),
             }),
-            Body::ReclaimChecked(r) => Ok(Reply::ReclaimChecked(r.holds)),
+            Body::ReclaimChecked(r) => {
+                Ok(Reply::ReclaimChecked(ReclaimAnswer { holds: r.holds, floor: r.floor.map(|f| Cts(f & Cts::MASK)) }))
+            }
             Body::Error(e) => Ok(Reply::Error { code: e.code, message: e.message }),
             _ => Err("unexpected reply kind".into()),
         }
@@ -693,7 +706,9 @@ impl Reply {
                 next: next.unwrap_or(0),
                 deletion_horizon: horizon.0,
             }),
-            Reply::ReclaimChecked(holds) => Body::ReclaimChecked(ReclaimCheckedReply { holds }),
+            Reply::ReclaimChecked(a) => {
+                Body::ReclaimChecked(ReclaimCheckedReply { holds: a.holds, floor: a.floor.map(|f| f.0) })
+            }
             Reply::Error { code, message } => {
                 Body::Error(redt_proto::wire::ErrorReply { code, message, current_epoch })
             }

@@ -16,7 +16,7 @@ use redt_proto::{DcId, Epoch, NodeId, PartitionId, Topology, TxnId};
 use redt_protocol::catch_up::{CatchUpDebt, Shipper};
 use redt_protocol::epochs::placement_of;
 use redt_protocol::gap_watch::{GapAction, GapWatch};
-use redt_protocol::message::{Reply, Request, Reservations};
+use redt_protocol::message::{ReclaimAnswer, Reply, Request, Reservations};
 use redt_protocol::rebuild::{Rebuild, RebuildAction, RebuildOptions};
 use redt_protocol::txn::Action;
 use redt_protocol::ReclaimRound;
@@ -503,7 +503,7 @@ struct Coord {
 
 /// A node's round of freeing deleted records under way: the round, the answers so far (one
 /// per ask), and the asks not answered yet.
-type ReclaimUnderWay = (ReclaimRound, Vec<Option<Vec<bool>>>, usize);
+type ReclaimUnderWay = (ReclaimRound, Vec<Option<ReclaimAnswer>>, usize);
 
 struct SimNode {
     id: NodeId,
@@ -1571,13 +1571,13 @@ impl World {
 
     /// Ask `ask` of `node`'s reclaim round was answered (`None`: it failed); the round ends
     /// once every ask was.
-    fn reclaim_answered(&mut self, node: NodeId, ask: usize, holds: Option<Vec<bool>>) {
+    fn reclaim_answered(&mut self, node: NodeId, ask: usize, answer: Option<ReclaimAnswer>) {
         let i = node.0 as usize;
         let now_ms = self.wall_ms(node);
         let n = &mut self.nodes[i];
         let Some((_, answers, pending)) = n.reclaim.as_mut() else { return };
         if let Some(slot) = answers.get_mut(ask) {
-            *slot = holds;
+            *slot = answer;
             *pending -= 1;
         }
         if *pending > 0 {
@@ -1888,11 +1888,11 @@ impl World {
                         self.pump_rebuild(to, partition);
                     }
                     Some(RpcOwner::Reclaim(ask)) => {
-                        let holds = match reply {
-                            Reply::ReclaimChecked(h) => Some(h),
+                        let answer = match reply {
+                            Reply::ReclaimChecked(a) => Some(a),
                             _ => None,
                         };
-                        self.reclaim_answered(to, ask, holds);
+                        self.reclaim_answered(to, ask, answer);
                     }
                     Some(RpcOwner::Ship(ship, attempt)) => {
                         self.trace(|| format!("{to}: shipment {ship} answered {reply:?}"));

@@ -829,13 +829,14 @@ fn a_mutant_that_frees_without_asking_the_other_replicas_is_caught() {
 /// rings that may still make a catch-up. Without them (`ExecutorMutations::
 /// reclaim_below_no_floor`, `redt sim --mutant-reclaim-below-no-floor`) a phase 2 that
 /// reaches its source DC late ships a catch-up older than a horizon another key of its slot
-/// raised meanwhile, and its replica never gets the write. Seed 41054 of churn on sim-20dc,
-/// every fault and a DC removal, catches it (a phase 2 retried 5 s after its commit); the
-/// same seed passes as built.
+/// raised meanwhile, and its replica never gets the write. Seed 44050 of churn on sim-20dc,
+/// every fault and a DC removal, catches it (`redt sim --seeds 500 --from 44000
+/// --mutant-reclaim-below-no-floor` fails seeds 44050 and 44187); the same seed passes as
+/// built.
 #[test]
 fn a_mutant_that_frees_below_a_catch_up_floor_is_caught() {
     let faults = Faults { remove_dc: true, ..Faults::all() };
-    let mut cfg = SimConfig::new(topology("sim-20dc.yaml"), 41054, Workload::Churn, faults);
+    let mut cfg = SimConfig::new(topology("sim-20dc.yaml"), 44050, Workload::Churn, faults);
     let r = run(cfg.clone()).expect("runs");
     assert!(r.ok(), "the seed passes as built: {r}");
     assert!(r.deleted_records_freed > 0, "records were freed: {r}");
@@ -843,7 +844,7 @@ fn a_mutant_that_frees_below_a_catch_up_floor_is_caught() {
     let r = run(cfg).expect("runs");
     assert!(
         r.violations.iter().any(|v| matches!(v, redt_sim::Violation::Diverged { .. })),
-        "seed 41054 catches the mutant by replicas that disagree: {r}"
+        "seed 44050 catches the mutant by replicas that disagree: {r}"
     );
 }
 
@@ -877,22 +878,23 @@ fn a_mutant_that_aborts_a_dc_it_did_not_hear_from_without_a_catch_up_is_caught()
 /// the delete, reaching a replica after the free, creates the key there again. With the
 /// catch-up floors no catch-up older than a delete is still to be shipped when the key is
 /// freed, so the horizon guards what is left (a copy delayed past its acknowledgement, a
-/// catch-up after its shipper gave up): seed 41009 of churn on sim-20dc, every fault and a DC
-/// removal, catches it (`redt sim --seeds 300 --from 41000 --config configs/sim-20dc.yaml
-/// --workload churn --faults all,remove --mutant-free-deleted-without-horizon` fails only
-/// 41009; 500 seeds on world-5dc-n5 with `all` failed none); the same seed passes as built.
+/// catch-up after its shipper gave up), which 800 seeds of churn on sim-20dc with `all,remove`
+/// did not produce; it is tested as a layer of its own, with the floors off
+/// (`ExecutorMutations::reclaim_below_no_floor`): seed 39 of churn on world-5dc-n5 (every
+/// fault) passes, and with the horizon off too (`redt sim --mutant-free-deleted-without-horizon
+/// --mutant-reclaim-below-no-floor`) the replicas of a key disagree.
 #[test]
 fn a_mutant_that_frees_deleted_records_without_a_horizon_is_caught() {
-    let faults = Faults { remove_dc: true, ..Faults::all() };
-    let mut cfg = SimConfig::new(topology("sim-20dc.yaml"), 41009, Workload::Churn, faults);
+    let mut cfg = SimConfig::new(topology("world-5dc-n5.yaml"), 39, Workload::Churn, Faults::all());
+    cfg.executor_mutations.reclaim_below_no_floor = true;
     let r = run(cfg.clone()).expect("runs");
-    assert!(r.ok(), "the seed passes as built: {r}");
+    assert!(r.ok(), "the seed passes with the floors off: {r}");
     assert!(r.deleted_records_freed > 0, "records were freed: {r}");
     cfg.executor_mutations.free_deleted_without_horizon = true;
     let r = run(cfg).expect("runs");
     assert!(
         r.violations.iter().any(|v| matches!(v, redt_sim::Violation::Diverged { .. })),
-        "seed 41009 catches the mutant by replicas that disagree: {r}"
+        "seed 39 catches the mutant by replicas that disagree: {r}"
     );
 }
 
