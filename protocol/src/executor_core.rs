@@ -47,8 +47,8 @@ use crate::epochs::Epochs;
 use crate::error::{Error, Result};
 use crate::limits::{Limit, OverLimit};
 use crate::message::{
-    Accept, Decide, DecideRole, Execute, LogDecision, ReclaimAnswer, ReclaimKey, Record, RecoveryPrepare, Reply, Request,
-    Reservations, SnapshotRead,
+    Accept, Decide, DecideRole, Execute, LogDecision, ReclaimAnswer, ReclaimKey, Record, RecoveryPrepare, Reply,
+    Request, Reservations, SnapshotRead,
 };
 use crate::plan;
 use crate::rebuild::Purged;
@@ -389,7 +389,8 @@ impl ExecutorCore {
         // A node whose ring was never written holds no deleted record a previous life knew of:
         // deletes reach a node through its ring (a phase 2, a catch-up); so a new store is not
         // swept. An unreadable ring is swept.
-        let written = redt_dc_executor::ring::ring_bounds(dc.verbs.as_ref(), node, &dc.layout).map_or(true, |b| b.1 > 0);
+        let written =
+            redt_dc_executor::ring::ring_bounds(dc.verbs.as_ref(), node, &dc.layout).map_or(true, |b| b.1 > 0);
         ExecutorCore {
             epochs,
             node,
@@ -842,7 +843,10 @@ impl ExecutorCore {
             Request::ReclaimCheck(keys) => {
                 let dc = self.executor.dc().clone();
                 let Some(floor) = self.catch_up_floor(self.node) else {
-                    return Handled::error(error_code::INTERNAL, "the ring could not be read for its catch-up floor".into());
+                    return Handled::error(
+                        error_code::INTERNAL,
+                        "the ring could not be read for its catch-up floor".into(),
+                    );
                 };
                 let holds =
                     keys.iter().map(|k| dc.holds_delete(self.node, k.table, k.key, k.cts).unwrap_or(false)).collect();
