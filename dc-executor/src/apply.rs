@@ -53,9 +53,9 @@ pub struct Replayed {
     /// meanwhile may have taken its key out of its ordered index, which only
     /// [`DcHandle::relink_rows`] puts back.
     pub rows: Vec<RowWritten>,
-    /// Each key whose changes replay left out as superseded by its record's floor (older than
-    /// a freed delete of the key, or of another key of its slot: `deleted.rs`).
-    pub superseded: Vec<(TableId, u64)>,
+    /// How many records' changes replay left out as superseded by the record's floor (older
+    /// than a freed delete of the key, or of another key of its slot: `deleted.rs`).
+    pub superseded: u64,
 }
 
 /// [`apply_committed_by`] that also reports the rows it wrote and the keys it left out as
@@ -97,9 +97,7 @@ pub fn apply_committed_rows(
         let mut floor = [0u8; 8];
         region.read(l.record.0 + FLOOR_WORD, &mut floor);
         let superseded = cts.0 <= u64::from_le_bytes(floor) & Cts::MASK;
-        if superseded {
-            out.superseded.push((l.table, l.key));
-        }
+        out.superseded += u64::from(superseded);
         let mut written = 0u16;
         let mut row = false;
         for ch in changes.iter().filter(|_| !superseded) {

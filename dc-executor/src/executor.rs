@@ -274,16 +274,13 @@ struct Scanned {
     held: std::ops::Range<usize>,
 }
 
-/// Most entries one range read's piece passes, rows and keys without a row together
-/// ([`crate::record::RecordView::is_absent`]: deleted, or never written): a piece that meets
-/// more before its `limit` rows votes abort ([`AbortReason::User`]) rather than lock them all.
-/// Superseded keys [`Executor::take_superseded`] keeps between two calls at most.
-pub const MAX_SUPERSEDED_KEPT: usize = 4096;
-
 /// How long after its commit timestamp a deleted record may be freed by default
 /// (`deleted.rs`): twice the 30 s a catch-up's shipper tries before it gives up.
 pub const DELETED_GRACE: Duration = Duration::from_secs(60);
 
+/// Most entries one range read's piece passes, rows and keys without a row together
+/// ([`crate::record::RecordView::is_absent`]: deleted, or never written): a piece that meets
+/// more before its `limit` rows votes abort ([`AbortReason::User`]) rather than lock them all.
 pub const MAX_RANGE_ENTRIES: usize = 4 * crate::ordered::MAX_RANGE_ROWS as usize;
 
 /// What [`range_keys`] found: the entries `(key, record)` of the piece, whether each record
@@ -393,10 +390,9 @@ pub struct Executor {
     /// Records committed deletes emptied, waiting to be freed (`deleted.rs`); none are kept
     /// while freeing is off.
     deleted: DeletedQueue,
-    /// Keys a catch-up applied straight to the records left out as superseded by their
-    /// record's floor, since the last [`Executor::take_superseded`] (at most
-    /// [`MAX_SUPERSEDED_KEPT`]).
-    pub(crate) superseded: Vec<(NodeId, TableId, u64)>,
+    /// How many records' changes a catch-up applied straight to the records left out as
+    /// superseded by the record's floor, since the last [`Executor::take_superseded`].
+    pub(crate) superseded: u64,
     /// Whether committed deletes' records are freed ([`Executor::set_deleted_grace`]).
     free_deleted: bool,
     /// Whether freeing a deleted record raises its node's deletion horizon first; off only
@@ -480,7 +476,7 @@ impl Executor {
             promise_table: true,
             persist_votes: true,
             deleted: DeletedQueue::new(DELETED_GRACE),
-            superseded: Vec::new(),
+            superseded: 0,
             free_deleted: false,
             deletion_horizon: true,
         }
@@ -523,11 +519,10 @@ impl Executor {
         Ok(())
     }
 
-    /// The keys whose catch-ups, applied straight to the records, were left out as superseded
-    /// by their record's floor since the last call: older than a freed delete of the key, or
-    /// of another key of its slot (then this replica is behind for the key until its next
-    /// write reaches it; `deleted.rs`).
-    pub fn take_superseded(&mut self) -> Vec<(NodeId, TableId, u64)> {
+    /// How many records' catch-up changes, applied straight to the records, were left out as
+    /// superseded by the record's floor since the last call: older than a freed delete of the
+    /// key, or of another key of its slot (`deleted.rs`).
+    pub fn take_superseded(&mut self) -> u64 {
         std::mem::take(&mut self.superseded)
     }
 

@@ -329,9 +329,7 @@ impl Executor {
             }
             // Older than a delete of the key this node freed since (`deleted.rs`): superseded.
             let superseded = cts <= crate::record::floor_of(&image);
-            if superseded && self.superseded.len() < crate::executor::MAX_SUPERSEDED_KEPT {
-                self.superseded.push((node, table, key));
-            }
+            self.superseded += u64::from(superseded);
             let mut written = 0u16;
             for c in changes.iter().filter(|c| !superseded && c.table == table && c.key == key) {
                 let cell = c.cell as usize;

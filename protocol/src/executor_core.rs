@@ -711,10 +711,10 @@ impl ExecutorCore {
         Ok(())
     }
 
-    /// The keys whose catch-ups were left out here as superseded by their record's floor since
-    /// the last call (`redt_dc_executor::Executor::take_superseded`; the simulation's check
-    /// counts such a replica behind for the key).
-    pub fn take_superseded(&mut self) -> Vec<(NodeId, redt_proto::TableId, u64)> {
+    /// How many records' catch-up changes were left out here as superseded by the record's
+    /// floor since the last call (`redt_dc_executor::Executor::take_superseded`; the
+    /// simulation reports them).
+    pub fn take_superseded(&mut self) -> u64 {
         self.executor.take_superseded()
     }
 

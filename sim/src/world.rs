@@ -910,7 +910,7 @@ impl World {
                 n.replayer.step(&n.region, &mut |e| apply_committed_rows(&n.region, &dc.catalog, e, rule, &mut out));
             // An error is the replay thread's to log; the index check finds what it left.
             let _ = dc.relink_rows(n.id, &out.rows);
-            superseded += out.superseded.len() as u64;
+            superseded += out.superseded;
             if step.applied + step.flushed == 0 {
                 break;
             }
@@ -1837,7 +1837,7 @@ impl World {
                 let is_record = matches!(request, Request::Record(_));
                 let Some(core) = self.nodes[i].core.as_mut() else { return };
                 let handled = core.handle(from, request, now_ms);
-                self.report.superseded_changes += core.take_superseded().len() as u64;
+                self.report.superseded_changes += core.take_superseded();
                 match &handled.reply {
                     Reply::Vote { vote, .. } if !vote.is_commit() => {
                         self.abort_evidence.entry(txn).or_default().insert(dc);
