@@ -656,3 +656,246 @@ fn reads_per_lookup_and_scan() {
         assert_eq!(on.cached_nodes() as u64, shape.nodes_per_level[1..].iter().sum::<u64>(), "every inner node");
     }
 }
+
+/// Nodes the tree took from the heap: everything the bump pointer moved past the anchor
+/// (the tree is the heap's only user in these tests, and its anchor its first allocation).
+fn nodes_from_heap(v: &LocalVerbs, l: &Layout, tree: &BTree) -> u64 {
+    let mut raw = [0u8; 8];
+    v.read(NODE, l.heap_next_offset(), &mut raw).unwrap();
+    (u64::from_le_bytes(raw) - tree.anchor().0 - LINE) / tree.node_bytes()
+}
+
+/// Every node the tree took from the heap is in the tree or on its free list: none leaks.
+fn assert_no_node_leaks(v: &LocalVerbs, l: &Layout, tree: &BTree, shape: &TreeShape) {
+    let in_tree: u64 = shape.nodes_per_level.iter().sum();
+    assert_eq!(in_tree + shape.free_nodes, nodes_from_heap(v, l, tree), "nodes lost: {shape:?}");
+}
+
+/// Keys inserted in ascending order and removed for good, round after round, each round's keys
+/// above the last's (a queue: TPC-C's NEW-ORDER rows, a log's entries): merges fold the
+/// emptied leaves into the leftmost nodes and the next round's splits take them from the free
+/// list, so the heap stops growing after the first round, where without merges every round
+/// would leave its leaves behind for good.
+#[test]
+fn keys_inserted_and_removed_for_good_reuse_the_same_nodes() {
+    const PER_ROUND: u64 = 3_000;
+    let (v, l) = memstore(16 << 20);
+    let a = BTree::create(&v, NODE, &l, small(64)).unwrap();
+    let b = BTree::open(&v, NODE, &l, a.anchor(), 0).unwrap();
+    let mut after_first = 0;
+    for round in 0..12u64 {
+        let keys = round * PER_ROUND..(round + 1) * PER_ROUND;
+        for k in keys.clone() {
+            assert_eq!(a.insert(&v, k, value_of(k)).unwrap(), None);
+        }
+        let peak = a.check(&v).unwrap();
+        assert_eq!(peak.entries, PER_ROUND);
+        // Removed through the other handle, without a cache, in the same order.
+        for k in keys.clone() {
+            assert_eq!(b.remove(&v, k).unwrap(), Some(value_of(k)), "round {round}, key {k}");
+        }
+        assert_eq!(a.scan(&v, 0, u64::MAX, usize::MAX).unwrap(), vec![]);
+        assert_eq!(a.lookup(&v, keys.start).unwrap(), None);
+        let empty = a.check(&v).unwrap();
+        assert_no_node_leaks(&v, &l, &a, &empty);
+        let in_tree: u64 = empty.nodes_per_level.iter().sum();
+        assert!(
+            in_tree <= 2 * u64::from(empty.height),
+            "round {round}: an empty tree of {in_tree} nodes: {empty:?} (at its peak {peak:?})"
+        );
+        if round == 0 {
+            after_first = nodes_from_heap(&v, &l, &a);
+        }
+        if round == 11 {
+            let grown = nodes_from_heap(&v, &l, &a) - after_first;
+            assert!(
+                grown <= u64::from(peak.height),
+                "11 rounds after the first took {grown} nodes more from the heap ({after_first} after the \
+                 first): {empty:?}"
+            );
+            let s = b.stats().snapshot();
+            println!(
+                "{} rounds of {PER_ROUND} keys: {} nodes from the heap ({after_first} after the first); \
+                 {} merges, {} nodes reused; empty tree {empty:?}",
+                round + 1,
+                nodes_from_heap(&v, &l, &a),
+                s.merges,
+                a.stats().snapshot().reused,
+            );
+        }
+    }
+}
+
+fn removal_heavy_op() -> impl Strategy<Value = Op> {
+    let k = || 0u64..300;
+    prop_oneof![
+        4 => (k(), any::<u64>()).prop_map(|(k, v)| Op::Insert(k, v)),
+        4 => k().prop_map(Op::Remove),
+        1 => k().prop_map(Op::Lookup),
+        1 => (k(), k(), 0usize..60).prop_map(|(a, b, n)| Op::Scan(a, b, n)),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+
+    /// Inserts and removes in even measure, in runs of ascending, descending or random keys,
+    /// through three handles (cached, cached with bracketed READs, uncached): the tree answers
+    /// as a `BTreeMap`, passes the structural check, and every node it took from the heap is
+    /// in it or on its free list.
+    #[test]
+    fn merges_keep_the_tree_a_btreemap_and_lose_no_node(
+        ops in proptest::collection::vec((0usize..3, removal_heavy_op()), 1..400),
+        runs in proptest::collection::vec((0u64..300, 1u64..80, 0u8..3), 0..6),
+    ) {
+        let (v, l) = memstore(4 << 20);
+        let first = BTree::create(&v, NODE, &l, small(64)).unwrap();
+        let handles = [
+            BTree::open(&v, NODE, &l, first.anchor(), 64).unwrap(),
+            BTree::open(&v, NODE, &l, first.anchor(), 2).unwrap().with_read_check(ReadCheck::Bracketed),
+            BTree::open(&v, NODE, &l, first.anchor(), 0).unwrap(),
+        ];
+        let mut model = BTreeMap::new();
+        // Runs: fill a range, then empty it, in ascending (0), descending (1) or shuffled (2)
+        // order, each step through the next handle.
+        for (i, &(start, len, order)) in runs.iter().enumerate() {
+            let mut keys: Vec<u64> = (start..start + len).collect();
+            match order {
+                1 => keys.reverse(),
+                2 => keys.shuffle(&mut StdRng::seed_from_u64(i as u64)),
+                _ => {}
+            }
+            for (j, &k) in keys.iter().enumerate() {
+                prop_assert_eq!(handles[j % 3].insert(&v, k, k).unwrap(), model.insert(k, k));
+            }
+            for (j, &k) in keys.iter().enumerate() {
+                prop_assert_eq!(handles[(j + 1) % 3].remove(&v, k).unwrap(), model.remove(&k));
+            }
+        }
+        for (h, op) in ops {
+            let t = &handles[h];
+            match op {
+                Op::Insert(k, val) => prop_assert_eq!(t.insert(&v, k, val).unwrap(), model.insert(k, val)),
+                Op::Remove(k) => prop_assert_eq!(t.remove(&v, k).unwrap(), model.remove(&k)),
+                Op::Lookup(k) => prop_assert_eq!(t.lookup(&v, k).unwrap(), model.get(&k).copied()),
+                Op::Scan(a, b, n) => {
+                    let want: Vec<(u64, u64)> =
+                        if a > b { vec![] } else { model.range(a..=b).take(n).map(|(&k, &v)| (k, v)).collect() };
+                    prop_assert_eq!(t.scan(&v, a, b, n).unwrap(), want);
+                }
+            }
+        }
+        let shape = first.check(&v).unwrap();
+        prop_assert_eq!(shape.entries, model.len() as u64);
+        assert_no_node_leaks(&v, &l, &first, &shape);
+        let all: Vec<(u64, u64)> = model.into_iter().collect();
+        prop_assert_eq!(first.scan(&v, 0, u64::MAX, usize::MAX).unwrap(), all);
+    }
+}
+
+/// Writers on their own handles (cached, uncached, bracketed READs) fill their own stripes of
+/// a key range between stable keys, check them, and empty them again, round after round,
+/// while scanners scan and look up: the merges that follow (nodes freed under the feet of
+/// scans, cached parents and descents, then reused by the next round's splits) lose no
+/// stable key and tear no value. At the end the tree holds the stable keys only, passes the
+/// check, leaks no node, and took few nodes from the heap after the first round.
+#[test]
+fn concurrent_merges_lose_no_key_and_reuse_the_freed_nodes() {
+    const KEYS: u64 = 24_000;
+    const WRITERS: u64 = 4;
+    const ROUNDS: u64 = 4;
+    let stable = |k: u64| k % 64 == 0;
+    let own = |w: u64, k: u64| !stable(k) && k % WRITERS == w;
+    for seed in 0..2u64 {
+        let (v, l) = memstore(256 << 20);
+        let tree = BTree::create(&v, NODE, &l, small(1024)).unwrap();
+        for k in (0..KEYS).filter(|&k| stable(k)) {
+            tree.insert(&v, k, value_of(k)).unwrap();
+        }
+        let writing = AtomicU64::new(WRITERS);
+        let after_first = AtomicU64::new(0);
+        let first_done = AtomicU64::new(0);
+        let seen = Seen::default();
+        let counts: Vec<BTreeCounts> = std::thread::scope(|s| {
+            let mut threads = Vec::new();
+            for w in 0..WRITERS {
+                let (v, l, writing, after_first, first_done) = (&v, &l, &writing, &after_first, &first_done);
+                let anchor = tree.anchor();
+                threads.push(s.spawn(move || {
+                    let _out = CountsOut(writing);
+                    let t = BTree::open(v, NODE, l, anchor, if w < 2 { 1024 } else { 0 }).unwrap();
+                    let t = if w == 3 { t.with_read_check(ReadCheck::Bracketed) } else { t };
+                    let mut rng = StdRng::seed_from_u64(seed * 100 + w);
+                    let mine: Vec<u64> = (0..KEYS).filter(|&k| own(w, k)).collect();
+                    for round in 0..ROUNDS {
+                        // Ascending in even rounds (every writer sweeps the same leaves at
+                        // once), shuffled in odd ones.
+                        let mut keys = mine.clone();
+                        if round % 2 == 1 {
+                            keys.shuffle(&mut rng);
+                        }
+                        for &k in &keys {
+                            assert_eq!(t.insert(v, k, value_of(k)).unwrap(), None, "writer {w} round {round}: {k}");
+                        }
+                        for &k in keys.iter().step_by(7) {
+                            assert_eq!(t.lookup(v, k).unwrap(), Some(value_of(k)), "writer {w} lost {k}");
+                        }
+                        for &k in &keys {
+                            assert_eq!(t.remove(v, k).unwrap(), Some(value_of(k)), "writer {w} round {round}: {k}");
+                        }
+                        for &k in keys.iter().step_by(7) {
+                            assert_eq!(t.lookup(v, k).unwrap(), None, "writer {w}: {k} came back");
+                        }
+                        if round == 0 && first_done.fetch_add(1, Ordering::AcqRel) + 1 == WRITERS {
+                            after_first.store(nodes_from_heap(v, l, &t), Ordering::Release);
+                        }
+                    }
+                    t.stats().snapshot()
+                }));
+            }
+            for r in 0..2u64 {
+                let (v, l, writing, seen) = (&v, &l, &writing, &seen);
+                let anchor = tree.anchor();
+                threads.push(s.spawn(move || {
+                    let t = BTree::open(v, NODE, l, anchor, if r == 0 { 1024 } else { 0 }).unwrap();
+                    let t = if r == 1 { t.with_read_check(ReadCheck::Bracketed) } else { t };
+                    let mut rng = StdRng::seed_from_u64(seed * 100 + 50 + r);
+                    loop {
+                        let last = writing.load(Ordering::Acquire) == 0;
+                        let from = rng.gen_range(0..KEYS);
+                        let to = from + rng.gen_range(0..3000);
+                        let limit = rng.gen_range(1..300);
+                        let got = t.scan(v, from, to, limit).unwrap();
+                        check_scan(&got, from, to, limit, |k| stable(k) && k < KEYS);
+                        seen.scans.fetch_add(1, Ordering::Relaxed);
+                        seen.entries.fetch_add(got.len() as u64, Ordering::Relaxed);
+                        let k = rng.gen_range(0..KEYS / 64) * 64;
+                        assert_eq!(t.lookup(v, k).unwrap(), Some(value_of(k)), "stable key {k} missing");
+                        if last {
+                            break;
+                        }
+                    }
+                    t.stats().snapshot()
+                }));
+            }
+            threads.into_iter().map(|t| t.join().expect("a checking thread panicked")).collect()
+        });
+        let want: Vec<(u64, u64)> = (0..KEYS).filter(|&k| stable(k)).map(|k| (k, value_of(k))).collect();
+        assert!(tree.scan(&v, 0, u64::MAX, usize::MAX).unwrap() == want, "seed {seed}: not the stable keys");
+        let shape = tree.check(&v).unwrap();
+        assert_no_node_leaks(&v, &l, &tree, &shape);
+        let sum = |f: fn(&BTreeCounts) -> u64| counts.iter().map(f).sum::<u64>();
+        let (first, last) = (after_first.load(Ordering::Acquire), nodes_from_heap(&v, &l, &tree));
+        println!(
+            "seed {seed}: {shape:?}; nodes from the heap {first} after the first round, {last} after {ROUNDS}; \
+             merges {}, reused {}, moved {}, splits {}, scans {}",
+            sum(|c| c.merges),
+            sum(|c| c.reused),
+            sum(|c| c.moved),
+            sum(|c| c.splits),
+            seen.scans.load(Ordering::Relaxed),
+        );
+        assert!(sum(|c| c.merges) > 0 && sum(|c| c.reused) > 0, "merges and reuse happened");
+        assert!(last - first <= first / 4, "seed {seed}: the heap grew from {first} to {last} nodes over the rounds");
+    }
+}

@@ -19,13 +19,16 @@ pub struct TreeShape {
     pub entries: u64,
     /// Mean fraction of a leaf's capacity in use.
     pub leaf_fill: f64,
+    /// Nodes on the tree's free list (freed by merges, kept for the next splits).
+    pub free_nodes: u64,
 }
 
 impl BTree {
     /// READs the whole tree and checks it: each level is a chain of nodes from low fence 0
     /// to a last node without a high fence, each node's high fence is its sibling's low
     /// fence, and the children of each level, in order, are exactly the chain of the level
-    /// below, each child's low fence being its entry's key. Meant for a quiescent tree (no
+    /// below, each child's low fence being its entry's key; and walks the free list, every
+    /// node of which must be freed. Meant for a quiescent tree (no
     /// writer running): a split whose separator is not in the parent yet fails the check.
     ///
     /// # Errors
@@ -76,7 +79,8 @@ impl BTree {
         }
         let cap = super::node::capacity(self.node_bytes) as f64;
         let leaf_fill = entries as f64 / (nodes_per_level[0] as f64 * cap);
-        Ok(TreeShape { height, nodes_per_level, entries, leaf_fill })
+        let free_nodes = self.free_nodes(verbs, &mut cost)?;
+        Ok(TreeShape { height, nodes_per_level, entries, leaf_fill, free_nodes })
     }
 }
 

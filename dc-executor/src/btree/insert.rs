@@ -1,9 +1,10 @@
-//! Inserts: lock the leaf, edit, publish; a full node splits into a new right sibling, and
-//! the separator goes up to the parent under the parent's own lock, one lock at a time (a
+//! Inserts: lock the leaf, edit, publish; a full node splits into a new right sibling (a
+//! node of the tree's free list, else new heap), and the separator goes up to the parent under the parent's own lock, one lock at a time (a
 //! B-link split, Lehman and Yao §4 with Sagiv's single lock); a split root grows a new root
 //! installed by compare-and-swap on the anchor.
 
 use super::node::{capacity, Node};
+use super::traverse::Descent;
 use super::{backoff, BTree, Cost, ANCHOR_ROOT, MAX_ATTEMPTS};
 use crate::error::Result;
 use crate::verbs::{DoorbellBatch, Verbs};
@@ -34,9 +35,7 @@ impl BTree {
     }
 
     fn insert_inner(&self, verbs: &dyn Verbs, key: u64, value: u64, cost: &mut Cost) -> Result<Option<u64>> {
-        let d = self.descend(verbs, key, 0, cost)?;
-        let seen = Arc::unwrap_or_clone(d.at.node);
-        let (offset, mut leaf) = self.lock(verbs, d.at.off, key, 0, Some(seen), cost)?;
+        let (d, offset, mut leaf) = self.lock_leaf(verbs, key, None, cost)?;
         let old = match leaf.search(key) {
             Ok(i) => Some(std::mem::replace(&mut leaf.entries[i].1, value)),
             Err(i) => {
@@ -67,16 +66,27 @@ impl BTree {
                 self.cache_written(offset, node);
                 return Ok(());
             }
-            let right_at = match self.layout.alloc(verbs, self.node, self.node_bytes) {
+            let (right_at, reused) = match self.alloc_node(verbs, cost) {
                 Ok(at) => at,
                 Err(e) => {
                     self.unlock_unchanged(verbs, offset, node.version)?;
                     return Err(e);
                 }
             };
-            let right = node.split();
+            let mut right = node.split();
             node.sibling = Some(right_at);
-            batch.write(right_at, right.encode(self.node_bytes));
+            match reused {
+                // Fresh heap: nobody READs it before it is linked; one WRITE of the image.
+                None => {
+                    batch.write(right_at, right.encode(self.node_bytes));
+                }
+                // A freed node, locked at `v`: published above every version it had, for the
+                // stale READs and lock attempts that may still reach it.
+                Some(v) => {
+                    right.version = v;
+                    self.publish(&mut batch, right_at, &mut right);
+                }
+            }
             self.publish(&mut batch, offset, &mut node);
             verbs.post_batch(self.node, &mut batch)?;
             self.stats.splits.fetch_add(1, Ordering::Relaxed);
@@ -99,8 +109,41 @@ impl BTree {
         }
     }
 
+    /// Locks the leaf covering `key`, from `first` (a descent already made) or a new descent;
+    /// descends again while the way leads to a node freed by a merge. Returns the descent,
+    /// where the leaf is and its image.
+    pub(super) fn lock_leaf(
+        &self,
+        verbs: &dyn Verbs,
+        key: u64,
+        mut first: Option<Descent>,
+        cost: &mut Cost,
+    ) -> Result<(Descent, Offset, Node)> {
+        for _ in 0..MAX_ATTEMPTS {
+            let d = match first.take() {
+                Some(d) => d,
+                None => self.descend(verbs, key, 0, cost)?,
+            };
+            let seen = (*d.at.node).clone();
+            if let Some((offset, leaf)) = self.lock(verbs, d.at.off, key, 0, Some(seen), cost)? {
+                return Ok((d, offset, leaf));
+            }
+        }
+        eprintln!("DBG lock_leaf exhausted");
+        Err(self.busy(Offset(self.root.load(Ordering::Acquire))))
+    }
+
+    /// A node for a split: the first of the tree's free list, locked, with the version it
+    /// was locked at; else a new one from the heap (`None`).
+    fn alloc_node(&self, verbs: &dyn Verbs, cost: &mut Cost) -> Result<(Offset, Option<u64>)> {
+        if let Some((at, version)) = self.pop_free(verbs, cost)? {
+            return Ok((at, Some(version)));
+        }
+        Ok((self.layout.alloc(verbs, self.node, self.node_bytes)?, None))
+    }
+
     /// Puts a node this writer just published in the cache, if it is an inner node.
-    fn cache_written(&self, offset: Offset, node: Node) {
+    pub(super) fn cache_written(&self, offset: Offset, node: Node) {
         if let (Some(c), false) = (&self.cache, node.is_leaf()) {
             c.put(offset.0, Arc::new(node));
         }
@@ -121,7 +164,10 @@ impl BTree {
         cost: &mut Cost,
     ) -> Result<Option<(Offset, Node)>> {
         if let Some(&p) = path.get(level as usize).filter(|&&p| p != 0) {
-            return self.lock(verbs, Offset(p), separator, level, None, cost).map(Some);
+            if let Some(locked) = self.lock(verbs, Offset(p), separator, level, None, cost)? {
+                return Ok(Some(locked));
+            }
+            // The path's node was freed by a merge since the descent: find the parent anew.
         }
         // `left` was at the top of the descent: the root then, or a node beside it.
         for attempt in 0..MAX_ATTEMPTS {
@@ -137,9 +183,13 @@ impl BTree {
                 backoff(attempt);
                 continue;
             }
-            let start = self.descend(verbs, separator, level, cost)?.at.off;
-            return self.lock(verbs, start, separator, level, None, cost).map(Some);
+            let d = self.descend(verbs, separator, level, cost)?;
+            if let Some(locked) = self.lock(verbs, d.at.off, separator, level, None, cost)? {
+                return Ok(Some(locked));
+            }
+            self.forget(&d.at);
         }
+        eprintln!("DBG lock_parent exhausted");
         Err(self.busy(self.anchor))
     }
 
@@ -153,6 +203,10 @@ impl BTree {
         verbs.write(self.node, at, &root.encode(self.node_bytes))?;
         let word = Offset(self.anchor.0 + ANCHOR_ROOT);
         if verbs.compare_and_swap(self.node, word, left.0, at.0)? != left.0 {
+            // Never linked, so never READ: freed with one WRITE and kept for a later split.
+            let freed = Node::freed(0, level, 0, 0);
+            verbs.write(self.node, at, &freed.encode(self.node_bytes))?;
+            self.push_free(verbs, at, freed, &mut Cost::default())?;
             return Ok(false);
         }
         self.root.store(at.0, Ordering::Release);

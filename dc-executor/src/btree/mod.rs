@@ -6,11 +6,15 @@
 //! See [`BTree`] for the design; the files hold one idea each: `node.rs` the node layout and
 //! codec, `cache.rs` the executor-side inner-node cache, `traverse.rs` the descent with
 //! optimistic READs and the cache, `insert.rs` inserts with splits and root growth,
-//! `remove.rs` deletes, `scan.rs` range scans, `check.rs` the structural check for tests.
+//! `remove.rs` deletes, `merge.rs` merges of emptied nodes into their left neighbours,
+//! `free.rs` the tree's list of freed nodes, `scan.rs` range scans, `check.rs` the structural
+//! check for tests.
 
 mod cache;
 mod check;
+mod free;
 mod insert;
+mod merge;
 mod node;
 mod remove;
 mod scan;
@@ -32,7 +36,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// `"REDTBT01"` in little-endian: word 0 of a tree's anchor.
 const ANCHOR_TAG: u64 = u64::from_le_bytes(*b"REDTBT01");
 
-/// Bytes of a tree's anchor: tag, root offset, node size, five reserved words.
+/// Bytes of a tree's anchor: tag, root offset, node size, the spare word, the free list's
+/// head, three reserved words.
 const ANCHOR_BYTES: u64 = 64;
 
 /// Byte offset of the root offset in the anchor.
@@ -43,6 +48,10 @@ const ANCHOR_NODE_BYTES: u64 = 16;
 
 /// Byte offset of the anchor's spare word ([`BTree::spare_word`]).
 const ANCHOR_SPARE: u64 = 24;
+
+/// Byte offset of the head of the tree's free list of nodes (`free.rs`; zero, an empty list,
+/// in a tree made before nodes were freed).
+const ANCHOR_FREE: u64 = 32;
 
 /// Attempts at one step (a READ finding the node locked or torn, a lock compare-and-swap, a
 /// wait for another writer's new root) before giving up with [`Error::TreeBusy`]: a second
@@ -97,13 +106,26 @@ struct Cost {
 /// # Layout
 ///
 /// The tree is named by its **anchor**, 64 bytes from the heap: `"REDTBT01"`, the root's
-/// offset, the node size. Nodes are fixed-size (1 KiB by default, `node.rs` has the byte
-/// layout), allocated from the heap by fetch-and-add ([`Layout::alloc`]) and never freed, so
-/// no READ ever lands on memory that stopped being a node of this tree. Each node carries
-/// its fences `[low, high)` and its right sibling: a B-link tree. A node's low fence never
-/// changes; a split moves the upper half of a node into a new right sibling and shrinks the
-/// node's high fence. Removes take entries out of leaves and never merge nodes: an emptied
-/// leaf stays in its level's chain (and costs a scan that crosses it one READ).
+/// offset, the node size, the head of its free list. Nodes are fixed-size (1 KiB by default,
+/// `node.rs` has the byte layout), taken from the tree's free list or else from the heap by
+/// fetch-and-add ([`Layout::alloc`]), and never given back to the heap, so no READ ever lands
+/// on memory that stopped being a node of this tree. Each node carries its fences
+/// `[low, high)` and its right sibling: a B-link tree. A node's low fence never changes while
+/// it is in the tree; a split moves the upper half of a node into a new right sibling and
+/// shrinks the node's high fence.
+///
+/// # Merges
+///
+/// A remove that leaves a node under a quarter full merges it with a neighbour under the same
+/// parent when both fit in half a node (`merge.rs`): the left node absorbs the right one's
+/// entries and range, the parent loses the right one's entry, and the right one is published
+/// freed and pushed on the tree's free list, all under the three nodes' locks. The leftmost
+/// node of each level (low fence 0, the old roots among them) is never freed. So a tree's
+/// nodes stay proportional to the keys it holds, whatever mix of inserts and removes it sees
+/// (ascending keys inserted and removed for good included), and a freed node's memory serves
+/// the next split. A READ through a stale pointer (a cached parent, a descent's path, a
+/// scan's sibling) may find a freed node, or one reused for another range or level; it
+/// descends again from the root.
 ///
 /// # Reads
 ///
@@ -117,8 +139,10 @@ struct Cost {
 /// whose low fence is at most the key, whatever the age of the copy it came from. When the
 /// child a *cached* node pointed to does not cover the key, the copy is dropped and the
 /// descent starts again from the root (DEX's refresh from the root), so a cache that has
-/// gone stale is refreshed by the lookups that meet the staleness. A lookup with a warm
-/// cache costs one READ; without a cache, one per level.
+/// gone stale is refreshed by the lookups that meet the staleness. A descent that meets a
+/// freed node, a node right of the key or one of another level (a pointer older than a merge)
+/// starts again from the root as well. A lookup with a warm cache costs one READ; without a
+/// cache, one per level.
 ///
 /// # Writes
 ///
@@ -131,7 +155,9 @@ struct Cost {
 /// locks the parent (READ, move right while needed, CAS) and inserts the separator. A
 /// reader that arrives between the two steps follows the sibling pointer. When the split
 /// node was the root, the writer writes a new root above it and installs it with a
-/// compare-and-swap on the anchor's root word. A writer holds one lock at a time.
+/// compare-and-swap on the anchor's root word. A writer holds one lock at a time, except a
+/// merge: it waits for the parent's lock holding none, then tries each child's once, and
+/// lets all go when one is taken, so no writer ever waits holding a lock another waits for.
 ///
 /// # Concurrency contract
 ///
@@ -141,8 +167,7 @@ struct Cost {
 /// order and within its range, what each leaf held when it was READ (not one snapshot of the
 /// whole range). A writer that dies holding a lock leaves the node locked: READs of it give
 /// up after `MAX_ATTEMPTS` with [`Error::TreeBusy`] (the tree is rebuilt from the redo log,
-/// not repaired). Allocations that lose a race (a new root another writer beat) are never
-/// linked and never reclaimed.
+/// not repaired). A new root that loses its race to another writer's goes on the free list.
 #[derive(Debug)]
 pub struct BTree {
     layout: Layout,
@@ -355,9 +380,12 @@ impl BTree {
     }
 
     /// Locks the node of `level` that covers `key`, starting at `offset` (a node whose low
-    /// fence is at most `key`) and moving right as needed: CAS of its front word from the
-    /// version READ to version + 1. `seen` is a consistent READ of `offset` already made.
-    /// Returns where the locked node is and its image, which the lock proves current.
+    /// fence was at most `key` when the caller learnt of it) and moving right as needed: CAS
+    /// of its front word from the version READ to version + 1. `seen` is a consistent READ of
+    /// `offset` already made. Returns where the locked node is and its image, which the lock
+    /// proves current; `None` when the way led to a freed node, to one right of the key or of
+    /// another level, or to a sibling that does not start where its left neighbour ended
+    /// (freed and maybe reused since): the caller descends again.
     fn lock(
         &self,
         verbs: &dyn Verbs,
@@ -366,29 +394,49 @@ impl BTree {
         level: u8,
         mut seen: Option<Node>,
         cost: &mut Cost,
-    ) -> Result<(Offset, Node)> {
+    ) -> Result<Option<(Offset, Node)>> {
+        // The high fence of the node the last move right left: where the next one must start.
+        let mut from: Option<u64> = None;
         for attempt in 0..MAX_ATTEMPTS {
             let node = match seen.take() {
                 Some(n) => n,
                 None => self.read_node(verbs, offset, cost)?,
             };
-            if node.level != level {
-                return Err(self.corrupt(offset, "a node of another level where the tree points"));
-            }
-            if key < node.low {
-                return Err(self.corrupt(offset, "a node right of the key where the tree points"));
+            if node.freed || node.level != level || key < node.low || from.is_some_and(|h| h != node.low) {
+                self.stats.moved.fetch_add(1, Ordering::Relaxed);
+                return Ok(None);
             }
             if !node.covers(key) {
                 offset = node.sibling.expect("decode checks that a high fence comes with a sibling");
+                from = node.high;
                 continue;
             }
+            from = None;
             if verbs.compare_and_swap(self.node, offset, node.version, node.version + 1)? == node.version {
-                return Ok((offset, node));
+                return Ok(Some((offset, node)));
             }
             self.stats.lock_conflicts.fetch_add(1, Ordering::Relaxed);
             backoff(attempt);
         }
         Err(self.busy(offset))
+    }
+
+    /// Locks the node at `offset` with one compare-and-swap from the version of `seen`, its
+    /// READ image; `false` (nothing locked) when the node changed since.
+    fn try_lock(&self, verbs: &dyn Verbs, offset: Offset, seen: &Node) -> Result<bool> {
+        let won = verbs.compare_and_swap(self.node, offset, seen.version, seen.version + 1)? == seen.version;
+        if !won {
+            self.stats.lock_conflicts.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(won)
+    }
+
+    /// Drops the cached copy of a node a descent stopped at, when that copy led a writer to a
+    /// node freed since (`lock` found it moved), so the next descent READs it afresh.
+    fn forget(&self, seen: &traverse::Seen) {
+        if let (true, Some(c)) = (seen.cached, &self.cache) {
+            c.drop_stale(seen.off.0, seen.node.version);
+        }
     }
 
     /// Appends to `batch` the three WRITEs publishing `node` (locked by this writer at

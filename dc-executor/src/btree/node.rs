@@ -6,10 +6,13 @@
 //! [0, 8)                     front word: the version, even when unlocked, odd while a writer
 //!                            holds the node (lock = CAS version → version + 1)
 //! [8, 16)                    meta: count (bits 0–15), level (16–23, 0 = leaf), flags
-//!                            (24–31; bit 24 = has a high fence), tag 0xB7EE (48–63)
-//! [16, 24)                   low fence (inclusive; never changes once the node exists)
+//!                            (24–31; bit 24 = has a high fence, bit 25 = freed), tag
+//!                            0xB7EE (48–63)
+//! [16, 24)                   low fence (inclusive; never changes while the node is in the
+//!                            tree)
 //! [24, 32)                   high fence (exclusive; meaningless without the flag: +∞)
-//! [32, 40)                   right sibling's offset (0: none; set iff the high fence is)
+//! [32, 40)                   right sibling's offset (0: none; set iff the high fence is);
+//!                            in a freed node, the next node of the tree's free list
 //! [40, 40 + 16 × capacity)   entries (key, value) sorted by key; value = a leaf's payload
 //!                            or an inner node's child offset. Inner entry 0's key is the
 //!                            node's low fence, and entry i's child has entry i's key as its
@@ -34,6 +37,12 @@
 //!   both front words are the same even version. No writer held the lock between the two,
 //!   so the node READ saw one image, in whatever order it moved the bytes (DEX's READ of a
 //!   shared node, Algorithm 1).
+//!
+//! A **freed** node (merged into its left neighbour, `merge.rs`) keeps its place as a node of
+//! the tree's free list: no entries, no range, the freed flag. Its memory is only ever reused
+//! as a node of the same tree, and its version words only ever grow, so a READ through a stale
+//! pointer finds a node image (freed, or of another range or level, which the reader detects)
+//! and a stale lock attempt fails its compare-and-swap.
 
 use redt_proto::Offset;
 
@@ -68,6 +77,7 @@ const TAG: u64 = 0xB7EE;
 const TAG_SHIFT: u32 = 48;
 const LEVEL_SHIFT: u32 = 16;
 const HAS_HIGH: u64 = 1 << 24;
+const FREED: u64 = 1 << 25;
 
 /// Entries a node of `node_bytes` holds.
 pub fn capacity(node_bytes: u64) -> usize {
@@ -95,6 +105,11 @@ pub struct Node {
     pub sibling: Option<Offset>,
     /// `(key, value)` sorted by key; an inner node's values are child offsets.
     pub entries: Vec<(u64, u64)>,
+    /// Whether the node was freed (merged away, `merge.rs`): it covers no key, and
+    /// [`Node::next_free`] links it into the tree's free list.
+    pub freed: bool,
+    /// In a freed node, the next node of the free list (0: the last).
+    pub next_free: u64,
 }
 
 /// What one READ of a node's bytes holds.
@@ -115,7 +130,21 @@ fn word(raw: &[u8], at: usize) -> u64 {
 impl Node {
     /// An empty node of `level` covering `[low, high)`, version 0.
     pub fn empty(level: u8, low: u64, high: Option<u64>, sibling: Option<Offset>) -> Node {
-        Node { version: 0, level, low, high, sibling, entries: Vec::new() }
+        Node { version: 0, level, low, high, sibling, entries: Vec::new(), freed: false, next_free: 0 }
+    }
+
+    /// The image a node of `level`, locked by its freer at `version`, is published as once it
+    /// is out of the tree: no entries, no range, `next_free` the free list's next node.
+    pub fn freed(version: u64, level: u8, low: u64, next_free: u64) -> Node {
+        Node { version, freed: true, next_free, ..Node::empty(level, low, None, None) }
+    }
+
+    /// Appends the entries and the range of `right`, this node's right sibling, to this node
+    /// (the left one absorbs the right one); the caller frees `right`.
+    pub fn absorb(&mut self, right: &Node) {
+        self.entries.extend_from_slice(&right.entries);
+        self.high = right.high;
+        self.sibling = right.sibling;
     }
 
     /// Whether this is a leaf.
@@ -123,9 +152,9 @@ impl Node {
         self.level == 0
     }
 
-    /// Whether `key` lies in this node's fences, `[low, high)`.
+    /// Whether `key` lies in this node's fences, `[low, high)`; never for a freed node.
     pub fn covers(&self, key: u64) -> bool {
-        self.low <= key && self.high.is_none_or(|h| key < h)
+        !self.freed && self.low <= key && self.high.is_none_or(|h| key < h)
     }
 
     /// The position of `key` among the entries (`Ok`) or where it would go (`Err`).
@@ -157,6 +186,8 @@ impl Node {
             high: self.high,
             sibling: self.sibling,
             entries: right_entries,
+            freed: false,
+            next_free: 0,
         };
         self.high = Some(separator);
         right
@@ -171,11 +202,11 @@ impl Node {
         let mut raw = vec![0u8; node_bytes as usize];
         let mut put = |at: usize, w: u64| raw[at..at + 8].copy_from_slice(&w.to_le_bytes());
         put(0, self.version);
-        let flags = if self.high.is_some() { HAS_HIGH } else { 0 };
+        let flags = if self.high.is_some() { HAS_HIGH } else { 0 } | if self.freed { FREED } else { 0 };
         put(META, TAG << TAG_SHIFT | flags | (self.level as u64) << LEVEL_SHIFT | self.entries.len() as u64);
         put(LOW, self.low);
         put(HIGH, self.high.unwrap_or(0));
-        put(SIBLING, self.sibling.map_or(0, |o| o.0));
+        put(SIBLING, if self.freed { self.next_free } else { self.sibling.map_or(0, |o| o.0) });
         for (i, &(k, v)) in self.entries.iter().enumerate() {
             let at = (HEADER_BYTES + ENTRY_BYTES * i as u64) as usize;
             put(at, k);
@@ -241,6 +272,12 @@ impl Node {
         let low = word(raw, LOW);
         let high = has_high.then(|| word(raw, HIGH));
         let sibling = word(raw, SIBLING);
+        if meta & FREED != 0 {
+            if count != 0 || has_high || sibling % 64 != 0 {
+                return Decoded::Corrupt("a freed node with entries, a range or an unaligned next");
+            }
+            return Decoded::Node(Node::freed(front, level, low, sibling));
+        }
         if has_high != (sibling != 0) {
             return Decoded::Corrupt("a high fence without a sibling, or a sibling without one");
         }
@@ -253,7 +290,16 @@ impl Node {
                 (word(raw, at), word(raw, at + 8))
             })
             .collect();
-        let node = Node { version: front, level, low, high, sibling: has_high.then_some(Offset(sibling)), entries };
+        let node = Node {
+            version: front,
+            level,
+            low,
+            high,
+            sibling: has_high.then_some(Offset(sibling)),
+            entries,
+            freed: false,
+            next_free: 0,
+        };
         if !node.entries.windows(2).all(|w| w[0].0 < w[1].0) {
             return Decoded::Corrupt("keys out of order");
         }
@@ -299,6 +345,7 @@ mod tests {
             high: Some(900),
             sibling: Some(Offset(4096)),
             entries: vec![(100, 64), (300, 128), (899, 192)],
+            ..Node::empty(0, 0, None, None)
         };
         let raw = n.encode(1024);
         assert_eq!(raw.len(), 1024);
@@ -475,7 +522,7 @@ mod tests {
                 entries.push((0, 64));
             }
             let high = entries.last().and_then(|e| e.0.checked_add(1));
-            let n = Node { version, level, low, high, sibling: high.map(|_| Offset(64)), entries };
+            let n = Node { version, level, low, high, sibling: high.map(|_| Offset(64)), entries, ..Node::empty(0, 0, None, None) };
             prop_assert_eq!(Node::decode(&n.encode(size)), Decoded::Node(n));
         }
 

@@ -1,19 +1,19 @@
-//! Deletes: lock the leaf, take the entry out, publish. Nodes never merge (a B-link tree
-//! without merges keeps every low fence and every node for good, which is what makes stale
-//! cached pointers and concurrent READs safe); an emptied leaf stays in the chain.
+//! Deletes: lock the leaf, take the entry out, publish; a leaf left under a quarter full is
+//! then merged with a neighbour when they fit (`merge.rs`).
 
 use super::{BTree, Cost};
 use crate::error::Result;
 use crate::verbs::{DoorbellBatch, Verbs};
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
 
 impl BTree {
     /// Removes `key`; returns its value, `None` when the tree did not hold it.
     ///
     /// Descends to the leaf (one READ with a warm cache); an absent key costs nothing more.
     /// Else locks the leaf with one compare-and-swap and publishes it without the entry with
-    /// one doorbell batch of three WRITEs.
+    /// one doorbell batch of three WRITEs. A leaf left under a quarter full is merged with a
+    /// neighbour under the same parent when both fit in half a node (`merge.rs`): a few more
+    /// READs, three locks and one batch per merge.
     ///
     /// # Errors
     /// As [`BTree::lookup`]. A verbs error while the lock is held leaves the leaf locked.
@@ -30,8 +30,7 @@ impl BTree {
         if d.at.node.search(key).is_err() {
             return Ok(None);
         }
-        let seen = Arc::unwrap_or_clone(d.at.node);
-        let (offset, mut leaf) = self.lock(verbs, d.at.off, key, 0, Some(seen), cost)?;
+        let (_, offset, mut leaf) = self.lock_leaf(verbs, key, Some(d), cost)?;
         let Ok(i) = leaf.search(key) else {
             // Removed by another writer between the READ and the lock.
             self.unlock_unchanged(verbs, offset, leaf.version)?;
@@ -41,6 +40,7 @@ impl BTree {
         let mut batch = DoorbellBatch::new();
         self.publish(&mut batch, offset, &mut leaf);
         verbs.post_batch(self.node, &mut batch)?;
+        self.compact(verbs, 0, leaf.low, leaf.entries.len(), cost)?;
         Ok(Some(value))
     }
 }

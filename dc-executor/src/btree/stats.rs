@@ -67,6 +67,14 @@ counters! {
     cache_hits,
     /// Inner nodes READ during descents (cache off, cold or dropped).
     cache_misses,
+    /// Times a descent, a lock or a scan met a node freed by a merge (or freed and reused
+    /// for another range or level) where a pointer older than the merge led, and descended
+    /// again from the root.
+    moved,
+    /// Merges: a node's entries and range taken into its left neighbour, the node freed.
+    merges,
+    /// Nodes a split or a new root took from the tree's free list instead of the heap.
+    reused,
 }
 
 impl BTreeCounts {

@@ -3,7 +3,7 @@
 //! (DEX §5.1, Algorithm 1: "key outside fence keys → refresh from the remote root").
 
 use super::node::Node;
-use super::{BTree, Cost};
+use super::{BTree, Cost, MAX_ATTEMPTS};
 use crate::error::Result;
 use crate::verbs::Verbs;
 use redt_proto::Offset;
@@ -41,7 +41,7 @@ pub(super) struct Descent {
 
 impl BTree {
     /// The node at `offset`: from the cache when `use_cache` and it is there, else READ
-    /// (and an inner node so READ is put in the cache, if there is one).
+    /// (and an inner node so READ, unless freed, is put in the cache, if there is one).
     pub(super) fn fetch(&self, verbs: &dyn Verbs, offset: Offset, use_cache: bool, cost: &mut Cost) -> Result<Seen> {
         if use_cache {
             if let Some(node) = self.cache.as_ref().and_then(|c| c.get(offset.0)) {
@@ -50,7 +50,7 @@ impl BTree {
             }
         }
         let node = Arc::new(self.read_node(verbs, offset, cost)?);
-        if !node.is_leaf() {
+        if !node.is_leaf() && !node.freed {
             self.stats.cache_misses.fetch_add(1, Ordering::Relaxed);
             if let Some(c) = &self.cache {
                 c.put(offset.0, node.clone());
@@ -64,16 +64,25 @@ impl BTree {
     /// At each node: when `key` is at or past its high fence, moves right to its sibling —
     /// unless a cached copy of its parent sent it there, in which case that copy is dropped
     /// and the descent starts again from the root; else, at `level`, stops; else goes down
-    /// to the child covering `key`. A root READ with a high fence has split: the anchor is
-    /// READ once for the new root.
+    /// to the child covering `key`. A node that is freed, right of the key, of another level
+    /// than the pointer to it promised, or a sibling that does not start where its left
+    /// neighbour ended (freed by a merge since the pointer was READ, and maybe reused) starts
+    /// the descent again from the root too: so each move right goes to a higher low fence,
+    /// and stale images can make no loop. A root READ with a high fence has
+    /// split: the anchor is READ once for the new root.
     ///
     /// # Errors
-    /// [`crate::Error::TreeCorrupt`] when the tree is lower than `level` or a node is not
-    /// where the invariants put it; READ errors.
+    /// [`crate::Error::TreeCorrupt`] when the tree is lower than `level`, or when descents keep
+    /// meeting misplaced nodes past `MAX_ATTEMPTS` restarts; READ errors.
     pub(super) fn descend(&self, verbs: &dyn Verbs, key: u64, level: u8, cost: &mut Cost) -> Result<Descent> {
         let mut restarts = 0;
         let mut root_refreshed = false;
         'descent: loop {
+            if restarts > MAX_ATTEMPTS {
+                return Err(
+                    self.corrupt(Offset(self.root.load(Ordering::Acquire)), "descents that never reach the key")
+                );
+            }
             let use_cache = self.cache.is_some() && restarts < MAX_STALE_RESTARTS;
             let mut cur = self.fetch(verbs, Offset(self.root.load(Ordering::Acquire)), use_cache, cost)?;
             if cur.node.high.is_some() && !root_refreshed {
@@ -88,29 +97,51 @@ impl BTree {
             let mut path = vec![0u64; cur.node.level as usize + 1];
             // The cached copy (offset, version) whose child pointer led to `cur`, if any.
             let mut cached_parent: Option<(Offset, u64)> = None;
+            // The level the pointer that led to `cur` promised.
+            let mut expected = cur.node.level;
             let mut moves = 0u64;
             loop {
-                if !cur.node.covers(key) {
-                    if let Some((parent, version)) = cached_parent {
+                let misplaced = cur.node.freed || cur.node.level != expected || key < cur.node.low;
+                if misplaced || (!cur.node.covers(key) && cached_parent.is_some()) {
+                    if let (Some((parent, version)), Some(c)) = (cached_parent, &self.cache) {
+                        c.drop_stale(parent.0, version);
+                    }
+                    if misplaced && cur.cached {
                         if let Some(c) = &self.cache {
-                            c.drop_stale(parent.0, version);
+                            c.drop_stale(cur.off.0, cur.node.version);
                         }
+                    }
+                    if misplaced {
+                        self.stats.moved.fetch_add(1, Ordering::Relaxed);
+                    } else {
                         self.stats.stale_cache.fetch_add(1, Ordering::Relaxed);
-                        restarts += 1;
-                        continue 'descent;
                     }
-                    if key < cur.node.low {
-                        return Err(self.corrupt(cur.off, "a node right of the key where the tree points"));
-                    }
+                    restarts += 1;
+                    continue 'descent;
+                }
+                if !cur.node.covers(key) {
                     moves += 1;
                     if moves > MAX_MOVES {
                         return Err(self.corrupt(cur.off, "a sibling chain without end"));
                     }
-                    let level_here = cur.node.level;
                     let next = cur.node.sibling.expect("decode checks that a high fence comes with a sibling");
+                    let high = cur
+                        .node
+                        .high
+                        .expect("a node that does not cover a key at or past its low fence has a high one");
                     cur = self.fetch(verbs, next, use_cache, cost)?;
-                    if cur.node.level != level_here {
-                        return Err(self.corrupt(cur.off, "a sibling on another level"));
+                    if cur.node.low != high {
+                        // Not the node that starts where the last one ended: one of the two
+                        // images is older than a merge (and the chain they make may even
+                        // loop). From the root again.
+                        if cur.cached {
+                            if let Some(c) = &self.cache {
+                                c.drop_stale(cur.off.0, cur.node.version);
+                            }
+                        }
+                        self.stats.moved.fetch_add(1, Ordering::Relaxed);
+                        restarts += 1;
+                        continue 'descent;
                     }
                     continue;
                 }
@@ -121,11 +152,8 @@ impl BTree {
                 let child =
                     cur.node.child_for(key).expect("an inner node covering the key has an entry at or below it");
                 cached_parent = cur.cached.then_some((cur.off, cur.node.version));
-                let parent_level = cur.node.level;
+                expected = cur.node.level - 1;
                 cur = self.fetch(verbs, child, use_cache, cost)?;
-                if cur.node.level.checked_add(1) != Some(parent_level) {
-                    return Err(self.corrupt(cur.off, "a child not one level below its parent"));
-                }
             }
         }
     }
