@@ -93,15 +93,15 @@ impl BTree {
             }
             let at = Offset(first(head));
             let node = self.read_node(verbs, at, cost)?;
-            if node.freed {
-                if verbs.compare_and_swap(self.node, self.free_head(), head, next_head(head, node.next_free))? == head {
-                    // Nobody changes a node while it is on the list: this image is current.
-                    if !self.try_lock(verbs, at, &node)? {
-                        return Err(self.corrupt(at, "a free node locked by another writer"));
-                    }
-                    self.stats.reused.fetch_add(1, Ordering::Relaxed);
-                    return Ok(Some((at, node.version)));
+            let popped = node.freed
+                && verbs.compare_and_swap(self.node, self.free_head(), head, next_head(head, node.next_free))? == head;
+            if popped {
+                // Nobody changes a node while it is on the list: this image is current.
+                if !self.try_lock(verbs, at, &node)? {
+                    return Err(self.corrupt(at, "a free node locked by another writer"));
                 }
+                self.stats.reused.fetch_add(1, Ordering::Relaxed);
+                return Ok(Some((at, node.version)));
             }
             // The head moved since its READ (the node popped, and maybe reused): again.
             backoff(attempt);

@@ -388,6 +388,30 @@ mod tests {
     }
 
     #[test]
+    fn a_freed_node_round_trips_covers_nothing_and_names_the_next_free_one() {
+        let f = Node::freed(12, 1, 500, 4096);
+        let raw = f.encode(256);
+        assert_eq!(Node::decode(&raw), Decoded::Node(f.clone()));
+        assert!(!f.covers(500) && !f.covers(0) && !f.covers(u64::MAX));
+        assert_eq!((f.next_free, f.sibling, f.high), (4096, None, None));
+        // A freed flag on a node with entries or a range is no valid image.
+        let mut bad = Node { entries: vec![(500, 64)], ..f.clone() };
+        assert!(matches!(Node::decode(&bad.encode(256)), Decoded::Corrupt(_)));
+        bad = Node { high: Some(600), ..f };
+        assert!(matches!(Node::decode(&bad.encode(256)), Decoded::Corrupt(_)));
+    }
+
+    #[test]
+    fn absorbing_the_right_sibling_takes_its_entries_and_range() {
+        let mut left = Node { high: Some(10), sibling: Some(Offset(640)), ..leaf(&[1, 2]) };
+        let right = Node { low: 10, high: Some(20), sibling: Some(Offset(1280)), ..leaf(&[10, 15]) };
+        left.absorb(&right);
+        assert_eq!(left.entries.iter().map(|e| e.0).collect::<Vec<_>>(), [1, 2, 10, 15]);
+        assert_eq!((left.low, left.high, left.sibling), (0, Some(20), Some(Offset(1280))));
+        assert!(left.covers(19) && !left.covers(20));
+    }
+
+    #[test]
     fn split_moves_the_upper_half_and_sets_the_fences() {
         let mut n = Node { high: Some(1000), sibling: Some(Offset(640)), ..leaf(&[1, 2, 3, 4, 5]) };
         let r = n.split();
