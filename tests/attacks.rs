@@ -31,7 +31,7 @@
 //! | TLS with the cluster's client certificate, with a node certificate of dc2 | TCP verbs | the admission after the handshake, naming why (`refused_identity`) |
 //! | idle connections over `verbs.max_connections_per_peer` | TCP verbs | a status naming the cap (`refused_max_connections_per_peer`) |
 //! | inserts that abort after phase 1 created their records; deletes of missing keys | QUIC | nothing is refused: the record heap's use (`redt_record_heap_used_bytes`) stays where it was |
-//! | inserts of keys nobody had, then their deletes, all committed | QUIC | nothing is refused: the deleted records are freed once their grace passes (`redt_deleted_records_freed`), and the record heap grows only by B+-tree nodes |
+//! | inserts of keys nobody had, then their deletes, all committed | QUIC | nothing is refused: the deleted records are freed once their grace passes (`redt_deleted_records_freed`), and the B+-tree nodes the keys emptied are merged away |
 //! | a status counting locks (a scan of the whole index) with the client certificate | QUIC | `FORBIDDEN`, naming the operator role (`refused_role`) |
 //! | 16 outcome queries at once on one connection for ids nobody reserved, each asking to wait 10 s | QUIC | 4 answered after one lookup round (not waited for: the caller reserved none), 12 `OVER_LIMIT` naming the per-connection cap (`refused_over_limit`) |
 //! | 8 read-only calls of `limits.max_ops_per_txn` reads at once, again and again | QUIC | nothing is refused: each is answered, and the legitimate client commits meanwhile (its phase 1s go before queued bulk work on the executor threads) |
@@ -847,8 +847,9 @@ fn attacks_fail_while_a_legitimate_client_commits() {
         // Each attempt commits the insert of 64 keys nobody had, then their delete: every
         // attempt leaves records that hold no row. Once their grace has passed, the next
         // request a node serves frees them (the legitimate client sends plenty), and the next
-        // inserts take them back: dc1-a's record heap grows only by the B+-tree nodes the fresh
-        // keys fill (B-link trees do not merge), not by ~32 records of 384 bytes per attempt.
+        // inserts take them back; the B+-tree nodes the deletes emptied are merged away and the
+        // next splits take them back. So dc1-a's record heap does not grow by ~32 records of
+        // 384 bytes per attempt.
         let heap = || {
             std::thread::sleep(Duration::from_millis(1100));
             rt.block_on(client.status(A, false)).expect("dc1-a's status")

@@ -83,7 +83,7 @@ fn change(key: u64, value: u8) -> ReplicaChange {
 
 #[test]
 fn a_deleted_record_is_freed_after_its_grace_and_inserts_take_it_back() {
-    // No ordered index: B+-tree nodes are not reclaimed, so only the record heap is measured.
+    // No ordered index: the records alone are measured (the trees' nodes in tests/btree.rs).
     let dc = TestDc::new(common::topology_with(1, "256KiB", false), false);
     let record_bytes = dc.dc.catalog.layout(T).unwrap().record_bytes.div_ceil(64) * 64;
     let mut exec = executor(&dc);

@@ -21,8 +21,8 @@ fn indexed(dc: &TestDc, key: u64) -> bool {
 
 #[test]
 fn aborted_inserts_give_their_records_back_and_the_next_inserts_take_them() {
-    // No ordered index: B+-tree nodes that removed keys leave empty stay allocated, so only a
-    // table without trees shows the record heap alone (the trees are checked below).
+    // No ordered index: a table without trees shows the records alone (the trees are checked
+    // below; their nodes' reuse in tests/btree.rs).
     let dc = TestDc::new(common::topology_with(1, "256KiB", false), false);
     let record_bytes = dc.dc.catalog.layout(T).unwrap().record_bytes.div_ceil(64) * 64;
     let mut settled = None;
