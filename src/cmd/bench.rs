@@ -49,6 +49,10 @@ pub enum BenchCmd {
     /// abort rate, latency, inter-DC round trips and messages per committed read-write
     /// inter-DC transaction, as ratios to RedT, beside the RedT paper's Table 2.
     Compare(compare::CompareArgs),
+    /// A legitimate client beside a flood of one kind of request a client certificate may
+    /// send, on a running cluster (`redt cluster up`): commits kept, p50 and p99 ratios, what
+    /// the attackers got, the nodes' CPU.
+    Attack(super::attack::AttackArgs),
 }
 
 /// The YCSB mix knobs shared by every YCSB bench.
@@ -434,6 +438,7 @@ pub struct LocalArgs {
 pub fn run(cmd: &BenchCmd) -> Result<()> {
     match cmd {
         BenchCmd::Local(a) => local(a),
+        BenchCmd::Attack(a) => super::attack::run(a),
         BenchCmd::Ycsb(a) => ycsb(a),
         BenchCmd::Bank(a) => workloads::bank(a),
         BenchCmd::Append(a) => workloads::append(a),

@@ -1,5 +1,6 @@
 //! The `redt` subcommands.
 
+pub mod attack;
 pub mod bench;
 pub mod bench_args;
 pub mod client;
