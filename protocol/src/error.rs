@@ -39,7 +39,7 @@ pub enum Error {
     #[error("topology: {0}")]
     Topology(String),
     /// A node's ids would repeat: the incarnation it was to use is 0 (its MemStore's
-    /// incarnation counter never started) or past [`crate::txn_ids::TxnIds::MAX_INCARNATION`]
+    /// incarnation counter never started) or past `max`, the largest incarnation an id holds
     /// (it started, or used up an incarnation's ids, that many times).
     #[error("{}", self.text(&|n| n.to_string()))]
     TxnIdsExhausted {
@@ -47,6 +47,8 @@ pub enum Error {
         node: NodeId,
         /// The incarnation it was to use.
         incarnation: u64,
+        /// The largest incarnation a transaction id holds.
+        max: u64,
     },
     /// A node's incarnation counter returned an incarnation no newer than the one it uses:
     /// its ids would repeat (the MemStore's counter was changed behind its back).
@@ -91,11 +93,10 @@ impl Error {
     /// The text of a variant that names a node, with `name` naming it.
     fn text(&self, name: &dyn Fn(NodeId) -> String) -> String {
         match self {
-            Error::TxnIdsExhausted { node, incarnation } => format!(
-                "{}: incarnation {incarnation} is outside 1..={}, so its transaction ids would repeat; the node \
+            Error::TxnIdsExhausted { node, incarnation, max } => format!(
+                "{}: incarnation {incarnation} is outside 1..={max}, so its transaction ids would repeat; the node \
                  cannot coordinate (its MemStore was started or renewed too often)",
                 name(*node),
-                crate::txn_ids::TxnIds::MAX_INCARNATION
             ),
             Error::IncarnationWentBack { node, current, got } => format!(
                 "{}: the incarnation counter went back from {current} to {got}; transaction ids would repeat",
@@ -144,7 +145,7 @@ mod tests {
             back.named(&t),
             "dc3-n1: the incarnation counter went back from 5 to 4; transaction ids would repeat"
         );
-        let used_up = Error::TxnIdsExhausted { node: NodeId(0), incarnation: 0 };
+        let used_up = Error::TxnIdsExhausted { node: NodeId(0), incarnation: 0, max: 7 };
         assert!(used_up.named(&t).starts_with("dc1-n1: incarnation 0 is outside 1..="), "{}", used_up.named(&t));
         assert!(used_up.to_string().starts_with("node#0: incarnation 0"), "{used_up}");
     }

@@ -125,7 +125,7 @@ impl TxnIds {
         }
         let incarnation = dc.layout.next_incarnation(dc.verbs.as_ref(), self.node)?;
         self.renew(incarnation)?;
-        self.next_id().ok_or(Error::TxnIdsExhausted { node: self.node, incarnation })
+        self.next_id().ok_or(Error::TxnIdsExhausted { node: self.node, incarnation, max: Self::MAX_INCARNATION })
     }
 
     /// The same allocator issuing only `limit` ids per incarnation (tests reach the end of an
@@ -139,7 +139,7 @@ impl TxnIds {
 
 fn check(node: NodeId, incarnation: u64) -> Result<()> {
     if incarnation == 0 || incarnation > TxnIds::MAX_INCARNATION {
-        return Err(Error::TxnIdsExhausted { node, incarnation });
+        return Err(Error::TxnIdsExhausted { node, incarnation, max: TxnIds::MAX_INCARNATION });
     }
     Ok(())
 }
