@@ -17,4 +17,4 @@ run=$(mktemp -d)
 shm=$(mktemp -d -p /dev/shm redt-attacks.XXXXXX)
 trap '"$redt" cluster down --run-dir "$run/run" >/dev/null 2>&1 || true; rm -rf "$run" "$shm"' EXIT
 "$redt" cluster up --config "$config" --run-dir "$run/run" --shm-dir "$shm" >"$run/up.log" 2>&1 || { cat "$run/up.log"; exit 1; }
-"$redt" bench attack --cluster "$config" --run-dir "$run/run" "$@"
+"$redt" bench attack --run-dir "$run/run" "$@"

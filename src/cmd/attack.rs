@@ -55,13 +55,14 @@ pub enum Attack {
 /// Arguments of `redt bench attack`.
 #[derive(Args, Debug)]
 pub struct AttackArgs {
-    /// Topology file of the running cluster.
-    #[arg(long)]
-    cluster: PathBuf,
-    /// Run directory of the cluster (`redt cluster up --run-dir`): its certificates, and its
-    /// pid files for the nodes' CPU.
+    /// Run directory of a cluster started by `redt cluster up` (its topology and client
+    /// certificate are taken from there unless `--cluster` / `--certs` say otherwise; its pid
+    /// files name the node processes whose CPU is reported).
     #[arg(long, default_value = "run")]
     run_dir: PathBuf,
+    /// Topology file of the running cluster [default: the one `cluster up` used].
+    #[arg(long)]
+    cluster: Option<PathBuf>,
     /// Certificate directory [default: RUN_DIR/certs].
     #[arg(long)]
     certs: Option<PathBuf>,
@@ -126,7 +127,11 @@ impl Tally {
 
 /// Runs `redt bench attack`.
 pub fn run(a: &AttackArgs) -> Result<()> {
-    let topo = Arc::new(load_topology(Some(&a.cluster))?);
+    let config = match &a.cluster {
+        Some(c) => c.clone(),
+        None => super::status::run_dir_config(&a.run_dir)?,
+    };
+    let topo = Arc::new(load_topology(Some(&config))?);
     let table = topo
         .table_by_name(&a.table)
         .with_context(|| format!("the topology has no table `{}` (use --table)", a.table))?

@@ -255,6 +255,13 @@ pub(crate) struct YcsbSetup {
 ///
 /// # Errors
 /// The file's ([`redt_bench::ycsb_props::parse`]), an unknown workload, the mix flags'.
+impl YcsbArgs {
+    /// The running cluster's certificate directory: `--certs`, else RUN_DIR/certs.
+    fn certs(&self) -> PathBuf {
+        self.certs.clone().unwrap_or_else(|| self.drill.run_dir.join("certs"))
+    }
+}
+
 pub(crate) fn ycsb_setup(
     props: &PropsArgs,
     workload: Option<&str>,
@@ -332,9 +339,10 @@ pub struct YcsbArgs {
     /// embedded one.
     #[arg(long)]
     cluster: Option<PathBuf>,
-    /// Certificate directory of the running cluster (with `--cluster`).
-    #[arg(long, default_value = "run/certs")]
-    certs: PathBuf,
+    /// Certificate directory of the running cluster (with `--cluster`) [default:
+    /// RUN_DIR/certs].
+    #[arg(long)]
+    certs: Option<PathBuf>,
     /// Measured run time [default: 30s].
     #[arg(long, allow_hyphen_values = true, value_parser = crate::cmd::duration::run_time)]
     duration: Option<Duration>,
@@ -493,7 +501,7 @@ fn ycsb(a: &YcsbArgs) -> Result<()> {
     if let Some(file) = &a.cluster {
         check_record_size(setup.record_size.as_deref(), &topo)?;
         let flag = format!(" --cluster {}", file.display());
-        let t = rt.block_on(async { redt_bench::workload::Target::connect(topo.clone(), &a.certs) });
+        let t = rt.block_on(async { redt_bench::workload::Target::connect(topo.clone(), &a.certs()) });
         let t = t.map_err(anyhow::Error::msg)?;
         let init = rt
             .block_on(redt_bench::workload::ycsb::settle_records(&t, setup.records_per_partition, &flag))
@@ -541,8 +549,14 @@ fn ycsb(a: &YcsbArgs) -> Result<()> {
         return super::drill::finish_embedded(&r.drill, outputs, &title, !a.out.json);
     }
     if let Some(plan) = drill {
-        let r =
-            rt.block_on(super::drill::run_bench(topo, &a.certs, OPERATOR_IDENTITY_NAME, &cfg, plan, &a.drill.run_dir))?;
+        let r = rt.block_on(super::drill::run_bench(
+            topo,
+            &a.certs(),
+            OPERATOR_IDENTITY_NAME,
+            &cfg,
+            plan,
+            &a.drill.run_dir,
+        ))?;
         a.out.emit(serde_json::to_string_pretty(&r)?, || {
             let run = &r.run;
             println!("redt bench ycsb --cluster — {}, {} clients, {:.1} s", run.topology, run.clients, run.duration_s);
