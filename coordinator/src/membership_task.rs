@@ -4,40 +4,29 @@
 //! [`Body::Raft`]), its log on disk under the node's data directory, and the placement each
 //! committed change makes, adopted by the node ([`Node::adopt`]).
 //!
-//! Removing a dead DC: the leader's failure detector suspects every node of a DC; the leader
-//! then asks every other voter what its own detector says (a `Status` request), and once a
-//! majority of the voters (itself included) suspect the DC it proposes
-//! [`Command::RemoveDc`]. Committed, the change is applied by every peer in log order: a new
-//! epoch whose partitions have no replica in that DC. A leader cut off with a minority
-//! cannot gather the majority (its proposal would not commit anyway). A dead node whose DC is
-//! otherwise alive is confirmed the same way and removed alone ([`Command::RemoveNode`]: its
-//! replicas leave the placement, its DC stays), and restored ([`Command::RestoreNode`]) once
-//! it answers again, holding nothing.
+//! The leader's failover policy — which suspect to ask the voters about, when a majority
+//! confirms its removal, what to probe and propose to restore and rebuild — is the pure
+//! [`Failover`] machine (`redt_protocol::failover`, whose docs give the rules). The voters
+//! asked, and the majority counted, are the Raft group's current voters
+//! ([`RaftMembership::voters`]): once a removal commits, [`RaftMembership`] demotes the removed
+//! DC's voter to a Raft learner by a conf change, so on 4 DCs a second dead DC is confirmed by
+//! 2 live voters of 3 and removed in turn. A restored DC votes again. A learner's copy itself
+//! is `crate::rebuild_task`'s.
 //!
-//! The voters asked, and the majority counted, are the Raft group's current voters
-//! ([`RaftMembership::voters`]): once the removal commits, [`RaftMembership`] demotes the
-//! removed DC's voter to a Raft learner by a conf change, so on 4 DCs a second dead DC is
-//! confirmed by 2 live voters of 3 and removed in turn. A restored DC votes again.
-//!
-//! Rebuilding (docs/design.md, "Rebuild"): the leader also restores a removed DC once one
-//! of its nodes answers again ([`Command::RestoreDc`]: it holds no replica, nothing it held
-//! is trusted), adds a learner for every replica a partition is short of
-//! ([`Membership::plan_rebuild`], every [`Command::AddLearner`] of the plan at once), and promotes a
-//! learner once its node reports the snapshot copy complete in its status
-//! ([`Command::Promote`]; the copy itself is `crate::rebuild_task`'s).
-//!
-//! A thin driver: Raft's rules live in raft-rs and [`RaftMembership`], the
-//! placement rules in [`redt_replication::Membership`], the confirmation rule in the pure
-//! [`confirmed`]; this file moves their inputs and outputs.
+//! A thin driver: Raft's rules live in raft-rs and [`RaftMembership`], the placement rules in
+//! [`redt_replication::Membership`], the failover policy in [`Failover`]; this file moves their
+//! inputs and outputs (ticks, Raft messages, voters' status answers, probes) and carries out
+//! what they decide.
 
 use crate::error::{Error, Result};
 use crate::membership_view::MembershipView;
 use crate::node::Node;
 use redt_proto::wire::{Body, RaftMsg, StatusRequest};
-use redt_proto::{majority, DcId, NodeId, Topology};
+use redt_proto::{NodeId, Topology};
 use redt_protocol::epochs::placement_of;
-use redt_replication::{Command, Membership, RaftMembership, RaftMessage, RaftTicks, Status};
-use std::collections::{BTreeSet, HashMap, HashSet};
+use redt_protocol::failover::{Failover, FailoverAction, LeaderView, Probe, Suspect};
+use redt_replication::{Command, Membership, RaftMembership, RaftMessage, RaftTicks};
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
@@ -47,12 +36,6 @@ use tokio::task::JoinSet;
 
 /// Raft messages in flight to one peer at most; more are dropped (Raft resends).
 const MAX_IN_FLIGHT: u32 = 64;
-/// Raft messages queued for the driver at most; more are dropped (Raft resends).
-/// How long the leader waits before asking the voters about the same DC again.
-const CONFIRM_EVERY: Duration = Duration::from_millis(200);
-/// How often the leader looks for a removed DC answering again, a partition short of
-/// replicas, and a learner filled.
-const REBUILD_EVERY: Duration = Duration::from_millis(500);
 
 /// The Raft voters of `topology` (the first node of each DC) and its learners (every other
 /// node), in id order.
@@ -68,65 +51,6 @@ pub fn raft_peers(topology: &Topology) -> (Vec<NodeId>, Vec<NodeId>) {
 pub fn tick_length(topology: &Topology) -> Duration {
     let rtt = topology.links.iter().flatten().map(|l| l.rtt).max().unwrap_or_default();
     rtt.clamp(Duration::from_millis(20), Duration::from_millis(500))
-}
-
-/// What the leader asks the voters about: a whole DC, or one node of a DC that is otherwise
-/// alive.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Suspect {
-    /// Every node of the DC.
-    Dc(DcId),
-    /// One node.
-    Node(NodeId),
-}
-
-impl Suspect {
-    /// The membership command that removes it.
-    pub fn removal(self) -> Command {
-        match self {
-            Suspect::Dc(dc) => Command::RemoveDc(dc),
-            Suspect::Node(node) => Command::RemoveNode(node),
-        }
-    }
-
-    /// Whether a voter's status `s` says it suspects this.
-    fn suspected_in(self, s: &redt_proto::wire::StatusReply) -> bool {
-        match self {
-            Suspect::Dc(dc) => s.suspected_dcs.contains(&u32::from(dc.0)),
-            Suspect::Node(node) => s.suspected_nodes.contains(&u32::from(node.0)),
-        }
-    }
-}
-
-impl Suspect {
-    /// The suspect as `topology` names it: a DC's or a node's name.
-    fn named(self, topology: &Topology) -> String {
-        match self {
-            Suspect::Dc(dc) => topology.dc_name(dc),
-            Suspect::Node(node) => topology.node_name(node),
-        }
-    }
-}
-
-impl std::fmt::Display for Suspect {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Suspect::Dc(dc) => write!(f, "{dc}"),
-            Suspect::Node(node) => write!(f, "{node}"),
-        }
-    }
-}
-
-/// The confirmation rule: `suspect` (a DC, or a node) is to be removed when it is still up in
-/// `membership` and a majority of the `voters` suspect it — `suspecting` is the set of voters
-/// whose failure detector suspects it (every node of the DC, or the node; the leader's own
-/// view included).
-pub fn confirmed(membership: &Membership, voters: &[NodeId], suspect: Suspect, suspecting: &BTreeSet<NodeId>) -> bool {
-    let up = match suspect {
-        Suspect::Dc(dc) => membership.dc_status(dc) == Some(Status::Up),
-        Suspect::Node(node) => membership.node_status(node) == Some(Status::Up),
-    };
-    up && voters.iter().filter(|v| suspecting.contains(v)).count() >= majority(voters.len())
 }
 
 /// Starts `node`'s membership driver, its Raft log in `dir` (`None`: in memory, lost with the
@@ -198,68 +122,41 @@ async fn run(
     let mut tick = tokio::time::interval(tick_length(&base));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let in_flight: Arc<std::sync::Mutex<HashMap<NodeId, u32>>> = Arc::default();
-    // The confirmation under way: its round, the suspect, the voters suspecting it so far.
-    let mut round = 0u64;
-    let mut asking: Option<(u64, Suspect, BTreeSet<NodeId>)> = None;
-    let mut asked_at: HashMap<Suspect, Instant> = HashMap::new();
-    let mut deferred: HashSet<Suspect> = HashSet::new();
+    let origin = Instant::now();
+    let now_us = || origin.elapsed().as_micros() as u64;
+    let mut failover = Failover::new(now_us());
     let mut answers: JoinSet<Answer> = JoinSet::new();
     let mut probes: JoinSet<Option<Command>> = JoinSet::new();
-    let mut last_rebuild_step = Instant::now();
     loop {
         let Some(n) = node.upgrade().filter(|n| !n.is_closed()) else { return };
         let step = tokio::select! {
-            _ = tick.tick() => {
-                let r = peer.handle_tick();
-                if r.is_ok() && peer.is_leader() && asking.is_none() {
-                    if let Some(suspect) = next_suspect(&n, &peer, &asked_at, &mut deferred) {
-                        asked_at.insert(suspect, Instant::now());
-                        round += 1;
-                        asking = Some((round, suspect, BTreeSet::from([n.id])));
-                        // The current voters: a removed DC's voter no longer counts.
-                        ask_voters(&n, &peer.voters(), suspect, round, &mut answers);
-                    }
+            _ = tick.tick() => match peer.handle_tick() {
+                Ok(()) => {
+                    let (topology, voters) = (n.topology(), peer.voters());
+                    let (dcs, nodes) = (n.board.suspected_dcs(), n.board.suspected_nodes());
+                    let view = LeaderView {
+                        me: n.id,
+                        topology: &topology,
+                        membership: peer.membership(),
+                        voters: &voters,
+                        suspected_dcs: &dcs,
+                        suspected_nodes: &nodes,
+                    };
+                    let actions = failover.tick(now_us(), peer.is_leader(), &view);
+                    carry_out(&n, &mut peer, actions, &mut answers, &mut probes)
                 }
-                if r.is_ok() && peer.is_leader() && probes.is_empty() && last_rebuild_step.elapsed() >= REBUILD_EVERY {
-                    last_rebuild_step = Instant::now();
-                    rebuild_step(&n, &mut peer, &mut probes)
-                } else {
-                    r
-                }
-            }
-            Some(Ok(found)) = probes.join_next() => match found {
-                Some(command) if peer.is_leader() => propose_quietly(&n, &mut peer, &command),
-                _ => Ok(()),
+                e => e,
             },
+            // A probe that failed to run found nothing.
+            Some(found) = probes.join_next() => {
+                let actions = failover.probed(found.ok().flatten(), peer.is_leader());
+                carry_out(&n, &mut peer, actions, &mut answers, &mut probes)
+            }
             Some(m) = inbox.recv() => peer.handle_message(m),
-            Some(Ok((r, voter, suspects))) = answers.join_next() => {
-                if let Some((ar, suspect, suspecting)) = asking.as_mut() {
-                    if *ar == r && suspects {
-                        suspecting.insert(voter);
-                    }
-                    let suspect = *suspect;
-                    if confirmed(peer.membership(), &peer.voters(), suspect, suspecting) {
-                        asking = None;
-                        answers.abort_all();
-                        tracing::warn!(node = %n.name(), suspect = %suspect.named(&n.topology()), "a majority of the voters suspect it: proposing its removal");
-                        match peer.propose(&suspect.removal()) {
-                            // Leadership moved while the voters were asked: the new leader
-                            // asks again. Not a failure of the peer.
-                            Err(e @ (redt_replication::Error::NotLeader { .. } | redt_replication::Error::Raft(_))) => {
-                                tracing::info!(node = %n.name(), suspect = %suspect.named(&n.topology()), "removal not proposed: {e}");
-                                Ok(())
-                            }
-                            r => r,
-                        }
-                    } else {
-                        if answers.is_empty() {
-                            asking = None;
-                        }
-                        Ok(())
-                    }
-                } else {
-                    Ok(())
-                }
+            Some(Ok((round, voter, suspects))) = answers.join_next() => {
+                let voters = peer.voters();
+                let actions = failover.answer(round, voter, suspects, peer.membership(), &voters);
+                carry_out(&n, &mut peer, actions, &mut answers, &mut probes)
             }
         };
         if let Err(e) = step {
@@ -310,58 +207,6 @@ async fn run(
     }
 }
 
-/// What the leader `n` should ask the voters about, not asked within [`CONFIRM_EVERY`]: a DC
-/// its own detector suspects, still up in the membership, not its own; else a node it
-/// suspects whose DC it does not suspect as a whole (its own DC's included), still up in the
-/// membership, holding a replica of some partition (a node that holds none costs nothing
-/// while it is down, and removing it would change no placement).
-fn next_suspect(
-    n: &Node,
-    peer: &RaftMembership,
-    asked_at: &HashMap<Suspect, Instant>,
-    deferred: &mut HashSet<Suspect>,
-) -> Option<Suspect> {
-    let my_dc = n.topology().nodes.get(n.id.0 as usize).map(|x| x.dc)?;
-    let membership = peer.membership();
-    // A removal the membership would refuse (a second replica of a partition lost before the
-    // first is rebuilt: `Refused::TooFewVoters`) is not asked about, and so never proposed:
-    // the suspect stays placed and is waited for. Said once per suspect, at WARN.
-    let mut removable = |s: &Suspect| match membership.check(&s.removal()) {
-        Ok(()) => {
-            deferred.remove(s);
-            true
-        }
-        Err(why) => {
-            if deferred.insert(*s) {
-                let t = n.topology();
-                tracing::warn!(node = %n.name(), suspect = %s.named(&t), "removal deferred: {}", why.named(&t));
-            }
-            false
-        }
-    };
-    let due = |s: &Suspect| asked_at.get(s).is_none_or(|t| t.elapsed() >= CONFIRM_EVERY);
-    let dcs = n.board.suspected_dcs();
-    let dc = dcs
-        .iter()
-        .copied()
-        .filter(|&d| d != my_dc && membership.dc_status(d) == Some(Status::Up))
-        .map(Suspect::Dc)
-        .filter(|s| due(s))
-        .find(|s| removable(s));
-    dc.or_else(|| {
-        let topology = n.topology();
-        n.board
-            .suspected_nodes()
-            .into_iter()
-            .filter(|&x| x != n.id && membership.node_status(x) == Some(Status::Up))
-            .filter(|x| topology.nodes.get(x.0 as usize).is_some_and(|t| !dcs.contains(&t.dc)))
-            .filter(|&x| membership.partitions().any(|(_, r)| r.nodes().any(|m| m == x)))
-            .map(Suspect::Node)
-            .filter(|s| due(s))
-            .find(|s| removable(s))
-    })
-}
-
 /// Proposes `command`; a proposal refused because leadership moved is not a failure of the
 /// peer (the new leader makes its own).
 fn propose_quietly(n: &Node, peer: &mut RaftMembership, command: &Command) -> redt_replication::Result<()> {
@@ -376,64 +221,69 @@ fn propose_quietly(n: &Node, peer: &mut RaftMembership, command: &Command) -> re
     }
 }
 
-/// One step of the leader's rebuild work: proposes every learner the partitions are short of
-/// (on nodes its detector does not suspect), and asks the nodes of removed DCs whether they
-/// are back and the learners' nodes whether their copy is complete (their answers come back
-/// through `probes` as the command to propose).
-fn rebuild_step(
+/// Carries out what the failover policy decided: asks the voters, proposes (a removal, a
+/// learner, a restore, a promotion), spawns the probes. A proposal refused because leadership
+/// moved is not a failure of the peer (the new leader decides its own).
+fn carry_out(
     n: &Arc<Node>,
     peer: &mut RaftMembership,
+    actions: Vec<FailoverAction>,
+    answers: &mut JoinSet<Answer>,
     probes: &mut JoinSet<Option<Command>>,
 ) -> redt_replication::Result<()> {
-    let membership = peer.membership().clone();
-    let wait = tick_length(&n.topology()) * 4;
-    let topology = n.topology();
-    for (dc, status) in membership.dcs() {
-        if status != Status::Removed {
-            continue;
-        }
-        let nodes = topology.dcs.get(dc.0 as usize).map(|d| d.nodes.clone()).unwrap_or_default();
-        let n = n.clone();
-        probes.spawn(async move {
-            for node in nodes {
-                if status_of(&n, node, wait).await.is_some() {
-                    return Some(Command::RestoreDc(dc));
+    for action in actions {
+        match action {
+            FailoverAction::AskVoters { round, suspect, voters } => ask_voters(n, &voters, suspect, round, answers),
+            FailoverAction::Remove(suspect) => {
+                answers.abort_all();
+                let t = n.topology();
+                tracing::warn!(node = %n.name(), suspect = %suspect.named(&t), "a majority of the voters suspect it: proposing its removal");
+                match peer.propose(&suspect.removal()) {
+                    Err(e @ (redt_replication::Error::NotLeader { .. } | redt_replication::Error::Raft(_))) => {
+                        tracing::info!(node = %n.name(), suspect = %suspect.named(&t), "removal not proposed: {e}");
+                    }
+                    r => r?,
                 }
             }
-            None
-        });
-    }
-    // A node removed on its own (its DC up) is restored once it answers, as a DC is.
-    for (node, dc, status) in membership.nodes() {
-        if status != Status::Removed || membership.dc_status(dc) != Some(Status::Up) {
-            continue;
+            FailoverAction::Deferred { suspect, why } => {
+                let t = n.topology();
+                tracing::warn!(node = %n.name(), suspect = %suspect.named(&t), "removal deferred: {}", why.named(&t));
+            }
+            FailoverAction::Probe(list) => {
+                for probe in list {
+                    spawn_probe(n, probe, probes);
+                }
+            }
+            FailoverAction::Propose(command) => propose_quietly(n, peer, &command)?,
         }
-        let n = n.clone();
-        probes.spawn(async move { status_of(&n, node, wait).await.map(|_| Command::RestoreNode(node)) });
-    }
-    for (partition, replicas) in membership.partitions() {
-        for learner in replicas.learners() {
-            let (n, learner) = (n.clone(), *learner);
-            probes.spawn(async move {
-                let status = status_of(&n, learner.node, wait).await?;
-                let filled = status
-                    .rebuilds
-                    .iter()
-                    .any(|r| r.partition == partition.0 && r.added_in == learner.added_in.0 && r.filled);
-                filled.then_some(Command::Promote { partition, node: learner.node, added_in: learner.added_in })
-            });
-        }
-    }
-    // Every learner the partitions are short of, at once (each its own log entry, valid in
-    // order against the current state), on nodes the detector does not suspect.
-    let suspected = n.board.suspected_nodes();
-    for command in membership.plan_rebuild().into_iter().flat_map(|s| s.proposals) {
-        if matches!(command, Command::AddLearner { node, .. } if suspected.contains(&node)) {
-            continue;
-        }
-        propose_quietly(n, peer, &command)?;
     }
     Ok(())
+}
+
+/// Runs `probe` in the background: asks the nodes it names for their status; yields the
+/// probe's command when it finds what it looks for.
+fn spawn_probe(n: &Arc<Node>, probe: Probe, probes: &mut JoinSet<Option<Command>>) {
+    let wait = tick_length(&n.topology()) * 4;
+    let n = n.clone();
+    probes.spawn(async move {
+        match &probe {
+            Probe::RestoreDc { nodes, .. } => {
+                for &node in nodes {
+                    if status_of(&n, node, wait).await.is_some() {
+                        return Some(probe.command());
+                    }
+                }
+                None
+            }
+            Probe::RestoreNode(node) => status_of(&n, *node, wait).await.map(|_| probe.command()),
+            Probe::Promote { partition, node, added_in } => {
+                let status = status_of(&n, *node, wait).await?;
+                let filled =
+                    status.rebuilds.iter().any(|r| r.partition == partition.0 && r.added_in == added_in.0 && r.filled);
+                filled.then(|| probe.command())
+            }
+        }
+    });
 }
 
 /// `node`'s status (this node's own without the network), or `None` if it does not answer
@@ -521,45 +371,6 @@ mod tests {
         for d in &t.dcs {
             assert!(voters.contains(&d.nodes[0]));
         }
-    }
-
-    #[test]
-    fn a_majority_of_voters_confirms_a_removal_once() {
-        let t = topology();
-        let factor = t.partitions.iter().map(|p| p.replicas.len()).max().unwrap();
-        let mut m = Membership::from_topology(&t, factor).unwrap();
-        let (voters, _) = raft_peers(&t);
-        let dead = DcId(1);
-        let others: Vec<NodeId> = voters.iter().copied().filter(|v| t.nodes[v.0 as usize].dc != dead).collect();
-        let some: BTreeSet<NodeId> = others.iter().take(majority(voters.len()) - 1).copied().collect();
-        assert!(!confirmed(&m, &voters, Suspect::Dc(dead), &some), "one short of a majority");
-        let all: BTreeSet<NodeId> = others.iter().copied().collect();
-        assert!(confirmed(&m, &voters, Suspect::Dc(dead), &all));
-        m.apply(&Suspect::Dc(dead).removal()).unwrap();
-        assert!(!confirmed(&m, &voters, Suspect::Dc(dead), &all), "a removed DC is not removed again");
-        let p = placement_of(&t, &m);
-        assert_eq!(p.epoch, m.epoch());
-        assert_eq!(redt_protocol::epochs::removed_dcs(&p), vec![dead]);
-    }
-
-    #[test]
-    fn a_majority_of_voters_confirms_a_node_removal_once() {
-        let t = topology();
-        let factor = t.partitions.iter().map(|p| p.replicas.len()).max().unwrap();
-        let mut m = Membership::from_topology(&t, factor).unwrap();
-        let (voters, _) = raft_peers(&t);
-        // A node that is not its DC's voter, holding replicas.
-        let dead = t.nodes.iter().map(|n| n.id).find(|n| !voters.contains(n)).expect("a second node in some DC");
-        let some: BTreeSet<NodeId> = voters.iter().take(majority(voters.len()) - 1).copied().collect();
-        assert!(!confirmed(&m, &voters, Suspect::Node(dead), &some), "one short of a majority");
-        let all: BTreeSet<NodeId> = voters.iter().copied().collect();
-        assert!(confirmed(&m, &voters, Suspect::Node(dead), &all));
-        let change = m.apply(&Suspect::Node(dead).removal()).unwrap();
-        assert!(change.placement_changed(), "its replicas are dropped in a new epoch");
-        assert!(!confirmed(&m, &voters, Suspect::Node(dead), &all), "a removed node is not removed again");
-        let p = placement_of(&t, &m);
-        assert!(p.partitions.iter().all(|x| !x.replicas.contains(&dead)), "{dead} holds no replica");
-        assert!(redt_protocol::epochs::removed_dcs(&p).is_empty(), "its DC stays");
     }
 
     #[test]

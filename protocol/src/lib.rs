@@ -29,6 +29,7 @@ pub mod epochs;
 mod error;
 pub mod executor_core;
 pub mod executor_queue;
+pub mod failover;
 pub mod gap_watch;
 mod kv_op;
 pub mod limits;
