@@ -171,6 +171,15 @@ pub enum FailoverAction {
     Propose(Command),
 }
 
+/// Deliberate bugs in the policy, for tests that check the simulation catches them
+/// (`redt sim --mutant-confirm-alone`). Off by default.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FailoverMutations {
+    /// The leader removes what its own detector suspects without asking the voters (no
+    /// majority): a DC cut off from the leader alone is removed though the others reach it.
+    pub confirm_alone: bool,
+}
+
 /// The confirmation under way.
 #[derive(Clone, Debug)]
 struct Asking {
@@ -196,6 +205,7 @@ pub struct Failover {
     rebuilt_at: u64,
     /// Probes of the last rebuild step not yet back.
     probes_pending: usize,
+    mutations: FailoverMutations,
 }
 
 impl Failover {
@@ -209,7 +219,14 @@ impl Failover {
             deferred: HashSet::new(),
             rebuilt_at: now_us,
             probes_pending: 0,
+            mutations: FailoverMutations::default(),
         }
+    }
+
+    /// The policy with deliberate bugs switched on (tests only).
+    pub fn with_mutations(mut self, mutations: FailoverMutations) -> Failover {
+        self.mutations = mutations;
+        self
     }
 
     /// One Raft tick at `now_us`; `leader`: whether this node leads the Raft group now. A
@@ -232,7 +249,8 @@ impl Failover {
                 let asking =
                     Asking { round: self.round, suspect, suspecting: BTreeSet::from([view.me]), pending: voters.len() };
                 // Confirmed by the leader alone (a group of one voter): no one to ask.
-                if confirmed(view.membership, view.voters, suspect, &asking.suspecting) {
+                let alone = self.mutations.confirm_alone;
+                if alone || confirmed(view.membership, view.voters, suspect, &asking.suspecting) {
                     actions.push(FailoverAction::Remove(suspect));
                 } else if !voters.is_empty() {
                     self.asking = Some(asking);

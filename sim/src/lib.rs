@@ -30,7 +30,7 @@ mod world;
 
 pub use violation::{Leftover, Violation};
 pub use workload::Workload;
-pub use world::{Faults, SimConfig, SimReport};
+pub use world::{FailoverMode, Faults, SimConfig, SimReport};
 
 use world::World;
 

@@ -50,6 +50,14 @@ impl std::fmt::Display for Leftover {
 /// Something a check found wrong.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Violation {
+    /// A DC or node removed while it was up and reachable from a majority of the voters (the
+    /// failover policy's confirmation rule broken).
+    UnjustifiedRemoval {
+        /// The membership command, as debug-printed.
+        command: String,
+        /// When it committed, µs.
+        at_us: u64,
+    },
     /// An abort was acknowledged before a majority of a touched partition held it.
     AbortAckedUnrecorded {
         /// The transaction.
@@ -125,6 +133,11 @@ impl std::fmt::Display for Violation {
                 partition.0
             ),
             Violation::Stuck(l) => write!(f, "left undecided after the drain: {l}"),
+            Violation::UnjustifiedRemoval { command, at_us } => write!(
+                f,
+                "{command} committed at {:.3} ms while its suspect was up and reached by a majority of the voters",
+                *at_us as f64 / 1000.0
+            ),
             Violation::OrphanLock { node, key, word } => {
                 write!(f, "key {key} locked on {node} (lock word {word:#x}) by no undecided entry")
             }

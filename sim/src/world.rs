@@ -1,5 +1,9 @@
 //! The simulated cluster and its event loop.
 
+mod failover;
+
+pub use failover::FailoverMode;
+
 use crate::net::{MessageFaults, Micros, Network, Queue};
 use crate::violation::{Leftover, Violation};
 use crate::workload::{self, Generator, Workload};
@@ -15,6 +19,7 @@ use redt_proto::wire::ProcedureCall;
 use redt_proto::{DcId, Epoch, NodeId, PartitionId, Topology, TxnId};
 use redt_protocol::catch_up::{CatchUpDebt, Shipper};
 use redt_protocol::epochs::placement_of;
+use redt_protocol::failover::FailoverMutations;
 use redt_protocol::gap_watch::{GapAction, GapWatch};
 use redt_protocol::message::{ReclaimAnswer, Reply, Request, Reservations};
 use redt_protocol::rebuild::{Rebuild, RebuildAction, RebuildOptions};
@@ -161,6 +166,11 @@ pub struct SimConfig {
     /// left behind for the keys of that catch-up, as a node's is, and the check of the
     /// replicas' agreement leaves those keys out.
     pub catch_up_give_up: Option<Duration>,
+    /// Who removes and restores DCs and nodes: the simulator right after a kill (the
+    /// default), or the nodes' real failure detectors and the leader's real failover policy.
+    pub failover: FailoverMode,
+    /// Deliberate bugs in the failover policy (tests only; with [`FailoverMode::Policy`]).
+    pub failover_mutations: FailoverMutations,
 }
 
 /// The catch-up give-up of the churn workload's runs ([`SimConfig::catch_up_give_up`]): short,
@@ -203,6 +213,8 @@ impl SimConfig {
             no_relink: false,
             deleted_grace,
             catch_up_give_up: (workload == Workload::Churn).then_some(SIM_CATCH_UP_GIVE_UP),
+            failover: FailoverMode::default(),
+            failover_mutations: FailoverMutations::default(),
         }
     }
 }
@@ -397,6 +409,10 @@ impl std::fmt::Display for SimReport {
 enum Msg {
     Request { from: NodeId, from_inc: u64, rpc: u64, request: Request },
     Reply { to_inc: u64, rpc: u64, reply: Reply },
+    /// A failure detector's heartbeat ([`FailoverMode::Policy`]).
+    Heartbeat { from: NodeId, sent_at_us: u64 },
+    /// A failover-policy question or answer ([`FailoverMode::Policy`]).
+    Policy { from: NodeId, body: failover::PolicyMsg },
 }
 
 enum Ev {
@@ -480,6 +496,23 @@ enum Ev {
         added_in: Epoch,
     },
     Drain,
+    /// A node's failure-detector timer ([`FailoverMode::Policy`]).
+    DetectorTimer {
+        node: NodeId,
+        inc: u64,
+    },
+    /// The Raft leader's tick of its failover policy ([`FailoverMode::Policy`]).
+    LeaderTick,
+    /// A confirmation round's voters not heard from count as not suspecting.
+    AskTimeout {
+        leader: NodeId,
+        inc: u64,
+        round: u64,
+    },
+    /// A probe not answered found nothing.
+    ProbeTimeout {
+        id: u64,
+    },
 }
 
 enum RpcOwner {
@@ -546,6 +579,9 @@ struct SimNode {
     /// MemStore is not): `None` until booted.
     ids: Option<TxnIds>,
     skew_ms: u64,
+    /// Its failure detector, suspect view and failover policy ([`FailoverMode::Policy`];
+    /// started afresh at each boot).
+    failover: Option<failover::NodeFailover>,
 }
 
 struct Client {
@@ -613,6 +649,9 @@ pub(crate) struct World {
     /// Membership events queued and not yet run (rebuild plans, promotions): the drain waits
     /// for them.
     membership_pending: u32,
+    /// The failover policy's questions and probes under way, and when each node was last down
+    /// ([`FailoverMode::Policy`]).
+    rounds: failover::Rounds,
     pub report: SimReport,
 }
 
@@ -635,6 +674,7 @@ impl World {
         topology.memstore.index_bytes = 512 << 10;
         topology.memstore.ring_bytes = 256 << 10;
         let topology = Arc::new(topology);
+        let nodes_len = topology.nodes.len();
         let layout = Layout::from_config(&topology.memstore);
         let mut dcs = Vec::new();
         let mut regions: BTreeMap<NodeId, Arc<Region>> = BTreeMap::new();
@@ -688,6 +728,7 @@ impl World {
                     filled: BTreeSet::new(),
                     ids: None,
                     skew_ms,
+                    failover: None,
                 }
             })
             .collect();
@@ -736,6 +777,7 @@ impl World {
             placements: Vec::new(),
             membership,
             membership_pending: 0,
+            rounds: failover::Rounds { last_down: vec![None; nodes_len], ..failover::Rounds::default() },
             report: SimReport { seed: cfg.seed, ..SimReport::default() },
             cfg,
         };
@@ -782,6 +824,11 @@ impl World {
         // Transaction ids continue above anything handed out before a crash: the next
         // incarnation, from the node's MemStore, as a real node takes it.
         n.ids = Some(TxnIds::start(&dc, n.id).expect("a formatted in-process MemStore has incarnations left"));
+        // A restart (not the first boot) ends a time down.
+        if n.inc > 0 {
+            self.note_down(i);
+        }
+        self.start_failover(i);
     }
 
     fn instant(&self, t: Micros) -> Instant {
@@ -846,6 +893,9 @@ impl World {
             let at = self.rng.gen_range(duration / 5..duration / 2);
             self.queue.push(at, Ev::KillNode { node });
         }
+        if self.cfg.failover == FailoverMode::Policy {
+            self.queue.push(self.policy_tick(), Ev::LeaderTick);
+        }
         self.queue.push(duration, Ev::Drain);
         let limit = duration + DRAIN_LIMIT.as_micros() as u64;
         while let Some((at, ev)) = self.queue.pop() {
@@ -871,12 +921,17 @@ impl World {
     /// holds back the committed entries behind it until the gap watch fills it).
     fn quiet(&mut self) -> bool {
         let learners = self.final_placement().partitions.iter().any(|p| !p.learners.is_empty());
+        // Under the real policy, the drain also waits for every DC and node to be restored.
+        let removed = self.cfg.failover == FailoverMode::Policy
+            && (self.membership.dcs().any(|(_, s)| s != redt_replication::Status::Up)
+                || self.membership.nodes().any(|(_, _, s)| s != redt_replication::Status::Up));
         let idle =
             self.nodes.iter().all(|n| {
                 n.coords.is_empty() && n.shippers.is_empty() && n.recoverers.is_empty() && n.rebuilds.is_empty()
             }) && self.clients.iter().all(|c| c.busy.is_none())
                 && self.membership_pending == 0
-                && !learners;
+                && !learners
+                && !removed;
         if !idle || self.now < self.last_ring_check + 100_000 {
             return false;
         }
@@ -921,6 +976,10 @@ impl World {
     fn step(&mut self, ev: Ev) {
         match ev {
             Ev::Deliver { to, msg } => self.deliver(to, msg),
+            Ev::DetectorTimer { node, inc } => self.detector_timer(node, inc),
+            Ev::LeaderTick => self.leader_tick(),
+            Ev::AskTimeout { leader, inc, round } => self.ask_timeout(leader, inc, round),
+            Ev::ProbeTimeout { id } => self.probe_timeout(id),
             Ev::RpcDeadline { node, inc, rpc } => {
                 let n = &mut self.nodes[node.0 as usize];
                 if !n.alive || n.inc != inc {
@@ -1111,6 +1170,10 @@ impl World {
         self.nodes[node.0 as usize].held_down = true;
         let back = self.now + self.rng.gen_range(2_000_000..4_000_000);
         self.queue.push(back, Ev::Return { node });
+        if self.cfg.failover == FailoverMode::Policy {
+            // The detectors and the leader's policy find it.
+            return;
+        }
         if let Err(e) = self.membership.apply(&Command::RemoveNode(node)) {
             self.trace(|| format!("removing {node} refused: {e}"));
             self.report.removals_refused += 1;
@@ -1146,6 +1209,10 @@ impl World {
             n.held_down = true;
             let back = self.now + self.rng.gen_range(2_000_000..4_000_000);
             self.queue.push(back, Ev::Return { node });
+        }
+        if self.cfg.failover == FailoverMode::Policy {
+            // The detectors and the leader's policy find it.
+            return;
         }
         if let Err(e) = self.membership.apply(&Command::RemoveDc(dc)) {
             self.trace(|| format!("removing {dc} refused: {e}"));
@@ -1316,6 +1383,11 @@ impl World {
             let added_in = r.epoch();
             n.rebuilds.remove(&partition);
             n.filled.insert((partition, added_in));
+            if self.cfg.failover == FailoverMode::Policy {
+                // The leader's next probe of it finds the copy filled.
+                self.trace(|| format!("{node} filled {partition}"));
+                return;
+            }
             self.trace(|| format!("{node} filled {partition}: proposes its promotion"));
             let at = self.now + self.rng.gen_range(100_000..300_000);
             self.membership_pending += 1;
@@ -1359,6 +1431,10 @@ impl World {
         let index = self.placements.len() - 1;
         let at = self.now + self.rng.gen_range(100_000..500_000);
         self.queue.push(at, Ev::Adopt { node, index });
+        if self.cfg.failover == FailoverMode::Policy {
+            // The leader's probes find it back and restore it.
+            return;
+        }
         // Its whole DC back: the membership restores it, and rebuilds replicas there.
         let dc = self.nodes[i].dc;
         let whole = self.topology.dcs[dc.0 as usize].nodes.iter().all(|n| !self.nodes[n.0 as usize].held_down);
@@ -1385,6 +1461,7 @@ impl World {
         self.trace(|| format!("crash {node}"));
         self.report.crashes += 1;
         self.crash_log.push((node, self.now));
+        self.note_down(node.0 as usize);
         let n = &mut self.nodes[node.0 as usize];
         n.alive = false;
         n.inc += 1;
@@ -1830,7 +1907,13 @@ impl World {
             return;
         }
         match msg {
+            Msg::Heartbeat { from, sent_at_us } => self.heard(i, from, Some(sent_at_us)),
+            Msg::Policy { from, body } => {
+                self.heard(i, from, None);
+                self.deliver_policy(to, from, body);
+            }
             Msg::Request { from, from_inc, rpc, request } => {
+                self.heard(i, from, None);
                 let now_ms = self.wall_ms(to);
                 let txn = request.txn();
                 let dc = self.nodes[i].dc;
@@ -1990,6 +2073,8 @@ fn clone_msg(m: &Msg) -> Msg {
             Msg::Request { from: *from, from_inc: *from_inc, rpc: *rpc, request: request.clone() }
         }
         Msg::Reply { to_inc, rpc, reply } => Msg::Reply { to_inc: *to_inc, rpc: *rpc, reply: reply.clone() },
+        Msg::Heartbeat { from, sent_at_us } => Msg::Heartbeat { from: *from, sent_at_us: *sent_at_us },
+        Msg::Policy { from, body } => Msg::Policy { from: *from, body: body.clone() },
     }
 }
 

@@ -3,7 +3,7 @@
 
 use anyhow::{bail, Result};
 use clap::Args;
-use redt_sim::{run, Faults, SimConfig, Workload};
+use redt_sim::{run, FailoverMode, Faults, SimConfig, Workload};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -71,6 +71,16 @@ pub struct SimArgs {
     /// the horizon the free raised.
     #[arg(long)]
     mutant_reclaim_below_no_floor: bool,
+    /// Who removes and restores DCs and nodes: `oracle`, the simulator right after a kill
+    /// (detection, confirmation and the Raft commit taken as a delay); or `policy`, each node's
+    /// real failure detector over the simulated wire and the Raft leader's real failover
+    /// policy, whose removals are checked to be of suspects down or cut off from a majority.
+    #[arg(long, default_value = "oracle", value_parser = parse_failover)]
+    failover: FailoverMode,
+    /// A deliberate bug, for finding the seeds that catch it (with `--failover policy`): the
+    /// leader removes what its own detector suspects without asking the voters.
+    #[arg(long)]
+    mutant_confirm_alone: bool,
     /// Frees deleted records this long after their delete (the churn workload's default is
     /// 4 s, far shorter than a node's 60 s, so runs free records; the others free none).
     #[arg(long, value_parser = crate::cmd::duration::run_time)]
@@ -79,6 +89,14 @@ pub struct SimArgs {
 
 fn parse_workload(s: &str) -> Result<Workload, String> {
     s.parse()
+}
+
+fn parse_failover(s: &str) -> Result<FailoverMode, String> {
+    match s {
+        "oracle" => Ok(FailoverMode::Oracle),
+        "policy" => Ok(FailoverMode::Policy),
+        other => Err(format!("unknown failover mode `{other}` (oracle, policy)")),
+    }
 }
 
 /// Runs `redt sim`.
@@ -100,6 +118,8 @@ pub fn run_sim(a: &SimArgs) -> Result<()> {
         c.executor_mutations.reclaim_without_check = a.mutant_reclaim_without_check;
         c.executor_mutations.reclaim_below_no_floor = a.mutant_reclaim_below_no_floor;
         c.recovery_mutations.abort_unheard_without_catch_up = a.mutant_abort_unheard_without_catch_up;
+        c.failover = a.failover;
+        c.failover_mutations.confirm_alone = a.mutant_confirm_alone;
         if a.deleted_grace.is_some() {
             c.deleted_grace = a.deleted_grace;
         }
