@@ -407,12 +407,27 @@ impl std::fmt::Display for SimReport {
 
 /// A message on the simulated wire.
 enum Msg {
-    Request { from: NodeId, from_inc: u64, rpc: u64, request: Request },
-    Reply { to_inc: u64, rpc: u64, reply: Reply },
+    Request {
+        from: NodeId,
+        from_inc: u64,
+        rpc: u64,
+        request: Request,
+    },
+    Reply {
+        to_inc: u64,
+        rpc: u64,
+        reply: Reply,
+    },
     /// A failure detector's heartbeat ([`FailoverMode::Policy`]).
-    Heartbeat { from: NodeId, sent_at_us: u64 },
+    Heartbeat {
+        from: NodeId,
+        sent_at_us: u64,
+    },
     /// A failover-policy question or answer ([`FailoverMode::Policy`]).
-    Policy { from: NodeId, body: failover::PolicyMsg },
+    Policy {
+        from: NodeId,
+        body: failover::PolicyMsg,
+    },
 }
 
 enum Ev {

@@ -282,12 +282,13 @@ impl World {
         let now = self.now;
         let down = suspects.iter().all(|n| {
             let node = &self.nodes[n.0 as usize];
-            !node.alive || self.rounds.last_down[n.0 as usize].is_some_and(|t| now.saturating_sub(t) <= JUSTIFIED_WITHIN)
+            !node.alive
+                || self.rounds.last_down[n.0 as usize].is_some_and(|t| now.saturating_sub(t) <= JUSTIFIED_WITHIN)
         });
         let dc = self.nodes[suspects[0].0 as usize].dc;
         let voters = self.voters();
-        let cut_off = voters.iter().filter(|v| !self.linked(dc, self.nodes[v.0 as usize].dc)).count()
-            >= majority(voters.len());
+        let cut_off =
+            voters.iter().filter(|v| !self.linked(dc, self.nodes[v.0 as usize].dc)).count() >= majority(voters.len());
         if !down && !cut_off {
             self.report.violations.push(Violation::UnjustifiedRemoval { command: format!("{command:?}"), at_us: now });
         }
