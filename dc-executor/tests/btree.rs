@@ -123,6 +123,40 @@ enum Op {
     Scan(u64, u64, usize),
 }
 
+/// Three handles on `first`'s tree: a cache of 64 nodes, a cache of 2 with bracketed READs,
+/// none.
+fn three_handles(v: &LocalVerbs, l: &Layout, first: &BTree) -> [BTree; 3] {
+    [
+        BTree::open(v, NODE, l, first.anchor(), 64).unwrap(),
+        BTree::open(v, NODE, l, first.anchor(), 2).unwrap().with_read_check(ReadCheck::Bracketed),
+        BTree::open(v, NODE, l, first.anchor(), 0).unwrap(),
+    ]
+}
+
+/// Runs each operation through its handle and checks its answer against `model`, a
+/// `BTreeMap` the same operations change.
+fn apply_ops(
+    v: &LocalVerbs,
+    handles: &[BTree],
+    ops: Vec<(usize, Op)>,
+    model: &mut BTreeMap<u64, u64>,
+) -> Result<(), TestCaseError> {
+    for (h, op) in ops {
+        let t = &handles[h];
+        match op {
+            Op::Insert(k, val) => prop_assert_eq!(t.insert(v, k, val).unwrap(), model.insert(k, val)),
+            Op::Remove(k) => prop_assert_eq!(t.remove(v, k).unwrap(), model.remove(&k)),
+            Op::Lookup(k) => prop_assert_eq!(t.lookup(v, k).unwrap(), model.get(&k).copied()),
+            Op::Scan(a, b, n) => {
+                let want: Vec<(u64, u64)> =
+                    if a > b { vec![] } else { model.range(a..=b).take(n).map(|(&k, &v)| (k, v)).collect() };
+                prop_assert_eq!(t.scan(v, a, b, n).unwrap(), want);
+            }
+        }
+    }
+    Ok(())
+}
+
 fn key() -> impl Strategy<Value = u64> {
     prop_oneof![12 => 0u64..400, 1 => Just(0), 1 => Just(u64::MAX), 1 => any::<u64>()]
 }
@@ -147,25 +181,9 @@ proptest! {
     fn the_tree_behaves_as_a_btreemap(ops in proptest::collection::vec((0usize..3, op()), 1..600)) {
         let (v, l) = memstore(4 << 20);
         let first = BTree::create(&v, NODE, &l, small(64)).unwrap();
-        let handles = [
-            BTree::open(&v, NODE, &l, first.anchor(), 64).unwrap(),
-            BTree::open(&v, NODE, &l, first.anchor(), 2).unwrap().with_read_check(ReadCheck::Bracketed),
-            BTree::open(&v, NODE, &l, first.anchor(), 0).unwrap(),
-        ];
+        let handles = three_handles(&v, &l, &first);
         let mut model = BTreeMap::new();
-        for (h, op) in ops {
-            let t = &handles[h];
-            match op {
-                Op::Insert(k, val) => prop_assert_eq!(t.insert(&v, k, val).unwrap(), model.insert(k, val)),
-                Op::Remove(k) => prop_assert_eq!(t.remove(&v, k).unwrap(), model.remove(&k)),
-                Op::Lookup(k) => prop_assert_eq!(t.lookup(&v, k).unwrap(), model.get(&k).copied()),
-                Op::Scan(a, b, n) => {
-                    let want: Vec<(u64, u64)> =
-                        if a > b { vec![] } else { model.range(a..=b).take(n).map(|(&k, &v)| (k, v)).collect() };
-                    prop_assert_eq!(t.scan(&v, a, b, n).unwrap(), want);
-                }
-            }
-        }
+        apply_ops(&v, &handles, ops, &mut model)?;
         let shape = first.check(&v).unwrap();
         prop_assert_eq!(shape.entries, model.len() as u64);
         let all: Vec<(u64, u64)> = model.into_iter().collect();
@@ -761,11 +779,7 @@ proptest! {
     ) {
         let (v, l) = memstore(4 << 20);
         let first = BTree::create(&v, NODE, &l, small(64)).unwrap();
-        let handles = [
-            BTree::open(&v, NODE, &l, first.anchor(), 64).unwrap(),
-            BTree::open(&v, NODE, &l, first.anchor(), 2).unwrap().with_read_check(ReadCheck::Bracketed),
-            BTree::open(&v, NODE, &l, first.anchor(), 0).unwrap(),
-        ];
+        let handles = three_handles(&v, &l, &first);
         let mut model = BTreeMap::new();
         // Runs: fill a range, then empty it, in ascending (0), descending (1) or shuffled (2)
         // order, each step through the next handle.
@@ -783,19 +797,7 @@ proptest! {
                 prop_assert_eq!(handles[(j + 1) % 3].remove(&v, k).unwrap(), model.remove(&k));
             }
         }
-        for (h, op) in ops {
-            let t = &handles[h];
-            match op {
-                Op::Insert(k, val) => prop_assert_eq!(t.insert(&v, k, val).unwrap(), model.insert(k, val)),
-                Op::Remove(k) => prop_assert_eq!(t.remove(&v, k).unwrap(), model.remove(&k)),
-                Op::Lookup(k) => prop_assert_eq!(t.lookup(&v, k).unwrap(), model.get(&k).copied()),
-                Op::Scan(a, b, n) => {
-                    let want: Vec<(u64, u64)> =
-                        if a > b { vec![] } else { model.range(a..=b).take(n).map(|(&k, &v)| (k, v)).collect() };
-                    prop_assert_eq!(t.scan(&v, a, b, n).unwrap(), want);
-                }
-            }
-        }
+        apply_ops(&v, &handles, ops, &mut model)?;
         let shape = first.check(&v).unwrap();
         prop_assert_eq!(shape.entries, model.len() as u64);
         assert_no_node_leaks(&v, &l, &first, &shape);
