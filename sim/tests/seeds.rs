@@ -983,13 +983,9 @@ fn real_failover(name: &str, seed: u64, workload: Workload) -> SimConfig {
 /// and nodes (and the crashed ones that stay down past detection), and every check passes:
 /// 15 seeds on each of three topologies and three workloads.
 ///
-/// Not in it: with the churn workload on default.yaml, seed 2131 (`redt sim --failover policy
-/// --faults all,remove,remove-node --workload churn --seed 2131`) leaves a transaction
-/// undecided: its partition's replicas of the transaction's epoch were removed one after the
-/// other (a killed node, its DC, then a node crashed past detection), each removal allowed
-/// because a rebuilt voter had been promoted in between, and a recoverer finds too few of them
-/// left; and local-fast.yaml churn seed 5139 leaves one undecided too (docs/design.md,
-/// "Known gaps").
+/// Not in it: two churn schedules that leave a transaction undecided, default.yaml seed 2131
+/// and local-fast.yaml seed 5139 (`redt sim --failover policy --faults all,remove,remove-node
+/// --workload churn --seed N --config F`; docs/design.md, "Known gaps").
 #[test]
 fn real_failover_seeds_pass_every_check() {
     let mut failed = Vec::new();
