@@ -73,6 +73,8 @@ counters! {
     moved,
     /// Merges: a node's entries and range taken into its left neighbour, the node freed.
     merges,
+    /// Merges a remove tried that failed with an error (the remove itself done).
+    merges_failed,
     /// Nodes a split or a new root took from the tree's free list instead of the heap.
     reused,
 }
