@@ -223,7 +223,9 @@ fn propose_quietly(n: &Node, peer: &mut RaftMembership, command: &Command) -> re
 
 /// Carries out what the failover policy decided: asks the voters, proposes (a removal, a
 /// learner, a restore, a promotion), spawns the probes. A proposal refused because leadership
-/// moved is not a failure of the peer (the new leader decides its own).
+/// moved is not a failure of the peer (the new leader decides its own); another failure is
+/// returned once every action has been carried out (the probes the policy counts on are
+/// spawned whatever a proposal before them did).
 fn carry_out(
     n: &Arc<Node>,
     peer: &mut RaftMembership,
@@ -231,6 +233,12 @@ fn carry_out(
     answers: &mut JoinSet<Answer>,
     probes: &mut JoinSet<Option<Command>>,
 ) -> redt_replication::Result<()> {
+    let mut failed = Ok(());
+    let mut keep = |r: redt_replication::Result<()>| {
+        if failed.is_ok() {
+            failed = r;
+        }
+    };
     for action in actions {
         match action {
             FailoverAction::AskVoters { round, suspect, voters } => ask_voters(n, &voters, suspect, round, answers),
@@ -242,7 +250,7 @@ fn carry_out(
                     Err(e @ (redt_replication::Error::NotLeader { .. } | redt_replication::Error::Raft(_))) => {
                         tracing::info!(node = %n.name(), suspect = %suspect.named(&t), "removal not proposed: {e}");
                     }
-                    r => r?,
+                    r => keep(r),
                 }
             }
             FailoverAction::Deferred { suspect, why } => {
@@ -254,10 +262,10 @@ fn carry_out(
                     spawn_probe(n, probe, probes);
                 }
             }
-            FailoverAction::Propose(command) => propose_quietly(n, peer, &command)?,
+            FailoverAction::Propose(command) => keep(propose_quietly(n, peer, &command)),
         }
     }
-    Ok(())
+    failed
 }
 
 /// Runs `probe` in the background: asks the nodes it names for their status; yields the

@@ -114,6 +114,40 @@ fn a_node_left_locked_is_reported_not_waited_on_forever() {
     assert!(t.stats().snapshot().busy_reads > 1000);
 }
 
+/// A merge that meets a node a dead writer left locked gives up without holding anything: the
+/// remove that tried it is done, the parent stays unlocked, and the healthy leaf under it
+/// still answers.
+#[test]
+fn a_merge_that_meets_a_node_left_locked_leaves_its_parent_unlocked() {
+    let (v, l) = memstore(1 << 20);
+    let t = BTree::create(&v, NODE, &l, small(0)).unwrap();
+    for k in 0..14 {
+        t.insert(&v, k, value_of(k)).unwrap();
+    }
+    let word = |at: u64| {
+        let mut raw = [0u8; 8];
+        v.read(NODE, Offset(at), &mut raw).unwrap();
+        u64::from_le_bytes(raw)
+    };
+    let root = word(t.anchor().0 + 8);
+    // The root lists the two leaves; its entry 0's child (bytes 48..56) is the left one.
+    let left = word(root + 48);
+    for k in 0..4 {
+        assert_eq!(t.remove(&v, k).unwrap(), Some(value_of(k)));
+    }
+    // A writer that died holding the left leaf's lock.
+    let version = word(left);
+    assert_eq!(v.compare_and_swap(NODE, Offset(left), version, version + 1).unwrap(), version);
+    // Emptying the right leaf below a quarter asks for a merge with the locked left one.
+    for k in 7..11 {
+        assert_eq!(t.remove(&v, k).unwrap(), Some(value_of(k)), "the remove of {k} is done");
+    }
+    assert!(t.stats().snapshot().merges_failed >= 1, "{:?}", t.stats().snapshot());
+    assert_eq!(word(root) % 2, 0, "the parent is not left locked");
+    assert_eq!(t.lookup(&v, 12).unwrap(), Some(value_of(12)));
+    assert_eq!(t.insert(&v, 20, value_of(20)).unwrap(), None);
+}
+
 /// One operation of the property test.
 #[derive(Clone, Debug)]
 enum Op {

@@ -37,7 +37,8 @@ const ATTACKER_NICE: i32 = 19;
 /// One kind of attack.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Attack {
-    /// Read-only calls of `limits.max_ops_per_txn` reads of absent keys, through every node.
+    /// Read-only calls of `limits.max_ops_per_txn` reads (at most 1,024) of absent keys,
+    /// through every node.
     Bulk,
     /// Outcome queries for ids nobody reserved, four in flight per attacker, each asking to
     /// wait 10 s.
@@ -48,7 +49,7 @@ pub enum Attack {
     Locks,
     /// Scrapes of the node's metrics endpoint, one connection each.
     Scrape,
-    /// Deletes of 64 keys nobody has.
+    /// Deletes of 64 keys nobody has (fewer when `limits.max_ops_per_txn` is lower).
     Absent,
 }
 
@@ -289,8 +290,9 @@ async fn attacker(attack: Attack, ctx: Ctx, tally: Arc<Tally>, stop: Arc<AtomicB
                 count(&tally, &client.submit(via, kv_call(ctx.table, &reads)).await.status);
             }
             Attack::Absent => {
-                let base = 80_000_000 + (ctx.i as u64 * 1_000_003 + k * 64) % 50_000_000;
-                let deletes: Vec<KvOp> = (0..64).map(|j| KvOp::Delete(base + j)).collect();
+                let n = ctx.topo.limits.max_ops_per_txn.min(64);
+                let base = 80_000_000 + (ctx.i as u64 * 1_000_003 + k * n) % 50_000_000;
+                let deletes: Vec<KvOp> = (0..n).map(|j| KvOp::Delete(base + j)).collect();
                 count(&tally, &client.submit(ctx.node, kv_call(ctx.table, &deletes)).await.status);
             }
             Attack::Outcome => {
@@ -387,7 +389,7 @@ fn cpu_seconds(pids: &[u32]) -> Option<f64> {
     for pid in pids {
         let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
         // Fields after the command name (which may hold spaces) start after the last ')'.
-        let rest = &stat[stat.rfind(')')? + 2..];
+        let rest = stat.get(stat.rfind(')')? + 2..)?;
         let f: Vec<&str> = rest.split_whitespace().collect();
         let (utime, stime): (f64, f64) = (f.get(11)?.parse().ok()?, f.get(12)?.parse().ok()?);
         total += (utime + stime) / ticks;

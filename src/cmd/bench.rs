@@ -248,13 +248,6 @@ pub(crate) struct YcsbSetup {
     pub(crate) record_size: Option<String>,
 }
 
-/// Reads `-P FILE` (if given) and puts the flags over it: `workload` (`--workload`), `mix`,
-/// `records` (`--records-per-partition`), `clients` (`--clients-per-node`), `duration`. The
-/// file's counts are divided over `topo`'s partitions and nodes. Its notes go to standard
-/// error.
-///
-/// # Errors
-/// The file's ([`redt_bench::ycsb_props::parse`]), an unknown workload, the mix flags'.
 impl YcsbArgs {
     /// The running cluster's certificate directory: `--certs`, else RUN_DIR/certs.
     fn certs(&self) -> PathBuf {
@@ -262,6 +255,13 @@ impl YcsbArgs {
     }
 }
 
+/// Reads `-P FILE` (if given) and puts the flags over it: `workload` (`--workload`), `mix`,
+/// `records` (`--records-per-partition`), `clients` (`--clients-per-node`), `duration`. The
+/// file's counts are divided over `topo`'s partitions and nodes. Its notes go to standard
+/// error.
+///
+/// # Errors
+/// The file's ([`redt_bench::ycsb_props::parse`]), an unknown workload, the mix flags'.
 pub(crate) fn ycsb_setup(
     props: &PropsArgs,
     workload: Option<&str>,

@@ -2,11 +2,12 @@
 //! replacement that favours the levels near the root).
 //!
 //! Entries are decoded inner nodes keyed by their offset. Nothing keeps them coherent with
-//! the MemStore: a cached copy may be older than the node. That is safe because of the
-//! B-link invariants (a node's low fence never changes and nodes are never freed, so any
-//! child pointer, however old, leads to a node at or left of the key's leaf) and because the
-//! leaf READ is always fresh: a descent whose leaf does not cover the key drops the cached
-//! parent that sent it there and starts again (`traverse.rs`).
+//! the MemStore: a cached copy may be older than the node. That is safe because the leaf READ
+//! is always fresh and every node a descent reaches is checked: a child or sibling that is
+//! freed (merged away), right of the key, of another level, or does not cover the key makes
+//! the descent drop the cached parent that sent it there and start again from the root
+//! (`traverse.rs`); a node's memory is only ever reused as a node of the same tree, so a
+//! stale pointer always leads to a node image. Freed nodes are never cached.
 
 use super::node::Node;
 use std::collections::HashMap;

@@ -4,7 +4,7 @@
 //! record heap's free lists are (`free_list.rs`).
 //!
 //! Its head is the anchor's word 4 ([`ANCHOR_FREE`]): the first free node's offset in 64-byte
-//! lines (low 48 bits) and a tag (high 16 bits) that every push and pop advances, so a pop
+//! lines (low 40 bits: 64 TiB) and a tag (high 24 bits) that every push and pop advances, so a pop
 //! whose READ of the head went stale (the node popped, reused, freed and pushed again
 //! meanwhile) fails its compare-and-swap instead of taking a node twice. A free node is a
 //! freed image ([`Node::freed`]) naming the next free node.
@@ -18,12 +18,12 @@ use redt_proto::Offset;
 use std::sync::atomic::Ordering;
 
 /// Bits of the head word holding the first free node's offset in lines.
-const OFFSET_BITS: u32 = 48;
+const OFFSET_BITS: u32 = 40;
 const OFFSET_MASK: u64 = (1 << OFFSET_BITS) - 1;
 
 /// The head word naming the node at `offset` (0: none), with the tag after `head`'s.
 fn next_head(head: u64, offset: u64) -> u64 {
-    let tag = (head >> OFFSET_BITS).wrapping_add(1) & 0xFFFF;
+    let tag = (head >> OFFSET_BITS).wrapping_add(1) & ((1 << (64 - OFFSET_BITS)) - 1);
     tag << OFFSET_BITS | (offset / LINE)
 }
 

@@ -1,7 +1,8 @@
 //! Inserts: lock the leaf, edit, publish; a full node splits into a new right sibling (a
-//! node of the tree's free list, else new heap), and the separator goes up to the parent under the parent's own lock, one lock at a time (a
-//! B-link split, Lehman and Yao §4 with Sagiv's single lock); a split root grows a new root
-//! installed by compare-and-swap on the anchor.
+//! node of the tree's free list, else new heap), and the separator goes up to the parent
+//! under the parent's own lock, one lock at a time (a B-link split, Lehman and Yao §4 with
+//! Sagiv's single lock); a split root grows a new root installed by compare-and-swap on the
+//! anchor.
 
 use super::node::{capacity, Node};
 use super::traverse::Descent;
@@ -129,7 +130,6 @@ impl BTree {
                 return Ok((d, offset, leaf));
             }
         }
-        eprintln!("DBG lock_leaf exhausted");
         Err(self.busy(Offset(self.root.load(Ordering::Acquire))))
     }
 
@@ -189,7 +189,6 @@ impl BTree {
             }
             self.forget(&d.at);
         }
-        eprintln!("DBG lock_parent exhausted");
         Err(self.busy(self.anchor))
     }
 

@@ -156,8 +156,8 @@ struct Cost {
 /// reader that arrives between the two steps follows the sibling pointer. When the split
 /// node was the root, the writer writes a new root above it and installs it with a
 /// compare-and-swap on the anchor's root word. A writer holds one lock at a time, except a
-/// merge: it waits for the parent's lock holding none, then tries each child's once, and
-/// lets all go when one is taken, so no writer ever waits holding a lock another waits for.
+/// merge (parent, then its two children, each child's lock tried once) and a split taking a
+/// node from the free list (`merge.rs` has why no wait can close a cycle).
 ///
 /// # Concurrency contract
 ///

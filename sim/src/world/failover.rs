@@ -42,10 +42,11 @@ pub(super) const JUSTIFIED_WITHIN: Micros = 3_000_000;
 /// A failover-policy message on the simulated wire.
 #[derive(Clone, Debug)]
 pub(super) enum PolicyMsg {
-    /// The leader asks a voter whether it suspects `suspect`.
-    Ask { round: u64, suspect: Suspect },
-    /// The voter's answer.
-    Answer { round: u64, suspects: bool },
+    /// The leader, in its incarnation `inc`, asks a voter whether it suspects `suspect` (a
+    /// restarted leader numbers its rounds from 1 again).
+    Ask { inc: u64, round: u64, suspect: Suspect },
+    /// The voter's answer, naming the leader's incarnation and round.
+    Answer { inc: u64, round: u64, suspects: bool },
     /// The leader probes a node (probe `id`).
     ProbeAsk { id: u64 },
     /// The node answers, with the learners' copies it has filled.
@@ -209,7 +210,11 @@ impl World {
                     self.trace(|| format!("{leader} asks the voters about {suspect} (round {round})"));
                     self.rounds.asks.insert((leader, inc, round), voters.iter().copied().collect());
                     for v in voters {
-                        self.send(leader, v, Msg::Policy { from: leader, body: PolicyMsg::Ask { round, suspect } });
+                        self.send(
+                            leader,
+                            v,
+                            Msg::Policy { from: leader, body: PolicyMsg::Ask { inc, round, suspect } },
+                        );
                     }
                     self.queue.push(self.now + wait, Ev::AskTimeout { leader, inc, round });
                 }
@@ -305,16 +310,18 @@ impl World {
     pub(super) fn deliver_policy(&mut self, to: NodeId, from: NodeId, body: PolicyMsg) {
         let i = to.0 as usize;
         match body {
-            PolicyMsg::Ask { round, suspect } => {
+            PolicyMsg::Ask { inc, round, suspect } => {
                 let Some(f) = self.nodes[i].failover.as_ref() else { return };
                 let suspects = match suspect {
                     Suspect::Dc(dc) => f.view.suspected_dcs().contains(&dc),
                     Suspect::Node(node) => f.view.suspected_nodes().contains(&node),
                 };
-                self.send(to, from, Msg::Policy { from: to, body: PolicyMsg::Answer { round, suspects } });
+                self.send(to, from, Msg::Policy { from: to, body: PolicyMsg::Answer { inc, round, suspects } });
             }
-            PolicyMsg::Answer { round, suspects } => {
-                let inc = self.nodes[i].inc;
+            PolicyMsg::Answer { inc, round, suspects } => {
+                if inc != self.nodes[i].inc {
+                    return;
+                }
                 let Some(pending) = self.rounds.asks.get_mut(&(to, inc, round)) else { return };
                 if !pending.remove(&from) {
                     return;
