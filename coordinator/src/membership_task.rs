@@ -131,6 +131,8 @@ async fn run(
         let Some(n) = node.upgrade().filter(|n| !n.is_closed()) else { return };
         let step = tokio::select! {
             _ = tick.tick() => match peer.handle_tick() {
+                // Only a leader's policy acts: a follower reads nothing for it.
+                Ok(()) if !peer.is_leader() => Ok(()),
                 Ok(()) => {
                     let (topology, voters) = (n.topology(), peer.voters());
                     let (dcs, nodes) = (n.board.suspected_dcs(), n.board.suspected_nodes());
