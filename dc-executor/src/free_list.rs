@@ -45,6 +45,20 @@ const OFFSET_MASK: u64 = (1 << OFFSET_BITS) - 1;
 /// heap; a push leaves the record retired but unlisted).
 const ATTEMPTS: u32 = 1024;
 
+/// The byte offset of the first entry a tagged head word names (0: the list is empty), its
+/// low `offset_bits` holding the offset in 64-byte lines. Shared with the B+-trees' lists of
+/// freed nodes (`btree/free.rs`), which use a wider tag.
+pub(crate) fn head_first(head: u64, offset_bits: u32) -> u64 {
+    (head & ((1 << offset_bits) - 1)) * LINE
+}
+
+/// The head word that names the entry at byte offset `first` (0: none) with the tag after
+/// `head`'s (every push and pop advances it, so a compare-and-swap from a stale head fails).
+pub(crate) fn head_next(head: u64, first: u64, offset_bits: u32) -> u64 {
+    let tag = (head >> offset_bits).wrapping_add(1) & ((1 << (64 - offset_bits)) - 1);
+    tag << offset_bits | (first / LINE)
+}
+
 /// The size class of a `bytes`-byte record, if it has a free list.
 fn class(bytes: u64) -> Option<u64> {
     let lines = bytes.div_ceil(LINE);
@@ -79,9 +93,7 @@ pub fn push(verbs: &dyn Verbs, node: NodeId, layout: &Layout, record: Offset, by
     let mut head = read_word(verbs, node, head_at)?;
     for _ in 0..ATTEMPTS {
         verbs.write(node, Offset(record.0 + NEXT_WORD), &(head & OFFSET_MASK).to_le_bytes())?;
-        let tag = (head >> OFFSET_BITS).wrapping_add(1);
-        let new = (tag << OFFSET_BITS) | (record.0 / LINE);
-        let old = verbs.compare_and_swap(node, head_at, head, new)?;
+        let old = verbs.compare_and_swap(node, head_at, head, head_next(head, record.0, OFFSET_BITS))?;
         if old == head {
             verbs.fetch_and_add(node, dir, class.wrapping_add(1) * LINE)?;
             return Ok(true);
@@ -102,7 +114,7 @@ pub fn pop(verbs: &dyn Verbs, node: NodeId, layout: &Layout, bytes: u64) -> Resu
     let head_at = head_at(dir, class);
     let mut head = read_word(verbs, node, head_at)?;
     for _ in 0..ATTEMPTS {
-        let first = (head & OFFSET_MASK) * LINE;
+        let first = head_first(head, OFFSET_BITS);
         if first == 0 {
             return Ok(None);
         }
@@ -112,8 +124,7 @@ pub fn pop(verbs: &dyn Verbs, node: NodeId, layout: &Layout, bytes: u64) -> Resu
             return Ok(None);
         }
         let next = read_word(verbs, node, Offset(first + NEXT_WORD))? & OFFSET_MASK;
-        let tag = (head >> OFFSET_BITS).wrapping_add(1);
-        let old = verbs.compare_and_swap(node, head_at, head, (tag << OFFSET_BITS) | next)?;
+        let old = verbs.compare_and_swap(node, head_at, head, head_next(head, next * LINE, OFFSET_BITS))?;
         if old == head {
             verbs.fetch_and_add(node, dir, (class + 1).wrapping_mul(LINE).wrapping_neg())?;
             return Ok(Some(Offset(first)));

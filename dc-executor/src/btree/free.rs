@@ -12,24 +12,21 @@
 use super::node::Node;
 use super::{backoff, BTree, Cost, ANCHOR_FREE, MAX_ATTEMPTS};
 use crate::error::Result;
-use crate::memstore::LINE;
+use crate::free_list::{head_first, head_next};
 use crate::verbs::{DoorbellBatch, Verbs};
 use redt_proto::Offset;
 use std::sync::atomic::Ordering;
 
-/// Bits of the head word holding the first free node's offset in lines.
+/// Bits of the head word holding the first free node's offset in lines (64 TiB); the other 24
+/// are the tag.
 const OFFSET_BITS: u32 = 40;
-const OFFSET_MASK: u64 = (1 << OFFSET_BITS) - 1;
 
-/// The head word naming the node at `offset` (0: none), with the tag after `head`'s.
 fn next_head(head: u64, offset: u64) -> u64 {
-    let tag = (head >> OFFSET_BITS).wrapping_add(1) & ((1 << (64 - OFFSET_BITS)) - 1);
-    tag << OFFSET_BITS | (offset / LINE)
+    head_next(head, offset, OFFSET_BITS)
 }
 
-/// The first free node's offset in `head` (0: the list is empty).
 fn first(head: u64) -> u64 {
-    (head & OFFSET_MASK) * LINE
+    head_first(head, OFFSET_BITS)
 }
 
 impl BTree {
