@@ -105,15 +105,20 @@ impl BTree {
     /// together — or `None` when nothing was merged (the tree is lower, the pair does not
     /// fit, or a lock was taken).
     fn merge_at(&self, verbs: &dyn Verbs, level: u8, key: u64, cost: &mut Cost) -> Result<Option<Vec<(u8, u64)>>> {
-        let root = self.read_root(verbs, cost)?;
-        // A root's level never changes (roots are never freed): a cached copy tells it.
-        if self.fetch(verbs, root, true, cost)?.node.level <= level {
-            return Ok(None);
+        // A root's level never changes (roots are never freed), and an older root is lower: the
+        // handle's last root, from the cache, tells it unless it is too low, then the anchor.
+        let known = Offset(self.root.load(std::sync::atomic::Ordering::Acquire));
+        if self.fetch(verbs, known, true, cost)?.node.level <= level {
+            let root = self.read_root(verbs, cost)?;
+            if root == known || self.fetch(verbs, root, true, cost)?.node.level <= level {
+                return Ok(None);
+            }
         }
         let d = self.descend(verbs, key, level + 1, cost)?;
         // Without locks first: most removes leave nothing that fits, and must not hold the
-        // parent (and the splits that wait for it) to find that out.
-        let seen = self.read_node(verbs, d.at.off, cost)?;
+        // parent (and the splits that wait for it) to find that out. The descent's own image
+        // serves unless it came from the cache.
+        let seen = if d.at.cached { self.read_node(verbs, d.at.off, cost)? } else { (*d.at.node).clone() };
         if !seen.freed && seen.level == level + 1 && seen.covers(key) && !self.a_pair_fits(verbs, &seen, key, cost)? {
             return Ok(None);
         }
