@@ -191,17 +191,28 @@ fn apply_ops(
     Ok(())
 }
 
-fn key() -> impl Strategy<Value = u64> {
+fn key() -> impl Strategy<Value = u64> + Clone {
     prop_oneof![12 => 0u64..400, 1 => Just(0), 1 => Just(u64::MAX), 1 => any::<u64>()]
 }
 
-fn op() -> impl Strategy<Value = Op> {
+/// Operations on keys drawn by `key`, weighted `[insert, remove, lookup, scan]`, scans of at
+/// most `scan_max` entries.
+fn ops_of<K: Strategy<Value = u64> + Clone + 'static>(
+    key: K,
+    weights: [u32; 4],
+    scan_max: usize,
+) -> impl Strategy<Value = Op> {
+    let [i, r, l, s] = weights;
     prop_oneof![
-        6 => (key(), any::<u64>()).prop_map(|(k, v)| Op::Insert(k, v)),
-        2 => key().prop_map(Op::Remove),
-        2 => key().prop_map(Op::Lookup),
-        1 => (key(), key(), 0usize..40).prop_map(|(a, b, n)| Op::Scan(a, b, n)),
+        i => (key.clone(), any::<u64>()).prop_map(|(k, v)| Op::Insert(k, v)),
+        r => key.clone().prop_map(Op::Remove),
+        l => key.clone().prop_map(Op::Lookup),
+        s => (key.clone(), key, 0..scan_max).prop_map(|(a, b, n)| Op::Scan(a, b, n)),
     ]
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    ops_of(key(), [6, 2, 2, 1], 40)
 }
 
 proptest! {
@@ -790,13 +801,7 @@ fn keys_inserted_and_removed_for_good_reuse_the_same_nodes() {
 }
 
 fn removal_heavy_op() -> impl Strategy<Value = Op> {
-    let k = || 0u64..300;
-    prop_oneof![
-        4 => (k(), any::<u64>()).prop_map(|(k, v)| Op::Insert(k, v)),
-        4 => k().prop_map(Op::Remove),
-        1 => k().prop_map(Op::Lookup),
-        1 => (k(), k(), 0usize..60).prop_map(|(a, b, n)| Op::Scan(a, b, n)),
-    ]
+    ops_of(0u64..300, [4, 4, 1, 1], 60)
 }
 
 proptest! {

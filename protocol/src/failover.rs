@@ -411,6 +411,28 @@ mod tests {
         LeaderView { me: voters[0], topology: t, membership: m, voters, suspected_dcs: dcs, suspected_nodes: nodes }
     }
 
+    /// The confirmation rounds `actions` start: (round, suspect, voters asked).
+    fn asks(actions: &[FailoverAction]) -> Vec<(u64, Suspect, Vec<NodeId>)> {
+        actions
+            .iter()
+            .filter_map(|a| match a {
+                FailoverAction::AskVoters { round, suspect, voters } => Some((*round, *suspect, voters.clone())),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The commands `actions` propose.
+    fn proposals(actions: &[FailoverAction]) -> Vec<Command> {
+        actions
+            .iter()
+            .filter_map(|a| match a {
+                FailoverAction::Propose(c) => Some(*c),
+                _ => None,
+            })
+            .collect()
+    }
+
     fn nodes_of(t: &Topology, dc: DcId) -> Vec<NodeId> {
         t.dcs[dc.0 as usize].nodes.clone()
     }
@@ -483,11 +505,7 @@ mod tests {
             for order in permutations(heard.len()) {
                 let mut f = Failover::new(0);
                 let actions = f.tick(1, true, &view(&t, &m, &voters, &dcs, &[]));
-                let asked = actions.iter().find_map(|a| match a {
-                    FailoverAction::AskVoters { round, suspect, voters } => Some((*round, *suspect, voters.clone())),
-                    _ => None,
-                });
-                let (round, suspect, asked) = asked.expect("the leader asks the voters");
+                let (round, suspect, asked) = asks(&actions).pop().expect("the leader asks the voters");
                 assert_eq!((suspect, asked.clone()), (Suspect::Dc(dead), others.clone()));
                 // A stale answer of another round is ignored.
                 assert!(f.answer(round + 7, others[0], true, &m, &voters).is_empty());
@@ -534,12 +552,8 @@ mod tests {
         let voters = voters(&t);
         let dcs = [DcId(1)];
         let mut f = Failover::new(0);
-        let ask = |f: &mut Failover, now| {
-            f.tick(now, true, &view(&t, &m, &voters, &dcs, &[])).into_iter().find_map(|a| match a {
-                FailoverAction::AskVoters { round, .. } => Some(round),
-                _ => None,
-            })
-        };
+        let ask =
+            |f: &mut Failover, now| asks(&f.tick(now, true, &view(&t, &m, &voters, &dcs, &[]))).first().map(|a| a.0);
         let first = ask(&mut f, 1_000).expect("asked");
         assert_eq!(ask(&mut f, 2_000), None, "a round is under way");
         for v in &voters[1..] {
@@ -559,26 +573,18 @@ mod tests {
         let mut f = Failover::new(0);
         // Its own DC, suspected by a confused detector: nothing.
         let actions = f.tick(1, true, &view(&t, &m, &voters, &[my_dc], &[]));
-        assert!(!actions.iter().any(|a| matches!(a, FailoverAction::AskVoters { .. })), "{actions:?}");
+        assert!(asks(&actions).is_empty(), "{actions:?}");
         // A node of a DC suspected as a whole: the DC is asked about, not the node.
         let dc = DcId(2);
         let nodes = nodes_of(&t, dc);
         let actions = f.tick(2, true, &view(&t, &m, &voters, &[dc], &nodes));
-        let asked: Vec<Suspect> = actions
-            .iter()
-            .filter_map(|a| match a {
-                FailoverAction::AskVoters { suspect, .. } => Some(*suspect),
-                _ => None,
-            })
-            .collect();
+        let asked: Vec<Suspect> = asks(&actions).into_iter().map(|a| a.1).collect();
         assert_eq!(asked, vec![Suspect::Dc(dc)]);
         // A node alone, its DC not suspected: the node.
         let mut f = Failover::new(0);
         let node = nodes[1];
         let actions = f.tick(3, true, &view(&t, &m, &voters, &[], &[node]));
-        assert!(actions
-            .iter()
-            .any(|a| matches!(a, FailoverAction::AskVoters { suspect: Suspect::Node(x), .. } if *x == node)));
+        assert_eq!(asks(&actions).into_iter().map(|a| a.1).collect::<Vec<_>>(), vec![Suspect::Node(node)]);
     }
 
     #[test]
@@ -620,13 +626,7 @@ mod tests {
             .collect();
         assert_eq!(probes, vec![Probe::RestoreDc { dc: dead, nodes: nodes_of(&t, dead) }]);
         let planned: Vec<Command> = m.plan_rebuild().into_iter().flat_map(|s| s.proposals).collect();
-        let proposed: Vec<Command> = step
-            .iter()
-            .filter_map(|a| match a {
-                FailoverAction::Propose(c) => Some(*c),
-                _ => None,
-            })
-            .collect();
+        let proposed = proposals(&step);
         assert!(!planned.is_empty() && proposed == planned, "{proposed:?} against {planned:?}");
         // Not again while the probe is out, however late.
         assert!(f.tick(10 * REBUILD_EVERY_US, true, &view(&t, &m, &live_voters, &[], &[])).is_empty());
@@ -647,8 +647,6 @@ mod tests {
             .collect();
         let mut h = Failover::new(0);
         let step = h.tick(REBUILD_EVERY_US, true, &view(&t, &m, &live_voters, &[], &on[..1]));
-        assert!(step
-            .iter()
-            .all(|a| !matches!(a, FailoverAction::Propose(Command::AddLearner { node, .. }) if *node == on[0])));
+        assert!(proposals(&step).iter().all(|c| !matches!(c, Command::AddLearner { node, .. } if *node == on[0])));
     }
 }
