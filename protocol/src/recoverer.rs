@@ -13,7 +13,8 @@
 //! 2. **Decide**: the promises become one [`PrepareReply`] per replica of every partition;
 //!    [`recover`] decides or blocks. Blocked: the locks stay, the DCs waited for are reported
 //!    ([`Recoverer::blocked_on`]) and the round is retried after a back-off.
-//! 3. **Record**: unless the decision was already applied somewhere, `Record(b, decision)` to
+//! 3. **Record**: unless the decision was already applied somewhere or abort votes alone decided
+//!    it (no commit was or will ever be chosen: `recovery` rule 2), `Record(b, decision)` to
 //!    every DC holding an entry, until a majority of every partition holds it (an abort-voting
 //!    or unvoted replica holds an abort by itself). A failed round goes back to 1.
 //! 4. **Apply**: `Decide` to every DC holding an entry (a commit's stale or fenced replicas are
@@ -391,6 +392,8 @@ impl Recoverer {
             crate::recovery::papers_rule
         } else if m.votes_beat_records {
             crate::recovery::votes_beat_records
+        } else if m.abort_votes_need_a_majority {
+            crate::recovery::abort_votes_need_a_majority
         } else {
             recover
         };
@@ -409,7 +412,9 @@ impl Recoverer {
                 self.blocked_on.clear();
                 self.decision = Some(decision);
                 self.why = Some(why);
-                if why == Why::Applied || m.act_before_recording {
+                // An abort that abort votes alone decided needs no record: no commit was or
+                // will ever be chosen (`recovery` rule 2).
+                if why == Why::Applied || why == Why::AbortVotes || m.act_before_recording {
                     self.apply(decision, now);
                 } else {
                     self.record_round(decision, now);

@@ -14,7 +14,16 @@
 //! 1. a replica whose entry is finished (the decision was applied there) gives the decision:
 //!    nothing is applied before it is chosen; an applied commit wins over an applied abort,
 //!    which may be only a left-behind DC aborting its own redo (docs/design.md §2, catch-up);
-//! 2. some partition has `|L_p| < M`: block (a majority is needed to see any chosen record);
+//! 2. no replica holds a commit record, and some partition has more than `n - M` replicas in
+//!    `L_p` that voted abort or hold an abort record: abort at once, without waiting for a
+//!    majority and without recording it first. Those replicas meet every majority of the
+//!    partition, and what they hold stays: a vote never changes once cast, and a record is
+//!    only replaced at a higher ballot by a recoverer that, meeting one of them, decides abort
+//!    too. So no commit was or will ever be chosen: O commits with `Q >= M` commit votes, and
+//!    a recoverer with `M` commit votes and no record seen (rule 5), which fewer than `M`
+//!    replicas can give. This decides a transaction whose epoch's replicas were removed for
+//!    good (their promises never come). Otherwise, some partition has `|L_p| < M`: block (a
+//!    majority is needed to see any chosen record);
 //! 3. a recorded decision in `L`: the one with the highest ballot wins over every vote;
 //! 4. some partition has `C_p + U_p < Q`: abort (commit is impossible);
 //! 5. every partition has `C_p >= M`: commit, at [`commit_cts`] of the up-to-date votes;
@@ -89,6 +98,10 @@ pub enum Why {
     Applied,
     /// The highest-ballot record (rule 3).
     Record(Ballot),
+    /// Some partition's abort votes and abort records meet every majority and no commit record
+    /// is seen (rule 2): no commit was or will ever be chosen, so the abort is applied without
+    /// a record.
+    AbortVotes,
     /// Some partition can no longer reach `Q` (rule 4).
     CommitImpossible,
     /// Every partition has a majority of up-to-date commit votes (rule 5).
@@ -106,6 +119,24 @@ pub enum Why {
 /// # Panics
 /// If `partitions` is empty or a partition has no replica (the planner never does that).
 pub fn recover(partitions: &[Vec<PrepareReply>]) -> Recovery {
+    rule(partitions, AbortVotes::AboveMajority)
+}
+
+/// When abort votes alone decide (rule 2): the rule's threshold, or one of the deliberate
+/// bugs the tests catch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum AbortVotes {
+    /// More than `n - M` abort votes or records in some partition abort (the rule).
+    AboveMajority,
+    /// More than `n - Q` (a bug: a recoverer may have committed with `M < Q` commit votes).
+    AboveQuorum,
+    /// Never before a majority answered (a bug: a partition whose replicas were removed for
+    /// good never has one again).
+    Never,
+}
+
+/// The rule of [`recover`], with rule 2's abort threshold given.
+fn rule(partitions: &[Vec<PrepareReply>], early: AbortVotes) -> Recovery {
     assert!(!partitions.is_empty(), "a transaction touches at least one partition");
     // Rule 1: an applied decision was chosen. An applied commit wins over an applied abort:
     // a DC that a commit left behind (its vote stale, or missing) aborts its own redo and is
@@ -120,7 +151,21 @@ pub fn recover(partitions: &[Vec<PrepareReply>]) -> Recovery {
     if let Some(d) = applied.clone().find(|d| matches!(d, Decision::Commit(_))).or_else(|| applied.clone().next()) {
         return Recovery::Decide { decision: d, why: Why::Applied };
     }
-    // Rule 2: a majority of every partition must answer.
+    // Rule 2: abort votes and abort records that meet every majority rule out every commit;
+    // else a majority of every partition must answer.
+    let most_abort_votes = |n: usize| match early {
+        AbortVotes::AboveMajority => Some(n - majority(n)),
+        AbortVotes::AboveQuorum => Some(n - quorum(n)),
+        AbortVotes::Never => None,
+    };
+    let commit_recorded = partitions.iter().flatten().any(|r| {
+        matches!(r, PrepareReply::Prepared { record: Some(Recorded { decision: RecordedDecision::Commit(_), .. }), .. })
+    });
+    if !commit_recorded
+        && partitions.iter().any(|p| most_abort_votes(p.len()).is_some_and(|most| holding_abort(p) > most))
+    {
+        return Recovery::Decide { decision: Decision::Abort, why: Why::AbortVotes };
+    }
     let short: Vec<usize> = partitions
         .iter()
         .enumerate()
@@ -219,6 +264,34 @@ pub fn votes_beat_records(partitions: &[Vec<PrepareReply>]) -> Recovery {
         d @ Recovery::Decide { why: Why::Votes, .. } => d,
         _ => recover(partitions),
     }
+}
+
+/// [`recover`] with rule 2's threshold taken from the coordinator's quorum instead of the
+/// majority, kept only as a deliberate bug for the tests: more than `n - Q` abort votes or
+/// records abort at once, although a recoverer may have committed with `M < Q` commit votes
+/// (rule 5).
+pub fn abort_votes_against_quorum(partitions: &[Vec<PrepareReply>]) -> Recovery {
+    rule(partitions, AbortVotes::AboveQuorum)
+}
+
+/// [`recover`] without rule 2's abort from abort votes and records alone, kept only as a
+/// deliberate bug for the tests: a recoverer short of a majority waits, also for replicas
+/// removed for good that never answer again (sim seed 2131, churn, default.yaml, `--failover policy --faults
+/// all,remove,remove-node`).
+pub fn abort_votes_need_a_majority(partitions: &[Vec<PrepareReply>]) -> Recovery {
+    rule(partitions, AbortVotes::Never)
+}
+
+/// Replicas among the answers of one partition that voted abort (or were fenced before they
+/// voted) or hold an abort record.
+fn holding_abort(p: &[PrepareReply]) -> usize {
+    p.iter()
+        .filter(|r| match r {
+            PrepareReply::Prepared { vote: ReplicaVote::Abort, .. } => true,
+            PrepareReply::Prepared { record: Some(rec), .. } => rec.decision == RecordedDecision::Abort,
+            _ => false,
+        })
+        .count()
 }
 
 /// Replicas that answered the prepare.

@@ -66,6 +66,9 @@ pub struct RecoveryMutations {
     /// up to date and gets nothing in its place (sim seed 41199, churn on sim-20dc.yaml,
     /// `all,remove`).
     pub abort_unheard_without_catch_up: bool,
+    /// Abort votes alone never decide: a recoverer waits for a majority of every partition
+    /// even when they rule out every commit ([`crate::recovery::abort_votes_need_a_majority`]).
+    pub abort_votes_need_a_majority: bool,
 }
 
 impl RecoveryOptions {

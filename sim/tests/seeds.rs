@@ -983,9 +983,9 @@ fn real_failover(name: &str, seed: u64, workload: Workload) -> SimConfig {
 /// and nodes (and the crashed ones that stay down past detection), and every check passes:
 /// 15 seeds on each of three topologies and three workloads.
 ///
-/// Not in it: two churn schedules that leave a transaction undecided, default.yaml seed 2131
-/// and local-fast.yaml seed 5139 (`redt sim --failover policy --faults all,remove,remove-node
-/// --workload churn --seed N --config F`; docs/design.md, "Known gaps").
+/// Not in it: a churn schedule that leaves a transaction undecided, sim-20dc.yaml seed 7032
+/// (`redt sim --failover policy --faults all,remove,remove-node --workload churn --seed 7032
+/// --config configs/sim-20dc.yaml`; docs/design.md, "Known gaps").
 #[test]
 fn real_failover_seeds_pass_every_check() {
     let mut failed = Vec::new();
@@ -1021,4 +1021,21 @@ fn a_mutant_confirming_removals_alone_is_caught() {
         r.violations.iter().any(|v| matches!(v, Violation::UnjustifiedRemoval { .. })),
         "an unjustified removal: {r}"
     );
+}
+
+/// A transaction planned while a removed DC left its partitions two voters, one of which was
+/// removed in turn before the transaction was decided: default.yaml seed 2131, churn, under
+/// the real failover policy. Its epoch's majority never answers again, but the other
+/// replica's abort vote or abort record rules out every commit, so the recoverer aborts it
+/// without a majority (the recovery rule's rule 2). The mutant that waits for the majority
+/// (`RecoveryMutations::abort_votes_need_a_majority`) leaves it undecided, its locks held.
+#[test]
+fn abort_votes_decide_a_transaction_whose_replicas_were_removed() {
+    let cfg = || real_failover("default.yaml", 2131, Workload::Churn);
+    let r = run(cfg()).expect("runs");
+    assert!(r.ok(), "passes as built: {r}");
+    let mut mutant = cfg();
+    mutant.recovery_mutations.abort_votes_need_a_majority = true;
+    let r = run(mutant).expect("runs");
+    assert!(r.violations.iter().any(|v| matches!(v, Violation::Stuck(_))), "left undecided: {r}");
 }

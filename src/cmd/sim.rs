@@ -71,6 +71,10 @@ pub struct SimArgs {
     /// the horizon the free raised.
     #[arg(long)]
     mutant_reclaim_below_no_floor: bool,
+    /// A deliberate bug, for finding the seeds that catch it: a recoverer waits for a majority
+    /// of every partition even when abort votes alone rule out every commit.
+    #[arg(long)]
+    mutant_abort_votes_need_a_majority: bool,
     /// Who removes and restores DCs and nodes: `oracle`, the simulator right after a kill
     /// (detection, confirmation and the Raft commit taken as a delay); or `policy`, each node's
     /// real failure detector over the simulated wire and the Raft leader's real failover
@@ -118,6 +122,7 @@ pub fn run_sim(a: &SimArgs) -> Result<()> {
         c.executor_mutations.reclaim_without_check = a.mutant_reclaim_without_check;
         c.executor_mutations.reclaim_below_no_floor = a.mutant_reclaim_below_no_floor;
         c.recovery_mutations.abort_unheard_without_catch_up = a.mutant_abort_unheard_without_catch_up;
+        c.recovery_mutations.abort_votes_need_a_majority = a.mutant_abort_votes_need_a_majority;
         c.failover = a.failover;
         c.failover_mutations.confirm_alone = a.mutant_confirm_alone;
         if a.deleted_grace.is_some() {

@@ -187,12 +187,12 @@ fn one_dead_dc_never_blocks_for_three_and_five_replicas() {
     assert_eq!(recover(&r), Recovery::Block { partitions: vec![0] });
 }
 
-/// Two recoverers one after the other (P3): once the first has recorded its decision at a
-/// majority of every partition, the second decides the same, at the same commit timestamp,
-/// whatever it can reach.
-#[test]
-fn a_recorded_decision_binds_every_later_recoverer() {
-    for n in 1..=4usize {
+/// Two recoverers one after the other (P3): once the first (with [`recover`]) has recorded its
+/// decision at a majority of every partition, the second (with `rule`) decides the same, at
+/// the same commit timestamp, whatever it can reach. The first violation, over one partition
+/// of up to `max_n` replicas.
+fn check_second_recoverer(max_n: usize, rule: fn(&[Vec<PrepareReply>]) -> Recovery) -> Option<String> {
+    for n in 1..=max_n {
         // Per replica: vote, reachable by R1, recorded by R1, reachable by R2.
         for bits in 0u32..1 << (4 * n) {
             let bit = |i: usize, k: usize| bits >> (4 * i + k) & 1 == 1;
@@ -218,12 +218,51 @@ fn a_recorded_decision_binds_every_later_recoverer() {
                     (true, false) => prepared(vote(bit(i, 0), i), None),
                 })
                 .collect();
-            match recover(&[second]) {
-                Recovery::Decide { decision: d, .. } => assert_eq!(d, decision, "n = {n}, bits {bits:#b}"),
-                Recovery::Block { .. } => {}
+            match rule(std::slice::from_ref(&second)) {
+                Recovery::Decide { decision: d, .. } if d != decision => {
+                    return Some(format!("n = {n}: first chose {decision:?}, second {d:?} from {second:?}"));
+                }
+                _ => {}
             }
         }
     }
+    None
+}
+
+#[test]
+fn a_recorded_decision_binds_every_later_recoverer() {
+    assert_eq!(check_second_recoverer(5, recover), None);
+}
+
+/// Rule 2's abort from votes alone: more than `n - M` abort votes abort without a majority of
+/// answers (a partition whose other replicas were removed for good), and no sooner.
+#[test]
+fn abort_votes_alone_decide_without_a_majority() {
+    let abort = || prepared(ReplicaVote::Abort, None);
+    let aborted = Recovery::Decide { decision: Decision::Abort, why: Why::AbortVotes };
+    // n = 2, M = 2: one abort vote leaves one replica that could vote commit.
+    assert_eq!(recover(&[vec![PrepareReply::Unreachable, abort()]]), aborted);
+    // n = 3, M = 2: one abort vote is not enough, two are.
+    let one = vec![abort(), PrepareReply::Unreachable, PrepareReply::Unreachable];
+    assert_eq!(recover(std::slice::from_ref(&one)), Recovery::Block { partitions: vec![0] });
+    assert_eq!(recover(&[vec![abort(), abort(), PrepareReply::Unreachable]]), aborted);
+    // In any partition of several.
+    let r = recover(&[vec![prepared(c(1), None), PrepareReply::Unreachable], vec![abort(), PrepareReply::Unreachable]]);
+    assert_eq!(r, aborted);
+    // The mutant that waits for a majority blocks.
+    let r = abort_votes_need_a_majority(&[vec![PrepareReply::Unreachable, abort()]]);
+    assert_eq!(r, Recovery::Block { partitions: vec![0] });
+}
+
+/// Mutant: rule 2 counting abort votes against the coordinator's quorum
+/// ([`abort_votes_against_quorum`]). Caught: with n = 3 a first recoverer commits from two
+/// commit votes (rule 5) and records it; a second that sees the third replica's abort vote
+/// aborts it.
+#[test]
+fn abort_votes_against_the_quorum_are_caught() {
+    let found = check_second_recoverer(3, abort_votes_against_quorum).expect("the mutant is caught");
+    assert!(found.starts_with("n = 3"), "{found}");
+    assert_eq!(check(&[3], abort_votes_against_quorum), None, "the original coordinator alone cannot catch it");
 }
 
 fn vote(commit: bool, i: usize) -> ReplicaVote {
@@ -284,4 +323,60 @@ fn an_applied_commit_wins_over_a_left_behind_dcs_abort() {
     // An abort applied alone still decides.
     let r = recover(&[vec![behind, PrepareReply::Unreachable]]);
     assert_eq!(r, Recovery::Decide { decision: Decision::Abort, why: Why::Applied });
+}
+
+/// Rule 2 decides only what nothing else can ever decide: over every vote, coordinator abort
+/// record and reachability pattern of up to five replicas in one or two partitions, whenever
+/// a first recoverer aborts from abort votes and records alone (and records nothing), the
+/// original coordinator cannot have committed, and a second recoverer reaching any replicas
+/// never commits.
+#[test]
+fn an_abort_from_votes_and_records_alone_is_forced() {
+    for sizes in [&[1][..], &[2], &[3], &[4], &[5], &[2, 2], &[3, 2]] {
+        let total: usize = sizes.iter().sum();
+        let mut fired = 0;
+        // Per replica: vote commit, holds O's abort record, reachable by R1, reachable by R2.
+        for bits in 0u32..1 << (4 * total) {
+            let bit = |i: usize, k: usize| bits >> (4 * i + k) & 1 == 1;
+            let view = |reach: usize| -> Vec<Vec<PrepareReply>> {
+                let mut i = 0;
+                sizes
+                    .iter()
+                    .map(|&n| {
+                        (0..n)
+                            .map(|_| {
+                                let r = i;
+                                i += 1;
+                                if !bit(r, reach) {
+                                    return PrepareReply::Unreachable;
+                                }
+                                let record = bit(r, 1)
+                                    .then_some(Recorded { ballot: Ballot(0), decision: RecordedDecision::Abort });
+                                prepared(vote(bit(r, 0), r), record)
+                            })
+                            .collect()
+                    })
+                    .collect()
+            };
+            if recover(&view(2)) != (Recovery::Decide { decision: Decision::Abort, why: Why::AbortVotes }) {
+                continue;
+            }
+            fired += 1;
+            let any_record = (0..total).any(|r| bit(r, 1));
+            let mut i = 0;
+            let o_could_commit = !any_record
+                && sizes.iter().all(|&n| {
+                    let commits = (i..i + n).filter(|&r| bit(r, 0)).count();
+                    i += n;
+                    commits >= quorum(n)
+                });
+            assert!(!o_could_commit, "{sizes:?}, bits {bits:#b}: O may have committed");
+            let second = recover(&view(3));
+            assert!(
+                !matches!(second, Recovery::Decide { decision: Decision::Commit(_), .. }),
+                "{sizes:?}, bits {bits:#b}: a second recoverer commits: {second:?}"
+            );
+        }
+        assert!(fired > 0, "{sizes:?}: rule 2 fired somewhere");
+    }
 }
