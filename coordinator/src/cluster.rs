@@ -3,9 +3,10 @@
 //! backend inside each DC (docs/design.md §3–4) — or, for the `redt-tcp` baseline, TCP verbs
 //! servers and clients over those regions (RedT §6.5).
 
+use crate::builder::{MetricsEndpoint, NodeSpec};
 use crate::error::{Error, Result};
-use crate::metrics::{MetricsServer, MetricsTls, NodeSource};
-use crate::node::{Node, NodeParts};
+use crate::metrics::{MetricsServer, NodeSource};
+use crate::node::Node;
 use crate::Client;
 use redt_dc_executor::{
     DcHandle, Layout, LocalVerbs, Region, ServerLimits, TcpVerbs, TcpVerbsServer, VerbCounts, Verbs,
@@ -14,7 +15,7 @@ use redt_netem::{NetemSocket, WanModel};
 use redt_proto::{DcId, NodeId, Protocol, TableId, Topology};
 use redt_protocol::stats::TxnStats;
 use redt_protocol::txn::CoordinatorOptions;
-use redt_transport::{verbs_tls, ClusterCerts, SocketSpec, Transport, TransportConfig};
+use redt_transport::{verbs_tls, ClusterCerts, SocketSpec};
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -330,16 +331,13 @@ impl EmbeddedCluster {
             let Some(addr) = topology.metrics_addr(n.id) else { continue };
             let (lives, i) = (cluster.nodes.clone(), n.id.0 as usize);
             let source: NodeSource = Arc::new(move || lives.read().unwrap_or_else(|p| p.into_inner()).get(i).cloned());
-            // Over TLS, with the node's own certificate (`metrics.tls`).
-            let tls = if topology.metrics.tls {
-                match cluster.certs.node(n.id) {
-                    Some(identity) => MetricsTls::new(identity).map(Some),
-                    None => Err(Error::topology(format!("no certificate for {}", n.name))),
-                }
-            } else {
-                Ok(None)
+            // Over TLS, with the node's own certificate (`metrics.tls`); served here rather than
+            // by each life's `NodeSpec`, as the endpoint outlives the lives.
+            let endpoint = match cluster.certs.node(n.id) {
+                Some(identity) => MetricsEndpoint::new(addr, &topology.metrics, identity),
+                None => Err(Error::topology(format!("no certificate for {}", n.name))),
             };
-            match tls.and_then(|tls| MetricsServer::spawn(addr, &topology.metrics, source, tls)) {
+            match endpoint.and_then(|endpoint| endpoint.serve(&topology.metrics, source)) {
                 Ok(server) => cluster.metrics.push(server),
                 Err(e) => {
                     cluster.shutdown();
@@ -363,27 +361,24 @@ impl EmbeddedCluster {
         });
         let identity =
             self.certs.node(n.id).ok_or_else(|| Error::topology(format!("no certificate for {}", n.name)))?;
-        let transport = Transport::bind(
-            TransportConfig::from_config(&self.topology.transport),
-            &self.topology,
-            identity,
-            SocketSpec::Custom(socket),
-        )?;
-        let node = Node::start(NodeParts {
+        let started = NodeSpec {
             topology: self.topology.clone(),
             node: n.id,
             dc: life.dc.clone(),
             region: life.region.clone(),
-            transport: Arc::new(transport),
+            identity,
+            socket: SocketSpec::Custom(socket),
             wan: self.wan.clone(),
             options: self.options.clone(),
             stats: self.stats.clone(),
             data_dir: life.data_dir.clone(),
-        })?;
-        if let Some(server) = self.tcp_servers.get(id.0 as usize) {
-            node.watch_verbs_server(server.counts_handle());
+            verbs_server: self.tcp_servers.get(id.0 as usize).map(TcpVerbsServer::counts_handle),
+            // The node's endpoint serves every life (`start_in`).
+            metrics: None,
         }
-        Ok(node)
+        .bind()?
+        .start()?;
+        Ok(started.node)
     }
 
     /// Stops node `id` as a killed process stops: its socket goes deaf and mute at once (see

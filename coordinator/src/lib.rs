@@ -1,12 +1,15 @@
 //! The redt node runtime: the thin async drivers that run `redt-protocol`'s state machines on
 //! a node ([`Node`]: the executor thread, the driver loop of the coordinators' transactions,
 //! the recovery, rebuild, membership and failure-detector tasks; [`Node::start`] starts them
-//! all), served over `redt-transport`'s QUIC transport; status and metrics; the embedded
-//! cluster ([`EmbeddedCluster`]) and the client library ([`Client`]). The protocol's logic lives in `redt-protocol`; the in-DC data
-//! path is `redt-dc-executor`'s; WAN conditions are `redt-netem`'s.
+//! all), served over `redt-transport`'s QUIC transport; the node builder both deployments
+//! start their nodes with ([`NodeSpec`]); status and metrics; the embedded cluster
+//! ([`EmbeddedCluster`]) and the client library ([`Client`]). The protocol's logic lives in
+//! `redt-protocol`; the in-DC data path is `redt-dc-executor`'s; WAN conditions are
+//! `redt-netem`'s.
 
 #![forbid(unsafe_code)]
 
+mod builder;
 mod busy;
 mod client;
 mod cluster;
@@ -32,6 +35,7 @@ pub mod status;
 mod status_sample;
 mod timeouts;
 
+pub use builder::{BoundNode, MetricsEndpoint, NodeSpec, StartedNode};
 pub use client::{failover_order, Client, Reservation, SubmitReport, OUTCOME_POLL_EVERY};
 pub use cluster::EmbeddedCluster;
 pub use error::{Error, Result};

@@ -4,8 +4,8 @@
 use super::{load_topology, node_names, runtime};
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
-use redt_coordinator::metrics::{MetricsServer, MetricsTls};
-use redt_coordinator::{CoordinatorOptions, Node, NodeParts, NodeTimeouts, TxnStats};
+use redt_coordinator::metrics::MetricsTls;
+use redt_coordinator::{CoordinatorOptions, MetricsEndpoint, NodeSpec, NodeTimeouts, TxnStats};
 use redt_dc_executor::{
     format_if_new, DcHandle, Layout, LocalVerbs, ServerLimits, TcpVerbs, TcpVerbsServer, Verbs, VerbsTls,
 };
@@ -14,7 +14,7 @@ use redt_proto::{CertIdentity, NodeId, Protocol, TimeoutsConfig, Topology, Verbs
 use redt_transport::tls::CA_VALIDITY;
 use redt_transport::{
     check_identity, default_ca_key_path, find_ca_key, init_cluster_certs, init_cluster_certs_with, load_identity,
-    node_ip, verbs_tls, ClusterCa, IdentityWatch, Role, SocketSpec, Transport, TransportConfig, Validity, WrittenCert,
+    node_ip, verbs_tls, ClusterCa, IdentityWatch, Role, SocketSpec, Transport, Validity, WrittenCert,
 };
 use rustix::process::Signal;
 use std::io::Write;
@@ -454,22 +454,12 @@ pub fn node(a: &NodeArgs) -> Result<()> {
         register_named_peers(&topo, &wan);
         let socket =
             NetemSocket::bind(me.listen, me.dc, wan.clone()).with_context(|| format!("binding {}", me.listen))?;
-        let transport = Arc::new(Transport::bind(
-            TransportConfig::from_config(&topo.transport),
-            &topo,
-            &identity,
-            SocketSpec::Custom(socket),
-        )?);
-        let verbs_rotation = verbs_tls_handle.clone().map(|tls| (tls, topo.clone(), me.id));
         // `metrics.tls`: the endpoint presents this node's certificate, rotated with it.
-        let metrics_tls =
-            match metrics_addr {
-                Some(_) if topo.metrics.tls => Some(MetricsTls::new(&identity).with_context(|| {
-                    format!("the metrics TLS of {} (certificates in {})", me.name, a.certs.display())
-                })?),
-                _ => None,
-            };
-        let reload = spawn_reload(transport.clone(), &a.certs, &me.name, verbs_rotation, metrics_tls.clone())?;
+        let metrics = metrics_addr
+            .map(|addr| MetricsEndpoint::new(addr, &topo.metrics, &identity))
+            .transpose()
+            .with_context(|| format!("the metrics TLS of {} (certificates in {})", me.name, a.certs.display()))?;
+        let metrics_tls = metrics.as_ref().and_then(|m| m.tls.clone());
         let options = timeouts.apply(CoordinatorOptions {
             protocol: a.protocol,
             early_ack: !a.no_early_ack,
@@ -480,32 +470,28 @@ pub fn node(a: &NodeArgs) -> Result<()> {
         let data_dir = a.data_dir.clone().unwrap_or_else(|| PathBuf::from("run/data").join(&me.name));
         std::fs::create_dir_all(&data_dir)
             .with_context(|| format!("creating the data directory {}", data_dir.display()))?;
-        let node = Node::start(NodeParts {
+        let bound = NodeSpec {
             topology: topo.clone(),
             node: me.id,
             dc: handle,
             region,
-            transport,
+            identity: &identity,
+            socket: SocketSpec::Custom(socket),
             wan,
             options,
             stats: Arc::new(TxnStats::default()),
             data_dir: Some(data_dir),
-        })
-        .map_err(|e| anyhow::anyhow!(e.named(&topo)))?;
-        if let Some(server) = &server {
-            node.watch_verbs_server(server.counts_handle());
+            verbs_server: server.as_ref().map(TcpVerbsServer::counts_handle),
+            metrics,
         }
-        let metrics = match metrics_addr {
-            Some(addr) => {
-                let serving = node.clone();
-                let scheme = if metrics_tls.is_some() { "https" } else { "http" };
-                let server =
-                    MetricsServer::spawn(addr, &topo.metrics, Arc::new(move || Some(serving.clone())), metrics_tls)?;
-                println!("{} metrics at {scheme}://{}/metrics", me.name, server.local_addr());
-                Some(server)
-            }
-            None => None,
-        };
+        .bind()?;
+        let verbs_rotation = verbs_tls_handle.clone().map(|tls| (tls, topo.clone(), me.id));
+        let reload = spawn_reload(bound.transport().clone(), &a.certs, &me.name, verbs_rotation, metrics_tls.clone())?;
+        let node = bound.start().map_err(|e| anyhow::anyhow!(e.named(&topo)))?;
+        if let Some(server) = &node.metrics {
+            let scheme = if metrics_tls.is_some() { "https" } else { "http" };
+            println!("{} metrics at {scheme}://{}/metrics", me.name, server.local_addr());
+        }
         println!(
             "{} ready on {} (advertised as {}; dc {}, backend {backend}, protocol {}, pid {})",
             me.name,
@@ -522,9 +508,6 @@ pub fn node(a: &NodeArgs) -> Result<()> {
         }
         println!("{} stopping", me.name);
         reload.abort();
-        if let Some(m) = &metrics {
-            m.shutdown();
-        }
         node.shutdown();
         if let Some(server) = &server {
             server.shutdown();
