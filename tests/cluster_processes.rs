@@ -6,7 +6,7 @@
 
 mod common;
 use common::{cluster_up, local_fast_yaml, path_str, redt, text, ClusterGuard, REDT};
-use redt_coordinator::{Client, TxnIds, TxnOutcome, TxnStatus};
+use redt_coordinator::{Client, TxnAnswer, TxnIds, TxnStatus};
 use redt_dc_executor::{DcHandle, KvOp, Layout, LocalVerbs, Verbs};
 use redt_proto::{DcId, NodeId, TableId, Topology};
 use redt_protocol::call::kv_call;
@@ -37,7 +37,7 @@ fn balance(value: &[u8]) -> i64 {
 
 /// Submits `ops` to `node` until it commits (a No-Wait lock conflict, or a lock still held
 /// until a late phase 2 arrives, aborts it), for at most `limit`.
-async fn commit_eventually(client: &Client, node: NodeId, ops: &[KvOp], limit: Duration) -> TxnOutcome {
+async fn commit_eventually(client: &Client, node: NodeId, ops: &[KvOp], limit: Duration) -> TxnAnswer {
     let t0 = Instant::now();
     loop {
         let out = client.submit(node, kv_call(KV, ops)).await;

@@ -33,7 +33,7 @@ fn workload(args: &[&str], config: &Path, certs: &Path) -> Output {
 /// Commits `call` through node 0 of the cluster of `config` with the client certificate of
 /// `certs`, retrying after an abort: a change made behind the workload's back, for its check
 /// to find.
-fn tamper(config: &Path, certs: &Path, call: redt_proto::wire::ProcedureCall) -> redt_coordinator::TxnOutcome {
+fn tamper(config: &Path, certs: &Path, call: redt_proto::wire::ProcedureCall) -> redt_coordinator::TxnAnswer {
     let topo = std::sync::Arc::new(redt_proto::Topology::load(config).expect("the topology"));
     let rt = tokio::runtime::Runtime::new().expect("a runtime");
     rt.block_on(async {

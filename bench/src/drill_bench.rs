@@ -24,11 +24,11 @@ use crate::report::Latency;
 use backon::{ExponentialBuilder, Retryable};
 use indicatif::ProgressBar;
 use rand::SeedableRng;
-use redt_checkers::acked_writes::{encode, LostReport, Told, WriteLog, TAG_BYTES};
-use redt_coordinator::{failover_order, Client, EmbeddedCluster, TxnOutcome, TxnStatus};
+use redt_checkers::acked_writes::{encode, LostReport, WriteLog, TAG_BYTES};
+use redt_coordinator::{failover_order, Client, EmbeddedCluster, TxnAnswer, TxnStatus};
 use redt_dc_executor::{KvOp, YcsbOp};
 use redt_proto::wire::ProcedureCall;
-use redt_proto::{NodeId, PartitionId, Protocol, TableId, Topology};
+use redt_proto::{NodeId, Outcome, PartitionId, Protocol, TableId, Topology};
 use redt_protocol::call::kv_call;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
@@ -152,7 +152,7 @@ impl Submit {
     /// Submits `call` for a client homed on `home`: through its node, or while the drill has
     /// it down through the nearest node up ([`failover_order`]), as a client with a health
     /// check would. `None` while every node is down.
-    async fn submit(&self, topo: &Topology, down: &DownSet, home: NodeId, call: ProcedureCall) -> Option<TxnOutcome> {
+    async fn submit(&self, topo: &Topology, down: &DownSet, home: NodeId, call: ProcedureCall) -> Option<TxnAnswer> {
         match self {
             Submit::Remote(client) => {
                 let node = if down.contains(home) {
@@ -236,11 +236,7 @@ fn spawn_clients(
                     for &(p, r) in txn.inserts() {
                         keys.settle(p, r, out.status == TxnStatus::Committed);
                     }
-                    let told = match out.status {
-                        TxnStatus::Committed => Told::Committed,
-                        TxnStatus::Aborted(_) => Told::Aborted,
-                        TxnStatus::Unknown(_) => Told::Unknown,
-                    };
+                    let told = out.status.outcome();
                     if checked {
                         let (s, a) = (us(submitted.duration_since(origin)), us(answered.duration_since(origin)));
                         writes.record(client_id, seq, &written, s, a, told);
@@ -249,7 +245,7 @@ fn spawn_clients(
                         let (s, a) =
                             (submitted.saturating_duration_since(from), answered.saturating_duration_since(from));
                         let k = match told {
-                            Told::Committed => {
+                            Outcome::Committed => {
                                 let _ = hist
                                     .lock()
                                     .unwrap_or_else(|p| p.into_inner())
@@ -257,11 +253,11 @@ fn spawn_clients(
                                 timeline.committed(s, a, &txn.partitions(&topo, &schema));
                                 0
                             }
-                            Told::Aborted => {
+                            Outcome::Aborted => {
                                 timeline.add(a, Counts { aborted: 1, ..Default::default() });
                                 1
                             }
-                            Told::Unknown => {
+                            Outcome::Unknown => {
                                 timeline.add(a, Counts { unknown: 1, ..Default::default() });
                                 2
                             }
@@ -270,7 +266,7 @@ fn spawn_clients(
                             counts[k].fetch_add(1, Ordering::Relaxed);
                         }
                     }
-                    if told == Told::Unknown {
+                    if told == Outcome::Unknown {
                         tokio::time::sleep(Duration::from_millis(10)).await;
                     }
                 }

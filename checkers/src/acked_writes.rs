@@ -22,6 +22,7 @@
 //! those rules and misses nothing they define; a value of an aborted write counts apart as
 //! well (**aborted visible**), whether or not the key had an acknowledged write.
 
+use redt_proto::Outcome;
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 
@@ -55,17 +56,6 @@ pub fn decode(nonce: u32, value: &[u8]) -> Option<(u32, u64)> {
     })
 }
 
-/// What a client was told about an attempt.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Told {
-    /// Committed.
-    Committed,
-    /// Aborted: certainly not committed.
-    Aborted,
-    /// Unknown.
-    Unknown,
-}
-
 /// One attempt: `(client, seq)`.
 type Attempt = (u32, u64);
 
@@ -94,7 +84,7 @@ impl CellLog {
 
 /// The judgement of one key's value read back.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Verdict {
+pub enum KeyVerdict {
     /// An acknowledged write no other acknowledged write follows.
     Acked,
     /// A write whose outcome was unknown.
@@ -167,7 +157,7 @@ impl WriteLog {
     /// Records attempt `seq` of `client`, which wrote cell 0 of `keys`, submitted and
     /// answered at `submitted_us` and `answered_us` (µs on one clock shared by every client),
     /// and what the client was told.
-    pub fn record(&self, client: u32, seq: u64, keys: &[u64], submitted_us: u64, answered_us: u64, told: Told) {
+    pub fn record(&self, client: u32, seq: u64, keys: &[u64], submitted_us: u64, answered_us: u64, told: Outcome) {
         if keys.is_empty() {
             return;
         }
@@ -175,21 +165,21 @@ impl WriteLog {
         {
             let mut c = self.counts.lock().unwrap_or_else(|p| p.into_inner());
             c[match told {
-                Told::Committed => 0,
-                Told::Unknown => 1,
-                Told::Aborted => 2,
+                Outcome::Committed => 0,
+                Outcome::Unknown => 1,
+                Outcome::Aborted => 2,
             }] += keys.len() as u64;
         }
-        if told == Told::Aborted {
+        if told == Outcome::Aborted {
             self.aborted.lock().unwrap_or_else(|p| p.into_inner()).insert(attempt);
         }
         let mut cells = self.cells.lock().unwrap_or_else(|p| p.into_inner());
         for &k in keys {
             let cell = cells.entry(k).or_default();
             match told {
-                Told::Committed => cell.acked(attempt, submitted_us, answered_us),
-                Told::Unknown => cell.unknown.push(attempt),
-                Told::Aborted => {}
+                Outcome::Committed => cell.acked(attempt, submitted_us, answered_us),
+                Outcome::Unknown => cell.unknown.push(attempt),
+                Outcome::Aborted => {}
             }
         }
     }
@@ -202,25 +192,25 @@ impl WriteLog {
     }
 
     /// Judges `value`, cell 0 of `key` read after the drill.
-    pub fn verdict(&self, key: u64, value: &[u8]) -> Verdict {
+    pub fn verdict(&self, key: u64, value: &[u8]) -> KeyVerdict {
         let cells = self.cells.lock().unwrap_or_else(|p| p.into_inner());
         let cell = cells.get(&key).cloned().unwrap_or_default();
         drop(cells);
         let attempt = decode(self.nonce, value);
         if let Some(a) = attempt {
             if cell.allowed.iter().any(|&(w, _)| w == a) {
-                return Verdict::Acked;
+                return KeyVerdict::Acked;
             }
             if cell.unknown.contains(&a) {
-                return Verdict::Unknown;
+                return KeyVerdict::Unknown;
             }
         }
         let aborted = attempt.is_some_and(|a| self.aborted.lock().unwrap_or_else(|p| p.into_inner()).contains(&a));
         match (cell.acked > 0, aborted) {
-            (true, true) => Verdict::LostToAborted,
-            (true, false) => Verdict::Lost,
-            (false, true) => Verdict::AbortedVisible,
-            (false, false) => Verdict::NothingAcked,
+            (true, true) => KeyVerdict::LostToAborted,
+            (true, false) => KeyVerdict::Lost,
+            (false, true) => KeyVerdict::AbortedVisible,
+            (false, false) => KeyVerdict::NothingAcked,
         }
     }
 
@@ -241,13 +231,13 @@ impl WriteLog {
             };
             r.keys_read += 1;
             match self.verdict(*key, value) {
-                Verdict::Acked => r.final_acked += 1,
-                Verdict::Unknown => r.final_unknown += 1,
-                Verdict::NothingAcked => {}
-                Verdict::AbortedVisible => r.aborted_visible += 1,
-                v @ (Verdict::Lost | Verdict::LostToAborted) => {
+                KeyVerdict::Acked => r.final_acked += 1,
+                KeyVerdict::Unknown => r.final_unknown += 1,
+                KeyVerdict::NothingAcked => {}
+                KeyVerdict::AbortedVisible => r.aborted_visible += 1,
+                v @ (KeyVerdict::Lost | KeyVerdict::LostToAborted) => {
                     r.lost += 1;
-                    r.aborted_visible += u64::from(v == Verdict::LostToAborted);
+                    r.aborted_visible += u64::from(v == KeyVerdict::LostToAborted);
                     if r.lost_keys.len() < 10 {
                         r.lost_keys.push(*key);
                     }
@@ -288,27 +278,27 @@ mod tests {
         let log = WriteLog::new(N);
         // Key 1: w(0,1) acked [0, 10], then w(1,1) submitted at 20, acked at 30: w(0,1) is
         // overwritten in real time.
-        log.record(0, 1, &[1], 0, 10, Told::Committed);
-        log.record(1, 1, &[1], 20, 30, Told::Committed);
-        assert_eq!(log.verdict(1, &v(1, 1)), Verdict::Acked);
-        assert_eq!(log.verdict(1, &v(0, 1)), Verdict::Lost, "an older acknowledged value");
-        assert_eq!(log.verdict(1, &[0; 100]), Verdict::Lost, "the loaded value");
+        log.record(0, 1, &[1], 0, 10, Outcome::Committed);
+        log.record(1, 1, &[1], 20, 30, Outcome::Committed);
+        assert_eq!(log.verdict(1, &v(1, 1)), KeyVerdict::Acked);
+        assert_eq!(log.verdict(1, &v(0, 1)), KeyVerdict::Lost, "an older acknowledged value");
+        assert_eq!(log.verdict(1, &[0; 100]), KeyVerdict::Lost, "the loaded value");
         // Key 2: two concurrent acknowledged writes ([0, 50] and [10, 40]): either may be last.
-        log.record(0, 2, &[2], 0, 50, Told::Committed);
-        log.record(1, 2, &[2], 10, 40, Told::Committed);
-        assert_eq!(log.verdict(2, &v(0, 2)), Verdict::Acked);
-        assert_eq!(log.verdict(2, &v(1, 2)), Verdict::Acked);
+        log.record(0, 2, &[2], 0, 50, Outcome::Committed);
+        log.record(1, 2, &[2], 10, 40, Outcome::Committed);
+        assert_eq!(log.verdict(2, &v(0, 2)), KeyVerdict::Acked);
+        assert_eq!(log.verdict(2, &v(1, 2)), KeyVerdict::Acked);
         // Key 3: an unknown write is allowed whenever it was sent; an aborted one never.
-        log.record(0, 3, &[3], 0, 10, Told::Unknown);
-        log.record(1, 3, &[3], 20, 30, Told::Committed);
-        log.record(2, 3, &[3], 40, 50, Told::Aborted);
-        assert_eq!(log.verdict(3, &v(0, 3)), Verdict::Unknown);
-        assert_eq!(log.verdict(3, &v(2, 3)), Verdict::LostToAborted);
-        assert_eq!(log.verdict(3, &v(9, 9)), Verdict::Lost, "a value nobody wrote to this key");
+        log.record(0, 3, &[3], 0, 10, Outcome::Unknown);
+        log.record(1, 3, &[3], 20, 30, Outcome::Committed);
+        log.record(2, 3, &[3], 40, 50, Outcome::Aborted);
+        assert_eq!(log.verdict(3, &v(0, 3)), KeyVerdict::Unknown);
+        assert_eq!(log.verdict(3, &v(2, 3)), KeyVerdict::LostToAborted);
+        assert_eq!(log.verdict(3, &v(9, 9)), KeyVerdict::Lost, "a value nobody wrote to this key");
         // Key 4: nothing acknowledged.
-        log.record(0, 4, &[4], 0, 10, Told::Aborted);
-        assert_eq!(log.verdict(4, &[0; 100]), Verdict::NothingAcked);
-        assert_eq!(log.verdict(4, &v(0, 4)), Verdict::AbortedVisible);
+        log.record(0, 4, &[4], 0, 10, Outcome::Aborted);
+        assert_eq!(log.verdict(4, &[0; 100]), KeyVerdict::NothingAcked);
+        assert_eq!(log.verdict(4, &v(0, 4)), KeyVerdict::AbortedVisible);
         let r =
             log.report(&[(1, Some(v(0, 1))), (2, Some(v(1, 2))), (3, Some(v(0, 3))), (4, Some(v(0, 4))), (5, None)]);
         assert_eq!(
@@ -340,9 +330,9 @@ mod tests {
             order in any::<proptest::sample::Index>(),
         ) {
             let log = WriteLog::new(N);
-            let attempts: Vec<(u64, u64, Told)> = writes
+            let attempts: Vec<(u64, u64, Outcome)> = writes
                 .iter()
-                .map(|&(s, d, t)| (s, s + d, [Told::Committed, Told::Unknown, Told::Aborted][t as usize]))
+                .map(|&(s, d, t)| (s, s + d, [Outcome::Committed, Outcome::Unknown, Outcome::Aborted][t as usize]))
                 .collect();
             // Answers arrive in a rotated order (clients answer out of submission order).
             let k = order.index(attempts.len());
@@ -352,18 +342,18 @@ mod tests {
             }
             for (i, &(_, a, t)) in attempts.iter().enumerate() {
                 let verdict = log.verdict(9, &v(i as u32, 0));
-                let any_acked = attempts.iter().any(|w| w.2 == Told::Committed);
+                let any_acked = attempts.iter().any(|w| w.2 == Outcome::Committed);
                 let expected = match t {
-                    Told::Committed => {
-                        if attempts.iter().any(|w| w.2 == Told::Committed && w.0 > a) {
-                            Verdict::Lost
+                    Outcome::Committed => {
+                        if attempts.iter().any(|w| w.2 == Outcome::Committed && w.0 > a) {
+                            KeyVerdict::Lost
                         } else {
-                            Verdict::Acked
+                            KeyVerdict::Acked
                         }
                     }
-                    Told::Unknown => Verdict::Unknown,
-                    Told::Aborted if any_acked => Verdict::LostToAborted,
-                    Told::Aborted => Verdict::AbortedVisible,
+                    Outcome::Unknown => KeyVerdict::Unknown,
+                    Outcome::Aborted if any_acked => KeyVerdict::LostToAborted,
+                    Outcome::Aborted => KeyVerdict::AbortedVisible,
                 };
                 prop_assert_eq!(verdict, expected, "attempt {}", i);
             }

@@ -3,22 +3,24 @@
 //! holds at the end).
 //!
 //! Model: every key holds a list; an append adds a value that is unique per key across the
-//! history; a read returns the whole list. The checker verifies:
+//! history; a read returns the whole list. Each transaction ended [`Outcome::Committed`],
+//! [`Outcome::Aborted`] or [`Outcome::Unknown`] as its client saw it (Jepsen's `ok`, `fail` and
+//! `info`). The checker verifies:
 //!
-//! - *Version order.* Each key's order is its final list if given, else its longest `Ok` read.
-//!   Every `Ok` read must be a prefix of it (`IncompatibleOrder`); every value read must have
+//! - *Version order.* Each key's order is its final list if given, else its longest committed
+//!   read. Every committed read must be a prefix of it (`IncompatibleOrder`); every value read must have
 //!   been appended (`PhantomValue`) and appear once per read (`DuplicateInRead`); every
 //!   `(key, value)` must be appended once (`DuplicateAppend`).
-//! - *G1a* (aborted read): a read or the final list holds a value of a `Fail` transaction.
+//! - *G1a* (aborted read): a read or the final list holds a value of an aborted transaction.
 //! - *G1b* (intermediate read): a read ends at a value its writer followed with another append
 //!   to the same key.
 //! - *Internal consistency*: a read agrees with the transaction's own earlier read and appends.
-//! - *Lost appends* (with final lists): every `Ok` append is in its key's final list.
-//! - *Cycles* in the dependency graph over committed transactions (`Ok`, and `Info` ones whose
-//!   appends someone observed). With `v_i`, `v_{i+1}` consecutive in a key's order:
+//! - *Lost appends* (with final lists): every committed append is in its key's final list.
+//! - *Cycles* in the dependency graph over committed transactions (and
+//!   unknown ones whose appends someone observed). With `v_i`, `v_{i+1}` consecutive in a key's order:
 //!   `ww` T1 → T2 when T1 appended `v_i` and T2 `v_{i+1}`; `wr` T1 → T2 when T2 read a list
 //!   ending at T1's append; `rw` T1 → T2 when T1 read a list ending at `v_i` (or the empty list)
-//!   and T2 appended `v_{i+1}` (or the first value); `rt` T1 → T2 when `Ok` T1 completed
+//!   and T2 appended `v_{i+1}` (or the first value); `rt` T1 → T2 when committed T1 completed
 //!   before T2 was invoked.
 //!
 //! Each strongly connected component (Tarjan) yields one short cycle (breadth-first search),
@@ -33,6 +35,7 @@
 //! Implementations for Distributed Transactions" (MIT PhD thesis, 2000), and K. Kingsbury and
 //! P. Alvaro, "Elle: Inferring Isolation Anomalies from Experimental Observations" (VLDB 2020).
 
+use redt_proto::Outcome;
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::fmt;
 
@@ -45,17 +48,6 @@ pub enum Op {
     Read { key: u64, list: Option<Vec<u64>> },
 }
 
-/// How a transaction ended as its client saw it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Outcome {
-    /// Committed.
-    Ok,
-    /// Certainly not committed.
-    Fail,
-    /// Unknown: may or may not have committed.
-    Info,
-}
-
 /// One transaction of a history.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Txn {
@@ -65,11 +57,11 @@ pub struct Txn {
     pub process: u64,
     /// When it was invoked.
     pub invoke_ns: u64,
-    /// When its client saw it end; `None` for an `Info` that never returned.
+    /// When its client saw it end; `None` for an unknown one that never returned.
     pub complete_ns: Option<u64>,
-    /// How it ended.
+    /// How it ended as its client saw it.
     pub outcome: Outcome,
-    /// Its micro-operations in order; an `Ok` one has every read filled in.
+    /// Its micro-operations in order; a committed one has every read filled in.
     pub ops: Vec<Op>,
 }
 
@@ -94,7 +86,7 @@ pub type Cycle = Vec<(usize, Edge)>;
 /// transaction is expected means the final list.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Anomaly {
-    /// The input breaks the history's own rules: an `Ok` read without a list, or an `Ok`
+    /// The input breaks the history's own rules: a committed read without a list, or a committed
     /// transaction with no completion time or one before its invocation.
     Malformed { txn: usize, problem: &'static str },
     /// `(key, value)` was appended by two operations.
@@ -186,7 +178,7 @@ pub fn check(history: &[Txn], final_lists: Option<&BTreeMap<u64, Vec<u64>>>) -> 
     let (views, observed) = orders(history, &writers, reads, final_lists, &mut out);
     if let Some(finals) = final_lists {
         let present: HashSet<(u64, u64)> = finals.iter().flat_map(|(k, l)| l.iter().map(|v| (*k, *v))).collect();
-        for txn in history.iter().filter(|t| t.outcome == Outcome::Ok) {
+        for txn in history.iter().filter(|t| t.outcome == Outcome::Committed) {
             for op in &txn.ops {
                 match *op {
                     Op::Append { key, value } if !present.contains(&(key, value)) => {
@@ -200,7 +192,7 @@ pub fn check(history: &[Txn], final_lists: Option<&BTreeMap<u64, Vec<u64>>>) -> 
     let committed: Vec<bool> = history
         .iter()
         .zip(&observed)
-        .map(|(t, &seen)| t.outcome == Outcome::Ok || (t.outcome == Outcome::Info && seen))
+        .map(|(t, &seen)| t.outcome == Outcome::Committed || (t.outcome == Outcome::Unknown && seen))
         .collect();
     cycles(history, &dependencies(history, &writers, &views, &committed), &mut out);
     Report { anomalies: out, txns_checked: history.len(), keys }
@@ -212,7 +204,7 @@ fn scan<'h>(history: &'h [Txn], out: &mut Vec<Anomaly>) -> (Writers, Reads<'h>) 
     let mut writers = Writers::new();
     let mut reads = Reads::new();
     for (t, txn) in history.iter().enumerate() {
-        let ok = txn.outcome == Outcome::Ok;
+        let ok = txn.outcome == Outcome::Committed;
         let problem = match txn.complete_ns {
             None if ok => Some("ok without a completion time"),
             Some(c) if ok && c < txn.invoke_ns => Some("completed before it was invoked"),
@@ -258,7 +250,7 @@ fn orders<'h>(
     out: &mut Vec<Anomaly>,
 ) -> (Vec<KeyView<'h>>, Vec<bool>) {
     let id = |t: usize| history[t].id;
-    let failed = |t: usize| history[t].outcome == Outcome::Fail;
+    let failed = |t: usize| history[t].outcome == Outcome::Aborted;
     let mut observed = vec![false; history.len()];
     let mut reported: HashSet<(bool, u64, u64)> = HashSet::new();
     let mut views = Vec::with_capacity(reads.len());
@@ -355,13 +347,13 @@ fn dependencies(history: &[Txn], writers: &Writers, views: &[KeyView], committed
         }
     }
     // Real time without all O(n²) pairs: one node per distinct completion time c_0 < c_1 < …,
-    // chained c_k → c_{k+1}. An `Ok` transaction links to its completion's node; the node of
+    // chained c_k → c_{k+1}. A committed transaction links to its completion's node; the node of
     // the latest completion strictly before a transaction's invocation links to it. So T1
     // reaches T2 through the chain exactly when T1 completed before T2 was invoked, and a path
     // T1 → c_i → … → c_j → T2 in a cycle is reported as the single edge T1 -rt-> T2. Only
     // transactions that completed no earlier than invoked link out, so real time alone never
     // closes a cycle.
-    let done = |t: &Txn| t.complete_ns.filter(|&c| t.outcome == Outcome::Ok && c >= t.invoke_ns);
+    let done = |t: &Txn| t.complete_ns.filter(|&c| t.outcome == Outcome::Committed && c >= t.invoke_ns);
     let mut times: Vec<u64> = history.iter().filter_map(done).collect();
     times.sort_unstable();
     times.dedup();
@@ -734,7 +726,7 @@ impl fmt::Display for Report {
 mod tests {
     use super::*;
     use proptest::prelude::*;
-    use Outcome::{Fail, Info};
+    use Outcome::{Aborted, Committed, Unknown};
 
     fn a(key: u64, value: u64) -> Op {
         Op::Append { key, value }
@@ -750,7 +742,7 @@ mod tests {
 
     /// Committed transactions, all concurrent (no real-time edges).
     fn concurrent(txns: Vec<Vec<Op>>) -> Vec<Txn> {
-        txns.into_iter().enumerate().map(|(i, ops)| txn(i, Outcome::Ok, (0, 100), ops)).collect()
+        txns.into_iter().enumerate().map(|(i, ops)| txn(i, Outcome::Committed, (0, 100), ops)).collect()
     }
 
     fn lists(of: &[(u64, &[u64])]) -> BTreeMap<u64, Vec<u64>> {
@@ -762,7 +754,7 @@ mod tests {
     }
 
     /// A serial execution against an in-memory map of lists: transaction `i` runs alone at
-    /// `span(i)`; `Fail` ones and half the `Info` ones take no effect. Also the final lists.
+    /// `span(i)`; aborted ones and half the unknown ones take no effect. Also the final lists.
     fn serial(
         spec: &[(u8, Vec<(bool, u64)>)],
         span: impl Fn(u64) -> (u64, u64),
@@ -770,13 +762,13 @@ mod tests {
         let (mut db, mut next) = (BTreeMap::<u64, Vec<u64>>::new(), 0);
         let mut history = Vec::new();
         for (i, (pick, ops)) in spec.iter().enumerate() {
-            let outcome = [Outcome::Ok, Outcome::Ok, Outcome::Ok, Outcome::Ok, Outcome::Ok, Outcome::Ok, Fail, Info]
+            let outcome = [Committed, Committed, Committed, Committed, Committed, Committed, Aborted, Unknown]
                 [usize::from(pick % 8)];
-            let applies = outcome == Outcome::Ok || pick % 16 == 7;
+            let applies = outcome == Outcome::Committed || pick % 16 == 7;
             let ops = ops.iter().map(|&(read, key)| {
                 let list = db.entry(key).or_default();
                 if read {
-                    return Op::Read { key, list: (outcome == Outcome::Ok).then(|| list.clone()) };
+                    return Op::Read { key, list: (outcome == Outcome::Committed).then(|| list.clone()) };
                 }
                 next += 1;
                 if applies {
@@ -785,7 +777,7 @@ mod tests {
                 a(key, next)
             });
             let mut t = txn(i, outcome, span(i as u64), ops.collect());
-            t.complete_ns = t.complete_ns.filter(|_| outcome != Info);
+            t.complete_ns = t.complete_ns.filter(|_| outcome != Unknown);
             history.push(t);
         }
         (history, db)
@@ -804,7 +796,7 @@ mod tests {
                 process: 0,
                 invoke_ns,
                 complete_ns,
-                outcome: [Outcome::Ok, Fail, Info][usize::from(o)],
+                outcome: [Outcome::Committed, Aborted, Unknown][usize::from(o)],
                 ops,
             },
         )
@@ -821,7 +813,7 @@ mod tests {
         #[test]
         fn a_swapped_read_is_caught(spec in spec(), which: prop::sample::Index, at: prop::sample::Index) {
             let (mut history, finals) = serial(&spec, |i| (10 * i, 10 * i + 5));
-            let long: Vec<(usize, usize)> = history.iter().enumerate().filter(|(_, t)| t.outcome == Outcome::Ok)
+            let long: Vec<(usize, usize)> = history.iter().enumerate().filter(|(_, t)| t.outcome == Outcome::Committed)
                 .flat_map(|(i, t)| t.ops.iter().enumerate().filter_map(move |(o, op)| match op {
                     Op::Read { list: Some(l), .. } if l.len() >= 2 => Some((i, o)),
                     _ => None,
@@ -860,7 +852,7 @@ mod tests {
         let history: Vec<Txn> = ops
             .into_iter()
             .enumerate()
-            .map(|(i, ops)| txn(i, Outcome::Ok, (10 * i as u64, 10 * i as u64 + 5), ops))
+            .map(|(i, ops)| txn(i, Outcome::Committed, (10 * i as u64, 10 * i as u64 + 5), ops))
             .collect();
         let finals = lists(&[(1, &[1, 2]), (2, &[1, 2])]);
         assert!(check(&history, None).is_valid());
@@ -880,7 +872,7 @@ mod tests {
     #[test]
     fn g1a_aborted_read() {
         let mut history = concurrent(vec![vec![a(1, 1)], vec![r(1, &[1])]]);
-        history[0].outcome = Fail;
+        history[0].outcome = Aborted;
         let report = check(&history, None);
         assert_eq!(report.anomalies, vec![Anomaly::G1a { key: 1, value: 1, writer: 0, reader: Some(1) }]);
         history[1].ops = vec![r(1, &[])];
@@ -904,9 +896,9 @@ mod tests {
     #[test]
     fn g_single_read_skew() {
         let history = vec![
-            txn(0, Outcome::Ok, (0, 10), vec![a(1, 1), a(2, 2)]),
-            txn(1, Outcome::Ok, (20, 100), vec![r(1, &[1]), r(2, &[2, 4])]),
-            txn(2, Outcome::Ok, (20, 100), vec![a(1, 3), a(2, 4)]),
+            txn(0, Outcome::Committed, (0, 10), vec![a(1, 1), a(2, 2)]),
+            txn(1, Outcome::Committed, (20, 100), vec![r(1, &[1]), r(2, &[2, 4])]),
+            txn(2, Outcome::Committed, (20, 100), vec![a(1, 3), a(2, 4)]),
         ];
         let report = check(&history, Some(&lists(&[(1, &[1, 3]), (2, &[2, 4])])));
         let cycle = vec![(1, Edge::Rw), (2, Edge::Wr)];
@@ -924,9 +916,9 @@ mod tests {
     #[test]
     fn a_stale_order_violates_real_time() {
         let history = vec![
-            txn(0, Outcome::Ok, (0, 10), vec![a(1, 1)]),
-            txn(1, Outcome::Ok, (20, 30), vec![r(2, &[])]),
-            txn(2, Outcome::Ok, (40, 50), vec![a(1, 2)]),
+            txn(0, Outcome::Committed, (0, 10), vec![a(1, 1)]),
+            txn(1, Outcome::Committed, (20, 30), vec![r(2, &[])]),
+            txn(2, Outcome::Committed, (40, 50), vec![a(1, 2)]),
         ];
         let finals = lists(&[(1, &[2, 1])]);
         let report = check(&history, Some(&finals));
@@ -934,7 +926,10 @@ mod tests {
         assert_eq!(report.anomalies[0].to_string(), "G0-realtime: txn 0 -rt-> txn 2 -ww-> txn 0");
         assert!(check(&concurrent(vec![vec![a(1, 1)], vec![], vec![a(1, 2)]]), Some(&finals)).is_valid());
         // Invoked just as the other completed: concurrent, so either order is fine.
-        let history = vec![txn(0, Outcome::Ok, (0, 10), vec![a(1, 1)]), txn(1, Outcome::Ok, (10, 20), vec![a(1, 2)])];
+        let history = vec![
+            txn(0, Outcome::Committed, (0, 10), vec![a(1, 1)]),
+            txn(1, Outcome::Committed, (10, 20), vec![a(1, 2)]),
+        ];
         assert!(check(&history, Some(&finals)).is_valid());
     }
 
@@ -993,7 +988,7 @@ mod tests {
     #[test]
     fn info_counts_only_when_observed() {
         let mut history = concurrent(vec![vec![a(1, 1), a(2, 2)], vec![a(1, 3), a(2, 4)]]);
-        history[0].outcome = Info;
+        history[0].outcome = Unknown;
         history[0].complete_ns = None;
         assert_eq!(names(&history, Some(&lists(&[(1, &[1, 3]), (2, &[4, 2])]))), vec!["G0"]);
         assert!(check(&history, Some(&lists(&[(1, &[3]), (2, &[4])]))).is_valid());

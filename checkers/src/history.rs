@@ -21,17 +21,18 @@ use std::io::{BufRead, Write};
 use std::path::Path;
 use std::time::Instant;
 
-/// The `type` of an event.
+/// The `type` of an event: an invocation, or a completion in Jepsen's words for the three
+/// [`redt_proto::Outcome`]s.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum EventType {
     /// The transaction is submitted.
     Invoke,
-    /// It committed.
+    /// It committed ([`redt_proto::Outcome::Committed`]).
     Ok,
-    /// It certainly did not commit.
+    /// It certainly did not commit ([`redt_proto::Outcome::Aborted`]).
     Fail,
-    /// Its outcome is unknown.
+    /// Its outcome is unknown ([`redt_proto::Outcome::Unknown`]).
     Info,
 }
 

@@ -9,8 +9,8 @@ use redt_proto::wire::{
     SubmitRequest,
 };
 use redt_proto::{Cts, NodeId, Topology, TxnId};
-use redt_protocol::machine::{TxnOutcome, TxnStatus};
-use redt_protocol::outcome::{next_step, KnownOutcome, NextStep};
+use redt_protocol::machine::{TxnAnswer, TxnStatus};
+use redt_protocol::outcome::{next_step, NextStep, OutcomeLookup};
 use redt_protocol::Error as ProtocolError;
 use redt_transport::NodeIdentity;
 use redt_transport::TransportError;
@@ -58,16 +58,16 @@ pub struct SubmitReport {
     pub coordinator: NodeId,
     /// What the client is told. After a lost answer: [`TxnStatus::Committed`] when the outcome
     /// query found the commit (with no reads: see `reads_lost`), [`TxnStatus::Unknown`]
-    /// naming the transaction id when it found no decision in time, or the outcome of the one
+    /// naming the transaction id when it found no decision in time, or the answer to the one
     /// resubmission when it found the transaction aborted.
-    pub outcome: TxnOutcome,
+    pub answer: TxnAnswer,
     /// The outcome query's last answer, if one was asked.
-    pub asked: Option<KnownOutcome>,
+    pub asked: Option<OutcomeLookup>,
     /// The transaction whose answer was lost and which was found aborted, when the call was
-    /// submitted again (under `outcome.txn`).
+    /// submitted again (under `answer.txn`).
     pub resubmitted_after: Option<TxnId>,
     /// The commit was learned from the outcome query: the values read were in the lost answer
-    /// and are not available (`outcome.reads` is empty).
+    /// and are not available (`answer.reads` is empty).
     pub reads_lost: bool,
 }
 
@@ -77,17 +77,17 @@ pub const OUTCOME_POLL_EVERY: Duration = Duration::from_millis(200);
 /// What one outcome query at one node gave.
 enum Asked {
     /// Its answer, and the node's bound on looking for a decision, if it said.
-    Answer(KnownOutcome, Option<Duration>),
+    Answer(OutcomeLookup, Option<Duration>),
     /// It has too many queries in flight (`error_code::OVER_LIMIT`); why, as it said.
     Busy(String),
     /// No answer; why.
     Failed(String),
 }
 
-/// A submission that reached a coordinator: its outcome and the reservation it ran under.
+/// A submission that reached a coordinator: its answer and the reservation it ran under.
 struct Sent {
     node: NodeId,
-    outcome: TxnOutcome,
+    answer: TxnAnswer,
     reservation: Option<Reservation>,
 }
 
@@ -163,18 +163,18 @@ impl Client {
     ///
     /// A transport failure after the request may have been delivered gives
     /// [`TxnStatus::Unknown`]; the client never retries a submitted transaction.
-    pub async fn submit(&self, node: NodeId, call: ProcedureCall) -> TxnOutcome {
-        outcome_of(self.call(node, Body::Submit(SubmitRequest { call: Some(call), txn: None, token: 0 })).await)
+    pub async fn submit(&self, node: NodeId, call: ProcedureCall) -> TxnAnswer {
+        answer_of(self.call(node, Body::Submit(SubmitRequest { call: Some(call), txn: None, token: 0 })).await)
     }
 
     /// Runs `call` as one transaction coordinated by `preferred` or, when no connection to
     /// it can be set up, by the next node of [`failover_order`] that can be reached (a
     /// client whose DC died goes on through another), asking what became of it when the
-    /// coordinator's answer is lost. Returns the coordinator that answered and the outcome:
+    /// coordinator's answer is lost. Returns the coordinator that answered and its answer:
     /// [`Client::submit_asking`]'s report, without the details.
-    pub async fn submit_failover(&self, preferred: NodeId, call: ProcedureCall) -> (NodeId, TxnOutcome) {
+    pub async fn submit_failover(&self, preferred: NodeId, call: ProcedureCall) -> (NodeId, TxnAnswer) {
         let r = self.submit_asking(preferred, call).await;
-        (r.coordinator, r.outcome)
+        (r.coordinator, r.answer)
     }
 
     /// Runs `call` as one transaction ("ask, don't resubmit blindly"):
@@ -205,39 +205,39 @@ impl Client {
                 let why = "no coordinator reachable".to_string();
                 return SubmitReport {
                     coordinator: preferred,
-                    outcome: TxnOutcome { txn: TxnId(0), status: TxnStatus::Aborted(why), reads: vec![] },
+                    answer: TxnAnswer { txn: TxnId(0), status: TxnStatus::Aborted(why), reads: vec![] },
                     asked,
                     resubmitted_after: lost,
                     reads_lost: false,
                 };
             };
-            let report = |outcome, asked, reads_lost| SubmitReport {
+            let report = |answer, asked, reads_lost| SubmitReport {
                 coordinator: sent.node,
-                outcome,
+                answer,
                 asked,
                 resubmitted_after: lost,
                 reads_lost,
             };
-            let (TxnStatus::Unknown(why), Some(res)) = (&sent.outcome.status, sent.reservation) else {
-                return report(sent.outcome, asked, false);
+            let (TxnStatus::Unknown(why), Some(res)) = (&sent.answer.status, sent.reservation) else {
+                return report(sent.answer, asked, false);
             };
-            let answer = self.outcome(sent.node, &res).await;
-            asked = Some(answer.clone());
-            let status = match next_step(&answer, lost.is_some()) {
+            let lookup = self.outcome(sent.node, &res).await;
+            asked = Some(lookup.clone());
+            let status = match next_step(&lookup, lost.is_some()) {
                 NextStep::ReportCommitted => TxnStatus::Committed,
                 NextStep::Resubmit => {
                     lost = Some(res.txn);
                     avoid = Some(sent.node);
                     continue;
                 }
-                NextStep::ReportAborted => TxnStatus::Aborted(format!("{}: {answer:?}", res.txn)),
+                NextStep::ReportAborted => TxnStatus::Aborted(format!("{}: {lookup:?}", res.txn)),
                 NextStep::ReportUnknown => TxnStatus::Unknown(format!(
-                    "{}: the coordinator's answer was lost ({why}) and no decision was found: {answer:?}",
+                    "{}: the coordinator's answer was lost ({why}) and no decision was found: {lookup:?}",
                     res.txn
                 )),
             };
             let reads_lost = status == TxnStatus::Committed;
-            return report(TxnOutcome { txn: res.txn, status, reads: vec![] }, asked, reads_lost);
+            return report(TxnAnswer { txn: res.txn, status, reads: vec![] }, asked, reads_lost);
         }
     }
 
@@ -281,11 +281,11 @@ impl Client {
                 }
                 reply => {
                     self.down.lock().unwrap_or_else(|p| p.into_inner()).remove(&node);
-                    let mut outcome = outcome_of(reply);
-                    if let (0, Some(r)) = (outcome.txn.0, reservation) {
-                        outcome.txn = r.txn;
+                    let mut answer = answer_of(reply);
+                    if let (0, Some(r)) = (answer.txn.0, reservation) {
+                        answer.txn = r.txn;
                     }
-                    return Some(Sent { node, outcome, reservation });
+                    return Some(Sent { node, answer, reservation });
                 }
             }
         }
@@ -296,8 +296,8 @@ impl Client {
     /// there as `res` ([`Client::reserve`]). A lost answer gives [`TxnStatus::Unknown`] (ask
     /// with [`Client::outcome`]); an id `node` did not reserve, already used, or whose
     /// reservation expired gives [`TxnStatus::Aborted`] naming why (nothing ran).
-    pub async fn submit_reserved(&self, node: NodeId, call: ProcedureCall, res: &Reservation) -> TxnOutcome {
-        let mut out = outcome_of(
+    pub async fn submit_reserved(&self, node: NodeId, call: ProcedureCall, res: &Reservation) -> TxnAnswer {
+        let mut out = answer_of(
             self.call(node, Body::Submit(SubmitRequest { call: Some(call), txn: Some(res.txn.0), token: res.token }))
                 .await,
         );
@@ -335,8 +335,8 @@ impl Client {
     /// few seconds: the recoverers' timeouts), and returns the last answer. A node over its
     /// cap of queries in flight (`error_code::OVER_LIMIT`) is passed over for the next one,
     /// and asked again at the next poll. Never an error: a query nobody answers is
-    /// [`KnownOutcome::Unknown`].
-    pub async fn outcome(&self, coordinator: NodeId, res: &Reservation) -> KnownOutcome {
+    /// [`OutcomeLookup::Unknown`].
+    pub async fn outcome(&self, coordinator: NodeId, res: &Reservation) -> OutcomeLookup {
         let t0 = Instant::now();
         let mut order = failover_order(&self.topology, coordinator);
         order.retain(|&n| n != coordinator);
@@ -378,7 +378,7 @@ impl Client {
                 Some(_) => {}
                 None if busy && !late => {}
                 None => {
-                    return KnownOutcome::Unknown(format!(
+                    return OutcomeLookup::Unknown(format!(
                         "{}: no node answered the outcome query (last: {last})",
                         res.txn
                     ))
@@ -398,7 +398,7 @@ impl Client {
         match self.transport.call_at(&n.advertise, &n.name, msg).await.map(|r| r.body) {
             Ok(Some(Body::TxnOutcome(r))) => {
                 let bound = (r.bound_ms > 0).then(|| Duration::from_millis(r.bound_ms));
-                match KnownOutcome::from_wire(r.state, r.cts, r.detail) {
+                match OutcomeLookup::from_wire(r.state, r.cts, r.detail) {
                     Ok(answer) => Asked::Answer(answer, bound),
                     Err(e) => Asked::Failed(format!("{name}: {e}")),
                 }
@@ -489,7 +489,7 @@ fn padded_reads(reads: Vec<Vec<u8>>, lens: &[u32]) -> Option<Vec<Option<Vec<u8>>
 }
 
 /// What a submission's reply tells the client.
-fn outcome_of(reply: Result<Body>) -> TxnOutcome {
+fn answer_of(reply: Result<Body>) -> TxnAnswer {
     match reply {
         Ok(Body::Outcome(o)) => {
             let status = match o.outcome {
@@ -498,20 +498,20 @@ fn outcome_of(reply: Result<Body>) -> TxnOutcome {
                 _ => TxnStatus::Unknown(o.error),
             };
             match padded_reads(o.reads, &o.read_lens) {
-                Some(reads) => TxnOutcome { txn: TxnId(o.txn), status, reads },
-                None => TxnOutcome {
+                Some(reads) => TxnAnswer { txn: TxnId(o.txn), status, reads },
+                None => TxnAnswer {
                     txn: TxnId(o.txn),
                     status: TxnStatus::Unknown("a reply whose read lengths do not match its reads".into()),
                     reads: vec![],
                 },
             }
         }
-        Ok(_) => TxnOutcome { txn: TxnId(0), status: TxnStatus::Unknown("unexpected reply".into()), reads: vec![] },
+        Ok(_) => TxnAnswer { txn: TxnId(0), status: TxnStatus::Unknown("unexpected reply".into()), reads: vec![] },
         // The coordinator refused it before running it (bad epoch, malformed).
         Err(Error::Protocol(ProtocolError::Remote { message, .. })) => {
-            TxnOutcome { txn: TxnId(0), status: TxnStatus::Aborted(message), reads: vec![] }
+            TxnAnswer { txn: TxnId(0), status: TxnStatus::Aborted(message), reads: vec![] }
         }
-        Err(e) => TxnOutcome { txn: TxnId(0), status: TxnStatus::Unknown(e.to_string()), reads: vec![] },
+        Err(e) => TxnAnswer { txn: TxnId(0), status: TxnStatus::Unknown(e.to_string()), reads: vec![] },
     }
 }
 
@@ -544,18 +544,18 @@ mod tests {
         let mut cell = vec![0u8; 2048];
         cell[..3].copy_from_slice(&[7, 0, 9]);
         let reads = vec![Some(cell), None, Some(vec![0; 2048]), Some(vec![1; 16])];
-        let sent = TxnOutcome { txn: TxnId(5), status: TxnStatus::Committed, reads: reads.clone() };
-        let msg = crate::outcome_to_msg(&sent);
+        let sent = TxnAnswer { txn: TxnId(5), status: TxnStatus::Committed, reads: reads.clone() };
+        let msg = crate::answer_to_msg(&sent);
         assert_eq!(msg.reads.iter().map(Vec::len).collect::<Vec<_>>(), vec![3, 0, 0, 16], "trailing zeros dropped");
         assert_eq!(msg.read_lens, vec![2048, 0, 2048, 16]);
-        let got = outcome_of(Ok(Body::Outcome(msg.clone())));
+        let got = answer_of(Ok(Body::Outcome(msg.clone())));
         assert_eq!((got.txn, got.status, got.reads), (TxnId(5), TxnStatus::Committed, reads));
         // A sender that pads nothing away (no lengths) is read as before.
         let whole = OutcomeReply { reads: vec![vec![4, 0], vec![]], read_lens: vec![], ..msg.clone() };
-        assert_eq!(outcome_of(Ok(Body::Outcome(whole))).reads, vec![Some(vec![4, 0]), None]);
+        assert_eq!(answer_of(Ok(Body::Outcome(whole))).reads, vec![Some(vec![4, 0]), None]);
         for bad in [vec![2048, 0, 2048], vec![2, 0, 2048, 16], vec![2048, 0, 2048, u32::MAX]] {
             let bad = OutcomeReply { read_lens: bad, ..msg.clone() };
-            assert!(matches!(outcome_of(Ok(Body::Outcome(bad))).status, TxnStatus::Unknown(_)));
+            assert!(matches!(answer_of(Ok(Body::Outcome(bad))).status, TxnStatus::Unknown(_)));
         }
     }
 

@@ -40,13 +40,13 @@ pub use client::{failover_order, Client, Reservation, SubmitReport, OUTCOME_POLL
 pub use cluster::EmbeddedCluster;
 pub use error::{Error, Result};
 pub use executor_thread::{ExecutorLoadSample, ExecutorThread};
-pub use node::{outcome_to_msg, Node, NodeParts};
+pub use node::{answer_to_msg, Node, NodeParts};
 pub use redt_proto::error_code;
 pub use redt_protocol::TxnIds;
 pub use redt_protocol::{
     AbortCause, Action, AttemptId, Class, ClassReport, CoordinatorMutations, CoordinatorOptions, CoordinatorTxn,
-    Epochs, ExecutorCore, ExecutorMutations, Orphan, Recoverer, RecoveryMutations, RecoveryOptions, RecoveryOutcome,
-    TxnCost, TxnMachine, TxnOutcome, TxnStats, TxnStatus,
+    Epochs, ExecutorCore, ExecutorMutations, Orphan, Recoverer, RecoveryMutations, RecoveryOptions, TxnAnswer, TxnCost,
+    TxnMachine, TxnStats, TxnStatus,
 };
 pub use reserved::{NotReserved, ReservedIds};
 pub use status::{NodeStatus, StatusBoard, WaitingTxn};

@@ -18,7 +18,7 @@ use crate::outcome_queries::{Asker, OutcomeQueries, OutcomeQueryCounts};
 use crate::rebuilds::Rebuilds;
 use crate::reserved::{NotReserved, ReservedIds};
 use crate::retry_slots::RetrySlots;
-use crate::status::{Answered, NodeStatus, StatusBoard};
+use crate::status::{NodeStatus, StatusBoard};
 use crate::status_sample::{RingSample, SampleCache};
 use redt_dc_executor::{AbortReason, Clock, DcHandle, Hlc, Region, ReplayTask, SystemClock};
 use redt_netem::WanModel;
@@ -34,9 +34,9 @@ use redt_protocol::executor_core::{run_phase1, ExecutorCore, Handled, Phase1};
 use redt_protocol::executor_queue::{Lane, BULK_WEIGHT};
 use redt_protocol::limits::BadSubTxn;
 use redt_protocol::machine::{Action, TxnMachine};
-use redt_protocol::machine::{TxnOutcome, TxnStatus};
+use redt_protocol::machine::{TxnAnswer, TxnStatus};
 use redt_protocol::message::{Execute, Reply, Request};
-use redt_protocol::outcome::{Deadline, Finding, KnownOutcome};
+use redt_protocol::outcome::{Deadline, Finding, OutcomeLookup};
 use redt_protocol::stats::TxnStats;
 use redt_protocol::txn::CoordinatorOptions;
 use redt_protocol::txn::CoordinatorTxn;
@@ -122,7 +122,7 @@ pub struct Node {
     role_warnings: WarnEvery,
     /// The WARN lines of Raft messages naming another sender: one per [`WARN_EVERY`].
     raft_warnings: WarnEvery,
-    /// Its outcome queries' in-flight places, shared lookup rounds and remembered verdicts.
+    /// Its outcome queries' in-flight places, shared lookup rounds and remembered final lookups.
     outcome_queries: OutcomeQueries,
     /// The transactions whose large phase 1 runs on its executor's side thread.
     large_phase1s: LargePhase1s,
@@ -566,10 +566,10 @@ impl Node {
     /// ([`CoordinatorOptions::protocol`]: RedT, RedT over TCP, or a baseline) and returns what
     /// the client is told (RedT §4.2, §4.3 Table 1; docs/design.md §2). With early ack, a commit
     /// returns right after the decision and the rest continues in the background.
-    pub async fn submit(self: &Arc<Self>, call: ProcedureCall) -> TxnOutcome {
+    pub async fn submit(self: &Arc<Self>, call: ProcedureCall) -> TxnAnswer {
         match self.submit_as(call, 0, None).await {
             Ok(o) => o,
-            Err(e) => TxnOutcome { txn: TxnId(0), status: TxnStatus::Aborted(e.to_string()), reads: vec![] },
+            Err(e) => TxnAnswer { txn: TxnId(0), status: TxnStatus::Aborted(e.to_string()), reads: vec![] },
         }
     }
 
@@ -620,11 +620,11 @@ impl Node {
         call: ProcedureCall,
         share: u64,
         reserved: Option<(TxnId, Caller, u64)>,
-    ) -> std::result::Result<TxnOutcome, NotReserved> {
+    ) -> std::result::Result<TxnAnswer, NotReserved> {
         if let Err(over) = redt_protocol::limits::check_call(&self.topology().limits, &call) {
             self.board.refused_over_limit();
             tracing::info!(node = %self.name(), "transaction refused: {over}");
-            return Ok(TxnOutcome {
+            return Ok(TxnAnswer {
                 txn: reserved.map_or(TxnId(0), |(txn, _, _)| txn),
                 status: TxnStatus::Aborted(over.to_string()),
                 reads: vec![],
@@ -640,7 +640,7 @@ impl Node {
             Ok(txn) => txn,
             Err(e) => {
                 tracing::error!(node = %self.name(), "no transaction id: {e}");
-                return Ok(TxnOutcome {
+                return Ok(TxnAnswer {
                     txn: TxnId(0),
                     status: TxnStatus::Aborted(format!("no transaction id: {e}")),
                     reads: vec![],
@@ -682,7 +682,7 @@ impl Node {
     /// `valid_for_ms` are the reservation's (a lower bound of the start, and how long after
     /// it the transaction could start, in ms; never taken below [`ReservedIds::VALID_FOR`]);
     /// without them a transaction that never ran stays unknown. The rule reads RedT's redo
-    /// entries: under a baseline protocol the answer is always [`KnownOutcome::Unknown`].
+    /// entries: under a baseline protocol the answer is always [`OutcomeLookup::Unknown`].
     ///
     /// Rounds are shared ([`crate::outcome_queries`]): a query joins the round of the same
     /// transaction and start that is running or ended less than 200 ms ago, and a final
@@ -693,9 +693,9 @@ impl Node {
         start_after: Option<Cts>,
         valid_for_ms: u64,
         wait: Duration,
-    ) -> KnownOutcome {
+    ) -> OutcomeLookup {
         if Baseline::of(self.options.protocol).is_some() {
-            return KnownOutcome::Unknown(format!(
+            return OutcomeLookup::Unknown(format!(
                 "{txn}: outcome queries read RedT's redo entries; this cluster runs {:?}",
                 self.options.protocol
             ));
@@ -720,10 +720,10 @@ impl Node {
                 clock_skew_bound_ms: self.options.clock_skew_bound.as_millis() as u64,
                 now_ms,
             };
-            let verdict = redt_protocol::outcome::judge(txn, &findings, &self.epochs.all(), &deadline);
-            self.outcome_queries.remember(txn, start_after, valid_for_ms, &verdict);
-            if verdict.is_final() || t0.elapsed() >= wait || self.is_closed() {
-                return verdict;
+            let lookup = redt_protocol::outcome::judge(txn, &findings, &self.epochs.all(), &deadline);
+            self.outcome_queries.remember(txn, start_after, valid_for_ms, &lookup);
+            if lookup.is_final() || t0.elapsed() >= wait || self.is_closed() {
+                return lookup;
             }
             // An entry found tells the exact start: the decision-log lookups use it next time.
             if let Some(s) = findings.iter().find_map(|f| match &f.kind {
@@ -738,7 +738,7 @@ impl Node {
 
     /// What this node's outcome queries cost and saved since it started: queries admitted and
     /// refused over [`crate::outcome_queries::MAX_IN_FLIGHT`], lookup rounds run and shared,
-    /// answers given from remembered verdicts, `TxnLookup` requests served to other nodes.
+    /// answers given from remembered final lookups, `TxnLookup` requests served to other nodes.
     pub fn outcome_query_counts(&self) -> OutcomeQueryCounts {
         self.outcome_queries.counts()
     }
@@ -791,7 +791,7 @@ impl Node {
         txn: TxnId,
         start: Instant,
         m: Result<M>,
-    ) -> TxnOutcome {
+    ) -> TxnAnswer {
         let m = match m {
             Ok(m) => m,
             Err(e) => {
@@ -801,7 +801,7 @@ impl Node {
                     self.board.refused_over_limit();
                     tracing::info!(node = %self.name(), "transaction refused: {e}");
                 }
-                return TxnOutcome { txn, status: TxnStatus::Aborted(e.to_string()), reads: vec![] };
+                return TxnAnswer { txn, status: TxnStatus::Aborted(e.to_string()), reads: vec![] };
             }
         };
         let (tx, rx) = tokio::sync::oneshot::channel();
@@ -812,21 +812,17 @@ impl Node {
         // anyway.
         let claim = self.busy.claim(txn);
         let on_action = move |action: Action| match action {
-            Action::Answer { outcome, class, cost, cause } => {
-                answers.record(class, &outcome.status, cause, start.elapsed());
-                board.answered(match outcome.status {
-                    TxnStatus::Committed => Answered::Committed,
-                    TxnStatus::Aborted(_) => Answered::Aborted,
-                    TxnStatus::Unknown(_) => Answered::Unknown,
-                });
-                match (&outcome.status, cost) {
+            Action::Answer { answer, class, cost, cause } => {
+                answers.record(class, &answer.status, cause, start.elapsed());
+                board.answered(answer.status.outcome());
+                match (&answer.status, cost) {
                     (TxnStatus::Committed, Some(c)) => stats.committed(class, c, start.elapsed().as_micros() as u64),
                     (TxnStatus::Committed, None) => {}
                     (TxnStatus::Aborted(_), _) => stats.aborted(class),
                     (TxnStatus::Unknown(_), _) => stats.unknown(class),
                 }
                 if let Some(tx) = tx.take() {
-                    let _ = tx.send(outcome);
+                    let _ = tx.send(answer);
                 }
             }
             Action::Finished { class, after_answer: Some(c) } => stats.add_cost(class, c.messages, c.round_trips),
@@ -843,7 +839,7 @@ impl Node {
             }
             .instrument(span),
         );
-        rx.await.unwrap_or(TxnOutcome {
+        rx.await.unwrap_or(TxnAnswer {
             txn,
             status: TxnStatus::Unknown("the coordinator stopped before answering".into()),
             reads: vec![],
@@ -945,7 +941,7 @@ impl Node {
             Body::Submit(req) => {
                 let Some(call) = req.call else { return err(error_code::MALFORMED, "submit without a call".into()) };
                 match self.submit_as(call, from.share(), req.txn.map(|t| (TxnId(t), from, req.token))).await {
-                    Ok(out) => reply(Body::Outcome(outcome_to_msg(&out))),
+                    Ok(out) => reply(Body::Outcome(answer_to_msg(&out))),
                     Err(e) => {
                         if matches!(e, NotReserved::OtherOwner(_)) {
                             tracing::info!(node = %self.name(), caller = from.role(), "submission refused: {e}");
@@ -987,8 +983,8 @@ impl Node {
                     false => Duration::ZERO,
                 };
                 let start_after = q.start_after.map(Cts::new);
-                let answer = self.outcome_query(txn, start_after, q.valid_for_ms, wait).await;
-                let (state, cts, detail) = answer.to_wire();
+                let lookup = self.outcome_query(txn, start_after, q.valid_for_ms, wait).await;
+                let (state, cts, detail) = lookup.to_wire();
                 let bound_ms = self.outcome_wait().as_millis() as u64;
                 reply(Body::TxnOutcome(TxnOutcomeReply { txn: q.txn, state, cts, detail, bound_ms }))
             }
@@ -1192,8 +1188,8 @@ pub(crate) async fn sleep_until_opt(t: Option<tokio::time::Instant>) {
     }
 }
 
-/// Encodes an outcome for the wire.
-pub fn outcome_to_msg(o: &TxnOutcome) -> OutcomeReply {
+/// Encodes a client's answer for the wire.
+pub fn answer_to_msg(o: &TxnAnswer) -> OutcomeReply {
     let (outcome, error) = match &o.status {
         TxnStatus::Committed => (0, String::new()),
         TxnStatus::Aborted(e) => (1, e.clone()),

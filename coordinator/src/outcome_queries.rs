@@ -1,6 +1,6 @@
 //! What keeps outcome queries (`Body::OutcomeQuery`, `Node::outcome_query`) cheap and
 //! bounded on a node: how many one connection may have in flight, the lookup rounds
-//! concurrent queries share, and the final verdicts the node remembers.
+//! concurrent queries share, and the final lookups the node remembers.
 //!
 //! One lookup round costs a `TxnLookup` request to one node of every other DC and a read of
 //! the node's own DC on its executor thread. So:
@@ -10,14 +10,14 @@
 //! - queries for the same transaction and start share one round while it runs, and use its
 //!   findings for [`ROUND_FRESH_FOR`] after it ended (judged again, by each query's own
 //!   reservation and clock);
-//! - a final verdict (committed or aborted) is remembered, the last [`FINALS_KEPT`] of them,
+//! - a final lookup (committed or aborted) is remembered, the last [`FINALS_KEPT`] of them,
 //!   so asking again costs no round. It is remembered under the query's transaction id and
-//!   reservation (`start_after`, `valid_for_ms`): a verdict that the transaction never ran
+//!   reservation (`start_after`, `valid_for_ms`): a lookup saying the transaction never ran
 //!   rests on the reservation the query gave, so a query with another (made-up) reservation
 //!   neither reads nor writes it.
 
 use redt_proto::{Cts, TxnId};
-use redt_protocol::outcome::{Finding, KnownOutcome};
+use redt_protocol::outcome::{Finding, OutcomeLookup};
 use redt_transport::Caller;
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
@@ -33,7 +33,7 @@ use tokio::sync::OnceCell;
 /// [`crate::Client::outcome`] asks again 200 ms later.
 pub const MAX_IN_FLIGHT: usize = 4;
 
-/// How many final verdicts (committed or aborted) a node remembers, oldest forgotten first.
+/// How many final lookups (committed or aborted) a node remembers, oldest forgotten first.
 pub const FINALS_KEPT: usize = 10_000;
 
 /// How long after a lookup round ended a query for the same transaction and start uses its
@@ -85,7 +85,7 @@ pub struct OutcomeQueryCounts {
     /// Rounds a query took from another query's round, running or ended less than
     /// [`ROUND_FRESH_FOR`] ago, instead of running its own.
     pub shared: u64,
-    /// Queries answered from a remembered final verdict, with no round.
+    /// Queries answered from a remembered final lookup, with no round.
     pub remembered: u64,
     /// `TxnLookup` requests this node served to other nodes' rounds.
     pub lookups_served: u64,
@@ -122,16 +122,16 @@ impl Round {
     }
 }
 
-/// The final verdicts remembered, by query, and the order they came in.
+/// The final lookups remembered, by query, and the order they came in.
 #[derive(Debug, Default)]
 struct Finals {
-    verdicts: HashMap<VerdictKey, KnownOutcome>,
-    order: VecDeque<VerdictKey>,
+    lookups: HashMap<QueryKey, OutcomeLookup>,
+    order: VecDeque<QueryKey>,
 }
 
-/// A query's transaction and reservation: what a final verdict is remembered under.
+/// A query's transaction and reservation: what a final lookup is remembered under.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-struct VerdictKey {
+struct QueryKey {
     txn: TxnId,
     start_after: Option<Cts>,
     valid_for_ms: u64,
@@ -177,32 +177,32 @@ impl OutcomeQueries {
         Ok(InFlight { queries: self, asker })
     }
 
-    /// The final verdict remembered for a query of `txn` with this reservation (counted as
+    /// The final lookup remembered for a query of `txn` with this reservation (counted as
     /// answered from memory), if any.
-    pub fn remembered(&self, txn: TxnId, start_after: Option<Cts>, valid_for_ms: u64) -> Option<KnownOutcome> {
-        let key = VerdictKey { txn, start_after, valid_for_ms };
-        let found = lock(&self.finals).verdicts.get(&key).cloned();
+    pub fn remembered(&self, txn: TxnId, start_after: Option<Cts>, valid_for_ms: u64) -> Option<OutcomeLookup> {
+        let key = QueryKey { txn, start_after, valid_for_ms };
+        let found = lock(&self.finals).lookups.get(&key).cloned();
         if found.is_some() {
             self.remembered.fetch_add(1, Relaxed);
         }
         found
     }
 
-    /// Remembers `verdict` for queries of `txn` with this reservation if it is final; the
+    /// Remembers `lookup` for queries of `txn` with this reservation if it is final; the
     /// oldest of [`FINALS_KEPT`] is forgotten to make room.
-    pub fn remember(&self, txn: TxnId, start_after: Option<Cts>, valid_for_ms: u64, verdict: &KnownOutcome) {
-        if !verdict.is_final() {
+    pub fn remember(&self, txn: TxnId, start_after: Option<Cts>, valid_for_ms: u64, lookup: &OutcomeLookup) {
+        if !lookup.is_final() {
             return;
         }
-        let key = VerdictKey { txn, start_after, valid_for_ms };
+        let key = QueryKey { txn, start_after, valid_for_ms };
         let mut finals = lock(&self.finals);
-        if finals.verdicts.insert(key, verdict.clone()).is_some() {
+        if finals.lookups.insert(key, lookup.clone()).is_some() {
             return;
         }
         finals.order.push_back(key);
         while finals.order.len() > FINALS_KEPT {
             if let Some(old) = finals.order.pop_front() {
-                finals.verdicts.remove(&old);
+                finals.lookups.remove(&old);
             }
         }
     }
@@ -289,18 +289,18 @@ mod tests {
     }
 
     #[test]
-    fn only_final_verdicts_are_remembered_and_only_the_last_ones() {
+    fn only_final_lookups_are_remembered_and_only_the_last_ones() {
         let q = OutcomeQueries::default();
-        q.remember(T, None, 2000, &KnownOutcome::Unknown("x".into()));
+        q.remember(T, None, 2000, &OutcomeLookup::Unknown("x".into()));
         assert_eq!(q.remembered(T, None, 2000), None);
-        q.remember(T, None, 2000, &KnownOutcome::Committed(Cts(5)));
-        assert_eq!(q.remembered(T, None, 2000), Some(KnownOutcome::Committed(Cts(5))));
+        q.remember(T, None, 2000, &OutcomeLookup::Committed(Cts(5)));
+        assert_eq!(q.remembered(T, None, 2000), Some(OutcomeLookup::Committed(Cts(5))));
         assert_eq!(q.remembered(T, Some(Cts(1)), 2000), None, "another reservation");
         for i in 0..FINALS_KEPT as u64 {
-            q.remember(TxnId(1000 + i), None, 2000, &KnownOutcome::Aborted("y".into()));
+            q.remember(TxnId(1000 + i), None, 2000, &OutcomeLookup::Aborted("y".into()));
         }
         assert_eq!(q.remembered(T, None, 2000), None, "the oldest is forgotten");
-        assert_eq!(lock(&q.finals).verdicts.len(), FINALS_KEPT);
+        assert_eq!(lock(&q.finals).lookups.len(), FINALS_KEPT);
         assert_eq!(q.counts().remembered, 1);
     }
 

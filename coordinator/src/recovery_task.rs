@@ -186,8 +186,8 @@ fn recover(node: &Arc<Node>, orphan: Orphan, claim: Claim, options: RecoveryOpti
             let watched = node.clone().drive(r, |_| {}).await;
             let r = watched.recoverer();
             let took_ms = t0.elapsed().as_millis() as u64;
-            match r.outcome() {
-                Some(outcome) => tracing::info!(node = %node.name(), %txn, ?outcome, took_ms, "recovery ends"),
+            match r.applied_decision() {
+                Some(decision) => tracing::info!(node = %node.name(), %txn, ?decision, took_ms, "recovery ends"),
                 None if !r.blocked_on().is_empty() => tracing::warn!(
                     node = %node.name(),
                     %txn,

@@ -13,10 +13,10 @@
 
 use redt_dc_executor::{RedoEntry, LOGICAL_BITS, ORIGIN_UNIX_MS};
 use redt_proto::wire::{LinkRttMsg, RebuildMsg, StatusReply, WaitingTxnMsg};
-use redt_proto::{DcId, Epoch, NodeId, PartitionId, Topology, TxnId};
+use redt_proto::{DcId, Decision, Epoch, NodeId, Outcome, PartitionId, Topology, TxnId};
 use redt_protocol::machine::{Action, AttemptId, TxnMachine};
 use redt_protocol::message::Reply;
-use redt_protocol::recoverer::{Recoverer, RecoveryOutcome};
+use redt_protocol::recoverer::Recoverer;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
@@ -84,24 +84,13 @@ struct Running {
     decided: bool,
 }
 
-/// The answer a client was given, as the board counts it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Answered {
-    /// Committed.
-    Committed,
-    /// Aborted.
-    Aborted,
-    /// Outcome unknown to the client.
-    Unknown,
-}
-
 impl StatusBoard {
-    /// Counts one answer to a client of this node's coordinators.
-    pub fn answered(&self, a: Answered) {
-        match a {
-            Answered::Committed => &self.committed,
-            Answered::Aborted => &self.aborted,
-            Answered::Unknown => &self.unknown,
+    /// Counts one answer to a client of this node's coordinators, by its outcome.
+    pub fn answered(&self, outcome: Outcome) {
+        match outcome {
+            Outcome::Committed => &self.committed,
+            Outcome::Aborted => &self.aborted,
+            Outcome::Unknown => &self.unknown,
         }
         .fetch_add(1, Relaxed);
     }
@@ -160,23 +149,23 @@ impl StatusBoard {
 
     /// The recovery of `txn` now waits for `dcs` (empty: not blocked) and has recorded
     /// `recorded` (counted once).
-    fn recovery_moves(&self, txn: TxnId, dcs: &[DcId], recorded: Option<RecoveryOutcome>) {
+    fn recovery_moves(&self, txn: TxnId, dcs: &[DcId], recorded: Option<Decision>) {
         let mut running = self.lock_running();
         let Some(r) = running.get_mut(&txn) else { return };
         if r.waiting_for.as_slice() != dcs {
             r.waiting_for = dcs.to_vec();
         }
-        if let (false, Some(outcome)) = (r.decided, recorded) {
+        if let (false, Some(decision)) = (r.decided, recorded) {
             r.decided = true;
-            match outcome {
-                RecoveryOutcome::Committed => self.recoveries_committed.fetch_add(1, Relaxed),
-                RecoveryOutcome::Aborted => self.recoveries_aborted.fetch_add(1, Relaxed),
+            match decision {
+                Decision::Commit(_) => self.recoveries_committed.fetch_add(1, Relaxed),
+                Decision::Abort => self.recoveries_aborted.fetch_add(1, Relaxed),
             };
         }
     }
 
     /// The recovery of `txn` ends (decided, or stopped undecided at shutdown).
-    fn recovery_ends(&self, txn: TxnId, recorded: Option<RecoveryOutcome>) {
+    fn recovery_ends(&self, txn: TxnId, recorded: Option<Decision>) {
         self.recovery_moves(txn, &[], recorded);
         self.lock_running().remove(&txn);
     }
@@ -690,13 +679,13 @@ impl Watched {
     }
 
     fn publish(&self) {
-        self.board.recovery_moves(self.inner.orphan().txn, self.inner.blocked_on(), self.inner.recorded_outcome());
+        self.board.recovery_moves(self.inner.orphan().txn, self.inner.blocked_on(), self.inner.recorded_decision());
     }
 }
 
 impl Drop for Watched {
     fn drop(&mut self) {
-        self.board.recovery_ends(self.inner.orphan().txn, self.inner.recorded_outcome());
+        self.board.recovery_ends(self.inner.orphan().txn, self.inner.recorded_decision());
     }
 }
 
@@ -762,9 +751,9 @@ mod tests {
     #[test]
     fn a_snapshot_counts_and_lists_the_entries_past_their_deadline_oldest_first() {
         let board = StatusBoard::default();
-        board.answered(Answered::Committed);
-        board.answered(Answered::Committed);
-        board.answered(Answered::Unknown);
+        board.answered(Outcome::Committed);
+        board.answered(Outcome::Committed);
+        board.answered(Outcome::Unknown);
         board.filled(3);
         let entries = vec![(10, entry(1, 9_000, 2)), (11, entry(2, 5_000, 1)), (12, entry(3, 9_900, 4))];
         let s = board.snapshot(NodeId(0), &entries, 10_000, 500, 2, Some(7));
@@ -850,11 +839,11 @@ mod tests {
         assert_eq!((s.recoveries_started, s.recoveries_blocked, s.recoveries_running), (1, 1, 1));
         assert!(s.waiting[0].recovering);
         assert_eq!(s.waiting[0].waiting_for, vec![DcId(2)]);
-        board.recovery_moves(txn, &[], Some(RecoveryOutcome::Committed));
-        board.recovery_moves(txn, &[], Some(RecoveryOutcome::Committed));
+        board.recovery_moves(txn, &[], Some(Decision::Commit(Cts(1))));
+        board.recovery_moves(txn, &[], Some(Decision::Commit(Cts(1))));
         let s = board.snapshot(NodeId(0), &[], 10_000, 500, 0, None);
         assert_eq!((s.recoveries_committed, s.recoveries_blocked, s.recoveries_running), (1, 0, 1));
-        board.recovery_ends(txn, Some(RecoveryOutcome::Committed));
+        board.recovery_ends(txn, Some(Decision::Commit(Cts(1))));
         let s = board.snapshot(NodeId(0), &[], 10_000, 500, 0, None);
         assert_eq!((s.recoveries_committed, s.recoveries_aborted, s.recoveries_running), (1, 0, 0));
     }

@@ -7,7 +7,7 @@
 
 mod common;
 use common::local_fast;
-use redt_coordinator::{error_code, CoordinatorMutations, CoordinatorOptions, EmbeddedCluster, TxnOutcome, TxnStatus};
+use redt_coordinator::{error_code, CoordinatorMutations, CoordinatorOptions, EmbeddedCluster, TxnAnswer, TxnStatus};
 use redt_dc_executor::{Clock, Decision, KvOp, RingWriter, SystemClock};
 use redt_proto::wire::{Body, Envelope, ExecuteRequest, SubmitRequest};
 use redt_proto::{Cts, DcId, NodeId, PartitionId, TableId, Topology, TxnId};
@@ -128,7 +128,7 @@ async fn wait_settled(cluster: &EmbeddedCluster, keys: &[u64], limit: Duration) 
 }
 
 /// Submits `ops` until it commits (a No-Wait lock conflict aborts it), at most `tries` times.
-async fn commit_eventually(cluster: &EmbeddedCluster, node: NodeId, ops: &[KvOp], tries: usize) -> TxnOutcome {
+async fn commit_eventually(cluster: &EmbeddedCluster, node: NodeId, ops: &[KvOp], tries: usize) -> TxnAnswer {
     let mut last = None;
     for _ in 0..tries {
         let out = cluster.node(node).submit(kv_call(KV, ops)).await;
@@ -766,7 +766,7 @@ async fn a_delete_leaves_reads_scans_and_every_replicas_index_and_a_write_brings
     let writes: Vec<KvOp> = keys.iter().map(|&k| KvOp::Write(k, vec![1, k as u8])).collect();
     commit_eventually(&cluster, node, &writes, 50).await;
     commit_eventually(&cluster, node, &[KvOp::Delete(43)], 50).await;
-    let scanned = |out: &TxnOutcome| -> Vec<u64> {
+    let scanned = |out: &TxnAnswer| -> Vec<u64> {
         let rows = out.reads[0].as_deref().and_then(redt_dc_executor::decode_scan).expect("a scan result");
         rows.into_iter().map(|r| r.0).collect()
     };

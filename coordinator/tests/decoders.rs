@@ -10,7 +10,7 @@ use redt_coordinator::NodeStatus;
 use redt_proto::wire::{Body, EntryRefMsg, Envelope, ItemVoteMsg, PromiseMsg, PromisesReply, VoteMsg};
 use redt_proto::{NodeId, Topology};
 use redt_protocol::message::{Reply, Request};
-use redt_protocol::outcome::{Finding, KnownOutcome};
+use redt_protocol::outcome::{Finding, OutcomeLookup};
 use std::sync::OnceLock;
 
 fn topology() -> &'static Topology {
@@ -38,7 +38,7 @@ fn decode_all(body: Body) {
             }
         }
         Body::TxnOutcome(o) => {
-            let _ = KnownOutcome::from_wire(o.state, o.cts, o.detail);
+            let _ = OutcomeLookup::from_wire(o.state, o.cts, o.detail);
         }
         _ => {}
     }

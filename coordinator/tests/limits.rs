@@ -5,7 +5,7 @@
 
 mod common;
 use common::{local_fast, tpcc_small};
-use redt_coordinator::{error_code, CoordinatorOptions, EmbeddedCluster, TxnOutcome, TxnStatus};
+use redt_coordinator::{error_code, CoordinatorOptions, EmbeddedCluster, TxnAnswer, TxnStatus};
 use redt_dc_executor::ring::ring_bounds;
 use redt_dc_executor::KvOp;
 use redt_proto::wire::{Body, Envelope, ExecuteRequest};
@@ -38,7 +38,7 @@ fn ring(cluster: &EmbeddedCluster, node: NodeId) -> (u64, u64) {
 }
 
 /// Submits `ops` at `node` until it commits (a No-Wait conflict aborts it), at most 20 times.
-async fn commit_eventually(cluster: &EmbeddedCluster, node: NodeId, ops: &[KvOp]) -> TxnOutcome {
+async fn commit_eventually(cluster: &EmbeddedCluster, node: NodeId, ops: &[KvOp]) -> TxnAnswer {
     let mut last = None;
     for _ in 0..20 {
         let out = cluster.node(node).submit(kv_call(KV, ops)).await;

@@ -12,7 +12,7 @@ use redt_dc_executor::KvOp;
 use redt_proto::wire::{Body, Envelope, OutcomeQueryRequest};
 use redt_proto::{NodeId, TableId};
 use redt_protocol::call::kv_call;
-use redt_protocol::outcome::KnownOutcome;
+use redt_protocol::outcome::OutcomeLookup;
 use redt_transport::{Caller, Principal, SocketSpec, Transport, TransportConfig};
 use std::time::{Duration, Instant};
 
@@ -60,11 +60,11 @@ async fn a_lost_commit_answer_is_learned_from_another_node() {
         .expect("the client binds");
     let key = 11;
     let r = client.submit_asking(NodeId(0), kv_call(KV, &[KvOp::Add(key, 7)])).await;
-    assert_eq!(r.outcome.status, TxnStatus::Committed, "{r:?}");
-    assert!(matches!(r.asked, Some(KnownOutcome::Committed(_))), "{r:?}");
+    assert_eq!(r.answer.status, TxnStatus::Committed, "{r:?}");
+    assert!(matches!(r.asked, Some(OutcomeLookup::Committed(_))), "{r:?}");
     assert!(r.reads_lost, "the reads were in the lost answer");
     assert_eq!(r.resubmitted_after, None, "a committed transaction is never resubmitted");
-    assert_eq!((r.coordinator, r.outcome.txn.coordinator()), (NodeId(0), NodeId(0)), "{r:?}");
+    assert_eq!((r.coordinator, r.answer.txn.coordinator()), (NodeId(0), NodeId(0)), "{r:?}");
     assert_eq!(read(&cluster, key).await, 7, "applied once");
     cluster.shutdown();
 }
@@ -84,7 +84,7 @@ async fn the_outcome_is_learned_when_the_coordinator_is_gone() {
     assert!(matches!(out.status, TxnStatus::Unknown(_)), "the answer is lost: {out:?}");
     cluster.node(NodeId(0)).shutdown();
     let answer = client.outcome(NodeId(0), &res).await;
-    assert!(matches!(answer, KnownOutcome::Committed(_)), "{answer:?}");
+    assert!(matches!(answer, OutcomeLookup::Committed(_)), "{answer:?}");
     // Node 0 holds a replica of the key (its DC is a participant the query could not see), so
     // no new transaction commits on it now (n = 3, Q = 3, no failover here): the surviving
     // replicas' records show the commit applied once, unlocked.
@@ -122,10 +122,10 @@ async fn a_lost_abort_answer_is_resubmitted_once_elsewhere() {
     let r = client.submit_asking(NodeId(0), kv_call(KV, &[KvOp::Append(key, 1)])).await;
     let lost = r.resubmitted_after.unwrap_or_else(|| panic!("the call was submitted again: {r:?}"));
     assert_eq!(lost.coordinator(), NodeId(0));
-    assert!(matches!(r.asked, Some(KnownOutcome::Aborted(_))), "{r:?}");
+    assert!(matches!(r.asked, Some(OutcomeLookup::Aborted(_))), "{r:?}");
     assert_ne!(r.coordinator, NodeId(0), "resubmitted at another coordinator: {r:?}");
-    assert_ne!(r.outcome.txn, lost, "under a new id");
-    assert!(matches!(r.outcome.status, TxnStatus::Aborted(_)), "the resubmission aborts too, answered: {r:?}");
+    assert_ne!(r.answer.txn, lost, "under a new id");
+    assert!(matches!(r.answer.status, TxnStatus::Aborted(_)), "the resubmission aborts too, answered: {r:?}");
     assert_eq!(read(&cluster, key).await, 5, "nothing ran");
     cluster.shutdown();
 }
@@ -196,12 +196,12 @@ async fn a_reservation_serves_only_the_identity_that_made_it() {
     let mine = owner.submit_reserved(NodeId(1), add(1), &res).await;
     assert_eq!((mine.status, mine.txn), (TxnStatus::Committed, res.txn), "the refusals left the id reserved");
     let told = owner.outcome(NodeId(1), &res).await;
-    let KnownOutcome::Committed(cts) = told else { panic!("the owner learns its commit: {told:?}") };
+    let OutcomeLookup::Committed(cts) = told else { panic!("the owner learns its commit: {told:?}") };
     let at_coordinator = ask_outcome(&cluster, &cluster.certs().client, NodeId(1), &res).await;
     match at_coordinator.body {
         Some(Body::TxnOutcome(r)) => {
-            let answer = KnownOutcome::from_wire(r.state, r.cts, r.detail).expect("decodes");
-            assert_eq!(answer, KnownOutcome::Committed(cts), "the coordinator answers its owner");
+            let answer = OutcomeLookup::from_wire(r.state, r.cts, r.detail).expect("decodes");
+            assert_eq!(answer, OutcomeLookup::Committed(cts), "the coordinator answers its owner");
         }
         other => panic!("the owner's outcome query at the coordinator is answered: {other:?}"),
     }

@@ -14,7 +14,7 @@ use redt_dc_executor::KvOp;
 use redt_proto::wire::{Body, Envelope, OutcomeQueryRequest, ReserveTxnRequest};
 use redt_proto::{Cts, NodeId, TableId, TxnId};
 use redt_protocol::call::kv_call;
-use redt_protocol::outcome::KnownOutcome;
+use redt_protocol::outcome::OutcomeLookup;
 use redt_transport::{NodeIdentity, SocketSpec, Transport, TransportConfig};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -69,9 +69,9 @@ impl Connection {
     }
 }
 
-fn answer(body: Body) -> KnownOutcome {
+fn answer(body: Body) -> OutcomeLookup {
     match body {
-        Body::TxnOutcome(r) => KnownOutcome::from_wire(r.state, r.cts, r.detail).expect("decodes"),
+        Body::TxnOutcome(r) => OutcomeLookup::from_wire(r.state, r.cts, r.detail).expect("decodes"),
         other => panic!("an outcome: {other:?}"),
     }
 }
@@ -98,7 +98,7 @@ async fn a_query_from_anyone_but_the_owner_gets_one_round() {
     let never = TxnId::new(NodeId(1), 4242);
     let before = (lookups_served(&cluster), counts(&cluster, NodeId(1)));
     let told = answer(conn.ask(NodeId(1), never, None, 5_000).await);
-    assert!(matches!(told, KnownOutcome::Unknown(_)), "{told:?}");
+    assert!(matches!(told, OutcomeLookup::Unknown(_)), "{told:?}");
     let after = (lookups_served(&cluster), counts(&cluster, NodeId(1)));
     assert_eq!(after.0 - before.0, OTHERS, "one TxnLookup per other DC");
     assert_eq!((after.1.rounds - before.1.rounds, after.1.admitted - before.1.admitted), (1, 1));
@@ -201,7 +201,7 @@ async fn a_final_verdict_is_remembered_and_concurrent_queries_share_a_round() {
 
     let before = (lookups_served(&cluster), counts(&cluster, NodeId(2)));
     let first = answer(conn.ask(NodeId(2), res.txn, Some(&res), 0).await);
-    assert!(matches!(first, KnownOutcome::Committed(_)), "{first:?}");
+    assert!(matches!(first, OutcomeLookup::Committed(_)), "{first:?}");
     let mid = (lookups_served(&cluster), counts(&cluster, NodeId(2)));
     assert_eq!((mid.0 - before.0, mid.1.rounds - before.1.rounds), (OTHERS, 1));
     let again = answer(conn.ask(NodeId(2), res.txn, Some(&res), 0).await);
@@ -227,7 +227,7 @@ async fn a_final_verdict_is_remembered_and_concurrent_queries_share_a_round() {
         .collect();
     for a in asks {
         let told = answer(a.await.expect("runs"));
-        assert!(matches!(told, KnownOutcome::Unknown(_)), "{told:?}");
+        assert!(matches!(told, OutcomeLookup::Unknown(_)), "{told:?}");
     }
     let after = (lookups_served(&cluster), counts(&cluster, NodeId(3)));
     assert_eq!(

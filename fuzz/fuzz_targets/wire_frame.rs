@@ -5,7 +5,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use redt_protocol::message::{Reply, Request};
-use redt_protocol::outcome::{Finding, KnownOutcome};
+use redt_protocol::outcome::{Finding, OutcomeLookup};
 use redt_transport::frame::{check_prefix, decode_body};
 use redt_transport::DEFAULT_MAX_FRAME_BYTES;
 use redt_coordinator::NodeStatus;
@@ -42,7 +42,7 @@ fuzz_target!(|data: &[u8]| {
             }
         }
         Body::TxnOutcome(o) => {
-            let _ = KnownOutcome::from_wire(o.state, o.cts, o.detail);
+            let _ = OutcomeLookup::from_wire(o.state, o.cts, o.detail);
         }
         _ => {}
     }

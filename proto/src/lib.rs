@@ -1,5 +1,5 @@
-//! redt's shared vocabulary: ids and timestamps, the topology/config schema and its
-//! validation, and the wire messages between nodes.
+//! redt's shared vocabulary: ids and timestamps, a transaction's decision and outcome, the
+//! topology/config schema and its validation, and the wire messages between nodes.
 //!
 //! This crate owns no behaviour beyond parsing and checking; the data path lives in
 //! `redt-dc-executor`, the protocol in `redt-coordinator`.
@@ -13,6 +13,7 @@ mod error;
 pub mod error_code;
 mod identity;
 mod ids;
+mod outcome;
 mod protocol;
 mod quorum;
 mod topology;
@@ -26,6 +27,7 @@ pub use decision::Decision;
 pub use error::{ConfigError, LinkError, Result};
 pub use identity::CertIdentity;
 pub use ids::{Ballot, Cts, DcId, Epoch, NodeId, Offset, PartitionId, TableId, TxnId};
+pub use outcome::Outcome;
 pub use protocol::{Protocol, UnknownProtocol};
 pub use quorum::{majority, quorum};
 pub use topology::{

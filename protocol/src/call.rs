@@ -217,7 +217,7 @@ pub fn records_call(ops: &[RecordOp]) -> ProcedureCall {
     ProcedureCall { kind: Some(ProcedureKind::Records(RecordsCall { ops })) }
 }
 
-/// Encodes what a get of a records call read, as [`crate::TxnOutcome::reads`] carries it:
+/// Encodes what a get of a records call read, as [`crate::TxnAnswer::reads`] carries it:
 /// the byte 0 for a missing record, else the byte 1 then every cell as a little-endian `u32`
 /// length and its bytes (never empty: an empty read is a write's on the wire).
 pub fn encode_record_read(cells: Option<&[Vec<u8>]>) -> Vec<u8> {

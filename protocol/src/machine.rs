@@ -18,10 +18,11 @@
 use crate::cost::Cost;
 use crate::message::{Reply, Request};
 use crate::stats::{AbortCause, Class, TxnCost};
-use redt_proto::{NodeId, TxnId};
+use redt_proto::{NodeId, Outcome, TxnId};
 use std::time::Instant;
 
-/// How a transaction ended, as told to its client.
+/// How a transaction ended, as told to its client: its [`Outcome`] and, when it did not
+/// commit, why.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum TxnStatus {
     /// Committed.
@@ -32,9 +33,20 @@ pub enum TxnStatus {
     Unknown(String),
 }
 
-/// The answer to a client.
+impl TxnStatus {
+    /// Its kind, without the why.
+    pub fn outcome(&self) -> Outcome {
+        match self {
+            TxnStatus::Committed => Outcome::Committed,
+            TxnStatus::Aborted(_) => Outcome::Aborted,
+            TxnStatus::Unknown(_) => Outcome::Unknown,
+        }
+    }
+}
+
+/// The answer to a client: the transaction, its status and what it read.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TxnOutcome {
+pub struct TxnAnswer {
     /// The transaction id.
     pub txn: TxnId,
     /// Its status.
@@ -62,7 +74,7 @@ pub enum Action {
     /// Answer the client (once per transaction; coordinators only).
     Answer {
         /// What the client is told.
-        outcome: TxnOutcome,
+        answer: TxnAnswer,
         /// The transaction's class.
         class: Class,
         /// For a commit: its inter-DC cost as counted at the answer (RedT Table 2).

@@ -31,7 +31,7 @@
 //!    **unknown**.
 
 use redt_proto::wire::TxnFindingMsg;
-use redt_proto::{majority, Cts, Epoch, NodeId, PartitionId, Topology, TxnId};
+use redt_proto::{majority, Cts, Epoch, NodeId, Outcome, PartitionId, Topology, TxnId};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -90,9 +90,10 @@ pub struct EntryFacts {
     pub partitions: Vec<PartitionId>,
 }
 
-/// What became of a transaction, as far as a lookup can tell.
+/// What a lookup finds of a transaction ([`judge`]): what became of it, as far as the rings
+/// and decision logs can tell.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum KnownOutcome {
+pub enum OutcomeLookup {
     /// A commit was applied, at this commit timestamp.
     Committed(Cts),
     /// It did not commit and never will (rule 3 of the module docs); why.
@@ -103,32 +104,42 @@ pub enum KnownOutcome {
     Unknown(String),
 }
 
-impl KnownOutcome {
-    /// Whether the answer is final (committed or aborted).
+impl OutcomeLookup {
+    /// What a client can be told from it: committed, aborted, or (undecided or nothing
+    /// conclusive) unknown.
+    pub fn outcome(&self) -> Outcome {
+        match self {
+            OutcomeLookup::Committed(_) => Outcome::Committed,
+            OutcomeLookup::Aborted(_) => Outcome::Aborted,
+            OutcomeLookup::Undecided(_) | OutcomeLookup::Unknown(_) => Outcome::Unknown,
+        }
+    }
+
+    /// Whether it is final (committed or aborted).
     pub fn is_final(&self) -> bool {
-        matches!(self, KnownOutcome::Committed(_) | KnownOutcome::Aborted(_))
+        self.outcome() != Outcome::Unknown
     }
 
     /// Encodes the state for [`redt_proto::wire::TxnOutcomeReply`]: `(state, cts, detail)`.
     pub fn to_wire(&self) -> (u32, u64, String) {
         match self {
-            KnownOutcome::Committed(cts) => (0, cts.0, String::new()),
-            KnownOutcome::Aborted(why) => (1, 0, why.clone()),
-            KnownOutcome::Undecided(why) => (2, 0, why.clone()),
-            KnownOutcome::Unknown(why) => (3, 0, why.clone()),
+            OutcomeLookup::Committed(cts) => (0, cts.0, String::new()),
+            OutcomeLookup::Aborted(why) => (1, 0, why.clone()),
+            OutcomeLookup::Undecided(why) => (2, 0, why.clone()),
+            OutcomeLookup::Unknown(why) => (3, 0, why.clone()),
         }
     }
 
-    /// Decodes [`KnownOutcome::to_wire`]'s encoding.
+    /// Decodes [`OutcomeLookup::to_wire`]'s encoding.
     ///
     /// # Errors
     /// An unknown state code (named in the text).
-    pub fn from_wire(state: u32, cts: u64, detail: String) -> Result<KnownOutcome, String> {
+    pub fn from_wire(state: u32, cts: u64, detail: String) -> Result<OutcomeLookup, String> {
         Ok(match state {
-            0 => KnownOutcome::Committed(Cts::new(cts)),
-            1 => KnownOutcome::Aborted(detail),
-            2 => KnownOutcome::Undecided(detail),
-            3 => KnownOutcome::Unknown(detail),
+            0 => OutcomeLookup::Committed(Cts::new(cts)),
+            1 => OutcomeLookup::Aborted(detail),
+            2 => OutcomeLookup::Undecided(detail),
+            3 => OutcomeLookup::Unknown(detail),
             other => return Err(format!("unknown outcome state {other}")),
         })
     }
@@ -205,12 +216,12 @@ pub struct Deadline {
 /// Judges `findings` (one per node that answered; a node without one could not be asked) of
 /// `txn` by the rule of the module docs, with the placements the asking node keeps
 /// (`placements`, any order).
-pub fn judge(txn: TxnId, findings: &[Finding], placements: &[Arc<Topology>], deadline: &Deadline) -> KnownOutcome {
+pub fn judge(txn: TxnId, findings: &[Finding], placements: &[Arc<Topology>], deadline: &Deadline) -> OutcomeLookup {
     let by_node: BTreeMap<NodeId, &FindingKind> = findings.iter().map(|f| (f.node, &f.kind)).collect();
     let found = || by_node.iter().filter_map(|(&n, k)| if let FindingKind::Found(f) = k { Some((n, f)) } else { None });
     // Rule 1.
     if let Some(cts) = found().find_map(|(_, f)| f.committed) {
-        return KnownOutcome::Committed(cts);
+        return OutcomeLookup::Committed(cts);
     }
     let facts = found().find_map(|(_, f)| f.entry.clone());
     // Nodes named as the topology file names them; names do not change with epochs.
@@ -218,9 +229,9 @@ pub fn judge(txn: TxnId, findings: &[Finding], placements: &[Arc<Topology>], dea
     let waiting: Vec<String> = found().filter(|(_, f)| f.unfinished).map(|(n, _)| name(n)).collect();
     let not_final = || {
         if waiting.is_empty() {
-            KnownOutcome::Unknown(format!("{txn}: no decision visible and commit is not ruled out"))
+            OutcomeLookup::Unknown(format!("{txn}: no decision visible and commit is not ruled out"))
         } else {
-            KnownOutcome::Undecided(format!("{txn}: entries wait for a decision on {}", waiting.join(", ")))
+            OutcomeLookup::Undecided(format!("{txn}: entries wait for a decision on {}", waiting.join(", ")))
         }
     };
     // Rule 2.
@@ -250,14 +261,14 @@ pub fn judge(txn: TxnId, findings: &[Finding], placements: &[Arc<Topology>], dea
         Some(f) => {
             let Some(topology) = placements.iter().find(|t| t.epoch == f.epoch) else { return not_final() };
             match f.partitions.iter().find_map(|&p| short(topology, p)) {
-                Some(why) => KnownOutcome::Aborted(format!("{txn} can never commit: {why}")),
+                Some(why) => OutcomeLookup::Aborted(format!("{txn} can never commit: {why}")),
                 None => not_final(),
             }
         }
         None => {
             let every = placements.iter().all(|t| t.partitions.iter().all(|p| short(t, p.id).is_some()));
             if every && !placements.is_empty() {
-                KnownOutcome::Aborted(format!(
+                OutcomeLookup::Aborted(format!(
                     "{txn} never ran and can no longer run: no entry of it anywhere past its phase-1 deadline"
                 ))
             } else {
@@ -267,7 +278,7 @@ pub fn judge(txn: TxnId, findings: &[Finding], placements: &[Arc<Topology>], dea
     }
 }
 
-/// What a client does with an answer about a transaction whose own answer was lost.
+/// What a client does with a lookup of a transaction whose answer was lost.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum NextStep {
     /// Report it committed (its reads are not available: they were in the lost answer).
@@ -281,14 +292,14 @@ pub enum NextStep {
     ReportUnknown,
 }
 
-/// The client's decision table for a lost answer: `answer` is the outcome query's final answer
+/// The client's decision table for a lost answer: `lookup` is the outcome query's last lookup
 /// (after its bounded wait), `resubmitted` whether the call was already submitted again once.
-pub fn next_step(answer: &KnownOutcome, resubmitted: bool) -> NextStep {
-    match answer {
-        KnownOutcome::Committed(_) => NextStep::ReportCommitted,
-        KnownOutcome::Aborted(_) if !resubmitted => NextStep::Resubmit,
-        KnownOutcome::Aborted(_) => NextStep::ReportAborted,
-        KnownOutcome::Undecided(_) | KnownOutcome::Unknown(_) => NextStep::ReportUnknown,
+pub fn next_step(lookup: &OutcomeLookup, resubmitted: bool) -> NextStep {
+    match lookup {
+        OutcomeLookup::Committed(_) => NextStep::ReportCommitted,
+        OutcomeLookup::Aborted(_) if !resubmitted => NextStep::Resubmit,
+        OutcomeLookup::Aborted(_) => NextStep::ReportAborted,
+        OutcomeLookup::Undecided(_) | OutcomeLookup::Unknown(_) => NextStep::ReportUnknown,
     }
 }
 
@@ -338,7 +349,7 @@ mod tests {
         let (r, _) = p0(&t);
         let f = vec![found(r[0], Found { committed: Some(Cts(5)), ..Default::default() })];
         let early = Deadline { now_ms: 0, ..late() };
-        assert_eq!(judge(T, &f, &[t], &early), KnownOutcome::Committed(Cts(5)));
+        assert_eq!(judge(T, &f, &[t], &early), OutcomeLookup::Committed(Cts(5)));
     }
 
     #[test]
@@ -349,8 +360,8 @@ mod tests {
         let mut f: Vec<Finding> = r.iter().map(|&n| found(n, aborted.clone())).collect();
         f.extend(others.iter().map(|&n| nothing(n)));
         let at_deadline = Deadline { now_ms: 3250, ..late() };
-        assert!(matches!(judge(T, &f, std::slice::from_ref(&t), &at_deadline), KnownOutcome::Unknown(_)));
-        assert!(matches!(judge(T, &f, &[t], &late()), KnownOutcome::Aborted(_)));
+        assert!(matches!(judge(T, &f, std::slice::from_ref(&t), &at_deadline), OutcomeLookup::Unknown(_)));
+        assert!(matches!(judge(T, &f, &[t], &late()), OutcomeLookup::Aborted(_)));
     }
 
     #[test]
@@ -362,16 +373,16 @@ mod tests {
         let (r, _) = p0(&t);
         let left_behind = Found { commit_vote: true, entry: Some(facts(&t)), ..Default::default() };
         let f = vec![found(r[0], left_behind.clone())];
-        assert!(matches!(judge(T, &f, std::slice::from_ref(&t), &late()), KnownOutcome::Unknown(_)));
+        assert!(matches!(judge(T, &f, std::slice::from_ref(&t), &late()), OutcomeLookup::Unknown(_)));
         // Two of three aborted their redo over a commit vote: still no proof. Both may have
         // been up-to-date votes of a commit whose DCs were behind for another partition (a
         // DC that left any written partition behind aborts all its redo, and is caught up).
         let f = vec![found(r[0], left_behind.clone()), found(r[1], left_behind.clone())];
-        assert!(matches!(judge(T, &f, std::slice::from_ref(&t), &late()), KnownOutcome::Unknown(_)));
+        assert!(matches!(judge(T, &f, std::slice::from_ref(&t), &late()), OutcomeLookup::Unknown(_)));
         // Only one commit vote among three seen replicas: fewer than M = 2 can count for one.
         let abort = Found { entry: Some(facts(&t)), ..Default::default() };
         let f = vec![found(r[0], left_behind), found(r[1], abort.clone()), found(r[2], abort)];
-        assert!(matches!(judge(T, &f, &[t], &late()), KnownOutcome::Aborted(_)));
+        assert!(matches!(judge(T, &f, &[t], &late()), OutcomeLookup::Aborted(_)));
     }
 
     #[test]
@@ -380,7 +391,7 @@ mod tests {
         let (r, _) = p0(&t);
         let waiting = Found { commit_vote: true, unfinished: true, entry: Some(facts(&t)), ..Default::default() };
         let f: Vec<Finding> = r.iter().map(|&n| found(n, waiting.clone())).collect();
-        let KnownOutcome::Undecided(why) = judge(T, &f, std::slice::from_ref(&t), &late()) else {
+        let OutcomeLookup::Undecided(why) = judge(T, &f, std::slice::from_ref(&t), &late()) else {
             panic!("undecided expected")
         };
         // The client's text names the nodes as the topology file does.
@@ -391,9 +402,9 @@ mod tests {
         let unvoted = Found { unfinished: true, unvoted: true, entry: Some(facts(&t)), ..Default::default() };
         let abort = Found { unfinished: true, entry: Some(facts(&t)), ..Default::default() };
         let f = vec![found(r[0], waiting), found(r[1], unvoted), found(r[2], abort.clone())];
-        assert!(matches!(judge(T, &f, std::slice::from_ref(&t), &late()), KnownOutcome::Undecided(_)));
+        assert!(matches!(judge(T, &f, std::slice::from_ref(&t), &late()), OutcomeLookup::Undecided(_)));
         let f = vec![found(r[0], abort.clone()), found(r[1], abort), nothing(r[2])];
-        assert!(matches!(judge(T, &f, &[t], &late()), KnownOutcome::Aborted(_)));
+        assert!(matches!(judge(T, &f, &[t], &late()), OutcomeLookup::Aborted(_)));
     }
 
     #[test]
@@ -407,10 +418,10 @@ mod tests {
             found(r[1], done.clone()),
             Finding { node: r[2], kind: FindingKind::Untrusted },
         ];
-        assert!(matches!(judge(T, &f, std::slice::from_ref(&t), &late()), KnownOutcome::Unknown(_)));
+        assert!(matches!(judge(T, &f, std::slice::from_ref(&t), &late()), OutcomeLookup::Unknown(_)));
         let f =
             vec![found(r[0], done.clone()), found(r[1], done), Finding { node: r[2], kind: FindingKind::CannotTell }];
-        assert!(matches!(judge(T, &f, &[t], &late()), KnownOutcome::Aborted(_)));
+        assert!(matches!(judge(T, &f, &[t], &late()), OutcomeLookup::Aborted(_)));
     }
 
     #[test]
@@ -419,41 +430,47 @@ mod tests {
         let all: Vec<Finding> = t.nodes.iter().map(|n| nothing(n.id)).collect();
         let no_bound = late();
         assert!(
-            matches!(judge(T, &all, std::slice::from_ref(&t), &no_bound), KnownOutcome::Unknown(_)),
+            matches!(judge(T, &all, std::slice::from_ref(&t), &no_bound), OutcomeLookup::Unknown(_)),
             "no start known"
         );
         let bound = Deadline { latest_ms: Some(5000), ..late() };
         assert!(
-            matches!(judge(T, &all, std::slice::from_ref(&t), &bound), KnownOutcome::Unknown(_)),
+            matches!(judge(T, &all, std::slice::from_ref(&t), &bound), OutcomeLookup::Unknown(_)),
             "deadline not past"
         );
         let past = Deadline { latest_ms: Some(5000), now_ms: 5251, ..late() };
-        assert!(matches!(judge(T, &all, std::slice::from_ref(&t), &past), KnownOutcome::Aborted(_)));
+        assert!(matches!(judge(T, &all, std::slice::from_ref(&t), &past), OutcomeLookup::Aborted(_)));
         // One DC silent (n = 3, at most one replica per DC): still fewer than M anywhere.
         let dc1: Vec<NodeId> = t.dcs[1].nodes.clone();
         let some: Vec<Finding> = all.iter().filter(|f| !dc1.contains(&f.node)).cloned().collect();
-        assert!(matches!(judge(T, &some, std::slice::from_ref(&t), &past), KnownOutcome::Aborted(_)));
+        assert!(matches!(judge(T, &some, std::slice::from_ref(&t), &past), OutcomeLookup::Aborted(_)));
         // Two DCs silent: a partition with replicas in both could have committed there.
         let dc2: Vec<NodeId> = t.dcs[2].nodes.clone();
         let fewer: Vec<Finding> = some.iter().filter(|f| !dc2.contains(&f.node)).cloned().collect();
-        assert!(matches!(judge(T, &fewer, &[t], &past), KnownOutcome::Unknown(_)));
+        assert!(matches!(judge(T, &fewer, &[t], &past), OutcomeLookup::Unknown(_)));
     }
 
     /// The client's decision table: only a final abort resubmits, once.
     #[test]
     fn the_client_resubmits_only_a_transaction_that_did_not_happen() {
         let rows = [
-            (KnownOutcome::Committed(Cts(3)), false, NextStep::ReportCommitted),
-            (KnownOutcome::Committed(Cts(3)), true, NextStep::ReportCommitted),
-            (KnownOutcome::Aborted("x".into()), false, NextStep::Resubmit),
-            (KnownOutcome::Aborted("x".into()), true, NextStep::ReportAborted),
-            (KnownOutcome::Undecided("x".into()), false, NextStep::ReportUnknown),
-            (KnownOutcome::Undecided("x".into()), true, NextStep::ReportUnknown),
-            (KnownOutcome::Unknown("x".into()), false, NextStep::ReportUnknown),
-            (KnownOutcome::Unknown("x".into()), true, NextStep::ReportUnknown),
+            (OutcomeLookup::Committed(Cts(3)), false, NextStep::ReportCommitted),
+            (OutcomeLookup::Committed(Cts(3)), true, NextStep::ReportCommitted),
+            (OutcomeLookup::Aborted("x".into()), false, NextStep::Resubmit),
+            (OutcomeLookup::Aborted("x".into()), true, NextStep::ReportAborted),
+            (OutcomeLookup::Undecided("x".into()), false, NextStep::ReportUnknown),
+            (OutcomeLookup::Undecided("x".into()), true, NextStep::ReportUnknown),
+            (OutcomeLookup::Unknown("x".into()), false, NextStep::ReportUnknown),
+            (OutcomeLookup::Unknown("x".into()), true, NextStep::ReportUnknown),
         ];
-        for (answer, resubmitted, step) in rows {
-            assert_eq!(next_step(&answer, resubmitted), step, "{answer:?}, resubmitted: {resubmitted}");
+        for (lookup, resubmitted, step) in rows {
+            assert_eq!(next_step(&lookup, resubmitted), step, "{lookup:?}, resubmitted: {resubmitted}");
+            let told = match step {
+                NextStep::ReportCommitted => Outcome::Committed,
+                NextStep::Resubmit | NextStep::ReportAborted => Outcome::Aborted,
+                NextStep::ReportUnknown => Outcome::Unknown,
+            };
+            assert_eq!((lookup.outcome(), lookup.is_final()), (told, told != Outcome::Unknown), "{lookup:?}");
         }
     }
 
@@ -489,14 +506,14 @@ mod tests {
     #[test]
     fn the_wire_state_round_trips_and_bad_codes_are_refused() {
         for o in [
-            KnownOutcome::Committed(Cts(9)),
-            KnownOutcome::Aborted("a".into()),
-            KnownOutcome::Undecided("u".into()),
-            KnownOutcome::Unknown("k".into()),
+            OutcomeLookup::Committed(Cts(9)),
+            OutcomeLookup::Aborted("a".into()),
+            OutcomeLookup::Undecided("u".into()),
+            OutcomeLookup::Unknown("k".into()),
         ] {
             let (s, c, d) = o.to_wire();
-            assert_eq!(KnownOutcome::from_wire(s, c, d), Ok(o));
+            assert_eq!(OutcomeLookup::from_wire(s, c, d), Ok(o));
         }
-        assert!(KnownOutcome::from_wire(4, 0, String::new()).unwrap_err().contains("state 4"));
+        assert!(OutcomeLookup::from_wire(4, 0, String::new()).unwrap_err().contains("state 4"));
     }
 }

@@ -42,15 +42,6 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// What a recoverer found out of a transaction it recovered.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RecoveryOutcome {
-    /// Decided commit, recorded and applied.
-    Committed,
-    /// Decided abort, recorded and applied.
-    Aborted,
-}
-
 /// What a redo entry found by a scan tells a recoverer about its transaction.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Orphan {
@@ -216,18 +207,16 @@ impl Recoverer {
         self.decision
     }
 
-    /// How it ended (`None` until done).
-    pub fn outcome(&self) -> Option<RecoveryOutcome> {
-        self.recorded_outcome().filter(|_| self.stage == Stage::Done)
+    /// The decision once the recovery is done (recorded, and its phase 2 answered or given up
+    /// at every DC): how it ended; `None` before.
+    pub fn applied_decision(&self) -> Option<Decision> {
+        self.recorded_decision().filter(|_| self.stage == Stage::Done)
     }
 
     /// The decision once it is recorded at a majority of every partition (phase 2 may still
     /// be on its way to some DCs); `None` before.
-    pub fn recorded_outcome(&self) -> Option<RecoveryOutcome> {
-        matches!(self.stage, Stage::Apply | Stage::Done).then_some(match self.decision {
-            Some(Decision::Commit(_)) => RecoveryOutcome::Committed,
-            _ => RecoveryOutcome::Aborted,
-        })
+    pub fn recorded_decision(&self) -> Option<Decision> {
+        self.decision.filter(|_| matches!(self.stage, Stage::Apply | Stage::Done))
     }
 
     /// The DCs the last blocked round waited for (empty unless blocked).

@@ -15,7 +15,7 @@ use crate::call;
 use crate::catch_up::{self, CatchUp};
 use crate::cost::Cost;
 use crate::decision::{decide, majority, Ruling, Why};
-use crate::machine::{earliest, TxnMachine, TxnOutcome, TxnStatus};
+use crate::machine::{earliest, TxnAnswer, TxnMachine, TxnStatus};
 pub use crate::machine::{Action, AttemptId};
 use crate::message::{CatchUpTarget, Decide, DecideRole, Execute, Record, Reply, Request};
 use crate::plan::{self, Plan, Scope};
@@ -548,7 +548,7 @@ impl CoordinatorTxn {
         let cost = cost.map(TxnCost::from);
         let cause = matches!(status, TxnStatus::Aborted(_)).then_some(self.cause);
         self.actions.push_back(Action::Answer {
-            outcome: TxnOutcome { txn: self.txn, status, reads },
+            answer: TxnAnswer { txn: self.txn, status, reads },
             class: self.class,
             cost,
             cause,

@@ -6,7 +6,7 @@ use crate::world::World;
 use redt_checkers::bank::balance;
 use redt_checkers::elle;
 use redt_dc_executor::{decode_scan, list_items, unfinished_entries, CellVersion};
-use redt_proto::{NodeId, PartitionId};
+use redt_proto::{NodeId, Outcome, PartitionId};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Runs every check on a drained world and files leftovers and violations in its report.
@@ -168,7 +168,7 @@ pub(crate) fn check(w: &mut World) {
     // Failover: what committed in the epochs after a removal, and on a partition with fewer
     // voters in its epoch than in the topology file.
     let first = w.topology.epoch;
-    for h in w.hist.iter().filter(|h| h.outcome == elle::Outcome::Ok && h.epoch > first) {
+    for h in w.hist.iter().filter(|h| h.outcome == Outcome::Committed && h.epoch > first) {
         w.report.committed_after_removal += 1;
         let Some(at) = w.placements.iter().find(|t| t.epoch == h.epoch) else { continue };
         let shrunk = |p: PartitionId| {
@@ -192,7 +192,8 @@ pub(crate) fn check(w: &mut World) {
                     w.report.violations.push(Violation::BankTotal { found, expected });
                 }
             }
-            for h in w.hist.iter().filter(|h| h.outcome == elle::Outcome::Ok && h.reads.len() == BANK_ACCOUNTS as usize)
+            for h in
+                w.hist.iter().filter(|h| h.outcome == Outcome::Committed && h.reads.len() == BANK_ACCOUNTS as usize)
             {
                 let found: i64 = h.reads.iter().map(|r| r.as_deref().map(balance).unwrap_or(0)).sum();
                 if found != BANK_START * BANK_ACCOUNTS as i64 {
@@ -201,7 +202,7 @@ pub(crate) fn check(w: &mut World) {
             }
         }
         Workload::Append | Workload::AppendScan | Workload::Churn => {
-            for h in w.hist.iter().filter(|h| h.outcome == elle::Outcome::Ok) {
+            for h in w.hist.iter().filter(|h| h.outcome == Outcome::Committed) {
                 for (step, read) in h.steps.iter().zip(&h.reads) {
                     if let Step::Delete { .. } = step {
                         w.report.deletes_committed += 1;

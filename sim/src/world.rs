@@ -16,7 +16,7 @@ use redt_dc_executor::{
 };
 use redt_netem::WanModel;
 use redt_proto::wire::ProcedureCall;
-use redt_proto::{DcId, Epoch, NodeId, PartitionId, Topology, TxnId};
+use redt_proto::{DcId, Decision, Epoch, NodeId, Outcome, PartitionId, Topology, TxnId};
 use redt_protocol::catch_up::{CatchUpDebt, Shipper};
 use redt_protocol::epochs::placement_of;
 use redt_protocol::failover::FailoverMutations;
@@ -27,7 +27,7 @@ use redt_protocol::txn::Action;
 use redt_protocol::ReclaimRound;
 use redt_protocol::{
     CoordinatorOptions, CoordinatorTxn, Epochs, ExecutorCore, ExecutorMutations, Orphan, Recoverer, RecoveryMutations,
-    RecoveryOptions, RecoveryOutcome, TxnIds, TxnMachine, TxnStatus,
+    RecoveryOptions, TxnIds, TxnMachine, TxnStatus,
 };
 use redt_replication::{Command, Membership};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -612,7 +612,7 @@ pub(crate) struct Hist {
     pub call: ProcedureCall,
     pub invoke_us: u64,
     pub complete_us: Option<u64>,
-    pub outcome: elle::Outcome,
+    pub outcome: Outcome,
     /// Its list-append operations and scans (empty for the other workloads).
     pub steps: Vec<workload::Step>,
     /// The checker's operations: [`workload::fill`]ed once committed, else
@@ -1496,7 +1496,7 @@ impl World {
         // Their clients see the connection drop: outcome unknown.
         for (_, c) in coords {
             if let Some(client) = c.client {
-                self.complete(client, elle::Outcome::Info, Vec::new(), false);
+                self.complete(client, Outcome::Unknown, Vec::new(), false);
             }
         }
         let back = self.now + self.rng.gen_range(200_000..2_000_000);
@@ -1525,7 +1525,7 @@ impl World {
             call: draw.call.clone(),
             invoke_us: self.now,
             complete_us: None,
-            outcome: elle::Outcome::Info,
+            outcome: Outcome::Unknown,
             ops: workload::unfilled(&draw.steps),
             steps: draw.steps,
             reads: Vec::new(),
@@ -1547,25 +1547,25 @@ impl World {
             }
             Err(e) => {
                 self.trace(|| format!("{node} cannot start {txn}: {e}"));
-                self.complete(c, elle::Outcome::Fail, Vec::new(), true);
+                self.complete(c, Outcome::Aborted, Vec::new(), true);
             }
         }
     }
 
     /// Ends client `c`'s transaction and schedules its next one.
-    fn complete(&mut self, c: usize, outcome: elle::Outcome, reads: Vec<Option<Vec<u8>>>, returned: bool) {
+    fn complete(&mut self, c: usize, outcome: Outcome, reads: Vec<Option<Vec<u8>>>, returned: bool) {
         let Some(h) = self.clients[c].busy.take() else { return };
         let e = &mut self.hist[h];
         e.outcome = outcome;
         e.complete_us = returned.then_some(self.now);
-        if outcome == elle::Outcome::Ok {
+        if outcome == Outcome::Committed {
             e.ops = workload::fill(&e.steps, &reads);
         }
         e.reads = reads;
         match outcome {
-            elle::Outcome::Ok => self.report.committed += 1,
-            elle::Outcome::Fail => self.report.aborted += 1,
-            elle::Outcome::Info => {
+            Outcome::Committed => self.report.committed += 1,
+            Outcome::Aborted => self.report.aborted += 1,
+            Outcome::Unknown => {
                 self.report.unknown += 1;
                 // Jepsen's convention: after an unknown outcome the client continues as a new
                 // process.
@@ -1576,7 +1576,7 @@ impl World {
         // the topology's largest RTT (as a real client retries under No-Wait), so that
         // clients do not abort each other in lock step.
         let pause = match outcome {
-            elle::Outcome::Ok => self.rng.gen_range(0..2_000),
+            Outcome::Committed => self.rng.gen_range(0..2_000),
             _ => self.rng.gen_range(0..self.backoff_us.max(2_000)),
         };
         self.queue.push(self.now + pause, Ev::Client { client: c });
@@ -1592,21 +1592,21 @@ impl World {
                     self.trace(|| format!("{node} -> {to}: {} {txn}", kind(&request)));
                     self.call(node, to, RpcOwner::Txn(txn, attempt), request);
                 }
-                Action::Answer { outcome, class, cost, .. } => {
+                Action::Answer { answer, class, cost, .. } => {
                     let client = c.client;
                     if let Some(cost) = cost {
                         c.answered_cost = Some((cost.inter_dc_messages, cost.round_trips));
                     }
-                    self.trace(|| format!("{node} answers {txn}: {:?}", outcome.status));
-                    let (o, reads) = match outcome.status {
-                        TxnStatus::Committed => (elle::Outcome::Ok, outcome.reads),
+                    self.trace(|| format!("{node} answers {txn}: {:?}", answer.status));
+                    let (o, reads) = match answer.status {
+                        TxnStatus::Committed => (Outcome::Committed, answer.reads),
                         TxnStatus::Aborted(_) => {
                             self.check_abort_recorded(txn);
-                            (elle::Outcome::Fail, Vec::new())
+                            (Outcome::Aborted, Vec::new())
                         }
-                        TxnStatus::Unknown(_) => (elle::Outcome::Info, Vec::new()),
+                        TxnStatus::Unknown(_) => (Outcome::Unknown, Vec::new()),
                     };
-                    if o == elle::Outcome::Ok && class.read_write && class.inter_dc {
+                    if o == Outcome::Committed && class.read_write && class.inter_dc {
                         if let Some((m, r)) = cost.map(|c| (c.inter_dc_messages, c.round_trips)) {
                             self.report.rw_inter_commits += 1;
                             self.report.rw_inter_messages += m;
@@ -1858,9 +1858,9 @@ impl World {
         let n = &mut self.nodes[node.0 as usize];
         let Some(r) = n.recoverers.get(&txn) else { return };
         if r.is_done() {
-            match r.outcome() {
-                Some(RecoveryOutcome::Committed) => self.report.recovered_commits += 1,
-                Some(RecoveryOutcome::Aborted) => self.report.recovered_aborts += 1,
+            match r.applied_decision() {
+                Some(Decision::Commit(_)) => self.report.recovered_commits += 1,
+                Some(Decision::Abort) => self.report.recovered_aborts += 1,
                 None => {}
             }
             let d = r.decision();

@@ -8,7 +8,7 @@ use super::{load_topology, runtime};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use redt_bench::jepsen;
-use redt_coordinator::{Client, CoordinatorOptions, EmbeddedCluster, TxnOutcome, TxnStatus};
+use redt_coordinator::{Client, CoordinatorOptions, EmbeddedCluster, TxnAnswer, TxnStatus};
 use redt_dc_executor::KvOp;
 use redt_proto::wire::ProcedureCall;
 use redt_proto::NodeId;
@@ -50,16 +50,16 @@ enum Target {
 }
 
 impl Target {
-    /// Runs `c`; returns its outcome and whether its reads were lost (a commit learned from
+    /// Runs `c`; returns its answer and whether its reads were lost (a commit learned from
     /// the outcome query after the coordinator's answer was lost).
-    async fn submit(&self, c: ProcedureCall) -> (TxnOutcome, bool) {
+    async fn submit(&self, c: ProcedureCall) -> (TxnAnswer, bool) {
         match self {
             Target::Embedded(cl, n) => (cl.node(*n).submit(c).await, false),
             // A dead coordinator (its DC lost) is passed over for a live one, and a lost
             // answer is asked about, never resubmitted blindly.
             Target::Remote(cl, n) => {
                 let r = cl.submit_asking(*n, c).await;
-                (r.outcome, r.reads_lost)
+                (r.answer, r.reads_lost)
             }
         }
     }

@@ -37,7 +37,7 @@ use crate::report::{CpuCost, Latency, VerbsPerTxn, DEFAULT_IDLE_WINDOW};
 use indicatif::{ProgressBar, ProgressStyle};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use redt_coordinator::{Class, ClassReport, CoordinatorOptions, Node, TxnOutcome, TxnStatus};
+use redt_coordinator::{Class, ClassReport, CoordinatorOptions, Node, TxnAnswer, TxnStatus};
 use redt_proto::wire::ProcedureCall;
 use redt_proto::{DcId, NodeId, PartitionId, Protocol, TableId, Topology};
 use serde::Serialize;
@@ -294,7 +294,7 @@ pub(crate) trait Backend: Send + Sync + 'static {
         route: &Self::Route,
         call: ProcedureCall,
         part: PartitionId,
-    ) -> impl std::future::Future<Output = TxnOutcome> + Send;
+    ) -> impl std::future::Future<Output = TxnAnswer> + Send;
 }
 
 /// The embedded cluster's backend: terminals submit through their home node (the nearest node
@@ -356,7 +356,7 @@ impl Backend for Embedded {
         )
     }
 
-    async fn submit(&self, (node, _): &Self::Route, call: ProcedureCall, part: PartitionId) -> TxnOutcome {
+    async fn submit(&self, (node, _): &Self::Route, call: ProcedureCall, part: PartitionId) -> TxnAnswer {
         let submitted = Instant::now();
         let out = node.submit(call).await;
         if let (Some(t), Some(&from)) = (&self.timeline, self.measured_from.get()) {

@@ -29,7 +29,7 @@ use crate::interval::{IntervalOptions, Intervals, Snapshot};
 use crate::progress::bar;
 use crate::report::{CpuCost, Latency, Outcomes};
 use backon::{ExponentialBuilder, Retryable};
-use redt_coordinator::{Client, EmbeddedCluster, TxnOutcome, TxnStatus};
+use redt_coordinator::{Client, EmbeddedCluster, TxnAnswer, TxnStatus};
 use redt_dc_executor::RecordOp;
 use redt_proto::wire::ProcedureCall;
 use redt_proto::{NodeId, PartitionId, TableId, Topology};
@@ -162,7 +162,7 @@ impl Target {
     ///
     /// # Errors
     /// The refusal; the last abort or unknown outcome's reason once [`RETRY_FOR`] has passed.
-    pub async fn commit_idempotent(&self, node: NodeId, call: ProcedureCall) -> Result<TxnOutcome, String> {
+    pub async fn commit_idempotent(&self, node: NodeId, call: ProcedureCall) -> Result<TxnAnswer, String> {
         let deadline = Instant::now() + RETRY_FOR;
         let attempt = || async {
             let out = self.client.submit(node, call.clone()).await;

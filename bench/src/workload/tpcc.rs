@@ -18,7 +18,7 @@ use crate::tpcc::check::{check_with, CheckInput, CheckReport};
 use crate::tpcc::driver::{spawn_terminals, Backend, Shared, TpccConfig, TypeReport};
 use crate::tpcc::loader::{load_warehouse, nurand_of, rows_per_warehouse, LoadConfig, RowSink};
 use crate::tpcc::schema::{self as sc, table, NuRand, Scale, DISTRICTS, MAX_OL};
-use redt_coordinator::TxnOutcome;
+use redt_coordinator::TxnAnswer;
 use redt_dc_executor::RecordOp;
 use redt_proto::wire::ProcedureCall;
 use redt_proto::{NodeId, PartitionId, TableId};
@@ -241,7 +241,7 @@ impl Backend for Remote {
         Some(rows.into_iter().map(|(k, v)| (k, sc::get(&v))).collect())
     }
 
-    async fn submit(&self, node: &NodeId, call: ProcedureCall, _part: PartitionId) -> TxnOutcome {
+    async fn submit(&self, node: &NodeId, call: ProcedureCall, _part: PartitionId) -> TxnAnswer {
         self.target.client.submit(*node, call).await
     }
 }

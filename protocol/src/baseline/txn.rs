@@ -22,7 +22,7 @@ use crate::call;
 use crate::cost::Cost;
 use crate::delivery::{self, Delivery};
 use crate::machine::{earliest, Action, AttemptId, TxnMachine};
-use crate::machine::{TxnOutcome, TxnStatus};
+use crate::machine::{TxnAnswer, TxnStatus};
 use crate::message::{Decide, DecideRole, Execute, LogDecision, Prepare, Record, Reply, Request};
 use crate::plan::{self, Plan, Scope};
 use crate::stats::{AbortCause, Class, TxnCost};
@@ -450,7 +450,7 @@ impl BaselineTxn {
     ) {
         let cost = cost.map(TxnCost::from);
         self.actions.push_back(Action::Answer {
-            outcome: TxnOutcome { txn: self.txn, status, reads },
+            answer: TxnAnswer { txn: self.txn, status, reads },
             class: self.class,
             cost,
             cause,
@@ -676,7 +676,7 @@ mod tests {
 
     fn answered(other: &[Action]) -> Option<(TxnStatus, Option<TxnCost>)> {
         other.iter().find_map(|a| match a {
-            Action::Answer { outcome, cost, .. } => Some((outcome.status.clone(), *cost)),
+            Action::Answer { answer, cost, .. } => Some((answer.status.clone(), *cost)),
             _ => None,
         })
     }
