@@ -87,74 +87,79 @@ const SWEEP_BUCKETS: u64 = 4096;
 /// How many transaction ids each bounded memory (fences, decided here) remembers.
 const FENCE_MEMORY: usize = redt_dc_executor::TxnSet::CAP;
 
-/// Deliberate protocol bugs, for showing that the simulation catches them. All off by default; nothing outside tests turns them on.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct ExecutorMutations {
-    /// A phase 1 that arrives after its transaction was decided (or fenced) here runs anyway
-    /// and takes locks nobody will release.
-    pub late_phase1_takes_locks: bool,
-    /// A decision for a transaction already decided here touches nothing, not even the
-    /// unfinished entry it names.
-    pub repeated_decision_touches_nothing: bool,
-    /// A catch-up source decides its redo without the catch-up mask, so its shipments live
-    /// only in its memory (the bug before docs/design.md §2's "a catch-up outlives its source").
-    pub catch_up_not_durable: bool,
-    /// A phase 1 planned in another epoch than the executor's current one runs anyway (no
-    /// epoch fence, docs/design.md, "Failover"): a transaction of a removed placement can commit.
-    pub accept_other_epoch: bool,
-    /// A catch-up source ships nothing to learners: a rebuilt replica misses the commits made
-    /// while its snapshot was copied.
-    pub no_catch_up_to_learners: bool,
-    /// A voter serves a snapshot copy at once, without raising its epoch floor or waiting
-    /// for its older-epoch entries: an older commit applied after the scan is missed.
-    pub snapshot_without_fence: bool,
-    /// A PREPARE writes no fence entry: a replica without an entry of the transaction can
-    /// hold no recorded decision, so a partition that lost its other replicas to a removal
-    /// never records one at a majority (sim seed 2082, default, 6 s).
-    pub no_fence_entries: bool,
-    /// A replica that answered `NoVote` because its ring had no room for a fence entry never
-    /// gets one later: once its partition's other replicas are removed no majority can hold
-    /// the recovery's record (sim seed 40186, bank, local-fast, 6 s).
-    pub no_fence_after_full_ring: bool,
-    /// A PREPARE keeps no promise in the node's promise table: a replica that answered
-    /// `NoVote` because its ring was full promised nothing, so a later PREPARE of a lower
-    /// ballot (a restarted executor, or another executor of the DC) gets a fence entry that
-    /// accepts its RECORD after the higher ballot was promised.
-    pub no_promise_table: bool,
-    /// A removed node back from the dead aborts the undecided entries of its old-epoch
-    /// transactions in every ring of its DC, not only its own: a live neighbour's entry of a
-    /// committed transaction is aborted (sim seed 8, bank, default, `all,remove-node`, 6 s).
-    pub discard_across_the_dc: bool,
-    /// A replica whose DC a commit left behind ignores the catch-up's word that it was
-    /// behind: a recoverer that saw the commit applied elsewhere commits its stale redo, whose
-    /// values then stay at the commit's timestamp (sim seed 70117, bank, world-5dc-n5, 3 s).
-    pub apply_stale_redo: bool,
-    /// Replay keeps the first of two copies of a write at one commit timestamp
-    /// ([`redt_dc_executor::ThomasRule::FirstWriteAtCts`]): a behind replica's stale redo,
-    /// committed by a recoverer that saw the commit applied elsewhere before the catch-up
-    /// landed, stays over the catch-up's values (sim seed 70185, bank, world-5dc-n5, 3 s).
-    pub first_write_at_cts: bool,
-    /// A decision recorded in an entry's vote word is never replaced by a higher ballot's
-    /// RECORD (the rule before sim seed 50339, ycsb, default, `all,remove`, 6 s): a replica
-    /// holding a lower-ballot abort refuses the commit the survivors must complete.
-    pub first_record_stays: bool,
-    /// Freeing a deleted record does not raise its node's deletion horizon, so a catch-up of
-    /// an older write of the key, arriving after the free, creates the key again.
-    pub free_deleted_without_horizon: bool,
-    /// A learner's copy ends without emptying the rows no voter's copy refreshed
-    /// ([`ExecutorCore::purge_unrefreshed`] purges nothing), so a key its voters deleted and
-    /// freed while it was away keeps its old value there.
-    pub keep_unrefreshed: bool,
-    /// A replica frees its record of a deleted key a grace after the delete without asking
-    /// the key's other replicas whether they hold the delete too
-    /// ([`ExecutorCore::take_reclaims`]): one still waiting for the delete's catch-up keeps
-    /// the old row, and a learner copying from the replicas merges it.
-    pub reclaim_without_check: bool,
-    /// A replica frees its record of a deleted key without looking at the catch-up floors
-    /// (`redt_dc_executor::DcHandle::catch_up_floor`): a catch-up made after the free (a late
-    /// phase 2 at its source, a late recovery) of a write older than the delete, to another key
-    /// of the slot, meets the raised horizon and its replica stays behind for that key.
-    pub reclaim_below_no_floor: bool,
+mutations! {
+    /// Deliberate protocol bugs of the executor side, for showing that the simulation or a unit
+    /// test catches them. All off by default; nothing outside tests turns them on. Has its fields
+    /// only in a build with the `mutants` feature (the tests turn it on); without it, none, and
+    /// every switch reads as off.
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+    pub struct ExecutorMutations {
+        /// A phase 1 that arrives after its transaction was decided (or fenced) here runs anyway
+        /// and takes locks nobody will release.
+        pub late_phase1_takes_locks: bool,
+        /// A decision for a transaction already decided here touches nothing, not even the
+        /// unfinished entry it names.
+        pub repeated_decision_touches_nothing: bool,
+        /// A catch-up source decides its redo without the catch-up mask, so its shipments live only
+        /// in its memory (the bug before docs/design.md §2's "a catch-up outlives its source").
+        pub catch_up_not_durable: bool,
+        /// A phase 1 planned in another epoch than the executor's current one runs anyway (no epoch
+        /// fence, docs/design.md, "Failover"): a transaction of a removed placement can commit.
+        pub accept_other_epoch: bool,
+        /// A catch-up source ships nothing to learners: a rebuilt replica misses the commits made
+        /// while its snapshot was copied.
+        pub no_catch_up_to_learners: bool,
+        /// A voter serves a snapshot copy at once, without raising its epoch floor or waiting
+        /// for its older-epoch entries: an older commit applied after the scan is missed.
+        pub snapshot_without_fence: bool,
+        /// A PREPARE writes no fence entry: a replica without an entry of the transaction can
+        /// hold no recorded decision, so a partition that lost its other replicas to a removal
+        /// never records one at a majority (sim seed 2082, default, 6 s).
+        pub no_fence_entries: bool,
+        /// A replica that answered `NoVote` because its ring had no room for a fence entry never
+        /// gets one later: once its partition's other replicas are removed no majority can hold
+        /// the recovery's record (sim seed 40186, bank, local-fast, 6 s).
+        pub no_fence_after_full_ring: bool,
+        /// A PREPARE keeps no promise in the node's promise table: a replica that answered
+        /// `NoVote` because its ring was full promised nothing, so a later PREPARE of a lower
+        /// ballot (a restarted executor, or another executor of the DC) gets a fence entry that
+        /// accepts its RECORD after the higher ballot was promised.
+        pub no_promise_table: bool,
+        /// A removed node back from the dead aborts the undecided entries of its old-epoch
+        /// transactions in every ring of its DC, not only its own: a live neighbour's entry of a
+        /// committed transaction is aborted (sim seed 8, bank, default, `all,remove-node`, 6 s).
+        pub discard_across_the_dc: bool,
+        /// A replica whose DC a commit left behind ignores the catch-up's word that it was
+        /// behind: a recoverer that saw the commit applied elsewhere commits its stale redo, whose
+        /// values then stay at the commit's timestamp (sim seed 70117, bank, world-5dc-n5, 3 s).
+        pub apply_stale_redo: bool,
+        /// Replay keeps the first of two copies of a write at one commit timestamp
+        /// ([`redt_dc_executor::ThomasRule::FirstWriteAtCts`]): a behind replica's stale redo,
+        /// committed by a recoverer that saw the commit applied elsewhere before the catch-up
+        /// landed, stays over the catch-up's values (sim seed 70185, bank, world-5dc-n5, 3 s).
+        pub first_write_at_cts: bool,
+        /// A decision recorded in an entry's vote word is never replaced by a higher ballot's
+        /// RECORD (the rule before sim seed 50339, ycsb, default, `all,remove`, 6 s): a replica
+        /// holding a lower-ballot abort refuses the commit the survivors must complete.
+        pub first_record_stays: bool,
+        /// Freeing a deleted record does not raise its node's deletion horizon, so a catch-up of
+        /// an older write of the key, arriving after the free, creates the key again.
+        pub free_deleted_without_horizon: bool,
+        /// A learner's copy ends without emptying the rows no voter's copy refreshed
+        /// ([`ExecutorCore::purge_unrefreshed`] purges nothing), so a key its voters deleted and
+        /// freed while it was away keeps its old value there.
+        pub keep_unrefreshed: bool,
+        /// A replica frees its record of a deleted key a grace after the delete without asking
+        /// the key's other replicas whether they hold the delete too
+        /// ([`ExecutorCore::take_reclaims`]): one still waiting for the delete's catch-up keeps
+        /// the old row, and a learner copying from the replicas merges it.
+        pub reclaim_without_check: bool,
+        /// A replica frees its record of a deleted key without looking at the catch-up floors
+        /// (`redt_dc_executor::DcHandle::catch_up_floor`): a catch-up made after the free (a late
+        /// phase 2 at its source, a late recovery) of a write older than the delete, to another key
+        /// of the slot, meets the raised horizon and its replica stays behind for that key.
+        pub reclaim_below_no_floor: bool,
+    }
 }
 
 /// Whether a delete committed at `cts` is at or below a catch-up floor as
@@ -171,7 +176,7 @@ fn below(cts: Cts, floor: Option<Option<Cts>>) -> bool {
 impl ExecutorMutations {
     /// The Thomas write rule replay applies entries by.
     pub fn thomas_rule(&self) -> redt_dc_executor::ThomasRule {
-        if self.first_write_at_cts {
+        if mutant!(self.first_write_at_cts) {
             redt_dc_executor::ThomasRule::FirstWriteAtCts
         } else {
             redt_dc_executor::ThomasRule::Versions
@@ -435,12 +440,12 @@ impl ExecutorCore {
     /// Applies the mutations and options this core keeps to its executor (after a new one).
     fn configure_executor(&mut self) {
         let m = self.mutations;
-        self.executor.set_fence_entries(!m.no_fence_entries);
-        self.executor.set_fence_after_full_ring(!m.no_fence_after_full_ring);
-        self.executor.set_promise_table(!m.no_promise_table);
+        self.executor.set_fence_entries(!mutant!(m.no_fence_entries));
+        self.executor.set_fence_after_full_ring(!mutant!(m.no_fence_after_full_ring));
+        self.executor.set_promise_table(!mutant!(m.no_promise_table));
         self.executor.set_thomas_rule(m.thomas_rule());
-        self.executor.set_first_record_stays(m.first_record_stays);
-        self.executor.set_deletion_horizon(!m.free_deleted_without_horizon);
+        self.executor.set_first_record_stays(mutant!(m.first_record_stays));
+        self.executor.set_deletion_horizon(!mutant!(m.free_deleted_without_horizon));
         self.executor.set_deleted_grace(self.deleted_grace);
     }
 
@@ -601,7 +606,7 @@ impl ExecutorCore {
         let mut by_node: BTreeMap<NodeId, (Vec<ReclaimKey>, Vec<usize>)> = BTreeMap::new();
         let mut floors: BTreeMap<NodeId, Option<Option<Cts>>> = BTreeMap::new();
         for (tries, r) in taken {
-            if !self.mutations.reclaim_below_no_floor {
+            if !mutant!(self.mutations.reclaim_below_no_floor) {
                 let floor = *floors.entry(r.node).or_insert_with(|| self.catch_up_floor(r.node));
                 if !below(r.cts, floor) {
                     self.executor.deleted_held(now_ms, tries, r);
@@ -617,7 +622,7 @@ impl ExecutorCore {
                 .chain(part.learners.iter().map(|l| l.node))
                 .filter(|&n| n != self.node)
                 .collect();
-            if others.is_empty() || self.mutations.reclaim_without_check {
+            if others.is_empty() || mutant!(self.mutations.reclaim_without_check) {
                 free_now.push((tries, r));
                 continue;
             }
@@ -658,7 +663,7 @@ impl ExecutorCore {
                     for (&c, &h) in indexes.iter().zip(&a.holds) {
                         ok[c] &= h;
                         let cts = round.candidates[c].1.cts;
-                        held[c] |= !self.mutations.reclaim_below_no_floor && !below(cts, Some(a.floor));
+                        held[c] |= !mutant!(self.mutations.reclaim_below_no_floor) && !below(cts, Some(a.floor));
                     }
                 }
                 _ => indexes.iter().for_each(|&c| ok[c] = false),
@@ -892,7 +897,7 @@ impl ExecutorCore {
             && !self.pending.contains_key(&args.txn)
             && !self.fences.contains(&args.txn)
             && !self.decided.contains(&args.txn)
-            && !self.mutations.late_phase1_takes_locks
+            && !mutant!(self.mutations.late_phase1_takes_locks)
         {
             // A repeated phase 1 whose commit vote was forgotten over the cap: running it
             // again could vote otherwise, and an abort vote or a fence here could hide the
@@ -905,7 +910,7 @@ impl ExecutorCore {
             self.fences.insert(args.txn);
             return Ok(Phase1::Answered(abort(AbortReason::User("phase 1 arrived after its deadline".into()))));
         }
-        if !self.mutations.late_phase1_takes_locks {
+        if !mutant!(self.mutations.late_phase1_takes_locks) {
             if self.fences.contains(&args.txn) {
                 return Ok(Phase1::Answered(abort(AbortReason::User("decided before its phase 1 arrived".into()))));
             }
@@ -921,7 +926,7 @@ impl ExecutorCore {
             }
         }
         let topology = self.epochs.current();
-        if args.epoch != topology.epoch && !self.mutations.accept_other_epoch {
+        if args.epoch != topology.epoch && !mutant!(self.mutations.accept_other_epoch) {
             // The epoch fence (docs/design.md, "Failover"): a transaction planned in another placement
             // must not lock here. Fenced, as any abort vote: once this node applies the
             // transaction's epoch, a repeated phase 1 must not vote commit after the
@@ -1038,7 +1043,7 @@ impl ExecutorCore {
     ) -> Result<()> {
         let remembered = self.pending.remove(&txn).map(|v| v.entries);
         if remembered.is_none() && self.decided.contains(&txn) {
-            if self.mutations.repeated_decision_touches_nothing {
+            if mutant!(self.mutations.repeated_decision_touches_nothing) {
                 return Ok(());
             }
             // A repeated decision: the entries it names may have been reused since, or be a
@@ -1119,7 +1124,7 @@ impl ExecutorCore {
         let shipped: BTreeSet<PartitionId> = targets.iter().map(|t| t.partition).collect();
         let ship_cts = targets.iter().map(|t| t.cts).max().unwrap_or(Cts(0));
         let committed = matches!(decision, Decision::Commit(_));
-        let durable = !self.mutations.catch_up_not_durable;
+        let durable = !mutant!(self.mutations.catch_up_not_durable);
         let topology = self.epochs.current();
         let owed =
             move |e: &RedoEntry| if durable { catch_up::owed_mask(&topology, e, &shipped, committed) } else { 0 };
@@ -1138,7 +1143,7 @@ impl ExecutorCore {
             .iter()
             .filter_map(|t| {
                 let part = current.partitions.get(t.partition.0 as usize)?;
-                let skip_learners = self.mutations.no_catch_up_to_learners;
+                let skip_learners = mutant!(self.mutations.no_catch_up_to_learners);
                 let nodes: Vec<NodeId> = t
                     .nodes
                     .iter()
@@ -1183,7 +1188,7 @@ impl ExecutorCore {
             )));
         }
         let dc = self.executor.dc().clone();
-        if r.from_bucket == 0 && !self.mutations.snapshot_without_fence {
+        if r.from_bucket == 0 && !mutant!(self.mutations.snapshot_without_fence) {
             let at = dc.layout.epoch_floor_offset();
             let mut word = [0u8; 8];
             dc.verbs.read(self.node, at, &mut word)?;
@@ -1336,7 +1341,7 @@ impl ExecutorCore {
             &keep,
         )?;
         let live: Vec<&redt_dc_executor::SnapshotRecord> =
-            chunk.records.iter().filter(|r| !self.mutations.keep_unrefreshed && r.holds_row()).collect();
+            chunk.records.iter().filter(|r| !mutant!(self.mutations.keep_unrefreshed) && r.holds_row()).collect();
         let rows: Vec<(redt_proto::TableId, u64)> = live.iter().map(|r| (r.table, r.key)).collect();
         let at = dc.max_deletion_horizon(self.node)?;
         let done = redt_dc_executor::purge_records(&dc, self.node, &rows, at)?;
@@ -1351,7 +1356,7 @@ impl ExecutorCore {
                     emptied.push(redt_dc_executor::DeletedRecord { node, table, key, record, cts });
                 }
             }
-            let raise = !self.mutations.free_deleted_without_horizon;
+            let raise = !mutant!(self.mutations.free_deleted_without_horizon);
             let fates = dc.retire_deleted(self.node, &emptied, Cts(Cts::MASK), raise)?;
             for (r, fate) in emptied.iter().zip(fates) {
                 if fate == redt_dc_executor::DeletedFate::Busy {
@@ -1387,7 +1392,7 @@ impl ExecutorCore {
         if entry.epoch >= self.epochs.epoch() || self.epochs.holds_voter(self.node) {
             return Ok(false);
         }
-        if self.mutations.discard_across_the_dc {
+        if mutant!(self.mutations.discard_across_the_dc) {
             self.decide(entry.txn, Decision::Abort, &[])?;
             return Ok(true);
         }
@@ -1547,7 +1552,7 @@ impl ExecutorCore {
     /// # Errors
     /// Data-path failures.
     pub fn drop_stale_redo(&mut self, txn: TxnId, changes: &[ReplicaChange], cts: Cts) -> Result<bool> {
-        if self.mutations.apply_stale_redo {
+        if mutant!(self.mutations.apply_stale_redo) {
             return Ok(true);
         }
         self.fences.insert(txn);

@@ -171,13 +171,17 @@ pub enum FailoverAction {
     Propose(Command),
 }
 
-/// Deliberate bugs in the policy, for tests that check the simulation catches them
-/// (`redt sim --mutant-confirm-alone`). Off by default.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct FailoverMutations {
-    /// The leader removes what its own detector suspects without asking the voters (no
-    /// majority): a DC cut off from the leader alone is removed though the others reach it.
-    pub confirm_alone: bool,
+mutations! {
+    /// Deliberate bugs in the policy, for tests that check the simulation catches them
+    /// (`redt sim --mutant-confirm-alone`). Off by default. Has its fields only in a build with
+    /// the `mutants` feature (the tests turn it on); without it, none, and every switch reads as
+    /// off.
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+    pub struct FailoverMutations {
+        /// The leader removes what its own detector suspects without asking the voters (no
+        /// majority): a DC cut off from the leader alone is removed though the others reach it.
+        pub confirm_alone: bool,
+    }
 }
 
 /// The confirmation under way.
@@ -249,7 +253,7 @@ impl Failover {
                 let asking =
                     Asking { round: self.round, suspect, suspecting: BTreeSet::from([view.me]), pending: voters.len() };
                 // Confirmed by the leader alone (a group of one voter): no one to ask.
-                let alone = self.mutations.confirm_alone;
+                let alone = mutant!(self.mutations.confirm_alone);
                 if alone || confirmed(view.membership, view.voters, suspect, &asking.suspecting) {
                     actions.push(FailoverAction::Remove(suspect));
                 } else if !voters.is_empty() {

@@ -14,8 +14,17 @@
 //! return actions; the first four share one shape, [`TxnMachine`]. The node runtime
 //! (`redt-coordinator`) drives them over QUIC; the simulator (`redt-sim`) drives them over a
 //! seeded network. The in-DC data path is `redt-dc-executor`'s.
+//!
+//! The `mutants` feature gives the `*Mutations` structs ([`ExecutorMutations`],
+//! [`CoordinatorMutations`], [`RecoveryMutations`], [`failover::FailoverMutations`]) their
+//! switches: deliberate bugs that tests turn on to show a broken rule is caught. Without it they
+//! have no fields and no code path reads a switch.
 
 #![forbid(unsafe_code)]
+
+// First: its macros are used by the modules below.
+#[macro_use]
+mod mutants;
 
 pub mod baseline;
 pub mod call;

@@ -376,15 +376,18 @@ impl Recoverer {
         if self.partitions().is_empty() {
             return self.retry_later(now);
         }
-        let m = self.options.mutations;
-        let rule = if m.papers_rule {
-            crate::recovery::papers_rule
-        } else if m.votes_beat_records {
-            crate::recovery::votes_beat_records
-        } else if m.abort_votes_need_a_majority {
-            crate::recovery::abort_votes_need_a_majority
-        } else {
-            recover
+        // The recovery rule: ours, unless a mutant takes the RedT paper's, votes beating records
+        // or abort votes that wait for a majority.
+        let mutants = (
+            mutant!(self.options.mutations.papers_rule),
+            mutant!(self.options.mutations.votes_beat_records),
+            mutant!(self.options.mutations.abort_votes_need_a_majority),
+        );
+        let rule = match mutants {
+            (true, _, _) => crate::recovery::papers_rule,
+            (false, true, _) => crate::recovery::votes_beat_records,
+            (false, false, true) => crate::recovery::abort_votes_need_a_majority,
+            (false, false, false) => recover,
         };
         match rule(&self.replies()) {
             Recovery::Block { .. } => {
@@ -401,9 +404,10 @@ impl Recoverer {
                 self.blocked_on.clear();
                 self.decision = Some(decision);
                 self.why = Some(why);
-                // An abort that abort votes alone decided needs no record: no commit was or
-                // will ever be chosen (`recovery` rule 2).
-                if why == Why::Applied || why == Why::AbortVotes || m.act_before_recording {
+                // An abort that abort votes and records alone decided needs no record: no
+                // commit was or will ever be chosen (`recovery` rule 2).
+                if why == Why::Applied || why == Why::AbortVotes || mutant!(self.options.mutations.act_before_recording)
+                {
                     self.apply(decision, now);
                 } else {
                     self.record_round(decision, now);
@@ -488,7 +492,7 @@ impl Recoverer {
         let catch_up = match decision {
             Decision::Commit(_)
                 if self.why == Some(Why::Applied)
-                    && !self.options.mutations.catch_up_after_applied
+                    && !mutant!(self.options.mutations.catch_up_after_applied)
                     && self.none_left_behind() =>
             {
                 self.learners_only()
@@ -514,7 +518,9 @@ impl Recoverer {
             if entries.is_empty() && ships.is_empty() && self.promises.contains_key(&dc) {
                 continue;
             }
-            if let (Decision::Commit(_), false) = (decision, self.options.mutations.ship_only_through_the_source) {
+            if let (Decision::Commit(_), false) =
+                (decision, mutant!(self.options.mutations.ship_only_through_the_source))
+            {
                 self.ship(dc, &ships, now);
             }
             let behind = catch_up.behind.contains(&dc);
@@ -524,7 +530,7 @@ impl Recoverer {
             // coordinator's phase 2 or a recovery that hears from it.
             if behind
                 && !self.promises.contains_key(&dc)
-                && !self.options.mutations.abort_unheard_without_catch_up
+                && !mutant!(self.options.mutations.abort_unheard_without_catch_up)
                 && !Self::reaches(&catch_up, &plan, dc)
             {
                 tracing::debug!(

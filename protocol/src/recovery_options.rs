@@ -42,33 +42,37 @@ pub struct RecoveryOptions {
     pub mutations: RecoveryMutations,
 }
 
-/// Deliberate bugs in the recoverer, each caught by a named simulation seed
-/// (`sim/tests/seeds.rs`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct RecoveryMutations {
-    /// A commit found applied recomputes the catch-up from the promises even when no replica
-    /// can have been left behind (so DCs that were up to date get an abort).
-    pub catch_up_after_applied: bool,
-    /// The RedT paper's §5.1.1 rule instead of ours ([`crate::recovery::papers_rule`]).
-    pub papers_rule: bool,
-    /// Votes beat a higher-ballot record ([`crate::recovery::votes_beat_records`]).
-    pub votes_beat_records: bool,
-    /// Applies (and releases the locks of) a decision as soon as it is chosen, without first
-    /// recording it at a majority of every partition.
-    pub act_before_recording: bool,
-    /// A recovered commit's catch-up is shipped only by the source DC's executor, not also by
-    /// the recoverer from the redo its promises carried: when another recoverer's decision
-    /// reached the source first, the source takes this one for a repeat and ships nothing
-    /// (sim seed 55, ycsb, default, `all,remove-node`, 6 s).
-    pub ship_only_through_the_source: bool,
-    /// A recovered commit tells a DC it did not hear from to abort as a DC left behind even
-    /// when no source can ship it the values, so the DC drops an entry that may have been
-    /// up to date and gets nothing in its place (sim seed 41199, churn on sim-20dc.yaml,
-    /// `all,remove`).
-    pub abort_unheard_without_catch_up: bool,
-    /// Abort votes alone never decide: a recoverer waits for a majority of every partition
-    /// even when they rule out every commit ([`crate::recovery::abort_votes_need_a_majority`]).
-    pub abort_votes_need_a_majority: bool,
+mutations! {
+    /// Deliberate bugs in the recoverer, each caught by a named simulation seed
+    /// (`sim/tests/seeds.rs`). All off by default. Has its fields only in a build with the
+    /// `mutants` feature (the tests turn it on); without it, none, and every switch reads as off.
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+    pub struct RecoveryMutations {
+        /// A commit found applied recomputes the catch-up from the promises even when no replica
+        /// can have been left behind (so DCs that were up to date get an abort).
+        pub catch_up_after_applied: bool,
+        /// The RedT paper's §5.1.1 rule instead of ours ([`crate::recovery::papers_rule`]).
+        pub papers_rule: bool,
+        /// Votes beat a higher-ballot record ([`crate::recovery::votes_beat_records`]).
+        pub votes_beat_records: bool,
+        /// Applies (and releases the locks of) a decision as soon as it is chosen, without first
+        /// recording it at a majority of every partition.
+        pub act_before_recording: bool,
+        /// A recovered commit's catch-up is shipped only by the source DC's executor, not also by
+        /// the recoverer from the redo its promises carried: when another recoverer's decision
+        /// reached the source first, the source takes this one for a repeat and ships nothing
+        /// (sim seed 55, ycsb, default, `all,remove-node`, 6 s).
+        pub ship_only_through_the_source: bool,
+        /// A recovered commit tells a DC it did not hear from to abort as a DC left behind even
+        /// when no source can ship it the values, so the DC drops an entry that may have been
+        /// up to date and gets nothing in its place (sim seed 41199, churn on sim-20dc.yaml,
+        /// `all,remove`).
+        pub abort_unheard_without_catch_up: bool,
+        /// Abort votes and records alone never decide: a recoverer waits for a majority of
+        /// every partition even when they rule out every commit
+        /// ([`crate::recovery::abort_votes_need_a_majority`]).
+        pub abort_votes_need_a_majority: bool,
+    }
 }
 
 impl RecoveryOptions {

@@ -26,24 +26,27 @@ use redt_proto::{Ballot, Cts, DcId, NodeId, Topology, TxnId};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::{Duration, Instant};
 
-/// Deliberate protocol bugs, for showing that the simulation catches them, and
-/// injected faults, for showing that recovery repairs them. All off by default; nothing outside
-/// tests turns them on.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct CoordinatorMutations {
-    /// Acknowledge an abort to the client before it is recorded at a majority of every
-    /// touched partition (docs/design.md §2 forbids it: a recoverer could then commit it).
-    pub ack_abort_before_record: bool,
-    /// A fault, not a bug: the coordinator stops right after its decision (and after the
-    /// early acknowledgement of a commit), sending neither abort records nor phase 2, as if
-    /// its process died between the phases. Its sub-transactions keep their locks until a
-    /// recoverer decides them (docs/design.md, "Recovery").
-    pub stop_before_phase2: bool,
-    /// A fault: the coordinators on this node stop right after their decision, before they
-    /// answer the client, record an abort or start phase 2, as if the process died there: the
-    /// client's answer is lost ([`TxnStatus::Unknown`]) and recoverers decide the transaction
-    /// (the client asks what became of it).
-    pub stop_before_answer_at: Option<NodeId>,
+mutations! {
+    /// Deliberate protocol bugs, for showing that the simulation catches them, and
+    /// injected faults, for showing that recovery repairs them. All off by default; nothing outside
+    /// tests turns them on. Has its fields only in a build with the `mutants` feature (the tests
+    /// turn it on); without it, none, and every switch reads as off.
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+    pub struct CoordinatorMutations {
+        /// Acknowledge an abort to the client before it is recorded at a majority of every
+        /// touched partition (docs/design.md §2 forbids it: a recoverer could then commit it).
+        pub ack_abort_before_record: bool,
+        /// A fault, not a bug: the coordinator stops right after its decision (and after the
+        /// early acknowledgement of a commit), sending neither abort records nor phase 2, as if
+        /// its process died between the phases. Its sub-transactions keep their locks until a
+        /// recoverer decides them (docs/design.md, "Recovery").
+        pub stop_before_phase2: bool,
+        /// A fault: the coordinators on this node stop right after their decision, before they
+        /// answer the client, record an abort or start phase 2, as if the process died there: the
+        /// client's answer is lost ([`TxnStatus::Unknown`]) and recoverers decide the transaction
+        /// (the client asks what became of it).
+        pub stop_before_answer_at: Option<NodeId>,
+    }
 }
 
 /// How a coordinator runs transactions.
@@ -499,14 +502,14 @@ impl CoordinatorTxn {
                 let placement = self.placement.as_deref();
                 let removed = |dc| crate::epochs::dc_removed(placement, dc);
                 self.catch_up = catch_up::catch_up(&self.plan, &table, &removed);
-                if self.options.mutations.stop_before_answer_at == Some(self.me) {
+                if mutant!(self.options.mutations.stop_before_answer_at == Some(self.me)) {
                     return self.die();
                 }
                 if self.options.early_ack {
                     let reads = reads(&self.topology, &self.call, &self.plan, &self.votes.values().collect::<Vec<_>>());
                     self.answer(TxnStatus::Committed, reads, Some(self.phase1_cost));
                 }
-                if self.options.mutations.stop_before_phase2 {
+                if mutant!(self.options.mutations.stop_before_phase2) {
                     return self.die();
                 }
                 self.start_phase2(now);
@@ -515,13 +518,13 @@ impl CoordinatorTxn {
                 let proven = matches!(why, Why::CommitImpossible { .. });
                 self.why = abort_reason(&self.topology, &self.votes, &self.failed, proven, &self.plan, partition);
                 self.cause = abort_cause(&self.votes, &self.failed, proven);
-                if self.options.mutations.stop_before_answer_at == Some(self.me) {
+                if mutant!(self.options.mutations.stop_before_answer_at == Some(self.me)) {
                     return self.die();
                 }
-                if self.options.mutations.ack_abort_before_record {
+                if mutant!(self.options.mutations.ack_abort_before_record) {
                     self.answer(TxnStatus::Aborted(self.why.clone()), Vec::new(), None);
                 }
-                if self.options.mutations.stop_before_phase2 {
+                if mutant!(self.options.mutations.stop_before_phase2) {
                     return self.die();
                 }
                 self.stage = Stage::Recording;

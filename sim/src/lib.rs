@@ -19,6 +19,9 @@
 //! every acknowledged abort was recorded at a majority of every touched partition before the
 //! client heard of it, and no lock or undecided redo entry is left — except those a crash left
 //! to a recoverer, which are reported precisely ([`Leftover`]) until recovery exists.
+//!
+//! The `mutants` feature adds [`SimConfig`]'s deliberate bugs (and turns on `redt-protocol`'s),
+//! for the tests that show each is caught; this crate's tests build with it.
 
 #![forbid(unsafe_code)]
 

@@ -19,6 +19,7 @@ use redt_proto::wire::ProcedureCall;
 use redt_proto::{DcId, Decision, Epoch, NodeId, Outcome, PartitionId, Topology, TxnId};
 use redt_protocol::catch_up::{CatchUpDebt, Shipper};
 use redt_protocol::epochs::placement_of;
+#[cfg(feature = "mutants")]
 use redt_protocol::failover::FailoverMutations;
 use redt_protocol::gap_watch::{GapAction, GapWatch};
 use redt_protocol::message::{ReclaimAnswer, Reply, Request, Reservations};
@@ -26,9 +27,11 @@ use redt_protocol::rebuild::{Rebuild, RebuildAction, RebuildOptions};
 use redt_protocol::txn::Action;
 use redt_protocol::ReclaimRound;
 use redt_protocol::{
-    CoordinatorOptions, CoordinatorTxn, Epochs, ExecutorCore, ExecutorMutations, Orphan, Recoverer, RecoveryMutations,
-    RecoveryOptions, TxnIds, TxnMachine, TxnStatus,
+    CoordinatorOptions, CoordinatorTxn, Epochs, ExecutorCore, Orphan, Recoverer, RecoveryOptions, TxnIds, TxnMachine,
+    TxnStatus,
 };
+#[cfg(feature = "mutants")]
+use redt_protocol::{ExecutorMutations, RecoveryMutations};
 use redt_replication::{Command, Membership};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -111,6 +114,11 @@ impl Faults {
 }
 
 /// One simulated run.
+///
+/// Its deliberate bugs (`executor_mutations`, `recovery_mutations`, `failover_mutations`,
+/// `remove_too_many`, `no_voter_repair`, `no_gap_locks`, `no_relink`) exist only in a build with
+/// this crate's `mutants` feature (its tests turn it on; `redt`'s `mutants` feature for
+/// `redt sim --mutant-*`).
 #[derive(Clone, Debug)]
 pub struct SimConfig {
     /// The cluster (its MemStore sizes are shrunk for the simulation: 4 MiB regions with a
@@ -129,11 +137,14 @@ pub struct SimConfig {
     /// The coordinators' options (mutations included).
     pub options: CoordinatorOptions,
     /// Deliberate executor bugs (tests of the simulation).
+    #[cfg(feature = "mutants")]
     pub executor_mutations: ExecutorMutations,
     /// Deliberate bugs in the recoverers (tests only).
+    #[cfg(feature = "mutants")]
     pub recovery_mutations: RecoveryMutations,
     /// Deliberate bug in the membership (tests only): removals may leave a partition with fewer
     /// voters than recovery tolerates ([`Membership::set_too_few_voters_allowed`]).
+    #[cfg(feature = "mutants")]
     pub remove_too_many: bool,
     /// Replaces [`RecoveryOptions::turn`] (`None`: the topology's). `Some(0)` makes every DC
     /// other than the coordinator's start recovering at once, so their recoverers duel with
@@ -144,15 +155,18 @@ pub struct SimConfig {
     /// A deliberate bug (tests only): voters left after a removal do not repair from each
     /// other (`redt_protocol::epochs::repairs`), so a catch-up owed by the removed DC is
     /// lost.
+    #[cfg(feature = "mutants")]
     pub no_voter_repair: bool,
     /// A deliberate bug (tests only): inserts take no gap lock
     /// ([`redt_dc_executor::OrderedIndex::set_gap_locks`]), so a key can appear inside a range
     /// an undecided transaction read (a phantom; the append-scan workload's checker must catch
     /// it).
+    #[cfg(feature = "mutants")]
     pub no_gap_locks: bool,
     /// A deliberate bug (tests only): a write that brings a deleted key back does not put it
     /// back into its ordered index ([`redt_dc_executor::OrderedIndex::set_relink`]), so range
     /// reads miss a row (the index check must catch it).
+    #[cfg(feature = "mutants")]
     pub no_relink: bool,
     /// How long after its delete a deleted record may be freed
     /// ([`ExecutorCore::with_deleted_grace`]; `None`: never): [`SIM_DELETED_GRACE`] for churn,
@@ -170,6 +184,7 @@ pub struct SimConfig {
     /// default), or the nodes' real failure detectors and the leader's real failover policy.
     pub failover: FailoverMode,
     /// Deliberate bugs in the failover policy (tests only; with [`FailoverMode::Policy`]).
+    #[cfg(feature = "mutants")]
     pub failover_mutations: FailoverMutations,
 }
 
@@ -203,17 +218,24 @@ impl SimConfig {
             clients_per_node: 2,
             duration: if workload == Workload::Churn { SIM_CHURN_DURATION } else { Duration::from_secs(3) },
             options: CoordinatorOptions::default(),
+            #[cfg(feature = "mutants")]
             executor_mutations: ExecutorMutations::default(),
+            #[cfg(feature = "mutants")]
             recovery_mutations: RecoveryMutations::default(),
+            #[cfg(feature = "mutants")]
             remove_too_many: false,
             recovery_turn: None,
             trace: false,
+            #[cfg(feature = "mutants")]
             no_voter_repair: false,
+            #[cfg(feature = "mutants")]
             no_gap_locks: false,
+            #[cfg(feature = "mutants")]
             no_relink: false,
             deleted_grace,
             catch_up_give_up: (workload == Workload::Churn).then_some(SIM_CATCH_UP_GIVE_UP),
             failover: FailoverMode::default(),
+            #[cfg(feature = "mutants")]
             failover_mutations: FailoverMutations::default(),
         }
     }
@@ -702,8 +724,6 @@ impl World {
             }
             let v: Arc<dyn Verbs> = local;
             let handle = DcHandle::new(&topology, v);
-            handle.ordered.set_gap_locks(!cfg.no_gap_locks);
-            handle.ordered.set_relink(!cfg.no_relink);
             dcs.push(Arc::new(handle));
         }
         let kv = topology.table_by_name("kv").ok_or("the simulation needs a `kv` table (cell 0 ≥ 8 bytes)")?.id;
@@ -758,7 +778,6 @@ impl World {
         let gen = Generator::new(cfg.workload, kv, usertable, cells);
         let max_rtt = topology.links.iter().flatten().map(|l| l.rtt).max().unwrap_or_default();
         let mut recovery = RecoveryOptions::for_topology(&topology, MAX_SKEW);
-        recovery.mutations = cfg.recovery_mutations;
         if let Some(turn) = cfg.recovery_turn {
             recovery.turn = turn;
         }
@@ -766,8 +785,7 @@ impl World {
             recovery.catch_up_give_up = give_up;
         }
         let factor = topology.partitions.iter().map(|p| p.replicas.len()).max().unwrap_or(1);
-        let mut membership = Membership::from_topology(&topology, factor).map_err(|e| e.to_string())?;
-        membership.set_too_few_voters_allowed(cfg.remove_too_many);
+        let membership = Membership::from_topology(&topology, factor).map_err(|e| e.to_string())?;
         let mut w = World {
             backoff_us: 2 * max_rtt.as_micros() as u64,
             recovery,
@@ -796,12 +814,27 @@ impl World {
             report: SimReport { seed: cfg.seed, ..SimReport::default() },
             cfg,
         };
+        #[cfg(feature = "mutants")]
+        w.switch_on_mutants();
         w.placements.push(w.topology.clone());
         for i in 0..w.nodes.len() {
             w.boot(i);
         }
         w.load()?;
         Ok(w)
+    }
+
+    /// Switches on the configuration's deliberate bugs that live in the world's shared state:
+    /// the DCs' ordered indexes, the recovery options, the membership. (The executors' are
+    /// switched on at each boot, the failover policies' at each start.)
+    #[cfg(feature = "mutants")]
+    fn switch_on_mutants(&mut self) {
+        for dc in &self.dcs {
+            dc.ordered.set_gap_locks(!self.cfg.no_gap_locks);
+            dc.ordered.set_relink(!self.cfg.no_relink);
+        }
+        self.recovery.mutations = self.cfg.recovery_mutations;
+        self.membership.set_too_few_voters_allowed(self.cfg.remove_too_many);
     }
 
     /// Writes the workload's starting records into every replica.
@@ -830,8 +863,9 @@ impl World {
         let dc = self.dcs[n.dc.0 as usize].clone();
         let core = ExecutorCore::new(n.epochs.clone(), n.id, dc.clone(), Arc::new(Hlc::new()))
             .with_ring_patience(Duration::ZERO)
-            .with_mutations(self.cfg.executor_mutations)
             .with_deleted_grace(self.cfg.deleted_grace, self.recovery.clock_skew_bound);
+        #[cfg(feature = "mutants")]
+        let core = core.with_mutations(self.cfg.executor_mutations);
         n.core = Some(core);
         n.replayer = Replayer::new(dc.layout, n.id);
         n.gaps = GapWatch::new(self.topology.dcs[n.dc.0 as usize].nodes.clone(), self.recovery.gap_wait);
@@ -968,7 +1002,10 @@ impl World {
             return;
         }
         let dc = self.dcs[n.dc.0 as usize].clone();
+        #[cfg(feature = "mutants")]
         let rule = self.cfg.executor_mutations.thomas_rule();
+        #[cfg(not(feature = "mutants"))]
+        let rule = redt_dc_executor::ThomasRule::default();
         // Changes superseded by their record's floor are counted, and the check of the
         // replicas' agreement keeps their keys: with the catch-up floors no replica frees a
         // key below a change still to be shipped, so a superseded change is one its replica
@@ -1319,7 +1356,11 @@ impl World {
     /// other voter, at the node's current epoch, with no promotion at the end.
     fn start_repairs(&mut self, node: NodeId, before: &Topology) {
         let i = node.0 as usize;
-        if !self.nodes[i].alive || self.cfg.no_voter_repair {
+        if !self.nodes[i].alive {
+            return;
+        }
+        #[cfg(feature = "mutants")]
+        if self.cfg.no_voter_repair {
             return;
         }
         let current = self.nodes[i].epochs.current();

@@ -41,54 +41,79 @@ pub struct SimArgs {
     /// Print the event trace of `--seed`.
     #[arg(long)]
     trace: bool,
-    /// A deliberate bug, for finding the seeds that catch it: inserts take no gap lock, so a
-    /// key can appear inside a range an undecided transaction read (a phantom).
-    #[arg(long)]
-    mutant_no_gap_locks: bool,
-    /// A deliberate bug, for finding the seeds that catch it: a write that brings a deleted
-    /// key back does not put it back into its ordered index.
-    #[arg(long)]
-    mutant_no_relink: bool,
-    /// A deliberate bug, for finding the seeds that catch it: freeing a deleted record does not
-    /// raise its node's deletion horizon, so an older write of the key arriving after the free
-    /// brings it back.
-    #[arg(long)]
-    mutant_free_deleted_without_horizon: bool,
-    /// A deliberate bug, for finding the seeds that catch it: a rebuilt learner keeps the rows
-    /// no voter's copy refreshed, so a key its voters deleted and freed keeps its old value.
-    #[arg(long)]
-    mutant_keep_unrefreshed: bool,
-    /// A deliberate bug, for finding the seeds that catch it: a replica frees a deleted key's
-    /// record without asking the other replicas whether they hold the delete too.
-    #[arg(long)]
-    mutant_reclaim_without_check: bool,
-    /// A deliberate bug, for finding the seeds that catch it: a recovered commit tells a DC it
-    /// did not hear from to abort its entries even when no catch-up can bring it the values.
-    #[arg(long)]
-    mutant_abort_unheard_without_catch_up: bool,
-    /// A deliberate bug, for finding the seeds that catch it: a replica frees a deleted key's
-    /// record without looking at the replicas' catch-up floors, so a catch-up made late meets
-    /// the horizon the free raised.
-    #[arg(long)]
-    mutant_reclaim_below_no_floor: bool,
-    /// A deliberate bug, for finding the seeds that catch it: a recoverer waits for a majority
-    /// of every partition even when abort votes alone rule out every commit.
-    #[arg(long)]
-    mutant_abort_votes_need_a_majority: bool,
     /// Who removes and restores DCs and nodes: `oracle`, the simulator right after a kill
     /// (detection, confirmation and the Raft commit taken as a delay); or `policy`, each node's
     /// real failure detector over the simulated wire and the Raft leader's real failover
     /// policy, whose removals are checked to be of suspects down or cut off from a majority.
     #[arg(long, default_value = "oracle", value_parser = parse_failover)]
     failover: FailoverMode,
-    /// A deliberate bug, for finding the seeds that catch it (with `--failover policy`): the
-    /// leader removes what its own detector suspects without asking the voters.
-    #[arg(long)]
-    mutant_confirm_alone: bool,
     /// Frees deleted records this long after their delete (the churn workload's default is
     /// 4 s, far shorter than a node's 60 s, so runs free records; the others free none).
     #[arg(long, value_parser = crate::cmd::duration::run_time)]
     deleted_grace: Option<Duration>,
+    /// The deliberate bugs (a build with the `mutants` feature only).
+    #[cfg(feature = "mutants")]
+    #[command(flatten, next_help_heading = "Deliberate bugs (for finding the seeds that catch them)")]
+    mutants: MutantArgs,
+}
+
+/// `redt sim`'s deliberate bugs, each a switch of `SimConfig` or of a `*Mutations` struct of
+/// `redt-protocol`. They exist only in a build with the `mutants` feature
+/// (`cargo build --release --features mutants`).
+#[cfg(feature = "mutants")]
+#[derive(Args, Debug)]
+struct MutantArgs {
+    /// Inserts take no gap lock, so a key can appear inside a range an undecided transaction
+    /// read (a phantom).
+    #[arg(long)]
+    mutant_no_gap_locks: bool,
+    /// A write that brings a deleted key back does not put it back into its ordered index.
+    #[arg(long)]
+    mutant_no_relink: bool,
+    /// Freeing a deleted record does not raise its node's deletion horizon, so an older write
+    /// of the key arriving after the free brings it back.
+    #[arg(long)]
+    mutant_free_deleted_without_horizon: bool,
+    /// A rebuilt learner keeps the rows no voter's copy refreshed, so a key its voters deleted
+    /// and freed keeps its old value.
+    #[arg(long)]
+    mutant_keep_unrefreshed: bool,
+    /// A replica frees a deleted key's record without asking the other replicas whether they
+    /// hold the delete too.
+    #[arg(long)]
+    mutant_reclaim_without_check: bool,
+    /// A recovered commit tells a DC it did not hear from to abort its entries even when no
+    /// catch-up can bring it the values.
+    #[arg(long)]
+    mutant_abort_unheard_without_catch_up: bool,
+    /// A replica frees a deleted key's record without looking at the replicas' catch-up
+    /// floors, so a catch-up made late meets the horizon the free raised.
+    #[arg(long)]
+    mutant_reclaim_below_no_floor: bool,
+    /// A recoverer waits for a majority of every partition even when abort votes and records
+    /// alone rule out every commit.
+    #[arg(long)]
+    mutant_abort_votes_need_a_majority: bool,
+    /// With `--failover policy`: the leader removes what its own detector suspects without
+    /// asking the voters.
+    #[arg(long)]
+    mutant_confirm_alone: bool,
+}
+
+#[cfg(feature = "mutants")]
+impl MutantArgs {
+    /// Switches the chosen bugs on in `c`.
+    fn apply(&self, c: &mut SimConfig) {
+        c.no_gap_locks = self.mutant_no_gap_locks;
+        c.no_relink = self.mutant_no_relink;
+        c.executor_mutations.free_deleted_without_horizon = self.mutant_free_deleted_without_horizon;
+        c.executor_mutations.keep_unrefreshed = self.mutant_keep_unrefreshed;
+        c.executor_mutations.reclaim_without_check = self.mutant_reclaim_without_check;
+        c.executor_mutations.reclaim_below_no_floor = self.mutant_reclaim_below_no_floor;
+        c.recovery_mutations.abort_unheard_without_catch_up = self.mutant_abort_unheard_without_catch_up;
+        c.recovery_mutations.abort_votes_need_a_majority = self.mutant_abort_votes_need_a_majority;
+        c.failover_mutations.confirm_alone = self.mutant_confirm_alone;
+    }
 }
 
 fn parse_workload(s: &str) -> Result<Workload, String> {
@@ -115,16 +140,9 @@ pub fn run_sim(a: &SimArgs) -> Result<()> {
         if let Some(d) = a.duration {
             c.duration = d;
         }
-        c.no_gap_locks = a.mutant_no_gap_locks;
-        c.no_relink = a.mutant_no_relink;
-        c.executor_mutations.free_deleted_without_horizon = a.mutant_free_deleted_without_horizon;
-        c.executor_mutations.keep_unrefreshed = a.mutant_keep_unrefreshed;
-        c.executor_mutations.reclaim_without_check = a.mutant_reclaim_without_check;
-        c.executor_mutations.reclaim_below_no_floor = a.mutant_reclaim_below_no_floor;
-        c.recovery_mutations.abort_unheard_without_catch_up = a.mutant_abort_unheard_without_catch_up;
-        c.recovery_mutations.abort_votes_need_a_majority = a.mutant_abort_votes_need_a_majority;
         c.failover = a.failover;
-        c.failover_mutations.confirm_alone = a.mutant_confirm_alone;
+        #[cfg(feature = "mutants")]
+        a.mutants.apply(&mut c);
         if a.deleted_grace.is_some() {
             c.deleted_grace = a.deleted_grace;
         }

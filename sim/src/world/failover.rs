@@ -97,7 +97,9 @@ impl World {
             }
         }
         let view = SuspectView::new(&self.topology, me);
-        let policy = Failover::new(self.now).with_mutations(self.cfg.failover_mutations);
+        let policy = Failover::new(self.now);
+        #[cfg(feature = "mutants")]
+        let policy = policy.with_mutations(self.cfg.failover_mutations);
         let due = detector.poll_timeout();
         self.nodes[i].failover = Some(NodeFailover { detector, view, policy });
         if let Some(at) = due {
