@@ -5,7 +5,8 @@
 //! The switches exist only in a build with this crate's `mutants` feature (the tests of the
 //! crates that use them turn it on). Without it, each `*Mutations` struct is still a type, with
 //! no fields (so options and builders holding one compile either way), and every site that
-//! reads a switch reads `false`: a plain build has no branch for any deliberate bug.
+//! reads a switch reads `false`: a plain build of this crate has no branch for these bugs (the
+//! data path's and the membership's own test setters, in their crates, stay compiled in).
 
 /// Declares a `*Mutations` struct: with the `mutants` feature, with its fields (each a
 /// deliberate bug's switch, off by default); without it, the same type with no fields.

@@ -213,8 +213,9 @@ impl Recoverer {
         self.recorded_decision().filter(|_| self.stage == Stage::Done)
     }
 
-    /// The decision once it is recorded at a majority of every partition (phase 2 may still
-    /// be on its way to some DCs); `None` before.
+    /// The decision once it is recorded at a majority of every partition, or once it is
+    /// applied without a record (found applied, or an abort no commit can overtake: `recovery`
+    /// rules 1 and 2); phase 2 may still be on its way to some DCs. `None` before.
     pub fn recorded_decision(&self) -> Option<Decision> {
         self.decision.filter(|_| matches!(self.stage, Stage::Apply | Stage::Done))
     }

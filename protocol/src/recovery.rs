@@ -19,7 +19,8 @@
 //!    majority and without recording it first. Those replicas meet every majority of the
 //!    partition, and what they hold stays: a vote never changes once cast, and a record is
 //!    only replaced at a higher ballot by a recoverer that, meeting one of them, decides abort
-//!    too. So no commit was or will ever be chosen: O commits with `Q >= M` commit votes, and
+//!    too (but see docs/design.md, "Known gaps": a replica a recovered commit leaves behind
+//!    loses its commit record when it aborts its own entry). So no commit was or will ever be chosen: O commits with `Q >= M` commit votes, and
 //!    a recoverer with `M` commit votes and no record seen (rule 5), which fewer than `M`
 //!    replicas can give. This decides a transaction whose epoch's replicas were removed for
 //!    good (their promises never come). Otherwise, some partition has `|L_p| < M`: block (a
@@ -30,7 +31,8 @@
 //! 6. otherwise block: the original coordinator may have acknowledged either outcome.
 //!
 //! The caller then records the decision at a majority of every partition (at its ballot) and
-//! only then applies it, releases locks or answers anyone.
+//! only then applies it, releases locks or answers anyone; a decision of rule 1 (already
+//! applied) or rule 2 (no commit can ever be chosen) is applied without a record.
 
 use crate::decision::{commit_cts, majority, quorum, PartitionVotes, ReplicaVote};
 use redt_dc_executor::Decision;
@@ -75,7 +77,8 @@ pub enum PrepareReply {
 /// What the recoverer does next.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Recovery {
-    /// Record this decision at a majority of every partition, then apply it.
+    /// Record this decision at a majority of every partition, then apply it (apply it at once
+    /// for [`Why::Applied`] and [`Why::AbortVotes`]).
     Decide {
         /// The decision.
         decision: Decision,
@@ -154,8 +157,8 @@ fn rule(partitions: &[Vec<PrepareReply>], early: AbortVotes) -> Recovery {
     // Rule 2: abort votes and abort records that meet every majority rule out every commit;
     // else a majority of every partition must answer.
     let most_abort_votes = |n: usize| match early {
-        AbortVotes::AboveMajority => Some(n - majority(n)),
-        AbortVotes::AboveQuorum => Some(n - quorum(n)),
+        AbortVotes::AboveMajority => Some(n.saturating_sub(majority(n))),
+        AbortVotes::AboveQuorum => Some(n.saturating_sub(quorum(n))),
         AbortVotes::Never => None,
     };
     let commit_recorded = partitions.iter().flatten().any(|r| {
