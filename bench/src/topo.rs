@@ -3,7 +3,7 @@
 //! (distinct addresses, replicas in distinct DCs, MemStore sizes in 64-byte lines).
 
 use redt_dc_executor::{RecordLayout, LINE};
-use redt_proto::{CellSchema, Dc, DcId, Node, NodeId, Partition, PartitionId, Topology};
+use redt_proto::{CellSchema, Dc, DcId, NodeEntry, NodeId, Partition, PartitionId, Topology};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
@@ -50,7 +50,7 @@ pub fn grid(base: &Topology, nodes_per_dc: usize) -> Result<Topology, String> {
         for i in 0..nodes_per_dc {
             let id = NodeId((d * nodes_per_dc + i) as u16);
             let addr = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(127, 0, d as u8 + 1, i as u8 + 1)), port);
-            t.nodes.push(Node {
+            t.nodes.push(NodeEntry {
                 id,
                 name: format!("{}-n{}", base.dcs[d].name, i + 1),
                 dc: DcId(d as u16),

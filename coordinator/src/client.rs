@@ -520,14 +520,14 @@ fn answer_of(reply: Result<Body>) -> TxnAnswer {
 /// `preferred`'s DC) first.
 pub fn failover_order(topology: &Topology, preferred: NodeId) -> Vec<NodeId> {
     let Some(home) = topology.nodes.get(preferred.0 as usize).map(|n| n.dc) else { return vec![preferred] };
-    let rtt = |n: &redt_proto::Node| {
+    let rtt = |n: &redt_proto::NodeEntry| {
         if n.dc == home {
             Duration::ZERO
         } else {
             topology.links[home.0 as usize][n.dc.0 as usize].rtt
         }
     };
-    let mut order: Vec<&redt_proto::Node> = topology.nodes.iter().filter(|n| n.id != preferred).collect();
+    let mut order: Vec<&redt_proto::NodeEntry> = topology.nodes.iter().filter(|n| n.id != preferred).collect();
     order.sort_by_key(|n| (rtt(n), n.dc, n.id));
     std::iter::once(preferred).chain(order.into_iter().map(|n| n.id)).collect()
 }

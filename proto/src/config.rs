@@ -154,7 +154,7 @@ use crate::address::HostPort;
 use crate::error::ConfigError;
 use crate::ids::{DcId, Epoch, NodeId, PartitionId, TableId};
 use crate::topology::{
-    CellSchema, Dc, LinkConditions, Locking, MemStoreConfig, Node, Partition, Partitioning, TableSchema, Topology,
+    CellSchema, Dc, LinkConditions, Locking, MemStoreConfig, NodeEntry, Partition, Partitioning, TableSchema, Topology,
     VerbsBackend,
 };
 use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
@@ -752,12 +752,12 @@ impl Resolver<'_> {
         Ok(MemStoreConfig { size_bytes, index_bytes, ring_bytes })
     }
 
-    fn dcs_and_nodes(&self, raw: &[RawDc]) -> Res<(Vec<Dc>, Vec<Node>)> {
+    fn dcs_and_nodes(&self, raw: &[RawDc]) -> Res<(Vec<Dc>, Vec<NodeEntry>)> {
         if raw.is_empty() {
             return Err(self.invalid("dcs", "at least one DC is required"));
         }
         let mut dcs: Vec<Dc> = Vec::with_capacity(raw.len());
-        let mut nodes: Vec<Node> = Vec::new();
+        let mut nodes: Vec<NodeEntry> = Vec::new();
         // Where each node is, as `dcs[d].nodes[i]`, for the errors naming a second one.
         let mut at: Vec<String> = Vec::new();
         let mut dc_names: HashMap<&str, usize> = HashMap::new();
@@ -805,7 +805,7 @@ impl Resolver<'_> {
                     None => None,
                     Some(t) => Some(self.metrics_listen(&field("metrics"), t)?),
                 };
-                let node = Node { id, name: rn.name.clone(), dc: dc_id, listen, advertise, metrics };
+                let node = NodeEntry { id, name: rn.name.clone(), dc: dc_id, listen, advertise, metrics };
                 // Two nodes of one host cannot bind one address (an unspecified IP takes
                 // every address of its host at that port).
                 let clash = nodes.iter().position(|o| {
@@ -909,7 +909,7 @@ impl Resolver<'_> {
 
     /// Checks that the nodes of DC `dcs[d]` (backend `shm`) run on one host: their
     /// `advertise` hosts are all loopback, or all the same IP address or host name.
-    fn one_host(&self, d: usize, rdc: &RawDc, nodes: &[Node]) -> Res<()> {
+    fn one_host(&self, d: usize, rdc: &RawDc, nodes: &[NodeEntry]) -> Res<()> {
         let Some(first) = nodes.first() else { return Ok(()) };
         let Some(other) = nodes.iter().find(|n| !n.same_host(first)) else { return Ok(()) };
         let how = if rdc.backend.is_some() { "" } else { " (the default)" };
@@ -1082,11 +1082,11 @@ impl Resolver<'_> {
         }
     }
 
-    fn partitions(&self, raw: &[RawPartition], nodes: &[Node], dcs: &[Dc]) -> Res<Vec<Partition>> {
+    fn partitions(&self, raw: &[RawPartition], nodes: &[NodeEntry], dcs: &[Dc]) -> Res<Vec<Partition>> {
         if raw.is_empty() {
             return Err(self.invalid("partitions", "at least one partition is required"));
         }
-        let by_name: HashMap<&str, &Node> = nodes.iter().map(|n| (n.name.as_str(), n)).collect();
+        let by_name: HashMap<&str, &NodeEntry> = nodes.iter().map(|n| (n.name.as_str(), n)).collect();
         let mut partitions = Vec::with_capacity(raw.len());
         for (p, rp) in raw.iter().enumerate() {
             let field = format!("partitions[{p}].replicas");

@@ -32,6 +32,6 @@ pub use protocol::{Protocol, UnknownProtocol};
 pub use quorum::{majority, quorum};
 pub use topology::{
     default_phase1_timeout, CellSchema, Dc, DetectorTimeoutsConfig, Durability, Learner, LimitsConfig, LinkConditions,
-    Locking, MemStoreConfig, MetricsConfig, Node, Partition, Partitioning, QuicConfig, RecoveryTimeoutsConfig,
+    Locking, MemStoreConfig, MetricsConfig, NodeEntry, Partition, Partitioning, QuicConfig, RecoveryTimeoutsConfig,
     TableSchema, TimeoutsConfig, Topology, VerbsBackend, VerbsConfig,
 };

@@ -22,7 +22,7 @@ pub struct Topology {
     /// Data centers, indexed by `DcId`.
     pub dcs: Vec<Dc>,
     /// Nodes, indexed by `NodeId`.
-    pub nodes: Vec<Node>,
+    pub nodes: Vec<NodeEntry>,
     /// MemStore layout, identical on every node.
     pub memstore: MemStoreConfig,
     /// Tables, in declaration order (look up by id with [`Topology::table`]).
@@ -48,7 +48,7 @@ pub struct Topology {
     /// Where the nodes serve their Prometheus metrics and what their endpoints tolerate (its
     /// optional `metrics:` section; [`MetricsConfig::default`], no port and the default
     /// limits, where it leaves a key out). A node's own `metrics` address
-    /// ([`Node::metrics`]) overrides the port.
+    /// ([`NodeEntry::metrics`]) overrides the port.
     pub metrics: MetricsConfig,
     /// Whether a committed transaction survives a power loss (its optional `durability:`
     /// key; [`Durability::Memory`] when it is left out).
@@ -512,9 +512,10 @@ impl FromStr for VerbsBackend {
     }
 }
 
-/// One node (one process in a real deployment).
+/// One node's entry in the topology (one process in a real deployment; the running node is
+/// `redt_coordinator::Node`).
 #[derive(Clone, Debug, PartialEq)]
-pub struct Node {
+pub struct NodeEntry {
     /// Dense id (index in [`Topology::nodes`]).
     pub id: NodeId,
     /// Name as written in the file (`dc1-n1`).
@@ -534,10 +535,10 @@ pub struct Node {
     pub metrics: Option<SocketAddr>,
 }
 
-impl Node {
+impl NodeEntry {
     /// Whether `self` and `other` run on one host, judged from their `advertise` hosts
     /// ([`crate::Host::same_machine`]: both loopback, or the same IP or host name).
-    pub fn same_host(&self, other: &Node) -> bool {
+    pub fn same_host(&self, other: &NodeEntry) -> bool {
         self.advertise.host.same_machine(&other.advertise.host)
     }
 }
@@ -746,7 +747,7 @@ impl Topology {
     }
 
     /// The node named `name`, if any.
-    pub fn node_by_name(&self, name: &str) -> Option<&Node> {
+    pub fn node_by_name(&self, name: &str) -> Option<&NodeEntry> {
         self.nodes.iter().find(|n| n.name == name)
     }
 

@@ -565,7 +565,7 @@ fn register_named_peers(topo: &Topology, wan: &Mutex<WanModel>) {
 fn rdma_verbs(
     identity: &redt_transport::NodeIdentity,
     topo: &Topology,
-    me: &redt_proto::Node,
+    me: &redt_proto::NodeEntry,
     region: Arc<redt_dc_executor::Region>,
     peers: Vec<(NodeId, redt_proto::HostPort)>,
 ) -> Result<Arc<dyn Verbs>> {
@@ -588,7 +588,7 @@ fn rdma_verbs(
 fn rdma_verbs(
     _identity: &redt_transport::NodeIdentity,
     _topo: &Topology,
-    me: &redt_proto::Node,
+    me: &redt_proto::NodeEntry,
     _region: Arc<redt_dc_executor::Region>,
     _peers: Vec<(NodeId, redt_proto::HostPort)>,
 ) -> Result<Arc<dyn Verbs>> {

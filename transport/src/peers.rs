@@ -37,8 +37,9 @@ impl PeerDirectory {
 
     /// Replaces every entry with `topology`'s nodes.
     pub(crate) fn replace(&self, topology: &Topology) {
-        let dc =
-            |n: &redt_proto::Node| topology.dcs.get(usize::from(n.dc.0)).map(|d| d.name.clone()).unwrap_or_default();
+        let dc = |n: &redt_proto::NodeEntry| {
+            topology.dcs.get(usize::from(n.dc.0)).map(|d| d.name.clone()).unwrap_or_default()
+        };
         let peers = topology
             .nodes
             .iter()

@@ -496,12 +496,12 @@ impl ClusterCa {
 /// The IP SAN of node `n`'s certificate: its `advertise` IP, else its `listen` IP when that
 /// is a specific one; `None` when it advertises a host name and listens on every address.
 /// (Peers check the node's name and identity URI, not this.)
-pub fn node_ip(n: &redt_proto::Node) -> Option<IpAddr> {
+pub fn node_ip(n: &redt_proto::NodeEntry) -> Option<IpAddr> {
     n.advertise.ip().or_else(|| Some(n.listen.ip()).filter(|ip| !ip.is_unspecified()))
 }
 
 /// The identity of node `n` of `topology`: `redt://node/<dc>/<node>`.
-fn node_identity(topology: &Topology, n: &redt_proto::Node) -> CertIdentity {
+fn node_identity(topology: &Topology, n: &redt_proto::NodeEntry) -> CertIdentity {
     CertIdentity::Node { dc: topology.dc_name(n.dc), name: n.name.clone() }
 }
 

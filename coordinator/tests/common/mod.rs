@@ -1,6 +1,6 @@
 //! Helpers shared by the coordinator's integration tests.
 
-use redt_proto::{Dc, DcId, Epoch, LinkConditions, MemStoreConfig, Node, NodeId, Topology};
+use redt_proto::{Dc, DcId, Epoch, LinkConditions, MemStoreConfig, NodeEntry, NodeId, Topology};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -81,7 +81,7 @@ pub fn one_node_per_dc(name: &str, n: u16) -> Arc<Topology> {
             })
             .collect(),
         nodes: (0..n)
-            .map(|i| Node {
+            .map(|i| NodeEntry {
                 id: NodeId(i),
                 name: format!("dc{}-n1", i + 1),
                 dc: DcId(i),

@@ -3,7 +3,7 @@
 //! `metrics: IP:PORT` address. Their raw shape and their checks.
 
 use super::{Res, Resolver, Text};
-use crate::topology::{Dc, MetricsConfig, Node};
+use crate::topology::{Dc, MetricsConfig, NodeEntry};
 use serde::Deserialize;
 use std::net::SocketAddr;
 
@@ -27,12 +27,12 @@ pub(super) struct RawMetrics {
 impl Resolver<'_> {
     /// Parses and checks the `metrics` section against the resolved `nodes` (of `dcs`): the
     /// port is in 1..=65535; each limit set is 1 to its ceiling or a timeout above zero and at
-    /// most the largest timeout (`idle_timeout`, `write_timeout`); `tls` is a boolean; and no two nodes of one host ([`Node::same_host`]) would
+    /// most the largest timeout (`idle_timeout`, `write_timeout`); `tls` is a boolean; and no two nodes of one host ([`NodeEntry::same_host`]) would
     /// serve metrics at the same port on the same IP address (or either on the unspecified
     /// one), nor one at a port where a node of its host listens for QUIC on such an address
     /// (that node's verbs server takes the port on TCP). A node's own `metrics` address counts
     /// instead of the section's port.
-    pub(super) fn metrics(&self, raw: &Option<RawMetrics>, dcs: &[Dc], nodes: &[Node]) -> Res<MetricsConfig> {
+    pub(super) fn metrics(&self, raw: &Option<RawMetrics>, dcs: &[Dc], nodes: &[NodeEntry]) -> Res<MetricsConfig> {
         let d = MetricsConfig::default();
         let config = match raw {
             None => d,
@@ -64,7 +64,7 @@ impl Resolver<'_> {
             },
         };
         // Each node's metrics address and the key that set it.
-        let field = |n: &Node| match n.metrics {
+        let field = |n: &NodeEntry| match n.metrics {
             Some(_) => {
                 let dc = &dcs[n.dc.0 as usize];
                 let i = dc.nodes.iter().position(|&m| m == n.id).unwrap_or(0);
@@ -72,7 +72,7 @@ impl Resolver<'_> {
             }
             None => "metrics.port".to_string(),
         };
-        let addr = |n: &Node| n.metrics.or_else(|| Some(SocketAddr::new(n.listen.ip(), config.port?)));
+        let addr = |n: &NodeEntry| n.metrics.or_else(|| Some(SocketAddr::new(n.listen.ip(), config.port?)));
         let overlap = |a: &SocketAddr, b: &SocketAddr| {
             a.port() == b.port() && (a.ip() == b.ip() || a.ip().is_unspecified() || b.ip().is_unspecified())
         };
