@@ -25,11 +25,11 @@ use crate::report::{CpuCost, Latency, Outcomes};
 use rand::{Rng, SeedableRng};
 use redt_checkers::history::{check, CheckReport, Event, EventType, HistoryWriter, Mop};
 use redt_coordinator::{CoordinatorOptions, TxnStatus};
-use redt_dc_executor::{list_items, KvOp, LIST_HEADER};
+use redt_dc_executor::{list_items, LIST_HEADER};
 use redt_proto::{Protocol, Topology};
 use redt_protocol::call;
 use serde::Serialize;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -134,78 +134,15 @@ pub struct AppendReport {
     pub drill: Option<EmbeddedDrillReport>,
 }
 
-/// The active keys and how often each was appended to.
-pub(crate) struct Keys {
-    active: Vec<u64>,
-    writes: HashMap<u64, u32>,
-    next: u64,
-    max: u32,
-}
+pub use redt_workload::append::{fill, kv_ops, Keys};
 
-impl Keys {
-    /// `keys` active keys from `first` on, each retired after `max` appends.
-    pub(crate) fn new(first: u64, keys: usize, max: u32) -> Self {
-        Keys {
-            active: (first..first + keys as u64).collect(),
-            writes: HashMap::new(),
-            next: first + keys as u64,
-            max: max.max(1),
-        }
-    }
-
-    fn pick(&self, rng: &mut impl Rng) -> u64 {
-        self.active[rng.gen_range(0..self.active.len())]
-    }
-
-    fn appended(&mut self, k: u64) {
-        let w = self.writes.entry(k).or_default();
-        *w += 1;
-        if *w >= self.max {
-            if let Some(slot) = self.active.iter_mut().find(|x| **x == k) {
-                *slot = self.next;
-                self.next += 1;
-            }
-        }
-    }
-}
-
-/// Draws one transaction's micro-operations.
+/// Draws one transaction's micro-operations as `cfg` asks ([`redt_workload::append::draw`]):
+/// on the active keys of `keys`, appends taking the next of `values`.
 pub(crate) fn draw(keys: &Mutex<Keys>, values: &AtomicU64, cfg: &AppendConfig, rng: &mut impl Rng) -> Vec<Mop> {
-    let n = rng.gen_range(1..=cfg.max_txn_len.max(1));
-    let mut keys = keys.lock().expect("keys");
-    (0..n)
-        .map(|_| {
-            let k = keys.pick(rng);
-            if rng.gen_bool(cfg.read_ratio.clamp(0.0, 1.0)) {
-                Mop::Read(k, None)
-            } else {
-                keys.appended(k);
-                Mop::Append(k, values.fetch_add(1, Ordering::Relaxed))
-            }
-        })
-        .collect()
-}
-
-/// The key/value operations of `mops`.
-pub fn kv_ops(mops: &[Mop]) -> Vec<KvOp> {
-    mops.iter()
-        .map(|m| match m {
-            Mop::Append(k, v) => KvOp::Append(*k, *v),
-            Mop::Read(k, _) => KvOp::Read(*k),
-        })
-        .collect()
-}
-
-/// `mops` with the reads filled from a committed outcome's `reads` (a never-written key
-/// reads as the empty list).
-pub fn fill(mops: &[Mop], reads: &[Option<Vec<u8>>]) -> Vec<Mop> {
-    mops.iter()
-        .enumerate()
-        .map(|(i, m)| match m {
-            Mop::Read(k, _) => Mop::Read(*k, reads.get(i).and_then(|r| r.as_deref()).map(list_items)),
-            other => other.clone(),
-        })
-        .collect()
+    let mut keys = keys.lock().unwrap_or_else(|p| p.into_inner());
+    redt_workload::append::draw(&mut keys, cfg.max_txn_len, cfg.read_ratio, rng, || {
+        values.fetch_add(1, Ordering::Relaxed)
+    })
 }
 
 /// Checks the lists of `schema` (a key/value table) hold what `cfg` appends to one key with
@@ -359,7 +296,7 @@ pub async fn run_append(topo: Topology, cfg: &AppendConfig) -> Result<AppendRepo
     // After a drill: heal, settle, report.
     let drill = crate::drill_embedded::finish_drill(drill, &cluster, cfg.progress).await?;
     // Every key ever used, settled, from every replica.
-    let used: Vec<u64> = (0..keys.lock().expect("keys").next).collect();
+    let used: Vec<u64> = (0..keys.lock().expect("keys").end()).collect();
     let wait = Duration::from_millis((rtt_ms * 10.0) as u64) + Duration::from_secs(5);
     let settled = settled_cells(&cluster, tid, &used, wait).await;
     cluster.shutdown();
@@ -403,35 +340,4 @@ pub async fn run_append(topo: Topology, cfg: &AppendConfig) -> Result<AppendRepo
         finals,
         drill,
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn keys_retire_after_their_appends_and_values_are_unique() {
-        let cfg = AppendConfig { keys: 2, max_writes_per_key: 3, read_ratio: 0.3, ..Default::default() };
-        let keys = Mutex::new(Keys { active: vec![0, 1], writes: HashMap::new(), next: 2, max: 3 });
-        let values = AtomicU64::new(1);
-        let mut rng = rand::rngs::StdRng::seed_from_u64(1);
-        let mut per_key: HashMap<u64, u32> = HashMap::new();
-        let mut seen = std::collections::HashSet::new();
-        let mut last = 0;
-        for _ in 0..200 {
-            let m = draw(&keys, &values, &cfg, &mut rng);
-            assert!((1..=4).contains(&m.len()));
-            for op in m {
-                if let Mop::Append(k, v) = op {
-                    *per_key.entry(k).or_default() += 1;
-                    assert!(seen.insert(v) && v > last, "unique, increasing values");
-                    last = v;
-                }
-            }
-        }
-        assert!(per_key.values().all(|&n| n <= 3), "{per_key:?}");
-        assert!(keys.lock().unwrap().next > 10, "keys were retired");
-        let filled = fill(&[Mop::Read(1, None), Mop::Append(1, 5)], &[Some(vec![0; 16]), None]);
-        assert_eq!(filled[0], Mop::Read(1, Some(vec![])));
-    }
 }

@@ -20,11 +20,11 @@ use crate::drill_embedded::{start_cluster, DrilledCluster, EmbeddedDrillReport};
 use crate::drill_plan::DrillPlan;
 use crate::progress::bar;
 use crate::report::{CpuCost, Outcomes, DEFAULT_IDLE_WINDOW};
-use rand::{Rng, SeedableRng};
+use rand::SeedableRng;
 use redt_coordinator::{Class, CoordinatorOptions, EmbeddedCluster, TxnStatus};
-use redt_dc_executor::KvOp;
 use redt_proto::{NodeId, Protocol, TableId, Topology};
 use redt_protocol::call;
+use redt_workload::bank::{self, BankTxn};
 use serde::Serialize;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -223,20 +223,8 @@ pub async fn settled_cells(
     }
 }
 
-/// Draws one transfer between two distinct accounts of `accounts` (at least 2) of 1 to `max`
-/// (at least 1): the positions of the two accounts and the two operations (`Add(from, −x)`,
-/// `Add(to, +x)`).
-pub fn draw_transfer(rng: &mut impl Rng, accounts: &[u64], max: i64) -> (usize, usize, [KvOp; 2]) {
-    let from = rng.gen_range(0..accounts.len());
-    let mut to = rng.gen_range(0..accounts.len() - 1);
-    if to >= from {
-        to += 1;
-    }
-    let x = rng.gen_range(1..=max.max(1));
-    (from, to, [KvOp::Add(accounts[from], -x), KvOp::Add(accounts[to], x)])
-}
-
 pub use redt_checkers::bank::balance;
+pub use redt_workload::bank::draw_transfer;
 
 /// Runs the bank workload on an embedded cluster of `topo` and checks it.
 ///
@@ -295,19 +283,20 @@ pub async fn run_bank(topo: Topology, cfg: &BankConfig) -> Result<BankReport, St
                         tokio::time::sleep(Duration::from_millis(20)).await;
                         continue;
                     };
-                    if read_ratio > 0.0 && rng.gen_bool(read_ratio) {
-                        let ops: Vec<KvOp> = accounts.iter().map(|&k| KvOp::Read(k)).collect();
-                        let out = node.submit(call::kv_call(tid, &ops)).await;
-                        if out.status == TxnStatus::Committed {
-                            counts[2].fetch_add(1, Ordering::Relaxed);
-                            let total: i64 = out.reads.iter().map(|r| r.as_deref().map_or(0, balance)).sum();
-                            if total != expected || out.reads.len() != ops.len() {
-                                counts[3].fetch_add(1, Ordering::Relaxed);
+                    let (from, to, ops) = match bank::draw(&mut rng, &accounts, max, read_ratio) {
+                        BankTxn::ReadAll(ops) => {
+                            let out = node.submit(call::kv_call(tid, &ops)).await;
+                            if out.status == TxnStatus::Committed {
+                                counts[2].fetch_add(1, Ordering::Relaxed);
+                                let total: i64 = out.reads.iter().map(|r| r.as_deref().map_or(0, balance)).sum();
+                                if total != expected || out.reads.len() != ops.len() {
+                                    counts[3].fetch_add(1, Ordering::Relaxed);
+                                }
                             }
+                            continue;
                         }
-                        continue;
-                    }
-                    let (from, to, ops) = draw_transfer(&mut rng, &accounts, max);
+                        BankTxn::Transfer { from, to, ops } => (from, to, ops),
+                    };
                     let submitted = Instant::now();
                     let status = node.submit(call::kv_call(tid, &ops)).await.status;
                     if let (Some(t), Some(&from_t)) = (&timeline, measured_from.get()) {

@@ -10,7 +10,7 @@
 use crate::interval::{IntervalOptions, Intervals, Snapshot};
 use crate::progress::bar;
 use crate::report::{CpuCost, Outcomes, VerbsPerTxn};
-use crate::ycsb::{MixReport, OpKind, YcsbConfig};
+use crate::ycsb::{draw_update, MixReport, OpKind, YcsbConfig};
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use redt_coordinator::{Class, ClassReport, CoordinatorOptions, EmbeddedCluster, Node, TxnStatus};
@@ -381,8 +381,7 @@ pub fn draw_txn(
             ops.push(YcsbOp::Read { key });
         }
         if matches!(kind, OpKind::Update | OpKind::ReadModifyWrite) {
-            let cell = rng.gen_range(0..cells.max(1)) as u16;
-            ops.push(YcsbOp::Update { key, cell, value: value(rng) });
+            ops.push(draw_update(rng, key, cells, cell_bytes));
         }
     }
     DrawnTxn::Ycsb(ops)

@@ -1,7 +1,7 @@
 //! The checks after a simulated run has drained.
 
 use crate::violation::{Leftover, Violation};
-use crate::workload::{fill, Step, Workload, BANK_ACCOUNTS, BANK_START};
+use crate::workload::{fill_steps, Step, Workload, BANK_ACCOUNTS, BANK_START};
 use crate::world::World;
 use redt_checkers::bank::balance;
 use redt_checkers::elle;
@@ -209,7 +209,7 @@ pub(crate) fn check(w: &mut World) {
                     }
                     let Step::Scan { .. } = step else { continue };
                     let rows = read.as_deref().and_then(decode_scan).map_or(0, |r| r.len()) as u64;
-                    let observed = fill(std::slice::from_ref(step), std::slice::from_ref(read)).len() as u64;
+                    let observed = fill_steps(std::slice::from_ref(step), std::slice::from_ref(read)).len() as u64;
                     w.report.scans_committed += 1;
                     w.report.scan_rows += rows;
                     w.report.scan_absent += observed.saturating_sub(rows);

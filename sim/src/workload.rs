@@ -1,15 +1,21 @@
 //! The workloads the simulated clients run: bank transfers, Jepsen list-append (with or without
-//! range reads) and YCSB, all drawn from the run's seeded generator.
+//! range reads) and YCSB, all drawn from the run's seeded generator through the draws of
+//! [`redt_workload`] (the harness's own), with the sim's fixed sizes; the list-append windows
+//! with range reads and deletes are the sim's alone.
 
 use rand::rngs::StdRng;
 use rand::Rng;
 use redt_checkers::elle::Op;
-use redt_dc_executor::{decode_scan, list_items, KvOp, YcsbOp};
+use redt_dc_executor::{KvOp, YcsbOp};
 use redt_proto::wire::ProcedureCall;
 use redt_proto::TableId;
 use redt_protocol::call::{kv_call, ycsb_call};
-use std::collections::BTreeMap;
+use redt_workload::append::{self as list_append, Keys};
+use redt_workload::bank::{self, BankTxn};
+use redt_workload::ycsb::{draw_rank, draw_update, Distribution};
 use std::str::FromStr;
+
+pub use redt_workload::append::{fill_steps, unfilled, Step};
 
 /// Which workload the clients run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -73,10 +79,18 @@ impl std::fmt::Display for Workload {
 pub const BANK_ACCOUNTS: u64 = 32;
 /// Starting balance of each account.
 pub const BANK_START: i64 = 100;
+/// Largest transfer of the bank workload.
+pub const BANK_MAX_TRANSFER: i64 = 10;
+/// Fraction of bank transactions that read every account.
+pub const BANK_READ_ALL_RATIO: f64 = 0.1;
 /// Keys of the list-append workload (few, so transactions conflict).
 pub const APPEND_KEYS: u64 = 10;
 /// Preloaded records of the YCSB workload.
 pub const YCSB_RECORDS: u64 = 32;
+/// Fraction of YCSB operations that are updates.
+pub const YCSB_WRITE_RATIO: f64 = 0.5;
+/// Bytes of a YCSB update's value.
+pub const YCSB_VALUE_BYTES: usize = 8;
 /// Keys of the append-scan workload's window: its point operations and the start of its scans.
 pub const SCAN_WINDOW: u64 = 10;
 /// Transactions drawn per step up of the append-scan window.
@@ -93,18 +107,6 @@ pub const CHURN_WINDOW: u64 = 4;
 pub const CHURN_SLIDE: u64 = 8;
 /// One churn transaction in this many is a delete.
 pub const CHURN_DELETE_ONE_IN: u32 = 4;
-
-/// One operation of a drawn transaction as the history records it: a list-append operation,
-/// or a range read that becomes list reads once its result is known ([`fill`]).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Step {
-    /// A list-append operation (its read unfilled).
-    Op(Op),
-    /// A [`KvOp::Scan`] of `from..=to`, at most `limit` rows.
-    Scan { from: u64, to: u64, limit: u32 },
-    /// A [`KvOp::Delete`] of `key` (no operation of the checker's).
-    Delete { key: u64 },
-}
 
 /// One transaction a client is about to submit.
 pub struct Draw {
@@ -128,6 +130,10 @@ pub struct Generator {
     key_end: u64,
     /// The keys a delete was drawn for (append-scan).
     deleted: std::collections::BTreeSet<u64>,
+    /// The bank's accounts, `0..BANK_ACCOUNTS`.
+    accounts: Vec<u64>,
+    /// The list-append workload's keys, `0..APPEND_KEYS`, never retired.
+    append_keys: Keys,
 }
 
 impl Generator {
@@ -141,6 +147,8 @@ impl Generator {
             drawn: 0,
             key_end: 0,
             deleted: Default::default(),
+            accounts: (0..BANK_ACCOUNTS).collect(),
+            append_keys: Keys::new(0, APPEND_KEYS as usize, u32::MAX),
         }
     }
 
@@ -189,15 +197,9 @@ impl Generator {
     /// fresh value to it.
     fn read_or_append(&mut self, rng: &mut StdRng, key: u64, read: f64, steps: &mut Vec<Step>, kv: &mut Vec<KvOp>) {
         self.key_end = self.key_end.max(key + 1);
-        if rng.gen_bool(read) {
-            steps.push(Step::Op(Op::Read { key, list: None }));
-            kv.push(KvOp::Read(key));
-        } else {
-            let value = self.next_value;
-            self.next_value += 1;
-            steps.push(Step::Op(Op::Append { key, value }));
-            kv.push(KvOp::Append(key, value));
-        }
+        let m = list_append::mop(rng, key, read, || take_value(&mut self.next_value));
+        kv.extend(list_append::kv_ops(std::slice::from_ref(&m)));
+        steps.push(Step::Op(list_append::to_op(m)));
     }
 
     /// An append-scan transaction: 1–4 operations on the window's keys, a third of them scans
@@ -235,42 +237,26 @@ impl Generator {
     pub fn draw(&mut self, rng: &mut StdRng) -> Draw {
         match self.workload {
             Workload::Bank => {
-                if rng.gen_bool(0.1) {
-                    let ops: Vec<KvOp> = (0..BANK_ACCOUNTS).map(KvOp::Read).collect();
-                    return Draw { call: kv_call(self.kv, &ops), steps: Vec::new() };
-                }
-                let from = rng.gen_range(0..BANK_ACCOUNTS);
-                let to = (from + rng.gen_range(1..BANK_ACCOUNTS)) % BANK_ACCOUNTS;
-                let x = rng.gen_range(1..=10);
-                Draw { call: kv_call(self.kv, &[KvOp::Add(from, -x), KvOp::Add(to, x)]), steps: Vec::new() }
+                let ops = match bank::draw(rng, &self.accounts, BANK_MAX_TRANSFER, BANK_READ_ALL_RATIO) {
+                    BankTxn::ReadAll(ops) => ops,
+                    BankTxn::Transfer { ops, .. } => ops.to_vec(),
+                };
+                Draw { call: kv_call(self.kv, &ops), steps: Vec::new() }
             }
             Workload::Append => {
-                let n = rng.gen_range(1..=4);
-                let mut ops = Vec::with_capacity(n);
-                let mut kv = Vec::with_capacity(n);
-                for _ in 0..n {
-                    let key = rng.gen_range(0..APPEND_KEYS);
-                    if rng.gen_bool(0.5) {
-                        ops.push(Op::Read { key, list: None });
-                        kv.push(KvOp::Read(key));
-                    } else {
-                        let value = self.next_value;
-                        self.next_value += 1;
-                        ops.push(Op::Append { key, value });
-                        kv.push(KvOp::Append(key, value));
-                    }
-                }
-                Draw { call: kv_call(self.kv, &kv), steps: ops.into_iter().map(Step::Op).collect() }
+                let next_value = &mut self.next_value;
+                let mops = list_append::draw(&mut self.append_keys, 4, 0.5, rng, || take_value(next_value));
+                let call = kv_call(self.kv, &list_append::kv_ops(&mops));
+                Draw { call, steps: mops.into_iter().map(|m| Step::Op(list_append::to_op(m))).collect() }
             }
             Workload::AppendScan => self.draw_append_scan(rng),
             Workload::Churn => self.draw_churn(rng),
             Workload::Ycsb => {
                 let ops: Vec<YcsbOp> = (0..4)
                     .map(|_| {
-                        let key = rng.gen_range(0..YCSB_RECORDS);
-                        if rng.gen_bool(0.5) {
-                            let cell = rng.gen_range(0..self.ycsb_cells) as u16;
-                            YcsbOp::Update { key, cell, value: vec![rng.gen(); 8] }
+                        let key = draw_rank(Distribution::Uniform, 0.0, YCSB_RECORDS, rng);
+                        if rng.gen_bool(YCSB_WRITE_RATIO) {
+                            draw_update(rng, key, self.ycsb_cells, YCSB_VALUE_BYTES)
                         } else {
                             YcsbOp::Read { key }
                         }
@@ -282,99 +268,15 @@ impl Generator {
     }
 }
 
-/// The checker's operations of a transaction that did not commit: its appends (and its point
-/// reads, unfilled); a scan of it observed nothing the checker can use.
-pub fn unfilled(steps: &[Step]) -> Vec<Op> {
-    steps
-        .iter()
-        .filter_map(|s| match s {
-            Step::Op(op) => Some(op.clone()),
-            Step::Scan { .. } | Step::Delete { .. } => None,
-        })
-        .collect()
-}
-
-/// The checker's operations of a committed transaction from the values its operations read
-/// (`reads`, one per step). A point read becomes the list it read (a missing record: the empty
-/// list). A scan becomes one read per key it observed, in key order: each row it returned, as
-/// its list, and every other key of the range up to its last row, as the empty list — every
-/// other key of the range when it returned fewer rows than its limit. Each partition's piece
-/// returns the first `limit` rows of its part of the range (keys without a row do not count),
-/// and the scan keeps the first `limit` of them all, so a key at or below the last row returned
-/// that held a row would have been returned; and with fewer rows than the limit, no piece was
-/// cut short. A scan result that does not decode is read as no rows; one that holds a key
-/// outside its range is kept, so the checker sees what it returned. A delete observes nothing.
-pub fn fill(steps: &[Step], reads: &[Option<Vec<u8>>]) -> Vec<Op> {
-    let mut ops = Vec::with_capacity(steps.len());
-    for (step, r) in steps.iter().zip(reads.iter().chain(std::iter::repeat(&None))) {
-        match step {
-            Step::Op(Op::Read { key, .. }) => ops.push(Op::Read {
-                key: *key,
-                list: Some(r.as_deref().map(redt_dc_executor::list_items).unwrap_or_default()),
-            }),
-            Step::Op(other) => ops.push(other.clone()),
-            Step::Delete { .. } => {}
-            Step::Scan { from, to, limit } => {
-                let rows: BTreeMap<u64, Vec<u64>> = r
-                    .as_deref()
-                    .and_then(decode_scan)
-                    .unwrap_or_default()
-                    .into_iter()
-                    .map(|(k, v)| (k, list_items(&v)))
-                    .collect();
-                let last = match rows.last_key_value() {
-                    Some((&k, _)) if rows.len() >= *limit as usize => k.min(*to),
-                    _ => *to,
-                };
-                let absent: Vec<u64> = (*from..=last).filter(|k| !rows.contains_key(k)).collect();
-                let mut observed: Vec<(u64, Vec<u64>)> =
-                    rows.into_iter().chain(absent.into_iter().map(|k| (k, Vec::new()))).collect();
-                observed.sort_by_key(|o| o.0);
-                ops.extend(observed.into_iter().map(|(key, list)| Op::Read { key, list: Some(list) }));
-            }
-        }
-    }
-    ops
+/// The next of the values appends take, counted on in `next`.
+fn take_value(next: &mut u64) -> u64 {
+    *next += 1;
+    *next - 1
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use redt_dc_executor::encode_scan;
-
-    fn list(items: &[u64]) -> Vec<u8> {
-        let mut v = vec![redt_dc_executor::LIST_TAG];
-        v.extend_from_slice(&(items.len() as u32).to_le_bytes());
-        for i in items {
-            v.extend_from_slice(&i.to_le_bytes());
-        }
-        v
-    }
-
-    #[test]
-    fn a_whole_scan_observes_the_keys_it_did_not_return_as_empty() {
-        let steps = [Step::Scan { from: 3, to: 6, limit: 4 }, Step::Op(Op::Append { key: 9, value: 1 })];
-        let rows = encode_scan(&[(4, list(&[7])), (6, list(&[8, 9]))]);
-        let ops = fill(&steps, &[Some(rows), None]);
-        let read = |key, l: &[u64]| Op::Read { key, list: Some(l.to_vec()) };
-        assert_eq!(
-            ops,
-            vec![read(3, &[]), read(4, &[7]), read(5, &[]), read(6, &[8, 9]), Op::Append { key: 9, value: 1 }]
-        );
-    }
-
-    #[test]
-    fn a_scan_its_limit_cut_observes_the_keys_up_to_its_last_row() {
-        let read = |key, l: &[u64]| Op::Read { key, list: Some(l.to_vec()) };
-        let steps = [Step::Scan { from: 3, to: 8, limit: 2 }];
-        let ops = fill(&steps, &[Some(encode_scan(&[(4, list(&[1])), (6, list(&[2]))]))]);
-        assert_eq!(ops, vec![read(3, &[]), read(4, &[1]), read(5, &[]), read(6, &[2])], "7 and 8 were not read");
-        let steps = [Step::Scan { from: 3, to: 6, limit: 3 }];
-        let ops = fill(&steps, &[Some(encode_scan(&[(5, list(&[2]))]))]);
-        assert_eq!(ops, vec![read(3, &[]), read(4, &[]), read(5, &[2]), read(6, &[])], "fewer rows than the limit");
-        assert_eq!(unfilled(&steps), Vec::new(), "an uncommitted scan observed nothing");
-    }
-
     #[test]
     fn a_delete_is_drawn_every_so_often_and_observes_nothing() {
         let mut g = Generator::new(Workload::AppendScan, TableId(1), TableId(1), 1);
@@ -395,6 +297,6 @@ mod tests {
             d.dedup();
             d
         });
-        assert_eq!(fill(&[Step::Delete { key: 4 }], &[None]), Vec::new());
+        assert_eq!(fill_steps(&[Step::Delete { key: 4 }], &[None]), Vec::new());
     }
 }

@@ -637,7 +637,7 @@ pub(crate) struct Hist {
     pub outcome: Outcome,
     /// Its list-append operations and scans (empty for the other workloads).
     pub steps: Vec<workload::Step>,
-    /// The checker's operations: [`workload::fill`]ed once committed, else
+    /// The checker's operations: [`workload::fill_steps`]ed once committed, else
     /// [`workload::unfilled`].
     pub ops: Vec<elle::Op>,
     pub reads: Vec<Option<Vec<u8>>>,
@@ -1600,7 +1600,7 @@ impl World {
         e.outcome = outcome;
         e.complete_us = returned.then_some(self.now);
         if outcome == Outcome::Committed {
-            e.ops = workload::fill(&e.steps, &reads);
+            e.ops = workload::fill_steps(&e.steps, &reads);
         }
         e.reads = reads;
         match outcome {
