@@ -20,9 +20,9 @@
 //!    partition, and what they hold stays: a vote never changes once cast, and a record is
 //!    only replaced at a higher ballot by a recoverer that, meeting one of them, decides abort
 //!    too (but see docs/design.md, "Known gaps": a replica a recovered commit leaves behind
-//!    loses its commit record when it aborts its own entry). So no commit was or will ever be chosen: O commits with `Q >= M` commit votes, and
-//!    a recoverer with `M` commit votes and no record seen (rule 5), which fewer than `M`
-//!    replicas can give. This decides a transaction whose epoch's replicas were removed for
+//!    loses its commit record when it aborts its own entry). So no commit was or will ever
+//!    be chosen: O commits with `Q >= M` commit votes, and a recoverer with `M` commit votes
+//!    and no record seen (rule 5), which fewer than `M` replicas can give. This decides a transaction whose epoch's replicas were removed for
 //!    good (their promises never come). Otherwise, some partition has `|L_p| < M`: block (a
 //!    majority is needed to see any chosen record);
 //! 3. a recorded decision in `L`: the one with the highest ballot wins over every vote;
