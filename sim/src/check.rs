@@ -65,6 +65,8 @@ pub(crate) fn check(w: &mut World) {
         }
     }
     w.report.deleted_records_freed += w.deleted_records_freed();
+    let factor = w.membership.replication_factor();
+    w.report.partitions_short = w.membership.partitions().filter(|(_, r)| r.voters().len() < factor).count() as u64;
     // Absent-key lock words (reads of keys with no record) held by no undecided entry.
     for n in &w.topology.nodes {
         let dc = &w.dcs[n.dc.0 as usize];

@@ -306,6 +306,9 @@ pub struct SimReport {
     pub replicas_rebuilt: u64,
     /// Records the rebuilds applied.
     pub rebuild_records: u64,
+    /// Partitions with fewer voters than the replication factor at the end of the run (a
+    /// replica lost and not yet rebuilt).
+    pub partitions_short: u64,
     /// Rows the rebuilds' purges emptied: held by a learner from before, refreshed by no
     /// voter's copy (`ExecutorCore::purge_unrefreshed`).
     pub rebuild_rows_purged: u64,
@@ -407,7 +410,8 @@ impl std::fmt::Display for SimReport {
             writeln!(
                 f,
                 "  failover: {} DC removed, {} nodes removed, {} removals refused; {} commits planned after it, {} on partitions that lost a replica; \
-                 {} rebuilds started, {} replicas rebuilt ({} records copied, {} rows purged), {} voter repairs",
+                 {} rebuilds started, {} replicas rebuilt ({} records copied, {} rows purged), {} voter repairs, \
+                 {} partitions short of replicas at the end",
                 self.dcs_removed,
                 self.nodes_removed,
                 self.removals_refused,
@@ -417,7 +421,8 @@ impl std::fmt::Display for SimReport {
                 self.replicas_rebuilt,
                 self.rebuild_records,
                 self.rebuild_rows_purged,
-                self.voter_repairs
+                self.voter_repairs,
+                self.partitions_short
             )?;
         }
         for v in &self.violations {
@@ -682,7 +687,7 @@ pub(crate) struct World {
     pub placements: Vec<Arc<Topology>>,
     /// The membership state machine the placements come from (what the Raft group would
     /// replicate; `redt_replication::Membership`).
-    membership: Membership,
+    pub(crate) membership: Membership,
     /// Membership events queued and not yet run (rebuild plans, promotions): the drain waits
     /// for them.
     membership_pending: u32,

@@ -11,6 +11,15 @@ fn topology(name: &str) -> Topology {
     Topology::load(std::path::Path::new(&path)).expect("config loads")
 }
 
+/// `cfg` with the simulator's own failover (`FailoverMode::Oracle`: a killed DC or node
+/// removed right after the kill, no failure detector). The named seeds that pin it were found
+/// under it, and their schedules depend on its timing; the sweeps run the real failure
+/// detectors and failover policy (the default).
+fn oracle(mut cfg: SimConfig) -> SimConfig {
+    cfg.failover = FailoverMode::Oracle;
+    cfg
+}
+
 /// The schedule of CI seed `seed`: the workload and topology rotate with it.
 fn schedule(seed: u64, topologies: &[Topology]) -> SimConfig {
     let workload = [Workload::Append, Workload::Bank, Workload::Ycsb][(seed % 3) as usize];
@@ -128,7 +137,7 @@ fn a_mutant_that_lets_late_phase1_lock_is_caught() {
 /// seeds of 1200–1349 that catch it now.)
 #[test]
 fn a_mutant_with_the_papers_recovery_rule_is_caught() {
-    let mut cfg = SimConfig::new(topology("local-fast.yaml"), 1311, Workload::Bank, Faults::all());
+    let mut cfg = oracle(SimConfig::new(topology("local-fast.yaml"), 1311, Workload::Bank, Faults::all()));
     cfg.recovery_turn = Some(std::time::Duration::ZERO);
     assert!(run(cfg.clone()).expect("runs").ok(), "seed 1311 passes unmutated");
     cfg.recovery_mutations.papers_rule = true;
@@ -147,7 +156,7 @@ fn a_mutant_with_the_papers_recovery_rule_is_caught() {
 /// 3000–3399 lossy that catches it.)
 #[test]
 fn a_mutant_whose_votes_beat_records_is_caught() {
-    let mut cfg = lossy(topology("local-fast.yaml"), 3129, Workload::Bank);
+    let mut cfg = oracle(lossy(topology("local-fast.yaml"), 3129, Workload::Bank));
     assert!(run(cfg.clone()).expect("runs").ok(), "seed 3129 passes unmutated");
     cfg.recovery_mutations.votes_beat_records = true;
     let r = run(cfg).expect("runs");
@@ -196,7 +205,7 @@ fn lossy_seeds_pass_every_check() {
 /// one seed of 0..1000 that catches it now.) The same seed passes unmutated.
 #[test]
 fn a_mutant_that_acts_before_recording_is_caught() {
-    let mut cfg = lossy(topology("default.yaml"), 320, Workload::Bank);
+    let mut cfg = oracle(lossy(topology("default.yaml"), 320, Workload::Bank));
     assert!(run(cfg.clone()).expect("runs").ok(), "seed 320 passes unmutated");
     cfg.recovery_mutations.act_before_recording = true;
     let r = run(cfg).expect("runs");
@@ -231,7 +240,7 @@ fn a_mutant_that_ignores_repeated_decisions_is_caught() {
 /// every fault) passes, and catches the mutant.
 #[test]
 fn a_mutant_that_recomputes_catch_up_after_an_applied_commit_is_caught() {
-    let mut cfg = SimConfig::new(topology("local-fast.yaml"), 1109, Workload::Bank, Faults::all());
+    let mut cfg = oracle(SimConfig::new(topology("local-fast.yaml"), 1109, Workload::Bank, Faults::all()));
     cfg.recovery_turn = Some(std::time::Duration::ZERO);
     cfg.recovery_mutations.abort_unheard_without_catch_up = true;
     assert!(run(cfg.clone()).expect("runs").ok(), "seed 1109 passes with the guard off");
@@ -265,7 +274,7 @@ fn a_catch_up_survives_its_sources_crash() {
 /// 2000..2040).
 #[test]
 fn a_mutant_whose_catch_up_lives_in_memory_is_caught() {
-    let mut cfg = SimConfig::new(topology("sim-20dc.yaml"), 2015, Workload::Bank, Faults::all());
+    let mut cfg = oracle(SimConfig::new(topology("sim-20dc.yaml"), 2015, Workload::Bank, Faults::all()));
     let clean = run(cfg.clone()).expect("runs");
     assert!(clean.ok(), "seed 2015 passes unmutated: {clean}");
     cfg.executor_mutations.catch_up_not_durable = true;
@@ -285,7 +294,8 @@ fn a_mutant_whose_catch_up_lives_in_memory_is_caught() {
 #[test]
 fn the_drain_waits_for_a_gap_at_a_rings_head() {
     for seed in [8084, 2062] {
-        let r = run(SimConfig::new(topology("sim-20dc.yaml"), seed, Workload::Bank, Faults::all())).expect("runs");
+        let r =
+            run(oracle(SimConfig::new(topology("sim-20dc.yaml"), seed, Workload::Bank, Faults::all()))).expect("runs");
         assert!(r.ok(), "seed {seed} passes: {r}");
         assert!(r.gaps_filled > 0, "seed {seed} fills the gap at the head: {r}");
     }
@@ -369,8 +379,10 @@ fn scan_for_mutant_seeds() {
     }
 }
 
-/// Failover: one DC is killed and removed from the placement, each survivor
-/// adopting the new epoch 0.5–1.5 s later, on top of every other fault; the dead DC's nodes
+/// Failover: one DC is killed, on top of every other fault; the nodes' failure detectors
+/// suspect it, the failover policy confirms with the voters and removes it from the placement
+/// (as a DC, or node by node as each is confirmed; a DC killed late may come back first and
+/// is then never removed), and the survivors adopt the new epoch; the dead DC's nodes
 /// come back 2–4 s after the kill holding no replica, plan in their old epoch until they learn
 /// the new one (the survivors' epoch fence votes those transactions abort), and drop their
 /// old undecided entries instead of recovering them. 20 seeds of each workload on the two
@@ -387,14 +399,16 @@ fn scan_for_mutant_seeds() {
 #[test]
 fn removal_seeds_pass_every_check() {
     let mut failed = Vec::new();
-    let (mut shrunk_commits, mut removed) = (0, 0);
+    let (mut shrunk_commits, mut removing_runs) = (0, 0);
     for name in ["default.yaml", "local-fast.yaml"] {
         let t = topology(name);
         for workload in [Workload::Bank, Workload::Append, Workload::Ycsb] {
             for seed in 0..20 {
                 let faults = Faults { remove_dc: true, ..Faults::all() };
                 let r = run(SimConfig::new(t.clone(), seed, workload, faults)).expect("runs");
-                removed += r.dcs_removed;
+                if r.dcs_removed + r.nodes_removed > 0 {
+                    removing_runs += 1;
+                }
                 shrunk_commits += r.committed_on_shrunk_partitions;
                 if !r.ok() {
                     failed.push(format!("{name} {workload:?} {r}"));
@@ -403,8 +417,8 @@ fn removal_seeds_pass_every_check() {
         }
     }
     assert!(failed.is_empty(), "{} removal runs failed:\n{}", failed.len(), failed.join("\n"));
-    assert_eq!(removed, 120, "every run removes a DC");
-    // 93 when written: the new epoch often arrives late in a 3 s run, so not every run has one.
+    // 105 when written: a DC killed late in a 3 s run may come back before the policy confirms it.
+    assert!(removing_runs >= 100, "the policy removes the killed DC: in {removing_runs} of 120 runs");
     assert!(shrunk_commits > 40, "the shrunk partitions commit again: {shrunk_commits} commits");
 }
 
@@ -422,27 +436,29 @@ fn removal(name: &str, seed: u64, workload: Workload, seconds: u64) -> SimConfig
 /// reads behind the voters' epoch floor) while commits ship it their writes, and is then
 /// promoted. 6 s schedules, so the copies run under load, on default.yaml and local-fast.yaml:
 /// every check passes on the final placement, whose rebuilt replicas hold the same values as
-/// the others, and every partition is back at its replication factor.
+/// the others, and every run ends with every partition back at its replication factor.
 #[test]
 fn rebuild_seeds_pass_every_check() {
     let mut failed = Vec::new();
-    let (mut rebuilt, mut removed) = (0, 0);
+    let (mut rebuilt, mut removing_runs) = (0, 0);
     for name in ["default.yaml", "local-fast.yaml"] {
         for workload in [Workload::Bank, Workload::Append, Workload::Ycsb] {
             for seed in 0..15 {
                 let r = run(removal(name, seed, workload, 6)).expect("runs");
-                removed += r.dcs_removed;
+                if r.dcs_removed + r.nodes_removed > 0 {
+                    removing_runs += 1;
+                }
                 rebuilt += r.replicas_rebuilt;
-                if !r.ok() {
+                if !r.ok() || r.partitions_short > 0 {
                     failed.push(format!("{name} {workload:?} {r}"));
                 }
             }
         }
     }
     assert!(failed.is_empty(), "{} rebuild runs failed:\n{}", failed.len(), failed.join("\n"));
-    assert_eq!(removed, 90, "every run removes a DC");
-    // 6 replicas per run on default.yaml (8 partitions, n = 3, 4 DCs) and 3 on local-fast.
-    assert_eq!(rebuilt, 45 * 6 + 45 * 3, "every lost replica is rebuilt and promoted");
+    // 89 when written.
+    assert!(removing_runs >= 85, "the policy removes the killed DC: in {removing_runs} of 90 runs");
+    assert!(rebuilt >= removing_runs * 3, "every lost replica is rebuilt: {rebuilt} in {removing_runs} runs");
 }
 
 /// The learner must receive the writes committed while it copies: a catch-up source that
@@ -451,7 +467,7 @@ fn rebuild_seeds_pass_every_check() {
 /// to; seed 50 did until recoverers aborted from abort votes and records alone).
 #[test]
 fn a_mutant_that_ships_learners_nothing_is_caught() {
-    let mut cfg = removal("default.yaml", 43, Workload::Bank, 6);
+    let mut cfg = oracle(removal("default.yaml", 43, Workload::Bank, 6));
     assert!(run(cfg.clone()).expect("runs").ok(), "the seed passes without the mutant");
     cfg.executor_mutations.no_catch_up_to_learners = true;
     let r = run(cfg).expect("runs");
@@ -495,9 +511,9 @@ fn a_catch_up_whose_only_source_is_removed_is_repaired() {
 /// the schedules).
 #[test]
 fn a_replica_that_never_voted_holds_a_recovery_record() {
-    let r = run(removal("default.yaml", 2082, Workload::Ycsb, 6)).expect("runs");
+    let r = run(oracle(removal("default.yaml", 2082, Workload::Ycsb, 6))).expect("runs");
     assert!(r.ok(), "{r}");
-    let mut cfg = removal("default.yaml", 2097, Workload::Ycsb, 6);
+    let mut cfg = oracle(removal("default.yaml", 2097, Workload::Ycsb, 6));
     assert!(run(cfg.clone()).expect("runs").ok(), "seed 2097 passes unmutated");
     cfg.executor_mutations.no_fence_entries = true;
     let r = run(cfg).expect("runs");
@@ -516,7 +532,7 @@ fn a_replica_that_never_voted_holds_a_recovery_record() {
 /// (`ExecutorMutations::no_fence_after_full_ring`) ends stuck on the same seed.
 #[test]
 fn a_replica_whose_ring_was_full_holds_a_recovery_record_later() {
-    let mut cfg = removal("local-fast.yaml", 40186, Workload::Bank, 6);
+    let mut cfg = oracle(removal("local-fast.yaml", 40186, Workload::Bank, 6));
     let r = run(cfg.clone()).expect("runs");
     assert!(r.ok(), "{r}");
     cfg.executor_mutations.no_fence_after_full_ring = true;
@@ -574,7 +590,7 @@ fn node_removal_seeds_pass_every_check() {
 /// across the DC (`ExecutorMutations::discard_across_the_dc`) diverges on the same seed.
 #[test]
 fn a_removed_node_drops_only_its_own_entries() {
-    let mut cfg = node_removal("default.yaml", 8, Workload::Bank, 6);
+    let mut cfg = oracle(node_removal("default.yaml", 8, Workload::Bank, 6));
     let r = run(cfg.clone()).expect("runs");
     assert!(r.ok(), "{r}");
     assert_eq!(r.nodes_removed, 1, "{r}");
@@ -598,7 +614,7 @@ fn a_removed_node_drops_only_its_own_entries() {
 /// diverges only together with the one that keeps the first copy (`first_write_at_cts`).
 #[test]
 fn a_behind_replica_never_keeps_its_stale_redo() {
-    let mut cfg = removal("world-5dc-n5.yaml", 70117, Workload::Bank, 3);
+    let mut cfg = oracle(removal("world-5dc-n5.yaml", 70117, Workload::Bank, 3));
     let r = run(cfg.clone()).expect("runs");
     assert!(r.ok(), "{r}");
     cfg.executor_mutations.apply_stale_redo = true;
@@ -622,7 +638,7 @@ fn a_behind_replica_never_keeps_its_stale_redo() {
 /// keeps the first copy (`ExecutorMutations::first_write_at_cts`) diverges on the same seed.
 #[test]
 fn of_two_copies_of_a_write_the_one_from_the_newer_version_wins() {
-    let mut cfg = removal("world-5dc-n5.yaml", 70185, Workload::Bank, 3);
+    let mut cfg = oracle(removal("world-5dc-n5.yaml", 70185, Workload::Bank, 3));
     let r = run(cfg.clone()).expect("runs");
     assert!(r.ok(), "{r}");
     cfg.executor_mutations.first_write_at_cts = true;
@@ -644,7 +660,7 @@ fn of_two_copies_of_a_write_the_one_from_the_newer_version_wins() {
 /// same seed.
 #[test]
 fn a_recovered_catch_up_reaches_its_replicas_when_another_recoverer_won_the_source() {
-    let mut cfg = node_removal("default.yaml", 55, Workload::Ycsb, 6);
+    let mut cfg = oracle(node_removal("default.yaml", 55, Workload::Ycsb, 6));
     let r = run(cfg.clone()).expect("runs");
     assert!(r.ok(), "{r}");
     cfg.recovery_mutations.ship_only_through_the_source = true;
@@ -666,7 +682,7 @@ fn a_recovered_catch_up_reaches_its_replicas_when_another_recoverer_won_the_sour
 /// is stuck on the same seed.
 #[test]
 fn a_higher_ballot_record_replaces_a_lower_ones_so_the_survivors_finish() {
-    let mut cfg = removal("default.yaml", 50339, Workload::Ycsb, 6);
+    let mut cfg = oracle(removal("default.yaml", 50339, Workload::Ycsb, 6));
     let r = run(cfg.clone()).expect("runs");
     assert!(r.ok(), "{r}");
     cfg.executor_mutations.first_record_stays = true;
@@ -786,7 +802,7 @@ fn churn_seeds_pass_every_check() {
 #[test]
 fn a_mutant_that_keeps_what_a_rebuild_did_not_refresh_is_caught() {
     let faults = Faults { remove_dc: true, ..Faults::all() };
-    let mut cfg = SimConfig::new(topology("world-5dc-n5.yaml"), 3121, Workload::Churn, faults);
+    let mut cfg = oracle(SimConfig::new(topology("world-5dc-n5.yaml"), 3121, Workload::Churn, faults));
     cfg.deleted_grace = Some(std::time::Duration::from_secs(1));
     cfg.executor_mutations.reclaim_below_no_floor = true;
     let r = run(cfg.clone()).expect("runs");
@@ -812,7 +828,7 @@ fn a_mutant_that_keeps_what_a_rebuild_did_not_refresh_is_caught() {
 #[test]
 fn a_mutant_that_frees_without_asking_the_other_replicas_is_caught() {
     let faults = Faults { remove_dc: true, ..Faults::all() };
-    let mut cfg = SimConfig::new(topology("world-5dc-n5.yaml"), 3289, Workload::Churn, faults);
+    let mut cfg = oracle(SimConfig::new(topology("world-5dc-n5.yaml"), 3289, Workload::Churn, faults));
     let r = run(cfg.clone()).expect("runs");
     assert!(r.ok(), "the seed passes as built: {r}");
     assert!(r.deleted_records_freed > 0, "records were freed: {r}");
@@ -836,7 +852,7 @@ fn a_mutant_that_frees_without_asking_the_other_replicas_is_caught() {
 #[test]
 fn a_mutant_that_frees_below_a_catch_up_floor_is_caught() {
     let faults = Faults { remove_dc: true, ..Faults::all() };
-    let mut cfg = SimConfig::new(topology("sim-20dc.yaml"), 44050, Workload::Churn, faults);
+    let mut cfg = oracle(SimConfig::new(topology("sim-20dc.yaml"), 44050, Workload::Churn, faults));
     let r = run(cfg.clone()).expect("runs");
     assert!(r.ok(), "the seed passes as built: {r}");
     assert!(r.deleted_records_freed > 0, "records were freed: {r}");
@@ -862,7 +878,7 @@ fn a_mutant_that_frees_below_a_catch_up_floor_is_caught() {
 #[test]
 fn a_mutant_that_aborts_a_dc_it_did_not_hear_from_without_a_catch_up_is_caught() {
     let faults = Faults { remove_dc: true, ..Faults::all() };
-    let mut cfg = SimConfig::new(topology("sim-20dc.yaml"), 41199, Workload::Churn, faults);
+    let mut cfg = oracle(SimConfig::new(topology("sim-20dc.yaml"), 41199, Workload::Churn, faults));
     cfg.executor_mutations.reclaim_below_no_floor = true;
     assert!(run(cfg.clone()).expect("runs").ok(), "seed 41199 passes with the floors off");
     cfg.recovery_mutations.abort_unheard_without_catch_up = true;
@@ -885,7 +901,7 @@ fn a_mutant_that_aborts_a_dc_it_did_not_hear_from_without_a_catch_up_is_caught()
 /// --mutant-reclaim-below-no-floor`) the replicas of a key disagree.
 #[test]
 fn a_mutant_that_frees_deleted_records_without_a_horizon_is_caught() {
-    let mut cfg = SimConfig::new(topology("world-5dc-n5.yaml"), 39, Workload::Churn, Faults::all());
+    let mut cfg = oracle(SimConfig::new(topology("world-5dc-n5.yaml"), 39, Workload::Churn, Faults::all()));
     cfg.executor_mutations.reclaim_below_no_floor = true;
     let r = run(cfg.clone()).expect("runs");
     assert!(r.ok(), "the seed passes with the floors off: {r}");

@@ -41,11 +41,12 @@ pub struct SimArgs {
     /// Print the event trace of `--seed`.
     #[arg(long)]
     trace: bool,
-    /// Who removes and restores DCs and nodes: `oracle`, the simulator right after a kill
-    /// (detection, confirmation and the Raft commit taken as a delay); or `policy`, each node's
-    /// real failure detector over the simulated wire and the Raft leader's real failover
-    /// policy, whose removals are checked to be of suspects down or cut off from a majority.
-    #[arg(long, default_value = "oracle", value_parser = parse_failover)]
+    /// Who removes and restores DCs and nodes: `policy` (the default), each node's real
+    /// failure detector over the simulated wire and the Raft leader's real failover policy,
+    /// whose removals are checked to be of suspects down or cut off from a majority; or
+    /// `oracle`, the simulator right after a kill (detection, confirmation and the Raft commit
+    /// taken as a delay).
+    #[arg(long, default_value = "policy", value_parser = parse_failover)]
     failover: FailoverMode,
     /// Frees deleted records this long after their delete (the churn workload's default is
     /// 4 s, far shorter than a node's 60 s, so runs free records; the others free none).

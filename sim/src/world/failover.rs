@@ -27,10 +27,10 @@ use std::time::Duration;
 pub enum FailoverMode {
     /// The simulator, right after a kill (detection, confirmation and the Raft commit taken
     /// as a delay), and at a return.
-    #[default]
     Oracle,
     /// Each node's real failure detector and the leader's real failover policy, over the
     /// simulated network (module docs).
+    #[default]
     Policy,
 }
 
