@@ -15,6 +15,7 @@ use crate::call;
 use crate::catch_up::{self, CatchUp};
 use crate::cost::Cost;
 use crate::decision::{decide, majority, Ruling, Why};
+use crate::delivery::{self, Delivery};
 use crate::machine::{earliest, TxnAnswer, TxnMachine, TxnStatus};
 pub use crate::machine::{Action, AttemptId};
 use crate::message::{CatchUpTarget, Decide, DecideRole, Execute, Record, Reply, Request};
@@ -147,20 +148,6 @@ struct Attempt {
     purpose: Purpose,
 }
 
-/// One phase-2 message being delivered until answered.
-struct Delivery {
-    dc: DcId,
-    to: NodeId,
-    request: Request,
-    /// Inter-DC messages of failed attempts so far.
-    failed: Cost,
-    first_sent: Instant,
-    retry_at: Option<Instant>,
-    /// Failed attempts so far (the back-off grows with them).
-    failures: u32,
-    done: bool,
-}
-
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Stage {
     Phase1,
@@ -209,8 +196,9 @@ pub struct CoordinatorTxn {
     refused: BTreeSet<DcId>,
     record_started: Option<Instant>,
     record_retry_at: Option<Instant>,
-    // Phase 2.
+    // Phase 2: one delivery per DC, and the inter-DC messages of its failed attempts.
     deliveries: Vec<Delivery>,
+    phase2_failed: Cost,
     /// The node's placements, if the driver gave them: phase 2 to a node the current epoch
     /// no longer places a replica on is dropped ([`crate::epochs::unplaced`]).
     placement: Option<std::sync::Arc<crate::epochs::Epochs>>,
@@ -298,6 +286,7 @@ impl CoordinatorTxn {
             record_started: None,
             record_retry_at: None,
             deliveries: Vec::new(),
+            phase2_failed: Cost::default(),
             placement: None,
             actions: VecDeque::new(),
         };
@@ -345,8 +334,7 @@ impl TxnMachine for CoordinatorTxn {
     /// When the driver must call [`TxnMachine::handle_timeout`] next (`None`: no timer).
     fn poll_timeout(&self) -> Option<Instant> {
         let phase1 = (self.stage == Stage::Phase1).then_some(self.phase1_deadline);
-        let retries = self.deliveries.iter().filter(|d| !d.done).map(|d| d.retry_at);
-        earliest([phase1, self.record_retry_at].into_iter().chain(retries))
+        earliest([phase1, self.record_retry_at, delivery::next_retry(&self.deliveries)])
     }
 
     /// Handles a timer firing at `now`: phase 1's deadline (decide with the votes there are),
@@ -359,13 +347,9 @@ impl TxnMachine for CoordinatorTxn {
             self.record_retry_at = None;
             self.record_round(now);
         }
-        for i in 0..self.deliveries.len() {
-            let d = &mut self.deliveries[i];
-            if !d.done && d.retry_at.is_some_and(|t| now >= t) {
-                d.retry_at = None;
-                let (dc, to, request) = (d.dc, d.to, d.request.clone());
-                self.send_to(dc, to, Purpose::Decide(i), request);
-            }
+        for (i, to, request) in delivery::due(&mut self.deliveries, now) {
+            let dc = self.topology.nodes[to.0 as usize].dc;
+            self.send_to(dc, to, Purpose::Decide(i), request);
         }
     }
 
@@ -409,7 +393,7 @@ impl TxnMachine for CoordinatorTxn {
                 if let Some(d) = self.deliveries.get_mut(i) {
                     if !d.done {
                         d.done = true;
-                        d.failed = d.failed.alongside(Cost::rpc(remote, nested));
+                        d.cost = Some(Cost::rpc(remote, nested));
                     }
                 }
             }
@@ -449,17 +433,13 @@ impl TxnMachine for CoordinatorTxn {
                 let placement = self.placement.as_deref();
                 if let Some(d) = self.deliveries.get_mut(i) {
                     if !d.done {
-                        d.failed.messages += u64::from(remote);
+                        self.phase2_failed.messages += u64::from(remote);
                         if remote && crate::epochs::unplaced(placement, d.to) {
                             tracing::info!(txn = %self.txn, to = %self.topology.node_name(d.to), "phase 2 dropped: the node holds no replica in the current epoch");
                             d.done = true;
-                        } else if now.duration_since(d.first_sent) > give_up {
-                            tracing::error!(txn = %self.txn, dc = %self.topology.dc_name(d.dc), "phase 2 undelivered, giving up: {error}");
-                            d.done = true;
                         } else {
-                            tracing::debug!(txn = %self.txn, dc = %self.topology.dc_name(d.dc), "phase 2 retry: {error}");
-                            d.retry_at = Some(now + crate::delivery::backoff(base, max, d.failures, salt));
-                            d.failures = d.failures.saturating_add(1);
+                            let pause = delivery::backoff(base, max, d.failures, salt);
+                            d.failed(self.txn, &self.topology.dc_name(a.dc), error, now, pause, give_up);
                         }
                     }
                 }
@@ -706,16 +686,7 @@ impl CoordinatorTxn {
         let local = self.plan.local.get(&dc).map(Vec::as_slice).unwrap_or(&[]);
         let to = plan::executor_node(&self.topology, dc, local, self.me);
         let idx = self.deliveries.len();
-        self.deliveries.push(Delivery {
-            dc,
-            to,
-            request: request.clone(),
-            failed: Cost::default(),
-            first_sent: now,
-            retry_at: None,
-            failures: 0,
-            done: false,
-        });
+        self.deliveries.push(Delivery::new(to, request.clone(), now));
         self.send_to(dc, to, Purpose::Decide(idx), request);
     }
 
@@ -728,8 +699,12 @@ impl CoordinatorTxn {
     }
 
     fn finish(&mut self) {
-        let phase2 =
-            self.deliveries.iter().fold(Cost::default(), |c, d| c.alongside(d.failed)).alongside(self.late_cost);
+        let phase2 = self
+            .deliveries
+            .iter()
+            .filter_map(|d| d.cost)
+            .fold(self.phase2_failed, Cost::alongside)
+            .alongside(self.late_cost);
         let committed = matches!(self.decision, Some(Decision::Commit(_)));
         if committed && !self.answered {
             let reads = reads(&self.topology, &self.call, &self.plan, &self.votes.values().collect::<Vec<_>>());
