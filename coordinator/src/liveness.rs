@@ -37,10 +37,10 @@
 use crate::error::{Error, Result};
 use crate::node::{sleep_until_opt, Node};
 use crate::status::StatusBoard;
+use redt_membership::{Action, Detector};
 use redt_proto::{DcId, NodeId};
 pub use redt_protocol::detector_timeouts::{link_between, DetectorTimeouts, IN_DC_RTT};
 pub use redt_protocol::suspect_view::{Change, SuspectView};
-use redt_replication::{Action, Detector};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};

@@ -14,18 +14,18 @@
 //! is `crate::rebuild_task`'s.
 //!
 //! A thin driver: Raft's rules live in raft-rs and [`RaftMembership`], the placement rules in
-//! [`redt_replication::Membership`], the failover policy in [`Failover`]; this file moves their
+//! [`redt_membership::Membership`], the failover policy in [`Failover`]; this file moves their
 //! inputs and outputs (ticks, Raft messages, voters' status answers, probes) and carries out
 //! what they decide.
 
 use crate::error::{Error, Result};
 use crate::membership_view::MembershipView;
 use crate::node::Node;
+use redt_membership::{Command, Membership, RaftMembership, RaftMessage, RaftTicks};
 use redt_proto::wire::{Body, RaftMsg, StatusRequest};
 use redt_proto::{NodeId, Topology};
 use redt_protocol::epochs::placement_of;
 use redt_protocol::failover::{Failover, FailoverAction, LeaderView, Probe, Suspect};
-use redt_replication::{Command, Membership, RaftMembership, RaftMessage, RaftTicks};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
@@ -88,7 +88,7 @@ pub(crate) fn spawn(
 
 /// Opens (or creates) the Raft peer of `me` over `base`'s initial membership.
 fn open(base: &Topology, me: NodeId, dir: Option<&PathBuf>) -> Result<RaftMembership> {
-    let fail = |e: redt_replication::Error| Error::topology(format!("membership: {e}"));
+    let fail = |e: redt_membership::Error| Error::topology(format!("membership: {e}"));
     let factor = base.partitions.iter().map(|p| p.replicas.len()).max().unwrap_or(1);
     let membership = Membership::from_topology(base, factor).map_err(fail)?;
     let (voters, learners) = raft_peers(base);
@@ -197,25 +197,25 @@ async fn run(
                 .changes
                 .iter()
                 .map(|r| {
-                    let who = redt_replication::node_of(r.raft_id)
+                    let who = redt_membership::node_of(r.raft_id)
                         .map_or_else(|| format!("raft id {}", r.raft_id), |v| t.node_name(v));
                     format!("{who}: {:?}", r.role)
                 })
                 .collect();
             tracing::info!(node = %n.name(), index = c.index, ?changes, outcome = ?c.outcome, ?voters, "raft conf change applied");
         }
-        let leader = peer.leader().and_then(redt_replication::node_of).map_or(0, |l| u32::from(l.0) + 1);
+        let leader = peer.leader().and_then(redt_membership::node_of).map_or(0, |l| u32::from(l.0) + 1);
         view.leader.store(leader, Ordering::Relaxed);
     }
 }
 
 /// Proposes `command`; a proposal refused because leadership moved is not a failure of the
 /// peer (the new leader makes its own).
-fn propose_quietly(n: &Node, peer: &mut RaftMembership, command: &Command) -> redt_replication::Result<()> {
+fn propose_quietly(n: &Node, peer: &mut RaftMembership, command: &Command) -> redt_membership::Result<()> {
     let named = command.named(&n.topology());
     tracing::info!(node = %n.name(), command = %named, "membership: proposing");
     match peer.propose(command) {
-        Err(e @ (redt_replication::Error::NotLeader { .. } | redt_replication::Error::Raft(_))) => {
+        Err(e @ (redt_membership::Error::NotLeader { .. } | redt_membership::Error::Raft(_))) => {
             tracing::info!(node = %n.name(), command = %named, "not proposed: {e}");
             Ok(())
         }
@@ -234,9 +234,9 @@ fn carry_out(
     actions: Vec<FailoverAction>,
     answers: &mut JoinSet<Answer>,
     probes: &mut JoinSet<Option<Command>>,
-) -> redt_replication::Result<()> {
+) -> redt_membership::Result<()> {
     let mut failed = Ok(());
-    let mut keep = |r: redt_replication::Result<()>| {
+    let mut keep = |r: redt_membership::Result<()>| {
         if failed.is_ok() {
             failed = r;
         }
@@ -249,7 +249,7 @@ fn carry_out(
                 let t = n.topology();
                 tracing::warn!(node = %n.name(), suspect = %suspect.named(&t), "a majority of the voters suspect it: proposing its removal");
                 match peer.propose(&suspect.removal()) {
-                    Err(e @ (redt_replication::Error::NotLeader { .. } | redt_replication::Error::Raft(_))) => {
+                    Err(e @ (redt_membership::Error::NotLeader { .. } | redt_membership::Error::Raft(_))) => {
                         tracing::info!(node = %n.name(), suspect = %suspect.named(&t), "removal not proposed: {e}");
                     }
                     r => keep(r),
@@ -334,7 +334,7 @@ fn ask_voters(n: &Arc<Node>, voters: &[NodeId], suspect: Suspect, round: u64, an
 
 /// Sends one Raft message in the background (dropped if too many are in flight to its peer).
 fn send(n: &Arc<Node>, m: RaftMessage, in_flight: &Arc<std::sync::Mutex<HashMap<NodeId, u32>>>) {
-    let Some(to) = redt_replication::node_of(m.to) else { return };
+    let Some(to) = redt_membership::node_of(m.to) else { return };
     {
         let mut f = in_flight.lock().unwrap_or_else(|p| p.into_inner());
         let c = f.entry(to).or_default();
@@ -343,7 +343,7 @@ fn send(n: &Arc<Node>, m: RaftMessage, in_flight: &Arc<std::sync::Mutex<HashMap<
         }
         *c += 1;
     }
-    let data = redt_replication::encode_message(&m);
+    let data = redt_membership::encode_message(&m);
     let envelope = n.envelope(Body::Raft(RaftMsg { data }));
     let transport = n.transport().clone();
     let topology = n.topology();

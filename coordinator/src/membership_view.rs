@@ -1,8 +1,8 @@
 //! What a node's request handler shares with its membership driver (`crate::membership_task`):
 //! the inbox incoming Raft messages go to, and the membership state `redt status` reports.
 
+use redt_membership::RaftMessage;
 use redt_proto::NodeId;
-use redt_replication::RaftMessage;
 use std::sync::atomic::{AtomicU32, Ordering};
 use tokio::sync::mpsc;
 

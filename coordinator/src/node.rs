@@ -144,7 +144,7 @@ impl Node {
     /// [`redt_protocol::Error::TxnIdsExhausted`]); the OS refuses a thread ([`Error::Io`]).
     pub(crate) fn assemble(
         parts: NodeParts,
-    ) -> Result<(Arc<Node>, tokio::sync::mpsc::Receiver<redt_replication::RaftMessage>)> {
+    ) -> Result<(Arc<Node>, tokio::sync::mpsc::Receiver<redt_membership::RaftMessage>)> {
         let ids = TxnIds::start(&parts.dc, parts.node)?;
         let replay =
             ReplayTask::spawn(parts.region.clone(), &parts.dc, parts.node, parts.topology.node_name(parts.node));
@@ -1034,12 +1034,12 @@ impl Node {
             }
             Body::Raft(m) => {
                 let Some(peer) = from.node() else { return node_only("raft") };
-                let m = match redt_replication::decode_message(&m.data) {
+                let m = match redt_membership::decode_message(&m.data) {
                     Ok(m) => m,
                     Err(e) => return err(error_code::MALFORMED, format!("undecodable Raft message: {e}")),
                 };
                 // Raft believes a message's own `from`: a node may speak for itself only.
-                let claimed = redt_replication::node_of(m.from);
+                let claimed = redt_membership::node_of(m.from);
                 if claimed != Some(peer) {
                     self.board.raft_wrong_sender();
                     let topology = self.topology();

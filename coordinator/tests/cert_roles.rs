@@ -285,10 +285,10 @@ fn node_only_bodies() -> Vec<(&'static str, Body)> {
 /// ignores and a leader takes as a sign of life).
 fn raft_message(from: NodeId, to: NodeId) -> Vec<u8> {
     // Field 1, `msg_type`: 9, MsgHeartbeatResponse.
-    let mut m = redt_replication::decode_message(&[0x08, 9]).expect("a Raft message");
-    m.from = redt_replication::raft_id(from);
-    m.to = redt_replication::raft_id(to);
-    redt_replication::encode_message(&m)
+    let mut m = redt_membership::decode_message(&[0x08, 9]).expect("a Raft message");
+    m.from = redt_membership::raft_id(from);
+    m.to = redt_membership::raft_id(to);
+    redt_membership::encode_message(&m)
 }
 
 fn error_of(reply: &Envelope) -> (u32, String) {
@@ -374,10 +374,10 @@ async fn a_raft_message_naming_another_sender_is_dropped_and_counted() {
         assert!(why.contains(&format!("a Raft message from {} names", topo.nodes[1].name)), "{why}");
         forged += 1;
     }
-    let mut no_sender = redt_replication::decode_message(&[0x08, 9]).unwrap();
-    no_sender.to = redt_replication::raft_id(NodeId(0));
+    let mut no_sender = redt_membership::decode_message(&[0x08, 9]).unwrap();
+    no_sender.to = redt_membership::raft_id(NodeId(0));
     let reply =
-        as_n1.call_addr(target.listen, &target.name, raft(redt_replication::encode_message(&no_sender))).await.unwrap();
+        as_n1.call_addr(target.listen, &target.name, raft(redt_membership::encode_message(&no_sender))).await.unwrap();
     let (code, why) = error_of(&reply);
     assert_eq!(code, error_code::FORBIDDEN, "raft id 0 is no node: {why}");
     assert!(why.contains("names raft id 0 as its sender"), "{why}");

@@ -43,7 +43,7 @@
 //!               retry_base: 80ms, retry_max: 5s, scan_every: 100ms, gap_wait: 200ms,
 //!               catch_up_give_up: 30s }
 //!   detector: { interval: 20ms, timeout: 200ms }   # every peer's heartbeats (default: per
-//!                                  #   link, redt_replication::DetectorConfig::for_link)
+//!                                  #   link, redt_membership::DetectorConfig::for_link)
 //! verbs:                           # optional, every key optional (defaults shown): the
 //!   max_connections: 1024          #   in-DC verbs server (redt-tcp; RDMA bootstrap
 //!   max_connections_per_peer: 64   #   handshakes), redt_dc_executor::ServerLimits; caps

@@ -327,7 +327,7 @@ pub struct RecoveryTimeoutsConfig {
 
 /// The `timeouts.detector:` subsection: the failure detector's heartbeats, the same for every
 /// peer of a node when set (unset, each peer's are derived from the link to it:
-/// `redt_replication::DetectorConfig::for_link`, resolved by `redt_coordinator::NodeTimeouts`).
+/// `redt_membership::DetectorConfig::for_link`, resolved by `redt_coordinator::NodeTimeouts`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct DetectorTimeoutsConfig {
     /// `interval`: time between two heartbeats a node sends to one peer.

@@ -101,11 +101,11 @@ pub enum Body {
     #[prost(message, tag = "31")]
     NodeStatus(StatusReply),
     /// Failure detection: one node's heartbeat to another (node → node, answered with
-    /// [`Body::Ack`]; `redt_replication::Detector`).
+    /// [`Body::Ack`]; `redt_membership::Detector`).
     #[prost(message, tag = "32")]
     Heartbeat(HeartbeatMsg),
     /// The membership's Raft group: one raft-rs message between two nodes (node → node,
-    /// answered with [`Body::Ack`]; `redt_replication::RaftMembership`).
+    /// answered with [`Body::Ack`]; `redt_membership::RaftMembership`).
     #[prost(message, tag = "33")]
     Raft(RaftMsg),
     /// Rebuild: a learner asks a voter for one chunk of a partition's snapshot copy (answered

@@ -5,8 +5,8 @@
 //! node's detector driver (`crate::liveness`) and by `redt node`'s startup checks.
 
 use crate::error::{Error, Result};
+use redt_membership::DetectorConfig;
 use redt_proto::{DcId, DetectorTimeoutsConfig, Topology};
-use redt_replication::DetectorConfig;
 use std::collections::BTreeSet;
 use std::time::Duration;
 

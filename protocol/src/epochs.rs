@@ -185,7 +185,7 @@ pub struct PartitionReplicas {
 
 /// The placement `membership` describes over `base`: its epoch, and each partition's voters
 /// and learners ([`placement`]).
-pub fn placement_of(base: &Topology, membership: &redt_replication::Membership) -> Topology {
+pub fn placement_of(base: &Topology, membership: &redt_membership::Membership) -> Topology {
     let replicas: BTreeMap<PartitionId, PartitionReplicas> = membership
         .partitions()
         .map(|(p, r)| (p, PartitionReplicas { voters: r.voters().to_vec(), learners: r.learners().to_vec() }))

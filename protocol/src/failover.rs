@@ -19,8 +19,8 @@
 //! every learner the partitions are short of ([`Membership::plan_rebuild`]) on nodes its
 //! detector does not suspect.
 
+use redt_membership::{Command, Membership, Refused, Status};
 use redt_proto::{majority, DcId, Epoch, NodeId, PartitionId, Topology};
-use redt_replication::{Command, Membership, Refused, Status};
 use std::collections::{BTreeSet, HashMap, HashSet};
 
 /// How long the leader waits before asking the voters about the same suspect again, µs.

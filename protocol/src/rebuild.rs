@@ -35,7 +35,7 @@
 //! A voter repair does not purge: its node's own executor writes the partition meanwhile.
 //!
 //! When every voter's copy is complete the learner is filled: its driver proposes the
-//! promotion (`redt_replication::Command::Promote`). A catch-up of epoch `e` or later still
+//! promotion (`redt_membership::Command::Promote`). A catch-up of epoch `e` or later still
 //! in flight then is harmless: a voter missing a write is a stale vote, which the decision
 //! rule does not count as up to date, and its catch-up follows.
 //!

@@ -14,6 +14,7 @@ use redt_dc_executor::{
     apply_committed_rows, ring::ring_bounds, ring_scan, DcHandle, EntryRef, Gap, Hlc, Layout, LocalVerbs, Region,
     Replayed, Replayer, Verbs,
 };
+use redt_membership::{Command, Membership};
 use redt_netem::WanModel;
 use redt_proto::wire::ProcedureCall;
 use redt_proto::{DcId, Decision, Epoch, NodeId, Outcome, PartitionId, Topology, TxnId};
@@ -32,7 +33,6 @@ use redt_protocol::{
 };
 #[cfg(feature = "mutants")]
 use redt_protocol::{ExecutorMutations, RecoveryMutations};
-use redt_replication::{Command, Membership};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -686,7 +686,7 @@ pub(crate) struct World {
     /// Every placement the membership committed, in order (the first is the topology's).
     pub placements: Vec<Arc<Topology>>,
     /// The membership state machine the placements come from (what the Raft group would
-    /// replicate; `redt_replication::Membership`).
+    /// replicate; `redt_membership::Membership`).
     pub(crate) membership: Membership,
     /// Membership events queued and not yet run (rebuild plans, promotions): the drain waits
     /// for them.
@@ -977,8 +977,8 @@ impl World {
         let learners = self.final_placement().partitions.iter().any(|p| !p.learners.is_empty());
         // Under the real policy, the drain also waits for every DC and node to be restored.
         let removed = self.cfg.failover == FailoverMode::Policy
-            && (self.membership.dcs().any(|(_, s)| s != redt_replication::Status::Up)
-                || self.membership.nodes().any(|(_, _, s)| s != redt_replication::Status::Up));
+            && (self.membership.dcs().any(|(_, s)| s != redt_membership::Status::Up)
+                || self.membership.nodes().any(|(_, _, s)| s != redt_membership::Status::Up));
         let idle =
             self.nodes.iter().all(|n| {
                 n.coords.is_empty() && n.shippers.is_empty() && n.recoverers.is_empty() && n.rebuilds.is_empty()

@@ -1,5 +1,5 @@
 //! Failover driven by the real parts ([`FailoverMode::Policy`]): each node's failure detector
-//! (`redt_replication::Detector`, its heartbeats on the simulated wire) and suspect view, and
+//! (`redt_membership::Detector`, its heartbeats on the simulated wire) and suspect view, and
 //! the Raft leader's failover policy (`redt_protocol::failover::Failover`), whose questions to
 //! the voters and probes travel as messages too. Only Raft itself is abstracted: the voters are
 //! the first node of each DC the membership has up, the leader is the lowest-numbered live
@@ -14,11 +14,11 @@
 use super::{Ev, Msg, World};
 use crate::net::Micros;
 use crate::violation::Violation;
+use redt_membership::{Action as DetectorAction, Command, Detector, Status};
 use redt_proto::{majority, DcId, Epoch, NodeId, PartitionId};
 use redt_protocol::detector_timeouts::DetectorTimeouts;
 use redt_protocol::failover::{Failover, FailoverAction, LeaderView, Probe, Suspect};
 use redt_protocol::suspect_view::SuspectView;
-use redt_replication::{Action as DetectorAction, Command, Detector, Status};
 use std::collections::BTreeSet;
 use std::time::Duration;
 

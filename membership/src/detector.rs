@@ -41,8 +41,8 @@
 //! driver's tick lag), well inside the 1 s target, which leaves room for the leader's
 //! confirmation round trip and the Raft commit of the new epoch. Inside a DC (RTT well under
 //! 1 ms) the 20 ms floor applies: a node is suspected after 200 ms plus four jitters.
-//! `cargo run --release -p redt-replication --example detector_fp` measures the
-//! false-suspicion rate and the detection times (figures in replication/README.md).
+//! `cargo run --release -p redt-membership --example detector_fp` measures the
+//! false-suspicion rate and the detection times (figures in membership/README.md).
 //!
 //! # Stale heartbeats
 //!

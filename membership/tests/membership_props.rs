@@ -5,8 +5,8 @@
 //! commands gives the same state.
 
 use proptest::prelude::*;
+use redt_membership::{Command, Membership, Refused};
 use redt_proto::{DcId, Epoch, NodeId, PartitionId};
-use redt_replication::{Command, Membership, Refused};
 use std::collections::BTreeSet;
 
 const DCS: u16 = 5;
@@ -83,7 +83,7 @@ fn check_invariants(m: &Membership) -> Result<(), TestCaseError> {
         prop_assert!(r.learners().iter().all(|l| l.added_in <= m.epoch()));
         prop_assert_eq!(r.quorum(), (3 * r.n()).div_ceil(4));
     }
-    prop_assert!(m.dcs().any(|(_, s)| s == redt_replication::Status::Up), "no DC up");
+    prop_assert!(m.dcs().any(|(_, s)| s == redt_membership::Status::Up), "no DC up");
     Ok(())
 }
 

@@ -3,14 +3,14 @@
 //! loss rates. Deterministic (seeded), no real time.
 //!
 //! ```text
-//! cargo run --release -p redt-replication --example detector_fp [SEEDS] [TRIALS]
+//! cargo run --release -p redt-membership --example detector_fp [SEEDS] [TRIALS]
 //! ```
 //!
 //! `SEEDS` one-hour traces per row (default 500; each watches both directions, so 2 peer-hours
-//! per trace) and `TRIALS` stopped-peer runs per row (default 2000). replication/README.md
+//! per trace) and `TRIALS` stopped-peer runs per row (default 2000). membership/README.md
 //! holds the figures it printed.
 
-use redt_replication::{detection_time, false_suspicions, DetectorConfig, SimLink};
+use redt_membership::{detection_time, false_suspicions, DetectorConfig, SimLink};
 use std::time::{Duration, Instant};
 
 /// Detection times in µs, up to an hour (3 significant digits: well under the ms the table
