@@ -17,22 +17,22 @@
 //! lists are read from the replicas of the current placement and checked.
 
 use crate::bank::settled_cells;
-use crate::drill::Counts;
-use crate::drill_embedded::{start_cluster, DrilledCluster, EmbeddedDrillReport};
+use crate::clients::append::{AppendClients, AppendHistory};
+use crate::clients::{OnAnswer, Submit};
+use crate::drill_embedded::{start_cluster, DrilledCluster, EmbeddedDrill, EmbeddedDrillReport};
 use crate::drill_plan::DrillPlan;
 use crate::progress::bar;
-use crate::report::{CpuCost, Latency, Outcomes};
-use rand::{Rng, SeedableRng};
-use redt_checkers::history::{check, CheckReport, Event, EventType, HistoryWriter, Mop};
-use redt_coordinator::{CoordinatorOptions, TxnStatus};
+use crate::report::{CpuCost, Outcomes};
+use crate::workload::Meter;
+use redt_checkers::history::{check, CheckReport, HistoryWriter, Mop};
+use redt_coordinator::CoordinatorOptions;
 use redt_dc_executor::{list_items, LIST_HEADER};
-use redt_proto::{Protocol, Topology};
-use redt_protocol::call;
+use redt_proto::{Protocol, TableId, Topology};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Parameters of a list-append run.
@@ -136,13 +136,20 @@ pub struct AppendReport {
 
 pub use redt_workload::append::{fill, kv_ops, Keys};
 
-/// Draws one transaction's micro-operations as `cfg` asks ([`redt_workload::append::draw`]):
-/// on the active keys of `keys`, appends taking the next of `values`.
-pub(crate) fn draw(keys: &Mutex<Keys>, values: &AtomicU64, cfg: &AppendConfig, rng: &mut impl Rng) -> Vec<Mop> {
-    let mut keys = keys.lock().unwrap_or_else(|p| p.into_inner());
-    redt_workload::append::draw(&mut keys, cfg.max_txn_len, cfg.read_ratio, rng, || {
-        values.fetch_add(1, Ordering::Relaxed)
-    })
+impl AppendConfig {
+    /// Its clients, on the lists of `table` from key `first_key` on.
+    pub fn clients(&self, table: TableId, first_key: u64) -> AppendClients {
+        AppendClients {
+            table,
+            first_key,
+            keys: self.keys,
+            max_writes_per_key: self.max_writes_per_key,
+            max_txn_len: self.max_txn_len,
+            read_ratio: self.read_ratio,
+            per_node: self.clients_per_node,
+            seed: self.seed,
+        }
+    }
 }
 
 /// Checks the lists of `schema` (a key/value table) hold what `cfg` appends to one key with
@@ -180,92 +187,37 @@ pub async fn run_append(topo: Topology, cfg: &AppendConfig) -> Result<AppendRepo
     check_fits(&schema, cfg, clients)?;
     let tid = schema.id;
     let rtt_ms = topo.links.first().and_then(|l| l.get(1)).map(|c| c.rtt.as_secs_f64() * 1e3).unwrap_or(0.0);
-    let writer = Arc::new(Mutex::new(HistoryWriter::new(cfg.history.as_deref())?));
+    let history = HistoryWriter::new(cfg.history.as_deref())?;
     let DrilledCluster { cluster, mut drill, routes, data_root } =
         start_cluster(topo, cfg.options.clone(), cfg.drill.clone(), cfg.duration).await?;
     let topo = cluster.topology.clone();
-    let timeline = drill.as_ref().map(|d| d.timeline.clone());
-    let measured_from: Arc<OnceLock<Instant>> = Arc::new(OnceLock::new());
-    let keys = Arc::new(Mutex::new(Keys::new(0, cfg.keys, cfg.max_writes_per_key)));
-    let values = Arc::new(AtomicU64::new(1));
     let stop = Arc::new(AtomicBool::new(false));
-    let hist = Arc::new(Mutex::new(Latency::histogram()));
-    let error: Arc<Mutex<Option<String>>> = Arc::new(Mutex::new(None));
-    // Counts every transaction from the start (the run has no warm-up), for the interval rows.
-    let meter = Arc::new(crate::workload::Meter::default());
+    // Counts every transaction from the start (the run has no warm-up), for the interval rows
+    // and the latency.
+    let meter = Arc::new(Meter::default());
     meter.set_measuring(true);
-    let mut tasks = tokio::task::JoinSet::new();
-    let mut process = 0u64;
-    writer.lock().expect("history").restart_clock();
-    for n in &topo.nodes {
-        for _ in 0..cfg.clients_per_node {
-            let (timeline, measured_from, topo, schema, routes) =
-                (timeline.clone(), measured_from.clone(), topo.clone(), schema.clone(), routes.clone());
-            let home = n.id;
-            let (keys, values, stop, hist, writer, error, cfg2) =
-                (keys.clone(), values.clone(), stop.clone(), hist.clone(), writer.clone(), error.clone(), cfg.clone());
-            let meter = meter.clone();
-            let mut p = process;
-            let seed = cfg.seed ^ process.wrapping_mul(0x9e37_79b9_7f4a_7c15);
-            process += 1;
-            let clients = clients as u64;
-            tasks.spawn(async move {
-                let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-                let record = |kind, p, mops: &[Mop], err: Option<String>| {
-                    if let Err(e) = writer.lock().expect("history").record(kind, p, mops, err) {
-                        error.lock().expect("error slot").get_or_insert(e);
-                    }
-                };
-                while !stop.load(Ordering::Relaxed) {
-                    // A client whose node a drill stopped goes on through the nearest node up.
-                    let Some(node) = routes.route(home) else {
-                        tokio::time::sleep(Duration::from_millis(20)).await;
-                        continue;
-                    };
-                    let mops = draw(&keys, &values, &cfg2, &mut rng);
-                    record(EventType::Invoke, p, &mops, None);
-                    let t0 = Instant::now();
-                    let out = node.submit(call::kv_call(tid, &kv_ops(&mops))).await;
-                    if let (Some(t), Some(&from)) = (&timeline, measured_from.get()) {
-                        let (s, a) = (t0.saturating_duration_since(from), from.elapsed());
-                        match &out.status {
-                            TxnStatus::Committed => {
-                                let mut parts: Vec<_> = mops
-                                    .iter()
-                                    .map(|m| match m {
-                                        Mop::Append(k, _) | Mop::Read(k, _) => topo.partition_of(&schema, *k),
-                                    })
-                                    .collect();
-                                parts.sort_unstable();
-                                parts.dedup();
-                                t.committed(s, a, &parts);
-                            }
-                            TxnStatus::Aborted(_) => t.add(a, Counts { aborted: 1, ..Default::default() }),
-                            TxnStatus::Unknown(_) => t.add(a, Counts { unknown: 1, ..Default::default() }),
-                        }
-                    }
-                    meter.record(&out.status, t0);
-                    match out.status {
-                        TxnStatus::Committed => {
-                            let _ = hist.lock().expect("histogram").record(t0.elapsed().as_micros().max(1) as u64);
-                            record(EventType::Ok, p, &fill(&mops, &out.reads), None);
-                        }
-                        TxnStatus::Aborted(e) => record(EventType::Fail, p, &mops, Some(e)),
-                        TxnStatus::Unknown(e) => {
-                            record(EventType::Info, p, &mops, Some(e));
-                            // Jepsen: a process whose operation is indeterminate is gone.
-                            p += clients;
-                            tokio::time::sleep(Duration::from_millis(10)).await;
-                        }
-                    }
-                }
+    let feed = drill.as_ref().map(EmbeddedDrill::feed).unwrap_or_default();
+    let on_answer: OnAnswer<[Mop]> = {
+        let (meter, topo, schema) = (meter.clone(), topo.clone(), schema.clone());
+        Arc::new(move |mops, submitted, out| {
+            feed.record(submitted, &out.status, || {
+                let mut parts: Vec<_> = mops
+                    .iter()
+                    .map(|m| match m {
+                        Mop::Append(k, _) | Mop::Read(k, _) => topo.partition_of(&schema, *k),
+                    })
+                    .collect();
+                parts.sort_unstable();
+                parts.dedup();
+                parts
             });
-        }
-    }
+            meter.record(&out.status, submitted);
+        })
+    };
+    let running = cfg.clients(tid, 0).spawn(&topo, &Submit::Embedded(routes), &stop, history, on_answer);
     let run = bar(cfg.progress, cfg.duration.as_millis() as u64, "run");
     let cpu = redt_coordinator::process::CpuWindow::start();
     let started = Instant::now();
-    let _ = measured_from.set(started);
     if let Some(d) = &mut drill {
         d.start(started, crate::drill_embedded::log_to(&run));
     }
@@ -282,7 +234,7 @@ pub async fn run_append(topo: Topology, cfg: &AppendConfig) -> Result<AppendRepo
         }
     }
     stop.store(true, Ordering::Relaxed);
-    while tasks.join_next().await.is_some() {}
+    let history = running.finish().await;
     let elapsed = started.elapsed();
     let (cpu_spent, _) = cpu.read();
     // The last row ends where the clients stopped: every transaction of the history counted.
@@ -292,11 +244,18 @@ pub async fn run_append(topo: Topology, cfg: &AppendConfig) -> Result<AppendRepo
     });
     run.finish_and_clear();
     rows.map_err(|e| format!("interval rows: {e}"))?;
+    let AppendHistory { events, keys } = match history {
+        Ok(h) => h,
+        Err(e) => {
+            cluster.shutdown();
+            return Err(e);
+        }
+    };
 
     // After a drill: heal, settle, report.
     let drill = crate::drill_embedded::finish_drill(drill, &cluster, cfg.progress).await?;
     // Every key ever used, settled, from every replica.
-    let used: Vec<u64> = (0..keys.lock().expect("keys").end()).collect();
+    let used: Vec<u64> = keys.collect();
     let wait = Duration::from_millis((rtt_ms * 10.0) as u64) + Duration::from_secs(5);
     let settled = settled_cells(&cluster, tid, &used, wait).await;
     cluster.shutdown();
@@ -312,14 +271,8 @@ pub async fn run_append(topo: Topology, cfg: &AppendConfig) -> Result<AppendRepo
         }
         finals.insert(k, lists.into_iter().next().unwrap_or_default());
     }
-    if let Some(e) = error.lock().expect("error slot").take() {
-        return Err(format!("writing the history: {e}"));
-    }
-    let writer =
-        Arc::try_unwrap(writer).map_err(|_| "history still shared")?.into_inner().map_err(|e| e.to_string())?;
-    let events: Vec<Event> = writer.finish()?;
     let report = check(&events, &finals)?;
-    let outcomes = Outcomes::new(report.ok, report.fail, report.info, elapsed, &hist.lock().expect("histogram"));
+    let outcomes = Outcomes::new(report.ok, report.fail, report.info, elapsed, &meter.snapshot(elapsed).latency_us);
     Ok(AppendReport {
         workload: "append".into(),
         protocol: cfg.options.protocol,

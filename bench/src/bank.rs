@@ -15,19 +15,18 @@
 //! drill every fault is healed and the cluster settles before the check, which reads the
 //! replicas of the current placement (after a failover, the rebuilt ones).
 
-use crate::drill::Counts;
-use crate::drill_embedded::{start_cluster, DrilledCluster, EmbeddedDrillReport};
+use crate::clients::bank::BankClients;
+use crate::clients::{OnAnswer, Submit};
+use crate::drill_embedded::{start_cluster, DrilledCluster, EmbeddedDrill, EmbeddedDrillReport};
 use crate::drill_plan::DrillPlan;
 use crate::progress::bar;
 use crate::report::{CpuCost, Outcomes, DEFAULT_IDLE_WINDOW};
-use rand::SeedableRng;
 use redt_coordinator::{Class, CoordinatorOptions, EmbeddedCluster, TxnStatus};
 use redt_proto::{NodeId, Protocol, TableId, Topology};
-use redt_protocol::call;
-use redt_workload::bank::{self, BankTxn};
+use redt_workload::bank::BankTxn;
 use serde::Serialize;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Read-all transactions run only up to this many accounts.
@@ -224,7 +223,6 @@ pub async fn settled_cells(
 }
 
 pub use redt_checkers::bank::balance;
-pub use redt_workload::bank::draw_transfer;
 
 /// Runs the bank workload on an embedded cluster of `topo` and checks it.
 ///
@@ -244,12 +242,10 @@ pub async fn run_bank(topo: Topology, cfg: &BankConfig) -> Result<BankReport, St
     let DrilledCluster { cluster, mut drill, routes, data_root } =
         start_cluster(topo, cfg.options.clone(), cfg.drill.clone(), cfg.duration).await?;
     let topo = cluster.topology.clone();
-    let timeline = drill.as_ref().map(|d| d.timeline.clone());
-    let measured_from: Arc<OnceLock<Instant>> = Arc::new(OnceLock::new());
-    let accounts: Vec<u64> = (0..cfg.accounts).collect();
+    let accounts: Arc<Vec<u64>> = Arc::new((0..cfg.accounts).collect());
     // Load: the same balance into every replica.
     let start_balance = cfg.initial_balance.to_le_bytes();
-    for &k in &accounts {
+    for &k in accounts.iter() {
         let p = topo.partition_of(&schema, k);
         for &n in &topo.partitions[p.0 as usize].replicas {
             let dc = topo.nodes[n.0 as usize].dc;
@@ -266,64 +262,41 @@ pub async fn run_bank(topo: Topology, cfg: &BankConfig) -> Result<BankReport, St
     let stop = Arc::new(AtomicBool::new(false));
     // transfers committed, transfers unknown, reads committed, reads with a wrong total
     let counts = Arc::new([AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)]);
-    let mut clients = tokio::task::JoinSet::new();
-    for n in &topo.nodes {
-        for c in 0..cfg.clients_per_node {
-            let (stop, counts, accounts, routes) = (stop.clone(), counts.clone(), accounts.clone(), routes.clone());
-            let (timeline, measured_from, topo, schema) =
-                (timeline.clone(), measured_from.clone(), topo.clone(), schema.clone());
-            let home = n.id;
-            let seed = cfg.seed ^ ((home.0 as u64) << 32 | c as u64);
-            let max = cfg.max_transfer.max(1);
-            clients.spawn(async move {
-                let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-                while !stop.load(Ordering::Relaxed) {
-                    // A client whose node a drill stopped goes on through the nearest node up.
-                    let Some(node) = routes.route(home) else {
-                        tokio::time::sleep(Duration::from_millis(20)).await;
-                        continue;
-                    };
-                    let (from, to, ops) = match bank::draw(&mut rng, &accounts, max, read_ratio) {
-                        BankTxn::ReadAll(ops) => {
-                            let out = node.submit(call::kv_call(tid, &ops)).await;
-                            if out.status == TxnStatus::Committed {
-                                counts[2].fetch_add(1, Ordering::Relaxed);
-                                let total: i64 = out.reads.iter().map(|r| r.as_deref().map_or(0, balance)).sum();
-                                if total != expected || out.reads.len() != ops.len() {
-                                    counts[3].fetch_add(1, Ordering::Relaxed);
-                                }
-                            }
-                            continue;
-                        }
-                        BankTxn::Transfer { from, to, ops } => (from, to, ops),
-                    };
-                    let submitted = Instant::now();
-                    let status = node.submit(call::kv_call(tid, &ops)).await.status;
-                    if let (Some(t), Some(&from_t)) = (&timeline, measured_from.get()) {
-                        let (s, a) = (submitted.saturating_duration_since(from_t), from_t.elapsed());
-                        match &status {
-                            TxnStatus::Committed => {
-                                let parts = [accounts[from], accounts[to]].map(|k| topo.partition_of(&schema, k));
-                                t.committed(s, a, &parts);
-                            }
-                            TxnStatus::Aborted(_) => t.add(a, Counts { aborted: 1, ..Default::default() }),
-                            TxnStatus::Unknown(_) => t.add(a, Counts { unknown: 1, ..Default::default() }),
-                        }
-                    }
-                    match status {
-                        TxnStatus::Committed => {
-                            counts[0].fetch_add(1, Ordering::Relaxed);
-                        }
-                        TxnStatus::Unknown(_) => {
-                            counts[1].fetch_add(1, Ordering::Relaxed);
-                            tokio::time::sleep(Duration::from_millis(10)).await;
-                        }
-                        TxnStatus::Aborted(_) => {}
+    let feed = drill.as_ref().map(EmbeddedDrill::feed).unwrap_or_default();
+    let on_answer: OnAnswer<BankTxn> = {
+        let (counts, accounts, topo, schema) = (counts.clone(), accounts.clone(), topo.clone(), schema.clone());
+        Arc::new(move |txn, submitted, out| match txn {
+            BankTxn::ReadAll(ops) => {
+                if out.status == TxnStatus::Committed {
+                    counts[2].fetch_add(1, Ordering::Relaxed);
+                    let total: i64 = out.reads.iter().map(|r| r.as_deref().map_or(0, balance)).sum();
+                    if total != expected || out.reads.len() != ops.len() {
+                        counts[3].fetch_add(1, Ordering::Relaxed);
                     }
                 }
-            });
-        }
-    }
+            }
+            &BankTxn::Transfer { from, to, .. } => {
+                feed.record(submitted, &out.status, || {
+                    [from, to].iter().map(|&i| topo.partition_of(&schema, accounts[i])).collect()
+                });
+                let i = match out.status {
+                    TxnStatus::Committed => 0,
+                    TxnStatus::Unknown(_) => 1,
+                    TxnStatus::Aborted(_) => return,
+                };
+                counts[i].fetch_add(1, Ordering::Relaxed);
+            }
+        })
+    };
+    let load = BankClients {
+        table: tid,
+        accounts: accounts.clone(),
+        max_transfer: cfg.max_transfer,
+        read_ratio,
+        per_node: cfg.clients_per_node,
+        seed: cfg.seed,
+    };
+    let mut clients = load.spawn(&topo, &Submit::Embedded(routes), &stop, on_answer);
     let warm = bar(cfg.progress, cfg.warmup.as_millis() as u64, "warm-up");
     let t0 = Instant::now();
     while t0.elapsed() < cfg.warmup {
@@ -335,7 +308,6 @@ pub async fn run_bank(topo: Topology, cfg: &BankConfig) -> Result<BankReport, St
     let run = bar(cfg.progress, cfg.duration.as_millis() as u64, "run");
     let cpu = redt_coordinator::process::CpuWindow::start();
     let started = Instant::now();
-    let _ = measured_from.set(started);
     if let Some(d) = &mut drill {
         d.start(started, crate::drill_embedded::log_to(&run));
     }

@@ -14,6 +14,7 @@
 //! the client (key/value reads of 32 keys of one partition at a time, retried while they
 //! abort) and judged.
 
+use crate::clients::Submit;
 use crate::cluster::{draw_txn, ycsb_table, ClusterConfig, DrawnTxn, KeySpace, RemoteReport, TxnShape};
 use crate::cpu::CpuSource;
 use crate::drill::{self, Counts, DownSet, DrillReport, DrillSetup, FaultDriver, LogLine, Timeline};
@@ -25,9 +26,8 @@ use backon::{ExponentialBuilder, Retryable};
 use indicatif::ProgressBar;
 use rand::SeedableRng;
 use redt_checkers::acked_writes::{encode, LostReport, WriteLog, TAG_BYTES};
-use redt_coordinator::{failover_order, Client, EmbeddedCluster, TxnAnswer, TxnStatus};
+use redt_coordinator::{Client, EmbeddedCluster, TxnStatus};
 use redt_dc_executor::{KvOp, YcsbOp};
-use redt_proto::wire::ProcedureCall;
 use redt_proto::{NodeId, Outcome, PartitionId, Protocol, TableId, Topology};
 use redt_protocol::call::kv_call;
 use serde::Serialize;
@@ -138,35 +138,6 @@ async fn read_back(
     out
 }
 
-/// Where the drilled YCSB clients submit: the nodes of a running cluster through a QUIC
-/// client, or the nodes of an embedded cluster in-process.
-#[derive(Clone)]
-enum Submit {
-    /// `redt bench ycsb --cluster F --drill PLAN`.
-    Remote(Arc<Client>),
-    /// `redt bench ycsb --drill PLAN` (the embedded cluster).
-    Embedded(Coordinators),
-}
-
-impl Submit {
-    /// Submits `call` for a client homed on `home`: through its node, or while the drill has
-    /// it down through the nearest node up ([`failover_order`]), as a client with a health
-    /// check would. `None` while every node is down.
-    async fn submit(&self, topo: &Topology, down: &DownSet, home: NodeId, call: ProcedureCall) -> Option<TxnAnswer> {
-        match self {
-            Submit::Remote(client) => {
-                let node = if down.contains(home) {
-                    failover_order(topo, home).into_iter().find(|&n| !down.contains(n))?
-                } else {
-                    home
-                };
-                Some(client.submit(node, call).await)
-            }
-            Submit::Embedded(routes) => Some(routes.route(home)?.submit(call).await),
-        }
-    }
-}
-
 /// The drilled YCSB clients while they run, and what they recorded.
 struct Clients {
     /// Every attempt's writes and what its client was told.
@@ -191,7 +162,6 @@ fn spawn_clients(
     cfg: &ClusterConfig,
     (tid, cells, cell_bytes): (TableId, usize, usize),
     submit: Submit,
-    down: Arc<DownSet>,
     timeline: Arc<Timeline>,
 ) -> Result<Clients, String> {
     let schema = topo.tables.first().cloned().ok_or("the topology declares no table")?;
@@ -210,8 +180,8 @@ fn spawn_clients(
         for c in 0..cfg.clients_per_node {
             let (submit, keys, stop, counts, hist, ycsb) =
                 (submit.clone(), keys.clone(), stop.clone(), counts.clone(), hist.clone(), cfg.ycsb.clone());
-            let (topo, schema, timeline, measured_from, writes, down) =
-                (topo.clone(), schema.clone(), timeline.clone(), measured_from.clone(), writes.clone(), down.clone());
+            let (topo, schema, timeline, measured_from, writes) =
+                (topo.clone(), schema.clone(), timeline.clone(), measured_from.clone(), writes.clone());
             let node = n.id;
             let shape = TxnShape::new(&topo, node);
             let seed = cfg.seed ^ ((node.0 as u64) << 32 | c as u64);
@@ -224,7 +194,7 @@ fn spawn_clients(
                     seq += 1;
                     let written = stamp(&mut txn, writes.nonce(), client_id, seq);
                     let submitted = Instant::now();
-                    let Some(out) = submit.submit(&topo, &down, node, txn.call(tid, cells)).await else {
+                    let Some(out) = submit.submit(node, txn.call(tid, cells)).await else {
                         // Every node is down: nothing was submitted.
                         for &(p, r) in txn.inserts() {
                             keys.settle(p, r, false);
@@ -354,7 +324,8 @@ pub async fn run_drill_ycsb(
     );
     let timeline = Arc::new(Timeline::new(topo.partitions.len()));
     let down = Arc::new(DownSet::default());
-    let mut clients = spawn_clients(&topo, cfg, table, Submit::Remote(client.clone()), down.clone(), timeline.clone())?;
+    let submit = Submit::Remote { client: client.clone(), topo: topo.clone(), down: down.clone() };
+    let mut clients = spawn_clients(&topo, cfg, table, submit, timeline.clone())?;
     let mut drill_task = None;
     let nodes = CpuSource::Nodes(watcher.clone(), topo.nodes.iter().map(|n| n.id).collect());
     let measured = clients
@@ -451,8 +422,7 @@ async fn embedded_drill(
         .await
         .map_err(|e| e.to_string())?
         .map_err(|e| format!("loading: {e}"))?;
-    let mut clients =
-        spawn_clients(&topo, cfg, table, Submit::Embedded(routes), drill.down.clone(), drill.timeline.clone())?;
+    let mut clients = spawn_clients(&topo, cfg, table, Submit::Embedded(routes), drill.timeline.clone())?;
     let measured = clients
         .measure(cfg, &CpuSource::Process, |started, run| {
             let bar_log = log_to(run);

@@ -10,20 +10,24 @@
 //!   the cluster shares.
 //! - [`Coordinators`] routes a client to its home node, or while the drill has it down to the
 //!   nearest node up (as the clients of `redt bench ycsb --cluster --drill` fail over).
+//! - [`TimelineFeed`] takes the clients' answers to the drill's timeline, from the start of the
+//!   measured interval on.
 //! - [`EmbeddedDrill`] starts the drill at the start of the measured interval and, after it,
 //!   heals every fault still in force, waits (bounded) until the cluster has settled — every
 //!   node answers at one placement epoch, no undecided entry, catch-up or replay backlog
 //!   left, every partition at its replication factor again — and reports; the bench then
 //!   runs its checks on the current placement ([`EmbeddedCluster::placement`]).
 
-use crate::drill::{self, DownSet, DrillReport, DrillSetup, EffectFuture, FaultDriver, LogLine, Timeline, Watch};
+use crate::drill::{
+    self, Counts, DownSet, DrillReport, DrillSetup, EffectFuture, FaultDriver, LogLine, Timeline, Watch,
+};
 use crate::drill_plan::{DrillPlan, Effect};
 use backon::{ExponentialBuilder, Retryable};
-use redt_coordinator::{failover_order, Client, EmbeddedCluster, Node, NodeStatus};
-use redt_proto::NodeId;
+use redt_coordinator::{failover_order, Client, EmbeddedCluster, Node, NodeStatus, TxnStatus};
+use redt_proto::{NodeId, PartitionId};
 use serde::Serialize;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 /// How long a node started again may take to answer a status request.
@@ -139,6 +143,29 @@ impl Coordinators {
     }
 }
 
+/// An embedded bench's clients' answers on their way to the drill's timeline
+/// ([`EmbeddedDrill::feed`]); the default one, without a drill, counts nothing.
+#[derive(Clone, Default)]
+pub struct TimelineFeed {
+    timeline: Option<Arc<Timeline>>,
+    measured_from: Arc<OnceLock<Instant>>,
+}
+
+impl TimelineFeed {
+    /// Counts an answer of `status`, just received, to a transaction submitted at `submitted`
+    /// (a commit with its latency and the data partitions `parts()` its transaction touched);
+    /// nothing before the drill started.
+    pub fn record(&self, submitted: Instant, status: &TxnStatus, parts: impl FnOnce() -> Vec<PartitionId>) {
+        let (Some(t), Some(&from)) = (&self.timeline, self.measured_from.get()) else { return };
+        let (s, a) = (submitted.saturating_duration_since(from), from.elapsed());
+        match status {
+            TxnStatus::Committed => t.committed(s, a, &parts()),
+            TxnStatus::Aborted(_) => t.add(a, Counts { aborted: 1, ..Default::default() }),
+            TxnStatus::Unknown(_) => t.add(a, Counts { unknown: 1, ..Default::default() }),
+        }
+    }
+}
+
 /// A data directory for the nodes of a drilled embedded cluster (their membership Raft logs,
 /// kept across restarts), removed when dropped.
 pub struct DataRoot(PathBuf);
@@ -206,6 +233,8 @@ pub struct EmbeddedDrill {
     pub down: Arc<DownSet>,
     task: Option<tokio::task::JoinHandle<Watch>>,
     duration: Duration,
+    /// Set when the plan starts: the start of the measured interval.
+    measured_from: Arc<OnceLock<Instant>>,
 }
 
 impl EmbeddedDrill {
@@ -231,6 +260,7 @@ impl EmbeddedDrill {
             watcher,
             task: None,
             duration,
+            measured_from: Default::default(),
         })
     }
 
@@ -239,9 +269,16 @@ impl EmbeddedDrill {
         Coordinators::new(self.cluster.clone(), self.down.clone())
     }
 
+    /// Where the bench's clients count their answers: into the timeline, from the start of
+    /// the measured interval on.
+    pub fn feed(&self) -> TimelineFeed {
+        TimelineFeed { timeline: Some(self.timeline.clone()), measured_from: self.measured_from.clone() }
+    }
+
     /// Starts the plan at `started` (the start of the measured interval); `on_log` gets every
     /// log line as it happens.
     pub fn start(&mut self, started: Instant, on_log: Arc<dyn Fn(&LogLine) + Send + Sync>) {
+        let _ = self.measured_from.set(started);
         let setup = DrillSetup {
             plan: self.plan.clone(),
             topo: self.cluster.topology.clone(),

@@ -6,6 +6,7 @@
 pub mod append;
 pub mod bank;
 pub mod chart;
+pub mod clients;
 pub mod cluster;
 pub mod compare;
 pub mod cpu;

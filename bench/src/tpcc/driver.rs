@@ -30,8 +30,9 @@ use super::loader::{self, read_at, rows_per_warehouse, Footprint, LoadConfig, Pr
 use super::procedures::{self as px, kind, Line, INVALID_ITEM, STALE};
 use super::schema::{self as sc, table, Scale, DISTRICTS};
 use super::tap::Side;
-use crate::drill::{Counts, Timeline};
-use crate::drill_embedded::{start_cluster, Coordinators, DrilledCluster, EmbeddedDrillReport};
+use crate::drill_embedded::{
+    start_cluster, Coordinators, DrilledCluster, EmbeddedDrill, EmbeddedDrillReport, TimelineFeed,
+};
 use crate::drill_plan::DrillPlan;
 use crate::report::{CpuCost, Latency, VerbsPerTxn, DEFAULT_IDLE_WINDOW};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -304,9 +305,8 @@ pub(crate) struct Embedded {
     topo: Arc<Topology>,
     side: Arc<Side>,
     routes: Coordinators,
-    /// The drill's timeline, and the start of the measured interval.
-    timeline: Option<Arc<Timeline>>,
-    measured_from: Arc<std::sync::OnceLock<Instant>>,
+    /// Where every attempt's answer goes: the drill's timeline.
+    feed: TimelineFeed,
 }
 
 impl Backend for Embedded {
@@ -359,14 +359,7 @@ impl Backend for Embedded {
     async fn submit(&self, (node, _): &Self::Route, call: ProcedureCall, part: PartitionId) -> TxnAnswer {
         let submitted = Instant::now();
         let out = node.submit(call).await;
-        if let (Some(t), Some(&from)) = (&self.timeline, self.measured_from.get()) {
-            let (s, a) = (submitted.saturating_duration_since(from), from.elapsed());
-            match &out.status {
-                TxnStatus::Committed => t.committed(s, a, &[part]),
-                TxnStatus::Aborted(_) => t.add(a, Counts { aborted: 1, ..Default::default() }),
-                TxnStatus::Unknown(_) => t.add(a, Counts { unknown: 1, ..Default::default() }),
-            }
-        }
+        self.feed.record(submitted, &out.status, || vec![part]);
         out
     }
 }
@@ -1049,10 +1042,8 @@ pub async fn run_tpcc(topo: Topology, cfg: &TpccConfig) -> Result<TpccReport, St
         .map_err(|e| format!("pre-allocating orders: {e}"))?;
     let idle_cpu_cores = crate::cpu::idle_cpu_cores(cfg.idle_window).await;
 
-    let timeline = drill.as_ref().map(|d| d.timeline.clone());
-    let measured_from: Arc<std::sync::OnceLock<Instant>> = Default::default();
-    let backend =
-        Embedded { topo: topo.clone(), side: side.clone(), routes, timeline, measured_from: measured_from.clone() };
+    let feed = drill.as_ref().map(EmbeddedDrill::feed).unwrap_or_default();
+    let backend = Embedded { topo: topo.clone(), side: side.clone(), routes, feed };
     let nurand = loaded.nurand;
     let sh = Arc::new(Shared::new(backend, cfg.clone(), nurand));
 
@@ -1090,7 +1081,6 @@ pub async fn run_tpcc(topo: Topology, cfg: &TpccConfig) -> Result<TpccReport, St
     let run = bar(cfg.progress, cfg.duration.as_millis() as u64, "run");
     let cpu = redt_coordinator::process::CpuWindow::start();
     let started = Instant::now();
-    let _ = measured_from.set(started);
     if let Some(d) = &mut drill {
         d.start(started, crate::drill_embedded::log_to(&run));
     }

@@ -1,7 +1,7 @@
 //! Jepsen list-append through the lifecycle: `init` loads nothing (lists start empty) and
 //! records the table; each `run` takes fresh keys (run `r` uses keys from [`FIRST_KEY`] +
 //! `r`·2³², the run counted in the record before its first append, so no two runs share a
-//! key), runs `redt bench append`'s clients ([`crate::append::draw`]) and writes the history
+//! key), runs `redt bench append`'s clients ([`crate::clients::append`]) and writes the history
 //! (JSON lines, Elle's format) to `--history FILE`; `check --history FILE` reads that history
 //! and the lists of every key it names back from the cluster and checks them
 //! ([`redt_checkers::history::check`]). A run without `--history` checks itself at the end (the
@@ -9,19 +9,17 @@
 
 use super::meta::{self, Stored};
 use super::{measure, require_commits, Meter, Target, WorkloadKind};
-use crate::append::{check_fits, draw, fill, kv_ops, AppendConfig, Keys};
+use crate::append::{check_fits, AppendConfig};
+use crate::clients::Submit;
 use crate::report::{CpuCost, Outcomes};
-use rand::SeedableRng;
-use redt_checkers::history::{self, read_history, Event, EventType, HistoryWriter, Mop};
-use redt_coordinator::TxnStatus;
+use redt_checkers::history::{self, read_history, Event, HistoryWriter, Mop};
 use redt_dc_executor::{list_items, RecordOp};
-use redt_protocol::call;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
 
 /// The first key of the first run (runs are 2³² keys apart).
 pub const FIRST_KEY: u64 = 1 << 40;
@@ -123,69 +121,23 @@ pub async fn run(target: &Target, cfg: &AppendConfig, cluster: &str) -> Result<A
     let run = init.runs;
     init.runs += 1;
     meta::write(target, &init).await?;
-    let keys = Arc::new(Mutex::new(Keys::new(init.params.run_base(run), cfg.keys, cfg.max_writes_per_key)));
-    let writer = Arc::new(Mutex::new(HistoryWriter::new(cfg.history.as_deref())?));
-    let values = Arc::new(AtomicU64::new(1));
+    let history = HistoryWriter::new(cfg.history.as_deref())?;
     let stop = Arc::new(AtomicBool::new(false));
     let meter = Arc::new(Meter::default());
-    let error: Arc<Mutex<Option<String>>> = Arc::new(Mutex::new(None));
-    let mut tasks = tokio::task::JoinSet::new();
-    writer.lock().expect("history").restart_clock();
-    let mut process = 0u64;
-    for n in &target.topo.nodes {
-        for _ in 0..cfg.clients_per_node {
-            let (client, keys, values, stop, meter, writer, error, cfg2) = (
-                target.client.clone(),
-                keys.clone(),
-                values.clone(),
-                stop.clone(),
-                meter.clone(),
-                writer.clone(),
-                error.clone(),
-                cfg.clone(),
-            );
-            let (node, tid, clients) = (n.id, schema.id, clients as u64);
-            let mut p = process;
-            let seed = cfg.seed ^ process.wrapping_mul(0x9e37_79b9_7f4a_7c15);
-            process += 1;
-            tasks.spawn(async move {
-                let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-                let record = |kind, p, mops: &[Mop], err: Option<String>| {
-                    if let Err(e) = writer.lock().expect("history").record(kind, p, mops, err) {
-                        error.lock().expect("error slot").get_or_insert(e);
-                    }
-                };
-                while !stop.load(Ordering::Relaxed) {
-                    let mops = draw(&keys, &values, &cfg2, &mut rng);
-                    record(EventType::Invoke, p, &mops, None);
-                    let t0 = Instant::now();
-                    let out = client.submit(node, call::kv_call(tid, &kv_ops(&mops))).await;
-                    meter.record(&out.status, t0);
-                    match out.status {
-                        TxnStatus::Committed => record(EventType::Ok, p, &fill(&mops, &out.reads), None),
-                        TxnStatus::Aborted(e) => record(EventType::Fail, p, &mops, Some(e)),
-                        TxnStatus::Unknown(e) => {
-                            record(EventType::Info, p, &mops, Some(e));
-                            // Jepsen: a process whose operation is indeterminate is gone.
-                            p += clients;
-                        }
-                    }
-                }
-            });
-        }
-    }
+    let submit = Submit::remote(target.client.clone(), target.topo.clone());
+    let running = cfg.clients(schema.id, init.params.run_base(run)).spawn(
+        &target.topo,
+        &submit,
+        &stop,
+        history,
+        meter.counting(),
+    );
     let measured =
         measure(&meter, &stop, &target.cpu_source(), Duration::ZERO, cfg.duration, &cfg.interval, cfg.progress).await;
     stop.store(true, Ordering::Relaxed);
-    while tasks.join_next().await.is_some() {}
+    let events = running.finish().await?.events;
     let measured = measured?;
     let elapsed = measured.elapsed;
-    if let Some(e) = error.lock().expect("error slot").take() {
-        return Err(format!("writing the history: {e}"));
-    }
-    let writer =
-        Arc::try_unwrap(writer).map_err(|_| "history still shared")?.into_inner().map_err(|e| e.to_string())?;
-    let events = writer.finish()?;
     let outcomes = meter.outcomes(elapsed);
     require_commits("the list-append run", &outcomes, elapsed, "see `redt status` and the nodes' logs")?;
     let mut r = check_events(target, &schema, &events).await?;

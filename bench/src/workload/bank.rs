@@ -1,18 +1,18 @@
 //! Bank transfers through the lifecycle: `init` writes `accounts` balances (keys
 //! `FIRST_KEY..FIRST_KEY + accounts` of the `kv` table, cell 0 a little-endian `i64`); `run`
 //! runs transfers from closed-loop clients on every node (`redt bench bank`'s,
-//! [`crate::bank::draw_transfer`]); `check` reads every account back and checks the total is
+//! [`crate::clients::bank`], without read-alls); `check` reads every account back and checks the total is
 //! accounts × the initial balance.
 
 use super::meta::{self, Stored};
 use super::{measure, require_commits, Meter, Target, WorkloadKind};
-use crate::bank::{balance, draw_transfer};
+use crate::bank::balance;
+use crate::clients::bank::BankClients;
+use crate::clients::Submit;
 use crate::interval::IntervalOptions;
 use crate::progress::bar;
 use crate::report::{CpuCost, Outcomes};
-use rand::SeedableRng;
 use redt_dc_executor::RecordOp;
-use redt_protocol::call;
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -135,27 +135,18 @@ pub async fn run(target: &Target, cfg: &BankRun, cluster: &str) -> Result<RunRep
         .await?
         .ok_or_else(|| meta::missing(WorkloadKind::Bank, cluster))?;
     let tid = target.table(&init.params.table)?.id;
-    let accounts = Arc::new(init.params.keys());
     let stop = Arc::new(AtomicBool::new(false));
     let meter = Arc::new(Meter::default());
-    let mut tasks = tokio::task::JoinSet::new();
-    for n in &target.topo.nodes {
-        for c in 0..cfg.clients_per_node {
-            let (client, accounts, stop, meter) =
-                (target.client.clone(), accounts.clone(), stop.clone(), meter.clone());
-            let (node, max) = (n.id, cfg.max_transfer);
-            let seed = cfg.seed ^ ((node.0 as u64) << 32 | c as u64);
-            tasks.spawn(async move {
-                let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-                while !stop.load(Ordering::Relaxed) {
-                    let (_, _, ops) = draw_transfer(&mut rng, &accounts, max);
-                    let t0 = Instant::now();
-                    let out = client.submit(node, call::kv_call(tid, &ops)).await;
-                    meter.record(&out.status, t0);
-                }
-            });
-        }
-    }
+    let load = BankClients {
+        table: tid,
+        accounts: Arc::new(init.params.keys()),
+        max_transfer: cfg.max_transfer,
+        read_ratio: 0.0,
+        per_node: cfg.clients_per_node,
+        seed: cfg.seed,
+    };
+    let submit = Submit::remote(target.client.clone(), target.topo.clone());
+    let mut tasks = load.spawn(&target.topo, &submit, &stop, meter.counting());
     let measured =
         measure(&meter, &stop, &target.cpu_source(), cfg.warmup, cfg.duration, &cfg.interval, cfg.progress).await;
     stop.store(true, Ordering::Relaxed);

@@ -320,6 +320,13 @@ impl Meter {
         self.counts[i].fetch_add(1, Ordering::Relaxed);
     }
 
+    /// A hook for the closed-loop clients ([`crate::clients`]) that counts every answer
+    /// ([`Meter::record`]).
+    pub fn counting<T: ?Sized + 'static>(self: &Arc<Self>) -> crate::clients::OnAnswer<T> {
+        let meter = self.clone();
+        Arc::new(move |_, submitted, out| meter.record(&out.status, submitted))
+    }
+
     /// The figures so far, `at` into the measured interval.
     pub fn snapshot(&self, at: Duration) -> Snapshot {
         let [committed, aborted, unknown] = [0, 1, 2].map(|i| self.counts[i].load(Ordering::Relaxed));

@@ -1,0 +1,165 @@
+//! The list-append clients: each draws transactions of appends and reads
+//! ([`redt_workload::append::draw`]) on the active keys the clients share, from its own seeded
+//! generator; records each one's invocation and completion in the history (Jepsen's
+//! processes: a client whose outcome stayed unknown goes on as a new process); and hands every
+//! answer to the runner.
+
+use super::{ids, ClientId, OnAnswer, Submit, NO_ROUTE_PAUSE, UNKNOWN_PAUSE};
+use rand::SeedableRng;
+use redt_checkers::history::{Event, EventType, HistoryWriter, Mop};
+use redt_coordinator::TxnStatus;
+use redt_proto::{TableId, Topology};
+use redt_protocol::call;
+use redt_workload::append::{fill, kv_ops, Keys};
+use std::ops::Range;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+/// What the list-append clients submit, and how many of them run.
+#[derive(Clone, Debug)]
+pub struct AppendClients {
+    /// The key/value table of the lists.
+    pub table: TableId,
+    /// The first key; the clients take fresh keys from it on.
+    pub first_key: u64,
+    /// Active keys at any time.
+    pub keys: usize,
+    /// Appends after which a key is retired for a fresh one.
+    pub max_writes_per_key: u32,
+    /// Most micro-operations per transaction (at least 1).
+    pub max_txn_len: usize,
+    /// Fraction of micro-operations that are reads.
+    pub read_ratio: f64,
+    /// Closed-loop clients per node.
+    pub per_node: usize,
+    /// Seed of the clients' generators: process `i` (the `i`-th client,
+    /// [`super::ClientId::index`]) draws from `seed ^ i·0x9e3779b97f4a7c15`.
+    pub seed: u64,
+}
+
+/// What the clients share.
+struct Shared {
+    table: TableId,
+    max_txn_len: usize,
+    read_ratio: f64,
+    /// Clients in all (a new process number is the old one plus this).
+    clients: u64,
+    keys: Mutex<Keys>,
+    /// The next value appended (unique, increasing from 1).
+    values: AtomicU64,
+    history: Mutex<HistoryWriter>,
+    /// The first error writing the history.
+    error: Mutex<Option<String>>,
+}
+
+impl Shared {
+    fn record(&self, kind: EventType, process: u64, mops: &[Mop], err: Option<String>) {
+        if let Err(e) = self.history.lock().expect("history").record(kind, process, mops, err) {
+            self.error.lock().expect("error slot").get_or_insert(e);
+        }
+    }
+}
+
+/// The list-append clients while they run ([`AppendClients::spawn`]).
+pub struct Appending {
+    shared: Arc<Shared>,
+    first_key: u64,
+    tasks: tokio::task::JoinSet<()>,
+}
+
+/// What the clients did: the history, and the keys they used.
+pub struct AppendHistory {
+    /// Every invocation and completion, in order.
+    pub events: Vec<Event>,
+    /// The keys used (active and retired).
+    pub keys: Range<u64>,
+}
+
+impl AppendClients {
+    /// Restarts `history`'s clock and spawns [`AppendClients::per_node`] clients on every node
+    /// of `topo`, recording into `history`, submitting through `submit` and telling
+    /// `on_answer` of every answer, until `stop` is set.
+    pub fn spawn(
+        &self,
+        topo: &Topology,
+        submit: &Submit,
+        stop: &Arc<AtomicBool>,
+        mut history: HistoryWriter,
+        on_answer: OnAnswer<[Mop]>,
+    ) -> Appending {
+        history.restart_clock();
+        let shared = Arc::new(Shared {
+            table: self.table,
+            max_txn_len: self.max_txn_len,
+            read_ratio: self.read_ratio,
+            clients: (self.per_node * topo.nodes.len()) as u64,
+            keys: Mutex::new(Keys::new(self.first_key, self.keys, self.max_writes_per_key)),
+            values: AtomicU64::new(1),
+            history: Mutex::new(history),
+            error: Mutex::new(None),
+        });
+        let mut tasks = tokio::task::JoinSet::new();
+        for id in ids(topo, self.per_node) {
+            let seed = self.seed ^ id.index.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+            tasks.spawn(client(shared.clone(), id, seed, submit.clone(), stop.clone(), on_answer.clone()));
+        }
+        Appending { shared, first_key: self.first_key, tasks }
+    }
+}
+
+impl Appending {
+    /// Waits for the clients to end (set their `stop` first) and returns what they did.
+    ///
+    /// # Errors
+    /// Writing the history.
+    pub async fn finish(mut self) -> Result<AppendHistory, String> {
+        while self.tasks.join_next().await.is_some() {}
+        let shared = Arc::try_unwrap(self.shared).map_err(|_| "history still shared")?;
+        if let Some(e) = shared.error.into_inner().map_err(|e| e.to_string())? {
+            return Err(format!("writing the history: {e}"));
+        }
+        let end = shared.keys.into_inner().map_err(|e| e.to_string())?.end();
+        let events = shared.history.into_inner().map_err(|e| e.to_string())?.finish()?;
+        Ok(AppendHistory { events, keys: self.first_key..end })
+    }
+}
+
+async fn client(
+    sh: Arc<Shared>,
+    id: ClientId,
+    seed: u64,
+    submit: Submit,
+    stop: Arc<AtomicBool>,
+    on_answer: OnAnswer<[Mop]>,
+) {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let mut process = id.index;
+    while !stop.load(Ordering::Relaxed) {
+        // A client whose node a drill stopped goes on through the nearest node up.
+        let Some(node) = submit.route(id.home) else {
+            tokio::time::sleep(NO_ROUTE_PAUSE).await;
+            continue;
+        };
+        let mops = {
+            let mut keys = sh.keys.lock().unwrap_or_else(|p| p.into_inner());
+            redt_workload::append::draw(&mut keys, sh.max_txn_len, sh.read_ratio, &mut rng, || {
+                sh.values.fetch_add(1, Ordering::Relaxed)
+            })
+        };
+        sh.record(EventType::Invoke, process, &mops, None);
+        let submitted = Instant::now();
+        let out = node.submit(call::kv_call(sh.table, &kv_ops(&mops))).await;
+        on_answer(&mops, submitted, &out);
+        match out.status {
+            TxnStatus::Committed => sh.record(EventType::Ok, process, &fill(&mops, &out.reads), None),
+            TxnStatus::Aborted(e) => sh.record(EventType::Fail, process, &mops, Some(e)),
+            TxnStatus::Unknown(e) => {
+                sh.record(EventType::Info, process, &mops, Some(e));
+                // Jepsen: a process whose operation is indeterminate is gone.
+                process += sh.clients;
+                tokio::time::sleep(UNKNOWN_PAUSE).await;
+            }
+        }
+    }
+}
