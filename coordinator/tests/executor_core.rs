@@ -430,6 +430,49 @@ fn a_full_rings_promise_outlives_the_executor_that_gave_it() {
     }
 }
 
+/// A replica whose ring had no room for a fence entry answers `NoVote` and keeps its promise in
+/// the transaction's row of its promise table; no PREPARE comes to write the fence entry once
+/// the transaction is decided, so a recoverer's decision, which names no entry there, frees the
+/// row for the next transaction hashed to it. With
+/// `ExecutorMutations::decision_keeps_promise_rows` the row stays held.
+#[test]
+fn a_recoverers_decision_frees_the_row_a_full_ring_kept() {
+    use redt_dc_executor::promise_table;
+    use redt_dc_executor::Promise;
+    use redt_proto::Ballot;
+    use redt_protocol::executor_core::ExecutorMutations;
+    use redt_protocol::message::{Decide, DecideRole, Reply, Request};
+    for mutant in [false, true] {
+        let (core, dc, topology) = core();
+        let mutations = ExecutorMutations { decision_keeps_promise_rows: mutant, ..Default::default() };
+        let mut core = core.with_ring_patience(std::time::Duration::ZERO).with_mutations(mutations);
+        let t = TxnId::new(NodeId(1), 46);
+        fill_ring(&dc);
+        assert_eq!(promise(core.handle(NodeId(2), recovery_prepare(t, 2 << 10, &topology), 1).reply), Promise::NoVote);
+        let held = || promise_table::promised(dc.verbs.as_ref(), NodeId(0), &dc.layout, t).expect("reads the row");
+        assert_eq!(held(), Some(Ballot(2 << 10)));
+        let decide = Request::Decide(Decide {
+            txn: t,
+            ballot: Ballot(2 << 10),
+            decision: Decision::Abort,
+            entries: Vec::new(),
+            role: DecideRole::Executor,
+            catch_up: Vec::new(),
+        });
+        assert_eq!(core.handle(NodeId(2), decide, 2).reply, Reply::Decided(Default::default()));
+        if mutant {
+            assert_eq!(held(), Some(Ballot(2 << 10)), "mutant: the row stays held");
+            continue;
+        }
+        assert_eq!(held(), None, "the decision freed the row");
+        // The freed row keeps its ballot: a lower one is still refused.
+        let ballot = promise_table::ballot(dc.verbs.as_ref(), NodeId(0), &dc.layout, t).expect("reads the row");
+        assert_eq!(ballot, Some(Ballot(2 << 10)));
+        let lower = promise(core.handle(NodeId(2), recovery_prepare(t, 1 << 10, &topology), 3).reply);
+        assert_eq!(lower, Promise::Refused { promised: Ballot(2 << 10) });
+    }
+}
+
 /// Two executors of one DC PREPARE the same replica at once and neither finds an entry: the
 /// one whose ballot is lower writes its fence entry, but reads the promise table after the
 /// write and finds the higher ballot the other raised meanwhile, so it answers `Refused` and

@@ -148,7 +148,7 @@ impl Executor {
         if !self.promise_table {
             return Ok(written);
         }
-        match promise_table::promised(dc.verbs.as_ref(), node, &dc.layout, txn.txn)? {
+        match promise_table::ballot(dc.verbs.as_ref(), node, &dc.layout, txn.txn)? {
             Some(promised) if promised > ballot => {
                 if let Promise::Entry { entry, redo, .. } = written {
                     // Best effort: the higher PREPARE's own scan may have promised it already.
@@ -320,6 +320,31 @@ impl Executor {
             let recorded = (state.decision != VoteCode::None).then_some((state.decision, state.recorded));
             return Ok(Promise::Entry { entry: r, vote, recorded, redo: RedoEntry { vote: word, ..redo } });
         }
+    }
+
+    /// Frees `txn`'s row of the promise table of each of `nodes` that holds one (a recoverer's
+    /// decision reached their DC). A replica whose ring had no room for a fence entry answered
+    /// [`Promise::NoVote`] and kept its promise in the row, which otherwise only replay's flush
+    /// of a fence entry frees: once the transaction is decided no PREPARE comes to write one,
+    /// and the row would answer `Unknown` for good to every transaction hashed to it. Freeing
+    /// it gives up no promise: the row keeps its ballot for its next owner, and a fence
+    /// entry's read after its write sees every ballot raised in the row whoever holds it now
+    /// ([`promise_table::ballot`]). Every node is tried; the first verbs failure is returned.
+    ///
+    /// # Errors
+    /// Verbs failures.
+    pub fn release_promises(&mut self, txn: TxnId, nodes: &[NodeId]) -> Result<()> {
+        if !self.promise_table {
+            return Ok(());
+        }
+        let dc = self.dc().clone();
+        let mut first = Ok(());
+        for &node in nodes {
+            if let Err(e) = promise_table::release(dc.verbs.as_ref(), node, &dc.layout, txn) {
+                first = first.and(Err(e));
+            }
+        }
+        first
     }
 
     /// The unfinished phase-1 entries of `txn` on `nodes` (a decision that reaches an executor

@@ -29,13 +29,15 @@
 //! transaction's row when it flushes the transaction's fence entry, and a PREPARE frees it
 //! when it finds the replica's decision applied or its fence entry finished: the finished
 //! entry or the decision-log row then answers every later PREPARE and forbids a second fence
-//! entry. A freed row's
-//! ballot word is left as it was and a new owner starts from it: a row may promise more than
-//! its owner asked, never less. When the row is held by another transaction the PREPARE
-//! makes no promise at all and answers `Unknown` (the recoverer counts the replica as
-//! unreachable and asks again later). A row whose transaction never gets a fence entry (its
-//! ring stayed full until another recoverer decided it) is never freed: the table is sized
-//! at one row per four ring slots so that such rows stay rare.
+//! entry. A row whose transaction never gets a fence entry (its ring stayed full until the
+//! transaction was decided) is freed by the recoverer's decision, which reaches every DC that
+//! answered `NoVote` ([`crate::Executor::release_promises`]); without that it would answer
+//! `Unknown` for good to every transaction hashed to it. A freed row's ballot word is left as
+//! it was and a new owner starts from it: a row may promise more than its owner asked, never
+//! less. So the read after a fence entry's write reads the row's ballot whoever holds it
+//! ([`ballot`]): a row freed and claimed again since the raise still holds the higher ballot.
+//! When the row is held by another transaction the PREPARE makes no promise at all and answers
+//! `Unknown` (the recoverer counts the replica as unreachable and asks again later).
 
 use crate::error::Result;
 use crate::memstore::Layout;
@@ -132,6 +134,22 @@ pub fn promised(verbs: &dyn Verbs, node: NodeId, layout: &Layout, txn: TxnId) ->
     Ok((w != 0).then(|| u32::try_from(w).map(Ballot).unwrap_or(Ballot(u32::MAX))))
 }
 
+/// The ballot of the row `txn` may hold on `node`, whoever holds it now (`None`: none was
+/// ever raised there). A fence entry's read after its write uses this: the row may have been
+/// freed since this PREPARE raised it (a recoverer's decision, or replay flushing another
+/// executor's fence entry) and claimed again, and its ballot word still holds every ballot
+/// raised in it, since a freed row keeps its ballot and a new owner's only grows.
+///
+/// # Errors
+/// Verbs failures.
+pub fn ballot(verbs: &dyn Verbs, node: NodeId, layout: &Layout, txn: TxnId) -> Result<Option<Ballot>> {
+    if rows(layout) == 0 || txn.0 == 0 {
+        return Ok(None);
+    }
+    let w = read_word(verbs, node, row_at(layout, txn) + 8)?;
+    Ok((w != 0).then(|| u32::try_from(w).map(Ballot).unwrap_or(Ballot(u32::MAX))))
+}
+
 /// Frees `txn`'s row on `node` if it has one (a PREPARE that found the replica's decision
 /// applied or its fence entry finished; see the module docs). Its ballot word is left as it is.
 ///
@@ -220,5 +238,25 @@ mod tests {
         assert_eq!(promised(&verbs, n, &layout, other).unwrap(), None);
         assert_eq!(raise(&verbs, n, &layout, target, Ballot(2)).unwrap(), Raise::Refused(Ballot(4)));
         assert_eq!(raise(&verbs, n, &layout, target, Ballot(6)).unwrap(), Raise::Promised { before: Some(Ballot(4)) });
+    }
+
+    #[test]
+    fn a_rows_ballot_outlives_its_owner_for_a_fences_read_after_its_write() {
+        let (layout, region, verbs) = setup();
+        let n = NodeId(0);
+        let target = TxnId(1 << 48 | 1);
+        let other =
+            (2u64..).map(|t| TxnId(1 << 48 | t)).find(|&t| row_at(&layout, t) == row_at(&layout, target)).unwrap();
+        assert_eq!(ballot(&verbs, n, &layout, target).unwrap(), None);
+        assert_eq!(raise(&verbs, n, &layout, target, Ballot(5)).unwrap(), Raise::Promised { before: None });
+        // The row is freed (a recoverer's decision) and claimed by another transaction, which
+        // raises it: the target's row is gone, its ballot is not.
+        release(&verbs, n, &layout, target).unwrap();
+        assert_eq!(ballot(&verbs, n, &layout, target).unwrap(), Some(Ballot(5)));
+        assert_eq!(raise(&verbs, n, &layout, other, Ballot(9)).unwrap(), Raise::Promised { before: Some(Ballot(5)) });
+        assert_eq!(promised(&verbs, n, &layout, target).unwrap(), None);
+        assert_eq!(ballot(&verbs, n, &layout, target).unwrap(), Some(Ballot(9)));
+        free(&layout, &region, other);
+        assert_eq!(ballot(&verbs, n, &layout, target).unwrap(), Some(Ballot(9)));
     }
 }

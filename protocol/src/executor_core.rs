@@ -159,6 +159,12 @@ mutations! {
         /// phase 2 at its source, a late recovery) of a write older than the delete, to another key
         /// of the slot, meets the raised horizon and its replica stays behind for that key.
         pub reclaim_below_no_floor: bool,
+        /// A recoverer's decision leaves the transaction's rows of its DC's promise tables held:
+        /// a replica whose ring had no room for a fence entry keeps the row for good, and every
+        /// transaction hashed to it gets no promise there (sim seed 7032, churn, sim-20dc,
+        /// `--failover policy`, `all,remove,remove-node`: two of five replicas answer every
+        /// PREPARE `Unknown`, and with the coordinator's DC removed the recovery never decides).
+        pub decision_keeps_promise_rows: bool,
     }
 }
 
@@ -755,7 +761,12 @@ impl ExecutorCore {
                 // Ballot 0 is the coordinator's own phase 2; a recoverer decides with its ballot.
                 let from_coordinator = ballot == Ballot(0);
                 match self.decide_with_catch_up(txn, decision, &entries, &catch_up, from_coordinator) {
-                    Ok(catch_up) => Handled { reply: Reply::Decided(Default::default()), catch_up },
+                    Ok(catch_up) => {
+                        if !from_coordinator {
+                            self.release_promises(txn);
+                        }
+                        Handled { reply: Reply::Decided(Default::default()), catch_up }
+                    }
                     Err(e) => Handled::error(error_code::INTERNAL, e.named(&self.epochs.current())),
                 }
             }
@@ -1011,6 +1022,22 @@ impl ExecutorCore {
             return Ok(true);
         }
         Ok(self.executor.record(txn, decision, ballot, &entries)?)
+    }
+
+    /// Frees `txn`'s rows of the promise tables of this DC's nodes, once a recoverer's decision
+    /// of it was applied here ([`redt_dc_executor::Executor::release_promises`]): a replica
+    /// whose ring had no room for a fence entry kept its promise there, and no later PREPARE
+    /// of a decided transaction comes to write the fence entry whose flush would free it. Only
+    /// PREPAREs claim rows, so a coordinator's own phase 2 frees none (and reads none). Best
+    /// effort: a node its verbs cannot reach keeps its row.
+    fn release_promises(&mut self, txn: TxnId) {
+        if mutant!(self.mutations.decision_keeps_promise_rows) {
+            return;
+        }
+        let nodes = self.epochs.current().dcs[self.dc_id.0 as usize].nodes.clone();
+        if let Err(e) = self.executor.release_promises(txn, &nodes) {
+            tracing::debug!(%txn, "promise-table rows left held: {e}");
+        }
     }
 
     /// The unfinished entries of `txn` in the rings of this node's DC: what a decision or a

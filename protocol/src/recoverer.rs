@@ -19,11 +19,12 @@
 //!    or unvoted replica holds an abort by itself). A failed round goes back to 1.
 //! 4. **Apply**: `Decide` to every DC holding an entry (a commit's stale or fenced replicas are
 //!    aborted and caught up from an up-to-date one, as the coordinator does:
-//!    [`crate::catch_up`]), retried with back-off until each is answered, however long. The
-//!    recoverer also ships each catch-up itself, from the source DC's redo that its promises
-//!    carried: the source's executor ships only on the first decision it applies, and another
-//!    recoverer's may have come first (sim seed 55). Its shipments give up after
-//!    [`RecoveryOptions::catch_up_give_up`], as a source's do.
+//!    [`crate::catch_up`]) or a replica that answered `NoVote` (its promise may hold a row of
+//!    its promise table that only a decision frees), retried with back-off until each is
+//!    answered, however long. The recoverer also ships each catch-up itself, from the source
+//!    DC's redo that its promises carried: the source's executor ships only on the first
+//!    decision it applies, and another recoverer's may have come first (sim seed 55). Its
+//!    shipments give up after [`RecoveryOptions::catch_up_give_up`], as a source's do.
 //!
 //! The commit timestamp is `1 + max(newest versions, start)` over the up-to-date votes, the
 //! same function of the redo entries the coordinator uses ([`crate::plan::vote_table`]).
@@ -514,9 +515,13 @@ impl Recoverer {
                     .collect(),
                 Decision::Abort => Vec::new(),
             };
-            // A DC that answered with no entry has nothing to apply; one that did not answer
+            // A DC that answered with no entry has nothing to apply, unless a replica there
+            // answered `NoVote`: its ring may have had no room for a fence entry, and the
+            // promise it kept instead holds the transaction's row of its promise table until a
+            // decision frees it (`redt_dc_executor::promise_table`). One that did not answer
             // may hold entries the recoverer never saw: its executor finds them by scanning.
-            if entries.is_empty() && ships.is_empty() && self.promises.contains_key(&dc) {
+            let no_vote = self.promises.get(&dc).is_some_and(|ps| ps.iter().any(|p| p.promise == Promise::NoVote));
+            if entries.is_empty() && ships.is_empty() && self.promises.contains_key(&dc) && !no_vote {
                 continue;
             }
             if let (Decision::Commit(_), false) =
@@ -912,5 +917,45 @@ mod tests {
         assert!(line.contains(r#"waiting_for=["dc1", "dc2", "dc3"]"#), "{line}");
         assert!(logged.lines().any(|l| l.contains("recovery request failed") && l.contains("dc=dc2")), "{logged}");
         assert!(!logged.contains("dc#") && !logged.contains("DcId"), "{logged}");
+    }
+
+    /// A replica that answered `NoVote` may hold the transaction's row of its promise table
+    /// (its ring had no room for a fence entry), which only a decision frees: its DC gets the
+    /// decision although it holds no entry, while a DC that answered only with a decision
+    /// applied gets nothing.
+    #[test]
+    fn a_dc_that_answered_no_vote_gets_the_decision() {
+        let t = topology();
+        let now = Instant::now();
+        let orphan = Orphan {
+            txn: TxnId::new(NodeId(0), 1),
+            coordinator: NodeId(0),
+            start: Cts(1),
+            participants: vec![DcId(0), DcId(1), DcId(2)],
+            partitions: vec![PartitionId(0)],
+            epoch: t.epoch,
+        };
+        let options = RecoveryOptions::for_topology(&t, Duration::from_millis(250));
+        let mut r = Recoverer::start(t.clone(), NodeId(3), orphan, options, now);
+        let mut prepares = Vec::new();
+        while let Some(a) = r.poll_action() {
+            if let Action::Send { attempt, to, request: Request::RecoveryPrepare(_) } = a {
+                prepares.push((attempt, to));
+            }
+        }
+        assert_eq!(prepares.len(), 3, "{prepares:?}");
+        for (attempt, node) in prepares {
+            let promise = if node == NodeId(1) { Promise::NoVote } else { Promise::Applied(Decision::Abort) };
+            r.handle_reply(attempt, Reply::Promises(vec![NodePromise { node, promise }]), now);
+        }
+        assert_eq!(r.decision(), Some(Decision::Abort));
+        let mut decided = Vec::new();
+        while let Some(a) = r.poll_action() {
+            if let Action::Send { to, request: Request::Decide(d), .. } = a {
+                assert_eq!((d.decision, d.entries.is_empty()), (Decision::Abort, true), "{d:?}");
+                decided.push(to);
+            }
+        }
+        assert_eq!(decided, [NodeId(1)]);
     }
 }

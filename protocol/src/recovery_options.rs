@@ -65,8 +65,8 @@ mutations! {
         pub ship_only_through_the_source: bool,
         /// A recovered commit tells a DC it did not hear from to abort as a DC left behind even
         /// when no source can ship it the values, so the DC drops an entry that may have been
-        /// up to date and gets nothing in its place (sim seed 41199, churn on sim-20dc.yaml,
-        /// `all,remove`).
+        /// up to date and gets nothing in its place (sim seed 42023, churn on sim-20dc.yaml,
+        /// `all,remove`, with the catch-up floors off).
         pub abort_unheard_without_catch_up: bool,
         /// Abort votes and records alone never decide: a recoverer waits for a majority of
         /// every partition even when they rule out every commit

@@ -95,6 +95,10 @@ struct MutantArgs {
     /// alone rule out every commit.
     #[arg(long)]
     mutant_abort_votes_need_a_majority: bool,
+    /// A recoverer's decision leaves the transaction's rows of the promise tables held, so a
+    /// replica whose ring had no room for a fence entry keeps its row for good.
+    #[arg(long)]
+    mutant_decision_keeps_promise_rows: bool,
     /// With `--failover policy`: the leader removes what its own detector suspects without
     /// asking the voters.
     #[arg(long)]
@@ -111,6 +115,7 @@ impl MutantArgs {
         c.executor_mutations.keep_unrefreshed = self.mutant_keep_unrefreshed;
         c.executor_mutations.reclaim_without_check = self.mutant_reclaim_without_check;
         c.executor_mutations.reclaim_below_no_floor = self.mutant_reclaim_below_no_floor;
+        c.executor_mutations.decision_keeps_promise_rows = self.mutant_decision_keeps_promise_rows;
         c.recovery_mutations.abort_unheard_without_catch_up = self.mutant_abort_unheard_without_catch_up;
         c.recovery_mutations.abort_votes_need_a_majority = self.mutant_abort_votes_need_a_majority;
         c.failover_mutations.confirm_alone = self.mutant_confirm_alone;
