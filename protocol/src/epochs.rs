@@ -1,7 +1,7 @@
 //! The placements a node has applied, by epoch (docs/design.md, "Failover").
 //!
 //! A placement change (a DC removed, a replica added) makes a new epoch: the same topology
-//! with other replica sets. A transaction belongs to the epoch its coordinator planned it in;
+//! with other replica sets, a [`Placement`]. A transaction belongs to the epoch its coordinator planned it in;
 //! its phase 1, decision, recovery and catch-up all use that epoch's replica sets (n, Q, M).
 //! So a node keeps every epoch it applied, not only the current one:
 //!
