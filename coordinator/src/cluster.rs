@@ -12,7 +12,7 @@ use redt_dc_executor::{
     DcHandle, Layout, LocalVerbs, Region, ServerLimits, TcpVerbs, TcpVerbsServer, VerbCounts, Verbs,
 };
 use redt_netem::{NetemSocket, WanModel};
-use redt_proto::{DcId, NodeId, Protocol, TableId, Topology};
+use redt_proto::{DcId, NodeId, Placement, Protocol, TableId, Topology};
 use redt_protocol::stats::TxnStats;
 use redt_protocol::txn::CoordinatorOptions;
 use redt_transport::{verbs_tls, ClusterCerts, SocketSpec};
@@ -25,7 +25,7 @@ use std::time::Duration;
 
 /// Every node of a topology, running in this process.
 pub struct EmbeddedCluster {
-    /// The topology file's placement (the nodes' current placement may be newer: see
+    /// The topology file (the nodes' current placement may be newer than its own: see
     /// [`EmbeddedCluster::placement`]).
     pub topology: Arc<Topology>,
     /// Each node's running life, by node id ([`EmbeddedCluster::restart`] replaces one).
@@ -424,8 +424,9 @@ impl EmbeddedCluster {
 
     /// The newest placement any node runs (the topology file's until the membership changed
     /// it): what checks after a failover must read.
-    pub fn placement(&self) -> Arc<Topology> {
-        self.nodes_read().iter().map(|n| n.topology()).max_by_key(|t| t.epoch).unwrap_or_else(|| self.topology.clone())
+    pub fn placement(&self) -> Placement {
+        let newest = self.nodes_read().iter().map(|n| n.placement()).max_by_key(|t| t.epoch());
+        newest.unwrap_or_else(|| Placement::initial(self.topology.clone()))
     }
 
     /// A client of this cluster over QUIC with its client certificate (status requests,

@@ -82,7 +82,7 @@ impl Clock {
 pub(crate) fn spawn(node: &Arc<Node>, timeouts: &DetectorTimeouts) -> Result<()> {
     let runtime = tokio::runtime::Handle::try_current()
         .map_err(|_| Error::Io(std::io::Error::other("a node's failure detector needs a Tokio runtime")))?;
-    let topology = &node.topology();
+    let topology = &node.placement();
     let Some(my_dc) = topology.nodes.get(node.id.0 as usize).map(|n| n.dc) else { return Ok(()) };
     let clock = Clock::start();
     let now_us = clock.us_at(Instant::now());
@@ -159,7 +159,7 @@ fn publish(board: &StatusBoard, view: &SuspectView) {
 /// Logs `changes`: a suspicion at `warn` (a node with how long it was silent, `silent_us`),
 /// alive again at `info`.
 fn report(node: &Node, detector: &Detector<NodeId>, changes: &[Change], silent_us: u64) {
-    let topology = &node.topology();
+    let topology = &node.placement();
     let node_name = |n: NodeId| topology.nodes.get(n.0 as usize).map_or_else(|| n.to_string(), |x| x.name.clone());
     let dc_name = |d: DcId| topology.dcs.get(d.0 as usize).map_or_else(|| d.to_string(), |x| x.name.clone());
     let me = node_name(node.id);

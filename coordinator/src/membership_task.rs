@@ -69,7 +69,7 @@ pub(crate) fn spawn(
         .map_err(|_| Error::Io(std::io::Error::other("a node's membership driver needs a Tokio runtime")))?;
     // Started with the node, before any placement change: the topology file's placement,
     // the initial membership every peer starts from (a restarted one re-applies its log).
-    let base = node.topology();
+    let base = node.placement().as_topology().clone();
     let peer = open(&base, node.id, dir.as_ref())?;
     if let Some(r) = peer.recovery() {
         tracing::info!(
@@ -103,7 +103,7 @@ fn open(base: &Topology, me: NodeId, dir: Option<&PathBuf>) -> Result<RaftMember
 /// the rebuilds of the learners it puts on this node.
 fn adopt(node: &Arc<Node>, base: &Topology, membership: &Membership) {
     if membership.epoch() > node.epochs.epoch() {
-        node.adopt(Arc::new(placement_of(base, membership)));
+        node.adopt(placement_of(base, membership));
     }
     crate::rebuild_task::start(node);
 }
@@ -134,7 +134,7 @@ async fn run(
                 // Only a leader's policy acts: a follower reads nothing for it.
                 Ok(()) if !peer.is_leader() => Ok(()),
                 Ok(()) => {
-                    let (topology, voters) = (n.topology(), peer.voters());
+                    let (topology, voters) = (n.placement(), peer.voters());
                     let (dcs, nodes) = (n.board.suspected_dcs(), n.board.suspected_nodes());
                     let view = LeaderView {
                         me: n.id,
@@ -178,11 +178,11 @@ async fn run(
         while let Some(a) = peer.poll_applied() {
             match a.outcome {
                 Ok(c) => {
-                    tracing::info!(node = %n.name(), index = a.index, command = %a.command.named(&n.topology()), "membership change applied");
+                    tracing::info!(node = %n.name(), index = a.index, command = %a.command.named(&n.placement()), "membership change applied");
                     changed |= c.placement_changed();
                 }
                 Err(why) => {
-                    let t = n.topology();
+                    let t = n.placement();
                     tracing::info!(node = %n.name(), index = a.index, command = %a.command.named(&t), "membership change refused: {}", why.named(&t))
                 }
             }
@@ -191,7 +191,7 @@ async fn run(
             adopt(&n, &base, peer.membership());
         }
         while let Some(c) = peer.poll_conf_change() {
-            let t = n.topology();
+            let t = n.placement();
             let voters: Vec<String> = peer.voters().into_iter().map(|v| t.node_name(v)).collect();
             let changes: Vec<String> = c
                 .changes
@@ -212,7 +212,7 @@ async fn run(
 /// Proposes `command`; a proposal refused because leadership moved is not a failure of the
 /// peer (the new leader makes its own).
 fn propose_quietly(n: &Node, peer: &mut RaftMembership, command: &Command) -> redt_membership::Result<()> {
-    let named = command.named(&n.topology());
+    let named = command.named(&n.placement());
     tracing::info!(node = %n.name(), command = %named, "membership: proposing");
     match peer.propose(command) {
         Err(e @ (redt_membership::Error::NotLeader { .. } | redt_membership::Error::Raft(_))) => {
@@ -246,7 +246,7 @@ fn carry_out(
             FailoverAction::AskVoters { round, suspect, voters } => ask_voters(n, &voters, suspect, round, answers),
             FailoverAction::Remove(suspect) => {
                 answers.abort_all();
-                let t = n.topology();
+                let t = n.placement();
                 tracing::warn!(node = %n.name(), suspect = %suspect.named(&t), "a majority of the voters suspect it: proposing its removal");
                 match peer.propose(&suspect.removal()) {
                     Err(e @ (redt_membership::Error::NotLeader { .. } | redt_membership::Error::Raft(_))) => {
@@ -256,7 +256,7 @@ fn carry_out(
                 }
             }
             FailoverAction::Deferred { suspect, why } => {
-                let t = n.topology();
+                let t = n.placement();
                 tracing::warn!(node = %n.name(), suspect = %suspect.named(&t), "removal deferred: {}", why.named(&t));
             }
             FailoverAction::Probe(list) => {
@@ -273,7 +273,7 @@ fn carry_out(
 /// Runs `probe` in the background: asks the nodes it names for their status; yields the
 /// probe's command when it finds what it looks for.
 fn spawn_probe(n: &Arc<Node>, probe: Probe, probes: &mut JoinSet<Option<Command>>) {
-    let wait = tick_length(&n.topology()) * 4;
+    let wait = tick_length(&n.placement()) * 4;
     let n = n.clone();
     probes.spawn(async move {
         match &probe {
@@ -317,7 +317,7 @@ fn ask_voters(n: &Arc<Node>, voters: &[NodeId], suspect: Suspect, round: u64, an
     for &v in voters.iter().filter(|&&v| v != n.id) {
         let envelope = n.envelope(Body::Status(StatusRequest { count_locks: false }));
         let transport = n.transport().clone();
-        let wait = tick_length(&n.topology()) * 4;
+        let wait = tick_length(&n.placement()) * 4;
         answers.spawn(async move {
             let reply = tokio::time::timeout(wait, transport.call(v, envelope)).await;
             let suspects = match reply {
@@ -346,7 +346,7 @@ fn send(n: &Arc<Node>, m: RaftMessage, in_flight: &Arc<std::sync::Mutex<HashMap<
     let data = redt_membership::encode_message(&m);
     let envelope = n.envelope(Body::Raft(RaftMsg { data }));
     let transport = n.transport().clone();
-    let topology = n.topology();
+    let topology = n.placement();
     let in_flight = in_flight.clone();
     tokio::spawn(async move {
         match transport.call(to, envelope).await {

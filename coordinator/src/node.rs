@@ -26,7 +26,7 @@ use redt_proto::wire::{
     AckReply, Body, Envelope, ErrorReply, OutcomeReply, ProcedureCall, TxnFoundReply, TxnLookupRequest,
     TxnOutcomeReply, TxnReservedReply,
 };
-use redt_proto::{error_code, Cts, NodeId, Topology, TxnId};
+use redt_proto::{error_code, Cts, NodeId, Placement, Topology, TxnId};
 use redt_protocol::baseline::{self, Baseline, BaselineTxn, PrimaryTxn};
 use redt_protocol::catch_up::{CatchUpDebt, Shipper};
 use redt_protocol::epochs::Epochs;
@@ -50,7 +50,7 @@ use tracing::Instrument;
 
 /// Everything a node needs to start.
 pub struct NodeParts {
-    /// The topology.
+    /// The topology file: the node starts at its placement ([`Placement::initial`]).
     pub topology: Arc<Topology>,
     /// This node.
     pub node: NodeId,
@@ -149,7 +149,8 @@ impl Node {
         let replay =
             ReplayTask::spawn(parts.region.clone(), &parts.dc, parts.node, parts.topology.node_name(parts.node));
         let hlc = Arc::new(Hlc::new());
-        let epochs = Arc::new(Epochs::new(parts.topology.clone()));
+        let initial = Placement::initial(parts.topology.clone());
+        let epochs = Arc::new(Epochs::new(initial.clone()));
         let recovery = parts.options.recovery_options(&parts.topology);
         let grace = parts.topology.limits.free_deleted_records.then(|| recovery.deleted_grace());
         let core = ExecutorCore::new(epochs.clone(), parts.node, parts.dc.clone(), hlc.clone())
@@ -176,7 +177,7 @@ impl Node {
             samples: SampleCache::default(),
             raft: failover.then_some(raft),
             membership: Arc::new(MembershipView::default()),
-            rebuilds: Rebuilds::new(parts.topology.clone()),
+            rebuilds: Rebuilds::new(initial),
             replication_factor: parts.topology.partitions.iter().map(|p| p.replicas.len()).max().unwrap_or(1),
             retry_slots: RetrySlots::new(parts.topology.limits.max_background_retries),
             verbs_server: std::sync::OnceLock::new(),
@@ -193,20 +194,20 @@ impl Node {
     /// [`RecoveryOptions::catch_up_give_up`]), holding `claim` (if any) until then. A node that
     /// shuts down first leaves the masks set: the next life of the process ships again.
     pub(crate) fn pay_catch_up(self: &Arc<Self>, debt: CatchUpDebt, claim: Option<Claim>) {
-        let options = self.options.recovery_options(&self.topology());
+        let options = self.options.recovery_options(&self.placement());
         let CatchUpDebt { txn, ship, owed } = debt;
         let node = self.clone();
         tokio::spawn(async move {
             let _claim = claim;
             let _slot = node.retry_slots.acquire().await;
             let shipper =
-                Shipper::start(txn, ship, &node.topology(), &options, Some(node.epochs.clone()), Instant::now());
+                Shipper::start(txn, ship, &node.placement(), &options, Some(node.epochs.clone()), Instant::now());
             let shipper = node.clone().drive(shipper, |_| {}).await;
             if node.is_closed() {
                 return;
             }
             if !shipper.delivered() {
-                tracing::error!(node = %node.name(), %txn, behind = ?shipper.undelivered().into_iter().map(|n| node.topology().node_name(n)).collect::<Vec<_>>(), "catch-up given up");
+                tracing::error!(node = %node.name(), %txn, behind = ?shipper.undelivered().into_iter().map(|n| node.placement().node_name(n)).collect::<Vec<_>>(), "catch-up given up");
             }
             match node.exec.run(move |core, _| core.clear_owed(txn, &owed)).await {
                 Some(Ok(())) | None => {}
@@ -222,11 +223,11 @@ impl Node {
 
     /// This node's name in the topology (`dc2-n1`), as logs and errors name it.
     pub fn name(&self) -> String {
-        self.topology().node_name(self.id)
+        self.placement().node_name(self.id)
     }
 
     /// The current placement (the topology file's until a placement change is applied).
-    pub fn topology(&self) -> Arc<Topology> {
+    pub fn placement(&self) -> Placement {
         self.epochs.current()
     }
 
@@ -235,12 +236,12 @@ impl Node {
         &self.epochs
     }
 
-    /// Makes `topology` this node's current placement if its epoch is newer (docs/design.md, "Failover"):
+    /// Makes `placement` this node's current one if its epoch is newer (docs/design.md, "Failover"):
     /// new transactions are planned in it and phase 1 of any other epoch is refused from now
     /// on. Returns whether it was adopted.
-    pub fn adopt(&self, topology: Arc<Topology>) -> bool {
-        let epoch = topology.epoch;
-        let adopted = self.epochs.adopt(topology);
+    pub fn adopt(&self, placement: Placement) -> bool {
+        let epoch = placement.epoch();
+        let adopted = self.epochs.adopt(placement);
         if adopted {
             tracing::info!(node = %self.name(), %epoch, "placement adopted");
         }
@@ -314,7 +315,7 @@ impl Node {
         (status.deleted_records_freed, status.deleted_records_waiting) = sample.deleted;
         status.background_retries_waiting = self.retry_slots.waiting();
         status.background_retries_waited = self.retry_slots.waited();
-        let topology = self.topology();
+        let topology = self.placement();
         status.epoch = topology.epoch;
         status.removed_dcs = redt_protocol::epochs::removed_dcs(&topology);
         status.membership_leader = self.membership.leader();
@@ -438,7 +439,7 @@ impl Node {
             let reply = node.transport.call(peer, envelope).await.map_err(|e| e.to_string())?;
             match reply.body {
                 Some(b) => Reply::from_wire(peer, b),
-                None => Err(format!("{} answered with an empty message", node.topology().node_name(peer))),
+                None => Err(format!("{} answered with an empty message", node.placement().node_name(peer))),
             }
         })
     }
@@ -466,7 +467,7 @@ impl Node {
             else {
                 return stopped();
             };
-            let m = PrimaryTxn::start(self.topology(), self.id, txn, local, self.options.clone(), Instant::now());
+            let m = PrimaryTxn::start(self.placement(), self.id, txn, local, self.options.clone(), Instant::now());
             let (tx, rx) = tokio::sync::oneshot::channel();
             let mut tx = Some(tx);
             tokio::spawn(
@@ -621,7 +622,7 @@ impl Node {
         share: u64,
         reserved: Option<(TxnId, Caller, u64)>,
     ) -> std::result::Result<TxnAnswer, NotReserved> {
-        if let Err(over) = redt_protocol::limits::check_call(&self.topology().limits, &call) {
+        if let Err(over) = redt_protocol::limits::check_call(&self.placement().limits, &call) {
             self.board.refused_over_limit();
             tracing::info!(node = %self.name(), "transaction refused: {over}");
             return Ok(TxnAnswer {
@@ -647,7 +648,7 @@ impl Node {
                 });
             }
         };
-        let (topology, options) = (self.topology(), self.options.clone());
+        let (topology, options) = (self.placement(), self.options.clone());
         Ok(match Baseline::of(self.options.protocol) {
             None => {
                 let m = CoordinatorTxn::start(topology, self.id, txn, call, share, options, ts, start)
@@ -667,7 +668,7 @@ impl Node {
     /// timeout, the clock-skew bound, another DC's wait, a turn per DC and two rounds:
     /// [`crate::RecoveryOptions::recover_after`]), at most 30 s.
     pub fn outcome_wait(&self) -> Duration {
-        let topology = self.topology();
+        let topology = self.placement();
         let r = self.options.recovery_options(&topology);
         let turns = r.turn * topology.dcs.len() as u32;
         (r.recover_after(self.options.phase1_timeout, false) + turns + 2 * r.round_timeout).min(Duration::from_secs(30))
@@ -747,7 +748,7 @@ impl Node {
     /// core, every other DC at its nodes in turn until one answers (a DC none of whose nodes
     /// answers gives none: the judge counts its replicas as unseen).
     async fn lookup_everywhere(self: &Arc<Self>, txn: TxnId, start: Option<Cts>) -> Vec<Finding> {
-        let topology = self.topology();
+        let topology = self.placement();
         let own = topology.nodes[self.id.0 as usize].dc;
         let per_call = self.options.recovery_options(&topology).round_timeout.max(Duration::from_millis(500));
         let mut asks = JoinSet::new();
@@ -770,7 +771,7 @@ impl Node {
                             r.findings.iter().map(Finding::from_wire).collect();
                         match found {
                             Ok(f) => return f,
-                            Err(e) => tracing::warn!(peer = %node.topology().node_name(peer), "a malformed lookup answer: {e}"),
+                            Err(e) => tracing::warn!(peer = %node.placement().node_name(peer), "a malformed lookup answer: {e}"),
                         }
                     }
                 }
@@ -861,7 +862,7 @@ impl Node {
             while let Some(action) = m.poll_action() {
                 match action {
                     Action::Send { attempt, to, request } => {
-                        tracing::trace!(to = %self.topology().node_name(to), attempt, "send");
+                        tracing::trace!(to = %self.placement().node_name(to), attempt, "send");
                         let call = self.call_typed(to, request);
                         inflight.spawn(async move { (attempt, call.await) }.instrument(tracing::Span::current()));
                     }
@@ -926,11 +927,11 @@ impl Node {
                     Ok(r) => r,
                     Err(e) => return err(error_code::MALFORMED, e),
                 };
-                match request.check(&self.topology()) {
+                match request.check(&self.placement()) {
                     Ok(()) => {}
                     Err(BadSubTxn::OverLimit(over)) => {
                         self.board.refused_over_limit();
-                        tracing::info!(node = %self.name(), peer = %self.topology().node_name(peer), "request refused: {over}");
+                        tracing::info!(node = %self.name(), peer = %self.placement().node_name(peer), "request refused: {over}");
                         return err(error_code::OVER_LIMIT, over.to_string());
                     }
                     Err(BadSubTxn::Malformed(e)) => return err(error_code::MALFORMED, e),
@@ -1009,7 +1010,7 @@ impl Node {
                 .wan
                 .lock()
                 .map_err(|_| "WAN model poisoned".to_string())
-                .and_then(|mut wan| crate::netem_admin::apply(&self.topology(), &mut wan, &req))
+                .and_then(|mut wan| crate::netem_admin::apply(&self.placement(), &mut wan, &req))
             {
                 Ok(()) => reply(Body::Ack(AckReply {})),
                 Err(e) => err(error_code::MALFORMED, e),
@@ -1022,7 +1023,7 @@ impl Node {
             }
             Body::Status(req) => match self.status(req.count_locks).await {
                 Ok(s) => reply(Body::NodeStatus(s.to_wire())),
-                Err(e) => err(error_code::INTERNAL, e.named(&self.topology())),
+                Err(e) => err(error_code::INTERNAL, e.named(&self.placement())),
             },
             Body::Heartbeat(hb) => {
                 let Some(peer) = from.node() else { return node_only("heartbeat") };
@@ -1042,7 +1043,7 @@ impl Node {
                 let claimed = redt_membership::node_of(m.from);
                 if claimed != Some(peer) {
                     self.board.raft_wrong_sender();
-                    let topology = self.topology();
+                    let topology = self.placement();
                     let claimed = claimed.map_or_else(|| format!("raft id {}", m.from), |c| topology.node_name(c));
                     if let Some(unlogged) = self.raft_warnings.handle_event(Instant::now()) {
                         tracing::warn!(

@@ -31,7 +31,7 @@ pub(crate) fn start(node: &Arc<Node>) {
         if from.is_empty() || !repairs.running.insert(p) {
             continue;
         }
-        tracing::info!(node = %node.name(), partition = %p, epoch = %current.epoch, from = ?from.iter().map(|&n| node.topology().node_name(n)).collect::<Vec<_>>(), "voter repair started: copying from every other voter");
+        tracing::info!(node = %node.name(), partition = %p, epoch = %current.epoch, from = ?from.iter().map(|&n| node.placement().node_name(n)).collect::<Vec<_>>(), "voter repair started: copying from every other voter");
         tokio::spawn(run(Arc::downgrade(node), p, Role::Repair(current.epoch), from));
     }
 }
@@ -70,7 +70,7 @@ fn start_learners(node: &Arc<Node>) {
             last_error: None,
         };
         rebuilds.insert(p.id, state);
-        tracing::info!(node = %node.name(), partition = %p.id, epoch = %learner.added_in, voters = ?voters.iter().map(|&n| node.topology().node_name(n)).collect::<Vec<_>>(), "rebuild started: copying from every voter");
+        tracing::info!(node = %node.name(), partition = %p.id, epoch = %learner.added_in, voters = ?voters.iter().map(|&n| node.placement().node_name(n)).collect::<Vec<_>>(), "rebuild started: copying from every voter");
         tokio::spawn(run(Arc::downgrade(node), p.id, Role::Learner(learner.added_in), voters));
     }
 }

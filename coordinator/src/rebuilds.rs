@@ -2,10 +2,10 @@
 //! repairs it started — state the node's status reports and its rebuild driver
 //! (`crate::rebuild_task`) keeps.
 
-use redt_proto::{PartitionId, Topology};
+use redt_proto::{PartitionId, Placement};
 use redt_protocol::rebuild::RebuildState;
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
 /// The rebuilds of a node, by partition, and its voter repairs.
 #[derive(Debug)]
@@ -18,7 +18,7 @@ pub(crate) struct Rebuilds {
 /// being repaired.
 #[derive(Debug)]
 pub(crate) struct Repairs {
-    pub(crate) seen: Arc<Topology>,
+    pub(crate) seen: Placement,
     pub(crate) running: BTreeSet<PartitionId>,
 }
 
@@ -26,7 +26,7 @@ impl Rebuilds {
     /// No rebuild yet; `file` is the placement the node starts from (its topology file's),
     /// which the first placement it adopts is compared with: a node that restarts repairs
     /// again every partition that lost a voter since (its memory of the repairs is gone).
-    pub(crate) fn new(file: Arc<Topology>) -> Rebuilds {
+    pub(crate) fn new(file: Placement) -> Rebuilds {
         Rebuilds { learners: Mutex::default(), repairs: Mutex::new(Repairs { seen: file, running: BTreeSet::new() }) }
     }
 

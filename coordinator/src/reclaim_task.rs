@@ -21,7 +21,7 @@ const EVERY: Duration = Duration::from_secs(1);
 /// # Errors
 /// No Tokio runtime ([`Error::Io`]).
 pub(crate) fn spawn(node: &Arc<Node>) -> Result<()> {
-    if !node.topology().limits.free_deleted_records {
+    if !node.placement().limits.free_deleted_records {
         return Ok(());
     }
     let runtime = tokio::runtime::Handle::try_current()

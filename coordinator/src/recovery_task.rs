@@ -43,8 +43,8 @@ use tokio::task::JoinSet;
 pub(crate) fn spawn(node: &Arc<Node>) -> Result<()> {
     let runtime = tokio::runtime::Handle::try_current()
         .map_err(|_| Error::Io(std::io::Error::other("a node's recovery task needs a Tokio runtime")))?;
-    let options = node.options.recovery_options(&node.topology());
-    let topology = node.topology();
+    let options = node.options.recovery_options(&node.placement());
+    let topology = node.placement();
     let writers = topology
         .nodes
         .get(node.id.0 as usize)
@@ -76,7 +76,7 @@ async fn run(node: Weak<Node>, options: RecoveryOptions, writers: Vec<NodeId>) {
             }
             Some(answer) = asks.join_next() => {
                 let Ok((round, from, reply)) = answer else { continue };
-                let name = || node.upgrade().map_or_else(|| from.to_string(), |n| n.topology().node_name(from));
+                let name = || node.upgrade().map_or_else(|| from.to_string(), |n| n.placement().node_name(from));
                 let held = match reply {
                     Ok(Reply::Reserved(held)) => held,
                     Ok(other) => {
@@ -113,7 +113,7 @@ async fn scan(node: &Arc<Node>, options: &RecoveryOptions) -> bool {
             return true;
         }
     };
-    let Some(my_dc) = node.topology().nodes.get(node.id.0 as usize).map(|n| n.dc) else { return true };
+    let Some(my_dc) = node.placement().nodes.get(node.id.0 as usize).map(|n| n.dc) else { return true };
     // A node removed from the placement (or back, only a learner) drops its old-epoch entries
     // instead of recovering them.
     let removed = !node.epochs.holds_voter(node.id);
@@ -136,7 +136,7 @@ async fn scan(node: &Arc<Node>, options: &RecoveryOptions) -> bool {
             }
             None => return false,
         }
-        if !orphan.due(&node.topology(), my_dc, node.options.phase1_timeout, options, now_ms) {
+        if !orphan.due(&node.placement(), my_dc, node.options.phase1_timeout, options, now_ms) {
             continue;
         }
         let Some(claim) = node.busy.claim(orphan.txn) else { continue };
@@ -144,12 +144,12 @@ async fn scan(node: &Arc<Node>, options: &RecoveryOptions) -> bool {
     }
     for owed in found.owed {
         let Some(orphan) = Orphan::of(&owed.entry) else { continue };
-        if !orphan.due(&node.topology(), my_dc, node.options.phase1_timeout, options, now_ms) {
+        if !orphan.due(&node.placement(), my_dc, node.options.phase1_timeout, options, now_ms) {
             continue;
         }
         let Some(claim) = node.busy.claim(orphan.txn) else { continue };
         let Some(debt) = node.exec.run(move |core, _| core.reship(&owed)).await else { return false };
-        tracing::info!(node = %node.name(), txn = %debt.txn, to = ?debt.ship.iter().map(|s| node.topology().node_name(s.0)).collect::<Vec<_>>(), "catch-up shipped again");
+        tracing::info!(node = %node.name(), txn = %debt.txn, to = ?debt.ship.iter().map(|s| node.placement().node_name(s.0)).collect::<Vec<_>>(), "catch-up shipped again");
         node.pay_catch_up(debt, Some(claim));
     }
     true
@@ -159,7 +159,7 @@ async fn scan(node: &Arc<Node>, options: &RecoveryOptions) -> bool {
 fn recover(node: &Arc<Node>, orphan: Orphan, claim: Claim, options: RecoveryOptions, now_ms: u64) {
     let txn = orphan.txn;
     let age_ms = now_ms.saturating_sub(orphan.start.0 >> LOGICAL_BITS);
-    tracing::info!(node = %node.name(), %txn, coordinator = %node.topology().node_name(orphan.coordinator), age_ms, "recovery starts");
+    tracing::info!(node = %node.name(), %txn, coordinator = %node.placement().node_name(orphan.coordinator), age_ms, "recovery starts");
     // Recovery decides with the replica sets of the epoch the transaction was planned in
     // (docs/design.md, "Failover"); one this node has not applied yet waits for the next scan.
     let Some(topology) = orphan.placement(&node.epochs) else {
@@ -171,7 +171,7 @@ fn recover(node: &Arc<Node>, orphan: Orphan, claim: Claim, options: RecoveryOpti
         "recover",
         %txn,
         node = %node.name(),
-        coordinator = %node.topology().node_name(orphan.coordinator),
+        coordinator = %node.placement().node_name(orphan.coordinator),
         dcs = ?orphan.participants
     );
     let node = node.clone();

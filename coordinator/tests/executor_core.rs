@@ -4,7 +4,7 @@
 
 use redt_coordinator::{Epochs, ExecutorCore};
 use redt_dc_executor::{DcHandle, Decision, Hlc, KvOp, Layout, LocalVerbs, Verbs};
-use redt_proto::{DcId, NodeId, Topology, TxnId};
+use redt_proto::{DcId, NodeId, Placement, Topology, TxnId};
 use redt_protocol::call::kv_call;
 use redt_protocol::message::Execute;
 use redt_protocol::outcome::FindingKind;
@@ -48,7 +48,7 @@ fn core_with_limits(
     layout.format(&region);
     let verbs: Arc<dyn Verbs> = local;
     let dc = Arc::new(DcHandle::new(&topology, verbs));
-    let epochs = Arc::new(Epochs::new(topology.clone()));
+    let epochs = Arc::new(Epochs::new(Placement::initial(topology.clone())));
     let core = ExecutorCore::new(epochs.clone(), node, dc.clone(), Arc::new(Hlc::new()));
     (core, dc, topology, region, epochs)
 }
@@ -160,8 +160,12 @@ fn a_repeated_decision_still_finishes_the_entry_it_names() {
     let before = core.execute(&a, 1).expect("phase 1 runs");
     assert!(before.is_commit());
     // The node restarts: memory is lost, the MemStore is not; the phase 1 arrives again.
-    let mut core =
-        ExecutorCore::new(Arc::new(Epochs::new(topology.clone())), NodeId(0), dc.clone(), Arc::new(Hlc::new()));
+    let mut core = ExecutorCore::new(
+        Arc::new(Epochs::new(Placement::initial(topology.clone()))),
+        NodeId(0),
+        dc.clone(),
+        Arc::new(Hlc::new()),
+    );
     let after = core.execute(&a, 2).expect("phase 1 runs again");
     assert!(after.is_commit() && after.entries != before.entries, "a second entry: {after:?}");
     core.decide(t, Decision::Abort, &[]).expect("the decision with no entries named aborts the remembered one");
@@ -188,8 +192,12 @@ fn a_prepare_answers_the_applied_decision_over_a_repeated_phase1() {
     assert!(first.is_commit());
     let cts = Cts(5_000_000);
     core.decide(t, Decision::Commit(cts), &first.entries).expect("commits");
-    let mut core =
-        ExecutorCore::new(Arc::new(Epochs::new(topology.clone())), NodeId(0), dc.clone(), Arc::new(Hlc::new()));
+    let mut core = ExecutorCore::new(
+        Arc::new(Epochs::new(Placement::initial(topology.clone()))),
+        NodeId(0),
+        dc.clone(),
+        Arc::new(Hlc::new()),
+    );
     let again = core.execute(&a, 2).expect("phase 1 runs again");
     assert!(again.is_commit() && again.entries != first.entries, "a second entry: {again:?}");
     let partitions = a.partitions.clone();
@@ -272,8 +280,12 @@ fn a_prepare_without_an_entry_writes_one_fence_entry_that_holds_a_record() {
         other => panic!("a fence entry expected, got {other:?}"),
     };
     // The promise is in the MemStore: a new process refuses a lower ballot.
-    let mut core =
-        ExecutorCore::new(Arc::new(Epochs::new(topology.clone())), NodeId(0), dc.clone(), Arc::new(Hlc::new()));
+    let mut core = ExecutorCore::new(
+        Arc::new(Epochs::new(Placement::initial(topology.clone()))),
+        NodeId(0),
+        dc.clone(),
+        Arc::new(Hlc::new()),
+    );
     assert_eq!(
         promise(core.handle(NodeId(2), prepare(1 << 10), 2).reply),
         Promise::Refused { promised: Ballot(2 << 10) }
@@ -411,9 +423,13 @@ fn a_full_rings_promise_outlives_the_executor_that_gave_it() {
         // next PREPARE reaches another executor of the DC).
         drain_ring(&dc);
         drop(first);
-        let mut other =
-            ExecutorCore::new(Arc::new(Epochs::new(topology.clone())), NodeId(0), dc.clone(), Arc::new(Hlc::new()))
-                .with_mutations(mutations);
+        let mut other = ExecutorCore::new(
+            Arc::new(Epochs::new(Placement::initial(topology.clone()))),
+            NodeId(0),
+            dc.clone(),
+            Arc::new(Hlc::new()),
+        )
+        .with_mutations(mutations);
         let lower = promise(other.handle(NodeId(2), prepare(1 << 10), 2).reply);
         if !mutant {
             assert_eq!(lower, Promise::Refused { promised: Ballot(2 << 10) });
@@ -508,9 +524,13 @@ fn of_two_executors_fencing_one_replica_at_once_the_lower_ballot_is_refused() {
             },
         );
         let spied = Arc::new(DcHandle::new(&topology, Arc::new(spy)));
-        let mut lower =
-            ExecutorCore::new(Arc::new(Epochs::new(topology.clone())), NodeId(0), spied, Arc::new(Hlc::new()))
-                .with_mutations(ExecutorMutations { no_promise_table: mutant, ..Default::default() });
+        let mut lower = ExecutorCore::new(
+            Arc::new(Epochs::new(Placement::initial(topology.clone()))),
+            NodeId(0),
+            spied,
+            Arc::new(Hlc::new()),
+        )
+        .with_mutations(ExecutorMutations { no_promise_table: mutant, ..Default::default() });
         let answer = promise(lower.handle(NodeId(2), recovery_prepare(t, 1 << 10, &topology), 1).reply);
         assert!(!armed.load(std::sync::atomic::Ordering::SeqCst), "the fence entry was written");
         let entries = redt_dc_executor::ring_entries(dc.verbs.as_ref(), NodeId(0), &dc.layout).expect("reads the ring");
@@ -554,8 +574,12 @@ fn a_decision_settles_redo_accepted_before_a_restart() {
         behind: false,
     });
     assert_eq!(core.handle(NodeId(2), accept, 1).reply, Reply::Accepted(true));
-    let mut core =
-        ExecutorCore::new(Arc::new(Epochs::new(topology.clone())), NodeId(0), dc.clone(), Arc::new(Hlc::new()));
+    let mut core = ExecutorCore::new(
+        Arc::new(Epochs::new(Placement::initial(topology.clone()))),
+        NodeId(0),
+        dc.clone(),
+        Arc::new(Hlc::new()),
+    );
     let cts = Cts(6_000_000);
     let decide = Request::Decide(Decide {
         txn,
@@ -588,8 +612,12 @@ fn an_abort_record_after_a_restart_lands_in_the_rings_entry() {
     a.partitions = vec![redt_proto::PartitionId(0)];
     let vote = core.execute(&a, 1).expect("phase 1 runs");
     assert!(vote.is_commit());
-    let mut core =
-        ExecutorCore::new(Arc::new(Epochs::new(topology.clone())), NodeId(0), dc.clone(), Arc::new(Hlc::new()));
+    let mut core = ExecutorCore::new(
+        Arc::new(Epochs::new(Placement::initial(topology.clone()))),
+        NodeId(0),
+        dc.clone(),
+        Arc::new(Hlc::new()),
+    );
     assert!(core.record(t, Decision::Abort, Ballot(0), &[]).expect("records"));
     let prepare = Request::RecoveryPrepare(RecoveryPrepare {
         txn: t,
@@ -656,7 +684,12 @@ fn a_catch_up_owed_survives_a_restart_and_is_shipped_again() {
 
     // The shipper's process dies; a new one over the same MemStore finds the debt in the ring.
     drop(core);
-    let mut core = ExecutorCore::new(Arc::new(Epochs::new(topology.clone())), node, dc.clone(), Arc::new(Hlc::new()));
+    let mut core = ExecutorCore::new(
+        Arc::new(Epochs::new(Placement::initial(topology.clone()))),
+        node,
+        dc.clone(),
+        Arc::new(Hlc::new()),
+    );
     let scan = core.ring_scan().expect("scans");
     assert_eq!(scan.owed.len(), 1, "the debt survives the restart");
     assert_eq!(scan.owed[0].entry.status, EntryStatus::Flushed, "applied once, mask kept");
@@ -718,7 +751,7 @@ fn a_phase1_of_another_epoch_votes_abort_and_locks_nothing() {
     let held = TxnId::new(NodeId(1), 1);
     let vote = core.execute(&at(e1, held, &[KvOp::Add(4, 1)]), 1).expect("phase 1 runs");
     assert!(vote.is_commit(), "{:?}", vote.abort);
-    assert!(epochs.adopt(Arc::new(placement(&topology, e2, &Default::default()))));
+    assert!(epochs.adopt(placement(&topology, e2, &Default::default())));
     assert_eq!(core.execute(&at(e1, held, &[KvOp::Add(4, 1)]), 2).expect("repeat"), vote);
 
     // A new phase 1 of epoch 1 is refused now.
@@ -734,7 +767,7 @@ fn a_phase1_of_another_epoch_votes_abort_and_locks_nothing() {
     let v = core.execute(&at(e3, early, &[KvOp::Add(6, 1)]), 4).expect("phase 1 answers");
     assert!(!v.is_commit(), "{v:?}");
     assert!(format!("{:?}", v.abort).contains("not applied here yet"), "{:?}", v.abort);
-    assert!(epochs.adopt(Arc::new(placement(&topology, e3, &Default::default()))));
+    assert!(epochs.adopt(placement(&topology, e3, &Default::default())));
     let again = core.execute(&at(e3, early, &[KvOp::Add(6, 1)]), 5).expect("phase 1 answers");
     assert!(!again.is_commit(), "a fenced transaction votes abort again: {again:?}");
     assert_eq!(lock(6), 0, "nothing locked");
@@ -759,7 +792,7 @@ fn without_the_fence_an_old_epoch_phase1_runs() {
     let (core, _, topology, _, epochs) = core_with_epochs();
     let mut core = core.with_mutations(ExecutorMutations { accept_other_epoch: true, ..Default::default() });
     let e2 = redt_proto::Epoch(topology.epoch.0 + 1);
-    assert!(epochs.adopt(Arc::new(placement(&topology, e2, &Default::default()))));
+    assert!(epochs.adopt(placement(&topology, e2, &Default::default())));
     let v = core.execute(&args(&topology, TxnId::new(NodeId(1), 9), &[KvOp::Add(4, 1)]), 1).expect("runs");
     assert!(v.is_commit(), "{:?}", v.abort);
 }
@@ -792,7 +825,7 @@ fn a_snapshot_waits_for_older_entries_and_its_floor_fences_a_lagging_executor() 
     // Not at epoch 2 yet: not ready.
     let h = core.handle(NodeId(3), read(0), 2);
     assert!(not_ready(&h.reply), "{:?}", h.reply);
-    assert!(epochs.adopt(Arc::new(placement(&topology, e2, &Default::default()))));
+    assert!(epochs.adopt(placement(&topology, e2, &Default::default())));
     // At epoch 2, with the epoch-1 entry unfinished: not ready either, and the floor is up.
     let h = core.handle(NodeId(3), read(0), 3);
     assert!(not_ready(&h.reply), "{:?}", h.reply);
@@ -800,7 +833,7 @@ fn a_snapshot_waits_for_older_entries_and_its_floor_fences_a_lagging_executor() 
 
     // An executor of the same DC still at epoch 1 (its own placements) writes a phase 1 of
     // epoch 1 into this node's ring: the floor makes it vote abort, holding nothing.
-    let lagging = Arc::new(Epochs::new(topology.clone()));
+    let lagging = Arc::new(Epochs::new(Placement::initial(topology.clone())));
     let mut other = ExecutorCore::new(lagging, NodeId(0), dc.clone(), Arc::new(Hlc::new()));
     let late = TxnId::new(NodeId(2), 1);
     let schema = topology.table(kv).expect("kv");
@@ -840,7 +873,7 @@ fn a_snapshot_waits_for_older_entries_and_its_floor_fences_a_lagging_executor() 
     let undecided = TxnId::new(NodeId(1), 2);
     let v = core.execute(&args(&topology, undecided, &[KvOp::Add(key, 1)]), 1).expect("runs");
     assert!(v.is_commit());
-    assert!(epochs.adopt(Arc::new(placement(&topology, e2, &Default::default()))));
+    assert!(epochs.adopt(placement(&topology, e2, &Default::default())));
     let h = core.handle(NodeId(3), read(0), 2);
     assert!(matches!(h.reply, Reply::Snapshot { .. }), "{:?}", h.reply);
 }

@@ -71,7 +71,7 @@ async fn a_dead_dc_is_removed_and_its_partitions_commit_again() {
     // Rebuild: every partition back at its three voters, none in the dead DC.
     let took = until(Duration::from_secs(30), "full replication restored on every survivor", async || {
         survivors.iter().all(|&n| {
-            let p = cluster.node(n).topology();
+            let p = cluster.node(n).placement();
             p.partitions
                 .iter()
                 .all(|x| x.replicas.len() == 3 && x.learners.is_empty() && x.replicas.iter().all(|r| !dead.contains(r)))
@@ -79,7 +79,7 @@ async fn a_dead_dc_is_removed_and_its_partitions_commit_again() {
     })
     .await;
     eprintln!("full replication restored {took:?} after the new epoch");
-    let p = cluster.node(coordinator).topology();
+    let p = cluster.node(coordinator).placement();
     assert!(p.epoch > Epoch(t.epoch.0 + 1), "learners were added and promoted in later epochs");
     // A write with n = 3 needs Q = 3 up-to-date votes: the rebuilt replica holds the key's
     // current version, and the value counts every committed add.
@@ -167,7 +167,7 @@ async fn a_second_dead_dc_of_four_is_removed_too() {
 
     // A key of a partition with no replica in either dead DC after both removals commits.
     let schema = t.table(KV).expect("kv");
-    let p = cluster.node(survivors[0]).topology();
+    let p = cluster.node(survivors[0]).placement();
     let key = (0..)
         .find(|&k| {
             let r = &p.partitions[t.partition_of(schema, k).0 as usize].replicas;
@@ -213,7 +213,7 @@ async fn a_dead_node_is_removed_alone_and_its_partitions_commit_again() {
     })
     .await;
     eprintln!("a new epoch everywhere {took:?} after the kill");
-    let p = cluster.node(coordinator).topology();
+    let p = cluster.node(coordinator).placement();
     assert!(p.partitions.iter().all(|x| !x.replicas.contains(&dead)), "{dead} holds no replica now");
     let s = cluster.node(coordinator).status(false).await.expect("status");
     assert!(s.removed_dcs.is_empty(), "its DC stays: {:?}", s.removed_dcs);
@@ -230,7 +230,7 @@ async fn a_dead_node_is_removed_alone_and_its_partitions_commit_again() {
     assert_eq!(last, None, "a write to a partition the dead node held commits in the new epoch");
     let took = until(Duration::from_secs(30), "full replication restored on every survivor", async || {
         survivors.iter().all(|&n| {
-            let p = cluster.node(n).topology();
+            let p = cluster.node(n).placement();
             p.partitions.iter().all(|x| x.replicas.len() == 3 && x.learners.is_empty() && !x.replicas.contains(&dead))
         })
     })

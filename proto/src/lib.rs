@@ -1,5 +1,6 @@
 //! redt's shared vocabulary: ids and timestamps, a transaction's decision and outcome, the
-//! topology/config schema and its validation, and the wire messages between nodes.
+//! topology/config schema and its validation, a placement (the topology at one epoch), and
+//! the wire messages between nodes.
 //!
 //! This crate owns no behaviour beyond parsing and checking; the data path lives in
 //! `redt-dc-executor`, the protocol in `redt-coordinator`.
@@ -14,6 +15,7 @@ pub mod error_code;
 mod identity;
 mod ids;
 mod outcome;
+mod placement;
 mod protocol;
 mod quorum;
 mod topology;
@@ -28,6 +30,7 @@ pub use error::{ConfigError, LinkError, Result};
 pub use identity::CertIdentity;
 pub use ids::{Ballot, Cts, DcId, Epoch, NodeId, Offset, PartitionId, TableId, TxnId};
 pub use outcome::Outcome;
+pub use placement::Placement;
 pub use protocol::{Protocol, UnknownProtocol};
 pub use quorum::{majority, quorum};
 pub use topology::{

@@ -1,7 +1,7 @@
 //! The placements a node has applied, by epoch (docs/design.md, "Failover").
 //!
 //! A placement change (a DC removed, a replica added) makes a new epoch: the same topology
-//! with other replica sets. A transaction belongs to the epoch its coordinator planned it in;
+//! with other replica sets, a [`Placement`]. A transaction belongs to the epoch its coordinator planned it in;
 //! its phase 1, decision, recovery and catch-up all use that epoch's replica sets (n, Q, M).
 //! So a node keeps every epoch it applied, not only the current one:
 //!
@@ -18,13 +18,13 @@
 //! current one. What changes between epochs is only `epoch` and the partitions' replica
 //! lists; DCs, nodes, tables and links are those of the topology file.
 
-use redt_proto::{Epoch, NodeId, PartitionId, Topology};
+use redt_proto::{Epoch, NodeId, PartitionId, Placement, Topology};
 use std::collections::BTreeMap;
-use std::sync::{Arc, RwLock};
+use std::sync::RwLock;
 
 /// Every placement a node applied, by epoch, and the current (newest) one. Shared by the
-/// node's coordinators, executor core and recovery task; cheap to read (an `Arc` clone under a
-/// read lock).
+/// node's coordinators, executor core and recovery task; cheap to read (a [`Placement`] clone,
+/// an `Arc` clone, under a read lock).
 #[derive(Debug)]
 pub struct Epochs {
     inner: RwLock<Applied>,
@@ -34,8 +34,8 @@ pub struct Epochs {
 /// included).
 #[derive(Debug)]
 struct Applied {
-    current: Arc<Topology>,
-    by_epoch: BTreeMap<Epoch, Arc<Topology>>,
+    current: Placement,
+    by_epoch: BTreeMap<Epoch, Placement>,
 }
 
 impl Epochs {
@@ -43,10 +43,10 @@ impl Epochs {
     /// been decided: recovery finishes in seconds).
     pub const KEPT: usize = 1024;
 
-    /// Starts at `topology`'s epoch (the topology file's).
-    pub fn new(topology: Arc<Topology>) -> Epochs {
-        let by_epoch = BTreeMap::from([(topology.epoch, topology.clone())]);
-        Epochs { inner: RwLock::new(Applied { current: topology, by_epoch }) }
+    /// Starts at `initial`, the only placement kept (the topology file's, [`Placement::initial`]).
+    pub fn new(initial: Placement) -> Epochs {
+        let by_epoch = BTreeMap::from([(initial.epoch(), initial.clone())]);
+        Epochs { inner: RwLock::new(Applied { current: initial, by_epoch }) }
     }
 
     fn read(&self) -> std::sync::RwLockReadGuard<'_, Applied> {
@@ -54,7 +54,7 @@ impl Epochs {
     }
 
     /// The current placement: new transactions are planned in it.
-    pub fn current(&self) -> Arc<Topology> {
+    pub fn current(&self) -> Placement {
         self.read().current.clone()
     }
 
@@ -64,30 +64,30 @@ impl Epochs {
     }
 
     /// The placement of `epoch`, if this node applied it (and still keeps it).
-    pub fn get(&self, epoch: Epoch) -> Option<Arc<Topology>> {
+    pub fn get(&self, epoch: Epoch) -> Option<Placement> {
         self.read().by_epoch.get(&epoch).cloned()
     }
 
     /// The placement of `epoch` if known, else the current one: for the parts of a message
     /// that do not depend on placement (tables, DCs, nodes are the same in every epoch).
-    pub fn get_or_current(&self, epoch: Epoch) -> Arc<Topology> {
+    pub fn get_or_current(&self, epoch: Epoch) -> Placement {
         self.get(epoch).unwrap_or_else(|| self.current())
     }
 
     /// Every placement kept, oldest epoch first.
-    pub fn all(&self) -> Vec<Arc<Topology>> {
+    pub fn all(&self) -> Vec<Placement> {
         self.read().by_epoch.values().cloned().collect()
     }
 
-    /// Makes `topology` the current placement if its epoch is newer than the current one.
+    /// Makes `placement` the current one if its epoch is newer than the current one.
     /// Returns whether it did. Only the newest [`Epochs::KEPT`] epochs are kept.
-    pub fn adopt(&self, topology: Arc<Topology>) -> bool {
+    pub fn adopt(&self, placement: Placement) -> bool {
         let mut applied = self.inner.write().unwrap_or_else(|p| p.into_inner());
-        if applied.current.epoch >= topology.epoch {
+        if applied.current.epoch() >= placement.epoch() {
             return false;
         }
-        applied.by_epoch.insert(topology.epoch, topology.clone());
-        applied.current = topology;
+        applied.by_epoch.insert(placement.epoch(), placement.clone());
+        applied.current = placement;
         while applied.by_epoch.len() > Self::KEPT {
             applied.by_epoch.pop_first();
         }
@@ -185,7 +185,7 @@ pub struct PartitionReplicas {
 
 /// The placement `membership` describes over `base`: its epoch, and each partition's voters
 /// and learners ([`placement`]).
-pub fn placement_of(base: &Topology, membership: &redt_membership::Membership) -> Topology {
+pub fn placement_of(base: &Topology, membership: &redt_membership::Membership) -> Placement {
     let replicas: BTreeMap<PartitionId, PartitionReplicas> = membership
         .partitions()
         .map(|(p, r)| (p, PartitionReplicas { voters: r.voters().to_vec(), learners: r.learners().to_vec() }))
@@ -194,8 +194,9 @@ pub fn placement_of(base: &Topology, membership: &redt_membership::Membership) -
 }
 
 /// `base` with the replica sets `replicas` at `epoch`: the placement of a new epoch.
-/// Partitions `replicas` leaves out keep `base`'s voters and learners.
-pub fn placement(base: &Topology, epoch: Epoch, replicas: &BTreeMap<PartitionId, PartitionReplicas>) -> Topology {
+/// Partitions `replicas` leaves out keep `base`'s voters and learners. `base` is the topology
+/// file or an earlier placement (a `&Placement` reads as one).
+pub fn placement(base: &Topology, epoch: Epoch, replicas: &BTreeMap<PartitionId, PartitionReplicas>) -> Placement {
     let mut t = base.clone();
     t.epoch = epoch;
     for p in &mut t.partitions {
@@ -204,14 +205,14 @@ pub fn placement(base: &Topology, epoch: Epoch, replicas: &BTreeMap<PartitionId,
             p.learners = r.learners.clone();
         }
     }
-    t
+    Placement::from(t)
 }
 
 /// `base` without any replica (voter or learner) on a node of DC `dc`, at epoch
 /// `base.epoch + 1`: what removing a dead DC does (docs/design.md, "Failover").
 /// Used by tests; a real cluster and the simulation take the new placement from the
 /// membership state machine.
-pub fn without_dc(base: &Topology, dc: redt_proto::DcId) -> Topology {
+pub fn without_dc(base: &Topology, dc: redt_proto::DcId) -> Placement {
     let outside = |n: &NodeId| base.nodes.get(n.0 as usize).is_some_and(|x| x.dc != dc);
     let replicas = base
         .partitions
@@ -229,6 +230,7 @@ pub fn without_dc(base: &Topology, dc: redt_proto::DcId) -> Topology {
 mod tests {
     use super::*;
     use redt_proto::DcId;
+    use std::sync::Arc;
 
     fn topology() -> Topology {
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../configs/default.yaml");
@@ -237,10 +239,10 @@ mod tests {
 
     #[test]
     fn epochs_only_move_forward_and_old_ones_stay_readable() {
-        let t = Arc::new(topology());
-        let e1 = t.epoch;
+        let t = Placement::initial(Arc::new(topology()));
+        let e1 = t.epoch();
         let epochs = Epochs::new(t.clone());
-        let next = Arc::new(without_dc(&t, DcId(1)));
+        let next = without_dc(&t, DcId(1));
         assert!(epochs.adopt(next.clone()));
         assert_eq!(epochs.epoch(), next.epoch);
         assert!(!epochs.adopt(t.clone()), "an older placement is ignored");
@@ -265,10 +267,10 @@ mod tests {
             shrunk += usize::from(had);
         }
         assert!(shrunk > 0, "the default topology places replicas in every DC");
-        let epochs = Epochs::new(Arc::new(t.clone()));
+        let epochs = Epochs::new(Placement::from(t.clone()));
         let gone = t.dcs[dc.0 as usize].nodes[0];
         assert!(epochs.holds_replica(gone, None));
-        epochs.adopt(Arc::new(next));
+        epochs.adopt(next);
         assert!(!epochs.holds_replica(gone, None), "a removed DC's node holds nothing");
     }
 
@@ -301,12 +303,12 @@ mod tests {
 
     #[test]
     fn only_the_newest_epochs_are_kept() {
-        let t = Arc::new(topology());
+        let t = Placement::initial(Arc::new(topology()));
         let epochs = Epochs::new(t.clone());
         let mut e = t.epoch.0;
         for _ in 0..Epochs::KEPT + 5 {
             e += 1;
-            epochs.adopt(Arc::new(placement(&t, Epoch(e), &BTreeMap::new())));
+            epochs.adopt(placement(&t, Epoch(e), &BTreeMap::new()));
         }
         assert_eq!(epochs.epoch(), Epoch(e));
         assert_eq!(epochs.read().by_epoch.len(), Epochs::KEPT);

@@ -31,9 +31,8 @@
 //!    **unknown**.
 
 use redt_proto::wire::TxnFindingMsg;
-use redt_proto::{majority, Cts, Epoch, NodeId, Outcome, PartitionId, Topology, TxnId};
+use redt_proto::{majority, Cts, Epoch, NodeId, Outcome, PartitionId, Placement, Topology, TxnId};
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 /// What one node's ring and decision log hold of a transaction ([`crate::executor_core::
 /// ExecutorCore::lookup_txn`]).
@@ -216,7 +215,7 @@ pub struct Deadline {
 /// Judges `findings` (one per node that answered; a node without one could not be asked) of
 /// `txn` by the rule of the module docs, with the placements the asking node keeps
 /// (`placements`, any order).
-pub fn judge(txn: TxnId, findings: &[Finding], placements: &[Arc<Topology>], deadline: &Deadline) -> OutcomeLookup {
+pub fn judge(txn: TxnId, findings: &[Finding], placements: &[Placement], deadline: &Deadline) -> OutcomeLookup {
     let by_node: BTreeMap<NodeId, &FindingKind> = findings.iter().map(|f| (f.node, &f.kind)).collect();
     let found = || by_node.iter().filter_map(|(&n, k)| if let FindingKind::Found(f) = k { Some((n, f)) } else { None });
     // Rule 1.
@@ -307,8 +306,8 @@ pub fn next_step(lookup: &OutcomeLookup, resubmitted: bool) -> NextStep {
 mod tests {
     use super::*;
 
-    fn topology() -> Arc<Topology> {
-        Arc::new(
+    fn topology() -> Placement {
+        Placement::from(
             Topology::from_yaml("default.yaml", include_str!("../../configs/default.yaml")).expect("default is valid"),
         )
     }

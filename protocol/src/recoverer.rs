@@ -38,7 +38,7 @@ use crate::plan::{Plan, PlannedPartition};
 use crate::recovery::{recover, PrepareReply, Recorded, RecordedDecision, Recovery, Why};
 use crate::recovery_options::RecoveryOptions;
 use redt_dc_executor::{CellVersion, Decision, EntryRef, NodePromise, Promise, RedoEntry, VoteCode};
-use redt_proto::{Ballot, Cts, DcId, Epoch, NodeId, PartitionId, TableId, Topology, TxnId};
+use redt_proto::{Ballot, Cts, DcId, Epoch, NodeId, PartitionId, Placement, TableId, Topology, TxnId};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -64,7 +64,7 @@ impl Orphan {
     /// The placement to recover this transaction with: that of the epoch it was planned in
     /// (its n, Q and majority; docs/design.md, "Failover"), from the node's `epochs`. `None` while the
     /// node has not applied that epoch (a later scan tries again).
-    pub fn placement(&self, epochs: &crate::epochs::Epochs) -> Option<Arc<Topology>> {
+    pub fn placement(&self, epochs: &crate::epochs::Epochs) -> Option<Placement> {
         epochs.get(self.epoch)
     }
 
@@ -139,7 +139,8 @@ pub fn ballot(counter: u32, node: NodeId) -> Ballot {
 pub struct Recoverer {
     orphan: Orphan,
     me: NodeId,
-    topology: Arc<Topology>,
+    /// The placement of the epoch the transaction was planned in ([`Orphan::placement`]).
+    topology: Placement,
     options: RecoveryOptions,
     stage: Stage,
     ballot: Ballot,
@@ -173,8 +174,9 @@ impl Recoverer {
     }
 
     /// Starts recovering `orphan` from node `me` at `now`: the first PREPARE round, with
-    /// ballot `(1, me)`.
-    pub fn start(topology: Arc<Topology>, me: NodeId, orphan: Orphan, options: RecoveryOptions, now: Instant) -> Self {
+    /// ballot `(1, me)`, over `topology`, the placement of the orphan's epoch
+    /// ([`Orphan::placement`]).
+    pub fn start(topology: Placement, me: NodeId, orphan: Orphan, options: RecoveryOptions, now: Instant) -> Self {
         let mut r = Recoverer {
             orphan,
             me,
@@ -882,9 +884,9 @@ mod tests {
     use super::*;
     use crate::test_log;
 
-    fn topology() -> Arc<Topology> {
+    fn topology() -> Placement {
         let path = format!("{}/../configs/local-fast.yaml", env!("CARGO_MANIFEST_DIR"));
-        Arc::new(Topology::load(std::path::Path::new(&path)).expect("config loads"))
+        Placement::from(Topology::load(std::path::Path::new(&path)).expect("config loads"))
     }
 
     /// Names, not internal ids, in every log line: a recovery that no DC answers

@@ -23,7 +23,7 @@ use crate::plan::{self, Plan, Scope};
 use crate::stats::{AbortCause, Class, TxnCost};
 use redt_dc_executor::{Decision, ReadView, Vote};
 use redt_proto::wire::ProcedureCall;
-use redt_proto::{Ballot, Cts, DcId, NodeId, Topology, TxnId};
+use redt_proto::{Ballot, Cts, DcId, NodeId, Placement, Topology, TxnId};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::{Duration, Instant};
 
@@ -165,7 +165,8 @@ pub struct CoordinatorTxn {
     my_dc: DcId,
     plan: Plan,
     call: ProcedureCall,
-    topology: std::sync::Arc<Topology>,
+    /// The placement the transaction is planned in (its epoch's replica sets).
+    topology: Placement,
     options: CoordinatorOptions,
     class: Class,
     stage: Stage,
@@ -229,7 +230,9 @@ impl CoordinatorTxn {
     /// participant DC (RedT §4.2, Algorithm 1 lines 1–3). `start` is the coordinator's HLC
     /// reading now: phase 1 carries it with its deadline (`start`'s milliseconds plus
     /// [`CoordinatorOptions::phase1_timeout`]), the executors record it in the redo entries,
-    /// and the commit timestamp is above it.
+    /// and the commit timestamp is above it. `topology` is the placement to plan in, the
+    /// node's current one ([`crate::epochs::Epochs::current`]): the transaction belongs to its
+    /// epoch.
     ///
     /// # Errors
     /// Why the call cannot run, the client's abort text: [`crate::Error::OverLimit`] for a
@@ -239,7 +242,7 @@ impl CoordinatorTxn {
     /// submitting client's share of the executors' bulk lane ([`Execute::share`]).
     #[allow(clippy::too_many_arguments)]
     pub fn start(
-        topology: std::sync::Arc<Topology>,
+        topology: Placement,
         me: NodeId,
         txn: TxnId,
         call: ProcedureCall,

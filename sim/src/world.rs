@@ -17,7 +17,7 @@ use redt_dc_executor::{
 use redt_membership::{Command, Membership};
 use redt_netem::WanModel;
 use redt_proto::wire::ProcedureCall;
-use redt_proto::{DcId, Decision, Epoch, NodeId, Outcome, PartitionId, Topology, TxnId};
+use redt_proto::{DcId, Decision, Epoch, NodeId, Outcome, PartitionId, Placement, Topology, TxnId};
 use redt_protocol::catch_up::{CatchUpDebt, Shipper};
 use redt_protocol::epochs::placement_of;
 #[cfg(feature = "mutants")]
@@ -683,8 +683,9 @@ pub(crate) struct World {
     /// Per transaction, the DCs holding evidence of its abort (an abort vote, or a record
     /// acknowledged) — the simulator's own view, to check the coordinator's.
     abort_evidence: HashMap<TxnId, BTreeSet<DcId>>,
-    /// Every placement the membership committed, in order (the first is the topology's).
-    pub placements: Vec<Arc<Topology>>,
+    /// Every placement the membership committed, in order (the first is the topology file's,
+    /// [`Placement::initial`]).
+    pub placements: Vec<Placement>,
     /// The membership state machine the placements come from (what the Raft group would
     /// replicate; `redt_membership::Membership`).
     pub(crate) membership: Membership,
@@ -749,7 +750,7 @@ impl World {
                     dc: n.dc,
                     alive: true,
                     held_down: false,
-                    epochs: Arc::new(Epochs::new(topology.clone())),
+                    epochs: Arc::new(Epochs::new(Placement::initial(topology.clone()))),
                     inc: 0,
                     core: None,
                     replayer: Replayer::new(layout, n.id),
@@ -821,7 +822,7 @@ impl World {
         };
         #[cfg(feature = "mutants")]
         w.switch_on_mutants();
-        w.placements.push(w.topology.clone());
+        w.placements.push(Placement::initial(w.topology.clone()));
         for i in 0..w.nodes.len() {
             w.boot(i);
         }
@@ -1236,7 +1237,7 @@ impl World {
             self.report.removals_refused += 1;
             return;
         }
-        self.placements.push(Arc::new(placement_of(&self.topology, &self.membership)));
+        self.placements.push(placement_of(&self.topology, &self.membership));
         let index = self.placements.len() - 1;
         self.report.nodes_removed += 1;
         for n in 0..self.nodes.len() {
@@ -1276,7 +1277,7 @@ impl World {
             self.report.removals_refused += 1;
             return;
         }
-        self.placements.push(Arc::new(placement_of(&self.topology, &self.membership)));
+        self.placements.push(placement_of(&self.topology, &self.membership));
         let index = self.placements.len() - 1;
         self.report.dcs_removed += 1;
         for n in 0..self.nodes.len() {
@@ -1294,7 +1295,7 @@ impl World {
     /// Pushes the membership's placement as a new one, adopted by every node 0.1 to 0.5 s
     /// later (the Raft commit and its apply there).
     fn commit_placement(&mut self) {
-        self.placements.push(Arc::new(placement_of(&self.topology, &self.membership)));
+        self.placements.push(placement_of(&self.topology, &self.membership));
         let index = self.placements.len() - 1;
         for n in 0..self.nodes.len() {
             let at = self.now + self.rng.gen_range(100_000..500_000);
@@ -2057,7 +2058,7 @@ impl World {
     fn check_abort_recorded(&mut self, txn: TxnId) {
         let Some(h) = self.hist.iter().rev().find(|h| h.txn == txn) else { return };
         // The replica sets of the epoch the transaction was planned in.
-        let placement = self.placements.iter().find(|t| t.epoch == h.epoch).unwrap_or(&self.topology);
+        let placement: &Topology = self.placements.iter().find(|t| t.epoch == h.epoch).map_or(&self.topology, |p| p);
         let Ok(procedure) = redt_protocol::call::procedure(placement, &h.call) else { return };
         let Ok(plan) = redt_protocol::plan::plan(placement, procedure.as_ref()) else { return };
         let held = self.abort_evidence.get(&txn).cloned().unwrap_or_default();
@@ -2100,8 +2101,8 @@ impl World {
     }
 
     /// The placement the run ended in (the last the membership committed).
-    pub(crate) fn final_placement(&self) -> Arc<Topology> {
-        self.placements.last().cloned().unwrap_or_else(|| self.topology.clone())
+    pub(crate) fn final_placement(&self) -> Placement {
+        self.placements.last().cloned().unwrap_or_else(|| Placement::initial(self.topology.clone()))
     }
 }
 

@@ -355,9 +355,7 @@ pub fn sweep(a: &SweepArgs) -> Result<()> {
             .map(|o| {
                 let (label, file) =
                     o.split_once('=').filter(|(l, f)| !l.is_empty() && !f.is_empty()).ok_or_else(|| {
-                        anyhow::anyhow!(
-                            "--overlay `{o}` must be LABEL=FILE.csv (e.g. before=sweep-before.csv)"
-                        )
+                        anyhow::anyhow!("--overlay `{o}` must be LABEL=FILE.csv (e.g. before=sweep-before.csv)")
                     })?;
                 let file = PathBuf::from(file);
                 if !file.is_file() {

@@ -319,7 +319,7 @@ impl Backend for Embedded {
     }
 
     async fn read(&self, (node, dc): &Self::Route, keys: &[(TableId, u64)]) -> Vec<Option<Vec<Vec<u8>>>> {
-        let placement = node.topology();
+        let placement = node.placement();
         keys.iter()
             .map(|&(t, key)| {
                 let schema = placement.table(t)?;
@@ -339,7 +339,7 @@ impl Backend for Embedded {
         to: u64,
         limit: u32,
     ) -> Option<Vec<(u64, i64)>> {
-        let placement = node.topology();
+        let placement = node.placement();
         let p = placement.partition_of(placement.table(t)?, from);
         let at = placement.replica_in_dc(p, *dc).unwrap_or(placement.partitions[p.0 as usize].replicas[0]);
         let h = &self.side.dcs[placement.nodes[at.0 as usize].dc.0 as usize];

@@ -71,7 +71,7 @@ impl NodeSample {
     /// verbs failure reading its ring.
     pub async fn gather(node: &Node) -> Result<NodeSample> {
         let status = node.status(false).await?;
-        let topology = node.topology();
+        let topology = node.placement();
         let me = &topology.nodes[node.id().0 as usize];
         let traffic = node.transport().counters().peers();
         let links = topology

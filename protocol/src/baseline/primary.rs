@@ -21,9 +21,8 @@ use crate::message::{Accept, Decide, DecideRole, Execute, Prepare, Reply, Reques
 use crate::txn::CoordinatorOptions;
 use redt_dc_executor::{AbortReason, Decision, RedoEntry, ReplicaChange, ReplicaOrigin, Vote};
 use redt_proto::error_code;
-use redt_proto::{Ballot, DcId, Epoch, NodeId, Topology, TxnId};
+use redt_proto::{Ballot, DcId, Epoch, NodeId, Placement, TxnId};
 use std::collections::{BTreeSet, VecDeque};
-use std::sync::Arc;
 use std::time::Instant;
 
 /// Whether `request` is served by a baseline primary's [`PrimaryTxn`] (it needs the
@@ -198,7 +197,8 @@ pub struct PrimaryTxn {
     me: NodeId,
     /// `None` only for a node outside the topology (then every peer counts as remote).
     my_dc: Option<DcId>,
-    topology: Arc<Topology>,
+    /// The node's current placement.
+    topology: Placement,
     options: CoordinatorOptions,
     goal: Option<Goal>,
     round: Option<Round>,
@@ -214,9 +214,10 @@ pub struct PrimaryTxn {
 }
 
 impl PrimaryTxn {
-    /// The primary `me` continues `local` (from [`begin`]) for transaction `txn` at `now`.
+    /// The primary `me` continues `local` (from [`begin`]) for transaction `txn` at `now`, in
+    /// placement `topology` (the node's current one).
     pub fn start(
-        topology: Arc<Topology>,
+        topology: Placement,
         me: NodeId,
         txn: TxnId,
         local: Local,
@@ -453,11 +454,11 @@ impl TxnMachine for PrimaryTxn {
 mod tests {
     use super::*;
     use redt_dc_executor::{Change, EntryRef, EntryStatus, VoteWord};
-    use redt_proto::{Cts, Offset};
+    use redt_proto::{Cts, Offset, Topology};
     use std::time::Duration;
 
-    fn topo() -> Arc<Topology> {
-        Arc::new(Topology::from_yaml("default.yaml", include_str!("../../../configs/default.yaml")).unwrap())
+    fn topo() -> Placement {
+        Placement::from(Topology::from_yaml("default.yaml", include_str!("../../../configs/default.yaml")).unwrap())
     }
 
     const TXN: TxnId = TxnId(5);

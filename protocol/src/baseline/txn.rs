@@ -29,9 +29,8 @@ use crate::stats::{AbortCause, Class, TxnCost};
 use crate::txn::CoordinatorOptions;
 use redt_dc_executor::{Decision, Vote};
 use redt_proto::wire::ProcedureCall;
-use redt_proto::{Ballot, Cts, DcId, NodeId, Protocol, Topology, TxnId};
+use redt_proto::{Ballot, Cts, DcId, NodeId, Placement, Protocol, Topology, TxnId};
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::Arc;
 use std::time::Instant;
 
 /// How many backups a baseline coordinator replicates its decision to (RedT Table 1's M).
@@ -131,7 +130,8 @@ pub struct BaselineTxn {
     txn: TxnId,
     me: NodeId,
     my_dc: DcId,
-    topology: Arc<Topology>,
+    /// The placement the transaction is planned in.
+    topology: Placement,
     options: CoordinatorOptions,
     call: ProcedureCall,
     plan: Plan,
@@ -153,7 +153,7 @@ pub struct BaselineTxn {
 
 impl BaselineTxn {
     /// Plans `call` as transaction `txn` coordinated by `me` under `baseline` and sends phase
-    /// 1 to its participants.
+    /// 1 to its participants, in placement `topology` (the node's current one).
     ///
     /// # Errors
     /// Why the call cannot run, the client's abort text: [`crate::Error::OverLimit`] for a
@@ -162,7 +162,7 @@ impl BaselineTxn {
     /// for a coordinator outside the topology.
     pub fn start(
         baseline: Baseline,
-        topology: Arc<Topology>,
+        topology: Placement,
         me: NodeId,
         txn: TxnId,
         call: ProcedureCall,
@@ -614,8 +614,8 @@ mod tests {
     use redt_dc_executor::{EntryRef, KvOp};
     use std::time::Duration;
 
-    fn topo() -> Arc<Topology> {
-        Arc::new(Topology::from_yaml("default.yaml", include_str!("../../../configs/default.yaml")).unwrap())
+    fn topo() -> Placement {
+        Placement::from(Topology::from_yaml("default.yaml", include_str!("../../../configs/default.yaml")).unwrap())
     }
 
     /// A key of the kv table whose partition's primary is `primary`.
