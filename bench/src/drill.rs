@@ -927,7 +927,7 @@ fn p99_ms(v: &[u32]) -> Option<f64> {
     Some(h.value_at_quantile(0.99) as f64 / 1e3)
 }
 
-/// The first bucket `w ≥ from` whose window of [`PER_S`] buckets holds at least `target`
+/// The first bucket `w ≥ from` whose window of `PER_S` buckets holds at least `target`
 /// commits (`None` if no full window does).
 pub fn first_window_reaching(buckets: &[Counts], from: usize, target: f64) -> Option<usize> {
     (from..(buckets.len() + 1).saturating_sub(PER_S))

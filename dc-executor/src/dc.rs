@@ -98,7 +98,7 @@ impl DcHandle {
     /// Creations of keys sharing an index home bucket are serialised by that bucket's
     /// insert-lock stripe (a compare-and-swap lease word in the superblock), so two
     /// executors creating the same key at once cannot both publish it: the second sees
-    /// [`Error::DuplicateKey`]. A lease older than [`INSERT_LEASE_MS`] is taken over (its
+    /// [`Error::DuplicateKey`]. A lease older than `INSERT_LEASE_MS` is taken over (its
     /// holder died mid-insert).
     pub fn insert_record(&self, node: NodeId, table: TableId, key: u64, values: &[&[u8]]) -> Result<Offset> {
         let rl = self.catalog.layout(table)?;
@@ -183,7 +183,7 @@ impl DcHandle {
     }
 
     /// Takes the insert-lock lease word at `stripe` on `node` (a compare-and-swap from 0 to the
-    /// wall-clock time in ms), taking over a lease unchanged for [`INSERT_LEASE_MS`] (its
+    /// wall-clock time in ms), taking over a lease unchanged for `INSERT_LEASE_MS` (its
     /// holder died mid-insert). Returns the lease value to release it with.
     pub(crate) fn take_insert_lease(&self, node: NodeId, stripe: Offset) -> Result<u64> {
         let verbs = self.verbs.as_ref();

@@ -405,7 +405,7 @@ pub struct DeletedQueue {
     grace_ms: u64,
     /// Records freed so far.
     pub freed: u64,
-    /// Candidates forgotten (over [`MAX_DELETED_CANDIDATES`], or busy [`ATTEMPTS`] times).
+    /// Candidates forgotten (over [`MAX_DELETED_CANDIDATES`], or busy `ATTEMPTS` times).
     pub forgotten: u64,
 }
 

@@ -146,8 +146,9 @@ impl Layout {
     /// `home_bucket` (one word per bucket, in the lock-word format of `lock.rs`).
     ///
     /// A sub-transaction that reads a key with no record does not create one (a read must not
-    /// fill the heap): it share-locks the group [`crate::Index::absent_group`] of this word
-    /// for as long as it would have held the record's lock, and an executor that creates a
+    /// fill the heap): it share-locks the group of this word that
+    /// [`crate::Index::absent_lock`] names for as long as it would have held the record's
+    /// lock, and an executor that creates a
     /// record takes the same group exclusively while it publishes the key, refusing (No-Wait)
     /// while any reader holds it. So a key read as absent cannot come into existence before
     /// the reader's decision, exactly as a record read-locked by it could not be written

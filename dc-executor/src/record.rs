@@ -195,13 +195,13 @@ impl RecordLayout {
     }
 
     /// [`RecordLayout::encode_new`] of a record a transaction's phase 1 creates for its
-    /// writes, every cell zero ([`FLAG_INSERTED`]).
+    /// writes, every cell zero (`FLAG_INSERTED`).
     pub fn encode_inserted(&self, key: u64) -> Vec<u8> {
         self.encode_flagged(key, &[], FLAG_USED | FLAG_INSERTED)
     }
 
     /// The header's meta word (bytes 8..16) of a record in use without the
-    /// [`FLAG_INSERTED`] flag: what a commit writes over the meta of a record its phase 1
+    /// `FLAG_INSERTED` flag: what a commit writes over the meta of a record its phase 1
     /// created, so the record is kept for good.
     pub fn meta_kept(&self) -> u64 {
         self.meta(FLAG_USED)
@@ -239,7 +239,7 @@ impl RecordLayout {
     }
 
     /// Whether the record image `bytes` was created by a transaction's phase 1
-    /// ([`FLAG_INSERTED`]).
+    /// (`FLAG_INSERTED`).
     pub fn is_inserted(&self, bytes: &[u8]) -> bool {
         bytes.get(11).is_some_and(|&f| f & FLAG_INSERTED != 0)
     }

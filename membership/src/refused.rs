@@ -43,7 +43,7 @@ pub enum Refused {
         voter: NodeId,
     },
     /// Removing the DC or node would leave `partition` with `left` voters, fewer than the
-    /// `needed` ([`Membership::fewest_voters`]): more replicas of the partition lost before
+    /// `needed` ([`crate::Membership::fewest_voters`]): more replicas of the partition lost before
     /// the first is rebuilt than the recovery rule tolerates. Transactions of the older epochs
     /// whose votes sat in the removed replicas could then be neither committed nor aborted
     /// safely, and would stay undecided for good; kept in the placement, the dead replicas are
@@ -54,7 +54,7 @@ pub enum Refused {
         partition: PartitionId,
         /// Its voters after the removal.
         left: usize,
-        /// [`Membership::fewest_voters`].
+        /// [`crate::Membership::fewest_voters`].
         needed: usize,
     },
     /// `AddLearner` on a removed node.

@@ -13,9 +13,10 @@
 //! partition lost before the first is rebuilt) is not asked about: the suspect stays placed
 //! and is waited for ([`FailoverAction::Deferred`], once per suspect).
 //!
-//! Rebuilding: every [`REBUILD_EVERY`] the leader probes the nodes of removed DCs and removed
-//! nodes (restored once one answers: [`Command::RestoreDc`], [`Command::RestoreNode`]) and the
-//! learners' nodes (promoted once their copy is complete: [`Command::Promote`]), and proposes
+//! Rebuilding: every [`REBUILD_EVERY_US`] µs the leader probes the nodes of removed DCs and
+//! removed nodes (restored once one answers: [`Command::RestoreDc`],
+//! [`Command::RestoreNode`]) and the learners' nodes (promoted once their copy is complete:
+//! [`Command::Promote`]), and proposes
 //! every learner the partitions are short of ([`Membership::plan_rebuild`]) on nodes its
 //! detector does not suspect.
 

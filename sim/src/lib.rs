@@ -14,7 +14,7 @@
 //! heal, dropped, duplicated and delayed (so reordered) messages, clocks running ahead.
 //!
 //! After the workload the run drains (faults off, partitions healed, crashed nodes back) and
-//! [`check`] verifies: the list-append history is strictly serializable
+//! `check` verifies: the list-append history is strictly serializable
 //! ([`redt_checkers::elle`]), the bank total holds on every replica, every replica of a key agrees,
 //! every acknowledged abort was recorded at a majority of every touched partition before the
 //! client heard of it, and no lock or undecided redo entry is left — except those a crash left

@@ -20,7 +20,7 @@ pub use redt_workload::append::{fill_steps, unfilled, Step};
 /// Which workload the clients run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Workload {
-    /// Transfers between [`BANK_ACCOUNTS`] accounts of [`BANK_START`] each, and reads of every
+    /// Transfers between `BANK_ACCOUNTS` accounts of `BANK_START` each, and reads of every
     /// balance; the total must hold on every replica.
     Bank,
     /// Jepsen list-append over a few hot keys: 1–4 reads and appends of unique values.
@@ -28,20 +28,20 @@ pub enum Workload {
     /// YCSB: 4 reads or single-cell updates of preloaded records, Zipf-free uniform keys.
     Ycsb,
     /// List-append with range reads (the phantom test): 1–4 point reads, appends and
-    /// [`KvOp::Scan`]s over a window of [`SCAN_WINDOW`] keys that slides up by one key every
-    /// [`SCAN_SLIDE`] transactions drawn, so new keys keep being inserted inside ranges other
+    /// [`KvOp::Scan`]s over a window of `SCAN_WINDOW` keys that slides up by one key every
+    /// `SCAN_SLIDE` transactions drawn, so new keys keep being inserted inside ranges other
     /// transactions read. A scan observes every key of its range up to its last row (every
     /// key of the range when it returned fewer rows than its limit) that it does not return as
-    /// the empty list; that absence is what makes a phantom visible. Every [`DELETE_EVERY`]th
+    /// the empty list; that absence is what makes a phantom visible. Every `DELETE_EVERY`th
     /// transaction deletes a key of the window ([`KvOp::Delete`]), which later appends bring
     /// back; the checker leaves the keys ever deleted out of the list-append history (a list
     /// that starts again from empty has no place in it) and checks instead that every key
     /// holding a row is in its replicas' ordered indexes.
     AppendScan,
     /// List-append with deletes (the record-reclamation test): 1–3 point reads and appends
-    /// over a window of [`CHURN_WINDOW`] keys that slides up by one key every [`CHURN_SLIDE`]
+    /// over a window of `CHURN_WINDOW` keys that slides up by one key every `CHURN_SLIDE`
     /// transactions, so fresh keys keep being created, and one transaction in
-    /// [`CHURN_DELETE_ONE_IN`] deletes a key of the window (half of them its lowest, which the
+    /// `CHURN_DELETE_ONE_IN` deletes a key of the window (half of them its lowest, which the
     /// window leaves soon), which later appends may bring back.
     /// Deleted records are freed once their grace passes (`SimConfig::deleted_grace`) while
     /// older writes of their keys may still be in flight; the checks are append-scan's.

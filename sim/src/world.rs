@@ -169,14 +169,14 @@ pub struct SimConfig {
     #[cfg(feature = "mutants")]
     pub no_relink: bool,
     /// How long after its delete a deleted record may be freed
-    /// ([`ExecutorCore::with_deleted_grace`]; `None`: never): [`SIM_DELETED_GRACE`] for churn,
+    /// ([`ExecutorCore::with_deleted_grace`]; `None`: never): `SIM_DELETED_GRACE` for churn,
     /// shorter than its run, so that its deleted keys are freed and written again while
     /// catch-ups are in flight; for the others a node's default
     /// (`RecoveryOptions::deleted_grace`, 62 s with the simulation's skew bound), longer than
     /// their runs.
     pub deleted_grace: Option<Duration>,
     /// Replaces [`RecoveryOptions::catch_up_give_up`] (`None`: the topology's, 30 s):
-    /// [`SIM_CATCH_UP_GIVE_UP`] for churn. With it set, a replica a shipper gave up on is
+    /// `SIM_CATCH_UP_GIVE_UP` for churn. With it set, a replica a shipper gave up on is
     /// left behind for the keys of that catch-up, as a node's is, and the check of the
     /// replicas' agreement leaves those keys out.
     pub catch_up_give_up: Option<Duration>,
@@ -189,11 +189,11 @@ pub struct SimConfig {
 }
 
 /// The catch-up give-up of the churn workload's runs ([`SimConfig::catch_up_give_up`]): short,
-/// so that its grace ([`SIM_DELETED_GRACE`]) is short too and records are freed within a run.
+/// so that its grace (`SIM_DELETED_GRACE`) is short too and records are freed within a run.
 pub const SIM_CATCH_UP_GIVE_UP: Duration = Duration::from_millis(1_000);
 
 /// The churn workload's [`SimConfig::deleted_grace`], as a node takes it
-/// (`RecoveryOptions::deleted_grace`): twice its catch-up give-up ([`SIM_CATCH_UP_GIVE_UP`])
+/// (`RecoveryOptions::deleted_grace`): twice its catch-up give-up (`SIM_CATCH_UP_GIVE_UP`)
 /// plus the simulation's clock-skew bound (2 s), so no catch-up is still delivered when a
 /// free its horizon would turn it away happens.
 pub const SIM_DELETED_GRACE: Duration = Duration::from_millis(4_000);

@@ -51,7 +51,7 @@ pub struct NodeArgs {
     /// Pid file: the node writes its pid there and holds an exclusive lock on it while it
     /// runs, so a second process started for the same node refuses to start, and
     /// `redt cluster` tells a live node from a stale file (`redt cluster up` passes
-    /// RUN_DIR/pids/<node>.pid).
+    /// `RUN_DIR/pids/<node>.pid`).
     #[arg(long)]
     pub pid_file: Option<PathBuf>,
     /// Run without the membership Raft peer: no DC is ever removed from the placement, and a

@@ -77,7 +77,7 @@ pub struct Loaded {
     pub seconds: f64,
 }
 
-/// Where the loader's rows go: every replica of an embedded cluster ([`Writer`]), or a
+/// Where the loader's rows go: every replica of an embedded cluster (`Writer`), or a
 /// running cluster's transactions (`redt workload init tpcc`).
 pub trait RowSink: Sync {
     /// Stores row `key` of `t`, one value per cell.

@@ -1,7 +1,7 @@
 //! TPC-C through the lifecycle: `init` generates the database of `warehouses` with the
 //! loader of `redt bench tpcc` ([`load_warehouse`]) and writes it through the cluster (records
 //! calls, batched per partition), with the orders New-Order will fill created ahead; `run` is
-//! `redt bench tpcc`'s terminals ([`spawn_terminals`]) over a client, their reconnaissance
+//! `redt bench tpcc`'s terminals (`spawn_terminals`) over a client, their reconnaissance
 //! read by read-only transactions at the home warehouse's coordinator; `check` reads the
 //! database back and checks the 12 consistency conditions ([`check_with`]).
 //!
