@@ -68,7 +68,12 @@ pub fn rows(layout: &Layout) -> u64 {
     layout.promise_bytes / ROW_BYTES
 }
 
-/// The one row `txn` may hold.
+/// The one row `txn` may hold; `None` without a table (or for the null id).
+fn row_of(layout: &Layout, txn: TxnId) -> Option<u64> {
+    (rows(layout) > 0 && txn.0 != 0).then(|| row_at(layout, txn))
+}
+
+/// The one row `txn` hashes to (a table with rows).
 fn row_at(layout: &Layout, txn: TxnId) -> u64 {
     // Every bit of the id moves every bit of the hash (the SplitMix64 finalizer): ids of
     // different coordinators differ in their top 16 bits only, and often share the
@@ -80,6 +85,11 @@ fn row_at(layout: &Layout, txn: TxnId) -> u64 {
     layout.promise_off + (h % rows(layout)) * ROW_BYTES
 }
 
+/// The ballot a row's ballot word holds (`None`: none was ever raised there).
+fn ballot_in(word: u64) -> Option<Ballot> {
+    (word != 0).then(|| u32::try_from(word).map(Ballot).unwrap_or(Ballot(u32::MAX)))
+}
+
 fn read_word(verbs: &dyn Verbs, node: NodeId, at: u64) -> Result<u64> {
     let mut b = [0u8; 8];
     verbs.read(node, Offset(at), &mut b)?;
@@ -89,10 +99,7 @@ fn read_word(verbs: &dyn Verbs, node: NodeId, at: u64) -> Result<u64> {
 /// `txn`'s row on `node`, claimed if free and `claim` is set; `None` if another
 /// transaction holds it (or it is free and `claim` is not set).
 fn find(verbs: &dyn Verbs, node: NodeId, layout: &Layout, txn: TxnId, claim: bool) -> Result<Option<u64>> {
-    if rows(layout) == 0 || txn.0 == 0 {
-        return Ok(None);
-    }
-    let at = row_at(layout, txn);
+    let Some(at) = row_of(layout, txn) else { return Ok(None) };
     let owner = match read_word(verbs, node, at)? {
         0 if claim => verbs.compare_and_swap(node, Offset(at), 0, txn.0)?,
         w => w,
@@ -109,11 +116,10 @@ pub fn raise(verbs: &dyn Verbs, node: NodeId, layout: &Layout, txn: TxnId, ballo
     let word = Offset(at + 8);
     let mut cur = read_word(verbs, node, at + 8)?;
     loop {
-        let held = u32::try_from(cur).map(Ballot).unwrap_or(Ballot(u32::MAX));
-        if cur != 0 && held > ballot {
+        let before = ballot_in(cur);
+        if let Some(held) = before.filter(|&held| held > ballot) {
             return Ok(Raise::Refused(held));
         }
-        let before = (cur != 0).then_some(held);
         if cur == u64::from(ballot.0) {
             return Ok(Raise::Promised { before });
         }
@@ -130,8 +136,7 @@ pub fn raise(verbs: &dyn Verbs, node: NodeId, layout: &Layout, txn: TxnId, ballo
 /// Verbs failures.
 pub fn promised(verbs: &dyn Verbs, node: NodeId, layout: &Layout, txn: TxnId) -> Result<Option<Ballot>> {
     let Some(at) = find(verbs, node, layout, txn, false)? else { return Ok(None) };
-    let w = read_word(verbs, node, at + 8)?;
-    Ok((w != 0).then(|| u32::try_from(w).map(Ballot).unwrap_or(Ballot(u32::MAX))))
+    Ok(ballot_in(read_word(verbs, node, at + 8)?))
 }
 
 /// The ballot of the row `txn` may hold on `node`, whoever holds it now (`None`: none was
@@ -143,11 +148,8 @@ pub fn promised(verbs: &dyn Verbs, node: NodeId, layout: &Layout, txn: TxnId) ->
 /// # Errors
 /// Verbs failures.
 pub fn ballot(verbs: &dyn Verbs, node: NodeId, layout: &Layout, txn: TxnId) -> Result<Option<Ballot>> {
-    if rows(layout) == 0 || txn.0 == 0 {
-        return Ok(None);
-    }
-    let w = read_word(verbs, node, row_at(layout, txn) + 8)?;
-    Ok((w != 0).then(|| u32::try_from(w).map(Ballot).unwrap_or(Ballot(u32::MAX))))
+    let Some(at) = row_of(layout, txn) else { return Ok(None) };
+    Ok(ballot_in(read_word(verbs, node, at + 8)?))
 }
 
 /// Frees `txn`'s row on `node` if it has one (a PREPARE that found the replica's decision
@@ -156,10 +158,7 @@ pub fn ballot(verbs: &dyn Verbs, node: NodeId, layout: &Layout, txn: TxnId) -> R
 /// # Errors
 /// Verbs failures.
 pub fn release(verbs: &dyn Verbs, node: NodeId, layout: &Layout, txn: TxnId) -> Result<()> {
-    if rows(layout) == 0 || txn.0 == 0 {
-        return Ok(());
-    }
-    let at = row_at(layout, txn);
+    let Some(at) = row_of(layout, txn) else { return Ok(()) };
     if read_word(verbs, node, at)? == txn.0 {
         verbs.compare_and_swap(node, Offset(at), txn.0, 0)?;
     }
@@ -169,10 +168,9 @@ pub fn release(verbs: &dyn Verbs, node: NodeId, layout: &Layout, txn: TxnId) -> 
 /// Frees `txn`'s row in the node's own `region` (its replay, once the transaction's fence
 /// entry is flushed; see the module docs). Its ballot word is left as it is.
 pub fn free(layout: &Layout, region: &Region, txn: TxnId) {
-    if rows(layout) == 0 || txn.0 == 0 {
-        return;
+    if let Some(at) = row_of(layout, txn) {
+        region.compare_and_swap(at, txn.0, 0);
     }
-    region.compare_and_swap(row_at(layout, txn), txn.0, 0);
 }
 
 #[cfg(test)]

@@ -889,13 +889,9 @@ mod tests {
         Placement::from(Topology::load(std::path::Path::new(&path)).expect("config loads"))
     }
 
-    /// Names, not internal ids, in every log line: a recovery that no DC answers
-    /// blocks (docs/design.md §2, recovery), and its warning names the DCs it waits for as
-    /// the topology file does (`dc1`, not `dc#0`); so does each failed request's line.
-    #[test]
-    fn a_blocked_recovery_names_the_dcs_it_waits_for() {
-        let t = topology();
-        let now = Instant::now();
+    /// Transaction 1 of node#0, across the first three DCs, on partition 0, and the options
+    /// its recoverer runs with.
+    fn orphan_of(t: &Placement) -> (Orphan, RecoveryOptions) {
         let orphan = Orphan {
             txn: TxnId::new(NodeId(0), 1),
             coordinator: NodeId(0),
@@ -904,7 +900,17 @@ mod tests {
             partitions: vec![PartitionId(0)],
             epoch: t.epoch,
         };
-        let options = RecoveryOptions::for_topology(&t, Duration::from_millis(250));
+        (orphan, RecoveryOptions::for_topology(t, Duration::from_millis(250)))
+    }
+
+    /// Names, not internal ids, in every log line: a recovery that no DC answers
+    /// blocks (docs/design.md §2, recovery), and its warning names the DCs it waits for as
+    /// the topology file does (`dc1`, not `dc#0`); so does each failed request's line.
+    #[test]
+    fn a_blocked_recovery_names_the_dcs_it_waits_for() {
+        let t = topology();
+        let now = Instant::now();
+        let (orphan, options) = orphan_of(&t);
         let (r, logged) = test_log::capture(|| {
             let mut r = Recoverer::start(t.clone(), NodeId(3), orphan, options, now);
             while let Some(a) = r.poll_action() {
@@ -929,15 +935,7 @@ mod tests {
     fn a_dc_that_answered_no_vote_gets_the_decision() {
         let t = topology();
         let now = Instant::now();
-        let orphan = Orphan {
-            txn: TxnId::new(NodeId(0), 1),
-            coordinator: NodeId(0),
-            start: Cts(1),
-            participants: vec![DcId(0), DcId(1), DcId(2)],
-            partitions: vec![PartitionId(0)],
-            epoch: t.epoch,
-        };
-        let options = RecoveryOptions::for_topology(&t, Duration::from_millis(250));
+        let (orphan, options) = orphan_of(&t);
         let mut r = Recoverer::start(t.clone(), NodeId(3), orphan, options, now);
         let mut prepares = Vec::new();
         while let Some(a) = r.poll_action() {
