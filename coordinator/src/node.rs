@@ -126,6 +126,9 @@ pub struct Node {
     outcome_queries: OutcomeQueries,
     /// The transactions whose large phase 1 runs on its executor's side thread.
     large_phase1s: LargePhase1s,
+    /// Notified whenever a decision was applied on this node: the phase 1s waiting for a
+    /// lock try again (`ExecutorCore::with_lock_wait`).
+    locks_released: tokio::sync::Notify,
 }
 
 /// At most one WARN line per kind of refusal in this interval (each line says how many were
@@ -154,7 +157,8 @@ impl Node {
         let recovery = parts.options.recovery_options(&parts.topology);
         let grace = parts.topology.limits.free_deleted_records.then(|| recovery.deleted_grace());
         let core = ExecutorCore::new(epochs.clone(), parts.node, parts.dc.clone(), hlc.clone())
-            .with_deleted_grace(grace, recovery.clock_skew_bound);
+            .with_deleted_grace(grace, recovery.clock_skew_bound)
+            .with_lock_wait(parts.options.lock_wait_for(&parts.topology));
         let (raft, raft_rx) = RaftInbox::new();
         let failover = parts.options.failover;
         let node = Arc::new(Node {
@@ -185,6 +189,7 @@ impl Node {
             raft_warnings: WarnEvery::new(WARN_EVERY),
             outcome_queries: OutcomeQueries::default(),
             large_phase1s: LargePhase1s::default(),
+            locks_released: tokio::sync::Notify::new(),
         });
         Ok((node, raft_rx))
     }
@@ -491,11 +496,26 @@ impl Node {
             _ => None,
         };
         let txn = request.txn();
+        let decides = matches!(request, Request::Decide(_));
+        // A phase 1 waiting for a lock is handed to the core again (`Handled::retry_at_ms`).
+        let again = matches!(request, Request::Execute(_)).then(|| request.clone());
         let queued = self
             .large_phase1s
             .when_free(txn, || self.exec.submit(lane, move |core, now_ms| core.handle(from, request, now_ms)));
         let Some(queued) = queued.await else { return stopped() };
-        let Ok(handled) = queued.await else { return stopped() };
+        let Ok(mut handled) = queued.await else { return stopped() };
+        while let (Some(at_ms), Some(request)) = (handled.retry_at_ms, &again) {
+            self.wait_for_locks(at_ms).await;
+            let request = request.clone();
+            let Some(h) = self.exec.run_in(lane, move |core, now_ms| core.handle(from, request, now_ms)).await else {
+                return stopped();
+            };
+            handled = h;
+        }
+        if decides {
+            // Phase 2 released locks here: the phase 1s waiting for them try again now.
+            self.locks_released.notify_waiters();
+        }
         let reply = self.answered(handled);
         match (reservations, reply) {
             // The side thread's executor holds reservations of its own (`large_phase1s`).
@@ -511,6 +531,17 @@ impl Node {
                 }
             }
             (_, reply) => reply,
+        }
+    }
+
+    /// Waits until `at_ms` (the executor thread's clock, `SystemClock`), or until a decision
+    /// applied on this node may have released a lock, whichever comes first.
+    async fn wait_for_locks(&self, at_ms: u64) {
+        let released = self.locks_released.notified();
+        let wait = Duration::from_millis(at_ms.saturating_sub(SystemClock.now_ms()));
+        tokio::select! {
+            _ = tokio::time::sleep(wait) => {}
+            _ = released => {}
         }
     }
 

@@ -25,6 +25,9 @@ pub struct NodeTimeouts {
     pub retry_max: Duration,
     /// `give_up_after` ([`CoordinatorOptions::give_up_after`]).
     pub give_up_after: Duration,
+    /// `lock_wait`: how long a phase 1 meeting a lock waits for it at this node's executor
+    /// (`ExecutorCore::with_lock_wait`; zero: No-Wait).
+    pub lock_wait: Duration,
     /// `recovery.*`; its `clock_skew_bound` is the one above.
     pub recovery: RecoveryOptions,
     /// `detector.*`: the failure detector's heartbeat interval and timeout per pair of DCs.
@@ -35,7 +38,7 @@ impl NodeTimeouts {
     /// What a real node runs with when the file sets no timeout: the phase-1 timeout of
     /// [`CoordinatorOptions::phase1_timeout_for`] (10 × the largest link RTT, at least
     /// 500 ms), the clock-skew bound and phase-2 retries of [`CoordinatorOptions::default`]
-    /// (250 ms; 200 ms up to 5 s; give up after 600 s),
+    /// (250 ms; 200 ms up to 5 s; give up after 600 s), no lock wait (No-Wait),
     /// [`RecoveryOptions::for_topology`] and [`DetectorTimeouts::defaults`].
     pub fn defaults(topology: &Topology) -> NodeTimeouts {
         let d = CoordinatorOptions::default();
@@ -45,6 +48,7 @@ impl NodeTimeouts {
             retry_every: d.retry_every,
             retry_max: d.retry_max,
             give_up_after: d.give_up_after,
+            lock_wait: Duration::ZERO,
             recovery: RecoveryOptions::for_topology(topology, d.clock_skew_bound),
             detector: DetectorTimeouts::defaults(topology),
         }
@@ -52,7 +56,8 @@ impl NodeTimeouts {
 
     /// The timeouts of `set` (the topology's `timeouts:` section, with any command-line
     /// overrides already written into it) over [`NodeTimeouts::defaults`] of `topology`,
-    /// checked: a retry pause may not start above its maximum (`retry_every` ≤ `retry_max`,
+    /// checked: a lock wait may not be above the phase-1 timeout, a retry pause may not start
+    /// above its maximum (`retry_every` ≤ `retry_max`,
     /// `recovery.retry_base` ≤ `recovery.retry_max`), and the coordinator's DC recovers
     /// first (`recovery.own_dc_after` ≤ `recovery.other_dc_after`); the failure detector's
     /// `detector.timeout` is longer than its `detector.interval` for every pair of DCs
@@ -73,6 +78,7 @@ impl NodeTimeouts {
         over(&mut t.retry_every, set.retry_every);
         over(&mut t.retry_max, set.retry_max);
         over(&mut t.give_up_after, set.give_up_after);
+        over(&mut t.lock_wait, set.lock_wait);
         let (r, s) = (&mut t.recovery, &set.recovery);
         r.clock_skew_bound = t.clock_skew_bound;
         over(&mut r.own_dc_after, s.own_dc_after);
@@ -86,6 +92,9 @@ impl NodeTimeouts {
         over(&mut r.catch_up_give_up, s.catch_up_give_up);
         let rs = &set.recovery;
         let orderings = [
+            // A phase 1 waiting for a lock past its coordinator's phase-1 timeout only delays
+            // the abort the coordinator has decided by then.
+            (("lock_wait", t.lock_wait, set.lock_wait), ("phase1_timeout", t.phase1_timeout, set.phase1_timeout)),
             (("retry_every", t.retry_every, set.retry_every), ("retry_max", t.retry_max, set.retry_max)),
             (
                 ("recovery.retry_base", t.recovery.retry_base, rs.retry_base),
@@ -154,6 +163,7 @@ impl NodeTimeouts {
             retry_every: self.retry_every,
             retry_max: self.retry_max,
             give_up_after: self.give_up_after,
+            lock_wait: redt_protocol::txn::LockWait::For(self.lock_wait),
             recovery: Some(self.recovery.clone()),
             detector: Some(self.detector.clone()),
             ..options
@@ -290,6 +300,13 @@ mod tests {
         assert_eq!(key, "timeouts.recovery.other_dc_after");
         let (key, _) = err(rec(RecoveryTimeoutsConfig { own_dc_after: Some(ms(600)), ..Default::default() }));
         assert_eq!(key, "timeouts.recovery.own_dc_after");
+        // A lock wait longer than the phase-1 timeout (500 ms by default at 40 ms).
+        let (key, problem) = err(TimeoutsConfig { lock_wait: Some(ms(800)), ..Default::default() });
+        assert_eq!(key, "timeouts.lock_wait");
+        assert!(problem.contains("800ms must not be above timeouts.phase1_timeout (500ms, the default"), "{problem}");
+        let wait = TimeoutsConfig { lock_wait: Some(ms(40)), ..Default::default() };
+        assert_eq!(NodeTimeouts::resolve(&t, &wait).unwrap().lock_wait, ms(40));
+        assert_eq!(NodeTimeouts::defaults(&t).lock_wait, Duration::ZERO, "No-Wait unless set");
         // A phase-1 timeout (say from the command line) too short for the limits' largest phase 1.
         let (key, problem) = err(TimeoutsConfig { phase1_timeout: Some(ms(50)), ..Default::default() });
         assert_eq!(key, "timeouts.phase1_timeout");

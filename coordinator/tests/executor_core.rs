@@ -1563,3 +1563,94 @@ fn the_purge_after_a_copy_empties_only_what_nothing_refreshed() {
     let _ = epochs;
     assert!(dc.read_record(NodeId(0), kv, stale).expect("reads").is_some_and(|r| r.values[0][0] == 7));
 }
+
+/// The reply of `core` to phase 1 `a` at `now_ms`, or `None` when it waits for a lock.
+fn try_phase1(core: &mut ExecutorCore, a: &Execute, now_ms: u64) -> (Option<redt_dc_executor::Vote>, Option<u64>) {
+    let h = core.handle(NodeId(1), redt_protocol::message::Request::Execute(a.clone()), now_ms);
+    match (h.retry_at_ms, h.reply) {
+        (Some(at), _) => (None, Some(at)),
+        (None, redt_protocol::message::Reply::Vote { vote, .. }) => (Some(vote), None),
+        (None, other) => panic!("a phase 1 answers a vote, got {other:?}"),
+    }
+}
+
+/// With a lock wait, a phase 1 that meets a lock is not answered: it is tried again (1 ms,
+/// then doubling) and gets the lock once the holder's decision released it, voting commit.
+#[test]
+fn a_phase1_that_meets_a_lock_waits_for_it_and_commits_once_it_is_released() {
+    let (core, dc, topology) = core();
+    let mut core = core.with_lock_wait(std::time::Duration::from_millis(40));
+    let kv = topology.table_by_name("kv").expect("kv table").id;
+    let (t1, t2) = (TxnId::new(NodeId(1), 1), TxnId::new(NodeId(2), 1));
+    let v1 = core.execute(&args(&topology, t1, &[KvOp::Add(4, 1)]), 100).expect("phase 1 runs");
+    assert!(v1.is_commit());
+    let a2 = args(&topology, t2, &[KvOp::Add(4, 2)]);
+    assert_eq!(try_phase1(&mut core, &a2, 100), (None, Some(101)), "waits; tried again 1 ms later");
+    assert_eq!(try_phase1(&mut core, &a2, 101), (None, Some(103)), "then 2 ms later");
+    core.decide(t1, Decision::Commit(redt_proto::Cts(7 << redt_dc_executor::LOGICAL_BITS)), &v1.entries)
+        .expect("t1 commits");
+    let (vote, again) = try_phase1(&mut core, &a2, 102);
+    let vote = vote.expect("answered once the lock is free");
+    assert!(vote.is_commit() && again.is_none(), "{:?}", vote.abort);
+    core.decide(t2, Decision::Abort, &vote.entries).expect("t2 aborts");
+    assert_eq!(dc.read_record(NodeId(0), kv, 4).expect("reads").map(|r| r.lock).unwrap_or(0), 0);
+}
+
+/// A wait is bounded: past the lock wait (or the phase-1 deadline) the phase 1 votes abort, and
+/// the abort fences it as any abort vote does. Without a lock wait it is No-Wait.
+#[test]
+fn a_wait_ends_with_an_abort_vote_at_its_bound_and_no_wait_aborts_at_once() {
+    let (core, _dc, topology) = core();
+    let mut core = core.with_lock_wait(std::time::Duration::from_millis(8));
+    let (t1, t2, t3) = (TxnId::new(NodeId(1), 1), TxnId::new(NodeId(2), 1), TxnId::new(NodeId(2), 2));
+    assert!(core.execute(&args(&topology, t1, &[KvOp::Add(4, 1)]), 100).expect("runs").is_commit());
+    let a2 = args(&topology, t2, &[KvOp::Add(4, 2)]);
+    let mut now = 100;
+    let mut tries = 0;
+    let vote = loop {
+        match try_phase1(&mut core, &a2, now) {
+            (None, Some(at)) => {
+                assert!(at > now && at <= 108, "every try within the 8 ms wait: {at}");
+                now = at;
+                tries += 1;
+            }
+            (Some(v), None) => break v,
+            other => panic!("{other:?}"),
+        }
+    };
+    assert!(!vote.is_commit() && tries >= 2, "{tries} tries, then abort: {:?}", vote.abort);
+    assert!(!try_phase1(&mut core, &a2, now + 1).0.expect("fenced: answered").is_commit());
+    // A phase 1 whose next try would reach its deadline stops waiting there.
+    let mut a3 = args(&topology, t3, &[KvOp::Add(4, 3)]);
+    a3.deadline_ms = 201;
+    assert_eq!(try_phase1(&mut core, &a3, 200).1, None, "the deadline ends the wait");
+    // No lock wait: No-Wait.
+    let (core, _dc, topology) = self::core();
+    let mut core = core.with_lock_wait(std::time::Duration::ZERO);
+    assert!(core.execute(&args(&topology, t1, &[KvOp::Add(4, 1)]), 100).expect("runs").is_commit());
+    let (vote, again) = try_phase1(&mut core, &args(&topology, t2, &[KvOp::Add(4, 2)]), 100);
+    assert!(again.is_none() && !vote.expect("answered at once").is_commit());
+}
+
+/// A try that met a lock leaves its redo entry aborted, unvoted; the try after it that gets
+/// the lock votes commit in a second entry. A recoverer's PREPARE must answer that commit
+/// vote, not the first try's missing one.
+#[test]
+fn a_prepare_answers_the_commit_vote_of_the_try_after_a_wait() {
+    let (core, _dc, topology) = core();
+    let mut core = core.with_lock_wait(std::time::Duration::from_millis(40));
+    let (t1, t2) = (TxnId::new(NodeId(1), 1), TxnId::new(NodeId(2), 1));
+    let v1 = core.execute(&args(&topology, t1, &[KvOp::Add(4, 1)]), 100).expect("phase 1 runs");
+    let mut a2 = args(&topology, t2, &[KvOp::Add(4, 2)]);
+    a2.start = redt_proto::Cts(1 << 20); // as `recovery_prepare` names it
+    a2.partitions = vec![redt_proto::PartitionId(0)]; // key 4: a replica on node 0
+    assert_eq!(try_phase1(&mut core, &a2, 100).1, Some(101));
+    core.decide(t1, Decision::Abort, &v1.entries).expect("t1 aborts");
+    let vote = try_phase1(&mut core, &a2, 101).0.expect("answered");
+    assert!(vote.is_commit());
+    let reply = core.handle(NodeId(3), recovery_prepare(t2, 1, &topology), 5_000).reply;
+    match promise(reply) {
+        redt_dc_executor::Promise::Entry { vote, .. } => assert_eq!(vote, redt_dc_executor::VoteCode::Commit),
+        other => panic!("the replica's vote is the second try's commit, got {other:?}"),
+    }
+}

@@ -384,6 +384,9 @@ pub struct Executor {
     pub(crate) thomas_rule: crate::ThomasRule,
     /// Mutant: a recorded decision is never replaced, even by a higher ballot's.
     pub(crate) first_record_stays: bool,
+    /// Mutant switch: a PREPARE answers a replica's vote from an aborted try before the
+    /// commit-voted entry of a later try (`redt_protocol`'s `prepare_reads_first_try`).
+    pub(crate) prepare_reads_first_try: bool,
     /// Whether phase 1 syncs the disk images before it writes `Logged` entries and before
     /// it returns a commit vote (`durability: disk`); off only as a mutant.
     persist_votes: bool,
@@ -473,6 +476,7 @@ impl Executor {
             fence_after_full_ring: true,
             thomas_rule: crate::ThomasRule::default(),
             first_record_stays: false,
+            prepare_reads_first_try: false,
             promise_table: true,
             persist_votes: true,
             deleted: DeletedQueue::new(DELETED_GRACE),
@@ -656,6 +660,13 @@ impl Executor {
     /// must catch.
     pub fn set_first_record_stays(&mut self, on: bool) {
         self.first_record_stays = on;
+    }
+
+    /// Mutant switch for the simulation's checks: a PREPARE answers `NoVote` for a replica
+    /// whose ring holds an aborted entry of the transaction (a try of a phase 1 that met a
+    /// lock) even when a later try's entry voted commit. Off by default.
+    pub fn set_prepare_reads_first_try(&mut self, on: bool) {
+        self.prepare_reads_first_try = on;
     }
 
     /// Sets how long a reservation waits for replay to free ring space before the

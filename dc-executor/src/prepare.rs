@@ -259,7 +259,9 @@ impl Executor {
             let r = EntryRef { node, index, slots };
             let p = self.promise_one(txn, ballot, r, entry)?;
             // A commit-voted entry is the replica's vote; an abort-voted one only if it has
-            // none other (a phase 1 repeated after a restart can leave a second entry).
+            // none other (a phase 1 repeated after a restart, or one that waited for a lock
+            // and tried again, leaves a second entry; a try that met a lock left its first
+            // one aborted without a vote).
             let better = match (&best, &p) {
                 (None, _) => true,
                 (Some(Promise::Refused { .. }), _) => false,
@@ -275,6 +277,9 @@ impl Executor {
         // phase 1 repeated after a restart): answering that entry's vote would hide the decision.
         if let Some(p @ Promise::Applied(_)) = finished {
             return Ok((p, fenced));
+        }
+        if self.prepare_reads_first_try && finished == Some(Promise::NoVote) {
+            return Ok((Promise::NoVote, fenced));
         }
         if let Some(p) = best {
             return Ok((p, fenced));

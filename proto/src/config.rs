@@ -39,6 +39,8 @@
 //!   retry_every: 200ms             # coordinator: phase-2 and abort-record retries
 //!   retry_max: 5s
 //!   give_up_after: 10m
+//!   lock_wait: 40ms                # a phase 1 meeting a lock waits this long at the executor
+//!                                  #   (default 0: No-Wait)
 //!   recovery: { own_dc_after: 160ms, other_dc_after: 500ms, turn: 640ms, round_timeout: 160ms,
 //!               retry_base: 80ms, retry_max: 5s, scan_every: 100ms, gap_wait: 200ms,
 //!               catch_up_give_up: 30s }

@@ -252,6 +252,17 @@ pub fn default_phase1_timeout(links: &[Vec<LinkConditions>]) -> Duration {
     (10 * rtt).max(Duration::from_millis(500))
 }
 
+/// The lock wait of `--cc wait` when no other is given (`timeouts.lock_wait` itself defaults
+/// to No-Wait): the largest link RTT, at least 1 ms and at most 1 s. A
+/// lock is held from its holder's phase 1 to its phase 2, about one inter-DC round trip, and a
+/// holder already decided releases it within one one-way delay, so a phase 1 that waits this
+/// long outlives most holders; a wait that outlives it is more likely a deadlock between two
+/// DCs taken in opposite orders, which only the bound breaks.
+pub fn default_lock_wait(links: &[Vec<LinkConditions>]) -> Duration {
+    let rtt = links.iter().flatten().map(|l| l.rtt).max().unwrap_or_default();
+    rtt.clamp(Duration::from_millis(1), Duration::from_secs(1))
+}
+
 impl Default for LimitsConfig {
     /// The defaults: 1,024 operations and 4 MiB per transaction, 1 MiB per JSON line,
     /// 100,000 pending votes and accepted redo remembered, 1,024 background retries at once, 5%
@@ -289,6 +300,10 @@ pub struct TimeoutsConfig {
     /// `give_up_after`: how long a coordinator retries phase 2 (or recording an abort)
     /// before it gives up.
     pub give_up_after: Option<Duration>,
+    /// `lock_wait`: how long a phase 1 that meets a lock held by another transaction waits
+    /// for it at the executor before it votes abort (unset or 0: No-Wait, abort at once;
+    /// [`default_lock_wait`] is the wait `--cc wait` takes when none is given).
+    pub lock_wait: Option<Duration>,
     /// The `recovery:` subsection.
     pub recovery: RecoveryTimeoutsConfig,
     /// The `detector:` subsection.

@@ -165,6 +165,11 @@ mutations! {
         /// `--failover policy`, `all,remove,remove-node`: two of five replicas answer every
         /// PREPARE `Unknown`, and with the coordinator's DC removed the recovery never decides).
         pub decision_keeps_promise_rows: bool,
+        /// A PREPARE answers a replica's vote from the first entry of the transaction its ring
+        /// holds: the aborted try of a phase 1 that waited for a lock (docs/design.md §2,
+        /// "Waiting for a lock") hides the commit vote of the try that followed, so a recoverer
+        /// can count an abort where the coordinator counted a commit.
+        pub prepare_reads_first_try: bool,
     }
 }
 
@@ -322,11 +327,22 @@ pub struct Handled {
     /// [`crate::catch_up::Shipper`], and the redo entries whose catch-up mask to clear
     /// ([`ExecutorCore::clear_owed`]) once it is done.
     pub catch_up: Option<CatchUpDebt>,
+    /// `Some(t)`: the request was a phase 1 that met a lock held by another transaction and
+    /// waits for it ([`ExecutorCore::with_lock_wait`]): it is not answered, `reply` is a
+    /// placeholder not to be sent, and the driver hands the same request to
+    /// [`ExecutorCore::handle`] again at `t` (ms, the clock of `now_ms`), or earlier once a
+    /// decision applied on this node may have released the lock.
+    pub retry_at_ms: Option<u64>,
 }
 
 impl Handled {
     fn reply(reply: Reply) -> Handled {
-        Handled { reply, catch_up: None }
+        Handled { reply, catch_up: None, retry_at_ms: None }
+    }
+
+    /// A phase 1 waiting for a lock, to be tried again at `at_ms`.
+    fn waiting(at_ms: u64) -> Handled {
+        Handled { reply: Reply::Ack, catch_up: None, retry_at_ms: Some(at_ms) }
     }
 
     fn error(code: u32, message: String) -> Handled {
@@ -386,6 +402,12 @@ pub struct ExecutorCore {
     /// The next index bucket of the sweep for deleted records after a start
     /// ([`ExecutorCore::retire_deleted`]); `None` once done.
     sweep: Option<u64>,
+    /// How long a phase 1 that meets a lock waits for it, ms (0: No-Wait).
+    lock_wait_ms: u64,
+    /// The phase 1s waiting for a lock: when each first met one (ms) and how many tries it
+    /// made; at most `limits.max_pending_votes`, the oldest forgotten first (a forgotten one
+    /// starts its wait again at its next try).
+    waiting: Capped<TxnId, (u64, u32)>,
 }
 
 impl ExecutorCore {
@@ -423,7 +445,39 @@ impl ExecutorCore {
             clock_skew_bound_ms: 0,
             refreshed: HashMap::new(),
             sweep: written.then_some(0),
+            lock_wait_ms: 0,
+            waiting: Capped::new(limits.max_pending_votes),
         }
+    }
+
+    /// Sets how long a phase 1 that meets a lock held by another transaction waits for it
+    /// before it votes abort (docs/design.md §2, "Waiting for a lock"; zero, the default:
+    /// No-Wait). A waiting phase 1 holds nothing: each try that meets a lock gives back what
+    /// it took and marks its redo entries aborted, and the next try runs the whole phase 1
+    /// again, checks included, so a decision, a fence, a new epoch or the phase-1 deadline
+    /// that arrives meanwhile ends the wait. Tries are 1 ms apart, doubling up to a quarter
+    /// of the wait; the driver tries sooner after a decision applied here.
+    pub fn with_lock_wait(mut self, wait: std::time::Duration) -> Self {
+        self.lock_wait_ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX);
+        self
+    }
+
+    /// When a phase 1 of `args` whose try at `now_ms` met a lock tries again, or `None` when
+    /// it waited long enough (the lock wait, or the next try would reach its phase-1
+    /// deadline): then it votes abort.
+    fn next_try(&mut self, args: &Execute, now_ms: u64) -> Option<u64> {
+        if self.lock_wait_ms == 0 {
+            return None;
+        }
+        let (first, tries) = self.waiting.get(&args.txn).copied().unwrap_or((now_ms, 0));
+        let step = (1u64 << tries.min(20)).min((self.lock_wait_ms / 4).max(1));
+        let at = now_ms.saturating_add(step);
+        let past_deadline = args.deadline_ms != 0 && at >= args.deadline_ms;
+        if at > first.saturating_add(self.lock_wait_ms) || past_deadline {
+            return None;
+        }
+        self.waiting.insert(args.txn, (first, tries + 1));
+        Some(at)
     }
 
     /// Turns the freeing of deleted records on with `Some(grace)`, how long after its commit
@@ -453,6 +507,7 @@ impl ExecutorCore {
         self.executor.set_first_record_stays(mutant!(m.first_record_stays));
         self.executor.set_deletion_horizon(!mutant!(m.free_deleted_without_horizon));
         self.executor.set_deleted_grace(self.deleted_grace);
+        self.executor.set_prepare_reads_first_try(mutant!(m.prepare_reads_first_try));
     }
 
     /// Sets how long a ring reservation waits for replay before voting abort with
@@ -747,10 +802,7 @@ impl ExecutorCore {
     /// [`ExecutorCore::handle`] before the sync of the answer's writes.
     fn handle_unsynced(&mut self, from: NodeId, request: Request, now_ms: u64) -> Handled {
         match request {
-            Request::Execute(e) if !e.replicate => {
-                let vote = self.execute(&e, now_ms);
-                self.answer_vote(vote)
-            }
+            Request::Execute(e) if !e.replicate => self.execute_or_wait(&e, now_ms),
             Request::Record(Record { txn, ballot, decision, entries }) => {
                 match self.record(txn, decision, ballot, &entries) {
                     Ok(ok) => Handled::reply(Reply::Recorded(ok)),
@@ -765,7 +817,7 @@ impl ExecutorCore {
                         if !from_coordinator {
                             self.release_promises(txn);
                         }
-                        Handled { reply: Reply::Decided(Default::default()), catch_up }
+                        Handled { reply: Reply::Decided(Default::default()), catch_up, retry_at_ms: None }
                     }
                     Err(e) => Handled::error(error_code::INTERNAL, e.named(&self.epochs.current())),
                 }
@@ -872,6 +924,29 @@ impl ExecutorCore {
                 Handled::error(error_code::MALFORMED, "a baseline request reached the RedT executor core".into())
             }
         }
+    }
+
+    /// One try of phase 1 of `args` at `now_ms`: its answer, or, when it met a lock held by
+    /// another transaction and may wait longer ([`ExecutorCore::with_lock_wait`]), when to
+    /// try again. The wait ends with the answer of the try that gets every lock (or of the
+    /// checks of [`ExecutorCore::begin_execute`]), or with the abort vote of the last try.
+    fn execute_or_wait(&mut self, args: &Execute, now_ms: u64) -> Handled {
+        let vote = match self.begin_execute(args, now_ms) {
+            Ok(Phase1::Answered(vote)) => Ok(vote),
+            Ok(Phase1::Run(sub)) => {
+                let vote = self.executor.execute(&sub, now_ms);
+                let conflict = matches!(&vote, Ok(v) if matches!(v.abort, Some(AbortReason::LockConflict { .. })));
+                if conflict {
+                    if let Some(at) = self.next_try(args, now_ms) {
+                        return Handled::waiting(at);
+                    }
+                }
+                self.finish_execute(args.txn, vote)
+            }
+            Err(e) => Err(e),
+        };
+        self.waiting.remove(&args.txn);
+        self.answer_vote(vote)
     }
 
     /// Runs phase 1 of `args` on this DC's replicas at physical time `now_ms` and returns the

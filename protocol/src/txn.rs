@@ -50,6 +50,21 @@ mutations! {
     }
 }
 
+/// How long a phase 1 that meets a lock held by another transaction waits for it at the
+/// executor before it votes abort (docs/design.md §2, "Waiting for a lock";
+/// [`crate::executor_core::ExecutorCore::with_lock_wait`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum LockWait {
+    /// The topology's `timeouts.lock_wait`, else zero: No-Wait (the default).
+    #[default]
+    FromTopology,
+    /// Waiting: the topology's `timeouts.lock_wait` if it sets one above zero, else its largest
+    /// link RTT ([`redt_proto::default_lock_wait`]).
+    Waiting,
+    /// This long (zero: No-Wait).
+    For(Duration),
+}
+
 /// How a coordinator runs transactions.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CoordinatorOptions {
@@ -81,6 +96,9 @@ pub struct CoordinatorOptions {
     /// them from its file's `timeouts.detector`, `redt_coordinator::NodeTimeouts::apply`). Read through
     /// [`CoordinatorOptions::detector_timeouts`].
     pub detector: Option<crate::detector_timeouts::DetectorTimeouts>,
+    /// How long a phase 1 that meets a lock held by another transaction waits for it at this
+    /// node's executor before it votes abort; read through [`CoordinatorOptions::lock_wait_for`].
+    pub lock_wait: LockWait,
     /// Run the node's membership Raft peer and remove a DC that a majority of the Raft voters
     /// suspect, in a new placement epoch (`redt_coordinator::membership_task`). Off by
     /// default (embedded clusters, tests); `redt node` turns it on unless `--no-failover`.
@@ -109,6 +127,19 @@ impl CoordinatorOptions {
         }
     }
 
+    /// The lock wait a node's executor runs with on `topology`, as
+    /// [`CoordinatorOptions::lock_wait`] says (zero: No-Wait).
+    pub fn lock_wait_for(&self, topology: &redt_proto::Topology) -> Duration {
+        let set = topology.timeouts.lock_wait;
+        match self.lock_wait {
+            LockWait::FromTopology => set.unwrap_or_default(),
+            LockWait::Waiting => {
+                set.filter(|w| !w.is_zero()).unwrap_or_else(|| redt_proto::default_lock_wait(&topology.links))
+            }
+            LockWait::For(d) => d,
+        }
+    }
+
     /// The failure detector's configuration a node runs with on `topology`:
     /// [`CoordinatorOptions::detector`] if set, else the topology's defaults.
     pub fn detector_timeouts(&self, topology: &redt_proto::Topology) -> crate::detector_timeouts::DetectorTimeouts {
@@ -128,6 +159,7 @@ impl Default for CoordinatorOptions {
             clock_skew_bound: Duration::from_millis(250),
             recovery: None,
             detector: None,
+            lock_wait: LockWait::FromTopology,
             failover: false,
             mutations: CoordinatorMutations::default(),
         }

@@ -462,6 +462,16 @@ enum Ev {
         to: NodeId,
         msg: Msg,
     },
+    /// A phase 1 waiting for a lock at `node` (`Handled::retry_at_ms`) tries again; dropped if
+    /// the node crashed since (`inc`), as the real node's request task dies with its process.
+    RetryPhase1 {
+        node: NodeId,
+        inc: u64,
+        from: NodeId,
+        from_inc: u64,
+        rpc: u64,
+        request: Request,
+    },
     RpcDeadline {
         node: NodeId,
         inc: u64,
@@ -869,7 +879,8 @@ impl World {
         let dc = self.dcs[n.dc.0 as usize].clone();
         let core = ExecutorCore::new(n.epochs.clone(), n.id, dc.clone(), Arc::new(Hlc::new()))
             .with_ring_patience(Duration::ZERO)
-            .with_deleted_grace(self.cfg.deleted_grace, self.recovery.clock_skew_bound);
+            .with_deleted_grace(self.cfg.deleted_grace, self.recovery.clock_skew_bound)
+            .with_lock_wait(self.cfg.options.lock_wait_for(&self.topology));
         #[cfg(feature = "mutants")]
         let core = core.with_mutations(self.cfg.executor_mutations);
         n.core = Some(core);
@@ -1034,6 +1045,12 @@ impl World {
     fn step(&mut self, ev: Ev) {
         match ev {
             Ev::Deliver { to, msg } => self.deliver(to, msg),
+            Ev::RetryPhase1 { node, inc, from, from_inc, rpc, request } => {
+                let n = &self.nodes[node.0 as usize];
+                if n.alive && n.inc == inc {
+                    self.serve(node, from, from_inc, rpc, request);
+                }
+            }
             Ev::DetectorTimer { node, inc } => self.detector_timer(node, inc),
             Ev::LeaderTick => self.leader_tick(),
             Ev::AskTimeout { leader, inc, round } => self.ask_timeout(leader, inc, round),
@@ -1963,6 +1980,40 @@ impl World {
         }
     }
 
+    /// Node `to` handles `request` from `from` on its executor core and replies (a phase 1
+    /// waiting for a lock replies later, `Ev::RetryPhase1`).
+    fn serve(&mut self, to: NodeId, from: NodeId, from_inc: u64, rpc: u64, request: Request) {
+        let i = to.0 as usize;
+        let now_ms = self.wall_ms(to);
+        let txn = request.txn();
+        let dc = self.nodes[i].dc;
+        let is_record = matches!(request, Request::Record(_));
+        let Some(core) = self.nodes[i].core.as_mut() else { return };
+        let again = matches!(request, Request::Execute(_)).then(|| request.clone());
+        let handled = core.handle(from, request, now_ms);
+        self.report.superseded_changes += core.take_superseded();
+        if let (Some(at_ms), Some(request)) = (handled.retry_at_ms, again) {
+            // Waits for a lock: no reply yet, the same request again at `at_ms`.
+            let at = self.now + at_ms.saturating_sub(now_ms).max(1) * 1000;
+            let inc = self.nodes[i].inc;
+            self.queue.push(at, Ev::RetryPhase1 { node: to, inc, from, from_inc, rpc, request });
+            return;
+        }
+        match &handled.reply {
+            Reply::Vote { vote, .. } if !vote.is_commit() => {
+                self.abort_evidence.entry(txn).or_default().insert(dc);
+            }
+            Reply::Recorded(true) if is_record => {
+                self.abort_evidence.entry(txn).or_default().insert(dc);
+            }
+            _ => {}
+        }
+        if let Some(debt) = handled.catch_up {
+            self.pay(to, debt);
+        }
+        self.send(to, from, Msg::Reply { to_inc: from_inc, rpc, reply: handled.reply });
+    }
+
     fn deliver(&mut self, to: NodeId, msg: Msg) {
         let i = to.0 as usize;
         if !self.nodes[i].alive {
@@ -1976,26 +2027,7 @@ impl World {
             }
             Msg::Request { from, from_inc, rpc, request } => {
                 self.heard(i, from, None);
-                let now_ms = self.wall_ms(to);
-                let txn = request.txn();
-                let dc = self.nodes[i].dc;
-                let is_record = matches!(request, Request::Record(_));
-                let Some(core) = self.nodes[i].core.as_mut() else { return };
-                let handled = core.handle(from, request, now_ms);
-                self.report.superseded_changes += core.take_superseded();
-                match &handled.reply {
-                    Reply::Vote { vote, .. } if !vote.is_commit() => {
-                        self.abort_evidence.entry(txn).or_default().insert(dc);
-                    }
-                    Reply::Recorded(true) if is_record => {
-                        self.abort_evidence.entry(txn).or_default().insert(dc);
-                    }
-                    _ => {}
-                }
-                if let Some(debt) = handled.catch_up {
-                    self.pay(to, debt);
-                }
-                self.send(to, from, Msg::Reply { to_inc: from_inc, rpc, reply: handled.reply });
+                self.serve(to, from, from_inc, rpc, request);
             }
             Msg::Reply { to_inc, rpc, reply } => {
                 let n = &mut self.nodes[i];

@@ -17,6 +17,7 @@ use anyhow::Result;
 use clap::Args;
 use redt_coordinator::CoordinatorOptions;
 use redt_proto::{Protocol, Topology};
+use redt_protocol::txn::LockWait;
 use std::path::Path;
 
 /// The embedded default topology, compiled in so `redt` runs from any directory.
@@ -75,19 +76,45 @@ pub fn runtime() -> Result<tokio::runtime::Runtime> {
     Ok(tokio::runtime::Builder::new_multi_thread().enable_all().build()?)
 }
 
-/// `--no-early-ack`, for every bench that starts embedded clusters.
+/// Concurrency control at the executors (`--cc`).
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cc {
+    /// No-Wait: a phase 1 that meets a lock votes abort at once (RedT §4.2 as written).
+    NoWait,
+    /// A phase 1 that meets a lock held by another transaction waits for it at the executor,
+    /// up to the lock wait (`--lock-wait`), holding nothing meanwhile; then votes abort.
+    Wait,
+}
+
+/// `--no-early-ack`, `--cc` and `--lock-wait`, for every bench that starts embedded clusters.
 #[derive(Args, Debug, Clone)]
 pub struct AckArgs {
     /// Acknowledge commits only after phase 2.
     #[arg(long)]
     no_early_ack: bool,
+    /// Concurrency control at the executors: no-wait (a phase 1 that meets a lock votes abort
+    /// at once) or wait (it waits for the lock, bounded by --lock-wait, holding nothing
+    /// meanwhile). The baselines run No-Wait either way.
+    /// [default: no-wait; `wait` waits for the topology's timeouts.lock_wait if set, else for
+    /// its largest link RTT]
+    #[arg(long, value_enum)]
+    cc: Option<Cc>,
+    /// Wait this long for a lock (`--cc wait` with this bound; 0: no-wait).
+    #[arg(long, allow_hyphen_values = true, value_parser = duration::span, conflicts_with = "cc")]
+    lock_wait: Option<std::time::Duration>,
 }
 
 impl AckArgs {
     /// Coordinator options running `protocol`, acknowledging commits early unless
-    /// `--no-early-ack`, the rest default.
+    /// `--no-early-ack`, with the executors' lock wait of `--cc` / `--lock-wait`, the rest
+    /// default.
     pub fn options(&self, protocol: Protocol) -> CoordinatorOptions {
-        CoordinatorOptions { protocol, early_ack: !self.no_early_ack, ..Default::default() }
+        let lock_wait = match (self.cc, self.lock_wait) {
+            (_, Some(d)) => LockWait::For(d),
+            (Some(Cc::Wait), None) => LockWait::Waiting,
+            (Some(Cc::NoWait) | None, None) => LockWait::For(std::time::Duration::ZERO),
+        };
+        CoordinatorOptions { protocol, early_ack: !self.no_early_ack, lock_wait, ..Default::default() }
     }
 }
 
@@ -103,7 +130,8 @@ pub struct ProtocolArgs {
 }
 
 impl ProtocolArgs {
-    /// Coordinator options for the chosen protocol and acknowledgement.
+    /// Coordinator options for the chosen protocol, acknowledgement and lock wait
+    /// ([`AckArgs::options`]).
     pub fn options(&self) -> CoordinatorOptions {
         self.ack.options(self.protocol)
     }

@@ -48,6 +48,10 @@ pub struct SimArgs {
     /// taken as a delay).
     #[arg(long, default_value = "policy", value_parser = parse_failover)]
     failover: FailoverMode,
+    /// How long a phase 1 that meets a lock waits for it at the executor (0: No-Wait; default:
+    /// the topology's `timeouts.lock_wait`, else its largest link RTT).
+    #[arg(long, allow_hyphen_values = true, value_parser = crate::cmd::duration::span)]
+    lock_wait: Option<Duration>,
     /// Frees deleted records this long after their delete (the churn workload's default is
     /// 4 s, far shorter than a node's 60 s, so runs free records; the others free none).
     #[arg(long, value_parser = crate::cmd::duration::run_time)]
@@ -99,6 +103,10 @@ struct MutantArgs {
     /// replica whose ring had no room for a fence entry keeps its row for good.
     #[arg(long)]
     mutant_decision_keeps_promise_rows: bool,
+    /// A PREPARE answers a replica's vote from the aborted try of a phase 1 that waited for a
+    /// lock, hiding the commit vote of the try after it.
+    #[arg(long)]
+    mutant_prepare_reads_first_try: bool,
     /// With `--failover policy`: the leader removes what its own detector suspects without
     /// asking the voters.
     #[arg(long)]
@@ -116,6 +124,7 @@ impl MutantArgs {
         c.executor_mutations.reclaim_without_check = self.mutant_reclaim_without_check;
         c.executor_mutations.reclaim_below_no_floor = self.mutant_reclaim_below_no_floor;
         c.executor_mutations.decision_keeps_promise_rows = self.mutant_decision_keeps_promise_rows;
+        c.executor_mutations.prepare_reads_first_try = self.mutant_prepare_reads_first_try;
         c.recovery_mutations.abort_unheard_without_catch_up = self.mutant_abort_unheard_without_catch_up;
         c.recovery_mutations.abort_votes_need_a_majority = self.mutant_abort_votes_need_a_majority;
         c.failover_mutations.confirm_alone = self.mutant_confirm_alone;
@@ -151,6 +160,9 @@ pub fn run_sim(a: &SimArgs) -> Result<()> {
         a.mutants.apply(&mut c);
         if a.deleted_grace.is_some() {
             c.deleted_grace = a.deleted_grace;
+        }
+        if let Some(w) = a.lock_wait {
+            c.options.lock_wait = redt_protocol::txn::LockWait::For(w);
         }
         c
     };

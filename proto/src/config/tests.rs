@@ -832,6 +832,7 @@ fn every_timeout_key_parses() {
   retry_every: 100ms
   retry_max: 2s
   give_up_after: 10m
+  lock_wait: 25ms
   recovery:
     own_dc_after: 150ms
     other_dc_after: 1s 500ms
@@ -856,6 +857,7 @@ fn every_timeout_key_parses() {
             retry_every: ms(100),
             retry_max: ms(2000),
             give_up_after: ms(600_000),
+            lock_wait: ms(25),
             recovery: RecoveryTimeoutsConfig {
                 own_dc_after: ms(150),
                 other_dc_after: ms(1500),
@@ -877,6 +879,9 @@ fn every_timeout_key_parses() {
     assert_eq!(t.retry_max, None);
     assert_eq!(t.recovery.retry_max, None);
     assert_eq!(t.detector, DetectorTimeoutsConfig::default());
+    // A lock wait of zero is No-Wait, not an error.
+    let t = ok(&with_timeouts("timeouts: { lock_wait: 0ms }")).timeouts;
+    assert_eq!(t.lock_wait, Some(Duration::ZERO));
     let t = ok(&with_timeouts("timeouts: { detector: { interval: 1h } }")).timeouts;
     assert_eq!(t.detector, DetectorTimeoutsConfig { interval: ms(3_600_000), timeout: None });
 }
@@ -890,6 +895,7 @@ fn bad_timeouts_are_refused_naming_the_key() {
     invalid(&with_timeouts("timeouts: { recovery: { turn: 5 } }"), "timeouts.recovery.turn", "invalid duration");
     invalid(&with_timeouts("timeouts: { recovery: { turn: -1s } }"), "timeouts.recovery.turn", "invalid duration");
     invalid(&with_timeouts("timeouts: { give_up_after: 2days }"), "timeouts.give_up_after", "largest timeout");
+    invalid(&with_timeouts("timeouts: { lock_wait: often }"), "timeouts.lock_wait", "invalid duration");
     invalid(
         &with_timeouts("timeouts: { recovery: { catch_up_give_up: 99999999999999y } }"),
         "timeouts.recovery.catch_up_give_up",

@@ -15,6 +15,7 @@ pub(super) struct RawTimeouts {
     retry_every: Option<Text>,
     retry_max: Option<Text>,
     give_up_after: Option<Text>,
+    lock_wait: Option<Text>,
     #[serde(default)]
     recovery: RawRecoveryTimeouts,
     #[serde(default)]
@@ -44,7 +45,8 @@ struct RawRecoveryTimeouts {
 
 impl Resolver<'_> {
     /// Parses and checks the `timeouts` section: every value set is a duration above zero
-    /// (`clock_skew_bound` may be zero: clocks of one host agree) and at most
+    /// (`clock_skew_bound` may be zero: clocks of one host agree; `lock_wait` too: No-Wait)
+    /// and at most
     /// [`TimeoutsConfig::MAX`].
     pub(super) fn timeouts(&self, raw: &RawTimeouts) -> Res<TimeoutsConfig> {
         let r = &raw.recovery;
@@ -70,6 +72,7 @@ impl Resolver<'_> {
             retry_every: self.timeout("retry_every", &raw.retry_every, false)?,
             retry_max: self.timeout("retry_max", &raw.retry_max, false)?,
             give_up_after: self.timeout("give_up_after", &raw.give_up_after, false)?,
+            lock_wait: self.timeout("lock_wait", &raw.lock_wait, true)?,
             recovery,
             detector,
         })
