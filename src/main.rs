@@ -149,7 +149,7 @@ fn config_check(file: &std::path::Path) -> Result<()> {
     let r = &timeouts.recovery;
     println!(
         "timeouts of `redt node` (the file's, else derived from the topology): phase1_timeout {}, \
-         clock_skew_bound {}, retry_every {}, retry_max {}, give_up_after {}; recovery: own_dc_after {}, \
+         clock_skew_bound {}, retry_every {}, retry_max {}, give_up_after {}, lock_wait {}; recovery: own_dc_after {}, \
          other_dc_after {}, turn {}, round_timeout {}, retry_base {}, retry_max {}, scan_every {}, gap_wait {}, \
          catch_up_give_up {}",
         d(timeouts.phase1_timeout),
@@ -157,6 +157,7 @@ fn config_check(file: &std::path::Path) -> Result<()> {
         d(timeouts.retry_every),
         d(timeouts.retry_max),
         d(timeouts.give_up_after),
+        if timeouts.lock_wait.is_zero() { "0 (No-Wait)".to_string() } else { d(timeouts.lock_wait) },
         d(r.own_dc_after),
         d(r.other_dc_after),
         d(r.turn),
