@@ -3,6 +3,7 @@
 //! changing WAN conditions.
 
 use crate::error::{Error, Result};
+use crate::retry::{retrying, Retried, RetryPolicy};
 use crate::status::NodeStatus;
 use redt_proto::wire::{
     Body, Envelope, NetemSetRequest, OutcomeQueryRequest, ProcedureCall, ReserveTxnRequest, StatusRequest,
@@ -163,7 +164,8 @@ impl Client {
     /// Runs `call` as one transaction with `node` as its coordinator.
     ///
     /// A transport failure after the request may have been delivered gives
-    /// [`TxnStatus::Unknown`]; the client never retries a submitted transaction.
+    /// [`TxnStatus::Unknown`]; this method never submits the call again (see
+    /// [`Client::submit_retrying`] for retries of aborts, which certainly did not commit).
     pub async fn submit(&self, node: NodeId, call: ProcedureCall) -> TxnAnswer {
         answer_of(self.call(node, Body::Submit(SubmitRequest { call: Some(call), txn: None, token: 0 })).await)
     }
@@ -240,6 +242,24 @@ impl Client {
             let reads_lost = status == TxnStatus::Committed;
             return report(TxnAnswer { txn: res.txn, status, cause: None, reads: vec![] }, asked, reads_lost);
         }
+    }
+
+    /// Runs `call` as [`Client::submit_asking`] does, and runs it again, as a new transaction,
+    /// after an abort whose cause is retryable ([`AbortCause::is_retryable`]), pausing as
+    /// `policy` says ([`RetryPolicy::delay`], drawn from `rng`), at most `policy.retries`
+    /// times ([`retrying`]). A commit returns at once; an unknown outcome is returned as it
+    /// is, never submitted again (its outcome query already ran and found no decision); an
+    /// abort that is not retryable (the procedure's own, a missing record, a refused call,
+    /// one without a cause) ends it too. Returns the last attempt's report, the attempts made
+    /// and every aborted attempt's cause.
+    pub async fn submit_retrying(
+        &self,
+        preferred: NodeId,
+        call: ProcedureCall,
+        policy: &RetryPolicy,
+        rng: &mut impl rand::Rng,
+    ) -> Retried<SubmitReport> {
+        retrying(policy, rng, None, || self.submit_asking(preferred, call.clone())).await
     }
 
     /// Reserves an id and submits `call` under it at the first coordinator of
