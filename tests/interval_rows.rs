@@ -67,7 +67,8 @@ fn append_interval_rows_count_every_transaction_of_the_history() {
     let config = concat!(env!("CARGO_MANIFEST_DIR"), "/configs/local-fast.yaml");
     let (report, rows) = bench_with_rows(&["append", "--config", config, "--duration", "2s"]);
     assert!(rows.len() > 8, "2 s at 200 ms: {} rows", rows.len() - 1);
-    // The rows cover the whole run (no warm-up): ok, fail and info of the history.
+    // The rows cover the whole run (no warm-up): the ok and info transactions of the history
+    // and every aborted attempt (a fail is the last one of its transaction).
     assert_eq!(total(&rows, &["committed"]), report["committed"].as_u64().unwrap(), "{report}");
     assert_eq!(total(&rows, &["aborted"]), report["aborted"].as_u64().unwrap(), "{report}");
     assert_eq!(total(&rows, &["unknown"]), report["unknown"].as_u64().unwrap(), "{report}");

@@ -2,7 +2,8 @@
 //! in JSON lines, and a check of that history against the lists the database holds at the
 //! end.
 //!
-//! Each client runs closed-loop transactions of 1 to `max_txn_len` micro-operations, each a
+//! Each client runs closed-loop transactions (retrying those that abort for a retryable
+//! cause, [`AppendConfig::retry`]) of 1 to `max_txn_len` micro-operations, each a
 //! read (`["r", k, …]`, `KvOp::Read`) or an append (`["append", k, v]`, `KvOp::Append`) of a
 //! unique, increasing integer, on a small set of active keys of the key/value table. As
 //! Jepsen's generator does, a key is retired after `max_writes_per_key` appends and a fresh
@@ -22,10 +23,10 @@ use crate::clients::{OnAnswer, Submit};
 use crate::drill_embedded::{start_cluster, DrilledCluster, EmbeddedDrill, EmbeddedDrillReport};
 use crate::drill_plan::DrillPlan;
 use crate::progress::bar;
-use crate::report::{CpuCost, Outcomes};
+use crate::report::{CpuCost, Outcomes, Retries};
 use crate::workload::Meter;
 use redt_checkers::history::{check, CheckReport, HistoryWriter, Mop};
-use redt_coordinator::CoordinatorOptions;
+use redt_coordinator::{CoordinatorOptions, RetryPolicy};
 use redt_dc_executor::{list_items, LIST_HEADER};
 use redt_proto::{Protocol, TableId, Topology};
 use serde::Serialize;
@@ -67,6 +68,9 @@ pub struct AppendConfig {
     /// Per-interval rows of the run (off by default; a list-append run has no warm-up, so the
     /// rows cover it whole).
     pub interval: crate::interval::IntervalOptions,
+    /// How the clients retry a transaction that aborted for a retryable cause (the history
+    /// holds each transaction once, with its last attempt's outcome).
+    pub retry: RetryPolicy,
 }
 
 impl Default for AppendConfig {
@@ -85,6 +89,7 @@ impl Default for AppendConfig {
             progress: false,
             drill: None,
             interval: Default::default(),
+            retry: RetryPolicy::default(),
         }
     }
 }
@@ -108,10 +113,16 @@ pub struct AppendReport {
     pub clients: usize,
     /// Seconds run.
     pub duration_s: f64,
-    /// The run's transactions: `ok` ones committed, `fail` ones aborted, `info` ones
-    /// unknown; the latency of the `ok` ones as the clients saw it.
+    /// The run's transactions: `ok` ones committed, `info` ones unknown, and the aborted
+    /// attempts (the abort rate is per attempt; the `fail` transactions, given up, are
+    /// `failed` below); the latency of the `ok` ones as the clients saw it, from their first
+    /// attempt.
     #[serde(flatten)]
     pub outcomes: Outcomes,
+    /// The clients' attempts and retries, the transactions given up (`fail`), and the
+    /// aborted attempts by cause.
+    #[serde(flatten)]
+    pub retries: Retries,
     /// The CPU time of this process over the run, per `ok` transaction (no idle window).
     #[serde(flatten)]
     pub cpu: CpuCost,
@@ -148,6 +159,7 @@ impl AppendConfig {
             read_ratio: self.read_ratio,
             per_node: self.clients_per_node,
             seed: self.seed,
+            retry: self.retry,
         }
     }
 }
@@ -200,7 +212,7 @@ pub async fn run_append(topo: Topology, cfg: &AppendConfig) -> Result<AppendRepo
     let on_answer: OnAnswer<[Mop]> = {
         let (meter, topo, schema) = (meter.clone(), topo.clone(), schema.clone());
         Arc::new(move |mops, submitted, out| {
-            feed.record(submitted, &out.status, || {
+            feed.record(submitted, &out.answer().status, || {
                 let mut parts: Vec<_> = mops
                     .iter()
                     .map(|m| match m {
@@ -211,7 +223,7 @@ pub async fn run_append(topo: Topology, cfg: &AppendConfig) -> Result<AppendRepo
                 parts.dedup();
                 parts
             });
-            meter.record(&out.status, submitted);
+            meter.record_retried(out, submitted);
         })
     };
     let running = cfg.clients(tid, 0).spawn(&topo, &Submit::Embedded(routes), &stop, history, on_answer);
@@ -272,7 +284,9 @@ pub async fn run_append(topo: Topology, cfg: &AppendConfig) -> Result<AppendRepo
         finals.insert(k, lists.into_iter().next().unwrap_or_default());
     }
     let report = check(&events, &finals)?;
-    let outcomes = Outcomes::new(report.ok, report.fail, report.info, elapsed, &meter.snapshot(elapsed).latency_us);
+    // The history has one completion per transaction; the meter counts the aborted attempts.
+    let counted = meter.snapshot(elapsed);
+    let outcomes = Outcomes::new(report.ok, counted.aborted, report.info, elapsed, &counted.latency_us);
     Ok(AppendReport {
         workload: "append".into(),
         protocol: cfg.options.protocol,
@@ -284,6 +298,7 @@ pub async fn run_append(topo: Topology, cfg: &AppendConfig) -> Result<AppendRepo
         duration_s: elapsed.as_secs_f64(),
         cpu: CpuCost::new(Some(cpu_spent), elapsed, outcomes.committed, None),
         outcomes,
+        retries: meter.retries(cfg.retry.retries),
         keys_used: used.len() as u64,
         history: cfg.history.as_ref().map(|p| p.display().to_string()),
         events: events.len() as u64,

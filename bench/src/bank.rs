@@ -7,7 +7,9 @@
 //! may go negative) and, with `read_ratio`, reads of every account whose sum must be the
 //! initial total (a snapshot check, for at most [`MAX_READ_ALL`] accounts). After the run
 //! the clients stop, phase 2 finishes, and every replica of every account is read from the
-//! MemStores: the total per replica set must be unchanged and the replicas must agree.
+//! MemStores: the total per replica set must be unchanged and the replicas must agree. A
+//! transfer that aborted for a retryable cause is submitted again ([`BankConfig::retry`]): an
+//! abort certainly did not commit, so no transfer applies twice.
 //!
 //! With a drill plan ([`BankConfig::drill`], `redt bench bank --drill PLAN`) the plan runs over
 //! the measured interval ([`crate::drill_embedded`]): the clients of a node it stopped submit
@@ -20,8 +22,9 @@ use crate::clients::{OnAnswer, Submit};
 use crate::drill_embedded::{start_cluster, DrilledCluster, EmbeddedDrill, EmbeddedDrillReport};
 use crate::drill_plan::DrillPlan;
 use crate::progress::bar;
-use crate::report::{CpuCost, Outcomes, DEFAULT_IDLE_WINDOW};
-use redt_coordinator::{Class, CoordinatorOptions, EmbeddedCluster, TxnStatus};
+use crate::report::{CpuCost, Outcomes, Retries, DEFAULT_IDLE_WINDOW};
+use crate::workload::Meter;
+use redt_coordinator::{Class, CoordinatorOptions, EmbeddedCluster, RetryPolicy, TxnStatus};
 use redt_proto::{NodeId, Protocol, TableId, Topology};
 use redt_workload::bank::BankTxn;
 use serde::Serialize;
@@ -67,6 +70,8 @@ pub struct BankConfig {
     /// How long to measure the cluster's idle CPU once it is up and loaded, before the
     /// clients start ([`CpuCost::idle_cpu_cores`]); zero: not measured.
     pub idle_window: Duration,
+    /// How the clients retry a transaction that aborted for a retryable cause.
+    pub retry: RetryPolicy,
 }
 
 impl Default for BankConfig {
@@ -86,6 +91,7 @@ impl Default for BankConfig {
             drill: None,
             interval: Default::default(),
             idle_window: DEFAULT_IDLE_WINDOW,
+            retry: RetryPolicy::default(),
         }
     }
 }
@@ -111,9 +117,15 @@ pub struct BankReport {
     pub clients: usize,
     /// Measured seconds.
     pub duration_s: f64,
-    /// Transactions of the measured interval; their latency is the acknowledgement's.
+    /// Transactions of the measured interval as the coordinators answered them: every
+    /// attempt (the abort rate is per attempt); the latency is each attempt's
+    /// acknowledgement's.
     #[serde(flatten)]
     pub outcomes: Outcomes,
+    /// The clients' attempts and retries over the measured interval, the transactions given
+    /// up and the aborted attempts by cause.
+    #[serde(flatten)]
+    pub retries: Retries,
     /// The CPU time of this process (every node, client and replay thread) over the measured
     /// interval, and over the idle window before the warm-up.
     #[serde(flatten)]
@@ -263,28 +275,35 @@ pub async fn run_bank(topo: Topology, cfg: &BankConfig) -> Result<BankReport, St
     // transfers committed, transfers unknown, reads committed, reads with a wrong total
     let counts = Arc::new([AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)]);
     let feed = drill.as_ref().map(EmbeddedDrill::feed).unwrap_or_default();
+    // The clients' retries, over the measured interval.
+    let meter = Arc::new(Meter::default());
     let on_answer: OnAnswer<BankTxn> = {
         let (counts, accounts, topo, schema) = (counts.clone(), accounts.clone(), topo.clone(), schema.clone());
-        Arc::new(move |txn, submitted, out| match txn {
-            BankTxn::ReadAll(ops) => {
-                if out.status == TxnStatus::Committed {
-                    counts[2].fetch_add(1, Ordering::Relaxed);
-                    let total: i64 = out.reads.iter().map(|r| r.as_deref().map_or(0, balance)).sum();
-                    if total != expected || out.reads.len() != ops.len() {
-                        counts[3].fetch_add(1, Ordering::Relaxed);
+        let meter = meter.clone();
+        Arc::new(move |txn, submitted, retried| {
+            meter.record_retried(retried, submitted);
+            let out = retried.answer();
+            match txn {
+                BankTxn::ReadAll(ops) => {
+                    if out.status == TxnStatus::Committed {
+                        counts[2].fetch_add(1, Ordering::Relaxed);
+                        let total: i64 = out.reads.iter().map(|r| r.as_deref().map_or(0, balance)).sum();
+                        if total != expected || out.reads.len() != ops.len() {
+                            counts[3].fetch_add(1, Ordering::Relaxed);
+                        }
                     }
                 }
-            }
-            &BankTxn::Transfer { from, to, .. } => {
-                feed.record(submitted, &out.status, || {
-                    [from, to].iter().map(|&i| topo.partition_of(&schema, accounts[i])).collect()
-                });
-                let i = match out.status {
-                    TxnStatus::Committed => 0,
-                    TxnStatus::Unknown(_) => 1,
-                    TxnStatus::Aborted(_) => return,
-                };
-                counts[i].fetch_add(1, Ordering::Relaxed);
+                &BankTxn::Transfer { from, to, .. } => {
+                    feed.record(submitted, &out.status, || {
+                        [from, to].iter().map(|&i| topo.partition_of(&schema, accounts[i])).collect()
+                    });
+                    let i = match out.status {
+                        TxnStatus::Committed => 0,
+                        TxnStatus::Unknown(_) => 1,
+                        TxnStatus::Aborted(_) => return,
+                    };
+                    counts[i].fetch_add(1, Ordering::Relaxed);
+                }
             }
         })
     };
@@ -295,6 +314,7 @@ pub async fn run_bank(topo: Topology, cfg: &BankConfig) -> Result<BankReport, St
         read_ratio,
         per_node: cfg.clients_per_node,
         seed: cfg.seed,
+        retry: cfg.retry,
     };
     let mut clients = load.spawn(&topo, &Submit::Embedded(routes), &stop, on_answer);
     let warm = bar(cfg.progress, cfg.warmup.as_millis() as u64, "warm-up");
@@ -305,6 +325,7 @@ pub async fn run_bank(topo: Topology, cfg: &BankConfig) -> Result<BankReport, St
     }
     warm.finish_and_clear();
     cluster.stats.reset();
+    meter.set_measuring(true);
     let run = bar(cfg.progress, cfg.duration.as_millis() as u64, "run");
     let cpu = redt_coordinator::process::CpuWindow::start();
     let started = Instant::now();
@@ -327,6 +348,7 @@ pub async fn run_bank(topo: Topology, cfg: &BankConfig) -> Result<BankReport, St
     }
     let elapsed = started.elapsed();
     let (cpu_spent, _) = cpu.read();
+    meter.set_measuring(false);
     let classes: Vec<_> = Class::all().iter().map(|&c| cluster.stats.report(c)).collect();
     let hist = cluster.stats.latency_us();
     // The last row ends at the figures the report is made of.
@@ -389,6 +411,7 @@ pub async fn run_bank(topo: Topology, cfg: &BankConfig) -> Result<BankReport, St
         clients: cfg.clients_per_node * topo.nodes.len(),
         duration_s: elapsed.as_secs_f64(),
         outcomes: Outcomes::new(committed, aborted, unknown, elapsed, &hist),
+        retries: meter.retries(cfg.retry.retries),
         cpu: CpuCost::new(Some(cpu_spent), elapsed, committed, idle_cpu_cores),
         transfers_committed: counts[0].load(Ordering::Relaxed),
         transfers_unknown: counts[1].load(Ordering::Relaxed),

@@ -7,13 +7,17 @@
 //! node of another DC. [`YcsbConfig`] changes the mix (YCSB core workloads A–D, F) and the
 //! shape (inter-DC ratio, partitions and DCs per transaction); [`draw_txn`] draws.
 
+use crate::clients::retry_rng;
 use crate::interval::{IntervalOptions, Intervals, Snapshot};
 use crate::progress::bar;
-use crate::report::{CpuCost, Outcomes, VerbsPerTxn};
+use crate::report::{CpuCost, Outcomes, Retries, RetryCounts, VerbsPerTxn};
 use crate::ycsb::{draw_update, MixReport, OpKind, YcsbConfig};
+use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
-use redt_coordinator::{Class, ClassReport, CoordinatorOptions, EmbeddedCluster, Node, TxnStatus};
+use redt_coordinator::{
+    retrying, Class, ClassReport, CoordinatorOptions, EmbeddedCluster, Node, Retried, RetryPolicy, TxnStatus,
+};
 use redt_dc_executor::{KvOp, YcsbOp};
 use redt_proto::{NodeId, PartitionId, Protocol, TableId, Topology};
 use redt_protocol::call;
@@ -48,6 +52,10 @@ pub struct ClusterConfig {
     /// [`crate::report::DEFAULT_IDLE_WINDOW`]); zero: not measured. A run against a running
     /// cluster has no idle window.
     pub idle_window: Duration,
+    /// How the clients retry a transaction that aborted for a retryable cause
+    /// ([`RetryPolicy::none`] keeps the figures comparable with runs made before clients
+    /// retried: one attempt per transaction).
+    pub retry: RetryPolicy,
 }
 
 /// The cumulative figures of an embedded cluster's counters, `at` into the measured interval.
@@ -85,9 +93,14 @@ pub struct ClusterReport {
     pub clients: usize,
     /// Measured seconds.
     pub duration_s: f64,
-    /// Transactions of the measured interval; their latency is the acknowledgement's.
+    /// Transactions of the measured interval as the coordinators answered them: every
+    /// attempt (the abort rate is per attempt); their latency is the acknowledgement's.
     #[serde(flatten)]
     pub outcomes: Outcomes,
+    /// The clients' attempts and retries over the measured interval, the transactions given
+    /// up and the aborted attempts by cause.
+    #[serde(flatten)]
+    pub retries: Retries,
     /// The CPU time of this process (every node, client and replay thread) over the measured
     /// interval, and over the idle window before the warm-up.
     #[serde(flatten)]
@@ -413,14 +426,23 @@ fn draw_e(parts: &[PartitionId], keys: &KeySpace, cfg: &YcsbConfig, cell_bytes: 
     DrawnTxn::Kv(ops, inserts)
 }
 
-/// Submits `txn` and settles its inserts; returns the status.
-async fn run_one(node: &Arc<Node>, keys: &KeySpace, txn: &DrawnTxn, table: TableId, cells: usize) -> TxnStatus {
-    let out = node.submit(txn.call(table, cells)).await;
-    let ok = out.status == TxnStatus::Committed;
+/// Submits `txn` through `node` (again after a retryable abort, as `retry` says, pausing as
+/// `pauses` draws, until `stop`) and settles its inserts once it ends; returns what its
+/// attempts came to.
+async fn run_one(
+    node: &Arc<Node>,
+    keys: &KeySpace,
+    txn: &DrawnTxn,
+    (table, cells): (TableId, usize),
+    (retry, pauses, stop): (&RetryPolicy, &mut StdRng, &AtomicBool),
+) -> Retried {
+    let call = txn.call(table, cells);
+    let out = retrying(retry, pauses, Some(stop), || node.submit(call.clone())).await;
+    let ok = out.answer().status == TxnStatus::Committed;
     for &(p, r) in txn.inserts() {
         keys.settle(p, r, ok);
     }
-    out.status
+    out
 }
 
 /// The YCSB table of `topo` (its first table) with its cell count and size.
@@ -463,17 +485,23 @@ pub async fn run_cluster_ycsb(topo: Topology, cfg: &ClusterConfig) -> Result<Clu
 
     let keys = Arc::new(KeySpace::new(topo.partitions.len() as u64, rpp));
     let stop = Arc::new(AtomicBool::new(false));
+    // The clients' retries, counted from the end of the warm-up on.
+    let retries = Arc::new(RetryCounts::default());
     let mut clients = tokio::task::JoinSet::new();
     for node in &cluster.nodes() {
         for c in 0..cfg.clients_per_node {
             let (node, stop, ycsb, keys) = (node.clone(), stop.clone(), cfg.ycsb.clone(), keys.clone());
+            let (retry, retries) = (cfg.retry, retries.clone());
             let shape = TxnShape::new(&topo, node.id());
             let seed = cfg.seed ^ ((node.id().0 as u64) << 32 | c as u64);
             clients.spawn(async move {
-                let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+                let mut rng = StdRng::seed_from_u64(seed);
+                let mut pauses = retry_rng(seed);
                 while !stop.load(Ordering::Relaxed) {
                     let txn = draw_txn(&shape, &keys, &ycsb, cells, cell_bytes, &mut rng);
-                    if let TxnStatus::Unknown(_) = run_one(&node, &keys, &txn, tid, cells).await {
+                    let out = run_one(&node, &keys, &txn, (tid, cells), (&retry, &mut pauses, &stop)).await;
+                    retries.add(&out);
+                    if let TxnStatus::Unknown(_) = out.answer().status {
                         tokio::time::sleep(Duration::from_millis(10)).await;
                     }
                 }
@@ -488,6 +516,7 @@ pub async fn run_cluster_ycsb(topo: Topology, cfg: &ClusterConfig) -> Result<Clu
     }
     warm.finish_and_clear();
     cluster.stats.reset();
+    retries.reset();
     let inserted0 = keys.inserted();
     let v0 = cluster.verb_counts();
     let run = bar(cfg.progress, cfg.duration.as_millis() as u64, "run");
@@ -509,6 +538,7 @@ pub async fn run_cluster_ycsb(topo: Topology, cfg: &ClusterConfig) -> Result<Clu
     }
     let elapsed = started.elapsed();
     let (cpu_spent, _) = cpu.read();
+    let retried = retries.report(cfg.retry.retries);
     let classes: Vec<(String, ClassReport)> =
         Class::all().iter().map(|&c| (c.name().to_string(), cluster.stats.report(c))).collect();
     let hist = cluster.stats.latency_us();
@@ -543,6 +573,7 @@ pub async fn run_cluster_ycsb(topo: Topology, cfg: &ClusterConfig) -> Result<Clu
         clients: cfg.clients_per_node * cluster.nodes().len(),
         duration_s: elapsed.as_secs_f64(),
         outcomes: Outcomes::new(committed, aborted, unknown, elapsed, &hist),
+        retries: retried,
         cpu: CpuCost::new(Some(cpu_spent), elapsed, committed, idle_cpu_cores),
         inter_dc_round_trips_per_txn: rw_inter.inter_dc_round_trips_per_txn,
         client_round_trips_per_txn: rw_inter.client_round_trips_per_txn,
@@ -569,11 +600,15 @@ pub struct RemoteReport {
     pub clients: usize,
     /// Measured seconds.
     pub duration_s: f64,
-    /// Transactions of the measured interval (unknown: transport failures included);
-    /// their latency as the clients observe it (QUIC round trip to the coordinator
-    /// included).
+    /// Transactions of the measured interval (unknown: transport failures included), and
+    /// their aborted attempts (the abort rate is per attempt); their latency as the clients
+    /// observe it (QUIC round trip to the coordinator included), from the first attempt.
     #[serde(flatten)]
     pub outcomes: Outcomes,
+    /// The clients' attempts and retries, the transactions given up and the aborted attempts
+    /// by cause.
+    #[serde(flatten)]
+    pub retries: Retries,
     /// The CPU time of the nodes' processes over the measured interval, summed as their
     /// status reports it (not the clients'; an embedded drill's: this process's). Not
     /// measured when a node did not answer or restarted in between; no idle window.
@@ -583,15 +618,15 @@ pub struct RemoteReport {
 
 impl RemoteReport {
     /// The report of YCSB clients (`cfg.clients_per_node` per node of `topo`, on a table of
-    /// `cells` cells of `cell_bytes` bytes) that counted `counts` (committed, aborted,
-    /// unknown) and the commit latencies `hist` in `elapsed`, over which `cpu` of CPU time
-    /// was spent (`None`: not measured).
+    /// `cells` cells of `cell_bytes` bytes) that counted `counts` (committed transactions,
+    /// aborted attempts, unknown transactions), the commit latencies `hist` and `retries` in
+    /// `elapsed`, over which `cpu` of CPU time was spent (`None`: not measured).
     pub(crate) fn ycsb(
         topo: &Topology,
         cfg: &ClusterConfig,
         (cells, cell_bytes): (usize, usize),
         counts: &[AtomicU64; 3],
-        hist: &std::sync::Mutex<hdrhistogram::Histogram<u64>>,
+        (hist, retries): (&std::sync::Mutex<hdrhistogram::Histogram<u64>>, &RetryCounts),
         (elapsed, cpu): (Duration, Option<Duration>),
     ) -> RemoteReport {
         let [c, a, u] = [0, 1, 2].map(|i| counts[i].load(Ordering::Relaxed));
@@ -603,6 +638,7 @@ impl RemoteReport {
             clients: cfg.clients_per_node * topo.nodes.len(),
             duration_s: elapsed.as_secs_f64(),
             outcomes: Outcomes::new(c, a, u, elapsed, &hist),
+            retries: retries.report(cfg.retry.retries),
             cpu: CpuCost::new(cpu, elapsed, c, None),
         }
     }
@@ -648,16 +684,19 @@ pub async fn run_remote_ycsb_on(
             let node = n.id;
             let shape = TxnShape::new(&topo, node);
             let seed = cfg.seed ^ ((node.0 as u64) << 32 | c as u64);
+            let retry = cfg.retry;
             tasks.spawn(async move {
-                let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+                let mut rng = StdRng::seed_from_u64(seed);
+                let mut pauses = retry_rng(seed);
                 while !stop.load(Ordering::Relaxed) {
                     let txn = draw_txn(&shape, &keys, &ycsb, cells, cell_bytes, &mut rng);
                     let t0 = Instant::now();
-                    let out = client.submit(node, txn.call(tid, cells)).await;
+                    let call = txn.call(tid, cells);
+                    let out = retrying(&retry, &mut pauses, Some(&stop), || client.submit(node, call.clone())).await;
                     for &(p, r) in txn.inserts() {
-                        keys.settle(p, r, out.status == TxnStatus::Committed);
+                        keys.settle(p, r, out.answer().status == TxnStatus::Committed);
                     }
-                    meter.record(&out.status, t0);
+                    meter.record_retried(&out, t0);
                 }
             });
         }
@@ -682,6 +721,7 @@ pub async fn run_remote_ycsb_on(
         clients: cfg.clients_per_node * topo.nodes.len(),
         duration_s: measured.elapsed.as_secs_f64(),
         outcomes: meter.outcomes(measured.elapsed),
+        retries: meter.retries(cfg.retry.retries),
         cpu: measured.cpu,
     })
 }

@@ -507,6 +507,7 @@ mod tests {
                 abort_rate,
                 latency_ms: Latency { p50, p99: 2.0 * p50, p999: 3.0 * p50, mean: p50 },
             },
+            retries: Default::default(),
             cpu: CpuCost {
                 cpu_us_per_committed: Some(1e6 / committed_per_s),
                 cpu_cores: Some(1.0),

@@ -14,14 +14,14 @@
 //! the client (key/value reads of 32 keys of one partition at a time, retried while they
 //! abort) and judged.
 
-use crate::clients::Submit;
+use crate::clients::{retry_rng, Submit};
 use crate::cluster::{draw_txn, ycsb_table, ClusterConfig, DrawnTxn, KeySpace, RemoteReport, TxnShape};
 use crate::cpu::CpuSource;
 use crate::drill::{self, Counts, DownSet, DrillReport, DrillSetup, FaultDriver, LogLine, Timeline};
 use crate::drill_embedded::{log_to, start_cluster, Coordinators, DrilledCluster, EmbeddedDrillReport};
 use crate::drill_plan::DrillPlan;
 use crate::progress::bar;
-use crate::report::Latency;
+use crate::report::{Latency, RetryCounts};
 use backon::{ExponentialBuilder, Retryable};
 use indicatif::ProgressBar;
 use rand::SeedableRng;
@@ -144,10 +144,13 @@ struct Clients {
     writes: Arc<WriteLog>,
     /// Set at the start of the measured interval.
     measured_from: Arc<OnceLock<Instant>>,
-    /// Committed, aborted, unknown over the measured interval.
+    /// Committed transactions, aborted attempts, unknown transactions over the measured
+    /// interval.
     counts: Arc<[AtomicU64; 3]>,
     /// Commit latencies of the measured interval, µs.
     hist: Arc<Mutex<hdrhistogram::Histogram<u64>>>,
+    /// The transactions' attempts over the measured interval.
+    retries: Arc<RetryCounts>,
     stop: Arc<AtomicBool>,
     tasks: tokio::task::JoinSet<()>,
     /// The table's cells are long enough for the write tags ([`TAG_BYTES`]).
@@ -175,6 +178,7 @@ fn spawn_clients(
     let stop = Arc::new(AtomicBool::new(false));
     let counts = Arc::new([AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)]);
     let hist = Arc::new(Mutex::new(Latency::histogram()));
+    let retries = Arc::new(RetryCounts::default());
     let mut tasks = tokio::task::JoinSet::new();
     for n in &topo.nodes {
         for c in 0..cfg.clients_per_node {
@@ -186,15 +190,20 @@ fn spawn_clients(
             let shape = TxnShape::new(&topo, node);
             let seed = cfg.seed ^ ((node.0 as u64) << 32 | c as u64);
             let client_id = (u32::from(node.0) << 16) | c as u32;
+            let (retry, retries) = (cfg.retry, retries.clone());
             tasks.spawn(async move {
                 let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+                let mut pauses = retry_rng(seed);
                 let mut seq = 0u64;
                 while !stop.load(Ordering::Relaxed) {
                     let mut txn = draw_txn(&shape, &keys, &ycsb, cells, cell_bytes, &mut rng);
                     seq += 1;
+                    // Every attempt of a retried transaction writes the same values: only its
+                    // last attempt can have committed (the others aborted).
                     let written = stamp(&mut txn, writes.nonce(), client_id, seq);
                     let submitted = Instant::now();
-                    let Some(out) = submit.submit(node, txn.call(tid, cells)).await else {
+                    let call = txn.call(tid, cells);
+                    let Some(retried) = submit.submit_retrying(node, call, &retry, &mut pauses, &stop).await else {
                         // Every node is down: nothing was submitted.
                         for &(p, r) in txn.inserts() {
                             keys.settle(p, r, false);
@@ -203,6 +212,7 @@ fn spawn_clients(
                         continue;
                     };
                     let answered = Instant::now();
+                    let out = retried.answer();
                     for &(p, r) in txn.inserts() {
                         keys.settle(p, r, out.status == TxnStatus::Committed);
                     }
@@ -214,6 +224,12 @@ fn spawn_clients(
                     if let Some(&from) = measured_from.get() {
                         let (s, a) =
                             (submitted.saturating_duration_since(from), answered.saturating_duration_since(from));
+                        // Every aborted attempt counts as an abort (the last one too when the
+                        // transaction was given up).
+                        let aborted = retried.aborts.len() as u64;
+                        if aborted > 0 {
+                            timeline.add(a, Counts { aborted, ..Default::default() });
+                        }
                         let k = match told {
                             Outcome::Committed => {
                                 let _ = hist
@@ -221,19 +237,20 @@ fn spawn_clients(
                                     .unwrap_or_else(|p| p.into_inner())
                                     .record((answered - submitted).as_micros().max(1) as u64);
                                 timeline.committed(s, a, &txn.partitions(&topo, &schema));
-                                0
+                                Some(0)
                             }
-                            Outcome::Aborted => {
-                                timeline.add(a, Counts { aborted: 1, ..Default::default() });
-                                1
-                            }
+                            Outcome::Aborted => None,
                             Outcome::Unknown => {
                                 timeline.add(a, Counts { unknown: 1, ..Default::default() });
-                                2
+                                Some(2)
                             }
                         };
                         if !stop.load(Ordering::Relaxed) {
-                            counts[k].fetch_add(1, Ordering::Relaxed);
+                            if let Some(k) = k {
+                                counts[k].fetch_add(1, Ordering::Relaxed);
+                            }
+                            counts[1].fetch_add(aborted, Ordering::Relaxed);
+                            retries.add(&retried);
                         }
                     }
                     if told == Outcome::Unknown {
@@ -243,7 +260,7 @@ fn spawn_clients(
             });
         }
     }
-    Ok(Clients { writes, measured_from, counts, hist, stop, tasks, checked })
+    Ok(Clients { writes, measured_from, counts, hist, retries, stop, tasks, checked })
 }
 
 impl Clients {
@@ -355,7 +372,14 @@ pub async fn run_drill_ycsb(
     let lost = clients.lost(&client, &topo, table.0, &left_down).await;
     let report = drill::report(&watch, &timeline.snapshot(), cfg.duration, &settled, lost);
     Ok(DrillBenchReport {
-        run: RemoteReport::ycsb(&topo, cfg, (table.1, table.2), &clients.counts, &clients.hist, measured),
+        run: RemoteReport::ycsb(
+            &topo,
+            cfg,
+            (table.1, table.2),
+            &clients.counts,
+            (&clients.hist, &clients.retries),
+            measured,
+        ),
         drill: report,
     })
 }
@@ -440,7 +464,14 @@ async fn embedded_drill(
     let reader = Arc::new(cluster.client(Duration::from_secs(5)).map_err(|e| e.to_string())?);
     report.drill.lost = clients.lost(&reader, &cluster.placement(), table.0, &BTreeSet::new()).await;
     Ok(EmbeddedDrillBenchReport {
-        run: RemoteReport::ycsb(&topo, cfg, (table.1, table.2), &clients.counts, &clients.hist, measured),
+        run: RemoteReport::ycsb(
+            &topo,
+            cfg,
+            (table.1, table.2),
+            &clients.counts,
+            (&clients.hist, &clients.retries),
+            measured,
+        ),
         protocol: cfg.options.protocol,
         records,
         drill: report,

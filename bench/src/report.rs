@@ -1,9 +1,12 @@
 //! Figures shared by every report: latency percentiles, the outcomes of a run's
-//! transactions, their CPU cost, verbs per transaction, MemStore footprint.
+//! transactions, their retries and aborts by cause, their CPU cost, verbs per transaction,
+//! MemStore footprint.
 
 use hdrhistogram::Histogram;
+use redt_coordinator::{AbortCause, Attempt, Retried, TxnStatus};
 use redt_dc_executor::VerbCounts;
 use serde::Serialize;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
 /// Latency percentiles (unit given by the field holding it: µs or ms).
@@ -101,6 +104,121 @@ impl Outcomes {
             ),
             format!("  latency p50/p99/p999 ms    {:>6.1} / {:.1} / {:.1}", l.p50, l.p99, l.p999),
         ]
+    }
+}
+
+/// Counts per cause as reports list them: `[name, count]` pairs in the order of `names`, the
+/// causes counted zero times left out (the `abort_causes` of the YCSB, bank and list-append
+/// reports, and of every type of the TPC-C report).
+pub fn cause_counts<'a>(
+    names: impl IntoIterator<Item = &'a str>,
+    counts: impl IntoIterator<Item = u64>,
+) -> Vec<(String, u64)> {
+    names.into_iter().zip(counts).filter(|(_, n)| *n > 0).map(|(c, n)| (c.to_string(), n)).collect()
+}
+
+/// `name n, name n, …` of `causes` (as [`cause_counts`] lists them); `None` when empty.
+pub fn causes_text(causes: &[(String, u64)]) -> Option<String> {
+    (!causes.is_empty()).then(|| causes.iter().map(|(c, n)| format!("{c} {n}")).collect::<Vec<_>>().join(", "))
+}
+
+/// The label of aborted attempts that name no cause (a call refused before it ran, an older
+/// node's answer) in [`Retries::abort_causes`].
+pub const NO_CAUSE: &str = "other";
+
+/// How a run's clients retried: the attempts their transactions took and why attempts
+/// aborted. Reports hold it with `#[serde(flatten)]` after their [`Outcomes`], whose
+/// `aborted` and `abort_rate` count attempts; a transaction given up counts here, in
+/// `failed` (JSON keys and CSV columns `max_retries`, `attempts`, `retries`, `failed`,
+/// `fail_rate`, `abort_causes`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Retries {
+    /// The clients' bound: retries per transaction after an abort whose cause is retryable
+    /// (`redt_coordinator::RetryPolicy::retries`; 0: never retried).
+    pub max_retries: u32,
+    /// Attempts: every submission, retries included.
+    pub attempts: u64,
+    /// Attempts after a transaction's first.
+    pub retries: u64,
+    /// Transactions given up: their last attempt aborted (a cause that is not retryable, or
+    /// no retry left).
+    pub failed: u64,
+    /// failed / (committed + failed): the share of transactions with an outcome that were
+    /// given up (without retries, the abort rate).
+    pub fail_rate: f64,
+    /// Aborted attempts per cause ([`AbortCause::name`]; [`NO_CAUSE`] for an abort that names
+    /// none), in [`AbortCause::ALL`]'s order, causes with none left out.
+    pub abort_causes: Vec<(String, u64)>,
+}
+
+impl Retries {
+    /// The lines the human-readable reports show, without line breaks: the attempts and
+    /// retries with the transactions given up, and the aborted attempts by cause (when any).
+    pub fn lines(&self) -> Vec<String> {
+        let mut out = vec![format!(
+            "  fail rate                  {:>10.4}   ({} given up; {} attempts, {} retries, at most {} per txn)",
+            self.fail_rate, self.failed, self.attempts, self.retries, self.max_retries
+        )];
+        if let Some(causes) = causes_text(&self.abort_causes) {
+            out.push(format!("  aborted attempts by cause  {causes}"));
+        }
+        out
+    }
+}
+
+/// The live counters behind a [`Retries`]: every transaction a client ran under a retry
+/// policy ([`redt_coordinator::retrying`]) is added once it ends.
+#[derive(Debug, Default)]
+pub struct RetryCounts {
+    transactions: AtomicU64,
+    attempts: AtomicU64,
+    committed: AtomicU64,
+    failed: AtomicU64,
+    /// Aborted attempts per cause, indexed like [`AbortCause::ALL`], then those without one.
+    causes: [AtomicU64; AbortCause::ALL.len() + 1],
+}
+
+impl RetryCounts {
+    /// Counts the transaction `r` (its attempts, its aborted attempts' causes, and whether it
+    /// committed or was given up).
+    pub fn add<A: Attempt>(&self, r: &Retried<A>) {
+        self.transactions.fetch_add(1, Relaxed);
+        self.attempts.fetch_add(u64::from(r.attempts), Relaxed);
+        match r.answer().status {
+            TxnStatus::Committed => self.committed.fetch_add(1, Relaxed),
+            TxnStatus::Aborted(_) => self.failed.fetch_add(1, Relaxed),
+            TxnStatus::Unknown(_) => 0,
+        };
+        for c in &r.aborts {
+            self.causes[c.map_or(AbortCause::ALL.len(), AbortCause::index)].fetch_add(1, Relaxed);
+        }
+    }
+
+    /// Aborted attempts counted so far.
+    pub fn aborted_attempts(&self) -> u64 {
+        self.causes.iter().map(|c| c.load(Relaxed)).sum()
+    }
+
+    /// The figures so far, of clients that retried at most `max_retries` times.
+    pub fn report(&self, max_retries: u32) -> Retries {
+        let [transactions, attempts, committed, failed] =
+            [&self.transactions, &self.attempts, &self.committed, &self.failed].map(|c| c.load(Relaxed));
+        let names = AbortCause::ALL.iter().map(|c| c.name()).chain([NO_CAUSE]);
+        Retries {
+            max_retries,
+            attempts,
+            retries: attempts.saturating_sub(transactions),
+            failed,
+            fail_rate: abort_rate(committed, failed),
+            abort_causes: cause_counts(names, self.causes.iter().map(|c| c.load(Relaxed))),
+        }
+    }
+
+    /// Clears every counter (end of a warm-up).
+    pub fn reset(&self) {
+        for c in [&self.transactions, &self.attempts, &self.committed, &self.failed].into_iter().chain(&self.causes) {
+            c.store(0, Relaxed);
+        }
     }
 }
 
@@ -304,5 +422,64 @@ mod tests {
             "after",
         ];
         assert_eq!(cols, want);
+    }
+
+    fn retried(status: TxnStatus, aborts: Vec<Option<AbortCause>>) -> Retried {
+        let attempts = aborts.len() as u32 + u32::from(!matches!(status, TxnStatus::Aborted(_)));
+        let cause = if matches!(status, TxnStatus::Aborted(_)) { aborts.last().copied().flatten() } else { None };
+        let last = redt_coordinator::TxnAnswer { txn: redt_proto::TxnId(1), status, cause, reads: vec![] };
+        Retried { last, attempts, aborts }
+    }
+
+    #[test]
+    fn retry_counts_split_attempts_from_transactions_and_aborts_by_cause() {
+        use AbortCause::{LockConflict, Timeout, User};
+        let c = RetryCounts::default();
+        c.add(&retried(TxnStatus::Committed, vec![]));
+        c.add(&retried(TxnStatus::Committed, vec![Some(LockConflict), Some(Timeout), Some(LockConflict)]));
+        c.add(&retried(TxnStatus::Aborted("own".into()), vec![Some(LockConflict), Some(User)]));
+        c.add(&retried(TxnStatus::Aborted("refused".into()), vec![None]));
+        c.add(&retried(TxnStatus::Unknown("lost".into()), vec![Some(Timeout)]));
+        let r = c.report(10);
+        assert_eq!((r.max_retries, r.attempts, r.retries, r.failed), (10, 10, 5, 2));
+        assert_eq!(r.fail_rate, 0.5, "2 given up of 2 committed and 2 failed; unknown outcomes are neither");
+        let want: Vec<(String, u64)> =
+            [("lock_conflict", 3), ("user", 1), ("timeout", 2), ("other", 1)].map(|(n, k)| (n.to_string(), k)).into();
+        assert_eq!(r.abort_causes, want, "report order, the rest left out");
+        assert_eq!(c.aborted_attempts(), 7);
+        let lines = r.lines();
+        assert_eq!(
+            lines[0],
+            "  fail rate                      0.5000   (2 given up; 10 attempts, 5 retries, at most 10 per txn)"
+        );
+        assert_eq!(lines[1], "  aborted attempts by cause  lock_conflict 3, user 1, timeout 2, other 1");
+        c.reset();
+        assert_eq!(c.report(0), Retries::default());
+        assert_eq!(Retries::default().lines().len(), 1, "no cause line without aborts");
+    }
+
+    #[test]
+    fn flattened_retries_are_six_columns_the_causes_in_one_cell() {
+        let r = Retries {
+            max_retries: 3,
+            attempts: 9,
+            retries: 2,
+            failed: 1,
+            fail_rate: 0.25,
+            abort_causes: vec![("lock_conflict".into(), 2), ("timeout".into(), 1)],
+        };
+        let f = crate::csv::flatten(&r).unwrap();
+        let cols: Vec<(&str, &str)> = f.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        assert_eq!(
+            cols,
+            [
+                ("max_retries", "3"),
+                ("attempts", "9"),
+                ("retries", "2"),
+                ("failed", "1"),
+                ("fail_rate", "0.25"),
+                ("abort_causes", "lock_conflict=2; timeout=1")
+            ]
+        );
     }
 }

@@ -409,6 +409,7 @@ fn chart_spec(cfg: &SweepConfig, protocols: &[Protocol], rows: &[SweepRow]) -> C
 #[cfg(test)]
 mod tests {
     use super::*;
+    use redt_coordinator::RetryPolicy;
 
     #[test]
     fn parses_parameters() {
@@ -476,6 +477,7 @@ mod tests {
             progress: false,
             interval: Default::default(),
             idle_window: Duration::ZERO,
+            retry: RetryPolicy::none(),
         };
         let (t, _) = apply(&base, &cfg, Param::Rtt, 80.0).unwrap();
         assert_eq!(t.links[0][1].rtt, Duration::from_millis(80));

@@ -3,6 +3,7 @@
 
 use redt_bench::{run_append, AppendConfig};
 use redt_checkers::history::{check, read_history, EventType, Mop};
+use redt_coordinator::RetryPolicy;
 use redt_proto::Topology;
 use std::collections::HashMap;
 use std::time::Duration;
@@ -30,6 +31,12 @@ fn short_append_run_writes_a_history_that_matches_the_database() {
     assert!(r.pass, "check failed: {:?} {:?}", r.check.violations_by_kind, r.check.violations);
     assert!(r.outcomes.committed > 10, "only {} transactions committed", r.outcomes.committed);
     assert!(r.check.ok_appends > 0 && r.check.ok_reads > 0);
+    // Retried transactions are in the history once: the retries are counted beside it.
+    let t = &r.retries;
+    assert_eq!(t.max_retries, RetryPolicy::DEFAULT_RETRIES);
+    assert_eq!(t.failed, r.check.fail, "a fail is a transaction given up");
+    assert_eq!(t.attempts, r.check.ok + r.check.fail + r.check.info + t.retries, "{t:?}");
+    assert_eq!(r.outcomes.aborted, t.abort_causes.iter().map(|(_, n)| n).sum::<u64>(), "aborts are attempts");
 
     // The file: one invoke then one completion per transaction, per process.
     let events = read_history(&path).expect("history file");

@@ -4,6 +4,7 @@
 
 use redt_bench::compare::{run_compare, CompareConfig, CompareWorkload};
 use redt_bench::{ClusterConfig, YcsbConfig};
+use redt_coordinator::RetryPolicy;
 use redt_proto::{Protocol, Topology};
 use std::time::Duration;
 
@@ -26,6 +27,7 @@ fn compares_two_protocols_on_one_topology() {
             progress: false,
             interval: Default::default(),
             idle_window: Duration::from_millis(200),
+            retry: RetryPolicy::none(),
         }),
     };
     let mut started = Vec::new();

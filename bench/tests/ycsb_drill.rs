@@ -5,7 +5,7 @@
 
 use redt_bench::drill_plan::DrillPlan;
 use redt_bench::{run_embedded_drill_ycsb, ClusterConfig, YcsbConfig};
-use redt_coordinator::CoordinatorOptions;
+use redt_coordinator::{CoordinatorOptions, RetryPolicy};
 use redt_proto::Topology;
 use std::sync::Arc;
 use std::time::Duration;
@@ -29,6 +29,7 @@ fn a_ycsb_drill_kills_and_restarts_a_dc_and_no_acknowledged_write_is_lost() {
         progress: false,
         interval: Default::default(),
         idle_window: Duration::ZERO,
+        retry: RetryPolicy::none(),
     };
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let r = rt.block_on(run_embedded_drill_ycsb(topo, &cfg, plan, Arc::new(|_| {}))).unwrap();

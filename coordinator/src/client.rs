@@ -3,6 +3,7 @@
 //! changing WAN conditions.
 
 use crate::error::{Error, Result};
+use crate::retry::{retrying, Retried, RetryPolicy};
 use crate::status::NodeStatus;
 use redt_proto::wire::{
     Body, Envelope, NetemSetRequest, OutcomeQueryRequest, ProcedureCall, ReserveTxnRequest, StatusRequest,
@@ -11,6 +12,7 @@ use redt_proto::wire::{
 use redt_proto::{Cts, NodeId, Topology, TxnId};
 use redt_protocol::machine::{TxnAnswer, TxnStatus};
 use redt_protocol::outcome::{next_step, NextStep, OutcomeLookup};
+use redt_protocol::stats::AbortCause;
 use redt_protocol::Error as ProtocolError;
 use redt_transport::NodeIdentity;
 use redt_transport::TransportError;
@@ -162,7 +164,8 @@ impl Client {
     /// Runs `call` as one transaction with `node` as its coordinator.
     ///
     /// A transport failure after the request may have been delivered gives
-    /// [`TxnStatus::Unknown`]; the client never retries a submitted transaction.
+    /// [`TxnStatus::Unknown`]; this method never submits the call again (see
+    /// [`Client::submit_retrying`] for retries of aborts, which certainly did not commit).
     pub async fn submit(&self, node: NodeId, call: ProcedureCall) -> TxnAnswer {
         answer_of(self.call(node, Body::Submit(SubmitRequest { call: Some(call), txn: None, token: 0 })).await)
     }
@@ -205,7 +208,7 @@ impl Client {
                 let why = "no coordinator reachable".to_string();
                 return SubmitReport {
                     coordinator: preferred,
-                    answer: TxnAnswer { txn: TxnId(0), status: TxnStatus::Aborted(why), reads: vec![] },
+                    answer: TxnAnswer::refused(TxnId(0), why),
                     asked,
                     resubmitted_after: lost,
                     reads_lost: false,
@@ -237,8 +240,26 @@ impl Client {
                 )),
             };
             let reads_lost = status == TxnStatus::Committed;
-            return report(TxnAnswer { txn: res.txn, status, reads: vec![] }, asked, reads_lost);
+            return report(TxnAnswer { txn: res.txn, status, cause: None, reads: vec![] }, asked, reads_lost);
         }
+    }
+
+    /// Runs `call` as [`Client::submit_asking`] does, and runs it again, as a new transaction,
+    /// after an abort whose cause is retryable ([`AbortCause::is_retryable`]), pausing as
+    /// `policy` says ([`RetryPolicy::delay`], drawn from `rng`), at most `policy.retries`
+    /// times ([`retrying`]). A commit returns at once; an unknown outcome is returned as it
+    /// is, never submitted again (its outcome query already ran and found no decision); an
+    /// abort that is not retryable (the procedure's own, a missing record, a refused call,
+    /// one without a cause) ends it too. Returns the last attempt's report, the attempts made
+    /// and every aborted attempt's cause.
+    pub async fn submit_retrying(
+        &self,
+        preferred: NodeId,
+        call: ProcedureCall,
+        policy: &RetryPolicy,
+        rng: &mut impl rand::Rng,
+    ) -> Retried<SubmitReport> {
+        retrying(policy, rng, None, || self.submit_asking(preferred, call.clone())).await
     }
 
     /// Reserves an id and submits `call` under it at the first coordinator of
@@ -492,26 +513,21 @@ fn padded_reads(reads: Vec<Vec<u8>>, lens: &[u32]) -> Option<Vec<Option<Vec<u8>>
 fn answer_of(reply: Result<Body>) -> TxnAnswer {
     match reply {
         Ok(Body::Outcome(o)) => {
-            let status = match o.outcome {
-                0 => TxnStatus::Committed,
-                1 => TxnStatus::Aborted(o.error),
-                _ => TxnStatus::Unknown(o.error),
+            let (status, cause) = match o.outcome {
+                0 => (TxnStatus::Committed, None),
+                // A cause this client does not know (a newer node's) is no cause.
+                1 => (TxnStatus::Aborted(o.error), o.abort_cause.as_deref().and_then(AbortCause::from_name)),
+                _ => (TxnStatus::Unknown(o.error), None),
             };
             match padded_reads(o.reads, &o.read_lens) {
-                Some(reads) => TxnAnswer { txn: TxnId(o.txn), status, reads },
-                None => TxnAnswer {
-                    txn: TxnId(o.txn),
-                    status: TxnStatus::Unknown("a reply whose read lengths do not match its reads".into()),
-                    reads: vec![],
-                },
+                Some(reads) => TxnAnswer { txn: TxnId(o.txn), status, cause, reads },
+                None => TxnAnswer::unknown(TxnId(o.txn), "a reply whose read lengths do not match its reads"),
             }
         }
-        Ok(_) => TxnAnswer { txn: TxnId(0), status: TxnStatus::Unknown("unexpected reply".into()), reads: vec![] },
+        Ok(_) => TxnAnswer::unknown(TxnId(0), "unexpected reply"),
         // The coordinator refused it before running it (bad epoch, malformed).
-        Err(Error::Protocol(ProtocolError::Remote { message, .. })) => {
-            TxnAnswer { txn: TxnId(0), status: TxnStatus::Aborted(message), reads: vec![] }
-        }
-        Err(e) => TxnAnswer { txn: TxnId(0), status: TxnStatus::Unknown(e.to_string()), reads: vec![] },
+        Err(Error::Protocol(ProtocolError::Remote { message, .. })) => TxnAnswer::refused(TxnId(0), message),
+        Err(e) => TxnAnswer::unknown(TxnId(0), e.to_string()),
     }
 }
 
@@ -544,7 +560,7 @@ mod tests {
         let mut cell = vec![0u8; 2048];
         cell[..3].copy_from_slice(&[7, 0, 9]);
         let reads = vec![Some(cell), None, Some(vec![0; 2048]), Some(vec![1; 16])];
-        let sent = TxnAnswer { txn: TxnId(5), status: TxnStatus::Committed, reads: reads.clone() };
+        let sent = TxnAnswer { txn: TxnId(5), status: TxnStatus::Committed, cause: None, reads: reads.clone() };
         let msg = crate::answer_to_msg(&sent);
         assert_eq!(msg.reads.iter().map(Vec::len).collect::<Vec<_>>(), vec![3, 0, 0, 16], "trailing zeros dropped");
         assert_eq!(msg.read_lens, vec![2048, 0, 2048, 16]);
@@ -556,6 +572,32 @@ mod tests {
         for bad in [vec![2048, 0, 2048], vec![2, 0, 2048, 16], vec![2048, 0, 2048, u32::MAX]] {
             let bad = OutcomeReply { read_lens: bad, ..msg.clone() };
             assert!(matches!(answer_of(Ok(Body::Outcome(bad))).status, TxnStatus::Unknown(_)));
+        }
+    }
+
+    /// An abort's cause crosses the wire with it (so the client can tell whether to retry);
+    /// an older node's reply without one, or a cause this client does not know, reads as none;
+    /// other outcomes carry none.
+    #[test]
+    fn an_abort_s_cause_reaches_the_client() {
+        let sent = TxnAnswer {
+            txn: TxnId(5),
+            status: TxnStatus::Aborted("dc2 voted abort: lock conflict".into()),
+            cause: Some(AbortCause::LockConflict),
+            reads: vec![],
+        };
+        let msg = crate::answer_to_msg(&sent);
+        assert_eq!(msg.abort_cause.as_deref(), Some("lock_conflict"));
+        assert_eq!(answer_of(Ok(Body::Outcome(msg.clone()))), sent);
+        let old = OutcomeReply { abort_cause: None, ..msg.clone() };
+        assert_eq!(answer_of(Ok(Body::Outcome(old))).cause, None);
+        let newer = OutcomeReply { abort_cause: Some("a cause of a newer node".into()), ..msg.clone() };
+        assert_eq!(answer_of(Ok(Body::Outcome(newer))).cause, None);
+        let committed = OutcomeReply { outcome: 0, ..msg.clone() };
+        assert_eq!(answer_of(Ok(Body::Outcome(committed))).cause, None, "a commit has no cause");
+        for status in [TxnStatus::Committed, TxnStatus::Unknown("lost".into())] {
+            let odd = TxnAnswer { status, ..sent.clone() };
+            assert_eq!(crate::answer_to_msg(&odd).abort_cause, None, "only aborts send a cause");
         }
     }
 

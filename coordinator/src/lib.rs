@@ -5,7 +5,8 @@
 //! start their nodes with ([`NodeSpec`]); status and metrics; the embedded cluster
 //! ([`EmbeddedCluster`]) and the client library ([`Client`]). The protocol's logic lives in
 //! `redt-protocol`; the in-DC data path is `redt-dc-executor`'s; WAN conditions are
-//! `redt-netem`'s.
+//! `redt-netem`'s. Clients retry aborts whose cause allows it under a bounded [`RetryPolicy`]
+//! ([`retrying`], [`Client::submit_retrying`]).
 
 #![forbid(unsafe_code)]
 
@@ -29,6 +30,7 @@ mod rebuilds;
 mod reclaim_task;
 mod recovery_task;
 mod reserved;
+mod retry;
 mod retry_slots;
 mod start;
 pub mod status;
@@ -49,6 +51,7 @@ pub use redt_protocol::{
     TxnMachine, TxnStats, TxnStatus,
 };
 pub use reserved::{NotReserved, ReservedIds};
+pub use retry::{retrying, Attempt, Retried, RetryPolicy};
 pub use status::{NodeStatus, StatusBoard, WaitingTxn};
 pub use status_sample::SAMPLE_MAX_AGE;
 pub use timeouts::NodeTimeouts;

@@ -601,7 +601,7 @@ impl Node {
     pub async fn submit(self: &Arc<Self>, call: ProcedureCall) -> TxnAnswer {
         match self.submit_as(call, 0, None).await {
             Ok(o) => o,
-            Err(e) => TxnAnswer { txn: TxnId(0), status: TxnStatus::Aborted(e.to_string()), reads: vec![] },
+            Err(e) => TxnAnswer::refused(TxnId(0), e.to_string()),
         }
     }
 
@@ -656,11 +656,7 @@ impl Node {
         if let Err(over) = redt_protocol::limits::check_call(&self.placement().limits, &call) {
             self.board.refused_over_limit();
             tracing::info!(node = %self.name(), "transaction refused: {over}");
-            return Ok(TxnAnswer {
-                txn: reserved.map_or(TxnId(0), |(txn, _, _)| txn),
-                status: TxnStatus::Aborted(over.to_string()),
-                reads: vec![],
-            });
+            return Ok(TxnAnswer::refused(reserved.map_or(TxnId(0), |(txn, _, _)| txn), over.to_string()));
         }
         let start = Instant::now();
         let ts = self.hlc.tick(SystemClock.now_ms());
@@ -672,11 +668,7 @@ impl Node {
             Ok(txn) => txn,
             Err(e) => {
                 tracing::error!(node = %self.name(), "no transaction id: {e}");
-                return Ok(TxnAnswer {
-                    txn: TxnId(0),
-                    status: TxnStatus::Aborted(format!("no transaction id: {e}")),
-                    reads: vec![],
-                });
+                return Ok(TxnAnswer::refused(TxnId(0), format!("no transaction id: {e}")));
             }
         };
         let (topology, options) = (self.placement(), self.options.clone());
@@ -833,7 +825,7 @@ impl Node {
                     self.board.refused_over_limit();
                     tracing::info!(node = %self.name(), "transaction refused: {e}");
                 }
-                return TxnAnswer { txn, status: TxnStatus::Aborted(e.to_string()), reads: vec![] };
+                return TxnAnswer::refused(txn, e.to_string());
             }
         };
         let (tx, rx) = tokio::sync::oneshot::channel();
@@ -844,8 +836,8 @@ impl Node {
         // anyway.
         let claim = self.busy.claim(txn);
         let on_action = move |action: Action| match action {
-            Action::Answer { answer, class, cost, cause } => {
-                answers.record(class, &answer.status, cause, start.elapsed());
+            Action::Answer { answer, class, cost } => {
+                answers.record(class, &answer.status, answer.cause, start.elapsed());
                 board.answered(answer.status.outcome());
                 match (&answer.status, cost) {
                     (TxnStatus::Committed, Some(c)) => stats.committed(class, c, start.elapsed().as_micros() as u64),
@@ -871,11 +863,7 @@ impl Node {
             }
             .instrument(span),
         );
-        rx.await.unwrap_or(TxnAnswer {
-            txn,
-            status: TxnStatus::Unknown("the coordinator stopped before answering".into()),
-            reads: vec![],
-        })
+        rx.await.unwrap_or_else(|_| TxnAnswer::unknown(txn, "the coordinator stopped before answering"))
     }
 
     /// The one driver loop of every [`TxnMachine`] (see [`redt_protocol::machine`] for the order):
@@ -1238,7 +1226,12 @@ pub fn answer_to_msg(o: &TxnAnswer) -> OutcomeReply {
             (v[..kept].to_vec(), u32::try_from(v.len()).unwrap_or(u32::MAX))
         })
         .unzip();
-    OutcomeReply { outcome, error, reads, txn: o.txn.0, read_lens }
+    // The cause goes with aborts only (a machine sets none on other answers).
+    let abort_cause = match o.status {
+        TxnStatus::Aborted(_) => o.cause.map(|c| c.name().to_string()),
+        _ => None,
+    };
+    OutcomeReply { outcome, error, reads, txn: o.txn.0, read_lens, abort_cause }
 }
 
 impl Node {

@@ -1273,6 +1273,12 @@ pub struct OutcomeReply {
     /// non-read. Empty: the reads are sent whole.
     #[prost(uint32, repeated, tag = "5")]
     pub read_lens: Vec<u32>,
+    /// For an abort the coordinator decided: why, as a cause's label (`lock_conflict`,
+    /// `timeout`, …: `redt_protocol::AbortCause::name`), so a client can tell an abort worth
+    /// retrying from one that is not. Absent for a commit, an unknown outcome, a call refused
+    /// before it ran, and in the replies of nodes that predate the field.
+    #[prost(string, optional, tag = "6")]
+    pub abort_cause: Option<String>,
 }
 
 /// Change one directed link's conditions.
@@ -1389,5 +1395,49 @@ mod tests {
             let back = Envelope::decode(e.encode_to_vec().as_slice()).expect("decodes");
             assert_eq!(back.body, Some(body));
         }
+    }
+
+    /// The outcome reply as nodes sent it before `abort_cause` (tags 1–5).
+    #[derive(Clone, PartialEq, prost::Message)]
+    struct OutcomeReplyBeforeCause {
+        #[prost(uint32, tag = "1")]
+        outcome: u32,
+        #[prost(string, tag = "2")]
+        error: String,
+        #[prost(bytes = "vec", repeated, tag = "3")]
+        reads: Vec<Vec<u8>>,
+        #[prost(uint64, tag = "4")]
+        txn: u64,
+        #[prost(uint32, repeated, tag = "5")]
+        read_lens: Vec<u32>,
+    }
+
+    /// An abort's cause crosses the wire; an older node's reply, without it, reads as no
+    /// cause, and an older client reads a newer reply as before (the field is skipped).
+    #[test]
+    fn the_abort_cause_is_optional_on_the_wire() {
+        let aborted = OutcomeReply {
+            outcome: 1,
+            error: "dc2 voted abort: lock conflict".into(),
+            txn: 9,
+            abort_cause: Some("lock_conflict".into()),
+            ..Default::default()
+        };
+        let back = OutcomeReply::decode(aborted.encode_to_vec().as_slice()).expect("decodes");
+        assert_eq!(back, aborted);
+        let old = OutcomeReplyBeforeCause {
+            outcome: 1,
+            error: "dc2 voted abort: lock conflict".into(),
+            reads: vec![],
+            txn: 9,
+            read_lens: vec![],
+        };
+        let new = OutcomeReply::decode(old.encode_to_vec().as_slice()).expect("an older node's reply decodes");
+        assert_eq!(new, OutcomeReply { abort_cause: None, ..aborted.clone() });
+        let seen_by_old = OutcomeReplyBeforeCause::decode(aborted.encode_to_vec().as_slice()).expect("decodes");
+        assert_eq!(seen_by_old, old);
+        // A commit carries no cause: the field costs nothing there.
+        let committed = OutcomeReply { outcome: 0, txn: 9, ..Default::default() };
+        assert_eq!(committed.encode_to_vec(), OutcomeReplyBeforeCause { txn: 9, ..Default::default() }.encode_to_vec());
     }
 }

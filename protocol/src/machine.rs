@@ -44,15 +44,34 @@ impl TxnStatus {
     }
 }
 
-/// The answer to a client: the transaction, its status and what it read.
+/// The answer to a client: the transaction, its status, why it aborted and what it read.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TxnAnswer {
     /// The transaction id.
     pub txn: TxnId,
     /// Its status.
     pub status: TxnStatus,
+    /// For an abort ([`TxnStatus::Aborted`]) decided by a coordinator: why, as a label
+    /// ([`AbortCause::is_retryable`] tells a client whether running the call again may
+    /// commit). `None` for a commit, an unknown outcome, and an abort no coordinator decided
+    /// (a call refused before it ran: over a limit, malformed, an unusable reservation, no
+    /// coordinator reachable; or the answer of an older node, which sends no cause).
+    pub cause: Option<AbortCause>,
     /// For a committed key/value call: per operation, the value read (`None` for writes).
     pub reads: Vec<Option<Vec<u8>>>,
+}
+
+impl TxnAnswer {
+    /// An abort of `txn` no coordinator decided (a call refused before it ran), saying `why`:
+    /// no cause, nothing read.
+    pub fn refused(txn: TxnId, why: impl Into<String>) -> TxnAnswer {
+        TxnAnswer { txn, status: TxnStatus::Aborted(why.into()), cause: None, reads: vec![] }
+    }
+
+    /// An unknown outcome of `txn`, saying `why`: nothing read.
+    pub fn unknown(txn: TxnId, why: impl Into<String>) -> TxnAnswer {
+        TxnAnswer { txn, status: TxnStatus::Unknown(why.into()), cause: None, reads: vec![] }
+    }
 }
 
 /// Identifies one request a machine asked its driver to send (unique per machine).
@@ -73,14 +92,13 @@ pub enum Action {
     },
     /// Answer the client (once per transaction; coordinators only).
     Answer {
-        /// What the client is told.
+        /// What the client is told; for an abort, its [`TxnAnswer::cause`] labels the abort
+        /// counters too.
         answer: TxnAnswer,
         /// The transaction's class.
         class: Class,
         /// For a commit: its inter-DC cost as counted at the answer (RedT Table 2).
         cost: Option<TxnCost>,
-        /// For an abort (`TxnStatus::Aborted`): why, for the abort counters.
-        cause: Option<AbortCause>,
     },
     /// Answer the node whose request this machine serves (once; a baseline primary's part,
     /// [`crate::baseline::PrimaryTxn`]; a coordinator never yields it).

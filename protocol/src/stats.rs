@@ -128,9 +128,56 @@ impl AbortCause {
         }
     }
 
+    /// The cause whose [`AbortCause::name`] is `name`; `None` for any other text (a cause a
+    /// newer node added, say).
+    pub fn from_name(name: &str) -> Option<AbortCause> {
+        AbortCause::ALL.into_iter().find(|c| c.name() == name)
+    }
+
     /// Its index in [`AbortCause::ALL`].
     pub fn index(self) -> usize {
         self as usize
+    }
+
+    /// Whether running the same call again, as a new transaction, may commit: the abort came
+    /// from the moment, not from the call or the data. A client may retry these after a pause
+    /// (they certainly did not commit; see `redt_coordinator::RetryPolicy`):
+    ///
+    /// - [`AbortCause::LockConflict`]: another transaction held a lock (No-Wait); it lets go
+    ///   within about one inter-DC round trip, two when it aborts.
+    /// - [`AbortCause::RingFull`]: a redo ring had no room; replay drains it.
+    /// - [`AbortCause::Fenced`]: a recoverer fenced this transaction id, presuming its
+    ///   coordinator dead; a new attempt runs under a new id.
+    /// - [`AbortCause::StaleEpoch`]: the placement changed under the transaction; a new
+    ///   attempt starts under the current epoch.
+    /// - [`AbortCause::Superseded`]: a record it writes was deleted and created again since
+    ///   it started; a new attempt starts after that.
+    /// - [`AbortCause::NoVote`], [`AbortCause::Timeout`], [`AbortCause::Replication`]: a
+    ///   participant or a majority did not answer in time (a slow link, a node restarting).
+    /// - [`AbortCause::CommitImpossible`]: too many replicas were stale for a quorum; they
+    ///   catch up.
+    ///
+    /// Not retryable, as running the call again gives the same answer:
+    ///
+    /// - [`AbortCause::User`]: the procedure aborted itself (its own logic, on the data it read).
+    /// - [`AbortCause::NotFound`]: a record it needs does not exist.
+    /// - [`AbortCause::HeapFull`], [`AbortCause::IndexFull`]: a MemStore's record heap or hash
+    ///   index is full. Space comes back only when records are deleted and reclaimed, which a
+    ///   pause of milliseconds does not bring; retrying would add load to a full store and hide
+    ///   from the client a condition its operator must fix.
+    pub fn is_retryable(self) -> bool {
+        match self {
+            AbortCause::LockConflict
+            | AbortCause::RingFull
+            | AbortCause::Fenced
+            | AbortCause::StaleEpoch
+            | AbortCause::Superseded
+            | AbortCause::NoVote
+            | AbortCause::CommitImpossible
+            | AbortCause::Timeout
+            | AbortCause::Replication => true,
+            AbortCause::User | AbortCause::NotFound | AbortCause::HeapFull | AbortCause::IndexFull => false,
+        }
     }
 }
 
@@ -258,5 +305,53 @@ impl TxnStats {
             }
         }
         self.latency_us.lock().expect("latency histogram").reset();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_cause_is_named_once_and_read_back_by_its_name() {
+        for (i, c) in AbortCause::ALL.into_iter().enumerate() {
+            assert_eq!(c.index(), i, "ALL is in declaration order");
+            assert_eq!(AbortCause::from_name(c.name()), Some(c));
+        }
+        let mut names: Vec<&str> = AbortCause::ALL.iter().map(|c| c.name()).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), AbortCause::ALL.len());
+        assert_eq!(AbortCause::from_name("a cause of a newer node"), None);
+        assert_eq!(AbortCause::from_name(""), None);
+    }
+
+    #[test]
+    fn only_the_causes_of_the_moment_are_retryable() {
+        let retryable: Vec<AbortCause> = AbortCause::ALL.into_iter().filter(|c| c.is_retryable()).collect();
+        assert_eq!(
+            retryable,
+            [
+                AbortCause::LockConflict,
+                AbortCause::RingFull,
+                AbortCause::Fenced,
+                AbortCause::StaleEpoch,
+                AbortCause::Superseded,
+                AbortCause::NoVote,
+                AbortCause::CommitImpossible,
+                AbortCause::Timeout,
+                AbortCause::Replication,
+            ]
+        );
+        for c in [AbortCause::User, AbortCause::NotFound, AbortCause::HeapFull, AbortCause::IndexFull] {
+            assert!(!c.is_retryable(), "{c:?}: the same call gives the same answer");
+        }
+    }
+
+    #[test]
+    fn a_vote_s_reason_keeps_its_retryability() {
+        use redt_dc_executor::AbortReason;
+        assert!(AbortCause::of_vote(&AbortReason::Fenced).is_retryable());
+        assert!(!AbortCause::of_vote(&AbortReason::User("no such item".into())).is_retryable());
     }
 }

@@ -566,10 +566,9 @@ impl CoordinatorTxn {
         let cost = cost.map(TxnCost::from);
         let cause = matches!(status, TxnStatus::Aborted(_)).then_some(self.cause);
         self.actions.push_back(Action::Answer {
-            answer: TxnAnswer { txn: self.txn, status, reads },
+            answer: TxnAnswer { txn: self.txn, status, cause, reads },
             class: self.class,
             cost,
-            cause,
         });
     }
 

@@ -1,5 +1,9 @@
 //! `redt client --jsonl`: one transaction per line of standard input in the Jepsen/Elle
-//! micro-op format, one answer per line on standard output. A line longer than the topology's
+//! micro-op format, one answer per line on standard output. A transaction that aborts for a
+//! retryable cause is run again (`--retries`, pauses of 5–10 ms doubling up to 80–160 ms)
+//! and answered once, with its last attempt's outcome; a `fail` names the abort's cause when
+//! the coordinator gave one (`"cause": "lock_conflict"`) and the attempts when there were
+//! several (`"attempts": 11`). A line longer than the topology's
 //! `limits.max_jsonl_line_bytes` is answered with a failure naming the limit and skipped,
 //! without being held in memory; the transactions themselves are bounded by the coordinator
 //! (`limits.max_ops_per_txn`, `limits.max_bytes_per_txn`).
@@ -7,8 +11,12 @@
 use super::{load_topology, runtime};
 use anyhow::{bail, Context, Result};
 use clap::Args;
+use rand::rngs::StdRng;
+use rand::SeedableRng;
 use redt_bench::jepsen;
-use redt_coordinator::{Client, CoordinatorOptions, EmbeddedCluster, TxnAnswer, TxnStatus};
+use redt_coordinator::{
+    retrying, AbortCause, Client, CoordinatorOptions, EmbeddedCluster, RetryPolicy, TxnAnswer, TxnStatus,
+};
 use redt_dc_executor::KvOp;
 use redt_proto::wire::ProcedureCall;
 use redt_proto::NodeId;
@@ -42,6 +50,14 @@ pub struct ClientArgs {
     /// Table the keys live in (one cell per key).
     #[arg(long, default_value = "kv")]
     table: String,
+    /// Retries of a transaction that aborted for a retryable cause (a lock conflict, a
+    /// timeout, a stale epoch, …; not the procedure's own abort, a missing record or a full
+    /// store), after pauses of 5–10 ms doubling up to 80–160 ms; 0: every transaction is
+    /// attempted once. An aborted attempt certainly did not commit, so the line is answered
+    /// once, with the last attempt's outcome; an unknown outcome is asked about (at the nodes)
+    /// and never submitted again.
+    #[arg(long, value_name = "N", default_value_t = RetryPolicy::DEFAULT_RETRIES)]
+    retries: u32,
 }
 
 enum Target {
@@ -50,16 +66,21 @@ enum Target {
 }
 
 impl Target {
-    /// Runs `c`; returns its answer and whether its reads were lost (a commit learned from
-    /// the outcome query after the coordinator's answer was lost).
-    async fn submit(&self, c: ProcedureCall) -> (TxnAnswer, bool) {
+    /// Runs `c` under `policy` (pauses drawn from `rng`); returns its last answer, whether its
+    /// reads were lost (a commit learned from the outcome query after the coordinator's answer
+    /// was lost) and the attempts made.
+    async fn submit(&self, c: ProcedureCall, policy: &RetryPolicy, rng: &mut StdRng) -> (TxnAnswer, bool, u32) {
         match self {
-            Target::Embedded(cl, n) => (cl.node(*n).submit(c).await, false),
+            Target::Embedded(cl, n) => {
+                let node = cl.node(*n);
+                let r = retrying(policy, rng, None, || node.submit(c.clone())).await;
+                (r.last, false, r.attempts)
+            }
             // A dead coordinator (its DC lost) is passed over for a live one, and a lost
             // answer is asked about, never resubmitted blindly.
             Target::Remote(cl, n) => {
-                let r = cl.submit_asking(*n, c).await;
-                (r.answer, r.reads_lost)
+                let r = cl.submit_retrying(*n, c, policy, rng).await;
+                (r.last.answer, r.last.reads_lost, r.attempts)
             }
         }
     }
@@ -99,6 +120,8 @@ pub fn run(a: &ClientArgs) -> Result<()> {
                 node,
             ),
         };
+        let policy = RetryPolicy::with_retries(a.retries);
+        let mut rng = StdRng::from_entropy();
         let stdin = std::io::stdin();
         let mut input = stdin.lock();
         let mut out = std::io::stdout().lock();
@@ -128,7 +151,8 @@ pub fn run(a: &ClientArgs) -> Result<()> {
             let reply = match jepsen::parse_line(line).and_then(|ops| jepsen::to_kv_ops(&ops).map(|kv| (ops, kv))) {
                 Err(e) => json!({"type": "fail", "error": e}),
                 Ok((ops, kv)) => {
-                    let (o, reads_lost) = target.submit(call::kv_call(table.id, &kv)).await;
+                    let (o, reads_lost, attempts) =
+                        target.submit(call::kv_call(table.id, &kv), &policy, &mut rng).await;
                     let reads = kv.iter().any(|op| matches!(op, KvOp::Read(_)));
                     match o.status {
                         // Committed, but the values read were in the lost answer: the history
@@ -138,7 +162,7 @@ pub fn run(a: &ClientArgs) -> Result<()> {
                             o.txn
                         )}),
                         TxnStatus::Committed => json!({"type": "ok", "value": jepsen::fill_reads(&ops, &o.reads)}),
-                        TxnStatus::Aborted(e) => json!({"type": "fail", "error": e}),
+                        TxnStatus::Aborted(e) => fail_reply(e, o.cause, attempts),
                         TxnStatus::Unknown(e) => json!({"type": "info", "error": e}),
                     }
                 }
@@ -152,6 +176,19 @@ pub fn run(a: &ClientArgs) -> Result<()> {
         }
         anyhow::Ok(())
     })
+}
+
+/// The answer to a transaction given up: `{"type": "fail", "error": …}`, with the abort's
+/// `cause` when the coordinator named one and the `attempts` when there were several.
+fn fail_reply(error: String, cause: Option<AbortCause>, attempts: u32) -> serde_json::Value {
+    let mut reply = json!({"type": "fail", "error": error});
+    if let Some(c) = cause {
+        reply["cause"] = json!(c.name());
+    }
+    if attempts > 1 {
+        reply["attempts"] = json!(attempts);
+    }
+    reply
 }
 
 /// What [`read_line`] found.
@@ -225,6 +262,19 @@ mod tests {
                 Line::TooLong(n) => out.push(Err(n)),
             }
         }
+    }
+
+    #[test]
+    fn a_fail_names_its_cause_and_its_attempts_when_it_has_them() {
+        assert_eq!(fail_reply("refused".into(), None, 1), json!({"type": "fail", "error": "refused"}));
+        assert_eq!(
+            fail_reply("dc2 voted abort: lock conflict".into(), Some(AbortCause::LockConflict), 11),
+            json!({"type": "fail", "error": "dc2 voted abort: lock conflict", "cause": "lock_conflict", "attempts": 11})
+        );
+        assert_eq!(
+            fail_reply("not a list".into(), Some(AbortCause::User), 1),
+            json!({"type": "fail", "error": "not a list", "cause": "user"})
+        );
     }
 
     #[test]

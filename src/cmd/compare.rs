@@ -121,6 +121,8 @@ pub fn compare(a: &CompareArgs) -> Result<()> {
             progress: !a.json,
             interval: Default::default(),
             idle_window: a.idle.window(),
+            // One attempt per transaction: the protocols compared as before clients retried.
+            retry: redt_coordinator::RetryPolicy::none(),
         };
         (topo, CompareWorkload::Ycsb(cfg))
     };

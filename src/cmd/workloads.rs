@@ -1,7 +1,7 @@
 //! `redt bench bank`, `redt bench append`, `redt bench sweep` (a child of `cmd::bench`).
 
 use super::super::{load_topology, runtime};
-use super::{check_clients, print_outcomes, IdleArgs, KvRunArgs, MixArgs, ShapeArgs, YcsbRunArgs};
+use super::{check_clients, print_outcomes, print_retries, IdleArgs, KvRunArgs, MixArgs, ShapeArgs, YcsbRunArgs};
 use anyhow::{bail, Result};
 use clap::Args;
 use redt_bench::sweep::parse_param;
@@ -9,6 +9,7 @@ use redt_bench::{
     run_append, run_bank, run_sweep, AppendConfig, AppendReport, BankConfig, BankReport, ClusterConfig, SweepConfig,
     Workload,
 };
+use redt_coordinator::RetryPolicy;
 use redt_proto::Protocol;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -175,6 +176,7 @@ pub fn bank(a: &BankArgs) -> Result<()> {
         drill,
         interval: run.out.intervals(),
         idle_window: a.idle.window(),
+        retry: run.retry(),
     };
     let r = runtime()?.block_on(run_bank(topo, &cfg)).map_err(anyhow::Error::msg)?;
     run.out.emit(serde_json::to_string_pretty(&r)?, || print_bank(&r))?;
@@ -194,6 +196,7 @@ fn print_bank(r: &BankReport) {
         r.topology, r.dcs, r.nodes, r.rtt_ms, r.protocol, r.accounts, r.clients, r.duration_s
     );
     print_outcomes(&r.outcomes, "");
+    print_retries(&r.retries);
     println!("{}", r.cpu.line());
     println!(
         "  whole run                  {} transfers committed ({} unknown), {} read-alls",
@@ -254,6 +257,7 @@ pub fn append(a: &AppendArgs) -> Result<()> {
         progress: !run.out.json,
         drill,
         interval: run.out.intervals(),
+        retry: run.retry(),
     };
     let r = runtime()?.block_on(run_append(topo, &cfg)).map_err(anyhow::Error::msg)?;
     run.out.emit(serde_json::to_string_pretty(&r)?, || print_append(&r))?;
@@ -273,14 +277,15 @@ fn print_append(r: &AppendReport) {
         "redt bench append — {} ({} DCs, {} nodes, {:.0} ms RTT), protocol {}, {} clients, {:.1} s",
         r.topology, r.dcs, r.nodes, r.rtt_ms, r.protocol, r.clients, r.duration_s
     );
-    // Jepsen's words for the outcomes: ok, fail, info.
+    // Jepsen's words for the outcomes: ok, fail, info; the abort rate is per attempt.
     let [committed, _, latency] = o.lines();
     println!("{committed}");
     println!(
-        "  outcomes                   {:>10}   ok, {} fail, {} info (abort rate {:.4})",
-        o.committed, o.aborted, o.unknown, o.abort_rate
+        "  outcomes                   {:>10}   ok, {} fail, {} info (abort rate {:.4} per attempt: {} aborted)",
+        o.committed, r.retries.failed, o.unknown, o.abort_rate, o.aborted
     );
     println!("{latency}");
+    print_retries(&r.retries);
     println!("{}", r.cpu.line());
     println!(
         "  history                    {} events{}",
@@ -345,6 +350,8 @@ pub fn sweep(a: &SweepArgs) -> Result<()> {
             progress: !a.json,
             interval: Default::default(),
             idle_window: a.idle.window(),
+            // One attempt per transaction, as every sweep before clients retried.
+            retry: RetryPolicy::none(),
         },
         protocols: a.protocols.clone(),
         out: a.out.clone(),

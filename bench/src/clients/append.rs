@@ -1,13 +1,14 @@
 //! The list-append clients: each draws transactions of appends and reads
 //! ([`redt_workload::append::draw`]) on the active keys the clients share, from its own seeded
-//! generator; records each one's invocation and completion in the history (Jepsen's
-//! processes: a client whose outcome stayed unknown goes on as a new process); and hands every
-//! answer to the runner.
+//! generator; submits each (again after a retryable abort, as [`AppendClients::retry`] says);
+//! records each one's invocation and completion in the history, the completion its last
+//! attempt's outcome (Jepsen's processes: a client whose outcome stayed unknown goes on as a
+//! new process); and hands every transaction's last answer to the runner.
 
-use super::{ids, ClientId, OnAnswer, Submit, NO_ROUTE_PAUSE, UNKNOWN_PAUSE};
+use super::{ids, retry_rng, ClientId, OnAnswer, Submit, NO_ROUTE_PAUSE, UNKNOWN_PAUSE};
 use rand::SeedableRng;
 use redt_checkers::history::{Event, EventType, HistoryWriter, Mop};
-use redt_coordinator::TxnStatus;
+use redt_coordinator::{RetryPolicy, TxnStatus};
 use redt_proto::{TableId, Topology};
 use redt_protocol::call;
 use redt_workload::append::{fill, kv_ops, Keys};
@@ -36,6 +37,8 @@ pub struct AppendClients {
     /// Seed of the clients' generators: process `i` (the `i`-th client,
     /// [`super::ClientId::index`]) draws from `seed ^ i·0x9e3779b97f4a7c15`.
     pub seed: u64,
+    /// How a transaction that aborted for a retryable cause is retried.
+    pub retry: RetryPolicy,
 }
 
 /// What the clients share.
@@ -43,6 +46,7 @@ struct Shared {
     table: TableId,
     max_txn_len: usize,
     read_ratio: f64,
+    retry: RetryPolicy,
     /// Clients in all (a new process number is the old one plus this).
     clients: u64,
     keys: Mutex<Keys>,
@@ -93,6 +97,7 @@ impl AppendClients {
             table: self.table,
             max_txn_len: self.max_txn_len,
             read_ratio: self.read_ratio,
+            retry: self.retry,
             clients: (self.per_node * topo.nodes.len()) as u64,
             keys: Mutex::new(Keys::new(self.first_key, self.keys, self.max_writes_per_key)),
             values: AtomicU64::new(1),
@@ -134,6 +139,7 @@ async fn client(
     on_answer: OnAnswer<[Mop]>,
 ) {
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let mut pauses = retry_rng(seed);
     let mut process = id.index;
     while !stop.load(Ordering::Relaxed) {
         // A client whose node a drill stopped goes on through the nearest node up.
@@ -147,10 +153,15 @@ async fn client(
                 sh.values.fetch_add(1, Ordering::Relaxed)
             })
         };
+        // One invocation and one completion per transaction, however many attempts it took:
+        // an aborted attempt certainly did not commit, so only the last one's outcome is
+        // recorded (a `fail` still means certainly not committed).
         sh.record(EventType::Invoke, process, &mops, None);
         let submitted = Instant::now();
-        let out = node.submit(call::kv_call(sh.table, &kv_ops(&mops))).await;
-        on_answer(&mops, submitted, &out);
+        let call = call::kv_call(sh.table, &kv_ops(&mops));
+        let retried = node.submit_retrying(call, &sh.retry, &mut pauses, &stop).await;
+        on_answer(&mops, submitted, &retried);
+        let out = retried.last;
         match out.status {
             TxnStatus::Committed => sh.record(EventType::Ok, process, &fill(&mops, &out.reads), None),
             TxnStatus::Aborted(e) => sh.record(EventType::Fail, process, &mops, Some(e)),

@@ -1,10 +1,12 @@
 //! The bank's closed-loop clients: each draws transfers and read-alls
-//! ([`redt_workload::bank::draw`]) from its own seeded generator, submits them and hands every
-//! answer to the runner.
+//! ([`redt_workload::bank::draw`]) from its own seeded generator, submits them (again after a
+//! retryable abort, as [`BankClients::retry`] says) and hands every transaction's last answer
+//! to the runner. A transfer is applied at most once: only an abort, which certainly did not
+//! commit, is submitted again.
 
-use super::{ids, ClientId, OnAnswer, Submit, NO_ROUTE_PAUSE, UNKNOWN_PAUSE};
+use super::{ids, retry_rng, ClientId, OnAnswer, Submit, NO_ROUTE_PAUSE, UNKNOWN_PAUSE};
 use rand::SeedableRng;
-use redt_coordinator::TxnStatus;
+use redt_coordinator::{RetryPolicy, TxnStatus};
 use redt_proto::{TableId, Topology};
 use redt_protocol::call;
 use redt_workload::bank::{self, BankTxn};
@@ -29,6 +31,8 @@ pub struct BankClients {
     /// Seed of the clients' generators: client `c` of node `n` draws from
     /// `seed ^ (n << 32 | c)`.
     pub seed: u64,
+    /// How a transaction that aborted for a retryable cause is retried.
+    pub retry: RetryPolicy,
 }
 
 impl BankClients {
@@ -51,6 +55,7 @@ impl BankClients {
     async fn client(self, id: ClientId, submit: Submit, stop: Arc<AtomicBool>, on_answer: OnAnswer<BankTxn>) {
         let seed = self.seed ^ ((id.home.0 as u64) << 32 | id.on_node as u64);
         let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        let mut pauses = retry_rng(seed);
         while !stop.load(Ordering::Relaxed) {
             // A client whose node a drill stopped goes on through the nearest node up.
             let Some(node) = submit.route(id.home) else {
@@ -59,9 +64,10 @@ impl BankClients {
             };
             let txn = bank::draw(&mut rng, &self.accounts, self.max_transfer, self.read_ratio);
             let submitted = Instant::now();
-            let out = node.submit(call::kv_call(self.table, txn.ops())).await;
+            let call = call::kv_call(self.table, txn.ops());
+            let out = node.submit_retrying(call, &self.retry, &mut pauses, &stop).await;
             on_answer(&txn, submitted, &out);
-            if matches!(out.status, TxnStatus::Unknown(_)) {
+            if matches!(out.answer().status, TxnStatus::Unknown(_)) {
                 tokio::time::sleep(UNKNOWN_PAUSE).await;
             }
         }

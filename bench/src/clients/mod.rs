@@ -4,8 +4,10 @@
 //!
 //! A client is homed on a node and submits there through a [`Submit`]: the nodes of an embedded
 //! cluster in-process (the nearest node up while a drill has its node down), or a cluster's
-//! nodes through a QUIC [`Client`]. Every answer goes to the runner's hook with the
-//! transaction and when it was submitted; the runner keeps its own figures there (a
+//! nodes through a QUIC [`Client`]. A transaction that aborts for a retryable cause is
+//! submitted again under the clients' [`RetryPolicy`] ([`Route::submit_retrying`]); once it
+//! ends, its last answer and its attempts go to the runner's hook with the transaction and when
+//! it was first submitted; the runner keeps its own figures there (a
 //! [`crate::workload::Meter`], the drill's timeline, the bank's read-all totals).
 
 pub mod append;
@@ -13,9 +15,10 @@ pub mod bank;
 
 use crate::drill::DownSet;
 use crate::drill_embedded::Coordinators;
-use redt_coordinator::{failover_order, Client, Node, TxnAnswer};
+use redt_coordinator::{failover_order, retrying, Client, Node, Retried, RetryPolicy, TxnAnswer};
 use redt_proto::wire::ProcedureCall;
 use redt_proto::{NodeId, Topology};
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -51,12 +54,27 @@ pub enum Route {
 }
 
 impl Route {
-    /// Submits `call` to the node and waits for its answer.
+    /// Submits `call` to the node and waits for its answer (one attempt: a lost answer is
+    /// unknown).
     pub async fn submit(&self, call: ProcedureCall) -> TxnAnswer {
         match self {
             Route::Remote(client, node) => client.submit(*node, call).await,
             Route::Embedded(node) => node.submit(call).await,
         }
+    }
+
+    /// Submits `call` to the node ([`Route::submit`]) and again after each abort whose cause is
+    /// retryable, as `policy` says ([`retrying`]; pauses drawn from `rng`), until it commits,
+    /// its outcome is unknown (never submitted again), an abort is not retryable, no retry is
+    /// left or `stop` is set. Returns the last answer, the attempts and the aborts' causes.
+    pub async fn submit_retrying(
+        &self,
+        call: ProcedureCall,
+        policy: &RetryPolicy,
+        rng: &mut impl rand::Rng,
+        stop: &AtomicBool,
+    ) -> Retried {
+        retrying(policy, rng, Some(stop), || self.submit(call.clone())).await
     }
 }
 
@@ -82,16 +100,32 @@ impl Submit {
         }
     }
 
-    /// Submits `call` for a client homed on `home` ([`Submit::route`]); `None`, submitting
+    /// Runs `call` for a client homed on `home` ([`Submit::route`]) under `policy`
+    /// ([`Route::submit_retrying`]; every attempt through the same node); `None`, submitting
     /// nothing, while every node is down.
-    pub async fn submit(&self, home: NodeId, call: ProcedureCall) -> Option<TxnAnswer> {
-        Some(self.route(home)?.submit(call).await)
+    pub async fn submit_retrying(
+        &self,
+        home: NodeId,
+        call: ProcedureCall,
+        policy: &RetryPolicy,
+        rng: &mut impl rand::Rng,
+        stop: &AtomicBool,
+    ) -> Option<Retried> {
+        Some(self.route(home)?.submit_retrying(call, policy, rng, stop).await)
     }
 }
 
-/// Told of every answer: the transaction (`T`: a bank transaction, a list-append's
-/// micro-operations), when it was submitted, and the answer.
-pub type OnAnswer<T> = Arc<dyn Fn(&T, Instant, &TxnAnswer) + Send + Sync>;
+/// Told of every transaction once it ends: the transaction (`T`: a bank transaction, a
+/// list-append's micro-operations), when it was first submitted, and what its attempts came
+/// to (the last one's answer is the transaction's).
+pub type OnAnswer<T> = Arc<dyn Fn(&T, Instant, &Retried) + Send + Sync>;
+
+/// The generator of a client's pauses between retries, seeded from the client's own `seed`
+/// (apart from the generator of its transactions, whose draws stay those of a run without
+/// retries).
+pub fn retry_rng(seed: u64) -> rand::rngs::StdRng {
+    rand::SeedableRng::seed_from_u64(seed ^ 0x7265_7472_795f_7061)
+}
 
 /// One closed-loop client of [`ids`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -34,11 +34,11 @@ use crate::drill_embedded::{
     start_cluster, Coordinators, DrilledCluster, EmbeddedDrill, EmbeddedDrillReport, TimelineFeed,
 };
 use crate::drill_plan::DrillPlan;
-use crate::report::{CpuCost, Latency, VerbsPerTxn, DEFAULT_IDLE_WINDOW};
+use crate::report::{cause_counts, causes_text, CpuCost, Latency, VerbsPerTxn, DEFAULT_IDLE_WINDOW};
 use indicatif::{ProgressBar, ProgressStyle};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use redt_coordinator::{Class, ClassReport, CoordinatorOptions, Node, TxnAnswer, TxnStatus};
+use redt_coordinator::{Class, ClassReport, CoordinatorOptions, Node, RetryPolicy, TxnAnswer, TxnStatus};
 use redt_proto::wire::ProcedureCall;
 use redt_proto::{DcId, NodeId, PartitionId, Protocol, TableId, Topology};
 use serde::Serialize;
@@ -556,12 +556,7 @@ impl<B: Backend> Shared<B> {
                 unknown,
                 abort_rate: if attempts == 0 { 0.0 } else { bad as f64 / attempts as f64 },
                 skipped_districts: g(&s.skipped),
-                abort_causes: ABORT_CAUSES
-                    .iter()
-                    .zip(&s.causes)
-                    .map(|(c, n)| (c.to_string(), g(n)))
-                    .filter(|(_, n)| *n > 0)
-                    .collect(),
+                abort_causes: cause_counts(ABORT_CAUSES, s.causes.iter().map(g)),
                 latency_ms: Latency::ms_from_us(&self.latency[k].lock().expect("histogram")),
             });
         }
@@ -572,14 +567,25 @@ impl<B: Backend> Shared<B> {
 /// Keys one scan of [`Shared::first_row`] reads.
 const SCAN_STEP: u32 = 32;
 
-/// Random back-off after the `attempt`-th failed attempt: uniform in [cap/2, cap] with
-/// cap = 10 ms × 2^(attempt - 1), at most 160 ms (a conflicting lock is held for about one
-/// inter-DC round trip, two when its holder aborts). Measured on 4 warehouses × 4
-/// terminals: 20/320 ms and 80/640 ms lose 12% and 23% of tpmC, 2/40 ms 12%; 5/80 ms is
-/// within noise of this.
+/// The pauses between a terminal's attempts: the clients' default ([`RetryPolicy::default`]:
+/// uniform in [c/2, c] with c = 10 ms × 2^(attempt − 1), at most 160 ms; a conflicting lock
+/// is held for about one inter-DC round trip, two when its holder aborts). Measured on 4
+/// warehouses × 4 terminals: 20/320 ms and 80/640 ms lose 12% and 23% of tpmC, 2/40 ms 12%;
+/// 5/80 ms is within noise of this. The terminals retry until the transaction commits or
+/// rolls back (the spec's business transactions complete), so the policy's bound is not
+/// used: only its pauses.
+const RETRY: RetryPolicy = RetryPolicy::with_retries(u32::MAX);
+
+/// The pause after stale reconnaissance (or none readable): uniform in 2.5–5 ms, whatever the
+/// attempt (the next read is likely fresh).
+const STALE_RETRY: RetryPolicy =
+    RetryPolicy { retries: u32::MAX, first: Duration::from_millis(5), cap: Duration::from_millis(5) };
+
+/// Random back-off after the `attempt`-th failed attempt ([`RETRY`]; [`STALE_RETRY`] when
+/// `stale`).
 async fn backoff(rng: &mut StdRng, attempt: u32, stale: bool) {
-    let cap: u64 = if stale { 5 } else { (10u64 << (attempt.max(1) - 1).min(8)).min(160) };
-    tokio::time::sleep(Duration::from_micros(rng.gen_range(cap * 500..=cap * 1000))).await;
+    let policy = if stale { STALE_RETRY } else { RETRY };
+    tokio::time::sleep(policy.delay(attempt, rng)).await;
 }
 
 /// The terminals of every warehouse of `sh.cfg`, spawned on a new set: each homed on the node
@@ -1234,15 +1240,10 @@ pub fn type_table(types: &[TypeReport]) -> Vec<String> {
             t.latency_ms.p99
         ));
     }
-    let causes: Vec<String> = ABORT_CAUSES
-        .iter()
-        .filter_map(|c| {
-            let n: u64 = types.iter().flat_map(|t| &t.abort_causes).filter(|(k, _)| k == c).map(|(_, n)| n).sum();
-            (n > 0).then(|| format!("{c} {n}"))
-        })
-        .collect();
-    if !causes.is_empty() {
-        out.push(format!("    aborted attempts by cause: {}", causes.join(", ")));
+    let totals = ABORT_CAUSES
+        .map(|c| -> u64 { types.iter().flat_map(|t| &t.abort_causes).filter(|(k, _)| k == c).map(|(_, n)| n).sum() });
+    if let Some(causes) = causes_text(&cause_counts(ABORT_CAUSES, totals)) {
+        out.push(format!("    aborted attempts by cause: {causes}"));
     }
     out
 }

@@ -11,7 +11,7 @@ use super::meta::{self, Stored};
 use super::{measure, require_commits, Meter, Target, WorkloadKind};
 use crate::append::{check_fits, AppendConfig};
 use crate::clients::Submit;
-use crate::report::{CpuCost, Outcomes};
+use crate::report::{CpuCost, Outcomes, Retries};
 use redt_checkers::history::{self, read_history, Event, HistoryWriter, Mop};
 use redt_dc_executor::{list_items, RecordOp};
 use serde::{Deserialize, Serialize};
@@ -82,9 +82,15 @@ pub struct AppendReport {
     pub clients: usize,
     /// Seconds run (runs only).
     pub duration_s: f64,
-    /// The run's transactions: ok, fail, info (runs only).
+    /// The run's transactions: ok and info ones, and aborted attempts (the abort rate is per
+    /// attempt; the fail transactions are `failed` below) (runs only; a check counts the
+    /// history's ok, fail and info).
     #[serde(flatten)]
     pub outcomes: Outcomes,
+    /// The clients' attempts and retries, the transactions given up (fail) and the aborted
+    /// attempts by cause (runs only).
+    #[serde(flatten)]
+    pub retries: Retries,
     /// The CPU time of the nodes' processes over the run (summed, through their status; an
     /// embedded cluster's: this process's), per ok transaction (runs only).
     #[serde(flatten)]
@@ -145,6 +151,7 @@ pub async fn run(target: &Target, cfg: &AppendConfig, cluster: &str) -> Result<A
     r.clients = clients;
     r.duration_s = elapsed.as_secs_f64();
     r.outcomes = outcomes;
+    r.retries = meter.retries(cfg.retry.retries);
     r.cpu = measured.cpu;
     r.history = cfg.history.as_ref().map(|h| h.display().to_string());
     Ok(r)
@@ -181,6 +188,7 @@ async fn check_events(
         clients: 0,
         duration_s: 0.0,
         outcomes: Outcomes::default(),
+        retries: Retries::default(),
         cpu: CpuCost::default(),
         history: None,
         events: events.len() as u64,

@@ -11,7 +11,8 @@ use crate::clients::bank::BankClients;
 use crate::clients::Submit;
 use crate::interval::IntervalOptions;
 use crate::progress::bar;
-use crate::report::{CpuCost, Outcomes};
+use crate::report::{CpuCost, Outcomes, Retries};
+use redt_coordinator::RetryPolicy;
 use redt_dc_executor::RecordOp;
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -99,6 +100,8 @@ pub struct BankRun {
     pub progress: bool,
     /// Interval rows.
     pub interval: IntervalOptions,
+    /// How the clients retry a transfer that aborted for a retryable cause.
+    pub retry: RetryPolicy,
 }
 
 /// What a bank run did.
@@ -114,9 +117,15 @@ pub struct RunReport {
     pub clients: usize,
     /// Measured seconds.
     pub duration_s: f64,
-    /// The transfers of the measured interval, as the clients saw them.
+    /// The transfers of the measured interval, as the clients saw them: committed and
+    /// unknown transfers, aborted attempts (the abort rate is per attempt); the latency from
+    /// a transfer's first attempt to its commit.
     #[serde(flatten)]
     pub outcomes: Outcomes,
+    /// The clients' attempts and retries, the transfers given up and the aborted attempts by
+    /// cause.
+    #[serde(flatten)]
+    pub retries: Retries,
     /// The CPU time of the nodes' processes over the measured interval (summed, through their
     /// status; an embedded cluster's: this process's).
     #[serde(flatten)]
@@ -144,6 +153,7 @@ pub async fn run(target: &Target, cfg: &BankRun, cluster: &str) -> Result<RunRep
         read_ratio: 0.0,
         per_node: cfg.clients_per_node,
         seed: cfg.seed,
+        retry: cfg.retry,
     };
     let submit = Submit::remote(target.client.clone(), target.topo.clone());
     let mut tasks = load.spawn(&target.topo, &submit, &stop, meter.counting());
@@ -164,6 +174,7 @@ pub async fn run(target: &Target, cfg: &BankRun, cluster: &str) -> Result<RunRep
         clients: cfg.clients_per_node * target.topo.nodes.len(),
         duration_s: elapsed.as_secs_f64(),
         outcomes,
+        retries: meter.retries(cfg.retry.retries),
         cpu: measured.cpu,
     })
 }

@@ -27,9 +27,9 @@ pub mod ycsb;
 use crate::cpu::CpuSource;
 use crate::interval::{IntervalOptions, Intervals, Snapshot};
 use crate::progress::bar;
-use crate::report::{CpuCost, Latency, Outcomes};
+use crate::report::{CpuCost, Latency, Outcomes, Retries, RetryCounts};
 use backon::{ExponentialBuilder, Retryable};
-use redt_coordinator::{Client, EmbeddedCluster, TxnAnswer, TxnStatus};
+use redt_coordinator::{Attempt, Client, EmbeddedCluster, Retried, TxnAnswer, TxnStatus};
 use redt_dc_executor::RecordOp;
 use redt_proto::wire::ProcedureCall;
 use redt_proto::{NodeId, PartitionId, TableId, Topology};
@@ -272,13 +272,15 @@ impl Target {
     }
 }
 
-/// The outcome counters and latency histogram of a run's clients, counting only while the
-/// measured interval runs ([`measure`]).
+/// The outcome counters and latency histogram of a run's clients, and their retries,
+/// counting only while the measured interval runs ([`measure`]).
 pub struct Meter {
     measuring: AtomicBool,
-    /// Committed, aborted, unknown.
+    /// Committed transactions, aborted attempts, transactions with an unknown outcome.
     counts: [AtomicU64; 3],
     latency_us: Mutex<hdrhistogram::Histogram<u64>>,
+    /// The transactions counted by [`Meter::record_retried`].
+    retries: RetryCounts,
 }
 
 impl Default for Meter {
@@ -287,6 +289,7 @@ impl Default for Meter {
             measuring: AtomicBool::new(false),
             counts: Default::default(),
             latency_us: Mutex::new(Latency::histogram()),
+            retries: RetryCounts::default(),
         }
     }
 }
@@ -302,8 +305,9 @@ impl Meter {
         self.measuring.store(on, Ordering::Relaxed);
     }
 
-    /// Counts one transaction submitted at `submitted` that came to `status` (while
-    /// measuring; a commit's latency too).
+    /// Counts one attempt submitted at `submitted` that came to `status` (while measuring; a
+    /// commit's latency too), for clients that count their attempts themselves (the TPC-C
+    /// terminals').
     pub fn record(&self, status: &TxnStatus, submitted: Instant) {
         if !self.measuring.load(Ordering::Relaxed) {
             return;
@@ -320,11 +324,41 @@ impl Meter {
         self.counts[i].fetch_add(1, Ordering::Relaxed);
     }
 
-    /// A hook for the closed-loop clients ([`crate::clients`]) that counts every answer
-    /// ([`Meter::record`]).
+    /// Counts one transaction first submitted at `submitted` and attempted as `r` says
+    /// ([`redt_coordinator::retrying`]), while measuring: a commit (with its latency, from the
+    /// first submission to the commit) or an unknown outcome once, every aborted attempt (the
+    /// last one too, when the transaction was given up) as an abort, and its attempts and
+    /// their causes for [`Meter::retries`].
+    pub fn record_retried<A: Attempt>(&self, r: &Retried<A>, submitted: Instant) {
+        if !self.measuring.load(Ordering::Relaxed) {
+            return;
+        }
+        match r.answer().status {
+            TxnStatus::Committed => {
+                let us = submitted.elapsed().as_micros().max(1) as u64;
+                let _ = self.latency_us.lock().unwrap_or_else(|p| p.into_inner()).record(us);
+                self.counts[0].fetch_add(1, Ordering::Relaxed);
+            }
+            TxnStatus::Unknown(_) => {
+                self.counts[2].fetch_add(1, Ordering::Relaxed);
+            }
+            TxnStatus::Aborted(_) => {}
+        }
+        self.counts[1].fetch_add(r.aborts.len() as u64, Ordering::Relaxed);
+        self.retries.add(r);
+    }
+
+    /// The retries of the transactions [`Meter::record_retried`] counted, of clients that
+    /// retried at most `max_retries` times.
+    pub fn retries(&self, max_retries: u32) -> Retries {
+        self.retries.report(max_retries)
+    }
+
+    /// A hook for the closed-loop clients ([`crate::clients`]) that counts every transaction
+    /// ([`Meter::record_retried`]).
     pub fn counting<T: ?Sized + 'static>(self: &Arc<Self>) -> crate::clients::OnAnswer<T> {
         let meter = self.clone();
-        Arc::new(move |_, submitted, out| meter.record(&out.status, submitted))
+        Arc::new(move |_, submitted, out| meter.record_retried(out, submitted))
     }
 
     /// The figures so far, `at` into the measured interval.

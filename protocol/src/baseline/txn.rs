@@ -450,10 +450,9 @@ impl BaselineTxn {
     ) {
         let cost = cost.map(TxnCost::from);
         self.actions.push_back(Action::Answer {
-            answer: TxnAnswer { txn: self.txn, status, reads },
+            answer: TxnAnswer { txn: self.txn, status, cause, reads },
             class: self.class,
             cost,
-            cause,
         });
     }
 
@@ -833,6 +832,11 @@ mod tests {
         m.handle_reply(sends[0].0, vote_reply(&t, NodeId(0), vote(TXN, NodeId(0), 3), Cost::default()), t0);
         let (release, other) = drain(&mut m);
         assert_eq!(answered(&other), Some((TxnStatus::Aborted("dc2-n1 voted abort: lock held".into()), None)));
+        let cause = other.iter().find_map(|a| match a {
+            Action::Answer { answer, .. } => Some(answer.cause),
+            _ => None,
+        });
+        assert_eq!(cause, Some(Some(AbortCause::User)), "the client is told the vote's cause");
         assert_eq!(targets(&release), [NodeId(0)]);
         // EP-Paxos primaries replicated their redo: they pass the abort on.
         assert!(
