@@ -264,6 +264,19 @@ fn spawn_clients(
 }
 
 impl Clients {
+    /// The run's report: the clients' counts, latencies and attempts over the measured
+    /// interval `measured` (its length and CPU time), on a table of `cells` cells of
+    /// `cell_bytes` bytes.
+    fn report(
+        &self,
+        topo: &Topology,
+        cfg: &ClusterConfig,
+        cells: (usize, usize),
+        measured: (Duration, Option<Duration>),
+    ) -> RemoteReport {
+        RemoteReport::ycsb(topo, cfg, cells, &self.counts, (&self.hist, &self.retries), measured)
+    }
+
     /// Lets the clients warm up for `cfg.warmup`, then measures for `cfg.duration`, calling
     /// `start_drill` with the start of the measured interval and its progress bar; stops the
     /// clients and returns the measured time and the CPU time `cpu` spent over it (`None`:
@@ -371,17 +384,7 @@ pub async fn run_drill_ycsb(
     let settled = drill::settle(&watcher, &left_down).await;
     let lost = clients.lost(&client, &topo, table.0, &left_down).await;
     let report = drill::report(&watch, &timeline.snapshot(), cfg.duration, &settled, lost);
-    Ok(DrillBenchReport {
-        run: RemoteReport::ycsb(
-            &topo,
-            cfg,
-            (table.1, table.2),
-            &clients.counts,
-            (&clients.hist, &clients.retries),
-            measured,
-        ),
-        drill: report,
-    })
+    Ok(DrillBenchReport { run: clients.report(&topo, cfg, (table.1, table.2), measured), drill: report })
 }
 
 /// What `redt bench ycsb --drill PLAN` (the embedded cluster) measured: the clients' figures,
@@ -464,14 +467,7 @@ async fn embedded_drill(
     let reader = Arc::new(cluster.client(Duration::from_secs(5)).map_err(|e| e.to_string())?);
     report.drill.lost = clients.lost(&reader, &cluster.placement(), table.0, &BTreeSet::new()).await;
     Ok(EmbeddedDrillBenchReport {
-        run: RemoteReport::ycsb(
-            &topo,
-            cfg,
-            (table.1, table.2),
-            &clients.counts,
-            (&clients.hist, &clients.retries),
-            measured,
-        ),
+        run: clients.report(&topo, cfg, (table.1, table.2), measured),
         protocol: cfg.options.protocol,
         records,
         drill: report,

@@ -497,16 +497,14 @@ impl Node {
         };
         let txn = request.txn();
         let decides = matches!(request, Request::Decide(_));
-        // A phase 1 waiting for a lock is handed to the core again (`Handled::retry_at_ms`).
-        let again = matches!(request, Request::Execute(_)).then(|| request.clone());
         let queued = self
             .large_phase1s
             .when_free(txn, || self.exec.submit(lane, move |core, now_ms| core.handle(from, request, now_ms)));
         let Some(queued) = queued.await else { return stopped() };
         let Ok(mut handled) = queued.await else { return stopped() };
-        while let (Some(at_ms), Some(request)) = (handled.retry_at_ms, &again) {
+        // A phase 1 waiting for a lock comes back from the core, to be handed to it again.
+        while let Some((at_ms, request)) = handled.retry.take() {
             self.wait_for_locks(at_ms).await;
-            let request = request.clone();
             let Some(h) = self.exec.run_in(lane, move |core, now_ms| core.handle(from, request, now_ms)).await else {
                 return stopped();
             };

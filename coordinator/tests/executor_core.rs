@@ -1567,8 +1567,8 @@ fn the_purge_after_a_copy_empties_only_what_nothing_refreshed() {
 /// The reply of `core` to phase 1 `a` at `now_ms`, or `None` when it waits for a lock.
 fn try_phase1(core: &mut ExecutorCore, a: &Execute, now_ms: u64) -> (Option<redt_dc_executor::Vote>, Option<u64>) {
     let h = core.handle(NodeId(1), redt_protocol::message::Request::Execute(a.clone()), now_ms);
-    match (h.retry_at_ms, h.reply) {
-        (Some(at), _) => (None, Some(at)),
+    match (h.retry, h.reply) {
+        (Some((at, _)), _) => (None, Some(at)),
         (None, redt_protocol::message::Reply::Vote { vote, .. }) => (Some(vote), None),
         (None, other) => panic!("a phase 1 answers a vote, got {other:?}"),
     }

@@ -327,22 +327,22 @@ pub struct Handled {
     /// [`crate::catch_up::Shipper`], and the redo entries whose catch-up mask to clear
     /// ([`ExecutorCore::clear_owed`]) once it is done.
     pub catch_up: Option<CatchUpDebt>,
-    /// `Some(t)`: the request was a phase 1 that met a lock held by another transaction and
-    /// waits for it ([`ExecutorCore::with_lock_wait`]): it is not answered, `reply` is a
-    /// placeholder not to be sent, and the driver hands the same request to
-    /// [`ExecutorCore::handle`] again at `t` (ms, the clock of `now_ms`), or earlier once a
-    /// decision applied on this node may have released the lock.
-    pub retry_at_ms: Option<u64>,
+    /// `Some((t, request))`: the request was a phase 1 that met a lock held by another
+    /// transaction and waits for it ([`ExecutorCore::with_lock_wait`]): it is not answered,
+    /// `reply` is a placeholder not to be sent, and the driver hands `request` (the phase 1,
+    /// given back) to [`ExecutorCore::handle`] again at `t` (ms, the clock of `now_ms`), or
+    /// earlier once a decision applied on this node may have released the lock.
+    pub retry: Option<(u64, Request)>,
 }
 
 impl Handled {
     fn reply(reply: Reply) -> Handled {
-        Handled { reply, catch_up: None, retry_at_ms: None }
+        Handled { reply, catch_up: None, retry: None }
     }
 
-    /// A phase 1 waiting for a lock, to be tried again at `at_ms`.
-    fn waiting(at_ms: u64) -> Handled {
-        Handled { reply: Reply::Ack, catch_up: None, retry_at_ms: Some(at_ms) }
+    /// Phase 1 `args`, waiting for a lock, to be tried again at `at_ms`.
+    fn waiting(at_ms: u64, args: Execute) -> Handled {
+        Handled { reply: Reply::Ack, catch_up: None, retry: Some((at_ms, Request::Execute(args))) }
     }
 
     fn error(code: u32, message: String) -> Handled {
@@ -802,7 +802,7 @@ impl ExecutorCore {
     /// [`ExecutorCore::handle`] before the sync of the answer's writes.
     fn handle_unsynced(&mut self, from: NodeId, request: Request, now_ms: u64) -> Handled {
         match request {
-            Request::Execute(e) if !e.replicate => self.execute_or_wait(&e, now_ms),
+            Request::Execute(e) if !e.replicate => self.execute_or_wait(e, now_ms),
             Request::Record(Record { txn, ballot, decision, entries }) => {
                 match self.record(txn, decision, ballot, &entries) {
                     Ok(ok) => Handled::reply(Reply::Recorded(ok)),
@@ -817,7 +817,7 @@ impl ExecutorCore {
                         if !from_coordinator {
                             self.release_promises(txn);
                         }
-                        Handled { reply: Reply::Decided(Default::default()), catch_up, retry_at_ms: None }
+                        Handled { reply: Reply::Decided(Default::default()), catch_up, retry: None }
                     }
                     Err(e) => Handled::error(error_code::INTERNAL, e.named(&self.epochs.current())),
                 }
@@ -930,15 +930,15 @@ impl ExecutorCore {
     /// another transaction and may wait longer ([`ExecutorCore::with_lock_wait`]), when to
     /// try again. The wait ends with the answer of the try that gets every lock (or of the
     /// checks of [`ExecutorCore::begin_execute`]), or with the abort vote of the last try.
-    fn execute_or_wait(&mut self, args: &Execute, now_ms: u64) -> Handled {
-        let vote = match self.begin_execute(args, now_ms) {
+    fn execute_or_wait(&mut self, args: Execute, now_ms: u64) -> Handled {
+        let vote = match self.begin_execute(&args, now_ms) {
             Ok(Phase1::Answered(vote)) => Ok(vote),
             Ok(Phase1::Run(sub)) => {
                 let vote = self.executor.execute(&sub, now_ms);
                 let conflict = matches!(&vote, Ok(v) if matches!(v.abort, Some(AbortReason::LockConflict { .. })));
                 if conflict {
-                    if let Some(at) = self.next_try(args, now_ms) {
-                        return Handled::waiting(at);
+                    if let Some(at) = self.next_try(&args, now_ms) {
+                        return Handled::waiting(at, args);
                     }
                 }
                 self.finish_execute(args.txn, vote)

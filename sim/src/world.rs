@@ -462,7 +462,7 @@ enum Ev {
         to: NodeId,
         msg: Msg,
     },
-    /// A phase 1 waiting for a lock at `node` (`Handled::retry_at_ms`) tries again; dropped if
+    /// A phase 1 waiting for a lock at `node` (`Handled::retry`) tries again; dropped if
     /// the node crashed since (`inc`), as the real node's request task dies with its process.
     RetryPhase1 {
         node: NodeId,
@@ -1989,10 +1989,9 @@ impl World {
         let dc = self.nodes[i].dc;
         let is_record = matches!(request, Request::Record(_));
         let Some(core) = self.nodes[i].core.as_mut() else { return };
-        let again = matches!(request, Request::Execute(_)).then(|| request.clone());
         let handled = core.handle(from, request, now_ms);
         self.report.superseded_changes += core.take_superseded();
-        if let (Some(at_ms), Some(request)) = (handled.retry_at_ms, again) {
+        if let Some((at_ms, request)) = handled.retry {
             // Waits for a lock: no reply yet, the same request again at `at_ms`.
             let at = self.now + at_ms.saturating_sub(now_ms).max(1) * 1000;
             let inc = self.nodes[i].inc;
