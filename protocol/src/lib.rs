@@ -29,6 +29,7 @@ mod mutants;
 pub mod baseline;
 pub mod call;
 pub mod catch_up;
+pub mod chain;
 mod codec;
 pub mod cost;
 pub mod decision;
