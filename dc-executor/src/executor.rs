@@ -69,7 +69,8 @@ use crate::dc::{Created, DcHandle};
 use crate::deleted::{DeletedFate, DeletedQueue, DeletedRecord};
 use crate::error::{Error, Result};
 use crate::hlc::Hlc;
-use crate::lock::{self, LockOutcome};
+use crate::lock::{self, LockConflictKind, LockOutcome};
+use crate::ordered::GAP_GROUP;
 use crate::procedure::{Procedure, RangeRead, RangeRow, ReadView, UserAbort, Write};
 use crate::record::{counter_increment, lock_word};
 use crate::record::{encode_cell, CellVersion, RecordLayout};
@@ -122,6 +123,8 @@ pub enum AbortReason {
     LockConflict {
         /// The access whose lock was refused.
         access: usize,
+        /// Which lock refused it.
+        kind: crate::lock::LockConflictKind,
     },
     /// A record does not exist (and the access does not create it).
     NotFound {
@@ -222,6 +225,9 @@ type Owing<'a> = (&'a dyn Fn(&RedoEntry) -> u8, Cts);
 /// A record found retired but still indexed while locking (its retirer died before it
 /// settled it): node, table, key, offset.
 type RetiredRecord = (NodeId, redt_proto::TableId, u64, Offset);
+
+/// The access whose lock was refused, and which lock refused it.
+type Conflict = (usize, LockConflictKind);
 
 /// A record being worked on during `execute`.
 struct Held {
@@ -776,7 +782,11 @@ impl Executor {
                     Ok(Created::AbsenceLocked) => {
                         return self.give_back(
                             &held,
-                            self.abort_vote(sub, hlc, AbortReason::LockConflict { access: la.access }),
+                            self.abort_vote(
+                                sub,
+                                hlc,
+                                AbortReason::LockConflict { access: la.access, kind: LockConflictKind::Absence },
+                            ),
                         );
                     }
                     Err(Error::HeapFull { node, .. }) => {
@@ -818,8 +828,14 @@ impl Executor {
         for h in held.iter().filter(|h| h.exclusive_groups != 0 && !h.absent) {
             let same_table = ranges.keys().any(|&r| accesses[r].table == h.rl_table);
             if same_table && !self.dc.ordered.relink(self.dc.verbs.as_ref(), h.node, h.rl_table, h.key, h.record)? {
-                return self
-                    .give_back(&held, self.abort_vote(sub, hlc, AbortReason::LockConflict { access: h.access }));
+                return self.give_back(
+                    &held,
+                    self.abort_vote(
+                        sub,
+                        hlc,
+                        AbortReason::LockConflict { access: h.access, kind: LockConflictKind::Gap },
+                    ),
+                );
             }
         }
 
@@ -867,16 +883,18 @@ impl Executor {
             let intent = ring::encode_padded(&entry, idx, work.entry_slots);
             let (mut conflict, retired, floor) = self.lock_node(node, idx, &intent, &work.items, &mut held)?;
             if conflict.is_none() {
-                conflict = self.recheck_under_locks(node, &work.items, &held, &scanned)?;
+                conflict = self
+                    .recheck_under_locks(node, &work.items, &held, &scanned)?
+                    .map(|access| (access, LockConflictKind::Changed));
             }
-            if let Some(access) = conflict {
+            if let Some((access, kind)) = conflict {
                 self.release(sub, &held, &nodes, hlc)?;
                 // Retired records still indexed (their retirer died before it settled them)
                 // are settled now, so the next attempt finds the key missing.
                 for &(node, table, key, record) in &retired {
                     self.dc.help_retirement(node, table, key, record)?;
                 }
-                return Ok(self.abort_vote(sub, hlc, AbortReason::LockConflict { access }));
+                return Ok(self.abort_vote(sub, hlc, AbortReason::LockConflict { access, kind }));
             }
             if floor > u64::from(sub.epoch.0) {
                 self.release(sub, &held, &nodes, hlc)?;
@@ -1023,7 +1041,7 @@ impl Executor {
         intent: &[u8],
         items: &[usize],
         held: &mut [Held],
-    ) -> Result<(Option<usize>, Vec<RetiredRecord>, u64)> {
+    ) -> Result<(Option<Conflict>, Vec<RetiredRecord>, u64)> {
         // Lock + read batch: WRITE intent, then per record masked-CAS and READ.
         let mut batch = DoorbellBatch::new();
         ring::push_write(&mut batch, &self.dc.layout, idx, intent);
@@ -1071,7 +1089,8 @@ impl Executor {
                         tries += 1;
                         let h = &held[i];
                         let Some(next) = lock::plan(h.shared_groups, h.exclusive_groups, guess) else {
-                            conflict.get_or_insert(h.access);
+                            let kind = lock::conflict_kind(h.shared_groups, h.exclusive_groups, guess, GAP_GROUP);
+                            conflict.get_or_insert((h.access, kind));
                             break;
                         };
                         cas = next;
@@ -1092,10 +1111,16 @@ impl Executor {
                         }
                     }
                     _ => {
-                        if old == crate::free_list::RETIRED && !held[i].absent && held[i].role != Role::Gap {
-                            retired.push((node, held[i].rl_table, held[i].key, held[i].record));
+                        let h = &held[i];
+                        let kind = if old == crate::free_list::RETIRED {
+                            LockConflictKind::Changed
+                        } else {
+                            lock::conflict_kind(h.shared_groups, h.exclusive_groups, old, GAP_GROUP)
+                        };
+                        if old == crate::free_list::RETIRED && !h.absent && h.role != Role::Gap {
+                            retired.push((node, h.rl_table, h.key, h.record));
                         }
-                        conflict.get_or_insert(held[i].access);
+                        conflict.get_or_insert((h.access, kind));
                         break;
                     }
                 }
@@ -1105,7 +1130,7 @@ impl Executor {
             if held[i].cas.is_some() && !held[i].absent && held[i].role != Role::Gap {
                 let rl = self.dc.catalog.layout(held[i].rl_table)?;
                 if rl.decode(&image).is_none_or(|v| v.key != held[i].key) {
-                    conflict.get_or_insert(held[i].access);
+                    conflict.get_or_insert((held[i].access, LockConflictKind::Changed));
                 }
             }
             held[i].image = image;

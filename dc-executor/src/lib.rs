@@ -49,6 +49,7 @@ pub use executor::{
 };
 pub use hlc::{Clock, Hlc, SystemClock, LOGICAL_BITS, ORIGIN_UNIX_MS};
 pub use index::{Index, IndexStats};
+pub use lock::LockConflictKind;
 pub use memstore::{Layout, LINE, MAGIC};
 pub use ordered::{GapHold, OrderedIndex, Partitioner, GAP_GROUP, MAX_RANGE_ROWS};
 pub use prepare::{NodePromise, PreparedTxn, Promise};

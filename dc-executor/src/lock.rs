@@ -83,6 +83,83 @@ pub fn plan(shared: u16, exclusive: u16, guess: u64) -> Option<LockCas> {
     Some(LockCas { compare, swap: compare + added, mask, added })
 }
 
+/// Which lock a No-Wait conflict met, for abort counts by kind (the vote's
+/// `AbortReason::LockConflict`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum LockConflictKind {
+    /// A cell the sub-transaction reads or writes is held exclusively (by a writer).
+    Exclusive,
+    /// A cell it writes is held shared (by readers).
+    Shared,
+    /// A cell it reads already has the [`MAX_READERS`] readers a lock group admits.
+    Readers,
+    /// A gap lock: a range read's next-key lock or an insert's (`crate::ordered`).
+    Gap,
+    /// A reader holds the absence of a key the sub-transaction creates.
+    Absence,
+    /// Under its locks, something it read had changed: a record retired and reused for
+    /// another key, a key published or taken out of an index or a range meanwhile.
+    Changed,
+    /// Not said: a vote from a node that does not report the kind.
+    Unspecified,
+}
+
+impl LockConflictKind {
+    /// Every kind, in report order.
+    pub const ALL: [LockConflictKind; 7] = [
+        LockConflictKind::Exclusive,
+        LockConflictKind::Shared,
+        LockConflictKind::Readers,
+        LockConflictKind::Gap,
+        LockConflictKind::Absence,
+        LockConflictKind::Changed,
+        LockConflictKind::Unspecified,
+    ];
+
+    /// Its code on the wire (1 to 6; 0 for [`LockConflictKind::Unspecified`]).
+    pub fn code(self) -> u32 {
+        match self {
+            LockConflictKind::Unspecified => 0,
+            LockConflictKind::Exclusive => 1,
+            LockConflictKind::Shared => 2,
+            LockConflictKind::Readers => 3,
+            LockConflictKind::Gap => 4,
+            LockConflictKind::Absence => 5,
+            LockConflictKind::Changed => 6,
+        }
+    }
+
+    /// The kind of wire code `code`; an unknown code is [`LockConflictKind::Unspecified`].
+    pub fn from_code(code: u32) -> LockConflictKind {
+        LockConflictKind::ALL.into_iter().find(|k| k.code() == code).unwrap_or(LockConflictKind::Unspecified)
+    }
+}
+
+/// Which lock of the word `old` refused the groups a sub-transaction takes (`shared` shared,
+/// `exclusive` exclusively); `gap_group` is the group that gap locks use. A word whose wanted
+/// groups show no conflict (a retired record's marker) counts as [`LockConflictKind::Changed`].
+pub fn conflict_kind(shared: u16, exclusive: u16, old: u64, gap_group: usize) -> LockConflictKind {
+    let shared = shared & !exclusive;
+    let mut found = None;
+    for g in (0..GROUPS).filter(|g| (shared | exclusive) >> g & 1 == 1) {
+        let f = old >> (4 * g) & NIBBLE;
+        let kind = if f & X != 0 {
+            LockConflictKind::Exclusive
+        } else if exclusive >> g & 1 == 1 && f != 0 {
+            LockConflictKind::Shared
+        } else if shared >> g & 1 == 1 && f >= MAX_READERS {
+            LockConflictKind::Readers
+        } else {
+            continue;
+        };
+        if g == gap_group {
+            return LockConflictKind::Gap;
+        }
+        found.get_or_insert(kind);
+    }
+    found.unwrap_or(LockConflictKind::Changed)
+}
+
 /// Interprets the old value `old` returned by `cas`.
 pub fn outcome(cas: &LockCas, old: u64) -> LockOutcome {
     if old & cas.mask == cas.compare {
@@ -125,6 +202,26 @@ mod tests {
         } else {
             word
         }
+    }
+
+    #[test]
+    fn a_conflict_names_the_lock_that_refused_it() {
+        let gap = GROUPS - 1;
+        let w = mcas(0, &plan(0, 0b1, 0).unwrap());
+        let r = mcas(0, &plan(0b1, 0, 0).unwrap());
+        assert_eq!(conflict_kind(0b1, 0, w, gap), LockConflictKind::Exclusive);
+        assert_eq!(conflict_kind(0, 0b1, w, gap), LockConflictKind::Exclusive);
+        assert_eq!(conflict_kind(0, 0b1, r, gap), LockConflictKind::Shared);
+        let full = (0..MAX_READERS).fold(0, |word, _| mcas(word, &plan(0b10, 0, word).unwrap()));
+        assert_eq!(plan(0b10, 0, full), None);
+        assert_eq!(conflict_kind(0b10, 0, full, gap), LockConflictKind::Readers);
+        let g = mcas(0, &plan(0, 1 << gap, 0).unwrap());
+        assert_eq!(conflict_kind(0b1, 1 << gap, g, gap), LockConflictKind::Gap);
+        assert_eq!(conflict_kind(0b1, 0, g, gap), LockConflictKind::Changed, "no wanted group is held");
+        for k in LockConflictKind::ALL {
+            assert_eq!(LockConflictKind::from_code(k.code()), k);
+        }
+        assert_eq!(LockConflictKind::from_code(99), LockConflictKind::Unspecified);
     }
 
     #[test]

@@ -5,7 +5,9 @@
 mod common;
 
 use common::{TestDc, T};
-use redt_dc_executor::{AbortReason, Clock, Decision, KvOp, KvProcedure, SubTxn, SystemClock, Verbs, Vote};
+use redt_dc_executor::{
+    AbortReason, Clock, Decision, KvOp, KvProcedure, LockConflictKind, SubTxn, SystemClock, Verbs, Vote,
+};
 use redt_proto::{Cts, NodeId, Topology};
 use std::sync::Arc;
 
@@ -78,7 +80,7 @@ fn a_key_read_as_absent_cannot_be_created_until_the_reader_decides() {
     for op in [KvOp::Write(42, vec![7; 8]), KvOp::Add(42, 1), KvOp::Append(42, 3)] {
         let w = kv(&dc, 2, vec![op]);
         let vw = writer.execute(&w, SystemClock.now_ms()).unwrap();
-        assert_eq!(vw.abort, Some(AbortReason::LockConflict { access: 0 }));
+        assert_eq!(vw.abort, Some(AbortReason::LockConflict { access: 0, kind: LockConflictKind::Absence }));
         assert!(vw.entries.is_empty());
     }
     assert_eq!(dc.heap_pointers(), before);
@@ -88,7 +90,10 @@ fn a_key_read_as_absent_cannot_be_created_until_the_reader_decides() {
     assert!(vr2.is_commit(), "{:?}", vr2.abort);
     reader.finish(r.txn, Decision::Commit(cts_of(&vr)), &vr.entries).unwrap();
     let w = kv(&dc, 4, vec![KvOp::Write(42, vec![7; 8])]);
-    assert_eq!(writer.execute(&w, SystemClock.now_ms()).unwrap().abort, Some(AbortReason::LockConflict { access: 0 }));
+    assert_eq!(
+        writer.execute(&w, SystemClock.now_ms()).unwrap().abort,
+        Some(AbortReason::LockConflict { access: 0, kind: LockConflictKind::Absence })
+    );
     writer.finish(r2.txn, Decision::Abort, &vr2.entries).unwrap();
     // Both readers decided: the key can be created now.
     let w = kv(&dc, 5, vec![KvOp::Write(42, vec![7; 8])]);
@@ -104,7 +109,10 @@ fn a_key_read_as_absent_cannot_be_created_until_the_reader_decides() {
     let vr = reader.execute(&r, SystemClock.now_ms()).unwrap();
     assert_eq!(vr.items[0].values[0].1, vec![7; 8]);
     let w = kv(&dc, 7, vec![KvOp::Write(42, vec![8; 8])]);
-    assert_eq!(writer.execute(&w, SystemClock.now_ms()).unwrap().abort, Some(AbortReason::LockConflict { access: 0 }));
+    assert_eq!(
+        writer.execute(&w, SystemClock.now_ms()).unwrap().abort,
+        Some(AbortReason::LockConflict { access: 0, kind: LockConflictKind::Shared })
+    );
     reader.finish(r.txn, Decision::Abort, &vr.entries).unwrap();
     assert_eq!(held_absent_locks(&dc), vec![]);
 }
@@ -119,7 +127,10 @@ fn a_key_created_while_its_reader_was_not_looking_is_a_conflict() {
     let vw = writer.execute(&w, SystemClock.now_ms()).unwrap();
     assert!(vw.is_commit());
     let r = kv(&dc, 2, vec![KvOp::Read(9)]);
-    assert_eq!(reader.execute(&r, SystemClock.now_ms()).unwrap().abort, Some(AbortReason::LockConflict { access: 0 }));
+    assert_eq!(
+        reader.execute(&r, SystemClock.now_ms()).unwrap().abort,
+        Some(AbortReason::LockConflict { access: 0, kind: LockConflictKind::Exclusive })
+    );
     // The writer aborts: its record, never written, goes back to the heap, and the reader
     // now reads the key as absent.
     writer.finish(w.txn, Decision::Abort, &vw.entries).unwrap();
@@ -200,7 +211,10 @@ fn deletes_and_zero_writes_of_missing_keys_change_nothing() {
     assert!(!held_absent_locks(&dc).is_empty(), "the absences are locked until the decision");
     // A concurrent insert of a deleted missing key waits for the decision (No-Wait abort).
     let w = kv(&dc, 2, vec![KvOp::Write(2_000_005, vec![1; 8])]);
-    assert_eq!(ex.execute(&w, SystemClock.now_ms()).unwrap().abort, Some(AbortReason::LockConflict { access: 0 }));
+    assert_eq!(
+        ex.execute(&w, SystemClock.now_ms()).unwrap().abort,
+        Some(AbortReason::LockConflict { access: 0, kind: LockConflictKind::Absence })
+    );
     ex.finish(s.txn, Decision::Commit(cts_of(&v)), &v.entries).unwrap();
     assert_eq!(dc.heap_pointers(), before, "a delete of a missing key allocated a record");
     assert_eq!(held_absent_locks(&dc), vec![]);

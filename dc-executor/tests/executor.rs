@@ -6,8 +6,8 @@ mod common;
 use common::{TestDc, T};
 use rand::{Rng, SeedableRng};
 use redt_dc_executor::{
-    lock, AbortReason, Access, Clock, Decision, KvOp, KvProcedure, Procedure, ReadView, SubTxn, SystemClock, UserAbort,
-    Vote, Write,
+    lock, AbortReason, Access, Clock, Decision, KvOp, KvProcedure, LockConflictKind, Procedure, ReadView, SubTxn,
+    SystemClock, UserAbort, Vote, Write,
 };
 use redt_proto::{Cts, NodeId};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -98,13 +98,15 @@ fn a_read_and_a_write_of_one_cell_conflict_either_way() {
         writes: vec![Write { access: 0, cell: 1, value: vec![2; 8] }],
     });
     let (mut e1, mut e2) = (dc.executor(), dc.executor());
-    for (first, second) in [(&read, &write), (&write, &read)] {
+    for (first, second, kind) in
+        [(&read, &write, LockConflictKind::Shared), (&write, &read, LockConflictKind::Exclusive)]
+    {
         let s1 = sub(&dc, 10, first.clone());
         let s2 = sub(&dc, 11, second.clone());
         let v1 = e1.execute(&s1, SystemClock.now_ms()).unwrap();
         assert!(v1.is_commit());
         let v2 = e2.execute(&s2, SystemClock.now_ms()).unwrap();
-        assert_eq!(v2.abort, Some(AbortReason::LockConflict { access: 0 }));
+        assert_eq!(v2.abort, Some(AbortReason::LockConflict { access: 0, kind }));
         assert!(v2.entries.is_empty());
         // A write of the other cell goes through meanwhile.
         let s3 = sub(&dc, 12, other_cell.clone());

@@ -2,7 +2,8 @@
 
 use crate::error::{Error, Result};
 use redt_dc_executor::{
-    ring, AbortReason, CellVersion, Decision, EntryRef, ItemVote, NodePromise, Promise, Vote, VoteCode,
+    ring, AbortReason, CellVersion, Decision, EntryRef, ItemVote, LockConflictKind, NodePromise, Promise, Vote,
+    VoteCode,
 };
 use redt_proto::wire::{EntryRefMsg, ItemVoteMsg, PromiseMsg, VoteMsg};
 use redt_proto::{Ballot, Cts, DcId, NodeId, TxnId};
@@ -127,7 +128,7 @@ pub fn entries_from_msg(e: &[EntryRefMsg]) -> std::result::Result<Vec<EntryRef>,
 fn reason_to_wire(r: &AbortReason) -> (u32, u32, u64) {
     match r {
         AbortReason::User(_) => (0, 0, 0),
-        AbortReason::LockConflict { access } => (1, 0, *access as u64),
+        AbortReason::LockConflict { access, kind } => (1, kind.code(), *access as u64),
         AbortReason::NotFound { access } => (2, 0, *access as u64),
         AbortReason::RingFull(n) => (3, u32::from(n.0), 0),
         AbortReason::Fenced => (4, 0, 0),
@@ -145,7 +146,11 @@ fn reason_from_wire(m: &VoteMsg) -> AbortReason {
     let access = usize::try_from(m.abort_value);
     let text = || AbortReason::User(m.abort_reason.clone());
     match m.abort_kind {
-        1 => access.map_or_else(|_| text(), |access| AbortReason::LockConflict { access }),
+        // The node slot carries the kind (0, unspecified, from a node that does not say).
+        1 => access.map_or_else(
+            |_| text(),
+            |access| AbortReason::LockConflict { access, kind: LockConflictKind::from_code(m.abort_node) },
+        ),
         2 => access.map_or_else(|_| text(), |access| AbortReason::NotFound { access }),
         3 => node.map_or_else(|_| text(), AbortReason::RingFull),
         4 => AbortReason::Fenced,
@@ -171,10 +176,25 @@ pub fn reason_named(r: &AbortReason, topology: &redt_proto::Topology) -> String 
     reason_with(r, |n| topology.node_name(n))
 }
 
+/// How an abort's text names a lock conflict's kind.
+fn kind_text(kind: LockConflictKind) -> &'static str {
+    match kind {
+        LockConflictKind::Exclusive => "held exclusively",
+        LockConflictKind::Shared => "held by readers",
+        LockConflictKind::Readers => "reader limit",
+        LockConflictKind::Gap => "gap lock",
+        LockConflictKind::Absence => "a reader holds the key's absence",
+        LockConflictKind::Changed => "changed under the lock",
+        LockConflictKind::Unspecified => "kind not reported",
+    }
+}
+
 /// The text of `r`, with `name` naming its node.
 fn reason_with(r: &AbortReason, name: impl Fn(NodeId) -> String) -> String {
     match r {
-        AbortReason::LockConflict { access } => format!("lock conflict on access {access}"),
+        AbortReason::LockConflict { access, kind } => {
+            format!("lock conflict ({}) on access {access}", kind_text(*kind))
+        }
         AbortReason::NotFound { access } => format!("record of access {access} not found"),
         AbortReason::User(s) => s.clone(),
         AbortReason::RingFull(n) => format!("redo ring of {} full", name(*n)),
@@ -303,5 +323,21 @@ mod tests {
             let vote = vote_with(values.into_iter().enumerate().map(|(c, v)| (c as u16, v)).collect());
             prop_assert_eq!(vote_from_msg(NodeId(1), vote_to_msg(DcId(0), vote.clone())).expect("decodes"), vote);
         }
+    }
+
+    #[test]
+    fn a_lock_conflict_keeps_its_kind_across_the_wire_and_an_old_vote_reads_as_unspecified() {
+        for kind in LockConflictKind::ALL {
+            let vote = Vote::aborted(TxnId(9), Cts(5), AbortReason::LockConflict { access: 3, kind });
+            let back = vote_from_msg(NodeId(1), vote_to_msg(DcId(0), vote.clone())).unwrap();
+            assert_eq!(back.abort, vote.abort);
+        }
+        let mut old = vote_to_msg(
+            DcId(0),
+            Vote::aborted(TxnId(9), Cts(5), AbortReason::LockConflict { access: 3, kind: LockConflictKind::Gap }),
+        );
+        old.abort_node = 0; // a node that does not report the kind
+        let back = vote_from_msg(NodeId(1), old).unwrap();
+        assert_eq!(back.abort, Some(AbortReason::LockConflict { access: 3, kind: LockConflictKind::Unspecified }));
     }
 }

@@ -1,7 +1,7 @@
 //! Counters per transaction class (read-only / read-write × intra- / inter-DC): the RedT
 //! paper's Table 2 figures, measured rather than derived; and the causes of aborts.
 
-use redt_dc_executor::AbortReason;
+use redt_dc_executor::{AbortReason, LockConflictKind};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Mutex;
 
@@ -44,8 +44,21 @@ impl Class {
 /// case (the same order as the client's error text).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum AbortCause {
-    /// A DC voted abort: a lock was held in a conflicting mode (No-Wait).
+    /// A DC voted abort on a lock held in a conflicting mode (No-Wait), of a kind its node
+    /// did not report.
     LockConflict,
+    /// A DC voted abort: a cell it reads or writes was held exclusively (by a writer).
+    LockExclusive,
+    /// A DC voted abort: a cell it writes was held by readers.
+    LockShared,
+    /// A DC voted abort: a cell it reads already had the most readers a lock admits.
+    LockReaders,
+    /// A DC voted abort: a gap lock (a range read's or an insert's) was held.
+    LockGap,
+    /// A DC voted abort: a reader held the absence of a key it creates.
+    LockAbsence,
+    /// A DC voted abort: under its locks, a record, key or range it read had changed.
+    LockChanged,
     /// A DC voted abort: a record does not exist.
     NotFound,
     /// A DC voted abort: the procedure aborted itself.
@@ -76,8 +89,14 @@ pub enum AbortCause {
 
 impl AbortCause {
     /// Every cause, in report order.
-    pub const ALL: [AbortCause; 13] = [
+    pub const ALL: [AbortCause; 19] = [
         AbortCause::LockConflict,
+        AbortCause::LockExclusive,
+        AbortCause::LockShared,
+        AbortCause::LockReaders,
+        AbortCause::LockGap,
+        AbortCause::LockAbsence,
+        AbortCause::LockChanged,
         AbortCause::NotFound,
         AbortCause::User,
         AbortCause::RingFull,
@@ -95,7 +114,15 @@ impl AbortCause {
     /// The cause of an abort vote with `reason`.
     pub fn of_vote(reason: &AbortReason) -> AbortCause {
         match reason {
-            AbortReason::LockConflict { .. } => AbortCause::LockConflict,
+            AbortReason::LockConflict { kind, .. } => match kind {
+                LockConflictKind::Exclusive => AbortCause::LockExclusive,
+                LockConflictKind::Shared => AbortCause::LockShared,
+                LockConflictKind::Readers => AbortCause::LockReaders,
+                LockConflictKind::Gap => AbortCause::LockGap,
+                LockConflictKind::Absence => AbortCause::LockAbsence,
+                LockConflictKind::Changed => AbortCause::LockChanged,
+                LockConflictKind::Unspecified => AbortCause::LockConflict,
+            },
             AbortReason::NotFound { .. } => AbortCause::NotFound,
             AbortReason::User(_) => AbortCause::User,
             AbortReason::RingFull(_) => AbortCause::RingFull,
@@ -107,12 +134,19 @@ impl AbortCause {
         }
     }
 
-    /// Its label value: `lock_conflict`, `not_found`, `user`, `ring_full`, `heap_full`,
+    /// Its label value: `lock_conflict`, `lock_exclusive`, `lock_shared`, `lock_readers`,
+    /// `lock_gap`, `lock_absence`, `lock_changed`, `not_found`, `user`, `ring_full`, `heap_full`,
     /// `index_full`, `fenced`, `stale_epoch`, `superseded`, `no_vote`, `commit_impossible`,
     /// `timeout`, `replication`.
     pub fn name(self) -> &'static str {
         match self {
             AbortCause::LockConflict => "lock_conflict",
+            AbortCause::LockExclusive => "lock_exclusive",
+            AbortCause::LockShared => "lock_shared",
+            AbortCause::LockReaders => "lock_readers",
+            AbortCause::LockGap => "lock_gap",
+            AbortCause::LockAbsence => "lock_absence",
+            AbortCause::LockChanged => "lock_changed",
             AbortCause::NotFound => "not_found",
             AbortCause::User => "user",
             AbortCause::RingFull => "ring_full",
@@ -143,8 +177,11 @@ impl AbortCause {
     /// from the moment, not from the call or the data. A client may retry these after a pause
     /// (they certainly did not commit; see `redt_coordinator::RetryPolicy`):
     ///
-    /// - [`AbortCause::LockConflict`]: another transaction held a lock (No-Wait); it lets go
-    ///   within about one inter-DC round trip, two when it aborts.
+    /// - [`AbortCause::LockConflict`] and the kinds of lock conflict
+    ///   ([`AbortCause::LockExclusive`], [`AbortCause::LockShared`], [`AbortCause::LockReaders`],
+    ///   [`AbortCause::LockGap`], [`AbortCause::LockAbsence`], [`AbortCause::LockChanged`]):
+    ///   another transaction held a lock (No-Wait); it lets go within about one inter-DC round
+    ///   trip, two when it aborts.
     /// - [`AbortCause::RingFull`]: a redo ring had no room; replay drains it.
     /// - [`AbortCause::Fenced`]: a recoverer fenced this transaction id, presuming its
     ///   coordinator dead; a new attempt runs under a new id.
@@ -168,6 +205,12 @@ impl AbortCause {
     pub fn is_retryable(self) -> bool {
         match self {
             AbortCause::LockConflict
+            | AbortCause::LockExclusive
+            | AbortCause::LockShared
+            | AbortCause::LockReaders
+            | AbortCause::LockGap
+            | AbortCause::LockAbsence
+            | AbortCause::LockChanged
             | AbortCause::RingFull
             | AbortCause::Fenced
             | AbortCause::StaleEpoch
@@ -333,6 +376,12 @@ mod tests {
             retryable,
             [
                 AbortCause::LockConflict,
+                AbortCause::LockExclusive,
+                AbortCause::LockShared,
+                AbortCause::LockReaders,
+                AbortCause::LockGap,
+                AbortCause::LockAbsence,
+                AbortCause::LockChanged,
                 AbortCause::RingFull,
                 AbortCause::Fenced,
                 AbortCause::StaleEpoch,
