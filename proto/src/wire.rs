@@ -997,13 +997,14 @@ pub struct VoteMsg {
     #[prost(string, tag = "4")]
     pub abort_reason: String,
     /// Why it aborted, for the coordinator: 0 = only `abort_reason` says (a procedure's own
-    /// abort, or a sender that does not set it), 1 = lock conflict on access `abort_value`,
+    /// abort, or a sender that does not set it), 1 = lock conflict on access `abort_value`
+    /// (its kind in `abort_node`: `redt_dc_executor::LockConflictKind::code`, 0 = not said),
     /// 2 = record of access `abort_value` not found, 3 = redo ring of `abort_node` full,
     /// 4 = fenced by a recoverer, 5 = `abort_node`'s epoch floor is `abort_value`, 6 = record
     /// heap of `abort_node` full, 7 = hash index of `abort_node` full.
     #[prost(uint32, tag = "10")]
     pub abort_kind: u32,
-    /// The node `abort_kind` names.
+    /// The node `abort_kind` names (for a lock conflict: the conflict's kind).
     #[prost(uint32, tag = "11")]
     pub abort_node: u32,
     /// The access or epoch `abort_kind` names.
