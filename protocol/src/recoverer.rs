@@ -660,16 +660,33 @@ impl Recoverer {
 
     /// The replicas a recovered commit leaves behind and who ships to them (as the
     /// coordinator's [`catch_up::catch_up`], every partition treated as written).
+    ///
+    /// A commit vote that read a version at or past the commit's timestamp counts as missing:
+    /// it is a phase 1 run again after the commit was applied there (a delayed duplicate
+    /// reaching a restarted node), so its values are the commit applied twice, and the
+    /// replay never applies them. Taken for a vote, its newer versions would make it the
+    /// source and leave the replicas whose votes the commit counted behind (sim seed 51086,
+    /// bank on world-5dc-n5.yaml, `all,remove,remove-node`).
     fn catch_up(&self) -> CatchUp {
         let replies = self.replies();
         let plan = self.plan();
+        let cts = match self.decision {
+            Some(Decision::Commit(cts)) => cts,
+            _ => Cts(Cts::MASK),
+        };
+        let stale = |vote: &ReplicaVote| match vote {
+            ReplicaVote::Commit { versions, .. } => {
+                !mutant!(self.options.mutations.stale_vote_as_source) && versions.iter().any(|(_, v)| v.cts() >= cts)
+            }
+            _ => false,
+        };
         let table: Vec<PartitionVotes> = replies
             .iter()
             .map(|p| {
                 PartitionVotes::new(
                     p.iter()
                         .map(|r| match r {
-                            PrepareReply::Prepared { vote, .. } => vote.clone(),
+                            PrepareReply::Prepared { vote, .. } if !stale(vote) => vote.clone(),
                             _ => ReplicaVote::Missing,
                         })
                         .collect(),

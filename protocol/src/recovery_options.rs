@@ -68,6 +68,12 @@ mutations! {
         /// up to date and gets nothing in its place (sim seed 42023, churn on sim-20dc.yaml,
         /// `all,remove`, with the catch-up floors off).
         pub abort_unheard_without_catch_up: bool,
+        /// A recovered commit's catch-up takes a commit vote that read a version at or past
+        /// the commit's timestamp (a phase 1 run again after the commit was applied) for an
+        /// up-to-date vote: it becomes the source and the replicas the commit counted are
+        /// left behind with nothing to apply (sim seed 51086, bank on world-5dc-n5.yaml,
+        /// `all,remove,remove-node`).
+        pub stale_vote_as_source: bool,
         /// Abort votes and records alone never decide: a recoverer waits for a majority of
         /// every partition even when they rule out every commit
         /// ([`crate::recovery::abort_votes_need_a_majority`]).

@@ -1074,6 +1074,30 @@ fn abort_votes_decide_a_transaction_whose_replicas_were_removed() {
     assert!(r.violations.iter().any(|v| matches!(v, Violation::Stuck(_))), "left undecided: {r}");
 }
 
+/// Seed 51086 (bank, world-5dc-n5.yaml, every fault, `remove` and `remove-node`, the real
+/// failover policy): tokyo applied a commit through its catch-up, restarted, then got the
+/// transaction's phase 1, held back 3 s, and ran it on the values the commit had written: a
+/// second commit vote, reading versions at the commit's own timestamp. A recoverer of that
+/// entry found the commit applied elsewhere, took the stale vote, the newest it saw, for the
+/// up-to-date one, made tokyo the source and told singapore, whose vote the commit had
+/// counted, to abort its redo; tokyo's values never apply (they read past the commit), so
+/// singapore kept the loaded values of keys 0 and 10. A vote that read a version at or past
+/// the commit's timestamp now counts as missing. The mutant that takes it for a vote
+/// (`RecoveryMutations::stale_vote_as_source`) diverges on the same seed.
+#[test]
+fn a_phase_1_run_again_after_the_commit_is_never_the_catch_up_source() {
+    let cfg = || real_failover("world-5dc-n5.yaml", 51086, Workload::Bank);
+    let r = run(cfg()).expect("runs");
+    assert!(r.ok(), "passes as built: {r}");
+    let mut mutant = cfg();
+    mutant.recovery_mutations.stale_vote_as_source = true;
+    let r = run(mutant).expect("runs");
+    assert!(
+        r.violations.iter().any(|v| matches!(v, Violation::Diverged { .. })),
+        "the mutant that takes a stale vote for the source is not caught: {r}"
+    );
+}
+
 /// `cfg` with every executor waiting up to `ms` for a lock it meets (docs/design.md §2,
 /// "Waiting for a lock") instead of No-Wait.
 fn lock_wait(mut cfg: SimConfig, ms: u64) -> SimConfig {

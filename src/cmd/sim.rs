@@ -99,6 +99,10 @@ struct MutantArgs {
     /// alone rule out every commit.
     #[arg(long)]
     mutant_abort_votes_need_a_majority: bool,
+    /// A recovered commit takes a vote that read past the commit's timestamp (a phase 1 run
+    /// again after the commit was applied) for the up-to-date source of its catch-up.
+    #[arg(long)]
+    mutant_stale_vote_as_source: bool,
     /// A recoverer's decision leaves the transaction's rows of the promise tables held, so a
     /// replica whose ring had no room for a fence entry keeps its row for good.
     #[arg(long)]
@@ -127,6 +131,7 @@ impl MutantArgs {
         c.executor_mutations.prepare_reads_first_try = self.mutant_prepare_reads_first_try;
         c.recovery_mutations.abort_unheard_without_catch_up = self.mutant_abort_unheard_without_catch_up;
         c.recovery_mutations.abort_votes_need_a_majority = self.mutant_abort_votes_need_a_majority;
+        c.recovery_mutations.stale_vote_as_source = self.mutant_stale_vote_as_source;
         c.failover_mutations.confirm_alone = self.mutant_confirm_alone;
     }
 }
