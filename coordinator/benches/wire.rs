@@ -76,6 +76,7 @@ fn execute() -> Request {
         partitions: vec![PartitionId(0), PartitionId(3)],
         epoch: Epoch(1),
         share: 0,
+        carried: Vec::new(),
     })
 }
 

@@ -35,6 +35,7 @@ mod retry_slots;
 mod start;
 pub mod status;
 mod status_sample;
+mod takeover_gate;
 mod timeouts;
 
 pub use builder::{BoundNode, MetricsEndpoint, NodeSpec, StartedNode};

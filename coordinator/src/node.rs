@@ -38,10 +38,12 @@ use redt_protocol::machine::{TxnAnswer, TxnStatus};
 use redt_protocol::message::{Execute, Reply, Request};
 use redt_protocol::outcome::{Deadline, Finding, OutcomeLookup};
 use redt_protocol::stats::TxnStats;
+use redt_protocol::takeover::Footprint;
 use redt_protocol::txn::CoordinatorOptions;
 use redt_protocol::txn::CoordinatorTxn;
 use redt_protocol::TxnIds;
 use redt_transport::{BoxFuture, Caller, Handler, Transport, WarnEvery};
+use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -124,6 +126,8 @@ pub struct Node {
     raft_warnings: WarnEvery,
     /// Its outcome queries' in-flight places, shared lookup rounds and remembered final lookups.
     outcome_queries: OutcomeQueries,
+    /// Decided-holder takeover's queue of this node's coordinators (`CoordinatorOptions::takeover`).
+    takeover: crate::takeover_gate::TakeoverGate,
     /// The transactions whose large phase 1 runs on its executor's side thread.
     large_phase1s: LargePhase1s,
     /// Notified whenever a decision was applied on this node: the phase 1s waiting for a
@@ -188,6 +192,7 @@ impl Node {
             role_warnings: WarnEvery::new(WARN_EVERY),
             raft_warnings: WarnEvery::new(WARN_EVERY),
             outcome_queries: OutcomeQueries::default(),
+            takeover: Default::default(),
             large_phase1s: LargePhase1s::default(),
             locks_released: tokio::sync::Notify::new(),
         });
@@ -550,6 +555,16 @@ impl Node {
     async fn serve_large_phase1(self: &Arc<Self>, e: Execute, lane: Lane) -> Reply {
         let stopped = || Reply::Error { code: error_code::INTERNAL, message: "node shutting down".into() };
         let (txn, deadline_ms) = (e.txn, e.deadline_ms);
+        let mut e = e;
+        if !e.carried.is_empty() {
+            // The phase 2s it carries first, each paid as its own delivery would be.
+            let mut args = Execute { carried: std::mem::take(&mut e.carried), ..e.clone() };
+            let applied = self.exec.run(move |core, _| core.apply_carried(&mut args));
+            let Some(debts) = applied.await else { return stopped() };
+            for debt in debts {
+                self.pay_catch_up(debt, None);
+            }
+        }
         let begin = move |core: &mut ExecutorCore, now_ms| match core.begin_execute(&e, now_ms) {
             Ok(Phase1::Run(sub)) => Ok(sub),
             Ok(Phase1::Answered(vote)) => Err(Box::new(core.answer_vote(Ok(vote)))),
@@ -586,7 +601,7 @@ impl Node {
             Reply::Error { code: error_code::OVER_LIMIT, .. } => self.board.refused_over_limit(),
             _ => {}
         }
-        if let Some(debt) = h.catch_up {
+        for debt in h.catch_up {
             self.pay_catch_up(debt, None);
         }
         h.reply
@@ -672,9 +687,23 @@ impl Node {
         let (topology, options) = (self.placement(), self.options.clone());
         Ok(match Baseline::of(self.options.protocol) {
             None => {
-                let m = CoordinatorTxn::start(topology, self.id, txn, call, share, options, ts, start)
-                    .map(|m| m.with_placement(self.epochs.clone()))
-                    .map_err(Error::from);
+                let footprint = options
+                    .takeover
+                    .then(|| redt_protocol::call::procedure(&topology, &call).ok())
+                    .flatten()
+                    .map(|p| Footprint::of(p.as_ref()));
+                let (ts, carried) = match footprint {
+                    Some(f) => {
+                        let carried = self.takeover.admit(txn, f, options.phase1_timeout).await;
+                        // The start is taken when the phase 1 leaves: its deadline runs from then.
+                        (self.hlc.tick(SystemClock.now_ms()), carried)
+                    }
+                    None => (ts, BTreeMap::new()),
+                };
+                let m =
+                    CoordinatorTxn::start_carrying(topology, self.id, txn, call, share, options, ts, start, carried)
+                        .map(|m| m.with_placement(self.epochs.clone()))
+                        .map_err(Error::from);
                 self.coordinate(txn, start, m).await
             }
             Some(b) => {
@@ -823,6 +852,7 @@ impl Node {
                     self.board.refused_over_limit();
                     tracing::info!(node = %self.name(), "transaction refused: {e}");
                 }
+                self.takeover.finished(txn);
                 return TxnAnswer::refused(txn, e.to_string());
             }
         };
@@ -857,7 +887,8 @@ impl Node {
         tokio::spawn(
             async move {
                 let _claim = claim;
-                node.drive(m, on_action).await;
+                node.clone().drive(m, on_action).await;
+                node.takeover.finished(txn);
             }
             .instrument(span),
         );
@@ -875,6 +906,7 @@ impl Node {
         mut on_action: impl FnMut(Action) + Send,
     ) -> M {
         let mut inflight: JoinSet<(u64, std::result::Result<Reply, String>)> = JoinSet::new();
+        let mut phase2_told = !self.options.takeover;
         loop {
             while let Some(action) = m.poll_action() {
                 match action {
@@ -884,6 +916,13 @@ impl Node {
                         inflight.spawn(async move { (attempt, call.await) }.instrument(tracing::Span::current()));
                     }
                     other => on_action(other),
+                }
+            }
+            if !phase2_told {
+                if let Some(phase2) = m.phase2() {
+                    // Decided: the transactions held behind it go, carrying its phase 2.
+                    self.takeover.decided(m.txn(), phase2);
+                    phase2_told = true;
                 }
             }
             if m.is_done() || self.closed.load(Ordering::SeqCst) {

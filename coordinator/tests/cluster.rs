@@ -502,6 +502,7 @@ async fn a_repeated_decision_after_the_ring_wrapped_is_a_no_op() {
         partitions: vec![],
         epoch: cluster.topology.epoch,
         share: 0,
+        carried: Vec::new(),
     };
     let a = args.clone();
     let vote = exec.run(move |c, now| c.execute(&a, now)).await.unwrap().expect("phase 1 runs");
@@ -609,6 +610,7 @@ async fn a_replica_that_voted_abort_is_caught_up() {
         partitions: vec![],
         epoch: cluster.topology.epoch,
         share: 0,
+        carried: Vec::new(),
     };
     let a = args.clone();
     let held = exec.run(move |c, now| c.execute(&a, now)).await.unwrap().expect("phase 1 in dc4");

@@ -67,6 +67,7 @@ fn args(topology: &Topology, txn: TxnId, ops: &[KvOp]) -> Execute {
         partitions: vec![],
         epoch: topology.epoch,
         share: 0,
+        carried: Vec::new(),
     }
 }
 

@@ -931,6 +931,10 @@ pub struct ExecuteRequest {
     /// the submitting client's identity; 0 when none is known.
     #[prost(uint64, tag = "12")]
     pub share: u64,
+    /// Phase 2s of the coordinator's earlier transactions this one conflicts with, to apply
+    /// before running it (decided-holder takeover); at most 16.
+    #[prost(message, repeated, tag = "13")]
+    pub carried: Vec<DecideRequest>,
 }
 
 /// Versions and values of one access in a vote.

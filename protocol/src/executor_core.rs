@@ -94,6 +94,10 @@ mutations! {
     /// every switch reads as off.
     #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
     pub struct ExecutorMutations {
+        /// A phase 2 carried on a phase 1 (decided-holder takeover) is applied without the
+        /// catch-up it names, so the DC left behind is never shipped the values: the phase 2
+        /// delivered later is a repeat and ships nothing either.
+        pub carried_without_catch_up: bool,
         /// A phase 1 that arrives after its transaction was decided (or fenced) here runs anyway
         /// and takes locks nobody will release.
         pub late_phase1_takes_locks: bool,
@@ -322,11 +326,12 @@ pub fn run_phase1(
 pub struct Handled {
     /// The reply to the request.
     pub reply: Reply,
-    /// A catch-up this node now owes (docs/design.md §2, phase 2): per replica node an [`Accept`]
-    /// of the new values carrying the commit, to deliver with a
+    /// The catch-ups this node now owes (docs/design.md §2, phase 2), one per transaction: per
+    /// replica node an [`Accept`] of the new values carrying the commit, to deliver with a
     /// [`crate::catch_up::Shipper`], and the redo entries whose catch-up mask to clear
-    /// ([`ExecutorCore::clear_owed`]) once it is done.
-    pub catch_up: Option<CatchUpDebt>,
+    /// ([`ExecutorCore::clear_owed`]) once it is done. A phase 2's, or those of the phase 2s
+    /// a phase 1 carried ([`ExecutorCore::apply_carried`]).
+    pub catch_up: Vec<CatchUpDebt>,
     /// `Some((t, request))`: the request was a phase 1 that met a lock held by another
     /// transaction and waits for it ([`ExecutorCore::with_lock_wait`]): it is not answered,
     /// `reply` is a placeholder not to be sent, and the driver hands `request` (the phase 1,
@@ -337,12 +342,12 @@ pub struct Handled {
 
 impl Handled {
     fn reply(reply: Reply) -> Handled {
-        Handled { reply, catch_up: None, retry: None }
+        Handled { reply, catch_up: Vec::new(), retry: None }
     }
 
     /// Phase 1 `args`, waiting for a lock, to be tried again at `at_ms`.
     fn waiting(at_ms: u64, args: Execute) -> Handled {
-        Handled { reply: Reply::Ack, catch_up: None, retry: Some((at_ms, Request::Execute(args))) }
+        Handled { reply: Reply::Ack, catch_up: Vec::new(), retry: Some((at_ms, Request::Execute(args))) }
     }
 
     fn error(code: u32, message: String) -> Handled {
@@ -802,7 +807,12 @@ impl ExecutorCore {
     /// [`ExecutorCore::handle`] before the sync of the answer's writes.
     fn handle_unsynced(&mut self, from: NodeId, request: Request, now_ms: u64) -> Handled {
         match request {
-            Request::Execute(e) if !e.replicate => self.execute_or_wait(e, now_ms),
+            Request::Execute(mut e) if !e.replicate => {
+                let paid = self.apply_carried(&mut e);
+                let mut handled = self.execute_or_wait(e, now_ms);
+                handled.catch_up.extend(paid);
+                handled
+            }
             Request::Record(Record { txn, ballot, decision, entries }) => {
                 match self.record(txn, decision, ballot, &entries) {
                     Ok(ok) => Handled::reply(Reply::Recorded(ok)),
@@ -817,7 +827,11 @@ impl ExecutorCore {
                         if !from_coordinator {
                             self.release_promises(txn);
                         }
-                        Handled { reply: Reply::Decided(Default::default()), catch_up, retry: None }
+                        Handled {
+                            reply: Reply::Decided(Default::default()),
+                            catch_up: catch_up.into_iter().collect(),
+                            retry: None,
+                        }
                     }
                     Err(e) => Handled::error(error_code::INTERNAL, e.named(&self.epochs.current())),
                 }
@@ -924,6 +938,28 @@ impl ExecutorCore {
                 Handled::error(error_code::MALFORMED, "a baseline request reached the RedT executor core".into())
             }
         }
+    }
+
+    /// Applies the phase 2s `args` carries ([`Execute::carried`]: decided-holder takeover,
+    /// [`crate::takeover`]), each exactly as its own delivery would (the catch-ups it owes
+    /// returned to be paid), and leaves none on `args`, so the phase 1 then finds their locks
+    /// released. A carried phase 2 that fails is left to its own delivery, which follows.
+    pub fn apply_carried(&mut self, args: &mut Execute) -> Vec<CatchUpDebt> {
+        let mut debts = Vec::new();
+        for d in std::mem::take(&mut args.carried) {
+            if d.role != DecideRole::Executor || d.ballot != Ballot(0) {
+                continue;
+            }
+            let skip = mutant!(self.mutations.carried_without_catch_up);
+            let targets = if skip { Vec::new() } else { d.catch_up };
+            match self.decide_with_catch_up(d.txn, d.decision, &d.entries, &targets, true) {
+                Ok(debt) => debts.extend(debt),
+                Err(e) => {
+                    tracing::debug!(txn = %d.txn, error = %e.named(&self.epochs.current()), "a carried phase 2 failed")
+                }
+            }
+        }
+        debts
     }
 
     /// One try of phase 1 of `args` at `now_ms`: its answer, or, when it met a lock held by

@@ -53,6 +53,7 @@ pub mod recovery;
 mod recovery_options;
 pub mod stats;
 pub mod suspect_view;
+pub mod takeover;
 #[cfg(test)]
 mod test_log;
 pub mod txn;

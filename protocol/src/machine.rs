@@ -145,6 +145,13 @@ pub trait TxnMachine {
 
     /// When the driver must call [`TxnMachine::handle_timeout`] next (`None`: no timer).
     fn poll_timeout(&self) -> Option<Instant>;
+
+    /// Once a coordinator has decided, the phase 2 it sends each DC, for its later
+    /// conflicting transactions to carry ([`crate::takeover`]); `None` before, and for every
+    /// machine that is not a RedT coordinator.
+    fn phase2(&self) -> Option<std::collections::BTreeMap<redt_proto::DcId, crate::message::Decide>> {
+        None
+    }
 }
 
 /// The earliest of some optional deadlines (`None` when there is none).

@@ -53,7 +53,15 @@ pub struct Execute {
     /// client's (`redt_transport::Caller::share`), 0 when none is known
     /// ([`crate::executor_queue`]).
     pub share: u64,
+    /// Phase 2s of this coordinator's earlier transactions that this one conflicts with,
+    /// decided but perhaps not yet delivered: the executor applies them, as the phase 2 itself
+    /// would, before it runs the phase 1 (decided-holder takeover, [`crate::takeover`]). At
+    /// most [`MAX_CARRIED`], each the coordinator's own ([`DecideRole::Executor`], ballot 0).
+    pub carried: Vec<Decide>,
 }
+
+/// Phase 2s one phase 1 carries at most ([`Execute::carried`]).
+pub const MAX_CARRIED: usize = crate::takeover::Takeover::MAX_CARRIED;
 
 /// Records a decision in the vote words of a transaction's redo entries (docs/design.md §2: every
 /// abort is recorded at a majority before it is acknowledged or acted on).
@@ -325,6 +333,74 @@ fn ballot(v: u32) -> Ballot {
     Ballot(v)
 }
 
+/// Decodes a phase 2; the `Err` text names the malformed field.
+fn decide_from_msg(r: DecideRequest) -> Result<Decide, String> {
+    Ok(Decide {
+        txn: TxnId(r.txn),
+        ballot: ballot(r.ballot),
+        decision: Decision::from_wire(r.commit, r.cts),
+        entries: entries_from_msg(&r.entries).map_err(|()| "entry node out of range".to_string())?,
+        role: match (r.replicate, r.secondary) {
+            (false, false) => DecideRole::Executor,
+            (true, false) => DecideRole::Primary,
+            (false, true) => DecideRole::Secondary,
+            (true, true) => return Err("a decision cannot be both for a primary and a secondary".into()),
+        },
+        catch_up: r
+            .catch_up
+            .iter()
+            .map(|c| {
+                Ok(CatchUpTarget {
+                    partition: PartitionId(c.partition),
+                    nodes: c.nodes.iter().map(|&n| node_id(n, "catch-up node")).collect::<Result<_, String>>()?,
+                    cts: Cts::new(c.cts),
+                })
+            })
+            .collect::<Result<_, String>>()?,
+    })
+}
+
+/// Encodes a phase 2.
+fn decide_to_msg(d: Decide) -> DecideRequest {
+    let (commit, cts) = d.decision.to_wire();
+    DecideRequest {
+        txn: d.txn.0,
+        ballot: d.ballot.0,
+        commit,
+        cts,
+        entries: entries_to_msg(&d.entries),
+        replicate: d.role == DecideRole::Primary,
+        secondary: d.role == DecideRole::Secondary,
+        catch_up: d
+            .catch_up
+            .iter()
+            .map(|c| CatchUpMsg {
+                partition: c.partition.0,
+                nodes: c.nodes.iter().map(|n| u32::from(n.0)).collect(),
+                cts: c.cts.0,
+            })
+            .collect(),
+    }
+}
+
+/// Decodes the phase 2s a phase 1 carries: at most [`MAX_CARRIED`], each a coordinator's own
+/// phase 2 to an executor.
+fn carried_from_msg(carried: Vec<DecideRequest>) -> Result<Vec<Decide>, String> {
+    if carried.len() > MAX_CARRIED {
+        return Err(format!("a phase 1 carries {} phase 2s, at most {MAX_CARRIED}", carried.len()));
+    }
+    carried
+        .into_iter()
+        .map(|m| {
+            let d = decide_from_msg(m)?;
+            if d.role != DecideRole::Executor || d.ballot != Ballot(0) {
+                return Err(format!("a carried phase 2 of {} is not its coordinator's own to an executor", d.txn));
+            }
+            Ok(d)
+        })
+        .collect()
+}
+
 impl TryFrom<Body> for Request {
     type Error = String;
 
@@ -343,6 +419,7 @@ impl TryFrom<Body> for Request {
                 partitions: r.partitions.iter().copied().map(PartitionId).collect(),
                 epoch: Epoch(r.epoch),
                 share: r.share,
+                carried: carried_from_msg(r.carried)?,
             })),
             Body::Record(r) => Ok(Request::Record(Record {
                 txn: TxnId(r.txn),
@@ -350,33 +427,7 @@ impl TryFrom<Body> for Request {
                 decision: Decision::from_wire(r.commit, r.cts),
                 entries: entries_from_msg(&r.entries).map_err(|()| "entry node out of range".to_string())?,
             })),
-            Body::Decide(r) => Ok(Request::Decide(Decide {
-                txn: TxnId(r.txn),
-                ballot: ballot(r.ballot),
-                decision: Decision::from_wire(r.commit, r.cts),
-                entries: entries_from_msg(&r.entries).map_err(|()| "entry node out of range".to_string())?,
-                role: match (r.replicate, r.secondary) {
-                    (false, false) => DecideRole::Executor,
-                    (true, false) => DecideRole::Primary,
-                    (false, true) => DecideRole::Secondary,
-                    (true, true) => return Err("a decision cannot be both for a primary and a secondary".into()),
-                },
-                catch_up: r
-                    .catch_up
-                    .iter()
-                    .map(|c| {
-                        Ok(CatchUpTarget {
-                            partition: PartitionId(c.partition),
-                            nodes: c
-                                .nodes
-                                .iter()
-                                .map(|&n| node_id(n, "catch-up node"))
-                                .collect::<Result<_, String>>()?,
-                            cts: Cts::new(c.cts),
-                        })
-                    })
-                    .collect::<Result<_, String>>()?,
-            })),
+            Body::Decide(r) => Ok(Request::Decide(decide_from_msg(r)?)),
             Body::Accept(r) => Ok(Request::Accept(Accept {
                 origin: ReplicaOrigin {
                     txn: TxnId(r.txn),
@@ -545,6 +596,7 @@ impl From<Request> for Body {
                 partitions: e.partitions.iter().map(|p| p.0).collect(),
                 epoch: e.epoch.0,
                 share: e.share,
+                carried: e.carried.into_iter().map(decide_to_msg).collect(),
             }),
             Request::Record(r) => {
                 let (commit, cts) = r.decision.to_wire();
@@ -556,27 +608,7 @@ impl From<Request> for Body {
                     entries: entries_to_msg(&r.entries),
                 })
             }
-            Request::Decide(d) => {
-                let (commit, cts) = d.decision.to_wire();
-                Body::Decide(DecideRequest {
-                    txn: d.txn.0,
-                    ballot: d.ballot.0,
-                    commit,
-                    cts,
-                    entries: entries_to_msg(&d.entries),
-                    replicate: d.role == DecideRole::Primary,
-                    secondary: d.role == DecideRole::Secondary,
-                    catch_up: d
-                        .catch_up
-                        .iter()
-                        .map(|c| CatchUpMsg {
-                            partition: c.partition.0,
-                            nodes: c.nodes.iter().map(|n| u32::from(n.0)).collect(),
-                            cts: c.cts.0,
-                        })
-                        .collect(),
-                })
-            }
+            Request::Decide(d) => Body::Decide(decide_to_msg(d)),
             Request::Accept(a) => Body::Accept(AcceptRequest {
                 txn: a.origin.txn.0,
                 ballot: 0,
@@ -787,6 +819,37 @@ mod tests {
             ..Default::default()
         });
         assert!(Request::try_from(bad).unwrap_err().contains("coordinator"));
+        // Carried phase 2s: round trip, too many, or not the coordinator's own to an executor.
+        let phase2 = |txn: u64, ballot: u32, role: DecideRole| Decide {
+            txn: TxnId(txn),
+            ballot: Ballot(ballot),
+            decision: Decision::Commit(Cts(77)),
+            entries: Vec::new(),
+            role,
+            catch_up: vec![CatchUpTarget { partition: PartitionId(2), nodes: vec![NodeId(3)], cts: Cts(77) }],
+        };
+        let execute = |carried: Vec<Decide>| Execute {
+            txn: TxnId(5),
+            coordinator: NodeId(1),
+            participants: vec![DcId(0)],
+            call: ProcedureCall::default(),
+            scope: Scope::Dc,
+            replicate: false,
+            start: Cts(10),
+            deadline_ms: 0,
+            partitions: vec![PartitionId(0)],
+            epoch: Epoch(1),
+            share: 0,
+            carried,
+        };
+        let two = execute(vec![phase2(3, 0, DecideRole::Executor), phase2(4, 0, DecideRole::Executor)]);
+        assert_eq!(Request::try_from(Body::from(Request::Execute(two.clone()))), Ok(Request::Execute(two)));
+        let many = execute((0..=MAX_CARRIED as u64).map(|t| phase2(t, 0, DecideRole::Executor)).collect());
+        assert!(Request::try_from(Body::from(Request::Execute(many))).unwrap_err().contains("at most"));
+        for bad in [phase2(3, 7, DecideRole::Executor), phase2(3, 0, DecideRole::Secondary)] {
+            let e = Request::try_from(Body::from(Request::Execute(execute(vec![bad])))).unwrap_err();
+            assert!(e.contains("coordinator's own"), "{e}");
+        }
         let both = Body::Decide(DecideRequest { replicate: true, secondary: true, ..Default::default() });
         assert!(Request::try_from(both).is_err());
     }

@@ -99,6 +99,10 @@ pub struct CoordinatorOptions {
     /// How long a phase 1 that meets a lock held by another transaction waits for it at this
     /// node's executor before it votes abort; read through [`CoordinatorOptions::lock_wait_for`].
     pub lock_wait: LockWait,
+    /// Decided-holder takeover ([`crate::takeover`]): a transaction that conflicts with an
+    /// undecided one of the same coordinator waits for its decision, then its phase 1 carries
+    /// the decided ones' phase 2s. Off by default (No-Wait as RedT §4.2 has it).
+    pub takeover: bool,
     /// Run the node's membership Raft peer and remove a DC that a majority of the Raft voters
     /// suspect, in a new placement epoch (`redt_coordinator::membership_task`). Off by
     /// default (embedded clusters, tests); `redt node` turns it on unless `--no-failover`.
@@ -160,6 +164,7 @@ impl Default for CoordinatorOptions {
             recovery: None,
             detector: None,
             lock_wait: LockWait::FromTopology,
+            takeover: false,
             failover: false,
             mutations: CoordinatorMutations::default(),
         }
@@ -251,6 +256,22 @@ pub(crate) fn coordinator_dc(topology: &Topology, me: NodeId) -> crate::Result<D
 }
 
 impl CoordinatorTxn {
+    /// Once decided, the phase 2 this coordinator sends each DC (the first one, with its
+    /// entries and catch-up targets; a late vote's is not included), for later phase 1s to
+    /// carry ([`crate::takeover`]); `None` while undecided.
+    pub fn decided_phase2(&self) -> Option<BTreeMap<DcId, Decide>> {
+        if self.decision.is_none() || !matches!(self.stage, Stage::Phase2 | Stage::Done) {
+            return None;
+        }
+        let mut out = BTreeMap::new();
+        for d in &self.deliveries {
+            if let (Request::Decide(decide), Some(node)) = (&d.request, self.topology.nodes.get(d.to.0 as usize)) {
+                out.entry(node.dc).or_insert_with(|| decide.clone());
+            }
+        }
+        Some(out)
+    }
+
     /// Gives the machine its node's placements: a phase-2 message to a node that the current
     /// epoch no longer places any replica on is not retried (docs/design.md, "Failover").
     pub fn with_placement(mut self, epochs: std::sync::Arc<crate::epochs::Epochs>) -> Self {
@@ -282,6 +303,26 @@ impl CoordinatorTxn {
         options: CoordinatorOptions,
         start: Cts,
         now: Instant,
+    ) -> crate::Result<CoordinatorTxn> {
+        Self::start_carrying(topology, me, txn, call, share, options, start, now, BTreeMap::new())
+    }
+
+    /// [`CoordinatorTxn::start`] whose phase 1 to each DC carries `carried`'s phase 2s of
+    /// that DC ([`Execute::carried`]: decided-holder takeover, [`crate::takeover`]).
+    ///
+    /// # Errors
+    /// As [`CoordinatorTxn::start`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn start_carrying(
+        topology: Placement,
+        me: NodeId,
+        txn: TxnId,
+        call: ProcedureCall,
+        share: u64,
+        options: CoordinatorOptions,
+        start: Cts,
+        now: Instant,
+        mut carried: BTreeMap<DcId, Vec<Decide>>,
     ) -> crate::Result<CoordinatorTxn> {
         let procedure = call::procedure(&topology, &call)?;
         let plan = plan::plan(&topology, procedure.as_ref())?;
@@ -338,6 +379,7 @@ impl CoordinatorTxn {
                 partitions: t.plan.partitions.iter().map(|p| p.id).collect(),
                 epoch: t.topology.epoch,
                 share,
+                carried: carried.remove(&dc).unwrap_or_default(),
             });
             t.phase1_open += 1;
             t.send(dc, Purpose::Phase1, request);
@@ -350,6 +392,10 @@ impl CoordinatorTxn {
 }
 
 impl TxnMachine for CoordinatorTxn {
+    fn phase2(&self) -> Option<BTreeMap<DcId, Decide>> {
+        self.decided_phase2()
+    }
+
     /// The transaction id.
     fn txn(&self) -> TxnId {
         self.txn

@@ -2007,7 +2007,7 @@ impl World {
             }
             _ => {}
         }
-        if let Some(debt) = handled.catch_up {
+        for debt in handled.catch_up {
             self.pay(to, debt);
         }
         self.send(to, from, Msg::Reply { to_inc: from_inc, rpc, reply: handled.reply });

@@ -84,6 +84,10 @@ pub enum Cc {
     /// A phase 1 that meets a lock held by another transaction waits for it at the executor,
     /// up to the lock wait (`--lock-wait`), holding nothing meanwhile; then votes abort.
     Wait,
+    /// Decided-holder takeover: No-Wait at the executors, and a coordinator holds a
+    /// transaction that conflicts with one of its own still undecided, then sends it carrying
+    /// the decided ones' phase 2s, which the executors apply first.
+    Takeover,
 }
 
 /// `--no-early-ack`, `--cc` and `--lock-wait`, for every bench that starts embedded clusters.
@@ -92,9 +96,11 @@ pub struct AckArgs {
     /// Acknowledge commits only after phase 2.
     #[arg(long)]
     no_early_ack: bool,
-    /// Concurrency control at the executors: no-wait (a phase 1 that meets a lock votes abort
-    /// at once) or wait (it waits for the lock, bounded by --lock-wait, holding nothing
-    /// meanwhile). The baselines run No-Wait either way.
+    /// Concurrency control: no-wait (a phase 1 that meets a lock votes abort at once), wait
+    /// (it waits for the lock at the executor, bounded by --lock-wait, holding nothing
+    /// meanwhile) or takeover (no-wait, and a coordinator holds a transaction that conflicts
+    /// with one of its own undecided ones until it is decided, then sends it carrying that
+    /// decision). The baselines run No-Wait either way.
     /// [default: no-wait; `wait` waits for the topology's timeouts.lock_wait if set, else for
     /// its largest link RTT]
     #[arg(long, value_enum)]
@@ -112,9 +118,10 @@ impl AckArgs {
         let lock_wait = match (self.cc, self.lock_wait) {
             (_, Some(d)) => LockWait::For(d),
             (Some(Cc::Wait), None) => LockWait::Waiting,
-            (Some(Cc::NoWait) | None, None) => LockWait::For(std::time::Duration::ZERO),
+            (Some(Cc::NoWait | Cc::Takeover) | None, None) => LockWait::For(std::time::Duration::ZERO),
         };
-        CoordinatorOptions { protocol, early_ack: !self.no_early_ack, lock_wait, ..Default::default() }
+        let takeover = self.cc == Some(Cc::Takeover);
+        CoordinatorOptions { protocol, early_ack: !self.no_early_ack, lock_wait, takeover, ..Default::default() }
     }
 }
 

@@ -215,6 +215,7 @@ impl BaselineTxn {
             partitions: Vec::new(),
             epoch: t.topology.epoch,
             share: 0,
+            carried: Vec::new(),
         });
         let targets = t.participants.clone();
         let enough = targets.len();
