@@ -25,6 +25,7 @@ use redt_protocol::failover::FailoverMutations;
 use redt_protocol::gap_watch::{GapAction, GapWatch};
 use redt_protocol::message::{ReclaimAnswer, Reply, Request, Reservations};
 use redt_protocol::rebuild::{Rebuild, RebuildAction, RebuildOptions};
+use redt_protocol::takeover::{Admission, Footprint, Takeover};
 use redt_protocol::txn::Action;
 use redt_protocol::ReclaimRound;
 use redt_protocol::{
@@ -462,6 +463,13 @@ enum Ev {
         to: NodeId,
         msg: Msg,
     },
+    /// A transaction `node` held back under decided-holder takeover has waited its phase-1
+    /// timeout: it goes out as under No-Wait if still held (dropped if the node crashed).
+    HeldTooLong {
+        node: NodeId,
+        inc: u64,
+        txn: TxnId,
+    },
     /// A phase 1 waiting for a lock at `node` (`Handled::retry`) tries again; dropped if
     /// the node crashed since (`inc`), as the real node's request task dies with its process.
     RetryPhase1 {
@@ -604,6 +612,14 @@ struct SimNode {
     replayer: Replayer,
     region: Arc<Region>,
     coords: BTreeMap<TxnId, Coord>,
+    /// Decided-holder takeover's queue of its coordinators (`CoordinatorOptions::takeover`;
+    /// lost in a crash), the transactions it holds back (their client and call), and the
+    /// coordinators whose decision it was told.
+    takeover: Takeover,
+    held: BTreeMap<TxnId, (usize, ProcedureCall)>,
+    /// The held transactions whose phase-1-timeout event is queued.
+    waited: BTreeSet<TxnId>,
+    phase2_told: BTreeSet<TxnId>,
     recoverers: BTreeMap<TxnId, Recoverer>,
     /// The watch over the gap at the head of this node's ring (lost in a crash).
     gaps: GapWatch,
@@ -766,6 +782,10 @@ impl World {
                     replayer: Replayer::new(layout, n.id),
                     region: regions[&n.id].clone(),
                     coords: BTreeMap::new(),
+                    takeover: Takeover::new(),
+                    held: BTreeMap::new(),
+                    waited: BTreeSet::new(),
+                    phase2_told: BTreeSet::new(),
                     recoverers: BTreeMap::new(),
                     // Replaced at boot, with the DC's writers.
                     gaps: GapWatch::new(Vec::new(), Duration::ZERO),
@@ -1092,6 +1112,16 @@ impl World {
                     Some(RpcOwner::Reclaim(ask)) => self.reclaim_answered(node, ask, None),
                     // The round stays unanswered; the watch starts another.
                     Some(RpcOwner::Gap(..)) | None => {}
+                }
+            }
+            Ev::HeldTooLong { node, inc, txn } => {
+                let n = &mut self.nodes[node.0 as usize];
+                if !n.alive || n.inc != inc {
+                    return;
+                }
+                if let Some((c, call)) = n.held.remove(&txn) {
+                    self.trace(|| format!("{node} held {txn} its phase-1 timeout: sent as No-Wait"));
+                    self.start_txn(node, c, txn, call, BTreeMap::new());
                 }
             }
             Ev::TxnTimer { node, inc, txn } => {
@@ -1557,11 +1587,19 @@ impl World {
         n.recoverers.clear();
         n.armed.clear();
         let coords = std::mem::take(&mut n.coords);
+        let held = std::mem::take(&mut n.held);
+        n.waited.clear();
+        n.takeover = Takeover::new();
+        n.phase2_told.clear();
         // Their clients see the connection drop: outcome unknown.
         for (_, c) in coords {
             if let Some(client) = c.client {
                 self.complete(client, Outcome::Unknown, Vec::new(), false);
             }
+        }
+        // Held back, they sent nothing: certainly not committed.
+        for (_, (client, _)) in held {
+            self.complete(client, Outcome::Aborted, Vec::new(), false);
         }
         let back = self.now + self.rng.gen_range(200_000..2_000_000);
         self.queue.push(back, Ev::Restart { node });
@@ -1581,7 +1619,6 @@ impl World {
         let dc = self.dcs[n.dc.0 as usize].clone();
         let ids = n.ids.as_mut().expect("a live node was booted");
         let txn = ids.issue(&dc).expect("the in-process MemStore has incarnations left");
-        let now = self.instant(self.now);
         let h = self.hist.len();
         self.hist.push(Hist {
             process: self.clients[c].process,
@@ -1596,22 +1633,86 @@ impl World {
             epoch: self.nodes[node.0 as usize].epochs.epoch(),
         });
         self.clients[c].busy = Some(h);
+        self.admit(node, c, txn, draw.call);
+    }
+
+    /// Starts client `c`'s transaction `txn` on `node`, or, under decided-holder takeover,
+    /// holds it back while one of the node's own undecided transactions conflicts with it.
+    fn admit(&mut self, node: NodeId, c: usize, txn: TxnId, call: ProcedureCall) {
+        let i = node.0 as usize;
+        let mut carried = BTreeMap::new();
+        if self.cfg.options.takeover {
+            let current = self.nodes[i].epochs.current();
+            if let Ok(p) = redt_protocol::call::procedure(&current, &call) {
+                match self.nodes[i].takeover.admit(txn, Footprint::of(p.as_ref())) {
+                    Admission::Go { carried: c } => carried = c,
+                    Admission::Wait { behind } => {
+                        self.trace(|| format!("{node} holds {txn} behind {behind}"));
+                        let first = self.nodes[i].held.insert(txn, (c, call)).is_none();
+                        if first && !self.nodes[i].waited.contains(&txn) {
+                            self.nodes[i].waited.insert(txn);
+                            let (inc, after) = (self.nodes[i].inc, self.cfg.options.phase1_timeout);
+                            self.queue.push(self.now + after.as_micros() as u64, Ev::HeldTooLong { node, inc, txn });
+                        }
+                        return;
+                    }
+                }
+            }
+        }
+        self.start_txn(node, c, txn, call, carried);
+    }
+
+    /// Starts client `c`'s transaction `txn` on `node` now, its phase 1 to each DC carrying
+    /// `carried`'s phase 2s.
+    fn start_txn(
+        &mut self,
+        node: NodeId,
+        c: usize,
+        txn: TxnId,
+        call: ProcedureCall,
+        carried: BTreeMap<DcId, Vec<redt_protocol::message::Decide>>,
+    ) {
+        let i = node.0 as usize;
+        self.nodes[i].waited.remove(&txn);
+        let now = self.instant(self.now);
         let wall = self.wall_ms(node);
-        let Some(start) = self.nodes[node.0 as usize].core.as_ref().map(|c| c.hlc().tick(wall)) else { return };
-        let epochs = self.nodes[node.0 as usize].epochs.clone();
-        let started =
-            CoordinatorTxn::start(epochs.current(), node, txn, draw.call, 0, self.cfg.options.clone(), start, now);
+        let Some(start) = self.nodes[i].core.as_ref().map(|c| c.hlc().tick(wall)) else { return };
+        let epochs = self.nodes[i].epochs.clone();
+        let started = CoordinatorTxn::start_carrying(
+            epochs.current(),
+            node,
+            txn,
+            call,
+            0,
+            self.cfg.options.clone(),
+            start,
+            now,
+            carried,
+        );
+        let Some(h) = self.clients[c].busy else { return };
+        // Planned now, in the current epoch (a held transaction may start epochs later).
+        self.hist[h].epoch = epochs.epoch();
         match started.map(|t| t.with_placement(epochs)) {
             Ok(t) => {
                 self.trace(|| format!("{node} starts {txn}"));
                 let participants = t_participants(&self.topology, &self.hist[h].call);
                 self.started.insert(txn, (self.now, participants));
-                self.nodes[node.0 as usize].coords.insert(txn, Coord { txn: t, client: Some(c), answered_cost: None });
+                self.nodes[i].coords.insert(txn, Coord { txn: t, client: Some(c), answered_cost: None });
                 self.pump(node, txn);
             }
             Err(e) => {
+                self.nodes[i].takeover.finished(txn);
                 self.trace(|| format!("{node} cannot start {txn}: {e}"));
                 self.complete(c, Outcome::Aborted, Vec::new(), true);
+            }
+        }
+    }
+
+    /// Admits again the transactions `node` held back behind one now decided or finished.
+    fn readmit(&mut self, node: NodeId, woken: Vec<TxnId>) {
+        for w in woken {
+            if let Some((c, call)) = self.nodes[node.0 as usize].held.remove(&w) {
+                self.admit(node, c, w, call);
             }
         }
     }
@@ -1693,8 +1794,20 @@ impl World {
         }
         let n = &mut self.nodes[node.0 as usize];
         let Some(c) = n.coords.get(&txn) else { return };
+        if self.cfg.options.takeover && !n.phase2_told.contains(&txn) {
+            if let Some(phase2) = c.txn.decided_phase2() {
+                n.phase2_told.insert(txn);
+                let woken = n.takeover.decided(txn, phase2);
+                self.readmit(node, woken);
+            }
+        }
+        let n = &mut self.nodes[node.0 as usize];
+        let Some(c) = n.coords.get(&txn) else { return };
         if c.txn.is_done() {
             n.coords.remove(&txn);
+            n.phase2_told.remove(&txn);
+            let woken = n.takeover.finished(txn);
+            self.readmit(node, woken);
             return;
         }
         if let Some(t) = c.txn.poll_timeout() {

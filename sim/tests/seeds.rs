@@ -1098,6 +1098,51 @@ fn a_phase_1_run_again_after_the_commit_is_never_the_catch_up_source() {
     );
 }
 
+/// `cfg` under decided-holder takeover (`redt sim --takeover`, docs/design.md §2).
+fn takeover(mut cfg: SimConfig) -> SimConfig {
+    cfg.options.takeover = true;
+    cfg
+}
+
+/// Under decided-holder takeover (a coordinator holds a transaction behind its own undecided
+/// conflicting one, then sends it carrying that decision), every check passes: 6 seeds of
+/// each workload on local-fast (n = 3), default (n = 4 of 8 nodes) and world-5dc-n5 (n = 5),
+/// every fault.
+#[test]
+fn takeover_seeds_pass_every_check() {
+    let mut failed = Vec::new();
+    for name in ["local-fast.yaml", "default.yaml", "world-5dc-n5.yaml"] {
+        for workload in [Workload::Bank, Workload::Append, Workload::Ycsb] {
+            for seed in 0..6 {
+                let r = run(takeover(SimConfig::new(topology(name), seed, workload, Faults::all()))).expect("runs");
+                if !r.ok() {
+                    failed.push(format!("{name} {workload:?} {r}"));
+                }
+            }
+        }
+    }
+    assert!(failed.is_empty(), "{} failed:\n{}", failed.len(), failed.join("\n"));
+}
+
+/// Seed 100 (bank, world-5dc-n5.yaml, every fault, takeover): commits whose phase 2 named a
+/// catch-up for a DC left behind reached their source DC first on the phase 1 of the next
+/// conflicting transaction. The carried phase 2 is applied with its catch-up; the mutant that
+/// applies it without (`ExecutorMutations::carried_without_catch_up`) leaves the replicas
+/// apart, since the phase 2 delivered after it is a repeat and ships nothing.
+#[test]
+fn a_carried_phase_2_ships_its_catch_up() {
+    let cfg = || takeover(SimConfig::new(topology("world-5dc-n5.yaml"), 100, Workload::Bank, Faults::all()));
+    let r = run(cfg()).expect("runs");
+    assert!(r.ok(), "passes as built: {r}");
+    let mut mutant = cfg();
+    mutant.executor_mutations.carried_without_catch_up = true;
+    let r = run(mutant).expect("runs");
+    assert!(
+        r.violations.iter().any(|v| matches!(v, Violation::Diverged { .. })),
+        "the mutant that drops a carried phase 2's catch-up is not caught: {r}"
+    );
+}
+
 /// `cfg` with every executor waiting up to `ms` for a lock it meets (docs/design.md §2,
 /// "Waiting for a lock") instead of No-Wait.
 fn lock_wait(mut cfg: SimConfig, ms: u64) -> SimConfig {

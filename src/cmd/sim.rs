@@ -52,6 +52,10 @@ pub struct SimArgs {
     /// the topology's `timeouts.lock_wait`, else its largest link RTT).
     #[arg(long, allow_hyphen_values = true, value_parser = crate::cmd::duration::span)]
     lock_wait: Option<Duration>,
+    /// Decided-holder takeover: a coordinator holds a transaction that conflicts with one of
+    /// its own undecided ones, then sends it carrying that decision (as `--cc takeover`).
+    #[arg(long)]
+    takeover: bool,
     /// Frees deleted records this long after their delete (the churn workload's default is
     /// 4 s, far shorter than a node's 60 s, so runs free records; the others free none).
     #[arg(long, value_parser = crate::cmd::duration::run_time)]
@@ -103,6 +107,10 @@ struct MutantArgs {
     /// again after the commit was applied) for the up-to-date source of its catch-up.
     #[arg(long)]
     mutant_stale_vote_as_source: bool,
+    /// With `--takeover`: a phase 2 carried on a phase 1 is applied without the catch-up it
+    /// names, so a DC the commit left behind is never shipped the values.
+    #[arg(long)]
+    mutant_carried_without_catch_up: bool,
     /// A recoverer's decision leaves the transaction's rows of the promise tables held, so a
     /// replica whose ring had no room for a fence entry keeps its row for good.
     #[arg(long)]
@@ -132,6 +140,7 @@ impl MutantArgs {
         c.recovery_mutations.abort_unheard_without_catch_up = self.mutant_abort_unheard_without_catch_up;
         c.recovery_mutations.abort_votes_need_a_majority = self.mutant_abort_votes_need_a_majority;
         c.recovery_mutations.stale_vote_as_source = self.mutant_stale_vote_as_source;
+        c.executor_mutations.carried_without_catch_up = self.mutant_carried_without_catch_up;
         c.failover_mutations.confirm_alone = self.mutant_confirm_alone;
     }
 }
@@ -169,6 +178,7 @@ pub fn run_sim(a: &SimArgs) -> Result<()> {
         if let Some(w) = a.lock_wait {
             c.options.lock_wait = redt_protocol::txn::LockWait::For(w);
         }
+        c.options.takeover = a.takeover;
         c
     };
     if a.duration.is_some_and(|d| d.is_zero()) {
