@@ -501,7 +501,12 @@ impl Node {
             _ => None,
         };
         let txn = request.txn();
-        let decides = matches!(request, Request::Decide(_));
+        // A phase 2, or a phase 1 carrying phase 2s, releases locks here.
+        let decides = match &request {
+            Request::Decide(_) => true,
+            Request::Execute(e) => !e.carried.is_empty(),
+            _ => false,
+        };
         let queued = self
             .large_phase1s
             .when_free(txn, || self.exec.submit(lane, move |core, now_ms| core.handle(from, request, now_ms)));
@@ -513,7 +518,10 @@ impl Node {
             let Some(h) = self.exec.run_in(lane, move |core, now_ms| core.handle(from, request, now_ms)).await else {
                 return stopped();
             };
+            // The catch-ups of the phase 2s the first try applied are still owed.
+            let owed = std::mem::take(&mut handled.catch_up);
             handled = h;
+            handled.catch_up.extend(owed);
         }
         if decides {
             // Phase 2 released locks here: the phase 1s waiting for them try again now.

@@ -2104,6 +2104,11 @@ impl World {
         let Some(core) = self.nodes[i].core.as_mut() else { return };
         let handled = core.handle(from, request, now_ms);
         self.report.superseded_changes += core.take_superseded();
+        // Owed whatever the reply: a phase 1 that waits for a lock has applied the phase 2s
+        // it carried.
+        for debt in handled.catch_up {
+            self.pay(to, debt);
+        }
         if let Some((at_ms, request)) = handled.retry {
             // Waits for a lock: no reply yet, the same request again at `at_ms`.
             let at = self.now + at_ms.saturating_sub(now_ms).max(1) * 1000;
@@ -2119,9 +2124,6 @@ impl World {
                 self.abort_evidence.entry(txn).or_default().insert(dc);
             }
             _ => {}
-        }
-        for debt in handled.catch_up {
-            self.pay(to, debt);
         }
         self.send(to, from, Msg::Reply { to_inc: from_inc, rpc, reply: handled.reply });
     }

@@ -65,6 +65,12 @@ pub struct NodeArgs {
     /// Acknowledge commits only after phase 2.
     #[arg(long)]
     pub no_early_ack: bool,
+    /// Decided-holder takeover at this node's coordinators (as `redt bench --cc takeover`):
+    /// a transaction that conflicts with one of this node's own undecided ones waits for its
+    /// decision, then its phase 1 carries that decision, which the executors apply first.
+    /// Nodes with and without it work together.
+    #[arg(long)]
+    pub takeover: bool,
     /// Commit protocol: redt, 2pc-paxos, ep-paxos, tapir or redt-tcp (every node of the
     /// cluster must run the same). With redt-tcp the node serves its MemStore to the other
     /// nodes of its DC over TCP on the port of its QUIC endpoint and reaches theirs the
@@ -463,6 +469,7 @@ pub fn node(a: &NodeArgs) -> Result<()> {
         let options = timeouts.apply(CoordinatorOptions {
             protocol: a.protocol,
             early_ack: !a.no_early_ack,
+            takeover: a.takeover,
             // Failover runs the RedT protocol's epochs; the baselines keep their placement.
             failover: !a.no_failover && a.protocol == Protocol::Redt,
             ..CoordinatorOptions::default()
