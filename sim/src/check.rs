@@ -1,7 +1,7 @@
 //! The checks after a simulated run has drained.
 
 use crate::violation::{Leftover, Violation};
-use crate::workload::{fill_steps, Step, Workload, BANK_ACCOUNTS, BANK_START};
+use crate::workload::{fill_steps, Step, Workload, BANK_START};
 use crate::world::World;
 use redt_checkers::bank::balance;
 use redt_checkers::elle;
@@ -187,18 +187,20 @@ pub(crate) fn check(w: &mut World) {
 
     match w.workload() {
         Workload::Bank => {
+            let accounts = w.bank_accounts();
             if left_keys.is_empty() {
-                let found: i64 = (0..BANK_ACCOUNTS).map(|k| finals.get(&k).map(|v| balance(v)).unwrap_or(0)).sum();
-                let expected = BANK_START * BANK_ACCOUNTS as i64;
+                let found: i64 = (0..accounts).map(|k| finals.get(&k).map(|v| balance(v)).unwrap_or(0)).sum();
+                let expected = BANK_START * accounts as i64;
                 if found != expected {
                     w.report.violations.push(Violation::BankTotal { found, expected });
                 }
             }
             for h in
-                w.hist.iter().filter(|h| h.outcome == Outcome::Committed && h.reads.len() == BANK_ACCOUNTS as usize)
+                w.hist.iter().filter(|h| h.outcome == Outcome::Committed && h.reads.len() == accounts as usize)
             {
+                w.report.full_reads_committed += 1;
                 let found: i64 = h.reads.iter().map(|r| r.as_deref().map(balance).unwrap_or(0)).sum();
-                if found != BANK_START * BANK_ACCOUNTS as i64 {
+                if found != BANK_START * accounts as i64 {
                     w.report.violations.push(Violation::BankRead { txn: h.txn, found });
                 }
             }

@@ -11,7 +11,12 @@
 //!
 //! Faults ([`Faults`]): crash and restart of a node at any step (it keeps its MemStore, as a
 //! `kill -9` keeps the `/dev/shm` file, and loses everything in memory), DC partitions that
-//! heal, dropped, duplicated and delayed (so reordered) messages, clocks running ahead.
+//! heal, dropped, duplicated and delayed (so reordered) messages in bursts with healthy
+//! periods between, clocks running ahead.
+//!
+//! The clients ([`SimConfig::retries`], [`ClientRetries`]) retry an aborted transaction as the
+//! real clients do, and the workloads' key spaces grow with the clients, so most attempts
+//! commit and the checks judge rich histories ([`SimReport::committed_share`]).
 //!
 //! After the workload the run drains (faults off, partitions healed, crashed nodes back) and
 //! `check` verifies: the list-append history is strictly serializable
@@ -26,11 +31,13 @@
 #![forbid(unsafe_code)]
 
 mod check;
+mod client;
 mod net;
 mod violation;
 mod workload;
 mod world;
 
+pub use client::ClientRetries;
 pub use violation::{Leftover, Violation};
 pub use workload::Workload;
 pub use world::{FailoverMode, Faults, SimConfig, SimReport};

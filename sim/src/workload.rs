@@ -20,12 +20,15 @@ pub use redt_workload::append::{fill_steps, unfilled, Step};
 /// Which workload the clients run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Workload {
-    /// Transfers between `BANK_ACCOUNTS` accounts of `BANK_START` each, and reads of every
-    /// balance; the total must hold on every replica.
+    /// Transfers between `BANK_ACCOUNTS_PER_CLIENT` accounts per client (32 to 512) of
+    /// `BANK_START` each, and (one transaction in 20) reads of every balance; the total must
+    /// hold on every replica and in every committed read of every balance.
     Bank,
-    /// Jepsen list-append over a few hot keys: 1–4 reads and appends of unique values.
+    /// Jepsen list-append: 1–4 reads and appends of unique values over `APPEND_KEYS_PER_CLIENT`
+    /// active keys per client, each retired for a fresh key after `APPEND_MAX_PER_KEY` appends.
     Append,
-    /// YCSB: 4 reads or single-cell updates of preloaded records, Zipf-free uniform keys.
+    /// YCSB: 4 reads or single-cell updates of `YCSB_RECORDS_PER_CLIENT` preloaded records per
+    /// client, uniform keys.
     Ycsb,
     /// List-append with range reads (the phantom test): 1–4 point reads, appends and
     /// [`KvOp::Scan`]s over a window of `SCAN_WINDOW` keys that slides up by one key every
@@ -75,18 +78,31 @@ impl std::fmt::Display for Workload {
     }
 }
 
-/// Accounts of the bank workload.
-pub const BANK_ACCOUNTS: u64 = 32;
+/// Accounts of the bank workload per client (within `BANK_MIN_ACCOUNTS..=BANK_MAX_ACCOUNTS`):
+/// the key space grows with the clients, so contention does not grow with the topology.
+pub const BANK_ACCOUNTS_PER_CLIENT: u64 = 32;
+/// Fewest accounts of the bank workload.
+pub const BANK_MIN_ACCOUNTS: u64 = 32;
+/// Most accounts of the bank workload: a read of every account is one operation per account,
+/// planned again at every replica it reads, so the runs stay short.
+pub const BANK_MAX_ACCOUNTS: u64 = 512;
 /// Starting balance of each account.
 pub const BANK_START: i64 = 100;
 /// Largest transfer of the bank workload.
 pub const BANK_MAX_TRANSFER: i64 = 10;
 /// Fraction of bank transactions that read every account.
-pub const BANK_READ_ALL_RATIO: f64 = 0.1;
-/// Keys of the list-append workload (few, so transactions conflict).
-pub const APPEND_KEYS: u64 = 10;
-/// Preloaded records of the YCSB workload.
-pub const YCSB_RECORDS: u64 = 32;
+pub const BANK_READ_ALL_RATIO: f64 = 0.05;
+/// Active keys of the list-append workload per client (at least `APPEND_MIN_KEYS`).
+pub const APPEND_KEYS_PER_CLIENT: u64 = 16;
+/// Fewest active keys of the list-append workload.
+pub const APPEND_MIN_KEYS: u64 = 10;
+/// Appends drawn to a list-append key before it is retired for a fresh one (a list holds at
+/// most 255 items in the `kv` table's 2 KiB cell).
+pub const APPEND_MAX_PER_KEY: u32 = 128;
+/// Preloaded records of the YCSB workload per client (at least `YCSB_MIN_RECORDS`).
+pub const YCSB_RECORDS_PER_CLIENT: u64 = 64;
+/// Fewest preloaded records of the YCSB workload.
+pub const YCSB_MIN_RECORDS: u64 = 32;
 /// Fraction of YCSB operations that are updates.
 pub const YCSB_WRITE_RATIO: f64 = 0.5;
 /// Bytes of a YCSB update's value.
@@ -109,6 +125,7 @@ pub const CHURN_SLIDE: u64 = 8;
 pub const CHURN_DELETE_ONE_IN: u32 = 4;
 
 /// One transaction a client is about to submit.
+#[derive(Clone)]
 pub struct Draw {
     /// The call.
     pub call: ProcedureCall,
@@ -130,14 +147,21 @@ pub struct Generator {
     key_end: u64,
     /// The keys a delete was drawn for (append-scan).
     deleted: std::collections::BTreeSet<u64>,
-    /// The bank's accounts, `0..BANK_ACCOUNTS`.
+    /// The bank's accounts: `BANK_ACCOUNTS_PER_CLIENT` per client, within `BANK_MIN_ACCOUNTS..=BANK_MAX_ACCOUNTS`.
     accounts: Vec<u64>,
-    /// The list-append workload's keys, `0..APPEND_KEYS`, never retired.
+    /// The list-append workload's active keys: `APPEND_KEYS_PER_CLIENT` per client from 0 on,
+    /// each retired for a fresh one after `APPEND_MAX_PER_KEY` appends drawn.
     append_keys: Keys,
+    /// The YCSB workload's records, `0..ycsb_records`: `YCSB_RECORDS_PER_CLIENT` per client.
+    ycsb_records: u64,
 }
 
 impl Generator {
-    pub fn new(workload: Workload, kv: TableId, usertable: TableId, ycsb_cells: usize) -> Generator {
+    /// A generator of `workload` for `clients` clients in all: the key spaces of bank,
+    /// list-append and YCSB grow with the clients (so a larger topology, with more clients,
+    /// meets no more contention per transaction); the windows of append-scan and churn do not.
+    pub fn new(workload: Workload, kv: TableId, usertable: TableId, ycsb_cells: usize, clients: usize) -> Generator {
+        let clients = clients.max(1) as u64;
         Generator {
             workload,
             kv,
@@ -147,9 +171,19 @@ impl Generator {
             drawn: 0,
             key_end: 0,
             deleted: Default::default(),
-            accounts: (0..BANK_ACCOUNTS).collect(),
-            append_keys: Keys::new(0, APPEND_KEYS as usize, u32::MAX),
+            accounts: (0..(BANK_ACCOUNTS_PER_CLIENT * clients).clamp(BANK_MIN_ACCOUNTS, BANK_MAX_ACCOUNTS)).collect(),
+            append_keys: Keys::new(
+                0,
+                (APPEND_KEYS_PER_CLIENT * clients).max(APPEND_MIN_KEYS) as usize,
+                APPEND_MAX_PER_KEY,
+            ),
+            ycsb_records: (YCSB_RECORDS_PER_CLIENT * clients).max(YCSB_MIN_RECORDS),
         }
+    }
+
+    /// The bank's accounts, `0..` this.
+    pub fn bank_accounts(&self) -> u64 {
+        self.accounts.len() as u64
     }
 
     /// The keys a delete was drawn for: the checker leaves them out of the list-append history.
@@ -160,9 +194,9 @@ impl Generator {
     /// The keys whose replicas the checks read at the end.
     pub fn keys(&self) -> Vec<u64> {
         match self.workload {
-            Workload::Bank => (0..BANK_ACCOUNTS).collect(),
-            Workload::Append => (0..APPEND_KEYS).collect(),
-            Workload::Ycsb => (0..YCSB_RECORDS).collect(),
+            Workload::Bank => self.accounts.clone(),
+            Workload::Append => (0..self.append_keys.end()).collect(),
+            Workload::Ycsb => (0..self.ycsb_records).collect(),
             Workload::AppendScan | Workload::Churn => (0..self.key_end).collect(),
         }
     }
@@ -234,6 +268,40 @@ impl Generator {
         Draw { call: kv_call(self.kv, &kv), steps }
     }
 
+    /// The same transaction again, for a client's retry after an abort: the same operations
+    /// on the same keys, each append with a fresh value (values stay unique across the run, so
+    /// the checker tells one attempt's appends from another's).
+    pub fn again(&mut self, d: &Draw) -> Draw {
+        if d.steps.is_empty() {
+            return d.clone();
+        }
+        let mut kv = Vec::with_capacity(d.steps.len());
+        let steps = d
+            .steps
+            .iter()
+            .map(|s| match s {
+                Step::Op(Op::Append { key, .. }) => {
+                    let value = take_value(&mut self.next_value);
+                    kv.push(KvOp::Append(*key, value));
+                    Step::Op(Op::Append { key: *key, value })
+                }
+                Step::Op(Op::Read { key, .. }) => {
+                    kv.push(KvOp::Read(*key));
+                    Step::Op(Op::Read { key: *key, list: None })
+                }
+                Step::Scan { from, to, limit } => {
+                    kv.push(KvOp::Scan(*from, *to, *limit));
+                    s.clone()
+                }
+                Step::Delete { key } => {
+                    kv.push(KvOp::Delete(*key));
+                    s.clone()
+                }
+            })
+            .collect();
+        Draw { call: kv_call(self.kv, &kv), steps }
+    }
+
     pub fn draw(&mut self, rng: &mut StdRng) -> Draw {
         match self.workload {
             Workload::Bank => {
@@ -254,7 +322,7 @@ impl Generator {
             Workload::Ycsb => {
                 let ops: Vec<YcsbOp> = (0..4)
                     .map(|_| {
-                        let key = draw_rank(Distribution::Uniform, 0.0, YCSB_RECORDS, rng);
+                        let key = draw_rank(Distribution::Uniform, 0.0, self.ycsb_records, rng);
                         if rng.gen_bool(YCSB_WRITE_RATIO) {
                             draw_update(rng, key, self.ycsb_cells, YCSB_VALUE_BYTES)
                         } else {
@@ -279,7 +347,7 @@ mod tests {
     use super::*;
     #[test]
     fn a_delete_is_drawn_every_so_often_and_observes_nothing() {
-        let mut g = Generator::new(Workload::AppendScan, TableId(1), TableId(1), 1);
+        let mut g = Generator::new(Workload::AppendScan, TableId(1), TableId(1), 1, 8);
         let mut rng = <StdRng as rand::SeedableRng>::seed_from_u64(7);
         let draws: Vec<Draw> = (0..DELETE_EVERY * 3).map(|_| g.draw(&mut rng)).collect();
         let deletes: Vec<u64> = draws

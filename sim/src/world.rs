@@ -4,6 +4,7 @@ mod failover;
 
 pub use failover::FailoverMode;
 
+use crate::client::ClientRetries;
 use crate::net::{MessageFaults, Micros, Network, Queue};
 use crate::violation::{Leftover, Violation};
 use crate::workload::{self, Generator, Workload};
@@ -29,7 +30,7 @@ use redt_protocol::takeover::{Admission, Footprint, Takeover};
 use redt_protocol::txn::Action;
 use redt_protocol::ReclaimRound;
 use redt_protocol::{
-    CoordinatorOptions, CoordinatorTxn, Epochs, ExecutorCore, Orphan, Recoverer, RecoveryOptions, TxnIds, TxnMachine,
+    AbortCause, CoordinatorOptions, CoordinatorTxn, Epochs, ExecutorCore, Orphan, Recoverer, RecoveryOptions, TxnIds, TxnMachine,
     TxnStatus,
 };
 #[cfg(feature = "mutants")]
@@ -45,13 +46,18 @@ pub struct Faults {
     pub crash: bool,
     /// Partition pairs of DCs for a while, then heal them.
     pub partition: bool,
-    /// Probability of dropping any message.
+    /// Probability of dropping any message (in a burst, with `bursts`).
     pub drop: f64,
-    /// Probability of duplicating any message.
+    /// Probability of duplicating any message (in a burst, with `bursts`).
     pub duplicate: f64,
     /// Probability of holding any message back by up to 3 s (reordering it; longer than the
-    /// phase-1 timeout, so phase 1 sometimes arrives after its decision).
+    /// phase-1 timeout, so phase 1 sometimes arrives after its decision; in a burst, with
+    /// `bursts`).
     pub hold: f64,
+    /// The message faults (`drop`, `duplicate`, `hold`) come in bursts, with healthy periods
+    /// between: one burst of 0.2–0.6 s per 1.5 s of the run (at least one), each starting at
+    /// a random time. `false`: they hit messages throughout the run.
+    pub bursts: bool,
     /// Run some nodes' clocks ahead by up to 2 s.
     pub clock_skew: bool,
     /// Kill every node of one DC for good and remove the DC from the placement (a new epoch,
@@ -69,23 +75,28 @@ impl Faults {
         Faults::default()
     }
 
-    /// Every fault, at the rates the CI seeds use.
+    /// The probability of each message fault inside a burst ([`Faults::bursts`]).
+    pub const BURST_RATE: f64 = 0.05;
+
+    /// Every fault, at the rates the CI seeds use: the message faults in bursts, at
+    /// [`Faults::BURST_RATE`] each.
     pub fn all() -> Faults {
         Faults {
             crash: true,
             partition: true,
-            drop: 0.02,
-            duplicate: 0.02,
-            hold: 0.02,
+            drop: Faults::BURST_RATE,
+            duplicate: Faults::BURST_RATE,
+            hold: Faults::BURST_RATE,
+            bursts: true,
             clock_skew: true,
             remove_dc: false,
             remove_node: false,
         }
     }
 
-    /// Parses a comma-separated list of `crash`, `partition`, `drop`, `dup`, `hold`, `skew`,
-    /// `remove` (`remove_dc`), `remove-node` (`remove_node`), `all` (every fault but the two
-    /// removals) or `none`.
+    /// Parses a comma-separated list of `crash`, `partition`, `drop`, `dup`, `hold` (each in
+    /// bursts, at [`Faults::BURST_RATE`]), `skew`, `remove` (`remove_dc`), `remove-node`
+    /// (`remove_node`), `all` (every fault but the two removals) or `none`.
     ///
     /// # Errors
     /// An unknown fault name.
@@ -97,9 +108,9 @@ impl Faults {
                 "none" => f = Faults::none(),
                 "crash" => f.crash = true,
                 "partition" => f.partition = true,
-                "drop" => f.drop = 0.02,
-                "dup" | "duplicate" => f.duplicate = 0.02,
-                "hold" | "delay" | "reorder" => f.hold = 0.02,
+                "drop" => (f.drop, f.bursts) = (Faults::BURST_RATE, true),
+                "dup" | "duplicate" => (f.duplicate, f.bursts) = (Faults::BURST_RATE, true),
+                "hold" | "delay" | "reorder" => (f.hold, f.bursts) = (Faults::BURST_RATE, true),
                 "skew" | "clock" => f.clock_skew = true,
                 "remove" | "remove-dc" => f.remove_dc = true,
                 "remove-node" => f.remove_node = true,
@@ -133,6 +144,12 @@ pub struct SimConfig {
     pub faults: Faults,
     /// Closed-loop clients per node.
     pub clients_per_node: usize,
+    /// How the clients retry aborted transactions: [`ClientRetries::for_topology`], except for
+    /// the workloads of a deliberately hot window (append-scan, churn), whose clients never
+    /// retry ([`ClientRetries::none`]): a retry meets the same hot range again, and retrying
+    /// there cut the commits of append-scan on default.yaml (seeds 1–3, no faults) from 464 to
+    /// 118.
+    pub retries: ClientRetries,
     /// Simulated time the clients submit for; then the run drains.
     pub duration: Duration,
     /// The coordinators' options (mutations included).
@@ -204,8 +221,13 @@ pub const SIM_DELETED_GRACE: Duration = Duration::from_millis(4_000);
 pub const SIM_CHURN_DURATION: Duration = Duration::from_secs(10);
 
 impl SimConfig {
-    /// A run of `topology` with `seed`: 2 clients per node for 3 simulated seconds.
+    /// A run of `topology` with `seed`: 2 clients per node for 3 simulated seconds (10 for
+    /// churn), retrying aborts as [`SimConfig::retries`] says.
     pub fn new(topology: Topology, seed: u64, workload: Workload, faults: Faults) -> SimConfig {
+        let retries = match workload {
+            Workload::AppendScan | Workload::Churn => ClientRetries::none(),
+            Workload::Bank | Workload::Append | Workload::Ycsb => ClientRetries::for_topology(&topology),
+        };
         let deleted_grace = Some(if workload == Workload::Churn {
             SIM_DELETED_GRACE
         } else {
@@ -217,6 +239,7 @@ impl SimConfig {
             workload,
             faults,
             clients_per_node: 2,
+            retries,
             duration: if workload == Workload::Churn { SIM_CHURN_DURATION } else { Duration::from_secs(3) },
             options: CoordinatorOptions::default(),
             #[cfg(feature = "mutants")]
@@ -253,6 +276,26 @@ pub struct SimReport {
     pub aborted: u64,
     /// Unknown (a client's coordinator crashed, or an abort not yet recorded).
     pub unknown: u64,
+    /// Transactions the clients ran (each attempted once, or more when retried), and how they
+    /// ended: committed, given up (an abort not retried), unknown.
+    pub transactions: u64,
+    /// Of those, the committed ones.
+    pub transactions_committed: u64,
+    /// Of those, the ones given up: an abort not retryable, or the last of its retries.
+    pub transactions_given_up: u64,
+    /// Of those, the ones whose outcome is unknown (never retried: they may have committed).
+    pub transactions_unknown: u64,
+    /// Attempts that were retries of an aborted one (each is one more history entry).
+    pub retries: u64,
+    /// Aborted attempts by the cause their coordinator gave, indexed by
+    /// [`AbortCause::index`]; an abort no coordinator decided (a call that could not start)
+    /// counts in none.
+    pub abort_causes: [u64; AbortCause::ALL.len()],
+    /// Transactions submitted and answered outside every fault window (no node down, no DC
+    /// cut off, and no fault begun in between), and those of them that committed.
+    pub calm_attempts: u64,
+    /// Of those, the committed ones.
+    pub calm_committed: u64,
     /// Events processed.
     pub events: u64,
     /// Simulated time at the end, µs.
@@ -323,6 +366,8 @@ pub struct SimReport {
     pub scan_rows: u64,
     /// Keys those scans observed absent.
     pub scan_absent: u64,
+    /// Committed reads of every account (bank), each checked to see the starting total.
+    pub full_reads_committed: u64,
     /// Committed deletes (append-scan).
     pub deletes_committed: u64,
     /// Records in the hash indexes of the nodes alive at the end, and among them those an
@@ -350,6 +395,29 @@ impl SimReport {
         self.violations.is_empty()
     }
 
+    /// Attempts answered: committed, aborted or unknown (every entry of the history).
+    pub fn attempts(&self) -> u64 {
+        self.committed + self.aborted + self.unknown
+    }
+
+    /// Transactions still being retried when the clients stopped (the drain submits nothing).
+    pub fn transactions_unfinished(&self) -> u64 {
+        self.transactions.saturating_sub(
+            self.transactions_committed + self.transactions_given_up + self.transactions_unknown,
+        )
+    }
+
+    /// The share of attempts that committed, 0 to 1 (0 with none).
+    pub fn committed_share(&self) -> f64 {
+        self.committed as f64 / self.attempts().max(1) as f64
+    }
+
+    /// The share of the attempts outside every fault window that committed, 0 to 1 (0 with
+    /// none).
+    pub fn calm_committed_share(&self) -> f64 {
+        self.calm_committed as f64 / self.calm_attempts.max(1) as f64
+    }
+
     /// Inter-DC messages per committed read-write inter-DC transaction.
     pub fn messages_per_commit(&self) -> f64 {
         self.rw_inter_messages as f64 / self.rw_inter_commits.max(1) as f64
@@ -365,15 +433,40 @@ impl std::fmt::Display for SimReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         writeln!(
             f,
-            "seed {}: {} committed, {} aborted, {} unknown; {} crashes, {} messages dropped; {} events, {:.3} s simulated",
+            "seed {}: {} committed, {} aborted, {} unknown ({:.1}% of {} attempts committed); {} crashes, \
+             {} messages dropped; {} events, {:.3} s simulated",
             self.seed,
             self.committed,
             self.aborted,
             self.unknown,
+            100.0 * self.committed_share(),
+            self.attempts(),
             self.crashes,
             self.dropped,
             self.events,
             self.end_us as f64 / 1e6
+        )?;
+        if self.abort_causes.iter().any(|&n| n > 0) {
+            let causes: Vec<String> = AbortCause::ALL
+                .iter()
+                .filter(|c| self.abort_causes[c.index()] > 0)
+                .map(|c| format!("{} {}", c.name(), self.abort_causes[c.index()]))
+                .collect();
+            writeln!(f, "  aborts by cause: {}", causes.join(", "))?;
+        }
+        writeln!(
+            f,
+            "  clients: {} transactions, {} committed, {} given up, {} unknown, {} still retrying at the end; \
+             {} retries; outside fault windows {} of {} attempts committed ({:.1}%)",
+            self.transactions,
+            self.transactions_committed,
+            self.transactions_given_up,
+            self.transactions_unknown,
+            self.transactions_unfinished(),
+            self.retries,
+            self.calm_committed,
+            self.calm_attempts,
+            100.0 * self.calm_committed_share()
         )?;
         writeln!(
             f,
@@ -400,6 +493,9 @@ impl std::fmt::Display for SimReport {
             "  records: {} indexed, {} unused left by aborted inserts, {} freed after a delete; {} bytes on the free lists",
             self.records_indexed, self.records_unused, self.deleted_records_freed, self.records_free_bytes
         )?;
+        if self.full_reads_committed > 0 {
+            writeln!(f, "  bank: {} committed reads of every account", self.full_reads_committed)?;
+        }
         if self.scans_committed + self.deletes_committed > 0 {
             writeln!(
                 f,
@@ -556,6 +652,10 @@ enum Ev {
         added_in: Epoch,
     },
     Drain,
+    /// A burst of message faults begins (`on`) or ends ([`Faults::bursts`]).
+    Burst {
+        on: bool,
+    },
     /// A node's failure-detector timer ([`FailoverMode::Policy`]).
     DetectorTimer {
         node: NodeId,
@@ -656,6 +756,9 @@ struct Client {
     node: NodeId,
     process: u64,
     busy: Option<usize>,
+    /// The transaction it runs (until it commits, ends unknown or is given up) and the
+    /// attempts made of it so far.
+    current: Option<(workload::Draw, u32)>,
 }
 
 /// One history entry (list-append and bank reads are checked from it).
@@ -674,6 +777,8 @@ pub(crate) struct Hist {
     pub reads: Vec<Option<Vec<u8>>>,
     /// The placement epoch its coordinator planned it in.
     pub epoch: redt_proto::Epoch,
+    /// [`World::fault_starts`] when it was submitted, if no fault was under way then.
+    pub calm_since: Option<u64>,
 }
 
 /// The whole simulated cluster.
@@ -691,8 +796,11 @@ pub(crate) struct World {
     gen: Generator,
     next_rpc: u64,
     draining: bool,
-    /// Upper bound of a client's back-off after an abort: two of the largest link RTT (µs).
+    /// Upper bound of a client's pause after a transaction it gave up or whose outcome it
+    /// does not know: two of the largest link RTT (µs).
     backoff_us: u64,
+    /// How clients retry aborted transactions.
+    retries: ClientRetries,
     /// When and how recovery runs (the clock-skew bound covers the skew fault's 2 s).
     recovery: RecoveryOptions,
     /// `(replica, key)`: a catch-up shipper gave up on the replica for the key
@@ -718,6 +826,13 @@ pub(crate) struct World {
     /// Membership events queued and not yet run (rebuild plans, promotions): the drain waits
     /// for them.
     membership_pending: u32,
+    /// Faults begun so far (crashes, kills, partitions, bursts of message faults): a transaction submitted and answered
+    /// while none was under way and none began is outside every fault window.
+    fault_starts: u64,
+    /// The message faults of the run ([`Faults`]): in force throughout, or during bursts.
+    message_faults: MessageFaults,
+    /// Bursts of message faults under way ([`Faults::bursts`]).
+    bursts: u32,
     /// The failover policy's questions and probes under way, and when each node was last down
     /// ([`FailoverMode::Policy`]).
     rounds: failover::Rounds,
@@ -732,12 +847,15 @@ const RPC_TIMEOUT: Duration = Duration::from_secs(5);
 const REPLAY_EVERY_US: u64 = 2_000;
 /// The largest clock skew the skew fault injects (and the recoverers' skew bound).
 const MAX_SKEW: Duration = Duration::from_secs(2);
+/// One burst of message faults per this much of the run, µs ([`Faults::bursts`]).
+const BURST_EVERY_US: u64 = 1_500_000;
 /// The drain gives up this long after the workload ends.
 const DRAIN_LIMIT: Duration = Duration::from_secs(120);
 
 impl World {
     /// A world of `cfg`'s topology at time 0, nothing run yet.
     pub(crate) fn new(cfg: SimConfig) -> Result<World, String> {
+
         let mut topology = cfg.topology.clone();
         topology.memstore.size_bytes = 4 << 20;
         topology.memstore.index_bytes = 512 << 10;
@@ -805,13 +923,17 @@ impl World {
             .collect();
         let wan = WanModel::from_topology(&topology);
         let mut net = Network::new(wan, Duration::from_micros(20));
-        net.faults = MessageFaults {
+        let message_faults = MessageFaults {
             drop: cfg.faults.drop,
             duplicate: cfg.faults.duplicate,
             hold: cfg.faults.hold,
             hold_max: Duration::from_secs(3),
         };
-        let gen = Generator::new(cfg.workload, kv, usertable, cells);
+        // With bursts, messages meet their faults only while a burst lasts.
+        if !cfg.faults.bursts {
+            net.faults = message_faults;
+        }
+        let gen = Generator::new(cfg.workload, kv, usertable, cells, nodes_len * cfg.clients_per_node);
         let max_rtt = topology.links.iter().flatten().map(|l| l.rtt).max().unwrap_or_default();
         let mut recovery = RecoveryOptions::for_topology(&topology, MAX_SKEW);
         if let Some(turn) = cfg.recovery_turn {
@@ -824,6 +946,7 @@ impl World {
         let membership = Membership::from_topology(&topology, factor).map_err(|e| e.to_string())?;
         let mut w = World {
             backoff_us: 2 * max_rtt.as_micros() as u64,
+            retries: cfg.retries,
             recovery,
             last_ring_check: 0,
             left_behind: BTreeSet::new(),
@@ -846,6 +969,9 @@ impl World {
             placements: Vec::new(),
             membership,
             membership_pending: 0,
+            fault_starts: 0,
+            message_faults,
+            bursts: 0,
             rounds: failover::Rounds { last_down: vec![None; nodes_len], ..failover::Rounds::default() },
             report: SimReport { seed: cfg.seed, ..SimReport::default() },
             cfg,
@@ -941,7 +1067,7 @@ impl World {
         for n in 0..self.nodes.len() {
             for _ in 0..self.cfg.clients_per_node {
                 let c = self.clients.len();
-                self.clients.push(Client { node: NodeId(n as u16), process: c as u64, busy: None });
+                self.clients.push(Client { node: NodeId(n as u16), process: c as u64, busy: None, current: None });
                 let at = self.rng.gen_range(0..1_000);
                 self.queue.push(at, Ev::Client { client: c });
             }
@@ -981,6 +1107,13 @@ impl World {
         }
         if self.cfg.failover == FailoverMode::Policy {
             self.queue.push(self.policy_tick(), Ev::LeaderTick);
+        }
+        if self.cfg.faults.bursts {
+            for _ in 0..(duration / BURST_EVERY_US).max(1) {
+                let at = self.rng.gen_range(0..duration);
+                self.queue.push(at, Ev::Burst { on: true });
+                self.queue.push(at + self.rng.gen_range(200_000..600_000), Ev::Burst { on: false });
+            }
         }
         self.queue.push(duration, Ev::Drain);
         let limit = duration + DRAIN_LIMIT.as_micros() as u64;
@@ -1159,7 +1292,10 @@ impl World {
                 self.queue.push(self.now + REPLAY_EVERY_US, Ev::Replay { node });
             }
             Ev::Client { client } => self.client(client),
-            Ev::Crash { node } => self.crash(node),
+            Ev::Crash { node } => {
+                self.fault_starts += 1;
+                self.crash(node)
+            }
             Ev::Restart { node } => {
                 if !self.nodes[node.0 as usize].alive && !self.nodes[node.0 as usize].held_down {
                     self.trace(|| format!("restart {node}"));
@@ -1169,6 +1305,7 @@ impl World {
                 }
             }
             Ev::Partition { a, b } => {
+                self.fault_starts += 1;
                 if !self.draining {
                     self.trace(|| format!("partition {a} <-> {b}"));
                     let _ = self.net.wan.set_partitioned(a, b, true);
@@ -1180,8 +1317,14 @@ impl World {
                 let _ = self.net.wan.set_partitioned(a, b, false);
                 let _ = self.net.wan.set_partitioned(b, a, false);
             }
-            Ev::KillDc { dc } => self.kill_dc(dc),
-            Ev::KillNode { node } => self.kill_node(node),
+            Ev::KillDc { dc } => {
+                self.fault_starts += 1;
+                self.kill_dc(dc)
+            }
+            Ev::KillNode { node } => {
+                self.fault_starts += 1;
+                self.kill_node(node)
+            }
             Ev::PlanRebuild => {
                 self.membership_pending -= 1;
                 self.plan_rebuild();
@@ -1236,6 +1379,17 @@ impl World {
                 *armed = None;
                 s.handle_timeout(now);
                 self.pump_ship(node, ship);
+            }
+            Ev::Burst { on } => {
+                if on {
+                    self.fault_starts += 1;
+                    self.bursts += 1;
+                } else {
+                    self.bursts -= 1;
+                }
+                if !self.draining {
+                    self.net.faults = if self.bursts > 0 { self.message_faults } else { MessageFaults::default() };
+                }
             }
             Ev::Drain => {
                 self.trace(|| "drain: faults off, partitions healed, crashed nodes restart".into());
@@ -1594,12 +1748,12 @@ impl World {
         // Their clients see the connection drop: outcome unknown.
         for (_, c) in coords {
             if let Some(client) = c.client {
-                self.complete(client, Outcome::Unknown, Vec::new(), false);
+                self.complete(client, Outcome::Unknown, Vec::new(), false, None);
             }
         }
         // Held back, they sent nothing: certainly not committed.
         for (_, (client, _)) in held {
-            self.complete(client, Outcome::Aborted, Vec::new(), false);
+            self.complete(client, Outcome::Aborted, Vec::new(), false, None);
         }
         let back = self.now + self.rng.gen_range(200_000..2_000_000);
         self.queue.push(back, Ev::Restart { node });
@@ -1614,7 +1768,18 @@ impl World {
             self.queue.push(self.now + 50_000, Ev::Client { client: c });
             return;
         }
-        let draw = self.gen.draw(&mut self.rng);
+        // A retry runs the same call again; else a new transaction is drawn.
+        let (draw, attempts) = match self.clients[c].current.take() {
+            Some((d, attempts)) => {
+                self.report.retries += 1;
+                (self.gen.again(&d), attempts + 1)
+            }
+            None => {
+                self.report.transactions += 1;
+                (self.gen.draw(&mut self.rng), 1)
+            }
+        };
+        self.clients[c].current = Some((draw.clone(), attempts));
         let n = &mut self.nodes[node.0 as usize];
         let dc = self.dcs[n.dc.0 as usize].clone();
         let ids = n.ids.as_mut().expect("a live node was booted");
@@ -1631,6 +1796,7 @@ impl World {
             steps: draw.steps,
             reads: Vec::new(),
             epoch: self.nodes[node.0 as usize].epochs.epoch(),
+            calm_since: self.calm().then_some(self.fault_starts),
         });
         self.clients[c].busy = Some(h);
         self.admit(node, c, txn, draw.call);
@@ -1703,7 +1869,7 @@ impl World {
             Err(e) => {
                 self.nodes[i].takeover.finished(txn);
                 self.trace(|| format!("{node} cannot start {txn}: {e}"));
-                self.complete(c, Outcome::Aborted, Vec::new(), true);
+                self.complete(c, Outcome::Aborted, Vec::new(), true, None);
             }
         }
     }
@@ -1717,8 +1883,17 @@ impl World {
         }
     }
 
-    /// Ends client `c`'s transaction and schedules its next one.
-    fn complete(&mut self, c: usize, outcome: Outcome, reads: Vec<Option<Vec<u8>>>, returned: bool) {
+    /// Ends client `c`'s attempt with `outcome` (an abort's `cause`, if its coordinator gave
+    /// one) and schedules its next attempt: the same call again after a retryable abort
+    /// ([`ClientRetries`]), else a new transaction.
+    fn complete(
+        &mut self,
+        c: usize,
+        outcome: Outcome,
+        reads: Vec<Option<Vec<u8>>>,
+        returned: bool,
+        cause: Option<AbortCause>,
+    ) {
         let Some(h) = self.clients[c].busy.take() else { return };
         let e = &mut self.hist[h];
         e.outcome = outcome;
@@ -1727,6 +1902,10 @@ impl World {
             e.ops = workload::fill_steps(&e.steps, &reads);
         }
         e.reads = reads;
+        if e.calm_since.is_some() && e.calm_since == Some(self.fault_starts) && self.calm() {
+            self.report.calm_attempts += 1;
+            self.report.calm_committed += u64::from(outcome == Outcome::Committed);
+        }
         match outcome {
             Outcome::Committed => self.report.committed += 1,
             Outcome::Aborted => self.report.aborted += 1,
@@ -1737,14 +1916,35 @@ impl World {
                 self.clients[c].process += 1_000_000;
             }
         }
-        // Think time after a commit; after an abort, a randomized back-off of up to two of
-        // the topology's largest RTT (as a real client retries under No-Wait), so that
-        // clients do not abort each other in lock step.
+        let attempts = self.clients[c].current.as_ref().map_or(1, |(_, a)| *a);
+        let retry = outcome == Outcome::Aborted && self.retries.retries_after(attempts, cause);
+        match outcome {
+            Outcome::Committed => self.report.transactions_committed += 1,
+            Outcome::Aborted if retry => {}
+            Outcome::Aborted => self.report.transactions_given_up += 1,
+            Outcome::Unknown => self.report.transactions_unknown += 1,
+        }
+        if !retry {
+            self.clients[c].current = None;
+        }
+        // Think time after a commit; after an abort, the retry policy's pause, so that clients
+        // do not abort each other in lock step; after a transaction given up or unknown, a
+        // randomized pause of up to two of the topology's largest RTT.
         let pause = match outcome {
             Outcome::Committed => self.rng.gen_range(0..2_000),
+            _ if retry => self.retries.delay_us(attempts, &mut self.rng),
             _ => self.rng.gen_range(0..self.backoff_us.max(2_000)),
         };
         self.queue.push(self.now + pause, Ev::Client { client: c });
+    }
+
+    /// Whether no fault is under way: every node up, no DC cut off from another, no burst of
+    /// message faults.
+    fn calm(&self) -> bool {
+        let dcs = self.topology.dcs.len() as u16;
+        self.bursts == 0
+            && self.nodes.iter().all(|n| n.alive)
+            && (0..dcs).all(|a| (0..dcs).all(|b| !self.net.wan.is_partitioned(DcId(a), DcId(b))))
     }
 
     /// Carries out the actions of `node`'s transaction `txn` and re-arms its timer.
@@ -1767,6 +1967,9 @@ impl World {
                         TxnStatus::Committed => (Outcome::Committed, answer.reads),
                         TxnStatus::Aborted(_) => {
                             self.check_abort_recorded(txn);
+                            if let (Some(cause), Some(_)) = (answer.cause, client) {
+                                self.report.abort_causes[cause.index()] += 1;
+                            }
                             (Outcome::Aborted, Vec::new())
                         }
                         TxnStatus::Unknown(_) => (Outcome::Unknown, Vec::new()),
@@ -1779,7 +1982,7 @@ impl World {
                         }
                     }
                     if let Some(client) = client {
-                        self.complete(client, o, reads, true);
+                        self.complete(client, o, reads, true, answer.cause);
                     }
                 }
                 Action::Finished { class, after_answer } => {
@@ -2220,6 +2423,10 @@ impl World {
 
     pub(crate) fn layout(&self) -> Layout {
         self.dcs[0].layout
+    }
+
+    pub(crate) fn bank_accounts(&self) -> u64 {
+        self.gen.bank_accounts()
     }
 
     pub(crate) fn keys(&self) -> Vec<u64> {

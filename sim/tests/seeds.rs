@@ -167,11 +167,11 @@ fn a_mutant_whose_votes_beat_records_is_caught() {
     );
 }
 
-/// A lossy schedule: every fault, a fifth of all messages dropped, and the other DCs'
-/// recoverers starting together (`recovery_turn` 0) so they duel.
+/// A lossy schedule: every fault, a fifth of all messages dropped throughout the run (and 2%
+/// duplicated, 2% held back; no bursts), and the other DCs' recoverers starting together
+/// (`recovery_turn` 0) so they duel.
 fn lossy(topology: Topology, seed: u64, workload: Workload) -> SimConfig {
-    let mut faults = Faults::all();
-    faults.drop = 0.2;
+    let faults = Faults { drop: 0.2, duplicate: 0.02, hold: 0.02, bursts: false, ..Faults::all() };
     let mut cfg = SimConfig::new(topology, seed, workload, faults);
     cfg.recovery_turn = Some(std::time::Duration::ZERO);
     cfg
