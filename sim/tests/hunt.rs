@@ -87,6 +87,8 @@ fn case(name: &str) -> Case {
         "first_record_stays_bank" => Case { cfg: Box::new(|s| oracle(removal("default.yaml", s, Workload::Bank, 6))), clean: ok, mutate: |c| c.executor_mutations.first_record_stays = true, caught: stuck, extra: None },
         "first_record_stays_lf" => Case { cfg: Box::new(|s| oracle(removal("local-fast.yaml", s, Workload::Ycsb, 6))), clean: ok, mutate: |c| c.executor_mutations.first_record_stays = true, caught: stuck, extra: None },
         "first_record_stays_append" => Case { cfg: Box::new(|s| oracle(removal("default.yaml", s, Workload::Append, 6))), clean: ok, mutate: |c| c.executor_mutations.first_record_stays = true, caught: stuck, extra: None },
+        "generic" => generic(),
+        "apply_stale_redo_strict" => Case { cfg: Box::new(|s| oracle(removal("world-5dc-n5.yaml", s, Workload::Bank, 3))), clean: ok, mutate: |c| { c.executor_mutations.apply_stale_redo = true; c.executor_mutations.first_write_at_cts = true }, caught: diverged, extra: Some(|c| c.executor_mutations.apply_stale_redo = true) },
         other => panic!("unknown case {other}"),
     }
 }
@@ -141,6 +143,14 @@ fn hunt() {
                         eprintln!("{name} seed {seed}: caught but the extra run fails");
                         continue;
                     }
+                    if name == "apply_stale_redo_strict" {
+                        let mut e = (c.cfg)(seed);
+                        e.executor_mutations.first_write_at_cts = true;
+                        if !run(e).expect("runs").ok() {
+                            eprintln!("{name} seed {seed}: caught but first_write_at_cts alone fails too");
+                            continue;
+                        }
+                    }
                 }
                 eprintln!("FOUND {name} seed {seed}");
                 found.lock().unwrap().push(seed);
@@ -150,4 +160,76 @@ fn hunt() {
     let mut f = found.into_inner().unwrap();
     f.sort();
     println!("HUNT {name} from {from} n {n}: found {f:?}");
+}
+
+#[test]
+fn show() {
+    let env = |k: &str| std::env::var(k).ok();
+    let Some(name) = env("SHOW") else { return };
+    let seed: u64 = env("SEED").and_then(|s| s.parse().ok()).unwrap();
+    let c = case(&name);
+    let clean = run((c.cfg)(seed)).expect("runs");
+    println!("CLEAN {clean}");
+    let mut m = (c.cfg)(seed);
+    (c.mutate)(&mut m);
+    let r = run(m).expect("runs");
+    println!("MUTANT {r}");
+}
+
+
+/// A case from the environment: MUTANT, CONFIG, WORKLOAD, REMOVE (dc, node, both), DUR (s),
+/// POLICY=1 (else oracle), TURN0=1, LOSSY=1, FLOORS_OFF=1, GRACE_MS, LOCKWAIT_MS, CLEAN (freed,
+/// purged, node1).
+fn generic() -> Case {
+    let env = |k: &str| std::env::var(k).ok();
+    let workload: Workload = env("WORKLOAD").unwrap_or("bank".into()).parse().unwrap();
+    let config = env("CONFIG").unwrap_or("default.yaml".into());
+    let mutate: fn(&mut SimConfig) = match env("MUTANT").unwrap().as_str() {
+        "no_fence_after_full_ring" => |c| c.executor_mutations.no_fence_after_full_ring = true,
+        "first_record_stays" => |c| c.executor_mutations.first_record_stays = true,
+        "decision_keeps_promise_rows" => |c| c.executor_mutations.decision_keeps_promise_rows = true,
+        "abort_unheard_without_catch_up" => |c| c.recovery_mutations.abort_unheard_without_catch_up = true,
+        "no_fence_entries" => |c| c.executor_mutations.no_fence_entries = true,
+        other => panic!("{other}"),
+    };
+    let caught: fn(&SimReport) -> bool = match env("CAUGHT").as_deref() {
+        Some("diverged") => diverged,
+        _ => stuck,
+    };
+    let clean: fn(&SimReport) -> bool = match env("CLEAN").as_deref() {
+        Some("freed") => |r| r.ok() && r.deleted_records_freed > 0,
+        _ => |r| r.ok(),
+    };
+    Case {
+        cfg: Box::new(move |seed| {
+            let env = |k: &str| std::env::var(k).ok();
+            let remove = env("REMOVE").unwrap_or_default();
+            let mut faults = Faults { remove_dc: remove == "dc" || remove == "both", remove_node: remove == "node" || remove == "both", ..Faults::all() };
+            if env("LOSSY").is_some() {
+                faults = Faults { drop: 0.2, duplicate: 0.02, hold: 0.02, bursts: false, ..faults };
+            }
+            let mut c = SimConfig::new(topology(&config), seed, workload, faults);
+            if let Some(d) = env("DUR").and_then(|s| s.parse().ok()) {
+                c.duration = Duration::from_secs(d);
+            }
+            c.failover = if env("POLICY").is_some() { FailoverMode::Policy } else { FailoverMode::Oracle };
+            if env("TURN0").is_some() || env("LOSSY").is_some() {
+                c.recovery_turn = Some(Duration::ZERO);
+            }
+            if env("FLOORS_OFF").is_some() {
+                c.executor_mutations.reclaim_below_no_floor = true;
+            }
+            if let Some(g) = env("GRACE_MS").and_then(|s| s.parse().ok()) {
+                c.deleted_grace = Some(Duration::from_millis(g));
+            }
+            if let Some(w) = env("LOCKWAIT_MS").and_then(|s| s.parse().ok()) {
+                c.options.lock_wait = redt_protocol::txn::LockWait::For(Duration::from_millis(w));
+            }
+            c
+        }),
+        clean,
+        mutate,
+        caught,
+        extra: None,
+    }
 }
