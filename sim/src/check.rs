@@ -195,9 +195,7 @@ pub(crate) fn check(w: &mut World) {
                     w.report.violations.push(Violation::BankTotal { found, expected });
                 }
             }
-            for h in
-                w.hist.iter().filter(|h| h.outcome == Outcome::Committed && h.reads.len() == accounts as usize)
-            {
+            for h in w.hist.iter().filter(|h| h.outcome == Outcome::Committed && h.reads.len() == accounts as usize) {
                 w.report.full_reads_committed += 1;
                 let found: i64 = h.reads.iter().map(|r| r.as_deref().map(balance).unwrap_or(0)).sum();
                 if found != BANK_START * accounts as i64 {

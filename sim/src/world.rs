@@ -30,8 +30,8 @@ use redt_protocol::takeover::{Admission, Footprint, Takeover};
 use redt_protocol::txn::Action;
 use redt_protocol::ReclaimRound;
 use redt_protocol::{
-    AbortCause, CoordinatorOptions, CoordinatorTxn, Epochs, ExecutorCore, Orphan, Recoverer, RecoveryOptions, TxnIds, TxnMachine,
-    TxnStatus,
+    AbortCause, CoordinatorOptions, CoordinatorTxn, Epochs, ExecutorCore, Orphan, Recoverer, RecoveryOptions, TxnIds,
+    TxnMachine, TxnStatus,
 };
 #[cfg(feature = "mutants")]
 use redt_protocol::{ExecutorMutations, RecoveryMutations};
@@ -402,9 +402,8 @@ impl SimReport {
 
     /// Transactions still being retried when the clients stopped (the drain submits nothing).
     pub fn transactions_unfinished(&self) -> u64 {
-        self.transactions.saturating_sub(
-            self.transactions_committed + self.transactions_given_up + self.transactions_unknown,
-        )
+        self.transactions
+            .saturating_sub(self.transactions_committed + self.transactions_given_up + self.transactions_unknown)
     }
 
     /// The share of attempts that committed, 0 to 1 (0 with none).
@@ -855,7 +854,6 @@ const DRAIN_LIMIT: Duration = Duration::from_secs(120);
 impl World {
     /// A world of `cfg`'s topology at time 0, nothing run yet.
     pub(crate) fn new(cfg: SimConfig) -> Result<World, String> {
-
         let mut topology = cfg.topology.clone();
         topology.memstore.size_bytes = 4 << 20;
         topology.memstore.index_bytes = 512 << 10;

@@ -57,10 +57,8 @@ fn without_faults_most_attempts_commit() {
     }
     // The bank's reads of every account commit too, so the check that each sees the total
     // judges some.
-    let full_reads: u64 = runs("sim-20dc.yaml", Workload::Bank, Faults::none(), 1..=3)
-        .iter()
-        .map(|r| r.full_reads_committed)
-        .sum();
+    let full_reads: u64 =
+        runs("sim-20dc.yaml", Workload::Bank, Faults::none(), 1..=3).iter().map(|r| r.full_reads_committed).sum();
     assert!(full_reads > 0, "no read of every account committed");
 }
 
