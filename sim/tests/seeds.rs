@@ -1131,11 +1131,11 @@ fn abort_votes_decide_a_transaction_whose_replicas_were_removed() {
 }
 
 /// Seed 51086 (bank, world-5dc-n5.yaml, every fault, `remove` and `remove-node`, the real
-/// failover policy) showed it: tokyo applied a commit through its catch-up, restarted, then got the
-/// transaction's phase 1, held back 3 s, and ran it on the values the commit had written: a
-/// second commit vote, reading versions at the commit's own timestamp. A recoverer of that
-/// entry found the commit applied elsewhere, took the stale vote, the newest it saw, for the
-/// up-to-date one, made tokyo the source and told singapore, whose vote the commit had
+/// failover policy) showed it: tokyo applied a commit through its catch-up, restarted, then
+/// got the transaction's phase 1, held back 3 s, and ran it on the values the commit had
+/// written: a second commit vote, reading versions at the commit's own timestamp. A recoverer
+/// of that entry found the commit applied elsewhere, took the stale vote, the newest it saw,
+/// for the up-to-date one, made tokyo the source and told singapore, whose vote the commit had
 /// counted, to abort its redo; tokyo's values never apply (they read past the commit), so
 /// singapore kept the loaded values of keys 0 and 10. A vote that read a version at or past
 /// the commit's timestamp now counts as missing. The mutant that takes it for a vote
