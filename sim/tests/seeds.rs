@@ -540,7 +540,7 @@ fn a_replica_whose_ring_was_full_holds_a_recovery_record_later() {
 
 /// The mutant that never writes the fence entry after a full ring's `NoVote`
 /// (`ExecutorMutations::no_fence_after_full_ring`) ended stuck on seed 40186 until the clients
-/// retried aborts. No seed of the schedules since is known to catch it: none of 40000–45299 of
+/// retried aborts. No seed of the schedules since is known to catch it: none of 40000–46799 of
 /// the same schedule, nor a few hundred each with no retries, with 4 clients per node, or on
 /// other topologies, workloads and removals. Ignored until one is found.
 #[test]
@@ -708,7 +708,7 @@ fn a_higher_ballot_record_replaces_a_lower_ones_so_the_survivors_finish() {
 
 /// The mutant that keeps the first recorded decision (`ExecutorMutations::first_record_stays`)
 /// was stuck on seed 50339 until the clients retried aborts. No seed of the schedules since is
-/// known to catch it: none of 50000–55399 of the same schedule, nor a few hundred each with no
+/// known to catch it: none of 50000–56899 of the same schedule, nor a few hundred each with no
 /// retries, with 4 clients per node, or on other topologies, workloads, removals and the lossy
 /// schedule. Ignored until one is found.
 #[test]
