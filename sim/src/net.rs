@@ -54,6 +54,19 @@ pub struct MessageFaults {
     pub hold_max: Duration,
 }
 
+impl MessageFaults {
+    /// Whether any message fault is on.
+    pub fn any(&self) -> bool {
+        self.drop > 0.0 || self.duplicate > 0.0 || self.hold > 0.0
+    }
+
+    /// These faults with each one that is on raised to at least `rate`.
+    pub fn at_least(self, rate: f64) -> MessageFaults {
+        let raise = |p: f64| if p > 0.0 { p.max(rate) } else { p };
+        MessageFaults { drop: raise(self.drop), duplicate: raise(self.duplicate), hold: raise(self.hold), ..self }
+    }
+}
+
 /// The network between nodes: the WAN model and the fault plan.
 pub struct Network {
     pub wan: WanModel,

@@ -20,15 +20,18 @@ pub use redt_workload::append::{fill_steps, unfilled, Step};
 /// Which workload the clients run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Workload {
-    /// Transfers between `BANK_ACCOUNTS_PER_CLIENT` accounts per client (32 to 512) of
-    /// `BANK_START` each, and (one transaction in 20) reads of every balance; the total must
-    /// hold on every replica and in every committed read of every balance.
+    /// Transfers between `BANK_ACCOUNTS` accounts of `BANK_START` each, and (one transaction
+    /// in 10) reads of every balance; the total must hold on every replica and in every
+    /// committed read of every balance. Committing (`SimConfig::committing`):
+    /// `BANK_ACCOUNTS_PER_CLIENT` accounts per client (32 to 512), one read of every balance
+    /// in 20.
     Bank,
-    /// Jepsen list-append: 1–4 reads and appends of unique values over `APPEND_KEYS_PER_CLIENT`
-    /// active keys per client, each retired for a fresh key after `APPEND_MAX_PER_KEY` appends.
+    /// Jepsen list-append over a few hot keys (`APPEND_KEYS`): 1–4 reads and appends of unique
+    /// values. Committing: `APPEND_KEYS_PER_CLIENT` active keys per client, each retired for a
+    /// fresh key after `APPEND_MAX_PER_KEY` appends.
     Append,
-    /// YCSB: 4 reads or single-cell updates of `YCSB_RECORDS_PER_CLIENT` preloaded records per
-    /// client, uniform keys.
+    /// YCSB: 4 reads or single-cell updates of `YCSB_RECORDS` preloaded records, uniform keys.
+    /// Committing: `YCSB_RECORDS_PER_CLIENT` records per client.
     Ycsb,
     /// List-append with range reads (the phantom test): 1–4 point reads, appends and
     /// [`KvOp::Scan`]s over a window of `SCAN_WINDOW` keys that slides up by one key every
@@ -78,31 +81,35 @@ impl std::fmt::Display for Workload {
     }
 }
 
-/// Accounts of the bank workload per client (within `BANK_MIN_ACCOUNTS..=BANK_MAX_ACCOUNTS`):
-/// the key space grows with the clients, so contention does not grow with the topology.
-pub const BANK_ACCOUNTS_PER_CLIENT: u64 = 32;
-/// Fewest accounts of the bank workload.
-pub const BANK_MIN_ACCOUNTS: u64 = 32;
-/// Most accounts of the bank workload: a read of every account is one operation per account,
-/// planned again at every replica it reads, so the runs stay short.
-pub const BANK_MAX_ACCOUNTS: u64 = 512;
+/// Accounts of the bank workload.
+pub const BANK_ACCOUNTS: u64 = 32;
 /// Starting balance of each account.
 pub const BANK_START: i64 = 100;
 /// Largest transfer of the bank workload.
 pub const BANK_MAX_TRANSFER: i64 = 10;
 /// Fraction of bank transactions that read every account.
-pub const BANK_READ_ALL_RATIO: f64 = 0.05;
-/// Active keys of the list-append workload per client (at least `APPEND_MIN_KEYS`).
+pub const BANK_READ_ALL_RATIO: f64 = 0.1;
+/// Keys of the list-append workload (few, so transactions conflict).
+pub const APPEND_KEYS: u64 = 10;
+/// Preloaded records of the YCSB workload.
+pub const YCSB_RECORDS: u64 = 32;
+/// Committing (`SimConfig::committing`): accounts of the bank workload per client, at least
+/// `BANK_ACCOUNTS` and at most `BANK_MAX_ACCOUNTS`; the key space grows with the clients, so
+/// contention does not grow with the topology.
+pub const BANK_ACCOUNTS_PER_CLIENT: u64 = 32;
+/// Committing: most accounts of the bank workload (a read of every account is one operation
+/// per account, planned again at every replica it reads, so the runs stay short).
+pub const BANK_MAX_ACCOUNTS: u64 = 512;
+/// Committing: fraction of bank transactions that read every account (each conflicts with
+/// every transfer in flight).
+pub const BANK_COMMITTING_READ_ALL_RATIO: f64 = 0.05;
+/// Committing: active keys of the list-append workload per client (at least `APPEND_KEYS`).
 pub const APPEND_KEYS_PER_CLIENT: u64 = 16;
-/// Fewest active keys of the list-append workload.
-pub const APPEND_MIN_KEYS: u64 = 10;
-/// Appends drawn to a list-append key before it is retired for a fresh one (a list holds at
-/// most 255 items in the `kv` table's 2 KiB cell).
+/// Committing: appends drawn to a list-append key before it is retired for a fresh one (a
+/// list holds at most 255 items in the `kv` table's 2 KiB cell).
 pub const APPEND_MAX_PER_KEY: u32 = 128;
-/// Preloaded records of the YCSB workload per client (at least `YCSB_MIN_RECORDS`).
+/// Committing: preloaded records of the YCSB workload per client (at least `YCSB_RECORDS`).
 pub const YCSB_RECORDS_PER_CLIENT: u64 = 64;
-/// Fewest preloaded records of the YCSB workload.
-pub const YCSB_MIN_RECORDS: u64 = 32;
 /// Fraction of YCSB operations that are updates.
 pub const YCSB_WRITE_RATIO: f64 = 0.5;
 /// Bytes of a YCSB update's value.
@@ -147,21 +154,45 @@ pub struct Generator {
     key_end: u64,
     /// The keys a delete was drawn for (append-scan).
     deleted: std::collections::BTreeSet<u64>,
-    /// The bank's accounts: `BANK_ACCOUNTS_PER_CLIENT` per client, within `BANK_MIN_ACCOUNTS..=BANK_MAX_ACCOUNTS`.
+    /// The bank's accounts, `0..BANK_ACCOUNTS` (committing: `BANK_ACCOUNTS_PER_CLIENT` per
+    /// client, within `BANK_ACCOUNTS..=BANK_MAX_ACCOUNTS`).
     accounts: Vec<u64>,
-    /// The list-append workload's active keys: `APPEND_KEYS_PER_CLIENT` per client from 0 on,
-    /// each retired for a fresh one after `APPEND_MAX_PER_KEY` appends drawn.
+    /// The fraction of bank transactions that read every account.
+    read_all_ratio: f64,
+    /// The list-append workload's active keys: `0..APPEND_KEYS`, never retired (committing:
+    /// `APPEND_KEYS_PER_CLIENT` per client from 0 on, each retired for a fresh one after
+    /// `APPEND_MAX_PER_KEY` appends drawn).
     append_keys: Keys,
-    /// The YCSB workload's records, `0..ycsb_records`: `YCSB_RECORDS_PER_CLIENT` per client.
+    /// The YCSB workload's records, `0..ycsb_records`: `YCSB_RECORDS` (committing:
+    /// `YCSB_RECORDS_PER_CLIENT` per client).
     ycsb_records: u64,
 }
 
 impl Generator {
-    /// A generator of `workload` for `clients` clients in all: the key spaces of bank,
-    /// list-append and YCSB grow with the clients (so a larger topology, with more clients,
-    /// meets no more contention per transaction); the windows of append-scan and churn do not.
-    pub fn new(workload: Workload, kv: TableId, usertable: TableId, ycsb_cells: usize, clients: usize) -> Generator {
-        let clients = clients.max(1) as u64;
+    /// A generator of `workload`. With `committing` clients in all (`SimConfig::committing`),
+    /// the key spaces of bank, list-append and YCSB grow with the clients (so a larger
+    /// topology, with more clients, meets no more contention per transaction) and fewer bank
+    /// transactions read every account; without, they are fixed. The windows of append-scan
+    /// and churn never grow.
+    pub fn new(
+        workload: Workload,
+        kv: TableId,
+        usertable: TableId,
+        ycsb_cells: usize,
+        committing: Option<usize>,
+    ) -> Generator {
+        let (accounts, read_all_ratio, append_keys, ycsb_records) = match committing {
+            None => (BANK_ACCOUNTS, BANK_READ_ALL_RATIO, Keys::new(0, APPEND_KEYS as usize, u32::MAX), YCSB_RECORDS),
+            Some(clients) => {
+                let clients = clients.max(1) as u64;
+                (
+                    (BANK_ACCOUNTS_PER_CLIENT * clients).clamp(BANK_ACCOUNTS, BANK_MAX_ACCOUNTS),
+                    BANK_COMMITTING_READ_ALL_RATIO,
+                    Keys::new(0, (APPEND_KEYS_PER_CLIENT * clients).max(APPEND_KEYS) as usize, APPEND_MAX_PER_KEY),
+                    (YCSB_RECORDS_PER_CLIENT * clients).max(YCSB_RECORDS),
+                )
+            }
+        };
         Generator {
             workload,
             kv,
@@ -171,13 +202,10 @@ impl Generator {
             drawn: 0,
             key_end: 0,
             deleted: Default::default(),
-            accounts: (0..(BANK_ACCOUNTS_PER_CLIENT * clients).clamp(BANK_MIN_ACCOUNTS, BANK_MAX_ACCOUNTS)).collect(),
-            append_keys: Keys::new(
-                0,
-                (APPEND_KEYS_PER_CLIENT * clients).max(APPEND_MIN_KEYS) as usize,
-                APPEND_MAX_PER_KEY,
-            ),
-            ycsb_records: (YCSB_RECORDS_PER_CLIENT * clients).max(YCSB_MIN_RECORDS),
+            accounts: (0..accounts).collect(),
+            read_all_ratio,
+            append_keys,
+            ycsb_records,
         }
     }
 
@@ -305,7 +333,7 @@ impl Generator {
     pub fn draw(&mut self, rng: &mut StdRng) -> Draw {
         match self.workload {
             Workload::Bank => {
-                let ops = match bank::draw(rng, &self.accounts, BANK_MAX_TRANSFER, BANK_READ_ALL_RATIO) {
+                let ops = match bank::draw(rng, &self.accounts, BANK_MAX_TRANSFER, self.read_all_ratio) {
                     BankTxn::ReadAll(ops) => ops,
                     BankTxn::Transfer { ops, .. } => ops.to_vec(),
                 };
@@ -347,7 +375,7 @@ mod tests {
     use super::*;
     #[test]
     fn a_delete_is_drawn_every_so_often_and_observes_nothing() {
-        let mut g = Generator::new(Workload::AppendScan, TableId(1), TableId(1), 1, 8);
+        let mut g = Generator::new(Workload::AppendScan, TableId(1), TableId(1), 1, None);
         let mut rng = <StdRng as rand::SeedableRng>::seed_from_u64(7);
         let draws: Vec<Draw> = (0..DELETE_EVERY * 3).map(|_| g.draw(&mut rng)).collect();
         let deletes: Vec<u64> = draws
