@@ -2,8 +2,9 @@
 //! what it attempts, so that the checks (strict serializability, the bank total, no
 //! acknowledged commit lost) judge rich histories: the clients' key spaces grow with the
 //! clients, they retry aborted transactions, and message faults come in bursts with healthy
-//! periods between (docs/testing.md, "What a schedule commits"). Its seeds pass every check. Each floor is on deterministic seeded runs, not on timing: a change of the
-//! workload, the client model or the fault plan that makes the histories thin fails here.
+//! periods between (docs/testing.md, "What a schedule commits"). Its seeds pass every check.
+//! Each floor is on deterministic seeded runs, not on timing: a change of the workload, the
+//! client model or the fault plan that makes the histories thin fails here.
 
 use redt_proto::Topology;
 use redt_sim::{run, Faults, SimConfig, SimReport, Workload};
