@@ -7,7 +7,7 @@
 //! client model or the fault plan that makes the histories thin fails here.
 
 use redt_proto::Topology;
-use redt_sim::{run, Faults, SimConfig, SimReport, Workload};
+use redt_sim::{run, FailoverMode, Faults, SimConfig, SimReport, Violation, Workload};
 
 fn topology(name: &str) -> Topology {
     let path = format!("{}/../configs/{name}", env!("CARGO_MANIFEST_DIR"));
@@ -114,4 +114,50 @@ fn committing_seeds_pass_every_check() {
         }
     }
     assert!(failed.is_empty(), "{} failed:\n{}", failed.len(), failed.join("\n"));
+}
+
+/// Mutants the committing schedule catches too, each on a seed that passes as built: the
+/// replicas diverge with the mutant on. The default schedule's seeds for them are in
+/// `sim/tests/seeds.rs`.
+#[test]
+fn committing_seeds_catch_mutants() {
+    let all = Faults::all();
+    let with_dc_removal = Faults { remove_dc: true, ..all };
+    let with_node_removal = Faults { remove_node: true, ..all };
+    let with_removals = Faults { remove_dc: true, remove_node: true, ..all };
+    type Mutate = fn(&mut SimConfig);
+    let cases: [(&str, u64, Workload, Faults, FailoverMode, u64, Mutate); 5] = [
+        // The RedT paper's recovery rule (the other DCs' recoverers start together below).
+        ("local-fast.yaml", 1729, Workload::Bank, all, FailoverMode::Oracle, 3, |c| {
+            c.recovery_mutations.papers_rule = true
+        }),
+        ("default.yaml", 6, Workload::Bank, with_dc_removal, FailoverMode::Oracle, 6, |c| {
+            c.executor_mutations.no_catch_up_to_learners = true
+        }),
+        ("world-5dc-n5.yaml", 70013, Workload::Bank, with_dc_removal, FailoverMode::Oracle, 3, |c| {
+            c.executor_mutations.first_write_at_cts = true
+        }),
+        ("default.yaml", 56, Workload::Ycsb, with_node_removal, FailoverMode::Oracle, 6, |c| {
+            c.recovery_mutations.ship_only_through_the_source = true
+        }),
+        ("world-5dc-n5.yaml", 52323, Workload::Bank, with_removals, FailoverMode::Policy, 3, |c| {
+            c.recovery_mutations.stale_vote_as_source = true
+        }),
+    ];
+    for (name, seed, workload, faults, failover, seconds, mutate) in cases {
+        let mut cfg = committing(SimConfig::new(topology(name), seed, workload, faults));
+        cfg.failover = failover;
+        cfg.duration = std::time::Duration::from_secs(seconds);
+        if name == "local-fast.yaml" {
+            cfg.recovery_turn = Some(std::time::Duration::ZERO);
+        }
+        let r = run(cfg.clone()).expect("runs");
+        assert!(r.ok(), "{name} seed {seed} passes as built: {r}");
+        mutate(&mut cfg);
+        let r = run(cfg).expect("runs");
+        assert!(
+            r.violations.iter().any(|v| matches!(v, Violation::Diverged { .. })),
+            "{name} seed {seed} catches the mutant: {r}"
+        );
+    }
 }
