@@ -160,6 +160,9 @@ pub enum ClusterCmd {
         /// partitions wait for it) instead of being removed in a new epoch.
         #[arg(long)]
         no_failover: bool,
+        /// Start every node with `--takeover` (decided-holder takeover at its coordinators).
+        #[arg(long)]
+        takeover: bool,
         /// TCP port of every node's metrics endpoint, at the node's own IP (its own `metrics`
         /// address's, else its `listen` IP; default: the node's own `metrics` port, else the
         /// file's `metrics.port`, else each node's QUIC port + 1). The endpoints are listed
@@ -681,6 +684,7 @@ pub fn cluster(cmd: &ClusterCmd) -> Result<()> {
             clock_skew_bound,
             phase1_timeout,
             no_failover,
+            takeover,
             metrics_port,
             no_metrics,
         } => up(
@@ -690,7 +694,7 @@ pub fn cluster(cmd: &ClusterCmd) -> Result<()> {
             shm_dir,
             *protocol,
             Timing { clock_skew_bound: *clock_skew_bound, phase1_timeout: *phase1_timeout },
-            *no_failover,
+            NodeFlags { no_failover: *no_failover, takeover: *takeover },
             if *no_metrics { Metrics::Off } else { Metrics::On(*metrics_port) },
         ),
         ClusterCmd::Down { run_dir, wipe } => down(run_dir, *wipe),
@@ -822,6 +826,15 @@ fn metrics_addrs(topo: &Topology, metrics: &Metrics) -> Result<Vec<SocketAddr>> 
     Ok(addrs)
 }
 
+/// The switches `cluster up` passes to every `redt node`.
+#[derive(Clone, Copy, Debug)]
+struct NodeFlags {
+    /// `--no-failover`.
+    no_failover: bool,
+    /// `--takeover`.
+    takeover: bool,
+}
+
 /// The file listing every node's metrics endpoint in Prometheus's file_sd format.
 fn metrics_targets_file(run_dir: &Path) -> PathBuf {
     run_dir.join("metrics-targets.json")
@@ -835,7 +848,7 @@ fn up(
     shm_dir: &Path,
     protocol: Protocol,
     timing: Timing,
-    no_failover: bool,
+    flags: NodeFlags,
     metrics: Metrics,
 ) -> Result<()> {
     let topo = load_topology(Some(config))?;
@@ -886,8 +899,11 @@ fn up(
         args.extend(["--pid-file".into(), std::path::absolute(pid_file(run_dir, &n.name))?.display().to_string()]);
         args.extend(["--records-per-partition".into(), rpp.to_string()]);
         args.extend(["--protocol".into(), protocol.name().into()]);
-        if no_failover {
+        if flags.no_failover {
             args.push("--no-failover".into());
+        }
+        if flags.takeover {
+            args.push("--takeover".into());
         }
         if let Some(bound) = timing.clock_skew_bound {
             args.extend(["--clock-skew-bound".into(), humantime::format_duration(bound).to_string()]);
