@@ -71,6 +71,20 @@ pub struct AppendConfig {
     /// How the clients retry a transaction that aborted for a retryable cause (the history
     /// holds each transaction once, with its last attempt's outcome).
     pub retry: RetryPolicy,
+    /// Where each client submits ([`Routing`]).
+    pub routing: Routing,
+}
+
+/// Where a list-append client submits its transactions.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Routing {
+    /// Its own node.
+    #[default]
+    Home,
+    /// The node of the primary replica of the first key the transaction appends to (else
+    /// the first it reads), so a key's transactions share a coordinator.
+    KeyOwner,
 }
 
 impl Default for AppendConfig {
@@ -90,6 +104,7 @@ impl Default for AppendConfig {
             drill: None,
             interval: Default::default(),
             retry: RetryPolicy::default(),
+            routing: Routing::Home,
         }
     }
 }
@@ -160,6 +175,7 @@ impl AppendConfig {
             per_node: self.clients_per_node,
             seed: self.seed,
             retry: self.retry,
+            routing: self.routing,
         }
     }
 }

@@ -72,10 +72,26 @@ pub struct AppendArgs {
     /// The key/value table.
     #[arg(long, default_value = "kv")]
     table: String,
+    /// Where a client submits: `home` (its own node) or `key-owner` (the node of the primary
+    /// replica of the first key its transaction appends to, else reads), so that the
+    /// transactions on a key share a coordinator (for `--cc takeover`). The embedded clients
+    /// reach any node in-process: the latency shown leaves out the WAN hop a client would
+    /// pay to a coordinator in another DC.
+    #[arg(long, value_enum, default_value = "home")]
+    route: RouteArg,
     #[command(flatten)]
     run: KvRunArgs,
     #[command(flatten)]
     drill: super::super::drill::EmbeddedDrillArgs,
+}
+
+/// `--route` of `redt bench append` ([`redt_bench::append::Routing`]).
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+enum RouteArg {
+    /// Each client's own node.
+    Home,
+    /// The primary of the transaction's first appended (else read) key.
+    KeyOwner,
 }
 
 /// Arguments of `redt bench sweep`.
@@ -258,6 +274,10 @@ pub fn append(a: &AppendArgs) -> Result<()> {
         drill,
         interval: run.out.intervals(),
         retry: run.retry(),
+        routing: match a.route {
+            RouteArg::Home => redt_bench::append::Routing::Home,
+            RouteArg::KeyOwner => redt_bench::append::Routing::KeyOwner,
+        },
     };
     let r = runtime()?.block_on(run_append(topo, &cfg)).map_err(anyhow::Error::msg)?;
     run.out.emit(serde_json::to_string_pretty(&r)?, || print_append(&r))?;

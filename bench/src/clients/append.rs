@@ -39,11 +39,15 @@ pub struct AppendClients {
     pub seed: u64,
     /// How a transaction that aborted for a retryable cause is retried.
     pub retry: RetryPolicy,
+    /// Where each client submits.
+    pub routing: crate::append::Routing,
 }
 
 /// What the clients share.
 struct Shared {
     table: TableId,
+    /// With [`crate::append::Routing::KeyOwner`], the topology the owners are taken from.
+    owners: Option<Arc<Topology>>,
     max_txn_len: usize,
     read_ratio: f64,
     retry: RetryPolicy,
@@ -93,8 +97,10 @@ impl AppendClients {
         on_answer: OnAnswer<[Mop]>,
     ) -> Appending {
         history.restart_clock();
+        let owners = (self.routing == crate::append::Routing::KeyOwner).then(|| Arc::new(topo.clone()));
         let shared = Arc::new(Shared {
             table: self.table,
+            owners,
             max_txn_len: self.max_txn_len,
             read_ratio: self.read_ratio,
             retry: self.retry,
@@ -130,6 +136,24 @@ impl Appending {
     }
 }
 
+/// The node of the primary replica of the first key `mops` appends to, else of the first
+/// key it reads (`None` for a table `topo` does not have).
+fn key_owner(topo: &Topology, table: TableId, mops: &[Mop]) -> Option<redt_proto::NodeId> {
+    let key = mops
+        .iter()
+        .find_map(|m| match m {
+            Mop::Append(k, _) => Some(*k),
+            Mop::Read(..) => None,
+        })
+        .or_else(|| {
+            mops.first().map(|m| match m {
+                Mop::Append(k, _) | Mop::Read(k, _) => *k,
+            })
+        })?;
+    let p = topo.partition_of(topo.table(table)?, key);
+    topo.partitions.get(p.0 as usize)?.replicas.first().copied()
+}
+
 async fn client(
     sh: Arc<Shared>,
     id: ClientId,
@@ -143,7 +167,7 @@ async fn client(
     let mut process = id.index;
     while !stop.load(Ordering::Relaxed) {
         // A client whose node a drill stopped goes on through the nearest node up.
-        let Some(node) = submit.route(id.home) else {
+        let Some(mut node) = submit.route(id.home) else {
             tokio::time::sleep(NO_ROUTE_PAUSE).await;
             continue;
         };
@@ -153,6 +177,11 @@ async fn client(
                 sh.values.fetch_add(1, Ordering::Relaxed)
             })
         };
+        if let Some(owner) = sh.owners.as_ref().and_then(|t| key_owner(t, sh.table, &mops)) {
+            if let Some(routed) = submit.route(owner) {
+                node = routed;
+            }
+        }
         // One invocation and one completion per transaction, however many attempts it took:
         // an aborted attempt certainly did not commit, so only the last one's outcome is
         // recorded (a `fail` still means certainly not committed).
