@@ -26,6 +26,9 @@ pub struct ChartPoint {
     pub p99_ms: f64,
     /// CPU time per committed transaction, µs; `None` when not measured.
     pub cpu_us_per_committed: Option<f64>,
+    /// Aborted attempts over all attempts, 0 to 1; `None` when not known (an overlay CSV
+    /// without the column).
+    pub abort_rate: Option<f64>,
 }
 
 /// One curve per panel: the points of one run of the sweep (one protocol).
@@ -136,6 +139,8 @@ where
 {
     let e = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
     let y_max = series.iter().flat_map(|s| &s.points).filter_map(value).fold(0.0, f64::max).max(1.0) * 1.15;
+    // A fraction's axis (0 to 1.15) needs decimals; counts and µs do not.
+    let decimals = if y_max < 10.0 { 2 } else { 0 };
     let mut c = ChartBuilder::on(area)
         .margin(12)
         .x_label_area_size(36)
@@ -146,7 +151,7 @@ where
         .x_desc(&spec.x_label)
         .y_desc(y_desc)
         .x_label_formatter(&fmt_x)
-        .y_label_formatter(&|y| format!("{y:.0}"))
+        .y_label_formatter(&|y| format!("{y:.decimals$}"))
         .label_style(("sans-serif", 13))
         .axis_desc_style(("sans-serif", 14))
         .draw()
@@ -190,9 +195,10 @@ where
         sub.draw_text(l, &style, (60, 4 + 17 * i as i32)).map_err(e)?;
     }
     let with_cpu = all().any(|p| p.cpu_us_per_committed.is_some());
-    let panels = if with_cpu { 3 } else { 2 };
-    let (top, rest) = body.split_vertically(body.dim_in_pixel().1 / panels);
-    let (bottom, cpu_panel) = rest.split_vertically(rest.dim_in_pixel().1 / (panels - 1));
+    let with_aborts = all().any(|p| p.abort_rate.is_some());
+    let areas = body.split_evenly((panels(series), 1));
+    let mut areas = areas.iter();
+    let mut next = || areas.next().expect("one area per panel");
     let (x0, x1) = range(all().map(|p| p.x));
     let single = series.len() == 1;
     let color = |i: usize| PALETTE[i % PALETTE.len()];
@@ -201,10 +207,14 @@ where
         |area: &DrawingArea<DB, Shift>, y_desc: &str, single_label: &str, value: fn(&ChartPoint) -> Option<f64>| {
             value_panel(area, spec, series, (x0, x1), y_desc, single_label, value)
         };
-    panel(&top, "committed txn/s", "throughput", |p| Some(p.throughput))?;
+    panel(next(), "committed txn/s", "throughput", |p| Some(p.throughput))?;
+    if with_aborts {
+        panel(next(), "abort rate (of attempts)", "abort rate", |p| p.abort_rate)?;
+    }
 
+    let bottom = next();
     let l_max = all().map(|p| p.p99_ms.max(p.p50_ms)).fold(0.0, f64::max).max(1.0) * 1.15;
-    let mut c = ChartBuilder::on(&bottom)
+    let mut c = ChartBuilder::on(bottom)
         .margin(12)
         .x_label_area_size(36)
         .y_label_area_size(70)
@@ -261,17 +271,24 @@ where
         .draw()
         .map_err(e)?;
     if with_cpu {
-        panel(&cpu_panel, "CPU µs per committed txn", "CPU per committed txn", |p| p.cpu_us_per_committed)?;
+        panel(next(), "CPU µs per committed txn", "CPU per committed txn", |p| p.cpu_us_per_committed)?;
     }
     root.present().map_err(e)?;
     Ok(())
 }
 
-/// Size of both images, in pixels, with two panels (throughput, latency).
-pub const SIZE: (u32, u32) = (900, 760);
+/// The panels a chart of `series` has: throughput and latency always, the abort rate and
+/// the CPU per committed transaction when some point has them.
+fn panels(series: &[ChartSeries]) -> usize {
+    let all = || series.iter().flat_map(|s| &s.points);
+    2 + usize::from(all().any(|p| p.abort_rate.is_some()))
+        + usize::from(all().any(|p| p.cpu_us_per_committed.is_some()))
+}
 
-/// Size of both images, in pixels, with the third panel (CPU per committed transaction).
-pub const SIZE_WITH_CPU: (u32, u32) = (900, 1080);
+/// Size of both images, in pixels, with `panels` panels (320 px each, 120 px of titles).
+pub fn size(panels: usize) -> (u32, u32) {
+    (900, 120 + 320 * panels as u32)
+}
 
 /// Writes the chart of `series` as SVG to `svg` and as PNG to `png`. One series is drawn as
 /// before protocols were compared (legends `throughput`, `p50`, `p99`); several get a
@@ -281,8 +298,7 @@ pub const SIZE_WITH_CPU: (u32, u32) = (900, 1080);
 /// No font for the text, or a drawing or file error.
 pub fn write_charts(spec: &ChartSpec, series: &[ChartSeries], svg: &Path, png: &Path) -> Result<(), String> {
     font()?;
-    let with_cpu = series.iter().flat_map(|s| &s.points).any(|p| p.cpu_us_per_committed.is_some());
-    let size = if with_cpu { SIZE_WITH_CPU } else { SIZE };
+    let size = size(panels(series));
     draw(SVGBackend::new(svg, size).into_drawing_area(), spec, series)
         .map_err(|e| format!("{}: {e}", svg.display()))?;
     draw(BitMapBackend::new(png, size).into_drawing_area(), spec, series).map_err(|e| format!("{}: {e}", png.display()))
@@ -461,7 +477,14 @@ mod tests {
         let (svg, png) = (dir.path().join("c.svg"), dir.path().join("c.png"));
         let pts: Vec<ChartPoint> = [10.0, 20.0, 40.0]
             .iter()
-            .map(|&x| ChartPoint { x, throughput: 1000.0 / x, p50_ms: x, p99_ms: 2.0 * x, cpu_us_per_committed: None })
+            .map(|&x| ChartPoint {
+                x,
+                throughput: 1000.0 / x,
+                p50_ms: x,
+                p99_ms: 2.0 * x,
+                cpu_us_per_committed: None,
+                abort_rate: None,
+            })
             .collect();
         let spec = ChartSpec { title: "t".into(), subtitle: "s".into(), x_label: "RTT (ms)".into() };
         let one = [ChartSeries { name: "redt".into(), points: pts.clone() }];
@@ -486,7 +509,18 @@ mod tests {
         write_charts(&spec, &[ChartSeries { name: "redt".into(), points: costed }], &svg, &png).unwrap();
         let text = std::fs::read_to_string(&svg).unwrap();
         assert!(text.contains("CPU µs per committed txn") && text.contains("CPU per committed txn"));
-        assert!(text.contains(&format!("height=\"{}\"", SIZE_WITH_CPU.1)), "taller with three panels");
+        assert!(text.contains(&format!("height=\"{}\"", size(3).1)), "taller with three panels");
+        assert!(!text.contains("abort rate (of attempts)"), "no abort panel without abort rates");
+        // With abort rates too: a fourth panel, its axis in fractions.
+        let aborting: Vec<ChartPoint> = pts
+            .iter()
+            .map(|p| ChartPoint { cpu_us_per_committed: Some(100.0 * p.x), abort_rate: Some(p.x / 200.0), ..*p })
+            .collect();
+        write_charts(&spec, &[ChartSeries { name: "redt".into(), points: aborting }], &svg, &png).unwrap();
+        let text = std::fs::read_to_string(&svg).unwrap();
+        assert!(text.contains("abort rate (of attempts)"), "abort panel");
+        assert!(text.contains(">\n0.50\n<") || text.contains(">\n0.40\n<"), "the abort axis in fractions");
+        assert!(text.contains(&format!("height=\"{}\"", size(4).1)), "taller with four panels");
     }
 
     #[test]

@@ -317,6 +317,7 @@ fn chart_series(protocols: &[Protocol], rows: &[SweepRow]) -> Vec<ChartSeries> {
                     p50_ms: r.report.outcomes.latency_ms.p50,
                     p99_ms: r.report.outcomes.latency_ms.p99,
                     cpu_us_per_committed: r.report.cpu.cpu_us_per_committed,
+                    abort_rate: Some(r.report.outcomes.abort_rate),
                 })
                 .collect(),
         })
@@ -325,7 +326,8 @@ fn chart_series(protocols: &[Protocol], rows: &[SweepRow]) -> Vec<ChartSeries> {
 
 /// The curves of an earlier sweep's CSV (as [`run_sweep`] writes it) of the same
 /// parameter: one series per protocol, named `label protocol`, its points in file order.
-/// The CPU panel shows them when the file has a `cpu_us_per_committed` column.
+/// The CPU panel shows them when the file has a `cpu_us_per_committed` column, the abort-rate
+/// panel when it has `abort_rate`.
 ///
 /// # Errors
 /// A file that cannot be read or parsed, lacks a needed column (`param`, `x`, `protocol`,
@@ -339,6 +341,7 @@ pub fn read_overlay(path: &Path, label: &str, param: Param) -> Result<Vec<ChartS
     let (c_param, c_x, c_protocol) = (need("param")?, need("x")?, need("protocol")?);
     let (c_tput, c_p50, c_p99) = (need("committed_per_s")?, need("latency_ms.p50")?, need("latency_ms.p99")?);
     let c_cpu = column("cpu_us_per_committed");
+    let c_abort = column("abort_rate");
     let mut series: Vec<ChartSeries> = Vec::new();
     for (i, record) in reader.records().enumerate() {
         let record = record.map_err(|e| at(&e))?;
@@ -354,6 +357,7 @@ pub fn read_overlay(path: &Path, label: &str, param: Param) -> Result<Vec<ChartS
             p50_ms: number(c_p50)?,
             p99_ms: number(c_p99)?,
             cpu_us_per_committed: c_cpu.and_then(|c| cell(c).parse().ok()),
+            abort_rate: c_abort.and_then(|c| cell(c).parse().ok()),
         };
         let name = format!("{label} {}", cell(c_protocol));
         match series.iter_mut().find(|s| s.name == name) {
@@ -394,9 +398,9 @@ fn chart_spec(cfg: &SweepConfig, protocols: &[Protocol], rows: &[SweepRow]) -> C
         ));
     }
     let what = if rows.iter().any(|r| r.report.cpu.cpu_us_per_committed.is_some()) {
-        "throughput, latency and CPU per transaction"
+        "throughput, abort rate, latency and CPU per transaction"
     } else {
-        "throughput and latency"
+        "throughput, abort rate and latency"
     };
     let title = if names.len() == 1 && cfg.overlays.is_empty() {
         format!("{}: {what} vs {}", names[0], cfg.param.axis())
