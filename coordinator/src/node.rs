@@ -674,6 +674,9 @@ impl Node {
         share: u64,
         reserved: Option<(TxnId, Caller, u64)>,
     ) -> std::result::Result<TxnAnswer, NotReserved> {
+        // A reserved id is never held by takeover: its outcome queries bound its start by the
+        // reservation's window, which a hold could overrun.
+        let may_hold = reserved.is_none();
         if let Err(over) = redt_protocol::limits::check_call(&self.placement().limits, &call) {
             self.board.refused_over_limit();
             tracing::info!(node = %self.name(), "transaction refused: {over}");
@@ -695,8 +698,7 @@ impl Node {
         let (topology, options) = (self.placement(), self.options.clone());
         Ok(match Baseline::of(self.options.protocol) {
             None => {
-                let footprint = options
-                    .takeover
+                let footprint = (options.takeover && may_hold)
                     .then(|| redt_protocol::call::procedure(&topology, &call).ok())
                     .flatten()
                     .map(|p| Footprint::of(p.as_ref()));
