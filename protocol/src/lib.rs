@@ -51,6 +51,7 @@ pub mod rebuild;
 pub mod recoverer;
 pub mod recovery;
 mod recovery_options;
+pub mod retry_policy;
 pub mod stats;
 pub mod suspect_view;
 pub mod takeover;

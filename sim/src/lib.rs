@@ -16,7 +16,7 @@
 //! The committing schedule ([`SimConfig::committing`], off by default: the named seeds were
 //! found without it) makes most attempts commit, so the checks judge rich histories
 //! ([`SimReport::committed_share`]): the clients retry an aborted transaction as the real
-//! clients do ([`ClientRetries`]), the workloads' key spaces grow with the clients, and the
+//! clients do (`redt_protocol::retry_policy::RetryPolicy`), the workloads' key spaces grow with the clients, and the
 //! message faults come in bursts with healthy periods between.
 //!
 //! After the workload the run drains (faults off, partitions healed, crashed nodes back) and
@@ -38,7 +38,6 @@ mod violation;
 mod workload;
 mod world;
 
-pub use client::ClientRetries;
 pub use violation::{Leftover, Violation};
 pub use workload::Workload;
 pub use world::{FailoverMode, Faults, SimConfig, SimReport};

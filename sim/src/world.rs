@@ -4,7 +4,7 @@ mod failover;
 
 pub use failover::FailoverMode;
 
-use crate::client::ClientRetries;
+use crate::client;
 use crate::net::{MessageFaults, Micros, Network, Queue};
 use crate::violation::{Leftover, Violation};
 use crate::workload::{self, Generator, Workload};
@@ -26,6 +26,7 @@ use redt_protocol::failover::FailoverMutations;
 use redt_protocol::gap_watch::{GapAction, GapWatch};
 use redt_protocol::message::{ReclaimAnswer, Reply, Request, Reservations};
 use redt_protocol::rebuild::{Rebuild, RebuildAction, RebuildOptions};
+use redt_protocol::retry_policy::RetryPolicy;
 use redt_protocol::takeover::{Admission, Footprint, Takeover};
 use redt_protocol::txn::Action;
 use redt_protocol::ReclaimRound;
@@ -140,7 +141,7 @@ pub struct SimConfig {
     pub clients_per_node: usize,
     /// The committing schedule (`redt sim --committing`), under which most attempts commit so
     /// the checks judge rich histories: the clients retry a retryable abort as the real ones do
-    /// ([`ClientRetries::for_topology`]; not for append-scan and churn, whose hot windows a
+    /// (pauses scaled to the largest link round trip; not for append-scan and churn, whose hot windows a
     /// retry only meets again: retrying cut append-scan's commits on default.yaml, seeds 1–3,
     /// no faults, from 464 to 118), the key spaces of bank, list-append and YCSB grow with the
     /// clients (`workload::Generator::new`), and the message faults come in bursts with
@@ -798,7 +799,7 @@ pub(crate) struct World {
     /// does not know: two of the largest link RTT (µs).
     backoff_us: u64,
     /// How clients retry aborted transactions.
-    retries: ClientRetries,
+    retries: RetryPolicy,
     /// When and how recovery runs (the clock-skew bound covers the skew fault's 2 s).
     recovery: RecoveryOptions,
     /// `(replica, key)`: a catch-up shipper gave up on the replica for the key
@@ -944,10 +945,8 @@ impl World {
             cfg.committing.then_some(nodes_len * cfg.clients_per_node),
         );
         let retries = match cfg.workload {
-            Workload::Bank | Workload::Append | Workload::Ycsb if cfg.committing => {
-                ClientRetries::for_topology(&topology)
-            }
-            _ => ClientRetries::none(),
+            Workload::Bank | Workload::Append | Workload::Ycsb if cfg.committing => client::for_topology(&topology),
+            _ => RetryPolicy::none(),
         };
         let max_rtt = topology.links.iter().flatten().map(|l| l.rtt).max().unwrap_or_default();
         let mut recovery = RecoveryOptions::for_topology(&topology, MAX_SKEW);
@@ -1901,7 +1900,7 @@ impl World {
 
     /// Ends client `c`'s attempt with `outcome` (an abort's `cause`, if its coordinator gave
     /// one) and schedules its next attempt: the same call again after a retryable abort
-    /// ([`ClientRetries`]), else a new transaction.
+    /// ([`RetryPolicy`]), else a new transaction.
     fn complete(
         &mut self,
         c: usize,
@@ -1948,7 +1947,7 @@ impl World {
         // randomized pause of up to two of the topology's largest RTT.
         let pause = match outcome {
             Outcome::Committed => self.rng.gen_range(0..2_000),
-            _ if retry => self.retries.delay_us(attempts, &mut self.rng),
+            _ if retry => client::delay_us(&self.retries, attempts, &mut self.rng),
             _ => self.rng.gen_range(0..self.backoff_us.max(2_000)),
         };
         self.queue.push(self.now + pause, Ev::Client { client: c });
