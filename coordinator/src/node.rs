@@ -710,10 +710,9 @@ impl Node {
                     }
                     None => (ts, BTreeMap::new()),
                 };
-                let m =
-                    CoordinatorTxn::start_carrying(topology, self.id, txn, call, share, options, ts, start, carried)
-                        .map(|m| m.with_placement(self.epochs.clone()))
-                        .map_err(Error::from);
+                let m = CoordinatorTxn::start(topology, self.id, txn, call, share, options, ts, start, carried)
+                    .map(|m| m.with_placement(self.epochs.clone()))
+                    .map_err(Error::from);
                 self.coordinate(txn, start, m).await
             }
             Some(b) => {

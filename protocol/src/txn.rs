@@ -292,28 +292,11 @@ impl CoordinatorTxn {
     /// call over the topology's limits (its planned records included, [`crate::limits`]),
     /// [`crate::Error::BadCall`] for an unknown procedure or table or malformed parameters,
     /// [`crate::Error::Topology`] for a coordinator outside the topology. `share` is the
-    /// submitting client's share of the executors' bulk lane ([`Execute::share`]).
+    /// submitting client's share of the executors' bulk lane ([`Execute::share`]). The phase 1
+    /// to each DC carries `carried`'s phase 2s of that DC ([`Execute::carried`]: decided-holder
+    /// takeover, [`crate::takeover`]; empty without it).
     #[allow(clippy::too_many_arguments)]
     pub fn start(
-        topology: Placement,
-        me: NodeId,
-        txn: TxnId,
-        call: ProcedureCall,
-        share: u64,
-        options: CoordinatorOptions,
-        start: Cts,
-        now: Instant,
-    ) -> crate::Result<CoordinatorTxn> {
-        Self::start_carrying(topology, me, txn, call, share, options, start, now, BTreeMap::new())
-    }
-
-    /// [`CoordinatorTxn::start`] whose phase 1 to each DC carries `carried`'s phase 2s of
-    /// that DC ([`Execute::carried`]: decided-holder takeover, [`crate::takeover`]).
-    ///
-    /// # Errors
-    /// As [`CoordinatorTxn::start`].
-    #[allow(clippy::too_many_arguments)]
-    pub fn start_carrying(
         topology: Placement,
         me: NodeId,
         txn: TxnId,

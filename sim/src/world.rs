@@ -1859,17 +1859,8 @@ impl World {
         let wall = self.wall_ms(node);
         let Some(start) = self.nodes[i].core.as_ref().map(|c| c.hlc().tick(wall)) else { return };
         let epochs = self.nodes[i].epochs.clone();
-        let started = CoordinatorTxn::start_carrying(
-            epochs.current(),
-            node,
-            txn,
-            call,
-            0,
-            self.cfg.options.clone(),
-            start,
-            now,
-            carried,
-        );
+        let started =
+            CoordinatorTxn::start(epochs.current(), node, txn, call, 0, self.cfg.options.clone(), start, now, carried);
         let Some(h) = self.clients[c].busy else { return };
         // Planned now, in the current epoch (a held transaction may start epochs later).
         self.hist[h].epoch = epochs.epoch();
