@@ -36,6 +36,7 @@ mod start;
 pub mod status;
 mod status_sample;
 mod takeover_gate;
+mod batch_run;
 mod timeouts;
 
 pub use builder::{BoundNode, MetricsEndpoint, NodeSpec, StartedNode};

@@ -38,12 +38,9 @@ use redt_protocol::machine::{TxnAnswer, TxnStatus};
 use redt_protocol::message::{Execute, Reply, Request};
 use redt_protocol::outcome::{Deadline, Finding, OutcomeLookup};
 use redt_protocol::stats::TxnStats;
-use redt_protocol::takeover::Footprint;
 use redt_protocol::txn::CoordinatorOptions;
-use redt_protocol::txn::CoordinatorTxn;
 use redt_protocol::TxnIds;
 use redt_transport::{BoxFuture, Caller, Handler, Transport, WarnEvery};
-use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -91,7 +88,7 @@ pub struct Node {
     /// Its DC's data path (for the incarnation counter in its own MemStore).
     dc: Arc<DcHandle>,
     /// The node's hybrid logical clock (shared with its executor core).
-    hlc: Arc<Hlc>,
+    pub(crate) hlc: Arc<Hlc>,
     replay: Mutex<Option<ReplayTask>>,
     /// Set by [`Node::shutdown`]: retry loops stop (and release the node) once it is.
     closed: std::sync::atomic::AtomicBool,
@@ -127,7 +124,7 @@ pub struct Node {
     /// Its outcome queries' in-flight places, shared lookup rounds and remembered final lookups.
     outcome_queries: OutcomeQueries,
     /// Decided-holder takeover's queue of this node's coordinators (`CoordinatorOptions::takeover`).
-    takeover: crate::takeover_gate::TakeoverGate,
+    pub(crate) takeover: crate::takeover_gate::TakeoverGate,
     /// The transactions whose large phase 1 runs on its executor's side thread.
     large_phase1s: LargePhase1s,
     /// Notified whenever a decision was applied on this node: the phase 1s waiting for a
@@ -428,7 +425,7 @@ impl Node {
     /// # Errors
     /// As [`TxnIds::issue`], when the current incarnation is used up and no fresh one can be
     /// taken.
-    fn next_txn(&self) -> Result<TxnId> {
+    pub(crate) fn next_txn(&self) -> Result<TxnId> {
         self.ids.lock().unwrap_or_else(|p| p.into_inner()).issue(&self.dc).map_err(Error::from)
     }
 
@@ -698,22 +695,8 @@ impl Node {
         let (topology, options) = (self.placement(), self.options.clone());
         Ok(match Baseline::of(self.options.protocol) {
             None => {
-                let footprint = (options.takeover && may_hold)
-                    .then(|| redt_protocol::call::procedure(&topology, &call).ok())
-                    .flatten()
-                    .map(|p| Footprint::of(p.as_ref()));
-                let (ts, carried) = match footprint {
-                    Some(f) => {
-                        let carried = self.takeover.admit(txn, f, options.phase1_timeout).await;
-                        // The start is taken when the phase 1 leaves: its deadline runs from then.
-                        (self.hlc.tick(SystemClock.now_ms()), carried)
-                    }
-                    None => (ts, BTreeMap::new()),
-                };
-                let m = CoordinatorTxn::start(topology, self.id, txn, call, share, options, ts, start, carried)
-                    .map(|m| m.with_placement(self.epochs.clone()))
-                    .map_err(Error::from);
-                self.coordinate(txn, start, m).await
+                let batch = if may_hold { options.batch.min(redt_dc_executor::MAX_BATCH_MEMBERS) } else { 0 };
+                self.run_held(txn, call, share, start, ts, may_hold, batch).await
             }
             Some(b) => {
                 let m = BaselineTxn::start(b, topology, self.id, txn, call, options, start).map_err(Error::from);
@@ -846,7 +829,7 @@ impl Node {
 
     /// Drives a coordinator's transaction `m` (or answers its start-up error as an abort),
     /// recording the counters at its answer and when it finishes.
-    async fn coordinate<M: TxnMachine + Send + 'static>(
+    pub(crate) async fn coordinate<M: TxnMachine + Send + 'static>(
         self: &Arc<Self>,
         txn: TxnId,
         start: Instant,

@@ -1,48 +1,174 @@
 //! The node's side of decided-holder takeover ([`redt_protocol::takeover`]): the coordinators
 //! of this node hold a new transaction while one of their own that it conflicts with is
-//! undecided, and send its phase 1 carrying the decided ones' phase 2s.
+//! undecided, and send its phase 1 carrying the decided ones' phase 2s. With batching, the
+//! transaction that goes takes the held ones that conflict with it along, as one transaction
+//! (docs/design.md, "Batches of held transactions").
 
+use redt_proto::wire::ProcedureCall;
 use redt_proto::{DcId, TxnId};
+use redt_protocol::call::{batchable, rebase};
 use redt_protocol::message::Decide;
 use redt_protocol::takeover::{Admission, Footprint, Takeover};
+use redt_protocol::TxnAnswer;
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use tokio::sync::{oneshot, Notify};
 
-/// The takeover queue of one node's coordinators, with the wakers of the transactions that
-/// wait in it (one lock over both, so no wake-up is lost between an admission and its wait).
+/// The takeover queue of one node's coordinators, with the transactions held in it and the
+/// calls of those that went (one lock over all, so no wake-up is lost between an admission
+/// and its wait).
 #[derive(Default)]
 pub(crate) struct TakeoverGate {
-    state: Mutex<(Takeover, HashMap<TxnId, tokio::sync::oneshot::Sender<()>>)>,
+    state: Mutex<Gate>,
+}
+
+#[derive(Default)]
+struct Gate {
+    takeover: Takeover,
+    /// The transactions held back, by arrival.
+    held: BTreeMap<u64, Held>,
+    /// Arrival number of each held transaction.
+    held_at: HashMap<TxnId, u64>,
+    arrivals: u64,
+    /// Held transactions a batch took, and where each learns its outcome.
+    joined: HashMap<TxnId, oneshot::Receiver<MemberOutcome>>,
+    /// The call of every transaction admitted and not finished, as it went out.
+    calls: HashMap<TxnId, ProcedureCall>,
+}
+
+/// A transaction held back.
+struct Held {
+    txn: TxnId,
+    footprint: Footprint,
+    call: ProcedureCall,
+    /// Whether a batch may take it.
+    batchable: bool,
+    /// Wakes it: what it waited for is decided, or a batch took it.
+    wake: Arc<Notify>,
+}
+
+/// What a member of a batch learns from its leader.
+pub(crate) enum MemberOutcome {
+    /// The batch's answer, with this member's reads.
+    Answer(TxnAnswer),
+    /// The batch aborted on a member's own abort: run alone, as this call.
+    RunAlone(ProcedureCall),
+}
+
+/// A transaction a batch took, for its leader to run and answer.
+pub(crate) struct Member {
+    /// The id it was submitted under (it runs under its leader's).
+    pub(crate) txn: TxnId,
+    /// Its call, re-planned after the members before it.
+    pub(crate) call: ProcedureCall,
+    /// Where its outcome goes.
+    pub(crate) outcome: oneshot::Sender<MemberOutcome>,
+}
+
+/// How a transaction leaves the gate.
+pub(crate) enum Admitted {
+    /// Send it: carrying these phase 2s per DC, as `call` (re-planned after the commits it runs
+    /// behind), with `members` after it in one batch when there are any.
+    Go {
+        /// Phase 2s to carry, per DC.
+        carried: BTreeMap<DcId, Vec<Decide>>,
+        /// The call as it goes out.
+        call: ProcedureCall,
+        /// The held transactions it takes along, in order.
+        members: Vec<Member>,
+    },
+    /// A batch took it: its outcome comes here.
+    Member(oneshot::Receiver<MemberOutcome>),
 }
 
 impl TakeoverGate {
-    /// Waits until `txn`, touching `footprint`, may send its phase 1, and returns the phase 2s
-    /// it carries per DC. Waits at most `max_wait` in all (the phase-1 timeout): past it the
-    /// transaction goes out carrying nothing, as under No-Wait.
+    /// Waits until `txn`, touching `footprint`, may send its phase 1 (see [`Admitted`]).
+    /// `call` is re-planned ([`redt_protocol::call::rebase`]) after each conflicting commit it
+    /// runs behind, oldest first (its footprint stays the one it was admitted with). With
+    /// `batch` at 2 or more, a transaction that goes takes along the held ones a batch may
+    /// take ([`Takeover::batch`]), `batch` at most in all, and a held one may be taken by
+    /// another's batch. Waits at most `max_wait` in all (the phase-1 timeout): past it the
+    /// transaction goes out as it came, carrying nothing, as under No-Wait.
     pub(crate) async fn admit(
         &self,
         txn: TxnId,
         footprint: Footprint,
+        mut call: ProcedureCall,
         max_wait: Duration,
-    ) -> BTreeMap<DcId, Vec<Decide>> {
+        batch: usize,
+    ) -> Admitted {
         let deadline = tokio::time::Instant::now() + max_wait;
+        let may_batch = batch >= 2 && batchable(&call) && !footprint.has_ranges();
+        let wake = Arc::new(Notify::new());
+        let mut arrival = None;
         loop {
-            let rx = {
+            {
                 let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
-                match s.0.admit(txn, footprint.clone()) {
-                    Admission::Go { carried } => return carried,
+                let s = &mut *s;
+                if let Some(outcome) = s.joined.remove(&txn) {
+                    return Admitted::Member(outcome);
+                }
+                if let Some(at) = s.held_at.remove(&txn) {
+                    s.held.remove(&at);
+                }
+                let (joining, union) = if may_batch && s.takeover.blocker(&footprint).is_none() {
+                    let held: Vec<(u64, &Held)> =
+                        s.held.iter().filter(|(_, h)| h.batchable).map(|(&at, h)| (at, h)).collect();
+                    let fps: Vec<&Footprint> = held.iter().map(|(_, h)| &h.footprint).collect();
+                    let (picked, union) = s.takeover.batch(&footprint, &fps, batch);
+                    (picked.into_iter().map(|i| held[i].0).collect::<Vec<u64>>(), union)
+                } else {
+                    (Vec::new(), footprint.clone())
+                };
+                match s.takeover.admit(txn, union) {
+                    Admission::Go { carried, committed } => {
+                        let mut before: Vec<ProcedureCall> =
+                            committed.iter().filter_map(|c| s.calls.get(c).cloned()).collect();
+                        call = rebased(call, &before);
+                        before.push(call.clone());
+                        let mut members = Vec::with_capacity(joining.len());
+                        for at in joining {
+                            let h = s.held.remove(&at).expect("picked from the held");
+                            s.held_at.remove(&h.txn);
+                            let member_call = rebased(h.call, &before);
+                            before.push(member_call.clone());
+                            let (tx, rx) = oneshot::channel();
+                            s.joined.insert(h.txn, rx);
+                            h.wake.notify_one();
+                            members.push(Member { txn: h.txn, call: member_call, outcome: tx });
+                        }
+                        s.calls.insert(txn, call.clone());
+                        return Admitted::Go { carried, call, members };
+                    }
                     Admission::Wait { .. } => {
-                        let (tx, rx) = tokio::sync::oneshot::channel();
-                        s.1.insert(txn, tx);
-                        rx
+                        // Held again, in its first place in line.
+                        let at = *arrival.get_or_insert_with(|| {
+                            s.arrivals += 1;
+                            s.arrivals
+                        });
+                        let held = Held {
+                            txn,
+                            footprint: footprint.clone(),
+                            call: call.clone(),
+                            batchable: may_batch,
+                            wake: wake.clone(),
+                        };
+                        s.held.insert(at, held);
+                        s.held_at.insert(txn, at);
                     }
                 }
-            };
-            if tokio::time::timeout_at(deadline, rx).await.is_err() {
-                self.state.lock().unwrap_or_else(|p| p.into_inner()).1.remove(&txn);
+            }
+            if tokio::time::timeout_at(deadline, wake.notified()).await.is_err() {
+                let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+                if let Some(outcome) = s.joined.remove(&txn) {
+                    return Admitted::Member(outcome);
+                }
+                if let Some(at) = s.held_at.remove(&txn) {
+                    s.held.remove(&at);
+                }
                 tracing::debug!(%txn, "waited the phase-1 timeout for a conflicting transaction; sent as No-Wait");
-                return BTreeMap::new();
+                return Admitted::Go { carried: BTreeMap::new(), call, members: Vec::new() };
             }
         }
     }
@@ -50,22 +176,35 @@ impl TakeoverGate {
     /// `txn` is decided and sends `phase2` to each DC: the transactions waiting for it try again.
     pub(crate) fn decided(&self, txn: TxnId, phase2: BTreeMap<DcId, Decide>) {
         let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        let woken = s.0.decided(txn, phase2);
-        Self::wake(&mut s.1, woken);
+        let woken = s.takeover.decided(txn, phase2);
+        Self::wake(&mut s, woken);
     }
 
     /// `txn` is over: nothing needs to carry its decision any more.
     pub(crate) fn finished(&self, txn: TxnId) {
         let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        let woken = s.0.finished(txn);
-        Self::wake(&mut s.1, woken);
+        s.calls.remove(&txn);
+        let woken = s.takeover.finished(txn);
+        Self::wake(&mut s, woken);
     }
 
-    fn wake(wakers: &mut HashMap<TxnId, tokio::sync::oneshot::Sender<()>>, txns: Vec<TxnId>) {
+    /// Wakes `txns` to try again; they stay held, so a batch may still take them first.
+    fn wake(s: &mut Gate, txns: Vec<TxnId>) {
         for t in txns {
-            if let Some(w) = wakers.remove(&t) {
-                let _ = w.send(());
+            if let Some(h) = s.held_at.get(&t).and_then(|at| s.held.get(at)) {
+                h.wake.notify_one();
             }
         }
     }
+}
+
+/// `call` re-planned after each of `before`, committed (or committing with it in one batch)
+/// before it, oldest first.
+fn rebased(mut call: ProcedureCall, before: &[ProcedureCall]) -> ProcedureCall {
+    for prev in before {
+        if let Some(next) = rebase(&call, prev) {
+            call = next;
+        }
+    }
+    call
 }

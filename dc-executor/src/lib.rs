@@ -8,6 +8,7 @@
 //! other DCs or quorums: the coordinator crate decides, this crate executes.
 
 mod apply;
+mod batch;
 mod btree;
 mod dc;
 pub mod decision_log;
@@ -36,6 +37,7 @@ mod snapshot;
 pub use redt_verbs as verbs;
 
 pub use apply::{apply_committed, apply_committed_by, apply_committed_rows, Replayed, RowWritten};
+pub use batch::{BatchProcedure, MemberRuns, MAX_MEMBERS as MAX_BATCH_MEMBERS};
 pub use btree::{
     BTree, BTreeConfig, BTreeCounts, BTreeStats, ReadCheck, TreeShape, DEFAULT_NODE_BYTES, MAX_NODE_BYTES,
     MIN_NODE_BYTES,

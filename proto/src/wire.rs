@@ -766,7 +766,7 @@ pub struct PromisesReply {
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct ProcedureCall {
     /// The procedure.
-    #[prost(oneof = "ProcedureKind", tags = "1, 2, 3, 60")]
+    #[prost(oneof = "ProcedureKind", tags = "1, 2, 3, 4, 60")]
     pub kind: Option<ProcedureKind>,
 }
 
@@ -782,10 +782,23 @@ pub enum ProcedureKind {
     /// A TPC-C transaction, built from the stored procedures of the `redt-tpcc` crate.
     #[prost(message, tag = "3")]
     Tpcc(TpccCall),
+    /// Calls run as one transaction, in order, each on what the ones before it wrote: a batch
+    /// a coordinator forms of the transactions it held behind a conflicting one of its own
+    /// (`redt_dc_executor::BatchProcedure`). Its members are key/value, YCSB or TPC-C calls.
+    #[prost(message, tag = "4")]
+    Batch(BatchCall),
     /// Whole records of any tables: reads of every cell, writes of every cell, creations
     /// (`redt workload`: loading and checking a workload's data through the cluster).
     #[prost(message, tag = "60")]
     Records(RecordsCall),
+}
+
+/// The members of a batch, in the order they run.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct BatchCall {
+    /// The member calls (none of them a batch).
+    #[prost(message, repeated, tag = "1")]
+    pub calls: Vec<ProcedureCall>,
 }
 
 /// Whole-record operations on any tables of the topology, in order.

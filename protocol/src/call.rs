@@ -1,8 +1,12 @@
 //! Procedure calls on the wire ↔ the stored procedures the executors run.
 
 use crate::error::{Error, Result};
-use redt_dc_executor::{KvOp, KvProcedure, Partitioner, Procedure, RecordOp, RecordsProcedure, YcsbOp, YcsbProcedure};
-use redt_proto::wire::{KvCall, KvOpMsg, ProcedureCall, ProcedureKind, RecordOpMsg, RecordsCall, YcsbCall, YcsbOpMsg};
+use redt_dc_executor::{
+    BatchProcedure, KvOp, KvProcedure, Partitioner, Procedure, RecordOp, RecordsProcedure, YcsbOp, YcsbProcedure,
+};
+use redt_proto::wire::{
+    BatchCall, KvCall, KvOpMsg, ProcedureCall, ProcedureKind, RecordOpMsg, RecordsCall, YcsbCall, YcsbOpMsg,
+};
 use redt_proto::{TableId, Topology};
 use std::sync::Arc;
 
@@ -36,6 +40,48 @@ pub fn procedure(topology: &Topology, call: &ProcedureCall) -> Result<Arc<dyn Pr
     let p = build(topology, call)?;
     crate::limits::check_accesses(&topology.limits, p.accesses().len())?;
     Ok(p)
+}
+
+/// The batch `call` names, its members built and checked as [`procedure`] checks a call.
+///
+/// # Errors
+/// [`Error::BadCall`] for a member that is a batch or a records call, a member that does not
+/// build, or members that cannot run as one batch ([`BatchProcedure::new`]).
+pub fn batch(topology: &Topology, call: &BatchCall) -> Result<BatchProcedure> {
+    let mut members = Vec::with_capacity(call.calls.len());
+    for (j, c) in call.calls.iter().enumerate() {
+        if !batchable(c) {
+            return Err(Error::BadCall(format!("batch member {j} is not a key/value, YCSB or TPC-C call")));
+        }
+        members.push(build(topology, c)?);
+    }
+    BatchProcedure::new(members).map_err(Error::BadCall)
+}
+
+/// Whether `call` may be a member of a batch: a key/value call without scans, a YCSB call or
+/// a TPC-C call (whose procedure must still have no range reads: [`BatchProcedure::new`]).
+pub fn batchable(call: &ProcedureCall) -> bool {
+    match &call.kind {
+        Some(ProcedureKind::Kv(kv)) => kv.ops.iter().all(|o| o.kind != kv_kind::SCAN),
+        Some(ProcedureKind::Ycsb(_) | ProcedureKind::Tpcc(_)) => true,
+        Some(ProcedureKind::Batch(_) | ProcedureKind::Records(_)) | None => false,
+    }
+}
+
+/// `call` re-planned to run after `committed`, a conflicting call of the same coordinator that
+/// committed while `call` was held behind it (decided-holder takeover, docs/design.md): the
+/// keys `call` planned from a reconnaissance read its commit made stale are planned again
+/// from what it wrote. `None` when nothing changes. Only TPC-C New-Order is re-planned
+/// ([`redt_tpcc::procedures::rebase`]); the procedure checks its plan as before, so a wrong
+/// one aborts, as a stale reconnaissance does.
+pub fn rebase(call: &ProcedureCall, committed: &ProcedureCall) -> Option<ProcedureCall> {
+    match (call.kind.as_ref()?, committed.kind.as_ref()?) {
+        (ProcedureKind::Tpcc(t), ProcedureKind::Tpcc(prev)) => {
+            let params = redt_tpcc::procedures::rebase(t.kind, &t.params, prev.kind, &prev.params)?;
+            Some(redt_tpcc::procedures::call(t.kind, params))
+        }
+        _ => None,
+    }
 }
 
 fn build(topology: &Topology, call: &ProcedureCall) -> Result<Arc<dyn Procedure>> {
@@ -109,6 +155,7 @@ fn build(topology: &Topology, call: &ProcedureCall) -> Result<Arc<dyn Procedure>
             Ok(Arc::new(YcsbProcedure::new(TableId(table), cells, ops)))
         }
         ProcedureKind::Tpcc(t) => redt_tpcc::procedures::build(topology, t.kind, &t.params).map_err(bad),
+        ProcedureKind::Batch(b) => Ok(Arc::new(batch(topology, b)?)),
         ProcedureKind::Records(r) => {
             let ops = record_ops(topology, r).map_err(bad)?;
             if ops.is_empty() {

@@ -100,7 +100,19 @@ impl OverLimit {
 /// # Errors
 /// The first limit the call breaks, operations first.
 pub fn check_call(limits: &LimitsConfig, call: &ProcedureCall) -> Result<(), OverLimit> {
-    let (ops, bytes) = match &call.kind {
+    let (ops, bytes) = call_size(call);
+    if ops > limits.max_ops_per_txn {
+        return Err(OverLimit { limit: Limit::OpsPerTxn, got: ops, max: limits.max_ops_per_txn });
+    }
+    if bytes > limits.max_bytes_per_txn {
+        return Err(OverLimit { limit: Limit::BytesPerTxn, got: bytes, max: limits.max_bytes_per_txn });
+    }
+    Ok(())
+}
+
+/// A call's operations and bytes, as [`check_call`] counts them (a batch: its members').
+fn call_size(call: &ProcedureCall) -> (u64, u64) {
+    match &call.kind {
         Some(ProcedureKind::Kv(kv)) => {
             let values = kv.ops.iter().map(|o| o.value.len() as u64).fold(0u64, u64::saturating_add);
             (kv.ops.len() as u64, (kv.ops.len() as u64).saturating_mul(KEY_BYTES).saturating_add(values))
@@ -114,15 +126,11 @@ pub fn check_call(limits: &LimitsConfig, call: &ProcedureCall) -> Result<(), Ove
             let values = r.ops.iter().flat_map(|o| &o.cells).map(|c| c.len() as u64).fold(0u64, u64::saturating_add);
             (r.ops.len() as u64, (r.ops.len() as u64).saturating_mul(KEY_BYTES).saturating_add(values))
         }
+        Some(ProcedureKind::Batch(b)) => b.calls.iter().map(call_size).fold((0u64, 0u64), |(o, b), (mo, mb)| {
+            (o.saturating_add(mo), b.saturating_add(mb))
+        }),
         None => (0, 0),
-    };
-    if ops > limits.max_ops_per_txn {
-        return Err(OverLimit { limit: Limit::OpsPerTxn, got: ops, max: limits.max_ops_per_txn });
     }
-    if bytes > limits.max_bytes_per_txn {
-        return Err(OverLimit { limit: Limit::BytesPerTxn, got: bytes, max: limits.max_bytes_per_txn });
-    }
-    Ok(())
 }
 
 /// How much executor work `call` asks of one node, in operations: its operations, a scan
@@ -140,6 +148,7 @@ pub fn call_weight(call: &ProcedureCall) -> u64 {
             .fold(0u64, u64::saturating_add),
         Some(ProcedureKind::Ycsb(y)) => y.ops.len() as u64,
         Some(ProcedureKind::Records(r)) => r.ops.len() as u64,
+        Some(ProcedureKind::Batch(b)) => b.calls.iter().map(call_weight).fold(0u64, u64::saturating_add),
         Some(ProcedureKind::Tpcc(_)) | None => 1,
     };
     ops.max(1)

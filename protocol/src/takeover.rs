@@ -63,6 +63,25 @@ impl Footprint {
         Footprint { records, ranges }
     }
 
+    /// Adds `other`'s records and ranges (the footprint of a batch of both).
+    pub fn merge(&mut self, other: &Footprint) {
+        for &(k, r, w) in &other.records {
+            match self.records.iter_mut().find(|(x, _, _)| *x == k) {
+                Some((_, rr, ww)) => {
+                    *rr |= r;
+                    *ww |= w;
+                }
+                None => self.records.push((k, r, w)),
+            }
+        }
+        self.ranges.extend(other.ranges.iter().copied());
+    }
+
+    /// Whether it has range reads.
+    pub fn has_ranges(&self) -> bool {
+        !self.ranges.is_empty()
+    }
+
     /// Whether nothing is written.
     fn read_only(&self) -> bool {
         self.records.iter().all(|&(_, _, w)| w == 0)
@@ -92,6 +111,11 @@ pub enum Admission {
     Go {
         /// Per participant DC, the phase 2s to carry, oldest decision first.
         carried: BTreeMap<DcId, Vec<Decide>>,
+        /// The conflicting transactions decided commit whose phase 2 may still be on its way,
+        /// oldest decision first: the state the transaction will run on includes their writes,
+        /// which a reconnaissance read before the hold may not have seen
+        /// ([`crate::call::rebase`]).
+        committed: Vec<TxnId>,
     },
     /// Hold it until `behind`, an undecided conflicting transaction of this coordinator, is
     /// decided ([`Takeover::decided`] then names it among the ones to admit again).
@@ -145,21 +169,8 @@ impl Takeover {
     /// ([`Takeover::finished`]). A read-only transaction never waits and carries nothing
     /// (its shared locks meet only writers, which hold it back no longer than No-Wait).
     pub fn admit(&mut self, txn: TxnId, footprint: Footprint) -> Admission {
-        let mut others: BTreeSet<TxnId> = self.ranged.clone();
-        for (k, _, _) in &footprint.records {
-            if let Some(s) = self.by_record.get(k) {
-                others.extend(s.iter().copied());
-            }
-        }
-        if !footprint.ranges.is_empty() {
-            for (k, s) in &self.by_record {
-                if footprint.ranges.iter().any(|&(t, lo, hi)| k.0 == t && (lo..=hi).contains(&k.1)) {
-                    others.extend(s.iter().copied());
-                }
-            }
-        }
-        others.remove(&txn);
-        let mut carried: Vec<(u64, &BTreeMap<DcId, Decide>)> = Vec::new();
+        let others = self.others(txn, &footprint);
+        let mut carried: Vec<(u64, TxnId, &BTreeMap<DcId, Decide>)> = Vec::new();
         for o in &others {
             let t = &self.tracked[o];
             if !t.footprint.conflicts(&footprint) {
@@ -170,12 +181,17 @@ impl Takeover {
                     self.waiting.entry(*o).or_default().push(txn);
                     return Admission::Wait { behind: *o };
                 }
-                Some(d) => carried.push((t.decided_seq, d)),
+                Some(d) => carried.push((t.decided_seq, *o, d)),
             }
         }
-        carried.sort_by_key(|(seq, _)| *seq);
+        carried.sort_by_key(|(seq, _, _)| *seq);
+        let committed = carried
+            .iter()
+            .filter(|(_, _, per_dc)| per_dc.values().any(|d| matches!(d.decision, redt_proto::Decision::Commit(_))))
+            .map(|&(_, t, _)| t)
+            .collect();
         let mut out: BTreeMap<DcId, Vec<Decide>> = BTreeMap::new();
-        for (_, per_dc) in carried {
+        for (_, _, per_dc) in carried {
             for (dc, d) in per_dc {
                 out.entry(*dc).or_default().push(d.clone());
             }
@@ -193,7 +209,57 @@ impl Takeover {
             }
             self.tracked.insert(txn, Tracked { footprint, decided: None, decided_seq: 0 });
         }
-        Admission::Go { carried: out }
+        Admission::Go { carried: out, committed }
+    }
+
+    /// The tracked transactions other than `txn` that may conflict with `footprint` (they
+    /// touch one of its records, its ranges, or have ranges).
+    fn others(&self, txn: TxnId, footprint: &Footprint) -> BTreeSet<TxnId> {
+        let mut others: BTreeSet<TxnId> = self.ranged.clone();
+        for (k, _, _) in &footprint.records {
+            if let Some(s) = self.by_record.get(k) {
+                others.extend(s.iter().copied());
+            }
+        }
+        if !footprint.ranges.is_empty() {
+            for (k, s) in &self.by_record {
+                if footprint.ranges.iter().any(|&(t, lo, hi)| k.0 == t && (lo..=hi).contains(&k.1)) {
+                    others.extend(s.iter().copied());
+                }
+            }
+        }
+        others.remove(&txn);
+        others
+    }
+
+    /// An undecided tracked transaction that `footprint` conflicts with, if any: what
+    /// [`Takeover::admit`] would wait for, asked without waiting.
+    pub fn blocker(&self, footprint: &Footprint) -> Option<TxnId> {
+        self.others(TxnId(u64::MAX), footprint)
+            .into_iter()
+            .find(|o| self.tracked[o].decided.is_none() && self.tracked[o].footprint.conflicts(footprint))
+    }
+
+    /// A batch for a transaction of `footprint` that may go now ([`Takeover::blocker`] finds
+    /// nothing): which of `held` (the transactions held back, oldest first) join it, at most
+    /// `max` in all, the leader included. A held transaction joins when it conflicts with the
+    /// batch so far (it would otherwise wait for it) and nothing undecided holds it back; the
+    /// batch's footprint grows with each member. Returns the indices into `held` that join, in
+    /// order, and the batch's footprint, to admit the leader with (docs/design.md, "Batches
+    /// of held transactions").
+    pub fn batch(&self, footprint: &Footprint, held: &[&Footprint], max: usize) -> (Vec<usize>, Footprint) {
+        let mut union = footprint.clone();
+        let mut members = Vec::new();
+        for (i, f) in held.iter().enumerate() {
+            if members.len() + 1 >= max {
+                break;
+            }
+            if f.conflicts(&union) && self.blocker(f).is_none() {
+                union.merge(f);
+                members.push(i);
+            }
+        }
+        (members, union)
     }
 
     /// `txn` is decided and `phase2` is what its coordinator sends each DC. Returns the

@@ -103,6 +103,12 @@ pub struct CoordinatorOptions {
     /// undecided one of the same coordinator waits for its decision, then its phase 1 carries
     /// the decided ones' phase 2s. Off by default (No-Wait as RedT §4.2 has it).
     pub takeover: bool,
+    /// With [`CoordinatorOptions::takeover`]: the most transactions one batch takes, its leader
+    /// included (docs/design.md, "Batches of held transactions"): a transaction that goes
+    /// takes along the held ones that conflict with it, as one transaction whose members run
+    /// in order. 0 or 1: no batches (the default); at most
+    /// [`redt_dc_executor::MAX_BATCH_MEMBERS`].
+    pub batch: usize,
     /// Run the node's membership Raft peer and remove a DC that a majority of the Raft voters
     /// suspect, in a new placement epoch (`redt_coordinator::membership_task`). Off by
     /// default (embedded clusters, tests); `redt node` turns it on unless `--no-failover`.
@@ -165,6 +171,7 @@ impl Default for CoordinatorOptions {
             detector: None,
             lock_wait: LockWait::FromTopology,
             takeover: false,
+            batch: 0,
             failover: false,
             mutations: CoordinatorMutations::default(),
         }
@@ -785,8 +792,10 @@ impl CoordinatorTxn {
 /// (the newest version among the votes); for a records call, what each get read
 /// ([`call::encode_record_read`]: the record as it was before the transaction, or missing).
 pub fn reads(topology: &Topology, call: &ProcedureCall, plan: &Plan, votes: &[&Vote]) -> Vec<Option<Vec<u8>>> {
-    if let Some(redt_proto::wire::ProcedureKind::Records(r)) = &call.kind {
-        return record_reads(topology, r, plan, votes);
+    match &call.kind {
+        Some(redt_proto::wire::ProcedureKind::Records(r)) => return record_reads(topology, r, plan, votes),
+        Some(redt_proto::wire::ProcedureKind::Batch(b)) => return batch_reads(topology, b, plan, votes),
+        _ => {}
     }
     let Some(kv) = call::kv_procedure(topology, call) else { return vec![] };
     let n = redt_dc_executor::Procedure::accesses(&kv).len();
@@ -794,6 +803,40 @@ pub fn reads(topology: &Topology, call: &ProcedureCall, plan: &Plan, votes: &[&V
         newest_items(plan, votes, n).into_iter().map(|i| i.map(|(cells, _)| cells)).collect();
     let rows = newest_rows(votes, n);
     kv.observed(&ReadView::with_rows(&values, &rows))
+}
+
+/// What each key/value operation of each member of a batch read, members in order (a
+/// member of another kind reads nothing): each member's values are the batch's, with what the
+/// members before it wrote ([`redt_dc_executor::BatchProcedure::run_members`]).
+fn batch_reads(
+    topology: &Topology,
+    b: &redt_proto::wire::BatchCall,
+    plan: &Plan,
+    votes: &[&Vote],
+) -> Vec<Option<Vec<u8>>> {
+    let Ok(batch) = call::batch(topology, b) else { return vec![] };
+    let accesses = redt_dc_executor::Procedure::accesses(&batch);
+    let mut values: Vec<Option<Vec<Vec<u8>>>> =
+        newest_items(plan, votes, accesses.len()).into_iter().map(|i| i.map(|(cells, _)| cells)).collect();
+    // Every cell at its stored width, so a member's write reads back as it is stored: a cell
+    // no member reads was not reported, and is only ever read as a member before wrote it.
+    for (v, a) in values.iter_mut().zip(accesses) {
+        let (Some(cells), Some(schema)) = (v.as_mut(), topology.table(a.table)) else { continue };
+        cells.resize(schema.cells.len(), Vec::new());
+        for (cell, spec) in cells.iter_mut().zip(&schema.cells) {
+            if cell.is_empty() {
+                *cell = vec![0; spec.bytes as usize];
+            }
+        }
+    }
+    let Ok(runs) = batch.run_members(&ReadView::new(&values)) else { return vec![] };
+    let mut out = Vec::new();
+    for (c, view) in b.calls.iter().zip(&runs.views) {
+        if let Some(kv) = call::kv_procedure(topology, c) {
+            out.extend(kv.observed(&ReadView::new(view)));
+        }
+    }
+    out
 }
 
 /// Per access of the plan (`n` of them): the rows of the range read it routes, from the

@@ -1826,7 +1826,7 @@ impl World {
             let current = self.nodes[i].epochs.current();
             if let Ok(p) = redt_protocol::call::procedure(&current, &call) {
                 match self.nodes[i].takeover.admit(txn, Footprint::of(p.as_ref())) {
-                    Admission::Go { carried: c } => carried = c,
+                    Admission::Go { carried: c, .. } => carried = c,
                     Admission::Wait { behind } => {
                         self.trace(|| format!("{node} holds {txn} behind {behind}"));
                         let first = self.nodes[i].held.insert(txn, (c, call)).is_none();

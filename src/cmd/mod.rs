@@ -88,6 +88,10 @@ pub enum Cc {
     /// transaction that conflicts with one of its own still undecided, then sends it carrying
     /// the decided ones' phase 2s, which the executors apply first.
     Takeover,
+    /// Takeover with batches: the transaction that goes takes along, as one transaction,
+    /// the held ones that conflict with it (at most 16 in all), each running on what the ones
+    /// before it wrote.
+    Batch,
 }
 
 /// `--no-early-ack`, `--cc` and `--lock-wait`, for every bench that starts embedded clusters.
@@ -98,9 +102,10 @@ pub struct AckArgs {
     no_early_ack: bool,
     /// Concurrency control: no-wait (a phase 1 that meets a lock votes abort at once), wait
     /// (it waits for the lock at the executor, bounded by --lock-wait, holding nothing
-    /// meanwhile) or takeover (no-wait, and a coordinator holds a transaction that conflicts
+    /// meanwhile), takeover (no-wait, and a coordinator holds a transaction that conflicts
     /// with one of its own undecided ones until it is decided, then sends it carrying that
-    /// decision). The baselines run No-Wait either way.
+    /// decision) or batch (takeover, and the transaction that goes takes the held ones that
+    /// conflict with it along as one transaction). The baselines run No-Wait either way.
     /// [default: no-wait; `wait` waits for the topology's timeouts.lock_wait if set, else for
     /// its largest link RTT]
     #[arg(long, value_enum)]
@@ -118,10 +123,11 @@ impl AckArgs {
         let lock_wait = match (self.cc, self.lock_wait) {
             (_, Some(d)) => LockWait::For(d),
             (Some(Cc::Wait), None) => LockWait::Waiting,
-            (Some(Cc::NoWait | Cc::Takeover) | None, None) => LockWait::For(std::time::Duration::ZERO),
+            (Some(Cc::NoWait | Cc::Takeover | Cc::Batch) | None, None) => LockWait::For(std::time::Duration::ZERO),
         };
-        let takeover = self.cc == Some(Cc::Takeover);
-        CoordinatorOptions { protocol, early_ack: !self.no_early_ack, lock_wait, takeover, ..Default::default() }
+        let takeover = matches!(self.cc, Some(Cc::Takeover | Cc::Batch));
+        let batch = if self.cc == Some(Cc::Batch) { redt_dc_executor::MAX_BATCH_MEMBERS } else { 0 };
+        CoordinatorOptions { protocol, early_ack: !self.no_early_ack, lock_wait, takeover, batch, ..Default::default() }
     }
 }
 

@@ -106,6 +106,31 @@ pub fn build(topo: &Topology, kind: u32, params: &[u8]) -> Result<Arc<dyn Proced
     Ok(p)
 }
 
+/// The parameters of a call of `kind` re-planned to run after a committed call of the same
+/// coordinator that it conflicts with (`prev_kind`, `prev_params`), or `None` when its plan
+/// stays as it is. A New-Order's order id comes from a reconnaissance read of D_NEXT_O_ID
+/// that a New-Order of the same district committing meanwhile makes stale; once that one
+/// has committed, D_NEXT_O_ID is its order id + 1 (it checked the value it incremented), so
+/// that is the id to plan. The procedure still checks D_NEXT_O_ID (a wrong plan aborts with
+/// [`STALE`] as before); nothing else in TPC-C is re-planned.
+pub fn rebase(kind: u32, params: &[u8], prev_kind: u32, prev_params: &[u8]) -> Option<Vec<u8>> {
+    if kind != kind::NEW_ORDER || prev_kind != kind::NEW_ORDER {
+        return None;
+    }
+    let decode = |b: &[u8]| {
+        let mut r = Dec(b);
+        let p = NewOrderParams::decode(&mut r).ok()?;
+        r.done().ok().map(|()| p)
+    };
+    let (mut p, prev) = (decode(params)?, decode(prev_params)?);
+    let next = prev.o_id + 1;
+    if (p.w, p.d) != (prev.w, prev.d) || p.o_id == next || next > MAX_O {
+        return None;
+    }
+    p.o_id = next;
+    Some(p.encode())
+}
+
 /// The wire call of `kind` with `params`.
 pub fn call(kind: u32, params: Vec<u8>) -> ProcedureCall {
     ProcedureCall { kind: Some(ProcedureKind::Tpcc(TpccCall { kind, params })) }
@@ -955,6 +980,33 @@ impl Procedure for StockLevel {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_new_order_after_a_committed_one_of_its_district_takes_the_next_order_id() {
+        let no = |d: u32, o_id: u64| NewOrderParams {
+            w: 2,
+            d,
+            c: 7,
+            o_id,
+            entry_d: 5,
+            lines: vec![Line { i_id: 3, supply_w: 2, qty: 1, dist_info: vec![] }],
+        };
+        let after = |p: &NewOrderParams, prev: &NewOrderParams| {
+            rebase(kind::NEW_ORDER, &p.encode(), kind::NEW_ORDER, &prev.encode())
+                .map(|b| NewOrderParams::decode(&mut Dec(&b)).expect("decodes"))
+        };
+        // Both read D_NEXT_O_ID = 40; the first committed order 40, so the next is 41.
+        assert_eq!(after(&no(4, 40), &no(4, 40)), Some(no(4, 41)));
+        // Planned after a reconnaissance that saw an older value: still the next one.
+        assert_eq!(after(&no(4, 38), &no(4, 40)), Some(no(4, 41)));
+        // Already right, another district, another warehouse: unchanged.
+        assert_eq!(after(&no(4, 41), &no(4, 40)), None);
+        assert_eq!(after(&no(5, 40), &no(4, 40)), None);
+        assert_eq!(after(&NewOrderParams { w: 3, ..no(4, 40) }, &no(4, 40)), None);
+        // Only New-Order after New-Order; malformed parameters change nothing.
+        assert_eq!(rebase(kind::PAYMENT, &no(4, 40).encode(), kind::NEW_ORDER, &no(4, 40).encode()), None);
+        assert_eq!(rebase(kind::NEW_ORDER, &no(4, 40).encode(), kind::NEW_ORDER, &[1, 2]), None);
+    }
 
     #[test]
     fn params_round_trip() {

@@ -27,7 +27,7 @@ fn phase2(txn: TxnId, dcs: &[u16]) -> BTreeMap<DcId, Decide> {
 
 fn carried(a: &Admission) -> Vec<(u16, u64)> {
     match a {
-        Admission::Go { carried } => carried.iter().flat_map(|(dc, v)| v.iter().map(|d| (dc.0, d.txn.0))).collect(),
+        Admission::Go { carried, .. } => carried.iter().flat_map(|(dc, v)| v.iter().map(|d| (dc.0, d.txn.0))).collect(),
         Admission::Wait { .. } => panic!("expected Go, got {a:?}"),
     }
 }
@@ -44,6 +44,36 @@ fn a_writer_waits_for_an_undecided_writer_then_carries_its_phase_2() {
     assert_eq!(q.admit(TxnId(3), fp(&[(7, 0, 0b1)])), Admission::Wait { behind: TxnId(2) });
     q.decided(TxnId(2), phase2(TxnId(2), &[0]));
     assert_eq!(carried(&q.admit(TxnId(3), fp(&[(7, 0, 0b1)]))), vec![(0, 2)]);
+}
+
+fn committed(a: &Admission) -> Vec<u64> {
+    match a {
+        Admission::Go { committed, .. } => committed.iter().map(|t| t.0).collect(),
+        Admission::Wait { .. } => panic!("expected Go, got {a:?}"),
+    }
+}
+
+#[test]
+fn a_transaction_learns_the_conflicting_commits_it_runs_after_oldest_decision_first() {
+    let mut q = Takeover::new();
+    q.admit(TxnId(1), fp(&[(7, 0, 0b1)]));
+    q.admit(TxnId(2), fp(&[(8, 0, 0b1)]));
+    q.admit(TxnId(3), fp(&[(9, 0, 0b1)]));
+    q.decided(TxnId(2), phase2(TxnId(2), &[0]));
+    q.decided(TxnId(1), phase2(TxnId(1), &[0]));
+    let mut aborted = phase2(TxnId(3), &[0]);
+    aborted.get_mut(&DcId(0)).expect("one DC").decision = Decision::Abort;
+    q.decided(TxnId(3), aborted);
+    // 3 aborted: its phase 2 is carried, but its writes are not in the state 4 runs on.
+    let go = q.admit(TxnId(4), fp(&[(7, 0, 0b1), (8, 0, 0b1), (9, 0, 0b1)]));
+    assert_eq!(committed(&go), vec![2, 1]);
+    assert_eq!(carried(&go), vec![(0, 2), (0, 1), (0, 3)]);
+    // Once a commit's phase 2 is delivered it is the state itself: nothing to learn.
+    q.finished(TxnId(2));
+    let mut aborted = phase2(TxnId(4), &[0]);
+    aborted.get_mut(&DcId(0)).expect("one DC").decision = Decision::Abort;
+    q.decided(TxnId(4), aborted);
+    assert_eq!(committed(&q.admit(TxnId(5), fp(&[(8, 0b1, 0)]))), Vec::<u64>::new());
 }
 
 #[test]
@@ -149,7 +179,7 @@ proptest! {
                         Admission::Wait { behind } => {
                             prop_assert!(conflicting.iter().any(|(t, _, d)| *t == behind && !d));
                         }
-                        Admission::Go { carried } => {
+                        Admission::Go { carried, .. } => {
                             prop_assert!(conflicting.iter().all(|(_, _, d)| *d));
                             let mut want: Vec<u64> = conflicting.iter().map(|(t, _, _)| t.0).collect();
                             want.sort_unstable();
@@ -179,4 +209,28 @@ proptest! {
             }
         }
     }
+}
+
+#[test]
+fn a_batch_takes_the_held_transactions_that_conflict_with_it_and_nothing_else_holds_back() {
+    let mut q = Takeover::new();
+    // 9 is undecided on key 30.
+    q.admit(TxnId(9), fp(&[(30, 0, 0b1)]));
+    let leader = fp(&[(7, 0, 0b1)]);
+    let conflicting = fp(&[(7, 0b1, 0b1), (20, 0, 0b1)]);
+    let unrelated = fp(&[(8, 0, 0b1)]);
+    let held_back = fp(&[(7, 0, 0b1), (30, 0b1, 0)]);
+    let through_a_member = fp(&[(20, 0b1, 0)]);
+    let held = [&conflicting, &unrelated, &held_back, &through_a_member];
+    assert_eq!(q.blocker(&leader), None);
+    assert_eq!(q.blocker(&held_back), Some(TxnId(9)));
+    let (members, union) = q.batch(&leader, &held, 16);
+    assert_eq!(members, vec![0, 3]);
+    let mut want = leader.clone();
+    want.merge(&conflicting);
+    want.merge(&through_a_member);
+    assert_eq!(union, want);
+    // The bound counts the leader.
+    assert_eq!(q.batch(&leader, &held, 2).0, vec![0]);
+    assert_eq!(q.batch(&leader, &held, 1).0, Vec::<usize>::new());
 }

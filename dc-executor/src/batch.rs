@@ -1,0 +1,170 @@
+//! Batches: several procedures run as one transaction, in order, each on the values the ones
+//! before it wrote (docs/design.md, "Batches of held transactions").
+//!
+//! A coordinator that holds transactions behind a conflicting one of its own (decided-holder
+//! takeover) may send the ones it holds as one transaction once that one is decided. The
+//! batch locks each record once, for all its members (their accesses to one record merged:
+//! cells read and written united), and writes each cell once: the last member's value. Each
+//! member runs on what the members before it left, exactly as if it ran alone right after
+//! them, so the batch commits as its members would, back to back, at one commit timestamp;
+//! and it commits or aborts whole, so a member's writes never outlive a member before it.
+//!
+//! Every DC runs the whole batch on the records it holds, as it runs any procedure: a member
+//! derives its writes from values of its own partition, so every DC computes the same writes
+//! for the records it holds. A member's own abort ([`UserAbort`]) aborts the batch (a DC that
+//! does not hold what the member read could not drop its writes), naming the member.
+
+use crate::procedure::{Access, Procedure, ReadView, UserAbort, Write};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// Most members of one batch.
+pub const MAX_MEMBERS: usize = 16;
+
+/// One transaction made of `members`, run in order (see the module docs).
+#[derive(Debug)]
+pub struct BatchProcedure {
+    members: Vec<Arc<dyn Procedure>>,
+    /// The records the members touch, each once, in order of first mention.
+    accesses: Vec<Access>,
+    /// Whether each access's writes create its record ([`Procedure::creates`]), as the
+    /// members that write it say (`None`: no member writes it).
+    creates: Vec<Option<bool>>,
+    /// Per member, per access of the member, the batch's access.
+    map: Vec<Vec<usize>>,
+}
+
+/// What the members of a batch saw and what the batch writes ([`BatchProcedure::run_members`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MemberRuns {
+    /// Per member, the value of every cell of each of its accesses as it ran (`None` for an
+    /// access not held in the view's DC): what the members before it wrote, over what was
+    /// read.
+    pub views: Vec<Vec<Option<Vec<Vec<u8>>>>>,
+    /// The batch's writes, in its own access indices: per cell written, the last member's
+    /// value.
+    pub writes: Vec<Write>,
+}
+
+impl BatchProcedure {
+    /// A batch of `members`, in that order.
+    ///
+    /// # Errors
+    /// A text naming the problem: no member, more than [`MAX_MEMBERS`], a member with range
+    /// reads (a range's rows do not see earlier members' inserts), or a record two members
+    /// access with a different [`Access::upsert`], or write with a different
+    /// [`Procedure::creates`] (one would abort on a missing record, or create one, where the
+    /// other would not).
+    pub fn new(members: Vec<Arc<dyn Procedure>>) -> Result<BatchProcedure, String> {
+        if members.is_empty() {
+            return Err("a batch needs at least one member".into());
+        }
+        if members.len() > MAX_MEMBERS {
+            return Err(format!("a batch of {} members (at most {MAX_MEMBERS})", members.len()));
+        }
+        let mut accesses: Vec<Access> = Vec::new();
+        let mut creates: Vec<Option<bool>> = Vec::new();
+        let mut by_record: BTreeMap<(redt_proto::TableId, u64), usize> = BTreeMap::new();
+        let mut map = Vec::with_capacity(members.len());
+        for (j, m) in members.iter().enumerate() {
+            if !m.ranges().is_empty() {
+                return Err(format!("batch member {j} reads a range: a batch holds point accesses only"));
+            }
+            let mut own = Vec::with_capacity(m.accesses().len());
+            for (i, a) in m.accesses().iter().enumerate() {
+                let c = (a.write != 0).then(|| a.upsert && m.creates(i));
+                let u = match by_record.get(&(a.table, a.key)) {
+                    Some(&u) => {
+                        let differ = creates[u].zip(c).is_some_and(|(x, y)| x != y);
+                        if accesses[u].upsert != a.upsert || differ {
+                            return Err(format!(
+                                "batch member {j} accesses key {} of table {} unlike a member before it (a missing record aborts or is created for one only)",
+                                a.key, a.table
+                            ));
+                        }
+                        accesses[u].read |= a.read;
+                        accesses[u].write |= a.write;
+                        creates[u] = creates[u].or(c);
+                        u
+                    }
+                    None => {
+                        accesses.push(a.clone());
+                        creates.push(c);
+                        by_record.insert((a.table, a.key), accesses.len() - 1);
+                        accesses.len() - 1
+                    }
+                };
+                own.push(u);
+            }
+            map.push(own);
+        }
+        Ok(BatchProcedure { members, accesses, creates, map })
+    }
+
+    /// The members, in order.
+    pub fn members(&self) -> &[Arc<dyn Procedure>] {
+        &self.members
+    }
+
+    /// Per member, per access of the member, the batch access it maps to.
+    pub fn access_map(&self) -> &[Vec<usize>] {
+        &self.map
+    }
+
+    /// Runs the members in order on `view` (the batch's accesses): each on the values read,
+    /// with every cell a member before it wrote replaced by that write (zero-padded to the
+    /// cell's width, as the record stores it).
+    ///
+    /// # Errors
+    /// The first member to abort, with its index: its own [`UserAbort`], or a write outside
+    /// the cells it declared.
+    pub fn run_members(&self, view: &ReadView<'_>) -> Result<MemberRuns, (usize, UserAbort)> {
+        let mut cur: Vec<Option<Vec<Vec<u8>>>> =
+            (0..self.accesses.len()).map(|u| view.values.get(u).cloned().flatten()).collect();
+        let mut last: BTreeMap<(usize, u16), Vec<u8>> = BTreeMap::new();
+        let mut views = Vec::with_capacity(self.members.len());
+        for (j, m) in self.members.iter().enumerate() {
+            let values: Vec<Option<Vec<Vec<u8>>>> = self.map[j].iter().map(|&u| cur[u].clone()).collect();
+            let writes = m.run(&ReadView::new(&values)).map_err(|e| (j, e))?;
+            for w in writes {
+                let Some(&u) = self.map[j].get(w.access) else {
+                    return Err((j, UserAbort(format!("batch member {j} wrote an access it does not have"))));
+                };
+                if m.accesses()[w.access].write & (1u64 << (w.cell % 64)) == 0 || w.cell >= 64 {
+                    return Err((j, UserAbort(format!("batch member {j} wrote cell {} it did not declare", w.cell))));
+                }
+                if let Some(cell) = cur[u].as_mut().and_then(|cells| cells.get_mut(w.cell as usize)) {
+                    let mut value = w.value.clone();
+                    if value.len() < cell.len() {
+                        value.resize(cell.len(), 0);
+                    }
+                    *cell = value;
+                }
+                last.insert((u, w.cell), w.value);
+            }
+            views.push(values);
+        }
+        let writes = last.into_iter().map(|((access, cell), value)| Write { access, cell, value }).collect();
+        Ok(MemberRuns { views, writes })
+    }
+}
+
+impl Procedure for BatchProcedure {
+    fn accesses(&self) -> &[Access] {
+        &self.accesses
+    }
+
+    fn creates(&self, access: usize) -> bool {
+        self.creates.get(access).copied().flatten().unwrap_or(true)
+    }
+
+    fn run(&self, view: &ReadView<'_>) -> Result<Vec<Write>, UserAbort> {
+        match self.run_members(view) {
+            Ok(runs) => Ok(runs.writes),
+            Err((j, UserAbort(why))) => Err(UserAbort(format!("batch member {j}: {why}"))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
