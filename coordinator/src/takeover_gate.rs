@@ -99,7 +99,7 @@ impl TakeoverGate {
         batch: usize,
     ) -> Admitted {
         let deadline = tokio::time::Instant::now() + max_wait;
-        let may_batch = batch >= 2 && batchable(&call) && !footprint.has_ranges();
+        let may_batch = batch >= 2 && batchable(&call);
         let wake = Arc::new(Notify::new());
         let mut arrival = None;
         loop {

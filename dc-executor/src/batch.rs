@@ -14,7 +14,7 @@
 //! for the records it holds. A member's own abort ([`UserAbort`]) aborts the batch (a DC that
 //! does not hold what the member read could not drop its writes), naming the member.
 
-use crate::procedure::{Access, Procedure, ReadView, UserAbort, Write};
+use crate::procedure::{Access, Procedure, RangeRead, RangeRow, ReadView, UserAbort, Write};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -32,9 +32,12 @@ pub struct BatchProcedure {
     creates: Vec<Option<bool>>,
     /// Per member, per access of the member, the batch's access.
     map: Vec<Vec<usize>>,
+    /// The members' range reads, routed by the batch's accesses.
+    ranges: Vec<RangeRead>,
 }
 
 /// What the members of a batch saw and what the batch writes ([`BatchProcedure::run_members`]).
+/// The rows of a member's range reads are the batch's, as read.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MemberRuns {
     /// Per member, the value of every cell of each of its accesses as it ran (`None` for an
@@ -47,11 +50,13 @@ pub struct MemberRuns {
 }
 
 impl BatchProcedure {
-    /// A batch of `members`, in that order.
+    /// A batch of `members`, in that order. A member's range read keeps its own routing
+    /// access; its rows are the records as they were before the batch.
     ///
     /// # Errors
-    /// A text naming the problem: no member, more than [`MAX_MEMBERS`], a member with range
-    /// reads (a range's rows do not see earlier members' inserts), or a record two members
+    /// A text naming the problem: no member, more than [`MAX_MEMBERS`], a member reading a
+    /// range that a member before it writes into (its rows would not show that write), or a
+    /// record two members
     /// access with a different [`Access::upsert`], or write with a different
     /// [`Procedure::creates`] (one would abort on a missing record, or create one, where the
     /// other would not).
@@ -64,15 +69,40 @@ impl BatchProcedure {
         }
         let mut accesses: Vec<Access> = Vec::new();
         let mut creates: Vec<Option<bool>> = Vec::new();
+        // Whether each access routes a range read.
+        let mut routes: Vec<bool> = Vec::new();
         let mut by_record: BTreeMap<(redt_proto::TableId, u64), usize> = BTreeMap::new();
         let mut map = Vec::with_capacity(members.len());
+        let mut ranges: Vec<RangeRead> = Vec::new();
         for (j, m) in members.iter().enumerate() {
-            if !m.ranges().is_empty() {
-                return Err(format!("batch member {j} reads a range: a batch holds point accesses only"));
+            for r in m.ranges() {
+                let Some(a) = m.accesses().get(r.access) else {
+                    return Err(format!("batch member {j} routes a range through an access it does not have"));
+                };
+                // The rows a range read returns are the records as they were before the batch:
+                // a member before this one may not have written into its range.
+                let written = accesses.iter().zip(&routes).any(|(w, &route)| {
+                    !route && w.write != 0 && w.table == a.table && (r.from.min(r.to)..=r.from.max(r.to)).contains(&w.key)
+                });
+                if written {
+                    return Err(format!(
+                        "batch member {j} reads a range of table {} a member before it writes into",
+                        a.table
+                    ));
+                }
             }
             let mut own = Vec::with_capacity(m.accesses().len());
             for (i, a) in m.accesses().iter().enumerate() {
                 let c = (a.write != 0).then(|| a.upsert && m.creates(i));
+                if let Some(r) = m.ranges().iter().find(|r| r.access == i) {
+                    // A range's routing access stands for the range alone: never merged.
+                    accesses.push(a.clone());
+                    creates.push(c);
+                    routes.push(true);
+                    ranges.push(RangeRead { access: accesses.len() - 1, ..r.clone() });
+                    own.push(accesses.len() - 1);
+                    continue;
+                }
                 let u = match by_record.get(&(a.table, a.key)) {
                     Some(&u) => {
                         let differ = creates[u].zip(c).is_some_and(|(x, y)| x != y);
@@ -90,6 +120,7 @@ impl BatchProcedure {
                     None => {
                         accesses.push(a.clone());
                         creates.push(c);
+                        routes.push(false);
                         by_record.insert((a.table, a.key), accesses.len() - 1);
                         accesses.len() - 1
                     }
@@ -98,7 +129,7 @@ impl BatchProcedure {
             }
             map.push(own);
         }
-        Ok(BatchProcedure { members, accesses, creates, map })
+        Ok(BatchProcedure { members, accesses, creates, map, ranges })
     }
 
     /// The members, in order.
@@ -125,7 +156,8 @@ impl BatchProcedure {
         let mut views = Vec::with_capacity(self.members.len());
         for (j, m) in self.members.iter().enumerate() {
             let values: Vec<Option<Vec<Vec<u8>>>> = self.map[j].iter().map(|&u| cur[u].clone()).collect();
-            let writes = m.run(&ReadView::new(&values)).map_err(|e| (j, e))?;
+            let rows: Vec<Vec<RangeRow>> = self.map[j].iter().map(|&u| view.rows(u).to_vec()).collect();
+            let writes = m.run(&ReadView::with_rows(&values, &rows)).map_err(|e| (j, e))?;
             for w in writes {
                 let Some(&u) = self.map[j].get(w.access) else {
                     return Err((j, UserAbort(format!("batch member {j} wrote an access it does not have"))));
@@ -152,6 +184,10 @@ impl BatchProcedure {
 impl Procedure for BatchProcedure {
     fn accesses(&self) -> &[Access] {
         &self.accesses
+    }
+
+    fn ranges(&self) -> &[RangeRead] {
+        &self.ranges
     }
 
     fn creates(&self, access: usize) -> bool {

@@ -58,8 +58,9 @@ pub fn batch(topology: &Topology, call: &BatchCall) -> Result<BatchProcedure> {
     BatchProcedure::new(members).map_err(Error::BadCall)
 }
 
-/// Whether `call` may be a member of a batch: a key/value call without scans, a YCSB call or
-/// a TPC-C call (whose procedure must still have no range reads: [`BatchProcedure::new`]).
+/// Whether `call` may be a member of a batch: a key/value call without scans (the reads a
+/// batch answers are its point reads), a YCSB call or a TPC-C call (whose range reads must
+/// still not follow a member that writes into them: [`BatchProcedure::new`]).
 pub fn batchable(call: &ProcedureCall) -> bool {
     match &call.kind {
         Some(ProcedureKind::Kv(kv)) => kv.ops.iter().all(|o| o.kind != kv_kind::SCAN),

@@ -77,14 +77,16 @@ impl Footprint {
         self.ranges.extend(other.ranges.iter().copied());
     }
 
-    /// Whether it has range reads.
-    pub fn has_ranges(&self) -> bool {
-        !self.ranges.is_empty()
-    }
-
     /// Whether nothing is written.
     fn read_only(&self) -> bool {
         self.records.iter().all(|&(_, _, w)| w == 0)
+    }
+
+    /// Whether `self` writes a key inside one of `other`'s range reads.
+    fn writes_into_ranges_of(&self, other: &Footprint) -> bool {
+        other.ranges.iter().any(|&(t, lo, hi)| {
+            self.records.iter().any(|&((st, k), _, w)| st == t && w != 0 && (lo..=hi).contains(&k))
+        })
     }
 
     /// Whether `self` and `other` conflict: a cell one writes and the other reads or writes,
@@ -243,7 +245,9 @@ impl Takeover {
     /// A batch for a transaction of `footprint` that may go now ([`Takeover::blocker`] finds
     /// nothing): which of `held` (the transactions held back, oldest first) join it, at most
     /// `max` in all, the leader included. A held transaction joins when it conflicts with the
-    /// batch so far (it would otherwise wait for it) and nothing undecided holds it back; the
+    /// batch so far (it would otherwise wait for it), the batch so far writes into none of its
+    /// range reads (their rows are read before the batch), and nothing undecided holds it
+    /// back; the
     /// batch's footprint grows with each member. Returns the indices into `held` that join, in
     /// order, and the batch's footprint, to admit the leader with (docs/design.md, "Batches
     /// of held transactions").
@@ -254,7 +258,7 @@ impl Takeover {
             if members.len() + 1 >= max {
                 break;
             }
-            if f.conflicts(&union) && self.blocker(f).is_none() {
+            if f.conflicts(&union) && !union.writes_into_ranges_of(f) && self.blocker(f).is_none() {
                 union.merge(f);
                 members.push(i);
             }

@@ -109,10 +109,17 @@ fn a_batch_refuses_what_it_cannot_run_as_its_members_would() {
     assert!(BatchProcedure::new(vec![]).unwrap_err().contains("at least one member"));
     let many: Vec<Arc<dyn Procedure>> = (0..=MAX_MEMBERS as u64).map(|k| kv(vec![KvOp::Read(k)]) as _).collect();
     assert!(BatchProcedure::new(many).unwrap_err().contains("at most 16"));
-    let scan = kv(vec![KvOp::Scan(0, 9, 4)]);
-    assert!(!scan.ranges().is_empty());
-    let _: &[RangeRead] = scan.ranges();
-    assert!(BatchProcedure::new(vec![kv(vec![KvOp::Read(1)]), scan]).unwrap_err().contains("reads a range"));
+    // A range read after a member that writes into it would not see the write.
+    let scan = || kv(vec![KvOp::Scan(0, 9, 4)]);
+    let err = BatchProcedure::new(vec![kv(vec![KvOp::Add(3, 1)]), scan()]).unwrap_err();
+    assert!(err.contains("a member before it writes into"), "{err}");
+    // Before the write, or after a read, it may: its routing access stays its own.
+    let b = BatchProcedure::new(vec![scan(), kv(vec![KvOp::Read(0), KvOp::Add(3, 1)]), scan()]).unwrap_err();
+    assert!(b.contains("batch member 2"), "{b}");
+    let b = BatchProcedure::new(vec![scan(), kv(vec![KvOp::Read(0), KvOp::Add(12, 1)]), scan()]).expect("a batch");
+    let routes: Vec<usize> = b.ranges().iter().map(|r: &RangeRead| r.access).collect();
+    assert_eq!(b.accesses().len(), 4, "two routing accesses, keys 0 and 12");
+    assert_eq!(routes, vec![0, 3]);
     // A delete creates nothing on a missing key; a write of the same key would create it.
     let err = BatchProcedure::new(vec![kv(vec![KvOp::Delete(1)]), kv(vec![KvOp::Add(1, 1)])]).unwrap_err();
     assert!(err.contains("unlike a member before it"), "{err}");

@@ -230,6 +230,11 @@ fn a_batch_takes_the_held_transactions_that_conflict_with_it_and_nothing_else_ho
     want.merge(&conflicting);
     want.merge(&through_a_member);
     assert_eq!(union, want);
+    // A held transaction reading a range the batch writes into stays held (its rows are read
+    // before the batch's writes); one reading a range the batch does not write into joins.
+    let ranged = |lo, hi| Footprint { records: vec![((T, 7), 0b1, 0)], ranges: vec![(T, lo, hi)] };
+    let (into, clear) = (ranged(15, 25), ranged(21, 25));
+    assert_eq!(q.batch(&leader, &[&conflicting, &into, &clear], 16).0, vec![0, 2]);
     // The bound counts the leader.
     assert_eq!(q.batch(&leader, &held, 2).0, vec![0]);
     assert_eq!(q.batch(&leader, &held, 1).0, Vec::<usize>::new());
