@@ -8,11 +8,10 @@ use crate::error::Error;
 use crate::node::Node;
 use crate::takeover_gate::{Admitted, Member, MemberOutcome};
 use redt_dc_executor::SystemClock;
-use redt_proto::wire::{BatchCall, ProcedureCall, ProcedureKind};
+use redt_proto::wire::ProcedureCall;
 use redt_proto::{Cts, DcId, TxnId};
-use redt_protocol::machine::{TxnAnswer, TxnStatus};
+use redt_protocol::machine::TxnAnswer;
 use redt_protocol::message::Decide;
-use redt_protocol::stats::AbortCause;
 use redt_protocol::takeover::Footprint;
 use redt_protocol::txn::CoordinatorTxn;
 use std::collections::BTreeMap;
@@ -88,14 +87,12 @@ impl Node {
         let mut calls = Vec::with_capacity(members.len() + 1);
         calls.push(call.clone());
         calls.extend(members.iter().map(|m| m.call.clone()));
-        let batch = ProcedureCall { kind: Some(ProcedureKind::Batch(BatchCall { calls: calls.clone() })) };
+        let batch = redt_protocol::batch::call(calls.clone());
         let m = CoordinatorTxn::start(topology, self.id, txn, batch, share, self.options.clone(), ts, start, carried)
             .map(|m| m.with_placement(self.epochs.clone()))
             .map_err(Error::from);
         let answer = self.coordinate(txn, start, m).await;
-        let own_abort = matches!(answer.status, TxnStatus::Aborted(_))
-            && matches!(answer.cause, Some(AbortCause::User) | None);
-        if own_abort {
+        if redt_protocol::batch::runs_alone(&answer) {
             tracing::debug!(%txn, members = members.len(), "a batch aborted on a member's own abort; each runs alone");
             for m in members {
                 let _ = m.outcome.send(MemberOutcome::RunAlone(m.call));
@@ -105,7 +102,7 @@ impl Node {
                 Err(e) => TxnAnswer::refused(TxnId(0), format!("no transaction id: {e}")),
             };
         }
-        let mut reads = split_reads(&calls, answer.reads.clone()).into_iter();
+        let mut reads = redt_protocol::batch::split_reads(&calls, answer.reads.clone()).into_iter();
         let own = TxnAnswer { reads: reads.next().unwrap_or_default(), ..answer.clone() };
         for (m, r) in members.into_iter().zip(reads) {
             let _ = m.outcome.send(MemberOutcome::Answer(TxnAnswer { reads: r, ..answer.clone() }));
@@ -129,28 +126,15 @@ impl Node {
     }
 
     /// Runs `call` under `txn` through the takeover gate, in no batch.
-    fn alone(self: &Arc<Self>, txn: TxnId, call: ProcedureCall, share: u64) -> Pin<Box<dyn Future<Output = TxnAnswer> + Send + '_>> {
+    fn alone(
+        self: &Arc<Self>,
+        txn: TxnId,
+        call: ProcedureCall,
+        share: u64,
+    ) -> Pin<Box<dyn Future<Output = TxnAnswer> + Send + '_>> {
         Box::pin(async move {
             let ts = self.hlc.tick(SystemClock.now_ms());
             self.run_held(txn, call, share, Instant::now(), ts, true, 0).await
         })
     }
-}
-
-/// `reads` of a batch of `calls` split per call: a key/value call's one per operation, in
-/// order; nothing for another kind. All empty when they do not add up (the reads were not
-/// known).
-fn split_reads(calls: &[ProcedureCall], reads: Vec<Option<Vec<u8>>>) -> Vec<Vec<Option<Vec<u8>>>> {
-    let lens: Vec<usize> = calls
-        .iter()
-        .map(|c| match &c.kind {
-            Some(ProcedureKind::Kv(kv)) => kv.ops.len(),
-            _ => 0,
-        })
-        .collect();
-    if lens.iter().sum::<usize>() != reads.len() {
-        return vec![Vec::new(); calls.len()];
-    }
-    let mut rest = reads.into_iter();
-    lens.into_iter().map(|n| rest.by_ref().take(n).collect()).collect()
 }

@@ -10,6 +10,7 @@
 
 #![forbid(unsafe_code)]
 
+mod batch_run;
 mod builder;
 mod busy;
 mod client;
@@ -36,7 +37,6 @@ mod start;
 pub mod status;
 mod status_sample;
 mod takeover_gate;
-mod batch_run;
 mod timeouts;
 
 pub use builder::{BoundNode, MetricsEndpoint, NodeSpec, StartedNode};

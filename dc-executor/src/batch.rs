@@ -34,6 +34,8 @@ pub struct BatchProcedure {
     map: Vec<Vec<usize>>,
     /// The members' range reads, routed by the batch's accesses.
     ranges: Vec<RangeRead>,
+    /// Whether a member runs on what the members before it wrote (always, but in a mutant).
+    overlay: bool,
 }
 
 /// What the members of a batch saw and what the batch writes ([`BatchProcedure::run_members`]).
@@ -82,7 +84,10 @@ impl BatchProcedure {
                 // The rows a range read returns are the records as they were before the batch:
                 // a member before this one may not have written into its range.
                 let written = accesses.iter().zip(&routes).any(|(w, &route)| {
-                    !route && w.write != 0 && w.table == a.table && (r.from.min(r.to)..=r.from.max(r.to)).contains(&w.key)
+                    !route
+                        && w.write != 0
+                        && w.table == a.table
+                        && (r.from.min(r.to)..=r.from.max(r.to)).contains(&w.key)
                 });
                 if written {
                     return Err(format!(
@@ -129,7 +134,16 @@ impl BatchProcedure {
             }
             map.push(own);
         }
-        Ok(BatchProcedure { members, accesses, creates, map, ranges })
+        Ok(BatchProcedure { members, accesses, creates, map, ranges, overlay: true })
+    }
+
+    /// A deliberate bug, for the simulation's mutant tests: every member runs on the values
+    /// read before the batch, as if no member ran before it, so a later member's write of a
+    /// cell overwrites an earlier one's without having seen it (a lost update).
+    #[cfg(feature = "mutants")]
+    pub fn without_overlay(mut self) -> BatchProcedure {
+        self.overlay = false;
+        self
     }
 
     /// The members, in order.
@@ -165,7 +179,8 @@ impl BatchProcedure {
                 if m.accesses()[w.access].write & (1u64 << (w.cell % 64)) == 0 || w.cell >= 64 {
                     return Err((j, UserAbort(format!("batch member {j} wrote cell {} it did not declare", w.cell))));
                 }
-                if let Some(cell) = cur[u].as_mut().and_then(|cells| cells.get_mut(w.cell as usize)) {
+                let overlaid = if self.overlay { cur[u].as_mut() } else { None };
+                if let Some(cell) = overlaid.and_then(|cells| cells.get_mut(w.cell as usize)) {
                     let mut value = w.value.clone();
                     if value.len() < cell.len() {
                         value.resize(cell.len(), 0);

@@ -98,6 +98,9 @@ mutations! {
         /// catch-up it names, so the DC left behind is never shipped the values: the phase 2
         /// delivered later is a repeat and ships nothing either.
         pub carried_without_catch_up: bool,
+        /// A batch's members each run on the values read before the batch, not on what the
+        /// members before them wrote (`BatchProcedure::without_overlay`): a lost update.
+        pub batch_without_overlay: bool,
         /// A phase 1 that arrives after its transaction was decided (or fenced) here runs anyway
         /// and takes locks nobody will release.
         pub late_phase1_takes_locks: bool,
@@ -1068,6 +1071,13 @@ impl ExecutorCore {
             Err(crate::limits::BadSubTxn::Malformed(why)) => return Err(Error::BadCall(why)),
         }
         let procedure = call::procedure(&topology, &args.call)?;
+        #[cfg(feature = "mutants")]
+        let procedure = match &args.call.kind {
+            Some(redt_proto::wire::ProcedureKind::Batch(b)) if self.mutations.batch_without_overlay => {
+                std::sync::Arc::new(call::batch(&topology, b)?.without_overlay())
+            }
+            _ => procedure,
+        };
         let plan = plan::plan(&topology, procedure.as_ref())?;
         let local = plan::scoped_accesses(&plan, self.dc_id, self.node, args.scope);
         let sub = SubTxn {

@@ -27,6 +27,7 @@
 mod mutants;
 
 pub mod baseline;
+pub mod batch;
 pub mod call;
 pub mod catch_up;
 pub mod chain;

@@ -126,9 +126,11 @@ fn call_size(call: &ProcedureCall) -> (u64, u64) {
             let values = r.ops.iter().flat_map(|o| &o.cells).map(|c| c.len() as u64).fold(0u64, u64::saturating_add);
             (r.ops.len() as u64, (r.ops.len() as u64).saturating_mul(KEY_BYTES).saturating_add(values))
         }
-        Some(ProcedureKind::Batch(b)) => b.calls.iter().map(call_size).fold((0u64, 0u64), |(o, b), (mo, mb)| {
-            (o.saturating_add(mo), b.saturating_add(mb))
-        }),
+        Some(ProcedureKind::Batch(b)) => b
+            .calls
+            .iter()
+            .map(call_size)
+            .fold((0u64, 0u64), |(o, b), (mo, mb)| (o.saturating_add(mo), b.saturating_add(mb))),
         None => (0, 0),
     }
 }

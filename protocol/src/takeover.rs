@@ -84,9 +84,10 @@ impl Footprint {
 
     /// Whether `self` writes a key inside one of `other`'s range reads.
     fn writes_into_ranges_of(&self, other: &Footprint) -> bool {
-        other.ranges.iter().any(|&(t, lo, hi)| {
-            self.records.iter().any(|&((st, k), _, w)| st == t && w != 0 && (lo..=hi).contains(&k))
-        })
+        other
+            .ranges
+            .iter()
+            .any(|&(t, lo, hi)| self.records.iter().any(|&((st, k), _, w)| st == t && w != 0 && (lo..=hi).contains(&k)))
     }
 
     /// Whether `self` and `other` conflict: a cell one writes and the other reads or writes,

@@ -288,6 +288,8 @@ pub struct SimReport {
     pub transactions_unknown: u64,
     /// Attempts that were retries of an aborted one (each is one more history entry).
     pub retries: u64,
+    /// Held transactions a batch took along (`options.batch`).
+    pub batched: u64,
     /// Aborted attempts by the cause their coordinator gave, indexed by
     /// [`AbortCause::index`]; an abort no coordinator decided (a call that could not start)
     /// counts in none.
@@ -450,6 +452,9 @@ impl std::fmt::Display for SimReport {
                 .map(|c| format!("{} {}", c.name(), self.abort_causes[c.index()]))
                 .collect();
             writeln!(f, "  aborts by cause: {}", causes.join(", "))?;
+        }
+        if self.batched > 0 {
+            writeln!(f, "  batches took {} held transactions along", self.batched)?;
         }
         writeln!(
             f,
@@ -691,6 +696,8 @@ struct Coord {
     txn: CoordinatorTxn,
     client: Option<usize>,
     answered_cost: Option<(u64, u64)>,
+    /// A batch's members after its leader (`client`): each one's client, id and call.
+    members: Vec<(usize, TxnId, ProcedureCall)>,
 }
 
 /// A node's round of freeing deleted records under way: the round, the answers so far (one
@@ -715,7 +722,8 @@ struct SimNode {
     /// lost in a crash), the transactions it holds back (their client and call), and the
     /// coordinators whose decision it was told.
     takeover: Takeover,
-    held: BTreeMap<TxnId, (usize, ProcedureCall)>,
+    /// Held back: each one's client, call, and whether a batch may take it.
+    held: BTreeMap<TxnId, (usize, ProcedureCall, bool)>,
     /// The held transactions whose phase-1-timeout event is queued.
     waited: BTreeSet<TxnId>,
     phase2_told: BTreeSet<TxnId>,
@@ -765,6 +773,8 @@ pub(crate) struct Hist {
     pub process: u64,
     pub txn: TxnId,
     pub call: ProcedureCall,
+    /// The batch it led, when it led one (its outcome is the batch's).
+    pub ran: Option<ProcedureCall>,
     pub invoke_us: u64,
     pub complete_us: Option<u64>,
     pub outcome: Outcome,
@@ -1267,9 +1277,9 @@ impl World {
                 if !n.alive || n.inc != inc {
                     return;
                 }
-                if let Some((c, call)) = n.held.remove(&txn) {
+                if let Some((c, call, _)) = n.held.remove(&txn) {
                     self.trace(|| format!("{node} held {txn} its phase-1 timeout: sent as No-Wait"));
-                    self.start_txn(node, c, txn, call, BTreeMap::new());
+                    self.start_txn(node, c, txn, call, BTreeMap::new(), Vec::new());
                 }
             }
             Ev::TxnTimer { node, inc, txn } => {
@@ -1762,12 +1772,12 @@ impl World {
         n.phase2_told.clear();
         // Their clients see the connection drop: outcome unknown.
         for (_, c) in coords {
-            if let Some(client) = c.client {
+            for client in c.client.into_iter().chain(c.members.iter().map(|m| m.0)) {
                 self.complete(client, Outcome::Unknown, Vec::new(), false, None);
             }
         }
         // Held back, they sent nothing: certainly not committed.
-        for (_, (client, _)) in held {
+        for (_, (client, _, _)) in held {
             self.complete(client, Outcome::Aborted, Vec::new(), false, None);
         }
         let back = self.now + self.rng.gen_range(200_000..2_000_000);
@@ -1804,6 +1814,7 @@ impl World {
             process: self.clients[c].process,
             txn,
             call: draw.call.clone(),
+            ran: None,
             invoke_us: self.now,
             complete_us: None,
             outcome: Outcome::Unknown,
@@ -1814,22 +1825,52 @@ impl World {
             calm_since: self.calm().then_some(self.fault_starts),
         });
         self.clients[c].busy = Some(h);
-        self.admit(node, c, txn, draw.call);
+        self.admit(node, c, txn, draw.call, true);
     }
 
     /// Starts client `c`'s transaction `txn` on `node`, or, under decided-holder takeover,
     /// holds it back while one of the node's own undecided transactions conflicts with it.
-    fn admit(&mut self, node: NodeId, c: usize, txn: TxnId, call: ProcedureCall) {
+    /// With batches (`may_batch`, and the options' `batch`), the transaction that goes takes
+    /// along the held ones a batch may take, as the node's gate does.
+    fn admit(&mut self, node: NodeId, c: usize, txn: TxnId, call: ProcedureCall, may_batch: bool) {
         let i = node.0 as usize;
         let mut carried = BTreeMap::new();
+        let mut members = Vec::new();
         if self.cfg.options.takeover {
             let current = self.nodes[i].epochs.current();
             if let Ok(p) = redt_protocol::call::procedure(&current, &call) {
-                match self.nodes[i].takeover.admit(txn, Footprint::of(p.as_ref())) {
-                    Admission::Go { carried: c, .. } => carried = c,
+                let footprint = Footprint::of(p.as_ref());
+                let batch = self.cfg.options.batch.min(redt_dc_executor::MAX_BATCH_MEMBERS);
+                let may_batch = may_batch && batch >= 2 && redt_protocol::call::batchable(&call);
+                let n = &self.nodes[i];
+                let (joining, union) = if may_batch && n.takeover.blocker(&footprint).is_none() {
+                    let held: Vec<(TxnId, Footprint)> = n
+                        .held
+                        .iter()
+                        .filter(|(_, (_, _, b))| *b)
+                        .filter_map(|(&t, (_, call, _))| {
+                            let p = redt_protocol::call::procedure(&current, call).ok()?;
+                            Some((t, Footprint::of(p.as_ref())))
+                        })
+                        .collect();
+                    let fps: Vec<&Footprint> = held.iter().map(|(_, f)| f).collect();
+                    let (picked, union) = n.takeover.batch(&footprint, &fps, batch);
+                    (picked.into_iter().map(|k| held[k].0).collect::<Vec<TxnId>>(), union)
+                } else {
+                    (Vec::new(), footprint)
+                };
+                match self.nodes[i].takeover.admit(txn, union) {
+                    Admission::Go { carried: c, .. } => {
+                        carried = c;
+                        for t in joining {
+                            let (client, call, _) = self.nodes[i].held.remove(&t).expect("picked from the held");
+                            self.nodes[i].waited.remove(&t);
+                            members.push((client, t, call));
+                        }
+                    }
                     Admission::Wait { behind } => {
                         self.trace(|| format!("{node} holds {txn} behind {behind}"));
-                        let first = self.nodes[i].held.insert(txn, (c, call)).is_none();
+                        let first = self.nodes[i].held.insert(txn, (c, call, may_batch)).is_none();
                         if first && !self.nodes[i].waited.contains(&txn) {
                             self.nodes[i].waited.insert(txn);
                             let (inc, after) = (self.nodes[i].inc, self.cfg.options.phase1_timeout);
@@ -1840,11 +1881,12 @@ impl World {
                 }
             }
         }
-        self.start_txn(node, c, txn, call, carried);
+        self.start_txn(node, c, txn, call, carried, members);
     }
 
     /// Starts client `c`'s transaction `txn` on `node` now, its phase 1 to each DC carrying
-    /// `carried`'s phase 2s.
+    /// `carried`'s phase 2s; with `members` (their clients, ids and calls), as a batch led by
+    /// it.
     fn start_txn(
         &mut self,
         node: NodeId,
@@ -1852,6 +1894,7 @@ impl World {
         txn: TxnId,
         call: ProcedureCall,
         carried: BTreeMap<DcId, Vec<redt_protocol::message::Decide>>,
+        members: Vec<(usize, TxnId, ProcedureCall)>,
     ) {
         let i = node.0 as usize;
         self.nodes[i].waited.remove(&txn);
@@ -1859,32 +1902,79 @@ impl World {
         let wall = self.wall_ms(node);
         let Some(start) = self.nodes[i].core.as_ref().map(|c| c.hlc().tick(wall)) else { return };
         let epochs = self.nodes[i].epochs.clone();
-        let started =
-            CoordinatorTxn::start(epochs.current(), node, txn, call, 0, self.cfg.options.clone(), start, now, carried);
+        let ran = if members.is_empty() {
+            call
+        } else {
+            self.trace(|| format!("{node} batches {:?} after {txn}", members.iter().map(|m| m.1).collect::<Vec<_>>()));
+            self.report.batched += members.len() as u64;
+            let calls = std::iter::once(call).chain(members.iter().map(|m| m.2.clone())).collect();
+            redt_protocol::batch::call(calls)
+        };
+        let started = CoordinatorTxn::start(
+            epochs.current(),
+            node,
+            txn,
+            ran.clone(),
+            0,
+            self.cfg.options.clone(),
+            start,
+            now,
+            carried,
+        );
         let Some(h) = self.clients[c].busy else { return };
         // Planned now, in the current epoch (a held transaction may start epochs later).
-        self.hist[h].epoch = epochs.epoch();
+        for client in std::iter::once(c).chain(members.iter().map(|m| m.0)) {
+            if let Some(h) = self.clients[client].busy {
+                self.hist[h].epoch = epochs.epoch();
+            }
+        }
+        self.hist[h].ran = (!members.is_empty()).then(|| ran.clone());
         match started.map(|t| t.with_placement(epochs)) {
             Ok(t) => {
                 self.trace(|| format!("{node} starts {txn}"));
-                let participants = t_participants(&self.topology, &self.hist[h].call);
+                let participants = t_participants(&self.topology, &ran);
                 self.started.insert(txn, (self.now, participants));
-                self.nodes[i].coords.insert(txn, Coord { txn: t, client: Some(c), answered_cost: None });
+                self.nodes[i].coords.insert(txn, Coord { txn: t, client: Some(c), answered_cost: None, members });
                 self.pump(node, txn);
             }
             Err(e) => {
                 self.nodes[i].takeover.finished(txn);
                 self.trace(|| format!("{node} cannot start {txn}: {e}"));
-                self.complete(c, Outcome::Aborted, Vec::new(), true, None);
+                if members.is_empty() {
+                    self.complete(c, Outcome::Aborted, Vec::new(), true, None);
+                } else {
+                    self.run_alone(node, c, txn, members);
+                }
             }
+        }
+    }
+
+    /// A batch led by client `c`'s `txn` will not commit as one (a member's own abort, or it
+    /// could not be built): every call runs alone, the leader's under a fresh id.
+    fn run_alone(&mut self, node: NodeId, c: usize, txn: TxnId, members: Vec<(usize, TxnId, ProcedureCall)>) {
+        self.trace(|| format!("{node}: the batch of {txn} runs alone"));
+        let i = node.0 as usize;
+        let fresh = {
+            let n = &mut self.nodes[i];
+            let dc = self.dcs[n.dc.0 as usize].clone();
+            n.ids.as_mut().and_then(|ids| ids.issue(&dc).ok())
+        };
+        if let (Some(h), Some(fresh)) = (self.clients[c].busy, fresh) {
+            self.hist[h].txn = fresh;
+            self.hist[h].ran = None;
+            let call = self.hist[h].call.clone();
+            self.admit(node, c, fresh, call, false);
+        }
+        for (client, t, call) in members {
+            self.admit(node, client, t, call, false);
         }
     }
 
     /// Admits again the transactions `node` held back behind one now decided or finished.
     fn readmit(&mut self, node: NodeId, woken: Vec<TxnId>) {
         for w in woken {
-            if let Some((c, call)) = self.nodes[node.0 as usize].held.remove(&w) {
-                self.admit(node, c, w, call);
+            if let Some((c, call, may_batch)) = self.nodes[node.0 as usize].held.remove(&w) {
+                self.admit(node, c, w, call, may_batch);
             }
         }
     }
@@ -1965,6 +2055,13 @@ impl World {
                 }
                 Action::Answer { answer, class, cost, .. } => {
                     let client = c.client;
+                    let members = std::mem::take(&mut c.members);
+                    if !members.is_empty() && redt_protocol::batch::runs_alone(&answer) {
+                        if let Some(client) = client {
+                            self.run_alone(node, client, txn, members);
+                        }
+                        continue;
+                    }
                     if let Some(cost) = cost {
                         c.answered_cost = Some((cost.inter_dc_messages, cost.round_trips));
                     }
@@ -1987,8 +2084,21 @@ impl World {
                             self.report.rw_inter_round_trips += r;
                         }
                     }
-                    if let Some(client) = client {
-                        self.complete(client, o, reads, true, answer.cause);
+                    if members.is_empty() {
+                        if let Some(client) = client {
+                            self.complete(client, o, reads, true, answer.cause);
+                        }
+                        continue;
+                    }
+                    let calls: Vec<ProcedureCall> = client
+                        .and_then(|c| self.clients[c].busy)
+                        .map(|h| self.hist[h].call.clone())
+                        .into_iter()
+                        .chain(members.iter().map(|m| m.2.clone()))
+                        .collect();
+                    let mut split = redt_protocol::batch::split_reads(&calls, reads).into_iter();
+                    for c in client.into_iter().chain(members.iter().map(|m| m.0)) {
+                        self.complete(c, o, split.next().unwrap_or_default(), true, answer.cause);
                     }
                 }
                 Action::Finished { class, after_answer } => {
@@ -2414,7 +2524,9 @@ impl World {
         let Some(h) = self.hist.iter().rev().find(|h| h.txn == txn) else { return };
         // The replica sets of the epoch the transaction was planned in.
         let placement: &Topology = self.placements.iter().find(|t| t.epoch == h.epoch).map_or(&self.topology, |p| p);
-        let Ok(procedure) = redt_protocol::call::procedure(placement, &h.call) else { return };
+        let Ok(procedure) = redt_protocol::call::procedure(placement, h.ran.as_ref().unwrap_or(&h.call)) else {
+            return;
+        };
         let Ok(plan) = redt_protocol::plan::plan(placement, procedure.as_ref()) else { return };
         let held = self.abort_evidence.get(&txn).cloned().unwrap_or_default();
         for p in &plan.partitions {

@@ -65,6 +65,10 @@ pub struct SimArgs {
     /// its own undecided ones, then sends it carrying that decision (as `--cc takeover`).
     #[arg(long)]
     takeover: bool,
+    /// Takeover with batches (implies `--takeover`; as `--cc batch`): the transaction that
+    /// goes takes along the held ones that conflict with it, as one transaction.
+    #[arg(long)]
+    batch: bool,
     /// Frees deleted records this long after their delete (the churn workload's default is
     /// 4 s, far shorter than a node's 60 s, so runs free records; the others free none).
     #[arg(long, value_parser = crate::cmd::duration::run_time)]
@@ -120,6 +124,10 @@ struct MutantArgs {
     /// names, so a DC the commit left behind is never shipped the values.
     #[arg(long)]
     mutant_carried_without_catch_up: bool,
+    /// With `--batch`: a batch's members each run on the values read before the batch, not on
+    /// what the members before them wrote (a lost update).
+    #[arg(long)]
+    mutant_batch_without_overlay: bool,
     /// A recoverer's decision leaves the transaction's rows of the promise tables held, so a
     /// replica whose ring had no room for a fence entry keeps its row for good.
     #[arg(long)]
@@ -150,6 +158,7 @@ impl MutantArgs {
         c.recovery_mutations.abort_votes_need_a_majority = self.mutant_abort_votes_need_a_majority;
         c.recovery_mutations.stale_vote_as_source = self.mutant_stale_vote_as_source;
         c.executor_mutations.carried_without_catch_up = self.mutant_carried_without_catch_up;
+        c.executor_mutations.batch_without_overlay = self.mutant_batch_without_overlay;
         c.failover_mutations.confirm_alone = self.mutant_confirm_alone;
     }
 }
@@ -188,7 +197,10 @@ pub fn run_sim(a: &SimArgs) -> Result<()> {
         if let Some(w) = a.lock_wait {
             c.options.lock_wait = redt_protocol::txn::LockWait::For(w);
         }
-        c.options.takeover = a.takeover;
+        c.options.takeover = a.takeover || a.batch;
+        if a.batch {
+            c.options.batch = redt_dc_executor::MAX_BATCH_MEMBERS;
+        }
         c
     };
     if a.duration.is_some_and(|d| d.is_zero()) {
