@@ -24,20 +24,19 @@ use redt_dc_executor::Clock;
 
 impl Node {
     /// Runs `txn` (`call`, first timestamped `ts` at `start`) as its coordinator under RedT:
-    /// through the takeover gate when takeover is on and `may_hold`, leading batches of at
-    /// most `batch` transactions (0 or 1: none), else at once.
+    /// through the takeover gate when takeover is on and `hold` is `Some(batch)`, leading
+    /// batches of at most `batch` transactions (0 or 1: none), else at once.
     pub(crate) async fn run_held(
         self: &Arc<Self>,
         txn: TxnId,
         call: ProcedureCall,
         share: u64,
-        start: Instant,
-        ts: Cts,
-        may_hold: bool,
-        batch: usize,
+        (start, ts): (Instant, Cts),
+        hold: Option<usize>,
     ) -> TxnAnswer {
         let (topology, options) = (self.placement(), self.options.clone());
-        let footprint = (options.takeover && may_hold)
+        let batch = hold.unwrap_or(0);
+        let footprint = (options.takeover && hold.is_some())
             .then(|| redt_protocol::call::procedure(&topology, &call).ok())
             .flatten()
             .map(|p| Footprint::of(p.as_ref()));
@@ -134,7 +133,7 @@ impl Node {
     ) -> Pin<Box<dyn Future<Output = TxnAnswer> + Send + '_>> {
         Box::pin(async move {
             let ts = self.hlc.tick(SystemClock.now_ms());
-            self.run_held(txn, call, share, Instant::now(), ts, true, 0).await
+            self.run_held(txn, call, share, (Instant::now(), ts), Some(0)).await
         })
     }
 }

@@ -695,8 +695,8 @@ impl Node {
         let (topology, options) = (self.placement(), self.options.clone());
         Ok(match Baseline::of(self.options.protocol) {
             None => {
-                let batch = if may_hold { options.batch.min(redt_dc_executor::MAX_BATCH_MEMBERS) } else { 0 };
-                self.run_held(txn, call, share, start, ts, may_hold, batch).await
+                let hold = may_hold.then(|| options.batch.min(redt_dc_executor::MAX_BATCH_MEMBERS));
+                self.run_held(txn, call, share, (start, ts), hold).await
             }
             Some(b) => {
                 let m = BaselineTxn::start(b, topology, self.id, txn, call, options, start).map_err(Error::from);
