@@ -6,7 +6,7 @@
 
 use crate::error::Error;
 use crate::node::Node;
-use crate::takeover_gate::{Admitted, Member, MemberOutcome};
+use crate::takeover_gate::{Admitted, Hold, Member, MemberOutcome};
 use redt_dc_executor::SystemClock;
 use redt_proto::wire::ProcedureCall;
 use redt_proto::{Cts, DcId, TxnId};
@@ -24,28 +24,29 @@ use redt_dc_executor::Clock;
 
 impl Node {
     /// Runs `txn` (`call`, first timestamped `ts` at `start`) as its coordinator under RedT:
-    /// through the takeover gate when takeover is on and `hold` is `Some(batch)`, leading
-    /// batches of at most `batch` transactions (0 or 1: none), else at once.
+    /// through the takeover gate as `hold` says when takeover is on, else at once.
     pub(crate) async fn run_held(
         self: &Arc<Self>,
         txn: TxnId,
         call: ProcedureCall,
         share: u64,
         (start, ts): (Instant, Cts),
-        hold: Option<usize>,
+        hold: Hold,
     ) -> TxnAnswer {
         let (topology, options) = (self.placement(), self.options.clone());
-        let batch = hold.unwrap_or(0);
-        let footprint = (options.takeover && hold.is_some())
+        let footprint = options
+            .takeover
             .then(|| redt_protocol::call::procedure(&topology, &call).ok())
             .flatten()
             .map(|p| Footprint::of(p.as_ref()));
         let (ts, carried, call, members) = match footprint {
-            Some(f) => match self.takeover.admit(txn, f, call, options.phase1_timeout, batch).await {
+            Some(f) => match self.takeover.admit(txn, f, call, hold).await {
                 Admitted::Member(outcome) => return self.member_answer(txn, outcome, share).await,
-                // The start is taken when the phase 1 leaves: its deadline runs from then.
+                // The start is taken when the phase 1 leaves, so its deadline runs from then;
+                // a reserved id's stays the one inside its reservation's window.
                 Admitted::Go { carried, call, members } => {
-                    (self.hlc.tick(SystemClock.now_ms()), carried, call, members)
+                    let ts = if hold.keep_start { ts } else { self.hlc.tick(SystemClock.now_ms()) };
+                    (ts, carried, call, members)
                 }
             },
             None => (ts, BTreeMap::new(), call, Vec::new()),
@@ -133,7 +134,7 @@ impl Node {
     ) -> Pin<Box<dyn Future<Output = TxnAnswer> + Send + '_>> {
         Box::pin(async move {
             let ts = self.hlc.tick(SystemClock.now_ms());
-            self.run_held(txn, call, share, (Instant::now(), ts), Some(0)).await
+            self.run_held(txn, call, share, (Instant::now(), ts), Hold::alone(&self.options)).await
         })
     }
 }

@@ -671,9 +671,6 @@ impl Node {
         share: u64,
         reserved: Option<(TxnId, Caller, u64)>,
     ) -> std::result::Result<TxnAnswer, NotReserved> {
-        // A reserved id is never held by takeover: its outcome queries bound its start by the
-        // reservation's window, which a hold could overrun.
-        let may_hold = reserved.is_none();
         if let Err(over) = redt_protocol::limits::check_call(&self.placement().limits, &call) {
             self.board.refused_over_limit();
             tracing::info!(node = %self.name(), "transaction refused: {over}");
@@ -695,7 +692,7 @@ impl Node {
         let (topology, options) = (self.placement(), self.options.clone());
         Ok(match Baseline::of(self.options.protocol) {
             None => {
-                let hold = may_hold.then(|| options.batch.min(redt_dc_executor::MAX_BATCH_MEMBERS));
+                let hold = crate::takeover_gate::Hold::of(&options, reserved.is_some());
                 self.run_held(txn, call, share, (start, ts), hold).await
             }
             Some(b) => {

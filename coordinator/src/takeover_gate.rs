@@ -9,6 +9,7 @@ use redt_proto::{DcId, TxnId};
 use redt_protocol::call::{batchable, rebase};
 use redt_protocol::message::Decide;
 use redt_protocol::takeover::{Admission, Footprint, Takeover};
+use redt_protocol::txn::CoordinatorOptions;
 use redt_protocol::TxnAnswer;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -66,6 +67,41 @@ pub(crate) struct Member {
     pub(crate) outcome: oneshot::Sender<MemberOutcome>,
 }
 
+/// How the gate may hold a transaction ([`TakeoverGate::admit`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Hold {
+    /// The most transactions a batch it leads takes, itself included (0 or 1: it leads none).
+    pub(crate) batch: usize,
+    /// Whether another's batch may take it along.
+    pub(crate) member: bool,
+    /// The longest it waits in all; past it, it goes out as it came, carrying nothing.
+    pub(crate) max_wait: Duration,
+    /// Whether it keeps the start it was submitted at (else its start is taken when it goes).
+    pub(crate) keep_start: bool,
+}
+
+impl Hold {
+    /// How a transaction submitted to a node whose coordinators run `options` is held. One
+    /// under a reserved id (`reserved`: its outcome queries bound its start by the
+    /// reservation's window) keeps the start it was submitted at, waits at most half its
+    /// phase-1 timeout, and never joins or leads a batch (a member is answered under its
+    /// leader's id, which a query of its own could not find). Any other may wait its whole
+    /// phase-1 timeout, with a start taken when it goes, and may lead batches of at most
+    /// `options.batch` or be taken into one.
+    pub(crate) fn of(options: &CoordinatorOptions, reserved: bool) -> Hold {
+        if reserved {
+            return Hold { batch: 0, member: false, max_wait: options.phase1_timeout / 2, keep_start: true };
+        }
+        let batch = options.batch.min(redt_dc_executor::MAX_BATCH_MEMBERS);
+        Hold { batch, member: batch >= 2, max_wait: options.phase1_timeout, keep_start: false }
+    }
+
+    /// How a call that a batch gave back to run alone is held: in no batch.
+    pub(crate) fn alone(options: &CoordinatorOptions) -> Hold {
+        Hold { batch: 0, member: false, max_wait: options.phase1_timeout, keep_start: false }
+    }
+}
+
 /// How a transaction leaves the gate.
 pub(crate) enum Admitted {
     /// Send it: carrying these phase 2s per DC, as `call` (re-planned after the commits it runs
@@ -86,20 +122,15 @@ impl TakeoverGate {
     /// Waits until `txn`, touching `footprint`, may send its phase 1 (see [`Admitted`]).
     /// `call` is re-planned ([`redt_protocol::call::rebase`]) after each conflicting commit it
     /// runs behind, oldest first (its footprint stays the one it was admitted with). With
-    /// `batch` at 2 or more, a transaction that goes takes along the held ones a batch may
-    /// take ([`Takeover::batch`]), `batch` at most in all, and a held one may be taken by
-    /// another's batch. Waits at most `max_wait` in all (the phase-1 timeout): past it the
+    /// `hold.batch` at 2 or more, a transaction that goes takes along the held ones a batch may
+    /// take ([`Takeover::batch`]), `hold.batch` at most in all; with `hold.member`, a held one
+    /// may be taken by another's batch. Waits at most `hold.max_wait` in all: past it the
     /// transaction goes out as it came, carrying nothing, as under No-Wait.
-    pub(crate) async fn admit(
-        &self,
-        txn: TxnId,
-        footprint: Footprint,
-        mut call: ProcedureCall,
-        max_wait: Duration,
-        batch: usize,
-    ) -> Admitted {
-        let deadline = tokio::time::Instant::now() + max_wait;
+    pub(crate) async fn admit(&self, txn: TxnId, footprint: Footprint, mut call: ProcedureCall, hold: Hold) -> Admitted {
+        let deadline = tokio::time::Instant::now() + hold.max_wait;
+        let batch = hold.batch;
         let may_batch = batch >= 2 && batchable(&call);
+        let member = hold.member && batchable(&call);
         let wake = Arc::new(Notify::new());
         let mut arrival = None;
         loop {
@@ -151,7 +182,7 @@ impl TakeoverGate {
                             txn,
                             footprint: footprint.clone(),
                             call: call.clone(),
-                            batchable: may_batch,
+                            batchable: member,
                             wake: wake.clone(),
                         };
                         s.held.insert(at, held);

@@ -71,6 +71,12 @@ pub struct NodeArgs {
     /// Nodes with and without it work together.
     #[arg(long)]
     pub takeover: bool,
+    /// With takeover, batches of at most this many transactions (as `redt bench --cc batch`,
+    /// 2 to 16; implies `--takeover`): the transaction that goes takes along, as one
+    /// transaction, the held ones that conflict with it, each running on what the ones before
+    /// it wrote.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(2..=16))]
+    pub batch: Option<u64>,
     /// Commit protocol: redt, 2pc-paxos, ep-paxos, tapir or redt-tcp (every node of the
     /// cluster must run the same). With redt-tcp the node serves its MemStore to the other
     /// nodes of its DC over TCP on the port of its QUIC endpoint and reaches theirs the
@@ -163,6 +169,9 @@ pub enum ClusterCmd {
         /// Start every node with `--takeover` (decided-holder takeover at its coordinators).
         #[arg(long)]
         takeover: bool,
+        /// Start every node with `--batch N` (takeover with batches of at most N, 2 to 16).
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(2..=16))]
+        batch: Option<u64>,
         /// TCP port of every node's metrics endpoint, at the node's own IP (its own `metrics`
         /// address's, else its `listen` IP; default: the node's own `metrics` port, else the
         /// file's `metrics.port`, else each node's QUIC port + 1). The endpoints are listed
@@ -472,7 +481,8 @@ pub fn node(a: &NodeArgs) -> Result<()> {
         let options = timeouts.apply(CoordinatorOptions {
             protocol: a.protocol,
             early_ack: !a.no_early_ack,
-            takeover: a.takeover,
+            takeover: a.takeover || a.batch.is_some(),
+            batch: a.batch.unwrap_or(0) as usize,
             // Failover runs the RedT protocol's epochs; the baselines keep their placement.
             failover: !a.no_failover && a.protocol == Protocol::Redt,
             ..CoordinatorOptions::default()
@@ -685,6 +695,7 @@ pub fn cluster(cmd: &ClusterCmd) -> Result<()> {
             phase1_timeout,
             no_failover,
             takeover,
+            batch,
             metrics_port,
             no_metrics,
         } => up(
@@ -694,7 +705,7 @@ pub fn cluster(cmd: &ClusterCmd) -> Result<()> {
             shm_dir,
             *protocol,
             Timing { clock_skew_bound: *clock_skew_bound, phase1_timeout: *phase1_timeout },
-            NodeFlags { no_failover: *no_failover, takeover: *takeover },
+            NodeFlags { no_failover: *no_failover, takeover: *takeover, batch: *batch },
             if *no_metrics { Metrics::Off } else { Metrics::On(*metrics_port) },
         ),
         ClusterCmd::Down { run_dir, wipe } => down(run_dir, *wipe),
@@ -833,6 +844,8 @@ struct NodeFlags {
     no_failover: bool,
     /// `--takeover`.
     takeover: bool,
+    /// `--batch N`.
+    batch: Option<u64>,
 }
 
 /// The file listing every node's metrics endpoint in Prometheus's file_sd format.
@@ -904,6 +917,9 @@ fn up(
         }
         if flags.takeover {
             args.push("--takeover".into());
+        }
+        if let Some(n) = flags.batch {
+            args.extend(["--batch".into(), n.to_string()]);
         }
         if let Some(bound) = timing.clock_skew_bound {
             args.extend(["--clock-skew-bound".into(), humantime::format_duration(bound).to_string()]);
