@@ -4,7 +4,9 @@
 Starts CLIENTS `redt client --jsonl` processes against a running cluster (all through one
 coordinator node, `redt client`'s default, unless --node says otherwise), each submitting one
 transaction at a time for DURATION seconds: 1 to 4 operations, half of them reads, over KEYS
-integer keys, every appended value unique. Prints how the transactions ended (ok, fail,
+integer keys at a time, every appended value unique; a key that took --max-writes-per-key
+appends is retired for a fresh one (a list holds at most 255 items), as Jepsen's generator
+does. Prints how the transactions ended (ok, fail,
 info) and the fail rate, and writes the history in Elle's JSON-lines format to --history, for
 `redt workload check append --history FILE` (which reads the lists back and checks it).
 
@@ -30,6 +32,7 @@ def main():
     p.add_argument("--clients", type=int, default=8)
     p.add_argument("--keys", type=int, default=30)
     p.add_argument("--duration", type=float, default=15.0, help="seconds")
+    p.add_argument("--max-writes-per-key", type=int, default=128)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--history", help="write the history here")
     a = p.parse_args()
@@ -38,6 +41,9 @@ def main():
     counts = {"ok": 0, "fail": 0, "info": 0}
     history = []
     next_value = [0]
+    active = list(range(a.keys))
+    writes = {}
+    next_key = [a.keys]
     start = time.monotonic()
     deadline = start + a.duration
 
@@ -53,14 +59,19 @@ def main():
         while time.monotonic() < deadline:
             ops = []
             for _ in range(rng.randint(1, 4)):
-                k = rng.randrange(a.keys)
-                if rng.random() < 0.5:
-                    ops.append(["r", k, None])
-                else:
-                    with lock:
-                        next_value[0] += 1
-                        v = next_value[0]
-                    ops.append(["append", k, v])
+                slot = rng.randrange(a.keys)
+                with lock:
+                    k = active[slot]
+                    if rng.random() < 0.5:
+                        ops.append(["r", k, None])
+                        continue
+                    next_value[0] += 1
+                    v = next_value[0]
+                    writes[k] = writes.get(k, 0) + 1
+                    if writes[k] >= a.max_writes_per_key:
+                        active[slot] = next_key[0]
+                        next_key[0] += 1
+                ops.append(["append", k, v])
             with lock:
                 history.append({"type": "invoke", "f": "txn", "value": ops, "process": process, "time": now_ns()})
             proc.stdin.write(json.dumps({"value": ops}) + "\n")
@@ -71,6 +82,9 @@ def main():
             answer = json.loads(line)
             kind = answer.get("type", "info")
             value = answer.get("value", ops) if kind == "ok" else ops
+            if kind == "ok":
+                # A key nothing was appended to reads as missing: its list is empty.
+                value = [["r", k, []] if f == "r" and v is None else [f, k, v] for f, k, v in value]
             with lock:
                 counts[kind] = counts.get(kind, 0) + 1
                 history.append({"type": kind, "f": "txn", "value": value, "process": process, "time": now_ns()})

@@ -126,7 +126,13 @@ impl TakeoverGate {
     /// take ([`Takeover::batch`]), `hold.batch` at most in all; with `hold.member`, a held one
     /// may be taken by another's batch. Waits at most `hold.max_wait` in all: past it the
     /// transaction goes out as it came, carrying nothing, as under No-Wait.
-    pub(crate) async fn admit(&self, txn: TxnId, footprint: Footprint, mut call: ProcedureCall, hold: Hold) -> Admitted {
+    pub(crate) async fn admit(
+        &self,
+        txn: TxnId,
+        footprint: Footprint,
+        mut call: ProcedureCall,
+        hold: Hold,
+    ) -> Admitted {
         let deadline = tokio::time::Instant::now() + hold.max_wait;
         let batch = hold.batch;
         let may_batch = batch >= 2 && batchable(&call);

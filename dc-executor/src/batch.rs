@@ -36,6 +36,10 @@ pub struct BatchProcedure {
     ranges: Vec<RangeRead>,
     /// Whether a member runs on what the members before it wrote (always, but in a mutant).
     overlay: bool,
+    /// Whether a cell takes the last member's write (always, but in a mutant: the first's).
+    last_writer_wins: bool,
+    /// Whether the members run in their order (always, but in a mutant: reversed).
+    in_order: bool,
 }
 
 /// What the members of a batch saw and what the batch writes ([`BatchProcedure::run_members`]).
@@ -134,7 +138,16 @@ impl BatchProcedure {
             }
             map.push(own);
         }
-        Ok(BatchProcedure { members, accesses, creates, map, ranges, overlay: true })
+        Ok(BatchProcedure {
+            members,
+            accesses,
+            creates,
+            map,
+            ranges,
+            overlay: true,
+            last_writer_wins: true,
+            in_order: true,
+        })
     }
 
     /// A deliberate bug, for the simulation's mutant tests: every member runs on the values
@@ -143,6 +156,23 @@ impl BatchProcedure {
     #[cfg(feature = "mutants")]
     pub fn without_overlay(mut self) -> BatchProcedure {
         self.overlay = false;
+        self
+    }
+
+    /// A deliberate bug, for the simulation's mutant tests: a cell several members write
+    /// keeps the first one's value, as if the batch wrote back its first writer and let the
+    /// later ones go.
+    #[cfg(feature = "mutants")]
+    pub fn first_writer_wins(mut self) -> BatchProcedure {
+        self.last_writer_wins = false;
+        self
+    }
+
+    /// A deliberate bug, for the simulation's mutant tests: the members run last to first
+    /// (an executor that orders a batch otherwise than its coordinator did).
+    #[cfg(feature = "mutants")]
+    pub fn reversed(mut self) -> BatchProcedure {
+        self.in_order = false;
         self
     }
 
@@ -167,8 +197,11 @@ impl BatchProcedure {
         let mut cur: Vec<Option<Vec<Vec<u8>>>> =
             (0..self.accesses.len()).map(|u| view.values.get(u).cloned().flatten()).collect();
         let mut last: BTreeMap<(usize, u16), Vec<u8>> = BTreeMap::new();
-        let mut views = Vec::with_capacity(self.members.len());
-        for (j, m) in self.members.iter().enumerate() {
+        let mut views = vec![Vec::new(); self.members.len()];
+        let order: Vec<usize> =
+            if self.in_order { (0..self.members.len()).collect() } else { (0..self.members.len()).rev().collect() };
+        for j in order {
+            let m = &self.members[j];
             let values: Vec<Option<Vec<Vec<u8>>>> = self.map[j].iter().map(|&u| cur[u].clone()).collect();
             let rows: Vec<Vec<RangeRow>> = self.map[j].iter().map(|&u| view.rows(u).to_vec()).collect();
             let writes = m.run(&ReadView::with_rows(&values, &rows)).map_err(|e| (j, e))?;
@@ -187,9 +220,11 @@ impl BatchProcedure {
                     }
                     *cell = value;
                 }
-                last.insert((u, w.cell), w.value);
+                if self.last_writer_wins || !last.contains_key(&(u, w.cell)) {
+                    last.insert((u, w.cell), w.value);
+                }
             }
-            views.push(values);
+            views[j] = values;
         }
         let writes = last.into_iter().map(|((access, cell), value)| Write { access, cell, value }).collect();
         Ok(MemberRuns { views, writes })

@@ -101,6 +101,12 @@ mutations! {
         /// A batch's members each run on the values read before the batch, not on what the
         /// members before them wrote (`BatchProcedure::without_overlay`): a lost update.
         pub batch_without_overlay: bool,
+        /// A cell that several members of a batch write keeps the first member's value
+        /// (`BatchProcedure::first_writer_wins`): a lost update.
+        pub batch_first_writer_wins: bool,
+        /// The executors of odd-numbered DCs run a batch's members last to first
+        /// (`BatchProcedure::reversed`): two DCs order one batch differently.
+        pub batch_order_by_dc: bool,
         /// A phase 1 that arrives after its transaction was decided (or fenced) here runs anyway
         /// and takes locks nobody will release.
         pub late_phase1_takes_locks: bool,
@@ -1073,8 +1079,19 @@ impl ExecutorCore {
         let procedure = call::procedure(&topology, &args.call)?;
         #[cfg(feature = "mutants")]
         let procedure = match &args.call.kind {
-            Some(redt_proto::wire::ProcedureKind::Batch(b)) if self.mutations.batch_without_overlay => {
-                std::sync::Arc::new(call::batch(&topology, b)?.without_overlay())
+            Some(redt_proto::wire::ProcedureKind::Batch(b)) => {
+                let m = self.mutations;
+                let mut batch = call::batch(&topology, b)?;
+                if m.batch_without_overlay {
+                    batch = batch.without_overlay();
+                }
+                if m.batch_first_writer_wins {
+                    batch = batch.first_writer_wins();
+                }
+                if m.batch_order_by_dc && self.dc_id.0 % 2 == 1 {
+                    batch = batch.reversed();
+                }
+                std::sync::Arc::new(batch)
             }
             _ => procedure,
         };

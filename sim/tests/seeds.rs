@@ -1194,6 +1194,39 @@ fn a_batch_member_runs_on_what_the_members_before_it_wrote() {
     );
 }
 
+/// Seed 2 (bank, default.yaml, no fault, 8 clients per node, batches): a batch whose members
+/// add to one account writes back the last member's sum. The mutant that keeps the first
+/// writer's value (`ExecutorMutations::batch_first_writer_wins`) loses the later members'
+/// additions, and the total changes.
+#[test]
+fn a_batch_writes_back_its_last_writer() {
+    let mut mutant = batched(SimConfig::new(topology("default.yaml"), 2, Workload::Bank, Faults::none()));
+    mutant.executor_mutations.batch_first_writer_wins = true;
+    let r = run(mutant).expect("runs");
+    assert!(
+        r.violations.iter().any(|v| matches!(v, Violation::BankTotal { .. })),
+        "the mutant that writes back a batch's first writer is not caught: {r}"
+    );
+}
+
+/// Seed 1 (list-append, default.yaml, no fault, 8 clients per node, batches): every replica DC
+/// runs a batch's members in the order its one message names. The mutant whose odd-numbered
+/// DCs run them last to first (`ExecutorMutations::batch_order_by_dc`) appends in two orders,
+/// and the replicas of a list disagree.
+#[test]
+fn every_dc_runs_a_batch_in_one_order() {
+    let cfg = || batched(SimConfig::new(topology("default.yaml"), 1, Workload::Append, Faults::none()));
+    let r = run(cfg()).expect("runs");
+    assert!(r.ok(), "passes as built: {r}");
+    let mut mutant = cfg();
+    mutant.executor_mutations.batch_order_by_dc = true;
+    let r = run(mutant).expect("runs");
+    assert!(
+        r.violations.iter().any(|v| matches!(v, Violation::Diverged { .. })),
+        "the mutant whose DCs order a batch differently is not caught: {r}"
+    );
+}
+
 /// `cfg` with every executor waiting up to `ms` for a lock it meets (docs/design.md §2,
 /// "Waiting for a lock") instead of No-Wait.
 fn lock_wait(mut cfg: SimConfig, ms: u64) -> SimConfig {

@@ -128,6 +128,12 @@ struct MutantArgs {
     /// what the members before them wrote (a lost update).
     #[arg(long)]
     mutant_batch_without_overlay: bool,
+    /// With `--batch`: a cell several members of a batch write keeps the first one's value.
+    #[arg(long)]
+    mutant_batch_first_writer_wins: bool,
+    /// With `--batch`: the executors of odd-numbered DCs run a batch's members last to first.
+    #[arg(long)]
+    mutant_batch_order_by_dc: bool,
     /// A recoverer's decision leaves the transaction's rows of the promise tables held, so a
     /// replica whose ring had no room for a fence entry keeps its row for good.
     #[arg(long)]
@@ -159,6 +165,8 @@ impl MutantArgs {
         c.recovery_mutations.stale_vote_as_source = self.mutant_stale_vote_as_source;
         c.executor_mutations.carried_without_catch_up = self.mutant_carried_without_catch_up;
         c.executor_mutations.batch_without_overlay = self.mutant_batch_without_overlay;
+        c.executor_mutations.batch_first_writer_wins = self.mutant_batch_first_writer_wins;
+        c.executor_mutations.batch_order_by_dc = self.mutant_batch_order_by_dc;
         c.failover_mutations.confirm_alone = self.mutant_confirm_alone;
     }
 }
