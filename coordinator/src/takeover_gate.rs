@@ -134,6 +134,9 @@ impl TakeoverGate {
         hold: Hold,
     ) -> Admitted {
         let deadline = tokio::time::Instant::now() + hold.max_wait;
+        // Whatever ends this wait (an answer, or the caller dropping it), nothing of `txn`
+        // stays held or joined.
+        let _leave = Leave { gate: self, txn };
         let batch = hold.batch;
         let may_batch = batch >= 2 && batchable(&call);
         let member = hold.member && batchable(&call);
@@ -235,6 +238,22 @@ impl TakeoverGate {
     }
 }
 
+/// Takes a transaction out of the gate's held and joined ones when its wait ends.
+struct Leave<'a> {
+    gate: &'a TakeoverGate,
+    txn: TxnId,
+}
+
+impl Drop for Leave<'_> {
+    fn drop(&mut self) {
+        let mut s = self.gate.state.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(at) = s.held_at.remove(&self.txn) {
+            s.held.remove(&at);
+        }
+        s.joined.remove(&self.txn);
+    }
+}
+
 /// `call` re-planned after each of `before`, committed (or committing with it in one batch)
 /// before it, oldest first.
 fn rebased(mut call: ProcedureCall, before: &[ProcedureCall]) -> ProcedureCall {
@@ -244,4 +263,96 @@ fn rebased(mut call: ProcedureCall, before: &[ProcedureCall]) -> ProcedureCall {
         }
     }
     call
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use redt_dc_executor::{KvOp, KvProcedure};
+    use redt_proto::TableId;
+
+    fn call() -> ProcedureCall {
+        redt_protocol::call::kv_call(TableId(1), &[KvOp::Add(7, 1)])
+    }
+
+    fn footprint() -> Footprint {
+        Footprint::of(&KvProcedure::new(TableId(1), 8, vec![KvOp::Add(7, 1)]))
+    }
+
+    fn hold(member: bool) -> Hold {
+        Hold { batch: 16, member, max_wait: Duration::from_secs(10), keep_start: false }
+    }
+
+    fn held(gate: &TakeoverGate) -> usize {
+        gate.state.lock().expect("not poisoned").held.len()
+    }
+
+    /// Admits `txn` on its own task.
+    fn spawn_admit(gate: &Arc<TakeoverGate>, txn: u64, member: bool) -> tokio::task::JoinHandle<Admitted> {
+        let gate = gate.clone();
+        tokio::spawn(async move { gate.admit(TxnId(txn), footprint(), call(), hold(member)).await })
+    }
+
+    async fn until_held(gate: &TakeoverGate, n: usize) {
+        while held(gate) < n {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
+
+    #[tokio::test]
+    async fn the_first_held_transaction_to_go_takes_the_others_along() {
+        let gate = Arc::new(TakeoverGate::default());
+        let first = gate.admit(TxnId(1), footprint(), call(), hold(true)).await;
+        assert!(matches!(first, Admitted::Go { ref members, .. } if members.is_empty()));
+        let (a, b) = (spawn_admit(&gate, 2, true), spawn_admit(&gate, 3, true));
+        until_held(&gate, 2).await;
+        gate.decided(TxnId(1), BTreeMap::new());
+        let (a, b) = (a.await.expect("runs"), b.await.expect("runs"));
+        let leader_took = |x: &Admitted, other: u64| match x {
+            Admitted::Go { members, .. } => members.iter().map(|m| m.txn).collect::<Vec<_>>() == vec![TxnId(other)],
+            Admitted::Member(_) => false,
+        };
+        assert!(
+            (leader_took(&a, 3) && matches!(b, Admitted::Member(_)))
+                || (leader_took(&b, 2) && matches!(a, Admitted::Member(_))),
+            "one goes and takes the other along"
+        );
+        assert_eq!(held(&gate), 0);
+        assert!(gate.state.lock().expect("not poisoned").joined.is_empty(), "the member took its outcome");
+    }
+
+    #[tokio::test]
+    async fn a_transaction_in_no_batch_is_never_taken_along_and_a_dropped_wait_leaves_nothing() {
+        let gate = Arc::new(TakeoverGate::default());
+        let _ = gate.admit(TxnId(1), footprint(), call(), hold(true)).await;
+        let alone = {
+            let gate = gate.clone();
+            let no_batch = Hold { batch: 0, member: false, ..hold(false) };
+            tokio::spawn(async move { gate.admit(TxnId(2), footprint(), call(), no_batch).await })
+        };
+        until_held(&gate, 1).await;
+        let leads = spawn_admit(&gate, 3, true);
+        until_held(&gate, 2).await;
+        gate.decided(TxnId(1), BTreeMap::new());
+        gate.finished(TxnId(1));
+        // One of them goes; the other waits for it, then goes too; neither takes the other.
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        for t in [2, 3] {
+            gate.decided(TxnId(t), BTreeMap::new());
+            gate.finished(TxnId(t));
+        }
+        for h in [alone, leads] {
+            match h.await.expect("runs") {
+                Admitted::Go { members, .. } => assert!(members.is_empty()),
+                Admitted::Member(_) => panic!("taken along"),
+            }
+        }
+        // A wait dropped before it ends leaves nothing held.
+        let _ = gate.admit(TxnId(4), footprint(), call(), hold(true)).await;
+        let dropped = spawn_admit(&gate, 5, true);
+        until_held(&gate, 1).await;
+        dropped.abort();
+        let _ = dropped.await;
+        assert_eq!(held(&gate), 0);
+    }
 }

@@ -1154,8 +1154,9 @@ fn batched(mut cfg: SimConfig) -> SimConfig {
 }
 
 /// With batches, every check passes: 4 seeds of each workload on local-fast (n = 3), default
-/// (n = 4 of 8 nodes) and world-5dc-n5 (n = 5), every fault; and the batches form (the runs
-/// take held transactions along).
+/// (n = 4 of 8 nodes) and world-5dc-n5 (n = 5), every fault, and 2 of each on default and
+/// world-5dc-n5 with DC and node removals under the failover policy; and the batches form (the
+/// runs take held transactions along).
 #[test]
 fn batch_seeds_pass_every_check() {
     let mut failed = Vec::new();
@@ -1167,6 +1168,22 @@ fn batch_seeds_pass_every_check() {
                 batched_total += r.batched;
                 if !r.ok() {
                     failed.push(format!("{name} {workload:?} {r}"));
+                }
+            }
+        }
+    }
+    // And with DC and node removals under the real failover policy: 2 seeds of each workload
+    // on default and world-5dc-n5.
+    for name in ["default.yaml", "world-5dc-n5.yaml"] {
+        for workload in [Workload::Bank, Workload::Append, Workload::Ycsb] {
+            for seed in 0..2 {
+                let faults = Faults { remove_dc: true, remove_node: true, ..Faults::all() };
+                let mut cfg = batched(SimConfig::new(topology(name), seed, workload, faults));
+                cfg.failover = FailoverMode::Policy;
+                let r = run(cfg).expect("runs");
+                batched_total += r.batched;
+                if !r.ok() {
+                    failed.push(format!("{name} {workload:?} removals {r}"));
                 }
             }
         }
