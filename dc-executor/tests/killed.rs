@@ -12,7 +12,7 @@ use common::kv::{cts_of, kv, load, sub};
 use common::{topology, TestDc, T};
 use redt_dc_executor::verbs::{Error as VerbsError, Result as VerbsResult};
 use redt_dc_executor::{
-    lock, relock_after_restart, Decision, DcHandle, DoorbellBatch, EntryStatus, Executor, KvOp, Verbs, WorkRequest,
+    lock, relock_after_restart, DcHandle, Decision, DoorbellBatch, EntryStatus, Executor, KvOp, Verbs, WorkRequest,
 };
 use redt_proto::{NodeId, Offset};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -40,7 +40,7 @@ impl Dying {
         got
     }
 
-    /// Whether the process is dead (the budget ran out before the last request asked).
+    /// The error every verb of a dead process gets.
     fn dead() -> VerbsError {
         VerbsError::Backend("killed".into())
     }
