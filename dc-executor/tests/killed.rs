@@ -320,3 +320,36 @@ fn a_phase_1_killed_anywhere_leaves_every_lock_word_exact_after_recovery() {
         }
     }
 }
+
+/// A kill after every number of requests of a phase 2 (a commit): the restarted node and the
+/// decision's second delivery leave the entries committed (replay applies them) and no lock
+/// held, also when the kill cut the finishing batch between the entry's `Committed` status and
+/// the release of its locks (a release nobody would make again: the entry reads as finished).
+#[test]
+fn a_phase_2_killed_anywhere_leaves_no_lock_after_the_restart() {
+    let probe = TestDc::new(topology(1, "64KiB"), false);
+    let keys = keys_on_a(&probe, 2);
+    drop(probe);
+    let transfer = vec![KvOp::Add(keys[0], -5), KvOp::Add(keys[1], 5)];
+    for budget in 0..16 {
+        let dc = TestDc::new(topology(1, "64KiB"), false);
+        load(&dc, keys.iter().copied());
+        let s = sub(&dc, 1, kv(&dc, transfer.clone()), None);
+        let v = dc.executor().execute(&s, 1).unwrap();
+        assert!(v.is_commit(), "{v:?}");
+        let decision = Decision::Commit(cts_of(&v));
+        let _ = dying_executor(&dc, budget).finish(s.txn, decision, &v.entries);
+        let nodes: Vec<NodeId> = dc.topo.nodes.iter().map(|n| n.id).collect();
+        for &n in &nodes {
+            relock_after_restart(dc.local.as_ref(), &dc.dc.layout, n).unwrap();
+        }
+        dc.executor().finish_again(s.txn, decision, &v.entries).unwrap();
+        let words = (lock_of(&dc, keys[0]), lock_of(&dc, keys[1]));
+        assert_eq!(words, (0, 0), "phase 2 killed after {budget} requests");
+        for &n in &nodes {
+            let ring = redt_dc_executor::ring_entries(dc.local.as_ref(), n, &dc.dc.layout).unwrap();
+            let mine: Vec<_> = ring.iter().filter(|(_, _, e)| e.txn == s.txn).map(|(_, _, e)| e.status).collect();
+            assert!(mine.iter().all(|&st| st == EntryStatus::Committed), "killed after {budget}: {mine:?}");
+        }
+    }
+}
