@@ -23,10 +23,12 @@
 //! ([`crate::free_list::RETIRED`]) are left alone. It is idempotent: a process killed while
 //! settling settles again at its next start.
 //!
-//! Every lock on a node's records, absent-key words and gap words is taken by an entry of that
-//! node's own ring, so the ring tells the whole truth only while nobody else takes or gives
-//! back locks there: the caller runs this before the node serves, and only where no other
-//! process reaches the node's MemStore meanwhile (its DC has no other node).
+//! Every lock a transaction holds on a node's records, absent-key words and gap words is named
+//! by an entry of that node's own ring (the other holders, a record's creation, replay, a
+//! catch-up or a snapshot copy, hold theirs for one step of a live process). So the ring tells
+//! the whole truth only while nobody else takes or gives back locks there: the caller runs this
+//! before the node serves, and only where no other process reaches the node's MemStore
+//! meanwhile (its DC has no other node).
 
 use crate::error::Result;
 use crate::free_list::RETIRED;
