@@ -550,6 +550,11 @@ fn a_killed_node_restarts_and_recovery_decides_what_it_left() {
         panic!("undecided entries 40 s after the restart: {left:?}");
     }
     println!("every entry decided {:?} after the restart", restarted.elapsed());
+    // What the restarted process settled before it served (`relock.rs`), if anything.
+    let log = std::fs::read_to_string(run_dir.join("logs").join(format!("{}.log", victim.name))).unwrap_or_default();
+    for line in log.lines().filter(|l| l.contains("lock words")) {
+        println!("{line}");
+    }
     // Once it is back, no node suspects it (nor any other node) any more.
     wait_status(&run_dir, Duration::from_secs(30), |nodes| {
         nodes.iter().all(|n| names(&n["suspected_nodes"]).is_empty() && names(&n["suspected_dcs"]).is_empty())

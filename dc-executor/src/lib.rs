@@ -27,6 +27,7 @@ mod prepare;
 mod procedure;
 pub mod promise_table;
 mod record;
+mod relock;
 mod replay;
 mod replay_task;
 mod replica;
@@ -62,6 +63,7 @@ pub use procedure::{
 pub use record::lock_word;
 pub use record::{encode_cell, Catalog, CellVersion, RecordLayout, RecordView, ThomasRule, HEADER_BYTES};
 pub use redt_verbs::{masked_add, Region};
+pub use relock::{relock_after_restart, Relocked};
 pub use replay::{Apply, ReplayStep, Replayer};
 pub use replay_task::ReplayTask;
 pub use replica::{ReplicaChange, ReplicaOrigin};

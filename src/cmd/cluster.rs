@@ -424,6 +424,19 @@ pub fn node(a: &NodeArgs) -> Result<()> {
         restore_from_disk(&topo, &shm, &a.shm_dir, &a.disk_dir, me.id, &me.name)?;
     }
     let fresh = format_if_new(&layout, me.id, &region).map_err(|e| anyhow::anyhow!(e.named(&topo)))?;
+    if !fresh && dc.nodes.len() == 1 {
+        // Started again on the MemStore a killed process left: an `Intent` entry may list
+        // locks it never took. Settled from the ring before the node serves; only this
+        // process reaches the MemStore of a DC's only node (`relock.rs`).
+        let r = redt_dc_executor::relock_after_restart(shm.as_ref(), &layout, me.id)
+            .with_context(|| format!("settling the lock words of {}", me.name))?;
+        if r.changed > 0 || r.intents_released > 0 {
+            eprintln!(
+                "{}: settled {} of {} lock words named by its ring, {} Intent entries release nothing",
+                me.name, r.changed, r.words, r.intents_released
+            );
+        }
+    }
     let identity = load_identity(&a.certs, &me.name)?;
     // An expired certificate, one the CA did not sign or a key that does not fit is named
     // here, not in the first peer's handshake.
