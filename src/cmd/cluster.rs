@@ -431,9 +431,12 @@ pub fn node(a: &NodeArgs) -> Result<()> {
         let r = redt_dc_executor::relock_after_restart(shm.as_ref(), &layout, me.id)
             .with_context(|| format!("settling the lock words of {}", me.name))?;
         if r.changed > 0 || r.intents_released > 0 {
-            eprintln!(
-                "{}: settled {} of {} lock words named by its ring, {} Intent entries release nothing",
-                me.name, r.changed, r.words, r.intents_released
+            tracing::warn!(
+                node = %me.name,
+                changed = r.changed,
+                words = r.words,
+                intents = r.intents_released,
+                "settled the lock words named by its ring (a killed process left them): its Intent entries release nothing"
             );
         }
     }
