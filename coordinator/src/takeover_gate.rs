@@ -152,16 +152,13 @@ impl TakeoverGate {
                 if let Some(at) = s.held_at.remove(&txn) {
                     s.held.remove(&at);
                 }
-                let (joining, union) = if may_batch && s.takeover.blocker(&footprint).is_none() {
-                    let held: Vec<(u64, &Held)> =
-                        s.held.iter().filter(|(_, h)| h.batchable).map(|(&at, h)| (at, h)).collect();
-                    let fps: Vec<&Footprint> = held.iter().map(|(_, h)| &h.footprint).collect();
-                    let (picked, union) = s.takeover.batch(&footprint, &fps, batch);
-                    (picked.into_iter().map(|i| held[i].0).collect::<Vec<u64>>(), union)
-                } else {
-                    (Vec::new(), footprint.clone())
-                };
-                match s.takeover.admit(txn, union) {
+                let held: Vec<(u64, &Footprint)> =
+                    s.held.iter().filter(|(_, h)| h.batchable).map(|(&at, h)| (at, &h.footprint)).collect();
+                let fps: Vec<&Footprint> = held.iter().map(|(_, f)| *f).collect();
+                let max = if may_batch { batch } else { 0 };
+                let (admission, picked) = s.takeover.admit_batch(txn, footprint.clone(), &fps, max);
+                let joining: Vec<u64> = picked.into_iter().map(|k| held[k].0).collect();
+                match admission {
                     Admission::Go { carried, committed } => {
                         let mut before: Vec<ProcedureCall> =
                             committed.iter().filter_map(|c| s.calls.get(c).cloned()).collect();
@@ -346,6 +343,11 @@ mod tests {
                 Admitted::Go { members, .. } => assert!(members.is_empty()),
                 Admitted::Member(_) => panic!("taken along"),
             }
+        }
+        // The one that went second was decided above before it went: decided again.
+        for t in [2, 3] {
+            gate.decided(TxnId(t), BTreeMap::new());
+            gate.finished(TxnId(t));
         }
         // A wait dropped before it ends leaves nothing held.
         let _ = gate.admit(TxnId(4), footprint(), call(), hold(true)).await;

@@ -267,6 +267,28 @@ impl Takeover {
         (members, union)
     }
 
+    /// [`Takeover::admit`] for `txn`, which may lead a batch of at most `max` transactions
+    /// (`max` below 2: none) taken from `held` (the transactions held back, oldest first): when
+    /// nothing undecided holds it back, the held ones [`Takeover::batch`] picks join it and it
+    /// is admitted with the batch's footprint. Returns the admission and the indices into
+    /// `held` that joined (none unless it goes).
+    pub fn admit_batch(
+        &mut self,
+        txn: TxnId,
+        footprint: Footprint,
+        held: &[&Footprint],
+        max: usize,
+    ) -> (Admission, Vec<usize>) {
+        if max < 2 || self.blocker(&footprint).is_some() {
+            return (self.admit(txn, footprint), Vec::new());
+        }
+        let (members, union) = self.batch(&footprint, held, max);
+        match self.admit(txn, union) {
+            go @ Admission::Go { .. } => (go, members),
+            wait => (wait, Vec::new()),
+        }
+    }
+
     /// `txn` is decided and `phase2` is what its coordinator sends each DC. Returns the
     /// transactions that waited for it, in arrival order, to admit again.
     pub fn decided(&mut self, txn: TxnId, phase2: BTreeMap<DcId, Decide>) -> Vec<TxnId> {

@@ -722,8 +722,8 @@ struct SimNode {
     /// lost in a crash), the transactions it holds back (their client and call), and the
     /// coordinators whose decision it was told.
     takeover: Takeover,
-    /// Held back: each one's client, call, and whether a batch may take it.
-    held: BTreeMap<TxnId, (usize, ProcedureCall, bool)>,
+    /// Held back: each one's client, call, whether a batch may take it, and its footprint.
+    held: BTreeMap<TxnId, (usize, ProcedureCall, bool, Footprint)>,
     /// The held transactions whose phase-1-timeout event is queued.
     waited: BTreeSet<TxnId>,
     phase2_told: BTreeSet<TxnId>,
@@ -1277,7 +1277,7 @@ impl World {
                 if !n.alive || n.inc != inc {
                     return;
                 }
-                if let Some((c, call, _)) = n.held.remove(&txn) {
+                if let Some((c, call, _, _)) = n.held.remove(&txn) {
                     self.trace(|| format!("{node} held {txn} its phase-1 timeout: sent as No-Wait"));
                     self.start_txn(node, c, txn, call, BTreeMap::new(), Vec::new());
                 }
@@ -1777,7 +1777,7 @@ impl World {
             }
         }
         // Held back, they sent nothing: certainly not committed.
-        for (_, (client, _, _)) in held {
+        for (_, (client, _, _, _)) in held {
             self.complete(client, Outcome::Aborted, Vec::new(), false, None);
         }
         let back = self.now + self.rng.gen_range(200_000..2_000_000);
@@ -1842,35 +1842,25 @@ impl World {
                 let footprint = Footprint::of(p.as_ref());
                 let batch = self.cfg.options.batch.min(redt_dc_executor::MAX_BATCH_MEMBERS);
                 let may_batch = may_batch && batch >= 2 && redt_protocol::call::batchable(&call);
-                let n = &self.nodes[i];
-                let (joining, union) = if may_batch && n.takeover.blocker(&footprint).is_none() {
-                    let held: Vec<(TxnId, Footprint)> = n
-                        .held
-                        .iter()
-                        .filter(|(_, (_, _, b))| *b)
-                        .filter_map(|(&t, (_, call, _))| {
-                            let p = redt_protocol::call::procedure(&current, call).ok()?;
-                            Some((t, Footprint::of(p.as_ref())))
-                        })
-                        .collect();
-                    let fps: Vec<&Footprint> = held.iter().map(|(_, f)| f).collect();
-                    let (picked, union) = n.takeover.batch(&footprint, &fps, batch);
-                    (picked.into_iter().map(|k| held[k].0).collect::<Vec<TxnId>>(), union)
-                } else {
-                    (Vec::new(), footprint)
-                };
-                match self.nodes[i].takeover.admit(txn, union) {
+                let n = &mut self.nodes[i];
+                let held: Vec<(TxnId, &Footprint)> =
+                    n.held.iter().filter(|(_, h)| h.2).map(|(&t, h)| (t, &h.3)).collect();
+                let fps: Vec<&Footprint> = held.iter().map(|(_, f)| *f).collect();
+                let max = if may_batch { batch } else { 0 };
+                let (admission, picked) = n.takeover.admit_batch(txn, footprint.clone(), &fps, max);
+                let joining: Vec<TxnId> = picked.into_iter().map(|k| held[k].0).collect();
+                match admission {
                     Admission::Go { carried: c, .. } => {
                         carried = c;
                         for t in joining {
-                            let (client, call, _) = self.nodes[i].held.remove(&t).expect("picked from the held");
+                            let (client, call, _, _) = self.nodes[i].held.remove(&t).expect("picked from the held");
                             self.nodes[i].waited.remove(&t);
                             members.push((client, t, call));
                         }
                     }
                     Admission::Wait { behind } => {
                         self.trace(|| format!("{node} holds {txn} behind {behind}"));
-                        let first = self.nodes[i].held.insert(txn, (c, call, may_batch)).is_none();
+                        let first = self.nodes[i].held.insert(txn, (c, call, may_batch, footprint)).is_none();
                         if first && !self.nodes[i].waited.contains(&txn) {
                             self.nodes[i].waited.insert(txn);
                             let (inc, after) = (self.nodes[i].inc, self.cfg.options.phase1_timeout);
@@ -1973,7 +1963,7 @@ impl World {
     /// Admits again the transactions `node` held back behind one now decided or finished.
     fn readmit(&mut self, node: NodeId, woken: Vec<TxnId>) {
         for w in woken {
-            if let Some((c, call, may_batch)) = self.nodes[node.0 as usize].held.remove(&w) {
+            if let Some((c, call, may_batch, _)) = self.nodes[node.0 as usize].held.remove(&w) {
                 self.admit(node, c, w, call, may_batch);
             }
         }

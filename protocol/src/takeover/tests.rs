@@ -239,3 +239,23 @@ fn a_batch_takes_the_held_transactions_that_conflict_with_it_and_nothing_else_ho
     assert_eq!(q.batch(&leader, &held, 2).0, vec![0]);
     assert_eq!(q.batch(&leader, &held, 1).0, Vec::<usize>::new());
 }
+
+#[test]
+fn a_batch_forms_only_when_its_leader_may_go() {
+    let mut q = Takeover::new();
+    q.admit(TxnId(1), fp(&[(7, 0, 0b1)]));
+    let held = fp(&[(7, 0b1, 0b1)]);
+    // 1 is undecided: the leader waits, and no batch forms.
+    let (a, members) = q.admit_batch(TxnId(2), fp(&[(7, 0, 0b1)]), &[&held], 16);
+    assert_eq!(a, Admission::Wait { behind: TxnId(1) });
+    assert!(members.is_empty());
+    q.decided(TxnId(1), phase2(TxnId(1), &[0]));
+    // Below 2, no batch either.
+    let (a, members) = q.admit_batch(TxnId(3), fp(&[(9, 0, 0b1)]), &[&fp(&[(9, 0b1, 0)])], 1);
+    assert!(matches!(a, Admission::Go { .. }) && members.is_empty());
+    // Decided: it goes with the held one, and the batch's footprint is tracked under its id.
+    let (a, members) = q.admit_batch(TxnId(2), fp(&[(7, 0, 0b1)]), &[&held], 16);
+    assert_eq!(carried(&a), vec![(0, 1)]);
+    assert_eq!(members, vec![0]);
+    assert_eq!(q.blocker(&fp(&[(7, 0b1, 0)])), Some(TxnId(2)));
+}
