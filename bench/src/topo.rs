@@ -57,6 +57,7 @@ pub fn grid(base: &Topology, nodes_per_dc: usize) -> Result<Topology, String> {
                 listen: addr,
                 advertise: addr.into(),
                 metrics: None,
+                grpc: None,
             });
             ids.push(id);
         }

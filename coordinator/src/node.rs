@@ -1261,9 +1261,9 @@ pub fn answer_to_msg(o: &TxnAnswer) -> OutcomeReply {
 }
 
 impl Node {
-    /// The request handler that serves this node on its transport (it holds the node weakly:
-    /// a dropped node answers nothing).
-    pub(crate) fn handler(self: &Arc<Self>) -> Arc<dyn Handler> {
+    /// The request handler that serves this node on its transport, and on its gRPC endpoint
+    /// (`redt-grpc`); it holds the node weakly: a dropped node answers nothing.
+    pub fn handler(self: &Arc<Self>) -> Arc<dyn Handler> {
         Arc::new(NodeHandler(Arc::downgrade(self)))
     }
 }

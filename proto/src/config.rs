@@ -216,6 +216,8 @@ struct RawTopology {
     #[serde(default)]
     metrics: Option<metrics::RawMetrics>,
     #[serde(default)]
+    grpc: Option<grpc::RawGrpc>,
+    #[serde(default)]
     durability: crate::topology::Durability,
 }
 
@@ -248,6 +250,8 @@ struct RawNode {
     advertise: Option<Text>,
     #[serde(default)]
     metrics: Option<Text>,
+    #[serde(default)]
+    grpc: Option<Text>,
 }
 
 #[derive(Deserialize, Default)]
@@ -683,6 +687,7 @@ impl Resolver<'_> {
         let limits = self.limits_for_phase1(limits, &raw.limits, phase1)?;
         let transport = self.transport(&raw.transport)?;
         let metrics = self.metrics(&raw.metrics, &dcs, &nodes)?;
+        let grpc = self.grpc(&raw.grpc, &dcs, &nodes, &metrics)?;
         Ok(Topology {
             name: raw.name,
             epoch: Epoch(raw.epoch),
@@ -697,6 +702,7 @@ impl Resolver<'_> {
             limits,
             transport,
             metrics,
+            grpc,
             durability: raw.durability,
         })
     }
@@ -807,7 +813,11 @@ impl Resolver<'_> {
                     None => None,
                     Some(t) => Some(self.metrics_listen(&field("metrics"), t)?),
                 };
-                let node = NodeEntry { id, name: rn.name.clone(), dc: dc_id, listen, advertise, metrics };
+                let grpc = match &rn.grpc {
+                    None => None,
+                    Some(t) => Some(self.metrics_listen(&field("grpc"), t)?),
+                };
+                let node = NodeEntry { id, name: rn.name.clone(), dc: dc_id, listen, advertise, metrics, grpc };
                 // Two nodes of one host cannot bind one address (an unspecified IP takes
                 // every address of its host at that port).
                 let clash = nodes.iter().position(|o| {
@@ -1129,6 +1139,7 @@ impl Resolver<'_> {
     }
 }
 
+mod grpc;
 mod limits;
 mod metrics;
 mod shape;

@@ -34,7 +34,7 @@ pub use placement::Placement;
 pub use protocol::{Protocol, UnknownProtocol};
 pub use quorum::{majority, quorum};
 pub use topology::{
-    default_lock_wait, default_phase1_timeout, CellSchema, Dc, DetectorTimeoutsConfig, Durability, Learner,
+    default_lock_wait, default_phase1_timeout, CellSchema, Dc, DetectorTimeoutsConfig, Durability, GrpcConfig, Learner,
     LimitsConfig, LinkConditions, Locking, MemStoreConfig, MetricsConfig, NodeEntry, Partition, Partitioning,
     QuicConfig, RecoveryTimeoutsConfig, TableSchema, TimeoutsConfig, Topology, VerbsBackend, VerbsConfig,
 };

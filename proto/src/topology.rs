@@ -50,6 +50,10 @@ pub struct Topology {
     /// limits, where it leaves a key out). A node's own `metrics` address
     /// ([`NodeEntry::metrics`]) overrides the port.
     pub metrics: MetricsConfig,
+    /// Where the nodes serve the gRPC client API (its optional `grpc:` section; no port
+    /// where it leaves it out). A node's own `grpc` address ([`NodeEntry::grpc`]) overrides
+    /// the port. The endpoint's caps are the `transport:` section's.
+    pub grpc: GrpcConfig,
     /// Whether a committed transaction survives a power loss (its optional `durability:`
     /// key; [`Durability::Memory`] when it is left out).
     pub durability: Durability,
@@ -90,6 +94,18 @@ impl std::fmt::Display for Durability {
             Durability::Disk => "disk",
         })
     }
+}
+
+/// The `grpc:` section of a topology file: the TCP port on which every node serves the gRPC
+/// client API (`redt.v1`; `redt-grpc`), at its own `listen` IP address unless the node gives
+/// its own `grpc` address. Its connections and calls have the caps and deadlines of the
+/// `transport:` section. The file checks that no two nodes of one host would bind the same
+/// gRPC address and that none is a node's QUIC port or metrics address on that host.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GrpcConfig {
+    /// `port`: the TCP port (1 to 65535); `None` when the file gives none (no node serves
+    /// gRPC by the file then, but for those with their own `grpc` address).
+    pub port: Option<u16>,
 }
 
 /// The `metrics:` section of a topology file: the TCP port on which every node serves its
@@ -548,6 +564,9 @@ pub struct NodeEntry {
     /// `metrics: IP:PORT` key; e.g. a management network's address, or `127.0.0.1` to keep
     /// them on the host): `None` to follow the `metrics:` section ([`Topology::metrics_addr`]).
     pub metrics: Option<SocketAddr>,
+    /// Where the node serves the gRPC client API when the file says so (its own
+    /// `grpc: IP:PORT` key): `None` to follow the `grpc:` section ([`Topology::grpc_addr`]).
+    pub grpc: Option<SocketAddr>,
 }
 
 impl NodeEntry {
@@ -774,6 +793,16 @@ impl Topology {
     pub fn metrics_addr(&self, node: NodeId) -> Option<SocketAddr> {
         let n = &self.nodes[node.0 as usize];
         n.metrics.or_else(|| Some(SocketAddr::new(n.listen.ip(), self.metrics.port?)))
+    }
+
+    /// Where `node` serves the gRPC client API by the file: its own `grpc` address, else its
+    /// `listen` IP at the `grpc:` section's `port`; `None` with neither.
+    ///
+    /// # Panics
+    /// If `node` is not a node of the topology.
+    pub fn grpc_addr(&self, node: NodeId) -> Option<SocketAddr> {
+        let n = &self.nodes[node.0 as usize];
+        n.grpc.or_else(|| Some(SocketAddr::new(n.listen.ip(), self.grpc.port?)))
     }
 
     /// The name of node `id` as the file gives it; `node#N` for an id outside the topology

@@ -19,6 +19,8 @@ pub mod kv_kind {
     pub const SCAN: u32 = 70;
     /// Delete a key (clear cell 0).
     pub const DELETE: u32 = 71;
+    /// Check that the key's cell 0 is still at version `operand` (a `u64` as the same bits).
+    pub const CHECK: u32 = 72;
 }
 
 /// The scan of a key/value operation message, checked: `(from, to, limit)`.

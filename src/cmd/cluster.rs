@@ -100,7 +100,16 @@ pub struct NodeArgs {
     /// IP). The file's `metrics:` limits apply wherever it listens.
     #[arg(long, value_name = "IP:PORT")]
     pub metrics_addr: Option<SocketAddr>,
+    /// Serve the gRPC client API (`redt.v1`) at this address (overrides the topology file's:
+    /// the node's own `grpc` address, else `grpc.port` at its own IP). The file's
+    /// `transport:` caps and deadlines apply to it.
+    #[arg(long, value_name = "IP:PORT")]
+    pub grpc_addr: Option<SocketAddr>,
 }
+
+/// Bytes a gRPC request message may carry beyond `limits.max_bytes_per_txn` (its framing and
+/// the fields around the values).
+const GRPC_MESSAGE_SLACK: usize = 64 << 10;
 
 /// A humantime duration of at most 24 h ([`TimeoutsConfig::MAX`], as in the topology file).
 fn bounded_duration(s: &str) -> std::result::Result<Duration, String> {
@@ -181,6 +190,12 @@ pub enum ClusterCmd {
         /// Serve no metrics.
         #[arg(long, conflicts_with = "metrics_port")]
         no_metrics: bool,
+        /// TCP port of every node's gRPC endpoint (the `redt.v1` client API), at the node's
+        /// own IP (its own `grpc` address's, else its `listen` IP). Default: what the file
+        /// says (`grpc.port`, a node's own `grpc` address), else none. The endpoints are
+        /// listed in `RUN_DIR/grpc-endpoints.json`.
+        #[arg(long, value_name = "PORT", value_parser = clap::value_parser!(u16).range(1..))]
+        grpc_port: Option<u16>,
     },
     /// Kills one node's process with SIGKILL, as a crash would (for drills; see also
     /// `redt bench ycsb --kill`).
@@ -394,6 +409,7 @@ pub fn node(a: &NodeArgs) -> Result<()> {
         check_backends(&topo, &a.config)?;
     }
     let metrics_addr = a.metrics_addr.or_else(|| topo.metrics_addr(me.id));
+    let grpc_addr = a.grpc_addr.or_else(|| topo.grpc_addr(me.id));
     let prefix = shm_prefix(&topo);
     // Every backend keeps this node's own MemStore in its own file under --shm-dir (so a
     // restarted node finds it); only `shm` maps the other nodes' files too, and never
@@ -522,12 +538,32 @@ pub fn node(a: &NodeArgs) -> Result<()> {
         }
         .bind()?;
         let verbs_rotation = verbs_tls_handle.clone().map(|tls| (tls, topo.clone(), me.id));
-        let reload = spawn_reload(bound.transport().clone(), &a.certs, &me.name, verbs_rotation, metrics_tls.clone())?;
+        let transport = bound.transport().clone();
+        let reload = spawn_reload(transport.clone(), &a.certs, &me.name, verbs_rotation, metrics_tls.clone())?;
         let node = bound.start().map_err(|e| anyhow::anyhow!(e.named(&topo)))?;
         if let Some(server) = &node.metrics {
             let scheme = if metrics_tls.is_some() { "https" } else { "http" };
             println!("{} metrics at {scheme}://{}/metrics", me.name, server.local_addr());
         }
+        let grpc = match grpc_addr {
+            None => None,
+            Some(addr) => {
+                let service = redt_grpc::TransactionsService::new(
+                    node.node.handler(),
+                    (*transport).clone(),
+                    topo.clone(),
+                    topo.transport.handler_timeout,
+                );
+                let max_message = usize::try_from(topo.limits.max_bytes_per_txn)
+                    .unwrap_or(usize::MAX)
+                    .saturating_add(GRPC_MESSAGE_SLACK);
+                let server = redt_grpc::GrpcServer::spawn(addr, &identity, service, &topo.transport, max_message)
+                    .await
+                    .with_context(|| format!("the gRPC endpoint of {}", me.name))?;
+                println!("{} gRPC at {}", me.name, server.local_addr());
+                Some(server)
+            }
+        };
         println!(
             "{} ready on {} (advertised as {}; dc {}, backend {backend}, protocol {}, pid {})",
             me.name,
@@ -543,6 +579,9 @@ pub fn node(a: &NodeArgs) -> Result<()> {
             _ = term.recv() => {}
         }
         println!("{} stopping", me.name);
+        if let Some(g) = &grpc {
+            g.shutdown();
+        }
         reload.abort();
         node.shutdown();
         if let Some(server) = &server {
@@ -714,6 +753,7 @@ pub fn cluster(cmd: &ClusterCmd) -> Result<()> {
             batch,
             metrics_port,
             no_metrics,
+            grpc_port,
         } => up(
             config,
             run_dir,
@@ -723,6 +763,7 @@ pub fn cluster(cmd: &ClusterCmd) -> Result<()> {
             Timing { clock_skew_bound: *clock_skew_bound, phase1_timeout: *phase1_timeout },
             NodeFlags { no_failover: *no_failover, takeover: *takeover, batch: *batch },
             if *no_metrics { Metrics::Off } else { Metrics::On(*metrics_port) },
+            *grpc_port,
         ),
         ClusterCmd::Down { run_dir, wipe } => down(run_dir, *wipe),
         ClusterCmd::Kill { run_dir, node } => {
@@ -853,6 +894,42 @@ fn metrics_addrs(topo: &Topology, metrics: &Metrics) -> Result<Vec<SocketAddr>> 
     Ok(addrs)
 }
 
+/// Every node's gRPC address for `cluster up`, by node id: at `port` when given (at the
+/// node's own `grpc` IP, else its `listen` IP), else the file's ([`Topology::grpc_addr`]);
+/// `None` for a node that serves none.
+///
+/// # Errors
+/// Two nodes given one address, or one that is another node's QUIC or metrics address.
+fn grpc_addrs(topo: &Topology, port: Option<u16>) -> Result<Vec<Option<SocketAddr>>> {
+    let addrs: Vec<Option<SocketAddr>> = topo
+        .nodes
+        .iter()
+        .map(|n| match port {
+            Some(p) => Some(SocketAddr::new(n.grpc.map_or(n.listen.ip(), |a| a.ip()), p)),
+            None => topo.grpc_addr(n.id),
+        })
+        .collect();
+    for (i, a) in addrs.iter().enumerate() {
+        let Some(a) = a else { continue };
+        if let Some(j) = addrs[..i].iter().position(|b| b.as_ref() == Some(a)) {
+            bail!(
+                "{} and {} would both serve gRPC at {a}: give them distinct IPs",
+                topo.nodes[j].name,
+                topo.nodes[i].name
+            );
+        }
+        if let Some(n) = topo.nodes.iter().find(|n| n.listen == *a) {
+            bail!("{a} is the QUIC port of {}: choose another --grpc-port", n.name);
+        }
+    }
+    Ok(addrs)
+}
+
+/// The file listing every node's gRPC endpoint: `[{"node", "dc", "addr"}]` in node order.
+fn grpc_endpoints_file(run_dir: &Path) -> PathBuf {
+    run_dir.join("grpc-endpoints.json")
+}
+
 /// The switches `cluster up` passes to every `redt node`.
 #[derive(Clone, Copy, Debug)]
 struct NodeFlags {
@@ -879,6 +956,7 @@ fn up(
     timing: Timing,
     flags: NodeFlags,
     metrics: Metrics,
+    grpc_port: Option<u16>,
 ) -> Result<()> {
     let topo = load_topology(Some(config))?;
     if protocol != Protocol::RedtTcp {
@@ -888,6 +966,16 @@ fn up(
     // is refused here, before any node starts.
     node_timeouts(&topo, config, &timing)?;
     let metrics = metrics_addrs(&topo, &metrics)?;
+    let grpc = grpc_addrs(&topo, grpc_port)?;
+    for (n, g) in topo.nodes.iter().zip(&grpc) {
+        if let Some((g, m)) = g.and_then(|g| Some((g, metrics.iter().position(|m| *m == g)?))) {
+            bail!(
+                "{} would serve gRPC at {g}, where {} serves its metrics: choose another --grpc-port (or --metrics-port)",
+                n.name,
+                topo.nodes[m].name
+            );
+        }
+    }
     let pids = run_dir.join("pids");
     if pids.is_dir() {
         for e in std::fs::read_dir(&pids)? {
@@ -946,6 +1034,9 @@ fn up(
         if let Some(addr) = metrics.get(n.id.0 as usize) {
             args.extend(["--metrics-addr".into(), addr.to_string()]);
         }
+        if let Some(Some(addr)) = grpc.get(n.id.0 as usize) {
+            args.extend(["--grpc-addr".into(), addr.to_string()]);
+        }
         // The nodes log as `cluster up` was told to (`--log-format`); their log files get
         // no ANSI colours either way (standard error is a file, not a terminal).
         args.extend(["--log-format".into(), log_format().into()]);
@@ -988,6 +1079,20 @@ fn up(
             println!("  {} metrics at {scheme}://{addr}/metrics", n.name);
         }
         println!("  (Prometheus file_sd targets: {})", targets.display());
+    }
+    if grpc.iter().any(Option::is_some) {
+        let endpoints: Vec<serde_json::Value> = topo
+            .nodes
+            .iter()
+            .zip(&grpc)
+            .filter_map(|(n, a)| {
+                let dc = &topo.dcs[n.dc.0 as usize].name;
+                a.map(|a| serde_json::json!({ "node": n.name, "dc": dc, "addr": a.to_string() }))
+            })
+            .collect();
+        let file = grpc_endpoints_file(run_dir);
+        std::fs::write(&file, serde_json::to_string_pretty(&endpoints)? + "\n")?;
+        println!("  gRPC endpoints (redt.v1) listed in {}", file.display());
     }
     std::io::stdout().flush()?;
     Ok(())
@@ -1125,6 +1230,7 @@ pub fn start_node(run_dir: &Path, node: &str) -> Result<u32> {
 fn down(run_dir: &Path, wipe: bool) -> Result<()> {
     // The endpoints it lists are gone with the nodes.
     let _ = std::fs::remove_file(metrics_targets_file(run_dir));
+    let _ = std::fs::remove_file(grpc_endpoints_file(run_dir));
     let pids = run_dir.join("pids");
     let mut stopped = 0;
     if pids.is_dir() {

@@ -8,7 +8,7 @@ use super::links::{self, Links};
 use super::peers::PeerDirectory;
 use super::shared::Shared;
 use super::tls::{self, NodeIdentity};
-use super::{server, Handler, SocketSpec, TransportConfig};
+use super::{server, Caller, Handler, SocketSpec, TransportConfig};
 use quinn::{ConnectError, Connection, ConnectionError, Endpoint, EndpointConfig, RecvStream, SendStream, VarInt};
 use redt_proto::wire::Envelope;
 use redt_proto::{HostPort, NodeId, Topology};
@@ -455,6 +455,13 @@ impl Transport {
     /// [`TransportError::UnknownPeer`] if `peer` is not in the topology.
     pub fn set_peer_addr(&self, peer: NodeId, addr: SocketAddr) -> Result<()> {
         self.inner.shared.peers.set_addr(peer, addr)
+    }
+
+    /// Who presented `cert`, a client certificate another server of this node verified
+    /// against the cluster CA (the gRPC front end's): the caller its QUIC requests would be
+    /// served as, by the identity URI it carries and this transport's peer directory.
+    pub fn identify(&self, cert: &rustls_pki_types::CertificateDer<'_>) -> Caller {
+        self.inner.shared.peers.identify(cert)
     }
 
     /// Replaces the peer directory with `topology`'s nodes (names, addresses, and the

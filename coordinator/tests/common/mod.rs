@@ -88,6 +88,7 @@ pub fn one_node_per_dc(name: &str, n: u16) -> Arc<Topology> {
                 listen: addr(i),
                 advertise: addr(i).into(),
                 metrics: None,
+                grpc: None,
             })
             .collect(),
         memstore: MemStoreConfig { size_bytes: 1 << 20, index_bytes: 64 << 10, ring_bytes: 64 << 10 },
@@ -99,6 +100,7 @@ pub fn one_node_per_dc(name: &str, n: u16) -> Arc<Topology> {
         limits: Default::default(),
         transport: Default::default(),
         metrics: Default::default(),
+        grpc: Default::default(),
         durability: Default::default(),
     })
 }

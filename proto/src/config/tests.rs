@@ -2,8 +2,8 @@
 
 use super::*;
 use crate::topology::{
-    DetectorTimeoutsConfig, LimitsConfig, MetricsConfig, QuicConfig, RecoveryTimeoutsConfig, TimeoutsConfig,
-    VerbsConfig,
+    DetectorTimeoutsConfig, GrpcConfig, LimitsConfig, MetricsConfig, QuicConfig, RecoveryTimeoutsConfig,
+    TimeoutsConfig, VerbsConfig,
 };
 
 const FILE: &str = "test.yaml";
@@ -1226,6 +1226,50 @@ fn bad_metrics_sections_are_refused_naming_the_key() {
     invalid(&with_timeouts("metrics: { write_timeout: 25h }"), "metrics.write_timeout", "largest timeout");
     invalid(&with_timeouts("metrics: { write_timeout: soon }"), "metrics.write_timeout", "soon");
     parse_error(&with_timeouts("metrics: { tls: maybe }"), "tls");
+}
+
+#[test]
+fn the_grpc_section_gives_every_node_its_endpoint_and_a_node_may_have_its_own() {
+    let t = ok(&Doc::base());
+    assert_eq!(t.grpc, GrpcConfig::default());
+    assert_eq!(t.grpc_addr(NodeId(0)), None);
+    let t = ok(&with_timeouts("grpc: { port: 7300 }"));
+    assert_eq!(t.grpc, GrpcConfig { port: Some(7300) });
+    assert_eq!(t.grpc_addr(NodeId(0)), Some("127.0.1.1:7300".parse().unwrap()));
+    assert_eq!(t.grpc_addr(NodeId(3)), Some("127.0.2.2:7300".parse().unwrap()));
+    assert_eq!(ok(&with_timeouts("grpc: {}")).grpc, GrpcConfig::default());
+    let own = Doc::base().edit(
+        r#"{ name: dc1-n1, addr: "127.0.1.1:7100" }"#,
+        r#"{ name: dc1-n1, addr: "127.0.1.1:7100", grpc: "0.0.0.0:7400" }"#,
+    );
+    let t = ok(&format!("{own}grpc: {{ port: 7300 }}\n"));
+    assert_eq!(t.grpc_addr(NodeId(0)), Some("0.0.0.0:7400".parse().unwrap()));
+    assert_eq!(t.grpc_addr(NodeId(1)), Some("127.0.1.2:7300".parse().unwrap()));
+}
+
+#[test]
+fn bad_grpc_addresses_are_refused_naming_the_key() {
+    invalid(&with_timeouts("grpc: { port: 0 }"), "grpc.port", "not a TCP port");
+    invalid(&with_timeouts("grpc: { port: 70000 }"), "grpc.port", "expected 1 to 65535");
+    invalid(&with_timeouts("grpc: { port: 7100 }"), "grpc.port", "the QUIC port of dc1-n1");
+    invalid(&with_timeouts("grpc: { port: 9464 }\nmetrics: { port: 9464 }"), "grpc.port", "serves its metrics");
+    parse_error(&with_timeouts("grpc: { port: 7300, tls: false }"), "unknown field `tls`");
+    let shared_ip = Doc::base().edit("127.0.1.2:7100", "127.0.1.1:7101");
+    invalid(
+        &format!("{shared_ip}grpc: {{ port: 7300 }}\n"),
+        "grpc.port",
+        "where dc1-n1 of the same host serves gRPC too",
+    );
+    let node = |grpc: &str| {
+        Doc::base().edit(
+            r#"{ name: dc1-n2, addr: "127.0.1.2:7100" }"#,
+            &format!(r#"{{ name: dc1-n2, addr: "127.0.1.2:7100", grpc: "{grpc}" }}"#),
+        )
+    };
+    invalid(&node("localhost:7300"), "dcs[0].nodes[1].grpc", "expected IP:PORT");
+    invalid(&node("127.0.0.1:0"), "dcs[0].nodes[1].grpc", "has no port");
+    invalid(&node("0.0.0.0:7100"), "dcs[0].nodes[1].grpc", "the QUIC port of dc1-n1");
+    ok(&node("127.0.1.1:7300"));
 }
 
 // ----- names -----
