@@ -3,6 +3,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod api;
 pub mod append;
 pub mod bank;
 pub mod chart;

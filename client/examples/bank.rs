@@ -68,7 +68,11 @@ async fn main() -> anyhow::Result<()> {
     }
     let got = client.run(&audit, 0).await?;
     let total: i64 = (0..ACCOUNTS as usize).map(|i| got.number(i).unwrap_or(0)).sum();
-    println!("{} transfers committed; total {total} (expected {})", committed.load(Ordering::Relaxed), INITIAL * ACCOUNTS as i64);
+    println!(
+        "{} transfers committed; total {total} (expected {})",
+        committed.load(Ordering::Relaxed),
+        INITIAL * ACCOUNTS as i64
+    );
     anyhow::ensure!(total == INITIAL * ACCOUNTS as i64, "the total changed");
     Ok(())
 }

@@ -26,7 +26,12 @@ async fn main() -> anyhow::Result<()> {
         match client.run(&Txn::new("kv").append(KEY, appended), 0).await {
             Ok(o) => {
                 appended += 1;
-                println!("txn {:#x} committed in {:?}{}", o.txn, t0.elapsed(), if o.reads_lost { " (learned by asking)" } else { "" });
+                println!(
+                    "txn {:#x} committed in {:?}{}",
+                    o.txn,
+                    t0.elapsed(),
+                    if o.reads_lost { " (learned by asking)" } else { "" }
+                );
             }
             Err(e) => println!("failed after {:?}: {e}", t0.elapsed()),
         }

@@ -66,7 +66,11 @@ impl Tls {
             let p = dir.join(&f);
             std::fs::read(&p).map_err(|e| Error::Config(format!("{}: {e}", p.display())))
         };
-        Ok(Tls { ca: read("ca.pem".into())?, cert: read(format!("{identity}.pem"))?, key: read(format!("{identity}.key"))? })
+        Ok(Tls {
+            ca: read("ca.pem".into())?,
+            cert: read(format!("{identity}.pem"))?,
+            key: read(format!("{identity}.key"))?,
+        })
     }
 }
 
@@ -102,7 +106,9 @@ impl Client {
                 .ca_certificate(Certificate::from_pem(&tls.ca))
                 .identity(Identity::from_pem(&tls.cert, &tls.key))
                 .domain_name(e.node.clone());
-            let bad = |what: tonic::transport::Error| Error::Config(format!("the endpoint of {} ({}): {what}", e.node, e.addr));
+            let bad = |what: tonic::transport::Error| {
+                Error::Config(format!("the endpoint of {} ({}): {what}", e.node, e.addr))
+            };
             let channel = Endpoint::from_shared(format!("https://{}", e.addr))
                 .map_err(bad)?
                 .tls_config(config)
@@ -123,8 +129,8 @@ impl Client {
     /// [`Error::Config`]: a file missing or malformed.
     pub fn from_run_dir(run_dir: &Path, identity: &str, options: Options) -> Result<Client, Error> {
         let file = run_dir.join("grpc-endpoints.json");
-        let text =
-            std::fs::read_to_string(&file).map_err(|e| Error::Config(format!("{}: {e} (is the cluster up with --grpc-port?)", file.display())))?;
+        let text = std::fs::read_to_string(&file)
+            .map_err(|e| Error::Config(format!("{}: {e} (is the cluster up with --grpc-port?)", file.display())))?;
         let list: Vec<serde_json::Value> =
             serde_json::from_str(&text).map_err(|e| Error::Config(format!("{}: {e}", file.display())))?;
         let endpoints = list
@@ -153,7 +159,8 @@ impl Client {
         let now = Instant::now();
         let down = self.down.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let all: Vec<usize> = (0..n).map(|i| (prefer + i) % n).collect();
-        let (up, passed): (Vec<usize>, Vec<usize>) = all.into_iter().partition(|i| down.get(i).is_none_or(|t| *t <= now));
+        let (up, passed): (Vec<usize>, Vec<usize>) =
+            all.into_iter().partition(|i| down.get(i).is_none_or(|t| *t <= now));
         up.into_iter().chain(passed).collect()
     }
 
@@ -255,6 +262,31 @@ impl Client {
             }
         }
         Err(last.unwrap_or_else(|| Error::Unavailable("no attempt made".into())))
+    }
+
+    /// Runs `txn` once at node `node` (an index into the endpoints), without a reservation
+    /// and without retries: one call. For measurements, and callers that settle a lost answer
+    /// their own way — an unknown outcome cannot be asked about afterwards.
+    ///
+    /// # Errors
+    /// [`Error::Aborted`], [`Error::Refused`]; [`Error::OutcomeUnknown`] (transaction id 0
+    /// when the node did not say it) for anything else.
+    pub async fn run_once(&self, txn: &Txn, node: usize) -> Result<Outcome, Error> {
+        let i = node % self.nodes.len();
+        match self.stub(i).run(self.request(txn.request())).await {
+            Ok(r) => {
+                let r = r.into_inner();
+                Ok(Outcome { txn: r.txn, results: r.results, reads_lost: false })
+            }
+            Err(s) => match classify(s, 0) {
+                Failure::Aborted(e) | Failure::Refused(e) => Err(e),
+                Failure::Unknown(s) => {
+                    let (_, meta) = crate::error::info(&s);
+                    let txn = meta.get("txn").and_then(|t| t.parse().ok()).unwrap_or(0);
+                    Err(Error::OutcomeUnknown { txn, message: s.message().to_string() })
+                }
+            },
+        }
     }
 
     /// Asks the outcome of the transaction reserved as `res`, at node `first` and then the

@@ -84,7 +84,10 @@ pub(crate) fn classify(s: Status, txn: u64) -> Failure {
             retryable: meta.get("retryable").is_some_and(|r| r == "true"),
             message: s.message().to_string(),
         }),
-        Code::InvalidArgument | Code::ResourceExhausted | Code::PermissionDenied | Code::FailedPrecondition
+        Code::InvalidArgument
+        | Code::ResourceExhausted
+        | Code::PermissionDenied
+        | Code::FailedPrecondition
         | Code::Unauthenticated => {
             Failure::Refused(Error::Refused { code: s.code(), reason, message: s.message().to_string() })
         }

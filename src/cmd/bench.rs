@@ -54,6 +54,90 @@ pub enum BenchCmd {
     /// send, on a running cluster (`redt cluster up`): commits kept, p50 and p99 ratios, what
     /// the attackers got, the nodes' CPU.
     Attack(super::attack::AttackArgs),
+    /// The cost of the gRPC client API against the native QUIC client: the same key/value
+    /// transactions through each path in turn on one embedded cluster (committed/s, p50,
+    /// p99, CPU per committed transaction, and ratios to the native path).
+    Api(ApiArgs),
+}
+
+/// `redt bench api`.
+#[derive(Args, Debug)]
+pub struct ApiArgs {
+    /// Topology file of the embedded cluster; it needs a `kv` table (default:
+    /// configs/local-fast.yaml).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Closed-loop clients per node, for each path.
+    #[arg(long, default_value_t = 4)]
+    clients_per_node: usize,
+    /// Measured time of each path in each round.
+    #[arg(long, default_value = "10s", allow_hyphen_values = true, value_parser = crate::cmd::duration::run_time)]
+    duration: Duration,
+    /// Unmeasured time of each path before the first round.
+    #[arg(long, default_value = "2s", allow_hyphen_values = true, value_parser = crate::cmd::duration::span)]
+    warmup: Duration,
+    /// Rounds; each runs every path once (native-quic, grpc, grpc-reserved).
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(1..=100))]
+    rounds: u64,
+    /// Keys of the `kv` table the transactions draw from (one read, one 16-byte write).
+    #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(2..))]
+    keys: u64,
+    /// Seed of the clients' generators.
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    #[command(flatten)]
+    protocol: ProtocolArgs,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+fn api(a: &ApiArgs) -> Result<()> {
+    if a.clients_per_node == 0 {
+        bail!("--clients-per-node must be at least 1");
+    }
+    let config = a.config.clone().unwrap_or_else(|| PathBuf::from("configs/local-fast.yaml"));
+    let topo = load_topology(Some(&config))?;
+    let cfg = redt_bench::api::ApiConfig {
+        clients_per_node: a.clients_per_node,
+        duration: a.duration,
+        warmup: a.warmup,
+        rounds: a.rounds as usize,
+        keys: a.keys,
+        seed: a.seed,
+        options: a.protocol.options(),
+        progress: !a.json,
+    };
+    let r = runtime()?.block_on(redt_bench::api::run_api_compare(topo, &cfg)).map_err(anyhow::Error::msg)?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&r)?);
+        return Ok(());
+    }
+    println!(
+        "redt bench api — {} ({} DCs, {} nodes, {:.0} ms RTT), {} clients per path, {} rounds of {:.0} s per path",
+        r.topology, r.dcs, r.nodes, r.rtt_ms, r.clients, r.rounds, r.duration_s
+    );
+    println!(
+        "{:<14} {:>10} {:>8} {:>7} {:>9} {:>9} {:>12} {:>7}   ratios to native: committed/s, p50, CPU/txn",
+        "path", "committed", "aborted", "failed", "commit/s", "p50 ms", "CPU µs/txn", "cores"
+    );
+    let base = r.paths.first().cloned();
+    for p in &r.paths {
+        let ratio = |x: f64, b: f64| if b > 0.0 { format!("{:.2}", x / b) } else { "-".into() };
+        let (tput, p50, cpu) = match &base {
+            Some(b) => (
+                ratio(p.committed_per_s, b.committed_per_s),
+                ratio(p.p50_ms, b.p50_ms),
+                ratio(p.cpu_us_per_commit, b.cpu_us_per_commit),
+            ),
+            None => ("-".into(), "-".into(), "-".into()),
+        };
+        println!(
+            "{:<14} {:>10} {:>8} {:>7} {:>9.1} {:>9.2} {:>12.0} {:>7.2}   {tput}, {p50}, {cpu}",
+            p.path, p.committed, p.aborted, p.failed, p.committed_per_s, p.p50_ms, p.cpu_us_per_commit, p.cpu_cores
+        );
+    }
+    Ok(())
 }
 
 /// The YCSB mix knobs shared by every YCSB bench.
@@ -472,6 +556,7 @@ pub fn run(cmd: &BenchCmd) -> Result<()> {
     match cmd {
         BenchCmd::Local(a) => local(a),
         BenchCmd::Attack(a) => super::attack::run(a),
+        BenchCmd::Api(a) => api(a),
         BenchCmd::Ycsb(a) => ycsb(a),
         BenchCmd::Bank(a) => workloads::bank(a),
         BenchCmd::Append(a) => workloads::append(a),
