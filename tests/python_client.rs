@@ -80,3 +80,10 @@ fn a_python_client_moves_money_while_a_dc_is_killed_and_the_total_holds() {
     let down = guard.down();
     assert!(down.status.success(), "{}", text(&down));
 }
+
+#[test]
+fn the_api_reference_is_generated_from_the_proto_file() {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/api_reference.py");
+    let out = Command::new("python3").args([script, "--check"]).stdin(Stdio::null()).output().expect("python3 runs");
+    assert!(out.status.success(), "{}", text(&out));
+}

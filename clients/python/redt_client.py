@@ -203,7 +203,7 @@ class Cluster:
                     o = self.outcome(res, i)
                     if o.state == pb.OutcomeResponse.COMMITTED:
                         # Committed; what it read was in the lost answer.
-                        return pb.RunResponse(txn=o.txn, commit_ts=o.commit_ts)
+                        return pb.RunResponse(txn=o.txn)
                     last = Aborted("transaction %d aborted (its answer was lost)" % res.txn, "lost", True, res.txn)
                     break
             # Exponential backoff with full jitter, capped.

@@ -120,8 +120,7 @@ pub fn response(o: OutcomeReply, answers: &[Answer]) -> Result<api::RunResponse,
             results.push(result(read, len, *answer).map_err(|why| bad(format!("operation {i}: {why}")))?);
         }
     }
-    // The commit timestamp is in the coordinator's log, not in its answer to the client.
-    Ok(api::RunResponse { txn: o.txn, commit_ts: 0, results })
+    Ok(api::RunResponse { txn: o.txn, results })
 }
 
 /// One operation's result from the value it read (`read`, its trailing zero bytes dropped;
