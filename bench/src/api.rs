@@ -20,7 +20,7 @@ use rand::{Rng, SeedableRng};
 use redt_client::{NodeEndpoint, Options, Tls, Txn};
 use redt_coordinator::process::cpu_time;
 use redt_coordinator::{CoordinatorOptions, EmbeddedCluster, TxnStatus};
-use redt_grpc::{GrpcServer, TransactionsService};
+use redt_grpc::{GrpcServer, GrpcTls, TransactionsService};
 use redt_proto::wire::{KvCall, KvOpMsg, ProcedureCall, ProcedureKind};
 use redt_proto::{CertIdentity, NodeId, Topology};
 use redt_protocol::call::kv_kind;
@@ -142,7 +142,8 @@ async fn compare(
         );
         let identity = &cluster.certs().nodes[id.0 as usize];
         let addr = SocketAddr::new(entry.listen.ip(), 0);
-        let server = GrpcServer::spawn(addr, identity, service, &topo.transport, 4 << 20)
+        let tls = GrpcTls::new(identity).map_err(|e| format!("the gRPC TLS of {}: {e}", entry.name))?;
+        let server = GrpcServer::spawn(addr, tls, service, &topo.transport, 4 << 20)
             .await
             .map_err(|e| format!("the gRPC endpoint of {}: {e}", entry.name))?;
         endpoints.push(NodeEndpoint { node: entry.name.clone(), addr: server.local_addr().to_string() });

@@ -17,5 +17,5 @@ pub mod errors;
 pub mod server;
 pub mod service;
 
-pub use server::{GrpcError, GrpcServer};
+pub use server::{GrpcError, GrpcServer, GrpcTls};
 pub use service::TransactionsService;

@@ -49,21 +49,56 @@ pub enum GrpcError {
     Tls(#[from] TransportError),
 }
 
-/// The endpoint's TLS configuration, shared with its accept loop so that
-/// [`GrpcServer::rotate`] changes what the next connection gets.
-type SharedTls = Arc<RwLock<Arc<ServerConfig>>>;
+/// An endpoint's TLS: the node's certificate and key, a client certificate of the cluster CA
+/// required, ALPN `h2`. Cloning is cheap and clones share it: [`GrpcTls::rotate`] on one
+/// changes what every clone (the [`GrpcServer`] given one) uses for its next connection.
+#[derive(Clone)]
+pub struct GrpcTls {
+    config: Arc<RwLock<Arc<ServerConfig>>>,
+}
+
+impl std::fmt::Debug for GrpcTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GrpcTls").finish_non_exhaustive()
+    }
+}
+
+impl GrpcTls {
+    /// The TLS of an endpoint presenting `identity` (the node's certificate chain and key,
+    /// its cluster CA as the clients' trust anchor).
+    ///
+    /// # Errors
+    /// [`GrpcError::Tls`] if rustls refuses the chain, the key or the CA.
+    pub fn new(identity: &NodeIdentity) -> Result<GrpcTls, GrpcError> {
+        Ok(GrpcTls { config: Arc::new(RwLock::new(Arc::new(server_config(identity)?))) })
+    }
+
+    /// Presents `identity` on every connection accepted from now on (a certificate rotated
+    /// without a restart); open connections keep theirs.
+    ///
+    /// # Errors
+    /// As [`GrpcTls::new`]; the current certificate stays then.
+    pub fn rotate(&self, identity: &NodeIdentity) -> Result<(), GrpcError> {
+        let new = Arc::new(server_config(identity)?);
+        *self.config.write().unwrap_or_else(PoisonError::into_inner) = new;
+        Ok(())
+    }
+
+    fn acceptor(&self) -> TlsAcceptor {
+        TlsAcceptor::from(self.config.read().unwrap_or_else(PoisonError::into_inner).clone())
+    }
+}
 
 /// A running gRPC endpoint; [`GrpcServer::shutdown`] stops it (dropping it does too).
 pub struct GrpcServer {
     local_addr: SocketAddr,
-    tls: SharedTls,
     stop: Arc<Notify>,
     accept: JoinHandle<()>,
     serve: JoinHandle<()>,
 }
 
 impl GrpcServer {
-    /// Serves `service` at `addr` (port 0: one the OS picks) presenting `identity`, with the
+    /// Serves `service` at `addr` (port 0: one the OS picks) with the TLS `tls`, with the
     /// caps of `limits` (`transport:`): `max_connections` open connections,
     /// `max_connections_per_peer` from one IP address (one more is closed as soon as it is
     /// accepted), `max_streams_per_connection` concurrent calls on one connection (HTTP/2
@@ -71,21 +106,19 @@ impl GrpcServer {
     /// `max_message_bytes` per request message. Must run inside a Tokio runtime.
     ///
     /// # Errors
-    /// [`GrpcError::Bind`] if `addr` cannot be listened on; [`GrpcError::Tls`] if rustls
-    /// refuses `identity`.
+    /// [`GrpcError::Bind`] if `addr` cannot be listened on.
     pub async fn spawn(
         addr: SocketAddr,
-        identity: &NodeIdentity,
+        tls: GrpcTls,
         service: TransactionsService,
         limits: &QuicConfig,
         max_message_bytes: usize,
     ) -> Result<GrpcServer, GrpcError> {
-        let tls: SharedTls = Arc::new(RwLock::new(Arc::new(server_config(identity)?)));
         let listener = TcpListener::bind(addr).await.map_err(|source| GrpcError::Bind { addr, source })?;
         let local_addr = listener.local_addr().map_err(|source| GrpcError::Bind { addr, source })?;
         let (tx, rx) = mpsc::channel(ACCEPT_QUEUE);
         let caps = Caps::new(limits);
-        let accept = tokio::spawn(accept_loop(listener, tls.clone(), caps, tx));
+        let accept = tokio::spawn(accept_loop(listener, tls, caps, tx));
 
         let (health, health_service) = tonic_health::server::health_reporter();
         health.set_serving::<TransactionsServer<TransactionsService>>().await;
@@ -117,23 +150,12 @@ impl GrpcServer {
                 tracing::error!(error = %e, "the gRPC endpoint stopped");
             }
         });
-        Ok(GrpcServer { local_addr, tls, stop, accept, serve })
+        Ok(GrpcServer { local_addr, stop, accept, serve })
     }
 
     /// The address the endpoint listens at.
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
-    }
-
-    /// Presents `identity` on every connection accepted from now on (a certificate rotated
-    /// without a restart); open connections keep theirs.
-    ///
-    /// # Errors
-    /// [`GrpcError::Tls`] if rustls refuses it; the current one stays then.
-    pub fn rotate(&self, identity: &NodeIdentity) -> Result<(), GrpcError> {
-        let new = Arc::new(server_config(identity)?);
-        *self.tls.write().unwrap_or_else(PoisonError::into_inner) = new;
-        Ok(())
     }
 
     /// Stops accepting and closes the endpoint (calls in flight are cut).
@@ -215,7 +237,7 @@ impl Drop for Place {
 
 /// Accepts connections, refuses those over a cap, and hands the ones whose handshake
 /// succeeds to the server.
-async fn accept_loop(listener: TcpListener, tls: SharedTls, caps: Caps, tx: mpsc::Sender<Result<Conn, io::Error>>) {
+async fn accept_loop(listener: TcpListener, tls: GrpcTls, caps: Caps, tx: mpsc::Sender<Result<Conn, io::Error>>) {
     let refused = redt_transport::WarnEvery::new(Duration::from_secs(10));
     loop {
         let (tcp, peer) = match listener.accept().await {
@@ -238,7 +260,7 @@ async fn accept_loop(listener: TcpListener, tls: SharedTls, caps: Caps, tx: mpsc
             }
         };
         let _ = tcp.set_nodelay(true);
-        let acceptor = TlsAcceptor::from(tls.read().unwrap_or_else(PoisonError::into_inner).clone());
+        let acceptor = tls.acceptor();
         let tx = tx.clone();
         tokio::spawn(async move {
             match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
@@ -301,6 +323,25 @@ impl AsyncWrite for Conn {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use redt_transport::ClusterCa;
+    use std::net::Ipv4Addr;
+
+    #[test]
+    fn the_tls_asks_for_h2_and_a_client_certificate_and_rotates_only_to_a_usable_identity() {
+        let ca = ClusterCa::generate("t").expect("a CA");
+        let ip = IpAddr::V4(Ipv4Addr::LOCALHOST);
+        let a = ca.issue_node("dc1-n1", "dc1", ip).expect("a node certificate");
+        let b = ca.issue_node("dc1-n1", "dc1", ip).expect("another");
+        let tls = GrpcTls::new(&a).expect("usable");
+        let before = tls.acceptor();
+        assert_eq!(before.config().alpn_protocols, vec![H2_ALPN.to_vec()]);
+        let mismatched = NodeIdentity { key: b.key.clone_key(), ..a.clone() };
+        assert!(GrpcTls::new(&mismatched).is_err());
+        assert!(tls.rotate(&mismatched).is_err());
+        assert!(Arc::ptr_eq(before.config(), tls.acceptor().config()), "a refused rotation keeps the current one");
+        tls.rotate(&b).expect("rotated");
+        assert!(!Arc::ptr_eq(before.config(), tls.acceptor().config()), "new connections get the new one");
+    }
 
     #[test]
     fn caps_count_connections_and_give_them_back() {

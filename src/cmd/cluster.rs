@@ -539,15 +539,20 @@ pub fn node(a: &NodeArgs) -> Result<()> {
         .bind()?;
         let verbs_rotation = verbs_tls_handle.clone().map(|tls| (tls, topo.clone(), me.id));
         let transport = bound.transport().clone();
-        let reload = spawn_reload(transport.clone(), &a.certs, &me.name, verbs_rotation, metrics_tls.clone())?;
+        let grpc_tls = grpc_addr
+            .map(|_| redt_grpc::GrpcTls::new(&identity))
+            .transpose()
+            .with_context(|| format!("the gRPC TLS of {}", me.name))?;
+        let reload =
+            spawn_reload(transport.clone(), &a.certs, &me.name, verbs_rotation, metrics_tls.clone(), grpc_tls.clone())?;
         let node = bound.start().map_err(|e| anyhow::anyhow!(e.named(&topo)))?;
         if let Some(server) = &node.metrics {
             let scheme = if metrics_tls.is_some() { "https" } else { "http" };
             println!("{} metrics at {scheme}://{}/metrics", me.name, server.local_addr());
         }
-        let grpc = match grpc_addr {
+        let grpc = match grpc_addr.zip(grpc_tls) {
             None => None,
-            Some(addr) => {
+            Some((addr, tls)) => {
                 let service = redt_grpc::TransactionsService::new(
                     node.node.handler(),
                     (*transport).clone(),
@@ -557,7 +562,7 @@ pub fn node(a: &NodeArgs) -> Result<()> {
                 let max_message = usize::try_from(topo.limits.max_bytes_per_txn)
                     .unwrap_or(usize::MAX)
                     .saturating_add(GRPC_MESSAGE_SLACK);
-                let server = redt_grpc::GrpcServer::spawn(addr, &identity, service, &topo.transport, max_message)
+                let server = redt_grpc::GrpcServer::spawn(addr, tls, service, &topo.transport, max_message)
                     .await
                     .with_context(|| format!("the gRPC endpoint of {}", me.name))?;
                 println!("{} gRPC at {}", me.name, server.local_addr());
@@ -679,14 +684,16 @@ const RELOAD_EVERY: Duration = Duration::from_secs(2);
 /// each refusal (the old certificate stays), is printed to the node's log.
 /// Watches this node's certificate files (every [`RELOAD_EVERY`] and at SIGHUP) and, when
 /// they changed and check, gives the new certificate to the QUIC endpoint, under `redt-tcp`
-/// to the in-DC verbs TLS (`verbs`: the TLS, the topology and this node), and with
-/// `metrics.tls` to the metrics endpoint (`metrics`), so new connections of each use it.
+/// to the in-DC verbs TLS (`verbs`: the TLS, the topology and this node), with
+/// `metrics.tls` to the metrics endpoint (`metrics`), and to the gRPC endpoint (`grpc`), so
+/// new connections of each use it.
 fn spawn_reload(
     transport: Arc<Transport>,
     certs: &Path,
     name: &str,
     verbs: Option<(VerbsTls, Arc<Topology>, NodeId)>,
     metrics: Option<MetricsTls>,
+    grpc: Option<redt_grpc::GrpcTls>,
 ) -> Result<tokio::task::JoinHandle<()>> {
     let certs_dir = certs.to_path_buf();
     use tokio::signal::unix::{signal, SignalKind};
@@ -719,6 +726,14 @@ fn spawn_reload(
                             .and_then(|id| Ok(tls.rotate(&id)?));
                         if let Err(e) = rotated {
                             tracing::warn!(node = %name, error = %e, "metrics TLS not rotated; it keeps the current certificate");
+                        }
+                    }
+                    if let Some(tls) = &grpc {
+                        let rotated = load_identity(&certs_dir, &name)
+                            .map_err(anyhow::Error::from)
+                            .and_then(|id| Ok(tls.rotate(&id)?));
+                        if let Err(e) = rotated {
+                            tracing::warn!(node = %name, error = %e, "gRPC TLS not rotated; it keeps the current certificate");
                         }
                     }
                     tracing::info!(node = %name, serial = %s.serial_hex(), "certificate reloaded");
