@@ -145,6 +145,22 @@ class Cluster:
     def _mark_down(self, i):
         self.down_until[i] = time.monotonic() + 2.0
 
+    def read(self, table, keys, prefer=0):
+        """Reads ``keys`` of ``table`` without locks: ``VersionedValue``s (value, version,
+        found), one per key; commit ``check(key, version)`` of each to make the decision on
+        them serializable. Fails over to the next node when one does not answer."""
+        last = None
+        for i in self._order(prefer):
+            try:
+                return list(self.nodes[i][2].Read(pb.ReadRequest(table=table, keys=keys), timeout=self.deadline_s).values)
+            except grpc.RpcError as err:
+                reason, _ = error_info(err)
+                if reason in ("MALFORMED", "OVER_LIMIT", "FORBIDDEN"):
+                    raise
+                self._mark_down(i)
+                last = err
+        raise OutcomeUnknown("no node answered the read: %s" % (last.details() if last else "no node"), 0)
+
     def status(self, node=0, count_locks=False):
         return self.nodes[node][2].Status(pb.StatusRequest(count_locks=count_locks), timeout=self.deadline_s)
 
