@@ -2587,6 +2587,7 @@ fn kind(r: &Request) -> &'static str {
         Request::Reservations(_) => "reservations",
         Request::SnapshotRead(_) => "snapshot-read",
         Request::ReclaimCheck(_) => "reclaim-check",
+        Request::VersionedRead { .. } => "versioned-read",
     }
 }
 
