@@ -16,8 +16,8 @@ use redt_protocol::stats::AbortCause;
 /// One key of [`Client::read_versions`]: a committed image of its cell 0 (wire:
 /// `VersionedItemMsg`). `key`; `version`, the cell's raw version word (update counter << 48 |
 /// 48-bit commit timestamp; 0 for a key with no record), the operand of a CHECK of the key;
-/// `value`, cell 0 without its trailing zero bytes (empty when not found); `found`, whether
-/// the key holds a value.
+/// `value`, cell 0 as stored, padded back with zero bytes to the table's cell width (the wire
+/// drops them; empty when not found); `found`, whether the key holds a value.
 pub use redt_protocol::versioned_read::Versioned;
 use redt_protocol::Error as ProtocolError;
 use redt_transport::NodeIdentity;
@@ -338,7 +338,9 @@ impl Client {
     /// "Optimistic transactions: versioned reads and CHECK"): cell 0 of `keys` of the
     /// key/value table `table`, with each cell's version, read at `node` without locks (the
     /// keys its DC holds from its own replicas, the others forwarded to the nearest DC holding
-    /// them). One [`Versioned`] per key, in order. Commit what depends on them with a call
+    /// them). One [`Versioned`] per key, in order, each found value padded back to the cell's
+    /// width in the client's topology (as a read of a key/value call answers it). Commit
+    /// what depends on them with a call
     /// that CHECKs each key at its version (`kv_kind::CHECK`,
     /// `redt_dc_executor::KvOp::Check`): it aborts with `stale_read` if one changed since.
     ///
@@ -355,9 +357,19 @@ impl Client {
             Body::VersionedValues(r)
                 if r.items.len() == keys.len() && r.items.iter().zip(keys).all(|(i, k)| i.key == *k) =>
             {
+                let width = u16::try_from(table)
+                    .ok()
+                    .and_then(|t| self.topology.table(redt_proto::TableId(t)))
+                    .and_then(|t| t.cells.first())
+                    .map_or(0, |c| c.bytes as usize);
                 Ok(r.items
                     .into_iter()
-                    .map(|i| Versioned { key: i.key, version: i.version, value: i.value, found: i.found })
+                    .map(|mut i| {
+                        if i.found && i.value.len() < width {
+                            i.value.resize(width, 0);
+                        }
+                        Versioned { key: i.key, version: i.version, value: i.value, found: i.found }
+                    })
                     .collect())
             }
             _ => Err(unexpected().into()),

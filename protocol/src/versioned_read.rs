@@ -28,7 +28,9 @@ pub struct Versioned {
     /// The cell's raw version word (update counter << 48 | 48-bit commit timestamp); 0 for a
     /// key with no record or a cell never written. What a CHECK of the key names.
     pub version: u64,
-    /// Cell 0's value without its trailing zero bytes; empty when not `found`.
+    /// Cell 0's value without its trailing zero bytes, as a node answers it (the client
+    /// library's `redt_coordinator::Client::read_versions` pads it back to the cell's width);
+    /// empty when not `found`.
     pub value: Vec<u8>,
     /// Whether the key holds a value (a record whose cell 0 is not all zero bytes).
     pub found: bool,
@@ -298,6 +300,87 @@ mod tests {
             // n = 3 of 4 DCs: some keys are held elsewhere only.
             assert!(!r.remote.is_empty() && !r.local.is_empty());
         }
+    }
+
+    /// What one replica holds of the key a transaction read at version V1, when its CHECK
+    /// arrives: the quorum model of docs/design.md, "Optimistic transactions".
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    enum Replica {
+        /// An older version (it lags: a commit left it behind).
+        Behind,
+        /// V1.
+        Expected,
+        /// A newer version: a writer's commit applied here since the read.
+        Ahead,
+        /// A writer holds the cell exclusively (its phase 2 not applied yet): No-Wait.
+        Held,
+        /// Its DC does not answer.
+        Unreachable,
+    }
+
+    const ALL: [Replica; 5] = [Replica::Behind, Replica::Expected, Replica::Ahead, Replica::Held, Replica::Unreachable];
+
+    /// The vote of a replica in `state` on a CHECK of V1: the executor's rule (commit only at
+    /// the version expected, checked under the read lock), or with `checks` off the mutant's.
+    fn vote(state: Replica, checks: bool) -> crate::decision::ReplicaVote {
+        use crate::decision::{ItemKey, ReplicaVote};
+        use redt_dc_executor::CellVersion;
+        let at = |v: u64| ReplicaVote::Commit {
+            versions: vec![(ItemKey::new(0, 0), CellVersion::new(0, redt_proto::Cts(v)))],
+            hlc: redt_proto::Cts(1),
+        };
+        match state {
+            Replica::Behind if checks => ReplicaVote::Abort,
+            Replica::Behind => at(10),
+            Replica::Expected => at(20),
+            Replica::Ahead if checks => ReplicaVote::Abort,
+            Replica::Ahead => at(30),
+            Replica::Held => ReplicaVote::Abort,
+            Replica::Unreachable => ReplicaVote::Missing,
+        }
+    }
+
+    /// Every state of n = 1..5 replicas, with the decision rule itself
+    /// (`crate::decision::decide`), final round or not: a commit needs `Q` replicas at the
+    /// version read, so (`Q + Q > n`) no writer that committed a newer version (its `Q` voters
+    /// hold it, hold its lock, or are out of reach) can have: a committed CHECK read the
+    /// latest version. Enough fresh replicas commit past lagging ones. With the checks off
+    /// (the mutant), a commit over a quorum holding a newer version is found.
+    #[test]
+    fn a_committed_check_saw_the_latest_version_in_every_replica_state() {
+        use crate::decision::{decide, quorum, PartitionVotes, Ruling};
+        let mut mutant_caught = false;
+        let mut cases = 0u64;
+        for n in 1..=5usize {
+            let q = quorum(n);
+            for code in 0..ALL.len().pow(n as u32) {
+                let states: Vec<Replica> = (0..n).map(|i| ALL[code / ALL.len().pow(i as u32) % ALL.len()]).collect();
+                let count = |f: &dyn Fn(Replica) -> bool| states.iter().filter(|&&s| f(s)).count();
+                let expected = count(&|s| s == Replica::Expected);
+                // The replicas a committed newer write could have had as its voters.
+                let writer_could_commit =
+                    count(&|s| matches!(s, Replica::Ahead | Replica::Held | Replica::Unreachable)) >= q
+                        && count(&|s| matches!(s, Replica::Ahead | Replica::Held)) > 0;
+                for final_round in [false, true] {
+                    cases += 1;
+                    let votes = |checks| PartitionVotes::new(states.iter().map(|&s| vote(s, checks)).collect());
+                    let commits =
+                        |r: Ruling| matches!(r, Ruling::Decide { decision: redt_proto::Decision::Commit(_), .. });
+                    let checked = decide(&[votes(true)], final_round);
+                    if commits(checked) {
+                        assert!(expected >= q, "{states:?}: committed with {expected} replicas at the version read");
+                        assert!(!writer_could_commit, "{states:?}: a newer write and the CHECK both committed");
+                    }
+                    if expected >= q && count(&|s| s == Replica::Behind) + expected == n {
+                        assert!(commits(checked), "{states:?}: fresh replicas enough for Q, lagging ones aside");
+                    }
+                    let unchecked = decide(&[votes(false)], final_round);
+                    mutant_caught |= commits(unchecked) && count(&|s| s == Replica::Ahead) >= q;
+                }
+            }
+        }
+        assert_eq!(cases, 2 * (5 + 25 + 125 + 625 + 3125));
+        assert!(mutant_caught, "without the version checks a CHECK commits over a newer committed write");
     }
 
     #[test]
