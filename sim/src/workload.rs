@@ -57,7 +57,7 @@ pub enum Workload {
     /// `APPEND_KEYS` hot keys with a versioned read (its node's DC without locks, the keys its
     /// DC does not hold at the nearest DC holding them), thinks 0–`INTERACTIVE_THINK_US`, then
     /// commits appends that depend on what it read, with a CHECK of every key it read at the
-    /// version read ([`Generator::interactive_commit`]). The history records the lists the
+    /// version read (`Generator::interactive_commit`). The history records the lists the
     /// versioned read returned as the transaction's reads, invoked when the read started; the
     /// list-append checks (Elle's included) must find every committed transaction strict
     /// serializable. An abort, a failed read included, starts a new transaction with a new

@@ -2008,7 +2008,7 @@ impl World {
     /// (`workload::Generator::interactive_commit`), invoked (for the history) when the read
     /// started.
     fn commit_read(&mut self, c: usize, read: u64) {
-        if !self.clients[c].reading.as_ref().is_some_and(|r| r.id == read) {
+        if self.clients[c].reading.as_ref().is_none_or(|r| r.id != read) {
             return;
         }
         let node = self.clients[c].node;
