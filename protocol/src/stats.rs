@@ -396,6 +396,7 @@ mod tests {
                 AbortCause::Fenced,
                 AbortCause::StaleEpoch,
                 AbortCause::Superseded,
+                AbortCause::StaleRead,
                 AbortCause::NoVote,
                 AbortCause::CommitImpossible,
                 AbortCause::Timeout,
