@@ -312,6 +312,7 @@ impl DrawnTxn {
                     | KvOp::Add(k, _)
                     | KvOp::Append(k, _)
                     | KvOp::Delete(k)
+                    | KvOp::Check(k, _)
                     | KvOp::Scan(k, _, _) => *k,
                 })
                 .collect(),

@@ -7,12 +7,18 @@ use crate::retry::{retrying, Retried, RetryPolicy};
 use crate::status::NodeStatus;
 use redt_proto::wire::{
     Body, Envelope, NetemSetRequest, OutcomeQueryRequest, ProcedureCall, ReserveTxnRequest, StatusRequest,
-    SubmitRequest,
+    SubmitRequest, VersionedReadRequest,
 };
 use redt_proto::{Cts, NodeId, Topology, TxnId};
 use redt_protocol::machine::{TxnAnswer, TxnStatus};
 use redt_protocol::outcome::{next_step, NextStep, OutcomeLookup};
 use redt_protocol::stats::AbortCause;
+/// One key of [`Client::read_versions`]: a committed image of its cell 0 (wire:
+/// `VersionedItemMsg`). `key`; `version`, the cell's raw version word (update counter << 48 |
+/// 48-bit commit timestamp; 0 for a key with no record), the operand of a CHECK of the key;
+/// `value`, cell 0 as stored, padded back with zero bytes to the table's cell width (the wire
+/// drops them; empty when not found); `found`, whether the key holds a value.
+pub use redt_protocol::versioned_read::Versioned;
 use redt_protocol::Error as ProtocolError;
 use redt_transport::NodeIdentity;
 use redt_transport::TransportError;
@@ -326,6 +332,48 @@ impl Client {
             out.txn = res.txn;
         }
         out
+    }
+
+    /// The read phase of an optimistic transaction (`Body::VersionedRead`, docs/design.md,
+    /// "Optimistic transactions: versioned reads and CHECK"): cell 0 of `keys` of the
+    /// key/value table `table`, with each cell's version, read at `node` without locks (the
+    /// keys its DC holds from its own replicas, the others forwarded to the nearest DC holding
+    /// them). One [`Versioned`] per key, in order, each found value padded back to the cell's
+    /// width in the client's topology (as a read of a key/value call answers it). Commit
+    /// what depends on them with a call
+    /// that CHECKs each key at its version (`kv_kind::CHECK`,
+    /// `redt_dc_executor::KvOp::Check`): it aborts with `stale_read` if one changed since.
+    ///
+    /// # Errors
+    /// The node is unreachable, or answered an error ([`redt_protocol::Error::Remote`]): an
+    /// unknown or not key/value table, more keys than `limits.max_ops_per_txn`, a key busy
+    /// (held by a writer) on every replica of the DC read (read again), a node it forwarded to
+    /// that did not answer; an answer that does not give one item per key, in order
+    /// ([`redt_protocol::Error::Unexpected`]).
+    pub async fn read_versions(&self, node: NodeId, table: u32, keys: &[u64]) -> Result<Vec<Versioned>> {
+        let body = Body::VersionedRead(VersionedReadRequest { table, keys: keys.to_vec() });
+        let unexpected = || ProtocolError::Unexpected { node, name: self.topology.node_name(node) };
+        match self.call(node, body).await? {
+            Body::VersionedValues(r)
+                if r.items.len() == keys.len() && r.items.iter().zip(keys).all(|(i, k)| i.key == *k) =>
+            {
+                let width = u16::try_from(table)
+                    .ok()
+                    .and_then(|t| self.topology.table(redt_proto::TableId(t)))
+                    .and_then(|t| t.cells.first())
+                    .map_or(0, |c| c.bytes as usize);
+                Ok(r.items
+                    .into_iter()
+                    .map(|mut i| {
+                        if i.found && i.value.len() < width {
+                            i.value.resize(width, 0);
+                        }
+                        Versioned { key: i.key, version: i.version, value: i.value, found: i.found }
+                    })
+                    .collect())
+            }
+            _ => Err(unexpected().into()),
+        }
     }
 
     /// Reserves a transaction id at `node`: `Ok(None)` when the node answered but reserves

@@ -40,7 +40,7 @@ mod takeover_gate;
 mod timeouts;
 
 pub use builder::{BoundNode, MetricsEndpoint, NodeSpec, StartedNode};
-pub use client::{failover_order, Client, Reservation, SubmitReport, OUTCOME_POLL_EVERY};
+pub use client::{failover_order, Client, Reservation, SubmitReport, Versioned, OUTCOME_POLL_EVERY};
 pub use cluster::EmbeddedCluster;
 pub use error::{Error, Result};
 pub use executor_thread::{ExecutorLoadSample, ExecutorThread};

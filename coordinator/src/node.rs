@@ -1047,6 +1047,10 @@ impl Node {
                     None => err(error_code::INTERNAL, "node shutting down".into()),
                 }
             }
+            Body::VersionedRead(req) => match self.versioned_read(from, req.table, req.keys).await {
+                Ok(items) => reply(Body::VersionedValues(redt_protocol::message::versioned_to_msg(items))),
+                Err((code, message)) => err(code, message),
+            },
             Body::NetemSet(_) if !from.is_operator() => {
                 self.refused_role(from, "netem set", "operator");
                 err(error_code::FORBIDDEN, needs_operator("netem set", from))
@@ -1121,6 +1125,70 @@ impl Node {
 }
 
 impl Node {
+    /// Serves a versioned read of cell 0 of `keys` of `table` for `from` (docs/design.md,
+    /// "Optimistic transactions: versioned reads and CHECK"): the keys whose partition has a
+    /// replica in this node's DC are read from the DC's replicas without locks, on the
+    /// executor thread in `from`'s bulk share; the others are forwarded, one request per
+    /// destination, to a replica of the nearest DC holding them
+    /// ([`redt_protocol::versioned_read::route`]). Another node's request is read in this DC
+    /// only (it forwarded it here). One answer per key, in order.
+    ///
+    /// # Errors
+    /// `(code, message)`: the refusals of [`redt_protocol::versioned_read::ReadRefused`] (an
+    /// over-limit one counted), a forwarded read's error as its node answered it (named), a
+    /// node that could not be reached (`INTERNAL`), or a malformed answer.
+    async fn versioned_read(
+        self: &Arc<Self>,
+        from: Caller,
+        table: u32,
+        keys: Vec<u64>,
+    ) -> std::result::Result<Vec<redt_protocol::versioned_read::Versioned>, (u32, String)> {
+        use redt_protocol::versioned_read::{self as vr, ReadRefused};
+        let topology = self.placement();
+        let refused = |e: ReadRefused| {
+            if matches!(e, ReadRefused::OverLimit(_)) {
+                self.board.refused_over_limit();
+            }
+            (e.code(), e.to_string())
+        };
+        let id = vr::check(&topology, table, &keys).map_err(refused)?;
+        let own = topology.nodes[self.id.0 as usize].dc;
+        let route = match from.node() {
+            Some(_) => vr::Route { local: (0..keys.len()).collect(), ..vr::Route::default() },
+            None => vr::route(&topology, own, id, &keys),
+        };
+        let mut asks = JoinSet::new();
+        for (to, idx) in route.remote {
+            let sub: Vec<u64> = idx.iter().map(|&i| keys[i]).collect();
+            let call = self.call_typed(to, Request::VersionedRead { table, keys: sub });
+            let name = topology.node_name(to);
+            asks.spawn(async move { (idx, name, call.await) });
+        }
+        let mut parts = Vec::new();
+        if !route.local.is_empty() {
+            let sub: Vec<u64> = route.local.iter().map(|&i| keys[i]).collect();
+            let read = self.exec.run_in(Lane::Bulk(from.share()), move |core, _| core.versioned_read(table, &sub));
+            match read.await {
+                Some(Ok(items)) => parts.push((route.local, items)),
+                Some(Err(e)) => return Err(refused(e)),
+                None => return Err((error_code::INTERNAL, "node shutting down".into())),
+            }
+        }
+        while let Some(joined) = asks.join_next().await {
+            let Ok((idx, name, answer)) = joined else {
+                return Err((error_code::INTERNAL, "a forwarded versioned read did not finish".into()));
+            };
+            match answer {
+                Ok(Reply::VersionedValues(items)) => parts.push((idx, items)),
+                Ok(Reply::Error { code, message }) => return Err((code, format!("{name}: {message}"))),
+                Ok(_) => return Err((error_code::INTERNAL, format!("{name} answered a versioned read unexpectedly"))),
+                Err(e) => return Err((error_code::INTERNAL, format!("{name} did not answer a versioned read: {e}"))),
+            }
+        }
+        vr::assemble(&keys, parts)
+            .ok_or_else(|| (error_code::INTERNAL, "a forwarded versioned read answered other keys".to_string()))
+    }
+
     /// Counts a request `what` refused because `from`'s certificate lacks role `needs`, and
     /// logs it at WARN, at most one line per [`WARN_EVERY`] (`unlogged`: the refusals not
     /// logged since the line before).
@@ -1197,6 +1265,7 @@ fn request_span(me: NodeId, from: NodeId, request: &Request) -> tracing::Span {
         Request::Reservations(_) => ("reservations", None, &[]),
         Request::SnapshotRead(_) => ("snapshot-read", None, &[]),
         Request::ReclaimCheck(_) => ("reclaim-check", None, &[]),
+        Request::VersionedRead { .. } => ("versioned-read", None, &[]),
     };
     tracing::debug_span!(
         "serve",
@@ -1222,6 +1291,7 @@ fn reply_kind(reply: &Reply) -> &'static str {
         Reply::Reserved(_) => "reserved",
         Reply::Snapshot { .. } => "snapshot",
         Reply::ReclaimChecked(_) => "reclaim-checked",
+        Reply::VersionedValues(_) => "versioned-values",
         Reply::Error { .. } => "error",
     }
 }

@@ -60,7 +60,8 @@ impl BatchProcedure {
     /// access; its rows are the records as they were before the batch.
     ///
     /// # Errors
-    /// A text naming the problem: no member, more than [`MAX_MEMBERS`], a member reading a
+    /// A text naming the problem: no member, more than [`MAX_MEMBERS`], a member with CHECKs
+    /// ([`Procedure::checks`]), a member reading a
     /// range that a member before it writes into (its rows would not show that write), or a
     /// record two members
     /// access with a different [`Access::upsert`], or write with a different
@@ -72,6 +73,12 @@ impl BatchProcedure {
         }
         if members.len() > MAX_MEMBERS {
             return Err(format!("a batch of {} members (at most {MAX_MEMBERS})", members.len()));
+        }
+        // A CHECK expects the version its transaction read before it started: a member
+        // after one that writes the cell would fail it, and the batch has no way to check
+        // the versions of its members one by one.
+        if let Some(j) = members.iter().position(|m| !m.checks().is_empty()) {
+            return Err(format!("batch member {j} checks versions (an optimistic transaction runs alone)"));
         }
         let mut accesses: Vec<Access> = Vec::new();
         let mut creates: Vec<Option<bool>> = Vec::new();

@@ -159,6 +159,15 @@ pub enum AbortReason {
         /// The access.
         access: usize,
     },
+    /// A CHECK failed ([`crate::VersionCheck`]): under its read lock, the cell of `access` on
+    /// `node` was not at the version the procedure expects (older: the replica lags; newer: a
+    /// write committed since the transaction's versioned read).
+    StaleRead {
+        /// The access.
+        access: usize,
+        /// The replica node whose version differs.
+        node: NodeId,
+    },
 }
 
 /// Per-access part of a vote.
@@ -404,6 +413,9 @@ pub struct Executor {
     pub(crate) superseded: u64,
     /// Whether committed deletes' records are freed ([`Executor::set_deleted_grace`]).
     free_deleted: bool,
+    /// Whether phase 1 compares the versions a procedure's CHECKs expect with what it read
+    /// under its locks ([`Procedure::checks`]); off only as a mutant.
+    version_checks: bool,
     /// Whether freeing a deleted record raises its node's deletion horizon first; off only
     /// as a mutant (an older write of the key then brings it back).
     pub(crate) deletion_horizon: bool,
@@ -489,6 +501,7 @@ impl Executor {
             superseded: 0,
             free_deleted: false,
             deletion_horizon: true,
+            version_checks: true,
         }
     }
 
@@ -673,6 +686,14 @@ impl Executor {
     /// lock) even when a later try's entry voted commit. Off by default.
     pub fn set_prepare_reads_first_try(&mut self, on: bool) {
         self.prepare_reads_first_try = on;
+    }
+
+    /// Sets whether phase 1 checks the versions a procedure's CHECKs expect
+    /// ([`Procedure::checks`]). On by default; off only as a deliberate bug that the
+    /// simulation must catch (every CHECK passes, so an optimistic transaction commits writes
+    /// computed from a stale read).
+    pub fn set_version_checks(&mut self, on: bool) {
+        self.version_checks = on;
     }
 
     /// Sets how long a reservation waits for replay to free ring space before the
@@ -909,6 +930,10 @@ impl Executor {
 
         // Decode what was read and run the procedure.
         let (items, values, rows) = self.read_items(sub, &mut held)?;
+        if let Some((access, node)) = self.stale_read(sub, &items) {
+            self.release(sub, &held, &nodes, hlc)?;
+            return Ok(self.abort_vote(sub, hlc, AbortReason::StaleRead { access, node }));
+        }
         let writes = match sub.procedure.run(&ReadView::with_rows(&values, &rows)) {
             Ok(w) => w,
             Err(UserAbort(why)) => {
@@ -1319,6 +1344,25 @@ impl Executor {
             });
         }
         Ok((items, values, rows))
+    }
+
+    /// The first CHECK of `sub`'s procedure ([`Procedure::checks`]) that a local replica fails,
+    /// as `(access, node)`: a point item of the access whose version of the cell is not the
+    /// one expected (every local replica of the access is compared; a key read as absent is
+    /// at version 0). `None` when every CHECK holds, or version checks are off (a mutant).
+    fn stale_read(&self, sub: &SubTxn, items: &[ItemVote]) -> Option<(usize, NodeId)> {
+        if !self.version_checks {
+            return None;
+        }
+        for c in sub.procedure.checks() {
+            for item in items.iter().filter(|i| i.access == c.access && i.row.is_none()) {
+                let seen = item.versions.iter().find(|(cell, _)| *cell == c.cell).map_or(0, |(_, v)| v.0);
+                if seen != c.version {
+                    return Some((c.access, item.node));
+                }
+            }
+        }
+        None
     }
 
     /// The procedure's `writes`, checked against the plan and the table's cells, by (access,

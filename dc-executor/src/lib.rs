@@ -35,6 +35,7 @@ mod restore;
 mod retire;
 pub mod ring;
 mod snapshot;
+mod versioned;
 pub use redt_verbs as verbs;
 
 pub use apply::{apply_committed, apply_committed_by, apply_committed_rows, Replayed, RowWritten};
@@ -58,7 +59,7 @@ pub use ordered::{GapHold, OrderedIndex, Partitioner, GAP_GROUP, MAX_RANGE_ROWS}
 pub use prepare::{NodePromise, PreparedTxn, Promise};
 pub use procedure::{
     decode_scan, encode_scan, list_items, list_len, Access, KvOp, KvProcedure, Procedure, RangeRead, RangeRow,
-    ReadView, RecordOp, RecordsProcedure, UserAbort, Write, YcsbOp, YcsbProcedure, LIST_HEADER, LIST_TAG,
+    ReadView, RecordOp, RecordsProcedure, UserAbort, VersionCheck, Write, YcsbOp, YcsbProcedure, LIST_HEADER, LIST_TAG,
 };
 pub use record::lock_word;
 pub use record::{encode_cell, Catalog, CellVersion, RecordLayout, RecordView, ThomasRule, HEADER_BYTES};
@@ -81,3 +82,4 @@ pub use verbs::{
     Completion, DoorbellBatch, LocalVerbs, ServerCounts, ServerCountsHandle, ServerLimits, TcpVerbs, TcpVerbsServer,
     VerbCounters, VerbCounts, Verbs, VerbsTls, WorkRequest,
 };
+pub use versioned::{read_versions, CellRead};

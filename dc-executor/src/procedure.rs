@@ -59,6 +59,22 @@ pub struct Access {
     pub upsert: bool,
 }
 
+/// A CHECK of an optimistic transaction's read (docs/design.md, "Optimistic transactions:
+/// versioned reads and CHECK"): cell `cell` of access `access` must still be at `version`.
+/// The access share-locks the cell (at least; [`Access::read`] names it), and the executor
+/// compares the version it reads under that lock in every local replica with `version`: a
+/// replica where they differ, older or newer, votes abort ([`crate::AbortReason::StaleRead`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct VersionCheck {
+    /// Index of the access in [`Procedure::accesses`].
+    pub access: usize,
+    /// Cell index.
+    pub cell: u16,
+    /// The raw version word expected ([`crate::CellVersion`]: update counter << 48 | 48-bit
+    /// commit timestamp); 0 expects a key with no record, or a cell never written.
+    pub version: u64,
+}
+
 /// One cell write produced by a procedure.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Write {
@@ -138,6 +154,12 @@ pub trait Procedure: Send + Sync + fmt::Debug {
         true
     }
 
+    /// The versions the procedure expects cells it reads to be at ([`VersionCheck`]), checked
+    /// by the executor under the read locks before the procedure runs: none by default.
+    fn checks(&self) -> &[VersionCheck] {
+        &[]
+    }
+
     /// Computes the writes from the values read. Writes to accesses not local to the view
     /// are ignored by the executor; a write must target a cell declared in that access's
     /// `write` mask.
@@ -170,6 +192,13 @@ pub enum KvOp {
     /// leaves the table's ordered index once the commit is applied (`ordered.rs`,
     /// "Deletes"); a later write brings it back. Deleting a missing key changes nothing.
     Delete(u64),
+    /// Check that cell 0 of `key` (the first field) is still at the version (the second, a raw
+    /// [`crate::CellVersion`] word; 0 for a missing key or a cell never written): the
+    /// validation of an optimistic transaction's versioned read ([`VersionCheck`]). A read
+    /// access of the key for locks and conflicts (cell 0 share-locked until the decision);
+    /// it observes nothing (the caller read the value already) and changes nothing, and a
+    /// replica whose version differs votes abort.
+    Check(u64, u64),
 }
 
 /// Encodes the rows a scan observed: a little-endian `u32` count, then per row its key
@@ -233,6 +262,8 @@ pub struct KvProcedure {
     /// Per access: whether its operations, run on a missing key (cell 0 read as zero), leave
     /// a value that is not all zero bytes ([`Procedure::creates`]).
     creates: Vec<bool>,
+    /// The versions its [`KvOp::Check`]s expect, in operation order.
+    checks: Vec<VersionCheck>,
 }
 
 impl KvProcedure {
@@ -249,9 +280,10 @@ impl KvProcedure {
         let mut ranges: Vec<RangeRead> = Vec::new();
         let mut op_access = Vec::with_capacity(ops.len());
         let mut op_ranges = Vec::with_capacity(ops.len());
+        let mut checks = Vec::new();
         for op in &ops {
             let (key, writes) = match op {
-                KvOp::Read(k) => (*k, false),
+                KvOp::Read(k) | KvOp::Check(k, _) => (*k, false),
                 KvOp::Write(k, _) => (*k, true),
                 KvOp::Add(k, _) | KvOp::Append(k, _) | KvOp::Delete(k) => (*k, true),
                 KvOp::Scan(from, to, limit) => {
@@ -282,9 +314,13 @@ impl KvProcedure {
             if writes {
                 a.write |= 1;
             }
+            if let KvOp::Check(_, version) = op {
+                checks.push(VersionCheck { access: i, cell: 0, version: *version });
+            }
             op_access.push(i);
         }
-        let mut p = KvProcedure { ops, accesses, op_access, op_ranges, ranges, cell_bytes, creates: Vec::new() };
+        let mut p =
+            KvProcedure { ops, accesses, op_access, op_ranges, ranges, cell_bytes, creates: Vec::new(), checks };
         // Operations on one key depend only on that key's value, so running them all on
         // missing keys tells, per access, whether a missing key ends with a row.
         let missing: Vec<Option<Vec<Vec<u8>>>> = vec![Some(vec![Vec::new()]); p.accesses.len()];
@@ -327,7 +363,7 @@ impl KvProcedure {
                     observed.push(Some(v.clone()));
                     continue;
                 }
-                KvOp::Scan(..) => {
+                KvOp::Scan(..) | KvOp::Check(..) => {
                     observed.push(None);
                     continue;
                 }
@@ -414,6 +450,10 @@ impl Procedure for KvProcedure {
 
     fn creates(&self, access: usize) -> bool {
         self.creates.get(access).copied().unwrap_or(true)
+    }
+
+    fn checks(&self) -> &[VersionCheck] {
+        &self.checks
     }
 
     fn run(&self, view: &ReadView<'_>) -> Result<Vec<Write>, UserAbort> {

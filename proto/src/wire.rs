@@ -20,7 +20,7 @@ pub struct Envelope {
     /// The message.
     #[prost(
         oneof = "Body",
-        tags = "10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43"
+        tags = "10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 45"
     )]
     pub body: Option<Body>,
 }
@@ -146,6 +146,59 @@ pub enum Body {
     /// Reply to [`Body::ReclaimCheck`].
     #[prost(message, tag = "43")]
     ReclaimChecked(ReclaimCheckedReply),
+    /// The read phase of an optimistic transaction: cell 0 of some keys of a key/value table
+    /// with each cell's version, read without locks (client, operator or node → node; answered
+    /// with [`Body::VersionedValues`] or [`Body::Error`]; docs/design.md, "Optimistic
+    /// transactions: versioned reads and CHECK"). Read-only. A node reads the keys whose
+    /// partition has a replica in its DC from that DC's replicas, and forwards the others to a
+    /// node of the nearest DC holding their partition; a node answering another node's request
+    /// reads its own DC only.
+    #[prost(message, tag = "44")]
+    VersionedRead(VersionedReadRequest),
+    /// Reply to [`Body::VersionedRead`]: one item per key asked, in order.
+    #[prost(message, tag = "45")]
+    VersionedValues(VersionedReadReply),
+}
+
+/// A versioned read ([`Body::VersionedRead`]): cell 0 of `keys` of `table`, with versions.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct VersionedReadRequest {
+    /// The key/value table (a table of one cell); another table is a `MALFORMED` error.
+    #[prost(uint32, tag = "1")]
+    pub table: u32,
+    /// The keys, at most `limits.max_ops_per_txn` of them (else an `OVER_LIMIT` error); a key
+    /// may be repeated.
+    #[prost(uint64, repeated, tag = "2")]
+    pub keys: Vec<u64>,
+}
+
+/// Reply to [`Body::VersionedRead`].
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct VersionedReadReply {
+    /// One item per key asked, in the request's order.
+    #[prost(message, repeated, tag = "1")]
+    pub items: Vec<VersionedItemMsg>,
+}
+
+/// One key of a [`VersionedReadReply`]: a committed image of its cell 0.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct VersionedItemMsg {
+    /// The key.
+    #[prost(uint64, tag = "1")]
+    pub key: u64,
+    /// The cell's raw version word (update counter << 48 | 48-bit commit timestamp, as
+    /// [`ItemVoteMsg::versions`]); 0 for a key with no record or a cell never written. The
+    /// operand of a key/value CHECK of the key (`kv_kind::CHECK`, the same bits as an i64).
+    #[prost(uint64, tag = "2")]
+    pub version: u64,
+    /// Cell 0's value without its trailing zero bytes (a cell holds its value zero-padded to
+    /// the table's cell width); empty when `found` is false.
+    #[prost(bytes = "vec", tag = "3")]
+    pub value: Vec<u8>,
+    /// Whether the key holds a value: its record exists and cell 0 is not all zero bytes. A
+    /// deleted key is not found, but keeps its delete's version.
+    #[prost(bool, tag = "4")]
+    pub found: bool,
 }
 
 /// The deleted keys a replica is about to free ([`Body::ReclaimCheck`]).
@@ -1018,7 +1071,10 @@ pub struct VoteMsg {
     /// (its kind in `abort_node`: `redt_dc_executor::LockConflictKind::code`, 0 = not said),
     /// 2 = record of access `abort_value` not found, 3 = redo ring of `abort_node` full,
     /// 4 = fenced by a recoverer, 5 = `abort_node`'s epoch floor is `abort_value`, 6 = record
-    /// heap of `abort_node` full, 7 = hash index of `abort_node` full.
+    /// heap of `abort_node` full, 7 = hash index of `abort_node` full, 8 = a record access
+    /// `abort_value` writes was freed and created again since the transaction started
+    /// (superseded), 9 = a CHECK of access `abort_value` failed: cell 0 of its key on
+    /// `abort_node` is not at the version the CHECK expects (a stale read).
     #[prost(uint32, tag = "10")]
     pub abort_kind: u32,
     /// The node `abort_kind` names (for a lock conflict: the conflict's kind).
@@ -1407,6 +1463,13 @@ mod tests {
             Body::ReclaimCheck(ReclaimCheckRequest { keys: vec![ReclaimKeyMsg { table: 2, key: 5, cts: 9 }] }),
             Body::ReclaimChecked(ReclaimCheckedReply { holds: vec![true, false], floor: Some(7) }),
             Body::ReclaimChecked(ReclaimCheckedReply { holds: vec![true], floor: None }),
+            Body::VersionedRead(VersionedReadRequest { table: 2, keys: vec![5, 0, u64::MAX] }),
+            Body::VersionedValues(VersionedReadReply {
+                items: vec![
+                    VersionedItemMsg { key: 5, version: 3 << 48 | 77, value: vec![3, 1, 0, 0, 0, 9], found: true },
+                    VersionedItemMsg { key: 0, version: 0, value: vec![], found: false },
+                ],
+            }),
         ];
         for body in bodies {
             let e = Envelope { epoch: 1, from: 2, body: Some(body.clone()) };

@@ -59,11 +59,13 @@ pub fn batch(topology: &Topology, call: &BatchCall) -> Result<BatchProcedure> {
 }
 
 /// Whether `call` may be a member of a batch: a key/value call without scans (the reads a
-/// batch answers are its point reads), a YCSB call or a TPC-C call (whose range reads must
-/// still not follow a member that writes into them: [`BatchProcedure::new`]).
+/// batch answers are its point reads) or CHECKs (an optimistic transaction's versions are
+/// those before any member ran: [`BatchProcedure::new`] refuses them too), a YCSB call or a
+/// TPC-C call (whose range reads must still not follow a member that writes into them:
+/// [`BatchProcedure::new`]).
 pub fn batchable(call: &ProcedureCall) -> bool {
     match &call.kind {
-        Some(ProcedureKind::Kv(kv)) => kv.ops.iter().all(|o| o.kind != kv_kind::SCAN),
+        Some(ProcedureKind::Kv(kv)) => kv.ops.iter().all(|o| o.kind != kv_kind::SCAN && o.kind != kv_kind::CHECK),
         Some(ProcedureKind::Ycsb(_) | ProcedureKind::Tpcc(_)) => true,
         Some(ProcedureKind::Batch(_) | ProcedureKind::Records(_)) | None => false,
     }
@@ -113,6 +115,7 @@ fn build(topology: &Topology, call: &ProcedureCall) -> Result<Arc<dyn Procedure>
                         kv_kind::ADD => KvOp::Add(o.key, o.operand),
                         kv_kind::APPEND => KvOp::Append(o.key, o.operand as u64),
                         kv_kind::DELETE => KvOp::Delete(o.key),
+                        kv_kind::CHECK => KvOp::Check(o.key, o.operand as u64),
                         kv_kind::SCAN => {
                             if !schema.ordered {
                                 return Err(bad(format!(
@@ -223,6 +226,7 @@ pub fn kv_procedure(topology: &Topology, call: &ProcedureCall) -> Option<KvProce
             kv_kind::ADD => Some(KvOp::Add(o.key, o.operand)),
             kv_kind::APPEND => Some(KvOp::Append(o.key, o.operand as u64)),
             kv_kind::DELETE => Some(KvOp::Delete(o.key)),
+            kv_kind::CHECK => Some(KvOp::Check(o.key, o.operand as u64)),
             kv_kind::SCAN => scan_of(o).ok().map(|(from, to, limit)| KvOp::Scan(from, to, limit)),
             _ => None,
         })
@@ -240,6 +244,9 @@ pub fn kv_call(table: TableId, ops: &[KvOp]) -> ProcedureCall {
             KvOp::Add(k, d) => KvOpMsg { kind: kv_kind::ADD, key: *k, value: vec![], operand: *d },
             KvOp::Append(k, x) => KvOpMsg { kind: kv_kind::APPEND, key: *k, value: vec![], operand: *x as i64 },
             KvOp::Delete(k) => KvOpMsg { kind: kv_kind::DELETE, key: *k, value: vec![], operand: 0 },
+            KvOp::Check(k, version) => {
+                KvOpMsg { kind: kv_kind::CHECK, key: *k, value: vec![], operand: *version as i64 }
+            }
             KvOp::Scan(from, to, limit) => {
                 KvOpMsg { kind: kv_kind::SCAN, key: *from, value: limit.to_le_bytes().to_vec(), operand: *to as i64 }
             }

@@ -136,6 +136,7 @@ fn reason_to_wire(r: &AbortReason) -> (u32, u32, u64) {
         AbortReason::HeapFull(n) => (6, u32::from(n.0), 0),
         AbortReason::IndexFull(n) => (7, u32::from(n.0), 0),
         AbortReason::Superseded { access } => (8, 0, *access as u64),
+        AbortReason::StaleRead { access, node } => (9, u32::from(node.0), *access as u64),
     }
 }
 
@@ -161,6 +162,10 @@ fn reason_from_wire(m: &VoteMsg) -> AbortReason {
         6 => node.map_or_else(|_| text(), AbortReason::HeapFull),
         7 => node.map_or_else(|_| text(), AbortReason::IndexFull),
         8 => access.map_or_else(|_| text(), |access| AbortReason::Superseded { access }),
+        9 => match (access, node) {
+            (Ok(access), Ok(node)) => AbortReason::StaleRead { access, node },
+            _ => text(),
+        },
         _ => text(),
     }
 }
@@ -206,6 +211,9 @@ fn reason_with(r: &AbortReason, name: impl Fn(NodeId) -> String) -> String {
         }
         AbortReason::Superseded { access } => {
             format!("access {access}: its key was deleted and freed after this transaction started")
+        }
+        AbortReason::StaleRead { access, node } => {
+            format!("stale read: access {access} is not at the version its CHECK expects on {}", name(*node))
         }
     }
 }

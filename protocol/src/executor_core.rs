@@ -183,6 +183,10 @@ mutations! {
         /// "Waiting for a lock") hides the commit vote of the try that followed, so a recoverer
         /// can count an abort where the coordinator counted a commit.
         pub prepare_reads_first_try: bool,
+        /// Phase 1 skips the CHECKs of optimistic transactions (`kv_kind::CHECK`): every
+        /// replica passes them whatever version it holds, so a transaction commits writes
+        /// computed from a versioned read that a commit since made stale.
+        pub skip_version_checks: bool,
     }
 }
 
@@ -522,6 +526,7 @@ impl ExecutorCore {
         self.executor.set_deletion_horizon(!mutant!(m.free_deleted_without_horizon));
         self.executor.set_deleted_grace(self.deleted_grace);
         self.executor.set_prepare_reads_first_try(mutant!(m.prepare_reads_first_try));
+        self.executor.set_version_checks(!mutant!(m.skip_version_checks));
     }
 
     /// Sets how long a ring reservation waits for replay before voting abort with
@@ -544,7 +549,10 @@ impl ExecutorCore {
     /// core's ([`Phase1::Run`]): the same clock and ring patience, its own ring writers. Its
     /// reservations are its own to report ([`Executor::reservations`]).
     pub fn side_executor(&self) -> Executor {
-        Executor::new(self.executor.dc().clone(), self.hlc.clone()).with_ring_patience(self.executor.ring_patience())
+        let mut side = Executor::new(self.executor.dc().clone(), self.hlc.clone())
+            .with_ring_patience(self.executor.ring_patience());
+        side.set_version_checks(!mutant!(self.mutations.skip_version_checks));
+        side
     }
 
     /// This node's hybrid logical clock.
@@ -943,10 +951,30 @@ impl ExecutorCore {
                     keys.iter().map(|k| dc.holds_delete(self.node, k.table, k.key, k.cts).unwrap_or(false)).collect();
                 Handled::reply(Reply::ReclaimChecked(ReclaimAnswer { holds, floor }))
             }
+            Request::VersionedRead { table, keys } => match self.versioned_read(table, &keys) {
+                Ok(items) => Handled::reply(Reply::VersionedValues(items)),
+                Err(e) => Handled::error(e.code(), e.to_string()),
+            },
             Request::Execute(_) | Request::Decide(_) | Request::Prepare(_) => {
                 Handled::error(error_code::MALFORMED, "a baseline request reached the RedT executor core".into())
             }
         }
+    }
+
+    /// A versioned read of cell 0 of `keys` of `table` (wire id) from this node's DC, without
+    /// locks ([`crate::versioned_read`]): every key must have a voting replica of its partition
+    /// in the DC under the current placement. One answer per key, in order.
+    ///
+    /// # Errors
+    /// As [`crate::versioned_read::check`] and [`crate::versioned_read::read_local`].
+    pub fn versioned_read(
+        &self,
+        table: u32,
+        keys: &[u64],
+    ) -> std::result::Result<Vec<crate::versioned_read::Versioned>, crate::versioned_read::ReadRefused> {
+        let topology = self.epochs.current();
+        let table = crate::versioned_read::check(&topology, table, keys)?;
+        crate::versioned_read::read_local(self.executor.dc(), &topology, self.dc_id, table, keys)
     }
 
     /// Applies the phase 2s `args` carries ([`Execute::carried`]: decided-holder takeover,

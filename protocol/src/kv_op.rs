@@ -19,7 +19,14 @@ pub mod kv_kind {
     pub const SCAN: u32 = 70;
     /// Delete a key (clear cell 0).
     pub const DELETE: u32 = 71;
-    /// Check that the key's cell 0 is still at version `operand` (a `u64` as the same bits).
+    /// Check that cell 0 of `key` is still at a version: `operand` is the raw version word
+    /// (update counter << 48 | 48-bit commit timestamp) as an `i64` of the same bits, as a
+    /// versioned read returned it (0: no record, or a cell never written). The validation of
+    /// an optimistic transaction (docs/design.md, "Optimistic transactions: versioned reads
+    /// and CHECK"): a read access of the key (cell 0 share-locked until the decision), whose
+    /// replicas vote abort ([`redt_dc_executor::AbortReason::StaleRead`]) where the version
+    /// under the lock differs. It reads nothing into the answer (its read is `None`, as a
+    /// write's) and writes nothing; a call with one never joins a batch.
     pub const CHECK: u32 = 72;
 }
 

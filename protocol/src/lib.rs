@@ -60,6 +60,7 @@ pub mod takeover;
 mod test_log;
 pub mod txn;
 pub mod txn_ids;
+pub mod versioned_read;
 
 pub use epochs::Epochs;
 pub use error::{Error, Result};

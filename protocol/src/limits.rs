@@ -41,6 +41,9 @@ pub enum Limit {
     PartitionsPerSubTxn,
     /// `limits.max_pending_votes`: a repeated phase 1 whose commit vote the executor forgot.
     PendingVotes,
+    /// The keys of one versioned read (`redt_proto::wire::VersionedReadRequest`): at most
+    /// `limits.max_ops_per_txn`, as a transaction's reads.
+    ReadKeys,
 }
 
 impl Limit {
@@ -48,7 +51,7 @@ impl Limit {
     /// value comes from.
     pub fn name(self) -> &'static str {
         match self {
-            Limit::OpsPerTxn => "limits.max_ops_per_txn",
+            Limit::OpsPerTxn | Limit::ReadKeys => "limits.max_ops_per_txn",
             Limit::BytesPerTxn => "limits.max_bytes_per_txn",
             Limit::JsonlLineBytes => "limits.max_jsonl_line_bytes",
             Limit::ParticipantsPerSubTxn => "the topology's DCs",
@@ -85,6 +88,7 @@ impl OverLimit {
             Limit::PartitionsPerSubTxn => {
                 format!("sub-transaction names {got} partitions; the limit is {max} ({name})")
             }
+            Limit::ReadKeys => format!("versioned read of {got} keys; the limit is {max} ({name})"),
             Limit::PendingVotes => format!(
                 "a repeated phase 1 whose commit vote was forgotten: more than {max} awaited their decision; \
                  the limit is {max} ({name}); its redo entries wait in the ring for the decision"

@@ -11,6 +11,7 @@ use crate::codec::{entries_from_msg, entries_to_msg, promise_from_msg, promise_t
 use crate::cost::Cost;
 use crate::limits::BadSubTxn;
 use crate::plan::Scope;
+use crate::versioned_read::Versioned;
 use redt_dc_executor::{
     Decision, EntryRef, NodePromise, ReplicaChange, ReplicaOrigin, SnapshotCell, SnapshotRecord, Vote,
 };
@@ -19,6 +20,7 @@ use redt_proto::wire::{
     LogDecisionRequest, PrepareReply, PrepareRequest, ProcedureCall, PromisesReply, ReclaimCheckRequest,
     ReclaimCheckedReply, ReclaimKeyMsg, RecordReply, RecordRequest, RecoveryPrepareRequest, ReservationMsg,
     ReservationsRequest, ReservedReply, SnapshotCellMsg, SnapshotChunkReply, SnapshotReadRequest, SnapshotRecordMsg,
+    VersionedItemMsg, VersionedReadReply, VersionedReadRequest,
 };
 use redt_proto::{Ballot, Cts, DcId, Epoch, NodeId, PartitionId, TableId, Topology, TxnId};
 
@@ -252,6 +254,14 @@ pub enum Request {
     /// other replica of their partitions whether it holds the deletes too
     /// (`ExecutorCore::take_reclaims`). Read-only.
     ReclaimCheck(Vec<ReclaimKey>),
+    /// A versioned read forwarded by a node of another DC: cell 0 of `keys` of `table`, read
+    /// from the receiver's DC only, without locks (`crate::versioned_read`). Read-only.
+    VersionedRead {
+        /// The key/value table (its id as on the wire: checked by [`Request::check`]).
+        table: u32,
+        /// The keys.
+        keys: Vec<u64>,
+    },
 }
 
 /// What a replica answers a [`Request::ReclaimCheck`] (docs/design.md, "Records reclaimed").
@@ -312,6 +322,8 @@ pub enum Reply {
     },
     /// Records reclaimed: what this replica answers of the keys asked.
     ReclaimChecked(ReclaimAnswer),
+    /// A versioned read: one answer per key asked, in order.
+    VersionedValues(Vec<Versioned>),
     /// The request was refused.
     Error {
         /// One of [`redt_proto::error_code`].
@@ -493,6 +505,7 @@ impl TryFrom<Body> for Request {
                     })
                     .collect::<Result<_, String>>()?,
             )),
+            Body::VersionedRead(r) => Ok(Request::VersionedRead { table: r.table, keys: r.keys }),
             _ => Err("not a protocol request".into()),
         }
     }
@@ -510,7 +523,10 @@ impl Request {
             Request::LogDecision(l) => l.txn,
             Request::RecoveryPrepare(r) => r.txn,
             // About a ring or a partition, not a transaction.
-            Request::Reservations(_) | Request::SnapshotRead(_) | Request::ReclaimCheck(_) => TxnId(0),
+            Request::Reservations(_)
+            | Request::SnapshotRead(_)
+            | Request::ReclaimCheck(_)
+            | Request::VersionedRead { .. } => TxnId(0),
         }
     }
 
@@ -576,6 +592,11 @@ impl Request {
                 node(a.origin.coordinator, "coordinator")?;
                 crate::limits::check_sub_txn(topology, &a.origin.participants, &[])
             }
+            Request::VersionedRead { table, keys } => match crate::versioned_read::check(topology, *table, keys) {
+                Ok(_) => Ok(()),
+                Err(crate::versioned_read::ReadRefused::OverLimit(o)) => Err(o.into()),
+                Err(e) => Err(BadSubTxn::Malformed(e.to_string())),
+            },
         }
     }
 }
@@ -653,6 +674,7 @@ impl From<Request> for Body {
                     .map(|k| ReclaimKeyMsg { table: u32::from(k.table.0), key: k.key, cts: k.cts.0 })
                     .collect(),
             }),
+            Request::VersionedRead { table, keys } => Body::VersionedRead(VersionedReadRequest { table, keys }),
             Request::LogDecision(l) => {
                 let (commit, cts) = l.decision.to_wire();
                 Body::LogDecision(LogDecisionRequest {
@@ -700,6 +722,12 @@ impl Reply {
             Body::ReclaimChecked(r) => {
                 Ok(Reply::ReclaimChecked(ReclaimAnswer { holds: r.holds, floor: r.floor.map(|f| Cts(f & Cts::MASK)) }))
             }
+            Body::VersionedValues(r) => Ok(Reply::VersionedValues(
+                r.items
+                    .into_iter()
+                    .map(|i| Versioned { key: i.key, version: i.version, value: i.value, found: i.found })
+                    .collect(),
+            )),
             Body::Error(e) => Ok(Reply::Error { code: e.code, message: e.message }),
             _ => Err("unexpected reply kind".into()),
         }
@@ -741,10 +769,21 @@ impl Reply {
             Reply::ReclaimChecked(a) => {
                 Body::ReclaimChecked(ReclaimCheckedReply { holds: a.holds, floor: a.floor.map(|f| f.0) })
             }
+            Reply::VersionedValues(items) => Body::VersionedValues(versioned_to_msg(items)),
             Reply::Error { code, message } => {
                 Body::Error(redt_proto::wire::ErrorReply { code, message, current_epoch })
             }
         }
+    }
+}
+
+/// Encodes a versioned read's answers for the wire ([`VersionedReadReply`]).
+pub fn versioned_to_msg(items: Vec<Versioned>) -> VersionedReadReply {
+    VersionedReadReply {
+        items: items
+            .into_iter()
+            .map(|i| VersionedItemMsg { key: i.key, version: i.version, value: i.value, found: i.found })
+            .collect(),
     }
 }
 

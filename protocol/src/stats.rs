@@ -76,6 +76,9 @@ pub enum AbortCause {
     /// A DC voted abort: a record it writes was freed after a delete and created again since
     /// the transaction started (a late copy of a phase 1).
     Superseded,
+    /// A DC voted abort: a CHECK failed, a key read by the transaction's versioned read is no
+    /// longer at that version on a replica (optimistic transactions).
+    StaleRead,
     /// A participant could not vote (an error answer, an unreachable node, a call that timed
     /// out) and no vote said abort.
     NoVote,
@@ -89,7 +92,7 @@ pub enum AbortCause {
 
 impl AbortCause {
     /// Every cause, in report order.
-    pub const ALL: [AbortCause; 19] = [
+    pub const ALL: [AbortCause; 20] = [
         AbortCause::LockConflict,
         AbortCause::LockExclusive,
         AbortCause::LockShared,
@@ -105,6 +108,7 @@ impl AbortCause {
         AbortCause::Fenced,
         AbortCause::StaleEpoch,
         AbortCause::Superseded,
+        AbortCause::StaleRead,
         AbortCause::NoVote,
         AbortCause::CommitImpossible,
         AbortCause::Timeout,
@@ -131,13 +135,14 @@ impl AbortCause {
             AbortReason::Fenced => AbortCause::Fenced,
             AbortReason::StaleEpoch { .. } => AbortCause::StaleEpoch,
             AbortReason::Superseded { .. } => AbortCause::Superseded,
+            AbortReason::StaleRead { .. } => AbortCause::StaleRead,
         }
     }
 
     /// Its label value: `lock_conflict`, `lock_exclusive`, `lock_shared`, `lock_readers`,
     /// `lock_gap`, `lock_absence`, `lock_changed`, `not_found`, `user`, `ring_full`, `heap_full`,
-    /// `index_full`, `fenced`, `stale_epoch`, `superseded`, `no_vote`, `commit_impossible`,
-    /// `timeout`, `replication`.
+    /// `index_full`, `fenced`, `stale_epoch`, `superseded`, `stale_read`, `no_vote`,
+    /// `commit_impossible`, `timeout`, `replication`.
     pub fn name(self) -> &'static str {
         match self {
             AbortCause::LockConflict => "lock_conflict",
@@ -155,6 +160,7 @@ impl AbortCause {
             AbortCause::Fenced => "fenced",
             AbortCause::StaleEpoch => "stale_epoch",
             AbortCause::Superseded => "superseded",
+            AbortCause::StaleRead => "stale_read",
             AbortCause::NoVote => "no_vote",
             AbortCause::CommitImpossible => "commit_impossible",
             AbortCause::Timeout => "timeout",
@@ -189,6 +195,9 @@ impl AbortCause {
     ///   attempt starts under the current epoch.
     /// - [`AbortCause::Superseded`]: a record it writes was deleted and created again since
     ///   it started; a new attempt starts after that.
+    /// - [`AbortCause::StaleRead`]: a key it read optimistically changed since (or a replica
+    ///   lags behind the version read); a new attempt reads the keys again first (the same
+    ///   call again fails the same CHECK until the replica it failed on catches up).
     /// - [`AbortCause::NoVote`], [`AbortCause::Timeout`], [`AbortCause::Replication`]: a
     ///   participant or a majority did not answer in time (a slow link, a node restarting).
     /// - [`AbortCause::CommitImpossible`]: too many replicas were stale for a quorum; they
@@ -215,6 +224,7 @@ impl AbortCause {
             | AbortCause::Fenced
             | AbortCause::StaleEpoch
             | AbortCause::Superseded
+            | AbortCause::StaleRead
             | AbortCause::NoVote
             | AbortCause::CommitImpossible
             | AbortCause::Timeout
@@ -386,6 +396,7 @@ mod tests {
                 AbortCause::Fenced,
                 AbortCause::StaleEpoch,
                 AbortCause::Superseded,
+                AbortCause::StaleRead,
                 AbortCause::NoVote,
                 AbortCause::CommitImpossible,
                 AbortCause::Timeout,

@@ -203,7 +203,7 @@ pub(crate) fn check(w: &mut World) {
                 }
             }
         }
-        Workload::Append | Workload::AppendScan | Workload::Churn => {
+        Workload::Append | Workload::AppendScan | Workload::Churn | Workload::Interactive => {
             for h in w.hist.iter().filter(|h| h.outcome == Outcome::Committed) {
                 for (step, read) in h.steps.iter().zip(&h.reads) {
                     if let Step::Delete { .. } = step {

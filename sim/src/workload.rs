@@ -52,6 +52,17 @@ pub enum Workload {
     /// Deleted records are freed once their grace passes (`SimConfig::deleted_grace`) while
     /// older writes of their keys may still be in flight; the checks are append-scan's.
     Churn,
+    /// Optimistic, interactive list-append (docs/design.md, "Optimistic transactions:
+    /// versioned reads and CHECK"): a client reads 1–`INTERACTIVE_READS` of the
+    /// `APPEND_KEYS` hot keys with a versioned read (its node's DC without locks, the keys its
+    /// DC does not hold at the nearest DC holding them), thinks 0–`INTERACTIVE_THINK_US`, then
+    /// commits appends that depend on what it read, with a CHECK of every key it read at the
+    /// version read (`Generator::interactive_commit`). The history records the lists the
+    /// versioned read returned as the transaction's reads, invoked when the read started; the
+    /// list-append checks (Elle's included) must find every committed transaction strict
+    /// serializable. An abort, a failed read included, starts a new transaction with a new
+    /// read, never the same call again.
+    Interactive,
 }
 
 impl FromStr for Workload {
@@ -64,7 +75,8 @@ impl FromStr for Workload {
             "ycsb" => Ok(Workload::Ycsb),
             "append-scan" => Ok(Workload::AppendScan),
             "churn" => Ok(Workload::Churn),
-            other => Err(format!("unknown workload `{other}` (bank, append, append-scan, churn, ycsb)")),
+            "interactive" | "rw-append" => Ok(Workload::Interactive),
+            other => Err(format!("unknown workload `{other}` (bank, append, append-scan, churn, interactive, ycsb)")),
         }
     }
 }
@@ -77,6 +89,7 @@ impl std::fmt::Display for Workload {
             Workload::Ycsb => "ycsb",
             Workload::AppendScan => "append-scan",
             Workload::Churn => "churn",
+            Workload::Interactive => "interactive",
         })
     }
 }
@@ -130,6 +143,15 @@ pub const CHURN_WINDOW: u64 = 4;
 pub const CHURN_SLIDE: u64 = 8;
 /// One churn transaction in this many is a delete.
 pub const CHURN_DELETE_ONE_IN: u32 = 4;
+
+/// Most keys an interactive transaction reads (at least 1).
+pub const INTERACTIVE_READS: usize = 3;
+/// Longest think time of an interactive client between its versioned read and its commit, µs.
+pub const INTERACTIVE_THINK_US: u64 = 5_000;
+
+/// One key an interactive transaction's versioned read returned: the key, its cell's raw
+/// version word, and its value padded back to the cell's width (empty: no value).
+pub type ReadItem = (u64, u64, Vec<u8>);
 
 /// One transaction a client is about to submit.
 #[derive(Clone)]
@@ -223,10 +245,55 @@ impl Generator {
     pub fn keys(&self) -> Vec<u64> {
         match self.workload {
             Workload::Bank => self.accounts.clone(),
-            Workload::Append => (0..self.append_keys.end()).collect(),
+            Workload::Append | Workload::Interactive => (0..self.append_keys.end()).collect(),
             Workload::Ycsb => (0..self.ycsb_records).collect(),
             Workload::AppendScan | Workload::Churn => (0..self.key_end).collect(),
         }
+    }
+
+    /// The keys an interactive transaction reads first: 1–[`INTERACTIVE_READS`] distinct
+    /// active keys, in the order drawn.
+    pub fn interactive_reads(&mut self, rng: &mut StdRng) -> Vec<u64> {
+        let n = rng.gen_range(1..=INTERACTIVE_READS);
+        let mut keys = Vec::with_capacity(n);
+        for _ in 0..n {
+            let k = self.append_keys.pick(rng);
+            if !keys.contains(&k) {
+                keys.push(k);
+            }
+        }
+        keys
+    }
+
+    /// The commit of an interactive transaction whose versioned read returned `read`: a CHECK
+    /// of every key read at its version, and appends of fresh values that depend on what it
+    /// read: one to the key read whose list is the shortest (the first drawn on a tie), one
+    /// to each other key read with probability 1/3, and with probability 1/4 a blind append
+    /// to an active key (read or not). Its steps are the reads (the lists returned) then the
+    /// appends; the second value is what each step read, for [`fill_steps`] (the values
+    /// returned for the reads, nothing for the appends).
+    pub fn interactive_commit(&mut self, rng: &mut StdRng, read: &[ReadItem]) -> (Draw, Vec<Option<Vec<u8>>>) {
+        let mut steps: Vec<Step> = read.iter().map(|r| Step::Op(Op::Read { key: r.0, list: None })).collect();
+        let mut reads: Vec<Option<Vec<u8>>> = read.iter().map(|r| Some(r.2.clone())).collect();
+        let mut kv: Vec<KvOp> = read.iter().map(|r| KvOp::Check(r.0, r.1)).collect();
+        let shortest = read.iter().min_by_key(|r| redt_dc_executor::list_len(&r.2)).map(|r| r.0);
+        let mut targets: Vec<u64> = Vec::new();
+        for r in read {
+            if Some(r.0) == shortest || rng.gen_ratio(1, 3) {
+                targets.push(r.0);
+            }
+        }
+        if rng.gen_ratio(1, 4) {
+            targets.push(self.append_keys.pick(rng));
+        }
+        for key in targets {
+            let value = take_value(&mut self.next_value);
+            self.append_keys.appended(key);
+            kv.push(KvOp::Append(key, value));
+            steps.push(Step::Op(Op::Append { key, value }));
+            reads.push(None);
+        }
+        (Draw { call: kv_call(self.kv, &kv), steps }, reads)
     }
 
     /// A churn transaction: a delete of a window key, or 1–3 point reads and appends on it.
@@ -339,7 +406,10 @@ impl Generator {
                 };
                 Draw { call: kv_call(self.kv, &ops), steps: Vec::new() }
             }
-            Workload::Append => {
+            // An interactive transaction is drawn in two steps by the simulated client
+            // (`interactive_reads`, then `interactive_commit` once it read); drawn at once, it
+            // is a list-append transaction.
+            Workload::Append | Workload::Interactive => {
                 let next_value = &mut self.next_value;
                 let mops = list_append::draw(&mut self.append_keys, 4, 0.5, rng, || take_value(next_value));
                 let call = kv_call(self.kv, &list_append::kv_ops(&mops));

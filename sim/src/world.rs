@@ -384,6 +384,12 @@ pub struct SimReport {
     pub records_free_bytes: u64,
     /// Deleted records freed once their grace passed (`SimConfig::deleted_grace`).
     pub deleted_records_freed: u64,
+    /// Interactive transactions whose versioned read completed (each then committed its
+    /// CHECKs and appends), and those whose read failed (a key busy on every replica of the
+    /// DC read, a forwarded read lost or refused, a crash): each a transaction given up.
+    pub reads_versioned: u64,
+    /// Versioned reads that failed.
+    pub reads_failed: u64,
     /// Locks and undecided entries left after the drain (each is also a violation).
     pub leftovers: Vec<Leftover>,
     /// What the checks found wrong.
@@ -497,6 +503,15 @@ impl std::fmt::Display for SimReport {
             "  records: {} indexed, {} unused left by aborted inserts, {} freed after a delete; {} bytes on the free lists",
             self.records_indexed, self.records_unused, self.deleted_records_freed, self.records_free_bytes
         )?;
+        if self.reads_versioned + self.reads_failed > 0 {
+            writeln!(
+                f,
+                "  interactive: {} versioned reads completed, {} failed; {} commits aborted on a stale read",
+                self.reads_versioned,
+                self.reads_failed,
+                self.abort_causes[AbortCause::StaleRead.index()]
+            )?;
+        }
         if self.full_reads_committed > 0 {
             writeln!(f, "  bank: {} committed reads of every account", self.full_reads_committed)?;
         }
@@ -677,6 +692,16 @@ enum Ev {
     ProbeTimeout {
         id: u64,
     },
+    /// An interactive client's versioned read `read` is not answered in time: it starts over.
+    ReadTimeout {
+        client: usize,
+        read: u64,
+    },
+    /// An interactive client done thinking over versioned read `read` commits what it decided.
+    ClientCommit {
+        client: usize,
+        read: u64,
+    },
 }
 
 enum RpcOwner {
@@ -690,6 +715,9 @@ enum RpcOwner {
     Rebuild(PartitionId, u64),
     /// A round of freeing deleted records: the index of the ask in the round.
     Reclaim(usize),
+    /// An interactive client's versioned read forwarded to another DC: the client, the read,
+    /// and the indexes of the keys asked.
+    Read(usize, u64, Vec<usize>),
 }
 
 struct Coord {
@@ -766,6 +794,22 @@ struct Client {
     /// The transaction it runs (until it commits, ends unknown or is given up) and the
     /// attempts made of it so far.
     current: Option<(workload::Draw, u32)>,
+    /// The versioned read of an interactive transaction under way (before its commit).
+    reading: Option<Reading>,
+}
+
+/// An interactive client's versioned read under way ([`Workload::Interactive`]).
+struct Reading {
+    /// Its id (stale timers and answers name another).
+    id: u64,
+    /// The keys.
+    keys: Vec<u64>,
+    /// When it started, µs: the transaction's invocation.
+    started_us: u64,
+    /// Per key, what was read: version and value padded to the cell's width.
+    got: Vec<Option<(u64, Vec<u8>)>>,
+    /// Forwarded reads not answered yet.
+    waiting: usize,
 }
 
 /// One history entry (list-append and bank reads are checked from it).
@@ -786,6 +830,10 @@ pub(crate) struct Hist {
     pub reads: Vec<Option<Vec<u8>>>,
     /// The placement epoch its coordinator planned it in.
     pub epoch: redt_proto::Epoch,
+    /// An interactive transaction's reads, one per step (`workload::Generator::interactive_commit`):
+    /// what its versioned read returned, taken as its reads once it commits in place of the
+    /// answer's (its CHECKs read nothing).
+    pub pre_reads: Option<Vec<Option<Vec<u8>>>>,
     /// [`World::fault_starts`] when it was submitted, if no fault was under way then.
     pub calm_since: Option<u64>,
 }
@@ -844,6 +892,8 @@ pub(crate) struct World {
     bursts: u32,
     /// Whether the message faults come in bursts ([`SimConfig::committing`]).
     bursts_planned: bool,
+    /// The last interactive versioned read's id.
+    next_read: u64,
     /// The failover policy's questions and probes under way, and when each node was last down
     /// ([`FailoverMode::Policy`]).
     rounds: failover::Rounds,
@@ -972,6 +1022,7 @@ impl World {
             backoff_us: 2 * max_rtt.as_micros() as u64,
             retries,
             bursts_planned: bursts,
+            next_read: 0,
             recovery,
             last_ring_check: 0,
             left_behind: BTreeSet::new(),
@@ -1029,7 +1080,7 @@ impl World {
         let (table, values): (_, Vec<Vec<u8>>) = match self.cfg.workload {
             Workload::Bank => (self.gen.kv, vec![workload::BANK_START.to_le_bytes().to_vec()]),
             Workload::Ycsb => (self.gen.usertable, vec![vec![0u8; 8]; self.gen.ycsb_cells]),
-            Workload::Append | Workload::AppendScan | Workload::Churn => return Ok(()),
+            Workload::Append | Workload::AppendScan | Workload::Churn | Workload::Interactive => return Ok(()),
         };
         let schema = self.topology.table(table).ok_or("no table")?.clone();
         for key in self.gen.keys() {
@@ -1092,7 +1143,13 @@ impl World {
         for n in 0..self.nodes.len() {
             for _ in 0..self.cfg.clients_per_node {
                 let c = self.clients.len();
-                self.clients.push(Client { node: NodeId(n as u16), process: c as u64, busy: None, current: None });
+                self.clients.push(Client {
+                    node: NodeId(n as u16),
+                    process: c as u64,
+                    busy: None,
+                    current: None,
+                    reading: None,
+                });
                 let at = self.rng.gen_range(0..1_000);
                 self.queue.push(at, Ev::Client { client: c });
             }
@@ -1268,6 +1325,11 @@ impl World {
                         self.pump_rebuild(node, partition);
                     }
                     Some(RpcOwner::Reclaim(ask)) => self.reclaim_answered(node, ask, None),
+                    Some(RpcOwner::Read(client, read, _)) => {
+                        if self.clients[client].reading.as_ref().is_some_and(|r| r.id == read) {
+                            self.read_failed(client, "call deadline");
+                        }
+                    }
                     // The round stays unanswered; the watch starts another.
                     Some(RpcOwner::Gap(..)) | None => {}
                 }
@@ -1317,6 +1379,12 @@ impl World {
                 self.queue.push(self.now + REPLAY_EVERY_US, Ev::Replay { node });
             }
             Ev::Client { client } => self.client(client),
+            Ev::ReadTimeout { client, read } => {
+                if self.clients[client].reading.as_ref().is_some_and(|r| r.id == read) {
+                    self.read_failed(client, "timed out");
+                }
+            }
+            Ev::ClientCommit { client, read } => self.commit_read(client, read),
             Ev::Crash { node } => {
                 self.fault_starts += 1;
                 self.crash(node)
@@ -1780,17 +1848,28 @@ impl World {
         for (_, (client, _, _, _)) in held {
             self.complete(client, Outcome::Aborted, Vec::new(), false, None);
         }
+        // Reading, they committed nothing yet: they start over.
+        let reading: Vec<usize> = (0..self.clients.len())
+            .filter(|&c| self.clients[c].node == node && self.clients[c].reading.is_some())
+            .collect();
+        for c in reading {
+            self.read_failed(c, "its node crashed");
+        }
         let back = self.now + self.rng.gen_range(200_000..2_000_000);
         self.queue.push(back, Ev::Restart { node });
     }
 
     fn client(&mut self, c: usize) {
-        if self.draining || self.clients[c].busy.is_some() {
+        if self.draining || self.clients[c].busy.is_some() || self.clients[c].reading.is_some() {
             return;
         }
         let node = self.clients[c].node;
         if !self.nodes[node.0 as usize].alive {
             self.queue.push(self.now + 50_000, Ev::Client { client: c });
+            return;
+        }
+        if self.cfg.workload == Workload::Interactive {
+            self.start_read(c);
             return;
         }
         // A retry runs the same call again; else a new transaction is drawn.
@@ -1823,6 +1902,156 @@ impl World {
             reads: Vec::new(),
             epoch: self.nodes[node.0 as usize].epochs.epoch(),
             calm_since: self.calm().then_some(self.fault_starts),
+            pre_reads: None,
+        });
+        self.clients[c].busy = Some(h);
+        self.admit(node, c, txn, draw.call, true);
+    }
+
+    /// Starts client `c`'s interactive transaction: a versioned read of the keys it draws
+    /// (`workload::Generator::interactive_reads`), as its node serves one
+    /// (`redt_protocol::versioned_read`): the keys its DC holds read now from the DC's
+    /// replicas without locks, the others forwarded to a replica of the nearest DC holding
+    /// them, one request per node, over the simulated network.
+    fn start_read(&mut self, c: usize) {
+        let node = self.clients[c].node;
+        let i = node.0 as usize;
+        self.report.transactions += 1;
+        let keys = self.gen.interactive_reads(&mut self.rng);
+        self.next_read += 1;
+        let id = self.next_read;
+        let topology = self.nodes[i].epochs.current();
+        let table = self.gen.kv;
+        let route = redt_protocol::versioned_read::route(&topology, self.nodes[i].dc, table, &keys);
+        let mut reading =
+            Reading { id, keys: keys.clone(), started_us: self.now, got: vec![None; keys.len()], waiting: 0 };
+        if !route.local.is_empty() {
+            let local: Vec<u64> = route.local.iter().map(|&k| keys[k]).collect();
+            let Some(core) = self.nodes[i].core.as_ref() else {
+                self.queue.push(self.now + 50_000, Ev::Client { client: c });
+                return;
+            };
+            match core.versioned_read(u32::from(table.0), &local) {
+                Ok(items) => {
+                    for (&k, item) in route.local.iter().zip(items) {
+                        reading.got[k] = Some((item.version, item.value));
+                    }
+                }
+                Err(e) => {
+                    self.trace(|| format!("client {c}: versioned read at {node} refused: {e}"));
+                    self.clients[c].reading = Some(reading);
+                    self.read_failed(c, "refused");
+                    return;
+                }
+            }
+        }
+        reading.waiting = route.remote.len();
+        self.trace(|| format!("client {c} reads {keys:?} at {node} ({} forwarded)", reading.waiting));
+        self.clients[c].reading = Some(reading);
+        for (to, idx) in route.remote {
+            let sub: Vec<u64> = idx.iter().map(|&k| keys[k]).collect();
+            let request = Request::VersionedRead { table: u32::from(table.0), keys: sub };
+            self.call(node, to, RpcOwner::Read(c, id, idx), request);
+        }
+        let timeout = self.cfg.options.phase1_timeout.as_micros() as u64;
+        self.queue.push(self.now + timeout, Ev::ReadTimeout { client: c, read: id });
+        self.read_progress(c);
+    }
+
+    /// A forwarded part of client `c`'s versioned read `read` answered `reply` (the keys at
+    /// `idx` of the read).
+    fn read_answered(&mut self, c: usize, read: u64, idx: Vec<usize>, reply: Reply) {
+        let Some(r) = self.clients[c].reading.as_mut().filter(|r| r.id == read) else { return };
+        match reply {
+            Reply::VersionedValues(items)
+                if items.len() == idx.len() && idx.iter().zip(&items).all(|(&k, it)| r.keys[k] == it.key) =>
+            {
+                for (k, item) in idx.into_iter().zip(items) {
+                    r.got[k] = Some((item.version, item.value));
+                }
+                r.waiting -= 1;
+                self.read_progress(c);
+            }
+            other => {
+                self.trace(|| format!("client {c}: a forwarded versioned read answered {other:?}"));
+                self.read_failed(c, "a forwarded read failed");
+            }
+        }
+    }
+
+    /// Once every part of client `c`'s versioned read is in, it thinks, then commits.
+    fn read_progress(&mut self, c: usize) {
+        let Some(r) = self.clients[c].reading.as_ref() else { return };
+        if r.waiting > 0 {
+            return;
+        }
+        let read = r.id;
+        let think = self.rng.gen_range(0..=workload::INTERACTIVE_THINK_US);
+        self.queue.push(self.now + think, Ev::ClientCommit { client: c, read });
+    }
+
+    /// Client `c`'s versioned read failed (`why`): nothing was committed, it starts over
+    /// after a pause, with a new transaction.
+    fn read_failed(&mut self, c: usize, why: &str) {
+        if self.clients[c].reading.take().is_none() {
+            return;
+        }
+        self.report.reads_failed += 1;
+        self.report.transactions_given_up += 1;
+        self.trace(|| format!("client {c}: versioned read failed: {why}"));
+        let pause = self.rng.gen_range(0..self.backoff_us.max(2_000));
+        self.queue.push(self.now + pause, Ev::Client { client: c });
+    }
+
+    /// Client `c` commits what it decided on its versioned read `read`: CHECKs of every key
+    /// read at its version and the appends that depend on them
+    /// (`workload::Generator::interactive_commit`), invoked (for the history) when the read
+    /// started.
+    fn commit_read(&mut self, c: usize, read: u64) {
+        if self.clients[c].reading.as_ref().is_none_or(|r| r.id != read) {
+            return;
+        }
+        let node = self.clients[c].node;
+        if self.draining || !self.nodes[node.0 as usize].alive {
+            self.read_failed(c, "draining, or its node is down");
+            return;
+        }
+        let Some(r) = self.clients[c].reading.take() else { return };
+        self.report.reads_versioned += 1;
+        let width = self.topology.table(self.gen.kv).map_or(0, |t| t.cells[0].bytes as usize);
+        let items: Vec<workload::ReadItem> = r
+            .keys
+            .iter()
+            .zip(r.got)
+            .map(|(&k, got)| {
+                let (version, mut value) = got.unwrap_or_default();
+                if !value.is_empty() {
+                    value.resize(width.max(value.len()), 0);
+                }
+                (k, version, value)
+            })
+            .collect();
+        let (draw, pre_reads) = self.gen.interactive_commit(&mut self.rng, &items);
+        self.clients[c].current = Some((draw.clone(), 1));
+        let n = &mut self.nodes[node.0 as usize];
+        let dc = self.dcs[n.dc.0 as usize].clone();
+        let ids = n.ids.as_mut().expect("a live node was booted");
+        let txn = ids.issue(&dc).expect("the in-process MemStore has incarnations left");
+        let h = self.hist.len();
+        self.hist.push(Hist {
+            process: self.clients[c].process,
+            txn,
+            call: draw.call.clone(),
+            ran: None,
+            invoke_us: r.started_us,
+            complete_us: None,
+            outcome: Outcome::Unknown,
+            ops: workload::unfilled(&draw.steps),
+            steps: draw.steps,
+            reads: Vec::new(),
+            epoch: self.nodes[node.0 as usize].epochs.epoch(),
+            calm_since: self.calm().then_some(self.fault_starts),
+            pre_reads: Some(pre_reads),
         });
         self.clients[c].busy = Some(h);
         self.admit(node, c, txn, draw.call, true);
@@ -1984,6 +2213,11 @@ impl World {
         let e = &mut self.hist[h];
         e.outcome = outcome;
         e.complete_us = returned.then_some(self.now);
+        // An interactive transaction read with its versioned read, not in its commit.
+        let reads = match (&e.pre_reads, outcome) {
+            (Some(pre), Outcome::Committed) => pre.clone(),
+            _ => reads,
+        };
         if outcome == Outcome::Committed {
             e.ops = workload::fill_steps(&e.steps, &reads);
         }
@@ -2494,6 +2728,7 @@ impl World {
                         };
                         self.reclaim_answered(to, ask, answer);
                     }
+                    Some(RpcOwner::Read(client, read, idx)) => self.read_answered(client, read, idx, reply),
                     Some(RpcOwner::Ship(ship, attempt)) => {
                         self.trace(|| format!("{to}: shipment {ship} answered {reply:?}"));
                         let now = self.instant(self.now);
@@ -2587,6 +2822,7 @@ fn kind(r: &Request) -> &'static str {
         Request::Reservations(_) => "reservations",
         Request::SnapshotRead(_) => "snapshot-read",
         Request::ReclaimCheck(_) => "reclaim-check",
+        Request::VersionedRead { .. } => "versioned-read",
     }
 }
 

@@ -23,7 +23,8 @@ pub struct SimArgs {
     #[arg(long, default_value_t = 0)]
     from: u64,
     /// Workload: bank, append, append-scan (list-append with range reads), churn (list-append
-    /// with deletes whose records are freed), ycsb.
+    /// with deletes whose records are freed), interactive (optimistic list-append: a versioned
+    /// read, then appends committed with CHECKs of what was read; also `rw-append`), ycsb.
     #[arg(long, default_value = "append", value_parser = parse_workload)]
     workload: Workload,
     /// Faults: a comma-separated list of crash, partition, drop, dup, hold (with --committing,
@@ -146,6 +147,10 @@ struct MutantArgs {
     /// asking the voters.
     #[arg(long)]
     mutant_confirm_alone: bool,
+    /// Phase 1 skips the CHECKs of optimistic transactions: every replica passes them, so an
+    /// interactive transaction commits writes computed from a stale versioned read.
+    #[arg(long)]
+    mutant_skip_version_checks: bool,
 }
 
 #[cfg(feature = "mutants")]
@@ -168,6 +173,7 @@ impl MutantArgs {
         c.executor_mutations.batch_first_writer_wins = self.mutant_batch_first_writer_wins;
         c.executor_mutations.batch_order_by_dc = self.mutant_batch_order_by_dc;
         c.failover_mutations.confirm_alone = self.mutant_confirm_alone;
+        c.executor_mutations.skip_version_checks = self.mutant_skip_version_checks;
     }
 }
 

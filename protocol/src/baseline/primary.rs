@@ -38,7 +38,8 @@ pub fn is_primary_request(request: &Request) -> bool {
         | Request::RecoveryPrepare(_)
         | Request::Reservations(_)
         | Request::SnapshotRead(_)
-        | Request::ReclaimCheck(_) => false,
+        | Request::ReclaimCheck(_)
+        | Request::VersionedRead { .. } => false,
     }
 }
 
