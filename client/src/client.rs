@@ -323,22 +323,34 @@ impl Client {
     /// Reads `keys` of `table` without locks, each with its version (the read phase of an
     /// optimistic transaction; [`Client::begin`] keeps the versions for the commit).
     ///
+    /// A key a writer holds while its commit is applied is read again after a backoff
+    /// (`NOT_READY`), up to `attempts` times; a node that does not answer is passed over.
+    ///
     /// # Errors
     /// [`Error::Refused`] for a malformed request (an unknown table, too many keys);
-    /// [`Error::Unavailable`] when no node answered.
+    /// [`Error::Unavailable`] when no node answered, or a key stayed busy.
     pub async fn read(&self, table: &str, keys: &[u64], prefer: usize) -> Result<Vec<api::VersionedValue>, Error> {
         let mut last = String::from("no node to ask");
-        for i in self.order(prefer) {
-            let q = api::ReadRequest { table: table.into(), keys: keys.to_vec() };
-            match self.stub(i).read(self.request(q)).await {
-                Ok(r) => return Ok(r.into_inner().values),
-                Err(s) => match classify(s, 0) {
-                    Failure::Refused(e) | Failure::Aborted(e) => return Err(e),
-                    Failure::Unknown(s) => {
-                        self.mark_down(i);
-                        last = format!("{}: {}", self.nodes[i].0, s.message());
+        for attempt in 0..self.options.attempts.max(1) {
+            self.backoff(attempt).await;
+            for i in self.order(prefer) {
+                let q = api::ReadRequest { table: table.into(), keys: keys.to_vec() };
+                match self.stub(i).read(self.request(q)).await {
+                    Ok(r) => return Ok(r.into_inner().values),
+                    Err(s) => {
+                        let busy = crate::error::info(&s).0 == crate::error::NOT_READY;
+                        match classify(s, 0) {
+                            Failure::Refused(e) | Failure::Aborted(e) => return Err(e),
+                            Failure::Unknown(s) => {
+                                last = format!("{}: {}", self.nodes[i].0, s.message());
+                                if busy {
+                                    break;
+                                }
+                                self.mark_down(i);
+                            }
+                        }
                     }
-                },
+                }
             }
         }
         Err(Error::Unavailable(last))

@@ -55,6 +55,9 @@ impl Error {
     }
 }
 
+/// The `ErrorInfo` reason of a request to ask again later (a key busy under a writer).
+pub(crate) const NOT_READY: &str = "NOT_READY";
+
 /// The `ErrorInfo` of a status: its reason and metadata (empty without one).
 pub(crate) fn info(s: &Status) -> (String, std::collections::HashMap<String, String>) {
     match s.get_details_error_info() {

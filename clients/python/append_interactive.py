@@ -93,20 +93,24 @@ def main():
                 planned = [["r", k, None] for k in reads] + [["append", k, v] for k, v in appends]
                 history.append({"type": "invoke", "f": "txn", "value": planned, "process": process, "time": now_ns()})
             commit = [c.check(v.key, v.version) for v in got] + [c.append(k, v) for k, v in appends]
+            error = None
             try:
                 c.run(a.table, commit, prefer=process)
                 kind = "ok"
             except Aborted as e:
-                kind = "fail"
+                kind, error = "fail", "%s: %s; attempts: %s" % (e.cause, e, " | ".join(e.attempts))
                 with lock:
                     causes[e.cause] = causes.get(e.cause, 0) + 1
-            except OutcomeUnknown:
-                kind = "info"
+            except OutcomeUnknown as e:
+                kind, error = "info", str(e)
             done = [["r", k, lists[k]] for k in reads] + [["append", k, v] for k, v in appends]
+            event = {"type": kind, "f": "txn", "value": done if kind == "ok" else planned,
+                     "process": process, "time": now_ns()}
+            if error:
+                event["error"] = error
             with lock:
                 counts[kind] += 1
-                history.append({"type": kind, "f": "txn", "value": done if kind == "ok" else planned,
-                                "process": process, "time": now_ns()})
+                history.append(event)
 
     threads = [threading.Thread(target=client, args=(i,), daemon=True) for i in range(a.clients)]
     for t in threads:

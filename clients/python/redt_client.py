@@ -61,6 +61,7 @@ class Aborted(Exception):
     def __init__(self, message, cause, retryable, txn):
         super().__init__(message)
         self.cause, self.retryable, self.txn = cause, retryable, txn
+        self.attempts = []
 
 
 class OutcomeUnknown(Exception):
@@ -148,17 +149,24 @@ class Cluster:
     def read(self, table, keys, prefer=0):
         """Reads ``keys`` of ``table`` without locks: ``VersionedValue``s (value, version,
         found), one per key; commit ``check(key, version)`` of each to make the decision on
-        them serializable. Fails over to the next node when one does not answer."""
+        them serializable. Fails over to the next node when one does not answer; reads again
+        after a backoff when a key is busy under a writer (``NOT_READY``)."""
         last = None
-        for i in self._order(prefer):
-            try:
-                return list(self.nodes[i][2].Read(pb.ReadRequest(table=table, keys=keys), timeout=self.deadline_s).values)
-            except grpc.RpcError as err:
-                reason, _ = error_info(err)
-                if reason in ("MALFORMED", "OVER_LIMIT", "FORBIDDEN"):
-                    raise
-                self._mark_down(i)
-                last = err
+        for attempt in range(self.retries):
+            if attempt:
+                time.sleep(random.uniform(0, min(1.0, 0.01 * (2 ** attempt))))
+            for i in self._order(prefer):
+                try:
+                    return list(
+                        self.nodes[i][2].Read(pb.ReadRequest(table=table, keys=keys), timeout=self.deadline_s).values)
+                except grpc.RpcError as err:
+                    reason, _ = error_info(err)
+                    if reason in ("MALFORMED", "OVER_LIMIT", "FORBIDDEN"):
+                        raise
+                    last = err
+                    if reason == "NOT_READY":
+                        break  # a key busy under a writer: read again after a backoff
+                    self._mark_down(i)
         raise OutcomeUnknown("no node answered the read: %s" % (last.details() if last else "no node"), 0)
 
     def status(self, node=0, count_locks=False):
@@ -192,8 +200,10 @@ class Cluster:
         return self.run_request(req, prefer).results
 
     def run_request(self, req, prefer=0):
-        """``run`` for any ``RunRequest`` (a procedure too); returns the ``RunResponse``."""
+        """``run`` for any ``RunRequest`` (a procedure too); returns the ``RunResponse``.
+        An ``Aborted`` it raises lists what each attempt did (``attempts``)."""
         last = None
+        tried = []
         for attempt in range(self.retries):
             for i in self._order(prefer + attempt):
                 stub = self.nodes[i][2]
@@ -208,8 +218,10 @@ class Cluster:
                 except grpc.RpcError as err:
                     reason, meta = error_info(err)
                     if err.code() == grpc.StatusCode.ABORTED:
+                        tried.append("%s txn %d: aborted %s" % (self.nodes[i][0], res.txn, meta.get("cause")))
                         last = Aborted(err.details(), meta.get("cause"), meta.get("retryable") == "true", res.txn)
                         if not last.retryable:
+                            last.attempts = tried
                             raise last
                         break
                     if reason in ("MALFORMED", "OVER_LIMIT", "FORBIDDEN", "NOT_RESERVED"):
@@ -217,6 +229,8 @@ class Cluster:
                     # Unknown outcome, a dead node, a deadline: ask before anything else.
                     self._mark_down(i)
                     o = self.outcome(res, i)
+                    tried.append("%s txn %d: %s, then asked: %s (%s)" % (
+                        self.nodes[i][0], res.txn, err.code(), pb.OutcomeResponse.State.Name(o.state), o.detail))
                     if o.state == pb.OutcomeResponse.COMMITTED:
                         # Committed; what it read was in the lost answer.
                         return pb.RunResponse(txn=o.txn)
@@ -226,4 +240,5 @@ class Cluster:
             time.sleep(random.uniform(0, min(1.0, 0.01 * (2 ** attempt))))
         if last is None:
             raise OutcomeUnknown("no node answered", 0)
+        last.attempts = tried
         raise last

@@ -641,6 +641,41 @@ fn an_abort_record_after_a_restart_lands_in_the_rings_entry() {
     }
 }
 
+/// A coordinator cut off from the DCs past the recovery timeout records its timeout's abort
+/// (ballot 0) once healed; a DC where a recoverer has meanwhile committed the transaction, and
+/// which the coordinator names no entry of (it never got that DC's vote), must refuse the
+/// record: answering "recorded" would count it toward an abort majority, and the coordinator
+/// would acknowledge an abort of a committed transaction (seen through the gRPC API: an
+/// append a client was told failed, visible). With the record counted (the mutant), it is.
+#[test]
+fn an_abort_record_after_a_recoverers_commit_is_refused() {
+    use redt_proto::{Ballot, Cts};
+    use redt_protocol::executor_core::ExecutorMutations;
+    for mutant in [false, true] {
+        let (core, _dc, topology) = core();
+        let mut core =
+            core.with_mutations(ExecutorMutations { record_after_decision_counts: mutant, ..Default::default() });
+        let t = TxnId::new(NodeId(1), 41);
+        let mut a = args(&topology, t, &[KvOp::Add(4, 1)]);
+        a.start = Cts(1 << 20);
+        a.partitions = vec![redt_proto::PartitionId(0)];
+        assert!(core.execute(&a, 1).expect("phase 1 runs").is_commit());
+        // The recoverer's decision: commit, applied here.
+        core.decide(t, Decision::Commit(Cts(1 << 21)), &[]).expect("applies the commit");
+        let recorded = core.record(t, Decision::Abort, Ballot(0), &[]).expect("answers");
+        assert_eq!(recorded, mutant, "a DC that applied a commit holds no abort (mutant {mutant})");
+        // A DC that voted abort still holds the abort after the decision.
+        let t2 = TxnId::new(NodeId(1), 42);
+        let mut b = args(&topology, t2, &[KvOp::Add(4, 1)]);
+        b.start = Cts(1 << 20);
+        b.partitions = vec![redt_proto::PartitionId(0)];
+        b.epoch = redt_proto::Epoch(topology.epoch.0 + 7); // another placement's: fenced, votes abort
+        assert!(!core.execute(&b, 2).expect("phase 1 answers").is_commit());
+        core.decide(t2, Decision::Abort, &[]).expect("applies the abort");
+        assert!(core.record(t2, Decision::Abort, Ballot(0), &[]).expect("answers"));
+    }
+}
+
 /// docs/design.md §2, "a catch-up outlives its source" (sim-20dc seed 2012): a catch-up source
 /// decides its redo with a catch-up mask, so after its process restarts (a new core over the
 /// same MemStore, nothing in memory) the ring still says what it owes: replay applies the entry

@@ -7,7 +7,7 @@ use crate::convert;
 use crate::errors::{self, reason};
 use redt_api::v1 as api;
 use redt_api::v1::transactions_server::Transactions;
-use redt_proto::wire::{Body, Envelope, OutcomeQueryRequest, ReserveTxnRequest, StatusRequest};
+use redt_proto::wire::{Body, Envelope, OutcomeQueryRequest, ReserveTxnRequest, StatusRequest, VersionedReadRequest};
 use redt_proto::Topology;
 use redt_transport::{Caller, Handler, Transport};
 use std::sync::Arc;
@@ -126,8 +126,22 @@ impl Transactions for TransactionsService {
     }
 
     async fn read(&self, req: Request<api::ReadRequest>) -> Result<Response<api::ReadResponse>, Status> {
-        let _ = self.caller(&req)?;
-        Err(errors::status(Code::Unimplemented, "versioned reads are not served yet", reason::MALFORMED, &[]))
+        let caller = self.caller(&req)?;
+        let table = convert::table_id(&self.topology, &req.get_ref().table)?;
+        let keys = req.get_ref().keys.clone();
+        if keys.is_empty() {
+            return Err(errors::malformed("a ReadRequest without keys"));
+        }
+        match self.serve(&req, caller, Body::VersionedRead(VersionedReadRequest { table, keys }), None).await? {
+            Body::VersionedValues(r) => Ok(Response::new(api::ReadResponse {
+                values: r
+                    .items
+                    .into_iter()
+                    .map(|i| api::VersionedValue { key: i.key, value: i.value, version: i.version, found: i.found })
+                    .collect(),
+            })),
+            _ => Err(unexpected("a versioned read")),
+        }
     }
 
     async fn reserve(&self, req: Request<api::ReserveRequest>) -> Result<Response<api::Reservation>, Status> {

@@ -187,6 +187,12 @@ mutations! {
         /// replica passes them whatever version it holds, so a transaction commits writes
         /// computed from a versioned read that a commit since made stale.
         pub skip_version_checks: bool,
+        /// A coordinator's abort record (ballot 0) for a transaction whose decision this node
+        /// already applied, with no entry left to record it in, answers "recorded": the
+        /// coordinator counts the DC toward its abort majority though a recoverer may have
+        /// committed the transaction there, and acknowledges an abort of a committed
+        /// transaction (its coordinator's DC cut off past the recovery timeout, then healed).
+        pub record_after_decision_counts: bool,
     }
 }
 
@@ -393,6 +399,9 @@ pub struct ExecutorCore {
     fences: TxnSet,
     /// Transactions whose decision this node applied (bounded).
     decided: TxnSet,
+    /// Of those, the ones whose decision here was a commit (bounded): a coordinator's late
+    /// ballot-0 abort record is refused for them ([`ExecutorCore::record`]).
+    committed: TxnSet,
     /// As a secondary (baselines, catch-up): redo accepted per (transaction, sender),
     /// awaiting its decision; at most `limits.max_accepted_redo` pairs, the oldest forgotten
     /// first (see the module's docs).
@@ -453,6 +462,7 @@ impl ExecutorCore {
             votes_forgotten: 0,
             fences: TxnSet::default(),
             decided: TxnSet::default(),
+            committed: TxnSet::default(),
             accepted: Capped::new(limits.max_accepted_redo),
             accepted_forgotten: 0,
             accepted_before: None,
@@ -1168,12 +1178,27 @@ impl ExecutorCore {
     /// Records `decision` at `ballot` in the vote words of `entries` (or of the entries this
     /// node remembers for `txn`, or, remembering nothing of it — say after a restart — of
     /// the unfinished entries of `txn` the DC's rings hold). Returns whether all of them record
-    /// it. With no entry at all, an abort fences `txn` so a late phase 1 cannot vote commit.
+    /// it. With no entry at all, an abort fences `txn` so a late phase 1 cannot vote commit;
+    /// but an abort of a transaction whose commit this node applied (a recoverer's, the
+    /// coordinator cut off meanwhile) is refused (`false`).
     ///
     /// # Errors
     /// Data-path failures.
     pub fn record(&mut self, txn: TxnId, decision: Decision, ballot: Ballot, entries: &[EntryRef]) -> Result<bool> {
         let mut entries = if entries.is_empty() { self.pending_entries(txn) } else { entries.to_vec() };
+        if entries.is_empty()
+            && decision == Decision::Abort
+            && self.committed.contains(&txn)
+            && !mutant!(self.mutations.record_after_decision_counts)
+        {
+            // A commit of it was applied here: a recoverer's (the coordinator's own decisions
+            // follow its record), whose entries are finished, so no vote word is left to refuse
+            // a ballot-0 abort. A coordinator cut off from the DCs past the recovery timeout
+            // sends that record once healed; counting this DC would let it acknowledge an
+            // abort of a committed transaction. Not counted, it leaves the transaction to its
+            // recoverer and answers "unknown".
+            return Ok(false);
+        }
         if entries.is_empty() && !self.fences.contains(&txn) && !self.decided.contains(&txn) {
             // A commit vote this process no longer remembers (it restarted since its phase 1)
             // is still in the ring: answering "recorded" without recording it there would let
@@ -1185,9 +1210,19 @@ impl ExecutorCore {
             if decision == Decision::Abort {
                 self.fences.insert(txn);
             }
+            tracing::debug!(
+                %txn,
+                ?decision,
+                ?ballot,
+                fenced = self.fences.contains(&txn),
+                decided = self.decided.contains(&txn),
+                "record: no entry here; recorded"
+            );
             return Ok(true);
         }
-        Ok(self.executor.record(txn, decision, ballot, &entries)?)
+        let recorded = self.executor.record(txn, decision, ballot, &entries)?;
+        tracing::debug!(%txn, ?decision, ?ballot, entries = entries.len(), recorded, "record in the entries");
+        Ok(recorded)
     }
 
     /// Frees `txn`'s rows of the promise tables of this DC's nodes, once a recoverer's decision
@@ -1235,6 +1270,9 @@ impl ExecutorCore {
         owing: Option<Owing<'_>>,
     ) -> Result<()> {
         let remembered = self.pending.remove(&txn).map(|v| v.entries);
+        if matches!(decision, Decision::Commit(_)) {
+            self.committed.insert(txn);
+        }
         if remembered.is_none() && self.decided.contains(&txn) {
             if mutant!(self.mutations.repeated_decision_touches_nothing) {
                 return Ok(());

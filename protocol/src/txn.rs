@@ -451,6 +451,7 @@ impl TxnMachine for CoordinatorTxn {
             }
             (Purpose::Record(round), Reply::Recorded(ok)) => {
                 if round == self.round && self.stage == Stage::Recording {
+                    tracing::debug!(txn = %self.txn, dc = %self.topology.dc_name(a.dc), round, recorded = ok, "abort record answered");
                     self.round_open -= 1;
                     if ok {
                         self.holding.insert(a.dc);
@@ -689,6 +690,11 @@ impl CoordinatorTxn {
     }
 
     fn on_recorded(&mut self, now: Instant) {
+        tracing::debug!(
+            txn = %self.txn,
+            holding = ?self.holding.iter().map(|&dc| self.topology.dc_name(dc)).collect::<Vec<_>>(),
+            "abort held by a majority of every partition: answered aborted"
+        );
         let why = self.why.clone();
         self.answer(TxnStatus::Aborted(why), Vec::new(), None);
         self.record_retry_at = None;

@@ -151,6 +151,10 @@ struct MutantArgs {
     /// interactive transaction commits writes computed from a stale versioned read.
     #[arg(long)]
     mutant_skip_version_checks: bool,
+    /// A coordinator's ballot-0 abort record counts a DC that already applied a decision
+    /// (perhaps a recoverer's commit) toward its abort majority.
+    #[arg(long)]
+    mutant_record_after_decision_counts: bool,
 }
 
 #[cfg(feature = "mutants")]
@@ -174,6 +178,7 @@ impl MutantArgs {
         c.executor_mutations.batch_order_by_dc = self.mutant_batch_order_by_dc;
         c.failover_mutations.confirm_alone = self.mutant_confirm_alone;
         c.executor_mutations.skip_version_checks = self.mutant_skip_version_checks;
+        c.executor_mutations.record_after_decision_counts = self.mutant_record_after_decision_counts;
     }
 }
 
