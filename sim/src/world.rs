@@ -1883,7 +1883,21 @@ impl World {
                 (self.gen.draw(&mut self.rng), 1)
             }
         };
-        self.clients[c].current = Some((draw.clone(), attempts));
+        self.begin_txn(c, node, (draw, attempts), self.now, None);
+    }
+
+    /// Starts client `c`'s attempt `attempt` of `draw` at `node`: a transaction id issued
+    /// there, the history's record of it (invoked at `invoke_us`; `pre_reads`: what an
+    /// interactive transaction's versioned read returned), and its admission.
+    fn begin_txn(
+        &mut self,
+        c: usize,
+        node: NodeId,
+        (draw, attempt): (workload::Draw, u32),
+        invoke_us: u64,
+        pre_reads: Option<Vec<Option<Vec<u8>>>>,
+    ) {
+        self.clients[c].current = Some((draw.clone(), attempt));
         let n = &mut self.nodes[node.0 as usize];
         let dc = self.dcs[n.dc.0 as usize].clone();
         let ids = n.ids.as_mut().expect("a live node was booted");
@@ -1894,7 +1908,7 @@ impl World {
             txn,
             call: draw.call.clone(),
             ran: None,
-            invoke_us: self.now,
+            invoke_us,
             complete_us: None,
             outcome: Outcome::Unknown,
             ops: workload::unfilled(&draw.steps),
@@ -1902,7 +1916,7 @@ impl World {
             reads: Vec::new(),
             epoch: self.nodes[node.0 as usize].epochs.epoch(),
             calm_since: self.calm().then_some(self.fault_starts),
-            pre_reads: None,
+            pre_reads,
         });
         self.clients[c].busy = Some(h);
         self.admit(node, c, txn, draw.call, true);
@@ -2032,29 +2046,7 @@ impl World {
             })
             .collect();
         let (draw, pre_reads) = self.gen.interactive_commit(&mut self.rng, &items);
-        self.clients[c].current = Some((draw.clone(), 1));
-        let n = &mut self.nodes[node.0 as usize];
-        let dc = self.dcs[n.dc.0 as usize].clone();
-        let ids = n.ids.as_mut().expect("a live node was booted");
-        let txn = ids.issue(&dc).expect("the in-process MemStore has incarnations left");
-        let h = self.hist.len();
-        self.hist.push(Hist {
-            process: self.clients[c].process,
-            txn,
-            call: draw.call.clone(),
-            ran: None,
-            invoke_us: r.started_us,
-            complete_us: None,
-            outcome: Outcome::Unknown,
-            ops: workload::unfilled(&draw.steps),
-            steps: draw.steps,
-            reads: Vec::new(),
-            epoch: self.nodes[node.0 as usize].epochs.epoch(),
-            calm_since: self.calm().then_some(self.fault_starts),
-            pre_reads: Some(pre_reads),
-        });
-        self.clients[c].busy = Some(h);
-        self.admit(node, c, txn, draw.call, true);
+        self.begin_txn(c, node, (draw, 1), r.started_us, Some(pre_reads));
     }
 
     /// Starts client `c`'s transaction `txn` on `node`, or, under decided-holder takeover,

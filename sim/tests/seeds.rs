@@ -149,21 +149,20 @@ fn a_mutant_with_the_papers_recovery_rule_is_caught() {
 }
 
 /// Mutant: votes beat a higher-ballot record (a majority of up-to-date commit votes commits
-/// over a recorded abort). Seed 3129 of the lossy schedule (bank on local-fast.yaml) catches
-/// it: replicas of key 10 disagree. The same seed passes unmutated. (Seed 3025 of `--faults
-/// all` catches it only while a RECORD cannot replace a lower ballot's decision, which it
-/// can: the mutant passes that seed. `scan_for_mutant_seeds` found 3129, the one seed of
-/// 3000–3399 lossy that catches it.)
+/// over a recorded abort). Seed 34 of the lossy schedule (bank on local-fast.yaml, failover
+/// oracle) catches it: replicas of key 11 disagree. The same seed passes unmutated.
+/// (`scan_for_mutant_seeds` with `REDT_SIM_MUTANT_LOSSY=1 REDT_SIM_MUTANT_ORACLE=1` finds 34,
+/// 1129, 2825 and 5810 of 0–5999 on local-fast.yaml.)
 #[test]
 fn a_mutant_whose_votes_beat_records_is_caught() {
-    let mut cfg = oracle(lossy(topology("local-fast.yaml"), 3129, Workload::Bank));
-    assert!(run(cfg.clone()).expect("runs").ok(), "seed 3129 passes unmutated");
+    let mut cfg = oracle(lossy(topology("local-fast.yaml"), 34, Workload::Bank));
+    assert!(run(cfg.clone()).expect("runs").ok(), "seed 34 passes unmutated");
     cfg.recovery_mutations.votes_beat_records = true;
     let r = run(cfg).expect("runs");
-    assert!(!r.ok(), "seed 3129 catches the mutant: {r}");
+    assert!(!r.ok(), "seed 34 catches the mutant: {r}");
     assert!(
         r.violations.iter().any(|v| matches!(v, redt_sim::Violation::Diverged { .. })),
-        "seed 3129 catches the mutant by a divergence: {r}"
+        "seed 34 catches the mutant by a divergence: {r}"
     );
 }
 
@@ -333,8 +332,9 @@ fn replay_seed_from_env() {
 /// the default, `act_before_recording`, `votes_beat_records`, `no_promise_table`,
 /// `catch_up_after_applied` or `abort_unheard_without_catch_up`), `REDT_SIM_MUTANT_CONFIG` the
 /// topology (`sim-20dc.yaml` by default), `REDT_SIM_MUTANT_LOSSY=1` makes the schedules lossy,
-/// `REDT_SIM_MUTANT_REMOVE=1` adds a DC removal to the others and `REDT_SIM_MUTANT_TURN0=1`
-/// lets every DC recover at once (no turns). A no-op without `REDT_SIM_MUTANT_FROM`.
+/// `REDT_SIM_MUTANT_REMOVE=1` adds a DC removal to the others, `REDT_SIM_MUTANT_TURN0=1`
+/// lets every DC recover at once (no turns) and `REDT_SIM_MUTANT_ORACLE=1` runs the failover
+/// oracle. A no-op without `REDT_SIM_MUTANT_FROM`.
 #[test]
 fn scan_for_mutant_seeds() {
     let env = |k: &str| std::env::var(k).ok();
@@ -351,7 +351,7 @@ fn scan_for_mutant_seeds() {
         } else {
             SimConfig::new(t.clone(), seed, Workload::Bank, Faults { remove_dc, ..Faults::all() })
         };
-        let mut clean = clean;
+        let mut clean = if env("REDT_SIM_MUTANT_ORACLE").as_deref() == Some("1") { oracle(clean) } else { clean };
         if turn0 {
             clean.recovery_turn = Some(std::time::Duration::ZERO);
         }
