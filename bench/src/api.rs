@@ -20,10 +20,10 @@ use rand::{Rng, SeedableRng};
 use redt_client::{NodeEndpoint, Options, Tls, Txn};
 use redt_coordinator::process::cpu_time;
 use redt_coordinator::{CoordinatorOptions, EmbeddedCluster, TxnStatus};
+use redt_dc_executor::KvOp;
 use redt_grpc::{GrpcServer, GrpcTls, TransactionsService};
-use redt_proto::wire::{KvCall, KvOpMsg, ProcedureCall, ProcedureKind};
-use redt_proto::{CertIdentity, NodeId, Topology};
-use redt_protocol::call::kv_kind;
+use redt_proto::{CertIdentity, NodeId, TableId, Topology};
+use redt_protocol::call::kv_call;
 use redt_transport::Validity;
 use serde::Serialize;
 use std::net::SocketAddr;
@@ -116,7 +116,7 @@ pub async fn run_api_compare(topo: Topology, cfg: &ApiConfig) -> Result<ApiRepor
         EmbeddedCluster::start(topo, cfg.options.clone()).await.map_err(|e| format!("starting the cluster: {e}"))?,
     );
     let topo = cluster.topology.clone();
-    let result = compare(&cluster, &topo, u32::from(table.0), rtt_ms, cfg).await;
+    let result = compare(&cluster, &topo, table, rtt_ms, cfg).await;
     cluster.shutdown();
     result
 }
@@ -124,7 +124,7 @@ pub async fn run_api_compare(topo: Topology, cfg: &ApiConfig) -> Result<ApiRepor
 async fn compare(
     cluster: &Arc<EmbeddedCluster>,
     topo: &Arc<Topology>,
-    table: u32,
+    table: TableId,
     rtt_ms: f64,
     cfg: &ApiConfig,
 ) -> Result<ApiReport, String> {
@@ -218,7 +218,7 @@ struct Paths {
     native: Arc<redt_coordinator::Client>,
     grpc: Arc<redt_client::Client>,
     nodes: Vec<NodeId>,
-    table: u32,
+    table: TableId,
     keys: u64,
 }
 
@@ -278,11 +278,7 @@ impl Paths {
                         let start = Instant::now();
                         let ended = match p {
                             0 => {
-                                let ops = vec![
-                                    KvOpMsg { kind: kv_kind::READ, key: read, value: Vec::new(), operand: 0 },
-                                    KvOpMsg { kind: kv_kind::WRITE, key: write, value: value.to_vec(), operand: 0 },
-                                ];
-                                let call = ProcedureCall { kind: Some(ProcedureKind::Kv(KvCall { table, ops })) };
+                                let call = kv_call(table, &[KvOp::Read(read), KvOp::Write(write, value.to_vec())]);
                                 match native.submit(node, call).await.status {
                                     TxnStatus::Committed => Ended::Committed,
                                     TxnStatus::Aborted(_) => Ended::Aborted,

@@ -12,6 +12,8 @@
 use crate::client::Client;
 use crate::error::Error;
 use crate::txn::{Outcome, Txn};
+use redt_api::v1 as api;
+use redt_api::v1::operation::Op;
 use std::collections::BTreeMap;
 
 /// An optimistic transaction on one table ([`Client::begin`]).
@@ -57,17 +59,17 @@ impl<'c> Transaction<'c> {
 
     /// Overwrites `key` at commit.
     pub fn put(&mut self, key: u64, value: impl Into<Vec<u8>>) {
-        self.writes = std::mem::replace(&mut self.writes, Txn::new("")).put(key, value);
+        self.writes.push(Op::Put(api::Put { key, value: value.into() }));
     }
 
     /// Appends `item` to `key`'s list at commit.
     pub fn append(&mut self, key: u64, item: u64) {
-        self.writes = std::mem::replace(&mut self.writes, Txn::new("")).append(key, item);
+        self.writes.push(Op::Append(api::Append { key, item }));
     }
 
     /// Deletes `key` at commit.
     pub fn delete(&mut self, key: u64) {
-        self.writes = std::mem::replace(&mut self.writes, Txn::new("")).delete(key);
+        self.writes.push(Op::Delete(api::Delete { key }));
     }
 
     /// The one transaction the commit runs: a check of every version read, then the writes.

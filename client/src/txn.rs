@@ -19,8 +19,13 @@ impl Txn {
     }
 
     fn op(mut self, op: Op) -> Txn {
-        self.ops.push(api::Operation { op: Some(op) });
+        self.push(op);
         self
+    }
+
+    /// Adds `op` at the end.
+    pub(crate) fn push(&mut self, op: Op) {
+        self.ops.push(api::Operation { op: Some(op) });
     }
 
     /// Reads `key`'s value ([`Outcome::value`] of its index).

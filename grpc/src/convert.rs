@@ -4,10 +4,10 @@
 
 use crate::errors::{self, malformed};
 use redt_api::v1 as api;
-use redt_dc_executor::{decode_scan, list_items, LIST_TAG};
-use redt_proto::wire::{KvCall, KvOpMsg, OutcomeReply, ProcedureCall, ProcedureKind, SubmitRequest, TpccCall};
-use redt_proto::Topology;
-use redt_protocol::call::kv_kind;
+use redt_dc_executor::{decode_scan, list_items, KvOp, LIST_TAG};
+use redt_proto::wire::{OutcomeReply, ProcedureCall, ProcedureKind, SubmitRequest, TpccCall};
+use redt_proto::{TableId, Topology};
+use redt_protocol::call::kv_call;
 use tonic::Status;
 
 /// The family name of the TPC-C procedures (`Procedure::name`).
@@ -32,31 +32,29 @@ pub enum Answer {
 pub fn submission(topology: &Topology, req: api::RunRequest) -> Result<(SubmitRequest, Vec<Answer>), Status> {
     let (call, answers) = match req.transaction {
         None => return Err(malformed("a RunRequest without a transaction (key_value or procedure)")),
-        Some(api::run_request::Transaction::KeyValue(kv)) => {
-            let (call, answers) = key_value(topology, kv)?;
-            (ProcedureKind::Kv(call), answers)
-        }
+        Some(api::run_request::Transaction::KeyValue(kv)) => key_value(topology, kv)?,
         Some(api::run_request::Transaction::Procedure(p)) => {
             if p.name != TPCC {
                 return Err(malformed(format!("unknown procedure family {:?}; this node knows {TPCC:?}", p.name)));
             }
-            (ProcedureKind::Tpcc(TpccCall { kind: p.kind, params: p.params }), Vec::new())
+            let kind = ProcedureKind::Tpcc(TpccCall { kind: p.kind, params: p.params });
+            (ProcedureCall { kind: Some(kind) }, Vec::new())
         }
     };
     let (txn, token) = match req.reservation {
         Some(r) => (Some(r.txn), r.token),
         None => (None, 0),
     };
-    Ok((SubmitRequest { call: Some(ProcedureCall { kind: Some(call) }), txn, token }, answers))
+    Ok((SubmitRequest { call: Some(call), txn, token }, answers))
 }
 
-/// The table named `name`'s id.
+/// The table named `name`.
 ///
 /// # Errors
 /// `INVALID_ARGUMENT` naming the tables there are.
-pub fn table_id(topology: &Topology, name: &str) -> Result<u32, Status> {
-    match topology.tables.iter().find(|t| t.name == name) {
-        Some(t) => Ok(u32::from(t.id.0)),
+pub fn table_id(topology: &Topology, name: &str) -> Result<TableId, Status> {
+    match topology.table_by_name(name) {
+        Some(t) => Ok(t.id),
         None => {
             let names: Vec<&str> = topology.tables.iter().map(|t| t.name.as_str()).collect();
             Err(malformed(format!("no table {name:?}; the tables are {}", names.join(", "))))
@@ -64,7 +62,9 @@ pub fn table_id(topology: &Topology, name: &str) -> Result<u32, Status> {
     }
 }
 
-fn key_value(topology: &Topology, kv: api::KeyValue) -> Result<(KvCall, Vec<Answer>), Status> {
+/// The key/value call of `kv` (the wire encoding is [`kv_call`]'s) and what its operations
+/// answer.
+fn key_value(topology: &Topology, kv: api::KeyValue) -> Result<(ProcedureCall, Vec<Answer>), Status> {
     let table = table_id(topology, &kv.table)?;
     if kv.operations.is_empty() {
         return Err(malformed("a key/value transaction without operations"));
@@ -73,28 +73,24 @@ fn key_value(topology: &Topology, kv: api::KeyValue) -> Result<(KvCall, Vec<Answ
     let mut answers = Vec::with_capacity(kv.operations.len());
     for (i, o) in kv.operations.into_iter().enumerate() {
         use api::operation::Op;
-        let msg = |kind, key, value: Vec<u8>, operand| KvOpMsg { kind, key, value, operand };
-        let (m, a) = match o.op {
+        let (op, answer) = match o.op {
             None => {
                 return Err(malformed(format!(
                     "operation {i} has no kind (get, put, delete, add, append, scan, check)"
                 )))
             }
-            Some(Op::Get(g)) => (msg(kv_kind::READ, g.key, Vec::new(), 0), Answer::Value),
-            Some(Op::Put(p)) => (msg(kv_kind::WRITE, p.key, p.value, 0), Answer::Nothing),
-            Some(Op::Delete(d)) => (msg(kv_kind::DELETE, d.key, Vec::new(), 0), Answer::Nothing),
-            Some(Op::Add(a)) => (msg(kv_kind::ADD, a.key, Vec::new(), a.delta), Answer::Nothing),
-            // The operand carries the item's bits.
-            Some(Op::Append(a)) => (msg(kv_kind::APPEND, a.key, Vec::new(), a.item as i64), Answer::Nothing),
-            Some(Op::Scan(s)) => {
-                (msg(kv_kind::SCAN, s.from, s.limit.to_le_bytes().to_vec(), s.to as i64), Answer::Rows)
-            }
-            Some(Op::Check(c)) => (msg(kv_kind::CHECK, c.key, Vec::new(), c.version as i64), Answer::Nothing),
+            Some(Op::Get(g)) => (KvOp::Read(g.key), Answer::Value),
+            Some(Op::Put(p)) => (KvOp::Write(p.key, p.value), Answer::Nothing),
+            Some(Op::Delete(d)) => (KvOp::Delete(d.key), Answer::Nothing),
+            Some(Op::Add(a)) => (KvOp::Add(a.key, a.delta), Answer::Nothing),
+            Some(Op::Append(a)) => (KvOp::Append(a.key, a.item), Answer::Nothing),
+            Some(Op::Scan(s)) => (KvOp::Scan(s.from, s.to, s.limit), Answer::Rows),
+            Some(Op::Check(c)) => (KvOp::Check(c.key, c.version), Answer::Nothing),
         };
-        ops.push(m);
-        answers.push(a);
+        ops.push(op);
+        answers.push(answer);
     }
-    Ok((KvCall { table, ops }, answers))
+    Ok((kv_call(table, &ops), answers))
 }
 
 /// The response to a transaction whose coordinator answered `o`, its operations answering
@@ -156,6 +152,7 @@ mod tests {
     use super::*;
     use api::operation::Op;
     use api::operation_result::Result as R;
+    use redt_protocol::call::kv_kind;
 
     fn topology() -> Topology {
         let yaml = include_str!("../../configs/local-fast.yaml");

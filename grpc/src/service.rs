@@ -36,8 +36,9 @@ impl TransactionsService {
         TransactionsService { handler, transport, topology, handler_timeout }
     }
 
-    /// Who sent `req`: the identity of its client certificate.
-    fn caller<T>(&self, req: &Request<T>) -> Result<Caller, Status> {
+    /// Who sent `req` (the identity of its client certificate), and how long it may be
+    /// served: its deadline or `handler_timeout`, whichever is shorter.
+    fn caller<T>(&self, req: &Request<T>) -> Result<(Caller, Duration), Status> {
         let certs = req.peer_certs().filter(|c| !c.is_empty()).ok_or_else(|| {
             errors::status(
                 Code::Unauthenticated,
@@ -46,13 +47,18 @@ impl TransactionsService {
                 &[],
             )
         })?;
-        Ok(self.transport.identify(&certs[0]))
+        let deadline = deadline(req).map_or(self.handler_timeout, |d| d.min(self.handler_timeout));
+        Ok((self.transport.identify(&certs[0]), deadline))
     }
 
-    /// Serves `body` as `caller` within the call's deadline; `txn` names the transaction
-    /// in a timeout's detail when it is known.
-    async fn serve<T>(&self, req: &Request<T>, caller: Caller, body: Body, txn: Option<u64>) -> Result<Body, Status> {
-        let deadline = deadline(req).map_or(self.handler_timeout, |d| d.min(self.handler_timeout));
+    /// Serves `body` as `caller` within `deadline`; `txn` names the transaction in a
+    /// timeout's detail when it is known.
+    async fn serve(
+        &self,
+        (caller, deadline): (Caller, Duration),
+        body: Body,
+        txn: Option<u64>,
+    ) -> Result<Body, Status> {
         let env = Envelope { epoch: self.topology.epoch.0, from: u32::MAX, body: Some(body) };
         match tokio::time::timeout(deadline, self.handler.handle(caller, env)).await {
             Ok(reply) => match reply.body {
@@ -117,9 +123,10 @@ fn deadline<T>(req: &Request<T>) -> Option<Duration> {
 impl Transactions for TransactionsService {
     async fn run(&self, req: Request<api::RunRequest>) -> Result<Response<api::RunResponse>, Status> {
         let caller = self.caller(&req)?;
-        let txn = req.get_ref().reservation.as_ref().map(|r| r.txn);
-        let (submit, answers) = convert::submission(&self.topology, req.get_ref().clone())?;
-        match self.serve(&req, caller, Body::Submit(submit), txn).await? {
+        let req = req.into_inner();
+        let txn = req.reservation.as_ref().map(|r| r.txn);
+        let (submit, answers) = convert::submission(&self.topology, req)?;
+        match self.serve(caller, Body::Submit(submit), txn).await? {
             Body::Outcome(o) => convert::response(o, &answers).map(Response::new),
             _ => Err(unexpected("a transaction")),
         }
@@ -127,12 +134,13 @@ impl Transactions for TransactionsService {
 
     async fn read(&self, req: Request<api::ReadRequest>) -> Result<Response<api::ReadResponse>, Status> {
         let caller = self.caller(&req)?;
-        let table = convert::table_id(&self.topology, &req.get_ref().table)?;
-        let keys = req.get_ref().keys.clone();
+        let req = req.into_inner();
+        let table = u32::from(convert::table_id(&self.topology, &req.table)?.0);
+        let keys = req.keys;
         if keys.is_empty() {
             return Err(errors::malformed("a ReadRequest without keys"));
         }
-        match self.serve(&req, caller, Body::VersionedRead(VersionedReadRequest { table, keys }), None).await? {
+        match self.serve(caller, Body::VersionedRead(VersionedReadRequest { table, keys }), None).await? {
             Body::VersionedValues(r) => Ok(Response::new(api::ReadResponse {
                 values: r
                     .items
@@ -146,7 +154,7 @@ impl Transactions for TransactionsService {
 
     async fn reserve(&self, req: Request<api::ReserveRequest>) -> Result<Response<api::Reservation>, Status> {
         let caller = self.caller(&req)?;
-        match self.serve(&req, caller, Body::ReserveTxn(ReserveTxnRequest {}), None).await? {
+        match self.serve(caller, Body::ReserveTxn(ReserveTxnRequest {}), None).await? {
             Body::TxnReserved(r) => Ok(Response::new(api::Reservation {
                 txn: r.txn,
                 start_after: r.start_after,
@@ -169,7 +177,7 @@ impl Transactions for TransactionsService {
             wait_ms: req.get_ref().wait_ms,
             token: r.token,
         };
-        match self.serve(&req, caller, Body::OutcomeQuery(q), Some(r.txn)).await? {
+        match self.serve(caller, Body::OutcomeQuery(q), Some(r.txn)).await? {
             Body::TxnOutcome(o) => {
                 use api::outcome_response::State;
                 let state = match o.state {
@@ -192,7 +200,7 @@ impl Transactions for TransactionsService {
     async fn status(&self, req: Request<api::StatusRequest>) -> Result<Response<api::StatusResponse>, Status> {
         let caller = self.caller(&req)?;
         let count_locks = req.get_ref().count_locks;
-        match self.serve(&req, caller, Body::Status(StatusRequest { count_locks }), None).await? {
+        match self.serve(caller, Body::Status(StatusRequest { count_locks }), None).await? {
             Body::NodeStatus(s) => {
                 let node = self.topology.nodes.get(s.node as usize);
                 let dc = node.and_then(|n| self.topology.dcs.get(n.dc.0 as usize));
